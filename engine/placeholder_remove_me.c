@@ -1,0 +1,1 @@
+typedef int ember_engine_empty_unit_t;

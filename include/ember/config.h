@@ -1,0 +1,66 @@
+/*
+ * ember: configuration.
+ *
+ * Every EMBER_* environment variable lives in one table with its default and
+ * help text (as UCX's config tables); `ember-info --config` prints it.  Values
+ * come from the defaults, then the environment, then command-line overrides
+ * (ember_config_set).  Unknown EMBER_* variables are warned about once.
+ * Nothing else in ember calls getenv() for an EMBER_* name.
+ */
+#ifndef EMBER_CONFIG_H
+#define EMBER_CONFIG_H
+
+#include <ember/status.h>
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    EMBER_CONFIG_STRING,
+    EMBER_CONFIG_INT,    /* signed 64-bit integer */
+    EMBER_CONFIG_SIZE,   /* bytes, with optional K/M/G suffix (binary) */
+    EMBER_CONFIG_DOUBLE, /* also used for durations in seconds */
+    EMBER_CONFIG_BOOL    /* 0/1, y/n, yes/no, true/false, on/off */
+} ember_config_type_t;
+
+typedef struct {
+    const char *name;          /* EMBER_... */
+    const char *default_value; /* NULL means "unset" */
+    ember_config_type_t type;
+    const char *help;
+} ember_config_entry_t;
+
+/**
+ * Load the environment over the defaults.  Idempotent; every getter calls it
+ * on first use.  Returns ERR_INVALID_PARAM (and logs the variable) when an
+ * EMBER_* value does not parse as its type.
+ */
+ember_status_t ember_config_init(void);
+
+/**
+ * Override one value (a command-line flag).  @name must be in the table;
+ * @value is copied.  Errors: ERR_NOT_FOUND, ERR_INVALID_PARAM.
+ */
+ember_status_t ember_config_set(const char *name, const char *value);
+
+/** Current value as a string; NULL when unset.  Borrowed from the table. */
+const char *ember_config_str(const char *name);
+long long ember_config_int(const char *name);
+size_t ember_config_size(const char *name);
+double ember_config_double(const char *name);
+int ember_config_bool(const char *name);
+
+/** Parse a size such as "64K", "1M", "4096"; ERR_INVALID_PARAM if malformed. */
+ember_status_t ember_config_parse_size(const char *text, size_t *size_p);
+
+/** Print every variable: name, current value, default, help. */
+void ember_config_print(FILE *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/*
+ * ember: logging.
+ *
+ * Lines look like `host:pid:rank [subsys] level message`, so output from many
+ * ranks on many hosts can be merged and still read.  The level comes from
+ * EMBER_LOG_LEVEL.  An error is logged once, where it is detected; callers
+ * pass the status up through EMBER_CHECK, which leaves a debug breadcrumb.
+ */
+#ifndef EMBER_LOG_H
+#define EMBER_LOG_H
+
+#include <ember/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    EMBER_LOG_FATAL,
+    EMBER_LOG_ERROR,
+    EMBER_LOG_WARN,
+    EMBER_LOG_INFO,
+    EMBER_LOG_DEBUG,
+    EMBER_LOG_TRACE
+} ember_log_level_t;
+
+/** Set the rank shown in every line (-1 until known). */
+void ember_log_set_rank(int rank);
+
+/** Re-read EMBER_LOG_LEVEL from the config table. */
+void ember_log_init(void);
+
+/** Current threshold; messages above it are dropped. */
+ember_log_level_t ember_log_level(void);
+
+/** printf-like; prints one whole line to stderr in a single write. */
+void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt,
+                    ...) __attribute__((format(printf, 3, 4)));
+
+#define EMBER_LOG_(lvl, subsys, ...)                                         \
+    do {                                                                     \
+        if ((lvl) <= ember_log_level())                                      \
+            ember_log_emit((lvl), (subsys), __VA_ARGS__);                    \
+    } while (0)
+
+#define ember_error(subsys, ...) EMBER_LOG_(EMBER_LOG_ERROR, subsys, __VA_ARGS__)
+#define ember_warn(subsys, ...)  EMBER_LOG_(EMBER_LOG_WARN, subsys, __VA_ARGS__)
+#define ember_info(subsys, ...)  EMBER_LOG_(EMBER_LOG_INFO, subsys, __VA_ARGS__)
+#define ember_debug(subsys, ...) EMBER_LOG_(EMBER_LOG_DEBUG, subsys, __VA_ARGS__)
+#define ember_trace(subsys, ...) EMBER_LOG_(EMBER_LOG_TRACE, subsys, __VA_ARGS__)
+
+/* Propagate an error status up, leaving a one-line breadcrumb (NCCLCHECK). */
+#define EMBER_CHECK(expr)                                                    \
+    do {                                                                     \
+        ember_status_t check_status_ = (expr);                               \
+        if (check_status_ < 0) {                                             \
+            ember_debug("trace", "%s:%d: %s -> %s", __FILE__, __LINE__,      \
+                        #expr, ember_status_string(check_status_));          \
+            return check_status_;                                            \
+        }                                                                    \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

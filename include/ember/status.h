@@ -1,0 +1,53 @@
+/*
+ * ember: status codes.
+ *
+ * One enum for the whole engine, generated with its strings from a single
+ * X-macro (as libuv does), so a code and its text can never drift apart.
+ * Zero is success, positive values are "not done yet", negatives are errors.
+ */
+#ifndef EMBER_STATUS_H
+#define EMBER_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EMBER_STATUS_MAP(X)                                                  \
+    X(OK,                  0,   "success")                                   \
+    X(INPROGRESS,          1,   "operation in progress")                     \
+    X(ERR_INVALID_PARAM,  -1,   "invalid parameter")                         \
+    X(ERR_NO_MEMORY,      -2,   "out of memory")                             \
+    X(ERR_IO,             -3,   "input/output error")                        \
+    X(ERR_TIMED_OUT,      -4,   "timed out")                                 \
+    X(ERR_PEER_LOST,      -5,   "peer lost")                                 \
+    X(ERR_AUTH,           -6,   "authentication failed")                     \
+    X(ERR_MSG_TOO_LONG,   -7,   "message too long")                          \
+    X(ERR_BAD_MESSAGE,    -8,   "malformed message")                         \
+    X(ERR_UNSUPPORTED,    -9,   "operation not supported")                   \
+    X(ERR_NOT_FOUND,      -10,  "not found")                                 \
+    X(ERR_CANCELED,       -11,  "canceled")                                  \
+    X(ERR_TRANSPORT,      -12,  "transport error")                           \
+    X(ERR_NO_DEVICE,      -13,  "no such device")                            \
+    X(ERR_OUT_OF_RANGE,   -14,  "value out of range")                        \
+    X(ERR_NUMERIC,        -15,  "non-finite numeric value")                  \
+    X(ERR_FORMAT,         -16,  "bad file format")                           \
+    X(ERR_SHUTDOWN,       -17,  "shutting down")                             \
+    X(ERR_EXISTS,         -18,  "already exists")                            \
+    X(ERR_REMOTE,         -19,  "remote handler failed")
+
+typedef enum {
+#define EMBER_STATUS_ENUM_(name, value, text) EMBER_##name = (value),
+    EMBER_STATUS_MAP(EMBER_STATUS_ENUM_)
+#undef EMBER_STATUS_ENUM_
+} ember_status_t;
+
+/** Text of a status code; never NULL (unknown codes get a generic text). */
+const char *ember_status_string(ember_status_t status);
+
+/** Inverse of the wire encoding: a status received from a peer, validated. */
+ember_status_t ember_status_from_wire(int value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

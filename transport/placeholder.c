@@ -1,0 +1,1 @@
+typedef int ember_tp_empty_unit_t;
