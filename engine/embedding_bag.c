@@ -1,0 +1,428 @@
+/* ember engine: EmbeddingBag forward/backward/validation on the CPU. */
+#include "engine/embedding_bag.h"
+
+#include <ember/log.h>
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *ember_pool_mode_name(ember_pool_mode_t mode)
+{
+    switch (mode) {
+    case EMBER_POOL_SUM:
+        return "sum";
+    case EMBER_POOL_MEAN:
+        return "mean";
+    case EMBER_POOL_MAX:
+        return "max";
+    }
+    return "unknown";
+}
+
+ember_status_t ember_pool_mode_parse(const char *text, ember_pool_mode_t *mode_p)
+{
+    if (!text)
+        return EMBER_ERR_INVALID_PARAM;
+    if (strcmp(text, "sum") == 0)
+        *mode_p = EMBER_POOL_SUM;
+    else if (strcmp(text, "mean") == 0)
+        *mode_p = EMBER_POOL_MEAN;
+    else if (strcmp(text, "max") == 0)
+        *mode_p = EMBER_POOL_MAX;
+    else
+        return EMBER_ERR_INVALID_PARAM;
+    return EMBER_OK;
+}
+
+static void bag_msg(char *msg, size_t msg_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void bag_msg(char *msg, size_t msg_len, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!msg || msg_len == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, msg_len, fmt, ap);
+    va_end(ap);
+}
+
+/* End (exclusive) of bag b: the next offset, or n for the last bag. */
+static inline size_t bag_end(const ember_bag_batch_t *batch, size_t b)
+{
+    return (b + 1 < batch->bags) ? (size_t)batch->offsets[b + 1] : batch->n;
+}
+
+ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
+                                  const ember_bag_opts_t *opts, int64_t rows,
+                                  char *msg, size_t msg_len)
+{
+    bag_msg(msg, msg_len, "%s", "");
+    if (!batch || !opts) {
+        bag_msg(msg, msg_len, "batch or options missing");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (rows < 0) {
+        bag_msg(msg, msg_len, "table has a negative row count %" PRId64, rows);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (opts->mode != EMBER_POOL_SUM && opts->mode != EMBER_POOL_MEAN &&
+        opts->mode != EMBER_POOL_MAX) {
+        bag_msg(msg, msg_len, "unknown pooling mode %d", (int)opts->mode);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (opts->padding_idx < -1 || opts->padding_idx >= rows) {
+        bag_msg(msg, msg_len,
+                "padding_idx %" PRId64 " is out of range [-1, %" PRId64 ")",
+                opts->padding_idx, rows);
+        return EMBER_ERR_OUT_OF_RANGE;
+    }
+    if (batch->n > 0 && !batch->indices) {
+        bag_msg(msg, msg_len, "indices missing for %zu entries", batch->n);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->bags > 0 && !batch->offsets) {
+        bag_msg(msg, msg_len, "offsets missing for %zu bags", batch->bags);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->bags == 0 && batch->n > 0) {
+        /* PyTorch would reject this too: n entries but nowhere to pool them. */
+        bag_msg(msg, msg_len, "%zu indices but no bags (offsets is empty)",
+                batch->n);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->weights) {
+        if (opts->mode != EMBER_POOL_SUM) {
+            bag_msg(msg, msg_len,
+                    "per-sample weights are only supported with mode sum "
+                    "(mode is %s)",
+                    ember_pool_mode_name(opts->mode));
+            return EMBER_ERR_INVALID_PARAM;
+        }
+        if (batch->n_weights != batch->n) {
+            bag_msg(msg, msg_len,
+                    "per-sample weights length %zu does not match indices "
+                    "length %zu",
+                    batch->n_weights, batch->n);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+    } else if (batch->n_weights != 0) {
+        bag_msg(msg, msg_len,
+                "per-sample weights length %zu given without weights",
+                batch->n_weights);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+
+    if (batch->bags > 0 && batch->offsets[0] != 0) {
+        bag_msg(msg, msg_len, "offsets[0] is %" PRId64 ", must be 0",
+                batch->offsets[0]);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    for (size_t b = 0; b < batch->bags; b++) {
+        int64_t off = batch->offsets[b];
+        if (b > 0 && off < batch->offsets[b - 1]) {
+            bag_msg(msg, msg_len,
+                    "offsets decrease at bag %zu: %" PRId64 " after %" PRId64,
+                    b, off, batch->offsets[b - 1]);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+        if (off < 0 || (uint64_t)off > (uint64_t)batch->n) {
+            bag_msg(msg, msg_len,
+                    "offset %" PRId64 " of bag %zu is past the end of indices "
+                    "(n = %zu)",
+                    off, b, batch->n);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+    }
+
+    /* Walk bags and entries together so the message can name the bag. */
+    for (size_t b = 0; b < batch->bags; b++) {
+        size_t end = bag_end(batch, b);
+        for (size_t i = (size_t)batch->offsets[b]; i < end; i++) {
+            int64_t idx = batch->indices[i];
+            if (idx < 0 || idx >= rows) {
+                bag_msg(msg, msg_len,
+                        "index %" PRId64 " at position %zu (bag %zu) is out "
+                        "of range [0, %" PRId64 ")",
+                        idx, i, b, rows);
+                return EMBER_ERR_OUT_OF_RANGE;
+            }
+        }
+    }
+    return EMBER_OK;
+}
+
+static ember_status_t bag_check_args(const float *table, size_t dim,
+                                     const ember_bag_batch_t *batch,
+                                     const ember_bag_opts_t *opts)
+{
+    if (!batch || !opts || dim == 0 || (batch->n > 0 && !batch->indices) ||
+        (batch->bags > 0 && !batch->offsets) ||
+        (batch->n > 0 && !table && opts->mode != EMBER_POOL_SUM)) {
+        ember_error("embedding", "bag: invalid arguments (dim %zu)", dim);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    return EMBER_OK;
+}
+
+/* y += a * x over one row; restrict lets the compiler vectorize it. */
+static inline void row_axpy(float *restrict y, const float *restrict x, float a,
+                            size_t dim)
+{
+    for (size_t d = 0; d < dim; d++)
+        y[d] += a * x[d];
+}
+
+static inline void row_add(float *restrict y, const float *restrict x,
+                           size_t dim)
+{
+    for (size_t d = 0; d < dim; d++)
+        y[d] += x[d];
+}
+
+ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
+                                 const ember_bag_batch_t *batch,
+                                 const ember_bag_opts_t *opts, float *out_p,
+                                 int64_t *argmax_p)
+{
+    EMBER_CHECK(bag_check_args(table, dim, batch, opts));
+    if (batch->bags > 0 && !out_p)
+        return EMBER_ERR_INVALID_PARAM;
+    if (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax_p) {
+        ember_error("embedding", "max mode needs an argmax buffer");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->n > 0 && !table)
+        return EMBER_ERR_INVALID_PARAM;
+    (void)rows; /* indices were validated against rows by the caller */
+
+    const int64_t pad = opts->padding_idx;
+    const float *w = batch->weights;
+
+    for (size_t b = 0; b < batch->bags; b++) {
+        float *restrict out = out_p + b * dim;
+        size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
+        size_t count = 0;
+
+        memset(out, 0, dim * sizeof(*out));
+        switch (opts->mode) {
+        case EMBER_POOL_SUM:
+        case EMBER_POOL_MEAN:
+            for (size_t i = begin; i < end; i++) {
+                int64_t idx = batch->indices[i];
+                if (idx == pad)
+                    continue;
+                const float *row = table + (size_t)idx * dim;
+                if (w)
+                    row_axpy(out, row, w[i], dim);
+                else
+                    row_add(out, row, dim);
+                count++;
+            }
+            if (opts->mode == EMBER_POOL_MEAN && count > 1) {
+                /* count == 0 leaves the zeros an empty bag must pool to. */
+                float c = (float)count;
+                for (size_t d = 0; d < dim; d++)
+                    out[d] /= c;
+            }
+            break;
+        case EMBER_POOL_MAX: {
+            int64_t *restrict am = argmax_p + b * dim;
+            for (size_t d = 0; d < dim; d++)
+                am[d] = -1;
+            for (size_t i = begin; i < end; i++) {
+                int64_t idx = batch->indices[i];
+                if (idx == pad)
+                    continue;
+                const float *restrict row = table + (size_t)idx * dim;
+                if (count == 0) {
+                    memcpy(out, row, dim * sizeof(*out));
+                    for (size_t d = 0; d < dim; d++)
+                        am[d] = idx;
+                } else {
+                    /* Strict '>' keeps the first maximum (PyTorch CPU). */
+                    for (size_t d = 0; d < dim; d++) {
+                        int take = row[d] > out[d];
+                        out[d] = take ? row[d] : out[d];
+                        am[d] = take ? idx : am[d];
+                    }
+                }
+                count++;
+            }
+            break;
+        }
+        }
+    }
+    return EMBER_OK;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Position of @value in the sorted array @keys[n], or -1. */
+static inline int64_t find_sorted(const int64_t *keys, size_t n, int64_t value)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (lo < n && keys[lo] == value) ? (int64_t)lo : -1;
+}
+
+ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip,
+                               int64_t *unique_p, int64_t *inverse_p,
+                               size_t *nunique_p)
+{
+    size_t m = 0, u = 0;
+
+    if (n > 0 && (!indices || !unique_p || !inverse_p))
+        return EMBER_ERR_INVALID_PARAM;
+    if (!nunique_p)
+        return EMBER_ERR_INVALID_PARAM;
+
+    /* Sort a copy in the output buffer itself, so no scratch is needed; the
+     * inverse then comes from a binary search (O(n log u)). */
+    for (size_t i = 0; i < n; i++) {
+        if (indices[i] != skip)
+            unique_p[m++] = indices[i];
+    }
+    if (m > 1)
+        qsort(unique_p, m, sizeof(*unique_p), cmp_i64);
+    for (size_t i = 0; i < m; i++) {
+        if (u == 0 || unique_p[u - 1] != unique_p[i])
+            unique_p[u++] = unique_p[i];
+    }
+    for (size_t i = 0; i < n; i++)
+        inverse_p[i] = (indices[i] == skip) ? -1
+                                            : find_sorted(unique_p, u, indices[i]);
+    *nunique_p = u;
+    return EMBER_OK;
+}
+
+ember_status_t ember_bag_backward(const float *table, int64_t rows, size_t dim,
+                                  const ember_bag_batch_t *batch,
+                                  const ember_bag_opts_t *opts,
+                                  const float *grad_out, const int64_t *argmax,
+                                  int64_t *grad_rows_p, float *grad_p,
+                                  size_t *nrows_p, float *grad_weights_p)
+{
+    ember_status_t status;
+    int64_t *inverse;
+    size_t nu = 0;
+    const int64_t pad = opts ? opts->padding_idx : -1;
+
+    (void)rows;
+    if (!batch || !opts || dim == 0 || !nrows_p ||
+        (batch->bags > 0 && (!grad_out || !batch->offsets)) ||
+        (batch->n > 0 && (!batch->indices || !grad_rows_p || !grad_p))) {
+        ember_error("embedding", "bag backward: invalid arguments");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax) {
+        ember_error("embedding", "bag backward: max mode needs the argmax");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (grad_weights_p && (!batch->weights || !table ||
+                           opts->mode != EMBER_POOL_SUM)) {
+        ember_error("embedding", "bag backward: weight gradient needs weights, "
+                                 "the table and mode sum");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->n == 0) {
+        *nrows_p = 0;
+        return EMBER_OK;
+    }
+
+    inverse = malloc(batch->n * sizeof(*inverse));
+    if (!inverse) {
+        ember_error("embedding", "bag backward: no memory for %zu entries",
+                    batch->n);
+        return EMBER_ERR_NO_MEMORY;
+    }
+    status = ember_bag_dedup(batch->indices, batch->n, pad, grad_rows_p,
+                             inverse, &nu);
+    if (status != EMBER_OK)
+        goto out_free_inverse;
+    memset(grad_p, 0, nu * dim * sizeof(*grad_p));
+
+    for (size_t b = 0; b < batch->bags; b++) {
+        const float *go = grad_out + b * dim;
+        size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
+
+        switch (opts->mode) {
+        case EMBER_POOL_SUM:
+            for (size_t i = begin; i < end; i++) {
+                if (inverse[i] < 0)
+                    continue;
+                float *g = grad_p + (size_t)inverse[i] * dim;
+                if (batch->weights)
+                    row_axpy(g, go, batch->weights[i], dim);
+                else
+                    row_add(g, go, dim);
+            }
+            break;
+        case EMBER_POOL_MEAN: {
+            size_t count = 0;
+            for (size_t i = begin; i < end; i++)
+                count += inverse[i] >= 0;
+            if (count == 0)
+                break;
+            /* The forward divides by count; its gradient scales by 1/count. */
+            float scale = 1.0f / (float)count;
+            for (size_t i = begin; i < end; i++) {
+                if (inverse[i] >= 0)
+                    row_axpy(grad_p + (size_t)inverse[i] * dim, go, scale, dim);
+            }
+            break;
+        }
+        case EMBER_POOL_MAX: {
+            const int64_t *am = argmax + b * dim;
+            for (size_t d = 0; d < dim; d++) {
+                if (am[d] < 0)
+                    continue;
+                int64_t u = find_sorted(grad_rows_p, nu, am[d]);
+                if (u < 0) {
+                    ember_error("embedding",
+                                "bag backward: argmax row %" PRId64
+                                " of bag %zu is not in the batch",
+                                am[d], b);
+                    status = EMBER_ERR_INVALID_PARAM;
+                    goto out_free_inverse;
+                }
+                grad_p[(size_t)u * dim + d] += go[d];
+            }
+            break;
+        }
+        }
+
+        if (grad_weights_p) {
+            /* d out[b] / d w_i = table[idx_i]; padding entries get 0. */
+            for (size_t i = begin; i < end; i++) {
+                float acc = 0.0f;
+                if (inverse[i] >= 0) {
+                    const float *row = table + (size_t)batch->indices[i] * dim;
+                    for (size_t d = 0; d < dim; d++)
+                        acc += row[d] * go[d];
+                }
+                grad_weights_p[i] = acc;
+            }
+        }
+    }
+    *nrows_p = nu;
+    status = EMBER_OK;
+
+out_free_inverse:
+    free(inverse);
+    return status;
+}

@@ -1,0 +1,144 @@
+/*
+ * ember engine: EmbeddingBag (PyTorch nn.EmbeddingBag semantics, CPU, fp32).
+ *
+ * A batch is a flat list of row ids `indices[n]` cut into `bags` bags by
+ * `offsets[bags]` (offsets[0] == 0, non-decreasing, <= n; the last bag runs to
+ * n).  Each bag pools its rows into one vector of `dim` floats:
+ *   sum  : sum of rows (each scaled by its per-sample weight when given)
+ *   mean : sum / number of non-padding entries
+ *   max  : element-wise max; argmax records the row id chosen per element
+ * Entries equal to `padding_idx` contribute nothing (and are not counted by
+ * mean).  An empty bag (or one holding only padding) pools to zeros in every
+ * mode, with argmax -1.
+ *
+ * The backward produces a *sparse* row gradient: the sorted unique rows the
+ * batch touched (padding excluded) and one gradient row per unique row.  That
+ * is what the parameter server applies; nothing of size rows x dim is built.
+ *
+ * None of these functions keeps a pointer after it returns; all pointer
+ * parameters are borrowed for the duration of the call.  Forward and backward
+ * assume a batch that passed ember_bag_validate() (they still reject obvious
+ * misuse such as NULL buffers, but do not re-check every index on the hot path).
+ */
+#ifndef EMBER_ENGINE_EMBEDDING_BAG_H
+#define EMBER_ENGINE_EMBEDDING_BAG_H
+
+#include <ember/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    EMBER_POOL_SUM,
+    EMBER_POOL_MEAN,
+    EMBER_POOL_MAX
+} ember_pool_mode_t;
+
+/* One batch of bags.  All arrays are borrowed. */
+typedef struct {
+    const int64_t *indices; /* [n] row ids */
+    size_t n;
+    const int64_t *offsets; /* [bags] start of each bag in indices */
+    size_t bags;
+    const float *weights;   /* [n_weights] per-sample weights, or NULL */
+    size_t n_weights;       /* must equal n when weights != NULL */
+} ember_bag_batch_t;
+
+/* How a table pools. */
+typedef struct {
+    ember_pool_mode_t mode;
+    int64_t padding_idx; /* -1: none; else a row id in [0, rows) */
+} ember_bag_opts_t;
+
+/** Name of a pooling mode ("sum", "mean", "max"); never NULL. */
+const char *ember_pool_mode_name(ember_pool_mode_t mode);
+
+/**
+ * Parse "sum" / "mean" / "max" into @mode_p.
+ * Errors: ERR_INVALID_PARAM for any other text (mode_p untouched).
+ */
+ember_status_t ember_pool_mode_parse(const char *text, ember_pool_mode_t *mode_p);
+
+/**
+ * Check a batch against a table of @rows rows before it is used.
+ *
+ * Detects: NULL arrays with non-zero counts, an index < 0 or >= rows (names
+ * the index, its position and its bag), offsets[0] != 0, a decreasing offset,
+ * an offset > n, weights whose length differs from n, weights given with a
+ * mode other than sum, a padding_idx outside [-1, rows).
+ *
+ * @msg/@msg_len: caller buffer (may be NULL/0) that receives one line naming
+ * exactly what is wrong, e.g. "index 130 at position 7 (bag 2) is out of
+ * range [0, 100)"; on success it receives "".  Nothing is logged: the caller
+ * decides (a PS answers the trainer with the message instead).
+ *
+ * Errors: ERR_OUT_OF_RANGE (index or padding_idx out of range),
+ * ERR_INVALID_PARAM (everything else).  O(n + bags).
+ */
+ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
+                                  const ember_bag_opts_t *opts, int64_t rows,
+                                  char *msg, size_t msg_len);
+
+/**
+ * Pool a batch.
+ *
+ * @table: [rows, dim] row-major, borrowed.
+ * @out_p: [bags, dim], fully overwritten.
+ * @argmax_p: [bags, dim]; required in max mode (row id chosen per element,
+ *   -1 for an empty bag), ignored (may be NULL) otherwise.
+ * Ties in max mode keep the first entry, as PyTorch's CPU kernel does.
+ * No allocation.  Errors: ERR_INVALID_PARAM on NULL buffers or dim == 0.
+ */
+ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
+                                 const ember_bag_batch_t *batch,
+                                 const ember_bag_opts_t *opts, float *out_p,
+                                 int64_t *argmax_p);
+
+/**
+ * Sparse backward of ember_bag_forward.
+ *
+ * @table: [rows, dim]; only read when @grad_weights_p is requested (may be
+ *   NULL otherwise).
+ * @grad_out: [bags, dim], gradient of the loss w.r.t. the pooled output.
+ * @argmax: the forward's argmax (max mode only; NULL otherwise).
+ * @grad_rows_p: capacity n; receives the sorted unique rows touched (padding
+ *   row excluded).
+ * @grad_p: capacity n * dim; receives one accumulated gradient row per entry
+ *   of grad_rows_p.
+ * @nrows_p: number of rows written.
+ * @grad_weights_p: [n] or NULL; gradient w.r.t. the per-sample weights
+ *   (requires batch->weights, sum mode); 0 for padding entries.
+ *
+ * Allocates O(n) scratch for the deduplication (one malloc per call).
+ * Outputs are undefined on error.  Errors: ERR_INVALID_PARAM (NULL buffers,
+ * weight gradient requested without weights), ERR_NO_MEMORY.
+ */
+ember_status_t ember_bag_backward(const float *table, int64_t rows, size_t dim,
+                                  const ember_bag_batch_t *batch,
+                                  const ember_bag_opts_t *opts,
+                                  const float *grad_out, const int64_t *argmax,
+                                  int64_t *grad_rows_p, float *grad_p,
+                                  size_t *nrows_p, float *grad_weights_p);
+
+/**
+ * Deduplicate row ids: the sorted unique values of @indices (entries equal to
+ * @skip left out; pass -1 for none) and the inverse map, so that
+ * unique_p[inverse_p[i]] == indices[i] (inverse_p[i] == -1 for skipped
+ * entries).  The distributed lookup uses it to send each row once.
+ *
+ * @unique_p: capacity n; @inverse_p: [n]; @nunique_p: count written.
+ * Deterministic (stable sort).  Allocates O(n) scratch.
+ * Errors: ERR_INVALID_PARAM (NULL buffers with n > 0), ERR_NO_MEMORY.
+ */
+ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip,
+                               int64_t *unique_p, int64_t *inverse_p,
+                               size_t *nunique_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

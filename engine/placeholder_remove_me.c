@@ -1,1 +1,0 @@
-typedef int ember_engine_empty_unit_t;

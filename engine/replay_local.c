@@ -1,0 +1,404 @@
+/* ember engine: the synchronous hybrid step, replayed in one process. */
+#include "engine/replay_local.h"
+
+#include "engine/dense.h"
+#include "engine/embedding_bag.h"
+#include "engine/loss.h"
+#include "engine/optimizer.h"
+
+#include <ember/log.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const ember_st_file_t *golden;
+    size_t rows, dim, classes, trainers, steps;
+    float lr;
+    ember_bag_opts_t bag;
+    int weighted;
+    int sparse_mean;
+    /* parameters */
+    float *emb, *fc_w, *fc_b;
+    /* per-step accumulators */
+    float *d_fc_w, *d_fc_b; /* summed over trainers, then averaged */
+    float *d_emb;           /* [rows, dim] summed sparse row grads */
+    uint8_t *touched;       /* [rows] */
+    int64_t *touched_rows;  /* [rows] */
+    size_t ntouched;
+    char *msg;
+    size_t msg_len;
+} replay_t;
+
+static void replay_msg(replay_t *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void replay_msg(replay_t *r, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    ember_error("replay", "%s", line);
+    if (r->msg && r->msg_len)
+        snprintf(r->msg, r->msg_len, "%s", line);
+}
+
+static ember_status_t meta_size(replay_t *r, const char *key, size_t *value_p)
+{
+    const char *text = ember_st_metadata(r->golden, key);
+    char *end;
+    unsigned long long v;
+
+    if (!text) {
+        replay_msg(r, "metadata '%s' missing", key);
+        return EMBER_ERR_FORMAT;
+    }
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-') {
+        replay_msg(r, "metadata '%s' = '%s' is not a count", key, text);
+        return EMBER_ERR_FORMAT;
+    }
+    *value_p = (size_t)v;
+    return EMBER_OK;
+}
+
+static const char *meta_str(replay_t *r, const char *key)
+{
+    const char *text = ember_st_metadata(r->golden, key);
+    if (!text)
+        replay_msg(r, "metadata '%s' missing", key);
+    return text;
+}
+
+/* Copy tensor @name, checking dtype and exact shape (ndim dims). */
+static ember_status_t load_tensor(replay_t *r, const char *name,
+                                  ember_dtype_t dtype, size_t ndim,
+                                  const size_t *shape, void **data_p)
+{
+    const ember_st_tensor_t *t = ember_st_find(r->golden, name);
+    ember_status_t status;
+
+    if (!t) {
+        replay_msg(r, "tensor '%s' missing", name);
+        return EMBER_ERR_FORMAT;
+    }
+    int ok = t->dtype == dtype && t->ndim == ndim;
+    for (size_t d = 0; ok && d < ndim; d++)
+        ok = shape[d] == (size_t)-1 || (uint64_t)t->shape[d] == shape[d];
+    if (!ok) {
+        replay_msg(r, "tensor '%s' has dtype %s / rank %zu, not the expected "
+                      "%s / %zu (or a different shape)", name,
+                   ember_dtype_name(t->dtype), t->ndim, ember_dtype_name(dtype),
+                   ndim);
+        return EMBER_ERR_FORMAT;
+    }
+    status = ember_st_read_copy(r->golden, name, dtype, data_p, NULL);
+    if (status != EMBER_OK)
+        replay_msg(r, "tensor '%s': %s", name, ember_status_string(status));
+    return status;
+}
+
+/* Forward + backward of one trainer at one step; adds its gradients into the
+ * step accumulators. */
+static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
+                                     float *loss_p)
+{
+    ember_status_t status;
+    char name[64], why[256];
+    int64_t *indices = NULL, *offsets = NULL, *targets = NULL, *argmax = NULL;
+    int64_t *grad_rows = NULL;
+    float *weights = NULL, *pooled = NULL, *logits = NULL, *grad_pooled = NULL;
+    float *grad_rows_val = NULL;
+    size_t n, bags, nrows = 0;
+    const ember_st_tensor_t *ti, *to;
+
+    snprintf(name, sizeof(name), "t%zu.s%zu.indices", t, s);
+    ti = ember_st_find(r->golden, name);
+    snprintf(name, sizeof(name), "t%zu.s%zu.offsets", t, s);
+    to = ember_st_find(r->golden, name);
+    if (!ti || !to || ti->ndim != 1 || to->ndim != 1) {
+        replay_msg(r, "trainer %zu step %zu: indices/offsets missing or not "
+                      "1-D", t, s);
+        return EMBER_ERR_FORMAT;
+    }
+    n = (size_t)ti->shape[0];
+    bags = (size_t)to->shape[0];
+    size_t shape_n[1] = {n}, shape_b[1] = {bags};
+
+    snprintf(name, sizeof(name), "t%zu.s%zu.indices", t, s);
+    if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_n,
+                              (void **)&indices)) != EMBER_OK)
+        goto out;
+    snprintf(name, sizeof(name), "t%zu.s%zu.offsets", t, s);
+    if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_b,
+                              (void **)&offsets)) != EMBER_OK)
+        goto out;
+    snprintf(name, sizeof(name), "t%zu.s%zu.targets", t, s);
+    if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_b,
+                              (void **)&targets)) != EMBER_OK)
+        goto out;
+    if (r->weighted) {
+        snprintf(name, sizeof(name), "t%zu.s%zu.weights", t, s);
+        if ((status = load_tensor(r, name, EMBER_DTYPE_F32, 1, shape_n,
+                                  (void **)&weights)) != EMBER_OK)
+            goto out;
+    }
+
+    ember_bag_batch_t batch = {.indices = indices, .n = n, .offsets = offsets,
+                               .bags = bags, .weights = weights,
+                               .n_weights = weights ? n : 0};
+    status = ember_bag_validate(&batch, &r->bag, (int64_t)r->rows, why,
+                                sizeof(why));
+    if (status != EMBER_OK) {
+        replay_msg(r, "trainer %zu step %zu: %s", t, s, why);
+        status = EMBER_ERR_FORMAT;
+        goto out;
+    }
+
+    status = EMBER_ERR_NO_MEMORY;
+    pooled = malloc((bags * r->dim + 1) * sizeof(float));
+    grad_pooled = malloc((bags * r->dim + 1) * sizeof(float));
+    logits = malloc((bags * r->classes + 1) * sizeof(float));
+    grad_rows = malloc((n + 1) * sizeof(int64_t));
+    grad_rows_val = malloc((n * r->dim + 1) * sizeof(float));
+    if (r->bag.mode == EMBER_POOL_MAX)
+        argmax = malloc((bags * r->dim + 1) * sizeof(int64_t));
+    if (!pooled || !grad_pooled || !logits || !grad_rows || !grad_rows_val ||
+        (r->bag.mode == EMBER_POOL_MAX && !argmax)) {
+        replay_msg(r, "trainer %zu step %zu: out of memory", t, s);
+        goto out;
+    }
+
+    if ((status = ember_bag_forward(r->emb, (int64_t)r->rows, r->dim, &batch,
+                                    &r->bag, pooled, argmax)) != EMBER_OK ||
+        (status = ember_linear_forward(pooled, bags, r->dim, r->classes, r->fc_w,
+                                       r->fc_b, logits)) != EMBER_OK)
+        goto out;
+    /* The logits buffer becomes their gradient (in place is allowed). */
+    status = ember_cross_entropy(logits, bags, r->classes, targets, loss_p,
+                                 logits);
+    if (status != EMBER_OK) {
+        replay_msg(r, "trainer %zu step %zu: cross entropy failed: %s", t, s,
+                   ember_status_string(status));
+        goto out;
+    }
+    if ((status = ember_linear_backward(pooled, bags, r->dim, r->classes,
+                                        r->fc_w, logits, 1, grad_pooled,
+                                        r->d_fc_w, r->d_fc_b)) != EMBER_OK ||
+        (status = ember_bag_backward(r->emb, (int64_t)r->rows, r->dim, &batch,
+                                     &r->bag, grad_pooled, argmax, grad_rows,
+                                     grad_rows_val, &nrows, NULL)) != EMBER_OK)
+        goto out;
+
+    /* Sum this trainer's rows into the step's accumulator (the PS's job). */
+    for (size_t u = 0; u < nrows; u++) {
+        size_t row = (size_t)grad_rows[u];
+        float *dst = r->d_emb + row * r->dim;
+        const float *src = grad_rows_val + u * r->dim;
+        if (!r->touched[row]) {
+            r->touched[row] = 1;
+            r->touched_rows[r->ntouched++] = (int64_t)row;
+            memset(dst, 0, r->dim * sizeof(float));
+        }
+        for (size_t d = 0; d < r->dim; d++)
+            dst[d] += src[d];
+    }
+
+out:
+    free(argmax);
+    free(grad_rows_val);
+    free(grad_rows);
+    free(logits);
+    free(grad_pooled);
+    free(pooled);
+    free(weights);
+    free(targets);
+    free(offsets);
+    free(indices);
+    return status;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void ember_replay_result_cleanup(ember_replay_result_t *result)
+{
+    if (!result)
+        return;
+    free(result->losses);
+    free(result->emb);
+    free(result->fc_weight);
+    free(result->fc_bias);
+    memset(result, 0, sizeof(*result));
+}
+
+ember_status_t ember_replay_local(const ember_st_file_t *golden,
+                                  ember_replay_result_t *result_p, char *msg,
+                                  size_t msg_len)
+{
+    replay_t r = {.golden = golden, .msg = msg, .msg_len = msg_len};
+    ember_opt_t *opt_emb = NULL, *opt_w = NULL, *opt_b = NULL;
+    ember_opt_config_t cfg;
+    float *losses = NULL, *compact = NULL;
+    ember_status_t status;
+    const char *text;
+    char *end;
+
+    if (!golden || !result_p)
+        return EMBER_ERR_INVALID_PARAM;
+    if (msg && msg_len)
+        msg[0] = '\0';
+    EMBER_CHECK(meta_size(&r, "rows", &r.rows));
+    EMBER_CHECK(meta_size(&r, "dim", &r.dim));
+    EMBER_CHECK(meta_size(&r, "classes", &r.classes));
+    EMBER_CHECK(meta_size(&r, "trainers", &r.trainers));
+    EMBER_CHECK(meta_size(&r, "steps", &r.steps));
+    if (!r.rows || !r.dim || !r.classes || !r.trainers ||
+        r.rows > ((size_t)1 << 40) / r.dim) {
+        replay_msg(&r, "metadata sizes must be positive and sane");
+        return EMBER_ERR_FORMAT;
+    }
+    if (!(text = meta_str(&r, "lr")))
+        return EMBER_ERR_FORMAT;
+    r.lr = strtof(text, &end);
+    if (end == text || *end || !(r.lr >= 0.0f)) {
+        replay_msg(&r, "metadata lr = '%s' is not a learning rate", text);
+        return EMBER_ERR_FORMAT;
+    }
+    if (!(text = meta_str(&r, "mode")))
+        return EMBER_ERR_FORMAT;
+    r.bag.padding_idx = -1;
+    if (ember_pool_mode_parse(text, &r.bag.mode) != EMBER_OK) {
+        replay_msg(&r, "metadata mode = '%s' is not sum, mean or max", text);
+        return EMBER_ERR_FORMAT;
+    }
+    if (!(text = meta_str(&r, "sparse_reduce")))
+        return EMBER_ERR_FORMAT;
+    if (strcmp(text, "mean") == 0)
+        r.sparse_mean = 1;
+    else if (strcmp(text, "sum") != 0) {
+        replay_msg(&r, "metadata sparse_reduce = '%s' is not sum or mean", text);
+        return EMBER_ERR_FORMAT;
+    }
+    text = ember_st_metadata(golden, "per_sample_weights");
+    r.weighted = text && strcmp(text, "1") == 0;
+    text = ember_st_metadata(golden, "optimizer");
+    if (text && strcmp(text, "sgd") != 0) {
+        replay_msg(&r, "optimizer '%s' is not supported by the replay (sgd)",
+                   text);
+        return EMBER_ERR_UNSUPPORTED;
+    }
+    text = ember_st_metadata(golden, "loss");
+    if (text && strcmp(text, "cross_entropy_mean") != 0) {
+        replay_msg(&r, "loss '%s' is not supported by the replay", text);
+        return EMBER_ERR_UNSUPPORTED;
+    }
+
+    size_t shape_emb[2] = {r.rows, r.dim}, shape_w[2] = {r.classes, r.dim};
+    size_t shape_b[1] = {r.classes};
+    if ((status = load_tensor(&r, "emb.weight", EMBER_DTYPE_F32, 2, shape_emb,
+                              (void **)&r.emb)) != EMBER_OK ||
+        (status = load_tensor(&r, "fc.weight", EMBER_DTYPE_F32, 2, shape_w,
+                              (void **)&r.fc_w)) != EMBER_OK ||
+        (status = load_tensor(&r, "fc.bias", EMBER_DTYPE_F32, 1, shape_b,
+                              (void **)&r.fc_b)) != EMBER_OK)
+        goto out;
+
+    status = EMBER_ERR_NO_MEMORY;
+    r.d_fc_w = malloc(r.classes * r.dim * sizeof(float));
+    r.d_fc_b = malloc(r.classes * sizeof(float));
+    r.d_emb = malloc(r.rows * r.dim * sizeof(float));
+    r.touched = calloc(r.rows, 1);
+    r.touched_rows = malloc(r.rows * sizeof(int64_t));
+    compact = malloc(r.rows * r.dim * sizeof(float));
+    losses = malloc((r.steps * r.trainers + 1) * sizeof(float));
+    if (!r.d_fc_w || !r.d_fc_b || !r.d_emb || !r.touched || !r.touched_rows ||
+        !compact || !losses)
+        goto out;
+
+    ember_opt_config_default(EMBER_OPT_SGD, r.lr, &cfg);
+    if ((status = ember_opt_create(&cfg, r.rows, r.dim, EMBER_OPT_SPARSE,
+                                   &opt_emb)) != EMBER_OK ||
+        (status = ember_opt_create(&cfg, 1, r.classes * r.dim, EMBER_OPT_DENSE,
+                                   &opt_w)) != EMBER_OK ||
+        (status = ember_opt_create(&cfg, 1, r.classes, EMBER_OPT_DENSE,
+                                   &opt_b)) != EMBER_OK)
+        goto out;
+
+    for (size_t s = 0; s < r.steps; s++) {
+        memset(r.d_fc_w, 0, r.classes * r.dim * sizeof(float));
+        memset(r.d_fc_b, 0, r.classes * sizeof(float));
+        r.ntouched = 0;
+        /* Every trainer sees the same parameters: nothing is updated until
+         * all of them have run backward (the sync mode's barrier). */
+        for (size_t t = 0; t < r.trainers; t++) {
+            status = replay_trainer(&r, t, s, &losses[s * r.trainers + t]);
+            if (status != EMBER_OK)
+                goto out;
+        }
+
+        /* Dense: the allreduce average. */
+        const float inv_t = 1.0f / (float)r.trainers;
+        for (size_t i = 0; i < r.classes * r.dim; i++)
+            r.d_fc_w[i] *= inv_t;
+        for (size_t i = 0; i < r.classes; i++)
+            r.d_fc_b[i] *= inv_t;
+
+        /* Sparse: sorted unique rows, summed (or averaged) over trainers. */
+        qsort(r.touched_rows, r.ntouched, sizeof(int64_t), cmp_i64);
+        const float scale = r.sparse_mean ? inv_t : 1.0f;
+        for (size_t u = 0; u < r.ntouched; u++) {
+            size_t row = (size_t)r.touched_rows[u];
+            for (size_t d = 0; d < r.dim; d++)
+                compact[u * r.dim + d] = r.d_emb[row * r.dim + d] * scale;
+            r.touched[row] = 0;
+        }
+        if ((status = ember_opt_step_dense(opt_w, r.fc_w, r.d_fc_w,
+                                           r.classes * r.dim)) != EMBER_OK ||
+            (status = ember_opt_step_dense(opt_b, r.fc_b, r.d_fc_b,
+                                           r.classes)) != EMBER_OK ||
+            (status = ember_opt_step_sparse(opt_emb, r.emb, r.dim,
+                                            r.touched_rows, compact,
+                                            r.ntouched)) != EMBER_OK)
+            goto out;
+    }
+
+    result_p->rows = r.rows;
+    result_p->dim = r.dim;
+    result_p->classes = r.classes;
+    result_p->trainers = r.trainers;
+    result_p->steps = r.steps;
+    result_p->losses = losses;
+    result_p->emb = r.emb;
+    result_p->fc_weight = r.fc_w;
+    result_p->fc_bias = r.fc_b;
+    /* The result owns these now. */
+    losses = NULL;
+    r.emb = r.fc_w = r.fc_b = NULL;
+    status = EMBER_OK;
+
+out:
+    ember_opt_destroy(opt_b);
+    ember_opt_destroy(opt_w);
+    ember_opt_destroy(opt_emb);
+    free(losses);
+    free(compact);
+    free(r.touched_rows);
+    free(r.touched);
+    free(r.d_emb);
+    free(r.d_fc_b);
+    free(r.d_fc_w);
+    free(r.fc_b);
+    free(r.fc_w);
+    free(r.emb);
+    return status;
+}

@@ -1,0 +1,130 @@
+/*
+ * ember engine: safetensors files (checkpoints, saved weights, golden runs).
+ *
+ * Format: u64 little-endian header length N, N bytes of JSON
+ *   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]},
+ *    ..., "__metadata__": {"key": "value", ...}}
+ * then the raw little-endian tensor bytes; offsets are relative to the byte
+ * after the header.  The reader checks everything against the file size
+ * before exposing a pointer: a malformed file yields ERR_FORMAT and a message
+ * naming the tensor (or the JSON byte) at fault, never a crash.
+ */
+#ifndef EMBER_ENGINE_SAFETENSORS_H
+#define EMBER_ENGINE_SAFETENSORS_H
+
+#include <ember/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EMBER_ST_MAX_DIMS 8
+/* safetensors' own limit on the JSON header; also bounds what we allocate. */
+#define EMBER_ST_MAX_HEADER (100u << 20)
+
+typedef enum {
+    EMBER_DTYPE_F32,
+    EMBER_DTYPE_F64,
+    EMBER_DTYPE_F16,
+    EMBER_DTYPE_BF16,
+    EMBER_DTYPE_I64,
+    EMBER_DTYPE_I32,
+    EMBER_DTYPE_I16,
+    EMBER_DTYPE_I8,
+    EMBER_DTYPE_U8,
+    EMBER_DTYPE_BOOL
+} ember_dtype_t;
+
+/* One tensor.  From the reader: every field filled, name and data borrowed
+ * from the file object (valid until ember_st_close); data is NOT aligned in
+ * general (safetensors packs tensors back to back), so copy it out with
+ * memcpy or ember_st_read_copy before using it as typed memory.
+ * For the writer: name, dtype, ndim, shape, data are read; numel/nbytes are
+ * ignored (computed). */
+typedef struct {
+    const char *name;
+    ember_dtype_t dtype;
+    size_t ndim;
+    int64_t shape[EMBER_ST_MAX_DIMS];
+    size_t numel;
+    size_t nbytes;
+    const void *data;
+} ember_st_tensor_t;
+
+/* One metadata entry (both strings borrowed). */
+typedef struct {
+    const char *key;
+    const char *value;
+} ember_st_meta_t;
+
+typedef struct ember_st_file ember_st_file_t;
+
+/** "F32", "I64", ...; never NULL. */
+const char *ember_dtype_name(ember_dtype_t dtype);
+
+/** Bytes per element of @dtype. */
+size_t ember_dtype_size(ember_dtype_t dtype);
+
+/**
+ * Read and check a whole file (read into memory, so a file changed later
+ * does not affect us).  @msg/@msg_len (may be NULL/0) receive the cause on
+ * error.  Errors: ERR_IO (cannot open/read; errno text in msg), ERR_FORMAT
+ * (malformed), ERR_NO_MEMORY.
+ */
+ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p,
+                             char *msg, size_t msg_len);
+
+/**
+ * As ember_st_open, from a buffer of @size bytes (copied).  Used for files
+ * received over the network and by the tests.
+ */
+ember_status_t ember_st_open_buffer(const void *buf, size_t size,
+                                    ember_st_file_t **file_p, char *msg,
+                                    size_t msg_len);
+
+/** Free the file object and everything borrowed from it.  NULL is a no-op. */
+void ember_st_close(ember_st_file_t *file);
+
+/** Number of tensors (metadata not counted). */
+size_t ember_st_count(const ember_st_file_t *file);
+
+/** Tensor @i (in header order), or NULL when i >= count. */
+const ember_st_tensor_t *ember_st_tensor_at(const ember_st_file_t *file,
+                                            size_t i);
+
+/** Tensor named @name, or NULL.  Borrowed from the file object. */
+const ember_st_tensor_t *ember_st_find(const ember_st_file_t *file,
+                                       const char *name);
+
+/** Metadata value for @key, or NULL.  Borrowed from the file object. */
+const char *ember_st_metadata(const ember_st_file_t *file, const char *key);
+
+/**
+ * Copy tensor @name into a new, aligned buffer checked to be of @dtype.
+ * @data_p receives malloc'd memory the caller frees; @numel_p the element
+ * count (may be NULL).  A zero-element tensor gives a non-NULL 1-byte buffer.
+ * Errors: ERR_NOT_FOUND, ERR_FORMAT (dtype differs; logged with the name),
+ * ERR_NO_MEMORY.
+ */
+ember_status_t ember_st_read_copy(const ember_st_file_t *file, const char *name,
+                                  ember_dtype_t dtype, void **data_p,
+                                  size_t *numel_p);
+
+/**
+ * Write @ntensors tensors (in the order given, data back to back) and
+ * @nmeta metadata strings to @path.  The file appears atomically: it is
+ * written as "<path>.tmp" and renamed.  All arguments borrowed.
+ * Errors: ERR_INVALID_PARAM (NULL/duplicate/"__metadata__" names, ndim >
+ * EMBER_ST_MAX_DIMS, negative dims), ERR_IO, ERR_NO_MEMORY.
+ */
+ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors,
+                              size_t ntensors, const ember_st_meta_t *meta,
+                              size_t nmeta);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,192 @@
+/* The single-process reference against PyTorch's golden runs. */
+#include "engine/replay_local.h"
+#include "engine/safetensors.h"
+
+#include "test_util.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#define TOL 1e-4
+
+/* Largest |a - b| over n floats; also reports where. */
+static double max_abs_diff(const float *a, const float *b, size_t n,
+                           size_t *where_p)
+{
+    double worst = 0.0;
+    *where_p = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= worst)) { /* NaN counts as worst */
+            worst = isnan(d) ? INFINITY : d;
+            *where_p = i;
+        }
+    }
+    return worst;
+}
+
+static int check_tensor(const ember_st_file_t *f, const char *name,
+                        const float *got, size_t n)
+{
+    float *want;
+    size_t numel, where;
+
+    CHECK(ember_st_read_copy(f, name, EMBER_DTYPE_F32, (void **)&want,
+                             &numel) == EMBER_OK, "cannot read %s", name);
+    CHECK(numel == n, "%s has %zu elements, replay produced %zu", name, numel, n);
+    double err = max_abs_diff(got, want, n, &where);
+    fprintf(stderr, "%s: max abs error %.3g (element %zu)\n", name, err, where);
+    int ok = err <= TOL;
+    if (!ok)
+        fprintf(stderr, "FAIL %s: element %zu is %.7g, PyTorch has %.7g\n", name,
+                where, got[where], want[where]);
+    free(want);
+    return ok ? 0 : 1;
+}
+
+static int replay_file(const char *stem)
+{
+    char path[4096], msg[512];
+    ember_st_file_t *f;
+    ember_replay_result_t res = {0};
+    int rc = 0;
+
+    CHECK(test_argc >= 1, "golden directory not given (argv[2])");
+    snprintf(path, sizeof(path), "%s/%s.safetensors", test_argv[0], stem);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK,
+          "cannot open %s: %s", path, msg);
+    ember_status_t status = ember_replay_local(f, &res, msg, sizeof(msg));
+    if (status != EMBER_OK) {
+        fprintf(stderr, "FAIL replay of %s: %s (%s)\n", path,
+                ember_status_string(status), msg);
+        ember_st_close(f);
+        return 1;
+    }
+
+    /* Losses step by step, so a divergence is reported where it starts. */
+    float *want;
+    size_t numel;
+    if (ember_st_read_copy(f, "expected.loss", EMBER_DTYPE_F32, (void **)&want,
+                           &numel) != EMBER_OK ||
+        numel != res.steps * res.trainers) {
+        fprintf(stderr, "FAIL expected.loss missing or mis-shaped\n");
+        rc = 1;
+    } else {
+        double worst = 0.0;
+        for (size_t s = 0; s < res.steps && rc == 0; s++) {
+            for (size_t t = 0; t < res.trainers; t++) {
+                size_t i = s * res.trainers + t;
+                double d = fabs((double)res.losses[i] - (double)want[i]);
+                if (!(d <= TOL)) {
+                    fprintf(stderr, "FAIL loss of trainer %zu at step %zu is "
+                                    "%.7g, PyTorch has %.7g\n",
+                            t, s, res.losses[i], want[i]);
+                    rc = 1;
+                    break;
+                }
+                worst = d > worst ? d : worst;
+            }
+        }
+        fprintf(stderr, "losses: %zu steps x %zu trainers, max abs error %.3g "
+                        "(first %.5f, last %.5f)\n",
+                res.steps, res.trainers, worst, want[0],
+                want[res.steps * res.trainers - 1]);
+        free(want);
+    }
+    rc |= check_tensor(f, "expected.emb.weight", res.emb, res.rows * res.dim);
+    rc |= check_tensor(f, "expected.fc.weight", res.fc_weight,
+                       res.classes * res.dim);
+    rc |= check_tensor(f, "expected.fc.bias", res.fc_bias, res.classes);
+
+    /* The run must actually have trained: parameters moved. */
+    const ember_st_tensor_t *init = ember_st_find(f, "emb.weight");
+    float *w0 = malloc(init->nbytes);
+    memcpy(w0, init->data, init->nbytes);
+    size_t where;
+    double moved = max_abs_diff(w0, res.emb, res.rows * res.dim, &where);
+    free(w0);
+    if (!(moved > 1e-3)) {
+        fprintf(stderr, "FAIL the embedding did not move (%.3g)\n", moved);
+        rc = 1;
+    }
+    ember_replay_result_cleanup(&res);
+    ember_st_close(f);
+    return rc;
+}
+
+static int case_seed_sum_2t(void) { return replay_file("seed_sum_2t"); }
+static int case_mean_3t_empty(void) { return replay_file("mean_3t_empty"); }
+static int case_sum_weighted_2t(void) { return replay_file("sum_weighted_2t"); }
+
+/* A tiny run built here, then broken in one way at a time. */
+static int write_tiny(const char *path, int64_t bad_index, const char *optimizer)
+{
+    float emb[4 * 2] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+    float fcw[2 * 2] = {0.1f, -0.1f, 0.2f, 0.3f}, fcb[2] = {0.0f, 0.1f};
+    int64_t idx[3] = {0, 3, bad_index}, off[2] = {0, 1}, tgt[2] = {1, 0};
+    ember_st_tensor_t t[] = {
+        {.name = "emb.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {4, 2}, .data = emb},
+        {.name = "fc.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {2, 2}, .data = fcw},
+        {.name = "fc.bias", .dtype = EMBER_DTYPE_F32, .ndim = 1, .shape = {2}, .data = fcb},
+        {.name = "t0.s0.indices", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {3}, .data = idx},
+        {.name = "t0.s0.offsets", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {2}, .data = off},
+        {.name = "t0.s0.targets", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {2}, .data = tgt},
+    };
+    ember_st_meta_t m[] = {{"rows", "4"}, {"dim", "2"}, {"classes", "2"},
+                           {"trainers", "1"}, {"steps", "1"}, {"lr", "0.1"},
+                           {"mode", "sum"}, {"sparse_reduce", "sum"},
+                           {"per_sample_weights", "0"}, {"optimizer", optimizer},
+                           {"loss", "cross_entropy_mean"}};
+    return ember_st_write(path, t, 6, m, sizeof(m) / sizeof(m[0])) == EMBER_OK;
+}
+
+static int run_tiny(int64_t bad_index, const char *optimizer,
+                    ember_status_t expect, const char *words)
+{
+    char path[] = "/tmp/ember_replay_tiny_XXXXXX", msg[512];
+    ember_st_file_t *f;
+    ember_replay_result_t res = {0};
+    int fd = mkstemp(path);
+
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    CHECK(write_tiny(path, bad_index, optimizer), "cannot write %s", path);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "%s", msg);
+    unlink(path);
+    ember_status_t status = ember_replay_local(f, &res, msg, sizeof(msg));
+    if (status == EMBER_OK)
+        CHECK(res.losses[0] > 0.0f && isfinite(res.losses[0]), "loss %g",
+              res.losses[0]);
+    ember_replay_result_cleanup(&res);
+    ember_st_close(f);
+    CHECK(status == expect, "status %s, expected %s (%s)",
+          ember_status_string(status), ember_status_string(expect), msg);
+    CHECK(!words || strstr(msg, words), "message '%s' lacks '%s'", msg, words);
+    return 0;
+}
+
+static int case_tiny_ok(void) { return run_tiny(2, "sgd", EMBER_OK, NULL); }
+
+static int case_bad_index(void)
+{
+    return run_tiny(9, "sgd", EMBER_ERR_FORMAT,
+                    "trainer 0 step 0: index 9 at position 2 (bag 1)");
+}
+
+static int case_bad_optimizer(void)
+{
+    return run_tiny(2, "lbfgs", EMBER_ERR_UNSUPPORTED, "lbfgs");
+}
+
+int main(int argc, char **argv)
+{
+    static const test_case_t cases[] = {
+        {"seed_sum_2t", case_seed_sum_2t},
+        {"mean_3t_empty", case_mean_3t_empty},
+        {"sum_weighted_2t", case_sum_weighted_2t},
+        {"tiny_ok", case_tiny_ok},
+        {"bad_index", case_bad_index},
+        {"bad_optimizer", case_bad_optimizer},
+    };
+    return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
+}
