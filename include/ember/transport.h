@@ -1,0 +1,204 @@
+/*
+ * ember: the transport.
+ *
+ * One ember_tp_t per process: it joins the job through the rendezvous store
+ * (tcp://HOST:PORT, or the Slurm environment), owns one UCX worker, and gives
+ * RPC over UCX active messages plus one-sided RMA.
+ *
+ * Threading: single-threaded.  Progress is driven by whoever waits
+ * (ember_future_wait, ember_tp_wait); request handlers run from there, never
+ * from inside a UCX callback, so a handler may send and may reply later.
+ * A handler must not block.
+ *
+ * Trust model: built for a trusted cluster network.  A job secret proves that
+ * a connecting process belongs to the job (HMAC-SHA256 handshake before any
+ * handler runs); payloads are not encrypted.  Every header, count and length
+ * from the wire is checked before use.
+ */
+#ifndef EMBER_TRANSPORT_H
+#define EMBER_TRANSPORT_H
+
+#include <ember/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ember_tp ember_tp_t;
+typedef struct ember_future ember_future_t;
+typedef struct ember_rpc_req ember_rpc_req_t;
+typedef struct ember_mem ember_mem_t;
+typedef struct ember_rkey ember_rkey_t;
+
+/** Where a buffer lives; every buffer handed to the transport says so. */
+typedef enum {
+    EMBER_MEM_HOST = 0,
+    EMBER_MEM_CUDA = 1
+} ember_mem_type_t;
+
+/** One piece of a multi-part payload (borrowed until the call completes). */
+typedef struct {
+    const void *buffer;
+    size_t length;
+} ember_iov_t;
+
+/** How to join the job.  Zeroed fields take their EMBER_* config defaults. */
+typedef struct {
+    int rank;             /* -1: from EMBER_RANK / SLURM_PROCID */
+    int world_size;       /* -1: from EMBER_WORLD_SIZE / SLURM_NTASKS */
+    const char *name;     /* worker name (NULL: EMBER_NAME or "rank<N>") */
+    const char *init_url; /* NULL: EMBER_INIT (or the Slurm head node) */
+    const uint8_t *secret; /* NULL: EMBER_SECRET_FILE / EMBER_SECRET */
+    size_t secret_length;
+} ember_tp_params_t;
+
+/** Initialise params to "everything from the environment". */
+void ember_tp_params_init(ember_tp_params_t *params);
+
+/**
+ * Join the job: start or reach the rendezvous store, create the UCX worker,
+ * publish its address and name, and wait until every rank has done so.
+ * Blocks up to EMBER_CONNECT_TIMEOUT.  @params is borrowed.
+ */
+ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_p);
+
+/**
+ * Leave the job gracefully: waits (bounded by EMBER_SHUTDOWN_TIMEOUT) for
+ * this process's in-flight calls and sends, then a barrier with every live
+ * rank, then closes endpoints.  Pending calls still open fail with
+ * ERR_SHUTDOWN.
+ */
+void ember_tp_destroy(ember_tp_t *tp);
+
+int ember_tp_rank(const ember_tp_t *tp);
+int ember_tp_world_size(const ember_tp_t *tp);
+/** Name of @rank ("master", "ps0", ...); borrowed from the transport. */
+const char *ember_tp_peer_name(const ember_tp_t *tp, int rank);
+/** Rank of the worker called @name, or -1. */
+int ember_tp_peer_by_name(const ember_tp_t *tp, const char *name);
+/** Non-zero when @rank was lost (error on its endpoint). */
+int ember_tp_peer_lost(const ember_tp_t *tp, int rank);
+
+/** Put/get a value in the job's rendezvous store (small blobs, start-up). */
+ember_status_t ember_tp_store_set(ember_tp_t *tp, const char *key,
+                                  const void *value, size_t length);
+/** Blocks until @key exists (or EMBER_CONNECT_TIMEOUT); *value_p: malloc'd. */
+ember_status_t ember_tp_store_get(ember_tp_t *tp, const char *key,
+                                  void **value_p, size_t *length_p);
+/** All ranks meet; a rank that never arrives fails it at the connect timeout. */
+ember_status_t ember_tp_barrier(ember_tp_t *tp, const char *name);
+
+/* ---- RPC ---------------------------------------------------------------- */
+
+/** Op ids 0..63 are reserved by the transport itself. */
+#define EMBER_RPC_OP_USER_BASE 64
+#define EMBER_RPC_OP_MAX 1024
+
+/**
+ * Request handler.  Runs from the progress loop.  It must eventually answer
+ * @req with ember_rpc_reply() exactly once, now or later (deferred reply);
+ * until then @req and its payload stay valid.
+ */
+typedef void (*ember_rpc_handler_cb)(ember_rpc_req_t *req, void *arg);
+
+/** Register the handler of op id @op (EMBER_RPC_OP_USER_BASE..MAX-1). */
+ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op,
+                                  ember_rpc_handler_cb handler, void *arg);
+
+/** The request's payload (borrowed until the reply). */
+const void *ember_rpc_req_data(const ember_rpc_req_t *req, size_t *length_p);
+int ember_rpc_req_peer(const ember_rpc_req_t *req);
+uint16_t ember_rpc_req_op(const ember_rpc_req_t *req);
+
+/**
+ * Answer a request.  @status travels to the caller (a negative one fails
+ * the caller's future with that status; the payload is then an error text).
+ * The payload is copied, so @iov may be reused as soon as this returns.
+ * Frees @req.
+ */
+ember_status_t ember_rpc_reply(ember_rpc_req_t *req, ember_status_t status,
+                               const ember_iov_t *iov, size_t iovcnt);
+
+/** Called once a zero-copy reply's buffers may be reused (or the send failed). */
+typedef void (*ember_rpc_done_cb)(void *arg, ember_status_t status);
+
+/**
+ * Zero-copy reply: @iov is borrowed until @done_cb runs (from the progress
+ * loop, possibly before this returns).  Frees @req.
+ */
+ember_status_t ember_rpc_reply_zcopy(ember_rpc_req_t *req, ember_status_t status,
+                                     const ember_iov_t *iov, size_t iovcnt,
+                                     ember_rpc_done_cb done_cb, void *done_arg);
+
+/** Reply with an error and a printf-formatted message for the caller. */
+ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status,
+                                     const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/**
+ * Call @op on @peer.  @iov (borrowed until the future completes) is the
+ * request payload.  The response lands in @resp_buffer (capacity
+ * @resp_capacity, borrowed until completion; large responses are received
+ * straight into it) or, when @resp_buffer is NULL, in a buffer the future
+ * owns.  @timeout_s <= 0 takes EMBER_RPC_TIMEOUT.  Never blocks.
+ */
+ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
+                                    const ember_iov_t *iov, size_t iovcnt,
+                                    void *resp_buffer, size_t resp_capacity,
+                                    double timeout_s, ember_future_t **future_p);
+
+/** Blocking call: returns the status and the response length. */
+ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
+                              const ember_iov_t *iov, size_t iovcnt,
+                              void *resp_buffer, size_t resp_capacity,
+                              size_t *resp_length_p);
+
+/** INPROGRESS while pending; then the call's final status. Progresses once. */
+ember_status_t ember_future_test(ember_future_t *future);
+/** Progress (spin, then block on the worker fd) until the future is done. */
+ember_status_t ember_future_wait(ember_future_t *future);
+/** Wait for all of @futures; returns the first error, if any. */
+ember_status_t ember_future_wait_all(ember_future_t **futures, size_t count);
+/** Response payload (or error text) and its length; owned by the future. */
+const void *ember_future_data(const ember_future_t *future, size_t *length_p);
+/** Release a future; a pending one is abandoned (its reply is dropped). */
+void ember_future_release(ember_future_t *future);
+
+/**
+ * Progress the worker and run handlers; block up to @timeout_s (spinning for
+ * EMBER_SPIN_US first) until something happened.  Returns OK.
+ */
+ember_status_t ember_tp_wait(ember_tp_t *tp, double timeout_s);
+/** Progress without blocking; returns the number of events handled. */
+unsigned ember_tp_progress(ember_tp_t *tp);
+
+/* ---- RMA ---------------------------------------------------------------- */
+
+/** Register @length bytes at @address for remote access (borrowed). */
+ember_status_t ember_mem_register(ember_tp_t *tp, void *address, size_t length,
+                                  ember_mem_type_t type, ember_mem_t **mem_p);
+void ember_mem_deregister(ember_tp_t *tp, ember_mem_t *mem);
+/** Packed remote key to send to peers; *rkey_p is malloc'd (caller frees). */
+ember_status_t ember_mem_pack(ember_tp_t *tp, ember_mem_t *mem, void **rkey_p,
+                              size_t *length_p);
+/** Unpack a peer's key for use on the endpoint to @peer. */
+ember_status_t ember_rkey_unpack(ember_tp_t *tp, int peer, const void *packed,
+                                 size_t length, ember_rkey_t **rkey_p);
+void ember_rkey_destroy(ember_rkey_t *rkey);
+
+/** One-sided read of @length bytes at @remote_address on @peer into @local. */
+ember_status_t ember_rma_get(ember_tp_t *tp, int peer, void *local, size_t length,
+                             uint64_t remote_address, ember_rkey_t *rkey,
+                             ember_future_t **future_p);
+/** One-sided write; completes when the data is placed remotely. */
+ember_status_t ember_rma_put(ember_tp_t *tp, int peer, const void *local,
+                             size_t length, uint64_t remote_address,
+                             ember_rkey_t *rkey, ember_future_t **future_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

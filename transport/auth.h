@@ -1,0 +1,47 @@
+/*
+ * transport/auth: the job secret and the connection handshake MACs.
+ *
+ * Each connection starts with HELLO {src, dst, nonce, mac}; the receiver
+ * checks mac = HMAC-SHA256(secret, "ember-hello" | src | dst | nonce) before
+ * any handler may run for that connection, and answers with its own MAC over
+ * both nonces, so each side proves it holds the secret.
+ */
+#ifndef EMBER_TP_AUTH_H
+#define EMBER_TP_AUTH_H
+
+#include <ember/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TP_AUTH_NONCE_SIZE 16
+#define TP_AUTH_MAC_SIZE   32
+#define TP_AUTH_MAX_SECRET 1024
+
+typedef struct {
+    uint8_t bytes[TP_AUTH_MAX_SECRET];
+    size_t length;
+} tp_secret_t;
+
+/**
+ * Load the secret: explicit bytes, else EMBER_SECRET_FILE (which must not be
+ * accessible to group/others), else EMBER_SECRET (hex).  With none of them
+ * the secret is empty and a warning says connections are unauthenticated.
+ */
+ember_status_t tp_auth_load_secret(const uint8_t *bytes, size_t length,
+                                   tp_secret_t *secret);
+
+/** Fill @nonce with random bytes. */
+ember_status_t tp_auth_nonce(uint8_t nonce[TP_AUTH_NONCE_SIZE]);
+
+/** mac = HMAC(secret, label | src | dst | nonce_a | nonce_b). */
+void tp_auth_mac(const tp_secret_t *secret, const char *label, uint32_t src,
+                 uint32_t dst, const uint8_t nonce_a[TP_AUTH_NONCE_SIZE],
+                 const uint8_t nonce_b[TP_AUTH_NONCE_SIZE],
+                 uint8_t mac[TP_AUTH_MAC_SIZE]);
+
+/** Constant-time comparison of two MACs; 1 when equal. */
+int tp_auth_mac_equal(const uint8_t a[TP_AUTH_MAC_SIZE],
+                      const uint8_t b[TP_AUTH_MAC_SIZE]);
+
+#endif

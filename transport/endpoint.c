@@ -1,0 +1,455 @@
+/*
+ * transport/endpoint: endpoints to peers, the authentication handshake, the
+ * send path, and what happens when a peer is lost.
+ *
+ * An endpoint is created on first use.  Its first message is HELLO; anything
+ * else queued for that peer waits until the ACK proves the peer holds the job
+ * secret.  Incoming messages are accepted only on reply endpoints that sent
+ * a valid HELLO (tp_conn_t), so a stranger's request never reaches a handler.
+ */
+#include "transport/tp_internal.h"
+#include "transport/tp_time.h"
+
+#include <ember/log.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- incoming connections ------------------------------------------------ */
+
+int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep)
+{
+    for (size_t i = 0; i < tp->conn_count; i++) {
+        if (tp->conns[i].reply_ep == reply_ep)
+            return tp->conns[i].rank;
+    }
+    return -1;
+}
+
+static ember_status_t conn_add(ember_tp_t *tp, ucp_ep_h reply_ep, int rank)
+{
+    for (size_t i = 0; i < tp->conn_count; i++) {
+        if (tp->conns[i].reply_ep == reply_ep) {
+            tp->conns[i].rank = rank;
+            return EMBER_OK;
+        }
+    }
+    if (tp->conn_count == tp->conn_capacity) {
+        size_t capacity = tp->conn_capacity ? 2 * tp->conn_capacity : 16;
+        tp_conn_t *grown = realloc(tp->conns, capacity * sizeof(*grown));
+        if (!grown)
+            return EMBER_ERR_NO_MEMORY;
+        tp->conns = grown;
+        tp->conn_capacity = capacity;
+    }
+    tp->conns[tp->conn_count++] = (tp_conn_t){.reply_ep = reply_ep, .rank = rank};
+    return EMBER_OK;
+}
+
+/* ---- send path ------------------------------------------------------------ */
+
+void tp_send_free(tp_send_t *send)
+{
+    if (send->iov != send->iov_inline)
+        free(send->iov);
+    free(send->copy);
+    free(send);
+}
+
+static void send_complete(tp_send_t *send, ember_status_t status)
+{
+    ember_future_t *future = send->future;
+
+    if (future) {
+        future->send_inflight = 0;
+        future->send = NULL;
+        if (status != EMBER_OK)
+            tp_future_complete(future, status);
+        tp_future_maybe_free(future);
+    }
+    if (send->done_cb)
+        send->done_cb(send->done_arg, status);
+    tp_send_free(send);
+}
+
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    tp_send_t *send = user_data;
+    ember_status_t ret = tp_status_from_ucs(status);
+
+    if (status != UCS_OK) {
+        ember_debug("tp", "send to %s failed: %s", send->tp->peers[send->peer].name,
+                    ucs_status_string(status));
+        if (ret != EMBER_ERR_CANCELED)
+            ret = EMBER_ERR_PEER_LOST;
+    }
+    send_complete(send, ret);
+    ucp_request_free(request);
+}
+
+static void send_now(ember_tp_t *tp, tp_send_t *send)
+{
+    tp_peer_t *peer = &tp->peers[send->peer];
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS,
+        .cb.send = send_cb,
+        .user_data = send,
+        .datatype = ucp_dt_make_iov(),
+        .flags = UCP_AM_SEND_FLAG_REPLY,
+    };
+    ucs_status_ptr_t request;
+
+    request = ucp_am_send_nbx(peer->ep, send->am_id, &send->header,
+                              sizeof(send->header), send->iov, send->iovcnt,
+                              &param);
+    if (request == NULL) {
+        send_complete(send, EMBER_OK);
+    } else if (UCS_PTR_IS_ERR(request)) {
+        ember_debug("tp", "send to %s failed at once: %s", peer->name,
+                    ucs_status_string(UCS_PTR_STATUS(request)));
+        send_complete(send, EMBER_ERR_PEER_LOST);
+    }
+}
+
+static void peer_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    tp_peer_t *peer = arg;
+    char reason[128];
+
+    (void)ep;
+    /* Only record it here: the endpoint is closed from the progress loop. */
+    snprintf(reason, sizeof(reason), "endpoint error: %s",
+             ucs_status_string(status));
+    tp_peer_lost(peer->tp, peer->rank, EMBER_ERR_PEER_LOST, reason);
+}
+
+static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
+{
+    ucp_ep_params_t params = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = peer->address,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = peer_err_cb, .arg = peer},
+    };
+    ucs_status_t status;
+    tp_send_t *hello;
+    tp_hello_t message = {.magic = TP_MAGIC,
+                          .version = TP_VERSION,
+                          .src_rank = (uint32_t)tp->rank,
+                          .dst_rank = (uint32_t)peer->rank};
+    static const uint8_t zeros[TP_AUTH_NONCE_SIZE];
+
+    EMBER_CHECK(tp_auth_nonce(peer->nonce));
+    status = ucp_ep_create(tp->worker, &params, &peer->ep);
+    if (status != UCS_OK) {
+        ember_error("tp", "cannot create an endpoint to %s (rank %d): %s",
+                    peer->name, peer->rank, ucs_status_string(status));
+        return tp_status_from_ucs(status);
+    }
+    peer->state = TP_PEER_CONNECTING;
+    memcpy(message.nonce, peer->nonce, sizeof(message.nonce));
+    tp_auth_mac(&tp->secret, "ember-hello", message.src_rank, message.dst_rank,
+                message.nonce, zeros, message.mac);
+
+    hello = calloc(1, sizeof(*hello));
+    if (!hello)
+        return EMBER_ERR_NO_MEMORY;
+    hello->tp = tp;
+    hello->peer = peer->rank;
+    hello->am_id = TP_AM_HELLO;
+    hello->iov = hello->iov_inline;
+    hello->copy = malloc(sizeof(message));
+    if (!hello->copy) {
+        free(hello);
+        return EMBER_ERR_NO_MEMORY;
+    }
+    memcpy(hello->copy, &message, sizeof(message));
+    hello->iov[0] = (ucp_dt_iov_t){.buffer = hello->copy, .length = sizeof(message)};
+    hello->iovcnt = 1;
+    tp_list_init(&hello->link);
+    send_now(tp, hello);
+    return EMBER_OK;
+}
+
+ember_status_t tp_peer_send(ember_tp_t *tp, tp_send_t *send)
+{
+    tp_peer_t *peer = &tp->peers[send->peer];
+
+    tp_list_init(&send->link);
+    switch (peer->state) {
+    case TP_PEER_READY:
+        send_now(tp, send);
+        return EMBER_OK;
+    case TP_PEER_LOST:
+        send_complete(send, peer->error);
+        return EMBER_OK;
+    case TP_PEER_IDLE: {
+        ember_status_t status = peer_connect(tp, peer);
+        if (status != EMBER_OK) {
+            tp_peer_lost(tp, peer->rank, status, "cannot connect");
+            send_complete(send, peer->error);
+            return EMBER_OK;
+        }
+    } /* fall through */
+    case TP_PEER_CONNECTING:
+        tp_list_push(&peer->waiting, &send->link);
+        return EMBER_OK;
+    }
+    return EMBER_OK;
+}
+
+ember_status_t tp_peer_connect_wait(ember_tp_t *tp, int rank)
+{
+    tp_peer_t *peer;
+
+    if (rank < 0 || rank >= tp->world_size)
+        return EMBER_ERR_INVALID_PARAM;
+    peer = &tp->peers[rank];
+    if (peer->state == TP_PEER_IDLE) {
+        ember_status_t status = peer_connect(tp, peer);
+        if (status != EMBER_OK)
+            tp_peer_lost(tp, rank, status, "cannot connect");
+    }
+    /* The handshake is one round trip; a hung peer fails at the deadline. */
+    double deadline = tp_time_now() + tp->rpc_timeout_s;
+    while (peer->state == TP_PEER_CONNECTING && tp_time_now() < deadline)
+        ember_tp_wait(tp, 0.01);
+    if (peer->state == TP_PEER_CONNECTING)
+        tp_peer_lost(tp, rank, EMBER_ERR_TIMED_OUT, "no answer to our connection");
+    if (peer->state != TP_PEER_READY) {
+        tp_progress_once(tp);
+        return peer->error ? peer->error : EMBER_ERR_PEER_LOST;
+    }
+    return EMBER_OK;
+}
+
+static void peer_flush_waiting(ember_tp_t *tp, tp_peer_t *peer)
+{
+    while (!tp_list_empty(&peer->waiting)) {
+        tp_send_t *send = tp_container_of(peer->waiting.next, tp_send_t, link);
+        tp_list_del(&send->link);
+        if (peer->state == TP_PEER_READY)
+            send_now(tp, send);
+        else
+            send_complete(send, peer->error);
+    }
+}
+
+void tp_peer_lost(ember_tp_t *tp, int rank, ember_status_t status,
+                  const char *reason)
+{
+    tp_peer_t *peer = &tp->peers[rank];
+
+    if (peer->state == TP_PEER_LOST)
+        return;
+    peer->state = TP_PEER_LOST;
+    peer->error = status;
+    snprintf(peer->reason, sizeof(peer->reason), "%s", reason);
+    peer->close_pending = 1; /* the sweep logs it and fails its calls */
+    tp->peer_events = 1;
+}
+
+/*
+ * Handle peers that became ready or were lost since the last pass: log a loss
+ * once, close its endpoint, and release or fail what waited for it.  Runs
+ * from the progress loop, never inside a UCX callback.
+ */
+void tp_endpoints_sweep(ember_tp_t *tp)
+{
+    tp->peer_events = 0;
+    for (int rank = 0; rank < tp->world_size; rank++) {
+        tp_peer_t *peer = &tp->peers[rank];
+        if (peer->close_pending) {
+            ember_error("tp", "peer %s (rank %d) lost: %s", peer->name, rank,
+                        peer->reason);
+            peer->close_pending = 0;
+            if (peer->ep) {
+                ucp_request_param_t param = {
+                    .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                    .flags = UCP_EP_CLOSE_FLAG_FORCE};
+                ucs_status_ptr_t request = ucp_ep_close_nbx(peer->ep, &param);
+                if (UCS_PTR_IS_PTR(request)) {
+                    while (ucp_request_check_status(request) == UCS_INPROGRESS)
+                        ucp_worker_progress(tp->worker);
+                    ucp_request_free(request);
+                }
+                peer->ep = NULL;
+            }
+            peer_flush_waiting(tp, peer);
+            tp_fail_peer_futures(tp, rank, peer->error);
+        } else if (peer->state != TP_PEER_CONNECTING) {
+            peer_flush_waiting(tp, peer);
+        }
+    }
+}
+
+void tp_endpoints_close(ember_tp_t *tp, double deadline)
+{
+    void **requests = calloc((size_t)tp->world_size, sizeof(*requests));
+
+    for (int rank = 0; rank < tp->world_size; rank++) {
+        tp_peer_t *peer = &tp->peers[rank];
+        if (!peer->ep)
+            continue;
+        ucp_request_param_t param = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+            .flags = peer->state == TP_PEER_LOST ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+        ucs_status_ptr_t request = ucp_ep_close_nbx(peer->ep, &param);
+        peer->ep = NULL;
+        if (UCS_PTR_IS_PTR(request) && requests)
+            requests[rank] = request;
+        else if (UCS_PTR_IS_PTR(request))
+            ucp_request_free(request);
+        peer_flush_waiting(tp, peer);
+    }
+    for (int rank = 0; requests && rank < tp->world_size; rank++) {
+        while (requests[rank] &&
+               ucp_request_check_status(requests[rank]) == UCS_INPROGRESS &&
+               tp_time_now() < deadline)
+            ucp_worker_progress(tp->worker);
+        if (requests[rank]) {
+            if (ucp_request_check_status(requests[rank]) == UCS_INPROGRESS)
+                ucp_request_cancel(tp->worker, requests[rank]);
+            ucp_request_free(requests[rank]);
+        }
+    }
+    free(requests);
+}
+
+/* ---- the handshake ------------------------------------------------------- */
+
+static int hello_valid_header(const tp_hello_t *hello, size_t length)
+{
+    return length == sizeof(*hello) && hello->magic == TP_MAGIC &&
+           hello->version == TP_VERSION;
+}
+
+ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
+                            void *data, size_t length,
+                            const ucp_am_recv_param_t *param)
+{
+    ember_tp_t *tp = arg;
+    tp_hello_t hello;
+    uint8_t expected[TP_AUTH_MAC_SIZE];
+    static const uint8_t zeros[TP_AUTH_NONCE_SIZE];
+    tp_ack_t *ack;
+
+    (void)header;
+    if (header_length != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        length != sizeof(hello) ||
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
+        tp->dropped_messages++;
+        ember_warn("tp", "malformed connection request dropped (%zu bytes)", length);
+        return UCS_OK;
+    }
+    memcpy(&hello, data, sizeof(hello));
+    if (!hello_valid_header(&hello, length) || hello.dst_rank != (uint32_t)tp->rank ||
+        hello.src_rank >= (uint32_t)tp->world_size) {
+        tp->dropped_messages++;
+        ember_warn("tp", "connection request with a bad header dropped");
+        return UCS_OK;
+    }
+    ack = calloc(1, sizeof(*ack));
+    if (!ack)
+        return UCS_OK;
+    ack->reply_ep = param->reply_ep;
+    ack->hello = (tp_hello_t){.magic = TP_MAGIC,
+                              .version = TP_VERSION,
+                              .src_rank = (uint32_t)tp->rank,
+                              .dst_rank = hello.src_rank};
+    memcpy(ack->hello.nonce, hello.nonce, sizeof(hello.nonce));
+    tp_auth_mac(&tp->secret, "ember-hello", hello.src_rank, hello.dst_rank,
+                hello.nonce, zeros, expected);
+    if (!tp_auth_mac_equal(expected, hello.mac)) {
+        ember_warn("tp", "refused a connection claiming to be rank %u (%s): it "
+                   "does not hold the job secret", hello.src_rank,
+                   tp->peers[hello.src_rank].name);
+        ack->hello.status = EMBER_ERR_AUTH;
+    } else if (tp_auth_nonce(ack->hello.peer_nonce) != EMBER_OK ||
+               conn_add(tp, param->reply_ep, (int)hello.src_rank) != EMBER_OK) {
+        ack->hello.status = EMBER_ERR_NO_MEMORY;
+    } else {
+        ack->hello.status = EMBER_OK;
+        tp_auth_mac(&tp->secret, "ember-ack", ack->hello.src_rank,
+                    ack->hello.dst_rank, ack->hello.nonce, ack->hello.peer_nonce,
+                    ack->hello.mac);
+    }
+    tp_list_push(&tp->acks, &ack->link);
+    return UCS_OK;
+}
+
+static void ack_sent_cb(void *request, ucs_status_t status, void *user_data)
+{
+    free(user_data);
+    ucp_request_free(request);
+}
+
+void tp_send_acks(ember_tp_t *tp)
+{
+    while (!tp_list_empty(&tp->acks)) {
+        tp_ack_t *ack = tp_container_of(tp->acks.next, tp_ack_t, link);
+        ucp_request_param_t param = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_FLAGS,
+            .cb.send = ack_sent_cb,
+            .user_data = ack,
+            .flags = UCP_AM_SEND_FLAG_REPLY,
+        };
+        ucs_status_ptr_t request;
+
+        tp_list_del(&ack->link);
+        request = ucp_am_send_nbx(ack->reply_ep, TP_AM_HELLO_ACK, NULL, 0,
+                                  &ack->hello, sizeof(ack->hello), &param);
+        if (!UCS_PTR_IS_PTR(request))
+            free(ack);
+    }
+}
+
+ucs_status_t tp_am_hello_ack_cb(void *arg, const void *header,
+                                size_t header_length, void *data, size_t length,
+                                const ucp_am_recv_param_t *param)
+{
+    ember_tp_t *tp = arg;
+    tp_hello_t ack;
+    tp_peer_t *peer;
+    uint8_t expected[TP_AUTH_MAC_SIZE];
+
+    (void)header;
+    if (header_length != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        length != sizeof(ack)) {
+        tp->dropped_messages++;
+        return UCS_OK;
+    }
+    memcpy(&ack, data, sizeof(ack));
+    if (!hello_valid_header(&ack, length) || ack.dst_rank != (uint32_t)tp->rank ||
+        ack.src_rank >= (uint32_t)tp->world_size) {
+        tp->dropped_messages++;
+        return UCS_OK;
+    }
+    peer = &tp->peers[ack.src_rank];
+    if (peer->state != TP_PEER_CONNECTING ||
+        memcmp(ack.nonce, peer->nonce, sizeof(ack.nonce)) != 0) {
+        tp->dropped_messages++; /* stale or forged */
+        return UCS_OK;
+    }
+    if (ack.status != EMBER_OK) {
+        tp_peer_lost(tp, peer->rank, ember_status_from_wire(ack.status),
+                     ack.status == EMBER_ERR_AUTH
+                         ? "it refused our connection: job secret mismatch"
+                         : "it refused our connection");
+        return UCS_OK;
+    }
+    tp_auth_mac(&tp->secret, "ember-ack", ack.src_rank, ack.dst_rank, ack.nonce,
+                ack.peer_nonce, expected);
+    if (!tp_auth_mac_equal(expected, ack.mac)) {
+        tp_peer_lost(tp, peer->rank, EMBER_ERR_AUTH,
+                     "its answer does not prove the job secret");
+        return UCS_OK;
+    }
+    peer->state = TP_PEER_READY;
+    tp->peer_events = 1; /* queued sends leave from the progress loop */
+    return UCS_OK;
+}

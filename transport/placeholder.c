@@ -1,1 +1,0 @@
-typedef int ember_tp_empty_unit_t;

@@ -1,0 +1,695 @@
+/*
+ * transport/rpc: calls, futures, handlers and replies over UCX active
+ * messages.
+ *
+ * Requests and replies carry tp_header_t as the AM header; the payload is
+ * the AM data.  Every header and length is checked before use; a message
+ * that fails a check is counted and dropped, never trusted.  Large replies
+ * (rendezvous) are received straight into the caller's response buffer.
+ */
+#include "transport/tp_internal.h"
+#include "transport/tp_time.h"
+
+#include <ember/log.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOT_OF(id)       ((uint32_t)((id) & 0xffffffffu))
+#define GENERATION_OF(id) ((uint32_t)((id) >> 32))
+/* Deadlines are checked at least this often while calls are pending. */
+#define DEADLINE_PERIOD_S 0.01
+
+/* ---- futures -------------------------------------------------------------- */
+
+static ember_status_t slots_grow(ember_tp_t *tp)
+{
+    size_t count = tp->slot_count ? 2 * tp->slot_count : 256;
+    ember_future_t **slots = realloc(tp->slots, count * sizeof(*slots));
+    if (!slots)
+        return EMBER_ERR_NO_MEMORY;
+    tp->slots = slots;
+    uint32_t *generations = realloc(tp->generations, count * sizeof(*generations));
+    if (!generations)
+        return EMBER_ERR_NO_MEMORY;
+    tp->generations = generations;
+    uint32_t *free_slots = realloc(tp->free_slots, count * sizeof(*free_slots));
+    if (!free_slots)
+        return EMBER_ERR_NO_MEMORY;
+    tp->free_slots = free_slots;
+    for (size_t i = tp->slot_count; i < count; i++) {
+        tp->slots[i] = NULL;
+        tp->generations[i] = 1;
+    }
+    /* Hand out low slots first. */
+    for (size_t i = count; i-- > tp->slot_count;)
+        tp->free_slots[tp->free_count++] = (uint32_t)i;
+    tp->slot_count = count;
+    return EMBER_OK;
+}
+
+ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer,
+                               double timeout_s, ember_future_t **future_p)
+{
+    ember_future_t *future;
+    uint32_t slot;
+    double now = tp_time_now();
+
+    if (tp->free_count == 0)
+        EMBER_CHECK(slots_grow(tp));
+    future = calloc(1, sizeof(*future));
+    if (!future)
+        return EMBER_ERR_NO_MEMORY;
+    slot = tp->free_slots[--tp->free_count];
+    future->tp = tp;
+    future->kind = kind;
+    future->peer = peer;
+    future->id = (uint64_t)slot | (uint64_t)tp->generations[slot] << 32;
+    future->status = EMBER_INPROGRESS;
+    future->started = now;
+    future->deadline = now + (timeout_s > 0 ? timeout_s : tp->rpc_timeout_s);
+    tp->slots[slot] = future;
+    if (tp->pending_count++ == 0 || future->deadline < tp->next_deadline_check)
+        tp->next_deadline_check = future->deadline;
+    *future_p = future;
+    return EMBER_OK;
+}
+
+static ember_future_t *future_lookup(ember_tp_t *tp, uint64_t id)
+{
+    uint32_t slot = SLOT_OF(id);
+    if (slot >= tp->slot_count || tp->generations[slot] != GENERATION_OF(id))
+        return NULL;
+    return tp->slots[slot];
+}
+
+/* Attach an error text to a failed future (what ember_future_data returns). */
+static void future_set_text(ember_future_t *future, const char *fmt, ...)
+{
+    char text[256];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (future->response_owned)
+        free(future->response);
+    future->response = strdup(text);
+    future->response_owned = future->response != NULL;
+    future->length = future->response ? strlen(text) : 0;
+}
+
+void tp_future_complete(ember_future_t *future, ember_status_t status)
+{
+    ember_tp_t *tp = future->tp;
+    uint32_t slot = SLOT_OF(future->id);
+
+    if (future->status != EMBER_INPROGRESS)
+        return;
+    future->status = status;
+    tp->slots[slot] = NULL;
+    tp->generations[slot]++;
+    tp->free_slots[tp->free_count++] = slot;
+    tp->pending_count--;
+    if (status == EMBER_ERR_PEER_LOST || status == EMBER_ERR_AUTH) {
+        tp_peer_t *peer = &tp->peers[future->peer];
+        future_set_text(future, "%s to %s (rank %d) failed: %s: %s",
+                        future->kind == TP_FUTURE_RMA ? "RMA" : "call", peer->name,
+                        peer->rank, ember_status_string(status), peer->reason);
+    }
+}
+
+void tp_future_maybe_free(ember_future_t *future)
+{
+    if (!future->released || future->status == EMBER_INPROGRESS ||
+        future->send_inflight || future->recv_inflight)
+        return;
+    if (future->response_owned)
+        free(future->response);
+    free(future);
+}
+
+void tp_fail_peer_futures(ember_tp_t *tp, int rank, ember_status_t status)
+{
+    for (size_t slot = 0; slot < tp->slot_count; slot++) {
+        ember_future_t *future = tp->slots[slot];
+        if (future && future->peer == rank && !future->recv_inflight) {
+            tp_future_complete(future, status);
+            tp_future_maybe_free(future);
+        }
+    }
+}
+
+void tp_futures_cancel_all(ember_tp_t *tp, ember_status_t status)
+{
+    for (size_t slot = 0; slot < tp->slot_count; slot++) {
+        ember_future_t *future = tp->slots[slot];
+        if (future) {
+            tp_future_complete(future, status);
+            tp_future_maybe_free(future);
+        }
+    }
+}
+
+/* A queued (not yet sent) request can simply be dropped. */
+static void future_unqueue_send(ember_future_t *future)
+{
+    tp_send_t *send = future->send;
+    if (send && !tp_list_empty(&send->link)) {
+        tp_list_del(&send->link);
+        tp_send_free(send);
+        future->send = NULL;
+        future->send_inflight = 0;
+    }
+}
+
+void tp_check_deadlines(ember_tp_t *tp, double now)
+{
+    double next = now + 3600.0;
+    int stuck_send = 0;
+
+    for (size_t slot = 0; slot < tp->slot_count; slot++) {
+        ember_future_t *future = tp->slots[slot];
+        if (!future || future->recv_inflight)
+            continue;
+        if (future->deadline > now) {
+            if (future->deadline < next)
+                next = future->deadline;
+            continue;
+        }
+        tp_peer_t *peer = &tp->peers[future->peer];
+        ember_error("tp", "%s op %u to %s (rank %d) timed out after %.1f s",
+                    future->kind == TP_FUTURE_RMA ? "RMA" : "call", future->op,
+                    peer->name, peer->rank, now - future->started);
+        future_unqueue_send(future);
+        tp_future_complete(future, EMBER_ERR_TIMED_OUT);
+        future_set_text(future, "call op %u to %s (rank %d) timed out after %.1f s",
+                        future->op, peer->name, peer->rank, now - future->started);
+        if (future->send_inflight) {
+            /* UCX still holds the caller's buffers: give up on this peer so
+             * the send completes (with an error) before the caller returns. */
+            tp_peer_lost(tp, future->peer, EMBER_ERR_TIMED_OUT,
+                         "a call timed out while its request was still being sent");
+            stuck_send = 1;
+        }
+        tp_future_maybe_free(future);
+    }
+    tp->next_deadline_check = next < now + DEADLINE_PERIOD_S ? now + DEADLINE_PERIOD_S
+                                                             : next;
+    if (stuck_send)
+        tp_endpoints_sweep(tp);
+}
+
+ember_status_t ember_future_test(ember_future_t *future)
+{
+    if (future->status == EMBER_INPROGRESS || future->recv_inflight)
+        tp_progress_once(future->tp);
+    return future->recv_inflight ? EMBER_INPROGRESS : future->status;
+}
+
+static int future_done(const ember_future_t *future)
+{
+    return future->status != EMBER_INPROGRESS && !future->recv_inflight;
+}
+
+ember_status_t ember_future_wait(ember_future_t *future)
+{
+    /* Progress until done: the future's own deadline bounds the wait. */
+    while (!future_done(future)) {
+        int done = 0;
+        double deadline = future->deadline + 1.0;
+        tp_progress_until(future->tp, &done, tp_time_now() + 0.05);
+        if (!future_done(future) && tp_time_now() > deadline + 5.0) {
+            /* Defensive: deadline processing should already have fired. */
+            tp_check_deadlines(future->tp, tp_time_now());
+        }
+        (void)done;
+    }
+    return future->status;
+}
+
+ember_status_t ember_future_wait_all(ember_future_t **futures, size_t count)
+{
+    ember_status_t first = EMBER_OK;
+    for (size_t i = 0; i < count; i++) {
+        ember_status_t status = ember_future_wait(futures[i]);
+        if (status != EMBER_OK && first == EMBER_OK)
+            first = status;
+    }
+    return first;
+}
+
+const void *ember_future_data(const ember_future_t *future, size_t *length_p)
+{
+    if (length_p)
+        *length_p = future->length;
+    return future->response;
+}
+
+void ember_future_release(ember_future_t *future)
+{
+    if (!future)
+        return;
+    /* A rendezvous receive may be writing the caller's buffer: let it land. */
+    while (future->recv_inflight)
+        tp_progress_once(future->tp);
+    future_unqueue_send(future);
+    future->released = 1;
+    if (future->status == EMBER_INPROGRESS)
+        tp_future_complete(future, EMBER_ERR_CANCELED);
+    tp_future_maybe_free(future);
+}
+
+/* ---- calls ---------------------------------------------------------------- */
+
+static ember_status_t send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
+                                 const ember_iov_t *iov, size_t iovcnt,
+                                 tp_send_t **send_p)
+{
+    tp_send_t *send = calloc(1, sizeof(*send));
+    if (!send)
+        return EMBER_ERR_NO_MEMORY;
+    send->tp = tp;
+    send->peer = peer;
+    send->am_id = am_id;
+    send->iov = iovcnt <= 4 ? send->iov_inline : malloc(iovcnt * sizeof(*send->iov));
+    if (!send->iov) {
+        free(send);
+        return EMBER_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < iovcnt; i++)
+        send->iov[i] = (ucp_dt_iov_t){.buffer = (void *)iov[i].buffer,
+                                      .length = iov[i].length};
+    send->iovcnt = iovcnt;
+    tp_list_init(&send->link);
+    *send_p = send;
+    return EMBER_OK;
+}
+
+static size_t iov_total(const ember_iov_t *iov, size_t iovcnt)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; i++)
+        total += iov[i].length;
+    return total;
+}
+
+ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
+                                    const ember_iov_t *iov, size_t iovcnt,
+                                    void *resp_buffer, size_t resp_capacity,
+                                    double timeout_s, ember_future_t **future_p)
+{
+    ember_future_t *future;
+    tp_send_t *send;
+    size_t total = iov_total(iov, iovcnt);
+    ember_status_t status;
+
+    if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX ||
+        (iovcnt && !iov)) {
+        ember_error("tp", "call op %u to rank %d: invalid peer or op (world size "
+                    "%d)", op, peer, tp->world_size);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (total > tp->max_message) {
+        ember_error("tp", "call op %u to %s: request of %zu bytes exceeds "
+                    "EMBER_MAX_MSG_SIZE (%zu)", op, tp->peers[peer].name, total,
+                    tp->max_message);
+        return EMBER_ERR_MSG_TOO_LONG;
+    }
+    EMBER_CHECK(tp_future_alloc(tp, TP_FUTURE_CALL, peer, timeout_s, &future));
+    future->op = op;
+    future->response = resp_buffer;
+    future->capacity = resp_buffer ? resp_capacity : 0;
+    status = send_alloc(tp, peer, TP_AM_REQUEST, iov, iovcnt, &send);
+    if (status != EMBER_OK) {
+        tp_future_complete(future, status);
+        future->released = 1;
+        tp_future_maybe_free(future);
+        return status;
+    }
+    send->header = (tp_header_t){.magic = TP_MAGIC,
+                                 .version = TP_VERSION,
+                                 .op = op,
+                                 .request_id = future->id,
+                                 .length = total};
+    send->future = future;
+    future->send = send;
+    future->send_inflight = 1;
+    *future_p = future;
+    return tp_peer_send(tp, send);
+}
+
+ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
+                              const ember_iov_t *iov, size_t iovcnt,
+                              void *resp_buffer, size_t resp_capacity,
+                              size_t *resp_length_p)
+{
+    ember_future_t *future;
+    ember_status_t status;
+
+    EMBER_CHECK(ember_rpc_call_async(tp, peer, op, iov, iovcnt, resp_buffer,
+                                     resp_capacity, 0, &future));
+    status = ember_future_wait(future);
+    if (resp_length_p)
+        *resp_length_p = future->length;
+    if (status < 0 && status != EMBER_ERR_TIMED_OUT && future->length) {
+        ember_debug("tp", "call op %u to %s: %.*s", op, tp->peers[peer].name,
+                    (int)future->length, (const char *)future->response);
+    }
+    ember_future_release(future);
+    return status;
+}
+
+/* ---- incoming ------------------------------------------------------------- */
+
+static int header_valid(ember_tp_t *tp, const void *header, size_t header_length,
+                        size_t length, tp_header_t *out)
+{
+    if (header_length != sizeof(*out))
+        return 0;
+    memcpy(out, header, sizeof(*out));
+    return out->magic == TP_MAGIC && out->version == TP_VERSION &&
+           out->length == length && length <= tp->max_message &&
+           out->op < EMBER_RPC_OP_MAX;
+}
+
+static void request_recv_cb(void *request, ucs_status_t status, size_t length,
+                            void *user_data)
+{
+    ember_rpc_req_t *req = user_data;
+    req->recv_inflight = 0;
+    req->recv_status = tp_status_from_ucs(status);
+    tp_list_push(&req->tp->ready, &req->link);
+    ucp_request_free(request);
+}
+
+ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_length,
+                              void *data, size_t length,
+                              const ucp_am_recv_param_t *param)
+{
+    ember_tp_t *tp = arg;
+    tp_header_t hdr;
+    ember_rpc_req_t *req;
+    int peer = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+                   ? tp_conn_lookup(tp, param->reply_ep)
+                   : -1;
+
+    if (peer < 0) {
+        tp->dropped_messages++;
+        ember_warn("tp", "request from an unauthenticated connection dropped");
+        return UCS_OK;
+    }
+    if (!header_valid(tp, header, header_length, length, &hdr)) {
+        tp->dropped_messages++;
+        ember_warn("tp", "malformed request from %s (rank %d) dropped: header "
+                   "%zu bytes, payload %zu bytes", tp->peers[peer].name, peer,
+                   header_length, length);
+        return UCS_OK;
+    }
+    req = calloc(1, sizeof(*req));
+    if (!req)
+        return UCS_OK;
+    req->tp = tp;
+    req->peer = peer;
+    req->op = hdr.op;
+    req->request_id = hdr.request_id;
+    req->length = length;
+    tp_list_init(&req->link);
+
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        ucp_request_param_t rparam = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_DATATYPE,
+            .cb.recv_am = request_recv_cb,
+            .user_data = req,
+            .datatype = ucp_dt_make_contig(1),
+        };
+        req->owned_data = malloc(length ? length : 1);
+        if (!req->owned_data) {
+            free(req);
+            return UCS_OK;
+        }
+        req->data = req->owned_data;
+        req->recv_inflight = 1;
+        ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, data,
+                                                        req->data, length, &rparam);
+        if (request == NULL) {
+            req->recv_inflight = 0;
+            tp_list_push(&tp->ready, &req->link);
+        } else if (UCS_PTR_IS_ERR(request)) {
+            req->recv_inflight = 0;
+            req->recv_status = tp_status_from_ucs(UCS_PTR_STATUS(request));
+            tp_list_push(&tp->ready, &req->link);
+        }
+        return UCS_INPROGRESS;
+    }
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+        req->ucx_data = data; /* kept until the reply: no copy */
+        req->data = data;
+        tp_list_push(&tp->ready, &req->link);
+        return UCS_INPROGRESS;
+    }
+    req->owned_data = malloc(length ? length : 1);
+    if (!req->owned_data) {
+        free(req);
+        return UCS_OK;
+    }
+    memcpy(req->owned_data, data, length);
+    req->data = req->owned_data;
+    tp_list_push(&tp->ready, &req->link);
+    return UCS_OK;
+}
+
+static void reply_recv_cb(void *request, ucs_status_t status, size_t length,
+                          void *user_data)
+{
+    ember_future_t *future = user_data;
+    future->recv_inflight = 0;
+    tp_future_complete(future, status == UCS_OK ? EMBER_OK
+                                                : tp_status_from_ucs(status));
+    tp_future_maybe_free(future);
+    ucp_request_free(request);
+}
+
+ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
+                            void *data, size_t length,
+                            const ucp_am_recv_param_t *param)
+{
+    ember_tp_t *tp = arg;
+    tp_header_t hdr;
+    ember_future_t *future;
+    int peer = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+                   ? tp_conn_lookup(tp, param->reply_ep)
+                   : -1;
+
+    if (peer < 0 || !header_valid(tp, header, header_length, length, &hdr)) {
+        tp->dropped_messages++;
+        ember_warn("tp", "malformed or unauthenticated reply dropped");
+        return UCS_OK;
+    }
+    future = future_lookup(tp, hdr.request_id);
+    if (!future || future->peer != peer || future->kind != TP_FUTURE_CALL ||
+        future->status != EMBER_INPROGRESS || future->recv_inflight) {
+        /* Late (after a timeout or release) or not for us. */
+        ember_debug("tp", "reply %#llx from %s matches no pending call",
+                    (unsigned long long)hdr.request_id, tp->peers[peer].name);
+        return UCS_OK;
+    }
+    if (hdr.status != EMBER_OK) {
+        /* The handler failed: the payload is its error text. */
+        size_t n = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ? 0 : length;
+        tp_future_complete(future, ember_status_from_wire(hdr.status));
+        future_set_text(future, "%s (rank %d): %.*s", tp->peers[peer].name, peer,
+                        (int)(n > 200 ? 200 : n), (const char *)data);
+        tp_future_maybe_free(future);
+        return UCS_OK;
+    }
+    if (future->capacity && length > future->capacity) {
+        ember_error("tp", "reply of %zu bytes from %s to op %u exceeds the "
+                    "caller's buffer of %zu bytes", length, tp->peers[peer].name,
+                    future->op, future->capacity);
+        tp_future_complete(future, EMBER_ERR_MSG_TOO_LONG);
+        tp_future_maybe_free(future);
+        return UCS_OK;
+    }
+    if (!future->response) {
+        future->response = malloc(length ? length : 1);
+        if (!future->response) {
+            tp_future_complete(future, EMBER_ERR_NO_MEMORY);
+            tp_future_maybe_free(future);
+            return UCS_OK;
+        }
+        future->response_owned = 1;
+    }
+    future->length = length;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        ucp_request_param_t rparam = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_DATATYPE,
+            .cb.recv_am = reply_recv_cb,
+            .user_data = future,
+            .datatype = ucp_dt_make_contig(1),
+        };
+        /* Straight into the caller's buffer: no intermediate copy. */
+        future->recv_inflight = 1;
+        ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, data,
+                                                        future->response, length,
+                                                        &rparam);
+        if (request == NULL) {
+            future->recv_inflight = 0;
+            tp_future_complete(future, EMBER_OK);
+        } else if (UCS_PTR_IS_ERR(request)) {
+            future->recv_inflight = 0;
+            tp_future_complete(future, tp_status_from_ucs(UCS_PTR_STATUS(request)));
+        }
+        tp_future_maybe_free(future);
+        return UCS_INPROGRESS;
+    }
+    memcpy(future->response, data, length);
+    tp_future_complete(future, EMBER_OK);
+    tp_future_maybe_free(future);
+    return UCS_OK;
+}
+
+/* ---- handlers and replies ------------------------------------------------- */
+
+ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op,
+                                  ember_rpc_handler_cb handler, void *arg)
+{
+    if (op < EMBER_RPC_OP_USER_BASE || op >= EMBER_RPC_OP_MAX) {
+        ember_error("tp", "op id %u is outside [%d, %d)", op,
+                    EMBER_RPC_OP_USER_BASE, EMBER_RPC_OP_MAX);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    tp->handlers[op] = (tp_handler_t){.cb = handler, .arg = arg};
+    return EMBER_OK;
+}
+
+const void *ember_rpc_req_data(const ember_rpc_req_t *req, size_t *length_p)
+{
+    if (length_p)
+        *length_p = req->length;
+    return req->data;
+}
+
+int ember_rpc_req_peer(const ember_rpc_req_t *req) { return req->peer; }
+uint16_t ember_rpc_req_op(const ember_rpc_req_t *req) { return req->op; }
+
+static void req_free(ember_rpc_req_t *req)
+{
+    if (req->ucx_data)
+        ucp_am_data_release(req->tp->worker, req->ucx_data);
+    free(req->owned_data);
+    free(req);
+}
+
+void tp_run_handlers(ember_tp_t *tp)
+{
+    /* Handlers may reply (and so send) at once; they never wait here. */
+    while (!tp_list_empty(&tp->ready)) {
+        ember_rpc_req_t *req = tp_container_of(tp->ready.next, ember_rpc_req_t, link);
+        tp_handler_t *handler = &tp->handlers[req->op];
+
+        tp_list_del(&req->link);
+        if (req->recv_status != EMBER_OK) {
+            ember_warn("tp", "request op %u from %s: payload not received: %s",
+                       req->op, tp->peers[req->peer].name,
+                       ember_status_string(req->recv_status));
+            req_free(req);
+        } else if (!handler->cb) {
+            ember_rpc_reply_error(req, EMBER_ERR_UNSUPPORTED,
+                                  "no handler for op %u on %s", req->op,
+                                  tp->peers[tp->rank].name);
+        } else {
+            handler->cb(req, handler->arg);
+        }
+    }
+}
+
+static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
+                                 const ember_iov_t *iov, size_t iovcnt, int copy,
+                                 ember_rpc_done_cb done_cb, void *done_arg)
+{
+    ember_tp_t *tp = req->tp;
+    size_t total = iov_total(iov, iovcnt);
+    tp_send_t *send;
+    ember_status_t ret;
+
+    if (total > tp->max_message) {
+        ember_error("tp", "reply of %zu bytes to %s exceeds EMBER_MAX_MSG_SIZE",
+                    total, tp->peers[req->peer].name);
+        req_free(req);
+        return EMBER_ERR_MSG_TOO_LONG;
+    }
+    if (copy) {
+        ember_iov_t flat;
+        char *buffer = malloc(total ? total : 1);
+        if (!buffer) {
+            req_free(req);
+            return EMBER_ERR_NO_MEMORY;
+        }
+        for (size_t i = 0, offset = 0; i < iovcnt; offset += iov[i].length, i++)
+            memcpy(buffer + offset, iov[i].buffer, iov[i].length);
+        flat = (ember_iov_t){.buffer = buffer, .length = total};
+        ret = send_alloc(tp, req->peer, TP_AM_REPLY, &flat, 1, &send);
+        if (ret != EMBER_OK) {
+            free(buffer);
+            req_free(req);
+            return ret;
+        }
+        send->copy = buffer;
+    } else {
+        ret = send_alloc(tp, req->peer, TP_AM_REPLY, iov, iovcnt, &send);
+        if (ret != EMBER_OK) {
+            req_free(req);
+            return ret;
+        }
+    }
+    send->header = (tp_header_t){.magic = TP_MAGIC,
+                                 .version = TP_VERSION,
+                                 .op = req->op,
+                                 .request_id = req->request_id,
+                                 .status = status,
+                                 .length = total};
+    send->done_cb = done_cb;
+    send->done_arg = done_arg;
+    req_free(req);
+    return tp_peer_send(tp, send);
+}
+
+ember_status_t ember_rpc_reply(ember_rpc_req_t *req, ember_status_t status,
+                               const ember_iov_t *iov, size_t iovcnt)
+{
+    return reply_send(req, status, iov, iovcnt, 1, NULL, NULL);
+}
+
+ember_status_t ember_rpc_reply_zcopy(ember_rpc_req_t *req, ember_status_t status,
+                                     const ember_iov_t *iov, size_t iovcnt,
+                                     ember_rpc_done_cb done_cb, void *done_arg)
+{
+    return reply_send(req, status, iov, iovcnt, 0, done_cb, done_arg);
+}
+
+ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status,
+                                     const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof(text))
+        n = sizeof(text) - 1;
+    ember_iov_t iov = {.buffer = text, .length = (size_t)n};
+    return reply_send(req, status < 0 ? status : EMBER_ERR_REMOTE, &iov, 1, 1, NULL,
+                      NULL);
+}

@@ -1,0 +1,123 @@
+/* transport/tp: the per-process transport object, its life and accessors. */
+#include "transport/tp_internal.h"
+#include "transport/tp_time.h"
+
+#include <ember/config.h>
+#include <ember/log.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+void ember_tp_params_init(ember_tp_params_t *params)
+{
+    memset(params, 0, sizeof(*params));
+    params->rank = -1;
+    params->world_size = -1;
+}
+
+ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_p)
+{
+    ember_tp_t *tp;
+    ember_status_t status;
+
+    EMBER_CHECK(ember_config_init());
+    tp = calloc(1, sizeof(*tp));
+    if (!tp)
+        return EMBER_ERR_NO_MEMORY;
+    tp->efd = -1;
+    tp_list_init(&tp->ready);
+    tp_list_init(&tp->acks);
+    tp->spin_s = ember_config_double("EMBER_SPIN_US") * 1e-6;
+    tp->rpc_timeout_s = ember_config_double("EMBER_RPC_TIMEOUT");
+    tp->max_message = ember_config_size("EMBER_MAX_MSG_SIZE");
+
+    status = tp_auth_load_secret(params->secret, params->secret_length, &tp->secret);
+    if (status != EMBER_OK)
+        goto err_free;
+    status = tp_worker_create(tp);
+    if (status != EMBER_OK)
+        goto err_free;
+    status = tp_bootstrap_join(tp, params);
+    if (status != EMBER_OK)
+        goto err_leave;
+    *tp_p = tp;
+    return EMBER_OK;
+
+err_leave:
+    tp_bootstrap_leave(tp);
+    tp_worker_destroy(tp);
+err_free:
+    free(tp->peers);
+    free(tp);
+    return status;
+}
+
+void ember_tp_destroy(ember_tp_t *tp)
+{
+    double timeout = ember_config_double("EMBER_SHUTDOWN_TIMEOUT");
+    double deadline = tp_time_now() + timeout;
+
+    if (!tp)
+        return;
+    /* 1. Let this process's own calls finish (bounded). */
+    while (tp->pending_count && tp_time_now() < deadline)
+        ember_tp_wait(tp, 0.05);
+    if (tp->pending_count)
+        ember_warn("tp", "shutdown: %zu call(s) still pending after %.0f s are "
+                   "cancelled", tp->pending_count, timeout);
+    tp_futures_cancel_all(tp, EMBER_ERR_SHUTDOWN);
+    /* 2. Meet the others, serving their traffic meanwhile, so nobody sees
+     * us vanish while it still needs an answer. */
+    if (tp_bootstrap_final_barrier(tp, timeout) != EMBER_OK)
+        ember_warn("tp", "shutdown: not every rank reached the final barrier "
+                   "within %.0f s", timeout);
+    /* 3. Flush and close endpoints, then the worker. */
+    tp_endpoints_close(tp, tp_time_now() + timeout);
+    while (!tp_list_empty(&tp->ready)) {
+        ember_rpc_req_t *req = tp_container_of(tp->ready.next, ember_rpc_req_t, link);
+        tp_list_del(&req->link);
+        if (req->ucx_data)
+            ucp_am_data_release(tp->worker, req->ucx_data);
+        free(req->owned_data);
+        free(req);
+    }
+    while (!tp_list_empty(&tp->acks)) {
+        tp_ack_t *ack = tp_container_of(tp->acks.next, tp_ack_t, link);
+        tp_list_del(&ack->link);
+        free(ack);
+    }
+    if (tp->dropped_messages)
+        ember_info("tp", "%lu malformed or unauthenticated message(s) were dropped",
+                   tp->dropped_messages);
+    tp_bootstrap_leave(tp);
+    tp_worker_destroy(tp);
+    free(tp->peers);
+    free(tp->conns);
+    free(tp->slots);
+    free(tp->generations);
+    free(tp->free_slots);
+    free(tp);
+}
+
+int ember_tp_rank(const ember_tp_t *tp) { return tp->rank; }
+int ember_tp_world_size(const ember_tp_t *tp) { return tp->world_size; }
+
+const char *ember_tp_peer_name(const ember_tp_t *tp, int rank)
+{
+    return rank >= 0 && rank < tp->world_size ? tp->peers[rank].name : "?";
+}
+
+int ember_tp_peer_by_name(const ember_tp_t *tp, const char *name)
+{
+    for (int rank = 0; rank < tp->world_size; rank++) {
+        if (strcmp(tp->peers[rank].name, name) == 0)
+            return rank;
+    }
+    return -1;
+}
+
+int ember_tp_peer_lost(const ember_tp_t *tp, int rank)
+{
+    return rank >= 0 && rank < tp->world_size &&
+           tp->peers[rank].state == TP_PEER_LOST;
+}

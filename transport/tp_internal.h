@@ -1,0 +1,252 @@
+/*
+ * transport: internal state shared by the transport's modules
+ * (worker.c, endpoint.c, rpc.c, rma.c, bootstrap.c).
+ */
+#ifndef EMBER_TP_INTERNAL_H
+#define EMBER_TP_INTERNAL_H
+
+#include "transport/auth.h"
+#include "transport/store.h"
+
+#include <ember/transport.h>
+
+#include <ucp/api/ucp.h>
+
+/* Active-message ids: one per message kind; op ids travel in our header. */
+enum {
+    TP_AM_REQUEST = 0,
+    TP_AM_REPLY = 1,
+    TP_AM_HELLO = 2,
+    TP_AM_HELLO_ACK = 3,
+    TP_AM_COUNT
+};
+
+#define TP_MAGIC   0x454d4252u /* "EMBR" */
+#define TP_VERSION 1
+
+/* The fixed, versioned header in front of every request and reply. */
+typedef struct {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t op;
+    uint64_t request_id;
+    int32_t status; /* replies: the handler's status */
+    uint32_t flags;
+    uint64_t length; /* payload bytes that follow */
+} tp_header_t;
+
+/* HELLO and HELLO_ACK: the connection handshake (no payload). */
+typedef struct {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t reserved;
+    uint32_t src_rank;
+    uint32_t dst_rank;
+    int32_t status; /* ACK: OK or ERR_AUTH */
+    uint32_t reserved2;
+    uint8_t nonce[TP_AUTH_NONCE_SIZE];      /* the connecting side's */
+    uint8_t peer_nonce[TP_AUTH_NONCE_SIZE]; /* ACK: the acceptor's */
+    uint8_t mac[TP_AUTH_MAC_SIZE];
+} tp_hello_t;
+
+typedef enum {
+    TP_PEER_IDLE,       /* no endpoint yet */
+    TP_PEER_CONNECTING, /* HELLO sent, waiting for the ACK */
+    TP_PEER_READY,
+    TP_PEER_LOST,       /* endpoint error, timeout with a stuck send, refused */
+} tp_peer_state_t;
+
+typedef struct tp_list {
+    struct tp_list *prev, *next;
+} tp_list_t;
+
+/* An outgoing message: a call's request, or a reply. */
+typedef struct tp_send {
+    tp_list_t link; /* peer->waiting while the handshake runs */
+    struct ember_tp *tp;
+    int peer;
+    unsigned am_id;
+    tp_header_t header;
+    ucp_dt_iov_t *iov; /* iov_inline or heap */
+    size_t iovcnt;
+    ucp_dt_iov_t iov_inline[4];
+    void *copy;                   /* reply payload copy (owned) */
+    struct ember_future *future;  /* calls: completes the call's send side */
+    ember_rpc_done_cb done_cb;    /* zcopy replies */
+    void *done_arg;
+} tp_send_t;
+
+typedef struct {
+    struct ember_tp *tp;
+    int rank;
+    char name[64];
+    void *address; /* UCX worker address from the store (owned) */
+    size_t address_length;
+    ucp_ep_h ep;   /* our endpoint to the peer; NULL until first use */
+    tp_peer_state_t state;
+    uint8_t nonce[TP_AUTH_NONCE_SIZE];
+    tp_list_t waiting; /* tp_send_t queued until READY */
+    ember_status_t error;
+    char reason[160];
+    int close_pending; /* lost: close the endpoint from the progress loop */
+} tp_peer_t;
+
+/* An incoming connection: a reply endpoint, authenticated by its HELLO. */
+typedef struct {
+    ucp_ep_h reply_ep;
+    int rank;
+} tp_conn_t;
+
+typedef enum { TP_FUTURE_CALL, TP_FUTURE_RMA } tp_future_kind_t;
+
+struct ember_future {
+    struct ember_tp *tp;
+    tp_future_kind_t kind;
+    uint64_t id;      /* slot | generation << 32 */
+    int peer;
+    uint16_t op;
+    ember_status_t status; /* INPROGRESS until done */
+    void *response;   /* user buffer or owned */
+    size_t capacity;
+    size_t length;
+    int response_owned;
+    int released;     /* the user let go; free when nothing refers to it */
+    int send_inflight;
+    int recv_inflight; /* rendezvous reply being received */
+    double deadline;
+    double started;
+    tp_send_t *send;
+};
+
+struct ember_rpc_req {
+    struct ember_tp *tp;
+    tp_list_t link; /* tp->ready */
+    int peer;
+    uint16_t op;
+    uint64_t request_id;
+    void *data;
+    size_t length;
+    void *ucx_data;   /* eager data UCX lets us keep (release on reply) */
+    void *owned_data; /* rendezvous or copied payload */
+    int recv_inflight;
+    ember_status_t recv_status;
+};
+
+typedef struct {
+    ember_rpc_handler_cb cb;
+    void *arg;
+} tp_handler_t;
+
+/* A deferred HELLO_ACK, sent from the progress loop. */
+typedef struct tp_ack {
+    tp_list_t link;
+    ucp_ep_h reply_ep;
+    tp_hello_t hello;
+} tp_ack_t;
+
+struct ember_tp {
+    int rank;
+    int world_size;
+    tp_peer_t *peers;
+    tp_conn_t *conns;
+    size_t conn_count, conn_capacity;
+    tp_secret_t secret;
+
+    ucp_context_h context;
+    ucp_worker_h worker;
+    int efd;
+    double spin_s;
+    double rpc_timeout_s;
+    size_t max_message;
+
+    tp_handler_t handlers[EMBER_RPC_OP_MAX];
+    tp_list_t ready; /* ember_rpc_req_t with their payload in place */
+    tp_list_t acks;  /* tp_ack_t to send */
+
+    ember_future_t **slots; /* pending futures by slot */
+    uint32_t *generations;
+    uint32_t *free_slots;
+    size_t slot_count, free_count;
+    size_t pending_count;
+    double next_deadline_check;
+
+    unsigned long dropped_messages; /* malformed or unauthenticated */
+    int peer_events; /* a peer became ready or was lost: sweep */
+
+    tp_store_server_t *store_server;
+    tp_store_client_t *store;
+    double connect_timeout_s;
+    unsigned barrier_seq; /* every rank passes barriers in the same order */
+};
+
+/* ---- lists ---- */
+static inline void tp_list_init(tp_list_t *head) { head->prev = head->next = head; }
+static inline int tp_list_empty(const tp_list_t *head) { return head->next == head; }
+static inline void tp_list_push(tp_list_t *head, tp_list_t *item)
+{
+    item->prev = head->prev;
+    item->next = head;
+    head->prev->next = item;
+    head->prev = item;
+}
+static inline void tp_list_del(tp_list_t *item)
+{
+    item->prev->next = item->next;
+    item->next->prev = item->prev;
+    item->prev = item->next = item;
+}
+#define tp_container_of(ptr, type, member)                                   \
+    ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* Translate a UCX status at the boundary (and log where it happened). */
+ember_status_t tp_status_from_ucs(ucs_status_t status);
+
+/* worker.c */
+ember_status_t tp_worker_create(ember_tp_t *tp);
+void tp_worker_destroy(ember_tp_t *tp);
+/* One pass: UCX progress, deferred acks/closes, handlers, deadlines. */
+unsigned tp_progress_once(ember_tp_t *tp);
+/* Progress until *done != 0 or @deadline (absolute); blocks when idle. */
+void tp_progress_until(ember_tp_t *tp, const int *done, double deadline);
+
+/* endpoint.c */
+ember_status_t tp_peer_send(ember_tp_t *tp, tp_send_t *send);
+/* Connect to @rank now (if not yet) and wait for the handshake. */
+ember_status_t tp_peer_connect_wait(ember_tp_t *tp, int rank);
+void tp_peer_lost(ember_tp_t *tp, int rank, ember_status_t status,
+                  const char *reason);
+void tp_endpoints_sweep(ember_tp_t *tp);
+void tp_endpoints_close(ember_tp_t *tp, double deadline);
+int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep);
+ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
+                            void *data, size_t length,
+                            const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_hello_ack_cb(void *arg, const void *header,
+                                size_t header_length, void *data, size_t length,
+                                const ucp_am_recv_param_t *param);
+void tp_send_acks(ember_tp_t *tp);
+void tp_send_free(tp_send_t *send);
+
+/* rpc.c */
+ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_length,
+                              void *data, size_t length,
+                              const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
+                            void *data, size_t length,
+                            const ucp_am_recv_param_t *param);
+void tp_run_handlers(ember_tp_t *tp);
+void tp_check_deadlines(ember_tp_t *tp, double now);
+void tp_fail_peer_futures(ember_tp_t *tp, int rank, ember_status_t status);
+ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer,
+                               double timeout_s, ember_future_t **future_p);
+void tp_future_complete(ember_future_t *future, ember_status_t status);
+void tp_future_maybe_free(ember_future_t *future);
+void tp_futures_cancel_all(ember_tp_t *tp, ember_status_t status);
+
+/* bootstrap.c */
+ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params);
+void tp_bootstrap_leave(ember_tp_t *tp);
+/* The barrier of a graceful shutdown: bounded, failure is not fatal. */
+ember_status_t tp_bootstrap_final_barrier(ember_tp_t *tp, double timeout_s);
+
+#endif

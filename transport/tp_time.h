@@ -1,0 +1,22 @@
+/* transport: monotonic time in seconds, shared by deadlines and waits. */
+#ifndef EMBER_TP_TIME_H
+#define EMBER_TP_TIME_H
+
+#include <time.h>
+
+static inline double tp_time_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void tp_time_sleep(double seconds)
+{
+    struct timespec ts = {.tv_sec = (time_t)seconds,
+                          .tv_nsec = (long)((seconds - (double)(time_t)seconds) *
+                                            1e9)};
+    nanosleep(&ts, NULL);
+}
+
+#endif

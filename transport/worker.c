@@ -1,0 +1,252 @@
+/*
+ * transport/worker: the UCX context and worker, and the progress engine.
+ *
+ * Whoever waits drives progress: spin for EMBER_SPIN_US, then arm the worker
+ * and sleep on its event fd until traffic or the next deadline.  Several
+ * ranks share two cores on a workstation, so nobody spins for long.
+ */
+#include "transport/tp_internal.h"
+#include "transport/tp_time.h"
+
+#include <ember/config.h>
+#include <ember/log.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+ember_status_t tp_status_from_ucs(ucs_status_t status)
+{
+    switch (status) {
+    case UCS_OK:
+        return EMBER_OK;
+    case UCS_INPROGRESS:
+        return EMBER_INPROGRESS;
+    case UCS_ERR_NO_MEMORY:
+        return EMBER_ERR_NO_MEMORY;
+    case UCS_ERR_INVALID_PARAM:
+        return EMBER_ERR_INVALID_PARAM;
+    case UCS_ERR_TIMED_OUT:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+        return EMBER_ERR_TIMED_OUT;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_REJECTED:
+        return EMBER_ERR_PEER_LOST;
+    case UCS_ERR_CANCELED:
+        return EMBER_ERR_CANCELED;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+    case UCS_ERR_EXCEEDS_LIMIT:
+        return EMBER_ERR_MSG_TOO_LONG;
+    case UCS_ERR_UNSUPPORTED:
+        return EMBER_ERR_UNSUPPORTED;
+    default:
+        return EMBER_ERR_TRANSPORT;
+    }
+}
+
+static ember_status_t set_ucp_option(ucp_config_t *config, const char *name,
+                                     const char *value)
+{
+    ucs_status_t status = ucp_config_modify(config, name, value);
+    if (status != UCS_OK) {
+        ember_error("tp", "UCX rejected %s=%s: %s", name, value,
+                    ucs_status_string(status));
+        return tp_status_from_ucs(status);
+    }
+    return EMBER_OK;
+}
+
+ember_status_t tp_worker_create(ember_tp_t *tp)
+{
+    ucp_params_t params = {0};
+    ucp_worker_params_t worker_params = {0};
+    ucp_config_t *config;
+    ucs_status_t status;
+    ember_status_t ret;
+    const char *tls = ember_config_str("EMBER_TLS");
+    char keepalive[32];
+
+    status = ucp_config_read("EMBER", NULL, &config);
+    if (status != UCS_OK) {
+        ember_error("tp", "ucp_config_read: %s", ucs_status_string(status));
+        return tp_status_from_ucs(status);
+    }
+    /* Dead peers must be noticed quickly, on shared memory too. */
+    snprintf(keepalive, sizeof(keepalive), "%.0fms",
+             ember_config_double("EMBER_KEEPALIVE") * 1000.0);
+    ret = set_ucp_option(config, "KEEPALIVE_INTERVAL", keepalive);
+    if (ret == EMBER_OK && tls && *tls)
+        ret = set_ucp_option(config, "TLS", tls);
+    if (ret != EMBER_OK)
+        goto err_release_config;
+
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                        UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 0;
+    params.name = "ember";
+    status = ucp_init(&params, config, &tp->context);
+    if (status != UCS_OK) {
+        ember_error("tp", "ucp_init: %s", ucs_status_string(status));
+        ret = tp_status_from_ucs(status);
+        goto err_release_config;
+    }
+    ucp_config_release(config);
+
+    worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
+    status = ucp_worker_create(tp->context, &worker_params, &tp->worker);
+    if (status != UCS_OK) {
+        ember_error("tp", "ucp_worker_create: %s", ucs_status_string(status));
+        ret = tp_status_from_ucs(status);
+        goto err_cleanup_context;
+    }
+    status = ucp_worker_get_efd(tp->worker, &tp->efd);
+    if (status != UCS_OK) {
+        ember_error("tp", "ucp_worker_get_efd: %s", ucs_status_string(status));
+        ret = tp_status_from_ucs(status);
+        goto err_destroy_worker;
+    }
+
+    static const ucp_am_recv_callback_t callbacks[TP_AM_COUNT] = {
+        [TP_AM_REQUEST] = tp_am_request_cb,
+        [TP_AM_REPLY] = tp_am_reply_cb,
+        [TP_AM_HELLO] = tp_am_hello_cb,
+        [TP_AM_HELLO_ACK] = tp_am_hello_ack_cb,
+    };
+    for (unsigned id = 0; id < TP_AM_COUNT; id++) {
+        ucp_am_handler_param_t handler = {
+            .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                          UCP_AM_HANDLER_PARAM_FIELD_CB |
+                          UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                          UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+            .id = id,
+            .cb = callbacks[id],
+            .arg = tp,
+            .flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA,
+        };
+        status = ucp_worker_set_am_recv_handler(tp->worker, &handler);
+        if (status != UCS_OK) {
+            ember_error("tp", "ucp_worker_set_am_recv_handler(%u): %s", id,
+                        ucs_status_string(status));
+            ret = tp_status_from_ucs(status);
+            goto err_destroy_worker;
+        }
+    }
+    return EMBER_OK;
+
+err_destroy_worker:
+    ucp_worker_destroy(tp->worker);
+    tp->worker = NULL;
+err_cleanup_context:
+    ucp_cleanup(tp->context);
+    tp->context = NULL;
+    return ret;
+err_release_config:
+    ucp_config_release(config);
+    return ret;
+}
+
+void tp_worker_destroy(ember_tp_t *tp)
+{
+    if (tp->worker)
+        ucp_worker_destroy(tp->worker);
+    if (tp->context)
+        ucp_cleanup(tp->context);
+    tp->worker = NULL;
+    tp->context = NULL;
+}
+
+unsigned tp_progress_once(ember_tp_t *tp)
+{
+    unsigned events = 0;
+    double now;
+
+    while (ucp_worker_progress(tp->worker))
+        events++;
+    if (!tp_list_empty(&tp->acks)) {
+        tp_send_acks(tp);
+        events++;
+    }
+    if (tp->peer_events) {
+        tp_endpoints_sweep(tp);
+        events++;
+    }
+    if (!tp_list_empty(&tp->ready)) {
+        tp_run_handlers(tp);
+        events++;
+    }
+    now = tp_time_now();
+    if (tp->pending_count && now >= tp->next_deadline_check)
+        tp_check_deadlines(tp, now);
+    return events;
+}
+
+void tp_progress_until(ember_tp_t *tp, const int *done, double deadline)
+{
+    double idle_since = tp_time_now();
+
+    while (!(done && *done)) {
+        double now;
+
+        if (tp_progress_once(tp)) {
+            idle_since = tp_time_now();
+            continue;
+        }
+        now = tp_time_now();
+        if (now >= deadline)
+            return;
+        if (now - idle_since < tp->spin_s)
+            continue;
+
+        /* Idle: sleep on the worker's fd until traffic or a deadline. */
+        ucs_status_t status = ucp_worker_arm(tp->worker);
+        if (status == UCS_ERR_BUSY)
+            continue;
+        double wake = deadline;
+        if (tp->pending_count && tp->next_deadline_check < wake)
+            wake = tp->next_deadline_check;
+        int timeout_ms = (int)((wake - now) * 1000.0) + 1;
+        if (timeout_ms > 1000)
+            timeout_ms = 1000; /* bounded: flags set outside UCX get seen */
+        struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
+        if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+            ember_warn("tp", "poll on the UCX event fd: %s", strerror(errno));
+        idle_since = tp_time_now();
+        /* Spin again only briefly after a wake-up with nothing to do. */
+        idle_since -= tp->spin_s / 2;
+    }
+}
+
+unsigned ember_tp_progress(ember_tp_t *tp) { return tp_progress_once(tp); }
+
+ember_status_t ember_tp_wait(ember_tp_t *tp, double timeout_s)
+{
+    double start = tp_time_now(), deadline = start + timeout_s;
+    double idle_since = start;
+
+    for (;;) {
+        if (tp_progress_once(tp))
+            return EMBER_OK;
+        double now = tp_time_now();
+        if (now >= deadline)
+            return EMBER_OK;
+        if (now - idle_since < tp->spin_s)
+            continue;
+        if (ucp_worker_arm(tp->worker) == UCS_ERR_BUSY)
+            continue;
+        double wake = deadline;
+        if (tp->pending_count && tp->next_deadline_check < wake)
+            wake = tp->next_deadline_check;
+        struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
+        int timeout_ms = (int)((wake - now) * 1000.0) + 1;
+        if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+            ember_warn("tp", "poll on the UCX event fd: %s", strerror(errno));
+        idle_since = -1e9; /* after a sleep, one progress pass then return */
+        if (tp_progress_once(tp))
+            return EMBER_OK;
+    }
+}
