@@ -1,0 +1,373 @@
+#!/usr/bin/env bash
+# Driver of the ember-run tests: test_launcher.sh CASE PATH/TO/ember-run
+#
+# Each case runs the launcher on tests/launcher/rank.sh and checks its exit
+# code, its output, and that no process of the job outlives it.  Exit 0 on
+# success, 1 with a FAIL line on the first failed check.
+set -u
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 CASE PATH/TO/ember-run" >&2
+    exit 2
+fi
+CASE=$1
+RUN=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+RANK=$HERE/rank.sh
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ember-run-test.XXXXXX")
+mkdir "$WORK/pids" "$WORK/tmp"
+# The launcher's secret directories go here, where nothing else runs.
+export TMPDIR=$WORK/tmp
+
+# The launcher's defaults are under test: nothing may come from outside.
+unset EMBER_INIT EMBER_SECRET EMBER_SECRET_FILE UCX_NET_DEVICES \
+    EMBER_RANK EMBER_WORLD_SIZE EMBER_LOCAL_RANK
+
+fail() {
+    echo "FAIL [$CASE]: $*" >&2
+    for f in out err; do
+        if [ -s "$WORK/$f" ]; then
+            echo "--- launcher std$f:" >&2
+            head -c 4000 "$WORK/$f" >&2
+        fi
+    done
+    exit 1
+}
+
+# Whether recorded process $1 still runs: same start time, and not a zombie.
+alive() {
+    local pid=$1 stat
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    # shellcheck disable=SC2086
+    set -- $stat
+    [ "$1" != Z ] && [ "${20}" = "$(cat "$WORK/pids/$pid")" ]
+}
+
+# Never leave a process behind, even when a check fails.
+cleanup() {
+    local f
+    for f in "$WORK"/pids/*; do
+        [ -f "$f" ] || continue
+        case $f in *.tmp) continue ;; esac
+        alive "${f##*/}" && kill -KILL "${f##*/}" 2>/dev/null
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+recorded() { find "$WORK/pids" -type f ! -name '*.tmp' | wc -l; }
+
+check_all_gone() {
+    local f left=""
+    for f in "$WORK"/pids/*; do
+        [ -f "$f" ] || continue
+        case $f in *.tmp) continue ;; esac
+        alive "${f##*/}" && left="$left ${f##*/}"
+    done
+    [ -z "$left" ] || fail "processes of the job still running:$left"
+}
+
+# check_got SIG RANKS...: these ranks were stopped by SIGSIG (not SIGKILL).
+check_got() {
+    local sig=$1 r
+    shift
+    for r in "$@"; do
+        [ "$(cat "$WORK/got.$r" 2>/dev/null)" = "$sig" ] ||
+            fail "rank $r did not get SIG$sig"
+    done
+}
+
+check_recorded() {
+    local n
+    n=$(recorded)
+    [ "$n" -eq "$1" ] || fail "expected $1 recorded processes, found $n"
+}
+
+# The secret of the job (as a rank saw it) must be gone with its directory.
+check_secret_removed() {
+    local f=$WORK/secret.0 path
+    [ -s "$f" ] || fail "rank 0 did not report its EMBER_SECRET_FILE"
+    path=$(cat "$f")
+    case $path in
+    "$TMPDIR"/ember-run.*/secret) ;;
+    *) fail "unexpected secret path '$path'" ;;
+    esac
+    [ ! -e "$path" ] || fail "secret file $path left behind"
+    [ ! -e "$(dirname "$path")" ] || fail "secret dir $(dirname "$path") left behind"
+    [ -z "$(ls -A "$TMPDIR")" ] || fail "left in TMPDIR: $(ls -A "$TMPDIR")"
+}
+
+# run ARGS...: the launcher, output in $WORK/out and $WORK/err, code in $rc,
+# seconds taken in $elapsed.
+run() {
+    local start end
+    start=$(date +%s%N)
+    "$RUN" "$@" >"$WORK/out" 2>"$WORK/err" </dev/null
+    rc=$?
+    end=$(date +%s%N)
+    elapsed=$(((end - start) / 1000000))
+    elapsed=$((elapsed / 1000)).$(printf %03d $((elapsed % 1000)))
+}
+
+expect_rc() {
+    [ "$rc" -eq "$1" ] || fail "exit code $rc, expected $1"
+}
+
+# faster_than SECONDS
+faster_than() {
+    awk -v e="$elapsed" -v l="$1" 'BEGIN { exit !(e < l) }' ||
+        fail "took ${elapsed}s, expected under ${1}s"
+}
+
+slower_than() {
+    awk -v e="$elapsed" -v l="$1" 'BEGIN { exit !(e >= l) }' ||
+        fail "took ${elapsed}s, expected at least ${1}s"
+}
+
+expect_err() {
+    grep -Eq -- "$1" "$WORK/err" || fail "stderr does not match /$1/"
+}
+
+# Start the launcher in the background and wait until $2 processes of the
+# job are recorded; sets $lpid.
+start_background() {
+    local want=$1 i=0
+    shift
+    "$RUN" "$@" >"$WORK/out" 2>"$WORK/err" </dev/null &
+    lpid=$!
+    while [ "$(recorded)" -lt "$want" ]; do
+        sleep 0.1
+        i=$((i + 1))
+        [ $i -lt 150 ] || fail "only $(recorded) of $want processes started"
+    done
+}
+
+case_success() {
+    local n=4 r line init secret_file
+    run -n $n "$RANK" env "$WORK"
+    expect_rc 0
+    # One identity line per rank, with that rank's variables.
+    for ((r = 0; r < n; r++)); do
+        line=$(grep -E "^\[$r\] ENV " "$WORK/out")
+        [ "$(printf '%s\n' "$line" | grep -c .)" -eq 1 ] ||
+            fail "rank $r: expected one ENV line, got '$line'"
+        case $line in
+        "[$r] ENV rank=$r world=$n local=$r init=tcp://127.0.0.1:"*" ucx=lo"*) ;;
+        *) fail "rank $r: wrong environment: $line" ;;
+        esac
+        case $line in
+        *" ucx=lo secret_file=/"*" secret=") ;;
+        *) fail "rank $r: wrong environment: $line" ;;
+        esac
+    done
+    init=$(sed -n 's/^.* init=\([^ ]*\) .*$/\1/p' "$WORK/out" | sort -u)
+    [ "$(printf '%s\n' "$init" | wc -l)" -eq 1 ] || fail "ranks disagree on EMBER_INIT: $init"
+    [[ $init =~ ^tcp://127\.0\.0\.1:([0-9]+)$ ]] || fail "bad EMBER_INIT '$init'"
+    [ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[1]}" -lt 65536 ] ||
+        fail "bad port in '$init'"
+    secret_file=$(sed -n 's/^.* secret_file=\([^ ]*\) .*$/\1/p' "$WORK/out" | sort -u)
+    [ "$(printf '%s\n' "$secret_file" | wc -l)" -eq 1 ] ||
+        fail "ranks disagree on EMBER_SECRET_FILE: $secret_file"
+    [ ! -e "$secret_file" ] || fail "secret file $secret_file left behind"
+
+    # Every line whole, with the prefix of the rank that wrote it.
+    awk '
+        /^\[[0-9]+\] ENV / { next }
+        match($0, /^\[[0-9]+\] L [0-9]+ [0-9]+ aaaa bbbb [0-9]+ [0-9]+$/) {
+            split($0, f, " "); r = substr(f[1], 2, length(f[1]) - 2)
+            if (f[3] == r && f[7] == r && f[4] == f[8]) { count[r]++; next }
+        }
+        { print "bad stdout line: " $0; bad = 1 }
+        END {
+            for (r = 0; r < 4; r++)
+                if (count[r] != 100) { print "rank " r ": " count[r] + 0 " lines"; bad = 1 }
+            exit bad
+        }' "$WORK/out" >"$WORK/check" || fail "stdout: $(head -5 "$WORK/check")"
+    awk '
+        match($0, /^\[[0-9]+\] E [0-9]+ [0-9]+$/) {
+            split($0, f, " "); r = substr(f[1], 2, length(f[1]) - 2)
+            if (f[3] == r) { count[r]++; next }
+        }
+        { print "bad stderr line: " $0; bad = 1 }
+        END {
+            for (r = 0; r < 4; r++)
+                if (count[r] != 100) { print "rank " r ": " count[r] + 0 " lines"; bad = 1 }
+            exit bad
+        }' "$WORK/err" >"$WORK/check" || fail "stderr: $(head -5 "$WORK/check")"
+
+    # PROGRAM found through PATH, ARGS passed as given.
+    run -n 2 sh -c 'echo "$EMBER_RANK:$1"' sh 'two words'
+    expect_rc 0
+    [ "$(sort "$WORK/out")" = "$(printf '[0] 0:two words\n[1] 1:two words')" ] ||
+        fail "PATH lookup / arguments: $(cat "$WORK/out")"
+}
+
+case_env_preset() {
+    local r want
+    EMBER_INIT=tcp://127.0.0.1:4242 UCX_NET_DEVICES=mlx5_0:1 EMBER_SECRET=abcd \
+        run -n 2 "$RANK" env "$WORK"
+    expect_rc 0
+    for r in 0 1; do
+        want="[$r] ENV rank=$r world=2 local=$r init=tcp://127.0.0.1:4242"
+        want="$want ucx=mlx5_0:1 secret_file= secret=abcd"
+        grep -qxF "$want" "$WORK/out" || fail "rank $r: preset environment not kept"
+    done
+    echo 00 >"$WORK/given_secret"
+    EMBER_SECRET_FILE=$WORK/given_secret run -n 1 "$RANK" env "$WORK"
+    expect_rc 0
+    grep -qE "^\[0\] ENV .* secret_file=$WORK/given_secret secret=$" "$WORK/out" ||
+        fail "preset EMBER_SECRET_FILE not kept"
+    [ -f "$WORK/given_secret" ] || fail "launcher removed a secret file it did not create"
+}
+
+case_long_line() {
+    run -n 1 "$RANK" long "$WORK"
+    expect_rc 0
+    {
+        printf '[0] '
+        head -c 200000 /dev/zero | tr '\0' x
+        printf '\n[0] short\n[0] tail-without-newline\n'
+    } >"$WORK/expected"
+    cmp -s "$WORK/out" "$WORK/expected" ||
+        fail "long line or partial last line mangled ($(wc -c <"$WORK/out") bytes)"
+}
+
+case_no_prefix() {
+    run --no-prefix -n 1 "$RANK" long "$WORK"
+    expect_rc 0
+    EMBER_RANK=0 "$RANK" long "$WORK" >"$WORK/expected"
+    cmp -s "$WORK/out" "$WORK/expected" || fail "--no-prefix changed the output"
+    run --no-prefix -n 3 "$RANK" env "$WORK"
+    expect_rc 0
+    [ "$(grep -c '^L [0-9]* [0-9]* aaaa bbbb [0-9]* [0-9]*$' "$WORK/out")" -eq 300 ] ||
+        fail "--no-prefix: lines not whole"
+    ! grep -q '^\[' "$WORK/out" || fail "--no-prefix: prefix present"
+}
+
+case_fail_fast() {
+    run -n 4 "$RANK" fail "$WORK" 1:exit:3
+    expect_rc 3
+    faster_than 10
+    expect_err 'rank 1 .*code 3'
+    check_got TERM 0 2 3
+    check_recorded 11
+    check_all_gone
+    check_secret_removed
+}
+
+case_signal_kill() {
+    run -n 3 "$RANK" fail "$WORK" 2:kill
+    expect_rc 137
+    faster_than 10
+    expect_err 'rank 2 .*signal 9'
+    check_recorded 8
+    check_all_gone
+}
+
+case_term_ignored() {
+    # The other ranks ignore SIGTERM: only the SIGKILL after 3 s ends them.
+    run -n 3 "$RANK" term_ignored "$WORK" 1:exit:5
+    expect_rc 5
+    slower_than 2.5
+    faster_than 10
+    check_recorded 8
+    check_all_gone
+}
+
+case_leftover() {
+    # Ranks exit 0 leaving processes behind, one of them in its own session.
+    run -n 2 "$RANK" leftover "$WORK"
+    expect_rc 0
+    faster_than 10
+    check_recorded 4
+    check_all_gone
+}
+
+case_secret() {
+    run -n 2 "$RANK" secret "$WORK"
+    expect_rc 0
+    [ "$(grep -c 'SECRET_OK' "$WORK/out")" -eq 2 ] || fail "ranks did not see a good secret"
+    cmp -s "$WORK/secret.0" "$WORK/secret.1" || fail "ranks got different secret files"
+    cmp -s "$WORK/secret_value.0" "$WORK/secret_value.1" || fail "ranks read different secrets"
+    check_secret_removed
+    cp "$WORK/secret_value.0" "$WORK/first_secret"
+    run -n 1 "$RANK" secret "$WORK"
+    expect_rc 0
+    ! cmp -s "$WORK/secret_value.0" "$WORK/first_secret" || fail "two jobs got the same secret"
+}
+
+case_timeout() {
+    run -n 2 --timeout 1 "$RANK" forward "$WORK"
+    expect_rc 124
+    slower_than 0.9
+    faster_than 10
+    expect_err 'timed out'
+    check_got TERM 0 1
+    check_recorded 4
+    check_all_gone
+}
+
+case_missing_program() {
+    run -n 2 "$WORK/no-such-program"
+    expect_rc 127
+    expect_err "$WORK/no-such-program"
+    run -n 2 "ember-no-such-command-$$"
+    expect_rc 127
+    expect_err "ember-no-such-command-$$"
+    printf '#!/bin/sh\ntouch %s/ran\n' "$WORK" >"$WORK/not-executable"
+    chmod 0644 "$WORK/not-executable"
+    run -n 2 "$WORK/not-executable"
+    expect_rc 127
+    expect_err "not-executable"
+    run -n 2 "$WORK"
+    expect_rc 127
+    [ ! -e "$WORK/ran" ] || fail "a rank ran"
+    [ ! -s "$WORK/out" ] || fail "unexpected stdout: $(cat "$WORK/out")"
+    # No secret directory left behind by a job that never started.
+    [ -z "$(ls -A "$TMPDIR")" ] || fail "left in TMPDIR: $(ls -A "$TMPDIR")"
+}
+
+case_usage() {
+    local args
+    for args in "" "-n" "-n 0" "-n -1" "-n x true" "-n 2" "--bogus -n 2 true" \
+        "-n 2 --timeout 0 true" "-n 2 --timeout abc true" "true"; do
+        # shellcheck disable=SC2086
+        run $args
+        [ "$rc" -eq 2 ] || fail "'ember-run $args': exit code $rc, expected 2"
+        grep -q '^usage: ember-run' "$WORK/err" || fail "'ember-run $args': no usage"
+    done
+    run --help
+    expect_rc 0
+    grep -q '^usage: ember-run' "$WORK/out" || fail "--help: no usage on stdout"
+}
+
+# signalled SIG CODE: the signal reaches every rank, the job ends with CODE.
+signalled() {
+    local sig=$1 code=$2 r start end
+    start_background 6 -n 3 "$RANK" forward "$WORK"
+    start=$(date +%s%N)
+    kill -"$sig" "$lpid"
+    wait "$lpid"
+    rc=$?
+    end=$(date +%s%N)
+    elapsed=$(((end - start) / 1000000))
+    elapsed=$((elapsed / 1000)).$(printf %03d $((elapsed % 1000)))
+    expect_rc "$code"
+    faster_than 10
+    check_got "$sig" 0 1 2
+    check_recorded 6
+    check_all_gone
+    check_secret_removed
+}
+
+case_sigterm() { signalled TERM 143; }
+case_sigint() { signalled INT 130; }
+
+if ! declare -F "case_$CASE" >/dev/null; then
+    echo "$0: unknown case '$CASE'" >&2
+    exit 2
+fi
+[ -x "$RUN" ] || fail "$RUN is not an executable"
+"case_$CASE"
+echo "PASS [$CASE]"
