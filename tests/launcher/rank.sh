@@ -18,7 +18,8 @@ record() {
 # Wait until at least $1 processes are recorded (at most 10 s).
 wait_recorded() {
     i=0
-    while [ "$(ls "$dir/pids" | grep -cv tmp)" -lt "$1" ] && [ $i -lt 100 ]; do
+    while [ "$(find "$dir/pids" -type f ! -name '*.tmp' | wc -l)" -lt "$1" ] &&
+        [ $i -lt 100 ]; do
         sleep 0.1
         i=$((i + 1))
     done

@@ -164,8 +164,9 @@ case_success() {
     init=$(sed -n 's/^.* init=\([^ ]*\) .*$/\1/p' "$WORK/out" | sort -u)
     [ "$(printf '%s\n' "$init" | wc -l)" -eq 1 ] || fail "ranks disagree on EMBER_INIT: $init"
     [[ $init =~ ^tcp://127\.0\.0\.1:([0-9]+)$ ]] || fail "bad EMBER_INIT '$init'"
-    [ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[1]}" -lt 65536 ] ||
+    if [ "${BASH_REMATCH[1]}" -le 0 ] || [ "${BASH_REMATCH[1]}" -ge 65536 ]; then
         fail "bad port in '$init'"
+    fi
     secret_file=$(sed -n 's/^.* secret_file=\([^ ]*\) .*$/\1/p' "$WORK/out" | sort -u)
     [ "$(printf '%s\n' "$secret_file" | wc -l)" -eq 1 ] ||
         fail "ranks disagree on EMBER_SECRET_FILE: $secret_file"
@@ -197,6 +198,7 @@ case_success() {
         }' "$WORK/err" >"$WORK/check" || fail "stderr: $(head -5 "$WORK/check")"
 
     # PROGRAM found through PATH, ARGS passed as given.
+    # shellcheck disable=SC2016 # expanded by the ranks
     run -n 2 sh -c 'echo "$EMBER_RANK:$1"' sh 'two words'
     expect_rc 0
     [ "$(sort "$WORK/out")" = "$(printf '[0] 0:two words\n[1] 1:two words')" ] ||
