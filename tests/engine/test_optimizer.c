@@ -1,0 +1,375 @@
+/*
+ * Optimizers against straightforward double-precision references written
+ * here from the PyTorch / FBGEMM formulas, over several steps; sparse steps
+ * touch changing row sets so laziness (untouched rows and their state frozen)
+ * is exercised.
+ */
+#include "engine/optimizer.h"
+
+#include "test_util.h"
+
+#include <stdlib.h>
+
+#define ROWS 6
+#define DIM 3
+#define STEPS 5
+
+/* Reference state, per element (and per row where the algorithm has it). */
+typedef struct {
+    ember_opt_config_t c;
+    double p[ROWS * DIM];
+    double s0[ROWS * DIM], s1[ROWS * DIM]; /* momentum | sum | m, v */
+    double racc[ROWS];                     /* row-wise accumulator */
+    int started[ROWS];                     /* momentum buffer exists */
+    long row_t[ROWS];                      /* Adam per-row step */
+    long t;                                /* steps taken */
+} ref_t;
+
+static void ref_init(ref_t *r, const ember_opt_config_t *c, const float *p)
+{
+    memset(r, 0, sizeof(*r));
+    r->c = *c;
+    for (size_t i = 0; i < ROWS * DIM; i++) {
+        r->p[i] = p[i];
+        if (c->kind == EMBER_OPT_ADAGRAD)
+            r->s0[i] = c->initial_accumulator;
+    }
+    for (size_t i = 0; i < ROWS; i++)
+        r->racc[i] = c->initial_accumulator;
+}
+
+/* Update row @row with gradient @g[DIM]; @t is the step count to use for the
+ * bias correction (Adam); @sparse selects SparseAdam's form. */
+static void ref_row(ref_t *r, size_t row, const float *g, long t, int sparse)
+{
+    const ember_opt_config_t *c = &r->c;
+    double lr = c->lr;
+
+    switch (c->kind) {
+    case EMBER_OPT_SGD:
+        for (size_t d = 0; d < DIM; d++) {
+            size_t i = row * DIM + d;
+            double step = g[d];
+            if (c->momentum != 0) {
+                /* torch: buf = grad on first use, else m buf + (1-damp) g */
+                r->s0[i] = r->started[row]
+                               ? c->momentum * r->s0[i] + (1 - c->dampening) * g[d]
+                               : g[d];
+                step = c->nesterov ? g[d] + c->momentum * r->s0[i] : r->s0[i];
+            }
+            r->p[i] -= lr * step;
+        }
+        r->started[row] = 1;
+        break;
+    case EMBER_OPT_ADAGRAD: {
+        double clr = lr / (1 + (double)(t - 1) * c->lr_decay);
+        for (size_t d = 0; d < DIM; d++) {
+            size_t i = row * DIM + d;
+            r->s0[i] += (double)g[d] * g[d];
+            r->p[i] -= clr * g[d] / (sqrt(r->s0[i]) + c->eps);
+        }
+        break;
+    }
+    case EMBER_OPT_ROWWISE_ADAGRAD: {
+        double sq = 0;
+        for (size_t d = 0; d < DIM; d++)
+            sq += (double)g[d] * g[d];
+        r->racc[row] += sq / DIM;
+        double mult = lr / (sqrt(r->racc[row]) + c->eps);
+        for (size_t d = 0; d < DIM; d++)
+            r->p[row * DIM + d] -= mult * g[d];
+        break;
+    }
+    case EMBER_OPT_ADAM: {
+        double b1 = c->beta1, b2 = c->beta2;
+        double bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
+        for (size_t d = 0; d < DIM; d++) {
+            size_t i = row * DIM + d;
+            r->s0[i] = b1 * r->s0[i] + (1 - b1) * g[d];
+            r->s1[i] = b2 * r->s1[i] + (1 - b2) * (double)g[d] * g[d];
+            if (sparse) /* SparseAdam */
+                r->p[i] -= lr * sqrt(bc2) / bc1 * r->s0[i] /
+                           (sqrt(r->s1[i]) + c->eps);
+            else /* Adam */
+                r->p[i] -= lr / bc1 * r->s0[i] /
+                           (sqrt(r->s1[i]) / sqrt(bc2) + c->eps);
+        }
+        break;
+    }
+    }
+}
+
+static int compare(const char *what, int step, const float *got,
+                   const double *want, const float *before, const int *touched)
+{
+    for (size_t i = 0; i < ROWS * DIM; i++) {
+        size_t row = i / DIM;
+        if (touched && !touched[row]) {
+            /* Lazy: bit-for-bit unchanged. */
+            CHECK(got[i] == before[i], "%s step %d: untouched row %zu changed "
+                  "(%.9g -> %.9g)", what, step, row, before[i], got[i]);
+        }
+        double tol = 2e-6 * (1 + fabs(want[i]));
+        CHECK(fabs(got[i] - want[i]) <= tol, "%s step %d: param[%zu] = %.9g, "
+              "reference %.9g", what, step, i, got[i], want[i]);
+    }
+    return 0;
+}
+
+static int run_dense(const char *what, const ember_opt_config_t *cfg)
+{
+    ember_opt_t *opt;
+    ref_t ref;
+    float p[ROWS * DIM], g[ROWS * DIM];
+    uint64_t rng = 1000 + (uint64_t)cfg->kind;
+
+    for (size_t i = 0; i < ROWS * DIM; i++)
+        p[i] = (float)test_uniform(&rng, -1, 1);
+    ref_init(&ref, cfg, p);
+    /* Rows x dim layout, so row-wise Adagrad has real rows. */
+    CHECK(ember_opt_create(cfg, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_OK,
+          "create");
+    for (int s = 1; s <= STEPS; s++) {
+        for (size_t i = 0; i < ROWS * DIM; i++)
+            g[i] = (float)test_uniform(&rng, -1, 1);
+        CHECK(ember_opt_step_dense(opt, p, g, ROWS * DIM) == EMBER_OK, "step");
+        ref.t++;
+        for (size_t r = 0; r < ROWS; r++)
+            ref_row(&ref, r, g + r * DIM, ref.t, 0);
+        if (compare(what, s, p, ref.p, NULL, NULL)) {
+            ember_opt_destroy(opt);
+            return 1;
+        }
+    }
+    fprintf(stderr, "%s dense: %d steps match, state %zu bytes\n", what, STEPS,
+            ember_opt_state_bytes(opt));
+    ember_opt_destroy(opt);
+    return 0;
+}
+
+/* Rows touched at each step (sorted); row 1 and row 4 are never touched. */
+static const int64_t touch[STEPS][ROWS] = {
+    {0, 2, 5, -1}, {2, 3, -1}, {0, 2, -1}, {5, -1}, {0, 3, 5, -1}};
+
+static int run_sparse(const char *what, const ember_opt_config_t *cfg)
+{
+    ember_opt_t *opt;
+    ref_t ref;
+    float p[ROWS * DIM], before[ROWS * DIM], g[ROWS * DIM];
+    uint64_t rng = 2000 + (uint64_t)cfg->kind;
+
+    for (size_t i = 0; i < ROWS * DIM; i++)
+        p[i] = (float)test_uniform(&rng, -1, 1);
+    ref_init(&ref, cfg, p);
+    CHECK(ember_opt_create(cfg, ROWS, DIM, EMBER_OPT_SPARSE, &opt) == EMBER_OK,
+          "create");
+    for (int s = 0; s < STEPS; s++) {
+        size_t n = 0;
+        int touched[ROWS] = {0};
+        while (n < ROWS && touch[s][n] >= 0)
+            touched[touch[s][n++]] = 1;
+        for (size_t i = 0; i < n * DIM; i++)
+            g[i] = (float)test_uniform(&rng, -1, 1);
+        memcpy(before, p, sizeof(p));
+        CHECK(ember_opt_step_sparse(opt, p, DIM, touch[s], g, n) == EMBER_OK,
+              "step");
+        ref.t++;
+        for (size_t u = 0; u < n; u++) {
+            size_t row = (size_t)touch[s][u];
+            ref.row_t[row]++;
+            long t = (cfg->kind == EMBER_OPT_ADAM && cfg->adam_row_step)
+                         ? ref.row_t[row]
+                         : ref.t;
+            ref_row(&ref, row, g + u * DIM, t, 1);
+        }
+        if (compare(what, s + 1, p, ref.p, before, touched)) {
+            ember_opt_destroy(opt);
+            return 1;
+        }
+    }
+    fprintf(stderr, "%s sparse: %d steps match, untouched rows frozen, state "
+                    "%zu bytes\n",
+            what, STEPS, ember_opt_state_bytes(opt));
+    ember_opt_destroy(opt);
+    return 0;
+}
+
+static int run_both(const char *what, const ember_opt_config_t *cfg)
+{
+    return run_dense(what, cfg) || run_sparse(what, cfg);
+}
+
+static int case_sgd(void)
+{
+    ember_opt_config_t c;
+    ember_opt_config_default(EMBER_OPT_SGD, 0.05f, &c);
+    return run_both("sgd", &c);
+}
+
+static int case_sgd_momentum(void)
+{
+    ember_opt_config_t c;
+    ember_opt_config_default(EMBER_OPT_SGD, 0.05f, &c);
+    c.momentum = 0.9f;
+    if (run_both("sgd momentum", &c))
+        return 1;
+    c.dampening = 0.3f; /* the sparse path then keeps per-row start bits */
+    return run_both("sgd momentum dampening", &c);
+}
+
+static int case_sgd_nesterov(void)
+{
+    ember_opt_config_t c;
+    ember_opt_config_default(EMBER_OPT_SGD, 0.05f, &c);
+    c.momentum = 0.8f;
+    c.nesterov = 1;
+    return run_both("sgd nesterov", &c);
+}
+
+static int case_adagrad(void)
+{
+    ember_opt_config_t c;
+    ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.1f, &c);
+    CHECK(c.eps == 1e-10f && c.lr_decay == 0 && c.initial_accumulator == 0,
+          "PyTorch defaults");
+    if (run_both("adagrad", &c))
+        return 1;
+    c.lr_decay = 0.05f;
+    c.initial_accumulator = 0.1f;
+    return run_both("adagrad lr_decay", &c);
+}
+
+static int case_rowwise_adagrad(void)
+{
+    ember_opt_config_t c;
+    ember_opt_config_default(EMBER_OPT_ROWWISE_ADAGRAD, 0.1f, &c);
+    if (run_both("rowwise adagrad", &c))
+        return 1;
+    c.initial_accumulator = 0.5f;
+    return run_both("rowwise adagrad init", &c);
+}
+
+static int case_adam(void)
+{
+    ember_opt_config_t c;
+    ember_opt_config_default(EMBER_OPT_ADAM, 0.01f, &c);
+    CHECK(c.beta1 == 0.9f && c.beta2 == 0.999f && c.eps == 1e-8f, "defaults");
+    if (run_both("adam", &c))
+        return 1;
+    c.adam_row_step = 0; /* SparseAdam's single step count */
+    return run_sparse("adam table-step", &c);
+}
+
+static int case_state_bytes(void)
+{
+    const struct {
+        ember_opt_kind_t kind;
+        float momentum, dampening;
+        int row_step;
+        ember_opt_layout_t layout;
+        size_t bytes;
+    } want[] = {
+        {EMBER_OPT_SGD, 0, 0, 0, EMBER_OPT_SPARSE, 0},
+        {EMBER_OPT_SGD, 0.9f, 0, 0, EMBER_OPT_DENSE, 4 * 100 * 8},
+        {EMBER_OPT_SGD, 0.9f, 0, 0, EMBER_OPT_SPARSE, 4 * 100 * 8},
+        {EMBER_OPT_SGD, 0.9f, 0.1f, 0, EMBER_OPT_SPARSE, 4 * 100 * 8 + 13},
+        {EMBER_OPT_ADAGRAD, 0, 0, 0, EMBER_OPT_SPARSE, 4 * 100 * 8},
+        {EMBER_OPT_ROWWISE_ADAGRAD, 0, 0, 0, EMBER_OPT_SPARSE, 4 * 100},
+        {EMBER_OPT_ADAM, 0, 0, 0, EMBER_OPT_DENSE, 2 * 4 * 100 * 8},
+        {EMBER_OPT_ADAM, 0, 0, 1, EMBER_OPT_DENSE, 2 * 4 * 100 * 8},
+        {EMBER_OPT_ADAM, 0, 0, 0, EMBER_OPT_SPARSE, 2 * 4 * 100 * 8},
+        {EMBER_OPT_ADAM, 0, 0, 1, EMBER_OPT_SPARSE, 2 * 4 * 100 * 8 + 4 * 100},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        ember_opt_config_t c;
+        ember_opt_t *opt;
+        ember_opt_config_default(want[i].kind, 0.1f, &c);
+        c.momentum = want[i].momentum;
+        c.dampening = want[i].dampening;
+        c.adam_row_step = want[i].row_step;
+        CHECK(ember_opt_create(&c, 100, 8, want[i].layout, &opt) == EMBER_OK,
+              "create %zu", i);
+        size_t got = ember_opt_state_bytes(opt);
+        ember_opt_destroy(opt);
+        CHECK(got == want[i].bytes, "case %zu (%s): %zu state bytes, expected "
+              "%zu", i, ember_opt_kind_name(want[i].kind), got, want[i].bytes);
+    }
+    return 0;
+}
+
+static int case_bad_input(void)
+{
+    ember_opt_config_t c;
+    ember_opt_t *opt;
+    float table[ROWS * DIM], copy[ROWS * DIM], g[3 * DIM] = {1, 1, 1, 1, 1, 1,
+                                                             1, 1, 1};
+
+    ember_opt_config_default(EMBER_OPT_ADAM, 0.1f, &c);
+    for (size_t i = 0; i < ROWS * DIM; i++)
+        table[i] = (float)i;
+    memcpy(copy, table, sizeof(table));
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_SPARSE, &opt) == EMBER_OK,
+          "create");
+    const int64_t oob[3] = {0, 2, ROWS}, unsorted[3] = {3, 1, 4},
+                  dup[3] = {1, 1, 2}, neg[1] = {-1};
+    CHECK(ember_opt_step_sparse(opt, table, DIM, oob, g, 3) ==
+              EMBER_ERR_OUT_OF_RANGE, "row past the table accepted");
+    CHECK(ember_opt_step_sparse(opt, table, DIM, neg, g, 1) ==
+              EMBER_ERR_OUT_OF_RANGE, "negative row accepted");
+    CHECK(ember_opt_step_sparse(opt, table, DIM, unsorted, g, 3) ==
+              EMBER_ERR_INVALID_PARAM, "unsorted rows accepted");
+    CHECK(ember_opt_step_sparse(opt, table, DIM, dup, g, 3) ==
+              EMBER_ERR_INVALID_PARAM, "duplicate rows accepted");
+    CHECK(memcmp(table, copy, sizeof(table)) == 0, "a rejected step changed "
+          "the table");
+    CHECK(ember_opt_step_sparse(opt, table, DIM + 1, oob, g, 1) ==
+              EMBER_ERR_INVALID_PARAM, "dim mismatch accepted");
+    CHECK(ember_opt_step_dense(opt, table, g, ROWS * DIM) ==
+              EMBER_ERR_INVALID_PARAM, "dense step on a sparse optimizer");
+    ember_opt_destroy(opt);
+
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_OK,
+          "create");
+    CHECK(ember_opt_step_dense(opt, table, g, ROWS * DIM - 1) ==
+              EMBER_ERR_INVALID_PARAM, "wrong n accepted");
+    CHECK(ember_opt_step_sparse(opt, table, DIM, oob, g, 1) ==
+              EMBER_ERR_INVALID_PARAM, "sparse step on a dense optimizer");
+    ember_opt_destroy(opt);
+
+    /* Hyper-parameters PyTorch refuses. */
+    c.beta1 = 1.0f;
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) ==
+              EMBER_ERR_INVALID_PARAM, "beta1 = 1 accepted");
+    ember_opt_config_default(EMBER_OPT_SGD, 0.1f, &c);
+    c.nesterov = 1;
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) ==
+              EMBER_ERR_INVALID_PARAM, "nesterov without momentum accepted");
+    ember_opt_config_default(EMBER_OPT_SGD, -0.1f, &c);
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) ==
+              EMBER_ERR_INVALID_PARAM, "negative lr accepted");
+    ember_opt_config_default(EMBER_OPT_SGD, 0.1f, &c);
+    CHECK(ember_opt_create(&c, 0, DIM, EMBER_OPT_DENSE, &opt) ==
+              EMBER_ERR_INVALID_PARAM, "zero rows accepted");
+
+    ember_opt_kind_t k;
+    CHECK(ember_opt_kind_parse("rowwise_adagrad", &k) == EMBER_OK &&
+              k == EMBER_OPT_ROWWISE_ADAGRAD, "parse");
+    CHECK(ember_opt_kind_parse("adamw", &k) == EMBER_ERR_INVALID_PARAM,
+          "unknown name parsed");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const test_case_t cases[] = {
+        {"sgd", case_sgd},
+        {"sgd_momentum", case_sgd_momentum},
+        {"sgd_nesterov", case_sgd_nesterov},
+        {"adagrad", case_adagrad},
+        {"rowwise_adagrad", case_rowwise_adagrad},
+        {"adam", case_adam},
+        {"state_bytes", case_state_bytes},
+        {"bad_input", case_bad_input},
+    };
+    return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
+}
