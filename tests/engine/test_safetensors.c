@@ -1,0 +1,333 @@
+/* safetensors: round trip, the golden files, and malformed-file rejection. */
+#include "engine/safetensors.h"
+
+#include "test_util.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+/* A file image from a header text and @dlen data bytes (pattern-filled). */
+static uint8_t *make_image(const char *header, size_t dlen, size_t *size_p)
+{
+    size_t hlen = strlen(header);
+    uint8_t *img = malloc(8 + hlen + dlen + 1);
+    for (int i = 0; i < 8; i++)
+        img[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    memcpy(img + 8, header, hlen);
+    for (size_t i = 0; i < dlen; i++)
+        img[8 + hlen + i] = (uint8_t)i;
+    *size_p = 8 + hlen + dlen;
+    return img;
+}
+
+/* Open an image that must be rejected with ERR_FORMAT and a message holding
+ * each of @words. */
+static int expect_format(const char *label, const uint8_t *img, size_t size,
+                         const char *const *words)
+{
+    ember_st_file_t *f = NULL;
+    char msg[256] = "";
+    ember_status_t s = ember_st_open_buffer(img, size, &f, msg, sizeof(msg));
+    if (s == EMBER_OK)
+        ember_st_close(f);
+    CHECK(s == EMBER_ERR_FORMAT, "%s: status %s, expected ERR_FORMAT", label,
+          ember_status_string(s));
+    for (; words && *words; words++)
+        CHECK(strstr(msg, *words), "%s: message '%s' lacks '%s'", label, msg,
+              *words);
+    fprintf(stderr, "%s: rejected: %s\n", label, msg);
+    return 0;
+}
+
+static int expect_header_format(const char *label, const char *header,
+                                size_t dlen, const char *word)
+{
+    size_t size;
+    uint8_t *img = make_image(header, dlen, &size);
+    const char *words[] = {word, NULL};
+    int rc = expect_format(label, img, size, words);
+    free(img);
+    return rc;
+}
+
+static int case_roundtrip(void)
+{
+    char path[] = "/tmp/ember_st_XXXXXX", msg[256];
+    int fd = mkstemp(path);
+    const float a[6] = {1.5f, -2.0f, 3.25f, 0.0f, -0.0f, 1e30f};
+    const int64_t b[4] = {INT64_MIN, -1, 0, INT64_MAX};
+    const double c = 3.141592653589793;
+    const uint8_t d[3] = {1, 0, 255}; /* odd length: next tensor unaligned */
+    const float e[2] = {7.0f, 8.0f};
+    ember_st_tensor_t t[] = {
+        {.name = "layer.a", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .data = a},
+        {.name = "b", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {4}, .data = b},
+        {.name = "scalar", .dtype = EMBER_DTYPE_F64, .ndim = 0, .data = &c},
+        {.name = "empty", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {0, 5}, .data = NULL},
+        {.name = "bytes", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {3}, .data = d},
+        {.name = "we\"ird\\name\n", .dtype = EMBER_DTYPE_F32, .ndim = 1, .shape = {2}, .data = e},
+    };
+    const ember_st_meta_t m[] = {{"format", "pt"}, {"quote", "a\"b\\c\nd\te"},
+                                 {"utf8", "h\xc3\xa9llo"}};
+    ember_st_file_t *f;
+
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    CHECK(ember_st_write(path, t, 6, m, 3) == EMBER_OK, "write");
+    CHECK(access(path, F_OK) == 0, "file not there");
+    char tmp[64];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    CHECK(access(tmp, F_OK) != 0, "temporary file left behind");
+
+    /* The header length keeps the data 8-byte aligned, as the reference
+     * writer does. */
+    FILE *fp = fopen(path, "rb");
+    uint8_t len_le[8];
+    CHECK(fp && fread(len_le, 1, 8, fp) == 8, "read header length");
+    fclose(fp);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | len_le[i];
+    CHECK((8 + hlen) % 8 == 0, "header length %llu leaves data unaligned",
+          (unsigned long long)hlen);
+
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "open: %s",
+          msg);
+    unlink(path);
+    CHECK(ember_st_count(f) == 6, "count %zu", ember_st_count(f));
+    CHECK(strcmp(ember_st_tensor_at(f, 0)->name, "layer.a") == 0 &&
+              ember_st_tensor_at(f, 6) == NULL, "header order");
+    for (size_t i = 0; i < 6; i++) {
+        const ember_st_tensor_t *r = ember_st_find(f, t[i].name);
+        CHECK(r, "tensor '%s' missing", t[i].name);
+        CHECK(r->dtype == t[i].dtype && r->ndim == t[i].ndim, "'%s' dtype/rank",
+              t[i].name);
+        size_t numel = 1;
+        for (size_t k = 0; k < r->ndim; k++) {
+            CHECK(r->shape[k] == t[i].shape[k], "'%s' shape[%zu]", t[i].name, k);
+            numel *= (size_t)r->shape[k];
+        }
+        CHECK(r->numel == numel, "'%s' numel %zu", t[i].name, r->numel);
+        CHECK(r->nbytes == numel * ember_dtype_size(r->dtype), "'%s' nbytes",
+              t[i].name);
+        CHECK(numel == 0 || memcmp(r->data, t[i].data, r->nbytes) == 0,
+              "'%s' data differs", t[i].name);
+    }
+    CHECK(ember_st_find(f, "nope") == NULL, "missing tensor found");
+    CHECK(strcmp(ember_st_metadata(f, "format"), "pt") == 0, "metadata format");
+    CHECK(strcmp(ember_st_metadata(f, "quote"), "a\"b\\c\nd\te") == 0,
+          "escaped metadata came back as '%s'", ember_st_metadata(f, "quote"));
+    CHECK(strcmp(ember_st_metadata(f, "utf8"), "h\xc3\xa9llo") == 0, "utf8");
+    CHECK(ember_st_metadata(f, "nope") == NULL, "missing metadata found");
+
+    void *copy;
+    size_t numel;
+    CHECK(ember_st_read_copy(f, "b", EMBER_DTYPE_I64, &copy, &numel) ==
+              EMBER_OK && numel == 4, "read_copy");
+    CHECK(((int64_t *)copy)[0] == INT64_MIN && ((int64_t *)copy)[3] == INT64_MAX,
+          "read_copy values");
+    free(copy);
+    CHECK(ember_st_read_copy(f, "b", EMBER_DTYPE_F32, &copy, NULL) ==
+              EMBER_ERR_FORMAT, "dtype mismatch accepted");
+    CHECK(ember_st_read_copy(f, "zz", EMBER_DTYPE_F32, &copy, NULL) ==
+              EMBER_ERR_NOT_FOUND, "missing tensor copied");
+    ember_st_close(f);
+
+    /* Writer refuses what it could not write faithfully. */
+    ember_st_tensor_t dup[2] = {t[0], t[0]};
+    CHECK(ember_st_write(path, dup, 2, NULL, 0) == EMBER_ERR_INVALID_PARAM,
+          "duplicate names written");
+    ember_st_tensor_t reserved = t[0];
+    reserved.name = "__metadata__";
+    CHECK(ember_st_write(path, &reserved, 1, NULL, 0) == EMBER_ERR_INVALID_PARAM,
+          "__metadata__ written as a tensor");
+    CHECK(ember_st_write("/nonexistent-dir/x.safetensors", t, 1, NULL, 0) ==
+              EMBER_ERR_IO, "write into a missing directory");
+    return 0;
+}
+
+static int case_golden(void)
+{
+    char path[4096], msg[256];
+    ember_st_file_t *f;
+
+    CHECK(test_argc >= 1, "golden directory not given");
+    snprintf(path, sizeof(path), "%s/seed_sum_2t.safetensors", test_argv[0]);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "%s: %s", path,
+          msg);
+    CHECK(strcmp(ember_st_metadata(f, "rows"), "100") == 0, "rows");
+    CHECK(strcmp(ember_st_metadata(f, "mode"), "sum") == 0, "mode");
+    /* 3 params + 100 steps x 2 trainers x 3 + 4 expected. */
+    CHECK(ember_st_count(f) == 3 + 600 + 4, "count %zu", ember_st_count(f));
+    const ember_st_tensor_t *w = ember_st_find(f, "emb.weight");
+    CHECK(w && w->dtype == EMBER_DTYPE_F32 && w->ndim == 2 && w->shape[0] == 100 &&
+              w->shape[1] == 16, "emb.weight");
+    const ember_st_tensor_t *l = ember_st_find(f, "expected.loss");
+    CHECK(l && l->shape[0] == 100 && l->shape[1] == 2, "expected.loss");
+    const ember_st_tensor_t *i = ember_st_find(f, "t1.s99.indices");
+    CHECK(i && i->dtype == EMBER_DTYPE_I64 && i->ndim == 1, "t1.s99.indices");
+    ember_st_close(f);
+    return 0;
+}
+
+static int case_truncated(void)
+{
+    const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],"
+                      "\"data_offsets\":[0,16]}}";
+    size_t size;
+    uint8_t *img = make_image(hdr, 16, &size);
+    const char *short_words[] = {"too short", NULL};
+    const char *hdr_words[] = {"header length", "does not fit", NULL};
+    const char *data_words[] = {"'w'", "out of bounds", NULL};
+    int rc = expect_format("4 bytes", img, 4, short_words) ||
+             expect_format("empty", img, 0, short_words) ||
+             expect_format("inside header", img, 8 + strlen(hdr) - 1,
+                           hdr_words) ||
+             expect_format("inside data", img, size - 1, data_words);
+    /* And the whole image opens. */
+    ember_st_file_t *f;
+    if (!rc && ember_st_open_buffer(img, size, &f, NULL, 0) != EMBER_OK) {
+        fprintf(stderr, "FAIL the untruncated image does not open\n");
+        rc = 1;
+    } else if (!rc) {
+        ember_st_close(f);
+    }
+    free(img);
+
+    /* A truncated file on disk, through the path API. */
+    char path[] = "/tmp/ember_st_trunc_XXXXXX", msg[256];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    img = make_image(hdr, 16, &size);
+    CHECK(write(fd, img, size - 5) == (ssize_t)(size - 5), "write");
+    close(fd);
+    free(img);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_ERR_FORMAT &&
+              strstr(msg, "'w'"), "truncated file: '%s'", msg);
+    unlink(path);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_ERR_IO &&
+              strstr(msg, "cannot open"), "missing file: '%s'", msg);
+    return rc;
+}
+
+static int case_offsets_out_of_bounds(void)
+{
+    return expect_header_format(
+               "end past data",
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+               8, "'a'") ||
+           expect_header_format(
+               "begin > end",
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}",
+               8, "out of bounds") ||
+           expect_header_format(
+               "huge offset",
+               "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
+               "\"data_offsets\":[18446744073709551615,0]}}",
+               8, "'a'") ||
+           expect_header_format(
+               "negative offset",
+               "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[-1,0]}}",
+               8, "non-negative") ||
+           expect_header_format(
+               "size mismatch",
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
+               8, "need 12 bytes") ||
+           expect_header_format(
+               "shape overflow",
+               "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],"
+               "\"data_offsets\":[0,8]}}",
+               8, "'a'") ||
+           expect_header_format(
+               "overlap",
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+               12, "overlaps");
+}
+
+static int case_bad_json(void)
+{
+    static const struct {
+        const char *label, *header, *word;
+    } bad[] = {
+        {"trailing comma", "{\"a\":{\"dtype\":\"F32\",}}", "JSON"},
+        {"missing colon", "{\"a\" 1}", "expected ':'"},
+        {"not an object", "[1, 2]", "not a JSON object"},
+        {"trailing garbage", "{} x", "trailing"},
+        {"unterminated string", "{\"abc", "unterminated"},
+        {"bad escape", "{\"a\\q\":1}", "escape"},
+        {"control char", "{\"a\nb\":1}", "control"},
+        {"lone surrogate", "{\"\\ud800\":1}", "surrogate"},
+        {"bad literal", "{\"a\":tru}", "JSON"},
+        {"leading zero", "{\"a\":01}", "leading zero"},
+        {"deep nesting",
+         "{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]"
+         "]]]]]]]]]]]]]]]]]}",
+         "nested"},
+        {"unknown dtype",
+         "{\"a\":{\"dtype\":\"Q8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "Q8"},
+        {"no shape", "{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}",
+         "shape"},
+        {"negative dim",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}",
+         "shape[0]"},
+        {"fractional dim",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}",
+         "shape[0]"},
+        {"three offsets",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}",
+         "data_offsets"},
+        {"entry not object", "{\"a\":5}", "'a'"},
+        {"duplicate tensor",
+         "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+         "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+         "twice"},
+        {"metadata not strings", "{\"__metadata__\":{\"k\":1}}", "'k'"},
+        {"metadata not object", "{\"__metadata__\":[]}", "__metadata__"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (expect_header_format(bad[i].label, bad[i].header, 16, bad[i].word))
+            return 1;
+    }
+    /* A header length larger than any sane header, in a file that is big
+     * enough to hold the 8 bytes only. */
+    uint8_t img[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+    const char *words[] = {"header length", NULL};
+    return expect_format("huge header length", img, sizeof(img), words);
+}
+
+static int case_json_escapes(void)
+{
+    /* \u escapes (BMP and a surrogate pair) decode to UTF-8; whitespace and
+     * an empty metadata key are fine. */
+    const char *hdr = " {\n \"__metadata__\" : {\"k\\u00e9\": \"\\ud83d\\ude00\\/\","
+                      " \"\": \"\"},\n \"t\\u0041\": {\"dtype\": \"BOOL\", "
+                      "\"shape\": [], \"data_offsets\": [0, 1]}\t} ";
+    size_t size;
+    uint8_t *img = make_image(hdr, 1, &size);
+    ember_st_file_t *f;
+    char msg[256];
+    ember_status_t s = ember_st_open_buffer(img, size, &f, msg, sizeof(msg));
+    free(img);
+    CHECK(s == EMBER_OK, "open: %s", msg);
+    const char *v = ember_st_metadata(f, "k\xc3\xa9");
+    int ok = v && strcmp(v, "\xf0\x9f\x98\x80/") == 0 &&
+             ember_st_metadata(f, "") && ember_st_find(f, "tA") &&
+             ember_st_find(f, "tA")->ndim == 0 && ember_st_find(f, "tA")->numel == 1;
+    ember_st_close(f);
+    CHECK(ok, "escapes not decoded (value '%s')", v ? v : "(null)");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const test_case_t cases[] = {
+        {"roundtrip", case_roundtrip},
+        {"golden", case_golden},
+        {"truncated", case_truncated},
+        {"offsets_out_of_bounds", case_offsets_out_of_bounds},
+        {"bad_json", case_bad_json},
+        {"json_escapes", case_json_escapes},
+    };
+    return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
+}
