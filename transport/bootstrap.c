@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int env_int(const char *slurm_name, int fallback)
 {
@@ -64,6 +65,10 @@ static ember_status_t publish_and_collect(ember_tp_t *tp, const char *name)
     EMBER_CHECK(ret);
     snprintf(key, sizeof(key), "ember/name/%d", tp->rank);
     EMBER_CHECK(tp_store_set(tp->store, key, name, strlen(name)));
+    char process[96];
+    snprintf(process, sizeof(process), "%s %ld", tp->host, (long)getpid());
+    snprintf(key, sizeof(key), "ember/proc/%d", tp->rank);
+    EMBER_CHECK(tp_store_set(tp->store, key, process, strlen(process)));
 
     for (int rank = 0; rank < tp->world_size; rank++) {
         tp_peer_t *peer = &tp->peers[rank];
@@ -87,6 +92,18 @@ static ember_status_t publish_and_collect(ember_tp_t *tp, const char *name)
                  (int)(length < sizeof(peer->name) ? length : sizeof(peer->name) - 1),
                  (const char *)value);
         free(value);
+        snprintf(key, sizeof(key), "ember/proc/%d", rank);
+        EMBER_CHECK(tp_store_get(tp->store, key, tp->connect_timeout_s, &value,
+                                 &length));
+        char entry[96];
+        snprintf(entry, sizeof(entry), "%.*s",
+                 (int)(length < sizeof(entry) ? length : sizeof(entry) - 1),
+                 (const char *)value);
+        free(value);
+        if (sscanf(entry, "%63s %ld", peer->host, &peer->pid) != 2) {
+            ember_error("boot", "rank %d published a malformed process entry", rank);
+            return EMBER_ERR_BAD_MESSAGE;
+        }
         for (int other = 0; other < rank; other++) {
             if (strcmp(tp->peers[other].name, peer->name) == 0) {
                 ember_error("boot", "ranks %d and %d both call themselves '%s'",
@@ -107,6 +124,8 @@ ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params
     int port;
 
     EMBER_CHECK(resolve_identity(tp, params));
+    if (gethostname(tp->host, sizeof(tp->host) - 1) != 0)
+        snprintf(tp->host, sizeof(tp->host), "localhost");
     ember_log_set_rank(tp->rank);
     EMBER_CHECK(tp_store_parse_url(url, host, sizeof(host), &port));
     tp->connect_timeout_s = ember_config_double("EMBER_CONNECT_TIMEOUT");

@@ -12,6 +12,9 @@
 
 #include <ember/log.h>
 
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,9 +103,11 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
     };
     ucs_status_ptr_t request;
 
-    request = ucp_am_send_nbx(peer->ep, send->am_id, &send->header,
-                              sizeof(send->header), send->iov, send->iovcnt,
-                              &param);
+    /* HELLO carries no ember header: it is all payload. */
+    request = ucp_am_send_nbx(peer->ep, send->am_id,
+                              send->am_id == TP_AM_HELLO ? NULL : &send->header,
+                              send->am_id == TP_AM_HELLO ? 0 : sizeof(send->header),
+                              send->iov, send->iovcnt, &param);
     if (request == NULL) {
         send_complete(send, EMBER_OK);
     } else if (UCS_PTR_IS_ERR(request)) {
@@ -144,6 +149,19 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
 
     EMBER_CHECK(tp_auth_nonce(peer->nonce));
     status = ucp_ep_create(tp->worker, &params, &peer->ep);
+    if (status == UCS_ERR_UNREACHABLE && strcmp(peer->host, tp->host) == 0) {
+        /* Shared-memory transports in UCX 1.13 cannot detect a dead peer;
+         * the peer is on this host, so watch its process instead. */
+        params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        status = ucp_ep_create(tp->worker, &params, &peer->ep);
+        if (status == UCS_OK) {
+            ember_info("tp", "no transport-level failure detection to %s over "
+                       "the selected transports: watching its process %ld",
+                       peer->name, peer->pid);
+            peer->watched = 1;
+            tp->watched_peers++;
+        }
+    }
     if (status != UCS_OK) {
         ember_error("tp", "cannot create an endpoint to %s (rank %d): %s",
                     peer->name, peer->rank, ucs_status_string(status));
@@ -319,6 +337,38 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline)
     free(requests);
 }
 
+static int process_gone(long pid)
+{
+    char path[64], state = '?';
+    FILE *file;
+
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    /* A zombie still answers kill(0): read its state. */
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    file = fopen(path, "r");
+    if (!file)
+        return 1;
+    if (fscanf(file, "%*d %*s %c", &state) != 1)
+        state = '?';
+    fclose(file);
+    return state == 'Z' || state == 'X';
+}
+
+void tp_check_liveness(ember_tp_t *tp, double now)
+{
+    tp->next_liveness_check = now + 0.1;
+    for (int rank = 0; rank < tp->world_size; rank++) {
+        tp_peer_t *peer = &tp->peers[rank];
+        if (!peer->watched || peer->state == TP_PEER_LOST || !process_gone(peer->pid))
+            continue;
+        char reason[96];
+        snprintf(reason, sizeof(reason), "its process %ld on %s has exited",
+                 peer->pid, peer->host);
+        tp_peer_lost(tp, rank, EMBER_ERR_PEER_LOST, reason);
+    }
+}
+
 /* ---- the handshake ------------------------------------------------------- */
 
 static int hello_valid_header(const tp_hello_t *hello, size_t length)
@@ -452,4 +502,64 @@ ucs_status_t tp_am_hello_ack_cb(void *arg, const void *header,
     peer->state = TP_PEER_READY;
     tp->peer_events = 1; /* queued sends leave from the progress loop */
     return UCS_OK;
+}
+
+/* ---- hostile-input tests ---------------------------------------------------- */
+
+static void raw_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    (void)arg;
+    (void)ep;
+    (void)status;
+}
+
+ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id,
+                                 const void *header, size_t header_length,
+                                 const void *data, size_t length, int authenticated)
+{
+    ucp_ep_h ep;
+    ucs_status_ptr_t request;
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = UCP_AM_SEND_FLAG_REPLY};
+    ember_status_t status = EMBER_OK;
+
+    if (authenticated) {
+        EMBER_CHECK(tp_peer_connect_wait(tp, rank));
+        ep = tp->peers[rank].ep;
+    } else {
+        ucp_ep_params_t params = {
+            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            .address = tp->peers[rank].address,
+            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+            .err_handler = {.cb = raw_err_cb},
+        };
+        if (ucp_ep_create(tp->worker, &params, &ep) != UCS_OK) {
+            params.err_mode = UCP_ERR_HANDLING_MODE_NONE; /* shared memory */
+            if (ucp_ep_create(tp->worker, &params, &ep) != UCS_OK)
+                return EMBER_ERR_TRANSPORT;
+        }
+    }
+    request = ucp_am_send_nbx(ep, am_id, header, header_length, data, length, &param);
+    if (UCS_PTR_IS_PTR(request)) {
+        while (ucp_request_check_status(request) == UCS_INPROGRESS)
+            tp_progress_once(tp);
+        status = tp_status_from_ucs(ucp_request_check_status(request));
+        ucp_request_free(request);
+    } else if (UCS_PTR_IS_ERR(request)) {
+        status = tp_status_from_ucs(UCS_PTR_STATUS(request));
+    }
+    if (!authenticated) {
+        /* Let the message arrive.  The endpoint stays open until the worker
+         * is destroyed: closing it would also tear down the peer's side,
+         * which UCX may share with our real endpoint to that peer. */
+        request = ucp_ep_flush_nbx(ep, &(ucp_request_param_t){0});
+        if (UCS_PTR_IS_PTR(request)) {
+            while (ucp_request_check_status(request) == UCS_INPROGRESS)
+                tp_progress_once(tp);
+            ucp_request_free(request);
+        }
+    }
+    return status;
 }

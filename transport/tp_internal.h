@@ -89,6 +89,9 @@ typedef struct {
     ember_status_t error;
     char reason[160];
     int close_pending; /* lost: close the endpoint from the progress loop */
+    char host[64];     /* where the peer runs, and its pid, from the store */
+    long pid;
+    int watched;       /* no UCX failure detection: poll its pid instead */
 } tp_peer_t;
 
 /* An incoming connection: a reply endpoint, authenticated by its HELLO. */
@@ -177,6 +180,9 @@ struct ember_tp {
     tp_store_client_t *store;
     double connect_timeout_s;
     unsigned barrier_seq; /* every rank passes barriers in the same order */
+    char host[64];
+    int watched_peers;
+    double next_liveness_check;
 };
 
 /* ---- lists ---- */
@@ -206,8 +212,9 @@ ember_status_t tp_worker_create(ember_tp_t *tp);
 void tp_worker_destroy(ember_tp_t *tp);
 /* One pass: UCX progress, deferred acks/closes, handlers, deadlines. */
 unsigned tp_progress_once(ember_tp_t *tp);
-/* Progress until *done != 0 or @deadline (absolute); blocks when idle. */
-void tp_progress_until(ember_tp_t *tp, const int *done, double deadline);
+/* Progress until done(arg) or @deadline (absolute); blocks when idle. */
+void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
+                       const void *arg, double deadline);
 
 /* endpoint.c */
 ember_status_t tp_peer_send(ember_tp_t *tp, tp_send_t *send);
@@ -217,6 +224,8 @@ void tp_peer_lost(ember_tp_t *tp, int rank, ember_status_t status,
                   const char *reason);
 void tp_endpoints_sweep(ember_tp_t *tp);
 void tp_endpoints_close(ember_tp_t *tp, double deadline);
+/* Peers without UCX failure detection: notice when their process is gone. */
+void tp_check_liveness(ember_tp_t *tp, double now);
 int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep);
 ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
                             void *data, size_t length,
@@ -226,6 +235,14 @@ ucs_status_t tp_am_hello_ack_cb(void *arg, const void *header,
                                 const ucp_am_recv_param_t *param);
 void tp_send_acks(ember_tp_t *tp);
 void tp_send_free(tp_send_t *send);
+/*
+ * Tests of hostile input only: send any AM to @rank as is, on our
+ * authenticated endpoint or (@authenticated == 0) on a fresh one that never
+ * said HELLO.  Blocks until sent.
+ */
+ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id,
+                                 const void *header, size_t header_length,
+                                 const void *data, size_t length, int authenticated);
 
 /* rpc.c */
 ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_length,

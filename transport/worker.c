@@ -182,14 +182,17 @@ unsigned tp_progress_once(ember_tp_t *tp)
     now = tp_time_now();
     if (tp->pending_count && now >= tp->next_deadline_check)
         tp_check_deadlines(tp, now);
+    if (tp->watched_peers && now >= tp->next_liveness_check)
+        tp_check_liveness(tp, now);
     return events;
 }
 
-void tp_progress_until(ember_tp_t *tp, const int *done, double deadline)
+void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
+                       const void *arg, double deadline)
 {
     double idle_since = tp_time_now();
 
-    while (!(done && *done)) {
+    while (!done(arg)) {
         double now;
 
         if (tp_progress_once(tp)) {
@@ -203,21 +206,21 @@ void tp_progress_until(ember_tp_t *tp, const int *done, double deadline)
             continue;
 
         /* Idle: sleep on the worker's fd until traffic or a deadline. */
-        ucs_status_t status = ucp_worker_arm(tp->worker);
-        if (status == UCS_ERR_BUSY)
+        if (ucp_worker_arm(tp->worker) == UCS_ERR_BUSY)
             continue;
         double wake = deadline;
         if (tp->pending_count && tp->next_deadline_check < wake)
             wake = tp->next_deadline_check;
+        if (tp->watched_peers && tp->next_liveness_check < wake)
+            wake = tp->next_liveness_check;
         int timeout_ms = (int)((wake - now) * 1000.0) + 1;
         if (timeout_ms > 1000)
-            timeout_ms = 1000; /* bounded: flags set outside UCX get seen */
+            timeout_ms = 1000;
         struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
         if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
             ember_warn("tp", "poll on the UCX event fd: %s", strerror(errno));
-        idle_since = tp_time_now();
-        /* Spin again only briefly after a wake-up with nothing to do. */
-        idle_since -= tp->spin_s / 2;
+        /* After a wake-up, spin only briefly before sleeping again. */
+        idle_since = tp_time_now() - tp->spin_s / 2;
     }
 }
 
@@ -241,6 +244,8 @@ ember_status_t ember_tp_wait(ember_tp_t *tp, double timeout_s)
         double wake = deadline;
         if (tp->pending_count && tp->next_deadline_check < wake)
             wake = tp->next_deadline_check;
+        if (tp->watched_peers && tp->next_liveness_check < wake)
+            wake = tp->next_liveness_check;
         struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
         int timeout_ms = (int)((wake - now) * 1000.0) + 1;
         if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)

@@ -1,0 +1,660 @@
+/*
+ * Transport tests: real processes, real UCX endpoints.  Each case runs its
+ * ranks through mp_spawn; CTest runs every case over tcp and shared memory
+ * (UCX_TLS set per test).  Usage: test_transport CASE
+ */
+#include "tests/common/mp_spawn.h"
+#include "transport/tp_internal.h"
+#include "transport/tp_time.h"
+
+#include <ember/transport.h>
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+    OP_ECHO = EMBER_RPC_OP_USER_BASE,
+    OP_SUM,
+    OP_DEFER,
+    OP_COUNT,
+    OP_HOLD,
+    OP_RKEY,
+    OP_PID,
+    OP_STOP,
+    OP_CHECK_PUT,
+    OP_FIRST,
+    OP_SECOND,
+};
+
+typedef struct {
+    ember_tp_t *tp;
+    int stop;
+    uint64_t echo_calls;
+    /* deferred replies */
+    ember_rpc_req_t **held;
+    size_t held_count, held_capacity, defer_expected;
+    ember_rpc_req_t *first;
+    /* rma */
+    uint8_t *region;
+    size_t region_size;
+    ember_mem_t *mem;
+} server_t;
+
+static uint64_t checksum(const void *data, size_t length)
+{
+    const uint8_t *p = data;
+    uint64_t hash = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < length; i++)
+        hash = (hash ^ p[i]) * 1099511628211ull;
+    return hash;
+}
+
+static void fill(uint8_t *buffer, size_t length, uint64_t seed)
+{
+    uint64_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < length; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buffer[i] = (uint8_t)x;
+    }
+}
+
+static ember_tp_t *join(void)
+{
+    ember_tp_params_t params;
+    ember_tp_t *tp;
+    ember_tp_params_init(&params);
+    ember_status_t status = ember_tp_create(&params, &tp);
+    MP_CHECK(status == EMBER_OK, "ember_tp_create: %s", ember_status_string(status));
+    return tp;
+}
+
+/* ---- server side ---------------------------------------------------------- */
+
+static void on_echo(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    ember_iov_t iov = {.buffer = data, .length = length};
+    server->echo_calls++;
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
+static void on_sum(ember_rpc_req_t *req, void *arg)
+{
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    uint64_t sum = checksum(data, length);
+    ember_iov_t iov = {.buffer = &sum, .length = sizeof(sum)};
+    (void)arg;
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
+static void hold(server_t *server, ember_rpc_req_t *req)
+{
+    if (server->held_count == server->held_capacity) {
+        server->held_capacity = server->held_capacity ? 2 * server->held_capacity : 64;
+        server->held = realloc(server->held, server->held_capacity * sizeof(*server->held));
+        MP_CHECK(server->held, "out of memory");
+    }
+    server->held[server->held_count++] = req;
+}
+
+/* Hold every request; once all have arrived, answer them in a shuffled order. */
+static void on_defer(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    uint64_t message[2];
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+
+    MP_CHECK(length == sizeof(message), "defer payload %zu", length);
+    memcpy(message, data, sizeof(message));
+    server->defer_expected = message[1];
+    hold(server, req);
+    if (server->held_count < server->defer_expected)
+        return;
+    srand(7);
+    for (size_t i = server->held_count; i-- > 1;) {
+        size_t j = (size_t)rand() % (i + 1);
+        ember_rpc_req_t *tmp = server->held[i];
+        server->held[i] = server->held[j];
+        server->held[j] = tmp;
+    }
+    for (size_t i = 0; i < server->held_count; i++) {
+        memcpy(message, ember_rpc_req_data(server->held[i], NULL), sizeof(message));
+        uint64_t answer = message[0] * 2 + 1;
+        ember_iov_t iov = {.buffer = &answer, .length = sizeof(answer)};
+        ember_rpc_reply(server->held[i], EMBER_OK, &iov, 1);
+    }
+    server->held_count = 0;
+}
+
+static void on_count(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    ember_iov_t iov = {.buffer = &server->echo_calls, .length = sizeof(uint64_t)};
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
+static void on_hold(ember_rpc_req_t *req, void *arg) { hold(arg, req); }
+
+static void on_pid(ember_rpc_req_t *req, void *arg)
+{
+    int64_t pid = getpid();
+    ember_iov_t iov = {.buffer = &pid, .length = sizeof(pid)};
+    (void)arg;
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
+static void on_stop(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    server->stop = 1;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_rkey(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    void *packed;
+    size_t packed_length;
+    uint64_t address = (uint64_t)(uintptr_t)server->region;
+    ember_status_t status = ember_mem_pack(server->tp, server->mem, &packed,
+                                           &packed_length);
+    MP_CHECK(status == EMBER_OK, "pack: %s", ember_status_string(status));
+    ember_iov_t iov[2] = {{&address, sizeof(address)}, {packed, packed_length}};
+    ember_rpc_reply(req, EMBER_OK, iov, 2);
+    free(packed);
+}
+
+static void on_check_put(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    size_t half = server->region_size / 2;
+    uint8_t *expected = malloc(half);
+    fill(expected, half, 99);
+    int ok = memcmp(server->region + half, expected, half) == 0;
+    free(expected);
+    if (ok)
+        ember_rpc_reply(req, EMBER_OK, NULL, 0);
+    else
+        ember_rpc_reply_error(req, EMBER_ERR_REMOTE, "put data differs");
+}
+
+static void on_first(ember_rpc_req_t *req, void *arg)
+{
+    ((server_t *)arg)->first = req; /* answered when SECOND arrives */
+}
+
+static void on_second(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    static const char second[] = "second", first[] = "first";
+    ember_iov_t iov = {.buffer = second, .length = sizeof(second)};
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+    MP_CHECK(server->first, "SECOND before FIRST");
+    iov = (ember_iov_t){.buffer = first, .length = sizeof(first)};
+    ember_rpc_reply(server->first, EMBER_OK, &iov, 1);
+    server->first = NULL;
+}
+
+static int serve(ember_tp_t *tp, server_t *server)
+{
+    server->tp = tp;
+    ember_rpc_register(tp, OP_ECHO, on_echo, server);
+    ember_rpc_register(tp, OP_SUM, on_sum, server);
+    ember_rpc_register(tp, OP_DEFER, on_defer, server);
+    ember_rpc_register(tp, OP_COUNT, on_count, server);
+    ember_rpc_register(tp, OP_HOLD, on_hold, server);
+    ember_rpc_register(tp, OP_PID, on_pid, server);
+    ember_rpc_register(tp, OP_STOP, on_stop, server);
+    ember_rpc_register(tp, OP_RKEY, on_rkey, server);
+    ember_rpc_register(tp, OP_CHECK_PUT, on_check_put, server);
+    ember_rpc_register(tp, OP_FIRST, on_first, server);
+    ember_rpc_register(tp, OP_SECOND, on_second, server);
+    ember_tp_barrier(tp, "serving");
+    double deadline = tp_time_now() + 120;
+    while (!server->stop && tp_time_now() < deadline)
+        ember_tp_wait(tp, 0.1);
+    MP_CHECK(server->stop, "server was never stopped");
+    for (size_t i = 0; i < server->held_count; i++)
+        ember_rpc_reply_error(server->held[i], EMBER_ERR_SHUTDOWN, "server stops");
+    server->held_count = 0;
+    return 0;
+}
+
+static void call_ok(ember_tp_t *tp, int peer, uint16_t op, const void *data,
+                    size_t length, void *response, size_t capacity, size_t *got_p)
+{
+    ember_iov_t iov = {.buffer = data, .length = length};
+    ember_status_t status = ember_rpc_call(tp, peer, op, &iov, data ? 1 : 0, response,
+                                           capacity, got_p);
+    MP_CHECK(status == EMBER_OK, "call op %u to rank %d: %s", op, peer,
+             ember_status_string(status));
+}
+
+static void stop_server(ember_tp_t *tp, int peer)
+{
+    call_ok(tp, peer, OP_STOP, NULL, 0, NULL, 0, NULL);
+}
+
+/* ---- cases ---------------------------------------------------------------- */
+
+static int case_pingpong(int rank, int world, void *arg)
+{
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1)
+        serve(tp, &server);
+    else {
+        ember_tp_barrier(tp, "serving");
+        for (int i = 0; i < 1000; i++) {
+            uint8_t out[256], in[256];
+            size_t length = (size_t)(i % 256), got = 0;
+            fill(out, length, (uint64_t)i);
+            call_ok(tp, 1, OP_ECHO, out, length, in, sizeof(in), &got);
+            MP_CHECK(got == length && memcmp(in, out, length) == 0,
+                     "echo %d: got %zu bytes, want %zu", i, got, length);
+        }
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static int case_concurrent(int rank, int world, void *arg)
+{
+    enum { CALLS = 10000 };
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1) {
+        serve(tp, &server);
+    } else {
+        static uint64_t requests[CALLS][2], answers[CALLS];
+        static ember_future_t *futures[CALLS];
+        ember_tp_barrier(tp, "serving");
+        for (uint64_t i = 0; i < CALLS; i++) {
+            requests[i][0] = i;
+            requests[i][1] = CALLS;
+            ember_iov_t iov = {.buffer = requests[i], .length = sizeof(requests[i])};
+            ember_status_t status = ember_rpc_call_async(
+                tp, 1, OP_DEFER, &iov, 1, &answers[i], sizeof(answers[i]), 0,
+                &futures[i]);
+            MP_CHECK(status == EMBER_OK, "call %lu: %s", (unsigned long)i,
+                     ember_status_string(status));
+        }
+        /* Wait in reverse order: completion order is the server's shuffle. */
+        size_t completed_early = 0;
+        for (size_t i = CALLS; i-- > 0;) {
+            MP_CHECK(ember_future_wait(futures[i]) == EMBER_OK, "call %zu failed", i);
+            MP_CHECK(answers[i] == 2 * i + 1, "call %zu answered %lu", i,
+                     (unsigned long)answers[i]);
+        }
+        for (size_t i = 0; i < CALLS; i++) {
+            completed_early += ember_future_test(futures[i]) == EMBER_OK;
+            ember_future_release(futures[i]);
+        }
+        MP_CHECK(completed_early == CALLS, "not all calls completed");
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static int case_sizes(int rank, int world, void *arg)
+{
+    static const size_t sizes[] = {0, 1, 100, 8191, 65536, (1 << 20) + 7,
+                                   16u << 20, 256u << 20};
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1) {
+        serve(tp, &server);
+    } else {
+        ember_tp_barrier(tp, "serving");
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            size_t length = sizes[k], got = 0;
+            uint8_t *out = malloc(length + 1), *in = malloc(length + 1);
+            uint64_t remote_sum = 0;
+            MP_CHECK(out && in, "out of memory");
+            fill(out, length, k + 1);
+            call_ok(tp, 1, OP_SUM, out, length, &remote_sum, sizeof(remote_sum), &got);
+            MP_CHECK(got == sizeof(remote_sum) && remote_sum == checksum(out, length),
+                     "size %zu: checksum differs on the server", length);
+            call_ok(tp, 1, OP_ECHO, out, length, in, length, &got);
+            MP_CHECK(got == length && checksum(in, length) == checksum(out, length),
+                     "size %zu: echo differs (got %zu bytes)", length, got);
+            free(out);
+            free(in);
+        }
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static int case_deferred(int rank, int world, void *arg)
+{
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1) {
+        serve(tp, &server);
+    } else {
+        char first[16] = {0}, second[16] = {0};
+        ember_future_t *f1, *f2;
+        ember_tp_barrier(tp, "serving");
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_FIRST, NULL, 0, first, sizeof(first),
+                                      0, &f1) == EMBER_OK, "call FIRST");
+        double until = tp_time_now() + 0.3;
+        while (tp_time_now() < until)
+            ember_tp_wait(tp, 0.05);
+        MP_CHECK(ember_future_test(f1) == EMBER_INPROGRESS,
+                 "FIRST answered before SECOND was sent");
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_SECOND, NULL, 0, second,
+                                      sizeof(second), 0, &f2) == EMBER_OK, "SECOND");
+        MP_CHECK(ember_future_wait(f2) == EMBER_OK && strcmp(second, "second") == 0,
+                 "SECOND answer");
+        MP_CHECK(ember_future_wait(f1) == EMBER_OK && strcmp(first, "first") == 0,
+                 "FIRST answer");
+        ember_future_release(f1);
+        ember_future_release(f2);
+        /* An op nobody registered: a clean error, not a hang. */
+        ember_status_t status = ember_rpc_call(tp, 1, 900, NULL, 0, NULL, 0, NULL);
+        MP_CHECK(status == EMBER_ERR_UNSUPPORTED, "unknown op: %s",
+                 ember_status_string(status));
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static int case_rma(int rank, int world, void *arg)
+{
+    enum { REGION = 1 << 20 };
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1) {
+        server.region = malloc(REGION);
+        server.region_size = REGION;
+        fill(server.region, REGION, 42);
+        MP_CHECK(ember_mem_register(tp, server.region, REGION, EMBER_MEM_HOST,
+                                    &server.mem) == EMBER_OK, "register");
+        serve(tp, &server);
+        ember_mem_deregister(tp, server.mem);
+        free(server.region);
+    } else {
+        uint8_t reply[4096], *local = malloc(REGION), *expected = malloc(REGION);
+        size_t got = 0;
+        uint64_t address;
+        ember_rkey_t *rkey;
+        ember_future_t *future;
+        ember_tp_barrier(tp, "serving");
+        call_ok(tp, 1, OP_RKEY, NULL, 0, reply, sizeof(reply), &got);
+        memcpy(&address, reply, sizeof(address));
+        MP_CHECK(ember_rkey_unpack(tp, 1, reply + 8, got - 8, &rkey) == EMBER_OK,
+                 "unpack");
+        MP_CHECK(ember_rma_get(tp, 1, local, REGION, address, rkey, &future) ==
+                     EMBER_OK, "get");
+        MP_CHECK(ember_future_wait(future) == EMBER_OK, "get completion");
+        ember_future_release(future);
+        fill(expected, REGION, 42);
+        MP_CHECK(memcmp(local, expected, REGION) == 0, "get: data differs");
+        fill(local, REGION / 2, 99);
+        MP_CHECK(ember_rma_put(tp, 1, local, REGION / 2, address + REGION / 2, rkey,
+                               &future) == EMBER_OK, "put");
+        MP_CHECK(ember_future_wait(future) == EMBER_OK, "put completion");
+        ember_future_release(future);
+        call_ok(tp, 1, OP_CHECK_PUT, NULL, 0, NULL, 0, NULL);
+        ember_rkey_destroy(rkey);
+        free(local);
+        free(expected);
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static int64_t peer_pid(ember_tp_t *tp, int peer)
+{
+    int64_t pid = 0;
+    size_t got = 0;
+    call_ok(tp, peer, OP_PID, NULL, 0, &pid, sizeof(pid), &got);
+    MP_CHECK(got == sizeof(pid) && pid > 0, "pid of rank %d", peer);
+    return pid;
+}
+
+/* kill -9 of a peer: its pending calls fail within 2 s, others still work. */
+static int case_kill(int rank, int world, void *arg)
+{
+    enum { HELD = 5 };
+    ember_tp_t *tp;
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1);
+    tp = join();
+    if (rank != 0) {
+        serve(tp, &server);
+    } else {
+        ember_future_t *futures[HELD];
+        ember_tp_barrier(tp, "serving");
+        int64_t victim = peer_pid(tp, 1);
+        peer_pid(tp, 2);
+        for (int i = 0; i < HELD; i++)
+            MP_CHECK(ember_rpc_call_async(tp, 1, OP_HOLD, NULL, 0, NULL, 0, 0,
+                                          &futures[i]) == EMBER_OK, "hold call");
+        ember_tp_wait(tp, 0.2); /* the calls are at the victim */
+        double killed_at = tp_time_now();
+        kill((pid_t)victim, SIGKILL);
+        for (int i = 0; i < HELD; i++) {
+            ember_status_t status = ember_future_wait(futures[i]);
+            double elapsed = tp_time_now() - killed_at;
+            size_t length;
+            const char *text = ember_future_data(futures[i], &length);
+            MP_CHECK(status == EMBER_ERR_PEER_LOST, "pending call: %s",
+                     ember_status_string(status));
+            MP_CHECK(elapsed < 2.0, "pending call failed after %.2f s", elapsed);
+            MP_CHECK(text && strstr(text, "rank1") && strstr(text, "rank 1"),
+                     "error text does not name the peer: %.*s", (int)length,
+                     text ? text : "");
+            ember_future_release(futures[i]);
+        }
+        /* Later calls fail at once; the other peer still answers. */
+        ember_status_t status = ember_rpc_call(tp, 1, OP_PID, NULL, 0, NULL, 0, NULL);
+        MP_CHECK(status == EMBER_ERR_PEER_LOST, "later call: %s",
+                 ember_status_string(status));
+        MP_CHECK(ember_tp_peer_lost(tp, 1) && !ember_tp_peer_lost(tp, 2), "lost flags");
+        for (int i = 0; i < 100; i++)
+            peer_pid(tp, 2);
+        stop_server(tp, 2);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+/* SIGSTOP of a peer: calls fail at their deadline (+1 s at most). */
+static int case_sigstop(int rank, int world, void *arg)
+{
+    ember_tp_t *tp;
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1);
+    tp = join();
+    if (rank == 1) {
+        serve(tp, &server);
+    } else {
+        ember_future_t *future;
+        uint8_t data[64] = {1};
+        ember_iov_t iov = {.buffer = data, .length = sizeof(data)};
+        ember_tp_barrier(tp, "serving");
+        int64_t victim = peer_pid(tp, 1);
+        kill((pid_t)victim, SIGSTOP);
+        double start = tp_time_now();
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, 3.0,
+                                      &future) == EMBER_OK, "call");
+        ember_status_t status = ember_future_wait(future);
+        double elapsed = tp_time_now() - start;
+        size_t length;
+        const char *text = ember_future_data(future, &length);
+        MP_CHECK(status == EMBER_ERR_TIMED_OUT, "stopped peer: %s",
+                 ember_status_string(status));
+        MP_CHECK(elapsed >= 3.0 && elapsed <= 4.0, "failed after %.2f s, deadline 3",
+                 elapsed);
+        MP_CHECK(text && strstr(text, "rank1"), "error text: %.*s", (int)length,
+                 text ? text : "");
+        ember_future_release(future);
+        kill((pid_t)victim, SIGKILL);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+/* A client with the wrong secret is refused; the handler never runs. */
+static int case_auth(int rank, int world, void *arg)
+{
+    ember_tp_params_t params;
+    ember_tp_t *tp;
+    (void)arg;
+    (void)world;
+    ember_tp_params_init(&params);
+    if (rank == 0) {
+        static const uint8_t wrong[] = "not-the-job-secret";
+        params.secret = wrong;
+        params.secret_length = sizeof(wrong) - 1;
+    }
+    MP_CHECK(ember_tp_create(&params, &tp) == EMBER_OK, "create");
+    if (rank == 1) {
+        server_t server = {0};
+        server.tp = tp;
+        ember_rpc_register(tp, OP_ECHO, on_echo, &server);
+        ember_tp_barrier(tp, "serving");
+        /* Serve until the client is done, then check nothing got through. */
+        tp_store_add(tp->store, "client-started", 1, NULL);
+        while (tp_store_wait_ge(tp->store, "client-done", 1, 0.02) != EMBER_OK)
+            ember_tp_wait(tp, 0.02);
+        MP_CHECK(server.echo_calls == 0, "handler ran %lu times for a stranger",
+                 (unsigned long)server.echo_calls);
+    } else {
+        ember_tp_barrier(tp, "serving");
+        uint8_t data[8] = {0};
+        ember_iov_t iov = {.buffer = data, .length = sizeof(data)};
+        double start = tp_time_now();
+        ember_status_t status = ember_rpc_call(tp, 1, OP_ECHO, &iov, 1, NULL, 0, NULL);
+        MP_CHECK(status == EMBER_ERR_AUTH, "wrong secret: %s",
+                 ember_status_string(status));
+        MP_CHECK(tp_time_now() - start < 5.0, "refusal took too long");
+        tp_store_add(tp->store, "client-done", 1, NULL);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+/* Truncated, oversized and garbage messages: rejected, nothing crashes. */
+static int case_malformed(int rank, int world, void *arg)
+{
+    ember_tp_t *tp;
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    setenv("EMBER_MAX_MSG_SIZE", "1M", 1);
+    tp = join();
+    if (rank == 1) {
+        serve(tp, &server);
+        MP_CHECK(server.echo_calls == 1, "echo ran %lu times, want 1",
+                 (unsigned long)server.echo_calls);
+        MP_CHECK(tp->dropped_messages >= 8, "only %lu messages dropped",
+                 (unsigned long)tp->dropped_messages);
+    } else {
+        ember_tp_barrier(tp, "serving");
+        uint8_t garbage[4096];
+        tp_header_t good = {.magic = TP_MAGIC, .version = TP_VERSION, .op = OP_ECHO,
+                            .request_id = 1, .length = 16};
+        tp_header_t header;
+        fill(garbage, sizeof(garbage), 5);
+
+        /* A request on a connection that never authenticated. */
+        MP_CHECK(tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &good, sizeof(good),
+                                   garbage, 16, 0) == EMBER_OK, "raw send");
+        /* Authenticated, but broken in every way we can think of. */
+        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, NULL, 0, garbage, 16, 1);
+        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &good, 5, garbage, 16, 1);
+        header = good;
+        header.magic = 0xdeadbeef;
+        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
+        header = good;
+        header.version = 99;
+        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
+        header = good;
+        header.length = 1000; /* more than was sent */
+        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
+        header = good;
+        header.op = 60000;
+        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
+        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, garbage, sizeof(good), garbage, 64, 1);
+        tp_debug_send_raw(tp, 1, TP_AM_HELLO, garbage, 7, garbage, 100, 1);
+        tp_debug_send_raw(tp, 1, TP_AM_HELLO_ACK, NULL, 0, garbage, sizeof(tp_hello_t), 1);
+        tp_debug_send_raw(tp, 1, TP_AM_REPLY, &good, sizeof(good), garbage, 16, 1);
+        /* Oversized: a 2 MiB payload against a 1 MiB cap. */
+        uint8_t *big = calloc(1, 2 << 20);
+        header = good;
+        header.length = 2 << 20;
+        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), big,
+                          2 << 20, 1);
+        ember_iov_t iov = {.buffer = big, .length = 2 << 20};
+        ember_future_t *future;
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, 0, &future) ==
+                     EMBER_ERR_MSG_TOO_LONG, "oversized call accepted locally");
+        free(big);
+        /* The server still works, and ran the handler only for this one. */
+        uint8_t in[16];
+        size_t got = 0;
+        call_ok(tp, 1, OP_ECHO, garbage, 16, in, sizeof(in), &got);
+        MP_CHECK(got == 16 && memcmp(in, garbage, 16) == 0, "echo after garbage");
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    mp_rank_fn fn;
+    int ranks;
+    unsigned may_die;
+} cases[] = {
+    {"pingpong", case_pingpong, 2, 0},   {"concurrent", case_concurrent, 2, 0},
+    {"sizes", case_sizes, 2, 0},         {"deferred", case_deferred, 2, 0},
+    {"rma", case_rma, 2, 0},             {"kill", case_kill, 3, 1u << 1},
+    {"sigstop", case_sigstop, 2, 1u << 1}, {"auth", case_auth, 2, 0},
+    {"malformed", case_malformed, 2, 0},
+};
+
+int main(int argc, char **argv)
+{
+    for (size_t i = 0; argc == 2 && i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            mp_opts_t opts = {.timeout_s = 100, .may_die_mask = cases[i].may_die};
+            int rc = mp_spawn(cases[i].ranks, cases[i].fn, NULL, &opts);
+            printf("%s: %s\n", cases[i].name, rc == 0 ? "passed" : "FAILED");
+            return rc;
+        }
+    }
+    fprintf(stderr, "usage: %s CASE\n", argv[0]);
+    return 2;
+}
