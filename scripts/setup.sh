@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages ember needs to build and test.
+#   scripts/setup.sh            build + test dependencies
+#   scripts/setup.sh --bench    also the peers bench/ compares against
+# As root it runs apt-get; otherwise it prints the exact apt-get line and stops.
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config git
+          libucx-dev ucx-utils libhwloc-dev hwloc libibverbs-dev librdmacm-dev
+          libopenblas-dev libssl-dev slurm-wlm munge)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(openmpi-bin libopenmpi-dev python3-torch gnuplot-nox)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+line="apt-get install -y --no-install-recommends ${missing[*]}"
+if [[ $(id -u) -ne 0 ]]; then
+  echo "setup: missing packages; run as root:" >&2
+  echo "  apt-get update && $line" >&2
+  exit 1
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+$line
