@@ -1,0 +1,441 @@
+/*
+ * bench/bench_rpc: `ember-bench rpc`, the RPC layer against its own limits.
+ *
+ * Rank 1 serves, rank 0 measures.  For each size of the sweep:
+ *   latency    ping-pong, request SIZE bytes, reply 8 bytes: p50/p99/avg of
+ *              the round trip in microseconds;
+ *   bandwidth  a window of outstanding requests of SIZE bytes with empty
+ *              replies: MB/s (10^6 bytes) and messages/s.
+ * Plus one ping-pong with 64 bytes both ways (the latency target, comparable
+ * with ucx_perftest -t ucp_am_lat -s 64, which reports half of it).
+ *
+ * Payloads go from one preallocated buffer (the transport sends it with an
+ * iov datatype, no copy); the server's replies are zero-copy from static
+ * buffers; responses land in a caller buffer, so the loops allocate nothing
+ * of their own.
+ */
+#include "bench/ember_bench.h"
+
+#include <ember/config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OP_ACK = EMBER_RPC_OP_USER_BASE, /* reply 8 bytes */
+    OP_ECHO,                         /* reply the payload (small sizes) */
+    OP_SINK,                         /* reply nothing */
+    OP_STOP,                         /* reply nothing; the server leaves */
+};
+
+#define ECHO_MAX 65536   /* largest payload OP_ECHO answers */
+#define ACK_SIZE 8
+#define PINGPONG_SIZE 64 /* the both-ways latency probe */
+#define MIN_ITERS 20     /* never fewer samples per size than this */
+
+typedef enum { WAIT_SLEEP, WAIT_POLL } wait_mode_t;
+
+typedef struct {
+    size_t min_size, max_size, factor;
+    size_t iters, warmup, window;
+    size_t max_bytes;       /* per-size byte budget that caps iterations */
+    wait_mode_t wait_mode;
+    int csv;
+} rpc_opts_t;
+
+typedef struct {
+    ember_tp_t *tp;
+    int stop;
+    uint64_t ack;
+    uint8_t *echo; /* ECHO_MAX bytes */
+} rpc_server_t;
+
+/* ---- options -------------------------------------------------------------- */
+
+static void rpc_usage(FILE *stream)
+{
+    fprintf(stream,
+            "usage: ember-run -n 2 ember-bench rpc [options]\n"
+            "  -b MIN        smallest request size (8)\n"
+            "  -e MAX        largest request size (16M)\n"
+            "  -f FACTOR     size multiplier of the sweep (4); 64 and 64K are\n"
+            "                always added when inside [MIN, MAX]\n"
+            "  -n ITERS      iterations per size (10000), capped by --max-bytes\n"
+            "  -w WARMUP     warm-up iterations per size (1000, at most ITERS)\n"
+            "  --window W    outstanding requests in the bandwidth test (32)\n"
+            "  --max-bytes B per-size byte budget: iterations = min(ITERS,\n"
+            "                max(%d, B/SIZE)) (256M)\n"
+            "  --poll        busy-poll futures (ember_future_test) and the server\n"
+            "                (ember_tp_progress) instead of the default wait, which\n"
+            "                spins EMBER_SPIN_US then sleeps on the UCX event fd\n"
+            "  --csv         also print machine-readable `csv,` lines\n",
+            MIN_ITERS);
+}
+
+static int rpc_parse(int argc, char **argv, rpc_opts_t *opts)
+{
+    *opts = (rpc_opts_t){.min_size = 8,
+                         .max_size = 16u << 20,
+                         .factor = 4,
+                         .iters = 10000,
+                         .warmup = 1000,
+                         .window = 32,
+                         .max_bytes = 256u << 20,
+                         .wait_mode = WAIT_SLEEP};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1, takes_value = 1;
+
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            rpc_usage(stdout);
+            exit(BENCH_EXIT_OK);
+        } else if (strcmp(arg, "--poll") == 0) {
+            opts->wait_mode = WAIT_POLL;
+            takes_value = 0;
+        } else if (strcmp(arg, "--csv") == 0) {
+            opts->csv = 1;
+            takes_value = 0;
+        } else if (!value) {
+            fprintf(stderr, "ember-bench rpc: %s needs a value\n", arg);
+            return 0;
+        } else if (strcmp(arg, "-b") == 0) {
+            ok = bench_parse_size(value, &opts->min_size);
+        } else if (strcmp(arg, "-e") == 0) {
+            ok = bench_parse_size(value, &opts->max_size);
+        } else if (strcmp(arg, "-f") == 0) {
+            ok = bench_parse_count(value, &opts->factor);
+        } else if (strcmp(arg, "-n") == 0) {
+            ok = bench_parse_count(value, &opts->iters);
+        } else if (strcmp(arg, "-w") == 0) {
+            /* 0 warm-up iterations is allowed. */
+            ok = strcmp(value, "0") == 0 ? (opts->warmup = 0, 1)
+                                         : bench_parse_count(value, &opts->warmup);
+        } else if (strcmp(arg, "--window") == 0) {
+            ok = bench_parse_count(value, &opts->window);
+        } else if (strcmp(arg, "--max-bytes") == 0) {
+            ok = bench_parse_size(value, &opts->max_bytes);
+        } else {
+            fprintf(stderr, "ember-bench rpc: unknown option '%s'\n", arg);
+            rpc_usage(stderr);
+            return 0;
+        }
+        if (!ok)
+            return 0;
+        i += takes_value;
+    }
+    if (opts->min_size == 0 || opts->min_size > opts->max_size || opts->factor < 2) {
+        fprintf(stderr, "ember-bench rpc: need 0 < MIN <= MAX and FACTOR >= 2\n");
+        return 0;
+    }
+    return 1;
+}
+
+/* Sizes MIN, MIN*F, ... <= MAX, plus 64, 64K and MAX; sorted, unique. */
+static size_t rpc_sizes(const rpc_opts_t *opts, size_t *sizes, size_t capacity)
+{
+    size_t count = 0;
+    const size_t extra[] = {64, 65536, opts->max_size};
+
+    for (size_t s = opts->min_size; s <= opts->max_size && count < capacity;
+         s *= opts->factor) {
+        sizes[count++] = s;
+        if (s > opts->max_size / opts->factor)
+            break;
+    }
+    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
+        size_t s = extra[i], j;
+        if (s < opts->min_size || s > opts->max_size)
+            continue;
+        for (j = 0; j < count && sizes[j] != s; j++)
+            ;
+        if (j == count && count < capacity)
+            sizes[count++] = s;
+    }
+    for (size_t i = 1; i < count; i++) { /* insertion sort: a dozen entries */
+        size_t s = sizes[i], j = i;
+        for (; j > 0 && sizes[j - 1] > s; j--)
+            sizes[j] = sizes[j - 1];
+        sizes[j] = s;
+    }
+    return count;
+}
+
+static size_t rpc_iters_for(const rpc_opts_t *opts, size_t size)
+{
+    size_t by_bytes = opts->max_bytes / size;
+    if (by_bytes < MIN_ITERS)
+        by_bytes = MIN_ITERS;
+    return opts->iters < by_bytes ? opts->iters : by_bytes;
+}
+
+/* ---- server --------------------------------------------------------------- */
+
+static void on_ack(ember_rpc_req_t *req, void *arg)
+{
+    rpc_server_t *server = arg;
+    ember_iov_t iov = {.buffer = &server->ack, .length = ACK_SIZE};
+    ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, NULL, NULL);
+}
+
+static void on_echo(ember_rpc_req_t *req, void *arg)
+{
+    rpc_server_t *server = arg;
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+
+    if (length > ECHO_MAX) {
+        ember_rpc_reply_error(req, EMBER_ERR_MSG_TOO_LONG, "echo of %zu bytes "
+                              "(max %d)", length, ECHO_MAX);
+        return;
+    }
+    /* One call at a time (ping-pong), so one static reply buffer suffices;
+     * the request's payload is released by the reply, hence the copy. */
+    memcpy(server->echo, data, length);
+    ember_iov_t iov = {.buffer = server->echo, .length = length};
+    ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, NULL, NULL);
+}
+
+static void on_sink(ember_rpc_req_t *req, void *arg)
+{
+    (void)arg;
+    ember_rpc_reply_zcopy(req, EMBER_OK, NULL, 0, NULL, NULL);
+}
+
+static void on_stop(ember_rpc_req_t *req, void *arg)
+{
+    rpc_server_t *server = arg;
+    server->stop = 1;
+    ember_rpc_reply_zcopy(req, EMBER_OK, NULL, 0, NULL, NULL);
+}
+
+static int rpc_serve(ember_tp_t *tp, const rpc_opts_t *opts)
+{
+    rpc_server_t server = {.tp = tp, .ack = 0x656d626572ull};
+
+    server.echo = bench_buffer_alloc(ECHO_MAX);
+    if (!server.echo)
+        return BENCH_EXIT_FAIL;
+    if (ember_rpc_register(tp, OP_ACK, on_ack, &server) != EMBER_OK ||
+        ember_rpc_register(tp, OP_ECHO, on_echo, &server) != EMBER_OK ||
+        ember_rpc_register(tp, OP_SINK, on_sink, &server) != EMBER_OK ||
+        ember_rpc_register(tp, OP_STOP, on_stop, &server) != EMBER_OK ||
+        ember_tp_barrier(tp, "bench-rpc-start") != EMBER_OK) {
+        free(server.echo);
+        return BENCH_EXIT_FAIL;
+    }
+    while (!server.stop) {
+        if (opts->wait_mode == WAIT_POLL)
+            ember_tp_progress(tp);
+        else
+            ember_tp_wait(tp, 1.0);
+    }
+    free(server.echo);
+    return BENCH_EXIT_OK;
+}
+
+/* ---- client --------------------------------------------------------------- */
+
+static ember_status_t rpc_wait(ember_future_t *future, wait_mode_t mode)
+{
+    ember_status_t status;
+
+    if (mode == WAIT_SLEEP)
+        return ember_future_wait(future);
+    while ((status = ember_future_test(future)) == EMBER_INPROGRESS)
+        ;
+    return status;
+}
+
+/* Ping-pong @op with @size-byte requests; round trips (s) into @samples. */
+static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts,
+                                   uint16_t op, const void *payload, size_t size,
+                                   void *resp, size_t resp_capacity,
+                                   size_t warmup, size_t iters, double *samples)
+{
+    ember_iov_t iov = {.buffer = payload, .length = size};
+
+    for (size_t i = 0; i < warmup + iters; i++) {
+        ember_future_t *future;
+        double start = bench_now();
+        ember_status_t status = ember_rpc_call_async(tp, 1, op, &iov, 1, resp,
+                                                     resp_capacity, 0, &future);
+        if (status != EMBER_OK)
+            return status;
+        status = rpc_wait(future, opts->wait_mode);
+        double end = bench_now();
+        ember_future_release(future);
+        if (status != EMBER_OK) {
+            fprintf(stderr, "ember-bench rpc: call of %zu bytes failed: %s\n", size,
+                    ember_status_string(status));
+            return status;
+        }
+        if (i >= warmup)
+            samples[i - warmup] = end - start;
+    }
+    return EMBER_OK;
+}
+
+/* @iters calls of @size bytes, at most @window outstanding; seconds taken. */
+static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts,
+                                 const void *payload, size_t size, size_t iters,
+                                 ember_future_t **ring, void *resp,
+                                 double *elapsed_p)
+{
+    ember_iov_t iov = {.buffer = payload, .length = size};
+    size_t window = opts->window, issued = 0, done = 0;
+    double start = bench_now();
+
+    while (done < iters) {
+        while (issued < iters && issued - done < window) {
+            ember_status_t status = ember_rpc_call_async(
+                tp, 1, OP_SINK, &iov, 1, resp, ACK_SIZE, 0, &ring[issued % window]);
+            if (status != EMBER_OK)
+                return status;
+            issued++;
+        }
+        /* Replies come back in order; waiting on the oldest keeps the window
+         * full without scanning it. */
+        ember_future_t *future = ring[done % window];
+        ember_status_t status = rpc_wait(future, opts->wait_mode);
+        ember_future_release(future);
+        if (status != EMBER_OK) {
+            fprintf(stderr, "ember-bench rpc: windowed call of %zu bytes failed: "
+                    "%s\n", size, ember_status_string(status));
+            for (size_t i = done + 1; i < issued; i++)
+                ember_future_release(ring[i % window]);
+            return status;
+        }
+        done++;
+    }
+    *elapsed_p = bench_now() - start;
+    return EMBER_OK;
+}
+
+static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
+{
+    size_t sizes[64];
+    size_t count = rpc_sizes(opts, sizes, 64);
+    size_t max_iters = opts->iters > MIN_ITERS ? opts->iters : MIN_ITERS;
+    uint8_t *payload = bench_buffer_alloc(opts->max_size > PINGPONG_SIZE
+                                              ? opts->max_size
+                                              : PINGPONG_SIZE);
+    uint8_t resp[PINGPONG_SIZE];
+    double *samples = malloc(max_iters * sizeof(*samples));
+    ember_future_t **ring = malloc(opts->window * sizeof(*ring));
+    int ret = BENCH_EXIT_FAIL;
+    ember_status_t status;
+
+    if (!payload || !samples || !ring) {
+        fprintf(stderr, "ember-bench rpc: out of memory\n");
+        goto out;
+    }
+    if (ember_tp_barrier(tp, "bench-rpc-start") != EMBER_OK)
+        goto out;
+
+    printf("# ember-bench rpc: UCX_TLS=%s, 2 ranks (rank 0 -> rank 1), window %zu, "
+           "wait %s (EMBER_SPIN_US=%g)\n", bench_tls_name(), opts->window,
+           opts->wait_mode == WAIT_POLL ? "poll" : "spin-then-sleep",
+           ember_config_double("EMBER_SPIN_US"));
+    printf("# latency: request SIZE B, reply %d B, round trip in us; bandwidth: "
+           "%zu outstanding SIZE-B requests, empty replies, MB = 10^6 B\n",
+           ACK_SIZE, opts->window);
+    printf("%10s %8s %10s %10s %10s %8s %12s %12s\n", "size", "iters", "p50_us",
+           "p99_us", "avg_us", "bw_iters", "MB/s", "msgs/s");
+    fflush(stdout);
+
+    for (size_t k = 0; k < count; k++) {
+        size_t size = sizes[k];
+        size_t iters = rpc_iters_for(opts, size);
+        size_t warmup = opts->warmup < iters ? opts->warmup : iters;
+        size_t bw_iters = iters < 2 * opts->window ? 2 * opts->window : iters;
+        double sum = 0.0, elapsed;
+
+        status = rpc_pingpong(tp, opts, OP_ACK, payload, size, resp, sizeof(resp),
+                              warmup, iters, samples);
+        if (status != EMBER_OK)
+            goto out;
+        for (size_t i = 0; i < iters; i++)
+            sum += samples[i];
+        bench_sort(samples, iters);
+        double p50 = bench_percentile(samples, iters, 50.0) * 1e6;
+        double p99 = bench_percentile(samples, iters, 99.0) * 1e6;
+        double avg = sum / (double)iters * 1e6;
+
+        if (warmup) {
+            status = rpc_stream(tp, opts, payload, size, warmup, ring, resp, &elapsed);
+            if (status != EMBER_OK)
+                goto out;
+        }
+        status = rpc_stream(tp, opts, payload, size, bw_iters, ring, resp, &elapsed);
+        if (status != EMBER_OK)
+            goto out;
+        double mbps = (double)size * (double)bw_iters / elapsed / 1e6;
+        double rate = (double)bw_iters / elapsed;
+
+        printf("%10zu %8zu %10.2f %10.2f %10.2f %8zu %12.1f %12.0f\n", size, iters,
+               p50, p99, avg, bw_iters, mbps, rate);
+        if (opts->csv)
+            printf("csv,rpc,%zu,%zu,%.3f,%.3f,%.3f,%zu,%.3f,%.1f\n", size, iters, p50,
+                   p99, avg, bw_iters, mbps, rate);
+        fflush(stdout);
+    }
+
+    /* The latency target: 64 B both ways. */
+    {
+        size_t iters = opts->iters, warmup = opts->warmup;
+        double sum = 0.0;
+
+        status = rpc_pingpong(tp, opts, OP_ECHO, payload, PINGPONG_SIZE, resp,
+                              sizeof(resp), warmup, iters, samples);
+        if (status != EMBER_OK)
+            goto out;
+        for (size_t i = 0; i < iters; i++)
+            sum += samples[i];
+        bench_sort(samples, iters);
+        double p50 = bench_percentile(samples, iters, 50.0) * 1e6;
+        double p99 = bench_percentile(samples, iters, 99.0) * 1e6;
+        double avg = sum / (double)iters * 1e6;
+        printf("# ping-pong %d B both ways, %zu iters: round trip p50 %.2f us, "
+               "p99 %.2f us, avg %.2f us\n", PINGPONG_SIZE, iters, p50, p99, avg);
+        if (opts->csv)
+            printf("csv,pingpong,%d,%zu,%.3f,%.3f,%.3f\n", PINGPONG_SIZE, iters, p50,
+                   p99, avg);
+    }
+    ret = BENCH_EXIT_OK;
+
+out:
+    /* Let the server go, whatever happened here. */
+    status = ember_rpc_call(tp, 1, OP_STOP, NULL, 0, resp, sizeof(resp), NULL);
+    if (status != EMBER_OK) {
+        fprintf(stderr, "ember-bench rpc: stopping the server: %s\n",
+                ember_status_string(status));
+        ret = BENCH_EXIT_FAIL;
+    }
+    free(ring);
+    free(samples);
+    free(payload);
+    return ret;
+}
+
+int bench_rpc_main(int argc, char **argv)
+{
+    rpc_opts_t opts;
+    ember_tp_t *tp;
+    int ret;
+
+    if (!rpc_parse(argc, argv, &opts))
+        return BENCH_EXIT_USAGE;
+    if (bench_join(&tp) != EMBER_OK)
+        return BENCH_EXIT_FAIL;
+    if (ember_tp_world_size(tp) != 2) {
+        fprintf(stderr, "ember-bench rpc: needs exactly 2 ranks (ember-run -n 2), "
+                "got %d\n", ember_tp_world_size(tp));
+        ember_tp_destroy(tp);
+        return BENCH_EXIT_USAGE;
+    }
+    ret = ember_tp_rank(tp) == 0 ? rpc_measure(tp, &opts) : rpc_serve(tp, &opts);
+    ember_tp_destroy(tp);
+    return ret;
+}

@@ -1,0 +1,138 @@
+/*
+ * bench/ember_bench: `ember-bench SUBCOMMAND [ARGS]`, run under ember-run.
+ *
+ * The dispatch table below is the only place a new subcommand is named;
+ * later benchmarks (lookup, allreduce) add one line and one source file.
+ */
+#include "bench/ember_bench.h"
+
+#include <ember/config.h>
+#include <ember/log.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const bench_cmd_t bench_cmds[] = {
+    {.name = "rpc",
+     .summary = "RPC round-trip latency and windowed bandwidth (2 ranks)",
+     .main_cb = bench_rpc_main},
+};
+
+#define BENCH_CMD_COUNT (sizeof(bench_cmds) / sizeof(bench_cmds[0]))
+
+double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int bench_parse_size(const char *text, size_t *size_p)
+{
+    if (ember_config_parse_size(text, size_p) != EMBER_OK) {
+        fprintf(stderr, "ember-bench: not a size: '%s'\n", text);
+        return 0;
+    }
+    return 1;
+}
+
+int bench_parse_count(const char *text, size_t *count_p)
+{
+    char *end;
+    unsigned long long value;
+
+    errno = 0;
+    value = strtoull(text, &end, 10);
+    if (errno || end == text || *end || value == 0 || text[0] == '-') {
+        fprintf(stderr, "ember-bench: not a positive count: '%s'\n", text);
+        return 0;
+    }
+    *count_p = (size_t)value;
+    return 1;
+}
+
+ember_status_t bench_join(ember_tp_t **tp_p)
+{
+    ember_tp_params_t params;
+    ember_status_t status;
+
+    ember_tp_params_init(&params);
+    status = ember_tp_create(&params, tp_p);
+    if (status != EMBER_OK)
+        fprintf(stderr, "ember-bench: cannot join the job: %s (run it under "
+                "ember-run)\n", ember_status_string(status));
+    return status;
+}
+
+const char *bench_tls_name(void)
+{
+    /* EMBER_TLS overrides UCX_TLS inside the transport (tp_worker_create). */
+    const char *tls = ember_config_str("EMBER_TLS");
+    if (tls && *tls)
+        return tls;
+    tls = getenv("UCX_TLS");
+    return tls && *tls ? tls : "all (UCX default)";
+}
+
+static int double_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void bench_sort(double *samples, size_t count)
+{
+    qsort(samples, count, sizeof(*samples), double_cmp);
+}
+
+double bench_percentile(const double *sorted, size_t count, double p)
+{
+    /* Nearest rank: the smallest sample with at least p% at or below it. */
+    size_t rank;
+
+    if (count == 0)
+        return 0.0;
+    rank = (size_t)((p / 100.0) * (double)count + 0.999999);
+    if (rank < 1)
+        rank = 1;
+    if (rank > count)
+        rank = count;
+    return sorted[rank - 1];
+}
+
+void *bench_buffer_alloc(size_t size)
+{
+    void *buffer = NULL;
+
+    if (posix_memalign(&buffer, 4096, size ? size : 1) != 0)
+        return NULL;
+    /* Fault every page in now, not inside a timed loop. */
+    memset(buffer, 0xa5, size);
+    return buffer;
+}
+
+static void usage(FILE *stream)
+{
+    fprintf(stream, "usage: ember-run -n N ember-bench SUBCOMMAND [ARGS...]\n\n"
+                    "Subcommands (SUBCOMMAND -h for their options):\n");
+    for (size_t i = 0; i < BENCH_CMD_COUNT; i++)
+        fprintf(stream, "  %-10s %s\n", bench_cmds[i].name, bench_cmds[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? BENCH_EXIT_USAGE : BENCH_EXIT_OK;
+    }
+    for (size_t i = 0; i < BENCH_CMD_COUNT; i++) {
+        if (strcmp(argv[1], bench_cmds[i].name) == 0)
+            return bench_cmds[i].main_cb(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "ember-bench: unknown subcommand '%s'\n", argv[1]);
+    usage(stderr);
+    return BENCH_EXIT_USAGE;
+}

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# bench/rpc_vs_perftest.sh [tcp|shm|both]
+#
+# ember-bench rpc beside ucx_perftest (ucp_am_lat, ucp_am_bw) in the same run,
+# same transports, same sizes and iteration counts, loopback only.  Prints per
+# size: ember, perftest, ratio; then PASS/MISS for the targets:
+#   bandwidth at >= 64 KiB  >= 80% of ucx_perftest ucp_am_bw
+#   64 B round trip (p50)   <= 2x ucx_perftest's round trip; ucp_am_lat
+#                           reports half a round trip (libperf divides
+#                           ping-pong times by 2), so its RTT = 2 x figure.
+#
+# Environment: BUILD (build dir, default <repo>/build), ITERS (10000),
+# WARMUP (1000), WINDOW (32), SHM_TLS (sm,self: posix/sysv plus cma for
+# zero-copy rendezvous; posix,self also works with both tools).
+# Exit status: 0 when every target passes, 1 when one is missed, 2 on error.
+set -euo pipefail
+
+mode=${1:-both}
+case $mode in
+    tcp | shm | both) ;;
+    -h | --help)
+        sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "usage: $0 [tcp|shm|both]" >&2
+        exit 2
+        ;;
+esac
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${BUILD:-$here/../build}
+bench=$build/bench/ember-bench
+launcher=$build/tools/ember-run
+iters=${ITERS:-10000}
+warmup=${WARMUP:-1000}
+window=${WINDOW:-32}
+shm_tls=${SHM_TLS:-sm,self}
+
+for tool in "$bench" "$launcher"; do
+    [[ -x $tool ]] || { echo "$0: $tool not built" >&2; exit 2; }
+done
+command -v ucx_perftest >/dev/null || { echo "$0: ucx_perftest not found" >&2; exit 2; }
+
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+    if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null || true; fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# perftest TEST SIZE ITERS WARMUP [OUTSTANDING]: prints its final CSV line
+# (iterations,typical_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,overall_mr).
+perftest() {
+    local test=$1 size=$2 n=$3 w=$4 outstanding=${5:-} port line
+    local extra=()
+    [[ -n $outstanding ]] && extra=(-O "$outstanding")
+    for _ in 1 2 3; do
+        port=$(free_port)
+        timeout 120 ucx_perftest -p "$port" </dev/null >"$tmp/server.log" 2>&1 &
+        server_pid=$!
+        # The client connects once; give the server a moment to listen.
+        sleep 0.2
+        if line=$(timeout 120 ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" \
+            -n "$n" -w "$w" "${extra[@]}" -f -v </dev/null 2>"$tmp/client.err" | tail -n 1) &&
+            [[ $line =~ ^\ *[0-9] ]]; then
+            wait "$server_pid" || true
+            server_pid=
+            echo "$line" | tr -d ' '
+            return 0
+        fi
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+        server_pid=
+    done
+    echo "$0: ucx_perftest -t $test -s $size failed:" >&2
+    cat "$tmp/client.err" "$tmp/server.log" >&2
+    return 1
+}
+
+misses=0
+
+# run_one LABEL TLS
+run_one() {
+    local label=$1 tls=$2 size n p50 bw_n mbps ucx_lines
+    local pf pf_lat pf_rtt pf_mbps lat_ratio bw_ratio verdict
+
+    # Both tools read the same UCX settings.
+    export UCX_TLS=$tls UCX_NET_DEVICES=lo
+    echo
+    echo "=== $label: UCX_TLS=$tls UCX_NET_DEVICES=lo (loopback) ==="
+    echo "\$ UCX_TLS=$tls $launcher -n 2 $bench rpc -n $iters -w $warmup --window $window --csv"
+    "$launcher" -n 2 --no-prefix "$bench" rpc \
+        -n "$iters" -w "$warmup" --window "$window" --csv >"$tmp/ember.out" 2>"$tmp/ember.err" || {
+        echo "$0: ember-bench failed:" >&2
+        cat "$tmp/ember.out" "$tmp/ember.err" >&2
+        exit 2
+    }
+    # UCX logs to stdout; its one-off endpoint-creation errors (see
+    # docs/PERFORMANCE.md) are counted, not mixed into the table.
+    grep -v -e '^csv,' -e ' UCX  ' "$tmp/ember.out" || true
+    ucx_lines=$(grep -c ' UCX  ' "$tmp/ember.out" || true)
+    if ((ucx_lines)); then
+        echo "($ucx_lines UCX log line(s) from ember-bench omitted; e.g.:" \
+            "$(grep -m 1 ' UCX  ' "$tmp/ember.out" | sed 's/.*UCX  //'))"
+    fi
+    echo
+    echo "ucx_perftest: ucp_am_lat -s SIZE -n ITERS -w WARMUP (SIZE both ways; RTT = 2 x its"
+    echo "figure), ucp_am_bw -s SIZE -n BW_ITERS -w WARMUP -O $window; MB = 10^6 B"
+    echo "(perftest prints MiB/s; converted from its message rate x size)."
+    echo "ember latency: request SIZE, reply 8 B.  lat ratio = ember/perftest (lower is"
+    echo "better), bw ratio = ember/perftest (higher is better)."
+    printf '%10s | %10s %10s %6s | %10s %10s %6s %s\n' size "ember_us" "pf_rtt_us" \
+        ratio "ember_MB/s" "pf_MB/s" ratio target
+    while IFS=, read -r _ _ size n p50 _ _ bw_n mbps _; do
+        local w=$((warmup < n ? warmup : n))
+        pf=$(perftest ucp_am_lat "$size" "$n" "$w") || exit 2
+        pf_lat=$(cut -d, -f2 <<<"$pf")
+        pf_rtt=$(awk -v l="$pf_lat" 'BEGIN { printf "%.2f", 2 * l }')
+        pf=$(perftest ucp_am_bw "$size" "$bw_n" "$w" "$window") || exit 2
+        pf_mbps=$(awk -v r="$(cut -d, -f8 <<<"$pf")" -v s="$size" \
+            'BEGIN { printf "%.1f", r * s / 1e6 }')
+        lat_ratio=$(awk -v a="$p50" -v b="$pf_rtt" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+        bw_ratio=$(awk -v a="$mbps" -v b="$pf_mbps" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+        verdict=
+        if ((size >= 65536)); then
+            if awk -v r="$bw_ratio" 'BEGIN { exit !(r >= 0.80) }'; then
+                verdict="bw>=80%: PASS"
+            else
+                verdict="bw>=80%: MISS"
+                misses=$((misses + 1))
+            fi
+        fi
+        printf '%10s | %10.2f %10.2f %6.2f | %10.1f %10.1f %6.2f %s\n' "$size" "$p50" \
+            "$pf_rtt" "$lat_ratio" "$mbps" "$pf_mbps" "$bw_ratio" "$verdict"
+    done < <(grep '^csv,rpc,' "$tmp/ember.out")
+
+    # The latency target: 64 B both ways on both sides.
+    IFS=, read -r _ _ size n p50 _ _ < <(grep '^csv,pingpong,' "$tmp/ember.out")
+    pf=$(perftest ucp_am_lat "$size" "$n" "$((warmup < n ? warmup : n))") || exit 2
+    pf_lat=$(cut -d, -f2 <<<"$pf")
+    pf_rtt=$(awk -v l="$pf_lat" 'BEGIN { printf "%.3f", 2 * l }')
+    lat_ratio=$(awk -v a="$p50" -v b="$pf_rtt" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+    if awk -v r="$lat_ratio" 'BEGIN { exit !(r <= 2.0) }'; then
+        verdict=PASS
+    else
+        verdict=MISS
+        misses=$((misses + 1))
+    fi
+    echo "64 B round trip (p50): ember $p50 us, ucx_perftest 2 x $pf_lat = $pf_rtt us," \
+        "ratio $lat_ratio (target <= 2.00): $verdict"
+}
+
+echo "ember-bench rpc vs ucx_perftest; $(nproc) CPUs; $(ucx_info -v | head -n 1 | sed 's/^# //')"
+case $mode in
+    tcp) run_one tcp tcp,self ;;
+    shm) run_one shm "$shm_tls" ;;
+    both)
+        run_one tcp tcp,self
+        run_one shm "$shm_tls"
+        ;;
+esac
+echo
+if ((misses)); then
+    echo "targets: $misses MISS"
+    exit 1
+fi
+echo "targets: all PASS"
