@@ -1,0 +1,247 @@
+/* engine/data: tutorial, synthetic and replayed batches. */
+#include "engine/data.h"
+
+#include "engine/rng.h"
+#include "engine/safetensors.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ember_data {
+    ember_msg_train_start_t spec;
+    ember_st_file_t *file; /* replay */
+    uint64_t steps;
+    /* the batch being handed out */
+    int64_t *indices, *offsets, *targets;
+    float *weights;
+    size_t capacity_n, capacity_bags;
+};
+
+static ember_status_t fail(char *err, size_t err_length, ember_status_t status,
+                           const char *fmt, ...)
+{
+    va_list ap;
+    if (err && err_length) {
+        va_start(ap, fmt);
+        vsnprintf(err, err_length, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+static int parse_u64(const char *text, uint64_t *value_p)
+{
+    char *end;
+    if (!text || !*text)
+        return 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (*end)
+        return 0;
+    *value_p = value;
+    return 1;
+}
+
+ember_status_t ember_replay_info(const char *path, ember_replay_info_t *info_p,
+                                 char *err, size_t err_length)
+{
+    ember_st_file_t *file;
+    ember_status_t status = ember_st_open(path, &file, err, err_length);
+    static const char *const numbers[] = {"rows", "dim", "classes", "trainers",
+                                          "steps", "per_sample_weights"};
+    uint64_t values[6];
+
+    if (status != EMBER_OK)
+        return status;
+    memset(info_p, 0, sizeof(*info_p));
+    for (size_t i = 0; i < 6; i++) {
+        const char *text = ember_st_metadata(file, numbers[i]);
+        if (!parse_u64(text, &values[i]) || (i < 5 && values[i] == 0)) {
+            ember_st_close(file);
+            return fail(err, err_length, EMBER_ERR_FORMAT,
+                        "%s: metadata '%s' is missing or not a positive integer",
+                        path, numbers[i]);
+        }
+    }
+    info_p->rows = (int64_t)values[0];
+    info_p->dim = (uint32_t)values[1];
+    info_p->classes = (uint32_t)values[2];
+    info_p->trainers = (uint32_t)values[3];
+    info_p->steps = (uint32_t)values[4];
+    info_p->per_sample_weights = (uint32_t)values[5];
+    const char *lr = ember_st_metadata(file, "lr");
+    const char *mode = ember_st_metadata(file, "mode");
+    const char *reduce = ember_st_metadata(file, "sparse_reduce");
+    const char *optimizer = ember_st_metadata(file, "optimizer");
+    if (!lr || !mode) {
+        ember_st_close(file);
+        return fail(err, err_length, EMBER_ERR_FORMAT,
+                    "%s: metadata 'lr' or 'mode' is missing", path);
+    }
+    info_p->lr = strtod(lr, NULL);
+    snprintf(info_p->mode, sizeof(info_p->mode), "%s", mode);
+    snprintf(info_p->sparse_reduce, sizeof(info_p->sparse_reduce), "%s",
+             reduce ? reduce : "sum");
+    snprintf(info_p->optimizer, sizeof(info_p->optimizer), "%s",
+             optimizer ? optimizer : "sgd");
+    ember_st_close(file);
+    return EMBER_OK;
+}
+
+ember_status_t ember_data_create(const ember_msg_train_start_t *spec,
+                                 ember_data_t **data_p, char *err, size_t err_length)
+{
+    ember_data_t *data = calloc(1, sizeof(*data));
+    if (!data)
+        return EMBER_ERR_NO_MEMORY;
+    data->spec = *spec;
+    data->spec.replay_path[EMBER_PATH_MAX - 1] = '\0';
+    if (spec->data == EMBER_DATA_REPLAY) {
+        ember_replay_info_t info;
+        ember_status_t status = ember_replay_info(data->spec.replay_path, &info, err,
+                                                  err_length);
+        if (status == EMBER_OK)
+            status = ember_st_open(data->spec.replay_path, &data->file, err,
+                                   err_length);
+        if (status != EMBER_OK) {
+            free(data);
+            return status;
+        }
+        data->steps = info.steps;
+    } else {
+        data->steps = (uint64_t)spec->epochs * spec->batches;
+    }
+    *data_p = data;
+    return EMBER_OK;
+}
+
+void ember_data_destroy(ember_data_t *data)
+{
+    if (!data)
+        return;
+    ember_st_close(data->file);
+    free(data->indices);
+    free(data->offsets);
+    free(data->targets);
+    free(data->weights);
+    free(data);
+}
+
+uint64_t ember_data_steps(const ember_data_t *data) { return data->steps; }
+
+static int reserve(ember_data_t *data, size_t n, size_t bags)
+{
+    if (n > data->capacity_n) {
+        free(data->indices);
+        free(data->weights);
+        data->indices = malloc(n * sizeof(int64_t));
+        data->weights = malloc(n * sizeof(float));
+        data->capacity_n = n;
+    }
+    if (bags > data->capacity_bags) {
+        free(data->offsets);
+        free(data->targets);
+        data->offsets = malloc(bags * sizeof(int64_t));
+        data->targets = malloc(bags * sizeof(int64_t));
+        data->capacity_bags = bags;
+    }
+    return data->indices && data->weights && data->offsets && data->targets;
+}
+
+/* The tutorial's draw: n in [min, max], bags start every 1-10 indices. */
+static ember_status_t generate(ember_data_t *data, uint64_t step, ember_batch_t *batch)
+{
+    const ember_msg_train_start_t *spec = &data->spec;
+    ember_rng_t rng;
+    ember_rng_seed(&rng, spec->seed, (uint64_t)spec->trainer << 40 | step);
+    size_t n = (size_t)ember_rng_int(&rng, spec->min_indices, spec->max_indices);
+    if (!reserve(data, n ? n : 1, n ? n : 1))
+        return EMBER_ERR_NO_MEMORY;
+    size_t bags = 0;
+    for (size_t start = 0; start < n; start += (size_t)ember_rng_int(&rng, 1, 10))
+        data->offsets[bags++] = (int64_t)start;
+    for (size_t b = 0; b < bags; b++) {
+        size_t end = b + 1 < bags ? (size_t)data->offsets[b + 1] : n;
+        int64_t target = ember_rng_int(&rng, 0, spec->classes - 1);
+        for (size_t i = (size_t)data->offsets[b]; i < end; i++) {
+            int64_t row = ember_rng_int(&rng, 0, spec->rows - 1);
+            if (spec->data == EMBER_DATA_SYNTHETIC && ember_rng_uniform(&rng) < 0.8 &&
+                target < spec->rows) {
+                /* mostly rows of the bag's class: row % classes == target */
+                int64_t per_class = (spec->rows - 1 - target) / spec->classes + 1;
+                row = target + spec->classes * ember_rng_int(&rng, 0, per_class - 1);
+            }
+            data->indices[i] = row;
+            data->weights[i] = 1.0f;
+        }
+        data->targets[b] = target;
+    }
+    *batch = (ember_batch_t){.indices = data->indices, .n = n,
+                             .offsets = data->offsets, .bags = bags,
+                             .targets = data->targets,
+                             .weights = spec->per_sample_weights ? data->weights : NULL,
+                             .n_weights = spec->per_sample_weights ? n : 0};
+    return EMBER_OK;
+}
+
+static ember_status_t replay(ember_data_t *data, uint64_t step, ember_batch_t *batch,
+                             char *err, size_t err_length)
+{
+    char name[64];
+    void *values[4] = {0};
+    size_t counts[4] = {0};
+    static const char *const parts[] = {"indices", "offsets", "targets", "weights"};
+    static const ember_dtype_t types[] = {EMBER_DTYPE_I64, EMBER_DTYPE_I64,
+                                          EMBER_DTYPE_I64, EMBER_DTYPE_F32};
+    size_t wanted = data->spec.per_sample_weights ? 4 : 3;
+    ember_status_t status = EMBER_OK;
+
+    for (size_t k = 0; k < wanted; k++) {
+        snprintf(name, sizeof(name), "t%u.s%llu.%s", data->spec.trainer,
+                 (unsigned long long)step, parts[k]);
+        status = ember_st_read_copy(data->file, name, types[k], &values[k], &counts[k]);
+        if (status != EMBER_OK) {
+            fail(err, err_length, status, "%s: tensor %s: %s", data->spec.replay_path,
+                 name, ember_status_string(status));
+            goto out;
+        }
+    }
+    if (counts[2] != counts[1]) {
+        status = fail(err, err_length, EMBER_ERR_FORMAT,
+                      "%s: trainer %u step %llu: %zu targets for %zu bags",
+                      data->spec.replay_path, data->spec.trainer,
+                      (unsigned long long)step, counts[2], counts[1]);
+        goto out;
+    }
+    size_t n_alloc = counts[0] > counts[3] ? counts[0] : counts[3];
+    if (!reserve(data, n_alloc ? n_alloc : 1, counts[1] ? counts[1] : 1)) {
+        status = EMBER_ERR_NO_MEMORY;
+        goto out;
+    }
+    memcpy(data->indices, values[0], counts[0] * sizeof(int64_t));
+    memcpy(data->offsets, values[1], counts[1] * sizeof(int64_t));
+    memcpy(data->targets, values[2], counts[2] * sizeof(int64_t));
+    if (wanted == 4)
+        memcpy(data->weights, values[3], counts[3] * sizeof(float));
+    *batch = (ember_batch_t){.indices = data->indices, .n = counts[0],
+                             .offsets = data->offsets, .bags = counts[1],
+                             .targets = data->targets,
+                             .weights = wanted == 4 ? data->weights : NULL,
+                             .n_weights = wanted == 4 ? counts[3] : 0};
+out:
+    for (size_t k = 0; k < 4; k++)
+        free(values[k]);
+    return status;
+}
+
+ember_status_t ember_data_next(ember_data_t *data, uint64_t step,
+                               ember_batch_t *batch_p, char *err, size_t err_length)
+{
+    if (step >= data->steps)
+        return fail(err, err_length, EMBER_ERR_OUT_OF_RANGE, "step %llu of %llu",
+                    (unsigned long long)step, (unsigned long long)data->steps);
+    if (data->spec.data == EMBER_DATA_REPLAY)
+        return replay(data, step, batch_p, err, err_length);
+    return generate(data, step, batch_p);
+}

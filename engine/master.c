@@ -1,0 +1,463 @@
+/*
+ * engine/master: the driver of a training job (the tutorial's master).
+ *
+ * TRAIN_START is answered by each trainer only when it finishes (as the
+ * tutorial's rpc_async(_run_trainer)); epoch reports arrive meanwhile.  A
+ * trainer that fails makes the master abort the others and the PS, so the
+ * job ends with an error, never a hang.
+ */
+#include "engine/master.h"
+
+#include "engine/data.h"
+#include "engine/rng.h"
+#include "engine/safetensors.h"
+#include "transport/tp_time.h"
+
+#include <ember/log.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TABLE_ID 0
+#define TABLE_NAME "emb"
+/* Chunks of table traffic between master and PS. */
+#define CHUNK_BYTES (4u << 20)
+
+typedef struct {
+    ember_tp_t *tp;
+    const ember_job_t *job;
+    int first_ps;
+    /* epoch reports: [epochs][trainers] */
+    ember_msg_epoch_report_t *reports;
+    uint8_t *reported;
+    uint32_t epochs, printed;
+    FILE *metrics;
+    double started;
+} master_t;
+
+static void print_epoch(master_t *master, uint32_t epoch)
+{
+    const ember_job_t *job = master->job;
+    double loss = 0, seconds = 0;
+    uint64_t steps = 0, bags = 0;
+    for (int t = 0; t < job->trainers; t++) {
+        const ember_msg_epoch_report_t *r = &master->reports[epoch * job->trainers + t];
+        loss += r->loss_sum;
+        steps += r->steps;
+        bags += r->bags;
+        if (r->seconds > seconds)
+            seconds = r->seconds;
+    }
+    double mean = steps ? loss / (double)steps : 0.0;
+    double steps_s = seconds > 0 ? (double)steps / seconds : 0.0;
+    double bags_s = seconds > 0 ? (double)bags / seconds : 0.0;
+    printf("epoch %4u  loss %.4f  steps/s %.0f  bags/s %.0f\n", epoch + 1, mean,
+           steps_s, bags_s);
+    fflush(stdout);
+    if (master->metrics) {
+        fprintf(master->metrics, "{\"epoch\": %u, \"loss\": %.6f, \"steps\": %llu, "
+                "\"bags\": %llu, \"seconds\": %.6f, \"steps_per_s\": %.1f, "
+                "\"bags_per_s\": %.1f}\n", epoch + 1, mean, (unsigned long long)steps,
+                (unsigned long long)bags, seconds, steps_s, bags_s);
+        fflush(master->metrics);
+    }
+}
+
+static void on_epoch_report(ember_rpc_req_t *req, void *arg)
+{
+    master_t *master = arg;
+    ember_msg_epoch_report_t msg;
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+
+    if (length != sizeof(msg)) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "epoch report of %zu bytes",
+                              length);
+        return;
+    }
+    memcpy(&msg, data, sizeof(msg));
+    if (msg.trainer >= (uint32_t)master->job->trainers || msg.epoch >= master->epochs) {
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
+                              "epoch report for trainer %u epoch %u", msg.trainer,
+                              msg.epoch);
+        return;
+    }
+    size_t slot = (size_t)msg.epoch * master->job->trainers + msg.trainer;
+    master->reports[slot] = msg;
+    master->reported[slot] = 1;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+    /* Print epochs in order, each once every trainer has reported it. */
+    while (master->printed < master->epochs) {
+        for (int t = 0; t < master->job->trainers; t++) {
+            if (!master->reported[(size_t)master->printed * master->job->trainers + t])
+                return;
+        }
+        print_epoch(master, master->printed++);
+    }
+}
+
+/* Call and wait, turning a failure into one error line naming the peer. */
+static ember_status_t master_call(master_t *master, int rank, uint16_t op,
+                                  const ember_iov_t *iov, size_t iovcnt, void *out,
+                                  size_t capacity, const char *what)
+{
+    ember_future_t *future;
+    ember_status_t status = ember_rpc_call_async(master->tp, rank, op, iov, iovcnt, out,
+                                                 capacity, 0, &future);
+    if (status != EMBER_OK)
+        return status;
+    status = ember_future_wait(future);
+    if (status != EMBER_OK) {
+        size_t length;
+        const char *text = ember_future_data(future, &length);
+        ember_error("master", "%s on %s failed: %.*s", what,
+                    ember_tp_peer_name(master->tp, rank), (int)length, text ? text : "");
+    }
+    ember_future_release(future);
+    return status;
+}
+
+static void abort_job(master_t *master, const char *cause)
+{
+    ember_iov_t iov = {.buffer = cause, .length = strlen(cause)};
+    ember_future_t *futures[4096];
+    int count = 0;
+    for (int rank = 0; rank < ember_tp_world_size(master->tp) && count < 4096; rank++) {
+        if (rank == ember_tp_rank(master->tp) || ember_tp_peer_lost(master->tp, rank))
+            continue;
+        if (ember_rpc_call_async(master->tp, rank, EMBER_OP_ABORT, &iov, 1, NULL, 0,
+                                 2.0, &futures[count]) == EMBER_OK)
+            count++;
+    }
+    for (int i = 0; i < count; i++) {
+        ember_future_wait(futures[i]);
+        ember_future_release(futures[i]);
+    }
+}
+
+static ember_status_t create_tables(master_t *master, const ember_msg_train_start_t *spec,
+                                    const float *initial)
+{
+    const ember_job_t *job = master->job;
+    for (int p = 0; p < job->num_ps; p++) {
+        ember_msg_table_create_t create = {
+            .table_id = TABLE_ID,
+            .shard = (uint32_t)p,
+            .num_shards = (uint32_t)job->num_ps,
+            .trainers = (uint32_t)job->trainers,
+            .rows = spec->rows,
+            .dim = spec->dim,
+            .consistency = job->consistency,
+            .sparse_reduce = job->sparse_reduce,
+            .init = initial ? EMBER_INIT_LOAD : EMBER_INIT_NORMAL,
+            .seed = job->seed,
+            .optimizer = spec->optimizer,
+        };
+        snprintf(create.name, sizeof(create.name), "%s", TABLE_NAME);
+        ember_iov_t iov = {.buffer = &create, .length = sizeof(create)};
+        EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_CREATE,
+                                &iov, 1, NULL, 0, "creating table " TABLE_NAME));
+        if (!initial)
+            continue;
+        /* Initial values: each shard keeps the rows it owns. */
+        int64_t per_chunk = CHUNK_BYTES / (spec->dim * sizeof(float));
+        for (int64_t first = 0; first < spec->rows; first += per_chunk) {
+            int64_t count = spec->rows - first < per_chunk ? spec->rows - first : per_chunk;
+            ember_msg_table_load_t load = {.table_id = TABLE_ID, .first = first,
+                                           .count = count};
+            ember_iov_t parts[2] = {
+                {&load, sizeof(load)},
+                {initial + (size_t)first * spec->dim,
+                 (size_t)count * spec->dim * sizeof(float)}};
+            EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_LOAD,
+                                    parts, 2, NULL, 0, "loading table " TABLE_NAME));
+        }
+    }
+    return EMBER_OK;
+}
+
+/* Read the whole table back from its shards, in global row order. */
+static ember_status_t read_table(master_t *master, int64_t rows, uint32_t dim,
+                                 float *table)
+{
+    const ember_job_t *job = master->job;
+    int64_t per_chunk = CHUNK_BYTES / (dim * sizeof(float));
+    float *chunk = malloc((size_t)per_chunk * dim * sizeof(float));
+    ember_status_t status = chunk ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+
+    for (int p = 0; status == EMBER_OK && p < job->num_ps; p++) {
+        int64_t local_rows = (rows - p + job->num_ps - 1) / job->num_ps;
+        for (int64_t first = 0; status == EMBER_OK && first < local_rows;
+             first += per_chunk) {
+            int64_t count = local_rows - first < per_chunk ? local_rows - first
+                                                           : per_chunk;
+            ember_msg_table_read_t read = {.table_id = TABLE_ID, .first = first,
+                                           .count = count};
+            ember_iov_t iov = {.buffer = &read, .length = sizeof(read)};
+            status = master_call(master, master->first_ps + p, EMBER_OP_TABLE_READ, &iov,
+                                 1, chunk, (size_t)count * dim * sizeof(float),
+                                 "reading table " TABLE_NAME);
+            for (int64_t i = 0; status == EMBER_OK && i < count; i++)
+                memcpy(table + (size_t)((first + i) * job->num_ps + p) * dim,
+                       chunk + (size_t)i * dim, dim * sizeof(float));
+        }
+    }
+    free(chunk);
+    return status;
+}
+
+static ember_status_t save(master_t *master, const ember_msg_train_start_t *spec,
+                           const float *params, const float *losses, uint64_t steps)
+{
+    size_t table_size = (size_t)spec->rows * spec->dim;
+    float *table = malloc(table_size * sizeof(float) + 4);
+    if (!table)
+        return EMBER_ERR_NO_MEMORY;
+    ember_status_t status = read_table(master, spec->rows, spec->dim, table);
+    if (status == EMBER_OK) {
+        ember_st_tensor_t tensors[4] = {
+            {.name = "emb.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2,
+             .shape = {spec->rows, spec->dim}, .data = table},
+            {.name = "fc.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2,
+             .shape = {spec->classes, spec->dim}, .data = params},
+            {.name = "fc.bias", .dtype = EMBER_DTYPE_F32, .ndim = 1,
+             .shape = {spec->classes}, .data = params + (size_t)spec->classes * spec->dim},
+            {.name = "loss", .dtype = EMBER_DTYPE_F32, .ndim = 2,
+             .shape = {(int64_t)steps, master->job->trainers}, .data = losses},
+        };
+        ember_st_meta_t meta[] = {{"producer", "ember-train"}};
+        status = ember_st_write(master->job->save_path, tensors, 4, meta, 1);
+        if (status != EMBER_OK)
+            ember_error("master", "cannot write %s: %s", master->job->save_path,
+                        ember_status_string(status));
+        else
+            printf("saved %s\n", master->job->save_path);
+    }
+    free(table);
+    return status;
+}
+
+/* Initial dense parameters: from the replay file, or nn.Linear's default
+ * U(-1/sqrt(dim), 1/sqrt(dim)) from the seed. */
+static ember_status_t initial_dense(const ember_job_t *job, uint32_t dim,
+                                    uint32_t classes, float *params, float **table_p)
+{
+    *table_p = NULL;
+    if (job->data == EMBER_DATA_REPLAY) {
+        ember_st_file_t *file;
+        char err[256];
+        void *weight = NULL, *bias = NULL, *table = NULL;
+        size_t nw = 0, nb = 0, nt = 0;
+        ember_status_t status = ember_st_open(job->replay_path, &file, err, sizeof(err));
+        if (status != EMBER_OK) {
+            ember_error("master", "%s", err);
+            return status;
+        }
+        status = ember_st_read_copy(file, "fc.weight", EMBER_DTYPE_F32, &weight, &nw);
+        if (status == EMBER_OK)
+            status = ember_st_read_copy(file, "fc.bias", EMBER_DTYPE_F32, &bias, &nb);
+        if (status == EMBER_OK)
+            status = ember_st_read_copy(file, "emb.weight", EMBER_DTYPE_F32, &table, &nt);
+        ember_st_close(file);
+        if (status == EMBER_OK && (nw != (size_t)classes * dim || nb != classes)) {
+            ember_error("master", "%s: fc.weight/fc.bias do not have %u x %u / %u "
+                        "elements", job->replay_path, classes, dim, classes);
+            status = EMBER_ERR_FORMAT;
+        }
+        if (status == EMBER_OK) {
+            memcpy(params, weight, nw * sizeof(float));
+            memcpy(params + nw, bias, nb * sizeof(float));
+            *table_p = table;
+            table = NULL;
+        }
+        free(weight);
+        free(bias);
+        free(table);
+        return status;
+    }
+    ember_rng_t rng;
+    float bound = 1.0f / sqrtf((float)dim);
+    ember_rng_seed(&rng, job->seed, 0xdeadull);
+    for (size_t i = 0; i < (size_t)classes * dim + classes; i++)
+        params[i] = (float)(2.0 * ember_rng_uniform(&rng) - 1.0) * bound;
+    return EMBER_OK;
+}
+
+static void print_memory(master_t *master)
+{
+    for (int p = 0; p < master->job->num_ps; p++) {
+        ember_msg_ps_stats_t stats;
+        if (master_call(master, master->first_ps + p, EMBER_OP_PS_STATS, NULL, 0,
+                        &stats, sizeof(stats), "stats") != EMBER_OK)
+            continue;
+        ember_info("master", "ps%d: table %.1f MiB, optimizer state %.1f MiB, other "
+                   "%.1f MiB, resident %.1f MiB; %llu lookups, %llu gradients, %llu "
+                   "steps applied", p, stats.table_bytes / 1048576.0,
+                   stats.optimizer_bytes / 1048576.0, stats.other_bytes / 1048576.0,
+                   stats.rss_bytes / 1048576.0, (unsigned long long)stats.lookups,
+                   (unsigned long long)stats.grads,
+                   (unsigned long long)stats.steps_applied);
+    }
+}
+
+ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
+{
+    master_t master = {.tp = tp, .job = job, .first_ps = job->trainers + 1};
+    ember_msg_train_start_t spec = {
+        .trainers = (uint32_t)job->trainers,
+        .num_ps = (uint32_t)job->num_ps,
+        .first_ps_rank = (uint32_t)master.first_ps,
+        .master_rank = (uint32_t)job->trainers,
+        .table_id = TABLE_ID,
+        .rows = job->rows,
+        .dim = job->dim,
+        .classes = job->classes,
+        .mode = job->mode,
+        .data = job->data,
+        .padding_idx = job->padding_idx,
+        .epochs = job->epochs,
+        .batches = job->batches,
+        .min_indices = job->min_indices,
+        .max_indices = job->max_indices,
+        .consistency = job->consistency,
+        .per_sample_weights = (uint32_t)job->per_sample_weights,
+        .seed = job->seed,
+        .optimizer = job->optimizer,
+    };
+    size_t nparams = (size_t)job->classes * job->dim + job->classes;
+    float *params = malloc(nparams * sizeof(float)), *table = NULL;
+    ember_msg_train_start_t *starts = NULL;
+    ember_future_t **futures = calloc((size_t)job->trainers, sizeof(*futures));
+    ember_status_t status = EMBER_OK;
+    char cause[512] = "";
+
+    if (job->replay_path)
+        snprintf(spec.replay_path, sizeof(spec.replay_path), "%s", job->replay_path);
+    master.epochs = job->data == EMBER_DATA_REPLAY ? 1 : job->epochs;
+    master.reports = calloc((size_t)master.epochs * job->trainers, sizeof(*master.reports));
+    master.reported = calloc((size_t)master.epochs * job->trainers, 1);
+    if (!params || !futures || !master.reports || !master.reported) {
+        status = EMBER_ERR_NO_MEMORY;
+        goto out;
+    }
+    if (job->metrics_path && !(master.metrics = fopen(job->metrics_path, "w")))
+        ember_warn("master", "cannot write metrics to %s", job->metrics_path);
+    ember_rpc_register(tp, EMBER_OP_EPOCH_REPORT, on_epoch_report, &master);
+    ember_tp_barrier(tp, "roles-ready");
+
+    status = initial_dense(job, job->dim, job->classes, params, &table);
+    if (status == EMBER_OK)
+        status = create_tables(&master, &spec, table);
+    free(table);
+    if (status != EMBER_OK) {
+        snprintf(cause, sizeof(cause), "the master could not set up the tables");
+        goto abort;
+    }
+    printf("training: %d trainers, %d ps, table %s %lld x %u (%s), Linear(%u, %u), "
+           "%s lr %g, %s, %s\n", job->trainers, job->num_ps, TABLE_NAME,
+           (long long)job->rows, job->dim, ember_pool_mode_name(job->mode), job->dim,
+           job->classes, ember_opt_kind_name(job->optimizer.kind), job->optimizer.lr,
+           job->consistency == EMBER_SYNC ? "sync" : "async",
+           job->data == EMBER_DATA_REPLAY  ? job->replay_path
+           : job->data == EMBER_DATA_SYNTHETIC ? "synthetic data"
+                                               : "tutorial data");
+    fflush(stdout);
+
+    master.started = tp_time_now();
+    starts = malloc((size_t)job->trainers * sizeof(*starts));
+    if (!starts) {
+        status = EMBER_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (int t = 0; t < job->trainers; t++) {
+        /* Each message stays untouched until its call completes. */
+        starts[t] = spec;
+        starts[t].trainer = (uint32_t)t;
+        ember_iov_t iov[2] = {{&starts[t], sizeof(spec)},
+                              {params, nparams * sizeof(float)}};
+        /* Answered when the trainer finishes: no deadline but peer loss. */
+        status = ember_rpc_call_async(tp, t, EMBER_OP_TRAIN_START, iov, 2, NULL, 0, 1e9,
+                                      &futures[t]);
+        if (status != EMBER_OK)
+            goto out;
+    }
+    for (int t = 0; t < job->trainers; t++) {
+        status = ember_future_wait(futures[t]);
+        if (status != EMBER_OK) {
+            size_t length;
+            const char *text = ember_future_data(futures[t], &length);
+            snprintf(cause, sizeof(cause), "%.*s", (int)length, text ? text : "");
+            ember_error("master", "trainer%d failed: %s", t, cause);
+            goto abort;
+        }
+    }
+
+    double seconds = tp_time_now() - master.started;
+    const ember_msg_train_done_t *done[4096] = {0};
+    uint64_t steps = 0, bags = 0;
+    for (int t = 0; t < job->trainers && t < 4096; t++) {
+        size_t length;
+        done[t] = ember_future_data(futures[t], &length);
+        steps += done[t]->steps;
+        bags += done[t]->bags;
+        if (length != sizeof(**done) + done[t]->steps * sizeof(float) +
+                          nparams * sizeof(float) ||
+            done[t]->steps != done[0]->steps) {
+            snprintf(cause, sizeof(cause), "trainer%d sent a malformed report", t);
+            status = EMBER_ERR_BAD_MESSAGE;
+            goto abort;
+        }
+    }
+    uint64_t per_trainer = done[0]->steps;
+    const float *final_params =
+        (const float *)((const uint8_t *)done[0] + sizeof(**done) +
+                        per_trainer * sizeof(float));
+    for (int t = 1; t < job->trainers; t++) {
+        const float *other = (const float *)((const uint8_t *)done[t] + sizeof(**done) +
+                                             per_trainer * sizeof(float));
+        if (memcmp(other, final_params, nparams * sizeof(float)) != 0)
+            ember_warn("master", "trainer%d's dense parameters differ from "
+                       "trainer0's", t);
+    }
+    float *losses = malloc(per_trainer * job->trainers * sizeof(float) + 4);
+    double last = 0;
+    for (uint64_t s = 0; losses && s < per_trainer; s++) {
+        for (int t = 0; t < job->trainers; t++) {
+            const float *l = (const float *)((const uint8_t *)done[t] + sizeof(**done));
+            losses[s * job->trainers + t] = l[s];
+            if (s + 1 == per_trainer)
+                last += l[s] / job->trainers;
+        }
+    }
+    printf("done: %llu steps (%llu bags) in %.3f s: %.0f steps/s, %.0f bags/s, "
+           "final loss %.4f\n", (unsigned long long)steps, (unsigned long long)bags,
+           seconds, (double)steps / seconds, (double)bags / seconds, last);
+    fflush(stdout);
+    print_memory(&master);
+    if (job->save_path && losses)
+        status = save(&master, &spec, final_params, losses, per_trainer);
+    free(losses);
+    for (int p = 0; p < job->num_ps; p++)
+        master_call(&master, master.first_ps + p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0,
+                    "shutdown");
+    goto out;
+
+abort:
+    fprintf(stderr, "ember-train: job failed: %s\n", cause);
+    abort_job(&master, cause);
+    if (status == EMBER_OK)
+        status = EMBER_ERR_CANCELED;
+out:
+    for (int t = 0; futures && t < job->trainers; t++)
+        ember_future_release(futures[t]);
+    if (master.metrics)
+        fclose(master.metrics);
+    free(futures);
+    free(starts);
+    free(params);
+    free(master.reports);
+    free(master.reported);
+    return status;
+}

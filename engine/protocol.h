@@ -1,0 +1,175 @@
+/*
+ * engine/protocol: the engine's RPC op ids and wire messages.
+ *
+ * Every message is a fixed header struct followed by arrays whose lengths
+ * the header gives; receivers check each length against the payload size
+ * before touching anything.  Processes of one job run the same build (the
+ * transport header carries the protocol version), so headers are plain
+ * fixed-width C structs.
+ */
+#ifndef EMBER_ENGINE_PROTOCOL_H
+#define EMBER_ENGINE_PROTOCOL_H
+
+#include "engine/optimizer.h"
+
+#include <ember/transport.h>
+
+#include <stdint.h>
+
+enum {
+    /* master -> ps */
+    EMBER_OP_TABLE_CREATE = EMBER_RPC_OP_USER_BASE + 36, /* 100 */
+    EMBER_OP_TABLE_LOAD,
+    EMBER_OP_TABLE_READ,
+    EMBER_OP_PS_STATS,
+    EMBER_OP_PS_SHUTDOWN,
+    /* trainer -> ps */
+    EMBER_OP_LOOKUP,
+    EMBER_OP_GRAD,
+    /* master -> everyone */
+    EMBER_OP_ABORT,
+    /* master <-> trainer */
+    EMBER_OP_TRAIN_START,
+    EMBER_OP_EPOCH_REPORT,
+    /* trainers among themselves (the dense allreduce uses 4 ids) */
+    EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
+};
+
+typedef enum { EMBER_SYNC = 0, EMBER_ASYNC = 1 } ember_consistency_t;
+typedef enum { EMBER_REDUCE_SUM = 0, EMBER_REDUCE_MEAN = 1 } ember_sparse_reduce_t;
+typedef enum { EMBER_INIT_NORMAL = 0, EMBER_INIT_LOAD = 1 } ember_table_init_t;
+
+#define EMBER_TABLE_NAME_MAX 32
+
+/* EMBER_OP_TABLE_CREATE: one shard of a table on one PS. */
+typedef struct {
+    uint32_t table_id;
+    uint32_t shard;      /* this PS's shard index */
+    uint32_t num_shards; /* rows are split by row % num_shards */
+    uint32_t trainers;   /* sync mode waits for this many gradients a step */
+    int64_t rows;        /* of the whole table */
+    uint32_t dim;
+    uint32_t consistency;   /* ember_consistency_t */
+    uint32_t sparse_reduce; /* ember_sparse_reduce_t */
+    uint32_t init;          /* ember_table_init_t */
+    uint64_t seed;
+    ember_opt_config_t optimizer;
+    char name[EMBER_TABLE_NAME_MAX];
+} ember_msg_table_create_t;
+
+/* EMBER_OP_TABLE_LOAD: rows [first, first + count) of the whole table; the
+ * shard keeps those it owns.  Followed by float[count * dim]. */
+typedef struct {
+    uint32_t table_id;
+    uint32_t reserved;
+    int64_t first;
+    int64_t count;
+} ember_msg_table_load_t;
+
+/* EMBER_OP_TABLE_READ: local rows [first, first + count) of the shard; the
+ * reply is float[count * dim]. */
+typedef struct {
+    uint32_t table_id;
+    uint32_t reserved;
+    int64_t first;
+    int64_t count;
+} ember_msg_table_read_t;
+
+/* EMBER_OP_PS_STATS reply. */
+typedef struct {
+    uint64_t table_bytes;     /* rows x dim floats of every shard here */
+    uint64_t optimizer_bytes; /* optimizer state */
+    uint64_t other_bytes;     /* contexts, accumulators, scratch */
+    uint64_t rss_bytes;       /* the process's resident set */
+    uint64_t lookups, grads, steps_applied;
+} ember_msg_ps_stats_t;
+
+enum { EMBER_LOOKUP_WEIGHTS = 1u << 0, EMBER_LOOKUP_MAX = 1u << 1 };
+
+/*
+ * EMBER_OP_LOOKUP: one request per (trainer, step, shard).  Followed by
+ *   uint32 offsets[bags]      start of each bag in the index list
+ *   int64  rows[unique]       the distinct global row ids, all of this shard
+ *   uint32 inverse[indices]   position in rows[] of each index
+ *   float  weights[indices]   only with EMBER_LOOKUP_WEIGHTS
+ * The reply is float[bags * dim]: each bag's sum (weighted) or, with
+ * EMBER_LOOKUP_MAX, element-wise max over this shard's rows.
+ */
+typedef struct {
+    uint32_t table_id;
+    uint32_t trainer;
+    uint64_t step;
+    uint32_t flags;
+    uint32_t bags;
+    uint32_t unique;
+    uint32_t indices;
+} ember_msg_lookup_t;
+
+enum { EMBER_GRAD_APPLY = 1u << 0 };
+
+/* EMBER_OP_GRAD: gradient of the step's pooled output, float[bags * dim],
+ * for the lookup of (trainer, step); with EMBER_GRAD_APPLY it also takes
+ * part in the optimizer step of that context (the distributed optimizer). */
+typedef struct {
+    uint32_t table_id;
+    uint32_t trainer;
+    uint64_t step;
+    uint32_t flags;
+    uint32_t bags;
+} ember_msg_grad_t;
+
+/* EMBER_OP_ABORT: followed by a text naming the cause. */
+
+typedef enum {
+    EMBER_DATA_TUTORIAL = 0,  /* the tutorial's random bags */
+    EMBER_DATA_SYNTHETIC = 1, /* learnable target: the loss falls */
+    EMBER_DATA_REPLAY = 2     /* batches from a golden-layout file */
+} ember_data_kind_t;
+
+#define EMBER_PATH_MAX 512
+
+/* EMBER_OP_TRAIN_START: master -> trainer.  Followed by the initial dense
+ * parameters, float[classes * dim + classes] (weight then bias).  The reply
+ * (sent when training ends) is ember_msg_train_done_t. */
+typedef struct {
+    uint32_t trainer;
+    uint32_t trainers;
+    uint32_t num_ps;
+    uint32_t first_ps_rank;
+    uint32_t master_rank;
+    uint32_t table_id;
+    int64_t rows;
+    uint32_t dim;
+    uint32_t classes;
+    uint32_t mode; /* ember_pool_mode_t */
+    uint32_t data; /* ember_data_kind_t */
+    int64_t padding_idx;
+    uint32_t epochs;
+    uint32_t batches; /* per epoch */
+    uint32_t min_indices, max_indices;
+    uint32_t consistency;
+    uint32_t per_sample_weights;
+    uint64_t seed;
+    ember_opt_config_t optimizer;
+    char replay_path[EMBER_PATH_MAX];
+} ember_msg_train_start_t;
+
+/* Reply to TRAIN_START: followed by float losses[steps] and the final dense
+ * parameters float[classes * dim + classes]. */
+typedef struct {
+    uint64_t steps;
+    uint64_t bags;
+    double seconds;
+} ember_msg_train_done_t;
+
+/* EMBER_OP_EPOCH_REPORT: trainer -> master, once per epoch. */
+typedef struct {
+    uint32_t trainer;
+    uint32_t epoch;
+    uint64_t steps;
+    uint64_t bags;
+    double loss_sum; /* over the epoch's steps */
+    double seconds;  /* wall time of the epoch on this trainer */
+} ember_msg_epoch_report_t;
+
+#endif

@@ -1,0 +1,394 @@
+/*
+ * engine/ps: parameter-server request handlers.
+ *
+ * In sync mode a lookup for a step whose predecessor is not applied yet is
+ * held (a deferred reply) and answered the moment the last trainer's
+ * gradient for that predecessor arrives: all trainers' step-s gradients are
+ * applied before any step-s+1 lookup is answered.
+ */
+#include "engine/ps.h"
+
+#include "engine/protocol.h"
+#include "engine/table.h"
+
+#include <ember/log.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PS_MAX_TABLES 64
+
+typedef struct {
+    ember_rpc_req_t *req;
+    ember_msg_lookup_t msg;
+} held_lookup_t;
+
+typedef struct {
+    ember_table_t *table;
+    held_lookup_t *held; /* sync: lookups for a step not yet open */
+    size_t held_count, held_capacity;
+    float **outputs;     /* per trainer reply buffer, reused every step */
+    size_t *output_capacity;
+    uint32_t trainers;
+} ps_table_t;
+
+typedef struct {
+    ember_tp_t *tp;
+    ps_table_t tables[PS_MAX_TABLES];
+    int stop;
+    ember_status_t exit_status;
+    ember_msg_ps_stats_t stats;
+} ps_t;
+
+static ps_table_t *ps_find(ps_t *ps, uint32_t table_id, ember_rpc_req_t *req)
+{
+    if (table_id < PS_MAX_TABLES && ps->tables[table_id].table)
+        return &ps->tables[table_id];
+    ember_rpc_reply_error(req, EMBER_ERR_NOT_FOUND, "no table with id %u on %s",
+                          table_id, ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
+    return NULL;
+}
+
+/* Read a fixed header at the front of a request, or answer with an error. */
+static const uint8_t *ps_header(ember_rpc_req_t *req, void *header, size_t size,
+                                size_t *rest_p)
+{
+    size_t length;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+    if (length < size) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "message of %zu bytes is shorter than its %zu-byte "
+                              "header", length, size);
+        return NULL;
+    }
+    memcpy(header, data, size);
+    *rest_p = length - size;
+    return data + size;
+}
+
+static void on_table_create(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_create_t spec;
+    size_t rest;
+    char err[256];
+
+    if (!ps_header(req, &spec, sizeof(spec), &rest))
+        return;
+    if (spec.table_id >= PS_MAX_TABLES || ps->tables[spec.table_id].table) {
+        ember_rpc_reply_error(req, EMBER_ERR_EXISTS, "table id %u is taken or "
+                              "beyond %d", spec.table_id, PS_MAX_TABLES);
+        return;
+    }
+    ps_table_t *entry = &ps->tables[spec.table_id];
+    ember_status_t status = ember_table_create(&spec, &entry->table, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_error("ps", "%s", err);
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    entry->trainers = spec.trainers;
+    entry->outputs = calloc(spec.trainers, sizeof(*entry->outputs));
+    entry->output_capacity = calloc(spec.trainers, sizeof(*entry->output_capacity));
+    if (!entry->outputs || !entry->output_capacity) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    ember_info("ps", "table %s: shard %u of %u, %lld of %lld rows x %u (%.1f MiB), "
+               "%s", ember_table_name(entry->table), spec.shard, spec.num_shards,
+               (long long)ember_table_local_rows(entry->table), (long long)spec.rows,
+               spec.dim, ember_table_bytes(entry->table) / 1048576.0,
+               spec.consistency == EMBER_SYNC ? "sync" : "async");
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_table_load(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_load_t msg;
+    size_t rest;
+    char err[256];
+    const uint8_t *data = ps_header(req, &msg, sizeof(msg), &rest);
+    ps_table_t *entry;
+
+    if (!data || !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    uint32_t dim = ember_table_dim(entry->table);
+    if (msg.count < 0 || rest != (size_t)msg.count * dim * sizeof(float)) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "table %s: load of %lld "
+                              "rows carries %zu bytes", ember_table_name(entry->table),
+                              (long long)msg.count, rest);
+        return;
+    }
+    float *rows = malloc(rest + 4); /* aligned copy */
+    if (!rows) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    memcpy(rows, data, rest);
+    ember_status_t status = ember_table_load(entry->table, msg.first, msg.count, rows,
+                                             err, sizeof(err));
+    free(rows);
+    if (status != EMBER_OK)
+        ember_rpc_reply_error(req, status, "%s", err);
+    else
+        ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_table_read(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_read_t msg;
+    size_t rest;
+    char err[256];
+    ps_table_t *entry;
+
+    if (!ps_header(req, &msg, sizeof(msg), &rest) ||
+        !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    if (msg.count < 0 || msg.count > (1 << 24)) {
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "read of %lld rows",
+                              (long long)msg.count);
+        return;
+    }
+    size_t bytes = (size_t)msg.count * ember_table_dim(entry->table) * sizeof(float);
+    float *out = malloc(bytes + 4);
+    if (!out) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    ember_status_t status = ember_table_read(entry->table, msg.first, msg.count, out,
+                                             err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
+    } else {
+        ember_iov_t iov = {.buffer = out, .length = bytes};
+        ember_rpc_reply(req, EMBER_OK, &iov, 1);
+    }
+    free(out);
+}
+
+static size_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *file = fopen("/proc/self/statm", "r");
+    if (file) {
+        if (fscanf(file, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(file);
+    }
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void on_stats(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_ps_stats_t stats = ps->stats;
+    stats.table_bytes = stats.optimizer_bytes = stats.other_bytes = 0;
+    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
+        ps_table_t *entry = &ps->tables[i];
+        if (!entry->table)
+            continue;
+        stats.table_bytes += ember_table_bytes(entry->table);
+        stats.optimizer_bytes += ember_table_optimizer_bytes(entry->table);
+        stats.other_bytes += ember_table_other_bytes(entry->table);
+        for (uint32_t t = 0; t < entry->trainers; t++)
+            stats.other_bytes += entry->output_capacity[t];
+    }
+    stats.rss_bytes = rss_bytes();
+    ember_iov_t iov = {.buffer = &stats, .length = sizeof(stats)};
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
+static void on_shutdown(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ps->stop = 1;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_abort(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    size_t length;
+    const char *text = ember_rpc_req_data(req, &length);
+    ember_error("ps", "job aborted by %s: %.*s",
+                ember_tp_peer_name(ps->tp, ember_rpc_req_peer(req)),
+                (int)(length > 400 ? 400 : length), text);
+    ps->stop = 1;
+    ps->exit_status = EMBER_ERR_CANCELED;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void ps_done_noop(void *arg, ember_status_t status)
+{
+    (void)arg;
+    (void)status;
+}
+
+/* Pool and answer one lookup; the reply buffer is the trainer's own. */
+static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
+                            const ember_msg_lookup_t *msg)
+{
+    size_t length;
+    const uint8_t *arrays = ember_rpc_req_data(req, &length);
+    char err[320];
+    size_t bytes = (size_t)msg->bags * ember_table_dim(entry->table) * sizeof(float);
+
+    arrays += sizeof(*msg);
+    length -= sizeof(*msg);
+    if (msg->trainer < entry->trainers && entry->output_capacity[msg->trainer] < bytes) {
+        float *grown = realloc(entry->outputs[msg->trainer], bytes + 64);
+        if (!grown) {
+            ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+            return;
+        }
+        entry->outputs[msg->trainer] = grown;
+        entry->output_capacity[msg->trainer] = bytes + 64;
+    }
+    ember_status_t status = ember_table_lookup(
+        entry->table, msg, arrays, length,
+        msg->trainer < entry->trainers ? entry->outputs[msg->trainer] : NULL, err,
+        sizeof(err));
+    if (status != EMBER_OK) {
+        ember_warn("ps", "lookup refused: %s", err);
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    ps->stats.lookups++;
+    /* The trainer sends its next lookup only after this reply arrived, so
+     * its buffer is free again by then: no copy. */
+    ember_iov_t iov = {.buffer = entry->outputs[msg->trainer], .length = bytes};
+    ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, ps_done_noop, NULL);
+}
+
+static void on_lookup(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_lookup_t msg;
+    size_t rest;
+    ps_table_t *entry;
+
+    if (!ps_header(req, &msg, sizeof(msg), &rest) ||
+        !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    if (ember_table_is_sync(entry->table)) {
+        uint64_t next = ember_table_next_step(entry->table);
+        if (msg.step < next) {
+            ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
+                                  "table %s: trainer %u step %llu: that step is "
+                                  "already applied (next is %llu)",
+                                  ember_table_name(entry->table), msg.trainer,
+                                  (unsigned long long)msg.step,
+                                  (unsigned long long)next);
+            return;
+        }
+        if (msg.step > next) {
+            if (entry->held_count == entry->held_capacity) {
+                size_t capacity = entry->held_capacity ? 2 * entry->held_capacity : 8;
+                held_lookup_t *grown = realloc(entry->held, capacity * sizeof(*grown));
+                if (!grown) {
+                    ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+                    return;
+                }
+                entry->held = grown;
+                entry->held_capacity = capacity;
+            }
+            entry->held[entry->held_count++] = (held_lookup_t){.req = req, .msg = msg};
+            return;
+        }
+    }
+    ps_serve_lookup(ps, entry, req, &msg);
+}
+
+static void ps_release_held(ps_t *ps, ps_table_t *entry)
+{
+    uint64_t next = ember_table_next_step(entry->table);
+    size_t kept = 0;
+    for (size_t i = 0; i < entry->held_count; i++) {
+        held_lookup_t held = entry->held[i];
+        if (held.msg.step == next)
+            ps_serve_lookup(ps, entry, held.req, &held.msg);
+        else
+            entry->held[kept++] = held;
+    }
+    entry->held_count = kept;
+}
+
+static void on_grad(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_grad_t msg;
+    size_t rest;
+    char err[320];
+    int applied = 0;
+    ps_table_t *entry;
+    const uint8_t *grad = ps_header(req, &msg, sizeof(msg), &rest);
+
+    if (!grad || !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    ember_status_t status = ember_table_grad(entry->table, &msg, grad, rest, &applied,
+                                             err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_warn("ps", "gradient refused: %s", err);
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    ps->stats.grads++;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+    if (applied) {
+        ps->stats.steps_applied++;
+        if (entry->held_count)
+            ps_release_held(ps, entry);
+    }
+}
+
+ember_status_t ember_ps_run(ember_tp_t *tp)
+{
+    ps_t *ps = calloc(1, sizeof(*ps));
+    ember_status_t status;
+
+    if (!ps)
+        return EMBER_ERR_NO_MEMORY;
+    ps->tp = tp;
+    ember_rpc_register(tp, EMBER_OP_TABLE_CREATE, on_table_create, ps);
+    ember_rpc_register(tp, EMBER_OP_TABLE_LOAD, on_table_load, ps);
+    ember_rpc_register(tp, EMBER_OP_TABLE_READ, on_table_read, ps);
+    ember_rpc_register(tp, EMBER_OP_PS_STATS, on_stats, ps);
+    ember_rpc_register(tp, EMBER_OP_PS_SHUTDOWN, on_shutdown, ps);
+    ember_rpc_register(tp, EMBER_OP_ABORT, on_abort, ps);
+    ember_rpc_register(tp, EMBER_OP_LOOKUP, on_lookup, ps);
+    ember_rpc_register(tp, EMBER_OP_GRAD, on_grad, ps);
+    ember_tp_barrier(tp, "roles-ready");
+
+    int master = -1;
+    while (!ps->stop) {
+        ember_tp_wait(tp, 0.5);
+        /* A PS without its master has nobody to stop it: leave. */
+        if (master < 0)
+            master = ember_tp_peer_by_name(tp, "master");
+        if (master >= 0 && ember_tp_peer_lost(tp, master)) {
+            ember_error("ps", "the master was lost; stopping");
+            ps->exit_status = EMBER_ERR_PEER_LOST;
+            break;
+        }
+    }
+    status = ps->exit_status;
+    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
+        ps_table_t *entry = &ps->tables[i];
+        for (size_t h = 0; h < entry->held_count; h++)
+            ember_rpc_reply_error(entry->held[h].req, EMBER_ERR_CANCELED,
+                                  "table %s: the parameter server is stopping",
+                                  ember_table_name(entry->table));
+        for (uint32_t t = 0; entry->outputs && t < entry->trainers; t++)
+            free(entry->outputs[t]);
+        free(entry->outputs);
+        free(entry->output_capacity);
+        free(entry->held);
+        ember_table_destroy(entry->table);
+    }
+    free(ps);
+    return status;
+}

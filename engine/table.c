@@ -1,0 +1,526 @@
+/* engine/table: a parameter-server shard, its optimizer and contexts. */
+#include "engine/table.h"
+
+#include "engine/embedding_bag.h"
+#include "engine/rng.h"
+
+#include <ember/log.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Grow-only buffer: steady-state steps allocate nothing. */
+typedef struct {
+    void *data;
+    size_t capacity;
+} buffer_t;
+
+static int buffer_reserve(buffer_t *buffer, size_t bytes)
+{
+    if (bytes <= buffer->capacity)
+        return 1;
+    size_t capacity = buffer->capacity ? buffer->capacity : 256;
+    while (capacity < bytes)
+        capacity *= 2;
+    void *grown = realloc(buffer->data, capacity);
+    if (!grown)
+        return 0;
+    buffer->data = grown;
+    buffer->capacity = capacity;
+    return 1;
+}
+
+/* What the forward of one trainer's lookup left for its backward. */
+typedef struct {
+    int valid;
+    uint64_t step;
+    size_t n, bags;
+    int max_mode, weighted;
+    buffer_t indices; /* int64 local ids */
+    buffer_t offsets; /* int64 */
+    buffer_t weights; /* float */
+    buffer_t argmax;  /* int64 [bags * dim] */
+} context_t;
+
+/* A trainer's sparse gradient for a step, waiting for the others (sync). */
+typedef struct {
+    int valid;
+    uint64_t step;
+    size_t nrows;
+    buffer_t rows; /* int64 local ids, sorted unique */
+    buffer_t grad; /* float [nrows * dim] */
+} pending_t;
+
+struct ember_table {
+    ember_msg_table_create_t spec;
+    int64_t local_rows;
+    float *data;
+    ember_opt_t *optimizer;
+    context_t *contexts; /* [trainers] */
+    pending_t *pending;  /* [trainers] */
+    uint64_t next_step;  /* sync: steps applied so far */
+    int32_t *slot_of_row; /* sync reduction: row -> accumulator slot, -1 */
+    buffer_t acc_rows, acc_grad, sorted_grad, order;
+};
+
+static ember_status_t fail(char *err, size_t err_length, ember_status_t status,
+                           const char *fmt, ...)
+{
+    va_list ap;
+    if (err && err_length) {
+        va_start(ap, fmt);
+        vsnprintf(err, err_length, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
+                                  ember_table_t **table_p, char *err,
+                                  size_t err_length)
+{
+    ember_table_t *table;
+    char name[EMBER_TABLE_NAME_MAX + 1];
+
+    memcpy(name, spec->name, EMBER_TABLE_NAME_MAX);
+    name[EMBER_TABLE_NAME_MAX] = '\0';
+    if (spec->rows <= 0 || spec->dim == 0 || spec->dim > 65536 ||
+        spec->num_shards == 0 || spec->shard >= spec->num_shards ||
+        spec->trainers == 0 || spec->trainers > 65536 ||
+        spec->consistency > EMBER_ASYNC || spec->sparse_reduce > EMBER_REDUCE_MEAN ||
+        spec->init > EMBER_INIT_LOAD)
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: invalid spec (rows %lld, dim %u, shard %u of %u, "
+                    "trainers %u)", name, (long long)spec->rows, spec->dim,
+                    spec->shard, spec->num_shards, spec->trainers);
+    table = calloc(1, sizeof(*table));
+    if (!table)
+        return EMBER_ERR_NO_MEMORY;
+    table->spec = *spec;
+    memcpy(table->spec.name, name, EMBER_TABLE_NAME_MAX);
+    table->spec.name[EMBER_TABLE_NAME_MAX - 1] = '\0';
+    table->local_rows = (spec->rows - spec->shard + spec->num_shards - 1) /
+                        spec->num_shards;
+    size_t elements = (size_t)table->local_rows * spec->dim;
+    table->data = malloc(elements * sizeof(float) + 1);
+    table->contexts = calloc(spec->trainers, sizeof(*table->contexts));
+    table->pending = calloc(spec->trainers, sizeof(*table->pending));
+    if (spec->consistency == EMBER_SYNC)
+        table->slot_of_row = malloc((size_t)table->local_rows * sizeof(int32_t) + 1);
+    if (!table->data || !table->contexts || !table->pending ||
+        (spec->consistency == EMBER_SYNC && !table->slot_of_row))
+        goto err_free;
+    if (spec->consistency == EMBER_SYNC)
+        memset(table->slot_of_row, 0xff, (size_t)table->local_rows * sizeof(int32_t));
+    if (ember_opt_create(&spec->optimizer, (size_t)table->local_rows, spec->dim,
+                         EMBER_OPT_SPARSE, &table->optimizer) != EMBER_OK) {
+        fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+             "table %s: invalid optimizer settings", table->spec.name);
+        ember_table_destroy(table);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (spec->init == EMBER_INIT_NORMAL) {
+        /* N(0,1) as nn.EmbeddingBag, from (seed, global element): the same
+         * values whatever the number of shards. */
+        for (int64_t local = 0; local < table->local_rows; local++) {
+            uint64_t row = (uint64_t)local * spec->num_shards + spec->shard;
+            float *dst = table->data + (size_t)local * spec->dim;
+            for (uint32_t d = 0; d < spec->dim; d++)
+                dst[d] = ember_normal_at(spec->seed, row * spec->dim + d);
+        }
+    } else {
+        memset(table->data, 0, elements * sizeof(float));
+    }
+    *table_p = table;
+    return EMBER_OK;
+
+err_free:
+    ember_table_destroy(table);
+    return fail(err, err_length, EMBER_ERR_NO_MEMORY,
+                "table %s: cannot allocate %lld rows x %u", name,
+                (long long)spec->rows, spec->dim);
+}
+
+static void buffer_free(buffer_t *buffer) { free(buffer->data); }
+
+void ember_table_destroy(ember_table_t *table)
+{
+    if (!table)
+        return;
+    for (uint32_t t = 0; table->contexts && t < table->spec.trainers; t++) {
+        buffer_free(&table->contexts[t].indices);
+        buffer_free(&table->contexts[t].offsets);
+        buffer_free(&table->contexts[t].weights);
+        buffer_free(&table->contexts[t].argmax);
+    }
+    for (uint32_t t = 0; table->pending && t < table->spec.trainers; t++) {
+        buffer_free(&table->pending[t].rows);
+        buffer_free(&table->pending[t].grad);
+    }
+    buffer_free(&table->acc_rows);
+    buffer_free(&table->acc_grad);
+    buffer_free(&table->sorted_grad);
+    buffer_free(&table->order);
+    ember_opt_destroy(table->optimizer);
+    free(table->slot_of_row);
+    free(table->contexts);
+    free(table->pending);
+    free(table->data);
+    free(table);
+}
+
+const char *ember_table_name(const ember_table_t *table) { return table->spec.name; }
+uint32_t ember_table_dim(const ember_table_t *table) { return table->spec.dim; }
+int64_t ember_table_local_rows(const ember_table_t *table) { return table->local_rows; }
+uint64_t ember_table_next_step(const ember_table_t *table) { return table->next_step; }
+int ember_table_is_sync(const ember_table_t *table)
+{
+    return table->spec.consistency == EMBER_SYNC;
+}
+
+ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t count,
+                                const float *data, char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    if (first < 0 || count < 0 || first > spec->rows || count > spec->rows - first)
+        return fail(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                    "table %s: load of rows [%lld, %lld) outside [0, %lld)",
+                    spec->name, (long long)first, (long long)(first + count),
+                    (long long)spec->rows);
+    for (int64_t row = first; row < first + count; row++) {
+        if ((uint64_t)row % spec->num_shards != spec->shard)
+            continue;
+        memcpy(table->data + (size_t)(row / spec->num_shards) * spec->dim,
+               data + (size_t)(row - first) * spec->dim, spec->dim * sizeof(float));
+    }
+    return EMBER_OK;
+}
+
+ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
+                                int64_t count, float *out, char *err,
+                                size_t err_length)
+{
+    if (first < 0 || count < 0 || first > table->local_rows ||
+        count > table->local_rows - first)
+        return fail(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                    "table %s: read of local rows [%lld, %lld) outside [0, %lld)",
+                    table->spec.name, (long long)first, (long long)(first + count),
+                    (long long)table->local_rows);
+    memcpy(out, table->data + (size_t)first * table->spec.dim,
+           (size_t)count * table->spec.dim * sizeof(float));
+    return EMBER_OK;
+}
+
+/* Unaligned little-endian loads: the arrays follow a header on the wire. */
+static inline uint32_t load_u32(const uint8_t *p, size_t i)
+{
+    uint32_t v;
+    memcpy(&v, p + 4 * i, 4);
+    return v;
+}
+
+static inline int64_t load_i64(const uint8_t *p, size_t i)
+{
+    int64_t v;
+    memcpy(&v, p + 8 * i, 8);
+    return v;
+}
+
+ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t *msg,
+                                  const void *arrays, size_t length, float *out,
+                                  char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    const uint8_t *p = arrays;
+    int weighted = (msg->flags & EMBER_LOOKUP_WEIGHTS) != 0;
+    int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
+    size_t bags = msg->bags, unique = msg->unique, n = msg->indices;
+    uint64_t expect = 4ull * bags + 8ull * unique + 4ull * n + (weighted ? 4ull * n : 0);
+    const char *name = spec->name;
+    unsigned trainer = msg->trainer;
+    unsigned long long step = (unsigned long long)msg->step;
+    context_t *ctx;
+
+    if (msg->trainer >= spec->trainers)
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: lookup from trainer %u, but the job has %u trainers",
+                    name, trainer, spec->trainers);
+    if ((msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX)) ||
+        (weighted && max_mode))
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: per-sample weights need sum "
+                    "mode (flags %#x)", name, trainer, step, msg->flags);
+    if (expect != length)
+        return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                    "table %s: trainer %u step %llu: lookup of %zu bags, %zu rows, "
+                    "%zu indices needs %llu bytes, got %zu", name, trainer, step,
+                    bags, unique, n, (unsigned long long)expect, length);
+    ctx = &table->contexts[trainer];
+    if (ctx->valid)
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: its lookup of step %llu has "
+                    "not been given a gradient yet", name, trainer, step,
+                    (unsigned long long)ctx->step);
+
+    const uint8_t *offsets = p, *rows = p + 4 * bags, *inverse = rows + 8 * unique;
+    const uint8_t *weights = inverse + 4 * n;
+    /* Validate everything before the first write. */
+    for (size_t b = 0; b < bags; b++) {
+        uint32_t offset = load_u32(offsets, b);
+        uint32_t previous = b ? load_u32(offsets, b - 1) : 0;
+        if ((b == 0 && offset != 0) || offset < previous || offset > n)
+            return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                        "table %s: trainer %u step %llu: offset %u of bag %zu is "
+                        "invalid (previous %u, %zu indices)", name, trainer, step,
+                        offset, b, previous, n);
+    }
+    if (bags == 0 && n != 0)
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: %zu indices but no bags", name,
+                    trainer, step, n);
+    for (size_t u = 0; u < unique; u++) {
+        int64_t row = load_i64(rows, u);
+        if (row < 0 || row >= spec->rows)
+            return fail(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                        "table %s: trainer %u step %llu: index %lld is out of range "
+                        "[0, %lld)", name, trainer, step, (long long)row,
+                        (long long)spec->rows);
+        if ((uint64_t)row % spec->num_shards != spec->shard)
+            return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                        "table %s: trainer %u step %llu: row %lld belongs to shard "
+                        "%llu, not %u", name, trainer, step, (long long)row,
+                        (unsigned long long)((uint64_t)row % spec->num_shards),
+                        spec->shard);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (load_u32(inverse, i) >= unique)
+            return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                        "table %s: trainer %u step %llu: index %zu refers to row "
+                        "slot %u of %zu", name, trainer, step, i,
+                        load_u32(inverse, i), unique);
+    }
+
+    if (!buffer_reserve(&ctx->indices, n * 8 + 8) ||
+        !buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
+        (weighted && !buffer_reserve(&ctx->weights, n * 4 + 4)) ||
+        (max_mode && !buffer_reserve(&ctx->argmax, bags * spec->dim * 8 + 8)))
+        return fail(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
+                    name);
+    int64_t *local = ctx->indices.data, *offsets64 = ctx->offsets.data;
+    for (size_t i = 0; i < n; i++)
+        local[i] = load_i64(rows, load_u32(inverse, i)) / (int64_t)spec->num_shards;
+    for (size_t b = 0; b < bags; b++)
+        offsets64[b] = load_u32(offsets, b);
+    if (weighted)
+        memcpy(ctx->weights.data, weights, n * 4);
+
+    ember_bag_batch_t batch = {.indices = local, .n = n, .offsets = offsets64,
+                               .bags = bags,
+                               .weights = weighted ? ctx->weights.data : NULL,
+                               .n_weights = weighted ? n : 0};
+    ember_bag_opts_t opts = {.mode = max_mode ? EMBER_POOL_MAX : EMBER_POOL_SUM,
+                             .padding_idx = -1};
+    ember_status_t status = ember_bag_forward(table->data, table->local_rows,
+                                              spec->dim, &batch, &opts, out,
+                                              max_mode ? ctx->argmax.data : NULL);
+    if (status != EMBER_OK)
+        return fail(err, err_length, status, "table %s: trainer %u step %llu: "
+                    "pooling failed: %s", name, trainer, step,
+                    ember_status_string(status));
+    ctx->valid = 1;
+    ctx->step = msg->step;
+    ctx->n = n;
+    ctx->bags = bags;
+    ctx->max_mode = max_mode;
+    ctx->weighted = weighted;
+    return EMBER_OK;
+}
+
+static int compare_rows(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sync: reduce every trainer's gradient for the step (trainer order) and
+ * apply it once. */
+static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
+                                          size_t err_length)
+{
+    const uint32_t dim = table->spec.dim;
+    size_t touched = 0;
+
+    for (uint32_t t = 0; t < table->spec.trainers; t++) {
+        pending_t *pending = &table->pending[t];
+        const int64_t *rows = pending->rows.data;
+        const float *grad = pending->grad.data;
+        if (!buffer_reserve(&table->acc_rows, (touched + pending->nrows) * 8 + 8) ||
+            !buffer_reserve(&table->acc_grad,
+                            (touched + pending->nrows) * dim * sizeof(float) + 4))
+            return fail(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+        int64_t *acc_rows = table->acc_rows.data;
+        float *acc = table->acc_grad.data;
+        for (size_t u = 0; u < pending->nrows; u++) {
+            int32_t slot = table->slot_of_row[rows[u]];
+            if (slot < 0) {
+                slot = (int32_t)touched++;
+                table->slot_of_row[rows[u]] = slot;
+                acc_rows[slot] = rows[u];
+                memcpy(acc + (size_t)slot * dim, grad + u * dim, dim * sizeof(float));
+            } else {
+                float *dst = acc + (size_t)slot * dim;
+                const float *src = grad + u * dim;
+                for (uint32_t d = 0; d < dim; d++)
+                    dst[d] += src[d];
+            }
+        }
+    }
+    /* The optimizer takes rows in increasing order. */
+    int64_t *acc_rows = table->acc_rows.data;
+    qsort(acc_rows, touched, sizeof(int64_t), compare_rows);
+    if (!buffer_reserve(&table->sorted_grad, touched * dim * sizeof(float) + 4))
+        return fail(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    float *sorted = table->sorted_grad.data, *acc = table->acc_grad.data;
+    float scale = table->spec.sparse_reduce == EMBER_REDUCE_MEAN
+                      ? 1.0f / (float)table->spec.trainers
+                      : 1.0f;
+    for (size_t u = 0; u < touched; u++) {
+        int32_t slot = table->slot_of_row[acc_rows[u]];
+        const float *src = acc + (size_t)slot * dim;
+        float *dst = sorted + u * dim;
+        for (uint32_t d = 0; d < dim; d++)
+            dst[d] = src[d] * scale;
+        table->slot_of_row[acc_rows[u]] = -1;
+    }
+    ember_status_t status = ember_opt_step_sparse(table->optimizer, table->data, dim,
+                                                  acc_rows, sorted, touched);
+    if (status != EMBER_OK)
+        return fail(err, err_length, status, "table %s: optimizer step failed: %s",
+                    table->spec.name, ember_status_string(status));
+    for (uint32_t t = 0; t < table->spec.trainers; t++)
+        table->pending[t].valid = 0;
+    table->next_step++;
+    return EMBER_OK;
+}
+
+ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *msg,
+                                const void *grad, size_t length, int *applied_p,
+                                char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    const char *name = spec->name;
+    unsigned trainer = msg->trainer;
+    unsigned long long step = (unsigned long long)msg->step;
+    context_t *ctx;
+    pending_t *pending;
+
+    *applied_p = 0;
+    if (msg->trainer >= spec->trainers)
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: gradient from trainer %u, but the job has %u "
+                    "trainers", name, trainer, spec->trainers);
+    ctx = &table->contexts[trainer];
+    if (!ctx->valid || ctx->step != msg->step)
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: gradient without a lookup of "
+                    "that step", name, trainer, step);
+    if (msg->bags != ctx->bags || length != (size_t)ctx->bags * spec->dim * 4)
+        return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                    "table %s: trainer %u step %llu: gradient of %u bags (%zu bytes) "
+                    "for a lookup of %zu bags", name, trainer, step, msg->bags,
+                    length, ctx->bags);
+    /* Copy out (alignment) and refuse non-finite values before any use. */
+    pending = &table->pending[trainer];
+    if (!buffer_reserve(&table->order, length + 4) ||
+        !buffer_reserve(&pending->rows, ctx->n * 8 + 8) ||
+        !buffer_reserve(&pending->grad, ctx->n * spec->dim * sizeof(float) + 4))
+        return fail(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    float *grad_out = table->order.data;
+    memcpy(grad_out, grad, length);
+    for (size_t i = 0; i < length / 4; i++) {
+        if (!isfinite(grad_out[i])) {
+            ctx->valid = 0; /* the step is void: nothing of it is applied */
+            return fail(err, err_length, EMBER_ERR_NUMERIC,
+                        "table %s: trainer %u step %llu: non-finite gradient "
+                        "(bag %zu); nothing applied", name, trainer, step,
+                        i / spec->dim);
+        }
+    }
+    if (ember_table_is_sync(table) && pending->valid)
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: a gradient of this trainer "
+                    "is already waiting", name, trainer, step);
+
+    ember_bag_batch_t batch = {.indices = ctx->indices.data, .n = ctx->n,
+                               .offsets = ctx->offsets.data, .bags = ctx->bags,
+                               .weights = ctx->weighted ? ctx->weights.data : NULL,
+                               .n_weights = ctx->weighted ? ctx->n : 0};
+    ember_bag_opts_t opts = {.mode = ctx->max_mode ? EMBER_POOL_MAX : EMBER_POOL_SUM,
+                             .padding_idx = -1};
+    size_t nrows = 0;
+    ember_status_t status = ember_bag_backward(
+        table->data, table->local_rows, spec->dim, &batch, &opts, grad_out,
+        ctx->max_mode ? ctx->argmax.data : NULL, pending->rows.data,
+        pending->grad.data, &nrows, NULL);
+    ctx->valid = 0;
+    if (status != EMBER_OK)
+        return fail(err, err_length, status, "table %s: trainer %u step %llu: "
+                    "backward failed: %s", name, trainer, step,
+                    ember_status_string(status));
+    if (!(msg->flags & EMBER_GRAD_APPLY))
+        return EMBER_OK; /* accumulate-only: nothing to apply (not used yet) */
+
+    if (!ember_table_is_sync(table)) {
+        status = ember_opt_step_sparse(table->optimizer, table->data, spec->dim,
+                                       pending->rows.data, pending->grad.data, nrows);
+        if (status != EMBER_OK)
+            return fail(err, err_length, status, "table %s: optimizer: %s", name,
+                        ember_status_string(status));
+        *applied_p = 1;
+        return EMBER_OK;
+    }
+    pending->valid = 1;
+    pending->step = msg->step;
+    pending->nrows = nrows;
+    for (uint32_t t = 0; t < spec->trainers; t++) {
+        if (!table->pending[t].valid || table->pending[t].step != table->next_step)
+            return EMBER_OK; /* others still to come */
+    }
+    EMBER_CHECK(table_apply_reduced(table, err, err_length));
+    *applied_p = 1;
+    return EMBER_OK;
+}
+
+void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer)
+{
+    if (trainer < table->spec.trainers)
+        table->contexts[trainer].valid = 0;
+}
+
+size_t ember_table_bytes(const ember_table_t *table)
+{
+    return (size_t)table->local_rows * table->spec.dim * sizeof(float);
+}
+
+size_t ember_table_optimizer_bytes(const ember_table_t *table)
+{
+    return ember_opt_state_bytes(table->optimizer);
+}
+
+size_t ember_table_other_bytes(const ember_table_t *table)
+{
+    size_t bytes = table->acc_rows.capacity + table->acc_grad.capacity +
+                   table->sorted_grad.capacity + table->order.capacity;
+    if (table->slot_of_row)
+        bytes += (size_t)table->local_rows * sizeof(int32_t);
+    for (uint32_t t = 0; t < table->spec.trainers; t++) {
+        const context_t *c = &table->contexts[t];
+        const pending_t *p = &table->pending[t];
+        bytes += c->indices.capacity + c->offsets.capacity + c->weights.capacity +
+                 c->argmax.capacity + p->rows.capacity + p->grad.capacity;
+    }
+    return bytes;
+}

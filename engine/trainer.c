@@ -1,0 +1,696 @@
+/*
+ * engine/trainer: the training loop of one trainer.
+ *
+ * One step: validate the batch, split it by shard (row % P), deduplicate
+ * each shard's rows, send one lookup per shard, combine the partial pools
+ * (sum, mean = sum / count, max across shards), Linear + cross entropy,
+ * backward, then the dense gradients go to the allreduce while the pooled
+ * output's gradient goes to each shard (the distributed autograd context is
+ * (trainer, step) on the PS), and the dense optimizer steps locally.
+ */
+#include "engine/trainer.h"
+
+#include "engine/allreduce.h"
+#include "engine/data.h"
+#include "engine/dense.h"
+#include "engine/embedding_bag.h"
+#include "engine/loss.h"
+#include "engine/optimizer.h"
+#include "engine/protocol.h"
+#include "transport/tp_time.h"
+
+#include <ember/log.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Grow-only buffers: a steady-state step allocates nothing. */
+#define RESERVE(ptr, cap, count)                                              \
+    ((count) <= (cap) ||                                                     \
+     ((ptr) = realloc((ptr), ((cap) = (count) * 2 + 16) * sizeof(*(ptr)))) != NULL)
+
+typedef struct {
+    int rank;
+    /* request under construction */
+    uint8_t *request;
+    size_t request_capacity;
+    uint32_t *counts;  /* [bags] entries of each bag on this shard */
+    size_t counts_capacity;
+    int64_t *rows;     /* entries in batch order (global ids) */
+    float *weights;
+    size_t entries_capacity;
+    size_t entries;
+    int64_t *unique;
+    int64_t *inverse;
+    size_t unique_capacity;
+    size_t nunique;
+    float *partial;    /* reply: [bags, dim] */
+    size_t partial_capacity;
+    float *grad;       /* gradient sent back: [bags, dim] */
+    size_t grad_capacity;
+    ember_future_t *lookup, *push;
+} shard_t;
+
+typedef struct {
+    ember_tp_t *tp;
+    int index, trainers;
+    /* from TRAIN_START */
+    int started, aborted;
+    char abort_text[256];
+    ember_rpc_req_t *start_req;
+    ember_msg_train_start_t spec;
+    float *params; /* dense: weight [classes, dim] then bias [classes] */
+    size_t nparams;
+    /* working state */
+    shard_t *shards;
+    ember_allreduce_t *allreduce;
+    ember_opt_t *optimizer;
+    float *pooled, *logits, *grad_logits, *grad_pooled, *grads;
+    size_t pooled_capacity, logits_capacity;
+    uint32_t *bag_counts;
+    int16_t *winner;
+    size_t bag_capacity, winner_capacity;
+    float *losses;
+    char err[512];
+} trainer_t;
+
+static ember_status_t trainer_fail(trainer_t *trainer, ember_status_t status,
+                                   const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(trainer->err, sizeof(trainer->err), fmt, ap);
+    va_end(ap);
+    ember_error("trainer", "%s", trainer->err);
+    return status;
+}
+
+static void on_start(ember_rpc_req_t *req, void *arg)
+{
+    trainer_t *trainer = arg;
+    size_t length;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+    ember_msg_train_start_t spec;
+
+    if (trainer->started || length < sizeof(spec)) {
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
+                              "trainer%d: bad or repeated TRAIN_START", trainer->index);
+        return;
+    }
+    memcpy(&spec, data, sizeof(spec));
+    spec.replay_path[EMBER_PATH_MAX - 1] = '\0';
+    size_t nparams = (size_t)spec.classes * spec.dim + spec.classes;
+    if (spec.trainer != (uint32_t)trainer->index || spec.dim == 0 ||
+        spec.classes == 0 || spec.num_ps == 0 || spec.dim > 65536 ||
+        spec.classes > 65536 || length != sizeof(spec) + nparams * sizeof(float)) {
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
+                              "trainer%d: TRAIN_START does not fit (trainer %u, dim "
+                              "%u, classes %u, %zu bytes)", trainer->index,
+                              spec.trainer, spec.dim, spec.classes, length);
+        return;
+    }
+    trainer->params = malloc(nparams * sizeof(float));
+    if (!trainer->params) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    memcpy(trainer->params, data + sizeof(spec), nparams * sizeof(float));
+    trainer->nparams = nparams;
+    trainer->spec = spec;
+    trainer->start_req = req; /* answered when training ends */
+    trainer->started = 1;
+}
+
+static void on_abort(ember_rpc_req_t *req, void *arg)
+{
+    trainer_t *trainer = arg;
+    size_t length;
+    const char *text = ember_rpc_req_data(req, &length);
+    snprintf(trainer->abort_text, sizeof(trainer->abort_text), "%.*s",
+             (int)(length > 200 ? 200 : length), text);
+    trainer->aborted = 1;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+/* Wait for a future, but give up when the master aborts the job. */
+static ember_status_t trainer_wait(trainer_t *trainer, ember_future_t *future)
+{
+    ember_status_t status;
+    while ((status = ember_future_test(future)) == EMBER_INPROGRESS) {
+        if (trainer->aborted)
+            return EMBER_ERR_CANCELED;
+        ember_tp_wait(trainer->tp, 0.2);
+    }
+    return status;
+}
+
+static ember_status_t future_error(trainer_t *trainer, ember_future_t *future,
+                                   ember_status_t status, const char *what,
+                                   uint64_t step)
+{
+    size_t length = 0;
+    const char *text = ember_future_data(future, &length);
+    if (status == EMBER_ERR_CANCELED && trainer->aborted)
+        return trainer_fail(trainer, status, "trainer %d step %llu: job aborted: %s",
+                            trainer->index, (unsigned long long)step,
+                            trainer->abort_text);
+    return trainer_fail(trainer, status, "trainer %d step %llu: %s failed: %.*s",
+                        trainer->index, (unsigned long long)step, what,
+                        (int)(length > 300 ? 300 : length), text ? text : "");
+}
+
+/* Split the batch by shard and build each shard's LOOKUP message. */
+static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *batch,
+                                     uint64_t step)
+{
+    const ember_msg_train_start_t *spec = &trainer->spec;
+    uint32_t P = spec->num_ps;
+    int weighted = batch->weights != NULL;
+
+    if (!RESERVE(trainer->bag_counts, trainer->bag_capacity, batch->bags))
+        return EMBER_ERR_NO_MEMORY;
+    memset(trainer->bag_counts, 0, batch->bags * sizeof(uint32_t));
+    for (uint32_t p = 0; p < P; p++) {
+        shard_t *shard = &trainer->shards[p];
+        if (!RESERVE(shard->counts, shard->counts_capacity, batch->bags))
+            return EMBER_ERR_NO_MEMORY;
+        memset(shard->counts, 0, batch->bags * sizeof(uint32_t));
+        shard->entries = 0;
+    }
+    for (size_t b = 0; b < batch->bags; b++) {
+        size_t end = b + 1 < batch->bags ? (size_t)batch->offsets[b + 1] : batch->n;
+        for (size_t i = (size_t)batch->offsets[b]; i < end; i++) {
+            int64_t row = batch->indices[i];
+            if (row == spec->padding_idx)
+                continue; /* contributes nothing, is not counted */
+            shard_t *shard = &trainer->shards[(uint64_t)row % P];
+            if (shard->entries == shard->entries_capacity) {
+                size_t capacity = 2 * shard->entries_capacity + 64;
+                int64_t *rows = realloc(shard->rows, capacity * sizeof(*rows));
+                float *weights = rows ? realloc(shard->weights,
+                                                capacity * sizeof(*weights))
+                                      : NULL;
+                if (rows)
+                    shard->rows = rows;
+                if (!weights)
+                    return EMBER_ERR_NO_MEMORY;
+                shard->weights = weights;
+                shard->entries_capacity = capacity;
+            }
+            shard->rows[shard->entries] = row;
+            shard->weights[shard->entries] = weighted ? batch->weights[i] : 1.0f;
+            shard->entries++;
+            shard->counts[b]++;
+            trainer->bag_counts[b]++;
+        }
+    }
+    for (uint32_t p = 0; p < P; p++) {
+        shard_t *shard = &trainer->shards[p];
+        size_t n = shard->entries, bags = batch->bags;
+        if (n + 1 > shard->unique_capacity) {
+            size_t capacity = 2 * n + 64;
+            int64_t *unique = realloc(shard->unique, capacity * sizeof(*unique));
+            int64_t *inverse = unique ? realloc(shard->inverse,
+                                                capacity * sizeof(*inverse))
+                                      : NULL;
+            if (unique)
+                shard->unique = unique;
+            if (!inverse)
+                return EMBER_ERR_NO_MEMORY;
+            shard->inverse = inverse;
+            shard->unique_capacity = capacity;
+        }
+        /* Each row travels once; the PS expands it back per index. */
+        EMBER_CHECK(ember_bag_dedup(shard->rows, n, -1, shard->unique, shard->inverse,
+                                    &shard->nunique));
+        size_t bytes = sizeof(ember_msg_lookup_t) + 4 * bags + 8 * shard->nunique +
+                       4 * n + (weighted ? 4 * n : 0);
+        if (!RESERVE(shard->request, shard->request_capacity, bytes))
+            return EMBER_ERR_NO_MEMORY;
+        ember_msg_lookup_t msg = {
+            .table_id = spec->table_id,
+            .trainer = (uint32_t)trainer->index,
+            .step = step,
+            .flags = (weighted ? EMBER_LOOKUP_WEIGHTS : 0) |
+                     (spec->mode == EMBER_POOL_MAX ? EMBER_LOOKUP_MAX : 0),
+            .bags = (uint32_t)bags,
+            .unique = (uint32_t)shard->nunique,
+            .indices = (uint32_t)n,
+        };
+        uint8_t *out = shard->request;
+        memcpy(out, &msg, sizeof(msg));
+        out += sizeof(msg);
+        uint32_t offset = 0;
+        for (size_t b = 0; b < bags; b++) {
+            memcpy(out, &offset, 4);
+            out += 4;
+            offset += shard->counts[b];
+        }
+        memcpy(out, shard->unique, 8 * shard->nunique);
+        out += 8 * shard->nunique;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t slot = (uint32_t)shard->inverse[i];
+            memcpy(out, &slot, 4);
+            out += 4;
+        }
+        if (weighted) {
+            memcpy(out, shard->weights, 4 * n);
+            out += 4 * n;
+        }
+        if (!RESERVE(shard->partial, shard->partial_capacity, bags * trainer->spec.dim))
+            return EMBER_ERR_NO_MEMORY;
+    }
+    return EMBER_OK;
+}
+
+/* Combine the shards' partial pools into the bag vectors. */
+static ember_status_t combine(trainer_t *trainer, size_t bags)
+{
+    const ember_msg_train_start_t *spec = &trainer->spec;
+    size_t dim = spec->dim, total = bags * dim;
+    uint32_t P = spec->num_ps;
+    float *pooled = trainer->pooled;
+
+    if (spec->mode == EMBER_POOL_MAX) {
+        if (!RESERVE(trainer->winner, trainer->winner_capacity, total))
+            return EMBER_ERR_NO_MEMORY;
+        for (size_t b = 0; b < bags; b++) {
+            float *out = pooled + b * dim;
+            int16_t *winner = trainer->winner + b * dim;
+            for (size_t d = 0; d < dim; d++) {
+                out[d] = 0.0f; /* an empty bag pools to zeros */
+                winner[d] = -1;
+            }
+            for (uint32_t p = 0; p < P; p++) {
+                if (!trainer->shards[p].counts[b])
+                    continue;
+                const float *part = trainer->shards[p].partial + b * dim;
+                for (size_t d = 0; d < dim; d++) {
+                    if (winner[d] < 0 || part[d] > out[d]) {
+                        out[d] = part[d];
+                        winner[d] = (int16_t)p;
+                    }
+                }
+            }
+        }
+        return EMBER_OK;
+    }
+    memcpy(pooled, trainer->shards[0].partial, total * sizeof(float));
+    for (uint32_t p = 1; p < P; p++) {
+        const float *part = trainer->shards[p].partial;
+        for (size_t i = 0; i < total; i++)
+            pooled[i] += part[i];
+    }
+    if (spec->mode == EMBER_POOL_MEAN) {
+        for (size_t b = 0; b < bags; b++) {
+            if (!trainer->bag_counts[b])
+                continue;
+            float inv = 1.0f / (float)trainer->bag_counts[b];
+            for (size_t d = 0; d < dim; d++)
+                pooled[b * dim + d] *= inv;
+        }
+    }
+    return EMBER_OK;
+}
+
+/* d(loss)/d(partial pool of shard p), as the PS's sum/max backward wants it. */
+static void shard_gradient(trainer_t *trainer, uint32_t p, size_t bags)
+{
+    const ember_msg_train_start_t *spec = &trainer->spec;
+    size_t dim = spec->dim;
+    shard_t *shard = &trainer->shards[p];
+
+    for (size_t b = 0; b < bags; b++) {
+        const float *g = trainer->grad_pooled + b * dim;
+        float *out = shard->grad + b * dim;
+        if (spec->mode == EMBER_POOL_MAX) {
+            const int16_t *winner = trainer->winner + b * dim;
+            for (size_t d = 0; d < dim; d++)
+                out[d] = winner[d] == (int16_t)p ? g[d] : 0.0f;
+        } else if (spec->mode == EMBER_POOL_MEAN && trainer->bag_counts[b]) {
+            float inv = 1.0f / (float)trainer->bag_counts[b];
+            for (size_t d = 0; d < dim; d++)
+                out[d] = g[d] * inv;
+        } else {
+            memcpy(out, g, dim * sizeof(float));
+        }
+    }
+}
+
+static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
+                                   uint64_t step, float *loss_p, size_t *bags_p)
+{
+    const ember_msg_train_start_t *spec = &trainer->spec;
+    ember_tp_t *tp = trainer->tp;
+    uint32_t P = spec->num_ps;
+    size_t dim = spec->dim, classes = spec->classes;
+    ember_batch_t batch;
+    char msg[320];
+    ember_status_t status;
+    const char *table = "emb";
+
+    status = ember_data_next(data, step, &batch, msg, sizeof(msg));
+    if (status != EMBER_OK)
+        return trainer_fail(trainer, status, "trainer %d step %llu: no batch: %s",
+                            trainer->index, (unsigned long long)step, msg);
+    ember_bag_batch_t check = {.indices = batch.indices, .n = batch.n,
+                               .offsets = batch.offsets, .bags = batch.bags,
+                               .weights = batch.weights, .n_weights = batch.n_weights};
+    ember_bag_opts_t opts = {.mode = (ember_pool_mode_t)spec->mode,
+                             .padding_idx = spec->padding_idx};
+    status = ember_bag_validate(&check, &opts, spec->rows, msg, sizeof(msg));
+    if (status != EMBER_OK)
+        return trainer_fail(trainer, status, "table %s: trainer %d step %llu: %s",
+                            table, trainer->index, (unsigned long long)step, msg);
+    for (size_t b = 0; b < batch.bags; b++) {
+        if (batch.targets[b] < 0 || (uint64_t)batch.targets[b] >= classes)
+            return trainer_fail(trainer, EMBER_ERR_OUT_OF_RANGE,
+                                "trainer %d step %llu: target %lld of bag %zu is out "
+                                "of range [0, %zu)", trainer->index,
+                                (unsigned long long)step, (long long)batch.targets[b],
+                                b, classes);
+    }
+    size_t bags = batch.bags;
+    if (bags == 0)
+        return trainer_fail(trainer, EMBER_ERR_INVALID_PARAM,
+                            "trainer %d step %llu: batch has no bags", trainer->index,
+                            (unsigned long long)step);
+    EMBER_CHECK(build_requests(trainer, &batch, step));
+
+    /* The previous step's gradient pushes must have been accepted. */
+    for (uint32_t p = 0; p < P; p++) {
+        shard_t *shard = &trainer->shards[p];
+        if (!shard->push)
+            continue;
+        status = trainer_wait(trainer, shard->push);
+        if (status != EMBER_OK) {
+            status = future_error(trainer, shard->push, status, "gradient push",
+                                  step - 1);
+            return status;
+        }
+        ember_future_release(shard->push);
+        shard->push = NULL;
+    }
+
+    /* Forward: one lookup per shard, all in flight together. */
+    for (uint32_t p = 0; p < P; p++) {
+        shard_t *shard = &trainer->shards[p];
+        size_t bytes = sizeof(ember_msg_lookup_t) + 4 * bags + 8 * shard->nunique +
+                       4 * shard->entries * (batch.weights ? 2 : 1);
+        ember_iov_t iov = {.buffer = shard->request, .length = bytes};
+        status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1,
+                                      shard->partial, bags * dim * sizeof(float), 0,
+                                      &shard->lookup);
+        if (status != EMBER_OK)
+            return trainer_fail(trainer, status, "trainer %d step %llu: lookup on "
+                                "ps%u: %s", trainer->index, (unsigned long long)step,
+                                p, ember_status_string(status));
+    }
+    for (uint32_t p = 0; p < P; p++) {
+        shard_t *shard = &trainer->shards[p];
+        status = trainer_wait(trainer, shard->lookup);
+        if (status == EMBER_OK) {
+            size_t got;
+            ember_future_data(shard->lookup, &got);
+            if (got != bags * dim * sizeof(float))
+                status = EMBER_ERR_BAD_MESSAGE;
+        }
+        if (status != EMBER_OK) {
+            future_error(trainer, shard->lookup, status, "lookup", step);
+            for (uint32_t q = p; q < P; q++) {
+                ember_future_release(trainer->shards[q].lookup);
+                trainer->shards[q].lookup = NULL;
+            }
+            return status;
+        }
+        ember_future_release(shard->lookup);
+        shard->lookup = NULL;
+    }
+
+    if (bags * dim > trainer->pooled_capacity) {
+        trainer->pooled_capacity = 2 * bags * dim;
+        trainer->pooled = realloc(trainer->pooled, trainer->pooled_capacity * 4);
+        trainer->grad_pooled = realloc(trainer->grad_pooled,
+                                       trainer->pooled_capacity * 4);
+    }
+    if (bags * classes > trainer->logits_capacity) {
+        trainer->logits_capacity = 2 * bags * classes;
+        trainer->logits = realloc(trainer->logits, trainer->logits_capacity * 4);
+        trainer->grad_logits = realloc(trainer->grad_logits,
+                                       trainer->logits_capacity * 4);
+    }
+    if (!trainer->pooled || !trainer->grad_pooled || !trainer->logits ||
+        !trainer->grad_logits)
+        return EMBER_ERR_NO_MEMORY;
+    EMBER_CHECK(combine(trainer, bags));
+
+    /* Dense part, loss, backward. */
+    const float *weight = trainer->params, *bias = trainer->params + classes * dim;
+    EMBER_CHECK(ember_linear_forward(trainer->pooled, bags, dim, classes, weight, bias,
+                                     trainer->logits));
+    float loss = 0.0f;
+    status = ember_cross_entropy(trainer->logits, bags, classes, batch.targets, &loss,
+                                 trainer->grad_logits);
+    if (status != EMBER_OK || !isfinite(loss))
+        return trainer_fail(trainer, status == EMBER_OK ? EMBER_ERR_NUMERIC : status,
+                            "trainer %d step %llu: the loss is not finite (%s); "
+                            "nothing of this step is applied", trainer->index,
+                            (unsigned long long)step,
+                            ember_status_string(status == EMBER_OK ? EMBER_ERR_NUMERIC
+                                                                   : status));
+    float *grad_weight = trainer->grads, *grad_bias = trainer->grads + classes * dim;
+    EMBER_CHECK(ember_linear_backward(trainer->pooled, bags, dim, classes, weight,
+                                      trainer->grad_logits, 0, trainer->grad_pooled,
+                                      grad_weight, grad_bias));
+
+    /* Dense gradients to the allreduce, pooled gradients to the shards. */
+    ember_allreduce_req_t *reduce;
+    status = ember_allreduce_start(trainer->allreduce, trainer->grads, trainer->nparams,
+                                   1, &reduce);
+    if (status != EMBER_OK)
+        return trainer_fail(trainer, status, "trainer %d step %llu: allreduce: %s",
+                            trainer->index, (unsigned long long)step,
+                            ember_allreduce_error(trainer->allreduce));
+    for (uint32_t p = 0; p < P; p++) {
+        shard_t *shard = &trainer->shards[p];
+        if (!RESERVE(shard->grad, shard->grad_capacity,
+                     bags * dim + sizeof(ember_msg_grad_t) / sizeof(float) + 1))
+            return EMBER_ERR_NO_MEMORY;
+        shard_gradient(trainer, p, bags);
+        ember_msg_grad_t msg_grad = {.table_id = spec->table_id,
+                                     .trainer = (uint32_t)trainer->index,
+                                     .step = step,
+                                     .flags = EMBER_GRAD_APPLY,
+                                     .bags = (uint32_t)bags};
+        ember_iov_t iov[2] = {{&msg_grad, sizeof(msg_grad)},
+                              {shard->grad, bags * dim * sizeof(float)}};
+        status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_GRAD, iov, 2, NULL, 0,
+                                      0, &shard->push);
+        if (status != EMBER_OK)
+            return trainer_fail(trainer, status, "trainer %d step %llu: gradient "
+                                "push to ps%u: %s", trainer->index,
+                                (unsigned long long)step, p,
+                                ember_status_string(status));
+    }
+    while ((status = ember_allreduce_test(reduce)) == EMBER_INPROGRESS) {
+        if (trainer->aborted)
+            break;
+        ember_tp_wait(tp, 0.2);
+    }
+    ember_allreduce_wait(reduce);
+    if (status != EMBER_OK)
+        return trainer_fail(trainer, status, "trainer %d step %llu: dense allreduce "
+                            "failed: %s", trainer->index, (unsigned long long)step,
+                            trainer->aborted ? trainer->abort_text
+                                             : ember_allreduce_error(trainer->allreduce));
+    EMBER_CHECK(ember_opt_step_dense(trainer->optimizer, trainer->params,
+                                     trainer->grads, trainer->nparams));
+    *loss_p = loss;
+    *bags_p = bags;
+    return EMBER_OK;
+}
+
+static ember_status_t trainer_setup(trainer_t *trainer)
+{
+    const ember_msg_train_start_t *spec = &trainer->spec;
+    ember_opt_config_t dense = spec->optimizer;
+
+    trainer->shards = calloc(spec->num_ps, sizeof(*trainer->shards));
+    trainer->grads = calloc(trainer->nparams, sizeof(float));
+    if (!trainer->shards || !trainer->grads)
+        return EMBER_ERR_NO_MEMORY;
+    for (uint32_t p = 0; p < spec->num_ps; p++)
+        trainer->shards[p].rank = (int)(spec->first_ps_rank + p);
+    /* Row-wise Adagrad is a table optimizer; the dense layer uses Adagrad. */
+    if (dense.kind == EMBER_OPT_ROWWISE_ADAGRAD) {
+        ember_opt_config_default(EMBER_OPT_ADAGRAD, dense.lr, &dense);
+    }
+    EMBER_CHECK(ember_opt_create(&dense, 1, trainer->nparams, EMBER_OPT_DENSE,
+                                 &trainer->optimizer));
+    return EMBER_OK;
+}
+
+static void trainer_cleanup(trainer_t *trainer)
+{
+    for (uint32_t p = 0; trainer->shards && p < trainer->spec.num_ps; p++) {
+        shard_t *shard = &trainer->shards[p];
+        ember_future_release(shard->lookup);
+        ember_future_release(shard->push);
+        free(shard->request);
+        free(shard->counts);
+        free(shard->rows);
+        free(shard->weights);
+        free(shard->unique);
+        free(shard->inverse);
+        free(shard->partial);
+        free(shard->grad);
+    }
+    free(trainer->shards);
+    ember_opt_destroy(trainer->optimizer);
+    free(trainer->params);
+    free(trainer->pooled);
+    free(trainer->logits);
+    free(trainer->grad_logits);
+    free(trainer->grad_pooled);
+    free(trainer->grads);
+    free(trainer->bag_counts);
+    free(trainer->winner);
+    free(trainer->losses);
+}
+
+static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
+                                    ember_msg_train_done_t *done_p)
+{
+    const ember_msg_train_start_t *spec = &trainer->spec;
+    uint64_t steps = ember_data_steps(data);
+    uint32_t per_epoch = spec->data == EMBER_DATA_REPLAY ? (uint32_t)steps : spec->batches;
+    double start = tp_time_now(), epoch_start = start, loss_sum = 0.0;
+    uint64_t bags_total = 0, epoch_bags = 0, epoch_steps = 0;
+    ember_future_t *report = NULL;
+    ember_msg_epoch_report_t msg;
+    ember_status_t status = EMBER_OK;
+
+    trainer->losses = calloc(steps ? steps : 1, sizeof(float));
+    if (!trainer->losses)
+        return EMBER_ERR_NO_MEMORY;
+    for (uint64_t step = 0; step < steps; step++) {
+        float loss = 0.0f;
+        size_t bags = 0;
+        if (trainer->aborted)
+            return trainer_fail(trainer, EMBER_ERR_CANCELED, "trainer %d: job aborted: "
+                                "%s", trainer->index, trainer->abort_text);
+        status = trainer_step(trainer, data, step, &loss, &bags);
+        if (status != EMBER_OK)
+            break;
+        trainer->losses[step] = loss;
+        loss_sum += loss;
+        bags_total += bags;
+        epoch_bags += bags;
+        epoch_steps++;
+        if (epoch_steps == per_epoch || step + 1 == steps) {
+            double now = tp_time_now();
+            if (report) { /* one report in flight at a time; it owns `msg` */
+                if (trainer_wait(trainer, report) != EMBER_OK)
+                    ember_warn("trainer", "trainer %d: an epoch report was lost",
+                               trainer->index);
+                ember_future_release(report);
+                report = NULL;
+            }
+            msg = (ember_msg_epoch_report_t){.trainer = (uint32_t)trainer->index,
+                                            .epoch = (uint32_t)(step / per_epoch),
+                                            .steps = epoch_steps,
+                                            .bags = epoch_bags,
+                                            .loss_sum = loss_sum,
+                                            .seconds = now - epoch_start};
+            ember_iov_t iov = {.buffer = &msg, .length = sizeof(msg)};
+            ember_rpc_call_async(trainer->tp, (int)spec->master_rank,
+                                 EMBER_OP_EPOCH_REPORT, &iov, 1, NULL, 0, 0, &report);
+            epoch_start = now;
+            epoch_bags = epoch_steps = 0;
+            loss_sum = 0.0;
+        }
+    }
+    if (report) {
+        trainer_wait(trainer, report);
+        ember_future_release(report);
+    }
+    /* The last step's pushes: the PS must have taken them. */
+    for (uint32_t p = 0; status == EMBER_OK && p < spec->num_ps; p++) {
+        shard_t *shard = &trainer->shards[p];
+        if (!shard->push)
+            continue;
+        ember_status_t push = trainer_wait(trainer, shard->push);
+        if (push != EMBER_OK)
+            status = future_error(trainer, shard->push, push, "gradient push",
+                                  steps - 1);
+    }
+    done_p->steps = steps;
+    done_p->bags = bags_total;
+    done_p->seconds = tp_time_now() - start;
+    return status;
+}
+
+ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers)
+{
+    trainer_t trainer = {.tp = tp, .index = index, .trainers = trainers};
+    int *ranks = malloc((size_t)trainers * sizeof(int));
+    ember_data_t *data = NULL;
+    ember_msg_train_done_t done = {0};
+    ember_status_t status;
+
+    if (!ranks)
+        return EMBER_ERR_NO_MEMORY;
+    for (int t = 0; t < trainers; t++)
+        ranks[t] = t;
+    ember_rpc_register(tp, EMBER_OP_TRAIN_START, on_start, &trainer);
+    ember_rpc_register(tp, EMBER_OP_ABORT, on_abort, &trainer);
+    status = ember_allreduce_create(tp, ranks, trainers, EMBER_OP_ALLREDUCE_BASE,
+                                    &trainer.allreduce);
+    free(ranks);
+    EMBER_CHECK(status);
+    ember_tp_barrier(tp, "roles-ready");
+
+    int master = ember_tp_peer_by_name(tp, "master");
+    while (!trainer.started && !trainer.aborted) {
+        ember_tp_wait(tp, 0.5);
+        if (master >= 0 && ember_tp_peer_lost(tp, master)) {
+            ember_error("trainer", "the master was lost before training started");
+            ember_allreduce_destroy(trainer.allreduce);
+            return EMBER_ERR_PEER_LOST;
+        }
+    }
+    if (trainer.started) {
+        status = trainer_setup(&trainer);
+        if (status == EMBER_OK) {
+            status = ember_data_create(&trainer.spec, &data, trainer.err,
+                                       sizeof(trainer.err));
+            if (status != EMBER_OK)
+                trainer_fail(&trainer, status, "trainer %d: %s", index, trainer.err);
+        }
+        if (status == EMBER_OK)
+            status = trainer_train(&trainer, data, &done);
+        if (status == EMBER_OK) {
+            ember_iov_t iov[3] = {
+                {&done, sizeof(done)},
+                {trainer.losses, done.steps * sizeof(float)},
+                {trainer.params, trainer.nparams * sizeof(float)}};
+            ember_rpc_reply(trainer.start_req, EMBER_OK, iov, 3);
+        } else {
+            if (!trainer.err[0])
+                snprintf(trainer.err, sizeof(trainer.err), "trainer %d: %s", index,
+                         ember_status_string(status));
+            ember_rpc_reply_error(trainer.start_req, status, "%s", trainer.err);
+        }
+    } else {
+        status = EMBER_ERR_CANCELED;
+        ember_error("trainer", "trainer %d: job aborted before training: %s", index,
+                    trainer.abort_text);
+    }
+    ember_data_destroy(data);
+    trainer_cleanup(&trainer);
+    ember_allreduce_destroy(trainer.allreduce);
+    return status;
+}

@@ -1,0 +1,114 @@
+/*
+ * ember-train: the hybrid training job.  Every rank runs this program with
+ * the same flags; the role map (engine/job.h) says who is a trainer, the
+ * master or a parameter server.  Defaults: the PyTorch tutorial's job.
+ *
+ *   ember-run -n 4 ember-train            (2 trainers, master, 1 PS)
+ */
+#include "engine/data.h"
+#include "engine/job.h"
+#include "engine/master.h"
+#include "engine/ps.h"
+#include "engine/trainer.h"
+
+#include <ember/config.h>
+#include <ember/log.h>
+#include <ember/transport.h>
+
+#include <stdio.h>
+#include <string.h>
+
+/* A replay file decides the model sizes, trainers and optimizer. */
+static ember_status_t apply_replay(ember_job_t *job)
+{
+    ember_replay_info_t info;
+    char err[256];
+    ember_status_t status = ember_replay_info(job->replay_path, &info, err, sizeof(err));
+    if (status != EMBER_OK) {
+        fprintf(stderr, "ember-train: %s\n", err);
+        return status;
+    }
+    if (strcmp(info.optimizer, "sgd") != 0) {
+        fprintf(stderr, "ember-train: %s: replay supports the sgd optimizer, not %s\n",
+                job->replay_path, info.optimizer);
+        return EMBER_ERR_UNSUPPORTED;
+    }
+    job->rows = info.rows;
+    job->dim = info.dim;
+    job->classes = info.classes;
+    job->trainers = (int)info.trainers;
+    job->per_sample_weights = (int)info.per_sample_weights;
+    job->consistency = EMBER_SYNC;
+    job->sparse_reduce = strcmp(info.sparse_reduce, "mean") == 0 ? EMBER_REDUCE_MEAN
+                                                                 : EMBER_REDUCE_SUM;
+    job->padding_idx = -1;
+    EMBER_CHECK(ember_pool_mode_parse(info.mode, &job->mode));
+    ember_opt_config_default(EMBER_OPT_SGD, (float)info.lr, &job->optimizer);
+    return EMBER_OK;
+}
+
+int main(int argc, char **argv)
+{
+    ember_job_t job;
+    ember_tp_params_t params;
+    ember_tp_t *tp;
+    ember_role_t role;
+    int help, index;
+    char name[32];
+    ember_status_t status;
+
+    if (ember_config_init() != EMBER_OK)
+        return 2;
+    if (ember_job_parse(argc, argv, &job, &help) != EMBER_OK)
+        return 2;
+    if (help)
+        return 0;
+    if (job.replay_path && apply_replay(&job) != EMBER_OK)
+        return 2;
+
+    ember_tp_params_init(&params);
+    int rank = ember_config_str("EMBER_RANK") ? (int)ember_config_int("EMBER_RANK") : -1;
+    int world = ember_config_str("EMBER_WORLD_SIZE")
+                    ? (int)ember_config_int("EMBER_WORLD_SIZE")
+                    : -1;
+    if (world > 0 && world != ember_job_world_size(&job)) {
+        fprintf(stderr, "ember-train: the job needs %d processes (%d trainers + master "
+                "+ %d ps) but %d were started\n", ember_job_world_size(&job),
+                job.trainers, job.num_ps, world);
+        return 2;
+    }
+    if (rank >= 0 && ember_job_role(&job, rank, &role, &index, name, sizeof(name)) ==
+                         EMBER_OK)
+        params.name = name;
+    status = ember_tp_create(&params, &tp);
+    if (status != EMBER_OK) {
+        fprintf(stderr, "ember-train: cannot join the job: %s\n",
+                ember_status_string(status));
+        return 1;
+    }
+    if (ember_tp_world_size(tp) != ember_job_world_size(&job)) {
+        fprintf(stderr, "ember-train: the job needs %d processes, the world has %d\n",
+                ember_job_world_size(&job), ember_tp_world_size(tp));
+        ember_tp_destroy(tp);
+        return 2;
+    }
+    ember_job_role(&job, ember_tp_rank(tp), &role, &index, name, sizeof(name));
+    if (role == EMBER_ROLE_MASTER) {
+        ember_job_print_roles(&job, stdout);
+        fflush(stdout);
+    }
+
+    switch (role) {
+    case EMBER_ROLE_MASTER:
+        status = ember_master_run(tp, &job);
+        break;
+    case EMBER_ROLE_PS:
+        status = ember_ps_run(tp);
+        break;
+    case EMBER_ROLE_TRAINER:
+        status = ember_trainer_run(tp, index, job.trainers);
+        break;
+    }
+    ember_tp_destroy(tp);
+    return status == EMBER_OK ? 0 : 1;
+}
