@@ -49,6 +49,8 @@ typedef struct {
     int stop;
     uint64_t ack;
     uint8_t *echo; /* ECHO_MAX bytes */
+    uint8_t *sink; /* where large requests land */
+    size_t sink_size;
 } rpc_server_t;
 
 /* ---- options -------------------------------------------------------------- */
@@ -210,17 +212,41 @@ static void on_stop(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply_zcopy(req, EMBER_OK, NULL, 0, NULL, NULL);
 }
 
+/* Large request payloads land in one preallocated sink, as ucx_perftest
+ * receives into one buffer: the contents are discarded anyway. */
+static void *sink_alloc(void *arg, int peer, size_t length)
+{
+    rpc_server_t *server = arg;
+    (void)peer;
+    return length <= server->sink_size ? server->sink : NULL;
+}
+
+static void sink_release(void *arg, void *buffer)
+{
+    (void)arg;
+    (void)buffer;
+}
+
 static int rpc_serve(ember_tp_t *tp, const rpc_opts_t *opts)
 {
     rpc_server_t server = {.tp = tp, .ack = 0x656d626572ull};
 
     server.echo = bench_buffer_alloc(ECHO_MAX);
-    if (!server.echo)
+    server.sink_size = opts->max_size;
+    server.sink = bench_buffer_alloc(server.sink_size);
+    if (!server.echo || !server.sink) {
+        free(server.echo);
+        free(server.sink);
         return BENCH_EXIT_FAIL;
+    }
     if (ember_rpc_register(tp, OP_ACK, on_ack, &server) != EMBER_OK ||
         ember_rpc_register(tp, OP_ECHO, on_echo, &server) != EMBER_OK ||
         ember_rpc_register(tp, OP_SINK, on_sink, &server) != EMBER_OK ||
         ember_rpc_register(tp, OP_STOP, on_stop, &server) != EMBER_OK ||
+        ember_rpc_register_alloc(tp, OP_ACK, sink_alloc, sink_release, &server) !=
+            EMBER_OK ||
+        ember_rpc_register_alloc(tp, OP_SINK, sink_alloc, sink_release, &server) !=
+            EMBER_OK ||
         ember_tp_barrier(tp, "bench-rpc-start") != EMBER_OK) {
         free(server.echo);
         return BENCH_EXIT_FAIL;
@@ -232,6 +258,7 @@ static int rpc_serve(ember_tp_t *tp, const rpc_opts_t *opts)
             ember_tp_wait(tp, 1.0);
     }
     free(server.echo);
+    free(server.sink);
     return BENCH_EXIT_OK;
 }
 

@@ -53,10 +53,11 @@ static ember_status_t conn_add(ember_tp_t *tp, ucp_ep_h reply_ep, int rank)
 
 void tp_send_free(tp_send_t *send)
 {
+    tp_pool_t *pool = &send->tp->pool;
     if (send->iov != send->iov_inline)
-        free(send->iov);
-    free(send->copy);
-    free(send);
+        tp_pool_put(pool, send->iov);
+    tp_pool_put(pool, send->copy);
+    tp_pool_put(pool, send);
 }
 
 static void send_complete(tp_send_t *send, ember_status_t status)
@@ -102,12 +103,21 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
         .flags = UCP_AM_SEND_FLAG_REPLY,
     };
     ucs_status_ptr_t request;
+    const void *buffer = send->iov;
+    size_t count = send->iovcnt;
 
+    /* One buffer goes as contiguous data: UCX's rendezvous then reads it
+     * zero-copy, which it does not do for an iov. */
+    if (send->iovcnt <= 1) {
+        param.datatype = ucp_dt_make_contig(1);
+        buffer = send->iovcnt ? send->iov[0].buffer : NULL;
+        count = send->iovcnt ? send->iov[0].length : 0;
+    }
     /* HELLO carries no ember header: it is all payload. */
     request = ucp_am_send_nbx(peer->ep, send->am_id,
                               send->am_id == TP_AM_HELLO ? NULL : &send->header,
                               send->am_id == TP_AM_HELLO ? 0 : sizeof(send->header),
-                              send->iov, send->iovcnt, &param);
+                              buffer, count, &param);
     if (request == NULL) {
         send_complete(send, EMBER_OK);
     } else if (UCS_PTR_IS_ERR(request)) {
@@ -172,16 +182,16 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
     tp_auth_mac(&tp->secret, "ember-hello", message.src_rank, message.dst_rank,
                 message.nonce, zeros, message.mac);
 
-    hello = calloc(1, sizeof(*hello));
+    hello = tp_pool_zalloc(&tp->pool, sizeof(*hello));
     if (!hello)
         return EMBER_ERR_NO_MEMORY;
     hello->tp = tp;
     hello->peer = peer->rank;
     hello->am_id = TP_AM_HELLO;
     hello->iov = hello->iov_inline;
-    hello->copy = malloc(sizeof(message));
+    hello->copy = tp_pool_get(&tp->pool, sizeof(message));
     if (!hello->copy) {
-        free(hello);
+        tp_pool_put(&tp->pool, hello);
         return EMBER_ERR_NO_MEMORY;
     }
     memcpy(hello->copy, &message, sizeof(message));

@@ -59,7 +59,7 @@ ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer,
 
     if (tp->free_count == 0)
         EMBER_CHECK(slots_grow(tp));
-    future = calloc(1, sizeof(*future));
+    future = tp_pool_zalloc(&tp->pool, sizeof(*future));
     if (!future)
         return EMBER_ERR_NO_MEMORY;
     slot = tp->free_slots[--tp->free_count];
@@ -98,9 +98,11 @@ static void future_set_text(ember_future_t *future, const char *fmt, ...)
     if (n < 0)
         return;
     if (future->response_owned)
-        free(future->response);
-    future->response = strdup(text);
+        tp_pool_put(&future->tp->pool, future->response);
+    future->response = tp_pool_get(&future->tp->pool, (size_t)n + 1);
     future->response_owned = future->response != NULL;
+    if (future->response)
+        memcpy(future->response, text, (size_t)n + 1);
     future->length = future->response ? strlen(text) : 0;
 }
 
@@ -130,8 +132,8 @@ void tp_future_maybe_free(ember_future_t *future)
         future->send_inflight || future->recv_inflight)
         return;
     if (future->response_owned)
-        free(future->response);
-    free(future);
+        tp_pool_put(&future->tp->pool, future->response);
+    tp_pool_put(&future->tp->pool, future);
 }
 
 void tp_fail_peer_futures(ember_tp_t *tp, int rank, ember_status_t status)
@@ -265,15 +267,16 @@ static ember_status_t send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
                                  const ember_iov_t *iov, size_t iovcnt,
                                  tp_send_t **send_p)
 {
-    tp_send_t *send = calloc(1, sizeof(*send));
+    tp_send_t *send = tp_pool_zalloc(&tp->pool, sizeof(*send));
     if (!send)
         return EMBER_ERR_NO_MEMORY;
     send->tp = tp;
     send->peer = peer;
     send->am_id = am_id;
-    send->iov = iovcnt <= 4 ? send->iov_inline : malloc(iovcnt * sizeof(*send->iov));
+    send->iov = iovcnt <= 4 ? send->iov_inline
+                            : tp_pool_get(&tp->pool, iovcnt * sizeof(*send->iov));
     if (!send->iov) {
-        free(send);
+        tp_pool_put(&tp->pool, send);
         return EMBER_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < iovcnt; i++)
@@ -405,7 +408,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
                    header_length, length);
         return UCS_OK;
     }
-    req = calloc(1, sizeof(*req));
+    req = tp_pool_zalloc(&tp->pool, sizeof(*req));
     if (!req)
         return UCS_OK;
     req->tp = tp;
@@ -423,12 +426,18 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
             .user_data = req,
             .datatype = ucp_dt_make_contig(1),
         };
-        req->owned_data = malloc(length ? length : 1);
-        if (!req->owned_data) {
-            free(req);
+        tp_handler_t *handler = &tp->handlers[hdr.op];
+        /* The handler's own buffer if it has one for this, else the pool
+         * (a recycled buffer has its pages already). */
+        if (handler->alloc)
+            req->user_data = handler->alloc(handler->alloc_arg, peer, length);
+        if (!req->user_data)
+            req->owned_data = tp_pool_get(&tp->pool, length ? length : 1);
+        if (!req->user_data && !req->owned_data) {
+            tp_pool_put(&tp->pool, req);
             return UCS_OK;
         }
-        req->data = req->owned_data;
+        req->data = req->user_data ? req->user_data : req->owned_data;
         req->recv_inflight = 1;
         ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, data,
                                                         req->data, length, &rparam);
@@ -448,9 +457,9 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         tp_list_push(&tp->ready, &req->link);
         return UCS_INPROGRESS;
     }
-    req->owned_data = malloc(length ? length : 1);
+    req->owned_data = tp_pool_get(&tp->pool, length ? length : 1);
     if (!req->owned_data) {
-        free(req);
+        tp_pool_put(&tp->pool, req);
         return UCS_OK;
     }
     memcpy(req->owned_data, data, length);
@@ -512,7 +521,7 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
         return UCS_OK;
     }
     if (!future->response) {
-        future->response = malloc(length ? length : 1);
+        future->response = tp_pool_get(&tp->pool, length ? length : 1);
         if (!future->response) {
             tp_future_complete(future, EMBER_ERR_NO_MEMORY);
             tp_future_maybe_free(future);
@@ -560,7 +569,21 @@ ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op,
                     EMBER_RPC_OP_USER_BASE, EMBER_RPC_OP_MAX);
         return EMBER_ERR_INVALID_PARAM;
     }
-    tp->handlers[op] = (tp_handler_t){.cb = handler, .arg = arg};
+    tp->handlers[op] = (tp_handler_t){.cb = handler, .arg = arg};  /* resets alloc */
+    return EMBER_OK;
+}
+
+ember_status_t ember_rpc_register_alloc(ember_tp_t *tp, uint16_t op,
+                                        ember_rpc_alloc_cb alloc,
+                                        ember_rpc_release_cb release, void *arg)
+{
+    if (op >= EMBER_RPC_OP_MAX || !tp->handlers[op].cb || !alloc || !release) {
+        ember_error("tp", "op %u: register its handler before its allocator", op);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    tp->handlers[op].alloc = alloc;
+    tp->handlers[op].release = release;
+    tp->handlers[op].alloc_arg = arg;
     return EMBER_OK;
 }
 
@@ -578,8 +601,12 @@ static void req_free(ember_rpc_req_t *req)
 {
     if (req->ucx_data)
         ucp_am_data_release(req->tp->worker, req->ucx_data);
-    free(req->owned_data);
-    free(req);
+    if (req->user_data) {
+        tp_handler_t *handler = &req->tp->handlers[req->op];
+        handler->release(handler->alloc_arg, req->user_data);
+    }
+    tp_pool_put(&req->tp->pool, req->owned_data);
+    tp_pool_put(&req->tp->pool, req);
 }
 
 void tp_run_handlers(ember_tp_t *tp)
@@ -622,7 +649,7 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
     }
     if (copy) {
         ember_iov_t flat;
-        char *buffer = malloc(total ? total : 1);
+        char *buffer = tp_pool_get(&tp->pool, total ? total : 1);
         if (!buffer) {
             req_free(req);
             return EMBER_ERR_NO_MEMORY;
@@ -632,7 +659,7 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
         flat = (ember_iov_t){.buffer = buffer, .length = total};
         ret = send_alloc(tp, req->peer, TP_AM_REPLY, &flat, 1, &send);
         if (ret != EMBER_OK) {
-            free(buffer);
+            tp_pool_put(&tp->pool, buffer);
             req_free(req);
             return ret;
         }

@@ -78,8 +78,11 @@ void ember_tp_destroy(ember_tp_t *tp)
         tp_list_del(&req->link);
         if (req->ucx_data)
             ucp_am_data_release(tp->worker, req->ucx_data);
-        free(req->owned_data);
-        free(req);
+        if (req->user_data)
+            tp->handlers[req->op].release(tp->handlers[req->op].alloc_arg,
+                                          req->user_data);
+        tp_pool_put(&tp->pool, req->owned_data);
+        tp_pool_put(&tp->pool, req);
     }
     while (!tp_list_empty(&tp->acks)) {
         tp_ack_t *ack = tp_container_of(tp->acks.next, tp_ack_t, link);
@@ -96,6 +99,7 @@ void ember_tp_destroy(ember_tp_t *tp)
     free(tp->slots);
     free(tp->generations);
     free(tp->free_slots);
+    tp_pool_cleanup(&tp->pool);
     free(tp);
 }
 

@@ -6,6 +6,7 @@
 #define EMBER_TP_INTERNAL_H
 
 #include "transport/auth.h"
+#include "transport/pool.h"
 #include "transport/store.h"
 
 #include <ember/transport.h>
@@ -130,7 +131,8 @@ struct ember_rpc_req {
     void *data;
     size_t length;
     void *ucx_data;   /* eager data UCX lets us keep (release on reply) */
-    void *owned_data; /* rendezvous or copied payload */
+    void *owned_data; /* rendezvous or copied payload (pool) */
+    void *user_data;  /* rendezvous payload in the handler's own buffer */
     int recv_inflight;
     ember_status_t recv_status;
 };
@@ -138,6 +140,9 @@ struct ember_rpc_req {
 typedef struct {
     ember_rpc_handler_cb cb;
     void *arg;
+    ember_rpc_alloc_cb alloc;
+    ember_rpc_release_cb release;
+    void *alloc_arg;
 } tp_handler_t;
 
 /* A deferred HELLO_ACK, sent from the progress loop. */
@@ -176,6 +181,7 @@ struct ember_tp {
     unsigned long dropped_messages; /* malformed or unauthenticated */
     int peer_events; /* a peer became ready or was lost: sweep */
 
+    tp_pool_t pool; /* hot-path structs and payload buffers */
     tp_store_server_t *store_server;
     tp_store_client_t *store;
     double connect_timeout_s;

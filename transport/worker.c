@@ -179,6 +179,8 @@ unsigned tp_progress_once(ember_tp_t *tp)
         tp_run_handlers(tp);
         events++;
     }
+    if (!tp->pending_count && !tp->watched_peers)
+        return events; /* nothing timed: skip the clock */
     now = tp_time_now();
     if (tp->pending_count && now >= tp->next_deadline_check)
         tp_check_deadlines(tp, now);

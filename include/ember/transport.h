@@ -108,6 +108,20 @@ typedef void (*ember_rpc_handler_cb)(ember_rpc_req_t *req, void *arg);
 ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op,
                                   ember_rpc_handler_cb handler, void *arg);
 
+/**
+ * Where a large (rendezvous) request payload of @length bytes from @peer
+ * should land: return a buffer of at least @length bytes that stays valid
+ * until @release is called for it (after the reply), or NULL to let the
+ * transport pick one.  Lets a handler receive straight into its final buffer.
+ */
+typedef void *(*ember_rpc_alloc_cb)(void *arg, int peer, size_t length);
+typedef void (*ember_rpc_release_cb)(void *arg, void *buffer);
+
+/** Set @op's payload placement (the op's handler must be registered). */
+ember_status_t ember_rpc_register_alloc(ember_tp_t *tp, uint16_t op,
+                                        ember_rpc_alloc_cb alloc,
+                                        ember_rpc_release_cb release, void *arg);
+
 /** The request's payload (borrowed until the reply). */
 const void *ember_rpc_req_data(const ember_rpc_req_t *req, size_t *length_p);
 int ember_rpc_req_peer(const ember_rpc_req_t *req);
