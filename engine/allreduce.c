@@ -1,0 +1,1178 @@
+/*
+ * ember engine: host allreduce over transport RPC (small all-to-all, or ring
+ * reduce-scatter + all-gather).  See allreduce.h for the contract.
+ *
+ * Data flows as RPC requests (push): a member sends a segment to the member
+ * that needs it, which consumes it (adds or copies it into its vector) from
+ * the request handler and only then answers.  So a reduction advances from
+ * the transport's progress loop, a sender's buffer stays borrowed exactly
+ * until it was consumed, and a receiver that has not started a reduction yet
+ * holds the request: the sender's future stays open (backpressure) and
+ * nothing is dropped or copied.
+ *
+ * Ring, member index r of n, chunk c = [c*q + min(c, rem), +q + (c < rem)):
+ *   reduce-scatter step k (0..n-2):  send chunk r-k,   receive r-k-1 (add)
+ *   all-gather step j (k = n-1+j):   send chunk r+1-j, receive r-j (copy)
+ * The chunk received at step k is the one sent at step k+1, so every segment
+ * is forwarded as soon as it is consumed (segment-level pipelining).  Member
+ * r owns chunk r+1 after reduce-scatter; it alone averages it, and the
+ * all-gather spreads its bits, so every member ends bit-identical.
+ *
+ * Objects (requests, their send tables, hold tables) come from a pool that
+ * only grows to the peak in flight: the hot path does not allocate here.
+ */
+#include "engine/allreduce.h"
+
+#include <ember/config.h>
+#include <ember/log.h>
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { OP_DATA = 0, OP_HELLO = 1, OP_ABORT = 2 }; /* op_base + 3: reserved */
+
+#define MAX_AHEAD 4096   /* sequence numbers a peer may run ahead of us */
+#define MAX_HELD 65536   /* early messages held at once */
+#define FAIL_GRACE_S 1.0 /* after a failure, wait this long for our sends */
+#define WAIT_SLICE_S 0.05
+
+typedef struct {
+    ember_future_t *future;
+    ember_allreduce_wire_t hdr; /* borrowed by the send until it completes */
+} ar_send_t;
+
+typedef enum { AR_KIND_NONE = 0, AR_KIND_SMALL, AR_KIND_RING } ar_kind_t;
+
+/* op_base + 2: the communicator is broken (who was lost, and why). */
+typedef struct {
+    int32_t status;
+    int32_t lost_rank; /* -1: nobody lost, a member failed otherwise */
+    uint64_t seq;
+    char text[200];
+} ar_abort_msg_t;
+
+struct ember_allreduce_req {
+    ember_allreduce_t *ar;
+    struct ember_allreduce_req *prev, *next; /* ar->live, or the free list */
+    uint64_t seq;
+    float *data;
+    size_t count;
+    int average;
+    ar_kind_t kind;
+    ember_status_t status; /* INPROGRESS until final */
+    int released;          /* the caller waited: recycle once sends are done */
+    int receiving;         /* in ar->active */
+    double last_progress;
+    double failed_at;
+
+    /* sends (ring segments, or the small vector to each member) */
+    ar_send_t *sends;
+    size_t nsends, sends_capacity, first_pending, send_expected;
+
+    /* ring */
+    size_t *step_base; /* [2(n-1)+1]: first receive segment of each step */
+    uint8_t *seen;     /* one byte per receive segment */
+    size_t seen_capacity, recv_expected, recv_done;
+
+    /* small: the vectors held until all arrived, and our own copy */
+    ember_rpc_req_t **held; /* [n] */
+    const unsigned char **src; /* [n] */
+    int small_got;
+    float *small_buf; /* EMBER_ALLREDUCE_SMALL_BYTES */
+};
+
+struct ember_allreduce {
+    ember_tp_t *tp;
+    int n, me, left, right; /* member indices */
+    int *ranks;             /* [n] transport ranks */
+    int *member_of;         /* [world]: member index or -1 */
+    int world;
+    uint16_t op_base;
+    uint64_t hash;
+    size_t seg_floats;
+    double stall_s;
+    uint64_t next_seq;
+
+    ember_allreduce_req_t **active; /* still expecting messages */
+    size_t nactive, active_capacity;
+    ember_allreduce_req_t live;     /* list head: not in the free list */
+    ember_allreduce_req_t *free_list;
+
+    ember_rpc_req_t **early; /* messages for reductions not started yet */
+    size_t nearly, early_capacity;
+
+    ember_future_t **aborts; /* [n]: our "broken" notices */
+    ar_abort_msg_t abort_msg; /* borrowed by the abort sends */
+
+    uint8_t ack_sink[8]; /* empty answers land here (no allocation) */
+    ember_status_t error;
+    char error_text[320];
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *peer_name(const ember_allreduce_t *ar, int member)
+{
+    return ember_tp_peer_name(ar->tp, ar->ranks[member]);
+}
+
+/* ---- chunk geometry ------------------------------------------------------- */
+
+static int mod_n(const ember_allreduce_t *ar, int x)
+{
+    x %= ar->n;
+    return x < 0 ? x + ar->n : x;
+}
+
+static void chunk_of(const ember_allreduce_t *ar, size_t count, int c,
+                     size_t *base_p, size_t *length_p)
+{
+    size_t q = count / (size_t)ar->n, rem = count % (size_t)ar->n;
+    *base_p = (size_t)c * q + ((size_t)c < rem ? (size_t)c : rem);
+    *length_p = q + ((size_t)c < rem ? 1 : 0);
+}
+
+static int recv_chunk(const ember_allreduce_t *ar, int step)
+{
+    return step < ar->n - 1 ? mod_n(ar, ar->me - step - 1)
+                            : mod_n(ar, ar->me - (step - (ar->n - 1)));
+}
+
+static int send_chunk(const ember_allreduce_t *ar, int step)
+{
+    return step < ar->n - 1 ? mod_n(ar, ar->me - step)
+                            : mod_n(ar, ar->me + 1 - (step - (ar->n - 1)));
+}
+
+/* A chunk is sent in segments; an empty chunk still takes one (empty) one. */
+static size_t segments(const ember_allreduce_t *ar, size_t length)
+{
+    return length ? (length + ar->seg_floats - 1) / ar->seg_floats : 1;
+}
+
+static int nsteps(const ember_allreduce_t *ar) { return 2 * (ar->n - 1); }
+
+/* ---- pool ----------------------------------------------------------------- */
+
+static void list_del(ember_allreduce_req_t *r)
+{
+    r->prev->next = r->next;
+    r->next->prev = r->prev;
+    r->prev = r->next = r;
+}
+
+static void list_push(ember_allreduce_req_t *head, ember_allreduce_req_t *r)
+{
+    r->prev = head->prev;
+    r->next = head;
+    head->prev->next = r;
+    head->prev = r;
+}
+
+static void req_free_memory(ember_allreduce_req_t *r)
+{
+    free(r->sends);
+    free(r->step_base);
+    free(r->seen);
+    free(r->held);
+    free(r->src);
+    free(r->small_buf);
+    free(r);
+}
+
+static ember_allreduce_req_t *req_get(ember_allreduce_t *ar)
+{
+    ember_allreduce_req_t *r = ar->free_list;
+
+    if (r) {
+        ar->free_list = r->next;
+    } else {
+        r = calloc(1, sizeof(*r));
+        if (!r)
+            return NULL;
+        r->step_base = calloc((size_t)nsteps(ar) + 1, sizeof(*r->step_base));
+        r->held = calloc((size_t)ar->n, sizeof(*r->held));
+        r->src = calloc((size_t)ar->n, sizeof(*r->src));
+        r->small_buf = malloc(EMBER_ALLREDUCE_SMALL_BYTES);
+        if (!r->step_base || !r->held || !r->src || !r->small_buf) {
+            req_free_memory(r);
+            return NULL;
+        }
+        r->ar = ar;
+    }
+    r->status = EMBER_INPROGRESS;
+    r->released = r->receiving = 0;
+    r->nsends = r->first_pending = r->send_expected = 0;
+    r->recv_expected = r->recv_done = 0;
+    r->small_got = 0;
+    r->kind = AR_KIND_NONE;
+    list_push(&ar->live, r);
+    return r;
+}
+
+/* Capacity for everything the handlers will append: they never reallocate. */
+static ember_status_t req_reserve(ember_allreduce_req_t *r, size_t sends, size_t seen)
+{
+    if (sends > r->sends_capacity) {
+        ar_send_t *grown = realloc(r->sends, sends * sizeof(*grown));
+        if (!grown)
+            return EMBER_ERR_NO_MEMORY;
+        r->sends = grown;
+        r->sends_capacity = sends;
+    }
+    if (seen > r->seen_capacity) {
+        uint8_t *grown = realloc(r->seen, seen);
+        if (!grown)
+            return EMBER_ERR_NO_MEMORY;
+        r->seen = grown;
+        r->seen_capacity = seen;
+    }
+    return EMBER_OK;
+}
+
+static void req_recycle(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+{
+    list_del(r);
+    r->next = ar->free_list;
+    ar->free_list = r;
+}
+
+static ember_allreduce_req_t *find_active(ember_allreduce_t *ar, uint64_t seq)
+{
+    for (size_t i = 0; i < ar->nactive; i++) {
+        if (ar->active[i]->seq == seq)
+            return ar->active[i];
+    }
+    return NULL;
+}
+
+static void active_remove(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+{
+    for (size_t i = 0; i < ar->nactive; i++) {
+        if (ar->active[i] == r) {
+            memmove(&ar->active[i], &ar->active[i + 1],
+                    (ar->nactive - i - 1) * sizeof(*ar->active));
+            ar->nactive--;
+            break;
+        }
+    }
+    r->receiving = 0;
+}
+
+/* ---- failure -------------------------------------------------------------- */
+
+static void notify_members(ember_allreduce_t *ar, ember_status_t status,
+                           int lost_rank, uint64_t seq)
+{
+    ember_iov_t iov = {.buffer = &ar->abort_msg, .length = sizeof(ar->abort_msg)};
+
+    ar->abort_msg.status = status;
+    ar->abort_msg.lost_rank = lost_rank;
+    ar->abort_msg.seq = seq;
+    /* The text is cut to fit; the status and lost rank travel whole. */
+    size_t length = strlen(ar->error_text);
+    if (length >= sizeof(ar->abort_msg.text))
+        length = sizeof(ar->abort_msg.text) - 1;
+    memcpy(ar->abort_msg.text, ar->error_text, length);
+    ar->abort_msg.text[length] = '\0';
+    for (int m = 0; m < ar->n; m++) {
+        if (m == ar->me || ar->aborts[m] || ar->ranks[m] == lost_rank ||
+            ember_tp_peer_lost(ar->tp, ar->ranks[m]))
+            continue;
+        if (ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_ABORT, &iov, 1,
+                                 ar->ack_sink, sizeof(ar->ack_sink), 0,
+                                 &ar->aborts[m]) != EMBER_OK)
+            ar->aborts[m] = NULL;
+    }
+}
+
+/*
+ * The communicator is broken: fail every reduction still receiving, answer
+ * every held message with the error (which tells those senders too), and,
+ * when we detected it (@notify), tell every member.  Logged once.
+ */
+static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank,
+                     uint64_t seq, int notify, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank,
+                     uint64_t seq, int notify, const char *fmt, ...)
+{
+    double now = now_s();
+    va_list ap;
+
+    if (ar->error != EMBER_OK)
+        return;
+    ar->error = status;
+    va_start(ap, fmt);
+    vsnprintf(ar->error_text, sizeof(ar->error_text), fmt, ap);
+    va_end(ap);
+    ember_error("allreduce", "%s", ar->error_text);
+
+    while (ar->nactive) {
+        ember_allreduce_req_t *r = ar->active[ar->nactive - 1];
+        for (int m = 0; m < ar->n; m++) {
+            if (r->held[m]) {
+                ember_rpc_reply_error(r->held[m], status, "%s", ar->error_text);
+                r->held[m] = NULL;
+            }
+        }
+        r->status = status;
+        r->failed_at = now;
+        active_remove(ar, r);
+    }
+    while (ar->nearly) {
+        ember_rpc_req_t *req = ar->early[--ar->nearly];
+        ember_rpc_reply_error(req, status, "%s", ar->error_text);
+    }
+    if (notify)
+        notify_members(ar, status, lost_rank, seq);
+}
+
+/* ---- sending -------------------------------------------------------------- */
+
+static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step,
+                         size_t segment)
+{
+    size_t base, length;
+    ar_send_t *send;
+    ember_status_t status;
+
+    if (ar->error != EMBER_OK)
+        return;
+    chunk_of(ar, r->count, send_chunk(ar, step), &base, &length);
+    size_t offset = segment * ar->seg_floats;
+    size_t nfloats = length - offset < ar->seg_floats ? length - offset : ar->seg_floats;
+    if (length == 0)
+        offset = nfloats = 0;
+
+    send = &r->sends[r->nsends]; /* reserved at start */
+    send->hdr = (ember_allreduce_wire_t){.magic = EMBER_ALLREDUCE_MAGIC,
+                                         .kind = EMBER_ALLREDUCE_KIND_RING,
+                                         .step = (uint16_t)step,
+                                         .seq = r->seq,
+                                         .count = r->count,
+                                         .offset = offset,
+                                         .nfloats = nfloats};
+    ember_iov_t iov[2] = {{&send->hdr, sizeof(send->hdr)},
+                          {r->data + base + offset, nfloats * sizeof(float)}};
+    status = ember_rpc_call_async(ar->tp, ar->ranks[ar->right], ar->op_base + OP_DATA,
+                                  iov, nfloats ? 2 : 1, ar->ack_sink,
+                                  sizeof(ar->ack_sink), 0, &send->future);
+    if (status != EMBER_OK) {
+        ar_break(ar, status, -1, r->seq, 1,
+                 "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s",
+                 r->seq, peer_name(ar, ar->right), ar->ranks[ar->right],
+                 ember_status_string(status));
+        return;
+    }
+    r->nsends++;
+}
+
+/* ---- receiving ------------------------------------------------------------ */
+
+static void add_floats(float *dst, const unsigned char *src, size_t n)
+{
+    /* The payload sits in a transport buffer of unknown alignment. */
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, src + i * sizeof(float), sizeof(v));
+        dst[i] += v;
+    }
+}
+
+static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+{
+    const float scale = (float)ar->n;
+
+    for (int m = 0; m < ar->n; m++) {
+        r->src[m] = m == ar->me ? (const unsigned char *)r->small_buf
+                                : (const unsigned char *)ember_rpc_req_data(r->held[m],
+                                                                            NULL) +
+                                      sizeof(ember_allreduce_wire_t);
+    }
+    /* Member order on every member: the same additions, the same bits. */
+    for (size_t i = 0; i < r->count; i++) {
+        float sum, v;
+        memcpy(&sum, r->src[0] + i * sizeof(float), sizeof(sum));
+        for (int m = 1; m < ar->n; m++) {
+            memcpy(&v, r->src[m] + i * sizeof(float), sizeof(v));
+            sum += v;
+        }
+        r->data[i] = r->average ? sum / scale : sum;
+    }
+    for (int m = 0; m < ar->n; m++) {
+        if (r->held[m]) {
+            ember_rpc_reply(r->held[m], EMBER_OK, NULL, 0);
+            r->held[m] = NULL;
+        }
+    }
+    active_remove(ar, r);
+    /* Our vector went from small_buf: the caller's data is free already. */
+    r->status = EMBER_OK;
+}
+
+/*
+ * Consume one checked message for the started reduction @r, or answer it
+ * with an error.  Runs from a handler or from start (early messages).
+ */
+static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
+                    ember_rpc_req_t *req, int member,
+                    const ember_allreduce_wire_t *hdr, const unsigned char *payload)
+{
+    if (hdr->count != r->count ||
+        (r->kind == AR_KIND_SMALL) != (hdr->kind == EMBER_ALLREDUCE_KIND_SMALL)) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "allreduce seq %" PRIu64 ": %" PRIu64 " floats (kind %u) "
+                              "from %s, but %s reduces %zu", hdr->seq, hdr->count,
+                              hdr->kind, peer_name(ar, member), peer_name(ar, ar->me),
+                              r->count);
+        return;
+    }
+    r->last_progress = now_s();
+    if (r->kind == AR_KIND_SMALL) {
+        if (r->held[member]) {
+            ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                                  "allreduce seq %" PRIu64 ": second vector from %s",
+                                  hdr->seq, peer_name(ar, member));
+            return;
+        }
+        r->held[member] = req; /* its payload stays valid until the answer */
+        if (++r->small_got == ar->n - 1)
+            small_finish(ar, r);
+        return;
+    }
+
+    int step = hdr->step;
+    size_t base, length;
+    chunk_of(ar, r->count, recv_chunk(ar, step), &base, &length);
+    size_t want = length > hdr->offset ? length - hdr->offset : 0;
+    if (want > ar->seg_floats)
+        want = ar->seg_floats;
+    if (hdr->offset % ar->seg_floats != 0 ||
+        (length ? hdr->offset >= length : hdr->offset != 0) || hdr->nfloats != want) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "allreduce seq %" PRIu64 " step %d: segment [%" PRIu64
+                              ", +%" PRIu64 ") does not fit chunk of %zu floats",
+                              hdr->seq, step, hdr->offset, hdr->nfloats, length);
+        return;
+    }
+    size_t segment = hdr->offset / ar->seg_floats;
+    size_t index = r->step_base[step] + segment;
+    if (r->seen[index]) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "allreduce seq %" PRIu64 " step %d: segment %zu twice",
+                              hdr->seq, step, segment);
+        return;
+    }
+    r->seen[index] = 1;
+
+    /*
+     * Overwriting in the all-gather is safe although our reduce-scatter send
+     * of the same chunk may not be acknowledged yet: this data was built on
+     * top of that send having been received in full by our right neighbour.
+     */
+    float *dst = r->data + base + hdr->offset;
+    if (step < ar->n - 1) {
+        add_floats(dst, payload, want);
+        if (step == ar->n - 2 && r->average) {
+            const float scale = (float)ar->n;
+            for (size_t i = 0; i < want; i++)
+                dst[i] /= scale;
+        }
+    } else {
+        memcpy(dst, payload, want * sizeof(float));
+    }
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+    if (step + 1 < nsteps(ar))
+        send_segment(ar, r, step + 1, segment);
+    if (++r->recv_done == r->recv_expected && r->receiving)
+        active_remove(ar, r);
+}
+
+/* Header checks that need no reduction state; "" when it passes. */
+static const char *check_header(const ember_allreduce_t *ar, int member,
+                                const ember_allreduce_wire_t *hdr, size_t length)
+{
+    size_t payload = length - sizeof(*hdr);
+
+    if (hdr->magic != EMBER_ALLREDUCE_MAGIC)
+        return "bad magic";
+    if (hdr->nfloats > payload / sizeof(float) ||
+        hdr->nfloats * sizeof(float) != payload)
+        return "payload length differs from the header";
+    if (hdr->kind == EMBER_ALLREDUCE_KIND_SMALL) {
+        if (member == ar->me)
+            return "vector from ourselves";
+        if (hdr->step != 0 || hdr->offset != 0 || hdr->count != hdr->nfloats ||
+            hdr->count == 0 ||
+            hdr->count > EMBER_ALLREDUCE_SMALL_BYTES / sizeof(float))
+            return "bad small-vector geometry";
+        return "";
+    }
+    if (hdr->kind != EMBER_ALLREDUCE_KIND_RING)
+        return "unknown kind";
+    if (ar->n < 2 || member != ar->left)
+        return "ring segment from a member that is not our left neighbour";
+    if (hdr->step >= nsteps(ar))
+        return "ring step out of range";
+    if (hdr->count <= EMBER_ALLREDUCE_SMALL_BYTES / sizeof(float) ||
+        hdr->count > SIZE_MAX / sizeof(float))
+        return "ring count out of range";
+    if (hdr->nfloats > ar->seg_floats || hdr->offset >= hdr->count)
+        return "ring segment out of range";
+    return "";
+}
+
+static void on_data(ember_rpc_req_t *req, void *arg)
+{
+    ember_allreduce_t *ar = arg;
+    int rank = ember_rpc_req_peer(req);
+    int member = rank >= 0 && rank < ar->world ? ar->member_of[rank] : -1;
+    size_t length;
+    const unsigned char *data = ember_rpc_req_data(req, &length);
+    ember_allreduce_wire_t hdr;
+    const char *why;
+
+    if (member < 0) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "allreduce: rank %d is not a member", rank);
+        return;
+    }
+    if (ar->error != EMBER_OK) {
+        ember_rpc_reply_error(req, ar->error, "%s", ar->error_text);
+        return;
+    }
+    if (length < sizeof(hdr)) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "allreduce: message of %zu bytes from %s", length,
+                              peer_name(ar, member));
+        return;
+    }
+    memcpy(&hdr, data, sizeof(hdr));
+    why = check_header(ar, member, &hdr, length);
+    if (*why) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "allreduce seq %" PRIu64 " from %s: %s", hdr.seq,
+                              peer_name(ar, member), why);
+        return;
+    }
+    if (hdr.seq >= ar->next_seq) {
+        if (hdr.seq - ar->next_seq >= MAX_AHEAD || ar->nearly >= MAX_HELD) {
+            ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                                  "allreduce seq %" PRIu64 " from %s: too far ahead "
+                                  "of seq %" PRIu64, hdr.seq, peer_name(ar, member),
+                                  ar->next_seq);
+            return;
+        }
+        if (ar->nearly == ar->early_capacity) {
+            size_t capacity = ar->early_capacity ? 2 * ar->early_capacity : 64;
+            ember_rpc_req_t **grown = realloc(ar->early, capacity * sizeof(*grown));
+            if (!grown) {
+                ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY,
+                                      "allreduce: cannot hold an early message");
+                return;
+            }
+            ar->early = grown;
+            ar->early_capacity = capacity;
+        }
+        ar->early[ar->nearly++] = req; /* answered once we start hdr.seq */
+        return;
+    }
+    ember_allreduce_req_t *r = find_active(ar, hdr.seq);
+    if (!r) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "allreduce seq %" PRIu64 " from %s: that reduction "
+                              "already finished here", hdr.seq, peer_name(ar, member));
+        return;
+    }
+    deliver(ar, r, req, member, &hdr, data + sizeof(hdr));
+}
+
+static void on_hello(ember_rpc_req_t *req, void *arg)
+{
+    ember_allreduce_t *ar = arg;
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    uint64_t hash;
+
+    if (length != sizeof(hash)) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "allreduce hello: %zu bytes",
+                              length);
+        return;
+    }
+    memcpy(&hash, data, sizeof(hash));
+    if (hash != ar->hash) {
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
+                              "allreduce on %s: member list, op ids or segment size "
+                              "differ", ember_tp_peer_name(ar->tp, ar->ranks[ar->me]));
+        return;
+    }
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_abort(ember_rpc_req_t *req, void *arg)
+{
+    ember_allreduce_t *ar = arg;
+    int rank = ember_rpc_req_peer(req);
+    int member = rank >= 0 && rank < ar->world ? ar->member_of[rank] : -1;
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    ar_abort_msg_t msg;
+
+    if (member < 0 || length != sizeof(msg)) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "allreduce abort: bad message from rank %d", rank);
+        return;
+    }
+    memcpy(&msg, data, sizeof(msg));
+    msg.text[sizeof(msg.text) - 1] = '\0';
+    ember_status_t status = ember_status_from_wire(msg.status);
+    if (status >= 0 || msg.lost_rank < -1 || msg.lost_rank >= ar->world) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "allreduce abort: bad status or rank from %s",
+                              peer_name(ar, member));
+        return;
+    }
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+    for (char *p = msg.text; *p; p++) {
+        if (*p < 0x20 || *p > 0x7e)
+            *p = '?';
+    }
+    if (msg.lost_rank >= 0)
+        ar_break(ar, status, msg.lost_rank, msg.seq, 0,
+                 "allreduce seq %" PRIu64 ": %s (rank %d) lost, reported by %s "
+                 "(rank %d): %s", msg.seq, ember_tp_peer_name(ar->tp, msg.lost_rank),
+                 msg.lost_rank, peer_name(ar, member), rank, msg.text);
+    else
+        ar_break(ar, status, -1, msg.seq, 0,
+                 "allreduce seq %" PRIu64 ": broken at %s (rank %d): %s", msg.seq,
+                 peer_name(ar, member), rank, msg.text);
+}
+
+/* ---- progress ------------------------------------------------------------- */
+
+/* A send finished badly: who is to blame, and what to say. */
+static void send_failed(ember_allreduce_t *ar, ember_allreduce_req_t *r,
+                        ember_future_t *future, ember_status_t status, int peer_rank)
+{
+    size_t length = 0;
+    const char *text = ember_future_data(future, &length);
+    int lost = ember_tp_peer_lost(ar->tp, peer_rank) ||
+               status == EMBER_ERR_TIMED_OUT;
+
+    if (!text)
+        length = 0;
+    if (length > 240)
+        length = 240;
+    if (lost)
+        ar_break(ar, status, peer_rank, r->seq, 1,
+                 "allreduce seq %" PRIu64 ": %s (rank %d) lost: %s: %.*s", r->seq,
+                 ember_tp_peer_name(ar->tp, peer_rank), peer_rank,
+                 ember_status_string(status), (int)length, text ? text : "");
+    else
+        ar_break(ar, status, -1, r->seq, 1,
+                 "allreduce seq %" PRIu64 ": %s (rank %d) answered %s: %.*s", r->seq,
+                 ember_tp_peer_name(ar->tp, peer_rank), peer_rank,
+                 ember_status_string(status), (int)length, text ? text : "");
+}
+
+static int send_peer(const ember_allreduce_t *ar, const ember_allreduce_req_t *r,
+                     size_t index)
+{
+    if (r->kind == AR_KIND_RING)
+        return ar->ranks[ar->right];
+    /* Small: one send per other member, in member order. */
+    int m = (int)index + ((int)index >= ar->me ? 1 : 0);
+    return ar->ranks[m];
+}
+
+/* Poll @r's sends in order; each test progresses the transport once. */
+static void poll_sends(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+{
+    while (r->first_pending < r->nsends) {
+        size_t i = r->first_pending;
+        ember_status_t status = ember_future_test(r->sends[i].future);
+        if (status == EMBER_INPROGRESS)
+            return;
+        if (status != EMBER_OK && ar->error == EMBER_OK)
+            send_failed(ar, r, r->sends[i].future, status, send_peer(ar, r, i));
+        if (status != EMBER_OK && r->status == EMBER_INPROGRESS) {
+            r->status = status;
+            r->failed_at = now_s();
+        }
+        ember_future_release(r->sends[i].future);
+        r->sends[i].future = NULL;
+        r->first_pending++;
+        r->last_progress = now_s();
+    }
+}
+
+static void abandon_sends(ember_allreduce_req_t *r)
+{
+    for (size_t i = r->first_pending; i < r->nsends; i++)
+        ember_future_release(r->sends[i].future);
+    r->first_pending = r->nsends;
+}
+
+static void check_peers(ember_allreduce_t *ar, ember_allreduce_req_t *r, double now)
+{
+    for (int m = 0; m < ar->n && ar->error == EMBER_OK; m++) {
+        if (m != ar->me && ember_tp_peer_lost(ar->tp, ar->ranks[m]))
+            ar_break(ar, EMBER_ERR_PEER_LOST, ar->ranks[m], r->seq, 1,
+                     "allreduce seq %" PRIu64 ": %s (rank %d) lost", r->seq,
+                     peer_name(ar, m), ar->ranks[m]);
+    }
+    if (ar->error != EMBER_OK || now - r->last_progress <= ar->stall_s)
+        return;
+    int waited = ar->left;
+    if (r->kind == AR_KIND_SMALL) {
+        for (int m = 0; m < ar->n; m++) {
+            if (m != ar->me && !r->held[m]) {
+                waited = m;
+                break;
+            }
+        }
+    }
+    ar_break(ar, EMBER_ERR_TIMED_OUT, ar->ranks[waited], r->seq, 1,
+             "allreduce seq %" PRIu64 ": nothing from %s (rank %d) for %.0f s", r->seq,
+             peer_name(ar, waited), ar->ranks[waited], ar->stall_s);
+}
+
+/* Advance everything: acknowledgements, completions, failures, recycling. */
+static void pump(ember_allreduce_t *ar)
+{
+    double now = now_s();
+
+    ember_tp_progress(ar->tp);
+    for (ember_allreduce_req_t *r = ar->live.next, *next; r != &ar->live; r = next) {
+        poll_sends(ar, r);
+        if (r->status == EMBER_INPROGRESS) {
+            if (r->receiving)
+                check_peers(ar, r, now);
+            if (r->status == EMBER_INPROGRESS && !r->receiving &&
+                r->recv_done == r->recv_expected && r->nsends == r->send_expected &&
+                r->first_pending == r->nsends)
+                r->status = EMBER_OK;
+        }
+        if (r->released && r->status < 0 && r->first_pending < r->nsends &&
+            now - r->failed_at > FAIL_GRACE_S)
+            abandon_sends(r);
+        next = r->next; /* handlers never unlink; only this loop does */
+        if (r->released && r->first_pending == r->nsends)
+            req_recycle(ar, r);
+    }
+    for (int m = 0; m < ar->n; m++) {
+        if (ar->aborts[m] && ember_future_test(ar->aborts[m]) != EMBER_INPROGRESS) {
+            ember_future_release(ar->aborts[m]);
+            ar->aborts[m] = NULL;
+        }
+    }
+}
+
+/* ---- public --------------------------------------------------------------- */
+
+static uint64_t fnv(uint64_t hash, const void *data, size_t length)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < length; i++)
+        hash = (hash ^ p[i]) * 1099511628211ull;
+    return hash;
+}
+
+static void unregister(ember_allreduce_t *ar)
+{
+    for (int op = 0; op < EMBER_ALLREDUCE_OPS; op++)
+        ember_rpc_register(ar->tp, (uint16_t)(ar->op_base + op), NULL, NULL);
+}
+
+/* Meet every other member: retried while its handler is not registered yet. */
+static ember_status_t handshake(ember_allreduce_t *ar)
+{
+    double deadline = now_s() + ember_config_double("EMBER_CONNECT_TIMEOUT");
+    ember_iov_t iov = {.buffer = &ar->hash, .length = sizeof(ar->hash)};
+    int *done = calloc((size_t)ar->n, sizeof(*done));
+    int remaining = ar->n - 1;
+    ember_status_t ret = EMBER_OK;
+
+    if (!done)
+        return EMBER_ERR_NO_MEMORY;
+    while (remaining > 0) {
+        for (int m = 0; m < ar->n; m++) {
+            ember_future_t *future;
+            ember_status_t status;
+
+            if (m == ar->me || done[m])
+                continue;
+            status = ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_HELLO,
+                                          &iov, 1, ar->ack_sink, sizeof(ar->ack_sink),
+                                          0, &future);
+            if (status == EMBER_OK) {
+                status = ember_future_wait(future);
+                if (status != EMBER_OK && status != EMBER_ERR_UNSUPPORTED) {
+                    size_t length = 0;
+                    const char *text = ember_future_data(future, &length);
+                    ember_error("allreduce", "create: %s (rank %d) answered %s: %.*s",
+                                peer_name(ar, m), ar->ranks[m],
+                                ember_status_string(status),
+                                text ? (int)(length > 240 ? 240 : length) : 0,
+                                text ? text : "");
+                }
+                ember_future_release(future);
+            }
+            if (status == EMBER_OK) {
+                done[m] = 1;
+                remaining--;
+            } else if (status != EMBER_ERR_UNSUPPORTED) {
+                ret = status;
+                goto out;
+            }
+        }
+        if (remaining == 0)
+            break;
+        if (now_s() > deadline) {
+            for (int m = 0; m < ar->n; m++) {
+                if (m != ar->me && !done[m]) {
+                    ember_error("allreduce", "create: %s (rank %d) did not create the "
+                                "communicator within EMBER_CONNECT_TIMEOUT",
+                                peer_name(ar, m), ar->ranks[m]);
+                    break;
+                }
+            }
+            ret = EMBER_ERR_TIMED_OUT;
+            goto out;
+        }
+        ember_tp_wait(ar->tp, 0.01); /* serve others while they catch up */
+    }
+out:
+    free(done);
+    return ret;
+}
+
+ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nranks,
+                                      uint16_t op_base, ember_allreduce_t **ar_p)
+{
+    int world = tp ? ember_tp_world_size(tp) : 0;
+    int self = tp ? ember_tp_rank(tp) : -1;
+    size_t max_message = ember_config_size("EMBER_MAX_MSG_SIZE");
+    ember_allreduce_t *ar;
+    ember_status_t status;
+
+    if (!tp || !ranks || !ar_p || nranks < 1 || nranks > world ||
+        op_base < EMBER_RPC_OP_USER_BASE ||
+        op_base + EMBER_ALLREDUCE_OPS > EMBER_RPC_OP_MAX ||
+        max_message < sizeof(ember_allreduce_wire_t) + EMBER_ALLREDUCE_SMALL_BYTES) {
+        ember_error("allreduce", "create: invalid parameters (%d ranks of %d, op ids "
+                    "%u..%u, EMBER_MAX_MSG_SIZE %zu)", nranks, world, op_base,
+                    op_base + EMBER_ALLREDUCE_OPS - 1, max_message);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    ar = calloc(1, sizeof(*ar));
+    if (!ar)
+        return EMBER_ERR_NO_MEMORY;
+    ar->tp = tp;
+    ar->n = nranks;
+    ar->world = world;
+    ar->op_base = op_base;
+    ar->me = -1;
+    ar->live.prev = ar->live.next = &ar->live;
+    ar->ranks = malloc((size_t)nranks * sizeof(*ar->ranks));
+    ar->member_of = malloc((size_t)world * sizeof(*ar->member_of));
+    ar->aborts = calloc((size_t)nranks, sizeof(*ar->aborts));
+    if (!ar->ranks || !ar->member_of || !ar->aborts) {
+        status = EMBER_ERR_NO_MEMORY;
+        goto err_free;
+    }
+    for (int i = 0; i < world; i++)
+        ar->member_of[i] = -1;
+    for (int m = 0; m < nranks; m++) {
+        if (ranks[m] < 0 || ranks[m] >= world || ar->member_of[ranks[m]] >= 0) {
+            ember_error("allreduce", "create: member %d is rank %d: out of range or "
+                        "listed twice", m, ranks[m]);
+            status = EMBER_ERR_INVALID_PARAM;
+            goto err_free;
+        }
+        ar->ranks[m] = ranks[m];
+        ar->member_of[ranks[m]] = m;
+        if (ranks[m] == self)
+            ar->me = m;
+    }
+    if (ar->me < 0) {
+        ember_error("allreduce", "create: rank %d is not among the %d members", self,
+                    nranks);
+        status = EMBER_ERR_INVALID_PARAM;
+        goto err_free;
+    }
+    ar->left = mod_n(ar, ar->me - 1);
+    ar->right = mod_n(ar, ar->me + 1);
+    /* Segments must fit a message, and match on every member (hashed). */
+    size_t segment_bytes = EMBER_ALLREDUCE_SEGMENT_BYTES;
+    if (segment_bytes > max_message - sizeof(ember_allreduce_wire_t))
+        segment_bytes = max_message - sizeof(ember_allreduce_wire_t);
+    ar->seg_floats = segment_bytes / sizeof(float);
+    ar->stall_s = ember_config_double("EMBER_RPC_TIMEOUT");
+    ar->hash = 1469598103934665603ull;
+    ar->hash = fnv(ar->hash, &nranks, sizeof(nranks));
+    ar->hash = fnv(ar->hash, ar->ranks, (size_t)nranks * sizeof(*ar->ranks));
+    ar->hash = fnv(ar->hash, &op_base, sizeof(op_base));
+    ar->hash = fnv(ar->hash, &ar->seg_floats, sizeof(ar->seg_floats));
+
+    status = ember_rpc_register(tp, op_base + OP_DATA, on_data, ar);
+    if (status == EMBER_OK)
+        status = ember_rpc_register(tp, op_base + OP_HELLO, on_hello, ar);
+    if (status == EMBER_OK)
+        status = ember_rpc_register(tp, op_base + OP_ABORT, on_abort, ar);
+    if (status == EMBER_OK)
+        status = handshake(ar);
+    if (status != EMBER_OK)
+        goto err_unregister;
+    ember_debug("allreduce", "communicator of %d members (op ids %u..%u): member %d",
+                nranks, op_base, op_base + EMBER_ALLREDUCE_OPS - 1, ar->me);
+    *ar_p = ar;
+    return EMBER_OK;
+
+err_unregister:
+    /* Messages that arrived meanwhile are answered, then nobody listens. */
+    ar_break(ar, EMBER_ERR_SHUTDOWN, -1, 0, 0, "allreduce: create failed");
+    unregister(ar);
+err_free:
+    free(ar->early);
+    free(ar->aborts);
+    free(ar->member_of);
+    free(ar->ranks);
+    free(ar);
+    return status;
+}
+
+void ember_allreduce_destroy(ember_allreduce_t *ar)
+{
+    double deadline = now_s() + FAIL_GRACE_S;
+
+    if (!ar)
+        return;
+    if (ar->nactive || ar->nearly) {
+        if (ar->error == EMBER_OK)
+            ember_warn("allreduce", "destroyed with %zu reductions in flight and %zu "
+                       "early messages", ar->nactive, ar->nearly);
+        /* Answers every held message; the peers learn it from that. */
+        ember_status_t saved = ar->error;
+        if (saved == EMBER_OK)
+            ar_break(ar, EMBER_ERR_SHUTDOWN, -1, ar->next_seq, 0,
+                     "allreduce: communicator destroyed");
+    }
+    for (ember_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next)
+        r->released = 1;
+    /* Our own messages: let them finish (bounded), then abandon them. */
+    for (;;) {
+        int pending = 0;
+        pump(ar);
+        for (ember_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next)
+            pending += r->first_pending < r->nsends;
+        for (int m = 0; m < ar->n; m++)
+            pending += ar->aborts[m] != NULL;
+        if (!pending || now_s() > deadline)
+            break;
+        ember_tp_wait(ar->tp, 0.01);
+    }
+    unregister(ar);
+    while (ar->live.next != &ar->live) {
+        ember_allreduce_req_t *r = ar->live.next;
+        abandon_sends(r);
+        list_del(r);
+        req_free_memory(r);
+    }
+    while (ar->free_list) {
+        ember_allreduce_req_t *r = ar->free_list;
+        ar->free_list = r->next;
+        req_free_memory(r);
+    }
+    for (int m = 0; m < ar->n; m++)
+        ember_future_release(ar->aborts[m]);
+    free(ar->active);
+    free(ar->early);
+    free(ar->aborts);
+    free(ar->member_of);
+    free(ar->ranks);
+    free(ar);
+}
+
+/* Feed @r the messages that arrived before it started. */
+static void take_early(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+{
+    size_t i = 0;
+
+    while (i < ar->nearly && ar->error == EMBER_OK && r->receiving) {
+        ember_rpc_req_t *req = ar->early[i];
+        ember_allreduce_wire_t hdr;
+        size_t length;
+        const unsigned char *data = ember_rpc_req_data(req, &length);
+
+        memcpy(&hdr, data, sizeof(hdr));
+        if (hdr.seq != r->seq) {
+            i++;
+            continue;
+        }
+        ar->early[i] = ar->early[--ar->nearly];
+        int rank = ember_rpc_req_peer(req);
+        deliver(ar, r, req, ar->member_of[rank], &hdr, data + sizeof(hdr));
+    }
+}
+
+ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count,
+                                     int average, ember_allreduce_req_t **req_p)
+{
+    ember_allreduce_req_t *r;
+    ember_status_t status;
+
+    if (!ar || !req_p || (count && !data) || count > SIZE_MAX / sizeof(float) / 2) {
+        ember_error("allreduce", "start: invalid parameters (%zu floats)", count);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (ar->error != EMBER_OK)
+        return ar->error; /* logged when it broke */
+    if (ar->nactive == ar->active_capacity) {
+        size_t capacity = ar->active_capacity ? 2 * ar->active_capacity : 16;
+        ember_allreduce_req_t **grown = realloc(ar->active, capacity * sizeof(*grown));
+        if (!grown)
+            return EMBER_ERR_NO_MEMORY;
+        ar->active = grown;
+        ar->active_capacity = capacity;
+    }
+    r = req_get(ar);
+    if (!r)
+        return EMBER_ERR_NO_MEMORY;
+    r->data = data;
+    r->count = count;
+    r->average = average;
+    r->last_progress = now_s();
+
+    if (ar->n == 1 || count == 0) {
+        /* Nothing travels; every member skips this sequence number alike. */
+        r->seq = ar->next_seq++;
+        r->status = EMBER_OK;
+        *req_p = r;
+        return EMBER_OK;
+    }
+    if (count * sizeof(float) <= EMBER_ALLREDUCE_SMALL_BYTES) {
+        r->kind = AR_KIND_SMALL;
+        status = req_reserve(r, (size_t)ar->n - 1, 0);
+    } else {
+        size_t base, length, total = 0;
+        r->kind = AR_KIND_RING;
+        for (int step = 0; step < nsteps(ar); step++) {
+            r->step_base[step] = r->recv_expected;
+            chunk_of(ar, count, recv_chunk(ar, step), &base, &length);
+            r->recv_expected += segments(ar, length);
+            chunk_of(ar, count, send_chunk(ar, step), &base, &length);
+            total += segments(ar, length);
+        }
+        r->step_base[nsteps(ar)] = r->recv_expected;
+        r->send_expected = total;
+        status = req_reserve(r, total, r->recv_expected);
+        if (status == EMBER_OK)
+            memset(r->seen, 0, r->recv_expected);
+    }
+    if (status != EMBER_OK) {
+        r->released = 1;
+        req_recycle(ar, r);
+        return status;
+    }
+    r->seq = ar->next_seq++;
+    r->receiving = 1;
+    ar->active[ar->nactive++] = r;
+    *req_p = r;
+
+    if (r->kind == AR_KIND_SMALL) {
+        ar_send_t *send = &r->sends[0];
+        memcpy(r->small_buf, data, count * sizeof(float));
+        send->hdr = (ember_allreduce_wire_t){.magic = EMBER_ALLREDUCE_MAGIC,
+                                             .kind = EMBER_ALLREDUCE_KIND_SMALL,
+                                             .seq = r->seq,
+                                             .count = count,
+                                             .nfloats = count};
+        ember_iov_t iov[2] = {{&send->hdr, sizeof(send->hdr)},
+                              {r->small_buf, count * sizeof(float)}};
+        r->send_expected = (size_t)ar->n - 1;
+        for (int m = 0; m < ar->n && ar->error == EMBER_OK; m++) {
+            if (m == ar->me)
+                continue;
+            status = ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_DATA,
+                                          iov, 2, ar->ack_sink, sizeof(ar->ack_sink),
+                                          0, &r->sends[r->nsends].future);
+            if (status != EMBER_OK)
+                ar_break(ar, status, -1, r->seq, 1,
+                         "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s",
+                         r->seq, peer_name(ar, m), ar->ranks[m],
+                         ember_status_string(status));
+            else
+                r->nsends++;
+        }
+    } else {
+        size_t base, length;
+        chunk_of(ar, count, send_chunk(ar, 0), &base, &length);
+        for (size_t s = 0; s < segments(ar, length) && ar->error == EMBER_OK; s++)
+            send_segment(ar, r, 0, s);
+    }
+    take_early(ar, r);
+    return EMBER_OK;
+}
+
+ember_status_t ember_allreduce_test(ember_allreduce_req_t *req)
+{
+    if (!req)
+        return EMBER_ERR_INVALID_PARAM;
+    pump(req->ar);
+    return req->status;
+}
+
+ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req)
+{
+    ember_allreduce_t *ar;
+    ember_status_t status;
+
+    if (!req)
+        return EMBER_ERR_INVALID_PARAM;
+    ar = req->ar;
+    for (;;) {
+        pump(ar);
+        if (req->status != EMBER_INPROGRESS)
+            break;
+        ember_tp_wait(ar->tp, WAIT_SLICE_S);
+    }
+    status = req->status;
+    /* A failed reduction may still have sends reading @data: give them a
+     * moment to finish (they fail fast once the peers know), then let go. */
+    while (status < 0 && req->first_pending < req->nsends &&
+           now_s() - req->failed_at <= FAIL_GRACE_S) {
+        ember_tp_wait(ar->tp, 0.01);
+        pump(ar);
+    }
+    if (status < 0)
+        abandon_sends(req);
+    req->released = 1;
+    if (req->first_pending == req->nsends)
+        req_recycle(ar, req);
+    return status;
+}
+
+ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count,
+                               int average)
+{
+    ember_allreduce_req_t *req;
+    EMBER_CHECK(ember_allreduce_start(ar, data, count, average, &req));
+    return ember_allreduce_wait(req);
+}
+
+const char *ember_allreduce_error(const ember_allreduce_t *ar)
+{
+    return ar && ar->error != EMBER_OK ? ar->error_text : "";
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up, build, and run the main job on this machine: the PyTorch tutorial's
+# hybrid job (2 trainers, master, 1 PS; EmbeddingBag(100, 16, sum) on the PS,
+# Linear(16, 8) replicated, SGD lr 0.05, 100 epochs of 10 batches).
+# Extra arguments go to ember-train (see `ember-train --help`); set NP for a
+# different process count (trainers + 1 + ps).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build
+np=${NP:-4}
+exec build/tools/ember-run -n "$np" build/tools/ember-train "$@"
