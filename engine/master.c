@@ -383,16 +383,27 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         if (status != EMBER_OK)
             goto out;
     }
-    for (int t = 0; t < job->trainers; t++) {
-        status = ember_future_wait(futures[t]);
-        if (status != EMBER_OK) {
-            size_t length;
-            const char *text = ember_future_data(futures[t], &length);
-            snprintf(cause, sizeof(cause), "%.*s", (int)length, text ? text : "");
-            ember_error("master", "trainer%d failed: %s", t, cause);
-            goto abort;
+    /* Wait for all trainers, reacting to the first one that fails. */
+    for (int remaining = job->trainers; remaining > 0;) {
+        remaining = 0;
+        for (int t = 0; t < job->trainers; t++) {
+            status = ember_future_test(futures[t]);
+            if (status == EMBER_INPROGRESS) {
+                remaining++;
+                continue;
+            }
+            if (status != EMBER_OK) {
+                size_t length;
+                const char *text = ember_future_data(futures[t], &length);
+                snprintf(cause, sizeof(cause), "%.*s", (int)length, text ? text : "");
+                ember_error("master", "trainer%d failed: %s", t, cause);
+                goto abort;
+            }
         }
+        if (remaining)
+            ember_tp_wait(tp, 0.5);
     }
+    status = EMBER_OK;
 
     double seconds = tp_time_now() - master.started;
     const ember_msg_train_done_t *done[4096] = {0};

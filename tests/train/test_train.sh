@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# End-to-end tests of ember-train: real processes under ember-run, real UCX.
+# usage: test_train.sh CASE BUILD_DIR GOLDEN_DIR
+#   golden:FILE:PS      replay FILE with PS parameter servers; compare to PyTorch
+#   async4              4 trainers, async consistency: completes, finite losses
+#   bad:KIND            a broken batch: error names table/trainer/step, exit != 0
+#   nonfinite           a diverging run: error names trainer and step
+#   optimizer:NAME      sync training with each optimizer completes, loss finite
+#   synthetic           the learnable data: the loss falls
+set -uo pipefail
+case_name=$1 build=$2 golden=$3
+run=$build/tools/ember-run
+work=$(mktemp -d /tmp/ember-train-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# A path of this test's own, so leftover checks see only this job's ranks.
+ln -s "$build/tools/ember-train" "$work/ember-train"
+train=$work/ember-train
+fail() { echo "FAIL: $*"; echo "--- output:"; cat "$work/out" 2>/dev/null | tail -40; exit 1; }
+trainers_of() { # read the trainer count from a golden file's metadata
+    head -c 8 "$1" | od -An -tu8 | { read -r n; head -c $((8 + n)) "$1" | tail -c "$n"; } |
+        grep -o '"trainers": *"[0-9]*"' | grep -o '[0-9]*'
+}
+no_leftovers() {
+    if pgrep -f "$train" >/dev/null; then
+        sleep 1
+        pgrep -af "$train" | grep -v pgrep && fail "processes left behind"
+    fi
+    return 0
+}
+
+case "$case_name" in
+golden:*)
+    IFS=: read -r _ file ps <<<"$case_name"
+    t=$(trainers_of "$golden/$file.safetensors")
+    np=$((t + 1 + ps))
+    timeout 120 "$run" -n "$np" "$train" --ps "$ps" \
+        --replay "$golden/$file.safetensors" --save "$work/out.safetensors" >"$work/out" 2>&1 ||
+        fail "ember-train exited $?"
+    "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/out.safetensors" ||
+        fail "differs from PyTorch"
+    ;;
+async4)
+    timeout 120 "$run" -n 6 "$train" --trainers 4 --consistency async --epochs 20 \
+        --metrics "$work/metrics.jsonl" >"$work/out" 2>&1 || fail "exit $?"
+    grep -q "done: 800 steps" "$work/out" || fail "not every step ran"
+    [ "$(wc -l <"$work/metrics.jsonl")" -eq 20 ] || fail "metrics: want 20 epochs"
+    grep -E '"loss": (nan|inf|-nan|-inf)' "$work/metrics.jsonl" && fail "non-finite loss"
+    grep -q 'final loss [0-9]' "$work/out" || fail "no finite final loss"
+    ;;
+bad:*)
+    kind=${case_name#bad:}
+    src=seed_sum_2t
+    [ "$kind" = weights_length ] && src=sum_weighted_2t
+    "$build/tests/train/make_bad_replay" "$golden/$src.safetensors" "$work/bad.safetensors" \
+        "$kind" 1 5 || fail "cannot make the bad file"
+    start=$(date +%s)
+    timeout 60 "$run" -n 4 "$train" --replay "$work/bad.safetensors" >"$work/out" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] || fail "a broken batch was accepted"
+    [ $rc -ne 124 ] || fail "the job hung"
+    [ $(($(date +%s) - start)) -lt 30 ] || fail "took too long to fail"
+    grep -q "table emb: trainer 1 step 5" "$work/out" || fail "error does not name table/trainer/step"
+    grep -q "job failed" "$work/out" || fail "the master did not report the failure"
+    case $kind in
+    index_high) grep -q "index 130 .*out of range \[0, 100)" "$work/out" || fail "index not named" ;;
+    index_negative) grep -q "index -2" "$work/out" || fail "index not named" ;;
+    offsets_*) grep -qi "offset" "$work/out" || fail "offsets not named" ;;
+    weights_length) grep -qi "weights" "$work/out" || fail "weights not named" ;;
+    esac
+    # Nothing of step 5 was applied: steps 0-4 ran, step 5 never did.
+    grep -q "steps applied" "$work/out" && fail "the job went on to the end"
+    no_leftovers
+    ;;
+nonfinite)
+    timeout 60 "$run" -n 4 "$train" --lr 1e30 --epochs 50 >"$work/out" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "exit $rc"
+    grep -qE "trainer [01] step [0-9]+: the loss is not finite" "$work/out" ||
+        grep -qE "trainer [01] step [0-9]+: .*non-finite" "$work/out" || fail "no named error"
+    no_leftovers
+    ;;
+optimizer:*)
+    opt=${case_name#optimizer:}
+    timeout 120 "$run" -n 5 "$train" --ps 2 --optimizer "$opt" --lr 0.01 --epochs 10 \
+        --data synthetic >"$work/out" 2>&1 || fail "exit $?"
+    grep -q "done: 200 steps" "$work/out" || fail "not every step ran"
+    grep -q 'final loss [0-9]' "$work/out" || fail "no finite final loss"
+    ;;
+synthetic)
+    timeout 120 "$run" -n 4 "$train" --data synthetic --epochs 30 --lr 0.2 \
+        --metrics "$work/m.jsonl" >"$work/out" 2>&1 || fail "exit $?"
+    first=$(head -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    last=$(tail -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
+        fail "loss did not fall by half: $first -> $last"
+    ;;
+*)
+    echo "unknown case $case_name"; exit 2 ;;
+esac
+echo "$case_name: passed"
