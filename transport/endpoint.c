@@ -165,8 +165,10 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
         params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
         status = ucp_ep_create(tp->worker, &params, &peer->ep);
         if (status == UCS_OK) {
-            ember_info("tp", "no transport-level failure detection to %s over "
-                       "the selected transports: watching its process %ld",
+            /* Said once per process; the rest at debug level. */
+            EMBER_LOG_(tp->watched_peers ? EMBER_LOG_DEBUG : EMBER_LOG_INFO, "tp",
+                       "no transport-level failure detection to %s over the "
+                       "selected transports: watching its process %ld",
                        peer->name, peer->pid);
             peer->watched = 1;
             tp->watched_peers++;

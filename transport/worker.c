@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -204,8 +205,12 @@ void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
         now = tp_time_now();
         if (now >= deadline)
             return;
-        if (now - idle_since < tp->spin_s)
+        if (now - idle_since < tp->spin_s) {
+            /* Spin politely: on an oversubscribed node the peer we wait for
+             * may need this very core. */
+            sched_yield();
             continue;
+        }
 
         /* Idle: sleep on the worker's fd until traffic or a deadline. */
         if (ucp_worker_arm(tp->worker) == UCS_ERR_BUSY)
@@ -239,8 +244,10 @@ ember_status_t ember_tp_wait(ember_tp_t *tp, double timeout_s)
         double now = tp_time_now();
         if (now >= deadline)
             return EMBER_OK;
-        if (now - idle_since < tp->spin_s)
+        if (now - idle_since < tp->spin_s) {
+            sched_yield();
             continue;
+        }
         if (ucp_worker_arm(tp->worker) == UCS_ERR_BUSY)
             continue;
         double wake = deadline;
