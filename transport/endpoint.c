@@ -158,21 +158,20 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
     static const uint8_t zeros[TP_AUTH_NONCE_SIZE];
 
     EMBER_CHECK(tp_auth_nonce(peer->nonce));
-    status = ucp_ep_create(tp->worker, &params, &peer->ep);
-    if (status == UCS_ERR_UNREACHABLE && strcmp(peer->host, tp->host) == 0) {
-        /* Shared-memory transports in UCX 1.13 cannot detect a dead peer;
-         * the peer is on this host, so watch its process instead. */
+    if (strcmp(peer->host, tp->host) == 0) {
+        /* A peer on this host: UCX 1.13's shared-memory transports cannot
+         * detect a dead peer, and asking for that makes UCX pick TCP
+         * instead.  Take shared memory and watch the peer's process. */
         params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
         status = ucp_ep_create(tp->worker, &params, &peer->ep);
         if (status == UCS_OK) {
-            /* Said once per process; the rest at debug level. */
-            EMBER_LOG_(tp->watched_peers ? EMBER_LOG_DEBUG : EMBER_LOG_INFO, "tp",
-                       "no transport-level failure detection to %s over the "
-                       "selected transports: watching its process %ld",
-                       peer->name, peer->pid);
+            ember_debug("tp", "%s is on this host: watching its process %ld",
+                        peer->name, peer->pid);
             peer->watched = 1;
             tp->watched_peers++;
         }
+    } else {
+        status = ucp_ep_create(tp->worker, &params, &peer->ep);
     }
     if (status != UCS_OK) {
         ember_error("tp", "cannot create an endpoint to %s (rank %d): %s",
@@ -547,11 +546,11 @@ ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id,
             .err_mode = UCP_ERR_HANDLING_MODE_PEER,
             .err_handler = {.cb = raw_err_cb},
         };
-        if (ucp_ep_create(tp->worker, &params, &ep) != UCS_OK) {
-            params.err_mode = UCP_ERR_HANDLING_MODE_NONE; /* shared memory */
-            if (ucp_ep_create(tp->worker, &params, &ep) != UCS_OK)
-                return EMBER_ERR_TRANSPORT;
-        }
+        /* The same error mode as real endpoints: UCX refuses a mismatch. */
+        if (strcmp(tp->peers[rank].host, tp->host) == 0)
+            params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        if (ucp_ep_create(tp->worker, &params, &ep) != UCS_OK)
+            return EMBER_ERR_TRANSPORT;
     }
     request = ucp_am_send_nbx(ep, am_id, header, header_length, data, length, &param);
     if (UCS_PTR_IS_PTR(request)) {
