@@ -24,6 +24,9 @@ static const ember_config_entry_t config_table[] = {
      "Number of processes in the job (else SLURM_NTASKS)."},
     {"EMBER_LOCAL_RANK", NULL, EMBER_CONFIG_INT,
      "Rank of this process on its host (else SLURM_LOCALID, else rank)."},
+    {"EMBER_LOCAL_SIZE", NULL, EMBER_CONFIG_INT,
+     "Processes of the job on this host (else Slurm's tasks on this node, "
+     "else the world size); placement spreads them over NUMA nodes."},
     {"EMBER_INIT", "tcp://127.0.0.1:29500", EMBER_CONFIG_STRING,
      "Rendezvous store, tcp://HOST:PORT; rank 0 serves it.  Under Slurm "
      "the host defaults to the first host of SLURM_JOB_NODELIST."},

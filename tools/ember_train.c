@@ -10,6 +10,7 @@
 #include "engine/master.h"
 #include "engine/ps.h"
 #include "engine/trainer.h"
+#include "common/topology.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -57,7 +58,7 @@ int main(int argc, char **argv)
     char name[32];
     ember_status_t status;
 
-    if (ember_config_init() != EMBER_OK)
+    if (ember_config_init() != EMBER_OK || ember_topo_take_bind_flag(&argc, argv) != EMBER_OK)
         return 2;
     if (ember_job_parse(argc, argv, &job, &help) != EMBER_OK)
         return 2;
@@ -85,6 +86,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "ember-train: cannot join the job: %s\n",
                 ember_status_string(status));
         return 1;
+    }
+    /* --bind / EMBER_BIND: near this rank's GPU and HCA; one binding line. */
+    if (ember_topo_bind_self(ember_tp_rank(tp), ember_tp_world_size(tp), stderr) != EMBER_OK) {
+        ember_tp_destroy(tp);
+        return 2;
     }
     if (ember_tp_world_size(tp) != ember_job_world_size(&job)) {
         fprintf(stderr, "ember-train: the job needs %d processes, the world has %d\n",
