@@ -1,0 +1,1281 @@
+/*
+ * Parameter-server tests across processes: real PS ranks running
+ * ember_ps_run(), clients that speak the wire protocol (engine/protocol.h)
+ * by hand, forked with mp_spawn.  CTest runs every case over tcp and over
+ * shared memory.  Usage: test_ps CASE
+ *
+ *   bad_lookup                 every malformed LOOKUP / GRAD is refused with
+ *                              the right status and a text naming the table,
+ *                              trainer, step and offending value; the table
+ *                              stays byte-identical; the PS keeps serving and
+ *                              a valid sync step then updates exactly as SGD
+ *   sync_order                 a step-1 lookup is held until every trainer's
+ *                              step-0 gradient is applied
+ *   shards_match_local_pP      P = 1, 2, 3 shards: pooled outputs (sum, mean,
+ *                              max, weighted sum) and SGD updates equal the
+ *                              single-process EmbeddingBag on the full table
+ *   ps_survives_client_death   a trainer dies with a lookup open; the PS
+ *                              keeps serving the other trainer
+ *   lookup_huge_counts         counts far beyond the payload: BAD_MESSAGE,
+ *                              nothing sized by them (disabled in CTest until
+ *                              engine/ps.c validates before allocating)
+ *
+ * Coordination between client ranks goes through the rendezvous store (the
+ * PS only meets the others at "roles-ready" and at shutdown).
+ */
+#include "engine/embedding_bag.h"
+#include "engine/optimizer.h"
+#include "engine/protocol.h"
+#include "engine/ps.h"
+#include "engine/rng.h"
+#include "tests/common/mp_spawn.h"
+
+#include <ember/transport.h>
+
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LR 0.05f
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- joining, the store, calls ------------------------------------------- */
+
+static ember_tp_t *join(const char *name)
+{
+    ember_tp_params_t params;
+    ember_tp_t *tp;
+    ember_tp_params_init(&params);
+    params.name = name;
+    ember_status_t status = ember_tp_create(&params, &tp);
+    MP_CHECK(status == EMBER_OK, "ember_tp_create(%s): %s", name,
+             ember_status_string(status));
+    return tp;
+}
+
+/* A PS rank: serve until the master's PS_SHUTDOWN. */
+static int run_ps(const char *name)
+{
+    ember_tp_t *tp = join(name);
+    ember_status_t status = ember_ps_run(tp);
+    MP_CHECK(status == EMBER_OK, "%s: ember_ps_run returned %s", name,
+             ember_status_string(status));
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+/* A client rank: meet the PS ranks at their "roles-ready" barrier. */
+static ember_tp_t *join_client(const char *name)
+{
+    ember_tp_t *tp = join(name);
+    MP_CHECK(ember_tp_barrier(tp, "roles-ready") == EMBER_OK, "roles-ready");
+    return tp;
+}
+
+static void signal_key(ember_tp_t *tp, const char *key)
+{
+    MP_CHECK(ember_tp_store_set(tp, key, "1", 1) == EMBER_OK, "store_set %s", key);
+}
+
+static void await_key(ember_tp_t *tp, const char *key)
+{
+    void *value = NULL;
+    size_t length = 0;
+    MP_CHECK(ember_tp_store_get(tp, key, &value, &length) == EMBER_OK,
+             "store_get %s", key);
+    free(value);
+}
+
+typedef struct {
+    ember_status_t status;
+    size_t length;
+    char *data; /* payload or error text, NUL-terminated copy */
+} reply_t;
+
+static void reply_free(reply_t *reply)
+{
+    free(reply->data);
+    reply->data = NULL;
+}
+
+static reply_t call(ember_tp_t *tp, int peer, uint16_t op, const void *message,
+                    size_t length)
+{
+    ember_future_t *future;
+    ember_iov_t iov = {.buffer = message, .length = length};
+    reply_t reply = {0};
+    ember_status_t status = ember_rpc_call_async(tp, peer, op, &iov, length ? 1 : 0,
+                                                 NULL, 0, 20.0, &future);
+    MP_CHECK(status == EMBER_OK, "call_async op %u: %s", op, ember_status_string(status));
+    reply.status = ember_future_wait(future);
+    const void *data = ember_future_data(future, &reply.length);
+    reply.data = malloc(reply.length + 1);
+    MP_CHECK(reply.data, "out of memory");
+    if (reply.length)
+        memcpy(reply.data, data, reply.length);
+    reply.data[reply.length] = '\0';
+    ember_future_release(future);
+    return reply;
+}
+
+static void call_ok(ember_tp_t *tp, int peer, uint16_t op, const void *message,
+                    size_t length, void *out, size_t out_length)
+{
+    reply_t reply = call(tp, peer, op, message, length);
+    MP_CHECK(reply.status == EMBER_OK, "op %u on rank %d: %s: %s", op, peer,
+             ember_status_string(reply.status), reply.data);
+    MP_CHECK(reply.length == out_length, "op %u: reply of %zu bytes, expected %zu",
+             op, reply.length, out_length);
+    if (out_length)
+        memcpy(out, reply.data, out_length);
+    reply_free(&reply);
+}
+
+/* ---- tables --------------------------------------------------------------- */
+
+typedef struct {
+    int first_ps; /* rank of ps0; shard p is rank first_ps + p */
+    uint32_t P;
+    uint32_t table_id;
+    int64_t rows;
+    uint32_t dim;
+} table_ref_t;
+
+static void table_create(ember_tp_t *tp, const table_ref_t *t, const char *name,
+                         uint32_t trainers, ember_consistency_t consistency,
+                         uint64_t seed)
+{
+    for (uint32_t p = 0; p < t->P; p++) {
+        ember_msg_table_create_t spec;
+        memset(&spec, 0, sizeof(spec));
+        spec.table_id = t->table_id;
+        spec.shard = p;
+        spec.num_shards = t->P;
+        spec.trainers = trainers;
+        spec.rows = t->rows;
+        spec.dim = t->dim;
+        spec.consistency = consistency;
+        spec.sparse_reduce = EMBER_REDUCE_SUM;
+        spec.init = EMBER_INIT_NORMAL;
+        spec.seed = seed;
+        ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
+        snprintf(spec.name, sizeof(spec.name), "%s", name);
+        call_ok(tp, t->first_ps + (int)p, EMBER_OP_TABLE_CREATE, &spec, sizeof(spec),
+                NULL, 0);
+    }
+}
+
+/* The whole table, read from every shard: global row = local * P + p. */
+static float *table_read_full(ember_tp_t *tp, const table_ref_t *t)
+{
+    float *full = malloc((size_t)t->rows * t->dim * sizeof(float));
+    MP_CHECK(full, "out of memory");
+    for (uint32_t p = 0; p < t->P; p++) {
+        int64_t local = (t->rows - p + t->P - 1) / t->P;
+        ember_msg_table_read_t msg = {.table_id = t->table_id, .first = 0,
+                                      .count = local};
+        float *part = malloc((size_t)local * t->dim * sizeof(float) + 4);
+        MP_CHECK(part, "out of memory");
+        call_ok(tp, t->first_ps + (int)p, EMBER_OP_TABLE_READ, &msg, sizeof(msg), part,
+                (size_t)local * t->dim * sizeof(float));
+        for (int64_t l = 0; l < local; l++)
+            memcpy(full + (size_t)(l * t->P + p) * t->dim, part + (size_t)l * t->dim,
+                   t->dim * sizeof(float));
+        free(part);
+    }
+    return full;
+}
+
+/* ---- batches and the distributed lookup (as engine/trainer.c does it) ----- */
+
+typedef struct {
+    size_t bags, n;
+    int64_t *indices;
+    int64_t *offsets;
+    float *weights; /* NULL: unweighted */
+} batch_t;
+
+static void batch_free(batch_t *b)
+{
+    free(b->indices);
+    free(b->offsets);
+    free(b->weights);
+}
+
+/* Random bags of 0..max_bag rows out of @rows (duplicates likely); bag 1 is
+ * always empty and bag 0 always holds a duplicate. */
+static batch_t make_batch(uint64_t seed, size_t bags, int max_bag, int64_t rows,
+                          int weighted)
+{
+    ember_rng_t rng;
+    batch_t b = {.bags = bags};
+    ember_rng_seed(&rng, seed, 17);
+    b.offsets = malloc(bags * sizeof(int64_t));
+    b.indices = malloc(bags * (size_t)(max_bag + 2) * sizeof(int64_t));
+    b.weights = weighted ? malloc(bags * (size_t)(max_bag + 2) * sizeof(float)) : NULL;
+    MP_CHECK(b.offsets && b.indices && (!weighted || b.weights), "out of memory");
+    for (size_t bag = 0; bag < bags; bag++) {
+        b.offsets[bag] = (int64_t)b.n;
+        int size = bag == 1 ? 0 : (int)ember_rng_int(&rng, 0, max_bag);
+        for (int i = 0; i < size; i++)
+            b.indices[b.n++] = ember_rng_int(&rng, 0, rows - 1);
+        if (bag == 0) {
+            int64_t row = ember_rng_int(&rng, 0, rows - 1);
+            b.indices[b.n++] = row;
+            b.indices[b.n++] = row;
+        }
+    }
+    for (size_t i = 0; weighted && i < b.n; i++)
+        b.weights[i] = (float)(0.5 + ember_rng_uniform(&rng));
+    return b;
+}
+
+static float *make_grad(uint64_t seed, size_t count)
+{
+    ember_rng_t rng;
+    float *g = malloc(count * sizeof(float) + 4);
+    MP_CHECK(g, "out of memory");
+    ember_rng_seed(&rng, seed, 29);
+    for (size_t i = 0; i < count; i++)
+        g[i] = (float)(2.0 * ember_rng_uniform(&rng) - 1.0);
+    return g;
+}
+
+static ember_bag_batch_t bag_view(const batch_t *b)
+{
+    ember_bag_batch_t v = {.indices = b->indices, .n = b->n, .offsets = b->offsets,
+                           .bags = b->bags, .weights = b->weights,
+                           .n_weights = b->weights ? b->n : 0};
+    return v;
+}
+
+/* One shard's LOOKUP: that shard's entries of every bag, deduplicated. */
+static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t,
+                               uint32_t trainer, uint64_t step, int max_mode,
+                               uint32_t p, uint32_t *counts, size_t *length_p)
+{
+    int64_t *rows = malloc((b->n + 1) * sizeof(int64_t));
+    float *weights = malloc((b->n + 1) * sizeof(float));
+    int64_t *unique = malloc((b->n + 1) * sizeof(int64_t));
+    int64_t *inverse = malloc((b->n + 1) * sizeof(int64_t));
+    size_t n = 0, nunique = 0;
+    MP_CHECK(rows && weights && unique && inverse, "out of memory");
+    for (size_t bag = 0; bag < b->bags; bag++) {
+        size_t end = bag + 1 < b->bags ? (size_t)b->offsets[bag + 1] : b->n;
+        counts[bag] = 0;
+        for (size_t i = (size_t)b->offsets[bag]; i < end; i++) {
+            if ((uint64_t)b->indices[i] % t->P != p)
+                continue;
+            rows[n] = b->indices[i];
+            weights[n] = b->weights ? b->weights[i] : 1.0f;
+            n++;
+            counts[bag]++;
+        }
+    }
+    MP_CHECK(ember_bag_dedup(rows, n, -1, unique, inverse, &nunique) == EMBER_OK,
+             "dedup");
+    int weighted = b->weights != NULL;
+    size_t length = sizeof(ember_msg_lookup_t) + 4 * b->bags + 8 * nunique + 4 * n +
+                    (weighted ? 4 * n : 0);
+    uint8_t *message = malloc(length), *out = message;
+    MP_CHECK(message, "out of memory");
+    ember_msg_lookup_t msg = {.table_id = t->table_id, .trainer = trainer,
+                              .step = step,
+                              .flags = (weighted ? EMBER_LOOKUP_WEIGHTS : 0) |
+                                       (max_mode ? EMBER_LOOKUP_MAX : 0),
+                              .bags = (uint32_t)b->bags, .unique = (uint32_t)nunique,
+                              .indices = (uint32_t)n};
+    memcpy(out, &msg, sizeof(msg));
+    out += sizeof(msg);
+    uint32_t offset = 0;
+    for (size_t bag = 0; bag < b->bags; bag++) {
+        memcpy(out, &offset, 4);
+        out += 4;
+        offset += counts[bag];
+    }
+    memcpy(out, unique, 8 * nunique);
+    out += 8 * nunique;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slot = (uint32_t)inverse[i];
+        memcpy(out, &slot, 4);
+        out += 4;
+    }
+    if (weighted) {
+        memcpy(out, weights, 4 * n);
+        out += 4 * n;
+    }
+    MP_CHECK((size_t)(out - message) == length, "message length");
+    free(rows);
+    free(weights);
+    free(unique);
+    free(inverse);
+    *length_p = length;
+    return message;
+}
+
+/* What one distributed lookup leaves for its backward. */
+typedef struct {
+    size_t bags;
+    uint32_t *counts; /* [P][bags] */
+    uint32_t *total;  /* [bags] */
+    int *winner;      /* [bags * dim] (max mode) */
+} dist_ctx_t;
+
+static void dist_ctx_free(dist_ctx_t *ctx)
+{
+    free(ctx->counts);
+    free(ctx->total);
+    free(ctx->winner);
+}
+
+/* One lookup per shard, all in flight together; combine the partial pools
+ * into @pooled [bags * dim] as the trainer does. */
+static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
+                        ember_pool_mode_t mode, uint32_t trainer, uint64_t step,
+                        float *pooled, dist_ctx_t *ctx)
+{
+    size_t dim = t->dim, total = b->bags * dim;
+    ember_future_t *futures[8];
+    uint8_t *messages[8];
+    ember_iov_t iov[8];
+
+    MP_CHECK(t->P <= 8, "P");
+    ctx->bags = b->bags;
+    ctx->counts = calloc((size_t)t->P * b->bags + 1, sizeof(uint32_t));
+    ctx->total = calloc(b->bags + 1, sizeof(uint32_t));
+    ctx->winner = calloc(total + 1, sizeof(int));
+    MP_CHECK(ctx->counts && ctx->total && ctx->winner, "out of memory");
+    for (uint32_t p = 0; p < t->P; p++) {
+        size_t length;
+        messages[p] = lookup_message(b, t, trainer, step, mode == EMBER_POOL_MAX, p,
+                                     ctx->counts + (size_t)p * b->bags, &length);
+        iov[p] = (ember_iov_t){.buffer = messages[p], .length = length};
+        MP_CHECK(ember_rpc_call_async(tp, t->first_ps + (int)p, EMBER_OP_LOOKUP, &iov[p],
+                                      1, NULL, 0, 20.0, &futures[p]) == EMBER_OK,
+                 "lookup call");
+    }
+    for (size_t i = 0; i < total; i++)
+        pooled[i] = 0.0f;
+    for (size_t bag = 0; bag < b->bags; bag++) {
+        for (size_t d = 0; d < dim; d++)
+            ctx->winner[bag * dim + d] = -1;
+    }
+    for (uint32_t p = 0; p < t->P; p++) {
+        ember_status_t status = ember_future_wait(futures[p]);
+        size_t length;
+        const char *data = ember_future_data(futures[p], &length);
+        MP_CHECK(status == EMBER_OK, "lookup on shard %u: %s: %.*s", p,
+                 ember_status_string(status), (int)length, data ? data : "");
+        MP_CHECK(length == total * sizeof(float), "lookup reply of %zu bytes, want %zu",
+                 length, total * sizeof(float));
+        float *part = malloc(length + 4);
+        MP_CHECK(part, "out of memory");
+        memcpy(part, data, length);
+        const uint32_t *counts = ctx->counts + (size_t)p * b->bags;
+        for (size_t bag = 0; bag < b->bags; bag++) {
+            ctx->total[bag] += counts[bag];
+            for (size_t d = 0; d < dim; d++) {
+                size_t i = bag * dim + d;
+                if (mode != EMBER_POOL_MAX) {
+                    pooled[i] += part[i];
+                } else if (counts[bag] && (ctx->winner[i] < 0 || part[i] > pooled[i])) {
+                    pooled[i] = part[i];
+                    ctx->winner[i] = (int)p;
+                }
+            }
+        }
+        free(part);
+        ember_future_release(futures[p]);
+        free(messages[p]);
+    }
+    if (mode == EMBER_POOL_MEAN) {
+        for (size_t bag = 0; bag < b->bags; bag++) {
+            for (size_t d = 0; ctx->total[bag] && d < dim; d++)
+                pooled[bag * dim + d] /= (float)ctx->total[bag];
+        }
+    }
+}
+
+/* d(loss)/d(shard p's partial pool), as the PS's sum/max backward wants it. */
+static float *shard_grad(const table_ref_t *t, const dist_ctx_t *ctx,
+                         ember_pool_mode_t mode, const float *g, uint32_t p)
+{
+    size_t dim = t->dim;
+    float *out = malloc(ctx->bags * dim * sizeof(float) + 4);
+    MP_CHECK(out, "out of memory");
+    for (size_t bag = 0; bag < ctx->bags; bag++) {
+        for (size_t d = 0; d < dim; d++) {
+            size_t i = bag * dim + d;
+            if (mode == EMBER_POOL_MAX)
+                out[i] = ctx->winner[i] == (int)p ? g[i] : 0.0f;
+            else if (mode == EMBER_POOL_MEAN && ctx->total[bag])
+                out[i] = g[i] / (float)ctx->total[bag];
+            else
+                out[i] = g[i];
+        }
+    }
+    return out;
+}
+
+static uint8_t *grad_message(uint32_t table_id, uint32_t trainer, uint64_t step,
+                             uint32_t flags, uint32_t bags, const float *grad,
+                             size_t grad_floats, size_t *length_p)
+{
+    ember_msg_grad_t msg = {.table_id = table_id, .trainer = trainer, .step = step,
+                            .flags = flags, .bags = bags};
+    size_t length = sizeof(msg) + grad_floats * sizeof(float);
+    uint8_t *message = malloc(length);
+    MP_CHECK(message, "out of memory");
+    memcpy(message, &msg, sizeof(msg));
+    memcpy(message + sizeof(msg), grad, grad_floats * sizeof(float));
+    *length_p = length;
+    return message;
+}
+
+/* Each shard's share of the output gradient @g, with APPLY. */
+static void dist_grad(ember_tp_t *tp, const table_ref_t *t, const dist_ctx_t *ctx,
+                      ember_pool_mode_t mode, uint32_t trainer, uint64_t step,
+                      const float *g)
+{
+    for (uint32_t p = 0; p < t->P; p++) {
+        size_t length;
+        float *share = shard_grad(t, ctx, mode, g, p);
+        uint8_t *message = grad_message(t->table_id, trainer, step, EMBER_GRAD_APPLY,
+                                        (uint32_t)ctx->bags, share, ctx->bags * t->dim,
+                                        &length);
+        call_ok(tp, t->first_ps + (int)p, EMBER_OP_GRAD, message, length, NULL, 0);
+        free(message);
+        free(share);
+    }
+}
+
+/* ---- single-process reference --------------------------------------------- */
+
+static float *ref_forward(const float *table, const table_ref_t *t, const batch_t *b,
+                          ember_pool_mode_t mode, int64_t *argmax)
+{
+    float *out = malloc(b->bags * t->dim * sizeof(float) + 4);
+    int64_t *scratch = argmax ? NULL : malloc(b->bags * t->dim * sizeof(int64_t) + 8);
+    ember_bag_batch_t view = bag_view(b);
+    ember_bag_opts_t opts = {.mode = mode, .padding_idx = -1};
+    MP_CHECK(out && (argmax || scratch), "out of memory");
+    MP_CHECK(ember_bag_forward(table, t->rows, t->dim, &view, &opts, out,
+                               argmax ? argmax : scratch) == EMBER_OK,
+             "ember_bag_forward");
+    free(scratch);
+    return out;
+}
+
+/* Add the batch's sparse row gradient for output gradient @g into @dense. */
+static void ref_backward_add(const float *table, const table_ref_t *t,
+                             const batch_t *b, ember_pool_mode_t mode, const float *g,
+                             float *dense)
+{
+    int64_t *argmax = malloc(b->bags * t->dim * sizeof(int64_t) + 8);
+    int64_t *rows = malloc((b->n + 1) * sizeof(int64_t));
+    float *grad = malloc((b->n + 1) * t->dim * sizeof(float));
+    size_t nrows = 0;
+    ember_bag_batch_t view = bag_view(b);
+    ember_bag_opts_t opts = {.mode = mode, .padding_idx = -1};
+    MP_CHECK(argmax && rows && grad, "out of memory");
+    free(ref_forward(table, t, b, mode, argmax));
+    MP_CHECK(ember_bag_backward(table, t->rows, t->dim, &view, &opts, g,
+                                mode == EMBER_POOL_MAX ? argmax : NULL, rows, grad,
+                                &nrows, NULL) == EMBER_OK, "ember_bag_backward");
+    for (size_t u = 0; u < nrows; u++) {
+        for (size_t d = 0; d < t->dim; d++)
+            dense[(size_t)rows[u] * t->dim + d] += grad[u * t->dim + d];
+    }
+    free(argmax);
+    free(rows);
+    free(grad);
+}
+
+/* SGD on the rows of a summed gradient (untouched rows unchanged). */
+static void ref_sgd(float *table, const table_ref_t *t, const float *dense)
+{
+    for (size_t i = 0; i < (size_t)t->rows * t->dim; i++)
+        table[i] -= LR * dense[i];
+}
+
+static double max_diff(const float *a, const float *b, size_t count, size_t *where)
+{
+    double worst = 0.0;
+    *where = 0;
+    for (size_t i = 0; i < count; i++) {
+        double scale = fabs((double)b[i]) > 1.0 ? fabs((double)b[i]) : 1.0;
+        double diff = fabs((double)a[i] - (double)b[i]) / scale;
+        if (!(diff <= worst)) { /* NaN counts as the worst */
+            worst = isnan(diff) ? INFINITY : diff;
+            *where = i;
+        }
+    }
+    return worst;
+}
+
+#define EXPECT_CLOSE(a, b, count, tol, what)                                   \
+    do {                                                                       \
+        size_t where_;                                                         \
+        double diff_ = max_diff((a), (b), (count), &where_);                   \
+        MP_CHECK(diff_ <= (tol), "%s: differs by %g at %zu (%.9g vs %.9g)",    \
+                 (what), diff_, where_, (double)(a)[where_],                   \
+                 (double)(b)[where_]);                                         \
+    } while (0)
+
+/* ---- raw LOOKUP messages for the bad-input case --------------------------- */
+
+typedef struct {
+    ember_msg_lookup_t hdr;
+    uint32_t offsets[8];
+    int64_t rows[8];
+    uint32_t inverse[8];
+    float weights[8];
+} raw_lookup_t;
+
+/* Serialise as protocol.h lays it out; counts taken from the header. */
+static uint8_t *raw_message(const raw_lookup_t *raw, size_t *length_p)
+{
+    const ember_msg_lookup_t *h = &raw->hdr;
+    size_t bags = h->bags < 8 ? h->bags : 8, unique = h->unique < 8 ? h->unique : 8;
+    size_t n = h->indices < 8 ? h->indices : 8;
+    int weighted = (h->flags & EMBER_LOOKUP_WEIGHTS) != 0;
+    size_t length = sizeof(*h) + 4 * bags + 8 * unique + 4 * n + (weighted ? 4 * n : 0);
+    uint8_t *message = malloc(length + 64), *out = message;
+    MP_CHECK(message, "out of memory");
+    memcpy(out, h, sizeof(*h));
+    out += sizeof(*h);
+    memcpy(out, raw->offsets, 4 * bags);
+    out += 4 * bags;
+    memcpy(out, raw->rows, 8 * unique);
+    out += 8 * unique;
+    memcpy(out, raw->inverse, 4 * n);
+    out += 4 * n;
+    if (weighted)
+        memcpy(out, raw->weights, 4 * n);
+    *length_p = length;
+    return message;
+}
+
+/* A valid lookup of 2 bags: {3, 50, 50} | {} ... as trainer 0 step 0. */
+static raw_lookup_t raw_valid(uint32_t table_id)
+{
+    raw_lookup_t raw;
+    memset(&raw, 0, sizeof(raw));
+    raw.hdr = (ember_msg_lookup_t){.table_id = table_id, .trainer = 0, .step = 0,
+                                   .flags = 0, .bags = 2, .unique = 2, .indices = 3};
+    raw.offsets[0] = 0;
+    raw.offsets[1] = 3;
+    raw.rows[0] = 3;
+    raw.rows[1] = 50;
+    raw.inverse[0] = 0;
+    raw.inverse[1] = 1;
+    raw.inverse[2] = 1;
+    raw.weights[0] = raw.weights[1] = raw.weights[2] = 1.0f;
+    return raw;
+}
+
+/* Send @message; it must fail with @status and a text holding every string
+ * of @needles (NULL-terminated). */
+static void expect_refused(ember_tp_t *tp, int peer, uint16_t op, const void *message,
+                           size_t length, ember_status_t status, const char *what,
+                           const char *const *needles)
+{
+    reply_t reply = call(tp, peer, op, message, length);
+    MP_CHECK(reply.status == status, "%s: got %s, want %s (text: %s)", what,
+             ember_status_string(reply.status), ember_status_string(status),
+             reply.data);
+    for (size_t i = 0; needles[i]; i++)
+        MP_CHECK(strstr(reply.data, needles[i]), "%s: error text \"%s\" lacks \"%s\"",
+                 what, reply.data, needles[i]);
+    fprintf(stderr, "  refused as expected (%s): %s\n", what, reply.data);
+    reply_free(&reply);
+}
+
+static void expect_lookup_refused(ember_tp_t *tp, int peer, const raw_lookup_t *raw,
+                                  ember_status_t status, const char *what,
+                                  const char *const *needles)
+{
+    size_t length;
+    uint8_t *message = raw_message(raw, &length);
+    expect_refused(tp, peer, EMBER_OP_LOOKUP, message, length, status, what, needles);
+    free(message);
+}
+
+#define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define WHO "table emb", "trainer 0", "step 0"
+
+/* ---- case 1: bad_lookup ---------------------------------------------------- */
+
+enum { BL_ROWS = 100, BL_DIM = 4, BL_TABLE = 3 };
+static const table_ref_t bl_table = {.first_ps = 0, .P = 1, .table_id = BL_TABLE,
+                                     .rows = BL_ROWS, .dim = BL_DIM};
+
+static void check_unchanged(ember_tp_t *tp, const float *snapshot, const char *after)
+{
+    float *now = table_read_full(tp, &bl_table);
+    MP_CHECK(memcmp(now, snapshot, (size_t)BL_ROWS * BL_DIM * sizeof(float)) == 0,
+             "the table changed after %s", after);
+    free(now);
+}
+
+static void bad_lookups(ember_tp_t *tp, int ps)
+{
+    raw_lookup_t raw;
+    size_t length;
+    uint8_t *message;
+
+    raw = raw_valid(BL_TABLE);
+    raw.rows[1] = 130;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_OUT_OF_RANGE, "index 130",
+                          NEEDLES(WHO, "130", "[0, 100)"));
+    raw = raw_valid(BL_TABLE);
+    raw.rows[0] = -1;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_OUT_OF_RANGE, "index -1",
+                          NEEDLES(WHO, "-1"));
+    raw = raw_valid(BL_TABLE);
+    raw.rows[0] = INT64_MIN;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_OUT_OF_RANGE, "index INT64_MIN",
+                          NEEDLES(WHO, "-9223372036854775808"));
+    raw = raw_valid(BL_TABLE);
+    raw.offsets[0] = 1;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "offsets start at 1",
+                          NEEDLES(WHO, "offset 1 of bag 0"));
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.bags = 3;
+    raw.offsets[1] = 2;
+    raw.offsets[2] = 1;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "decreasing offsets",
+                          NEEDLES(WHO, "offset 1 of bag 2", "previous 2"));
+    raw = raw_valid(BL_TABLE);
+    raw.offsets[1] = 4;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "offset past indices",
+                          NEEDLES(WHO, "offset 4 of bag 1", "3 indices"));
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.bags = 0;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "indices, no bags",
+                          NEEDLES(WHO, "3 indices but no bags"));
+    raw = raw_valid(BL_TABLE);
+    raw.inverse[2] = 2;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_BAD_MESSAGE, "inverse slot 2 of 2",
+                          NEEDLES(WHO, "slot 2 of 2"));
+    raw = raw_valid(BL_TABLE);
+    raw.inverse[0] = UINT32_MAX;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_BAD_MESSAGE, "inverse slot 2^32-1",
+                          NEEDLES(WHO, "slot 4294967295"));
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.flags = EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "weights with max",
+                          NEEDLES(WHO, "weights", "0x3"));
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.flags = 1u << 7;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "unknown flag",
+                          NEEDLES(WHO, "0x80"));
+
+    /* Payload length against the header: 36 bytes of arrays expected. */
+    raw = raw_valid(BL_TABLE);
+    message = raw_message(&raw, &length);
+    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length - 4, EMBER_ERR_BAD_MESSAGE,
+                   "truncated arrays", NEEDLES(WHO, "needs 36 bytes, got 32"));
+    memset(message + length, 0, 8);
+    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length + 8, EMBER_ERR_BAD_MESSAGE,
+                   "payload too long", NEEDLES(WHO, "needs 36 bytes, got 44"));
+    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, sizeof(ember_msg_lookup_t) - 1,
+                   EMBER_ERR_BAD_MESSAGE, "truncated header",
+                   NEEDLES("shorter than its"));
+    free(message);
+
+    /* Counts far beyond the payload: refused, and the PS lives on (the exact
+     * status and the memory it may reserve: case lookup_huge_counts). */
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.bags = raw.hdr.unique = raw.hdr.indices = UINT32_MAX;
+    message = raw_message(&raw, &length);
+    reply_t reply = call(tp, ps, EMBER_OP_LOOKUP, message, length);
+    MP_CHECK(reply.status < 0, "huge counts: %s", ember_status_string(reply.status));
+    reply_free(&reply);
+    free(message);
+
+    raw = raw_valid(7);
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_NOT_FOUND, "unknown table id",
+                          NEEDLES("table", "id 7", "ps0"));
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.trainer = 2;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "trainer 2 of 2",
+                          NEEDLES("table emb", "trainer 2", "2 trainers"));
+}
+
+static int case_bad_lookup(int rank, int world, void *arg)
+{
+    const int ps = 0;
+    (void)world;
+    (void)arg;
+    if (rank == 0)
+        return run_ps("ps0");
+
+    const table_ref_t *t = &bl_table;
+    const size_t cells = (size_t)BL_ROWS * BL_DIM;
+    batch_t b0 = make_batch(101, 6, 5, BL_ROWS, 0);
+    batch_t b1 = make_batch(202, 5, 5, BL_ROWS, 0);
+    float *g0 = make_grad(303, b0.bags * BL_DIM), *g1 = make_grad(404, b1.bags * BL_DIM);
+    float *pooled = malloc(8 * BL_DIM * sizeof(float));
+    dist_ctx_t ctx = {0};
+    MP_CHECK(pooled, "out of memory");
+
+    if (rank == 2) { /* trainer 1 */
+        ember_tp_t *tp = join_client("trainer1");
+        await_key(tp, "bad-done");
+        float *snapshot = table_read_full(tp, t);
+        dist_lookup(tp, t, &b1, EMBER_POOL_SUM, 1, 0, pooled, &ctx);
+        float *expect = ref_forward(snapshot, t, &b1, EMBER_POOL_SUM, NULL);
+        EXPECT_CLOSE(pooled, expect, b1.bags * BL_DIM, 1e-6, "trainer 1 step 0 lookup");
+        signal_key(tp, "t1-looked");
+        await_key(tp, "t0-grad");
+        dist_grad(tp, t, &ctx, EMBER_POOL_SUM, 1, 0, g1);
+        signal_key(tp, "t1-grad");
+        dist_ctx_free(&ctx);
+        free(expect);
+        free(snapshot);
+        ember_tp_destroy(tp);
+        goto out;
+    }
+
+    /* rank 1: the master, doubling as trainer 0 */
+    ember_tp_t *tp = join_client("master");
+    table_create(tp, t, "emb", 2, EMBER_SYNC, 1234);
+    float *snapshot = table_read_full(tp, t);
+    {
+        /* Creating the same id again is refused and changes nothing. */
+        ember_msg_table_create_t spec;
+        memset(&spec, 0, sizeof(spec));
+        spec.table_id = BL_TABLE;
+        spec.num_shards = 1;
+        spec.trainers = 2;
+        spec.rows = 10;
+        spec.dim = 2;
+        ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
+        snprintf(spec.name, sizeof(spec.name), "again");
+        expect_refused(tp, ps, EMBER_OP_TABLE_CREATE, &spec, sizeof(spec),
+                       EMBER_ERR_EXISTS, "table id taken", NEEDLES("3"));
+        ember_msg_table_read_t read = {.table_id = BL_TABLE, .first = 90, .count = 20};
+        expect_refused(tp, ps, EMBER_OP_TABLE_READ, &read, sizeof(read),
+                       EMBER_ERR_OUT_OF_RANGE, "read past the end",
+                       NEEDLES("table emb", "[90, 110)"));
+    }
+
+    bad_lookups(tp, ps);
+    check_unchanged(tp, snapshot, "bad lookups");
+    signal_key(tp, "bad-done");
+    await_key(tp, "t1-looked");
+
+    /* Trainer 0's valid lookup: bad ones left no context behind. */
+    dist_lookup(tp, t, &b0, EMBER_POOL_SUM, 0, 0, pooled, &ctx);
+    float *expect = ref_forward(snapshot, t, &b0, EMBER_POOL_SUM, NULL);
+    EXPECT_CLOSE(pooled, expect, b0.bags * BL_DIM, 1e-6, "trainer 0 step 0 lookup");
+    {
+        /* A second lookup before the gradient is refused. */
+        raw_lookup_t raw = raw_valid(BL_TABLE);
+        expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "second lookup",
+                              NEEDLES(WHO, "not been given a gradient"));
+    }
+
+    /* Gradients that must be refused. */
+    size_t length;
+    uint8_t *message;
+    float *bad = malloc(b0.bags * BL_DIM * sizeof(float));
+    MP_CHECK(bad, "out of memory");
+    memcpy(bad, g0, b0.bags * BL_DIM * sizeof(float));
+    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
+                           b0.bags * BL_DIM - 1, &length);
+    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_BAD_MESSAGE,
+                   "short gradient", NEEDLES(WHO, "92 bytes"));
+    free(message);
+    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags + 1, bad,
+                           b0.bags * BL_DIM, &length);
+    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_BAD_MESSAGE,
+                   "gradient bag count", NEEDLES(WHO, "7 bags"));
+    free(message);
+    message = grad_message(BL_TABLE, 0, 1, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
+                           b0.bags * BL_DIM, &length);
+    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_INVALID_PARAM,
+                   "gradient for another step",
+                   NEEDLES("table emb", "trainer 0", "step 1", "without a lookup"));
+    free(message);
+    message = grad_message(9, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
+                           b0.bags * BL_DIM, &length);
+    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_NOT_FOUND,
+                   "gradient for unknown table", NEEDLES("id 9"));
+    free(message);
+    bad[2 * BL_DIM + 1] = NAN; /* bag 2 */
+    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
+                           b0.bags * BL_DIM, &length);
+    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_NUMERIC,
+                   "NaN gradient", NEEDLES(WHO, "non-finite", "bag 2"));
+    check_unchanged(tp, snapshot, "a NaN gradient");
+    /* The NaN voided trainer 0's step: the same gradient again has no lookup. */
+    memcpy(bad, g0, b0.bags * BL_DIM * sizeof(float));
+    free(message);
+    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
+                           b0.bags * BL_DIM, &length);
+    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_INVALID_PARAM,
+                   "gradient without a lookup", NEEDLES(WHO, "without a lookup"));
+    free(message);
+    free(bad);
+    check_unchanged(tp, snapshot, "refused gradients");
+    dist_ctx_free(&ctx);
+
+    /* Trainer 0 looks up again and gives its gradient: sync holds it until
+     * trainer 1's arrives. */
+    dist_lookup(tp, t, &b0, EMBER_POOL_SUM, 0, 0, pooled, &ctx);
+    EXPECT_CLOSE(pooled, expect, b0.bags * BL_DIM, 1e-6, "trainer 0 step 0 lookup again");
+    dist_grad(tp, t, &ctx, EMBER_POOL_SUM, 0, 0, g0);
+    check_unchanged(tp, snapshot, "one of two sync gradients");
+    {
+        /* A second gradient of trainer 0 for the step: no lookup left. */
+        message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, g0,
+                               b0.bags * BL_DIM, &length);
+        expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_INVALID_PARAM,
+                       "repeated gradient", NEEDLES(WHO, "without a lookup"));
+        free(message);
+    }
+    signal_key(tp, "t0-grad");
+    await_key(tp, "t1-grad");
+
+    /* Both in: the table moved by SGD on the summed gradient, exactly. */
+    float *dense = calloc(cells, sizeof(float)), *updated = malloc(cells * sizeof(float));
+    MP_CHECK(dense && updated, "out of memory");
+    ref_backward_add(snapshot, t, &b0, EMBER_POOL_SUM, g0, dense);
+    ref_backward_add(snapshot, t, &b1, EMBER_POOL_SUM, g1, dense);
+    memcpy(updated, snapshot, cells * sizeof(float));
+    ref_sgd(updated, t, dense);
+    float *now = table_read_full(tp, t);
+    MP_CHECK(memcmp(now, snapshot, cells * sizeof(float)) != 0,
+             "the step changed nothing");
+    EXPECT_CLOSE(now, updated, cells, 1e-6, "table after the step-0 update");
+    size_t touched = 0;
+    for (size_t i = 0; i < cells; i++)
+        touched += dense[i] != 0.0f;
+    MP_CHECK(touched > 0, "no row was touched");
+
+    /* Step 1 is open now; step 0 is closed. */
+    dist_ctx_free(&ctx);
+    dist_lookup(tp, t, &b1, EMBER_POOL_SUM, 0, 1, pooled, &ctx);
+    free(expect);
+    expect = ref_forward(updated, t, &b1, EMBER_POOL_SUM, NULL);
+    EXPECT_CLOSE(pooled, expect, b1.bags * BL_DIM, 1e-6, "trainer 0 step 1 lookup");
+    {
+        raw_lookup_t raw = raw_valid(BL_TABLE);
+        raw.hdr.trainer = 1;
+        expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "stale step",
+                              NEEDLES("table emb", "trainer 1", "step 0",
+                                      "already applied"));
+    }
+    ember_msg_ps_stats_t stats;
+    call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &stats, sizeof(stats));
+    MP_CHECK(stats.lookups == 4 && stats.grads == 2 && stats.steps_applied == 1,
+             "stats: %llu lookups, %llu grads, %llu steps",
+             (unsigned long long)stats.lookups, (unsigned long long)stats.grads,
+             (unsigned long long)stats.steps_applied);
+    call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    dist_ctx_free(&ctx);
+    free(now);
+    free(dense);
+    free(updated);
+    free(expect);
+    free(snapshot);
+    ember_tp_destroy(tp);
+out:
+    free(pooled);
+    free(g0);
+    free(g1);
+    batch_free(&b0);
+    batch_free(&b1);
+    return 0;
+}
+
+/* ---- case lookup_huge_counts ------------------------------------------------
+ * A lookup whose header claims far more bags than its payload holds must be
+ * refused as malformed (naming table, trainer, step) before the PS sizes
+ * anything by those counts. */
+
+static int case_huge_counts(int rank, int world, void *arg)
+{
+    const int ps = 0;
+    (void)world;
+    (void)arg;
+    if (rank == 0)
+        return run_ps("ps0");
+    ember_tp_t *tp = join_client("master");
+    raw_lookup_t raw;
+    size_t length;
+    uint8_t *message;
+    table_create(tp, &bl_table, "emb", 2, EMBER_SYNC, 1234);
+    float *snapshot = table_read_full(tp, &bl_table);
+    ember_msg_ps_stats_t before, after;
+    call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &before, sizeof(before));
+
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.bags = raw.hdr.unique = raw.hdr.indices = UINT32_MAX;
+    message = raw_message(&raw, &length);
+    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length, EMBER_ERR_BAD_MESSAGE,
+                   "counts 2^32-1", NEEDLES(WHO, "4294967295 bags"));
+    free(message);
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.bags = 1u << 26; /* 1 GiB of output for a 60-byte request */
+    message = raw_message(&raw, &length);
+    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length, EMBER_ERR_BAD_MESSAGE,
+                   "2^26 bags", NEEDLES(WHO, "67108864 bags"));
+    free(message);
+    call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &after, sizeof(after));
+    MP_CHECK(after.other_bytes < before.other_bytes + (1u << 20),
+             "refused lookups left the PS holding %llu bytes (before: %llu)",
+             (unsigned long long)after.other_bytes,
+             (unsigned long long)before.other_bytes);
+    check_unchanged(tp, snapshot, "huge counts");
+    call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    free(snapshot);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+/* ---- case 2: sync_order ----------------------------------------------------- */
+
+static int case_sync_order(int rank, int world, void *arg)
+{
+    static const table_ref_t t = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 40,
+                                  .dim = 6};
+    const size_t cells = 40 * 6;
+    (void)world;
+    (void)arg;
+    if (rank == 0)
+        return run_ps("ps0");
+
+    batch_t b0 = make_batch(11, 5, 6, t.rows, 0), b1 = make_batch(22, 5, 6, t.rows, 0);
+    float *g0 = make_grad(33, b0.bags * t.dim), *g1 = make_grad(44, b1.bags * t.dim);
+    float *pooled = malloc(8 * t.dim * sizeof(float));
+    dist_ctx_t ctx = {0};
+    MP_CHECK(pooled, "out of memory");
+
+    if (rank == 2) { /* trainer 1 */
+        ember_tp_t *tp = join_client("trainer1");
+        await_key(tp, "created");
+        dist_lookup(tp, &t, &b1, EMBER_POOL_SUM, 1, 0, pooled, &ctx);
+        await_key(tp, "t0-waiting");
+        dist_grad(tp, &t, &ctx, EMBER_POOL_SUM, 1, 0, g1);
+        dist_ctx_free(&ctx);
+        ember_tp_destroy(tp);
+        goto out;
+    }
+
+    ember_tp_t *tp = join_client("master");
+    table_create(tp, &t, "emb", 2, EMBER_SYNC, 77);
+    float *snapshot = table_read_full(tp, &t);
+    signal_key(tp, "created");
+    dist_lookup(tp, &t, &b0, EMBER_POOL_SUM, 0, 0, pooled, &ctx);
+    dist_grad(tp, &t, &ctx, EMBER_POOL_SUM, 0, 0, g0);
+    dist_ctx_free(&ctx);
+
+    /* Step 1 of trainer 0 = trainer 1's step-0 bags, so trainer 1's update shows. */
+    size_t length;
+    uint32_t counts[8];
+    uint8_t *message = lookup_message(&b1, &t, 0, 1, 0, 0, counts, &length);
+    ember_iov_t iov = {.buffer = message, .length = length};
+    ember_future_t *future;
+    MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0, 20.0,
+                                  &future) == EMBER_OK, "step-1 lookup");
+    double start = now_s();
+    while (now_s() - start < 0.3) {
+        ember_status_t status = ember_future_test(future);
+        MP_CHECK(status == EMBER_INPROGRESS,
+                 "the step-1 lookup was answered (%s) after %.3f s, before trainer 1's "
+                 "step-0 gradient", ember_status_string(status), now_s() - start);
+        ember_tp_wait(tp, 0.02);
+    }
+    float *still = table_read_full(tp, &t);
+    MP_CHECK(memcmp(still, snapshot, cells * sizeof(float)) == 0,
+             "the table changed before every step-0 gradient was in");
+    free(still);
+    signal_key(tp, "t0-waiting");
+    ember_status_t status = ember_future_wait(future);
+    size_t got;
+    const void *data = ember_future_data(future, &got);
+    MP_CHECK(status == EMBER_OK, "step-1 lookup: %s: %.*s", ember_status_string(status),
+             (int)got, data ? (const char *)data : "");
+    MP_CHECK(got == b1.bags * t.dim * sizeof(float), "reply of %zu bytes", got);
+    memcpy(pooled, data, got);
+    ember_future_release(future);
+    free(message);
+
+    float *dense = calloc(cells, sizeof(float)), *only0 = malloc(cells * sizeof(float));
+    float *both = malloc(cells * sizeof(float));
+    MP_CHECK(dense && only0 && both, "out of memory");
+    ref_backward_add(snapshot, &t, &b0, EMBER_POOL_SUM, g0, dense);
+    memcpy(only0, snapshot, cells * sizeof(float));
+    ref_sgd(only0, &t, dense);
+    ref_backward_add(snapshot, &t, &b1, EMBER_POOL_SUM, g1, dense);
+    memcpy(both, snapshot, cells * sizeof(float));
+    ref_sgd(both, &t, dense);
+    float *expect = ref_forward(both, &t, &b1, EMBER_POOL_SUM, NULL);
+    float *wrong = ref_forward(only0, &t, &b1, EMBER_POOL_SUM, NULL);
+    size_t where;
+    MP_CHECK(max_diff(expect, wrong, b1.bags * t.dim, &where) > 1e-3,
+             "test data: trainer 1's update does not show in the step-1 bags");
+    EXPECT_CLOSE(pooled, expect, b1.bags * t.dim, 1e-6,
+                 "step-1 lookup vs both step-0 updates");
+    float *now = table_read_full(tp, &t);
+    EXPECT_CLOSE(now, both, cells, 1e-6, "table after step 0");
+    call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    free(now);
+    free(expect);
+    free(wrong);
+    free(dense);
+    free(only0);
+    free(both);
+    free(snapshot);
+    ember_tp_destroy(tp);
+out:
+    free(pooled);
+    free(g0);
+    free(g1);
+    batch_free(&b0);
+    batch_free(&b1);
+    return 0;
+}
+
+/* ---- case 3: shards_match_local_pP ----------------------------------------- */
+
+enum { SM_ROWS = 50, SM_DIM = 5, SM_BAGS = 12, SM_ROUNDS = 3 };
+
+typedef struct {
+    const char *label;
+    ember_pool_mode_t mode;
+    int weighted;
+    ember_consistency_t consistency;
+} sm_table_t;
+
+static const sm_table_t sm_tables[] = {
+    {"sum", EMBER_POOL_SUM, 0, EMBER_SYNC},
+    {"mean", EMBER_POOL_MEAN, 0, EMBER_ASYNC},
+    {"max", EMBER_POOL_MAX, 0, EMBER_SYNC},
+    {"sum_w", EMBER_POOL_SUM, 1, EMBER_ASYNC},
+};
+
+static int shards_match_local(int rank, uint32_t P)
+{
+    char name[16];
+    if (rank < (int)P) {
+        snprintf(name, sizeof(name), "ps%d", rank);
+        return run_ps(name);
+    }
+    ember_tp_t *tp = join_client("master");
+    const size_t cells = (size_t)SM_ROWS * SM_DIM;
+    float *pooled = malloc(SM_BAGS * SM_DIM * sizeof(float));
+    MP_CHECK(pooled, "out of memory");
+
+    for (size_t k = 0; k < sizeof(sm_tables) / sizeof(sm_tables[0]); k++) {
+        const sm_table_t *spec = &sm_tables[k];
+        table_ref_t t = {.first_ps = 0, .P = P, .table_id = (uint32_t)k, .rows = SM_ROWS,
+                         .dim = SM_DIM};
+        table_create(tp, &t, spec->label, 1, spec->consistency, 42);
+        float *ref = table_read_full(tp, &t);
+        /* The initial rows do not depend on the shard count. */
+        for (size_t i = 0; i < cells; i++)
+            MP_CHECK(ref[i] == ember_normal_at(42, i), "%s: initial value %zu: %g vs %g",
+                     spec->label, i, (double)ref[i], (double)ember_normal_at(42, i));
+        for (uint64_t step = 0; step < SM_ROUNDS; step++) {
+            char what[96];
+            dist_ctx_t ctx = {0};
+            batch_t b = make_batch(1000 * k + step, SM_BAGS, 7, SM_ROWS, spec->weighted);
+            float *g = make_grad(5000 * k + step, SM_BAGS * SM_DIM);
+            dist_lookup(tp, &t, &b, spec->mode, 0, step, pooled, &ctx);
+            float *expect = ref_forward(ref, &t, &b, spec->mode, NULL);
+            snprintf(what, sizeof(what), "P=%u %s step %llu pooled", P, spec->label,
+                     (unsigned long long)step);
+            EXPECT_CLOSE(pooled, expect, SM_BAGS * SM_DIM, 1e-6, what);
+            for (size_t d = 0; d < SM_DIM; d++) /* bag 1 is empty */
+                MP_CHECK(pooled[SM_DIM + d] == 0.0f, "%s: empty bag pooled to %g", what,
+                         (double)pooled[SM_DIM + d]);
+            dist_grad(tp, &t, &ctx, spec->mode, 0, step, g);
+            float *dense = calloc(cells, sizeof(float));
+            MP_CHECK(dense, "out of memory");
+            ref_backward_add(ref, &t, &b, spec->mode, g, dense);
+            ref_sgd(ref, &t, dense);
+            float *now = table_read_full(tp, &t);
+            snprintf(what, sizeof(what), "P=%u %s table after step %llu", P, spec->label,
+                     (unsigned long long)step);
+            EXPECT_CLOSE(now, ref, cells, 1e-6, what);
+            free(now);
+            free(dense);
+            free(expect);
+            free(g);
+            dist_ctx_free(&ctx);
+            batch_free(&b);
+        }
+        free(ref);
+    }
+
+    if (P > 1) {
+        /* A row sent to the wrong shard is refused. */
+        raw_lookup_t raw = raw_valid(0);
+        raw.rows[0] = 1; /* shard 1's */
+        raw.rows[1] = 2 * P;
+        raw.hdr.step = SM_ROUNDS;
+        expect_lookup_refused(tp, 0, &raw, EMBER_ERR_INVALID_PARAM, "row of shard 1",
+                              NEEDLES("table sum", "trainer 0", "row 1", "shard 1"));
+    }
+    for (uint32_t p = 0; p < P; p++)
+        call_ok(tp, (int)p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    free(pooled);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static int case_shards_p1(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    return shards_match_local(rank, 1);
+}
+
+static int case_shards_p2(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    return shards_match_local(rank, 2);
+}
+
+static int case_shards_p3(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    return shards_match_local(rank, 3);
+}
+
+/* ---- case 4: ps_survives_client_death -------------------------------------- */
+
+static int case_client_death(int rank, int world, void *arg)
+{
+    static const table_ref_t t = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 60,
+                                  .dim = 8};
+    static const table_ref_t t2 = {.first_ps = 0, .P = 1, .table_id = 1, .rows = 5000,
+                                   .dim = 64};
+    const size_t cells = 60 * 8;
+    enum { STEPS = 20 };
+    (void)world;
+    (void)arg;
+    setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1); /* the dead rank never says goodbye */
+    if (rank == 0)
+        return run_ps("ps0");
+
+    float *pooled = malloc(2000 * 64 * sizeof(float));
+    MP_CHECK(pooled, "out of memory");
+    if (rank == 2) { /* trainer 1: a lookup, then death with its context open */
+        ember_tp_t *tp = join_client("trainer1");
+        dist_ctx_t ctx = {0};
+        await_key(tp, "created");
+        batch_t b = make_batch(9, 6, 5, t.rows, 0);
+        dist_lookup(tp, &t, &b, EMBER_POOL_SUM, 1, 0, pooled, &ctx);
+        /* A large lookup whose reply will find nobody. */
+        batch_t big = make_batch(10, 2000, 20, t2.rows, 0);
+        size_t length;
+        uint32_t *counts = malloc(big.bags * sizeof(uint32_t));
+        MP_CHECK(counts, "out of memory");
+        uint8_t *message = lookup_message(&big, &t2, 1, 0, 0, 0, counts, &length);
+        ember_iov_t iov = {.buffer = message, .length = length};
+        ember_future_t *future;
+        MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0, 20.0,
+                                      &future) == EMBER_OK, "big lookup");
+        for (int i = 0; i < 20; i++)
+            ember_tp_progress(tp);
+        signal_key(tp, "t1-looked");
+        raise(SIGKILL);
+        return 1; /* not reached */
+    }
+
+    ember_tp_t *tp = join_client("master");
+    table_create(tp, &t, "emb", 2, EMBER_ASYNC, 5);
+    table_create(tp, &t2, "big", 2, EMBER_ASYNC, 6);
+    float *ref = table_read_full(tp, &t), *ref2 = table_read_full(tp, &t2);
+    signal_key(tp, "created");
+    await_key(tp, "t1-looked");
+    for (int i = 0; i < 10; i++) /* let the death be noticed */
+        ember_tp_wait(tp, 0.05);
+    for (uint64_t step = 0; step < STEPS; step++) {
+        dist_ctx_t ctx = {0};
+        batch_t b = make_batch(100 + step, 6, 5, t.rows, 0);
+        float *g = make_grad(200 + step, b.bags * t.dim);
+        dist_lookup(tp, &t, &b, EMBER_POOL_SUM, 0, step, pooled, &ctx);
+        float *expect = ref_forward(ref, &t, &b, EMBER_POOL_SUM, NULL);
+        EXPECT_CLOSE(pooled, expect, b.bags * t.dim, 1e-6, "lookup after the death");
+        dist_grad(tp, &t, &ctx, EMBER_POOL_SUM, 0, step, g);
+        float *dense = calloc(cells, sizeof(float));
+        MP_CHECK(dense, "out of memory");
+        ref_backward_add(ref, &t, &b, EMBER_POOL_SUM, g, dense);
+        ref_sgd(ref, &t, dense);
+        free(dense);
+        free(expect);
+        free(g);
+        dist_ctx_free(&ctx);
+        batch_free(&b);
+    }
+    float *now = table_read_full(tp, &t);
+    EXPECT_CLOSE(now, ref, cells, 1e-6, "table after the survivor's steps");
+    float *now2 = table_read_full(tp, &t2);
+    MP_CHECK(memcmp(now2, ref2, (size_t)t2.rows * t2.dim * sizeof(float)) == 0,
+             "the dead trainer's lookup changed table big");
+    ember_msg_ps_stats_t stats;
+    call_ok(tp, 0, EMBER_OP_PS_STATS, NULL, 0, &stats, sizeof(stats));
+    MP_CHECK(stats.grads == STEPS && stats.steps_applied == STEPS &&
+                 stats.lookups >= STEPS + 1,
+             "stats: %llu lookups, %llu grads, %llu steps",
+             (unsigned long long)stats.lookups, (unsigned long long)stats.grads,
+             (unsigned long long)stats.steps_applied);
+    call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    free(now);
+    free(now2);
+    free(ref);
+    free(ref2);
+    free(pooled);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    mp_rank_fn fn;
+    int ranks;
+    unsigned may_die;
+} cases[] = {
+    {"bad_lookup", case_bad_lookup, 3, 0},
+    {"sync_order", case_sync_order, 3, 0},
+    {"shards_match_local_p1", case_shards_p1, 2, 0},
+    {"shards_match_local_p2", case_shards_p2, 3, 0},
+    {"shards_match_local_p3", case_shards_p3, 4, 0},
+    {"ps_survives_client_death", case_client_death, 3, 1u << 2},
+    {"lookup_huge_counts", case_huge_counts, 2, 0},
+};
+
+int main(int argc, char **argv)
+{
+    for (size_t i = 0; argc == 2 && i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            mp_opts_t opts = {.timeout_s = 100, .may_die_mask = cases[i].may_die};
+            int rc = mp_spawn(cases[i].ranks, cases[i].fn, NULL, &opts);
+            printf("%s: %s\n", cases[i].name, rc == 0 ? "passed" : "FAILED");
+            return rc;
+        }
+    }
+    fprintf(stderr, "usage: %s CASE\n", argv[0]);
+    return 2;
+}
