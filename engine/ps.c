@@ -31,6 +31,7 @@ typedef struct {
     size_t held_count, held_capacity;
     float **outputs;     /* per trainer reply buffer, reused every step */
     size_t *output_capacity;
+    int *trainer_rank;   /* who speaks for each trainer index, -1 unknown */
     uint32_t trainers;
 } ps_table_t;
 
@@ -92,7 +93,10 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
     entry->trainers = spec.trainers;
     entry->outputs = calloc(spec.trainers, sizeof(*entry->outputs));
     entry->output_capacity = calloc(spec.trainers, sizeof(*entry->output_capacity));
-    if (!entry->outputs || !entry->output_capacity) {
+    entry->trainer_rank = malloc(spec.trainers * sizeof(*entry->trainer_rank));
+    for (uint32_t t = 0; entry->trainer_rank && t < spec.trainers; t++)
+        entry->trainer_rank[t] = -1;
+    if (!entry->outputs || !entry->output_capacity || !entry->trainer_rank) {
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
@@ -239,7 +243,13 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
 
     arrays += sizeof(*msg);
     length -= sizeof(*msg);
-    if (msg->trainer < entry->trainers && entry->output_capacity[msg->trainer] < bytes) {
+    /* Grow the reply buffer only for a message whose counts match its size
+     * (the table validates the rest): a forged count must not make us
+     * allocate. */
+    uint64_t expect = 4ull * msg->bags + 8ull * msg->unique + 4ull * msg->indices *
+                      ((msg->flags & EMBER_LOOKUP_WEIGHTS) ? 2 : 1);
+    if (msg->trainer < entry->trainers && expect == length &&
+        entry->output_capacity[msg->trainer] < bytes) {
         float *grown = realloc(entry->outputs[msg->trainer], bytes + 64);
         if (!grown) {
             ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
@@ -258,6 +268,7 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
         return;
     }
     ps->stats.lookups++;
+    entry->trainer_rank[msg->trainer] = ember_rpc_req_peer(req);
     /* The trainer sends its next lookup only after this reply arrived, so
      * its buffer is free again by then: no copy. */
     ember_iov_t iov = {.buffer = entry->outputs[msg->trainer], .length = bytes};
@@ -345,6 +356,25 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
     }
 }
 
+/* A lost trainer's distributed-autograd context will never get its
+ * gradient: free it (the master ends a sync job that lost a trainer). */
+static void ps_drop_lost_trainers(ps_t *ps)
+{
+    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
+        ps_table_t *entry = &ps->tables[i];
+        for (uint32_t t = 0; entry->table && t < entry->trainers; t++) {
+            int rank = entry->trainer_rank[t];
+            if (rank < 0 || !ember_tp_peer_lost(ps->tp, rank))
+                continue;
+            ember_warn("ps", "table %s: trainer %u (%s) lost: its context is freed",
+                       ember_table_name(entry->table), t,
+                       ember_tp_peer_name(ps->tp, rank));
+            ember_table_drop_trainer(entry->table, t);
+            entry->trainer_rank[t] = -1;
+        }
+    }
+}
+
 ember_status_t ember_ps_run(ember_tp_t *tp)
 {
     ps_t *ps = calloc(1, sizeof(*ps));
@@ -366,6 +396,7 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
     int master = -1;
     while (!ps->stop) {
         ember_tp_wait(tp, 0.5);
+        ps_drop_lost_trainers(ps);
         /* A PS without its master has nobody to stop it: leave. */
         if (master < 0)
             master = ember_tp_peer_by_name(tp, "master");
@@ -386,6 +417,7 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
             free(entry->outputs[t]);
         free(entry->outputs);
         free(entry->output_capacity);
+        free(entry->trainer_rank);
         free(entry->held);
         ember_table_destroy(entry->table);
     }

@@ -246,10 +246,13 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
 
     if (msg->trainer >= spec->trainers)
         return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: lookup from trainer %u, but the job has %u trainers",
-                    name, trainer, spec->trainers);
-    if ((msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX)) ||
-        (weighted && max_mode))
+                    "table %s: trainer %u step %llu: lookup from trainer %u, but the "
+                    "job has %u trainers", name, trainer, step, trainer, spec->trainers);
+    if (msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX))
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: unknown lookup flags %#x", name,
+                    trainer, step, msg->flags);
+    if (weighted && max_mode)
         return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: per-sample weights need sum "
                     "mode (flags %#x)", name, trainer, step, msg->flags);
