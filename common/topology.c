@@ -446,7 +446,12 @@ ember_status_t ember_topo_bind_self(int rank, int world_size, FILE *stream)
         return EMBER_ERR_INVALID_PARAM;
     }
     ember_topo_local_rank(rank, world_size, &local_rank, &local_size);
-    gethostname(host, sizeof(host) - 1);
+    /* Slurm's node name, as its own cpu-bind report (several slurmd may share
+     * a host); else the host name. */
+    if (getenv("SLURMD_NODENAME"))
+        snprintf(host, sizeof(host), "%s", getenv("SLURMD_NODENAME"));
+    else
+        gethostname(host, sizeof(host) - 1);
     hca_from_ucx(hca, sizeof(hca));
     if (ember_topo_load(NULL, &topo) != EMBER_OK) {
         fprintf(stream, "ember-bind: rank %d local %d/%d host %s pid %ld: not bound "

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# slurm/hybrid.sbatch on the private test cluster (cluster.sh, a CTest fixture).
+# usage: test_slurm.sh CASE BUILD_DIR SOURCE_DIR GOLDEN_DIR
+#   train4         sbatch --wait -n4: trains to completion, 4 binding lines
+#   golden         --replay GOLDEN --save OUT matches PyTorch (golden_compare)
+#   golden_2nodes  the same with -N2 (two slurmd "nodes"): ranks on both
+#   multiprog      --multi-prog slurm/multi-prog.conf: one role per line
+#   rank_fails     one rank gets a bad flag: the job ends non-zero, fast,
+#                  with no process left behind
+# Needs SLURM_CONF (set by CTest to the fixture's cluster).  77 = skipped.
+set -uo pipefail
+case_name=$1 build=$2 src=$3 golden=$4
+command -v sbatch >/dev/null || { echo "SKIP: no sbatch"; exit 77; }
+[ -r "${SLURM_CONF:-}" ] || { echo "FAIL: no test cluster at SLURM_CONF=${SLURM_CONF:-}"; exit 1; }
+export UCX_NET_DEVICES=lo EMBER_LOG_LEVEL=warn # loopback only, on this host
+work=$(mktemp -d /tmp/ember-slurm-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# A path of this test's own, so leftover checks see only this job's ranks.
+ln -s "$build/tools/ember-train" "$work/ember-train"
+fail() { echo "FAIL: $*"; echo "--- job output:"; tail -40 "$work/out" 2>/dev/null; exit 1; }
+need() { grep -qE "$1" "$work/out" || fail "no line matching: $1"; }
+free_port() { # another build's test cluster may run jobs with the same ids
+    local p
+    for _ in $(seq 50); do
+        p=$((40000 + RANDOM % 20000))
+        ss -Htln "sport = :$p" | grep -q . || { echo $p; return; }
+    done
+    echo 0
+}
+submit() { # sbatch --wait SBATCH-OPTIONS -- SCRIPT-ARGS; sets rc, took
+    local opts=() start=$SECONDS
+    while [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+    timeout 90 sbatch --wait --quiet -D "$src" -o "$work/out" -J "ember-test-$case_name" \
+        "${opts[@]}" "$src/slurm/hybrid.sbatch" --program "$work/ember-train" --port "$(free_port)" "$@"
+    rc=$? took=$((SECONDS - start))
+    echo "sbatch exited $rc after ${took}s"
+}
+no_leftovers() {
+    local i
+    for i in $(seq 50); do
+        pgrep -f "$work/ember-train" >/dev/null || return 0
+        sleep 0.1
+    done
+    pgrep -af "$work/ember-train"
+    fail "processes left behind"
+}
+bind_lines() { [ "$(grep -cE "^[0-9]+: ember-bind: rank [0-9]+ local [0-9]+/[0-9]+ host $1 pid [0-9]+: numa [0-9]+ cpus [0-9]" "$work/out")" -eq "$2" ] || fail "want $2 binding lines on $1"; }
+
+case "$case_name" in
+train4)
+    submit -n 4 -- --epochs 5
+    [ $rc -eq 0 ] || fail "exit $rc"
+    need '^ember: job [0-9]+: 4 ranks on 1 node\(s\) \(node1\): trainers 0-1, master 2, ps 3-3; store tcp://127\.0\.0\.1:[0-9]+$'
+    need '^2: done: 100 steps'
+    need '^2: roles: trainer0=rank0 trainer1=rank1 master=rank2 ps0=rank3'
+    bind_lines node1 4
+    ;;
+golden | golden_2nodes)
+    nodes=(-n 4)
+    [ "$case_name" = golden_2nodes ] && nodes=(-N 2 -n 4 --ntasks-per-node=2)
+    submit "${nodes[@]}" -- --replay "$golden/seed_sum_2t.safetensors" --save "$work/out.safetensors"
+    [ $rc -eq 0 ] || fail "exit $rc"
+    "$build/tests/train/golden_compare" "$golden/seed_sum_2t.safetensors" "$work/out.safetensors" ||
+        fail "differs from PyTorch"
+    if [ "$case_name" = golden_2nodes ]; then
+        need '4 ranks on 2 node\(s\) \(node\[1-2\]\)'
+        bind_lines node1 2
+        bind_lines node2 2
+        need '^[0-9]: ember-bind: rank 3 local 1/2 host node2 '
+    fi
+    ;;
+multiprog)
+    submit -n 4 -- --multi-prog "$src/slurm/multi-prog.conf"
+    [ $rc -eq 0 ] || fail "exit $rc"
+    need '^2: done: 400 steps'
+    bind_lines node1 4
+    ;;
+rank_fails)
+    # Rank 1 gets a flag ember-train refuses; the other ranks wait for it at
+    # the rendezvous until srun -K1 ends them.
+    cat >"$work/one-bad-rank" <<EOF
+#!/usr/bin/env bash
+if [ "\$SLURM_PROCID" = 1 ]; then exec "$work/ember-train" --no-such-flag "\$@"; fi
+exec "$work/ember-train" "\$@"
+EOF
+    chmod +x "$work/one-bad-rank"
+    start=$SECONDS
+    timeout 90 sbatch --wait --quiet -D "$src" -o "$work/out" -J ember-test-fail -n 4 \
+        "$src/slurm/hybrid.sbatch" --program "$work/one-bad-rank" --port "$(free_port)" --epochs 50
+    rc=$?
+    echo "sbatch exited $rc after $((SECONDS - start))s"
+    [ $rc -ne 0 ] || fail "the job succeeded"
+    [ $rc -ne 124 ] || fail "the job hung"
+    [ $((SECONDS - start)) -lt 30 ] || fail "took too long to fail"
+    need '^1: .*no-such-flag'
+    need 'srun exited [1-9]'
+    [ -z "$(squeue -h -n ember-test-fail -o %i)" ] || fail "the job is still in the queue"
+    no_leftovers
+    ;;
+*)
+    echo "unknown case $case_name"; exit 2 ;;
+esac
+no_leftovers
+echo "$case_name: ok"
