@@ -180,6 +180,7 @@ struct ember_tp {
 
     unsigned long dropped_messages; /* malformed or unauthenticated */
     int peer_events; /* a peer became ready or was lost: sweep */
+    unsigned long event_total; /* progress events so far (ember_tp_wait) */
 
     tp_pool_t pool; /* hot-path structs and payload buffers */
     tp_store_server_t *store_server;

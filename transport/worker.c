@@ -180,6 +180,7 @@ unsigned tp_progress_once(ember_tp_t *tp)
         tp_run_handlers(tp);
         events++;
     }
+    tp->event_total += events;
     if (!tp->pending_count && !tp->watched_peers)
         return events; /* nothing timed: skip the clock */
     now = tp_time_now();
@@ -190,77 +191,68 @@ unsigned tp_progress_once(ember_tp_t *tp)
     return events;
 }
 
+/*
+ * Nothing happened: spin politely within the spin window (on an
+ * oversubscribed node the peer we wait for may need this very core), else
+ * arm the worker and sleep on its fd until traffic, @deadline or the next
+ * timer of the transport.  Returns the new start of the idle period.
+ */
+static double tp_idle(ember_tp_t *tp, double now, double idle_since, double deadline)
+{
+    if (now - idle_since < tp->spin_s) {
+        sched_yield();
+        return idle_since;
+    }
+    if (ucp_worker_arm(tp->worker) == UCS_ERR_BUSY)
+        return idle_since;
+    double wake = deadline;
+    if (tp->pending_count && tp->next_deadline_check < wake)
+        wake = tp->next_deadline_check;
+    if (tp->watched_peers && tp->next_liveness_check < wake)
+        wake = tp->next_liveness_check;
+    int timeout_ms = (int)((wake - now) * 1000.0) + 1;
+    if (timeout_ms > 1000)
+        timeout_ms = 1000; /* bounded: flags set outside UCX get seen */
+    struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
+    if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+        ember_warn("tp", "poll on the UCX event fd: %s", strerror(errno));
+    /* After a wake-up, spin only briefly before sleeping again. */
+    return tp_time_now() - tp->spin_s / 2;
+}
+
 void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
                        const void *arg, double deadline)
 {
     double idle_since = tp_time_now();
 
     while (!done(arg)) {
-        double now;
-
         if (tp_progress_once(tp)) {
             idle_since = tp_time_now();
             continue;
         }
-        now = tp_time_now();
+        double now = tp_time_now();
         if (now >= deadline)
             return;
-        if (now - idle_since < tp->spin_s) {
-            /* Spin politely: on an oversubscribed node the peer we wait for
-             * may need this very core. */
-            sched_yield();
-            continue;
-        }
-
-        /* Idle: sleep on the worker's fd until traffic or a deadline. */
-        if (ucp_worker_arm(tp->worker) == UCS_ERR_BUSY)
-            continue;
-        double wake = deadline;
-        if (tp->pending_count && tp->next_deadline_check < wake)
-            wake = tp->next_deadline_check;
-        if (tp->watched_peers && tp->next_liveness_check < wake)
-            wake = tp->next_liveness_check;
-        int timeout_ms = (int)((wake - now) * 1000.0) + 1;
-        if (timeout_ms > 1000)
-            timeout_ms = 1000;
-        struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
-        if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
-            ember_warn("tp", "poll on the UCX event fd: %s", strerror(errno));
-        /* After a wake-up, spin only briefly before sleeping again. */
-        idle_since = tp_time_now() - tp->spin_s / 2;
+        idle_since = tp_idle(tp, now, idle_since, deadline);
     }
 }
 
 unsigned ember_tp_progress(ember_tp_t *tp) { return tp_progress_once(tp); }
 
+typedef struct {
+    const ember_tp_t *tp;
+    unsigned long events;
+} tp_events_seen_t;
+
+static int tp_something_happened(const void *arg)
+{
+    const tp_events_seen_t *seen = arg;
+    return seen->tp->event_total != seen->events;
+}
+
 ember_status_t ember_tp_wait(ember_tp_t *tp, double timeout_s)
 {
-    double start = tp_time_now(), deadline = start + timeout_s;
-    double idle_since = start;
-
-    for (;;) {
-        if (tp_progress_once(tp))
-            return EMBER_OK;
-        double now = tp_time_now();
-        if (now >= deadline)
-            return EMBER_OK;
-        if (now - idle_since < tp->spin_s) {
-            sched_yield();
-            continue;
-        }
-        if (ucp_worker_arm(tp->worker) == UCS_ERR_BUSY)
-            continue;
-        double wake = deadline;
-        if (tp->pending_count && tp->next_deadline_check < wake)
-            wake = tp->next_deadline_check;
-        if (tp->watched_peers && tp->next_liveness_check < wake)
-            wake = tp->next_liveness_check;
-        struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
-        int timeout_ms = (int)((wake - now) * 1000.0) + 1;
-        if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
-            ember_warn("tp", "poll on the UCX event fd: %s", strerror(errno));
-        idle_since = -1e9; /* after a sleep, one progress pass then return */
-        if (tp_progress_once(tp))
-            return EMBER_OK;
-    }
+    tp_events_seen_t seen = {.tp = tp, .events = tp->event_total};
+    tp_progress_until(tp, tp_something_happened, &seen, tp_time_now() + timeout_s);
+    return EMBER_OK;
 }
