@@ -19,6 +19,12 @@ static const bench_cmd_t bench_cmds[] = {
     {.name = "rpc",
      .summary = "RPC round-trip latency and windowed bandwidth (2 ranks)",
      .main_cb = bench_rpc_main},
+    {.name = "lookup",
+     .summary = "embedding lookups (and gradient pushes) against real PS ranks",
+     .main_cb = bench_lookup_main},
+    {.name = "allreduce",
+     .summary = "dense allreduce, nccl-tests all_reduce_perf format",
+     .main_cb = bench_allreduce_main},
 };
 
 #define BENCH_CMD_COUNT (sizeof(bench_cmds) / sizeof(bench_cmds[0]))

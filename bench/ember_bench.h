@@ -26,6 +26,8 @@ typedef struct {
 
 /* The subcommands (one per bench_<name>.c). */
 int bench_rpc_main(int argc, char **argv);
+int bench_lookup_main(int argc, char **argv);
+int bench_allreduce_main(int argc, char **argv);
 
 /** Monotonic time in seconds. */
 double bench_now(void);

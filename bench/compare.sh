@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# bench/compare.sh: ember beside its peers, in one run, on this machine, over
+# the same transport and rank counts, loopback only.  For each figure it prints
+# ember's, the peer's and the ratio, then PASS/MISS for the targets:
+#
+#   lookup    response GB/s >= 80% of ucx_perftest ucp_am_bw at the same
+#             message size (one shard's response), tcp and shared memory;
+#             one-bag lookup p50 <= 2x ucx_perftest's round trip (ucp_am_lat
+#             at the response size; it reports half a round trip)
+#   allreduce host busbw >= Open MPI MPI_Allreduce busbw for sizes >= 1 MiB,
+#             2 and 4 ranks; >= 10x gloo (torch.distributed) at every size
+#   training  bench/train_vs_torch.sh (QUICK=1), the PyTorch tutorial program
+#
+#   bench/compare.sh                  everything (about 5-6 minutes on 2 vCPUs)
+#   OUT=dir bench/compare.sh          keep the raw outputs and .dat files in dir
+#   bench/plot.gp (gnuplot) turns OUT's .dat files into docs/performance.png
+#
+# Environment: BUILD (default <repo>/build), PYTHON (/usr/bin/python3),
+# TLS_LIST ("tcp sm": ember UCX_TLS tcp,self / sm,self; Open MPI btl
+# self,tcp / self,vader; gloo is TCP only), RANKS ("2 4"), AR_MAX (32M),
+# AR_ITERS (20), LK_ITERS (2000), SKIP_TRAIN=1 to leave the tutorial out.
+# Exit status: 0 all targets PASS, 1 some MISS, 2 an error.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${BUILD:-$here/../build}
+python=${PYTHON:-/usr/bin/python3}
+bench=$build/bench/ember-bench
+launcher=$build/tools/ember-run
+mpi_peer=$build/bench/peers/mpi_allreduce
+tls_list=${TLS_LIST:-"tcp sm"}
+ranks_list=${RANKS:-"2 4"}
+ar_max=${AR_MAX:-32M}
+ar_iters=${AR_ITERS:-20}
+lk_iters=${LK_ITERS:-2000}
+lk_window=16
+lk_bags="1,16,256,1024,4096" # x dim 64 x 4 B: 256 B .. 1 MiB responses
+out=${OUT:-}
+if [[ -z $out ]]; then
+    out=$(mktemp -d /tmp/ember-compare.XXXXXX)
+    trap 'rm -rf "$out"' EXIT
+fi
+mkdir -p "$out"
+export UCX_NET_DEVICES=lo EMBER_LOG_LEVEL=warn
+
+for tool in "$bench" "$launcher" "$mpi_peer"; do
+    [[ -x $tool ]] || { echo "$0: $tool not built (MPI peer: apt-get install libopenmpi-dev)" >&2; exit 2; }
+done
+for cmd in ucx_perftest mpirun; do
+    command -v $cmd >/dev/null || { echo "$0: $cmd not found (scripts/setup.sh --bench)" >&2; exit 2; }
+done
+"$python" -c 'import torch.distributed' 2>/dev/null ||
+    { echo "$0: torch not found for $python (apt-get install python3-torch)" >&2; exit 2; }
+
+misses=0
+verdict() { # OK(0/1): PASS or MISS (the caller counts the MISSes)
+    if (($1)); then echo "PASS"; else echo "MISS"; fi
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+ucx_tls() { case $1 in tcp) echo tcp,self ;; sm) echo sm,self ;; esac; }
+mpi_btl() { case $1 in tcp) echo self,tcp ;; sm) echo self,vader ;; esac; }
+free_port() {
+    "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# perftest TEST SIZE ITERS WARMUP [OUTSTANDING]: the final CSV line
+# (iterations,typical_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,overall_mr).
+server_pid=
+perftest() {
+    local test=$1 size=$2 n=$3 w=$4 outstanding=${5:-} port line extra=()
+    [[ -n $outstanding ]] && extra=(-O "$outstanding")
+    for _ in 1 2 3; do
+        port=$(free_port)
+        timeout 60 ucx_perftest -p "$port" </dev/null >"$out/pf-server.log" 2>&1 &
+        server_pid=$!
+        sleep 0.2
+        if line=$(timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" \
+            -n "$n" -w "$w" "${extra[@]}" -f -v </dev/null 2>"$out/pf-client.err" | tail -n 1) &&
+            [[ $line =~ ^\ *[0-9] ]]; then
+            wait "$server_pid" || true
+            server_pid=
+            echo "$line" | tr -d ' '
+            return 0
+        fi
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+        server_pid=
+    done
+    echo "$0: ucx_perftest -t $test -s $size failed" >&2
+    cat "$out/pf-client.err" >&2
+    return 1
+}
+trap '[[ -n $server_pid ]] && kill $server_pid 2>/dev/null; true' ERR
+
+echo "# bench/compare.sh: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'), $(uname -sr)"
+echo "# $(ucx_info -v | head -n 1 | sed 's/^# //'); $(mpirun --version | head -n 1);" \
+    "torch $("$python" -c 'import torch; print(torch.__version__)')"
+
+# ---- lookup ---------------------------------------------------------------
+for tls_name in $tls_list; do
+    tls=$(ucx_tls "$tls_name")
+    export UCX_TLS=$tls
+    echo
+    echo "=== lookup, UCX_TLS=$tls, 1 client + 1 PS, dim 64, 1 index per bag, uniform, window $lk_window ==="
+    cmd=("$launcher" -n 2 --no-prefix "$bench" lookup --ps 1 --bags "$lk_bags" --pool 1
+        --dim 64 --dist uniform -n "$lk_iters" --window "$lk_window" --csv)
+    echo "\$ UCX_TLS=$tls ${cmd[*]#"$build"/}"
+    "${cmd[@]}" >"$out/lookup-$tls_name.out" 2>&1 || { cat "$out/lookup-$tls_name.out" >&2; exit 2; }
+    grep -v -e '^csv,' -e ' UCX  ' "$out/lookup-$tls_name.out" | sed 's/^/  /'
+    printf '%10s | %10s %10s %6s %s\n' resp_B "ember_GB/s" "pf_GB/s" "%pf" "target >=80%"
+    : >"$out/lookup-$tls_name.dat"
+    while IFS=, read -r _ _ _ _ _ _ bags _ _ _ resp _ _ gbs _ _ _ _ _ _ _ _ _; do
+        # perftest gets at least as many messages as ember, and >= 256 MiB
+        # worth up to 100000 (its small-message steady state needs them).
+        pn=$((268435456 / resp)); pn=$((pn > 100000 ? 100000 : pn))
+        pn=$((pn < lk_iters ? lk_iters : pn))
+        pf=$(perftest ucp_am_bw "$resp" "$pn" 100 "$lk_window") || exit 2
+        pf_gbs=$(awk -v r="$(cut -d, -f8 <<<"$pf")" -v s="$resp" 'BEGIN { printf "%.3f", r * s / 1e9 }')
+        pct=$(awk -v a="$gbs" -v b="$pf_gbs" 'BEGIN { printf "%.0f", (b > 0 ? 100 * a / b : 0) }')
+        v=$(verdict "$(awk -v p="$pct" 'BEGIN { print (p >= 80) }')")
+        [[ $v == MISS ]] && misses=$((misses + 1))
+        printf '%10s | %10.3f %10.3f %5s%% %s\n' "$resp" "$gbs" "$pf_gbs" "$pct" "$v"
+        echo "$resp $gbs $pf_gbs" >>"$out/lookup-$tls_name.dat"
+    done < <(grep '^csv,lookup,' "$out/lookup-$tls_name.out")
+
+    # One-bag latency: window 1, 1 bag of 1 index (48 B request, 256 B reply).
+    "$launcher" -n 2 --no-prefix "$bench" lookup --ps 1 --bags 1 --pool 1 --dim 64 \
+        --dist uniform -n 5000 -w 500 --window 1 --csv >"$out/lookup-lat-$tls_name.out" 2>&1 ||
+        { cat "$out/lookup-lat-$tls_name.out" >&2; exit 2; }
+    p50=$(grep '^csv,lookup,' "$out/lookup-lat-$tls_name.out" | cut -d, -f16)
+    pf=$(perftest ucp_am_lat 256 5000 500) || exit 2
+    pf_rtt=$(awk -v l="$(cut -d, -f2 <<<"$pf")" 'BEGIN { printf "%.2f", 2 * l }')
+    r=$(ratio "$p50" "$pf_rtt")
+    v=$(verdict "$(awk -v r="$r" 'BEGIN { print (r <= 2.0) }')")
+    [[ $v == MISS ]] && misses=$((misses + 1))
+    echo "one-bag lookup p50 (window 1): ember $p50 us, ucx_perftest ucp_am_lat -s 256 RTT" \
+        "$pf_rtt us, ratio $r (target <= 2.00): $v"
+done
+unset UCX_TLS
+
+# ---- allreduce --------------------------------------------------------------
+# Per size of an nccl-tests-format output FILE with N ranks: "size busbw
+# busbw_in_place", recomputed from the time columns (the printed busbw has
+# two decimals, too few for small sizes).
+busbw() {
+    awk -v n="$2" '!/^#/ && NF >= 13 {
+        f = 2 * (n - 1) / n
+        printf "%s %.6g %.6g\n", $1, $1 / ($6 * 1e3) * f, $1 / ($10 * 1e3) * f }' "$1"
+}
+for tls_name in $tls_list; do
+    for n in $ranks_list; do
+        tls=$(ucx_tls "$tls_name")
+        echo
+        echo "=== allreduce, $n ranks: ember UCX_TLS=$tls, Open MPI btl $(mpi_btl "$tls_name"), gloo (TCP) ==="
+        flags=(-b 8 -e "$ar_max" -f 4 -n "$ar_iters" -w 5 -c 1)
+        echo "\$ UCX_TLS=$tls ember-run -n $n ember-bench allreduce ${flags[*]}"
+        UCX_TLS=$tls "$launcher" -n "$n" --no-prefix "$bench" allreduce "${flags[@]}" \
+            >"$out/ar-ember-$tls_name-$n.out" 2>&1 || { cat "$out/ar-ember-$tls_name-$n.out" >&2; exit 2; }
+        echo "\$ mpirun -n $n --mca pml ob1 --mca btl $(mpi_btl "$tls_name") ... mpi_allreduce ${flags[*]}"
+        mpirun --allow-run-as-root --oversubscribe -n "$n" --mca pml ob1 \
+            --mca btl "$(mpi_btl "$tls_name")" --mca btl_tcp_if_include lo \
+            --mca oob_tcp_if_include lo "$mpi_peer" "${flags[@]}" \
+            >"$out/ar-mpi-$tls_name-$n.out" 2>&1 || { cat "$out/ar-mpi-$tls_name-$n.out" >&2; exit 2; }
+        if [[ ! -f $out/ar-gloo-$n.out ]]; then
+            echo "\$ python3 bench/peers/gloo_allreduce.py -N $n ${flags[*]}"
+            "$python" "$here/peers/gloo_allreduce.py" -N "$n" "${flags[@]}" \
+                >"$out/ar-gloo-$n.out" 2>&1 || { cat "$out/ar-gloo-$n.out" >&2; exit 2; }
+        fi
+        for f in ember-$tls_name-$n mpi-$tls_name-$n gloo-$n; do
+            grep -q '# Out of bounds values : 0 OK' "$out/ar-$f.out" ||
+                { echo "$0: $f: #wrong is not 0" >&2; cat "$out/ar-$f.out" >&2; exit 2; }
+        done
+        echo "busbw GB/s (out-of-place; in-place in the raw outputs); ratios ember/peer"
+        printf '%10s | %8s %8s %6s %-5s | %8s %7s %-5s\n' size ember mpi ratio ">=1M" gloo ratio ">=10x"
+        : >"$out/ar-$tls_name-$n.dat"
+        join <(busbw "$out/ar-ember-$tls_name-$n.out" "$n") <(busbw "$out/ar-mpi-$tls_name-$n.out" "$n") |
+            join - <(busbw "$out/ar-gloo-$n.out" "$n") |
+            while read -r size e _ m _ g _; do
+                rm_=$(ratio "$e" "$m")
+                rg=$(ratio "$e" "$g")
+                vm=""
+                if ((size >= 1048576)); then
+                    vm=$(awk -v r="$rm_" 'BEGIN { print (r >= 1.0) ? "PASS" : "MISS" }')
+                fi
+                vg=$(awk -v r="$rg" 'BEGIN { print (r >= 10.0) ? "PASS" : "MISS" }')
+                printf '%10s | %8.4f %8.4f %6s %-5s | %8.4f %7s %-5s\n' "$size" "$e" "$m" "$rm_" "$vm" "$g" "$rg" "$vg"
+                echo "$size $e $m $g" >>"$out/ar-$tls_name-$n.dat"
+            done | tee "$out/ar-$tls_name-$n.table"
+        misses=$((misses + $(grep -c MISS "$out/ar-$tls_name-$n.table" || true)))
+    done
+done
+
+# ---- the PyTorch tutorial program ----------------------------------------------
+if [[ ${SKIP_TRAIN:-0} != 1 ]]; then
+    echo
+    echo "=== training: bench/train_vs_torch.sh (QUICK=1) ==="
+    QUICK=1 BUILD=$build PYTHON=$python EMBER_TLS_LIST="sm,self" "$here/train_vs_torch.sh" 2>&1 |
+        sed 's/^/  /'
+fi
+
+echo
+echo "outputs: $out"
+if ((misses)); then
+    echo "targets: $misses MISS"
+    exit 1
+fi
+echo "targets: all PASS"

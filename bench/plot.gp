@@ -1,0 +1,39 @@
+# bench/plot.gp: docs/performance.png from bench/compare.sh's .dat files.
+#
+#   OUT=/tmp/cmp bench/compare.sh
+#   gnuplot -e "dir='/tmp/cmp'; out='docs/performance.png'" bench/plot.gp
+#
+# Left: lookup response GB/s (10^9) vs response size, ember and ucx_perftest
+# ucp_am_bw, tcp and shared memory.  Right: allreduce busbw vs size, ember
+# (host ring), Open MPI MPI_Allreduce and gloo, 2 and 4 ranks, shared memory
+# (ember sm,self, Open MPI vader; gloo is TCP only).
+if (!exists("dir")) dir = "."
+if (!exists("out")) out = "performance.png"
+set terminal pngcairo size 1500,600 font ",10"
+set output out
+set multiplot layout 1,2
+set logscale x 2
+set grid
+set key top left
+set format x "%.0s%cB"
+
+set title "lookup: response bandwidth vs response size (1 client, 1 PS, window 16)"
+set xlabel "response size (bytes, one shard)"
+set ylabel "GB/s (10^9 B/s)"
+plot dir."/lookup-sm.dat"  using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "ember lookup sm", \
+     dir."/lookup-sm.dat"  using 1:3 with linespoints lw 1 pt 6 dt 2 lc rgb "#1f77b4" title "ucp\\_am\\_bw sm", \
+     dir."/lookup-tcp.dat" using 1:2 with linespoints lw 2 pt 5 lc rgb "#d62728" title "ember lookup tcp", \
+     dir."/lookup-tcp.dat" using 1:3 with linespoints lw 1 pt 4 dt 2 lc rgb "#d62728" title "ucp\\_am\\_bw tcp"
+
+set title "allreduce: busbw vs size (shared memory; gloo over TCP)"
+set xlabel "size (bytes)"
+set ylabel "busbw (GB/s, log)"
+set logscale y 10
+set format y "%g"
+plot dir."/ar-sm-2.dat" using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "ember host, 2 ranks", \
+     dir."/ar-sm-2.dat" using 1:3 with linespoints lw 1 pt 6 dt 2 lc rgb "#1f77b4" title "Open MPI, 2 ranks", \
+     dir."/ar-sm-2.dat" using 1:4 with linespoints lw 1 pt 8 dt 3 lc rgb "#1f77b4" title "gloo, 2 ranks", \
+     dir."/ar-sm-4.dat" using 1:2 with linespoints lw 2 pt 5 lc rgb "#d62728" title "ember host, 4 ranks", \
+     dir."/ar-sm-4.dat" using 1:3 with linespoints lw 1 pt 4 dt 2 lc rgb "#d62728" title "Open MPI, 4 ranks", \
+     dir."/ar-sm-4.dat" using 1:4 with linespoints lw 1 pt 10 dt 3 lc rgb "#d62728" title "gloo, 4 ranks"
+unset multiplot

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# tests/bench/test_bench.sh CASE BUILD_DIR: run one small ember-bench mode and
+# check its output format and that nothing came back wrong.  Never timings.
+# Exit 0 pass, 1 fail, 77 skip.
+set -uo pipefail
+case_name=$1
+build=$2
+run=$build/tools/ember-run
+bench=$build/bench/ember-bench
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fail() { echo "FAIL ($case_name): $*" >&2; echo "--- output:" >&2; cat "$out" >&2; exit 1; }
+export UCX_NET_DEVICES=lo EMBER_LOG_LEVEL=${EMBER_LOG_LEVEL:-warn}
+
+# Data rows of an nccl-tests table: 13 columns, numbers, #wrong (9, 13) == 0.
+check_nccl_format() { # expected_rows
+    grep -q '^# nThread 1 nGpus 0 nRanks' "$out" || fail "no nccl-tests header"
+    grep -Eq '^# +size +count +type +redop +root +time +algbw +busbw +#wrong +time +algbw +busbw +#wrong$' "$out" ||
+        fail "no column header"
+    grep -q 'out-of-place.*in-place' "$out" || fail "no out-of-place/in-place header"
+    rows=$(awk '!/^#/ && NF' "$out" | awk 'NF == 13 && $3 == "float" && ($4 == "sum" || $4 == "avg") && $5 == -1 &&
+        $1 == $2 * 4 && $6 > 0 && $10 > 0 && $9 == 0 && $13 == 0 { ok++ } END { print ok + 0 }')
+    all=$(awk '!/^#/ && NF' "$out" | wc -l)
+    [[ $rows == "$1" && $all == "$1" ]] || fail "expected $1 well-formed rows with #wrong 0, got $rows of $all"
+    # busbw = algbw x 2(n-1)/n (to the printed precision)
+    n=$(sed -n 's/^# nThread 1 nGpus 0 nRanks \([0-9]*\).*/\1/p' "$out")
+    awk -v n="$n" '!/^#/ && NF == 13 { want = $7 * 2 * (n - 1) / n
+        if ($8 - want > 0.011 || want - $8 > 0.011) exit 1 }' "$out" || fail "busbw != algbw x 2(n-1)/n"
+    grep -q '^# Out of bounds values : 0 OK$' "$out" || fail "out of bounds values not 0 OK"
+    grep -Eq '^# Avg bus bandwidth    : [0-9.e+-]+ ?$' "$out" || fail "no avg bus bandwidth"
+}
+
+# ember-bench lookup: N data rows of 20 columns with #wrong 0, csv of 23 fields.
+check_lookup_format() { # expected_rows
+    grep -Eq '^mode +ps +cli +dist +bags +idx +dim +req_B +resp_B +rows/s +GB/s +req/s +p50_us +p90_us +p99_us +p99.9_us +max_us +grad_rows/s +%pf +#wrong$' "$out" ||
+        fail "no column header"
+    rows=$(awk '($1 == "closed" || $1 == "open") && NF == 20 && $20 == 0 && $9 == $2 * $5 * $7 * 4 { ok++ } END { print ok + 0 }' "$out")
+    [[ $rows == "$1" ]] || fail "expected $1 rows with #wrong 0 and resp_B = ps x bags x dim x 4, got $rows"
+    csv=$(awk -F, '/^csv,lookup,/ && NF == 23 && $22 == 0 { ok++ } END { print ok + 0 }' "$out")
+    [[ $csv == "$1" ]] || fail "expected $1 csv lines, got $csv"
+    grep -q '^# wrong replies: 0 OK$' "$out" || fail "wrong replies not 0 OK"
+}
+
+case $case_name in
+rpc)
+    "$run" -n 2 --no-prefix "$bench" rpc -e 4096 -n 50 -w 5 --csv >"$out" 2>&1 || fail "exit status $?"
+    grep -Eq '^ +size +iters +p50_us +p99_us +avg_us +bw_iters +MB/s +msgs/s$' "$out" || fail "no column header"
+    [[ $(grep -c '^csv,rpc,' "$out") -ge 6 ]] || fail "too few csv,rpc lines"
+    grep -q '^csv,pingpong,' "$out" || fail "no csv,pingpong line"
+    ;;
+lookup)
+    "$run" -n 3 --no-prefix "$bench" lookup --ps 2 --bags 1,8 --pool 4 --dim 8 \
+        --dist uniform,zipf:1.1 --rows 1000 -n 60 -w 10 --slots 16 --window 4 --csv >"$out" 2>&1 ||
+        fail "exit status $?"
+    check_lookup_format 4
+    grep -q '^# closed loop' "$out" || fail "not the closed loop"
+    ;;
+lookup_clients)
+    "$run" -n 4 --no-prefix "$bench" lookup --ps 2 --bags 3 --pool 5 --dim 4 --rows 97 \
+        --dist uniform -n 40 -w 5 --slots 8 --window 8 --csv >"$out" 2>&1 || fail "exit status $?"
+    check_lookup_format 1
+    awk '$1 == "closed" && $3 == 2' "$out" | grep -q . || fail "not 2 clients"
+    ;;
+lookup_open)
+    "$run" -n 2 --no-prefix "$bench" lookup --ps 1 --bags 2 --pool 2 --dim 16 --rows 500 \
+        --dist zipf:0.9 -n 100 -w 10 --rate 2000 --csv >"$out" 2>&1 || fail "exit status $?"
+    check_lookup_format 1
+    grep -q '^# open loop' "$out" || fail "not the open loop"
+    ;;
+lookup_usage)
+    "$run" -n 1 --no-prefix "$bench" lookup --ps 1 >"$out" 2>&1 && fail "1 rank with 1 PS was accepted"
+    grep -q 'cannot hold 1 PS and a client' "$out" || fail "no usage message"
+    ;;
+allreduce2 | allreduce3)
+    n=${case_name#allreduce}
+    "$run" -n "$n" --no-prefix "$bench" allreduce -b 8 -e 256K -f 4 -n 3 -w 1 -c 1 >"$out" 2>&1 ||
+        fail "exit status $?"
+    check_nccl_format 8
+    ;;
+allreduce_avg)
+    "$run" -n 2 --no-prefix "$bench" allreduce -b 1K -e 64K -f 8 -n 2 -w 0 -o avg >"$out" 2>&1 ||
+        fail "exit status $?"
+    check_nccl_format 3
+    ;;
+allreduce_nccl)
+    "$bench" allreduce --backend nccl >"$out" 2>&1
+    rc=$?
+    grep -q 'skipped' "$out" || fail "no skip message"
+    [[ $rc == 77 ]] && exit 77
+    fail "exit status $rc"
+    ;;
+mpi_allreduce)
+    [[ -x $build/bench/peers/mpi_allreduce ]] && command -v mpirun >/dev/null || exit 77
+    mpirun --allow-run-as-root --oversubscribe -n 2 --mca btl self,vader,tcp \
+        --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+        "$build/bench/peers/mpi_allreduce" -b 8 -e 256K -f 4 -n 3 -w 1 -c 1 >"$out" 2>&1 ||
+        fail "exit status $?"
+    check_nccl_format 8
+    ;;
+*)
+    echo "unknown case $case_name" >&2
+    exit 2
+    ;;
+esac
+echo "ok: $case_name"
