@@ -1,6 +1,9 @@
 /* ember: status strings, generated from the same X-macro as the enum. */
 #include <ember/status.h>
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *ember_status_string(ember_status_t status)
 {
     switch (status) {
@@ -20,4 +23,16 @@ ember_status_t ember_status_from_wire(int value)
     }
     /* A peer sent a code we do not know: treat as a remote failure. */
     return EMBER_ERR_REMOTE;
+}
+
+ember_status_t ember_status_text(char *text, size_t length, ember_status_t status,
+                                 const char *fmt, ...)
+{
+    va_list ap;
+    if (text && length) {
+        va_start(ap, fmt);
+        vsnprintf(text, length, fmt, ap);
+        va_end(ap);
+    }
+    return status;
 }

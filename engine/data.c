@@ -19,18 +19,6 @@ struct ember_data {
     size_t capacity_n, capacity_bags;
 };
 
-static ember_status_t fail(char *err, size_t err_length, ember_status_t status,
-                           const char *fmt, ...)
-{
-    va_list ap;
-    if (err && err_length) {
-        va_start(ap, fmt);
-        vsnprintf(err, err_length, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
-
 static int parse_u64(const char *text, uint64_t *value_p)
 {
     char *end;
@@ -59,7 +47,7 @@ ember_status_t ember_replay_info(const char *path, ember_replay_info_t *info_p,
         const char *text = ember_st_metadata(file, numbers[i]);
         if (!parse_u64(text, &values[i]) || (i < 5 && values[i] == 0)) {
             ember_st_close(file);
-            return fail(err, err_length, EMBER_ERR_FORMAT,
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
                         "%s: metadata '%s' is missing or not a positive integer",
                         path, numbers[i]);
         }
@@ -76,7 +64,7 @@ ember_status_t ember_replay_info(const char *path, ember_replay_info_t *info_p,
     const char *optimizer = ember_st_metadata(file, "optimizer");
     if (!lr || !mode) {
         ember_st_close(file);
-        return fail(err, err_length, EMBER_ERR_FORMAT,
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
                     "%s: metadata 'lr' or 'mode' is missing", path);
     }
     info_p->lr = strtod(lr, NULL);
@@ -202,13 +190,13 @@ static ember_status_t replay(ember_data_t *data, uint64_t step, ember_batch_t *b
                  (unsigned long long)step, parts[k]);
         status = ember_st_read_copy(data->file, name, types[k], &values[k], &counts[k]);
         if (status != EMBER_OK) {
-            fail(err, err_length, status, "%s: tensor %s: %s", data->spec.replay_path,
+            ember_status_text(err, err_length, status, "%s: tensor %s: %s", data->spec.replay_path,
                  name, ember_status_string(status));
             goto out;
         }
     }
     if (counts[2] != counts[1]) {
-        status = fail(err, err_length, EMBER_ERR_FORMAT,
+        status = ember_status_text(err, err_length, EMBER_ERR_FORMAT,
                       "%s: trainer %u step %llu: %zu targets for %zu bags",
                       data->spec.replay_path, data->spec.trainer,
                       (unsigned long long)step, counts[2], counts[1]);
@@ -239,7 +227,7 @@ ember_status_t ember_data_next(ember_data_t *data, uint64_t step,
                                ember_batch_t *batch_p, char *err, size_t err_length)
 {
     if (step >= data->steps)
-        return fail(err, err_length, EMBER_ERR_OUT_OF_RANGE, "step %llu of %llu",
+        return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE, "step %llu of %llu",
                     (unsigned long long)step, (unsigned long long)data->steps);
     if (data->spec.data == EMBER_DATA_REPLAY)
         return replay(data, step, batch_p, err, err_length);

@@ -37,20 +37,6 @@ ember_status_t ember_pool_mode_parse(const char *text, ember_pool_mode_t *mode_p
     return EMBER_OK;
 }
 
-static void bag_msg(char *msg, size_t msg_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void bag_msg(char *msg, size_t msg_len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!msg || msg_len == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msg_len, fmt, ap);
-    va_end(ap);
-}
-
 /* End (exclusive) of bag b: the next offset, or n for the last bag. */
 static inline size_t bag_end(const ember_bag_batch_t *batch, size_t b)
 {
@@ -61,77 +47,77 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
                                   const ember_bag_opts_t *opts, int64_t rows,
                                   char *msg, size_t msg_len)
 {
-    bag_msg(msg, msg_len, "%s", "");
+    (void)ember_status_text(msg, msg_len, EMBER_OK, "%s", "");
     if (!batch || !opts) {
-        bag_msg(msg, msg_len, "batch or options missing");
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "batch or options missing");
         return EMBER_ERR_INVALID_PARAM;
     }
     if (rows < 0) {
-        bag_msg(msg, msg_len, "table has a negative row count %" PRId64, rows);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "table has a negative row count %" PRId64, rows);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (opts->mode != EMBER_POOL_SUM && opts->mode != EMBER_POOL_MEAN &&
         opts->mode != EMBER_POOL_MAX) {
-        bag_msg(msg, msg_len, "unknown pooling mode %d", (int)opts->mode);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "unknown pooling mode %d", (int)opts->mode);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (opts->padding_idx < -1 || opts->padding_idx >= rows) {
-        bag_msg(msg, msg_len,
+        (void)ember_status_text(msg, msg_len, EMBER_OK,
                 "padding_idx %" PRId64 " is out of range [-1, %" PRId64 ")",
                 opts->padding_idx, rows);
         return EMBER_ERR_OUT_OF_RANGE;
     }
     if (batch->n > 0 && !batch->indices) {
-        bag_msg(msg, msg_len, "indices missing for %zu entries", batch->n);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "indices missing for %zu entries", batch->n);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->bags > 0 && !batch->offsets) {
-        bag_msg(msg, msg_len, "offsets missing for %zu bags", batch->bags);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "offsets missing for %zu bags", batch->bags);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->bags == 0 && batch->n > 0) {
         /* PyTorch would reject this too: n entries but nowhere to pool them. */
-        bag_msg(msg, msg_len, "%zu indices but no bags (offsets is empty)",
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "%zu indices but no bags (offsets is empty)",
                 batch->n);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->weights) {
         if (opts->mode != EMBER_POOL_SUM) {
-            bag_msg(msg, msg_len,
+            (void)ember_status_text(msg, msg_len, EMBER_OK,
                     "per-sample weights are only supported with mode sum "
                     "(mode is %s)",
                     ember_pool_mode_name(opts->mode));
             return EMBER_ERR_INVALID_PARAM;
         }
         if (batch->n_weights != batch->n) {
-            bag_msg(msg, msg_len,
+            (void)ember_status_text(msg, msg_len, EMBER_OK,
                     "per-sample weights length %zu does not match indices "
                     "length %zu",
                     batch->n_weights, batch->n);
             return EMBER_ERR_INVALID_PARAM;
         }
     } else if (batch->n_weights != 0) {
-        bag_msg(msg, msg_len,
+        (void)ember_status_text(msg, msg_len, EMBER_OK,
                 "per-sample weights length %zu given without weights",
                 batch->n_weights);
         return EMBER_ERR_INVALID_PARAM;
     }
 
     if (batch->bags > 0 && batch->offsets[0] != 0) {
-        bag_msg(msg, msg_len, "offsets[0] is %" PRId64 ", must be 0",
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "offsets[0] is %" PRId64 ", must be 0",
                 batch->offsets[0]);
         return EMBER_ERR_INVALID_PARAM;
     }
     for (size_t b = 0; b < batch->bags; b++) {
         int64_t off = batch->offsets[b];
         if (b > 0 && off < batch->offsets[b - 1]) {
-            bag_msg(msg, msg_len,
+            (void)ember_status_text(msg, msg_len, EMBER_OK,
                     "offsets decrease at bag %zu: %" PRId64 " after %" PRId64,
                     b, off, batch->offsets[b - 1]);
             return EMBER_ERR_INVALID_PARAM;
         }
         if (off < 0 || (uint64_t)off > (uint64_t)batch->n) {
-            bag_msg(msg, msg_len,
+            (void)ember_status_text(msg, msg_len, EMBER_OK,
                     "offset %" PRId64 " of bag %zu is past the end of indices "
                     "(n = %zu)",
                     off, b, batch->n);
@@ -145,7 +131,7 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
         for (size_t i = (size_t)batch->offsets[b]; i < end; i++) {
             int64_t idx = batch->indices[i];
             if (idx < 0 || idx >= rows) {
-                bag_msg(msg, msg_len,
+                (void)ember_status_text(msg, msg_len, EMBER_OK,
                         "index %" PRId64 " at position %zu (bag %zu) is out "
                         "of range [0, %" PRId64 ")",
                         idx, i, b, rows);

@@ -75,19 +75,6 @@ typedef struct {
 
 #define JSON_MAX_DEPTH 32
 
-static void st_msg(char *msg, size_t msg_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void st_msg(char *msg, size_t msg_len, const char *fmt, ...)
-{
-    va_list ap;
-    if (!msg || msg_len == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msg_len, fmt, ap);
-    va_end(ap);
-}
-
 static void json_free(json_node_t *node)
 {
     while (node) {
@@ -102,7 +89,7 @@ static void json_free(json_node_t *node)
 
 static int json_fail(json_parser_t *p, const char *what)
 {
-    st_msg(p->msg, p->msg_len, "bad JSON header at byte %zu: %s", p->pos, what);
+    (void)ember_status_text(p->msg, p->msg_len, EMBER_OK, "bad JSON header at byte %zu: %s", p->pos, what);
     return -1;
 }
 
@@ -474,37 +461,37 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     size_t nd = 0;
 
     if (e->type != J_OBJ) {
-        st_msg(msg, msg_len, "tensor '%s': entry is not an object", name);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': entry is not an object", name);
         return EMBER_ERR_FORMAT;
     }
     dt = json_member(e, "dtype");
     shape = json_member(e, "shape");
     offs = json_member(e, "data_offsets");
     if (!dt || dt->type != J_STR || !dtype_parse(dt->str, &t->dtype)) {
-        st_msg(msg, msg_len, "tensor '%s': missing or unknown dtype%s%s", name,
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': missing or unknown dtype%s%s", name,
                dt && dt->type == J_STR ? " " : "",
                dt && dt->type == J_STR ? dt->str : "");
         return EMBER_ERR_FORMAT;
     }
     if (!shape || shape->type != J_ARR) {
-        st_msg(msg, msg_len, "tensor '%s': missing shape array", name);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': missing shape array", name);
         return EMBER_ERR_FORMAT;
     }
     for (const json_node_t *d = shape->child; d; d = d->next, nd++) {
         if (nd >= EMBER_ST_MAX_DIMS) {
-            st_msg(msg, msg_len, "tensor '%s': more than %d dimensions", name,
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': more than %d dimensions", name,
                    EMBER_ST_MAX_DIMS);
             return EMBER_ERR_FORMAT;
         }
         if (d->type != J_NUM || !d->is_int || d->ival < 0) {
-            st_msg(msg, msg_len, "tensor '%s': shape[%zu] is not a "
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': shape[%zu] is not a "
                                  "non-negative integer", name, nd);
             return EMBER_ERR_FORMAT;
         }
         t->shape[nd] = d->ival;
         /* Overflow-safe product; a zero dimension makes the tensor empty. */
         if (d->ival != 0 && numel > UINT64_MAX / (uint64_t)d->ival) {
-            st_msg(msg, msg_len, "tensor '%s': shape overflows", name);
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': shape overflows", name);
             return EMBER_ERR_FORMAT;
         }
         numel *= (uint64_t)d->ival;
@@ -515,21 +502,21 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
         offs->child->next->type != J_NUM || !offs->child->is_int ||
         !offs->child->next->is_int || offs->child->ival < 0 ||
         offs->child->next->ival < 0) {
-        st_msg(msg, msg_len, "tensor '%s': data_offsets must be two "
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': data_offsets must be two "
                              "non-negative integers", name);
         return EMBER_ERR_FORMAT;
     }
     begin = (uint64_t)offs->child->ival;
     end = (uint64_t)offs->child->next->ival;
     if (begin > end || end > data_size) {
-        st_msg(msg, msg_len, "tensor '%s': data_offsets [%llu, %llu] out of "
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': data_offsets [%llu, %llu] out of "
                              "bounds of the %zu data bytes", name,
                (unsigned long long)begin, (unsigned long long)end, data_size);
         return EMBER_ERR_FORMAT;
     }
     esize = ember_dtype_size(t->dtype);
     if (numel > UINT64_MAX / esize || numel * esize != end - begin) {
-        st_msg(msg, msg_len, "tensor '%s': shape and dtype %s need %llu bytes "
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': shape and dtype %s need %llu bytes "
                              "but data_offsets span %llu", name,
                ember_dtype_name(t->dtype),
                (unsigned long long)(numel > UINT64_MAX / esize ? UINT64_MAX
@@ -563,14 +550,14 @@ static ember_status_t st_load(uint8_t *image, size_t size,
     f->image = image;
     f->size = size;
     if (size < 8) {
-        st_msg(msg, msg_len, "file is %zu bytes, too short for the 8-byte "
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "file is %zu bytes, too short for the 8-byte "
                              "header length", size);
         goto err_close;
     }
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | image[i]; /* little-endian on any host */
     if (hlen > size - 8 || hlen > EMBER_ST_MAX_HEADER || hlen < 2) {
-        st_msg(msg, msg_len, "header length %llu does not fit the file of %zu "
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "header length %llu does not fit the file of %zu "
                              "bytes (truncated or not safetensors)",
                (unsigned long long)hlen, size);
         goto err_close;
@@ -585,7 +572,7 @@ static ember_status_t st_load(uint8_t *image, size_t size,
     if (json_parse(f->header, hlen, &f->root, msg, msg_len) < 0)
         goto err_close;
     if (f->root->type != J_OBJ) {
-        st_msg(msg, msg_len, "header is not a JSON object");
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "header is not a JSON object");
         goto err_close;
     }
 
@@ -594,7 +581,7 @@ static ember_status_t st_load(uint8_t *image, size_t size,
         if (strcmp(e->key, "__metadata__") != 0)
             count++;
         else if (++nmeta > 1) {
-            st_msg(msg, msg_len, "__metadata__ appears twice in the header");
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "__metadata__ appears twice in the header");
             goto err_close;
         }
     }
@@ -610,12 +597,12 @@ static ember_status_t st_load(uint8_t *image, size_t size,
     for (const json_node_t *e = f->root->child; e; e = e->next) {
         if (strcmp(e->key, "__metadata__") == 0) {
             if (e->type != J_OBJ) {
-                st_msg(msg, msg_len, "__metadata__ is not an object");
+                (void)ember_status_text(msg, msg_len, EMBER_OK, "__metadata__ is not an object");
                 goto err_close;
             }
             for (const json_node_t *m = e->child; m; m = m->next) {
                 if (m->type != J_STR) {
-                    st_msg(msg, msg_len, "__metadata__ value '%s' is not a "
+                    (void)ember_status_text(msg, msg_len, EMBER_OK, "__metadata__ value '%s' is not a "
                                          "string", m->key);
                     goto err_close;
                 }
@@ -639,7 +626,7 @@ static ember_status_t st_load(uint8_t *image, size_t size,
     qsort(f->by_name, count, sizeof(*f->by_name), cmp_by_name);
     for (size_t i = 1; i < count; i++) {
         if (strcmp(f->by_name[i]->name, f->by_name[i - 1]->name) == 0) {
-            st_msg(msg, msg_len, "tensor '%s' appears twice in the header",
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s' appears twice in the header",
                    f->by_name[i]->name);
             status = EMBER_ERR_FORMAT;
             goto err_close;
@@ -653,14 +640,14 @@ static ember_status_t st_load(uint8_t *image, size_t size,
         const uint8_t *prev_end = (const uint8_t *)order[i - 1]->data +
                                   order[i - 1]->nbytes;
         if ((const uint8_t *)order[i]->data < prev_end) {
-            st_msg(msg, msg_len, "tensor '%s' overlaps tensor '%s'",
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s' overlaps tensor '%s'",
                    order[i]->name, order[i - 1]->name);
             status = EMBER_ERR_FORMAT;
             goto err_close;
         }
     }
     free(order);
-    st_msg(msg, msg_len, "%s", "");
+    (void)ember_status_text(msg, msg_len, EMBER_OK, "%s", "");
     *file_p = f;
     return EMBER_OK;
 
@@ -706,7 +693,7 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p,
         return EMBER_ERR_INVALID_PARAM;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
-        st_msg(msg, msg_len, "cannot open %s: %s", path, strerror(errno));
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "cannot open %s: %s", path, strerror(errno));
         ember_error("safetensors", "cannot open %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -722,7 +709,7 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p,
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
-            st_msg(msg, msg_len, "cannot read %s: %s", path,
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "cannot read %s: %s", path,
                    r < 0 ? strerror(errno) : "file shrank while reading");
             ember_error("safetensors", "cannot read %s", path);
             free(image);

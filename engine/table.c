@@ -66,18 +66,6 @@ struct ember_table {
     buffer_t acc_rows, acc_grad, sorted_grad, order;
 };
 
-static ember_status_t fail(char *err, size_t err_length, ember_status_t status,
-                           const char *fmt, ...)
-{
-    va_list ap;
-    if (err && err_length) {
-        va_start(ap, fmt);
-        vsnprintf(err, err_length, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
-
 ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
                                   ember_table_t **table_p, char *err,
                                   size_t err_length)
@@ -92,7 +80,7 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
         spec->trainers == 0 || spec->trainers > 65536 ||
         spec->consistency > EMBER_ASYNC || spec->sparse_reduce > EMBER_REDUCE_MEAN ||
         spec->init > EMBER_INIT_LOAD)
-        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: invalid spec (rows %lld, dim %u, shard %u of %u, "
                     "trainers %u)", name, (long long)spec->rows, spec->dim,
                     spec->shard, spec->num_shards, spec->trainers);
@@ -117,7 +105,7 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
         memset(table->slot_of_row, 0xff, (size_t)table->local_rows * sizeof(int32_t));
     if (ember_opt_create(&spec->optimizer, (size_t)table->local_rows, spec->dim,
                          EMBER_OPT_SPARSE, &table->optimizer) != EMBER_OK) {
-        fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
              "table %s: invalid optimizer settings", table->spec.name);
         ember_table_destroy(table);
         return EMBER_ERR_INVALID_PARAM;
@@ -139,7 +127,7 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
 
 err_free:
     ember_table_destroy(table);
-    return fail(err, err_length, EMBER_ERR_NO_MEMORY,
+    return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
                 "table %s: cannot allocate %lld rows x %u", name,
                 (long long)spec->rows, spec->dim);
 }
@@ -186,7 +174,7 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
 {
     const ember_msg_table_create_t *spec = &table->spec;
     if (first < 0 || count < 0 || first > spec->rows || count > spec->rows - first)
-        return fail(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+        return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                     "table %s: load of rows [%lld, %lld) outside [0, %lld)",
                     spec->name, (long long)first, (long long)(first + count),
                     (long long)spec->rows);
@@ -205,7 +193,7 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
 {
     if (first < 0 || count < 0 || first > table->local_rows ||
         count > table->local_rows - first)
-        return fail(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+        return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                     "table %s: read of local rows [%lld, %lld) outside [0, %lld)",
                     table->spec.name, (long long)first, (long long)(first + count),
                     (long long)table->local_rows);
@@ -245,25 +233,25 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
     context_t *ctx;
 
     if (msg->trainer >= spec->trainers)
-        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: lookup from trainer %u, but the "
                     "job has %u trainers", name, trainer, step, trainer, spec->trainers);
     if (msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX))
-        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: unknown lookup flags %#x", name,
                     trainer, step, msg->flags);
     if (weighted && max_mode)
-        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: per-sample weights need sum "
                     "mode (flags %#x)", name, trainer, step, msg->flags);
     if (expect != length)
-        return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                     "table %s: trainer %u step %llu: lookup of %zu bags, %zu rows, "
                     "%zu indices needs %llu bytes, got %zu", name, trainer, step,
                     bags, unique, n, (unsigned long long)expect, length);
     ctx = &table->contexts[trainer];
     if (ctx->valid)
-        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: its lookup of step %llu has "
                     "not been given a gradient yet", name, trainer, step,
                     (unsigned long long)ctx->step);
@@ -275,24 +263,24 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
         uint32_t offset = load_u32(offsets, b);
         uint32_t previous = b ? load_u32(offsets, b - 1) : 0;
         if ((b == 0 && offset != 0) || offset < previous || offset > n)
-            return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                         "table %s: trainer %u step %llu: offset %u of bag %zu is "
                         "invalid (previous %u, %zu indices)", name, trainer, step,
                         offset, b, previous, n);
     }
     if (bags == 0 && n != 0)
-        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: %zu indices but no bags", name,
                     trainer, step, n);
     for (size_t u = 0; u < unique; u++) {
         int64_t row = load_i64(rows, u);
         if (row < 0 || row >= spec->rows)
-            return fail(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+            return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                         "table %s: trainer %u step %llu: index %lld is out of range "
                         "[0, %lld)", name, trainer, step, (long long)row,
                         (long long)spec->rows);
         if ((uint64_t)row % spec->num_shards != spec->shard)
-            return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                         "table %s: trainer %u step %llu: row %lld belongs to shard "
                         "%llu, not %u", name, trainer, step, (long long)row,
                         (unsigned long long)((uint64_t)row % spec->num_shards),
@@ -300,7 +288,7 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
     }
     for (size_t i = 0; i < n; i++) {
         if (load_u32(inverse, i) >= unique)
-            return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+            return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                         "table %s: trainer %u step %llu: index %zu refers to row "
                         "slot %u of %zu", name, trainer, step, i,
                         load_u32(inverse, i), unique);
@@ -310,7 +298,7 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
         !buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
         (weighted && !buffer_reserve(&ctx->weights, n * 4 + 4)) ||
         (max_mode && !buffer_reserve(&ctx->argmax, bags * spec->dim * 8 + 8)))
-        return fail(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
                     name);
     int64_t *local = ctx->indices.data, *offsets64 = ctx->offsets.data;
     for (size_t i = 0; i < n; i++)
@@ -330,7 +318,7 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
                                               spec->dim, &batch, &opts, out,
                                               max_mode ? ctx->argmax.data : NULL);
     if (status != EMBER_OK)
-        return fail(err, err_length, status, "table %s: trainer %u step %llu: "
+        return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
                     "pooling failed: %s", name, trainer, step,
                     ember_status_string(status));
     ctx->valid = 1;
@@ -363,7 +351,7 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
         if (!buffer_reserve(&table->acc_rows, (touched + pending->nrows) * 8 + 8) ||
             !buffer_reserve(&table->acc_grad,
                             (touched + pending->nrows) * dim * sizeof(float) + 4))
-            return fail(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
         int64_t *acc_rows = table->acc_rows.data;
         float *acc = table->acc_grad.data;
         for (size_t u = 0; u < pending->nrows; u++) {
@@ -385,7 +373,7 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
     int64_t *acc_rows = table->acc_rows.data;
     qsort(acc_rows, touched, sizeof(int64_t), compare_rows);
     if (!buffer_reserve(&table->sorted_grad, touched * dim * sizeof(float) + 4))
-        return fail(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
     float *sorted = table->sorted_grad.data, *acc = table->acc_grad.data;
     float scale = table->spec.sparse_reduce == EMBER_REDUCE_MEAN
                       ? 1.0f / (float)table->spec.trainers
@@ -401,7 +389,7 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
     ember_status_t status = ember_opt_step_sparse(table->optimizer, table->data, dim,
                                                   acc_rows, sorted, touched);
     if (status != EMBER_OK)
-        return fail(err, err_length, status, "table %s: optimizer step failed: %s",
+        return ember_status_text(err, err_length, status, "table %s: optimizer step failed: %s",
                     table->spec.name, ember_status_string(status));
     for (uint32_t t = 0; t < table->spec.trainers; t++)
         table->pending[t].valid = 0;
@@ -422,16 +410,16 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
 
     *applied_p = 0;
     if (msg->trainer >= spec->trainers)
-        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: gradient from trainer %u, but the job has %u "
                     "trainers", name, trainer, spec->trainers);
     ctx = &table->contexts[trainer];
     if (!ctx->valid || ctx->step != msg->step)
-        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: gradient without a lookup of "
                     "that step", name, trainer, step);
     if (msg->bags != ctx->bags || length != (size_t)ctx->bags * spec->dim * 4)
-        return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                     "table %s: trainer %u step %llu: gradient of %u bags (%zu bytes) "
                     "for a lookup of %zu bags", name, trainer, step, msg->bags,
                     length, ctx->bags);
@@ -440,20 +428,20 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
     if (!buffer_reserve(&table->order, length + 4) ||
         !buffer_reserve(&pending->rows, ctx->n * 8 + 8) ||
         !buffer_reserve(&pending->grad, ctx->n * spec->dim * sizeof(float) + 4))
-        return fail(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
     float *grad_out = table->order.data;
     memcpy(grad_out, grad, length);
     for (size_t i = 0; i < length / 4; i++) {
         if (!isfinite(grad_out[i])) {
             ctx->valid = 0; /* the step is void: nothing of it is applied */
-            return fail(err, err_length, EMBER_ERR_NUMERIC,
+            return ember_status_text(err, err_length, EMBER_ERR_NUMERIC,
                         "table %s: trainer %u step %llu: non-finite gradient "
                         "(bag %zu); nothing applied", name, trainer, step,
                         i / spec->dim);
         }
     }
     if (ember_table_is_sync(table) && pending->valid)
-        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: a gradient of this trainer "
                     "is already waiting", name, trainer, step);
 
@@ -470,7 +458,7 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
         pending->grad.data, &nrows, NULL);
     ctx->valid = 0;
     if (status != EMBER_OK)
-        return fail(err, err_length, status, "table %s: trainer %u step %llu: "
+        return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
                     "backward failed: %s", name, trainer, step,
                     ember_status_string(status));
     if (!(msg->flags & EMBER_GRAD_APPLY))
@@ -480,7 +468,7 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
         status = ember_opt_step_sparse(table->optimizer, table->data, spec->dim,
                                        pending->rows.data, pending->grad.data, nrows);
         if (status != EMBER_OK)
-            return fail(err, err_length, status, "table %s: optimizer: %s", name,
+            return ember_status_text(err, err_length, status, "table %s: optimizer: %s", name,
                         ember_status_string(status));
         *applied_p = 1;
         return EMBER_OK;

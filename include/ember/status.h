@@ -8,6 +8,8 @@
 #ifndef EMBER_STATUS_H
 #define EMBER_STATUS_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,6 +45,16 @@ typedef enum {
 
 /** Text of a status code; never NULL (unknown codes get a generic text). */
 const char *ember_status_string(ember_status_t status);
+
+/**
+ * Write a printf-formatted message into a caller's buffer (@text may be NULL
+ * or @length 0: nothing is written) and return @status.  For functions that
+ * hand the cause of an error back instead of logging it (a PS answers the
+ * trainer with it).
+ */
+ember_status_t ember_status_text(char *text, size_t length, ember_status_t status,
+                                 const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /** Inverse of the wire encoding: a status received from a peer, validated. */
 ember_status_t ember_status_from_wire(int value);
