@@ -1,0 +1,458 @@
+/*
+ * cuda/cuda_bag: EmbeddingBag forward and sparse backward on the GPU, with
+ * the semantics of engine/embedding_bag.c (sum / mean / max, per-sample
+ * weights, padding_idx, empty bags -> zeros and argmax -1).
+ *
+ * Forward: a 2-D block, x = lanes across the row (float4 when the row and
+ * the buffers allow), y = bags; each lane walks its bag's entries in order
+ * (so sums round as the CPU's do), loading four rows ahead of the adds.
+ *
+ * Backward (deterministic, no atomics): key every entry by its row (padding
+ * -> a sentinel past the last row), radix-sort (key, position) pairs with CUB
+ * over only the bits a row id needs, run-length encode the sorted keys into
+ * the sorted unique rows and their run lengths, scan the lengths into run
+ * offsets, then one block row per unique row reduces its run in position
+ * order, i.e. in the CPU's order.
+ */
+#include "cuda/cuda_internal.h"
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <limits.h>
+
+namespace {
+
+constexpr int kBlock = 256;
+
+__device__ __forceinline__ size_t bag_end(const int64_t *offsets, size_t bags,
+                                          size_t n, size_t b)
+{
+    return b + 1 < bags ? (size_t)offsets[b + 1] : n;
+}
+
+/* Lanes per bag: the row's vector count rounded up to a power of two. */
+static unsigned lanes_for(size_t vecs)
+{
+    unsigned t = 1;
+    while (t < vecs && t < kBlock)
+        t <<= 1;
+    return t;
+}
+
+template <typename V> struct vec_ops;
+template <> struct vec_ops<float> {
+    static __device__ __forceinline__ float zero() { return 0.0f; }
+    static __device__ __forceinline__ void axpy(float &acc, float w, float v)
+    {
+        acc += w * v;
+    }
+    static __device__ __forceinline__ void add(float &acc, float v) { acc += v; }
+    static __device__ __forceinline__ void div(float &acc, float c) { acc /= c; }
+};
+template <> struct vec_ops<float4> {
+    static __device__ __forceinline__ float4 zero()
+    {
+        return make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    static __device__ __forceinline__ void axpy(float4 &a, float w, float4 v)
+    {
+        a.x += w * v.x; a.y += w * v.y; a.z += w * v.z; a.w += w * v.w;
+    }
+    static __device__ __forceinline__ void add(float4 &a, float4 v)
+    {
+        a.x += v.x; a.y += v.y; a.z += v.z; a.w += v.w;
+    }
+    static __device__ __forceinline__ void div(float4 &a, float c)
+    {
+        a.x /= c; a.y /= c; a.z /= c; a.w /= c;
+    }
+};
+
+/* Sum / mean (weights only with sum, as validated on the host). */
+template <typename V>
+__global__ void k_bag_sum(const V *__restrict__ table, size_t vecs,
+                          const int64_t *__restrict__ indices, size_t n,
+                          const int64_t *__restrict__ offsets, size_t bags,
+                          const float *__restrict__ weights, int64_t pad,
+                          int mean, V *__restrict__ out)
+{
+    size_t b = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (b >= bags)
+        return;
+    size_t begin = (size_t)offsets[b], end = bag_end(offsets, bags, n, b);
+    for (size_t d = threadIdx.x; d < vecs; d += blockDim.x) {
+        V acc = vec_ops<V>::zero();
+        size_t count = 0, i = begin;
+        for (; i + 4 <= end; i += 4) {
+            int64_t id[4];
+            V v[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                id[k] = __ldg(indices + i + k);
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (id[k] != pad)
+                    v[k] = __ldg(table + (size_t)id[k] * vecs + d);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                if (id[k] == pad)
+                    continue;
+                if (weights)
+                    vec_ops<V>::axpy(acc, __ldg(weights + i + k), v[k]);
+                else
+                    vec_ops<V>::add(acc, v[k]);
+                count++;
+            }
+        }
+        for (; i < end; i++) {
+            int64_t id = __ldg(indices + i);
+            if (id == pad)
+                continue;
+            V v = __ldg(table + (size_t)id * vecs + d);
+            if (weights)
+                vec_ops<V>::axpy(acc, __ldg(weights + i), v);
+            else
+                vec_ops<V>::add(acc, v);
+            count++;
+        }
+        if (mean && count > 1)
+            vec_ops<V>::div(acc, (float)count);
+        out[b * vecs + d] = acc;
+    }
+}
+
+/* Max: strict '>' keeps the first maximum; argmax -1 for an empty bag. */
+__global__ void k_bag_max(const float *__restrict__ table, size_t dim,
+                          const int64_t *__restrict__ indices, size_t n,
+                          const int64_t *__restrict__ offsets, size_t bags,
+                          int64_t pad, float *__restrict__ out,
+                          int64_t *__restrict__ argmax)
+{
+    size_t b = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (b >= bags)
+        return;
+    size_t begin = (size_t)offsets[b], end = bag_end(offsets, bags, n, b);
+    for (size_t d = threadIdx.x; d < dim; d += blockDim.x) {
+        float best = 0.0f;
+        int64_t am = -1;
+        for (size_t i = begin; i < end; i++) {
+            int64_t id = __ldg(indices + i);
+            if (id == pad)
+                continue;
+            float v = __ldg(table + (size_t)id * dim + d);
+            if (am < 0 || v > best) {
+                best = v;
+                am = id;
+            }
+        }
+        out[b * dim + d] = best;
+        argmax[b * dim + d] = am;
+    }
+}
+
+static int aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+/* Per entry: the sort key (padding -> sentinel), its position, its bag (the
+ * last bag whose offset is <= i; -1 when there are no bags). */
+__global__ void k_bwd_keys(const int64_t *__restrict__ indices, size_t n,
+                           const int64_t *__restrict__ offsets, size_t bags,
+                           int64_t pad, unsigned long long sentinel,
+                           unsigned long long *keys, int *pos, int *bag_of)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    int64_t id = indices[i];
+    keys[i] = id == pad ? sentinel : (unsigned long long)id;
+    pos[i] = (int)i;
+    size_t lo = 0, hi = bags; /* first offset > i */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((size_t)offsets[mid] <= i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bag_of[i] = (int)lo - 1;
+}
+
+/* Mean: 1 / (non-padding entries) per bag (0 entries: unused). */
+__global__ void k_bwd_mean_scale(const int64_t *__restrict__ indices, size_t n,
+                                 const int64_t *__restrict__ offsets, size_t bags,
+                                 int64_t pad, float *scale)
+{
+    size_t b = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= bags)
+        return;
+    size_t begin = (size_t)offsets[b], end = bag_end(offsets, bags, n, b);
+    size_t count = 0;
+    for (size_t i = begin; i < end; i++)
+        count += indices[i] != pad;
+    scale[b] = count ? 1.0f / (float)count : 0.0f;
+}
+
+/* Rows written: runs, less the sentinel's run when padding occurred. */
+__global__ void k_bwd_count(const unsigned long long *unique, const int *num_runs,
+                            unsigned long long sentinel, unsigned long long *nrows)
+{
+    int r = *num_runs;
+    *nrows = (unsigned long long)((r > 0 && unique[r - 1] == sentinel) ? r - 1 : r);
+}
+
+/* One row of blocks per unique row; lanes across dim. */
+__global__ void k_bwd_reduce(size_t dim, const unsigned long long *__restrict__ unique,
+                             const unsigned long long *__restrict__ nrows_d,
+                             const int *__restrict__ run_offsets,
+                             const int *__restrict__ run_lengths,
+                             const int *__restrict__ pos,
+                             const int *__restrict__ bag_of,
+                             const float *__restrict__ grad_out,
+                             const float *__restrict__ weights,
+                             const float *__restrict__ mean_scale,
+                             const int64_t *__restrict__ argmax, int mode,
+                             float *__restrict__ grad)
+{
+    size_t u = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (u >= *nrows_d)
+        return;
+    int start = run_offsets[u], len = run_lengths[u];
+    int64_t row = (int64_t)unique[u];
+    for (size_t d = threadIdx.x; d < dim; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = start; j < start + len; j++) {
+            int p = pos[j], b = bag_of[p];
+            if (b < 0)
+                continue;
+            float go = grad_out[(size_t)b * dim + d];
+            if (mode == EMBER_POOL_MAX) {
+                /* once per bag, however often the row repeats in it */
+                if (j > start && bag_of[pos[j - 1]] == b)
+                    continue;
+                if (argmax[(size_t)b * dim + d] == row)
+                    acc += go;
+            } else if (weights) {
+                acc += weights[p] * go;
+            } else if (mode == EMBER_POOL_MEAN) {
+                acc += mean_scale[b] * go;
+            } else {
+                acc += go;
+            }
+        }
+        grad[u * dim + d] = acc;
+    }
+}
+
+/* d out[b] / d w_i = table[idx_i] . grad_out[b]; a warp per entry. */
+__global__ void k_bwd_weights(const float *__restrict__ table, size_t dim,
+                              const int64_t *__restrict__ indices, size_t n,
+                              const int *__restrict__ bag_of, int64_t pad,
+                              const float *__restrict__ grad_out,
+                              float *__restrict__ grad_weights)
+{
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    unsigned lane = threadIdx.x % 32;
+    if (i >= n)
+        return;
+    int64_t id = indices[i];
+    int b = bag_of[i];
+    float acc = 0.0f;
+    if (id != pad && b >= 0) {
+        const float *row = table + (size_t)id * dim;
+        const float *go = grad_out + (size_t)b * dim;
+        for (size_t d = lane; d < dim; d += 32)
+            acc += row[d] * go[d];
+    }
+    for (int off = 16; off > 0; off /= 2)
+        acc += __shfl_down_sync(0xffffffffu, acc, off);
+    if (lane == 0)
+        grad_weights[i] = acc;
+}
+
+static size_t align_up(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+} /* namespace */
+
+extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table,
+                                           int64_t rows, size_t dim,
+                                           const ember_bag_batch_t *batch,
+                                           const ember_bag_opts_t *opts,
+                                           float *out_p, int64_t *argmax_p)
+{
+    if (!batch || !opts || dim == 0 || (batch->bags > 0 && (!out_p || !batch->offsets)) ||
+        (batch->n > 0 && (!table || !batch->indices)) ||
+        (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax_p)) {
+        ember_error("cuda", "bag forward: invalid arguments");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->bags == 0)
+        return EMBER_OK;
+    const size_t bags = batch->bags;
+    const int64_t pad = opts->padding_idx;
+    const float *w = batch->weights;
+
+    if (opts->mode == EMBER_POOL_MAX) {
+        unsigned tx = lanes_for(dim), ty = kBlock / tx;
+        dim3 block(tx, ty), grid((unsigned)((bags + ty - 1) / ty));
+        k_bag_max<<<grid, block, 0, dev->stream>>>(table, dim, batch->indices,
+                                                   batch->n, batch->offsets, bags,
+                                                   pad, out_p, argmax_p);
+    } else {
+        int mean = opts->mode == EMBER_POOL_MEAN;
+        if (dim % 4 == 0 && aligned16(table) && aligned16(out_p)) {
+            size_t vecs = dim / 4;
+            unsigned tx = lanes_for(vecs), ty = kBlock / tx;
+            dim3 block(tx, ty), grid((unsigned)((bags + ty - 1) / ty));
+            k_bag_sum<float4><<<grid, block, 0, dev->stream>>>(
+                (const float4 *)table, vecs, batch->indices, batch->n,
+                batch->offsets, bags, w, pad, mean, (float4 *)out_p);
+        } else {
+            unsigned tx = lanes_for(dim), ty = kBlock / tx;
+            dim3 block(tx, ty), grid((unsigned)((bags + ty - 1) / ty));
+            k_bag_sum<float><<<grid, block, 0, dev->stream>>>(
+                table, dim, batch->indices, batch->n, batch->offsets, bags, w,
+                pad, mean, out_p);
+        }
+    }
+    CUDA_CALL(cudaGetLastError());
+    (void)rows;
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
+                                            int64_t rows, size_t dim,
+                                            const ember_bag_batch_t *batch,
+                                            const ember_bag_opts_t *opts,
+                                            const float *grad_out,
+                                            const int64_t *argmax,
+                                            int64_t *grad_rows_p, float *grad_p,
+                                            size_t *nrows_p, float *grad_weights_p)
+{
+    if (!batch || !opts || dim == 0 || !nrows_p || rows <= 0 ||
+        (batch->bags > 0 && (!grad_out || !batch->offsets)) ||
+        (batch->n > 0 && (!batch->indices || !grad_rows_p || !grad_p))) {
+        ember_error("cuda", "bag backward: invalid arguments");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax) {
+        ember_error("cuda", "bag backward: max mode needs the argmax");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (grad_weights_p &&
+        (!batch->weights || !table || opts->mode != EMBER_POOL_SUM)) {
+        ember_error("cuda", "bag backward: weight gradient needs weights, "
+                            "the table and mode sum");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->n >= (size_t)INT_MAX || batch->bags >= (size_t)INT_MAX) {
+        ember_error("cuda", "bag backward: %zu entries / %zu bags exceed the "
+                            "kernel's 32-bit positions", batch->n, batch->bags);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->n == 0) {
+        *nrows_p = 0;
+        return EMBER_OK;
+    }
+
+    const size_t n = batch->n, bags = batch->bags;
+    const int nn = (int)n;
+    const int64_t pad = opts->padding_idx;
+    const unsigned long long sentinel = (unsigned long long)rows;
+    int end_bit = 64 - __builtin_clzll(sentinel); /* rows > 0 */
+
+    /* CUB's temporary storage: the largest of the three calls. */
+    size_t tmp_sort = 0, tmp_rle = 0, tmp_scan = 0;
+    unsigned long long *nullk = nullptr;
+    int *nulli = nullptr;
+    CUDA_CALL(cub::DeviceRadixSort::SortPairs(nullptr, tmp_sort, nullk, nullk,
+                                              nulli, nulli, nn, 0, end_bit,
+                                              dev->stream));
+    CUDA_CALL(cub::DeviceRunLengthEncode::Encode(nullptr, tmp_rle, nullk, nullk,
+                                                 nulli, nulli, nn, dev->stream));
+    CUDA_CALL(cub::DeviceScan::ExclusiveSum(nullptr, tmp_scan, nulli, nulli, nn,
+                                            dev->stream));
+    size_t tmp = tmp_sort > tmp_rle ? tmp_sort : tmp_rle;
+    tmp = tmp > tmp_scan ? tmp : tmp_scan;
+
+    size_t o_keys_in = 0;
+    size_t o_keys_out = o_keys_in + align_up(n * 8);
+    size_t o_pos_in = o_keys_out + align_up(n * 8);
+    size_t o_pos_out = o_pos_in + align_up(n * 4);
+    size_t o_bag = o_pos_out + align_up(n * 4);
+    size_t o_len = o_bag + align_up(n * 4);
+    size_t o_runoff = o_len + align_up(n * 4);
+    size_t o_nruns = o_runoff + align_up(n * 4);
+    size_t o_nrows = o_nruns + align_up(sizeof(int));
+    size_t o_scale = o_nrows + align_up(sizeof(unsigned long long));
+    size_t o_tmp = o_scale + align_up((bags + 1) * 4);
+    EMBER_CHECK(cuda_scratch_reserve(dev, o_tmp + align_up(tmp)));
+
+    char *s = (char *)dev->scratch;
+    auto *keys_in = (unsigned long long *)(s + o_keys_in);
+    auto *keys_out = (unsigned long long *)(s + o_keys_out);
+    int *pos_in = (int *)(s + o_pos_in), *pos_out = (int *)(s + o_pos_out);
+    int *bag_of = (int *)(s + o_bag), *lengths = (int *)(s + o_len);
+    int *run_off = (int *)(s + o_runoff), *nruns = (int *)(s + o_nruns);
+    auto *nrows_d = (unsigned long long *)(s + o_nrows);
+    float *mean_scale = (float *)(s + o_scale);
+    void *cub_tmp = s + o_tmp;
+    /* The unique rows land straight in the caller's buffer (capacity n). */
+    auto *unique = (unsigned long long *)grad_rows_p;
+
+    unsigned grid_n = (unsigned)((n + kBlock - 1) / kBlock);
+    k_bwd_keys<<<grid_n, kBlock, 0, dev->stream>>>(batch->indices, n,
+                                                   batch->offsets, bags, pad,
+                                                   sentinel, keys_in, pos_in,
+                                                   bag_of);
+    CUDA_CALL(cudaGetLastError());
+    if (opts->mode == EMBER_POOL_MEAN && bags > 0) {
+        k_bwd_mean_scale<<<(unsigned)((bags + kBlock - 1) / kBlock), kBlock, 0,
+                           dev->stream>>>(batch->indices, n, batch->offsets,
+                                          bags, pad, mean_scale);
+        CUDA_CALL(cudaGetLastError());
+    }
+    size_t t = tmp;
+    CUDA_CALL(cub::DeviceRadixSort::SortPairs(cub_tmp, t, keys_in, keys_out,
+                                              pos_in, pos_out, nn, 0, end_bit,
+                                              dev->stream));
+    CUDA_CALL(cudaMemsetAsync(lengths, 0, n * sizeof(int), dev->stream));
+    t = tmp;
+    CUDA_CALL(cub::DeviceRunLengthEncode::Encode(cub_tmp, t, keys_out, unique,
+                                                 lengths, nruns, nn, dev->stream));
+    t = tmp;
+    CUDA_CALL(cub::DeviceScan::ExclusiveSum(cub_tmp, t, lengths, run_off, nn,
+                                            dev->stream));
+    k_bwd_count<<<1, 1, 0, dev->stream>>>(unique, nruns, sentinel, nrows_d);
+    CUDA_CALL(cudaGetLastError());
+
+    /* Launch over every possible row; blocks past the real count return. */
+    unsigned tx = lanes_for(dim), ty = kBlock / tx;
+    dim3 block(tx, ty), grid((unsigned)((n + ty - 1) / ty));
+    k_bwd_reduce<<<grid, block, 0, dev->stream>>>(
+        dim, unique, nrows_d, run_off, lengths, pos_out, bag_of, grad_out,
+        batch->weights, mean_scale, argmax, (int)opts->mode, grad_p);
+    CUDA_CALL(cudaGetLastError());
+
+    if (grad_weights_p) {
+        unsigned grid_w = (unsigned)((n * 32 + kBlock - 1) / kBlock);
+        k_bwd_weights<<<grid_w, kBlock, 0, dev->stream>>>(
+            table, dim, batch->indices, n, bag_of, pad, grad_out, grad_weights_p);
+        CUDA_CALL(cudaGetLastError());
+    }
+
+    unsigned long long *host = (unsigned long long *)dev->pinned;
+    CUDA_CALL(cudaMemcpyAsync(host, nrows_d, sizeof(*host), cudaMemcpyDeviceToHost,
+                              dev->stream));
+    CUDA_CALL(cudaStreamSynchronize(dev->stream));
+    *nrows_p = (size_t)*host;
+    return EMBER_OK;
+}

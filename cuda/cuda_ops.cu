@@ -1,0 +1,269 @@
+/*
+ * cuda/cuda_ops: ReLU, cross entropy (mean) and the small helpers of the
+ * cuBLAS Linear (bias broadcast, bias gradient), with engine/dense.c and
+ * engine/loss.c semantics.
+ */
+#include "cuda/cuda_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+namespace {
+
+constexpr int kBlock = 256;
+
+__global__ void k_relu_fwd(const float *__restrict__ x, size_t n, float *y)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+__global__ void k_relu_bwd(const float *__restrict__ x, const float *grad_y,
+                           size_t n, float *grad_x)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        grad_x[i] = x[i] > 0.0f ? grad_y[i] : 0.0f;
+}
+
+static unsigned grid_for(size_t n)
+{
+    size_t g = (n + kBlock - 1) / kBlock;
+    return (unsigned)(g > 65536 ? 65536 : (g ? g : 1));
+}
+
+/* Block-wide reductions over kBlock threads. */
+__device__ double block_max(double v, double *shared)
+{
+    for (int off = 16; off > 0; off /= 2)
+        v = fmax(v, __shfl_down_sync(0xffffffffu, v, off));
+    if (threadIdx.x % 32 == 0)
+        shared[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double m = shared[0];
+        for (int w = 1; w < kBlock / 32; w++)
+            m = fmax(m, shared[w]);
+        shared[kBlock / 32] = m;
+    }
+    __syncthreads();
+    double r = shared[kBlock / 32];
+    __syncthreads();
+    return r;
+}
+
+__device__ double block_sum(double v, double *shared)
+{
+    for (int off = 16; off > 0; off /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, off);
+    if (threadIdx.x % 32 == 0)
+        shared[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double s = 0.0;
+        for (int w = 0; w < kBlock / 32; w++)
+            s += shared[w];
+        shared[kBlock / 32] = s;
+    }
+    __syncthreads();
+    double r = shared[kBlock / 32];
+    __syncthreads();
+    return r;
+}
+
+/* Pass 1, a block per row: the row's max and log-sum-exp (double, as the
+ * CPU), its loss term, and the first bad target. */
+__global__ void k_ce_rows(const float *__restrict__ logits, size_t classes,
+                          const int64_t *__restrict__ targets, double *row_max,
+                          double *row_sum, double *row_loss,
+                          unsigned long long *bad_pos)
+{
+    __shared__ double shared[kBlock / 32 + 1];
+    size_t r = blockIdx.x;
+    const float *z = logits + r * classes;
+    int64_t t = targets[r];
+    if (t < 0 || (uint64_t)t >= classes) {
+        if (threadIdx.x == 0)
+            atomicMin(bad_pos, (unsigned long long)r);
+        return; /* uniform across the block: t is per row */
+    }
+    double m = -INFINITY;
+    for (size_t c = threadIdx.x; c < classes; c += blockDim.x)
+        m = fmax(m, (double)z[c]);
+    m = block_max(m, shared);
+    double s = 0.0;
+    for (size_t c = threadIdx.x; c < classes; c += blockDim.x)
+        s += exp((double)z[c] - m);
+    s = block_sum(s, shared);
+    if (threadIdx.x == 0) {
+        row_max[r] = m;
+        row_sum[r] = s;
+        row_loss[r] = m + log(s) - (double)z[t];
+    }
+}
+
+/* One block sums the row losses in a fixed order (deterministic). */
+__global__ void k_ce_total(const double *row_loss, size_t batch, double *total)
+{
+    __shared__ double shared[kBlock / 32 + 1];
+    double s = 0.0;
+    for (size_t r = threadIdx.x; r < batch; r += blockDim.x)
+        s += row_loss[r];
+    s = block_sum(s, shared);
+    if (threadIdx.x == 0)
+        *total = s / (double)batch;
+}
+
+/* Pass 2, only after the checks passed: (softmax - onehot) / batch. */
+__global__ void k_ce_grad(const float *logits, size_t classes,
+                          const int64_t *__restrict__ targets,
+                          const double *__restrict__ row_max,
+                          const double *__restrict__ row_sum, double inv,
+                          float *grad)
+{
+    size_t r = blockIdx.x;
+    const float *z = logits + r * classes;
+    float *g = grad + r * classes;
+    double m = row_max[r], s = row_sum[r];
+    int64_t t = targets[r];
+    for (size_t c = threadIdx.x; c < classes; c += blockDim.x) {
+        double p = exp((double)z[c] - m) / s;
+        double onehot = (int64_t)c == t ? 1.0 : 0.0;
+        g[c] = (float)((p - onehot) * inv);
+    }
+}
+
+__global__ void k_bias_fill(const float *__restrict__ bias, size_t batch,
+                            size_t out, float *y)
+{
+    size_t total = batch * out;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = bias[i % out];
+}
+
+/* sum over rows of m [rows, cols]: a thread per column, coalesced. */
+__global__ void k_column_sum(const float *__restrict__ m, size_t rows, size_t cols,
+                             int accumulate, float *sum)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols)
+        return;
+    float acc = 0.0f;
+    for (size_t r = 0; r < rows; r++)
+        acc += m[r * cols + c];
+    sum[c] = accumulate ? sum[c] + acc : acc;
+}
+
+size_t align_up(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+} /* namespace */
+
+extern "C" ember_status_t cuda_relu_forward(cuda_dev_t *dev, const float *x,
+                                            size_t n, float *y_p)
+{
+    if (n == 0)
+        return EMBER_OK;
+    if (!x || !y_p)
+        return EMBER_ERR_INVALID_PARAM;
+    k_relu_fwd<<<grid_for(n), kBlock, 0, dev->stream>>>(x, n, y_p);
+    CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_relu_backward(cuda_dev_t *dev, const float *x,
+                                             const float *grad_y, size_t n,
+                                             float *grad_x_p)
+{
+    if (n == 0)
+        return EMBER_OK;
+    if (!x || !grad_y || !grad_x_p)
+        return EMBER_ERR_INVALID_PARAM;
+    k_relu_bwd<<<grid_for(n), kBlock, 0, dev->stream>>>(x, grad_y, n, grad_x_p);
+    CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_cross_entropy(cuda_dev_t *dev, const float *logits,
+                                             size_t batch, size_t classes,
+                                             const int64_t *targets,
+                                             float *loss_p, float *grad_p)
+{
+    if (!logits || !targets || !loss_p || batch == 0 || classes == 0 ||
+        batch > 0x7fffffffu) {
+        ember_error("cuda", "cross entropy: invalid arguments (batch %zu, "
+                            "classes %zu)", batch, classes);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    size_t o_max = 0, o_sum = align_up(batch * 8), o_loss = o_sum + align_up(batch * 8);
+    size_t o_total = o_loss + align_up(batch * 8);
+    size_t o_bad = o_total + 256;
+    EMBER_CHECK(cuda_scratch_reserve(dev, o_bad + 256));
+    char *s = (char *)dev->scratch;
+    double *row_max = (double *)(s + o_max), *row_sum = (double *)(s + o_sum);
+    double *row_loss = (double *)(s + o_loss), *total = (double *)(s + o_total);
+    auto *bad = (unsigned long long *)(s + o_bad);
+
+    CUDA_CALL(cudaMemsetAsync(bad, 0xff, sizeof(*bad), dev->stream));
+    k_ce_rows<<<(unsigned)batch, kBlock, 0, dev->stream>>>(
+        logits, classes, targets, row_max, row_sum, row_loss, bad);
+    CUDA_CALL(cudaGetLastError());
+    k_ce_total<<<1, kBlock, 0, dev->stream>>>(row_loss, batch, total);
+    CUDA_CALL(cudaGetLastError());
+
+    /* Host results: [0] = loss (double bits), [1] = first bad position. */
+    unsigned long long *host = (unsigned long long *)dev->pinned;
+    CUDA_CALL(cudaMemcpyAsync(&host[0], total, 8, cudaMemcpyDeviceToHost,
+                              dev->stream));
+    CUDA_CALL(cudaMemcpyAsync(&host[1], bad, 8, cudaMemcpyDeviceToHost,
+                              dev->stream));
+    CUDA_CALL(cudaStreamSynchronize(dev->stream));
+    if (host[1] != ~0ull) {
+        int64_t t = 0;
+        size_t r = (size_t)host[1];
+        CUDA_CALL(cudaMemcpy(&t, targets + r, sizeof(t), cudaMemcpyDeviceToHost));
+        ember_error("loss", "cross entropy: target %" PRId64 " at position %zu "
+                            "is out of range [0, %zu)", t, r, classes);
+        return EMBER_ERR_OUT_OF_RANGE;
+    }
+    double loss;
+    memcpy(&loss, &host[0], sizeof(loss));
+    if (!isfinite(loss)) {
+        ember_error("loss", "cross entropy is not finite (%g)", loss);
+        return EMBER_ERR_NUMERIC;
+    }
+    if (grad_p) {
+        k_ce_grad<<<(unsigned)batch, kBlock, 0, dev->stream>>>(
+            logits, classes, targets, row_max, row_sum, 1.0 / (double)batch,
+            grad_p);
+        CUDA_CALL(cudaGetLastError());
+    }
+    *loss_p = (float)loss;
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_bias_fill(cuda_dev_t *dev, const float *bias,
+                                         size_t batch, size_t out, float *y_p)
+{
+    k_bias_fill<<<grid_for(batch * out), kBlock, 0, dev->stream>>>(bias, batch,
+                                                                   out, y_p);
+    CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_column_sum(cuda_dev_t *dev, const float *m,
+                                          size_t rows, size_t cols, int accumulate,
+                                          float *sum_p)
+{
+    k_column_sum<<<(unsigned)((cols + kBlock - 1) / kBlock), kBlock, 0,
+                   dev->stream>>>(m, rows, cols, accumulate, sum_p);
+    CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}

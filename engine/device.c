@@ -1,0 +1,258 @@
+/*
+ * engine/device: opening a device backend and overlaying its ops table on
+ * stubs, so every slot is callable (an unsupported op says so instead of
+ * crashing on NULL).
+ */
+#include <ember/device.h>
+#include <ember/log.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ember_device {
+    struct ember_device_head head; /* first: ember_device_impl() reads it */
+    ember_device_ops_t ops;        /* the backend's table over the stubs */
+    int local_rank;
+};
+
+static ember_status_t unsupported(const char *op)
+{
+    ember_error("device", "%s: not supported by this device backend", op);
+    return EMBER_ERR_UNSUPPORTED;
+}
+
+static ember_status_t stub_open(int local_rank, void **impl_p)
+{
+    return unsupported("open");
+}
+static void stub_close(void *impl) {}
+static ember_status_t stub_mem_alloc(ember_device_t *dev, size_t bytes, void **ptr_p)
+{
+    return unsupported("mem_alloc");
+}
+static void stub_mem_free(ember_device_t *dev, void *ptr) {}
+static ember_status_t stub_mem_copy(ember_device_t *dev, void *dst, const void *src,
+                                    size_t bytes, ember_copy_kind_t kind)
+{
+    return unsupported("mem_copy");
+}
+static ember_status_t stub_mem_zero(ember_device_t *dev, void *ptr, size_t bytes)
+{
+    return unsupported("mem_zero");
+}
+static ember_status_t stub_synchronize(ember_device_t *dev)
+{
+    return EMBER_OK;
+}
+static ember_status_t stub_bag_forward(ember_device_t *dev, const float *table,
+                                       int64_t rows, size_t dim,
+                                       const ember_bag_batch_t *batch,
+                                       const ember_bag_opts_t *opts, float *out_p,
+                                       int64_t *argmax_p)
+{
+    return unsupported("bag_forward");
+}
+static ember_status_t stub_bag_backward(ember_device_t *dev, const float *table,
+                                        int64_t rows, size_t dim,
+                                        const ember_bag_batch_t *batch,
+                                        const ember_bag_opts_t *opts,
+                                        const float *grad_out, const int64_t *argmax,
+                                        int64_t *grad_rows_p, float *grad_p,
+                                        size_t *nrows_p, float *grad_weights_p)
+{
+    return unsupported("bag_backward");
+}
+static ember_status_t stub_linear_forward(ember_device_t *dev, const float *x,
+                                          size_t batch, size_t in, size_t out,
+                                          const float *weight, const float *bias,
+                                          float *y_p)
+{
+    return unsupported("linear_forward");
+}
+static ember_status_t stub_linear_backward(ember_device_t *dev, const float *x,
+                                           size_t batch, size_t in, size_t out,
+                                           const float *weight, const float *grad_y,
+                                           int accumulate, float *grad_x_p,
+                                           float *grad_weight_p, float *grad_bias_p)
+{
+    return unsupported("linear_backward");
+}
+static ember_status_t stub_relu_forward(ember_device_t *dev, const float *x,
+                                        size_t n, float *y_p)
+{
+    return unsupported("relu_forward");
+}
+static ember_status_t stub_relu_backward(ember_device_t *dev, const float *x,
+                                         const float *grad_y, size_t n,
+                                         float *grad_x_p)
+{
+    return unsupported("relu_backward");
+}
+static ember_status_t stub_cross_entropy(ember_device_t *dev, const float *logits,
+                                         size_t batch, size_t classes,
+                                         const int64_t *targets, float *loss_p,
+                                         float *grad_p)
+{
+    return unsupported("cross_entropy");
+}
+static ember_status_t stub_comm_create(ember_device_t *dev, ember_tp_t *tp,
+                                       const int *ranks, int nranks,
+                                       uint16_t op_base, ember_device_comm_t **comm_p)
+{
+    return unsupported("comm_create");
+}
+static void stub_comm_destroy(ember_device_comm_t *comm) {}
+static ember_status_t stub_allreduce_start(ember_device_comm_t *comm, float *data,
+                                           size_t count, int average,
+                                           ember_device_req_t **req_p)
+{
+    return unsupported("allreduce_start");
+}
+static ember_status_t stub_allreduce_test(ember_device_req_t *req)
+{
+    return EMBER_ERR_UNSUPPORTED;
+}
+static ember_status_t stub_allreduce_wait(ember_device_req_t *req)
+{
+    return EMBER_ERR_UNSUPPORTED;
+}
+static const char *stub_comm_error(const ember_device_comm_t *comm)
+{
+    return "";
+}
+
+static const ember_device_ops_t stub_ops = {
+    .size = sizeof(ember_device_ops_t),
+    .name = "stub",
+    .mem_type = EMBER_MEM_HOST,
+    .open = stub_open,
+    .close = stub_close,
+    .mem_alloc = stub_mem_alloc,
+    .mem_free = stub_mem_free,
+    .mem_copy = stub_mem_copy,
+    .mem_zero = stub_mem_zero,
+    .synchronize = stub_synchronize,
+    .bag_forward = stub_bag_forward,
+    .bag_backward = stub_bag_backward,
+    .linear_forward = stub_linear_forward,
+    .linear_backward = stub_linear_backward,
+    .relu_forward = stub_relu_forward,
+    .relu_backward = stub_relu_backward,
+    .cross_entropy = stub_cross_entropy,
+    .comm_create = stub_comm_create,
+    .comm_destroy = stub_comm_destroy,
+    .allreduce_start = stub_allreduce_start,
+    .allreduce_test = stub_allreduce_test,
+    .allreduce_wait = stub_allreduce_wait,
+    .comm_error = stub_comm_error,
+};
+
+/* Copy the backend's non-NULL slots over the stubs.  A backend built against
+ * an older (shorter) table only overlays the slots it knows. */
+static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
+{
+    size_t n = src->size < sizeof(*dst) ? src->size : sizeof(*dst);
+    *dst = stub_ops;
+#define OVERLAY_(field)                                                      \
+    if (offsetof(ember_device_ops_t, field) + sizeof(dst->field) <= n &&     \
+        src->field)                                                          \
+        dst->field = src->field;
+    OVERLAY_(name) OVERLAY_(open) OVERLAY_(close) OVERLAY_(mem_alloc)
+    OVERLAY_(mem_free) OVERLAY_(mem_copy) OVERLAY_(mem_zero)
+    OVERLAY_(synchronize) OVERLAY_(bag_forward) OVERLAY_(bag_backward)
+    OVERLAY_(linear_forward) OVERLAY_(linear_backward) OVERLAY_(relu_forward)
+    OVERLAY_(relu_backward) OVERLAY_(cross_entropy) OVERLAY_(comm_create)
+    OVERLAY_(comm_destroy) OVERLAY_(allreduce_start) OVERLAY_(allreduce_test)
+    OVERLAY_(allreduce_wait) OVERLAY_(comm_error)
+#undef OVERLAY_
+    dst->mem_type = src->mem_type;
+    dst->size = sizeof(*dst);
+}
+
+int ember_device_have_cuda(void)
+{
+#ifdef EMBER_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+#ifdef EMBER_HAVE_CUDA
+int ember_cuda_device_count(void); /* cuda/cuda_device.cu */
+#endif
+
+int ember_device_cuda_count(void)
+{
+#ifdef EMBER_HAVE_CUDA
+    return ember_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
+ember_status_t ember_device_open(const char *kind, int local_rank,
+                                 ember_device_t **dev_p)
+{
+    const ember_device_ops_t *backend;
+    ember_device_t *dev;
+    ember_status_t status;
+
+    if (!kind || !dev_p) {
+        ember_error("device", "open: no device kind given");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (strcmp(kind, "cpu") == 0) {
+        backend = &ember_device_cpu_ops;
+    } else if (strcmp(kind, "cuda") == 0) {
+#ifdef EMBER_HAVE_CUDA
+        backend = &ember_device_cuda_ops;
+#else
+        ember_error("device", "device 'cuda' requested, but this ember was "
+                              "built without CUDA (no nvcc at configure time)");
+        return EMBER_ERR_NO_DEVICE;
+#endif
+    } else {
+        ember_error("device", "unknown device '%s' (expected cpu or cuda)", kind);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+
+    dev = calloc(1, sizeof(*dev));
+    if (!dev) {
+        ember_error("device", "open %s: out of memory", kind);
+        return EMBER_ERR_NO_MEMORY;
+    }
+    overlay(&dev->ops, backend);
+    dev->local_rank = local_rank;
+    status = dev->ops.open(local_rank, &dev->head.impl);
+    if (status != EMBER_OK) {
+        free(dev);
+        return status; /* the backend logged the cause */
+    }
+    *dev_p = dev;
+    return EMBER_OK;
+}
+
+void ember_device_close(ember_device_t *dev)
+{
+    if (!dev)
+        return;
+    dev->ops.close(dev->head.impl);
+    free(dev);
+}
+
+const ember_device_ops_t *ember_device_ops(const ember_device_t *dev)
+{
+    return &dev->ops;
+}
+
+ember_mem_type_t ember_device_mem_type(const ember_device_t *dev)
+{
+    return dev->ops.mem_type;
+}
+
+const char *ember_device_name(const ember_device_t *dev)
+{
+    return dev->ops.name;
+}
+

@@ -1,0 +1,204 @@
+/*
+ * ember: the device interface.
+ *
+ * The engine runs its numeric ops (EmbeddingBag, Linear, ReLU, cross
+ * entropy) and its dense allreduce through one ops table, so the same engine
+ * code drives the CPU and a GPU.  Two backends plug in:
+ *   - "cpu":  engine/device_cpu.c, the engine's own CBLAS/C ops and the host
+ *             ring allreduce over the transport (engine/allreduce.h);
+ *   - "cuda": cuda/, CUDA kernels + CUB, cuBLAS, NCCL.  Built only when a
+ *             CUDA compiler was found (EMBER_HAVE_CUDA).
+ *
+ * Memory: every pointer an op takes lives in the device's memory
+ * (ember_device_mem_type(): EMBER_MEM_HOST for "cpu", EMBER_MEM_CUDA for
+ * "cuda") unless its doc says "host".  Move data with mem_copy.  All ops on
+ * one device are ordered (one CUDA stream); an op that returns a host value
+ * (bag_backward's row count, cross_entropy's loss) waits for the device, the
+ * others only enqueue and return (asynchronous errors surface at the next
+ * synchronizing call).
+ *
+ * The ops mirror engine/embedding_bag.h, engine/dense.h, engine/loss.h and
+ * engine/allreduce.h; their semantics (modes, padding, empty bags, the sparse
+ * sorted-unique backward, mean reductions) are those headers', bit-for-bit
+ * on the CPU backend and within float rounding on CUDA.
+ *
+ * Table layout (libfabric/rdma-core style): it starts with its size; a
+ * backend fills what it supports with designated initialisers and
+ * ember_device_open() overlays the rest with stubs that return
+ * ERR_UNSUPPORTED, so callers never test for NULL.
+ *
+ * Threading: a device is used by one thread at a time (like the transport).
+ */
+#ifndef EMBER_DEVICE_H
+#define EMBER_DEVICE_H
+
+#include <ember/status.h>
+#include <ember/transport.h> /* ember_mem_type_t, ember_tp_t */
+
+/* The batch/pool types are the engine's (plain structs, no code). */
+#include "engine/embedding_bag.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ember_device ember_device_t;
+typedef struct ember_device_comm ember_device_comm_t; /* backend-defined */
+typedef struct ember_device_req ember_device_req_t;   /* backend-defined */
+
+/** Direction of a copy, seen from the device. */
+typedef enum {
+    EMBER_COPY_HOST_TO_DEVICE,
+    EMBER_COPY_DEVICE_TO_HOST,
+    EMBER_COPY_DEVICE_TO_DEVICE
+} ember_copy_kind_t;
+
+/* Version of the table layout; bump when a slot is added. */
+#define EMBER_DEVICE_OPS_VERSION 1
+
+typedef struct ember_device_ops {
+    size_t size;                 /* sizeof(ember_device_ops_t) of the backend */
+    const char *name;            /* "cpu", "cuda" */
+    ember_mem_type_t mem_type;   /* where its buffers live */
+
+    /* ---- lifetime (called by ember_device_open/close only) ------------- */
+    /* Open device @local_rank (GPU ordinal = local_rank % visible count);
+     * *impl_p is the backend's state, kept until close.  May block (driver
+     * init).  ERR_NO_DEVICE when the hardware is absent. */
+    ember_status_t (*open)(int local_rank, void **impl_p);
+    void (*close)(void *impl);
+
+    /* ---- memory --------------------------------------------------------- */
+    /* Allocate @bytes of device memory (0 bytes gives NULL and OK).
+     * Not for the hot path: allocate once, reuse. */
+    ember_status_t (*mem_alloc)(ember_device_t *dev, size_t bytes, void **ptr_p);
+    void (*mem_free)(ember_device_t *dev, void *ptr);
+    /* Ordered copy.  Returns once @src may be reused by the caller; a
+     * DEVICE_TO_HOST copy returns once the data is on the host. */
+    ember_status_t (*mem_copy)(ember_device_t *dev, void *dst, const void *src,
+                               size_t bytes, ember_copy_kind_t kind);
+    ember_status_t (*mem_zero)(ember_device_t *dev, void *ptr, size_t bytes);
+    /* Wait for everything enqueued; reports asynchronous errors. */
+    ember_status_t (*synchronize)(ember_device_t *dev);
+
+    /* ---- EmbeddingBag (engine/embedding_bag.h) ------------------------- */
+    /* @batch: the struct is host memory, its arrays device memory; the
+     * batch must have passed ember_bag_validate() (on the host copy). */
+    ember_status_t (*bag_forward)(ember_device_t *dev, const float *table,
+                                  int64_t rows, size_t dim,
+                                  const ember_bag_batch_t *batch,
+                                  const ember_bag_opts_t *opts, float *out_p,
+                                  int64_t *argmax_p);
+    /* @nrows_p is host memory (this op waits for the device). */
+    ember_status_t (*bag_backward)(ember_device_t *dev, const float *table,
+                                   int64_t rows, size_t dim,
+                                   const ember_bag_batch_t *batch,
+                                   const ember_bag_opts_t *opts,
+                                   const float *grad_out, const int64_t *argmax,
+                                   int64_t *grad_rows_p, float *grad_p,
+                                   size_t *nrows_p, float *grad_weights_p);
+
+    /* ---- dense (engine/dense.h) ------------------------------------------ */
+    ember_status_t (*linear_forward)(ember_device_t *dev, const float *x,
+                                     size_t batch, size_t in, size_t out,
+                                     const float *weight, const float *bias,
+                                     float *y_p);
+    ember_status_t (*linear_backward)(ember_device_t *dev, const float *x,
+                                      size_t batch, size_t in, size_t out,
+                                      const float *weight, const float *grad_y,
+                                      int accumulate, float *grad_x_p,
+                                      float *grad_weight_p, float *grad_bias_p);
+    ember_status_t (*relu_forward)(ember_device_t *dev, const float *x, size_t n,
+                                   float *y_p);
+    ember_status_t (*relu_backward)(ember_device_t *dev, const float *x,
+                                    const float *grad_y, size_t n,
+                                    float *grad_x_p);
+
+    /* ---- loss (engine/loss.h) -------------------------------------------- */
+    /* @loss_p is host memory (this op waits).  As on the CPU, nothing is
+     * written on error (CUDA checks targets and finiteness first). */
+    ember_status_t (*cross_entropy)(ember_device_t *dev, const float *logits,
+                                    size_t batch, size_t classes,
+                                    const int64_t *targets, float *loss_p,
+                                    float *grad_p);
+
+    /* ---- dense allreduce (engine/allreduce.h's shape) -------------------- */
+    /* Create a communicator over transport ranks @ranks (member order = NCCL
+     * rank order); every member passes the same list and @op_base (the CPU
+     * ring's RPC op ids; the CUDA backend uses it to name its rendezvous
+     * key).  @tp is borrowed and must outlive the communicator; the CUDA
+     * backend accepts tp == NULL when nranks == 1.  Blocks until every member
+     * joined (EMBER_CONNECT_TIMEOUT). */
+    ember_status_t (*comm_create)(ember_device_t *dev, ember_tp_t *tp,
+                                  const int *ranks, int nranks, uint16_t op_base,
+                                  ember_device_comm_t **comm_p);
+    void (*comm_destroy)(ember_device_comm_t *comm);
+    /* In-place sum (average: / nranks) of @count floats of device memory at
+     * @data, ordered after every op enqueued before on this device; @data is
+     * borrowed until the request is waited for.  Never blocks. */
+    ember_status_t (*allreduce_start)(ember_device_comm_t *comm, float *data,
+                                      size_t count, int average,
+                                      ember_device_req_t **req_p);
+    /* INPROGRESS while running, then the final status; progresses the
+     * transport and polls the communicator's health (the watchdog). */
+    ember_status_t (*allreduce_test)(ember_device_req_t *req);
+    /* Block until done (bounded: a lost peer or the timeout aborts the
+     * communicator and fails the request), then free @req. */
+    ember_status_t (*allreduce_wait)(ember_device_req_t *req);
+    /* The error that broke the communicator (names the peer), or "". */
+    const char *(*comm_error)(const ember_device_comm_t *comm);
+} ember_device_ops_t;
+
+/**
+ * Open a device: @kind "cpu" or "cuda"; @local_rank picks the GPU (ordinal
+ * local_rank % device count; ignored for "cpu").  Logs the device chosen
+ * once (name, ordinal, memory).
+ * Errors: ERR_NO_DEVICE ("cuda" without a visible GPU, or a build without
+ * CUDA; logged as an error naming why), ERR_INVALID_PARAM (unknown kind),
+ * ERR_NO_MEMORY.
+ */
+ember_status_t ember_device_open(const char *kind, int local_rank,
+                                 ember_device_t **dev_p);
+
+/** Close the device and free its state.  NULL is a no-op. */
+void ember_device_close(ember_device_t *dev);
+
+/** The device's ops table (complete: unsupported slots are stubs). */
+const ember_device_ops_t *ember_device_ops(const ember_device_t *dev);
+
+/** Where this device's buffers live. */
+ember_mem_type_t ember_device_mem_type(const ember_device_t *dev);
+
+/** "cpu" or "cuda". */
+const char *ember_device_name(const ember_device_t *dev);
+
+/* The device's first member is its backend's state: the backends (which
+ * sit below the engine and do not link engine/device.c) read it inline.
+ * Everything else in the struct is private to engine/device.c. */
+struct ember_device_head {
+    void *impl;
+};
+
+/** The backend's state, for the backend's own ops. */
+static inline void *ember_device_impl(const ember_device_t *dev)
+{
+    return ((const struct ember_device_head *)(const void *)dev)->impl;
+}
+
+/** Non-zero when this build has the CUDA backend. */
+int ember_device_have_cuda(void);
+
+/** Visible CUDA GPUs; 0 without a driver, a GPU, or the CUDA backend. */
+int ember_device_cuda_count(void);
+
+/* The backends' tables (the CUDA one exists only with EMBER_HAVE_CUDA). */
+extern const ember_device_ops_t ember_device_cpu_ops;
+extern const ember_device_ops_t ember_device_cuda_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,477 @@
+/*
+ * tests/cuda: every CUDA op against the engine's CPU implementation on
+ * random inputs, all pooling modes and edge cases, through the device
+ * interface (include/ember/device.h); plus a single-rank NCCL allreduce.
+ * GPU cases exit 77 (skip) when no GPU is visible; the device_* cases run
+ * everywhere.
+ */
+#include <ember/device.h>
+#include <ember/log.h>
+
+#include "engine/dense.h"
+#include "engine/embedding_bag.h"
+#include "engine/loss.h"
+#include "tests/engine/test_util.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+static ember_device_t *gpu;
+static const ember_device_ops_t *G;
+
+static uint64_t rng_state = 12345;
+static double uni(double lo, double hi)
+{
+    return test_uniform(&rng_state, lo, hi);
+}
+static int64_t uint_below(int64_t n)
+{
+    int64_t v = (int64_t)uni(0.0, (double)n);
+    return v >= n ? n - 1 : v;
+}
+
+/* Device copies of host arrays (freed by gfree_all). */
+static void *allocs[64];
+static int nallocs;
+static void *up(const void *host, size_t bytes)
+{
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = 1; /* a valid pointer even for empty arrays */
+    if (G->mem_alloc(gpu, bytes, &p) != EMBER_OK)
+        return NULL;
+    if (host && G->mem_copy(gpu, p, host, bytes, EMBER_COPY_HOST_TO_DEVICE) != EMBER_OK)
+        return NULL;
+    allocs[nallocs++] = p;
+    return p;
+}
+static void down(void *host, const void *dev, size_t bytes)
+{
+    if (bytes)
+        G->mem_copy(gpu, host, dev, bytes, EMBER_COPY_DEVICE_TO_HOST);
+}
+static void gfree_all(void)
+{
+    for (int i = 0; i < nallocs; i++)
+        G->mem_free(gpu, allocs[i]);
+    nallocs = 0;
+}
+
+static int close_enough(const float *a, const float *b, size_t n, double rtol,
+                        const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        double tol = rtol * (1.0 + fabs((double)b[i]));
+        if (!(fabs((double)a[i] - (double)b[i]) <= tol)) {
+            fprintf(stderr, "FAIL %s[%zu]: gpu %.9g cpu %.9g\n", what, i, a[i], b[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+typedef struct {
+    ember_pool_mode_t mode;
+    size_t dim;
+    int64_t rows;
+    size_t bags;
+    size_t max_len;
+    int64_t pad;      /* -1: none */
+    int weights;
+    double empty;     /* fraction of empty bags */
+    double pad_frac;  /* fraction of padding entries */
+} bag_case_t;
+
+/* Forward and backward of one random batch on both backends. */
+static int run_bag(const bag_case_t *c)
+{
+    size_t dim = c->dim, bags = c->bags, n = 0;
+    int64_t *offsets = malloc((bags + 1) * sizeof(int64_t));
+    int64_t *indices = malloc((bags * c->max_len + 1) * sizeof(int64_t));
+    float *weights = malloc((bags * c->max_len + 1) * sizeof(float));
+    float *table = malloc((size_t)c->rows * dim * sizeof(float));
+    int rc = 1;
+
+    for (int64_t i = 0; i < c->rows * (int64_t)dim; i++)
+        table[i] = (float)uni(-1.0, 1.0);
+    for (size_t b = 0; b < bags; b++) {
+        offsets[b] = (int64_t)n;
+        size_t len = uni(0, 1) < c->empty ? 0 : (size_t)uint_below((int64_t)c->max_len + 1);
+        int all_pad = c->pad >= 0 && uni(0, 1) < 0.05;
+        for (size_t k = 0; k < len; k++) {
+            int64_t id = uint_below(c->rows);
+            if (c->pad >= 0 && (all_pad || uni(0, 1) < c->pad_frac))
+                id = c->pad;
+            indices[n] = id;
+            weights[n] = (float)uni(-2.0, 2.0);
+            n++;
+        }
+    }
+    ember_bag_batch_t hb = {.indices = indices, .n = n, .offsets = offsets,
+                            .bags = bags, .weights = c->weights ? weights : NULL,
+                            .n_weights = c->weights ? n : 0};
+    ember_bag_opts_t opts = {.mode = c->mode, .padding_idx = c->pad};
+    char msg[256];
+    CHECK(ember_bag_validate(&hb, &opts, c->rows, msg, sizeof(msg)) == EMBER_OK,
+          "%s", msg);
+
+    size_t ob = bags * dim;
+    float *out_ref = calloc(ob + 1, sizeof(float)), *out = calloc(ob + 1, sizeof(float));
+    int64_t *am_ref = calloc(ob + 1, sizeof(int64_t)), *am = calloc(ob + 1, sizeof(int64_t));
+    CHECK(ember_bag_forward(table, c->rows, dim, &hb, &opts, out_ref, am_ref) == EMBER_OK,
+          "cpu forward");
+
+    float *d_table = up(table, (size_t)c->rows * dim * 4);
+    ember_bag_batch_t db = hb;
+    db.indices = up(indices, n * 8);
+    db.offsets = up(offsets, bags * 8);
+    db.weights = c->weights ? up(weights, n * 4) : NULL;
+    float *d_out = up(NULL, ob * 4);
+    int64_t *d_am = c->mode == EMBER_POOL_MAX ? up(NULL, ob * 8) : NULL;
+    CHECK(G->bag_forward(gpu, d_table, c->rows, dim, &db, &opts, d_out, d_am) == EMBER_OK,
+          "gpu forward");
+    down(out, d_out, ob * 4);
+    if (!close_enough(out, out_ref, ob, 1e-5, "bag forward"))
+        goto out;
+    if (c->mode == EMBER_POOL_MAX) {
+        down(am, d_am, ob * 8);
+        for (size_t i = 0; i < ob; i++)
+            CHECK(am[i] == am_ref[i], "argmax[%zu]: gpu %" PRId64 " cpu %" PRId64, i,
+                  am[i], am_ref[i]);
+    }
+
+    /* backward */
+    float *go = malloc((ob + 1) * sizeof(float));
+    for (size_t i = 0; i < ob; i++)
+        go[i] = (float)uni(-1.0, 1.0);
+    int64_t *rows_ref = malloc((n + 1) * 8), *rows = malloc((n + 1) * 8);
+    float *g_ref = malloc((n * dim + 1) * 4), *g = malloc((n * dim + 1) * 4);
+    float *gw_ref = calloc(n + 1, 4), *gw = calloc(n + 1, 4);
+    size_t nr_ref = 0, nr = 0;
+    CHECK(ember_bag_backward(table, c->rows, dim, &hb, &opts, go, am_ref, rows_ref, g_ref,
+                             &nr_ref, c->weights ? gw_ref : NULL) == EMBER_OK,
+          "cpu backward");
+    float *d_go = up(go, ob * 4);
+    int64_t *d_rows = up(NULL, n * 8);
+    float *d_g = up(NULL, n * dim * 4);
+    float *d_gw = c->weights ? up(NULL, n * 4) : NULL;
+    CHECK(G->bag_backward(gpu, d_table, c->rows, dim, &db, &opts, d_go, d_am, d_rows,
+                          d_g, &nr, d_gw) == EMBER_OK,
+          "gpu backward");
+    CHECK(nr == nr_ref, "unique rows: gpu %zu cpu %zu", nr, nr_ref);
+    down(rows, d_rows, nr * 8);
+    for (size_t i = 0; i < nr; i++)
+        CHECK(rows[i] == rows_ref[i], "row %zu: gpu %" PRId64 " cpu %" PRId64, i,
+              rows[i], rows_ref[i]);
+    down(g, d_g, nr * dim * 4);
+    if (!close_enough(g, g_ref, nr * dim, 1e-5, "bag backward"))
+        goto out_bwd;
+    if (c->weights) {
+        down(gw, d_gw, n * 4);
+        if (!close_enough(gw, gw_ref, n, 1e-4, "weight grad"))
+            goto out_bwd;
+    }
+    rc = 0;
+out_bwd:
+    free(go); free(rows_ref); free(rows); free(g_ref); free(g); free(gw_ref); free(gw);
+out:
+    gfree_all();
+    free(out_ref); free(out); free(am_ref); free(am);
+    free(offsets); free(indices); free(weights); free(table);
+    return rc;
+}
+
+static const size_t dims[] = {1, 3, 4, 16, 64, 100, 128, 257};
+
+static int bag_modes(ember_pool_mode_t mode, int weights, int64_t pad)
+{
+    for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
+        bag_case_t c = {.mode = mode, .dim = dims[i], .rows = 200, .bags = 67,
+                        .max_len = 12, .pad = pad, .weights = weights,
+                        .empty = 0.1, .pad_frac = 0.2};
+        if (run_bag(&c)) {
+            fprintf(stderr, "  (dim %zu)\n", dims[i]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int t_bag_sum(void) { return bag_modes(EMBER_POOL_SUM, 0, -1); }
+static int t_bag_mean(void) { return bag_modes(EMBER_POOL_MEAN, 0, -1); }
+static int t_bag_max(void) { return bag_modes(EMBER_POOL_MAX, 0, -1); }
+static int t_bag_weights(void) { return bag_modes(EMBER_POOL_SUM, 1, -1); }
+static int t_bag_padding(void)
+{
+    return bag_modes(EMBER_POOL_SUM, 0, 7) || bag_modes(EMBER_POOL_MEAN, 0, 0) ||
+           bag_modes(EMBER_POOL_MAX, 0, 199) || bag_modes(EMBER_POOL_SUM, 1, 3);
+}
+
+static int t_bag_empty(void)
+{
+    /* Mostly empty bags, bags of only padding, and a batch with no entries. */
+    for (int m = 0; m < 3; m++) {
+        bag_case_t c = {.mode = (ember_pool_mode_t)m, .dim = 32, .rows = 10,
+                        .bags = 40, .max_len = 3, .pad = 2, .empty = 0.7,
+                        .pad_frac = 0.6};
+        if (run_bag(&c))
+            return 1;
+        bag_case_t z = {.mode = (ember_pool_mode_t)m, .dim = 8, .rows = 10,
+                        .bags = 5, .max_len = 0, .pad = -1};
+        if (run_bag(&z))
+            return 1;
+    }
+    return 0;
+}
+
+static int t_bag_large(void)
+{
+    /* Many duplicates (few rows) and many rows (few duplicates). */
+    for (int m = 0; m < 3; m++) {
+        bag_case_t a = {.mode = (ember_pool_mode_t)m, .dim = 64, .rows = 50,
+                        .bags = 4096, .max_len = 40, .pad = 1, .pad_frac = 0.05};
+        bag_case_t b = {.mode = (ember_pool_mode_t)m, .dim = 128, .rows = 1 << 20,
+                        .bags = 2048, .max_len = 30, .pad = -1};
+        if (run_bag(&a) || run_bag(&b))
+            return 1;
+    }
+    return 0;
+}
+
+static void fill(float *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)uni(lo, hi);
+}
+
+static int t_linear(void)
+{
+    const size_t shapes[][3] = {{1, 1, 1}, {7, 16, 8}, {64, 100, 33}, {256, 512, 128}};
+    for (size_t s = 0; s < 4; s++) {
+        size_t B = shapes[s][0], I = shapes[s][1], O = shapes[s][2];
+        float *x = malloc(B * I * 4), *w = malloc(O * I * 4), *b = malloc(O * 4);
+        float *y = malloc(B * O * 4), *yr = malloc(B * O * 4), *gy = malloc(B * O * 4);
+        float *gx = malloc(B * I * 4), *gxr = malloc(B * I * 4);
+        float *gw = malloc(O * I * 4), *gwr = malloc(O * I * 4);
+        float *gb = malloc(O * 4), *gbr = malloc(O * 4);
+        fill(x, B * I, -1, 1); fill(w, O * I, -1, 1); fill(b, O, -1, 1);
+        fill(gy, B * O, -1, 1);
+        float *dx = up(x, B * I * 4), *dw = up(w, O * I * 4), *db = up(b, O * 4);
+        float *dy = up(NULL, B * O * 4), *dgy = up(gy, B * O * 4);
+        float *dgx = up(NULL, B * I * 4), *dgw = up(NULL, O * I * 4), *dgb = up(NULL, O * 4);
+        for (int bias = 0; bias < 2; bias++) {
+            CHECK(ember_linear_forward(x, B, I, O, w, bias ? b : NULL, yr) == EMBER_OK, "cpu");
+            CHECK(G->linear_forward(gpu, dx, B, I, O, dw, bias ? db : NULL, dy) == EMBER_OK,
+                  "gpu");
+            down(y, dy, B * O * 4);
+            if (!close_enough(y, yr, B * O, 1e-4, "linear forward"))
+                return 1;
+        }
+        for (int acc = 0; acc < 2; acc++) {
+            /* accumulate: both start from the same non-zero gradients */
+            fill(gwr, O * I, -1, 1); fill(gbr, O, -1, 1);
+            G->mem_copy(gpu, dgw, gwr, O * I * 4, EMBER_COPY_HOST_TO_DEVICE);
+            G->mem_copy(gpu, dgb, gbr, O * 4, EMBER_COPY_HOST_TO_DEVICE);
+            CHECK(ember_linear_backward(x, B, I, O, w, gy, acc, gxr, gwr, gbr) == EMBER_OK,
+                  "cpu");
+            CHECK(G->linear_backward(gpu, dx, B, I, O, dw, dgy, acc, dgx, dgw, dgb) ==
+                      EMBER_OK, "gpu");
+            down(gx, dgx, B * I * 4); down(gw, dgw, O * I * 4); down(gb, dgb, O * 4);
+            if (!close_enough(gx, gxr, B * I, 1e-4, "grad x") ||
+                !close_enough(gw, gwr, O * I, 1e-4, "grad weight") ||
+                !close_enough(gb, gbr, O, 1e-4, "grad bias"))
+                return 1;
+        }
+        gfree_all();
+        free(x); free(w); free(b); free(y); free(yr); free(gy); free(gx); free(gxr);
+        free(gw); free(gwr); free(gb); free(gbr);
+    }
+    return 0;
+}
+
+static int t_relu(void)
+{
+    size_t n = 100003;
+    float *x = malloc(n * 4), *gy = malloc(n * 4), *y = malloc(n * 4), *yr = malloc(n * 4);
+    fill(x, n, -1, 1); fill(gy, n, -1, 1);
+    for (size_t i = 0; i < n; i += 97)
+        x[i] = 0.0f; /* the gradient at exactly 0 is 0 */
+    float *dx = up(x, n * 4), *dgy = up(gy, n * 4), *dy = up(NULL, n * 4);
+    CHECK(G->relu_forward(gpu, dx, n, dy) == EMBER_OK, "fwd");
+    ember_relu_forward(x, n, yr);
+    down(y, dy, n * 4);
+    CHECK(memcmp(y, yr, n * 4) == 0, "relu forward differs");
+    CHECK(G->relu_backward(gpu, dx, dgy, n, dy) == EMBER_OK, "bwd");
+    ember_relu_backward(x, gy, n, yr);
+    down(y, dy, n * 4);
+    CHECK(memcmp(y, yr, n * 4) == 0, "relu backward differs");
+    /* in place */
+    CHECK(G->relu_forward(gpu, dx, n, dx) == EMBER_OK, "in place");
+    down(y, dx, n * 4);
+    ember_relu_forward(x, n, yr);
+    CHECK(memcmp(y, yr, n * 4) == 0, "relu in place differs");
+    gfree_all();
+    free(x); free(gy); free(y); free(yr);
+    return 0;
+}
+
+static int t_ce(void)
+{
+    const size_t shapes[][2] = {{1, 1}, {3, 8}, {64, 10}, {512, 1000}, {7, 3000}};
+    for (size_t s = 0; s < 5; s++) {
+        size_t B = shapes[s][0], C = shapes[s][1];
+        float *z = malloc(B * C * 4), *g = malloc(B * C * 4), *gr = malloc(B * C * 4);
+        int64_t *t = malloc(B * 8);
+        fill(z, B * C, -20, 20);
+        for (size_t r = 0; r < B; r++)
+            t[r] = uint_below((int64_t)C);
+        float loss = 0, loss_ref = 0;
+        CHECK(ember_cross_entropy(z, B, C, t, &loss_ref, gr) == EMBER_OK, "cpu");
+        float *dz = up(z, B * C * 4), *dg = up(NULL, B * C * 4);
+        int64_t *dt = up(t, B * 8);
+        CHECK(G->cross_entropy(gpu, dz, B, C, dt, &loss, dg) == EMBER_OK, "gpu");
+        CHECK(fabs(loss - loss_ref) <= 1e-5 * (1 + fabs(loss_ref)), "loss gpu %.9g cpu %.9g",
+              loss, loss_ref);
+        down(g, dg, B * C * 4);
+        if (!close_enough(g, gr, B * C, 1e-6, "ce grad"))
+            return 1;
+        /* in place (grad over logits) */
+        CHECK(G->cross_entropy(gpu, dz, B, C, dt, &loss, dz) == EMBER_OK, "in place");
+        down(g, dz, B * C * 4);
+        if (!close_enough(g, gr, B * C, 1e-6, "ce grad in place"))
+            return 1;
+        gfree_all();
+        free(z); free(g); free(gr); free(t);
+    }
+    return 0;
+}
+
+static int t_ce_errors(void)
+{
+    size_t B = 4, C = 5;
+    float z[20], g[20], loss = 42.0f;
+    int64_t t[4] = {0, 4, 5, 1}; /* position 2 out of range */
+    fill(z, 20, -1, 1);
+    float *dz = up(z, sizeof(z)), *dg = up(NULL, sizeof(g));
+    int64_t *dt = up(t, sizeof(t));
+    G->mem_zero(gpu, dg, sizeof(g));
+    CHECK(G->cross_entropy(gpu, dz, B, C, dt, &loss, dg) == EMBER_ERR_OUT_OF_RANGE, "range");
+    CHECK(loss == 42.0f, "loss written on error");
+    down(g, dg, sizeof(g));
+    for (int i = 0; i < 20; i++)
+        CHECK(g[i] == 0.0f, "grad written on error");
+    t[2] = 2;
+    z[7] = NAN;
+    G->mem_copy(gpu, dt, t, sizeof(t), EMBER_COPY_HOST_TO_DEVICE);
+    G->mem_copy(gpu, dz, z, sizeof(z), EMBER_COPY_HOST_TO_DEVICE);
+    CHECK(G->cross_entropy(gpu, dz, B, C, dt, &loss, dg) == EMBER_ERR_NUMERIC, "nan");
+    z[7] = INFINITY;
+    G->mem_copy(gpu, dz, z, sizeof(z), EMBER_COPY_HOST_TO_DEVICE);
+    CHECK(G->cross_entropy(gpu, dz, B, C, dt, &loss, dg) == EMBER_ERR_NUMERIC, "inf");
+    gfree_all();
+    return 0;
+}
+
+static int t_nccl_single(void)
+{
+    ember_device_comm_t *comm;
+    ember_device_req_t *req[3];
+    int ranks[1] = {0};
+    size_t n = (1u << 20) + 3;
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+
+    fill(x, n, -1, 1);
+    ember_status_t st = G->comm_create(gpu, NULL, ranks, 1, 0, &comm);
+    if (st == EMBER_ERR_UNSUPPORTED) {
+        fprintf(stderr, "SKIP: built without NCCL\n");
+        exit(77);
+    }
+    CHECK(st == EMBER_OK, "comm_create: %s", ember_status_string(st));
+    float *d[3];
+    for (int i = 0; i < 3; i++)
+        d[i] = up(x, n * 4);
+    for (int i = 0; i < 3; i++)
+        CHECK(G->allreduce_start(comm, d[i], n, i == 1, &req[i]) == EMBER_OK, "start %d", i);
+    for (int i = 0; i < 3; i++) {
+        ember_status_t s;
+        while ((s = G->allreduce_test(req[i])) == EMBER_INPROGRESS)
+            ;
+        CHECK(s == EMBER_OK, "test %d: %s", i, ember_status_string(s));
+        CHECK(G->allreduce_wait(req[i]) == EMBER_OK, "wait %d", i);
+        down(y, d[i], n * 4);
+        CHECK(memcmp(x, y, n * 4) == 0, "one rank: sum/avg must be the identity");
+    }
+    CHECK(strcmp(G->comm_error(comm), "") == 0, "healthy comm reports an error");
+    G->comm_destroy(comm);
+    gfree_all();
+    free(x); free(y);
+    return 0;
+}
+
+/* Runs everywhere: the CPU backend through the table, and open("cuda")
+ * failing cleanly without a GPU. */
+static int t_device_cpu(void)
+{
+    ember_device_t *cpu;
+    CHECK(ember_device_open("cpu", 0, &cpu) == EMBER_OK, "open cpu");
+    const ember_device_ops_t *c = ember_device_ops(cpu);
+    CHECK(c->size == sizeof(*c) && ember_device_mem_type(cpu) == EMBER_MEM_HOST, "table");
+    float table[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, out[6];
+    int64_t idx[4] = {0, 2, 3, 3}, off[3] = {0, 2, 4};
+    ember_bag_batch_t b = {.indices = idx, .n = 4, .offsets = off, .bags = 3};
+    ember_bag_opts_t o = {.mode = EMBER_POOL_MEAN, .padding_idx = 3};
+    CHECK(c->bag_forward(cpu, table, 4, 2, &b, &o, out, NULL) == EMBER_OK, "bag");
+    CHECK(out[0] == 3 && out[1] == 4 && out[2] == 0 && out[4] == 0, "mean/pad/empty");
+    void *p = NULL;
+    CHECK(c->mem_alloc(cpu, 100, &p) == EMBER_OK && p, "alloc");
+    CHECK(c->mem_zero(cpu, p, 100) == EMBER_OK, "zero");
+    c->mem_free(cpu, p);
+    ember_device_close(cpu);
+    ember_device_t *bad;
+    CHECK(ember_device_open("tpu", 0, &bad) == EMBER_ERR_INVALID_PARAM, "unknown kind");
+    return 0;
+}
+
+static int t_device_cuda_open(void)
+{
+    ember_device_t *dev = NULL;
+    ember_status_t st = ember_device_open("cuda", 0, &dev);
+    if (ember_device_cuda_count() == 0) {
+        CHECK(st == EMBER_ERR_NO_DEVICE, "no GPU: got %s", ember_status_string(st));
+        return 0;
+    }
+    CHECK(st == EMBER_OK, "open: %s", ember_status_string(st));
+    CHECK(ember_device_mem_type(dev) == EMBER_MEM_CUDA, "mem type");
+    ember_device_close(dev);
+    return 0;
+}
+
+static const test_case_t cases[] = {
+    {"bag_sum", t_bag_sum},       {"bag_mean", t_bag_mean},
+    {"bag_max", t_bag_max},       {"bag_weights", t_bag_weights},
+    {"bag_padding", t_bag_padding}, {"bag_empty", t_bag_empty},
+    {"bag_large", t_bag_large},   {"linear", t_linear},
+    {"relu", t_relu},             {"ce", t_ce},
+    {"ce_errors", t_ce_errors},   {"nccl_single", t_nccl_single},
+    {"device_cpu", t_device_cpu}, {"device_cuda_open", t_device_cuda_open},
+};
+
+int main(int argc, char **argv)
+{
+    int rc;
+    int needs_gpu = argc >= 2 && strncmp(argv[1], "device_", 7) != 0;
+
+    ember_log_init();
+    if (needs_gpu) {
+        if (ember_device_cuda_count() <= 0) {
+            fprintf(stderr, "SKIP %s: no CUDA GPU visible\n", argv[1]);
+            return 77;
+        }
+        if (ember_device_open("cuda", 0, &gpu) != EMBER_OK)
+            return 1;
+        G = ember_device_ops(gpu);
+    }
+    rc = test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
+    ember_device_close(gpu);
+    return rc;
+}
