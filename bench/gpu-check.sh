@@ -84,7 +84,7 @@ echo "==================== ember gpu-check summary ===================="
 printf '%-22s %s\n' "build" "$mode, sm_90"
 printf '%-22s %s passed, %s failed, %s skipped (ctest rc %s)\n' "cuda tests" \
     "$passed" "$failed" "$skipped" "$ctest_rc"
-grep -E "FAIL|Skipped" "$ctest_log" | grep -vE "^\s*$" | head -20 | sed 's/^/    /'
+grep -E "\*\*\*(Failed|Timeout|Exception)|Not Run|\(Skipped\)" "$ctest_log" | head -20 | sed "s/^/    /"
 printf '%-22s rc %s\n' "ember-bench-gpu" "$bench_rc"
 sed 's/^/    /' "$bench_log"
 printf '%-22s %s\n' "wall time" "$(elapsed)"
