@@ -19,6 +19,9 @@
 
 #define SLOT_OF(id)       ((uint32_t)((id) & 0xffffffffu))
 #define GENERATION_OF(id) ((uint32_t)((id) >> 32))
+/* Small payloads are copied out at once, which is cheaper than holding a
+ * UCX receive descriptor until the handler replies. */
+#define TP_SMALL_COPY 4096
 /* Deadlines are checked at least this often while calls are pending. */
 #define DEADLINE_PERIOD_S 0.01
 
@@ -451,7 +454,8 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         }
         return UCS_INPROGRESS;
     }
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) &&
+        length > TP_SMALL_COPY) {
         req->ucx_data = data; /* kept until the reply: no copy */
         req->data = data;
         tp_list_push(&tp->ready, &req->link);

@@ -11,6 +11,15 @@ static inline double tp_time_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Cheap and a clock tick coarse (a few ms): for deadlines and timers that
+ * are checked on every progress pass.  Same time base as tp_time_now. */
+static inline double tp_time_coarse(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static inline void tp_time_sleep(double seconds)
 {
     struct timespec ts = {.tv_sec = (time_t)seconds,

@@ -183,7 +183,7 @@ unsigned tp_progress_once(ember_tp_t *tp)
     tp->event_total += events;
     if (!tp->pending_count && !tp->watched_peers)
         return events; /* nothing timed: skip the clock */
-    now = tp_time_now();
+    now = tp_time_coarse();
     if (tp->pending_count && now >= tp->next_deadline_check)
         tp_check_deadlines(tp, now);
     if (tp->watched_peers && now >= tp->next_liveness_check)
@@ -200,7 +200,10 @@ unsigned tp_progress_once(ember_tp_t *tp)
 static double tp_idle(ember_tp_t *tp, double now, double idle_since, double deadline)
 {
     if (now - idle_since < tp->spin_s) {
-        sched_yield();
+        /* Busy-poll the first part of the window (a reply is usually that
+         * close); yield in the rest. */
+        if (now - idle_since > tp->spin_s / 4)
+            sched_yield();
         return idle_since;
     }
     if (ucp_worker_arm(tp->worker) == UCS_ERR_BUSY)
@@ -223,14 +226,21 @@ static double tp_idle(ember_tp_t *tp, double now, double idle_since, double dead
 void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
                        const void *arg, double deadline)
 {
-    double idle_since = tp_time_now();
+    double idle_since = 0.0;
+    unsigned idle_passes = 0;
 
     while (!done(arg)) {
         if (tp_progress_once(tp)) {
-            idle_since = tp_time_now();
+            idle_passes = 0;
             continue;
         }
+        /* Reading the clock costs more than a poll on some machines: look
+         * at it every few idle passes only. */
+        if (idle_passes++ % 8 != 0)
+            continue;
         double now = tp_time_now();
+        if (idle_passes == 1)
+            idle_since = now; /* the first idle pass after some activity */
         if (now >= deadline)
             return;
         idle_since = tp_idle(tp, now, idle_since, deadline);
