@@ -213,7 +213,9 @@ static double tp_idle(ember_tp_t *tp, double now, double idle_since, double dead
         wake = tp->next_deadline_check;
     if (tp->watched_peers && tp->next_liveness_check < wake)
         wake = tp->next_liveness_check;
-    int timeout_ms = (int)((wake - now) * 1000.0) + 1;
+    /* Timers run on the coarse clock and may already be due: never a
+     * negative (infinite) poll timeout. */
+    int timeout_ms = wake > now ? (int)((wake - now) * 1000.0) + 1 : 0;
     if (timeout_ms > 1000)
         timeout_ms = 1000; /* bounded: flags set outside UCX get seen */
     struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
