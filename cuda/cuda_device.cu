@@ -123,6 +123,7 @@ static ember_status_t cuda_open(int local_rank, void **impl_p)
     dev = (cuda_dev_t *)calloc(1, sizeof(*dev));
     if (!dev)
         return EMBER_ERR_NO_MEMORY;
+    dev->magic = CUDA_DEV_MAGIC;
     dev->ordinal = (local_rank < 0 ? 0 : local_rank) % count;
 
 #define OPEN_CALL(call)                                                      \
@@ -412,6 +413,14 @@ static const char *cuda_comm_error(const ember_device_comm_t *c)
     return ember_nccl_comm_error(((const cuda_comm_t *)c)->nccl);
 }
 #endif /* EMBER_HAVE_NCCL */
+
+cudaStream_t ember_cuda_device_stream(const ember_device_t *dev)
+{
+    /* No engine call here: cuda/ sits below engine/device.c.  The CPU
+     * backend's state is a static int, never 4 bytes of this magic. */
+    const cuda_dev_t *d = dev ? (const cuda_dev_t *)ember_device_impl(dev) : NULL;
+    return d && d->magic == CUDA_DEV_MAGIC ? d->stream : NULL;
+}
 
 /* C++20 designated initialisers (declaration order, as C++ requires). */
 const ember_device_ops_t ember_device_cuda_ops = {

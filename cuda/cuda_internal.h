@@ -32,7 +32,9 @@ ember_status_t cuda_status(cudaError_t err, const char *what, const char *file,
     } while (0)
 
 /* Per-device state of the CUDA backend. */
+#define CUDA_DEV_MAGIC 0x43554441u /* "CUDA": tells a cuda device's state */
 typedef struct cuda_dev {
+    uint32_t magic;
     int ordinal;
     cudaStream_t stream;
     void *cublas;            /* cublasHandle_t */

@@ -59,6 +59,14 @@ ember_status_t ember_gpudirect_probe(const char *mode, ember_gpudirect_path_t *p
 typedef struct ember_gpudirect_buf ember_gpudirect_buf_t;
 
 /**
+ * The CUDA stream of a "cuda" device (include/ember/device.h), to pass as
+ * @stream below so staging copies are ordered with the device's kernels.
+ * NULL for any other device.  (Defined in cuda/cuda_device.cu.)
+ */
+struct ember_device;
+cudaStream_t ember_cuda_device_stream(const struct ember_device *dev);
+
+/**
  * A reusable network buffer for @bytes of the device buffer @device_ptr
  * (borrowed; must outlive the buffer).  RDMA: registers @device_ptr with
  * EMBER_MEM_CUDA.  STAGED: allocates a pinned host mirror (cudaHostAlloc)
