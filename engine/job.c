@@ -29,7 +29,10 @@ static const char usage[] =
     "  --replay FILE         train on a golden-layout file (sizes, weights and\n"
     "                        batches from it), in sync mode\n"
     "  --save FILE           write emb.weight, fc.weight, fc.bias, loss\n"
-    "  --metrics FILE        JSON lines, one per epoch (EMBER_METRICS)\n";
+    "  --metrics FILE        JSON lines, one per epoch (EMBER_METRICS)\n"
+    "  --device cpu|cuda     where the trainers' dense model runs (cpu); cuda\n"
+    "                        takes GPU local_rank %% GPUs, NCCL for its allreduce\n"
+    "  --bind numa|core|none CPU/memory binding near the GPU/HCA (EMBER_BIND)\n";
 
 static int parse_i64(const char *text, int64_t min, int64_t max, int64_t *value_p)
 {
@@ -63,7 +66,8 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job, int *hel
                          .max_indices = 50,
                          .seed = (uint64_t)ember_config_int("EMBER_SEED"),
                          .data = EMBER_DATA_TUTORIAL,
-                         .metrics_path = ember_config_str("EMBER_METRICS")};
+                         .metrics_path = ember_config_str("EMBER_METRICS"),
+                         .device = "cpu"};
     job->consistency = consistency && strcmp(consistency, "async") == 0 ? EMBER_ASYNC
                                                                         : EMBER_SYNC;
     for (int i = 1; i < argc; i++) {
@@ -148,6 +152,10 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job, int *hel
             job->save_path = value;
         } else if (!strcmp(flag, "--metrics")) {
             job->metrics_path = value;
+        } else if (!strcmp(flag, "--device")) {
+            if (strcmp(value, "cpu") && strcmp(value, "cuda"))
+                return bad(flag, value);
+            job->device = value;
         } else {
             fprintf(stderr, "ember-train: unknown flag '%s'\n%s", flag, usage);
             return EMBER_ERR_INVALID_PARAM;

@@ -34,6 +34,7 @@ typedef struct {
     const char *replay_path; /* borrowed from argv */
     const char *save_path;
     const char *metrics_path;
+    const char *device; /* trainers' dense model: "cpu" or "cuda" */
 } ember_job_t;
 
 /**

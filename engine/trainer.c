@@ -10,15 +10,13 @@
  */
 #include "engine/trainer.h"
 
-#include "engine/allreduce.h"
 #include "engine/data.h"
-#include "engine/dense.h"
 #include "engine/embedding_bag.h"
-#include "engine/loss.h"
 #include "engine/optimizer.h"
 #include "engine/protocol.h"
 #include "transport/tp_time.h"
 
+#include <ember/device.h>
 #include <ember/log.h>
 
 #include <math.h>
@@ -66,10 +64,18 @@ typedef struct {
     size_t nparams;
     /* working state */
     shard_t *shards;
-    ember_allreduce_t *allreduce;
+    /* The dense part runs on the device ("cpu" or "cuda"): same code. */
+    ember_device_t *device;
+    const ember_device_ops_t *dev;
+    int on_host; /* device memory is host memory: no copies */
+    ember_device_comm_t *comm;
     ember_opt_t *optimizer;
-    float *pooled, *logits, *grad_logits, *grad_pooled, *grads;
-    size_t pooled_capacity, logits_capacity;
+    float *pooled, *grad_pooled, *grads; /* host */
+    size_t pooled_capacity;
+    /* device buffers (aliases of the host ones on the CPU) */
+    float *d_params, *d_grads, *d_pooled, *d_grad_pooled, *d_logits, *d_grad_logits;
+    int64_t *d_targets;
+    size_t d_bags_capacity;
     uint32_t *bag_counts;
     int16_t *winner;
     size_t bag_capacity, winner_capacity;
@@ -340,6 +346,75 @@ static void shard_gradient(trainer_t *trainer, uint32_t p, size_t bags)
     }
 }
 
+/* Host <-> device copies; nothing to do when the device is the host. */
+static ember_status_t to_device(trainer_t *trainer, void *dst, const void *src,
+                                size_t bytes)
+{
+    if (trainer->on_host)
+        return dst == src ? EMBER_OK : (memcpy(dst, src, bytes), EMBER_OK);
+    return trainer->dev->mem_copy(trainer->device, dst, src, bytes,
+                                  EMBER_COPY_HOST_TO_DEVICE);
+}
+
+static ember_status_t to_host(trainer_t *trainer, void *dst, const void *src,
+                              size_t bytes)
+{
+    if (trainer->on_host)
+        return dst == src ? EMBER_OK : (memcpy(dst, src, bytes), EMBER_OK);
+    return trainer->dev->mem_copy(trainer->device, dst, src, bytes,
+                                  EMBER_COPY_DEVICE_TO_HOST);
+}
+
+static void device_free_step_buffers(trainer_t *trainer)
+{
+    const ember_device_ops_t *dev = trainer->dev;
+    if (!trainer->on_host) {
+        dev->mem_free(trainer->device, trainer->d_pooled);
+        dev->mem_free(trainer->device, trainer->d_grad_pooled);
+    }
+    dev->mem_free(trainer->device, trainer->d_logits);
+    dev->mem_free(trainer->device, trainer->d_grad_logits);
+    if (!trainer->on_host)
+        dev->mem_free(trainer->device, trainer->d_targets);
+    trainer->d_pooled = trainer->d_grad_pooled = trainer->d_logits = NULL;
+    trainer->d_grad_logits = NULL;
+    trainer->d_targets = NULL;
+}
+
+/* Device buffers for @bags bags: grown rarely (doubling), never per step. */
+static ember_status_t device_reserve(trainer_t *trainer, size_t bags)
+{
+    const ember_device_ops_t *dev = trainer->dev;
+    size_t dim = trainer->spec.dim, classes = trainer->spec.classes;
+
+    if (bags <= trainer->d_bags_capacity && trainer->d_logits) {
+        if (trainer->on_host) { /* the host buffers may have moved */
+            trainer->d_pooled = trainer->pooled;
+            trainer->d_grad_pooled = trainer->grad_pooled;
+        }
+        return EMBER_OK;
+    }
+    device_free_step_buffers(trainer);
+    trainer->d_bags_capacity = 2 * bags;
+    size_t cap = trainer->d_bags_capacity;
+    if (trainer->on_host) {
+        trainer->d_pooled = trainer->pooled;
+        trainer->d_grad_pooled = trainer->grad_pooled;
+    } else {
+        EMBER_CHECK(dev->mem_alloc(trainer->device, cap * dim * sizeof(float),
+                                   (void **)&trainer->d_pooled));
+        EMBER_CHECK(dev->mem_alloc(trainer->device, cap * dim * sizeof(float),
+                                   (void **)&trainer->d_grad_pooled));
+        EMBER_CHECK(dev->mem_alloc(trainer->device, cap * sizeof(int64_t),
+                                   (void **)&trainer->d_targets));
+    }
+    EMBER_CHECK(dev->mem_alloc(trainer->device, cap * classes * sizeof(float),
+                               (void **)&trainer->d_logits));
+    EMBER_CHECK(dev->mem_alloc(trainer->device, cap * classes * sizeof(float),
+                               (void **)&trainer->d_grad_logits));
+    return EMBER_OK;
+}
+
 static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                                    uint64_t step, float *loss_p, size_t *bags_p)
 {
@@ -436,24 +511,27 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         trainer->grad_pooled = realloc(trainer->grad_pooled,
                                        trainer->pooled_capacity * 4);
     }
-    if (bags * classes > trainer->logits_capacity) {
-        trainer->logits_capacity = 2 * bags * classes;
-        trainer->logits = realloc(trainer->logits, trainer->logits_capacity * 4);
-        trainer->grad_logits = realloc(trainer->grad_logits,
-                                       trainer->logits_capacity * 4);
-    }
-    if (!trainer->pooled || !trainer->grad_pooled || !trainer->logits ||
-        !trainer->grad_logits)
+    if (!trainer->pooled || !trainer->grad_pooled)
         return EMBER_ERR_NO_MEMORY;
+    EMBER_CHECK(device_reserve(trainer, bags));
     EMBER_CHECK(combine(trainer, bags));
 
-    /* Dense part, loss, backward. */
-    const float *weight = trainer->params, *bias = trainer->params + classes * dim;
-    EMBER_CHECK(ember_linear_forward(trainer->pooled, bags, dim, classes, weight, bias,
-                                     trainer->logits));
+    /* Dense part, loss, backward: on the device. */
+    const ember_device_ops_t *dev = trainer->dev;
+    ember_device_t *device = trainer->device;
+    float *weight = trainer->d_params, *bias = trainer->d_params + classes * dim;
+    float *grad_weight = trainer->d_grads, *grad_bias = trainer->d_grads + classes * dim;
+    EMBER_CHECK(to_device(trainer, trainer->d_pooled, trainer->pooled,
+                          bags * dim * sizeof(float)));
+    if (trainer->on_host)
+        trainer->d_targets = (int64_t *)batch.targets; /* read only */
+    EMBER_CHECK(to_device(trainer, trainer->d_targets, batch.targets,
+                          bags * sizeof(int64_t)));
+    EMBER_CHECK(dev->linear_forward(device, trainer->d_pooled, bags, dim, classes, weight,
+                                    bias, trainer->d_logits));
     float loss = 0.0f;
-    status = ember_cross_entropy(trainer->logits, bags, classes, batch.targets, &loss,
-                                 trainer->grad_logits);
+    status = dev->cross_entropy(device, trainer->d_logits, bags, classes,
+                                trainer->d_targets, &loss, trainer->d_grad_logits);
     if (status != EMBER_OK || !isfinite(loss))
         return trainer_fail(trainer, status == EMBER_OK ? EMBER_ERR_NUMERIC : status,
                             "trainer %d step %llu: the loss is not finite (%s); "
@@ -461,19 +539,20 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                             (unsigned long long)step,
                             ember_status_string(status == EMBER_OK ? EMBER_ERR_NUMERIC
                                                                    : status));
-    float *grad_weight = trainer->grads, *grad_bias = trainer->grads + classes * dim;
-    EMBER_CHECK(ember_linear_backward(trainer->pooled, bags, dim, classes, weight,
-                                      trainer->grad_logits, 0, trainer->grad_pooled,
-                                      grad_weight, grad_bias));
+    EMBER_CHECK(dev->linear_backward(device, trainer->d_pooled, bags, dim, classes,
+                                     weight, trainer->d_grad_logits, 0,
+                                     trainer->d_grad_pooled, grad_weight, grad_bias));
 
     /* Dense gradients to the allreduce, pooled gradients to the shards. */
-    ember_allreduce_req_t *reduce;
-    status = ember_allreduce_start(trainer->allreduce, trainer->grads, trainer->nparams,
-                                   1, &reduce);
+    ember_device_req_t *reduce;
+    status = dev->allreduce_start(trainer->comm, trainer->d_grads, trainer->nparams, 1,
+                                  &reduce);
     if (status != EMBER_OK)
         return trainer_fail(trainer, status, "trainer %d step %llu: allreduce: %s",
                             trainer->index, (unsigned long long)step,
-                            ember_allreduce_error(trainer->allreduce));
+                            dev->comm_error(trainer->comm));
+    EMBER_CHECK(to_host(trainer, trainer->grad_pooled, trainer->d_grad_pooled,
+                        bags * dim * sizeof(float)));
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
         if (!RESERVE(shard->grad, shard->grad_capacity,
@@ -495,19 +574,24 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                                 (unsigned long long)step, p,
                                 ember_status_string(status));
     }
-    while ((status = ember_allreduce_test(reduce)) == EMBER_INPROGRESS) {
+    while ((status = dev->allreduce_test(reduce)) == EMBER_INPROGRESS) {
         if (trainer->aborted)
             break;
         ember_tp_wait(tp, 0.2);
     }
-    ember_allreduce_wait(reduce);
+    dev->allreduce_wait(reduce);
     if (status != EMBER_OK)
         return trainer_fail(trainer, status, "trainer %d step %llu: dense allreduce "
                             "failed: %s", trainer->index, (unsigned long long)step,
                             trainer->aborted ? trainer->abort_text
-                                             : ember_allreduce_error(trainer->allreduce));
+                                             : dev->comm_error(trainer->comm));
+    /* The dense optimizer steps on the host copy (tiny: the Linear layer). */
+    EMBER_CHECK(to_host(trainer, trainer->grads, trainer->d_grads,
+                        trainer->nparams * sizeof(float)));
     EMBER_CHECK(ember_opt_step_dense(trainer->optimizer, trainer->params,
                                      trainer->grads, trainer->nparams));
+    EMBER_CHECK(to_device(trainer, trainer->d_params, trainer->params,
+                          trainer->nparams * sizeof(float)));
     *loss_p = loss;
     *bags_p = bags;
     return EMBER_OK;
@@ -530,7 +614,17 @@ static ember_status_t trainer_setup(trainer_t *trainer)
     }
     EMBER_CHECK(ember_opt_create(&dense, 1, trainer->nparams, EMBER_OPT_DENSE,
                                  &trainer->optimizer));
-    return EMBER_OK;
+    if (trainer->on_host) {
+        trainer->d_params = trainer->params;
+        trainer->d_grads = trainer->grads;
+        return EMBER_OK;
+    }
+    size_t bytes = trainer->nparams * sizeof(float);
+    EMBER_CHECK(trainer->dev->mem_alloc(trainer->device, bytes,
+                                        (void **)&trainer->d_params));
+    EMBER_CHECK(trainer->dev->mem_alloc(trainer->device, bytes,
+                                        (void **)&trainer->d_grads));
+    return to_device(trainer, trainer->d_params, trainer->params, bytes);
 }
 
 static void trainer_cleanup(trainer_t *trainer)
@@ -549,11 +643,16 @@ static void trainer_cleanup(trainer_t *trainer)
         free(shard->grad);
     }
     free(trainer->shards);
+    if (trainer->device) {
+        device_free_step_buffers(trainer);
+        if (!trainer->on_host) {
+            trainer->dev->mem_free(trainer->device, trainer->d_params);
+            trainer->dev->mem_free(trainer->device, trainer->d_grads);
+        }
+    }
     ember_opt_destroy(trainer->optimizer);
     free(trainer->params);
     free(trainer->pooled);
-    free(trainer->logits);
-    free(trainer->grad_logits);
     free(trainer->grad_pooled);
     free(trainer->grads);
     free(trainer->bag_counts);
@@ -633,7 +732,8 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
     return status;
 }
 
-ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers)
+ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
+                                 const char *device, int local_rank)
 {
     trainer_t trainer = {.tp = tp, .index = index, .trainers = trainers};
     int *ranks = malloc((size_t)trainers * sizeof(int));
@@ -647,10 +747,21 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers)
         ranks[t] = t;
     ember_rpc_register(tp, EMBER_OP_TRAIN_START, on_start, &trainer);
     ember_rpc_register(tp, EMBER_OP_ABORT, on_abort, &trainer);
-    status = ember_allreduce_create(tp, ranks, trainers, EMBER_OP_ALLREDUCE_BASE,
-                                    &trainer.allreduce);
+    status = ember_device_open(device, local_rank, &trainer.device);
+    if (status == EMBER_OK) {
+        trainer.dev = ember_device_ops(trainer.device);
+        trainer.on_host = ember_device_mem_type(trainer.device) == EMBER_MEM_HOST;
+        /* NCCL on GPUs, the ring over the transport on the CPU. */
+        status = trainer.dev->comm_create(trainer.device, tp, ranks, trainers,
+                                          EMBER_OP_ALLREDUCE_BASE, &trainer.comm);
+    }
     free(ranks);
-    EMBER_CHECK(status);
+    if (status != EMBER_OK) {
+        ember_error("trainer", "trainer %d: no %s device or communicator: %s", index,
+                    device, ember_status_string(status));
+        ember_device_close(trainer.device);
+        return status;
+    }
     ember_tp_barrier(tp, "roles-ready");
 
     int master = ember_tp_peer_by_name(tp, "master");
@@ -658,7 +769,8 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers)
         ember_tp_wait(tp, 0.5);
         if (master >= 0 && ember_tp_peer_lost(tp, master)) {
             ember_error("trainer", "the master was lost before training started");
-            ember_allreduce_destroy(trainer.allreduce);
+            trainer.dev->comm_destroy(trainer.comm);
+            ember_device_close(trainer.device);
             return EMBER_ERR_PEER_LOST;
         }
     }
@@ -691,6 +803,7 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers)
     }
     ember_data_destroy(data);
     trainer_cleanup(&trainer);
-    ember_allreduce_destroy(trainer.allreduce);
+    trainer.dev->comm_destroy(trainer.comm);
+    ember_device_close(trainer.device);
     return status;
 }

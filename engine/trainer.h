@@ -11,9 +11,11 @@
 
 /**
  * Serve as trainer @index of @trainers (ranks 0..trainers-1 form the dense
- * data-parallel group).  Blocks until training ends; returns its status
+ * data-parallel group), its dense model on @device ("cpu" or "cuda"; the GPU
+ * is picked by @local_rank).  Blocks until training ends; returns its status
  * (an error is also reported to the master, naming trainer and step).
  */
-ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers);
+ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
+                                 const char *device, int local_rank);
 
 #endif

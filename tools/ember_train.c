@@ -13,6 +13,7 @@
 #include "common/topology.h"
 
 #include <ember/config.h>
+#include <ember/device.h>
 #include <ember/log.h>
 #include <ember/transport.h>
 
@@ -67,6 +68,13 @@ int main(int argc, char **argv)
     if (job.replay_path && apply_replay(&job) != EMBER_OK)
         return 2;
 
+    /* Fail before joining when the asked-for device is not there. */
+    if (strcmp(job.device, "cuda") == 0 && ember_device_cuda_count() == 0) {
+        fprintf(stderr, "ember-train: --device cuda: %s\n",
+                ember_device_have_cuda() ? "no CUDA GPU is visible"
+                                         : "this build has no CUDA backend");
+        return 2;
+    }
     ember_tp_params_init(&params);
     int rank = ember_config_str("EMBER_RANK") ? (int)ember_config_int("EMBER_RANK") : -1;
     int world = ember_config_str("EMBER_WORLD_SIZE")
@@ -111,9 +119,13 @@ int main(int argc, char **argv)
     case EMBER_ROLE_PS:
         status = ember_ps_run(tp);
         break;
-    case EMBER_ROLE_TRAINER:
-        status = ember_trainer_run(tp, index, job.trainers);
+    case EMBER_ROLE_TRAINER: {
+        int local_rank, local_size;
+        ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank,
+                              &local_size);
+        status = ember_trainer_run(tp, index, job.trainers, job.device, local_rank);
         break;
+    }
     }
     ember_tp_destroy(tp);
     return status == EMBER_OK ? 0 : 1;

@@ -29,6 +29,17 @@ no_leftovers() {
 }
 
 case "$case_name" in
+cuda:*)
+    # GPU trainers (--device cuda) reproduce the golden run; skip without a GPU.
+    file=${case_name#cuda:}
+    "$build/tools/ember-info" | grep -qE '^cuda: [1-9]' || { echo "no CUDA GPU: skipped"; exit 77; }
+    t=$(trainers_of "$golden/$file.safetensors")
+    timeout 120 "$run" -n $((t + 2)) "$train" --device cuda \
+        --replay "$golden/$file.safetensors" --save "$work/out.safetensors" >"$work/out" 2>&1 ||
+        fail "ember-train exited $?"
+    "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/out.safetensors" ||
+        fail "differs from PyTorch"
+    ;;
 golden:*)
     IFS=: read -r _ file ps <<<"$case_name"
     t=$(trainers_of "$golden/$file.safetensors")
