@@ -52,6 +52,9 @@ static const ember_config_entry_t config_table[] = {
     {"EMBER_TLS", NULL, EMBER_CONFIG_STRING,
      "UCX transports (as UCX_TLS); unset leaves UCX's own choice."},
     /* engine */
+    {"EMBER_CUDA_PLUGIN", NULL, EMBER_CONFIG_STRING,
+     "Path of the CUDA backend plugin, libember-cuda.so (default: the one "
+     "built with this ember)."},
     {"EMBER_CONSISTENCY", "sync", EMBER_CONFIG_STRING,
      "Parameter-server consistency: sync (deterministic) or async."},
     {"EMBER_SEED", "0", EMBER_CONFIG_INT, "Seed of initial weights and data."},

@@ -3,8 +3,11 @@
  * stubs, so every slot is callable (an unsupported op says so instead of
  * crashing on NULL).
  */
+#include <ember/config.h>
 #include <ember/device.h>
 #include <ember/log.h>
+
+#include <dlfcn.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -169,26 +172,68 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
     dst->size = sizeof(*dst);
 }
 
+/*
+ * The CUDA backend.  Linked in statically (the GPU tests, the GPU bench, a
+ * GPU-only build), its symbols are here; otherwise it is a plugin,
+ * libember-cuda.so, loaded on first use, so a process that never asks for
+ * "cuda" (every PS, the master, CPU trainers) does not map CUDA's libraries
+ * (over 100 MiB resident for cuBLAS alone).
+ */
+extern const ember_device_ops_t ember_device_cuda_ops __attribute__((weak));
+int ember_cuda_device_count(void) __attribute__((weak));
+
+typedef struct {
+    int tried;
+    const ember_device_ops_t *ops;
+    int (*count)(void);
+} cuda_backend_t;
+
+static cuda_backend_t cuda_backend;
+
+static const cuda_backend_t *cuda_load(void)
+{
+    if (cuda_backend.tried)
+        return &cuda_backend;
+    cuda_backend.tried = 1;
+    if (&ember_device_cuda_ops && ember_cuda_device_count) {
+        cuda_backend.ops = &ember_device_cuda_ops;
+        cuda_backend.count = ember_cuda_device_count;
+        return &cuda_backend;
+    }
+#ifdef EMBER_CUDA_PLUGIN_PATH
+    const char *path = ember_config_str("EMBER_CUDA_PLUGIN");
+    if (!path || !*path)
+        path = EMBER_CUDA_PLUGIN_PATH;
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        ember_error("device", "cannot load the CUDA backend %s: %s "
+                    "(EMBER_CUDA_PLUGIN)", path, dlerror());
+        return &cuda_backend;
+    }
+    cuda_backend.ops = dlsym(handle, "ember_device_cuda_ops");
+    cuda_backend.count = (int (*)(void))dlsym(handle, "ember_cuda_device_count");
+    if (!cuda_backend.ops || !cuda_backend.count) {
+        ember_error("device", "%s is not an ember CUDA backend", path);
+        cuda_backend.ops = NULL;
+        cuda_backend.count = NULL;
+    }
+#endif
+    return &cuda_backend;
+}
+
 int ember_device_have_cuda(void)
 {
-#ifdef EMBER_HAVE_CUDA
+#ifdef EMBER_CUDA_PLUGIN_PATH
     return 1;
 #else
-    return 0;
+    return &ember_device_cuda_ops != NULL;
 #endif
 }
 
-#ifdef EMBER_HAVE_CUDA
-int ember_cuda_device_count(void); /* cuda/cuda_device.cu */
-#endif
-
 int ember_device_cuda_count(void)
 {
-#ifdef EMBER_HAVE_CUDA
-    return ember_cuda_device_count();
-#else
-    return 0;
-#endif
+    const cuda_backend_t *cuda = cuda_load();
+    return cuda->count ? cuda->count() : 0;
 }
 
 ember_status_t ember_device_open(const char *kind, int local_rank,
@@ -205,13 +250,13 @@ ember_status_t ember_device_open(const char *kind, int local_rank,
     if (strcmp(kind, "cpu") == 0) {
         backend = &ember_device_cpu_ops;
     } else if (strcmp(kind, "cuda") == 0) {
-#ifdef EMBER_HAVE_CUDA
-        backend = &ember_device_cuda_ops;
-#else
-        ember_error("device", "device 'cuda' requested, but this ember was "
-                              "built without CUDA (no nvcc at configure time)");
-        return EMBER_ERR_NO_DEVICE;
-#endif
+        backend = cuda_load()->ops;
+        if (!backend) {
+            if (!ember_device_have_cuda())
+                ember_error("device", "device 'cuda' requested, but this ember was "
+                                      "built without CUDA (no nvcc at configure time)");
+            return EMBER_ERR_NO_DEVICE;
+        }
     } else {
         ember_error("device", "unknown device '%s' (expected cpu or cuda)", kind);
         return EMBER_ERR_INVALID_PARAM;
