@@ -43,6 +43,9 @@ typedef struct {
     buffer_t offsets; /* int64 */
     buffer_t weights; /* float */
     buffer_t argmax;  /* int64 [bags * dim] */
+    buffer_t unique;  /* int64 local ids of the distinct rows, increasing */
+    buffer_t inverse; /* uint32 [n]: each index's slot in unique */
+    size_t nunique;
 } context_t;
 
 /* A trainer's sparse gradient for a step, waiting for the others (sync). */
@@ -143,6 +146,8 @@ void ember_table_destroy(ember_table_t *table)
         buffer_free(&table->contexts[t].offsets);
         buffer_free(&table->contexts[t].weights);
         buffer_free(&table->contexts[t].argmax);
+        buffer_free(&table->contexts[t].unique);
+        buffer_free(&table->contexts[t].inverse);
     }
     for (uint32_t t = 0; table->pending && t < table->spec.trainers; t++) {
         buffer_free(&table->pending[t].rows);
@@ -279,6 +284,11 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
                         "table %s: trainer %u step %llu: index %lld is out of range "
                         "[0, %lld)", name, trainer, step, (long long)row,
                         (long long)spec->rows);
+        if (u > 0 && row <= load_i64(rows, u - 1))
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                        "table %s: trainer %u step %llu: the rows of a lookup must be "
+                        "sorted and distinct (row %lld after %lld)", name, trainer,
+                        step, (long long)row, (long long)load_i64(rows, u - 1));
         if ((uint64_t)row % spec->num_shards != spec->shard)
             return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                         "table %s: trainer %u step %llu: row %lld belongs to shard "
@@ -296,6 +306,8 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
 
     if (!buffer_reserve(&ctx->indices, n * 8 + 8) ||
         !buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
+        !buffer_reserve(&ctx->unique, unique * 8 + 8) ||
+        !buffer_reserve(&ctx->inverse, n * 4 + 4) ||
         (weighted && !buffer_reserve(&ctx->weights, n * 4 + 4)) ||
         (max_mode && !buffer_reserve(&ctx->argmax, bags * spec->dim * 8 + 8)))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
@@ -305,6 +317,11 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
         local[i] = load_i64(rows, load_u32(inverse, i)) / (int64_t)spec->num_shards;
     for (size_t b = 0; b < bags; b++)
         offsets64[b] = load_u32(offsets, b);
+    int64_t *unique_local = ctx->unique.data;
+    for (size_t u = 0; u < unique; u++)
+        unique_local[u] = load_i64(rows, u) / (int64_t)spec->num_shards;
+    memcpy(ctx->inverse.data, inverse, n * 4);
+    ctx->nunique = unique;
     if (weighted)
         memcpy(ctx->weights.data, weights, n * 4);
 
@@ -452,10 +469,35 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
     ember_bag_opts_t opts = {.mode = ctx->max_mode ? EMBER_POOL_MAX : EMBER_POOL_SUM,
                              .padding_idx = -1};
     size_t nrows = 0;
-    ember_status_t status = ember_bag_backward(
-        table->data, table->local_rows, spec->dim, &batch, &opts, grad_out,
-        ctx->max_mode ? ctx->argmax.data : NULL, pending->rows.data,
-        pending->grad.data, &nrows, NULL);
+    ember_status_t status = EMBER_OK;
+    if (ctx->max_mode) {
+        status = ember_bag_backward(table->data, table->local_rows, spec->dim, &batch,
+                                    &opts, grad_out, ctx->argmax.data,
+                                    pending->rows.data, pending->grad.data, &nrows,
+                                    NULL);
+    } else {
+        /* Sum pooling: each distinct row's gradient is the (weighted) sum of
+         * its bags' gradients.  The lookup's rows are already sorted and
+         * distinct, so no sort is needed here. */
+        const uint32_t *slot = ctx->inverse.data;
+        const float *weights = ctx->weighted ? ctx->weights.data : NULL;
+        const int64_t *offsets = ctx->offsets.data;
+        float *row_grad = pending->grad.data;
+        size_t dim = spec->dim;
+        nrows = ctx->nunique;
+        memcpy(pending->rows.data, ctx->unique.data, nrows * sizeof(int64_t));
+        memset(row_grad, 0, nrows * dim * sizeof(float));
+        for (size_t b = 0; b < ctx->bags; b++) {
+            size_t end = b + 1 < ctx->bags ? (size_t)offsets[b + 1] : ctx->n;
+            const float *g = grad_out + b * dim;
+            for (size_t i = (size_t)offsets[b]; i < end; i++) {
+                float w = weights ? weights[i] : 1.0f;
+                float *dst = row_grad + (size_t)slot[i] * dim;
+                for (size_t d = 0; d < dim; d++)
+                    dst[d] += w * g[d];
+            }
+        }
+    }
     ctx->valid = 0;
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
@@ -511,7 +553,8 @@ size_t ember_table_other_bytes(const ember_table_t *table)
         const context_t *c = &table->contexts[t];
         const pending_t *p = &table->pending[t];
         bytes += c->indices.capacity + c->offsets.capacity + c->weights.capacity +
-                 c->argmax.capacity + p->rows.capacity + p->grad.capacity;
+                 c->argmax.capacity + c->unique.capacity + c->inverse.capacity +
+                 p->rows.capacity + p->grad.capacity;
     }
     return bytes;
 }
