@@ -49,7 +49,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
 
 echo "# machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), UCX $(ucx_info -v | sed -n 's/^# Version //p'), torch $("$python" -c 'import torch; print(torch.__version__)')"
 
-small_epochs=100 large_epochs=5 torch_large_batches=5
+small_epochs=100 large_epochs=5 torch_large_batches=20
 [ "$quick" = 1 ] && small_epochs=10 large_epochs=1 torch_large_batches=3
 small=(--epochs $small_epochs --batches 10)
 large=(--rows 1000000 --dim 64 --min-indices 2000 --max-indices 4000)

@@ -246,12 +246,6 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
     return EMBER_OK;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Position of @value in the sorted array @keys[n], or -1. */
 static inline int64_t find_sorted(const int64_t *keys, size_t n, int64_t value)
 {
@@ -266,32 +260,71 @@ static inline int64_t find_sorted(const int64_t *keys, size_t n, int64_t value)
     return (lo < n && keys[lo] == value) ? (int64_t)lo : -1;
 }
 
+/* (value, position) pairs for the radix sort of ember_bag_dedup. */
+typedef struct {
+    uint64_t value;
+    uint64_t position;
+} dedup_pair_t;
+
+/* Scratch kept between calls (grow-only): a step allocates nothing. */
+static __thread dedup_pair_t *dedup_scratch;
+static __thread size_t dedup_capacity;
+
 ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip,
                                int64_t *unique_p, int64_t *inverse_p,
                                size_t *nunique_p)
 {
+    enum { DIGIT_BITS = 11, BUCKETS = 1 << DIGIT_BITS };
     size_t m = 0, u = 0;
+    uint64_t max = 0;
 
     if (n > 0 && (!indices || !unique_p || !inverse_p))
         return EMBER_ERR_INVALID_PARAM;
     if (!nunique_p)
         return EMBER_ERR_INVALID_PARAM;
-
-    /* Sort a copy in the output buffer itself, so no scratch is needed; the
-     * inverse then comes from a binary search (O(n log u)). */
+    if (2 * n > dedup_capacity) {
+        dedup_pair_t *grown = realloc(dedup_scratch, 2 * n * sizeof(*grown));
+        if (!grown)
+            return EMBER_ERR_NO_MEMORY;
+        dedup_scratch = grown;
+        dedup_capacity = 2 * n;
+    }
+    dedup_pair_t *pairs = dedup_scratch, *other = dedup_scratch + n;
     for (size_t i = 0; i < n; i++) {
-        if (indices[i] != skip)
-            unique_p[m++] = indices[i];
+        inverse_p[i] = -1;
+        if (indices[i] == skip)
+            continue;
+        /* Row ids are validated non-negative; the cast keeps any other
+         * value distinct and ordered among the non-negative ones. */
+        uint64_t value = (uint64_t)indices[i] ^ (1ull << 63);
+        pairs[m++] = (dedup_pair_t){.value = value, .position = i};
+        if (value > max)
+            max = value;
     }
-    if (m > 1)
-        qsort(unique_p, m, sizeof(*unique_p), cmp_i64);
+    /* LSD radix sort, stable, only as many digits as the largest id has:
+     * O(n) where a comparison sort was the hot spot of the trainer. */
+    size_t counts[BUCKETS];
+    for (unsigned shift = 0; shift < 64 && (max >> shift) != 0; shift += DIGIT_BITS) {
+        memset(counts, 0, sizeof(counts));
+        for (size_t i = 0; i < m; i++)
+            counts[(pairs[i].value >> shift) & (BUCKETS - 1)]++;
+        for (size_t d = 0, total = 0; d < BUCKETS; d++) {
+            size_t c = counts[d];
+            counts[d] = total;
+            total += c;
+        }
+        for (size_t i = 0; i < m; i++)
+            other[counts[(pairs[i].value >> shift) & (BUCKETS - 1)]++] = pairs[i];
+        dedup_pair_t *swap = pairs;
+        pairs = other;
+        other = swap;
+    }
     for (size_t i = 0; i < m; i++) {
-        if (u == 0 || unique_p[u - 1] != unique_p[i])
-            unique_p[u++] = unique_p[i];
+        int64_t value = (int64_t)(pairs[i].value ^ (1ull << 63));
+        if (u == 0 || unique_p[u - 1] != value)
+            unique_p[u++] = value;
+        inverse_p[pairs[i].position] = (int64_t)u - 1;
     }
-    for (size_t i = 0; i < n; i++)
-        inverse_p[i] = (indices[i] == skip) ? -1
-                                            : find_sorted(unique_p, u, indices[i]);
     *nunique_p = u;
     return EMBER_OK;
 }
