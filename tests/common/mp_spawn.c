@@ -127,3 +127,18 @@ int mp_spawn(int nranks, mp_rank_fn fn, void *arg, const mp_opts_t *opts)
     rmdir(dir);
     return failed;
 }
+
+int mp_main(int argc, char **argv, const mp_case_t *cases, size_t ncases,
+            double timeout_s)
+{
+    for (size_t i = 0; argc == 2 && i < ncases; i++) {
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            mp_opts_t opts = {.timeout_s = timeout_s, .may_die_mask = cases[i].may_die};
+            int rc = mp_spawn(cases[i].ranks, cases[i].fn, NULL, &opts);
+            printf("%s: %s\n", cases[i].name, rc == 0 ? "passed" : "FAILED");
+            return rc;
+        }
+    }
+    fprintf(stderr, "usage: %s CASE\n", argv[0]);
+    return 2;
+}

@@ -25,6 +25,21 @@ typedef struct {
 /** Run @fn on @nranks processes; 0 when every rank returned 0. */
 int mp_spawn(int nranks, mp_rank_fn fn, void *arg, const mp_opts_t *opts);
 
+/* One multi-process test case: its body, rank count, ranks it kills. */
+typedef struct {
+    const char *name;
+    mp_rank_fn fn;
+    int ranks;
+    unsigned may_die;
+} mp_case_t;
+
+/**
+ * main() of a test executable: run the case named by argv[1] (one ctest
+ * test per case) with @timeout_s; prints "CASE: passed" or "FAILED".
+ */
+int mp_main(int argc, char **argv, const mp_case_t *cases, size_t ncases,
+            double timeout_s);
+
 /** Fail the current rank with a message (exits the process with 1). */
 #define MP_CHECK(cond, ...)                                                  \
     do {                                                                     \

@@ -567,12 +567,7 @@ static int case_latency(int rank, int world, void *arg)
     return 0;
 }
 
-static const struct {
-    const char *name;
-    mp_rank_fn fn;
-    int ranks;
-    unsigned may_die;
-} cases[] = {
+static const mp_case_t cases[] = {
     {"sum2", case_sums, 2, 0},         {"sum3", case_sums, 3, 0},
     {"sum4", case_sums, 4, 0},         {"overlap", case_overlap, 4, 0},
     {"overlap2", case_overlap, 2, 0},  {"subset", case_subset, 4, 0},
@@ -582,14 +577,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    for (size_t i = 0; argc == 2 && i < sizeof(cases) / sizeof(cases[0]); i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) {
-            mp_opts_t opts = {.timeout_s = 110, .may_die_mask = cases[i].may_die};
-            int rc = mp_spawn(cases[i].ranks, cases[i].fn, NULL, &opts);
-            printf("%s: %s\n", cases[i].name, rc == 0 ? "passed" : "FAILED");
-            return rc;
-        }
-    }
-    fprintf(stderr, "usage: %s CASE\n", argv[0]);
-    return 2;
+    return mp_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]), 110);
 }

@@ -1251,12 +1251,7 @@ static int case_client_death(int rank, int world, void *arg)
 
 /* ---- main ------------------------------------------------------------------ */
 
-static const struct {
-    const char *name;
-    mp_rank_fn fn;
-    int ranks;
-    unsigned may_die;
-} cases[] = {
+static const mp_case_t cases[] = {
     {"bad_lookup", case_bad_lookup, 3, 0},
     {"sync_order", case_sync_order, 3, 0},
     {"shards_match_local_p1", case_shards_p1, 2, 0},
@@ -1268,14 +1263,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    for (size_t i = 0; argc == 2 && i < sizeof(cases) / sizeof(cases[0]); i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) {
-            mp_opts_t opts = {.timeout_s = 100, .may_die_mask = cases[i].may_die};
-            int rc = mp_spawn(cases[i].ranks, cases[i].fn, NULL, &opts);
-            printf("%s: %s\n", cases[i].name, rc == 0 ? "passed" : "FAILED");
-            return rc;
-        }
-    }
-    fprintf(stderr, "usage: %s CASE\n", argv[0]);
-    return 2;
+    return mp_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]), 100);
 }

@@ -632,12 +632,7 @@ static int case_malformed(int rank, int world, void *arg)
     return 0;
 }
 
-static const struct {
-    const char *name;
-    mp_rank_fn fn;
-    int ranks;
-    unsigned may_die;
-} cases[] = {
+static const mp_case_t cases[] = {
     {"pingpong", case_pingpong, 2, 0},   {"concurrent", case_concurrent, 2, 0},
     {"sizes", case_sizes, 2, 0},         {"deferred", case_deferred, 2, 0},
     {"rma", case_rma, 2, 0},             {"kill", case_kill, 3, 1u << 1},
@@ -647,14 +642,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    for (size_t i = 0; argc == 2 && i < sizeof(cases) / sizeof(cases[0]); i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) {
-            mp_opts_t opts = {.timeout_s = 100, .may_die_mask = cases[i].may_die};
-            int rc = mp_spawn(cases[i].ranks, cases[i].fn, NULL, &opts);
-            printf("%s: %s\n", cases[i].name, rc == 0 ? "passed" : "FAILED");
-            return rc;
-        }
-    }
-    fprintf(stderr, "usage: %s CASE\n", argv[0]);
-    return 2;
+    return mp_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]), 100);
 }
