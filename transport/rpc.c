@@ -378,6 +378,31 @@ static int header_valid(ember_tp_t *tp, const void *header, size_t header_length
            out->op < EMBER_RPC_OP_MAX;
 }
 
+/*
+ * Receive a rendezvous payload (@desc from the AM callback) into @buffer.
+ * INPROGRESS: @cb runs when it has landed; else it already has (OK) or
+ * failed, and @cb will not run.
+ */
+static ember_status_t rndv_receive(ember_tp_t *tp, void *desc, void *buffer,
+                                   size_t length, ucp_am_recv_data_nbx_callback_t cb,
+                                   void *user_data)
+{
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_DATATYPE,
+        .cb.recv_am = cb,
+        .user_data = user_data,
+        .datatype = ucp_dt_make_contig(1),
+    };
+    ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, desc, buffer, length,
+                                                    &param);
+    if (request == NULL)
+        return EMBER_OK;
+    if (UCS_PTR_IS_ERR(request))
+        return tp_status_from_ucs(UCS_PTR_STATUS(request));
+    return EMBER_INPROGRESS;
+}
+
 static void request_recv_cb(void *request, ucs_status_t status, size_t length,
                             void *user_data)
 {
@@ -422,13 +447,6 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     tp_list_init(&req->link);
 
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-        ucp_request_param_t rparam = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                            UCP_OP_ATTR_FIELD_DATATYPE,
-            .cb.recv_am = request_recv_cb,
-            .user_data = req,
-            .datatype = ucp_dt_make_contig(1),
-        };
         tp_handler_t *handler = &tp->handlers[hdr.op];
         /* The handler's own buffer if it has one for this, else the pool
          * (a recycled buffer has its pages already). */
@@ -442,14 +460,11 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         }
         req->data = req->user_data ? req->user_data : req->owned_data;
         req->recv_inflight = 1;
-        ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, data,
-                                                        req->data, length, &rparam);
-        if (request == NULL) {
+        ember_status_t status = rndv_receive(tp, data, req->data, length,
+                                             request_recv_cb, req);
+        if (status != EMBER_INPROGRESS) {
             req->recv_inflight = 0;
-            tp_list_push(&tp->ready, &req->link);
-        } else if (UCS_PTR_IS_ERR(request)) {
-            req->recv_inflight = 0;
-            req->recv_status = tp_status_from_ucs(UCS_PTR_STATUS(request));
+            req->recv_status = status;
             tp_list_push(&tp->ready, &req->link);
         }
         return UCS_INPROGRESS;
@@ -535,24 +550,13 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
     }
     future->length = length;
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-        ucp_request_param_t rparam = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                            UCP_OP_ATTR_FIELD_DATATYPE,
-            .cb.recv_am = reply_recv_cb,
-            .user_data = future,
-            .datatype = ucp_dt_make_contig(1),
-        };
         /* Straight into the caller's buffer: no intermediate copy. */
         future->recv_inflight = 1;
-        ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, data,
-                                                        future->response, length,
-                                                        &rparam);
-        if (request == NULL) {
+        ember_status_t status = rndv_receive(tp, data, future->response, length,
+                                             reply_recv_cb, future);
+        if (status != EMBER_INPROGRESS) {
             future->recv_inflight = 0;
-            tp_future_complete(future, EMBER_OK);
-        } else if (UCS_PTR_IS_ERR(request)) {
-            future->recv_inflight = 0;
-            tp_future_complete(future, tp_status_from_ucs(UCS_PTR_STATUS(request)));
+            tp_future_complete(future, status);
         }
         tp_future_maybe_free(future);
         return UCS_INPROGRESS;
