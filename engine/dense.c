@@ -286,7 +286,7 @@ ember_status_t ember_mlp_backward(ember_mlp_t *mlp, const float *grad_y,
     int ping = 0;
 
     for (size_t l = mlp->nlayers; l-- > 0;) {
-        float *w, *gw, *gb;
+        float *w = NULL, *gw = NULL, *gb = NULL;
         const float *x = l == 0 ? mlp->input : mlp->acts[l - 1];
         float *gx = NULL;
 

@@ -7,7 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build
+# Its own build folder: the test build (scripts/test.sh) uses warnings as
+# errors and debug info, this one is optimised.
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-release
 np=${NP:-4}
-exec build/tools/ember-run -n "$np" build/tools/ember-train "$@"
+exec build-release/tools/ember-run -n "$np" build-release/tools/ember-train "$@"
