@@ -105,18 +105,31 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
     ucs_status_ptr_t request;
     const void *buffer = send->iov;
     size_t count = send->iovcnt;
+    size_t header_length = sizeof(send->header);
 
-    /* One buffer goes as contiguous data: UCX's rendezvous then reads it
-     * zero-copy, which it does not do for an iov. */
-    if (send->iovcnt <= 1) {
+    memcpy(send->am_header, &send->header, sizeof(send->header));
+    if (send->iovcnt == 2 && send->am_id != TP_AM_HELLO &&
+        send->iov[0].length <= tp->inline_max) {
+        /* A small first part rides in the AM header (see TP_INLINE_MAX). */
+        tp_header_t *header = (tp_header_t *)send->am_header;
+        header->flags |= (uint32_t)send->iov[0].length << TP_INLINE_SHIFT;
+        memcpy(send->am_header + sizeof(*header), send->iov[0].buffer,
+               send->iov[0].length);
+        header_length += send->iov[0].length;
+        param.datatype = ucp_dt_make_contig(1);
+        buffer = send->iov[1].buffer;
+        count = send->iov[1].length;
+    } else if (send->iovcnt <= 1) {
+        /* One buffer goes as contiguous data: UCX's rendezvous then reads it
+         * zero-copy, which it does not do for an iov. */
         param.datatype = ucp_dt_make_contig(1);
         buffer = send->iovcnt ? send->iov[0].buffer : NULL;
         count = send->iovcnt ? send->iov[0].length : 0;
     }
     /* HELLO carries no ember header: it is all payload. */
     request = ucp_am_send_nbx(peer->ep, send->am_id,
-                              send->am_id == TP_AM_HELLO ? NULL : &send->header,
-                              send->am_id == TP_AM_HELLO ? 0 : sizeof(send->header),
+                              send->am_id == TP_AM_HELLO ? NULL : send->am_header,
+                              send->am_id == TP_AM_HELLO ? 0 : header_length,
                               buffer, count, &param);
     if (request == NULL) {
         send_complete(send, EMBER_OK);

@@ -367,14 +367,20 @@ ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
 
 /* ---- incoming ------------------------------------------------------------- */
 
+/* Check the header; *inline_p: the payload bytes that rode in it. */
 static int header_valid(ember_tp_t *tp, const void *header, size_t header_length,
-                        size_t length, tp_header_t *out)
+                        size_t length, tp_header_t *out, size_t *inline_p)
 {
-    if (header_length != sizeof(*out))
+    if (header_length < sizeof(*out))
         return 0;
     memcpy(out, header, sizeof(*out));
+    size_t inline_length = out->flags >> TP_INLINE_SHIFT;
+    *inline_p = inline_length;
     return out->magic == TP_MAGIC && out->version == TP_VERSION &&
-           out->length == length && length <= tp->max_message &&
+           (out->flags & ((1u << TP_INLINE_SHIFT) - 1)) == 0 &&
+           inline_length <= TP_INLINE_MAX &&
+           header_length == sizeof(*out) + inline_length &&
+           out->length == inline_length + length && out->length <= tp->max_message &&
            out->op < EMBER_RPC_OP_MAX;
 }
 
@@ -429,13 +435,16 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         ember_warn("tp", "request from an unauthenticated connection dropped");
         return UCS_OK;
     }
-    if (!header_valid(tp, header, header_length, length, &hdr)) {
+    size_t inline_length;
+    if (!header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
         tp->dropped_messages++;
         ember_warn("tp", "malformed request from %s (rank %d) dropped: header "
                    "%zu bytes, payload %zu bytes", tp->peers[peer].name, peer,
                    header_length, length);
         return UCS_OK;
     }
+    const uint8_t *inline_part = (const uint8_t *)header + sizeof(hdr);
+    size_t total = hdr.length;
     req = tp_pool_zalloc(&tp->pool, sizeof(*req));
     if (!req)
         return UCS_OK;
@@ -443,7 +452,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     req->peer = peer;
     req->op = hdr.op;
     req->request_id = hdr.request_id;
-    req->length = length;
+    req->length = total;
     tp_list_init(&req->link);
 
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
@@ -451,17 +460,18 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         /* The handler's own buffer if it has one for this, else the pool
          * (a recycled buffer has its pages already). */
         if (handler->alloc)
-            req->user_data = handler->alloc(handler->alloc_arg, peer, length);
+            req->user_data = handler->alloc(handler->alloc_arg, peer, total);
         if (!req->user_data)
-            req->owned_data = tp_pool_get(&tp->pool, length ? length : 1);
+            req->owned_data = tp_pool_get(&tp->pool, total ? total : 1);
         if (!req->user_data && !req->owned_data) {
             tp_pool_put(&tp->pool, req);
             return UCS_OK;
         }
         req->data = req->user_data ? req->user_data : req->owned_data;
+        memcpy(req->data, inline_part, inline_length);
         req->recv_inflight = 1;
-        ember_status_t status = rndv_receive(tp, data, req->data, length,
-                                             request_recv_cb, req);
+        ember_status_t status = rndv_receive(tp, data, (uint8_t *)req->data + inline_length,
+                                             length, request_recv_cb, req);
         if (status != EMBER_INPROGRESS) {
             req->recv_inflight = 0;
             req->recv_status = status;
@@ -469,19 +479,20 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         }
         return UCS_INPROGRESS;
     }
-    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) &&
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) && inline_length == 0 &&
         length > TP_SMALL_COPY) {
         req->ucx_data = data; /* kept until the reply: no copy */
         req->data = data;
         tp_list_push(&tp->ready, &req->link);
         return UCS_INPROGRESS;
     }
-    req->owned_data = tp_pool_get(&tp->pool, length ? length : 1);
+    req->owned_data = tp_pool_get(&tp->pool, total ? total : 1);
     if (!req->owned_data) {
         tp_pool_put(&tp->pool, req);
         return UCS_OK;
     }
-    memcpy(req->owned_data, data, length);
+    memcpy(req->owned_data, inline_part, inline_length);
+    memcpy((uint8_t *)req->owned_data + inline_length, data, length);
     req->data = req->owned_data;
     tp_list_push(&tp->ready, &req->link);
     return UCS_OK;
@@ -509,7 +520,9 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
                    ? tp_conn_lookup(tp, param->reply_ep)
                    : -1;
 
-    if (peer < 0 || !header_valid(tp, header, header_length, length, &hdr)) {
+    size_t inline_length = 0;
+    if (peer < 0 ||
+        !header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
         tp->dropped_messages++;
         ember_warn("tp", "malformed or unauthenticated reply dropped");
         return UCS_OK;
@@ -531,16 +544,18 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
         tp_future_maybe_free(future);
         return UCS_OK;
     }
-    if (future->capacity && length > future->capacity) {
+    const uint8_t *inline_part = (const uint8_t *)header + sizeof(hdr);
+    size_t total = hdr.length;
+    if (hdr.status == EMBER_OK && future->capacity && total > future->capacity) {
         ember_error("tp", "reply of %zu bytes from %s to op %u exceeds the "
-                    "caller's buffer of %zu bytes", length, tp->peers[peer].name,
+                    "caller's buffer of %zu bytes", total, tp->peers[peer].name,
                     future->op, future->capacity);
         tp_future_complete(future, EMBER_ERR_MSG_TOO_LONG);
         tp_future_maybe_free(future);
         return UCS_OK;
     }
     if (!future->response) {
-        future->response = tp_pool_get(&tp->pool, length ? length : 1);
+        future->response = tp_pool_get(&tp->pool, total ? total : 1);
         if (!future->response) {
             tp_future_complete(future, EMBER_ERR_NO_MEMORY);
             tp_future_maybe_free(future);
@@ -548,12 +563,14 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
         }
         future->response_owned = 1;
     }
-    future->length = length;
+    future->length = total;
+    memcpy(future->response, inline_part, inline_length);
+    uint8_t *rest = (uint8_t *)future->response + inline_length;
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
         /* Straight into the caller's buffer: no intermediate copy. */
         future->recv_inflight = 1;
-        ember_status_t status = rndv_receive(tp, data, future->response, length,
-                                             reply_recv_cb, future);
+        ember_status_t status = rndv_receive(tp, data, rest, length, reply_recv_cb,
+                                             future);
         if (status != EMBER_INPROGRESS) {
             future->recv_inflight = 0;
             tp_future_complete(future, status);
@@ -561,7 +578,7 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
         tp_future_maybe_free(future);
         return UCS_INPROGRESS;
     }
-    memcpy(future->response, data, length);
+    memcpy(rest, data, length);
     tp_future_complete(future, EMBER_OK);
     tp_future_maybe_free(future);
     return UCS_OK;

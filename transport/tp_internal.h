@@ -25,6 +25,16 @@ enum {
 #define TP_MAGIC   0x454d4252u /* "EMBR" */
 #define TP_VERSION 1
 
+/*
+ * A two-part payload whose first part is small (a message header of the
+ * engine's) sends that part inside the AM header, so the bulk goes as one
+ * contiguous buffer, which UCX's rendezvous moves zero-copy (it copies
+ * iovs).  tp_header_t.flags >> TP_INLINE_SHIFT is its length; `length` is
+ * still the whole payload.
+ */
+#define TP_INLINE_MAX   128
+#define TP_INLINE_SHIFT 16
+
 /* The fixed, versioned header in front of every request and reply. */
 typedef struct {
     uint32_t magic;
@@ -68,6 +78,7 @@ typedef struct tp_send {
     int peer;
     unsigned am_id;
     tp_header_t header;
+    uint8_t am_header[sizeof(tp_header_t) + TP_INLINE_MAX]; /* header + inline part */
     ucp_dt_iov_t *iov; /* iov_inline or heap */
     size_t iovcnt;
     ucp_dt_iov_t iov_inline[4];
@@ -166,6 +177,7 @@ struct ember_tp {
     double spin_s;
     double rpc_timeout_s;
     size_t max_message;
+    size_t inline_max; /* 0 when the worker's AM header is too small */
 
     tp_handler_t handlers[EMBER_RPC_OP_MAX];
     tp_list_t ready; /* ember_rpc_req_t with their payload in place */

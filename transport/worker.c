@@ -105,6 +105,13 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
         ret = tp_status_from_ucs(status);
         goto err_cleanup_context;
     }
+    /* The inline part of a message needs room in the AM header. */
+    ucp_worker_attr_t attr = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER};
+    if (ucp_worker_query(tp->worker, &attr) == UCS_OK &&
+        attr.max_am_header >= sizeof(tp_header_t) + TP_INLINE_MAX)
+        tp->inline_max = TP_INLINE_MAX;
+    ember_debug("tp", "AM header room %zu bytes: small message heads %s",
+                (size_t)attr.max_am_header, tp->inline_max ? "ride inline" : "do not fit");
     status = ucp_worker_get_efd(tp->worker, &tp->efd);
     if (status != UCS_OK) {
         ember_error("tp", "ucp_worker_get_efd: %s", ucs_status_string(status));
