@@ -27,9 +27,10 @@ static const ember_config_entry_t config_table[] = {
     {"EMBER_LOCAL_SIZE", NULL, EMBER_CONFIG_INT,
      "Processes of the job on this host (else Slurm's tasks on this node, "
      "else the world size); placement spreads them over NUMA nodes."},
-    {"EMBER_INIT", "tcp://127.0.0.1:29500", EMBER_CONFIG_STRING,
-     "Rendezvous store, tcp://HOST:PORT; rank 0 serves it.  Under Slurm "
-     "the host defaults to the first host of SLURM_JOB_NODELIST."},
+    {"EMBER_INIT", NULL, EMBER_CONFIG_STRING,
+     "Rendezvous store, tcp://HOST:PORT; rank 0 serves it.  Unset: under "
+     "Slurm the first host of SLURM_JOB_NODELIST, port 29500 + "
+     "SLURM_JOB_ID % 1000; else tcp://127.0.0.1:29500."},
     {"EMBER_NAME", NULL, EMBER_CONFIG_STRING,
      "Worker name published in the store (default rank<N>)."},
     {"EMBER_SECRET", NULL, EMBER_CONFIG_STRING,

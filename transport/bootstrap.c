@@ -115,10 +115,50 @@ static ember_status_t publish_and_collect(ember_tp_t *tp, const char *name)
     return EMBER_OK;
 }
 
+ember_status_t tp_slurm_first_host(const char *nodelist, char *host, size_t size)
+{
+    /* "node[01-04,07],gpu5" -> "node01": the prefix, then the first number
+     * of the first range, as written (zero padding kept). */
+    size_t n = 0;
+    const char *p = nodelist;
+
+    if (!p || !*p)
+        return EMBER_ERR_INVALID_PARAM;
+    while (*p && *p != ',' && *p != '[' && n + 1 < size)
+        host[n++] = *p++;
+    if (*p == '[') {
+        p++;
+        while (*p >= '0' && *p <= '9' && n + 1 < size)
+            host[n++] = *p++;
+        if (n == 0 || !(*p == '-' || *p == ',' || *p == ']'))
+            return EMBER_ERR_INVALID_PARAM;
+    }
+    host[n] = '\0';
+    return n ? EMBER_OK : EMBER_ERR_INVALID_PARAM;
+}
+
+/* EMBER_INIT, else the Slurm job's first node, else this host. */
+static const char *init_url(char *buffer, size_t size)
+{
+    const char *url = ember_config_str("EMBER_INIT");
+    const char *nodelist = getenv("SLURM_JOB_NODELIST");
+    char host[256];
+
+    if (url && *url)
+        return url;
+    if (nodelist && tp_slurm_first_host(nodelist, host, sizeof(host)) == EMBER_OK) {
+        const char *job = getenv("SLURM_JOB_ID");
+        snprintf(buffer, size, "tcp://%s:%d", host, 29500 + (job ? atoi(job) % 1000 : 0));
+        return buffer;
+    }
+    return "tcp://127.0.0.1:29500";
+}
+
 ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params)
 {
+    char url_buffer[300];
     const char *url = params->init_url ? params->init_url
-                                       : ember_config_str("EMBER_INIT");
+                                       : init_url(url_buffer, sizeof(url_buffer));
     char host[256], default_name[32];
     const char *name;
     int port;
