@@ -8,7 +8,8 @@
 #   optimizer:NAME      sync training with each optimizer completes, loss finite
 #   synthetic           the learnable data: the loss falls
 set -uo pipefail
-case_name=$1 build=$2 golden=$3
+case_name=$1 golden=$3
+build=$(cd "$2" && pwd) # absolute: a link to its ember-train is made below
 run=$build/tools/ember-run
 work=$(mktemp -d /tmp/ember-train-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -104,6 +105,38 @@ synthetic)
     last=$(tail -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
         fail "loss did not fall by half: $first -> $last"
+    ;;
+trainer_killed)
+    # No launcher: the ranks are started by hand, so nothing but ember itself
+    # notices that trainer1 was killed.  The job must end with an error
+    # naming it, not hang.
+    port=$(( (RANDOM % 20000) + 30000 ))
+    secret=$work/secret
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
+    chmod 600 "$secret"
+    pids=()
+    for rank in 0 1 2 3; do
+        EMBER_RANK=$rank EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port \
+            EMBER_SECRET_FILE=$secret UCX_NET_DEVICES=lo EMBER_SHUTDOWN_TIMEOUT=2 \
+            "$train" --epochs 100000 >"$work/rank$rank.log" 2>&1 &
+        pids+=($!)
+    done
+    # Let training start, then kill trainer1 (rank 1) the hard way.
+    for _ in $(seq 100); do grep -q "epoch    2" "$work/rank2.log" && break; sleep 0.1; done
+    grep -q "epoch    2" "$work/rank2.log" ||
+        { cat "$work"/rank*.log >"$work/out"; kill -9 "${pids[@]}"; fail "training did not start"; }
+    kill -9 "${pids[1]}"
+    wait "${pids[1]}" 2>/dev/null # reaped quietly: its death is the point
+    start=$(date +%s)
+    for rank in 0 2 3; do
+        timeout 60 tail --pid="${pids[$rank]}" -f /dev/null || fail "rank $rank hangs"
+    done
+    cat "$work"/rank*.log >"$work/out"
+    for rank in 0 2 3; do wait "${pids[$rank]}" && fail "rank $rank exited 0"; done
+    [ $(($(date +%s) - start)) -lt 30 ] || fail "took too long to end"
+    grep -q "trainer1 (rank 1)" "$work/rank2.log" || fail "the master does not name trainer1"
+    grep -q "job failed" "$work/rank2.log" || fail "the master did not report the failure"
+    no_leftovers
     ;;
 *)
     echo "unknown case $case_name"; exit 2 ;;
