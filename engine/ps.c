@@ -10,6 +10,7 @@
 
 #include "engine/protocol.h"
 #include "engine/table.h"
+#include "transport/tp_time.h"
 
 #include <ember/log.h>
 
@@ -394,8 +395,14 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
     ember_tp_barrier(tp, "roles-ready");
 
     int master = -1;
+    double next_check = 0.0;
     while (!ps->stop) {
         ember_tp_wait(tp, 0.5);
+        /* Peer losses are rare: look a few times a second, not per request. */
+        double now = tp_time_coarse();
+        if (now < next_check)
+            continue;
+        next_check = now + 0.2;
         ps_drop_lost_trainers(ps);
         /* A PS without its master has nobody to stop it: leave. */
         if (master < 0)
