@@ -15,6 +15,8 @@ static const char usage[] =
     "  --ps P                parameter servers; rows split by row %% P (1)\n"
     "  --rows R --dim D      embedding table size (100 x 16)\n"
     "  --classes C           outputs of the Linear layer (8)\n"
+    "  --hidden W1,W2,...    a dense MLP: Linear+ReLU layers of these widths\n"
+    "                        before the last Linear (none: the tutorial's)\n"
     "  --mode sum|mean|max   EmbeddingBag pooling (sum)\n"
     "  --padding-idx I       row that pools as nothing (none)\n"
     "  --weights             per-sample weights (sum mode)\n"
@@ -102,6 +104,17 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job, int *hel
             if (!parse_i64(value, 2, 65536, &v))
                 return bad(flag, value);
             job->classes = (uint32_t)v;
+        } else if (!strcmp(flag, "--hidden")) {
+            char *copy = strdup(value), *save = NULL;
+            job->nhidden = 0;
+            for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+                if (job->nhidden == EMBER_MAX_HIDDEN || !parse_i64(w, 1, 65536, &v)) {
+                    free(copy);
+                    return bad(flag, value);
+                }
+                job->hidden[job->nhidden++] = (uint32_t)v;
+            }
+            free(copy);
         } else if (!strcmp(flag, "--mode")) {
             if (ember_pool_mode_parse(value, &job->mode) != EMBER_OK)
                 return bad(flag, value);

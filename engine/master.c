@@ -217,18 +217,33 @@ static ember_status_t save(master_t *master, const ember_msg_train_start_t *spec
         return EMBER_ERR_NO_MEMORY;
     ember_status_t status = read_table(master, spec->rows, spec->dim, table);
     if (status == EMBER_OK) {
-        ember_st_tensor_t tensors[4] = {
-            {.name = "emb.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2,
-             .shape = {spec->rows, spec->dim}, .data = table},
-            {.name = "fc.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2,
-             .shape = {spec->classes, spec->dim}, .data = params},
-            {.name = "fc.bias", .dtype = EMBER_DTYPE_F32, .ndim = 1,
-             .shape = {spec->classes}, .data = params + (size_t)spec->classes * spec->dim},
-            {.name = "loss", .dtype = EMBER_DTYPE_F32, .ndim = 2,
-             .shape = {(int64_t)steps, master->job->trainers}, .data = losses},
-        };
+        /* The tutorial's Linear is "fc" (the golden files' names); an MLP's
+         * layers are "dense.L". */
+        size_t sizes[EMBER_MAX_HIDDEN + 2], layers = ember_dense_sizes(spec, sizes);
+        ember_st_tensor_t tensors[2 + 2 * (EMBER_MAX_HIDDEN + 1)];
+        char names[2 * (EMBER_MAX_HIDDEN + 1)][32];
+        size_t n = 0;
+        tensors[n++] = (ember_st_tensor_t){.name = "emb.weight", .dtype = EMBER_DTYPE_F32,
+                                           .ndim = 2, .shape = {spec->rows, spec->dim},
+                                           .data = table};
+        for (size_t l = 0; l < layers; l++) {
+            const float *w = params + ember_dense_offset(sizes, l);
+            snprintf(names[2 * l], sizeof(names[0]), layers == 1 ? "fc.weight"
+                                                                 : "dense.%zu.weight", l);
+            snprintf(names[2 * l + 1], sizeof(names[0]), layers == 1 ? "fc.bias"
+                                                                     : "dense.%zu.bias", l);
+            tensors[n++] = (ember_st_tensor_t){
+                .name = names[2 * l], .dtype = EMBER_DTYPE_F32, .ndim = 2,
+                .shape = {(int64_t)sizes[l + 1], (int64_t)sizes[l]}, .data = w};
+            tensors[n++] = (ember_st_tensor_t){
+                .name = names[2 * l + 1], .dtype = EMBER_DTYPE_F32, .ndim = 1,
+                .shape = {(int64_t)sizes[l + 1]}, .data = w + sizes[l + 1] * sizes[l]};
+        }
+        tensors[n++] = (ember_st_tensor_t){
+            .name = "loss", .dtype = EMBER_DTYPE_F32, .ndim = 2,
+            .shape = {(int64_t)steps, master->job->trainers}, .data = losses};
         ember_st_meta_t meta[] = {{"producer", "ember-train"}};
-        status = ember_st_write(master->job->save_path, tensors, 4, meta, 1);
+        status = ember_st_write(master->job->save_path, tensors, n, meta, 1);
         if (status != EMBER_OK)
             ember_error("master", "cannot write %s: %s", master->job->save_path,
                         ember_status_string(status));
@@ -240,9 +255,9 @@ static ember_status_t save(master_t *master, const ember_msg_train_start_t *spec
 }
 
 /* Initial dense parameters: from the replay file, or nn.Linear's default
- * U(-1/sqrt(dim), 1/sqrt(dim)) from the seed. */
-static ember_status_t initial_dense(const ember_job_t *job, uint32_t dim,
-                                    uint32_t classes, float *params, float **table_p)
+ * U(-1/sqrt(in), 1/sqrt(in)) for each layer, from the seed. */
+static ember_status_t initial_dense(const ember_job_t *job, const size_t *sizes,
+                                    size_t layers, float *params, float **table_p)
 {
     *table_p = NULL;
     if (job->data == EMBER_DATA_REPLAY) {
@@ -250,6 +265,12 @@ static ember_status_t initial_dense(const ember_job_t *job, uint32_t dim,
         char err[256];
         void *weight = NULL, *bias = NULL, *table = NULL;
         size_t nw = 0, nb = 0, nt = 0;
+        size_t dim = sizes[0], classes = sizes[layers];
+        if (layers != 1) {
+            ember_error("master", "--replay trains the golden model, Linear(dim, "
+                        "classes): drop --hidden");
+            return EMBER_ERR_INVALID_PARAM;
+        }
         ember_status_t status = ember_st_open(job->replay_path, &file, err, sizeof(err));
         if (status != EMBER_OK) {
             ember_error("master", "%s", err);
@@ -261,8 +282,8 @@ static ember_status_t initial_dense(const ember_job_t *job, uint32_t dim,
         if (status == EMBER_OK)
             status = ember_st_read_copy(file, "emb.weight", EMBER_DTYPE_F32, &table, &nt);
         ember_st_close(file);
-        if (status == EMBER_OK && (nw != (size_t)classes * dim || nb != classes)) {
-            ember_error("master", "%s: fc.weight/fc.bias do not have %u x %u / %u "
+        if (status == EMBER_OK && (nw != classes * dim || nb != classes)) {
+            ember_error("master", "%s: fc.weight/fc.bias do not have %zu x %zu / %zu "
                         "elements", job->replay_path, classes, dim, classes);
             status = EMBER_ERR_FORMAT;
         }
@@ -278,10 +299,13 @@ static ember_status_t initial_dense(const ember_job_t *job, uint32_t dim,
         return status;
     }
     ember_rng_t rng;
-    float bound = 1.0f / sqrtf((float)dim);
     ember_rng_seed(&rng, job->seed, 0xdeadull);
-    for (size_t i = 0; i < (size_t)classes * dim + classes; i++)
-        params[i] = (float)(2.0 * ember_rng_uniform(&rng) - 1.0) * bound;
+    for (size_t l = 0; l < layers; l++) {
+        float bound = 1.0f / sqrtf((float)sizes[l]);
+        float *layer = params + ember_dense_offset(sizes, l);
+        for (size_t i = 0; i < sizes[l + 1] * sizes[l] + sizes[l + 1]; i++)
+            layer[i] = (float)(2.0 * ember_rng_uniform(&rng) - 1.0) * bound;
+    }
     return EMBER_OK;
 }
 
@@ -325,8 +349,12 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         .per_sample_weights = (uint32_t)job->per_sample_weights,
         .seed = job->seed,
         .optimizer = job->optimizer,
+        .nhidden = job->nhidden,
     };
-    size_t nparams = (size_t)job->classes * job->dim + job->classes;
+    memcpy(spec.hidden, job->hidden, sizeof(spec.hidden));
+    size_t sizes[EMBER_MAX_HIDDEN + 2];
+    size_t layers = ember_dense_sizes(&spec, sizes);
+    size_t nparams = ember_dense_offset(sizes, layers);
     float *params = malloc(nparams * sizeof(float)), *table = NULL;
     ember_msg_train_start_t *starts = NULL;
     ember_future_t **futures = calloc((size_t)job->trainers, sizeof(*futures));
@@ -347,7 +375,7 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     ember_rpc_register(tp, EMBER_OP_EPOCH_REPORT, on_epoch_report, &master);
     ember_tp_barrier(tp, "roles-ready");
 
-    status = initial_dense(job, job->dim, job->classes, params, &table);
+    status = initial_dense(job, sizes, layers, params, &table);
     if (status == EMBER_OK)
         status = create_tables(&master, &spec, table);
     free(table);
@@ -355,10 +383,15 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         snprintf(cause, sizeof(cause), "the master could not set up the tables");
         goto abort;
     }
-    printf("training: %d trainers, %d ps, table %s %lld x %u (%s), Linear(%u, %u), "
+    char dense[128];
+    int used = 0;
+    for (size_t l = 0; l < layers && used < (int)sizeof(dense); l++)
+        used += snprintf(dense + used, sizeof(dense) - (size_t)used, "%sLinear(%zu, %zu)",
+                         l ? " ReLU " : "", sizes[l], sizes[l + 1]);
+    printf("training: %d trainers, %d ps, table %s %lld x %u (%s), %s, "
            "%s lr %g, %s, %s\n", job->trainers, job->num_ps, TABLE_NAME,
-           (long long)job->rows, job->dim, ember_pool_mode_name(job->mode), job->dim,
-           job->classes, ember_opt_kind_name(job->optimizer.kind), job->optimizer.lr,
+           (long long)job->rows, job->dim, ember_pool_mode_name(job->mode), dense,
+           ember_opt_kind_name(job->optimizer.kind), job->optimizer.lr,
            job->consistency == EMBER_SYNC ? "sync" : "async",
            job->data == EMBER_DATA_REPLAY  ? job->replay_path
            : job->data == EMBER_DATA_SYNTHETIC ? "synthetic data"

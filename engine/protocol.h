@@ -127,6 +127,7 @@ typedef enum {
 } ember_data_kind_t;
 
 #define EMBER_PATH_MAX 512
+#define EMBER_MAX_HIDDEN 8
 
 /* EMBER_OP_TRAIN_START: master -> trainer.  Followed by the initial dense
  * parameters, float[classes * dim + classes] (weight then bias).  The reply
@@ -152,7 +153,38 @@ typedef struct {
     uint64_t seed;
     ember_opt_config_t optimizer;
     char replay_path[EMBER_PATH_MAX];
+    uint32_t nhidden;                  /* hidden layers of the dense MLP */
+    uint32_t hidden[EMBER_MAX_HIDDEN]; /* their widths (ReLU after each) */
 } ember_msg_train_start_t;
+
+/*
+ * The dense model: Linear(dim, hidden[0]) ReLU ... Linear(hidden[n-1],
+ * classes); with no hidden layer the tutorial's Linear(dim, classes).
+ * Parameters are one flat array, each layer's weight [out, in] then its
+ * bias [out], layer after layer, so each layer is one contiguous bucket for
+ * the allreduce.  Fills @sizes (nhidden + 2 entries) and returns the number
+ * of layers.
+ */
+static inline size_t ember_dense_sizes(const ember_msg_train_start_t *spec,
+                                       size_t sizes[EMBER_MAX_HIDDEN + 2])
+{
+    size_t n = 0;
+    sizes[n++] = spec->dim;
+    for (uint32_t h = 0; h < spec->nhidden && h < EMBER_MAX_HIDDEN; h++)
+        sizes[n++] = spec->hidden[h];
+    sizes[n++] = spec->classes;
+    return n - 1;
+}
+
+/* Offset of layer @l's weight in the flat parameters; @l == layers gives
+ * the total count. */
+static inline size_t ember_dense_offset(const size_t *sizes, size_t l)
+{
+    size_t offset = 0;
+    for (size_t k = 0; k < l; k++)
+        offset += sizes[k + 1] * sizes[k] + sizes[k + 1];
+    return offset;
+}
 
 /* Reply to TRAIN_START: followed by float losses[steps] and the final dense
  * parameters float[classes * dim + classes]. */

@@ -60,7 +60,7 @@ typedef struct {
     char abort_text[256];
     ember_rpc_req_t *start_req;
     ember_msg_train_start_t spec;
-    float *params; /* dense: weight [classes, dim] then bias [classes] */
+    float *params; /* the dense MLP, flat (ember_dense_offset) */
     size_t nparams;
     /* working state */
     shard_t *shards;
@@ -73,9 +73,15 @@ typedef struct {
     float *pooled, *grad_pooled, *grads; /* host */
     size_t pooled_capacity;
     /* device buffers (aliases of the host ones on the CPU) */
-    float *d_params, *d_grads, *d_pooled, *d_grad_pooled, *d_logits, *d_grad_logits;
+    float *d_params, *d_grads, *d_pooled, *d_grad_pooled;
     int64_t *d_targets;
     size_t d_bags_capacity;
+    /* the dense MLP: sizes[0] = dim .. sizes[layers] = classes */
+    size_t layers, sizes[EMBER_MAX_HIDDEN + 2], widest;
+    float *d_z[EMBER_MAX_HIDDEN + 1];   /* pre-activation of each layer */
+    float *d_act[EMBER_MAX_HIDDEN + 1]; /* ReLU outputs (inputs of layer l) */
+    float *d_g[2];                      /* gradient scratch, ping-pong */
+    ember_device_req_t *buckets[EMBER_MAX_HIDDEN + 1];
     uint32_t *bag_counts;
     int16_t *winner;
     size_t bag_capacity, winner_capacity;
@@ -108,10 +114,18 @@ static void on_start(ember_rpc_req_t *req, void *arg)
     }
     memcpy(&spec, data, sizeof(spec));
     spec.replay_path[EMBER_PATH_MAX - 1] = '\0';
-    size_t nparams = (size_t)spec.classes * spec.dim + spec.classes;
+    size_t sizes[EMBER_MAX_HIDDEN + 2], nparams = 0, layers = 0;
+    int widths_ok = spec.nhidden <= EMBER_MAX_HIDDEN;
+    for (uint32_t h = 0; widths_ok && h < spec.nhidden; h++)
+        widths_ok = spec.hidden[h] > 0 && spec.hidden[h] <= 65536;
+    if (widths_ok) {
+        layers = ember_dense_sizes(&spec, sizes);
+        nparams = ember_dense_offset(sizes, layers);
+    }
     if (spec.trainer != (uint32_t)trainer->index || spec.dim == 0 ||
         spec.classes == 0 || spec.num_ps == 0 || spec.dim > 65536 ||
-        spec.classes > 65536 || length != sizeof(spec) + nparams * sizeof(float)) {
+        spec.classes > 65536 || !widths_ok ||
+        length != sizeof(spec) + nparams * sizeof(float)) {
         ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
                               "trainer%d: TRAIN_START does not fit (trainer %u, dim "
                               "%u, classes %u, %zu bytes)", trainer->index,
@@ -371,13 +385,19 @@ static void device_free_step_buffers(trainer_t *trainer)
     if (!trainer->on_host) {
         dev->mem_free(trainer->device, trainer->d_pooled);
         dev->mem_free(trainer->device, trainer->d_grad_pooled);
-    }
-    dev->mem_free(trainer->device, trainer->d_logits);
-    dev->mem_free(trainer->device, trainer->d_grad_logits);
-    if (!trainer->on_host)
         dev->mem_free(trainer->device, trainer->d_targets);
-    trainer->d_pooled = trainer->d_grad_pooled = trainer->d_logits = NULL;
-    trainer->d_grad_logits = NULL;
+    }
+    for (size_t l = 0; l < trainer->layers; l++) {
+        dev->mem_free(trainer->device, trainer->d_z[l]);
+        if (l > 0)
+            dev->mem_free(trainer->device, trainer->d_act[l]);
+        trainer->d_z[l] = trainer->d_act[l] = NULL;
+    }
+    for (int k = 0; k < 2; k++) {
+        dev->mem_free(trainer->device, trainer->d_g[k]);
+        trainer->d_g[k] = NULL;
+    }
+    trainer->d_pooled = trainer->d_grad_pooled = NULL;
     trainer->d_targets = NULL;
 }
 
@@ -385,13 +405,15 @@ static void device_free_step_buffers(trainer_t *trainer)
 static ember_status_t device_reserve(trainer_t *trainer, size_t bags)
 {
     const ember_device_ops_t *dev = trainer->dev;
-    size_t dim = trainer->spec.dim, classes = trainer->spec.classes;
+    ember_device_t *device = trainer->device;
+    size_t dim = trainer->spec.dim;
 
-    if (bags <= trainer->d_bags_capacity && trainer->d_logits) {
+    if (bags <= trainer->d_bags_capacity && trainer->d_g[0]) {
         if (trainer->on_host) { /* the host buffers may have moved */
             trainer->d_pooled = trainer->pooled;
             trainer->d_grad_pooled = trainer->grad_pooled;
         }
+        trainer->d_act[0] = trainer->d_pooled;
         return EMBER_OK;
     }
     device_free_step_buffers(trainer);
@@ -401,17 +423,23 @@ static ember_status_t device_reserve(trainer_t *trainer, size_t bags)
         trainer->d_pooled = trainer->pooled;
         trainer->d_grad_pooled = trainer->grad_pooled;
     } else {
-        EMBER_CHECK(dev->mem_alloc(trainer->device, cap * dim * sizeof(float),
+        EMBER_CHECK(dev->mem_alloc(device, cap * dim * sizeof(float),
                                    (void **)&trainer->d_pooled));
-        EMBER_CHECK(dev->mem_alloc(trainer->device, cap * dim * sizeof(float),
+        EMBER_CHECK(dev->mem_alloc(device, cap * dim * sizeof(float),
                                    (void **)&trainer->d_grad_pooled));
-        EMBER_CHECK(dev->mem_alloc(trainer->device, cap * sizeof(int64_t),
+        EMBER_CHECK(dev->mem_alloc(device, cap * sizeof(int64_t),
                                    (void **)&trainer->d_targets));
     }
-    EMBER_CHECK(dev->mem_alloc(trainer->device, cap * classes * sizeof(float),
-                               (void **)&trainer->d_logits));
-    EMBER_CHECK(dev->mem_alloc(trainer->device, cap * classes * sizeof(float),
-                               (void **)&trainer->d_grad_logits));
+    trainer->d_act[0] = trainer->d_pooled;
+    for (size_t l = 0; l < trainer->layers; l++) {
+        size_t out = trainer->sizes[l + 1] * cap * sizeof(float);
+        EMBER_CHECK(dev->mem_alloc(device, out, (void **)&trainer->d_z[l]));
+        if (l + 1 < trainer->layers)
+            EMBER_CHECK(dev->mem_alloc(device, out, (void **)&trainer->d_act[l + 1]));
+    }
+    for (int k = 0; k < 2; k++)
+        EMBER_CHECK(dev->mem_alloc(device, trainer->widest * cap * sizeof(float),
+                                   (void **)&trainer->d_g[k]));
     return EMBER_OK;
 }
 
@@ -519,19 +547,27 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
     /* Dense part, loss, backward: on the device. */
     const ember_device_ops_t *dev = trainer->dev;
     ember_device_t *device = trainer->device;
-    float *weight = trainer->d_params, *bias = trainer->d_params + classes * dim;
-    float *grad_weight = trainer->d_grads, *grad_bias = trainer->d_grads + classes * dim;
+    size_t L = trainer->layers;
+    const size_t *sizes = trainer->sizes;
     EMBER_CHECK(to_device(trainer, trainer->d_pooled, trainer->pooled,
                           bags * dim * sizeof(float)));
     if (trainer->on_host)
         trainer->d_targets = (int64_t *)batch.targets; /* read only */
     EMBER_CHECK(to_device(trainer, trainer->d_targets, batch.targets,
                           bags * sizeof(int64_t)));
-    EMBER_CHECK(dev->linear_forward(device, trainer->d_pooled, bags, dim, classes, weight,
-                                    bias, trainer->d_logits));
+    for (size_t l = 0; l < L; l++) {
+        const float *w = trainer->d_params + ember_dense_offset(sizes, l);
+        const float *bias = w + sizes[l + 1] * sizes[l];
+        EMBER_CHECK(dev->linear_forward(device, trainer->d_act[l], bags, sizes[l],
+                                        sizes[l + 1], w, bias, trainer->d_z[l]));
+        if (l + 1 < L)
+            EMBER_CHECK(dev->relu_forward(device, trainer->d_z[l], bags * sizes[l + 1],
+                                          trainer->d_act[l + 1]));
+    }
     float loss = 0.0f;
-    status = dev->cross_entropy(device, trainer->d_logits, bags, classes,
-                                trainer->d_targets, &loss, trainer->d_grad_logits);
+    float *g = trainer->d_g[0];
+    status = dev->cross_entropy(device, trainer->d_z[L - 1], bags, classes,
+                                trainer->d_targets, &loss, g);
     if (status != EMBER_OK || !isfinite(loss))
         return trainer_fail(trainer, status == EMBER_OK ? EMBER_ERR_NUMERIC : status,
                             "trainer %d step %llu: the loss is not finite (%s); "
@@ -539,18 +575,31 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                             (unsigned long long)step,
                             ember_status_string(status == EMBER_OK ? EMBER_ERR_NUMERIC
                                                                    : status));
-    EMBER_CHECK(dev->linear_backward(device, trainer->d_pooled, bags, dim, classes,
-                                     weight, trainer->d_grad_logits, 0,
-                                     trainer->d_grad_pooled, grad_weight, grad_bias));
 
-    /* Dense gradients to the allreduce, pooled gradients to the shards. */
-    ember_device_req_t *reduce;
-    status = dev->allreduce_start(trainer->comm, trainer->d_grads, trainer->nparams, 1,
-                                  &reduce);
-    if (status != EMBER_OK)
-        return trainer_fail(trainer, status, "trainer %d step %llu: allreduce: %s",
-                            trainer->index, (unsigned long long)step,
-                            dev->comm_error(trainer->comm));
+    /* Backward, last layer first; each layer's gradients go to the
+     * allreduce as a bucket as soon as they exist, while backward goes on. */
+    for (size_t l = L; l-- > 0;) {
+        size_t offset = ember_dense_offset(sizes, l);
+        size_t count = ember_dense_offset(sizes, l + 1) - offset;
+        const float *w = trainer->d_params + offset;
+        float *gw = trainer->d_grads + offset, *gb = gw + sizes[l + 1] * sizes[l];
+        float *gx = l == 0 ? trainer->d_grad_pooled
+                           : trainer->d_g[g == trainer->d_g[0] ? 1 : 0];
+        EMBER_CHECK(dev->linear_backward(device, trainer->d_act[l], bags, sizes[l],
+                                         sizes[l + 1], w, g, 0, gx, gw, gb));
+        status = dev->allreduce_start(trainer->comm, gw, count, 1, &trainer->buckets[l]);
+        if (status != EMBER_OK) {
+            for (size_t k = l + 1; k < L; k++)
+                dev->allreduce_wait(trainer->buckets[k]);
+            return trainer_fail(trainer, status, "trainer %d step %llu: allreduce: %s",
+                                trainer->index, (unsigned long long)step,
+                                dev->comm_error(trainer->comm));
+        }
+        if (l > 0)
+            EMBER_CHECK(dev->relu_backward(device, trainer->d_z[l - 1], gx,
+                                           bags * sizes[l], gx));
+        g = gx;
+    }
     EMBER_CHECK(to_host(trainer, trainer->grad_pooled, trainer->d_grad_pooled,
                         bags * dim * sizeof(float)));
     for (uint32_t p = 0; p < P; p++) {
@@ -574,18 +623,23 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                                 (unsigned long long)step, p,
                                 ember_status_string(status));
     }
-    while ((status = dev->allreduce_test(reduce)) == EMBER_INPROGRESS) {
-        if (trainer->aborted)
-            break;
-        ember_tp_wait(tp, 0.2);
+    status = EMBER_OK;
+    for (size_t l = L; l-- > 0;) {
+        ember_status_t bucket;
+        while ((bucket = dev->allreduce_test(trainer->buckets[l])) == EMBER_INPROGRESS &&
+               !trainer->aborted)
+            ember_tp_wait(tp, 0.2);
+        dev->allreduce_wait(trainer->buckets[l]);
+        trainer->buckets[l] = NULL;
+        if (status == EMBER_OK && bucket != EMBER_OK)
+            status = bucket;
     }
-    dev->allreduce_wait(reduce);
     if (status != EMBER_OK)
         return trainer_fail(trainer, status, "trainer %d step %llu: dense allreduce "
                             "failed: %s", trainer->index, (unsigned long long)step,
                             trainer->aborted ? trainer->abort_text
                                              : dev->comm_error(trainer->comm));
-    /* The dense optimizer steps on the host copy (tiny: the Linear layer). */
+    /* The dense optimizer steps on the host copy (the dense part is small). */
     EMBER_CHECK(to_host(trainer, trainer->grads, trainer->d_grads,
                         trainer->nparams * sizeof(float)));
     EMBER_CHECK(ember_opt_step_dense(trainer->optimizer, trainer->params,
@@ -602,6 +656,11 @@ static ember_status_t trainer_setup(trainer_t *trainer)
     const ember_msg_train_start_t *spec = &trainer->spec;
     ember_opt_config_t dense = spec->optimizer;
 
+    trainer->layers = ember_dense_sizes(spec, trainer->sizes);
+    for (size_t l = 0; l <= trainer->layers; l++) {
+        if (trainer->sizes[l] > trainer->widest)
+            trainer->widest = trainer->sizes[l];
+    }
     trainer->shards = calloc(spec->num_ps, sizeof(*trainer->shards));
     trainer->grads = calloc(trainer->nparams, sizeof(float));
     if (!trainer->shards || !trainer->grads)

@@ -106,6 +106,24 @@ synthetic)
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
         fail "loss did not fall by half: $first -> $last"
     ;;
+mlp)
+    # A dense MLP (--hidden): it learns the synthetic target, sync training
+    # is bit-for-bit reproducible, and every trainer ends with the same
+    # dense parameters (the master warns otherwise).
+    timeout 120 "$run" -n 5 "$train" --ps 2 --hidden 64,32 --data synthetic --epochs 30 \
+        --lr 0.2 --metrics "$work/m.jsonl" --save "$work/a.safetensors" >"$work/out" 2>&1 ||
+        fail "exit $?"
+    grep -q "Linear(16, 64) ReLU Linear(64, 32) ReLU Linear(32, 8)" "$work/out" ||
+        fail "the model is not the MLP asked for"
+    first=$(head -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    last=$(tail -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
+        fail "loss did not fall by half: $first -> $last"
+    grep -q "differ from trainer0" "$work/out" && fail "trainers' dense parameters differ"
+    timeout 120 "$run" -n 5 "$train" --ps 2 --hidden 64,32 --data synthetic --epochs 30 \
+        --lr 0.2 --save "$work/b.safetensors" >"$work/out2" 2>&1 || fail "second run: exit $?"
+    cmp -s "$work/a.safetensors" "$work/b.safetensors" || fail "sync training is not reproducible"
+    ;;
 trainer_killed)
     # No launcher: the ranks are started by hand, so nothing but ember itself
     # notices that trainer1 was killed.  The job must end with an error
