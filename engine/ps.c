@@ -33,6 +33,7 @@ typedef struct {
     float **outputs;     /* per trainer reply buffer, reused every step */
     size_t *output_capacity;
     int *trainer_rank;   /* who speaks for each trainer index, -1 unknown */
+    char **grad_error;   /* a one-way gradient refused: told at the next lookup */
     uint32_t trainers;
 } ps_table_t;
 
@@ -95,9 +96,11 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
     entry->outputs = calloc(spec.trainers, sizeof(*entry->outputs));
     entry->output_capacity = calloc(spec.trainers, sizeof(*entry->output_capacity));
     entry->trainer_rank = malloc(spec.trainers * sizeof(*entry->trainer_rank));
+    entry->grad_error = calloc(spec.trainers, sizeof(*entry->grad_error));
     for (uint32_t t = 0; entry->trainer_rank && t < spec.trainers; t++)
         entry->trainer_rank[t] = -1;
-    if (!entry->outputs || !entry->output_capacity || !entry->trainer_rank) {
+    if (!entry->outputs || !entry->output_capacity || !entry->trainer_rank ||
+        !entry->grad_error) {
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
@@ -286,6 +289,15 @@ static void on_lookup(ember_rpc_req_t *req, void *arg)
     if (!ps_header(req, &msg, sizeof(msg), &rest) ||
         !(entry = ps_find(ps, msg.table_id, req)))
         return;
+    if (msg.trainer < entry->trainers && entry->grad_error[msg.trainer]) {
+        /* Its last gradient (sent one-way) was refused: say so now, before
+         * a sync lookup could wait for a step that will never complete. */
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "%s",
+                              entry->grad_error[msg.trainer]);
+        free(entry->grad_error[msg.trainer]);
+        entry->grad_error[msg.trainer] = NULL;
+        return;
+    }
     if (ember_table_is_sync(entry->table)) {
         uint64_t next = ember_table_next_step(entry->table);
         if (msg.step < next) {
@@ -345,6 +357,10 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
                                              err, sizeof(err));
     if (status != EMBER_OK) {
         ember_warn("ps", "gradient refused: %s", err);
+        if (ember_rpc_req_oneway(req) && msg.trainer < entry->trainers) {
+            free(entry->grad_error[msg.trainer]);
+            entry->grad_error[msg.trainer] = strdup(err);
+        }
         ember_rpc_reply_error(req, status, "%s", err);
         return;
     }
@@ -425,6 +441,9 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
         free(entry->outputs);
         free(entry->output_capacity);
         free(entry->trainer_rank);
+        for (uint32_t t = 0; entry->grad_error && t < entry->trainers; t++)
+            free(entry->grad_error[t]);
+        free(entry->grad_error);
         free(entry->held);
         ember_table_destroy(entry->table);
     }

@@ -49,7 +49,10 @@ typedef struct {
     size_t partial_capacity;
     float *grad;       /* gradient sent back: [bags, dim] */
     size_t grad_capacity;
-    ember_future_t *lookup, *push;
+    ember_future_t *lookup, *push; /* push: the last step's, a call */
+    int pushing;                   /* a one-way push still leaving */
+    ember_status_t push_status;
+    ember_msg_grad_t grad_msg;     /* the push's header: lives until it left */
 } shard_t;
 
 typedef struct {
@@ -86,6 +89,7 @@ typedef struct {
     int16_t *winner;
     size_t bag_capacity, winner_capacity;
     float *losses;
+    uint64_t steps; /* this trainer's, in all */
     char err[512];
 } trainer_t;
 
@@ -360,6 +364,14 @@ static void shard_gradient(trainer_t *trainer, uint32_t p, size_t bags)
     }
 }
 
+/* A one-way gradient push has left (or was lost with its peer). */
+static void push_done(void *arg, ember_status_t status)
+{
+    shard_t *shard = arg;
+    shard->pushing = 0;
+    shard->push_status = status;
+}
+
 /* Host <-> device copies; nothing to do when the device is the host. */
 static ember_status_t to_device(trainer_t *trainer, void *dst, const void *src,
                                 size_t bytes)
@@ -483,9 +495,17 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                             (unsigned long long)step);
     EMBER_CHECK(build_requests(trainer, &batch, step));
 
-    /* The previous step's gradient pushes must have been accepted. */
+    /* The previous step's one-way pushes must have left (their buffers are
+     * reused now); a refusal by the PS comes back with this step's lookup. */
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
+        while (shard->pushing && !trainer->aborted)
+            ember_tp_wait(tp, 0.2);
+        if (shard->push_status != EMBER_OK)
+            return trainer_fail(trainer, shard->push_status,
+                                "trainer %d step %llu: the gradient push to ps%u was "
+                                "lost: %s", trainer->index, (unsigned long long)step - 1,
+                                p, ember_status_string(shard->push_status));
         if (!shard->push)
             continue;
         status = trainer_wait(trainer, shard->push);
@@ -608,15 +628,23 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                      bags * dim + sizeof(ember_msg_grad_t) / sizeof(float) + 1))
             return EMBER_ERR_NO_MEMORY;
         shard_gradient(trainer, p, bags);
-        ember_msg_grad_t msg_grad = {.table_id = spec->table_id,
-                                     .trainer = (uint32_t)trainer->index,
-                                     .step = step,
-                                     .flags = EMBER_GRAD_APPLY,
-                                     .bags = (uint32_t)bags};
-        ember_iov_t iov[2] = {{&msg_grad, sizeof(msg_grad)},
+        shard->grad_msg = (ember_msg_grad_t){.table_id = spec->table_id,
+                                             .trainer = (uint32_t)trainer->index,
+                                             .step = step,
+                                             .flags = EMBER_GRAD_APPLY,
+                                             .bags = (uint32_t)bags};
+        ember_iov_t iov[2] = {{&shard->grad_msg, sizeof(shard->grad_msg)},
                               {shard->grad, bags * dim * sizeof(float)}};
-        status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_GRAD, iov, 2, NULL, 0,
-                                      0, &shard->push);
+        /* One-way (the PS reports a refused gradient at our next lookup),
+         * but the last step's is a call: its answer says all went in. */
+        if (step + 1 < trainer->steps) {
+            shard->pushing = 1;
+            status = ember_rpc_send(tp, shard->rank, EMBER_OP_GRAD, iov, 2,
+                                    push_done, shard);
+        } else {
+            status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_GRAD, iov, 2, NULL,
+                                          0, 0, &shard->push);
+        }
         if (status != EMBER_OK)
             return trainer_fail(trainer, status, "trainer %d step %llu: gradient "
                                 "push to ps%u: %s", trainer->index,
@@ -688,6 +716,12 @@ static ember_status_t trainer_setup(trainer_t *trainer)
 
 static void trainer_cleanup(trainer_t *trainer)
 {
+    /* A one-way push still leaving reads its buffers: let it go (bounded). */
+    double until = tp_time_now() + 2.0;
+    for (uint32_t p = 0; trainer->shards && p < trainer->spec.num_ps; p++) {
+        while (trainer->shards[p].pushing && tp_time_now() < until)
+            ember_tp_wait(trainer->tp, 0.05);
+    }
     for (uint32_t p = 0; trainer->shards && p < trainer->spec.num_ps; p++) {
         shard_t *shard = &trainer->shards[p];
         ember_future_release(shard->lookup);
@@ -731,6 +765,7 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
     ember_msg_epoch_report_t msg;
     ember_status_t status = EMBER_OK;
 
+    trainer->steps = steps;
     trainer->losses = calloc(steps ? steps : 1, sizeof(float));
     if (!trainer->losses)
         return EMBER_ERR_NO_MEMORY;

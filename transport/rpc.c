@@ -344,6 +344,35 @@ ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
     return tp_peer_send(tp, send);
 }
 
+ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op,
+                              const ember_iov_t *iov, size_t iovcnt,
+                              ember_rpc_done_cb done_cb, void *done_arg)
+{
+    tp_send_t *send;
+    size_t total = iov_total(iov, iovcnt);
+
+    if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX ||
+        (iovcnt && !iov) || !done_cb) {
+        ember_error("tp", "send op %u to rank %d: invalid peer, op or callback", op,
+                    peer);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (total > tp->max_message) {
+        ember_error("tp", "send op %u to %s: %zu bytes exceed EMBER_MAX_MSG_SIZE",
+                    op, tp->peers[peer].name, total);
+        return EMBER_ERR_MSG_TOO_LONG;
+    }
+    EMBER_CHECK(send_alloc(tp, peer, TP_AM_REQUEST, iov, iovcnt, &send));
+    send->header = (tp_header_t){.magic = TP_MAGIC,
+                                 .version = TP_VERSION,
+                                 .op = op,
+                                 .flags = TP_FLAG_ONEWAY,
+                                 .length = total};
+    send->done_cb = done_cb;
+    send->done_arg = done_arg;
+    return tp_peer_send(tp, send);
+}
+
 ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
                               const ember_iov_t *iov, size_t iovcnt,
                               void *resp_buffer, size_t resp_capacity,
@@ -377,7 +406,7 @@ static int header_valid(ember_tp_t *tp, const void *header, size_t header_length
     size_t inline_length = out->flags >> TP_INLINE_SHIFT;
     *inline_p = inline_length;
     return out->magic == TP_MAGIC && out->version == TP_VERSION &&
-           (out->flags & ((1u << TP_INLINE_SHIFT) - 1)) == 0 &&
+           (out->flags & ((1u << TP_INLINE_SHIFT) - 1) & ~TP_FLAG_ONEWAY) == 0 &&
            inline_length <= TP_INLINE_MAX &&
            header_length == sizeof(*out) + inline_length &&
            out->length == inline_length + length && out->length <= tp->max_message &&
@@ -453,6 +482,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     req->op = hdr.op;
     req->request_id = hdr.request_id;
     req->length = total;
+    req->oneway = (hdr.flags & TP_FLAG_ONEWAY) != 0;
     tp_list_init(&req->link);
 
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
@@ -620,6 +650,7 @@ const void *ember_rpc_req_data(const ember_rpc_req_t *req, size_t *length_p)
 }
 
 int ember_rpc_req_peer(const ember_rpc_req_t *req) { return req->peer; }
+int ember_rpc_req_oneway(const ember_rpc_req_t *req) { return req->oneway; }
 uint16_t ember_rpc_req_op(const ember_rpc_req_t *req) { return req->op; }
 
 static void req_free(ember_rpc_req_t *req)
@@ -662,6 +693,13 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
                                  ember_rpc_done_cb done_cb, void *done_arg)
 {
     ember_tp_t *tp = req->tp;
+
+    if (req->oneway) { /* nobody waits for an answer */
+        req_free(req);
+        if (done_cb)
+            done_cb(done_arg, EMBER_OK);
+        return EMBER_OK;
+    }
     size_t total = iov_total(iov, iovcnt);
     tp_send_t *send;
     ember_status_t ret;

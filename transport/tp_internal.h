@@ -34,6 +34,8 @@ enum {
  */
 #define TP_INLINE_MAX   128
 #define TP_INLINE_SHIFT 16
+/* A one-way request: the receiver's handler runs, nothing is sent back. */
+#define TP_FLAG_ONEWAY  1u
 
 /* The fixed, versioned header in front of every request and reply. */
 typedef struct {
@@ -146,6 +148,7 @@ struct ember_rpc_req {
     void *user_data;  /* rendezvous payload in the handler's own buffer */
     int recv_inflight;
     ember_status_t recv_status;
+    int oneway; /* no reply travels back */
 };
 
 typedef struct {

@@ -164,6 +164,19 @@ ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
                                     void *resp_buffer, size_t resp_capacity,
                                     double timeout_s, ember_future_t **future_p);
 
+/**
+ * One-way request: @op's handler runs on @peer and nothing comes back (its
+ * reply, if it makes one, is dropped).  @iov is borrowed until @done_cb
+ * runs, from the progress loop (possibly before this returns), with OK once
+ * the message left, or the error that lost it (a lost peer).  Never blocks.
+ */
+ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op,
+                              const ember_iov_t *iov, size_t iovcnt,
+                              ember_rpc_done_cb done_cb, void *done_arg);
+
+/** Non-zero when @req came from ember_rpc_send (no one waits for a reply). */
+int ember_rpc_req_oneway(const ember_rpc_req_t *req);
+
 /** Blocking call: returns the status and the response length. */
 ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
                               const ember_iov_t *iov, size_t iovcnt,

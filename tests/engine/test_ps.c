@@ -947,6 +947,58 @@ static int case_huge_counts(int rank, int world, void *arg)
     return 0;
 }
 
+/* A one-way gradient (as trainers send them) that the PS refuses: nothing
+ * is applied, and the trainer's next lookup is answered with the reason at
+ * once, even in sync mode where it would otherwise wait for the step. */
+static void oneway_done(void *arg, ember_status_t status)
+{
+    *(ember_status_t *)arg = status;
+}
+
+static int case_oneway_grad_refused(int rank, int world, void *arg)
+{
+    const int ps = 0;
+    (void)world;
+    (void)arg;
+    if (rank == 0)
+        return run_ps("ps0");
+    ember_tp_t *tp = join_client("master");
+    size_t length;
+    table_create(tp, &bl_table, "emb", 2, EMBER_SYNC, 1234);
+    float *snapshot = table_read_full(tp, &bl_table);
+
+    raw_lookup_t raw = raw_valid(BL_TABLE);
+    uint8_t *message = raw_message(&raw, &length);
+    float pooled[2 * BL_DIM];
+    call_ok(tp, ps, EMBER_OP_LOOKUP, message, length, pooled, sizeof(pooled));
+    free(message);
+
+    float grad[2 * BL_DIM] = {0.5f, 0.25f, NAN, 1.0f};
+    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, 2, grad, 2 * BL_DIM,
+                           &length);
+    ember_status_t sent = EMBER_INPROGRESS;
+    ember_iov_t iov = {.buffer = message, .length = length};
+    MP_CHECK(ember_rpc_send(tp, ps, EMBER_OP_GRAD, &iov, 1, oneway_done, &sent) ==
+                 EMBER_OK, "one-way send");
+    while (sent == EMBER_INPROGRESS)
+        ember_tp_wait(tp, 0.05);
+    MP_CHECK(sent == EMBER_OK, "one-way send: %s", ember_status_string(sent));
+    free(message);
+
+    /* The next lookup (step 1: in sync mode it would wait for step 0, which
+     * can never complete now) carries the refusal. */
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.step = 1;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "after a refused push",
+                          NEEDLES("table emb", "trainer 0", "step 0",
+                                  "non-finite gradient"));
+    check_unchanged(tp, snapshot, "a refused one-way gradient");
+    call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    free(snapshot);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 /* ---- case 2: sync_order ----------------------------------------------------- */
 
 static int case_sync_order(int rank, int world, void *arg)
@@ -1259,6 +1311,7 @@ static const mp_case_t cases[] = {
     {"shards_match_local_p3", case_shards_p3, 4, 0},
     {"ps_survives_client_death", case_client_death, 3, 1u << 2},
     {"lookup_huge_counts", case_huge_counts, 2, 0},
+    {"oneway_grad_refused", case_oneway_grad_refused, 2, 0},
 };
 
 int main(int argc, char **argv)
