@@ -284,28 +284,49 @@ static int resolve_program(run_job_t *job)
     return RUN_EXIT_NOEXEC;
 }
 
-/* Bind 127.0.0.1:0, read the port back, close: rank 0 serves the store there. */
-static int find_free_port(int *port_p)
+/* Can @port be bound on 127.0.0.1 right now (0: any, written back)? */
+static int try_port(int *port_p)
 {
     struct sockaddr_in addr = {.sin_family = AF_INET};
     socklen_t addr_len = sizeof(addr);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
 
-    if (fd < 0) {
-        ember_error("run", "socket() for a free port: %s", strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return 0;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &addr_len) != 0) {
-        ember_error("run", "finding a free port on 127.0.0.1: %s",
-                    strerror(errno));
-        close(fd);
+    addr.sin_port = htons((uint16_t)*port_p);
+    ok = bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+         getsockname(fd, (struct sockaddr *)&addr, &addr_len) == 0;
+    close(fd);
+    if (ok)
+        *port_p = ntohs(addr.sin_port);
+    return ok;
+}
+
+/*
+ * A free port for the store that rank 0 serves.  Taken below Linux's
+ * ephemeral range (32768+) when one is free there: a port from the
+ * ephemeral range can be taken as the source port of some connection (UCX
+ * makes many) between our check and rank 0's bind.
+ */
+static int find_free_port(int *port_p)
+{
+    for (int attempt = 0; attempt < 64; attempt++) {
+        uint16_t r = 0;
+        if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+            break;
+        int port = 20000 + r % 12000;
+        if (try_port(&port)) {
+            *port_p = port;
+            return 0;
+        }
+    }
+    int port = 0;
+    if (!try_port(&port)) {
+        ember_error("run", "finding a free port on 127.0.0.1: %s", strerror(errno));
         return -1;
     }
-    close(fd);
-    *port_p = ntohs(addr.sin_port);
+    *port_p = port;
     return 0;
 }
 

@@ -13,19 +13,28 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A free loopback port below the ephemeral range (32768+), so no
+ * connection of a concurrent test takes it as its source port before rank
+ * 0 binds it; the kernel's choice if none is found there. */
 static int free_port(void)
 {
-    struct sockaddr_in addr = {.sin_family = AF_INET,
-                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t length = sizeof(addr);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    for (int attempt = 0; attempt <= 64; attempt++) {
+        struct sockaddr_in addr = {.sin_family = AF_INET,
+                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t length = sizeof(addr);
+        int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
 
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&addr, &length) == 0)
-        port = ntohs(addr.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
+        if (attempt < 64)
+            addr.sin_port = htons((uint16_t)(20000 + rand() % 12000));
+        if (fd >= 0 && bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+            getsockname(fd, (struct sockaddr *)&addr, &length) == 0)
+            port = ntohs(addr.sin_port);
+        if (fd >= 0)
+            close(fd);
+        if (port > 0)
+            return port;
+    }
+    return -1;
 }
 
 static double now_s(void)

@@ -118,7 +118,7 @@ start_cluster() {
     wait_for 5 test -S "$dir/munge/munge.sock" || { echo "munged did not start"; return 1; }
     # A port pair no one listens on (a system Slurm or another build's cluster).
     for tries in $(seq 20); do
-        port=$((20000 + RANDOM % 20000))
+        port=$((20000 + RANDOM % 12000)) # below the ephemeral range (32768+)
         port_free "$port" && port_free $((port + 1)) && port_free $((port + 2)) && break
     done
     write_conf "$host" "$port"

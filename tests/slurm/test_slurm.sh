@@ -22,7 +22,7 @@ need() { grep -qE "$1" "$work/out" || fail "no line matching: $1"; }
 free_port() { # another build's test cluster may run jobs with the same ids
     local p
     for _ in $(seq 50); do
-        p=$((40000 + RANDOM % 20000))
+        p=$((20000 + RANDOM % 12000)) # below the ephemeral range (32768+)
         ss -Htln "sport = :$p" | grep -q . || { echo $p; return; }
     done
     echo 0

@@ -128,7 +128,7 @@ trainer_killed)
     # No launcher: the ranks are started by hand, so nothing but ember itself
     # notices that trainer1 was killed.  The job must end with an error
     # naming it, not hang.
-    port=$(( (RANDOM % 20000) + 30000 ))
+    port=$(( 20000 + RANDOM % 12000 )) # below the ephemeral range (32768+)
     secret=$work/secret
     head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
     chmod 600 "$secret"
