@@ -105,6 +105,14 @@ typedef struct {
     uint32_t indices;
 } ember_msg_lookup_t;
 
+/* Bytes of a LOOKUP's arrays (after the header), as @msg's counts say.
+ * 64-bit: the counts come from the wire and must not overflow. */
+static inline uint64_t ember_msg_lookup_bytes(const ember_msg_lookup_t *msg)
+{
+    return 4ull * msg->bags + 8ull * msg->unique +
+           4ull * msg->indices * ((msg->flags & EMBER_LOOKUP_WEIGHTS) ? 2 : 1);
+}
+
 enum { EMBER_GRAD_APPLY = 1u << 0 };
 
 /* EMBER_OP_GRAD: gradient of the step's pooled output, float[bags * dim],

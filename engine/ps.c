@@ -250,9 +250,7 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     /* Grow the reply buffer only for a message whose counts match its size
      * (the table validates the rest): a forged count must not make us
      * allocate. */
-    uint64_t expect = 4ull * msg->bags + 8ull * msg->unique + 4ull * msg->indices *
-                      ((msg->flags & EMBER_LOOKUP_WEIGHTS) ? 2 : 1);
-    if (msg->trainer < entry->trainers && expect == length &&
+    if (msg->trainer < entry->trainers && ember_msg_lookup_bytes(msg) == length &&
         entry->output_capacity[msg->trainer] < bytes) {
         float *grown = realloc(entry->outputs[msg->trainer], bytes + 64);
         if (!grown) {

@@ -231,7 +231,7 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
     int weighted = (msg->flags & EMBER_LOOKUP_WEIGHTS) != 0;
     int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
     size_t bags = msg->bags, unique = msg->unique, n = msg->indices;
-    uint64_t expect = 4ull * bags + 8ull * unique + 4ull * n + (weighted ? 4ull * n : 0);
+    uint64_t expect = ember_msg_lookup_bytes(msg);
     const char *name = spec->name;
     unsigned trainer = msg->trainer;
     unsigned long long step = (unsigned long long)msg->step;

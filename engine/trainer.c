@@ -41,6 +41,7 @@ typedef struct {
     float *weights;
     size_t entries_capacity;
     size_t entries;
+    size_t request_bytes; /* the LOOKUP message built for this step */
     int64_t *unique;
     int64_t *inverse;
     size_t unique_capacity;
@@ -250,10 +251,6 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
         /* Each row travels once; the PS expands it back per index. */
         EMBER_CHECK(ember_bag_dedup(shard->rows, n, -1, shard->unique, shard->inverse,
                                     &shard->nunique));
-        size_t bytes = sizeof(ember_msg_lookup_t) + 4 * bags + 8 * shard->nunique +
-                       4 * n + (weighted ? 4 * n : 0);
-        if (!RESERVE(shard->request, shard->request_capacity, bytes))
-            return EMBER_ERR_NO_MEMORY;
         ember_msg_lookup_t msg = {
             .table_id = spec->table_id,
             .trainer = (uint32_t)trainer->index,
@@ -264,6 +261,9 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             .unique = (uint32_t)shard->nunique,
             .indices = (uint32_t)n,
         };
+        shard->request_bytes = sizeof(msg) + ember_msg_lookup_bytes(&msg);
+        if (!RESERVE(shard->request, shard->request_capacity, shard->request_bytes))
+            return EMBER_ERR_NO_MEMORY;
         uint8_t *out = shard->request;
         memcpy(out, &msg, sizeof(msg));
         out += sizeof(msg);
@@ -521,9 +521,7 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
     /* Forward: one lookup per shard, all in flight together. */
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
-        size_t bytes = sizeof(ember_msg_lookup_t) + 4 * bags + 8 * shard->nunique +
-                       4 * shard->entries * (batch.weights ? 2 : 1);
-        ember_iov_t iov = {.buffer = shard->request, .length = bytes};
+        ember_iov_t iov = {.buffer = shard->request, .length = shard->request_bytes};
         status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1,
                                       shard->partial, bags * dim * sizeof(float), 0,
                                       &shard->lookup);
