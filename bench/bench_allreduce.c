@@ -80,8 +80,7 @@ static int ar_parse(int argc, char **argv, ar_opts_t *opts)
         } else if (strcmp(arg, "-n") == 0) {
             ok = bench_parse_count(value, &opts->iters);
         } else if (strcmp(arg, "-w") == 0) {
-            ok = strcmp(value, "0") == 0 ? (opts->warmup = 0, 1)
-                                         : bench_parse_count(value, &opts->warmup);
+            ok = bench_parse_count_or_zero(value, &opts->warmup);
         } else if (strcmp(arg, "-c") == 0) {
             ok = strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
             opts->check = value[0] == '1';

@@ -111,9 +111,7 @@ static int rpc_parse(int argc, char **argv, rpc_opts_t *opts)
         } else if (strcmp(arg, "-n") == 0) {
             ok = bench_parse_count(value, &opts->iters);
         } else if (strcmp(arg, "-w") == 0) {
-            /* 0 warm-up iterations is allowed. */
-            ok = strcmp(value, "0") == 0 ? (opts->warmup = 0, 1)
-                                         : bench_parse_count(value, &opts->warmup);
+            ok = bench_parse_count_or_zero(value, &opts->warmup);
         } else if (strcmp(arg, "--window") == 0) {
             ok = bench_parse_count(value, &opts->window);
         } else if (strcmp(arg, "--max-bytes") == 0) {

@@ -45,6 +45,15 @@ int bench_parse_size(const char *text, size_t *size_p)
     return 1;
 }
 
+int bench_parse_count_or_zero(const char *text, size_t *count_p)
+{
+    if (strcmp(text, "0") == 0) {
+        *count_p = 0;
+        return 1;
+    }
+    return bench_parse_count(text, count_p);
+}
+
 int bench_parse_count(const char *text, size_t *count_p)
 {
     char *end;

@@ -36,6 +36,8 @@ double bench_now(void);
 int bench_parse_size(const char *text, size_t *size_p);
 /** Parse a positive integer; 0 and logs on failure. */
 int bench_parse_count(const char *text, size_t *count_p);
+/** As bench_parse_count, 0 allowed (warm-up iterations). */
+int bench_parse_count_or_zero(const char *text, size_t *count_p);
 
 /** Join the job with everything from the environment (ember-run sets it). */
 ember_status_t bench_join(ember_tp_t **tp_p);
