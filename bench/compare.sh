@@ -63,33 +63,9 @@ free_port() {
     "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# perftest TEST SIZE ITERS WARMUP [OUTSTANDING]: the final CSV line
-# (iterations,typical_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,overall_mr).
-server_pid=
-perftest() {
-    local test=$1 size=$2 n=$3 w=$4 outstanding=${5:-} port line extra=()
-    [[ -n $outstanding ]] && extra=(-O "$outstanding")
-    for _ in 1 2 3; do
-        port=$(free_port)
-        timeout 60 ucx_perftest -p "$port" </dev/null >"$out/pf-server.log" 2>&1 &
-        server_pid=$!
-        sleep 0.2
-        if line=$(timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" \
-            -n "$n" -w "$w" "${extra[@]}" -f -v </dev/null 2>"$out/pf-client.err" | tail -n 1) &&
-            [[ $line =~ ^\ *[0-9] ]]; then
-            wait "$server_pid" || true
-            server_pid=
-            echo "$line" | tr -d ' '
-            return 0
-        fi
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=
-    done
-    echo "$0: ucx_perftest -t $test -s $size failed" >&2
-    cat "$out/pf-client.err" >&2
-    return 1
-}
+# perftest DIR TEST SIZE ITERS WARMUP [OUTSTANDING]
+# shellcheck source=perftest.sh
+source "$(dirname "$0")/perftest.sh"
 trap '[[ -n $server_pid ]] && kill $server_pid 2>/dev/null; true' ERR
 
 echo "# bench/compare.sh: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'), $(uname -sr)"
@@ -109,12 +85,12 @@ for tls_name in $tls_list; do
     grep -v -e '^csv,' -e ' UCX  ' "$out/lookup-$tls_name.out" | sed 's/^/  /'
     printf '%10s | %10s %10s %6s %s\n' resp_B "ember_GB/s" "pf_GB/s" "%pf" "target >=80%"
     : >"$out/lookup-$tls_name.dat"
-    while IFS=, read -r _ _ _ _ _ _ bags _ _ _ resp _ _ gbs _ _ _ _ _ _ _ _ _; do
+    while IFS=, read -r _ _ _ _ _ _ _ _ _ _ resp _ _ gbs _ _ _ _ _ _ _ _ _; do
         # perftest gets at least as many messages as ember, and >= 256 MiB
         # worth up to 100000 (its small-message steady state needs them).
         pn=$((268435456 / resp)); pn=$((pn > 100000 ? 100000 : pn))
         pn=$((pn < lk_iters ? lk_iters : pn))
-        pf=$(perftest ucp_am_bw "$resp" "$pn" 100 "$lk_window") || exit 2
+        pf=$(perftest "$out" ucp_am_bw "$resp" "$pn" 100 "$lk_window") || exit 2
         pf_gbs=$(awk -v r="$(cut -d, -f8 <<<"$pf")" -v s="$resp" 'BEGIN { printf "%.3f", r * s / 1e9 }')
         pct=$(awk -v a="$gbs" -v b="$pf_gbs" 'BEGIN { printf "%.0f", (b > 0 ? 100 * a / b : 0) }')
         v=$(verdict "$(awk -v p="$pct" 'BEGIN { print (p >= 80) }')")
@@ -128,7 +104,7 @@ for tls_name in $tls_list; do
         --dist uniform -n 5000 -w 500 --window 1 --csv >"$out/lookup-lat-$tls_name.out" 2>&1 ||
         { cat "$out/lookup-lat-$tls_name.out" >&2; exit 2; }
     p50=$(grep '^csv,lookup,' "$out/lookup-lat-$tls_name.out" | cut -d, -f16)
-    pf=$(perftest ucp_am_lat 256 5000 500) || exit 2
+    pf=$(perftest "$out" ucp_am_lat 256 5000 500) || exit 2
     pf_rtt=$(awk -v l="$(cut -d, -f2 <<<"$pf")" 'BEGIN { printf "%.2f", 2 * l }')
     r=$(ratio "$p50" "$pf_rtt")
     v=$(verdict "$(awk -v r="$r" 'BEGIN { print (r <= 2.0) }')")

@@ -54,34 +54,9 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# perftest TEST SIZE ITERS WARMUP [OUTSTANDING]: prints its final CSV line
-# (iterations,typical_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,overall_mr).
-perftest() {
-    local test=$1 size=$2 n=$3 w=$4 outstanding=${5:-} port line
-    local extra=()
-    [[ -n $outstanding ]] && extra=(-O "$outstanding")
-    for _ in 1 2 3; do
-        port=$(free_port)
-        timeout 120 ucx_perftest -p "$port" </dev/null >"$tmp/server.log" 2>&1 &
-        server_pid=$!
-        # The client connects once; give the server a moment to listen.
-        sleep 0.2
-        if line=$(timeout 120 ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" \
-            -n "$n" -w "$w" "${extra[@]}" -f -v </dev/null 2>"$tmp/client.err" | tail -n 1) &&
-            [[ $line =~ ^\ *[0-9] ]]; then
-            wait "$server_pid" || true
-            server_pid=
-            echo "$line" | tr -d ' '
-            return 0
-        fi
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=
-    done
-    echo "$0: ucx_perftest -t $test -s $size failed:" >&2
-    cat "$tmp/client.err" "$tmp/server.log" >&2
-    return 1
-}
+# perftest DIR TEST SIZE ITERS WARMUP [OUTSTANDING]
+# shellcheck source=perftest.sh
+source "$(dirname "$0")/perftest.sh"
 
 misses=0
 
@@ -119,10 +94,10 @@ run_one() {
         ratio "ember_MB/s" "pf_MB/s" ratio target
     while IFS=, read -r _ _ size n p50 _ _ bw_n mbps _; do
         local w=$((warmup < n ? warmup : n))
-        pf=$(perftest ucp_am_lat "$size" "$n" "$w") || exit 2
+        pf=$(perftest "$tmp" ucp_am_lat "$size" "$n" "$w") || exit 2
         pf_lat=$(cut -d, -f2 <<<"$pf")
         pf_rtt=$(awk -v l="$pf_lat" 'BEGIN { printf "%.2f", 2 * l }')
-        pf=$(perftest ucp_am_bw "$size" "$bw_n" "$w" "$window") || exit 2
+        pf=$(perftest "$tmp" ucp_am_bw "$size" "$bw_n" "$w" "$window") || exit 2
         pf_mbps=$(awk -v r="$(cut -d, -f8 <<<"$pf")" -v s="$size" \
             'BEGIN { printf "%.1f", r * s / 1e6 }')
         lat_ratio=$(awk -v a="$p50" -v b="$pf_rtt" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
@@ -142,7 +117,7 @@ run_one() {
 
     # The latency target: 64 B both ways on both sides.
     IFS=, read -r _ _ size n p50 _ _ < <(grep '^csv,pingpong,' "$tmp/ember.out")
-    pf=$(perftest ucp_am_lat "$size" "$n" "$((warmup < n ? warmup : n))") || exit 2
+    pf=$(perftest "$tmp" ucp_am_lat "$size" "$n" "$((warmup < n ? warmup : n))") || exit 2
     pf_lat=$(cut -d, -f2 <<<"$pf")
     pf_rtt=$(awk -v l="$pf_lat" 'BEGIN { printf "%.3f", 2 * l }')
     lat_ratio=$(awk -v a="$p50" -v b="$pf_rtt" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
