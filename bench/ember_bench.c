@@ -6,6 +6,8 @@
  */
 #include "bench/ember_bench.h"
 
+#include "common/topology.h"
+
 #include <ember/config.h>
 #include <ember/log.h>
 
@@ -76,9 +78,27 @@ ember_status_t bench_join(ember_tp_t **tp_p)
 
     ember_tp_params_init(&params);
     status = ember_tp_create(&params, tp_p);
-    if (status != EMBER_OK)
+    if (status != EMBER_OK) {
         fprintf(stderr, "ember-bench: cannot join the job: %s (run it under "
                 "ember-run)\n", ember_status_string(status));
+        return status;
+    }
+    /* EMBER_BIND as for ember-train; the binding line becomes a '#' comment
+     * so the nccl-tests style outputs stay parseable. */
+    char *line = NULL;
+    size_t length = 0;
+    FILE *stream = open_memstream(&line, &length);
+    if (!stream)
+        return EMBER_OK;
+    status = ember_topo_bind_self(ember_tp_rank(*tp_p), ember_tp_world_size(*tp_p), stream);
+    fclose(stream);
+    if (line && length)
+        fprintf(stderr, "# %s", line);
+    free(line);
+    if (status != EMBER_OK) {
+        ember_tp_destroy(*tp_p);
+        *tp_p = NULL;
+    }
     return status;
 }
 

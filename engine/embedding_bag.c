@@ -1,5 +1,6 @@
 /* ember engine: EmbeddingBag forward/backward/validation on the CPU. */
 #include "engine/embedding_bag.h"
+#include "engine/prefetch.h"
 
 #include <ember/log.h>
 
@@ -188,6 +189,20 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
 
     const int64_t pad = opts->padding_idx;
     const float *w = batch->weights;
+    const size_t row_bytes = dim * sizeof(float);
+
+    /* Rows EMBER_PREFETCH_AHEAD positions ahead are requested while this one
+     * is pooled (indices run on across bags). */
+#define BAG_PREFETCH(i)                                                         \
+    do {                                                                        \
+        size_t ahead_ = (i) + EMBER_PREFETCH_AHEAD;                             \
+        if (ahead_ < batch->n && batch->indices[ahead_] != pad)                 \
+            ember_prefetch_span(table + (size_t)batch->indices[ahead_] * dim,   \
+                                row_bytes, 0);                                  \
+    } while (0)
+    for (size_t i = 0; i < EMBER_PREFETCH_AHEAD && i < batch->n; i++)
+        if (batch->indices[i] != pad)
+            ember_prefetch_span(table + (size_t)batch->indices[i] * dim, row_bytes, 0);
 
     for (size_t b = 0; b < batch->bags; b++) {
         float *restrict out = out_p + b * dim;
@@ -200,6 +215,7 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
         case EMBER_POOL_MEAN:
             for (size_t i = begin; i < end; i++) {
                 int64_t idx = batch->indices[i];
+                BAG_PREFETCH(i);
                 if (idx == pad)
                     continue;
                 const float *row = table + (size_t)idx * dim;
@@ -222,6 +238,7 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
                 am[d] = -1;
             for (size_t i = begin; i < end; i++) {
                 int64_t idx = batch->indices[i];
+                BAG_PREFETCH(i);
                 if (idx == pad)
                     continue;
                 const float *restrict row = table + (size_t)idx * dim;
@@ -243,6 +260,7 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
         }
         }
     }
+#undef BAG_PREFETCH
     return EMBER_OK;
 }
 

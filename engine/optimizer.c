@@ -1,5 +1,6 @@
 /* ember engine: SGD / Adagrad / row-wise Adagrad / Adam, dense and lazy. */
 #include "engine/optimizer.h"
+#include "engine/prefetch.h"
 
 #include <ember/log.h>
 
@@ -333,10 +334,20 @@ ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
     opt->step++;
     const ember_opt_config_t *c = &opt->cfg;
     const float clr = c->kind == EMBER_OPT_ADAGRAD ? adagrad_clr(opt) : 0.0f;
+    const size_t row_bytes = dim * sizeof(float);
     for (size_t u = 0; u < nrows; u++) {
         size_t r = (size_t)rows[u], off = r * dim;
         float *w = table + off;
         const float *g = grad + u * dim;
+
+        if (u + EMBER_PREFETCH_AHEAD < nrows) { /* random rows: see prefetch.h */
+            size_t ahead = (size_t)rows[u + EMBER_PREFETCH_AHEAD] * dim;
+            ember_prefetch_span(table + ahead, row_bytes, 1);
+            if (opt->buf0 && c->kind != EMBER_OPT_ROWWISE_ADAGRAD)
+                ember_prefetch_span(opt->buf0 + ahead, row_bytes, 1);
+            if (opt->buf1)
+                ember_prefetch_span(opt->buf1 + ahead, row_bytes, 1);
+        }
 
         switch (c->kind) {
         case EMBER_OPT_SGD: {
