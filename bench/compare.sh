@@ -41,6 +41,7 @@ if [[ -z $out ]]; then
     trap 'rm -rf "$out"' EXIT
 fi
 mkdir -p "$out"
+rm -f "$out"/ar-gloo-*.out # reused within this run only
 export UCX_NET_DEVICES=lo EMBER_LOG_LEVEL=warn
 
 for tool in "$bench" "$launcher" "$mpi_peer"; do
@@ -67,12 +68,16 @@ free_port() {
 # shellcheck source=perftest.sh
 source "$(dirname "$0")/perftest.sh"
 trap '[[ -n $server_pid ]] && kill $server_pid 2>/dev/null; true' ERR
+mpi_bind=
 
 echo "# bench/compare.sh: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'), $(uname -sr)"
 echo "# $(ucx_info -v | head -n 1 | sed 's/^# //'); $(mpirun --version | head -n 1);" \
     "torch $("$python" -c 'import torch; print(torch.__version__)')"
 
 # ---- lookup ---------------------------------------------------------------
+bench_bind 2 # 1 client + 1 PS, and ucx_perftest's client and server
+echo "# binding: EMBER_BIND and mpirun --bind-to as Open MPI's default for the rank" \
+    "count (core when there is a core per rank), ucx_perftest pinned as ember's ranks"
 for tls_name in $tls_list; do
     tls=$(ucx_tls "$tls_name")
     export UCX_TLS=$tls
@@ -126,14 +131,16 @@ busbw() {
 for tls_name in $tls_list; do
     for n in $ranks_list; do
         tls=$(ucx_tls "$tls_name")
+        bench_bind "$n"
         echo
-        echo "=== allreduce, $n ranks: ember UCX_TLS=$tls, Open MPI btl $(mpi_btl "$tls_name"), gloo (TCP) ==="
+        echo "=== allreduce, $n ranks: ember UCX_TLS=$tls, Open MPI btl $(mpi_btl "$tls_name"), gloo (TCP);" \
+            "binding $EMBER_BIND ==="
         flags=(-b 8 -e "$ar_max" -f 4 -n "$ar_iters" -w 5 -c 1)
-        echo "\$ UCX_TLS=$tls ember-run -n $n ember-bench allreduce ${flags[*]}"
+        echo "\$ UCX_TLS=$tls EMBER_BIND=$EMBER_BIND ember-run -n $n ember-bench allreduce ${flags[*]}"
         UCX_TLS=$tls "$launcher" -n "$n" --no-prefix "$bench" allreduce "${flags[@]}" \
             >"$out/ar-ember-$tls_name-$n.out" 2>&1 || { cat "$out/ar-ember-$tls_name-$n.out" >&2; exit 2; }
-        echo "\$ mpirun -n $n --mca pml ob1 --mca btl $(mpi_btl "$tls_name") ... mpi_allreduce ${flags[*]}"
-        mpirun --allow-run-as-root --oversubscribe -n "$n" --mca pml ob1 \
+        echo "\$ mpirun -n $n --bind-to $mpi_bind --mca pml ob1 --mca btl $(mpi_btl "$tls_name") ... mpi_allreduce ${flags[*]}"
+        mpirun --allow-run-as-root --oversubscribe -n "$n" --bind-to "$mpi_bind" --mca pml ob1 \
             --mca btl "$(mpi_btl "$tls_name")" --mca btl_tcp_if_include lo \
             --mca oob_tcp_if_include lo "$mpi_peer" "${flags[@]}" \
             >"$out/ar-mpi-$tls_name-$n.out" 2>&1 || { cat "$out/ar-mpi-$tls_name-$n.out" >&2; exit 2; }

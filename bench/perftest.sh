@@ -6,17 +6,27 @@
 # client's final CSV line (iterations,typical_lat,avg_lat,overall_lat,avg_bw,
 # overall_bw,avg_mr,overall_mr).  Logs go to DIR.  The caller keeps
 # $server_pid to kill on exit and defines free_port.
+#
+# Binding: with EMBER_BIND=core (what bench_bind exports when the machine has
+# a core per rank) the client runs on CPU 0 and the server on CPU 1, where
+# ember-bench's rank 0 (client) and rank 1 (server/PS) are bound: both tools
+# are measured pinned the same way.
 server_pid=
 perftest() {
     local dir=$1 test=$2 size=$3 n=$4 w=$5 outstanding=${6:-} port line extra=()
+    local pin_client=() pin_server=()
     [[ -n $outstanding ]] && extra=(-O "$outstanding")
+    if [[ ${EMBER_BIND:-} == core ]]; then
+        pin_client=(taskset -c 0)
+        pin_server=(taskset -c 1)
+    fi
     for _ in 1 2 3; do
         port=$(free_port)
-        timeout 120 ucx_perftest -p "$port" </dev/null >"$dir/pf-server.log" 2>&1 &
+        timeout 120 "${pin_server[@]}" ucx_perftest -p "$port" </dev/null >"$dir/pf-server.log" 2>&1 &
         server_pid=$!
         # The client connects once; give the server a moment to listen.
         sleep 0.2
-        if line=$(timeout 120 ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" \
+        if line=$(timeout 120 "${pin_client[@]}" ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" \
             -n "$n" -w "$w" "${extra[@]}" -f -v </dev/null 2>"$dir/pf-client.err" |
             tail -n 1) && [[ $line =~ ^\ *[0-9] ]]; then
             wait "$server_pid" || true
@@ -31,4 +41,19 @@ perftest() {
     echo "$0: ucx_perftest -t $test -s $size failed:" >&2
     cat "$dir/pf-client.err" "$dir/pf-server.log" >&2
     return 1
+}
+
+# bench_bind RANKS: the binding both ember and its peers get for a run of
+# RANKS processes on this machine, as Open MPI chooses by default: one core
+# each when there are enough cores (EMBER_BIND=core, mpirun --bind-to core),
+# else unbound within the NUMA node (EMBER_BIND=numa, mpirun --bind-to none).
+# Sets EMBER_BIND (exported) and mpi_bind.
+bench_bind() {
+    if (($1 <= $(nproc))); then
+        export EMBER_BIND=core
+        mpi_bind=core
+    else
+        export EMBER_BIND=numa
+        mpi_bind=none
+    fi
 }

@@ -57,6 +57,7 @@ free_port() {
 # perftest DIR TEST SIZE ITERS WARMUP [OUTSTANDING]
 # shellcheck source=perftest.sh
 source "$(dirname "$0")/perftest.sh"
+bench_bind 2 # client and server pinned alike for both tools (perftest.sh)
 
 misses=0
 

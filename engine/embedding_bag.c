@@ -209,6 +209,13 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
         size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
         size_t count = 0;
 
+        if (end - begin == 1 && opts->mode != EMBER_POOL_MAX && !w &&
+            batch->indices[begin] != pad) {
+            /* A one-index bag is its row: a copy, not zero-then-add. */
+            BAG_PREFETCH(begin);
+            memcpy(out, table + (size_t)batch->indices[begin] * dim, row_bytes);
+            continue;
+        }
         memset(out, 0, dim * sizeof(*out));
         switch (opts->mode) {
         case EMBER_POOL_SUM:

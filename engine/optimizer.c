@@ -1,11 +1,13 @@
 /* ember engine: SGD / Adagrad / row-wise Adagrad / Adam, dense and lazy. */
 #include "engine/optimizer.h"
+#include "engine/hugepage.h"
 #include "engine/prefetch.h"
 
 #include <ember/log.h>
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,7 +102,9 @@ static ember_status_t opt_check_config(const ember_opt_config_t *c)
 /* calloc that also counts what it hands out, so state_bytes is exact. */
 static void *opt_alloc(ember_opt_t *opt, size_t count, size_t size)
 {
-    void *p = calloc(count, size);
+    if (size && count > SIZE_MAX / size)
+        return NULL;
+    void *p = ember_huge_alloc(count * size, 1); /* random rows: see hugepage.h */
     if (p)
         opt->state_bytes += count * size;
     return p;
