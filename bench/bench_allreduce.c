@@ -147,9 +147,8 @@ static ember_status_t ar_pass(ember_allreduce_t *ar, const ar_opts_t *opts,
     for (size_t it = 0; it < opts->warmup + opts->iters; it++) {
         if (it == opts->warmup)
             start = bench_now();
-        if (!in_place)
-            memcpy(recv, send, count * sizeof(float));
-        ember_status_t status = ember_allreduce(ar, data, count, opts->average);
+        /* Out of place as nccl-tests: send -> recv, the input untouched. */
+        ember_status_t status = ember_allreduce_into(ar, send, data, count, opts->average);
         if (status != EMBER_OK) {
             fprintf(stderr, "ember-bench allreduce: %zu floats: %s: %s\n", count,
                     ember_status_string(status), ember_allreduce_error(ar));
@@ -169,11 +168,16 @@ static ember_status_t ar_check(ember_allreduce_t *ar, const ar_opts_t *opts,
     for (size_t i = 0; i < count; i++)
         send[i] = ar_pattern(i, rank);
     if (!in_place)
-        memcpy(recv, send, count * sizeof(float));
-    ember_status_t status = ember_allreduce(ar, data, count, opts->average);
+        memset(recv, 0xff, count * sizeof(float)); /* NaN: nothing left over */
+    ember_status_t status = ember_allreduce_into(ar, send, data, count, opts->average);
     if (status != EMBER_OK)
         return status;
     *wrong_p = ar_count_wrong(data, count, n, opts->average);
+    if (!in_place) {
+        /* The input must come back untouched. */
+        for (size_t i = 0; i < count; i++)
+            *wrong_p += send[i] != ar_pattern(i, rank);
+    }
     return EMBER_OK;
 }
 

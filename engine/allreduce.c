@@ -13,6 +13,8 @@
  * Ring, member index r of n, chunk c = [c*q + min(c, rem), +q + (c < rem)):
  *   reduce-scatter step k (0..n-2):  send chunk r-k,   receive r-k-1 (add)
  *   all-gather step j (k = n-1+j):   send chunk r+1-j, receive r-j (copy)
+ * Out of place, step 0 sends from the input and each reduce-scatter receive
+ * writes input + payload into the result, so the input is never copied.
  * The chunk received at step k is the one sent at step k+1, so every segment
  * is forwarded as soon as it is consumed (segment-level pipelining).  Member
  * r owns chunk r+1 after reduce-scatter; it alone averages it, and the
@@ -60,7 +62,8 @@ struct ember_allreduce_req {
     ember_allreduce_t *ar;
     struct ember_allreduce_req *prev, *next; /* ar->live, or the free list */
     uint64_t seq;
-    float *data;
+    const float *input; /* == data in place */
+    float *data;      /* the result */
     size_t count;
     int average;
     ar_kind_t kind;
@@ -364,8 +367,11 @@ static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int st
                                          .count = r->count,
                                          .offset = offset,
                                          .nfloats = nfloats};
+    /* Step 0 sends our input; every later step sends what we reduced or
+     * received into the result. */
+    const float *from = step == 0 ? r->input : r->data;
     ember_iov_t iov[2] = {{&send->hdr, sizeof(send->hdr)},
-                          {r->data + base + offset, nfloats * sizeof(float)}};
+                          {from + base + offset, nfloats * sizeof(float)}};
     status = ember_rpc_call_async(ar->tp, ar->ranks[ar->right], ar->op_base + OP_DATA,
                                   iov, nfloats ? 2 : 1, ar->ack_sink,
                                   sizeof(ar->ack_sink), 0, &send->future);
@@ -381,21 +387,30 @@ static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int st
 
 /* ---- receiving ------------------------------------------------------------ */
 
-static void add_floats(float *restrict dst, const unsigned char *restrict src, size_t n)
+/* dst = mine + payload; @mine is @dst in place, our input out of place (so
+ * the input is never copied first: every chunk reduced here is touched
+ * exactly once by the reduce-scatter). */
+static void add_floats(float *dst, const float *mine, const unsigned char *restrict src,
+                       size_t n)
 {
     /* The payload sits in a transport buffer; it is float-aligned in
      * practice (pool buffers, a header of whole floats), and then a plain
      * loop the compiler vectorizes does the work. */
     if ((uintptr_t)src % sizeof(float) == 0) {
         const float *restrict s = (const float *)(const void *)src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] += s[i];
+        if (mine == dst) {
+            for (size_t i = 0; i < n; i++)
+                dst[i] += s[i];
+        } else {
+            for (size_t i = 0; i < n; i++)
+                dst[i] = mine[i] + s[i];
+        }
         return;
     }
     for (size_t i = 0; i < n; i++) {
         float v;
         memcpy(&v, src + i * sizeof(float), sizeof(v));
-        dst[i] += v;
+        dst[i] = mine[i] + v;
     }
 }
 
@@ -492,7 +507,7 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
      */
     float *dst = r->data + base + hdr->offset;
     if (step < ar->n - 1) {
-        add_floats(dst, payload, want);
+        add_floats(dst, r->input + base + hdr->offset, payload, want);
         if (step == ar->n - 2 && r->average) {
             const float scale = (float)ar->n;
             for (size_t i = 0; i < want; i++)
@@ -1036,14 +1051,23 @@ static void take_early(ember_allreduce_t *ar, ember_allreduce_req_t *r)
     }
 }
 
-ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count,
-                                     int average, ember_allreduce_req_t **req_p)
+ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *send,
+                                          float *recv, size_t count, int average,
+                                          ember_allreduce_req_t **req_p)
 {
     ember_allreduce_req_t *r;
     ember_status_t status;
+    float *data = recv;
 
-    if (!ar || !req_p || (count && !data) || count > SIZE_MAX / sizeof(float) / 2) {
+    if (!ar || !req_p || (count && (!send || !recv)) ||
+        count > SIZE_MAX / sizeof(float) / 2) {
         ember_error("allreduce", "start: invalid parameters (%zu floats)", count);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (send != recv && count && (uintptr_t)send < (uintptr_t)(recv + count) &&
+        (uintptr_t)recv < (uintptr_t)(send + count)) {
+        ember_error("allreduce", "start: the send and receive buffers of %zu floats "
+                    "overlap without being the same", count);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (ar->error != EMBER_OK)
@@ -1059,6 +1083,7 @@ ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t 
     r = req_get(ar);
     if (!r)
         return EMBER_ERR_NO_MEMORY;
+    r->input = send;
     r->data = data;
     r->count = count;
     r->average = average;
@@ -1066,6 +1091,8 @@ ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t 
 
     if (ar->n == 1 || count == 0) {
         /* Nothing travels; every member skips this sequence number alike. */
+        if (send != recv && count)
+            memcpy(recv, send, count * sizeof(float));
         r->seq = ar->next_seq++;
         r->status = EMBER_OK;
         *req_p = r;
@@ -1101,14 +1128,14 @@ ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t 
     *req_p = r;
 
     if (r->kind == AR_KIND_SMALL) {
-        ar_send_t *send = &r->sends[0];
-        memcpy(r->small_buf, data, count * sizeof(float));
-        send->hdr = (ember_allreduce_wire_t){.magic = EMBER_ALLREDUCE_MAGIC,
-                                             .kind = EMBER_ALLREDUCE_KIND_SMALL,
-                                             .seq = r->seq,
-                                             .count = count,
-                                             .nfloats = count};
-        ember_iov_t iov[2] = {{&send->hdr, sizeof(send->hdr)},
+        ar_send_t *first = &r->sends[0]; /* its header serves every send */
+        memcpy(r->small_buf, send, count * sizeof(float));
+        first->hdr = (ember_allreduce_wire_t){.magic = EMBER_ALLREDUCE_MAGIC,
+                                              .kind = EMBER_ALLREDUCE_KIND_SMALL,
+                                              .seq = r->seq,
+                                              .count = count,
+                                              .nfloats = count};
+        ember_iov_t iov[2] = {{&first->hdr, sizeof(first->hdr)},
                               {r->small_buf, count * sizeof(float)}};
         r->send_expected = (size_t)ar->n - 1;
         for (int m = 0; m < ar->n && ar->error == EMBER_OK; m++) {
@@ -1173,11 +1200,23 @@ ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req)
     return status;
 }
 
+ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count,
+                                     int average, ember_allreduce_req_t **req_p)
+{
+    return ember_allreduce_start_into(ar, data, data, count, average, req_p);
+}
+
 ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count,
                                int average)
 {
+    return ember_allreduce_into(ar, data, data, count, average);
+}
+
+ember_status_t ember_allreduce_into(ember_allreduce_t *ar, const float *send,
+                                    float *recv, size_t count, int average)
+{
     ember_allreduce_req_t *req;
-    EMBER_CHECK(ember_allreduce_start(ar, data, count, average, &req));
+    EMBER_CHECK(ember_allreduce_start_into(ar, send, recv, count, average, &req));
     return ember_allreduce_wait(req);
 }
 

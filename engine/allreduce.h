@@ -103,6 +103,17 @@ ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t 
                                      int average, ember_allreduce_req_t **req_p);
 
 /**
+ * Out of place: the sum (or average) of every member's @send lands in @recv;
+ * @send is only read (borrowed until the request completes) and is never
+ * copied to @recv first: the reduce-scatter adds it as it goes.  @send ==
+ * @recv is the in-place reduction; otherwise the two must not overlap
+ * (ERR_INVALID_PARAM).  As ember_allreduce_start otherwise.
+ */
+ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *send,
+                                          float *recv, size_t count, int average,
+                                          ember_allreduce_req_t **req_p);
+
+/**
  * Progress once without blocking; INPROGRESS while running, then the final
  * status (the request stays valid until ember_allreduce_wait).
  */
@@ -119,6 +130,9 @@ ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req);
 /** Blocking start + wait. */
 ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count,
                                int average);
+/** Blocking start_into + wait. */
+ember_status_t ember_allreduce_into(ember_allreduce_t *ar, const float *send,
+                                    float *recv, size_t count, int average);
 
 /**
  * Text of the error that broke the communicator (names the peer), or "" while

@@ -133,7 +133,10 @@ static void same_bits(ember_tp_t *tp, const char *key, const int *members, int n
 static const size_t counts[] = {0, 1, 7, 136, 1000, 4097, 100003, (1u << 20) + 3};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 
-/* Sum and average of every count; bit-identical across ranks. */
+/*
+ * Sum and average of every count, in place and out of place (input left
+ * untouched, the same bits as in place); bit-identical across ranks.
+ */
 static int case_sums(int rank, int world, void *arg)
 {
     ember_tp_t *tp = join();
@@ -141,8 +144,13 @@ static int case_sums(int rank, int world, void *arg)
     int members[64];
     uint64_t sums[NCOUNTS][2];
     float *data = malloc(((1u << 20) + 3) * sizeof(float));
+    float *send = malloc(((1u << 20) + 3) * sizeof(float));
     (void)arg;
-    MP_CHECK(data, "out of memory");
+    MP_CHECK(data && send, "out of memory");
+    /* Overlapping but different buffers: refused before anything travels
+     * (every rank does it, so no sequence number is skipped anywhere). */
+    MP_CHECK(ember_allreduce_into(ar, data, data + 1, 1000, 0) == EMBER_ERR_INVALID_PARAM,
+             "overlapping send and receive buffers were accepted");
     for (int i = 0; i < world; i++)
         members[i] = i;
     for (size_t k = 0; k < NCOUNTS; k++) {
@@ -157,6 +165,18 @@ static int case_sums(int rank, int world, void *arg)
                      average ? "average" : "sum", counts[k], world);
             verify(data, counts[k], members, world, average, tag, what);
             sums[k][average] = checksum(data, counts[k]);
+
+            fill(send, counts[k], rank, tag);
+            memset(data, 0xff, counts[k] * sizeof(float)); /* NaN */
+            status = ember_allreduce_into(ar, send, data, counts[k], average);
+            MP_CHECK(status == EMBER_OK, "out-of-place allreduce of %zu: %s", counts[k],
+                     ember_status_string(status));
+            MP_CHECK(checksum(data, counts[k]) == sums[k][average],
+                     "out of place, %s of %zu floats: not the bits of in place",
+                     average ? "average" : "sum", counts[k]);
+            for (size_t i = 0; i < counts[k]; i++)
+                MP_CHECK(send[i] == input(rank, tag, i), "out of place, %zu floats: "
+                         "input element %zu was changed", counts[k], i);
             snprintf(what, sizeof(what), "sums/%zu/%d", k, average);
             publish(tp, what, rank, sums[k][average]);
         }
@@ -172,6 +192,7 @@ static int case_sums(int rank, int world, void *arg)
     ember_allreduce_destroy(ar);
     ember_tp_destroy(tp);
     free(data);
+    free(send);
     return 0;
 }
 
