@@ -212,11 +212,13 @@ static void on_stop(ember_rpc_req_t *req, void *arg)
 
 /* Large request payloads land in one preallocated sink, as ucx_perftest
  * receives into one buffer: the contents are discarded anyway. */
-static void *sink_alloc(void *arg, int peer, size_t length)
+static void *sink_alloc(void *arg, int peer, const void *head, size_t head_length,
+                        size_t length)
 {
     rpc_server_t *server = arg;
     (void)peer;
-    return length <= server->sink_size ? server->sink : NULL;
+    (void)head;
+    return length - head_length <= server->sink_size ? server->sink : NULL;
 }
 
 static void sink_release(void *arg, void *buffer)

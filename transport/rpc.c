@@ -490,18 +490,28 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         /* The handler's own buffer if it has one for this, else the pool
          * (a recycled buffer has its pages already). */
         if (handler->alloc)
-            req->user_data = handler->alloc(handler->alloc_arg, peer, total);
-        if (!req->user_data)
+            req->user_data = handler->alloc(handler->alloc_arg, peer, inline_part,
+                                            inline_length, total);
+        uint8_t *dest;
+        if (req->user_data) {
+            /* Placed: the head stays here, the rest lands in their buffer. */
+            memcpy(req->head, inline_part, inline_length);
+            req->head_length = inline_length;
+            req->data = dest = req->user_data;
+            req->length = length;
+        } else {
             req->owned_data = tp_pool_get(&tp->pool, total ? total : 1);
-        if (!req->user_data && !req->owned_data) {
-            tp_pool_put(&tp->pool, req);
-            return UCS_OK;
+            if (!req->owned_data) {
+                tp_pool_put(&tp->pool, req);
+                return UCS_OK;
+            }
+            req->data = req->owned_data;
+            memcpy(req->data, inline_part, inline_length);
+            dest = (uint8_t *)req->data + inline_length;
         }
-        req->data = req->user_data ? req->user_data : req->owned_data;
-        memcpy(req->data, inline_part, inline_length);
         req->recv_inflight = 1;
-        ember_status_t status = rndv_receive(tp, data, (uint8_t *)req->data + inline_length,
-                                             length, request_recv_cb, req);
+        ember_status_t status = rndv_receive(tp, data, dest, length, request_recv_cb,
+                                             req);
         if (status != EMBER_INPROGRESS) {
             req->recv_inflight = 0;
             req->recv_status = status;
@@ -647,6 +657,13 @@ const void *ember_rpc_req_data(const ember_rpc_req_t *req, size_t *length_p)
     if (length_p)
         *length_p = req->length;
     return req->data;
+}
+
+const void *ember_rpc_req_head(const ember_rpc_req_t *req, size_t *length_p)
+{
+    if (length_p)
+        *length_p = req->user_data ? req->head_length : 0;
+    return req->user_data ? req->head : NULL;
 }
 
 int ember_rpc_req_peer(const ember_rpc_req_t *req) { return req->peer; }

@@ -32,7 +32,7 @@ enum {
  * iovs).  tp_header_t.flags >> TP_INLINE_SHIFT is its length; `length` is
  * still the whole payload.
  */
-#define TP_INLINE_MAX   128
+#define TP_INLINE_MAX   EMBER_RPC_INLINE_MAX
 #define TP_INLINE_SHIFT 16
 /* A one-way request: the receiver's handler runs, nothing is sent back. */
 #define TP_FLAG_ONEWAY  1u
@@ -146,6 +146,8 @@ struct ember_rpc_req {
     void *ucx_data;   /* eager data UCX lets us keep (release on reply) */
     void *owned_data; /* rendezvous or copied payload (pool) */
     void *user_data;  /* rendezvous payload in the handler's own buffer */
+    size_t head_length; /* placed (user_data): the head that came inline */
+    uint8_t head[TP_INLINE_MAX];
     int recv_inflight;
     ember_status_t recv_status;
     int oneway; /* no reply travels back */

@@ -109,21 +109,32 @@ ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op,
                                   ember_rpc_handler_cb handler, void *arg);
 
 /**
- * Where a large (rendezvous) request payload of @length bytes from @peer
- * should land: return a buffer of at least @length bytes that stays valid
- * until @release is called for it (after the reply), or NULL to let the
- * transport pick one.  Lets a handler receive straight into its final buffer.
+ * Where a large (rendezvous) request from @peer should land, so a handler
+ * can receive straight into its final buffer.  The message is @length bytes;
+ * its first @head_length bytes (@head: a first iov part of at most
+ * EMBER_RPC_INLINE_MAX bytes rides with the message header, else 0) are
+ * already here.  Return a buffer for the @length - @head_length bytes after
+ * the head that stays valid until @release is called for it (after the
+ * reply), or NULL to let the transport pick one.  For a request placed this
+ * way ember_rpc_req_data() is that buffer and ember_rpc_req_head() the head;
+ * otherwise ember_rpc_req_data() is the whole message, contiguous.
  */
-typedef void *(*ember_rpc_alloc_cb)(void *arg, int peer, size_t length);
+typedef void *(*ember_rpc_alloc_cb)(void *arg, int peer, const void *head,
+                                    size_t head_length, size_t length);
 typedef void (*ember_rpc_release_cb)(void *arg, void *buffer);
+
+/** Largest first iov part that travels with the message header. */
+#define EMBER_RPC_INLINE_MAX 128
 
 /** Set @op's payload placement (the op's handler must be registered). */
 ember_status_t ember_rpc_register_alloc(ember_tp_t *tp, uint16_t op,
                                         ember_rpc_alloc_cb alloc,
                                         ember_rpc_release_cb release, void *arg);
 
-/** The request's payload (borrowed until the reply). */
+/** The request's payload (borrowed until the reply; see ember_rpc_alloc_cb). */
 const void *ember_rpc_req_data(const ember_rpc_req_t *req, size_t *length_p);
+/** The head of a request its op's ember_rpc_alloc_cb placed, else NULL (0). */
+const void *ember_rpc_req_head(const ember_rpc_req_t *req, size_t *length_p);
 int ember_rpc_req_peer(const ember_rpc_req_t *req);
 uint16_t ember_rpc_req_op(const ember_rpc_req_t *req);
 

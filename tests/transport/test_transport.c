@@ -27,7 +27,17 @@ enum {
     OP_CHECK_PUT,
     OP_FIRST,
     OP_SECOND,
+    OP_PLACE,
 };
+
+/* OP_PLACE: a head naming a slot of the server's place buffer, then bytes. */
+typedef struct {
+    uint64_t slot; /* PLACE_SLOTS: "let the transport choose" */
+    uint64_t bytes;
+} place_head_t;
+
+#define PLACE_SLOTS 4
+#define PLACE_SLOT_BYTES ((2u << 20) + 64)
 
 typedef struct {
     ember_tp_t *tp;
@@ -41,6 +51,9 @@ typedef struct {
     uint8_t *region;
     size_t region_size;
     ember_mem_t *mem;
+    /* placement */
+    uint8_t *place;
+    uint64_t placed, released;
 } server_t;
 
 static uint64_t checksum(const void *data, size_t length)
@@ -204,6 +217,59 @@ static void on_second(ember_rpc_req_t *req, void *arg)
     server->first = NULL;
 }
 
+/* Land OP_PLACE payloads in the slot their head names (checked here). */
+static void *place_alloc(void *arg, int peer, const void *head, size_t head_length,
+                         size_t length)
+{
+    server_t *server = arg;
+    place_head_t h;
+    (void)peer;
+    MP_CHECK(head_length == sizeof(h), "placement: head of %zu bytes", head_length);
+    memcpy(&h, head, sizeof(h));
+    MP_CHECK(length == sizeof(h) + h.bytes, "placement: %zu bytes, head says %lu + %zu",
+             length, (unsigned long)h.bytes, sizeof(h));
+    if (h.slot >= PLACE_SLOTS || h.bytes > PLACE_SLOT_BYTES)
+        return NULL;
+    server->placed++;
+    return server->place + h.slot * PLACE_SLOT_BYTES;
+}
+
+static void place_release(void *arg, void *buffer)
+{
+    server_t *server = arg;
+    MP_CHECK((uint8_t *)buffer >= server->place &&
+                 (uint8_t *)buffer < server->place + PLACE_SLOTS * PLACE_SLOT_BYTES,
+             "placement: released a buffer that is not ours");
+    server->released++;
+}
+
+/* Answers {placed, checksum of the bytes after the head}. */
+static void on_place(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    size_t length, head_length;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+    const void *head = ember_rpc_req_head(req, &head_length);
+    place_head_t h;
+    uint64_t answer[2];
+
+    if (head) {
+        memcpy(&h, head, sizeof(h));
+        MP_CHECK(data == server->place + h.slot * PLACE_SLOT_BYTES && length == h.bytes,
+                 "placed request: data at the wrong place or of %zu bytes", length);
+        answer[0] = 1;
+        answer[1] = checksum(data, length);
+    } else {
+        MP_CHECK(length >= sizeof(h), "unplaced request of %zu bytes", length);
+        memcpy(&h, data, sizeof(h));
+        MP_CHECK(length == sizeof(h) + h.bytes, "unplaced request: %zu bytes", length);
+        answer[0] = 0;
+        answer[1] = checksum(data + sizeof(h), h.bytes);
+    }
+    ember_iov_t iov = {.buffer = answer, .length = sizeof(answer)};
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
 static int serve(ember_tp_t *tp, server_t *server)
 {
     server->tp = tp;
@@ -218,6 +284,9 @@ static int serve(ember_tp_t *tp, server_t *server)
     ember_rpc_register(tp, OP_CHECK_PUT, on_check_put, server);
     ember_rpc_register(tp, OP_FIRST, on_first, server);
     ember_rpc_register(tp, OP_SECOND, on_second, server);
+    ember_rpc_register(tp, OP_PLACE, on_place, server);
+    MP_CHECK(ember_rpc_register_alloc(tp, OP_PLACE, place_alloc, place_release, server) ==
+                 EMBER_OK, "register_alloc");
     ember_tp_barrier(tp, "serving");
     double deadline = tp_time_now() + 120;
     while (!server->stop && tp_time_now() < deadline)
@@ -338,6 +407,59 @@ static int case_sizes(int rank, int world, void *arg)
             free(out);
             free(in);
         }
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+/*
+ * Handler placement (ember_rpc_register_alloc): large payloads land in the
+ * buffer the head chose, the head apart; a NULL choice and small (eager)
+ * messages arrive whole; every placed buffer is released once.
+ */
+static int case_placed(int rank, int world, void *arg)
+{
+    static const size_t sizes[] = {0, 100, 65536, (1 << 20) + 7, 2u << 20};
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1) {
+        server.place = malloc(PLACE_SLOTS * PLACE_SLOT_BYTES);
+        MP_CHECK(server.place, "out of memory");
+        serve(tp, &server);
+        MP_CHECK(server.placed >= 6 && server.released == server.placed,
+                 "%lu placed, %lu released", (unsigned long)server.placed,
+                 (unsigned long)server.released);
+        free(server.place);
+    } else {
+        ember_tp_barrier(tp, "serving");
+        uint8_t *payload = malloc(2u << 20);
+        MP_CHECK(payload, "out of memory");
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            for (uint64_t slot = 0; slot <= PLACE_SLOTS; slot++) {
+                place_head_t h = {.slot = slot, .bytes = sizes[k]};
+                uint64_t answer[2] = {0, 0};
+                size_t got = 0;
+                fill(payload, sizes[k], k * 10 + slot);
+                ember_iov_t iov[2] = {{&h, sizeof(h)}, {payload, sizes[k]}};
+                ember_status_t status = ember_rpc_call(tp, 1, OP_PLACE, iov, 2, answer,
+                                                       sizeof(answer), &got);
+                MP_CHECK(status == EMBER_OK && got == sizeof(answer), "place %zu bytes "
+                         "in slot %lu: %s", sizes[k], (unsigned long)slot,
+                         ember_status_string(status));
+                MP_CHECK(answer[1] == checksum(payload, sizes[k]), "place %zu bytes in "
+                         "slot %lu: the server saw other bytes", sizes[k],
+                         (unsigned long)slot);
+                /* Large messages go by rendezvous: placed unless refused. */
+                if (sizes[k] >= (1u << 20))
+                    MP_CHECK(answer[0] == (slot < PLACE_SLOTS), "%zu bytes, slot %lu: "
+                             "placed %lu", sizes[k], (unsigned long)slot,
+                             (unsigned long)answer[0]);
+            }
+        }
+        free(payload);
         stop_server(tp, 1);
     }
     ember_tp_destroy(tp);
@@ -637,7 +759,7 @@ static const mp_case_t cases[] = {
     {"sizes", case_sizes, 2, 0},         {"deferred", case_deferred, 2, 0},
     {"rma", case_rma, 2, 0},             {"kill", case_kill, 3, 1u << 1},
     {"sigstop", case_sigstop, 2, 1u << 1}, {"auth", case_auth, 2, 0},
-    {"malformed", case_malformed, 2, 0},
+    {"malformed", case_malformed, 2, 0}, {"placed", case_placed, 2, 0},
 };
 
 int main(int argc, char **argv)
