@@ -785,6 +785,35 @@ static ember_status_t lk_point_run(lk_point_t *pt)
     return EMBER_OK;
 }
 
+/* Every PS's counters (client 0, between points: nobody sends then). */
+static ember_status_t lk_ps_stats(ember_tp_t *tp, int clients, int P,
+                                  ember_msg_ps_stats_t *stats)
+{
+    for (int p = 0; p < P; p++) {
+        size_t got = 0;
+        EMBER_CHECK(ember_rpc_call(tp, clients + p, EMBER_OP_PS_STATS, NULL, 0, &stats[p],
+                                   sizeof(stats[p]), &got));
+        if (got != sizeof(stats[p]))
+            return EMBER_ERR_BAD_MESSAGE;
+    }
+    return EMBER_OK;
+}
+
+/* The busiest PS's service time per lookup over a point, in microseconds. */
+static double lk_ps_us(const ember_msg_ps_stats_t *before,
+                       const ember_msg_ps_stats_t *after, int P)
+{
+    double worst = 0.0;
+    for (int p = 0; p < P; p++) {
+        uint64_t lookups = after[p].lookups - before[p].lookups;
+        double us = lookups ? (after[p].lookup_seconds - before[p].lookup_seconds) /
+                                  (double)lookups * 1e6
+                            : 0.0;
+        worst = us > worst ? us : worst;
+    }
+    return worst;
+}
+
 static void lk_header(const lk_opts_t *opts, int clients, int P)
 {
     printf("# ember-bench lookup: %d client(s) (ranks 0..%d), %d PS (engine/ps, async "
@@ -802,11 +831,14 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
            "resp_B = P x bags x dim x 4; GB = 10^9 B of responses; rows = indices;\n"
            "# latency us = max over clients of each percentile; rows/s, GB/s, req/s "
            "summed over clients; grad = GRAD+APPLY rows/s; %%pf = filled by "
-           "bench/compare.sh\n");
+           "bench/compare.sh\n"
+           "# ps_us = the busiest PS's own time per lookup (checks, pooling, reply "
+           "posted; engine/ps counters): P x bags x dim x 4 / ps_us is the most the "
+           "PS can serve\n");
     printf("%-6s %3s %3s %-9s %6s %5s %5s %10s %10s %12s %8s %10s %9s %9s %9s %9s "
-           "%9s %12s %5s %6s\n", "mode", "ps", "cli", "dist", "bags", "idx", "dim",
+           "%9s %8s %12s %5s %6s\n", "mode", "ps", "cli", "dist", "bags", "idx", "dim",
            "req_B", "resp_B", "rows/s", "GB/s", "req/s", "p50_us", "p90_us", "p99_us",
-           "p99.9_us", "max_us", "grad_rows/s", "%pf", "#wrong");
+           "p99.9_us", "max_us", "ps_us", "grad_rows/s", "%pf", "#wrong");
     fflush(stdout);
 }
 
@@ -816,7 +848,14 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
     uint32_t table_id = 0;
     int ret = BENCH_EXIT_OK;
     double wrong_total = 0.0;
+    ember_msg_ps_stats_t *before = calloc((size_t)P, sizeof(*before));
+    ember_msg_ps_stats_t *after = calloc((size_t)P, sizeof(*after));
 
+    if (!before || !after) {
+        free(before);
+        free(after);
+        return BENCH_EXIT_FAIL;
+    }
     if (client == 0)
         lk_header(opts, clients, P);
     for (size_t id = 0; id < opts->ndist; id++)
@@ -837,11 +876,16 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
             pt.slots = pt.window;
         if (opts->rate == 0.0 && pt.window > pt.slots)
             pt.window = pt.slots;
-        ember_status_t status = lk_point_run(&pt);
+        ember_status_t status = client == 0 ? lk_ps_stats(tp, clients, P, before)
+                                            : EMBER_OK;
+        if (status == EMBER_OK)
+            status = lk_point_run(&pt);
         if (status != EMBER_OK) {
             fprintf(stderr, "ember-bench lookup: client %d, point %u: %s\n", client,
                     table_id, ember_status_string(status));
             lk_point_free(&pt);
+            free(before);
+            free(after);
             return BENCH_EXIT_FAIL;
         }
         char key[64];
@@ -865,6 +909,8 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
                     length != sizeof(res)) {
                     free(value);
                     lk_point_free(&pt);
+                    free(before);
+                    free(after);
                     return BENCH_EXIT_FAIL;
                 }
                 memcpy(&res, value, sizeof(res));
@@ -884,6 +930,12 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
                 pct[i] = res.pct[i] > pct[i] ? res.pct[i] : pct[i];
         }
         wrong_total += wrong;
+        /* Every client is done with this point: the PS counters are final. */
+        double ps_us = 0.0;
+        if (lk_ps_stats(tp, clients, P, after) == EMBER_OK)
+            ps_us = lk_ps_us(before, after, P);
+        else
+            ret = BENCH_EXIT_FAIL;
         char dist[32], grad[32];
         if (pt.dist.alpha > 0.0)
             snprintf(dist, sizeof(dist), "zipf:%g", pt.dist.alpha);
@@ -896,15 +948,15 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
         size_t resp_b = (size_t)P * pt.bags * pt.dim * sizeof(float);
         const char *mode = opts->rate > 0.0 ? "open" : "closed";
         printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %10.0f %10zu %12.4g %8.3f %10.4g "
-               "%9.1f %9.1f %9.1f %9.1f %9.1f %12s %5s %6.0f\n", mode, P, clients,
+               "%9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %12s %5s %6.0f\n", mode, P, clients,
                dist, pt.bags, pt.pool, pt.dim, req_b, resp_b, rows_s, bytes_s / 1e9,
-               req_s, pct[0], pct[1], pct[2], pct[3], pct[4], grad, "-", wrong);
+               req_s, pct[0], pct[1], pct[2], pct[3], pct[4], ps_us, grad, "-", wrong);
         if (opts->csv)
             printf("csv,lookup,%s,%d,%d,%s,%zu,%zu,%zu,%.0f,%zu,%zu,%.6g,%.6g,%.6g,"
-                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu\n", mode, P, clients, dist,
-                   pt.bags, pt.pool, pt.dim, req_b, resp_b, pt.bags * pt.dim * 4,
+                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f\n", mode, P, clients,
+                   dist, pt.bags, pt.pool, pt.dim, req_b, resp_b, pt.bags * pt.dim * 4,
                    rows_s, bytes_s / 1e9, req_s, pct[0], pct[1], pct[2], pct[3], pct[4],
-                   opts->rate > 0.0 ? 0.0 : grad_s, wrong, pt.window);
+                   opts->rate > 0.0 ? 0.0 : grad_s, wrong, pt.window, ps_us);
         fflush(stdout);
         lk_point_free(&pt);
     }
@@ -920,6 +972,8 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
         if (wrong_total)
             ret = BENCH_EXIT_FAIL;
     }
+    free(before);
+    free(after);
     return ret;
 }
 

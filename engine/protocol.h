@@ -82,6 +82,10 @@ typedef struct {
     uint64_t other_bytes;     /* contexts, accumulators, scratch */
     uint64_t rss_bytes;       /* the process's resident set */
     uint64_t lookups, grads, steps_applied;
+    /* Time spent serving them (validation, pooling or update, reply posted;
+     * not time waiting): the PS's own cost per request, so a benchmark can
+     * tell a PS-bound rate from a network-bound one. */
+    double lookup_seconds, grad_seconds;
 } ember_msg_ps_stats_t;
 
 enum { EMBER_LOOKUP_WEIGHTS = 1u << 0, EMBER_LOOKUP_MAX = 1u << 1 };

@@ -240,6 +240,7 @@ static void ps_done_noop(void *arg, ember_status_t status)
 static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
                             const ember_msg_lookup_t *msg)
 {
+    double start = tp_time_now();
     size_t length;
     const uint8_t *arrays = ember_rpc_req_data(req, &length);
     char err[320];
@@ -275,6 +276,7 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
      * its buffer is free again by then: no copy. */
     ember_iov_t iov = {.buffer = entry->outputs[msg->trainer], .length = bytes};
     ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, ps_done_noop, NULL);
+    ps->stats.lookup_seconds += tp_time_now() - start;
 }
 
 static void on_lookup(ember_rpc_req_t *req, void *arg)
@@ -347,6 +349,7 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
     char err[320];
     int applied = 0;
     ps_table_t *entry;
+    double start = tp_time_now();
     const uint8_t *grad = ps_header(req, &msg, sizeof(msg), &rest);
 
     if (!grad || !(entry = ps_find(ps, msg.table_id, req)))
@@ -364,6 +367,7 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
     }
     ps->stats.grads++;
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
+    ps->stats.grad_seconds += tp_time_now() - start;
     if (applied) {
         ps->stats.steps_applied++;
         if (entry->held_count)

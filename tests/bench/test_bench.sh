@@ -30,13 +30,14 @@ check_nccl_format() { # expected_rows
     grep -Eq '^# Avg bus bandwidth    : [0-9.e+-]+ ?$' "$out" || fail "no avg bus bandwidth"
 }
 
-# ember-bench lookup: N data rows of 20 columns with #wrong 0, csv of 23 fields.
+# ember-bench lookup: N data rows of 21 columns with #wrong 0 and a PS service
+# time (ps_us) above 0, csv of 24 fields.
 check_lookup_format() { # expected_rows
-    grep -Eq '^mode +ps +cli +dist +bags +idx +dim +req_B +resp_B +rows/s +GB/s +req/s +p50_us +p90_us +p99_us +p99.9_us +max_us +grad_rows/s +%pf +#wrong$' "$out" ||
+    grep -Eq '^mode +ps +cli +dist +bags +idx +dim +req_B +resp_B +rows/s +GB/s +req/s +p50_us +p90_us +p99_us +p99.9_us +max_us +ps_us +grad_rows/s +%pf +#wrong$' "$out" ||
         fail "no column header"
-    rows=$(awk '($1 == "closed" || $1 == "open") && NF == 20 && $20 == 0 && $9 == $2 * $5 * $7 * 4 { ok++ } END { print ok + 0 }' "$out")
-    [[ $rows == "$1" ]] || fail "expected $1 rows with #wrong 0 and resp_B = ps x bags x dim x 4, got $rows"
-    csv=$(awk -F, '/^csv,lookup,/ && NF == 23 && $22 == 0 { ok++ } END { print ok + 0 }' "$out")
+    rows=$(awk '($1 == "closed" || $1 == "open") && NF == 21 && $21 == 0 && $18 > 0 && $9 == $2 * $5 * $7 * 4 { ok++ } END { print ok + 0 }' "$out")
+    [[ $rows == "$1" ]] || fail "expected $1 rows with #wrong 0, ps_us > 0 and resp_B = ps x bags x dim x 4, got $rows"
+    csv=$(awk -F, '/^csv,lookup,/ && NF == 24 && $22 == 0 && $24 > 0 { ok++ } END { print ok + 0 }' "$out")
     [[ $csv == "$1" ]] || fail "expected $1 csv lines, got $csv"
     grep -q '^# wrong replies: 0 OK$' "$out" || fail "wrong replies not 0 OK"
 }
