@@ -18,7 +18,8 @@
 # Environment: BUILD (default <repo>/build), PYTHON (/usr/bin/python3),
 # TLS_LIST ("tcp sm": ember UCX_TLS tcp,self / sm,self; Open MPI btl
 # self,tcp / self,vader; gloo is TCP only), RANKS ("2 4"), AR_MAX (32M),
-# AR_ITERS (20), LK_ITERS (2000), SKIP_TRAIN=1 to leave the tutorial out.
+# AR_ITERS (20), LK_ITERS (2000), REPEAT (3: rounds per figure, the median
+# is reported), SKIP_TRAIN=1 to leave the tutorial out.
 # Exit status: 0 all targets PASS, 1 some MISS, 2 an error.
 set -euo pipefail
 
@@ -33,6 +34,7 @@ ranks_list=${RANKS:-"2 4"}
 ar_max=${AR_MAX:-32M}
 ar_iters=${AR_ITERS:-20}
 lk_iters=${LK_ITERS:-2000}
+repeat=${REPEAT:-3}
 lk_window=16
 lk_bags="1,16,256,1024,4096" # x dim 64 x 4 B: 256 B .. 1 MiB responses
 out=${OUT:-}
@@ -41,7 +43,7 @@ if [[ -z $out ]]; then
     trap 'rm -rf "$out"' EXIT
 fi
 mkdir -p "$out"
-rm -f "$out"/ar-gloo-*.out # reused within this run only
+rm -f "$out"/ar-*.out "$out"/lookup-*.out # gloo's is reused within this run only
 export UCX_NET_DEVICES=lo EMBER_LOG_LEVEL=warn
 
 for tool in "$bench" "$launcher" "$mpi_peer"; do
@@ -74,10 +76,17 @@ echo "# bench/compare.sh: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p')
 echo "# $(ucx_info -v | head -n 1 | sed 's/^# //'); $(mpirun --version | head -n 1);" \
     "torch $("$python" -c 'import torch; print(torch.__version__)')"
 
+# median: the middle of the numbers on stdin (the lower middle of an even count).
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
+
 # ---- lookup ---------------------------------------------------------------
+# Each round runs ember's sweep, then ucx_perftest at every response size; a
+# figure is the median over the rounds (machines like this one move single
+# runs by 20-50%; alternating the tools spreads that noise over both).
 bench_bind 2 # 1 client + 1 PS, and ucx_perftest's client and server
 echo "# binding: EMBER_BIND and mpirun --bind-to as Open MPI's default for the rank" \
     "count (core when there is a core per rank), ucx_perftest pinned as ember's ranks"
+echo "# every figure: the median of $repeat rounds, the tools alternating (REPEAT=$repeat)"
 for tls_name in $tls_list; do
     tls=$(ucx_tls "$tls_name")
     export UCX_TLS=$tls
@@ -85,32 +94,54 @@ for tls_name in $tls_list; do
     echo "=== lookup, UCX_TLS=$tls, 1 client + 1 PS, dim 64, 1 index per bag, uniform, window $lk_window ==="
     cmd=("$launcher" -n 2 --no-prefix "$bench" lookup --ps 1 --bags "$lk_bags" --pool 1
         --dim 64 --dist uniform -n "$lk_iters" --window "$lk_window" --csv)
+    lat_cmd=("$launcher" -n 2 --no-prefix "$bench" lookup --ps 1 --bags 1 --pool 1 --dim 64
+        --dist uniform -n 5000 -w 500 --window 1 --csv)
     echo "\$ UCX_TLS=$tls ${cmd[*]#"$build"/}"
-    "${cmd[@]}" >"$out/lookup-$tls_name.out" 2>&1 || { cat "$out/lookup-$tls_name.out" >&2; exit 2; }
-    grep -v -e '^csv,' -e ' UCX  ' "$out/lookup-$tls_name.out" | sed 's/^/  /'
-    printf '%10s | %10s %10s %6s %s\n' resp_B "ember_GB/s" "pf_GB/s" "%pf" "target >=80%"
+    echo "\$ UCX_TLS=$tls ${lat_cmd[*]#"$build"/}   # one-bag latency"
+    : >"$out/lookup-$tls_name.pf"
+    : >"$out/lookup-lat-$tls_name.pf"
+    for ((round = 1; round <= repeat; round++)); do
+        run_out=$out/lookup-$tls_name-$round.out
+        "${cmd[@]}" >"$run_out" 2>&1 || { cat "$run_out" >&2; exit 2; }
+        ((round == 1)) && grep -v -e '^csv,' -e ' UCX  ' "$run_out" | sed 's/^/  /'
+        while IFS=, read -r _ _ _ _ _ _ _ _ _ _ resp _; do
+            # perftest gets at least as many messages as ember, and >= 256 MiB
+            # worth up to 100000 (its small-message steady state needs them).
+            pn=$((268435456 / resp)); pn=$((pn > 100000 ? 100000 : pn))
+            pn=$((pn < lk_iters ? lk_iters : pn))
+            pf=$(perftest "$out" ucp_am_bw "$resp" "$pn" 100 "$lk_window") || exit 2
+            awk -v r="$(cut -d, -f8 <<<"$pf")" -v s="$resp" \
+                'BEGIN { printf "%s %.6f\n", s, r * s / 1e9 }' >>"$out/lookup-$tls_name.pf"
+        done < <(grep '^csv,lookup,' "$run_out")
+
+        # One-bag latency: window 1, 1 bag of 1 index (48 B request, 256 B reply).
+        lat_out=$out/lookup-lat-$tls_name-$round.out
+        "${lat_cmd[@]}" >"$lat_out" 2>&1 || { cat "$lat_out" >&2; exit 2; }
+        pf=$(perftest "$out" ucp_am_lat 256 5000 500) || exit 2
+        awk -v l="$(cut -d, -f2 <<<"$pf")" 'BEGIN { printf "%.4f\n", 2 * l }' \
+            >>"$out/lookup-lat-$tls_name.pf"
+    done
+    printf '%10s | %10s %10s %6s %-12s | %8s %10s\n' resp_B "ember_GB/s" "pf_GB/s" "%pf" \
+        "target >=80%" "ps_us" "ps_GB/s"
     : >"$out/lookup-$tls_name.dat"
-    while IFS=, read -r _ _ _ _ _ _ _ _ _ _ resp _ _ gbs _ _ _ _ _ _ _ _ _; do
-        # perftest gets at least as many messages as ember, and >= 256 MiB
-        # worth up to 100000 (its small-message steady state needs them).
-        pn=$((268435456 / resp)); pn=$((pn > 100000 ? 100000 : pn))
-        pn=$((pn < lk_iters ? lk_iters : pn))
-        pf=$(perftest "$out" ucp_am_bw "$resp" "$pn" 100 "$lk_window") || exit 2
-        pf_gbs=$(awk -v r="$(cut -d, -f8 <<<"$pf")" -v s="$resp" 'BEGIN { printf "%.3f", r * s / 1e9 }')
+    for resp in $(grep -h '^csv,lookup,' "$out/lookup-$tls_name-1.out" | cut -d, -f11); do
+        gbs=$(grep -h '^csv,lookup,' "$out"/lookup-"$tls_name"-*.out |
+            awk -F, -v r="$resp" '$11 == r { print $14 }' | median)
+        ps_us=$(grep -h '^csv,lookup,' "$out"/lookup-"$tls_name"-*.out |
+            awk -F, -v r="$resp" '$11 == r { print $24 }' | median)
+        pf_gbs=$(awk -v r="$resp" '$1 == r { print $2 }' "$out/lookup-$tls_name.pf" | median)
         pct=$(awk -v a="$gbs" -v b="$pf_gbs" 'BEGIN { printf "%.0f", (b > 0 ? 100 * a / b : 0) }')
+        ceiling=$(awk -v r="$resp" -v u="$ps_us" 'BEGIN { printf "%.3f", (u > 0 ? r / (u * 1e3) : 0) }')
         v=$(verdict "$(awk -v p="$pct" 'BEGIN { print (p >= 80) }')")
         [[ $v == MISS ]] && misses=$((misses + 1))
-        printf '%10s | %10.3f %10.3f %5s%% %s\n' "$resp" "$gbs" "$pf_gbs" "$pct" "$v"
-        echo "$resp $gbs $pf_gbs" >>"$out/lookup-$tls_name.dat"
-    done < <(grep '^csv,lookup,' "$out/lookup-$tls_name.out")
-
-    # One-bag latency: window 1, 1 bag of 1 index (48 B request, 256 B reply).
-    "$launcher" -n 2 --no-prefix "$bench" lookup --ps 1 --bags 1 --pool 1 --dim 64 \
-        --dist uniform -n 5000 -w 500 --window 1 --csv >"$out/lookup-lat-$tls_name.out" 2>&1 ||
-        { cat "$out/lookup-lat-$tls_name.out" >&2; exit 2; }
-    p50=$(grep '^csv,lookup,' "$out/lookup-lat-$tls_name.out" | cut -d, -f16)
-    pf=$(perftest "$out" ucp_am_lat 256 5000 500) || exit 2
-    pf_rtt=$(awk -v l="$(cut -d, -f2 <<<"$pf")" 'BEGIN { printf "%.2f", 2 * l }')
+        printf '%10s | %10.3f %10.3f %5s%% %-12s | %8.2f %10.3f\n' "$resp" "$gbs" "$pf_gbs" \
+            "$pct" "$v" "$ps_us" "$ceiling"
+        echo "$resp $gbs $pf_gbs $ceiling" >>"$out/lookup-$tls_name.dat"
+    done
+    echo "ps_us: the PS's own time per lookup (pooling, checks, reply posted); ps_GB/s = resp_B / ps_us," \
+        "the most one PS core can serve whatever the network"
+    p50=$(grep -h '^csv,lookup,' "$out"/lookup-lat-"$tls_name"-*.out | cut -d, -f16 | median)
+    pf_rtt=$(median <"$out/lookup-lat-$tls_name.pf")
     r=$(ratio "$p50" "$pf_rtt")
     v=$(verdict "$(awk -v r="$r" 'BEGIN { print (r <= 2.0) }')")
     [[ $v == MISS ]] && misses=$((misses + 1))
@@ -120,13 +151,25 @@ done
 unset UCX_TLS
 
 # ---- allreduce --------------------------------------------------------------
-# Per size of an nccl-tests-format output FILE with N ranks: "size busbw
-# busbw_in_place", recomputed from the time columns (the printed busbw has
-# two decimals, too few for small sizes).
-busbw() {
-    awk -v n="$2" '!/^#/ && NF >= 13 {
+# Per size, over the nccl-tests-format outputs of N ranks given as files:
+# "size busbw busbw_in_place", each the median over the files, recomputed
+# from the time columns (the printed busbw has two decimals, too few for
+# small sizes).
+busbw() { # N FILE...
+    local n=$1
+    shift
+    awk -v n="$n" '!/^#/ && NF >= 13 {
         f = 2 * (n - 1) / n
-        printf "%s %.6g %.6g\n", $1, $1 / ($6 * 1e3) * f, $1 / ($10 * 1e3) * f }' "$1"
+        out[$1] = out[$1] " " $1 / ($6 * 1e3) * f
+        inp[$1] = inp[$1] " " $1 / ($10 * 1e3) * f }
+        function med(list,   v, k, i, j, t) {
+            k = split(list, v, " ")
+            for (i = 2; i <= k; i++)
+                for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+            return v[int((k + 1) / 2)]
+        }
+        END { for (s in out) printf "%s %.6g %.6g\n", s, med(out[s]), med(inp[s]) }' "$@" |
+        sort -k1,1 -g
 }
 for tls_name in $tls_list; do
     for n in $ranks_list; do
@@ -137,27 +180,33 @@ for tls_name in $tls_list; do
             "binding $EMBER_BIND ==="
         flags=(-b 8 -e "$ar_max" -f 4 -n "$ar_iters" -w 5 -c 1)
         echo "\$ UCX_TLS=$tls EMBER_BIND=$EMBER_BIND ember-run -n $n ember-bench allreduce ${flags[*]}"
-        UCX_TLS=$tls "$launcher" -n "$n" --no-prefix "$bench" allreduce "${flags[@]}" \
-            >"$out/ar-ember-$tls_name-$n.out" 2>&1 || { cat "$out/ar-ember-$tls_name-$n.out" >&2; exit 2; }
         echo "\$ mpirun -n $n --bind-to $mpi_bind --mca pml ob1 --mca btl $(mpi_btl "$tls_name") ... mpi_allreduce ${flags[*]}"
-        mpirun --allow-run-as-root --oversubscribe -n "$n" --bind-to "$mpi_bind" --mca pml ob1 \
-            --mca btl "$(mpi_btl "$tls_name")" --mca btl_tcp_if_include lo \
-            --mca oob_tcp_if_include lo "$mpi_peer" "${flags[@]}" \
-            >"$out/ar-mpi-$tls_name-$n.out" 2>&1 || { cat "$out/ar-mpi-$tls_name-$n.out" >&2; exit 2; }
+        for ((round = 1; round <= repeat; round++)); do
+            e_out=$out/ar-ember-$tls_name-$n-$round.out
+            m_out=$out/ar-mpi-$tls_name-$n-$round.out
+            UCX_TLS=$tls "$launcher" -n "$n" --no-prefix "$bench" allreduce "${flags[@]}" \
+                >"$e_out" 2>&1 || { cat "$e_out" >&2; exit 2; }
+            mpirun --allow-run-as-root --oversubscribe -n "$n" --bind-to "$mpi_bind" --mca pml ob1 \
+                --mca btl "$(mpi_btl "$tls_name")" --mca btl_tcp_if_include lo \
+                --mca oob_tcp_if_include lo "$mpi_peer" "${flags[@]}" \
+                >"$m_out" 2>&1 || { cat "$m_out" >&2; exit 2; }
+        done
         if [[ ! -f $out/ar-gloo-$n.out ]]; then
-            echo "\$ python3 bench/peers/gloo_allreduce.py -N $n ${flags[*]}"
+            echo "\$ python3 bench/peers/gloo_allreduce.py -N $n ${flags[*]}   # once: far behind"
             "$python" "$here/peers/gloo_allreduce.py" -N "$n" "${flags[@]}" \
                 >"$out/ar-gloo-$n.out" 2>&1 || { cat "$out/ar-gloo-$n.out" >&2; exit 2; }
         fi
-        for f in ember-$tls_name-$n mpi-$tls_name-$n gloo-$n; do
-            grep -q '# Out of bounds values : 0 OK' "$out/ar-$f.out" ||
-                { echo "$0: $f: #wrong is not 0" >&2; cat "$out/ar-$f.out" >&2; exit 2; }
+        for f in "$out"/ar-ember-"$tls_name"-"$n"-*.out "$out"/ar-mpi-"$tls_name"-"$n"-*.out \
+            "$out/ar-gloo-$n.out"; do
+            grep -q '# Out of bounds values : 0 OK' "$f" ||
+                { echo "$0: $f: #wrong is not 0" >&2; cat "$f" >&2; exit 2; }
         done
         echo "busbw GB/s (out-of-place; in-place in the raw outputs); ratios ember/peer"
         printf '%10s | %8s %8s %6s %-5s | %8s %7s %-5s\n' size ember mpi ratio ">=1M" gloo ratio ">=10x"
         : >"$out/ar-$tls_name-$n.dat"
-        join <(busbw "$out/ar-ember-$tls_name-$n.out" "$n") <(busbw "$out/ar-mpi-$tls_name-$n.out" "$n") |
-            join - <(busbw "$out/ar-gloo-$n.out" "$n") |
+        join <(busbw "$n" "$out"/ar-ember-"$tls_name"-"$n"-*.out) \
+            <(busbw "$n" "$out"/ar-mpi-"$tls_name"-"$n"-*.out) |
+            join - <(busbw "$n" "$out/ar-gloo-$n.out") |
             while read -r size e _ m _ g _; do
                 rm_=$(ratio "$e" "$m")
                 rg=$(ratio "$e" "$g")

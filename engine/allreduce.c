@@ -8,7 +8,9 @@
  * the transport's progress loop, a sender's buffer stays borrowed exactly
  * until it was consumed, and a receiver that has not started a reduction yet
  * holds the request: the sender's future stays open (backpressure) and
- * nothing is dropped or copied.
+ * nothing is dropped or copied.  Small vectors are the exception: they are
+ * copied once and sent one-way (one message latency instead of a round
+ * trip), and a receiver that must refuse one breaks the communicator itself.
  *
  * Ring, member index r of n, chunk c = [c*q + min(c, rem), +q + (c < rem)):
  *   reduce-scatter step k (0..n-2):  send chunk r-k,   receive r-k-1 (add)
@@ -43,8 +45,13 @@ enum { OP_DATA = 0, OP_HELLO = 1, OP_ABORT = 2 }; /* op_base + 3: reserved */
 #define FAIL_GRACE_S 1.0 /* after a failure, wait this long for our sends */
 #define WAIT_SLICE_S 0.05
 
+/* A ring segment goes as a call (future: answered once consumed); a small
+ * vector goes one-way (oneway_status: INPROGRESS until it left). */
 typedef struct {
     ember_future_t *future;
+    ember_allreduce_req_t *owner;
+    ember_status_t oneway_status;
+    int peer_rank;
     ember_allreduce_wire_t hdr; /* borrowed by the send until it completes */
 } ar_send_t;
 
@@ -446,6 +453,33 @@ static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 }
 
 /*
+ * Refuse a message.  A call is answered with the error (its sender breaks
+ * the communicator on it, or it was not a member's); a one-way message is a
+ * member's small vector whose sender waits for no answer, so the
+ * communicator is broken here, telling every member why.
+ */
+static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status,
+                   uint64_t seq, int member, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status,
+                   uint64_t seq, int member, const char *fmt, ...)
+{
+    char text[300];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (member >= 0 && ember_rpc_req_oneway(req) && ar->error == EMBER_OK) {
+        ember_rpc_reply(req, EMBER_OK, NULL, 0); /* frees it: nobody listens */
+        ar_break(ar, status, -1, seq, 1, "%s", text);
+        return;
+    }
+    ember_rpc_reply_error(req, status, "%s", text);
+}
+
+/*
  * Consume one checked message for the started reduction @r, or answer it
  * with an error.  Runs from a handler or from start (early messages).
  */
@@ -455,19 +489,18 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
 {
     if (hdr->count != r->count ||
         (r->kind == AR_KIND_SMALL) != (hdr->kind == EMBER_ALLREDUCE_KIND_SMALL)) {
-        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "allreduce seq %" PRIu64 ": %" PRIu64 " floats (kind %u) "
-                              "from %s, but %s reduces %zu", hdr->seq, hdr->count,
-                              hdr->kind, peer_name(ar, member), peer_name(ar, ar->me),
-                              r->count);
+        refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr->seq, member,
+               "allreduce seq %" PRIu64 ": %" PRIu64 " floats (kind %u) from %s, but %s "
+               "reduces %zu", hdr->seq, hdr->count, hdr->kind, peer_name(ar, member),
+               peer_name(ar, ar->me), r->count);
         return;
     }
     r->last_progress = now_s();
     if (r->kind == AR_KIND_SMALL) {
         if (r->held[member]) {
-            ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                                  "allreduce seq %" PRIu64 ": second vector from %s",
-                                  hdr->seq, peer_name(ar, member));
+            refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr->seq, member,
+                   "allreduce seq %" PRIu64 ": second vector from %s", hdr->seq,
+                   peer_name(ar, member));
             return;
         }
         r->held[member] = req; /* its payload stays valid until the answer */
@@ -585,25 +618,25 @@ static void on_data(ember_rpc_req_t *req, void *arg)
     memcpy(&hdr, data, sizeof(hdr));
     why = check_header(ar, member, &hdr, length);
     if (*why) {
-        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "allreduce seq %" PRIu64 " from %s: %s", hdr.seq,
-                              peer_name(ar, member), why);
+        refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr.seq, member,
+               "allreduce seq %" PRIu64 " from %s: %s", hdr.seq, peer_name(ar, member),
+               why);
         return;
     }
     if (hdr.seq >= ar->next_seq) {
         if (hdr.seq - ar->next_seq >= MAX_AHEAD || ar->nearly >= MAX_HELD) {
-            ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                                  "allreduce seq %" PRIu64 " from %s: too far ahead "
-                                  "of seq %" PRIu64, hdr.seq, peer_name(ar, member),
-                                  ar->next_seq);
+            refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr.seq, member,
+                   "allreduce seq %" PRIu64 " from %s: too far ahead of seq %" PRIu64,
+                   hdr.seq, peer_name(ar, member), ar->next_seq);
             return;
         }
         if (ar->nearly == ar->early_capacity) {
             size_t capacity = ar->early_capacity ? 2 * ar->early_capacity : 64;
             ember_rpc_req_t **grown = realloc(ar->early, capacity * sizeof(*grown));
             if (!grown) {
-                ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY,
-                                      "allreduce: cannot hold an early message");
+                refuse(ar, req, EMBER_ERR_NO_MEMORY, hdr.seq, member,
+                       "allreduce seq %" PRIu64 ": %s cannot hold an early message "
+                       "from %s", hdr.seq, peer_name(ar, ar->me), peer_name(ar, member));
                 return;
             }
             ar->early = grown;
@@ -614,9 +647,9 @@ static void on_data(ember_rpc_req_t *req, void *arg)
     }
     ember_allreduce_req_t *r = find_active(ar, hdr.seq);
     if (!r) {
-        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "allreduce seq %" PRIu64 " from %s: that reduction "
-                              "already finished here", hdr.seq, peer_name(ar, member));
+        refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr.seq, member,
+               "allreduce seq %" PRIu64 " from %s: that reduction already finished "
+               "here", hdr.seq, peer_name(ar, member));
         return;
     }
     deliver(ar, r, req, member, &hdr, data + sizeof(hdr));
@@ -725,27 +758,51 @@ static void poll_sends(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 {
     while (r->first_pending < r->nsends) {
         size_t i = r->first_pending;
-        ember_status_t status = ember_future_test(r->sends[i].future);
+        ar_send_t *send = &r->sends[i];
+        ember_status_t status = send->future ? ember_future_test(send->future)
+                                             : send->oneway_status;
         if (status == EMBER_INPROGRESS)
             return;
-        if (status != EMBER_OK && ar->error == EMBER_OK)
-            send_failed(ar, r, r->sends[i].future, status, send_peer(ar, r, i));
+        if (status != EMBER_OK && ar->error == EMBER_OK) {
+            if (send->future)
+                send_failed(ar, r, send->future, status, send_peer(ar, r, i));
+            else
+                ar_break(ar, status, ember_tp_peer_lost(ar->tp, send->peer_rank)
+                                         ? send->peer_rank : -1, r->seq, 1,
+                         "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s",
+                         r->seq, ember_tp_peer_name(ar->tp, send->peer_rank),
+                         send->peer_rank, ember_status_string(status));
+        }
         if (status != EMBER_OK && r->status == EMBER_INPROGRESS) {
             r->status = status;
             r->failed_at = now_s();
         }
-        ember_future_release(r->sends[i].future);
-        r->sends[i].future = NULL;
+        ember_future_release(send->future);
+        send->future = NULL;
         r->first_pending++;
         r->last_progress = now_s();
     }
 }
 
+/* Let go of the calls still out; a one-way send still borrows its buffer
+ * until its callback, so it is never abandoned (the request lives on). */
 static void abandon_sends(ember_allreduce_req_t *r)
 {
-    for (size_t i = r->first_pending; i < r->nsends; i++)
-        ember_future_release(r->sends[i].future);
-    r->first_pending = r->nsends;
+    while (r->first_pending < r->nsends) {
+        ar_send_t *send = &r->sends[r->first_pending];
+        if (!send->future && send->oneway_status == EMBER_INPROGRESS)
+            return;
+        ember_future_release(send->future);
+        send->future = NULL;
+        r->first_pending++;
+    }
+}
+
+static void oneway_done(void *arg, ember_status_t status)
+{
+    ar_send_t *send = arg;
+    send->oneway_status = status;
+    send->owner->last_progress = now_s();
 }
 
 static void check_peers(ember_allreduce_t *ar, ember_allreduce_req_t *r, double now)
@@ -1012,6 +1069,13 @@ void ember_allreduce_destroy(ember_allreduce_t *ar)
         ember_allreduce_req_t *r = ar->live.next;
         abandon_sends(r);
         list_del(r);
+        if (r->first_pending < r->nsends) {
+            /* A one-way send the transport still holds (a hung peer): its
+             * callback will write into @r, so @r is left to it, not freed. */
+            ember_warn("allreduce", "destroy: a send of seq %" PRIu64 " is still in the "
+                       "transport; its request is leaked", r->seq);
+            continue;
+        }
         req_free_memory(r);
     }
     while (ar->free_list) {
@@ -1128,29 +1192,33 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
     *req_p = r;
 
     if (r->kind == AR_KIND_SMALL) {
-        ar_send_t *first = &r->sends[0]; /* its header serves every send */
         memcpy(r->small_buf, send, count * sizeof(float));
-        first->hdr = (ember_allreduce_wire_t){.magic = EMBER_ALLREDUCE_MAGIC,
-                                              .kind = EMBER_ALLREDUCE_KIND_SMALL,
-                                              .seq = r->seq,
-                                              .count = count,
-                                              .nfloats = count};
-        ember_iov_t iov[2] = {{&first->hdr, sizeof(first->hdr)},
-                              {r->small_buf, count * sizeof(float)}};
+        const ember_allreduce_wire_t hdr = {.magic = EMBER_ALLREDUCE_MAGIC,
+                                            .kind = EMBER_ALLREDUCE_KIND_SMALL,
+                                            .seq = r->seq,
+                                            .count = count,
+                                            .nfloats = count};
         r->send_expected = (size_t)ar->n - 1;
+        /* One-way: a reduction completes once every vector arrived and ours
+         * left, one message latency (a mismatch breaks the communicator at
+         * the receiver, which tells everyone: see refuse). */
         for (int m = 0; m < ar->n && ar->error == EMBER_OK; m++) {
             if (m == ar->me)
                 continue;
-            status = ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_DATA,
-                                          iov, 2, ar->ack_sink, sizeof(ar->ack_sink),
-                                          0, &r->sends[r->nsends].future);
-            if (status != EMBER_OK)
+            ar_send_t *out = &r->sends[r->nsends++];
+            *out = (ar_send_t){.owner = r, .oneway_status = EMBER_INPROGRESS,
+                               .peer_rank = ar->ranks[m], .hdr = hdr};
+            ember_iov_t iov[2] = {{&out->hdr, sizeof(out->hdr)},
+                                  {r->small_buf, count * sizeof(float)}};
+            status = ember_rpc_send(ar->tp, ar->ranks[m], ar->op_base + OP_DATA, iov, 2,
+                                    oneway_done, out);
+            if (status != EMBER_OK) {
+                out->oneway_status = status; /* the callback will not run */
                 ar_break(ar, status, -1, r->seq, 1,
                          "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s",
                          r->seq, peer_name(ar, m), ar->ranks[m],
                          ember_status_string(status));
-            else
-                r->nsends++;
+            }
         }
     } else {
         size_t base, length;

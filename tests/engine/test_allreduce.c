@@ -372,6 +372,45 @@ static int case_kill(int rank, int world, void *arg)
 
 /* Hostile input: each malformed message is answered with an error; the
  * communicator {0, 1} keeps working.  Rank 2 is not a member. */
+/*
+ * Members that disagree on a count (a caller's bug): every member gets an
+ * error that names the counts and a peer, in well under the stall timeout,
+ * for a small (one-way) reduction and for a ring one.
+ */
+static int case_mismatch(int rank, int world, void *arg)
+{
+    static const size_t agreed[2] = {136, 60000};
+    ember_tp_t *tp;
+    ember_allreduce_t *ar;
+    float *data = malloc(60001 * sizeof(float));
+    (void)arg;
+    MP_CHECK(data, "out of memory");
+    setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1);
+    tp = join();
+    for (int k = 0; k < 2; k++) {
+        ar = comm_all(tp, (uint16_t)(OP_AR + 4 * k));
+        fill(data, agreed[k], rank, 1);
+        MP_CHECK(ember_allreduce(ar, data, agreed[k], 0) == EMBER_OK, "agreeing reduction");
+        size_t count = agreed[k] + (rank == world - 1); /* the last rank: one more */
+        double start = now_s();
+        ember_status_t status = ember_allreduce(ar, data, count, 0);
+        const char *text = ember_allreduce_error(ar);
+        MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "%zu floats against %zu: %s (%s)", count,
+                 agreed[k], ember_status_string(status), text);
+        MP_CHECK(now_s() - start < 5.0, "the mismatch took %.1f s to surface",
+                 now_s() - start);
+        MP_CHECK(strstr(text, "floats") && strstr(text, "reduces"),
+                 "the error does not name the counts: %s", text);
+        printf("rank %d, %s: %s\n", rank, k ? "ring" : "small", text);
+        MP_CHECK(ember_tp_barrier(tp, k ? "ring-done" : "small-done") == EMBER_OK,
+                 "barrier");
+        ember_allreduce_destroy(ar);
+    }
+    ember_tp_destroy(tp);
+    free(data);
+    return 0;
+}
+
 static int call_status(ember_tp_t *tp, int peer, uint16_t op, const void *data,
                        size_t length)
 {
@@ -593,7 +632,7 @@ static const mp_case_t cases[] = {
     {"sum4", case_sums, 4, 0},         {"overlap", case_overlap, 4, 0},
     {"overlap2", case_overlap, 2, 0},  {"subset", case_subset, 4, 0},
     {"kill", case_kill, 4, 1u << 2},   {"malformed", case_malformed, 3, 0},
-    {"latency", case_latency, 2, 0},
+    {"latency", case_latency, 2, 0},     {"mismatch", case_mismatch, 3, 0},
 };
 
 int main(int argc, char **argv)
