@@ -18,7 +18,7 @@
 # Environment: BUILD (default <repo>/build), PYTHON (/usr/bin/python3),
 # TLS_LIST ("tcp sm": ember UCX_TLS tcp,self / sm,self; Open MPI btl
 # self,tcp / self,vader; gloo is TCP only), RANKS ("2 4"), AR_MAX (32M),
-# AR_ITERS (20), LK_ITERS (2000), REPEAT (3: rounds per figure, the median
+# AR_ITERS (20), AR_WARMUP (50), LK_ITERS (2000), REPEAT (3: rounds per figure, the median
 # is reported), SKIP_TRAIN=1 to leave the tutorial out.
 # Exit status: 0 all targets PASS, 1 some MISS, 2 an error.
 set -euo pipefail
@@ -33,6 +33,12 @@ tls_list=${TLS_LIST:-"tcp sm"}
 ranks_list=${RANKS:-"2 4"}
 ar_max=${AR_MAX:-32M}
 ar_iters=${AR_ITERS:-20}
+# 50 untimed rounds per size for every tool: UCX touches its shared-memory
+# descriptors for the first time in the first ~60 messages after a protocol
+# change (8 B goes "short", 32 B "bcopy"), which made ember's 32 B-2 KiB rows
+# 3-5x slower with nccl-tests' -w 5 (ucx_perftest's own average over its
+# first 20 round trips is 30x its median).
+ar_warmup=${AR_WARMUP:-50}
 lk_iters=${LK_ITERS:-2000}
 repeat=${REPEAT:-3}
 lk_window=16
@@ -178,7 +184,7 @@ for tls_name in $tls_list; do
         echo
         echo "=== allreduce, $n ranks: ember UCX_TLS=$tls, Open MPI btl $(mpi_btl "$tls_name"), gloo (TCP);" \
             "binding $EMBER_BIND ==="
-        flags=(-b 8 -e "$ar_max" -f 4 -n "$ar_iters" -w 5 -c 1)
+        flags=(-b 8 -e "$ar_max" -f 4 -n "$ar_iters" -w "$ar_warmup" -c 1)
         echo "\$ UCX_TLS=$tls EMBER_BIND=$EMBER_BIND ember-run -n $n ember-bench allreduce ${flags[*]}"
         echo "\$ mpirun -n $n --bind-to $mpi_bind --mca pml ob1 --mca btl $(mpi_btl "$tls_name") ... mpi_allreduce ${flags[*]}"
         for ((round = 1; round <= repeat; round++)); do

@@ -46,8 +46,9 @@ static const ember_config_entry_t config_table[] = {
      "Seconds shutdown waits for in-flight calls before cancelling them."},
     {"EMBER_MAX_MSG_SIZE", "1G", EMBER_CONFIG_SIZE,
      "Largest RPC payload accepted; larger messages are rejected."},
-    {"EMBER_SPIN_US", "20", EMBER_CONFIG_DOUBLE,
-     "Microseconds a waiter polls the UCX worker before blocking on its fd."},
+    {"EMBER_SPIN_US", NULL, EMBER_CONFIG_DOUBLE,
+     "Microseconds a waiter polls the UCX worker before blocking on its fd; "
+     "unset: 1000 when this host has a CPU for each of its ranks, else 20."},
     {"EMBER_KEEPALIVE", "0.5", EMBER_CONFIG_DOUBLE,
      "Seconds between UCX keepalive probes, to detect dead peers."},
     {"EMBER_TLS", NULL, EMBER_CONFIG_STRING,

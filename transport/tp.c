@@ -27,7 +27,6 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
     tp->efd = -1;
     tp_list_init(&tp->ready);
     tp_list_init(&tp->acks);
-    tp->spin_s = ember_config_double("EMBER_SPIN_US") * 1e-6;
     tp->rpc_timeout_s = ember_config_double("EMBER_RPC_TIMEOUT");
     tp->max_message = ember_config_size("EMBER_MAX_MSG_SIZE");
 
@@ -40,6 +39,7 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
     status = tp_bootstrap_join(tp, params);
     if (status != EMBER_OK)
         goto err_leave;
+    tp->spin_s = tp_spin_window(tp); /* needs the peers' hosts */
     *tp_p = tp;
     return EMBER_OK;
 

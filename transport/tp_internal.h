@@ -236,6 +236,8 @@ ember_status_t tp_worker_create(ember_tp_t *tp);
 void tp_worker_destroy(ember_tp_t *tp);
 /* One pass: UCX progress, deferred acks/closes, handlers, deadlines. */
 unsigned tp_progress_once(ember_tp_t *tp);
+/* Seconds a waiter polls before sleeping (EMBER_SPIN_US, else by CPUs per rank). */
+double tp_spin_window(const ember_tp_t *tp);
 /* Progress until done(arg) or @deadline (absolute); blocks when idle. */
 void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
                        const void *arg, double deadline);
