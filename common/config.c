@@ -54,6 +54,9 @@ static const ember_config_entry_t config_table[] = {
     {"EMBER_TLS", NULL, EMBER_CONFIG_STRING,
      "UCX transports (as UCX_TLS); unset leaves UCX's own choice."},
     /* engine */
+    {"EMBER_ALLREDUCE_ALGO", "auto", EMBER_CONFIG_STRING,
+     "Host allreduce above 16 KiB: auto (recursive halving for 4, 8, 16... "
+     "members, else the ring) or ring; the same on every member."},
     {"EMBER_CUDA_PLUGIN", NULL, EMBER_CONFIG_STRING,
      "Path of the CUDA backend plugin, libember-cuda.so (default: the one "
      "built with this ember)."},

@@ -85,7 +85,10 @@ struct ember_allreduce_req {
     size_t nsends, sends_capacity, first_pending, send_expected;
 
     /* ring */
-    size_t *step_base; /* [2(n-1)+1]: first receive segment of each step */
+    size_t *step_base; /* [nsteps+1]: first receive segment of each step */
+    size_t *step_got;  /* [nsteps]: segments received per step (halving) */
+    ember_rpc_req_t **parked; /* halving: messages for a step not open yet */
+    size_t nparked, parked_capacity;
     uint8_t *seen;     /* one byte per receive segment */
     size_t seen_capacity, recv_expected, recv_done;
 
@@ -99,6 +102,7 @@ struct ember_allreduce_req {
 struct ember_allreduce {
     ember_tp_t *tp;
     int n, me, left, right; /* member indices */
+    int halving_steps;      /* log2(n) when n is a power of two >= 4, else 0 */
     int *ranks;             /* [n] transport ranks */
     int *member_of;         /* [world]: member index or -1 */
     int world;
@@ -164,13 +168,102 @@ static int send_chunk(const ember_allreduce_t *ar, int step)
                             : mod_n(ar, ar->me + 1 - (step - (ar->n - 1)));
 }
 
+/*
+ * Recursive halving and doubling (Rabenseifner), n = 2^m members: the
+ * reduce-scatter's step k (0..m-1) halves the region both partners (me and
+ * me ^ n/2^(k+1)) hold; each keeps one half, sends the other and adds what
+ * it receives into the half it keeps.  The all-gather replays the splits
+ * backwards, exchanging the halves.  2m steps where the ring takes 2(n-1),
+ * the same bytes.
+ */
+static void halving_region(const ember_allreduce_t *ar, size_t count, int splits,
+                           size_t *lo_p, size_t *hi_p)
+{
+    size_t lo = 0, hi = count;
+    for (int k = 0; k < splits; k++) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ar->me & (ar->n >> (k + 1)))
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *lo_p = lo;
+    *hi_p = hi;
+}
+
+/* Step @step of the halving schedule: the split it undoes or makes (k), the
+ * partner, and the halves of region(k) that are ours and theirs. */
+static int halving_step(const ember_allreduce_t *ar, size_t count, int step,
+                        size_t *mine_base, size_t *mine_len, size_t *other_base,
+                        size_t *other_len)
+{
+    int m = ar->halving_steps;
+    int k = step < m ? step : 2 * m - 1 - step;
+    int d = ar->n >> (k + 1);
+    size_t lo, hi;
+    halving_region(ar, count, k, &lo, &hi);
+    size_t mid = lo + (hi - lo) / 2;
+    int upper = (ar->me & d) != 0;
+    *mine_base = upper ? mid : lo;
+    *mine_len = upper ? hi - mid : mid - lo;
+    *other_base = upper ? lo : mid;
+    *other_len = upper ? mid - lo : hi - mid;
+    return ar->me ^ d;
+}
+
+/* What step @step receives (reduce-scatter: added; all-gather: copied) and
+ * from which member. */
+static int step_recv(const ember_allreduce_t *ar, size_t count, int step,
+                     size_t *base_p, size_t *length_p)
+{
+    if (!ar->halving_steps) {
+        chunk_of(ar, count, recv_chunk(ar, step), base_p, length_p);
+        return ar->left;
+    }
+    size_t mb, ml, ob, ol;
+    int partner = halving_step(ar, count, step, &mb, &ml, &ob, &ol);
+    int rs = step < ar->halving_steps;
+    *base_p = rs ? mb : ob;
+    *length_p = rs ? ml : ol;
+    return partner;
+}
+
+/* What step @step sends, and to which member. */
+static int step_send(const ember_allreduce_t *ar, size_t count, int step,
+                     size_t *base_p, size_t *length_p)
+{
+    if (!ar->halving_steps) {
+        chunk_of(ar, count, send_chunk(ar, step), base_p, length_p);
+        return ar->right;
+    }
+    size_t mb, ml, ob, ol;
+    int partner = halving_step(ar, count, step, &mb, &ml, &ob, &ol);
+    int rs = step < ar->halving_steps;
+    *base_p = rs ? ob : mb;
+    *length_p = rs ? ol : ml;
+    return partner;
+}
+
+/* The member step @step's messages come from (no count needed). */
+static int step_from(const ember_allreduce_t *ar, int step)
+{
+    if (!ar->halving_steps)
+        return ar->left;
+    int m = ar->halving_steps;
+    int k = step < m ? step : 2 * m - 1 - step;
+    return ar->me ^ (ar->n >> (k + 1));
+}
+
 /* A chunk is sent in segments; an empty chunk still takes one (empty) one. */
 static size_t segments(const ember_allreduce_t *ar, size_t length)
 {
     return length ? (length + ar->seg_floats - 1) / ar->seg_floats : 1;
 }
 
-static int nsteps(const ember_allreduce_t *ar) { return 2 * (ar->n - 1); }
+static int nsteps(const ember_allreduce_t *ar)
+{
+    return ar->halving_steps ? 2 * ar->halving_steps : 2 * (ar->n - 1);
+}
 
 /* ---- pool ----------------------------------------------------------------- */
 
@@ -193,6 +286,8 @@ static void req_free_memory(ember_allreduce_req_t *r)
 {
     free(r->sends);
     free(r->step_base);
+    free(r->step_got);
+    free(r->parked);
     free(r->seen);
     free(r->held);
     free(r->src);
@@ -211,10 +306,11 @@ static ember_allreduce_req_t *req_get(ember_allreduce_t *ar)
         if (!r)
             return NULL;
         r->step_base = calloc((size_t)nsteps(ar) + 1, sizeof(*r->step_base));
+        r->step_got = calloc((size_t)nsteps(ar) + 1, sizeof(*r->step_got));
         r->held = calloc((size_t)ar->n, sizeof(*r->held));
         r->src = calloc((size_t)ar->n, sizeof(*r->src));
         r->small_buf = malloc(EMBER_ALLREDUCE_SMALL_BYTES);
-        if (!r->step_base || !r->held || !r->src || !r->small_buf) {
+        if (!r->step_base || !r->step_got || !r->held || !r->src || !r->small_buf) {
             req_free_memory(r);
             return NULL;
         }
@@ -225,6 +321,7 @@ static ember_allreduce_req_t *req_get(ember_allreduce_t *ar)
     r->nsends = r->first_pending = r->send_expected = 0;
     r->recv_expected = r->recv_done = 0;
     r->small_got = 0;
+    r->nparked = 0;
     r->kind = AR_KIND_NONE;
     list_push(&ar->live, r);
     return r;
@@ -337,6 +434,8 @@ static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank
                 r->held[m] = NULL;
             }
         }
+        while (r->nparked)
+            ember_rpc_reply_error(r->parked[--r->nparked], status, "%s", ar->error_text);
         r->status = status;
         r->failed_at = now;
         active_remove(ar, r);
@@ -360,7 +459,7 @@ static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int st
 
     if (ar->error != EMBER_OK)
         return;
-    chunk_of(ar, r->count, send_chunk(ar, step), &base, &length);
+    int to = step_send(ar, r->count, step, &base, &length);
     size_t offset = segment * ar->seg_floats;
     size_t nfloats = length - offset < ar->seg_floats ? length - offset : ar->seg_floats;
     if (length == 0)
@@ -379,13 +478,13 @@ static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int st
     const float *from = step == 0 ? r->input : r->data;
     ember_iov_t iov[2] = {{&send->hdr, sizeof(send->hdr)},
                           {from + base + offset, nfloats * sizeof(float)}};
-    status = ember_rpc_call_async(ar->tp, ar->ranks[ar->right], ar->op_base + OP_DATA,
+    status = ember_rpc_call_async(ar->tp, ar->ranks[to], ar->op_base + OP_DATA,
                                   iov, nfloats ? 2 : 1, ar->ack_sink,
                                   sizeof(ar->ack_sink), 0, &send->future);
     if (status != EMBER_OK) {
         ar_break(ar, status, -1, r->seq, 1,
                  "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s",
-                 r->seq, peer_name(ar, ar->right), ar->ranks[ar->right],
+                 r->seq, peer_name(ar, to), ar->ranks[to],
                  ember_status_string(status));
         return;
     }
@@ -479,6 +578,16 @@ static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t s
     ember_rpc_reply_error(req, status, "%s", text);
 }
 
+static int step_complete(const ember_allreduce_req_t *r, int step)
+{
+    return r->step_got[step] == r->step_base[step + 1] - r->step_base[step];
+}
+
+static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step);
+static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
+                         ember_rpc_req_t *req, const ember_allreduce_wire_t *hdr,
+                         const unsigned char *payload, int parked_release);
+
 /*
  * Consume one checked message for the started reduction @r, or answer it
  * with an error.  Runs from a handler or from start (early messages).
@@ -508,10 +617,21 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
             small_finish(ar, r);
         return;
     }
+    deliver_ring(ar, r, req, hdr, payload, 0);
+}
 
+/*
+ * A ring or halving segment (@parked_release: one parked earlier, now taken
+ * up).  Checked against the step's geometry, consumed, answered, and the
+ * schedule advanced.
+ */
+static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
+                         ember_rpc_req_t *req, const ember_allreduce_wire_t *hdr,
+                         const unsigned char *payload, int parked_release)
+{
     int step = hdr->step;
     size_t base, length;
-    chunk_of(ar, r->count, recv_chunk(ar, step), &base, &length);
+    step_recv(ar, r->count, step, &base, &length);
     size_t want = length > hdr->offset ? length - hdr->offset : 0;
     if (want > ar->seg_floats)
         want = ar->seg_floats;
@@ -525,7 +645,17 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
     }
     size_t segment = hdr->offset / ar->seg_floats;
     size_t index = r->step_base[step] + segment;
-    if (r->seen[index]) {
+    if (ar->halving_steps && step > 0 && !step_complete(r, step - 1) && !r->seen[index]) {
+        /* Its region is still being reduced here: adding now would change
+         * the order of the additions (and so the bits).  Taken up when the
+         * step before completes (open_step). */
+        r->parked[r->nparked++] = req; /* capacity: every segment, reserved */
+        r->seen[index] = 2;
+        return;
+    }
+    if (r->seen[index] == 2 && parked_release) {
+        /* a parked message, now taken up */
+    } else if (r->seen[index]) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
                               "allreduce seq %" PRIu64 " step %d: segment %zu twice",
                               hdr->seq, step, segment);
@@ -539,9 +669,14 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
      * top of that send having been received in full by our right neighbour.
      */
     float *dst = r->data + base + hdr->offset;
-    if (step < ar->n - 1) {
-        add_floats(dst, r->input + base + hdr->offset, payload, want);
-        if (step == ar->n - 2 && r->average) {
+    int half = nsteps(ar) / 2;
+    if (step < half) {
+        /* The ring adds into each chunk once, so onto the input; halving
+         * adds into regions it added into at the step before, after step 0. */
+        const float *mine = ar->halving_steps && step > 0 ? dst
+                                                          : r->input + base + hdr->offset;
+        add_floats(dst, mine, payload, want);
+        if (step == half - 1 && r->average) {
             const float scale = (float)ar->n;
             for (size_t i = 0; i < want; i++)
                 dst[i] /= scale;
@@ -550,10 +685,38 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
         memcpy(dst, payload, want * sizeof(float));
     }
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
-    if (step + 1 < nsteps(ar))
-        send_segment(ar, r, step + 1, segment);
-    if (++r->recv_done == r->recv_expected && r->receiving)
+    r->step_got[step]++;
+    int done = ++r->recv_done == r->recv_expected;
+    if (!ar->halving_steps) {
+        /* Ring: the segment received at step k is the one sent at k+1. */
+        if (step + 1 < nsteps(ar))
+            send_segment(ar, r, step + 1, segment);
+    } else if (step_complete(r, step) && step + 1 < nsteps(ar)) {
+        open_step(ar, r, step + 1);
+    }
+    if (done && r->receiving)
         active_remove(ar, r);
+}
+
+/* Halving: step @step may start: send its segments, take up what waited. */
+static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step)
+{
+    size_t base, length;
+    step_send(ar, r->count, step, &base, &length);
+    for (size_t s = 0; s < segments(ar, length) && ar->error == EMBER_OK; s++)
+        send_segment(ar, r, step, s);
+    for (size_t i = 0; i < r->nparked && ar->error == EMBER_OK;) {
+        ember_rpc_req_t *req = r->parked[i];
+        ember_allreduce_wire_t hdr;
+        const unsigned char *data = ember_rpc_req_data(req, NULL);
+        memcpy(&hdr, data, sizeof(hdr));
+        if (hdr.step != step) {
+            i++;
+            continue;
+        }
+        r->parked[i] = r->parked[--r->nparked];
+        deliver_ring(ar, r, req, &hdr, data + sizeof(hdr), 1);
+    }
 }
 
 /* Header checks that need no reduction state; "" when it passes. */
@@ -578,10 +741,10 @@ static const char *check_header(const ember_allreduce_t *ar, int member,
     }
     if (hdr->kind != EMBER_ALLREDUCE_KIND_RING)
         return "unknown kind";
-    if (ar->n < 2 || member != ar->left)
-        return "ring segment from a member that is not our left neighbour";
-    if (hdr->step >= nsteps(ar))
+    if (ar->n < 2 || hdr->step >= nsteps(ar))
         return "ring step out of range";
+    if (member != step_from(ar, hdr->step))
+        return "ring segment from a member that does not send at that step";
     if (hdr->count <= EMBER_ALLREDUCE_SMALL_BYTES / sizeof(float) ||
         hdr->count > SIZE_MAX / sizeof(float))
         return "ring count out of range";
@@ -746,8 +909,10 @@ static void send_failed(ember_allreduce_t *ar, ember_allreduce_req_t *r,
 static int send_peer(const ember_allreduce_t *ar, const ember_allreduce_req_t *r,
                      size_t index)
 {
-    if (r->kind == AR_KIND_RING)
-        return ar->ranks[ar->right];
+    if (r->kind == AR_KIND_RING) {
+        size_t base, length;
+        return ar->ranks[step_send(ar, r->count, r->sends[index].hdr.step, &base, &length)];
+    }
     /* Small: one send per other member, in member order. */
     int m = (int)index + ((int)index >= ar->me ? 1 : 0);
     return ar->ranks[m];
@@ -995,6 +1160,16 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
     }
     ar->left = mod_n(ar, ar->me - 1);
     ar->right = mod_n(ar, ar->me + 1);
+    /* Recursive halving for 4, 8, 16... members (fewer, larger steps: what
+     * counts where ranks share CPUs or links are long); the ring otherwise
+     * (for 2 members they are the same exchange).  EMBER_ALLREDUCE_ALGO=ring
+     * forces the ring; it must be the same on every member (hashed below). */
+    const char *algo = ember_config_str("EMBER_ALLREDUCE_ALGO");
+    if ((!algo || strcmp(algo, "ring") != 0) && nranks >= 4 &&
+        (nranks & (nranks - 1)) == 0) {
+        while ((1 << ar->halving_steps) < nranks)
+            ar->halving_steps++;
+    }
     /* Segments must fit a message, and match on every member (hashed). */
     size_t segment_bytes = EMBER_ALLREDUCE_SEGMENT_BYTES;
     if (segment_bytes > max_message - sizeof(ember_allreduce_wire_t))
@@ -1006,6 +1181,7 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
     ar->hash = fnv(ar->hash, ar->ranks, (size_t)nranks * sizeof(*ar->ranks));
     ar->hash = fnv(ar->hash, &op_base, sizeof(op_base));
     ar->hash = fnv(ar->hash, &ar->seg_floats, sizeof(ar->seg_floats));
+    ar->hash = fnv(ar->hash, &ar->halving_steps, sizeof(ar->halving_steps));
 
     status = ember_rpc_register(tp, op_base + OP_DATA, on_data, ar);
     if (status == EMBER_OK)
@@ -1170,9 +1346,10 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
         r->kind = AR_KIND_RING;
         for (int step = 0; step < nsteps(ar); step++) {
             r->step_base[step] = r->recv_expected;
-            chunk_of(ar, count, recv_chunk(ar, step), &base, &length);
+            r->step_got[step] = 0;
+            step_recv(ar, count, step, &base, &length);
             r->recv_expected += segments(ar, length);
-            chunk_of(ar, count, send_chunk(ar, step), &base, &length);
+            step_send(ar, count, step, &base, &length);
             total += segments(ar, length);
         }
         r->step_base[nsteps(ar)] = r->recv_expected;
@@ -1180,6 +1357,16 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
         status = req_reserve(r, total, r->recv_expected);
         if (status == EMBER_OK)
             memset(r->seen, 0, r->recv_expected);
+        if (status == EMBER_OK && ar->halving_steps &&
+            r->parked_capacity < r->recv_expected) {
+            ember_rpc_req_t **grown = realloc(r->parked, r->recv_expected * sizeof(*grown));
+            if (grown) {
+                r->parked = grown;
+                r->parked_capacity = r->recv_expected;
+            } else {
+                status = EMBER_ERR_NO_MEMORY;
+            }
+        }
     }
     if (status != EMBER_OK) {
         r->released = 1;
@@ -1221,10 +1408,7 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
             }
         }
     } else {
-        size_t base, length;
-        chunk_of(ar, count, send_chunk(ar, 0), &base, &length);
-        for (size_t s = 0; s < segments(ar, length) && ar->error == EMBER_OK; s++)
-            send_segment(ar, r, 0, s);
+        open_step(ar, r, 0);
     }
     take_early(ar, r);
     return EMBER_OK;

@@ -7,14 +7,20 @@
  * requires); each reduction gets the next sequence number, so several may be
  * in flight at once (one per gradient bucket) and their messages still match.
  *
- * Algorithms (both deterministic: every member ends with the same bits):
+ * Algorithms (all deterministic: every member ends with the same bits, and
+ * the same inputs give the same bits run after run):
  *   - small (count * 4 <= EMBER_ALLREDUCE_SMALL_BYTES): every member sends
- *     its whole vector to every other member (one message latency); each sums
- *     the n vectors in member order, the same additions on every member.
+ *     its whole vector to every other member, one-way (one message latency);
+ *     each sums the n vectors in member order, the same additions everywhere.
  *   - ring: reduce-scatter then all-gather, 2(n-1) steps over n chunks, each
  *     chunk cut into segments that are forwarded as soon as they are reduced
  *     (pipelined).  The chunk's owner finishes (and averages) it; the
  *     all-gather hands out the owner's bits.
+ *   - recursive halving and doubling (Rabenseifner), for 4, 8, 16... members
+ *     unless EMBER_ALLREDUCE_ALGO=ring: 2 log2(n) steps of pairwise
+ *     exchanges, the ring's bytes in fewer, larger steps; a step's segments
+ *     go once the step before is complete (a segment that comes early waits,
+ *     so the additions keep their order).
  *
  * Messages that arrive before this member started their reduction are held
  * (their RPC is answered only when consumed: natural backpressure).  Every

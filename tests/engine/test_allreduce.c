@@ -196,6 +196,13 @@ static int case_sums(int rank, int world, void *arg)
     return 0;
 }
 
+/* The same with the ring forced where recursive halving is the default. */
+static int case_sums_ring(int rank, int world, void *arg)
+{
+    setenv("EMBER_ALLREDUCE_ALGO", "ring", 1);
+    return case_sums(rank, world, arg);
+}
+
 /*
  * Eight buckets in flight at once, mixed sizes and algorithms; one rank
  * starts late each round (its peers' messages arrive first and are held),
@@ -629,7 +636,8 @@ static int case_latency(int rank, int world, void *arg)
 
 static const mp_case_t cases[] = {
     {"sum2", case_sums, 2, 0},         {"sum3", case_sums, 3, 0},
-    {"sum4", case_sums, 4, 0},         {"overlap", case_overlap, 4, 0},
+    {"sum4", case_sums, 4, 0},         {"sum8", case_sums, 8, 0},
+    {"sum4ring", case_sums_ring, 4, 0},         {"overlap", case_overlap, 4, 0},
     {"overlap2", case_overlap, 2, 0},  {"subset", case_subset, 4, 0},
     {"kill", case_kill, 4, 1u << 2},   {"malformed", case_malformed, 3, 0},
     {"latency", case_latency, 2, 0},     {"mismatch", case_mismatch, 3, 0},
