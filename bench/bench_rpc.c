@@ -362,9 +362,9 @@ static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
         goto out;
 
     printf("# ember-bench rpc: UCX_TLS=%s, 2 ranks (rank 0 -> rank 1), window %zu, "
-           "wait %s (EMBER_SPIN_US=%g)\n", bench_tls_name(), opts->window,
+           "wait %s (spin %g us)\n", bench_tls_name(), opts->window,
            opts->wait_mode == WAIT_POLL ? "poll" : "spin-then-sleep",
-           ember_config_double("EMBER_SPIN_US"));
+           ember_tp_spin_us(tp));
     printf("# latency: request SIZE B, reply %d B, round trip in us; bandwidth: "
            "%zu outstanding SIZE-B requests, empty replies, MB = 10^6 B\n",
            ACK_SIZE, opts->window);

@@ -287,6 +287,8 @@ void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
 
 unsigned ember_tp_progress(ember_tp_t *tp) { return tp_progress_once(tp); }
 
+double ember_tp_spin_us(const ember_tp_t *tp) { return tp->spin_s * 1e6; }
+
 typedef struct {
     const ember_tp_t *tp;
     unsigned long events;

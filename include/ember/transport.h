@@ -212,6 +212,9 @@ void ember_future_release(ember_future_t *future);
 ember_status_t ember_tp_wait(ember_tp_t *tp, double timeout_s);
 /** Progress without blocking; returns the number of events handled. */
 unsigned ember_tp_progress(ember_tp_t *tp);
+/** How long a waiter polls before sleeping, in microseconds: EMBER_SPIN_US,
+ *  else 1000 where this host has a CPU for each of its ranks, else 20. */
+double ember_tp_spin_us(const ember_tp_t *tp);
 
 /* ---- RMA ---------------------------------------------------------------- */
 
