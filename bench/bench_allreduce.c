@@ -10,19 +10,26 @@
  * then runs once more on a known pattern and counts the elements that differ
  * from the exact expected result (#wrong, summed over ranks).
  *
- * Backends: `host` is engine/allreduce (small: all-to-all, large: pipelined
- * ring over the transport).  `nccl` needs a CUDA build with NCCL and a GPU;
- * the engine has no NCCL allreduce entry point yet, so it is reported as
- * skipped (exit 77 when asked for explicitly).
- *
- * The engine reduces in place only; out-of-place is a copy of the send
- * buffer into the receive buffer plus the in-place reduction, and the copy
- * is inside the timed region (as it is work the caller needs).
+ * Backends: `host` is engine/allreduce (small: all-to-all one-way, large:
+ * pipelined ring or recursive halving over the transport), called directly;
+ * out of place is ember_allreduce_into (the input is read, never copied).
+ * `nccl` and `cpu-device` go through the engine's device interface, as the
+ * trainer does: `nccl` opens the "cuda" device of this local rank (NCCL on
+ * the GPU; skipped, exit 77, without a CUDA build or a GPU), `cpu-device`
+ * the CPU backend (the host allreduce behind the same ops, so this path is
+ * exercised where there is no GPU).  The device interface reduces in place:
+ * out of place there is a device-to-device copy plus the in-place reduction,
+ * the copy timed.  Buffers are device memory; the check stages through host
+ * memory.
  */
 #include "bench/ember_bench.h"
 
+#include "common/topology.h"
 #include "engine/allreduce.h"
 #include "engine/protocol.h"
+
+#include <ember/device.h>
+#include <ember/log.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +42,19 @@ typedef struct {
     size_t min_bytes, max_bytes, factor;
     size_t iters, warmup;
     int check;
-    int average; /* -o avg */
-    int nccl;    /* --backend nccl */
+    int average;         /* -o avg */
+    const char *backend; /* host, nccl, cpu-device */
 } ar_opts_t;
+
+/* Where the reduction runs, and its buffers (device memory for a device). */
+typedef struct {
+    ember_allreduce_t *ar; /* the host backend; also the stats exchange */
+    ember_device_t *dev;   /* device backends */
+    const ember_device_ops_t *ops;
+    ember_device_comm_t *comm;
+    float *send, *recv;
+    float *stage; /* device backends: host copy for the check */
+} ar_backend_t;
 
 static void ar_usage(FILE *stream)
 {
@@ -51,14 +68,16 @@ static void ar_usage(FILE *stream)
             "  -c 0|1      check the result and count #wrong (1)\n"
             "  -d TYPE     datatype: float (the only one the engine reduces)\n"
             "  -o OP       sum or avg (sum)\n"
-            "  --backend host|nccl   host ring over the transport (default), or\n"
-            "              NCCL (skipped unless built with CUDA+NCCL on a GPU)\n");
+            "  --backend host|nccl|cpu-device   the host allreduce (default), NCCL\n"
+            "              on this rank's GPU through the device interface (exit 77\n"
+            "              without CUDA+NCCL or a GPU), or the device interface's\n"
+            "              CPU backend\n");
 }
 
 static int ar_parse(int argc, char **argv, ar_opts_t *opts)
 {
     *opts = (ar_opts_t){.min_bytes = 8, .max_bytes = 64u << 20, .factor = 2,
-                        .iters = 20, .warmup = 5, .check = 1};
+                        .iters = 20, .warmup = 5, .check = 1, .backend = "host"};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
@@ -96,8 +115,12 @@ static int ar_parse(int argc, char **argv, ar_opts_t *opts)
                 fprintf(stderr, "ember-bench allreduce: op '%s' is not supported "
                         "(sum, avg)\n", value);
         } else if (strcmp(arg, "--backend") == 0) {
-            ok = strcmp(value, "host") == 0 || strcmp(value, "nccl") == 0;
-            opts->nccl = strcmp(value, "nccl") == 0;
+            ok = strcmp(value, "host") == 0 || strcmp(value, "nccl") == 0 ||
+                 strcmp(value, "cpu-device") == 0;
+            opts->backend = value;
+            if (!ok)
+                fprintf(stderr, "ember-bench allreduce: backend '%s': host, nccl or "
+                        "cpu-device\n", value);
         } else {
             fprintf(stderr, "ember-bench allreduce: unknown option '%s'\n", arg);
             ar_usage(stderr);
@@ -136,22 +159,50 @@ static size_t ar_count_wrong(const float *data, size_t count, int n, int average
     return wrong;
 }
 
+/* One reduction of @count floats from @send into @data (== @send in place). */
+static ember_status_t ar_reduce(ar_backend_t *b, const ar_opts_t *opts, float *send,
+                                float *data, size_t count)
+{
+    if (!b->dev)
+        return ember_allreduce_into(b->ar, send, data, count, opts->average);
+    if (send != data)
+        EMBER_CHECK(b->ops->mem_copy(b->dev, data, send, count * sizeof(float),
+                                     EMBER_COPY_DEVICE_TO_DEVICE));
+    ember_device_req_t *req;
+    EMBER_CHECK(b->ops->allreduce_start(b->comm, data, count, opts->average, &req));
+    return b->ops->allreduce_wait(req);
+}
+
+static const char *ar_error(const ar_backend_t *b)
+{
+    return b->dev ? b->ops->comm_error(b->comm) : ember_allreduce_error(b->ar);
+}
+
+/* Zeros while timing: sums stay finite whatever the iteration count. */
+static ember_status_t ar_zero(ar_backend_t *b, float *buffer, size_t count)
+{
+    if (!b->dev) {
+        memset(buffer, 0, count * sizeof(float));
+        return EMBER_OK;
+    }
+    return b->ops->mem_zero(b->dev, buffer, count * sizeof(float));
+}
+
 /* One pass (out-of-place or in-place) at @count floats: seconds per call. */
-static ember_status_t ar_pass(ember_allreduce_t *ar, const ar_opts_t *opts,
-                              float *send, float *recv, size_t count,
+static ember_status_t ar_pass(ar_backend_t *b, const ar_opts_t *opts, size_t count,
                               int in_place, double *seconds_p)
 {
-    float *data = in_place ? send : recv;
+    float *data = in_place ? b->send : b->recv;
     double start = 0.0;
 
     for (size_t it = 0; it < opts->warmup + opts->iters; it++) {
         if (it == opts->warmup)
             start = bench_now();
         /* Out of place as nccl-tests: send -> recv, the input untouched. */
-        ember_status_t status = ember_allreduce_into(ar, send, data, count, opts->average);
+        ember_status_t status = ar_reduce(b, opts, b->send, data, count);
         if (status != EMBER_OK) {
             fprintf(stderr, "ember-bench allreduce: %zu floats: %s: %s\n", count,
-                    ember_status_string(status), ember_allreduce_error(ar));
+                    ember_status_string(status), ar_error(b));
             return status;
         }
     }
@@ -159,24 +210,54 @@ static ember_status_t ar_pass(ember_allreduce_t *ar, const ar_opts_t *opts,
     return EMBER_OK;
 }
 
-/* The checked run: the pattern in, one reduction, the wrong elements out. */
-static ember_status_t ar_check(ember_allreduce_t *ar, const ar_opts_t *opts,
-                               float *send, float *recv, size_t count, int rank,
-                               int n, int in_place, size_t *wrong_p)
+/* Host memory of the check: the buffer itself (host), else the stage. */
+static ember_status_t ar_load(ar_backend_t *b, float *dst, const float *host,
+                              size_t count)
 {
-    float *data = in_place ? send : recv;
-    for (size_t i = 0; i < count; i++)
-        send[i] = ar_pattern(i, rank);
-    if (!in_place)
-        memset(recv, 0xff, count * sizeof(float)); /* NaN: nothing left over */
-    ember_status_t status = ember_allreduce_into(ar, send, data, count, opts->average);
-    if (status != EMBER_OK)
-        return status;
-    *wrong_p = ar_count_wrong(data, count, n, opts->average);
+    if (!b->dev) {
+        if (dst != host)
+            memcpy(dst, host, count * sizeof(float));
+        return EMBER_OK;
+    }
+    return b->ops->mem_copy(b->dev, dst, host, count * sizeof(float),
+                            EMBER_COPY_HOST_TO_DEVICE);
+}
+
+static const float *ar_fetch(ar_backend_t *b, const float *src, size_t count)
+{
+    if (!b->dev)
+        return src;
+    if (b->ops->mem_copy(b->dev, b->stage, src, count * sizeof(float),
+                         EMBER_COPY_DEVICE_TO_HOST) != EMBER_OK)
+        return NULL;
+    return b->stage;
+}
+
+/* The checked run: the pattern in, one reduction, the wrong elements out
+ * (out of place, a changed input counts as wrong too). */
+static ember_status_t ar_check(ar_backend_t *b, const ar_opts_t *opts, size_t count,
+                               int rank, int n, int in_place, size_t *wrong_p)
+{
+    float *data = in_place ? b->send : b->recv;
+    float *host = b->dev ? b->stage : b->send;
     if (!in_place) {
-        /* The input must come back untouched. */
+        memset(host, 0xff, count * sizeof(float)); /* NaN: nothing left over */
+        EMBER_CHECK(ar_load(b, b->recv, host, count));
+    }
+    for (size_t i = 0; i < count; i++)
+        host[i] = ar_pattern(i, rank);
+    EMBER_CHECK(ar_load(b, b->send, host, count));
+    EMBER_CHECK(ar_reduce(b, opts, b->send, data, count));
+    const float *result = ar_fetch(b, data, count);
+    if (!result)
+        return EMBER_ERR_IO;
+    *wrong_p = ar_count_wrong(result, count, n, opts->average);
+    if (!in_place) {
+        const float *input = ar_fetch(b, b->send, count);
+        if (!input)
+            return EMBER_ERR_IO;
         for (size_t i = 0; i < count; i++)
-            *wrong_p += send[i] != ar_pattern(i, rank);
+            *wrong_p += input[i] != ar_pattern(i, rank);
     }
     return EMBER_OK;
 }
@@ -185,16 +266,17 @@ static void ar_header(const ar_opts_t *opts, ember_tp_t *tp, int n)
 {
     char host[256] = "?";
     gethostname(host, sizeof(host) - 1);
-    printf("# ember-bench allreduce: backend host (engine/allreduce: all-to-all up "
-           "to %u B, pipelined ring of %u-B segments above), UCX_TLS=%s\n",
-           EMBER_ALLREDUCE_SMALL_BYTES, EMBER_ALLREDUCE_SEGMENT_BYTES,
-           bench_tls_name());
-#ifdef EMBER_HAVE_NCCL
-    printf("# backend nccl: skipped (the engine has no NCCL allreduce entry point "
-           "yet)\n");
-#else
-    printf("# backend nccl: skipped (built without CUDA/NCCL; no GPU here)\n");
-#endif
+    if (strcmp(opts->backend, "host") == 0)
+        printf("# ember-bench allreduce: backend host (engine/allreduce: one-way "
+               "all-to-all up to %u B, above it a pipelined ring, or recursive "
+               "halving for 4, 8, 16... ranks, in %u-B segments), UCX_TLS=%s\n",
+               EMBER_ALLREDUCE_SMALL_BYTES, EMBER_ALLREDUCE_SEGMENT_BYTES,
+               bench_tls_name());
+    else
+        printf("# ember-bench allreduce: backend %s (the engine's device interface, "
+               "device \"%s\"; out of place = device copy + in-place reduction, "
+               "timed), UCX_TLS=%s\n", opts->backend,
+               strcmp(opts->backend, "nccl") == 0 ? "cuda" : "cpu", bench_tls_name());
     printf("# nThread 1 nGpus 0 nRanks %d minBytes %zu maxBytes %zu step: %zu(factor) "
            "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n", n,
            opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup, opts->iters,
@@ -214,24 +296,57 @@ static void ar_header(const ar_opts_t *opts, ember_tp_t *tp, int n)
     fflush(stdout);
 }
 
+/* Open the device backend (its comm over every rank, its buffers). */
+static ember_status_t ar_device_open(ar_backend_t *b, const ar_opts_t *opts,
+                                     ember_tp_t *tp, const int *ranks, int n,
+                                     size_t bytes)
+{
+    int local_rank, local_size;
+    ember_topo_local_rank(ember_tp_rank(tp), n, &local_rank, &local_size);
+    EMBER_CHECK(ember_device_open(strcmp(opts->backend, "nccl") == 0 ? "cuda" : "cpu",
+                                  local_rank, &b->dev));
+    b->ops = ember_device_ops(b->dev);
+    /* Its own op ids: the stats exchange keeps the host communicator. */
+    EMBER_CHECK(b->ops->comm_create(b->dev, tp, ranks, n,
+                                    EMBER_OP_ALLREDUCE_BASE + EMBER_ALLREDUCE_OPS,
+                                    &b->comm));
+    EMBER_CHECK(b->ops->mem_alloc(b->dev, bytes, (void **)&b->send));
+    EMBER_CHECK(b->ops->mem_alloc(b->dev, bytes, (void **)&b->recv));
+    b->stage = bench_buffer_alloc(bytes);
+    return b->stage ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+}
+
+static void ar_backend_close(ar_backend_t *b)
+{
+    if (b->dev) {
+        b->ops->mem_free(b->dev, b->send);
+        b->ops->mem_free(b->dev, b->recv);
+        if (b->comm)
+            b->ops->comm_destroy(b->comm);
+        ember_device_close(b->dev);
+        free(b->stage);
+    } else {
+        free(b->send);
+        free(b->recv);
+    }
+    if (b->ar)
+        ember_allreduce_destroy(b->ar);
+}
+
 int bench_allreduce_main(int argc, char **argv)
 {
     ar_opts_t opts;
     ember_tp_t *tp = NULL;
-    ember_allreduce_t *ar = NULL;
-    float *send = NULL, *recv = NULL;
+    ar_backend_t b = {0};
     int ret = BENCH_EXIT_FAIL, *ranks = NULL;
 
     if (!ar_parse(argc, argv, &opts))
         return BENCH_EXIT_USAGE;
-    if (opts.nccl) {
+    if (strcmp(opts.backend, "nccl") == 0 &&
+        (!ember_device_have_cuda() || ember_device_cuda_count() == 0)) {
         printf("# ember-bench allreduce: backend nccl: skipped (%s)\n",
-#ifdef EMBER_HAVE_NCCL
-               "the engine has no NCCL allreduce entry point yet"
-#else
-               "built without CUDA/NCCL; no GPU here"
-#endif
-        );
+               ember_device_have_cuda() ? "no GPU visible here"
+                                        : "built without CUDA/NCCL");
         return AR_SKIP;
     }
     if (bench_join(&tp) != EMBER_OK)
@@ -240,17 +355,30 @@ int bench_allreduce_main(int argc, char **argv)
     size_t max_count = opts.max_bytes / sizeof(float);
 
     ranks = malloc((size_t)n * sizeof(*ranks));
-    send = bench_buffer_alloc(max_count * sizeof(float));
-    recv = bench_buffer_alloc(max_count * sizeof(float));
-    if (!ranks || !send || !recv) {
-        fprintf(stderr, "ember-bench allreduce: out of memory for %zu bytes\n",
-                opts.max_bytes);
+    if (!ranks)
         goto out;
-    }
     for (int r = 0; r < n; r++)
         ranks[r] = r;
-    if (ember_allreduce_create(tp, ranks, n, EMBER_OP_ALLREDUCE_BASE, &ar) != EMBER_OK)
+    if (ember_allreduce_create(tp, ranks, n, EMBER_OP_ALLREDUCE_BASE, &b.ar) != EMBER_OK)
         goto out;
+    if (strcmp(opts.backend, "host") == 0) {
+        b.send = bench_buffer_alloc(max_count * sizeof(float));
+        b.recv = bench_buffer_alloc(max_count * sizeof(float));
+        if (!b.send || !b.recv) {
+            fprintf(stderr, "ember-bench allreduce: out of memory for %zu bytes\n",
+                    opts.max_bytes);
+            goto out;
+        }
+    } else {
+        ember_status_t status = ar_device_open(&b, &opts, tp, ranks, n,
+                                               max_count * sizeof(float));
+        if (status != EMBER_OK) {
+            fprintf(stderr, "ember-bench allreduce: backend %s on rank %d: %s%s%s\n",
+                    opts.backend, rank, ember_status_string(status),
+                    b.comm ? ": " : "", b.comm ? b.ops->comm_error(b.comm) : "");
+            goto out;
+        }
+    }
     if (rank == 0)
         ar_header(&opts, tp, n);
 
@@ -260,22 +388,21 @@ int bench_allreduce_main(int argc, char **argv)
         size_t count = bytes / sizeof(float);
         size_t wrong[2] = {0, 0};
         double seconds[2];
-        /* Zeros while timing: sums stay finite whatever the iteration count. */
-        memset(send, 0, count * sizeof(float));
+        if (ar_zero(&b, b.send, count) != EMBER_OK)
+            goto out;
         for (int in_place = 0; in_place < 2; in_place++) {
-            if (ar_pass(ar, &opts, send, recv, count, in_place, &seconds[in_place]) !=
-                EMBER_OK)
+            if (ar_pass(&b, &opts, count, in_place, &seconds[in_place]) != EMBER_OK)
                 goto out;
             if (opts.check &&
-                ar_check(ar, &opts, send, recv, count, rank, n, in_place,
-                         &wrong[in_place]) != EMBER_OK)
+                ar_check(&b, &opts, count, rank, n, in_place, &wrong[in_place]) != EMBER_OK)
                 goto out;
-            memset(send, 0, count * sizeof(float));
+            if (ar_zero(&b, b.send, count) != EMBER_OK)
+                goto out;
         }
         /* Times (us) averaged and #wrong summed over ranks. */
         float stats[4] = {(float)(seconds[0] * 1e6), (float)(seconds[1] * 1e6),
                           (float)wrong[0], (float)wrong[1]};
-        if (ember_allreduce(ar, stats, 4, 0) != EMBER_OK)
+        if (ember_allreduce(b.ar, stats, 4, 0) != EMBER_OK)
             goto out;
         if (rank == 0) {
             size_t size = count * sizeof(float);
@@ -305,10 +432,7 @@ int bench_allreduce_main(int argc, char **argv)
     }
     ret = wrong_total ? BENCH_EXIT_FAIL : BENCH_EXIT_OK;
 out:
-    if (ar)
-        ember_allreduce_destroy(ar);
-    free(send);
-    free(recv);
+    ar_backend_close(&b);
     free(ranks);
     if (tp)
         ember_tp_destroy(tp);

@@ -10,7 +10,8 @@
 #    the CUDA toolkit).  SASS for sm_90 only (the check machine is an H200).
 # 2. Runs the `cuda` tests (every kernel against the CPU ops, NCCL 1 rank).
 # 3. Runs ember-bench-gpu: EmbeddingBag fwd/bwd effective bandwidth against a
-#    device-to-device copy measured in the same run, NCCL allreduce 1 rank.
+#    device-to-device copy measured in the same run, NCCL allreduce 1 rank;
+#    with the full build also `ember-bench allreduce --backend nccl` (1 rank).
 # 4. Prints a short table.  Exit 0 only when the build and every test passed
 #    (a skip counts as a failure here: this script is for GPU machines).
 # Budget: under 5 minutes on 16 cores (the build dominates).
@@ -58,6 +59,8 @@ if ! cmake "${cmake_args[@]}" >> "$log" 2>&1; then
 fi
 grep -E "ember: CUDA backend|Found NCCL|Could NOT find NCCL" "$log" | sed 's/^-- /cmake: /'
 targets=(--target test_cuda_ops ember-bench-gpu)
+# The full build also runs ember-bench's NCCL backend (the trainer's path).
+[ "$mode" = full ] && targets+=(ember-bench ember-run ember_cuda_plugin)
 if ! cmake --build "$build" -j "$jobs" "${targets[@]}" >> "$log" 2>&1; then
     say "FAIL: build (see $log)"; grep -E "error|FAILED" "$log" | head -20; exit 1
 fi
@@ -79,6 +82,18 @@ timeout 240 "$build/bench/ember-bench-gpu" > "$bench_log" 2>> "$log"
 bench_rc=$?
 cat "$bench_log" >> "$log"
 
+# ember-bench allreduce --backend nccl: NCCL through the engine's device
+# interface, nccl-tests format, 1 rank (one GPU), checked (#wrong).
+nccl_log=$build/gpu-check-nccl.log
+nccl_rc=skipped
+if [ "$mode" = full ]; then
+    UCX_TLS=sm,self UCX_NET_DEVICES=lo timeout 120 "$build/tools/ember-run" -n 1 --no-prefix \
+        "$build/bench/ember-bench" allreduce --backend nccl -b 8 -e 256M -f 4 -n 20 -w 5 -c 1 \
+        > "$nccl_log" 2>&1
+    nccl_rc=$?
+    cat "$nccl_log" >> "$log"
+fi
+
 echo
 echo "==================== ember gpu-check summary ===================="
 printf '%-22s %s\n' "build" "$mode, sm_90"
@@ -87,8 +102,11 @@ printf '%-22s %s passed, %s failed, %s skipped (ctest rc %s)\n' "cuda tests" \
 grep -E "\*\*\*(Failed|Timeout|Exception)|Not Run|\(Skipped\)" "$ctest_log" | head -20 | sed "s/^/    /"
 printf '%-22s rc %s\n' "ember-bench-gpu" "$bench_rc"
 sed 's/^/    /' "$bench_log"
+printf '%-22s rc %s\n' "ember-bench nccl" "$nccl_rc"
+[ -f "$nccl_log" ] && grep -v "^#  Rank" "$nccl_log" | sed "s/^/    /"
 printf '%-22s %s\n' "wall time" "$(elapsed)"
 echo "full log: $log"
 echo "================================================================="
 
-[ "$ctest_rc" -eq 0 ] && [ "$skipped" -eq 0 ] && [ "$bench_rc" -eq 0 ]
+[ "$ctest_rc" -eq 0 ] && [ "$skipped" -eq 0 ] && [ "$bench_rc" -eq 0 ] &&
+    { [ "$nccl_rc" = skipped ] || [ "$nccl_rc" -eq 0 ]; }

@@ -83,12 +83,24 @@ allreduce_avg)
         fail "exit status $?"
     check_nccl_format 3
     ;;
+allreduce_device)
+    # The device-interface path (as the trainer reduces) on its CPU backend.
+    "$run" -n 3 --no-prefix "$bench" allreduce -b 8 -e 256K -f 4 -n 3 -w 1 -c 1 \
+        --backend cpu-device >"$out" 2>&1 || fail "exit status $?"
+    check_nccl_format 8
+    grep -q 'backend cpu-device' "$out" || fail "not the cpu-device backend"
+    ;;
 allreduce_nccl)
-    "$bench" allreduce --backend nccl >"$out" 2>&1
+    # One rank: NCCL needs a GPU per rank, and one is the most a test can ask.
+    "$run" -n 1 --no-prefix "$bench" allreduce --backend nccl -b 8 -e 256K -f 4 -n 3 \
+        -w 1 -c 1 >"$out" 2>&1
     rc=$?
-    grep -q 'skipped' "$out" || fail "no skip message"
-    [[ $rc == 77 ]] && exit 77
-    fail "exit status $rc"
+    if [[ $rc == 77 ]]; then
+        grep -q 'skipped' "$out" || fail "no skip message"
+        exit 77
+    fi
+    [[ $rc == 0 ]] || fail "exit status $rc"
+    check_nccl_format 8
     ;;
 mpi_allreduce)
     [[ -x $build/bench/peers/mpi_allreduce ]] && command -v mpirun >/dev/null || exit 77
