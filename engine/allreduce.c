@@ -211,36 +211,25 @@ static int halving_step(const ember_allreduce_t *ar, size_t count, int step,
     return ar->me ^ d;
 }
 
-/* What step @step receives (reduce-scatter: added; all-gather: copied) and
- * from which member. */
-static int step_recv(const ember_allreduce_t *ar, size_t count, int step,
-                     size_t *base_p, size_t *length_p)
+/*
+ * What step @step sends (@sending) or receives -- reduce-scatter receives
+ * are added, all-gather ones copied -- and to or from which member.
+ */
+static int step_range(const ember_allreduce_t *ar, size_t count, int step, int sending,
+                      size_t *base_p, size_t *length_p)
 {
     if (!ar->halving_steps) {
-        chunk_of(ar, count, recv_chunk(ar, step), base_p, length_p);
-        return ar->left;
+        chunk_of(ar, count, sending ? send_chunk(ar, step) : recv_chunk(ar, step),
+                 base_p, length_p);
+        return sending ? ar->right : ar->left;
     }
     size_t mb, ml, ob, ol;
     int partner = halving_step(ar, count, step, &mb, &ml, &ob, &ol);
-    int rs = step < ar->halving_steps;
-    *base_p = rs ? mb : ob;
-    *length_p = rs ? ml : ol;
-    return partner;
-}
-
-/* What step @step sends, and to which member. */
-static int step_send(const ember_allreduce_t *ar, size_t count, int step,
-                     size_t *base_p, size_t *length_p)
-{
-    if (!ar->halving_steps) {
-        chunk_of(ar, count, send_chunk(ar, step), base_p, length_p);
-        return ar->right;
-    }
-    size_t mb, ml, ob, ol;
-    int partner = halving_step(ar, count, step, &mb, &ml, &ob, &ol);
-    int rs = step < ar->halving_steps;
-    *base_p = rs ? ob : mb;
-    *length_p = rs ? ol : ml;
+    /* The reduce-scatter keeps (receives into) our half and sends theirs;
+     * the all-gather sends ours and receives theirs. */
+    int ours = (step < ar->halving_steps) != sending;
+    *base_p = ours ? mb : ob;
+    *length_p = ours ? ml : ol;
     return partner;
 }
 
@@ -459,7 +448,7 @@ static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int st
 
     if (ar->error != EMBER_OK)
         return;
-    int to = step_send(ar, r->count, step, &base, &length);
+    int to = step_range(ar, r->count, step, 1, &base, &length);
     size_t offset = segment * ar->seg_floats;
     size_t nfloats = length - offset < ar->seg_floats ? length - offset : ar->seg_floats;
     if (length == 0)
@@ -631,7 +620,7 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
 {
     int step = hdr->step;
     size_t base, length;
-    step_recv(ar, r->count, step, &base, &length);
+    step_range(ar, r->count, step, 0, &base, &length);
     size_t want = length > hdr->offset ? length - hdr->offset : 0;
     if (want > ar->seg_floats)
         want = ar->seg_floats;
@@ -702,7 +691,7 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
 static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step)
 {
     size_t base, length;
-    step_send(ar, r->count, step, &base, &length);
+    step_range(ar, r->count, step, 1, &base, &length);
     for (size_t s = 0; s < segments(ar, length) && ar->error == EMBER_OK; s++)
         send_segment(ar, r, step, s);
     for (size_t i = 0; i < r->nparked && ar->error == EMBER_OK;) {
@@ -911,7 +900,7 @@ static int send_peer(const ember_allreduce_t *ar, const ember_allreduce_req_t *r
 {
     if (r->kind == AR_KIND_RING) {
         size_t base, length;
-        return ar->ranks[step_send(ar, r->count, r->sends[index].hdr.step, &base, &length)];
+        return ar->ranks[step_range(ar, r->count, r->sends[index].hdr.step, 1, &base, &length)];
     }
     /* Small: one send per other member, in member order. */
     int m = (int)index + ((int)index >= ar->me ? 1 : 0);
@@ -1347,9 +1336,9 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
         for (int step = 0; step < nsteps(ar); step++) {
             r->step_base[step] = r->recv_expected;
             r->step_got[step] = 0;
-            step_recv(ar, count, step, &base, &length);
+            step_range(ar, count, step, 0, &base, &length);
             r->recv_expected += segments(ar, length);
-            step_send(ar, count, step, &base, &length);
+            step_range(ar, count, step, 1, &base, &length);
             total += segments(ar, length);
         }
         r->step_base[nsteps(ar)] = r->recv_expected;
