@@ -900,7 +900,8 @@ static int send_peer(const ember_allreduce_t *ar, const ember_allreduce_req_t *r
 {
     if (r->kind == AR_KIND_RING) {
         size_t base, length;
-        return ar->ranks[step_range(ar, r->count, r->sends[index].hdr.step, 1, &base, &length)];
+        int step = r->sends[index].hdr.step;
+        return ar->ranks[step_range(ar, r->count, step, 1, &base, &length)];
     }
     /* Small: one send per other member, in member order. */
     int m = (int)index + ((int)index >= ar->me ? 1 : 0);
