@@ -705,6 +705,7 @@ static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step)
         }
         r->parked[i] = r->parked[--r->nparked];
         deliver_ring(ar, r, req, &hdr, data + sizeof(hdr), 1);
+        i = 0; /* that may have opened (and emptied) later steps: rescan */
     }
 }
 
