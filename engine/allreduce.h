@@ -28,7 +28,9 @@
  * ERR_BAD_MESSAGE.  A lost or silent peer fails the reduction with
  * ERR_PEER_LOST or ERR_TIMED_OUT and an error text that names it; the
  * communicator is then broken (every member is told), like NCCL after an
- * abort: later reductions fail at once.
+ * abort: reductions still in flight fail (a small one another member has
+ * already finished among them: its vectors travel one-way) and later ones
+ * fail at once.
  *
  * Threading: single-threaded, like the transport.  Progress happens in the
  * transport's progress loop (handlers) and in ember_allreduce_test/wait.

@@ -398,6 +398,11 @@ static int case_mismatch(int rank, int world, void *arg)
         ar = comm_all(tp, (uint16_t)(OP_AR + 4 * k));
         fill(data, agreed[k], rank, 1);
         MP_CHECK(ember_allreduce(ar, data, agreed[k], 0) == EMBER_OK, "agreeing reduction");
+        /* Everyone is done with it: the break below fails every reduction
+         * still in flight (as an NCCL abort), and a small one completes on a
+         * member only when the others' one-way vectors have arrived. */
+        MP_CHECK(ember_tp_barrier(tp, k ? "ring-agreed" : "small-agreed") == EMBER_OK,
+                 "barrier");
         size_t count = agreed[k] + (rank == world - 1); /* the last rank: one more */
         double start = now_s();
         ember_status_t status = ember_allreduce(ar, data, count, 0);
