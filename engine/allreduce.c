@@ -40,6 +40,10 @@
 
 enum { OP_DATA = 0, OP_HELLO = 1, OP_ABORT = 2 }; /* op_base + 3: reserved */
 
+/* A receive segment's state (r->seen); PLACED: landing, or landed, in the
+ * result (place_segment) and not consumed yet. */
+enum { SEG_NONE = 0, SEG_DONE, SEG_PARKED, SEG_PLACED, SEG_PLACED_PARKED };
+
 #define MAX_AHEAD 4096   /* sequence numbers a peer may run ahead of us */
 #define MAX_HELD 65536   /* early messages held at once */
 #define FAIL_GRACE_S 1.0 /* after a failure, wait this long for our sends */
@@ -89,7 +93,8 @@ struct ember_allreduce_req {
     size_t *step_got;  /* [nsteps]: segments received per step (halving) */
     ember_rpc_req_t **parked; /* halving: messages for a step not open yet */
     size_t nparked, parked_capacity;
-    uint8_t *seen;     /* one byte per receive segment */
+    size_t landing; /* all-gather segments being received into data in place */
+    uint8_t *seen;     /* per receive segment: a SEG_* state */
     size_t seen_capacity, recv_expected, recv_done;
 
     /* small: the vectors held until all arrived, and our own copy */
@@ -103,6 +108,7 @@ struct ember_allreduce {
     ember_tp_t *tp;
     int n, me, left, right; /* member indices */
     int halving_steps;      /* log2(n) when n is a power of two >= 4, else 0 */
+    int place;              /* all-gather segments land in the result directly */
     int *ranks;             /* [n] transport ranks */
     int *member_of;         /* [world]: member index or -1 */
     int world;
@@ -311,6 +317,7 @@ static ember_allreduce_req_t *req_get(ember_allreduce_t *ar)
     r->recv_expected = r->recv_done = 0;
     r->small_got = 0;
     r->nparked = 0;
+    r->landing = 0;
     r->kind = AR_KIND_NONE;
     list_push(&ar->live, r);
     return r;
@@ -541,6 +548,33 @@ static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 }
 
 /*
+ * A message's wire header and payload: from its head and placed body when
+ * place_segment put it in the result, else from the front of its data.
+ * NULL when it is shorter than a header.  *length_p: the whole message.
+ */
+static const unsigned char *message_header(ember_rpc_req_t *req,
+                                           ember_allreduce_wire_t *hdr,
+                                           size_t *length_p)
+{
+    size_t head_length, length;
+    const void *head = ember_rpc_req_head(req, &head_length);
+    const unsigned char *data = ember_rpc_req_data(req, &length);
+
+    if (length_p)
+        *length_p = length + (head ? head_length : 0);
+    if (head) {
+        if (head_length != sizeof(*hdr))
+            return NULL;
+        memcpy(hdr, head, sizeof(*hdr));
+        return data;
+    }
+    if (length < sizeof(*hdr))
+        return NULL;
+    memcpy(hdr, data, sizeof(*hdr));
+    return data + sizeof(*hdr);
+}
+
+/*
  * Refuse a message.  A call is answered with the error (its sender breaks
  * the communicator on it, or it was not a member's); a one-way message is a
  * member's small vector whose sender waits for no answer, so the
@@ -634,23 +668,25 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
     }
     size_t segment = hdr->offset / ar->seg_floats;
     size_t index = r->step_base[step] + segment;
-    if (ar->halving_steps && step > 0 && !step_complete(r, step - 1) && !r->seen[index]) {
-        /* Its region is still being reduced here: adding now would change
-         * the order of the additions (and so the bits).  Taken up when the
-         * step before completes (open_step). */
-        r->parked[r->nparked++] = req; /* capacity: every segment, reserved */
-        r->seen[index] = 2;
-        return;
-    }
-    if (r->seen[index] == 2 && parked_release) {
-        /* a parked message, now taken up */
-    } else if (r->seen[index]) {
+    int placed = ember_rpc_req_head(req, NULL) != NULL;
+    uint8_t expect = parked_release ? (placed ? SEG_PLACED_PARKED : SEG_PARKED)
+                                    : (placed ? SEG_PLACED : SEG_NONE);
+    if (r->seen[index] != expect) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
                               "allreduce seq %" PRIu64 " step %d: segment %zu twice",
                               hdr->seq, step, segment);
         return;
     }
-    r->seen[index] = 1;
+    if (ar->halving_steps && step > 0 && !step_complete(r, step - 1) && !parked_release) {
+        /* Its region is still being reduced here: adding now would change
+         * the order of the additions (and so the bits), and taking a step
+         * early would open the next one on data not yet complete.  Taken up
+         * when the step before completes (open_step). */
+        r->parked[r->nparked++] = req; /* capacity: every segment, reserved */
+        r->seen[index] = placed ? SEG_PLACED_PARKED : SEG_PARKED;
+        return;
+    }
+    r->seen[index] = SEG_DONE;
 
     /*
      * Overwriting in the all-gather is safe although our reduce-scatter send
@@ -670,8 +706,8 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
             for (size_t i = 0; i < want; i++)
                 dst[i] /= scale;
         }
-    } else {
-        memcpy(dst, payload, want * sizeof(float));
+    } else if (!placed) {
+        memcpy(dst, payload, want * sizeof(float)); /* placed: it is there */
     }
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
     r->step_got[step]++;
@@ -697,14 +733,13 @@ static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step)
     for (size_t i = 0; i < r->nparked && ar->error == EMBER_OK;) {
         ember_rpc_req_t *req = r->parked[i];
         ember_allreduce_wire_t hdr;
-        const unsigned char *data = ember_rpc_req_data(req, NULL);
-        memcpy(&hdr, data, sizeof(hdr));
+        const unsigned char *payload = message_header(req, &hdr, NULL);
         if (hdr.step != step) {
             i++;
             continue;
         }
         r->parked[i] = r->parked[--r->nparked];
-        deliver_ring(ar, r, req, &hdr, data + sizeof(hdr), 1);
+        deliver_ring(ar, r, req, &hdr, payload, 1);
         i = 0; /* that may have opened (and emptied) later steps: rescan */
     }
 }
@@ -749,8 +784,8 @@ static void on_data(ember_rpc_req_t *req, void *arg)
     int rank = ember_rpc_req_peer(req);
     int member = rank >= 0 && rank < ar->world ? ar->member_of[rank] : -1;
     size_t length;
-    const unsigned char *data = ember_rpc_req_data(req, &length);
     ember_allreduce_wire_t hdr;
+    const unsigned char *payload = message_header(req, &hdr, &length);
     const char *why;
 
     if (member < 0) {
@@ -762,13 +797,12 @@ static void on_data(ember_rpc_req_t *req, void *arg)
         ember_rpc_reply_error(req, ar->error, "%s", ar->error_text);
         return;
     }
-    if (length < sizeof(hdr)) {
+    if (!payload) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
                               "allreduce: message of %zu bytes from %s", length,
                               peer_name(ar, member));
         return;
     }
-    memcpy(&hdr, data, sizeof(hdr));
     why = check_header(ar, member, &hdr, length);
     if (*why) {
         refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr.seq, member,
@@ -805,7 +839,58 @@ static void on_data(ember_rpc_req_t *req, void *arg)
                "here", hdr.seq, peer_name(ar, member));
         return;
     }
-    deliver(ar, r, req, member, &hdr, data + sizeof(hdr));
+    deliver(ar, r, req, member, &hdr, payload);
+}
+
+/*
+ * Where an all-gather segment lands: straight in the result, where the
+ * copy would have put it (ar->place: only where the transport reads the
+ * payload itself, so nothing can land after a failed reduction returned).
+ * Anything else (reduce-scatter segments to add, early or doubtful
+ * messages) goes to a transport buffer and is checked by on_data.
+ */
+static void *place_segment(void *arg, int peer, const void *head, size_t head_length,
+                           size_t length)
+{
+    ember_allreduce_t *ar = arg;
+    ember_allreduce_wire_t hdr;
+    int member = peer >= 0 && peer < ar->world ? ar->member_of[peer] : -1;
+
+    if (member < 0 || ar->error != EMBER_OK || head_length != sizeof(hdr))
+        return NULL;
+    memcpy(&hdr, head, sizeof(hdr));
+    if (*check_header(ar, member, &hdr, length) || hdr.kind != EMBER_ALLREDUCE_KIND_RING ||
+        hdr.step < nsteps(ar) / 2 || hdr.seq >= ar->next_seq)
+        return NULL;
+    ember_allreduce_req_t *r = find_active(ar, hdr.seq);
+    if (!r || r->kind != AR_KIND_RING || hdr.count != r->count)
+        return NULL;
+    size_t base, chunk;
+    step_range(ar, r->count, hdr.step, 0, &base, &chunk);
+    size_t want = chunk > hdr.offset ? chunk - hdr.offset : 0;
+    want = want > ar->seg_floats ? ar->seg_floats : want;
+    if (hdr.offset % ar->seg_floats || hdr.offset >= chunk || hdr.nfloats != want)
+        return NULL;
+    size_t index = r->step_base[hdr.step] + hdr.offset / ar->seg_floats;
+    if (r->seen[index] != SEG_NONE)
+        return NULL;
+    r->seen[index] = SEG_PLACED;
+    r->landing++;
+    return r->data + base + hdr.offset;
+}
+
+/* A placed segment's request is done (consumed, refused or failed). */
+static void place_release(void *arg, void *buffer)
+{
+    ember_allreduce_t *ar = arg;
+    const float *at = buffer;
+
+    for (ember_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next) {
+        if (r->landing && at >= r->data && at < r->data + r->count) {
+            r->landing--;
+            return;
+        }
+    }
 }
 
 static void on_hello(ember_rpc_req_t *req, void *arg)
@@ -1005,7 +1090,7 @@ static void pump(ember_allreduce_t *ar)
             now - r->failed_at > FAIL_GRACE_S)
             abandon_sends(r);
         next = r->next; /* handlers never unlink; only this loop does */
-        if (r->released && r->first_pending == r->nsends)
+        if (r->released && r->first_pending == r->nsends && !r->landing)
             req_recycle(ar, r);
     }
     for (int m = 0; m < ar->n; m++) {
@@ -1175,6 +1260,10 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
     ar->hash = fnv(ar->hash, &ar->halving_steps, sizeof(ar->halving_steps));
 
     status = ember_rpc_register(tp, op_base + OP_DATA, on_data, ar);
+    ar->place = ember_tp_pull_rendezvous(tp);
+    if (status == EMBER_OK && ar->place)
+        status = ember_rpc_register_alloc(tp, op_base + OP_DATA, place_segment,
+                                          place_release, ar);
     if (status == EMBER_OK)
         status = ember_rpc_register(tp, op_base + OP_HELLO, on_hello, ar);
     if (status == EMBER_OK)
@@ -1224,7 +1313,7 @@ void ember_allreduce_destroy(ember_allreduce_t *ar)
         int pending = 0;
         pump(ar);
         for (ember_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next)
-            pending += r->first_pending < r->nsends;
+            pending += r->first_pending < r->nsends || r->landing;
         for (int m = 0; m < ar->n; m++)
             pending += ar->aborts[m] != NULL;
         if (!pending || now_s() > deadline)
@@ -1232,17 +1321,22 @@ void ember_allreduce_destroy(ember_allreduce_t *ar)
         ember_tp_wait(ar->tp, 0.01);
     }
     unregister(ar);
-    while (ar->live.next != &ar->live) {
-        ember_allreduce_req_t *r = ar->live.next;
+    int landing = 0;
+    for (ember_allreduce_req_t *r = ar->live.next, *next; r != &ar->live; r = next) {
+        next = r->next;
         abandon_sends(r);
-        list_del(r);
-        if (r->first_pending < r->nsends) {
-            /* A one-way send the transport still holds (a hung peer): its
-             * callback will write into @r, so @r is left to it, not freed. */
-            ember_warn("allreduce", "destroy: a send of seq %" PRIu64 " is still in the "
+        if (r->first_pending < r->nsends || r->landing) {
+            /* A one-way send the transport still holds (a hung peer), or a
+             * segment still landing: their callbacks will touch @r, so @r
+             * is left to them, not freed. */
+            ember_warn("allreduce", "destroy: seq %" PRIu64 " is still in the "
                        "transport; its request is leaked", r->seq);
+            landing |= r->landing != 0;
+            if (!r->landing)
+                list_del(r); /* else left where place_release looks */
             continue;
         }
+        list_del(r);
         req_free_memory(r);
     }
     while (ar->free_list) {
@@ -1250,6 +1344,8 @@ void ember_allreduce_destroy(ember_allreduce_t *ar)
         ar->free_list = r->next;
         req_free_memory(r);
     }
+    if (landing)
+        return; /* place_release will still be called with @ar: keep it */
     for (int m = 0; m < ar->n; m++)
         ember_future_release(ar->aborts[m]);
     free(ar->active);
@@ -1268,17 +1364,15 @@ static void take_early(ember_allreduce_t *ar, ember_allreduce_req_t *r)
     while (i < ar->nearly && ar->error == EMBER_OK && r->receiving) {
         ember_rpc_req_t *req = ar->early[i];
         ember_allreduce_wire_t hdr;
-        size_t length;
-        const unsigned char *data = ember_rpc_req_data(req, &length);
+        const unsigned char *payload = message_header(req, &hdr, NULL);
 
-        memcpy(&hdr, data, sizeof(hdr));
         if (hdr.seq != r->seq) {
             i++;
             continue;
         }
         ar->early[i] = ar->early[--ar->nearly];
         int rank = ember_rpc_req_peer(req);
-        deliver(ar, r, req, ar->member_of[rank], &hdr, data + sizeof(hdr));
+        deliver(ar, r, req, ar->member_of[rank], &hdr, payload);
     }
 }
 
@@ -1428,17 +1522,24 @@ ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req)
         ember_tp_wait(ar->tp, WAIT_SLICE_S);
     }
     status = req->status;
-    /* A failed reduction may still have sends reading @data: give them a
-     * moment to finish (they fail fast once the peers know), then let go. */
-    while (status < 0 && req->first_pending < req->nsends &&
+    /* A failed reduction may still have sends reading @data, and segments
+     * being received into it in place (read by this process's own progress:
+     * see place_segment): give them a moment to finish (they fail fast once
+     * the peers know), then let go. */
+    while (status < 0 && (req->first_pending < req->nsends || req->landing) &&
            now_s() - req->failed_at <= FAIL_GRACE_S) {
         ember_tp_wait(ar->tp, 0.01);
         pump(ar);
     }
-    if (status < 0)
+    if (status < 0) {
         abandon_sends(req);
+        if (req->landing)
+            ember_warn("allreduce", "seq %" PRIu64 ": %zu segment(s) still being "
+                       "received into the result after the failure", req->seq,
+                       req->landing);
+    }
     req->released = 1;
-    if (req->first_pending == req->nsends)
+    if (req->first_pending == req->nsends && !req->landing)
         req_recycle(ar, req);
     return status;
 }

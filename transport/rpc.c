@@ -494,7 +494,11 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
                                             inline_length, total);
         uint8_t *dest;
         if (req->user_data) {
-            /* Placed: the head stays here, the rest lands in their buffer. */
+            /* Placed: the head stays here, the rest lands in their buffer,
+             * given back through the release of the time (the handler may
+             * be replaced meanwhile). */
+            req->release = handler->release;
+            req->release_arg = handler->alloc_arg;
             memcpy(req->head, inline_part, inline_length);
             req->head_length = inline_length;
             req->data = dest = req->user_data;
@@ -674,10 +678,8 @@ static void req_free(ember_rpc_req_t *req)
 {
     if (req->ucx_data)
         ucp_am_data_release(req->tp->worker, req->ucx_data);
-    if (req->user_data) {
-        tp_handler_t *handler = &req->tp->handlers[req->op];
-        handler->release(handler->alloc_arg, req->user_data);
-    }
+    if (req->user_data)
+        req->release(req->release_arg, req->user_data);
     tp_pool_put(&req->tp->pool, req->owned_data);
     tp_pool_put(&req->tp->pool, req);
 }

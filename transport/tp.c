@@ -40,6 +40,7 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
     if (status != EMBER_OK)
         goto err_leave;
     tp->spin_s = tp_spin_window(tp); /* needs the peers' hosts */
+    tp->pull_rendezvous = tp_pull_rendezvous_config();
     *tp_p = tp;
     return EMBER_OK;
 
@@ -79,8 +80,7 @@ void ember_tp_destroy(ember_tp_t *tp)
         if (req->ucx_data)
             ucp_am_data_release(tp->worker, req->ucx_data);
         if (req->user_data)
-            tp->handlers[req->op].release(tp->handlers[req->op].alloc_arg,
-                                          req->user_data);
+            req->release(req->release_arg, req->user_data);
         tp_pool_put(&tp->pool, req->owned_data);
         tp_pool_put(&tp->pool, req);
     }

@@ -146,6 +146,8 @@ struct ember_rpc_req {
     void *ucx_data;   /* eager data UCX lets us keep (release on reply) */
     void *owned_data; /* rendezvous or copied payload (pool) */
     void *user_data;  /* rendezvous payload in the handler's own buffer */
+    ember_rpc_release_cb release; /* ...given back with this when done */
+    void *release_arg;
     size_t head_length; /* placed (user_data): the head that came inline */
     uint8_t head[TP_INLINE_MAX];
     int recv_inflight;
@@ -180,6 +182,7 @@ struct ember_tp {
     ucp_worker_h worker;
     int efd;
     double spin_s;
+    int pull_rendezvous; /* see ember_tp_pull_rendezvous */
     double rpc_timeout_s;
     size_t max_message;
     size_t inline_max; /* 0 when the worker's AM header is too small */
@@ -238,6 +241,8 @@ void tp_worker_destroy(ember_tp_t *tp);
 unsigned tp_progress_once(ember_tp_t *tp);
 /* Seconds a waiter polls before sleeping (EMBER_SPIN_US, else by CPUs per rank). */
 double tp_spin_window(const ember_tp_t *tp);
+/* Whether every transport configured reads rendezvous payloads itself. */
+int tp_pull_rendezvous_config(void);
 /* Progress until done(arg) or @deadline (absolute); blocks when idle. */
 void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
                        const void *arg, double deadline);

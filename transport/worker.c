@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 ember_status_t tp_status_from_ucs(ucs_status_t status)
@@ -288,6 +289,38 @@ void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
 unsigned ember_tp_progress(ember_tp_t *tp) { return tp_progress_once(tp); }
 
 double ember_tp_spin_us(const ember_tp_t *tp) { return tp->spin_s * 1e6; }
+
+int ember_tp_pull_rendezvous(const ember_tp_t *tp) { return tp->pull_rendezvous; }
+
+int tp_pull_rendezvous_config(void)
+{
+    /* UCX transports whose rendezvous the receiver drives (get_zcopy), and
+     * ones that carry no rendezvous at all. */
+    static const char *const pull[] = {"sm", "shm", "cma", "xpmem", "knem", "rc",
+                                       "rc_v", "rc_x", "rc_verbs", "rc_mlx5", "dc",
+                                       "dc_x", "dc_mlx5", "cuda_ipc"};
+    static const char *const neutral[] = {"self", "cuda_copy", "gdr_copy"};
+    const char *tls = ember_config_str("EMBER_TLS");
+    char list[256], *save = NULL;
+    int pulls = 0;
+
+    if (!tls || !*tls)
+        tls = getenv("UCX_TLS");
+    if (!tls || !*tls || strlen(tls) >= sizeof(list))
+        return 0; /* UCX's default list includes tcp */
+    snprintf(list, sizeof(list), "%s", tls);
+    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int known = 0;
+        for (size_t i = 0; i < sizeof(pull) / sizeof(pull[0]); i++)
+            if (strcmp(name, pull[i]) == 0)
+                known = pulls = 1;
+        for (size_t i = 0; i < sizeof(neutral) / sizeof(neutral[0]); i++)
+            known |= strcmp(name, neutral[i]) == 0;
+        if (!known)
+            return 0; /* tcp, ud, posix without cma, "all", "^...": not sure */
+    }
+    return pulls;
+}
 
 typedef struct {
     const ember_tp_t *tp;

@@ -216,6 +216,17 @@ unsigned ember_tp_progress(ember_tp_t *tp);
  *  else 1000 where this host has a CPU for each of its ranks, else 20. */
 double ember_tp_spin_us(const ember_tp_t *tp);
 
+/**
+ * Non-zero when every transport this process may use (EMBER_TLS, else
+ * UCX_TLS) reads a rendezvous payload itself: shared memory with CMA (sm),
+ * RDMA (rc, dc).  A payload an ember_rpc_alloc_cb placed in a caller's
+ * buffer then lands within this process's own progress, whatever its sender
+ * does meanwhile; over tcp (and with UCX's default list, which includes it)
+ * the sender pushes the payload, so a stalled sender could still write into
+ * the buffer after its receiver gave up.
+ */
+int ember_tp_pull_rendezvous(const ember_tp_t *tp);
+
 /* ---- RMA ---------------------------------------------------------------- */
 
 /** Register @length bytes at @address for remote access (borrowed). */
