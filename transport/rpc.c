@@ -495,8 +495,8 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         uint8_t *dest;
         if (req->user_data) {
             /* Placed: the head stays here, the rest lands in their buffer,
-             * given back through the release of the time (the handler may
-             * be replaced meanwhile). */
+             * which goes back through the release registered now (the
+             * handler may be replaced before the request is done). */
             req->release = handler->release;
             req->release_arg = handler->alloc_arg;
             memcpy(req->head, inline_part, inline_length);
