@@ -7,6 +7,8 @@
 #   multiprog      --multi-prog slurm/multi-prog.conf: one role per line
 #   rank_fails     one rank gets a bad flag: the job ends non-zero, fast,
 #                  with no process left behind
+#   bench_allreduce  srun -N2 ember-bench allreduce: the nccl-tests table,
+#                  one rank per node, #wrong 0
 # Needs SLURM_CONF (set by CTest to the fixture's cluster).  77 = skipped.
 set -uo pipefail
 case_name=$1 build=$2 src=$3 golden=$4
@@ -75,6 +77,23 @@ multiprog)
     [ $rc -eq 0 ] || fail "exit $rc"
     need '^2: done: 400 steps'
     bind_lines node1 4
+    ;;
+bench_allreduce)
+    # Straight srun (no sbatch script): ranks and size from Slurm's
+    # environment, the store where EMBER_INIT says, a job secret of our own.
+    head -c 32 /dev/urandom >"$work/secret" && chmod 600 "$work/secret"
+    EMBER_SECRET_FILE=$work/secret EMBER_INIT=tcp://127.0.0.1:$(free_port) \
+        timeout 60 srun -J ember-test-bench -N 2 -n 2 \
+        --ntasks-per-node=1 -K1 "$build/bench/ember-bench" allreduce -b 8 -e 1M -f 8 -n 3 \
+        -w 1 -c 1 >"$work/out" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc"
+    need '^# nThread 1 nGpus 0 nRanks 2 '
+    need '^# Out of bounds values : 0 OK$'
+    rows=$(awk '!/^#/ && NF == 13 && $3 == "float" && $9 == 0 && $13 == 0' "$work/out" | wc -l)
+    [ "$rows" -eq 6 ] || fail "want 6 rows with #wrong 0, got $rows"
+    need 'ember-bind: rank 1 local 0/1 host node2 '
+    grep -q 'no job secret' "$work/out" && fail "ran without the job secret"
     ;;
 rank_fails)
     # Rank 1 gets a flag ember-train refuses; the other ranks wait for it at
