@@ -856,8 +856,16 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
         free(after);
         return BENCH_EXIT_FAIL;
     }
-    if (client == 0)
+    if (client == 0) {
         lk_header(opts, clients, P);
+        /* Each point's "after" is the next one's "before": nobody looks up
+         * between points. */
+        if (lk_ps_stats(tp, clients, P, before) != EMBER_OK) {
+            free(before);
+            free(after);
+            return BENCH_EXIT_FAIL;
+        }
+    }
     for (size_t id = 0; id < opts->ndist; id++)
         for (size_t im = 0; im < opts->ndim; im++)
             for (size_t ip = 0; ip < opts->npool; ip++)
@@ -876,10 +884,7 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
             pt.slots = pt.window;
         if (opts->rate == 0.0 && pt.window > pt.slots)
             pt.window = pt.slots;
-        ember_status_t status = client == 0 ? lk_ps_stats(tp, clients, P, before)
-                                            : EMBER_OK;
-        if (status == EMBER_OK)
-            status = lk_point_run(&pt);
+        ember_status_t status = lk_point_run(&pt);
         if (status != EMBER_OK) {
             fprintf(stderr, "ember-bench lookup: client %d, point %u: %s\n", client,
                     table_id, ember_status_string(status));
@@ -932,10 +937,12 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
         wrong_total += wrong;
         /* Every client is done with this point: the PS counters are final. */
         double ps_us = 0.0;
-        if (lk_ps_stats(tp, clients, P, after) == EMBER_OK)
+        if (lk_ps_stats(tp, clients, P, after) == EMBER_OK) {
             ps_us = lk_ps_us(before, after, P);
-        else
+            memcpy(before, after, (size_t)P * sizeof(*before));
+        } else {
             ret = BENCH_EXIT_FAIL;
+        }
         char dist[32], grad[32];
         if (pt.dist.alpha > 0.0)
             snprintf(dist, sizeof(dist), "zipf:%g", pt.dist.alpha);

@@ -55,7 +55,6 @@ typedef struct {
     ember_future_t *future;
     ember_allreduce_req_t *owner;
     ember_status_t oneway_status;
-    int peer_rank;
     ember_allreduce_wire_t hdr; /* borrowed by the send until it completes */
 } ar_send_t;
 
@@ -108,7 +107,6 @@ struct ember_allreduce {
     ember_tp_t *tp;
     int n, me, left, right; /* member indices */
     int halving_steps;      /* log2(n) when n is a power of two >= 4, else 0 */
-    int place;              /* all-gather segments land in the result directly */
     int *ranks;             /* [n] transport ranks */
     int *member_of;         /* [world]: member index or -1 */
     int world;
@@ -197,15 +195,23 @@ static void halving_region(const ember_allreduce_t *ar, size_t count, int splits
     *hi_p = hi;
 }
 
-/* Step @step of the halving schedule: the split it undoes or makes (k), the
- * partner, and the halves of region(k) that are ours and theirs. */
+/* The split step @step of the halving schedule makes or undoes (k), and the
+ * distance to its partner (me ^ distance). */
+static int halving_split(const ember_allreduce_t *ar, int step, int *distance_p)
+{
+    int m = ar->halving_steps;
+    int k = step < m ? step : 2 * m - 1 - step;
+    *distance_p = ar->n >> (k + 1);
+    return k;
+}
+
+/* Step @step of the halving schedule: the partner, and the halves of
+ * region(k) that are ours and theirs. */
 static int halving_step(const ember_allreduce_t *ar, size_t count, int step,
                         size_t *mine_base, size_t *mine_len, size_t *other_base,
                         size_t *other_len)
 {
-    int m = ar->halving_steps;
-    int k = step < m ? step : 2 * m - 1 - step;
-    int d = ar->n >> (k + 1);
+    int d, k = halving_split(ar, step, &d);
     size_t lo, hi;
     halving_region(ar, count, k, &lo, &hi);
     size_t mid = lo + (hi - lo) / 2;
@@ -244,9 +250,9 @@ static int step_from(const ember_allreduce_t *ar, int step)
 {
     if (!ar->halving_steps)
         return ar->left;
-    int m = ar->halving_steps;
-    int k = step < m ? step : 2 * m - 1 - step;
-    return ar->me ^ (ar->n >> (k + 1));
+    int d;
+    halving_split(ar, step, &d);
+    return ar->me ^ d;
 }
 
 /* A chunk is sent in segments; an empty chunk still takes one (empty) one. */
@@ -601,6 +607,29 @@ static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t s
     ember_rpc_reply_error(req, status, "%s", text);
 }
 
+/*
+ * Where the segment @hdr announces lies in @r (its receive step's range):
+ * *dst_p and its receive-segment index; 0 when it does not fit the
+ * geometry (*length_p: that step's range, for the message).
+ */
+static int segment_target(const ember_allreduce_t *ar, const ember_allreduce_req_t *r,
+                          const ember_allreduce_wire_t *hdr, float **dst_p,
+                          size_t *index_p, size_t *length_p)
+{
+    size_t base, length;
+    step_range(ar, r->count, hdr->step, 0, &base, &length);
+    size_t want = length > hdr->offset ? length - hdr->offset : 0;
+    if (want > ar->seg_floats)
+        want = ar->seg_floats;
+    *length_p = length;
+    if (hdr->offset % ar->seg_floats != 0 ||
+        (length ? hdr->offset >= length : hdr->offset != 0) || hdr->nfloats != want)
+        return 0;
+    *dst_p = r->data + base + hdr->offset;
+    *index_p = r->step_base[hdr->step] + hdr->offset / ar->seg_floats;
+    return 1;
+}
+
 static int step_complete(const ember_allreduce_req_t *r, int step)
 {
     return r->step_got[step] == r->step_base[step + 1] - r->step_base[step];
@@ -653,13 +682,9 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
                          const unsigned char *payload, int parked_release)
 {
     int step = hdr->step;
-    size_t base, length;
-    step_range(ar, r->count, step, 0, &base, &length);
-    size_t want = length > hdr->offset ? length - hdr->offset : 0;
-    if (want > ar->seg_floats)
-        want = ar->seg_floats;
-    if (hdr->offset % ar->seg_floats != 0 ||
-        (length ? hdr->offset >= length : hdr->offset != 0) || hdr->nfloats != want) {
+    size_t index, length, want = hdr->nfloats;
+    float *dst;
+    if (!segment_target(ar, r, hdr, &dst, &index, &length)) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
                               "allreduce seq %" PRIu64 " step %d: segment [%" PRIu64
                               ", +%" PRIu64 ") does not fit chunk of %zu floats",
@@ -667,7 +692,6 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
         return;
     }
     size_t segment = hdr->offset / ar->seg_floats;
-    size_t index = r->step_base[step] + segment;
     int placed = ember_rpc_req_head(req, NULL) != NULL;
     uint8_t expect = parked_release ? (placed ? SEG_PLACED_PARKED : SEG_PARKED)
                                     : (placed ? SEG_PLACED : SEG_NONE);
@@ -693,13 +717,12 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
      * of the same chunk may not be acknowledged yet: this data was built on
      * top of that send having been received in full by our right neighbour.
      */
-    float *dst = r->data + base + hdr->offset;
     int half = nsteps(ar) / 2;
     if (step < half) {
         /* The ring adds into each chunk once, so onto the input; halving
          * adds into regions it added into at the step before, after step 0. */
         const float *mine = ar->halving_steps && step > 0 ? dst
-                                                          : r->input + base + hdr->offset;
+                                                          : r->input + (dst - r->data);
         add_floats(dst, mine, payload, want);
         if (step == half - 1 && r->average) {
             const float scale = (float)ar->n;
@@ -844,7 +867,7 @@ static void on_data(ember_rpc_req_t *req, void *arg)
 
 /*
  * Where an all-gather segment lands: straight in the result, where the
- * copy would have put it (ar->place: only where the transport reads the
+ * copy would have put it (registered only where the transport reads the
  * payload itself, so nothing can land after a failed reduction returned).
  * Anything else (reduce-scatter segments to add, early or doubtful
  * messages) goes to a transport buffer and is checked by on_data.
@@ -865,18 +888,13 @@ static void *place_segment(void *arg, int peer, const void *head, size_t head_le
     ember_allreduce_req_t *r = find_active(ar, hdr.seq);
     if (!r || r->kind != AR_KIND_RING || hdr.count != r->count)
         return NULL;
-    size_t base, chunk;
-    step_range(ar, r->count, hdr.step, 0, &base, &chunk);
-    size_t want = chunk > hdr.offset ? chunk - hdr.offset : 0;
-    want = want > ar->seg_floats ? ar->seg_floats : want;
-    if (hdr.offset % ar->seg_floats || hdr.offset >= chunk || hdr.nfloats != want)
-        return NULL;
-    size_t index = r->step_base[hdr.step] + hdr.offset / ar->seg_floats;
-    if (r->seen[index] != SEG_NONE)
+    float *dst;
+    size_t index, chunk;
+    if (!segment_target(ar, r, &hdr, &dst, &index, &chunk) || r->seen[index] != SEG_NONE)
         return NULL;
     r->seen[index] = SEG_PLACED;
     r->landing++;
-    return r->data + base + hdr.offset;
+    return dst;
 }
 
 /* A placed segment's request is done (consumed, refused or failed). */
@@ -1005,14 +1023,14 @@ static void poll_sends(ember_allreduce_t *ar, ember_allreduce_req_t *r)
         if (status == EMBER_INPROGRESS)
             return;
         if (status != EMBER_OK && ar->error == EMBER_OK) {
+            int peer = send_peer(ar, r, i);
             if (send->future)
-                send_failed(ar, r, send->future, status, send_peer(ar, r, i));
+                send_failed(ar, r, send->future, status, peer);
             else
-                ar_break(ar, status, ember_tp_peer_lost(ar->tp, send->peer_rank)
-                                         ? send->peer_rank : -1, r->seq, 1,
-                         "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s",
-                         r->seq, ember_tp_peer_name(ar->tp, send->peer_rank),
-                         send->peer_rank, ember_status_string(status));
+                ar_break(ar, status, ember_tp_peer_lost(ar->tp, peer) ? peer : -1,
+                         r->seq, 1, "allreduce seq %" PRIu64 ": cannot send to %s "
+                         "(rank %d): %s", r->seq, ember_tp_peer_name(ar->tp, peer), peer,
+                         ember_status_string(status));
         }
         if (status != EMBER_OK && r->status == EMBER_INPROGRESS) {
             r->status = status;
@@ -1260,8 +1278,7 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
     ar->hash = fnv(ar->hash, &ar->halving_steps, sizeof(ar->halving_steps));
 
     status = ember_rpc_register(tp, op_base + OP_DATA, on_data, ar);
-    ar->place = ember_tp_pull_rendezvous(tp);
-    if (status == EMBER_OK && ar->place)
+    if (status == EMBER_OK && ember_tp_pull_rendezvous(tp))
         status = ember_rpc_register_alloc(tp, op_base + OP_DATA, place_segment,
                                           place_release, ar);
     if (status == EMBER_OK)
@@ -1382,7 +1399,6 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
 {
     ember_allreduce_req_t *r;
     ember_status_t status;
-    float *data = recv;
 
     if (!ar || !req_p || (count && (!send || !recv)) ||
         count > SIZE_MAX / sizeof(float) / 2) {
@@ -1409,7 +1425,7 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
     if (!r)
         return EMBER_ERR_NO_MEMORY;
     r->input = send;
-    r->data = data;
+    r->data = recv;
     r->count = count;
     r->average = average;
     r->last_progress = now_s();
@@ -1479,7 +1495,7 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
                 continue;
             ar_send_t *out = &r->sends[r->nsends++];
             *out = (ar_send_t){.owner = r, .oneway_status = EMBER_INPROGRESS,
-                               .peer_rank = ar->ranks[m], .hdr = hdr};
+                               .hdr = hdr};
             ember_iov_t iov[2] = {{&out->hdr, sizeof(out->hdr)},
                                   {r->small_buf, count * sizeof(float)}};
             status = ember_rpc_send(ar->tp, ar->ranks[m], ar->op_base + OP_DATA, iov, 2,

@@ -4,7 +4,7 @@
  * Rows picked by random keys defeat the hardware prefetcher, so a gather of
  * N rows waits out N memory latencies one after another.  Touching the row
  * EMBER_PREFETCH_AHEAD positions ahead keeps that many rows in flight instead
- * (measured: 1024 random 256-byte rows of a 25 MB table, 187 us -> 45 us).
+ * (ember-bench lookup, 1024 bags x dim 64, shared memory: 1.85 -> 3.8 GB/s).
  */
 #ifndef EMBER_ENGINE_PREFETCH_H
 #define EMBER_ENGINE_PREFETCH_H

@@ -295,7 +295,9 @@ int ember_tp_pull_rendezvous(const ember_tp_t *tp) { return tp->pull_rendezvous;
 int tp_pull_rendezvous_config(void)
 {
     /* UCX transports whose rendezvous the receiver drives (get_zcopy), and
-     * ones that carry no rendezvous at all. */
+     * ones that carry no rendezvous at all.  "sm" counts on CMA: where the
+     * kernel refuses it (another user, a strict ptrace scope), UCX pushes
+     * the payload through shared memory instead, as over tcp. */
     static const char *const pull[] = {"sm", "shm", "cma", "xpmem", "knem", "rc",
                                        "rc_v", "rc_x", "rc_verbs", "rc_mlx5", "dc",
                                        "dc_x", "dc_mlx5", "cuda_ipc"};
