@@ -177,6 +177,7 @@ ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params
         tp->peers[rank].tp = tp;
         tp->peers[rank].rank = rank;
         tp_list_init(&tp->peers[rank].waiting);
+        tp_list_init(&tp->peers[rank].deferred);
     }
 
     if (tp->rank == 0)

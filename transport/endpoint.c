@@ -60,7 +60,7 @@ void tp_send_free(tp_send_t *send)
     tp_pool_put(pool, send);
 }
 
-static void send_complete(tp_send_t *send, ember_status_t status)
+void tp_send_complete(tp_send_t *send, ember_status_t status)
 {
     ember_future_t *future = send->future;
 
@@ -87,7 +87,7 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
         if (ret != EMBER_ERR_CANCELED)
             ret = EMBER_ERR_PEER_LOST;
     }
-    send_complete(send, ret);
+    tp_send_complete(send, ret);
     ucp_request_free(request);
 }
 
@@ -132,11 +132,11 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
                               send->am_id == TP_AM_HELLO ? 0 : header_length,
                               buffer, count, &param);
     if (request == NULL) {
-        send_complete(send, EMBER_OK);
+        tp_send_complete(send, EMBER_OK);
     } else if (UCS_PTR_IS_ERR(request)) {
         ember_debug("tp", "send to %s failed at once: %s", peer->name,
                     ucs_status_string(UCS_PTR_STATUS(request)));
-        send_complete(send, EMBER_ERR_PEER_LOST);
+        tp_send_complete(send, EMBER_ERR_PEER_LOST);
     }
 }
 
@@ -220,19 +220,22 @@ ember_status_t tp_peer_send(ember_tp_t *tp, tp_send_t *send)
 {
     tp_peer_t *peer = &tp->peers[send->peer];
 
+    /* Replies held for a batch go first: a peer sees our messages in order. */
+    if (peer->deferred_count)
+        tp_batch_flush(tp, send->peer);
     tp_list_init(&send->link);
     switch (peer->state) {
     case TP_PEER_READY:
         send_now(tp, send);
         return EMBER_OK;
     case TP_PEER_LOST:
-        send_complete(send, peer->error);
+        tp_send_complete(send, peer->error);
         return EMBER_OK;
     case TP_PEER_IDLE: {
         ember_status_t status = peer_connect(tp, peer);
         if (status != EMBER_OK) {
             tp_peer_lost(tp, peer->rank, status, "cannot connect");
-            send_complete(send, peer->error);
+            tp_send_complete(send, peer->error);
             return EMBER_OK;
         }
     } /* fall through */
@@ -276,7 +279,7 @@ static void peer_flush_waiting(ember_tp_t *tp, tp_peer_t *peer)
         if (peer->state == TP_PEER_READY)
             send_now(tp, send);
         else
-            send_complete(send, peer->error);
+            tp_send_complete(send, peer->error);
     }
 }
 

@@ -266,9 +266,8 @@ void ember_future_release(ember_future_t *future)
 
 /* ---- calls ---------------------------------------------------------------- */
 
-static ember_status_t send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
-                                 const ember_iov_t *iov, size_t iovcnt,
-                                 tp_send_t **send_p)
+ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
+                             const ember_iov_t *iov, size_t iovcnt, tp_send_t **send_p)
 {
     tp_send_t *send = tp_pool_zalloc(&tp->pool, sizeof(*send));
     if (!send)
@@ -325,7 +324,7 @@ ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
     future->op = op;
     future->response = resp_buffer;
     future->capacity = resp_buffer ? resp_capacity : 0;
-    status = send_alloc(tp, peer, TP_AM_REQUEST, iov, iovcnt, &send);
+    status = tp_send_alloc(tp, peer, TP_AM_REQUEST, iov, iovcnt, &send);
     if (status != EMBER_OK) {
         tp_future_complete(future, status);
         future->released = 1;
@@ -362,7 +361,7 @@ ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op,
                     op, tp->peers[peer].name, total);
         return EMBER_ERR_MSG_TOO_LONG;
     }
-    EMBER_CHECK(send_alloc(tp, peer, TP_AM_REQUEST, iov, iovcnt, &send));
+    EMBER_CHECK(tp_send_alloc(tp, peer, TP_AM_REQUEST, iov, iovcnt, &send));
     send->header = (tp_header_t){.magic = TP_MAGIC,
                                  .version = TP_VERSION,
                                  .op = op,
@@ -559,7 +558,6 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
 {
     ember_tp_t *tp = arg;
     tp_header_t hdr;
-    ember_future_t *future;
     int peer = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
                    ? tp_conn_lookup(tp, param->reply_ep)
                    : -1;
@@ -571,26 +569,34 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
         ember_warn("tp", "malformed or unauthenticated reply dropped");
         return UCS_OK;
     }
-    future = future_lookup(tp, hdr.request_id);
+    return tp_reply_deliver(tp, peer, &hdr, (const uint8_t *)header + sizeof(hdr),
+                            inline_length, data, length,
+                            (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
+}
+
+ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
+                              const uint8_t *inline_part, size_t inline_length,
+                              void *data, size_t length, int rndv)
+{
+    ember_future_t *future = future_lookup(tp, hdr->request_id);
     if (!future || future->peer != peer || future->kind != TP_FUTURE_CALL ||
         future->status != EMBER_INPROGRESS || future->recv_inflight) {
         /* Late (after a timeout or release) or not for us. */
         ember_debug("tp", "reply %#llx from %s matches no pending call",
-                    (unsigned long long)hdr.request_id, tp->peers[peer].name);
+                    (unsigned long long)hdr->request_id, tp->peers[peer].name);
         return UCS_OK;
     }
-    if (hdr.status != EMBER_OK) {
+    if (hdr->status != EMBER_OK) {
         /* The handler failed: the payload is its error text. */
-        size_t n = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ? 0 : length;
-        tp_future_complete(future, ember_status_from_wire(hdr.status));
+        size_t n = rndv ? 0 : length;
+        tp_future_complete(future, ember_status_from_wire(hdr->status));
         future_set_text(future, "%s (rank %d): %.*s", tp->peers[peer].name, peer,
                         (int)(n > 200 ? 200 : n), (const char *)data);
         tp_future_maybe_free(future);
         return UCS_OK;
     }
-    const uint8_t *inline_part = (const uint8_t *)header + sizeof(hdr);
-    size_t total = hdr.length;
-    if (hdr.status == EMBER_OK && future->capacity && total > future->capacity) {
+    size_t total = hdr->length;
+    if (future->capacity && total > future->capacity) {
         ember_error("tp", "reply of %zu bytes from %s to op %u exceeds the "
                     "caller's buffer of %zu bytes", total, tp->peers[peer].name,
                     future->op, future->capacity);
@@ -610,7 +616,7 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
     future->length = total;
     memcpy(future->response, inline_part, inline_length);
     uint8_t *rest = (uint8_t *)future->response + inline_length;
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    if (rndv) {
         /* Straight into the caller's buffer: no intermediate copy. */
         future->recv_inflight = 1;
         ember_status_t status = rndv_receive(tp, data, rest, length, reply_recv_cb,
@@ -686,7 +692,9 @@ static void req_free(ember_rpc_req_t *req)
 
 void tp_run_handlers(ember_tp_t *tp)
 {
-    /* Handlers may reply (and so send) at once; they never wait here. */
+    /* Handlers may reply (and so send) at once; they never wait here.  Small
+     * replies are held and leave together when the run ends (batch.c). */
+    tp->handler_depth++;
     while (!tp_list_empty(&tp->ready)) {
         ember_rpc_req_t *req = tp_container_of(tp->ready.next, ember_rpc_req_t, link);
         tp_handler_t *handler = &tp->handlers[req->op];
@@ -704,7 +712,18 @@ void tp_run_handlers(ember_tp_t *tp)
         } else {
             handler->cb(req, handler->arg);
         }
+        /* More to run and replies held: bound their wait (the clock is read
+         * only then, so a lone request costs no clock read). */
+        if (tp->deferred_peers && !tp_list_empty(&tp->ready)) {
+            double now = tp_time_now();
+            if (tp->deferred_since == 0.0)
+                tp->deferred_since = now;
+            else if (now - tp->deferred_since >= TP_BATCH_HOLD_S)
+                tp_batch_flush_all(tp);
+        }
     }
+    if (--tp->handler_depth == 0 && tp->deferred_peers)
+        tp_batch_flush_all(tp);
 }
 
 static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
@@ -739,7 +758,7 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
         for (size_t i = 0, offset = 0; i < iovcnt; offset += iov[i].length, i++)
             memcpy(buffer + offset, iov[i].buffer, iov[i].length);
         flat = (ember_iov_t){.buffer = buffer, .length = total};
-        ret = send_alloc(tp, req->peer, TP_AM_REPLY, &flat, 1, &send);
+        ret = tp_send_alloc(tp, req->peer, TP_AM_REPLY, &flat, 1, &send);
         if (ret != EMBER_OK) {
             tp_pool_put(&tp->pool, buffer);
             req_free(req);
@@ -747,7 +766,7 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
         }
         send->copy = buffer;
     } else {
-        ret = send_alloc(tp, req->peer, TP_AM_REPLY, iov, iovcnt, &send);
+        ret = tp_send_alloc(tp, req->peer, TP_AM_REPLY, iov, iovcnt, &send);
         if (ret != EMBER_OK) {
             req_free(req);
             return ret;
@@ -762,6 +781,10 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
     send->done_cb = done_cb;
     send->done_arg = done_arg;
     req_free(req);
+    if (tp->handler_depth && total <= TP_BATCH_ITEM_MAX) {
+        tp_reply_defer(tp, send);
+        return EMBER_OK;
+    }
     return tp_peer_send(tp, send);
 }
 

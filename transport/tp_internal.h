@@ -19,6 +19,7 @@ enum {
     TP_AM_REPLY = 1,
     TP_AM_HELLO = 2,
     TP_AM_HELLO_ACK = 3,
+    TP_AM_REPLY_BATCH = 4, /* several small replies to one peer (batch.c) */
     TP_AM_COUNT
 };
 
@@ -100,6 +101,8 @@ typedef struct {
     tp_peer_state_t state;
     uint8_t nonce[TP_AUTH_NONCE_SIZE];
     tp_list_t waiting; /* tp_send_t queued until READY */
+    tp_list_t deferred; /* small replies held to the end of a handler run (batch.c) */
+    size_t deferred_count, deferred_bytes;
     ember_status_t error;
     char reason[160];
     int close_pending; /* lost: close the endpoint from the progress loop */
@@ -189,6 +192,10 @@ struct ember_tp {
 
     tp_handler_t handlers[EMBER_RPC_OP_MAX];
     tp_list_t ready; /* ember_rpc_req_t with their payload in place */
+    unsigned handler_depth; /* inside tp_run_handlers (nested: > 1) */
+    int deferred_peers;     /* peers with replies held (batch.c) */
+    double deferred_since;  /* first seen held between handlers; 0: not yet */
+    unsigned long reply_batches, batched_replies; /* sent so far (batch.c) */
     tp_list_t acks;  /* tp_ack_t to send */
 
     ember_future_t **slots; /* pending futures by slot */
@@ -249,6 +256,8 @@ void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
 
 /* endpoint.c */
 ember_status_t tp_peer_send(ember_tp_t *tp, tp_send_t *send);
+/* The send is over (sent, failed or never posted): tell its owner, free it. */
+void tp_send_complete(tp_send_t *send, ember_status_t status);
 /* Connect to @rank now (if not yet) and wait for the handshake. */
 ember_status_t tp_peer_connect_wait(ember_tp_t *tp, int rank);
 void tp_peer_lost(ember_tp_t *tp, int rank, ember_status_t status,
@@ -258,6 +267,29 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline);
 /* Peers without UCX failure detection: notice when their process is gone. */
 void tp_check_liveness(ember_tp_t *tp, double now);
 int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep);
+
+/* rpc.c */
+ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
+                             const ember_iov_t *iov, size_t iovcnt, tp_send_t **send_p);
+/* A reply's header and payload, to its waiting call (UCS_INPROGRESS: a
+ * rendezvous payload @data is being received). */
+ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
+                              const uint8_t *inline_part, size_t inline_length,
+                              void *data, size_t length, int rndv);
+
+/* batch.c: small replies posted by handlers leave together at the end of the
+ * handler run, one message per peer. */
+#define TP_BATCH_ITEM_MAX 4096u /* larger replies go alone */
+#define TP_BATCH_BYTES    8192u /* one batch at most */
+#define TP_BATCH_HOLD_S   10e-6  /* held no longer, whatever the handlers do */
+/* Hold @send (a reply of at most TP_BATCH_ITEM_MAX bytes) for its peer's batch. */
+void tp_reply_defer(ember_tp_t *tp, tp_send_t *send);
+/* Send what @rank's held replies: alone if one, else as one batch. */
+void tp_batch_flush(ember_tp_t *tp, int rank);
+void tp_batch_flush_all(ember_tp_t *tp);
+ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length,
+                                  void *data, size_t length,
+                                  const ucp_am_recv_param_t *param);
 ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
                             void *data, size_t length,
                             const ucp_am_recv_param_t *param);

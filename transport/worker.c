@@ -127,6 +127,7 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
         [TP_AM_REPLY] = tp_am_reply_cb,
         [TP_AM_HELLO] = tp_am_hello_cb,
         [TP_AM_HELLO_ACK] = tp_am_hello_ack_cb,
+        [TP_AM_REPLY_BATCH] = tp_am_reply_batch_cb,
     };
     for (unsigned id = 0; id < TP_AM_COUNT; id++) {
         ucp_am_handler_param_t handler = {
@@ -268,6 +269,9 @@ void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
     double idle_since = 0.0;
     unsigned idle_passes = 0;
 
+    /* A handler that waits after all: what it replied must not wait with it. */
+    if (tp->deferred_peers)
+        tp_batch_flush_all(tp);
     while (!done(arg)) {
         if (tp_progress_once(tp)) {
             idle_passes = 0;

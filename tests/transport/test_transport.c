@@ -28,7 +28,12 @@ enum {
     OP_FIRST,
     OP_SECOND,
     OP_PLACE,
+    OP_BATCH,
+    OP_AFTER,
 };
+
+/* OP_BATCH: {index, count}; the server answers all COUNT at once (see on_batch). */
+#define BATCH_CALLS 48
 
 /* OP_PLACE: a head naming a slot of the server's place buffer, then bytes. */
 typedef struct {
@@ -54,6 +59,10 @@ typedef struct {
     /* placement */
     uint8_t *place;
     uint64_t placed, released;
+    /* batched replies */
+    ember_rpc_req_t *batch[BATCH_CALLS];
+    size_t batch_count;
+    uint64_t zcopy_done;
 } server_t;
 
 static uint64_t checksum(const void *data, size_t length)
@@ -270,6 +279,71 @@ static void on_place(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, &iov, 1);
 }
 
+/* Reply @i of the batch test: its length and bytes, and how it is sent. */
+static size_t batch_reply_length(size_t i)
+{
+    static const size_t lengths[] = {0, 1, 7, 8, 100, 1000, 4000, 6000};
+    return lengths[i % (sizeof(lengths) / sizeof(lengths[0]))];
+}
+
+static uint8_t batch_bytes[BATCH_CALLS][6000];
+
+static void batch_zcopy_done(void *arg, ember_status_t status)
+{
+    server_t *server = arg;
+    MP_CHECK(status == EMBER_OK, "zero-copy reply done with %s",
+             ember_status_string(status));
+    server->zcopy_done++;
+}
+
+/*
+ * Hold BATCH_CALLS requests, then answer them all from one handler: copied,
+ * zero-copy and error replies of 0..6000 bytes (small ones are batched, a
+ * large one forces the held ones out first), then a one-way OP_AFTER, which
+ * must reach the client after every reply.
+ */
+static void on_batch(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    size_t length;
+    uint64_t message[2];
+    const void *data = ember_rpc_req_data(req, &length);
+    int client = ember_rpc_req_peer(req);
+    MP_CHECK(length == sizeof(message), "batch payload %zu", length);
+    memcpy(message, data, sizeof(message));
+    MP_CHECK(message[0] < BATCH_CALLS && !server->batch[message[0]], "batch index %lu",
+             (unsigned long)message[0]);
+    server->batch[message[0]] = req;
+    if (++server->batch_count < BATCH_CALLS)
+        return;
+    for (size_t i = 0; i < BATCH_CALLS; i++) {
+        ember_rpc_req_t *held = server->batch[i];
+        size_t n = batch_reply_length(i);
+        ember_iov_t iov = {.buffer = batch_bytes[i], .length = n};
+        fill(batch_bytes[i], n, 1000 + i);
+        server->batch[i] = NULL;
+        int peer = ember_rpc_req_peer(held);
+        if (i % 5 == 3)
+            ember_rpc_reply_error(held, EMBER_ERR_INVALID_PARAM, "refused %zu", i);
+        else if (i % 3 == 0)
+            ember_rpc_reply_zcopy(held, EMBER_OK, &iov, 1, batch_zcopy_done, server);
+        else
+            ember_rpc_reply(held, EMBER_OK, &iov, 1);
+        /* Small replies wait for the batch; a large one takes them along. */
+        size_t waiting = server->tp->peers[peer].deferred_count;
+        int large = n > TP_BATCH_ITEM_MAX && i % 5 != 3; /* refusals are short */
+        MP_CHECK(large ? waiting == 0 : waiting > 0,
+                 "reply %zu (%zu bytes): %zu replies held", i, n, waiting);
+    }
+    server->batch_count = 0;
+    uint64_t after = 1;
+    ember_iov_t iov = {.buffer = &after, .length = sizeof(after)};
+    MP_CHECK(ember_rpc_send(server->tp, client, OP_AFTER,
+                            &iov, 1, batch_zcopy_done, server) == EMBER_OK, "send AFTER");
+    MP_CHECK(server->tp->peers[client].deferred_count == 0,
+             "AFTER was sent while replies were still held");
+}
+
 static int serve(ember_tp_t *tp, server_t *server)
 {
     server->tp = tp;
@@ -285,6 +359,7 @@ static int serve(ember_tp_t *tp, server_t *server)
     ember_rpc_register(tp, OP_FIRST, on_first, server);
     ember_rpc_register(tp, OP_SECOND, on_second, server);
     ember_rpc_register(tp, OP_PLACE, on_place, server);
+    ember_rpc_register(tp, OP_BATCH, on_batch, server);
     MP_CHECK(ember_rpc_register_alloc(tp, OP_PLACE, place_alloc, place_release, server) ==
                  EMBER_OK, "register_alloc");
     ember_tp_barrier(tp, "serving");
@@ -503,6 +578,89 @@ static int case_deferred(int rank, int world, void *arg)
     return 0;
 }
 
+/* The client's side of OP_AFTER: every reply must be in by now. */
+typedef struct {
+    ember_future_t **futures;
+    int seen, all_done;
+} batch_client_t;
+
+static void on_after(ember_rpc_req_t *req, void *arg)
+{
+    batch_client_t *client = arg;
+    client->seen = 1;
+    client->all_done = 1;
+    for (size_t i = 0; i < BATCH_CALLS; i++)
+        client->all_done &= ember_future_test(client->futures[i]) != EMBER_INPROGRESS;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0); /* one-way: nothing is sent */
+}
+
+static int case_batch(int rank, int world, void *arg)
+{
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1) {
+        serve(tp, &server);
+        size_t zcopy = 0;
+        for (size_t i = 0; i < BATCH_CALLS; i++)
+            zcopy += i % 5 != 3 && i % 3 == 0;
+        /* Every zero-copy reply (and the one-way AFTER) told done, once. */
+        MP_CHECK(server.zcopy_done == 3 * (zcopy + 1), "%lu zero-copy completions, "
+                 "want %zu", (unsigned long)server.zcopy_done, 3 * (zcopy + 1));
+        MP_CHECK(tp->reply_batches > 0 && tp->batched_replies >= 2 * tp->reply_batches,
+                 "%lu batches of %lu replies", tp->reply_batches, tp->batched_replies);
+    } else {
+        static uint8_t responses[BATCH_CALLS][6000];
+        uint64_t messages[BATCH_CALLS][2]; /* sent from until the reply */
+        ember_future_t *futures[BATCH_CALLS];
+        batch_client_t client = {.futures = futures};
+        ember_rpc_register(tp, OP_AFTER, on_after, &client);
+        ember_tp_barrier(tp, "serving");
+        for (int round = 0; round < 3; round++) {
+            client.seen = 0;
+            for (size_t i = 0; i < BATCH_CALLS; i++) {
+                messages[i][0] = i;
+                messages[i][1] = BATCH_CALLS;
+                ember_iov_t iov = {.buffer = messages[i], .length = sizeof(messages[i])};
+                MP_CHECK(ember_rpc_call_async(tp, 1, OP_BATCH, &iov, 1, responses[i],
+                                              sizeof(responses[i]), 0, &futures[i]) ==
+                             EMBER_OK, "call %zu", i);
+            }
+            for (size_t i = 0; i < BATCH_CALLS; i++) {
+                ember_status_t status = ember_future_wait(futures[i]);
+                size_t length = 0, n = batch_reply_length(i);
+                const void *data = ember_future_data(futures[i], &length);
+                if (i % 5 == 3) {
+                    char want[32];
+                    snprintf(want, sizeof(want), "refused %zu", i);
+                    MP_CHECK(status == EMBER_ERR_INVALID_PARAM && data &&
+                                 strstr((const char *)data, want),
+                             "reply %zu: %s, want the refusal", i,
+                             ember_status_string(status));
+                } else {
+                    uint8_t expect[6000];
+                    fill(expect, n, 1000 + i);
+                    MP_CHECK(status == EMBER_OK && length == n &&
+                                 memcmp(responses[i], expect, n) == 0,
+                             "reply %zu: %s, %zu bytes (want %zu) or wrong bytes", i,
+                             ember_status_string(status), length, n);
+                }
+            }
+            double until = tp_time_now() + 10;
+            while (!client.seen && tp_time_now() < until)
+                ember_tp_wait(tp, 0.05);
+            MP_CHECK(client.seen, "round %d: no AFTER", round);
+            MP_CHECK(client.all_done, "round %d: AFTER overtook a held reply", round);
+            for (size_t i = 0; i < BATCH_CALLS; i++)
+                ember_future_release(futures[i]);
+        }
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 static int case_rma(int rank, int world, void *arg)
 {
     enum { REGION = 1 << 20 };
@@ -700,7 +858,7 @@ static int case_malformed(int rank, int world, void *arg)
         serve(tp, &server);
         MP_CHECK(server.echo_calls == 1, "echo ran %lu times, want 1",
                  (unsigned long)server.echo_calls);
-        MP_CHECK(tp->dropped_messages >= 8, "only %lu messages dropped",
+        MP_CHECK(tp->dropped_messages >= 10, "only %lu messages dropped",
                  (unsigned long)tp->dropped_messages);
     } else {
         ember_tp_barrier(tp, "serving");
@@ -732,6 +890,11 @@ static int case_malformed(int rank, int world, void *arg)
         tp_debug_send_raw(tp, 1, TP_AM_HELLO, garbage, 7, garbage, 100, 1);
         tp_debug_send_raw(tp, 1, TP_AM_HELLO_ACK, NULL, 0, garbage, sizeof(tp_hello_t), 1);
         tp_debug_send_raw(tp, 1, TP_AM_REPLY, &good, sizeof(good), garbage, 16, 1);
+        /* Reply batches: a short header, then a good header over broken items. */
+        tp_debug_send_raw(tp, 1, TP_AM_REPLY_BATCH, &good, 5, garbage, 16, 1);
+        header = (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .length = 64};
+        tp_debug_send_raw(tp, 1, TP_AM_REPLY_BATCH, &header, sizeof(header), garbage,
+                          64, 1);
         /* Oversized: a 2 MiB payload against a 1 MiB cap. */
         uint8_t *big = calloc(1, 2 << 20);
         header = good;
@@ -760,6 +923,7 @@ static const mp_case_t cases[] = {
     {"rma", case_rma, 2, 0},             {"kill", case_kill, 3, 1u << 1},
     {"sigstop", case_sigstop, 2, 1u << 1}, {"auth", case_auth, 2, 0},
     {"malformed", case_malformed, 2, 0}, {"placed", case_placed, 2, 0},
+    {"batch", case_batch, 2, 0},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,234 @@
+/*
+ * transport/batch: small replies to one peer leave as one message.
+ *
+ * A server that falls behind finds several requests ready per progress pass
+ * (a PS serving a trainer's window of lookups: 2-3 on average).  Over TCP
+ * each reply is a send system call, which cost a PS more than the lookup
+ * itself; held until the handler run ends and packed together, they cost
+ * one.  A reply that is alone at the end of the run goes as it was posted
+ * (no copy); replies over TP_BATCH_ITEM_MAX never wait, and none waits
+ * longer than TP_BATCH_HOLD_S after the handler that held it, plus the
+ * handler then running (a long handler, e.g. an allreduce adding a segment,
+ * must not hold up the acks of the ones before it).  Any other message to the peer flushes its held
+ * replies first, so a peer still sees our messages in the order they were
+ * posted.
+ *
+ * Wire format (TP_AM_REPLY_BATCH): a tp_header_t whose length is the
+ * payload's, then per reply its own tp_header_t and payload, padded to 8.
+ */
+#include "transport/tp_internal.h"
+
+#include <ember/log.h>
+
+#include <string.h>
+
+static size_t item_bytes(size_t payload)
+{
+    return sizeof(tp_header_t) + ((payload + 7) & ~(size_t)7);
+}
+
+static size_t send_payload(const tp_send_t *send)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < send->iovcnt; i++)
+        total += send->iov[i].length;
+    return total;
+}
+
+void tp_reply_defer(ember_tp_t *tp, tp_send_t *send)
+{
+    tp_peer_t *peer = &tp->peers[send->peer];
+    size_t bytes = item_bytes(send_payload(send));
+
+    if (peer->deferred_count && peer->deferred_bytes + bytes > TP_BATCH_BYTES)
+        tp_batch_flush(tp, send->peer);
+    if (!peer->deferred_count)
+        tp->deferred_peers++;
+    tp_list_push(&peer->deferred, &send->link);
+    peer->deferred_count++;
+    peer->deferred_bytes += bytes;
+}
+
+/* Pack @held (a detached list of @count replies) into one message. */
+static void batch_send(ember_tp_t *tp, int rank, tp_list_t *held, size_t bytes)
+{
+    uint8_t *buffer = tp_pool_get(&tp->pool, bytes);
+    tp_send_t *batch = NULL;
+    ember_iov_t iov = {.buffer = buffer, .length = bytes};
+
+    if (buffer && tp_send_alloc(tp, rank, TP_AM_REPLY_BATCH, &iov, 1, &batch) != EMBER_OK)
+        batch = NULL;
+    if (!batch) {
+        /* No memory for the batch: each reply goes alone instead. */
+        tp_pool_put(&tp->pool, buffer);
+        while (!tp_list_empty(held)) {
+            tp_send_t *send = tp_container_of(held->next, tp_send_t, link);
+            tp_list_del(&send->link);
+            tp_peer_send(tp, send);
+        }
+        return;
+    }
+    size_t offset = 0;
+    while (!tp_list_empty(held)) {
+        tp_send_t *send = tp_container_of(held->next, tp_send_t, link);
+        size_t payload = send_payload(send);
+
+        tp_list_del(&send->link);
+        memcpy(buffer + offset, &send->header, sizeof(tp_header_t));
+        offset += sizeof(tp_header_t);
+        for (size_t i = 0; i < send->iovcnt; i++) {
+            memcpy(buffer + offset, send->iov[i].buffer, send->iov[i].length);
+            offset += send->iov[i].length;
+        }
+        memset(buffer + offset, 0, item_bytes(payload) - sizeof(tp_header_t) - payload);
+        offset += item_bytes(payload) - sizeof(tp_header_t) - payload;
+        /* Its payload is copied: a zero-copy reply's buffer is free now. */
+        tp_send_complete(send, EMBER_OK);
+        tp->batched_replies++;
+    }
+    tp->reply_batches++;
+    batch->header = (tp_header_t){.magic = TP_MAGIC,
+                                  .version = TP_VERSION,
+                                  .length = bytes};
+    batch->copy = buffer;
+    tp_peer_send(tp, batch);
+}
+
+void tp_batch_flush(ember_tp_t *tp, int rank)
+{
+    tp_peer_t *peer = &tp->peers[rank];
+    size_t count = peer->deferred_count, bytes = peer->deferred_bytes;
+    tp_list_t held;
+
+    if (!count)
+        return;
+    /* Detach first: the sends below come back through tp_peer_send. */
+    tp_list_init(&held);
+    held.next = peer->deferred.next;
+    held.prev = peer->deferred.prev;
+    held.next->prev = &held;
+    held.prev->next = &held;
+    tp_list_init(&peer->deferred);
+    peer->deferred_count = peer->deferred_bytes = 0;
+    if (--tp->deferred_peers == 0)
+        tp->deferred_since = 0.0;
+
+    if (count == 1) {
+        tp_send_t *send = tp_container_of(held.next, tp_send_t, link);
+        tp_list_del(&send->link);
+        tp_peer_send(tp, send);
+        return;
+    }
+    batch_send(tp, rank, &held, bytes);
+}
+
+void tp_batch_flush_all(ember_tp_t *tp)
+{
+    for (int rank = 0; rank < tp->world_size && tp->deferred_peers; rank++)
+        tp_batch_flush(tp, rank);
+}
+
+/* ---- receiving ------------------------------------------------------------ */
+
+/* Hand every reply of a batch to its call; stop at the first malformed one. */
+static void batch_deliver(ember_tp_t *tp, int peer, uint8_t *data, size_t length)
+{
+    size_t offset = 0;
+
+    while (offset < length) {
+        tp_header_t hdr;
+        if (length - offset < sizeof(hdr))
+            goto malformed;
+        memcpy(&hdr, data + offset, sizeof(hdr));
+        offset += sizeof(hdr);
+        if (hdr.magic != TP_MAGIC || hdr.version != TP_VERSION || hdr.flags != 0 ||
+            hdr.op >= EMBER_RPC_OP_MAX || hdr.length > length - offset)
+            goto malformed;
+        (void)tp_reply_deliver(tp, peer, &hdr, data + offset, 0, data + offset,
+                               (size_t)hdr.length, 0);
+        offset += item_bytes((size_t)hdr.length) - sizeof(hdr);
+        if (offset > length)
+            goto malformed;
+    }
+    return;
+malformed:
+    tp->dropped_messages++;
+    ember_warn("tp", "malformed reply batch from %s (rank %d): the rest (from byte "
+               "%zu of %zu) dropped", tp->peers[peer].name, peer, offset, length);
+}
+
+typedef struct {
+    ember_tp_t *tp;
+    int peer;
+    uint8_t *buffer;
+    size_t length;
+} batch_recv_t;
+
+static void batch_recv_cb(void *request, ucs_status_t status, size_t length,
+                          void *user_data)
+{
+    batch_recv_t *recv = user_data;
+    ember_tp_t *tp = recv->tp;
+
+    (void)length;
+    if (status == UCS_OK)
+        batch_deliver(tp, recv->peer, recv->buffer, recv->length);
+    else
+        ember_warn("tp", "reply batch from %s: payload not received: %s",
+                   tp->peers[recv->peer].name, ucs_status_string(status));
+    tp_pool_put(&tp->pool, recv->buffer);
+    tp_pool_put(&tp->pool, recv);
+    ucp_request_free(request);
+}
+
+ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length,
+                                  void *data, size_t length,
+                                  const ucp_am_recv_param_t *param)
+{
+    ember_tp_t *tp = arg;
+    tp_header_t hdr;
+    int peer = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+                   ? tp_conn_lookup(tp, param->reply_ep)
+                   : -1;
+
+    if (peer >= 0 && header_length == sizeof(hdr))
+        memcpy(&hdr, header, sizeof(hdr));
+    if (peer < 0 || header_length != sizeof(hdr) || hdr.magic != TP_MAGIC ||
+        hdr.version != TP_VERSION || hdr.length != length ||
+        length > (size_t)TP_BATCH_BYTES) {
+        tp->dropped_messages++;
+        ember_warn("tp", "malformed or unauthenticated reply batch dropped");
+        return UCS_OK;
+    }
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        batch_deliver(tp, peer, data, length);
+        return UCS_OK;
+    }
+    /* Rendezvous: land the batch in a buffer of ours, deliver when complete. */
+    batch_recv_t *recv = tp_pool_get(&tp->pool, sizeof(*recv));
+    uint8_t *buffer = tp_pool_get(&tp->pool, length ? length : 1);
+    ucs_status_ptr_t request = NULL;
+    if (recv && buffer) {
+        *recv = (batch_recv_t){.tp = tp, .peer = peer, .buffer = buffer, .length = length};
+        ucp_request_param_t rparam = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_DATATYPE,
+            .cb.recv_am = batch_recv_cb,
+            .user_data = recv,
+            .datatype = ucp_dt_make_contig(1),
+        };
+        request = ucp_am_recv_data_nbx(tp->worker, data, buffer, length, &rparam);
+        if (request != NULL && !UCS_PTR_IS_ERR(request))
+            return UCS_INPROGRESS;
+        if (request == NULL)
+            batch_deliver(tp, peer, buffer, length);
+    }
+    if (!recv || !buffer || UCS_PTR_IS_ERR(request))
+        ember_warn("tp", "reply batch from %s (%zu bytes) not received: %s",
+                   tp->peers[peer].name, length,
+                   !recv || !buffer ? "out of memory"
+                                    : ucs_status_string(UCS_PTR_STATUS(request)));
+    tp_pool_put(&tp->pool, buffer);
+    tp_pool_put(&tp->pool, recv);
+    return (recv && buffer) ? UCS_INPROGRESS : UCS_OK;
+}
