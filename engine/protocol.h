@@ -82,9 +82,10 @@ typedef struct {
     uint64_t other_bytes;     /* contexts, accumulators, scratch */
     uint64_t rss_bytes;       /* the process's resident set */
     uint64_t lookups, grads, steps_applied;
-    /* Time spent serving them (validation, pooling or update, reply posted;
-     * not time waiting): the PS's own cost per request, so a benchmark can
-     * tell a PS-bound rate from a network-bound one. */
+    /* Time spent serving them (validation, pooling or update, reply handed
+     * to the transport; not time waiting): the PS's own cost per request, so
+     * a benchmark can tell a PS-bound rate from a network-bound one.  A small
+     * reply held for a batch (transport/batch.c) is sent after this. */
     double lookup_seconds, grad_seconds;
 } ember_msg_ps_stats_t;
 
