@@ -145,7 +145,7 @@ for tls_name in $tls_list; do
         echo "$resp $gbs $pf_gbs $ceiling" >>"$out/lookup-$tls_name.dat"
     done
     echo "ps_us: the PS's own time per lookup (pooling, checks, reply handed to the transport; replies" \
-        "<= 4 KiB leave batched after it); ps_GB/s = resp_B / ps_us, the most one PS core can serve whatever the network"
+        "<= 2 KiB leave batched after it); ps_GB/s = resp_B / ps_us, the most one PS core can serve whatever the network"
     p50=$(grep -h '^csv,lookup,' "$out"/lookup-lat-"$tls_name"-*.out | cut -d, -f16 | median)
     pf_rtt=$(median <"$out/lookup-lat-$tls_name.pf")
     r=$(ratio "$p50" "$pf_rtt")

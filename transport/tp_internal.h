@@ -279,7 +279,7 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
 
 /* batch.c: small replies posted by handlers leave together at the end of the
  * handler run, one message per peer. */
-#define TP_BATCH_ITEM_MAX 4096u /* larger replies go alone */
+#define TP_BATCH_ITEM_MAX 2048u /* larger replies go alone (two must fit a batch) */
 #define TP_BATCH_BYTES    8192u /* one batch at most */
 #define TP_BATCH_HOLD_S   10e-6  /* held no longer, whatever the handlers do */
 /* Hold @send (a reply of at most TP_BATCH_ITEM_MAX bytes) for its peer's batch. */
