@@ -24,7 +24,7 @@ enum {
 };
 
 #define TP_MAGIC   0x454d4252u /* "EMBR" */
-#define TP_VERSION 1
+#define TP_VERSION 2 /* 2: reply batches (TP_AM_REPLY_BATCH) */
 
 /*
  * A two-part payload whose first part is small (a message header of the
