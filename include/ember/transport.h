@@ -142,7 +142,11 @@ uint16_t ember_rpc_req_op(const ember_rpc_req_t *req);
  * Answer a request.  @status travels to the caller (a negative one fails
  * the caller's future with that status; the payload is then an error text).
  * The payload is copied, so @iov may be reused as soon as this returns.
- * Frees @req.
+ * Frees @req.  Replies of up to 2 KiB posted by a handler leave when the
+ * handler run ends (at most ~10 us later), packed with the run's other
+ * small replies to the same peer into one message; anything else sent to
+ * that peer first takes them along, so the peer sees the order they were
+ * posted in.
  */
 ember_status_t ember_rpc_reply(ember_rpc_req_t *req, ember_status_t status,
                                const ember_iov_t *iov, size_t iovcnt);
