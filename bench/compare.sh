@@ -19,7 +19,8 @@
 # TLS_LIST ("tcp sm": ember UCX_TLS tcp,self / sm,self; Open MPI btl
 # self,tcp / self,vader; gloo is TCP only), RANKS ("2 4"), AR_MAX (32M),
 # AR_ITERS (20), AR_WARMUP (50), LK_ITERS (2000), REPEAT (3: rounds per figure, the median
-# is reported), SKIP_TRAIN=1 to leave the tutorial out.
+# is reported; a ratio is the median of the per-round ratios), SKIP_TRAIN=1
+# to leave the tutorial out.
 # Exit status: 0 all targets PASS, 1 some MISS, 2 an error.
 set -euo pipefail
 
@@ -84,15 +85,25 @@ echo "# $(ucx_info -v | head -n 1 | sed 's/^# //'); $(mpirun --version | head -n
 
 # median: the middle of the numbers on stdin (the lower middle of an even count).
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
+# paired_ratio A B: the median over rounds of A/B, given the two tools'
+# figures one per line in round order (a round runs them back to back, so a
+# slow phase of the machine hits both figures of a round).
+paired_ratio() {
+    paste -d ' ' <(printf '%s\n' "$1") <(printf '%s\n' "$2") |
+        awk 'NF == 2 && $2 > 0 { print $1 / $2 }' | median
+}
 
 # ---- lookup ---------------------------------------------------------------
 # Each round runs ember's sweep, then ucx_perftest at every response size; a
-# figure is the median over the rounds (machines like this one move single
-# runs by 20-50%; alternating the tools spreads that noise over both).
+# figure is the median over the rounds and a ratio the median of the rounds'
+# ratios (machines like this one move single runs by 20-50%, and whole
+# rounds together: alternating the tools and pairing them per round keeps
+# that noise out of the ratios).
 bench_bind 2 # 1 client + 1 PS, and ucx_perftest's client and server
 echo "# binding: EMBER_BIND and mpirun --bind-to as Open MPI's default for the rank" \
     "count (core when there is a core per rank), ucx_perftest pinned as ember's ranks"
-echo "# every figure: the median of $repeat rounds, the tools alternating (REPEAT=$repeat)"
+echo "# every figure: the median of $repeat rounds, the tools alternating (REPEAT=$repeat);" \
+    "every ratio: the median of the per-round ratios"
 for tls_name in $tls_list; do
     tls=$(ucx_tls "$tls_name")
     export UCX_TLS=$tls
@@ -131,12 +142,15 @@ for tls_name in $tls_list; do
         "target >=80%" "ps_us" "ps_GB/s"
     : >"$out/lookup-$tls_name.dat"
     for resp in $(grep -h '^csv,lookup,' "$out/lookup-$tls_name-1.out" | cut -d, -f11); do
-        gbs=$(grep -h '^csv,lookup,' "$out"/lookup-"$tls_name"-*.out |
-            awk -F, -v r="$resp" '$11 == r { print $14 }' | median)
+        gbs_rounds=$(for ((round = 1; round <= repeat; round++)); do
+            awk -F, -v r="$resp" '/^csv,lookup,/ && $11 == r { print $14 }' \
+                "$out/lookup-$tls_name-$round.out"; done)
+        gbs=$(median <<<"$gbs_rounds")
         ps_us=$(grep -h '^csv,lookup,' "$out"/lookup-"$tls_name"-*.out |
             awk -F, -v r="$resp" '$11 == r { print $24 }' | median)
-        pf_gbs=$(awk -v r="$resp" '$1 == r { print $2 }' "$out/lookup-$tls_name.pf" | median)
-        pct=$(awk -v a="$gbs" -v b="$pf_gbs" 'BEGIN { printf "%.0f", (b > 0 ? 100 * a / b : 0) }')
+        pf_rounds=$(awk -v r="$resp" '$1 == r { print $2 }' "$out/lookup-$tls_name.pf")
+        pf_gbs=$(median <<<"$pf_rounds")
+        pct=$(awk -v r="$(paired_ratio "$gbs_rounds" "$pf_rounds")" 'BEGIN { printf "%.0f", 100 * r }')
         ceiling=$(awk -v r="$resp" -v u="$ps_us" 'BEGIN { printf "%.3f", (u > 0 ? r / (u * 1e3) : 0) }')
         v=$(verdict "$(awk -v p="$pct" 'BEGIN { print (p >= 80) }')")
         [[ $v == MISS ]] && misses=$((misses + 1))
@@ -146,9 +160,12 @@ for tls_name in $tls_list; do
     done
     echo "ps_us: the PS's own time per lookup (pooling, checks, reply handed to the transport; replies" \
         "<= 2 KiB leave batched after it); ps_GB/s = resp_B / ps_us, the most one PS core can serve whatever the network"
-    p50=$(grep -h '^csv,lookup,' "$out"/lookup-lat-"$tls_name"-*.out | cut -d, -f16 | median)
+    p50_rounds=$(for ((round = 1; round <= repeat; round++)); do
+        grep -h '^csv,lookup,' "$out/lookup-lat-$tls_name-$round.out" | cut -d, -f16; done)
+    p50=$(median <<<"$p50_rounds")
     pf_rtt=$(median <"$out/lookup-lat-$tls_name.pf")
-    r=$(ratio "$p50" "$pf_rtt")
+    r=$(awk -v r="$(paired_ratio "$p50_rounds" "$(cat "$out/lookup-lat-$tls_name.pf")")" \
+        'BEGIN { printf "%.2f", r }')
     v=$(verdict "$(awk -v r="$r" 'BEGIN { print (r <= 2.0) }')")
     [[ $v == MISS ]] && misses=$((misses + 1))
     echo "one-bag lookup p50 (window 1): ember $p50 us, ucx_perftest ucp_am_lat -s 256 RTT" \
@@ -207,6 +224,12 @@ for tls_name in $tls_list; do
             grep -q '# Out of bounds values : 0 OK' "$f" ||
                 { echo "$0: $f: #wrong is not 0" >&2; cat "$f" >&2; exit 2; }
         done
+        # ember/MPI per size: the median of the per-round ratios.
+        for ((round = 1; round <= repeat; round++)); do
+            join <(busbw "$n" "$out/ar-ember-$tls_name-$n-$round.out") \
+                <(busbw "$n" "$out/ar-mpi-$tls_name-$n-$round.out") |
+                awk '$4 > 0 { print $1, $2 / $4 }'
+        done >"$out/ar-$tls_name-$n.ratios"
         echo "busbw GB/s (out-of-place; in-place in the raw outputs); ratios ember/peer"
         printf '%10s | %8s %8s %6s %-5s | %8s %7s %-5s\n' size ember mpi ratio ">=1M" gloo ratio ">=10x"
         : >"$out/ar-$tls_name-$n.dat"
@@ -214,7 +237,8 @@ for tls_name in $tls_list; do
             <(busbw "$n" "$out"/ar-mpi-"$tls_name"-"$n"-*.out) |
             join - <(busbw "$n" "$out/ar-gloo-$n.out") |
             while read -r size e _ m _ g _; do
-                rm_=$(ratio "$e" "$m")
+                rm_=$(awk -v s="$size" '$1 == s { print $2 }' "$out/ar-$tls_name-$n.ratios" |
+                    median | awk '{ printf "%.2f", $1 }')
                 rg=$(ratio "$e" "$g")
                 vm=""
                 if ((size >= 1048576)); then
