@@ -72,7 +72,9 @@ void ember_tp_destroy(ember_tp_t *tp)
     if (tp_bootstrap_final_barrier(tp, timeout) != EMBER_OK)
         ember_warn("tp", "shutdown: not every rank reached the final barrier "
                    "within %.0f s", timeout);
-    /* 3. Flush and close endpoints, then the worker. */
+    /* 3. Flush and close endpoints, then the worker (replies still held for
+     * a batch, if destroy runs inside a handler, go out first). */
+    tp_batch_flush_all(tp);
     tp_endpoints_close(tp, tp_time_now() + timeout);
     while (!tp_list_empty(&tp->ready)) {
         ember_rpc_req_t *req = tp_container_of(tp->ready.next, ember_rpc_req_t, link);
