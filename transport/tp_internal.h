@@ -185,6 +185,7 @@ struct ember_tp {
     ucp_worker_h worker;
     int efd;
     double spin_s;
+    double coarse_tick_s; /* tp_time_coarse_tick() */
     int pull_rendezvous; /* see ember_tp_pull_rendezvous */
     double rpc_timeout_s;
     size_t max_message;

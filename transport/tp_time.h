@@ -20,6 +20,15 @@ static inline double tp_time_coarse(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* How far tp_time_coarse() may lag tp_time_now(): one tick. */
+static inline double tp_time_coarse_tick(void)
+{
+    struct timespec ts;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+        return 0.01;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static inline void tp_time_sleep(double seconds)
 {
     struct timespec ts = {.tv_sec = (time_t)seconds,
