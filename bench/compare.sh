@@ -83,15 +83,9 @@ echo "# bench/compare.sh: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p')
 echo "# $(ucx_info -v | head -n 1 | sed 's/^# //'); $(mpirun --version | head -n 1);" \
     "torch $("$python" -c 'import torch; print(torch.__version__)')"
 
-# median: the middle of the numbers on stdin (the lower middle of an even count).
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
-# paired_ratio A B: the median over rounds of A/B, given the two tools'
-# figures one per line in round order (a round runs them back to back, so a
-# slow phase of the machine hits both figures of a round).
-paired_ratio() {
-    paste -d ' ' <(printf '%s\n' "$1") <(printf '%s\n' "$2") |
-        awk 'NF == 2 && $2 > 0 { print $1 / $2 }' | median
-}
+# rounds A B: the two tools' figures (one per line, in round order) side by
+# side, for paired_ratio (perftest.sh).
+rounds() { paste -d ' ' <(printf '%s\n' "$1") <(printf '%s\n' "$2"); }
 
 # ---- lookup ---------------------------------------------------------------
 # Each round runs ember's sweep, then ucx_perftest at every response size; a
@@ -150,7 +144,7 @@ for tls_name in $tls_list; do
             awk -F, -v r="$resp" '$11 == r { print $24 }' | median)
         pf_rounds=$(awk -v r="$resp" '$1 == r { print $2 }' "$out/lookup-$tls_name.pf")
         pf_gbs=$(median <<<"$pf_rounds")
-        pct=$(awk -v r="$(paired_ratio "$gbs_rounds" "$pf_rounds")" 'BEGIN { printf "%.0f", 100 * r }')
+        pct=$(awk -v r="$(rounds "$gbs_rounds" "$pf_rounds" | paired_ratio)" 'BEGIN { printf "%.0f", 100 * r }')
         ceiling=$(awk -v r="$resp" -v u="$ps_us" 'BEGIN { printf "%.3f", (u > 0 ? r / (u * 1e3) : 0) }')
         v=$(verdict "$(awk -v p="$pct" 'BEGIN { print (p >= 80) }')")
         [[ $v == MISS ]] && misses=$((misses + 1))
@@ -164,7 +158,7 @@ for tls_name in $tls_list; do
         grep -h '^csv,lookup,' "$out/lookup-lat-$tls_name-$round.out" | cut -d, -f16; done)
     p50=$(median <<<"$p50_rounds")
     pf_rtt=$(median <"$out/lookup-lat-$tls_name.pf")
-    r=$(awk -v r="$(paired_ratio "$p50_rounds" "$(cat "$out/lookup-lat-$tls_name.pf")")" \
+    r=$(awk -v r="$(rounds "$p50_rounds" "$(cat "$out/lookup-lat-$tls_name.pf")" | paired_ratio)" \
         'BEGIN { printf "%.2f", r }')
     v=$(verdict "$(awk -v r="$r" 'BEGIN { print (r <= 2.0) }')")
     [[ $v == MISS ]] && misses=$((misses + 1))

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# bench/perftest.sh: sourced by the comparison scripts (not run).
+# bench/perftest.sh: sourced by the comparison scripts (not run): perftest,
+# median, paired_ratio, bench_bind.
 #
 # perftest DIR TEST SIZE ITERS WARMUP [OUTSTANDING]: run ucx_perftest as a
 # server and a client on 127.0.0.1 (a free port, up to 3 tries) and print the
@@ -42,6 +43,14 @@ perftest() {
     cat "$dir/pf-client.err" "$dir/pf-server.log" >&2
     return 1
 }
+
+# median: the middle of the numbers on stdin (the lower middle of an even count).
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
+
+# paired_ratio: "a b" per line on stdin, one line per round (a round runs the
+# two tools back to back, so a slow phase of the machine hits both figures of
+# a round) -> the median of a/b.
+paired_ratio() { awk 'NF >= 2 && $2 > 0 { print $1 / $2 }' | median; }
 
 # bench_bind RANKS: the binding both ember and its peers get for a run of
 # RANKS processes on this machine, as Open MPI chooses by default: one core

@@ -64,11 +64,6 @@ bench_bind 2 # client and server pinned alike for both tools (perftest.sh)
 
 misses=0
 
-# median: the middle of the numbers on stdin (the lower middle of an even count).
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
-# paired FILE: "a b" per line (one round each) -> the median of a/b.
-paired() { awk '$2 > 0 { print $1 / $2 }' "$1" | median; }
-
 # run_one LABEL TLS: REPEAT rounds of ember's sweep then ucx_perftest's at the
 # same sizes; figures are medians over the rounds, ratios the median of the
 # per-round ratios (a slow phase of the machine hits both tools of a round).
@@ -130,8 +125,8 @@ run_one() {
         pf_rtt=$(cut -d' ' -f2 "$tmp/lat-$size" | median)
         mbps=$(cut -d' ' -f1 "$tmp/bw-$size" | median)
         pf_mbps=$(cut -d' ' -f2 "$tmp/bw-$size" | median)
-        lat_ratio=$(paired "$tmp/lat-$size")
-        bw_ratio=$(paired "$tmp/bw-$size")
+        lat_ratio=$(paired_ratio <"$tmp/lat-$size")
+        bw_ratio=$(paired_ratio <"$tmp/bw-$size")
         verdict=
         if ((size >= 65536)); then
             if awk -v r="$bw_ratio" 'BEGIN { exit !(r >= 0.80) }'; then
@@ -147,7 +142,7 @@ run_one() {
 
     p50=$(cut -d' ' -f1 "$tmp/pingpong" | median)
     pf_rtt=$(cut -d' ' -f2 "$tmp/pingpong" | median)
-    lat_ratio=$(awk -v r="$(paired "$tmp/pingpong")" 'BEGIN { printf "%.2f", r }')
+    lat_ratio=$(awk -v r="$(paired_ratio <"$tmp/pingpong")" 'BEGIN { printf "%.2f", r }')
     if awk -v r="$lat_ratio" 'BEGIN { exit !(r <= 2.0) }'; then
         verdict=PASS
     else
