@@ -27,18 +27,10 @@ static size_t item_bytes(size_t payload)
     return sizeof(tp_header_t) + ((payload + 7) & ~(size_t)7);
 }
 
-static size_t send_payload(const tp_send_t *send)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < send->iovcnt; i++)
-        total += send->iov[i].length;
-    return total;
-}
-
 void tp_reply_defer(ember_tp_t *tp, tp_send_t *send)
 {
     tp_peer_t *peer = &tp->peers[send->peer];
-    size_t bytes = item_bytes(send_payload(send));
+    size_t bytes = item_bytes((size_t)send->header.length);
 
     if (peer->deferred_count && peer->deferred_bytes + bytes > TP_BATCH_BYTES)
         tp_batch_flush(tp, send->peer);
@@ -71,7 +63,7 @@ static void batch_send(ember_tp_t *tp, int rank, tp_list_t *held, size_t bytes)
     size_t offset = 0;
     while (!tp_list_empty(held)) {
         tp_send_t *send = tp_container_of(held->next, tp_send_t, link);
-        size_t payload = send_payload(send);
+        size_t payload = (size_t)send->header.length;
 
         tp_list_del(&send->link);
         memcpy(buffer + offset, &send->header, sizeof(tp_header_t));
@@ -187,15 +179,12 @@ ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_l
 {
     ember_tp_t *tp = arg;
     tp_header_t hdr;
-    int peer = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-                   ? tp_conn_lookup(tp, param->reply_ep)
-                   : -1;
+    size_t inline_length;
+    int peer = tp_am_sender(tp, param);
 
-    if (peer >= 0 && header_length == sizeof(hdr))
-        memcpy(&hdr, header, sizeof(hdr));
-    if (peer < 0 || header_length != sizeof(hdr) || hdr.magic != TP_MAGIC ||
-        hdr.version != TP_VERSION || hdr.length != length ||
-        length > (size_t)TP_BATCH_BYTES) {
+    if (peer < 0 ||
+        !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length) ||
+        inline_length != 0 || length > (size_t)TP_BATCH_BYTES) {
         tp->dropped_messages++;
         ember_warn("tp", "malformed or unauthenticated reply batch dropped");
         return UCS_OK;
@@ -207,28 +196,20 @@ ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_l
     /* Rendezvous: land the batch in a buffer of ours, deliver when complete. */
     batch_recv_t *recv = tp_pool_get(&tp->pool, sizeof(*recv));
     uint8_t *buffer = tp_pool_get(&tp->pool, length ? length : 1);
-    ucs_status_ptr_t request = NULL;
+    ember_status_t status = EMBER_ERR_NO_MEMORY;
     if (recv && buffer) {
         *recv = (batch_recv_t){.tp = tp, .peer = peer, .buffer = buffer, .length = length};
-        ucp_request_param_t rparam = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                            UCP_OP_ATTR_FIELD_DATATYPE,
-            .cb.recv_am = batch_recv_cb,
-            .user_data = recv,
-            .datatype = ucp_dt_make_contig(1),
-        };
-        request = ucp_am_recv_data_nbx(tp->worker, data, buffer, length, &rparam);
-        if (request != NULL && !UCS_PTR_IS_ERR(request))
+        status = tp_rndv_receive(tp, data, buffer, length, batch_recv_cb, recv);
+        if (status == EMBER_INPROGRESS)
             return UCS_INPROGRESS;
-        if (request == NULL)
+        if (status == EMBER_OK)
             batch_deliver(tp, peer, buffer, length);
     }
-    if (!recv || !buffer || UCS_PTR_IS_ERR(request))
+    if (status != EMBER_OK)
         ember_warn("tp", "reply batch from %s (%zu bytes) not received: %s",
-                   tp->peers[peer].name, length,
-                   !recv || !buffer ? "out of memory"
-                                    : ucs_status_string(UCS_PTR_STATUS(request)));
+                   tp->peers[peer].name, length, ember_status_string(status));
     tp_pool_put(&tp->pool, buffer);
     tp_pool_put(&tp->pool, recv);
+    /* A rendezvous the receive was asked for is UCX's to finish. */
     return (recv && buffer) ? UCS_INPROGRESS : UCS_OK;
 }

@@ -29,6 +29,13 @@ int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep)
     return -1;
 }
 
+int tp_am_sender(ember_tp_t *tp, const ucp_am_recv_param_t *param)
+{
+    return (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+               ? tp_conn_lookup(tp, param->reply_ep)
+               : -1;
+}
+
 static ember_status_t conn_add(ember_tp_t *tp, ucp_ep_h reply_ep, int rank)
 {
     for (size_t i = 0; i < tp->conn_count; i++) {

@@ -399,9 +399,8 @@ ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
 
 /* ---- incoming ------------------------------------------------------------- */
 
-/* Check the header; *inline_p: the payload bytes that rode in it. */
-static int header_valid(ember_tp_t *tp, const void *header, size_t header_length,
-                        size_t length, tp_header_t *out, size_t *inline_p)
+int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
+                    size_t length, tp_header_t *out, size_t *inline_p)
 {
     if (header_length < sizeof(*out))
         return 0;
@@ -416,14 +415,8 @@ static int header_valid(ember_tp_t *tp, const void *header, size_t header_length
            out->op < EMBER_RPC_OP_MAX;
 }
 
-/*
- * Receive a rendezvous payload (@desc from the AM callback) into @buffer.
- * INPROGRESS: @cb runs when it has landed; else it already has (OK) or
- * failed, and @cb will not run.
- */
-static ember_status_t rndv_receive(ember_tp_t *tp, void *desc, void *buffer,
-                                   size_t length, ucp_am_recv_data_nbx_callback_t cb,
-                                   void *user_data)
+ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t length,
+                               ucp_am_recv_data_nbx_callback_t cb, void *user_data)
 {
     ucp_request_param_t param = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -458,9 +451,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     ember_tp_t *tp = arg;
     tp_header_t hdr;
     ember_rpc_req_t *req;
-    int peer = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-                   ? tp_conn_lookup(tp, param->reply_ep)
-                   : -1;
+    int peer = tp_am_sender(tp, param);
 
     if (peer < 0) {
         tp->dropped_messages++;
@@ -468,7 +459,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         return UCS_OK;
     }
     size_t inline_length;
-    if (!header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
+    if (!tp_header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
         tp->dropped_messages++;
         ember_warn("tp", "malformed request from %s (rank %d) dropped: header "
                    "%zu bytes, payload %zu bytes", tp->peers[peer].name, peer,
@@ -517,7 +508,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
             dest = (uint8_t *)req->data + inline_length;
         }
         req->recv_inflight = 1;
-        ember_status_t status = rndv_receive(tp, data, dest, length, request_recv_cb,
+        ember_status_t status = tp_rndv_receive(tp, data, dest, length, request_recv_cb,
                                              req);
         if (status != EMBER_INPROGRESS) {
             req->recv_inflight = 0;
@@ -562,13 +553,11 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
 {
     ember_tp_t *tp = arg;
     tp_header_t hdr;
-    int peer = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-                   ? tp_conn_lookup(tp, param->reply_ep)
-                   : -1;
+    int peer = tp_am_sender(tp, param);
 
     size_t inline_length = 0;
     if (peer < 0 ||
-        !header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
+        !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
         tp->dropped_messages++;
         ember_warn("tp", "malformed or unauthenticated reply dropped");
         return UCS_OK;
@@ -623,7 +612,7 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
     if (rndv) {
         /* Straight into the caller's buffer: no intermediate copy. */
         future->recv_inflight = 1;
-        ember_status_t status = rndv_receive(tp, data, rest, length, reply_recv_cb,
+        ember_status_t status = tp_rndv_receive(tp, data, rest, length, reply_recv_cb,
                                              future);
         if (status != EMBER_INPROGRESS) {
             future->recv_inflight = 0;

@@ -268,8 +268,20 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline);
 /* Peers without UCX failure detection: notice when their process is gone. */
 void tp_check_liveness(ember_tp_t *tp, double now);
 int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep);
+/* The authenticated rank an active message came from, else -1. */
+int tp_am_sender(ember_tp_t *tp, const ucp_am_recv_param_t *param);
 
 /* rpc.c */
+/* Check a request or reply header; *inline_p: the payload bytes that rode in it. */
+int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
+                    size_t length, tp_header_t *out, size_t *inline_p);
+/*
+ * Receive a rendezvous payload (@desc from the AM callback) into @buffer.
+ * INPROGRESS: @cb runs when it has landed; else it already has (OK) or
+ * failed, and @cb will not run.
+ */
+ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t length,
+                               ucp_am_recv_data_nbx_callback_t cb, void *user_data);
 ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
                              const ember_iov_t *iov, size_t iovcnt, tp_send_t **send_p);
 /* A reply's header and payload, to its waiting call (UCS_INPROGRESS: a
