@@ -333,6 +333,11 @@ static int case_kill(int rank, int world, void *arg)
     for (int it = 0; it < 100000; it++) {
         size_t count = it & 1 ? 60000 : 136; /* ring and small alike */
         fill(data, count, rank, (uint64_t)it);
+        /* Everyone through the reduction before: a reduction done here may
+         * still have its last messages on their way to the others, and a
+         * victim dying with them would fail that one, not the one it died in. */
+        if (it == DIE_AT)
+            MP_CHECK(ember_tp_barrier(tp, "before-kill") == EMBER_OK, "barrier");
         if (rank == VICTIM && it == DIE_AT) {
             ember_allreduce_req_t *req;
             MP_CHECK(ember_allreduce_start(ar, data, count, 0, &req) == EMBER_OK, "start");
