@@ -90,7 +90,7 @@ typedef struct {
     ember_msg_lookup_t *hdr;  /* [P] */
     ember_msg_grad_t *ghdr;   /* [P] */
     ember_future_t **futures; /* [P] */
-    float *resp;              /* [P][bags * dim] */
+    float *resp;              /* [P][bags * dim], lent from lookup to collection */
     size_t batch;
     double intended;
     uint64_t step;
@@ -114,6 +114,11 @@ typedef struct {
     double *zipf_cdf;
     lk_batch_t batches[LK_BATCHES];
     lk_slot_t *slot;
+    /* Reply buffers: a trainer lands every step's lookup in the same
+     * output, so a lookup here takes the buffer given back last (still in
+     * cache), not one per virtual trainer. */
+    float **resp_free; /* [slots], a stack */
+    size_t resp_nfree, resp_count;
     float *grad;    /* [bags * dim], shared by every push */
     float *table;   /* -c 1: the whole table as read back, [rows * dim] */
     double *samples;
@@ -495,10 +500,32 @@ static ember_status_t lk_meet(lk_point_t *pt, const char *what)
 
 /* ---- the loops ------------------------------------------------------------ */
 
+/* Lend @slot a reply buffer (allocated the first time; at most one per
+ * slot is ever in use, so resp_free has room for all of them). */
+static ember_status_t lk_resp_take(lk_point_t *pt, lk_slot_t *slot)
+{
+    if (pt->resp_nfree) {
+        slot->resp = pt->resp_free[--pt->resp_nfree];
+        return EMBER_OK;
+    }
+    slot->resp = bench_buffer_alloc((size_t)pt->P * pt->bags * pt->dim * sizeof(float));
+    if (!slot->resp)
+        return EMBER_ERR_NO_MEMORY;
+    pt->resp_count++;
+    return EMBER_OK;
+}
+
+static void lk_resp_give(lk_point_t *pt, lk_slot_t *slot)
+{
+    pt->resp_free[pt->resp_nfree++] = slot->resp;
+    slot->resp = NULL;
+}
+
 static ember_status_t lk_send_lookup(lk_point_t *pt, lk_slot_t *slot, size_t batch)
 {
     size_t resp_bytes = pt->bags * pt->dim * sizeof(float);
     slot->batch = batch;
+    EMBER_CHECK(lk_resp_take(pt, slot));
     for (int p = 0; p < pt->P; p++) {
         const lk_part_t *part = &pt->batches[batch].parts[p];
         slot->hdr[p].step = slot->step;
@@ -593,6 +620,8 @@ static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup
                 pt->samples[pt->nsamples++] = bench_now() - slot->intended;
                 lk_account(pt, slot);
             }
+            if (round != 0 || !pt->opts->check)
+                lk_resp_give(pt, slot);
             done++;
         }
         double mid = bench_now();
@@ -600,8 +629,10 @@ static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup
             pt->res.lookup_s += mid - start;
         if (round == 0 && pt->opts->check) {
             /* Nobody has pushed a gradient yet: the replies must match. */
-            for (size_t s = 0; s < n; s++)
+            for (size_t s = 0; s < n; s++) {
                 pt->res.wrong += (double)lk_check_reply(pt, &pt->slot[s]);
+                lk_resp_give(pt, &pt->slot[s]);
+            }
             EMBER_CHECK(lk_meet(pt, "checked"));
             mid = bench_now();
         }
@@ -660,6 +691,7 @@ static ember_status_t lk_open_loop(lk_point_t *pt, size_t total, size_t warmup)
         while (lh != lt && lk_collect(pt, &pt->slot[lookq[lh % S]], 0, resp_bytes)) {
             lk_slot_t *slot = &pt->slot[lookq[lh++ % S]];
             double end = bench_now();
+            lk_resp_give(pt, slot);
             if (completed >= warmup) {
                 if (completed == warmup)
                     first = slot->intended;
@@ -711,6 +743,9 @@ static void lk_point_free(lk_point_t *pt)
         free(pt->slot[s].futures);
         free(pt->slot[s].resp);
     }
+    for (size_t i = 0; i < pt->resp_nfree; i++)
+        free(pt->resp_free[i]);
+    free(pt->resp_free);
     free(pt->slot);
     free(pt->grad);
     free(pt->table);
@@ -735,9 +770,10 @@ static ember_status_t lk_point_run(lk_point_t *pt)
     for (size_t g = 0; g < LK_BATCHES; g++)
         EMBER_CHECK(lk_build_batch(pt, &pt->batches[g], &rng));
     pt->slot = calloc(pt->slots, sizeof(*pt->slot));
+    pt->resp_free = calloc(pt->slots, sizeof(*pt->resp_free));
     pt->grad = malloc(resp_bytes + 4);
     pt->samples = malloc((total + 1) * sizeof(double));
-    if (!pt->slot || !pt->grad || !pt->samples)
+    if (!pt->slot || !pt->resp_free || !pt->grad || !pt->samples)
         return EMBER_ERR_NO_MEMORY;
     for (size_t i = 0; i < pt->bags * pt->dim; i++)
         pt->grad[i] = 1e-4f;
@@ -746,8 +782,7 @@ static ember_status_t lk_point_run(lk_point_t *pt)
         slot->hdr = calloc((size_t)pt->P, sizeof(*slot->hdr));
         slot->ghdr = calloc((size_t)pt->P, sizeof(*slot->ghdr));
         slot->futures = calloc((size_t)pt->P, sizeof(*slot->futures));
-        slot->resp = bench_buffer_alloc((size_t)pt->P * resp_bytes);
-        if (!slot->hdr || !slot->ghdr || !slot->futures || !slot->resp)
+        if (!slot->hdr || !slot->ghdr || !slot->futures)
             return EMBER_ERR_NO_MEMORY;
         uint32_t trainer = (uint32_t)((size_t)pt->client * pt->slots + s);
         for (int p = 0; p < pt->P; p++) {

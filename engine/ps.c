@@ -9,6 +9,8 @@
 #include "engine/ps.h"
 #include "engine/busy_clock.h"
 
+#include "common/pool.h"
+
 #include "engine/protocol.h"
 #include "engine/table.h"
 #include "transport/tp_time.h"
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #define PS_MAX_TABLES 64
+#define PS_REPLY_GRACE_S 2.0 /* at exit, for replies still leaving */
 
 typedef struct {
     ember_rpc_req_t *req;
@@ -31,8 +34,6 @@ typedef struct {
     ember_table_t *table;
     held_lookup_t *held; /* sync: lookups for a step not yet open */
     size_t held_count, held_capacity;
-    float **outputs;     /* per trainer reply buffer, reused every step */
-    size_t *output_capacity;
     int *trainer_rank;   /* who speaks for each trainer index, -1 unknown */
     char **grad_error;   /* a one-way gradient refused: told at the next lookup */
     uint32_t trainers;
@@ -46,7 +47,19 @@ typedef struct {
     ember_msg_ps_stats_t stats;
     ember_busy_clock_t clock; /* lookup/grad service time, cheaply */
     uint64_t lookup_ticks, grad_ticks;
+    /* Pooled lookup replies, lent to the transport until their send
+     * completes: the buffer a finished send gave back (still in cache) is
+     * the next one pooled into, and memory follows the replies in flight,
+     * not the number of trainers. */
+    ember_pool_t replies;
+    size_t replies_in_flight;
 } ps_t;
+
+/* A reply buffer starts with the PS it returns to. */
+typedef union {
+    ps_t *ps;
+    max_align_t align;
+} reply_head_t;
 
 static ps_table_t *ps_find(ps_t *ps, uint32_t table_id, ember_rpc_req_t *req)
 {
@@ -96,14 +109,16 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
         return;
     }
     entry->trainers = spec.trainers;
-    entry->outputs = calloc(spec.trainers, sizeof(*entry->outputs));
-    entry->output_capacity = calloc(spec.trainers, sizeof(*entry->output_capacity));
     entry->trainer_rank = malloc(spec.trainers * sizeof(*entry->trainer_rank));
     entry->grad_error = calloc(spec.trainers, sizeof(*entry->grad_error));
     for (uint32_t t = 0; entry->trainer_rank && t < spec.trainers; t++)
         entry->trainer_rank[t] = -1;
-    if (!entry->outputs || !entry->output_capacity || !entry->trainer_rank ||
-        !entry->grad_error) {
+    if (!entry->trainer_rank || !entry->grad_error) {
+        /* Not half created: the id stays free. */
+        free(entry->trainer_rank);
+        free(entry->grad_error);
+        ember_table_destroy(entry->table);
+        *entry = (ps_table_t){0};
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
@@ -207,9 +222,8 @@ static void on_stats(ember_rpc_req_t *req, void *arg)
         stats.table_bytes += ember_table_bytes(entry->table);
         stats.optimizer_bytes += ember_table_optimizer_bytes(entry->table);
         stats.other_bytes += ember_table_other_bytes(entry->table);
-        for (uint32_t t = 0; t < entry->trainers; t++)
-            stats.other_bytes += entry->output_capacity[t];
     }
+    stats.other_bytes += ps->replies.bytes;
     stats.rss_bytes = rss_bytes();
     ember_iov_t iov = {.buffer = &stats, .length = sizeof(stats)};
     ember_rpc_reply(req, EMBER_OK, &iov, 1);
@@ -235,13 +249,32 @@ static void on_abort(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
-static void ps_done_noop(void *arg, ember_status_t status)
+/* A reply buffer of @bytes (plus slack for the pooling's vector tail). */
+static float *ps_reply_get(ps_t *ps, size_t bytes)
 {
-    (void)arg;
-    (void)status;
+    reply_head_t *head = ember_pool_get(&ps->replies, sizeof(*head) + bytes + 64);
+    if (!head)
+        return NULL;
+    head->ps = ps;
+    return (float *)(head + 1);
 }
 
-/* Pool and answer one lookup; the reply buffer is the trainer's own. */
+static void ps_reply_put(float *buffer)
+{
+    reply_head_t *head = (reply_head_t *)buffer - 1;
+    ember_pool_put(&head->ps->replies, head);
+}
+
+/* The transport is done with a reply (sent, or lost with its peer). */
+static void ps_reply_done(void *arg, ember_status_t status)
+{
+    reply_head_t *head = (reply_head_t *)arg - 1;
+    (void)status;
+    head->ps->replies_in_flight--;
+    ps_reply_put(arg);
+}
+
+/* Pool and answer one lookup into a pooled buffer, sent without a copy. */
 static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
                             const ember_msg_lookup_t *msg)
 {
@@ -250,37 +283,33 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     const uint8_t *arrays = ember_rpc_req_data(req, &length);
     char err[320];
     size_t bytes = (size_t)msg->bags * ember_table_dim(entry->table) * sizeof(float);
+    float *out = NULL;
 
     arrays += sizeof(*msg);
     length -= sizeof(*msg);
-    /* Grow the reply buffer only for a message whose counts match its size
-     * (the table validates the rest): a forged count must not make us
-     * allocate. */
-    if (msg->trainer < entry->trainers && ember_msg_lookup_bytes(msg) == length &&
-        entry->output_capacity[msg->trainer] < bytes) {
-        float *grown = realloc(entry->outputs[msg->trainer], bytes + 64);
-        if (!grown) {
-            ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
-            return;
-        }
-        entry->outputs[msg->trainer] = grown;
-        entry->output_capacity[msg->trainer] = bytes + 64;
+    /* Take a buffer only for a message whose counts match its size (the
+     * table validates the rest): a forged count must not make us allocate. */
+    if (ember_msg_lookup_bytes(msg) == length && !(out = ps_reply_get(ps, bytes))) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY,
+                              "table %s: trainer %u step %llu: out of memory for a "
+                              "reply of %zu bytes", ember_table_name(entry->table),
+                              msg->trainer, (unsigned long long)msg->step, bytes);
+        return;
     }
-    ember_status_t status = ember_table_lookup(
-        entry->table, msg, arrays, length,
-        msg->trainer < entry->trainers ? entry->outputs[msg->trainer] : NULL, err,
-        sizeof(err));
+    ember_status_t status = ember_table_lookup(entry->table, msg, arrays, length, out,
+                                               err, sizeof(err));
     if (status != EMBER_OK) {
+        if (out)
+            ps_reply_put(out);
         ember_warn("ps", "lookup refused: %s", err);
         ember_rpc_reply_error(req, status, "%s", err);
         return;
     }
     ps->stats.lookups++;
     entry->trainer_rank[msg->trainer] = ember_rpc_req_peer(req);
-    /* The trainer sends its next lookup only after this reply arrived, so
-     * its buffer is free again by then: no copy. */
-    ember_iov_t iov = {.buffer = entry->outputs[msg->trainer], .length = bytes};
-    ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, ps_done_noop, NULL);
+    ember_iov_t iov = {.buffer = out, .length = bytes};
+    ps->replies_in_flight++;
+    ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, ps_reply_done, out);
     ps->lookup_ticks += ember_busy_clock_ticks(&ps->clock) - start;
 }
 
@@ -444,10 +473,6 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
             ember_rpc_reply_error(entry->held[h].req, EMBER_ERR_CANCELED,
                                   "table %s: the parameter server is stopping",
                                   ember_table_name(entry->table));
-        for (uint32_t t = 0; entry->outputs && t < entry->trainers; t++)
-            free(entry->outputs[t]);
-        free(entry->outputs);
-        free(entry->output_capacity);
         free(entry->trainer_rank);
         for (uint32_t t = 0; entry->grad_error && t < entry->trainers; t++)
             free(entry->grad_error[t]);
@@ -455,6 +480,18 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
         free(entry->held);
         ember_table_destroy(entry->table);
     }
+    /* Replies still leaving hold pooled buffers: wait for the transport to
+     * give them back (a lost peer fails them), and if one is held past the
+     * grace period, leave the PS allocated rather than free under it. */
+    double give_up = tp_time_coarse() + PS_REPLY_GRACE_S;
+    while (ps->replies_in_flight && tp_time_coarse() < give_up)
+        ember_tp_wait(tp, 0.01);
+    if (ps->replies_in_flight) {
+        ember_warn("ps", "%zu replies still in flight at exit; their buffers stay "
+                   "allocated", ps->replies_in_flight);
+        return status;
+    }
+    ember_pool_cleanup(&ps->replies);
     free(ps);
     return status;
 }

@@ -44,7 +44,7 @@ void tp_reply_defer(ember_tp_t *tp, tp_send_t *send)
 /* Pack @held (a detached list of @count replies) into one message. */
 static void batch_send(ember_tp_t *tp, int rank, tp_list_t *held, size_t bytes)
 {
-    uint8_t *buffer = tp_pool_get(&tp->pool, bytes);
+    uint8_t *buffer = ember_pool_get(&tp->pool, bytes);
     tp_send_t *batch = NULL;
     ember_iov_t iov = {.buffer = buffer, .length = bytes};
 
@@ -52,7 +52,7 @@ static void batch_send(ember_tp_t *tp, int rank, tp_list_t *held, size_t bytes)
         batch = NULL;
     if (!batch) {
         /* No memory for the batch: each reply goes alone instead. */
-        tp_pool_put(&tp->pool, buffer);
+        ember_pool_put(&tp->pool, buffer);
         while (!tp_list_empty(held)) {
             tp_send_t *send = tp_container_of(held->next, tp_send_t, link);
             tp_list_del(&send->link);
@@ -168,8 +168,8 @@ static void batch_recv_cb(void *request, ucs_status_t status, size_t length,
     else
         ember_warn("tp", "reply batch from %s: payload not received: %s",
                    tp->peers[recv->peer].name, ucs_status_string(status));
-    tp_pool_put(&tp->pool, recv->buffer);
-    tp_pool_put(&tp->pool, recv);
+    ember_pool_put(&tp->pool, recv->buffer);
+    ember_pool_put(&tp->pool, recv);
     ucp_request_free(request);
 }
 
@@ -194,8 +194,8 @@ ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_l
         return UCS_OK;
     }
     /* Rendezvous: land the batch in a buffer of ours, deliver when complete. */
-    batch_recv_t *recv = tp_pool_get(&tp->pool, sizeof(*recv));
-    uint8_t *buffer = tp_pool_get(&tp->pool, length ? length : 1);
+    batch_recv_t *recv = ember_pool_get(&tp->pool, sizeof(*recv));
+    uint8_t *buffer = ember_pool_get(&tp->pool, length ? length : 1);
     ember_status_t status = EMBER_ERR_NO_MEMORY;
     if (recv && buffer) {
         *recv = (batch_recv_t){.tp = tp, .peer = peer, .buffer = buffer, .length = length};
@@ -208,8 +208,8 @@ ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_l
     if (status != EMBER_OK)
         ember_warn("tp", "reply batch from %s (%zu bytes) not received: %s",
                    tp->peers[peer].name, length, ember_status_string(status));
-    tp_pool_put(&tp->pool, buffer);
-    tp_pool_put(&tp->pool, recv);
+    ember_pool_put(&tp->pool, buffer);
+    ember_pool_put(&tp->pool, recv);
     /* A rendezvous the receive was asked for is UCX's to finish. */
     return (recv && buffer) ? UCS_INPROGRESS : UCS_OK;
 }

@@ -60,11 +60,11 @@ static ember_status_t conn_add(ember_tp_t *tp, ucp_ep_h reply_ep, int rank)
 
 void tp_send_free(tp_send_t *send)
 {
-    tp_pool_t *pool = &send->tp->pool;
+    ember_pool_t *pool = &send->tp->pool;
     if (send->iov != send->iov_inline)
-        tp_pool_put(pool, send->iov);
-    tp_pool_put(pool, send->copy);
-    tp_pool_put(pool, send);
+        ember_pool_put(pool, send->iov);
+    ember_pool_put(pool, send->copy);
+    ember_pool_put(pool, send);
 }
 
 void tp_send_complete(tp_send_t *send, ember_status_t status)
@@ -203,16 +203,16 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
     tp_auth_mac(&tp->secret, "ember-hello", message.src_rank, message.dst_rank,
                 message.nonce, zeros, message.mac);
 
-    hello = tp_pool_zalloc(&tp->pool, sizeof(*hello));
+    hello = ember_pool_zalloc(&tp->pool, sizeof(*hello));
     if (!hello)
         return EMBER_ERR_NO_MEMORY;
     hello->tp = tp;
     hello->peer = peer->rank;
     hello->am_id = TP_AM_HELLO;
     hello->iov = hello->iov_inline;
-    hello->copy = tp_pool_get(&tp->pool, sizeof(message));
+    hello->copy = ember_pool_get(&tp->pool, sizeof(message));
     if (!hello->copy) {
-        tp_pool_put(&tp->pool, hello);
+        ember_pool_put(&tp->pool, hello);
         return EMBER_ERR_NO_MEMORY;
     }
     memcpy(hello->copy, &message, sizeof(message));

@@ -66,7 +66,7 @@ ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer,
 
     if (tp->free_count == 0)
         EMBER_CHECK(slots_grow(tp));
-    future = tp_pool_zalloc(&tp->pool, sizeof(*future));
+    future = ember_pool_zalloc(&tp->pool, sizeof(*future));
     if (!future)
         return EMBER_ERR_NO_MEMORY;
     slot = tp->free_slots[--tp->free_count];
@@ -105,8 +105,8 @@ static void future_set_text(ember_future_t *future, const char *fmt, ...)
     if (n < 0)
         return;
     if (future->response_owned)
-        tp_pool_put(&future->tp->pool, future->response);
-    future->response = tp_pool_get(&future->tp->pool, (size_t)n + 1);
+        ember_pool_put(&future->tp->pool, future->response);
+    future->response = ember_pool_get(&future->tp->pool, (size_t)n + 1);
     future->response_owned = future->response != NULL;
     if (future->response)
         memcpy(future->response, text, (size_t)n + 1);
@@ -139,8 +139,8 @@ void tp_future_maybe_free(ember_future_t *future)
         future->send_inflight || future->recv_inflight)
         return;
     if (future->response_owned)
-        tp_pool_put(&future->tp->pool, future->response);
-    tp_pool_put(&future->tp->pool, future);
+        ember_pool_put(&future->tp->pool, future->response);
+    ember_pool_put(&future->tp->pool, future);
 }
 
 void tp_fail_peer_futures(ember_tp_t *tp, int rank, ember_status_t status)
@@ -273,16 +273,16 @@ void ember_future_release(ember_future_t *future)
 ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
                              const ember_iov_t *iov, size_t iovcnt, tp_send_t **send_p)
 {
-    tp_send_t *send = tp_pool_zalloc(&tp->pool, sizeof(*send));
+    tp_send_t *send = ember_pool_zalloc(&tp->pool, sizeof(*send));
     if (!send)
         return EMBER_ERR_NO_MEMORY;
     send->tp = tp;
     send->peer = peer;
     send->am_id = am_id;
     send->iov = iovcnt <= 4 ? send->iov_inline
-                            : tp_pool_get(&tp->pool, iovcnt * sizeof(*send->iov));
+                            : ember_pool_get(&tp->pool, iovcnt * sizeof(*send->iov));
     if (!send->iov) {
-        tp_pool_put(&tp->pool, send);
+        ember_pool_put(&tp->pool, send);
         return EMBER_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < iovcnt; i++)
@@ -468,7 +468,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     }
     const uint8_t *inline_part = (const uint8_t *)header + sizeof(hdr);
     size_t total = hdr.length;
-    req = tp_pool_zalloc(&tp->pool, sizeof(*req));
+    req = ember_pool_zalloc(&tp->pool, sizeof(*req));
     if (!req)
         return UCS_OK;
     req->tp = tp;
@@ -498,9 +498,9 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
             req->data = dest = req->user_data;
             req->length = length;
         } else {
-            req->owned_data = tp_pool_get(&tp->pool, total ? total : 1);
+            req->owned_data = ember_pool_get(&tp->pool, total ? total : 1);
             if (!req->owned_data) {
-                tp_pool_put(&tp->pool, req);
+                ember_pool_put(&tp->pool, req);
                 return UCS_OK;
             }
             req->data = req->owned_data;
@@ -524,9 +524,9 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         tp_list_push(&tp->ready, &req->link);
         return UCS_INPROGRESS;
     }
-    req->owned_data = tp_pool_get(&tp->pool, total ? total : 1);
+    req->owned_data = ember_pool_get(&tp->pool, total ? total : 1);
     if (!req->owned_data) {
-        tp_pool_put(&tp->pool, req);
+        ember_pool_put(&tp->pool, req);
         return UCS_OK;
     }
     memcpy(req->owned_data, inline_part, inline_length);
@@ -598,7 +598,7 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
         return UCS_OK;
     }
     if (!future->response) {
-        future->response = tp_pool_get(&tp->pool, total ? total : 1);
+        future->response = ember_pool_get(&tp->pool, total ? total : 1);
         if (!future->response) {
             tp_future_complete(future, EMBER_ERR_NO_MEMORY);
             tp_future_maybe_free(future);
@@ -679,8 +679,8 @@ static void req_free(ember_rpc_req_t *req)
         ucp_am_data_release(req->tp->worker, req->ucx_data);
     if (req->user_data)
         req->release(req->release_arg, req->user_data);
-    tp_pool_put(&req->tp->pool, req->owned_data);
-    tp_pool_put(&req->tp->pool, req);
+    ember_pool_put(&req->tp->pool, req->owned_data);
+    ember_pool_put(&req->tp->pool, req);
 }
 
 void tp_run_handlers(ember_tp_t *tp)
@@ -739,11 +739,13 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
         ember_error("tp", "reply of %zu bytes to %s exceeds EMBER_MAX_MSG_SIZE",
                     total, tp->peers[req->peer].name);
         req_free(req);
+        if (done_cb)
+            done_cb(done_arg, EMBER_ERR_MSG_TOO_LONG);
         return EMBER_ERR_MSG_TOO_LONG;
     }
     if (copy) {
         ember_iov_t flat;
-        char *buffer = tp_pool_get(&tp->pool, total ? total : 1);
+        char *buffer = ember_pool_get(&tp->pool, total ? total : 1);
         if (!buffer) {
             req_free(req);
             return EMBER_ERR_NO_MEMORY;
@@ -753,7 +755,7 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
         flat = (ember_iov_t){.buffer = buffer, .length = total};
         ret = tp_send_alloc(tp, req->peer, TP_AM_REPLY, &flat, 1, &send);
         if (ret != EMBER_OK) {
-            tp_pool_put(&tp->pool, buffer);
+            ember_pool_put(&tp->pool, buffer);
             req_free(req);
             return ret;
         }
@@ -762,6 +764,8 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
         ret = tp_send_alloc(tp, req->peer, TP_AM_REPLY, iov, iovcnt, &send);
         if (ret != EMBER_OK) {
             req_free(req);
+            if (done_cb)
+                done_cb(done_arg, ret);
             return ret;
         }
     }

@@ -84,8 +84,8 @@ void ember_tp_destroy(ember_tp_t *tp)
             ucp_am_data_release(tp->worker, req->ucx_data);
         if (req->user_data)
             req->release(req->release_arg, req->user_data);
-        tp_pool_put(&tp->pool, req->owned_data);
-        tp_pool_put(&tp->pool, req);
+        ember_pool_put(&tp->pool, req->owned_data);
+        ember_pool_put(&tp->pool, req);
     }
     while (!tp_list_empty(&tp->acks)) {
         tp_ack_t *ack = tp_container_of(tp->acks.next, tp_ack_t, link);
@@ -102,7 +102,7 @@ void ember_tp_destroy(ember_tp_t *tp)
     free(tp->slots);
     free(tp->generations);
     free(tp->free_slots);
-    tp_pool_cleanup(&tp->pool);
+    ember_pool_cleanup(&tp->pool);
     free(tp);
 }
 

@@ -6,7 +6,7 @@
 #define EMBER_TP_INTERNAL_H
 
 #include "transport/auth.h"
-#include "transport/pool.h"
+#include "common/pool.h"
 #include "transport/store.h"
 
 #include <ember/transport.h>
@@ -210,7 +210,7 @@ struct ember_tp {
     int peer_events; /* a peer became ready or was lost: sweep */
     unsigned long event_total; /* progress events so far (ember_tp_wait) */
 
-    tp_pool_t pool; /* hot-path structs and payload buffers */
+    ember_pool_t pool; /* hot-path structs and payload buffers */
     tp_store_server_t *store_server;
     tp_store_client_t *store;
     double connect_timeout_s;

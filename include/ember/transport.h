@@ -155,8 +155,9 @@ ember_status_t ember_rpc_reply(ember_rpc_req_t *req, ember_status_t status,
 typedef void (*ember_rpc_done_cb)(void *arg, ember_status_t status);
 
 /**
- * Zero-copy reply: @iov is borrowed until @done_cb runs (from the progress
- * loop, possibly before this returns).  Frees @req.
+ * Zero-copy reply: @iov is borrowed until @done_cb runs, exactly once, from
+ * the progress loop or before this returns (also when it fails).  Frees
+ * @req.
  */
 ember_status_t ember_rpc_reply_zcopy(ember_rpc_req_t *req, ember_status_t status,
                                      const ember_iov_t *iov, size_t iovcnt,

@@ -1,5 +1,5 @@
-/* transport/pool: power-of-two size classes with bounded free lists. */
-#include "transport/pool.h"
+/* common/pool: power-of-two size classes with bounded free lists. */
+#include "common/pool.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,12 +21,12 @@ typedef union {
 static unsigned size_class(size_t size)
 {
     unsigned c = 6; /* 64 bytes at least */
-    while (c < TP_POOL_CLASSES - 1 && ((size_t)1 << c) < size)
+    while (c < EMBER_POOL_CLASSES - 1 && ((size_t)1 << c) < size)
         c++;
     return c;
 }
 
-void *tp_pool_get(tp_pool_t *pool, size_t size)
+void *ember_pool_get(ember_pool_t *pool, size_t size)
 {
     unsigned c = size_class(size);
     pool_header_t *header;
@@ -42,19 +42,20 @@ void *tp_pool_get(tp_pool_t *pool, size_t size)
         if (!header)
             return NULL;
         header->s.size_class = c;
+        pool->bytes += (size_t)1 << c;
     }
     return header + 1;
 }
 
-void *tp_pool_zalloc(tp_pool_t *pool, size_t size)
+void *ember_pool_zalloc(ember_pool_t *pool, size_t size)
 {
-    void *buffer = tp_pool_get(pool, size);
+    void *buffer = ember_pool_get(pool, size);
     if (buffer)
         memset(buffer, 0, size);
     return buffer;
 }
 
-void tp_pool_put(tp_pool_t *pool, void *buffer)
+void ember_pool_put(ember_pool_t *pool, void *buffer)
 {
     pool_header_t *header;
     unsigned c;
@@ -65,6 +66,7 @@ void tp_pool_put(tp_pool_t *pool, void *buffer)
     c = header->s.size_class;
     if (pool->free_count[c] >= POOL_MAX_CACHED_COUNT ||
         (pool->free_count[c] + 1) * ((size_t)1 << c) > POOL_MAX_CACHED_BYTES) {
+        pool->bytes -= (size_t)1 << c;
         free(header);
         return;
     }
@@ -73,12 +75,13 @@ void tp_pool_put(tp_pool_t *pool, void *buffer)
     pool->free_count[c]++;
 }
 
-void tp_pool_cleanup(tp_pool_t *pool)
+void ember_pool_cleanup(ember_pool_t *pool)
 {
-    for (unsigned c = 0; c < TP_POOL_CLASSES; c++) {
+    for (unsigned c = 0; c < EMBER_POOL_CLASSES; c++) {
         while (pool->free_list[c]) {
             pool_header_t *header = pool->free_list[c];
             pool->free_list[c] = header->s.next;
+            pool->bytes -= (size_t)1 << c;
             free(header);
         }
         pool->free_count[c] = 0;
