@@ -55,11 +55,12 @@ typedef struct {
     size_t replies_in_flight;
 } ps_t;
 
-/* A reply buffer starts with the PS it returns to. */
-typedef union {
+/* A reply in flight: the buffer and the PS it goes back to (apart from
+ * the buffer, so a power-of-two reply fills its size class exactly). */
+typedef struct {
     ps_t *ps;
-    max_align_t align;
-} reply_head_t;
+    float *buffer;
+} reply_ticket_t;
 
 static ps_table_t *ps_find(ps_t *ps, uint32_t table_id, ember_rpc_req_t *req)
 {
@@ -249,29 +250,15 @@ static void on_abort(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
-/* A reply buffer of @bytes (plus slack for the pooling's vector tail). */
-static float *ps_reply_get(ps_t *ps, size_t bytes)
-{
-    reply_head_t *head = ember_pool_get(&ps->replies, sizeof(*head) + bytes + 64);
-    if (!head)
-        return NULL;
-    head->ps = ps;
-    return (float *)(head + 1);
-}
-
-static void ps_reply_put(float *buffer)
-{
-    reply_head_t *head = (reply_head_t *)buffer - 1;
-    ember_pool_put(&head->ps->replies, head);
-}
-
 /* The transport is done with a reply (sent, or lost with its peer). */
 static void ps_reply_done(void *arg, ember_status_t status)
 {
-    reply_head_t *head = (reply_head_t *)arg - 1;
+    reply_ticket_t *ticket = arg;
+    ps_t *ps = ticket->ps;
     (void)status;
-    head->ps->replies_in_flight--;
-    ps_reply_put(arg);
+    ps->replies_in_flight--;
+    ember_pool_put(&ps->replies, ticket->buffer);
+    ember_pool_put(&ps->replies, ticket);
 }
 
 /* Pool and answer one lookup into a pooled buffer, sent without a copy. */
@@ -284,12 +271,16 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     char err[320];
     size_t bytes = (size_t)msg->bags * ember_table_dim(entry->table) * sizeof(float);
     float *out = NULL;
+    reply_ticket_t *ticket = NULL;
 
     arrays += sizeof(*msg);
     length -= sizeof(*msg);
     /* Take a buffer only for a message whose counts match its size (the
      * table validates the rest): a forged count must not make us allocate. */
-    if (ember_msg_lookup_bytes(msg) == length && !(out = ps_reply_get(ps, bytes))) {
+    if (ember_msg_lookup_bytes(msg) == length &&
+        (!(ticket = ember_pool_get(&ps->replies, sizeof(*ticket))) ||
+         !(out = ember_pool_get(&ps->replies, bytes ? bytes : 1)))) {
+        ember_pool_put(&ps->replies, ticket);
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY,
                               "table %s: trainer %u step %llu: out of memory for a "
                               "reply of %zu bytes", ember_table_name(entry->table),
@@ -299,8 +290,8 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     ember_status_t status = ember_table_lookup(entry->table, msg, arrays, length, out,
                                                err, sizeof(err));
     if (status != EMBER_OK) {
-        if (out)
-            ps_reply_put(out);
+        ember_pool_put(&ps->replies, out);
+        ember_pool_put(&ps->replies, ticket);
         ember_warn("ps", "lookup refused: %s", err);
         ember_rpc_reply_error(req, status, "%s", err);
         return;
@@ -308,8 +299,9 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     ps->stats.lookups++;
     entry->trainer_rank[msg->trainer] = ember_rpc_req_peer(req);
     ember_iov_t iov = {.buffer = out, .length = bytes};
+    *ticket = (reply_ticket_t){.ps = ps, .buffer = out};
     ps->replies_in_flight++;
-    ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, ps_reply_done, out);
+    ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, ps_reply_done, ticket);
     ps->lookup_ticks += ember_busy_clock_ticks(&ps->clock) - start;
 }
 

@@ -17,8 +17,13 @@
  *   ps_survives_client_death   a trainer dies with a lookup open; the PS
  *                              keeps serving the other trainer
  *   lookup_huge_counts         counts far beyond the payload: BAD_MESSAGE,
- *                              nothing sized by them (disabled in CTest until
- *                              engine/ps.c validates before allocating)
+ *                              nothing sized by them
+ *   oneway_grad_refused        a refused one-way gradient is reported at the
+ *                              trainer's next lookup
+ *   replies_pooled             64 trainers, 8 large lookups in flight: every
+ *                              reply right although reply buffers are reused,
+ *                              and the PS holds memory for the replies in
+ *                              flight, not one buffer per trainer
  *
  * Coordination between client ranks goes through the rendezvous store (the
  * PS only meets the others at "roles-ready" and at shutdown).
@@ -1301,6 +1306,86 @@ static int case_client_death(int rank, int world, void *arg)
     return 0;
 }
 
+/* ---- case replies_pooled ----------------------------------------------------
+ * The PS pools each lookup into a buffer lent to the transport until the
+ * reply's send completes, then reuses it for the next lookup.  64 trainers
+ * each send one 128 KiB lookup (rendezvous on every transport), 8 in flight:
+ * a buffer reused before its send completed would corrupt a reply still
+ * being read.  Then the PS's extra memory must be about 8 replies, well
+ * under the 64 that one buffer per trainer would hold. */
+
+enum { RP_TRAINERS = 64, RP_INFLIGHT = 8, RP_BAGS = 512, RP_TABLE = 5 };
+static const table_ref_t rp_table = {.first_ps = 0, .P = 1, .table_id = RP_TABLE,
+                                     .rows = 1000, .dim = 64};
+
+static int case_replies_pooled(int rank, int world, void *arg)
+{
+    const int ps = 0;
+    const size_t reply_bytes = (size_t)RP_BAGS * 64 * sizeof(float);
+    (void)world;
+    (void)arg;
+    if (rank == 0)
+        return run_ps("ps0");
+    ember_tp_t *tp = join_client("master");
+    table_create(tp, &rp_table, "pooled", RP_TRAINERS, EMBER_ASYNC, 99);
+    float *table = table_read_full(tp, &rp_table);
+    ember_msg_ps_stats_t before, after;
+    call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &before, sizeof(before));
+
+    batch_t batches[RP_TRAINERS];
+    uint8_t *messages[RP_TRAINERS];
+    ember_iov_t iov[RP_TRAINERS];
+    ember_future_t *futures[RP_TRAINERS];
+    uint32_t counts[RP_BAGS];
+    for (uint32_t t = 0; t < RP_TRAINERS; t++) {
+        size_t length;
+        batches[t] = make_batch(500 + t, RP_BAGS, 3, rp_table.rows, 0);
+        messages[t] = lookup_message(&batches[t], &rp_table, t, 0, 0, 0, counts,
+                                     &length);
+        iov[t] = (ember_iov_t){.buffer = messages[t], .length = length};
+    }
+    size_t issued = 0;
+    for (uint32_t done = 0; done < RP_TRAINERS; done++) {
+        while (issued < RP_TRAINERS && issued < done + RP_INFLIGHT) {
+            MP_CHECK(ember_rpc_call_async(tp, ps, EMBER_OP_LOOKUP, &iov[issued], 1, NULL,
+                                          0, 20.0, &futures[issued]) == EMBER_OK,
+                     "lookup call of trainer %zu", issued);
+            issued++;
+        }
+        ember_status_t status = ember_future_wait(futures[done]);
+        size_t length;
+        const float *got = ember_future_data(futures[done], &length);
+        MP_CHECK(status == EMBER_OK && length == reply_bytes,
+                 "trainer %u: %s, %zu bytes (want %zu)", done,
+                 ember_status_string(status), length, reply_bytes);
+        float *expect = ref_forward(table, &rp_table, &batches[done], EMBER_POOL_SUM,
+                                    NULL);
+        size_t where;
+        double diff = max_diff(got, expect, RP_BAGS * 64, &where);
+        MP_CHECK(diff <= 1e-5, "trainer %u: reply differs by %g at %zu", done, diff,
+                 where);
+        free(expect);
+        ember_future_release(futures[done]);
+    }
+    call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &after, sizeof(after));
+    /* Contexts grow too (a few KiB per trainer); one reply buffer per
+     * trainer would add 64 x 128 KiB = 8 MiB on top. */
+    MP_CHECK(after.other_bytes - before.other_bytes < 4 * (1u << 20),
+             "the PS holds %llu more bytes after %d lookups of %zu bytes",
+             (unsigned long long)(after.other_bytes - before.other_bytes), RP_TRAINERS,
+             reply_bytes);
+    MP_CHECK(after.lookups - before.lookups == RP_TRAINERS, "stats: %llu lookups",
+             (unsigned long long)(after.lookups - before.lookups));
+    call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    for (uint32_t t = 0; t < RP_TRAINERS; t++) {
+        batch_free(&batches[t]);
+        free(messages[t]);
+    }
+    free(table);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static const mp_case_t cases[] = {
@@ -1312,6 +1397,7 @@ static const mp_case_t cases[] = {
     {"ps_survives_client_death", case_client_death, 3, 1u << 2},
     {"lookup_huge_counts", case_huge_counts, 2, 0},
     {"oneway_grad_refused", case_oneway_grad_refused, 2, 0},
+    {"replies_pooled", case_replies_pooled, 2, 0},
 };
 
 int main(int argc, char **argv)
