@@ -68,6 +68,18 @@ lookup_open)
     check_lookup_format 1
     grep -q '^# open loop' "$out" || fail "not the open loop"
     ;;
+ab_usage)
+    # bench/ab.sh refuses what it cannot run before building anything.
+    ab=$(dirname "$0")/../../bench/ab.sh
+    bash "$ab" >"$out" 2>&1
+    [[ $? == 2 ]] || fail "no arguments: exit status not 2"
+    grep -q 'bench/ab.sh \[-n ROUNDS\] REV_A REV_B -- COMMAND' "$out" || fail "no usage text"
+    bash "$ab" HEAD HEAD true >"$out" 2>&1
+    [[ $? == 2 ]] || fail "a command without -- was accepted"
+    bash "$ab" ember-no-such-revision HEAD -- true >"$out" 2>&1
+    [[ $? == 2 ]] || fail "an unknown revision was accepted"
+    grep -q 'cannot check out ember-no-such-revision' "$out" || fail "the unknown revision is not named"
+    ;;
 lookup_usage)
     "$run" -n 1 --no-prefix "$bench" lookup --ps 1 >"$out" 2>&1 && fail "1 rank with 1 PS was accepted"
     grep -q 'cannot hold 1 PS and a client' "$out" || fail "no usage message"
