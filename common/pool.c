@@ -4,19 +4,26 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Each buffer is preceded by its class; 16 bytes keep the payload aligned. */
 typedef union {
     struct {
         unsigned size_class;
-        void *next; /* while cached */
+        unsigned carved; /* from a huge-page chunk: never freed alone */
+        void *next;      /* while cached */
     } s;
     max_align_t align;
 } pool_header_t;
 
-/* Cache at most this many bytes, and entries, per class. */
+/* Cache at most this many bytes, and entries, per class (malloc'd ones). */
 #define POOL_MAX_CACHED_BYTES (64u << 20)
 #define POOL_MAX_CACHED_COUNT 1024
+
+#define POOL_HUGE_PAGE ((size_t)2 << 20)
+#define POOL_HUGE_MAX_CLASS 20 /* 1 MiB: larger buffers are malloc'd */
+#define POOL_SLOT_PAD 64       /* before each carved payload: its header */
+#define POOL_CHUNK_SLOTS 4     /* a chunk holds at least this many */
 
 static unsigned size_class(size_t size)
 {
@@ -24,6 +31,64 @@ static unsigned size_class(size_t size)
     while (c < EMBER_POOL_CLASSES - 1 && ((size_t)1 << c) < size)
         c++;
     return c;
+}
+
+/* @bytes (a multiple of 2 MiB) of fresh memory at a 2 MiB boundary, as
+ * transparent huge pages where the kernel has them.  Straight from mmap:
+ * malloc may hand back heap pages already touched as 4 KiB pages, which a
+ * huge page cannot replace on fault. */
+static void *huge_chunk_map(size_t bytes)
+{
+    size_t span = bytes + POOL_HUGE_PAGE;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    char *aligned = (char *)(((uintptr_t)p + POOL_HUGE_PAGE - 1) & ~(uintptr_t)(POOL_HUGE_PAGE - 1));
+    if (aligned > p)
+        munmap(p, (size_t)(aligned - p));
+    if (aligned + bytes < p + span)
+        munmap(aligned + bytes, (size_t)(p + span - (aligned + bytes)));
+#ifdef MADV_HUGEPAGE
+    /* Advice only: without THP the buffers work the same. */
+    (void)madvise(aligned, bytes, MADV_HUGEPAGE);
+#endif
+    return aligned;
+}
+
+static int class_is_huge(const ember_pool_t *pool, unsigned c)
+{
+    return pool->huge_min && c <= POOL_HUGE_MAX_CLASS &&
+           ((size_t)1 << c) >= pool->huge_min;
+}
+
+/* The next buffer of class @c out of a huge-page chunk (a new chunk when
+ * the current one is used up); NULL when out of memory. */
+static pool_header_t *carve(ember_pool_t *pool, unsigned c)
+{
+    size_t stride = POOL_SLOT_PAD + ((size_t)1 << c);
+
+    if (!pool->carve_left[c]) {
+        /* The first cache line links the chunks and holds this one's size;
+         * payloads stay 64-aligned. */
+        size_t bytes = POOL_SLOT_PAD + POOL_CHUNK_SLOTS * stride;
+        bytes = (bytes + POOL_HUGE_PAGE - 1) / POOL_HUGE_PAGE * POOL_HUGE_PAGE;
+        void *chunk = huge_chunk_map(bytes);
+        if (!chunk)
+            return NULL;
+        ((void **)chunk)[0] = pool->chunks;
+        ((size_t *)chunk)[1] = bytes;
+        pool->chunks = chunk;
+        pool->bytes += bytes;
+        pool->carve[c] = (char *)chunk + POOL_SLOT_PAD;
+        pool->carve_left[c] = (bytes - POOL_SLOT_PAD) / stride;
+    }
+    pool_header_t *header =
+        (pool_header_t *)(pool->carve[c] + POOL_SLOT_PAD) - 1;
+    pool->carve[c] += stride;
+    pool->carve_left[c]--;
+    header->s.size_class = c;
+    header->s.carved = 1;
+    return header;
 }
 
 void *ember_pool_get(ember_pool_t *pool, size_t size)
@@ -37,11 +102,15 @@ void *ember_pool_get(ember_pool_t *pool, size_t size)
     if (header) {
         pool->free_list[c] = header->s.next;
         pool->free_count[c]--;
+    } else if (class_is_huge(pool, c)) {
+        if (!(header = carve(pool, c)))
+            return NULL;
     } else {
         header = malloc(sizeof(*header) + ((size_t)1 << c));
         if (!header)
             return NULL;
         header->s.size_class = c;
+        header->s.carved = 0;
         pool->bytes += (size_t)1 << c;
     }
     return header + 1;
@@ -64,8 +133,9 @@ void ember_pool_put(ember_pool_t *pool, void *buffer)
         return;
     header = (pool_header_t *)buffer - 1;
     c = header->s.size_class;
-    if (pool->free_count[c] >= POOL_MAX_CACHED_COUNT ||
-        (pool->free_count[c] + 1) * ((size_t)1 << c) > POOL_MAX_CACHED_BYTES) {
+    if (!header->s.carved &&
+        (pool->free_count[c] >= POOL_MAX_CACHED_COUNT ||
+         (pool->free_count[c] + 1) * ((size_t)1 << c) > POOL_MAX_CACHED_BYTES)) {
         pool->bytes -= (size_t)1 << c;
         free(header);
         return;
@@ -81,9 +151,20 @@ void ember_pool_cleanup(ember_pool_t *pool)
         while (pool->free_list[c]) {
             pool_header_t *header = pool->free_list[c];
             pool->free_list[c] = header->s.next;
-            pool->bytes -= (size_t)1 << c;
-            free(header);
+            if (!header->s.carved) {
+                pool->bytes -= (size_t)1 << c;
+                free(header);
+            }
         }
         pool->free_count[c] = 0;
+        pool->carve[c] = NULL;
+        pool->carve_left[c] = 0;
+    }
+    while (pool->chunks) {
+        void *chunk = pool->chunks;
+        pool->chunks = ((void **)chunk)[0];
+        size_t bytes = ((size_t *)chunk)[1];
+        pool->bytes -= bytes;
+        munmap(chunk, bytes);
     }
 }

@@ -3,6 +3,8 @@
  * parameter server's lookup replies.  A buffer given back is the next one
  * handed out for its size class (the one still in cache), classes do not
  * mix, the byte count follows malloc and free, and the caches are bounded.
+ * Huge classes are carved out of 2 MiB-aligned chunks and kept until
+ * cleanup.
  */
 #include "common/pool.h"
 #include "tests/engine/test_util.h"
@@ -60,11 +62,60 @@ static int case_bounds(void)
     return 0;
 }
 
+static int case_huge(void)
+{
+    ember_pool_t pool = {.huge_min = 64 << 10};
+    const size_t huge_page = 2 << 20, stride = (64 << 10) + 64;
+    char *a = ember_pool_get(&pool, 64 << 10), *b = ember_pool_get(&pool, 40 << 10);
+    CHECK(a && b, "two buffers of the 64 KiB class");
+    CHECK(((uintptr_t)a - 128) % huge_page == 0,
+          "the first buffer sits 128 B into a 2 MiB-aligned chunk (%p)", (void *)a);
+    CHECK(b == a + stride, "the next one follows it in the chunk");
+    CHECK(pool.bytes == huge_page, "bytes %zu: one 2 MiB chunk", pool.bytes);
+    memset(a, 1, 64 << 10);
+    memset(b, 2, 64 << 10);
+    char *small = ember_pool_get(&pool, 32 << 10);
+    CHECK(small && pool.bytes == huge_page + (32 << 10),
+          "a class below huge_min is malloc'd (bytes %zu)", pool.bytes);
+    char *big = ember_pool_get(&pool, 2 << 20);
+    CHECK(big && pool.bytes == 2 * huge_page + (32 << 10),
+          "a class above 1 MiB is malloc'd (bytes %zu)", pool.bytes);
+    char *mid = ember_pool_get(&pool, 1 << 20);
+    CHECK(mid && ((uintptr_t)mid - 128) % huge_page == 0,
+          "the 1 MiB class gets a chunk of its own");
+    size_t with_mid = pool.bytes;
+    CHECK(with_mid > 2 * huge_page + (32 << 10) + (4u << 20),
+          "a 1 MiB chunk holds at least 4 buffers (bytes %zu)", with_mid);
+    ember_pool_put(&pool, a);
+    ember_pool_put(&pool, b);
+    CHECK(ember_pool_get(&pool, 64 << 10) == b, "carved buffers are reused last-in first");
+    ember_pool_put(&pool, b);
+    /* Carved buffers stay cached past the malloc'd caps. */
+    void *many[40];
+    for (int i = 0; i < 40; i++)
+        CHECK(many[i] = ember_pool_get(&pool, 64 << 10), "carved buffer %d", i);
+    CHECK(pool.bytes == with_mid + huge_page, "40 buffers of 64 KiB: two chunks");
+    for (int i = 0; i < 40; i++)
+        ember_pool_put(&pool, many[i]);
+    ember_pool_put(&pool, small);
+    ember_pool_put(&pool, big);
+    ember_pool_put(&pool, mid);
+    ember_pool_cleanup(&pool);
+    CHECK(pool.bytes == 0 && pool.chunks == NULL, "bytes %zu after cleanup", pool.bytes);
+    /* The pool works again after a cleanup. */
+    a = ember_pool_get(&pool, 100 << 10);
+    CHECK(a && pool.bytes == huge_page, "a 128 KiB-class buffer after cleanup");
+    ember_pool_put(&pool, a);
+    ember_pool_cleanup(&pool);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
         {"reuse", case_reuse},
         {"bounds", case_bounds},
+        {"huge", case_huge},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
