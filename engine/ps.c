@@ -424,6 +424,19 @@ static void ps_drop_lost_trainers(ps_t *ps)
     }
 }
 
+/* The ops a PS serves, and their handlers (registered for its lifetime). */
+static const uint16_t ps_ops[] = {
+    EMBER_OP_TABLE_CREATE, EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
+    EMBER_OP_PS_SHUTDOWN,  EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
+};
+static const ember_rpc_handler_cb ps_handlers[] = {
+    on_table_create, on_table_load, on_table_read, on_stats,
+    on_shutdown,     on_abort,      on_lookup,     on_grad,
+};
+_Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) ==
+                   sizeof(ps_handlers) / sizeof(ps_handlers[0]),
+               "an op without its handler");
+
 ember_status_t ember_ps_run(ember_tp_t *tp)
 {
     ps_t *ps = calloc(1, sizeof(*ps));
@@ -434,14 +447,8 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
     ps->tp = tp;
     ps->replies.huge_min = PS_REPLY_HUGE_MIN;
     ember_busy_clock_init(&ps->clock);
-    ember_rpc_register(tp, EMBER_OP_TABLE_CREATE, on_table_create, ps);
-    ember_rpc_register(tp, EMBER_OP_TABLE_LOAD, on_table_load, ps);
-    ember_rpc_register(tp, EMBER_OP_TABLE_READ, on_table_read, ps);
-    ember_rpc_register(tp, EMBER_OP_PS_STATS, on_stats, ps);
-    ember_rpc_register(tp, EMBER_OP_PS_SHUTDOWN, on_shutdown, ps);
-    ember_rpc_register(tp, EMBER_OP_ABORT, on_abort, ps);
-    ember_rpc_register(tp, EMBER_OP_LOOKUP, on_lookup, ps);
-    ember_rpc_register(tp, EMBER_OP_GRAD, on_grad, ps);
+    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
+        ember_rpc_register(tp, ps_ops[i], ps_handlers[i], ps);
     ember_tp_barrier(tp, "roles-ready");
 
     int master = -1;
@@ -464,6 +471,9 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
         }
     }
     status = ps->exit_status;
+    /* From here on a request gets "no handler", not a PS being freed. */
+    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
+        ember_rpc_register(tp, ps_ops[i], NULL, NULL);
     for (size_t i = 0; i < PS_MAX_TABLES; i++) {
         ps_table_t *entry = &ps->tables[i];
         for (size_t h = 0; h < entry->held_count; h++)
@@ -476,6 +486,7 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
         free(entry->grad_error);
         free(entry->held);
         ember_table_destroy(entry->table);
+        *entry = (ps_table_t){0};
     }
     /* Replies still leaving hold pooled buffers: wait for the transport to
      * give them back (a lost peer fails them), and if one is held past the

@@ -104,7 +104,8 @@ ember_status_t ember_tp_barrier(ember_tp_t *tp, const char *name);
  */
 typedef void (*ember_rpc_handler_cb)(ember_rpc_req_t *req, void *arg);
 
-/** Register the handler of op id @op (EMBER_RPC_OP_USER_BASE..MAX-1). */
+/** Register the handler of op id @op (EMBER_RPC_OP_USER_BASE..MAX-1); a
+ * NULL @handler unregisters it (requests for @op then fail, "no handler"). */
 ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op,
                                   ember_rpc_handler_cb handler, void *arg);
 

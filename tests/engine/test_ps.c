@@ -24,6 +24,9 @@
  *                              reply right although reply buffers are reused,
  *                              and the PS holds memory for the replies in
  *                              flight, not one buffer per trainer
+ *   after_shutdown             a lookup reaching a process whose PS has
+ *                              returned is refused ("no handler"), not
+ *                              served from a freed PS
  *
  * Coordination between client ranks goes through the rendezvous store (the
  * PS only meets the others at "roles-ready" and at shutdown).
@@ -1386,6 +1389,46 @@ static int case_replies_pooled(int rank, int world, void *arg)
     return 0;
 }
 
+/* ---- case after_shutdown -----------------------------------------------------
+ * ember_ps_run returns while its process keeps the transport (a job's PS
+ * role then meets the others, or leaves): a late request must find no
+ * handler, not the freed PS. */
+
+static int case_after_shutdown(int rank, int world, void *arg)
+{
+    const int ps = 0;
+    (void)world;
+    (void)arg;
+    if (rank == 0) {
+        ember_tp_t *tp = join("ps0");
+        ember_status_t status = ember_ps_run(tp);
+        MP_CHECK(status == EMBER_OK, "ember_ps_run returned %s",
+                 ember_status_string(status));
+        /* Still progressing: the client's late lookup arrives meanwhile. */
+        MP_CHECK(ember_tp_barrier(tp, "ps-returned") == EMBER_OK, "ps-returned");
+        MP_CHECK(ember_tp_barrier(tp, "late-done") == EMBER_OK, "late-done");
+        ember_tp_destroy(tp);
+        return 0;
+    }
+    ember_tp_t *tp = join_client("master");
+    table_create(tp, &bl_table, "emb", 1, EMBER_ASYNC, 7);
+    raw_lookup_t raw = raw_valid(BL_TABLE);
+    size_t length;
+    uint8_t *message = raw_message(&raw, &length);
+    reply_t ok = call(tp, ps, EMBER_OP_LOOKUP, message, length);
+    MP_CHECK(ok.status == EMBER_OK, "lookup before shutdown: %s",
+             ember_status_string(ok.status));
+    reply_free(&ok);
+    call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    MP_CHECK(ember_tp_barrier(tp, "ps-returned") == EMBER_OK, "ps-returned");
+    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length, EMBER_ERR_UNSUPPORTED,
+                   "lookup after the PS returned", NEEDLES("no handler for op"));
+    MP_CHECK(ember_tp_barrier(tp, "late-done") == EMBER_OK, "late-done");
+    free(message);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static const mp_case_t cases[] = {
@@ -1398,6 +1441,7 @@ static const mp_case_t cases[] = {
     {"lookup_huge_counts", case_huge_counts, 2, 0},
     {"oneway_grad_refused", case_oneway_grad_refused, 2, 0},
     {"replies_pooled", case_replies_pooled, 2, 0},
+    {"after_shutdown", case_after_shutdown, 2, 0},
 };
 
 int main(int argc, char **argv)
