@@ -494,6 +494,8 @@ abort:
     if (status == EMBER_OK)
         status = EMBER_ERR_CANCELED;
 out:
+    /* Its state lives in this frame: a late report must find no handler. */
+    ember_rpc_register(tp, EMBER_OP_EPOCH_REPORT, NULL, NULL);
     for (int t = 0; futures && t < job->trainers; t++)
         ember_future_release(futures[t]);
     if (master.metrics)

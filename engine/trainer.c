@@ -824,6 +824,13 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
     return status;
 }
 
+/* A late start or abort must find no handler, not a returned frame. */
+static void trainer_unregister(ember_tp_t *tp)
+{
+    ember_rpc_register(tp, EMBER_OP_TRAIN_START, NULL, NULL);
+    ember_rpc_register(tp, EMBER_OP_ABORT, NULL, NULL);
+}
+
 ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
                                  const char *device, int local_rank)
 {
@@ -837,8 +844,6 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
         return EMBER_ERR_NO_MEMORY;
     for (int t = 0; t < trainers; t++)
         ranks[t] = t;
-    ember_rpc_register(tp, EMBER_OP_TRAIN_START, on_start, &trainer);
-    ember_rpc_register(tp, EMBER_OP_ABORT, on_abort, &trainer);
     status = ember_device_open(device, local_rank, &trainer.device);
     if (status == EMBER_OK) {
         trainer.dev = ember_device_ops(trainer.device);
@@ -854,6 +859,9 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
         ember_device_close(trainer.device);
         return status;
     }
+    /* The handlers take this frame's state: unregistered on every way out. */
+    ember_rpc_register(tp, EMBER_OP_TRAIN_START, on_start, &trainer);
+    ember_rpc_register(tp, EMBER_OP_ABORT, on_abort, &trainer);
     ember_tp_barrier(tp, "roles-ready");
 
     int master = ember_tp_peer_by_name(tp, "master");
@@ -861,6 +869,7 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
         ember_tp_wait(tp, 0.5);
         if (master >= 0 && ember_tp_peer_lost(tp, master)) {
             ember_error("trainer", "the master was lost before training started");
+            trainer_unregister(tp);
             trainer.dev->comm_destroy(trainer.comm);
             ember_device_close(trainer.device);
             return EMBER_ERR_PEER_LOST;
@@ -893,6 +902,7 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
         ember_error("trainer", "trainer %d: job aborted before training: %s", index,
                     trainer.abort_text);
     }
+    trainer_unregister(tp);
     ember_data_destroy(data);
     trainer_cleanup(&trainer);
     trainer.dev->comm_destroy(trainer.comm);
