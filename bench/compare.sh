@@ -6,7 +6,9 @@
 #   lookup    response GB/s >= 80% of ucx_perftest ucp_am_bw at the same
 #             message size (one shard's response), tcp and shared memory;
 #             one-bag lookup p50 <= 2x ucx_perftest's round trip (ucp_am_lat
-#             at the response size; it reports half a round trip)
+#             at the response size; it reports half a round trip); beside
+#             them, what one core gathers of the same rows with nothing else
+#             to do (bench/peers/row_gather, on the PS's core): a reference
 #   allreduce host busbw >= Open MPI MPI_Allreduce busbw for sizes >= 1 MiB,
 #             2 and 4 ranks; >= 10x gloo (torch.distributed) at every size
 #   training  bench/train_vs_torch.sh (QUICK=1), the PyTorch tutorial program
@@ -30,6 +32,7 @@ python=${PYTHON:-/usr/bin/python3}
 bench=$build/bench/ember-bench
 launcher=$build/tools/ember-run
 mpi_peer=$build/bench/peers/mpi_allreduce
+row_gather=$build/bench/peers/row_gather
 tls_list=${TLS_LIST:-"tcp sm"}
 ranks_list=${RANKS:-"2 4"}
 ar_max=${AR_MAX:-32M}
@@ -53,7 +56,7 @@ mkdir -p "$out"
 rm -f "$out"/ar-*.out "$out"/lookup-*.out # gloo's is reused within this run only
 export UCX_NET_DEVICES=lo EMBER_LOG_LEVEL=warn
 
-for tool in "$bench" "$launcher" "$mpi_peer"; do
+for tool in "$bench" "$launcher" "$mpi_peer" "$row_gather"; do
     [[ -x $tool ]] || { echo "$0: $tool not built (MPI peer: apt-get install libopenmpi-dev)" >&2; exit 2; }
 done
 for cmd in ucx_perftest mpirun; do
@@ -98,6 +101,24 @@ echo "# binding: EMBER_BIND and mpirun --bind-to as Open MPI's default for the r
     "count (core when there is a core per rank), ucx_perftest pinned as ember's ranks"
 echo "# every figure: the median of $repeat rounds, the tools alternating (REPEAT=$repeat);" \
     "every ratio: the median of the per-round ratios"
+# The PS's pooling beside a bare gather of the same rows on the same core
+# (no transport: once per round, for both transports' tables).
+gather_cmd=("$row_gather" --bags "$lk_bags" -n "$lk_iters" --window "$lk_window")
+gather_pin=()
+(($(nproc) >= 2)) && gather_pin=(taskset -c 1) # the PS's core under EMBER_BIND=core
+echo
+echo "=== one-core row gather (reference: no message, no checks, no transport) ==="
+echo "\$ ${gather_pin[*]} ${gather_cmd[*]#"$build"/}"
+for ((round = 1; round <= repeat; round++)); do
+    "${gather_pin[@]}" "${gather_cmd[@]}" >"$out/gather-$round.out" 2>&1 ||
+        { cat "$out/gather-$round.out" >&2; exit 2; }
+done
+gather_gbs() { # RESP_B: the median GB/s over the rounds
+    for ((round = 1; round <= repeat; round++)); do
+        awk -v r="$1" '!/^#/ && $2 == r { print $3 }' "$out/gather-$round.out"
+    done | median
+}
+
 for tls_name in $tls_list; do
     tls=$(ucx_tls "$tls_name")
     export UCX_TLS=$tls
@@ -132,8 +153,8 @@ for tls_name in $tls_list; do
         awk -v l="$(cut -d, -f2 <<<"$pf")" 'BEGIN { printf "%.4f\n", 2 * l }' \
             >>"$out/lookup-lat-$tls_name.pf"
     done
-    printf '%10s | %10s %10s %6s %-12s | %8s %10s\n' resp_B "ember_GB/s" "pf_GB/s" "%pf" \
-        "target >=80%" "ps_us" "ps_GB/s"
+    printf '%10s | %10s %10s %6s %-12s | %8s %10s | %10s\n' resp_B "ember_GB/s" "pf_GB/s" \
+        "%pf" "target >=80%" "ps_us" "ps_GB/s" "gather_GB/s"
     : >"$out/lookup-$tls_name.dat"
     for resp in $(grep -h '^csv,lookup,' "$out/lookup-$tls_name-1.out" | cut -d, -f11); do
         gbs_rounds=$(for ((round = 1; round <= repeat; round++)); do
@@ -148,12 +169,14 @@ for tls_name in $tls_list; do
         ceiling=$(awk -v r="$resp" -v u="$ps_us" 'BEGIN { printf "%.3f", (u > 0 ? r / (u * 1e3) : 0) }')
         v=$(verdict "$(awk -v p="$pct" 'BEGIN { print (p >= 80) }')")
         [[ $v == MISS ]] && misses=$((misses + 1))
-        printf '%10s | %10.3f %10.3f %5s%% %-12s | %8.2f %10.3f\n' "$resp" "$gbs" "$pf_gbs" \
-            "$pct" "$v" "$ps_us" "$ceiling"
-        echo "$resp $gbs $pf_gbs $ceiling" >>"$out/lookup-$tls_name.dat"
+        gather=$(gather_gbs "$resp")
+        printf '%10s | %10.3f %10.3f %5s%% %-12s | %8.2f %10.3f | %10.3f\n' "$resp" "$gbs" \
+            "$pf_gbs" "$pct" "$v" "$ps_us" "$ceiling" "$gather"
+        echo "$resp $gbs $pf_gbs $ceiling $gather" >>"$out/lookup-$tls_name.dat"
     done
     echo "ps_us: the PS's own time per lookup (pooling, checks, reply handed to the transport; replies" \
-        "<= 2 KiB leave batched after it); ps_GB/s = resp_B / ps_us, the most one PS core can serve whatever the network"
+        "<= 2 KiB leave batched after it); ps_GB/s = resp_B / ps_us, the most one PS core can serve whatever the network;" \
+        "gather_GB/s: one core copying the same random rows with nothing else to do (row_gather)"
     p50_rounds=$(for ((round = 1; round <= repeat; round++)); do
         grep -h '^csv,lookup,' "$out/lookup-lat-$tls_name-$round.out" | cut -d, -f16; done)
     p50=$(median <<<"$p50_rounds")

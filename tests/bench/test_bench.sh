@@ -68,6 +68,20 @@ lookup_open)
     check_lookup_format 1
     grep -q '^# open loop' "$out" || fail "not the open loop"
     ;;
+row_gather)
+    # The PS's reference: one line per bag count, resp_B = bags x dim x 4,
+    # a positive rate; with --beside-copy too.  Never timings.
+    gather=$build/bench/peers/row_gather
+    for extra in "" "--beside-copy 0"; do
+        # shellcheck disable=SC2086
+        "$gather" --rows 1000 --dim 16 --bags 1,8,64 -n 50 --window 4 $extra >"$out" 2>&1 ||
+            fail "exit status $? ($extra)"
+        rows=$(awk '!/^#/ && NF == 4 && $2 == $1 * 16 * 4 && $3 > 0 && $4 > 0 { ok++ } END { print ok + 0 }' "$out")
+        [[ $rows == 3 ]] || fail "expected 3 well-formed rows ($extra), got $rows"
+    done
+    "$gather" --bags 0 >"$out" 2>&1
+    [[ $? == 2 ]] || fail "0 bags was accepted"
+    ;;
 ab_usage)
     # bench/ab.sh refuses what it cannot run before building anything.
     ab=$(dirname "$0")/../../bench/ab.sh
