@@ -118,7 +118,7 @@ typedef struct {
      * output, so a lookup here takes the buffer given back last (still in
      * cache), not one per virtual trainer. */
     float **resp_free; /* [slots], a stack */
-    size_t resp_nfree, resp_count;
+    size_t resp_nfree;
     float *grad;    /* [bags * dim], shared by every push */
     float *table;   /* -c 1: the whole table as read back, [rows * dim] */
     double *samples;
@@ -509,10 +509,7 @@ static ember_status_t lk_resp_take(lk_point_t *pt, lk_slot_t *slot)
         return EMBER_OK;
     }
     slot->resp = bench_buffer_alloc((size_t)pt->P * pt->bags * pt->dim * sizeof(float));
-    if (!slot->resp)
-        return EMBER_ERR_NO_MEMORY;
-    pt->resp_count++;
-    return EMBER_OK;
+    return slot->resp ? EMBER_OK : EMBER_ERR_NO_MEMORY;
 }
 
 static void lk_resp_give(lk_point_t *pt, lk_slot_t *slot)
