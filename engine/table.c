@@ -64,7 +64,9 @@ struct ember_table {
     float *data;
     ember_opt_t *optimizer;
     context_t *contexts; /* [trainers] */
-    pending_t *pending;  /* [trainers] */
+    pending_t *pending;  /* [trainers]: sync tables only wait on these */
+    pending_t applying;  /* async: the one gradient being applied now (a
+                          * buffer per trainer would hold trainers x batch) */
     uint64_t next_step;  /* sync: steps applied so far */
     int32_t *slot_of_row; /* sync reduction: row -> accumulator slot, -1 */
     buffer_t acc_rows, acc_grad, sorted_grad, order;
@@ -154,6 +156,8 @@ void ember_table_destroy(ember_table_t *table)
         buffer_free(&table->pending[t].rows);
         buffer_free(&table->pending[t].grad);
     }
+    buffer_free(&table->applying.rows);
+    buffer_free(&table->applying.grad);
     buffer_free(&table->acc_rows);
     buffer_free(&table->acc_grad);
     buffer_free(&table->sorted_grad);
@@ -463,8 +467,10 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
                     "table %s: trainer %u step %llu: gradient of %u bags (%zu bytes) "
                     "for a lookup of %zu bags", name, trainer, step, msg->bags,
                     length, ctx->bags);
-    /* Copy out (alignment) and refuse non-finite values before any use. */
-    pending = &table->pending[trainer];
+    /* Copy out (alignment) and refuse non-finite values before any use.  An
+     * async gradient is applied before this returns, so all trainers share
+     * one buffer for it; a sync one waits for the others in its own. */
+    pending = ember_table_is_sync(table) ? &table->pending[trainer] : &table->applying;
     if (!buffer_reserve(&table->order, length + 4) ||
         !buffer_reserve(&pending->rows, ctx->n * 8 + 8) ||
         !buffer_reserve(&pending->grad, ctx->n * spec->dim * sizeof(float) + 4))
@@ -570,7 +576,8 @@ size_t ember_table_optimizer_bytes(const ember_table_t *table)
 size_t ember_table_other_bytes(const ember_table_t *table)
 {
     size_t bytes = table->acc_rows.capacity + table->acc_grad.capacity +
-                   table->sorted_grad.capacity + table->order.capacity;
+                   table->sorted_grad.capacity + table->order.capacity +
+                   table->applying.rows.capacity + table->applying.grad.capacity;
     if (table->slot_of_row)
         bytes += (size_t)table->local_rows * sizeof(int32_t);
     for (uint32_t t = 0; t < table->spec.trainers; t++) {

@@ -1389,6 +1389,76 @@ static int case_replies_pooled(int rank, int world, void *arg)
     return 0;
 }
 
+/* ---- case async_grad_memory ------------------------------------------------
+ * An async table applies each trainer's gradient as it arrives, so the PS
+ * needs one gradient buffer, not one per trainer: 64 trainers each look up
+ * and then push a gradient of ~1000 indices x 64 floats (~250 KiB); the
+ * table must end as the reference's (each step's SGD in turn) and the PS
+ * hold well under the 16 MiB a buffer per trainer would keep. */
+
+static int case_async_grad_memory(int rank, int world, void *arg)
+{
+    const int ps = 0;
+    const table_ref_t t = {.first_ps = 0, .P = 1, .table_id = 6, .rows = 1000, .dim = 64};
+    (void)world;
+    (void)arg;
+    if (rank == 0)
+        return run_ps("ps0");
+    ember_tp_t *tp = join_client("master");
+    table_create(tp, &t, "async_grads", RP_TRAINERS, EMBER_ASYNC, 31);
+    float *expect = table_read_full(tp, &t);
+    float *dense = calloc((size_t)t.rows * t.dim, sizeof(float));
+    MP_CHECK(dense, "out of memory");
+    batch_t batches[RP_TRAINERS];
+    float *grads[RP_TRAINERS];
+    for (uint32_t tr = 0; tr < RP_TRAINERS; tr++) {
+        batches[tr] = make_batch(700 + tr, RP_BAGS, 3, t.rows, 0);
+        grads[tr] = make_grad(900 + tr, RP_BAGS * t.dim);
+        dist_ctx_t ctx;
+        float *pooled = malloc(RP_BAGS * t.dim * sizeof(float));
+        MP_CHECK(pooled, "out of memory");
+        dist_lookup(tp, &t, &batches[tr], EMBER_POOL_SUM, tr, 0, pooled, &ctx);
+        free(pooled);
+        dist_ctx_free(&ctx);
+    }
+    ember_msg_ps_stats_t before, after;
+    call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &before, sizeof(before));
+    for (uint32_t tr = 0; tr < RP_TRAINERS; tr++) {
+        size_t length;
+        uint8_t *message = grad_message(t.table_id, tr, 0, EMBER_GRAD_APPLY, RP_BAGS,
+                                        grads[tr], RP_BAGS * t.dim, &length);
+        call_ok(tp, ps, EMBER_OP_GRAD, message, length, NULL, 0);
+        free(message);
+        /* SGD is linear: the async steps in turn sum to one step on the sum. */
+        ref_backward_add(expect, &t, &batches[tr], EMBER_POOL_SUM, grads[tr], dense);
+    }
+    call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &after, sizeof(after));
+    MP_CHECK(after.grads - before.grads == RP_TRAINERS &&
+                 after.steps_applied - before.steps_applied == RP_TRAINERS,
+             "stats: %llu grads, %llu steps applied",
+             (unsigned long long)(after.grads - before.grads),
+             (unsigned long long)(after.steps_applied - before.steps_applied));
+    MP_CHECK(after.other_bytes - before.other_bytes < (1u << 20),
+             "the PS holds %llu more bytes after %d async gradients",
+             (unsigned long long)(after.other_bytes - before.other_bytes), RP_TRAINERS);
+    ref_sgd(expect, &t, dense);
+    float *got = table_read_full(tp, &t);
+    size_t where;
+    double diff = max_diff(got, expect, (size_t)t.rows * t.dim, &where);
+    MP_CHECK(diff <= 1e-4, "table after the async steps differs by %g at %zu", diff,
+             where);
+    call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    for (uint32_t tr = 0; tr < RP_TRAINERS; tr++) {
+        batch_free(&batches[tr]);
+        free(grads[tr]);
+    }
+    free(got);
+    free(expect);
+    free(dense);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 /* ---- case after_shutdown -----------------------------------------------------
  * ember_ps_run returns while its process keeps the transport (a job's PS
  * role then meets the others, or leaves): a late request must find no
@@ -1442,6 +1512,7 @@ static const mp_case_t cases[] = {
     {"oneway_grad_refused", case_oneway_grad_refused, 2, 0},
     {"replies_pooled", case_replies_pooled, 2, 0},
     {"after_shutdown", case_after_shutdown, 2, 0},
+    {"async_grad_memory", case_async_grad_memory, 2, 0},
 };
 
 int main(int argc, char **argv)
