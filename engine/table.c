@@ -268,22 +268,10 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
 
     const uint8_t *offsets = p, *rows = p + 4 * bags, *inverse = rows + 8 * unique;
     const uint8_t *weights = inverse + 4 * n;
-    /* Validate everything before the first write. */
-    for (size_t b = 0; b < bags; b++) {
-        uint32_t offset = load_u32(offsets, b);
-        uint32_t previous = b ? load_u32(offsets, b - 1) : 0;
-        if ((b == 0 && offset != 0) || offset < previous || offset > n)
-            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                        "table %s: trainer %u step %llu: offset %u of bag %zu is "
-                        "invalid (previous %u, %zu indices)", name, trainer, step,
-                        offset, b, previous, n);
-    }
-    if (bags == 0 && n != 0)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: trainer %u step %llu: %zu indices but no bags", name,
-                    trainer, step, n);
-    /* The context's buffers are scratch until ctx->valid is set, so they are
-     * filled while the rows are checked: a refused lookup leaves nothing. */
+    /* Everything is checked in one pass per array while the context's
+     * buffers, scratch until ctx->valid is set, are filled: nothing else is
+     * written before the last check passed, so a refused lookup leaves
+     * nothing. */
     if (!buffer_reserve(&ctx->indices, n * 8 + 8) ||
         !buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
         !buffer_reserve(&ctx->unique, unique * 8 + 8) ||
@@ -294,22 +282,46 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
                     name);
     int64_t *local = ctx->indices.data, *offsets64 = ctx->offsets.data;
     int64_t *unique_local = ctx->unique.data;
+    uint32_t *inverse_copy = ctx->inverse.data;
+    uint32_t previous = 0;
+    for (size_t b = 0; b < bags; b++) {
+        uint32_t offset = load_u32(offsets, b);
+        if ((b == 0 && offset != 0) || offset < previous || offset > n)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                        "table %s: trainer %u step %llu: offset %u of bag %zu is "
+                        "invalid (previous %u, %zu indices)", name, trainer, step,
+                        offset, b, previous, n);
+        offsets64[b] = offset;
+        previous = offset;
+    }
+    if (bags == 0 && n != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: %zu indices but no bags", name,
+                    trainer, step, n);
     const uint64_t shards = spec->num_shards;
+    const int64_t table_rows = spec->rows; /* kept in a register */
+    int64_t previous_row = -1;
     for (size_t u = 0; u < unique; u++) {
         int64_t row = load_i64(rows, u);
-        if (row < 0 || row >= spec->rows)
+        if (row < 0 || row >= table_rows)
             return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                         "table %s: trainer %u step %llu: index %lld is out of range "
                         "[0, %lld)", name, trainer, step, (long long)row,
                         (long long)spec->rows);
-        if (u > 0 && row <= load_i64(rows, u - 1))
+        if (row <= previous_row)
             return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                         "table %s: trainer %u step %llu: the rows of a lookup must be "
                         "sorted and distinct (row %lld after %lld)", name, trainer,
-                        step, (long long)row, (long long)load_i64(rows, u - 1));
-        /* One division per distinct row (a 64-bit divide was a third of a
-         * lookup's time when done per index, twice). */
-        uint64_t q = shards == 1 ? (uint64_t)row : (uint64_t)row / shards;
+                        step, (long long)row, (long long)previous_row);
+        previous_row = row;
+        unique_local[u] = row;
+    }
+    /* Global row -> local row: one division per distinct row, and none with
+     * one shard (a 64-bit divide was a third of a lookup's time per index;
+     * in one loop with the checks the compiler divided by 1 as well). */
+    for (size_t u = 0; shards > 1 && u < unique; u++) {
+        int64_t row = unique_local[u];
+        uint64_t q = (uint64_t)row / shards;
         uint64_t shard = (uint64_t)row - q * shards;
         if (shard != spec->shard)
             return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
@@ -324,11 +336,9 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
             return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                         "table %s: trainer %u step %llu: index %zu refers to row "
                         "slot %u of %zu", name, trainer, step, i, slot, unique);
+        inverse_copy[i] = slot;
         local[i] = unique_local[slot];
     }
-    for (size_t b = 0; b < bags; b++)
-        offsets64[b] = load_u32(offsets, b);
-    memcpy(ctx->inverse.data, inverse, n * 4);
     ctx->nunique = unique;
     if (weighted)
         memcpy(ctx->weights.data, weights, n * 4);
