@@ -70,6 +70,7 @@ struct ember_table {
     uint64_t next_step;  /* sync: steps applied so far */
     int32_t *slot_of_row; /* sync reduction: row -> accumulator slot, -1 */
     buffer_t acc_rows, acc_grad, sorted_grad, order;
+    buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
 };
 
 ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
@@ -162,6 +163,7 @@ void ember_table_destroy(ember_table_t *table)
     buffer_free(&table->acc_grad);
     buffer_free(&table->sorted_grad);
     buffer_free(&table->order);
+    buffer_free(&table->written);
     ember_opt_destroy(table->optimizer);
     free(table->slot_of_row);
     free(table->contexts);
@@ -477,16 +479,23 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
                     "table %s: trainer %u step %llu: gradient of %u bags (%zu bytes) "
                     "for a lookup of %zu bags", name, trainer, step, msg->bags,
                     length, ctx->bags);
-    /* Copy out (alignment) and refuse non-finite values before any use.  An
-     * async gradient is applied before this returns, so all trainers share
-     * one buffer for it; a sync one waits for the others in its own. */
+    /* Refuse non-finite values before any use.  An async gradient is
+     * applied before this returns, so all trainers share one buffer for it;
+     * a sync one waits for the others in its own. */
     pending = ember_table_is_sync(table) ? &table->pending[trainer] : &table->applying;
-    if (!buffer_reserve(&table->order, length + 4) ||
-        !buffer_reserve(&pending->rows, ctx->n * 8 + 8) ||
-        !buffer_reserve(&pending->grad, ctx->n * spec->dim * sizeof(float) + 4))
+    if (!buffer_reserve(&pending->rows, ctx->n * 8 + 8) ||
+        !buffer_reserve(&pending->grad, ctx->n * spec->dim * sizeof(float) + 4) ||
+        !buffer_reserve(&table->written, ctx->nunique + 1))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-    float *grad_out = table->order.data;
-    memcpy(grad_out, grad, length);
+    /* Read in place when aligned for floats (a rendezvous lands in a pooled
+     * buffer, UCX's eager payloads mostly are); copied out otherwise. */
+    const float *grad_out = grad;
+    if ((uintptr_t)grad % _Alignof(float) != 0) {
+        if (!buffer_reserve(&table->order, length + 4))
+            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+        memcpy(table->order.data, grad, length);
+        grad_out = table->order.data;
+    }
     size_t bad = first_nonfinite(grad_out, length / 4);
     for (size_t i = bad; i < length / 4; i++) {
         if (!isfinite(grad_out[i])) {
@@ -518,25 +527,45 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
     } else {
         /* Sum pooling: each distinct row's gradient is the (weighted) sum of
          * its bags' gradients.  The lookup's rows are already sorted and
-         * distinct, so no sort is needed here. */
+         * distinct, so no sort is needed here.  A row's first index writes
+         * its gradient and later ones add (most rows have one index: no
+         * zeroing pass over the whole gradient); a row no index refers to
+         * gets zeros. */
         const uint32_t *slot = ctx->inverse.data;
         const float *weights = ctx->weighted ? ctx->weights.data : NULL;
         const int64_t *offsets = ctx->offsets.data;
         float *row_grad = pending->grad.data;
+        uint8_t *written = table->written.data;
         size_t dim = spec->dim;
         nrows = ctx->nunique;
         memcpy(pending->rows.data, ctx->unique.data, nrows * sizeof(int64_t));
-        memset(row_grad, 0, nrows * dim * sizeof(float));
+        memset(written, 0, nrows);
         for (size_t b = 0; b < ctx->bags; b++) {
             size_t end = b + 1 < ctx->bags ? (size_t)offsets[b + 1] : ctx->n;
             const float *g = grad_out + b * dim;
             for (size_t i = (size_t)offsets[b]; i < end; i++) {
-                float w = weights ? weights[i] : 1.0f;
                 float *dst = row_grad + (size_t)slot[i] * dim;
-                for (size_t d = 0; d < dim; d++)
-                    dst[d] += w * g[d];
+                float w = weights ? weights[i] : 1.0f;
+                if (!written[slot[i]]) {
+                    written[slot[i]] = 1;
+                    if (weights) {
+                        for (size_t d = 0; d < dim; d++)
+                            dst[d] = w * g[d];
+                    } else {
+                        memcpy(dst, g, dim * sizeof(float));
+                    }
+                } else if (weights) {
+                    for (size_t d = 0; d < dim; d++)
+                        dst[d] += w * g[d];
+                } else {
+                    for (size_t d = 0; d < dim; d++)
+                        dst[d] += g[d];
+                }
             }
         }
+        for (size_t u = 0; u < nrows; u++)
+            if (!written[u])
+                memset(row_grad + u * dim, 0, dim * sizeof(float));
     }
     ctx->valid = 0;
     if (status != EMBER_OK)
@@ -587,6 +616,7 @@ size_t ember_table_other_bytes(const ember_table_t *table)
 {
     size_t bytes = table->acc_rows.capacity + table->acc_grad.capacity +
                    table->sorted_grad.capacity + table->order.capacity +
+                   table->written.capacity +
                    table->applying.rows.capacity + table->applying.grad.capacity;
     if (table->slot_of_row)
         bytes += (size_t)table->local_rows * sizeof(int32_t);

@@ -1,0 +1,245 @@
+/*
+ * tests/engine/test_table: a PS shard's lookup and gradient (engine/table.c)
+ * in one process, against the single-process EmbeddingBag and plain SGD.
+ *
+ *   grad_sum / grad_weighted: bags that share rows, an empty bag, and a row
+ *   sent in the lookup that no index refers to (it must stay unchanged);
+ *   the gradient handed over aligned and at an odd address (copied out).
+ *   grad_sync: two trainers' gradients of one step summed, then applied.
+ */
+#include "engine/embedding_bag.h"
+#include "engine/optimizer.h"
+#include "engine/protocol.h"
+#include "engine/table.h"
+
+#include "test_util.h"
+
+#include <stdlib.h>
+
+enum { ROWS = 40, DIM = 12, BAGS = 5 };
+#define LR 0.05f
+
+/* Bags {3, 7, 3}, {}, {7}, {11, 20, 3}, {20}; row 30 is sent, unreferenced.
+ * A first step uses row 30 in the last bag (warm_indices), so the shared
+ * gradient buffer holds a stale gradient where row 30's would go. */
+static const int64_t step_indices[] = {3, 7, 3, 7, 11, 20, 3, 20};
+static const int64_t warm_indices[] = {3, 7, 3, 7, 11, 20, 3, 30};
+static const int64_t *bag_indices = step_indices;
+static const int64_t bag_offsets[BAGS] = {0, 3, 3, 4, 7};
+static const int64_t sent_rows[] = {3, 7, 11, 20, 30};
+enum { N = 8, UNIQUE = 5 };
+static const float bag_weights[N] = {0.5f, 2.0f, 1.5f, -1.0f, 0.25f, 3.0f, 1.0f, 0.75f};
+
+static ember_table_t *make_table(ember_consistency_t consistency, uint32_t trainers)
+{
+    ember_msg_table_create_t spec;
+    ember_table_t *table = NULL;
+    char err[256];
+
+    memset(&spec, 0, sizeof(spec));
+    spec.table_id = 1;
+    spec.num_shards = 1;
+    spec.trainers = trainers;
+    spec.rows = ROWS;
+    spec.dim = DIM;
+    spec.consistency = consistency;
+    spec.sparse_reduce = EMBER_REDUCE_SUM;
+    spec.init = EMBER_INIT_NORMAL;
+    spec.seed = 5;
+    ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
+    snprintf(spec.name, sizeof(spec.name), "t");
+    if (ember_table_create(&spec, &table, err, sizeof(err)) != EMBER_OK) {
+        fprintf(stderr, "ember_table_create: %s\n", err);
+        return NULL;
+    }
+    return table;
+}
+
+/* The LOOKUP message's arrays (offsets, sorted rows, inverse, weights). */
+static size_t lookup_arrays(uint8_t *out, int weighted, ember_msg_lookup_t *msg,
+                            uint32_t trainer)
+{
+    uint8_t *p = out;
+    *msg = (ember_msg_lookup_t){.table_id = 1, .trainer = trainer, .step = 0,
+                                .flags = weighted ? EMBER_LOOKUP_WEIGHTS : 0,
+                                .bags = BAGS, .unique = UNIQUE, .indices = N};
+    for (size_t b = 0; b < BAGS; b++) {
+        uint32_t offset = (uint32_t)bag_offsets[b];
+        memcpy(p, &offset, 4);
+        p += 4;
+    }
+    memcpy(p, sent_rows, sizeof(sent_rows));
+    p += sizeof(sent_rows);
+    for (size_t i = 0; i < N; i++) {
+        uint32_t slot = 0;
+        while (sent_rows[slot] != bag_indices[i])
+            slot++;
+        memcpy(p, &slot, 4);
+        p += 4;
+    }
+    if (weighted) {
+        memcpy(p, bag_weights, sizeof(bag_weights));
+        p += sizeof(bag_weights);
+    }
+    return (size_t)(p - out);
+}
+
+static void make_grad(float *g, uint64_t seed)
+{
+    for (size_t i = 0; i < BAGS * DIM; i++)
+        g[i] = (float)test_uniform(&seed, -1.0, 1.0);
+}
+
+/* reference -= LR x (the batch's row gradient for @g). */
+static int reference_step(float *reference, int weighted, const float *g)
+{
+    const float *weights = weighted ? bag_weights : NULL;
+    ember_bag_batch_t batch = {.indices = bag_indices, .n = N, .offsets = bag_offsets,
+                               .bags = BAGS, .weights = weights,
+                               .n_weights = weighted ? N : 0};
+    ember_bag_opts_t opts = {.mode = EMBER_POOL_SUM, .padding_idx = -1};
+    int64_t rows[N];
+    float grad[N * DIM];
+    size_t nrows = 0;
+    CHECK(ember_bag_backward(reference, ROWS, DIM, &batch, &opts, g, NULL, rows, grad,
+                             &nrows, NULL) == EMBER_OK, "ember_bag_backward");
+    for (size_t u = 0; u < nrows; u++)
+        for (size_t d = 0; d < DIM; d++)
+            reference[rows[u] * DIM + d] -= LR * grad[u * DIM + d];
+    return 0;
+}
+
+static int lookup(ember_table_t *table, int weighted, uint32_t trainer,
+                  const float *before)
+{
+    uint8_t arrays[512];
+    ember_msg_lookup_t msg;
+    size_t length = lookup_arrays(arrays, weighted, &msg, trainer);
+    float out[BAGS * DIM], expect[BAGS * DIM];
+    char err[256];
+    CHECK(ember_table_lookup(table, &msg, arrays, length, out, err, sizeof(err)) ==
+              EMBER_OK, "lookup: %s", err);
+    ember_bag_batch_t batch = {.indices = bag_indices, .n = N, .offsets = bag_offsets,
+                               .bags = BAGS, .weights = weighted ? bag_weights : NULL,
+                               .n_weights = weighted ? N : 0};
+    ember_bag_opts_t opts = {.mode = EMBER_POOL_SUM, .padding_idx = -1};
+    CHECK(ember_bag_forward(before, ROWS, DIM, &batch, &opts, expect, NULL) == EMBER_OK,
+          "ember_bag_forward");
+    for (size_t i = 0; i < BAGS * DIM; i++)
+        CHECK(fabsf(out[i] - expect[i]) <= 1e-5f, "output %zu: %g, want %g", i,
+              (double)out[i], (double)expect[i]);
+    return 0;
+}
+
+/* Push @g for (trainer, step 0), from an address @misalign bytes past an
+ * aligned one. */
+static int push(ember_table_t *table, uint32_t trainer, const float *g, size_t misalign,
+                int *applied_p)
+{
+    static _Alignas(64) uint8_t raw[BAGS * DIM * sizeof(float) + 64];
+    ember_msg_grad_t msg = {.table_id = 1, .trainer = trainer, .step = 0,
+                            .flags = EMBER_GRAD_APPLY, .bags = BAGS};
+    char err[256];
+    memcpy(raw + misalign, g, BAGS * DIM * sizeof(float));
+    CHECK(ember_table_grad(table, &msg, raw + misalign, BAGS * DIM * sizeof(float),
+                           applied_p, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
+    return 0;
+}
+
+/* Row 30 as it was before the steps that do not refer to it. */
+static int compare(ember_table_t *table, const float *reference, const float *before)
+{
+    float now[ROWS * DIM];
+    char err[256];
+    CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "read: %s",
+          err);
+    for (size_t i = 0; i < ROWS * DIM; i++)
+        CHECK(fabsf(now[i] - reference[i]) <= 1e-5f, "row %zu col %zu: %g, want %g",
+              i / DIM, i % DIM, (double)now[i], (double)reference[i]);
+    CHECK(memcmp(now + 30 * DIM, before + 30 * DIM, DIM * sizeof(float)) == 0,
+          "row 30 (sent, no index refers to it) changed");
+    return 0;
+}
+
+static int async_steps(int weighted)
+{
+    ember_table_t *table = make_table(EMBER_ASYNC, 1);
+    float before[ROWS * DIM], reference[ROWS * DIM], g[BAGS * DIM];
+    char err[256];
+    CHECK(table, "table");
+    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s",
+          err);
+    memcpy(reference, before, sizeof(before));
+    bag_indices = warm_indices;
+    int applied = 0;
+    if (lookup(table, weighted, 0, before))
+        return 1;
+    make_grad(g, 99);
+    if (push(table, 0, g, 0, &applied) || reference_step(reference, weighted, g))
+        return 1;
+    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s",
+          err);
+    bag_indices = step_indices;
+    /* Aligned (read in place), then at odd addresses (copied out first). */
+    for (size_t misalign = 0; misalign < 4; misalign++) {
+        float current[ROWS * DIM];
+        CHECK(ember_table_read(table, 0, ROWS, current, err, sizeof(err)) == EMBER_OK,
+              "%s", err);
+        if (lookup(table, weighted, 0, current))
+            return 1;
+        make_grad(g, 100 + misalign);
+        applied = 0;
+        if (push(table, 0, g, misalign, &applied) || reference_step(reference, weighted, g))
+            return 1;
+        CHECK(applied, "async gradient %zu not applied", misalign);
+        if (compare(table, reference, before))
+            return 1;
+    }
+    ember_table_destroy(table);
+    return 0;
+}
+
+static int case_grad_sum(void) { return async_steps(0); }
+static int case_grad_weighted(void) { return async_steps(1); }
+
+static int case_grad_sync(void)
+{
+    ember_table_t *table = make_table(EMBER_SYNC, 2);
+    float before[ROWS * DIM], reference[ROWS * DIM], g0[BAGS * DIM], g1[BAGS * DIM];
+    float sum[BAGS * DIM];
+    char err[256];
+    int applied = -1;
+    CHECK(table, "table");
+    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s",
+          err);
+    memcpy(reference, before, sizeof(before));
+    if (lookup(table, 0, 0, before) || lookup(table, 0, 1, before))
+        return 1;
+    make_grad(g0, 7);
+    make_grad(g1, 8);
+    if (push(table, 1, g1, 2, &applied))
+        return 1;
+    CHECK(applied == 0, "sync step applied with one trainer of two");
+    if (compare(table, before, before))
+        return 1;
+    if (push(table, 0, g0, 0, &applied))
+        return 1;
+    CHECK(applied == 1, "sync step not applied after both trainers");
+    /* Same rows in both lookups: the summed step is one step on g0 + g1. */
+    for (size_t i = 0; i < BAGS * DIM; i++)
+        sum[i] = g0[i] + g1[i];
+    if (reference_step(reference, 0, sum) || compare(table, reference, before))
+        return 1;
+    ember_table_destroy(table);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const test_case_t cases[] = {
+        {"grad_sum", case_grad_sum},
+        {"grad_weighted", case_grad_weighted},
+        {"grad_sync", case_grad_sync},
+    };
+    return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
+}
