@@ -9,6 +9,7 @@
 #define EMBER_ENGINE_RNG_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -46,14 +47,44 @@ static inline double ember_rng_uniform(ember_rng_t *rng)
     return (double)(ember_rng_next(rng) >> 11) * 0x1.0p-53;
 }
 
-/** Standard normal from a stateless (seed, counter) pair (Box-Muller). */
+/* Box-Muller on the uniform pair of (seed, @pair): counters 2 pair and
+ * 2 pair + 1 take its cosine and sine halves.  In float, as PyTorch's CPU
+ * normal_ for float tensors (u1 has 24 bits: |z| <= 5.77). */
+static inline void ember_normal_pair(uint64_t seed, uint64_t pair, float *cos_half,
+                                     float *sin_half)
+{
+    uint64_t h = ember_mix64(seed ^ ember_mix64(pair + 1)); /* two 24-bit draws */
+    float u1 = ((float)(h >> 40) + 1.0f) * 0x1.0p-24f;     /* (0, 1] */
+    float u2 = (float)(h & 0xffffffu) * 0x1.0p-24f;        /* [0, 1) */
+    float r = sqrtf(-2.0f * logf(u1)), theta = 2.0f * (float)M_PI * u2;
+    *cos_half = r * cosf(theta);
+    *sin_half = r * sinf(theta);
+}
+
+/** Standard normal from a stateless (seed, counter) pair. */
 static inline float ember_normal_at(uint64_t seed, uint64_t counter)
 {
-    uint64_t a = ember_mix64(seed ^ ember_mix64(2 * counter + 1));
-    uint64_t b = ember_mix64(seed ^ ember_mix64(2 * counter + 2));
-    double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
-    double u2 = (double)(b >> 11) * 0x1.0p-53;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+    float c, s;
+    ember_normal_pair(seed, counter >> 1, &c, &s);
+    return (counter & 1) ? s : c;
+}
+
+/** @out[i] = ember_normal_at(@seed, @first + i) for i < @n, each Box-Muller
+ *  pair computed once (a table's initial values: half the log/sqrt calls). */
+static inline void ember_normal_fill(uint64_t seed, uint64_t first, float *out, size_t n)
+{
+    size_t i = 0;
+    if (n && (first & 1)) {
+        out[i++] = ember_normal_at(seed, first);
+    }
+    for (; i + 1 < n; i += 2) {
+        float c, s;
+        ember_normal_pair(seed, (first + i) >> 1, &c, &s);
+        out[i] = c;
+        out[i + 1] = s;
+    }
+    if (i < n)
+        out[i] = ember_normal_at(seed, first + i);
 }
 
 #endif

@@ -122,9 +122,8 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
          * values whatever the number of shards. */
         for (int64_t local = 0; local < table->local_rows; local++) {
             uint64_t row = (uint64_t)local * spec->num_shards + spec->shard;
-            float *dst = table->data + (size_t)local * spec->dim;
-            for (uint32_t d = 0; d < spec->dim; d++)
-                dst[d] = ember_normal_at(spec->seed, row * spec->dim + d);
+            ember_normal_fill(spec->seed, row * spec->dim,
+                              table->data + (size_t)local * spec->dim, spec->dim);
         }
     } else {
         memset(table->data, 0, elements * sizeof(float));
