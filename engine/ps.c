@@ -107,7 +107,9 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
         return;
     }
     ps_table_t *entry = &ps->tables[spec.table_id];
+    double started = tp_time_now();
     ember_status_t status = ember_table_create(&spec, &entry->table, err, sizeof(err));
+    double create_s = tp_time_now() - started;
     if (status != EMBER_OK) {
         ember_error("ps", "%s", err);
         ember_rpc_reply_error(req, status, "%s", err);
@@ -128,10 +130,13 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
         return;
     }
     ember_info("ps", "table %s: shard %u of %u, %lld of %lld rows x %u (%.1f MiB), "
-               "%s", ember_table_name(entry->table), spec.shard, spec.num_shards,
-               (long long)ember_table_local_rows(entry->table), (long long)spec.rows,
-               spec.dim, ember_table_bytes(entry->table) / 1048576.0,
-               spec.consistency == EMBER_SYNC ? "sync" : "async");
+               "%s, %s in %.2f s", ember_table_name(entry->table), spec.shard,
+               spec.num_shards, (long long)ember_table_local_rows(entry->table),
+               (long long)spec.rows, spec.dim,
+               ember_table_bytes(entry->table) / 1048576.0,
+               spec.consistency == EMBER_SYNC ? "sync" : "async",
+               spec.init == EMBER_INIT_NORMAL ? "N(0,1) rows" : "zeroed for loading",
+               create_s);
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
