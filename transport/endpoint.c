@@ -98,6 +98,58 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
+/*
+ * Whether @ep's active messages travel over TCP.  UCX 1.13 has no query for
+ * an endpoint's transports, so its printed configuration is read: a lane
+ * line such as "lane[0]:  1:tcp/lo.0 md[1] -> md[1]/tcp/sysdev[255] ... am
+ * am_bw#0" names the transport of the lane that carries "am".
+ */
+static int ep_am_over_tcp(ucp_ep_h ep)
+{
+    char *text = NULL;
+    size_t length = 0;
+    int tcp = 0;
+    FILE *stream = open_memstream(&text, &length);
+
+    if (!stream)
+        return 0;
+    ucp_ep_print_info(ep, stream);
+    fclose(stream);
+    for (char *line = text; line && *line;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        if (strstr(line, "lane[") && strstr(line, " am ") && strstr(line, ":tcp/"))
+            tcp = 1;
+        line = end ? end + 1 : NULL;
+    }
+    free(text);
+    return tcp;
+}
+
+/*
+ * Over TCP, UCX sends an active message above ~20 KiB by rendezvous: a
+ * request-to-send, the receiver's answer, then the data, each message a
+ * system call on loopback or a round trip on a wire.  A reply's receiver is
+ * already waiting for it, so replies up to EMBER_TCP_EAGER_REPLY (64 KiB)
+ * go eager.  Alternating runs of ember-bench lookup over tcp, 32 and
+ * 64 KiB replies: 1.6x and 1.3x; 128 KiB ones lost a quarter (an eager
+ * reply is copied once more at the receiver), so the limit stays below.
+ * Decided once per peer, at its first reply, when its lanes are set up.
+ */
+static size_t peer_eager_reply_max(ember_tp_t *tp, tp_peer_t *peer)
+{
+    if (!peer->lanes_known) {
+        peer->eager_reply_max =
+            tp->tcp_eager_reply && ep_am_over_tcp(peer->ep) ? tp->tcp_eager_reply : 0;
+        peer->lanes_known = 1;
+        ember_debug("tp", "replies to %s: %s", peer->name,
+                    peer->eager_reply_max ? "eager up to EMBER_TCP_EAGER_REPLY (tcp)"
+                                          : "UCX's protocol choice");
+    }
+    return peer->eager_reply_max;
+}
+
 static void send_now(ember_tp_t *tp, tp_send_t *send)
 {
     tp_peer_t *peer = &tp->peers[send->peer];
@@ -133,6 +185,9 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
         buffer = send->iovcnt ? send->iov[0].buffer : NULL;
         count = send->iovcnt ? send->iov[0].length : 0;
     }
+    if (send->am_id == TP_AM_REPLY && param.datatype == ucp_dt_make_contig(1) &&
+        count <= peer_eager_reply_max(tp, peer))
+        param.flags |= UCP_AM_SEND_FLAG_EAGER;
     /* HELLO carries no ember header: it is all payload. */
     request = ucp_am_send_nbx(peer->ep, send->am_id,
                               send->am_id == TP_AM_HELLO ? NULL : send->am_header,
@@ -329,6 +384,7 @@ void tp_endpoints_sweep(ember_tp_t *tp)
                     ucp_request_free(request);
                 }
                 peer->ep = NULL;
+                peer->lanes_known = 0;
             }
             peer_flush_waiting(tp, peer);
             tp_fail_peer_futures(tp, rank, peer->error);
@@ -351,6 +407,7 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline)
             .flags = peer->state == TP_PEER_LOST ? UCP_EP_CLOSE_FLAG_FORCE : 0};
         ucs_status_ptr_t request = ucp_ep_close_nbx(peer->ep, &param);
         peer->ep = NULL;
+        peer->lanes_known = 0;
         if (UCS_PTR_IS_PTR(request) && requests)
             requests[rank] = request;
         else if (UCS_PTR_IS_PTR(request))

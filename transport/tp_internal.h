@@ -109,6 +109,8 @@ typedef struct {
     char host[64];     /* where the peer runs, and its pid, from the store */
     long pid;
     int watched;       /* no UCX failure detection: poll its pid instead */
+    int lanes_known;   /* eager_reply_max set from the endpoint's lanes */
+    size_t eager_reply_max; /* replies up to this go eager (0: UCX decides) */
 } tp_peer_t;
 
 /* An incoming connection: a reply endpoint, authenticated by its HELLO. */
@@ -187,6 +189,7 @@ struct ember_tp {
     double spin_s;
     double coarse_tick_s; /* tp_time_coarse_tick() */
     int pull_rendezvous; /* see ember_tp_pull_rendezvous */
+    size_t tcp_eager_reply; /* EMBER_TCP_EAGER_REPLY */
     double rpc_timeout_s;
     size_t max_message;
     size_t inline_max; /* 0 when the worker's AM header is too small */

@@ -459,8 +459,12 @@ static int case_concurrent(int rank, int world, void *arg)
 
 static int case_sizes(int rank, int world, void *arg)
 {
-    static const size_t sizes[] = {0, 1, 100, 8191, 65536, (1 << 20) + 7,
-                                   16u << 20, 256u << 20};
+    /* Around UCX's tcp rendezvous threshold (~20 KiB) and ember's eager
+     * limit for tcp replies (EMBER_TCP_EAGER_REPLY, 64 KiB by default; the
+     * tests run this case with it at 0 and 2M too). */
+    static const size_t sizes[] = {0,     1,     100,        8191,     20000,
+                                   32768, 65535, 65536,      65537,    131072,
+                                   (1 << 20) + 7, 16u << 20, 256u << 20};
     ember_tp_t *tp = join();
     server_t server = {0};
     (void)arg;
