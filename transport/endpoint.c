@@ -132,9 +132,10 @@ static int ep_am_over_tcp(ucp_ep_h ep)
  * request-to-send, the receiver's answer, then the data, each message a
  * system call on loopback or a round trip on a wire.  A reply's receiver is
  * already waiting for it, so replies up to EMBER_TCP_EAGER_REPLY (64 KiB)
- * go eager.  Alternating runs of ember-bench lookup over tcp, 32 and
- * 64 KiB replies: 1.6x and 1.3x; 128 KiB ones lost a quarter (an eager
- * reply is copied once more at the receiver), so the limit stays below.
+ * go eager.  ember-bench lookup over tcp, alternating with UCX's choice:
+ * 64 KiB replies 1.17-1.34x, 32 KiB ones 1.06-1.6x (docs/PERFORMANCE.md);
+ * 128 KiB ones lost a quarter (an eager reply is copied once more at the
+ * receiver), so the limit stays below.
  * Decided once per peer, at its first reply, when its lanes are set up.
  */
 static size_t peer_eager_reply_max(ember_tp_t *tp, tp_peer_t *peer)
