@@ -33,7 +33,10 @@ static const int64_t sent_rows[] = {3, 7, 11, 20, 30};
 enum { N = 8, UNIQUE = 5 };
 static const float bag_weights[N] = {0.5f, 2.0f, 1.5f, -1.0f, 0.25f, 3.0f, 1.0f, 0.75f};
 
-static ember_table_t *make_table(ember_consistency_t consistency, uint32_t trainers)
+/* Shard @shard of @shards of a rows x dim table, N(0, 1) from @seed, SGD. */
+static ember_table_t *make_shard(ember_consistency_t consistency, uint32_t trainers,
+                                 int64_t rows, uint32_t dim, uint32_t shard,
+                                 uint32_t shards, uint64_t seed)
 {
     ember_msg_table_create_t spec;
     ember_table_t *table = NULL;
@@ -41,14 +44,15 @@ static ember_table_t *make_table(ember_consistency_t consistency, uint32_t train
 
     memset(&spec, 0, sizeof(spec));
     spec.table_id = 1;
-    spec.num_shards = 1;
+    spec.shard = shard;
+    spec.num_shards = shards;
     spec.trainers = trainers;
-    spec.rows = ROWS;
-    spec.dim = DIM;
+    spec.rows = rows;
+    spec.dim = dim;
     spec.consistency = consistency;
     spec.sparse_reduce = EMBER_REDUCE_SUM;
     spec.init = EMBER_INIT_NORMAL;
-    spec.seed = 5;
+    spec.seed = seed;
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "t");
     if (ember_table_create(&spec, &table, err, sizeof(err)) != EMBER_OK) {
@@ -56,6 +60,11 @@ static ember_table_t *make_table(ember_consistency_t consistency, uint32_t train
         return NULL;
     }
     return table;
+}
+
+static ember_table_t *make_table(ember_consistency_t consistency, uint32_t trainers)
+{
+    return make_shard(consistency, trainers, ROWS, DIM, 0, 1, 5);
 }
 
 /* The LOOKUP message's arrays (offsets, sorted rows, inverse, weights). */
@@ -247,21 +256,8 @@ static int case_init_normal(void)
     char err[256];
     CHECK(local, "out of memory");
     for (uint32_t shard = 0; shard < SHARDS; shard++) {
-        ember_msg_table_create_t spec;
-        ember_table_t *table = NULL;
-        memset(&spec, 0, sizeof(spec));
-        spec.table_id = 2;
-        spec.shard = shard;
-        spec.num_shards = SHARDS;
-        spec.trainers = 1;
-        spec.rows = IROWS;
-        spec.dim = IDIM;
-        spec.consistency = EMBER_ASYNC;
-        spec.init = EMBER_INIT_NORMAL;
-        spec.seed = seed;
-        ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
-        snprintf(spec.name, sizeof(spec.name), "init");
-        CHECK(ember_table_create(&spec, &table, err, sizeof(err)) == EMBER_OK, "%s", err);
+        ember_table_t *table = make_shard(EMBER_ASYNC, 1, IROWS, IDIM, shard, SHARDS, seed);
+        CHECK(table, "shard %u", shard);
         int64_t rows = ember_table_local_rows(table);
         CHECK(ember_table_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s",
               err);
