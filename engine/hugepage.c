@@ -1,26 +1,73 @@
 /* engine/hugepage: 2 MiB-aligned, MADV_HUGEPAGE allocations (see the header). */
 #include "engine/hugepage.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#define HUGE_PAGE (2u << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HEAD_PAGE ((size_t)4096) /* kept before a mapping for its header */
+#define HUGE_MAGIC 0x656d6275676570ull
+
+/* Just before every block: how to give it back. */
+typedef struct {
+    uint64_t magic;
+    void *base;    /* malloc's pointer, or the start of the mapping */
+    size_t length; /* the mapping's length; 0: from malloc */
+    uint64_t pad;  /* keeps the block 16-byte aligned after a malloc'd header */
+} huge_header_t;
+
+static void *from_malloc(size_t bytes, int zero)
+{
+    size_t total = sizeof(huge_header_t) + (bytes ? bytes : 1);
+    huge_header_t *head = zero ? calloc(1, total) : malloc(total);
+    if (!head)
+        return NULL;
+    *head = (huge_header_t){.magic = HUGE_MAGIC, .base = head, .length = 0};
+    return head + 1;
+}
 
 void *ember_huge_alloc(size_t bytes, int zero)
 {
-    void *p = NULL;
-
     if (bytes < HUGE_PAGE)
-        return zero ? calloc(1, bytes ? bytes : 1) : malloc(bytes ? bytes : 1);
-    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    if (posix_memalign(&p, HUGE_PAGE, rounded) != 0)
+        return from_malloc(bytes, zero);
+    if (bytes > SIZE_MAX - 2 * HUGE_PAGE)
         return NULL;
+    /* Fresh pages straight from mmap (zero, and never faulted in as 4 KiB
+     * pages, which malloc's recycled heap may be), at a 2 MiB boundary with
+     * one small page before it for the header. */
+    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    size_t span = HEAD_PAGE + rounded + HUGE_PAGE;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    char *block = (char *)(((uintptr_t)p + HEAD_PAGE + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    char *base = block - HEAD_PAGE;
+    if (base > p)
+        munmap(p, (size_t)(base - p));
+    if (block + rounded < p + span)
+        munmap(block + rounded, (size_t)(p + span - (block + rounded)));
 #ifdef MADV_HUGEPAGE
     /* Advice only: without THP the memory works the same, just slower. */
-    (void)madvise(p, rounded, MADV_HUGEPAGE);
+    (void)madvise(block, rounded, MADV_HUGEPAGE);
 #endif
-    if (zero)
-        memset(p, 0, bytes);
-    return p;
+    huge_header_t *head = (huge_header_t *)block - 1;
+    *head = (huge_header_t){.magic = HUGE_MAGIC, .base = base,
+                            .length = HEAD_PAGE + rounded};
+    return block;
+}
+
+void ember_huge_free(void *p)
+{
+    if (!p)
+        return;
+    huge_header_t *head = (huge_header_t *)p - 1;
+    if (head->magic != HUGE_MAGIC)
+        abort(); /* not ours: freeing it would corrupt memory */
+    head->magic = 0;
+    if (head->length)
+        munmap(head->base, head->length);
+    else
+        free(head->base);
 }

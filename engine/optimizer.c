@@ -180,10 +180,10 @@ void ember_opt_destroy(ember_opt_t *opt)
 {
     if (!opt)
         return;
-    free(opt->buf0);
-    free(opt->buf1);
-    free(opt->started);
-    free(opt->row_step);
+    ember_huge_free(opt->buf0);
+    ember_huge_free(opt->buf1);
+    ember_huge_free(opt->started);
+    ember_huge_free(opt->row_step);
     free(opt);
 }
 

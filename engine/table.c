@@ -167,7 +167,7 @@ void ember_table_destroy(ember_table_t *table)
     free(table->slot_of_row);
     free(table->contexts);
     free(table->pending);
-    free(table->data);
+    ember_huge_free(table->data);
     free(table);
 }
 

@@ -8,8 +8,11 @@
  *   grad_sync: two trainers' gradients of one step summed, then applied.
  *   init_normal: a shard's initial rows are N(0, 1) values of their global
  *   element (the same whatever the shard count), odd widths included.
+ *   huge_alloc: the tables' and optimizer states' memory (engine/hugepage):
+ *   zeroed when asked, 2 MiB-aligned from 2 MiB up, writable, given back.
  */
 #include "engine/embedding_bag.h"
+#include "engine/hugepage.h"
 #include "engine/optimizer.h"
 #include "engine/protocol.h"
 #include "engine/rng.h"
@@ -286,6 +289,37 @@ static int case_init_normal(void)
     return 0;
 }
 
+static int case_huge_alloc(void)
+{
+    static const size_t sizes[] = {0, 100, (2u << 20) - 1, 2u << 20, (5u << 20) + 3};
+    for (int round = 0; round < 2; round++) {
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            size_t bytes = sizes[k];
+            unsigned char *p = ember_huge_alloc(bytes, 1);
+            CHECK(p, "%zu bytes: no memory", bytes);
+            CHECK((uintptr_t)p % 16 == 0, "%zu bytes at %p: not 16-byte aligned", bytes,
+                  (void *)p);
+            if (bytes >= (2u << 20))
+                CHECK((uintptr_t)p % (2u << 20) == 0, "%zu bytes at %p: not on a 2 MiB "
+                      "boundary", bytes, (void *)p);
+            for (size_t i = 0; i < bytes; i++)
+                CHECK(p[i] == 0, "%zu bytes: byte %zu is %u, not zero", bytes, i, p[i]);
+            memset(p, 0xa5, bytes);
+            /* Not zeroed on request: still usable, whatever it holds. */
+            unsigned char *q = ember_huge_alloc(bytes, 0);
+            CHECK(q, "%zu bytes: no memory", bytes);
+            memset(q, 0x5a, bytes);
+            for (size_t i = 0; i < bytes; i += 4093)
+                CHECK(p[i] == 0xa5, "%zu bytes: the second block overlaps the first",
+                      bytes);
+            ember_huge_free(q);
+            ember_huge_free(p);
+        }
+    }
+    ember_huge_free(NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
@@ -293,6 +327,7 @@ int main(int argc, char **argv)
         {"grad_weighted", case_grad_weighted},
         {"grad_sync", case_grad_sync},
         {"init_normal", case_init_normal},
+        {"huge_alloc", case_huge_alloc},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
