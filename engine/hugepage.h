@@ -14,8 +14,8 @@
 
 /* @bytes of memory (zeroed when @zero), released with ember_huge_free();
  * NULL when out of memory.  From 2 MiB up: fresh pages from mmap at a 2 MiB
- * boundary (always zero; malloc could recycle heap pages already faulted in
- * as 4 KiB pages, which no huge page replaces); below, malloc/calloc. */
+ * boundary (malloc could recycle heap pages already faulted in as 4 KiB
+ * pages, which no huge page replaces); below, malloc/calloc. */
 void *ember_huge_alloc(size_t bytes, int zero);
 /* Release what ember_huge_alloc returned (NULL is ignored). */
 void ember_huge_free(void *p);
