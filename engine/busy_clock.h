@@ -43,4 +43,12 @@ static inline uint64_t ember_busy_clock_ticks(const ember_busy_clock_t *clock)
 /* @ticks (a difference of ember_busy_clock_ticks) in seconds. */
 double ember_busy_clock_seconds(const ember_busy_clock_t *clock, uint64_t ticks);
 
+/* About how many ticks make @seconds (the rate of the calibration at init:
+ * for intervals such as "a few times a second", not for measurements). */
+static inline uint64_t ember_busy_clock_ticks_for(const ember_busy_clock_t *clock,
+                                                  double seconds)
+{
+    return (uint64_t)(seconds * (clock->tsc ? clock->tsc_per_s : 1e9));
+}
+
 #endif

@@ -232,7 +232,7 @@ ember_status_t ember_future_wait(ember_future_t *future)
     /* The future's own deadline bounds the wait (deadline checks run in the
      * progress loop); the outer loop only guards against a missed wake-up. */
     while (!future_done(future))
-        tp_progress_until(future->tp, future_done, future, tp_time_coarse() + 1.0);
+        tp_progress_for(future->tp, future_done, future, 1.0);
     return future->status;
 }
 

@@ -263,8 +263,10 @@ static double tp_idle(ember_tp_t *tp, double now, double idle_since, double dead
     return tp_time_now() - tp->spin_s / 2;
 }
 
-void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
-                       const void *arg, double deadline)
+/* The loop of both: @deadline absolute, or < 0 for @timeout_s from the
+ * first idle pass (a wait that never idles reads no clock at all). */
+static void progress_loop(ember_tp_t *tp, int (*done)(const void *arg), const void *arg,
+                          double deadline, double timeout_s)
 {
     double idle_since = 0.0;
     unsigned idle_passes = 0;
@@ -284,10 +286,24 @@ void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
         double now = tp_time_now();
         if (idle_passes == 1)
             idle_since = now; /* the first idle pass after some activity */
+        if (deadline < 0.0)
+            deadline = now + timeout_s;
         if (now >= deadline)
             return;
         idle_since = tp_idle(tp, now, idle_since, deadline);
     }
+}
+
+void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
+                       const void *arg, double deadline)
+{
+    progress_loop(tp, done, arg, deadline < 0.0 ? 0.0 : deadline, 0.0);
+}
+
+void tp_progress_for(ember_tp_t *tp, int (*done)(const void *arg), const void *arg,
+                     double timeout_s)
+{
+    progress_loop(tp, done, arg, -1.0, timeout_s > 0.0 ? timeout_s : 0.0);
 }
 
 unsigned ember_tp_progress(ember_tp_t *tp) { return tp_progress_once(tp); }
@@ -342,6 +358,6 @@ static int tp_something_happened(const void *arg)
 ember_status_t ember_tp_wait(ember_tp_t *tp, double timeout_s)
 {
     tp_events_seen_t seen = {.tp = tp, .events = tp->event_total};
-    tp_progress_until(tp, tp_something_happened, &seen, tp_time_now() + timeout_s);
+    tp_progress_for(tp, tp_something_happened, &seen, timeout_s);
     return EMBER_OK;
 }
