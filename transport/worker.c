@@ -280,13 +280,12 @@ static void progress_loop(ember_tp_t *tp, int (*done)(const void *arg), const vo
             continue;
         }
         /* Reading the clock costs more than a poll on some machines: look
-         * at it every 8 idle passes only, the first time after 8 (what is
-         * awaited is often there by then, and the wait read no clock). */
-        if (++idle_passes % 8 != 0)
+         * at it every few idle passes only. */
+        if (idle_passes++ % 8 != 0)
             continue;
         double now = tp_time_now();
-        if (idle_passes == 8)
-            idle_since = now; /* the first look after some activity */
+        if (idle_passes == 1)
+            idle_since = now; /* the first idle pass after some activity */
         if (deadline < 0.0)
             deadline = now + timeout_s;
         if (now >= deadline)
