@@ -1,5 +1,6 @@
 /* common/pool: power-of-two size classes with bounded free lists. */
 #include "common/pool.h"
+#include "common/hugemap.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,7 +21,6 @@ typedef union {
 #define POOL_MAX_CACHED_BYTES (64u << 20)
 #define POOL_MAX_CACHED_COUNT 1024
 
-#define POOL_HUGE_PAGE ((size_t)2 << 20)
 #define POOL_HUGE_MAX_CLASS 20 /* 1 MiB: larger buffers are malloc'd */
 #define POOL_SLOT_PAD 64       /* before each carved payload: its header */
 #define POOL_CHUNK_SLOTS 4     /* a chunk holds at least this many */
@@ -31,28 +31,6 @@ static unsigned size_class(size_t size)
     while (c < EMBER_POOL_CLASSES - 1 && ((size_t)1 << c) < size)
         c++;
     return c;
-}
-
-/* @bytes (a multiple of 2 MiB) of fresh memory at a 2 MiB boundary, as
- * transparent huge pages where the kernel has them.  Straight from mmap:
- * malloc may hand back heap pages already touched as 4 KiB pages, which a
- * huge page cannot replace on fault. */
-static void *huge_chunk_map(size_t bytes)
-{
-    size_t span = bytes + POOL_HUGE_PAGE;
-    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    char *aligned = (char *)(((uintptr_t)p + POOL_HUGE_PAGE - 1) & ~(uintptr_t)(POOL_HUGE_PAGE - 1));
-    if (aligned > p)
-        munmap(p, (size_t)(aligned - p));
-    if (aligned + bytes < p + span)
-        munmap(aligned + bytes, (size_t)(p + span - (aligned + bytes)));
-#ifdef MADV_HUGEPAGE
-    /* Advice only: without THP the buffers work the same. */
-    (void)madvise(aligned, bytes, MADV_HUGEPAGE);
-#endif
-    return aligned;
 }
 
 static int class_is_huge(const ember_pool_t *pool, unsigned c)
@@ -71,8 +49,8 @@ static pool_header_t *carve(ember_pool_t *pool, unsigned c)
         /* The first cache line links the chunks and holds this one's size;
          * payloads stay 64-aligned. */
         size_t bytes = POOL_SLOT_PAD + POOL_CHUNK_SLOTS * stride;
-        bytes = (bytes + POOL_HUGE_PAGE - 1) / POOL_HUGE_PAGE * POOL_HUGE_PAGE;
-        void *chunk = huge_chunk_map(bytes);
+        bytes = (bytes + EMBER_HUGE_PAGE - 1) / EMBER_HUGE_PAGE * EMBER_HUGE_PAGE;
+        void *chunk = ember_huge_map(bytes, 0);
         if (!chunk)
             return NULL;
         ((void **)chunk)[0] = pool->chunks;

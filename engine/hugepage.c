@@ -1,12 +1,13 @@
 /* engine/hugepage: 2 MiB-aligned, MADV_HUGEPAGE allocations (see the header). */
 #include "engine/hugepage.h"
 
+#include "common/hugemap.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#define HUGE_PAGE ((size_t)2 << 20)
 #define HEAD_PAGE ((size_t)4096) /* kept before a mapping for its header */
 #define HUGE_MAGIC 0x656d6275676570ull
 
@@ -30,30 +31,18 @@ static void *from_malloc(size_t bytes, int zero)
 
 void *ember_huge_alloc(size_t bytes, int zero)
 {
-    if (bytes < HUGE_PAGE)
+    if (bytes < EMBER_HUGE_PAGE)
         return from_malloc(bytes, zero);
-    if (bytes > SIZE_MAX - 2 * HUGE_PAGE)
+    if (bytes > SIZE_MAX - 2 * EMBER_HUGE_PAGE)
         return NULL;
-    /* Fresh pages straight from mmap (never faulted in as 4 KiB pages,
-     * which malloc's recycled heap may be), at a 2 MiB boundary with one
-     * small page before it for the header. */
-    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    size_t span = HEAD_PAGE + rounded + HUGE_PAGE;
-    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    /* Fresh pages at a 2 MiB boundary, one small page before them for the
+     * header. */
+    size_t rounded = (bytes + EMBER_HUGE_PAGE - 1) / EMBER_HUGE_PAGE * EMBER_HUGE_PAGE;
+    char *block = ember_huge_map(rounded, HEAD_PAGE);
+    if (!block)
         return NULL;
-    char *block = (char *)(((uintptr_t)p + HEAD_PAGE + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    char *base = block - HEAD_PAGE;
-    if (base > p)
-        munmap(p, (size_t)(base - p));
-    if (block + rounded < p + span)
-        munmap(block + rounded, (size_t)(p + span - (block + rounded)));
-#ifdef MADV_HUGEPAGE
-    /* Advice only: without THP the memory works the same, just slower. */
-    (void)madvise(block, rounded, MADV_HUGEPAGE);
-#endif
     huge_header_t *head = (huge_header_t *)block - 1;
-    *head = (huge_header_t){.magic = HUGE_MAGIC, .base = base,
+    *head = (huge_header_t){.magic = HUGE_MAGIC, .base = block - HEAD_PAGE,
                             .length = HEAD_PAGE + rounded};
     /* Already zero, but faulted in now rather than by the first steps that
      * touch it: a huge page's first touch zeroes 2 MiB (and may compact
