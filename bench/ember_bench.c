@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const bench_cmd_t bench_cmds[] = {
     {.name = "rpc",
@@ -32,13 +31,6 @@ static const bench_cmd_t bench_cmds[] = {
 
 #define BENCH_CMD_COUNT (sizeof(bench_cmds) / sizeof(bench_cmds[0]))
 
-static double monotonic_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /*
  * Timestamps on the TSC where the kernel keeps time with it, as
  * ucx_perftest's (ucs_get_time reads the TSC on x86), else CLOCK_MONOTONIC.
@@ -46,33 +38,17 @@ static double monotonic_now(void)
  * seventh of a one-bag lookup client's time, on the path of every sample.
  * The rate is calibrated once, over 20 ms, against CLOCK_MONOTONIC.
  */
-static struct {
-    int ready;
-    ember_busy_clock_t clock;
-    uint64_t ticks0;
-    double t0, seconds_per_tick;
-} bench_clock;
+static ember_busy_clock_t bench_clock;
+static int bench_clock_ready;
 
 double bench_now(void)
 {
-    if (!bench_clock.ready) {
-        ember_busy_clock_init(&bench_clock.clock);
-        bench_clock.t0 = monotonic_now();
-        bench_clock.ticks0 = ember_busy_clock_ticks(&bench_clock.clock);
-        bench_clock.seconds_per_tick = 1e-9;
-        if (bench_clock.clock.tsc) {
-            double t;
-            while ((t = monotonic_now()) - bench_clock.t0 < 20e-3)
-                ;
-            uint64_t ticks = ember_busy_clock_ticks(&bench_clock.clock);
-            bench_clock.seconds_per_tick =
-                (t - bench_clock.t0) / (double)(ticks - bench_clock.ticks0);
-        }
-        bench_clock.ready = 1;
+    if (!bench_clock_ready) {
+        ember_busy_clock_init(&bench_clock);
+        ember_busy_clock_calibrate(&bench_clock, 20e-3);
+        bench_clock_ready = 1;
     }
-    uint64_t ticks = ember_busy_clock_ticks(&bench_clock.clock);
-    return bench_clock.t0 +
-           (double)(int64_t)(ticks - bench_clock.ticks0) * bench_clock.seconds_per_tick;
+    return ember_busy_clock_now(&bench_clock);
 }
 
 int bench_parse_size(const char *text, size_t *size_p)

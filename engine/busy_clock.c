@@ -34,13 +34,25 @@ void ember_busy_clock_init(ember_busy_clock_t *clock)
         clock->t0 = monotonic_now();
         clock->tsc0 = __rdtsc();
         /* A first rate over 2 ms, for counters read right after start. */
-        double t;
-        while ((t = monotonic_now()) - clock->t0 < 2e-3)
-            ;
-        clock->tsc_per_s = (double)(__rdtsc() - clock->tsc0) / (t - clock->t0);
-        if (clock->tsc_per_s <= 0.0)
-            clock->tsc = 0;
+        ember_busy_clock_calibrate(clock, 2e-3);
     }
+#endif
+}
+
+void ember_busy_clock_calibrate(ember_busy_clock_t *clock, double seconds)
+{
+#if defined(__x86_64__)
+    if (!clock->tsc)
+        return;
+    double t;
+    while ((t = monotonic_now()) - clock->t0 < seconds)
+        ;
+    clock->tsc_per_s = (double)(__rdtsc() - clock->tsc0) / (t - clock->t0);
+    if (clock->tsc_per_s <= 0.0)
+        clock->tsc = 0;
+#else
+    (void)clock;
+    (void)seconds;
 #endif
 }
 

@@ -43,6 +43,19 @@ static inline uint64_t ember_busy_clock_ticks(const ember_busy_clock_t *clock)
 /* @ticks (a difference of ember_busy_clock_ticks) in seconds. */
 double ember_busy_clock_seconds(const ember_busy_clock_t *clock, uint64_t ticks);
 
+/* Calibrate the TSC rate over @seconds since init (spins until then): for a
+ * clock that also reads absolute time (ember_busy_clock_now). */
+void ember_busy_clock_calibrate(ember_busy_clock_t *clock, double seconds);
+
+/* Now, in seconds on CLOCK_MONOTONIC's time base, at the calibrated rate. */
+static inline double ember_busy_clock_now(const ember_busy_clock_t *clock)
+{
+    uint64_t ticks = ember_busy_clock_ticks(clock);
+    if (!clock->tsc)
+        return (double)ticks * 1e-9;
+    return clock->t0 + (double)(int64_t)(ticks - clock->tsc0) / clock->tsc_per_s;
+}
+
 /* About how many ticks make @seconds (the rate of the calibration at init:
  * for intervals such as "a few times a second", not for measurements). */
 static inline uint64_t ember_busy_clock_ticks_for(const ember_busy_clock_t *clock,
