@@ -471,6 +471,13 @@ static int case_sizes(int rank, int world, void *arg)
     (void)world;
     if (rank == 1) {
         serve(tp, &server);
+        /* Its replies went eager up to the limit exactly when the endpoint
+         * to the client is a TCP one (read from UCX's lanes). */
+        const char *tls = getenv("UCX_TLS");
+        size_t expect = tls && strstr(tls, "tcp") ? tp->tcp_eager_reply : 0;
+        MP_CHECK(tp->peers[0].lanes_known && tp->peers[0].eager_reply_max == expect,
+                 "replies to rank 0: eager up to %zu bytes, want %zu (UCX_TLS=%s)",
+                 tp->peers[0].eager_reply_max, expect, tls ? tls : "unset");
     } else {
         ember_tp_barrier(tp, "serving");
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
