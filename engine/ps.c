@@ -7,10 +7,9 @@
  * applied before any step-s+1 lookup is answered.
  */
 #include "engine/ps.h"
-#include "engine/busy_clock.h"
 
 #include "common/pool.h"
-
+#include "engine/busy_clock.h"
 #include "engine/protocol.h"
 #include "engine/table.h"
 #include "transport/tp_time.h"
