@@ -29,6 +29,18 @@ static void *from_malloc(size_t bytes, int zero)
     return head + 1;
 }
 
+/* Fault @bytes at @block in, writable (1), or leave it to the caller (0). */
+static int populate(void *block, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+    return madvise(block, bytes, MADV_POPULATE_WRITE) == 0;
+#else
+    (void)block;
+    (void)bytes;
+    return 0;
+#endif
+}
+
 void *ember_huge_alloc(size_t bytes, int zero)
 {
     if (bytes < EMBER_HUGE_PAGE)
@@ -46,8 +58,10 @@ void *ember_huge_alloc(size_t bytes, int zero)
                             .length = HEAD_PAGE + rounded};
     /* Already zero, but faulted in now rather than by the first steps that
      * touch it: a huge page's first touch zeroes 2 MiB (and may compact
-     * memory), which in the training loop cost Adam's state 20x. */
-    if (zero)
+     * memory), which in the training loop cost Adam's state 20x.  The
+     * kernel's populate (Linux 5.14+) faults the pages in without writing
+     * them a second time; memset does it on older kernels. */
+    if (zero && !populate(block, rounded))
         memset(block, 0, bytes);
     return block;
 }

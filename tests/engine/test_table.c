@@ -9,7 +9,8 @@
  *   init_normal: a shard's initial rows are N(0, 1) values of their global
  *   element (the same whatever the shard count), odd widths included.
  *   huge_alloc: the tables' and optimizer states' memory (engine/hugepage):
- *   zeroed when asked, 2 MiB-aligned from 2 MiB up, writable, given back.
+ *   zeroed when asked (and resident from 2 MiB up), 2 MiB-aligned from 2 MiB
+ *   up, writable, given back.
  */
 #include "engine/embedding_bag.h"
 #include "engine/hugepage.h"
@@ -21,6 +22,7 @@
 #include "test_util.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 
 enum { ROWS = 40, DIM = 12, BAGS = 5 };
 #define LR 0.05f
@@ -302,6 +304,18 @@ static int case_huge_alloc(void)
             if (bytes >= (2u << 20))
                 CHECK((uintptr_t)p % (2u << 20) == 0, "%zu bytes at %p: not on a 2 MiB "
                       "boundary", bytes, (void *)p);
+            if (bytes >= (2u << 20)) {
+                /* Faulted in at allocation, not by the training steps. */
+                size_t pages = (bytes + 4095) / 4096, resident = 0;
+                unsigned char *in_core = malloc(pages);
+                CHECK(in_core && mincore(p, bytes, in_core) == 0, "%zu bytes: mincore",
+                      bytes);
+                for (size_t i = 0; i < pages; i++)
+                    resident += in_core[i] & 1;
+                free(in_core);
+                CHECK(resident == pages, "%zu bytes: %zu of %zu pages resident after a "
+                      "zeroed allocation", bytes, resident, pages);
+            }
             for (size_t i = 0; i < bytes; i++)
                 CHECK(p[i] == 0, "%zu bytes: byte %zu is %u, not zero", bytes, i, p[i]);
             memset(p, 0xa5, bytes);
