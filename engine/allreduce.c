@@ -536,16 +536,16 @@ static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
                                                                             NULL) +
                                       sizeof(ember_allreduce_wire_t);
     }
-    /* Member order on every member: the same additions, the same bits. */
-    for (size_t i = 0; i < r->count; i++) {
-        float sum, v;
-        memcpy(&sum, r->src[0] + i * sizeof(float), sizeof(sum));
-        for (int m = 1; m < ar->n; m++) {
-            memcpy(&v, r->src[m] + i * sizeof(float), sizeof(v));
-            sum += v;
-        }
-        r->data[i] = r->average ? sum / scale : sum;
-    }
+    /* Member order on every member: the same additions, the same bits.  A
+     * member at a time over the whole vector (vectorized), not a member loop
+     * per element, which was most of a 4 KiB reduction's time. */
+    float *out = r->data;
+    memcpy(out, r->src[0], r->count * sizeof(float));
+    for (int m = 1; m < ar->n; m++)
+        add_floats(out, out, r->src[m], r->count);
+    if (r->average)
+        for (size_t i = 0; i < r->count; i++)
+            out[i] /= scale;
     for (int m = 0; m < ar->n; m++) {
         if (r->held[m]) {
             ember_rpc_reply(r->held[m], EMBER_OK, NULL, 0);
