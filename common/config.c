@@ -55,6 +55,11 @@ static const ember_config_entry_t config_table[] = {
      "Replies up to this size to a peer reached over TCP go eager, without "
      "UCX's rendezvous handshake (two more messages, each a system call); "
      "0 leaves UCX's own threshold (about 20 KiB on TCP)."},
+    {"EMBER_ONEWAY_EAGER", "16K", EMBER_CONFIG_SIZE,
+     "One-way messages (small allreduce vectors, gradient pushes) up to this "
+     "size go eager: nobody waits on them, and UCX's rendezvous handshake "
+     "costs two more messages (UCX goes rendezvous above about 8 KiB over "
+     "shared memory); 0 leaves UCX's own threshold."},
     {"EMBER_TLS", NULL, EMBER_CONFIG_STRING,
      "UCX transports (as UCX_TLS); unset leaves UCX's own choice."},
     /* engine */

@@ -190,6 +190,7 @@ struct ember_tp {
     double coarse_tick_s; /* tp_time_coarse_tick() */
     int pull_rendezvous; /* see ember_tp_pull_rendezvous */
     size_t tcp_eager_reply; /* EMBER_TCP_EAGER_REPLY */
+    size_t oneway_eager;    /* EMBER_ONEWAY_EAGER */
     double rpc_timeout_s;
     size_t max_message;
     size_t inline_max; /* 0 when the worker's AM header is too small */

@@ -30,6 +30,7 @@ enum {
     OP_PLACE,
     OP_BATCH,
     OP_AFTER,
+    OP_ONEWAY,
 };
 
 /* OP_BATCH: {index, count}; the server answers all COUNT at once (see on_batch). */
@@ -502,6 +503,89 @@ static int case_sizes(int rank, int world, void *arg)
 }
 
 /*
+ * One-way messages up to EMBER_ONEWAY_EAGER leave without their receiver's
+ * help: rank 1 does not progress at all until rank 0 reports (through the
+ * store) that its send completed, which a rendezvous, where the receiver
+ * fetches the data, could never do.  Over shared memory UCX alone would go
+ * rendezvous at this size (above about 8 KiB); over tcp it would not.
+ */
+typedef struct {
+    uint64_t sum;
+    size_t length;
+    int arrived;
+} oneway_t;
+
+static void on_oneway(ember_rpc_req_t *req, void *arg)
+{
+    oneway_t *got = arg;
+    const void *data = ember_rpc_req_data(req, &got->length);
+    got->sum = checksum(data, got->length);
+    got->arrived = 1;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0); /* dropped: nobody waits */
+}
+
+static void oneway_sent(void *arg, ember_status_t status) { *(ember_status_t *)arg = status; }
+
+static int case_oneway_eager(int rank, int world, void *arg)
+{
+    ember_tp_t *tp = join();
+    size_t length = tp->oneway_eager;
+    (void)arg;
+    (void)world;
+    MP_CHECK(length > 0, "EMBER_ONEWAY_EAGER is 0 (UCX decides): nothing to check");
+    if (rank == 1) {
+        server_t server = {0};
+        oneway_t got = {0};
+        void *value = NULL;
+        size_t value_length = 0;
+        server.tp = tp;
+        ember_rpc_register(tp, OP_SUM, on_sum, &server);
+        ember_rpc_register(tp, OP_ONEWAY, on_oneway, &got);
+        ember_tp_barrier(tp, "ready"); /* serves rank 0's first call meanwhile */
+        /* No progress here until rank 0's send has completed. */
+        MP_CHECK(ember_tp_store_get(tp, "oneway/sent", &value, &value_length) ==
+                     EMBER_OK && value_length == sizeof(uint64_t),
+                 "rank 0 never reported its one-way send");
+        uint64_t want;
+        memcpy(&want, value, sizeof(want));
+        free(value);
+        double deadline = tp_time_now() + 60;
+        while (!got.arrived && tp_time_now() < deadline)
+            ember_tp_wait(tp, 0.1);
+        MP_CHECK(got.arrived && got.length == length && got.sum == want,
+                 "one-way message of %zu bytes: arrived %d, %zu bytes, checksum %s",
+                 length, got.arrived, got.length, got.sum == want ? "ok" : "differs");
+    } else {
+        uint8_t *out = malloc(length);
+        uint64_t sum = 0;
+        size_t got = 0;
+        MP_CHECK(out, "out of memory");
+        fill(out, length, 7);
+        /* Connected both ways (wire-up done) while rank 1 still serves. */
+        call_ok(tp, 1, OP_SUM, out, 8, &sum, sizeof(sum), &got);
+        ember_tp_barrier(tp, "ready");
+        ember_status_t sent = EMBER_INPROGRESS;
+        ember_iov_t iov = {.buffer = out, .length = length};
+        MP_CHECK(ember_rpc_send(tp, 1, OP_ONEWAY, &iov, 1, oneway_sent, &sent) ==
+                     EMBER_OK, "send of %zu bytes", length);
+        double deadline = tp_time_now() + 30;
+        while (sent == EMBER_INPROGRESS && tp_time_now() < deadline)
+            ember_tp_progress(tp);
+        MP_CHECK(sent == EMBER_OK, "a one-way message of %zu bytes (EMBER_ONEWAY_EAGER) "
+                 "did not leave while its receiver made no progress: %s", length,
+                 sent == EMBER_INPROGRESS ? "still in progress after 30 s (rendezvous?)"
+                                          : ember_status_string(sent));
+        sum = checksum(out, length);
+        MP_CHECK(ember_tp_store_set(tp, "oneway/sent", &sum, sizeof(sum)) == EMBER_OK,
+                 "store set");
+        free(out);
+    }
+    ember_tp_barrier(tp, "done");
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+/*
  * Handler placement (ember_rpc_register_alloc): large payloads land in the
  * buffer the head chose, the head apart; a NULL choice and small (eager)
  * messages arrive whole; every placed buffer is released once.
@@ -936,7 +1020,7 @@ static const mp_case_t cases[] = {
     {"rma", case_rma, 2, 0},             {"kill", case_kill, 3, 1u << 1},
     {"sigstop", case_sigstop, 2, 1u << 1}, {"auth", case_auth, 2, 0},
     {"malformed", case_malformed, 2, 0}, {"placed", case_placed, 2, 0},
-    {"batch", case_batch, 2, 0},
+    {"batch", case_batch, 2, 0},         {"oneway_eager", case_oneway_eager, 2, 0},
 };
 
 int main(int argc, char **argv)
