@@ -29,8 +29,8 @@ int bench_rpc_main(int argc, char **argv);
 int bench_lookup_main(int argc, char **argv);
 int bench_allreduce_main(int argc, char **argv);
 
-/** Monotonic time in seconds (the TSC where the kernel keeps time with it;
- *  the first call calibrates it, 20 ms). */
+/** Monotonic time in seconds (the TSC where the kernel keeps time with it,
+ *  calibrated over 20 ms when ember-bench starts). */
 double bench_now(void);
 
 /** Parse "64", "64K", "16M" (binary suffixes); 0 and logs on failure. */
