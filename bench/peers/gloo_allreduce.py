@@ -38,13 +38,17 @@ def worker(rank, args, port):
     max_count = args.e // 4
     send = torch.zeros(max_count, dtype=torch.float32)
     recv = torch.zeros(max_count, dtype=torch.float32)
+    # As ember-bench's: untimed reductions of min(8000 B, maxBytes) before the sweep.
+    for _ in range(128 if max_count else 0):
+        dist.all_reduce(recv[:min(max_count, 2000)])
     if rank == 0:
         print(f"# gloo_allreduce: torch {torch.__version__} torch.distributed gloo "
               f"all_reduce SUM float32, GLOO_SOCKET_IFNAME="
               f"{os.environ.get('GLOO_SOCKET_IFNAME', '')}")
         print(f"# nThread 1 nGpus 0 nRanks {n} minBytes {args.b} maxBytes {args.e} "
               f"step: {args.f}(factor) warmup iters: {args.w} iters: {args.n} "
-              f"agg iters: 1 validation: {args.c} graph: 0\n#")
+              f"agg iters: 1 validation: {args.c} graph: 0")
+        print("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) before the sweep\n#")
         print("#%75s%41s" % ("out-of-place", "in-place"))
         fmt = "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s"
         print(fmt % ("size", "count", "type", "redop", "root", "time", "algbw", "busbw",
