@@ -306,8 +306,8 @@ static void ar_header(const ar_opts_t *opts, ember_tp_t *tp, int n)
            "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n", n,
            opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup, opts->iters,
            opts->check);
-    printf("# connection warm-up: %d untimed reductions of min(8000 B, maxBytes) before the sweep\n",
-           AR_CONNECTION_WARMUP);
+    printf("# connection warm-up: %d untimed reductions of min(8000 B, maxBytes) "
+           "before the sweep\n", AR_CONNECTION_WARMUP);
     printf("#\n# Using devices\n");
     for (int r = 0; r < n; r++)
         printf("#  Rank %2d Group  0 Pid %6s on %10s device  - [host] %s\n", r, "-",

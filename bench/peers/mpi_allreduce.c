@@ -147,7 +147,8 @@ int main(int argc, char **argv)
                "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n",
                n, opts.min_bytes, opts.max_bytes, opts.factor, opts.warmup, opts.iters,
                opts.check);
-        printf("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) before the sweep\n#\n");
+        printf("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) "
+               "before the sweep\n#\n");
         printf("#%75s%41s\n", "out-of-place", "in-place");
         printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n",
                "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
