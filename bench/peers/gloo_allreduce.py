@@ -48,7 +48,8 @@ def worker(rank, args, port):
         print(f"# nThread 1 nGpus 0 nRanks {n} minBytes {args.b} maxBytes {args.e} "
               f"step: {args.f}(factor) warmup iters: {args.w} iters: {args.n} "
               f"agg iters: 1 validation: {args.c} graph: 0")
-        print("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) before the sweep\n#")
+        print("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) "
+              "before the sweep\n#")
         print("#%75s%41s" % ("out-of-place", "in-place"))
         fmt = "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s"
         print(fmt % ("size", "count", "type", "redop", "root", "time", "algbw", "busbw",
