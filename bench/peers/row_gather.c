@@ -5,7 +5,7 @@
  *                [--beside-copy CPU]
  *
  * The reference for ember-bench lookup's PS ceiling (`ps_GB/s`): the same
- * table (R x D floats on huge pages), the same uniform random rows, one
+ * table (R x D floats from the PS's allocator, engine/hugepage), the same uniform random rows, one
  * index per bag, copied into W output buffers in turn (the replies in
  * flight), with the same software prefetch 16 rows ahead; and nothing the
  * PS also does: no message, no checks, no autograd context, no transport.
@@ -20,6 +20,8 @@
  * (GB = 10^9 B of output).  Exit 0, or 2 on bad usage / no memory.
  */
 #define _GNU_SOURCE
+#include "engine/hugepage.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -27,10 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
-#define HUGE_PAGE ((size_t)2 << 20)
 #define AHEAD 16 /* rows, as engine/prefetch.h */
 #define MAX_LIST 16
 
@@ -41,17 +41,13 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* @bytes on transparent huge pages where there are any, touched. */
+/* @bytes from the PS tables' own allocator (huge pages from 2 MiB up),
+ * touched; give back with ember_huge_free. */
 static void *huge_touched(size_t bytes)
 {
-    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    void *p = NULL;
-    if (posix_memalign(&p, HUGE_PAGE, rounded) != 0)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, rounded, MADV_HUGEPAGE);
-#endif
-    memset(p, 0x3c, rounded);
+    void *p = ember_huge_alloc(bytes, 0);
+    if (p)
+        memset(p, 0x3c, bytes);
     return p;
 }
 
@@ -197,15 +193,15 @@ int main(int argc, char **argv)
         if (copy_cpu >= 0) {
             atomic_store(&copier.stop, 1);
             pthread_join(thread, NULL);
-            free(copier.src);
-            free(copier.dst);
+            ember_huge_free(copier.src);
+            ember_huge_free(copier.dst);
         }
         double resp = (double)(n * row_bytes);
         printf("  %8zu %10.0f %10.3f %14.2f\n", n, resp, resp * (double)iters / seconds / 1e9,
                seconds / (double)iters * 1e6);
     }
     free(keys);
-    free(out);
-    free(table);
+    ember_huge_free(out);
+    ember_huge_free(table);
     return 0;
 }
