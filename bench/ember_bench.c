@@ -38,22 +38,9 @@ static const bench_cmd_t bench_cmds[] = {
  * seventh of a one-bag lookup client's time, on the path of every sample.
  * The rate is calibrated once, over 20 ms, against CLOCK_MONOTONIC.
  */
-static ember_busy_clock_t bench_clock;
-static int bench_clock_ready;
+static ember_busy_clock_t bench_clock; /* calibrated first thing in main */
 
-static void bench_clock_init(void)
-{
-    ember_busy_clock_init(&bench_clock);
-    ember_busy_clock_calibrate(&bench_clock, 20e-3);
-    bench_clock_ready = 1;
-}
-
-double bench_now(void)
-{
-    if (!bench_clock_ready)
-        bench_clock_init();
-    return ember_busy_clock_now(&bench_clock);
-}
+double bench_now(void) { return ember_busy_clock_now(&bench_clock); }
 
 int bench_parse_size(const char *text, size_t *size_p)
 {
@@ -183,7 +170,8 @@ int main(int argc, char **argv)
     /* Calibrated before the rank joins: at its first timestamp, the 20 ms
      * spin fell inside the other ranks' first timed allreduce pass, which
      * waited for this one (4 ranks, 8 B: 190-310 us a call, not 10-20). */
-    bench_clock_init();
+    ember_busy_clock_init(&bench_clock);
+    ember_busy_clock_calibrate(&bench_clock, 20e-3);
     for (size_t i = 0; i < BENCH_CMD_COUNT; i++) {
         if (strcmp(argv[1], bench_cmds[i].name) == 0)
             return bench_cmds[i].main_cb(argc - 1, argv + 1);
