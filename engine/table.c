@@ -544,21 +544,14 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
             const float *g = grad_out + b * dim;
             for (size_t i = (size_t)offsets[b]; i < end; i++) {
                 float *dst = row_grad + (size_t)slot[i] * dim;
-                float w = weights ? weights[i] : 1.0f;
+                const float w = weights ? weights[i] : 1.0f; /* 1 * g is g exactly */
                 if (!written[slot[i]]) {
                     written[slot[i]] = 1;
-                    if (weights) {
-                        for (size_t d = 0; d < dim; d++)
-                            dst[d] = w * g[d];
-                    } else {
-                        memcpy(dst, g, dim * sizeof(float));
-                    }
-                } else if (weights) {
                     for (size_t d = 0; d < dim; d++)
-                        dst[d] += w * g[d];
+                        dst[d] = w * g[d];
                 } else {
                     for (size_t d = 0; d < dim; d++)
-                        dst[d] += g[d];
+                        dst[d] += w * g[d];
                 }
             }
         }
