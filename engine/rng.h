@@ -74,9 +74,8 @@ static inline float ember_normal_at(uint64_t seed, uint64_t counter)
 static inline void ember_normal_fill(uint64_t seed, uint64_t first, float *out, size_t n)
 {
     size_t i = 0;
-    if (n && (first & 1)) {
+    if (n && (first & 1))
         out[i++] = ember_normal_at(seed, first);
-    }
     for (; i + 1 < n; i += 2) {
         float c, s;
         ember_normal_pair(seed, (first + i) >> 1, &c, &s);

@@ -301,10 +301,9 @@ static int case_huge_alloc(void)
             CHECK(p, "%zu bytes: no memory", bytes);
             CHECK((uintptr_t)p % 16 == 0, "%zu bytes at %p: not 16-byte aligned", bytes,
                   (void *)p);
-            if (bytes >= (2u << 20))
+            if (bytes >= (2u << 20)) {
                 CHECK((uintptr_t)p % (2u << 20) == 0, "%zu bytes at %p: not on a 2 MiB "
                       "boundary", bytes, (void *)p);
-            if (bytes >= (2u << 20)) {
                 /* Faulted in at allocation, not by the training steps. */
                 size_t pages = (bytes + 4095) / 4096, resident = 0;
                 unsigned char *in_core = malloc(pages);
