@@ -4,10 +4,11 @@
 #     bench/ab.sh [-n ROUNDS] REV_A REV_B -- COMMAND [ARGS...]
 #
 # Builds each revision (git worktrees under a temporary directory, Release,
-# no CUDA) and runs COMMAND ROUNDS times (5) for each, A then B, so a slow
-# phase of a shared machine hits both builds alike.  COMMAND runs in the
-# repository root with BUILD set to the revision's build directory: quote
-# it so the shell does not expand $BUILD early, e.g.
+# no CUDA) and runs COMMAND ROUNDS times (5) for each, A then B in odd
+# rounds and B then A in even ones, so a slow phase of a shared machine hits
+# both builds alike.  COMMAND runs in the repository root with BUILD set to
+# the revision's build directory: quote it so the shell does not expand
+# $BUILD early, e.g.
 #
 #     bench/ab.sh 62c3b15 b6d5036 -- 'UCX_TLS=sm,self $BUILD/tools/ember-run -n 2 \
 #         $BUILD/bench/ember-bench lookup --ps 1 --bags 256 --pool 1 --dim 64'
@@ -22,7 +23,7 @@ if [[ ${1:-} == -n ]]; then
     shift 2
 fi
 if [[ $# -lt 4 || $3 != -- ]]; then
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 rev_a=$1 rev_b=$2
@@ -52,7 +53,12 @@ done
 
 status=0
 for ((round = 1; round <= rounds; round++)); do
-    for side in a b; do
+    # A then B, then B then A: whichever runs second in a round is not
+    # always the same build (a machine that speeds up or slows down within
+    # a round would otherwise favour one of them every time).
+    order="a b"
+    ((round % 2 == 0)) && order="b a"
+    for side in $order; do
         rev=$rev_a
         [[ $side == b ]] && rev=$rev_b
         echo "== round $round: ${side^^} $rev"
