@@ -60,6 +60,11 @@ static const ember_config_entry_t config_table[] = {
      "size go eager: nobody waits on them, and UCX's rendezvous handshake "
      "costs two more messages (UCX goes rendezvous above about 8 KiB over "
      "shared memory); 0 leaves UCX's own threshold."},
+    {"EMBER_CALL_EAGER", "48K", EMBER_CONFIG_SIZE,
+     "Calls (requests answered by a reply, such as lookups) up to this size "
+     "to a peer not reached over TCP go eager: over shared memory UCX goes "
+     "rendezvous above about 8 KiB, and the server then fetches each request "
+     "itself before handling it; 0 leaves UCX's own threshold (as over TCP)."},
     {"EMBER_TLS", NULL, EMBER_CONFIG_STRING,
      "UCX transports (as UCX_TLS); unset leaves UCX's own choice."},
     /* engine */

@@ -136,19 +136,27 @@ static int ep_am_over_tcp(ucp_ep_h ep)
  * 64 KiB replies 1.17-1.34x, 32 KiB ones 1.06-1.6x (docs/PERFORMANCE.md);
  * 128 KiB ones lost a quarter (an eager reply is copied once more at the
  * receiver), so the limit stays below.
- * Decided once per peer, at its first reply, when its lanes are set up.
+ *
+ * Over anything else (shared memory) UCX goes rendezvous above ~8 KiB, and
+ * the server then fetches each request itself (a process_vm_readv pinning
+ * the caller's pages, and an answer) before its handler runs; calls up to
+ * EMBER_CALL_EAGER (48 KiB) go eager instead, copied through the FIFO.
+ * ember-bench lookup over sm, ten alternating rounds: 16 KiB requests
+ * 1.15x, 32 KiB 1.09x, 64 KiB level.  Over TCP eager requests gained
+ * nothing, so UCX decides there.
+ * Decided once per peer, at its first send or reply, when its lanes are
+ * set up (a peer is READY only after its HELLO was answered).
  */
-static size_t peer_eager_reply_max(ember_tp_t *tp, tp_peer_t *peer)
+static void peer_lanes(ember_tp_t *tp, tp_peer_t *peer)
 {
-    if (!peer->lanes_known) {
-        peer->eager_reply_max =
-            tp->tcp_eager_reply && ep_am_over_tcp(peer->ep) ? tp->tcp_eager_reply : 0;
-        peer->lanes_known = 1;
-        ember_debug("tp", "replies to %s: %s", peer->name,
-                    peer->eager_reply_max ? "eager up to EMBER_TCP_EAGER_REPLY (tcp)"
-                                          : "UCX's protocol choice");
-    }
-    return peer->eager_reply_max;
+    if (peer->lanes_known)
+        return;
+    int tcp = (tp->tcp_eager_reply || tp->call_eager) && ep_am_over_tcp(peer->ep);
+    peer->eager_reply_max = tcp ? tp->tcp_eager_reply : 0;
+    peer->eager_call_max = tcp ? 0 : tp->call_eager;
+    peer->lanes_known = 1;
+    ember_debug("tp", "%s: replies eager up to %zu B, calls up to %zu B (0: UCX decides)",
+                peer->name, peer->eager_reply_max, peer->eager_call_max);
 }
 
 static void send_now(ember_tp_t *tp, tp_send_t *send)
@@ -186,15 +194,21 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
         buffer = send->iovcnt ? send->iov[0].buffer : NULL;
         count = send->iovcnt ? send->iov[0].length : 0;
     }
+    if (send->am_id != TP_AM_HELLO)
+        peer_lanes(tp, peer);
     if (send->am_id == TP_AM_REPLY && param.datatype == ucp_dt_make_contig(1) &&
-        count <= peer_eager_reply_max(tp, peer))
+        count <= peer->eager_reply_max)
         param.flags |= UCP_AM_SEND_FLAG_EAGER;
     /* A one-way message is not waited on, and its receiver's handler runs on
      * arrival: up to EMBER_ONEWAY_EAGER it skips the rendezvous handshake
      * (over shared memory UCX 1.13 goes rendezvous above 8 KiB, and a
-     * 2-member 8 KiB allreduce took 9-12 us that way against 2.4-3.8 us). */
-    if (send->am_id == TP_AM_REQUEST && (send->header.flags & TP_FLAG_ONEWAY) &&
-        send->header.length <= tp->oneway_eager)
+     * 2-member 8 KiB allreduce took 9-12 us that way against 2.4-3.8 us).
+     * Calls go eager up to the peer's eager_call_max (see peer_lanes). */
+    size_t request_eager_max = peer->eager_call_max;
+    if ((send->header.flags & TP_FLAG_ONEWAY) && tp->oneway_eager > request_eager_max)
+        request_eager_max = tp->oneway_eager;
+    if (send->am_id == TP_AM_REQUEST && request_eager_max &&
+        send->header.length <= request_eager_max)
         param.flags |= UCP_AM_SEND_FLAG_EAGER;
     /* HELLO carries no ember header: it is all payload. */
     request = ucp_am_send_nbx(peer->ep, send->am_id,

@@ -109,8 +109,9 @@ typedef struct {
     char host[64];     /* where the peer runs, and its pid, from the store */
     long pid;
     int watched;       /* no UCX failure detection: poll its pid instead */
-    int lanes_known;   /* eager_reply_max set from the endpoint's lanes */
+    int lanes_known;   /* eager_*_max set from the endpoint's lanes */
     size_t eager_reply_max; /* replies up to this go eager (0: UCX decides) */
+    size_t eager_call_max;  /* calls up to this go eager (0: UCX decides) */
 } tp_peer_t;
 
 /* An incoming connection: a reply endpoint, authenticated by its HELLO. */
@@ -191,6 +192,7 @@ struct ember_tp {
     int pull_rendezvous; /* see ember_tp_pull_rendezvous */
     size_t tcp_eager_reply; /* EMBER_TCP_EAGER_REPLY */
     size_t oneway_eager;    /* EMBER_ONEWAY_EAGER */
+    size_t call_eager;      /* EMBER_CALL_EAGER (not over TCP) */
     double rpc_timeout_s;
     size_t max_message;
     size_t inline_max; /* 0 when the worker's AM header is too small */

@@ -638,6 +638,61 @@ static int case_placed(int rank, int world, void *arg)
     return 0;
 }
 
+/*
+ * Calls up to EMBER_CALL_EAGER go eager to a peer not reached over TCP:
+ * such a request arrives whole, never through the handler's placement
+ * (which only rendezvous data takes); above the limit, and over TCP, UCX
+ * chooses (rendezvous at these sizes: placed).
+ */
+static int case_call_eager(int rank, int world, void *arg)
+{
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1) {
+        server.place = malloc(PLACE_SLOTS * PLACE_SLOT_BYTES);
+        MP_CHECK(server.place, "out of memory");
+        serve(tp, &server);
+        free(server.place);
+    } else {
+        const size_t limit = tp->call_eager;
+        const char *tls = getenv("UCX_TLS");
+        const int tcp = tls && strncmp(tls, "tcp", 3) == 0;
+        MP_CHECK(limit > 32768 && limit <= (1u << 20), "EMBER_CALL_EAGER is %zu: this "
+                 "check needs 32 KiB < it <= 1 MiB (above UCX's own thresholds)", limit);
+        ember_tp_barrier(tp, "serving");
+        uint8_t *payload = malloc(2 * limit);
+        MP_CHECK(payload, "out of memory");
+        /* total request bytes: the limit itself, then twice it */
+        const size_t totals[] = {limit, 2 * limit};
+        for (size_t k = 0; k < 2; k++) {
+            place_head_t h = {.slot = 0, .bytes = totals[k] - sizeof(h)};
+            uint64_t answer[2] = {0, 0};
+            size_t got = 0;
+            fill(payload, h.bytes, 40 + k);
+            ember_iov_t iov[2] = {{&h, sizeof(h)}, {payload, h.bytes}};
+            ember_status_t status = ember_rpc_call(tp, 1, OP_PLACE, iov, 2, answer,
+                                                   sizeof(answer), &got);
+            MP_CHECK(status == EMBER_OK && got == sizeof(answer) &&
+                         answer[1] == checksum(payload, h.bytes),
+                     "call of %zu bytes: %s, or other bytes arrived", totals[k],
+                     ember_status_string(status));
+            uint64_t want_placed = tcp || k == 1;
+            MP_CHECK(answer[0] == want_placed, "a call of %zu bytes over %s (limit %zu) "
+                     "arrived %s", totals[k], tls ? tls : "UCX's default", limit,
+                     answer[0] ? "by rendezvous (placed), not eager"
+                               : "eager, not by rendezvous");
+        }
+        MP_CHECK(tp->peers[1].eager_call_max == (tcp ? 0 : limit),
+                 "the server's eager call limit is %zu", tp->peers[1].eager_call_max);
+        free(payload);
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 static int case_deferred(int rank, int world, void *arg)
 {
     ember_tp_t *tp = join();
@@ -1021,6 +1076,7 @@ static const mp_case_t cases[] = {
     {"sigstop", case_sigstop, 2, 1u << 1}, {"auth", case_auth, 2, 0},
     {"malformed", case_malformed, 2, 0}, {"placed", case_placed, 2, 0},
     {"batch", case_batch, 2, 0},         {"oneway_eager", case_oneway_eager, 2, 0},
+    {"call_eager", case_call_eager, 2, 0},
 };
 
 int main(int argc, char **argv)
