@@ -27,6 +27,8 @@
  */
 #include "engine/allreduce.h"
 
+#include "common/copy.h"
+
 #include <ember/config.h>
 #include <ember/log.h>
 
@@ -540,7 +542,7 @@ static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
      * member at a time over the whole vector (vectorized), not a member loop
      * per element, which was most of a 4 KiB reduction's time. */
     float *out = r->data;
-    memcpy(out, r->src[0], r->count * sizeof(float));
+    ember_copy(out, r->src[0], r->count * sizeof(float));
     for (int m = 1; m < ar->n; m++)
         add_floats(out, out, r->src[m], r->count);
     if (r->average)
@@ -734,7 +736,7 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
                 dst[i] /= scale;
         }
     } else if (!placed) {
-        memcpy(dst, payload, want * sizeof(float)); /* placed: it is there */
+        ember_copy(dst, payload, want * sizeof(float)); /* placed: it is there */
     }
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
     r->step_got[step]++;
@@ -1437,7 +1439,7 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
     if (ar->n == 1 || count == 0) {
         /* Nothing travels; every member skips this sequence number alike. */
         if (send != recv && count)
-            memcpy(recv, send, count * sizeof(float));
+            ember_copy(recv, send, count * sizeof(float));
         r->seq = ar->next_seq++;
         r->status = EMBER_OK;
         *req_p = r;
@@ -1484,7 +1486,7 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
     *req_p = r;
 
     if (r->kind == AR_KIND_SMALL) {
-        memcpy(r->small_buf, send, count * sizeof(float));
+        ember_copy(r->small_buf, send, count * sizeof(float));
         const ember_allreduce_wire_t hdr = {.magic = EMBER_ALLREDUCE_MAGIC,
                                             .kind = EMBER_ALLREDUCE_KIND_SMALL,
                                             .seq = r->seq,

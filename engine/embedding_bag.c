@@ -1,5 +1,7 @@
 /* ember engine: EmbeddingBag forward/backward/validation on the CPU. */
 #include "engine/embedding_bag.h"
+
+#include "common/copy.h"
 #include "engine/prefetch.h"
 
 #include <ember/log.h>
@@ -213,7 +215,7 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
             batch->indices[begin] != pad) {
             /* A one-index bag is its row: a copy, not zero-then-add. */
             BAG_PREFETCH(begin);
-            memcpy(out, table + (size_t)batch->indices[begin] * dim, row_bytes);
+            ember_copy(out, table + (size_t)batch->indices[begin] * dim, row_bytes);
             continue;
         }
         memset(out, 0, dim * sizeof(*out));
@@ -250,7 +252,7 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
                     continue;
                 const float *restrict row = table + (size_t)idx * dim;
                 if (count == 0) {
-                    memcpy(out, row, dim * sizeof(*out));
+                    ember_copy(out, row, dim * sizeof(*out));
                     for (size_t d = 0; d < dim; d++)
                         am[d] = idx;
                 } else {

@@ -10,6 +10,7 @@
  */
 #include "engine/trainer.h"
 
+#include "common/copy.h"
 #include "engine/data.h"
 #include "engine/embedding_bag.h"
 #include "engine/optimizer.h"
@@ -322,7 +323,7 @@ static ember_status_t combine(trainer_t *trainer, size_t bags)
         }
         return EMBER_OK;
     }
-    memcpy(pooled, trainer->shards[0].partial, total * sizeof(float));
+    ember_copy(pooled, trainer->shards[0].partial, total * sizeof(float));
     for (uint32_t p = 1; p < P; p++) {
         const float *part = trainer->shards[p].partial;
         for (size_t i = 0; i < total; i++)

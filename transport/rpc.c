@@ -8,6 +8,8 @@
  * (rendezvous) are received straight into the caller's response buffer.
  */
 #include "transport/tp_internal.h"
+
+#include "common/copy.h"
 #include "transport/tp_time.h"
 
 #include <ember/log.h>
@@ -530,7 +532,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         return UCS_OK;
     }
     memcpy(req->owned_data, inline_part, inline_length);
-    memcpy((uint8_t *)req->owned_data + inline_length, data, length);
+    ember_copy((uint8_t *)req->owned_data + inline_length, data, length);
     req->data = req->owned_data;
     tp_list_push(&tp->ready, &req->link);
     return UCS_OK;
@@ -621,7 +623,7 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
         tp_future_maybe_free(future);
         return UCS_INPROGRESS;
     }
-    memcpy(rest, data, length);
+    ember_copy(rest, data, length);
     tp_future_complete(future, EMBER_OK);
     tp_future_maybe_free(future);
     return UCS_OK;
@@ -751,7 +753,7 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
             return EMBER_ERR_NO_MEMORY;
         }
         for (size_t i = 0, offset = 0; i < iovcnt; offset += iov[i].length, i++)
-            memcpy(buffer + offset, iov[i].buffer, iov[i].length);
+            ember_copy(buffer + offset, iov[i].buffer, iov[i].length);
         flat = (ember_iov_t){.buffer = buffer, .length = total};
         ret = tp_send_alloc(tp, req->peer, TP_AM_REPLY, &flat, 1, &send);
         if (ret != EMBER_OK) {
