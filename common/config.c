@@ -51,10 +51,11 @@ static const ember_config_entry_t config_table[] = {
      "unset: 1000 when this host has a CPU for each of its ranks, else 20."},
     {"EMBER_KEEPALIVE", "0.5", EMBER_CONFIG_DOUBLE,
      "Seconds between UCX keepalive probes, to detect dead peers."},
-    {"EMBER_TCP_EAGER_REPLY", "64K", EMBER_CONFIG_SIZE,
-     "Replies up to this size to a peer reached over TCP go eager, without "
-     "UCX's rendezvous handshake (two more messages, each a system call); "
-     "0 leaves UCX's own threshold (about 20 KiB on TCP)."},
+    {"EMBER_TCP_EAGER", "64K", EMBER_CONFIG_SIZE,
+     "Replies and one-way messages up to this size to a peer reached over "
+     "TCP go eager, without UCX's rendezvous handshake (two more messages, "
+     "each a system call); 0 leaves UCX's own threshold (about 20 KiB on "
+     "TCP)."},
     {"EMBER_ONEWAY_EAGER", "16K", EMBER_CONFIG_SIZE,
      "One-way messages (small allreduce vectors, gradient pushes) up to this "
      "size go eager: nobody waits on them, and UCX's rendezvous handshake "

@@ -102,7 +102,7 @@ struct ember_allreduce_req {
     ember_rpc_req_t **held; /* [n] */
     const unsigned char **src; /* [n] */
     int small_got;
-    float *small_buf; /* EMBER_ALLREDUCE_SMALL_BYTES */
+    float *small_buf; /* ar->small_bytes */
 };
 
 struct ember_allreduce {
@@ -115,6 +115,7 @@ struct ember_allreduce {
     uint16_t op_base;
     uint64_t hash;
     size_t seg_floats;
+    size_t small_bytes; /* ember_allreduce_small_bytes */
     double stall_s;
     uint64_t next_seq;
 
@@ -316,7 +317,7 @@ static ember_allreduce_req_t *req_get(ember_allreduce_t *ar)
         r->step_got = calloc((size_t)nsteps(ar) + 1, sizeof(*r->step_got));
         r->held = calloc((size_t)ar->n, sizeof(*r->held));
         r->src = calloc((size_t)ar->n, sizeof(*r->src));
-        r->small_buf = malloc(EMBER_ALLREDUCE_SMALL_BYTES);
+        r->small_buf = malloc(ar->small_bytes);
         if (!r->step_base || !r->step_got || !r->held || !r->src || !r->small_buf) {
             req_free_memory(r);
             return NULL;
@@ -657,9 +658,12 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
     if (hdr->count != r->count ||
         (r->kind == AR_KIND_SMALL) != (hdr->kind == EMBER_ALLREDUCE_KIND_SMALL)) {
         refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr->seq, member,
-               "allreduce seq %" PRIu64 ": %" PRIu64 " floats (kind %u) from %s, but %s "
-               "reduces %zu", hdr->seq, hdr->count, hdr->kind, peer_name(ar, member),
-               peer_name(ar, ar->me), r->count);
+               "allreduce seq %" PRIu64 ": %" PRIu64 " floats by the %s path from %s, "
+               "but %s reduces %zu by the %s path (one step up to %zu B here)",
+               hdr->seq, hdr->count,
+               hdr->kind == EMBER_ALLREDUCE_KIND_SMALL ? "one-step" : "ring",
+               peer_name(ar, member), peer_name(ar, ar->me), r->count,
+               r->kind == AR_KIND_SMALL ? "one-step" : "ring", ar->small_bytes);
         return;
     }
     r->last_progress = now_s();
@@ -774,6 +778,14 @@ static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step)
 }
 
 /* Header checks that need no reduction state; "" when it passes. */
+/* The largest small vector any member of this communicator may send: what
+ * a peer's may be before our handshake decided ar->small_bytes.  Whether
+ * both chose the same path for a count is checked on delivery. */
+static size_t small_max(const ember_allreduce_t *ar)
+{
+    return ar->n == 2 ? EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES : EMBER_ALLREDUCE_SMALL_BYTES;
+}
+
 static const char *check_header(const ember_allreduce_t *ar, int member,
                                 const ember_allreduce_wire_t *hdr, size_t length)
 {
@@ -789,7 +801,7 @@ static const char *check_header(const ember_allreduce_t *ar, int member,
             return "vector from ourselves";
         if (hdr->step != 0 || hdr->offset != 0 || hdr->count != hdr->nfloats ||
             hdr->count == 0 ||
-            hdr->count > EMBER_ALLREDUCE_SMALL_BYTES / sizeof(float))
+            hdr->count > (ar->small_bytes ? ar->small_bytes : small_max(ar)) / sizeof(float))
             return "bad small-vector geometry";
         return "";
     }
@@ -1295,8 +1307,14 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
         status = handshake(ar);
     if (status != EMBER_OK)
         goto err_unregister;
-    ember_debug("allreduce", "communicator of %d members (op ids %u..%u): member %d",
-                nranks, op_base, op_base + EMBER_ALLREDUCE_OPS - 1, ar->me);
+    /* Connected now: a pair over TCP takes the one-step path further. */
+    ar->small_bytes = EMBER_ALLREDUCE_SMALL_BYTES;
+    if (nranks == 2 && ember_tp_peer_over_tcp(tp, ar->ranks[1 - ar->me]) == 1 &&
+        max_message >= sizeof(ember_allreduce_wire_t) + EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES)
+        ar->small_bytes = EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES;
+    ember_debug("allreduce", "communicator of %d members (op ids %u..%u): member %d, "
+                "one step up to %zu B", nranks, op_base,
+                op_base + EMBER_ALLREDUCE_OPS - 1, ar->me, ar->small_bytes);
     *ar_p = ar;
     return EMBER_OK;
 
@@ -1311,6 +1329,11 @@ err_free:
     free(ar->ranks);
     free(ar);
     return status;
+}
+
+size_t ember_allreduce_small_bytes(const ember_allreduce_t *ar)
+{
+    return ar ? ar->small_bytes : 0;
 }
 
 void ember_allreduce_destroy(ember_allreduce_t *ar)
@@ -1445,7 +1468,7 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
         *req_p = r;
         return EMBER_OK;
     }
-    if (count * sizeof(float) <= EMBER_ALLREDUCE_SMALL_BYTES) {
+    if (count * sizeof(float) <= ar->small_bytes) {
         r->kind = AR_KIND_SMALL;
         status = req_reserve(r, (size_t)ar->n - 1, 0);
     } else {

@@ -9,9 +9,10 @@
  *
  * Algorithms (all deterministic: every member ends with the same bits, and
  * the same inputs give the same bits run after run):
- *   - small (count * 4 <= EMBER_ALLREDUCE_SMALL_BYTES): every member sends
- *     its whole vector to every other member, one-way (one message latency);
- *     each sums the n vectors in member order, the same additions everywhere.
+ *   - small (count * 4 <= ember_allreduce_small_bytes(): 16 KiB, or 64 KiB
+ *     for two members over TCP): every member sends its whole vector to
+ *     every other member, one-way (one message latency); each sums the n
+ *     vectors in member order, the same additions everywhere.
  *   - ring: reduce-scatter then all-gather, 2(n-1) steps over n chunks, each
  *     chunk cut into segments that are forwarded as soon as they are reduced
  *     (pipelined).  The chunk's owner finishes (and averages) it; the
@@ -50,6 +51,11 @@ extern "C" {
 
 /* Vectors up to this many bytes take the one-step all-to-all path. */
 #define EMBER_ALLREDUCE_SMALL_BYTES (16u * 1024u)
+/* The same for a pair of members over TCP: there each ring step costs a
+ * message latency of tens of microseconds, and a pair sends the ring's
+ * bytes either way (2 ranks on loopback TCP: 32 KiB 2.3x, 64 KiB 3.0x
+ * faster than the ring; over shared memory the ring was level or ahead). */
+#define EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES (64u * 1024u)
 /* Ring segments: at most this many bytes per message. */
 #define EMBER_ALLREDUCE_SEGMENT_BYTES (524288u)
 /* Number of RPC op ids a communicator uses from its op_base. */
@@ -97,6 +103,16 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
  * this one.
  */
 void ember_allreduce_destroy(ember_allreduce_t *ar);
+
+/**
+ * The largest vector, in bytes, this communicator reduces by the one-step
+ * all-to-all path: EMBER_ALLREDUCE_SMALL_BYTES, or
+ * EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES for two members whose messages
+ * travel over TCP.  Both members of a pair decide it from their own
+ * endpoint; where they disagree (transports set differently on each), the
+ * first reduction in between fails with ERR_BAD_MESSAGE naming the member.
+ */
+size_t ember_allreduce_small_bytes(const ember_allreduce_t *ar);
 
 /**
  * Start an in-place sum (@average: then divided by the member count) of

@@ -131,11 +131,12 @@ static int ep_am_over_tcp(ucp_ep_h ep)
  * Over TCP, UCX sends an active message above ~20 KiB by rendezvous: a
  * request-to-send, the receiver's answer, then the data, each message a
  * system call on loopback or a round trip on a wire.  A reply's receiver is
- * already waiting for it, so replies up to EMBER_TCP_EAGER_REPLY (64 KiB)
- * go eager.  ember-bench lookup over tcp, alternating with UCX's choice:
- * 64 KiB replies 1.17-1.34x, 32 KiB ones 1.06-1.6x (docs/PERFORMANCE.md);
- * 128 KiB ones lost a quarter (an eager reply is copied once more at the
- * receiver), so the limit stays below.
+ * already waiting for it, and nobody waits on a one-way message's
+ * handshake, so both go eager up to EMBER_TCP_EAGER (64 KiB).  ember-bench
+ * lookup over tcp, alternating with UCX's choice: 64 KiB replies
+ * 1.17-1.34x, 32 KiB ones 1.06-1.6x (docs/PERFORMANCE.md); 128 KiB ones
+ * lost a quarter (an eager message is copied once more at the receiver),
+ * so the limit stays below.
  *
  * Over anything else (shared memory) UCX goes rendezvous above ~8 KiB, and
  * the server then fetches each request itself (a process_vm_readv pinning
@@ -143,7 +144,8 @@ static int ep_am_over_tcp(ucp_ep_h ep)
  * EMBER_CALL_EAGER (48 KiB) go eager instead, copied through the FIFO.
  * ember-bench lookup over sm, ten alternating rounds: 16 KiB requests
  * 1.15x, 32 KiB 1.09x, 64 KiB level.  Over TCP eager requests gained
- * nothing, so UCX decides there.
+ * nothing, so UCX decides there.  One-way messages go eager up to
+ * EMBER_ONEWAY_EAGER on every transport.
  * Decided once per peer, at its first send or reply, when its lanes are
  * set up (a peer is READY only after its HELLO was answered).
  */
@@ -151,12 +153,27 @@ static void peer_lanes(ember_tp_t *tp, tp_peer_t *peer)
 {
     if (peer->lanes_known)
         return;
-    int tcp = (tp->tcp_eager_reply || tp->call_eager) && ep_am_over_tcp(peer->ep);
-    peer->eager_reply_max = tcp ? tp->tcp_eager_reply : 0;
-    peer->eager_call_max = tcp ? 0 : tp->call_eager;
+    peer->over_tcp = ep_am_over_tcp(peer->ep);
+    peer->eager_reply_max = peer->over_tcp ? tp->tcp_eager : 0;
+    peer->eager_call_max = peer->over_tcp ? 0 : tp->call_eager;
+    peer->eager_oneway_max = peer->over_tcp && tp->tcp_eager > tp->oneway_eager
+                                 ? tp->tcp_eager
+                                 : tp->oneway_eager;
     peer->lanes_known = 1;
-    ember_debug("tp", "%s: replies eager up to %zu B, calls up to %zu B (0: UCX decides)",
-                peer->name, peer->eager_reply_max, peer->eager_call_max);
+    ember_debug("tp", "%s%s: eager up to %zu B replies, %zu B calls, %zu B one-way "
+                "(0: UCX decides)", peer->name, peer->over_tcp ? " (tcp)" : "",
+                peer->eager_reply_max, peer->eager_call_max, peer->eager_oneway_max);
+}
+
+int ember_tp_peer_over_tcp(ember_tp_t *tp, int rank)
+{
+    if (!tp || rank < 0 || rank >= tp->world_size || rank == tp->rank)
+        return -1;
+    tp_peer_t *peer = &tp->peers[rank];
+    if (!peer->ep || peer->state != TP_PEER_READY)
+        return -1;
+    peer_lanes(tp, peer);
+    return peer->over_tcp;
 }
 
 static void send_now(ember_tp_t *tp, tp_send_t *send)
@@ -200,13 +217,13 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
         count <= peer->eager_reply_max)
         param.flags |= UCP_AM_SEND_FLAG_EAGER;
     /* A one-way message is not waited on, and its receiver's handler runs on
-     * arrival: up to EMBER_ONEWAY_EAGER it skips the rendezvous handshake
-     * (over shared memory UCX 1.13 goes rendezvous above 8 KiB, and a
-     * 2-member 8 KiB allreduce took 9-12 us that way against 2.4-3.8 us).
-     * Calls go eager up to the peer's eager_call_max (see peer_lanes). */
-    size_t request_eager_max = peer->eager_call_max;
-    if ((send->header.flags & TP_FLAG_ONEWAY) && tp->oneway_eager > request_eager_max)
-        request_eager_max = tp->oneway_eager;
+     * arrival: up to the peer's one-way limit it skips the rendezvous
+     * handshake (over shared memory UCX 1.13 goes rendezvous above 8 KiB,
+     * and a 2-member 8 KiB allreduce took 9-12 us that way against 2.4-3.8
+     * us).  Calls go eager up to the peer's call limit (see peer_lanes). */
+    size_t request_eager_max = (send->header.flags & TP_FLAG_ONEWAY)
+                                   ? peer->eager_oneway_max
+                                   : peer->eager_call_max;
     if (send->am_id == TP_AM_REQUEST && request_eager_max &&
         send->header.length <= request_eager_max)
         param.flags |= UCP_AM_SEND_FLAG_EAGER;

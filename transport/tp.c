@@ -29,7 +29,7 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
     tp_list_init(&tp->acks);
     tp->rpc_timeout_s = ember_config_double("EMBER_RPC_TIMEOUT");
     tp->max_message = ember_config_size("EMBER_MAX_MSG_SIZE");
-    tp->tcp_eager_reply = ember_config_size("EMBER_TCP_EAGER_REPLY");
+    tp->tcp_eager = ember_config_size("EMBER_TCP_EAGER");
     tp->oneway_eager = ember_config_size("EMBER_ONEWAY_EAGER");
     tp->call_eager = ember_config_size("EMBER_CALL_EAGER");
     tp->coarse_tick_s = tp_time_coarse_tick();

@@ -109,9 +109,11 @@ typedef struct {
     char host[64];     /* where the peer runs, and its pid, from the store */
     long pid;
     int watched;       /* no UCX failure detection: poll its pid instead */
-    int lanes_known;   /* eager_*_max set from the endpoint's lanes */
-    size_t eager_reply_max; /* replies up to this go eager (0: UCX decides) */
-    size_t eager_call_max;  /* calls up to this go eager (0: UCX decides) */
+    int lanes_known;   /* over_tcp and eager_*_max set from the endpoint's lanes */
+    int over_tcp;      /* its active messages travel over TCP */
+    size_t eager_reply_max;  /* replies up to this go eager (0: UCX decides) */
+    size_t eager_call_max;   /* calls up to this go eager (0: UCX decides) */
+    size_t eager_oneway_max; /* one-way messages up to this go eager */
 } tp_peer_t;
 
 /* An incoming connection: a reply endpoint, authenticated by its HELLO. */
@@ -190,7 +192,7 @@ struct ember_tp {
     double spin_s;
     double coarse_tick_s; /* tp_time_coarse_tick() */
     int pull_rendezvous; /* see ember_tp_pull_rendezvous */
-    size_t tcp_eager_reply; /* EMBER_TCP_EAGER_REPLY */
+    size_t tcp_eager;       /* EMBER_TCP_EAGER */
     size_t oneway_eager;    /* EMBER_ONEWAY_EAGER */
     size_t call_eager;      /* EMBER_CALL_EAGER (not over TCP) */
     double rpc_timeout_s;

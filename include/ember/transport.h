@@ -233,6 +233,13 @@ double ember_tp_spin_us(const ember_tp_t *tp);
  */
 int ember_tp_pull_rendezvous(const ember_tp_t *tp);
 
+/*
+ * Whether active messages to @rank travel over TCP: 1 yes, 0 no, -1 not
+ * known (no connection to it yet, or @rank is ourselves or out of range).
+ * Read from UCX's lanes of our endpoint once it is connected.
+ */
+int ember_tp_peer_over_tcp(ember_tp_t *tp, int rank);
+
 /* ---- RMA ---------------------------------------------------------------- */
 
 /** Register @length bytes at @address for remote access (borrowed). */

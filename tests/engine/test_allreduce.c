@@ -130,7 +130,10 @@ static void same_bits(ember_tp_t *tp, const char *key, const int *members, int n
 
 /* ---- cases ---------------------------------------------------------------- */
 
-static const size_t counts[] = {0, 1, 7, 136, 1000, 4097, 100003, (1u << 20) + 3};
+/* 4097: past the one-step path's 16 KiB; 16000 and 16385: either side of a
+ * TCP pair's 64 KiB. */
+static const size_t counts[] = {0,     1,     7,      136,          1000,
+                                4097,  16000, 16385,  100003,       (1u << 20) + 3};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 
 /*
@@ -153,6 +156,13 @@ static int case_sums(int rank, int world, void *arg)
              "overlapping send and receive buffers were accepted");
     for (int i = 0; i < world; i++)
         members[i] = i;
+    const char *tls = getenv("UCX_TLS");
+    size_t small_want = world == 2 && tls && strncmp(tls, "tcp", 3) == 0
+                            ? EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES
+                            : EMBER_ALLREDUCE_SMALL_BYTES;
+    MP_CHECK(ember_allreduce_small_bytes(ar) == small_want, "one-step path up to %zu B "
+             "on %d members over %s, want %zu", ember_allreduce_small_bytes(ar), world,
+             tls ? tls : "UCX's default", small_want);
     for (size_t k = 0; k < NCOUNTS; k++) {
         for (int average = 0; average < 2; average++) {
             uint64_t tag = k * 2 + (uint64_t)average;
@@ -495,7 +505,8 @@ static int case_malformed(int rank, int world, void *arg)
         BAD("payload shorter than the header says", (void)0, 135);
         BAD("payload longer than the header says", (void)0, 137);
         BAD("small with zero floats", (hdr.count = 0, hdr.nfloats = 0), 0);
-        BAD("small too big", (hdr.count = 8192, hdr.nfloats = 8192), 8192);
+        const uint64_t too_big = ember_allreduce_small_bytes(ar) / sizeof(float) + 1;
+        BAD("small too big", (hdr.count = too_big, hdr.nfloats = too_big), too_big);
         BAD("small with a step", hdr.step = 1, 136);
         BAD("small count differs from floats", hdr.count = 137, 136);
         BAD("ring step out of range",
