@@ -58,14 +58,15 @@ static const ember_config_entry_t config_table[] = {
      "TCP)."},
     {"EMBER_ONEWAY_EAGER", "16K", EMBER_CONFIG_SIZE,
      "One-way messages (small allreduce vectors, gradient pushes) up to this "
-     "size go eager: nobody waits on them, and UCX's rendezvous handshake "
-     "costs two more messages (UCX goes rendezvous above about 8 KiB over "
-     "shared memory); 0 leaves UCX's own threshold."},
-    {"EMBER_CALL_EAGER", "48K", EMBER_CONFIG_SIZE,
-     "Calls (requests answered by a reply, such as lookups) up to this size "
-     "to a peer not reached over TCP go eager: over shared memory UCX goes "
-     "rendezvous above about 8 KiB, and the server then fetches each request "
-     "itself before handling it; 0 leaves UCX's own threshold (as over TCP)."},
+     "size go eager over any transport (further over TCP and shared memory: "
+     "EMBER_TCP_EAGER, EMBER_SHM_EAGER): nobody waits on them, and UCX's "
+     "rendezvous handshake costs two more messages."},
+    {"EMBER_SHM_EAGER", "48K", EMBER_CONFIG_SIZE,
+     "Calls (requests answered by a reply, such as lookups) and one-way "
+     "messages up to this size to a peer reached over shared memory go eager: "
+     "UCX goes rendezvous above about 8 KiB there, and the server then "
+     "fetches each request itself before handling it; 0 leaves UCX's own "
+     "threshold."},
     {"EMBER_TLS", NULL, EMBER_CONFIG_STRING,
      "UCX transports (as UCX_TLS); unset leaves UCX's own choice."},
     /* engine */

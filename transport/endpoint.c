@@ -99,32 +99,39 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
 }
 
 /*
- * Whether @ep's active messages travel over TCP.  UCX 1.13 has no query for
+ * Which transport carries @ep's active messages.  UCX 1.13 has no query for
  * an endpoint's transports, so its printed configuration is read: a lane
  * line such as "lane[0]:  1:tcp/lo.0 md[1] -> md[1]/tcp/sysdev[255] ... am
- * am_bw#0" names the transport of the lane that carries "am".
+ * am_bw#0" names the transport of the lane that carries "am" (posix, sysv
+ * and xpmem are UCX's shared-memory ones).
  */
-static int ep_am_over_tcp(ucp_ep_h ep)
+static tp_lane_class_t ep_am_lane_class(ucp_ep_h ep)
 {
+    static const char *const shm[] = {":posix/", ":sysv/", ":xpmem/"};
     char *text = NULL;
     size_t length = 0;
-    int tcp = 0;
+    tp_lane_class_t lane = TP_LANE_OTHER;
     FILE *stream = open_memstream(&text, &length);
 
     if (!stream)
-        return 0;
+        return lane;
     ucp_ep_print_info(ep, stream);
     fclose(stream);
     for (char *line = text; line && *line;) {
         char *end = strchr(line, '\n');
         if (end)
             *end = '\0';
-        if (strstr(line, "lane[") && strstr(line, " am ") && strstr(line, ":tcp/"))
-            tcp = 1;
+        if (strstr(line, "lane[") && strstr(line, " am ")) {
+            if (strstr(line, ":tcp/"))
+                lane = TP_LANE_TCP;
+            for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]); i++)
+                if (strstr(line, shm[i]))
+                    lane = TP_LANE_SHM;
+        }
         line = end ? end + 1 : NULL;
     }
     free(text);
-    return tcp;
+    return lane;
 }
 
 /*
@@ -136,16 +143,19 @@ static int ep_am_over_tcp(ucp_ep_h ep)
  * lookup over tcp, alternating with UCX's choice: 64 KiB replies
  * 1.17-1.34x, 32 KiB ones 1.06-1.6x (docs/PERFORMANCE.md); 128 KiB ones
  * lost a quarter (an eager message is copied once more at the receiver),
- * so the limit stays below.
+ * so the limit stays below.  Calls: UCX decides (eager requests gained
+ * nothing there).
  *
- * Over anything else (shared memory) UCX goes rendezvous above ~8 KiB, and
- * the server then fetches each request itself (a process_vm_readv pinning
- * the caller's pages, and an answer) before its handler runs; calls up to
- * EMBER_CALL_EAGER (48 KiB) go eager instead, copied through the FIFO.
- * ember-bench lookup over sm, ten alternating rounds: 16 KiB requests
- * 1.15x, 32 KiB 1.09x, 64 KiB level.  Over TCP eager requests gained
- * nothing, so UCX decides there.  One-way messages go eager up to
- * EMBER_ONEWAY_EAGER on every transport.
+ * Over shared memory UCX goes rendezvous above ~8 KiB, and the server then
+ * fetches each request itself (a process_vm_readv pinning the caller's
+ * pages, and an answer) before its handler runs; calls and one-way
+ * messages up to EMBER_SHM_EAGER (48 KiB) go eager instead, copied through
+ * the FIFO.  ember-bench lookup over sm, ten alternating rounds: 16 KiB
+ * requests 1.15x, 32 KiB 1.09x, 64 KiB level.  Replies: UCX decides (its
+ * rendezvous reads them zero-copy).
+ *
+ * One-way messages go eager up to EMBER_ONEWAY_EAGER (16 KiB) over any
+ * transport (RDMA included, where nothing here was measured).
  * Decided once per peer, at its first send or reply, when its lanes are
  * set up (a peer is READY only after its HELLO was answered).
  */
@@ -153,15 +163,19 @@ static void peer_lanes(ember_tp_t *tp, tp_peer_t *peer)
 {
     if (peer->lanes_known)
         return;
-    peer->over_tcp = ep_am_over_tcp(peer->ep);
-    peer->eager_reply_max = peer->over_tcp ? tp->tcp_eager : 0;
-    peer->eager_call_max = peer->over_tcp ? 0 : tp->call_eager;
-    peer->eager_oneway_max = peer->over_tcp && tp->tcp_eager > tp->oneway_eager
-                                 ? tp->tcp_eager
-                                 : tp->oneway_eager;
+    peer->lane = ep_am_lane_class(peer->ep);
+    size_t lane_eager = peer->lane == TP_LANE_TCP   ? tp->tcp_eager
+                        : peer->lane == TP_LANE_SHM ? tp->shm_eager
+                                                    : 0;
+    peer->eager_reply_max = peer->lane == TP_LANE_TCP ? lane_eager : 0;
+    peer->eager_call_max = peer->lane == TP_LANE_SHM ? lane_eager : 0;
+    peer->eager_oneway_max = lane_eager > tp->oneway_eager ? lane_eager : tp->oneway_eager;
     peer->lanes_known = 1;
-    ember_debug("tp", "%s%s: eager up to %zu B replies, %zu B calls, %zu B one-way "
-                "(0: UCX decides)", peer->name, peer->over_tcp ? " (tcp)" : "",
+    ember_debug("tp", "%s (%s): eager up to %zu B replies, %zu B calls, %zu B one-way "
+                "(0: UCX decides)", peer->name,
+                peer->lane == TP_LANE_TCP   ? "tcp"
+                : peer->lane == TP_LANE_SHM ? "shared memory"
+                                            : "other",
                 peer->eager_reply_max, peer->eager_call_max, peer->eager_oneway_max);
 }
 
@@ -173,7 +187,7 @@ int ember_tp_peer_over_tcp(ember_tp_t *tp, int rank)
     if (!peer->ep || peer->state != TP_PEER_READY)
         return -1;
     peer_lanes(tp, peer);
-    return peer->over_tcp;
+    return peer->lane == TP_LANE_TCP;
 }
 
 static void send_now(ember_tp_t *tp, tp_send_t *send)

@@ -63,6 +63,9 @@ typedef struct {
     uint8_t mac[TP_AUTH_MAC_SIZE];
 } tp_hello_t;
 
+/* What carries a peer's active messages (its eager limits follow). */
+typedef enum { TP_LANE_OTHER = 0, TP_LANE_TCP, TP_LANE_SHM } tp_lane_class_t;
+
 typedef enum {
     TP_PEER_IDLE,       /* no endpoint yet */
     TP_PEER_CONNECTING, /* HELLO sent, waiting for the ACK */
@@ -110,7 +113,7 @@ typedef struct {
     long pid;
     int watched;       /* no UCX failure detection: poll its pid instead */
     int lanes_known;   /* over_tcp and eager_*_max set from the endpoint's lanes */
-    int over_tcp;      /* its active messages travel over TCP */
+    tp_lane_class_t lane; /* what carries its active messages */
     size_t eager_reply_max;  /* replies up to this go eager (0: UCX decides) */
     size_t eager_call_max;   /* calls up to this go eager (0: UCX decides) */
     size_t eager_oneway_max; /* one-way messages up to this go eager */
@@ -194,7 +197,7 @@ struct ember_tp {
     int pull_rendezvous; /* see ember_tp_pull_rendezvous */
     size_t tcp_eager;       /* EMBER_TCP_EAGER */
     size_t oneway_eager;    /* EMBER_ONEWAY_EAGER */
-    size_t call_eager;      /* EMBER_CALL_EAGER (not over TCP) */
+    size_t shm_eager;       /* EMBER_SHM_EAGER */
     double rpc_timeout_s;
     size_t max_message;
     size_t inline_max; /* 0 when the worker's AM header is too small */

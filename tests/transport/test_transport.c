@@ -527,16 +527,18 @@ static void on_oneway(ember_rpc_req_t *req, void *arg)
 static void oneway_sent(void *arg, ember_status_t status) { *(ember_status_t *)arg = status; }
 
 /*
- * One-way messages up to EMBER_ONEWAY_EAGER, and to a TCP peer up to
- * EMBER_TCP_EAGER when that is larger, leave without their receiver's help.
+ * One-way messages up to EMBER_ONEWAY_EAGER, and to a TCP or shared-memory
+ * peer up to EMBER_TCP_EAGER or EMBER_SHM_EAGER when that is larger, leave
+ * without their receiver's help.
  */
 static int case_oneway_eager(int rank, int world, void *arg)
 {
     ember_tp_t *tp = join();
     const char *tls = getenv("UCX_TLS");
     size_t length = tp->oneway_eager;
-    if (tls && strncmp(tls, "tcp", 3) == 0 && tp->tcp_eager > length)
-        length = tp->tcp_eager;
+    size_t lane_limit = tls && strncmp(tls, "tcp", 3) == 0 ? tp->tcp_eager : tp->shm_eager;
+    if (lane_limit > length)
+        length = lane_limit;
     (void)arg;
     (void)world;
     MP_CHECK(length > 0, "EMBER_ONEWAY_EAGER is 0 (UCX decides): nothing to check");
@@ -578,8 +580,8 @@ static int case_oneway_eager(int rank, int world, void *arg)
         double deadline = tp_time_now() + 30;
         while (sent == EMBER_INPROGRESS && tp_time_now() < deadline)
             ember_tp_progress(tp);
-        MP_CHECK(sent == EMBER_OK, "a one-way message of %zu bytes (EMBER_ONEWAY_EAGER, EMBER_TCP_EAGER) "
-                 "did not leave while its receiver made no progress: %s", length,
+        MP_CHECK(sent == EMBER_OK, "a one-way message of %zu bytes (its peer's eager limit) did "
+                 "not leave while its receiver made no progress: %s", length,
                  sent == EMBER_INPROGRESS ? "still in progress after 30 s (rendezvous?)"
                                           : ember_status_string(sent));
         sum = checksum(out, length);
@@ -646,7 +648,7 @@ static int case_placed(int rank, int world, void *arg)
 }
 
 /*
- * Calls up to EMBER_CALL_EAGER go eager to a peer not reached over TCP:
+ * Calls up to EMBER_SHM_EAGER go eager to a peer reached over shared memory:
  * such a request arrives whole, never through the handler's placement
  * (which only rendezvous data takes); above the limit, and over TCP, UCX
  * chooses (rendezvous at these sizes: placed).
@@ -663,10 +665,10 @@ static int case_call_eager(int rank, int world, void *arg)
         serve(tp, &server);
         free(server.place);
     } else {
-        const size_t limit = tp->call_eager;
+        const size_t limit = tp->shm_eager;
         const char *tls = getenv("UCX_TLS");
         const int tcp = tls && strncmp(tls, "tcp", 3) == 0;
-        MP_CHECK(limit > 32768 && limit <= (1u << 20), "EMBER_CALL_EAGER is %zu: this "
+        MP_CHECK(limit > 32768 && limit <= (1u << 20), "EMBER_SHM_EAGER is %zu: this "
                  "check needs 32 KiB < it <= 1 MiB (above UCX's own thresholds)", limit);
         ember_tp_barrier(tp, "serving");
         uint8_t *payload = malloc(2 * limit);
