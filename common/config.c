@@ -52,10 +52,10 @@ static const ember_config_entry_t config_table[] = {
     {"EMBER_KEEPALIVE", "0.5", EMBER_CONFIG_DOUBLE,
      "Seconds between UCX keepalive probes, to detect dead peers."},
     {"EMBER_TCP_EAGER", "64K", EMBER_CONFIG_SIZE,
-     "Replies and one-way messages up to this size to a peer reached over "
-     "TCP go eager, without UCX's rendezvous handshake (two more messages, "
-     "each a system call); 0 leaves UCX's own threshold (about 20 KiB on "
-     "TCP)."},
+     "Messages (calls, replies, one-way) up to this size to a peer reached "
+     "over TCP go eager, without UCX's rendezvous handshake (two more "
+     "messages, each a system call); 0 leaves UCX's own threshold (about "
+     "20 KiB on TCP)."},
     {"EMBER_ONEWAY_EAGER", "16K", EMBER_CONFIG_SIZE,
      "One-way messages (small allreduce vectors, gradient pushes) up to this "
      "size go eager over any transport (further over TCP and shared memory: "

@@ -139,12 +139,13 @@ static tp_lane_class_t ep_am_lane_class(ucp_ep_h ep)
  * request-to-send, the receiver's answer, then the data, each message a
  * system call on loopback or a round trip on a wire.  A reply's receiver is
  * already waiting for it, and nobody waits on a one-way message's
- * handshake, so both go eager up to EMBER_TCP_EAGER (64 KiB).  ember-bench
- * lookup over tcp, alternating with UCX's choice: 64 KiB replies
- * 1.17-1.34x, 32 KiB ones 1.06-1.6x (docs/PERFORMANCE.md); 128 KiB ones
- * lost a quarter (an eager message is copied once more at the receiver),
- * so the limit stays below.  Calls: UCX decides (eager requests gained
- * nothing there).
+ * handshake, so both go eager up to EMBER_TCP_EAGER (64 KiB), and calls
+ * too.  ember-bench lookup over tcp, alternating with UCX's choice: 64 KiB
+ * replies 1.17-1.34x, 32 KiB ones 1.06-1.6x (docs/PERFORMANCE.md); 128 KiB
+ * ones lost a quarter (an eager message is copied once more at the
+ * receiver), so the limit stays below.  Eager calls: a 4-member 64 KiB
+ * allreduce (recursive halving, 16-32 KiB segments) 2.0x; lookups with
+ * 16-64 KiB requests level.
  *
  * Over shared memory UCX goes rendezvous above ~8 KiB, and the server then
  * fetches each request itself (a process_vm_readv pinning the caller's
@@ -168,7 +169,7 @@ static void peer_lanes(ember_tp_t *tp, tp_peer_t *peer)
                         : peer->lane == TP_LANE_SHM ? tp->shm_eager
                                                     : 0;
     peer->eager_reply_max = peer->lane == TP_LANE_TCP ? lane_eager : 0;
-    peer->eager_call_max = peer->lane == TP_LANE_SHM ? lane_eager : 0;
+    peer->eager_call_max = lane_eager;
     peer->eager_oneway_max = lane_eager > tp->oneway_eager ? lane_eager : tp->oneway_eager;
     peer->lanes_known = 1;
     ember_debug("tp", "%s (%s): eager up to %zu B replies, %zu B calls, %zu B one-way "

@@ -648,10 +648,10 @@ static int case_placed(int rank, int world, void *arg)
 }
 
 /*
- * Calls up to EMBER_SHM_EAGER go eager to a peer reached over shared memory:
- * such a request arrives whole, never through the handler's placement
- * (which only rendezvous data takes); above the limit, and over TCP, UCX
- * chooses (rendezvous at these sizes: placed).
+ * Calls up to EMBER_SHM_EAGER (EMBER_TCP_EAGER over TCP) go eager: such a
+ * request arrives whole, never through the handler's placement (which only
+ * rendezvous data takes); above the limit UCX chooses (rendezvous at these
+ * sizes: placed).
  */
 static int case_call_eager(int rank, int world, void *arg)
 {
@@ -665,11 +665,12 @@ static int case_call_eager(int rank, int world, void *arg)
         serve(tp, &server);
         free(server.place);
     } else {
-        const size_t limit = tp->shm_eager;
         const char *tls = getenv("UCX_TLS");
         const int tcp = tls && strncmp(tls, "tcp", 3) == 0;
-        MP_CHECK(limit > 32768 && limit <= (1u << 20), "EMBER_SHM_EAGER is %zu: this "
-                 "check needs 32 KiB < it <= 1 MiB (above UCX's own thresholds)", limit);
+        const size_t limit = tcp ? tp->tcp_eager : tp->shm_eager;
+        MP_CHECK(limit > 32768 && limit <= (1u << 20), "the eager call limit is %zu: "
+                 "this check needs 32 KiB < it <= 1 MiB (above UCX's own thresholds)",
+                 limit);
         ember_tp_barrier(tp, "serving");
         uint8_t *payload = malloc(2 * limit);
         MP_CHECK(payload, "out of memory");
@@ -687,13 +688,13 @@ static int case_call_eager(int rank, int world, void *arg)
                          answer[1] == checksum(payload, h.bytes),
                      "call of %zu bytes: %s, or other bytes arrived", totals[k],
                      ember_status_string(status));
-            uint64_t want_placed = tcp || k == 1;
+            uint64_t want_placed = k == 1;
             MP_CHECK(answer[0] == want_placed, "a call of %zu bytes over %s (limit %zu) "
                      "arrived %s", totals[k], tls ? tls : "UCX's default", limit,
                      answer[0] ? "by rendezvous (placed), not eager"
                                : "eager, not by rendezvous");
         }
-        MP_CHECK(tp->peers[1].eager_call_max == (tcp ? 0 : limit),
+        MP_CHECK(tp->peers[1].eager_call_max == limit,
                  "the server's eager call limit is %zu", tp->peers[1].eager_call_max);
         free(payload);
         stop_server(tp, 1);
