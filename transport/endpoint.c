@@ -239,8 +239,12 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
     size_t request_eager_max = (send->header.flags & TP_FLAG_ONEWAY)
                                    ? peer->eager_oneway_max
                                    : peer->eager_call_max;
+    /* The data after UCX's header: a small head riding in the header (an
+     * allreduce segment's) does not push a 64 KiB payload past 64 KiB. */
+    size_t data_bytes = param.datatype == ucp_dt_make_contig(1) ? count
+                                                                 : send->header.length;
     if (send->am_id == TP_AM_REQUEST && request_eager_max &&
-        send->header.length <= request_eager_max)
+        data_bytes <= request_eager_max)
         param.flags |= UCP_AM_SEND_FLAG_EAGER;
     /* HELLO carries no ember header: it is all payload. */
     request = ucp_am_send_nbx(peer->ep, send->am_id,
