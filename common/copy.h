@@ -22,30 +22,18 @@
 #define EMBER_COPY_MOVSB_MIN 2048u /* glibc's rep movsb starts above this */
 #define EMBER_COPY_NEAR 64u        /* "a few bytes past", with a margin */
 
+/* The backward copy, out of line: the check below stays small wherever it
+ * is inlined. */
+void *ember_copy_backward(void *dst, const void *src, size_t n);
+
 static inline void *ember_copy(void *dst, const void *src, size_t n)
 {
-    typedef unsigned char v16 __attribute__((vector_size(16)));
     uintptr_t distance = ((uintptr_t)dst - (uintptr_t)src) & 4095u;
 
-    if (n <= EMBER_COPY_MOVSB_MIN || distance == 0 || distance >= EMBER_COPY_NEAR)
+    if (__builtin_expect(n <= EMBER_COPY_MOVSB_MIN || distance == 0 ||
+                             distance >= EMBER_COPY_NEAR, 1))
         return memcpy(dst, src, n);
-    unsigned char *d = dst;
-    const unsigned char *s = src;
-    size_t i = n;
-    while (i >= 64) {
-        v16 x0, x1, x2, x3;
-        i -= 64;
-        memcpy(&x0, s + i, 16);
-        memcpy(&x1, s + i + 16, 16);
-        memcpy(&x2, s + i + 32, 16);
-        memcpy(&x3, s + i + 48, 16);
-        memcpy(d + i, &x0, 16);
-        memcpy(d + i + 16, &x1, 16);
-        memcpy(d + i + 32, &x2, 16);
-        memcpy(d + i + 48, &x3, 16);
-    }
-    memcpy(d, s, i); /* under 64 bytes: no rep movsb */
-    return dst;
+    return ember_copy_backward(dst, src, n);
 }
 
 #endif

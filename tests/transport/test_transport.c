@@ -594,6 +594,33 @@ static int case_oneway_eager(int rank, int world, void *arg)
     return 0;
 }
 
+/* OP_PLACE @bytes of @payload (filled here) into @slot: whether the server
+ * found them placed, after checking it saw the same bytes. */
+static uint64_t place_call(ember_tp_t *tp, uint64_t slot, uint8_t *payload, size_t bytes,
+                           uint64_t tag)
+{
+    place_head_t h = {.slot = slot, .bytes = bytes};
+    uint64_t answer[2] = {0, 0};
+    size_t got = 0;
+    fill(payload, bytes, tag);
+    ember_iov_t iov[2] = {{&h, sizeof(h)}, {payload, bytes}};
+    ember_status_t status = ember_rpc_call(tp, 1, OP_PLACE, iov, 2, answer, sizeof(answer),
+                                           &got);
+    MP_CHECK(status == EMBER_OK && got == sizeof(answer), "place %zu bytes in slot %lu: %s",
+             bytes, (unsigned long)slot, ember_status_string(status));
+    MP_CHECK(answer[1] == checksum(payload, bytes), "place %zu bytes in slot %lu: the "
+             "server saw other bytes", bytes, (unsigned long)slot);
+    return answer[0];
+}
+
+/* The server side of the placement cases: its slots, then serve(). */
+static void serve_placing(ember_tp_t *tp, server_t *server)
+{
+    server->place = malloc(PLACE_SLOTS * PLACE_SLOT_BYTES);
+    MP_CHECK(server->place, "out of memory");
+    serve(tp, server);
+}
+
 /*
  * Handler placement (ember_rpc_register_alloc): large payloads land in the
  * buffer the head chose, the head apart; a NULL choice and small (eager)
@@ -607,9 +634,7 @@ static int case_placed(int rank, int world, void *arg)
     (void)arg;
     (void)world;
     if (rank == 1) {
-        server.place = malloc(PLACE_SLOTS * PLACE_SLOT_BYTES);
-        MP_CHECK(server.place, "out of memory");
-        serve(tp, &server);
+        serve_placing(tp, &server);
         MP_CHECK(server.placed >= 6 && server.released == server.placed,
                  "%lu placed, %lu released", (unsigned long)server.placed,
                  (unsigned long)server.released);
@@ -620,24 +645,12 @@ static int case_placed(int rank, int world, void *arg)
         MP_CHECK(payload, "out of memory");
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
             for (uint64_t slot = 0; slot <= PLACE_SLOTS; slot++) {
-                place_head_t h = {.slot = slot, .bytes = sizes[k]};
-                uint64_t answer[2] = {0, 0};
-                size_t got = 0;
-                fill(payload, sizes[k], k * 10 + slot);
-                ember_iov_t iov[2] = {{&h, sizeof(h)}, {payload, sizes[k]}};
-                ember_status_t status = ember_rpc_call(tp, 1, OP_PLACE, iov, 2, answer,
-                                                       sizeof(answer), &got);
-                MP_CHECK(status == EMBER_OK && got == sizeof(answer), "place %zu bytes "
-                         "in slot %lu: %s", sizes[k], (unsigned long)slot,
-                         ember_status_string(status));
-                MP_CHECK(answer[1] == checksum(payload, sizes[k]), "place %zu bytes in "
-                         "slot %lu: the server saw other bytes", sizes[k],
-                         (unsigned long)slot);
+                uint64_t placed = place_call(tp, slot, payload, sizes[k], k * 10 + slot);
                 /* Large messages go by rendezvous: placed unless refused. */
                 if (sizes[k] >= (1u << 20))
-                    MP_CHECK(answer[0] == (slot < PLACE_SLOTS), "%zu bytes, slot %lu: "
+                    MP_CHECK(placed == (slot < PLACE_SLOTS), "%zu bytes, slot %lu: "
                              "placed %lu", sizes[k], (unsigned long)slot,
-                             (unsigned long)answer[0]);
+                             (unsigned long)placed);
             }
         }
         free(payload);
@@ -650,7 +663,7 @@ static int case_placed(int rank, int world, void *arg)
 /*
  * Calls up to EMBER_SHM_EAGER (EMBER_TCP_EAGER over TCP) go eager: such a
  * request arrives whole, never through the handler's placement (which only
- * rendezvous data takes); above the limit UCX chooses (rendezvous at these
+ * rendezvous data takes); a byte more and UCX chooses (rendezvous at these
  * sizes: placed).
  */
 static int case_call_eager(int rank, int world, void *arg)
@@ -660,9 +673,7 @@ static int case_call_eager(int rank, int world, void *arg)
     (void)arg;
     (void)world;
     if (rank == 1) {
-        server.place = malloc(PLACE_SLOTS * PLACE_SLOT_BYTES);
-        MP_CHECK(server.place, "out of memory");
-        serve(tp, &server);
+        serve_placing(tp, &server);
         free(server.place);
     } else {
         const char *tls = getenv("UCX_TLS");
@@ -672,27 +683,16 @@ static int case_call_eager(int rank, int world, void *arg)
                  "this check needs 32 KiB < it <= 1 MiB (above UCX's own thresholds)",
                  limit);
         ember_tp_barrier(tp, "serving");
-        uint8_t *payload = malloc(2 * limit);
+        uint8_t *payload = malloc(limit + 1);
         MP_CHECK(payload, "out of memory");
-        /* total request bytes: the limit itself, then twice it */
-        const size_t totals[] = {limit, 2 * limit};
-        for (size_t k = 0; k < 2; k++) {
-            place_head_t h = {.slot = 0, .bytes = totals[k] - sizeof(h)};
-            uint64_t answer[2] = {0, 0};
-            size_t got = 0;
-            fill(payload, h.bytes, 40 + k);
-            ember_iov_t iov[2] = {{&h, sizeof(h)}, {payload, h.bytes}};
-            ember_status_t status = ember_rpc_call(tp, 1, OP_PLACE, iov, 2, answer,
-                                                   sizeof(answer), &got);
-            MP_CHECK(status == EMBER_OK && got == sizeof(answer) &&
-                         answer[1] == checksum(payload, h.bytes),
-                     "call of %zu bytes: %s, or other bytes arrived", totals[k],
-                     ember_status_string(status));
-            uint64_t want_placed = k == 1;
-            MP_CHECK(answer[0] == want_placed, "a call of %zu bytes over %s (limit %zu) "
-                     "arrived %s", totals[k], tls ? tls : "UCX's default", limit,
-                     answer[0] ? "by rendezvous (placed), not eager"
-                               : "eager, not by rendezvous");
+        /* The data after the head (which rides in UCX's header): the limit
+         * itself, then a byte more. */
+        for (size_t extra = 0; extra < 2; extra++) {
+            uint64_t placed = place_call(tp, 0, payload, limit + extra, 40 + extra);
+            MP_CHECK(placed == extra, "a call of %zu bytes over %s (limit %zu) arrived %s",
+                     limit + extra, tls ? tls : "UCX's default", limit,
+                     placed ? "by rendezvous (placed), not eager"
+                            : "eager, not by rendezvous");
         }
         MP_CHECK(tp->peers[1].eager_call_max == limit,
                  "the server's eager call limit is %zu", tp->peers[1].eager_call_max);
