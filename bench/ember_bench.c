@@ -169,7 +169,7 @@ int main(int argc, char **argv)
     }
     /* Calibrated before the rank joins: at its first timestamp, the 20 ms
      * spin fell inside the other ranks' first timed allreduce pass, which
-     * waited for this one (4 ranks, 8 B: 190-310 us a call, not 10-20). */
+     * waited for this one (4 ranks, 8 B: 98-310 us a call, not 11-26). */
     ember_busy_clock_init(&bench_clock);
     ember_busy_clock_calibrate(&bench_clock, 20e-3);
     for (size_t i = 0; i < BENCH_CMD_COUNT; i++) {

@@ -777,7 +777,6 @@ static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step)
     }
 }
 
-/* Header checks that need no reduction state; "" when it passes. */
 /* The largest small vector any member of this communicator may send: what
  * a peer's may be before our handshake decided ar->small_bytes.  Whether
  * both chose the same path for a count is checked on delivery. */
@@ -786,6 +785,7 @@ static size_t small_max(const ember_allreduce_t *ar)
     return ar->n == 2 ? EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES : EMBER_ALLREDUCE_SMALL_BYTES;
 }
 
+/* Header checks that need no reduction state; "" when it passes. */
 static const char *check_header(const ember_allreduce_t *ar, int member,
                                 const ember_allreduce_wire_t *hdr, size_t length)
 {

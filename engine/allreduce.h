@@ -53,8 +53,9 @@ extern "C" {
 #define EMBER_ALLREDUCE_SMALL_BYTES (16u * 1024u)
 /* The same for a pair of members over TCP: there each ring step costs a
  * message latency of tens of microseconds, and a pair sends the ring's
- * bytes either way (2 ranks on loopback TCP: 32 KiB 2.3x, 64 KiB 3.0x
- * faster than the ring; over shared memory the ring was level or ahead). */
+ * bytes either way (2 ranks on loopback TCP, bench/ab.sh in
+ * docs/PERFORMANCE.md: 32 KiB 2.1x, 64 KiB 1.7x faster than the ring;
+ * over shared memory the ring was level or ahead). */
 #define EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES (64u * 1024u)
 /* Ring segments: at most this many bytes per message. */
 #define EMBER_ALLREDUCE_SEGMENT_BYTES (524288u)

@@ -168,7 +168,7 @@ static void peer_lanes(ember_tp_t *tp, tp_peer_t *peer)
     size_t lane_eager = peer->lane == TP_LANE_TCP   ? tp->tcp_eager
                         : peer->lane == TP_LANE_SHM ? tp->shm_eager
                                                     : 0;
-    peer->eager_reply_max = peer->lane == TP_LANE_TCP ? lane_eager : 0;
+    peer->eager_reply_max = peer->lane == TP_LANE_TCP ? tp->tcp_eager : 0;
     peer->eager_call_max = lane_eager;
     peer->eager_oneway_max = lane_eager > tp->oneway_eager ? lane_eager : tp->oneway_eager;
     peer->lanes_known = 1;

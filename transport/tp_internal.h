@@ -112,7 +112,7 @@ typedef struct {
     char host[64];     /* where the peer runs, and its pid, from the store */
     long pid;
     int watched;       /* no UCX failure detection: poll its pid instead */
-    int lanes_known;   /* over_tcp and eager_*_max set from the endpoint's lanes */
+    int lanes_known;   /* lane and eager_*_max set from the endpoint's lanes */
     tp_lane_class_t lane; /* what carries its active messages */
     size_t eager_reply_max;  /* replies up to this go eager (0: UCX decides) */
     size_t eager_call_max;   /* calls up to this go eager (0: UCX decides) */

@@ -5,10 +5,11 @@
  *                [--beside-copy CPU]
  *
  * The reference for ember-bench lookup's PS ceiling (`ps_GB/s`): the same
- * table (R x D floats from the PS's allocator, engine/hugepage), the same uniform random rows, one
- * index per bag, copied into W output buffers in turn (the replies in
- * flight), with the same software prefetch 16 rows ahead; and nothing the
- * PS also does: no message, no checks, no autograd context, no transport.
+ * table (R x D floats from the PS's allocator, engine/hugepage), the same
+ * uniform random rows, one index per bag, copied into W output buffers in
+ * turn (the replies in flight), with the same software prefetch 16 rows
+ * ahead; and nothing the PS also does: no message, no checks, no autograd
+ * context, no transport.
  * Run it pinned to the core the PS gets (bench/compare.sh does).
  *
  * --beside-copy CPU: meanwhile a thread on CPU copies each gather's size of

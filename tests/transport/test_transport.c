@@ -502,13 +502,7 @@ static int case_sizes(int rank, int world, void *arg)
     return 0;
 }
 
-/*
- * One-way messages up to EMBER_ONEWAY_EAGER leave without their receiver's
- * help: rank 1 does not progress at all until rank 0 reports (through the
- * store) that its send completed, which a rendezvous, where the receiver
- * fetches the data, could never do.  Over shared memory UCX alone would go
- * rendezvous at this size (above about 8 KiB); over tcp it would not.
- */
+/* What rank 1 of case_oneway_eager got. */
 typedef struct {
     uint64_t sum;
     size_t length;
@@ -529,7 +523,11 @@ static void oneway_sent(void *arg, ember_status_t status) { *(ember_status_t *)a
 /*
  * One-way messages up to EMBER_ONEWAY_EAGER, and to a TCP or shared-memory
  * peer up to EMBER_TCP_EAGER or EMBER_SHM_EAGER when that is larger, leave
- * without their receiver's help.
+ * without their receiver's help: rank 1 does not progress at all until
+ * rank 0 reports (through the store) that its send completed, which a
+ * rendezvous, where the receiver fetches the data, could never do.  At
+ * these sizes UCX alone would go rendezvous (above about 8 KiB over shared
+ * memory, 20 KiB over tcp).
  */
 static int case_oneway_eager(int rank, int world, void *arg)
 {
