@@ -130,6 +130,12 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
         [TP_AM_REPLY_BATCH] = tp_am_reply_batch_cb,
     };
     for (unsigned id = 0; id < TP_AM_COUNT; id++) {
+        /* Requests wait for tp_run_handlers, so UCX must keep their data;
+         * replies are copied out (or received by rendezvous, which needs no
+         * flag) inside the callback.  With PERSISTENT_DATA UCX would first
+         * copy every message it holds in its own buffers (all of tcp's, the
+         * shared-memory FIFO's inline ones) into one of its descriptors. */
+        int keeps = id != TP_AM_REPLY && id != TP_AM_REPLY_BATCH;
         ucp_am_handler_param_t handler = {
             .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                           UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -138,7 +144,7 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
             .id = id,
             .cb = callbacks[id],
             .arg = tp,
-            .flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA,
+            .flags = UCP_AM_FLAG_WHOLE_MSG | (keeps ? UCP_AM_FLAG_PERSISTENT_DATA : 0),
         };
         status = ucp_worker_set_am_recv_handler(tp->worker, &handler);
         if (status != UCS_OK) {
