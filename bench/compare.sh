@@ -106,16 +106,22 @@ echo "# every figure: the median of $repeat rounds, the tools alternating (REPEA
 gather_cmd=("$row_gather" --bags "$lk_bags" -n "$lk_iters" --window "$lk_window")
 gather_pin=()
 (($(nproc) >= 2)) && gather_pin=(taskset -c 1) # the PS's core under EMBER_BIND=core
+# Beside it, the same gather while the other core reads every output buffer
+# into one of its own, as a same-host client reads each reply.
+gather_beside=()
+(($(nproc) >= 2)) && gather_beside=(--beside-copy 0)
 echo
 echo "=== one-core row gather (reference: no message, no checks, no transport) ==="
-echo "\$ ${gather_pin[*]} ${gather_cmd[*]#"$build"/}"
+echo "\$ ${gather_pin[*]} ${gather_cmd[*]#"$build"/} [${gather_beside[*]}]"
 for ((round = 1; round <= repeat; round++)); do
     "${gather_pin[@]}" "${gather_cmd[@]}" >"$out/gather-$round.out" 2>&1 ||
         { cat "$out/gather-$round.out" >&2; exit 2; }
+    "${gather_pin[@]}" "${gather_cmd[@]}" "${gather_beside[@]}" >"$out/gather-beside-$round.out" 2>&1 ||
+        { cat "$out/gather-beside-$round.out" >&2; exit 2; }
 done
-gather_gbs() { # RESP_B: the median GB/s over the rounds
+gather_gbs() { # NAME RESP_B: the median GB/s over the rounds of NAME (gather, gather-beside)
     for ((round = 1; round <= repeat; round++)); do
-        awk -v r="$1" '!/^#/ && $2 == r { print $3 }' "$out/gather-$round.out"
+        awk -v r="$2" '!/^#/ && $2 == r { print $3 }' "$out/$1-$round.out"
     done | median
 }
 
@@ -153,8 +159,8 @@ for tls_name in $tls_list; do
         awk -v l="$(cut -d, -f2 <<<"$pf")" 'BEGIN { printf "%.4f\n", 2 * l }' \
             >>"$out/lookup-lat-$tls_name.pf"
     done
-    printf '%10s | %10s %10s %6s %-12s | %8s %10s | %10s\n' resp_B "ember_GB/s" "pf_GB/s" \
-        "%pf" "target >=80%" "ps_us" "ps_GB/s" "gather_GB/s"
+    printf '%10s | %10s %10s %6s %-12s | %8s %10s | %10s %10s\n' resp_B "ember_GB/s" "pf_GB/s" \
+        "%pf" "target >=80%" "ps_us" "ps_GB/s" "gather_GB/s" "beside_GB/s"
     : >"$out/lookup-$tls_name.dat"
     for resp in $(grep -h '^csv,lookup,' "$out/lookup-$tls_name-1.out" | cut -d, -f11); do
         gbs_rounds=$(for ((round = 1; round <= repeat; round++)); do
@@ -169,14 +175,16 @@ for tls_name in $tls_list; do
         ceiling=$(awk -v r="$resp" -v u="$ps_us" 'BEGIN { printf "%.3f", (u > 0 ? r / (u * 1e3) : 0) }')
         v=$(verdict "$(awk -v p="$pct" 'BEGIN { print (p >= 80) }')")
         [[ $v == MISS ]] && misses=$((misses + 1))
-        gather=$(gather_gbs "$resp")
-        printf '%10s | %10.3f %10.3f %5s%% %-12s | %8.2f %10.3f | %10.3f\n' "$resp" "$gbs" \
-            "$pf_gbs" "$pct" "$v" "$ps_us" "$ceiling" "$gather"
-        echo "$resp $gbs $pf_gbs $ceiling $gather" >>"$out/lookup-$tls_name.dat"
+        gather=$(gather_gbs gather "$resp")
+        beside=$(gather_gbs gather-beside "$resp")
+        printf '%10s | %10.3f %10.3f %5s%% %-12s | %8.2f %10.3f | %10.3f %10.3f\n' "$resp" "$gbs" \
+            "$pf_gbs" "$pct" "$v" "$ps_us" "$ceiling" "$gather" "$beside"
+        echo "$resp $gbs $pf_gbs $ceiling $gather $beside" >>"$out/lookup-$tls_name.dat"
     done
     echo "ps_us: the PS's own time per lookup (pooling, checks, reply handed to the transport; replies" \
         "<= 2 KiB leave batched after it); ps_GB/s = resp_B / ps_us, the most one PS core can serve whatever the network;" \
-        "gather_GB/s: one core copying the same random rows with nothing else to do (row_gather)"
+        "gather_GB/s: one core copying the same random rows with nothing else to do (row_gather);" \
+        "beside_GB/s: the same while the other core reads each output buffer into its own, as the client reads each reply"
     p50_rounds=$(for ((round = 1; round <= repeat; round++)); do
         grep -h '^csv,lookup,' "$out/lookup-lat-$tls_name-$round.out" | cut -d, -f16; done)
     p50=$(median <<<"$p50_rounds")

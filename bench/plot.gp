@@ -26,7 +26,8 @@ plot dir."/lookup-sm.dat"  using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4"
      dir."/lookup-tcp.dat" using 1:2 with linespoints lw 2 pt 5 lc rgb "#d62728" title "ember lookup tcp", \
      dir."/lookup-tcp.dat" using 1:3 with linespoints lw 1 pt 4 dt 2 lc rgb "#d62728" title "ucp\\_am\\_bw tcp", \
      dir."/lookup-sm.dat"  using 1:4 with lines lw 1 dt 3 lc rgb "#2ca02c" title "PS pooling ceiling (resp / ps\\_us), sm", \
-     dir."/lookup-sm.dat"  using 1:5 with lines lw 1 dt 4 lc rgb "#7f7f7f" title "one core gathering the same rows, nothing else (row\\_gather)"
+     dir."/lookup-sm.dat"  using 1:5 with lines lw 1 dt 4 lc rgb "#7f7f7f" title "one core gathering the same rows, nothing else (row\\_gather)", \
+     dir."/lookup-sm.dat"  using 1:6 with lines lw 1 dt 5 lc rgb "#bcbd22" title "the same, the other core reading each output as the client does"
 
 set title "allreduce: busbw vs size (shared memory; gloo over TCP)"
 set xlabel "size (bytes)"
