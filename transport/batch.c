@@ -32,7 +32,7 @@ void tp_reply_defer(ember_tp_t *tp, tp_send_t *send)
     tp_peer_t *peer = &tp->peers[send->peer];
     size_t bytes = item_bytes((size_t)send->header.length);
 
-    if (peer->deferred_count && peer->deferred_bytes + bytes > TP_BATCH_BYTES)
+    if (peer->deferred_count && peer->deferred_bytes + bytes > tp_batch_bytes(peer))
         tp_batch_flush(tp, send->peer);
     if (!peer->deferred_count)
         tp->deferred_peers++;
@@ -184,7 +184,7 @@ ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_l
 
     if (peer < 0 ||
         !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length) ||
-        inline_length != 0 || length > (size_t)TP_BATCH_BYTES) {
+        inline_length != 0 || length > (size_t)TP_BATCH_BYTES_MAX) {
         tp->dropped_messages++;
         ember_warn("tp", "malformed or unauthenticated reply batch dropped");
         return UCS_OK;

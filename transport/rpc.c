@@ -780,7 +780,7 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
     send->done_cb = done_cb;
     send->done_arg = done_arg;
     req_free(req);
-    if (tp->handler_depth && total <= TP_BATCH_ITEM_MAX) {
+    if (tp->handler_depth && total <= tp_batch_item_max(&tp->peers[send->peer])) {
         tp_reply_defer(tp, send);
         return EMBER_OK;
     }

@@ -310,8 +310,30 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
  * handler run, one message per peer. */
 #define TP_BATCH_ITEM_MAX 2048u /* larger replies go alone (two must fit a batch) */
 #define TP_BATCH_BYTES    8192u /* one batch at most */
+/* Over TCP, where each message is a system call, up to 8 KiB replies in
+ * batches of 32 KiB (eager there, EMBER_TCP_EAGER). */
+#define TP_BATCH_ITEM_MAX_TCP 8192u
+#define TP_BATCH_BYTES_TCP    32768u
+#define TP_BATCH_BYTES_MAX    TP_BATCH_BYTES_TCP /* what a receiver accepts */
 #define TP_BATCH_HOLD_S   10e-6  /* held no longer, whatever the handlers do */
-/* Hold @send (a reply of at most TP_BATCH_ITEM_MAX bytes) for its peer's batch. */
+/* Whether @peer takes TCP's larger batches: over tcp, and with batches
+ * that size still eager (a rendezvous batch could land after a later
+ * message). */
+static inline int tp_peer_batch_tcp(const tp_peer_t *peer)
+{
+    return peer->lanes_known && peer->lane == TP_LANE_TCP &&
+           peer->eager_reply_max >= TP_BATCH_BYTES_TCP;
+}
+/* The largest reply held for @peer's batch, and the largest batch. */
+static inline size_t tp_batch_item_max(const tp_peer_t *peer)
+{
+    return tp_peer_batch_tcp(peer) ? TP_BATCH_ITEM_MAX_TCP : TP_BATCH_ITEM_MAX;
+}
+static inline size_t tp_batch_bytes(const tp_peer_t *peer)
+{
+    return tp_peer_batch_tcp(peer) ? TP_BATCH_BYTES_TCP : TP_BATCH_BYTES;
+}
+/* Hold @send (a reply of at most tp_batch_item_max bytes) for its peer's batch. */
 void tp_reply_defer(ember_tp_t *tp, tp_send_t *send);
 /* Send what @rank's held replies: alone if one, else as one batch. */
 void tp_batch_flush(ember_tp_t *tp, int rank);
