@@ -865,7 +865,7 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
            "summed over clients; grad = GRAD+APPLY rows/s; %%pf = filled by "
            "bench/compare.sh\n"
            "# ps_us = the busiest PS's own time per lookup (checks, pooling, reply "
-           "handed to the transport, which sends replies <= 2 KiB batched after "
+           "handed to the transport, which sends replies <= 2 KiB (8 KiB over tcp) batched after "
            "it; engine/ps counters): P x bags x dim x 4 / ps_us is the most the "
            "PS can serve\n");
     printf("%-6s %3s %3s %-9s %6s %5s %5s %10s %10s %12s %8s %10s %9s %9s %9s %9s "

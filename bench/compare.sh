@@ -182,7 +182,7 @@ for tls_name in $tls_list; do
         echo "$resp $gbs $pf_gbs $ceiling $gather $beside" >>"$out/lookup-$tls_name.dat"
     done
     echo "ps_us: the PS's own time per lookup (pooling, checks, reply handed to the transport; replies" \
-        "<= 2 KiB leave batched after it); ps_GB/s = resp_B / ps_us, the most one PS core can serve whatever the network;" \
+        "<= 2 KiB, 8 KiB over tcp, leave batched after it); ps_GB/s = resp_B / ps_us, the most one PS core can serve whatever the network;" \
         "gather_GB/s: one core copying the same random rows with nothing else to do (row_gather);" \
         "beside_GB/s: the same while the other core reads each output buffer into its own, as the client reads each reply"
     p50_rounds=$(for ((round = 1; round <= repeat; round++)); do
