@@ -56,7 +56,7 @@ extern "C" {
  * bytes either way (2 ranks on loopback TCP, bench/ab.sh in
  * docs/PERFORMANCE.md: 32 KiB 2.1x, 64 KiB 1.7x faster than the ring;
  * over shared memory the ring was level or ahead). */
-#define EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES (64u * 1024u)
+#define EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES (128u * 1024u)
 /* Ring segments: at most this many bytes per message. */
 #define EMBER_ALLREDUCE_SEGMENT_BYTES (524288u)
 /* Number of RPC op ids a communicator uses from its op_base. */

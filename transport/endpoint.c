@@ -170,7 +170,10 @@ static void peer_lanes(ember_tp_t *tp, tp_peer_t *peer)
                                                     : 0;
     peer->eager_reply_max = peer->lane == TP_LANE_TCP ? tp->tcp_eager : 0;
     peer->eager_call_max = lane_eager;
-    peer->eager_oneway_max = lane_eager > tp->oneway_eager ? lane_eager : tp->oneway_eager;
+    size_t oneway = peer->lane == TP_LANE_TCP && tp->tcp_oneway_eager > lane_eager
+                        ? tp->tcp_oneway_eager
+                        : lane_eager;
+    peer->eager_oneway_max = oneway > tp->oneway_eager ? oneway : tp->oneway_eager;
     peer->lanes_known = 1;
     ember_debug("tp", "%s (%s): eager up to %zu B replies, %zu B calls, %zu B one-way "
                 "(0: UCX decides)", peer->name,

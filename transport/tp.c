@@ -31,6 +31,7 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
     tp->max_message = ember_config_size("EMBER_MAX_MSG_SIZE");
     tp->tcp_eager = ember_config_size("EMBER_TCP_EAGER");
     tp->oneway_eager = ember_config_size("EMBER_ONEWAY_EAGER");
+    tp->tcp_oneway_eager = ember_config_size("EMBER_TCP_ONEWAY_EAGER");
     tp->shm_eager = ember_config_size("EMBER_SHM_EAGER");
     tp->coarse_tick_s = tp_time_coarse_tick();
 

@@ -197,6 +197,7 @@ struct ember_tp {
     int pull_rendezvous; /* see ember_tp_pull_rendezvous */
     size_t tcp_eager;       /* EMBER_TCP_EAGER */
     size_t oneway_eager;    /* EMBER_ONEWAY_EAGER */
+    size_t tcp_oneway_eager; /* EMBER_TCP_ONEWAY_EAGER */
     size_t shm_eager;       /* EMBER_SHM_EAGER */
     double rpc_timeout_s;
     size_t max_message;
