@@ -539,7 +539,8 @@ static void oneway_sent(void *arg, ember_status_t status) { *(ember_status_t *)a
 
 /*
  * One-way messages up to EMBER_ONEWAY_EAGER, and to a TCP or shared-memory
- * peer up to EMBER_TCP_EAGER or EMBER_SHM_EAGER when that is larger, leave
+ * peer up to EMBER_TCP_ONEWAY_EAGER (or EMBER_TCP_EAGER) or EMBER_SHM_EAGER
+ * when that is larger, leave
  * without their receiver's help: rank 1 does not progress at all until
  * rank 0 reports (through the store) that its send completed, which a
  * rendezvous, where the receiver fetches the data, could never do.  At
@@ -551,7 +552,9 @@ static int case_oneway_eager(int rank, int world, void *arg)
     ember_tp_t *tp = join();
     const char *tls = getenv("UCX_TLS");
     size_t length = tp->oneway_eager;
-    size_t lane_limit = tls && strncmp(tls, "tcp", 3) == 0 ? tp->tcp_eager : tp->shm_eager;
+    size_t lane_limit = tp->shm_eager;
+    if (tls && strncmp(tls, "tcp", 3) == 0)
+        lane_limit = tp->tcp_oneway_eager > tp->tcp_eager ? tp->tcp_oneway_eager : tp->tcp_eager;
     if (lane_limit > length)
         length = lane_limit;
     (void)arg;
