@@ -54,8 +54,10 @@ extern "C" {
 /* The same for a pair of members over TCP: there each ring step costs a
  * message latency of tens of microseconds, and a pair sends the ring's
  * bytes either way (2 ranks on loopback TCP, bench/ab.sh in
- * docs/PERFORMANCE.md: 32 KiB 2.1x, 64 KiB 1.7x faster than the ring;
- * over shared memory the ring was level or ahead). */
+ * docs/PERFORMANCE.md: 32 KiB 2.1x, 64 KiB 1.7x faster than the ring; with
+ * one-way messages eager to 128 KiB there, EMBER_TCP_ONEWAY_EAGER, 96 KiB
+ * 1.25x and 128 KiB 1.29x; over shared memory the ring was level or
+ * ahead). */
 #define EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES (128u * 1024u)
 /* Ring segments: at most this many bytes per message. */
 #define EMBER_ALLREDUCE_SEGMENT_BYTES (524288u)
