@@ -159,8 +159,8 @@ static tp_lane_class_t ep_am_lane_class(ucp_ep_h ep)
  * transport (RDMA included, where nothing here was measured), and to a TCP
  * peer up to EMBER_TCP_ONEWAY_EAGER (128 KiB): a TCP pair's one-step
  * allreduce at 96-128 KiB 1.25-1.29x, where eager replies of that size had
- * lost (their caller waits on the extra copy; a one-way message's handler
- * reads it where it landed).
+ * lost (a caller waits through the receiver's extra copy of an eager
+ * message; nobody waits on a one-way one).
  * Decided once per peer, at its first send or reply, when its lanes are
  * set up (a peer is READY only after its HELLO was answered).
  */
