@@ -56,7 +56,7 @@ static const ember_config_entry_t config_table[] = {
      "over TCP go eager, without UCX's rendezvous handshake (two more "
      "messages, each a system call); 0 leaves UCX's own threshold (about "
      "20 KiB on TCP)."},
-    {"EMBER_TCP_ONEWAY_EAGER", "128K", EMBER_CONFIG_SIZE,
+    {"EMBER_TCP_ONEWAY_EAGER", "256K", EMBER_CONFIG_SIZE,
      "One-way messages (a pair's small allreduce vectors) up to this size to "
      "a peer reached over TCP go eager: beyond EMBER_TCP_EAGER, as nobody "
      "waits on their handshake and their receiver copies them once anyway."},

@@ -55,10 +55,10 @@ extern "C" {
  * message latency of tens of microseconds, and a pair sends the ring's
  * bytes either way (2 ranks on loopback TCP, bench/ab.sh in
  * docs/PERFORMANCE.md: 32 KiB 2.1x, 64 KiB 1.7x faster than the ring; with
- * one-way messages eager to 128 KiB there, EMBER_TCP_ONEWAY_EAGER, 96 KiB
- * 1.25x and 128 KiB 1.29x; over shared memory the ring was level or
- * ahead). */
-#define EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES (128u * 1024u)
+ * one-way messages eager that far there, EMBER_TCP_ONEWAY_EAGER, 96 KiB
+ * 1.25x, 128 KiB 1.29x, 256 KiB 1.55x, 512 KiB level; over shared memory
+ * the ring was level or ahead). */
+#define EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES (256u * 1024u)
 /* Ring segments: at most this many bytes per message. */
 #define EMBER_ALLREDUCE_SEGMENT_BYTES (524288u)
 /* Number of RPC op ids a communicator uses from its op_base. */

@@ -157,8 +157,8 @@ static tp_lane_class_t ep_am_lane_class(ucp_ep_h ep)
  *
  * One-way messages go eager up to EMBER_ONEWAY_EAGER (16 KiB) over any
  * transport (RDMA included, where nothing here was measured), and to a TCP
- * peer up to EMBER_TCP_ONEWAY_EAGER (128 KiB): a TCP pair's one-step
- * allreduce at 96-128 KiB 1.25-1.29x, where eager replies of that size had
+ * peer up to EMBER_TCP_ONEWAY_EAGER (256 KiB): a TCP pair's one-step
+ * allreduce at 96-256 KiB 1.25-1.55x, where eager replies of 128 KiB had
  * lost (a caller waits through the receiver's extra copy of an eager
  * message; nobody waits on a one-way one).
  * Decided once per peer, at its first send or reply, when its lanes are

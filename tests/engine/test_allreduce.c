@@ -130,10 +130,10 @@ static void same_bits(ember_tp_t *tp, const char *key, const int *members, int n
 
 /* ---- cases ---------------------------------------------------------------- */
 
-/* 4097: past the one-step path's 16 KiB; 32000 and 32769: either side of a
- * TCP pair's 128 KiB. */
+/* 4097: past the one-step path's 16 KiB; 64000 and 65537: either side of a
+ * TCP pair's 256 KiB. */
 static const size_t counts[] = {0,     1,     7,      136,   1000,         4097,
-                                16000, 32000, 32769,  100003, (1u << 20) + 3};
+                                16000, 64000, 65537,  100003, (1u << 20) + 3};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 
 /*
