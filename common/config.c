@@ -56,6 +56,10 @@ static const ember_config_entry_t config_table[] = {
      "over TCP go eager, without UCX's rendezvous handshake (two more "
      "messages, each a system call); 0 leaves UCX's own threshold (about "
      "20 KiB on TCP)."},
+    {"EMBER_TCP_SEG_SIZE", "64K", EMBER_CONFIG_SIZE,
+     "UCX's tcp send segment (UCX_TCP_TX_SEG_SIZE; its default is 8 KiB, a "
+     "system call per 8 KiB of an eager message); 0 leaves UCX's, and "
+     "UCX_TCP_TX_SEG_SIZE in the environment wins."},
     {"EMBER_TCP_ONEWAY_EAGER", "256K", EMBER_CONFIG_SIZE,
      "One-way messages (a pair's small allreduce vectors) up to this size to "
      "a peer reached over TCP go eager: beyond EMBER_TCP_EAGER, as nobody "
