@@ -55,7 +55,8 @@ static const ember_config_entry_t config_table[] = {
      "Messages (calls, replies, one-way) up to this size to a peer reached "
      "over TCP go eager, without UCX's rendezvous handshake (two more "
      "messages, each a system call); 0 leaves UCX's own threshold (about "
-     "20 KiB on TCP)."},
+     "20 KiB on TCP with UCX's 8 KiB segments, 90 KiB with "
+     "EMBER_TCP_SEG_SIZE's 64 KiB)."},
     {"EMBER_TCP_SEG_SIZE", "64K", EMBER_CONFIG_SIZE,
      "UCX's tcp send segment (UCX_TCP_TX_SEG_SIZE; its default is 8 KiB, a "
      "system call per 8 KiB of an eager message); 0 leaves UCX's, and "

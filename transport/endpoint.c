@@ -135,7 +135,8 @@ static tp_lane_class_t ep_am_lane_class(ucp_ep_h ep)
 }
 
 /*
- * Over TCP, UCX sends an active message above ~20 KiB by rendezvous: a
+ * Over TCP, UCX sends an active message above ~20 KiB by rendezvous (~90 KiB
+ * with the 64 KiB segments ember asks for, EMBER_TCP_SEG_SIZE): a
  * request-to-send, the receiver's answer, then the data, each message a
  * system call on loopback or a round trip on a wire.  A reply's receiver is
  * already waiting for it, and nobody waits on a one-way message's

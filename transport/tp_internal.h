@@ -307,6 +307,11 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
                               const uint8_t *inline_part, size_t inline_length,
                               void *data, size_t length, int rndv);
 
+/* worker.c: whether UCX may open tcp interfaces under the transport list
+ * @tls (NULL or empty: UCX's default, all of them); a tcp setting given
+ * when it does not would draw UCX's warning about a setting nothing used. */
+int tp_tls_may_use_tcp(const char *tls);
+
 /* batch.c: small replies posted by handlers leave together at the end of the
  * handler run, one message per peer. */
 #define TP_BATCH_ITEM_MAX 2048u /* larger replies go alone (two must fit a batch) */

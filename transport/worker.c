@@ -51,10 +51,7 @@ ember_status_t tp_status_from_ucs(ucs_status_t status)
     }
 }
 
-/* Whether UCX may open tcp interfaces under the transport list @tls (NULL
- * or empty: UCX's default, all of them): a tcp setting given when it does
- * not would draw UCX's warning about a setting nothing used. */
-static int tls_may_use_tcp(const char *tls)
+int tp_tls_may_use_tcp(const char *tls)
 {
     if (!tls || !*tls)
         return 1;
@@ -101,7 +98,7 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
     size_t tcp_seg = ember_config_size("EMBER_TCP_SEG_SIZE");
     const char *ucx_tls = tls && *tls ? tls : getenv("UCX_TLS");
     if (ret == EMBER_OK && tcp_seg && !getenv("UCX_TCP_TX_SEG_SIZE") &&
-        tls_may_use_tcp(ucx_tls)) {
+        tp_tls_may_use_tcp(ucx_tls)) {
         char value[32];
         snprintf(value, sizeof(value), "%zu", tcp_seg);
         ret = set_ucp_option(config, "TX_SEG_SIZE", value); /* tcp's own name */

@@ -1101,6 +1101,26 @@ static int case_malformed(int rank, int world, void *arg)
     return 0;
 }
 
+/* Which transport lists get ember's tcp settings (EMBER_TCP_SEG_SIZE). */
+static int case_tls_tcp(int rank, int world, void *arg)
+{
+    static const struct {
+        const char *tls;
+        int tcp;
+    } lists[] = {{NULL, 1},           {"", 1},           {"tcp,self", 1},
+                 {"sm,self", 0},      {"posix,cma", 0},  {"all", 1},
+                 {"^tcp", 0},         {"^sm", 1},        {"rc,ud,tcp", 1},
+                 {"^posix,tcp", 0}};
+    (void)rank;
+    (void)world;
+    (void)arg;
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+        MP_CHECK(tp_tls_may_use_tcp(lists[i].tls) == lists[i].tcp,
+                 "UCX_TLS=%s: tcp %s", lists[i].tls ? lists[i].tls : "(unset)",
+                 lists[i].tcp ? "not expected, wrongly" : "expected, wrongly");
+    return 0;
+}
+
 static const mp_case_t cases[] = {
     {"pingpong", case_pingpong, 2, 0},   {"concurrent", case_concurrent, 2, 0},
     {"sizes", case_sizes, 2, 0},         {"deferred", case_deferred, 2, 0},
@@ -1108,7 +1128,7 @@ static const mp_case_t cases[] = {
     {"sigstop", case_sigstop, 2, 1u << 1}, {"auth", case_auth, 2, 0},
     {"malformed", case_malformed, 2, 0}, {"placed", case_placed, 2, 0},
     {"batch", case_batch, 2, 0},         {"oneway_eager", case_oneway_eager, 2, 0},
-    {"call_eager", case_call_eager, 2, 0},
+    {"call_eager", case_call_eager, 2, 0}, {"tls_tcp", case_tls_tcp, 1, 0},
 };
 
 int main(int argc, char **argv)
