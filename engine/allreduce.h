@@ -9,7 +9,7 @@
  *
  * Algorithms (all deterministic: every member ends with the same bits, and
  * the same inputs give the same bits run after run):
- *   - small (count * 4 <= ember_allreduce_small_bytes(): 16 KiB, or 64 KiB
+ *   - small (count * 4 <= ember_allreduce_small_bytes(): 16 KiB, or 256 KiB
  *     for two members over TCP): every member sends its whole vector to
  *     every other member, one-way (one message latency); each sums the n
  *     vectors in member order, the same additions everywhere.
