@@ -55,9 +55,9 @@ int tp_tls_may_use_tcp(const char *tls)
 {
     if (!tls || !*tls)
         return 1;
-    int excluding = tls[0] == '^';
-    int named = strstr(tls, "tcp") != NULL || strstr(tls, "all") != NULL;
-    return excluding ? strstr(tls, "tcp") == NULL : named;
+    if (tls[0] == '^') /* a list of what to leave out */
+        return strstr(tls, "tcp") == NULL;
+    return strstr(tls, "tcp") != NULL || strstr(tls, "all") != NULL;
 }
 
 static ember_status_t set_ucp_option(ucp_config_t *config, const char *name,

@@ -73,6 +73,8 @@ typedef struct {
     atomic_int stop;
 } copier_t;
 
+/* Unsynchronised with the gather on purpose: it stands for the memory
+ * traffic of a client's reads, not for their values. */
 static void *copier_main(void *arg)
 {
     copier_t *copier = arg;
