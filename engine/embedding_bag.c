@@ -2,6 +2,7 @@
 #include "engine/embedding_bag.h"
 
 #include "common/copy.h"
+#include "engine/half.h"
 #include "engine/prefetch.h"
 
 #include <ember/log.h>
@@ -145,7 +146,7 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
     return EMBER_OK;
 }
 
-static ember_status_t bag_check_args(const float *table, size_t dim,
+static ember_status_t bag_check_args(const void *table, size_t dim,
                                      const ember_bag_batch_t *batch,
                                      const ember_bag_opts_t *opts)
 {
@@ -173,11 +174,40 @@ static inline void row_add(float *restrict y, const float *restrict x,
         y[d] += x[d];
 }
 
+/* An fp16 row is widened this many values at a time where a kernel needs
+ * fp32 values in memory (max pooling, the weight gradient). */
+#define BAG_HALF_CHUNK 256
+
+/* Values [c, c + len) of row @row as fp32: in place for fp32 rows, widened
+ * into @tmp for fp16 ones. */
+static inline const float *bag_row_span(const void *row, int half, size_t c,
+                                        size_t len, float *tmp)
+{
+    if (!half)
+        return (const float *)row + c;
+    ember_half_to_float_n((const uint16_t *)row + c, tmp, len);
+    return tmp;
+}
+
 ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
                                  const ember_bag_batch_t *batch,
                                  const ember_bag_opts_t *opts, float *out_p,
                                  int64_t *argmax_p)
 {
+    return ember_bag_forward_typed(table, EMBER_DTYPE_F32, rows, dim, batch, opts,
+                                   out_p, argmax_p);
+}
+
+ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
+                                       int64_t rows, size_t dim,
+                                       const ember_bag_batch_t *batch,
+                                       const ember_bag_opts_t *opts, float *out_p,
+                                       int64_t *argmax_p)
+{
+    if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
+        ember_error("embedding", "bag: rows of dtype %d are not supported", (int)dtype);
+        return EMBER_ERR_INVALID_PARAM;
+    }
     EMBER_CHECK(bag_check_args(table, dim, batch, opts));
     if (batch->bags > 0 && !out_p)
         return EMBER_ERR_INVALID_PARAM;
@@ -191,7 +221,12 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
 
     const int64_t pad = opts->padding_idx;
     const float *w = batch->weights;
-    const size_t row_bytes = dim * sizeof(float);
+    const int half = dtype == EMBER_DTYPE_F16;
+    const size_t row_bytes = dim * (half ? sizeof(uint16_t) : sizeof(float));
+    const size_t chunk = half ? BAG_HALF_CHUNK : dim;
+    const char *base = table;
+    float tmp[BAG_HALF_CHUNK];
+#define BAG_ROW(idx) ((const void *)(base + (size_t)(idx) * row_bytes))
 
     /* Rows EMBER_PREFETCH_AHEAD positions ahead are requested while this one
      * is pooled (indices run on across bags). */
@@ -199,12 +234,11 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
     do {                                                                        \
         size_t ahead_ = (i) + EMBER_PREFETCH_AHEAD;                             \
         if (ahead_ < batch->n && batch->indices[ahead_] != pad)                 \
-            ember_prefetch_span(table + (size_t)batch->indices[ahead_] * dim,   \
-                                row_bytes, 0);                                  \
+            ember_prefetch_span(BAG_ROW(batch->indices[ahead_]), row_bytes, 0); \
     } while (0)
     for (size_t i = 0; i < EMBER_PREFETCH_AHEAD && i < batch->n; i++)
         if (batch->indices[i] != pad)
-            ember_prefetch_span(table + (size_t)batch->indices[i] * dim, row_bytes, 0);
+            ember_prefetch_span(BAG_ROW(batch->indices[i]), row_bytes, 0);
 
     for (size_t b = 0; b < batch->bags; b++) {
         float *restrict out = out_p + b * dim;
@@ -215,7 +249,11 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
             batch->indices[begin] != pad) {
             /* A one-index bag is its row: a copy, not zero-then-add. */
             BAG_PREFETCH(begin);
-            ember_copy(out, table + (size_t)batch->indices[begin] * dim, row_bytes);
+            const void *row = BAG_ROW(batch->indices[begin]);
+            if (half)
+                ember_half_to_float_n(row, out, dim);
+            else
+                ember_copy(out, row, row_bytes);
             continue;
         }
         memset(out, 0, dim * sizeof(*out));
@@ -227,8 +265,12 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
                 BAG_PREFETCH(i);
                 if (idx == pad)
                     continue;
-                const float *row = table + (size_t)idx * dim;
-                if (w)
+                const void *row = BAG_ROW(idx);
+                if (half && w)
+                    ember_half_axpy(out, row, w[i], dim);
+                else if (half)
+                    ember_half_add(out, row, dim);
+                else if (w)
                     row_axpy(out, row, w[i], dim);
                 else
                     row_add(out, row, dim);
@@ -250,17 +292,22 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
                 BAG_PREFETCH(i);
                 if (idx == pad)
                     continue;
-                const float *restrict row = table + (size_t)idx * dim;
-                if (count == 0) {
-                    ember_copy(out, row, dim * sizeof(*out));
-                    for (size_t d = 0; d < dim; d++)
-                        am[d] = idx;
-                } else {
-                    /* Strict '>' keeps the first maximum (PyTorch CPU). */
-                    for (size_t d = 0; d < dim; d++) {
-                        int take = row[d] > out[d];
-                        out[d] = take ? row[d] : out[d];
-                        am[d] = take ? idx : am[d];
+                for (size_t c = 0; c < dim; c += chunk) {
+                    size_t len = dim - c < chunk ? dim - c : chunk;
+                    const float *restrict row = bag_row_span(BAG_ROW(idx), half, c, len, tmp);
+                    float *restrict o = out + c;
+                    int64_t *restrict a = am + c;
+                    if (count == 0) {
+                        ember_copy(o, row, len * sizeof(*o));
+                        for (size_t d = 0; d < len; d++)
+                            a[d] = idx;
+                    } else {
+                        /* Strict '>' keeps the first maximum (PyTorch CPU). */
+                        for (size_t d = 0; d < len; d++) {
+                            int take = row[d] > o[d];
+                            o[d] = take ? row[d] : o[d];
+                            a[d] = take ? idx : a[d];
+                        }
                     }
                 }
                 count++;
@@ -270,6 +317,7 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
         }
     }
 #undef BAG_PREFETCH
+#undef BAG_ROW
     return EMBER_OK;
 }
 
@@ -363,12 +411,30 @@ ember_status_t ember_bag_backward(const float *table, int64_t rows, size_t dim,
                                   int64_t *grad_rows_p, float *grad_p,
                                   size_t *nrows_p, float *grad_weights_p)
 {
+    return ember_bag_backward_typed(table, EMBER_DTYPE_F32, rows, dim, batch, opts,
+                                    grad_out, argmax, grad_rows_p, grad_p, nrows_p,
+                                    grad_weights_p);
+}
+
+ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
+                                        int64_t rows, size_t dim,
+                                        const ember_bag_batch_t *batch,
+                                        const ember_bag_opts_t *opts,
+                                        const float *grad_out, const int64_t *argmax,
+                                        int64_t *grad_rows_p, float *grad_p,
+                                        size_t *nrows_p, float *grad_weights_p)
+{
     ember_status_t status;
     int64_t *inverse;
     size_t nu = 0;
     const int64_t pad = opts ? opts->padding_idx : -1;
 
     (void)rows;
+    if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
+        ember_error("embedding", "bag backward: rows of dtype %d are not supported",
+                    (int)dtype);
+        return EMBER_ERR_INVALID_PARAM;
+    }
     if (!batch || !opts || dim == 0 || !nrows_p ||
         (batch->bags > 0 && (!grad_out || !batch->offsets)) ||
         (batch->n > 0 && (!batch->indices || !grad_rows_p || !grad_p))) {
@@ -454,12 +520,18 @@ ember_status_t ember_bag_backward(const float *table, int64_t rows, size_t dim,
 
         if (grad_weights_p) {
             /* d out[b] / d w_i = table[idx_i]; padding entries get 0. */
+            const int half = dtype == EMBER_DTYPE_F16;
+            const size_t chunk = half ? BAG_HALF_CHUNK : dim;
+            const size_t row_bytes = dim * (half ? sizeof(uint16_t) : sizeof(float));
+            float tmp[BAG_HALF_CHUNK];
             for (size_t i = begin; i < end; i++) {
                 float acc = 0.0f;
-                if (inverse[i] >= 0) {
-                    const float *row = table + (size_t)batch->indices[i] * dim;
-                    for (size_t d = 0; d < dim; d++)
-                        acc += row[d] * go[d];
+                const void *at = (const char *)table + (size_t)batch->indices[i] * row_bytes;
+                for (size_t c = 0; inverse[i] >= 0 && c < dim; c += chunk) {
+                    size_t len = dim - c < chunk ? dim - c : chunk;
+                    const float *row = bag_row_span(at, half, c, len, tmp);
+                    for (size_t d = 0; d < len; d++)
+                        acc += row[d] * go[c + d];
                 }
                 grad_weights_p[i] = acc;
             }

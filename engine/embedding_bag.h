@@ -1,5 +1,6 @@
 /*
- * ember engine: EmbeddingBag (PyTorch nn.EmbeddingBag semantics, CPU, fp32).
+ * ember engine: EmbeddingBag (PyTorch nn.EmbeddingBag semantics, CPU; rows
+ * stored as fp32, or as fp16 with every sum and product in fp32).
  *
  * A batch is a flat list of row ids `indices[n]` cut into `bags` bags by
  * `offsets[bags]` (offsets[0] == 0, non-decreasing, <= n; the last bag runs to
@@ -22,6 +23,8 @@
  */
 #ifndef EMBER_ENGINE_EMBEDDING_BAG_H
 #define EMBER_ENGINE_EMBEDDING_BAG_H
+
+#include "engine/dtype.h"
 
 #include <ember/status.h>
 
@@ -99,6 +102,18 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
                                  int64_t *argmax_p);
 
 /**
+ * ember_bag_forward over a table stored as @dtype: EMBER_DTYPE_F32 (the
+ * above) or EMBER_DTYPE_F16 (uint16_t rows, engine/half.h), each row widened
+ * to fp32 and pooled exactly as its fp32 value would be: the same bits as
+ * ember_bag_forward over the widened table.  Other dtypes: ERR_INVALID_PARAM.
+ */
+ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
+                                       int64_t rows, size_t dim,
+                                       const ember_bag_batch_t *batch,
+                                       const ember_bag_opts_t *opts, float *out_p,
+                                       int64_t *argmax_p);
+
+/**
  * Sparse backward of ember_bag_forward.
  *
  * @table: [rows, dim]; only read when @grad_weights_p is requested (may be
@@ -123,6 +138,16 @@ ember_status_t ember_bag_backward(const float *table, int64_t rows, size_t dim,
                                   const float *grad_out, const int64_t *argmax,
                                   int64_t *grad_rows_p, float *grad_p,
                                   size_t *nrows_p, float *grad_weights_p);
+
+/** ember_bag_backward over a table stored as @dtype (read only for the
+ * weight gradient), as ember_bag_forward_typed. */
+ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
+                                        int64_t rows, size_t dim,
+                                        const ember_bag_batch_t *batch,
+                                        const ember_bag_opts_t *opts,
+                                        const float *grad_out, const int64_t *argmax,
+                                        int64_t *grad_rows_p, float *grad_p,
+                                        size_t *nrows_p, float *grad_weights_p);
 
 /**
  * Deduplicate row ids: the sorted unique values of @indices (entries equal to

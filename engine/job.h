@@ -30,6 +30,7 @@ typedef struct {
     uint64_t seed;
     ember_consistency_t consistency;
     ember_sparse_reduce_t sparse_reduce;
+    ember_dtype_t table_dtype; /* the PS's rows: F32 or F16 */
     ember_data_kind_t data;
     const char *replay_path; /* borrowed from argv */
     const char *save_path;

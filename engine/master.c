@@ -152,6 +152,7 @@ static ember_status_t create_tables(master_t *master, const ember_msg_train_star
             .consistency = job->consistency,
             .sparse_reduce = job->sparse_reduce,
             .init = initial ? EMBER_INIT_LOAD : EMBER_INIT_NORMAL,
+            .dtype = job->table_dtype,
             .seed = job->seed,
             .optimizer = spec->optimizer,
         };
@@ -388,9 +389,10 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     for (size_t l = 0; l < layers && used < (int)sizeof(dense); l++)
         used += snprintf(dense + used, sizeof(dense) - (size_t)used, "%sLinear(%zu, %zu)",
                          l ? " ReLU " : "", sizes[l], sizes[l + 1]);
-    printf("training: %d trainers, %d ps, table %s %lld x %u (%s), %s, "
+    printf("training: %d trainers, %d ps, table %s %lld x %u (%s%s), %s, "
            "%s lr %g, %s, %s\n", job->trainers, job->num_ps, TABLE_NAME,
-           (long long)job->rows, job->dim, ember_pool_mode_name(job->mode), dense,
+           (long long)job->rows, job->dim, ember_pool_mode_name(job->mode),
+           job->table_dtype == EMBER_DTYPE_F16 ? ", fp16 rows" : "", dense,
            ember_opt_kind_name(job->optimizer.kind), job->optimizer.lr,
            job->consistency == EMBER_SYNC ? "sync" : "async",
            job->data == EMBER_DATA_REPLAY  ? job->replay_path

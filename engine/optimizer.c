@@ -1,5 +1,6 @@
 /* ember engine: SGD / Adagrad / row-wise Adagrad / Adam, dense and lazy. */
 #include "engine/optimizer.h"
+#include "engine/half.h"
 #include "engine/hugepage.h"
 #include "engine/prefetch.h"
 
@@ -20,6 +21,7 @@ struct ember_opt {
     float *buf1;        /* exp_avg_sq (Adam) */
     uint8_t *started;   /* sparse SGD with dampening: row buffer started */
     uint32_t *row_step; /* sparse Adam with per-row steps */
+    float *row;         /* sparse: one fp16 row widened for its update */
     size_t state_bytes;
 };
 
@@ -132,6 +134,10 @@ ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows,
     opt->layout = layout;
     opt->rows = rows;
     opt->dim = dim;
+    if (layout == EMBER_OPT_SPARSE && !(opt->row = malloc(dim * sizeof(float)))) {
+        free(opt);
+        return EMBER_ERR_NO_MEMORY;
+    }
 
     switch (cfg->kind) {
     case EMBER_OPT_SGD:
@@ -184,6 +190,7 @@ void ember_opt_destroy(ember_opt_t *opt)
     ember_huge_free(opt->buf1);
     ember_huge_free(opt->started);
     ember_huge_free(opt->row_step);
+    free(opt->row);
     free(opt);
 }
 
@@ -313,6 +320,20 @@ ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
                                      const int64_t *rows, const float *grad,
                                      size_t nrows)
 {
+    return ember_opt_step_sparse_typed(opt, table, EMBER_DTYPE_F32, dim, rows, grad,
+                                       nrows);
+}
+
+ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
+                                           ember_dtype_t dtype, size_t dim,
+                                           const int64_t *rows, const float *grad,
+                                           size_t nrows)
+{
+    if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
+        ember_error("optim", "sparse step: rows of dtype %d are not supported (fp32, "
+                             "fp16)", (int)dtype);
+        return EMBER_ERR_INVALID_PARAM;
+    }
     if (!opt || opt->layout != EMBER_OPT_SPARSE || dim != opt->dim ||
         (nrows > 0 && (!table || !rows || !grad))) {
         ember_error("optim", "sparse step: invalid arguments (dim %zu, "
@@ -338,15 +359,23 @@ ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
     opt->step++;
     const ember_opt_config_t *c = &opt->cfg;
     const float clr = c->kind == EMBER_OPT_ADAGRAD ? adagrad_clr(opt) : 0.0f;
+    const int half = dtype == EMBER_DTYPE_F16;
     const size_t row_bytes = dim * sizeof(float);
+    const size_t stored_bytes = half ? dim * sizeof(uint16_t) : row_bytes;
+    char *base = table;
     for (size_t u = 0; u < nrows; u++) {
         size_t r = (size_t)rows[u], off = r * dim;
-        float *w = table + off;
+        void *stored = base + r * stored_bytes;
+        /* An fp16 row is updated in fp32 and rounded back once. */
+        float *w = half ? opt->row : stored;
         const float *g = grad + u * dim;
 
+        if (half)
+            ember_half_to_float_n(stored, w, dim);
         if (u + EMBER_PREFETCH_AHEAD < nrows) { /* random rows: see prefetch.h */
             size_t ahead = (size_t)rows[u + EMBER_PREFETCH_AHEAD] * dim;
-            ember_prefetch_span(table + ahead, row_bytes, 1);
+            ember_prefetch_span(base + (size_t)rows[u + EMBER_PREFETCH_AHEAD] * stored_bytes,
+                                stored_bytes, 1);
             if (opt->buf0 && c->kind != EMBER_OPT_ROWWISE_ADAGRAD)
                 ember_prefetch_span(opt->buf0 + ahead, row_bytes, 1);
             if (opt->buf1)
@@ -381,6 +410,8 @@ ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
             break;
         }
         }
+        if (half)
+            ember_float_to_half_n(w, stored, dim);
     }
     return EMBER_OK;
 }

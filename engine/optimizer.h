@@ -28,6 +28,8 @@
 #ifndef EMBER_ENGINE_OPTIMIZER_H
 #define EMBER_ENGINE_OPTIMIZER_H
 
+#include "engine/dtype.h"
+
 #include <ember/status.h>
 
 #include <stddef.h>
@@ -117,6 +119,17 @@ ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param,
 ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
                                      const int64_t *rows, const float *grad,
                                      size_t nrows);
+
+/**
+ * ember_opt_step_sparse on a table stored as @dtype: EMBER_DTYPE_F32 (the
+ * same) or EMBER_DTYPE_F16 (uint16_t rows, engine/half.h): each touched row
+ * is widened, updated in fp32 with fp32 state, and rounded back to fp16.
+ * Other dtypes: ERR_INVALID_PARAM.
+ */
+ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
+                                           ember_dtype_t dtype, size_t dim,
+                                           const int64_t *rows, const float *grad,
+                                           size_t nrows);
 
 #ifdef __cplusplus
 }

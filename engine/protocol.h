@@ -52,6 +52,9 @@ typedef struct {
     uint32_t consistency;   /* ember_consistency_t */
     uint32_t sparse_reduce; /* ember_sparse_reduce_t */
     uint32_t init;          /* ember_table_init_t */
+    uint32_t dtype;         /* ember_dtype_t of the stored rows: F32 (0) or F16;
+                             * lookups, gradients, loads and reads stay fp32 */
+    uint32_t reserved;      /* 0 */
     uint64_t seed;
     ember_opt_config_t optimizer;
     char name[EMBER_TABLE_NAME_MAX];

@@ -128,10 +128,10 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
-    ember_info("ps", "table %s: shard %u of %u, %lld of %lld rows x %u (%.1f MiB), "
+    ember_info("ps", "table %s: shard %u of %u, %lld of %lld rows x %u %s (%.1f MiB), "
                "%s, %s in %.2f s", ember_table_name(entry->table), spec.shard,
                spec.num_shards, (long long)ember_table_local_rows(entry->table),
-               (long long)spec.rows, spec.dim,
+               (long long)spec.rows, spec.dim, spec.dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32",
                ember_table_bytes(entry->table) / 1048576.0,
                spec.consistency == EMBER_SYNC ? "sync" : "async",
                spec.init == EMBER_INIT_NORMAL ? "N(0,1) rows" : "zeroed for loading",

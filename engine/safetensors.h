@@ -12,6 +12,8 @@
 #ifndef EMBER_ENGINE_SAFETENSORS_H
 #define EMBER_ENGINE_SAFETENSORS_H
 
+#include "engine/dtype.h"
+
 #include <ember/status.h>
 
 #include <stddef.h>
@@ -25,18 +27,7 @@ extern "C" {
 /* safetensors' own limit on the JSON header; also bounds what we allocate. */
 #define EMBER_ST_MAX_HEADER (100u << 20)
 
-typedef enum {
-    EMBER_DTYPE_F32,
-    EMBER_DTYPE_F64,
-    EMBER_DTYPE_F16,
-    EMBER_DTYPE_BF16,
-    EMBER_DTYPE_I64,
-    EMBER_DTYPE_I32,
-    EMBER_DTYPE_I16,
-    EMBER_DTYPE_I8,
-    EMBER_DTYPE_U8,
-    EMBER_DTYPE_BOOL
-} ember_dtype_t;
+/* ember_dtype_t: engine/dtype.h. */
 
 /* One tensor.  From the reader: every field filled, name and data borrowed
  * from the file object (valid until ember_st_close); data is NOT aligned in

@@ -2,6 +2,7 @@
 #include "engine/table.h"
 
 #include "engine/embedding_bag.h"
+#include "engine/half.h"
 #include "engine/hugepage.h"
 #include "engine/rng.h"
 
@@ -61,7 +62,8 @@ typedef struct {
 struct ember_table {
     ember_msg_table_create_t spec;
     int64_t local_rows;
-    float *data;
+    void *data;        /* [local_rows, dim] of spec.dtype (fp32 or fp16) */
+    size_t row_bytes;  /* dim x the element size */
     ember_opt_t *optimizer;
     context_t *contexts; /* [trainers] */
     pending_t *pending;  /* [trainers]: sync tables only wait on these */
@@ -72,6 +74,18 @@ struct ember_table {
     buffer_t acc_rows, acc_grad, sorted_grad, order;
     buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
 };
+
+/* Local row @local as stored. */
+static inline void *table_row(const ember_table_t *table, int64_t local)
+{
+    return (char *)table->data + (size_t)local * table->row_bytes;
+}
+
+/* Rows stored as fp16 (else fp32). */
+static inline int table_half(const ember_table_t *table)
+{
+    return table->spec.dtype == EMBER_DTYPE_F16;
+}
 
 ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
                                   ember_table_t **table_p, char *err,
@@ -91,6 +105,10 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
                     "table %s: invalid spec (rows %lld, dim %u, shard %u of %u, "
                     "trainers %u)", name, (long long)spec->rows, spec->dim,
                     spec->shard, spec->num_shards, spec->trainers);
+    if (spec->dtype != EMBER_DTYPE_F32 && spec->dtype != EMBER_DTYPE_F16)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: rows of dtype %u are not supported (F32 %d, F16 %d)",
+                    name, spec->dtype, (int)EMBER_DTYPE_F32, (int)EMBER_DTYPE_F16);
     table = calloc(1, sizeof(*table));
     if (!table)
         return EMBER_ERR_NO_MEMORY;
@@ -99,8 +117,9 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
     table->spec.name[EMBER_TABLE_NAME_MAX - 1] = '\0';
     table->local_rows = (spec->rows - spec->shard + spec->num_shards - 1) /
                         spec->num_shards;
-    size_t elements = (size_t)table->local_rows * spec->dim;
-    table->data = ember_huge_alloc(elements * sizeof(float) + 1, 0);
+    table->row_bytes = (size_t)spec->dim *
+                       (spec->dtype == EMBER_DTYPE_F16 ? sizeof(uint16_t) : sizeof(float));
+    table->data = ember_huge_alloc((size_t)table->local_rows * table->row_bytes + 1, 0);
     table->contexts = calloc(spec->trainers, sizeof(*table->contexts));
     table->pending = calloc(spec->trainers, sizeof(*table->pending));
     if (spec->consistency == EMBER_SYNC)
@@ -120,13 +139,22 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
     if (spec->init == EMBER_INIT_NORMAL) {
         /* N(0,1) as nn.EmbeddingBag, from (seed, global element): the same
          * values whatever the number of shards. */
+        float *values = spec->dtype == EMBER_DTYPE_F16 ? malloc(spec->dim * sizeof(float))
+                                                       : NULL;
+        if (spec->dtype == EMBER_DTYPE_F16 && !values)
+            goto err_free;
         for (int64_t local = 0; local < table->local_rows; local++) {
             uint64_t row = (uint64_t)local * spec->num_shards + spec->shard;
-            ember_normal_fill(spec->seed, row * spec->dim,
-                              table->data + (size_t)local * spec->dim, spec->dim);
+            void *stored = table_row(table, local);
+            /* fp16: the fp32 values rounded, as emb.half() would. */
+            ember_normal_fill(spec->seed, row * spec->dim, values ? values : stored,
+                              spec->dim);
+            if (values)
+                ember_float_to_half_n(values, stored, spec->dim);
         }
+        free(values);
     } else {
-        memset(table->data, 0, elements * sizeof(float));
+        memset(table->data, 0, (size_t)table->local_rows * table->row_bytes);
     }
     *table_p = table;
     return EMBER_OK;
@@ -192,8 +220,12 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
     for (int64_t row = first; row < first + count; row++) {
         if ((uint64_t)row % spec->num_shards != spec->shard)
             continue;
-        memcpy(table->data + (size_t)(row / spec->num_shards) * spec->dim,
-               data + (size_t)(row - first) * spec->dim, spec->dim * sizeof(float));
+        void *stored = table_row(table, row / spec->num_shards);
+        const float *values = data + (size_t)(row - first) * spec->dim;
+        if (table_half(table))
+            ember_float_to_half_n(values, stored, spec->dim);
+        else
+            memcpy(stored, values, spec->dim * sizeof(float));
     }
     return EMBER_OK;
 }
@@ -208,8 +240,11 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
                     "table %s: read of local rows [%lld, %lld) outside [0, %lld)",
                     table->spec.name, (long long)first, (long long)(first + count),
                     (long long)table->local_rows);
-    memcpy(out, table->data + (size_t)first * table->spec.dim,
-           (size_t)count * table->spec.dim * sizeof(float));
+    size_t values = (size_t)count * table->spec.dim;
+    if (table_half(table))
+        ember_half_to_float_n(table_row(table, first), out, values);
+    else
+        memcpy(out, table_row(table, first), values * sizeof(float));
     return EMBER_OK;
 }
 
@@ -350,9 +385,10 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
                                .n_weights = weighted ? n : 0};
     ember_bag_opts_t opts = {.mode = max_mode ? EMBER_POOL_MAX : EMBER_POOL_SUM,
                              .padding_idx = -1};
-    ember_status_t status = ember_bag_forward(table->data, table->local_rows,
-                                              spec->dim, &batch, &opts, out,
-                                              max_mode ? ctx->argmax.data : NULL);
+    ember_status_t status = ember_bag_forward_typed(table->data, spec->dtype,
+                                                    table->local_rows, spec->dim, &batch,
+                                                    &opts, out,
+                                                    max_mode ? ctx->argmax.data : NULL);
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
                     "pooling failed: %s", name, trainer, step,
@@ -422,8 +458,9 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
             dst[d] = src[d] * scale;
         table->slot_of_row[acc_rows[u]] = -1;
     }
-    ember_status_t status = ember_opt_step_sparse(table->optimizer, table->data, dim,
-                                                  acc_rows, sorted, touched);
+    ember_status_t status = ember_opt_step_sparse_typed(table->optimizer, table->data,
+                                                        table->spec.dtype, dim, acc_rows,
+                                                        sorted, touched);
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "table %s: optimizer step failed: %s",
                     table->spec.name, ember_status_string(status));
@@ -519,8 +556,9 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
     size_t nrows = 0;
     ember_status_t status = EMBER_OK;
     if (ctx->max_mode) {
-        status = ember_bag_backward(table->data, table->local_rows, spec->dim, &batch,
-                                    &opts, grad_out, ctx->argmax.data,
+        status = ember_bag_backward_typed(table->data, spec->dtype, table->local_rows,
+                                          spec->dim, &batch, &opts, grad_out,
+                                          ctx->argmax.data,
                                     pending->rows.data, pending->grad.data, &nrows,
                                     NULL);
     } else {
@@ -568,8 +606,9 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
         return EMBER_OK; /* accumulate-only: nothing to apply (not used yet) */
 
     if (!ember_table_is_sync(table)) {
-        status = ember_opt_step_sparse(table->optimizer, table->data, spec->dim,
-                                       pending->rows.data, pending->grad.data, nrows);
+        status = ember_opt_step_sparse_typed(table->optimizer, table->data, spec->dtype,
+                                             spec->dim, pending->rows.data,
+                                             pending->grad.data, nrows);
         if (status != EMBER_OK)
             return ember_status_text(err, err_length, status, "table %s: optimizer: %s", name,
                         ember_status_string(status));
@@ -596,7 +635,7 @@ void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer)
 
 size_t ember_table_bytes(const ember_table_t *table)
 {
-    return (size_t)table->local_rows * table->spec.dim * sizeof(float);
+    return (size_t)table->local_rows * table->row_bytes;
 }
 
 size_t ember_table_optimizer_bytes(const ember_table_t *table)

@@ -5,6 +5,7 @@
  */
 #include "engine/dense.h"
 #include "engine/embedding_bag.h"
+#include "engine/half.h"
 #include "engine/loss.h"
 
 #include "test_util.h"
@@ -323,6 +324,87 @@ static int case_bag_empty(void)
     CHECK(ember_bag_backward(table, ROWS, DIM, &e, &o, grad_out, NULL, rows, g,
                              &nrows, NULL) == EMBER_OK && nrows == 0,
           "backward of empty batch");
+    return 0;
+}
+
+/* fp16 rows (engine/half.h): every pooling mode, with padding and weights,
+ * over a table of fp16 values gives the same bits as the fp32 kernels over
+ * the widened table, argmax and weight gradients included; widths that use
+ * the 8-wide path, its tail, and several 256-value chunks. */
+static int case_bag_fp16(void)
+{
+    static const size_t dims[] = {5, 16, 300};
+    uint64_t rng = 77;
+    for (size_t k = 0; k < sizeof(dims) / sizeof(dims[0]); k++) {
+        size_t dim = dims[k];
+        uint16_t *half = malloc(ROWS * dim * sizeof(*half));
+        float *wide = malloc(ROWS * dim * sizeof(*wide));
+        float *out = malloc(BAG_B * dim * sizeof(*out)), *ref = malloc(BAG_B * dim * sizeof(*ref));
+        float *go = malloc(BAG_B * dim * sizeof(*go));
+        float *g = malloc(BAG_N * dim * sizeof(*g)), *g_ref = malloc(BAG_N * dim * sizeof(*g_ref));
+        int64_t *am = malloc(BAG_B * dim * sizeof(*am)), *am_ref = malloc(BAG_B * dim * sizeof(*am_ref));
+        float w[BAG_N], gw[BAG_N], gw_ref[BAG_N];
+        int64_t rows[BAG_N], rows_ref[BAG_N];
+        size_t nrows, nrows_ref;
+        CHECK(half && wide && out && ref && go && g && g_ref && am && am_ref, "memory");
+        for (size_t i = 0; i < ROWS * dim; i++) {
+            half[i] = ember_float_to_half((float)test_uniform(&rng, -3.0, 3.0));
+            wide[i] = ember_half_to_float(half[i]);
+        }
+        half[2 * dim + 1] = half[1 * dim + 1]; /* a tie for max: the first wins */
+        wide[2 * dim + 1] = wide[1 * dim + 1];
+        for (size_t i = 0; i < BAG_N; i++)
+            w[i] = (float)test_uniform(&rng, -2.0, 2.0);
+        for (size_t i = 0; i < BAG_B * dim; i++)
+            go[i] = (float)test_uniform(&rng, -1.0, 1.0);
+        for (int mode = EMBER_POOL_SUM; mode <= EMBER_POOL_MAX; mode++) {
+            for (int64_t pad = -1; pad <= 7; pad += 8) {
+                for (int weighted = 0; weighted <= (mode == EMBER_POOL_SUM); weighted++) {
+                    ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N,
+                                           .offsets = bag_off, .bags = BAG_B,
+                                           .weights = weighted ? w : NULL,
+                                           .n_weights = weighted ? BAG_N : 0};
+                    ember_bag_opts_t o = {.mode = (ember_pool_mode_t)mode, .padding_idx = pad};
+                    int max = mode == EMBER_POOL_MAX;
+                    CHECK(ember_bag_forward_typed(half, EMBER_DTYPE_F16, ROWS, dim, &b, &o,
+                                                  out, am) == EMBER_OK, "forward fp16");
+                    CHECK(ember_bag_forward(wide, ROWS, dim, &b, &o, ref, am_ref) == EMBER_OK,
+                          "forward fp32");
+                    for (size_t i = 0; i < BAG_B * dim; i++) {
+                        CHECK(memcmp(&out[i], &ref[i], 4) == 0, "dim %zu mode %s pad %lld "
+                              "weighted %d: out[%zu] %a, fp32 %a", dim,
+                              ember_pool_mode_name(o.mode), (long long)pad, weighted, i,
+                              (double)out[i], (double)ref[i]);
+                        CHECK(!max || am[i] == am_ref[i], "dim %zu argmax[%zu] %lld, fp32 %lld",
+                              dim, i, (long long)am[i], (long long)am_ref[i]);
+                    }
+                    CHECK(ember_bag_backward_typed(half, EMBER_DTYPE_F16, ROWS, dim, &b, &o,
+                                                   go, max ? am : NULL, rows, g, &nrows,
+                                                   weighted ? gw : NULL) == EMBER_OK,
+                          "backward fp16");
+                    CHECK(ember_bag_backward(wide, ROWS, dim, &b, &o, go, max ? am_ref : NULL,
+                                             rows_ref, g_ref, &nrows_ref,
+                                             weighted ? gw_ref : NULL) == EMBER_OK,
+                          "backward fp32");
+                    CHECK(nrows == nrows_ref &&
+                              memcmp(rows, rows_ref, nrows * sizeof(*rows)) == 0 &&
+                              memcmp(g, g_ref, nrows * dim * sizeof(*g)) == 0,
+                          "dim %zu mode %s: row gradients differ", dim,
+                          ember_pool_mode_name(o.mode));
+                    CHECK(!weighted || memcmp(gw, gw_ref, sizeof(gw)) == 0,
+                          "dim %zu: weight gradients differ", dim);
+                }
+            }
+        }
+        ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N, .offsets = bag_off,
+                               .bags = BAG_B};
+        ember_bag_opts_t o = {.mode = EMBER_POOL_SUM, .padding_idx = -1};
+        CHECK(ember_bag_forward_typed(half, EMBER_DTYPE_BF16, ROWS, dim, &b, &o, out, am) ==
+                  EMBER_ERR_INVALID_PARAM, "bf16 rows accepted");
+        void *buffers[] = {half, wide, out, ref, go, g, g_ref, am, am_ref};
+        for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)
+            free(buffers[i]);
+    }
     return 0;
 }
 
@@ -871,6 +953,7 @@ int main(int argc, char **argv)
         {"bag_fd_padding", case_bag_fd_padding},
         {"bag_empty", case_bag_empty},
         {"bag_dedup", case_bag_dedup},
+        {"bag_fp16", case_bag_fp16},
         {"validate_ok", case_validate_ok},
         {"validate_index_high", case_validate_index_high},
         {"validate_index_negative", case_validate_index_negative},

@@ -4,6 +4,7 @@
  * touch changing row sets so laziness (untouched rows and their state frozen)
  * is exercised.
  */
+#include "engine/half.h"
 #include "engine/optimizer.h"
 
 #include "test_util.h"
@@ -359,6 +360,76 @@ static int case_bad_input(void)
     return 0;
 }
 
+/* fp16 rows: every optimizer updates each touched row in fp32 (with fp32
+ * state) and rounds it once: the same bits as the fp32 step on the widened
+ * rows followed by that rounding, step after step; untouched rows keep their
+ * bits.  A width of 19 takes the 8-wide conversions and their tail. */
+static int case_sparse_fp16(void)
+{
+    enum { FDIM = 19, FSTEPS = 6 };
+    ember_opt_config_t configs[7];
+    const char *names[7] = {"sgd", "sgd momentum", "sgd nesterov", "adagrad",
+                            "rowwise adagrad", "adam", "adam table-step"};
+    ember_opt_config_default(EMBER_OPT_SGD, 0.05f, &configs[0]);
+    ember_opt_config_default(EMBER_OPT_SGD, 0.05f, &configs[1]);
+    configs[1].momentum = 0.9f;
+    configs[1].dampening = 0.3f;
+    ember_opt_config_default(EMBER_OPT_SGD, 0.05f, &configs[2]);
+    configs[2].momentum = 0.8f;
+    configs[2].nesterov = 1;
+    ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.1f, &configs[3]);
+    configs[3].lr_decay = 0.05f;
+    ember_opt_config_default(EMBER_OPT_ROWWISE_ADAGRAD, 0.1f, &configs[4]);
+    ember_opt_config_default(EMBER_OPT_ADAM, 0.01f, &configs[5]);
+    configs[6] = configs[5];
+    configs[6].adam_row_step = 0;
+    for (size_t k = 0; k < 7; k++) {
+        ember_opt_t *opt_half, *opt_wide;
+        uint16_t half[ROWS * FDIM], untouched[ROWS * FDIM];
+        float wide[ROWS * FDIM], g[ROWS * FDIM];
+        uint64_t rng = 500 + k;
+        for (size_t i = 0; i < ROWS * FDIM; i++) {
+            half[i] = ember_float_to_half((float)test_uniform(&rng, -1, 1));
+            wide[i] = ember_half_to_float(half[i]);
+        }
+        CHECK(ember_opt_create(&configs[k], ROWS, FDIM, EMBER_OPT_SPARSE, &opt_half) ==
+                  EMBER_OK && ember_opt_create(&configs[k], ROWS, FDIM, EMBER_OPT_SPARSE,
+                                               &opt_wide) == EMBER_OK, "create");
+        for (int s = 0; s < FSTEPS; s++) {
+            size_t n = 0;
+            while (n < ROWS && touch[s % STEPS][n] >= 0)
+                n++;
+            for (size_t i = 0; i < n * FDIM; i++)
+                g[i] = (float)test_uniform(&rng, -1, 1);
+            memcpy(untouched, half, sizeof(half));
+            CHECK(ember_opt_step_sparse_typed(opt_half, half, EMBER_DTYPE_F16, FDIM,
+                                              touch[s % STEPS], g, n) == EMBER_OK, "step");
+            CHECK(ember_opt_step_sparse(opt_wide, wide, FDIM, touch[s % STEPS], g, n) ==
+                      EMBER_OK, "fp32 step");
+            for (size_t i = 0; i < ROWS * FDIM; i++)
+                wide[i] = ember_half_to_float(ember_float_to_half(wide[i]));
+            for (size_t r = 0; r < ROWS; r++) {
+                int touched = 0;
+                for (size_t u = 0; u < n; u++)
+                    touched |= touch[s % STEPS][u] == (int64_t)r;
+                for (size_t d = 0; d < FDIM; d++) {
+                    size_t i = r * FDIM + d;
+                    CHECK(half[i] == ember_float_to_half(wide[i]), "%s step %d row %zu col "
+                          "%zu: %a, fp32-then-rounded %a", names[k], s, r, d,
+                          (double)ember_half_to_float(half[i]), (double)wide[i]);
+                    CHECK(touched || half[i] == untouched[i], "%s step %d: untouched row %zu "
+                          "changed", names[k], s, r);
+                }
+            }
+        }
+        CHECK(ember_opt_step_sparse_typed(opt_half, half, EMBER_DTYPE_BF16, FDIM, touch[0], g,
+                                          1) == EMBER_ERR_INVALID_PARAM, "bf16 accepted");
+        ember_opt_destroy(opt_half);
+        ember_opt_destroy(opt_wide);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
@@ -370,6 +441,7 @@ int main(int argc, char **argv)
         {"adam", case_adam},
         {"state_bytes", case_state_bytes},
         {"bad_input", case_bad_input},
+        {"sparse_fp16", case_sparse_fp16},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -8,11 +8,17 @@
  *   grad_sync: two trainers' gradients of one step summed, then applied.
  *   init_normal: a shard's initial rows are N(0, 1) values of their global
  *   element (the same whatever the shard count), odd widths included.
+ *   fp16_rows: a shard of fp16 rows: its initial rows are the N(0, 1)
+ *   values rounded, loads round, reads widen, it holds half the bytes; its
+ *   lookups (sum, weighted) give the bits of the fp32 pooling of the widened
+ *   rows, and each SGD step is the fp32 step on them, rounded once.
+ *   bad_dtype: a shard of any other dtype is refused, naming the table.
  *   huge_alloc: the tables' and optimizer states' memory (engine/hugepage):
  *   zeroed when asked (and resident from 2 MiB up), 2 MiB-aligned from 2 MiB
  *   up, writable, given back.
  */
 #include "engine/embedding_bag.h"
+#include "engine/half.h"
 #include "engine/hugepage.h"
 #include "engine/optimizer.h"
 #include "engine/protocol.h"
@@ -38,6 +44,9 @@ static const int64_t sent_rows[] = {3, 7, 11, 20, 30};
 enum { N = 8, UNIQUE = 5 };
 static const float bag_weights[N] = {0.5f, 2.0f, 1.5f, -1.0f, 0.25f, 3.0f, 1.0f, 0.75f};
 
+/* The rows' dtype of the shards make_shard creates. */
+static ember_dtype_t shard_dtype = EMBER_DTYPE_F32;
+
 /* Shard @shard of @shards of a rows x dim table, N(0, 1) from @seed, SGD. */
 static ember_table_t *make_shard(ember_consistency_t consistency, uint32_t trainers,
                                  int64_t rows, uint32_t dim, uint32_t shard,
@@ -58,6 +67,7 @@ static ember_table_t *make_shard(ember_consistency_t consistency, uint32_t train
     spec.sparse_reduce = EMBER_REDUCE_SUM;
     spec.init = EMBER_INIT_NORMAL;
     spec.seed = seed;
+    spec.dtype = shard_dtype;
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "t");
     if (ember_table_create(&spec, &table, err, sizeof(err)) != EMBER_OK) {
@@ -291,6 +301,123 @@ static int case_init_normal(void)
     return 0;
 }
 
+/* @v rounded to fp16 and widened back, in place. */
+static void round_half(float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = ember_half_to_float(ember_float_to_half(v[i]));
+}
+
+static int case_fp16_rows(void)
+{
+    enum { IROWS = 301, IDIM = 21, SHARDS = 2 };
+    const uint64_t seed = 11;
+    float *local = malloc(IROWS * IDIM * sizeof(float));
+    char err[256];
+    CHECK(local, "out of memory");
+    shard_dtype = EMBER_DTYPE_F16;
+    for (uint32_t shard = 0; shard < SHARDS; shard++) {
+        ember_table_t *table = make_shard(EMBER_ASYNC, 1, IROWS, IDIM, shard, SHARDS, seed);
+        CHECK(table, "shard %u", shard);
+        int64_t rows = ember_table_local_rows(table);
+        CHECK(ember_table_bytes(table) == (size_t)rows * IDIM * 2, "%zu bytes for %lld rows",
+              ember_table_bytes(table), (long long)rows);
+        CHECK(ember_table_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s", err);
+        for (int64_t l = 0; l < rows; l++) {
+            uint64_t row = (uint64_t)l * SHARDS + shard;
+            for (uint32_t d = 0; d < IDIM; d++) {
+                float want = ember_half_to_float(
+                    ember_float_to_half(ember_normal_at(seed, row * IDIM + d)));
+                CHECK(local[l * IDIM + d] == want, "shard %u row %llu col %u: %g, want %g",
+                      shard, (unsigned long long)row, d, (double)local[l * IDIM + d],
+                      (double)want);
+            }
+        }
+        /* Loads round; the rows of the other shard are left alone. */
+        float values[4 * IDIM], back[IDIM];
+        for (size_t i = 0; i < 4 * IDIM; i++)
+            values[i] = 1.0f + (float)i * 0x1p-13f; /* steps finer than fp16 near 1 */
+        CHECK(ember_table_load(table, 10, 4, values, err, sizeof(err)) == EMBER_OK, "%s", err);
+        for (int64_t row = 10; row < 14; row++) {
+            if ((uint64_t)row % SHARDS != shard)
+                continue;
+            CHECK(ember_table_read(table, row / SHARDS, 1, back, err, sizeof(err)) == EMBER_OK,
+                  "%s", err);
+            for (uint32_t d = 0; d < IDIM; d++) {
+                float want = values[(row - 10) * IDIM + d];
+                round_half(&want, 1);
+                CHECK(back[d] == want, "loaded row %lld col %u: %g, want %g", (long long)row,
+                      d, (double)back[d], (double)want);
+            }
+        }
+        ember_table_destroy(table);
+    }
+    free(local);
+
+    /* Lookups and SGD steps on the test's batch, sum and weighted. */
+    for (int weighted = 0; weighted <= 1; weighted++) {
+        ember_table_t *table = make_table(EMBER_ASYNC, 1);
+        float before[ROWS * DIM], reference[ROWS * DIM], out[BAGS * DIM], expect[BAGS * DIM];
+        float g[BAGS * DIM];
+        uint8_t arrays[512];
+        ember_msg_lookup_t msg;
+        CHECK(table, "table");
+        bag_indices = step_indices;
+        for (int step = 0; step < 3; step++) {
+            CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s",
+                  err);
+            memcpy(reference, before, sizeof(before));
+            size_t length = lookup_arrays(arrays, weighted, &msg, 0);
+            msg.step = 0;
+            CHECK(ember_table_lookup(table, &msg, arrays, length, out, err, sizeof(err)) ==
+                      EMBER_OK, "lookup: %s", err);
+            ember_bag_batch_t batch = {.indices = bag_indices, .n = N, .offsets = bag_offsets,
+                                       .bags = BAGS, .weights = weighted ? bag_weights : NULL,
+                                       .n_weights = weighted ? N : 0};
+            ember_bag_opts_t opts = {.mode = EMBER_POOL_SUM, .padding_idx = -1};
+            CHECK(ember_bag_forward(before, ROWS, DIM, &batch, &opts, expect, NULL) ==
+                      EMBER_OK, "forward");
+            CHECK(memcmp(out, expect, sizeof(out)) == 0, "weighted %d step %d: pooled fp16 "
+                  "rows differ from the fp32 pooling of their values", weighted, step);
+            make_grad(g, 300 + (uint64_t)step);
+            int applied = 0;
+            if (push(table, 0, g, 0, &applied) || reference_step(reference, weighted, g))
+                return 1;
+            CHECK(applied, "not applied");
+            round_half(reference, ROWS * DIM);
+            float now[ROWS * DIM];
+            CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s",
+                  err);
+            for (size_t i = 0; i < ROWS * DIM; i++)
+                CHECK(now[i] == reference[i], "weighted %d step %d row %zu col %zu: %a, want "
+                      "%a", weighted, step, i / DIM, i % DIM, (double)now[i],
+                      (double)reference[i]);
+        }
+        ember_table_destroy(table);
+    }
+    shard_dtype = EMBER_DTYPE_F32;
+    return 0;
+}
+
+static int case_bad_dtype(void)
+{
+    ember_msg_table_create_t spec;
+    ember_table_t *table = NULL;
+    char err[256];
+    memset(&spec, 0, sizeof(spec));
+    spec.num_shards = 1;
+    spec.trainers = 1;
+    spec.rows = 10;
+    spec.dim = 4;
+    spec.dtype = EMBER_DTYPE_BF16;
+    ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
+    snprintf(spec.name, sizeof(spec.name), "clicks");
+    CHECK(ember_table_create(&spec, &table, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
+              !table, "a bf16 table was created");
+    CHECK(strstr(err, "table clicks") && strstr(err, "dtype 3"), "message: %s", err);
+    return 0;
+}
+
 static int case_huge_alloc(void)
 {
     static const size_t sizes[] = {0, 100, (2u << 20) - 1, 2u << 20, (5u << 20) + 3};
@@ -340,6 +467,8 @@ int main(int argc, char **argv)
         {"grad_weighted", case_grad_weighted},
         {"grad_sync", case_grad_sync},
         {"init_normal", case_init_normal},
+        {"fp16_rows", case_fp16_rows},
+        {"bad_dtype", case_bad_dtype},
         {"huge_alloc", case_huge_alloc},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));

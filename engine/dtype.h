@@ -1,0 +1,21 @@
+/*
+ * engine/dtype: element types, as safetensors names them.  Files may hold
+ * any of these; an embedding table stores F32 or F16 rows (engine/half.h).
+ */
+#ifndef EMBER_ENGINE_DTYPE_H
+#define EMBER_ENGINE_DTYPE_H
+
+typedef enum {
+    EMBER_DTYPE_F32,
+    EMBER_DTYPE_F64,
+    EMBER_DTYPE_F16,
+    EMBER_DTYPE_BF16,
+    EMBER_DTYPE_I64,
+    EMBER_DTYPE_I32,
+    EMBER_DTYPE_I16,
+    EMBER_DTYPE_I8,
+    EMBER_DTYPE_U8,
+    EMBER_DTYPE_BOOL
+} ember_dtype_t;
+
+#endif

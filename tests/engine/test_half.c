@@ -1,0 +1,221 @@
+/*
+ * tests/engine/test_half: fp16 storage (engine/half.c).
+ *
+ *   widen_all: every one of the 65536 fp16 values widens to the fp32 value
+ *   the compiler's own _Float16 gives (NaNs: a quiet NaN of the same sign
+ *   and payload) and rounds back to itself.
+ *   rounding: fp32 -> fp16 against _Float16 over the boundary cases (ties
+ *   to even at every scale, 65504/65520, subnormals, 2^-25, signed zeros,
+ *   inf, NaN) and 4 million random values of every exponent.
+ *   f16c_same: the F16C path and the portable one give the same bits for
+ *   every conversion and for the pooling kernels (axpy, add), lengths 0-70.
+ */
+#include "engine/half.h"
+
+#include "test_util.h"
+
+#include <stdlib.h>
+
+#if defined(__FLT16_MAX__)
+#define HAVE_FLOAT16 1
+#endif
+
+static uint32_t bits_of(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+static float float_of(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* The compiler's conversions, where it has _Float16: an independent
+ * reference (libgcc's soft-float rounding). */
+#ifdef HAVE_FLOAT16
+static uint16_t ref_to_half(float f)
+{
+    _Float16 h = (_Float16)f;
+    uint16_t b;
+    memcpy(&b, &h, 2);
+    return b;
+}
+
+static float ref_to_float(uint16_t b)
+{
+    _Float16 h;
+    memcpy(&h, &b, 2);
+    return (float)h;
+}
+#endif
+
+static int is_nan16(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu); }
+
+static int case_widen_all(void)
+{
+    ember_half_force(0);
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = ember_half_to_float((uint16_t)h);
+        uint16_t back = ember_float_to_half(f);
+        if (is_nan16((uint16_t)h)) {
+            CHECK(f != f, "%#06x widened to a number", h);
+            CHECK(back == (h | 0x200u), "NaN %#06x came back as %#06x", h, back);
+            continue;
+        }
+        CHECK(back == h, "%#06x -> %a -> %#06x", h, (double)f, back);
+#ifdef HAVE_FLOAT16
+        CHECK(bits_of(f) == bits_of(ref_to_float((uint16_t)h)), "%#06x: %a, _Float16 %a",
+              h, (double)f, (double)ref_to_float((uint16_t)h));
+#endif
+    }
+    CHECK(ember_half_to_float(0x3c00) == 1.0f && ember_half_to_float(0x7bff) == 65504.0f &&
+              ember_half_to_float(0x0001) == ldexpf(1.0f, -24) &&
+              ember_half_to_float(0xc000) == -2.0f,
+          "known values");
+    ember_half_force(-1);
+    return 0;
+}
+
+static int check_round(float f)
+{
+    uint16_t h = ember_float_to_half(f);
+#ifdef HAVE_FLOAT16
+    uint16_t want = ref_to_half(f);
+    if (f != f)
+        want = (uint16_t)(want | 0x200u); /* both quiet */
+    CHECK(h == want, "%a (%#010x) -> %#06x, _Float16 %#06x", (double)f, bits_of(f), h, want);
+#else
+    (void)h;
+#endif
+    return 0;
+}
+
+static int case_rounding(void)
+{
+    static const struct {
+        float f;
+        uint16_t h;
+    } known[] = {
+        {0.0f, 0x0000},       {-0.0f, 0x8000},        {1.0f, 0x3c00},
+        {65504.0f, 0x7bff},   {65519.996f, 0x7bff},   {65520.0f, 0x7c00},
+        {-65520.0f, 0xfc00},  {1e10f, 0x7c00},        {0x1p-24f, 0x0001},
+        {0x1p-25f, 0x0000},   {0x1.000002p-25f, 0x0001}, {0x1.8p-24f, 0x0002},
+        {0x1.4p-24f, 0x0001}, {0x1p-14f, 0x0400},     {0x1.ffcp-15f, 0x0400},
+        {1.0f + 0x1p-11f, 0x3c00}, /* tie, even below */
+        {1.0f + 0x3p-11f, 0x3c02}, /* tie, even above */
+        {1.0f + 0x1.004p-11f, 0x3c01}, /* just past the tie */
+        {2047.5f, 0x6800}, {2046.5f, 0x67fe},
+    };
+    ember_half_force(0);
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+        uint16_t h = ember_float_to_half(known[i].f);
+        CHECK(h == known[i].h, "%a -> %#06x, want %#06x", (double)known[i].f, h, known[i].h);
+        if (check_round(known[i].f))
+            return 1;
+    }
+    CHECK(ember_float_to_half(INFINITY) == 0x7c00 && ember_float_to_half(-INFINITY) == 0xfc00,
+          "infinities");
+    CHECK(is_nan16(ember_float_to_half(NAN)), "NaN");
+    /* Every tie and its neighbours at every fp16 exponent, both signs. */
+    for (uint32_t h = 0; h < 0x7c00; h++) {
+        uint32_t lo = bits_of(ember_half_to_float((uint16_t)h));
+        uint32_t hi = bits_of(ember_half_to_float((uint16_t)(h + 1)));
+        uint32_t mid = lo + (hi - lo) / 2;
+        for (int64_t d = -1; d <= 1; d++) {
+            float f = float_of((uint32_t)((int64_t)mid + d));
+            if (check_round(f) || check_round(-f))
+                return 1;
+        }
+    }
+    uint64_t rng = 42;
+    for (int i = 0; i < 4000000; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t b = (uint32_t)(rng >> 32);
+        /* Exponents around fp16's range are the interesting ones. */
+        if (i & 1)
+            b = (b & 0x807fffffu) | ((uint32_t)(95 + (rng >> 20) % 50) << 23);
+        if (check_round(float_of(b)))
+            return 1;
+    }
+    ember_half_force(-1);
+    return 0;
+}
+
+static int case_f16c_same(void)
+{
+    enum { N = 70 };
+    ember_half_force(1);
+    if (!ember_half_f16c()) {
+        fprintf(stderr, "this CPU has no F16C: only the portable path exists\n");
+        ember_half_force(-1);
+        return 0;
+    }
+    static uint16_t all[65536];
+    static float wide_fast[65536], wide_slow[65536];
+    for (uint32_t h = 0; h < 65536; h++)
+        all[h] = (uint16_t)h;
+    ember_half_force(1);
+    ember_half_to_float_n(all, wide_fast, 65536);
+    ember_half_force(0);
+    ember_half_to_float_n(all, wide_slow, 65536);
+    for (uint32_t h = 0; h < 65536; h++)
+        CHECK(bits_of(wide_fast[h]) == bits_of(wide_slow[h]), "%#06x: F16C %#010x, "
+              "portable %#010x", h, bits_of(wide_fast[h]), bits_of(wide_slow[h]));
+
+    uint64_t rng = 7;
+    float x[N], y0[N], y_fast[N], y_slow[N];
+    uint16_t h_fast[N], h_slow[N], xs[N];
+    for (int round = 0; round < 20000; round++) {
+        size_t n = (size_t)round % (N + 1);
+        for (size_t i = 0; i < N; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t b = (uint32_t)(rng >> 32);
+            if (round % 3 != 0) /* mostly values fp16 can hold */
+                b = (b & 0x807fffffu) | ((uint32_t)(98 + (rng >> 20) % 34) << 23);
+            x[i] = float_of(b);
+            y0[i] = (float)test_uniform(&rng, -4.0, 4.0);
+            xs[i] = (uint16_t)(rng >> 16);
+        }
+        ember_half_force(1);
+        ember_float_to_half_n(x, h_fast, n);
+        ember_half_force(0);
+        ember_float_to_half_n(x, h_slow, n);
+        for (size_t i = 0; i < n; i++)
+            CHECK(h_fast[i] == h_slow[i], "%a: F16C %#06x, portable %#06x", (double)x[i],
+                  h_fast[i], h_slow[i]);
+        for (int add = 0; add <= 1; add++) {
+            float a = add ? 1.0f : (float)test_uniform(&rng, -3.0, 3.0);
+            memcpy(y_fast, y0, sizeof(y0));
+            memcpy(y_slow, y0, sizeof(y0));
+            for (int fast = 0; fast <= 1; fast++) {
+                float *y = fast ? y_fast : y_slow;
+                ember_half_force(fast);
+                if (add)
+                    ember_half_add(y, xs, n);
+                else
+                    ember_half_axpy(y, xs, a, n);
+            }
+            for (size_t i = 0; i < N; i++)
+                CHECK(bits_of(y_fast[i]) == bits_of(y_slow[i]) || (y_fast[i] != y_fast[i] &&
+                                                                    y_slow[i] != y_slow[i]),
+                      "%s n %zu [%zu]: F16C %a, portable %a", add ? "add" : "axpy", n, i,
+                      (double)y_fast[i], (double)y_slow[i]);
+        }
+    }
+    ember_half_force(-1);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const test_case_t cases[] = {
+        {"widen_all", case_widen_all},
+        {"rounding", case_rounding},
+        {"f16c_same", case_f16c_same},
+    };
+    return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
+}
