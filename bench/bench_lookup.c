@@ -65,6 +65,8 @@ typedef struct {
     size_t dim[LK_MAX_LIST], ndim;
     lk_dist_t dist[LK_MAX_LIST];
     size_t ndist;
+    ember_dtype_t dtype[2]; /* how the PS stores rows: F32 and/or F16 */
+    size_t ndtype;
     size_t ps;
     size_t rows;
     size_t iters, warmup, window, slots;
@@ -111,6 +113,7 @@ typedef struct {
     uint32_t table_id;
     size_t bags, pool, dim, slots, window;
     lk_dist_t dist;
+    ember_dtype_t dtype;
     double *zipf_cdf;
     lk_batch_t batches[LK_BATCHES];
     lk_slot_t *slot;
@@ -137,6 +140,8 @@ static void lk_usage(FILE *stream)
             "  --pool LIST       indices per bag (1,16)\n"
             "  --dim LIST        embedding dim (64)\n"
             "  --dist LIST       uniform and/or zipf:ALPHA (uniform,zipf:1.05)\n"
+            "  --dtype LIST      the PS's rows: fp32 and/or fp16 (fp32); replies\n"
+            "                    are fp32 (pooled in fp32) either way\n"
             "  --rows R          table rows (100000)\n"
             "  -n ITERS          timed requests per point and client (2000)\n"
             "  -w WARMUP         untimed requests first (100)\n"
@@ -191,12 +196,33 @@ static int lk_parse_dist(const char *text, lk_opts_t *opts)
     return opts->ndist > 0;
 }
 
+static int lk_parse_dtype(const char *text, lk_opts_t *opts)
+{
+    char buf[64], *save = NULL;
+    snprintf(buf, sizeof(buf), "%s", text);
+    opts->ndtype = 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (opts->ndtype == 2 || (strcmp(tok, "fp32") && strcmp(tok, "fp16"))) {
+            fprintf(stderr, "ember-bench lookup: bad dtype list '%s' (fp32, fp16)\n", text);
+            return 0;
+        }
+        opts->dtype[opts->ndtype++] = strcmp(tok, "fp16") ? EMBER_DTYPE_F32 : EMBER_DTYPE_F16;
+    }
+    return opts->ndtype > 0;
+}
+
+static const char *lk_dtype_name(ember_dtype_t dtype)
+{
+    return dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32";
+}
+
 static int lk_parse(int argc, char **argv, lk_opts_t *opts)
 {
     *opts = (lk_opts_t){.nbags = 4, .bags = {1, 16, 256, 4096},
                         .npool = 2, .pool = {1, 16},
                         .ndim = 1, .dim = {64},
                         .ndist = 2, .dist = {{0.0}, {1.05}},
+                        .ndtype = 1, .dtype = {EMBER_DTYPE_F32},
                         .ps = 1, .rows = 100000, .iters = 2000, .warmup = 100,
                         .window = 16, .slots = 256, .max_bytes = 1u << 30,
                         .check = 1, .seed = 1};
@@ -224,6 +250,8 @@ static int lk_parse(int argc, char **argv, lk_opts_t *opts)
             ok = lk_parse_list(value, opts->dim, &opts->ndim);
         } else if (strcmp(arg, "--dist") == 0) {
             ok = lk_parse_dist(value, opts);
+        } else if (strcmp(arg, "--dtype") == 0) {
+            ok = lk_parse_dtype(value, opts);
         } else if (strcmp(arg, "--rows") == 0) {
             ok = bench_parse_size(value, &opts->rows);
         } else if (strcmp(arg, "-n") == 0) {
@@ -258,7 +286,7 @@ static int lk_parse(int argc, char **argv, lk_opts_t *opts)
         }
         i += takes_value;
     }
-    if (opts->nbags * opts->npool * opts->ndim * opts->ndist > LK_MAX_POINTS) {
+    if (opts->nbags * opts->npool * opts->ndim * opts->ndist * opts->ndtype > LK_MAX_POINTS) {
         fprintf(stderr, "ember-bench lookup: at most %d sweep points\n", LK_MAX_POINTS);
         return 0;
     }
@@ -393,6 +421,7 @@ static ember_status_t lk_create_table(lk_point_t *pt)
             .consistency = EMBER_ASYNC,
             .sparse_reduce = EMBER_REDUCE_SUM,
             .init = EMBER_INIT_NORMAL,
+            .dtype = pt->dtype,
             .seed = pt->opts->seed + pt->table_id,
         };
         ember_opt_config_default(EMBER_OPT_SGD, 0.01f, &spec.optimizer);
@@ -861,6 +890,7 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
                opts->window, opts->slots);
     printf("# request = one trainer step: one LOOKUP per shard (dedup'd rows); "
            "resp_B = P x bags x dim x 4; GB = 10^9 B of responses; rows = indices;\n"
+           "# dtype = how the PS stores the table's rows (pooled in fp32, replies fp32);\n"
            "# latency us = max over clients of each percentile; rows/s, GB/s, req/s "
            "summed over clients; grad = GRAD+APPLY rows/s; %%pf = filled by "
            "bench/compare.sh\n"
@@ -868,8 +898,8 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
            "handed to the transport, which sends replies <= 2 KiB (8 KiB over tcp) batched after "
            "it; engine/ps counters): P x bags x dim x 4 / ps_us is the most the "
            "PS can serve\n");
-    printf("%-6s %3s %3s %-9s %6s %5s %5s %10s %10s %12s %8s %10s %9s %9s %9s %9s "
-           "%9s %8s %12s %5s %6s\n", "mode", "ps", "cli", "dist", "bags", "idx", "dim",
+    printf("%-6s %3s %3s %-9s %6s %5s %5s %5s %10s %10s %12s %8s %10s %9s %9s %9s %9s "
+           "%9s %8s %12s %5s %6s\n", "mode", "ps", "cli", "dist", "bags", "idx", "dim", "dtype",
            "req_B", "resp_B", "rows/s", "GB/s", "req/s", "p50_us", "p90_us", "p99_us",
            "p99.9_us", "max_us", "ps_us", "grad_rows/s", "%pf", "#wrong");
     fflush(stdout);
@@ -899,6 +929,7 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
             return BENCH_EXIT_FAIL;
         }
     }
+    for (size_t it = 0; it < opts->ndtype; it++)
     for (size_t id = 0; id < opts->ndist; id++)
         for (size_t im = 0; im < opts->ndim; im++)
             for (size_t ip = 0; ip < opts->npool; ip++)
@@ -907,7 +938,7 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
                          .first_ps = clients, .P = P, .table_id = table_id,
                          .bags = opts->bags[ib], .pool = opts->pool[ip],
                          .dim = opts->dim[im], .dist = opts->dist[id],
-                         .window = opts->window};
+                         .dtype = opts->dtype[it], .window = opts->window};
         size_t per_slot = (size_t)P * pt.bags * pt.dim * sizeof(float) +
                           pt.bags * pt.pool * 16;
         pt.slots = LK_SLOT_BYTES / per_slot;
@@ -987,16 +1018,18 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
             snprintf(grad, sizeof(grad), "%.4g", grad_s);
         size_t resp_b = (size_t)P * pt.bags * pt.dim * sizeof(float);
         const char *mode = opts->rate > 0.0 ? "open" : "closed";
-        printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %10.0f %10zu %12.4g %8.3f %10.4g "
+        printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %5s %10.0f %10zu %12.4g %8.3f %10.4g "
                "%9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %12s %5s %6.0f\n", mode, P, clients,
-               dist, pt.bags, pt.pool, pt.dim, req_b, resp_b, rows_s, bytes_s / 1e9,
+               dist, pt.bags, pt.pool, pt.dim, lk_dtype_name(pt.dtype), req_b, resp_b,
+               rows_s, bytes_s / 1e9,
                req_s, pct[0], pct[1], pct[2], pct[3], pct[4], ps_us, grad, "-", wrong);
         if (opts->csv)
             printf("csv,lookup,%s,%d,%d,%s,%zu,%zu,%zu,%.0f,%zu,%zu,%.6g,%.6g,%.6g,"
-                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f\n", mode, P, clients,
+                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f,%s\n", mode, P, clients,
                    dist, pt.bags, pt.pool, pt.dim, req_b, resp_b, pt.bags * pt.dim * 4,
                    rows_s, bytes_s / 1e9, req_s, pct[0], pct[1], pct[2], pct[3], pct[4],
-                   opts->rate > 0.0 ? 0.0 : grad_s, wrong, pt.window, ps_us);
+                   opts->rate > 0.0 ? 0.0 : grad_s, wrong, pt.window, ps_us,
+                   lk_dtype_name(pt.dtype));
         fflush(stdout);
         lk_point_free(&pt);
     }

@@ -3,6 +3,7 @@
 
 #include "engine/dense.h"
 #include "engine/embedding_bag.h"
+#include "engine/half.h"
 #include "engine/loss.h"
 #include "engine/optimizer.h"
 
@@ -21,8 +22,11 @@ typedef struct {
     ember_bag_opts_t bag;
     int weighted;
     int sparse_mean;
-    /* parameters */
+    /* parameters; the table as the PS stores it: emb (fp32), or emb_half
+     * (fp16) with emb widened from it at the end */
     float *emb, *fc_w, *fc_b;
+    ember_dtype_t emb_dtype;
+    uint16_t *emb_half;
     /* per-step accumulators */
     float *d_fc_w, *d_fc_b; /* summed over trainers, then averaged */
     float *d_emb;           /* [rows, dim] summed sparse row grads */
@@ -35,6 +39,12 @@ typedef struct {
 
 static void replay_msg(replay_t *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The embedding table as stored (fp32 or fp16). */
+static void *replay_table(const replay_t *r)
+{
+    return r->emb_half ? (void *)r->emb_half : (void *)r->emb;
+}
 
 static void replay_msg(replay_t *r, const char *fmt, ...)
 {
@@ -175,8 +185,9 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
         goto out;
     }
 
-    if ((status = ember_bag_forward(r->emb, (int64_t)r->rows, r->dim, &batch,
-                                    &r->bag, pooled, argmax)) != EMBER_OK ||
+    if ((status = ember_bag_forward_typed(replay_table(r), r->emb_dtype, (int64_t)r->rows,
+                                          r->dim, &batch, &r->bag, pooled,
+                                          argmax)) != EMBER_OK ||
         (status = ember_linear_forward(pooled, bags, r->dim, r->classes, r->fc_w,
                                        r->fc_b, logits)) != EMBER_OK)
         goto out;
@@ -191,9 +202,10 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
     if ((status = ember_linear_backward(pooled, bags, r->dim, r->classes,
                                         r->fc_w, logits, 1, grad_pooled,
                                         r->d_fc_w, r->d_fc_b)) != EMBER_OK ||
-        (status = ember_bag_backward(r->emb, (int64_t)r->rows, r->dim, &batch,
-                                     &r->bag, grad_pooled, argmax, grad_rows,
-                                     grad_rows_val, &nrows, NULL)) != EMBER_OK)
+        (status = ember_bag_backward_typed(replay_table(r), r->emb_dtype,
+                                           (int64_t)r->rows, r->dim, &batch, &r->bag,
+                                           grad_pooled, argmax, grad_rows, grad_rows_val,
+                                           &nrows, NULL)) != EMBER_OK)
         goto out;
 
     /* Sum this trainer's rows into the step's accumulator (the PS's job). */
@@ -245,7 +257,16 @@ ember_status_t ember_replay_local(const ember_st_file_t *golden,
                                   ember_replay_result_t *result_p, char *msg,
                                   size_t msg_len)
 {
-    replay_t r = {.golden = golden, .msg = msg, .msg_len = msg_len};
+    return ember_replay_local_typed(golden, EMBER_DTYPE_F32, result_p, msg, msg_len);
+}
+
+ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
+                                        ember_dtype_t emb_dtype,
+                                        ember_replay_result_t *result_p, char *msg,
+                                        size_t msg_len)
+{
+    replay_t r = {.golden = golden, .msg = msg, .msg_len = msg_len,
+                  .emb_dtype = emb_dtype};
     ember_opt_t *opt_emb = NULL, *opt_w = NULL, *opt_b = NULL;
     ember_opt_config_t cfg;
     float *losses = NULL, *compact = NULL;
@@ -253,7 +274,8 @@ ember_status_t ember_replay_local(const ember_st_file_t *golden,
     const char *text;
     char *end;
 
-    if (!golden || !result_p)
+    if (!golden || !result_p ||
+        (emb_dtype != EMBER_DTYPE_F32 && emb_dtype != EMBER_DTYPE_F16))
         return EMBER_ERR_INVALID_PARAM;
     if (msg && msg_len)
         msg[0] = '\0';
@@ -314,6 +336,12 @@ ember_status_t ember_replay_local(const ember_st_file_t *golden,
         goto out;
 
     status = EMBER_ERR_NO_MEMORY;
+    if (emb_dtype == EMBER_DTYPE_F16) {
+        /* The initial rows rounded, as a PS of fp16 rows loads them. */
+        if (!(r.emb_half = malloc(r.rows * r.dim * sizeof(uint16_t))))
+            goto out;
+        ember_float_to_half_n(r.emb, r.emb_half, r.rows * r.dim);
+    }
     r.d_fc_w = malloc(r.classes * r.dim * sizeof(float));
     r.d_fc_b = malloc(r.classes * sizeof(float));
     r.d_emb = malloc(r.rows * r.dim * sizeof(float));
@@ -366,11 +394,13 @@ ember_status_t ember_replay_local(const ember_st_file_t *golden,
                                            r.classes * r.dim)) != EMBER_OK ||
             (status = ember_opt_step_dense(opt_b, r.fc_b, r.d_fc_b,
                                            r.classes)) != EMBER_OK ||
-            (status = ember_opt_step_sparse(opt_emb, r.emb, r.dim,
-                                            r.touched_rows, compact,
-                                            r.ntouched)) != EMBER_OK)
+            (status = ember_opt_step_sparse_typed(opt_emb, replay_table(&r), r.emb_dtype,
+                                                  r.dim, r.touched_rows, compact,
+                                                  r.ntouched)) != EMBER_OK)
             goto out;
     }
+    if (r.emb_half)
+        ember_half_to_float_n(r.emb_half, r.emb, r.rows * r.dim);
 
     result_p->rows = r.rows;
     result_p->dim = r.dim;
@@ -400,5 +430,6 @@ out:
     free(r.fc_b);
     free(r.fc_w);
     free(r.emb);
+    free(r.emb_half);
     return status;
 }

@@ -45,6 +45,17 @@ ember_status_t ember_replay_local(const ember_st_file_t *golden,
                                   ember_replay_result_t *result_p, char *msg,
                                   size_t msg_len);
 
+/**
+ * The same with the embedding table stored as @emb_dtype: EMBER_DTYPE_F32
+ * (as above) or EMBER_DTYPE_F16, as a PS of fp16 rows keeps it (initial rows
+ * rounded, every update computed in fp32 and rounded): the oracle of
+ * `ember-train --table-dtype fp16`.  result->emb holds the widened rows.
+ */
+ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
+                                        ember_dtype_t emb_dtype,
+                                        ember_replay_result_t *result_p, char *msg,
+                                        size_t msg_len);
+
 /** Free the arrays of a result and zero it.  Safe on a zeroed result. */
 void ember_replay_result_cleanup(ember_replay_result_t *result);
 

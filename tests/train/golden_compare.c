@@ -4,7 +4,15 @@
  * of every trainer at every step and the final parameters, within TOL
  * (default 1e-4) absolute.  Prints the largest difference of each; exit 0
  * when all are within TOL.
+ *
+ * golden_compare --fp16 GOLDEN SAVED [TOL]: the run was made with
+ * `--table-dtype fp16`.  Its oracle is the single-process replay with the
+ * table stored as fp16 (engine/replay_local.c): the saved run must match it
+ * within TOL, every saved table value must be an fp16 value, and the oracle
+ * must stay within FP16_DRIFT of PyTorch's fp32 run (what fp16 rows cost).
  */
+#include "engine/half.h"
+#include "engine/replay_local.h"
 #include "engine/safetensors.h"
 
 #include <math.h>
@@ -12,34 +20,114 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* fp16 rows round each table value to 11 significant bits at every update:
+ * over the golden runs (1000 steps at lr 0.05) the loss moves ~1e-3 and
+ * the weights ~1e-2 from fp32 training. */
+#define FP16_DRIFT 0.05
+
+/* Largest |a - b| over n values, NaN counted as infinite. */
+static double max_diff(const float *a, const float *b, size_t n, size_t *at_p)
+{
+    double worst = 0;
+    *at_p = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= worst)) { /* also catches NaN */
+            worst = isnan(d) ? INFINITY : d;
+            *at_p = i;
+        }
+    }
+    return worst;
+}
+
+/* Compare @n floats @want (named @what) with the saved tensor @got. */
+static int compare_values(const char *what, const float *want, size_t n,
+                          ember_st_file_t *saved, const char *got, double tol)
+{
+    float *b = NULL;
+    size_t nb = 0, at;
+    int ok = 0;
+
+    if (ember_st_read_copy(saved, got, EMBER_DTYPE_F32, (void **)&b, &nb)) {
+        printf("%-12s missing\n", got);
+    } else if (n != nb) {
+        printf("%-12s has %zu elements, %s %zu\n", got, nb, what, n);
+    } else {
+        double worst = max_diff(want, b, n, &at);
+        ok = worst <= tol;
+        printf("%-12s max |diff| %.3g against %s at element %zu (%zu elements) %s\n", got,
+               worst, what, at, n, ok ? "ok" : "FAIL");
+    }
+    free(b);
+    return ok;
+}
+
 static int compare(ember_st_file_t *golden, const char *expected,
                    ember_st_file_t *saved, const char *got, double tol)
 {
-    float *a = NULL, *b = NULL;
-    size_t na = 0, nb = 0;
+    float *a = NULL;
+    size_t na = 0;
     int ok = 0;
 
-    if (ember_st_read_copy(golden, expected, EMBER_DTYPE_F32, (void **)&a, &na) ||
-        ember_st_read_copy(saved, got, EMBER_DTYPE_F32, (void **)&b, &nb)) {
-        printf("%-12s missing (%s / %s)\n", got, expected, got);
-    } else if (na != nb) {
-        printf("%-12s has %zu elements, PyTorch's %zu\n", got, nb, na);
-    } else {
-        double worst = 0;
-        size_t at = 0;
-        for (size_t i = 0; i < na; i++) {
-            double d = fabs((double)a[i] - (double)b[i]);
-            if (!(d <= worst)) { /* also catches NaN */
-                worst = isnan(d) ? INFINITY : d;
-                at = i;
-            }
-        }
-        ok = worst <= tol;
-        printf("%-12s max |diff| %.3g at element %zu (%zu elements) %s\n", got, worst,
-               at, na, ok ? "ok" : "FAIL");
-    }
+    if (ember_st_read_copy(golden, expected, EMBER_DTYPE_F32, (void **)&a, &na))
+        printf("%-12s missing (%s)\n", got, expected);
+    else
+        ok = compare_values("PyTorch", a, na, saved, got, tol);
     free(a);
-    free(b);
+    return ok;
+}
+
+/* The --fp16 checks; @golden and @saved stay open. */
+static int compare_fp16(ember_st_file_t *golden, ember_st_file_t *saved, double tol)
+{
+    ember_replay_result_t oracle;
+    char msg[256];
+    if (ember_replay_local_typed(golden, EMBER_DTYPE_F16, &oracle, msg, sizeof(msg)) !=
+        EMBER_OK) {
+        fprintf(stderr, "golden_compare: the fp16 replay failed: %s\n", msg);
+        return 0;
+    }
+    size_t rows = oracle.rows * oracle.dim, dense = oracle.classes * oracle.dim;
+    int ok = compare_values("the fp16 oracle", oracle.losses, oracle.steps * oracle.trainers,
+                            saved, "loss", tol);
+    ok &= compare_values("the fp16 oracle", oracle.emb, rows, saved, "emb.weight", tol);
+    ok &= compare_values("the fp16 oracle", oracle.fc_weight, dense, saved, "fc.weight", tol);
+    ok &= compare_values("the fp16 oracle", oracle.fc_bias, oracle.classes, saved, "fc.bias",
+                         tol);
+
+    /* What the PS stored: fp16 values only. */
+    float *emb = NULL;
+    size_t n = 0, off = 0;
+    if (ember_st_read_copy(saved, "emb.weight", EMBER_DTYPE_F32, (void **)&emb, &n) == 0) {
+        for (size_t i = 0; i < n && !off; i++)
+            if (ember_half_to_float(ember_float_to_half(emb[i])) != emb[i])
+                off = i + 1;
+        printf("emb.weight   %s\n", off ? "holds a value fp16 cannot: FAIL" : "fp16 values ok");
+        ok &= !off;
+    }
+    free(emb);
+
+    /* The oracle against PyTorch's fp32 run, within the drift fp16 costs. */
+    float *want = NULL;
+    size_t nw = 0, at;
+    const char *names[4] = {"loss", "emb.weight", "fc.weight", "fc.bias"};
+    const float *mine[4] = {oracle.losses, oracle.emb, oracle.fc_weight, oracle.fc_bias};
+    for (int k = 0; k < 4; k++) {
+        char expected[64];
+        snprintf(expected, sizeof(expected), "expected.%s", names[k]);
+        if (ember_st_read_copy(golden, expected, EMBER_DTYPE_F32, (void **)&want, &nw)) {
+            printf("%s missing\n", expected);
+            ok = 0;
+            continue;
+        }
+        double drift = max_diff(mine[k], want, nw, &at);
+        printf("%-12s fp16 oracle vs PyTorch fp32: max |diff| %.3g %s\n", names[k], drift,
+               drift <= FP16_DRIFT ? "ok" : "FAIL");
+        ok &= drift <= FP16_DRIFT;
+        free(want);
+        want = NULL;
+    }
+    ember_replay_result_cleanup(&oracle);
     return ok;
 }
 
@@ -47,10 +135,13 @@ int main(int argc, char **argv)
 {
     ember_st_file_t *golden, *saved;
     char err[256];
+    int fp16 = argc > 1 && strcmp(argv[1], "--fp16") == 0;
+    argc -= fp16;
+    argv += fp16;
     double tol = argc > 3 ? atof(argv[3]) : 1e-4;
 
     if (argc < 3) {
-        fprintf(stderr, "usage: %s GOLDEN SAVED [TOL]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--fp16] GOLDEN SAVED [TOL]\n", argv[0]);
         return 2;
     }
     if (ember_st_open(argv[1], &golden, err, sizeof(err)) ||
@@ -58,10 +149,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "golden_compare: %s\n", err);
         return 2;
     }
-    int ok = compare(golden, "expected.loss", saved, "loss", tol);
-    ok &= compare(golden, "expected.emb.weight", saved, "emb.weight", tol);
-    ok &= compare(golden, "expected.fc.weight", saved, "fc.weight", tol);
-    ok &= compare(golden, "expected.fc.bias", saved, "fc.bias", tol);
+    int ok;
+    if (fp16) {
+        ok = compare_fp16(golden, saved, tol);
+    } else {
+        ok = compare(golden, "expected.loss", saved, "loss", tol);
+        ok &= compare(golden, "expected.emb.weight", saved, "emb.weight", tol);
+        ok &= compare(golden, "expected.fc.weight", saved, "fc.weight", tol);
+        ok &= compare(golden, "expected.fc.bias", saved, "fc.bias", tol);
+    }
     ember_st_close(golden);
     ember_st_close(saved);
     return ok ? 0 : 1;

@@ -2,6 +2,9 @@
 # End-to-end tests of ember-train: real processes under ember-run, real UCX.
 # usage: test_train.sh CASE BUILD_DIR GOLDEN_DIR
 #   golden:FILE:PS      replay FILE with PS parameter servers; compare to PyTorch
+#   fp16:FILE:PS        the same with the table's rows stored as fp16: compare
+#                       to the fp16 oracle, and to PyTorch within fp16's drift
+#   dtype_flag          --table-dtype: an unknown type is refused by name
 #   async4              4 trainers, async consistency: completes, finite losses
 #   bad:KIND            a broken batch: error names table/trainer/step, exit != 0
 #   nonfinite           a diverging run: error names trainer and step
@@ -50,6 +53,20 @@ golden:*)
         fail "ember-train exited $?"
     "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/out.safetensors" ||
         fail "differs from PyTorch"
+    ;;
+fp16:*)
+    IFS=: read -r _ file ps <<<"$case_name"
+    t=$(trainers_of "$golden/$file.safetensors")
+    timeout 120 "$run" -n $((t + 1 + ps)) "$train" --ps "$ps" --table-dtype fp16 \
+        --replay "$golden/$file.safetensors" --save "$work/out.safetensors" >"$work/out" 2>&1 ||
+        fail "ember-train exited $?"
+    grep -q "fp16 rows" "$work/out" || fail "the job does not say its rows are fp16"
+    "$build/tests/train/golden_compare" --fp16 "$golden/$file.safetensors" \
+        "$work/out.safetensors" >>"$work/out" || fail "differs from the fp16 oracle"
+    ;;
+dtype_flag)
+    "$run" -n 4 "$train" --table-dtype bf16 >"$work/out" 2>&1 && fail "bf16 was accepted"
+    grep -q "invalid value 'bf16' for --table-dtype" "$work/out" || fail "no message naming it"
     ;;
 async4)
     timeout 120 "$run" -n 6 "$train" --trainers 4 --consistency async --epochs 20 \
