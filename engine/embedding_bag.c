@@ -198,30 +198,14 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
                                    out_p, argmax_p);
 }
 
-ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
-                                       int64_t rows, size_t dim,
-                                       const ember_bag_batch_t *batch,
-                                       const ember_bag_opts_t *opts, float *out_p,
-                                       int64_t *argmax_p)
+/* The pooling of ember_bag_forward_typed, inlined into one copy per row type
+ * (@half a constant), so the fp32 loops carry no test of it. */
+static inline __attribute__((always_inline)) void
+bag_pool(const void *table, const int half, size_t dim, const ember_bag_batch_t *batch,
+         const ember_bag_opts_t *opts, float *out_p, int64_t *argmax_p)
 {
-    if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
-        ember_error("embedding", "bag: rows of dtype %d are not supported", (int)dtype);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    EMBER_CHECK(bag_check_args(table, dim, batch, opts));
-    if (batch->bags > 0 && !out_p)
-        return EMBER_ERR_INVALID_PARAM;
-    if (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax_p) {
-        ember_error("embedding", "max mode needs an argmax buffer");
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    if (batch->n > 0 && !table)
-        return EMBER_ERR_INVALID_PARAM;
-    (void)rows; /* indices were validated against rows by the caller */
-
     const int64_t pad = opts->padding_idx;
     const float *w = batch->weights;
-    const int half = dtype == EMBER_DTYPE_F16;
     const size_t row_bytes = dim * (half ? sizeof(uint16_t) : sizeof(float));
     const size_t chunk = half ? BAG_HALF_CHUNK : dim;
     const char *base = table;
@@ -318,6 +302,32 @@ ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
     }
 #undef BAG_PREFETCH
 #undef BAG_ROW
+}
+
+ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
+                                       int64_t rows, size_t dim,
+                                       const ember_bag_batch_t *batch,
+                                       const ember_bag_opts_t *opts, float *out_p,
+                                       int64_t *argmax_p)
+{
+    if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
+        ember_error("embedding", "bag: rows of dtype %d are not supported", (int)dtype);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    EMBER_CHECK(bag_check_args(table, dim, batch, opts));
+    if (batch->bags > 0 && !out_p)
+        return EMBER_ERR_INVALID_PARAM;
+    if (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax_p) {
+        ember_error("embedding", "max mode needs an argmax buffer");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->n > 0 && !table)
+        return EMBER_ERR_INVALID_PARAM;
+    (void)rows; /* indices were validated against rows by the caller */
+    if (dtype == EMBER_DTYPE_F16)
+        bag_pool(table, 1, dim, batch, opts, out_p, argmax_p);
+    else
+        bag_pool(table, 0, dim, batch, opts, out_p, argmax_p);
     return EMBER_OK;
 }
 

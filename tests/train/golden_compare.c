@@ -21,8 +21,8 @@
 #include <string.h>
 
 /* fp16 rows round each table value to 11 significant bits at every update:
- * over the golden runs (1000 steps at lr 0.05) the loss moves ~1e-3 and
- * the weights ~1e-2 from fp32 training. */
+ * over a golden run (100 steps at lr 0.05) the loss moves ~1e-3 and the
+ * weights ~1e-2 from fp32 training. */
 #define FP16_DRIFT 0.05
 
 /* Largest |a - b| over n values, NaN counted as infinite. */
