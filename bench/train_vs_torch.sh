@@ -83,5 +83,8 @@ e=$(ember_run large-adagrad "sm,self" sync "${large[@]}" --epochs 1 --batches 10
 printf '%-34s %12s steps/s           PS memory %s\n' "ember sync rowwise_adagrad" "$e" "$(ember_memory large-adagrad)"
 e=$(ember_run large-adam "sm,self" sync "${large[@]}" --epochs 1 --batches 10 --optimizer adam)
 printf '%-34s %12s steps/s           PS memory %s\n' "ember sync adam" "$e" "$(ember_memory large-adam)"
+e=$(ember_run large-fp16 "sm,self" sync "${large[@]}" --epochs $large_epochs --batches 10 --table-dtype fp16)
+printf '%-34s %12s steps/s  %6sx   PS memory %s\n' "ember sync fp16 rows UCX_TLS=sm,self" "$e" \
+    "$(ratio "$e" "$t_large")" "$(ember_memory large-fp16)"
 echo
 echo "targets: >= 50x at tutorial sizes, >= 100x with the large table, PS memory <= 1.2x"

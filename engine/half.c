@@ -131,7 +131,32 @@ axpy_f16c(float *y, const uint16_t *x, float a, int scale, size_t n, size_t *don
     }
     *done_p = i;
 }
+
+__attribute__((target("avx,f16c"))) static void
+sgd_f16c(uint16_t *w, const float *g, float lr, size_t n, size_t *done_p)
+{
+    size_t i = 0;
+    const __m256 vlr = _mm256_set1_ps(lr);
+    for (; i + 8 <= n; i += 8) {
+        __m256 vw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i)));
+        vw = _mm256_sub_ps(vw, _mm256_mul_ps(vlr, _mm256_loadu_ps(g + i)));
+        _mm_storeu_si128((__m128i *)(w + i),
+                         _mm256_cvtps_ph(vw, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    *done_p = i;
+}
 #endif
+
+void ember_half_sgd(uint16_t *w, const float *g, float lr, size_t n)
+{
+    size_t i = 0;
+#ifdef HALF_HAVE_F16C
+    if (ember_half_f16c())
+        sgd_f16c(w, g, lr, n, &i);
+#endif
+    for (; i < n; i++)
+        w[i] = ember_float_to_half(ember_half_to_float(w[i]) - lr * g[i]);
+}
 
 void ember_half_to_float_n(const uint16_t *in, float *out, size_t n)
 {

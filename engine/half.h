@@ -41,6 +41,11 @@ void ember_half_axpy(float *y, const uint16_t *x, float a, size_t n);
 /** The same with a = 1 (exactly y + x). */
 void ember_half_add(float *y, const uint16_t *x, size_t n);
 
+/** Plain SGD on a row of fp16 values: @w[i] = fp16(fp32(@w[i]) - @lr * @g[i]),
+ * the multiply and the subtraction rounded apart, as the fp32 optimizer
+ * does, i < n. */
+void ember_half_sgd(uint16_t *w, const float *g, float lr, size_t n);
+
 /** 1 when the F16C path is in use (for tests and the benchmark header). */
 int ember_half_f16c(void);
 

@@ -363,6 +363,8 @@ ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
     const size_t row_bytes = dim * sizeof(float);
     const size_t stored_bytes = half ? dim * sizeof(uint16_t) : row_bytes;
     char *base = table;
+    /* Plain SGD on fp16 rows needs no fp32 copy of the row: one pass. */
+    const int half_sgd = half && c->kind == EMBER_OPT_SGD && !opt->buf0;
     for (size_t u = 0; u < nrows; u++) {
         size_t r = (size_t)rows[u], off = r * dim;
         void *stored = base + r * stored_bytes;
@@ -370,8 +372,6 @@ ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
         float *w = half ? opt->row : stored;
         const float *g = grad + u * dim;
 
-        if (half)
-            ember_half_to_float_n(stored, w, dim);
         if (u + EMBER_PREFETCH_AHEAD < nrows) { /* random rows: see prefetch.h */
             size_t ahead = (size_t)rows[u + EMBER_PREFETCH_AHEAD] * dim;
             ember_prefetch_span(base + (size_t)rows[u + EMBER_PREFETCH_AHEAD] * stored_bytes,
@@ -381,6 +381,12 @@ ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
             if (opt->buf1)
                 ember_prefetch_span(opt->buf1 + ahead, row_bytes, 1);
         }
+        if (half_sgd) {
+            ember_half_sgd(stored, g, c->lr, dim);
+            continue;
+        }
+        if (half)
+            ember_half_to_float_n(stored, w, dim);
 
         switch (c->kind) {
         case EMBER_OPT_SGD: {

@@ -8,7 +8,8 @@
  *   to even at every scale, 65504/65520, subnormals, 2^-25, signed zeros,
  *   inf, NaN) and 4 million random values of every exponent.
  *   f16c_same: the F16C path and the portable one give the same bits for
- *   every conversion and for the pooling kernels (axpy, add), lengths 0-70.
+ *   every conversion, the pooling kernels (axpy, add) and the fp16 SGD row
+ *   update (which is the fp32 update rounded), lengths 0-70.
  */
 #include "engine/half.h"
 
@@ -187,6 +188,22 @@ static int case_f16c_same(void)
         for (size_t i = 0; i < n; i++)
             CHECK(h_fast[i] == h_slow[i], "%a: F16C %#06x, portable %#06x", (double)x[i],
                   h_fast[i], h_slow[i]);
+        uint16_t w_fast[N], w_slow[N];
+        float lr = (float)test_uniform(&rng, 0.0, 2.0);
+        memcpy(w_fast, xs, sizeof(xs));
+        memcpy(w_slow, xs, sizeof(xs));
+        ember_half_force(1);
+        ember_half_sgd(w_fast, y0, lr, n);
+        ember_half_force(0);
+        ember_half_sgd(w_slow, y0, lr, n);
+        for (size_t i = 0; i < N; i++) {
+            float want = ember_half_to_float(xs[i]) - lr * y0[i];
+            CHECK(w_fast[i] == w_slow[i] || (is_nan16(w_fast[i]) && is_nan16(w_slow[i])),
+                  "sgd n %zu [%zu]: F16C %#06x, portable %#06x", n, i, w_fast[i], w_slow[i]);
+            CHECK(i >= n || w_slow[i] == ember_float_to_half(want) || want != want,
+                  "sgd [%zu]: %#06x, want %#06x", i, w_slow[i], ember_float_to_half(want));
+            CHECK(i < n || w_slow[i] == xs[i], "sgd wrote past n at %zu", i);
+        }
         for (int add = 0; add <= 1; add++) {
             float a = add ? 1.0f : (float)test_uniform(&rng, -3.0, 3.0);
             memcpy(y_fast, y0, sizeof(y0));
