@@ -8,7 +8,10 @@
  * offending value, and changes nothing.
  *
  * Rows are sharded by `row % num_shards`; a shard stores its rows densely
- * (local id = row / num_shards).
+ * (local id = row / num_shards), as fp32 or as fp16 (the spec's dtype,
+ * engine/half.h).  Everything that goes in or out is fp32: loads are
+ * rounded to fp16, reads and pooling widen, updates are computed in fp32
+ * and rounded once.
  */
 #ifndef EMBER_ENGINE_TABLE_H
 #define EMBER_ENGINE_TABLE_H
