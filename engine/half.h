@@ -22,6 +22,9 @@
 extern "C" {
 #endif
 
+/* The smallest magnitude that rounds to infinity (65504 + half an ulp). */
+#define EMBER_HALF_OVERFLOW 65520.0f
+
 /** fp16 bits -> fp32 (exact: every fp16 value is an fp32 value). */
 float ember_half_to_float(uint16_t h);
 

@@ -217,6 +217,20 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
                     "table %s: load of rows [%lld, %lld) outside [0, %lld)",
                     spec->name, (long long)first, (long long)(first + count),
                     (long long)spec->rows);
+    /* fp16 rows: a finite value fp16 cannot hold would become infinite; the
+     * whole load is refused before anything is written. */
+    for (int64_t row = first; table_half(table) && row < first + count; row++) {
+        if ((uint64_t)row % spec->num_shards != spec->shard)
+            continue;
+        const float *values = data + (size_t)(row - first) * spec->dim;
+        for (uint32_t d = 0; d < spec->dim; d++) {
+            if (isfinite(values[d]) && !(fabsf(values[d]) < EMBER_HALF_OVERFLOW))
+                return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                            "table %s: row %lld col %u: %g is beyond the range of its "
+                            "fp16 rows (+-65504); nothing loaded", spec->name,
+                            (long long)row, d, (double)values[d]);
+        }
+    }
     for (int64_t row = first; row < first + count; row++) {
         if ((uint64_t)row % spec->num_shards != spec->shard)
             continue;

@@ -41,7 +41,9 @@ int64_t ember_table_local_rows(const ember_table_t *table);
 uint64_t ember_table_next_step(const ember_table_t *table);
 int ember_table_is_sync(const ember_table_t *table);
 
-/** Copy in rows [first, first + count) of the whole table (those owned). */
+/** Copy in rows [first, first + count) of the whole table (those owned).
+ * fp16 rows: a finite value of magnitude 65520 or more (which fp16 rounds
+ * to infinity) refuses the whole load (ERR_OUT_OF_RANGE, naming the row). */
 ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t count,
                                 const float *data, char *err, size_t err_length);
 

@@ -9,7 +9,8 @@
  *   init_normal: a shard's initial rows are N(0, 1) values of their global
  *   element (the same whatever the shard count), odd widths included.
  *   fp16_rows: a shard of fp16 rows: its initial rows are the N(0, 1)
- *   values rounded, loads round, reads widen, it holds half the bytes; its
+ *   values rounded, loads round (and refuse, whole, a value fp16 cannot
+ *   hold), reads widen, it holds half the bytes; its
  *   lookups (sum, weighted) give the bits of the fp32 pooling of the widened
  *   rows, and each SGD step is the fp32 step on them, rounded once.
  *   bad_dtype: a shard of any other dtype is refused, naming the table.
@@ -349,6 +350,29 @@ static int case_fp16_rows(void)
                 CHECK(back[d] == want, "loaded row %lld col %u: %g, want %g", (long long)row,
                       d, (double)back[d], (double)want);
             }
+        }
+        /* A value fp16 cannot hold refuses the whole load, naming it; 65519
+         * still rounds to 65504. */
+        float before_load[4 * IDIM], after_load[4 * IDIM];
+        int64_t local_first = 20 / SHARDS;
+        CHECK(ember_table_read(table, local_first, 4, before_load, err, sizeof(err)) ==
+                  EMBER_OK, "%s", err);
+        for (size_t i = 0; i < 4 * IDIM; i++)
+            values[i] = 0.5f;
+        values[3 * IDIM + 5] = 65520.0f; /* row 23 */
+        values[0] = 65519.0f;
+        ember_status_t st = ember_table_load(table, 20, 4, values, err, sizeof(err));
+        if (23 % SHARDS == shard) {
+            CHECK(st == EMBER_ERR_OUT_OF_RANGE && strstr(err, "table t: row 23 col 5: 65520"),
+                  "shard %u: load of 65520: %s", shard, err);
+            CHECK(ember_table_read(table, local_first, 4, after_load, err, sizeof(err)) ==
+                      EMBER_OK && memcmp(before_load, after_load, sizeof(after_load)) == 0,
+                  "a refused load changed rows");
+        } else {
+            CHECK(st == EMBER_OK, "shard %u: a row it does not own was checked: %s", shard,
+                  err);
+            CHECK(ember_table_read(table, 10, 1, back, err, sizeof(err)) == EMBER_OK &&
+                      back[0] == 65504.0f, "65519 loaded as %g", (double)back[0]);
         }
         ember_table_destroy(table);
     }
