@@ -38,6 +38,7 @@
 #include "bench/ember_bench.h"
 
 #include "engine/embedding_bag.h"
+#include "engine/half.h"
 #include "engine/protocol.h"
 #include "engine/ps.h"
 
@@ -898,6 +899,14 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
            "handed to the transport, which sends replies <= 2 KiB (8 KiB over tcp) batched after "
            "it; engine/ps counters): P x bags x dim x 4 / ps_us is the most the "
            "PS can serve\n");
+    for (size_t t = 0; t < opts->ndtype; t++) {
+        if (opts->dtype[t] == EMBER_DTYPE_F16) {
+            printf("# fp16 rows converted %s (this client's CPU; the PS's may differ)\n",
+                   ember_half_f16c() ? "with F16C, 8 values an instruction"
+                                     : "by portable code (no F16C)");
+            break;
+        }
+    }
     printf("%-6s %3s %3s %-9s %6s %5s %5s %5s %10s %10s %12s %8s %10s %9s %9s %9s %9s "
            "%9s %8s %12s %5s %6s\n", "mode", "ps", "cli", "dist", "bags", "idx", "dim", "dtype",
            "req_B", "resp_B", "rows/s", "GB/s", "req/s", "p50_us", "p90_us", "p99_us",

@@ -65,6 +65,7 @@ lookup_fp16)
         fail "exit status $?"
     check_lookup_format 4
     [[ $(awk -F, '/^csv,lookup,/ && $25 == "fp16"' "$out" | wc -l) == 2 ]] || fail "not 2 fp16 rows"
+    grep -Eq '^# fp16 rows converted (with F16C|by portable code)' "$out" || fail "no word on the conversions"
     "$run" -n 2 --no-prefix "$bench" lookup --dtype fp8 >"$out" 2>&1 && fail "--dtype fp8 was accepted"
     grep -q "bad dtype list 'fp8'" "$out" || fail "no message naming the dtype"
     ;;
