@@ -1,4 +1,5 @@
 /* The single-process reference against PyTorch's golden runs. */
+#include "engine/half.h"
 #include "engine/replay_local.h"
 #include "engine/safetensors.h"
 
@@ -178,6 +179,58 @@ static int case_bad_optimizer(void)
     return run_tiny(2, "lbfgs", EMBER_ERR_UNSUPPORTED, "lbfgs");
 }
 
+/* The fp16 oracle (ember_replay_local_typed): F32 is the plain replay bit
+ * for bit; F16 keeps a table of fp16 values that differs from the fp32 run
+ * (it really rounds) by no more than fp16's drift over a golden run, and is
+ * a function of its input (two replays give the same bits). */
+static int case_fp16_oracle(void)
+{
+    char path[4096], msg[512];
+    ember_st_file_t *f;
+    ember_replay_result_t plain = {0}, typed = {0}, half = {0}, again = {0};
+
+    CHECK(test_argc >= 1, "golden directory not given (argv[2])");
+    snprintf(path, sizeof(path), "%s/seed_sum_2t.safetensors", test_argv[0]);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "cannot open %s: %s", path,
+          msg);
+    CHECK(ember_replay_local(f, &plain, msg, sizeof(msg)) == EMBER_OK &&
+              ember_replay_local_typed(f, EMBER_DTYPE_F32, &typed, msg, sizeof(msg)) ==
+                  EMBER_OK &&
+              ember_replay_local_typed(f, EMBER_DTYPE_F16, &half, msg, sizeof(msg)) ==
+                  EMBER_OK &&
+              ember_replay_local_typed(f, EMBER_DTYPE_F16, &again, msg, sizeof(msg)) ==
+                  EMBER_OK,
+          "replay: %s", msg);
+    size_t n = plain.rows * plain.dim, steps = plain.steps * plain.trainers;
+    CHECK(memcmp(plain.emb, typed.emb, n * sizeof(float)) == 0 &&
+              memcmp(plain.losses, typed.losses, steps * sizeof(float)) == 0,
+          "the F32 replay differs from the plain one");
+    CHECK(memcmp(half.emb, again.emb, n * sizeof(float)) == 0 &&
+              memcmp(half.losses, again.losses, steps * sizeof(float)) == 0,
+          "two fp16 replays differ");
+    double drift = 0.0;
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(ember_half_to_float(ember_float_to_half(half.emb[i])) == half.emb[i],
+              "element %zu (%g) is not an fp16 value", i, (double)half.emb[i]);
+        differ += half.emb[i] != plain.emb[i];
+        double d = fabs((double)half.emb[i] - (double)plain.emb[i]);
+        drift = d > drift ? d : drift;
+    }
+    CHECK(differ > n / 2 && drift > 0.0 && drift < 0.05,
+          "fp16 table: %zu of %zu values differ from fp32's, by up to %g", differ, n, drift);
+    fprintf(stderr, "fp16 oracle: %zu of %zu table values differ from fp32's, by up to %.3g\n",
+            differ, n, drift);
+    CHECK(ember_replay_local_typed(f, EMBER_DTYPE_BF16, &again, msg, sizeof(msg)) ==
+              EMBER_ERR_INVALID_PARAM, "a bf16 replay was accepted");
+    ember_replay_result_cleanup(&plain);
+    ember_replay_result_cleanup(&typed);
+    ember_replay_result_cleanup(&half);
+    ember_replay_result_cleanup(&again);
+    ember_st_close(f);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
@@ -187,6 +240,7 @@ int main(int argc, char **argv)
         {"tiny_ok", case_tiny_ok},
         {"bad_index", case_bad_index},
         {"bad_optimizer", case_bad_optimizer},
+        {"fp16_oracle", case_fp16_oracle},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
