@@ -39,6 +39,7 @@ ember_memory() { # name -> "resident/(table+optimizer)"
     grep -o 'ps0: table [0-9.]* MiB, optimizer state [0-9.]* MiB, other [0-9.]* MiB, resident [0-9.]* MiB' \
         "$out/$1.log" | awk '{printf "%.1f MiB / (%.1f + %.1f MiB) = %.2f", $13, $3, $7, $13 / ($3 + $7)}'
 }
+ember_resident() { grep -o 'resident [0-9.]* MiB' "$out/$1.log" | awk '{ print $2 }'; }
 torch_run() { # name args...
     local name=$1; shift
     "$python" "$peer" --port "$(free_port)" "$@" >"$out/$name.log" 2>&1 ||
@@ -83,8 +84,10 @@ e=$(ember_run large-adagrad "sm,self" sync "${large[@]}" --epochs 1 --batches 10
 printf '%-34s %12s steps/s           PS memory %s\n' "ember sync rowwise_adagrad" "$e" "$(ember_memory large-adagrad)"
 e=$(ember_run large-adam "sm,self" sync "${large[@]}" --epochs 1 --batches 10 --optimizer adam)
 printf '%-34s %12s steps/s           PS memory %s\n' "ember sync adam" "$e" "$(ember_memory large-adam)"
+# fp16 rows: the PS's resident memory beside the same job's with fp32 rows.
 e=$(ember_run large-fp16 "sm,self" sync "${large[@]}" --epochs $large_epochs --batches 10 --table-dtype fp16)
-printf '%-34s %12s steps/s  %6sx   PS memory %s\n' "ember sync fp16 rows UCX_TLS=sm,self" "$e" \
-    "$(ratio "$e" "$t_large")" "$(ember_memory large-fp16)"
+printf '%-34s %12s steps/s  %6sx   PS memory %s MiB resident (fp32 rows: %s MiB)\n' \
+    "ember sync fp16 rows UCX_TLS=sm,self" "$e" "$(ratio "$e" "$t_large")" \
+    "$(ember_resident large-fp16)" "$(ember_resident "large-sm,self-sync")"
 echo
 echo "targets: >= 50x at tutorial sizes, >= 100x with the large table, PS memory <= 1.2x"
