@@ -180,6 +180,21 @@ void ember_float_to_half_n(const float *in, uint16_t *out, size_t n)
         out[i] = ember_float_to_half(in[i]);
 }
 
+void ember_float_to_half_in_place(void *buf, size_t n)
+{
+    /* A block is read whole before its halves are copied down, over bytes
+     * this or an earlier block already read (memcpy: no type punning). */
+    enum { BLOCK = 64 };
+    uint16_t halves[BLOCK];
+    float values[BLOCK];
+    for (size_t c = 0; c < n; c += BLOCK) {
+        size_t len = n - c < BLOCK ? n - c : BLOCK;
+        memcpy(values, (const char *)buf + c * sizeof(float), len * sizeof(float));
+        ember_float_to_half_n(values, halves, len);
+        memcpy((char *)buf + c * sizeof(uint16_t), halves, len * sizeof(uint16_t));
+    }
+}
+
 void ember_half_axpy(float *y, const uint16_t *x, float a, size_t n)
 {
     size_t i = 0;

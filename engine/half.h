@@ -38,6 +38,10 @@ void ember_half_to_float_n(const uint16_t *in, float *out, size_t n);
 /** @out[i] = @in[i] rounded to fp16, i < n. */
 void ember_float_to_half_n(const float *in, uint16_t *out, size_t n);
 
+/** @buf's n floats rounded to fp16 in place: uint16[n] at @buf afterwards
+ * (a reply narrowed in its own buffer). */
+void ember_float_to_half_in_place(void *buf, size_t n);
+
 /** @y[i] += @a * @x[i] (fp32 arithmetic), i < n. */
 void ember_half_axpy(float *y, const uint16_t *x, float a, size_t n);
 

@@ -30,6 +30,8 @@ static const char usage[] =
     "  --sparse-reduce sum|mean  sync: how trainers' row gradients combine\n"
     "  --table-dtype fp32|fp16  how the PS stores the table's rows (fp32); fp16\n"
     "                        halves its memory, arithmetic stays fp32\n"
+    "  --reply-dtype fp32|fp16  lookups' replies on the wire (fp32); fp16 halves\n"
+    "                        their bytes (the pooled values rounded)\n"
     "  --replay FILE         train on a golden-layout file (sizes, weights and\n"
     "                        batches from it), in sync mode\n"
     "  --save FILE           write emb.weight, fc.weight, fc.bias, loss\n"
@@ -159,6 +161,10 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job, int *hel
             if (strcmp(value, "fp32") && strcmp(value, "fp16"))
                 return bad(flag, value);
             job->table_dtype = !strcmp(value, "fp16") ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32;
+        } else if (!strcmp(flag, "--reply-dtype")) {
+            if (strcmp(value, "fp32") && strcmp(value, "fp16"))
+                return bad(flag, value);
+            job->half_replies = !strcmp(value, "fp16");
         } else if (!strcmp(flag, "--data")) {
             if (strcmp(value, "tutorial") && strcmp(value, "synthetic"))
                 return bad(flag, value);

@@ -31,6 +31,7 @@ typedef struct {
     ember_consistency_t consistency;
     ember_sparse_reduce_t sparse_reduce;
     ember_dtype_t table_dtype; /* the PS's rows: F32 or F16 */
+    int half_replies;          /* lookups answered in fp16 */
     ember_data_kind_t data;
     const char *replay_path; /* borrowed from argv */
     const char *save_path;

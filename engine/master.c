@@ -351,6 +351,7 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         .seed = job->seed,
         .optimizer = job->optimizer,
         .nhidden = job->nhidden,
+        .half_replies = (uint32_t)job->half_replies,
     };
     memcpy(spec.hidden, job->hidden, sizeof(spec.hidden));
     size_t sizes[EMBER_MAX_HIDDEN + 2];
@@ -389,10 +390,11 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     for (size_t l = 0; l < layers && used < (int)sizeof(dense); l++)
         used += snprintf(dense + used, sizeof(dense) - (size_t)used, "%sLinear(%zu, %zu)",
                          l ? " ReLU " : "", sizes[l], sizes[l + 1]);
-    printf("training: %d trainers, %d ps, table %s %lld x %u (%s%s), %s, "
+    printf("training: %d trainers, %d ps, table %s %lld x %u (%s%s%s), %s, "
            "%s lr %g, %s, %s\n", job->trainers, job->num_ps, TABLE_NAME,
            (long long)job->rows, job->dim, ember_pool_mode_name(job->mode),
-           job->table_dtype == EMBER_DTYPE_F16 ? ", fp16 rows" : "", dense,
+           job->table_dtype == EMBER_DTYPE_F16 ? ", fp16 rows" : "",
+           job->half_replies ? ", fp16 replies" : "", dense,
            ember_opt_kind_name(job->optimizer.kind), job->optimizer.lr,
            job->consistency == EMBER_SYNC ? "sync" : "async",
            job->data == EMBER_DATA_REPLAY  ? job->replay_path

@@ -92,7 +92,13 @@ typedef struct {
     double lookup_seconds, grad_seconds;
 } ember_msg_ps_stats_t;
 
-enum { EMBER_LOOKUP_WEIGHTS = 1u << 0, EMBER_LOOKUP_MAX = 1u << 1 };
+enum {
+    EMBER_LOOKUP_WEIGHTS = 1u << 0,
+    EMBER_LOOKUP_MAX = 1u << 1,
+    /* The reply in fp16: the pooled fp32 values rounded (half the bytes on
+     * the wire, as TorchRec's fp16 forward comms); gradients stay fp32. */
+    EMBER_LOOKUP_HALF_REPLY = 1u << 2,
+};
 
 /*
  * EMBER_OP_LOOKUP: one request per (trainer, step, shard).  Followed by
@@ -101,7 +107,8 @@ enum { EMBER_LOOKUP_WEIGHTS = 1u << 0, EMBER_LOOKUP_MAX = 1u << 1 };
  *   uint32 inverse[indices]   position in rows[] of each index
  *   float  weights[indices]   only with EMBER_LOOKUP_WEIGHTS
  * The reply is float[bags * dim]: each bag's sum (weighted) or, with
- * EMBER_LOOKUP_MAX, element-wise max over this shard's rows.
+ * EMBER_LOOKUP_MAX, element-wise max over this shard's rows; with
+ * EMBER_LOOKUP_HALF_REPLY those values rounded to fp16, uint16[bags * dim].
  */
 typedef struct {
     uint32_t table_id;
@@ -171,6 +178,7 @@ typedef struct {
     char replay_path[EMBER_PATH_MAX];
     uint32_t nhidden;                  /* hidden layers of the dense MLP */
     uint32_t hidden[EMBER_MAX_HIDDEN]; /* their widths (ReLU after each) */
+    uint32_t half_replies;             /* ask for EMBER_LOOKUP_HALF_REPLY */
 } ember_msg_train_start_t;
 
 /*

@@ -10,6 +10,7 @@
 
 #include "common/pool.h"
 #include "engine/busy_clock.h"
+#include "engine/half.h"
 #include "engine/protocol.h"
 #include "engine/table.h"
 #include "transport/tp_time.h"
@@ -306,6 +307,10 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     }
     ps->stats.lookups++;
     entry->trainer_rank[msg->trainer] = ember_rpc_req_peer(req);
+    if (msg->flags & EMBER_LOOKUP_HALF_REPLY) {
+        ember_float_to_half_in_place(out, bytes / sizeof(float));
+        bytes /= 2;
+    }
     ember_iov_t iov = {.buffer = out, .length = bytes};
     *ticket = (reply_ticket_t){.ps = ps, .buffer = out};
     ps->replies_in_flight++;

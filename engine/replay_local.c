@@ -27,6 +27,7 @@ typedef struct {
     float *emb, *fc_w, *fc_b;
     ember_dtype_t emb_dtype;
     uint16_t *emb_half;
+    int half_replies; /* the PS's reply rounded to fp16 (one PS) */
     /* per-step accumulators */
     float *d_fc_w, *d_fc_b; /* summed over trainers, then averaged */
     float *d_emb;           /* [rows, dim] summed sparse row grads */
@@ -185,10 +186,27 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
         goto out;
     }
 
+    /* With fp16 replies the PS rounds its pooled sum (or max) and the
+     * trainer divides a mean's sum by the bag's count after widening it. */
+    ember_bag_opts_t pool = r->bag;
+    if (r->half_replies && pool.mode == EMBER_POOL_MEAN)
+        pool.mode = EMBER_POOL_SUM;
     if ((status = ember_bag_forward_typed(replay_table(r), r->emb_dtype, (int64_t)r->rows,
-                                          r->dim, &batch, &r->bag, pooled,
-                                          argmax)) != EMBER_OK ||
-        (status = ember_linear_forward(pooled, bags, r->dim, r->classes, r->fc_w,
+                                          r->dim, &batch, &pool, pooled,
+                                          argmax)) != EMBER_OK)
+        goto out;
+    if (r->half_replies) {
+        for (size_t i = 0; i < bags * r->dim; i++)
+            pooled[i] = ember_half_to_float(ember_float_to_half(pooled[i]));
+        for (size_t b = 0; r->bag.mode == EMBER_POOL_MEAN && b < bags; b++) {
+            size_t end = b + 1 < bags ? (size_t)batch.offsets[b + 1] : batch.n;
+            size_t count = end - (size_t)batch.offsets[b];
+            float inv = count ? 1.0f / (float)count : 0.0f;
+            for (size_t d = 0; count && d < r->dim; d++)
+                pooled[b * r->dim + d] *= inv;
+        }
+    }
+    if ((status = ember_linear_forward(pooled, bags, r->dim, r->classes, r->fc_w,
                                        r->fc_b, logits)) != EMBER_OK)
         goto out;
     /* The logits buffer becomes their gradient (in place is allowed). */
@@ -257,16 +275,16 @@ ember_status_t ember_replay_local(const ember_st_file_t *golden,
                                   ember_replay_result_t *result_p, char *msg,
                                   size_t msg_len)
 {
-    return ember_replay_local_typed(golden, EMBER_DTYPE_F32, result_p, msg, msg_len);
+    return ember_replay_local_typed(golden, EMBER_DTYPE_F32, 0, result_p, msg, msg_len);
 }
 
 ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
-                                        ember_dtype_t emb_dtype,
+                                        ember_dtype_t emb_dtype, int half_replies,
                                         ember_replay_result_t *result_p, char *msg,
                                         size_t msg_len)
 {
     replay_t r = {.golden = golden, .msg = msg, .msg_len = msg_len,
-                  .emb_dtype = emb_dtype};
+                  .emb_dtype = emb_dtype, .half_replies = half_replies};
     ember_opt_t *opt_emb = NULL, *opt_w = NULL, *opt_b = NULL;
     ember_opt_config_t cfg;
     float *losses = NULL, *compact = NULL;

@@ -50,9 +50,13 @@ ember_status_t ember_replay_local(const ember_st_file_t *golden,
  * (as above) or EMBER_DTYPE_F16, as a PS of fp16 rows keeps it (initial rows
  * rounded, every update computed in fp32 and rounded): the oracle of
  * `ember-train --table-dtype fp16`.  result->emb holds the widened rows.
+ * @half_replies: each pooled sum (or max) rounded to fp16 before the dense
+ * layer, a mean divided after, as one PS answering with
+ * EMBER_LOOKUP_HALF_REPLY gives it (`--reply-dtype fp16`, one PS; with more,
+ * each shard's part is rounded on its own).
  */
 ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
-                                        ember_dtype_t emb_dtype,
+                                        ember_dtype_t emb_dtype, int half_replies,
                                         ember_replay_result_t *result_p, char *msg,
                                         size_t msg_len);
 

@@ -296,7 +296,8 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: lookup from trainer %u, but the "
                     "job has %u trainers", name, trainer, step, trainer, spec->trainers);
-    if (msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX))
+    if (msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX |
+                                 EMBER_LOOKUP_HALF_REPLY))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: trainer %u step %llu: unknown lookup flags %#x", name,
                     trainer, step, msg->flags);

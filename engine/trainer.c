@@ -13,6 +13,7 @@
 #include "common/copy.h"
 #include "engine/data.h"
 #include "engine/embedding_bag.h"
+#include "engine/half.h"
 #include "engine/optimizer.h"
 #include "engine/protocol.h"
 #include "transport/tp_time.h"
@@ -49,6 +50,8 @@ typedef struct {
     size_t nunique;
     float *partial;    /* reply: [bags, dim] */
     size_t partial_capacity;
+    uint16_t *partial_half; /* the reply as it came, with fp16 replies */
+    size_t partial_half_capacity;
     float *grad;       /* gradient sent back: [bags, dim] */
     size_t grad_capacity;
     ember_future_t *lookup, *push; /* push: the last step's, a call */
@@ -257,7 +260,8 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             .trainer = (uint32_t)trainer->index,
             .step = step,
             .flags = (weighted ? EMBER_LOOKUP_WEIGHTS : 0) |
-                     (spec->mode == EMBER_POOL_MAX ? EMBER_LOOKUP_MAX : 0),
+                     (spec->mode == EMBER_POOL_MAX ? EMBER_LOOKUP_MAX : 0) |
+                     (spec->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0),
             .bags = (uint32_t)bags,
             .unique = (uint32_t)shard->nunique,
             .indices = (uint32_t)n,
@@ -285,7 +289,10 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             memcpy(out, shard->weights, 4 * n);
             out += 4 * n;
         }
-        if (!RESERVE(shard->partial, shard->partial_capacity, bags * trainer->spec.dim))
+        if (!RESERVE(shard->partial, shard->partial_capacity, bags * trainer->spec.dim) ||
+            (trainer->spec.half_replies &&
+             !RESERVE(shard->partial_half, shard->partial_half_capacity,
+                      bags * trainer->spec.dim)))
             return EMBER_ERR_NO_MEMORY;
     }
     return EMBER_OK;
@@ -520,12 +527,14 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
     }
 
     /* Forward: one lookup per shard, all in flight together. */
+    const size_t reply_bytes = bags * dim * (trainer->spec.half_replies ? 2 : 4);
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
         ember_iov_t iov = {.buffer = shard->request, .length = shard->request_bytes};
-        status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1,
-                                      shard->partial, bags * dim * sizeof(float), 0,
-                                      &shard->lookup);
+        void *reply = trainer->spec.half_replies ? (void *)shard->partial_half
+                                                 : (void *)shard->partial;
+        status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1, reply,
+                                      reply_bytes, 0, &shard->lookup);
         if (status != EMBER_OK)
             return trainer_fail(trainer, status, "trainer %d step %llu: lookup on "
                                 "ps%u: %s", trainer->index, (unsigned long long)step,
@@ -537,7 +546,7 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         if (status == EMBER_OK) {
             size_t got;
             ember_future_data(shard->lookup, &got);
-            if (got != bags * dim * sizeof(float))
+            if (got != reply_bytes)
                 status = EMBER_ERR_BAD_MESSAGE;
         }
         if (status != EMBER_OK) {
@@ -550,6 +559,8 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         }
         ember_future_release(shard->lookup);
         shard->lookup = NULL;
+        if (trainer->spec.half_replies)
+            ember_half_to_float_n(shard->partial_half, shard->partial, bags * dim);
     }
 
     if (bags * dim > trainer->pooled_capacity) {
@@ -732,6 +743,7 @@ static void trainer_cleanup(trainer_t *trainer)
         free(shard->unique);
         free(shard->inverse);
         free(shard->partial);
+        free(shard->partial_half);
         free(shard->grad);
     }
     free(trainer->shards);

@@ -227,12 +227,35 @@ static int case_f16c_same(void)
     return 0;
 }
 
+/* A reply narrowed in its own buffer: the same halves as a copy, every
+ * length around the block size, nothing past n * 2 bytes touched beyond
+ * what the floats held. */
+static int case_in_place(void)
+{
+    uint64_t rng = 9;
+    for (size_t n = 0; n <= 200; n++) {
+        float values[201] = {0}, buf[201];
+        uint16_t want[201];
+        for (size_t i = 0; i < n; i++)
+            values[i] = (float)test_uniform(&rng, -70000.0, 70000.0) *
+                        (i % 3 ? 1e-4f : 1.0f);
+        ember_float_to_half_n(values, want, n);
+        memcpy(buf, values, n * sizeof(float));
+        buf[n] = 12345.0f; /* a guard past the floats */
+        ember_float_to_half_in_place(buf, n);
+        CHECK(memcmp(buf, want, n * sizeof(uint16_t)) == 0, "n %zu: halves differ", n);
+        CHECK(buf[n] == 12345.0f, "n %zu: wrote past the floats", n);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
         {"widen_all", case_widen_all},
         {"rounding", case_rounding},
         {"f16c_same", case_f16c_same},
+        {"in_place", case_in_place},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -194,11 +194,11 @@ static int case_fp16_oracle(void)
     CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "cannot open %s: %s", path,
           msg);
     CHECK(ember_replay_local(f, &plain, msg, sizeof(msg)) == EMBER_OK &&
-              ember_replay_local_typed(f, EMBER_DTYPE_F32, &typed, msg, sizeof(msg)) ==
+              ember_replay_local_typed(f, EMBER_DTYPE_F32, 0, &typed, msg, sizeof(msg)) ==
                   EMBER_OK &&
-              ember_replay_local_typed(f, EMBER_DTYPE_F16, &half, msg, sizeof(msg)) ==
+              ember_replay_local_typed(f, EMBER_DTYPE_F16, 0, &half, msg, sizeof(msg)) ==
                   EMBER_OK &&
-              ember_replay_local_typed(f, EMBER_DTYPE_F16, &again, msg, sizeof(msg)) ==
+              ember_replay_local_typed(f, EMBER_DTYPE_F16, 0, &again, msg, sizeof(msg)) ==
                   EMBER_OK,
           "replay: %s", msg);
     size_t n = plain.rows * plain.dim, steps = plain.steps * plain.trainers;
@@ -221,7 +221,7 @@ static int case_fp16_oracle(void)
           "fp16 table: %zu of %zu values differ from fp32's, by up to %g", differ, n, drift);
     fprintf(stderr, "fp16 oracle: %zu of %zu table values differ from fp32's, by up to %.3g\n",
             differ, n, drift);
-    CHECK(ember_replay_local_typed(f, EMBER_DTYPE_BF16, &again, msg, sizeof(msg)) ==
+    CHECK(ember_replay_local_typed(f, EMBER_DTYPE_BF16, 0, &again, msg, sizeof(msg)) ==
               EMBER_ERR_INVALID_PARAM, "a bf16 replay was accepted");
     ember_replay_result_cleanup(&plain);
     ember_replay_result_cleanup(&typed);

@@ -10,6 +10,8 @@
  * table stored as fp16 (engine/replay_local.c): the saved run must match it
  * within TOL, every saved table value must be an fp16 value, and the oracle
  * must stay within FP16_DRIFT of PyTorch's fp32 run (what fp16 rows cost).
+ * --fp16-replies (alone or with --fp16): the run used `--reply-dtype fp16`
+ * with one PS; the oracle rounds each pooled reply as that PS does.
  */
 #include "engine/half.h"
 #include "engine/replay_local.h"
@@ -77,13 +79,14 @@ static int compare(ember_st_file_t *golden, const char *expected,
     return ok;
 }
 
-/* The --fp16 checks; @golden and @saved stay open. */
-static int compare_fp16(ember_st_file_t *golden, ember_st_file_t *saved, double tol)
+/* The --fp16 / --fp16-replies checks; @golden and @saved stay open. */
+static int compare_fp16(ember_st_file_t *golden, ember_st_file_t *saved, int half_rows,
+                        int replies, double tol)
 {
     ember_replay_result_t oracle;
     char msg[256];
-    if (ember_replay_local_typed(golden, EMBER_DTYPE_F16, &oracle, msg, sizeof(msg)) !=
-        EMBER_OK) {
+    if (ember_replay_local_typed(golden, half_rows ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32, replies,
+                                 &oracle, msg, sizeof(msg)) != EMBER_OK) {
         fprintf(stderr, "golden_compare: the fp16 replay failed: %s\n", msg);
         return 0;
     }
@@ -98,7 +101,8 @@ static int compare_fp16(ember_st_file_t *golden, ember_st_file_t *saved, double 
     /* What the PS stored: fp16 values only. */
     float *emb = NULL;
     size_t n = 0, off = 0;
-    if (ember_st_read_copy(saved, "emb.weight", EMBER_DTYPE_F32, (void **)&emb, &n) == 0) {
+    if (half_rows &&
+        ember_st_read_copy(saved, "emb.weight", EMBER_DTYPE_F32, (void **)&emb, &n) == 0) {
         for (size_t i = 0; i < n && !off; i++)
             if (ember_half_to_float(ember_float_to_half(emb[i])) != emb[i])
                 off = i + 1;
@@ -135,13 +139,17 @@ int main(int argc, char **argv)
 {
     ember_st_file_t *golden, *saved;
     char err[256];
-    int fp16 = argc > 1 && strcmp(argv[1], "--fp16") == 0;
-    argc -= fp16;
-    argv += fp16;
+    int rows = 0, replies = 0;
+    while (argc > 1 && (!strcmp(argv[1], "--fp16") || !strcmp(argv[1], "--fp16-replies"))) {
+        *(!strcmp(argv[1], "--fp16") ? &rows : &replies) = 1;
+        argc--;
+        argv++;
+    }
     double tol = argc > 3 ? atof(argv[3]) : 1e-4;
 
     if (argc < 3) {
-        fprintf(stderr, "usage: %s [--fp16] GOLDEN SAVED [TOL]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--fp16] [--fp16-replies] GOLDEN SAVED [TOL]\n",
+                argv[0]);
         return 2;
     }
     if (ember_st_open(argv[1], &golden, err, sizeof(err)) ||
@@ -150,8 +158,8 @@ int main(int argc, char **argv)
         return 2;
     }
     int ok;
-    if (fp16) {
-        ok = compare_fp16(golden, saved, tol);
+    if (rows || replies) {
+        ok = compare_fp16(golden, saved, rows, replies, tol);
     } else {
         ok = compare(golden, "expected.loss", saved, "loss", tol);
         ok &= compare(golden, "expected.emb.weight", saved, "emb.weight", tol);

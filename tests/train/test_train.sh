@@ -2,8 +2,11 @@
 # End-to-end tests of ember-train: real processes under ember-run, real UCX.
 # usage: test_train.sh CASE BUILD_DIR GOLDEN_DIR
 #   golden:FILE:PS      replay FILE with PS parameter servers; compare to PyTorch
-#   fp16:FILE:PS        the same with the table's rows stored as fp16: compare
-#                       to the fp16 oracle, and to PyTorch within fp16's drift
+#   fp16:WHAT:FILE:PS   the same with the table's rows stored as fp16 (WHAT
+#                       rows), the lookups answered in fp16 (replies) or both:
+#                       compare to the fp16 oracle (one PS; with more, each
+#                       shard's reply is rounded apart: to PyTorch within 1e-2),
+#                       and the oracle to PyTorch within fp16's drift
 #   dtype_flag          --table-dtype: an unknown type is refused by name
 #   async4              4 trainers, async consistency: completes, finite losses
 #   bad:KIND            a broken batch: error names table/trainer/step, exit != 0
@@ -55,18 +58,29 @@ golden:*)
         fail "differs from PyTorch"
     ;;
 fp16:*)
-    IFS=: read -r _ file ps <<<"$case_name"
+    IFS=: read -r _ what file ps <<<"$case_name"
     t=$(trainers_of "$golden/$file.safetensors")
-    timeout 120 "$run" -n $((t + 1 + ps)) "$train" --ps "$ps" --table-dtype fp16 \
+    flags=() compare=()
+    [[ $what == rows || $what == both ]] && flags+=(--table-dtype fp16) compare+=(--fp16)
+    [[ $what == replies || $what == both ]] && flags+=(--reply-dtype fp16) compare+=(--fp16-replies)
+    timeout 120 "$run" -n $((t + 1 + ps)) "$train" --ps "$ps" "${flags[@]}" \
         --replay "$golden/$file.safetensors" --save "$work/out.safetensors" >"$work/out" 2>&1 ||
         fail "ember-train exited $?"
-    grep -q "fp16 rows" "$work/out" || fail "the job does not say its rows are fp16"
-    "$build/tests/train/golden_compare" --fp16 "$golden/$file.safetensors" \
-        "$work/out.safetensors" >>"$work/out" || fail "differs from the fp16 oracle"
+    [[ $what == replies ]] || grep -q "fp16 rows" "$work/out" || fail "the job does not say its rows are fp16"
+    [[ $what == rows ]] || grep -q "fp16 replies" "$work/out" || fail "the job does not say its replies are fp16"
+    if [[ $what != rows && $ps != 1 ]]; then
+        "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/out.safetensors" \
+            0.01 >>"$work/out" || fail "further than 1e-2 from PyTorch"
+    else
+        "$build/tests/train/golden_compare" "${compare[@]}" "$golden/$file.safetensors" \
+            "$work/out.safetensors" >>"$work/out" || fail "differs from the fp16 oracle"
+    fi
     ;;
 dtype_flag)
     "$run" -n 4 "$train" --table-dtype bf16 >"$work/out" 2>&1 && fail "bf16 was accepted"
     grep -q "invalid value 'bf16' for --table-dtype" "$work/out" || fail "no message naming it"
+    "$run" -n 4 "$train" --reply-dtype int8 >"$work/out" 2>&1 && fail "int8 replies were accepted"
+    grep -q "invalid value 'int8' for --reply-dtype" "$work/out" || fail "no message naming it"
     ;;
 async4)
     timeout 120 "$run" -n 6 "$train" --trainers 4 --consistency async --epochs 20 \
