@@ -68,6 +68,8 @@ typedef struct {
     size_t ndist;
     ember_dtype_t dtype[2]; /* how the PS stores rows: F32 and/or F16 */
     size_t ndtype;
+    int half_reply[2]; /* replies on the wire: fp32 (0) and/or fp16 (1) */
+    size_t nreply;
     size_t ps;
     size_t rows;
     size_t iters, warmup, window, slots;
@@ -115,6 +117,7 @@ typedef struct {
     size_t bags, pool, dim, slots, window;
     lk_dist_t dist;
     ember_dtype_t dtype;
+    int half_reply;
     double *zipf_cdf;
     lk_batch_t batches[LK_BATCHES];
     lk_slot_t *slot;
@@ -143,6 +146,8 @@ static void lk_usage(FILE *stream)
             "  --dist LIST       uniform and/or zipf:ALPHA (uniform,zipf:1.05)\n"
             "  --dtype LIST      the PS's rows: fp32 and/or fp16 (fp32); replies\n"
             "                    are fp32 (pooled in fp32) either way\n"
+            "  --reply-dtype LIST  replies on the wire: fp32 and/or fp16 (fp32); fp16\n"
+            "                    is the pooled values rounded, half the bytes\n"
             "  --rows R          table rows (100000)\n"
             "  -n ITERS          timed requests per point and client (2000)\n"
             "  -w WARMUP         untimed requests first (100)\n"
@@ -197,19 +202,25 @@ static int lk_parse_dist(const char *text, lk_opts_t *opts)
     return opts->ndist > 0;
 }
 
-static int lk_parse_dtype(const char *text, lk_opts_t *opts)
+/* --dtype (@reply 0: the rows) or --reply-dtype (1): fp32 and/or fp16. */
+static int lk_parse_dtype(const char *text, lk_opts_t *opts, int reply)
 {
     char buf[64], *save = NULL;
+    size_t *count = reply ? &opts->nreply : &opts->ndtype;
     snprintf(buf, sizeof(buf), "%s", text);
-    opts->ndtype = 0;
+    *count = 0;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (opts->ndtype == 2 || (strcmp(tok, "fp32") && strcmp(tok, "fp16"))) {
+        if (*count == 2 || (strcmp(tok, "fp32") && strcmp(tok, "fp16"))) {
             fprintf(stderr, "ember-bench lookup: bad dtype list '%s' (fp32, fp16)\n", text);
             return 0;
         }
-        opts->dtype[opts->ndtype++] = strcmp(tok, "fp16") ? EMBER_DTYPE_F32 : EMBER_DTYPE_F16;
+        int half = strcmp(tok, "fp16") == 0;
+        if (reply)
+            opts->half_reply[(*count)++] = half;
+        else
+            opts->dtype[(*count)++] = half ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32;
     }
-    return opts->ndtype > 0;
+    return *count > 0;
 }
 
 static const char *lk_dtype_name(ember_dtype_t dtype)
@@ -224,6 +235,7 @@ static int lk_parse(int argc, char **argv, lk_opts_t *opts)
                         .ndim = 1, .dim = {64},
                         .ndist = 2, .dist = {{0.0}, {1.05}},
                         .ndtype = 1, .dtype = {EMBER_DTYPE_F32},
+                        .nreply = 1, .half_reply = {0},
                         .ps = 1, .rows = 100000, .iters = 2000, .warmup = 100,
                         .window = 16, .slots = 256, .max_bytes = 1u << 30,
                         .check = 1, .seed = 1};
@@ -252,7 +264,9 @@ static int lk_parse(int argc, char **argv, lk_opts_t *opts)
         } else if (strcmp(arg, "--dist") == 0) {
             ok = lk_parse_dist(value, opts);
         } else if (strcmp(arg, "--dtype") == 0) {
-            ok = lk_parse_dtype(value, opts);
+            ok = lk_parse_dtype(value, opts, 0);
+        } else if (strcmp(arg, "--reply-dtype") == 0) {
+            ok = lk_parse_dtype(value, opts, 1);
         } else if (strcmp(arg, "--rows") == 0) {
             ok = bench_parse_size(value, &opts->rows);
         } else if (strcmp(arg, "-n") == 0) {
@@ -287,7 +301,8 @@ static int lk_parse(int argc, char **argv, lk_opts_t *opts)
         }
         i += takes_value;
     }
-    if (opts->nbags * opts->npool * opts->ndim * opts->ndist * opts->ndtype > LK_MAX_POINTS) {
+    if (opts->nbags * opts->npool * opts->ndim * opts->ndist * opts->ndtype * opts->nreply >
+        LK_MAX_POINTS) {
         fprintf(stderr, "ember-bench lookup: at most %d sweep points\n", LK_MAX_POINTS);
         return 0;
     }
@@ -479,7 +494,14 @@ out:
     return status;
 }
 
-/* Bags of @slot's reply that differ from the local sum over each shard. */
+/* Bytes of one shard's reply: bags x dim values of 4 bytes, or 2 in fp16. */
+static size_t lk_reply_bytes(const lk_point_t *pt)
+{
+    return pt->bags * pt->dim * (pt->half_reply ? sizeof(uint16_t) : sizeof(float));
+}
+
+/* Bags of @slot's reply that differ from the local sum over each shard
+ * (rounded as the PS rounds an fp16 reply). */
 static size_t lk_check_reply(const lk_point_t *pt, const lk_slot_t *slot)
 {
     const lk_batch_t *batch = &pt->batches[slot->batch];
@@ -489,6 +511,7 @@ static size_t lk_check_reply(const lk_point_t *pt, const lk_slot_t *slot)
         return pt->bags;
     for (int p = 0; p < pt->P; p++) {
         const float *got = slot->resp + (size_t)p * pt->bags * dim;
+        const uint16_t *got_half = (const uint16_t *)got;
         for (size_t b = 0; b < pt->bags; b++) {
             int bad = 0;
             memset(expect, 0, dim * sizeof(float));
@@ -501,6 +524,10 @@ static size_t lk_check_reply(const lk_point_t *pt, const lk_slot_t *slot)
             }
             for (size_t d = 0; d < dim; d++) {
                 float e = expect[d], g = got[b * dim + d];
+                if (pt->half_reply) {
+                    e = ember_half_to_float(ember_float_to_half(e));
+                    g = ember_half_to_float(got_half[b * dim + d]);
+                }
                 if (!(fabsf(e - g) <= 1e-4f * (1.0f + fabsf(e))))
                     bad = 1;
             }
@@ -550,7 +577,7 @@ static void lk_resp_give(lk_point_t *pt, lk_slot_t *slot)
 
 static ember_status_t lk_send_lookup(lk_point_t *pt, lk_slot_t *slot, size_t batch)
 {
-    size_t resp_bytes = pt->bags * pt->dim * sizeof(float);
+    size_t resp_bytes = lk_reply_bytes(pt);
     slot->batch = batch;
     EMBER_CHECK(lk_resp_take(pt, slot));
     for (int p = 0; p < pt->P; p++) {
@@ -612,7 +639,7 @@ static void lk_account(lk_point_t *pt, const lk_slot_t *slot)
 {
     pt->res.lookups++;
     pt->res.indices += (double)(pt->bags * pt->pool);
-    pt->res.resp_bytes += (double)(pt->P * pt->bags * pt->dim * sizeof(float));
+    pt->res.resp_bytes += (double)((size_t)pt->P * lk_reply_bytes(pt));
     for (int p = 0; p < pt->P; p++)
         pt->res.req_bytes += (double)(sizeof(ember_msg_lookup_t) +
                                       pt->batches[slot->batch].parts[p].body_bytes);
@@ -620,7 +647,7 @@ static void lk_account(lk_point_t *pt, const lk_slot_t *slot)
 
 static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup)
 {
-    size_t resp_bytes = pt->bags * pt->dim * sizeof(float), done_requests = 0;
+    size_t resp_bytes = lk_reply_bytes(pt), done_requests = 0;
     size_t window = pt->window;
     uint64_t round = 0;
 
@@ -684,7 +711,7 @@ static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup
 /* Open loop: FIFO of slots in lookup, FIFO of slots in push, free list. */
 static ember_status_t lk_open_loop(lk_point_t *pt, size_t total, size_t warmup)
 {
-    size_t S = pt->slots, resp_bytes = pt->bags * pt->dim * sizeof(float);
+    size_t S = pt->slots, resp_bytes = lk_reply_bytes(pt);
     size_t *lookq = malloc(S * sizeof(size_t)), *gradq = malloc(S * sizeof(size_t));
     size_t *freel = malloc(S * sizeof(size_t));
     size_t lh = 0, lt = 0, gh = 0, gt = 0, nfree = S, next = 0, completed = 0;
@@ -783,8 +810,8 @@ static void lk_point_free(lk_point_t *pt)
 static ember_status_t lk_point_run(lk_point_t *pt)
 {
     const lk_opts_t *opts = pt->opts;
-    size_t resp_bytes = pt->bags * pt->dim * sizeof(float);
-    size_t total = opts->max_bytes / (resp_bytes * (size_t)pt->P);
+    size_t resp_bytes = pt->bags * pt->dim * sizeof(float); /* and the gradient's */
+    size_t total = opts->max_bytes / (lk_reply_bytes(pt) * (size_t)pt->P);
     char key[64];
     uint64_t rng = opts->seed * 1000003u + (uint64_t)pt->client * 7919u + pt->table_id;
 
@@ -813,9 +840,10 @@ static ember_status_t lk_point_run(lk_point_t *pt)
             return EMBER_ERR_NO_MEMORY;
         uint32_t trainer = (uint32_t)((size_t)pt->client * pt->slots + s);
         for (int p = 0; p < pt->P; p++) {
-            slot->hdr[p] = (ember_msg_lookup_t){.table_id = pt->table_id,
-                                                .trainer = trainer,
-                                                .bags = (uint32_t)pt->bags};
+            slot->hdr[p] = (ember_msg_lookup_t){
+                .table_id = pt->table_id, .trainer = trainer,
+                .flags = pt->half_reply ? EMBER_LOOKUP_HALF_REPLY : 0,
+                .bags = (uint32_t)pt->bags};
             slot->ghdr[p] = (ember_msg_grad_t){.table_id = pt->table_id,
                                                .trainer = trainer,
                                                .flags = EMBER_GRAD_APPLY,
@@ -891,7 +919,8 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
                opts->window, opts->slots);
     printf("# request = one trainer step: one LOOKUP per shard (dedup'd rows); "
            "resp_B = P x bags x dim x 4; GB = 10^9 B of responses; rows = indices;\n"
-           "# dtype = how the PS stores the table's rows (pooled in fp32, replies fp32);\n"
+           "# dtype = how the PS stores the table's rows (pooled in fp32); reply = the\n"
+           "# replies on the wire (fp16: the pooled values rounded, resp_B x 2 / 4)\n"
            "# latency us = max over clients of each percentile; rows/s, GB/s, req/s "
            "summed over clients; grad = GRAD+APPLY rows/s; %%pf = filled by "
            "bench/compare.sh\n"
@@ -907,8 +936,9 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
             break;
         }
     }
-    printf("%-6s %3s %3s %-9s %6s %5s %5s %5s %10s %10s %12s %8s %10s %9s %9s %9s %9s "
+    printf("%-6s %3s %3s %-9s %6s %5s %5s %5s %5s %10s %10s %12s %8s %10s %9s %9s %9s %9s "
            "%9s %8s %12s %5s %6s\n", "mode", "ps", "cli", "dist", "bags", "idx", "dim", "dtype",
+           "reply",
            "req_B", "resp_B", "rows/s", "GB/s", "req/s", "p50_us", "p90_us", "p99_us",
            "p99.9_us", "max_us", "ps_us", "grad_rows/s", "%pf", "#wrong");
     fflush(stdout);
@@ -938,6 +968,7 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
             return BENCH_EXIT_FAIL;
         }
     }
+    for (size_t ir = 0; ir < opts->nreply; ir++)
     for (size_t it = 0; it < opts->ndtype; it++)
     for (size_t id = 0; id < opts->ndist; id++)
         for (size_t im = 0; im < opts->ndim; im++)
@@ -947,7 +978,8 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
                          .first_ps = clients, .P = P, .table_id = table_id,
                          .bags = opts->bags[ib], .pool = opts->pool[ip],
                          .dim = opts->dim[im], .dist = opts->dist[id],
-                         .dtype = opts->dtype[it], .window = opts->window};
+                         .dtype = opts->dtype[it], .half_reply = opts->half_reply[ir],
+                         .window = opts->window};
         size_t per_slot = (size_t)P * pt.bags * pt.dim * sizeof(float) +
                           pt.bags * pt.pool * 16;
         pt.slots = LK_SLOT_BYTES / per_slot;
@@ -1025,20 +1057,21 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
             snprintf(grad, sizeof(grad), "-");
         else
             snprintf(grad, sizeof(grad), "%.4g", grad_s);
-        size_t resp_b = (size_t)P * pt.bags * pt.dim * sizeof(float);
+        size_t resp_b = (size_t)P * lk_reply_bytes(&pt);
+        const char *reply = pt.half_reply ? "fp16" : "fp32";
         const char *mode = opts->rate > 0.0 ? "open" : "closed";
-        printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %5s %10.0f %10zu %12.4g %8.3f %10.4g "
+        printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %5s %5s %10.0f %10zu %12.4g %8.3f %10.4g "
                "%9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %12s %5s %6.0f\n", mode, P, clients,
-               dist, pt.bags, pt.pool, pt.dim, lk_dtype_name(pt.dtype), req_b, resp_b,
+               dist, pt.bags, pt.pool, pt.dim, lk_dtype_name(pt.dtype), reply, req_b, resp_b,
                rows_s, bytes_s / 1e9,
                req_s, pct[0], pct[1], pct[2], pct[3], pct[4], ps_us, grad, "-", wrong);
         if (opts->csv)
             printf("csv,lookup,%s,%d,%d,%s,%zu,%zu,%zu,%.0f,%zu,%zu,%.6g,%.6g,%.6g,"
-                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f,%s\n", mode, P, clients,
-                   dist, pt.bags, pt.pool, pt.dim, req_b, resp_b, pt.bags * pt.dim * 4,
+                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f,%s,%s\n", mode, P, clients,
+                   dist, pt.bags, pt.pool, pt.dim, req_b, resp_b, lk_reply_bytes(&pt),
                    rows_s, bytes_s / 1e9, req_s, pct[0], pct[1], pct[2], pct[3], pct[4],
                    opts->rate > 0.0 ? 0.0 : grad_s, wrong, pt.window, ps_us,
-                   lk_dtype_name(pt.dtype));
+                   lk_dtype_name(pt.dtype), reply);
         fflush(stdout);
         lk_point_free(&pt);
     }

@@ -30,14 +30,15 @@ check_nccl_format() { # expected_rows
     grep -Eq '^# Avg bus bandwidth    : [0-9.e+-]+ ?$' "$out" || fail "no avg bus bandwidth"
 }
 
-# ember-bench lookup: N data rows of 22 columns with #wrong 0 and a PS service
-# time (ps_us) above 0, csv of 25 fields (the rows' dtype last).
+# ember-bench lookup: N data rows of 23 columns with #wrong 0 and a PS service
+# time (ps_us) above 0, csv of 26 fields (the rows' and the replies' dtypes
+# last).
 check_lookup_format() { # expected_rows
-    grep -Eq '^mode +ps +cli +dist +bags +idx +dim +dtype +req_B +resp_B +rows/s +GB/s +req/s +p50_us +p90_us +p99_us +p99.9_us +max_us +ps_us +grad_rows/s +%pf +#wrong$' "$out" ||
+    grep -Eq '^mode +ps +cli +dist +bags +idx +dim +dtype +reply +req_B +resp_B +rows/s +GB/s +req/s +p50_us +p90_us +p99_us +p99.9_us +max_us +ps_us +grad_rows/s +%pf +#wrong$' "$out" ||
         fail "no column header"
-    rows=$(awk '($1 == "closed" || $1 == "open") && NF == 22 && $22 == 0 && $19 > 0 && $10 == $2 * $5 * $7 * 4 && ($8 == "fp32" || $8 == "fp16") { ok++ } END { print ok + 0 }' "$out")
-    [[ $rows == "$1" ]] || fail "expected $1 rows with #wrong 0, ps_us > 0 and resp_B = ps x bags x dim x 4, got $rows"
-    csv=$(awk -F, '/^csv,lookup,/ && NF == 25 && $22 == 0 && $24 > 0 && ($25 == "fp32" || $25 == "fp16") { ok++ } END { print ok + 0 }' "$out")
+    rows=$(awk '($1 == "closed" || $1 == "open") && NF == 23 && $23 == 0 && $20 > 0 && ($8 == "fp32" || $8 == "fp16") && ($9 == "fp32" || $9 == "fp16") && $11 == $2 * $5 * $7 * ($9 == "fp16" ? 2 : 4) { ok++ } END { print ok + 0 }' "$out")
+    [[ $rows == "$1" ]] || fail "expected $1 rows with #wrong 0, ps_us > 0 and resp_B = ps x bags x dim x 4 (2 for fp16 replies), got $rows"
+    csv=$(awk -F, '/^csv,lookup,/ && NF == 26 && $22 == 0 && $24 > 0 && ($25 == "fp32" || $25 == "fp16") && ($26 == "fp32" || $26 == "fp16") { ok++ } END { print ok + 0 }' "$out")
     [[ $csv == "$1" ]] || fail "expected $1 csv lines, got $csv"
     grep -q '^# wrong replies: 0 OK$' "$out" || fail "wrong replies not 0 OK"
 }
@@ -60,11 +61,14 @@ lookup_fp16)
     # The PS's rows stored as fp16, beside fp32 in one sweep: every reply
     # checked against the pooling of the rows read back (-c 1, the default),
     # with sum pooling of several rows, across two shards.
+    # Replies in fp16 too: checked against the same pooling, rounded.
     "$run" -n 3 --no-prefix "$bench" lookup --ps 2 --bags 1,8 --pool 3 --dim 24 --dtype fp32,fp16 \
-        --dist uniform --rows 1000 -n 60 -w 10 --slots 16 --window 4 --csv >"$out" 2>&1 ||
-        fail "exit status $?"
-    check_lookup_format 4
-    [[ $(awk -F, '/^csv,lookup,/ && $25 == "fp16"' "$out" | wc -l) == 2 ]] || fail "not 2 fp16 rows"
+        --reply-dtype fp32,fp16 --dist uniform --rows 1000 -n 60 -w 10 --slots 16 --window 4 \
+        --csv >"$out" 2>&1 || fail "exit status $?"
+    check_lookup_format 8
+    [[ $(awk -F, '/^csv,lookup,/ && $25 == "fp16"' "$out" | wc -l) == 4 ]] || fail "not 4 rows of fp16 rows"
+    [[ $(awk -F, '/^csv,lookup,/ && $26 == "fp16" && $11 == 2 * $7 * $9 * 2' "$out" | wc -l) == 4 ]] ||
+        fail "not 4 rows of fp16 replies of half the bytes"
     grep -Eq '^# fp16 rows converted (with F16C|by portable code)' "$out" || fail "no word on the conversions"
     "$run" -n 2 --no-prefix "$bench" lookup --dtype fp8 >"$out" 2>&1 && fail "--dtype fp8 was accepted"
     grep -q "bad dtype list 'fp8'" "$out" || fail "no message naming the dtype"
