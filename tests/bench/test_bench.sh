@@ -73,13 +73,20 @@ lookup_fp16)
     "$run" -n 2 --no-prefix "$bench" lookup --dtype fp8 >"$out" 2>&1 && fail "--dtype fp8 was accepted"
     grep -q "bad dtype list 'fp8'" "$out" || fail "no message naming the dtype"
     ;;
-fp16_rows)
-    # bench/fp16_rows.sh (the docs' fp16 table): one tiny round, both dtypes
-    # at every point, the table's two sizes.  Never timings.
-    BUILD=$build ROUNDS=1 ROWS=2000 BAGS=4,16 POOL=1,3 ITERS=200 \
-        bash "$(dirname "$0")/../../bench/fp16_rows.sh" >"$out" 2>&1 || fail "exit status $?"
-    rows=$(awk '$1 ~ /^[0-9]+$/ && $3 == "|" && NF == 14 && $4 > 0 && $5 > 0 && $7 > 0 && $8 > 0 { ok++ } END { print ok + 0 }' "$out")
-    [[ $rows == 4 ]] || fail "expected 4 rows of figures, got $rows"
+fp16_compare)
+    # bench/fp16_compare.sh (the docs' fp16 tables): one tiny round, both
+    # dtypes at every point, rows (with the table's two sizes) and replies.
+    # Never timings.
+    for what in rows replies; do
+        BUILD=$build ROUNDS=1 ROWS=2000 BAGS=4,16 POOL=1,3 ITERS=200 WHAT=$what \
+            bash "$(dirname "$0")/../../bench/fp16_compare.sh" >"$out" 2>&1 || fail "exit status $? ($what)"
+        rows=$(awk '$1 ~ /^[0-9]+$/ && $3 == "|" && NF == 14 && $4 > 0 && $5 > 0 && $7 > 0 && $8 > 0 { ok++ } END { print ok + 0 }' "$out")
+        [[ $rows == 4 ]] || fail "expected 4 rows of figures ($what), got $rows"
+        grep -q "^# $what\$" "$out" || fail "not the $what comparison"
+    done
+    grep -q '^# table on the PS' "$out" && fail "a table size with replies"
+    BUILD=$build ROUNDS=1 ROWS=2000 BAGS=4 POOL=1 ITERS=200 \
+        bash "$(dirname "$0")/../../bench/fp16_compare.sh" >"$out" 2>&1 || fail "exit status $?"
     grep -q '^# table on the PS: 0.5 MiB fp32, 0.2 MiB fp16$' "$out" || fail "no table sizes"
     ;;
 lookup_clients)
