@@ -182,15 +182,23 @@ void ember_float_to_half_n(const float *in, uint16_t *out, size_t n)
 
 void ember_float_to_half_in_place(void *buf, size_t n)
 {
-    /* A block is read whole before its halves are copied down, over bytes
-     * this or an earlier block already read (memcpy: no type punning). */
-    enum { BLOCK = 64 };
+    size_t i = 0;
+#ifdef HALF_HAVE_F16C
+    /* Each step loads its 8 floats before it stores their 8 halves, below
+     * every float still to be loaded (the intrinsics may alias anything). */
+    if (ember_half_f16c())
+        to_half_f16c(buf, buf, n, &i);
+#endif
+    /* The rest a block at a time: a block is read whole before its halves
+     * are copied down over bytes already read (memcpy: no type punning). */
+    enum { BLOCK = 256 };
     uint16_t halves[BLOCK];
     float values[BLOCK];
-    for (size_t c = 0; c < n; c += BLOCK) {
+    for (size_t c = i; c < n; c += BLOCK) {
         size_t len = n - c < BLOCK ? n - c : BLOCK;
         memcpy(values, (const char *)buf + c * sizeof(float), len * sizeof(float));
-        ember_float_to_half_n(values, halves, len);
+        for (size_t k = 0; k < len; k++)
+            halves[k] = ember_float_to_half(values[k]);
         memcpy((char *)buf + c * sizeof(uint16_t), halves, len * sizeof(uint16_t));
     }
 }
