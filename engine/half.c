@@ -119,15 +119,13 @@ to_half_f16c(const float *in, uint16_t *out, size_t n, size_t *done_p)
 }
 
 __attribute__((target("avx,f16c"))) static void
-axpy_f16c(float *y, const uint16_t *x, float a, int scale, size_t n, size_t *done_p)
+axpy_f16c(float *y, const uint16_t *x, float a, size_t n, size_t *done_p)
 {
     size_t i = 0;
     const __m256 va = _mm256_set1_ps(a);
     for (; i + 8 <= n; i += 8) {
         __m256 vx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
-        if (scale)
-            vx = _mm256_mul_ps(va, vx);
-        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), vx));
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, vx)));
     }
     *done_p = i;
 }
@@ -208,7 +206,7 @@ void ember_half_axpy(float *y, const uint16_t *x, float a, size_t n)
     size_t i = 0;
 #ifdef HALF_HAVE_F16C
     if (ember_half_f16c())
-        axpy_f16c(y, x, a, 1, n, &i);
+        axpy_f16c(y, x, a, n, &i);
 #endif
     for (; i < n; i++)
         y[i] += a * ember_half_to_float(x[i]);
@@ -216,11 +214,5 @@ void ember_half_axpy(float *y, const uint16_t *x, float a, size_t n)
 
 void ember_half_add(float *y, const uint16_t *x, size_t n)
 {
-    size_t i = 0;
-#ifdef HALF_HAVE_F16C
-    if (ember_half_f16c())
-        axpy_f16c(y, x, 1.0f, 0, n, &i);
-#endif
-    for (; i < n; i++)
-        y[i] += ember_half_to_float(x[i]);
+    ember_half_axpy(y, x, 1.0f, n); /* 1 * x is x exactly */
 }
