@@ -82,6 +82,11 @@ static const ember_config_entry_t config_table[] = {
     {"EMBER_ALLREDUCE_ALGO", "auto", EMBER_CONFIG_STRING,
      "Host allreduce above 16 KiB: auto (recursive halving for 4, 8, 16... "
      "members, else the ring) or ring; the same on every member."},
+    {"EMBER_DENSE_ALLREDUCE", "auto", EMBER_CONFIG_STRING,
+     "Trainers' dense allreduce: auto (the device's own: NCCL on GPUs, the "
+     "host ring on the CPU; where NCCL cannot form the group, as when "
+     "trainers share a GPU, the host ring on copies staged through host "
+     "memory) or staged (always the latter; on the CPU it only adds copies)."},
     {"EMBER_CUDA_PLUGIN", NULL, EMBER_CONFIG_STRING,
      "Path of the CUDA backend plugin, libember-cuda.so (default: the one "
      "built with this ember)."},

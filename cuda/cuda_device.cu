@@ -371,6 +371,17 @@ static ember_status_t cuda_comm_create(ember_device_t *dev, ember_tp_t *tp,
 #endif
     }
     snprintf(tag, sizeof(tag), "dense%u", (unsigned)op_base);
+    if (boot) {
+        int distinct = 1;
+        status = ember_nccl_gpus_distinct(boot, ranks, nranks, tag, d->ordinal,
+                                          &distinct);
+        if (status == EMBER_OK && !distinct)
+            status = EMBER_ERR_UNSUPPORTED; /* the caller stages (device_comm) */
+        if (status != EMBER_OK) {
+            free(comm);
+            return status;
+        }
+    }
     status = ember_nccl_comm_create(boot, ranks, nranks, tag, d->ordinal,
                                     d->stream, 0.0, &comm->nccl);
     if (status != EMBER_OK) {
@@ -412,6 +423,16 @@ static const char *cuda_comm_error(const ember_device_comm_t *c)
 {
     return ember_nccl_comm_error(((const cuda_comm_t *)c)->nccl);
 }
+#else
+/* Without NCCL the engine reduces on the host (engine/device_comm.c). */
+static ember_status_t cuda_comm_create(ember_device_t *dev, ember_tp_t *tp,
+                                       const int *ranks, int nranks,
+                                       uint16_t op_base,
+                                       ember_device_comm_t **comm_p)
+{
+    ember_info("cuda", "this ember was built without NCCL");
+    return EMBER_ERR_UNSUPPORTED;
+}
 #endif /* EMBER_HAVE_NCCL */
 
 cudaStream_t ember_cuda_device_stream(const ember_device_t *dev)
@@ -441,8 +462,8 @@ const ember_device_ops_t ember_device_cuda_ops = {
     .relu_forward = cuda_dev_relu_forward,
     .relu_backward = cuda_dev_relu_backward,
     .cross_entropy = cuda_dev_cross_entropy,
-#ifdef EMBER_HAVE_NCCL
     .comm_create = cuda_comm_create,
+#ifdef EMBER_HAVE_NCCL
     .comm_destroy = cuda_comm_destroy,
     .allreduce_start = cuda_allreduce_start,
     .allreduce_test = cuda_allreduce_test,

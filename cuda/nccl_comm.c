@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NCCL_MAX_REQS 16
 #define NCCL_ID_MAGIC 0x4c43434eu /* "NCCL" */
@@ -198,6 +199,76 @@ static ember_status_t exchange_id(ember_nccl_comm_t *comm, const char *tag,
     }
     *id_p = msg.id;
     return EMBER_OK;
+}
+
+ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot,
+                                       const int *ranks, int nranks,
+                                       const char *tag, int cuda_device,
+                                       int *distinct_p)
+{
+    static unsigned long long generation; /* same order on every member */
+    char self_id[160], bus[64], host[96], key[128];
+    char (*ids)[160];
+    int self = -1;
+    ember_status_t status = EMBER_OK;
+
+    *distinct_p = 1;
+    if (nranks < 2)
+        return EMBER_OK;
+    if (!boot || !ranks || boot->size < sizeof(*boot) || !boot->store_set ||
+        !boot->store_get)
+        return EMBER_ERR_INVALID_PARAM;
+    for (int i = 0; i < nranks; i++) {
+        if (ranks[i] == boot->self)
+            self = i;
+    }
+    if (self < 0)
+        return EMBER_ERR_INVALID_PARAM;
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), cuda_device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(bus, sizeof(bus), "ordinal-%d", cuda_device);
+    }
+    if (gethostname(host, sizeof(host)) != 0)
+        snprintf(host, sizeof(host), "?");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(self_id, sizeof(self_id), "%s/%s", host, bus);
+    ids = calloc((size_t)nranks, sizeof(*ids));
+    if (!ids)
+        return EMBER_ERR_NO_MEMORY;
+    unsigned long long gen = generation++;
+    snprintf(key, sizeof(key), "ember.nccl.%s.gpu.%llu.%d", tag ? tag : "comm", gen,
+             self);
+    status = boot->store_set(boot->arg, key, self_id, strlen(self_id) + 1);
+    for (int i = 0; status == EMBER_OK && i < nranks; i++) {
+        void *value = NULL;
+        size_t length = 0;
+        snprintf(key, sizeof(key), "ember.nccl.%s.gpu.%llu.%d", tag ? tag : "comm",
+                 gen, i);
+        status = boot->store_get(boot->arg, key, &value, &length);
+        if (status != EMBER_OK)
+            break;
+        if (length == 0 || length > sizeof(ids[i]) ||
+            ((char *)value)[length - 1] != '\0') {
+            ember_error("nccl", "store key %s: not a GPU identity", key);
+            status = EMBER_ERR_BAD_MESSAGE;
+        } else {
+            memcpy(ids[i], value, length);
+        }
+        free(value);
+    }
+    for (int i = 0; status == EMBER_OK && *distinct_p && i < nranks; i++) {
+        for (int j = i + 1; *distinct_p && j < nranks; j++) {
+            if (strcmp(ids[i], ids[j]) == 0) {
+                *distinct_p = 0;
+                if (self == 0)
+                    ember_info("nccl", "members %d and %d (ranks %d and %d) share "
+                                       "GPU %s: NCCL needs a GPU of its own per "
+                                       "member", i, j, ranks[i], ranks[j], ids[i]);
+            }
+        }
+    }
+    free(ids);
+    return status;
 }
 
 ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot,

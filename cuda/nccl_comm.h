@@ -74,6 +74,19 @@ ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot,
                                       cudaStream_t stream, double timeout_s,
                                       ember_nccl_comm_t **comm_p);
 
+/**
+ * Whether the members have a GPU each: every member publishes "host/PCI bus
+ * id" of @cuda_device under ember.nccl.<tag>.gpu.<n>.<member> and reads the
+ * others', so all of them reach the same answer.  NCCL refuses two members
+ * on one GPU (trainers sharing a GPU on one machine); then *distinct_p = 0
+ * and the caller reduces some other way.  Blocks until all published.
+ * Errors: ERR_INVALID_PARAM, ERR_NO_MEMORY, ERR_BAD_MESSAGE, the store's.
+ */
+ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot,
+                                       const int *ranks, int nranks,
+                                       const char *tag, int cuda_device,
+                                       int *distinct_p);
+
 /** Finalize (bounded) and free; aborts instead when broken.  NULL: no-op. */
 void ember_nccl_comm_destroy(ember_nccl_comm_t *comm);
 

@@ -7,6 +7,8 @@
 #include <ember/device.h>
 #include <ember/log.h>
 
+#include "engine/device_comm.h"
+
 #include <dlfcn.h>
 
 #include <stdlib.h>
@@ -14,7 +16,8 @@
 
 struct ember_device {
     struct ember_device_head head; /* first: ember_device_impl() reads it */
-    ember_device_ops_t ops;        /* the backend's table over the stubs */
+    ember_device_ops_t ops;        /* what callers get: backend + comm wrappers */
+    ember_device_ops_t backend;    /* the backend's table over the stubs */
     int local_rank;
 };
 
@@ -267,7 +270,13 @@ ember_status_t ember_device_open(const char *kind, int local_rank,
         ember_error("device", "open %s: out of memory", kind);
         return EMBER_ERR_NO_MEMORY;
     }
-    overlay(&dev->ops, backend);
+    overlay(&dev->backend, backend);
+    dev->ops = dev->backend;
+#ifndef EMBER_DEVICE_NO_TRANSPORT
+    /* The dense allreduce: the backend's, or the host ring on staged copies
+     * where the backend cannot form the group (engine/device_comm.c). */
+    ember_device_comm_wrap(&dev->ops);
+#endif
     dev->local_rank = local_rank;
     status = dev->ops.open(local_rank, &dev->head.impl);
     if (status != EMBER_OK) {
@@ -289,6 +298,11 @@ void ember_device_close(ember_device_t *dev)
 const ember_device_ops_t *ember_device_ops(const ember_device_t *dev)
 {
     return &dev->ops;
+}
+
+const ember_device_ops_t *ember_device_backend_ops(const ember_device_t *dev)
+{
+    return &dev->backend;
 }
 
 ember_mem_type_t ember_device_mem_type(const ember_device_t *dev)
