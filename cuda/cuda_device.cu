@@ -8,6 +8,9 @@
 #ifdef EMBER_HAVE_NCCL
 #include "cuda/nccl_comm.h"
 #endif
+#ifdef EMBER_HAVE_TRANSPORT
+#include "cuda/gpudirect.h"
+#endif
 
 #include <cublas_v2.h>
 
@@ -435,12 +438,35 @@ static ember_status_t cuda_comm_create(ember_device_t *dev, ember_tp_t *tp,
 }
 #endif /* EMBER_HAVE_NCCL */
 
-cudaStream_t ember_cuda_device_stream(const ember_device_t *dev)
+/* Pinned (page-locked) host memory: the GPU copies it by DMA, without the
+ * driver's own bounce buffer; portable so any context may use it. */
+static ember_status_t cuda_host_alloc(ember_device_t *dev, size_t bytes, void **ptr_p)
 {
-    /* No engine call here: cuda/ sits below engine/device.c.  The CPU
-     * backend's state is a static int, never 4 bytes of this magic. */
-    const cuda_dev_t *d = dev ? (const cuda_dev_t *)ember_device_impl(dev) : NULL;
-    return d && d->magic == CUDA_DEV_MAGIC ? d->stream : NULL;
+    void *ptr = NULL;
+    if (bytes > 0)
+        CUDA_CALL(cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable));
+    *ptr_p = ptr;
+    return EMBER_OK;
+}
+
+static void cuda_host_free(ember_device_t *dev, void *ptr)
+{
+    if (ptr) {
+        /* Queued copies may still read it. */
+        cudaStreamSynchronize(impl(dev)->stream);
+        cudaFreeHost(ptr);
+    }
+}
+
+static ember_status_t cuda_network_path(ember_device_t *dev, const char **text_p)
+{
+#ifdef EMBER_HAVE_TRANSPORT
+    ember_gpudirect_path_t path;
+    return ember_gpudirect_probe(&path, text_p);
+#else
+    *text_p = "no transport in this build";
+    return EMBER_OK;
+#endif
 }
 
 /* C++20 designated initialisers (declaration order, as C++ requires). */
@@ -470,6 +496,9 @@ const ember_device_ops_t ember_device_cuda_ops = {
     .allreduce_wait = cuda_allreduce_wait,
     .comm_error = cuda_comm_error,
 #endif
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .network_path = cuda_network_path,
 };
 
 } /* extern "C" */

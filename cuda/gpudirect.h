@@ -1,27 +1,22 @@
 /*
  * cuda/gpudirect: how GPU data meets the network.
  *
- * Lookup responses (pooled rows) land in, and gradient pushes leave from, GPU
- * memory.  Two paths, chosen once per process at start and logged once:
- *   - RDMA:   UCX was built with CUDA support (its context lists
- *             UCS_MEMORY_TYPE_CUDA among its memory types): the device buffer
- *             itself is registered with EMBER_MEM_CUDA and handed to the
- *             transport (GPUDirect RDMA where the NIC and driver allow it;
- *             UCX's own CUDA copy otherwise).
- *   - STAGED: a pinned host buffer (cudaHostAlloc), registered with
- *             EMBER_MEM_HOST, is the network buffer; copies to/from the
- *             device buffer run on the device stream.  Allocated once per
- *             buffer and reused every step, never per step.
- *
+ * Lookup replies land in, and gradient pushes leave from, host buffers that
+ * the GPU copies to and from by DMA: pinned memory (cudaHostAlloc), one per
+ * buffer, grown rarely and reused every step (the trainer's; see
+ * engine/trainer.c).  That is the STAGED path, the one ember has.
+ * The RDMA path (replies received straight into GPU memory, registered with
+ * UCX as CUDA memory) needs a UCX built with CUDA and RPC receives that know
+ * a buffer's memory type; ember's transport copies eager messages with
+ * memcpy, so it is not offered: EMBER_GPUDIRECT=rdma is refused, naming why.
+ * What UCX supports is still probed and logged once, so a cluster's log says
+ * which of the two a job could have had.
  * Built only with the transport (not in EMBER_GPU_ONLY builds).
  */
 #ifndef EMBER_CUDA_GPUDIRECT_H
 #define EMBER_CUDA_GPUDIRECT_H
 
 #include <ember/status.h>
-#include <ember/transport.h>
-
-#include <cuda_runtime.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -39,75 +34,25 @@ typedef enum {
 const char *ember_gpudirect_path_name(ember_gpudirect_path_t path);
 
 /**
- * Pure decision: @ucx_memory_types is ucp_context_attr_t.memory_types (a
- * bit per ucs_memory_type_t); @mode "auto" (RDMA when UCX has CUDA), "rdma"
- * (required: ERR_UNSUPPORTED when UCX lacks it) or "staged".
+ * Pure decision: @ucx_memory_types is ucp_context_attr_t.memory_types (a bit
+ * per ucs_memory_type_t); @mode "auto" or NULL (the best ember has: staged),
+ * "staged", or "rdma" (refused: ERR_UNSUPPORTED, and @why says whether UCX
+ * could have done it).  @why (may be NULL) gets one line for the log.
  * Errors: ERR_INVALID_PARAM (unknown mode), ERR_UNSUPPORTED.
  */
 ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mode,
-                                      ember_gpudirect_path_t *path_p);
+                                      ember_gpudirect_path_t *path_p, char *why,
+                                      size_t why_length);
 
 /**
- * Ask UCX (a short-lived context with the transport's features, read from
- * the same UCX_* environment) which memory types it supports, decide with
- * @mode (NULL: "auto"), and log the chosen path and why, once per process.
- * Later calls return the first answer.  Blocking (UCX init), start-up only.
+ * Ask UCX (a short-lived context read from the same UCX_* environment) which
+ * memory types it supports and decide with EMBER_GPUDIRECT, once per
+ * process; later calls return the first answer and line.  Blocking (UCX
+ * init): start-up only.  *text_p is the line (static storage).
  * Errors: as ember_gpudirect_decide, ERR_TRANSPORT (UCX init failed).
  */
-ember_status_t ember_gpudirect_probe(const char *mode, ember_gpudirect_path_t *path_p);
-
-typedef struct ember_gpudirect_buf ember_gpudirect_buf_t;
-
-/**
- * The CUDA stream of a "cuda" device (include/ember/device.h), to pass as
- * @stream below so staging copies are ordered with the device's kernels.
- * NULL for any other device.  (Defined in cuda/cuda_device.cu.)
- */
-struct ember_device;
-cudaStream_t ember_cuda_device_stream(const struct ember_device *dev);
-
-/**
- * A reusable network buffer for @bytes of the device buffer @device_ptr
- * (borrowed; must outlive the buffer).  RDMA: registers @device_ptr with
- * EMBER_MEM_CUDA.  STAGED: allocates a pinned host mirror (cudaHostAlloc)
- * and registers it with EMBER_MEM_HOST.  @tp (borrowed) may be NULL: then
- * nothing is registered (send/receive through RPC payloads only).
- * @stream: the stream the staging copies are ordered on (borrowed).
- * Errors: ERR_INVALID_PARAM, ERR_NO_MEMORY, the transport's.
- */
-ember_status_t ember_gpudirect_buf_create(ember_tp_t *tp, ember_gpudirect_path_t path,
-                                          void *device_ptr, size_t bytes,
-                                          cudaStream_t stream,
-                                          ember_gpudirect_buf_t **buf_p);
-
-/** Deregister and free the staging memory.  NULL: no-op. */
-void ember_gpudirect_buf_destroy(ember_gpudirect_buf_t *buf);
-
-/**
- * The buffer to hand to the transport (an RPC response buffer, an iov of a
- * push, an RMA target) and its memory type: the device pointer (RDMA) or the
- * pinned host mirror (STAGED).  Borrowed from @buf.
- */
-void *ember_gpudirect_buf_net(const ember_gpudirect_buf_t *buf,
-                              ember_mem_type_t *type_p);
-
-/** The registration (for ember_mem_pack), or NULL when tp was NULL. */
-ember_mem_t *ember_gpudirect_buf_mem(const ember_gpudirect_buf_t *buf);
-
-/**
- * After a receive into the network buffer: make the first @bytes visible in
- * device memory (STAGED: an async host-to-device copy on the stream; RDMA:
- * nothing).  Kernels enqueued on the stream afterwards see the data.
- */
-ember_status_t ember_gpudirect_buf_to_device(ember_gpudirect_buf_t *buf, size_t bytes);
-
-/**
- * Before a send from the network buffer: wait until the first @bytes of
- * device data are complete and in the network buffer (STAGED: device-to-host
- * copy + stream sync; RDMA: stream sync).  Blocking.
- */
-ember_status_t ember_gpudirect_buf_from_device(ember_gpudirect_buf_t *buf,
-                                               size_t bytes);
+ember_status_t ember_gpudirect_probe(ember_gpudirect_path_t *path_p,
+                                     const char **text_p);
 
 #ifdef __cplusplus
 }

@@ -126,6 +126,24 @@ static const char *stub_comm_error(const ember_device_comm_t *comm)
 {
     return "";
 }
+/* Plain host memory: all a backend without pinned memory has. */
+static ember_status_t stub_host_alloc(ember_device_t *dev, size_t bytes, void **ptr_p)
+{
+    void *ptr = NULL;
+    if (bytes > 0 && !(ptr = malloc(bytes)))
+        return EMBER_ERR_NO_MEMORY;
+    *ptr_p = ptr;
+    return EMBER_OK;
+}
+static void stub_host_free(ember_device_t *dev, void *ptr)
+{
+    free(ptr);
+}
+static ember_status_t stub_network_path(ember_device_t *dev, const char **text_p)
+{
+    *text_p = NULL;
+    return EMBER_OK;
+}
 
 static const ember_device_ops_t stub_ops = {
     .size = sizeof(ember_device_ops_t),
@@ -151,6 +169,9 @@ static const ember_device_ops_t stub_ops = {
     .allreduce_test = stub_allreduce_test,
     .allreduce_wait = stub_allreduce_wait,
     .comm_error = stub_comm_error,
+    .host_alloc = stub_host_alloc,
+    .host_free = stub_host_free,
+    .network_path = stub_network_path,
 };
 
 /* Copy the backend's non-NULL slots over the stubs.  A backend built against
@@ -169,7 +190,8 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
     OVERLAY_(linear_forward) OVERLAY_(linear_backward) OVERLAY_(relu_forward)
     OVERLAY_(relu_backward) OVERLAY_(cross_entropy) OVERLAY_(comm_create)
     OVERLAY_(comm_destroy) OVERLAY_(allreduce_start) OVERLAY_(allreduce_test)
-    OVERLAY_(allreduce_wait) OVERLAY_(comm_error)
+    OVERLAY_(allreduce_wait) OVERLAY_(comm_error) OVERLAY_(host_alloc)
+    OVERLAY_(host_free) OVERLAY_(network_path)
 #undef OVERLAY_
     dst->mem_type = src->mem_type;
     dst->size = sizeof(*dst);

@@ -78,6 +78,10 @@ static ember_status_t comm_create(ember_device_t *dev, const ember_device_ops_t 
     if (!staged_only) {
         status = backend->comm_create(dev, tp, ranks, nranks, op_base, &comm->inner);
         if (status == EMBER_OK) {
+            ember_info("device", "dense allreduce: the %s device's own (%d members%s)",
+                       backend->name, nranks,
+                       backend->mem_type == EMBER_MEM_HOST ? ", the host ring"
+                                                           : ", NCCL");
             *comm_p = (ember_device_comm_t *)comm;
             return EMBER_OK;
         }

@@ -32,6 +32,8 @@
     ((count) <= (cap) ||                                                     \
      ((ptr) = realloc((ptr), ((cap) = (count) * 2 + 16) * sizeof(*(ptr)))) != NULL)
 
+typedef struct trainer trainer_t;
+
 typedef struct {
     int rank;
     /* request under construction */
@@ -60,7 +62,7 @@ typedef struct {
     ember_msg_grad_t grad_msg;     /* the push's header: lives until it left */
 } shard_t;
 
-typedef struct {
+struct trainer {
     ember_tp_t *tp;
     int index, trainers;
     /* from TRAIN_START */
@@ -78,8 +80,9 @@ typedef struct {
     int on_host; /* device memory is host memory: no copies */
     ember_device_comm_t *comm;
     ember_opt_t *optimizer;
-    float *pooled, *grad_pooled, *grads; /* host */
-    size_t pooled_capacity;
+    /* host; pooled and grad_pooled from host_reserve (pinned on a GPU) */
+    float *pooled, *grad_pooled, *grads;
+    size_t pooled_capacity, grad_pooled_capacity;
     /* device buffers (aliases of the host ones on the CPU) */
     float *d_params, *d_grads, *d_pooled, *d_grad_pooled;
     int64_t *d_targets;
@@ -96,7 +99,28 @@ typedef struct {
     float *losses;
     uint64_t steps; /* this trainer's, in all */
     char err[512];
-} trainer_t;
+};
+
+/* The buffers that meet the network (lookup replies, gradient pushes) and
+ * the pooled vectors the device copies: the device's fastest host memory
+ * (pinned on a GPU, so copies go by DMA), grown rarely and reused every
+ * step.  Contents are not kept when a buffer grows. */
+static int host_reserve(trainer_t *trainer, void **ptr, size_t *capacity,
+                        size_t count, size_t elem)
+{
+    if (count <= *capacity)
+        return 1;
+    trainer->dev->host_free(trainer->device, *ptr);
+    *ptr = NULL;
+    *capacity = 0;
+    size_t want = count * 2 + 16;
+    if (trainer->dev->host_alloc(trainer->device, want * elem, ptr) != EMBER_OK)
+        return 0;
+    *capacity = want;
+    return 1;
+}
+#define HOST_RESERVE(trainer, ptr, capacity, count)                          \
+    host_reserve((trainer), (void **)&(ptr), &(capacity), (count), sizeof(*(ptr)))
 
 static ember_status_t trainer_fail(trainer_t *trainer, ember_status_t status,
                                    const char *fmt, ...)
@@ -289,10 +313,11 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             memcpy(out, shard->weights, 4 * n);
             out += 4 * n;
         }
-        if (!RESERVE(shard->partial, shard->partial_capacity, bags * trainer->spec.dim) ||
+        if (!HOST_RESERVE(trainer, shard->partial, shard->partial_capacity,
+                          bags * trainer->spec.dim) ||
             (trainer->spec.half_replies &&
-             !RESERVE(shard->partial_half, shard->partial_half_capacity,
-                      bags * trainer->spec.dim)))
+             !HOST_RESERVE(trainer, shard->partial_half, shard->partial_half_capacity,
+                           bags * trainer->spec.dim)))
             return EMBER_ERR_NO_MEMORY;
     }
     return EMBER_OK;
@@ -563,13 +588,9 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
             ember_half_to_float_n(shard->partial_half, shard->partial, bags * dim);
     }
 
-    if (bags * dim > trainer->pooled_capacity) {
-        trainer->pooled_capacity = 2 * bags * dim;
-        trainer->pooled = realloc(trainer->pooled, trainer->pooled_capacity * 4);
-        trainer->grad_pooled = realloc(trainer->grad_pooled,
-                                       trainer->pooled_capacity * 4);
-    }
-    if (!trainer->pooled || !trainer->grad_pooled)
+    if (!HOST_RESERVE(trainer, trainer->pooled, trainer->pooled_capacity, bags * dim) ||
+        !HOST_RESERVE(trainer, trainer->grad_pooled, trainer->grad_pooled_capacity,
+                      bags * dim))
         return EMBER_ERR_NO_MEMORY;
     EMBER_CHECK(device_reserve(trainer, bags));
     EMBER_CHECK(combine(trainer, bags));
@@ -634,8 +655,7 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                         bags * dim * sizeof(float)));
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
-        if (!RESERVE(shard->grad, shard->grad_capacity,
-                     bags * dim + sizeof(ember_msg_grad_t) / sizeof(float) + 1))
+        if (!HOST_RESERVE(trainer, shard->grad, shard->grad_capacity, bags * dim))
             return EMBER_ERR_NO_MEMORY;
         shard_gradient(trainer, p, bags);
         shard->grad_msg = (ember_msg_grad_t){.table_id = spec->table_id,
@@ -742,9 +762,9 @@ static void trainer_cleanup(trainer_t *trainer)
         free(shard->weights);
         free(shard->unique);
         free(shard->inverse);
-        free(shard->partial);
-        free(shard->partial_half);
-        free(shard->grad);
+        trainer->dev->host_free(trainer->device, shard->partial);
+        trainer->dev->host_free(trainer->device, shard->partial_half);
+        trainer->dev->host_free(trainer->device, shard->grad);
     }
     free(trainer->shards);
     if (trainer->device) {
@@ -756,8 +776,10 @@ static void trainer_cleanup(trainer_t *trainer)
     }
     ember_opt_destroy(trainer->optimizer);
     free(trainer->params);
-    free(trainer->pooled);
-    free(trainer->grad_pooled);
+    if (trainer->device) {
+        trainer->dev->host_free(trainer->device, trainer->pooled);
+        trainer->dev->host_free(trainer->device, trainer->grad_pooled);
+    }
     free(trainer->grads);
     free(trainer->bag_counts);
     free(trainer->winner);
@@ -859,8 +881,13 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
         ranks[t] = t;
     status = ember_device_open(device, local_rank, &trainer.device);
     if (status == EMBER_OK) {
+        const char *path;
         trainer.dev = ember_device_ops(trainer.device);
         trainer.on_host = ember_device_mem_type(trainer.device) == EMBER_MEM_HOST;
+        /* How replies and pushes reach the device: decided and logged once. */
+        status = trainer.dev->network_path(trainer.device, &path);
+    }
+    if (status == EMBER_OK) {
         /* NCCL on GPUs, the ring over the transport on the CPU. */
         status = trainer.dev->comm_create(trainer.device, tp, ranks, trainers,
                                           EMBER_OP_ALLREDUCE_BASE, &trainer.comm);

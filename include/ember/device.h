@@ -57,7 +57,7 @@ typedef enum {
 } ember_copy_kind_t;
 
 /* Version of the table layout; bump when a slot is added. */
-#define EMBER_DEVICE_OPS_VERSION 1
+#define EMBER_DEVICE_OPS_VERSION 2
 
 typedef struct ember_device_ops {
     size_t size;                 /* sizeof(ember_device_ops_t) of the backend */
@@ -150,6 +150,20 @@ typedef struct ember_device_ops {
     ember_status_t (*allreduce_wait)(ember_device_req_t *req);
     /* The error that broke the communicator (names the peer), or "". */
     const char *(*comm_error)(const ember_device_comm_t *comm);
+
+    /* ---- network buffers (version 2) ------------------------------------- */
+    /* Host memory the device copies to and from fastest (pinned on CUDA),
+     * for the buffers that meet the network: lookup replies, gradient
+     * pushes.  Not for the hot path: allocate once, reuse.  Without a slot
+     * of its own a backend gets malloc/free. */
+    ember_status_t (*host_alloc)(ember_device_t *dev, size_t bytes, void **ptr_p);
+    void (*host_free)(ember_device_t *dev, void *ptr);
+    /* How this device's data meets the network: *text_p gets one line for
+     * the log (NULL: the device is host memory).  The first call decides
+     * (the CUDA backend asks UCX, as EMBER_GPUDIRECT says), later ones
+     * repeat it.  ERR_UNSUPPORTED: EMBER_GPUDIRECT asks for a path this
+     * machine or build cannot give; ERR_INVALID_PARAM: an unknown value. */
+    ember_status_t (*network_path)(ember_device_t *dev, const char **text_p);
 } ember_device_ops_t;
 
 /**

@@ -13,8 +13,14 @@
 #include "engine/loss.h"
 #include "tests/engine/test_util.h"
 
+#ifdef EMBER_HAVE_TRANSPORT
+#include "cuda/gpudirect.h"
+#include <ucs/memory/memory_type.h>
+#endif
+
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 static ember_device_t *gpu;
 static const ember_device_ops_t *G;
@@ -408,6 +414,57 @@ static int t_nccl_single(void)
     return 0;
 }
 
+/* Pinned host buffers (host_alloc): a round trip through the GPU, and the
+ * network path line the trainers log. */
+static int t_pinned(void)
+{
+    const size_t n = (size_t)3 << 20; /* 12 MiB */
+    float *a = NULL, *b = NULL, *d = NULL;
+    const char *path = NULL;
+    CHECK(G->host_alloc(gpu, n * 4, (void **)&a) == EMBER_OK && a, "host_alloc a");
+    CHECK(G->host_alloc(gpu, n * 4, (void **)&b) == EMBER_OK && b, "host_alloc b");
+    for (size_t i = 0; i < n; i++)
+        a[i] = (float)i * 0.25f;
+    CHECK(G->mem_alloc(gpu, n * 4, (void **)&d) == EMBER_OK, "mem_alloc");
+    CHECK(G->mem_copy(gpu, d, a, n * 4, EMBER_COPY_HOST_TO_DEVICE) == EMBER_OK, "h2d");
+    CHECK(G->mem_copy(gpu, b, d, n * 4, EMBER_COPY_DEVICE_TO_HOST) == EMBER_OK, "d2h");
+    CHECK(memcmp(a, b, n * 4) == 0, "round trip through pinned buffers differs");
+    CHECK(G->network_path(gpu, &path) == EMBER_OK && path && *path, "network path");
+    fprintf(stderr, "network path: %s\n", path);
+    G->mem_free(gpu, d);
+    G->host_free(gpu, a);
+    G->host_free(gpu, b);
+    return 0;
+}
+
+#ifdef EMBER_HAVE_TRANSPORT
+/* The GPU data path decision (pure; no GPU needed). */
+static int t_device_gpudirect(void)
+{
+    ember_gpudirect_path_t path = EMBER_GPUDIRECT_RDMA;
+    char why[320];
+    uint64_t cuda = UCS_BIT(UCS_MEMORY_TYPE_CUDA), host = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    CHECK(ember_gpudirect_decide(host, NULL, &path, why, sizeof(why)) == EMBER_OK &&
+              path == EMBER_GPUDIRECT_STAGED && strstr(why, "no CUDA memory support"),
+          "auto without CUDA: %s", why);
+    CHECK(ember_gpudirect_decide(host | cuda, "auto", &path, why, sizeof(why)) ==
+                  EMBER_OK &&
+              path == EMBER_GPUDIRECT_STAGED && strstr(why, "supports CUDA memory"),
+          "auto with CUDA: %s", why);
+    CHECK(ember_gpudirect_decide(host, "staged", &path, NULL, 0) == EMBER_OK &&
+              path == EMBER_GPUDIRECT_STAGED, "staged");
+    CHECK(ember_gpudirect_decide(host | cuda, "rdma", &path, why, sizeof(why)) ==
+                  EMBER_ERR_UNSUPPORTED && strstr(why, "EMBER_GPUDIRECT=rdma"),
+          "rdma: %s", why);
+    CHECK(ember_gpudirect_decide(host, "fast", &path, why, sizeof(why)) ==
+                  EMBER_ERR_INVALID_PARAM && strstr(why, "EMBER_GPUDIRECT=fast"),
+          "unknown: %s", why);
+    CHECK(strcmp(ember_gpudirect_path_name(EMBER_GPUDIRECT_STAGED), "staged") == 0,
+          "name");
+    return 0;
+}
+#endif
+
 /* Runs everywhere: the CPU backend through the table, and open("cuda")
  * failing cleanly without a GPU. */
 static int t_device_cpu(void)
@@ -453,7 +510,11 @@ static const test_case_t cases[] = {
     {"bag_large", t_bag_large},   {"linear", t_linear},
     {"relu", t_relu},             {"ce", t_ce},
     {"ce_errors", t_ce_errors},   {"nccl_single", t_nccl_single},
+    {"pinned", t_pinned},
     {"device_cpu", t_device_cpu}, {"device_cuda_open", t_device_cuda_open},
+#ifdef EMBER_HAVE_TRANSPORT
+    {"device_gpudirect", t_device_gpudirect},
+#endif
 };
 
 int main(int argc, char **argv)

@@ -39,13 +39,23 @@ case "$case_name" in
 cuda:*)
     # GPU trainers (--device cuda) reproduce the golden run; skip without a GPU.
     file=${case_name#cuda:}
-    "$build/tools/ember-info" | grep -qE '^cuda: [1-9]' || { echo "no CUDA GPU: skipped"; exit 77; }
+    # Read the whole output first: grep -q would stop reading, and the
+    # SIGPIPE ember-info then gets fails the pipe under pipefail.
+    info=$("$build/tools/ember-info" 2>/dev/null)
+    grep -qE '^cuda: [1-9]' <<<"$info" || { echo "no CUDA GPU: skipped"; exit 77; }
     t=$(trainers_of "$golden/$file.safetensors")
-    timeout 120 "$run" -n $((t + 2)) "$train" --device cuda \
+    EMBER_LOG_LEVEL=info timeout 120 "$run" -n $((t + 2)) "$train" --device cuda \
         --replay "$golden/$file.safetensors" --save "$work/out.safetensors" >"$work/out" 2>&1 ||
         fail "ember-train exited $?"
     "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/out.safetensors" ||
         fail "differs from PyTorch"
+    # Each trainer says once how its data meets the network and which dense
+    # allreduce it takes (one GPU here: shared, so the staged host ring).
+    n=$(grep -c "GPU data path: lookup replies and gradient pushes staged through pinned" "$work/out")
+    [ "$n" -eq "$t" ] || fail "$n GPU data path lines for $t trainers"
+    n=$(grep -c "dense allreduce: " "$work/out")
+    [ "$n" -eq "$t" ] || fail "$n dense allreduce lines for $t trainers"
+    grep -E "GPU data path|dense allreduce" "$work/out" | sort -u | head -4
     ;;
 golden:*)
     IFS=: read -r _ file ps <<<"$case_name"
