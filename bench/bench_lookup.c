@@ -1112,7 +1112,7 @@ int bench_lookup_main(int argc, char **argv)
         return BENCH_EXIT_USAGE;
     }
     if (rank >= clients) {
-        ember_status_t status = ember_ps_run(tp);
+        ember_status_t status = ember_ps_run(tp, 0);
         ret = status == EMBER_OK ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
     } else {
         /* The PS ranks meet here once their handlers are registered. */

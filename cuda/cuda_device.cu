@@ -438,6 +438,20 @@ static ember_status_t cuda_comm_create(ember_device_t *dev, ember_tp_t *tp,
 }
 #endif /* EMBER_HAVE_NCCL */
 
+static ember_status_t cuda_dev_rows_gather(ember_device_t *dev, const float *table,
+                                           size_t dim, const int64_t *rows, size_t n,
+                                           float *out)
+{
+    return cuda_rows_gather(impl(dev), table, dim, rows, n, out);
+}
+
+static ember_status_t cuda_dev_rows_scatter(ember_device_t *dev, float *table,
+                                            size_t dim, const int64_t *rows, size_t n,
+                                            const float *in)
+{
+    return cuda_rows_scatter(impl(dev), table, dim, rows, n, in);
+}
+
 /* Pinned (page-locked) host memory: the GPU copies it by DMA, without the
  * driver's own bounce buffer; portable so any context may use it. */
 static ember_status_t cuda_host_alloc(ember_device_t *dev, size_t bytes, void **ptr_p)
@@ -498,6 +512,8 @@ const ember_device_ops_t ember_device_cuda_ops = {
 #endif
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .rows_gather = cuda_dev_rows_gather,
+    .rows_scatter = cuda_dev_rows_scatter,
     .network_path = cuda_network_path,
 };
 

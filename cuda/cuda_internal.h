@@ -68,6 +68,10 @@ ember_status_t cuda_cross_entropy(cuda_dev_t *dev, const float *logits,
                                   size_t batch, size_t classes,
                                   const int64_t *targets, float *loss_p,
                                   float *grad_p);
+ember_status_t cuda_rows_gather(cuda_dev_t *dev, const float *table, size_t dim,
+                                const int64_t *rows, size_t n, float *out);
+ember_status_t cuda_rows_scatter(cuda_dev_t *dev, float *table, size_t dim,
+                                 const int64_t *rows, size_t n, const float *in);
 ember_status_t cuda_bias_fill(cuda_dev_t *dev, const float *bias, size_t batch,
                               size_t out, float *y_p);
 ember_status_t cuda_column_sum(cuda_dev_t *dev, const float *m, size_t rows,

@@ -159,6 +159,40 @@ __global__ void k_column_sum(const float *__restrict__ m, size_t rows, size_t co
     sum[c] = accumulate ? sum[c] + acc : acc;
 }
 
+/* Whole rows between a table and a packed [n, dim] buffer: a block row per
+ * row, lanes across dim (coalesced on both sides). */
+__global__ void k_rows_gather(const float *__restrict__ table, size_t dim,
+                              const int64_t *__restrict__ rows, size_t n,
+                              float *__restrict__ out)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (i >= n)
+        return;
+    const float *src = table + (size_t)rows[i] * dim;
+    for (size_t d = threadIdx.x; d < dim; d += blockDim.x)
+        out[i * dim + d] = src[d];
+}
+
+__global__ void k_rows_scatter(float *__restrict__ table, size_t dim,
+                               const int64_t *__restrict__ rows, size_t n,
+                               const float *__restrict__ in)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (i >= n)
+        return;
+    float *dst = table + (size_t)rows[i] * dim;
+    for (size_t d = threadIdx.x; d < dim; d += blockDim.x)
+        dst[d] = in[i * dim + d];
+}
+
+static dim3 rows_block(size_t dim)
+{
+    unsigned tx = 32;
+    while (tx < dim && tx < kBlock)
+        tx <<= 1;
+    return dim3(tx, kBlock / tx);
+}
+
 size_t align_up(size_t x)
 {
     return (x + 255) & ~(size_t)255;
@@ -264,6 +298,36 @@ extern "C" ember_status_t cuda_column_sum(cuda_dev_t *dev, const float *m,
 {
     k_column_sum<<<(unsigned)((cols + kBlock - 1) / kBlock), kBlock, 0,
                    dev->stream>>>(m, rows, cols, accumulate, sum_p);
+    CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_rows_gather(cuda_dev_t *dev, const float *table,
+                                           size_t dim, const int64_t *rows, size_t n,
+                                           float *out)
+{
+    if (n == 0)
+        return EMBER_OK;
+    if (!table || !rows || !out || dim == 0)
+        return EMBER_ERR_INVALID_PARAM;
+    dim3 block = rows_block(dim);
+    k_rows_gather<<<(unsigned)((n + block.y - 1) / block.y), block, 0, dev->stream>>>(
+        table, dim, rows, n, out);
+    CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_rows_scatter(cuda_dev_t *dev, float *table, size_t dim,
+                                            const int64_t *rows, size_t n,
+                                            const float *in)
+{
+    if (n == 0)
+        return EMBER_OK;
+    if (!table || !rows || !in || dim == 0)
+        return EMBER_ERR_INVALID_PARAM;
+    dim3 block = rows_block(dim);
+    k_rows_scatter<<<(unsigned)((n + block.y - 1) / block.y), block, 0, dev->stream>>>(
+        table, dim, rows, n, in);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }

@@ -139,6 +139,17 @@ static void stub_host_free(ember_device_t *dev, void *ptr)
 {
     free(ptr);
 }
+static ember_status_t stub_rows_gather(ember_device_t *dev, const float *table,
+                                       size_t dim, const int64_t *rows, size_t n,
+                                       float *out)
+{
+    return unsupported("rows_gather");
+}
+static ember_status_t stub_rows_scatter(ember_device_t *dev, float *table, size_t dim,
+                                        const int64_t *rows, size_t n, const float *in)
+{
+    return unsupported("rows_scatter");
+}
 static ember_status_t stub_network_path(ember_device_t *dev, const char **text_p)
 {
     *text_p = NULL;
@@ -171,6 +182,8 @@ static const ember_device_ops_t stub_ops = {
     .comm_error = stub_comm_error,
     .host_alloc = stub_host_alloc,
     .host_free = stub_host_free,
+    .rows_gather = stub_rows_gather,
+    .rows_scatter = stub_rows_scatter,
     .network_path = stub_network_path,
 };
 
@@ -191,7 +204,8 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
     OVERLAY_(relu_backward) OVERLAY_(cross_entropy) OVERLAY_(comm_create)
     OVERLAY_(comm_destroy) OVERLAY_(allreduce_start) OVERLAY_(allreduce_test)
     OVERLAY_(allreduce_wait) OVERLAY_(comm_error) OVERLAY_(host_alloc)
-    OVERLAY_(host_free) OVERLAY_(network_path)
+    OVERLAY_(host_free) OVERLAY_(rows_gather)
+    OVERLAY_(rows_scatter) OVERLAY_(network_path)
 #undef OVERLAY_
     dst->mem_type = src->mem_type;
     dst->size = sizeof(*dst);

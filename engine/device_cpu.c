@@ -142,6 +142,23 @@ static ember_status_t cpu_cross_entropy(ember_device_t *dev, const float *logits
     return ember_cross_entropy(logits, batch, classes, targets, loss_p, grad_p);
 }
 
+static ember_status_t cpu_rows_gather(ember_device_t *dev, const float *table,
+                                      size_t dim, const int64_t *rows, size_t n,
+                                      float *out)
+{
+    for (size_t i = 0; i < n; i++)
+        memcpy(out + i * dim, table + (size_t)rows[i] * dim, dim * sizeof(float));
+    return EMBER_OK;
+}
+
+static ember_status_t cpu_rows_scatter(ember_device_t *dev, float *table, size_t dim,
+                                       const int64_t *rows, size_t n, const float *in)
+{
+    for (size_t i = 0; i < n; i++)
+        memcpy(table + (size_t)rows[i] * dim, in + i * dim, dim * sizeof(float));
+    return EMBER_OK;
+}
+
 #ifndef EMBER_DEVICE_NO_TRANSPORT
 /* The CPU communicator is the host ring itself; requests are its requests. */
 static ember_status_t cpu_comm_create(ember_device_t *dev, ember_tp_t *tp,
@@ -206,6 +223,8 @@ const ember_device_ops_t ember_device_cpu_ops = {
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
     .cross_entropy = cpu_cross_entropy,
+    .rows_gather = cpu_rows_gather,
+    .rows_scatter = cpu_rows_scatter,
 #ifndef EMBER_DEVICE_NO_TRANSPORT
     .comm_create = cpu_comm_create,
     .comm_destroy = cpu_comm_destroy,

@@ -38,6 +38,8 @@ static const char usage[] =
     "  --metrics FILE        JSON lines, one per epoch (EMBER_METRICS)\n"
     "  --device cpu|cuda     where the trainers' dense model runs (cpu); cuda\n"
     "                        takes GPU local_rank %% GPUs, NCCL for its allreduce\n"
+    "  --ps-device cpu|cuda  where each PS keeps its table shards and pools (cpu);\n"
+    "                        cuda: GPU local_rank %% GPUs, fp32 rows\n"
     "  --bind numa|core|none CPU/memory binding near the GPU/HCA (EMBER_BIND)\n";
 
 static int parse_i64(const char *text, int64_t min, int64_t max, int64_t *value_p)
@@ -73,7 +75,7 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job, int *hel
                          .seed = (uint64_t)ember_config_int("EMBER_SEED"),
                          .data = EMBER_DATA_TUTORIAL,
                          .metrics_path = ember_config_str("EMBER_METRICS"),
-                         .device = "cpu"};
+                         .device = "cpu", .ps_device = "cpu"};
     job->consistency = consistency && strcmp(consistency, "async") == 0 ? EMBER_ASYNC
                                                                         : EMBER_SYNC;
     for (int i = 1; i < argc; i++) {
@@ -181,6 +183,10 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job, int *hel
             if (strcmp(value, "cpu") && strcmp(value, "cuda"))
                 return bad(flag, value);
             job->device = value;
+        } else if (!strcmp(flag, "--ps-device")) {
+            if (strcmp(value, "cpu") && strcmp(value, "cuda"))
+                return bad(flag, value);
+            job->ps_device = value;
         } else {
             fprintf(stderr, "ember-train: unknown flag '%s'\n%s", flag, usage);
             return EMBER_ERR_INVALID_PARAM;

@@ -37,6 +37,7 @@ typedef struct {
     const char *save_path;
     const char *metrics_path;
     const char *device; /* trainers' dense model: "cpu" or "cuda" */
+    const char *ps_device; /* the PS's table shards: "cpu" or "cuda" */
     uint32_t nhidden, hidden[EMBER_MAX_HIDDEN]; /* dense MLP hidden widths */
 } ember_job_t;
 

@@ -153,6 +153,8 @@ static ember_status_t create_tables(master_t *master, const ember_msg_train_star
             .sparse_reduce = job->sparse_reduce,
             .init = initial ? EMBER_INIT_LOAD : EMBER_INIT_NORMAL,
             .dtype = job->table_dtype,
+            .device = strcmp(job->ps_device, "cuda") == 0 ? EMBER_TABLE_CUDA
+                                                          : EMBER_TABLE_HOST,
             .seed = job->seed,
             .optimizer = spec->optimizer,
         };
@@ -390,11 +392,13 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     for (size_t l = 0; l < layers && used < (int)sizeof(dense); l++)
         used += snprintf(dense + used, sizeof(dense) - (size_t)used, "%sLinear(%zu, %zu)",
                          l ? " ReLU " : "", sizes[l], sizes[l + 1]);
-    printf("training: %d trainers, %d ps, table %s %lld x %u (%s%s%s), %s, "
-           "%s lr %g, %s, %s\n", job->trainers, job->num_ps, TABLE_NAME,
+    printf("training: %d trainers%s, %d ps, table %s %lld x %u (%s%s%s%s), %s, "
+           "%s lr %g, %s, %s\n", job->trainers,
+           strcmp(job->device, "cuda") == 0 ? " on GPUs" : "", job->num_ps, TABLE_NAME,
            (long long)job->rows, job->dim, ember_pool_mode_name(job->mode),
            job->table_dtype == EMBER_DTYPE_F16 ? ", fp16 rows" : "",
-           job->half_replies ? ", fp16 replies" : "", dense,
+           job->half_replies ? ", fp16 replies" : "",
+           strcmp(job->ps_device, "cuda") == 0 ? ", on the PS's GPU" : "", dense,
            ember_opt_kind_name(job->optimizer.kind), job->optimizer.lr,
            job->consistency == EMBER_SYNC ? "sync" : "async",
            job->data == EMBER_DATA_REPLAY  ? job->replay_path

@@ -324,10 +324,30 @@ ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
                                        nrows);
 }
 
+/* @gathered: @table holds the touched rows packed in the order of @rows
+ * ([nrows, dim], a device's rows copied out) instead of the whole table. */
+static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype,
+                                  size_t dim, const int64_t *rows, const float *grad,
+                                  size_t nrows, int gathered);
+
 ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
                                            ember_dtype_t dtype, size_t dim,
                                            const int64_t *rows, const float *grad,
                                            size_t nrows)
+{
+    return step_sparse(opt, table, dtype, dim, rows, grad, nrows, 0);
+}
+
+ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values,
+                                              size_t dim, const int64_t *rows,
+                                              const float *grad, size_t nrows)
+{
+    return step_sparse(opt, values, EMBER_DTYPE_F32, dim, rows, grad, nrows, 1);
+}
+
+static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype,
+                                  size_t dim, const int64_t *rows, const float *grad,
+                                  size_t nrows, int gathered)
 {
     if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
         ember_error("optim", "sparse step: rows of dtype %d are not supported (fp32, "
@@ -367,15 +387,17 @@ ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
     const int half_sgd = half && c->kind == EMBER_OPT_SGD && !opt->buf0;
     for (size_t u = 0; u < nrows; u++) {
         size_t r = (size_t)rows[u], off = r * dim;
-        void *stored = base + r * stored_bytes;
+        void *stored = base + (gathered ? u : r) * stored_bytes;
         /* An fp16 row is updated in fp32 and rounded back once. */
         float *w = half ? opt->row : stored;
         const float *g = grad + u * dim;
 
         if (u + EMBER_PREFETCH_AHEAD < nrows) { /* random rows: see prefetch.h */
             size_t ahead = (size_t)rows[u + EMBER_PREFETCH_AHEAD] * dim;
-            ember_prefetch_span(base + (size_t)rows[u + EMBER_PREFETCH_AHEAD] * stored_bytes,
-                                stored_bytes, 1);
+            if (!gathered)
+                ember_prefetch_span(base + (size_t)rows[u + EMBER_PREFETCH_AHEAD] *
+                                               stored_bytes,
+                                    stored_bytes, 1);
             if (opt->buf0 && c->kind != EMBER_OPT_ROWWISE_ADAGRAD)
                 ember_prefetch_span(opt->buf0 + ahead, row_bytes, 1);
             if (opt->buf1)

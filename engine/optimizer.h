@@ -131,6 +131,16 @@ ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
                                            const int64_t *rows, const float *grad,
                                            size_t nrows);
 
+/**
+ * ember_opt_step_sparse on rows copied out of a table kept elsewhere (a
+ * GPU): @values is [nrows, dim], row u being table row rows[u]; the state is
+ * the table's, indexed by row id, as in ember_opt_step_sparse.  The caller
+ * copies @values back.  Same checks, same arithmetic, bit for bit.
+ */
+ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values,
+                                              size_t dim, const int64_t *rows,
+                                              const float *grad, size_t nrows);
+
 #ifdef __cplusplus
 }
 #endif

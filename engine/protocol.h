@@ -38,6 +38,8 @@ enum {
 typedef enum { EMBER_SYNC = 0, EMBER_ASYNC = 1 } ember_consistency_t;
 typedef enum { EMBER_REDUCE_SUM = 0, EMBER_REDUCE_MEAN = 1 } ember_sparse_reduce_t;
 typedef enum { EMBER_INIT_NORMAL = 0, EMBER_INIT_LOAD = 1 } ember_table_init_t;
+/* A PS's shard in its host memory, or on its GPU (--ps-device cuda). */
+typedef enum { EMBER_TABLE_HOST = 0, EMBER_TABLE_CUDA = 1 } ember_table_device_t;
 
 #define EMBER_TABLE_NAME_MAX 32
 
@@ -54,7 +56,7 @@ typedef struct {
     uint32_t init;          /* ember_table_init_t */
     uint32_t dtype;         /* ember_dtype_t of the stored rows: F32 (0) or F16;
                              * lookups, gradients, loads and reads stay fp32 */
-    uint32_t reserved;      /* 0 */
+    uint32_t device;        /* ember_table_device_t: where the rows live */
     uint64_t seed;
     ember_opt_config_t optimizer;
     char name[EMBER_TABLE_NAME_MAX];

@@ -15,6 +15,7 @@
 #include "engine/table.h"
 #include "transport/tp_time.h"
 
+#include <ember/device.h>
 #include <ember/log.h>
 
 #include <stdio.h>
@@ -57,6 +58,10 @@ typedef struct {
      * not the number of trainers. */
     ember_pool_t replies;
     size_t replies_in_flight;
+    /* The GPU of tables created with device EMBER_TABLE_CUDA, opened by the
+     * first of them (GPU local_rank % count). */
+    int local_rank;
+    ember_device_t *device;
 } ps_t;
 
 /* A reply in flight: the buffer and the PS it goes back to (apart from
@@ -108,7 +113,24 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
     }
     ps_table_t *entry = &ps->tables[spec.table_id];
     double started = tp_time_now();
-    ember_status_t status = ember_table_create(&spec, &entry->table, err, sizeof(err));
+    ember_status_t status = EMBER_OK;
+    spec.name[EMBER_TABLE_NAME_MAX - 1] = '\0';
+    if (spec.device > EMBER_TABLE_CUDA) {
+        status = EMBER_ERR_INVALID_PARAM;
+        snprintf(err, sizeof(err), "table %s: unknown device %u (host 0, cuda 1)",
+                 spec.name, spec.device);
+    } else if (spec.device == EMBER_TABLE_CUDA && !ps->device) {
+        status = ember_device_open("cuda", ps->local_rank, &ps->device);
+        if (status != EMBER_OK)
+            snprintf(err, sizeof(err), "table %s: --ps-device cuda, but %s has no "
+                     "usable GPU: %s", spec.name,
+                     ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)),
+                     ember_status_string(status));
+    }
+    if (status == EMBER_OK)
+        status = ember_table_create_on(&spec,
+                                       spec.device == EMBER_TABLE_CUDA ? ps->device : NULL,
+                                       &entry->table, err, sizeof(err));
     double create_s = tp_time_now() - started;
     if (status != EMBER_OK) {
         ember_error("ps", "%s", err);
@@ -129,11 +151,12 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
-    ember_info("ps", "table %s: shard %u of %u, %lld of %lld rows x %u %s (%.1f MiB), "
+    ember_info("ps", "table %s: shard %u of %u, %lld of %lld rows x %u %s (%.1f MiB %s), "
                "%s, %s in %.2f s", ember_table_name(entry->table), spec.shard,
                spec.num_shards, (long long)ember_table_local_rows(entry->table),
                (long long)spec.rows, spec.dim, spec.dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32",
                ember_table_bytes(entry->table) / 1048576.0,
+               spec.device == EMBER_TABLE_CUDA ? "on the GPU" : "in host memory",
                spec.consistency == EMBER_SYNC ? "sync" : "async",
                spec.init == EMBER_INIT_NORMAL ? "N(0,1) rows" : "zeroed for loading",
                create_s);
@@ -446,7 +469,7 @@ _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) ==
                    sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");
 
-ember_status_t ember_ps_run(ember_tp_t *tp)
+ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
 {
     ps_t *ps = calloc(1, sizeof(*ps));
     ember_status_t status;
@@ -454,6 +477,7 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
     if (!ps)
         return EMBER_ERR_NO_MEMORY;
     ps->tp = tp;
+    ps->local_rank = local_rank;
     ps->replies.huge_min = PS_REPLY_HUGE_MIN;
     ember_busy_clock_init(&ps->clock);
     for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
@@ -500,6 +524,8 @@ ember_status_t ember_ps_run(ember_tp_t *tp)
         ember_table_destroy(entry->table);
         *entry = (ps_table_t){0};
     }
+    ember_device_close(ps->device); /* after its tables */
+    ps->device = NULL;
     /* Replies still leaving hold pooled buffers: wait for the transport to
      * give them back (a lost peer fails them), and if one is held past the
      * grace period, leave the PS allocated rather than free under it. */

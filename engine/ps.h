@@ -9,8 +9,9 @@
 
 /**
  * Serve until the master's SHUTDOWN (returns OK) or ABORT (returns
- * ERR_CANCELED, the cause logged).  @tp borrowed.  Blocks.
+ * ERR_CANCELED, the cause logged).  @tp borrowed.  Blocks.  @local_rank
+ * picks the GPU of tables created on one (local_rank % GPUs).
  */
-ember_status_t ember_ps_run(ember_tp_t *tp);
+ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank);
 
 #endif

@@ -6,6 +6,7 @@
 #include "engine/hugepage.h"
 #include "engine/rng.h"
 
+#include <ember/device.h>
 #include <ember/log.h>
 
 #include <math.h>
@@ -33,6 +34,29 @@ static int buffer_reserve(buffer_t *buffer, size_t bytes)
     buffer->data = grown;
     buffer->capacity = capacity;
     return 1;
+}
+
+/* Grow-only device scratch (a GPU shard's lookups and updates). */
+typedef struct {
+    void *data;
+    size_t capacity;
+} dev_buffer_t;
+
+static ember_status_t dev_reserve(ember_device_t *device, dev_buffer_t *buffer,
+                                  size_t bytes)
+{
+    const ember_device_ops_t *dev = ember_device_ops(device);
+    if (bytes <= buffer->capacity)
+        return EMBER_OK;
+    size_t capacity = buffer->capacity ? buffer->capacity : 4096;
+    while (capacity < bytes)
+        capacity *= 2;
+    dev->mem_free(device, buffer->data);
+    buffer->data = NULL;
+    buffer->capacity = 0;
+    EMBER_CHECK(dev->mem_alloc(device, capacity, &buffer->data));
+    buffer->capacity = capacity;
+    return EMBER_OK;
 }
 
 /* What the forward of one trainer's lookup left for its backward. */
@@ -73,6 +97,13 @@ struct ember_table {
     int32_t *slot_of_row; /* sync reduction: row -> accumulator slot, -1 */
     buffer_t acc_rows, acc_grad, sorted_grad, order;
     buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
+    /* A shard on a device (NULL: host memory): data is device memory;
+     * lookups pool there; an update gathers the touched rows, steps the
+     * host optimizer on them (values) and scatters them back. */
+    ember_device_t *device;
+    const ember_device_ops_t *dev;
+    dev_buffer_t d_indices, d_offsets, d_weights, d_out, d_argmax, d_rows, d_values;
+    buffer_t values;
 };
 
 /* Local row @local as stored. */
@@ -90,6 +121,42 @@ static inline int table_half(const ember_table_t *table)
 ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
                                   ember_table_t **table_p, char *err,
                                   size_t err_length)
+{
+    return ember_table_create_on(spec, NULL, table_p, err, err_length);
+}
+
+/* Fill a device shard: N(0,1) rows made on the host a block at a time. */
+static ember_status_t device_init_rows(ember_table_t *table)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    const int64_t block = 16384;
+    if (spec->init != EMBER_INIT_NORMAL)
+        return table->dev->mem_zero(table->device, table->data,
+                                    (size_t)table->local_rows * table->row_bytes);
+    float *values = malloc((size_t)block * spec->dim * sizeof(float));
+    if (!values)
+        return EMBER_ERR_NO_MEMORY;
+    ember_status_t status = EMBER_OK;
+    for (int64_t first = 0; status == EMBER_OK && first < table->local_rows;
+         first += block) {
+        int64_t count = table->local_rows - first < block ? table->local_rows - first
+                                                          : block;
+        for (int64_t i = 0; i < count; i++) {
+            uint64_t row = (uint64_t)(first + i) * spec->num_shards + spec->shard;
+            ember_normal_fill(spec->seed, row * spec->dim, values + (size_t)i * spec->dim,
+                              spec->dim);
+        }
+        status = table->dev->mem_copy(table->device, table_row(table, first), values,
+                                      (size_t)count * table->row_bytes,
+                                      EMBER_COPY_HOST_TO_DEVICE);
+    }
+    free(values);
+    return status;
+}
+
+ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
+                                     ember_device_t *device, ember_table_t **table_p,
+                                     char *err, size_t err_length)
 {
     ember_table_t *table;
     char name[EMBER_TABLE_NAME_MAX + 1];
@@ -109,9 +176,16 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                     "table %s: rows of dtype %u are not supported (F32 %d, F16 %d)",
                     name, spec->dtype, (int)EMBER_DTYPE_F32, (int)EMBER_DTYPE_F16);
+    if (device && spec->dtype != EMBER_DTYPE_F32)
+        return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
+                    "table %s: fp16 rows on a %s parameter server are not supported "
+                    "(fp32 rows there, or fp16 in host memory)", name,
+                    ember_device_name(device));
     table = calloc(1, sizeof(*table));
     if (!table)
         return EMBER_ERR_NO_MEMORY;
+    table->device = device;
+    table->dev = device ? ember_device_ops(device) : NULL;
     table->spec = *spec;
     memcpy(table->spec.name, name, EMBER_TABLE_NAME_MAX);
     table->spec.name[EMBER_TABLE_NAME_MAX - 1] = '\0';
@@ -119,7 +193,13 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
                         spec->num_shards;
     table->row_bytes = (size_t)spec->dim *
                        (spec->dtype == EMBER_DTYPE_F16 ? sizeof(uint16_t) : sizeof(float));
-    table->data = ember_huge_alloc((size_t)table->local_rows * table->row_bytes + 1, 0);
+    if (device) {
+        if (table->dev->mem_alloc(device, (size_t)table->local_rows * table->row_bytes,
+                                  &table->data) != EMBER_OK)
+            table->data = NULL;
+    } else {
+        table->data = ember_huge_alloc((size_t)table->local_rows * table->row_bytes + 1, 0);
+    }
     table->contexts = calloc(spec->trainers, sizeof(*table->contexts));
     table->pending = calloc(spec->trainers, sizeof(*table->pending));
     if (spec->consistency == EMBER_SYNC)
@@ -136,7 +216,15 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
         ember_table_destroy(table);
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (spec->init == EMBER_INIT_NORMAL) {
+    if (device) {
+        ember_status_t status = device_init_rows(table);
+        if (status != EMBER_OK) {
+            ember_table_destroy(table);
+            return ember_status_text(err, err_length, status, "table %s: cannot "
+                        "initialise its rows on %s: %s", name,
+                        ember_device_name(device), ember_status_string(status));
+        }
+    } else if (spec->init == EMBER_INIT_NORMAL) {
         /* N(0,1) as nn.EmbeddingBag, from (seed, global element): the same
          * values whatever the number of shards. */
         float *values = spec->dtype == EMBER_DTYPE_F16 ? malloc(spec->dim * sizeof(float))
@@ -195,7 +283,17 @@ void ember_table_destroy(ember_table_t *table)
     free(table->slot_of_row);
     free(table->contexts);
     free(table->pending);
-    ember_huge_free(table->data);
+    if (table->device) {
+        dev_buffer_t *scratch[] = {&table->d_indices, &table->d_offsets,
+                                   &table->d_weights, &table->d_out, &table->d_argmax,
+                                   &table->d_rows, &table->d_values};
+        for (size_t i = 0; i < sizeof(scratch) / sizeof(scratch[0]); i++)
+            table->dev->mem_free(table->device, scratch[i]->data);
+        table->dev->mem_free(table->device, table->data);
+        buffer_free(&table->values);
+    } else {
+        ember_huge_free(table->data);
+    }
     free(table);
 }
 
@@ -231,6 +329,31 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
                             (long long)row, d, (double)values[d]);
         }
     }
+    if (table->device) {
+        /* This shard's rows of the range are consecutive local rows. */
+        int64_t local_first = -1, n = 0;
+        if (!buffer_reserve(&table->values, (size_t)count * spec->dim * sizeof(float) + 4))
+            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
+                        "table %s: out of memory", spec->name);
+        for (int64_t row = first; row < first + count; row++) {
+            if ((uint64_t)row % spec->num_shards != spec->shard)
+                continue;
+            if (local_first < 0)
+                local_first = row / spec->num_shards;
+            memcpy((float *)table->values.data + (size_t)n++ * spec->dim,
+                   data + (size_t)(row - first) * spec->dim, spec->dim * sizeof(float));
+        }
+        ember_status_t status =
+            n == 0 ? EMBER_OK
+                   : table->dev->mem_copy(table->device, table_row(table, local_first),
+                                          table->values.data, (size_t)n * table->row_bytes,
+                                          EMBER_COPY_HOST_TO_DEVICE);
+        if (status != EMBER_OK)
+            return ember_status_text(err, err_length, status, "table %s: load onto %s: %s",
+                        spec->name, ember_device_name(table->device),
+                        ember_status_string(status));
+        return EMBER_OK;
+    }
     for (int64_t row = first; row < first + count; row++) {
         if ((uint64_t)row % spec->num_shards != spec->shard)
             continue;
@@ -255,6 +378,18 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
                     table->spec.name, (long long)first, (long long)(first + count),
                     (long long)table->local_rows);
     size_t values = (size_t)count * table->spec.dim;
+    if (table->device) {
+        ember_status_t status =
+            values == 0 ? EMBER_OK
+                        : table->dev->mem_copy(table->device, out, table_row(table, first),
+                                               values * sizeof(float),
+                                               EMBER_COPY_DEVICE_TO_HOST);
+        if (status != EMBER_OK)
+            return ember_status_text(err, err_length, status, "table %s: read from %s: %s",
+                        table->spec.name, ember_device_name(table->device),
+                        ember_status_string(status));
+        return EMBER_OK;
+    }
     if (table_half(table))
         ember_half_to_float_n(table_row(table, first), out, values);
     else
@@ -275,6 +410,85 @@ static inline int64_t load_i64(const uint8_t *p, size_t i)
     int64_t v;
     memcpy(&v, p + 8 * i, 8);
     return v;
+}
+
+/* Pool on the device: the checked batch goes over, the pools (and the
+ * argmax a max backward needs) come back into the host's buffers. */
+static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch_t *batch,
+                                     const ember_bag_opts_t *opts, float *out,
+                                     int64_t *argmax)
+{
+    ember_device_t *device = table->device;
+    const ember_device_ops_t *dev = table->dev;
+    const size_t dim = table->spec.dim, n = batch->n, bags = batch->bags;
+
+    if (bags == 0)
+        return EMBER_OK;
+    EMBER_CHECK(dev_reserve(device, &table->d_indices, n * 8 + 8));
+    EMBER_CHECK(dev_reserve(device, &table->d_offsets, bags * 8));
+    EMBER_CHECK(dev_reserve(device, &table->d_out, bags * dim * sizeof(float)));
+    if (batch->weights)
+        EMBER_CHECK(dev_reserve(device, &table->d_weights, n * 4 + 4));
+    if (argmax)
+        EMBER_CHECK(dev_reserve(device, &table->d_argmax, bags * dim * 8));
+    ember_bag_batch_t d = *batch;
+    d.indices = table->d_indices.data;
+    d.offsets = table->d_offsets.data;
+    d.weights = batch->weights ? table->d_weights.data : NULL;
+    EMBER_CHECK(dev->mem_copy(device, table->d_indices.data, batch->indices, n * 8,
+                              EMBER_COPY_HOST_TO_DEVICE));
+    EMBER_CHECK(dev->mem_copy(device, table->d_offsets.data, batch->offsets, bags * 8,
+                              EMBER_COPY_HOST_TO_DEVICE));
+    if (batch->weights)
+        EMBER_CHECK(dev->mem_copy(device, table->d_weights.data, batch->weights, n * 4,
+                                  EMBER_COPY_HOST_TO_DEVICE));
+    EMBER_CHECK(dev->bag_forward(device, table->data, table->local_rows, dim, &d, opts,
+                                 table->d_out.data, argmax ? table->d_argmax.data : NULL));
+    EMBER_CHECK(dev->mem_copy(device, out, table->d_out.data, bags * dim * sizeof(float),
+                              EMBER_COPY_DEVICE_TO_HOST));
+    if (argmax)
+        EMBER_CHECK(dev->mem_copy(device, argmax, table->d_argmax.data, bags * dim * 8,
+                                  EMBER_COPY_DEVICE_TO_HOST));
+    return EMBER_OK;
+}
+
+/* The optimizer step on @rows (sorted, distinct, local).  On a device the
+ * rows are copied out, stepped by the host optimizer and copied back; a
+ * refused step copies nothing back. */
+static ember_status_t table_step(ember_table_t *table, const int64_t *rows,
+                                 const float *grad, size_t nrows)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    if (!table->device)
+        return ember_opt_step_sparse_typed(table->optimizer, table->data, spec->dtype,
+                                           spec->dim, rows, grad, nrows);
+    ember_device_t *device = table->device;
+    const ember_device_ops_t *dev = table->dev;
+    const size_t bytes = nrows * spec->dim * sizeof(float);
+    for (size_t u = 0; u < nrows; u++) {
+        if (rows[u] < 0 || rows[u] >= table->local_rows)
+            return EMBER_ERR_OUT_OF_RANGE; /* checked before: never here */
+    }
+    if (nrows > 0) {
+        EMBER_CHECK(dev_reserve(device, &table->d_rows, nrows * 8));
+        EMBER_CHECK(dev_reserve(device, &table->d_values, bytes));
+        if (!buffer_reserve(&table->values, bytes))
+            return EMBER_ERR_NO_MEMORY;
+        EMBER_CHECK(dev->mem_copy(device, table->d_rows.data, rows, nrows * 8,
+                                  EMBER_COPY_HOST_TO_DEVICE));
+        EMBER_CHECK(dev->rows_gather(device, table->data, spec->dim, table->d_rows.data,
+                                     nrows, table->d_values.data));
+        EMBER_CHECK(dev->mem_copy(device, table->values.data, table->d_values.data, bytes,
+                                  EMBER_COPY_DEVICE_TO_HOST));
+    }
+    EMBER_CHECK(ember_opt_step_sparse_gathered(table->optimizer, table->values.data,
+                                               spec->dim, rows, grad, nrows));
+    if (nrows == 0)
+        return EMBER_OK;
+    EMBER_CHECK(dev->mem_copy(device, table->d_values.data, table->values.data, bytes,
+                              EMBER_COPY_HOST_TO_DEVICE));
+    return dev->rows_scatter(device, table->data, spec->dim, table->d_rows.data, nrows,
+                             table->d_values.data);
 }
 
 ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t *msg,
@@ -400,10 +614,13 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
                                .n_weights = weighted ? n : 0};
     ember_bag_opts_t opts = {.mode = max_mode ? EMBER_POOL_MAX : EMBER_POOL_SUM,
                              .padding_idx = -1};
-    ember_status_t status = ember_bag_forward_typed(table->data, spec->dtype,
-                                                    table->local_rows, spec->dim, &batch,
-                                                    &opts, out,
-                                                    max_mode ? ctx->argmax.data : NULL);
+    ember_status_t status =
+        table->device ? device_forward(table, &batch, &opts, out,
+                                       max_mode ? ctx->argmax.data : NULL)
+                      : ember_bag_forward_typed(table->data, spec->dtype,
+                                                table->local_rows, spec->dim, &batch,
+                                                &opts, out,
+                                                max_mode ? ctx->argmax.data : NULL);
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
                     "pooling failed: %s", name, trainer, step,
@@ -473,9 +690,7 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
             dst[d] = src[d] * scale;
         table->slot_of_row[acc_rows[u]] = -1;
     }
-    ember_status_t status = ember_opt_step_sparse_typed(table->optimizer, table->data,
-                                                        table->spec.dtype, dim, acc_rows,
-                                                        sorted, touched);
+    ember_status_t status = table_step(table, acc_rows, sorted, touched);
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "table %s: optimizer step failed: %s",
                     table->spec.name, ember_status_string(status));
@@ -621,9 +836,7 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
         return EMBER_OK; /* accumulate-only: nothing to apply (not used yet) */
 
     if (!ember_table_is_sync(table)) {
-        status = ember_opt_step_sparse_typed(table->optimizer, table->data, spec->dtype,
-                                             spec->dim, pending->rows.data,
-                                             pending->grad.data, nrows);
+        status = table_step(table, pending->rows.data, pending->grad.data, nrows);
         if (status != EMBER_OK)
             return ember_status_text(err, err_length, status, "table %s: optimizer: %s", name,
                         ember_status_string(status));

@@ -69,8 +69,11 @@ int main(int argc, char **argv)
         return 2;
 
     /* Fail before joining when the asked-for device is not there. */
-    if (strcmp(job.device, "cuda") == 0 && ember_device_cuda_count() == 0) {
-        fprintf(stderr, "ember-train: --device cuda: %s\n",
+    const char *gpu_flag = strcmp(job.device, "cuda") == 0      ? "--device"
+                           : strcmp(job.ps_device, "cuda") == 0 ? "--ps-device"
+                                                                : NULL;
+    if (gpu_flag && ember_device_cuda_count() == 0) {
+        fprintf(stderr, "ember-train: %s cuda: %s\n", gpu_flag,
                 ember_device_have_cuda() ? "no CUDA GPU is visible"
                                          : "this build has no CUDA backend");
         return 2;
@@ -116,9 +119,13 @@ int main(int argc, char **argv)
     case EMBER_ROLE_MASTER:
         status = ember_master_run(tp, &job);
         break;
-    case EMBER_ROLE_PS:
-        status = ember_ps_run(tp);
+    case EMBER_ROLE_PS: {
+        int local_rank, local_size;
+        ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank,
+                              &local_size);
+        status = ember_ps_run(tp, local_rank);
         break;
+    }
     case EMBER_ROLE_TRAINER: {
         int local_rank, local_size;
         ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank,

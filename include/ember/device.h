@@ -158,6 +158,15 @@ typedef struct ember_device_ops {
      * of its own a backend gets malloc/free. */
     ember_status_t (*host_alloc)(ember_device_t *dev, size_t bytes, void **ptr_p);
     void (*host_free)(ember_device_t *dev, void *ptr);
+    /* ---- table rows (version 2): a parameter server's shard on a device -- */
+    /* out[i, :] = table[rows[i], :] for i < n (rows, table, out: device
+     * memory; rows valid, as the caller checked them). */
+    ember_status_t (*rows_gather)(ember_device_t *dev, const float *table, size_t dim,
+                                  const int64_t *rows, size_t n, float *out);
+    /* table[rows[i], :] = in[i, :] (rows distinct). */
+    ember_status_t (*rows_scatter)(ember_device_t *dev, float *table, size_t dim,
+                                   const int64_t *rows, size_t n, const float *in);
+
     /* How this device's data meets the network: *text_p gets one line for
      * the log (NULL: the device is host memory).  The first call decides
      * (the CUDA backend asks UCX, as EMBER_GPUDIRECT says), later ones

@@ -91,6 +91,29 @@ dtype_flag)
     grep -q "invalid value 'bf16' for --table-dtype" "$work/out" || fail "no message naming it"
     "$run" -n 4 "$train" --reply-dtype int8 >"$work/out" 2>&1 && fail "int8 replies were accepted"
     grep -q "invalid value 'int8' for --reply-dtype" "$work/out" || fail "no message naming it"
+    "$run" -n 4 "$train" --ps-device tpu >"$work/out" 2>&1 && fail "--ps-device tpu was accepted"
+    grep -q "invalid value 'tpu' for --ps-device" "$work/out" || fail "no message naming it"
+    info=$("$build/tools/ember-info" 2>/dev/null)
+    if ! grep -qE '^cuda: [1-9]' <<<"$info"; then # no GPU: refused before joining
+        "$run" -n 4 "$train" --ps-device cuda >"$work/out" 2>&1 && fail "--ps-device cuda ran"
+        grep -qE "ember-train: --ps-device cuda: (no CUDA GPU is visible|this build has no CUDA backend)" \
+            "$work/out" || fail "no message naming --ps-device"
+    fi
+    ;;
+cuda_ps:*)
+    # The PS's shard on the GPU (--ps-device cuda), trainers on DEVICE:
+    # reproduces the golden run; skipped without a GPU.
+    IFS=: read -r _ file ps device <<<"$case_name"
+    info=$("$build/tools/ember-info" 2>/dev/null)
+    grep -qE '^cuda: [1-9]' <<<"$info" || { echo "no CUDA GPU: skipped"; exit 77; }
+    t=$(trainers_of "$golden/$file.safetensors")
+    EMBER_LOG_LEVEL=info timeout 120 "$run" -n $((t + 1 + ps)) "$train" --ps "$ps" \
+        --ps-device cuda --device "$device" --replay "$golden/$file.safetensors" \
+        --save "$work/out.safetensors" >"$work/out" 2>&1 || fail "ember-train exited $?"
+    "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/out.safetensors" ||
+        fail "differs from PyTorch"
+    n=$(grep -cE "rows x [0-9]+ fp32 \([0-9.]+ MiB on the GPU\)" "$work/out")
+    [ "$n" -eq "$ps" ] || fail "$n of $ps shards on the GPU"
     ;;
 async4)
     timeout 120 "$run" -n 6 "$train" --trainers 4 --consistency async --epochs 20 \
