@@ -70,5 +70,5 @@ for b in ${bags//,/ }; do
 done
 echo "# ratios: the median of the per-round ratios, fp16 over fp32 (rows/s, grad rows/s) and fp32 over fp16 (ps_us): above 1, fp16 is faster"
 if [[ $what == rows ]]; then
-    echo "# table on the PS: $(grep -o 'rows x [0-9]* fp32 ([0-9.]* MiB)' "$out/1.out" | head -1 | grep -o '[0-9.]* MiB') fp32, $(grep -o 'rows x [0-9]* fp16 ([0-9.]* MiB)' "$out/1.out" | head -1 | grep -o '[0-9.]* MiB') fp16"
+    echo "# table on the PS: $(grep -o 'rows x [0-9]* fp32 ([0-9.]* MiB' "$out/1.out" | head -1 | grep -o '[0-9.]* MiB') fp32, $(grep -o 'rows x [0-9]* fp16 ([0-9.]* MiB' "$out/1.out" | head -1 | grep -o '[0-9.]* MiB') fp16"
 fi

@@ -88,6 +88,7 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
     tp_send_t *send = user_data;
     ember_status_t ret = tp_status_from_ucs(status);
 
+    send->tp->sends_inflight--;
     if (status != UCS_OK) {
         ember_debug("tp", "send to %s failed: %s", send->tp->peers[send->peer].name,
                     ucs_status_string(status));
@@ -266,6 +267,8 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
         ember_debug("tp", "send to %s failed at once: %s", peer->name,
                     ucs_status_string(UCS_PTR_STATUS(request)));
         tp_send_complete(send, EMBER_ERR_PEER_LOST);
+    } else {
+        peer->tp->sends_inflight++; /* until send_cb */
     }
 }
 

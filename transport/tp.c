@@ -65,9 +65,12 @@ void ember_tp_destroy(ember_tp_t *tp)
 
     if (!tp)
         return;
-    /* 1. Let this process's own calls finish (bounded). */
-    while (tp->pending_count && tp_time_now() < deadline)
-        ember_tp_wait(tp, 0.05);
+    /* 1. Let this process's own calls finish (bounded), and the sends of
+     * those already answered: a rendezvous send completes only when its
+     * receiver's acknowledgement comes, which may follow the reply; a
+     * worker destroyed before would leak the request (UCX warns). */
+    while ((tp->pending_count || tp->sends_inflight) && tp_time_now() < deadline)
+        ember_tp_wait(tp, tp->pending_count ? 0.05 : 0.001);
     if (tp->pending_count)
         ember_warn("tp", "shutdown: %zu call(s) still pending after %.0f s are "
                    "cancelled", tp->pending_count, timeout);

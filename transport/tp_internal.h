@@ -216,6 +216,7 @@ struct ember_tp {
     uint32_t *free_slots;
     size_t slot_count, free_count;
     size_t pending_count;
+    size_t sends_inflight; /* UCX send requests not yet completed */
     double next_deadline_check;
 
     unsigned long dropped_messages; /* malformed or unauthenticated */
