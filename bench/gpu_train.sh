@@ -35,8 +35,8 @@ one() { # trainer-device ps-device round -> steps/s
     grep -o 'in [0-9.]* s: [0-9]* steps/s' "$out/$name.log" | awk '{print $4}'
 }
 
-echo "# $(grep -m1 '^gpu' <<<"$info" || true) $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
-echo "# $(nproc) cores; UCX_TLS=$UCX_TLS; ${large[*]}"
+echo "# GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); $(nproc) cores; UCX_TLS=$UCX_TLS"
+echo "# ember-train ${large[*]}"
 declare -A results
 for ((r = 0; r < rounds; r++)); do
     order=("${placements[@]}")
@@ -48,10 +48,10 @@ for ((r = 0; r < rounds; r++)); do
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 base=$(median <<<"${results[cpu cpu]}")
-printf '%-26s %-24s %10s %8s\n' "trainers / PS table" "steps/s per round" "median" "vs cpu"
+printf '%-30s %-24s %8s %8s\n' "trainers / PS table" "steps/s per round" "median" "vs cpu"
 for p in "${placements[@]}"; do
     read -r dev ps <<<"$p"
     m=$(median <<<"${results[$p]}")
-    printf '%-26s %-24s %10s %7.2fx\n' "--device $dev --ps-device $ps" "${results[$p]# }" "$m" \
+    printf '%-30s %-24s %8s %7.2fx\n' "--device $dev --ps-device $ps" "${results[$p]# }" "$m" \
         "$(awk -v a="$m" -v b="$base" 'BEGIN { print a / b }')"
 done
