@@ -201,7 +201,8 @@ ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_l
     ember_status_t status = EMBER_ERR_NO_MEMORY;
     if (recv && buffer) {
         *recv = (batch_recv_t){.tp = tp, .peer = peer, .buffer = buffer, .length = length};
-        status = tp_rndv_receive(tp, data, buffer, length, batch_recv_cb, recv);
+        status = tp_rndv_receive(tp, data, buffer, length, EMBER_MEM_HOST, batch_recv_cb,
+                                 recv);
         if (status == EMBER_INPROGRESS)
             return UCS_INPROGRESS;
         if (status == EMBER_OK)

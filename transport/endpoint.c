@@ -235,6 +235,10 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
         buffer = send->iovcnt ? send->iov[0].buffer : NULL;
         count = send->iovcnt ? send->iov[0].length : 0;
     }
+    if (send->mem_type == EMBER_MEM_CUDA) { /* UCX reads it from GPU memory */
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        param.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
     if (send->am_id != TP_AM_HELLO)
         peer_lanes(tp, peer);
     if ((send->am_id == TP_AM_REPLY || send->am_id == TP_AM_REPLY_BATCH) &&
@@ -256,6 +260,10 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
     if (send->am_id == TP_AM_REQUEST && request_eager_max &&
         data_bytes <= request_eager_max)
         param.flags |= UCP_AM_SEND_FLAG_EAGER;
+    /* A reply its caller receives straight into its buffer (REPLY_RNDV). */
+    if (send->force_rndv)
+        param.flags = (param.flags & ~(uint32_t)UCP_AM_SEND_FLAG_EAGER) |
+                      UCP_AM_SEND_FLAG_RNDV;
     /* HELLO carries no ember header: it is all payload. */
     request = ucp_am_send_nbx(peer->ep, send->am_id,
                               send->am_id == TP_AM_HELLO ? NULL : send->am_header,

@@ -304,20 +304,49 @@ static size_t iov_total(const ember_iov_t *iov, size_t iovcnt)
     return total;
 }
 
+/* A payload whose bulk is GPU memory: one buffer, or a host head small
+ * enough to ride in the AM header and the bulk (no host copy touches it). */
+static int mem_layout_ok(const ember_tp_t *tp, const ember_iov_t *iov, size_t iovcnt,
+                         ember_mem_type_t payload_mem)
+{
+    return payload_mem == EMBER_MEM_HOST || iovcnt == 1 ||
+           (iovcnt == 2 && iov[0].length <= tp->inline_max);
+}
+
 ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
                                     const ember_iov_t *iov, size_t iovcnt,
                                     void *resp_buffer, size_t resp_capacity,
                                     double timeout_s, ember_future_t **future_p)
 {
+    return ember_rpc_call_async_mem(tp, peer, op, iov, iovcnt, resp_buffer,
+                                    resp_capacity, NULL, timeout_s, future_p);
+}
+
+ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
+                                        const ember_iov_t *iov, size_t iovcnt,
+                                        void *resp_buffer, size_t resp_capacity,
+                                        const ember_rpc_mem_t *mem, double timeout_s,
+                                        ember_future_t **future_p)
+{
+    static const ember_rpc_mem_t host = {EMBER_MEM_HOST, EMBER_MEM_HOST, 0};
     ember_future_t *future;
     tp_send_t *send;
     size_t total = iov_total(iov, iovcnt);
     ember_status_t status;
 
+    if (!mem)
+        mem = &host;
+
     if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX ||
         (iovcnt && !iov)) {
         ember_error("tp", "call op %u to rank %d: invalid peer or op (world size "
                     "%d)", op, peer, tp->world_size);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (!mem_layout_ok(tp, iov, iovcnt, mem->payload_mem) ||
+        (mem->reply_mem != EMBER_MEM_HOST && !resp_buffer)) {
+        ember_error("tp", "call op %u: GPU memory needs one buffer or a head of at "
+                    "most %zu bytes before it, and a reply buffer", op, tp->inline_max);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (total > tp->max_message) {
@@ -337,12 +366,17 @@ ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
         tp_future_maybe_free(future);
         return status;
     }
+    int reply_rndv = mem->reply_rndv || mem->reply_mem != EMBER_MEM_HOST;
     send->header = (tp_header_t){.magic = TP_MAGIC,
                                  .version = TP_VERSION,
                                  .op = op,
                                  .request_id = future->id,
+                                 .flags = reply_rndv ? TP_FLAG_REPLY_RNDV : 0,
                                  .length = total};
+    send->mem_type = mem->payload_mem;
     send->future = future;
+    future->response_mem = mem->reply_mem;
+    future->reply_rndv = reply_rndv;
     future->send = send;
     future->send_inflight = 1;
     *future_p = future;
@@ -353,6 +387,15 @@ ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op,
                               const ember_iov_t *iov, size_t iovcnt,
                               ember_rpc_done_cb done_cb, void *done_arg)
 {
+    return ember_rpc_send_mem(tp, peer, op, iov, iovcnt, EMBER_MEM_HOST, done_cb,
+                              done_arg);
+}
+
+ember_status_t ember_rpc_send_mem(ember_tp_t *tp, int peer, uint16_t op,
+                                  const ember_iov_t *iov, size_t iovcnt,
+                                  ember_mem_type_t payload_mem,
+                                  ember_rpc_done_cb done_cb, void *done_arg)
+{
     tp_send_t *send;
     size_t total = iov_total(iov, iovcnt);
 
@@ -362,12 +405,18 @@ ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op,
                     peer);
         return EMBER_ERR_INVALID_PARAM;
     }
+    if (!mem_layout_ok(tp, iov, iovcnt, payload_mem)) {
+        ember_error("tp", "send op %u: GPU memory needs one buffer or a head of at "
+                    "most %zu bytes before it", op, tp->inline_max);
+        return EMBER_ERR_INVALID_PARAM;
+    }
     if (total > tp->max_message) {
         ember_error("tp", "send op %u to %s: %zu bytes exceed EMBER_MAX_MSG_SIZE",
                     op, tp->peers[peer].name, total);
         return EMBER_ERR_MSG_TOO_LONG;
     }
     EMBER_CHECK(tp_send_alloc(tp, peer, TP_AM_REQUEST, iov, iovcnt, &send));
+    send->mem_type = payload_mem;
     send->header = (tp_header_t){.magic = TP_MAGIC,
                                  .version = TP_VERSION,
                                  .op = op,
@@ -410,7 +459,7 @@ int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
     size_t inline_length = out->flags >> TP_INLINE_SHIFT;
     *inline_p = inline_length;
     return out->magic == TP_MAGIC && out->version == TP_VERSION &&
-           (out->flags & ((1u << TP_INLINE_SHIFT) - 1) & ~TP_FLAG_ONEWAY) == 0 &&
+           (out->flags & ((1u << TP_INLINE_SHIFT) - 1) & ~TP_FLAGS_KNOWN) == 0 &&
            inline_length <= TP_INLINE_MAX &&
            header_length == sizeof(*out) + inline_length &&
            out->length == inline_length + length && out->length <= tp->max_message &&
@@ -418,6 +467,7 @@ int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
 }
 
 ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t length,
+                               ember_mem_type_t mem_type,
                                ucp_am_recv_data_nbx_callback_t cb, void *user_data)
 {
     ucp_request_param_t param = {
@@ -427,6 +477,10 @@ ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t 
         .user_data = user_data,
         .datatype = ucp_dt_make_contig(1),
     };
+    if (mem_type == EMBER_MEM_CUDA) { /* UCX moves it into GPU memory */
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        param.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
     ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, desc, buffer, length,
                                                     &param);
     if (request == NULL)
@@ -479,6 +533,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     req->request_id = hdr.request_id;
     req->length = total;
     req->oneway = (hdr.flags & TP_FLAG_ONEWAY) != 0;
+    req->reply_rndv = (hdr.flags & TP_FLAG_REPLY_RNDV) != 0;
     tp_list_init(&req->link);
 
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
@@ -510,8 +565,8 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
             dest = (uint8_t *)req->data + inline_length;
         }
         req->recv_inflight = 1;
-        ember_status_t status = tp_rndv_receive(tp, data, dest, length, request_recv_cb,
-                                             req);
+        ember_status_t status = tp_rndv_receive(tp, data, dest, length, EMBER_MEM_HOST,
+                                                request_recv_cb, req);
         if (status != EMBER_INPROGRESS) {
             req->recv_inflight = 0;
             req->recv_status = status;
@@ -608,14 +663,25 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
         }
         future->response_owned = 1;
     }
+    if (future->reply_rndv && total > 0 && (!rndv || inline_length)) {
+        /* Asked for a whole rendezvous reply (no host copy may touch a GPU
+         * buffer), the replier did otherwise: a broken peer. */
+        tp_future_complete(future, EMBER_ERR_BAD_MESSAGE);
+        future_set_text(future, "reply of %zu bytes from %s to op %u came %s, not "
+                        "whole by rendezvous as asked", total, tp->peers[peer].name,
+                        future->op, rndv ? "with an inline head" : "eager");
+        tp_future_maybe_free(future);
+        return UCS_OK;
+    }
     future->length = total;
     memcpy(future->response, inline_part, inline_length);
     uint8_t *rest = (uint8_t *)future->response + inline_length;
     if (rndv) {
         /* Straight into the caller's buffer: no intermediate copy. */
         future->recv_inflight = 1;
-        ember_status_t status = tp_rndv_receive(tp, data, rest, length, reply_recv_cb,
-                                             future);
+        ember_status_t status = tp_rndv_receive(tp, data, rest, length,
+                                                future->response_mem, reply_recv_cb,
+                                                future);
         if (status != EMBER_INPROGRESS) {
             future->recv_inflight = 0;
             tp_future_complete(future, status);
@@ -779,8 +845,13 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
                                  .length = total};
     send->done_cb = done_cb;
     send->done_arg = done_arg;
+    /* Its caller receives straight into its buffer (maybe GPU memory): the
+     * payload whole, by rendezvous, never batched.  An error's text is
+     * read on the host, as always. */
+    send->force_rndv = req->reply_rndv && status >= 0;
     req_free(req);
-    if (tp->handler_depth && total <= tp_batch_item_max(&tp->peers[send->peer])) {
+    if (tp->handler_depth && !send->force_rndv &&
+        total <= tp_batch_item_max(&tp->peers[send->peer])) {
         tp_reply_defer(tp, send);
         return EMBER_OK;
     }

@@ -37,6 +37,11 @@ enum {
 #define TP_INLINE_SHIFT 16
 /* A one-way request: the receiver's handler runs, nothing is sent back. */
 #define TP_FLAG_ONEWAY  1u
+/* A call whose reply must come by rendezvous, the payload whole (no inline
+ * head, no batch): the caller receives it straight into its buffer, which
+ * may be GPU memory no host copy may touch. */
+#define TP_FLAG_REPLY_RNDV 2u
+#define TP_FLAGS_KNOWN  (TP_FLAG_ONEWAY | TP_FLAG_REPLY_RNDV)
 
 /* The fixed, versioned header in front of every request and reply. */
 typedef struct {
@@ -90,6 +95,8 @@ typedef struct tp_send {
     ucp_dt_iov_t iov_inline[4];
     void *copy;                   /* reply payload copy (owned) */
     struct ember_future *future;  /* calls: completes the call's send side */
+    ember_mem_type_t mem_type;    /* of the payload's bulk (its last part) */
+    int force_rndv;               /* a reply a REPLY_RNDV call waits for */
     ember_rpc_done_cb done_cb;    /* zcopy replies */
     void *done_arg;
 } tp_send_t;
@@ -141,6 +148,8 @@ struct ember_future {
     int released;     /* the user let go; free when nothing refers to it */
     int send_inflight;
     int recv_inflight; /* rendezvous reply being received */
+    ember_mem_type_t response_mem; /* where the caller's response buffer is */
+    int reply_rndv;    /* asked for the reply by rendezvous */
     double deadline;
     double started;
     tp_send_t *send;
@@ -164,6 +173,7 @@ struct ember_rpc_req {
     int recv_inflight;
     ember_status_t recv_status;
     int oneway; /* no reply travels back */
+    int reply_rndv; /* the caller wants its reply by rendezvous */
 };
 
 typedef struct {
@@ -299,6 +309,7 @@ int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
  * failed, and @cb will not run.
  */
 ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t length,
+                               ember_mem_type_t mem_type,
                                ucp_am_recv_data_nbx_callback_t cb, void *user_data);
 ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
                              const ember_iov_t *iov, size_t iovcnt, tp_send_t **send_p);

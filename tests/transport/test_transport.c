@@ -1121,7 +1121,67 @@ static int case_tls_tcp(int rank, int world, void *arg)
     return 0;
 }
 
+/* Calls that ask for their reply by rendezvous, whole, straight into the
+ * caller's buffer (what a GPU reply buffer needs): every size arrives
+ * intact, never batched (the replies are posted from a handler, where small
+ * ones would be), or the call fails (a reply that came eager or with an
+ * inline head is refused); an error reply still brings its text; a GPU
+ * payload of three parts is refused before anything is sent. */
+static int case_reply_rndv(int rank, int world, void *arg)
+{
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1) {
+        serve(tp, &server);
+    } else {
+        static const size_t sizes[] = {1, 8, 100, 2048, 5000, 65536, 70001, 1 << 20};
+        static uint8_t out[1 << 20], in[1 << 20];
+        const ember_rpc_mem_t mem = {.payload_mem = EMBER_MEM_HOST,
+                                     .reply_mem = EMBER_MEM_HOST, .reply_rndv = 1};
+        ember_tp_barrier(tp, "serving");
+        for (size_t k = 0; k < 3 * sizeof(sizes) / sizeof(sizes[0]); k++) {
+            size_t n = sizes[k % (sizeof(sizes) / sizeof(sizes[0]))], got = 0;
+            ember_future_t *future;
+            fill(out, n, 77 + k);
+            memset(in, 0, n);
+            ember_iov_t iov = {.buffer = out, .length = n};
+            MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ECHO, &iov, 1, in, sizeof(in), &mem,
+                                              0, &future) == EMBER_OK, "call %zu", n);
+            ember_status_t status = ember_future_wait(future);
+            MP_CHECK(status == EMBER_OK, "reply of %zu by rendezvous: %s (%s)", n,
+                     ember_status_string(status),
+                     status == EMBER_OK ? "" : (const char *)ember_future_data(future, NULL));
+            ember_future_data(future, &got);
+            MP_CHECK(got == n && memcmp(in, out, n) == 0, "reply of %zu: %zu bytes back",
+                     n, got);
+            ember_future_release(future);
+        }
+        ember_future_t *future;
+        ember_iov_t iov = {.buffer = out, .length = 16};
+        MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ONEWAY + 7, &iov, 1, in, sizeof(in),
+                                          &mem, 0, &future) == EMBER_OK, "call");
+        const char *text = ember_future_wait(future) != EMBER_OK
+                               ? ember_future_data(future, NULL)
+                               : NULL;
+        MP_CHECK(text && strstr(text, "handler"), "an unhandled op: '%s'",
+                 text ? text : "(answered)");
+        ember_future_release(future);
+        ember_iov_t three[3] = {{out, 8}, {out, 8}, {out, 8}};
+        const ember_rpc_mem_t gpu = {.payload_mem = EMBER_MEM_CUDA,
+                                     .reply_mem = EMBER_MEM_HOST};
+        MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ECHO, three, 3, in, sizeof(in), &gpu,
+                                          0, &future) == EMBER_ERR_INVALID_PARAM,
+                 "a three-part GPU payload was taken");
+        stop_server(tp, 1);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 static const mp_case_t cases[] = {
+    {"reply_rndv", case_reply_rndv, 2, 0},
     {"pingpong", case_pingpong, 2, 0},   {"concurrent", case_concurrent, 2, 0},
     {"sizes", case_sizes, 2, 0},         {"deferred", case_deferred, 2, 0},
     {"rma", case_rma, 2, 0},             {"kill", case_kill, 3, 1u << 1},
