@@ -89,9 +89,9 @@ static const ember_config_entry_t config_table[] = {
      "memory) or staged (always the latter; on the CPU it only adds copies)."},
     {"EMBER_GPUDIRECT", "auto", EMBER_CONFIG_STRING,
      "How GPU trainers' lookup replies and gradient pushes meet the network: "
-     "auto or staged (pinned host buffers, reused every step; what ember "
-     "has) or rdma (refused: receiving RPC replies into GPU memory is not "
-     "implemented)."},
+     "auto (in GPU memory, handed to UCX as CUDA memory, when UCX supports "
+     "it; else staged), staged (pinned host buffers, reused every step) or "
+     "rdma (GPU memory, refused where UCX cannot)."},
     {"EMBER_CUDA_PLUGIN", NULL, EMBER_CONFIG_STRING,
      "Path of the CUDA backend plugin, libember-cuda.so (default: the one "
      "built with this ember)."},

@@ -452,6 +452,28 @@ static ember_status_t cuda_dev_rows_scatter(ember_device_t *dev, float *table,
     return cuda_rows_scatter(impl(dev), table, dim, rows, n, in);
 }
 
+static ember_status_t cuda_dev_pool_combine(ember_device_t *dev, const float *parts,
+                                            size_t stride, uint32_t nparts, size_t bags,
+                                            size_t dim, ember_pool_mode_t mode,
+                                            const uint32_t *counts,
+                                            const uint32_t *bag_counts, float *out,
+                                            int16_t *winner)
+{
+    return cuda_pool_combine(impl(dev), parts, stride, nparts, bags, dim, mode, counts,
+                             bag_counts, out, winner);
+}
+
+static ember_status_t cuda_dev_pool_split(ember_device_t *dev, const float *grad,
+                                          uint32_t nparts, size_t bags, size_t dim,
+                                          ember_pool_mode_t mode,
+                                          const uint32_t *bag_counts,
+                                          const int16_t *winner, float *grads,
+                                          size_t stride)
+{
+    return cuda_pool_split(impl(dev), grad, nparts, bags, dim, mode, bag_counts, winner,
+                           grads, stride);
+}
+
 /* Pinned (page-locked) host memory: the GPU copies it by DMA, without the
  * driver's own bounce buffer; portable so any context may use it. */
 static ember_status_t cuda_host_alloc(ember_device_t *dev, size_t bytes, void **ptr_p)
@@ -472,11 +494,16 @@ static void cuda_host_free(ember_device_t *dev, void *ptr)
     }
 }
 
-static ember_status_t cuda_network_path(ember_device_t *dev, const char **text_p)
+static ember_status_t cuda_network_path(ember_device_t *dev, ember_mem_type_t *mem_p,
+                                        const char **text_p)
 {
+    *mem_p = EMBER_MEM_HOST;
 #ifdef EMBER_HAVE_TRANSPORT
-    ember_gpudirect_path_t path;
-    return ember_gpudirect_probe(&path, text_p);
+    ember_gpudirect_path_t path = EMBER_GPUDIRECT_STAGED;
+    ember_status_t status = ember_gpudirect_probe(&path, text_p);
+    if (status == EMBER_OK && path == EMBER_GPUDIRECT_RDMA)
+        *mem_p = EMBER_MEM_CUDA;
+    return status;
 #else
     *text_p = "no transport in this build";
     return EMBER_OK;
@@ -514,6 +541,8 @@ const ember_device_ops_t ember_device_cuda_ops = {
     .host_free = cuda_host_free,
     .rows_gather = cuda_dev_rows_gather,
     .rows_scatter = cuda_dev_rows_scatter,
+    .pool_combine = cuda_dev_pool_combine,
+    .pool_split = cuda_dev_pool_split,
     .network_path = cuda_network_path,
 };
 

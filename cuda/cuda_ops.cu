@@ -185,6 +185,65 @@ __global__ void k_rows_scatter(float *__restrict__ table, size_t dim,
         dst[d] = in[i * dim + d];
 }
 
+/* engine/device.h's pool_combine, an element per thread (the order of the
+ * adds per element is the host's: bit for bit). */
+__global__ void k_pool_combine(const float *__restrict__ parts, size_t stride,
+                               uint32_t nparts, size_t bags, size_t dim, int mode,
+                               const uint32_t *__restrict__ counts,
+                               const uint32_t *__restrict__ bag_counts,
+                               float *__restrict__ out, int16_t *__restrict__ winner)
+{
+    size_t total = bags * dim;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t b = i / dim;
+        if (mode == EMBER_POOL_MAX) {
+            float best = 0.0f;
+            int16_t w = -1;
+            for (uint32_t p = 0; p < nparts; p++) {
+                if (!counts[(size_t)p * bags + b])
+                    continue;
+                float v = parts[p * stride + i];
+                if (w < 0 || v > best) {
+                    best = v;
+                    w = (int16_t)p;
+                }
+            }
+            out[i] = best;
+            winner[i] = w;
+            continue;
+        }
+        float acc = parts[i];
+        for (uint32_t p = 1; p < nparts; p++)
+            acc = __fadd_rn(acc, parts[p * stride + i]);
+        if (mode == EMBER_POOL_MEAN && bag_counts[b])
+            acc = __fmul_rn(acc, __fdiv_rn(1.0f, (float)bag_counts[b]));
+        out[i] = acc;
+    }
+}
+
+__global__ void k_pool_split(const float *__restrict__ grad, uint32_t nparts,
+                             size_t bags, size_t dim, int mode,
+                             const uint32_t *__restrict__ bag_counts,
+                             const int16_t *__restrict__ winner,
+                             float *__restrict__ grads, size_t stride)
+{
+    size_t total = bags * dim;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t b = i / dim;
+        float g = grad[i];
+        for (uint32_t p = 0; p < nparts; p++) {
+            float v = g;
+            if (mode == EMBER_POOL_MAX)
+                v = winner[i] == (int16_t)p ? g : 0.0f;
+            else if (mode == EMBER_POOL_MEAN && bag_counts[b])
+                v = __fmul_rn(g, __fdiv_rn(1.0f, (float)bag_counts[b]));
+            grads[p * stride + i] = v;
+        }
+    }
+}
+
 static dim3 rows_block(size_t dim)
 {
     unsigned tx = 32;
@@ -328,6 +387,43 @@ extern "C" ember_status_t cuda_rows_scatter(cuda_dev_t *dev, float *table, size_
     dim3 block = rows_block(dim);
     k_rows_scatter<<<(unsigned)((n + block.y - 1) / block.y), block, 0, dev->stream>>>(
         table, dim, rows, n, in);
+    CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_pool_combine(cuda_dev_t *dev, const float *parts,
+                                            size_t stride, uint32_t nparts, size_t bags,
+                                            size_t dim, ember_pool_mode_t mode,
+                                            const uint32_t *counts,
+                                            const uint32_t *bag_counts, float *out,
+                                            int16_t *winner)
+{
+    if (bags == 0 || dim == 0)
+        return EMBER_OK;
+    if (!parts || !out || nparts == 0 || nparts > 32767 ||
+        (mode == EMBER_POOL_MAX && (!counts || !winner)) ||
+        (mode == EMBER_POOL_MEAN && !bag_counts))
+        return EMBER_ERR_INVALID_PARAM;
+    k_pool_combine<<<grid_for(bags * dim), kBlock, 0, dev->stream>>>(
+        parts, stride, nparts, bags, dim, (int)mode, counts, bag_counts, out, winner);
+    CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_pool_split(cuda_dev_t *dev, const float *grad,
+                                          uint32_t nparts, size_t bags, size_t dim,
+                                          ember_pool_mode_t mode,
+                                          const uint32_t *bag_counts,
+                                          const int16_t *winner, float *grads,
+                                          size_t stride)
+{
+    if (bags == 0 || dim == 0 || nparts == 0)
+        return EMBER_OK;
+    if (!grad || !grads || (mode == EMBER_POOL_MAX && !winner) ||
+        (mode == EMBER_POOL_MEAN && !bag_counts))
+        return EMBER_ERR_INVALID_PARAM;
+    k_pool_split<<<grid_for(bags * dim), kBlock, 0, dev->stream>>>(
+        grad, nparts, bags, dim, (int)mode, bag_counts, winner, grads, stride);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }

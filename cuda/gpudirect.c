@@ -21,29 +21,37 @@ ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mod
                                       size_t why_length)
 {
     int cuda = (ucx_memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    int forced = mode && strcmp(mode, "auto") != 0;
     char scratch[8];
-    const char *ucx = cuda ? "UCX supports CUDA memory" : "UCX here has no CUDA "
-                                                          "memory support";
+
     if (!why) {
         why = scratch;
         why_length = sizeof(scratch);
     }
-    if (!mode || strcmp(mode, "auto") == 0 || strcmp(mode, "staged") == 0) {
-        snprintf(why, why_length, "lookup replies and gradient pushes staged "
-                 "through pinned host buffers, reused every step (%s%s)", ucx,
-                 cuda ? "; ember's RPC does not receive into GPU memory" : "");
-        *path_p = EMBER_GPUDIRECT_STAGED;
-        return EMBER_OK;
+    if (mode && strcmp(mode, "auto") != 0 && strcmp(mode, "staged") != 0 &&
+        strcmp(mode, "rdma") != 0) {
+        snprintf(why, why_length, "EMBER_GPUDIRECT=%s: expected auto, staged or rdma",
+                 mode);
+        return EMBER_ERR_INVALID_PARAM;
     }
-    if (strcmp(mode, "rdma") == 0) {
-        snprintf(why, why_length, "EMBER_GPUDIRECT=rdma: GPUDirect RDMA of RPC "
-                 "replies is not implemented in ember (%s); use auto or staged",
-                 ucx);
+    if (mode && strcmp(mode, "rdma") == 0 && !cuda) {
+        snprintf(why, why_length, "EMBER_GPUDIRECT=rdma: this UCX has no CUDA memory "
+                 "support (no cuda transport module); use auto or staged");
         return EMBER_ERR_UNSUPPORTED;
     }
-    snprintf(why, why_length, "EMBER_GPUDIRECT=%s: expected auto, staged or rdma",
-             mode);
-    return EMBER_ERR_INVALID_PARAM;
+    if (cuda && !(mode && strcmp(mode, "staged") == 0)) {
+        snprintf(why, why_length, "lookup replies land in and gradient pushes leave "
+                 "from GPU memory, handed to UCX as CUDA memory (GPUDirect RDMA where "
+                 "the NIC and driver allow it, else UCX's CUDA copies)%s",
+                 forced ? "; EMBER_GPUDIRECT=rdma" : "");
+        *path_p = EMBER_GPUDIRECT_RDMA;
+        return EMBER_OK;
+    }
+    snprintf(why, why_length, "lookup replies and gradient pushes staged through "
+             "pinned host buffers, reused every step (%s)",
+             cuda ? "EMBER_GPUDIRECT=staged" : "UCX here has no CUDA memory support");
+    *path_p = EMBER_GPUDIRECT_STAGED;
+    return EMBER_OK;
 }
 
 ember_status_t ember_gpudirect_probe(ember_gpudirect_path_t *path_p,

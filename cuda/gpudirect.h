@@ -1,17 +1,19 @@
 /*
- * cuda/gpudirect: how GPU data meets the network.
+ * cuda/gpudirect: how GPU data meets the network, decided once per process.
  *
- * Lookup replies land in, and gradient pushes leave from, host buffers that
- * the GPU copies to and from by DMA: pinned memory (cudaHostAlloc), one per
- * buffer, grown rarely and reused every step (the trainer's; see
- * engine/trainer.c).  That is the STAGED path, the one ember has.
- * The RDMA path (replies received straight into GPU memory, registered with
- * UCX as CUDA memory) needs a UCX built with CUDA and RPC receives that know
- * a buffer's memory type; ember's transport copies eager messages with
- * memcpy, so it is not offered: EMBER_GPUDIRECT=rdma is refused, naming why.
- * What UCX supports is still probed and logged once, so a cluster's log says
- * which of the two a job could have had.
- * Built only with the transport (not in EMBER_GPU_ONLY builds).
+ *   - RDMA: UCX was built with CUDA support (its context lists CUDA among
+ *     its memory types).  A GPU trainer's lookup replies land in device
+ *     buffers and its gradient pushes leave from them: the transport hands
+ *     them to UCX as CUDA memory (ember_rpc_call_async_mem,
+ *     ember_rpc_send_mem), which moves them by GPUDirect RDMA where the NIC
+ *     and driver allow it, else by its own CUDA copies.  The shards' partial
+ *     pools are combined, and the pooled gradient split, on the GPU.
+ *   - STAGED: pinned host buffers (cudaHostAlloc), one per buffer, grown
+ *     rarely and reused every step, are what the transport sees; the
+ *     combining happens on the host, and the GPU copies by DMA.
+ *
+ * EMBER_GPUDIRECT: auto (RDMA when UCX can, else STAGED), staged, or rdma
+ * (refused where UCX cannot).  Built only with the transport.
  */
 #ifndef EMBER_CUDA_GPUDIRECT_H
 #define EMBER_CUDA_GPUDIRECT_H
@@ -35,10 +37,10 @@ const char *ember_gpudirect_path_name(ember_gpudirect_path_t path);
 
 /**
  * Pure decision: @ucx_memory_types is ucp_context_attr_t.memory_types (a bit
- * per ucs_memory_type_t); @mode "auto" or NULL (the best ember has: staged),
- * "staged", or "rdma" (refused: ERR_UNSUPPORTED, and @why says whether UCX
- * could have done it).  @why (may be NULL) gets one line for the log.
- * Errors: ERR_INVALID_PARAM (unknown mode), ERR_UNSUPPORTED.
+ * per ucs_memory_type_t); @mode "auto" or NULL, "staged" or "rdma" (see
+ * above).  @why (may be NULL) gets one line for the log, or the reason of a
+ * refusal.  Errors: ERR_INVALID_PARAM (unknown mode), ERR_UNSUPPORTED
+ * ("rdma" without UCX CUDA support).
  */
 ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mode,
                                       ember_gpudirect_path_t *path_p, char *why,

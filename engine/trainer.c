@@ -85,6 +85,15 @@ struct trainer {
     size_t pooled_capacity, grad_pooled_capacity;
     /* device buffers (aliases of the host ones on the CPU) */
     float *d_params, *d_grads, *d_pooled, *d_grad_pooled;
+    /* The device path (EMBER_MEM_CUDA from network_path): replies land in
+     * d_parts (shard p's at p * d_part_stride), combined on the device;
+     * pushes leave from d_shard_grads.  Else staged through host buffers. */
+    ember_mem_type_t net_mem;
+    int rdma;
+    float *d_parts, *d_shard_grads;
+    size_t d_part_stride;
+    uint32_t *d_counts, *d_bag_counts;
+    int16_t *d_winner;
     int64_t *d_targets;
     size_t d_bags_capacity;
     /* the dense MLP: sizes[0] = dim .. sizes[layers] = classes */
@@ -313,6 +322,8 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             memcpy(out, shard->weights, 4 * n);
             out += 4 * n;
         }
+        if (trainer->rdma) /* replies land in d_parts */
+            continue;
         if (!HOST_RESERVE(trainer, shard->partial, shard->partial_capacity,
                           bags * trainer->spec.dim) ||
             (trainer->spec.half_replies &&
@@ -444,6 +455,16 @@ static void device_free_step_buffers(trainer_t *trainer)
     }
     trainer->d_pooled = trainer->d_grad_pooled = NULL;
     trainer->d_targets = NULL;
+    if (trainer->rdma) {
+        dev->mem_free(trainer->device, trainer->d_parts);
+        dev->mem_free(trainer->device, trainer->d_shard_grads);
+        dev->mem_free(trainer->device, trainer->d_counts);
+        dev->mem_free(trainer->device, trainer->d_bag_counts);
+        dev->mem_free(trainer->device, trainer->d_winner);
+        trainer->d_parts = trainer->d_shard_grads = NULL;
+        trainer->d_counts = trainer->d_bag_counts = NULL;
+        trainer->d_winner = NULL;
+    }
 }
 
 /* Device buffers for @bags bags: grown rarely (doubling), never per step. */
@@ -474,6 +495,20 @@ static ember_status_t device_reserve(trainer_t *trainer, size_t bags)
                                    (void **)&trainer->d_grad_pooled));
         EMBER_CHECK(dev->mem_alloc(device, cap * sizeof(int64_t),
                                    (void **)&trainer->d_targets));
+    }
+    if (trainer->rdma) {
+        size_t P = trainer->spec.num_ps;
+        trainer->d_part_stride = cap * dim;
+        EMBER_CHECK(dev->mem_alloc(device, P * cap * dim * sizeof(float),
+                                   (void **)&trainer->d_parts));
+        EMBER_CHECK(dev->mem_alloc(device, P * cap * dim * sizeof(float),
+                                   (void **)&trainer->d_shard_grads));
+        EMBER_CHECK(dev->mem_alloc(device, P * cap * sizeof(uint32_t),
+                                   (void **)&trainer->d_counts));
+        EMBER_CHECK(dev->mem_alloc(device, cap * sizeof(uint32_t),
+                                   (void **)&trainer->d_bag_counts));
+        EMBER_CHECK(dev->mem_alloc(device, cap * dim * sizeof(int16_t),
+                                   (void **)&trainer->d_winner));
     }
     trainer->d_act[0] = trainer->d_pooled;
     for (size_t l = 0; l < trainer->layers; l++) {
@@ -551,15 +586,24 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         shard->push = NULL;
     }
 
-    /* Forward: one lookup per shard, all in flight together. */
+    /* Forward: one lookup per shard, all in flight together.  On the device
+     * path each reply lands in its part of d_parts. */
     const size_t reply_bytes = bags * dim * (trainer->spec.half_replies ? 2 : 4);
+    if (trainer->rdma)
+        EMBER_CHECK(device_reserve(trainer, bags));
+    const ember_rpc_mem_t to_gpu = {.payload_mem = EMBER_MEM_HOST,
+                                    .reply_mem = EMBER_MEM_CUDA};
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
         ember_iov_t iov = {.buffer = shard->request, .length = shard->request_bytes};
-        void *reply = trainer->spec.half_replies ? (void *)shard->partial_half
-                                                 : (void *)shard->partial;
-        status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1, reply,
-                                      reply_bytes, 0, &shard->lookup);
+        void *reply = trainer->rdma ? (void *)(trainer->d_parts +
+                                               p * trainer->d_part_stride)
+                      : trainer->spec.half_replies ? (void *)shard->partial_half
+                                                   : (void *)shard->partial;
+        status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1,
+                                          reply, reply_bytes,
+                                          trainer->rdma ? &to_gpu : NULL, 0,
+                                          &shard->lookup);
         if (status != EMBER_OK)
             return trainer_fail(trainer, status, "trainer %d step %llu: lookup on "
                                 "ps%u: %s", trainer->index, (unsigned long long)step,
@@ -588,20 +632,34 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
             ember_half_to_float_n(shard->partial_half, shard->partial, bags * dim);
     }
 
-    if (!HOST_RESERVE(trainer, trainer->pooled, trainer->pooled_capacity, bags * dim) ||
-        !HOST_RESERVE(trainer, trainer->grad_pooled, trainer->grad_pooled_capacity,
-                      bags * dim))
-        return EMBER_ERR_NO_MEMORY;
-    EMBER_CHECK(device_reserve(trainer, bags));
-    EMBER_CHECK(combine(trainer, bags));
-
-    /* Dense part, loss, backward: on the device. */
     const ember_device_ops_t *dev = trainer->dev;
     ember_device_t *device = trainer->device;
+    if (trainer->rdma) {
+        /* The partial pools are on the device: combine them there. */
+        for (uint32_t p = 0; p < P; p++)
+            EMBER_CHECK(to_device(trainer, trainer->d_counts + (size_t)p * bags,
+                                  trainer->shards[p].counts, bags * sizeof(uint32_t)));
+        EMBER_CHECK(to_device(trainer, trainer->d_bag_counts, trainer->bag_counts,
+                              bags * sizeof(uint32_t)));
+        EMBER_CHECK(dev->pool_combine(device, trainer->d_parts, trainer->d_part_stride,
+                                      P, bags, dim, (ember_pool_mode_t)spec->mode,
+                                      trainer->d_counts, trainer->d_bag_counts,
+                                      trainer->d_pooled, trainer->d_winner));
+    } else {
+        if (!HOST_RESERVE(trainer, trainer->pooled, trainer->pooled_capacity,
+                          bags * dim) ||
+            !HOST_RESERVE(trainer, trainer->grad_pooled, trainer->grad_pooled_capacity,
+                          bags * dim))
+            return EMBER_ERR_NO_MEMORY;
+        EMBER_CHECK(device_reserve(trainer, bags));
+        EMBER_CHECK(combine(trainer, bags));
+        EMBER_CHECK(to_device(trainer, trainer->d_pooled, trainer->pooled,
+                              bags * dim * sizeof(float)));
+    }
+
+    /* Dense part, loss, backward: on the device. */
     size_t L = trainer->layers;
     const size_t *sizes = trainer->sizes;
-    EMBER_CHECK(to_device(trainer, trainer->d_pooled, trainer->pooled,
-                          bags * dim * sizeof(float)));
     if (trainer->on_host)
         trainer->d_targets = (int64_t *)batch.targets; /* read only */
     EMBER_CHECK(to_device(trainer, trainer->d_targets, batch.targets,
@@ -651,29 +709,46 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                                            bags * sizes[l], gx));
         g = gx;
     }
-    EMBER_CHECK(to_host(trainer, trainer->grad_pooled, trainer->d_grad_pooled,
-                        bags * dim * sizeof(float)));
+    if (trainer->rdma) {
+        /* Each shard's gradient, on the device; complete before UCX reads it. */
+        EMBER_CHECK(dev->pool_split(device, trainer->d_grad_pooled, P, bags, dim,
+                                    (ember_pool_mode_t)spec->mode, trainer->d_bag_counts,
+                                    trainer->d_winner, trainer->d_shard_grads,
+                                    trainer->d_part_stride));
+        EMBER_CHECK(dev->synchronize(device));
+    } else {
+        EMBER_CHECK(to_host(trainer, trainer->grad_pooled, trainer->d_grad_pooled,
+                            bags * dim * sizeof(float)));
+    }
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
-        if (!HOST_RESERVE(trainer, shard->grad, shard->grad_capacity, bags * dim))
-            return EMBER_ERR_NO_MEMORY;
-        shard_gradient(trainer, p, bags);
+        float *grad = trainer->rdma ? trainer->d_shard_grads + p * trainer->d_part_stride
+                                    : NULL;
+        ember_mem_type_t grad_mem = trainer->rdma ? EMBER_MEM_CUDA : EMBER_MEM_HOST;
+        if (!trainer->rdma) {
+            if (!HOST_RESERVE(trainer, shard->grad, shard->grad_capacity, bags * dim))
+                return EMBER_ERR_NO_MEMORY;
+            shard_gradient(trainer, p, bags);
+            grad = shard->grad;
+        }
         shard->grad_msg = (ember_msg_grad_t){.table_id = spec->table_id,
                                              .trainer = (uint32_t)trainer->index,
                                              .step = step,
                                              .flags = EMBER_GRAD_APPLY,
                                              .bags = (uint32_t)bags};
         ember_iov_t iov[2] = {{&shard->grad_msg, sizeof(shard->grad_msg)},
-                              {shard->grad, bags * dim * sizeof(float)}};
+                              {grad, bags * dim * sizeof(float)}};
+        const ember_rpc_mem_t from = {.payload_mem = grad_mem,
+                                      .reply_mem = EMBER_MEM_HOST};
         /* One-way (the PS reports a refused gradient at our next lookup),
          * but the last step's is a call: its answer says all went in. */
         if (step + 1 < trainer->steps) {
             shard->pushing = 1;
-            status = ember_rpc_send(tp, shard->rank, EMBER_OP_GRAD, iov, 2,
-                                    push_done, shard);
+            status = ember_rpc_send_mem(tp, shard->rank, EMBER_OP_GRAD, iov, 2, grad_mem,
+                                        push_done, shard);
         } else {
-            status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_GRAD, iov, 2, NULL,
-                                          0, 0, &shard->push);
+            status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_GRAD, iov, 2,
+                                              NULL, 0, &from, 0, &shard->push);
         }
         if (status != EMBER_OK)
             return trainer_fail(trainer, status, "trainer %d step %llu: gradient "
@@ -718,6 +793,14 @@ static ember_status_t trainer_setup(trainer_t *trainer)
     for (size_t l = 0; l <= trainer->layers; l++) {
         if (trainer->sizes[l] > trainer->widest)
             trainer->widest = trainer->sizes[l];
+    }
+    /* The device path, unless the replies are fp16 (widened on the host). */
+    trainer->rdma = !trainer->on_host && trainer->net_mem == EMBER_MEM_CUDA;
+    if (trainer->rdma && spec->half_replies) {
+        trainer->rdma = 0;
+        ember_info("trainer", "trainer %d: fp16 replies are widened on the host: this "
+                   "job's replies and pushes go through pinned host buffers",
+                   trainer->index);
     }
     trainer->shards = calloc(spec->num_ps, sizeof(*trainer->shards));
     trainer->grads = calloc(trainer->nparams, sizeof(float));
@@ -885,7 +968,7 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
         trainer.dev = ember_device_ops(trainer.device);
         trainer.on_host = ember_device_mem_type(trainer.device) == EMBER_MEM_HOST;
         /* How replies and pushes reach the device: decided and logged once. */
-        status = trainer.dev->network_path(trainer.device, &path);
+        status = trainer.dev->network_path(trainer.device, &trainer.net_mem, &path);
     }
     if (status == EMBER_OK) {
         /* NCCL on GPUs, the ring over the transport on the CPU. */

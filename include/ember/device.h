@@ -167,12 +167,39 @@ typedef struct ember_device_ops {
     ember_status_t (*rows_scatter)(ember_device_t *dev, float *table, size_t dim,
                                    const int64_t *rows, size_t n, const float *in);
 
+    /* ---- a trainer's pools from its shards (version 2) ------------------ */
+    /* All device memory.  @parts holds @nparts partial pools [bags, dim],
+     * part p at parts + p * @stride floats; @counts [nparts][bags]: entries
+     * of each bag on each shard; @bag_counts [bags]: entries of each bag.
+     * Sum: the parts added in shard order; mean: that sum times
+     * 1.0f / bag_counts[b] (bags without entries stay 0); max: the largest
+     * value over the shards where the bag has entries, the first on ties,
+     * and @winner (int16 [bags, dim]) that shard, -1 for an empty bag (which
+     * pools to 0).  Bit for bit what engine/trainer.c does on the host. */
+    ember_status_t (*pool_combine)(ember_device_t *dev, const float *parts,
+                                   size_t stride, uint32_t nparts, size_t bags,
+                                   size_t dim, ember_pool_mode_t mode,
+                                   const uint32_t *counts, const uint32_t *bag_counts,
+                                   float *out, int16_t *winner);
+    /* Each shard's gradient of its partial pool from the pooled gradient
+     * @grad [bags, dim], into @grads (part p at grads + p * @stride): sum: a
+     * copy; mean: times 1.0f / bag_counts[b] (a bag without entries: a
+     * copy); max: where @winner is p, else 0. */
+    ember_status_t (*pool_split)(ember_device_t *dev, const float *grad,
+                                 uint32_t nparts, size_t bags, size_t dim,
+                                 ember_pool_mode_t mode, const uint32_t *bag_counts,
+                                 const int16_t *winner, float *grads, size_t stride);
+
     /* How this device's data meets the network: *text_p gets one line for
-     * the log (NULL: the device is host memory).  The first call decides
-     * (the CUDA backend asks UCX, as EMBER_GPUDIRECT says), later ones
-     * repeat it.  ERR_UNSUPPORTED: EMBER_GPUDIRECT asks for a path this
-     * machine or build cannot give; ERR_INVALID_PARAM: an unknown value. */
-    ember_status_t (*network_path)(ember_device_t *dev, const char **text_p);
+     * the log (NULL: the device is host memory), *mem_p where the buffers
+     * handed to the transport may be (EMBER_MEM_CUDA: lookup replies land in
+     * and gradient pushes leave from device memory; EMBER_MEM_HOST: host
+     * buffers, staged).  The first call decides (the CUDA backend asks UCX,
+     * as EMBER_GPUDIRECT says), later ones repeat it.  ERR_UNSUPPORTED:
+     * EMBER_GPUDIRECT asks for a path this machine or build cannot give;
+     * ERR_INVALID_PARAM: an unknown value. */
+    ember_status_t (*network_path)(ember_device_t *dev, ember_mem_type_t *mem_p,
+                                   const char **text_p);
 } ember_device_ops_t;
 
 /**

@@ -414,6 +414,70 @@ static int t_nccl_single(void)
     return 0;
 }
 
+/* A trainer's pools from its shards' partial pools on the GPU (the device
+ * data path): pool_combine and pool_split against the CPU backend's (the
+ * host trainer's loops), bit for bit, every mode, 1-3 shards, bags empty on
+ * some shards or all, ties between shards (max keeps the first). */
+static int t_pool_combine(void)
+{
+    ember_device_t *cpu;
+    CHECK(ember_device_open("cpu", 0, &cpu) == EMBER_OK, "open cpu");
+    const ember_device_ops_t *C = ember_device_ops(cpu);
+    const size_t bags = 97, dim = 19, stride = bags * dim + 5;
+    for (uint32_t nparts = 1; nparts <= 3; nparts++) {
+        for (int m = 0; m < 3; m++) {
+            ember_pool_mode_t mode = (ember_pool_mode_t)m;
+            float *parts = calloc(nparts * stride, 4), *g = malloc(bags * dim * 4);
+            uint32_t *counts = calloc(nparts * bags, 4), *bag_counts = calloc(bags, 4);
+            float *out_c = malloc(bags * dim * 4), *out_g = malloc(bags * dim * 4);
+            int16_t *w_c = malloc(bags * dim * 2), *w_g = malloc(bags * dim * 2);
+            float *gr_c = calloc(nparts * stride, 4), *gr_g = calloc(nparts * stride, 4);
+            for (uint32_t p = 0; p < nparts; p++) {
+                for (size_t b = 0; b < bags; b++) {
+                    uint32_t c = b % 7 == 3 ? 0 : (uint32_t)uint_below(4);
+                    counts[p * bags + b] = c;
+                    bag_counts[b] += c;
+                    for (size_t d = 0; d < dim; d++) /* ties: few distinct values */
+                        parts[p * stride + b * dim + d] =
+                            c ? (float)(uint_below(5) - 2) * 0.5f : 0.0f;
+                }
+            }
+            for (size_t i = 0; i < bags * dim; i++)
+                g[i] = (float)uni(-1, 1);
+            CHECK(C->pool_combine(cpu, parts, stride, nparts, bags, dim, mode, counts,
+                                  bag_counts, out_c, w_c) == EMBER_OK, "cpu combine");
+            CHECK(C->pool_split(cpu, g, nparts, bags, dim, mode, bag_counts, w_c, gr_c,
+                                stride) == EMBER_OK, "cpu split");
+            float *d_parts = up(parts, nparts * stride * 4), *d_out = up(NULL, bags * dim * 4);
+            float *d_g = up(g, bags * dim * 4), *d_gr = up(NULL, nparts * stride * 4);
+            uint32_t *d_counts = up(counts, nparts * bags * 4);
+            uint32_t *d_bc = up(bag_counts, bags * 4);
+            int16_t *d_w = up(NULL, bags * dim * 2);
+            CHECK(G->pool_combine(gpu, d_parts, stride, nparts, bags, dim, mode, d_counts,
+                                  d_bc, d_out, d_w) == EMBER_OK, "gpu combine");
+            CHECK(G->pool_split(gpu, d_g, nparts, bags, dim, mode, d_bc, d_w, d_gr,
+                                stride) == EMBER_OK, "gpu split");
+            down(out_g, d_out, bags * dim * 4);
+            CHECK(memcmp(out_g, out_c, bags * dim * 4) == 0, "combine differs (%u parts, "
+                  "mode %d)", nparts, m);
+            if (mode == EMBER_POOL_MAX) {
+                down(w_g, d_w, bags * dim * 2);
+                CHECK(memcmp(w_g, w_c, bags * dim * 2) == 0, "winners differ (%u parts)",
+                      nparts);
+            }
+            down(gr_g, d_gr, nparts * stride * 4);
+            for (uint32_t p = 0; p < nparts; p++)
+                CHECK(memcmp(gr_g + p * stride, gr_c + p * stride, bags * dim * 4) == 0,
+                      "split differs (part %u of %u, mode %d)", p, nparts, m);
+            gfree_all();
+            free(parts); free(g); free(counts); free(bag_counts); free(out_c); free(out_g);
+            free(w_c); free(w_g); free(gr_c); free(gr_g);
+        }
+    }
+    ember_device_close(cpu);
+    return 0;
+}
+
 /* Pinned host buffers (host_alloc): a round trip through the GPU, and the
  * network path line the trainers log. */
 static int t_pinned(void)
@@ -429,7 +493,9 @@ static int t_pinned(void)
     CHECK(G->mem_copy(gpu, d, a, n * 4, EMBER_COPY_HOST_TO_DEVICE) == EMBER_OK, "h2d");
     CHECK(G->mem_copy(gpu, b, d, n * 4, EMBER_COPY_DEVICE_TO_HOST) == EMBER_OK, "d2h");
     CHECK(memcmp(a, b, n * 4) == 0, "round trip through pinned buffers differs");
-    CHECK(G->network_path(gpu, &path) == EMBER_OK && path && *path, "network path");
+    ember_mem_type_t net_mem;
+    CHECK(G->network_path(gpu, &net_mem, &path) == EMBER_OK && path && *path,
+          "network path");
     fprintf(stderr, "network path: %s\n", path);
     G->mem_free(gpu, d);
     G->host_free(gpu, a);
@@ -449,18 +515,28 @@ static int t_device_gpudirect(void)
           "auto without CUDA: %s", why);
     CHECK(ember_gpudirect_decide(host | cuda, "auto", &path, why, sizeof(why)) ==
                   EMBER_OK &&
-              path == EMBER_GPUDIRECT_STAGED && strstr(why, "supports CUDA memory"),
+              path == EMBER_GPUDIRECT_RDMA && strstr(why, "GPU memory"),
           "auto with CUDA: %s", why);
+    CHECK(ember_gpudirect_decide(host | cuda, "staged", &path, why, sizeof(why)) ==
+                  EMBER_OK &&
+              path == EMBER_GPUDIRECT_STAGED && strstr(why, "EMBER_GPUDIRECT=staged"),
+          "staged with CUDA: %s", why);
     CHECK(ember_gpudirect_decide(host, "staged", &path, NULL, 0) == EMBER_OK &&
               path == EMBER_GPUDIRECT_STAGED, "staged");
     CHECK(ember_gpudirect_decide(host | cuda, "rdma", &path, why, sizeof(why)) ==
-                  EMBER_ERR_UNSUPPORTED && strstr(why, "EMBER_GPUDIRECT=rdma"),
-          "rdma: %s", why);
+                  EMBER_OK && path == EMBER_GPUDIRECT_RDMA,
+          "rdma with CUDA: %s", why);
+    path = EMBER_GPUDIRECT_STAGED;
+    CHECK(ember_gpudirect_decide(host, "rdma", &path, why, sizeof(why)) ==
+                  EMBER_ERR_UNSUPPORTED && strstr(why, "EMBER_GPUDIRECT=rdma") &&
+              path == EMBER_GPUDIRECT_STAGED,
+          "rdma without CUDA: %s", why);
     CHECK(ember_gpudirect_decide(host, "fast", &path, why, sizeof(why)) ==
                   EMBER_ERR_INVALID_PARAM && strstr(why, "EMBER_GPUDIRECT=fast"),
           "unknown: %s", why);
-    CHECK(strcmp(ember_gpudirect_path_name(EMBER_GPUDIRECT_STAGED), "staged") == 0,
-          "name");
+    CHECK(strcmp(ember_gpudirect_path_name(EMBER_GPUDIRECT_STAGED), "staged") == 0 &&
+              strcmp(ember_gpudirect_path_name(EMBER_GPUDIRECT_RDMA), "rdma") == 0,
+          "names");
     return 0;
 }
 #endif
@@ -510,7 +586,7 @@ static const test_case_t cases[] = {
     {"bag_large", t_bag_large},   {"linear", t_linear},
     {"relu", t_relu},             {"ce", t_ce},
     {"ce_errors", t_ce_errors},   {"nccl_single", t_nccl_single},
-    {"pinned", t_pinned},
+    {"pinned", t_pinned},         {"pool_combine", t_pool_combine},
     {"device_cpu", t_device_cpu}, {"device_cuda_open", t_device_cuda_open},
 #ifdef EMBER_HAVE_TRANSPORT
     {"device_gpudirect", t_device_gpudirect},

@@ -51,8 +51,15 @@ cuda:*)
         fail "differs from PyTorch"
     # Each trainer says once how its data meets the network and which dense
     # allreduce it takes (one GPU here: shared, so the staged host ring).
-    n=$(grep -c "GPU data path: lookup replies and gradient pushes staged through pinned" "$work/out")
-    [ "$n" -eq "$t" ] || fail "$n GPU data path lines for $t trainers"
+    # EMBER_TEST_GPU_PATH=staged|rdma: the path the trainers must have taken
+    # (which one depends on whether UCX supports CUDA memory).
+    case ${EMBER_TEST_GPU_PATH:-any} in
+    staged) want="GPU data path: lookup replies and gradient pushes staged through pinned" ;;
+    rdma) want="GPU data path: lookup replies land in and gradient pushes leave from GPU memory" ;;
+    *) want="GPU data path: " ;;
+    esac
+    n=$(grep -c "$want" "$work/out")
+    [ "$n" -eq "$t" ] || fail "$n lines '$want' for $t trainers"
     n=$(grep -c "dense allreduce: " "$work/out")
     [ "$n" -eq "$t" ] || fail "$n dense allreduce lines for $t trainers"
     grep -E "GPU data path|dense allreduce" "$work/out" | sort -u | head -4
