@@ -89,9 +89,10 @@ static const ember_config_entry_t config_table[] = {
      "memory) or staged (always the latter; on the CPU it only adds copies)."},
     {"EMBER_GPUDIRECT", "auto", EMBER_CONFIG_STRING,
      "How GPU trainers' lookup replies and gradient pushes meet the network: "
-     "auto (in GPU memory, handed to UCX as CUDA memory, when UCX supports "
-     "it; else staged), staged (pinned host buffers, reused every step) or "
-     "rdma (GPU memory, refused where UCX cannot)."},
+     "auto or staged (pinned host buffers, reused every step), or rdma (in GPU "
+     "memory, handed to UCX as CUDA memory; refused where UCX has none; not "
+     "picked by auto: UCX 1.22 over shared memory crashed receiving into GPU "
+     "memory, see docs/PERFORMANCE.md)."},
     {"EMBER_CUDA_PLUGIN", NULL, EMBER_CONFIG_STRING,
      "Path of the CUDA backend plugin, libember-cuda.so (default: the one "
      "built with this ember)."},

@@ -39,17 +39,23 @@ ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mod
                  "support (no cuda transport module); use auto or staged");
         return EMBER_ERR_UNSUPPORTED;
     }
-    if (cuda && !(mode && strcmp(mode, "staged") == 0)) {
+    if (cuda && mode && strcmp(mode, "rdma") == 0) {
         snprintf(why, why_length, "lookup replies land in and gradient pushes leave "
-                 "from GPU memory, handed to UCX as CUDA memory (GPUDirect RDMA where "
-                 "the NIC and driver allow it, else UCX's CUDA copies)%s",
-                 forced ? "; EMBER_GPUDIRECT=rdma" : "");
+                 "from GPU memory, handed to UCX as CUDA memory (EMBER_GPUDIRECT=rdma; "
+                 "GPUDirect RDMA where the NIC and driver allow it)");
         *path_p = EMBER_GPUDIRECT_RDMA;
         return EMBER_OK;
     }
+    /* auto stays staged even where UCX lists CUDA memory: UCX 1.22 over
+     * shared memory crashed receiving a rendezvous reply into GPU memory
+     * (docs/PERFORMANCE.md), so handing it GPU buffers is asked for, not
+     * assumed. */
     snprintf(why, why_length, "lookup replies and gradient pushes staged through "
              "pinned host buffers, reused every step (%s)",
-             cuda ? "EMBER_GPUDIRECT=staged" : "UCX here has no CUDA memory support");
+             !cuda ? "UCX here has no CUDA memory support"
+             : forced ? "EMBER_GPUDIRECT=staged"
+                      : "UCX supports CUDA memory; EMBER_GPUDIRECT=rdma hands it GPU "
+                        "buffers");
     *path_p = EMBER_GPUDIRECT_STAGED;
     return EMBER_OK;
 }

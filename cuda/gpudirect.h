@@ -1,8 +1,9 @@
 /*
  * cuda/gpudirect: how GPU data meets the network, decided once per process.
  *
- *   - RDMA: UCX was built with CUDA support (its context lists CUDA among
- *     its memory types).  A GPU trainer's lookup replies land in device
+ *   - RDMA (EMBER_GPUDIRECT=rdma, where UCX was built with CUDA support: its
+ *     context lists CUDA among its memory types).  A GPU trainer's lookup
+ *     replies land in device
  *     buffers and its gradient pushes leave from them: the transport hands
  *     them to UCX as CUDA memory (ember_rpc_call_async_mem,
  *     ember_rpc_send_mem), which moves them by GPUDirect RDMA where the NIC
@@ -12,8 +13,11 @@
  *     rarely and reused every step, are what the transport sees; the
  *     combining happens on the host, and the GPU copies by DMA.
  *
- * EMBER_GPUDIRECT: auto (RDMA when UCX can, else STAGED), staged, or rdma
- * (refused where UCX cannot).  Built only with the transport.
+ * EMBER_GPUDIRECT: auto or staged (STAGED), or rdma (refused where UCX has
+ * no CUDA memory).  auto does not pick RDMA by itself: on the one GPU
+ * machine it ran on (UCX 1.22 with CUDA, shared memory, no RDMA NIC), UCX
+ * crashed receiving a rendezvous reply into GPU memory (a memcpy in its
+ * rendezvous data handler).  Built only with the transport.
  */
 #ifndef EMBER_CUDA_GPUDIRECT_H
 #define EMBER_CUDA_GPUDIRECT_H

@@ -5,6 +5,7 @@
  *
  *   ember-run -n 4 ember-train            (2 trainers, master, 1 PS)
  */
+#include "common/crash.h"
 #include "engine/data.h"
 #include "engine/job.h"
 #include "engine/master.h"
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
     char name[32];
     ember_status_t status;
 
+    ember_crash_handler_install(); /* a crashed rank says where */
     if (ember_config_init() != EMBER_OK || ember_topo_take_bind_flag(&argc, argv) != EMBER_OK)
         return 2;
     if (ember_job_parse(argc, argv, &job, &help) != EMBER_OK)

@@ -515,7 +515,7 @@ static int t_device_gpudirect(void)
           "auto without CUDA: %s", why);
     CHECK(ember_gpudirect_decide(host | cuda, "auto", &path, why, sizeof(why)) ==
                   EMBER_OK &&
-              path == EMBER_GPUDIRECT_RDMA && strstr(why, "GPU memory"),
+              path == EMBER_GPUDIRECT_STAGED && strstr(why, "EMBER_GPUDIRECT=rdma hands"),
           "auto with CUDA: %s", why);
     CHECK(ember_gpudirect_decide(host | cuda, "staged", &path, why, sizeof(why)) ==
                   EMBER_OK &&
@@ -524,7 +524,7 @@ static int t_device_gpudirect(void)
     CHECK(ember_gpudirect_decide(host, "staged", &path, NULL, 0) == EMBER_OK &&
               path == EMBER_GPUDIRECT_STAGED, "staged");
     CHECK(ember_gpudirect_decide(host | cuda, "rdma", &path, why, sizeof(why)) ==
-                  EMBER_OK && path == EMBER_GPUDIRECT_RDMA,
+                  EMBER_OK && path == EMBER_GPUDIRECT_RDMA && strstr(why, "GPU memory"),
           "rdma with CUDA: %s", why);
     path = EMBER_GPUDIRECT_STAGED;
     CHECK(ember_gpudirect_decide(host, "rdma", &path, why, sizeof(why)) ==

@@ -51,9 +51,9 @@ cuda:*)
         fail "differs from PyTorch"
     # Each trainer says once how its data meets the network and which dense
     # allreduce it takes (one GPU here: shared, so the staged host ring).
-    # EMBER_TEST_GPU_PATH=staged|rdma: the path the trainers must have taken
+    # TEST_GPU_PATH=staged|rdma: the path the trainers must have taken
     # (which one depends on whether UCX supports CUDA memory).
-    case ${EMBER_TEST_GPU_PATH:-any} in
+    case ${TEST_GPU_PATH:-any} in
     staged) want="GPU data path: lookup replies and gradient pushes staged through pinned" ;;
     rdma) want="GPU data path: lookup replies land in and gradient pushes leave from GPU memory" ;;
     *) want="GPU data path: " ;;
