@@ -59,6 +59,25 @@ static ember_status_t dev_reserve(ember_device_t *device, dev_buffer_t *buffer,
     return EMBER_OK;
 }
 
+/* Grow-only pinned host staging (the device's host_alloc): the GPU copies
+ * it by DMA, several times faster than pageable memory. */
+static ember_status_t host_stage_reserve(ember_device_t *device, dev_buffer_t *buffer,
+                                         size_t bytes)
+{
+    const ember_device_ops_t *dev = ember_device_ops(device);
+    if (bytes <= buffer->capacity)
+        return EMBER_OK;
+    size_t capacity = buffer->capacity ? buffer->capacity : 4096;
+    while (capacity < bytes)
+        capacity *= 2;
+    dev->host_free(device, buffer->data);
+    buffer->data = NULL;
+    buffer->capacity = 0;
+    EMBER_CHECK(dev->host_alloc(device, capacity, &buffer->data));
+    buffer->capacity = capacity;
+    return EMBER_OK;
+}
+
 /* What the forward of one trainer's lookup left for its backward. */
 typedef struct {
     int valid;
@@ -102,8 +121,8 @@ struct ember_table {
      * host optimizer on them (values) and scatters them back. */
     ember_device_t *device;
     const ember_device_ops_t *dev;
-    dev_buffer_t d_indices, d_offsets, d_weights, d_out, d_argmax, d_rows, d_values;
-    buffer_t values;
+    dev_buffer_t d_batch, d_out, d_argmax, d_rows, d_values; /* device */
+    dev_buffer_t h_batch, h_out, h_values;                    /* pinned host */
 };
 
 /* Local row @local as stored. */
@@ -284,13 +303,14 @@ void ember_table_destroy(ember_table_t *table)
     free(table->contexts);
     free(table->pending);
     if (table->device) {
-        dev_buffer_t *scratch[] = {&table->d_indices, &table->d_offsets,
-                                   &table->d_weights, &table->d_out, &table->d_argmax,
+        dev_buffer_t *scratch[] = {&table->d_batch, &table->d_out, &table->d_argmax,
                                    &table->d_rows, &table->d_values};
+        dev_buffer_t *staging[] = {&table->h_batch, &table->h_out, &table->h_values};
         for (size_t i = 0; i < sizeof(scratch) / sizeof(scratch[0]); i++)
             table->dev->mem_free(table->device, scratch[i]->data);
+        for (size_t i = 0; i < sizeof(staging) / sizeof(staging[0]); i++)
+            table->dev->host_free(table->device, staging[i]->data);
         table->dev->mem_free(table->device, table->data);
-        buffer_free(&table->values);
     } else {
         ember_huge_free(table->data);
     }
@@ -332,7 +352,8 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
     if (table->device) {
         /* This shard's rows of the range are consecutive local rows. */
         int64_t local_first = -1, n = 0;
-        if (!buffer_reserve(&table->values, (size_t)count * spec->dim * sizeof(float) + 4))
+        if (host_stage_reserve(table->device, &table->h_values,
+                               (size_t)count * spec->dim * sizeof(float) + 4) != EMBER_OK)
             return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
                         "table %s: out of memory", spec->name);
         for (int64_t row = first; row < first + count; row++) {
@@ -340,13 +361,13 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
                 continue;
             if (local_first < 0)
                 local_first = row / spec->num_shards;
-            memcpy((float *)table->values.data + (size_t)n++ * spec->dim,
+            memcpy((float *)table->h_values.data + (size_t)n++ * spec->dim,
                    data + (size_t)(row - first) * spec->dim, spec->dim * sizeof(float));
         }
         ember_status_t status =
             n == 0 ? EMBER_OK
                    : table->dev->mem_copy(table->device, table_row(table, local_first),
-                                          table->values.data, (size_t)n * table->row_bytes,
+                                          table->h_values.data, (size_t)n * table->row_bytes,
                                           EMBER_COPY_HOST_TO_DEVICE);
         if (status != EMBER_OK)
             return ember_status_text(err, err_length, status, "table %s: load onto %s: %s",
@@ -412,8 +433,9 @@ static inline int64_t load_i64(const uint8_t *p, size_t i)
     return v;
 }
 
-/* Pool on the device: the checked batch goes over, the pools (and the
- * argmax a max backward needs) come back into the host's buffers. */
+/* Pool on the device: the checked batch goes over in one copy (indices,
+ * offsets, weights packed in pinned staging), the pools (and the argmax a
+ * max backward needs) come back into the host's buffers. */
 static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch_t *batch,
                                      const ember_bag_opts_t *opts, float *out,
                                      int64_t *argmax)
@@ -421,31 +443,34 @@ static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch
     ember_device_t *device = table->device;
     const ember_device_ops_t *dev = table->dev;
     const size_t dim = table->spec.dim, n = batch->n, bags = batch->bags;
+    const size_t out_bytes = bags * dim * sizeof(float);
+    /* [indices: n int64][offsets: bags int64][weights: n float] */
+    const size_t batch_bytes = n * 8 + bags * 8 + (batch->weights ? n * 4 : 0);
 
     if (bags == 0)
         return EMBER_OK;
-    EMBER_CHECK(dev_reserve(device, &table->d_indices, n * 8 + 8));
-    EMBER_CHECK(dev_reserve(device, &table->d_offsets, bags * 8));
-    EMBER_CHECK(dev_reserve(device, &table->d_out, bags * dim * sizeof(float)));
-    if (batch->weights)
-        EMBER_CHECK(dev_reserve(device, &table->d_weights, n * 4 + 4));
+    EMBER_CHECK(host_stage_reserve(device, &table->h_batch, batch_bytes));
+    EMBER_CHECK(dev_reserve(device, &table->d_batch, batch_bytes));
+    EMBER_CHECK(host_stage_reserve(device, &table->h_out, out_bytes));
+    EMBER_CHECK(dev_reserve(device, &table->d_out, out_bytes));
     if (argmax)
         EMBER_CHECK(dev_reserve(device, &table->d_argmax, bags * dim * 8));
-    ember_bag_batch_t d = *batch;
-    d.indices = table->d_indices.data;
-    d.offsets = table->d_offsets.data;
-    d.weights = batch->weights ? table->d_weights.data : NULL;
-    EMBER_CHECK(dev->mem_copy(device, table->d_indices.data, batch->indices, n * 8,
-                              EMBER_COPY_HOST_TO_DEVICE));
-    EMBER_CHECK(dev->mem_copy(device, table->d_offsets.data, batch->offsets, bags * 8,
-                              EMBER_COPY_HOST_TO_DEVICE));
+    char *h = table->h_batch.data, *d = table->d_batch.data;
+    memcpy(h, batch->indices, n * 8);
+    memcpy(h + n * 8, batch->offsets, bags * 8);
     if (batch->weights)
-        EMBER_CHECK(dev->mem_copy(device, table->d_weights.data, batch->weights, n * 4,
-                                  EMBER_COPY_HOST_TO_DEVICE));
-    EMBER_CHECK(dev->bag_forward(device, table->data, table->local_rows, dim, &d, opts,
-                                 table->d_out.data, argmax ? table->d_argmax.data : NULL));
-    EMBER_CHECK(dev->mem_copy(device, out, table->d_out.data, bags * dim * sizeof(float),
+        memcpy(h + n * 8 + bags * 8, batch->weights, n * 4);
+    ember_bag_batch_t on_device = *batch;
+    on_device.indices = (const int64_t *)d;
+    on_device.offsets = (const int64_t *)(d + n * 8);
+    on_device.weights = batch->weights ? (const float *)(d + n * 8 + bags * 8) : NULL;
+    EMBER_CHECK(dev->mem_copy(device, d, h, batch_bytes, EMBER_COPY_HOST_TO_DEVICE));
+    EMBER_CHECK(dev->bag_forward(device, table->data, table->local_rows, dim, &on_device,
+                                 opts, table->d_out.data,
+                                 argmax ? table->d_argmax.data : NULL));
+    EMBER_CHECK(dev->mem_copy(device, table->h_out.data, table->d_out.data, out_bytes,
                               EMBER_COPY_DEVICE_TO_HOST));
+    memcpy(out, table->h_out.data, out_bytes);
     if (argmax)
         EMBER_CHECK(dev->mem_copy(device, argmax, table->d_argmax.data, bags * dim * 8,
                                   EMBER_COPY_DEVICE_TO_HOST));
@@ -469,23 +494,26 @@ static ember_status_t table_step(ember_table_t *table, const int64_t *rows,
         if (rows[u] < 0 || rows[u] >= table->local_rows)
             return EMBER_ERR_OUT_OF_RANGE; /* checked before: never here */
     }
+    /* The rows' ids ride in front of their values in one staging buffer. */
+    EMBER_CHECK(host_stage_reserve(device, &table->h_values, nrows * 8 + bytes + 8));
+    int64_t *h_rows = table->h_values.data;
+    float *values = (float *)(h_rows + nrows);
     if (nrows > 0) {
         EMBER_CHECK(dev_reserve(device, &table->d_rows, nrows * 8));
         EMBER_CHECK(dev_reserve(device, &table->d_values, bytes));
-        if (!buffer_reserve(&table->values, bytes))
-            return EMBER_ERR_NO_MEMORY;
-        EMBER_CHECK(dev->mem_copy(device, table->d_rows.data, rows, nrows * 8,
+        memcpy(h_rows, rows, nrows * 8);
+        EMBER_CHECK(dev->mem_copy(device, table->d_rows.data, h_rows, nrows * 8,
                                   EMBER_COPY_HOST_TO_DEVICE));
         EMBER_CHECK(dev->rows_gather(device, table->data, spec->dim, table->d_rows.data,
                                      nrows, table->d_values.data));
-        EMBER_CHECK(dev->mem_copy(device, table->values.data, table->d_values.data, bytes,
+        EMBER_CHECK(dev->mem_copy(device, values, table->d_values.data, bytes,
                                   EMBER_COPY_DEVICE_TO_HOST));
     }
-    EMBER_CHECK(ember_opt_step_sparse_gathered(table->optimizer, table->values.data,
-                                               spec->dim, rows, grad, nrows));
+    EMBER_CHECK(ember_opt_step_sparse_gathered(table->optimizer, values, spec->dim, rows,
+                                               grad, nrows));
     if (nrows == 0)
         return EMBER_OK;
-    EMBER_CHECK(dev->mem_copy(device, table->d_values.data, table->values.data, bytes,
+    EMBER_CHECK(dev->mem_copy(device, table->d_values.data, values, bytes,
                               EMBER_COPY_HOST_TO_DEVICE));
     return dev->rows_scatter(device, table->data, spec->dim, table->d_rows.data, nrows,
                              table->d_values.data);
