@@ -36,14 +36,18 @@ static int buffer_reserve(buffer_t *buffer, size_t bytes)
     return 1;
 }
 
-/* Grow-only device scratch (a GPU shard's lookups and updates). */
+/* Grow-only scratch of a GPU shard's lookups and updates, on the device or
+ * pinned on the host. */
 typedef struct {
     void *data;
     size_t capacity;
 } dev_buffer_t;
 
-static ember_status_t dev_reserve(ember_device_t *device, dev_buffer_t *buffer,
-                                  size_t bytes)
+/* @pinned: pinned host staging (the device's host_alloc), which the GPU
+ * copies by DMA, several times faster than pageable memory; else device
+ * memory.  Grown by doubling; contents are not kept. */
+static ember_status_t scratch_reserve(ember_device_t *device, dev_buffer_t *buffer,
+                                      size_t bytes, int pinned)
 {
     const ember_device_ops_t *dev = ember_device_ops(device);
     if (bytes <= buffer->capacity)
@@ -51,31 +55,28 @@ static ember_status_t dev_reserve(ember_device_t *device, dev_buffer_t *buffer,
     size_t capacity = buffer->capacity ? buffer->capacity : 4096;
     while (capacity < bytes)
         capacity *= 2;
-    dev->mem_free(device, buffer->data);
+    if (pinned)
+        dev->host_free(device, buffer->data);
+    else
+        dev->mem_free(device, buffer->data);
     buffer->data = NULL;
     buffer->capacity = 0;
-    EMBER_CHECK(dev->mem_alloc(device, capacity, &buffer->data));
+    EMBER_CHECK(pinned ? dev->host_alloc(device, capacity, &buffer->data)
+                       : dev->mem_alloc(device, capacity, &buffer->data));
     buffer->capacity = capacity;
     return EMBER_OK;
 }
 
-/* Grow-only pinned host staging (the device's host_alloc): the GPU copies
- * it by DMA, several times faster than pageable memory. */
+static ember_status_t dev_reserve(ember_device_t *device, dev_buffer_t *buffer,
+                                  size_t bytes)
+{
+    return scratch_reserve(device, buffer, bytes, 0);
+}
+
 static ember_status_t host_stage_reserve(ember_device_t *device, dev_buffer_t *buffer,
                                          size_t bytes)
 {
-    const ember_device_ops_t *dev = ember_device_ops(device);
-    if (bytes <= buffer->capacity)
-        return EMBER_OK;
-    size_t capacity = buffer->capacity ? buffer->capacity : 4096;
-    while (capacity < bytes)
-        capacity *= 2;
-    dev->host_free(device, buffer->data);
-    buffer->data = NULL;
-    buffer->capacity = 0;
-    EMBER_CHECK(dev->host_alloc(device, capacity, &buffer->data));
-    buffer->capacity = capacity;
-    return EMBER_OK;
+    return scratch_reserve(device, buffer, bytes, 1);
 }
 
 /* What the forward of one trainer's lookup left for its backward. */
