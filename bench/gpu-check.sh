@@ -60,7 +60,10 @@ fi
 grep -E "ember: CUDA backend|Found NCCL|Could NOT find NCCL" "$log" | sed 's/^-- /cmake: /'
 targets=(--target test_cuda_ops ember-bench-gpu)
 # The full build also runs ember-bench's NCCL backend (the trainer's path).
-[ "$mode" = full ] && targets+=(ember-bench ember-run ember_cuda_plugin)
+# The full build also runs the \`cuda\` tests of the engine: the PS's table on
+# the GPU and the golden replays with --device cuda and --ps-device cuda.
+[ "$mode" = full ] && targets+=(ember-bench ember-run ember-train ember-info
+                                ember_cuda_plugin golden_compare test_table_device)
 if ! cmake --build "$build" -j "$jobs" "${targets[@]}" >> "$log" 2>&1; then
     say "FAIL: build (see $log)"; grep -E "error|FAILED" "$log" | head -20; exit 1
 fi
