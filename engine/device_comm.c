@@ -11,8 +11,8 @@
  *     EMBER_DENSE_ALLREDUCE=staged.  Every member reaches the same answer
  *     (the CUDA backend decides from what all members published), so they
  *     all meet in the same ring.
- * The staging buffers belong to the request slots and only grow: a steady
- * step allocates nothing.  The path is logged once per communicator.
+ * The staging buffers (the device's host_alloc: pinned on a GPU) belong to
+ * the request slots and only grow: a steady step allocates nothing.  The path is logged once per communicator.
  */
 #include "engine/device_comm.h"
 
@@ -36,7 +36,7 @@ struct ember_device_req {
     ember_allreduce_req_t *ring; /* staged: the host ring's */
     float *data;                 /* staged: the device buffer */
     size_t count;
-    float *host;                 /* staged: grow-only copy of data */
+    float *host;                 /* staged: grow-only copy of data (host_alloc) */
     size_t host_capacity;        /* floats */
     ember_status_t status;       /* staged: INPROGRESS until final */
 };
@@ -114,7 +114,7 @@ static void comm_destroy(ember_device_comm_t *c)
         comm->backend->comm_destroy(comm->inner);
     ember_allreduce_destroy(comm->ring); /* cancels what is still in flight */
     for (int i = 0; i < DEVICE_COMM_MAX_REQS; i++)
-        free(comm->reqs[i].host);
+        comm->backend->host_free(comm->dev, comm->reqs[i].host);
     free(comm);
 }
 
@@ -144,10 +144,12 @@ static ember_status_t allreduce_start(ember_device_comm_t *c, float *data,
         *req_p = req;
         return EMBER_OK;
     }
-    if (count > req->host_capacity) {
-        float *host = realloc(req->host, count * sizeof(float));
-        if (!host)
-            return EMBER_ERR_NO_MEMORY;
+    if (count > req->host_capacity) { /* pinned on a GPU: copied by DMA */
+        void *host = NULL;
+        comm->backend->host_free(comm->dev, req->host);
+        req->host = NULL;
+        req->host_capacity = 0;
+        EMBER_CHECK(comm->backend->host_alloc(comm->dev, count * sizeof(float), &host));
         req->host = host;
         req->host_capacity = count;
     }
