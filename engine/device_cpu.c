@@ -10,6 +10,7 @@
 #include "engine/dense.h"
 #include "engine/embedding_bag.h"
 #include "engine/loss.h"
+#include "engine/pool_parts.h"
 #ifndef EMBER_DEVICE_NO_TRANSPORT
 #include "engine/allreduce.h"
 #endif
@@ -159,8 +160,6 @@ static ember_status_t cpu_rows_scatter(ember_device_t *dev, float *table, size_t
     return EMBER_OK;
 }
 
-/* The loops of engine/trainer.c's combine() and shard_gradient(), on the
- * packed layout (the CUDA kernels are checked against these). */
 static ember_status_t cpu_pool_combine(ember_device_t *dev, const float *parts,
                                        size_t stride, uint32_t nparts, size_t bags,
                                        size_t dim, ember_pool_mode_t mode,
@@ -169,39 +168,8 @@ static ember_status_t cpu_pool_combine(ember_device_t *dev, const float *parts,
 {
     if (nparts == 0 || nparts > INT16_MAX)
         return EMBER_ERR_INVALID_PARAM;
-    for (size_t b = 0; b < bags; b++) {
-        float *o = out + b * dim;
-        if (mode == EMBER_POOL_MAX) {
-            int16_t *w = winner + b * dim;
-            for (size_t d = 0; d < dim; d++) {
-                o[d] = 0.0f;
-                w[d] = -1;
-            }
-            for (uint32_t p = 0; p < nparts; p++) {
-                if (!counts[(size_t)p * bags + b])
-                    continue;
-                const float *part = parts + p * stride + b * dim;
-                for (size_t d = 0; d < dim; d++) {
-                    if (w[d] < 0 || part[d] > o[d]) {
-                        o[d] = part[d];
-                        w[d] = (int16_t)p;
-                    }
-                }
-            }
-            continue;
-        }
-        memcpy(o, parts + b * dim, dim * sizeof(float));
-        for (uint32_t p = 1; p < nparts; p++) {
-            const float *part = parts + p * stride + b * dim;
-            for (size_t d = 0; d < dim; d++)
-                o[d] += part[d];
-        }
-        if (mode == EMBER_POOL_MEAN && bag_counts[b]) {
-            float inv = 1.0f / (float)bag_counts[b];
-            for (size_t d = 0; d < dim; d++)
-                o[d] *= inv;
-        }
-    }
+    ember_pool_combine(parts, stride, nparts, bags, dim, mode, counts, bag_counts, out,
+                       winner);
     return EMBER_OK;
 }
 
@@ -210,23 +178,7 @@ static ember_status_t cpu_pool_split(ember_device_t *dev, const float *grad,
                                      ember_pool_mode_t mode, const uint32_t *bag_counts,
                                      const int16_t *winner, float *grads, size_t stride)
 {
-    for (uint32_t p = 0; p < nparts; p++) {
-        for (size_t b = 0; b < bags; b++) {
-            const float *g = grad + b * dim;
-            float *out = grads + p * stride + b * dim;
-            if (mode == EMBER_POOL_MAX) {
-                const int16_t *w = winner + b * dim;
-                for (size_t d = 0; d < dim; d++)
-                    out[d] = w[d] == (int16_t)p ? g[d] : 0.0f;
-            } else if (mode == EMBER_POOL_MEAN && bag_counts[b]) {
-                float inv = 1.0f / (float)bag_counts[b];
-                for (size_t d = 0; d < dim; d++)
-                    out[d] = g[d] * inv;
-            } else {
-                memcpy(out, g, dim * sizeof(float));
-            }
-        }
-    }
+    ember_pool_split(grad, nparts, bags, dim, mode, bag_counts, winner, grads, stride);
     return EMBER_OK;
 }
 

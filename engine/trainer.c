@@ -15,6 +15,7 @@
 #include "engine/embedding_bag.h"
 #include "engine/half.h"
 #include "engine/optimizer.h"
+#include "engine/pool_parts.h"
 #include "engine/protocol.h"
 #include "transport/tp_time.h"
 
@@ -39,8 +40,8 @@ typedef struct {
     /* request under construction */
     uint8_t *request;
     size_t request_capacity;
-    uint32_t *counts;  /* [bags] entries of each bag on this shard */
-    size_t counts_capacity;
+    uint32_t *counts;  /* [bags] entries of each bag on this shard (in
+                        * trainer->counts) */
     int64_t *rows;     /* entries in batch order (global ids) */
     float *weights;
     size_t entries_capacity;
@@ -50,12 +51,6 @@ typedef struct {
     int64_t *inverse;
     size_t unique_capacity;
     size_t nunique;
-    float *partial;    /* reply: [bags, dim] */
-    size_t partial_capacity;
-    uint16_t *partial_half; /* the reply as it came, with fp16 replies */
-    size_t partial_half_capacity;
-    float *grad;       /* gradient sent back: [bags, dim] */
-    size_t grad_capacity;
     ember_future_t *lookup, *push; /* push: the last step's, a call */
     int pushing;                   /* a one-way push still leaving */
     ember_status_t push_status;
@@ -83,6 +78,15 @@ struct trainer {
     /* host; pooled and grad_pooled from host_reserve (pinned on a GPU) */
     float *pooled, *grad_pooled, *grads;
     size_t pooled_capacity, grad_pooled_capacity;
+    /* The shards' parts of a step, packed (engine/pool_parts.h): shard p's
+     * counts at p * bags, its reply and its gradient at p * bags * dim.  The
+     * replies and pushes from host_reserve; with the device path they are
+     * d_parts and d_shard_grads instead. */
+    uint32_t *counts;
+    size_t counts_capacity;
+    float *parts, *shard_grads;
+    uint16_t *parts_half; /* the replies as they came, with fp16 replies */
+    size_t parts_capacity, parts_half_capacity, shard_grads_capacity;
     /* device buffers (aliases of the host ones on the CPU) */
     float *d_params, *d_grads, *d_pooled, *d_grad_pooled;
     /* The device path (EMBER_MEM_CUDA from network_path): replies land in
@@ -232,14 +236,14 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
     uint32_t P = spec->num_ps;
     int weighted = batch->weights != NULL;
 
-    if (!RESERVE(trainer->bag_counts, trainer->bag_capacity, batch->bags))
+    if (!RESERVE(trainer->bag_counts, trainer->bag_capacity, batch->bags) ||
+        !RESERVE(trainer->counts, trainer->counts_capacity, P * batch->bags))
         return EMBER_ERR_NO_MEMORY;
     memset(trainer->bag_counts, 0, batch->bags * sizeof(uint32_t));
+    memset(trainer->counts, 0, P * batch->bags * sizeof(uint32_t));
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
-        if (!RESERVE(shard->counts, shard->counts_capacity, batch->bags))
-            return EMBER_ERR_NO_MEMORY;
-        memset(shard->counts, 0, batch->bags * sizeof(uint32_t));
+        shard->counts = trainer->counts + (size_t)p * batch->bags;
         shard->entries = 0;
     }
     for (size_t b = 0; b < batch->bags; b++) {
@@ -322,90 +326,16 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             memcpy(out, shard->weights, 4 * n);
             out += 4 * n;
         }
-        if (trainer->rdma) /* replies land in d_parts */
-            continue;
-        if (!HOST_RESERVE(trainer, shard->partial, shard->partial_capacity,
-                          bags * trainer->spec.dim) ||
-            (trainer->spec.half_replies &&
-             !HOST_RESERVE(trainer, shard->partial_half, shard->partial_half_capacity,
-                           bags * trainer->spec.dim)))
-            return EMBER_ERR_NO_MEMORY;
     }
+    /* Replies land here (on the device path, in d_parts). */
+    size_t values = P * batch->bags * spec->dim;
+    if (!trainer->rdma &&
+        (!HOST_RESERVE(trainer, trainer->parts, trainer->parts_capacity, values) ||
+         (spec->half_replies &&
+          !HOST_RESERVE(trainer, trainer->parts_half, trainer->parts_half_capacity,
+                        values))))
+        return EMBER_ERR_NO_MEMORY;
     return EMBER_OK;
-}
-
-/* Combine the shards' partial pools into the bag vectors. */
-static ember_status_t combine(trainer_t *trainer, size_t bags)
-{
-    const ember_msg_train_start_t *spec = &trainer->spec;
-    size_t dim = spec->dim, total = bags * dim;
-    uint32_t P = spec->num_ps;
-    float *pooled = trainer->pooled;
-
-    if (spec->mode == EMBER_POOL_MAX) {
-        if (!RESERVE(trainer->winner, trainer->winner_capacity, total))
-            return EMBER_ERR_NO_MEMORY;
-        for (size_t b = 0; b < bags; b++) {
-            float *out = pooled + b * dim;
-            int16_t *winner = trainer->winner + b * dim;
-            for (size_t d = 0; d < dim; d++) {
-                out[d] = 0.0f; /* an empty bag pools to zeros */
-                winner[d] = -1;
-            }
-            for (uint32_t p = 0; p < P; p++) {
-                if (!trainer->shards[p].counts[b])
-                    continue;
-                const float *part = trainer->shards[p].partial + b * dim;
-                for (size_t d = 0; d < dim; d++) {
-                    if (winner[d] < 0 || part[d] > out[d]) {
-                        out[d] = part[d];
-                        winner[d] = (int16_t)p;
-                    }
-                }
-            }
-        }
-        return EMBER_OK;
-    }
-    ember_copy(pooled, trainer->shards[0].partial, total * sizeof(float));
-    for (uint32_t p = 1; p < P; p++) {
-        const float *part = trainer->shards[p].partial;
-        for (size_t i = 0; i < total; i++)
-            pooled[i] += part[i];
-    }
-    if (spec->mode == EMBER_POOL_MEAN) {
-        for (size_t b = 0; b < bags; b++) {
-            if (!trainer->bag_counts[b])
-                continue;
-            float inv = 1.0f / (float)trainer->bag_counts[b];
-            for (size_t d = 0; d < dim; d++)
-                pooled[b * dim + d] *= inv;
-        }
-    }
-    return EMBER_OK;
-}
-
-/* d(loss)/d(partial pool of shard p), as the PS's sum/max backward wants it. */
-static void shard_gradient(trainer_t *trainer, uint32_t p, size_t bags)
-{
-    const ember_msg_train_start_t *spec = &trainer->spec;
-    size_t dim = spec->dim;
-    shard_t *shard = &trainer->shards[p];
-
-    for (size_t b = 0; b < bags; b++) {
-        const float *g = trainer->grad_pooled + b * dim;
-        float *out = shard->grad + b * dim;
-        if (spec->mode == EMBER_POOL_MAX) {
-            const int16_t *winner = trainer->winner + b * dim;
-            for (size_t d = 0; d < dim; d++)
-                out[d] = winner[d] == (int16_t)p ? g[d] : 0.0f;
-        } else if (spec->mode == EMBER_POOL_MEAN && trainer->bag_counts[b]) {
-            float inv = 1.0f / (float)trainer->bag_counts[b];
-            for (size_t d = 0; d < dim; d++)
-                out[d] = g[d] * inv;
-        } else {
-            memcpy(out, g, dim * sizeof(float));
-        }
-    }
 }
 
 /* A one-way gradient push has left (or was lost with its peer). */
@@ -598,8 +528,9 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         ember_iov_t iov = {.buffer = shard->request, .length = shard->request_bytes};
         void *reply = trainer->rdma ? (void *)(trainer->d_parts +
                                                p * trainer->d_part_stride)
-                      : trainer->spec.half_replies ? (void *)shard->partial_half
-                                                   : (void *)shard->partial;
+                      : trainer->spec.half_replies
+                          ? (void *)(trainer->parts_half + p * bags * dim)
+                          : (void *)(trainer->parts + p * bags * dim);
         status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1,
                                           reply, reply_bytes,
                                           trainer->rdma ? &to_gpu : NULL, 0,
@@ -628,17 +559,16 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         }
         ember_future_release(shard->lookup);
         shard->lookup = NULL;
-        if (trainer->spec.half_replies)
-            ember_half_to_float_n(shard->partial_half, shard->partial, bags * dim);
     }
+    if (trainer->spec.half_replies)
+        ember_half_to_float_n(trainer->parts_half, trainer->parts, P * bags * dim);
 
     const ember_device_ops_t *dev = trainer->dev;
     ember_device_t *device = trainer->device;
     if (trainer->rdma) {
         /* The partial pools are on the device: combine them there. */
-        for (uint32_t p = 0; p < P; p++)
-            EMBER_CHECK(to_device(trainer, trainer->d_counts + (size_t)p * bags,
-                                  trainer->shards[p].counts, bags * sizeof(uint32_t)));
+        EMBER_CHECK(to_device(trainer, trainer->d_counts, trainer->counts,
+                              P * bags * sizeof(uint32_t)));
         EMBER_CHECK(to_device(trainer, trainer->d_bag_counts, trainer->bag_counts,
                               bags * sizeof(uint32_t)));
         EMBER_CHECK(dev->pool_combine(device, trainer->d_parts, trainer->d_part_stride,
@@ -651,8 +581,13 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
             !HOST_RESERVE(trainer, trainer->grad_pooled, trainer->grad_pooled_capacity,
                           bags * dim))
             return EMBER_ERR_NO_MEMORY;
+        if (spec->mode == EMBER_POOL_MAX &&
+            !RESERVE(trainer->winner, trainer->winner_capacity, bags * dim))
+            return EMBER_ERR_NO_MEMORY;
         EMBER_CHECK(device_reserve(trainer, bags));
-        EMBER_CHECK(combine(trainer, bags));
+        ember_pool_combine(trainer->parts, bags * dim, P, bags, dim,
+                           (ember_pool_mode_t)spec->mode, trainer->counts,
+                           trainer->bag_counts, trainer->pooled, trainer->winner);
         EMBER_CHECK(to_device(trainer, trainer->d_pooled, trainer->pooled,
                               bags * dim * sizeof(float)));
     }
@@ -717,20 +652,21 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                                     trainer->d_part_stride));
         EMBER_CHECK(dev->synchronize(device));
     } else {
+        /* d(loss)/d(each shard's part), as the PS's sum/max backward wants it. */
         EMBER_CHECK(to_host(trainer, trainer->grad_pooled, trainer->d_grad_pooled,
                             bags * dim * sizeof(float)));
+        if (!HOST_RESERVE(trainer, trainer->shard_grads, trainer->shard_grads_capacity,
+                          P * bags * dim))
+            return EMBER_ERR_NO_MEMORY;
+        ember_pool_split(trainer->grad_pooled, P, bags, dim, (ember_pool_mode_t)spec->mode,
+                         trainer->bag_counts, trainer->winner, trainer->shard_grads,
+                         bags * dim);
     }
+    const ember_mem_type_t grad_mem = trainer->rdma ? EMBER_MEM_CUDA : EMBER_MEM_HOST;
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
         float *grad = trainer->rdma ? trainer->d_shard_grads + p * trainer->d_part_stride
-                                    : NULL;
-        ember_mem_type_t grad_mem = trainer->rdma ? EMBER_MEM_CUDA : EMBER_MEM_HOST;
-        if (!trainer->rdma) {
-            if (!HOST_RESERVE(trainer, shard->grad, shard->grad_capacity, bags * dim))
-                return EMBER_ERR_NO_MEMORY;
-            shard_gradient(trainer, p, bags);
-            grad = shard->grad;
-        }
+                                    : trainer->shard_grads + p * bags * dim;
         shard->grad_msg = (ember_msg_grad_t){.table_id = spec->table_id,
                                              .trainer = (uint32_t)trainer->index,
                                              .step = step,
@@ -840,14 +776,10 @@ static void trainer_cleanup(trainer_t *trainer)
         ember_future_release(shard->lookup);
         ember_future_release(shard->push);
         free(shard->request);
-        free(shard->counts);
         free(shard->rows);
         free(shard->weights);
         free(shard->unique);
         free(shard->inverse);
-        trainer->dev->host_free(trainer->device, shard->partial);
-        trainer->dev->host_free(trainer->device, shard->partial_half);
-        trainer->dev->host_free(trainer->device, shard->grad);
     }
     free(trainer->shards);
     if (trainer->device) {
@@ -862,7 +794,11 @@ static void trainer_cleanup(trainer_t *trainer)
     if (trainer->device) {
         trainer->dev->host_free(trainer->device, trainer->pooled);
         trainer->dev->host_free(trainer->device, trainer->grad_pooled);
+        trainer->dev->host_free(trainer->device, trainer->parts);
+        trainer->dev->host_free(trainer->device, trainer->parts_half);
+        trainer->dev->host_free(trainer->device, trainer->shard_grads);
     }
+    free(trainer->counts);
     free(trainer->grads);
     free(trainer->bag_counts);
     free(trainer->winner);
