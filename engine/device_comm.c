@@ -12,7 +12,8 @@
  *     (the CUDA backend decides from what all members published), so they
  *     all meet in the same ring.
  * The staging buffers (the device's host_alloc: pinned on a GPU) belong to
- * the request slots and only grow: a steady step allocates nothing.  The path is logged once per communicator.
+ * the request slots and only grow: a steady step allocates nothing.  The
+ * path is logged once per communicator.
  */
 #include "engine/device_comm.h"
 
@@ -168,12 +169,12 @@ static ember_status_t allreduce_start(ember_device_comm_t *c, float *data,
     return EMBER_OK;
 }
 
-/* The ring finished: free its request and put the sum back on the device. */
+/* The ring is done (@status, from its wait, which freed it): put the sum
+ * back on the device. */
 static ember_status_t staged_finish(ember_device_req_t *req, ember_status_t status)
 {
     device_comm_t *comm = req->comm;
 
-    (void)ember_allreduce_wait(req->ring); /* returns at once; frees it */
     req->ring = NULL;
     if (status == EMBER_OK)
         status = comm->backend->mem_copy(comm->dev, req->data, req->host,
@@ -185,16 +186,13 @@ static ember_status_t staged_finish(ember_device_req_t *req, ember_status_t stat
 
 static ember_status_t allreduce_test(ember_device_req_t *req)
 {
-    ember_status_t status;
-
     if (req->inner)
         return req->comm->backend->allreduce_test(req->inner);
     if (req->status != EMBER_INPROGRESS)
         return req->status;
-    status = ember_allreduce_test(req->ring);
-    if (status == EMBER_INPROGRESS)
-        return status;
-    return staged_finish(req, status);
+    if (ember_allreduce_test(req->ring) == EMBER_INPROGRESS)
+        return EMBER_INPROGRESS;
+    return staged_finish(req, ember_allreduce_wait(req->ring)); /* at once */
 }
 
 static ember_status_t allreduce_wait(ember_device_req_t *req)
@@ -205,12 +203,7 @@ static ember_status_t allreduce_wait(ember_device_req_t *req)
         status = req->comm->backend->allreduce_wait(req->inner);
         req->inner = NULL;
     } else if (req->status == EMBER_INPROGRESS) {
-        status = ember_allreduce_wait(req->ring);
-        req->ring = NULL;
-        if (status == EMBER_OK)
-            status = req->comm->backend->mem_copy(
-                req->comm->dev, req->data, req->host, req->count * sizeof(float),
-                EMBER_COPY_HOST_TO_DEVICE);
+        status = staged_finish(req, ember_allreduce_wait(req->ring));
     } else {
         status = req->status;
     }
