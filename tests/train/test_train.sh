@@ -74,6 +74,21 @@ golden:*)
     "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/out.safetensors" ||
         fail "differs from PyTorch"
     ;;
+dense_staged:*)
+    # The dense allreduce on staged copies (EMBER_DENSE_ALLREDUCE=staged, what
+    # trainers sharing a GPU take): every trainer says it took it, and the
+    # run still reproduces PyTorch's.
+    IFS=: read -r _ file ps <<<"$case_name"
+    t=$(trainers_of "$golden/$file.safetensors")
+    EMBER_DENSE_ALLREDUCE=staged EMBER_LOG_LEVEL=info timeout 120 "$run" -n $((t + 1 + ps)) \
+        "$train" --ps "$ps" --replay "$golden/$file.safetensors" \
+        --save "$work/out.safetensors" >"$work/out" 2>&1 || fail "ember-train exited $?"
+    "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/out.safetensors" ||
+        fail "differs from PyTorch"
+    n=$(grep -c "dense allreduce: the host ring over the transport, on a copy of the gradients" \
+        "$work/out")
+    [ "$n" -eq "$t" ] || fail "$n of $t trainers took the staged allreduce"
+    ;;
 fp16:*)
     IFS=: read -r _ what file ps <<<"$case_name"
     t=$(trainers_of "$golden/$file.safetensors")
