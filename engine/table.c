@@ -905,7 +905,11 @@ size_t ember_table_other_bytes(const ember_table_t *table)
     size_t bytes = table->acc_rows.capacity + table->acc_grad.capacity +
                    table->sorted_grad.capacity + table->order.capacity +
                    table->written.capacity +
-                   table->applying.rows.capacity + table->applying.grad.capacity;
+                   table->applying.rows.capacity + table->applying.grad.capacity +
+                   /* a GPU shard's pinned staging (its device scratch is not
+                    * host memory) */
+                   table->h_batch.capacity + table->h_out.capacity +
+                   table->h_values.capacity;
     if (table->slot_of_row)
         bytes += (size_t)table->local_rows * sizeof(int32_t);
     for (uint32_t t = 0; t < table->spec.trainers; t++) {
