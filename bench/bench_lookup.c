@@ -55,6 +55,7 @@
 #define LK_BATCHES 8     /* distinct prebuilt batches cycled through */
 #define LK_MIN_ITERS 50
 #define LK_SLOT_BYTES (96u << 20) /* per-client budget for slot buffers */
+#define LK_BATCH_HALF ((size_t)-1) /* --batch default: two batches in flight */
 
 typedef struct {
     double alpha; /* 0: uniform */
@@ -76,6 +77,8 @@ typedef struct {
     size_t max_bytes; /* per point: iters = min(iters, max(50, B / response)) */
     double rate;      /* open loop requests/s per client; 0 = closed loop */
     int check, csv;
+    size_t batch; /* closed loop: lookups held per batch (ember_rpc_batch_begin);
+                   * 0: each alone; LK_BATCH_HALF: half the window */
     uint64_t seed;
 } lk_opts_t;
 
@@ -157,6 +160,10 @@ static void lk_usage(FILE *stream)
             "                    (1G)\n"
             "  --rate R          open loop at R requests/s per client (closed loop)\n"
             "  -c 0|1            check pooled replies before any update (1)\n"
+            "  --batch B         closed loop: up to B small lookups posted together to\n"
+            "                    a PS leave as one message (ember_rpc_batch_begin), as\n"
+            "                    the replies its handlers post together do; 0: each\n"
+            "                    alone (half the window: two batches in flight)\n"
             "  --seed S          keys and table seed (1)\n"
             "  --csv             also print `csv,lookup,...` lines\n",
             LK_MIN_ITERS);
@@ -238,7 +245,7 @@ static int lk_parse(int argc, char **argv, lk_opts_t *opts)
                         .nreply = 1, .half_reply = {0},
                         .ps = 1, .rows = 100000, .iters = 2000, .warmup = 100,
                         .window = 16, .slots = 256, .max_bytes = 1u << 30,
-                        .check = 1, .seed = 1};
+                        .check = 1, .batch = LK_BATCH_HALF, .seed = 1};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1, takes_value = 1;
@@ -286,6 +293,8 @@ static int lk_parse(int argc, char **argv, lk_opts_t *opts)
         } else if (strcmp(arg, "-c") == 0) {
             ok = strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
             opts->check = value[0] == '1';
+        } else if (strcmp(arg, "--batch") == 0) {
+            ok = bench_parse_count_or_zero(value, &opts->batch);
         } else if (strcmp(arg, "--seed") == 0) {
             ok = bench_parse_count(value, &n);
             opts->seed = n;
@@ -645,10 +654,19 @@ static void lk_account(lk_point_t *pt, const lk_slot_t *slot)
                                       pt->batches[slot->batch].parts[p].body_bytes);
 }
 
+/* Lookups per batch in the closed loop (0: none): --batch, by default half
+ * the window, so that one batch is served while the next fills. */
+static size_t lk_batch(const lk_opts_t *opts, size_t window)
+{
+    if (opts->batch != LK_BATCH_HALF)
+        return opts->batch;
+    return window / 2 > 1 ? window / 2 : 0;
+}
+
 static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup)
 {
     size_t resp_bytes = lk_reply_bytes(pt), done_requests = 0;
-    size_t window = pt->window;
+    size_t window = pt->window, batch = lk_batch(pt->opts, window), held = 0;
     uint64_t round = 0;
 
     while (done_requests < warmup + total) {
@@ -667,6 +685,11 @@ static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup
                 EMBER_CHECK(lk_send_lookup(pt, slot, (round * pt->slots + issued) %
                                                          LK_BATCHES));
                 issued++;
+                if (batch && ++held == batch) { /* this batch is full: it goes */
+                    ember_rpc_batch_end(pt->tp);
+                    ember_rpc_batch_begin(pt->tp);
+                    held = 0;
+                }
             }
             lk_slot_t *slot = &pt->slot[done];
             lk_collect(pt, slot, 1, resp_bytes);
@@ -864,10 +887,15 @@ static ember_status_t lk_point_run(lk_point_t *pt)
     if (opts->check)
         EMBER_CHECK(lk_read_table(pt));
     EMBER_CHECK(lk_meet(pt, "start"));
-    if (opts->rate > 0.0)
-        EMBER_CHECK(lk_open_loop(pt, total, opts->warmup));
-    else
-        EMBER_CHECK(lk_closed_loop(pt, total, opts->warmup));
+    /* Held requests count in latency: it runs from before their post. */
+    int batching = opts->rate > 0.0 ? opts->batch != 0 : lk_batch(opts, pt->window) != 0;
+    if (batching)
+        ember_rpc_batch_begin(pt->tp);
+    ember_status_t status = opts->rate > 0.0 ? lk_open_loop(pt, total, opts->warmup)
+                                             : lk_closed_loop(pt, total, opts->warmup);
+    if (batching)
+        ember_rpc_batch_end(pt->tp);
+    EMBER_CHECK(status);
     bench_sort(pt->samples, pt->nsamples);
     const double pcts[5] = {50.0, 90.0, 99.0, 99.9, 100.0};
     for (int i = 0; i < 5; i++)
@@ -917,6 +945,16 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
         printf("# closed loop: window %zu outstanding requests per client, rounds of "
                "up to %zu lookups then their gradient pushes (timed apart)\n",
                opts->window, opts->slots);
+    size_t batch = opts->rate > 0.0 ? opts->batch != 0 : lk_batch(opts, opts->window);
+    if (opts->rate > 0.0 && batch)
+        printf("# requests batched: the lookups and pushes due together leave as one "
+               "message per PS (up to 2 KiB each, 8 KiB over tcp; --batch 0: each alone)\n");
+    else if (batch)
+        printf("# requests batched: up to %zu lookups (and pushes) posted together leave "
+               "as one message per PS (each up to 2 KiB, 8 KiB over tcp; --batch 0: each "
+               "alone)\n", batch);
+    else
+        printf("# requests not batched: each its own message (--batch 0)\n");
     printf("# request = one trainer step: one LOOKUP per shard (dedup'd rows); "
            "resp_B = P x bags x dim x 4; GB = 10^9 B of responses; rows = indices;\n"
            "# dtype = how the PS stores the table's rows (pooled in fp32); reply = the\n"

@@ -1,22 +1,31 @@
 /*
- * transport/batch: small replies to one peer leave as one message.
+ * transport/batch: small messages to one peer leave as one message.
  *
- * A server that falls behind finds several requests ready per progress pass
- * (a PS serving a trainer's window of lookups: 2-3 on average).  Over TCP
- * each reply is a send system call, which cost a PS more than the lookup
- * itself; held until the handler run ends and packed together, they cost
- * one.  A reply that is alone at the end of the run goes as it was posted
- * (no copy); replies over the peer's item limit (tp_batch_item_max: 2 KiB,
- * 8 KiB over tcp, where a reply's copy into the batch costs far less than
- * its system call) never wait, and none waits
+ * Replies.  A server that falls behind finds several requests ready per
+ * progress pass (a PS serving a trainer's window of lookups: 2-3 on
+ * average).  Over TCP each reply is a send system call, which cost a PS
+ * more than the lookup itself; held until the handler run ends and packed
+ * together, they cost one.  A reply that is alone at the end of the run
+ * goes as it was posted (no copy); replies over the peer's item limit
+ * (tp_batch_item_max: 2 KiB, 8 KiB over tcp, where a reply's copy into the
+ * batch costs far less than its system call) never wait, and none waits
  * longer than TP_BATCH_HOLD_S after the handler that held it, plus the
  * handler then running (a long handler, e.g. an allreduce adding a segment,
- * must not hold up the acks of the ones before it).  Any other message to the peer flushes its held
- * replies first, so a peer still sees our messages in the order they were
- * posted.
+ * must not hold up the acks of the ones before it).
  *
- * Wire format (TP_AM_REPLY_BATCH): a tp_header_t whose length is the
- * payload's, then per reply its own tp_header_t and payload, padded to 8.
+ * Calls.  Between ember_rpc_batch_begin and _end, small calls and one-way
+ * sends to a connected peer are held the same way (libfabric's FI_MORE),
+ * until the caller next waits or progresses, the batch is full, or _end:
+ * a client with a window of lookups in flight posts the ones a batch of
+ * replies freed together, and the server takes them in one message.
+ *
+ * Any other message to the peer flushes what it holds first, so a peer
+ * still sees our messages in the order they were posted; replies and
+ * requests never share a batch.
+ *
+ * Wire format (TP_AM_REPLY_BATCH, TP_AM_CALL_BATCH): a tp_header_t whose
+ * length is the payload's, then per item its own tp_header_t and payload,
+ * padded to 8.
  */
 #include "transport/tp_internal.h"
 
@@ -29,28 +38,45 @@ static size_t item_bytes(size_t payload)
     return sizeof(tp_header_t) + ((payload + 7) & ~(size_t)7);
 }
 
-void tp_reply_defer(ember_tp_t *tp, tp_send_t *send)
+int tp_request_batchable(ember_tp_t *tp, const tp_send_t *send)
+{
+    const tp_peer_t *peer = &tp->peers[send->peer];
+
+    /* READY: its lanes, and so its item limit, are known.  A call whose
+     * reply comes by rendezvous is alone by design (TP_FLAG_REPLY_RNDV). */
+    return tp->batching && peer->state == TP_PEER_READY &&
+           send->mem_type == EMBER_MEM_HOST &&
+           !(send->header.flags & TP_FLAG_REPLY_RNDV) &&
+           (size_t)send->header.length <= tp_batch_item_max(peer);
+}
+
+void tp_send_defer(ember_tp_t *tp, tp_send_t *send)
 {
     tp_peer_t *peer = &tp->peers[send->peer];
     size_t bytes = item_bytes((size_t)send->header.length);
 
-    if (peer->deferred_count && peer->deferred_bytes + bytes > tp_batch_bytes(peer))
+    if (peer->deferred_count && (peer->deferred_am != send->am_id ||
+                                 peer->deferred_bytes + bytes > tp_batch_bytes(peer)))
         tp_batch_flush(tp, send->peer);
-    if (!peer->deferred_count)
+    if (!peer->deferred_count) {
         tp->deferred_peers++;
+        peer->deferred_am = send->am_id;
+    }
     tp_list_push(&peer->deferred, &send->link);
     peer->deferred_count++;
     peer->deferred_bytes += bytes;
 }
 
-/* Pack @held (a detached list of @count replies) into one message. */
-static void batch_send(ember_tp_t *tp, int rank, tp_list_t *held, size_t bytes)
+/* Pack @held (a detached list of replies, or of requests) into one message. */
+static void batch_send(ember_tp_t *tp, int rank, unsigned am_id, tp_list_t *held,
+                       size_t bytes)
 {
     uint8_t *buffer = ember_pool_get(&tp->pool, bytes);
     tp_send_t *batch = NULL;
     ember_iov_t iov = {.buffer = buffer, .length = bytes};
+    unsigned batch_am = am_id == TP_AM_REPLY ? TP_AM_REPLY_BATCH : TP_AM_CALL_BATCH;
 
-    if (buffer && tp_send_alloc(tp, rank, TP_AM_REPLY_BATCH, &iov, 1, &batch) != EMBER_OK)
+    if (buffer && tp_send_alloc(tp, rank, batch_am, &iov, 1, &batch) != EMBER_OK)
         batch = NULL;
     if (!batch) {
         /* No memory for the batch: each reply goes alone instead. */
@@ -76,11 +102,18 @@ static void batch_send(ember_tp_t *tp, int rank, tp_list_t *held, size_t bytes)
         }
         memset(buffer + offset, 0, item_bytes(payload) - sizeof(tp_header_t) - payload);
         offset += item_bytes(payload) - sizeof(tp_header_t) - payload;
-        /* Its payload is copied: a zero-copy reply's buffer is free now. */
+        /* Its payload is copied: a zero-copy reply's buffer is free now
+         * (a call's future waits on for its reply). */
         tp_send_complete(send, EMBER_OK);
-        tp->batched_replies++;
+        if (batch_am == TP_AM_REPLY_BATCH)
+            tp->batched_replies++;
+        else
+            tp->batched_calls++;
     }
-    tp->reply_batches++;
+    if (batch_am == TP_AM_REPLY_BATCH)
+        tp->reply_batches++;
+    else
+        tp->call_batches++;
     batch->header = (tp_header_t){.magic = TP_MAGIC,
                                   .version = TP_VERSION,
                                   .length = bytes};
@@ -113,7 +146,7 @@ void tp_batch_flush(ember_tp_t *tp, int rank)
         tp_peer_send(tp, send);
         return;
     }
-    batch_send(tp, rank, &held, bytes);
+    batch_send(tp, rank, peer->deferred_am, &held, bytes);
 }
 
 void tp_batch_flush_all(ember_tp_t *tp)
@@ -124,8 +157,12 @@ void tp_batch_flush_all(ember_tp_t *tp)
 
 /* ---- receiving ------------------------------------------------------------ */
 
-/* Hand every reply of a batch to its call; stop at the first malformed one. */
-static void batch_deliver(ember_tp_t *tp, int peer, uint8_t *data, size_t length)
+static const char *batch_kind(int calls) { return calls ? "call" : "reply"; }
+
+/* Hand every item of a batch on: a reply to its call, a request to its
+ * handler's queue; stop at the first malformed one. */
+static void batch_deliver(ember_tp_t *tp, int peer, int calls, uint8_t *data,
+                          size_t length)
 {
     size_t offset = 0;
 
@@ -135,11 +172,18 @@ static void batch_deliver(ember_tp_t *tp, int peer, uint8_t *data, size_t length
             goto malformed;
         memcpy(&hdr, data + offset, sizeof(hdr));
         offset += sizeof(hdr);
-        if (hdr.magic != TP_MAGIC || hdr.version != TP_VERSION || hdr.flags != 0 ||
-            hdr.op >= EMBER_RPC_OP_MAX || hdr.length > length - offset)
+        /* A request item may be one-way; nothing else rides in a batch. */
+        uint32_t flags_ok = calls ? TP_FLAG_ONEWAY : 0;
+        if (hdr.magic != TP_MAGIC || hdr.version != TP_VERSION ||
+            (hdr.flags & ~flags_ok) != 0 || hdr.op >= EMBER_RPC_OP_MAX ||
+            hdr.length > length - offset || (calls && hdr.status != 0))
             goto malformed;
-        (void)tp_reply_deliver(tp, peer, &hdr, data + offset, 0, data + offset,
-                               (size_t)hdr.length, 0);
+        if (calls)
+            (void)tp_request_deliver_copy(tp, peer, &hdr, data + offset,
+                                          (size_t)hdr.length);
+        else
+            (void)tp_reply_deliver(tp, peer, &hdr, data + offset, 0, data + offset,
+                                   (size_t)hdr.length, 0);
         offset += item_bytes((size_t)hdr.length) - sizeof(hdr);
         if (offset > length)
             goto malformed;
@@ -147,13 +191,14 @@ static void batch_deliver(ember_tp_t *tp, int peer, uint8_t *data, size_t length
     return;
 malformed:
     tp->dropped_messages++;
-    ember_warn("tp", "malformed reply batch from %s (rank %d): the rest (from byte "
-               "%zu of %zu) dropped", tp->peers[peer].name, peer, offset, length);
+    ember_warn("tp", "malformed %s batch from %s (rank %d): the rest (from byte "
+               "%zu of %zu) dropped", batch_kind(calls), tp->peers[peer].name, peer,
+               offset, length);
 }
 
 typedef struct {
     ember_tp_t *tp;
-    int peer;
+    int peer, calls;
     uint8_t *buffer;
     size_t length;
 } batch_recv_t;
@@ -166,33 +211,34 @@ static void batch_recv_cb(void *request, ucs_status_t status, size_t length,
 
     (void)length;
     if (status == UCS_OK)
-        batch_deliver(tp, recv->peer, recv->buffer, recv->length);
+        batch_deliver(tp, recv->peer, recv->calls, recv->buffer, recv->length);
     else
-        ember_warn("tp", "reply batch from %s: payload not received: %s",
-                   tp->peers[recv->peer].name, ucs_status_string(status));
+        ember_warn("tp", "%s batch from %s: payload not received: %s",
+                   batch_kind(recv->calls), tp->peers[recv->peer].name,
+                   ucs_status_string(status));
     ember_pool_put(&tp->pool, recv->buffer);
     ember_pool_put(&tp->pool, recv);
     ucp_request_free(request);
 }
 
-ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length,
-                                  void *data, size_t length,
-                                  const ucp_am_recv_param_t *param)
+static ucs_status_t batch_recv(ember_tp_t *tp, int calls, const void *header,
+                               size_t header_length, void *data, size_t length,
+                               const ucp_am_recv_param_t *param)
 {
-    ember_tp_t *tp = arg;
     tp_header_t hdr;
     size_t inline_length;
     int peer = tp_am_sender(tp, param);
 
     if (peer < 0 ||
         !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length) ||
-        inline_length != 0 || length > (size_t)TP_BATCH_BYTES_MAX) {
+        inline_length != 0 || hdr.flags != 0 || length > (size_t)TP_BATCH_BYTES_MAX) {
         tp->dropped_messages++;
-        ember_warn("tp", "malformed or unauthenticated reply batch dropped");
+        ember_warn("tp", "malformed or unauthenticated %s batch dropped",
+                   batch_kind(calls));
         return UCS_OK;
     }
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-        batch_deliver(tp, peer, data, length);
+        batch_deliver(tp, peer, calls, data, length);
         return UCS_OK;
     }
     /* Rendezvous: land the batch in a buffer of ours, deliver when complete. */
@@ -200,19 +246,35 @@ ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_l
     uint8_t *buffer = ember_pool_get(&tp->pool, length ? length : 1);
     ember_status_t status = EMBER_ERR_NO_MEMORY;
     if (recv && buffer) {
-        *recv = (batch_recv_t){.tp = tp, .peer = peer, .buffer = buffer, .length = length};
+        *recv = (batch_recv_t){
+            .tp = tp, .peer = peer, .calls = calls, .buffer = buffer, .length = length};
         status = tp_rndv_receive(tp, data, buffer, length, EMBER_MEM_HOST, batch_recv_cb,
                                  recv);
         if (status == EMBER_INPROGRESS)
             return UCS_INPROGRESS;
         if (status == EMBER_OK)
-            batch_deliver(tp, peer, buffer, length);
+            batch_deliver(tp, peer, calls, buffer, length);
     }
     if (status != EMBER_OK)
-        ember_warn("tp", "reply batch from %s (%zu bytes) not received: %s",
-                   tp->peers[peer].name, length, ember_status_string(status));
+        ember_warn("tp", "%s batch from %s (%zu bytes) not received: %s",
+                   batch_kind(calls), tp->peers[peer].name, length,
+                   ember_status_string(status));
     ember_pool_put(&tp->pool, buffer);
     ember_pool_put(&tp->pool, recv);
     /* A rendezvous the receive was asked for is UCX's to finish. */
     return (recv && buffer) ? UCS_INPROGRESS : UCS_OK;
+}
+
+ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length,
+                                  void *data, size_t length,
+                                  const ucp_am_recv_param_t *param)
+{
+    return batch_recv(arg, 0, header, header_length, data, length, param);
+}
+
+ucs_status_t tp_am_call_batch_cb(void *arg, const void *header, size_t header_length,
+                                 void *data, size_t length,
+                                 const ucp_am_recv_param_t *param)
+{
+    return batch_recv(arg, 1, header, header_length, data, length, param);
 }

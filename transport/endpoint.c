@@ -241,7 +241,8 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
     }
     if (send->am_id != TP_AM_HELLO)
         peer_lanes(tp, peer);
-    if ((send->am_id == TP_AM_REPLY || send->am_id == TP_AM_REPLY_BATCH) &&
+    if ((send->am_id == TP_AM_REPLY || send->am_id == TP_AM_REPLY_BATCH ||
+         send->am_id == TP_AM_CALL_BATCH) &&
         param.datatype == ucp_dt_make_contig(1) &&
         count <= peer->eager_reply_max)
         param.flags |= UCP_AM_SEND_FLAG_EAGER;

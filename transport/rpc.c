@@ -322,6 +322,16 @@ ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
                                     resp_capacity, NULL, timeout_s, future_p);
 }
 
+/* A call or one-way send leaves now, or is held for its peer's batch. */
+static ember_status_t request_post(ember_tp_t *tp, tp_send_t *send)
+{
+    if (tp_request_batchable(tp, send)) {
+        tp_send_defer(tp, send);
+        return EMBER_OK;
+    }
+    return tp_peer_send(tp, send);
+}
+
 ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
                                         const ember_iov_t *iov, size_t iovcnt,
                                         void *resp_buffer, size_t resp_capacity,
@@ -380,7 +390,7 @@ ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
     future->send = send;
     future->send_inflight = 1;
     *future_p = future;
-    return tp_peer_send(tp, send);
+    return request_post(tp, send);
 }
 
 ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op,
@@ -424,7 +434,16 @@ ember_status_t ember_rpc_send_mem(ember_tp_t *tp, int peer, uint16_t op,
                                  .length = total};
     send->done_cb = done_cb;
     send->done_arg = done_arg;
-    return tp_peer_send(tp, send);
+    return request_post(tp, send);
+}
+
+void ember_rpc_batch_begin(ember_tp_t *tp) { tp->batching++; }
+
+void ember_rpc_batch_end(ember_tp_t *tp)
+{
+    if (tp->batching && --tp->batching == 0 && tp->deferred_peers &&
+        !tp->handler_depth)
+        tp_batch_flush_all(tp);
 }
 
 ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
@@ -500,6 +519,42 @@ static void request_recv_cb(void *request, ucs_status_t status, size_t length,
     ucp_request_free(request);
 }
 
+static ember_rpc_req_t *request_new(ember_tp_t *tp, int peer, const tp_header_t *hdr)
+{
+    ember_rpc_req_t *req = ember_pool_zalloc(&tp->pool, sizeof(*req));
+    if (!req)
+        return NULL;
+    req->tp = tp;
+    req->peer = peer;
+    req->op = hdr->op;
+    req->request_id = hdr->request_id;
+    req->length = hdr->length;
+    req->oneway = (hdr->flags & TP_FLAG_ONEWAY) != 0;
+    req->reply_rndv = (hdr->flags & TP_FLAG_REPLY_RNDV) != 0;
+    tp_list_init(&req->link);
+    return req;
+}
+
+/* @req's payload (@head, then @data) copied into a buffer of its own and
+ * queued for its handler; dropped when there is no memory. */
+static ember_status_t request_copy(ember_tp_t *tp, ember_rpc_req_t *req,
+                                   const void *head, size_t head_length,
+                                   const void *data, size_t length)
+{
+    size_t total = head_length + length;
+    req->owned_data = ember_pool_get(&tp->pool, total ? total : 1);
+    if (!req->owned_data) {
+        ember_pool_put(&tp->pool, req);
+        return EMBER_ERR_NO_MEMORY;
+    }
+    if (head_length)
+        memcpy(req->owned_data, head, head_length);
+    ember_copy((uint8_t *)req->owned_data + head_length, data, length);
+    req->data = req->owned_data;
+    tp_list_push(&tp->ready, &req->link);
+    return EMBER_OK;
+}
+
 ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_length,
                               void *data, size_t length,
                               const ucp_am_recv_param_t *param)
@@ -524,17 +579,9 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     }
     const uint8_t *inline_part = (const uint8_t *)header + sizeof(hdr);
     size_t total = hdr.length;
-    req = ember_pool_zalloc(&tp->pool, sizeof(*req));
+    req = request_new(tp, peer, &hdr);
     if (!req)
         return UCS_OK;
-    req->tp = tp;
-    req->peer = peer;
-    req->op = hdr.op;
-    req->request_id = hdr.request_id;
-    req->length = total;
-    req->oneway = (hdr.flags & TP_FLAG_ONEWAY) != 0;
-    req->reply_rndv = (hdr.flags & TP_FLAG_REPLY_RNDV) != 0;
-    tp_list_init(&req->link);
 
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
         tp_handler_t *handler = &tp->handlers[hdr.op];
@@ -581,16 +628,17 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         tp_list_push(&tp->ready, &req->link);
         return UCS_INPROGRESS;
     }
-    req->owned_data = ember_pool_get(&tp->pool, total ? total : 1);
-    if (!req->owned_data) {
-        ember_pool_put(&tp->pool, req);
-        return UCS_OK;
-    }
-    memcpy(req->owned_data, inline_part, inline_length);
-    ember_copy((uint8_t *)req->owned_data + inline_length, data, length);
-    req->data = req->owned_data;
-    tp_list_push(&tp->ready, &req->link);
+    (void)request_copy(tp, req, inline_part, inline_length, data, length);
     return UCS_OK;
+}
+
+ember_status_t tp_request_deliver_copy(ember_tp_t *tp, int peer, const tp_header_t *hdr,
+                                       const void *data, size_t length)
+{
+    ember_rpc_req_t *req = request_new(tp, peer, hdr);
+    if (!req)
+        return EMBER_ERR_NO_MEMORY;
+    return request_copy(tp, req, NULL, 0, data, length);
 }
 
 static void reply_recv_cb(void *request, ucs_status_t status, size_t length,
@@ -852,7 +900,7 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
     req_free(req);
     if (tp->handler_depth && !send->force_rndv &&
         total <= tp_batch_item_max(&tp->peers[send->peer])) {
-        tp_reply_defer(tp, send);
+        tp_send_defer(tp, send);
         return EMBER_OK;
     }
     return tp_peer_send(tp, send);

@@ -65,6 +65,13 @@ void ember_tp_destroy(ember_tp_t *tp)
 
     if (!tp)
         return;
+    ember_debug("tp", "batches sent: %lu of %lu replies, %lu of %lu requests",
+                tp->reply_batches, tp->batched_replies, tp->call_batches,
+                tp->batched_calls);
+    /* Calls still held for a batch (ember_rpc_batch_begin) leave now. */
+    tp->batching = 0;
+    if (!tp->handler_depth)
+        tp_batch_flush_all(tp);
     /* 1. Let this process's own calls finish (bounded), and the sends of
      * those already answered: a rendezvous send completes only when its
      * receiver's acknowledgement comes, which may follow the reply; a

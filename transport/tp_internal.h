@@ -20,11 +20,12 @@ enum {
     TP_AM_HELLO = 2,
     TP_AM_HELLO_ACK = 3,
     TP_AM_REPLY_BATCH = 4, /* several small replies to one peer (batch.c) */
+    TP_AM_CALL_BATCH = 5,  /* several small calls and one-way sends (batch.c) */
     TP_AM_COUNT
 };
 
 #define TP_MAGIC   0x454d4252u /* "EMBR" */
-#define TP_VERSION 2 /* 2: reply batches (TP_AM_REPLY_BATCH) */
+#define TP_VERSION 3 /* 2: reply batches; 3: call batches (TP_AM_CALL_BATCH) */
 
 /*
  * A two-part payload whose first part is small (a message header of the
@@ -111,8 +112,10 @@ typedef struct {
     tp_peer_state_t state;
     uint8_t nonce[TP_AUTH_NONCE_SIZE];
     tp_list_t waiting; /* tp_send_t queued until READY */
-    tp_list_t deferred; /* small replies held to the end of a handler run (batch.c) */
+    tp_list_t deferred; /* small replies held to the end of a handler run, or
+                         * calls held under ember_rpc_batch_begin (batch.c) */
     size_t deferred_count, deferred_bytes;
+    unsigned deferred_am; /* what is held: TP_AM_REPLY or TP_AM_REQUEST */
     ember_status_t error;
     char reason[160];
     int close_pending; /* lost: close the endpoint from the progress loop */
@@ -216,9 +219,11 @@ struct ember_tp {
     tp_handler_t handlers[EMBER_RPC_OP_MAX];
     tp_list_t ready; /* ember_rpc_req_t with their payload in place */
     unsigned handler_depth; /* inside tp_run_handlers (nested: > 1) */
-    int deferred_peers;     /* peers with replies held (batch.c) */
+    int deferred_peers;     /* peers with replies or calls held (batch.c) */
+    unsigned batching;      /* ember_rpc_batch_begin depth: calls are held */
     double deferred_since;  /* first seen held between handlers; 0: not yet */
     unsigned long reply_batches, batched_replies; /* sent so far (batch.c) */
+    unsigned long call_batches, batched_calls;
     tp_list_t acks;  /* tp_ack_t to send */
 
     ember_future_t **slots; /* pending futures by slot */
@@ -351,14 +356,20 @@ static inline size_t tp_batch_bytes(const tp_peer_t *peer)
 {
     return tp_peer_batch_tcp(peer) ? TP_BATCH_BYTES_TCP : TP_BATCH_BYTES;
 }
-/* Hold @send (a reply of at most tp_batch_item_max bytes) for its peer's batch. */
-void tp_reply_defer(ember_tp_t *tp, tp_send_t *send);
-/* Send what @rank's held replies: alone if one, else as one batch. */
+/* Hold @send (a reply, call or one-way send of at most tp_batch_item_max
+ * bytes) for its peer's batch; replies and requests never share one. */
+void tp_send_defer(ember_tp_t *tp, tp_send_t *send);
+/* Whether @send (a call or one-way send, header set) may wait for a batch. */
+int tp_request_batchable(ember_tp_t *tp, const tp_send_t *send);
+/* Send what @rank holds: alone if one, else as one batch. */
 void tp_batch_flush(ember_tp_t *tp, int rank);
 void tp_batch_flush_all(ember_tp_t *tp);
 ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length,
                                   void *data, size_t length,
                                   const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_call_batch_cb(void *arg, const void *header, size_t header_length,
+                                 void *data, size_t length,
+                                 const ucp_am_recv_param_t *param);
 ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
                             void *data, size_t length,
                             const ucp_am_recv_param_t *param);
@@ -383,6 +394,10 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
 ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
                             void *data, size_t length,
                             const ucp_am_recv_param_t *param);
+/* A request of a call batch (@hdr checked, no inline part): its payload
+ * copied, queued for its handler.  EMBER_ERR_NO_MEMORY drops it. */
+ember_status_t tp_request_deliver_copy(ember_tp_t *tp, int peer, const tp_header_t *hdr,
+                                       const void *data, size_t length);
 void tp_run_handlers(ember_tp_t *tp);
 void tp_check_deadlines(ember_tp_t *tp, double now);
 void tp_fail_peer_futures(ember_tp_t *tp, int rank, ember_status_t status);

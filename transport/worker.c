@@ -153,14 +153,16 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
         [TP_AM_HELLO] = tp_am_hello_cb,
         [TP_AM_HELLO_ACK] = tp_am_hello_ack_cb,
         [TP_AM_REPLY_BATCH] = tp_am_reply_batch_cb,
+        [TP_AM_CALL_BATCH] = tp_am_call_batch_cb,
     };
     for (unsigned id = 0; id < TP_AM_COUNT; id++) {
         /* Requests wait for tp_run_handlers, so UCX must keep their data;
-         * replies are copied out (or received by rendezvous, which needs no
-         * flag) inside the callback.  With PERSISTENT_DATA UCX would first
+         * replies and batches are copied out (or received by rendezvous,
+         * which needs no flag) inside the callback.  With PERSISTENT_DATA UCX would first
          * copy every message it holds in its own buffers (all of tcp's, the
          * shared-memory FIFO's inline ones) into one of its descriptors. */
-        int keeps = id != TP_AM_REPLY && id != TP_AM_REPLY_BATCH;
+        int keeps = id != TP_AM_REPLY && id != TP_AM_REPLY_BATCH &&
+                    id != TP_AM_CALL_BATCH;
         ucp_am_handler_param_t handler = {
             .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                           UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -208,6 +210,10 @@ unsigned tp_progress_once(ember_tp_t *tp)
     unsigned events = 0;
     double now;
 
+    /* Calls held for a batch (ember_rpc_batch_begin) leave before we look
+     * for their answers; a handler run's replies leave when it ends. */
+    if (tp->deferred_peers && !tp->handler_depth)
+        tp_batch_flush_all(tp);
     while (ucp_worker_progress(tp->worker))
         events++;
     if (!tp_list_empty(&tp->acks)) {

@@ -181,6 +181,21 @@ ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
                                     void *resp_buffer, size_t resp_capacity,
                                     double timeout_s, ember_future_t **future_p);
 
+/**
+ * Batching small requests (libfabric's FI_MORE): between
+ * ember_rpc_batch_begin and ember_rpc_batch_end, calls and one-way sends of
+ * host memory of at most 2 KiB (8 KiB to a peer over tcp) to a peer already
+ * connected are held, and leave together, one message per peer, when this
+ * process next waits or progresses (any ember_future_wait/_test,
+ * ember_tp_wait, ember_tp_progress), when the peer's batch is full, or at the
+ * outermost ember_rpc_batch_end.  Order per peer is kept.  For a caller
+ * about to post several requests to the same peers: a client refilling its
+ * window of lookups, a trainer's lookups of several tables on one PS.
+ * Nests.  The batch is one message: its receiver's handlers run in order.
+ */
+void ember_rpc_batch_begin(ember_tp_t *tp);
+void ember_rpc_batch_end(ember_tp_t *tp);
+
 /** Where a call's buffers live (ember_rpc_call_async_mem). */
 typedef struct {
     ember_mem_type_t payload_mem; /* the request's bulk: its only or last iov part */

@@ -56,6 +56,18 @@ lookup)
         fail "exit status $?"
     check_lookup_format 4
     grep -q '^# closed loop' "$out" || fail "not the closed loop"
+    grep -q '^# requests batched: up to 2 lookups' "$out" || fail "not batched by half the window"
+    # Each request alone, and batches of 3 (not a divisor of the window).
+    for batch in 0 3; do
+        "$run" -n 3 --no-prefix "$bench" lookup --ps 2 --bags 1,8 --pool 4 --dim 8 --dist uniform \
+            --rows 1000 -n 60 -w 10 --slots 16 --window 4 --batch $batch --csv >"$out" 2>&1 ||
+            fail "exit status $? (--batch $batch)"
+        check_lookup_format 2
+        if [[ $batch == 0 ]]; then
+            grep -q '^# requests not batched' "$out" || fail "--batch 0 not said"
+        fi
+    done
+    grep -q '^# requests batched: up to 3 lookups' "$out" || fail "--batch 3 not said"
     ;;
 lookup_fp16)
     # The PS's rows stored as fp16, beside fp32 in one sweep: every reply
@@ -100,6 +112,7 @@ lookup_open)
         --dist zipf:0.9 -n 100 -w 10 --rate 2000 --csv >"$out" 2>&1 || fail "exit status $?"
     check_lookup_format 1
     grep -q '^# open loop' "$out" || fail "not the open loop"
+    grep -q '^# requests batched: the lookups and pushes due together' "$out" || fail "batching not said"
     ;;
 row_gather)
     # The PS's reference: one line per bag count, resp_B = bags x dim x 4,
