@@ -132,9 +132,13 @@ for tls_name in $tls_list; do
     echo "=== lookup, UCX_TLS=$tls, 1 client + 1 PS, dim 64, 1 index per bag, uniform, window $lk_window ==="
     cmd=("$launcher" -n 2 --no-prefix "$bench" lookup --ps 1 --bags "$lk_bags" --pool 1
         --dim 64 --dist uniform -n "$lk_iters" --window "$lk_window" --csv)
+    # The same sweep with each request its own message, as before request
+    # batches (ember-bench batches half its window by default): shown beside.
+    alone_cmd=("${cmd[@]}" --batch 0)
     lat_cmd=("$launcher" -n 2 --no-prefix "$bench" lookup --ps 1 --bags 1 --pool 1 --dim 64
         --dist uniform -n 5000 -w 500 --window 1 --csv)
-    echo "\$ UCX_TLS=$tls ${cmd[*]#"$build"/}"
+    echo "\$ UCX_TLS=$tls ${cmd[*]#"$build"/}   # requests batched: up to half the window per message"
+    echo "\$ UCX_TLS=$tls ${alone_cmd[*]#"$build"/}   # each request alone"
     echo "\$ UCX_TLS=$tls ${lat_cmd[*]#"$build"/}   # one-bag latency"
     : >"$out/lookup-$tls_name.pf"
     : >"$out/lookup-lat-$tls_name.pf"
@@ -142,6 +146,8 @@ for tls_name in $tls_list; do
         run_out=$out/lookup-$tls_name-$round.out
         "${cmd[@]}" >"$run_out" 2>&1 || { cat "$run_out" >&2; exit 2; }
         ((round == 1)) && grep -v -e '^csv,' -e ' UCX  ' "$run_out" | sed 's/^/  /'
+        alone_out=$out/lookup-alone-$tls_name-$round.out
+        "${alone_cmd[@]}" >"$alone_out" 2>&1 || { cat "$alone_out" >&2; exit 2; }
         while IFS=, read -r _ _ _ _ _ _ _ _ _ _ resp _; do
             # perftest gets at least as many messages as ember, and >= 256 MiB
             # worth up to 100000 (its small-message steady state needs them).
@@ -159,8 +165,8 @@ for tls_name in $tls_list; do
         awk -v l="$(cut -d, -f2 <<<"$pf")" 'BEGIN { printf "%.4f\n", 2 * l }' \
             >>"$out/lookup-lat-$tls_name.pf"
     done
-    printf '%10s | %10s %10s %6s %-12s | %8s %10s | %10s %10s\n' resp_B "ember_GB/s" "pf_GB/s" \
-        "%pf" "target >=80%" "ps_us" "ps_GB/s" "gather_GB/s" "beside_GB/s"
+    printf '%10s | %10s %10s %6s %-12s | %10s %6s | %8s %10s | %10s %10s\n' resp_B "ember_GB/s" "pf_GB/s" \
+        "%pf" "target >=80%" "alone_GB/s" "%pf" "ps_us" "ps_GB/s" "gather_GB/s" "beside_GB/s"
     : >"$out/lookup-$tls_name.dat"
     for resp in $(grep -h '^csv,lookup,' "$out/lookup-$tls_name-1.out" | cut -d, -f11); do
         gbs_rounds=$(for ((round = 1; round <= repeat; round++)); do
@@ -175,12 +181,19 @@ for tls_name in $tls_list; do
         ceiling=$(awk -v r="$resp" -v u="$ps_us" 'BEGIN { printf "%.3f", (u > 0 ? r / (u * 1e3) : 0) }')
         v=$(verdict "$(awk -v p="$pct" 'BEGIN { print (p >= 80) }')")
         [[ $v == MISS ]] && misses=$((misses + 1))
+        alone_rounds=$(for ((round = 1; round <= repeat; round++)); do
+            awk -F, -v r="$resp" '/^csv,lookup,/ && $11 == r { print $14 }' \
+                "$out/lookup-alone-$tls_name-$round.out"; done)
+        alone=$(median <<<"$alone_rounds")
+        alone_pct=$(awk -v r="$(rounds "$alone_rounds" "$pf_rounds" | paired_ratio)" 'BEGIN { printf "%.0f", 100 * r }')
         gather=$(gather_gbs gather "$resp")
         beside=$(gather_gbs gather-beside "$resp")
-        printf '%10s | %10.3f %10.3f %5s%% %-12s | %8.2f %10.3f | %10.3f %10.3f\n' "$resp" "$gbs" \
-            "$pf_gbs" "$pct" "$v" "$ps_us" "$ceiling" "$gather" "$beside"
-        echo "$resp $gbs $pf_gbs $ceiling $gather $beside" >>"$out/lookup-$tls_name.dat"
+        printf '%10s | %10.3f %10.3f %5s%% %-12s | %10.3f %5s%% | %8.2f %10.3f | %10.3f %10.3f\n' "$resp" "$gbs" \
+            "$pf_gbs" "$pct" "$v" "$alone" "$alone_pct" "$ps_us" "$ceiling" "$gather" "$beside"
+        echo "$resp $gbs $pf_gbs $ceiling $gather $beside $alone" >>"$out/lookup-$tls_name.dat"
     done
+    echo "alone_GB/s: the same sweep with --batch 0, each request its own message (replies are batched either way);" \
+        "ember_GB/s: requests of up to 2 KiB (8 KiB over tcp) posted together leave as one message, up to $((lk_window / 2)) (half the window)"
     echo "ps_us: the PS's own time per lookup (pooling, checks, reply handed to the transport; replies" \
         "<= 2 KiB, 8 KiB over tcp, leave batched after it); ps_GB/s = resp_B / ps_us, the most one PS core can serve whatever the network;" \
         "gather_GB/s: one core copying the same random rows with nothing else to do (row_gather);" \

@@ -3,8 +3,8 @@
 #   OUT=/tmp/cmp bench/compare.sh
 #   gnuplot -e "dir='/tmp/cmp'; out='docs/performance.png'" bench/plot.gp
 #
-# Left: lookup response GB/s (10^9) vs response size, ember and ucx_perftest
-# ucp_am_bw, tcp and shared memory, the PS's own pooling ceiling, and what one
+# Left: lookup response GB/s (10^9) vs response size, ember (requests batched,
+# and each alone) and ucx_perftest ucp_am_bw, tcp and shared memory, the PS's own pooling ceiling, and what one
 # core gathers of the same rows with nothing else to do (row_gather).  Right: allreduce busbw vs size, ember
 # (host ring), Open MPI MPI_Allreduce and gloo, 2 and 4 ranks, shared memory
 # (ember sm,self, Open MPI vader; gloo is TCP only).
@@ -25,6 +25,8 @@ plot dir."/lookup-sm.dat"  using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4"
      dir."/lookup-sm.dat"  using 1:3 with linespoints lw 1 pt 6 dt 2 lc rgb "#1f77b4" title "ucp\\_am\\_bw sm", \
      dir."/lookup-tcp.dat" using 1:2 with linespoints lw 2 pt 5 lc rgb "#d62728" title "ember lookup tcp", \
      dir."/lookup-tcp.dat" using 1:3 with linespoints lw 1 pt 4 dt 2 lc rgb "#d62728" title "ucp\\_am\\_bw tcp", \
+     dir."/lookup-sm.dat"  using 1:7 with linespoints lw 1 pt 1 lc rgb "#17becf" title "ember lookup sm, each request alone (--batch 0)", \
+     dir."/lookup-tcp.dat" using 1:7 with linespoints lw 1 pt 2 lc rgb "#ff7f0e" title "ember lookup tcp, each request alone (--batch 0)", \
      dir."/lookup-sm.dat"  using 1:4 with lines lw 1 dt 3 lc rgb "#2ca02c" title "PS pooling ceiling (resp / ps\\_us), sm", \
      dir."/lookup-sm.dat"  using 1:5 with lines lw 1 dt 4 lc rgb "#7f7f7f" title "one core gathering the same rows, nothing else (row\\_gather)", \
      dir."/lookup-sm.dat"  using 1:6 with lines lw 1 dt 5 lc rgb "#bcbd22" title "the same, the other core reading each output as the client does"
