@@ -957,6 +957,28 @@ static int case_kill(int rank, int world, void *arg)
         ember_tp_wait(tp, 0.2); /* the calls are at the victim */
         double killed_at = tp_time_now();
         kill((pid_t)victim, SIGKILL);
+        /* Calls held for a batch when their peer dies fail as the others;
+         * one held beside them for a live peer is answered. */
+        ember_future_t *held_dead, *held_live;
+        ember_rpc_batch_begin(tp);
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_PID, NULL, 0, NULL, 0, 0, &held_dead) ==
+                         EMBER_OK &&
+                     ember_rpc_call_async(tp, 2, OP_PID, NULL, 0, NULL, 0, 0,
+                                          &held_live) == EMBER_OK,
+                 "batched calls");
+        MP_CHECK(tp->peers[1].deferred_count == 1 && tp->peers[2].deferred_count == 1,
+                 "calls not held: %zu, %zu", tp->peers[1].deferred_count,
+                 tp->peers[2].deferred_count);
+        ember_status_t held_status = ember_future_wait(held_dead);
+        MP_CHECK(held_status == EMBER_ERR_PEER_LOST && tp_time_now() - killed_at < 2.0,
+                 "held call to the dead peer: %s after %.2f s",
+                 ember_status_string(held_status), tp_time_now() - killed_at);
+        held_status = ember_future_wait(held_live);
+        MP_CHECK(held_status == EMBER_OK, "held call to the live peer: %s",
+                 ember_status_string(held_status));
+        ember_rpc_batch_end(tp);
+        ember_future_release(held_dead);
+        ember_future_release(held_live);
         for (int i = 0; i < HELD; i++) {
             ember_status_t status = ember_future_wait(futures[i]);
             double elapsed = tp_time_now() - killed_at;
