@@ -20,7 +20,8 @@
 # Environment: BUILD (default <repo>/build), PYTHON (/usr/bin/python3),
 # TLS_LIST ("tcp sm": ember UCX_TLS tcp,self / sm,self; Open MPI btl
 # self,tcp / self,vader; gloo is TCP only), RANKS ("2 4"), AR_MAX (32M),
-# AR_ITERS (20), AR_WARMUP (50), LK_ITERS (2000), REPEAT (3: rounds per figure, the median
+# AR_ITERS (20), AR_WARMUP (50), LK_ITERS (100000: lookups per size, at most 1 GiB of
+# responses, and as many ucx_perftest messages), REPEAT (3: rounds per figure, the median
 # is reported; a ratio is the median of the per-round ratios), SKIP_TRAIN=1
 # to leave the tutorial out.
 # Exit status: 0 all targets PASS, 1 some MISS, 2 an error.
@@ -43,7 +44,11 @@ ar_iters=${AR_ITERS:-20}
 # 3-5x slower with nccl-tests' -w 5 (ucx_perftest's own average over its
 # first 20 round trips is 30x its median).
 ar_warmup=${AR_WARMUP:-50}
-lk_iters=${LK_ITERS:-2000}
+# Lookups per size: LK_ITERS, at most 1 GiB of responses (ember-bench's
+# --max-bytes), at least 50; ucx_perftest gets the same count at each size.
+lk_iters=${LK_ITERS:-100000}
+lk_bytes=$((1 << 30))
+gather_iters=2000 # row_gather: a reference, not a peer
 repeat=${REPEAT:-3}
 lk_window=16
 lk_bags="1,16,256,1024,4096" # x dim 64 x 4 B: 256 B .. 1 MiB responses
@@ -103,7 +108,7 @@ echo "# every figure: the median of $repeat rounds, the tools alternating (REPEA
     "every ratio: the median of the per-round ratios"
 # The PS's pooling beside a bare gather of the same rows on the same core
 # (no transport: once per round, for both transports' tables).
-gather_cmd=("$row_gather" --bags "$lk_bags" -n "$lk_iters" --window "$lk_window")
+gather_cmd=("$row_gather" --bags "$lk_bags" -n "$gather_iters" --window "$lk_window")
 gather_pin=()
 (($(nproc) >= 2)) && gather_pin=(taskset -c 1) # the PS's core under EMBER_BIND=core
 # Beside it, the same gather while the other core reads every output buffer
@@ -131,7 +136,7 @@ for tls_name in $tls_list; do
     echo
     echo "=== lookup, UCX_TLS=$tls, 1 client + 1 PS, dim 64, 1 index per bag, uniform, window $lk_window ==="
     cmd=("$launcher" -n 2 --no-prefix "$bench" lookup --ps 1 --bags "$lk_bags" --pool 1
-        --dim 64 --dist uniform -n "$lk_iters" --window "$lk_window" --csv)
+        --dim 64 --dist uniform -n "$lk_iters" --max-bytes "$lk_bytes" --window "$lk_window" --csv)
     # The same sweep with each request its own message, as before request
     # batches (ember-bench batches half its window by default): shown beside.
     alone_cmd=("${cmd[@]}" --batch 0)
@@ -149,10 +154,9 @@ for tls_name in $tls_list; do
         alone_out=$out/lookup-alone-$tls_name-$round.out
         "${alone_cmd[@]}" >"$alone_out" 2>&1 || { cat "$alone_out" >&2; exit 2; }
         while IFS=, read -r _ _ _ _ _ _ _ _ _ _ resp _; do
-            # perftest gets at least as many messages as ember, and >= 256 MiB
-            # worth up to 100000 (its small-message steady state needs them).
-            pn=$((268435456 / resp)); pn=$((pn > 100000 ? 100000 : pn))
-            pn=$((pn < lk_iters ? lk_iters : pn))
+            # perftest gets as many messages as ember got lookups at this size.
+            pn=$((lk_bytes / resp)); pn=$((pn > lk_iters ? lk_iters : pn))
+            pn=$((pn < 50 ? 50 : pn))
             pf=$(perftest "$out" ucp_am_bw "$resp" "$pn" 100 "$lk_window") || exit 2
             awk -v r="$(cut -d, -f8 <<<"$pf")" -v s="$resp" \
                 'BEGIN { printf "%s %.6f\n", s, r * s / 1e9 }' >>"$out/lookup-$tls_name.pf"
