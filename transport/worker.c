@@ -158,9 +158,10 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
     for (unsigned id = 0; id < TP_AM_COUNT; id++) {
         /* Requests wait for tp_run_handlers, so UCX must keep their data;
          * replies and batches are copied out (or received by rendezvous,
-         * which needs no flag) inside the callback.  With PERSISTENT_DATA UCX would first
-         * copy every message it holds in its own buffers (all of tcp's, the
-         * shared-memory FIFO's inline ones) into one of its descriptors. */
+         * which needs no flag) inside the callback.  With PERSISTENT_DATA
+         * UCX would first copy every message it holds in its own buffers
+         * (all of tcp's, the shared-memory FIFO's inline ones) into one of
+         * its descriptors. */
         int keeps = id != TP_AM_REPLY && id != TP_AM_REPLY_BATCH &&
                     id != TP_AM_CALL_BATCH;
         ucp_am_handler_param_t handler = {
