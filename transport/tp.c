@@ -33,7 +33,7 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
     tp->oneway_eager = ember_config_size("EMBER_ONEWAY_EAGER");
     tp->tcp_oneway_eager = ember_config_size("EMBER_TCP_ONEWAY_EAGER");
     tp->shm_eager = ember_config_size("EMBER_SHM_EAGER");
-    tp->coarse_tick_s = tp_time_coarse_tick();
+    tp->coarse_lag_s = tp_time_coarse_lag();
 
     status = tp_auth_load_secret(params->secret, params->secret_length, &tp->secret);
     if (status != EMBER_OK)
