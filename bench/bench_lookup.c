@@ -663,6 +663,13 @@ static size_t lk_batch(const lk_opts_t *opts, size_t window)
     return window / 2 > 1 ? window / 2 : 0;
 }
 
+/* Whether requests are batched at all: the open loop sends what is due
+ * together unless --batch 0; the closed loop as lk_batch says. */
+static int lk_batching(const lk_opts_t *opts, size_t window)
+{
+    return opts->rate > 0.0 ? opts->batch != 0 : lk_batch(opts, window) != 0;
+}
+
 static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup)
 {
     size_t resp_bytes = lk_reply_bytes(pt), done_requests = 0;
@@ -888,7 +895,7 @@ static ember_status_t lk_point_run(lk_point_t *pt)
         EMBER_CHECK(lk_read_table(pt));
     EMBER_CHECK(lk_meet(pt, "start"));
     /* Held requests count in latency: it runs from before their post. */
-    int batching = opts->rate > 0.0 ? opts->batch != 0 : lk_batch(opts, pt->window) != 0;
+    int batching = lk_batching(opts, pt->window);
     if (batching)
         ember_rpc_batch_begin(pt->tp);
     ember_status_t status = opts->rate > 0.0 ? lk_open_loop(pt, total, opts->warmup)
@@ -945,16 +952,15 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
         printf("# closed loop: window %zu outstanding requests per client, rounds of "
                "up to %zu lookups then their gradient pushes (timed apart)\n",
                opts->window, opts->slots);
-    size_t batch = opts->rate > 0.0 ? opts->batch != 0 : lk_batch(opts, opts->window);
-    if (opts->rate > 0.0 && batch)
+    if (!lk_batching(opts, opts->window))
+        printf("# requests not batched: each its own message (--batch 0)\n");
+    else if (opts->rate > 0.0)
         printf("# requests batched: the lookups and pushes due together leave as one "
                "message per PS (up to 2 KiB each, 8 KiB over tcp; --batch 0: each alone)\n");
-    else if (batch)
+    else
         printf("# requests batched: up to %zu lookups (and pushes) posted together leave "
                "as one message per PS (each up to 2 KiB, 8 KiB over tcp; --batch 0: each "
-               "alone)\n", batch);
-    else
-        printf("# requests not batched: each its own message (--batch 0)\n");
+               "alone)\n", lk_batch(opts, opts->window));
     printf("# request = one trainer step: one LOOKUP per shard (dedup'd rows); "
            "resp_B = P x bags x dim x 4; GB = 10^9 B of responses; rows = indices;\n"
            "# dtype = how the PS stores the table's rows (pooled in fp32); reply = the\n"

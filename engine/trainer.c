@@ -788,16 +788,14 @@ static void trainer_cleanup(trainer_t *trainer)
             trainer->dev->mem_free(trainer->device, trainer->d_params);
             trainer->dev->mem_free(trainer->device, trainer->d_grads);
         }
-    }
-    ember_opt_destroy(trainer->optimizer);
-    free(trainer->params);
-    if (trainer->device) {
         trainer->dev->host_free(trainer->device, trainer->pooled);
         trainer->dev->host_free(trainer->device, trainer->grad_pooled);
         trainer->dev->host_free(trainer->device, trainer->parts);
         trainer->dev->host_free(trainer->device, trainer->parts_half);
         trainer->dev->host_free(trainer->device, trainer->shard_grads);
     }
+    ember_opt_destroy(trainer->optimizer);
+    free(trainer->params);
     free(trainer->counts);
     free(trainer->grads);
     free(trainer->bag_counts);
