@@ -43,7 +43,6 @@ for side in a b; do
     [[ $side == b ]] && rev=$rev_b
     git -C "$root" worktree add --detach "$work/$side" "$rev" >/dev/null 2>&1 ||
         { echo "ab.sh: cannot check out $rev" >&2; exit 2; }
-    # The tree's ../shared (golden data) is not needed to build.
     cmake -S "$work/$side" -B "$work/$side/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DEMBER_ENABLE_CUDA=OFF >"$work/$side.cmake.log" 2>&1 ||
         { cat "$work/$side.cmake.log" >&2; exit 2; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/gpu-check.sh: the whole GPU check in one command, for a machine with
-# one NVIDIA GPU and no internet (see ../shared/notes/gpu-machine.md).
+# one NVIDIA GPU and no internet.
 #
 #   bench/gpu-check.sh [BUILD_DIR]        (default: build-gpucheck)
 #

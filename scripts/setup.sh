@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Install the Debian 12 packages ember needs to build and test.
-#   scripts/setup.sh            build + test dependencies
+#   scripts/setup.sh            build + test dependencies (python3-torch: the
+#                               PyTorch references the tests compute)
 #   scripts/setup.sh --bench    also the peers bench/ compares against
 # As root it runs apt-get; otherwise it prints the exact apt-get line and stops.
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config git
           libucx-dev ucx-utils libhwloc-dev hwloc libibverbs-dev librdmacm-dev
-          libopenblas-dev libssl-dev slurm-wlm munge)
+          libopenblas-dev libssl-dev slurm-wlm munge python3-torch)
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(openmpi-bin libopenmpi-dev python3-torch gnuplot-nox)
+  packages+=(openmpi-bin libopenmpi-dev gnuplot-nox)
 fi
 
 missing=()
