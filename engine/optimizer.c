@@ -119,7 +119,10 @@ ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows,
     ember_opt_t *opt;
     size_t n;
 
-    if (!cfg || !opt_p || rows == 0 || dim == 0 || rows > SIZE_MAX / dim ||
+    /* A sparse parameter may have no rows: a parameter server's shard of a
+     * table with fewer rows than servers owns none. */
+    if (!cfg || !opt_p || (rows == 0 && layout != EMBER_OPT_SPARSE) || dim == 0 ||
+        rows > SIZE_MAX / dim ||
         (layout != EMBER_OPT_DENSE && layout != EMBER_OPT_SPARSE)) {
         ember_error("optim", "create: invalid arguments (rows %zu, dim %zu)",
                     rows, dim);

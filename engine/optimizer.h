@@ -84,7 +84,8 @@ void ember_opt_config_default(ember_opt_kind_t kind, float lr,
 
 /**
  * Create an optimizer for a parameter of [rows, dim] floats stepped as
- * @layout.  @cfg is copied.  State is zero-initialised (accumulators at
+ * @layout (@rows may be 0 for EMBER_OPT_SPARSE: a shard that owns no row).
+ * @cfg is copied.  State is zero-initialised (accumulators at
  * initial_accumulator).
  * Errors: ERR_INVALID_PARAM (bad sizes or hyper-parameters, e.g. lr < 0,
  * nesterov without momentum, betas outside [0, 1)), ERR_NO_MEMORY.

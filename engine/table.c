@@ -150,6 +150,8 @@ static ember_status_t device_init_rows(ember_table_t *table)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     const int64_t block = 16384;
+    if (table->local_rows == 0)
+        return EMBER_OK; /* a shard that owns no row: nothing allocated */
     if (spec->init != EMBER_INIT_NORMAL)
         return table->dev->mem_zero(table->device, table->data,
                                     (size_t)table->local_rows * table->row_bytes);
@@ -224,7 +226,9 @@ ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
     table->pending = calloc(spec->trainers, sizeof(*table->pending));
     if (spec->consistency == EMBER_SYNC)
         table->slot_of_row = malloc((size_t)table->local_rows * sizeof(int32_t) + 1);
-    if (!table->data || !table->contexts || !table->pending ||
+    /* A shard may own no row (fewer rows than servers): then a device
+     * allocation of 0 bytes is NULL, as it should be. */
+    if ((!table->data && table->local_rows > 0) || !table->contexts || !table->pending ||
         (spec->consistency == EMBER_SYNC && !table->slot_of_row))
         goto err_free;
     if (spec->consistency == EMBER_SYNC)

@@ -14,6 +14,9 @@
  *   lookups (sum, weighted) give the bits of the fp32 pooling of the widened
  *   rows, and each SGD step is the fp32 step on them, rounded once.
  *   bad_dtype: a shard of any other dtype is refused, naming the table.
+ *   empty_shard: a shard that owns no row (a 3-row table on 4 shards, each
+ *   optimizer): created, its lookups pool to zeros, its sync step applies,
+ *   a read of its 0 rows succeeds and one past them is refused.
  *   huge_alloc: the tables' and optimizer states' memory (engine/hugepage):
  *   zeroed when asked (and resident from 2 MiB up), 2 MiB-aligned from 2 MiB
  *   up, writable, given back.
@@ -431,6 +434,53 @@ static int case_bad_dtype(void)
     return 0;
 }
 
+static int case_empty_shard(void)
+{
+    static const ember_opt_kind_t kinds[] = {EMBER_OPT_SGD, EMBER_OPT_ADAGRAD,
+                                             EMBER_OPT_ROWWISE_ADAGRAD, EMBER_OPT_ADAM};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        ember_msg_table_create_t spec = {.table_id = 1, .shard = 3, .num_shards = 4,
+                                         .trainers = 1, .rows = 3, .dim = 4,
+                                         .consistency = EMBER_SYNC,
+                                         .init = EMBER_INIT_NORMAL, .seed = 1};
+        ember_table_t *table = NULL;
+        char err[256];
+        ember_opt_config_default(kinds[k], LR, &spec.optimizer);
+        snprintf(spec.name, sizeof(spec.name), "tiny");
+        CHECK(ember_table_create(&spec, &table, err, sizeof(err)) == EMBER_OK,
+              "%s: create: %s", ember_opt_kind_name(kinds[k]), err);
+        CHECK(ember_table_local_rows(table) == 0, "%lld local rows",
+              (long long)ember_table_local_rows(table));
+        /* Two bags, none of whose entries is on this shard. */
+        uint8_t arrays[8] = {0};
+        ember_msg_lookup_t msg = {.table_id = 1, .trainer = 0, .step = 0, .bags = 2};
+        float out[8], grad[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        memset(out, 0xff, sizeof(out));
+        CHECK(ember_table_lookup(table, &msg, arrays, sizeof(arrays), out, err,
+                                 sizeof(err)) == EMBER_OK, "lookup: %s", err);
+        for (size_t i = 0; i < 8; i++)
+            CHECK(out[i] == 0.0f, "out[%zu] = %g", i, (double)out[i]);
+        ember_msg_grad_t g = {.table_id = 1, .trainer = 0, .step = 0,
+                              .flags = EMBER_GRAD_APPLY, .bags = 2};
+        int applied = 0;
+        CHECK(ember_table_grad(table, &g, grad, sizeof(grad), &applied, err,
+                               sizeof(err)) == EMBER_OK, "grad: %s", err);
+        CHECK(applied && ember_table_next_step(table) == 1, "step not applied");
+        CHECK(ember_table_read(table, 0, 0, out, err, sizeof(err)) == EMBER_OK,
+              "read of 0 rows: %s", err);
+        CHECK(ember_table_read(table, 0, 1, out, err, sizeof(err)) != EMBER_OK,
+              "a read past the shard's 0 rows succeeded");
+        ember_table_destroy(table);
+    }
+    /* A dense parameter still needs rows. */
+    ember_opt_config_t cfg;
+    ember_opt_t *opt = NULL;
+    ember_opt_config_default(EMBER_OPT_SGD, LR, &cfg);
+    CHECK(ember_opt_create(&cfg, 0, 4, EMBER_OPT_DENSE, &opt) != EMBER_OK,
+          "a dense optimizer of 0 rows was created");
+    return 0;
+}
+
 static int case_huge_alloc(void)
 {
     static const size_t sizes[] = {0, 100, (2u << 20) - 1, 2u << 20, (5u << 20) + 3};
@@ -476,6 +526,7 @@ static int case_huge_alloc(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
+        {"empty_shard", case_empty_shard},
         {"grad_sum", case_grad_sum},
         {"grad_weighted", case_grad_weighted},
         {"grad_sync", case_grad_sync},
