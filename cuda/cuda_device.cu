@@ -456,11 +456,12 @@ static ember_status_t cuda_dev_pool_combine(ember_device_t *dev, const float *pa
                                             size_t stride, uint32_t nparts, size_t bags,
                                             size_t dim, ember_pool_mode_t mode,
                                             const uint32_t *counts,
-                                            const uint32_t *bag_counts, float *out,
-                                            int16_t *winner)
+                                            const uint32_t *bag_counts,
+                                            const uint32_t *places, size_t places_stride,
+                                            float *out, int16_t *winner)
 {
     return cuda_pool_combine(impl(dev), parts, stride, nparts, bags, dim, mode, counts,
-                             bag_counts, out, winner);
+                             bag_counts, places, places_stride, out, winner);
 }
 
 static ember_status_t cuda_dev_pool_split(ember_device_t *dev, const float *grad,

@@ -191,6 +191,7 @@ __global__ void k_pool_combine(const float *__restrict__ parts, size_t stride,
                                uint32_t nparts, size_t bags, size_t dim, int mode,
                                const uint32_t *__restrict__ counts,
                                const uint32_t *__restrict__ bag_counts,
+                               const uint32_t *__restrict__ places, size_t places_stride,
                                float *__restrict__ out, int16_t *__restrict__ winner)
 {
     size_t total = bags * dim;
@@ -198,14 +199,18 @@ __global__ void k_pool_combine(const float *__restrict__ parts, size_t stride,
          i += (size_t)gridDim.x * blockDim.x) {
         size_t b = i / dim;
         if (mode == EMBER_POOL_MAX) {
+            /* Of equal maxima the bag's first entry's (the lowest place). */
             float best = 0.0f;
+            uint32_t best_place = 0;
             int16_t w = -1;
             for (uint32_t p = 0; p < nparts; p++) {
                 if (!counts[(size_t)p * bags + b])
                     continue;
                 float v = parts[p * stride + i];
-                if (w < 0 || v > best) {
+                uint32_t place = places[p * places_stride + i];
+                if (w < 0 || v > best || (v == best && place < best_place)) {
                     best = v;
+                    best_place = place;
                     w = (int16_t)p;
                 }
             }
@@ -395,17 +400,19 @@ extern "C" ember_status_t cuda_pool_combine(cuda_dev_t *dev, const float *parts,
                                             size_t stride, uint32_t nparts, size_t bags,
                                             size_t dim, ember_pool_mode_t mode,
                                             const uint32_t *counts,
-                                            const uint32_t *bag_counts, float *out,
-                                            int16_t *winner)
+                                            const uint32_t *bag_counts,
+                                            const uint32_t *places, size_t places_stride,
+                                            float *out, int16_t *winner)
 {
     if (bags == 0 || dim == 0)
         return EMBER_OK;
     if (!parts || !out || nparts == 0 || nparts > 32767 ||
-        (mode == EMBER_POOL_MAX && (!counts || !winner)) ||
+        (mode == EMBER_POOL_MAX && (!counts || !winner || !places)) ||
         (mode == EMBER_POOL_MEAN && !bag_counts))
         return EMBER_ERR_INVALID_PARAM;
     k_pool_combine<<<grid_for(bags * dim), kBlock, 0, dev->stream>>>(
-        parts, stride, nparts, bags, dim, (int)mode, counts, bag_counts, out, winner);
+        parts, stride, nparts, bags, dim, (int)mode, counts, bag_counts, places,
+        places_stride, out, winner);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }

@@ -154,8 +154,9 @@ static ember_status_t stub_pool_combine(ember_device_t *dev, const float *parts,
                                         size_t stride, uint32_t nparts, size_t bags,
                                         size_t dim, ember_pool_mode_t mode,
                                         const uint32_t *counts,
-                                        const uint32_t *bag_counts, float *out,
-                                        int16_t *winner)
+                                        const uint32_t *bag_counts,
+                                        const uint32_t *places, size_t places_stride,
+                                        float *out, int16_t *winner)
 {
     return unsupported("pool_combine");
 }

@@ -164,12 +164,13 @@ static ember_status_t cpu_pool_combine(ember_device_t *dev, const float *parts,
                                        size_t stride, uint32_t nparts, size_t bags,
                                        size_t dim, ember_pool_mode_t mode,
                                        const uint32_t *counts, const uint32_t *bag_counts,
+                                       const uint32_t *places, size_t places_stride,
                                        float *out, int16_t *winner)
 {
-    if (nparts == 0 || nparts > INT16_MAX)
+    if (nparts == 0 || nparts > INT16_MAX || (mode == EMBER_POOL_MAX && !places))
         return EMBER_ERR_INVALID_PARAM;
-    ember_pool_combine(parts, stride, nparts, bags, dim, mode, counts, bag_counts, out,
-                       winner);
+    ember_pool_combine(parts, stride, nparts, bags, dim, mode, counts, bag_counts,
+                       places, places_stride, out, winner);
     return EMBER_OK;
 }
 

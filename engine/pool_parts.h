@@ -14,14 +14,18 @@
 #include <stdint.h>
 
 /** @parts: @nparts parts [bags, dim], part p at parts + p * @stride;
- * @counts [nparts][bags]; @bag_counts [bags] (mean); @winner [bags, dim]
- * (max).  Sum: parts added in shard order; mean: that times
- * 1.0f / bag_counts[b]; max: the first largest over the shards where the bag
- * has entries, @winner that shard (-1 and 0 for an empty bag). */
+ * @counts [nparts][bags]; @bag_counts [bags] (mean); @places (max: part p's
+ * [bags, dim] at places + p * @places_stride, each value's place in its bag,
+ * engine/protocol.h) and @winner [bags, dim] (max).  Sum: parts added in
+ * shard order; mean: that times 1.0f / bag_counts[b]; max: the largest over
+ * the shards where the bag has entries, of equal ones the one of the lowest
+ * place (the bag's first maximal entry, as PyTorch), @winner that shard (-1
+ * and 0 for an empty bag). */
 void ember_pool_combine(const float *parts, size_t stride, uint32_t nparts,
                         size_t bags, size_t dim, ember_pool_mode_t mode,
                         const uint32_t *counts, const uint32_t *bag_counts,
-                        float *out, int16_t *winner);
+                        const uint32_t *places, size_t places_stride, float *out,
+                        int16_t *winner);
 
 /** Shard p's gradient at grads + p * @stride from the pooled gradient @grad:
  * sum: a copy; mean: times 1.0f / bag_counts[b] (a copy for an empty bag);

@@ -108,9 +108,18 @@ enum {
  *   int64  rows[unique]       the distinct global row ids, all of this shard
  *   uint32 inverse[indices]   position in rows[] of each index
  *   float  weights[indices]   only with EMBER_LOOKUP_WEIGHTS
+ *   uint32 places[indices]    only with EMBER_LOOKUP_MAX: each index's place
+ *                             in its bag of the trainer's whole batch
+ *                             (increasing within a bag)
  * The reply is float[bags * dim]: each bag's sum (weighted) or, with
  * EMBER_LOOKUP_MAX, element-wise max over this shard's rows; with
  * EMBER_LOOKUP_HALF_REPLY those values rounded to fp16, uint16[bags * dim].
+ * With EMBER_LOOKUP_MAX the values are followed, at
+ * ember_msg_lookup_places_at(), by uint32[bags * dim]: the place of the
+ * entry each maximum came from (the first maximal one of this shard's;
+ * EMBER_PLACE_NONE for a bag without entries here), so the trainer gives a
+ * maximum held on several shards to the bag's first maximal entry, as
+ * PyTorch does, whatever the number of shards.
  */
 typedef struct {
     uint32_t table_id;
@@ -122,12 +131,34 @@ typedef struct {
     uint32_t indices;
 } ember_msg_lookup_t;
 
+#define EMBER_PLACE_NONE UINT32_MAX
+
 /* Bytes of a LOOKUP's arrays (after the header), as @msg's counts say.
  * 64-bit: the counts come from the wire and must not overflow. */
 static inline uint64_t ember_msg_lookup_bytes(const ember_msg_lookup_t *msg)
 {
-    return 4ull * msg->bags + 8ull * msg->unique +
-           4ull * msg->indices * ((msg->flags & EMBER_LOOKUP_WEIGHTS) ? 2 : 1);
+    int per_index = (msg->flags & (EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX)) ? 2 : 1;
+    return 4ull * msg->bags + 8ull * msg->unique + 4ull * msg->indices * per_index;
+}
+
+/* Offset of a max lookup's places in its reply: after the values, 4-byte
+ * aligned. */
+static inline uint64_t ember_msg_lookup_places_at(const ember_msg_lookup_t *msg,
+                                                  uint32_t dim)
+{
+    uint64_t values = (uint64_t)msg->bags * dim *
+                      ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
+    return (values + 3) & ~3ull;
+}
+
+/* Bytes of a LOOKUP's reply for a table of @dim. */
+static inline uint64_t ember_msg_lookup_reply_bytes(const ember_msg_lookup_t *msg,
+                                                    uint32_t dim)
+{
+    if (!(msg->flags & EMBER_LOOKUP_MAX))
+        return (uint64_t)msg->bags * dim *
+               ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
+    return ember_msg_lookup_places_at(msg, dim) + 4ull * msg->bags * dim;
 }
 
 enum { EMBER_GRAD_APPLY = 1u << 0 };

@@ -301,7 +301,11 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     size_t length;
     const uint8_t *arrays = ember_rpc_req_data(req, &length);
     char err[320];
-    size_t bytes = (size_t)msg->bags * ember_table_dim(entry->table) * sizeof(float);
+    const uint32_t dim = ember_table_dim(entry->table);
+    const size_t values = (size_t)msg->bags * dim;
+    const int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
+    /* The pooled values, fp32, and the places of max mode's maxima. */
+    size_t bytes = values * sizeof(float) * (max_mode ? 2 : 1);
     float *out = NULL;
     reply_ticket_t *ticket = NULL;
 
@@ -331,9 +335,12 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     ps->stats.lookups++;
     entry->trainer_rank[msg->trainer] = ember_rpc_req_peer(req);
     if (msg->flags & EMBER_LOOKUP_HALF_REPLY) {
-        ember_float_to_half_in_place(out, bytes / sizeof(float));
-        bytes /= 2;
+        ember_float_to_half_in_place(out, values);
+        if (max_mode) /* the places move up behind the halved values */
+            memmove((uint8_t *)out + ember_msg_lookup_places_at(msg, dim), out + values,
+                    values * sizeof(uint32_t));
     }
+    bytes = (size_t)ember_msg_lookup_reply_bytes(msg, dim);
     ember_iov_t iov = {.buffer = out, .length = bytes};
     *ticket = (reply_ticket_t){.ps = ps, .buffer = out};
     ps->replies_in_flight++;

@@ -91,6 +91,8 @@ typedef struct {
     buffer_t argmax;  /* int64 [bags * dim] */
     buffer_t unique;  /* int64 local ids of the distinct rows, increasing */
     buffer_t inverse; /* uint32 [n]: each index's slot in unique */
+    buffer_t first;   /* max: uint32 [unique] a slot's first place in a bag */
+    buffer_t seen;    /* max: uint32 [unique] the bag (+1) first was set in */
     size_t nunique;
 } context_t;
 
@@ -291,6 +293,8 @@ void ember_table_destroy(ember_table_t *table)
         buffer_free(&table->contexts[t].argmax);
         buffer_free(&table->contexts[t].unique);
         buffer_free(&table->contexts[t].inverse);
+        buffer_free(&table->contexts[t].first);
+        buffer_free(&table->contexts[t].seen);
     }
     for (uint32_t t = 0; table->pending && t < table->spec.trainers; t++) {
         buffer_free(&table->pending[t].rows);
@@ -524,6 +528,65 @@ static ember_status_t table_step(ember_table_t *table, const int64_t *rows,
                              table->d_values.data);
 }
 
+/* Max mode: the places a trainer gave its indices rise within each bag (so
+ * the first maximal entry of this shard's is the first in the bag too). */
+static int places_increase(const uint8_t *places, const int64_t *offsets, size_t bags,
+                           size_t n)
+{
+    for (size_t b = 0; b < bags; b++) {
+        size_t end = b + 1 < bags ? (size_t)offsets[b + 1] : n;
+        for (size_t i = (size_t)offsets[b] + 1; i < end; i++) {
+            if (load_u32(places, i) <= load_u32(places, i - 1))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* The slot of local row @row among the lookup's distinct rows (increasing). */
+static size_t slot_of(const int64_t *unique, size_t count, int64_t row)
+{
+    size_t lo = 0, hi = count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (unique[mid] < row)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Max mode: the place of the entry each maximum came from.  The pooling
+ * kept the first maximal entry, whose row occurs nowhere earlier in the bag
+ * (an earlier copy would hold the same value): its place is its row's first
+ * place in the bag. */
+static void max_places(context_t *ctx, const uint8_t *places, size_t bags, size_t n,
+                       size_t dim, uint32_t *out)
+{
+    const int64_t *offsets = ctx->offsets.data, *argmax = ctx->argmax.data;
+    const int64_t *unique = ctx->unique.data;
+    const uint32_t *inverse = ctx->inverse.data;
+    uint32_t *first = ctx->first.data, *seen = ctx->seen.data;
+
+    memset(seen, 0, ctx->nunique * sizeof(uint32_t));
+    for (size_t b = 0; b < bags; b++) {
+        size_t end = b + 1 < bags ? (size_t)offsets[b + 1] : n;
+        for (size_t i = (size_t)offsets[b]; i < end; i++) {
+            uint32_t slot = inverse[i];
+            if (seen[slot] != (uint32_t)b + 1) {
+                seen[slot] = (uint32_t)b + 1;
+                first[slot] = load_u32(places, i);
+            }
+        }
+        for (size_t d = 0; d < dim; d++) {
+            int64_t row = argmax[b * dim + d];
+            out[b * dim + d] = row < 0 ? EMBER_PLACE_NONE
+                                       : first[slot_of(unique, ctx->nunique, row)];
+        }
+    }
+}
+
 ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t *msg,
                                   const void *arrays, size_t length, float *out,
                                   char *err, size_t err_length)
@@ -575,7 +638,9 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
         !buffer_reserve(&ctx->unique, unique * 8 + 8) ||
         !buffer_reserve(&ctx->inverse, n * 4 + 4) ||
         (weighted && !buffer_reserve(&ctx->weights, n * 4 + 4)) ||
-        (max_mode && !buffer_reserve(&ctx->argmax, bags * spec->dim * 8 + 8)))
+        (max_mode && (!buffer_reserve(&ctx->argmax, bags * spec->dim * 8 + 8) ||
+                      !buffer_reserve(&ctx->first, unique * 4 + 4) ||
+                      !buffer_reserve(&ctx->seen, unique * 4 + 4))))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
                     name);
     int64_t *local = ctx->indices.data, *offsets64 = ctx->offsets.data;
@@ -640,6 +705,11 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
     ctx->nunique = unique;
     if (weighted)
         memcpy(ctx->weights.data, weights, n * 4);
+    const uint8_t *places = weights; /* max mode's array takes their place */
+    if (max_mode && !places_increase(places, offsets64, bags, n))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: the places of a bag's indices "
+                    "must increase", name, trainer, step);
 
     ember_bag_batch_t batch = {.indices = local, .n = n, .offsets = offsets64,
                                .bags = bags,
@@ -658,6 +728,8 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
         return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
                     "pooling failed: %s", name, trainer, step,
                     ember_status_string(status));
+    if (max_mode)
+        max_places(ctx, places, bags, n, spec->dim, (uint32_t *)(out + bags * spec->dim));
     ctx->valid = 1;
     ctx->step = msg->step;
     ctx->n = n;
@@ -921,6 +993,7 @@ size_t ember_table_other_bytes(const ember_table_t *table)
         const pending_t *p = &table->pending[t];
         bytes += c->indices.capacity + c->offsets.capacity + c->weights.capacity +
                  c->argmax.capacity + c->unique.capacity + c->inverse.capacity +
+                 c->first.capacity + c->seen.capacity +
                  p->rows.capacity + p->grad.capacity;
     }
     return bytes;

@@ -69,7 +69,9 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
 /**
  * Serve one lookup: validate the message (@arrays: the bytes after the
  * header, @length of them; borrowed), pool into @out [bags * dim], and keep
- * the context for the backward.  Fails, changing nothing, on any bad value.
+ * the context for the backward.  With EMBER_LOOKUP_MAX, @out has room for
+ * bags * dim more uint32 right after the values: each maximum's place in its
+ * bag (engine/protocol.h).  Fails, changing nothing, on any bad value.
  */
 ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t *msg,
                                   const void *arrays, size_t length, float *out,

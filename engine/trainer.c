@@ -11,6 +11,7 @@
 #include "engine/trainer.h"
 
 #include "common/copy.h"
+#include "common/reserve.h"
 #include "engine/data.h"
 #include "engine/embedding_bag.h"
 #include "engine/half.h"
@@ -28,10 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Grow-only buffers: a steady-state step allocates nothing. */
-#define RESERVE(ptr, cap, count)                                              \
-    ((count) <= (cap) ||                                                     \
-     ((ptr) = realloc((ptr), ((cap) = (count) * 2 + 16) * sizeof(*(ptr)))) != NULL)
+/* Grow-only buffers (common/reserve.h): a steady-state step allocates nothing. */
+#define RESERVE EMBER_RESERVE
 
 typedef struct trainer trainer_t;
 
@@ -44,6 +43,7 @@ typedef struct {
                         * trainer->counts) */
     int64_t *rows;     /* entries in batch order (global ids) */
     float *weights;
+    uint32_t *places;  /* max mode: each entry's place in its bag */
     size_t entries_capacity;
     size_t entries;
     size_t request_bytes; /* the LOOKUP message built for this step */
@@ -87,6 +87,13 @@ struct trainer {
     float *parts, *shard_grads;
     uint16_t *parts_half; /* the replies as they came, with fp16 replies */
     size_t parts_capacity, parts_half_capacity, shard_grads_capacity;
+    /* A shard's reply: the values (and max mode's places), and where the
+     * combine finds them: part p's values at part_values + p * part_stride,
+     * its places at places + p * places_stride (host or, on the device path,
+     * device memory). */
+    size_t reply_bytes, part_stride, places_stride;
+    const float *part_values;
+    const uint32_t *places;
     /* device buffers (aliases of the host ones on the CPU) */
     float *d_params, *d_grads, *d_pooled, *d_grad_pooled;
     /* The device path (EMBER_MEM_CUDA from network_path): replies land in
@@ -228,6 +235,19 @@ static ember_status_t future_error(trainer_t *trainer, ember_future_t *future,
                         (int)(length > 300 ? 300 : length), text ? text : "");
 }
 
+/* Room for more of a shard's entries (rows, weights, places); an array that
+ * cannot grow stays as it was. */
+static int shard_entries_grow(shard_t *shard)
+{
+    size_t count = shard->entries_capacity + 1;
+    size_t rows = shard->entries_capacity, weights = rows, places = rows;
+    if (!RESERVE(shard->rows, rows, count) || !RESERVE(shard->weights, weights, count) ||
+        !RESERVE(shard->places, places, count))
+        return 0;
+    shard->entries_capacity = rows; /* all three grew alike */
+    return 1;
+}
+
 /* Split the batch by shard and build each shard's LOOKUP message. */
 static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *batch,
                                      uint64_t step)
@@ -253,21 +273,12 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             if (row == spec->padding_idx)
                 continue; /* contributes nothing, is not counted */
             shard_t *shard = &trainer->shards[(uint64_t)row % P];
-            if (shard->entries == shard->entries_capacity) {
-                size_t capacity = 2 * shard->entries_capacity + 64;
-                int64_t *rows = realloc(shard->rows, capacity * sizeof(*rows));
-                float *weights = rows ? realloc(shard->weights,
-                                                capacity * sizeof(*weights))
-                                      : NULL;
-                if (rows)
-                    shard->rows = rows;
-                if (!weights)
-                    return EMBER_ERR_NO_MEMORY;
-                shard->weights = weights;
-                shard->entries_capacity = capacity;
-            }
+            if (shard->entries == shard->entries_capacity &&
+                !shard_entries_grow(shard))
+                return EMBER_ERR_NO_MEMORY;
             shard->rows[shard->entries] = row;
             shard->weights[shard->entries] = weighted ? batch->weights[i] : 1.0f;
+            shard->places[shard->entries] = (uint32_t)(i - (size_t)batch->offsets[b]);
             shard->entries++;
             shard->counts[b]++;
             trainer->bag_counts[b]++;
@@ -326,14 +337,22 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             memcpy(out, shard->weights, 4 * n);
             out += 4 * n;
         }
+        if (spec->mode == EMBER_POOL_MAX) {
+            memcpy(out, shard->places, 4 * n);
+            out += 4 * n;
+        }
+        trainer->reply_bytes = (size_t)ember_msg_lookup_reply_bytes(&msg, spec->dim);
     }
-    /* Replies land here (on the device path, in d_parts). */
-    size_t values = P * batch->bags * spec->dim;
+    /* Replies land here (on the device path, in d_parts): shard p's at
+     * p * reply_bytes, fp32 in parts or fp16 in parts_half (then widened
+     * into parts, p's at p * bags * dim). */
+    size_t values = P * batch->bags * spec->dim, replies = P * trainer->reply_bytes;
     if (!trainer->rdma &&
-        (!HOST_RESERVE(trainer, trainer->parts, trainer->parts_capacity, values) ||
+        (!HOST_RESERVE(trainer, trainer->parts, trainer->parts_capacity,
+                       spec->half_replies ? values : replies / sizeof(float)) ||
          (spec->half_replies &&
           !HOST_RESERVE(trainer, trainer->parts_half, trainer->parts_half_capacity,
-                        values))))
+                        replies / sizeof(uint16_t)))))
         return EMBER_ERR_NO_MEMORY;
     return EMBER_OK;
 }
@@ -428,10 +447,11 @@ static ember_status_t device_reserve(trainer_t *trainer, size_t bags)
     }
     if (trainer->rdma) {
         size_t P = trainer->spec.num_ps;
-        trainer->d_part_stride = cap * dim;
-        EMBER_CHECK(dev->mem_alloc(device, P * cap * dim * sizeof(float),
+        /* A whole reply: the values, and max mode's places after them. */
+        trainer->d_part_stride = cap * dim * (trainer->spec.mode == EMBER_POOL_MAX ? 2 : 1);
+        EMBER_CHECK(dev->mem_alloc(device, P * trainer->d_part_stride * sizeof(float),
                                    (void **)&trainer->d_parts));
-        EMBER_CHECK(dev->mem_alloc(device, P * cap * dim * sizeof(float),
+        EMBER_CHECK(dev->mem_alloc(device, P * trainer->d_part_stride * sizeof(float),
                                    (void **)&trainer->d_shard_grads));
         EMBER_CHECK(dev->mem_alloc(device, P * cap * sizeof(uint32_t),
                                    (void **)&trainer->d_counts));
@@ -451,6 +471,38 @@ static ember_status_t device_reserve(trainer_t *trainer, size_t bags)
         EMBER_CHECK(dev->mem_alloc(device, trainer->widest * cap * sizeof(float),
                                    (void **)&trainer->d_g[k]));
     return EMBER_OK;
+}
+
+/* Where the combine finds the shards' replies, which arrived as
+ * ember_msg_lookup_reply_bytes() says: values, then max mode's places.
+ * fp16 values are widened into parts first (their places stay where they
+ * came). */
+static void locate_parts(trainer_t *trainer, size_t bags)
+{
+    const ember_msg_train_start_t *spec = &trainer->spec;
+    const size_t values = bags * spec->dim, stride = trainer->reply_bytes / 4;
+    const uint8_t *replies = trainer->rdma           ? (const uint8_t *)trainer->d_parts
+                             : spec->half_replies ? (const uint8_t *)trainer->parts_half
+                                                  : (const uint8_t *)trainer->parts;
+    trainer->part_values = (const float *)replies;
+    trainer->part_stride = trainer->rdma ? trainer->d_part_stride : stride;
+    trainer->places_stride = trainer->part_stride;
+    if (spec->half_replies) { /* staged: fp16 replies never go to the device */
+        for (uint32_t p = 0; p < spec->num_ps; p++)
+            ember_half_to_float_n((const uint16_t *)(replies + p * trainer->reply_bytes),
+                                  trainer->parts + p * values, values);
+        trainer->part_values = trainer->parts;
+        trainer->part_stride = values;
+    }
+    trainer->places = NULL;
+    if (spec->mode == EMBER_POOL_MAX) {
+        ember_msg_lookup_t reply = {.bags = (uint32_t)bags,
+                                    .flags = EMBER_LOOKUP_MAX |
+                                             (spec->half_replies ? EMBER_LOOKUP_HALF_REPLY
+                                                                 : 0)};
+        trainer->places = (const uint32_t *)(replies +
+                                             ember_msg_lookup_places_at(&reply, spec->dim));
+    }
 }
 
 static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
@@ -518,7 +570,7 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
 
     /* Forward: one lookup per shard, all in flight together.  On the device
      * path each reply lands in its part of d_parts. */
-    const size_t reply_bytes = bags * dim * (trainer->spec.half_replies ? 2 : 4);
+    const size_t reply_bytes = trainer->reply_bytes;
     if (trainer->rdma)
         EMBER_CHECK(device_reserve(trainer, bags));
     const ember_rpc_mem_t to_gpu = {.payload_mem = EMBER_MEM_HOST,
@@ -529,8 +581,8 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         void *reply = trainer->rdma ? (void *)(trainer->d_parts +
                                                p * trainer->d_part_stride)
                       : trainer->spec.half_replies
-                          ? (void *)(trainer->parts_half + p * bags * dim)
-                          : (void *)(trainer->parts + p * bags * dim);
+                          ? (void *)((uint8_t *)trainer->parts_half + p * reply_bytes)
+                          : (void *)((uint8_t *)trainer->parts + p * reply_bytes);
         status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1,
                                           reply, reply_bytes,
                                           trainer->rdma ? &to_gpu : NULL, 0,
@@ -560,8 +612,7 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         ember_future_release(shard->lookup);
         shard->lookup = NULL;
     }
-    if (trainer->spec.half_replies)
-        ember_half_to_float_n(trainer->parts_half, trainer->parts, P * bags * dim);
+    locate_parts(trainer, bags);
 
     const ember_device_ops_t *dev = trainer->dev;
     ember_device_t *device = trainer->device;
@@ -571,9 +622,10 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                               P * bags * sizeof(uint32_t)));
         EMBER_CHECK(to_device(trainer, trainer->d_bag_counts, trainer->bag_counts,
                               bags * sizeof(uint32_t)));
-        EMBER_CHECK(dev->pool_combine(device, trainer->d_parts, trainer->d_part_stride,
+        EMBER_CHECK(dev->pool_combine(device, trainer->part_values, trainer->part_stride,
                                       P, bags, dim, (ember_pool_mode_t)spec->mode,
                                       trainer->d_counts, trainer->d_bag_counts,
+                                      trainer->places, trainer->places_stride,
                                       trainer->d_pooled, trainer->d_winner));
     } else {
         if (!HOST_RESERVE(trainer, trainer->pooled, trainer->pooled_capacity,
@@ -585,9 +637,10 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
             !RESERVE(trainer->winner, trainer->winner_capacity, bags * dim))
             return EMBER_ERR_NO_MEMORY;
         EMBER_CHECK(device_reserve(trainer, bags));
-        ember_pool_combine(trainer->parts, bags * dim, P, bags, dim,
+        ember_pool_combine(trainer->part_values, trainer->part_stride, P, bags, dim,
                            (ember_pool_mode_t)spec->mode, trainer->counts,
-                           trainer->bag_counts, trainer->pooled, trainer->winner);
+                           trainer->bag_counts, trainer->places, trainer->places_stride,
+                           trainer->pooled, trainer->winner);
         EMBER_CHECK(to_device(trainer, trainer->d_pooled, trainer->pooled,
                               bags * dim * sizeof(float)));
     }
@@ -778,6 +831,7 @@ static void trainer_cleanup(trainer_t *trainer)
         free(shard->request);
         free(shard->rows);
         free(shard->weights);
+        free(shard->places);
         free(shard->unique);
         free(shard->inverse);
     }

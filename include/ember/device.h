@@ -56,8 +56,9 @@ typedef enum {
     EMBER_COPY_DEVICE_TO_DEVICE
 } ember_copy_kind_t;
 
-/* Version of the table layout; bump when a slot is added. */
-#define EMBER_DEVICE_OPS_VERSION 2
+/* Version of the table layout; bump when a slot is added or changes its
+ * parameters (3: pool_combine takes the maxima's places). */
+#define EMBER_DEVICE_OPS_VERSION 3
 
 typedef struct ember_device_ops {
     size_t size;                 /* sizeof(ember_device_ops_t) of the backend */
@@ -173,13 +174,17 @@ typedef struct ember_device_ops {
      * of each bag on each shard; @bag_counts [bags]: entries of each bag.
      * Sum: the parts added in shard order; mean: that sum times
      * 1.0f / bag_counts[b] (bags without entries stay 0); max: the largest
-     * value over the shards where the bag has entries, the first on ties,
-     * and @winner (int16 [bags, dim]) that shard, -1 for an empty bag (which
-     * pools to 0).  Bit for bit what engine/trainer.c does on the host. */
+     * value over the shards where the bag has entries, of equal values the
+     * one of the lowest place (@places: part p's uint32 [bags, dim] at
+     * places + p * @places_stride, where in its bag each value's entry is:
+     * the bag's first maximal entry wins, as in PyTorch), and @winner (int16
+     * [bags, dim]) that shard, -1 for an empty bag (which pools to 0).  Bit
+     * for bit what engine/pool_parts.c does on the host. */
     ember_status_t (*pool_combine)(ember_device_t *dev, const float *parts,
                                    size_t stride, uint32_t nparts, size_t bags,
                                    size_t dim, ember_pool_mode_t mode,
                                    const uint32_t *counts, const uint32_t *bag_counts,
+                                   const uint32_t *places, size_t places_stride,
                                    float *out, int16_t *winner);
     /* Each shard's gradient of its partial pool from the pooled gradient
      * @grad [bags, dim], into @grads (part p at grads + p * @stride): sum: a

@@ -417,7 +417,7 @@ static int t_nccl_single(void)
 /* A trainer's pools from its shards' partial pools on the GPU (the device
  * data path): pool_combine and pool_split against the CPU backend's (the
  * host trainer's loops), bit for bit, every mode, 1-3 shards, bags empty on
- * some shards or all, ties between shards (max keeps the first). */
+ * some shards or all, ties between shards (max takes the lowest place). */
 static int t_pool_combine(void)
 {
     ember_device_t *cpu;
@@ -429,6 +429,7 @@ static int t_pool_combine(void)
             ember_pool_mode_t mode = (ember_pool_mode_t)m;
             float *parts = calloc(nparts * stride, 4), *g = malloc(bags * dim * 4);
             uint32_t *counts = calloc(nparts * bags, 4), *bag_counts = calloc(bags, 4);
+            uint32_t *places = calloc(nparts * stride, 4);
             float *out_c = malloc(bags * dim * 4), *out_g = malloc(bags * dim * 4);
             int16_t *w_c = malloc(bags * dim * 2), *w_g = malloc(bags * dim * 2);
             float *gr_c = calloc(nparts * stride, 4), *gr_g = calloc(nparts * stride, 4);
@@ -437,24 +438,31 @@ static int t_pool_combine(void)
                     uint32_t c = b % 7 == 3 ? 0 : (uint32_t)uint_below(4);
                     counts[p * bags + b] = c;
                     bag_counts[b] += c;
-                    for (size_t d = 0; d < dim; d++) /* ties: few distinct values */
+                    for (size_t d = 0; d < dim; d++) { /* ties: few distinct values */
                         parts[p * stride + b * dim + d] =
                             c ? (float)(uint_below(5) - 2) * 0.5f : 0.0f;
+                        /* distinct over the parts, in no shard order */
+                        places[p * stride + b * dim + d] =
+                            c ? (uint32_t)uint_below(1000) * 4 + p : UINT32_MAX;
+                    }
                 }
             }
             for (size_t i = 0; i < bags * dim; i++)
                 g[i] = (float)uni(-1, 1);
             CHECK(C->pool_combine(cpu, parts, stride, nparts, bags, dim, mode, counts,
-                                  bag_counts, out_c, w_c) == EMBER_OK, "cpu combine");
+                                  bag_counts, places, stride, out_c, w_c) == EMBER_OK,
+                  "cpu combine");
             CHECK(C->pool_split(cpu, g, nparts, bags, dim, mode, bag_counts, w_c, gr_c,
                                 stride) == EMBER_OK, "cpu split");
             float *d_parts = up(parts, nparts * stride * 4), *d_out = up(NULL, bags * dim * 4);
             float *d_g = up(g, bags * dim * 4), *d_gr = up(NULL, nparts * stride * 4);
             uint32_t *d_counts = up(counts, nparts * bags * 4);
             uint32_t *d_bc = up(bag_counts, bags * 4);
+            uint32_t *d_places = up(places, nparts * stride * 4);
             int16_t *d_w = up(NULL, bags * dim * 2);
             CHECK(G->pool_combine(gpu, d_parts, stride, nparts, bags, dim, mode, d_counts,
-                                  d_bc, d_out, d_w) == EMBER_OK, "gpu combine");
+                                  d_bc, d_places, stride, d_out, d_w) == EMBER_OK,
+                  "gpu combine");
             CHECK(G->pool_split(gpu, d_g, nparts, bags, dim, mode, d_bc, d_w, d_gr,
                                 stride) == EMBER_OK, "gpu split");
             down(out_g, d_out, bags * dim * 4);
@@ -471,7 +479,7 @@ static int t_pool_combine(void)
                       "split differs (part %u of %u, mode %d)", p, nparts, m);
             gfree_all();
             free(parts); free(g); free(counts); free(bag_counts); free(out_c); free(out_g);
-            free(w_c); free(w_g); free(gr_c); free(gr_g);
+            free(w_c); free(w_g); free(gr_c); free(gr_g); free(places);
         }
     }
     ember_device_close(cpu);

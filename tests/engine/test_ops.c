@@ -7,6 +7,8 @@
 #include "engine/embedding_bag.h"
 #include "engine/half.h"
 #include "engine/loss.h"
+#include "engine/pool_parts.h"
+#include "engine/protocol.h"
 
 #include "test_util.h"
 
@@ -942,9 +944,52 @@ static int case_bce_fd(void)
     return 0;
 }
 
+/* A trainer's max pools from three shards' parts: a maximum held on several
+ * shards goes to the one whose entry comes first in the bag (its place), as
+ * PyTorch gives it to the bag's first maximal entry, not to the lowest shard;
+ * -0 and +0 tie; a part without entries never wins; pool_split sends each
+ * gradient to the winner only. */
+static int case_pool_combine_ties(void)
+{
+    enum { P = 3, B = 3, D = 3, S = B * D };
+    const float parts[P][S] = {
+        {1, 0.5f, -1, /**/ 0, 0, 0, /**/ 0, 0, 0},
+        {1, 2, -1, /**/ 4, -0.0f, 7, /**/ 0, 0, 0},
+        {1, 2, -3, /**/ 4, 0.0f, 8, /**/ 0, 0, 0}};
+    const uint32_t N = EMBER_PLACE_NONE;
+    const uint32_t places[P][S] = {{5, 0, 4, /**/ N, N, N, /**/ N, N, N},
+                                   {2, 7, 1, /**/ 6, 1, 2, /**/ N, N, N},
+                                   {9, 3, 0, /**/ 1, 4, 0, /**/ N, N, N}};
+    const uint32_t counts[P][B] = {{3, 0, 0}, {2, 3, 0}, {4, 3, 0}};
+    const uint32_t bag_counts[B] = {9, 6, 0};
+    const float want[S] = {1, 2, -1, /**/ 4, -0.0f, 8, /**/ 0, 0, 0};
+    const int16_t winners[S] = {1, 2, 1, /**/ 2, 1, 2, /**/ -1, -1, -1};
+    float out[S], grad[S], grads[P][S];
+    int16_t winner[S];
+
+    ember_pool_combine(&parts[0][0], S, P, B, D, EMBER_POOL_MAX, &counts[0][0],
+                       bag_counts, &places[0][0], S, out, winner);
+    for (size_t i = 0; i < S; i++) {
+        CHECK(winner[i] == winners[i], "element %zu: shard %d won, want %d", i,
+              winner[i], winners[i]);
+        CHECK(memcmp(&out[i], &want[i], sizeof(float)) == 0, "element %zu: %g, want %g",
+              i, (double)out[i], (double)want[i]);
+    }
+    for (size_t i = 0; i < S; i++)
+        grad[i] = (float)(i + 1);
+    ember_pool_split(grad, P, B, D, EMBER_POOL_MAX, bag_counts, winner, &grads[0][0], S);
+    for (int p = 0; p < P; p++) {
+        for (size_t i = 0; i < S; i++)
+            CHECK(grads[p][i] == (winners[i] == p ? grad[i] : 0.0f),
+                  "shard %d element %zu: gradient %g", p, i, (double)grads[p][i]);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
+        {"pool_combine_ties", case_pool_combine_ties},
         {"bag_forward_ref", case_bag_forward_ref},
         {"bag_fd_sum", case_bag_fd_sum},
         {"bag_fd_mean", case_bag_fd_mean},

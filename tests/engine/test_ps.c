@@ -277,8 +277,9 @@ static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t,
     float *weights = malloc((b->n + 1) * sizeof(float));
     int64_t *unique = malloc((b->n + 1) * sizeof(int64_t));
     int64_t *inverse = malloc((b->n + 1) * sizeof(int64_t));
+    uint32_t *places = malloc((b->n + 1) * sizeof(uint32_t));
     size_t n = 0, nunique = 0;
-    MP_CHECK(rows && weights && unique && inverse, "out of memory");
+    MP_CHECK(rows && weights && unique && inverse && places, "out of memory");
     for (size_t bag = 0; bag < b->bags; bag++) {
         size_t end = bag + 1 < b->bags ? (size_t)b->offsets[bag + 1] : b->n;
         counts[bag] = 0;
@@ -287,6 +288,7 @@ static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t,
                 continue;
             rows[n] = b->indices[i];
             weights[n] = b->weights ? b->weights[i] : 1.0f;
+            places[n] = (uint32_t)(i - (size_t)b->offsets[bag]);
             n++;
             counts[bag]++;
         }
@@ -295,7 +297,7 @@ static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t,
              "dedup");
     int weighted = b->weights != NULL;
     size_t length = sizeof(ember_msg_lookup_t) + 4 * b->bags + 8 * nunique + 4 * n +
-                    (weighted ? 4 * n : 0);
+                    (weighted || max_mode ? 4 * n : 0);
     uint8_t *message = malloc(length), *out = message;
     MP_CHECK(message, "out of memory");
     ember_msg_lookup_t msg = {.table_id = t->table_id, .trainer = trainer,
@@ -323,9 +325,14 @@ static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t,
         memcpy(out, weights, 4 * n);
         out += 4 * n;
     }
+    if (max_mode) {
+        memcpy(out, places, 4 * n);
+        out += 4 * n;
+    }
     MP_CHECK((size_t)(out - message) == length, "message length");
     free(rows);
     free(weights);
+    free(places);
     free(unique);
     free(inverse);
     *length_p = length;
@@ -338,6 +345,7 @@ typedef struct {
     uint32_t *counts; /* [P][bags] */
     uint32_t *total;  /* [bags] */
     int *winner;      /* [bags * dim] (max mode) */
+    uint32_t *place;  /* [bags * dim] (max mode): the winner's place in its bag */
 } dist_ctx_t;
 
 static void dist_ctx_free(dist_ctx_t *ctx)
@@ -345,6 +353,7 @@ static void dist_ctx_free(dist_ctx_t *ctx)
     free(ctx->counts);
     free(ctx->total);
     free(ctx->winner);
+    free(ctx->place);
 }
 
 /* One lookup per shard, all in flight together; combine the partial pools
@@ -363,7 +372,8 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
     ctx->counts = calloc((size_t)t->P * b->bags + 1, sizeof(uint32_t));
     ctx->total = calloc(b->bags + 1, sizeof(uint32_t));
     ctx->winner = calloc(total + 1, sizeof(int));
-    MP_CHECK(ctx->counts && ctx->total && ctx->winner, "out of memory");
+    ctx->place = calloc(total + 1, sizeof(uint32_t));
+    MP_CHECK(ctx->counts && ctx->total && ctx->winner && ctx->place, "out of memory");
     for (uint32_t p = 0; p < t->P; p++) {
         size_t length;
         messages[p] = lookup_message(b, t, trainer, step, mode == EMBER_POOL_MAX, p,
@@ -385,11 +395,13 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
         const char *data = ember_future_data(futures[p], &length);
         MP_CHECK(status == EMBER_OK, "lookup on shard %u: %s: %.*s", p,
                  ember_status_string(status), (int)length, data ? data : "");
-        MP_CHECK(length == total * sizeof(float), "lookup reply of %zu bytes, want %zu",
-                 length, total * sizeof(float));
+        /* Max mode: the values, then each maximum's place in its bag. */
+        size_t want = total * sizeof(float) * (mode == EMBER_POOL_MAX ? 2 : 1);
+        MP_CHECK(length == want, "lookup reply of %zu bytes, want %zu", length, want);
         float *part = malloc(length + 4);
         MP_CHECK(part, "out of memory");
         memcpy(part, data, length);
+        const uint32_t *place = (const uint32_t *)(part + total);
         const uint32_t *counts = ctx->counts + (size_t)p * b->bags;
         for (size_t bag = 0; bag < b->bags; bag++) {
             ctx->total[bag] += counts[bag];
@@ -397,9 +409,13 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
                 size_t i = bag * dim + d;
                 if (mode != EMBER_POOL_MAX) {
                     pooled[i] += part[i];
-                } else if (counts[bag] && (ctx->winner[i] < 0 || part[i] > pooled[i])) {
+                } else if (counts[bag] &&
+                           (ctx->winner[i] < 0 || part[i] > pooled[i] ||
+                            (part[i] == pooled[i] && place[i] < ctx->place[i]))) {
+                    /* of equal maxima, the bag's first entry's (PyTorch) */
                     pooled[i] = part[i];
                     ctx->winner[i] = (int)p;
+                    ctx->place[i] = place[i];
                 }
             }
         }
@@ -549,6 +565,7 @@ typedef struct {
     int64_t rows[8];
     uint32_t inverse[8];
     float weights[8];
+    uint32_t places[8]; /* max mode: in the weights' place on the wire */
 } raw_lookup_t;
 
 /* Serialise as protocol.h lays it out; counts taken from the header. */
@@ -558,7 +575,9 @@ static uint8_t *raw_message(const raw_lookup_t *raw, size_t *length_p)
     size_t bags = h->bags < 8 ? h->bags : 8, unique = h->unique < 8 ? h->unique : 8;
     size_t n = h->indices < 8 ? h->indices : 8;
     int weighted = (h->flags & EMBER_LOOKUP_WEIGHTS) != 0;
-    size_t length = sizeof(*h) + 4 * bags + 8 * unique + 4 * n + (weighted ? 4 * n : 0);
+    int max_mode = !weighted && (h->flags & EMBER_LOOKUP_MAX);
+    size_t length = sizeof(*h) + 4 * bags + 8 * unique + 4 * n +
+                    (weighted || max_mode ? 4 * n : 0);
     uint8_t *message = malloc(length + 64), *out = message;
     MP_CHECK(message, "out of memory");
     memcpy(out, h, sizeof(*h));
@@ -571,6 +590,8 @@ static uint8_t *raw_message(const raw_lookup_t *raw, size_t *length_p)
     out += 4 * n;
     if (weighted)
         memcpy(out, raw->weights, 4 * n);
+    if (max_mode)
+        memcpy(out, raw->places, 4 * n);
     *length_p = length;
     return message;
 }
@@ -685,6 +706,13 @@ static void bad_lookups(ember_tp_t *tp, int ps)
     raw.hdr.flags = EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "weights with max",
                           NEEDLES(WHO, "weights", "0x3"));
+    raw = raw_valid(BL_TABLE);
+    raw.hdr.flags = EMBER_LOOKUP_MAX; /* bag 0's places 0, 2, 1: not increasing */
+    raw.places[0] = 0;
+    raw.places[1] = 2;
+    raw.places[2] = 1;
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "max places decrease",
+                          NEEDLES(WHO, "places", "must increase"));
     raw = raw_valid(BL_TABLE);
     raw.hdr.flags = 1u << 7;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "unknown flag",

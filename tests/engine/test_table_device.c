@@ -64,7 +64,7 @@ typedef struct {
 static void make_lookup(lookup_t *l, uint32_t trainer, uint64_t step, int kind,
                         uint32_t shard, uint32_t shards)
 {
-    uint32_t offsets[BAGS], inverse[BAGS * MAX_LEN];
+    uint32_t offsets[BAGS], inverse[BAGS * MAX_LEN], places[BAGS * MAX_LEN];
     int64_t entries[BAGS * MAX_LEN], unique[BAGS * MAX_LEN];
     float weights[BAGS * MAX_LEN];
     size_t n = 0, nunique = 0;
@@ -80,6 +80,7 @@ static void make_lookup(lookup_t *l, uint32_t trainer, uint64_t step, int kind,
             int64_t local = (int64_t)test_uniform(&rng_state, 0, 40) % local_rows;
             entries[n] = local * shards + shard;
             weights[n] = (float)test_uniform(&rng_state, -2, 2);
+            places[n] = (uint32_t)(2 * k + 1); /* the trainer's bag has others */
             n++;
         }
     }
@@ -114,6 +115,10 @@ static void make_lookup(lookup_t *l, uint32_t trainer, uint64_t step, int kind,
     p += 4 * n;
     if (kind == 1) {
         memcpy(p, weights, 4 * n);
+        p += 4 * n;
+    }
+    if (kind == 2) {
+        memcpy(p, places, 4 * n);
         p += 4 * n;
     }
     l->length = (size_t)(p - l->arrays);
@@ -166,7 +171,8 @@ static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard
     for (uint64_t step = 0; step < STEPS; step++) {
         for (uint32_t t = 0; t < TRAINERS; t++) {
             lookup_t l;
-            float out_d[BAGS * DIM], out_h[BAGS * DIM], g[BAGS * DIM];
+            /* With max mode the maxima's places follow the values. */
+            float out_d[2 * BAGS * DIM], out_h[2 * BAGS * DIM], g[BAGS * DIM];
             int applied_d = 0, applied_h = 0;
             make_lookup(&l, t, step, (int)((step + t) % 3), shard, shards);
             CHECK(ember_table_lookup(on_host, &l.msg, l.arrays, l.length, out_h, err,
@@ -175,6 +181,10 @@ static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard
                                      sizeof(err)) == EMBER_OK, "device lookup: %s", err);
             if (same(out_d, out_h, BAGS * DIM, "pooled"))
                 return 1;
+            CHECK(l.msg.flags != EMBER_LOOKUP_MAX ||
+                      memcmp(out_d + BAGS * DIM, out_h + BAGS * DIM, BAGS * DIM * 4) == 0,
+                  "step %llu trainer %u: the maxima's places differ",
+                  (unsigned long long)step, t);
             for (size_t i = 0; i < BAGS * DIM; i++)
                 g[i] = (float)test_uniform(&rng_state, -1, 1);
             ember_msg_grad_t msg = {.table_id = 1, .trainer = t, .step = step,

@@ -7,6 +7,9 @@
 #                       compare to the fp16 oracle (one PS; with more, each
 #                       shard's reply is rounded apart: to PyTorch within 1e-2),
 #                       and the oracle to PyTorch within fp16's drift
+#   same_bits:FILE:P,Q  replay FILE with P and with Q parameter servers: the
+#                       saved files are byte-identical (max pooling combines
+#                       the shards' parts exactly)
 #   dtype_flag          --table-dtype: an unknown type is refused by name
 #   async4              4 trainers, async consistency: completes, finite losses
 #   bad:KIND            a broken batch: error names table/trainer/step, exit != 0
@@ -63,6 +66,20 @@ cuda:*)
     n=$(grep -c "dense allreduce: " "$work/out")
     [ "$n" -eq "$t" ] || fail "$n dense allreduce lines for $t trainers"
     grep -E "GPU data path|dense allreduce" "$work/out" | sort -u | head -4
+    ;;
+same_bits:*)
+    IFS=: read -r _ file list <<<"$case_name"
+    t=$(trainers_of "$golden/$file.safetensors")
+    IFS=, read -r -a counts <<<"$list"
+    for ps in "${counts[@]}"; do
+        timeout 120 "$run" -n $((t + 1 + ps)) "$train" --ps "$ps" \
+            --replay "$golden/$file.safetensors" --save "$work/out$ps.safetensors" \
+            >"$work/out" 2>&1 || fail "ember-train --ps $ps exited $?"
+    done
+    for ps in "${counts[@]:1}"; do
+        cmp "$work/out${counts[0]}.safetensors" "$work/out$ps.safetensors" ||
+            fail "--ps ${counts[0]} and --ps $ps saved different bits"
+    done
     ;;
 golden:*)
     IFS=: read -r _ file ps <<<"$case_name"
