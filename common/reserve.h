@@ -12,6 +12,7 @@
 #ifndef EMBER_COMMON_RESERVE_H
 #define EMBER_COMMON_RESERVE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -20,7 +21,8 @@
  * still valid and *capacity_p unchanged. */
 static inline void *ember_grow(void *ptr, size_t *capacity_p, size_t count, size_t elem)
 {
-    size_t limit = SIZE_MAX / (elem ? elem : 1);
+    /* No object may exceed PTRDIFF_MAX bytes. */
+    size_t limit = (size_t)PTRDIFF_MAX / (elem ? elem : 1);
     if (count > limit)
         return NULL;
     size_t want = count <= (limit - 16) / 2 ? count * 2 + 16 : count;
@@ -32,10 +34,12 @@ static inline void *ember_grow(void *ptr, size_t *capacity_p, size_t count, size
 
 #define EMBER_RESERVE(ptr, cap, count)                                        \
     __extension__({                                                           \
+        size_t ember_count_ = (count);                                        \
         __typeof__(ptr) ember_grown_ =                                        \
-            (count) <= (cap) ? (ptr)                                          \
-                             : ember_grow((ptr), &(cap), (count), sizeof(*(ptr))); \
-        ember_grown_ ? ((ptr) = ember_grown_, 1) : (count) <= (cap);          \
+            ember_count_ <= (cap)                                             \
+                ? (ptr)                                                       \
+                : ember_grow((ptr), &(cap), ember_count_, sizeof(*(ptr)));    \
+        ember_grown_ ? ((ptr) = ember_grown_, 1) : ember_count_ <= (cap);     \
     })
 
 #endif

@@ -147,7 +147,8 @@ static ember_status_t trainer_fail(trainer_t *trainer, ember_status_t status,
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(trainer->err, sizeof(trainer->err), fmt, ap);
+    /* An argument may be trainer->err itself (a cause wrapped in context). */
+    ember_status_vtext(trainer->err, sizeof(trainer->err), status, fmt, ap);
     va_end(ap);
     ember_error("trainer", "%s", trainer->err);
     return status;

@@ -8,6 +8,7 @@
 #ifndef EMBER_STATUS_H
 #define EMBER_STATUS_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -48,13 +49,20 @@ const char *ember_status_string(ember_status_t status);
 
 /**
  * Write a printf-formatted message into a caller's buffer (@text may be NULL
- * or @length 0: nothing is written) and return @status.  For functions that
- * hand the cause of an error back instead of logging it (a PS answers the
- * trainer with it).
+ * or @length 0: nothing is written; at most 1023 characters are kept) and
+ * return @status.  For functions that hand the cause of an error back
+ * instead of logging it (a PS answers the trainer with it).  An argument may
+ * point into @text itself, to wrap an error in more context:
+ * ember_status_text(err, n, s, "trainer 1: %s", err).
  */
 ember_status_t ember_status_text(char *text, size_t length, ember_status_t status,
                                  const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/** ember_status_text with a va_list. */
+ember_status_t ember_status_vtext(char *text, size_t length, ember_status_t status,
+                                  const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 /** Inverse of the wire encoding: a status received from a peer, validated. */
 ember_status_t ember_status_from_wire(int value);
