@@ -12,7 +12,6 @@
 
 #include "common/copy.h"
 #include "engine/data.h"
-#include "engine/embedding_bag.h"
 #include "engine/half.h"
 #include "engine/optimizer.h"
 #include "engine/pool_parts.h"
@@ -20,6 +19,7 @@
 #include "transport/tp_time.h"
 
 #include <ember/device.h>
+#include <ember/embedding_bag.h>
 #include <ember/log.h>
 
 #include <math.h>
