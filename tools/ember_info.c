@@ -26,7 +26,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 enum {
     SHOW_TOPOLOGY = 1 << 0,
     SHOW_GPUS = 1 << 1,
@@ -88,7 +87,7 @@ static void show_gpus(hwloc_topology_t topo)
     int seen = 0;
 
     printf("# gpus\n");
-    if (ember_device_have_cuda()) /* loads the CUDA plugin */
+    if (ember_device_have_cuda()) /* counting loads the CUDA plugin */
         printf("cuda: %d device(s)\n", ember_device_cuda_count());
     else
         printf("cuda: CUDA not built\n");
