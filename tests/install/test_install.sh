@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/install/test_install.sh BUILD_DIR SOURCE_DIR CMAKE GENERATOR CC LIBDIR HAVE_CUDA
+# tests/install/test_install.sh BUILD_DIR SOURCE_DIR CMAKE GENERATOR CC LIBDIR HAVE_CUDA [SANITIZE]
 # Install the build into a temporary prefix P and use it from outside:
 #   1. cmake --install BUILD --prefix P: the programs, libember (shared and
 #      static), the CMake package, ember.pc, the CUDA plugin
@@ -17,7 +17,10 @@
 # which cmake --install always writes: put back as it was afterwards.
 set -uo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) cmake=$3 generator=$4 cc=$5
-libdir=$6 have_cuda=$7
+libdir=$6 have_cuda=$7 sanitize=${8:-}
+# A sanitized libember wants its consumers built with the same sanitizer.
+san_flags=()
+[[ -n $sanitize ]] && san_flags=(-fsanitize="$sanitize")
 work=$(mktemp -d /tmp/ember-install-test.XXXXXX)
 prefix=$work/prefix
 lib=$prefix/$libdir
@@ -95,7 +98,8 @@ fi
 
 step "consumer: find_package(ember)"
 "$cmake" -S "$src/tests/install/consumer" -B "$work/consumer" -G "$generator" \
-    -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" >"$work/out" 2>&1 ||
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="${san_flags[*]}" \
+    -DCMAKE_EXE_LINKER_FLAGS="${san_flags[*]}" >"$work/out" 2>&1 ||
     fail "configuring the consumer exited $?"
 found=$(sed -n 's/^ember_DIR:PATH=//p' "$work/consumer/CMakeCache.txt")
 [[ $found == "$lib/cmake/ember" ]] || fail "find_package found ember in '$found'"
@@ -110,7 +114,7 @@ done
 step "consumer: pkg-config ember"
 export PKG_CONFIG_PATH=$lib/pkgconfig
 consumer_c=$src/tests/install/consumer/consumer.c
-flags=(-std=c11 -Wall -Wextra -Werror -pedantic)
+flags=(-std=c11 -Wall -Wextra -Werror -pedantic "${san_flags[@]}")
 # shellcheck disable=SC2046 # pkg-config's output is a list of flags
 "$cc" "${flags[@]}" "$consumer_c" -o "$work/consumer_pc" $(pkg-config --cflags --libs ember) \
     -Wl,-rpath,"$lib" >"$work/out" 2>&1 || fail "cc with pkg-config --libs ember exited $?"
