@@ -37,12 +37,12 @@
  */
 #include "bench/ember_bench.h"
 
-#include "engine/embedding_bag.h"
 #include "engine/half.h"
 #include "engine/protocol.h"
 #include "engine/ps.h"
 
 #include <ember/config.h>
+#include <ember/embedding_bag.h>
 #include <ember/log.h>
 
 #include <math.h>

@@ -94,8 +94,9 @@ static const ember_config_entry_t config_table[] = {
      "picked by auto: UCX 1.22 over shared memory crashed receiving into GPU "
      "memory, see docs/PERFORMANCE.md)."},
     {"EMBER_CUDA_PLUGIN", NULL, EMBER_CONFIG_STRING,
-     "Path of the CUDA backend plugin, libember-cuda.so (default: the one "
-     "built with this ember)."},
+     "Path of the CUDA backend plugin, libember-cuda.so.  Unset: the one "
+     "next to libember (the build tree's lib/, or the install prefix's "
+     "libdir), else the configured install libdir."},
     {"EMBER_CONSISTENCY", "sync", EMBER_CONFIG_STRING,
      "Parameter-server consistency: sync (deterministic) or async."},
     {"EMBER_SEED", "0", EMBER_CONFIG_INT, "Seed of initial weights and data."},

@@ -3,6 +3,7 @@
  * stubs, so every slot is callable (an unsupported op says so instead of
  * crashing on NULL).
  */
+#define _GNU_SOURCE /* dladdr */
 #include <ember/config.h>
 #include <ember/device.h>
 #include <ember/log.h>
@@ -11,6 +12,8 @@
 
 #include <dlfcn.h>
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,7 +241,8 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
  * GPU-only build), its symbols are here; otherwise it is a plugin,
  * libember-cuda.so, loaded on first use, so a process that never asks for
  * "cuda" (every PS, the master, CPU trainers) does not map CUDA's libraries
- * (over 100 MiB resident for cuBLAS alone).
+ * (over 100 MiB resident for cuBLAS alone).  The plugin links libember.so,
+ * whose ember_* symbols it uses.
  */
 extern const ember_device_ops_t ember_device_cuda_ops __attribute__((weak));
 int ember_cuda_device_count(void) __attribute__((weak));
@@ -251,40 +255,104 @@ typedef struct {
 
 static cuda_backend_t cuda_backend;
 
+#ifdef EMBER_CUDA_PLUGIN_LIBDIR
+#define CUDA_PLUGIN_FILE "libember-cuda.so"
+
+/* dlopen @path; on failure append "PATH (why)" to @tried. */
+static void *plugin_open(const char *path, char *tried, size_t tried_len)
+{
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (handle)
+        return handle;
+    const char *why = dlerror();
+    size_t n = strlen(path), used = strlen(tried);
+    if (strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0)
+        why += n + 2; /* "PATH: cannot open ...": the path is said already */
+    snprintf(tried + used, tried_len - used, "%s%s (%s)", used ? "; " : "", path, why);
+    return NULL;
+}
+
+/*
+ * Where the plugin is looked for: EMBER_CUDA_PLUGIN when set (only there);
+ * else next to the module that holds this code (libember.so, in the build
+ * tree's lib/ as in an install prefix; an executable that links libember.a:
+ * its own folder); else the configured install libdir.  Never the build
+ * tree by a compiled-in path.  Errors name every path tried.
+ */
+static void *plugin_load(char *path, size_t path_len)
+{
+    char tried[3 * PATH_MAX];
+    char dir[PATH_MAX];
+    void *handle;
+    Dl_info self;
+
+    tried[0] = '\0';
+    const char *env = ember_config_str("EMBER_CUDA_PLUGIN");
+    if (env && *env) {
+        snprintf(path, path_len, "%s", env);
+        if ((handle = plugin_open(path, tried, sizeof(tried))))
+            return handle;
+        ember_error("device", "cannot load the CUDA backend EMBER_CUDA_PLUGIN=%s", tried);
+        return NULL;
+    }
+    dir[0] = '\0';
+    const char *slash;
+    if (dladdr((const void *)plugin_load, &self) && self.dli_fname &&
+        (slash = strrchr(self.dli_fname, '/'))) {
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - self.dli_fname),
+                 self.dli_fname);
+        char *real = realpath(dir[0] ? dir : "/", NULL); /* "bin/../lib" -> "lib" */
+        if (real) {
+            snprintf(dir, sizeof(dir), "%s", real);
+            free(real);
+        }
+        snprintf(path, path_len, "%s/" CUDA_PLUGIN_FILE, dir);
+        if ((handle = plugin_open(path, tried, sizeof(tried))))
+            return handle;
+    }
+    if (strcmp(dir, EMBER_CUDA_PLUGIN_LIBDIR) != 0) {
+        snprintf(path, path_len, "%s/" CUDA_PLUGIN_FILE, EMBER_CUDA_PLUGIN_LIBDIR);
+        if ((handle = plugin_open(path, tried, sizeof(tried))))
+            return handle;
+    }
+    ember_error("device", "cannot load the CUDA backend: tried %s; set "
+                "EMBER_CUDA_PLUGIN to the path of " CUDA_PLUGIN_FILE, tried);
+    return NULL;
+}
+#endif
+
 static const cuda_backend_t *cuda_load(void)
 {
     if (cuda_backend.tried)
         return &cuda_backend;
     cuda_backend.tried = 1;
     if (&ember_device_cuda_ops && ember_cuda_device_count) {
+        ember_debug("device", "the CUDA backend is linked in");
         cuda_backend.ops = &ember_device_cuda_ops;
         cuda_backend.count = ember_cuda_device_count;
         return &cuda_backend;
     }
-#ifdef EMBER_CUDA_PLUGIN_PATH
-    const char *path = ember_config_str("EMBER_CUDA_PLUGIN");
-    if (!path || !*path)
-        path = EMBER_CUDA_PLUGIN_PATH;
-    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        ember_error("device", "cannot load the CUDA backend %s: %s "
-                    "(EMBER_CUDA_PLUGIN)", path, dlerror());
+#ifdef EMBER_CUDA_PLUGIN_LIBDIR
+    char path[PATH_MAX];
+    void *handle = plugin_load(path, sizeof(path));
+    if (!handle)
         return &cuda_backend;
-    }
     cuda_backend.ops = dlsym(handle, "ember_device_cuda_ops");
     cuda_backend.count = (int (*)(void))dlsym(handle, "ember_cuda_device_count");
     if (!cuda_backend.ops || !cuda_backend.count) {
         ember_error("device", "%s is not an ember CUDA backend", path);
         cuda_backend.ops = NULL;
         cuda_backend.count = NULL;
+        return &cuda_backend;
     }
+    ember_debug("device", "loaded the CUDA backend %s", path);
 #endif
     return &cuda_backend;
 }
 
 int ember_device_have_cuda(void)
 {
-#ifdef EMBER_CUDA_PLUGIN_PATH
+#ifdef EMBER_CUDA_PLUGIN_LIBDIR
     return 1;
 #else
     return &ember_device_cuda_ops != NULL;

@@ -5,10 +5,10 @@
  * absent from a GPU-only build (EMBER_DEVICE_NO_TRANSPORT).
  */
 #include <ember/device.h>
+#include <ember/embedding_bag.h>
 #include <ember/log.h>
 
 #include "engine/dense.h"
-#include "engine/embedding_bag.h"
 #include "engine/loss.h"
 #include "engine/pool_parts.h"
 #ifndef EMBER_DEVICE_NO_TRANSPORT

@@ -1,5 +1,5 @@
 /* ember engine: EmbeddingBag forward/backward/validation on the CPU. */
-#include "engine/embedding_bag.h"
+#include <ember/embedding_bag.h>
 
 #include "common/copy.h"
 #include "engine/half.h"

@@ -9,9 +9,10 @@
 #ifndef EMBER_ENGINE_JOB_H
 #define EMBER_ENGINE_JOB_H
 
-#include "engine/embedding_bag.h"
 #include "engine/optimizer.h"
 #include "engine/protocol.h"
+
+#include <ember/embedding_bag.h>
 
 #include <stdint.h>
 #include <stdio.h>

@@ -28,8 +28,7 @@
 #ifndef EMBER_ENGINE_OPTIMIZER_H
 #define EMBER_ENGINE_OPTIMIZER_H
 
-#include "engine/dtype.h"
-
+#include <ember/dtype.h>
 #include <ember/status.h>
 
 #include <stddef.h>

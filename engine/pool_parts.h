@@ -8,7 +8,7 @@
 #ifndef EMBER_ENGINE_POOL_PARTS_H
 #define EMBER_ENGINE_POOL_PARTS_H
 
-#include "engine/embedding_bag.h"
+#include <ember/embedding_bag.h>
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,11 +2,11 @@
 #include "engine/replay_local.h"
 
 #include "engine/dense.h"
-#include "engine/embedding_bag.h"
 #include "engine/half.h"
 #include "engine/loss.h"
 #include "engine/optimizer.h"
 
+#include <ember/embedding_bag.h>
 #include <ember/log.h>
 
 #include <errno.h>

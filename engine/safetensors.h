@@ -12,8 +12,7 @@
 #ifndef EMBER_ENGINE_SAFETENSORS_H
 #define EMBER_ENGINE_SAFETENSORS_H
 
-#include "engine/dtype.h"
-
+#include <ember/dtype.h>
 #include <ember/status.h>
 
 #include <stddef.h>
@@ -27,7 +26,7 @@ extern "C" {
 /* safetensors' own limit on the JSON header; also bounds what we allocate. */
 #define EMBER_ST_MAX_HEADER (100u << 20)
 
-/* ember_dtype_t: engine/dtype.h. */
+/* ember_dtype_t: <ember/dtype.h>. */
 
 /* One tensor.  From the reader: every field filled, name and data borrowed
  * from the file object (valid until ember_st_close); data is NOT aligned in

@@ -1,12 +1,12 @@
 /* engine/table: a parameter-server shard, its optimizer and contexts. */
 #include "engine/table.h"
 
-#include "engine/embedding_bag.h"
 #include "engine/half.h"
 #include "engine/hugepage.h"
 #include "engine/rng.h"
 
 #include <ember/device.h>
+#include <ember/embedding_bag.h>
 #include <ember/log.h>
 
 #include <math.h>

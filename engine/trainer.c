@@ -13,7 +13,6 @@
 #include "common/copy.h"
 #include "common/reserve.h"
 #include "engine/data.h"
-#include "engine/embedding_bag.h"
 #include "engine/half.h"
 #include "engine/optimizer.h"
 #include "engine/pool_parts.h"
@@ -21,6 +20,7 @@
 #include "transport/tp_time.h"
 
 #include <ember/device.h>
+#include <ember/embedding_bag.h>
 #include <ember/log.h>
 
 #include <math.h>

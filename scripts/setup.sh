@@ -6,9 +6,11 @@
 # As root it runs apt-get; otherwise it prints the exact apt-get line and stops.
 set -euo pipefail
 
+# libudev-dev: hwloc.pc's Libs.private (-ludev), for linking libember.a with
+# pkg-config --static (tests/install).
 packages=(build-essential cmake ninja-build pkg-config git
           libucx-dev ucx-utils libhwloc-dev hwloc libibverbs-dev librdmacm-dev
-          libopenblas-dev libssl-dev slurm-wlm munge python3-torch)
+          libopenblas-dev libssl-dev libudev-dev slurm-wlm munge python3-torch)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(openmpi-bin libopenmpi-dev gnuplot-nox)
 fi

@@ -13,6 +13,7 @@
 #include "common/topology.h"
 
 #include <ember/config.h>
+#include <ember/device.h>
 #include <ember/log.h>
 
 #include <hwloc/openfabrics-verbs.h>
@@ -24,10 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#ifdef EMBER_HAVE_CUDA
-int ember_cuda_device_count(void); /* cuda/cuda_device.cu */
-#endif
 
 enum {
     SHOW_TOPOLOGY = 1 << 0,
@@ -90,11 +87,10 @@ static void show_gpus(hwloc_topology_t topo)
     int seen = 0;
 
     printf("# gpus\n");
-#ifdef EMBER_HAVE_CUDA
-    printf("cuda: %d device(s)\n", ember_cuda_device_count());
-#else
-    printf("cuda: CUDA not built\n");
-#endif
+    if (ember_device_have_cuda()) /* counting loads the CUDA plugin */
+        printf("cuda: %d device(s)\n", ember_device_cuda_count());
+    else
+        printf("cuda: CUDA not built\n");
     for (hwloc_obj_t obj = hwloc_get_next_pcidev(topo, NULL); obj;
          obj = hwloc_get_next_pcidev(topo, obj)) {
         if (obj->attr->pcidev.vendor_id != 0x10de ||

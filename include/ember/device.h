@@ -17,8 +17,9 @@
  * others only enqueue and return (asynchronous errors surface at the next
  * synchronizing call).
  *
- * The ops mirror engine/embedding_bag.h, engine/dense.h, engine/loss.h and
- * engine/allreduce.h; their semantics (modes, padding, empty bags, the sparse
+ * The ops mirror <ember/embedding_bag.h> and the engine's dense, loss and
+ * allreduce ops (engine/dense.h, engine/loss.h, engine/allreduce.h in the
+ * source tree); their semantics (modes, padding, empty bags, the sparse
  * sorted-unique backward, mean reductions) are those headers', bit-for-bit
  * on the CPU backend and within float rounding on CUDA.
  *
@@ -32,11 +33,9 @@
 #ifndef EMBER_DEVICE_H
 #define EMBER_DEVICE_H
 
+#include <ember/embedding_bag.h> /* the batch and pool types */
 #include <ember/status.h>
-#include <ember/transport.h> /* ember_mem_type_t, ember_tp_t */
-
-/* The batch/pool types are the engine's (plain structs, no code). */
-#include "engine/embedding_bag.h"
+#include <ember/transport.h>     /* ember_mem_type_t, ember_tp_t */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -85,7 +84,7 @@ typedef struct ember_device_ops {
     /* Wait for everything enqueued; reports asynchronous errors. */
     ember_status_t (*synchronize)(ember_device_t *dev);
 
-    /* ---- EmbeddingBag (engine/embedding_bag.h) ------------------------- */
+    /* ---- EmbeddingBag (<ember/embedding_bag.h>) ------------------------ */
     /* @batch: the struct is host memory, its arrays device memory; the
      * batch must have passed ember_bag_validate() (on the host copy). */
     ember_status_t (*bag_forward)(ember_device_t *dev, const float *table,

@@ -6,10 +6,10 @@
  * everywhere.
  */
 #include <ember/device.h>
+#include <ember/embedding_bag.h>
 #include <ember/log.h>
 
 #include "engine/dense.h"
-#include "engine/embedding_bag.h"
 #include "engine/loss.h"
 #include "tests/engine/test_util.h"
 

@@ -4,11 +4,12 @@
  * backwards with central finite differences of a scalar loss.
  */
 #include "engine/dense.h"
-#include "engine/embedding_bag.h"
 #include "engine/half.h"
 #include "engine/loss.h"
 #include "engine/pool_parts.h"
 #include "engine/protocol.h"
+
+#include <ember/embedding_bag.h>
 
 #include "test_util.h"
 

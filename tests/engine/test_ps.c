@@ -31,13 +31,13 @@
  * Coordination between client ranks goes through the rendezvous store (the
  * PS only meets the others at "roles-ready" and at shutdown).
  */
-#include "engine/embedding_bag.h"
 #include "engine/optimizer.h"
 #include "engine/protocol.h"
 #include "engine/ps.h"
 #include "engine/rng.h"
 #include "tests/common/mp_spawn.h"
 
+#include <ember/embedding_bag.h>
 #include <ember/transport.h>
 
 #include <math.h>

@@ -21,13 +21,14 @@
  *   zeroed when asked (and resident from 2 MiB up), 2 MiB-aligned from 2 MiB
  *   up, writable, given back.
  */
-#include "engine/embedding_bag.h"
 #include "engine/half.h"
 #include "engine/hugepage.h"
 #include "engine/optimizer.h"
 #include "engine/protocol.h"
 #include "engine/rng.h"
 #include "engine/table.h"
+
+#include <ember/embedding_bag.h>
 
 #include "test_util.h"
 

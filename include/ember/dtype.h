@@ -1,9 +1,9 @@
 /*
- * engine/dtype: element types, as safetensors names them.  Files may hold
- * any of these; an embedding table stores F32 or F16 rows (engine/half.h).
+ * ember: element types, as safetensors names them.  Files may hold any of
+ * these; an embedding table stores F32 or F16 (IEEE binary16) rows.
  */
-#ifndef EMBER_ENGINE_DTYPE_H
-#define EMBER_ENGINE_DTYPE_H
+#ifndef EMBER_DTYPE_H
+#define EMBER_DTYPE_H
 
 typedef enum {
     EMBER_DTYPE_F32,

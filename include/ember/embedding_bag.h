@@ -1,5 +1,5 @@
 /*
- * ember engine: EmbeddingBag (PyTorch nn.EmbeddingBag semantics, CPU; rows
+ * ember: EmbeddingBag (PyTorch nn.EmbeddingBag semantics, CPU; rows
  * stored as fp32, or as fp16 with every sum and product in fp32).
  *
  * A batch is a flat list of row ids `indices[n]` cut into `bags` bags by
@@ -21,11 +21,10 @@
  * assume a batch that passed ember_bag_validate() (they still reject obvious
  * misuse such as NULL buffers, but do not re-check every index on the hot path).
  */
-#ifndef EMBER_ENGINE_EMBEDDING_BAG_H
-#define EMBER_ENGINE_EMBEDDING_BAG_H
+#ifndef EMBER_EMBEDDING_BAG_H
+#define EMBER_EMBEDDING_BAG_H
 
-#include "engine/dtype.h"
-
+#include <ember/dtype.h>
 #include <ember/status.h>
 
 #include <stddef.h>
@@ -103,7 +102,7 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
 
 /**
  * ember_bag_forward over a table stored as @dtype: EMBER_DTYPE_F32 (the
- * above) or EMBER_DTYPE_F16 (uint16_t rows, engine/half.h), each row widened
+ * above) or EMBER_DTYPE_F16 (uint16_t rows, IEEE binary16), each row widened
  * to fp32 and pooled exactly as its fp32 value would be: the same bits as
  * ember_bag_forward over the widened table.  Other dtypes: ERR_INVALID_PARAM.
  */

@@ -1,0 +1,187 @@
+/*
+ * A program outside ember, built against an installed prefix (find_package
+ * and pkg-config, shared and static; tests/install/test_install.sh): it
+ * includes every installed header and checks what a few public functions
+ * return against values worked out by hand.  Exit 0 with "consumer: ok", else
+ * 1 naming each mismatch.
+ *
+ *   consumer [DEVICE]     DEVICE for the device ops: cpu (default) or cuda
+ */
+#include <ember/config.h>
+#include <ember/device.h>
+#include <ember/dtype.h>
+#include <ember/embedding_bag.h>
+#include <ember/log.h>
+#include <ember/status.h>
+#include <ember/transport.h>
+#include <ember/version.h>
+
+#include <stdio.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "consumer: %s:%d: ", __FILE__, __LINE__);        \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fputc('\n', stderr);                                             \
+            failures++;                                                      \
+        }                                                                    \
+    } while (0)
+
+static void check_floats(const char *what, const float *got, const float *want,
+                         size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        CHECK(got[i] == want[i], "%s[%zu] = %g, expected %g", what, i, got[i],
+              want[i]);
+}
+
+static void check_version(void)
+{
+    char text[32];
+
+    CHECK(strcmp(ember_version_string(), EMBER_VERSION_STRING) == 0,
+          "library version %s, headers %s", ember_version_string(),
+          EMBER_VERSION_STRING);
+    snprintf(text, sizeof(text), "%d.%d.%d", EMBER_VERSION_MAJOR, EMBER_VERSION_MINOR,
+             EMBER_VERSION_PATCH);
+    CHECK(strcmp(text, EMBER_VERSION_STRING) == 0, "EMBER_VERSION_* %s, string %s",
+          text, EMBER_VERSION_STRING);
+}
+
+static void check_status_config(void)
+{
+    size_t size = 0;
+
+    CHECK(strcmp(ember_status_string(EMBER_OK), "success") == 0, "EMBER_OK: %s",
+          ember_status_string(EMBER_OK));
+    CHECK(strcmp(ember_status_string(EMBER_ERR_NO_MEMORY), "out of memory") == 0,
+          "EMBER_ERR_NO_MEMORY: %s", ember_status_string(EMBER_ERR_NO_MEMORY));
+    CHECK(ember_config_parse_size("64K", &size) == EMBER_OK && size == 65536,
+          "64K parsed as %zu", size);
+    CHECK(ember_config_parse_size("1M", &size) == EMBER_OK && size == 1048576,
+          "1M parsed as %zu", size);
+    CHECK(ember_config_parse_size("lots", &size) == EMBER_ERR_INVALID_PARAM,
+          "\"lots\" parsed as a size");
+    CHECK(ember_config_init() == EMBER_OK, "ember_config_init failed");
+    CHECK(ember_log_level() >= EMBER_LOG_FATAL && ember_log_level() <= EMBER_LOG_TRACE,
+          "log level %d", (int)ember_log_level());
+
+    ember_tp_params_t params;
+    ember_tp_params_init(&params);
+    CHECK(params.rank == -1 && params.world_size == -1 && !params.name,
+          "ember_tp_params_init: rank %d world %d", params.rank, params.world_size);
+}
+
+/* Four rows of two; bags {0, 2}, {} and {1, 3, 2}. */
+static const float table[4 * 2] = {1, 2, 3, -1, 0.5f, 4, -2, 0};
+static const int64_t indices[] = {0, 2, 1, 3, 2};
+static const int64_t offsets[] = {0, 2, 2};
+
+static void check_bags(void)
+{
+    const ember_bag_batch_t batch = {indices, 5, offsets, 3, NULL, 0};
+    ember_bag_opts_t opts = {EMBER_POOL_SUM, -1};
+    float out[3 * 2];
+    int64_t argmax[3 * 2];
+    ember_pool_mode_t mode;
+    char msg[128];
+
+    CHECK(ember_bag_validate(&batch, &opts, 4, msg, sizeof(msg)) == EMBER_OK,
+          "valid batch refused: %s", msg);
+    CHECK(ember_bag_forward(table, 4, 2, &batch, &opts, out, NULL) == EMBER_OK,
+          "sum forward failed");
+    const float want_sum[] = {1.5f, 6, 0, 0, 1.5f, 3};
+    check_floats("sum", out, want_sum, 6);
+
+    CHECK(ember_pool_mode_parse("max", &mode) == EMBER_OK && mode == EMBER_POOL_MAX,
+          "\"max\" not parsed as EMBER_POOL_MAX");
+    opts.mode = mode;
+    CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_F32, 4, 2, &batch, &opts, out,
+                                  argmax) == EMBER_OK,
+          "max forward failed");
+    const float want_max[] = {1, 4, 0, 0, 3, 4};
+    const int64_t want_argmax[] = {0, 2, -1, -1, 1, 2};
+    check_floats("max", out, want_max, 6);
+    for (int i = 0; i < 6; i++)
+        CHECK(argmax[i] == want_argmax[i], "argmax[%d] = %lld, expected %lld", i,
+              (long long)argmax[i], (long long)want_argmax[i]);
+    CHECK(strcmp(ember_pool_mode_name(EMBER_POOL_MEAN), "mean") == 0, "mean's name: %s",
+          ember_pool_mode_name(EMBER_POOL_MEAN));
+    CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_I64, 4, 2, &batch, &opts, out,
+                                  argmax) == EMBER_ERR_INVALID_PARAM,
+          "an int64 table was pooled");
+
+    const int64_t bad[] = {0, 7, 1, 3, 2};
+    const ember_bag_batch_t bad_batch = {bad, 5, offsets, 3, NULL, 0};
+    CHECK(ember_bag_validate(&bad_batch, &opts, 4, msg, sizeof(msg)) ==
+                  EMBER_ERR_OUT_OF_RANGE &&
+              strstr(msg, "index 7"),
+          "index 7 of 4 rows: \"%s\"", msg);
+}
+
+/* y = x W^T + b, x [2, 3], W [2, 3], b [2], through a device's ops. */
+static void check_device(const char *kind)
+{
+    const float x[2 * 3] = {1, 2, 3, 4, 5, 6};
+    const float w[2 * 3] = {1, 0, -1, 0.5f, 0.5f, 0.5f};
+    const float b[2] = {0.25f, -1};
+    const float want[2 * 2] = {-1.75f, 2, -1.75f, 6.5f};
+    float y[2 * 2] = {0};
+    ember_device_t *dev;
+    void *dx = NULL, *dw = NULL, *db = NULL, *dy = NULL;
+
+    if (ember_device_open(kind, 0, &dev) != EMBER_OK) {
+        CHECK(0, "ember_device_open(\"%s\") failed", kind);
+        return;
+    }
+    const ember_device_ops_t *ops = ember_device_ops(dev);
+    CHECK(strcmp(ember_device_name(dev), kind) == 0, "device name %s",
+          ember_device_name(dev));
+    CHECK(ember_device_mem_type(dev) ==
+              (strcmp(kind, "cpu") == 0 ? EMBER_MEM_HOST : EMBER_MEM_CUDA),
+          "device memory type %d", (int)ember_device_mem_type(dev));
+    CHECK(ops->mem_alloc(dev, sizeof(x), &dx) == EMBER_OK &&
+              ops->mem_alloc(dev, sizeof(w), &dw) == EMBER_OK &&
+              ops->mem_alloc(dev, sizeof(b), &db) == EMBER_OK &&
+              ops->mem_alloc(dev, sizeof(y), &dy) == EMBER_OK,
+          "mem_alloc failed");
+    if (dx && dw && db && dy) {
+        CHECK(ops->mem_copy(dev, dx, x, sizeof(x), EMBER_COPY_HOST_TO_DEVICE) == EMBER_OK &&
+                  ops->mem_copy(dev, dw, w, sizeof(w), EMBER_COPY_HOST_TO_DEVICE) ==
+                      EMBER_OK &&
+                  ops->mem_copy(dev, db, b, sizeof(b), EMBER_COPY_HOST_TO_DEVICE) ==
+                      EMBER_OK,
+              "mem_copy to the device failed");
+        CHECK(ops->linear_forward(dev, dx, 2, 3, 2, dw, db, dy) == EMBER_OK,
+              "linear_forward failed");
+        CHECK(ops->mem_copy(dev, y, dy, sizeof(y), EMBER_COPY_DEVICE_TO_HOST) == EMBER_OK,
+              "mem_copy from the device failed");
+        check_floats("linear", y, want, 4);
+    }
+    ops->mem_free(dev, dx);
+    ops->mem_free(dev, dw);
+    ops->mem_free(dev, db);
+    ops->mem_free(dev, dy);
+    ember_device_close(dev);
+}
+
+int main(int argc, char **argv)
+{
+    const char *kind = argc > 1 ? argv[1] : "cpu";
+
+    check_version();
+    check_status_config();
+    check_bags();
+    check_device(kind);
+    if (failures) {
+        fprintf(stderr, "consumer: %d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("consumer: ok (ember %s, device %s, cuda backend %s)\n", ember_version_string(),
+           kind, ember_device_have_cuda() ? "built" : "not built");
+    return 0;
+}
