@@ -167,6 +167,8 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? BENCH_EXIT_USAGE : BENCH_EXIT_OK;
     }
+    if (ember_config_init() != EMBER_OK) /* a bad EMBER_* value: refused by name */
+        return BENCH_EXIT_USAGE;
     /* Calibrated before the rank joins: at its first timestamp, the 20 ms
      * spin fell inside the other ranks' first timed allreduce pass, which
      * waited for this one (4 ranks, 8 B: 98-310 us a call, not 11-26). */

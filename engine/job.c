@@ -5,43 +5,132 @@
 #include <ember/log.h>
 
 #include <errno.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-static const char usage[] =
-    "usage: ember-train [flags]   (run under ember-run -n N, srun, or with\n"
-    "       EMBER_RANK/EMBER_WORLD_SIZE/EMBER_INIT; N = trainers + 1 + ps)\n"
-    "  --trainers T          trainers (default 2)\n"
-    "  --ps P                parameter servers; rows split by row %% P (1)\n"
-    "  --rows R --dim D      embedding table size (100 x 16)\n"
-    "  --classes C           outputs of the Linear layer (8)\n"
-    "  --hidden W1,W2,...    a dense MLP: Linear+ReLU layers of these widths\n"
-    "                        before the last Linear (none: the tutorial's)\n"
-    "  --mode sum|mean|max   EmbeddingBag pooling (sum)\n"
-    "  --padding-idx I       row that pools as nothing (none)\n"
-    "  --weights             per-sample weights (sum mode)\n"
-    "  --optimizer NAME      sgd, adagrad, rowwise_adagrad, adam (sgd)\n"
-    "  --lr X --momentum M   learning rate (0.05), SGD momentum (0)\n"
-    "  --epochs E --batches B  epochs (100) of B batches (10)\n"
-    "  --min-indices A --max-indices B  indices per batch (20..50)\n"
-    "  --data tutorial|synthetic  random bags, or bags with a learnable target\n"
-    "  --seed S              seed of weights and data (EMBER_SEED)\n"
-    "  --consistency sync|async  (EMBER_CONSISTENCY, default sync)\n"
-    "  --sparse-reduce sum|mean  sync: how trainers' row gradients combine\n"
-    "  --table-dtype fp32|fp16  how the PS stores the table's rows (fp32); fp16\n"
-    "                        halves its memory, arithmetic stays fp32\n"
-    "  --reply-dtype fp32|fp16  lookups' replies on the wire (fp32); fp16 halves\n"
-    "                        their bytes (the pooled values rounded)\n"
-    "  --replay FILE         train on a golden-layout file (sizes, weights and\n"
-    "                        batches from it), in sync mode\n"
-    "  --save FILE           write emb.weight, fc.weight, fc.bias, loss\n"
-    "  --metrics FILE        JSON lines, one per epoch (EMBER_METRICS)\n"
-    "  --device cpu|cuda     where the trainers' dense model runs (cpu); cuda\n"
-    "                        takes GPU local_rank %% GPUs, NCCL for its allreduce\n"
-    "  --ps-device cpu|cuda  where each PS keeps its table shards and pools (cpu);\n"
-    "                        cuda: GPU local_rank %% GPUs, fp32 rows\n"
-    "  --bind numa|core|none CPU/memory binding near the GPU/HCA (EMBER_BIND)\n";
+/* Every flag, in the order --help lists them.  A flag the replay file
+ * decides (REPLAY_DECIDES) is refused by name with --replay: the file sets
+ * the model, its data and its optimizer. */
+typedef enum {
+    F_TRAINERS, F_PS, F_ROWS, F_DIM, F_CLASSES, F_HIDDEN, F_MODE, F_PADDING_IDX,
+    F_WEIGHTS, F_OPTIMIZER, F_LR, F_MOMENTUM, F_EPOCHS, F_BATCHES, F_MIN_INDICES,
+    F_MAX_INDICES, F_DATA, F_SEED, F_CONSISTENCY, F_SPARSE_REDUCE, F_TABLE_DTYPE,
+    F_REPLY_DTYPE, F_REPLAY, F_REPLAY_TOLERANCE, F_SAVE, F_METRICS, F_DEVICE,
+    F_PS_DEVICE, F_BIND, F_HELP, F_VERSION, F_COUNT
+} flag_id_t;
 
+typedef struct {
+    const char *name;   /* "--rows" */
+    const char *arg;    /* what it takes ("R"); NULL: a switch */
+    const char *help;   /* lines after the first are indented by usage() */
+    int replay_decides; /* refused with --replay */
+} flag_t;
+
+static const flag_t flags[F_COUNT] = {
+    [F_TRAINERS] = {"--trainers", "T", "trainers (2)", 1},
+    [F_PS] = {"--ps", "P", "parameter servers; rows split by row % P (1)", 0},
+    [F_ROWS] = {"--rows", "R", "rows of the embedding table (100)", 1},
+    [F_DIM] = {"--dim", "D", "its dimension (16)", 1},
+    [F_CLASSES] = {"--classes", "C", "outputs of the last Linear layer (8)", 1},
+    [F_HIDDEN] = {"--hidden", "W1,W2,...", "a dense MLP: Linear+ReLU layers of these\n"
+                  "widths before the last Linear (none: the tutorial's)", 1},
+    [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", 1},
+    [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)", 1},
+    [F_WEIGHTS] = {"--weights", NULL, "per-sample weights (sum mode)", 1},
+    [F_OPTIMIZER] = {"--optimizer", "NAME", "sgd, adagrad, rowwise_adagrad, adam (sgd)", 1},
+    [F_LR] = {"--lr", "X", "learning rate (0.05)", 1},
+    [F_MOMENTUM] = {"--momentum", "M", "SGD momentum (0; --optimizer sgd only)", 1},
+    [F_EPOCHS] = {"--epochs", "E", "epochs (100)", 1},
+    [F_BATCHES] = {"--batches", "B", "batches per epoch (10)", 1},
+    [F_MIN_INDICES] = {"--min-indices", "A", "fewest indices of a batch (20)", 1},
+    [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", 1},
+    [F_DATA] = {"--data", "tutorial|synthetic", "random bags, or bags with a learnable\n"
+                "target (tutorial)", 1},
+    [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", 1},
+    [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", 0},
+    [F_SPARSE_REDUCE] = {"--sparse-reduce", "sum|mean", "sync: how trainers' row gradients\n"
+                         "combine (sum)", 1},
+    [F_TABLE_DTYPE] = {"--table-dtype", "fp32|fp16", "how the PS stores the table's rows\n"
+                       "(fp32); fp16 halves its memory, arithmetic stays fp32", 0},
+    [F_REPLY_DTYPE] = {"--reply-dtype", "fp32|fp16", "lookups' replies on the wire (fp32);\n"
+                       "fp16 halves their bytes (the pooled values rounded)", 0},
+    [F_REPLAY] = {"--replay", "FILE", "train on a golden-layout file (sizes, weights,\n"
+                  "batches and SGD from it) in sync mode, then check the\n"
+                  "result against the file's expected values", 0},
+    [F_REPLAY_TOLERANCE] = {"--replay-tolerance", "X", "--replay: the largest difference\n"
+                            "from the expected values that passes (1e-4)", 0},
+    [F_SAVE] = {"--save", "FILE", "write the final weights (safetensors, the names of\n"
+                "the PyTorch module: README.md)", 0},
+    [F_METRICS] = {"--metrics", "FILE", "JSON lines, one per epoch (EMBER_METRICS)", 0},
+    [F_DEVICE] = {"--device", "cpu|cuda", "where the trainers' dense model runs (cpu);\n"
+                  "cuda takes GPU local_rank % GPUs, NCCL for its allreduce", 0},
+    [F_PS_DEVICE] = {"--ps-device", "cpu|cuda", "where each PS keeps its table shards and\n"
+                     "pools (cpu); cuda: GPU local_rank % GPUs, fp32 rows", 0},
+    [F_BIND] = {"--bind", "numa|core|none", "CPU/memory binding near the GPU/HCA\n"
+                "(EMBER_BIND, numa)", 0},
+    [F_HELP] = {"--help", NULL, "this text", 0},
+    [F_VERSION] = {"--version", NULL, "the version of ember-train and its library", 0},
+};
+
+static void usage(FILE *stream)
+{
+    fputs("usage: ember-train [flags]   (run under ember-run -n N, srun, or with\n"
+          "       EMBER_RANK/EMBER_WORLD_SIZE/EMBER_INIT; N = trainers + 1 + ps)\n",
+          stream);
+    for (int f = 0; f < F_COUNT; f++) {
+        char head[64];
+        snprintf(head, sizeof(head), "%s%s%s", flags[f].name, flags[f].arg ? " " : "",
+                 flags[f].arg ? flags[f].arg : "");
+        fprintf(stream, "  %-30s ", head);
+        for (const char *line = flags[f].help; line;) {
+            const char *end = strchr(line, '\n');
+            fwrite(line, 1, end ? (size_t)(end - line) : strlen(line), stream);
+            fputs(end ? "\n                                 " : "\n", stream);
+            line = end ? end + 1 : NULL;
+        }
+    }
+}
+
+static int find_flag(const char *name)
+{
+    for (int f = 0; f < F_COUNT; f++) {
+        if (strcmp(flags[f].name, name) == 0)
+            return f;
+    }
+    return strcmp(name, "-h") == 0 ? F_HELP : -1;
+}
+
+/* What parsing collects beyond the job itself. */
+typedef struct {
+    ember_opt_kind_t kind;
+    float lr, momentum;
+} parsed_t;
+
+/* One line saying what was refused, then where the flags are listed. */
+static ember_status_t refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static ember_status_t refuse(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ember-train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\n(ember-train --help lists the flags)\n", stderr);
+    va_end(ap);
+    return EMBER_ERR_INVALID_PARAM;
+}
+
+static ember_status_t bad_value(int f, const char *value)
+{
+    return refuse("invalid value '%s' for %s", value, flags[f].name);
+}
+
+/* An integer in [min, max], at its full width. */
 static int parse_i64(const char *text, int64_t min, int64_t max, int64_t *value_p)
 {
     char *end;
@@ -53,21 +142,233 @@ static int parse_i64(const char *text, int64_t min, int64_t max, int64_t *value_
     return 1;
 }
 
-static ember_status_t bad(const char *flag, const char *value)
+/* A finite float >= 0 that float holds (no overflow to infinity). */
+static int parse_nonneg_float(const char *text, float *value_p)
 {
-    fprintf(stderr, "ember-train: invalid value '%s' for %s\n%s", value ? value : "",
-            flag, usage);
+    char *end;
+    errno = 0;
+    float value = strtof(text, &end);
+    if (errno || end == text || *end || !isfinite(value) || value < 0)
+        return 0;
+    *value_p = value;
+    return 1;
+}
+
+/* @value must be one of @words ("a|b|c"); its index in *index_p. */
+static int parse_word(const char *value, const char *words, int *index_p)
+{
+    int index = 0;
+    size_t length = strlen(value);
+    for (const char *p = words; *p; index++) {
+        const char *end = strchr(p, '|');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == length && strncmp(p, value, n) == 0) {
+            *index_p = index;
+            return 1;
+        }
+        p += n + (end != NULL);
+    }
+    return 0;
+}
+
+static ember_status_t parse_hidden(const char *value, ember_job_t *job)
+{
+    char *copy = strdup(value), *save = NULL;
+    int64_t v;
+    if (!copy)
+        return EMBER_ERR_NO_MEMORY;
+    job->nhidden = 0;
+    for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        if (job->nhidden == EMBER_MAX_HIDDEN || !parse_i64(w, 1, 65536, &v)) {
+            free(copy);
+            return bad_value(F_HIDDEN, value);
+        }
+        job->hidden[job->nhidden++] = (uint32_t)v;
+    }
+    free(copy);
+    return job->nhidden ? EMBER_OK : bad_value(F_HIDDEN, value);
+}
+
+/* One uint32 count flag of the job (epochs, batches, index bounds). */
+static uint32_t *count_field(ember_job_t *job, int f)
+{
+    switch (f) {
+    case F_EPOCHS: return &job->epochs;
+    case F_BATCHES: return &job->batches;
+    case F_MIN_INDICES: return &job->min_indices;
+    default: return &job->max_indices;
+    }
+}
+
+/* Take one flag's value into the job. */
+static ember_status_t apply_flag(int f, const char *value, ember_job_t *job,
+                                 parsed_t *parsed)
+{
+    int64_t v;
+    int word;
+
+    switch (f) {
+    case F_TRAINERS:
+    case F_PS:
+        if (!parse_i64(value, 1, 4096, &v))
+            return bad_value(f, value);
+        *(f == F_TRAINERS ? &job->trainers : &job->num_ps) = (int)v;
+        return EMBER_OK;
+    case F_ROWS:
+        if (!parse_i64(value, 1, INT64_MAX / 65536, &v))
+            return bad_value(f, value);
+        job->rows = v;
+        return EMBER_OK;
+    case F_DIM:
+    case F_CLASSES:
+        if (!parse_i64(value, f == F_DIM ? 1 : 2, 65536, &v))
+            return bad_value(f, value);
+        *(f == F_DIM ? &job->dim : &job->classes) = (uint32_t)v;
+        return EMBER_OK;
+    case F_HIDDEN:
+        return parse_hidden(value, job);
+    case F_MODE:
+        return ember_pool_mode_parse(value, &job->mode) == EMBER_OK ? EMBER_OK
+                                                                     : bad_value(f, value);
+    case F_PADDING_IDX:
+        if (!parse_i64(value, -1, INT64_MAX, &v))
+            return bad_value(f, value);
+        job->padding_idx = v;
+        return EMBER_OK;
+    case F_WEIGHTS:
+        job->per_sample_weights = 1;
+        return EMBER_OK;
+    case F_OPTIMIZER:
+        return ember_opt_kind_parse(value, &parsed->kind) == EMBER_OK ? EMBER_OK
+                                                                      : bad_value(f, value);
+    case F_LR:
+    case F_MOMENTUM:
+        return parse_nonneg_float(value, f == F_LR ? &parsed->lr : &parsed->momentum)
+                   ? EMBER_OK
+                   : bad_value(f, value);
+    case F_EPOCHS:
+    case F_BATCHES:
+    case F_MIN_INDICES:
+    case F_MAX_INDICES:
+        if (!parse_i64(value, f == F_MIN_INDICES ? 0 : 1, 1 << 30, &v))
+            return bad_value(f, value);
+        *count_field(job, f) = (uint32_t)v;
+        return EMBER_OK;
+    case F_DATA:
+        if (!parse_word(value, "tutorial|synthetic", &word))
+            return bad_value(f, value);
+        job->data = word ? EMBER_DATA_SYNTHETIC : EMBER_DATA_TUTORIAL;
+        return EMBER_OK;
+    case F_SEED:
+        if (!parse_i64(value, 0, INT64_MAX, &v))
+            return bad_value(f, value);
+        job->seed = (uint64_t)v;
+        return EMBER_OK;
+    case F_CONSISTENCY:
+        if (!parse_word(value, "sync|async", &word))
+            return bad_value(f, value);
+        job->consistency = word ? EMBER_ASYNC : EMBER_SYNC;
+        return EMBER_OK;
+    case F_SPARSE_REDUCE:
+        if (!parse_word(value, "sum|mean", &word))
+            return bad_value(f, value);
+        job->sparse_reduce = word ? EMBER_REDUCE_MEAN : EMBER_REDUCE_SUM;
+        return EMBER_OK;
+    case F_TABLE_DTYPE:
+    case F_REPLY_DTYPE:
+        if (!parse_word(value, "fp32|fp16", &word))
+            return bad_value(f, value);
+        if (f == F_TABLE_DTYPE)
+            job->table_dtype = word ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32;
+        else
+            job->half_replies = word;
+        return EMBER_OK;
+    case F_REPLAY:
+    case F_SAVE:
+    case F_METRICS:
+        if (!*value || strlen(value) >= EMBER_PATH_MAX)
+            return refuse("%s: a path of 1 to 511 bytes is wanted, not '%s'",
+                          flags[f].name, value);
+        *(f == F_REPLAY ? &job->replay_path
+          : f == F_SAVE ? &job->save_path
+                        : &job->metrics_path) = value;
+        if (f == F_REPLAY)
+            job->data = EMBER_DATA_REPLAY;
+        return EMBER_OK;
+    case F_REPLAY_TOLERANCE: {
+        float tol;
+        if (!parse_nonneg_float(value, &tol))
+            return bad_value(f, value);
+        job->replay_tolerance = tol;
+        return EMBER_OK;
+    }
+    case F_DEVICE:
+    case F_PS_DEVICE:
+        if (!parse_word(value, "cpu|cuda", &word))
+            return bad_value(f, value);
+        *(f == F_DEVICE ? &job->device : &job->ps_device) = word ? "cuda" : "cpu";
+        return EMBER_OK;
+    case F_BIND: /* taken out of argv before (common/topology.h) */
+        return ember_config_set("EMBER_BIND", value);
+    }
     return EMBER_ERR_INVALID_PARAM;
 }
 
-ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job, int *help_p)
+/* A replay file decides the model, its data and its optimizer: a flag (or
+ * variable) that would set one of them is refused, naming it, rather than
+ * accepted and ignored. */
+static ember_status_t check_replay_flags(const ember_job_t *job)
+{
+    for (int f = 0; f < F_COUNT; f++) {
+        if (flags[f].replay_decides && (job->given & (1ull << f)))
+            return refuse("%s cannot be honoured with --replay %s: the replay file "
+                          "decides the model, its batches and its optimizer (SGD at "
+                          "the file's lr); drop the flag", flags[f].name,
+                          job->replay_path);
+    }
+    if (job->consistency == EMBER_ASYNC)
+        return refuse("%s cannot be honoured with --replay %s: a replay trains in "
+                      "sync mode", job->given & (1ull << F_CONSISTENCY)
+                                   ? "--consistency async"
+                                   : "EMBER_CONSISTENCY=async",
+                      job->replay_path);
+    if (ember_config_is_set("EMBER_SEED"))
+        return refuse("%s cannot be honoured with --replay %s: the file holds the "
+                      "initial weights and the batches", "EMBER_SEED",
+                      job->replay_path);
+    return EMBER_OK;
+}
+
+/* Flags that only mean something together with others. */
+static ember_status_t check_combinations(const ember_job_t *job, const parsed_t *parsed)
+{
+    if (job->replay_path) /* first: the file sets most of what is checked below */
+        EMBER_CHECK(check_replay_flags(job));
+    if (job->min_indices > job->max_indices)
+        return refuse("%s is greater than %s", "--min-indices", "--max-indices");
+    if (job->padding_idx >= job->rows)
+        return refuse("%s: not a row of the table (%s)", "--padding-idx",
+                      "rows are 0 .. --rows - 1");
+    if (job->per_sample_weights && job->mode != EMBER_POOL_SUM)
+        return refuse("%s: per-sample weights need %s", "--weights", "--mode sum");
+    if ((job->given & (1ull << F_MOMENTUM)) && parsed->kind != EMBER_OPT_SGD)
+        return refuse("%s is SGD's: --optimizer %s has none", "--momentum",
+                      ember_opt_kind_name(parsed->kind));
+    if ((job->given & (1ull << F_SPARSE_REDUCE)) && job->consistency == EMBER_ASYNC)
+        return refuse("%s is how sync steps combine gradients: %s applies each as it "
+                      "comes", "--sparse-reduce", "--consistency async");
+    if (job->table_dtype == EMBER_DTYPE_F16 && strcmp(job->ps_device, "cuda") == 0)
+        return refuse("%s: a PS on a GPU keeps fp32 rows (%s)", "--table-dtype fp16",
+                      "--ps-device cuda");
+    if ((job->given & (1ull << F_REPLAY_TOLERANCE)) && !job->replay_path)
+        return refuse("%s checks a replay: it needs %s", "--replay-tolerance",
+                      "--replay FILE");
+    return EMBER_OK;
+}
+
+static void job_defaults(ember_job_t *job)
 {
     const char *consistency = ember_config_str("EMBER_CONSISTENCY");
-    float momentum = 0.0f, lr = 0.05f;
-    ember_opt_kind_t kind = EMBER_OPT_SGD;
-    int64_t v;
-
-    *help_p = 0;
     *job = (ember_job_t){.trainers = 2, .num_ps = 1, .rows = 100, .dim = 16,
                          .classes = 8, .mode = EMBER_POOL_SUM, .padding_idx = -1,
                          .epochs = 100, .batches = 10, .min_indices = 20,
@@ -75,132 +376,81 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job, int *hel
                          .seed = (uint64_t)ember_config_int("EMBER_SEED"),
                          .data = EMBER_DATA_TUTORIAL,
                          .metrics_path = ember_config_str("EMBER_METRICS"),
-                         .device = "cpu", .ps_device = "cpu"};
-    job->consistency = consistency && strcmp(consistency, "async") == 0 ? EMBER_ASYNC
-                                                                        : EMBER_SYNC;
+                         .device = "cpu", .ps_device = "cpu",
+                         .replay_tolerance = 1e-4};
+    job->consistency = consistency && strcasecmp(consistency, "async") == 0 ? EMBER_ASYNC
+                                                                            : EMBER_SYNC;
+}
+
+ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
+                               ember_job_action_t *action_p)
+{
+    parsed_t parsed = {.kind = EMBER_OPT_SGD, .lr = 0.05f, .momentum = 0.0f};
+
+    *action_p = EMBER_JOB_RUN;
+    job_defaults(job);
     for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes_value = 1;
-        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
-            fputs(usage, stdout);
-            *help_p = 1;
+        int f = find_flag(argv[i]);
+        if (f < 0)
+            return refuse("unknown flag '%s'", argv[i]);
+        if (f == F_HELP || f == F_VERSION) {
+            if (f == F_HELP)
+                usage(stdout);
+            *action_p = f == F_HELP ? EMBER_JOB_HELP : EMBER_JOB_VERSION;
             return EMBER_OK;
-        } else if (!strcmp(flag, "--weights")) {
-            job->per_sample_weights = 1;
-            takes_value = 0;
-        } else if (!value) {
-            return bad(flag, NULL);
-        } else if (!strcmp(flag, "--trainers")) {
-            if (!parse_i64(value, 1, 4096, &v))
-                return bad(flag, value);
-            job->trainers = (int)v;
-        } else if (!strcmp(flag, "--ps")) {
-            if (!parse_i64(value, 1, 4096, &v))
-                return bad(flag, value);
-            job->num_ps = (int)v;
-        } else if (!strcmp(flag, "--rows")) {
-            if (!parse_i64(value, 1, INT64_MAX / 65536, &v))
-                return bad(flag, value);
-            job->rows = v;
-        } else if (!strcmp(flag, "--dim")) {
-            if (!parse_i64(value, 1, 65536, &v))
-                return bad(flag, value);
-            job->dim = (uint32_t)v;
-        } else if (!strcmp(flag, "--classes")) {
-            if (!parse_i64(value, 2, 65536, &v))
-                return bad(flag, value);
-            job->classes = (uint32_t)v;
-        } else if (!strcmp(flag, "--hidden")) {
-            char *copy = strdup(value), *save = NULL;
-            job->nhidden = 0;
-            for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-                if (job->nhidden == EMBER_MAX_HIDDEN || !parse_i64(w, 1, 65536, &v)) {
-                    free(copy);
-                    return bad(flag, value);
-                }
-                job->hidden[job->nhidden++] = (uint32_t)v;
-            }
-            free(copy);
-        } else if (!strcmp(flag, "--mode")) {
-            if (ember_pool_mode_parse(value, &job->mode) != EMBER_OK)
-                return bad(flag, value);
-        } else if (!strcmp(flag, "--padding-idx")) {
-            if (!parse_i64(value, -1, INT64_MAX, &v))
-                return bad(flag, value);
-            job->padding_idx = v;
-        } else if (!strcmp(flag, "--optimizer")) {
-            if (ember_opt_kind_parse(value, &kind) != EMBER_OK)
-                return bad(flag, value);
-        } else if (!strcmp(flag, "--lr") || !strcmp(flag, "--momentum")) {
-            char *end;
-            float x = strtof(value, &end);
-            if (*end || end == value || x < 0)
-                return bad(flag, value);
-            *(!strcmp(flag, "--lr") ? &lr : &momentum) = x;
-        } else if (!strcmp(flag, "--epochs") || !strcmp(flag, "--batches") ||
-                   !strcmp(flag, "--min-indices") || !strcmp(flag, "--max-indices")) {
-            if (!parse_i64(value, !strcmp(flag, "--min-indices") ? 0 : 1, 1 << 30, &v))
-                return bad(flag, value);
-            uint32_t *field = !strcmp(flag, "--epochs")        ? &job->epochs
-                              : !strcmp(flag, "--batches")     ? &job->batches
-                              : !strcmp(flag, "--min-indices") ? &job->min_indices
-                                                               : &job->max_indices;
-            *field = (uint32_t)v;
-        } else if (!strcmp(flag, "--seed")) {
-            if (!parse_i64(value, 0, INT64_MAX, &v))
-                return bad(flag, value);
-            job->seed = (uint64_t)v;
-        } else if (!strcmp(flag, "--consistency")) {
-            if (strcmp(value, "sync") && strcmp(value, "async"))
-                return bad(flag, value);
-            job->consistency = !strcmp(value, "sync") ? EMBER_SYNC : EMBER_ASYNC;
-        } else if (!strcmp(flag, "--sparse-reduce")) {
-            if (strcmp(value, "sum") && strcmp(value, "mean"))
-                return bad(flag, value);
-            job->sparse_reduce = !strcmp(value, "sum") ? EMBER_REDUCE_SUM
-                                                       : EMBER_REDUCE_MEAN;
-        } else if (!strcmp(flag, "--table-dtype")) {
-            if (strcmp(value, "fp32") && strcmp(value, "fp16"))
-                return bad(flag, value);
-            job->table_dtype = !strcmp(value, "fp16") ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32;
-        } else if (!strcmp(flag, "--reply-dtype")) {
-            if (strcmp(value, "fp32") && strcmp(value, "fp16"))
-                return bad(flag, value);
-            job->half_replies = !strcmp(value, "fp16");
-        } else if (!strcmp(flag, "--data")) {
-            if (strcmp(value, "tutorial") && strcmp(value, "synthetic"))
-                return bad(flag, value);
-            job->data = !strcmp(value, "tutorial") ? EMBER_DATA_TUTORIAL
-                                                   : EMBER_DATA_SYNTHETIC;
-        } else if (!strcmp(flag, "--replay")) {
-            job->replay_path = value;
-            job->data = EMBER_DATA_REPLAY;
-        } else if (!strcmp(flag, "--save")) {
-            job->save_path = value;
-        } else if (!strcmp(flag, "--metrics")) {
-            job->metrics_path = value;
-        } else if (!strcmp(flag, "--device")) {
-            if (strcmp(value, "cpu") && strcmp(value, "cuda"))
-                return bad(flag, value);
-            job->device = value;
-        } else if (!strcmp(flag, "--ps-device")) {
-            if (strcmp(value, "cpu") && strcmp(value, "cuda"))
-                return bad(flag, value);
-            job->ps_device = value;
-        } else {
-            fprintf(stderr, "ember-train: unknown flag '%s'\n%s", flag, usage);
-            return EMBER_ERR_INVALID_PARAM;
         }
-        i += takes_value;
+        if (job->given & (1ull << f))
+            return refuse("%s is given twice", flags[f].name);
+        job->given |= 1ull << f;
+        const char *value = "";
+        if (flags[f].arg) {
+            if (i + 1 >= argc)
+                return refuse("%s needs a value (%s)", flags[f].name, flags[f].arg);
+            value = argv[++i];
+        }
+        EMBER_CHECK(apply_flag(f, value, job, &parsed));
     }
-    if (job->min_indices > job->max_indices)
-        return bad("--min-indices", "greater than --max-indices");
-    if (job->padding_idx >= job->rows)
-        return bad("--padding-idx", "not a row of the table");
-    if (job->per_sample_weights && job->mode != EMBER_POOL_SUM)
-        return bad("--weights", "per-sample weights need --mode sum");
-    ember_opt_config_default(kind, lr, &job->optimizer);
-    job->optimizer.momentum = momentum;
+    EMBER_CHECK(check_combinations(job, &parsed));
+    ember_opt_config_default(parsed.kind, parsed.lr, &job->optimizer);
+    job->optimizer.momentum = parsed.momentum;
+    return EMBER_OK;
+}
+
+/* @path can be written by this process: its folder exists and is writable,
+ * and it is not itself a folder or a file we may not replace. */
+static ember_status_t check_writable(const char *flag, const char *path)
+{
+    struct stat st;
+    char *copy = strdup(path);
+    if (!copy)
+        return EMBER_ERR_NO_MEMORY;
+    const char *dir = dirname(copy);
+    const char *why = NULL;
+    if (stat(dir, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        why = "its folder is not a folder";
+    else if (access(dir, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        why = "it is a folder";
+    else if (stat(path, &st) == 0 && access(path, W_OK) != 0)
+        why = strerror(errno);
+    if (why)
+        fprintf(stderr, "ember-train: %s %s: cannot write there (%s: %s); nothing was "
+                "run\n", flag, path, dir, why);
+    free(copy);
+    return why ? EMBER_ERR_IO : EMBER_OK;
+}
+
+ember_status_t ember_job_check_outputs(const ember_job_t *job)
+{
+    if (job->save_path)
+        EMBER_CHECK(check_writable("--save", job->save_path));
+    if (job->metrics_path)
+        EMBER_CHECK(check_writable(job->given & (1ull << F_METRICS) ? "--metrics"
+                                                                    : "EMBER_METRICS",
+                                   job->metrics_path));
     return EMBER_OK;
 }
 

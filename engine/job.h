@@ -40,14 +40,33 @@ typedef struct {
     const char *device; /* trainers' dense model: "cpu" or "cuda" */
     const char *ps_device; /* the PS's table shards: "cpu" or "cuda" */
     uint32_t nhidden, hidden[EMBER_MAX_HIDDEN]; /* dense MLP hidden widths */
+    double replay_tolerance; /* --replay: the largest difference that passes */
+    uint64_t given;          /* bit per flag given on the command line */
 } ember_job_t;
 
+typedef enum {
+    EMBER_JOB_RUN,     /* train */
+    EMBER_JOB_HELP,    /* --help: usage printed, nothing else to do */
+    EMBER_JOB_VERSION  /* --version: print it, nothing else to do */
+} ember_job_action_t;
+
 /**
- * Parse ember-train's flags over the defaults.  Returns OK, or
- * ERR_INVALID_PARAM after printing what was wrong; *help_p is set when
- * --help was asked (usage printed, nothing else to do).
+ * Parse ember-train's flags over the defaults (and EMBER_CONSISTENCY,
+ * EMBER_SEED, EMBER_METRICS).  Returns OK, or ERR_INVALID_PARAM after
+ * printing one line naming what was refused: an unknown flag, a missing or
+ * bad value, a flag given twice, flags that do not go together, or a flag
+ * that --replay cannot honour (the file decides the model, data and
+ * optimizer).  *action_p says what to do.
  */
-ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job, int *help_p);
+ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
+                               ember_job_action_t *action_p);
+
+/**
+ * Before any training: every output path of the job (--save, --metrics)
+ * can be written.  Prints what cannot and returns ERR_IO.  Called by the
+ * rank that writes them (the master).
+ */
+ember_status_t ember_job_check_outputs(const ember_job_t *job);
 
 /** Ranks the job needs: trainers + 1 + num_ps. */
 int ember_job_world_size(const ember_job_t *job);

@@ -15,6 +15,7 @@
 
 #include <ember/log.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,23 +38,36 @@ typedef struct {
     double started;
 } master_t;
 
+/* The mean loss of @epoch's steps over every trainer. */
+static double epoch_mean_loss(const master_t *master, uint32_t epoch)
+{
+    double loss = 0;
+    uint64_t steps = 0;
+    for (int t = 0; t < master->job->trainers; t++) {
+        const ember_msg_epoch_report_t *r =
+            &master->reports[(size_t)epoch * master->job->trainers + t];
+        loss += r->loss_sum;
+        steps += r->steps;
+    }
+    return steps ? loss / (double)steps : 0.0;
+}
+
 static void print_epoch(master_t *master, uint32_t epoch)
 {
     const ember_job_t *job = master->job;
-    double loss = 0, seconds = 0;
+    double seconds = 0;
     uint64_t steps = 0, bags = 0;
     for (int t = 0; t < job->trainers; t++) {
         const ember_msg_epoch_report_t *r = &master->reports[epoch * job->trainers + t];
-        loss += r->loss_sum;
         steps += r->steps;
         bags += r->bags;
         if (r->seconds > seconds)
             seconds = r->seconds;
     }
-    double mean = steps ? loss / (double)steps : 0.0;
+    double mean = epoch_mean_loss(master, epoch);
     double steps_s = seconds > 0 ? (double)steps / seconds : 0.0;
     double bags_s = seconds > 0 ? (double)bags / seconds : 0.0;
-    printf("epoch %4u  loss %.4f  steps/s %.0f  bags/s %.0f\n", epoch + 1, mean,
+    printf("epoch %4u  mean loss %.4f  steps/s %.0f  bags/s %.0f\n", epoch + 1, mean,
            steps_s, bags_s);
     fflush(stdout);
     if (master->metrics) {
@@ -211,50 +225,152 @@ static ember_status_t read_table(master_t *master, int64_t rows, uint32_t dim,
     return status;
 }
 
-static ember_status_t save(master_t *master, const ember_msg_train_start_t *spec,
-                           const float *params, const float *losses, uint64_t steps)
+/* Layer @l's parameter names as the equivalent PyTorch module has them: the
+ * tutorial's Linear is "fc" (the golden files' names); an MLP is
+ * nn.Sequential(Linear, ReLU, ..., Linear) named "dense", whose Linear
+ * layers are its modules 0, 2, 4, ... */
+static void dense_names(size_t layers, size_t l, char *weight, char *bias, size_t length)
 {
-    size_t table_size = (size_t)spec->rows * spec->dim;
-    float *table = malloc(table_size * sizeof(float) + 4);
-    if (!table)
-        return EMBER_ERR_NO_MEMORY;
-    ember_status_t status = read_table(master, spec->rows, spec->dim, table);
-    if (status == EMBER_OK) {
-        /* The tutorial's Linear is "fc" (the golden files' names); an MLP's
-         * layers are "dense.L". */
-        size_t sizes[EMBER_MAX_HIDDEN + 2], layers = ember_dense_sizes(spec, sizes);
-        ember_st_tensor_t tensors[2 + 2 * (EMBER_MAX_HIDDEN + 1)];
-        char names[2 * (EMBER_MAX_HIDDEN + 1)][32];
-        size_t n = 0;
-        tensors[n++] = (ember_st_tensor_t){.name = "emb.weight", .dtype = EMBER_DTYPE_F32,
-                                           .ndim = 2, .shape = {spec->rows, spec->dim},
-                                           .data = table};
-        for (size_t l = 0; l < layers; l++) {
-            const float *w = params + ember_dense_offset(sizes, l);
-            snprintf(names[2 * l], sizeof(names[0]), layers == 1 ? "fc.weight"
-                                                                 : "dense.%zu.weight", l);
-            snprintf(names[2 * l + 1], sizeof(names[0]), layers == 1 ? "fc.bias"
-                                                                     : "dense.%zu.bias", l);
-            tensors[n++] = (ember_st_tensor_t){
-                .name = names[2 * l], .dtype = EMBER_DTYPE_F32, .ndim = 2,
-                .shape = {(int64_t)sizes[l + 1], (int64_t)sizes[l]}, .data = w};
-            tensors[n++] = (ember_st_tensor_t){
-                .name = names[2 * l + 1], .dtype = EMBER_DTYPE_F32, .ndim = 1,
-                .shape = {(int64_t)sizes[l + 1]}, .data = w + sizes[l + 1] * sizes[l]};
-        }
-        tensors[n++] = (ember_st_tensor_t){
-            .name = "loss", .dtype = EMBER_DTYPE_F32, .ndim = 2,
-            .shape = {(int64_t)steps, master->job->trainers}, .data = losses};
-        ember_st_meta_t meta[] = {{"producer", "ember-train"}};
-        status = ember_st_write(master->job->save_path, tensors, n, meta, 1);
-        if (status != EMBER_OK)
-            ember_error("master", "cannot write %s: %s", master->job->save_path,
-                        ember_status_string(status));
-        else
-            printf("saved %s\n", master->job->save_path);
+    if (layers == 1) {
+        snprintf(weight, length, "fc.weight");
+        snprintf(bias, length, "fc.bias");
+    } else {
+        snprintf(weight, length, "dense.%zu.weight", 2 * l);
+        snprintf(bias, length, "dense.%zu.bias", 2 * l);
     }
-    free(table);
+}
+
+/* Losses beyond this many go only to --metrics (as epoch means): their text
+ * would outgrow a safetensors header (100 MiB). */
+#define SAVED_LOSSES_MAX (4u << 20)
+
+/* The losses as the "losses" metadata: comma-separated, step-major. */
+static char *losses_text(const float *losses, size_t count)
+{
+    char *text = malloc(count * 16 + 1), *p = text;
+    if (!text)
+        return NULL;
+    *p = '\0';
+    for (size_t i = 0; i < count; i++)
+        p += sprintf(p, "%s%.9g", i ? "," : "", (double)losses[i]);
+    return text;
+}
+
+/* --save: the table and the dense layers under the names of the equivalent
+ * PyTorch module (README.md), so load_state_dict(strict=True) takes the
+ * file; the losses, [steps][trainers], in its metadata. */
+static ember_status_t save(master_t *master, const ember_msg_train_start_t *spec,
+                           const float *table, const float *params, const float *losses,
+                           uint64_t steps)
+{
+    size_t sizes[EMBER_MAX_HIDDEN + 2], layers = ember_dense_sizes(spec, sizes);
+    ember_st_tensor_t tensors[1 + 2 * (EMBER_MAX_HIDDEN + 1)];
+    char names[2 * (EMBER_MAX_HIDDEN + 1)][32];
+    size_t n = 0, count = (size_t)steps * (size_t)master->job->trainers;
+    tensors[n++] = (ember_st_tensor_t){.name = "emb.weight", .dtype = EMBER_DTYPE_F32,
+                                       .ndim = 2, .shape = {spec->rows, spec->dim},
+                                       .data = table};
+    for (size_t l = 0; l < layers; l++) {
+        const float *w = params + ember_dense_offset(sizes, l);
+        dense_names(layers, l, names[2 * l], names[2 * l + 1], sizeof(names[0]));
+        tensors[n++] = (ember_st_tensor_t){
+            .name = names[2 * l], .dtype = EMBER_DTYPE_F32, .ndim = 2,
+            .shape = {(int64_t)sizes[l + 1], (int64_t)sizes[l]}, .data = w};
+        tensors[n++] = (ember_st_tensor_t){
+            .name = names[2 * l + 1], .dtype = EMBER_DTYPE_F32, .ndim = 1,
+            .shape = {(int64_t)sizes[l + 1]}, .data = w + sizes[l + 1] * sizes[l]};
+    }
+    char shape[64], *text = count <= SAVED_LOSSES_MAX ? losses_text(losses, count) : NULL;
+    snprintf(shape, sizeof(shape), "%llu,%d", (unsigned long long)steps,
+             master->job->trainers);
+    if (count <= SAVED_LOSSES_MAX && !text)
+        return EMBER_ERR_NO_MEMORY;
+    if (!text)
+        ember_warn("master", "%s: %zu losses are too many for its metadata (at most "
+                   "%u): --metrics has the epochs' means", master->job->save_path, count,
+                   SAVED_LOSSES_MAX);
+    ember_st_meta_t meta[] = {{"producer", "ember-train"},
+                              {"losses_shape", shape},
+                              {"losses", text}};
+    ember_status_t status = ember_st_write(master->job->save_path, tensors, n, meta,
+                                           text ? 3 : 1);
+    if (status != EMBER_OK)
+        ember_error("master", "cannot write %s: %s", master->job->save_path,
+                    ember_status_string(status));
+    else
+        printf("saved %s\n", master->job->save_path);
+    free(text);
     return status;
+}
+
+/* Largest |a - b| over n values (NaN counts as infinite), and where. */
+static double max_diff(const float *a, const float *b, size_t n, size_t *at_p)
+{
+    double worst = 0;
+    *at_p = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= worst)) {
+            worst = isnan(d) ? INFINITY : d;
+            *at_p = i;
+        }
+    }
+    return worst;
+}
+
+/* --replay: the run against the expected values the file holds (its losses,
+ * the final table and dense layer), within --replay-tolerance.  One line
+ * saying what was compared and by how much it differs; ERR_NUMERIC when a
+ * difference is beyond the tolerance. */
+static ember_status_t replay_check(master_t *master, const float *table,
+                                   const float *params, const float *losses,
+                                   uint64_t steps)
+{
+    const ember_job_t *job = master->job;
+    const char *names[4] = {"loss", "emb.weight", "fc.weight", "fc.bias"};
+    const float *mine[4] = {losses, table, params, params + (size_t)job->classes * job->dim};
+    size_t counts[4] = {(size_t)steps * job->trainers, (size_t)job->rows * job->dim,
+                        (size_t)job->classes * job->dim, job->classes};
+    char line[512], err[256];
+    int used = 0, checked = 0, beyond = 0;
+    ember_st_file_t *file;
+
+    if (ember_st_open(job->replay_path, &file, err, sizeof(err)) != EMBER_OK) {
+        ember_error("master", "replay check: %s", err);
+        return EMBER_ERR_IO;
+    }
+    for (int k = 0; k < 4 && used < (int)sizeof(line); k++) {
+        char expected[32];
+        float *want = NULL;
+        size_t n = 0, at;
+        snprintf(expected, sizeof(expected), "expected.%s", names[k]);
+        if (!ember_st_find(file, expected))
+            continue;
+        if (ember_st_read_copy(file, expected, EMBER_DTYPE_F32, (void **)&want, &n) !=
+                EMBER_OK || n != counts[k]) {
+            used += snprintf(line + used, sizeof(line) - (size_t)used, "%s%s: %zu values, "
+                             "the run has %zu", checked++ ? ", " : "", expected, n,
+                             counts[k]);
+            beyond = 1;
+            free(want);
+            continue;
+        }
+        double worst = max_diff(mine[k], want, n, &at);
+        beyond |= !(worst <= job->replay_tolerance);
+        used += snprintf(line + used, sizeof(line) - (size_t)used, "%s%s max |diff| %.2g "
+                         "(%zu values)", checked++ ? ", " : "", names[k], worst, n);
+        free(want);
+    }
+    ember_st_close(file);
+    if (!checked) {
+        printf("replay: %s holds no expected values; nothing was checked\n",
+               job->replay_path);
+        return EMBER_OK;
+    }
+    printf("replay check against %s: %s: %s %g\n", job->replay_path, line,
+           beyond ? "BEYOND the tolerance" : "all within", job->replay_tolerance);
+    fflush(stdout);
+    return beyond ? EMBER_ERR_NUMERIC : EMBER_OK;
 }
 
 /* Initial dense parameters: from the replay file, or nn.Linear's default
@@ -268,12 +384,7 @@ static ember_status_t initial_dense(const ember_job_t *job, const size_t *sizes,
         char err[256];
         void *weight = NULL, *bias = NULL, *table = NULL;
         size_t nw = 0, nb = 0, nt = 0;
-        size_t dim = sizes[0], classes = sizes[layers];
-        if (layers != 1) {
-            ember_error("master", "--replay trains the golden model, Linear(dim, "
-                        "classes): drop --hidden");
-            return EMBER_ERR_INVALID_PARAM;
-        }
+        size_t dim = sizes[0], classes = sizes[layers]; /* one layer: --hidden refused */
         ember_status_t status = ember_st_open(job->replay_path, &file, err, sizeof(err));
         if (status != EMBER_OK) {
             ember_error("master", "%s", err);
@@ -374,10 +485,14 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         status = EMBER_ERR_NO_MEMORY;
         goto out;
     }
-    if (job->metrics_path && !(master.metrics = fopen(job->metrics_path, "w")))
-        ember_warn("master", "cannot write metrics to %s", job->metrics_path);
     ember_rpc_register(tp, EMBER_OP_EPOCH_REPORT, on_epoch_report, &master);
     ember_tp_barrier(tp, "roles-ready");
+    if (job->metrics_path && !(master.metrics = fopen(job->metrics_path, "w"))) {
+        snprintf(cause, sizeof(cause), "cannot write the metrics to %s: %s",
+                 job->metrics_path, strerror(errno));
+        status = EMBER_ERR_IO;
+        goto abort;
+    }
 
     status = initial_dense(job, sizes, layers, params, &table);
     if (status == EMBER_OK)
@@ -483,13 +598,32 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
                 last += l[s] / job->trainers;
         }
     }
-    printf("done: %llu steps (%llu bags) in %.3f s: %.0f steps/s, %.0f bags/s, "
-           "final loss %.4f\n", (unsigned long long)steps, (unsigned long long)bags,
-           seconds, (double)steps / seconds, (double)bags / seconds, last);
+    printf("done: %llu steps (%llu bags) in %.3f s: %.0f steps/s, %.0f bags/s; "
+           "last step's loss %.4f (mean over trainers), last epoch's mean loss %.4f\n",
+           (unsigned long long)steps, (unsigned long long)bags, seconds,
+           (double)steps / seconds, (double)bags / seconds, last,
+           epoch_mean_loss(&master, master.epochs - 1));
     fflush(stdout);
     print_memory(&master);
-    if (job->save_path && losses)
-        status = save(&master, &spec, final_params, losses, per_trainer);
+    if (!losses)
+        status = EMBER_ERR_NO_MEMORY;
+    /* The whole table, once, for the replay check and the save. */
+    float *whole = NULL;
+    if (status == EMBER_OK && (job->save_path || job->replay_path)) {
+        whole = malloc((size_t)spec.rows * spec.dim * sizeof(float) + 4);
+        status = whole ? read_table(&master, spec.rows, spec.dim, whole)
+                       : EMBER_ERR_NO_MEMORY;
+    }
+    if (status == EMBER_OK && job->replay_path)
+        status = replay_check(&master, whole, final_params, losses, per_trainer);
+    /* A run that failed its check is still saved: the file shows how. */
+    if (job->save_path && whole && losses) {
+        ember_status_t saved = save(&master, &spec, whole, final_params, losses,
+                                    per_trainer);
+        if (status == EMBER_OK)
+            status = saved;
+    }
+    free(whole);
     free(losses);
     for (int p = 0; p < job->num_ps; p++)
         master_call(&master, master.first_ps + p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0,

@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 
+#include <ember/config.h>
 #include <ember/log.h>
 
 #include <arpa/inet.h>
@@ -1001,7 +1002,11 @@ int main(int argc, char **argv)
     int code;
 
     std_fds_ensure();
-    ember_log_init();
+    /* A bad EMBER_* value is refused once here, not by every rank. */
+    if (ember_config_init() != EMBER_OK) {
+        free(job);
+        return RUN_EXIT_USAGE;
+    }
     if (!job) {
         ember_error("run", "out of memory");
         return RUN_EXIT_FAILURE;

@@ -17,6 +17,7 @@
 #include <ember/device.h>
 #include <ember/log.h>
 #include <ember/transport.h>
+#include <ember/version.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -36,6 +37,11 @@ static ember_status_t apply_replay(ember_job_t *job)
                 job->replay_path, info.optimizer);
         return EMBER_ERR_UNSUPPORTED;
     }
+    if (strcmp(info.sparse_reduce, "sum") != 0 && strcmp(info.sparse_reduce, "mean") != 0) {
+        fprintf(stderr, "ember-train: %s: metadata 'sparse_reduce' is '%s', not sum or "
+                "mean\n", job->replay_path, info.sparse_reduce);
+        return EMBER_ERR_FORMAT;
+    }
     job->rows = info.rows;
     job->dim = info.dim;
     job->classes = info.classes;
@@ -45,7 +51,11 @@ static ember_status_t apply_replay(ember_job_t *job)
     job->sparse_reduce = strcmp(info.sparse_reduce, "mean") == 0 ? EMBER_REDUCE_MEAN
                                                                  : EMBER_REDUCE_SUM;
     job->padding_idx = -1;
-    EMBER_CHECK(ember_pool_mode_parse(info.mode, &job->mode));
+    if (ember_pool_mode_parse(info.mode, &job->mode) != EMBER_OK) {
+        fprintf(stderr, "ember-train: %s: metadata 'mode' is '%s', not sum, mean or "
+                "max\n", job->replay_path, info.mode);
+        return EMBER_ERR_FORMAT;
+    }
     ember_opt_config_default(EMBER_OPT_SGD, (float)info.lr, &job->optimizer);
     return EMBER_OK;
 }
@@ -56,17 +66,23 @@ int main(int argc, char **argv)
     ember_tp_params_t params;
     ember_tp_t *tp;
     ember_role_t role;
-    int help, index;
+    ember_job_action_t action;
+    int index;
     char name[32];
     ember_status_t status;
 
     ember_crash_handler_install(); /* a crashed rank says where */
     if (ember_config_init() != EMBER_OK || ember_topo_take_bind_flag(&argc, argv) != EMBER_OK)
         return 2;
-    if (ember_job_parse(argc, argv, &job, &help) != EMBER_OK)
+    if (ember_job_parse(argc, argv, &job, &action) != EMBER_OK)
         return 2;
-    if (help)
+    if (action == EMBER_JOB_HELP)
         return 0;
+    if (action == EMBER_JOB_VERSION) {
+        printf("ember-train %s (libember %s)\n", EMBER_VERSION_STRING,
+               ember_version_string());
+        return 0;
+    }
     if (job.replay_path && apply_replay(&job) != EMBER_OK)
         return 2;
 
@@ -94,6 +110,10 @@ int main(int argc, char **argv)
     if (rank >= 0 && ember_job_role(&job, rank, &role, &index, name, sizeof(name)) ==
                          EMBER_OK)
         params.name = name;
+    /* The master writes the outputs: a path it cannot write ends the job
+     * now, not after the training (the launcher stops the other ranks). */
+    if ((rank < 0 || rank == job.trainers) && ember_job_check_outputs(&job) != EMBER_OK)
+        return 2;
     status = ember_tp_create(&params, &tp);
     if (status != EMBER_OK) {
         fprintf(stderr, "ember-train: cannot join the job: %s\n",

@@ -21,10 +21,11 @@ extern "C" {
 
 typedef enum {
     EMBER_CONFIG_STRING,
-    EMBER_CONFIG_INT,    /* signed 64-bit integer */
+    EMBER_CONFIG_INT,    /* signed 64-bit integer, within [min, max] */
     EMBER_CONFIG_SIZE,   /* bytes, with optional K/M/G suffix (binary) */
-    EMBER_CONFIG_DOUBLE, /* also used for durations in seconds */
-    EMBER_CONFIG_BOOL    /* 0/1, y/n, yes/no, true/false, on/off */
+    EMBER_CONFIG_DOUBLE, /* within [min, max]; also durations in seconds */
+    EMBER_CONFIG_BOOL,   /* 0/1, y/n, yes/no, true/false, on/off */
+    EMBER_CONFIG_ENUM    /* one of @values (case-insensitive) */
 } ember_config_type_t;
 
 typedef struct {
@@ -32,12 +33,16 @@ typedef struct {
     const char *default_value; /* NULL means "unset" */
     ember_config_type_t type;
     const char *help;
+    const char *values; /* ENUM: the accepted words, "a,b,c" */
+    double min, max;    /* INT, DOUBLE: the accepted range (both 0: any) */
 } ember_config_entry_t;
 
 /**
  * Load the environment over the defaults.  Idempotent; every getter calls it
- * on first use.  Returns ERR_INVALID_PARAM (and logs the variable) when an
- * EMBER_* value does not parse as its type.
+ * on first use.  Returns ERR_INVALID_PARAM when an EMBER_* value is not one
+ * its entry accepts (its type, range or words), after logging one error for
+ * each naming the variable, the value and what is accepted; such a value is
+ * not taken (the default stays).
  */
 ember_status_t ember_config_init(void);
 
@@ -46,6 +51,10 @@ ember_status_t ember_config_init(void);
  * @value is copied.  Errors: ERR_NOT_FOUND, ERR_INVALID_PARAM.
  */
 ember_status_t ember_config_set(const char *name, const char *value);
+
+/** Non-zero when @name was set (by the environment or ember_config_set),
+ * not just defaulted. */
+int ember_config_is_set(const char *name);
 
 /** Current value as a string; NULL when unset.  Borrowed from the table. */
 const char *ember_config_str(const char *name);

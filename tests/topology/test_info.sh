@@ -34,11 +34,11 @@ info_config)
     EMBER_BIND=core timeout 30 "$info" --config >"$work/out" 2>&1 || fail "exit $?"
     grep -q '^# topology' "$work/out" && fail "--config printed more than the table"
     # Every name of the table, with its current value and its help text.
-    names=$(grep -o '{"EMBER_[A-Z_]*"' "$src/../../common/config.c" | tr -d '{"')
+    names=$(grep -o '{.name = "EMBER_[A-Z_]*"' "$src/../../common/config.c" | grep -o 'EMBER_[A-Z_]*')
     [ -n "$names" ] || fail "cannot read the table's names"
     for n in $names; do need "^$n="; done
     need '^EMBER_BIND=core$'
-    need '^# type: string, default: numa$'
+    need '^# type: enum \(one of numa, core, none\), default: numa$'
     ;;
 info_placement_xml)
     timeout 30 "$info" --xml "$src/four_numa_4gpu_2hca.xml" --placement -n 4 >"$work/out" 2>&1 ||

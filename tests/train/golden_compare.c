@@ -1,7 +1,8 @@
 /*
  * golden_compare GOLDEN SAVED [TOL]: compare what `ember-train --replay
  * GOLDEN --save SAVED` wrote with the PyTorch run stored in GOLDEN: the loss
- * of every trainer at every step and the final parameters, within TOL
+ * of every trainer at every step (SAVED's "losses" metadata; SAVED must hold
+ * no "loss" tensor) and the final parameters, within TOL
  * (default 1e-4) absolute.  Prints the largest difference of each; exit 0
  * when all are within TOL.
  *
@@ -42,7 +43,39 @@ static double max_diff(const float *a, const float *b, size_t n, size_t *at_p)
     return worst;
 }
 
-/* Compare @n floats @want (named @what) with the saved tensor @got. */
+/* The saved run's "loss": the losses ember-train keeps in the file's
+ * metadata ("losses", comma-separated, [steps][trainers] as "losses_shape"
+ * says), so that the tensors are exactly the PyTorch module's.  Anything
+ * else is a tensor. */
+static int read_saved(ember_st_file_t *saved, const char *name, float **values_p,
+                      size_t *n_p)
+{
+    if (strcmp(name, "loss") != 0)
+        return ember_st_read_copy(saved, name, EMBER_DTYPE_F32, (void **)values_p, n_p) ==
+               EMBER_OK;
+    const char *text = ember_st_metadata(saved, "losses");
+    const char *shape = ember_st_metadata(saved, "losses_shape");
+    unsigned long long steps, trainers;
+    if (!text || !shape || sscanf(shape, "%llu,%llu", &steps, &trainers) != 2 ||
+        ember_st_find(saved, "loss"))
+        return 0; /* a "loss" tensor would break a strict load_state_dict */
+    size_t n = (size_t)(steps * trainers);
+    float *values = malloc(n * sizeof(float) + 4);
+    for (size_t i = 0; values && i < n; i++) {
+        char *end;
+        values[i] = strtof(text, &end);
+        if (end == text || *end != (i + 1 < n ? ',' : '\0')) {
+            free(values);
+            return 0;
+        }
+        text = end + (i + 1 < n);
+    }
+    *values_p = values;
+    *n_p = n;
+    return values != NULL;
+}
+
+/* Compare @n floats @want (named @what) with the saved values @got. */
 static int compare_values(const char *what, const float *want, size_t n,
                           ember_st_file_t *saved, const char *got, double tol)
 {
@@ -50,8 +83,8 @@ static int compare_values(const char *what, const float *want, size_t n,
     size_t nb = 0, at;
     int ok = 0;
 
-    if (ember_st_read_copy(saved, got, EMBER_DTYPE_F32, (void **)&b, &nb)) {
-        printf("%-12s missing\n", got);
+    if (!read_saved(saved, got, &b, &nb)) {
+        printf("%-12s missing or malformed\n", got);
     } else if (n != nb) {
         printf("%-12s has %zu elements, %s %zu\n", got, nb, what, n);
     } else {

@@ -10,6 +10,20 @@
 #   same_bits:FILE:P,Q  replay FILE with P and with Q parameter servers: the
 #                       saved files are byte-identical (max pooling combines
 #                       the shards' parts exactly)
+#   cli                 flags: unknown, missing or repeated ones, values out
+#                       of range, combinations that mean nothing: each refused
+#                       by name before anything runs; --help and --version
+#   env                 EMBER_* values outside what their entry accepts are
+#                       refused by every program, naming variable, value and
+#                       the accepted ones; good ones (any case) are taken
+#   outputs             --save/--metrics/EMBER_METRICS paths that cannot be
+#                       written end the job before any training
+#   replay_refuses      each flag --replay cannot honour is refused by name
+#   replay_check        --replay says how far the run is from the file's
+#                       expected values, fails beyond --replay-tolerance, and
+#                       says when the file holds nothing to check
+#   save_names:HIDDEN   --save (with --hidden HIDDEN, or none: -) loads into
+#                       the equivalent PyTorch module with strict=True
 #   dtype_flag          --table-dtype: an unknown type is refused by name
 #   async4              4 trainers, async consistency: completes, finite losses
 #   bad:KIND            a broken batch: error names table/trainer/step, exit != 0
@@ -90,6 +104,8 @@ golden:*)
         fail "ember-train exited $?"
     "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/out.safetensors" ||
         fail "differs from PyTorch"
+    grep -q "replay check against $golden/$file.safetensors: loss max |diff| .*: all within 0.0001" \
+        "$work/out" || fail "the replay does not say it matched"
     ;;
 dense_staged:*)
     # The dense allreduce on staged copies (EMBER_DENSE_ALLREDUCE=staged, what
@@ -112,6 +128,7 @@ fp16:*)
     flags=() compare=()
     [[ $what == rows || $what == both ]] && flags+=(--table-dtype fp16) compare+=(--fp16)
     [[ $what == replies || $what == both ]] && flags+=(--reply-dtype fp16) compare+=(--fp16-replies)
+    flags+=(--replay-tolerance 0.05) # fp16's drift from PyTorch's fp32 run
     timeout 120 "$run" -n $((t + 1 + ps)) "$train" --ps "$ps" "${flags[@]}" \
         --replay "$golden/$file.safetensors" --save "$work/out.safetensors" >"$work/out" 2>&1 ||
         fail "ember-train exited $?"
@@ -160,7 +177,7 @@ async4)
     grep -q "done: 800 steps" "$work/out" || fail "not every step ran"
     [ "$(wc -l <"$work/metrics.jsonl")" -eq 20 ] || fail "metrics: want 20 epochs"
     grep -E '"loss": (nan|inf|-nan|-inf)' "$work/metrics.jsonl" && fail "non-finite loss"
-    grep -q 'final loss [0-9]' "$work/out" || fail "no finite final loss"
+    grep -q "last step's loss [0-9]" "$work/out" || fail "no finite last loss"
     ;;
 bad:*)
     kind=${case_name#bad:}
@@ -199,7 +216,7 @@ optimizer:*)
     timeout 120 "$run" -n 5 "$train" --ps 2 --optimizer "$opt" --lr 0.01 --epochs 10 \
         --data synthetic >"$work/out" 2>&1 || fail "exit $?"
     grep -q "done: 200 steps" "$work/out" || fail "not every step ran"
-    grep -q 'final loss [0-9]' "$work/out" || fail "no finite final loss"
+    grep -q "last step's loss [0-9]" "$work/out" || fail "no finite last loss"
     ;;
 synthetic)
     timeout 120 "$run" -n 4 "$train" --data synthetic --epochs 30 --lr 0.2 \
@@ -258,6 +275,162 @@ trainer_killed)
     grep -q "trainer1 (rank 1)" "$work/rank2.log" || fail "the master does not name trainer1"
     grep -q "job failed" "$work/rank2.log" || fail "the master did not report the failure"
     no_leftovers
+    ;;
+cli)
+    # refused CODE TEXT -- ARGS: ember-train ARGS exits CODE saying TEXT, at
+    # once (no rank joins: nothing else is started).
+    refused() {
+        local want=$1 text=$2
+        shift 3
+        timeout 10 "$train" "$@" >"$work/out" 2>&1
+        local rc=$?
+        [ $rc -eq "$want" ] || fail "ember-train $* exited $rc, not $want"
+        grep -qF -- "$text" "$work/out" || fail "ember-train $*: no '$text'"
+    }
+    refused 2 "unknown flag '--bogus'" -- --bogus
+    grep -q "invalid value" "$work/out" && fail "--bogus is called an invalid value"
+    refused 2 "unknown flag '--bogus'" -- --epochs 3 --bogus 1
+    refused 2 "--rows needs a value (R)" -- --rows
+    refused 2 "--ps is given twice" -- --ps 1 --ps 2
+    refused 2 "invalid value '4294967298' for --trainers" -- --trainers 4294967298
+    refused 2 "invalid value '1e39' for --lr" -- --lr 1e39
+    refused 2 "invalid value 'nan' for --momentum" -- --momentum nan
+    refused 2 "invalid value '' for --hidden" -- --hidden ""
+    refused 2 "--momentum is SGD's: --optimizer adam has none" -- --optimizer adam --momentum 0.9
+    refused 2 "--sparse-reduce is how sync steps combine" -- --consistency async --sparse-reduce mean
+    refused 2 "--table-dtype fp16: a PS on a GPU keeps fp32 rows" -- --table-dtype fp16 --ps-device cuda
+    refused 2 "--replay-tolerance checks a replay: it needs --replay FILE" -- --replay-tolerance 1
+    "$train" --help >"$work/out" 2>&1 || fail "--help exited $?"
+    grep -q "%%" "$work/out" && fail "--help prints a literal %%"
+    for flag in --trainers --ps --rows --hidden --replay --replay-tolerance --save --metrics \
+                --device --bind --version; do
+        grep -q -- "^  $flag " "$work/out" || fail "--help does not list $flag"
+    done
+    "$train" --version >"$work/out" 2>&1 || fail "--version exited $?"
+    grep -qE '^ember-train [0-9]+\.[0-9]+\.[0-9]+ \(libember [0-9]+\.[0-9]+\.[0-9]+\)$' "$work/out" ||
+        fail "--version does not print the version"
+    ;;
+env)
+    # Every program refuses a bad value the same way, before doing anything.
+    check_env() { # VAR VALUE ACCEPTED
+        local var=$1 value=$2 accepted=$3 prog
+        for prog in "$train --epochs 1" "$run -n 4 $train" "$build/tools/ember-info" \
+                    "$build/bench/ember-bench rpc"; do
+            env "$var=$value" timeout 10 $prog >"$work/out" 2>&1
+            local rc=$?
+            [ $rc -eq 2 ] || fail "$var=$value: $prog exited $rc, not 2"
+            grep -qF "$var='$value' is not valid: $var is $accepted" "$work/out" ||
+                fail "$var=$value: $prog does not name variable, value and '$accepted'"
+        done
+    }
+    check_env EMBER_LOG_LEVEL bogus "one of fatal, error, warn, info, debug, trace"
+    check_env EMBER_CONSISTENCY foo "one of sync, async"
+    check_env EMBER_BIND foo "one of numa, core, none"
+    check_env EMBER_GPUDIRECT on "one of auto, staged, rdma"
+    check_env EMBER_RANK 2147483648 "an integer from 0 to 2147483647"
+    check_env EMBER_RPC_TIMEOUT nan "a number from 0.001 to 1e+06"
+    check_env EMBER_MAX_MSG_SIZE 1Q "a size in bytes, such as 4096, 64K, 1M or 2G"
+    # Good values, in any case, are taken.
+    EMBER_LOG_LEVEL=WARN EMBER_CONSISTENCY=Async timeout 60 "$run" -n 4 "$train" --epochs 2 \
+        >"$work/out" 2>&1 || fail "good values were refused: exit $?"
+    grep -q "async" "$work/out" || fail "EMBER_CONSISTENCY=Async was not taken"
+    ;;
+outputs)
+    # The master refuses a path it cannot write before any training.
+    cannot() { # TEXT -- ENV... ARGS...
+        local text=$1
+        shift 2
+        local start=$(date +%s)
+        env "$@" >"$work/out" 2>&1
+        local rc=$?
+        [ $rc -eq 2 ] || fail "$* exited $rc, not 2"
+        grep -qF -- "$text" "$work/out" || fail "$*: no '$text'"
+        grep -q "^\[.*training:" "$work/out" && fail "$*: it trained first"
+        [ $(($(date +%s) - start)) -lt 20 ] || fail "$*: took too long to refuse"
+    }
+    cannot "--save /no/such/dir/x.safetensors: cannot write there (/no/such/dir: No such file" -- \
+        "$run" -n 4 "$train" --save /no/such/dir/x.safetensors
+    cannot "--metrics /no/such/dir/m.jsonl: cannot write there" -- \
+        "$run" -n 4 "$train" --metrics /no/such/dir/m.jsonl
+    cannot "EMBER_METRICS /no/such/dir/m.jsonl: cannot write there" -- \
+        EMBER_METRICS=/no/such/dir/m.jsonl "$run" -n 4 "$train"
+    mkdir "$work/folder"
+    cannot "--save $work/folder: cannot write there" -- "$run" -n 4 "$train" --save "$work/folder"
+    no_leftovers
+    ;;
+replay_refuses)
+    file=$golden/seed_sum_2t.safetensors
+    while read -r -a args; do
+        timeout 10 "$train" --replay "$file" "${args[@]}" >"$work/out" 2>&1
+        rc=$?
+        [ $rc -eq 2 ] || fail "--replay with ${args[*]} exited $rc, not 2"
+        want=${args[0]}
+        [[ $want == --consistency ]] && want="--consistency async"
+        grep -qF -- "$want cannot be honoured with --replay" "$work/out" ||
+            fail "--replay with ${args[*]}: no refusal naming $want"
+    done <<'FLAGS'
+--optimizer adam
+--optimizer adagrad
+--optimizer rowwise_adagrad
+--momentum 0.9
+--padding-idx 3
+--consistency async
+--mode max
+--lr 0.1
+--rows 10
+--dim 8
+--classes 3
+--trainers 3
+--hidden 8
+--epochs 3
+--batches 3
+--min-indices 1
+--max-indices 9
+--data synthetic
+--seed 5
+--weights
+--sparse-reduce mean
+FLAGS
+    for setting in EMBER_CONSISTENCY=async EMBER_SEED=3; do
+        env "$setting" timeout 10 "$train" --replay "$file" >"$work/out" 2>&1
+        [ $? -eq 2 ] || fail "--replay with $setting was not refused"
+        grep -q "${setting%=*}.* cannot be honoured with --replay" "$work/out" ||
+            fail "--replay with $setting: no refusal naming it"
+    done
+    # What a replay can honour, it does: sync consistency, more PS.
+    timeout 120 "$run" -n 5 "$train" --replay "$file" --consistency sync --ps 2 \
+        >"$work/out" 2>&1 || fail "--replay --consistency sync --ps 2 exited $?"
+    ;;
+replay_check)
+    file=$golden/seed_sum_2t.safetensors
+    "$build/tests/train/make_bad_replay" "$file" "$work/off.safetensors" expected_off 0 0 ||
+        fail "cannot make the shifted file"
+    "$build/tests/train/make_bad_replay" "$file" "$work/none.safetensors" no_expected 0 0 ||
+        fail "cannot make the file without expected values"
+    timeout 120 "$run" -n 4 "$train" --replay "$work/off.safetensors" >"$work/out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || fail "a run 0.01 off its expected values exited $rc, not 1"
+    grep -q "fc.bias max |diff| 0.01 .*BEYOND the tolerance 0.0001" "$work/out" ||
+        fail "the shifted run does not say what is off"
+    timeout 120 "$run" -n 4 "$train" --replay "$work/off.safetensors" --replay-tolerance 0.02 \
+        >"$work/out" 2>&1 || fail "within --replay-tolerance 0.02 exited $?"
+    grep -q "all within 0.02" "$work/out" || fail "no verdict within 0.02"
+    timeout 120 "$run" -n 4 "$train" --replay "$work/none.safetensors" >"$work/out" 2>&1 ||
+        fail "a file without expected values exited $?"
+    grep -q "holds no expected values; nothing was checked" "$work/out" ||
+        fail "the run claims a check it did not make"
+    grep -q "all within\|BEYOND" "$work/out" && fail "a verdict without expected values"
+    ;;
+save_names:*)
+    hidden=${case_name#save_names:}
+    args=(--rows 50 --dim 8 --classes 4 --mode mean --epochs 2 --batches 3)
+    [ "$hidden" = - ] || args+=(--hidden "$hidden")
+    timeout 120 "$run" -n 4 "$train" "${args[@]}" --save "$work/out.safetensors" \
+        >"$work/out" 2>&1 || fail "ember-train exited $?"
+    ${EMBER_TORCH_PYTHON:-/usr/bin/python3} "$(dirname "$0")/load_strict.py" \
+        "$work/out.safetensors" 50 8 4 mean ${hidden/#-/} >>"$work/out" 2>&1 ||
+        fail "PyTorch's strict load_state_dict refused the saved file"
+    tail -1 "$work/out"
     ;;
 *)
     echo "unknown case $case_name"; exit 2 ;;
