@@ -161,7 +161,10 @@ static ember_status_t generate(ember_data_t *data, uint64_t step, ember_batch_t 
                 row = target + spec->classes * ember_rng_int(&rng, 0, per_class - 1);
             }
             data->indices[i] = row;
-            data->weights[i] = 1.0f;
+            /* --weights: drawn in [0, 1), as torch.rand (not all 1, which
+             * would pool as if there were none) */
+            data->weights[i] = spec->per_sample_weights ? (float)ember_rng_uniform(&rng)
+                                                        : 1.0f;
         }
         data->targets[b] = target;
     }

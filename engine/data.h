@@ -1,7 +1,8 @@
 /*
  * engine/data: where a trainer's batches come from.
  *   tutorial  - the PyTorch tutorial's random bags (20-50 indices, bags of
- *               1-10, uniform rows and targets)
+ *               1-10, uniform rows and targets; per-sample weights, when
+ *               asked, uniform in [0, 1))
  *   synthetic - the same shapes with a learnable target (a row's class is
  *               row % classes; a bag mostly holds rows of its target class)
  *   replay    - the batches stored in a golden-layout safetensors file

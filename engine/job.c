@@ -42,7 +42,8 @@ static const flag_t flags[F_COUNT] = {
                   "widths before the last Linear (none: the tutorial's)", 1},
     [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", 1},
     [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)", 1},
-    [F_WEIGHTS] = {"--weights", NULL, "per-sample weights (sum mode)", 1},
+    [F_WEIGHTS] = {"--weights", NULL, "per-sample weights (sum mode; the tutorial's and\n"
+                   "synthetic data draw each in [0, 1))", 1},
     [F_OPTIMIZER] = {"--optimizer", "NAME", "sgd, adagrad, rowwise_adagrad, adam (sgd)", 1},
     [F_LR] = {"--lr", "X", "learning rate (0.05)", 1},
     [F_MOMENTUM] = {"--momentum", "M", "SGD momentum (0; --optimizer sgd only)", 1},

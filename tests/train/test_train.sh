@@ -22,6 +22,8 @@
 #   replay_check        --replay says how far the run is from the file's
 #                       expected values, fails beyond --replay-tolerance, and
 #                       says when the file holds nothing to check
+#   weights_drawn       --weights with generated data trains on drawn weights:
+#                       the same seed without them ends elsewhere
 #   save_names:HIDDEN   --save (with --hidden HIDDEN, or none: -) loads into
 #                       the equivalent PyTorch module with strict=True
 #   dtype_flag          --table-dtype: an unknown type is refused by name
@@ -420,6 +422,17 @@ replay_check)
     grep -q "holds no expected values; nothing was checked" "$work/out" ||
         fail "the run claims a check it did not make"
     grep -q "all within\|BEYOND" "$work/out" && fail "a verdict without expected values"
+    ;;
+weights_drawn)
+    for w in with without; do
+        flag=()
+        [ $w = with ] && flag=(--weights)
+        timeout 60 "$run" -n 4 "$train" --epochs 2 --seed 7 "${flag[@]}" >"$work/$w" 2>&1 ||
+            { cp "$work/$w" "$work/out"; fail "--epochs 2 $w --weights exited $?"; }
+    done
+    a=$(grep -o "last step's loss [0-9.]*" "$work/with") b=$(grep -o "last step's loss [0-9.]*" "$work/without")
+    [ -n "$a" ] && [ -n "$b" ] || fail "no last loss"
+    [ "$a" != "$b" ] || fail "--weights changed nothing ($a)"
     ;;
 save_names:*)
     hidden=${case_name#save_names:}
