@@ -359,6 +359,11 @@ int ember_device_have_cuda(void)
 #endif
 }
 
+int ember_device_cuda_loaded(void)
+{
+    return cuda_load()->ops != NULL;
+}
+
 int ember_device_cuda_count(void)
 {
     const cuda_backend_t *cuda = cuda_load();

@@ -1,6 +1,8 @@
 /* engine/job: ember-train's flags and the role map. */
 #include "engine/job.h"
 
+#include "engine/data.h"
+
 #include <ember/config.h>
 #include <ember/log.h>
 
@@ -14,9 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Every flag, in the order --help lists them.  A flag the replay file
- * decides (REPLAY_DECIDES) is refused by name with --replay: the file sets
- * the model, its data and its optimizer. */
+/* Every flag, in the order --help lists them.  A replay file sets the
+ * model, its batches and its optimizer: with --replay a flag that would set
+ * what the file holds (REPLAY_COMPARED) must say what the file says, and
+ * one the file has no such thing for (REPLAY_REFUSED) is refused; both by
+ * name, rather than accepted and ignored. */
 typedef enum {
     F_TRAINERS, F_PS, F_ROWS, F_DIM, F_CLASSES, F_HIDDEN, F_MODE, F_PADDING_IDX,
     F_WEIGHTS, F_OPTIMIZER, F_LR, F_MOMENTUM, F_EPOCHS, F_BATCHES, F_MIN_INDICES,
@@ -25,58 +29,63 @@ typedef enum {
     F_PS_DEVICE, F_BIND, F_HELP, F_VERSION, F_COUNT
 } flag_id_t;
 
+enum { REPLAY_FREE, REPLAY_REFUSED, REPLAY_COMPARED };
+
 typedef struct {
-    const char *name;   /* "--rows" */
-    const char *arg;    /* what it takes ("R"); NULL: a switch */
-    const char *help;   /* lines after the first are indented by usage() */
-    int replay_decides; /* refused with --replay */
+    const char *name; /* "--rows" */
+    const char *arg;  /* what it takes ("R"); NULL: a switch */
+    const char *help; /* lines after the first are indented by usage() */
+    int replay;       /* REPLAY_*: what --replay makes of it */
 } flag_t;
 
+/* A bit of ember_job_t.given and a slot of its flag_values per flag. */
+_Static_assert(F_COUNT <= 64, "more flags than ember_job_t.given has bits");
+
 static const flag_t flags[F_COUNT] = {
-    [F_TRAINERS] = {"--trainers", "T", "trainers (2)", 1},
-    [F_PS] = {"--ps", "P", "parameter servers; rows split by row % P (1)", 0},
-    [F_ROWS] = {"--rows", "R", "rows of the embedding table (100)", 1},
-    [F_DIM] = {"--dim", "D", "its dimension (16)", 1},
-    [F_CLASSES] = {"--classes", "C", "outputs of the last Linear layer (8)", 1},
+    [F_TRAINERS] = {"--trainers", "T", "trainers (2)", REPLAY_COMPARED},
+    [F_PS] = {"--ps", "P", "parameter servers; rows split by row % P (1)", REPLAY_FREE},
+    [F_ROWS] = {"--rows", "R", "rows of the embedding table (100)", REPLAY_COMPARED},
+    [F_DIM] = {"--dim", "D", "its dimension (16)", REPLAY_COMPARED},
+    [F_CLASSES] = {"--classes", "C", "outputs of the last Linear layer (8)", REPLAY_COMPARED},
     [F_HIDDEN] = {"--hidden", "W1,W2,...", "a dense MLP: Linear+ReLU layers of these\n"
-                  "widths before the last Linear (none: the tutorial's)", 1},
-    [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", 1},
-    [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)", 1},
+                  "widths before the last Linear (none: the tutorial's)", REPLAY_REFUSED},
+    [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", REPLAY_COMPARED},
+    [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)", REPLAY_REFUSED},
     [F_WEIGHTS] = {"--weights", NULL, "per-sample weights (sum mode; the tutorial's and\n"
-                   "synthetic data draw each in [0, 1))", 1},
-    [F_OPTIMIZER] = {"--optimizer", "NAME", "sgd, adagrad, rowwise_adagrad, adam (sgd)", 1},
-    [F_LR] = {"--lr", "X", "learning rate (0.05)", 1},
-    [F_MOMENTUM] = {"--momentum", "M", "SGD momentum (0; --optimizer sgd only)", 1},
-    [F_EPOCHS] = {"--epochs", "E", "epochs (100)", 1},
-    [F_BATCHES] = {"--batches", "B", "batches per epoch (10)", 1},
-    [F_MIN_INDICES] = {"--min-indices", "A", "fewest indices of a batch (20)", 1},
-    [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", 1},
+                   "synthetic data draw each in [0, 1))", REPLAY_COMPARED},
+    [F_OPTIMIZER] = {"--optimizer", "NAME", "sgd, adagrad, rowwise_adagrad, adam (sgd)", REPLAY_COMPARED},
+    [F_LR] = {"--lr", "X", "learning rate (0.05)", REPLAY_COMPARED},
+    [F_MOMENTUM] = {"--momentum", "M", "SGD momentum (0; --optimizer sgd only)", REPLAY_COMPARED},
+    [F_EPOCHS] = {"--epochs", "E", "epochs (100)", REPLAY_REFUSED},
+    [F_BATCHES] = {"--batches", "B", "batches per epoch (10)", REPLAY_REFUSED},
+    [F_MIN_INDICES] = {"--min-indices", "A", "fewest indices of a batch (20)", REPLAY_REFUSED},
+    [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", REPLAY_REFUSED},
     [F_DATA] = {"--data", "tutorial|synthetic", "random bags, or bags with a learnable\n"
-                "target (tutorial)", 1},
-    [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", 1},
-    [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", 0},
+                "target (tutorial)", REPLAY_REFUSED},
+    [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", REPLAY_REFUSED},
+    [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", REPLAY_FREE},
     [F_SPARSE_REDUCE] = {"--sparse-reduce", "sum|mean", "sync: how trainers' row gradients\n"
-                         "combine (sum)", 1},
+                         "combine (sum)", REPLAY_COMPARED},
     [F_TABLE_DTYPE] = {"--table-dtype", "fp32|fp16", "how the PS stores the table's rows\n"
-                       "(fp32); fp16 halves its memory, arithmetic stays fp32", 0},
+                       "(fp32); fp16 halves its memory, arithmetic stays fp32", REPLAY_FREE},
     [F_REPLY_DTYPE] = {"--reply-dtype", "fp32|fp16", "lookups' replies on the wire (fp32);\n"
-                       "fp16 halves their bytes (the pooled values rounded)", 0},
+                       "fp16 halves their bytes (the pooled values rounded)", REPLAY_FREE},
     [F_REPLAY] = {"--replay", "FILE", "train on a golden-layout file (sizes, weights,\n"
                   "batches and SGD from it) in sync mode, then check the\n"
-                  "result against the file's expected values", 0},
+                  "result against the file's expected values", REPLAY_FREE},
     [F_REPLAY_TOLERANCE] = {"--replay-tolerance", "X", "--replay: the largest difference\n"
-                            "from the expected values that passes (1e-4)", 0},
+                            "from the expected values that passes (1e-4)", REPLAY_FREE},
     [F_SAVE] = {"--save", "FILE", "write the final weights (safetensors, the names of\n"
-                "the PyTorch module: README.md)", 0},
-    [F_METRICS] = {"--metrics", "FILE", "JSON lines, one per epoch (EMBER_METRICS)", 0},
+                "the PyTorch module: README.md)", REPLAY_FREE},
+    [F_METRICS] = {"--metrics", "FILE", "JSON lines, one per epoch (EMBER_METRICS)", REPLAY_FREE},
     [F_DEVICE] = {"--device", "cpu|cuda", "where the trainers' dense model runs (cpu);\n"
-                  "cuda takes GPU local_rank % GPUs, NCCL for its allreduce", 0},
+                  "cuda takes GPU local_rank % GPUs, NCCL for its allreduce", REPLAY_FREE},
     [F_PS_DEVICE] = {"--ps-device", "cpu|cuda", "where each PS keeps its table shards and\n"
-                     "pools (cpu); cuda: GPU local_rank % GPUs, fp32 rows", 0},
+                     "pools (cpu); cuda: GPU local_rank % GPUs, fp32 rows", REPLAY_FREE},
     [F_BIND] = {"--bind", "numa|core|none", "CPU/memory binding near the GPU/HCA\n"
-                "(EMBER_BIND, numa)", 0},
-    [F_HELP] = {"--help", NULL, "this text", 0},
-    [F_VERSION] = {"--version", NULL, "the version of ember-train and its library", 0},
+                "(EMBER_BIND, numa)", REPLAY_FREE},
+    [F_HELP] = {"--help", NULL, "this text", REPLAY_FREE},
+    [F_VERSION] = {"--version", NULL, "the version of ember-train and its library", REPLAY_FREE},
 };
 
 static void usage(FILE *stream)
@@ -315,17 +324,28 @@ static ember_status_t apply_flag(int f, const char *value, ember_job_t *job,
     return EMBER_ERR_INVALID_PARAM;
 }
 
-/* A replay file decides the model, its data and its optimizer: a flag (or
- * variable) that would set one of them is refused, naming it, rather than
- * accepted and ignored. */
+/* "--trainers 3", "--weights": a flag as it was given. */
+static void given_text(const ember_job_t *job, int f, char *text, size_t length)
+{
+    const char *value = job->flag_values[f];
+    snprintf(text, length, "%s%s%s", flags[f].name, value && *value ? " " : "",
+             value ? value : "");
+}
+
+/* With --replay, what the file has no such thing for (REPLAY_REFUSED), and
+ * async consistency (a replay is sync) or EMBER_SEED, are refused now; the
+ * flags the file also sets are compared with it once it is read
+ * (ember_job_take_replay). */
 static ember_status_t check_replay_flags(const ember_job_t *job)
 {
+    char given[128];
     for (int f = 0; f < F_COUNT; f++) {
-        if (flags[f].replay_decides && (job->given & (1ull << f)))
-            return refuse("%s cannot be honoured with --replay %s: the replay file "
-                          "decides the model, its batches and its optimizer (SGD at "
-                          "the file's lr); drop the flag", flags[f].name,
-                          job->replay_path);
+        if (flags[f].replay != REPLAY_REFUSED || !(job->given & (1ull << f)))
+            continue;
+        given_text(job, f, given, sizeof(given));
+        return refuse("%s cannot be honoured with --replay %s: the file holds the "
+                      "model, its initial weights and every batch; drop the flag",
+                      given, job->replay_path);
     }
     if (job->consistency == EMBER_ASYNC)
         return refuse("%s cannot be honoured with --replay %s: a replay trains in "
@@ -334,9 +354,8 @@ static ember_status_t check_replay_flags(const ember_job_t *job)
                                    : "EMBER_CONSISTENCY=async",
                       job->replay_path);
     if (ember_config_is_set("EMBER_SEED"))
-        return refuse("%s cannot be honoured with --replay %s: the file holds the "
-                      "initial weights and the batches", "EMBER_SEED",
-                      job->replay_path);
+        return refuse("EMBER_SEED cannot be honoured with --replay %s: the file holds "
+                      "the initial weights and the batches", job->replay_path);
     return EMBER_OK;
 }
 
@@ -409,11 +428,101 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
                 return refuse("%s needs a value (%s)", flags[f].name, flags[f].arg);
             value = argv[++i];
         }
+        job->flag_values[f] = value;
         EMBER_CHECK(apply_flag(f, value, job, &parsed));
     }
     EMBER_CHECK(check_combinations(job, &parsed));
     ember_opt_config_default(parsed.kind, parsed.lr, &job->optimizer);
     job->optimizer.momentum = parsed.momentum;
+    return EMBER_OK;
+}
+
+/* What a REPLAY_COMPARED flag sets, as text, so the job's and the file's can
+ * be compared and named alike. */
+static void setting_text(const ember_job_t *job, int f, char *text, size_t length)
+{
+    switch (f) {
+    case F_TRAINERS: snprintf(text, length, "%d trainers", job->trainers); break;
+    case F_ROWS: snprintf(text, length, "%lld rows", (long long)job->rows); break;
+    case F_DIM: snprintf(text, length, "dim %u", job->dim); break;
+    case F_CLASSES: snprintf(text, length, "%u classes", job->classes); break;
+    case F_MODE:
+        snprintf(text, length, "mode %s", ember_pool_mode_name(job->mode));
+        break;
+    case F_WEIGHTS:
+        snprintf(text, length, "%s per-sample weights", job->per_sample_weights ? "its"
+                                                                                : "no");
+        break;
+    case F_OPTIMIZER:
+        snprintf(text, length, "optimizer %s", ember_opt_kind_name(job->optimizer.kind));
+        break;
+    case F_LR: snprintf(text, length, "lr %g", (double)job->optimizer.lr); break;
+    case F_MOMENTUM:
+        snprintf(text, length, "momentum %g", (double)job->optimizer.momentum);
+        break;
+    default: /* F_SPARSE_REDUCE */
+        snprintf(text, length, "sparse_reduce %s",
+                 job->sparse_reduce == EMBER_REDUCE_MEAN ? "mean" : "sum");
+        break;
+    }
+}
+
+/* The job as the replay file @info says it trains. */
+static ember_status_t replay_job(const ember_job_t *job, const ember_replay_info_t *info,
+                                 ember_job_t *file)
+{
+    *file = *job;
+    if (strcmp(info->optimizer, "sgd") != 0) {
+        fprintf(stderr, "ember-train: %s: replay supports the sgd optimizer, not %s\n",
+                job->replay_path, info->optimizer);
+        return EMBER_ERR_UNSUPPORTED;
+    }
+    if (strcmp(info->sparse_reduce, "sum") != 0 && strcmp(info->sparse_reduce, "mean") != 0) {
+        fprintf(stderr, "ember-train: %s: metadata 'sparse_reduce' is '%s', not sum or "
+                "mean\n", job->replay_path, info->sparse_reduce);
+        return EMBER_ERR_FORMAT;
+    }
+    if (ember_pool_mode_parse(info->mode, &file->mode) != EMBER_OK) {
+        fprintf(stderr, "ember-train: %s: metadata 'mode' is '%s', not sum, mean or "
+                "max\n", job->replay_path, info->mode);
+        return EMBER_ERR_FORMAT;
+    }
+    file->rows = info->rows;
+    file->dim = info->dim;
+    file->classes = info->classes;
+    file->trainers = (int)info->trainers;
+    file->per_sample_weights = (int)info->per_sample_weights;
+    file->consistency = EMBER_SYNC;
+    file->sparse_reduce = strcmp(info->sparse_reduce, "mean") == 0 ? EMBER_REDUCE_MEAN
+                                                                   : EMBER_REDUCE_SUM;
+    file->padding_idx = -1;
+    ember_opt_config_default(EMBER_OPT_SGD, (float)info->lr, &file->optimizer);
+    return EMBER_OK;
+}
+
+ember_status_t ember_job_take_replay(ember_job_t *job)
+{
+    ember_replay_info_t info;
+    ember_job_t file;
+    char err[256], mine[96], theirs[96], given[128];
+    ember_status_t status = ember_replay_info(job->replay_path, &info, err, sizeof(err));
+    if (status != EMBER_OK) {
+        fprintf(stderr, "ember-train: %s\n", err);
+        return status;
+    }
+    EMBER_CHECK(replay_job(job, &info, &file));
+    for (int f = 0; f < F_COUNT; f++) {
+        if (flags[f].replay != REPLAY_COMPARED || !(job->given & (1ull << f)))
+            continue;
+        setting_text(job, f, mine, sizeof(mine));
+        setting_text(&file, f, theirs, sizeof(theirs));
+        if (strcmp(mine, theirs) == 0)
+            continue; /* says what the file says: honoured */
+        given_text(job, f, given, sizeof(given));
+        return refuse("%s cannot be honoured with --replay %s: the file trains with %s",
+                      given, job->replay_path, theirs);
+    }
+    *job = file;
     return EMBER_OK;
 }
 

@@ -42,6 +42,7 @@ typedef struct {
     uint32_t nhidden, hidden[EMBER_MAX_HIDDEN]; /* dense MLP hidden widths */
     double replay_tolerance; /* --replay: the largest difference that passes */
     uint64_t given;          /* bit per flag given on the command line */
+    const char *flag_values[64]; /* their values as given (borrowed from argv) */
 } ember_job_t;
 
 typedef enum {
@@ -60,6 +61,14 @@ typedef enum {
  */
 ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
                                ember_job_action_t *action_p);
+
+/**
+ * --replay: read the file's metadata and make the job the one it trains
+ * (sizes, trainers, pooling, per-sample weights, SGD at its lr, sync).  A
+ * flag given for any of those must say what the file says (then it is
+ * honoured), else it is refused by name.  Errors are printed.
+ */
+ember_status_t ember_job_take_replay(ember_job_t *job);
 
 /**
  * Before any training: every output path of the job (--save, --metrics)

@@ -22,44 +22,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A replay file decides the model sizes, trainers and optimizer. */
-static ember_status_t apply_replay(ember_job_t *job)
-{
-    ember_replay_info_t info;
-    char err[256];
-    ember_status_t status = ember_replay_info(job->replay_path, &info, err, sizeof(err));
-    if (status != EMBER_OK) {
-        fprintf(stderr, "ember-train: %s\n", err);
-        return status;
-    }
-    if (strcmp(info.optimizer, "sgd") != 0) {
-        fprintf(stderr, "ember-train: %s: replay supports the sgd optimizer, not %s\n",
-                job->replay_path, info.optimizer);
-        return EMBER_ERR_UNSUPPORTED;
-    }
-    if (strcmp(info.sparse_reduce, "sum") != 0 && strcmp(info.sparse_reduce, "mean") != 0) {
-        fprintf(stderr, "ember-train: %s: metadata 'sparse_reduce' is '%s', not sum or "
-                "mean\n", job->replay_path, info.sparse_reduce);
-        return EMBER_ERR_FORMAT;
-    }
-    job->rows = info.rows;
-    job->dim = info.dim;
-    job->classes = info.classes;
-    job->trainers = (int)info.trainers;
-    job->per_sample_weights = (int)info.per_sample_weights;
-    job->consistency = EMBER_SYNC;
-    job->sparse_reduce = strcmp(info.sparse_reduce, "mean") == 0 ? EMBER_REDUCE_MEAN
-                                                                 : EMBER_REDUCE_SUM;
-    job->padding_idx = -1;
-    if (ember_pool_mode_parse(info.mode, &job->mode) != EMBER_OK) {
-        fprintf(stderr, "ember-train: %s: metadata 'mode' is '%s', not sum, mean or "
-                "max\n", job->replay_path, info.mode);
-        return EMBER_ERR_FORMAT;
-    }
-    ember_opt_config_default(EMBER_OPT_SGD, (float)info.lr, &job->optimizer);
-    return EMBER_OK;
-}
-
 int main(int argc, char **argv)
 {
     ember_job_t job;
@@ -83,7 +45,7 @@ int main(int argc, char **argv)
                ember_version_string());
         return 0;
     }
-    if (job.replay_path && apply_replay(&job) != EMBER_OK)
+    if (job.replay_path && ember_job_take_replay(&job) != EMBER_OK)
         return 2;
 
     /* Fail before joining when the asked-for device is not there. */
@@ -92,8 +54,10 @@ int main(int argc, char **argv)
                                                                 : NULL;
     if (gpu_flag && ember_device_cuda_count() == 0) {
         fprintf(stderr, "ember-train: %s cuda: %s\n", gpu_flag,
-                ember_device_have_cuda() ? "no CUDA GPU is visible"
-                                         : "this build has no CUDA backend");
+                !ember_device_have_cuda()   ? "this build has no CUDA backend"
+                : !ember_device_cuda_loaded() ? "the CUDA backend cannot be loaded "
+                                                "(the error above says from where)"
+                                              : "no CUDA GPU is visible");
         return 2;
     }
     ember_tp_params_init(&params);

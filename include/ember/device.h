@@ -245,6 +245,10 @@ static inline void *ember_device_impl(const ember_device_t *dev)
 /** Non-zero when this build has the CUDA backend. */
 int ember_device_have_cuda(void);
 
+/** Non-zero when the CUDA backend is here: linked in, or its plugin loaded
+ * (which this call tries once; a failure is logged with the paths tried). */
+int ember_device_cuda_loaded(void);
+
 /** Visible CUDA GPUs; 0 without a driver, a GPU, or the CUDA backend. */
 int ember_device_cuda_count(void);
 
