@@ -4,7 +4,7 @@
 #   cluster.sh start DIR     (re)start it; clients then use SLURM_CONF=DIR/slurm.conf
 #   cluster.sh stop DIR      cancel every job, stop the daemons (pidfiles), remove DIR
 # Runs as root (as the daemons need).  Exit 77 when Slurm or munge is missing.
-# Facts behind each setting: ../shared/notes/slurm-local-cluster.md.
+# Facts behind each setting: tests/slurm/README.md.
 set -uo pipefail
 action=$1 dir=$2
 export SLURM_CONF=$dir/slurm.conf
