@@ -1,7 +1,7 @@
 /*
  * ember engine: single-process reference of the synchronous hybrid step.
  *
- * Replays a golden run (layout: shared/golden/README.md) in one process: at
+ * Replays a golden run (layout: tests/data/golden/README.md) in one process: at
  * each step every trainer runs EmbeddingBag -> Linear -> cross entropy and
  * its backward against the same parameters; then the dense gradients are
  * averaged over trainers (what the allreduce does), the sparse row gradients
