@@ -247,7 +247,7 @@ static void dense_names(size_t layers, size_t l, char *weight, char *bias, size_
 /* The losses as the "losses" metadata: comma-separated, step-major. */
 static char *losses_text(const float *losses, size_t count)
 {
-    char *text = malloc(count * 16 + 1), *p = text;
+    char *text = malloc(count * 24 + 1), *p = text; /* "%.9g," is at most 16 */
     if (!text)
         return NULL;
     *p = '\0';
