@@ -159,10 +159,17 @@ void tp_batch_flush_all(ember_tp_t *tp)
 
 static const char *batch_kind(int calls) { return calls ? "call" : "reply"; }
 
-/* Hand every item of a batch on: a reply to its call, a request to its
- * handler's queue; stop at the first malformed one. */
-static void batch_deliver(ember_tp_t *tp, int peer, int calls, uint8_t *data,
-                          size_t length)
+int tp_batch_header_parse(const void *header, size_t header_length, size_t length,
+                          size_t max_message, tp_header_t *out)
+{
+    size_t inline_length;
+    return tp_header_parse(header, header_length, length, max_message, out,
+                           &inline_length) &&
+           inline_length == 0 && out->flags == 0 && length <= (size_t)TP_BATCH_BYTES_MAX;
+}
+
+int tp_batch_walk(uint8_t *data, size_t length, int calls, tp_batch_item_cb cb,
+                  void *arg, size_t *bad_offset_p)
 {
     size_t offset = 0;
 
@@ -178,18 +185,46 @@ static void batch_deliver(ember_tp_t *tp, int peer, int calls, uint8_t *data,
             (hdr.flags & ~flags_ok) != 0 || hdr.op >= EMBER_RPC_OP_MAX ||
             hdr.length > length - offset || (calls && hdr.status != 0))
             goto malformed;
-        if (calls)
-            (void)tp_request_deliver_copy(tp, peer, &hdr, data + offset,
-                                          (size_t)hdr.length);
-        else
-            (void)tp_reply_deliver(tp, peer, &hdr, data + offset, 0, data + offset,
-                                   (size_t)hdr.length, 0);
+        cb(arg, &hdr, data + offset);
         offset += item_bytes((size_t)hdr.length) - sizeof(hdr);
         if (offset > length)
             goto malformed;
     }
-    return;
+    return 1;
 malformed:
+    *bad_offset_p = offset;
+    return 0;
+}
+
+typedef struct {
+    ember_tp_t *tp;
+    int peer;
+} batch_target_t;
+
+static void deliver_call(void *arg, const tp_header_t *hdr, uint8_t *payload)
+{
+    batch_target_t *to = arg;
+    (void)tp_request_deliver_copy(to->tp, to->peer, hdr, payload, (size_t)hdr->length);
+}
+
+static void deliver_reply(void *arg, const tp_header_t *hdr, uint8_t *payload)
+{
+    batch_target_t *to = arg;
+    (void)tp_reply_deliver(to->tp, to->peer, hdr, payload, 0, payload,
+                           (size_t)hdr->length, 0);
+}
+
+/* Hand every item of a batch on: a reply to its call, a request to its
+ * handler's queue; stop at the first malformed one. */
+static void batch_deliver(ember_tp_t *tp, int peer, int calls, uint8_t *data,
+                          size_t length)
+{
+    batch_target_t to = {.tp = tp, .peer = peer};
+    size_t offset;
+
+    if (tp_batch_walk(data, length, calls, calls ? deliver_call : deliver_reply, &to,
+                      &offset))
+        return;
     tp->dropped_messages++;
     ember_warn("tp", "malformed %s batch from %s (rank %d): the rest (from byte "
                "%zu of %zu) dropped", batch_kind(calls), tp->peers[peer].name, peer,
@@ -226,12 +261,10 @@ static ucs_status_t batch_recv(ember_tp_t *tp, int calls, const void *header,
                                const ucp_am_recv_param_t *param)
 {
     tp_header_t hdr;
-    size_t inline_length;
     int peer = tp_am_sender(tp, param);
 
     if (peer < 0 ||
-        !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length) ||
-        inline_length != 0 || hdr.flags != 0 || length > (size_t)TP_BATCH_BYTES_MAX) {
+        !tp_batch_header_parse(header, header_length, length, tp->max_message, &hdr)) {
         tp->dropped_messages++;
         ember_warn("tp", "malformed or unauthenticated %s batch dropped",
                    batch_kind(calls));

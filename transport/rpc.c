@@ -469,8 +469,8 @@ ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
 
 /* ---- incoming ------------------------------------------------------------- */
 
-int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
-                    size_t length, tp_header_t *out, size_t *inline_p)
+int tp_header_parse(const void *header, size_t header_length, size_t length,
+                    size_t max_message, tp_header_t *out, size_t *inline_p)
 {
     if (header_length < sizeof(*out))
         return 0;
@@ -481,8 +481,15 @@ int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
            (out->flags & ((1u << TP_INLINE_SHIFT) - 1) & ~TP_FLAGS_KNOWN) == 0 &&
            inline_length <= TP_INLINE_MAX &&
            header_length == sizeof(*out) + inline_length &&
-           out->length == inline_length + length && out->length <= tp->max_message &&
+           out->length == inline_length + length && out->length <= max_message &&
            out->op < EMBER_RPC_OP_MAX;
+}
+
+int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
+                    size_t length, tp_header_t *out, size_t *inline_p)
+{
+    return tp_header_parse(header, header_length, length, tp->max_message, out,
+                           inline_p);
 }
 
 ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t length,

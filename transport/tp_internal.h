@@ -308,6 +308,10 @@ int tp_am_sender(ember_tp_t *tp, const ucp_am_recv_param_t *param);
 /* Check a request or reply header; *inline_p: the payload bytes that rode in it. */
 int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
                     size_t length, tp_header_t *out, size_t *inline_p);
+/* The same check with the transport's one limit given (@max_message: the
+ * largest payload accepted): no transport needed, for the fuzzer. */
+int tp_header_parse(const void *header, size_t header_length, size_t length,
+                    size_t max_message, tp_header_t *out, size_t *inline_p);
 /*
  * Receive a rendezvous payload (@desc from the AM callback) into @buffer.
  * INPROGRESS: @cb runs when it has landed; else it already has (OK) or
@@ -364,6 +368,19 @@ int tp_request_batchable(ember_tp_t *tp, const tp_send_t *send);
 /* Send what @rank holds: alone if one, else as one batch. */
 void tp_batch_flush(ember_tp_t *tp, int rank);
 void tp_batch_flush_all(ember_tp_t *tp);
+/* A received batch's own header (no inline part, no flags, at most
+ * TP_BATCH_BYTES_MAX of items), as tp_header_parse. */
+int tp_batch_header_parse(const void *header, size_t header_length, size_t length,
+                          size_t max_message, tp_header_t *out);
+/* One item of a received batch: its header, checked, and its hdr->length
+ * payload bytes (inside the batch, borrowed for the call). */
+typedef void (*tp_batch_item_cb)(void *arg, const tp_header_t *hdr, uint8_t *payload);
+/* Hand the items of a batch's @length bytes (@calls: a call batch, else
+ * replies) to @cb in order.  1 when every byte was a whole item; 0 at the
+ * first malformed one (*bad_offset_p: where it starts), the items before it
+ * handed on.  Pure: the receive callbacks and the fuzzer use it. */
+int tp_batch_walk(uint8_t *data, size_t length, int calls, tp_batch_item_cb cb,
+                  void *arg, size_t *bad_offset_p);
 ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length,
                                   void *data, size_t length,
                                   const ucp_am_recv_param_t *param);
