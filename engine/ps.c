@@ -10,8 +10,8 @@
 
 #include "common/pool.h"
 #include "engine/busy_clock.h"
-#include "engine/half.h"
 #include "engine/protocol.h"
+#include "engine/ps_msg.h"
 #include "engine/table.h"
 #include "transport/tp_time.h"
 
@@ -23,7 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PS_MAX_TABLES 64
 #define PS_REPLY_GRACE_S 2.0 /* at exit, for replies still leaving */
 /* Replies this large go rendezvous: a same-host trainer reads them with
  * process_vm_readv, which pins every page of the source, so they live on
@@ -86,14 +85,13 @@ static const uint8_t *ps_header(ember_rpc_req_t *req, void *header, size_t size,
 {
     size_t length;
     const uint8_t *data = ember_rpc_req_data(req, &length);
-    if (length < size) {
-        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "message of %zu bytes is shorter than its %zu-byte "
-                              "header", length, size);
+    char err[128];
+    ember_status_t status = ps_msg_header(data, length, header, size, rest_p, err,
+                                          sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
         return NULL;
     }
-    memcpy(header, data, size);
-    *rest_p = length - size;
     return data + size;
 }
 
@@ -106,20 +104,19 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
 
     if (!ps_header(req, &spec, sizeof(spec), &rest))
         return;
-    if (spec.table_id >= PS_MAX_TABLES || ps->tables[spec.table_id].table) {
-        ember_rpc_reply_error(req, EMBER_ERR_EXISTS, "table id %u is taken or "
-                              "beyond %d", spec.table_id, PS_MAX_TABLES);
+    ember_status_t status = ps_msg_table_create_check(&spec, err, sizeof(err));
+    if (status == EMBER_OK && ps->tables[spec.table_id].table)
+        status = ember_status_text(err, sizeof(err), EMBER_ERR_EXISTS,
+                                   "table id %u is taken or beyond %d", spec.table_id,
+                                   PS_MAX_TABLES);
+    if (status == EMBER_ERR_EXISTS) {
+        ember_rpc_reply_error(req, status, "%s", err);
         return;
     }
+    /* Its id is ours; an unknown device (status) is logged and answered below. */
     ps_table_t *entry = &ps->tables[spec.table_id];
     double started = tp_time_now();
-    ember_status_t status = EMBER_OK;
-    spec.name[EMBER_TABLE_NAME_MAX - 1] = '\0';
-    if (spec.device > EMBER_TABLE_CUDA) {
-        status = EMBER_ERR_INVALID_PARAM;
-        snprintf(err, sizeof(err), "table %s: unknown device %u (host 0, cuda 1)",
-                 spec.name, spec.device);
-    } else if (spec.device == EMBER_TABLE_CUDA && !ps->device) {
+    if (status == EMBER_OK && spec.device == EMBER_TABLE_CUDA && !ps->device) {
         status = ember_device_open("cuda", ps->local_rank, &ps->device);
         if (status != EMBER_OK)
             snprintf(err, sizeof(err), "table %s: --ps-device cuda, but %s has no "
@@ -174,11 +171,10 @@ static void on_table_load(ember_rpc_req_t *req, void *arg)
 
     if (!data || !(entry = ps_find(ps, msg.table_id, req)))
         return;
-    uint32_t dim = ember_table_dim(entry->table);
-    if (msg.count < 0 || rest != (size_t)msg.count * dim * sizeof(float)) {
-        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "table %s: load of %lld "
-                              "rows carries %zu bytes", ember_table_name(entry->table),
-                              (long long)msg.count, rest);
+    ember_status_t status = ps_msg_table_load_check(&msg, rest, entry->table, err,
+                                                    sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
         return;
     }
     float *rows = malloc(rest + 4); /* aligned copy */
@@ -187,8 +183,7 @@ static void on_table_load(ember_rpc_req_t *req, void *arg)
         return;
     }
     memcpy(rows, data, rest);
-    ember_status_t status = ember_table_load(entry->table, msg.first, msg.count, rows,
-                                             err, sizeof(err));
+    status = ember_table_load(entry->table, msg.first, msg.count, rows, err, sizeof(err));
     free(rows);
     if (status != EMBER_OK)
         ember_rpc_reply_error(req, status, "%s", err);
@@ -203,23 +198,23 @@ static void on_table_read(ember_rpc_req_t *req, void *arg)
     size_t rest;
     char err[256];
     ps_table_t *entry;
+    size_t bytes;
 
     if (!ps_header(req, &msg, sizeof(msg), &rest) ||
         !(entry = ps_find(ps, msg.table_id, req)))
         return;
-    if (msg.count < 0 || msg.count > (1 << 24)) {
-        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "read of %lld rows",
-                              (long long)msg.count);
+    ember_status_t status = ps_msg_table_read_check(&msg, entry->table, &bytes, err,
+                                                    sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
         return;
     }
-    size_t bytes = (size_t)msg.count * ember_table_dim(entry->table) * sizeof(float);
     float *out = malloc(bytes + 4);
     if (!out) {
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
-    ember_status_t status = ember_table_read(entry->table, msg.first, msg.count, out,
-                                             err, sizeof(err));
+    status = ember_table_read(entry->table, msg.first, msg.count, out, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
     } else {
@@ -249,12 +244,8 @@ static void on_stats(ember_rpc_req_t *req, void *arg)
     stats.grad_seconds = ember_busy_clock_seconds(&ps->clock, ps->grad_ticks);
     stats.table_bytes = stats.optimizer_bytes = stats.other_bytes = 0;
     for (size_t i = 0; i < PS_MAX_TABLES; i++) {
-        ps_table_t *entry = &ps->tables[i];
-        if (!entry->table)
-            continue;
-        stats.table_bytes += ember_table_bytes(entry->table);
-        stats.optimizer_bytes += ember_table_optimizer_bytes(entry->table);
-        stats.other_bytes += ember_table_other_bytes(entry->table);
+        if (ps->tables[i].table)
+            ps_msg_stats_add(&stats, ps->tables[i].table);
     }
     stats.other_bytes += ps->replies.bytes;
     stats.rss_bytes = rss_bytes();
@@ -302,10 +293,8 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     const uint8_t *arrays = ember_rpc_req_data(req, &length);
     char err[320];
     const uint32_t dim = ember_table_dim(entry->table);
-    const size_t values = (size_t)msg->bags * dim;
-    const int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
     /* The pooled values, fp32, and the places of max mode's maxima. */
-    size_t bytes = values * sizeof(float) * (max_mode ? 2 : 1);
+    size_t bytes = ps_msg_lookup_out_bytes(msg, dim);
     float *out = NULL;
     reply_ticket_t *ticket = NULL;
 
@@ -334,13 +323,7 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     }
     ps->stats.lookups++;
     entry->trainer_rank[msg->trainer] = ember_rpc_req_peer(req);
-    if (msg->flags & EMBER_LOOKUP_HALF_REPLY) {
-        ember_float_to_half_in_place(out, values);
-        if (max_mode) /* the places move up behind the halved values */
-            memmove((uint8_t *)out + ember_msg_lookup_places_at(msg, dim), out + values,
-                    values * sizeof(uint32_t));
-    }
-    bytes = (size_t)ember_msg_lookup_reply_bytes(msg, dim);
+    bytes = ps_msg_lookup_reply_finish(msg, dim, out);
     ember_iov_t iov = {.buffer = out, .length = bytes};
     *ticket = (reply_ticket_t){.ps = ps, .buffer = out};
     ps->replies_in_flight++;
