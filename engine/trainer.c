@@ -154,18 +154,16 @@ static ember_status_t trainer_fail(trainer_t *trainer, ember_status_t status,
     return status;
 }
 
-static void on_start(ember_rpc_req_t *req, void *arg)
+ember_status_t ember_trainer_start_check(const void *data, size_t length, int index,
+                                         ember_msg_train_start_t *spec_p,
+                                         size_t *nparams_p, char *err,
+                                         size_t err_length)
 {
-    trainer_t *trainer = arg;
-    size_t length;
-    const uint8_t *data = ember_rpc_req_data(req, &length);
     ember_msg_train_start_t spec;
 
-    if (trainer->started || length < sizeof(spec)) {
-        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
-                              "trainer%d: bad or repeated TRAIN_START", trainer->index);
-        return;
-    }
+    if (length < sizeof(spec))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "trainer%d: bad or repeated TRAIN_START", index);
     memcpy(&spec, data, sizeof(spec));
     spec.replay_path[EMBER_PATH_MAX - 1] = '\0';
     size_t sizes[EMBER_MAX_HIDDEN + 2], nparams = 0, layers = 0;
@@ -176,14 +174,35 @@ static void on_start(ember_rpc_req_t *req, void *arg)
         layers = ember_dense_sizes(&spec, sizes);
         nparams = ember_dense_offset(sizes, layers);
     }
-    if (spec.trainer != (uint32_t)trainer->index || spec.dim == 0 ||
-        spec.classes == 0 || spec.num_ps == 0 || spec.dim > 65536 ||
-        spec.classes > 65536 || !widths_ok ||
-        length != sizeof(spec) + nparams * sizeof(float)) {
+    if (spec.trainer != (uint32_t)index || spec.dim == 0 || spec.classes == 0 ||
+        spec.num_ps == 0 || spec.dim > 65536 || spec.classes > 65536 || !widths_ok ||
+        length != sizeof(spec) + nparams * sizeof(float))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "trainer%d: TRAIN_START does not fit (trainer %u, dim "
+                                 "%u, classes %u, %zu bytes)", index, spec.trainer,
+                                 spec.dim, spec.classes, length);
+    *spec_p = spec;
+    *nparams_p = nparams;
+    return EMBER_OK;
+}
+
+static void on_start(ember_rpc_req_t *req, void *arg)
+{
+    trainer_t *trainer = arg;
+    size_t length, nparams;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+    ember_msg_train_start_t spec;
+    char err[200];
+
+    if (trainer->started) {
         ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
-                              "trainer%d: TRAIN_START does not fit (trainer %u, dim "
-                              "%u, classes %u, %zu bytes)", trainer->index,
-                              spec.trainer, spec.dim, spec.classes, length);
+                              "trainer%d: bad or repeated TRAIN_START", trainer->index);
+        return;
+    }
+    ember_status_t status = ember_trainer_start_check(data, length, trainer->index,
+                                                      &spec, &nparams, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
         return;
     }
     trainer->params = malloc(nparams * sizeof(float));
