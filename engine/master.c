@@ -79,23 +79,39 @@ static void print_epoch(master_t *master, uint32_t epoch)
     }
 }
 
+ember_status_t ember_master_report_check(const void *data, size_t length,
+                                         uint32_t trainers, uint32_t epochs,
+                                         ember_msg_epoch_report_t *msg_p, char *err,
+                                         size_t err_length)
+{
+    ember_msg_epoch_report_t msg;
+
+    if (length != sizeof(msg))
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "epoch report of %zu bytes", length);
+    memcpy(&msg, data, sizeof(msg));
+    if (msg.trainer >= trainers || msg.epoch >= epochs)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "epoch report for trainer %u epoch %u", msg.trainer,
+                                 msg.epoch);
+    *msg_p = msg;
+    return EMBER_OK;
+}
+
 static void on_epoch_report(ember_rpc_req_t *req, void *arg)
 {
     master_t *master = arg;
     ember_msg_epoch_report_t msg;
     size_t length;
     const void *data = ember_rpc_req_data(req, &length);
+    char err[96];
+    ember_status_t status = ember_master_report_check(data, length,
+                                                      (uint32_t)master->job->trainers,
+                                                      master->epochs, &msg, err,
+                                                      sizeof(err));
 
-    if (length != sizeof(msg)) {
-        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "epoch report of %zu bytes",
-                              length);
-        return;
-    }
-    memcpy(&msg, data, sizeof(msg));
-    if (msg.trainer >= (uint32_t)master->job->trainers || msg.epoch >= master->epochs) {
-        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
-                              "epoch report for trainer %u epoch %u", msg.trainer,
-                              msg.epoch);
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
         return;
     }
     size_t slot = (size_t)msg.epoch * master->job->trainers + msg.trainer;
