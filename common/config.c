@@ -1,4 +1,6 @@
 /* ember: the one table of EMBER_* variables. */
+#include "common/config_env.h"
+
 #include <ember/config.h>
 #include <ember/log.h>
 
@@ -287,6 +289,35 @@ static ember_status_t config_store(int index, const char *value)
     return EMBER_OK;
 }
 
+ember_status_t ember_config_take_env(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    char name[128];
+    size_t len;
+    int index;
+
+    if (strncmp(entry, "EMBER_", 6) != 0 || !eq)
+        return EMBER_OK;
+    len = (size_t)(eq - entry);
+    if (len >= sizeof(name))
+        return EMBER_OK;
+    memcpy(name, entry, len);
+    name[len] = '\0';
+    index = config_find(name);
+    if (index < 0) {
+        ember_warn("config", "unknown variable %s ignored (see ember-info "
+                   "--config)", name);
+        return EMBER_OK;
+    }
+    if (!config_valid(&config_table[index], eq + 1)) {
+        config_refuse(&config_table[index], eq + 1);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    EMBER_CHECK(config_store(index, eq + 1));
+    config_given[index] = 1;
+    return EMBER_OK;
+}
+
 ember_status_t ember_config_init(void)
 {
     ember_status_t status = EMBER_OK;
@@ -301,32 +332,11 @@ ember_status_t ember_config_init(void)
     }
     ember_log_init();
     for (char **env = environ; env && *env; env++) {
-        const char *eq = strchr(*env, '=');
-        char name[128];
-        size_t len;
-        int index;
-
-        if (strncmp(*env, "EMBER_", 6) != 0 || !eq)
-            continue;
-        len = (size_t)(eq - *env);
-        if (len >= sizeof(name))
-            continue;
-        memcpy(name, *env, len);
-        name[len] = '\0';
-        index = config_find(name);
-        if (index < 0) {
-            ember_warn("config", "unknown variable %s ignored (see ember-info "
-                       "--config)", name);
-            continue;
-        }
-        if (!config_valid(&config_table[index], eq + 1)) {
-            config_refuse(&config_table[index], eq + 1);
-            status = EMBER_ERR_INVALID_PARAM;
-            continue;
-        }
-        if (config_store(index, eq + 1) != EMBER_OK)
-            return EMBER_ERR_NO_MEMORY;
-        config_given[index] = 1;
+        ember_status_t taken = ember_config_take_env(*env);
+        if (taken == EMBER_ERR_NO_MEMORY)
+            return taken;
+        if (taken != EMBER_OK)
+            status = taken;
     }
     ember_log_init();
     return status;
