@@ -1,0 +1,192 @@
+/*
+ * fuzz_lookup: LOOKUP messages (engine/protocol.h: header, offsets, rows,
+ * inverse, weights or places) into a PS shard (fuzz/fuzz_table.h), through
+ * ember_table_lookup and the PS's reply sizing (engine/ps_msg.h), as
+ * engine/ps.c serves them.
+ *
+ * Input: the table's three bytes, then records (fuzz/fuzz_input.h) whose
+ * payload is one whole message; op bit 0 closes an accepted lookup's
+ * context at once with a gradient that applies nothing.
+ *
+ * Invariants: a lookup changes no row; a refused one leaves no context (a
+ * gradient for it is refused at the end) and an accepted one does (its
+ * gradient is taken); no lookup is accepted over an open context; what is
+ * accepted pools what the rows hold (sum: the weighted sum within rounding;
+ * max: the maximum and its first maximal entry's place, exactly); the reply
+ * fits the buffer the PS pooled into.
+ */
+#include "engine/ps_msg.h"
+#include "fuzz/fuzz_table.h"
+
+typedef struct {
+    int open;
+    uint64_t step;
+    uint32_t bags;
+} context_t;
+
+static uint32_t load_u32(const uint8_t *p, size_t i)
+{
+    uint32_t v;
+    memcpy(&v, p + 4 * i, 4);
+    return v;
+}
+
+static int64_t load_i64(const uint8_t *p, size_t i)
+{
+    int64_t v;
+    memcpy(&v, p + 8 * i, 8);
+    return v;
+}
+
+static float load_f32(const uint8_t *p, size_t i)
+{
+    float v;
+    memcpy(&v, p + 4 * i, 4);
+    return v;
+}
+
+/* The value of the row of index @i at column @d, as the table held it. */
+static float entry_value(const fuzz_table_t *ft, const uint8_t *rows,
+                         const uint8_t *inverse, size_t i, uint32_t d)
+{
+    int64_t local = load_i64(rows, load_u32(inverse, i)) / ft->spec.num_shards;
+    FUZZ_CHECK(local >= 0 && local < ft->local_rows, "accepted row beyond the shard");
+    return ft->before[(size_t)local * ft->dim + d];
+}
+
+/* What an accepted lookup pooled into @out, against the rows themselves. */
+static void check_pooling(const fuzz_table_t *ft, const ember_msg_lookup_t *msg,
+                          const uint8_t *arrays, const float *out)
+{
+    const size_t bags = msg->bags, n = msg->indices, dim = ft->dim;
+    const uint8_t *offsets = arrays, *rows = arrays + 4 * bags;
+    const uint8_t *inverse = rows + 8ull * msg->unique, *extra = inverse + 4 * n;
+    const int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
+    const int weighted = (msg->flags & EMBER_LOOKUP_WEIGHTS) != 0;
+    const uint32_t *places = (const uint32_t *)(out + bags * dim);
+
+    for (size_t b = 0; b < bags; b++) {
+        size_t begin = load_u32(offsets, b), end = b + 1 < bags ? load_u32(offsets, b + 1) : n;
+        for (uint32_t d = 0; d < dim; d++) {
+            float got = out[b * dim + d];
+            if (max_mode) {
+                float want = 0.0f;
+                uint32_t place = EMBER_PLACE_NONE;
+                for (size_t i = begin; i < end; i++) {
+                    float v = entry_value(ft, rows, inverse, i, d);
+                    if (i == begin || v > want) {
+                        want = v;
+                        place = load_u32(extra, i);
+                    }
+                }
+                FUZZ_CHECK(memcmp(&got, &want, sizeof(got)) == 0,
+                           "bag %zu col %u: max %g, the rows say %g", b, d, got, want);
+                FUZZ_CHECK(places[b * dim + d] == place,
+                           "bag %zu col %u: place %u, the rows say %u", b, d,
+                           places[b * dim + d], place);
+                continue;
+            }
+            double want = 0.0, scale = 0.0;
+            int checkable = 1;
+            for (size_t i = begin; i < end; i++) {
+                float w = weighted ? load_f32(extra, i) : 1.0f;
+                checkable &= fabsf(w) <= 1e6f;
+                double term = (double)w * entry_value(ft, rows, inverse, i, d);
+                want += term;
+                scale += fabs(term);
+            }
+            if (checkable)
+                FUZZ_CHECK(fabs(got - want) <= 1e-5 * scale + 1e-6,
+                           "bag %zu col %u: sum %g, the rows say %g", b, d, got, want);
+        }
+    }
+}
+
+/* A gradient that applies nothing, for trainer @t's step: it must be taken
+ * exactly when the trainer's context is open. */
+static void close_context(fuzz_table_t *ft, context_t *ctx, uint32_t t)
+{
+    ember_msg_grad_t msg = {.trainer = t, .step = ctx->step, .bags = ctx->bags};
+    size_t length = (size_t)ctx->bags * ft->dim * sizeof(float);
+    float *zeros = calloc(1, length + 1);
+    char err[320];
+    int applied = 1;
+
+    fuzz_table_snapshot(ft);
+    ember_status_t status = ember_table_grad(ft->table, &msg, zeros, length, &applied, err,
+                                             sizeof(err));
+    free(zeros);
+    fuzz_table_check_unchanged(ft, "a gradient without EMBER_GRAD_APPLY");
+    FUZZ_CHECK(applied == 0, "a gradient without EMBER_GRAD_APPLY applied");
+    FUZZ_CHECK((status == EMBER_OK) == ctx->open, "trainer %u's context %s, gradient %s",
+               t, ctx->open ? "open" : "closed", ember_status_string(status));
+    ctx->open = 0;
+}
+
+static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op,
+                       const uint8_t *payload, size_t length)
+{
+    ember_msg_lookup_t msg;
+    char err[320];
+
+    if (length < sizeof(msg))
+        return; /* the PS answers it before the table sees it (ps_msg_header) */
+    memcpy(&msg, payload, sizeof(msg));
+    const uint8_t *arrays = payload + sizeof(msg);
+    size_t array_bytes = length - sizeof(msg);
+    /* As the PS: a reply buffer only for counts that match the size. */
+    size_t out_bytes = ps_msg_lookup_out_bytes(&msg, ft->dim);
+    float *out = NULL;
+    if (ember_msg_lookup_bytes(&msg) == array_bytes) {
+        out = malloc(out_bytes ? out_bytes : 1);
+        FUZZ_CHECK(out, "out of memory");
+    }
+    int was_open = msg.trainer < ft->spec.trainers && contexts[msg.trainer].open;
+
+    err[0] = '\0';
+    fuzz_table_snapshot(ft);
+    ember_status_t status = ember_table_lookup(ft->table, &msg, arrays, array_bytes, out,
+                                               err, sizeof(err));
+    fuzz_table_check_unchanged(ft, "a lookup");
+    if (status != EMBER_OK) {
+        FUZZ_CHECK(err[0] != '\0', "a lookup refused (%s) without its cause",
+                   ember_status_string(status));
+        free(out);
+        return;
+    }
+    FUZZ_CHECK(!was_open, "trainer %u: a lookup accepted over an open context",
+               msg.trainer);
+    FUZZ_CHECK(out != NULL, "a lookup accepted whose counts do not match its size");
+    check_pooling(ft, &msg, arrays, out);
+    size_t reply = ps_msg_lookup_reply_finish(&msg, ft->dim, out);
+    FUZZ_CHECK(reply <= out_bytes, "a reply of %zu bytes from a buffer of %zu", reply,
+               out_bytes);
+    volatile uint8_t sink = 0;
+    for (size_t i = 0; i < reply; i++)
+        sink ^= ((const uint8_t *)out)[i]; /* what the transport would send */
+    (void)sink;
+    free(out);
+    contexts[msg.trainer] = (context_t){.open = 1, .step = msg.step, .bags = msg.bags};
+    if (op & 1)
+        close_context(ft, &contexts[msg.trainer], msg.trainer);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_input_t in = {.data = data, .size = size};
+    fuzz_table_t ft;
+    context_t contexts[4] = {{0}};
+    uint8_t *payload;
+    size_t length;
+    int op;
+
+    fuzz_table_open(&ft, &in);
+    while ((op = fuzz_record(&in, &payload, &length)) >= 0) {
+        lookup_one(&ft, contexts, op, payload, length);
+        free(payload);
+    }
+    for (uint32_t t = 0; t < ft.spec.trainers; t++)
+        close_context(&ft, &contexts[t], t);
+    fuzz_table_close(&ft);
+    return 0;
+}

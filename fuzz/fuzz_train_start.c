@@ -1,0 +1,102 @@
+/*
+ * fuzz_train_start: the master's TRAIN_START as a trainer takes it
+ * (ember_trainer_start_check, engine/trainer.c's handler), then what the
+ * trainer does with an accepted spec before the network: its dense
+ * optimizer, its data source and its first batches, checked as each step
+ * checks them (engine/data.c, ember_bag_validate).
+ *
+ * Input: [trainer index][the request as it came].
+ *
+ * Invariants: an accepted request is exactly the spec and its dense
+ * parameters; a spec it accepts can be trained: its data source opens, its
+ * first batches are drawn and pass the step's checks, the optimizer is
+ * made, nothing crashes.  A replay spec names a file, which a fuzzer does
+ * not open; a batch of more than 2^16 indices (the master's to ask) is not
+ * drawn.
+ */
+#include "engine/data.h"
+#include "engine/optimizer.h"
+#include "engine/trainer.h"
+#include "fuzz/fuzz_input.h"
+
+#include <ember/embedding_bag.h>
+
+#define FUZZ_MAX_INDICES (1u << 16)
+#define FUZZ_STEPS 3
+
+/* The dense parameters the spec's layers have, counted apart. */
+static unsigned __int128 dense_count(const ember_msg_train_start_t *spec)
+{
+    unsigned __int128 total = 0;
+    uint64_t in = spec->dim;
+    for (uint32_t l = 0; l <= spec->nhidden; l++) {
+        uint64_t out = l < spec->nhidden ? spec->hidden[l] : spec->classes;
+        total += (unsigned __int128)out * in + out;
+        in = out;
+    }
+    return total;
+}
+
+static void draw_batches(const ember_msg_train_start_t *spec)
+{
+    ember_data_t *data = NULL;
+    char err[512];
+
+    if (spec->data == EMBER_DATA_REPLAY || spec->max_indices > FUZZ_MAX_INDICES)
+        return;
+    if (ember_data_create(spec, &data, err, sizeof(err)) != EMBER_OK)
+        return;
+    uint64_t steps = ember_data_steps(data);
+    for (uint64_t step = 0; step < steps && step < FUZZ_STEPS; step++) {
+        ember_batch_t batch;
+        if (ember_data_next(data, step, &batch, err, sizeof(err)) != EMBER_OK)
+            break;
+        ember_bag_batch_t check = {.indices = batch.indices, .n = batch.n,
+                                   .offsets = batch.offsets, .bags = batch.bags,
+                                   .weights = batch.weights, .n_weights = batch.n_weights};
+        ember_bag_opts_t opts = {.mode = (ember_pool_mode_t)spec->mode,
+                                 .padding_idx = spec->padding_idx};
+        (void)ember_bag_validate(&check, &opts, spec->rows, err, sizeof(err));
+    }
+    ember_data_destroy(data);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    ember_msg_train_start_t spec;
+    size_t nparams = 0;
+    char err[256];
+
+    if (size < 1)
+        return 0;
+    int index = data[0] % 4;
+    /* The request in a buffer of its own size: a read past it is seen. */
+    uint8_t *request = malloc(size - 1 ? size - 1 : 1);
+    FUZZ_CHECK(request, "out of memory");
+    memcpy(request, data + 1, size - 1);
+    err[0] = '\0';
+    ember_status_t status = ember_trainer_start_check(request, size - 1, index, &spec,
+                                                      &nparams, err, sizeof(err));
+    if (status != EMBER_OK) {
+        FUZZ_CHECK(err[0] != '\0', "TRAIN_START refused without its cause");
+        free(request);
+        return 0;
+    }
+    FUZZ_CHECK(spec.trainer == (uint32_t)index, "trainer %d took trainer %u's start",
+               index, spec.trainer);
+    FUZZ_CHECK(dense_count(&spec) == nparams &&
+                   size - 1 == sizeof(spec) + nparams * sizeof(float),
+               "TRAIN_START of %zu bytes taken with %zu dense parameters", size - 1,
+               nparams);
+    FUZZ_CHECK(memchr(spec.replay_path, '\0', sizeof(spec.replay_path)),
+               "the replay path is not NUL-terminated");
+    ember_opt_config_t dense = spec.optimizer;
+    if (dense.kind == EMBER_OPT_ROWWISE_ADAGRAD) /* as trainer_setup */
+        ember_opt_config_default(EMBER_OPT_ADAGRAD, dense.lr, &dense);
+    ember_opt_t *optimizer = NULL;
+    if (ember_opt_create(&dense, 1, nparams, EMBER_OPT_DENSE, &optimizer) == EMBER_OK)
+        ember_opt_destroy(optimizer);
+    draw_batches(&spec);
+    free(request);
+    return 0;
+}

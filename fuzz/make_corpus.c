@@ -1,0 +1,524 @@
+/*
+ * fuzz/make_corpus: writes the seed corpus of every fuzz target,
+ * fuzz/corpus/<target>/seed-*, small valid and near-valid inputs in each
+ * target's input layout (fuzz/fuzz_input.h records; the comments at the
+ * top of each fuzz_<target>.c).  Built with the targets:
+ *   build-fuzz/fuzz/make_corpus fuzz/corpus          (re)write the seeds
+ *   build-fuzz/fuzz/make_corpus --check fuzz/corpus  exit 1 if they differ
+ * Inputs the fuzzer found (regress-*) sit beside them and are left alone.
+ */
+#include "engine/protocol.h"
+#include "engine/safetensors.h"
+#include "transport/tp_internal.h"
+
+#include <ember/embedding_bag.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    uint8_t *data;
+    size_t length, capacity;
+} blob_t;
+
+static const char *out_dir;
+static int checking, differ;
+
+static void put(blob_t *b, const void *bytes, size_t n)
+{
+    if (n == 0)
+        return;
+    if (b->length + n > b->capacity) {
+        b->capacity = (b->length + n) * 2 + 64;
+        b->data = realloc(b->data, b->capacity);
+        if (!b->data)
+            abort();
+    }
+    memcpy(b->data + b->length, bytes, n);
+    b->length += n;
+}
+
+static void put_u8(blob_t *b, uint8_t v) { put(b, &v, 1); }
+
+/* One record: [op][u16 length][payload]. */
+static void record(blob_t *b, uint8_t op, const void *payload, size_t n)
+{
+    uint8_t head[3] = {op, (uint8_t)n, (uint8_t)(n >> 8)};
+    put(b, head, 3);
+    put(b, payload, n);
+}
+
+static void save(const char *target, const char *name, const void *data, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", out_dir, target);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        abort();
+    snprintf(path, sizeof(path), "%s/%s/seed-%s", out_dir, target, name);
+    if (checking) {
+        FILE *f = fopen(path, "rb");
+        uint8_t *have = malloc(n + 1);
+        size_t got = f ? fread(have, 1, n + 1, f) : 0;
+        if (!f || got != n || memcmp(have, data, n) != 0) {
+            fprintf(stderr, "make_corpus: %s is not what the generator writes\n", path);
+            differ = 1;
+        }
+        if (f)
+            fclose(f);
+        free(have);
+        return;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "make_corpus: cannot write %s\n", path);
+        exit(2);
+    }
+}
+
+static void save_blob(const char *target, const char *name, blob_t *b)
+{
+    save(target, name, b->data, b->length);
+    free(b->data);
+    *b = (blob_t){0};
+}
+
+/* ------------------------------------------------------------ safetensors */
+
+/* A file as ember_st_write makes it (the writer's own output). */
+static void st_written(const char *name, const ember_st_tensor_t *t, size_t nt,
+                       const ember_st_meta_t *meta, size_t nmeta)
+{
+    char path[] = "/tmp/make_corpus_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0 || ember_st_write(path, t, nt, meta, nmeta) != EMBER_OK)
+        abort();
+    FILE *f = fopen(path, "rb");
+    static uint8_t buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    unlink(path);
+    close(fd);
+    save("safetensors", name, buf, n);
+}
+
+/* A file from its header text and @data bytes of zeros. */
+static void st_raw(const char *name, const char *header, size_t data)
+{
+    blob_t b = {0};
+    uint64_t n = strlen(header);
+    for (int i = 0; i < 8; i++)
+        put_u8(&b, (uint8_t)(n >> (8 * i)));
+    put(&b, header, n);
+    for (size_t i = 0; i < data; i++)
+        put_u8(&b, 0);
+    save_blob("safetensors", name, &b);
+}
+
+static void corpus_safetensors(void)
+{
+    float f[6] = {1, 2, 3, 4, 5, 6};
+    int64_t l[4] = {0, 1, 2, 3};
+    uint8_t bytes[16] = {0};
+    ember_st_tensor_t two[] = {
+        {.name = "emb.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .data = f},
+        {.name = "t0.s0.indices", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {4}, .data = l},
+    };
+    ember_st_meta_t meta[] = {{"rows", "100"}, {"mode", "sum"}, {"lr", "0.5"}};
+    st_written("small", two, 2, meta, 3);
+    ember_st_tensor_t kinds[] = {
+        {.name = "f64", .dtype = EMBER_DTYPE_F64, .ndim = 1, .shape = {2}, .data = bytes},
+        {.name = "f16", .dtype = EMBER_DTYPE_F16, .ndim = 2, .shape = {2, 2}, .data = bytes},
+        {.name = "bf16", .dtype = EMBER_DTYPE_BF16, .ndim = 1, .shape = {1}, .data = bytes},
+        {.name = "i32", .dtype = EMBER_DTYPE_I32, .ndim = 3, .shape = {1, 1, 2}, .data = bytes},
+        {.name = "i16", .dtype = EMBER_DTYPE_I16, .ndim = 0, .data = bytes},
+        {.name = "i8", .dtype = EMBER_DTYPE_I8, .ndim = 1, .shape = {0}, .data = bytes},
+        {.name = "u8", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {3}, .data = bytes},
+        {.name = "bool", .dtype = EMBER_DTYPE_BOOL, .ndim = 1, .shape = {1}, .data = bytes},
+    };
+    st_written("dtypes", kinds, sizeof(kinds) / sizeof(kinds[0]), NULL, 0);
+    ember_st_tensor_t odd[] = {
+        {.name = "quote\"back\\slash", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {1},
+         .data = bytes},
+        {.name = "tab\tnew\nline\x01", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {1},
+         .data = bytes},
+        {.name = "caf\xc3\xa9", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {1}, .data = bytes},
+    };
+    ember_st_meta_t odd_meta[] = {{"k\"ey", "v\\al\x1f"}};
+    st_written("escapes", odd, 3, odd_meta, 1);
+    st_raw("empty", "{}", 0);
+    st_raw("meta_only", "{\"__metadata__\":{\"format\":\"pt\"}}", 0);
+    st_raw("unicode",
+           "{\"\\u00e9\\ud83d\\ude00\\/\\b\\f\\n\\r\\t\":{\"dtype\":\"U8\",\"shape\":[2],"
+           "\"data_offsets\":[0,2]}, \"n\": {\"dtype\":\"F32\",\"shape\":[1e0],"
+           "\"data_offsets\":[2,6]}}",
+           6);
+    st_raw("numbers", "{\"a\":{\"dtype\":\"I8\",\"shape\":[-0, 1.5, 2E+3, 0],"
+                      "\"data_offsets\":[0,0],\"x\":[true,false,null,{},[]]}}", 0);
+    st_raw("past_end", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8);
+    st_raw("overlap", "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+                      "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}", 8);
+    st_raw("duplicate", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                        "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2);
+    st_raw("bad_dtype", "{\"a\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+    st_raw("deep", "{\"__metadata__\":{\"k\":\"v\"},\"a\":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]}", 0);
+    st_raw("huge_shape", "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],"
+                         "\"data_offsets\":[0,0]}}", 0);
+    st_raw("meta_number", "{\"__metadata__\":{\"rows\":100}}", 0);
+}
+
+/* ---------------------------------------------------------------- tables */
+
+/* fuzz/fuzz_table.h's three bytes. */
+static void table_bytes(blob_t *b, int async, int half, int mean, int opt, int shards,
+                        int zeroed, int dim, int trainers, int shard, int rows)
+{
+    put_u8(b, (uint8_t)(async | half << 1 | mean << 2 | opt << 3 | (shards - 1) << 5 |
+                        zeroed << 7));
+    put_u8(b, (uint8_t)((dim - 1) | (trainers - 1) << 4 | shard << 6));
+    put_u8(b, (uint8_t)(rows - 1));
+}
+
+/* A LOOKUP message (header and arrays) as one record. */
+static void lookup_record(blob_t *b, uint8_t op, uint32_t trainer, uint64_t step,
+                          uint32_t flags, uint32_t bags, const uint32_t *offsets,
+                          uint32_t unique, const int64_t *rows, uint32_t n,
+                          const uint32_t *inverse, const void *extra)
+{
+    blob_t m = {0};
+    ember_msg_lookup_t msg = {.trainer = trainer, .step = step, .flags = flags,
+                              .bags = bags, .unique = unique, .indices = n};
+    put(&m, &msg, sizeof(msg));
+    put(&m, offsets, 4ull * bags);
+    put(&m, rows, 8ull * unique);
+    put(&m, inverse, 4ull * n);
+    if (flags & (EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX))
+        put(&m, extra, 4ull * n);
+    record(b, op, m.data, m.length);
+    free(m.data);
+}
+
+static void corpus_lookup(void)
+{
+    static const uint32_t off[] = {0, 2}, inv[] = {0, 1, 1}, places[] = {0, 1, 0};
+    static const int64_t rows[] = {3, 9}, wrong_shard[] = {2, 3}, unsorted[] = {9, 3};
+    static const float weights[] = {0.5f, -1.0f, 2.0f};
+    static const uint32_t bad_off[] = {1, 0};
+    blob_t b = {0};
+
+    table_bytes(&b, 0, 0, 0, 0, 1, 0, 4, 2, 0, 16);
+    lookup_record(&b, 1, 0, 0, 0, 2, off, 2, rows, 3, inv, NULL);
+    lookup_record(&b, 1, 1, 0, EMBER_LOOKUP_WEIGHTS, 2, off, 2, rows, 3, inv, weights);
+    save_blob("lookup", "sum_weighted", &b);
+
+    table_bytes(&b, 0, 0, 0, 0, 1, 1, 3, 1, 0, 16); /* zeroed rows: ties */
+    lookup_record(&b, 1, 0, 0, EMBER_LOOKUP_MAX, 2, off, 2, rows, 3, inv, places);
+    lookup_record(&b, 1, 0, 1, EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY, 2, off, 2, rows,
+                  3, inv, places);
+    save_blob("lookup", "max_ties_half", &b);
+
+    table_bytes(&b, 1, 1, 0, 3, 2, 0, 5, 3, 1, 20); /* async fp16 adam, shard 1 of 2 */
+    lookup_record(&b, 0, 2, 7, EMBER_LOOKUP_MAX, 2, off, 2, rows, 3, inv, places);
+    lookup_record(&b, 1, 2, 8, 0, 2, off, 2, rows, 3, inv, NULL); /* context open */
+    lookup_record(&b, 1, 0, 0, EMBER_LOOKUP_HALF_REPLY, 2, off, 2, wrong_shard, 3, inv, NULL);
+    save_blob("lookup", "fp16_shards_open", &b);
+
+    table_bytes(&b, 0, 0, 1, 1, 1, 0, 2, 1, 0, 8);
+    lookup_record(&b, 1, 0, 0, 0, 2, bad_off, 2, rows, 3, inv, NULL);
+    lookup_record(&b, 1, 0, 0, 0, 2, off, 2, unsorted, 3, inv, NULL);
+    lookup_record(&b, 1, 0, 0, 0, 0, off, 0, rows, 0, inv, NULL);
+    lookup_record(&b, 1, 5, 0, 0, 2, off, 2, rows, 3, inv, NULL); /* no trainer 5 */
+    save_blob("lookup", "refused", &b);
+}
+
+static void corpus_grad(void)
+{
+    /* A lookup record: [trainer][step][flags][bags][a row byte per index]. */
+    static const uint8_t lk0[] = {0, 0, 0, 2, 1, 3, 3, 7, 2};
+    static const uint8_t lk1[] = {1, 0, 1, 3, 4, 1, 5};
+    static const uint8_t lkmax[] = {0, 1, 2, 2, 1, 2, 1, 3};
+    static const uint8_t fit0[] = {0, 1, 130, 120, 140, 100, 128, 129, 200, 10};
+    static const uint8_t fit1[] = {1, 1, 100, 150, 128, 90};
+    static const uint8_t drop[] = {1};
+    blob_t b = {0};
+
+    table_bytes(&b, 0, 0, 0, 0, 1, 0, 4, 2, 0, 16); /* sync sgd, two trainers */
+    record(&b, 0, lk0, sizeof(lk0));
+    record(&b, 0, lk1, sizeof(lk1));
+    record(&b, 2, fit0, sizeof(fit0));
+    record(&b, 2, fit1, sizeof(fit1)); /* the step is applied */
+    save_blob("grad", "sync_step", &b);
+
+    table_bytes(&b, 1, 0, 0, 0, 2, 0, 3, 1, 1, 12); /* async, shard 1 of 2 */
+    record(&b, 0, lkmax, sizeof(lkmax));
+    record(&b, 2, fit0, sizeof(fit0));
+    record(&b, 0, lk0, sizeof(lk0));
+    record(&b, 2, fit0, sizeof(fit0));
+    save_blob("grad", "async_max", &b);
+
+    table_bytes(&b, 0, 1, 1, 2, 1, 0, 2, 2, 0, 10); /* fp16, mean, row-wise adagrad */
+    record(&b, 0, lk1, sizeof(lk1));
+    record(&b, 3, drop, sizeof(drop));
+    record(&b, 0, lk1, sizeof(lk1));
+    record(&b, 2, fit1, sizeof(fit1));
+    save_blob("grad", "fp16_drop", &b);
+
+    /* GRAD messages as they come: a NaN, a wrong size, a wrong step. */
+    table_bytes(&b, 1, 0, 0, 0, 1, 0, 2, 1, 0, 8);
+    record(&b, 0, lk0, sizeof(lk0));
+    blob_t m = {0};
+    ember_msg_grad_t g = {.trainer = 0, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = 2};
+    float values[4] = {1.0f, NAN, 2.0f, 3.0f};
+    put(&m, &g, sizeof(g));
+    put(&m, values, sizeof(values));
+    record(&b, 1, m.data, m.length);
+    record(&b, 5, m.data, m.length - 4);
+    record(&b, 0, lk0, sizeof(lk0));
+    values[1] = 0.5f;
+    memcpy(m.data + sizeof(g), values, sizeof(values));
+    record(&b, 5, m.data, m.length); /* one byte off alignment */
+    g.step = 3;
+    memcpy(m.data, &g, sizeof(g));
+    record(&b, 1, m.data, m.length);
+    free(m.data);
+    save_blob("grad", "raw", &b);
+}
+
+static void corpus_ps_messages(void)
+{
+    blob_t b = {0};
+    ember_msg_table_create_t spec = {.table_id = 3, .shard = 1, .num_shards = 2,
+                                     .trainers = 2, .rows = 10, .dim = 4,
+                                     .consistency = EMBER_SYNC, .init = EMBER_INIT_LOAD,
+                                     .dtype = EMBER_DTYPE_F32, .seed = 1,
+                                     .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.1f}};
+    snprintf(spec.name, sizeof(spec.name), "emb");
+    record(&b, 0, &spec, sizeof(spec));
+    blob_t m = {0};
+    ember_msg_table_load_t load = {.table_id = 3, .first = 2, .count = 5};
+    put(&m, &load, sizeof(load));
+    for (int i = 0; i < 5 * 4; i++) {
+        float v = (float)i * 0.25f - 2.0f;
+        put(&m, &v, 4);
+    }
+    record(&b, 1, m.data, m.length);
+    ember_msg_table_read_t read = {.table_id = 3, .first = 0, .count = 5};
+    record(&b, 2, &read, sizeof(read));
+    record(&b, 3, NULL, 0);
+    save_blob("ps_messages", "create_load_read", &b);
+
+    spec.table_id = 0;
+    spec.dtype = EMBER_DTYPE_F16;
+    spec.init = EMBER_INIT_NORMAL;
+    spec.num_shards = 1;
+    spec.shard = 0;
+    spec.optimizer = (ember_opt_config_t){.kind = EMBER_OPT_ADAM, .lr = 0.01f, .eps = 1e-8f,
+                                          .beta1 = 0.9f, .beta2 = 0.999f};
+    memset(spec.name, 'x', sizeof(spec.name)); /* not terminated */
+    record(&b, 0, &spec, sizeof(spec));
+    record(&b, 0, &spec, sizeof(spec)); /* taken */
+    float big = 70000.0f; /* beyond fp16 */
+    load = (ember_msg_table_load_t){.table_id = 0, .first = 9, .count = 1};
+    memcpy(m.data, &load, sizeof(load));
+    memcpy(m.data + sizeof(load), &big, 4);
+    record(&b, 1, m.data, sizeof(load) + 4 * 4);
+    record(&b, 1, m.data, sizeof(load) + 4 * 3); /* short */
+    read = (ember_msg_table_read_t){.table_id = 0, .first = 8, .count = 3};
+    record(&b, 2, &read, sizeof(read));
+    read.count = 1 << 24;
+    record(&b, 2, &read, sizeof(read));
+    spec.table_id = 64;
+    record(&b, 0, &spec, sizeof(spec));
+    spec.table_id = 5;
+    spec.device = 7;
+    record(&b, 0, &spec, sizeof(spec));
+    record(&b, 3, NULL, 0);
+    free(m.data);
+    save_blob("ps_messages", "fp16_refusals", &b);
+}
+
+static void corpus_train_start(void)
+{
+    ember_msg_train_start_t spec = {
+        .trainer = 1, .trainers = 2, .num_ps = 1, .first_ps_rank = 3, .master_rank = 2,
+        .rows = 100, .dim = 16, .classes = 8, .mode = EMBER_POOL_SUM,
+        .data = EMBER_DATA_TUTORIAL, .padding_idx = -1, .epochs = 2, .batches = 3,
+        .min_indices = 20, .max_indices = 50, .consistency = EMBER_SYNC, .seed = 1,
+        .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.5f}};
+    blob_t b = {0};
+    float zero = 0.0f;
+
+    put_u8(&b, 1);
+    put(&b, &spec, sizeof(spec));
+    for (int i = 0; i < 16 * 8 + 8; i++)
+        put(&b, &zero, 4);
+    save_blob("train_start", "tutorial", &b);
+
+    spec.data = EMBER_DATA_SYNTHETIC;
+    spec.mode = EMBER_POOL_MAX;
+    spec.nhidden = 1;
+    spec.hidden[0] = 4;
+    spec.padding_idx = 7;
+    spec.optimizer = (ember_opt_config_t){.kind = EMBER_OPT_ROWWISE_ADAGRAD, .lr = 0.1f,
+                                          .eps = 1e-8f};
+    put_u8(&b, 1);
+    put(&b, &spec, sizeof(spec));
+    for (int i = 0; i < 16 * 4 + 4 + 4 * 8 + 8; i++)
+        put(&b, &zero, 4);
+    save_blob("train_start", "synthetic_mlp_max", &b);
+
+    spec.trainer = 0;
+    spec.data = EMBER_DATA_REPLAY;
+    spec.mode = EMBER_POOL_MEAN;
+    spec.per_sample_weights = 1;
+    snprintf(spec.replay_path, sizeof(spec.replay_path), "golden.safetensors");
+    put_u8(&b, 0);
+    put(&b, &spec, sizeof(spec));
+    for (int i = 0; i < 16 * 4 + 4 + 4 * 8 + 8 - 1; i++) /* one short */
+        put(&b, &zero, 4);
+    save_blob("train_start", "replay_short", &b);
+}
+
+static void corpus_epoch_report(void)
+{
+    blob_t b = {0};
+    ember_msg_epoch_report_t r = {.trainer = 1, .epoch = 2, .steps = 10, .bags = 55,
+                                  .loss_sum = 20.5, .seconds = 0.25};
+    put_u8(&b, 1); /* two trainers */
+    put_u8(&b, 3); /* three epochs */
+    record(&b, 0, &r, sizeof(r));
+    r.trainer = 0;
+    r.epoch = 0;
+    record(&b, 0, &r, sizeof(r));
+    record(&b, 0, &r, sizeof(r) - 1);
+    r.epoch = 3;
+    record(&b, 0, &r, sizeof(r));
+    save_blob("epoch_report", "reports", &b);
+}
+
+/* --------------------------------------------------------------- transport */
+
+static tp_header_t tp_header(uint16_t op, uint64_t length, uint32_t flags)
+{
+    return (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .op = op,
+                         .request_id = 0x100000002ull, .flags = flags, .length = length};
+}
+
+static void corpus_tp_header(void)
+{
+    uint8_t head[TP_INLINE_MAX] = {0};
+    blob_t b = {0};
+    uint32_t apart = 76;
+
+    put(&b, &apart, 4);
+    put_u8(&b, 0);
+    tp_header_t h = tp_header(EMBER_OP_LOOKUP, 100, 24u << TP_INLINE_SHIFT);
+    put(&b, &h, sizeof(h));
+    put(&b, head, 24);
+    save_blob("tp_header", "inline_lookup", &b);
+
+    apart = 0;
+    put(&b, &apart, 4);
+    put_u8(&b, 20);
+    h = tp_header(EMBER_OP_GRAD, 0, TP_FLAG_ONEWAY | TP_FLAG_REPLY_RNDV);
+    put(&b, &h, sizeof(h));
+    save_blob("tp_header", "oneway_rndv", &b);
+
+    apart = 4096;
+    put(&b, &apart, 4);
+    put_u8(&b, 12); /* 4 KiB limit */
+    h = tp_header(EMBER_OP_TABLE_LOAD, 4096 + TP_INLINE_MAX, TP_INLINE_MAX << TP_INLINE_SHIFT);
+    put(&b, &h, sizeof(h));
+    put(&b, head, TP_INLINE_MAX);
+    save_blob("tp_header", "over_limit", &b);
+
+    apart = 8;
+    put(&b, &apart, 4);
+    put_u8(&b, 0);
+    h = tp_header(EMBER_OP_LOOKUP, 8, 0);
+    h.version = TP_VERSION - 1;
+    put(&b, &h, sizeof(h));
+    save_blob("tp_header", "old_version", &b);
+}
+
+/* A batch: [calls][its header][items, each header + payload padded to 8]. */
+static void tp_batch(const char *name, int calls, const uint32_t *sizes, size_t count,
+                     uint32_t item_flags, size_t cut)
+{
+    blob_t items = {0}, b = {0};
+    uint8_t payload[64];
+    for (size_t i = 0; i < count; i++) {
+        tp_header_t h = tp_header((uint16_t)(EMBER_OP_LOOKUP + i), sizes[i], item_flags);
+        put(&items, &h, sizeof(h));
+        memset(payload, (int)(0x11 * (i + 1)), sizeof(payload));
+        put(&items, payload, (sizes[i] + 7) & ~7u);
+    }
+    items.length -= cut;
+    put_u8(&b, (uint8_t)calls);
+    tp_header_t outer = tp_header(0, items.length, 0);
+    put(&b, &outer, sizeof(outer));
+    put(&b, items.data, items.length);
+    free(items.data);
+    save_blob("tp_batch", name, &b);
+}
+
+static void corpus_tp_batch(void)
+{
+    static const uint32_t replies[] = {5, 16, 0}, calls[] = {24, 60};
+    tp_batch("replies", 0, replies, 3, 0, 0);
+    tp_batch("calls_oneway", 1, calls, 2, TP_FLAG_ONEWAY, 0);
+    tp_batch("cut_padding", 0, replies, 2, 0, 3);
+    tp_batch("reply_flagged", 0, calls, 2, TP_FLAG_ONEWAY, 0);
+}
+
+/* ------------------------------------------------------------------ config */
+
+static void corpus_config(void)
+{
+    static const struct {
+        const char *name, *text;
+    } seeds[] = {
+        {"size", "64K"},
+        {"size_b", "1GB"},
+        {"size_overflow", "17179869184G"},
+        {"env", "EMBER_LOG_LEVEL=debug\nEMBER_TCP_EAGER=2M\nEMBER_BIND=core\n"
+                "EMBER_RPC_TIMEOUT=0.5\nEMBER_SEED=9200000000000000000\nEMBER_NOPE=1\nPATH=/"},
+        {"number", "0.001"},
+        {"word", "sync"},
+        {"negative", "-1"},
+        {"huge", "1e400"},
+        {"hex", "0x7fffffffffffffff"},
+        {"empty_value", "EMBER_NAME=\nEMBER_SPIN_US=\n=x\nEMBER_"},
+    };
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
+        save("config", seeds[i].name, seeds[i].text, strlen(seeds[i].text));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--check") == 0) {
+        checking = 1;
+        out_dir = argv[2];
+    } else if (argc == 2) {
+        out_dir = argv[1];
+    } else {
+        fprintf(stderr, "usage: make_corpus [--check] DIR\n");
+        return 2;
+    }
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
+        return 2;
+    corpus_safetensors();
+    corpus_lookup();
+    corpus_grad();
+    corpus_ps_messages();
+    corpus_train_start();
+    corpus_epoch_report();
+    corpus_tp_header();
+    corpus_tp_batch();
+    corpus_config();
+    return differ;
+}
