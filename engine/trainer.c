@@ -181,6 +181,18 @@ ember_status_t ember_trainer_start_check(const void *data, size_t length, int in
                                  "trainer%d: TRAIN_START does not fit (trainer %u, dim "
                                  "%u, classes %u, %zu bytes)", index, spec.trainer,
                                  spec.dim, spec.classes, length);
+    /* What the batches are drawn and checked by, within a job's limits
+     * (engine/job.c): no rows, or a range of indices upside down, would
+     * have the draw divide by zero or allocate 2^64 indices. */
+    if (spec.rows < 1 || spec.min_indices > spec.max_indices || spec.padding_idx < -1 ||
+        spec.padding_idx >= spec.rows || spec.mode > EMBER_POOL_MAX ||
+        spec.data > EMBER_DATA_REPLAY)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "trainer%d: TRAIN_START is not a job's (rows %lld, "
+                                 "indices %u to %u, padding_idx %lld, mode %u, data %u)",
+                                 index, (long long)spec.rows, spec.min_indices,
+                                 spec.max_indices, (long long)spec.padding_idx, spec.mode,
+                                 spec.data);
     *spec_p = spec;
     *nparams_p = nparams;
     return EMBER_OK;
