@@ -3,6 +3,7 @@
 
 #include "engine/half.h"
 
+#include <stdint.h>
 #include <string.h>
 
 ember_status_t ps_msg_header(const void *data, size_t length, void *header, size_t size,
@@ -37,7 +38,9 @@ ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t
                                        size_t err_length)
 {
     uint32_t dim = ember_table_dim(table);
-    if (msg->count < 0 || rest != (size_t)msg->count * dim * sizeof(float))
+    /* The count first: count x dim floats must not wrap to the bytes sent. */
+    if (msg->count < 0 || (uint64_t)msg->count > SIZE_MAX / sizeof(float) / dim ||
+        rest != (size_t)msg->count * dim * sizeof(float))
         return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                                  "table %s: load of %lld rows carries %zu bytes",
                                  ember_table_name(table), (long long)msg->count, rest);
@@ -48,9 +51,21 @@ ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
                                        const ember_table_t *table, size_t *bytes_p,
                                        char *err, size_t err_length)
 {
+    const int64_t rows = ember_table_local_rows(table);
     if (msg->count < 0 || msg->count > (1 << 24))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "read of %lld rows", (long long)msg->count);
+    /* Before the PS allocates the reply: rows the shard does not have must
+     * not cost it count x dim floats (up to 2^24 x 65536). */
+    if (msg->first < 0 || msg->first > rows || msg->count > rows - msg->first) {
+        int64_t end = msg->first >= 0 && msg->count > INT64_MAX - msg->first
+                          ? INT64_MAX
+                          : msg->first + msg->count;
+        return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                                 "table %s: read of local rows [%lld, %lld) outside "
+                                 "[0, %lld)", ember_table_name(table),
+                                 (long long)msg->first, (long long)end, (long long)rows);
+    }
     *bytes_p = (size_t)msg->count * ember_table_dim(table) * sizeof(float);
     return EMBER_OK;
 }

@@ -47,8 +47,10 @@ ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t
                                        size_t err_length);
 
 /**
- * TABLE_READ of @table (borrowed): *bytes_p the reply's size.  Errors:
- * ERR_INVALID_PARAM (a negative count, or more than 2^24 rows at once).
+ * TABLE_READ of @table (borrowed): *bytes_p the reply's size, checked
+ * before the PS allocates it.  Errors: ERR_INVALID_PARAM (a negative count,
+ * or more than 2^24 rows at once), ERR_OUT_OF_RANGE (rows the shard does
+ * not have).
  */
 ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
                                        const ember_table_t *table, size_t *bytes_p,

@@ -7,7 +7,14 @@
  *                  (the draw divided by zero, or asked malloc for 2^64
  *                  indices), an unknown mode or data kind, or a padding_idx
  *                  beyond the rows, is refused and names the field
+ *   ps_read_range  TABLE_READ of rows the shard does not have is refused by
+ *                  its check, before the PS allocates the reply (it took
+ *                  count x dim floats first: 256 MiB for 2^24 rows of 4)
+ *   ps_load_wrap   TABLE_LOAD whose count x dim floats wraps around to the
+ *                  bytes it carries (2^62 + 1 rows of 4 in 16 bytes) is
+ *                  refused; one whose bytes are its rows is taken
  */
+#include "engine/ps_msg.h"
 #include "engine/trainer.h"
 
 #include <ember/embedding_bag.h>
@@ -74,10 +81,71 @@ static int case_start_spec(void)
     return 0;
 }
 
+/* A host shard of 10 rows x 4 (fp16 rows when @half). */
+static ember_table_t *small_table(int half)
+{
+    ember_msg_table_create_t spec = {.num_shards = 1, .trainers = 1, .rows = 10, .dim = 4,
+                                     .init = EMBER_INIT_LOAD,
+                                     .dtype = half ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32,
+                                     .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.1f}};
+    ember_table_t *table = NULL;
+    char err[256];
+    snprintf(spec.name, sizeof(spec.name), "small");
+    if (ember_table_create(&spec, &table, err, sizeof(err)) != EMBER_OK)
+        fprintf(stderr, "table: %s\n", err);
+    return table;
+}
+
+static int case_ps_read_range(void)
+{
+    ember_table_t *table = small_table(1);
+    char err[256];
+    size_t bytes = 7;
+    CHECK(table, "no table");
+    ember_msg_table_read_t read = {.first = 0, .count = 1 << 24};
+    CHECK(ps_msg_table_read_check(&read, table, &bytes, err, sizeof(err)) ==
+              EMBER_ERR_OUT_OF_RANGE && bytes == 7, "2^24 rows of 10: %s, %zu bytes", err,
+          bytes);
+    read = (ember_msg_table_read_t){.first = 8, .count = 3};
+    CHECK(ps_msg_table_read_check(&read, table, &bytes, err, sizeof(err)) ==
+              EMBER_ERR_OUT_OF_RANGE && strstr(err, "[8, 11)"), "[8, 11): %s",
+          err);
+    read = (ember_msg_table_read_t){.first = INT64_MAX, .count = 1};
+    CHECK(ps_msg_table_read_check(&read, table, &bytes, err, sizeof(err)) ==
+              EMBER_ERR_OUT_OF_RANGE, "from INT64_MAX: %s", err);
+    read = (ember_msg_table_read_t){.first = 8, .count = 2};
+    CHECK(ps_msg_table_read_check(&read, table, &bytes, err, sizeof(err)) == EMBER_OK &&
+              bytes == 2 * 4 * sizeof(float), "[8, 10): %s, %zu bytes", err, bytes);
+    read.count = -1;
+    CHECK(ps_msg_table_read_check(&read, table, &bytes, err, sizeof(err)) ==
+              EMBER_ERR_INVALID_PARAM, "-1 rows: %s", err);
+    ember_table_destroy(table);
+    return 0;
+}
+
+static int case_ps_load_wrap(void)
+{
+    ember_table_t *table = small_table(0);
+    char err[256];
+    CHECK(table, "no table");
+    ember_msg_table_load_t load = {.first = 0, .count = (INT64_C(1) << 62) + 1};
+    CHECK(ps_msg_table_load_check(&load, 16, table, err, sizeof(err)) ==
+              EMBER_ERR_BAD_MESSAGE, "2^62 + 1 rows in 16 bytes: %s", err);
+    load.count = 1;
+    CHECK(ps_msg_table_load_check(&load, 16, table, err, sizeof(err)) == EMBER_OK,
+          "a row of 4 in 16 bytes: %s", err);
+    CHECK(ps_msg_table_load_check(&load, 12, table, err, sizeof(err)) ==
+              EMBER_ERR_BAD_MESSAGE, "a row of 4 in 12 bytes: %s", err);
+    ember_table_destroy(table);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
         {"start_spec", case_start_spec},
+        {"ps_read_range", case_ps_read_range},
+        {"ps_load_wrap", case_ps_load_wrap},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
