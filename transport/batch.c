@@ -178,17 +178,16 @@ int tp_batch_walk(uint8_t *data, size_t length, int calls, tp_batch_item_cb cb,
         if (length - offset < sizeof(hdr))
             goto malformed;
         memcpy(&hdr, data + offset, sizeof(hdr));
-        offset += sizeof(hdr);
-        /* A request item may be one-way; nothing else rides in a batch. */
+        /* A request item may be one-way; nothing else rides in a batch.  The
+         * item is whole, its padding too, before it is handed on. */
         uint32_t flags_ok = calls ? TP_FLAG_ONEWAY : 0;
         if (hdr.magic != TP_MAGIC || hdr.version != TP_VERSION ||
             (hdr.flags & ~flags_ok) != 0 || hdr.op >= EMBER_RPC_OP_MAX ||
-            hdr.length > length - offset || (calls && hdr.status != 0))
+            hdr.length > length - offset - sizeof(hdr) ||
+            item_bytes((size_t)hdr.length) > length - offset || (calls && hdr.status != 0))
             goto malformed;
-        cb(arg, &hdr, data + offset);
-        offset += item_bytes((size_t)hdr.length) - sizeof(hdr);
-        if (offset > length)
-            goto malformed;
+        cb(arg, &hdr, data + offset + sizeof(hdr));
+        offset += item_bytes((size_t)hdr.length);
     }
     return 1;
 malformed:

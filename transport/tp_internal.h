@@ -376,9 +376,10 @@ int tp_batch_header_parse(const void *header, size_t header_length, size_t lengt
  * payload bytes (inside the batch, borrowed for the call). */
 typedef void (*tp_batch_item_cb)(void *arg, const tp_header_t *hdr, uint8_t *payload);
 /* Hand the items of a batch's @length bytes (@calls: a call batch, else
- * replies) to @cb in order.  1 when every byte was a whole item; 0 at the
- * first malformed one (*bad_offset_p: where it starts), the items before it
- * handed on.  Pure: the receive callbacks and the fuzzer use it. */
+ * replies) to @cb in order.  1 when every byte was a whole item, padding
+ * included; 0 at the first malformed one (*bad_offset_p: where it starts,
+ * inside the batch), the items before it handed on, it not.  Pure: the
+ * receive callbacks and the fuzzer use it. */
 int tp_batch_walk(uint8_t *data, size_t length, int calls, tp_batch_item_cb cb,
                   void *arg, size_t *bad_offset_p);
 ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length,
