@@ -78,7 +78,7 @@ static int ar_parse(int argc, char **argv, ar_opts_t *opts)
 {
     *opts = (ar_opts_t){.min_bytes = 8, .max_bytes = 64u << 20, .factor = 2,
                         .iters = 20, .warmup = 5, .check = 1, .backend = "host"};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* a flag and its value */
         const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
 
@@ -128,7 +128,6 @@ static int ar_parse(int argc, char **argv, ar_opts_t *opts)
         }
         if (!ok)
             return 0;
-        i++;
     }
     if (opts->min_bytes < 4 || opts->min_bytes > opts->max_bytes || opts->factor < 2) {
         fprintf(stderr, "ember-bench allreduce: need 4 <= MIN <= MAX, FACTOR >= 2\n");

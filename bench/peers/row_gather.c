@@ -105,7 +105,7 @@ int main(int argc, char **argv)
     int copy_cpu = -1;
     size_t bags[MAX_LIST] = {1, 16, 256, 1024, 4096}, nbags = 5;
 
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* a flag and its value */
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!value) {
             usage();
@@ -132,7 +132,6 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        i++;
     }
     if (!rows || !dim || !iters || !window || !nbags) {
         usage();
