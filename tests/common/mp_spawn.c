@@ -62,7 +62,8 @@ int mp_spawn(int nranks, mp_rank_fn fn, void *arg, const mp_opts_t *opts)
     if (!file)
         return 1;
     chmod(secret_path, 0600);
-    srand((unsigned)(now_s() * 1e6) ^ (unsigned)getpid());
+    /* via 64 bits: microseconds since boot pass 2^32 after 71 minutes */
+    srand((unsigned)(uint64_t)(now_s() * 1e6) ^ (unsigned)getpid());
     for (size_t i = 0; i < sizeof(secret); i++) {
         secret[i] = (unsigned char)rand();
         fprintf(file, "%02x", secret[i]);
