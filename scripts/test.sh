@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Set up, build (warnings as errors) and run the whole test suite.
+# Set up, build (warnings as errors) and run the whole test suite; then the
+# unit, transport and engine tests again under ASan + UBSan
+# (scripts/sanitize.sh, build-asan/) and every fuzz target for a bounded
+# time (scripts/fuzz.sh, build-fuzz/; FUZZ_SECONDS, 90 s in all by default).
+# Arguments go to the first ctest (e.g. -LE slurm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DEMBER_WERROR=ON
 cmake --build build
 ctest --test-dir build --output-on-failure -j2 "$@"
+bash scripts/sanitize.sh
+bash scripts/fuzz.sh

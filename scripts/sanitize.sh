@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build the tree with clang, AddressSanitizer and UBSan (build-asan/, CUDA
+# off) and run the unit, transport and engine tests once under them; any
+# report ends its test with a failure.  Leaks are reported too, except the
+# one suppressed in scripts/lsan.supp (say why there).
+#   scripts/sanitize.sh [CTEST ARGS...]   e.g. -R engine.ps to run fewer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build-asan
+CC=clang cmake -S . -B "$build" -G Ninja -DEMBER_SANITIZE=address,undefined \
+  -DCMAKE_C_FLAGS=-fno-sanitize-recover=all -DEMBER_ENABLE_CUDA=OFF -DEMBER_WERROR=ON \
+  >/dev/null
+cmake --build "$build" -j2
+
+# Every process the tests start (ranks, ember-run's children) inherits these.
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
+export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp:print_suppressions=0
+ctest --test-dir "$build" --output-on-failure -j2 -L 'unit|transport|engine' \
+  -LE 'slurm|cuda|torch' "$@"
