@@ -184,6 +184,11 @@ static void gradient_rows(const fuzz_table_t *ft, const lookup_t *lk, const floa
 {
     const size_t dim = ft->dim;
     if (lk->flags & EMBER_LOOKUP_MAX) {
+        /* Every row of the lookup is in the step (the backward's distinct
+         * rows): one that won no maximum with a zero gradient, which moves
+         * it still under a stateful optimizer (Adam's moments). */
+        for (size_t i = 0; i < lk->n; i++)
+            p->touched[lk->local_of[i]] = 1;
         for (size_t b = 0; b < lk->bags; b++) {
             for (size_t d = 0; d < dim; d++) {
                 int64_t row = lk->winner[b * dim + d];
