@@ -819,6 +819,7 @@ void tp_run_handlers(ember_tp_t *tp)
                                   "no handler for op %u on %s", req->op,
                                   tp->peers[tp->rank].name);
         } else {
+            tp->handled_requests++; /* every request here came from a proven rank */
             handler->cb(req, handler->arg);
         }
         /* More to run and replies held: bound their wait (the clock is read

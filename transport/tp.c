@@ -83,8 +83,14 @@ void ember_tp_destroy(ember_tp_t *tp)
                    "cancelled", tp->pending_count, timeout);
     tp_futures_cancel_all(tp, EMBER_ERR_SHUTDOWN);
     /* 2. Meet the others, serving their traffic meanwhile, so nobody sees
-     * us vanish while it still needs an answer. */
-    if (tp_bootstrap_final_barrier(tp, timeout) != EMBER_OK)
+     * us vanish while it still needs an answer.  With a rank lost the job
+     * is over: nobody waits for it (a survivor ends at once, not at the
+     * barrier's timeout). */
+    int lost = tp_first_lost(tp);
+    if (lost >= 0)
+        ember_debug("tp", "shutdown: %s (rank %d) was lost: no final barrier",
+                    tp->peers[lost].name, lost);
+    else if (tp_bootstrap_final_barrier(tp, timeout) != EMBER_OK)
         ember_warn("tp", "shutdown: not every rank reached the final barrier "
                    "within %.0f s", timeout);
     /* 3. Flush and close endpoints, then the worker (replies still held for
@@ -106,9 +112,15 @@ void ember_tp_destroy(ember_tp_t *tp)
         tp_list_del(&ack->link);
         free(ack);
     }
-    if (tp->dropped_messages)
-        ember_info("tp", "%lu malformed or unauthenticated message(s) were dropped",
-                   tp->dropped_messages);
+    /* What ran for whom: handlers only for ranks that proved the secret. */
+    if (tp->dropped_messages || tp->refused_handshakes)
+        ember_warn("tp", "ran handlers for %lu requests of the job's ranks; dropped %lu "
+                   "malformed or unauthenticated messages and refused %lu connections "
+                   "that did not prove the job secret", tp->handled_requests,
+                   tp->dropped_messages, tp->refused_handshakes);
+    else
+        ember_debug("tp", "ran handlers for %lu requests of the job's ranks",
+                    tp->handled_requests);
     tp_bootstrap_leave(tp);
     tp_worker_destroy(tp);
     free(tp->peers);
