@@ -138,6 +138,32 @@ ssize_t tp_store_request_parse(const tp_secret_t *secret,
     return (ssize_t)total;
 }
 
+size_t tp_store_request_pack(const tp_secret_t *secret,
+                             const uint8_t nonce[TP_STORE_NONCE_SIZE], uint64_t seq,
+                             uint8_t op, const char *key, size_t key_length,
+                             const void *value, size_t value_length, int64_t arg,
+                             int64_t timeout_ms, uint8_t *out)
+{
+    tp_store_head_t head = {.magic = STORE_MAGIC,
+                            .op = op,
+                            .key_length = (uint32_t)key_length,
+                            .value_length = (uint32_t)value_length,
+                            .seq = seq,
+                            .arg = arg,
+                            .timeout_ms = timeout_ms};
+    head_mac(secret, nonce, &head, head.mac);
+    uint8_t *p = out;
+    memcpy(p, &head, sizeof(head));
+    p += sizeof(head);
+    memcpy(p, key, key_length);
+    p += key_length;
+    if (value_length)
+        memcpy(p, value, value_length);
+    p += value_length;
+    body_mac(secret, &head, key, value, p);
+    return tp_store_request_size(key_length, value_length);
+}
+
 /* ---- helpers shared by both sides ---------------------------------------- */
 
 static ember_status_t io_full(int fd, void *buffer, size_t length, int writing,
@@ -824,6 +850,17 @@ err_free:
     return EMBER_ERR_IO;
 }
 
+int tp_store_server_port(const tp_store_server_t *server)
+{
+    struct sockaddr_storage address;
+    socklen_t length = sizeof(address);
+    if (getsockname(server->listen_fd, (struct sockaddr *)&address, &length) != 0)
+        return -1;
+    return ntohs(address.ss_family == AF_INET6
+                     ? ((struct sockaddr_in6 *)&address)->sin6_port
+                     : ((struct sockaddr_in *)&address)->sin_port);
+}
+
 void tp_store_server_counts(tp_store_server_t *server, tp_store_counts_t *counts_p)
 {
     pthread_mutex_lock(&server->lock);
@@ -1010,29 +1047,23 @@ static ember_status_t client_request(tp_store_client_t *client, uint8_t op,
                                      store_reply_t *reply_p, void **value_p)
 {
     size_t key_length = strlen(key);
-    tp_store_head_t head = {.magic = STORE_MAGIC,
-                            .op = op,
-                            .key_length = (uint32_t)key_length,
-                            .value_length = (uint32_t)length,
-                            .seq = client->seq,
-                            .arg = arg,
-                            .timeout_ms = (int64_t)(timeout_s * 1000)};
-    uint8_t tag[TP_AUTH_MAC_SIZE];
     /* The server answers by its own deadline; allow it time to do so. */
     double deadline = tp_time_now() + timeout_s + 10.0;
 
     if (key_length == 0 || key_length > TP_STORE_MAX_KEY ||
         length > TP_STORE_MAX_VALUE)
         return EMBER_ERR_INVALID_PARAM;
-    head_mac(&client->secret, client->nonce, &head, head.mac);
-    body_mac(&client->secret, &head, key, value, tag);
-    client->seq++;
-    EMBER_CHECK(io_full(client->fd, &head, sizeof(head), 1, deadline));
-    EMBER_CHECK(io_full(client->fd, (void *)key, key_length, 1, deadline));
-    if (length)
-        EMBER_CHECK(io_full(client->fd, (void *)value, length, 1, deadline));
-    EMBER_CHECK(io_full(client->fd, tag, sizeof(tag), 1, deadline));
-    return client_reply(client, head.seq, deadline, reply_p, value_p);
+    uint8_t *request = malloc(tp_store_request_size(key_length, length));
+    if (!request)
+        return EMBER_ERR_NO_MEMORY;
+    uint64_t seq = client->seq++;
+    size_t bytes = tp_store_request_pack(&client->secret, client->nonce, seq, op, key,
+                                         key_length, value, length, arg,
+                                         (int64_t)(timeout_s * 1000), request);
+    ember_status_t status = io_full(client->fd, request, bytes, 1, deadline);
+    free(request);
+    EMBER_CHECK(status);
+    return client_reply(client, seq, deadline, reply_p, value_p);
 }
 
 ember_status_t tp_store_set(tp_store_client_t *client, const char *key,

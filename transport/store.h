@@ -91,6 +91,24 @@ ssize_t tp_store_request_parse(const tp_secret_t *secret,
                                tp_store_request_t *req_p, size_t *need_p,
                                const char **why_p);
 
+/**
+ * Lay out the request @op on @key (@key_length bytes) with @value
+ * (@value_length bytes), @arg and @timeout_ms, as sequence @seq of a
+ * connection whose server nonce is @nonce, tagged under @secret, into @out
+ * (at least tp_store_request_size() bytes).  Returns the bytes written.
+ */
+size_t tp_store_request_pack(const tp_secret_t *secret,
+                             const uint8_t nonce[TP_STORE_NONCE_SIZE], uint64_t seq,
+                             uint8_t op, const char *key, size_t key_length,
+                             const void *value, size_t value_length, int64_t arg,
+                             int64_t timeout_ms, uint8_t *out);
+
+/** The size of a request with these lengths. */
+static inline size_t tp_store_request_size(size_t key_length, size_t value_length)
+{
+    return sizeof(tp_store_head_t) + key_length + value_length + TP_AUTH_MAC_SIZE;
+}
+
 /** What a server refused or dropped so far (tests; the summary at stop). */
 typedef struct {
     unsigned long requests;      /* authenticated requests served */
@@ -105,6 +123,9 @@ typedef struct {
 ember_status_t tp_store_server_start(const char *host, int port,
                                      const tp_secret_t *secret,
                                      tp_store_server_t **server_p);
+/** The port @server listens on (an ephemeral one when started on port 0). */
+int tp_store_server_port(const tp_store_server_t *server);
+
 /** A snapshot of @server's counts (taken under its lock). */
 void tp_store_server_counts(tp_store_server_t *server, tp_store_counts_t *counts_p);
 /**
