@@ -486,7 +486,9 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         goto out;
     }
     ember_rpc_register(tp, EMBER_OP_EPOCH_REPORT, on_epoch_report, &master);
-    ember_tp_barrier(tp, "roles-ready");
+    status = ember_tp_barrier(tp, "roles-ready"); /* it said who did not come */
+    if (status != EMBER_OK)
+        goto out;
     if (job->metrics_path && !(master.metrics = fopen(job->metrics_path, "w"))) {
         snprintf(cause, sizeof(cause), "cannot write the metrics to %s: %s",
                  job->metrics_path, strerror(errno));

@@ -337,8 +337,8 @@ void tp_bootstrap_leave(ember_tp_t *tp)
     tp->store = NULL;
     /* Rank 0 keeps serving until the others have read the last barrier; a
      * job that lost a rank has none, and its survivors end at once. */
-    tp_store_server_stop(tp->store_server, tp_first_lost(tp) >= 0
-                                               ? 1.0
+    tp_store_server_stop(tp->store_server, tp_first_lost(tp, 1) >= 0
+                                               ? 0.2
                                                : ember_config_double("EMBER_SHUTDOWN_TIMEOUT"));
     tp->store_server = NULL;
     if (tp->peers) {
@@ -381,7 +381,7 @@ static ember_status_t barrier_wait(ember_tp_t *tp, const char *key, double timeo
             return status;
         if (tp->worker)
             tp_progress_once(tp);
-        if (tp_first_lost(tp) >= 0)
+        if (tp_first_lost(tp, 0) >= 0)
             return EMBER_ERR_PEER_LOST;
     } while (tp_time_now() < deadline);
     return EMBER_ERR_TIMED_OUT;
@@ -419,7 +419,7 @@ ember_status_t ember_tp_barrier(ember_tp_t *tp, const char *name)
     char key[TP_STORE_MAX_KEY], missing[512];
     barrier_key(tp, name, key, sizeof(key));
     ember_status_t status = barrier_wait(tp, key, tp->connect_timeout_s);
-    int lost = tp_first_lost(tp);
+    int lost = tp_first_lost(tp, 0);
     if (status == EMBER_ERR_PEER_LOST && lost >= 0) {
         ember_error("boot", "barrier '%s': %s (rank %d) was lost: %s", name,
                     tp->peers[lost].name, lost, tp->peers[lost].reason);

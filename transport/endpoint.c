@@ -21,10 +21,11 @@
 
 /* ---- incoming connections ------------------------------------------------ */
 
-int tp_first_lost(const ember_tp_t *tp)
+int tp_first_lost(const ember_tp_t *tp, int or_unanswered)
 {
     for (int rank = 0; tp->peers && rank < tp->world_size; rank++) {
-        if (tp->peers[rank].state == TP_PEER_LOST)
+        if (tp->peers[rank].state == TP_PEER_LOST ||
+            (or_unanswered && tp->peers[rank].unanswered))
             return rank;
     }
     return -1;
@@ -493,9 +494,12 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline)
         tp_peer_t *peer = &tp->peers[rank];
         if (!peer->ep)
             continue;
+        /* A flush would wait for a lost or hung peer's acknowledgement. */
         ucp_request_param_t param = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-            .flags = peer->state == TP_PEER_LOST ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+            .flags = peer->state == TP_PEER_LOST || peer->unanswered
+                         ? UCP_EP_CLOSE_FLAG_FORCE
+                         : 0};
         ucs_status_ptr_t request = ucp_ep_close_nbx(peer->ep, &param);
         peer->ep = NULL;
         peer->lanes_known = 0;

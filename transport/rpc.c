@@ -194,6 +194,7 @@ void tp_check_deadlines(ember_tp_t *tp, double now)
             continue;
         }
         tp_peer_t *peer = &tp->peers[future->peer];
+        peer->unanswered = 1; /* shutdown will not wait for it (tp_first_lost) */
         ember_error("tp", "%s op %u to %s (rank %d) timed out after %.1f s",
                     future->kind == TP_FUTURE_RMA ? "RMA" : "call", future->op,
                     peer->name, peer->rank, now - future->started);

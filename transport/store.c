@@ -782,6 +782,10 @@ static void *server_main(void *arg)
                 .fd = server->conns[i].fd,
                 .events = (short)(POLLIN | (server->conns[i].out_length ? POLLOUT : 0))};
         double next = server_next_check(server, now);
+        pthread_mutex_lock(&server->lock);
+        if (server->stopping && server->stop_deadline < next)
+            next = server->stop_deadline; /* not a poll period past it */
+        pthread_mutex_unlock(&server->lock);
         if (poll(pfds, n, (int)((next - now) * 1000) + 1) < 0 && errno != EINTR)
             break;
         if (pfds[0].revents) {

@@ -86,9 +86,10 @@ void ember_tp_destroy(ember_tp_t *tp)
      * us vanish while it still needs an answer.  With a rank lost the job
      * is over: nobody waits for it (a survivor ends at once, not at the
      * barrier's timeout). */
-    int lost = tp_first_lost(tp);
+    int lost = tp_first_lost(tp, 1);
     if (lost >= 0)
-        ember_debug("tp", "shutdown: %s (rank %d) was lost: no final barrier",
+        ember_debug("tp", "shutdown: %s (rank %d) was lost or left a call unanswered: "
+                    "no final barrier",
                     tp->peers[lost].name, lost);
     else if (tp_bootstrap_final_barrier(tp, timeout) != EMBER_OK)
         ember_warn("tp", "shutdown: not every rank reached the final barrier "
@@ -153,4 +154,16 @@ int ember_tp_peer_lost(const ember_tp_t *tp, int rank)
 {
     return rank >= 0 && rank < tp->world_size &&
            tp->peers[rank].state == TP_PEER_LOST;
+}
+
+const char *ember_tp_peer_reason(const ember_tp_t *tp, int rank)
+{
+    return ember_tp_peer_lost(tp, rank) ? tp->peers[rank].reason : "";
+}
+
+ember_status_t ember_tp_watch(ember_tp_t *tp, int rank)
+{
+    if (rank == tp->rank)
+        return EMBER_OK;
+    return tp_peer_connect_wait(tp, rank);
 }

@@ -138,6 +138,7 @@ typedef struct {
     ember_status_t error;
     char reason[160];
     int close_pending; /* lost: close the endpoint from the progress loop */
+    int unanswered;    /* a call to it timed out: hung, or too slow for the job */
     char host[64];     /* where the peer runs, and its pid, from the store */
     long pid;
     int watched;       /* no UCX failure detection: poll its pid instead */
@@ -339,8 +340,9 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline);
 /* Peers without UCX failure detection: notice when their process is gone. */
 void tp_check_liveness(ember_tp_t *tp, double now);
 int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep);
-/* The first peer known lost, or -1. */
-int tp_first_lost(const ember_tp_t *tp);
+/* The first peer known lost (@or_unanswered: or that left a call of ours
+ * unanswered at its deadline), or -1: a job with one is over. */
+int tp_first_lost(const ember_tp_t *tp, int or_unanswered);
 /* The authenticated rank an active message came from, else -1. */
 int tp_am_sender(ember_tp_t *tp, const ucp_am_recv_param_t *param);
 
