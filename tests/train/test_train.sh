@@ -29,6 +29,9 @@
 #   dtype_flag          --table-dtype: an unknown type is refused by name
 #   async4              4 trainers, async consistency: completes, finite losses
 #   bad:KIND            a broken batch: error names table/trainer/step, exit != 0
+#   bad_file:KIND:SRC   SRC with one metadata value or tensor shape broken
+#                       (make_bad_replay KIND): refused by every rank before
+#                       training, exit 2, naming what make_bad_replay broke
 #   nonfinite           a diverging run: error names trainer and step
 #   optimizer:NAME      sync training with each optimizer completes, loss finite
 #   synthetic           the learnable data: the loss falls
@@ -180,6 +183,21 @@ async4)
     [ "$(wc -l <"$work/metrics.jsonl")" -eq 20 ] || fail "metrics: want 20 epochs"
     grep -E '"loss": (nan|inf|-nan|-inf)' "$work/metrics.jsonl" && fail "non-finite loss"
     grep -q "last step's loss [0-9]" "$work/out" || fail "no finite last loss"
+    ;;
+bad_file:*)
+    IFS=: read -r _ kind src <<<"$case_name"
+    want=$("$build/tests/train/make_bad_replay" "$golden/$src.safetensors" \
+        "$work/bad.safetensors" "$kind" 1 5) || fail "cannot make the bad file"
+    start=$(date +%s)
+    timeout 30 "$run" -n 4 "$train" --replay "$work/bad.safetensors" >"$work/out" 2>&1
+    rc=$?
+    [ $rc -ne 124 ] || fail "the job hung"
+    [ $rc -eq 2 ] || fail "exit $rc, not 2 (refused before training)"
+    [ $(($(date +%s) - start)) -lt 10 ] || fail "took too long to refuse"
+    grep -qF "ember-train: $work/bad.safetensors: $want" "$work/out" ||
+        fail "no refusal naming the file and saying: $want"
+    grep -q "^training:" "$work/out" && fail "the job began training"
+    no_leftovers
     ;;
 bad:*)
     kind=${case_name#bad:}
