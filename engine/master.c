@@ -578,15 +578,19 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     for (int t = 0; t < job->trainers && t < 4096; t++) {
         size_t length;
         done[t] = ember_future_data(futures[t], &length);
-        steps += done[t]->steps;
-        bags += done[t]->bags;
-        if (length != sizeof(**done) + done[t]->steps * sizeof(float) +
-                          nparams * sizeof(float) ||
+        /* The report's length says how many losses follow its header and
+         * the parameters: checked before any field is read, by division
+         * (a wire steps x 4 could wrap to the length of a short report). */
+        size_t fixed = sizeof(**done) + nparams * sizeof(float);
+        if (!done[t] || length < fixed || (length - fixed) % sizeof(float) != 0 ||
+            done[t]->steps != (length - fixed) / sizeof(float) ||
             done[t]->steps != done[0]->steps) {
             snprintf(cause, sizeof(cause), "trainer%d sent a malformed report", t);
             status = EMBER_ERR_BAD_MESSAGE;
             goto abort;
         }
+        steps += done[t]->steps;
+        bags += done[t]->bags;
     }
     uint64_t per_trainer = done[0]->steps;
     const float *final_params =
