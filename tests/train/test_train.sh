@@ -29,6 +29,9 @@
 #   dtype_flag          --table-dtype: an unknown type is refused by name
 #   async4              4 trainers, async consistency: completes, finite losses
 #   bad:KIND            a broken batch: error names table/trainer/step, exit != 0
+#   bad_file:KIND:SRC   SRC with one metadata value or tensor shape broken
+#                       (make_bad_replay KIND): refused by every rank before
+#                       training, exit 2, naming what make_bad_replay broke
 #   nonfinite           a diverging run: error names trainer and step
 #   optimizer:NAME      sync training with each optimizer completes, loss finite
 #   synthetic           the learnable data: the loss falls
@@ -181,10 +184,24 @@ async4)
     grep -E '"loss": (nan|inf|-nan|-inf)' "$work/metrics.jsonl" && fail "non-finite loss"
     grep -q "last step's loss [0-9]" "$work/out" || fail "no finite last loss"
     ;;
+bad_file:*)
+    IFS=: read -r _ kind src <<<"$case_name"
+    want=$("$build/tests/train/make_bad_replay" "$golden/$src.safetensors" \
+        "$work/bad.safetensors" "$kind" 1 5) || fail "cannot make the bad file"
+    start=$(date +%s)
+    timeout 30 "$run" -n 4 "$train" --replay "$work/bad.safetensors" >"$work/out" 2>&1
+    rc=$?
+    [ $rc -ne 124 ] || fail "the job hung"
+    [ $rc -eq 2 ] || fail "exit $rc, not 2 (refused before training)"
+    [ $(($(date +%s) - start)) -lt 10 ] || fail "took too long to refuse"
+    grep -qF "ember-train: $work/bad.safetensors: $want" "$work/out" ||
+        fail "no refusal naming the file and saying: $want"
+    grep -q "^training:" "$work/out" && fail "the job began training"
+    no_leftovers
+    ;;
 bad:*)
     kind=${case_name#bad:}
     src=seed_sum_2t
-    [ "$kind" = weights_length ] && src=sum_weighted_2t
     "$build/tests/train/make_bad_replay" "$golden/$src.safetensors" "$work/bad.safetensors" \
         "$kind" 1 5 || fail "cannot make the bad file"
     start=$(date +%s)
@@ -199,7 +216,6 @@ bad:*)
     index_high) grep -q "index 130 .*out of range \[0, 100)" "$work/out" || fail "index not named" ;;
     index_negative) grep -q "index -2" "$work/out" || fail "index not named" ;;
     offsets_*) grep -qi "offset" "$work/out" || fail "offsets not named" ;;
-    weights_length) grep -qi "weights" "$work/out" || fail "weights not named" ;;
     esac
     # Nothing of step 5 was applied: steps 0-4 ran, step 5 never did.
     grep -q "steps applied" "$work/out" && fail "the job went on to the end"
