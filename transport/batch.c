@@ -232,9 +232,8 @@ static ucs_status_t batch_recv(ember_tp_t *tp, int calls, const void *header,
     if (peer < 0 ||
         !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length) ||
         inline_length != 0 || hdr.flags != 0 || length > (size_t)TP_BATCH_BYTES_MAX) {
-        tp->dropped_messages++;
-        ember_warn("tp", "malformed or unauthenticated %s batch dropped",
-                   batch_kind(calls));
+        tp_note_dropped(tp, calls ? "malformed or unauthenticated call batch dropped"
+                                  : "malformed or unauthenticated reply batch dropped");
         return UCS_OK;
     }
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {

@@ -21,6 +21,14 @@
 
 /* ---- incoming connections ------------------------------------------------ */
 
+void tp_note_dropped(ember_tp_t *tp, const char *what)
+{
+    if (++tp->dropped_messages <= TP_NOTED_MAX)
+        ember_warn("tp", "%s%s", what,
+                   tp->dropped_messages == TP_NOTED_MAX ? "; further ones are only counted"
+                                                         : "");
+}
+
 int tp_first_lost(const ember_tp_t *tp, int or_unanswered)
 {
     for (int rank = 0; tp->peers && rank < tp->world_size; rank++) {
@@ -742,10 +750,13 @@ ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_lengt
     handshake_mac(tp, "ember-confirm", confirm.src_rank, confirm.dst_rank, confirm.nonce,
                   confirm.peer_nonce, expected);
     if (!tp_auth_mac_equal(expected, confirm.mac)) {
-        tp->refused_handshakes++;
-        ember_warn("tp", "refused a connection claiming to be rank %u (%s): it does not "
-                   "prove the job secret", confirm.src_rank,
-                   tp->peers[confirm.src_rank].name);
+        /* Logged for the first few: an outsider must not fill the log. */
+        if (++tp->refused_handshakes <= TP_NOTED_MAX)
+            ember_warn("tp", "refused a connection claiming to be rank %u (%s): it does "
+                       "not prove the job secret%s", confirm.src_rank,
+                       tp->peers[confirm.src_rank].name,
+                       tp->refused_handshakes == TP_NOTED_MAX
+                           ? "; further ones are only counted" : "");
         accept.status = EMBER_ERR_AUTH;
         memset(accept.mac, 0, sizeof(accept.mac));
     } else if (conn_add(tp, param->reply_ep, (int)confirm.src_rank) != EMBER_OK) {

@@ -566,8 +566,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     int peer = tp_am_sender(tp, param);
 
     if (peer < 0) {
-        tp->dropped_messages++;
-        ember_warn("tp", "request from an unauthenticated connection dropped");
+        tp_note_dropped(tp, "request from an unauthenticated connection dropped");
         return UCS_OK;
     }
     size_t inline_length;
@@ -664,8 +663,7 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
     size_t inline_length = 0;
     if (peer < 0 ||
         !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
-        tp->dropped_messages++;
-        ember_warn("tp", "malformed or unauthenticated reply dropped");
+        tp_note_dropped(tp, "malformed or unauthenticated reply dropped");
         return UCS_OK;
     }
     return tp_reply_deliver(tp, peer, &hdr, (const uint8_t *)header + sizeof(hdr),

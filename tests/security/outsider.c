@@ -305,11 +305,9 @@ static void *read_file(const char *path, size_t *length_p, double wait_s)
 
 static ucp_ep_h ucx_connect(ucx_t *ucx, const void *address)
 {
-    static void (*ignore)(void *, ucp_ep_h, ucs_status_t);
     ucp_ep_params_t params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
                               .address = address};
     ucp_ep_h ep;
-    (void)ignore;
     return ucp_ep_create(ucx->worker, &params, &ep) == UCS_OK ? ep : NULL;
 }
 
