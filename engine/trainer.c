@@ -896,8 +896,18 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
         if (ember_tp_peer_lost(trainer->tp, (int)spec->master_rank))
             return master_lost(trainer, step);
         status = trainer_step(trainer, data, step, &loss, &bags);
-        if (status != EMBER_OK)
+        if (status != EMBER_OK) {
+            /* Whatever failed, a lost master is the cause (its death ended
+             * the others, which this step then found gone): its loss gets a
+             * moment to be noticed here too before the error is reported. */
+            double until = tp_time_now() + 0.25;
+            while (!ember_tp_peer_lost(trainer->tp, (int)spec->master_rank) &&
+                   !trainer->aborted && tp_time_now() < until)
+                ember_tp_wait(trainer->tp, 0.01);
+            if (ember_tp_peer_lost(trainer->tp, (int)spec->master_rank))
+                status = master_lost(trainer, step);
             break;
+        }
         trainer->losses[step] = loss;
         loss_sum += loss;
         bags_total += bags;

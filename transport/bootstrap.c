@@ -337,7 +337,7 @@ void tp_bootstrap_leave(ember_tp_t *tp)
     tp->store = NULL;
     /* Rank 0 keeps serving until the others have read the last barrier; a
      * job that lost a rank has none, and its survivors end at once. */
-    tp_store_server_stop(tp->store_server, tp_first_lost(tp, 1) >= 0
+    tp_store_server_stop(tp->store_server, tp->failed || tp_first_lost(tp, 1) >= 0
                                                ? 0.2
                                                : ember_config_double("EMBER_SHUTDOWN_TIMEOUT"));
     tp->store_server = NULL;

@@ -505,7 +505,7 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline)
         /* A flush would wait for a lost or hung peer's acknowledgement. */
         ucp_request_param_t param = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-            .flags = peer->state == TP_PEER_LOST || peer->unanswered
+            .flags = peer->state == TP_PEER_LOST || peer->unanswered || tp->failed
                          ? UCP_EP_CLOSE_FLAG_FORCE
                          : 0};
         ucs_status_ptr_t request = ucp_ep_close_nbx(peer->ep, &param);

@@ -68,6 +68,15 @@ void ember_tp_destroy(ember_tp_t *tp)
     ember_debug("tp", "batches sent: %lu of %lu replies, %lu of %lu requests",
                 tp->reply_batches, tp->batched_replies, tp->call_batches,
                 tp->batched_calls);
+    /* A peer that left a call unanswered is hung: what is still being sent
+     * to it would hold shutdown up to the timeout.  Give it up now. */
+    for (int rank = 0; rank < tp->world_size; rank++) {
+        if (tp->peers[rank].unanswered && tp->peers[rank].state != TP_PEER_LOST)
+            tp_peer_lost(tp, rank, EMBER_ERR_TIMED_OUT,
+                         "it left a call unanswered at its deadline");
+    }
+    if (tp->peer_events)
+        tp_endpoints_sweep(tp);
     /* Calls still held for a batch (ember_rpc_batch_begin) leave now. */
     tp->batching = 0;
     if (!tp->handler_depth)
@@ -75,8 +84,11 @@ void ember_tp_destroy(ember_tp_t *tp)
     /* 1. Let this process's own calls finish (bounded), and the sends of
      * those already answered: a rendezvous send completes only when its
      * receiver's acknowledgement comes, which may follow the reply; a
-     * worker destroyed before would leak the request (UCX warns). */
-    while ((tp->pending_count || tp->sends_inflight) && tp_time_now() < deadline)
+     * worker destroyed before would leak the request (UCX warns).  A
+     * failed job waits half a second at most: a send to a hung rank would
+     * never complete, and step 3 closes its endpoint by force. */
+    double calls_deadline = tp->failed ? tp_time_now() + 0.5 : deadline;
+    while ((tp->pending_count || tp->sends_inflight) && tp_time_now() < calls_deadline)
         ember_tp_wait(tp, tp->pending_count ? 0.05 : 0.001);
     if (tp->pending_count)
         ember_warn("tp", "shutdown: %zu call(s) still pending after %.0f s are "
@@ -87,7 +99,9 @@ void ember_tp_destroy(ember_tp_t *tp)
      * is over: nobody waits for it (a survivor ends at once, not at the
      * barrier's timeout). */
     int lost = tp_first_lost(tp, 1);
-    if (lost >= 0)
+    if (tp->failed)
+        ember_debug("tp", "shutdown: the job failed here: no final barrier");
+    else if (lost >= 0)
         ember_debug("tp", "shutdown: %s (rank %d) was lost or left a call unanswered: "
                     "no final barrier",
                     tp->peers[lost].name, lost);
@@ -132,6 +146,8 @@ void ember_tp_destroy(ember_tp_t *tp)
     ember_pool_cleanup(&tp->pool);
     free(tp);
 }
+
+void ember_tp_set_failed(ember_tp_t *tp) { tp->failed = 1; }
 
 int ember_tp_rank(const ember_tp_t *tp) { return tp->rank; }
 int ember_tp_world_size(const ember_tp_t *tp) { return tp->world_size; }

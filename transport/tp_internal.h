@@ -271,6 +271,7 @@ struct ember_tp {
     size_t sends_inflight; /* UCX send requests not yet completed */
     double next_deadline_check;
 
+    int failed; /* ember_tp_set_failed: shutdown meets nobody */
     unsigned long dropped_messages; /* malformed or unauthenticated */
     unsigned long refused_handshakes; /* a CONFIRM that proved nothing */
     unsigned long handled_requests;   /* handlers run for the job's ranks */

@@ -77,6 +77,13 @@ int ember_tp_rank(const ember_tp_t *tp);
 int ember_tp_world_size(const ember_tp_t *tp);
 /** Name of @rank ("master", "ps0", ...); borrowed from the transport. */
 const char *ember_tp_peer_name(const ember_tp_t *tp, int rank);
+/**
+ * Say that this process ends with the job failed: ember_tp_destroy() then
+ * meets nobody (no final barrier: a hung rank would hold it up to
+ * EMBER_SHUTDOWN_TIMEOUT) and rank 0's store lingers only briefly.
+ */
+void ember_tp_set_failed(ember_tp_t *tp);
+
 /** Rank of the worker called @name, or -1. */
 int ember_tp_peer_by_name(const ember_tp_t *tp, const char *name);
 /** Non-zero when @rank was lost (error on its endpoint). */

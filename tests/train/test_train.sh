@@ -262,6 +262,54 @@ mlp)
         --lr 0.2 --save "$work/b.safetensors" >"$work/out2" 2>&1 || fail "second run: exit $?"
     cmp -s "$work/a.safetensors" "$work/b.safetensors" || fail "sync training is not reproducible"
     ;;
+rank_lost:*)
+    # No launcher: four ranks started by hand (trainers 0-1, master 2, ps0 3),
+    # one of them killed (KILL) or stopped (STOP) once training runs.  Every
+    # survivor ends, with an error naming the lost rank and its role, within
+    # 2 s of a death, or of the RPC deadline (3 s here) for a stopped rank.
+    IFS=: read -r _ victim sig <<<"$case_name"
+    port=$(( 20000 + RANDOM % 12000 ))
+    secret=$work/secret
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
+    chmod 600 "$secret"
+    pids=()
+    for rank in 0 1 2 3; do
+        EMBER_RANK=$rank EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port \
+            EMBER_SECRET_FILE=$secret UCX_NET_DEVICES=lo EMBER_RPC_TIMEOUT=3 \
+            "$train" --epochs 100000 >"$work/rank$rank.log" 2>&1 &
+        pids+=($!)
+    done
+    for _ in $(seq 200); do grep -q "epoch    2" "$work/rank2.log" && break; sleep 0.05; done
+    grep -q "epoch    2" "$work/rank2.log" ||
+        { cat "$work"/rank*.log >"$work/out"; kill -9 "${pids[@]}"; fail "training did not start"; }
+    kill -"$sig" "${pids[$victim]}"
+    start=$(date +%s%N)
+    limit=$([ "$sig" = STOP ] && echo 5000 || echo 2000) # ms: 3 s deadline + 2 s
+    for rank in 0 1 2 3; do
+        [ "$rank" = "$victim" ] && continue
+        while kill -0 "${pids[$rank]}" 2>/dev/null; do
+            [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 30000 ] || break
+            sleep 0.02
+        done
+        took=$(( ($(date +%s%N) - start) / 1000000 ))
+        wait "${pids[$rank]}" && { cat "$work"/rank*.log >"$work/out"; fail "rank $rank exited 0"; }
+        [ "$took" -le "$limit" ] ||
+            { cat "$work"/rank*.log >"$work/out"; kill -9 "${pids[@]}"; fail "rank $rank ended after $took ms (limit $limit)"; }
+        echo "rank $rank ended $took ms after the $sig"
+    done
+    kill -9 "${pids[$victim]}" 2>/dev/null
+    wait "${pids[$victim]}" 2>/dev/null
+    cat "$work"/rank*.log >"$work/out"
+    names=(trainer0 trainer1 master ps0)
+    want="${names[$victim]} (rank $victim)"
+    [ "$victim" = 2 ] && want="the master (rank 2) was lost"
+    for rank in 0 1 2 3; do
+        [ "$rank" = "$victim" ] && continue
+        grep -q "ERROR.*$want\|job failed.*$want\|job aborted.*$want" "$work/rank$rank.log" ||
+            fail "rank $rank's error does not name $want"
+    done
+    no_leftovers
+    ;;
 trainer_killed)
     # No launcher: the ranks are started by hand, so nothing but ember itself
     # notices that trainer1 was killed.  The job must end with an error
