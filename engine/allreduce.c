@@ -1287,7 +1287,10 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
     if (segment_bytes > max_message - sizeof(ember_allreduce_wire_t))
         segment_bytes = max_message - sizeof(ember_allreduce_wire_t);
     ar->seg_floats = segment_bytes / sizeof(float);
-    ar->stall_s = ember_config_double("EMBER_RPC_TIMEOUT");
+    /* A member that stops sending is reported after the RPC deadline plus
+     * 2 s: a member held up by a hung PS fails first, at its call's
+     * deadline, naming the PS (the cause), not this member (a symptom). */
+    ar->stall_s = ember_config_double("EMBER_RPC_TIMEOUT") + 2.0;
     ar->hash = 1469598103934665603ull;
     ar->hash = fnv(ar->hash, &nranks, sizeof(nranks));
     ar->hash = fnv(ar->hash, ar->ranks, (size_t)nranks * sizeof(*ar->ranks));

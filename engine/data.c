@@ -1,6 +1,7 @@
 /* engine/data: tutorial, synthetic and replayed batches. */
 #include "engine/data.h"
 
+#include "engine/replay_file.h"
 #include "engine/rng.h"
 #include "engine/safetensors.h"
 
@@ -19,64 +20,6 @@ struct ember_data {
     size_t capacity_n, capacity_bags;
 };
 
-static int parse_u64(const char *text, uint64_t *value_p)
-{
-    char *end;
-    if (!text || !*text)
-        return 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (*end)
-        return 0;
-    *value_p = value;
-    return 1;
-}
-
-ember_status_t ember_replay_info(const char *path, ember_replay_info_t *info_p,
-                                 char *err, size_t err_length)
-{
-    ember_st_file_t *file;
-    ember_status_t status = ember_st_open(path, &file, err, err_length);
-    static const char *const numbers[] = {"rows", "dim", "classes", "trainers",
-                                          "steps", "per_sample_weights"};
-    uint64_t values[6];
-
-    if (status != EMBER_OK)
-        return status;
-    memset(info_p, 0, sizeof(*info_p));
-    for (size_t i = 0; i < 6; i++) {
-        const char *text = ember_st_metadata(file, numbers[i]);
-        if (!parse_u64(text, &values[i]) || (i < 5 && values[i] == 0)) {
-            ember_st_close(file);
-            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                        "%s: metadata '%s' is missing or not a positive integer",
-                        path, numbers[i]);
-        }
-    }
-    info_p->rows = (int64_t)values[0];
-    info_p->dim = (uint32_t)values[1];
-    info_p->classes = (uint32_t)values[2];
-    info_p->trainers = (uint32_t)values[3];
-    info_p->steps = (uint32_t)values[4];
-    info_p->per_sample_weights = (uint32_t)values[5];
-    const char *lr = ember_st_metadata(file, "lr");
-    const char *mode = ember_st_metadata(file, "mode");
-    const char *reduce = ember_st_metadata(file, "sparse_reduce");
-    const char *optimizer = ember_st_metadata(file, "optimizer");
-    if (!lr || !mode) {
-        ember_st_close(file);
-        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                    "%s: metadata 'lr' or 'mode' is missing", path);
-    }
-    info_p->lr = strtod(lr, NULL);
-    snprintf(info_p->mode, sizeof(info_p->mode), "%s", mode);
-    snprintf(info_p->sparse_reduce, sizeof(info_p->sparse_reduce), "%s",
-             reduce ? reduce : "sum");
-    snprintf(info_p->optimizer, sizeof(info_p->optimizer), "%s",
-             optimizer ? optimizer : "sgd");
-    ember_st_close(file);
-    return EMBER_OK;
-}
-
 ember_status_t ember_data_create(const ember_msg_train_start_t *spec,
                                  ember_data_t **data_p, char *err, size_t err_length)
 {
@@ -86,12 +29,12 @@ ember_status_t ember_data_create(const ember_msg_train_start_t *spec,
     data->spec = *spec;
     data->spec.replay_path[EMBER_PATH_MAX - 1] = '\0';
     if (spec->data == EMBER_DATA_REPLAY) {
+        /* The file as this trainer reads it, checked whole: the one the job
+         * was made from may have been replaced since. */
         ember_replay_info_t info;
-        ember_status_t status = ember_replay_info(data->spec.replay_path, &info, err,
+        const char *path = data->spec.replay_path;
+        ember_status_t status = ember_replay_open(path, &data->file, &info, err,
                                                   err_length);
-        if (status == EMBER_OK)
-            status = ember_st_open(data->spec.replay_path, &data->file, err,
-                                   err_length);
         if (status != EMBER_OK) {
             free(data);
             return status;
@@ -176,51 +119,44 @@ static ember_status_t generate(ember_data_t *data, uint64_t step, ember_batch_t 
     return EMBER_OK;
 }
 
+/* The batch of this trainer at @step, its tensors' shapes checked before
+ * they are copied. */
 static ember_status_t replay(ember_data_t *data, uint64_t step, ember_batch_t *batch,
                              char *err, size_t err_length)
 {
     char name[64];
     void *values[4] = {0};
-    size_t counts[4] = {0};
     static const char *const parts[] = {"indices", "offsets", "targets", "weights"};
     static const ember_dtype_t types[] = {EMBER_DTYPE_I64, EMBER_DTYPE_I64,
                                           EMBER_DTYPE_I64, EMBER_DTYPE_F32};
-    size_t wanted = data->spec.per_sample_weights ? 4 : 3;
-    ember_status_t status = EMBER_OK;
+    int weighted = data->spec.per_sample_weights != 0;
+    size_t wanted = weighted ? 4 : 3, n, bags;
+    ember_status_t status = ember_replay_batch_shape(data->file, data->spec.replay_path,
+                                                     weighted, data->spec.trainer, step,
+                                                     &n, &bags, err, err_length);
 
-    for (size_t k = 0; k < wanted; k++) {
+    for (size_t k = 0; status == EMBER_OK && k < wanted; k++) {
         snprintf(name, sizeof(name), "t%u.s%llu.%s", data->spec.trainer,
                  (unsigned long long)step, parts[k]);
-        status = ember_st_read_copy(data->file, name, types[k], &values[k], &counts[k]);
-        if (status != EMBER_OK) {
-            ember_status_text(err, err_length, status, "%s: tensor %s: %s", data->spec.replay_path,
-                 name, ember_status_string(status));
-            goto out;
-        }
+        status = ember_st_read_copy(data->file, name, types[k], &values[k], NULL);
+        if (status != EMBER_OK)
+            ember_status_text(err, err_length, status, "%s: tensor %s: %s",
+                              data->spec.replay_path, name, ember_status_string(status));
     }
-    if (counts[2] != counts[1]) {
-        status = ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                      "%s: trainer %u step %llu: %zu targets for %zu bags",
-                      data->spec.replay_path, data->spec.trainer,
-                      (unsigned long long)step, counts[2], counts[1]);
-        goto out;
-    }
-    size_t n_alloc = counts[0] > counts[3] ? counts[0] : counts[3];
-    if (!reserve(data, n_alloc ? n_alloc : 1, counts[1] ? counts[1] : 1)) {
+    if (status == EMBER_OK && !reserve(data, n ? n : 1, bags))
         status = EMBER_ERR_NO_MEMORY;
-        goto out;
+    if (status == EMBER_OK) {
+        memcpy(data->indices, values[0], n * sizeof(int64_t));
+        memcpy(data->offsets, values[1], bags * sizeof(int64_t));
+        memcpy(data->targets, values[2], bags * sizeof(int64_t));
+        if (weighted)
+            memcpy(data->weights, values[3], n * sizeof(float));
+        *batch = (ember_batch_t){.indices = data->indices, .n = n,
+                                 .offsets = data->offsets, .bags = bags,
+                                 .targets = data->targets,
+                                 .weights = weighted ? data->weights : NULL,
+                                 .n_weights = weighted ? n : 0};
     }
-    memcpy(data->indices, values[0], counts[0] * sizeof(int64_t));
-    memcpy(data->offsets, values[1], counts[1] * sizeof(int64_t));
-    memcpy(data->targets, values[2], counts[2] * sizeof(int64_t));
-    if (wanted == 4)
-        memcpy(data->weights, values[3], counts[3] * sizeof(float));
-    *batch = (ember_batch_t){.indices = data->indices, .n = counts[0],
-                             .offsets = data->offsets, .bags = counts[1],
-                             .targets = data->targets,
-                             .weights = wanted == 4 ? data->weights : NULL,
-                             .n_weights = wanted == 4 ? counts[3] : 0};
-out:
     for (size_t k = 0; k < 4; k++)
         free(values[k]);
     return status;

@@ -41,18 +41,4 @@ uint64_t ember_data_steps(const ember_data_t *data);
 ember_status_t ember_data_next(ember_data_t *data, uint64_t step,
                                ember_batch_t *batch_p, char *err, size_t err_length);
 
-/**
- * What a replay file holds (for the master): sizes from its metadata.
- * Errors: ERR_FORMAT naming the missing or malformed field.
- */
-typedef struct {
-    int64_t rows;
-    uint32_t dim, classes, trainers, steps, per_sample_weights;
-    double lr;
-    char mode[16], sparse_reduce[16], optimizer[32];
-} ember_replay_info_t;
-
-ember_status_t ember_replay_info(const char *path, ember_replay_info_t *info_p,
-                                 char *err, size_t err_length);
-
 #endif

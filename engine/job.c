@@ -1,7 +1,7 @@
 /* engine/job: ember-train's flags and the role map. */
 #include "engine/job.h"
 
-#include "engine/data.h"
+#include "engine/replay_file.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -477,11 +477,7 @@ static ember_status_t replay_job(const ember_job_t *job, const ember_replay_info
                 job->replay_path, info->optimizer);
         return EMBER_ERR_UNSUPPORTED;
     }
-    if (strcmp(info->sparse_reduce, "sum") != 0 && strcmp(info->sparse_reduce, "mean") != 0) {
-        fprintf(stderr, "ember-train: %s: metadata 'sparse_reduce' is '%s', not sum or "
-                "mean\n", job->replay_path, info->sparse_reduce);
-        return EMBER_ERR_FORMAT;
-    }
+    /* ember_replay_info checked the words; this only converts them. */
     if (ember_pool_mode_parse(info->mode, &file->mode) != EMBER_OK) {
         fprintf(stderr, "ember-train: %s: metadata 'mode' is '%s', not sum, mean or "
                 "max\n", job->replay_path, info->mode);

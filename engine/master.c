@@ -9,6 +9,7 @@
 #include "engine/master.h"
 
 #include "engine/data.h"
+#include "engine/replay_file.h"
 #include "engine/rng.h"
 #include "engine/safetensors.h"
 #include "transport/tp_time.h"
@@ -157,8 +158,9 @@ static void abort_job(master_t *master, const char *cause)
     for (int rank = 0; rank < ember_tp_world_size(master->tp) && count < 4096; rank++) {
         if (rank == ember_tp_rank(master->tp) || ember_tp_peer_lost(master->tp, rank))
             continue;
+        /* A live rank answers at once; a hung one must not hold the end up. */
         if (ember_rpc_call_async(master->tp, rank, EMBER_OP_ABORT, &iov, 1, NULL, 0,
-                                 2.0, &futures[count]) == EMBER_OK)
+                                 1.0, &futures[count]) == EMBER_OK)
             count++;
     }
     for (int i = 0; i < count; i++) {
@@ -347,7 +349,12 @@ static ember_status_t replay_check(master_t *master, const float *table,
     const float *mine[4] = {losses, table, params, params + (size_t)job->classes * job->dim};
     size_t counts[4] = {(size_t)steps * job->trainers, (size_t)job->rows * job->dim,
                         (size_t)job->classes * job->dim, job->classes};
-    char line[512], err[256];
+    /* Each expected tensor has the shape of what the run made, or it is
+     * not compared (and the check fails). */
+    const int64_t shapes[4][2] = {{(int64_t)steps, job->trainers}, {job->rows, job->dim},
+                                  {job->classes, job->dim}, {job->classes, 0}};
+    const size_t ndims[4] = {2, 2, 2, 1};
+    char line[1024], err[512];
     int used = 0, checked = 0, beyond = 0;
     ember_st_file_t *file;
 
@@ -358,23 +365,21 @@ static ember_status_t replay_check(master_t *master, const float *table,
     for (int k = 0; k < 4 && used < (int)sizeof(line); k++) {
         char expected[32];
         float *want = NULL;
-        size_t n = 0, at;
+        size_t at;
         snprintf(expected, sizeof(expected), "expected.%s", names[k]);
         if (!ember_st_find(file, expected))
             continue;
-        if (ember_st_read_copy(file, expected, EMBER_DTYPE_F32, (void **)&want, &n) !=
-                EMBER_OK || n != counts[k]) {
-            used += snprintf(line + used, sizeof(line) - (size_t)used, "%s%s: %zu values, "
-                             "the run has %zu", checked++ ? ", " : "", expected, n,
-                             counts[k]);
+        if (ember_replay_read(file, NULL, expected, EMBER_DTYPE_F32, ndims[k], shapes[k],
+                              (void **)&want, err, sizeof(err)) != EMBER_OK) {
+            used += snprintf(line + used, sizeof(line) - (size_t)used, "%s%s",
+                             checked++ ? ", " : "", err);
             beyond = 1;
-            free(want);
             continue;
         }
-        double worst = max_diff(mine[k], want, n, &at);
+        double worst = max_diff(mine[k], want, counts[k], &at);
         beyond |= !(worst <= job->replay_tolerance);
         used += snprintf(line + used, sizeof(line) - (size_t)used, "%s%s max |diff| %.2g "
-                         "(%zu values)", checked++ ? ", " : "", names[k], worst, n);
+                         "(%zu values)", checked++ ? ", " : "", names[k], worst, counts[k]);
         free(want);
     }
     ember_st_close(file);
@@ -397,29 +402,36 @@ static ember_status_t initial_dense(const ember_job_t *job, const size_t *sizes,
     *table_p = NULL;
     if (job->data == EMBER_DATA_REPLAY) {
         ember_st_file_t *file;
-        char err[256];
+        ember_replay_info_t info;
+        char err[1024];
         void *weight = NULL, *bias = NULL, *table = NULL;
-        size_t nw = 0, nb = 0, nt = 0;
-        size_t dim = sizes[0], classes = sizes[layers]; /* one layer: --hidden refused */
-        ember_status_t status = ember_st_open(job->replay_path, &file, err, sizeof(err));
+        /* one layer: --hidden is refused with --replay */
+        int64_t dim = (int64_t)sizes[0], classes = (int64_t)sizes[layers];
+        /* The shapes the job has: the tables are made and the layer sent at
+         * these sizes, whatever the file (read again here) says now. */
+        const int64_t shape_table[2] = {job->rows, dim}, shape_weight[2] = {classes, dim};
+        const int64_t shape_bias[1] = {classes};
+        ember_status_t status = ember_replay_open(job->replay_path, &file, &info, err,
+                                                  sizeof(err));
+        if (status == EMBER_OK) {
+            status = ember_replay_read(file, job->replay_path, "fc.weight", EMBER_DTYPE_F32,
+                                       2, shape_weight, &weight, err, sizeof(err));
+            if (status == EMBER_OK)
+                status = ember_replay_read(file, job->replay_path, "fc.bias",
+                                           EMBER_DTYPE_F32, 1, shape_bias, &bias, err,
+                                           sizeof(err));
+            if (status == EMBER_OK)
+                status = ember_replay_read(file, job->replay_path, "emb.weight",
+                                           EMBER_DTYPE_F32, 2, shape_table, &table, err,
+                                           sizeof(err));
+            ember_st_close(file);
+        }
         if (status != EMBER_OK) {
             ember_error("master", "%s", err);
-            return status;
-        }
-        status = ember_st_read_copy(file, "fc.weight", EMBER_DTYPE_F32, &weight, &nw);
-        if (status == EMBER_OK)
-            status = ember_st_read_copy(file, "fc.bias", EMBER_DTYPE_F32, &bias, &nb);
-        if (status == EMBER_OK)
-            status = ember_st_read_copy(file, "emb.weight", EMBER_DTYPE_F32, &table, &nt);
-        ember_st_close(file);
-        if (status == EMBER_OK && (nw != classes * dim || nb != classes)) {
-            ember_error("master", "%s: fc.weight/fc.bias do not have %zu x %zu / %zu "
-                        "elements", job->replay_path, classes, dim, classes);
-            status = EMBER_ERR_FORMAT;
-        }
-        if (status == EMBER_OK) {
+        } else {
+            size_t nw = (size_t)(classes * dim);
             memcpy(params, weight, nw * sizeof(float));
-            memcpy(params + nw, bias, nb * sizeof(float));
+            memcpy(params + nw, bias, (size_t)classes * sizeof(float));
             *table_p = table;
             table = NULL;
         }
@@ -502,7 +514,9 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         goto out;
     }
     ember_rpc_register(tp, EMBER_OP_EPOCH_REPORT, on_epoch_report, &master);
-    ember_tp_barrier(tp, "roles-ready");
+    status = ember_tp_barrier(tp, "roles-ready"); /* it said who did not come */
+    if (status != EMBER_OK)
+        goto out;
     if (job->metrics_path && !(master.metrics = fopen(job->metrics_path, "w"))) {
         snprintf(cause, sizeof(cause), "cannot write the metrics to %s: %s",
                  job->metrics_path, strerror(errno));
@@ -583,15 +597,19 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     for (int t = 0; t < job->trainers && t < 4096; t++) {
         size_t length;
         done[t] = ember_future_data(futures[t], &length);
-        steps += done[t]->steps;
-        bags += done[t]->bags;
-        if (length != sizeof(**done) + done[t]->steps * sizeof(float) +
-                          nparams * sizeof(float) ||
+        /* The report's length says how many losses follow its header and
+         * the parameters: checked before any field is read, by division
+         * (a wire steps x 4 could wrap to the length of a short report). */
+        size_t fixed = sizeof(**done) + nparams * sizeof(float);
+        if (!done[t] || length < fixed || (length - fixed) % sizeof(float) != 0 ||
+            done[t]->steps != (length - fixed) / sizeof(float) ||
             done[t]->steps != done[0]->steps) {
             snprintf(cause, sizeof(cause), "trainer%d sent a malformed report", t);
             status = EMBER_ERR_BAD_MESSAGE;
             goto abort;
         }
+        steps += done[t]->steps;
+        bags += done[t]->bags;
     }
     uint64_t per_trainer = done[0]->steps;
     const float *final_params =

@@ -472,9 +472,15 @@ ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
     ember_busy_clock_init(&ps->clock);
     for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
         ember_rpc_register(tp, ps_ops[i], ps_handlers[i], ps);
-    ember_tp_barrier(tp, "roles-ready");
+    /* A failed barrier ends the job (it said who did not come).  The master
+     * is watched from here on: a PS only answers, and without an endpoint
+     * of its own to the master would never learn that it died. */
+    int master = ember_tp_peer_by_name(tp, "master");
+    ps->exit_status = ember_tp_barrier(tp, "roles-ready");
+    if (ps->exit_status == EMBER_OK && master >= 0)
+        ps->exit_status = ember_tp_watch(tp, master);
+    ps->stop = ps->exit_status != EMBER_OK;
 
-    int master = -1;
     const uint64_t check_every = ember_busy_clock_ticks_for(&ps->clock, 0.2);
     uint64_t next_check = 0;
     while (!ps->stop) {
@@ -488,10 +494,10 @@ ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
         next_check = now + check_every;
         ps_drop_lost_trainers(ps);
         /* A PS without its master has nobody to stop it: leave. */
-        if (master < 0)
-            master = ember_tp_peer_by_name(tp, "master");
         if (master >= 0 && ember_tp_peer_lost(tp, master)) {
-            ember_error("ps", "the master was lost; stopping");
+            ember_error("ps", "%s: the master (rank %d) was lost: %s; stopping",
+                        ember_tp_peer_name(tp, ember_tp_rank(tp)), master,
+                        ember_tp_peer_reason(tp, master));
             ps->exit_status = EMBER_ERR_PEER_LOST;
             break;
         }

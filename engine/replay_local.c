@@ -5,6 +5,7 @@
 #include "engine/half.h"
 #include "engine/loss.h"
 #include "engine/optimizer.h"
+#include "engine/replay_file.h"
 
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
@@ -49,7 +50,7 @@ static void *replay_table(const replay_t *r)
 
 static void replay_msg(replay_t *r, const char *fmt, ...)
 {
-    char line[512];
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
@@ -59,59 +60,15 @@ static void replay_msg(replay_t *r, const char *fmt, ...)
         snprintf(r->msg, r->msg_len, "%s", line);
 }
 
-static ember_status_t meta_size(replay_t *r, const char *key, size_t *value_p)
+/* Copy tensor @name, checking its dtype and exact shape (ndim dims). */
+static ember_status_t load_tensor(replay_t *r, const char *name, ember_dtype_t dtype,
+                                  size_t ndim, const int64_t *shape, void **data_p)
 {
-    const char *text = ember_st_metadata(r->golden, key);
-    char *end;
-    unsigned long long v;
-
-    if (!text) {
-        replay_msg(r, "metadata '%s' missing", key);
-        return EMBER_ERR_FORMAT;
-    }
-    errno = 0;
-    v = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-') {
-        replay_msg(r, "metadata '%s' = '%s' is not a count", key, text);
-        return EMBER_ERR_FORMAT;
-    }
-    *value_p = (size_t)v;
-    return EMBER_OK;
-}
-
-static const char *meta_str(replay_t *r, const char *key)
-{
-    const char *text = ember_st_metadata(r->golden, key);
-    if (!text)
-        replay_msg(r, "metadata '%s' missing", key);
-    return text;
-}
-
-/* Copy tensor @name, checking dtype and exact shape (ndim dims). */
-static ember_status_t load_tensor(replay_t *r, const char *name,
-                                  ember_dtype_t dtype, size_t ndim,
-                                  const size_t *shape, void **data_p)
-{
-    const ember_st_tensor_t *t = ember_st_find(r->golden, name);
-    ember_status_t status;
-
-    if (!t) {
-        replay_msg(r, "tensor '%s' missing", name);
-        return EMBER_ERR_FORMAT;
-    }
-    int ok = t->dtype == dtype && t->ndim == ndim;
-    for (size_t d = 0; ok && d < ndim; d++)
-        ok = shape[d] == (size_t)-1 || (uint64_t)t->shape[d] == shape[d];
-    if (!ok) {
-        replay_msg(r, "tensor '%s' has dtype %s / rank %zu, not the expected "
-                      "%s / %zu (or a different shape)", name,
-                   ember_dtype_name(t->dtype), t->ndim, ember_dtype_name(dtype),
-                   ndim);
-        return EMBER_ERR_FORMAT;
-    }
-    status = ember_st_read_copy(r->golden, name, dtype, data_p, NULL);
+    char why[1024];
+    ember_status_t status = ember_replay_read(r->golden, NULL, name, dtype, ndim, shape,
+                                              data_p, why, sizeof(why));
     if (status != EMBER_OK)
-        replay_msg(r, "tensor '%s': %s", name, ember_status_string(status));
+        replay_msg(r, "%s", why);
     return status;
 }
 
@@ -121,26 +78,20 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
                                      float *loss_p)
 {
     ember_status_t status;
-    char name[64], why[256];
+    char name[64], why[1024];
     int64_t *indices = NULL, *offsets = NULL, *targets = NULL, *argmax = NULL;
     int64_t *grad_rows = NULL;
     float *weights = NULL, *pooled = NULL, *logits = NULL, *grad_pooled = NULL;
     float *grad_rows_val = NULL;
     size_t n, bags, nrows = 0;
-    const ember_st_tensor_t *ti, *to;
 
-    snprintf(name, sizeof(name), "t%zu.s%zu.indices", t, s);
-    ti = ember_st_find(r->golden, name);
-    snprintf(name, sizeof(name), "t%zu.s%zu.offsets", t, s);
-    to = ember_st_find(r->golden, name);
-    if (!ti || !to || ti->ndim != 1 || to->ndim != 1) {
-        replay_msg(r, "trainer %zu step %zu: indices/offsets missing or not "
-                      "1-D", t, s);
-        return EMBER_ERR_FORMAT;
+    status = ember_replay_batch_shape(r->golden, NULL, r->weighted, (uint32_t)t, s, &n,
+                                      &bags, why, sizeof(why));
+    if (status != EMBER_OK) {
+        replay_msg(r, "%s", why);
+        return status;
     }
-    n = (size_t)ti->shape[0];
-    bags = (size_t)to->shape[0];
-    size_t shape_n[1] = {n}, shape_b[1] = {bags};
+    const int64_t shape_n[1] = {(int64_t)n}, shape_b[1] = {(int64_t)bags};
 
     snprintf(name, sizeof(name), "t%zu.s%zu.indices", t, s);
     if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_n,
@@ -288,63 +239,43 @@ ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
     ember_opt_t *opt_emb = NULL, *opt_w = NULL, *opt_b = NULL;
     ember_opt_config_t cfg;
     float *losses = NULL, *compact = NULL;
+    ember_replay_info_t info;
     ember_status_t status;
-    const char *text;
-    char *end;
+    char why[1024];
 
     if (!golden || !result_p ||
         (emb_dtype != EMBER_DTYPE_F32 && emb_dtype != EMBER_DTYPE_F16))
         return EMBER_ERR_INVALID_PARAM;
     if (msg && msg_len)
         msg[0] = '\0';
-    EMBER_CHECK(meta_size(&r, "rows", &r.rows));
-    EMBER_CHECK(meta_size(&r, "dim", &r.dim));
-    EMBER_CHECK(meta_size(&r, "classes", &r.classes));
-    EMBER_CHECK(meta_size(&r, "trainers", &r.trainers));
-    EMBER_CHECK(meta_size(&r, "steps", &r.steps));
-    if (!r.rows || !r.dim || !r.classes || !r.trainers ||
-        r.rows > ((size_t)1 << 40) / r.dim) {
-        replay_msg(&r, "metadata sizes must be positive and sane");
-        return EMBER_ERR_FORMAT;
+    /* What ember-train checks, with the same words: every value in range
+     * and every tensor of its shape before any is used or sized from. */
+    if ((status = ember_replay_info_read(golden, NULL, &info, why, sizeof(why))) !=
+            EMBER_OK ||
+        (status = ember_replay_check_tensors(golden, NULL, &info, why, sizeof(why))) !=
+            EMBER_OK) {
+        replay_msg(&r, "%s", why);
+        return status;
     }
-    if (!(text = meta_str(&r, "lr")))
-        return EMBER_ERR_FORMAT;
-    r.lr = strtof(text, &end);
-    if (end == text || *end || !(r.lr >= 0.0f)) {
-        replay_msg(&r, "metadata lr = '%s' is not a learning rate", text);
-        return EMBER_ERR_FORMAT;
-    }
-    if (!(text = meta_str(&r, "mode")))
-        return EMBER_ERR_FORMAT;
-    r.bag.padding_idx = -1;
-    if (ember_pool_mode_parse(text, &r.bag.mode) != EMBER_OK) {
-        replay_msg(&r, "metadata mode = '%s' is not sum, mean or max", text);
-        return EMBER_ERR_FORMAT;
-    }
-    if (!(text = meta_str(&r, "sparse_reduce")))
-        return EMBER_ERR_FORMAT;
-    if (strcmp(text, "mean") == 0)
-        r.sparse_mean = 1;
-    else if (strcmp(text, "sum") != 0) {
-        replay_msg(&r, "metadata sparse_reduce = '%s' is not sum or mean", text);
-        return EMBER_ERR_FORMAT;
-    }
-    text = ember_st_metadata(golden, "per_sample_weights");
-    r.weighted = text && strcmp(text, "1") == 0;
-    text = ember_st_metadata(golden, "optimizer");
-    if (text && strcmp(text, "sgd") != 0) {
+    if (strcmp(info.optimizer, "sgd") != 0) {
         replay_msg(&r, "optimizer '%s' is not supported by the replay (sgd)",
-                   text);
+                   info.optimizer);
         return EMBER_ERR_UNSUPPORTED;
     }
-    text = ember_st_metadata(golden, "loss");
-    if (text && strcmp(text, "cross_entropy_mean") != 0) {
-        replay_msg(&r, "loss '%s' is not supported by the replay", text);
-        return EMBER_ERR_UNSUPPORTED;
-    }
+    r.rows = (size_t)info.rows;
+    r.dim = info.dim;
+    r.classes = info.classes;
+    r.trainers = info.trainers;
+    r.steps = info.steps;
+    r.lr = (float)info.lr; /* in a float's range: checked */
+    r.bag.padding_idx = -1;
+    r.weighted = info.per_sample_weights != 0;
+    r.sparse_mean = strcmp(info.sparse_reduce, "mean") == 0;
+    if (ember_pool_mode_parse(info.mode, &r.bag.mode) != EMBER_OK)
+        return EMBER_ERR_FORMAT; /* not reached: the mode was checked */
 
-    size_t shape_emb[2] = {r.rows, r.dim}, shape_w[2] = {r.classes, r.dim};
-    size_t shape_b[1] = {r.classes};
+    const int64_t shape_emb[2] = {info.rows, info.dim}, shape_w[2] = {info.classes, info.dim};
+    const int64_t shape_b[1] = {info.classes};
     if ((status = load_tensor(&r, "emb.weight", EMBER_DTYPE_F32, 2, shape_emb,
                               (void **)&r.emb)) != EMBER_OK ||
         (status = load_tensor(&r, "fc.weight", EMBER_DTYPE_F32, 2, shape_w,

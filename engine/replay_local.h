@@ -37,9 +37,11 @@ typedef struct {
  * parameters, batches and metadata, never the expected.* tensors).
  * @result_p is filled only on success; @msg/@msg_len (may be NULL/0) receive
  * the cause of a failure (which tensor, trainer, step).
+ * The file is checked as ember-train checks it (engine/replay_file.h), with
+ * the same messages, before anything is sized from it.
  * Errors: ERR_FORMAT (missing/mis-shaped tensor, bad metadata, invalid batch),
- * ERR_UNSUPPORTED (optimizer other than sgd, loss other than
- * cross_entropy_mean), ERR_NUMERIC, ERR_NO_MEMORY.
+ * ERR_UNSUPPORTED (a known optimizer other than sgd), ERR_NUMERIC,
+ * ERR_NO_MEMORY.
  */
 ember_status_t ember_replay_local(const ember_st_file_t *golden,
                                   ember_replay_result_t *result_p, char *msg,

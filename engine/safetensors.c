@@ -411,6 +411,42 @@ static const json_node_t *json_member(const json_node_t *obj, const char *key)
     return NULL;
 }
 
+static size_t json_count(const json_node_t *obj, const char *key)
+{
+    size_t n = 0;
+    for (const json_node_t *c = obj->child; c; c = c->next)
+        n += strcmp(c->key, key) == 0;
+    return n;
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key @obj holds twice, or NULL (*failed_p set when out of memory).
+ * JSON leaves duplicates open: Python's reader keeps the last, json_member
+ * the first, and the two must not read different values from one file.
+ * Sorted, so a hostile header with very many keys costs O(n log n). */
+static const char *json_duplicate_key(const json_node_t *obj, int *failed_p)
+{
+    size_t n = 0, i = 0;
+    const char *found = NULL;
+    for (const json_node_t *c = obj->child; c; c = c->next)
+        n++;
+    const char **keys = malloc((n ? n : 1) * sizeof(*keys));
+    *failed_p = keys == NULL;
+    if (!keys)
+        return NULL;
+    for (const json_node_t *c = obj->child; c; c = c->next)
+        keys[i++] = c->key;
+    qsort(keys, n, sizeof(*keys), cmp_keys);
+    for (i = 1; i < n && !found; i++)
+        found = strcmp(keys[i], keys[i - 1]) == 0 ? keys[i] : NULL;
+    free(keys);
+    return found;
+}
+
 /* ---------------------------------------------------------------- reader */
 
 struct ember_st_file {
@@ -443,11 +479,16 @@ static int cmp_by_name(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* By first byte, then by size: an empty tensor sits before the one that
+ * starts where it does, whatever their order in the header (safetensors'
+ * own writer puts empty tensors at such offsets). */
 static int cmp_by_begin(const void *a, const void *b)
 {
     const ember_st_tensor_t *x = *(ember_st_tensor_t *const *)a;
     const ember_st_tensor_t *y = *(ember_st_tensor_t *const *)b;
-    return (x->data > y->data) - (x->data < y->data);
+    if (x->data != y->data)
+        return (x->data > y->data) - (x->data < y->data);
+    return (x->nbytes > y->nbytes) - (x->nbytes < y->nbytes);
 }
 
 /* Check one tensor entry of the header and fill @t. */
@@ -463,6 +504,14 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     if (e->type != J_OBJ) {
         (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': entry is not an object", name);
         return EMBER_ERR_FORMAT;
+    }
+    static const char *const fields[] = {"dtype", "shape", "data_offsets"};
+    for (int i = 0; i < 3; i++) {
+        if (json_count(e, fields[i]) > 1) {
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': %s given twice",
+                                    name, fields[i]);
+            return EMBER_ERR_FORMAT;
+        }
     }
     dt = json_member(e, "dtype");
     shape = json_member(e, "shape");
@@ -606,6 +655,15 @@ static ember_status_t st_load(uint8_t *image, size_t size,
                                          "string", m->key);
                     goto err_close;
                 }
+            }
+            int failed;
+            const char *twice = json_duplicate_key(e, &failed);
+            if (failed || twice) {
+                if (twice)
+                    (void)ember_status_text(msg, msg_len, EMBER_OK, "__metadata__ key '%s' "
+                                            "appears twice", twice);
+                status = failed ? EMBER_ERR_NO_MEMORY : EMBER_ERR_FORMAT;
+                goto err_close;
             }
             f->meta = e;
             continue;

@@ -252,12 +252,25 @@ static ember_status_t trainer_wait(trainer_t *trainer, ember_future_t *future)
     return status;
 }
 
+/* The master is gone: the job is over, whatever else failed because of it
+ * (a PS that stopped with it). */
+static ember_status_t master_lost(trainer_t *trainer, uint64_t step)
+{
+    int master = (int)trainer->spec.master_rank;
+    return trainer_fail(trainer, EMBER_ERR_PEER_LOST, "trainer %d step %llu: the master "
+                        "(rank %d) was lost: %s", trainer->index,
+                        (unsigned long long)step, master,
+                        ember_tp_peer_reason(trainer->tp, master));
+}
+
 static ember_status_t future_error(trainer_t *trainer, ember_future_t *future,
                                    ember_status_t status, const char *what,
                                    uint64_t step)
 {
     size_t length = 0;
     const char *text = ember_future_data(future, &length);
+    if (ember_tp_peer_lost(trainer->tp, (int)trainer->spec.master_rank))
+        return master_lost(trainer, step);
     if (status == EMBER_ERR_CANCELED && trainer->aborted)
         return trainer_fail(trainer, status, "trainer %d step %llu: job aborted: %s",
                             trainer->index, (unsigned long long)step,
@@ -911,9 +924,21 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
         if (trainer->aborted)
             return trainer_fail(trainer, EMBER_ERR_CANCELED, "trainer %d: job aborted: "
                                 "%s", trainer->index, trainer->abort_text);
+        if (ember_tp_peer_lost(trainer->tp, (int)spec->master_rank))
+            return master_lost(trainer, step);
         status = trainer_step(trainer, data, step, &loss, &bags);
-        if (status != EMBER_OK)
+        if (status != EMBER_OK) {
+            /* Whatever failed, a lost master is the cause (its death ended
+             * the others, which this step then found gone): its loss gets a
+             * moment to be noticed here too before the error is reported. */
+            double until = tp_time_now() + 0.25;
+            while (!ember_tp_peer_lost(trainer->tp, (int)spec->master_rank) &&
+                   !trainer->aborted && tp_time_now() < until)
+                ember_tp_wait(trainer->tp, 0.01);
+            if (ember_tp_peer_lost(trainer->tp, (int)spec->master_rank))
+                status = master_lost(trainer, step);
             break;
+        }
         trainer->losses[step] = loss;
         loss_sum += loss;
         bags_total += bags;
@@ -1005,18 +1030,26 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
     /* The handlers take this frame's state: unregistered on every way out. */
     ember_rpc_register(tp, EMBER_OP_TRAIN_START, on_start, &trainer);
     ember_rpc_register(tp, EMBER_OP_ABORT, on_abort, &trainer);
-    ember_tp_barrier(tp, "roles-ready");
-
+    /* A failed barrier ends the job (it said who did not come); the master
+     * is watched from here on, so its death is noticed between its words. */
     int master = ember_tp_peer_by_name(tp, "master");
-    while (!trainer.started && !trainer.aborted) {
+    status = ember_tp_barrier(tp, "roles-ready");
+    if (status == EMBER_OK && master >= 0)
+        status = ember_tp_watch(tp, master);
+    while (status == EMBER_OK && !trainer.started && !trainer.aborted) {
         ember_tp_wait(tp, 0.5);
         if (master >= 0 && ember_tp_peer_lost(tp, master)) {
-            ember_error("trainer", "the master was lost before training started");
-            trainer_unregister(tp);
-            trainer.dev->comm_destroy(trainer.comm);
-            ember_device_close(trainer.device);
-            return EMBER_ERR_PEER_LOST;
+            ember_error("trainer", "trainer %d: the master (rank %d) was lost before "
+                        "training started: %s", index, master,
+                        ember_tp_peer_reason(tp, master));
+            status = EMBER_ERR_PEER_LOST;
         }
+    }
+    if (status != EMBER_OK) {
+        trainer_unregister(tp);
+        trainer.dev->comm_destroy(trainer.comm);
+        ember_device_close(trainer.device);
+        return status;
     }
     if (trainer.started) {
         status = trainer_setup(&trainer);

@@ -120,6 +120,8 @@ int main(int argc, char **argv)
         break;
     }
     }
+    if (status != EMBER_OK)
+        ember_tp_set_failed(tp); /* nobody waits for a hung rank */
     ember_tp_destroy(tp);
     return status == EMBER_OK ? 0 : 1;
 }

@@ -40,6 +40,19 @@ void tp_auth_mac(const tp_secret_t *secret, const char *label, uint32_t src,
                  const uint8_t nonce_b[TP_AUTH_NONCE_SIZE],
                  uint8_t mac[TP_AUTH_MAC_SIZE]);
 
+/* One piece of a message a MAC covers. */
+typedef struct {
+    const void *data;
+    size_t length;
+} tp_auth_part_t;
+
+/** mac = HMAC-SHA256(secret, parts[0] | parts[1] | ...). */
+void tp_auth_hmac(const tp_secret_t *secret, const tp_auth_part_t *parts, size_t nparts,
+                  uint8_t mac[TP_AUTH_MAC_SIZE]);
+
+/** digest = SHA-256(@data): how a worker address enters a MAC. */
+void tp_auth_digest(const void *data, size_t length, uint8_t digest[TP_AUTH_MAC_SIZE]);
+
 /** Constant-time comparison of two MACs; 1 when equal. */
 int tp_auth_mac_equal(const uint8_t a[TP_AUTH_MAC_SIZE],
                       const uint8_t b[TP_AUTH_MAC_SIZE]);

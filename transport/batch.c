@@ -264,9 +264,8 @@ static ucs_status_t batch_recv(ember_tp_t *tp, int calls, const void *header,
 
     if (peer < 0 ||
         !tp_batch_header_parse(header, header_length, length, tp->max_message, &hdr)) {
-        tp->dropped_messages++;
-        ember_warn("tp", "malformed or unauthenticated %s batch dropped",
-                   batch_kind(calls));
+        tp_note_dropped(tp, calls ? "malformed or unauthenticated call batch dropped"
+                                  : "malformed or unauthenticated reply batch dropped");
         return UCS_OK;
     }
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {

@@ -3,9 +3,10 @@
  * send path, and what happens when a peer is lost.
  *
  * An endpoint is created on first use.  Its first message is HELLO; anything
- * else queued for that peer waits until the ACK proves the peer holds the job
- * secret.  Incoming messages are accepted only on reply endpoints that sent
- * a valid HELLO (tp_conn_t), so a stranger's request never reaches a handler.
+ * else queued for that peer waits until the handshake (tp_hello_t) proves
+ * both sides hold the job secret.  Incoming messages are accepted only on
+ * reply endpoints whose CONFIRM proved it (tp_conn_t), so a stranger's
+ * request never reaches a handler.
  */
 #include "transport/tp_internal.h"
 #include "transport/tp_time.h"
@@ -19,6 +20,24 @@
 #include <string.h>
 
 /* ---- incoming connections ------------------------------------------------ */
+
+void tp_note_dropped(ember_tp_t *tp, const char *what)
+{
+    if (++tp->dropped_messages <= TP_NOTED_MAX)
+        ember_warn("tp", "%s%s", what,
+                   tp->dropped_messages == TP_NOTED_MAX ? "; further ones are only counted"
+                                                         : "");
+}
+
+int tp_first_lost(const ember_tp_t *tp, int or_unanswered)
+{
+    for (int rank = 0; tp->peers && rank < tp->world_size; rank++) {
+        if (tp->peers[rank].state == TP_PEER_LOST ||
+            (or_unanswered && tp->peers[rank].unanswered))
+            return rank;
+    }
+    return -1;
+}
 
 int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep)
 {
@@ -309,7 +328,6 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
                           .version = TP_VERSION,
                           .src_rank = (uint32_t)tp->rank,
                           .dst_rank = (uint32_t)peer->rank};
-    static const uint8_t zeros[TP_AUTH_NONCE_SIZE];
 
     EMBER_CHECK(tp_auth_nonce(peer->nonce));
     if (strcmp(peer->host, tp->host) == 0) {
@@ -333,9 +351,9 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
         return tp_status_from_ucs(status);
     }
     peer->state = TP_PEER_CONNECTING;
+    /* HELLO proves nothing (it could be replayed): it only asks for the
+     * challenge that both sides' proofs answer. */
     memcpy(message.nonce, peer->nonce, sizeof(message.nonce));
-    tp_auth_mac(&tp->secret, "ember-hello", message.src_rank, message.dst_rank,
-                message.nonce, zeros, message.mac);
 
     hello = ember_pool_zalloc(&tp->pool, sizeof(*hello));
     if (!hello)
@@ -381,6 +399,7 @@ ember_status_t tp_peer_send(ember_tp_t *tp, tp_send_t *send)
         }
     } /* fall through */
     case TP_PEER_CONNECTING:
+    case TP_PEER_CONFIRMING:
         tp_list_push(&peer->waiting, &send->link);
         return EMBER_OK;
     }
@@ -401,9 +420,10 @@ ember_status_t tp_peer_connect_wait(ember_tp_t *tp, int rank)
     }
     /* The handshake is one round trip; a hung peer fails at the deadline. */
     double deadline = tp_time_now() + tp->rpc_timeout_s;
-    while (peer->state == TP_PEER_CONNECTING && tp_time_now() < deadline)
+    while ((peer->state == TP_PEER_CONNECTING || peer->state == TP_PEER_CONFIRMING) &&
+           tp_time_now() < deadline)
         ember_tp_wait(tp, 0.01);
-    if (peer->state == TP_PEER_CONNECTING)
+    if (peer->state == TP_PEER_CONNECTING || peer->state == TP_PEER_CONFIRMING)
         tp_peer_lost(tp, rank, EMBER_ERR_TIMED_OUT, "no answer to our connection");
     if (peer->state != TP_PEER_READY) {
         tp_progress_once(tp);
@@ -467,7 +487,8 @@ void tp_endpoints_sweep(ember_tp_t *tp)
             }
             peer_flush_waiting(tp, peer);
             tp_fail_peer_futures(tp, rank, peer->error);
-        } else if (peer->state != TP_PEER_CONNECTING) {
+        } else if (peer->state != TP_PEER_CONNECTING &&
+                   peer->state != TP_PEER_CONFIRMING) {
             peer_flush_waiting(tp, peer);
         }
     }
@@ -481,9 +502,12 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline)
         tp_peer_t *peer = &tp->peers[rank];
         if (!peer->ep)
             continue;
+        /* A flush would wait for a lost or hung peer's acknowledgement. */
         ucp_request_param_t param = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-            .flags = peer->state == TP_PEER_LOST ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+            .flags = peer->state == TP_PEER_LOST || peer->unanswered || tp->failed
+                         ? UCP_EP_CLOSE_FLAG_FORCE
+                         : 0};
         ucs_status_ptr_t request = ucp_ep_close_nbx(peer->ep, &param);
         peer->ep = NULL;
         peer->lanes_known = 0;
@@ -541,63 +565,247 @@ void tp_check_liveness(ember_tp_t *tp, double now)
 
 /* ---- the handshake ------------------------------------------------------- */
 
-static int hello_valid_header(const tp_hello_t *hello, size_t length)
+/* A side's proof (tp_hello_t's comment): @src proves it to @dst. */
+static void handshake_mac(const ember_tp_t *tp, const char *label, uint32_t src,
+                          uint32_t dst, const uint8_t *nonce, const uint8_t *peer_nonce,
+                          uint8_t mac[TP_AUTH_MAC_SIZE])
 {
-    return length == sizeof(*hello) && hello->magic == TP_MAGIC &&
-           hello->version == TP_VERSION;
+    const uint8_t *src_digest = src == (uint32_t)tp->rank
+                                    ? tp->address_digest
+                                    : tp->peers[src].address_digest;
+    const uint8_t *dst_digest = dst == (uint32_t)tp->rank
+                                    ? tp->address_digest
+                                    : tp->peers[dst].address_digest;
+    tp_auth_part_t parts[] = {{label, strlen(label)},
+                              {&src, sizeof(src)},
+                              {&dst, sizeof(dst)},
+                              {nonce, TP_AUTH_NONCE_SIZE},
+                              {peer_nonce, TP_AUTH_NONCE_SIZE},
+                              {src_digest, TP_AUTH_MAC_SIZE},
+                              {dst_digest, TP_AUTH_MAC_SIZE}};
+    tp_auth_hmac(&tp->secret, parts, 7, mac);
 }
 
+/* A handshake message is its struct, whole, with no header or rendezvous,
+ * and addressed to us by a rank of the job. */
+static int handshake_take(ember_tp_t *tp, size_t header_length, const void *data,
+                          size_t length, const ucp_am_recv_param_t *param,
+                          tp_hello_t *msg)
+{
+    if (header_length != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        length != sizeof(*msg) || !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
+        tp->dropped_messages++;
+        return 0;
+    }
+    memcpy(msg, data, sizeof(*msg));
+    if (msg->magic != TP_MAGIC || msg->version != TP_VERSION ||
+        msg->dst_rank != (uint32_t)tp->rank || msg->src_rank >= (uint32_t)tp->world_size) {
+        tp->dropped_messages++;
+        return 0;
+    }
+    return 1;
+}
+
+/* Queue @msg for @ep, sent from the progress loop (tp_send_acks). */
+static void handshake_queue(ember_tp_t *tp, ucp_ep_h ep, unsigned am_id,
+                            const tp_hello_t *msg)
+{
+    tp_ack_t *ack = calloc(1, sizeof(*ack));
+    if (!ack)
+        return; /* the other side's handshake times out */
+    ack->ep = ep;
+    ack->am_id = am_id;
+    ack->hello = *msg;
+    tp_list_push(&tp->acks, &ack->link);
+}
+
+/* The pending handshake of @reply_ep, or NULL. */
+static tp_pending_t *pending_find(ember_tp_t *tp, ucp_ep_h reply_ep)
+{
+    for (size_t i = 0; i < tp->pending_handshakes; i++) {
+        if (tp->pending[i].reply_ep == reply_ep)
+            return &tp->pending[i];
+    }
+    return NULL;
+}
+
+static void pending_remove(ember_tp_t *tp, tp_pending_t *pending)
+{
+    *pending = tp->pending[--tp->pending_handshakes];
+}
+
+/* Room for one more pending handshake: expired ones go, else the oldest. */
+static tp_pending_t *pending_slot(ember_tp_t *tp, ucp_ep_h reply_ep, double now)
+{
+    tp_pending_t *slot = pending_find(tp, reply_ep);
+    if (slot)
+        return slot; /* a new HELLO on the connection starts over */
+    for (size_t i = tp->pending_handshakes; i-- > 0;) {
+        if (now - tp->pending[i].since > TP_PENDING_S)
+            pending_remove(tp, &tp->pending[i]);
+    }
+    if (tp->pending_handshakes == TP_PENDING_MAX) {
+        size_t oldest = 0;
+        for (size_t i = 1; i < tp->pending_handshakes; i++) {
+            if (tp->pending[i].since < tp->pending[oldest].since)
+                oldest = i;
+        }
+        pending_remove(tp, &tp->pending[oldest]);
+    }
+    return &tp->pending[tp->pending_handshakes++];
+}
+
+/* B: a HELLO.  Answer it with a challenge; nothing is accepted yet. */
 ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
                             void *data, size_t length,
                             const ucp_am_recv_param_t *param)
 {
     ember_tp_t *tp = arg;
-    tp_hello_t hello;
-    uint8_t expected[TP_AUTH_MAC_SIZE];
-    static const uint8_t zeros[TP_AUTH_NONCE_SIZE];
-    tp_ack_t *ack;
+    tp_hello_t hello, challenge;
 
     (void)header;
-    if (header_length != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-        length != sizeof(hello) ||
-        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
-        tp->dropped_messages++;
-        ember_warn("tp", "malformed connection request dropped (%zu bytes)", length);
+    if (!handshake_take(tp, header_length, data, length, param, &hello))
+        return UCS_OK;
+    tp_pending_t *pending = pending_slot(tp, param->reply_ep, tp_time_now());
+    challenge = (tp_hello_t){.magic = TP_MAGIC,
+                             .version = TP_VERSION,
+                             .src_rank = (uint32_t)tp->rank,
+                             .dst_rank = hello.src_rank};
+    memcpy(challenge.nonce, hello.nonce, sizeof(hello.nonce));
+    if (tp_auth_nonce(challenge.peer_nonce) != EMBER_OK) {
+        pending_remove(tp, pending);
         return UCS_OK;
     }
-    memcpy(&hello, data, sizeof(hello));
-    if (!hello_valid_header(&hello, length) || hello.dst_rank != (uint32_t)tp->rank ||
-        hello.src_rank >= (uint32_t)tp->world_size) {
-        tp->dropped_messages++;
-        ember_warn("tp", "connection request with a bad header dropped");
+    *pending = (tp_pending_t){.reply_ep = param->reply_ep,
+                              .rank = (int)hello.src_rank,
+                              .since = tp_time_now()};
+    memcpy(pending->nonce, challenge.nonce, sizeof(pending->nonce));
+    memcpy(pending->peer_nonce, challenge.peer_nonce, sizeof(pending->peer_nonce));
+    handshake_mac(tp, "ember-challenge", challenge.src_rank, challenge.dst_rank,
+                  challenge.nonce, challenge.peer_nonce, challenge.mac);
+    handshake_queue(tp, param->reply_ep, TP_AM_CHALLENGE, &challenge);
+    return UCS_OK;
+}
+
+/* A: B's challenge to our HELLO.  Check B's proof, then prove ours. */
+ucs_status_t tp_am_challenge_cb(void *arg, const void *header, size_t header_length,
+                                void *data, size_t length,
+                                const ucp_am_recv_param_t *param)
+{
+    ember_tp_t *tp = arg;
+    tp_hello_t challenge, confirm;
+    uint8_t expected[TP_AUTH_MAC_SIZE];
+
+    (void)header;
+    if (!handshake_take(tp, header_length, data, length, param, &challenge))
+        return UCS_OK;
+    tp_peer_t *peer = &tp->peers[challenge.src_rank];
+    if (peer->state != TP_PEER_CONNECTING ||
+        memcmp(challenge.nonce, peer->nonce, sizeof(challenge.nonce)) != 0) {
+        tp->dropped_messages++; /* stale, or not an answer to our HELLO */
         return UCS_OK;
     }
-    ack = calloc(1, sizeof(*ack));
-    if (!ack)
+    handshake_mac(tp, "ember-challenge", challenge.src_rank, challenge.dst_rank,
+                  challenge.nonce, challenge.peer_nonce, expected);
+    if (!tp_auth_mac_equal(expected, challenge.mac)) {
+        tp_peer_lost(tp, peer->rank, EMBER_ERR_AUTH,
+                     "its answer to our connection does not prove the job secret for "
+                     "the address it published");
         return UCS_OK;
-    ack->reply_ep = param->reply_ep;
-    ack->hello = (tp_hello_t){.magic = TP_MAGIC,
-                              .version = TP_VERSION,
-                              .src_rank = (uint32_t)tp->rank,
-                              .dst_rank = hello.src_rank};
-    memcpy(ack->hello.nonce, hello.nonce, sizeof(hello.nonce));
-    tp_auth_mac(&tp->secret, "ember-hello", hello.src_rank, hello.dst_rank,
-                hello.nonce, zeros, expected);
-    if (!tp_auth_mac_equal(expected, hello.mac)) {
-        ember_warn("tp", "refused a connection claiming to be rank %u (%s): it "
-                   "does not hold the job secret", hello.src_rank,
-                   tp->peers[hello.src_rank].name);
-        ack->hello.status = EMBER_ERR_AUTH;
-    } else if (tp_auth_nonce(ack->hello.peer_nonce) != EMBER_OK ||
-               conn_add(tp, param->reply_ep, (int)hello.src_rank) != EMBER_OK) {
-        ack->hello.status = EMBER_ERR_NO_MEMORY;
+    }
+    confirm = challenge;
+    confirm.src_rank = (uint32_t)tp->rank;
+    confirm.dst_rank = challenge.src_rank;
+    handshake_mac(tp, "ember-confirm", confirm.src_rank, confirm.dst_rank, confirm.nonce,
+                  confirm.peer_nonce, confirm.mac);
+    memcpy(peer->peer_nonce, challenge.peer_nonce, sizeof(peer->peer_nonce));
+    peer->state = TP_PEER_CONFIRMING;
+    handshake_queue(tp, peer->ep, TP_AM_CONFIRM, &confirm);
+    return UCS_OK;
+}
+
+/* B: A's proof.  Only now does the connection speak for A. */
+ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_length,
+                              void *data, size_t length,
+                              const ucp_am_recv_param_t *param)
+{
+    ember_tp_t *tp = arg;
+    tp_hello_t confirm, accept;
+    uint8_t expected[TP_AUTH_MAC_SIZE];
+
+    (void)header;
+    if (!handshake_take(tp, header_length, data, length, param, &confirm))
+        return UCS_OK;
+    tp_pending_t *pending = pending_find(tp, param->reply_ep);
+    if (!pending || pending->rank != (int)confirm.src_rank ||
+        memcmp(pending->nonce, confirm.nonce, sizeof(confirm.nonce)) != 0 ||
+        memcmp(pending->peer_nonce, confirm.peer_nonce, sizeof(confirm.peer_nonce)) != 0) {
+        tp->dropped_messages++; /* no challenge of ours asked for it */
+        return UCS_OK;
+    }
+    pending_remove(tp, pending);
+    accept = confirm;
+    accept.src_rank = (uint32_t)tp->rank;
+    accept.dst_rank = confirm.src_rank;
+    handshake_mac(tp, "ember-confirm", confirm.src_rank, confirm.dst_rank, confirm.nonce,
+                  confirm.peer_nonce, expected);
+    if (!tp_auth_mac_equal(expected, confirm.mac)) {
+        /* Logged for the first few: an outsider must not fill the log. */
+        if (++tp->refused_handshakes <= TP_NOTED_MAX)
+            ember_warn("tp", "refused a connection claiming to be rank %u (%s): it does "
+                       "not prove the job secret%s", confirm.src_rank,
+                       tp->peers[confirm.src_rank].name,
+                       tp->refused_handshakes == TP_NOTED_MAX
+                           ? "; further ones are only counted" : "");
+        accept.status = EMBER_ERR_AUTH;
+        memset(accept.mac, 0, sizeof(accept.mac));
+    } else if (conn_add(tp, param->reply_ep, (int)confirm.src_rank) != EMBER_OK) {
+        accept.status = EMBER_ERR_NO_MEMORY;
+        memset(accept.mac, 0, sizeof(accept.mac));
     } else {
-        ack->hello.status = EMBER_OK;
-        tp_auth_mac(&tp->secret, "ember-ack", ack->hello.src_rank,
-                    ack->hello.dst_rank, ack->hello.nonce, ack->hello.peer_nonce,
-                    ack->hello.mac);
+        accept.status = EMBER_OK;
+        handshake_mac(tp, "ember-accept", accept.src_rank, accept.dst_rank, accept.nonce,
+                      accept.peer_nonce, accept.mac);
     }
-    tp_list_push(&tp->acks, &ack->link);
+    handshake_queue(tp, param->reply_ep, TP_AM_ACCEPT, &accept);
+    return UCS_OK;
+}
+
+/* A: B accepted (or refused) our proof. */
+ucs_status_t tp_am_accept_cb(void *arg, const void *header, size_t header_length,
+                             void *data, size_t length,
+                             const ucp_am_recv_param_t *param)
+{
+    ember_tp_t *tp = arg;
+    tp_hello_t accept;
+    uint8_t expected[TP_AUTH_MAC_SIZE];
+
+    (void)header;
+    if (!handshake_take(tp, header_length, data, length, param, &accept))
+        return UCS_OK;
+    tp_peer_t *peer = &tp->peers[accept.src_rank];
+    if (peer->state != TP_PEER_CONFIRMING ||
+        memcmp(accept.nonce, peer->nonce, sizeof(accept.nonce)) != 0 ||
+        memcmp(accept.peer_nonce, peer->peer_nonce, sizeof(accept.peer_nonce)) != 0) {
+        tp->dropped_messages++;
+        return UCS_OK;
+    }
+    if (accept.status != EMBER_OK) {
+        tp_peer_lost(tp, peer->rank, ember_status_from_wire(accept.status),
+                     accept.status == EMBER_ERR_AUTH
+                         ? "it refused our connection: job secret mismatch"
+                         : "it refused our connection");
+        return UCS_OK;
+    }
+    handshake_mac(tp, "ember-accept", accept.src_rank, accept.dst_rank, accept.nonce,
+                  accept.peer_nonce, expected);
+    if (!tp_auth_mac_equal(expected, accept.mac)) {
+        tp_peer_lost(tp, peer->rank, EMBER_ERR_AUTH,
+                     "its acceptance does not prove the job secret");
+        return UCS_OK;
+    }
+    peer->state = TP_PEER_READY;
+    tp->peer_events = 1; /* queued sends leave from the progress loop */
     return UCS_OK;
 }
 
@@ -621,57 +829,11 @@ void tp_send_acks(ember_tp_t *tp)
         ucs_status_ptr_t request;
 
         tp_list_del(&ack->link);
-        request = ucp_am_send_nbx(ack->reply_ep, TP_AM_HELLO_ACK, NULL, 0,
-                                  &ack->hello, sizeof(ack->hello), &param);
+        request = ucp_am_send_nbx(ack->ep, ack->am_id, NULL, 0, &ack->hello,
+                                  sizeof(ack->hello), &param);
         if (!UCS_PTR_IS_PTR(request))
             free(ack);
     }
-}
-
-ucs_status_t tp_am_hello_ack_cb(void *arg, const void *header,
-                                size_t header_length, void *data, size_t length,
-                                const ucp_am_recv_param_t *param)
-{
-    ember_tp_t *tp = arg;
-    tp_hello_t ack;
-    tp_peer_t *peer;
-    uint8_t expected[TP_AUTH_MAC_SIZE];
-
-    (void)header;
-    if (header_length != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-        length != sizeof(ack)) {
-        tp->dropped_messages++;
-        return UCS_OK;
-    }
-    memcpy(&ack, data, sizeof(ack));
-    if (!hello_valid_header(&ack, length) || ack.dst_rank != (uint32_t)tp->rank ||
-        ack.src_rank >= (uint32_t)tp->world_size) {
-        tp->dropped_messages++;
-        return UCS_OK;
-    }
-    peer = &tp->peers[ack.src_rank];
-    if (peer->state != TP_PEER_CONNECTING ||
-        memcmp(ack.nonce, peer->nonce, sizeof(ack.nonce)) != 0) {
-        tp->dropped_messages++; /* stale or forged */
-        return UCS_OK;
-    }
-    if (ack.status != EMBER_OK) {
-        tp_peer_lost(tp, peer->rank, ember_status_from_wire(ack.status),
-                     ack.status == EMBER_ERR_AUTH
-                         ? "it refused our connection: job secret mismatch"
-                         : "it refused our connection");
-        return UCS_OK;
-    }
-    tp_auth_mac(&tp->secret, "ember-ack", ack.src_rank, ack.dst_rank, ack.nonce,
-                ack.peer_nonce, expected);
-    if (!tp_auth_mac_equal(expected, ack.mac)) {
-        tp_peer_lost(tp, peer->rank, EMBER_ERR_AUTH,
-                     "its answer does not prove the job secret");
-        return UCS_OK;
-    }
-    peer->state = TP_PEER_READY;
-    tp->peer_events = 1; /* queued sends leave from the progress loop */
-    return UCS_OK;
 }
 
 /* ---- hostile-input tests ---------------------------------------------------- */
@@ -681,6 +843,22 @@ static void raw_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     (void)arg;
     (void)ep;
     (void)status;
+}
+
+ember_status_t tp_debug_set_peer_address(ember_tp_t *tp, int rank, const void *address,
+                                         size_t length)
+{
+    if (rank < 0 || rank >= tp->world_size || tp->peers[rank].state != TP_PEER_IDLE)
+        return EMBER_ERR_INVALID_PARAM;
+    void *copy = malloc(length ? length : 1);
+    if (!copy)
+        return EMBER_ERR_NO_MEMORY;
+    memcpy(copy, address, length);
+    free(tp->peers[rank].address);
+    tp->peers[rank].address = copy;
+    tp->peers[rank].address_length = length;
+    tp_auth_digest(copy, length, tp->peers[rank].address_digest);
+    return EMBER_OK;
 }
 
 ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id,

@@ -194,6 +194,7 @@ void tp_check_deadlines(ember_tp_t *tp, double now)
             continue;
         }
         tp_peer_t *peer = &tp->peers[future->peer];
+        peer->unanswered = 1; /* shutdown will not wait for it (tp_first_lost) */
         ember_error("tp", "%s op %u to %s (rank %d) timed out after %.1f s",
                     future->kind == TP_FUTURE_RMA ? "RMA" : "call", future->op,
                     peer->name, peer->rank, now - future->started);
@@ -572,8 +573,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     int peer = tp_am_sender(tp, param);
 
     if (peer < 0) {
-        tp->dropped_messages++;
-        ember_warn("tp", "request from an unauthenticated connection dropped");
+        tp_note_dropped(tp, "request from an unauthenticated connection dropped");
         return UCS_OK;
     }
     size_t inline_length;
@@ -670,8 +670,7 @@ ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
     size_t inline_length = 0;
     if (peer < 0 ||
         !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
-        tp->dropped_messages++;
-        ember_warn("tp", "malformed or unauthenticated reply dropped");
+        tp_note_dropped(tp, "malformed or unauthenticated reply dropped");
         return UCS_OK;
     }
     return tp_reply_deliver(tp, peer, &hdr, (const uint8_t *)header + sizeof(hdr),
@@ -826,6 +825,7 @@ void tp_run_handlers(ember_tp_t *tp)
                                   "no handler for op %u on %s", req->op,
                                   tp->peers[tp->rank].name);
         } else {
+            tp->handled_requests++; /* every request here came from a proven rank */
             handler->cb(req, handler->arg);
         }
         /* More to run and replies held: bound their wait (the clock is read

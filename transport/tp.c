@@ -68,6 +68,15 @@ void ember_tp_destroy(ember_tp_t *tp)
     ember_debug("tp", "batches sent: %lu of %lu replies, %lu of %lu requests",
                 tp->reply_batches, tp->batched_replies, tp->call_batches,
                 tp->batched_calls);
+    /* A peer that left a call unanswered is hung: what is still being sent
+     * to it would hold shutdown up to the timeout.  Give it up now. */
+    for (int rank = 0; rank < tp->world_size; rank++) {
+        if (tp->peers[rank].unanswered && tp->peers[rank].state != TP_PEER_LOST)
+            tp_peer_lost(tp, rank, EMBER_ERR_TIMED_OUT,
+                         "it left a call unanswered at its deadline");
+    }
+    if (tp->peer_events)
+        tp_endpoints_sweep(tp);
     /* Calls still held for a batch (ember_rpc_batch_begin) leave now. */
     tp->batching = 0;
     if (!tp->handler_depth)
@@ -75,16 +84,28 @@ void ember_tp_destroy(ember_tp_t *tp)
     /* 1. Let this process's own calls finish (bounded), and the sends of
      * those already answered: a rendezvous send completes only when its
      * receiver's acknowledgement comes, which may follow the reply; a
-     * worker destroyed before would leak the request (UCX warns). */
-    while ((tp->pending_count || tp->sends_inflight) && tp_time_now() < deadline)
+     * worker destroyed before would leak the request (UCX warns).  A
+     * failed job waits half a second at most: a send to a hung rank would
+     * never complete, and step 3 closes its endpoint by force. */
+    double calls_deadline = tp->failed ? tp_time_now() + 0.5 : deadline;
+    while ((tp->pending_count || tp->sends_inflight) && tp_time_now() < calls_deadline)
         ember_tp_wait(tp, tp->pending_count ? 0.05 : 0.001);
     if (tp->pending_count)
         ember_warn("tp", "shutdown: %zu call(s) still pending after %.0f s are "
                    "cancelled", tp->pending_count, timeout);
     tp_futures_cancel_all(tp, EMBER_ERR_SHUTDOWN);
     /* 2. Meet the others, serving their traffic meanwhile, so nobody sees
-     * us vanish while it still needs an answer. */
-    if (tp_bootstrap_final_barrier(tp, timeout) != EMBER_OK)
+     * us vanish while it still needs an answer.  With a rank lost the job
+     * is over: nobody waits for it (a survivor ends at once, not at the
+     * barrier's timeout). */
+    int lost = tp_first_lost(tp, 1);
+    if (tp->failed)
+        ember_debug("tp", "shutdown: the job failed here: no final barrier");
+    else if (lost >= 0)
+        ember_debug("tp", "shutdown: %s (rank %d) was lost or left a call unanswered: "
+                    "no final barrier",
+                    tp->peers[lost].name, lost);
+    else if (tp_bootstrap_final_barrier(tp, timeout) != EMBER_OK)
         ember_warn("tp", "shutdown: not every rank reached the final barrier "
                    "within %.0f s", timeout);
     /* 3. Flush and close endpoints, then the worker (replies still held for
@@ -106,9 +127,15 @@ void ember_tp_destroy(ember_tp_t *tp)
         tp_list_del(&ack->link);
         free(ack);
     }
-    if (tp->dropped_messages)
-        ember_info("tp", "%lu malformed or unauthenticated message(s) were dropped",
-                   tp->dropped_messages);
+    /* What ran for whom: handlers only for ranks that proved the secret. */
+    if (tp->dropped_messages || tp->refused_handshakes)
+        ember_warn("tp", "ran handlers for %lu requests of the job's ranks; dropped %lu "
+                   "malformed or unauthenticated messages and refused %lu connections "
+                   "that did not prove the job secret", tp->handled_requests,
+                   tp->dropped_messages, tp->refused_handshakes);
+    else
+        ember_debug("tp", "ran handlers for %lu requests of the job's ranks",
+                    tp->handled_requests);
     tp_bootstrap_leave(tp);
     tp_worker_destroy(tp);
     free(tp->peers);
@@ -119,6 +146,8 @@ void ember_tp_destroy(ember_tp_t *tp)
     ember_pool_cleanup(&tp->pool);
     free(tp);
 }
+
+void ember_tp_set_failed(ember_tp_t *tp) { tp->failed = 1; }
 
 int ember_tp_rank(const ember_tp_t *tp) { return tp->rank; }
 int ember_tp_world_size(const ember_tp_t *tp) { return tp->world_size; }
@@ -141,4 +170,16 @@ int ember_tp_peer_lost(const ember_tp_t *tp, int rank)
 {
     return rank >= 0 && rank < tp->world_size &&
            tp->peers[rank].state == TP_PEER_LOST;
+}
+
+const char *ember_tp_peer_reason(const ember_tp_t *tp, int rank)
+{
+    return ember_tp_peer_lost(tp, rank) ? tp->peers[rank].reason : "";
+}
+
+ember_status_t ember_tp_watch(ember_tp_t *tp, int rank)
+{
+    if (rank == tp->rank)
+        return EMBER_OK;
+    return tp_peer_connect_wait(tp, rank);
 }

@@ -17,15 +17,19 @@
 enum {
     TP_AM_REQUEST = 0,
     TP_AM_REPLY = 1,
+    /* The connection handshake (endpoint.c): HELLO from the connecting side,
+     * CHALLENGE back, CONFIRM, ACCEPT back. */
     TP_AM_HELLO = 2,
-    TP_AM_HELLO_ACK = 3,
+    TP_AM_CHALLENGE = 3,
     TP_AM_REPLY_BATCH = 4, /* several small replies to one peer (batch.c) */
     TP_AM_CALL_BATCH = 5,  /* several small calls and one-way sends (batch.c) */
+    TP_AM_CONFIRM = 6,
+    TP_AM_ACCEPT = 7,
     TP_AM_COUNT
 };
 
 #define TP_MAGIC   0x454d4252u /* "EMBR" */
-#define TP_VERSION 3 /* 2: reply batches; 3: call batches (TP_AM_CALL_BATCH) */
+#define TP_VERSION 4 /* 2: reply batches; 3: call batches; 4: mutual handshake */
 
 /*
  * A two-part payload whose first part is small (a message header of the
@@ -55,17 +59,29 @@ typedef struct {
     uint64_t length; /* payload bytes that follow */
 } tp_header_t;
 
-/* HELLO and HELLO_ACK: the connection handshake (no payload). */
+/*
+ * The four messages of the handshake (no ember header, no payload):
+ *   HELLO     connecting A -> B  nonce_a
+ *   CHALLENGE B -> A             nonce_a, nonce_b, B's proof
+ *   CONFIRM   A -> B             nonce_a, nonce_b, A's proof
+ *   ACCEPT    B -> A             status, nonce_a, nonce_b, B's proof
+ * A proof is HMAC(secret, label | sender | receiver | nonce_a | nonce_b |
+ * SHA-256 of the sender's worker address | of the receiver's), the
+ * addresses as each side has them from the store: both sides prove the
+ * secret over fresh nonces of both, so neither a replayed HELLO nor one
+ * relayed from another connection passes, and B takes nothing from the
+ * connection before A's CONFIRM is proven.
+ */
 typedef struct {
     uint32_t magic;
     uint16_t version;
     uint16_t reserved;
     uint32_t src_rank;
     uint32_t dst_rank;
-    int32_t status; /* ACK: OK or ERR_AUTH */
+    int32_t status; /* ACCEPT: OK or ERR_AUTH */
     uint32_t reserved2;
     uint8_t nonce[TP_AUTH_NONCE_SIZE];      /* the connecting side's */
-    uint8_t peer_nonce[TP_AUTH_NONCE_SIZE]; /* ACK: the acceptor's */
+    uint8_t peer_nonce[TP_AUTH_NONCE_SIZE]; /* the accepting side's */
     uint8_t mac[TP_AUTH_MAC_SIZE];
 } tp_hello_t;
 
@@ -74,7 +90,8 @@ typedef enum { TP_LANE_OTHER = 0, TP_LANE_TCP, TP_LANE_SHM } tp_lane_class_t;
 
 typedef enum {
     TP_PEER_IDLE,       /* no endpoint yet */
-    TP_PEER_CONNECTING, /* HELLO sent, waiting for the ACK */
+    TP_PEER_CONNECTING, /* HELLO sent, waiting for the CHALLENGE */
+    TP_PEER_CONFIRMING, /* CONFIRM sent, waiting for the ACCEPT */
     TP_PEER_READY,
     TP_PEER_LOST,       /* endpoint error, timeout with a stuck send, refused */
 } tp_peer_state_t;
@@ -108,9 +125,11 @@ typedef struct {
     char name[64];
     void *address; /* UCX worker address from the store (owned) */
     size_t address_length;
+    uint8_t address_digest[TP_AUTH_MAC_SIZE]; /* its SHA-256: the handshake's */
     ucp_ep_h ep;   /* our endpoint to the peer; NULL until first use */
     tp_peer_state_t state;
-    uint8_t nonce[TP_AUTH_NONCE_SIZE];
+    uint8_t nonce[TP_AUTH_NONCE_SIZE];      /* our HELLO's */
+    uint8_t peer_nonce[TP_AUTH_NONCE_SIZE]; /* its CHALLENGE's */
     tp_list_t waiting; /* tp_send_t queued until READY */
     tp_list_t deferred; /* small replies held to the end of a handler run, or
                          * calls held under ember_rpc_batch_begin (batch.c) */
@@ -119,6 +138,7 @@ typedef struct {
     ember_status_t error;
     char reason[160];
     int close_pending; /* lost: close the endpoint from the progress loop */
+    int unanswered;    /* a call to it timed out: hung, or too slow for the job */
     char host[64];     /* where the peer runs, and its pid, from the store */
     long pid;
     int watched;       /* no UCX failure detection: poll its pid instead */
@@ -129,11 +149,23 @@ typedef struct {
     size_t eager_oneway_max; /* one-way messages up to this go eager */
 } tp_peer_t;
 
-/* An incoming connection: a reply endpoint, authenticated by its HELLO. */
+/* An incoming connection: a reply endpoint, authenticated by its CONFIRM. */
 typedef struct {
     ucp_ep_h reply_ep;
     int rank;
 } tp_conn_t;
+
+/* An incoming connection whose HELLO was answered, awaiting its CONFIRM. */
+typedef struct {
+    ucp_ep_h reply_ep;
+    int rank; /* the rank it claims */
+    uint8_t nonce[TP_AUTH_NONCE_SIZE], peer_nonce[TP_AUTH_NONCE_SIZE];
+    double since;
+} tp_pending_t;
+/* Handshakes awaiting their CONFIRM at once (an outsider's HELLOs evict
+ * the oldest), and how long one may wait. */
+#define TP_PENDING_MAX 256
+#define TP_PENDING_S   10.0
 
 typedef enum { TP_FUTURE_CALL, TP_FUTURE_RMA } tp_future_kind_t;
 
@@ -187,10 +219,12 @@ typedef struct {
     void *alloc_arg;
 } tp_handler_t;
 
-/* A deferred HELLO_ACK, sent from the progress loop. */
+/* A handshake message to send from the progress loop (not from inside
+ * the UCX callback that caused it). */
 typedef struct tp_ack {
     tp_list_t link;
-    ucp_ep_h reply_ep;
+    ucp_ep_h ep;
+    unsigned am_id;
     tp_hello_t hello;
 } tp_ack_t;
 
@@ -200,7 +234,10 @@ struct ember_tp {
     tp_peer_t *peers;
     tp_conn_t *conns;
     size_t conn_count, conn_capacity;
+    tp_pending_t pending[TP_PENDING_MAX];
+    size_t pending_handshakes;
     tp_secret_t secret;
+    uint8_t address_digest[TP_AUTH_MAC_SIZE]; /* SHA-256 of our worker address */
 
     ucp_context_h context;
     ucp_worker_h worker;
@@ -234,7 +271,10 @@ struct ember_tp {
     size_t sends_inflight; /* UCX send requests not yet completed */
     double next_deadline_check;
 
+    int failed; /* ember_tp_set_failed: shutdown meets nobody */
     unsigned long dropped_messages; /* malformed or unauthenticated */
+    unsigned long refused_handshakes; /* a CONFIRM that proved nothing */
+    unsigned long handled_requests;   /* handlers run for the job's ranks */
     int peer_events; /* a peer became ready or was lost: sweep */
     unsigned long event_total; /* progress events so far (ember_tp_wait) */
 
@@ -301,6 +341,13 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline);
 /* Peers without UCX failure detection: notice when their process is gone. */
 void tp_check_liveness(ember_tp_t *tp, double now);
 int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep);
+/* Count a dropped message; warn (@what) for the first TP_NOTED_MAX only, so
+ * that an outsider cannot fill the log. */
+#define TP_NOTED_MAX 8
+void tp_note_dropped(ember_tp_t *tp, const char *what);
+/* The first peer known lost (@or_unanswered: or that left a call of ours
+ * unanswered at its deadline), or -1: a job with one is over. */
+int tp_first_lost(const ember_tp_t *tp, int or_unanswered);
 /* The authenticated rank an active message came from, else -1. */
 int tp_am_sender(ember_tp_t *tp, const ucp_am_recv_param_t *param);
 
@@ -391,9 +438,15 @@ ucs_status_t tp_am_call_batch_cb(void *arg, const void *header, size_t header_le
 ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
                             void *data, size_t length,
                             const ucp_am_recv_param_t *param);
-ucs_status_t tp_am_hello_ack_cb(void *arg, const void *header,
-                                size_t header_length, void *data, size_t length,
+ucs_status_t tp_am_challenge_cb(void *arg, const void *header, size_t header_length,
+                                void *data, size_t length,
                                 const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_length,
+                              void *data, size_t length,
+                              const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_accept_cb(void *arg, const void *header, size_t header_length,
+                             void *data, size_t length,
+                             const ucp_am_recv_param_t *param);
 void tp_send_acks(ember_tp_t *tp);
 void tp_send_free(tp_send_t *send);
 /*
@@ -404,6 +457,10 @@ void tp_send_free(tp_send_t *send);
 ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id,
                                  const void *header, size_t header_length,
                                  const void *data, size_t length, int authenticated);
+/* Tests of a compromised store only: from now on believe @rank's worker
+ * address is @address (as if the store had said so), before connecting. */
+ember_status_t tp_debug_set_peer_address(ember_tp_t *tp, int rank, const void *address,
+                                         size_t length);
 
 /* rpc.c */
 ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_length,

@@ -151,9 +151,11 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
         [TP_AM_REQUEST] = tp_am_request_cb,
         [TP_AM_REPLY] = tp_am_reply_cb,
         [TP_AM_HELLO] = tp_am_hello_cb,
-        [TP_AM_HELLO_ACK] = tp_am_hello_ack_cb,
+        [TP_AM_CHALLENGE] = tp_am_challenge_cb,
         [TP_AM_REPLY_BATCH] = tp_am_reply_batch_cb,
         [TP_AM_CALL_BATCH] = tp_am_call_batch_cb,
+        [TP_AM_CONFIRM] = tp_am_confirm_cb,
+        [TP_AM_ACCEPT] = tp_am_accept_cb,
     };
     for (unsigned id = 0; id < TP_AM_COUNT; id++) {
         /* Requests wait for tp_run_handlers, so UCX must keep their data;
@@ -162,8 +164,7 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
          * UCX would first copy every message it holds in its own buffers
          * (all of tcp's, the shared-memory FIFO's inline ones) into one of
          * its descriptors. */
-        int keeps = id != TP_AM_REPLY && id != TP_AM_REPLY_BATCH &&
-                    id != TP_AM_CALL_BATCH;
+        int keeps = id == TP_AM_REQUEST; /* the handshake's are copied too */
         ucp_am_handler_param_t handler = {
             .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                           UCP_AM_HANDLER_PARAM_FIELD_CB |

@@ -77,10 +77,26 @@ int ember_tp_rank(const ember_tp_t *tp);
 int ember_tp_world_size(const ember_tp_t *tp);
 /** Name of @rank ("master", "ps0", ...); borrowed from the transport. */
 const char *ember_tp_peer_name(const ember_tp_t *tp, int rank);
+/**
+ * Say that this process ends with the job failed: ember_tp_destroy() then
+ * meets nobody (no final barrier: a hung rank would hold it up to
+ * EMBER_SHUTDOWN_TIMEOUT) and rank 0's store lingers only briefly.
+ */
+void ember_tp_set_failed(ember_tp_t *tp);
+
 /** Rank of the worker called @name, or -1. */
 int ember_tp_peer_by_name(const ember_tp_t *tp, const char *name);
 /** Non-zero when @rank was lost (error on its endpoint). */
 int ember_tp_peer_lost(const ember_tp_t *tp, int rank);
+/** Why @rank was lost ("its process 4242 on node1 has exited"), or "". */
+const char *ember_tp_peer_reason(const ember_tp_t *tp, int rank);
+/**
+ * Connect to @rank now (its handshake), so that its loss is noticed even
+ * while nothing is sent to it: a process waiting only for @rank's word
+ * (a parameter server for its master) learns that it died.  Blocks until
+ * connected, or the peer is lost or fails the handshake (EMBER_RPC_TIMEOUT).
+ */
+ember_status_t ember_tp_watch(ember_tp_t *tp, int rank);
 
 /** Put/get a value in the job's rendezvous store (small blobs, start-up). */
 ember_status_t ember_tp_store_set(ember_tp_t *tp, const char *key,
@@ -88,7 +104,12 @@ ember_status_t ember_tp_store_set(ember_tp_t *tp, const char *key,
 /** Blocks until @key exists (or EMBER_CONNECT_TIMEOUT); *value_p: malloc'd. */
 ember_status_t ember_tp_store_get(ember_tp_t *tp, const char *key,
                                   void **value_p, size_t *length_p);
-/** All ranks meet; a rank that never arrives fails it at the connect timeout. */
+/**
+ * All ranks meet.  Fails, logging who did not arrive, at the connect
+ * timeout (ERR_TIMED_OUT), or at once when a rank is known lost
+ * (ERR_PEER_LOST, naming it).  A failed barrier ends what the job was
+ * doing: callers stop.
+ */
 ember_status_t ember_tp_barrier(ember_tp_t *tp, const char *name);
 
 /* ---- RPC ---------------------------------------------------------------- */

@@ -1,5 +1,6 @@
 /* The single-process reference against PyTorch's golden runs. */
 #include "engine/half.h"
+#include "engine/replay_file.h"
 #include "engine/replay_local.h"
 #include "engine/safetensors.h"
 
@@ -174,9 +175,65 @@ static int case_bad_index(void)
                     "trainer 0 step 0: index 9 at position 2 (bag 1)");
 }
 
+/* A known optimizer the replay does not run (an unknown name is a bad
+ * file: the refuses.* cases). */
 static int case_bad_optimizer(void)
 {
-    return run_tiny(2, "lbfgs", EMBER_ERR_UNSUPPORTED, "lbfgs");
+    return run_tiny(2, "adagrad", EMBER_ERR_UNSUPPORTED, "adagrad");
+}
+
+/* refuses GOLDEN MAKE_BAD_REPLAY KIND: the file make_bad_replay makes of
+ * GOLDEN with KIND broken is refused before anything is sized from it,
+ * naming what make_bad_replay says it broke (the key and the value, or the
+ * tensor, its shape and the wanted one), in ember-train's words. */
+static int case_refuses(void)
+{
+    char path[] = "/tmp/ember_replay_bad_XXXXXX", command[8192], want[512] = "";
+    char msg[1024] = "";
+    ember_replay_result_t res = {0};
+    ember_st_file_t *f;
+
+    CHECK(test_argc >= 3, "usage: refuses GOLDEN MAKE_BAD_REPLAY KIND");
+    for (int i = 0; i < 3; i++)
+        CHECK(!strchr(test_argv[i], '\''), "a quote in '%s'", test_argv[i]);
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    snprintf(command, sizeof(command), "'%s' '%s' '%s' '%s' 1 5", test_argv[1], test_argv[0],
+             path, test_argv[2]);
+    FILE *made = popen(command, "r");
+    CHECK(made, "cannot run %s", command);
+    if (!fgets(want, sizeof(want), made))
+        want[0] = '\0';
+    int rc = pclose(made);
+    want[strcspn(want, "\n")] = '\0';
+    if (rc != 0 || !want[0])
+        unlink(path);
+    CHECK(rc == 0 && want[0], "%s exited %d, saying '%s'", command, rc, want);
+
+    /* What ember-train and its trainers read the file with. */
+    ember_replay_info_t info;
+    char named[1024], why[256];
+    ember_status_t status = ember_replay_info(path, &info, msg, sizeof(msg));
+    ember_status_t opened = ember_st_open(path, &f, why, sizeof(why));
+    unlink(path);
+    snprintf(named, sizeof(named), "%s: %s", path, want);
+    CHECK(opened == EMBER_OK, "the bad file does not open: %s", why);
+    if (status != EMBER_ERR_FORMAT || !strstr(msg, named))
+        ember_st_close(f);
+    CHECK(status == EMBER_ERR_FORMAT, "ember_replay_info: status %s, not ERR_FORMAT",
+          ember_status_string(status));
+    CHECK(strstr(msg, named), "ember_replay_info: message '%s' lacks '%s'", msg, named);
+    fprintf(stderr, "ember_replay_info refused: %s\n", msg);
+
+    status = ember_replay_local(f, &res, msg, sizeof(msg));
+    ember_replay_result_cleanup(&res);
+    ember_st_close(f);
+    CHECK(status == EMBER_ERR_FORMAT, "status %s, not ERR_FORMAT (%s)",
+          ember_status_string(status), msg);
+    CHECK(strstr(msg, want), "message '%s' lacks '%s'", msg, want);
+    fprintf(stderr, "refused: %s\n", msg);
+    return 0;
 }
 
 /* The fp16 oracle (ember_replay_local_typed): F32 is the plain replay bit
@@ -241,6 +298,7 @@ int main(int argc, char **argv)
         {"bad_index", case_bad_index},
         {"bad_optimizer", case_bad_optimizer},
         {"fp16_oracle", case_fp16_oracle},
+        {"refuses", case_refuses},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -283,6 +283,23 @@ static int case_bad_json(void)
          "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
          "twice"},
         {"metadata not strings", "{\"__metadata__\":{\"k\":1}}", "'k'"},
+        /* A reader keeping the first and one keeping the last would see
+         * two different files. */
+        {"duplicate metadata key",
+         "{\"__metadata__\":{\"steps\":\"1\",\"k\":\"\",\"steps\":\"4294967296\"}}",
+         "'steps' appears twice"},
+        {"duplicate dtype",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"dtype\":\"U8\","
+         "\"data_offsets\":[0,4]}}",
+         "dtype given twice"},
+        {"duplicate shape",
+         "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"shape\":[2],"
+         "\"data_offsets\":[0,1]}}",
+         "shape given twice"},
+        {"duplicate offsets",
+         "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],"
+         "\"data_offsets\":[1,2]}}",
+         "data_offsets given twice"},
         {"metadata not object", "{\"__metadata__\":[]}", "__metadata__"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -319,6 +336,38 @@ static int case_json_escapes(void)
     return 0;
 }
 
+/* Empty tensors take no bytes: one at the offset where another begins
+ * (as safetensors' writer places them) is no overlap, whichever comes first
+ * in the header; one inside another's bytes still is. */
+static int case_empty_tensors(void)
+{
+    static const char *const ok[] = {
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+        "\"e\":{\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+        "{\"e\":{\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[0,0]},"
+        "\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+        "\"e\":{\"dtype\":\"F32\",\"shape\":[2,0],\"data_offsets\":[8,8]}}",
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        size_t size;
+        uint8_t *img = make_image(ok[i], 8, &size);
+        ember_st_file_t *f;
+        char msg[256] = "";
+        ember_status_t s = ember_st_open_buffer(img, size, &f, msg, sizeof(msg));
+        free(img);
+        CHECK(s == EMBER_OK, "header %zu: %s", i, msg);
+        CHECK(ember_st_find(f, "e") && ember_st_find(f, "e")->numel == 0 &&
+                  ember_st_find(f, "a")->nbytes == 8, "header %zu: tensors wrong", i);
+        ember_st_close(f);
+    }
+    return expect_header_format(
+        "empty inside another",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+        "\"e\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,4]}}",
+        8, "overlaps");
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
@@ -328,6 +377,7 @@ int main(int argc, char **argv)
         {"offsets_out_of_bounds", case_offsets_out_of_bounds},
         {"bad_json", case_bad_json},
         {"json_escapes", case_json_escapes},
+        {"empty_tensors", case_empty_tensors},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

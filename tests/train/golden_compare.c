@@ -15,9 +15,11 @@
  * with one PS; the oracle rounds each pooled reply as that PS does.
  */
 #include "engine/half.h"
+#include "engine/replay_file.h"
 #include "engine/replay_local.h"
 #include "engine/safetensors.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +45,28 @@ static double max_diff(const float *a, const float *b, size_t n, size_t *at_p)
     return worst;
 }
 
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* "STEPS,TRAINERS" (losses_shape) at full width, each within what a replay
+ * file may hold (engine/replay_file.h): decimal digits, nothing else. */
+static int parse_losses_shape(const char *text, uint64_t *steps_p, uint64_t *trainers_p)
+{
+    char *end;
+    errno = 0;
+    if (!is_digit(text[0]))
+        return 0;
+    unsigned long long steps = strtoull(text, &end, 10);
+    if (errno || *end != ',' || !is_digit(end[1]))
+        return 0;
+    unsigned long long trainers = strtoull(end + 1, &end, 10);
+    if (errno || *end || steps < 1 || steps > EMBER_REPLAY_STEPS_MAX || trainers < 1 ||
+        trainers > EMBER_REPLAY_TRAINERS_MAX)
+        return 0;
+    *steps_p = steps;
+    *trainers_p = trainers;
+    return 1;
+}
+
 /* The saved run's "loss": the losses ember-train keeps in the file's
  * metadata ("losses", comma-separated, [steps][trainers] as "losses_shape"
  * says), so that the tensors are exactly the PyTorch module's.  Anything
@@ -55,11 +79,15 @@ static int read_saved(ember_st_file_t *saved, const char *name, float **values_p
                EMBER_OK;
     const char *text = ember_st_metadata(saved, "losses");
     const char *shape = ember_st_metadata(saved, "losses_shape");
-    unsigned long long steps, trainers;
-    if (!text || !shape || sscanf(shape, "%llu,%llu", &steps, &trainers) != 2 ||
+    uint64_t steps, trainers;
+    if (!text || !shape || !parse_losses_shape(shape, &steps, &trainers) ||
         ember_st_find(saved, "loss"))
         return 0; /* a "loss" tensor would break a strict load_state_dict */
+    /* Each value takes two characters at least ("0,"): a count beyond the
+     * text is refused before it sizes anything. */
     size_t n = (size_t)(steps * trainers);
+    if (n > strlen(text) / 2 + 1)
+        return 0;
     float *values = malloc(n * sizeof(float) + 4);
     for (size_t i = 0; values && i < n; i++) {
         char *end;
@@ -97,6 +125,21 @@ static int compare_values(const char *what, const float *want, size_t n,
     return ok;
 }
 
+/* The saved tensor @got has the shape of @want (the same count in another
+ * shape is another tensor); the saved losses are checked by their count. */
+static int same_shape(const ember_st_tensor_t *want, ember_st_file_t *saved, const char *got)
+{
+    const ember_st_tensor_t *t = ember_st_find(saved, got);
+    if (!t)
+        return strcmp(got, "loss") == 0;
+    int same = t->ndim == want->ndim;
+    for (size_t d = 0; same && d < t->ndim; d++)
+        same = t->shape[d] == want->shape[d];
+    if (!same)
+        printf("%-12s has another shape than %s\n", got, want->name);
+    return same;
+}
+
 static int compare(ember_st_file_t *golden, const char *expected,
                    ember_st_file_t *saved, const char *got, double tol)
 {
@@ -106,7 +149,7 @@ static int compare(ember_st_file_t *golden, const char *expected,
 
     if (ember_st_read_copy(golden, expected, EMBER_DTYPE_F32, (void **)&a, &na))
         printf("%-12s missing (%s)\n", got, expected);
-    else
+    else if (same_shape(ember_st_find(golden, expected), saved, got))
         ok = compare_values("PyTorch", a, na, saved, got, tol);
     free(a);
     return ok;
@@ -178,14 +221,20 @@ int main(int argc, char **argv)
         argc--;
         argv++;
     }
-    double tol = argc > 3 ? atof(argv[3]) : 1e-4;
+    double tol = 1e-4;
+    char *end = NULL;
 
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s [--fp16] [--fp16-replies] GOLDEN SAVED [TOL]\n",
+    if (argc > 3)
+        tol = strtod(argv[3], &end);
+    if (argc < 3 || (end && (end == argv[3] || *end || !(tol >= 0) || !isfinite(tol)))) {
+        fprintf(stderr, "usage: %s [--fp16] [--fp16-replies] GOLDEN SAVED [TOL >= 0]\n",
                 argv[0]);
         return 2;
     }
-    if (ember_st_open(argv[1], &golden, err, sizeof(err)) ||
+    /* The golden file checked as ember-train checks it: its expected.*
+     * tensors then have the shapes of the run they are compared with. */
+    ember_replay_info_t info;
+    if (ember_replay_open(argv[1], &golden, &info, err, sizeof(err)) ||
         ember_st_open(argv[2], &saved, err, sizeof(err))) {
         fprintf(stderr, "golden_compare: %s\n", err);
         return 2;

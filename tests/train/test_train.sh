@@ -29,6 +29,9 @@
 #   dtype_flag          --table-dtype: an unknown type is refused by name
 #   async4              4 trainers, async consistency: completes, finite losses
 #   bad:KIND            a broken batch: error names table/trainer/step, exit != 0
+#   bad_file:KIND:SRC   SRC with one metadata value or tensor shape broken
+#                       (make_bad_replay KIND): refused by every rank before
+#                       training, exit 2, naming what make_bad_replay broke
 #   nonfinite           a diverging run: error names trainer and step
 #   optimizer:NAME      sync training with each optimizer completes, loss finite
 #   synthetic           the learnable data: the loss falls
@@ -181,10 +184,24 @@ async4)
     grep -E '"loss": (nan|inf|-nan|-inf)' "$work/metrics.jsonl" && fail "non-finite loss"
     grep -q "last step's loss [0-9]" "$work/out" || fail "no finite last loss"
     ;;
+bad_file:*)
+    IFS=: read -r _ kind src <<<"$case_name"
+    want=$("$build/tests/train/make_bad_replay" "$golden/$src.safetensors" \
+        "$work/bad.safetensors" "$kind" 1 5) || fail "cannot make the bad file"
+    start=$(date +%s)
+    timeout 30 "$run" -n 4 "$train" --replay "$work/bad.safetensors" >"$work/out" 2>&1
+    rc=$?
+    [ $rc -ne 124 ] || fail "the job hung"
+    [ $rc -eq 2 ] || fail "exit $rc, not 2 (refused before training)"
+    [ $(($(date +%s) - start)) -lt 10 ] || fail "took too long to refuse"
+    grep -qF "ember-train: $work/bad.safetensors: $want" "$work/out" ||
+        fail "no refusal naming the file and saying: $want"
+    grep -q "^training:" "$work/out" && fail "the job began training"
+    no_leftovers
+    ;;
 bad:*)
     kind=${case_name#bad:}
     src=seed_sum_2t
-    [ "$kind" = weights_length ] && src=sum_weighted_2t
     "$build/tests/train/make_bad_replay" "$golden/$src.safetensors" "$work/bad.safetensors" \
         "$kind" 1 5 || fail "cannot make the bad file"
     start=$(date +%s)
@@ -199,7 +216,6 @@ bad:*)
     index_high) grep -q "index 130 .*out of range \[0, 100)" "$work/out" || fail "index not named" ;;
     index_negative) grep -q "index -2" "$work/out" || fail "index not named" ;;
     offsets_*) grep -qi "offset" "$work/out" || fail "offsets not named" ;;
-    weights_length) grep -qi "weights" "$work/out" || fail "weights not named" ;;
     esac
     # Nothing of step 5 was applied: steps 0-4 ran, step 5 never did.
     grep -q "steps applied" "$work/out" && fail "the job went on to the end"
@@ -245,6 +261,54 @@ mlp)
     timeout 120 "$run" -n 5 "$train" --ps 2 --hidden 64,32 --data synthetic --epochs 30 \
         --lr 0.2 --save "$work/b.safetensors" >"$work/out2" 2>&1 || fail "second run: exit $?"
     cmp -s "$work/a.safetensors" "$work/b.safetensors" || fail "sync training is not reproducible"
+    ;;
+rank_lost:*)
+    # No launcher: four ranks started by hand (trainers 0-1, master 2, ps0 3),
+    # one of them killed (KILL) or stopped (STOP) once training runs.  Every
+    # survivor ends, with an error naming the lost rank and its role, within
+    # 2 s of a death, or of the RPC deadline (3 s here) for a stopped rank.
+    IFS=: read -r _ victim sig <<<"$case_name"
+    port=$(( 20000 + RANDOM % 12000 ))
+    secret=$work/secret
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
+    chmod 600 "$secret"
+    pids=()
+    for rank in 0 1 2 3; do
+        EMBER_RANK=$rank EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port \
+            EMBER_SECRET_FILE=$secret UCX_NET_DEVICES=lo EMBER_RPC_TIMEOUT=3 \
+            "$train" --epochs 100000 >"$work/rank$rank.log" 2>&1 &
+        pids+=($!)
+    done
+    for _ in $(seq 200); do grep -q "epoch    2" "$work/rank2.log" && break; sleep 0.05; done
+    grep -q "epoch    2" "$work/rank2.log" ||
+        { cat "$work"/rank*.log >"$work/out"; kill -9 "${pids[@]}"; fail "training did not start"; }
+    kill -"$sig" "${pids[$victim]}"
+    start=$(date +%s%N)
+    limit=$([ "$sig" = STOP ] && echo 5000 || echo 2000) # ms: 3 s deadline + 2 s
+    for rank in 0 1 2 3; do
+        [ "$rank" = "$victim" ] && continue
+        while kill -0 "${pids[$rank]}" 2>/dev/null; do
+            [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 30000 ] || break
+            sleep 0.02
+        done
+        took=$(( ($(date +%s%N) - start) / 1000000 ))
+        wait "${pids[$rank]}" && { cat "$work"/rank*.log >"$work/out"; fail "rank $rank exited 0"; }
+        [ "$took" -le "$limit" ] ||
+            { cat "$work"/rank*.log >"$work/out"; kill -9 "${pids[@]}"; fail "rank $rank ended after $took ms (limit $limit)"; }
+        echo "rank $rank ended $took ms after the $sig"
+    done
+    kill -9 "${pids[$victim]}" 2>/dev/null
+    wait "${pids[$victim]}" 2>/dev/null
+    cat "$work"/rank*.log >"$work/out"
+    names=(trainer0 trainer1 master ps0)
+    want="${names[$victim]} (rank $victim)"
+    [ "$victim" = 2 ] && want="the master (rank 2) was lost"
+    for rank in 0 1 2 3; do
+        [ "$rank" = "$victim" ] && continue
+        grep -q "ERROR.*$want\|job failed.*$want\|job aborted.*$want" "$work/rank$rank.log" ||
+            fail "rank $rank's error does not name $want"
+    done
+    no_leftovers
     ;;
 trainer_killed)
     # No launcher: the ranks are started by hand, so nothing but ember itself

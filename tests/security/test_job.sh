@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# A real ember-train job against a real outsider (tests/security/outsider,
+# no job secret) on 127.0.0.1.  Each attack leaves the job finishing as an
+# undisturbed run of it does, byte for byte, or (where the outsider could
+# only break start-up) failing fast with a clear error.
+# usage: test_job.sh CASE BUILD_DIR OUTSIDER
+#   stall         7 connections hold part of a store request from start-up on
+#   flood         400 store requests of 1 MiB values under a wrong secret
+#   forge         SETs of ember/addr/3 and ember/proc/3 under a wrong secret
+#   wrong_secret  a process with another secret claims the PS's rank
+#   forge_kill    the forged ember/proc/3 entry, then the PS killed, no
+#                 launcher: every survivor ends within 2 s naming ps0
+set -uo pipefail
+case_name=$1 outsider=$3
+build=$(cd "$2" && pwd)
+run=$build/tools/ember-run
+work=$(mktemp -d /tmp/ember-security-test.XXXXXX)
+trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+ln -s "$build/tools/ember-train" "$work/ember-train" # leftovers: only ours
+train=$work/ember-train
+job=(--epochs 2000 --seed 3) # about 2 s here: long enough to be attacked
+fail() { echo "FAIL: $*"; echo "--- output:"; tail -40 "$work/out" 2>/dev/null; exit 1; }
+free_port() { echo $(( 20000 + RANDOM % 12000 )); } # below the ephemeral range
+no_leftovers() {
+    sleep 0.5
+    pgrep -f "$train" >/dev/null && { pgrep -af "$train"; fail "processes left behind"; }
+    return 0
+}
+
+# The job undisturbed, then attacked: the same bytes saved, the outsider
+# never let through (exit 1); its other codes: 0 all refused, 2 the store
+# was gone before it was done.
+baseline() {
+    EMBER_INIT=tcp://127.0.0.1:$(free_port) timeout 60 "$run" -n 4 "$train" "${job[@]}" \
+        --save "$work/base.safetensors" >"$work/base.out" 2>&1 ||
+        { cp "$work/base.out" "$work/out"; fail "the undisturbed job exited $?"; }
+}
+attacked() { # OUTSIDER_ARGS... (PORT stands for the store's port)
+    local port=$(free_port) args=()
+    for a in "$@"; do args+=("${a//PORT/$port}"); done
+    "$outsider" "${args[@]}" >"$work/outsider.out" 2>&1 &
+    local opid=$!
+    local start=$(date +%s)
+    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 "$train" \
+        "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
+        fail "the attacked job exited $?"
+    [ $(($(date +%s) - start)) -lt 20 ] || fail "the attacked job took $(($(date +%s) - start)) s"
+    cmp -s "$work/base.safetensors" "$work/attacked.safetensors" ||
+        fail "the attacked job saved other bytes than the undisturbed one"
+    wait "$opid"
+    local code=$?
+    cat "$work/outsider.out" >>"$work/out"
+    [ "$code" -ne 1 ] || fail "the outsider got through"
+    [ "$code" -eq 0 ] || [ "$code" -eq 2 ] || fail "the outsider failed ($code)"
+    cat "$work/outsider.out"
+}
+
+case "$case_name" in
+stall)
+    baseline
+    attacked store-stall 127.0.0.1 PORT 7 6
+    ;;
+flood)
+    baseline
+    attacked store-flood 127.0.0.1 PORT 400 1048576
+    grep -q "refused [1-9][0-9]* unauthenticated or malformed" "$work/out" ||
+        fail "the store does not say it refused the flood"
+    ;;
+forge)
+    baseline
+    port=$(free_port)
+    "$outsider" store-forge 127.0.0.1 $port ember/proc/3 "vm 1" >"$work/forge2.out" 2>&1 &
+    p2=$!
+    attacked store-forge 127.0.0.1 PORT ember/addr/3 "$(head -c 200 /dev/urandom | base64 -w0)"
+    kill $p2 2>/dev/null
+    grep -q "refused [1-9][0-9]* unauthenticated or malformed" "$work/out" ||
+        fail "the store does not say it refused the forgeries"
+    ;;
+wrong_secret)
+    baseline
+    port=$(free_port)
+    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 "$train" \
+        "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 &
+    jpid=$!
+    other=$work/other-secret
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$other"
+    chmod 600 "$other"
+    sleep 0.3
+    start=$(date +%s%N)
+    EMBER_RANK=3 EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port EMBER_SECRET_FILE=$other \
+        UCX_NET_DEVICES=lo timeout 20 "$train" "${job[@]}" >"$work/stranger.out" 2>&1
+    code=$?
+    took=$(( ($(date +%s%N) - start) / 1000000 ))
+    cat "$work/stranger.out"
+    [ $code -ne 0 ] && [ $code -ne 124 ] || fail "the stranger exited $code"
+    [ $took -lt 3000 ] || fail "the stranger was refused after $took ms"
+    grep -q "refused our request: it does not hold our job secret" "$work/stranger.out" ||
+        fail "the stranger's error does not say why"
+    wait $jpid || fail "the job exited $?"
+    cmp -s "$work/base.safetensors" "$work/attacked.safetensors" ||
+        fail "the job saved other bytes than the undisturbed one"
+    ;;
+forge_kill)
+    port=$(free_port)
+    "$outsider" store-forge 127.0.0.1 $port ember/proc/3 "vm 1" >"$work/outsider.out" 2>&1 &
+    opid=$!
+    secret=$work/secret
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
+    chmod 600 "$secret"
+    pids=()
+    for rank in 0 1 2 3; do
+        EMBER_RANK=$rank EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port \
+            EMBER_SECRET_FILE=$secret UCX_NET_DEVICES=lo \
+            "$train" --epochs 100000 >"$work/rank$rank.log" 2>&1 &
+        pids+=($!)
+    done
+    for _ in $(seq 200); do grep -q "epoch    2" "$work/rank2.log" && break; sleep 0.05; done
+    grep -q "epoch    2" "$work/rank2.log" ||
+        { cat "$work"/rank*.log >"$work/out"; fail "training did not start"; }
+    wait $opid
+    [ $? -ne 1 ] || fail "the forgery got through"
+    kill -9 "${pids[3]}"
+    start=$(date +%s%N)
+    for rank in 0 1 2; do
+        while kill -0 "${pids[$rank]}" 2>/dev/null &&
+              [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 30000 ]; do sleep 0.02; done
+        took=$(( ($(date +%s%N) - start) / 1000000 ))
+        cat "$work"/rank*.log "$work/outsider.out" >"$work/out"
+        [ $took -le 2000 ] || fail "rank $rank ended $took ms after the PS was killed"
+        grep -q "ps0 (rank 3)" "$work/rank$rank.log" || fail "rank $rank does not name ps0"
+        echo "rank $rank ended $took ms after the PS was killed"
+    done
+    ;;
+*)
+    echo "unknown case $case_name"; exit 2 ;;
+esac
+no_leftovers
+echo "$case_name: passed"

@@ -1,0 +1,306 @@
+/*
+ * tests/security/test_outsider: real ranks of a job (mp_spawn) against a
+ * real outsider process (tests/security/outsider) that does not hold the
+ * job secret, over real UCX endpoints.  Usage: test_outsider CASE, with
+ * OUTSIDER naming the outsider binary.
+ *
+ *   stranger     the outsider claims rank 0 to rank 1 and answers rank 1's
+ *                challenge with a guess: refused (counted), none of its
+ *                requests runs a handler; the job's own call then works
+ *   relay        rank 0 is led to believe the outsider's worker is rank 1's
+ *                (a compromised store): the outsider relays rank 0's HELLO
+ *                to rank 1 and rank 1's challenge back; rank 0 refuses to
+ *                confirm (the challenge proves rank 1's own address, not the
+ *                one rank 0 was given), rank 1 runs nothing for the relay,
+ *                neither of the two then accepts the other, and rank 2's
+ *                calls to rank 1 go on
+ *   bad_address  a rank's published worker address is 200 random bytes:
+ *                the others fail to join at once, naming the key, and never
+ *                hand it to UCX (no assertion, no crash)
+ */
+#define _GNU_SOURCE
+#include "tests/common/mp_spawn.h"
+#include "transport/tp_internal.h"
+#include "transport/tp_time.h"
+
+#include <ember/transport.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { OP_ECHO = EMBER_RPC_OP_USER_BASE };
+
+typedef struct {
+    unsigned long echo_calls;
+} server_t;
+
+static void on_echo(ember_rpc_req_t *req, void *arg)
+{
+    server_t *server = arg;
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    ember_iov_t iov = {.buffer = data, .length = length};
+    server->echo_calls++;
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
+static ember_tp_t *join(void)
+{
+    ember_tp_params_t params;
+    ember_tp_t *tp;
+    ember_tp_params_init(&params);
+    ember_status_t status = ember_tp_create(&params, &tp);
+    MP_CHECK(status == EMBER_OK, "ember_tp_create: %s", ember_status_string(status));
+    return tp;
+}
+
+static const char *dir(void)
+{
+    const char *d = getenv("OUTSIDER_DIR");
+    MP_CHECK(d, "OUTSIDER_DIR unset");
+    return d;
+}
+
+/* Start the outsider with @mode over the shared folder. */
+static pid_t outsider_start(const char *mode)
+{
+    const char *path = getenv("OUTSIDER");
+    MP_CHECK(path, "OUTSIDER (the outsider binary) unset");
+    char *argv[] = {(char *)path, (char *)mode, (char *)dir(), NULL};
+    /* Not a rank of the job: no rank, no store, no secret. */
+    unsetenv("EMBER_RANK");
+    unsetenv("EMBER_SECRET_FILE");
+    unsetenv("EMBER_SECRET");
+    pid_t pid;
+    MP_CHECK(posix_spawn(&pid, path, NULL, NULL, argv, environ) == 0, "spawn %s", path);
+    return pid;
+}
+
+/* The outsider's exit code, progressing @tp meanwhile (it talks to us). */
+static int outsider_wait(ember_tp_t *tp, pid_t pid, double timeout_s)
+{
+    double deadline = tp_time_now() + timeout_s;
+    int status;
+    while (tp_time_now() < deadline) {
+        pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        ember_tp_wait(tp, 0.01);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    MP_CHECK(0, "the outsider did not finish within %.0f s", timeout_s);
+    return -1;
+}
+
+/* Our raw worker address, where the outsider will look for it. */
+static void publish_address(ember_tp_t *tp, const char *name)
+{
+    ucp_address_t *address;
+    size_t length;
+    char path[512], tmp[512];
+    MP_CHECK(ucp_worker_get_address(tp->worker, &address, &length) == UCS_OK, "address");
+    snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir(), name);
+    snprintf(path, sizeof(path), "%s/%s", dir(), name);
+    FILE *file = fopen(tmp, "wb");
+    MP_CHECK(file && fwrite(address, 1, length, file) == length && fclose(file) == 0,
+             "write %s", tmp);
+    MP_CHECK(rename(tmp, path) == 0, "rename %s", path);
+    ucp_worker_release_address(tp->worker, address);
+}
+
+static int echo_works(ember_tp_t *tp, int peer)
+{
+    char data[8] = "job-call", back[8] = {0};
+    ember_iov_t iov = {.buffer = data, .length = sizeof(data)};
+    size_t got = 0;
+    ember_status_t status = ember_rpc_call(tp, peer, OP_ECHO, &iov, 1, back, sizeof(back),
+                                           &got);
+    MP_CHECK(status == EMBER_OK && got == sizeof(back) && memcmp(back, data, 8) == 0,
+             "the job's own call to rank %d: %s", peer, ember_status_string(status));
+    return 0;
+}
+
+static int case_stranger(int rank, int world, void *arg)
+{
+    server_t server = {0};
+    (void)world;
+    (void)arg;
+    ember_tp_t *tp = join();
+    ember_rpc_register(tp, OP_ECHO, on_echo, &server);
+    if (rank == 1) {
+        publish_address(tp, "target.addr");
+        pid_t pid = outsider_start("ucx-stranger");
+        int code = outsider_wait(tp, pid, 60);
+        MP_CHECK(code == 0, "the outsider got through (exit %d)", code);
+        MP_CHECK(server.echo_calls == 0, "the handler ran %lu times for the outsider",
+                 server.echo_calls);
+        MP_CHECK(tp->refused_handshakes == 1, "%lu refused handshakes, want 1",
+                 tp->refused_handshakes);
+        MP_CHECK(tp->dropped_messages >= 12, "%lu messages dropped, want its 12 requests",
+                 tp->dropped_messages);
+    }
+    MP_CHECK(ember_tp_barrier(tp, "outsider-gone") == EMBER_OK, "barrier");
+    if (rank == 0)
+        echo_works(tp, 1);
+    MP_CHECK(ember_tp_barrier(tp, "done") == EMBER_OK, "barrier");
+    if (rank == 1)
+        MP_CHECK(server.echo_calls == 1, "the job's call ran %lu times", server.echo_calls);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static void meet(ember_tp_t *tp, const char *key, int64_t count)
+{
+    double deadline = tp_time_now() + 60;
+    while (tp_store_wait_ge(tp->store, key, count, 0.02) == EMBER_ERR_TIMED_OUT &&
+           tp_time_now() < deadline)
+        ember_tp_wait(tp, 0.01);
+}
+
+static int case_relay(int rank, int world, void *arg)
+{
+    server_t server = {0};
+    (void)world;
+    (void)arg;
+    setenv("EMBER_RPC_TIMEOUT", "10", 1);
+    setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1); /* ranks 0 and 1 broke up: no goodbye */
+    ember_tp_t *tp = join();
+    ember_rpc_register(tp, OP_ECHO, on_echo, &server);
+    if (rank == 1)
+        publish_address(tp, "target.addr");
+    MP_CHECK(ember_tp_barrier(tp, "target-published") == EMBER_OK, "barrier");
+    if (rank == 0) {
+        pid_t pid = outsider_start("ucx-relay");
+        char path[512];
+        snprintf(path, sizeof(path), "%s/outsider.addr", dir());
+        uint8_t address[4096];
+        size_t length = 0;
+        double deadline = tp_time_now() + 30;
+        while (!length && tp_time_now() < deadline) {
+            FILE *file = fopen(path, "rb");
+            if (file) {
+                length = fread(address, 1, sizeof(address), file);
+                fclose(file);
+            }
+            ember_tp_wait(tp, 0.01);
+        }
+        MP_CHECK(length, "the outsider published no address");
+        /* As if the store had said rank 1 is at the outsider's address. */
+        MP_CHECK(tp_debug_set_peer_address(tp, 1, address, length) == EMBER_OK,
+                 "set address");
+        char data[8] = "victim!";
+        ember_iov_t iov = {.buffer = data, .length = sizeof(data)};
+        double start = tp_time_now();
+        ember_status_t status = ember_rpc_call(tp, 1, OP_ECHO, &iov, 1, NULL, 0, NULL);
+        MP_CHECK(status == EMBER_ERR_AUTH, "the relayed connection: %s (want AUTH)",
+                 ember_status_string(status));
+        MP_CHECK(tp_time_now() - start < 8, "the refusal took %.1f s",
+                 tp_time_now() - start);
+        int code = outsider_wait(tp, pid, 60);
+        MP_CHECK(code == 0, "the relay got something through (exit %d)", code);
+        MP_CHECK(tp_store_add(tp->store, "relay-done", 1, NULL) == EMBER_OK, "store");
+        meet(tp, "all-done", 2);
+    } else if (rank == 1) {
+        meet(tp, "relay-done", 1);
+        MP_CHECK(server.echo_calls == 0, "the handler ran %lu times for the relay",
+                 server.echo_calls);
+        MP_CHECK(tp->dropped_messages >= 12, "%lu messages dropped, want the relay's 12",
+                 tp->dropped_messages);
+        /* Rank 0 now holds a wrong address for us: neither side accepts the
+         * other, rather than one of them being fooled. */
+        char data[8] = "target!";
+        ember_iov_t iov = {.buffer = data, .length = sizeof(data)};
+        ember_status_t status = ember_rpc_call(tp, 0, OP_ECHO, &iov, 1, NULL, 0, NULL);
+        MP_CHECK(status == EMBER_ERR_AUTH, "a call to the misled rank 0: %s (want AUTH)",
+                 ember_status_string(status));
+        meet(tp, "bystander-done", 1);
+        MP_CHECK(server.echo_calls == 1, "the bystander's call ran %lu times",
+                 server.echo_calls);
+        MP_CHECK(tp_store_add(tp->store, "all-done", 1, NULL) == EMBER_OK, "store");
+    } else { /* the rest of the job goes on */
+        meet(tp, "relay-done", 1);
+        echo_works(tp, 1);
+        MP_CHECK(tp_store_add(tp->store, "bystander-done", 1, NULL) == EMBER_OK, "store");
+        MP_CHECK(tp_store_add(tp->store, "all-done", 1, NULL) == EMBER_OK, "store");
+    }
+    MP_CHECK(server.echo_calls == (rank == 1 ? 1u : 0u), "stray echo calls");
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static int case_bad_address(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    setenv("EMBER_CONNECT_TIMEOUT", "5", 1);
+    if (rank == 0) {
+        ember_tp_params_t params;
+        ember_tp_t *tp = NULL;
+        ember_tp_params_init(&params);
+        double start = tp_time_now();
+        ember_status_t status = ember_tp_create(&params, &tp);
+        MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "joined beside a garbage address: %s",
+                 ember_status_string(status));
+        MP_CHECK(tp_time_now() - start < 4, "the refusal took %.1f s",
+                 tp_time_now() - start);
+        return 0;
+    }
+    /* Rank 1 holds the secret but publishes 200 random bytes as its address. */
+    tp_secret_t secret;
+    char host[256];
+    int port;
+    MP_CHECK(tp_auth_load_secret(NULL, 0, &secret) == EMBER_OK, "secret");
+    MP_CHECK(tp_store_parse_url(getenv("EMBER_INIT"), host, sizeof(host), &port) ==
+                 EMBER_OK, "EMBER_INIT");
+    tp_store_client_t *client;
+    MP_CHECK(tp_store_connect(host, port, &secret, 10, &client) == EMBER_OK, "connect");
+    uint8_t garbage[200];
+    for (size_t i = 0; i < sizeof(garbage); i++)
+        garbage[i] = (uint8_t)(rand() >> 7);
+    char process[96];
+    snprintf(process, sizeof(process), "localhost %ld", (long)getpid());
+    MP_CHECK(tp_store_set(client, "ember/addr/1", garbage, sizeof(garbage)) == EMBER_OK &&
+                 tp_store_set(client, "ember/name/1", "rank1", 5) == EMBER_OK &&
+                 tp_store_set(client, "ember/proc/1", process, strlen(process)) == EMBER_OK,
+             "publish");
+    tp_time_sleep(1.0); /* rank 0 reads it, then stops serving */
+    tp_store_disconnect(client);
+    return 0;
+}
+
+static const mp_case_t cases[] = {
+    {"stranger", case_stranger, 2, 0},
+    {"relay", case_relay, 3, 0},
+    {"bad_address", case_bad_address, 2, 0},
+};
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+int main(int argc, char **argv)
+{
+    char folder[] = "/tmp/ember-outsider.XXXXXX";
+    if (!mkdtemp(folder)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    setenv("OUTSIDER_DIR", folder, 1);
+    int rc = mp_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]), 100);
+    nftw(folder, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
