@@ -9,6 +9,7 @@
  */
 #include "engine/protocol.h"
 #include "engine/safetensors.h"
+#include "transport/store.h"
 #include "transport/tp_internal.h"
 
 #include <ember/embedding_bag.h>
@@ -475,6 +476,58 @@ static void corpus_tp_batch(void)
     tp_batch("reply_flagged", 0, calls, 2, TP_FLAG_ONEWAY, 0);
 }
 
+/* ------------------------------------------------------------------- store */
+
+/* fuzz_store's authenticated request record: [op][key length][u16 value
+ * length][flags][u64 arg][u64 timeout_ms][key and value bytes]. */
+static void store_request(blob_t *b, uint8_t op, const char *key, const char *value,
+                          uint8_t flags, int64_t arg, int64_t timeout_ms)
+{
+    blob_t m = {0};
+    size_t value_length = value ? strlen(value) : 0;
+    put_u8(&m, op);
+    put_u8(&m, (uint8_t)strlen(key));
+    put_u8(&m, (uint8_t)value_length);
+    put_u8(&m, (uint8_t)(value_length >> 8));
+    put_u8(&m, flags);
+    put(&m, &arg, 8);
+    put(&m, &timeout_ms, 8);
+    put(&m, key, strlen(key));
+    if (value)
+        put(&m, value, value_length);
+    record(b, 0, m.data, m.length);
+    free(m.data);
+}
+
+static void corpus_store(void)
+{
+    enum { SERVE = 4 }; /* op bit: the server parses what it has now */
+    blob_t b = {0};
+    store_request(&b, TP_STORE_OP_SET, "addr/3", "abcdefgh", 0, 0, 0);
+    store_request(&b, TP_STORE_OP_GET, "addr/3", NULL, 0, 0, 2000);
+    store_request(&b, TP_STORE_OP_ADD, "barrier/1", NULL, 0, 1, 0);
+    store_request(&b, TP_STORE_OP_WAIT_GE, "barrier/1", NULL, 0, 4, 5000);
+    store_request(&b, TP_STORE_OP_ARRIVE, "arrived/roles", NULL, 0, 2, 0);
+    save_blob("store", "every_op", &b);
+
+    static const uint8_t flip[] = {70, 0, 3}, garbage[] = "EMST not a request at all";
+    store_request(&b, TP_STORE_OP_SET, "name/0", "rank0", 0, 0, 0);
+    store_request(&b, TP_STORE_OP_SET, "name/1", "rank1", 0, 0, 0);
+    record(&b, 2 | SERVE, flip, sizeof(flip)); /* the second's head changed */
+    record(&b, 3, NULL, 0);                    /* a new connection */
+    store_request(&b, TP_STORE_OP_GET, "name/1", NULL, 1, 0, 10); /* out of sequence */
+    record(&b, 3, NULL, 0);
+    record(&b, 1 | SERVE, garbage, sizeof(garbage));
+    save_blob("store", "tampered_replayed", &b);
+
+    store_request(&b, TP_STORE_OP_SET, "", "no key", 0, 0, 0);
+    record(&b, 3, NULL, 0);
+    store_request(&b, 9, "k", NULL, 0, 0, 0); /* an unknown op */
+    record(&b, 3, NULL, 0);
+    store_request(&b, TP_STORE_OP_SET, "long", "v", 2, 0, 0); /* a key of 260 bytes */
+    save_blob("store", "limits", &b);
+}
+
 /* ------------------------------------------------------------------ config */
 
 static void corpus_config(void)
@@ -520,5 +573,6 @@ int main(int argc, char **argv)
     corpus_tp_header();
     corpus_tp_batch();
     corpus_config();
+    corpus_store();
     return differ;
 }
