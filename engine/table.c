@@ -335,6 +335,17 @@ int ember_table_is_sync(const ember_table_t *table)
     return table->spec.consistency == EMBER_SYNC;
 }
 
+/* The end of rows [first, first + count) for a message, where the range was
+ * refused: its sum may not fit (INT64_MAX rows from the wire). */
+static long long range_end(int64_t first, int64_t count)
+{
+    if (first > 0 && count > INT64_MAX - first)
+        return INT64_MAX;
+    if (first < 0 && count < INT64_MIN - first)
+        return INT64_MIN;
+    return (long long)(first + count);
+}
+
 ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t count,
                                 const float *data, char *err, size_t err_length)
 {
@@ -342,7 +353,7 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
     if (first < 0 || count < 0 || first > spec->rows || count > spec->rows - first)
         return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                     "table %s: load of rows [%lld, %lld) outside [0, %lld)",
-                    spec->name, (long long)first, (long long)(first + count),
+                    spec->name, (long long)first, range_end(first, count),
                     (long long)spec->rows);
     /* fp16 rows: a finite value fp16 cannot hold would become infinite; the
      * whole load is refused before anything is written. */
@@ -405,7 +416,7 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
         count > table->local_rows - first)
         return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                     "table %s: read of local rows [%lld, %lld) outside [0, %lld)",
-                    table->spec.name, (long long)first, (long long)(first + count),
+                    table->spec.name, (long long)first, range_end(first, count),
                     (long long)table->local_rows);
     size_t values = (size_t)count * table->spec.dim;
     if (table->device) {

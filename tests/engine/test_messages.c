@@ -13,6 +13,9 @@
  *   ps_load_wrap   TABLE_LOAD whose count x dim floats wraps around to the
  *                  bytes it carries (2^62 + 1 rows of 4 in 16 bytes) is
  *                  refused; one whose bytes are its rows is taken
+ *   table_far_rows TABLE_LOAD/READ from row INT64_MAX are refused naming the
+ *                  range (its end, first + count, overflowed: undefined, an
+ *                  abort under UBSan)
  */
 #include "engine/ps_msg.h"
 #include "engine/trainer.h"
@@ -140,12 +143,31 @@ static int case_ps_load_wrap(void)
     return 0;
 }
 
+static int case_table_far_rows(void)
+{
+    ember_table_t *table = small_table(0);
+    float row[4] = {0};
+    char err[256];
+    CHECK(table, "no table");
+    CHECK(ember_table_load(table, INT64_MAX, 1, row, err, sizeof(err)) ==
+              EMBER_ERR_OUT_OF_RANGE && strstr(err, "[9223372036854775807, "
+                                                    "9223372036854775807)"),
+          "load from INT64_MAX: %s", err);
+    CHECK(ember_table_read(table, INT64_MAX, 2, row, err, sizeof(err)) ==
+              EMBER_ERR_OUT_OF_RANGE, "read from INT64_MAX: %s", err);
+    CHECK(ember_table_load(table, -3, 2, row, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE &&
+              strstr(err, "[-3, -1)"), "load from -3: %s", err);
+    ember_table_destroy(table);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
         {"start_spec", case_start_spec},
         {"ps_read_range", case_ps_read_range},
         {"ps_load_wrap", case_ps_load_wrap},
+        {"table_far_rows", case_table_far_rows},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
