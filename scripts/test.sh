@@ -6,9 +6,15 @@
 # Arguments go to the first ctest (e.g. -LE slurm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each part's time, so the whole stays within CI's 15 minutes on 2 cores.
+phase() { echo "test.sh: $1 took $SECONDS s"; SECONDS=0; }
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DEMBER_WERROR=ON
 cmake --build build
+phase build
 ctest --test-dir build --output-on-failure -j2 "$@"
+phase tests
 bash scripts/sanitize.sh
+phase sanitizers
 bash scripts/fuzz.sh
+phase fuzzing
