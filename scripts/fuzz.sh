@@ -78,6 +78,9 @@ for target in "${targets[@]}"; do
     grep -E 'invariant|ERROR:|SUMMARY:|runtime error:|^    #[0-9]+ ' "$run/log" | head -25 | sed 's/^/  /'
     for artifact in $artifacts; do
       echo "  input: $artifact (rerun: $build/fuzz/fuzz_$target $artifact)"
+      # Rerun with ember's stderr open: a broken invariant says which.
+      "$build/fuzz/fuzz_$target" "$artifact" 2>&1 | grep -m3 -E '^fuzz: .*invariant' |
+        sed 's/^/  /' || true
     done
   else
     echo "fuzz_$target: ${units:-?} executions; $done_line"
