@@ -335,7 +335,6 @@ static int case_kill(int rank, int world, void *arg)
     ember_allreduce_t *ar;
     float *data = malloc(60000 * sizeof(float));
     (void)arg;
-    (void)world;
     MP_CHECK(data, "out of memory");
     setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1);
     tp = join();
@@ -383,6 +382,19 @@ static int case_kill(int rank, int world, void *arg)
         double t0 = now_s();
         MP_CHECK(ember_allreduce_start(ar, data, count, 0, &req) == status &&
                      now_s() - t0 < 0.5, "start on a broken communicator");
+        /* Rank 0 serves the store, and a survivor of a lost rank leaves
+         * without a last barrier: it stays until the others have read it. */
+        char key[32];
+        snprintf(key, sizeof(key), "checked/%d", rank);
+        MP_CHECK(ember_tp_store_set(tp, key, "1", 1) == EMBER_OK, "store");
+        for (int other = 0; rank == 0 && other < world; other++) {
+            snprintf(key, sizeof(key), "checked/%d", other);
+            if (other == VICTIM)
+                continue;
+            MP_CHECK(ember_tp_store_get(tp, key, &value, &length) == EMBER_OK,
+                     "rank %d's check", other);
+            free(value);
+        }
         ember_allreduce_destroy(ar);
         ember_tp_destroy(tp);
         free(data);
