@@ -11,6 +11,7 @@
 #   forge_kill    the forged ember/proc/3 entry, then the PS killed, no
 #                 launcher: every survivor ends within 2 s naming ps0
 set -uo pipefail
+source "$(dirname "$0")/../common/by_hand.sh"
 case_name=$1 outsider=$3
 build=$(cd "$2" && pwd)
 run=$build/tools/ember-run
@@ -104,18 +105,9 @@ forge_kill)
     port=$(free_port)
     "$outsider" store-forge 127.0.0.1 $port ember/proc/3 "vm 1" >"$work/outsider.out" 2>&1 &
     opid=$!
-    secret=$work/secret
-    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
-    chmod 600 "$secret"
-    pids=()
-    for rank in 0 1 2 3; do
-        EMBER_RANK=$rank EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port \
-            EMBER_SECRET_FILE=$secret UCX_NET_DEVICES=lo \
-            "$train" --epochs 100000 >"$work/rank$rank.log" 2>&1 &
-        pids+=($!)
-    done
-    for _ in $(seq 200); do grep -q "epoch    2" "$work/rank2.log" && break; sleep 0.05; done
-    grep -q "epoch    2" "$work/rank2.log" ||
+    BY_HAND_PORT=$port by_hand_start "$train" "$work" -- --epochs 100000
+    pids=("${BY_HAND_PIDS[@]}")
+    by_hand_training "$work" ||
         { cat "$work"/rank*.log >"$work/out"; fail "training did not start"; }
     wait $opid
     [ $? -ne 1 ] || fail "the forgery got through"

@@ -22,6 +22,9 @@
 #   replay_check        --replay says how far the run is from the file's
 #                       expected values, fails beyond --replay-tolerance, and
 #                       says when the file holds nothing to check
+#   rank_lost:R:SIG     four ranks by hand (no launcher), rank R killed (KILL)
+#                       or stopped (STOP) mid-run: every survivor ends promptly
+#                       with an error naming R and its role
 #   weights_drawn       --weights with generated data trains on drawn weights:
 #                       the same seed without them ends elsewhere
 #   save_names:HIDDEN   --save (with --hidden HIDDEN, or none: -) loads into
@@ -36,6 +39,7 @@
 #   optimizer:NAME      sync training with each optimizer completes, loss finite
 #   synthetic           the learnable data: the loss falls
 set -uo pipefail
+source "$(dirname "$0")/../common/by_hand.sh"
 case_name=$1 golden=$3
 build=$(cd "$2" && pwd) # absolute: a link to its ember-train is made below
 run=$build/tools/ember-run
@@ -268,19 +272,9 @@ rank_lost:*)
     # survivor ends, with an error naming the lost rank and its role, within
     # 2 s of a death, or of the RPC deadline (3 s here) for a stopped rank.
     IFS=: read -r _ victim sig <<<"$case_name"
-    port=$(( 20000 + RANDOM % 12000 ))
-    secret=$work/secret
-    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
-    chmod 600 "$secret"
-    pids=()
-    for rank in 0 1 2 3; do
-        EMBER_RANK=$rank EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port \
-            EMBER_SECRET_FILE=$secret UCX_NET_DEVICES=lo EMBER_RPC_TIMEOUT=3 \
-            "$train" --epochs 100000 >"$work/rank$rank.log" 2>&1 &
-        pids+=($!)
-    done
-    for _ in $(seq 200); do grep -q "epoch    2" "$work/rank2.log" && break; sleep 0.05; done
-    grep -q "epoch    2" "$work/rank2.log" ||
+    by_hand_start "$train" "$work" EMBER_RPC_TIMEOUT=3 -- --epochs 100000
+    pids=("${BY_HAND_PIDS[@]}")
+    by_hand_training "$work" ||
         { cat "$work"/rank*.log >"$work/out"; kill -9 "${pids[@]}"; fail "training did not start"; }
     kill -"$sig" "${pids[$victim]}"
     start=$(date +%s%N)
@@ -308,38 +302,6 @@ rank_lost:*)
         grep -q "ERROR.*$want\|job failed.*$want\|job aborted.*$want" "$work/rank$rank.log" ||
             fail "rank $rank's error does not name $want"
     done
-    no_leftovers
-    ;;
-trainer_killed)
-    # No launcher: the ranks are started by hand, so nothing but ember itself
-    # notices that trainer1 was killed.  The job must end with an error
-    # naming it, not hang.
-    port=$(( 20000 + RANDOM % 12000 )) # below the ephemeral range (32768+)
-    secret=$work/secret
-    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
-    chmod 600 "$secret"
-    pids=()
-    for rank in 0 1 2 3; do
-        EMBER_RANK=$rank EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port \
-            EMBER_SECRET_FILE=$secret UCX_NET_DEVICES=lo EMBER_SHUTDOWN_TIMEOUT=2 \
-            "$train" --epochs 100000 >"$work/rank$rank.log" 2>&1 &
-        pids+=($!)
-    done
-    # Let training start, then kill trainer1 (rank 1) the hard way.
-    for _ in $(seq 100); do grep -q "epoch    2" "$work/rank2.log" && break; sleep 0.1; done
-    grep -q "epoch    2" "$work/rank2.log" ||
-        { cat "$work"/rank*.log >"$work/out"; kill -9 "${pids[@]}"; fail "training did not start"; }
-    kill -9 "${pids[1]}"
-    wait "${pids[1]}" 2>/dev/null # reaped quietly: its death is the point
-    start=$(date +%s)
-    for rank in 0 2 3; do
-        timeout 60 tail --pid="${pids[$rank]}" -f /dev/null || fail "rank $rank hangs"
-    done
-    cat "$work"/rank*.log >"$work/out"
-    for rank in 0 2 3; do wait "${pids[$rank]}" && fail "rank $rank exited 0"; done
-    [ $(($(date +%s) - start)) -lt 30 ] || fail "took too long to end"
-    grep -q "trainer1 (rank 1)" "$work/rank2.log" || fail "the master does not name trainer1"
-    grep -q "job failed" "$work/rank2.log" || fail "the master did not report the failure"
     no_leftovers
     ;;
 cli)
