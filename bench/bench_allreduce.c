@@ -25,8 +25,8 @@
 #include "bench/ember_bench.h"
 
 #include "common/topology.h"
-#include "engine/allreduce.h"
-#include "engine/protocol.h"
+#include "engine/comm/allreduce.h"
+#include "engine/wire/protocol.h"
 
 #include <ember/device.h>
 #include <ember/log.h>

@@ -10,7 +10,7 @@
  * servers down at the end.  A client request is what one trainer step sends:
  * the batch is split by shard, each shard's rows deduplicated, and one
  * EMBER_OP_LOOKUP per shard carries offsets, unique rows and the inverse map
- * (the code of engine/trainer.c build_requests); the request is done when
+ * (the code of engine/train/trainer.c build_requests); the request is done when
  * every shard's pooled reply (bags x dim floats) is in.
  *
  * The PS keeps a distributed-autograd context per (trainer, step) and takes
@@ -37,9 +37,9 @@
  */
 #include "bench/ember_bench.h"
 
-#include "engine/half.h"
-#include "engine/protocol.h"
-#include "engine/ps.h"
+#include "engine/ops/half.h"
+#include "engine/wire/protocol.h"
+#include "engine/ps/ps.h"
 
 #include <ember/config.h>
 #include <ember/embedding_bag.h>
@@ -367,7 +367,7 @@ static int64_t lk_key(const lk_point_t *pt, uint64_t *state)
     return (int64_t)lo;
 }
 
-/* ---- requests, as engine/trainer.c build_requests ---------------------- */
+/* ---- requests, as engine/train/trainer.c build_requests ---------------------- */
 
 static ember_status_t lk_build_batch(lk_point_t *pt, lk_batch_t *batch, uint64_t *rng)
 {

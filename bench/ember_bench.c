@@ -7,7 +7,7 @@
 #include "bench/ember_bench.h"
 
 #include "common/topology.h"
-#include "engine/busy_clock.h"
+#include "common/clock.h"
 
 #include <ember/config.h>
 #include <ember/log.h>

@@ -1,6 +1,6 @@
 /* common/pool: power-of-two size classes with bounded free lists. */
 #include "common/pool.h"
-#include "common/hugemap.h"
+#include "common/hugepage.h"
 
 #include <stdint.h>
 #include <stdlib.h>

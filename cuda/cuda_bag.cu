@@ -1,6 +1,6 @@
 /*
  * cuda/cuda_bag: EmbeddingBag forward and sparse backward on the GPU, with
- * the semantics of engine/embedding_bag.c (sum / mean / max, per-sample
+ * the semantics of engine/ops/embedding_bag.c (sum / mean / max, per-sample
  * weights, padding_idx, empty bags -> zeros and argmax -1).
  *
  * Forward: a 2-D block, x = lanes across the row (float4 when the row and

@@ -427,7 +427,7 @@ static const char *cuda_comm_error(const ember_device_comm_t *c)
     return ember_nccl_comm_error(((const cuda_comm_t *)c)->nccl);
 }
 #else
-/* Without NCCL the engine reduces on the host (engine/device_comm.c). */
+/* Without NCCL the engine reduces on the host (engine/device/device_comm.c). */
 static ember_status_t cuda_comm_create(ember_device_t *dev, ember_tp_t *tp,
                                        const int *ranks, int nranks,
                                        uint16_t op_base,

@@ -1,7 +1,7 @@
 /*
  * cuda/cuda_ops: ReLU, cross entropy (mean) and the small helpers of the
- * cuBLAS Linear (bias broadcast, bias gradient), with engine/dense.c and
- * engine/loss.c semantics.
+ * cuBLAS Linear (bias broadcast, bias gradient), with engine/ops/dense.c and
+ * engine/ops/loss.c semantics.
  */
 #include "cuda/cuda_internal.h"
 

@@ -1,6 +1,6 @@
 /*
  * cuda/nccl_comm: NCCL allreduce for the dense gradients of GPU trainers,
- * with the start/test/wait shape of engine/allreduce.h.
+ * with the start/test/wait shape of engine/comm/allreduce.h.
  *
  * Bootstrap: the first member (ranks[0]) makes the NCCL unique id and puts it
  * in the job's rendezvous store under "ember.nccl.<tag>.<n>" (n counts the
@@ -16,7 +16,7 @@
  * and asks it whether a member was lost, and checks the request's deadline.
  * Any of these aborts the communicator (ncclCommAbort) with an error text
  * that names the peer (or the NCCL error), and fails the request and every
- * later one, as engine/allreduce.h does.  Why no watchdog thread: the
+ * later one, as engine/comm/allreduce.h does.  Why no watchdog thread: the
  * transport is single-threaded, and only the waiting thread may progress it
  * and read its peer state; a hung collective is only noticed by someone
  * waiting for it anyway.

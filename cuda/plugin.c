@@ -1,5 +1,5 @@
 /*
- * cuda/plugin: what libember-cuda.so exports to engine/device.c's dlopen:
+ * cuda/plugin: what libember-cuda.so exports to engine/device/device.c's dlopen:
  * the backend's ops table and its GPU count (both defined in cuda_device.cu,
  * pulled in whole from libember_cuda.a).  Nothing else is needed here; this
  * file only gives the module a source of its own.

@@ -1,6 +1,6 @@
 /*
  * fuzz_epoch_report: a trainer's EPOCH_REPORT as the master takes it
- * (ember_master_report_check, engine/master.c's handler), into the
+ * (ember_master_report_check, engine/train/master.c's handler), into the
  * [epochs][trainers] table the master keeps.
  *
  * Input: [trainers - 1][epochs] then records (fuzz/fuzz_input.h), each
@@ -10,7 +10,7 @@
  * an epoch of the job (its slot inside the table: AddressSanitizer sees a
  * write past it); a refused one says why.
  */
-#include "engine/master.h"
+#include "engine/train/master.h"
 #include "fuzz/fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,8 +1,8 @@
 /*
- * fuzz_grad: GRAD messages (engine/protocol.h: header, then the pooled
+ * fuzz_grad: GRAD messages (engine/wire/protocol.h: header, then the pooled
  * output's gradient) into a PS shard (fuzz/fuzz_table.h) whose lookups the
  * input also makes, through ember_table_lookup and ember_table_grad as
- * engine/ps.c serves them, sync and async.
+ * engine/ps/ps.c serves them, sync and async.
  *
  * Input: the table's three bytes, then records (fuzz/fuzz_input.h):
  *   op % 4 == 0  a well-formed lookup built from the payload:
@@ -22,7 +22,7 @@
  */
 #include "fuzz/fuzz_table.h"
 
-#include "engine/half.h"
+#include "engine/ops/half.h"
 
 #define MAX_TRAINERS 4
 #define MAX_BAGS 8

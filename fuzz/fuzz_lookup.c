@@ -1,8 +1,8 @@
 /*
- * fuzz_lookup: LOOKUP messages (engine/protocol.h: header, offsets, rows,
+ * fuzz_lookup: LOOKUP messages (engine/wire/protocol.h: header, offsets, rows,
  * inverse, weights or places) into a PS shard (fuzz/fuzz_table.h), through
- * ember_table_lookup and the PS's reply sizing (engine/ps_msg.h), as
- * engine/ps.c serves them.
+ * ember_table_lookup and the PS's reply sizing (engine/ps/ps_msg.h), as
+ * engine/ps/ps.c serves them.
  *
  * Input: the table's three bytes, then records (fuzz/fuzz_input.h) whose
  * payload is one whole message; op bit 0 closes an accepted lookup's
@@ -15,7 +15,7 @@
  * max: the maximum and its first maximal entry's place, exactly); the reply
  * fits the buffer the PS pooled into.
  */
-#include "engine/ps_msg.h"
+#include "engine/ps/ps_msg.h"
 #include "fuzz/fuzz_table.h"
 
 typedef struct {

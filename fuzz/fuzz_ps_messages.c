@@ -1,7 +1,7 @@
 /*
  * fuzz_ps_messages: the master's requests to a parameter server,
  * TABLE_CREATE, TABLE_LOAD, TABLE_READ and PS_STATS, each through the
- * checks engine/ps.c's handlers make (engine/ps_msg.h) and then the table,
+ * checks engine/ps/ps.c's handlers make (engine/ps/ps_msg.h) and then the table,
  * in the order the handlers call them, on a PS's table ids.
  *
  * Input: records (fuzz/fuzz_input.h); op % 4: 0 CREATE, 1 LOAD, 2 READ,
@@ -16,8 +16,8 @@
  * add up to the tables'.  A create asking for more than a fuzzer can hold
  * (rows x dim > 2^12, over 64 trainers) or a GPU is checked but not made.
  */
-#include "engine/half.h"
-#include "engine/ps_msg.h"
+#include "engine/ops/half.h"
+#include "engine/ps/ps_msg.h"
 #include "fuzz/fuzz_input.h"
 
 #include <math.h>

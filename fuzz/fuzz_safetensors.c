@@ -5,10 +5,10 @@
  * readable, found by its name, its size its shape's; a metadata value a
  * string.  Seeds: fuzz/corpus/safetensors and tests/data/golden.
  */
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 #include "fuzz/fuzz_input.h"
 
-/* The metadata keys ember reads (engine/data.c, engine/master.c). */
+/* The metadata keys ember reads (engine/train/data.c, engine/train/master.c). */
 static const char *const known_keys[] = {
     "rows", "dim", "classes", "trainers", "steps", "per_sample_weights", "lr",
     "mode", "sparse_reduce", "optimizer", "losses", "format", "",

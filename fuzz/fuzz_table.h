@@ -13,7 +13,7 @@
 #ifndef EMBER_FUZZ_TABLE_H
 #define EMBER_FUZZ_TABLE_H
 
-#include "engine/table.h"
+#include "engine/ps/table.h"
 #include "fuzz/fuzz_input.h"
 
 #include <math.h>

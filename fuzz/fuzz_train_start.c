@@ -1,9 +1,9 @@
 /*
  * fuzz_train_start: the master's TRAIN_START as a trainer takes it
- * (ember_trainer_start_check, engine/trainer.c's handler), then what the
+ * (ember_trainer_start_check, engine/train/trainer.c's handler), then what the
  * trainer does with an accepted spec before the network: its dense
  * optimizer, its data source and its first batches, checked as each step
- * checks them (engine/data.c, ember_bag_validate).
+ * checks them (engine/train/data.c, ember_bag_validate).
  *
  * Input: [trainer index][the request as it came].
  *
@@ -14,9 +14,9 @@
  * not open; a batch of more than 2^16 indices (the master's to ask) is not
  * drawn.
  */
-#include "engine/data.h"
-#include "engine/optimizer.h"
-#include "engine/trainer.h"
+#include "engine/train/data.h"
+#include "engine/ops/optimizer.h"
+#include "engine/train/trainer.h"
 #include "fuzz/fuzz_input.h"
 
 #include <ember/embedding_bag.h>

@@ -7,8 +7,8 @@
  *   build-fuzz/fuzz/make_corpus --check fuzz/corpus  exit 1 if they differ
  * Inputs the fuzzer found (regress-*) sit beside them and are left alone.
  */
-#include "engine/protocol.h"
-#include "engine/safetensors.h"
+#include "engine/wire/protocol.h"
+#include "engine/io/safetensors.h"
 #include "transport/store.h"
 #include "transport/tp_internal.h"
 

@@ -1,16 +1,16 @@
 /*
  * ember-train: the hybrid training job.  Every rank runs this program with
- * the same flags; the role map (engine/job.h) says who is a trainer, the
+ * the same flags; the role map (engine/train/job.h) says who is a trainer, the
  * master or a parameter server.  Defaults: the PyTorch tutorial's job.
  *
  *   ember-run -n 4 ember-train            (2 trainers, master, 1 PS)
  */
 #include "common/crash.h"
-#include "engine/data.h"
-#include "engine/job.h"
-#include "engine/master.h"
-#include "engine/ps.h"
-#include "engine/trainer.h"
+#include "engine/train/data.h"
+#include "tools/train_flags.h"
+#include "engine/train/master.h"
+#include "engine/ps/ps.h"
+#include "engine/train/trainer.h"
 #include "common/topology.h"
 
 #include <ember/config.h>

@@ -8,7 +8,7 @@
  * UCX worker address and name, then reads everyone else's.
  */
 #include "transport/tp_internal.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -371,7 +371,7 @@ ember_status_t ember_tp_store_get(ember_tp_t *tp, const char *key,
  */
 static ember_status_t barrier_wait(ember_tp_t *tp, const char *key, double timeout_s)
 {
-    double deadline = tp_time_now() + timeout_s;
+    double deadline = ember_time_now() + timeout_s;
     ember_status_t status;
 
     EMBER_CHECK(tp_store_arrive(tp->store, key, tp->rank, NULL));
@@ -383,7 +383,7 @@ static ember_status_t barrier_wait(ember_tp_t *tp, const char *key, double timeo
             tp_progress_once(tp);
         if (tp_first_lost(tp, 0) >= 0)
             return EMBER_ERR_PEER_LOST;
-    } while (tp_time_now() < deadline);
+    } while (ember_time_now() < deadline);
     return EMBER_ERR_TIMED_OUT;
 }
 

@@ -9,7 +9,7 @@
  * request never reaches a handler.
  */
 #include "transport/tp_internal.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include <ember/log.h>
 
@@ -419,9 +419,9 @@ ember_status_t tp_peer_connect_wait(ember_tp_t *tp, int rank)
             tp_peer_lost(tp, rank, status, "cannot connect");
     }
     /* The handshake is one round trip; a hung peer fails at the deadline. */
-    double deadline = tp_time_now() + tp->rpc_timeout_s;
+    double deadline = ember_time_now() + tp->rpc_timeout_s;
     while ((peer->state == TP_PEER_CONNECTING || peer->state == TP_PEER_CONFIRMING) &&
-           tp_time_now() < deadline)
+           ember_time_now() < deadline)
         ember_tp_wait(tp, 0.01);
     if (peer->state == TP_PEER_CONNECTING || peer->state == TP_PEER_CONFIRMING)
         tp_peer_lost(tp, rank, EMBER_ERR_TIMED_OUT, "no answer to our connection");
@@ -520,7 +520,7 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline)
     for (int rank = 0; requests && rank < tp->world_size; rank++) {
         while (requests[rank] &&
                ucp_request_check_status(requests[rank]) == UCS_INPROGRESS &&
-               tp_time_now() < deadline)
+               ember_time_now() < deadline)
             ucp_worker_progress(tp->worker);
         if (requests[rank]) {
             if (ucp_request_check_status(requests[rank]) == UCS_INPROGRESS)
@@ -666,7 +666,7 @@ ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
     (void)header;
     if (!handshake_take(tp, header_length, data, length, param, &hello))
         return UCS_OK;
-    tp_pending_t *pending = pending_slot(tp, param->reply_ep, tp_time_now());
+    tp_pending_t *pending = pending_slot(tp, param->reply_ep, ember_time_now());
     challenge = (tp_hello_t){.magic = TP_MAGIC,
                              .version = TP_VERSION,
                              .src_rank = (uint32_t)tp->rank,
@@ -678,7 +678,7 @@ ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
     }
     *pending = (tp_pending_t){.reply_ep = param->reply_ep,
                               .rank = (int)hello.src_rank,
-                              .since = tp_time_now()};
+                              .since = ember_time_now()};
     memcpy(pending->nonce, challenge.nonce, sizeof(pending->nonce));
     memcpy(pending->peer_nonce, challenge.peer_nonce, sizeof(pending->peer_nonce));
     handshake_mac(tp, "ember-challenge", challenge.src_rank, challenge.dst_rank,

@@ -10,7 +10,7 @@
 #include "transport/tp_internal.h"
 
 #include "common/copy.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include <ember/log.h>
 
@@ -64,7 +64,7 @@ ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer,
      * here was a vDSO clock read per call for nothing (a visible share of
      * `perf` profiles on a KVM guest).  The coarse clock lags, so the
      * call starts as much later as it may lag: it never fails early. */
-    double now = tp_time_coarse() + tp->coarse_lag_s;
+    double now = ember_time_coarse() + tp->coarse_lag_s;
 
     if (tp->free_count == 0)
         EMBER_CHECK(slots_grow(tp));
@@ -831,7 +831,7 @@ void tp_run_handlers(ember_tp_t *tp)
         /* More to run and replies held: bound their wait (the clock is read
          * only then, so a lone request costs no clock read). */
         if (tp->deferred_peers && !tp_list_empty(&tp->ready)) {
-            double now = tp_time_now();
+            double now = ember_time_now();
             if (tp->deferred_since == 0.0)
                 tp->deferred_since = now;
             else if (now - tp->deferred_since >= TP_BATCH_HOLD_S)

@@ -1,7 +1,7 @@
 /* transport/store: the authenticated rendezvous store over TCP (start-up). */
 #define _GNU_SOURCE /* pipe2, accept4 */
 #include "transport/store.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include <ember/log.h>
 
@@ -172,7 +172,7 @@ static ember_status_t io_full(int fd, void *buffer, size_t length, int writing,
     char *p = buffer;
     while (length > 0) {
         struct pollfd pfd = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
-        double left = deadline - tp_time_now();
+        double left = deadline - ember_time_now();
         if (left <= 0)
             return EMBER_ERR_TIMED_OUT;
         int rc = poll(&pfd, 1, (int)(left * 1000) + 1);
@@ -432,7 +432,7 @@ static int conn_reply(tp_store_server_t *server, store_conn_t *conn, uint64_t se
         memcpy(conn->out + conn->out_length + sizeof(reply), value, length);
     conn->out_length = need;
     if (!conn->out_since)
-        conn->out_since = tp_time_now();
+        conn->out_since = ember_time_now();
     return conn_flush(conn);
 }
 
@@ -449,7 +449,7 @@ static void conn_refuse(tp_store_server_t *server, store_conn_t *conn, const cha
     ssize_t rc = send(conn->fd, &reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)rc;
     shutdown(conn->fd, SHUT_WR);
-    conn->draining_since = tp_time_now();
+    conn->draining_since = ember_time_now();
     conn->wait.active = 0;
     conn->out_length = conn->out_sent = 0;
     conn->out_since = 0;
@@ -541,9 +541,9 @@ static int server_execute(tp_store_server_t *server, store_conn_t *conn,
         /* The deadline at full width: a huge or negative timeout is bounded. */
         int64_t ms = req->timeout_ms < 0 ? 0 : req->timeout_ms > 86400000 ? 86400000
                                                                            : req->timeout_ms;
-        conn->wait.deadline = tp_time_now() + (double)ms / 1000.0;
+        conn->wait.deadline = ember_time_now() + (double)ms / 1000.0;
         memcpy(conn->wait.key, key, req->key_length + 1);
-        return conn_try_answer(server, conn, tp_time_now());
+        return conn_try_answer(server, conn, ember_time_now());
     }
 }
 
@@ -592,7 +592,7 @@ static int conn_read(tp_store_server_t *server, store_conn_t *conn)
             int rc = server_execute(server, conn, &req);
             memmove(conn->in, conn->in + used, conn->in_length - (size_t)used);
             conn->in_length -= (size_t)used;
-            conn->partial_since = conn->in_length ? tp_time_now() : 0;
+            conn->partial_since = conn->in_length ? ember_time_now() : 0;
             if (rc < 0)
                 return -1;
             continue;
@@ -616,7 +616,7 @@ static int conn_read(tp_store_server_t *server, store_conn_t *conn)
         if (n <= 0)
             return -1; /* closed */
         if (!conn->in_length)
-            conn->partial_since = tp_time_now();
+            conn->partial_since = ember_time_now();
         conn->in_length += (size_t)n;
     }
 }
@@ -695,7 +695,7 @@ static void server_accept(tp_store_server_t *server)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     store_conn_t *conn = &server->conns[server->conn_count++];
-    *conn = (store_conn_t){.fd = fd, .accepted_at = tp_time_now()};
+    *conn = (store_conn_t){.fd = fd, .accepted_at = ember_time_now()};
     memcpy(conn->nonce, hello.nonce, sizeof(hello.nonce));
     /* 24 bytes into a fresh socket's buffer: never short. */
     if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(hello))
@@ -705,7 +705,7 @@ static void server_accept(tp_store_server_t *server)
 /* One pass over the connections after poll: serve, answer, drop. */
 static void server_serve(tp_store_server_t *server, const struct pollfd *pfds)
 {
-    double now = tp_time_now();
+    double now = ember_time_now();
     for (size_t i = server->conn_count; i-- > 0;) {
         store_conn_t *conn = &server->conns[i];
         short revents = pfds[2 + i].revents;
@@ -734,7 +734,7 @@ static void server_serve(tp_store_server_t *server, const struct pollfd *pfds)
 /* A SET, ADD or ARRIVE may release other connections' waits. */
 static void server_answer_waits(tp_store_server_t *server)
 {
-    double now = tp_time_now();
+    double now = ember_time_now();
     for (size_t i = server->conn_count; i-- > 0;) {
         if (server->conns[i].wait.active &&
             conn_try_answer(server, &server->conns[i], now) < 0)
@@ -760,7 +760,7 @@ static void *server_main(void *arg)
     size_t capacity = 0;
 
     for (;;) {
-        double now = tp_time_now();
+        double now = ember_time_now();
         pthread_mutex_lock(&server->lock);
         int stop = server->stopping &&
                    (!server_has_clients(server) || now >= server->stop_deadline);
@@ -880,7 +880,7 @@ void tp_store_server_stop(tp_store_server_t *server, double linger_s)
     if (!server)
         return;
     pthread_mutex_lock(&server->lock);
-    server->stop_deadline = tp_time_now() + linger_s;
+    server->stop_deadline = ember_time_now() + linger_s;
     server->stopping = 1;
     pthread_mutex_unlock(&server->lock);
     rc = write(server->wake_pipe[1], &byte, 1);
@@ -925,7 +925,7 @@ static ember_status_t client_greeted(tp_store_client_t *client, double timeout_s
 {
     store_hello_t hello;
     ember_status_t status = io_full(client->fd, &hello, sizeof(hello), 0,
-                                    tp_time_now() + timeout_s);
+                                    ember_time_now() + timeout_s);
     if (status == EMBER_OK &&
         (hello.magic != STORE_HELLO_MAGIC || hello.version != STORE_VERSION))
         status = EMBER_ERR_BAD_MESSAGE;
@@ -960,7 +960,7 @@ static int connect_once(const char *host, int port, int *errno_p)
 ember_status_t tp_store_connect(const char *host, int port, const tp_secret_t *secret,
                                 double timeout_s, tp_store_client_t **client_p)
 {
-    double deadline = tp_time_now() + timeout_s, delay = 0.01;
+    double deadline = ember_time_now() + timeout_s, delay = 0.01;
     int last_errno = 0;
 
     do {
@@ -978,7 +978,7 @@ ember_status_t tp_store_connect(const char *host, int port, const tp_secret_t *s
             snprintf(client->where, sizeof(client->where), "%s:%d", host, port);
             /* The greeting comes at once from a live store; a squatter on
              * the port must not hold us past the deadline. */
-            double left = deadline - tp_time_now();
+            double left = deadline - ember_time_now();
             ember_status_t status = client_greeted(client, left > 5.0 ? left : 5.0);
             if (status != EMBER_OK) {
                 tp_store_disconnect(client);
@@ -987,10 +987,10 @@ ember_status_t tp_store_connect(const char *host, int port, const tp_secret_t *s
             *client_p = client;
             return EMBER_OK;
         }
-        tp_time_sleep(delay);
+        ember_time_sleep(delay);
         if (delay < 0.2)
             delay *= 2;
-    } while (tp_time_now() < deadline);
+    } while (ember_time_now() < deadline);
     ember_error("store", "cannot reach the rendezvous store at %s:%d within %.0f s:"
                 " %s", host, port, timeout_s,
                 last_errno ? strerror(last_errno) : "host not resolved");
@@ -1052,7 +1052,7 @@ static ember_status_t client_request(tp_store_client_t *client, uint8_t op,
 {
     size_t key_length = strlen(key);
     /* The server answers by its own deadline; allow it time to do so. */
-    double deadline = tp_time_now() + timeout_s + 10.0;
+    double deadline = ember_time_now() + timeout_s + 10.0;
 
     if (key_length == 0 || key_length > TP_STORE_MAX_KEY ||
         length > TP_STORE_MAX_VALUE)

@@ -1,6 +1,6 @@
 /* transport/tp: the per-process transport object, its life and accessors. */
 #include "transport/tp_internal.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -33,7 +33,7 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
     tp->oneway_eager = ember_config_size("EMBER_ONEWAY_EAGER");
     tp->tcp_oneway_eager = ember_config_size("EMBER_TCP_ONEWAY_EAGER");
     tp->shm_eager = ember_config_size("EMBER_SHM_EAGER");
-    tp->coarse_lag_s = tp_time_coarse_lag();
+    tp->coarse_lag_s = ember_time_coarse_lag();
 
     status = tp_auth_load_secret(params->secret, params->secret_length, &tp->secret);
     if (status != EMBER_OK)
@@ -61,7 +61,7 @@ err_free:
 void ember_tp_destroy(ember_tp_t *tp)
 {
     double timeout = ember_config_double("EMBER_SHUTDOWN_TIMEOUT");
-    double deadline = tp_time_now() + timeout;
+    double deadline = ember_time_now() + timeout;
 
     if (!tp)
         return;
@@ -87,8 +87,8 @@ void ember_tp_destroy(ember_tp_t *tp)
      * worker destroyed before would leak the request (UCX warns).  A
      * failed job waits half a second at most: a send to a hung rank would
      * never complete, and step 3 closes its endpoint by force. */
-    double calls_deadline = tp->failed ? tp_time_now() + 0.5 : deadline;
-    while ((tp->pending_count || tp->sends_inflight) && tp_time_now() < calls_deadline)
+    double calls_deadline = tp->failed ? ember_time_now() + 0.5 : deadline;
+    while ((tp->pending_count || tp->sends_inflight) && ember_time_now() < calls_deadline)
         ember_tp_wait(tp, tp->pending_count ? 0.05 : 0.001);
     if (tp->pending_count)
         ember_warn("tp", "shutdown: %zu call(s) still pending after %.0f s are "
@@ -111,7 +111,7 @@ void ember_tp_destroy(ember_tp_t *tp)
     /* 3. Flush and close endpoints, then the worker (replies still held for
      * a batch, if destroy runs inside a handler, go out first). */
     tp_batch_flush_all(tp);
-    tp_endpoints_close(tp, tp_time_now() + timeout);
+    tp_endpoints_close(tp, ember_time_now() + timeout);
     while (!tp_list_empty(&tp->ready)) {
         ember_rpc_req_t *req = tp_container_of(tp->ready.next, ember_rpc_req_t, link);
         tp_list_del(&req->link);

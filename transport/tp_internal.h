@@ -243,7 +243,7 @@ struct ember_tp {
     ucp_worker_h worker;
     int efd;
     double spin_s;
-    double coarse_lag_s; /* tp_time_coarse_lag() */
+    double coarse_lag_s; /* ember_time_coarse_lag() */
     int pull_rendezvous; /* see ember_tp_pull_rendezvous */
     size_t tcp_eager;       /* EMBER_TCP_EAGER */
     size_t oneway_eager;    /* EMBER_ONEWAY_EAGER */

@@ -8,7 +8,7 @@
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "transport/tp_internal.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -233,7 +233,7 @@ unsigned tp_progress_once(ember_tp_t *tp)
     tp->event_total += events;
     if (!tp->pending_count && !tp->watched_peers)
         return events; /* nothing timed: skip the clock */
-    now = tp_time_coarse();
+    now = ember_time_coarse();
     if (tp->pending_count && now >= tp->next_deadline_check)
         tp_check_deadlines(tp, now);
     if (tp->watched_peers && now >= tp->next_liveness_check)
@@ -299,7 +299,7 @@ static double tp_idle(ember_tp_t *tp, double now, double idle_since, double dead
     if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
         ember_warn("tp", "poll on the UCX event fd: %s", strerror(errno));
     /* After a wake-up, spin only briefly before sleeping again. */
-    return tp_time_now() - tp->spin_s / 2;
+    return ember_time_now() - tp->spin_s / 2;
 }
 
 /* The loop of both: @deadline absolute, or < 0 for @timeout_s from the
@@ -322,7 +322,7 @@ static void progress_loop(ember_tp_t *tp, int (*done)(const void *arg), const vo
          * at it every few idle passes only. */
         if (idle_passes++ % 8 != 0)
             continue;
-        double now = tp_time_now();
+        double now = ember_time_now();
         if (idle_passes == 1)
             idle_since = now; /* the first idle pass after some activity */
         if (deadline < 0.0)

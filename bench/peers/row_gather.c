@@ -23,7 +23,7 @@
  * (GB = 10^9 B of output).  Exit 0, or 2 on bad usage / no memory.
  */
 #define _GNU_SOURCE
-#include "engine/hugepage.h"
+#include "common/hugepage.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -34,7 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-#define AHEAD 16 /* rows, as engine/prefetch.h */
+#define AHEAD 16 /* rows, as common/prefetch.h */
 #define MAX_LIST 16
 
 static double now(void)

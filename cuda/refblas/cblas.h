@@ -1,5 +1,5 @@
 /*
- * cuda/refblas: the CBLAS subset engine/dense.c uses, naive and single-
+ * cuda/refblas: the CBLAS subset engine/ops/dense.c uses, naive and single-
  * threaded, for GPU-only builds on a machine without any BLAS (the GPU check
  * machine).  There it only computes the CPU reference the CUDA kernels are
  * checked against; every full build links OpenBLAS instead.

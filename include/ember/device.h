@@ -4,8 +4,8 @@
  * The engine runs its numeric ops (EmbeddingBag, Linear, ReLU, cross
  * entropy) and its dense allreduce through one ops table, so the same engine
  * code drives the CPU and a GPU.  Two backends plug in:
- *   - "cpu":  engine/device_cpu.c, the engine's own CBLAS/C ops and the host
- *             ring allreduce over the transport (engine/allreduce.h);
+ *   - "cpu":  engine/device/device_cpu.c, the engine's own CBLAS/C ops and the host
+ *             ring allreduce over the transport (engine/comm/allreduce.h);
  *   - "cuda": cuda/, CUDA kernels + CUB, cuBLAS, NCCL.  Built only when a
  *             CUDA compiler was found (EMBER_HAVE_CUDA).
  *
@@ -18,7 +18,7 @@
  * synchronizing call).
  *
  * The ops mirror <ember/embedding_bag.h> and the engine's dense, loss and
- * allreduce ops (engine/dense.h, engine/loss.h, engine/allreduce.h in the
+ * allreduce ops (engine/ops/dense.h, engine/ops/loss.h, engine/comm/allreduce.h in the
  * source tree); their semantics (modes, padding, empty bags, the sparse
  * sorted-unique backward, mean reductions) are those headers', bit-for-bit
  * on the CPU backend and within float rounding on CUDA.
@@ -101,7 +101,7 @@ typedef struct ember_device_ops {
                                    int64_t *grad_rows_p, float *grad_p,
                                    size_t *nrows_p, float *grad_weights_p);
 
-    /* ---- dense (engine/dense.h) ------------------------------------------ */
+    /* ---- dense (engine/ops/dense.h) ------------------------------------------ */
     ember_status_t (*linear_forward)(ember_device_t *dev, const float *x,
                                      size_t batch, size_t in, size_t out,
                                      const float *weight, const float *bias,
@@ -117,7 +117,7 @@ typedef struct ember_device_ops {
                                     const float *grad_y, size_t n,
                                     float *grad_x_p);
 
-    /* ---- loss (engine/loss.h) -------------------------------------------- */
+    /* ---- loss (engine/ops/loss.h) -------------------------------------------- */
     /* @loss_p is host memory (this op waits).  As on the CPU, nothing is
      * written on error (CUDA checks targets and finiteness first). */
     ember_status_t (*cross_entropy)(ember_device_t *dev, const float *logits,
@@ -125,7 +125,7 @@ typedef struct ember_device_ops {
                                     const int64_t *targets, float *loss_p,
                                     float *grad_p);
 
-    /* ---- dense allreduce (engine/allreduce.h's shape) -------------------- */
+    /* ---- dense allreduce (engine/comm/allreduce.h's shape) -------------------- */
     /* Create a communicator over transport ranks @ranks (member order = NCCL
      * rank order); every member passes the same list and @op_base (the CPU
      * ring's RPC op ids; the CUDA backend uses it to name its rendezvous
@@ -178,7 +178,7 @@ typedef struct ember_device_ops {
      * places + p * @places_stride, where in its bag each value's entry is:
      * the bag's first maximal entry wins, as in PyTorch), and @winner (int16
      * [bags, dim]) that shard, -1 for an empty bag (which pools to 0).  Bit
-     * for bit what engine/pool_parts.c does on the host. */
+     * for bit what engine/ops/bag_parts.c does on the host. */
     ember_status_t (*pool_combine)(ember_device_t *dev, const float *parts,
                                    size_t stride, uint32_t nparts, size_t bags,
                                    size_t dim, ember_pool_mode_t mode,
@@ -230,8 +230,8 @@ ember_mem_type_t ember_device_mem_type(const ember_device_t *dev);
 const char *ember_device_name(const ember_device_t *dev);
 
 /* The device's first member is its backend's state: the backends (which
- * sit below the engine and do not link engine/device.c) read it inline.
- * Everything else in the struct is private to engine/device.c. */
+ * sit below the engine and do not link engine/device/device.c) read it inline.
+ * Everything else in the struct is private to engine/device/device.c. */
 struct ember_device_head {
     void *impl;
 };

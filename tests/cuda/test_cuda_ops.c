@@ -9,8 +9,8 @@
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
 
-#include "engine/dense.h"
-#include "engine/loss.h"
+#include "engine/ops/dense.h"
+#include "engine/ops/loss.h"
 #include "tests/engine/test_util.h"
 
 #ifdef EMBER_HAVE_TRANSPORT

@@ -6,7 +6,7 @@
  * (each rank can regenerate them all), and every rank's result must be
  * bit-identical: ranks publish a checksum of their floats in the store.
  */
-#include "engine/allreduce.h"
+#include "engine/comm/allreduce.h"
 #include "tests/common/mp_spawn.h"
 
 #include <ember/transport.h>

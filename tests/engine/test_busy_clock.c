@@ -3,7 +3,7 @@
  * over the same interval, with the TSC (where the kernel keeps time with
  * it) and without.  Not a timing test: both clocks time the same span.
  */
-#include "engine/busy_clock.h"
+#include "common/clock.h"
 #include "tests/engine/test_util.h"
 
 #include <time.h>

@@ -1,5 +1,5 @@
 /*
- * tests/engine/test_half: fp16 storage (engine/half.c).
+ * tests/engine/test_half: fp16 storage (engine/ops/half.c).
  *
  *   widen_all: every one of the 65536 fp16 values widens to the fp32 value
  *   the compiler's own _Float16 gives (NaNs: a quiet NaN of the same sign
@@ -11,7 +11,7 @@
  *   every conversion, the pooling kernels (axpy, add) and the fp16 SGD row
  *   update (which is the fp32 update rounded), lengths 0-70.
  */
-#include "engine/half.h"
+#include "engine/ops/half.h"
 
 #include "test_util.h"
 

@@ -17,8 +17,8 @@
  *                  range (its end, first + count, overflowed: undefined, an
  *                  abort under UBSan)
  */
-#include "engine/ps_msg.h"
-#include "engine/trainer.h"
+#include "engine/ps/ps_msg.h"
+#include "engine/train/trainer.h"
 
 #include <ember/embedding_bag.h>
 

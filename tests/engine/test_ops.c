@@ -3,11 +3,11 @@
  * Forwards are compared with naive double-precision references written here;
  * backwards with central finite differences of a scalar loss.
  */
-#include "engine/dense.h"
-#include "engine/half.h"
-#include "engine/loss.h"
-#include "engine/pool_parts.h"
-#include "engine/protocol.h"
+#include "engine/ops/dense.h"
+#include "engine/ops/half.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/bag_parts.h"
+#include "engine/wire/protocol.h"
 
 #include <ember/embedding_bag.h>
 
@@ -330,7 +330,7 @@ static int case_bag_empty(void)
     return 0;
 }
 
-/* fp16 rows (engine/half.h): every pooling mode, with padding and weights,
+/* fp16 rows (engine/ops/half.h): every pooling mode, with padding and weights,
  * over a table of fp16 values gives the same bits as the fp32 kernels over
  * the widened table, argmax and weight gradients included; widths that use
  * the 8-wide path, its tail, and several 256-value chunks. */

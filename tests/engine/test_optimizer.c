@@ -4,8 +4,8 @@
  * touch changing row sets so laziness (untouched rows and their state frozen)
  * is exercised.
  */
-#include "engine/half.h"
-#include "engine/optimizer.h"
+#include "engine/ops/half.h"
+#include "engine/ops/optimizer.h"
 
 #include "test_util.h"
 

@@ -1,6 +1,6 @@
 /*
  * Parameter-server tests across processes: real PS ranks running
- * ember_ps_run(), clients that speak the wire protocol (engine/protocol.h)
+ * ember_ps_run(), clients that speak the wire protocol (engine/wire/protocol.h)
  * by hand, forked with mp_spawn.  CTest runs every case over tcp and over
  * shared memory.  Usage: test_ps CASE
  *
@@ -31,10 +31,10 @@
  * Coordination between client ranks goes through the rendezvous store (the
  * PS only meets the others at "roles-ready" and at shutdown).
  */
-#include "engine/optimizer.h"
-#include "engine/protocol.h"
-#include "engine/ps.h"
-#include "engine/rng.h"
+#include "engine/ops/optimizer.h"
+#include "engine/wire/protocol.h"
+#include "engine/ps/ps.h"
+#include "common/rng.h"
 #include "tests/common/mp_spawn.h"
 
 #include <ember/embedding_bag.h>
@@ -205,7 +205,7 @@ static float *table_read_full(ember_tp_t *tp, const table_ref_t *t)
     return full;
 }
 
-/* ---- batches and the distributed lookup (as engine/trainer.c does it) ----- */
+/* ---- batches and the distributed lookup (as engine/train/trainer.c does it) ----- */
 
 typedef struct {
     size_t bags, n;

@@ -1,8 +1,8 @@
 /* The single-process reference against PyTorch's golden runs. */
-#include "engine/half.h"
-#include "engine/replay_file.h"
-#include "engine/replay_local.h"
-#include "engine/safetensors.h"
+#include "engine/ops/half.h"
+#include "engine/io/replay_file.h"
+#include "tests/common/replay_local.h"
+#include "engine/io/safetensors.h"
 
 #include "test_util.h"
 

@@ -1,5 +1,5 @@
 /* safetensors: round trip, the golden files, and malformed-file rejection. */
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 
 #include "test_util.h"
 

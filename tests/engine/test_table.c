@@ -1,5 +1,5 @@
 /*
- * tests/engine/test_table: a PS shard's lookup and gradient (engine/table.c)
+ * tests/engine/test_table: a PS shard's lookup and gradient (engine/ps/table.c)
  * in one process, against the single-process EmbeddingBag and plain SGD.
  *
  *   grad_sum / grad_weighted: bags that share rows, an empty bag, and a row
@@ -21,12 +21,12 @@
  *   zeroed when asked (and resident from 2 MiB up), 2 MiB-aligned from 2 MiB
  *   up, writable, given back.
  */
-#include "engine/half.h"
-#include "engine/hugepage.h"
-#include "engine/optimizer.h"
-#include "engine/protocol.h"
-#include "engine/rng.h"
-#include "engine/table.h"
+#include "engine/ops/half.h"
+#include "common/hugepage.h"
+#include "engine/ops/optimizer.h"
+#include "engine/wire/protocol.h"
+#include "common/rng.h"
+#include "engine/ps/table.h"
 
 #include <ember/embedding_bag.h>
 

@@ -16,9 +16,9 @@
 #include <ember/device.h>
 #include <ember/log.h>
 
-#include "engine/optimizer.h"
-#include "engine/protocol.h"
-#include "engine/table.h"
+#include "engine/ops/optimizer.h"
+#include "engine/wire/protocol.h"
+#include "engine/ps/table.h"
 
 #include "test_util.h"
 

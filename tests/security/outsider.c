@@ -29,7 +29,7 @@
 #define _GNU_SOURCE
 #include "transport/store.h"
 #include "transport/tp_internal.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -58,8 +58,8 @@ static int store_connect(const char *host, int port)
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
     char service[16];
     snprintf(service, sizeof(service), "%d", port);
-    double deadline = tp_time_now() + 30.0;
-    while (tp_time_now() < deadline) {
+    double deadline = ember_time_now() + 30.0;
+    while (ember_time_now() < deadline) {
         if (getaddrinfo(host, service, &hints, &ai) == 0) {
             int fd = socket(ai->ai_family, SOCK_STREAM, 0);
             int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
@@ -69,7 +69,7 @@ static int store_connect(const char *host, int port)
             if (fd >= 0)
                 close(fd);
         }
-        tp_time_sleep(0.02);
+        ember_time_sleep(0.02);
     }
     return -1;
 }
@@ -134,7 +134,7 @@ static int store_stall(const char *host, int port, int count, double seconds)
     }
     printf("outsider: %d connections hold 4 bytes of a request\n", count);
     fflush(stdout);
-    tp_time_sleep(seconds);
+    ember_time_sleep(seconds);
     int dropped = 0;
     for (int i = 0; i < count; i++) {
         char sink[64];
@@ -269,23 +269,23 @@ static void ucx_close(ucx_t *ucx, ucp_ep_h *eps, int count)
 
 static void ucx_progress(ucx_t *ucx, double seconds)
 {
-    double deadline = tp_time_now() + seconds;
-    while (tp_time_now() < deadline) {
+    double deadline = ember_time_now() + seconds;
+    while (ember_time_now() < deadline) {
         if (!ucp_worker_progress(ucx->worker))
-            tp_time_sleep(0.0005);
+            ember_time_sleep(0.0005);
     }
 }
 
 /* The first message of @am_id seen since @from, or NULL after @seconds. */
 static seen_t *ucx_wait_for(ucx_t *ucx, unsigned am_id, int from, double seconds)
 {
-    double deadline = tp_time_now() + seconds;
+    double deadline = ember_time_now() + seconds;
     do {
         for (int i = from; i < ucx->nseen; i++)
             if (ucx->seen[i].am_id == am_id)
                 return &ucx->seen[i];
         ucx_progress(ucx, 0.01);
-    } while (tp_time_now() < deadline);
+    } while (ember_time_now() < deadline);
     return NULL;
 }
 
@@ -297,9 +297,9 @@ static void ucx_send(ucx_t *ucx, ucp_ep_h ep, unsigned am_id, const void *header
     ucs_status_ptr_t request =
         ucp_am_send_nbx(ep, am_id, header, header_length, data, length, &param);
     if (UCS_PTR_IS_PTR(request)) {
-        double deadline = tp_time_now() + 5.0;
+        double deadline = ember_time_now() + 5.0;
         while (ucp_request_check_status(request) == UCS_INPROGRESS &&
-               tp_time_now() < deadline)
+               ember_time_now() < deadline)
             ucp_worker_progress(ucx->worker);
         ucp_request_free(request);
     }
@@ -307,7 +307,7 @@ static void ucx_send(ucx_t *ucx, ucp_ep_h ep, unsigned am_id, const void *header
 
 static void *read_file(const char *path, size_t *length_p, double wait_s)
 {
-    double deadline = tp_time_now() + wait_s;
+    double deadline = ember_time_now() + wait_s;
     for (;;) {
         FILE *file = fopen(path, "rb");
         if (file) {
@@ -320,9 +320,9 @@ static void *read_file(const char *path, size_t *length_p, double wait_s)
             }
             free(data);
         }
-        if (tp_time_now() > deadline)
+        if (ember_time_now() > deadline)
             return NULL;
-        tp_time_sleep(0.02);
+        ember_time_sleep(0.02);
     }
 }
 

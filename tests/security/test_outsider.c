@@ -21,7 +21,7 @@
 #define _GNU_SOURCE
 #include "tests/common/mp_spawn.h"
 #include "transport/tp_internal.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include <ember/transport.h>
 
@@ -88,9 +88,9 @@ static pid_t outsider_start(const char *mode)
 /* The outsider's exit code, progressing @tp meanwhile (it talks to us). */
 static int outsider_wait(ember_tp_t *tp, pid_t pid, double timeout_s)
 {
-    double deadline = tp_time_now() + timeout_s;
+    double deadline = ember_time_now() + timeout_s;
     int status;
-    while (tp_time_now() < deadline) {
+    while (ember_time_now() < deadline) {
         pid_t done = waitpid(pid, &status, WNOHANG);
         if (done == pid)
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -161,9 +161,9 @@ static int case_stranger(int rank, int world, void *arg)
 
 static void meet(ember_tp_t *tp, const char *key, int64_t count)
 {
-    double deadline = tp_time_now() + 60;
+    double deadline = ember_time_now() + 60;
     while (tp_store_wait_ge(tp->store, key, count, 0.02) == EMBER_ERR_TIMED_OUT &&
-           tp_time_now() < deadline)
+           ember_time_now() < deadline)
         ember_tp_wait(tp, 0.01);
 }
 
@@ -185,8 +185,8 @@ static int case_relay(int rank, int world, void *arg)
         snprintf(path, sizeof(path), "%s/outsider.addr", dir());
         uint8_t address[4096];
         size_t length = 0;
-        double deadline = tp_time_now() + 30;
-        while (!length && tp_time_now() < deadline) {
+        double deadline = ember_time_now() + 30;
+        while (!length && ember_time_now() < deadline) {
             FILE *file = fopen(path, "rb");
             if (file) {
                 length = fread(address, 1, sizeof(address), file);
@@ -200,12 +200,12 @@ static int case_relay(int rank, int world, void *arg)
                  "set address");
         char data[8] = "victim!";
         ember_iov_t iov = {.buffer = data, .length = sizeof(data)};
-        double start = tp_time_now();
+        double start = ember_time_now();
         ember_status_t status = ember_rpc_call(tp, 1, OP_ECHO, &iov, 1, NULL, 0, NULL);
         MP_CHECK(status == EMBER_ERR_AUTH, "the relayed connection: %s (want AUTH)",
                  ember_status_string(status));
-        MP_CHECK(tp_time_now() - start < 8, "the refusal took %.1f s",
-                 tp_time_now() - start);
+        MP_CHECK(ember_time_now() - start < 8, "the refusal took %.1f s",
+                 ember_time_now() - start);
         int code = outsider_wait(tp, pid, 60);
         MP_CHECK(code == 0, "the relay got something through (exit %d)", code);
         MP_CHECK(tp_store_add(tp->store, "relay-done", 1, NULL) == EMBER_OK, "store");
@@ -247,12 +247,12 @@ static int case_bad_address(int rank, int world, void *arg)
         ember_tp_params_t params;
         ember_tp_t *tp = NULL;
         ember_tp_params_init(&params);
-        double start = tp_time_now();
+        double start = ember_time_now();
         ember_status_t status = ember_tp_create(&params, &tp);
         MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "joined beside a garbage address: %s",
                  ember_status_string(status));
-        MP_CHECK(tp_time_now() - start < 4, "the refusal took %.1f s",
-                 tp_time_now() - start);
+        MP_CHECK(ember_time_now() - start < 4, "the refusal took %.1f s",
+                 ember_time_now() - start);
         return 0;
     }
     /* Rank 1 holds the secret but publishes 200 random bytes as its address. */
@@ -273,7 +273,7 @@ static int case_bad_address(int rank, int world, void *arg)
                  tp_store_set(client, "ember/name/1", "rank1", 5) == EMBER_OK &&
                  tp_store_set(client, "ember/proc/1", process, strlen(process)) == EMBER_OK,
              "publish");
-    tp_time_sleep(1.0); /* rank 0 reads it, then stops serving */
+    ember_time_sleep(1.0); /* rank 0 reads it, then stops serving */
     tp_store_disconnect(client);
     return 0;
 }

@@ -8,16 +8,16 @@
  *
  * golden_compare --fp16 GOLDEN SAVED [TOL]: the run was made with
  * `--table-dtype fp16`.  Its oracle is the single-process replay with the
- * table stored as fp16 (engine/replay_local.c): the saved run must match it
+ * table stored as fp16 (tests/common/replay_local.c): the saved run must match it
  * within TOL, every saved table value must be an fp16 value, and the oracle
  * must stay within FP16_DRIFT of PyTorch's fp32 run (what fp16 rows cost).
  * --fp16-replies (alone or with --fp16): the run used `--reply-dtype fp16`
  * with one PS; the oracle rounds each pooled reply as that PS does.
  */
-#include "engine/half.h"
-#include "engine/replay_file.h"
-#include "engine/replay_local.h"
-#include "engine/safetensors.h"
+#include "engine/ops/half.h"
+#include "engine/io/replay_file.h"
+#include "tests/common/replay_local.h"
+#include "engine/io/safetensors.h"
 
 #include <errno.h>
 #include <math.h>
@@ -48,7 +48,7 @@ static double max_diff(const float *a, const float *b, size_t n, size_t *at_p)
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* "STEPS,TRAINERS" (losses_shape) at full width, each within what a replay
- * file may hold (engine/replay_file.h): decimal digits, nothing else. */
+ * file may hold (engine/io/replay_file.h): decimal digits, nothing else. */
 static int parse_losses_shape(const char *text, uint64_t *steps_p, uint64_t *trainers_p)
 {
     char *end;

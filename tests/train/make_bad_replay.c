@@ -18,7 +18,7 @@
  * these it prints one line, what the refusal must say (the key and the
  * value, or the tensor with its shape and the wanted one).
  */
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 
 #include <inttypes.h>
 #include <stdio.h>

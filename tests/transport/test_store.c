@@ -22,7 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "transport/store.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include "tests/engine/test_util.h"
 
@@ -186,8 +186,8 @@ static int closed_within(int fd, double seconds)
 {
     uint8_t sink[256];
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    double deadline = tp_time_now() + seconds;
-    while (tp_time_now() < deadline) {
+    double deadline = ember_time_now() + seconds;
+    while (ember_time_now() < deadline) {
         if (poll(&pfd, 1, 50) == 1 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) == 0)
             return 1;
     }
@@ -281,12 +281,12 @@ static int case_stall(void)
     /* Served at once while the others hold their connections. */
     double worst = 0;
     for (int i = 0; i < 50; i++) {
-        double start = tp_time_now();
+        double start = ember_time_now();
         int64_t value;
         CHECK(tp_store_add(client, "n", 1, &value) == EMBER_OK && value == i + 1, "add");
-        double took = tp_time_now() - start;
+        double took = ember_time_now() - start;
         worst = took > worst ? took : worst;
-        tp_time_sleep(0.05);
+        ember_time_sleep(0.05);
     }
     CHECK(worst < 0.5, "a request took %.3f s beside stalled connections", worst);
     for (int i = 0; i < 7; i++)

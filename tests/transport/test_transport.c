@@ -5,7 +5,7 @@
  */
 #include "tests/common/mp_spawn.h"
 #include "transport/tp_internal.h"
-#include "transport/tp_time.h"
+#include "common/clock.h"
 
 #include <ember/transport.h>
 
@@ -415,8 +415,8 @@ static int serve(ember_tp_t *tp, server_t *server)
     MP_CHECK(ember_rpc_register_alloc(tp, OP_PLACE, place_alloc, place_release, server) ==
                  EMBER_OK, "register_alloc");
     ember_tp_barrier(tp, "serving");
-    double deadline = tp_time_now() + 120;
-    while (!server->stop && tp_time_now() < deadline)
+    double deadline = ember_time_now() + 120;
+    while (!server->stop && ember_time_now() < deadline)
         ember_tp_wait(tp, 0.1);
     MP_CHECK(server->stop, "server was never stopped");
     for (size_t i = 0; i < server->held_count; i++)
@@ -608,8 +608,8 @@ static int case_oneway_eager(int rank, int world, void *arg)
         uint64_t want;
         memcpy(&want, value, sizeof(want));
         free(value);
-        double deadline = tp_time_now() + 60;
-        while (!got.arrived && tp_time_now() < deadline)
+        double deadline = ember_time_now() + 60;
+        while (!got.arrived && ember_time_now() < deadline)
             ember_tp_wait(tp, 0.1);
         MP_CHECK(got.arrived && got.length == length && got.sum == want,
                  "one-way message of %zu bytes: arrived %d, %zu bytes, checksum %s",
@@ -627,8 +627,8 @@ static int case_oneway_eager(int rank, int world, void *arg)
         ember_iov_t iov = {.buffer = out, .length = length};
         MP_CHECK(ember_rpc_send(tp, 1, OP_ONEWAY, &iov, 1, oneway_sent, &sent) ==
                      EMBER_OK, "send of %zu bytes", length);
-        double deadline = tp_time_now() + 30;
-        while (sent == EMBER_INPROGRESS && tp_time_now() < deadline)
+        double deadline = ember_time_now() + 30;
+        while (sent == EMBER_INPROGRESS && ember_time_now() < deadline)
             ember_tp_progress(tp);
         MP_CHECK(sent == EMBER_OK, "a one-way message of %zu bytes (its peer's eager limit) did "
                  "not leave while its receiver made no progress: %s", length,
@@ -767,8 +767,8 @@ static int case_deferred(int rank, int world, void *arg)
         ember_tp_barrier(tp, "serving");
         MP_CHECK(ember_rpc_call_async(tp, 1, OP_FIRST, NULL, 0, first, sizeof(first),
                                       0, &f1) == EMBER_OK, "call FIRST");
-        double until = tp_time_now() + 0.3;
-        while (tp_time_now() < until)
+        double until = ember_time_now() + 0.3;
+        while (ember_time_now() < until)
             ember_tp_wait(tp, 0.05);
         MP_CHECK(ember_future_test(f1) == EMBER_INPROGRESS,
                  "FIRST answered before SECOND was sent");
@@ -863,8 +863,8 @@ static int case_batch(int rank, int world, void *arg)
                              ember_status_string(status), length, n);
                 }
             }
-            double until = tp_time_now() + 10;
-            while (!client.seen && tp_time_now() < until)
+            double until = ember_time_now() + 10;
+            while (!client.seen && ember_time_now() < until)
                 ember_tp_wait(tp, 0.05);
             MP_CHECK(client.seen, "round %d: no AFTER", round);
             MP_CHECK(client.all_done, "round %d: AFTER overtook a held reply", round);
@@ -955,7 +955,7 @@ static int case_kill(int rank, int world, void *arg)
             MP_CHECK(ember_rpc_call_async(tp, 1, OP_HOLD, NULL, 0, NULL, 0, 0,
                                           &futures[i]) == EMBER_OK, "hold call");
         ember_tp_wait(tp, 0.2); /* the calls are at the victim */
-        double killed_at = tp_time_now();
+        double killed_at = ember_time_now();
         kill((pid_t)victim, SIGKILL);
         /* Calls held for a batch when their peer dies fail as the others;
          * one held beside them for a live peer is answered. */
@@ -970,9 +970,9 @@ static int case_kill(int rank, int world, void *arg)
                  "calls not held: %zu, %zu", tp->peers[1].deferred_count,
                  tp->peers[2].deferred_count);
         ember_status_t held_status = ember_future_wait(held_dead);
-        MP_CHECK(held_status == EMBER_ERR_PEER_LOST && tp_time_now() - killed_at < 2.0,
+        MP_CHECK(held_status == EMBER_ERR_PEER_LOST && ember_time_now() - killed_at < 2.0,
                  "held call to the dead peer: %s after %.2f s",
-                 ember_status_string(held_status), tp_time_now() - killed_at);
+                 ember_status_string(held_status), ember_time_now() - killed_at);
         held_status = ember_future_wait(held_live);
         MP_CHECK(held_status == EMBER_OK, "held call to the live peer: %s",
                  ember_status_string(held_status));
@@ -981,7 +981,7 @@ static int case_kill(int rank, int world, void *arg)
         ember_future_release(held_live);
         for (int i = 0; i < HELD; i++) {
             ember_status_t status = ember_future_wait(futures[i]);
-            double elapsed = tp_time_now() - killed_at;
+            double elapsed = ember_time_now() - killed_at;
             size_t length;
             const char *text = ember_future_data(futures[i], &length);
             MP_CHECK(status == EMBER_ERR_PEER_LOST, "pending call: %s",
@@ -1023,11 +1023,11 @@ static int case_sigstop(int rank, int world, void *arg)
         ember_tp_barrier(tp, "serving");
         int64_t victim = peer_pid(tp, 1);
         kill((pid_t)victim, SIGSTOP);
-        double start = tp_time_now();
+        double start = ember_time_now();
         MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, 3.0,
                                       &future) == EMBER_OK, "call");
         ember_status_t status = ember_future_wait(future);
-        double elapsed = tp_time_now() - start;
+        double elapsed = ember_time_now() - start;
         size_t length;
         const char *text = ember_future_data(future, &length);
         MP_CHECK(status == EMBER_ERR_TIMED_OUT, "stopped peer: %s",
@@ -1058,9 +1058,9 @@ static int case_auth(int rank, int world, void *arg)
         params.secret = wrong;
         params.secret_length = sizeof(wrong) - 1;
     }
-    double start = tp_time_now();
+    double start = ember_time_now();
     ember_status_t status = ember_tp_create(&params, &tp);
-    double took = tp_time_now() - start;
+    double took = ember_time_now() - start;
     MP_CHECK(status != EMBER_OK, "rank %d joined a job whose secret %s", rank,
              rank == 1 ? "it does not hold" : "rank 1 does not hold");
     if (rank == 1)

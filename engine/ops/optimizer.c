@@ -1,0 +1,448 @@
+/* ember engine: SGD / Adagrad / row-wise Adagrad / Adam, dense and lazy. */
+#include "engine/ops/optimizer.h"
+#include "engine/ops/half.h"
+#include "common/hugepage.h"
+#include "common/prefetch.h"
+
+#include <ember/log.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ember_opt {
+    ember_opt_config_t cfg;
+    ember_opt_layout_t layout;
+    size_t rows, dim;
+    uint64_t step;      /* steps taken (dense, or per table for sparse) */
+    float *buf0;        /* momentum / sum of squares / exp_avg / row acc */
+    float *buf1;        /* exp_avg_sq (Adam) */
+    uint8_t *started;   /* sparse SGD with dampening: row buffer started */
+    uint32_t *row_step; /* sparse Adam with per-row steps */
+    float *row;         /* sparse: one fp16 row widened for its update */
+    size_t state_bytes;
+};
+
+static const char *const opt_names[] = {"sgd", "adagrad", "rowwise_adagrad",
+                                        "adam"};
+
+const char *ember_opt_kind_name(ember_opt_kind_t kind)
+{
+    if ((unsigned)kind < sizeof(opt_names) / sizeof(opt_names[0]))
+        return opt_names[kind];
+    return "unknown";
+}
+
+ember_status_t ember_opt_kind_parse(const char *text, ember_opt_kind_t *kind_p)
+{
+    for (unsigned i = 0; text && i < sizeof(opt_names) / sizeof(opt_names[0]);
+         i++) {
+        if (strcmp(text, opt_names[i]) == 0) {
+            *kind_p = (ember_opt_kind_t)i;
+            return EMBER_OK;
+        }
+    }
+    return EMBER_ERR_INVALID_PARAM;
+}
+
+void ember_opt_config_default(ember_opt_kind_t kind, float lr,
+                              ember_opt_config_t *cfg_p)
+{
+    memset(cfg_p, 0, sizeof(*cfg_p));
+    cfg_p->kind = kind;
+    cfg_p->lr = lr;
+    cfg_p->beta1 = 0.9f;
+    cfg_p->beta2 = 0.999f;
+    cfg_p->adam_row_step = 1;
+    switch (kind) {
+    case EMBER_OPT_ADAGRAD:
+        cfg_p->eps = 1e-10f;
+        break;
+    case EMBER_OPT_ROWWISE_ADAGRAD: /* FBGEMM's default */
+    case EMBER_OPT_ADAM:
+        cfg_p->eps = 1e-8f;
+        break;
+    case EMBER_OPT_SGD:
+        break;
+    }
+}
+
+static ember_status_t opt_check_config(const ember_opt_config_t *c)
+{
+    const char *why = NULL;
+
+    if (!(c->lr >= 0.0f) || !isfinite(c->lr))
+        why = "lr must be finite and >= 0";
+    else if ((unsigned)c->kind > EMBER_OPT_ADAM)
+        why = "unknown optimizer kind";
+    else if (c->kind == EMBER_OPT_SGD && !(c->momentum >= 0.0f))
+        why = "momentum must be >= 0";
+    else if (c->kind == EMBER_OPT_SGD && c->nesterov &&
+             (c->momentum <= 0.0f || c->dampening != 0.0f))
+        why = "nesterov needs momentum > 0 and dampening 0 (as PyTorch)";
+    else if (c->kind == EMBER_OPT_ADAGRAD && !(c->lr_decay >= 0.0f))
+        why = "lr_decay must be >= 0";
+    else if ((c->kind == EMBER_OPT_ADAGRAD ||
+              c->kind == EMBER_OPT_ROWWISE_ADAGRAD) &&
+             !(c->initial_accumulator >= 0.0f))
+        why = "initial_accumulator must be >= 0";
+    else if (c->kind != EMBER_OPT_SGD && !(c->eps >= 0.0f))
+        why = "eps must be >= 0";
+    else if (c->kind == EMBER_OPT_ADAM &&
+             !(c->beta1 >= 0.0f && c->beta1 < 1.0f && c->beta2 >= 0.0f &&
+               c->beta2 < 1.0f))
+        why = "Adam betas must lie in [0, 1)";
+    if (why) {
+        ember_error("optim", "%s: %s", ember_opt_kind_name(c->kind), why);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    return EMBER_OK;
+}
+
+/* calloc that also counts what it hands out, so state_bytes is exact. */
+static void *opt_alloc(ember_opt_t *opt, size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size)
+        return NULL;
+    void *p = ember_huge_alloc(count * size, 1); /* random rows: see hugepage.h */
+    if (p)
+        opt->state_bytes += count * size;
+    return p;
+}
+
+ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows,
+                                size_t dim, ember_opt_layout_t layout,
+                                ember_opt_t **opt_p)
+{
+    ember_opt_t *opt;
+    size_t n;
+
+    /* A sparse parameter may have no rows: a parameter server's shard of a
+     * table with fewer rows than servers owns none. */
+    if (!cfg || !opt_p || (rows == 0 && layout != EMBER_OPT_SPARSE) || dim == 0 ||
+        rows > SIZE_MAX / dim ||
+        (layout != EMBER_OPT_DENSE && layout != EMBER_OPT_SPARSE)) {
+        ember_error("optim", "create: invalid arguments (rows %zu, dim %zu)",
+                    rows, dim);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    EMBER_CHECK(opt_check_config(cfg));
+    n = rows * dim;
+    opt = calloc(1, sizeof(*opt));
+    if (!opt)
+        return EMBER_ERR_NO_MEMORY;
+    opt->cfg = *cfg;
+    opt->layout = layout;
+    opt->rows = rows;
+    opt->dim = dim;
+    if (layout == EMBER_OPT_SPARSE && !(opt->row = malloc(dim * sizeof(float)))) {
+        free(opt);
+        return EMBER_ERR_NO_MEMORY;
+    }
+
+    switch (cfg->kind) {
+    case EMBER_OPT_SGD:
+        if (cfg->momentum != 0.0f) {
+            if (!(opt->buf0 = opt_alloc(opt, n, sizeof(float))))
+                goto err_destroy;
+            /* A zero buffer behaves as "not started" only when dampening is
+             * 0 (m*0 + 1*g == g); otherwise each row needs its own flag. */
+            if (layout == EMBER_OPT_SPARSE && cfg->dampening != 0.0f &&
+                !(opt->started = opt_alloc(opt, (rows + 7) / 8, 1)))
+                goto err_destroy;
+        }
+        break;
+    case EMBER_OPT_ADAGRAD:
+        if (!(opt->buf0 = opt_alloc(opt, n, sizeof(float))))
+            goto err_destroy;
+        for (size_t i = 0; i < n; i++)
+            opt->buf0[i] = cfg->initial_accumulator;
+        break;
+    case EMBER_OPT_ROWWISE_ADAGRAD:
+        if (!(opt->buf0 = opt_alloc(opt, rows, sizeof(float))))
+            goto err_destroy;
+        for (size_t i = 0; i < rows; i++)
+            opt->buf0[i] = cfg->initial_accumulator;
+        break;
+    case EMBER_OPT_ADAM:
+        if (!(opt->buf0 = opt_alloc(opt, n, sizeof(float))) ||
+            !(opt->buf1 = opt_alloc(opt, n, sizeof(float))))
+            goto err_destroy;
+        if (layout == EMBER_OPT_SPARSE && cfg->adam_row_step &&
+            !(opt->row_step = opt_alloc(opt, rows, sizeof(uint32_t))))
+            goto err_destroy;
+        break;
+    }
+    *opt_p = opt;
+    return EMBER_OK;
+
+err_destroy:
+    ember_error("optim", "create: no memory for %s state of %zu x %zu",
+                ember_opt_kind_name(cfg->kind), rows, dim);
+    ember_opt_destroy(opt);
+    return EMBER_ERR_NO_MEMORY;
+}
+
+void ember_opt_destroy(ember_opt_t *opt)
+{
+    if (!opt)
+        return;
+    ember_huge_free(opt->buf0);
+    ember_huge_free(opt->buf1);
+    ember_huge_free(opt->started);
+    ember_huge_free(opt->row_step);
+    free(opt->row);
+    free(opt);
+}
+
+size_t ember_opt_state_bytes(const ember_opt_t *opt)
+{
+    return opt ? opt->state_bytes : 0;
+}
+
+/* --- kernels over one contiguous span; state at the same offset ---------- */
+
+static void sgd_span(const ember_opt_config_t *c, float *restrict w,
+                     const float *restrict g, float *restrict buf, size_t len,
+                     int first)
+{
+    const float lr = c->lr, mom = c->momentum, damp1 = 1.0f - c->dampening;
+
+    if (!buf) {
+        for (size_t i = 0; i < len; i++)
+            w[i] -= lr * g[i];
+        return;
+    }
+    for (size_t i = 0; i < len; i++) {
+        float b = first ? g[i] : mom * buf[i] + damp1 * g[i];
+        buf[i] = b;
+        float d = c->nesterov ? g[i] + mom * b : b;
+        w[i] -= lr * d;
+    }
+}
+
+static void adagrad_span(const ember_opt_config_t *c, float *restrict w,
+                         const float *restrict g, float *restrict sum,
+                         size_t len, float clr)
+{
+    for (size_t i = 0; i < len; i++) {
+        sum[i] += g[i] * g[i];
+        w[i] -= clr * (g[i] / (sqrtf(sum[i]) + c->eps));
+    }
+}
+
+static void rowwise_row(const ember_opt_config_t *c, float *restrict w,
+                        const float *restrict g, float *acc, size_t dim)
+{
+    float sq = 0.0f;
+    for (size_t d = 0; d < dim; d++)
+        sq += g[d] * g[d];
+    *acc += sq / (float)dim;
+    float mult = c->lr / (sqrtf(*acc) + c->eps);
+    for (size_t d = 0; d < dim; d++)
+        w[d] -= mult * g[d];
+}
+
+/* torch.optim.Adam: eps is added to sqrt(v) / sqrt(1 - b2^t). */
+static void adam_dense_span(const ember_opt_config_t *c, float *restrict w,
+                            const float *restrict g, float *restrict m,
+                            float *restrict v, size_t len, uint64_t t)
+{
+    const double bc1 = 1.0 - pow(c->beta1, (double)t);
+    const double bc2 = 1.0 - pow(c->beta2, (double)t);
+    const float step_size = (float)(c->lr / bc1);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    const float b1 = c->beta1, b2 = c->beta2;
+
+    for (size_t i = 0; i < len; i++) {
+        m[i] = m[i] * b1 + (1.0f - b1) * g[i];
+        v[i] = v[i] * b2 + (1.0f - b2) * g[i] * g[i];
+        float denom = sqrtf(v[i]) / bc2_sqrt + c->eps;
+        w[i] -= step_size * (m[i] / denom);
+    }
+}
+
+/* torch.optim.SparseAdam: eps on sqrt(v), step lr sqrt(1-b2^t) / (1-b1^t). */
+static void adam_sparse_span(const ember_opt_config_t *c, float *restrict w,
+                             const float *restrict g, float *restrict m,
+                             float *restrict v, size_t len, uint64_t t)
+{
+    const double bc1 = 1.0 - pow(c->beta1, (double)t);
+    const double bc2 = 1.0 - pow(c->beta2, (double)t);
+    const float step_size = (float)(c->lr * sqrt(bc2) / bc1);
+    const float b1 = c->beta1, b2 = c->beta2;
+
+    for (size_t i = 0; i < len; i++) {
+        m[i] += (g[i] - m[i]) * (1.0f - b1);
+        v[i] += (g[i] * g[i] - v[i]) * (1.0f - b2);
+        w[i] -= step_size * (m[i] / (sqrtf(v[i]) + c->eps));
+    }
+}
+
+static float adagrad_clr(const ember_opt_t *opt)
+{
+    /* step was already incremented: clr = lr / (1 + (t - 1) lr_decay). */
+    return (float)(opt->cfg.lr /
+                   (1.0 + (double)(opt->step - 1) * opt->cfg.lr_decay));
+}
+
+ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param,
+                                    const float *grad, size_t n)
+{
+    if (!opt || opt->layout != EMBER_OPT_DENSE || n != opt->rows * opt->dim ||
+        !param || !grad) {
+        ember_error("optim", "dense step: invalid arguments (n %zu, expected "
+                             "%zu, layout %s)", n, opt ? opt->rows * opt->dim : 0,
+                    opt && opt->layout == EMBER_OPT_SPARSE ? "sparse" : "dense");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    opt->step++;
+    switch (opt->cfg.kind) {
+    case EMBER_OPT_SGD:
+        sgd_span(&opt->cfg, param, grad, opt->buf0, n, opt->step == 1);
+        break;
+    case EMBER_OPT_ADAGRAD:
+        adagrad_span(&opt->cfg, param, grad, opt->buf0, n, adagrad_clr(opt));
+        break;
+    case EMBER_OPT_ROWWISE_ADAGRAD:
+        for (size_t r = 0; r < opt->rows; r++)
+            rowwise_row(&opt->cfg, param + r * opt->dim, grad + r * opt->dim,
+                        &opt->buf0[r], opt->dim);
+        break;
+    case EMBER_OPT_ADAM:
+        adam_dense_span(&opt->cfg, param, grad, opt->buf0, opt->buf1, n,
+                        opt->step);
+        break;
+    }
+    return EMBER_OK;
+}
+
+ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
+                                     const int64_t *rows, const float *grad,
+                                     size_t nrows)
+{
+    return ember_opt_step_sparse_typed(opt, table, EMBER_DTYPE_F32, dim, rows, grad,
+                                       nrows);
+}
+
+/* @gathered: @table holds the touched rows packed in the order of @rows
+ * ([nrows, dim], a device's rows copied out) instead of the whole table. */
+static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype,
+                                  size_t dim, const int64_t *rows, const float *grad,
+                                  size_t nrows, int gathered);
+
+ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
+                                           ember_dtype_t dtype, size_t dim,
+                                           const int64_t *rows, const float *grad,
+                                           size_t nrows)
+{
+    return step_sparse(opt, table, dtype, dim, rows, grad, nrows, 0);
+}
+
+ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values,
+                                              size_t dim, const int64_t *rows,
+                                              const float *grad, size_t nrows)
+{
+    return step_sparse(opt, values, EMBER_DTYPE_F32, dim, rows, grad, nrows, 1);
+}
+
+static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype,
+                                  size_t dim, const int64_t *rows, const float *grad,
+                                  size_t nrows, int gathered)
+{
+    if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
+        ember_error("optim", "sparse step: rows of dtype %d are not supported (fp32, "
+                             "fp16)", (int)dtype);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (!opt || opt->layout != EMBER_OPT_SPARSE || dim != opt->dim ||
+        (nrows > 0 && (!table || !rows || !grad))) {
+        ember_error("optim", "sparse step: invalid arguments (dim %zu, "
+                             "expected %zu)", dim, opt ? opt->dim : 0);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    /* Check every row before touching anything, so an error leaves the table
+     * and state exactly as they were. */
+    for (size_t u = 0; u < nrows; u++) {
+        if (rows[u] < 0 || (uint64_t)rows[u] >= opt->rows) {
+            ember_error("optim", "sparse step: row %" PRId64 " at position %zu "
+                                 "is out of range [0, %zu)",
+                        rows[u], u, opt->rows);
+            return EMBER_ERR_OUT_OF_RANGE;
+        }
+        if (u > 0 && rows[u] <= rows[u - 1]) {
+            ember_error("optim", "sparse step: rows not strictly increasing at "
+                                 "position %zu (%" PRId64 " after %" PRId64 ")",
+                        u, rows[u], rows[u - 1]);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+    }
+    opt->step++;
+    const ember_opt_config_t *c = &opt->cfg;
+    const float clr = c->kind == EMBER_OPT_ADAGRAD ? adagrad_clr(opt) : 0.0f;
+    const int half = dtype == EMBER_DTYPE_F16;
+    const size_t row_bytes = dim * sizeof(float);
+    const size_t stored_bytes = half ? dim * sizeof(uint16_t) : row_bytes;
+    char *base = table;
+    /* Plain SGD on fp16 rows needs no fp32 copy of the row: one pass. */
+    const int half_sgd = half && c->kind == EMBER_OPT_SGD && !opt->buf0;
+    for (size_t u = 0; u < nrows; u++) {
+        size_t r = (size_t)rows[u], off = r * dim;
+        void *stored = base + (gathered ? u : r) * stored_bytes;
+        /* An fp16 row is updated in fp32 and rounded back once. */
+        float *w = half ? opt->row : stored;
+        const float *g = grad + u * dim;
+
+        if (u + EMBER_PREFETCH_AHEAD < nrows) { /* random rows: see prefetch.h */
+            size_t ahead = (size_t)rows[u + EMBER_PREFETCH_AHEAD] * dim;
+            if (!gathered)
+                ember_prefetch_span(base + (size_t)rows[u + EMBER_PREFETCH_AHEAD] *
+                                               stored_bytes,
+                                    stored_bytes, 1);
+            if (opt->buf0 && c->kind != EMBER_OPT_ROWWISE_ADAGRAD)
+                ember_prefetch_span(opt->buf0 + ahead, row_bytes, 1);
+            if (opt->buf1)
+                ember_prefetch_span(opt->buf1 + ahead, row_bytes, 1);
+        }
+        if (half_sgd) {
+            ember_half_sgd(stored, g, c->lr, dim);
+            continue;
+        }
+        if (half)
+            ember_half_to_float_n(stored, w, dim);
+
+        switch (c->kind) {
+        case EMBER_OPT_SGD: {
+            int first = 0;
+            if (opt->started) {
+                first = !(opt->started[r / 8] & (1u << (r % 8)));
+                opt->started[r / 8] |= (uint8_t)(1u << (r % 8));
+            }
+            sgd_span(c, w, g, opt->buf0 ? opt->buf0 + off : NULL, dim, first);
+            break;
+        }
+        case EMBER_OPT_ADAGRAD:
+            adagrad_span(c, w, g, opt->buf0 + off, dim, clr);
+            break;
+        case EMBER_OPT_ROWWISE_ADAGRAD:
+            rowwise_row(c, w, g, &opt->buf0[r], dim);
+            break;
+        case EMBER_OPT_ADAM: {
+            uint64_t t = opt->step;
+            if (opt->row_step) {
+                /* Saturate: past 2^32 updates the bias terms are exactly 1. */
+                if (opt->row_step[r] != UINT32_MAX)
+                    opt->row_step[r]++;
+                t = opt->row_step[r];
+            }
+            adam_sparse_span(c, w, g, opt->buf0 + off, opt->buf1 + off, dim, t);
+            break;
+        }
+        }
+        if (half)
+            ember_float_to_half_n(w, stored, dim);
+    }
+    return EMBER_OK;
+}

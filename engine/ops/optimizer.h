@@ -1,0 +1,147 @@
+/*
+ * ember engine: optimizers, dense (trainer side, as torch.optim) and sparse /
+ * lazy (parameter-server side: only the rows a step touched are updated, and
+ * only their state moves).
+ *
+ * One optimizer object serves one parameter of shape [rows, dim] (a dense
+ * vector is rows = 1, dim = n) and owns that parameter's state, allocated once
+ * at create and sized to what the algorithm needs:
+ *
+ *   SGD                 none; momentum: one buffer [rows, dim]; sparse with
+ *                       dampening != 0 also one bit per row ("buffer started")
+ *   Adagrad             sum of squares [rows, dim]
+ *   row-wise Adagrad    one accumulator per row [rows]
+ *   Adam                exp_avg + exp_avg_sq [rows, dim]; sparse with
+ *                       per-row steps also a uint32 step count per row
+ *
+ * Formulas follow PyTorch 1.13: SGD (momentum, dampening, nesterov), Adagrad
+ * (lr_decay, eps 1e-10, initial accumulator), Adam (bias-corrected, eps on
+ * sqrt(v_hat)); sparse Adam follows torch.optim.SparseAdam (eps on sqrt(v),
+ * step size lr * sqrt(1 - b2^t) / (1 - b1^t)), with t counted per row by
+ * default so a row's bias correction matches the updates its moments saw.
+ * Row-wise Adagrad is FBGEMM's EXACT_ROWWISE_ADAGRAD: acc_r += mean_d(g^2),
+ * w_r -= lr / (sqrt(acc_r) + eps) * g_r.  Weight decay is not supported.
+ *
+ * Not thread-safe: one caller at a time per object (the PS applies a step
+ * under its table's lock).
+ */
+#ifndef EMBER_ENGINE_OPTIMIZER_H
+#define EMBER_ENGINE_OPTIMIZER_H
+
+#include <ember/dtype.h>
+#include <ember/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    EMBER_OPT_SGD,
+    EMBER_OPT_ADAGRAD,
+    EMBER_OPT_ROWWISE_ADAGRAD,
+    EMBER_OPT_ADAM
+} ember_opt_kind_t;
+
+/* Whether the object is stepped with whole gradients or with touched rows. */
+typedef enum {
+    EMBER_OPT_DENSE,
+    EMBER_OPT_SPARSE
+} ember_opt_layout_t;
+
+typedef struct {
+    ember_opt_kind_t kind;
+    float lr;
+    float momentum;            /* SGD; 0 = plain SGD */
+    float dampening;           /* SGD */
+    int nesterov;              /* SGD; needs momentum > 0, dampening 0 */
+    float lr_decay;            /* Adagrad */
+    float initial_accumulator; /* Adagrad, row-wise Adagrad */
+    float eps;                 /* Adagrad, row-wise Adagrad, Adam */
+    float beta1, beta2;        /* Adam */
+    int adam_row_step;         /* sparse Adam: 1 = step count per row,
+                                  0 = one count per table (SparseAdam) */
+} ember_opt_config_t;
+
+typedef struct ember_opt ember_opt_t;
+
+/** Name of a kind ("sgd", "adagrad", "rowwise_adagrad", "adam"). */
+const char *ember_opt_kind_name(ember_opt_kind_t kind);
+
+/** Parse a kind name as printed by ember_opt_kind_name; ERR_INVALID_PARAM. */
+ember_status_t ember_opt_kind_parse(const char *text, ember_opt_kind_t *kind_p);
+
+/**
+ * Fill @cfg_p with PyTorch's defaults for @kind and learning rate @lr
+ * (momentum 0, dampening 0, Adagrad eps 1e-10, row-wise Adagrad eps 1e-8
+ * (FBGEMM), Adam betas 0.9/0.999 eps 1e-8, adam_row_step 1).
+ */
+void ember_opt_config_default(ember_opt_kind_t kind, float lr,
+                              ember_opt_config_t *cfg_p);
+
+/**
+ * Create an optimizer for a parameter of [rows, dim] floats stepped as
+ * @layout (@rows may be 0 for EMBER_OPT_SPARSE: a shard that owns no row).
+ * @cfg is copied.  State is zero-initialised (accumulators at
+ * initial_accumulator).
+ * Errors: ERR_INVALID_PARAM (bad sizes or hyper-parameters, e.g. lr < 0,
+ * nesterov without momentum, betas outside [0, 1)), ERR_NO_MEMORY.
+ */
+ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows,
+                                size_t dim, ember_opt_layout_t layout,
+                                ember_opt_t **opt_p);
+
+/** Free the optimizer and its state.  NULL is a no-op. */
+void ember_opt_destroy(ember_opt_t *opt);
+
+/** Bytes of optimizer state held (the arrays listed above; 0 for SGD). */
+size_t ember_opt_state_bytes(const ember_opt_t *opt);
+
+/**
+ * One dense step: @param [n] -= update(@grad [n]).  n must equal rows * dim
+ * and the object must be EMBER_OPT_DENSE.  Both buffers borrowed.
+ * Errors: ERR_INVALID_PARAM.
+ */
+ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param,
+                                    const float *grad, size_t n);
+
+/**
+ * One sparse (lazy) step on a table [rows, dim]: for each u < @nrows, row
+ * @rows[u] is updated with @grad [u * dim .. (u+1) * dim), and only that row's
+ * state changes; other rows and their state are untouched.  @rows must be
+ * strictly increasing (sorted unique, as ember_bag_backward produces) and
+ * < the object's rows; @dim must match.  The object must be EMBER_OPT_SPARSE.
+ * Errors: ERR_INVALID_PARAM (dim mismatch, unsorted/duplicate rows),
+ * ERR_OUT_OF_RANGE (a row id outside the table; nothing is updated).
+ */
+ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
+                                     const int64_t *rows, const float *grad,
+                                     size_t nrows);
+
+/**
+ * ember_opt_step_sparse on a table stored as @dtype: EMBER_DTYPE_F32 (the
+ * same) or EMBER_DTYPE_F16 (uint16_t rows, engine/ops/half.h): each touched row
+ * is widened, updated in fp32 with fp32 state, and rounded back to fp16.
+ * Other dtypes: ERR_INVALID_PARAM.
+ */
+ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
+                                           ember_dtype_t dtype, size_t dim,
+                                           const int64_t *rows, const float *grad,
+                                           size_t nrows);
+
+/**
+ * ember_opt_step_sparse on rows copied out of a table kept elsewhere (a
+ * GPU): @values is [nrows, dim], row u being table row rows[u]; the state is
+ * the table's, indexed by row id, as in ember_opt_step_sparse.  The caller
+ * copies @values back.  Same checks, same arithmetic, bit for bit.
+ */
+ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values,
+                                              size_t dim, const int64_t *rows,
+                                              const float *grad, size_t nrows);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

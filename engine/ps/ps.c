@@ -1,0 +1,539 @@
+/*
+ * engine/ps/ps: parameter-server request handlers.
+ *
+ * In sync mode a lookup for a step whose predecessor is not applied yet is
+ * held (a deferred reply) and answered the moment the last trainer's
+ * gradient for that predecessor arrives: all trainers' step-s gradients are
+ * applied before any step-s+1 lookup is answered.
+ */
+#include "engine/ps/ps.h"
+
+#include "common/pool.h"
+#include "common/clock.h"
+#include "engine/wire/protocol.h"
+#include "engine/ps/ps_msg.h"
+#include "engine/ps/table.h"
+#include "common/clock.h"
+
+#include <ember/device.h>
+#include <ember/log.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PS_REPLY_GRACE_S 2.0 /* at exit, for replies still leaving */
+/* Replies this large go rendezvous: a same-host trainer reads them with
+ * process_vm_readv, which pins every page of the source, so they live on
+ * huge pages (perf: page pinning was a quarter of that read with 4 KiB). */
+#define PS_REPLY_HUGE_MIN (64u << 10)
+
+typedef struct {
+    ember_rpc_req_t *req;
+    ember_msg_lookup_t msg;
+} held_lookup_t;
+
+typedef struct {
+    ember_table_t *table;
+    held_lookup_t *held; /* sync: lookups for a step not yet open */
+    size_t held_count, held_capacity;
+    int *trainer_rank;   /* who speaks for each trainer index, -1 unknown */
+    char **grad_error;   /* a one-way gradient refused: told at the next lookup */
+    uint32_t trainers;
+} ps_table_t;
+
+typedef struct {
+    ember_tp_t *tp;
+    ps_table_t tables[PS_MAX_TABLES];
+    int stop;
+    ember_status_t exit_status;
+    ember_msg_ps_stats_t stats;
+    ember_busy_clock_t clock; /* lookup/grad service time, cheaply */
+    uint64_t lookup_ticks, grad_ticks;
+    /* Pooled lookup replies, lent to the transport until their send
+     * completes: the buffer a finished send gave back (still in cache) is
+     * the next one pooled into, and memory follows the replies in flight,
+     * not the number of trainers. */
+    ember_pool_t replies;
+    size_t replies_in_flight;
+    /* The GPU of tables created with device EMBER_TABLE_CUDA, opened by the
+     * first of them (GPU local_rank % count). */
+    int local_rank;
+    ember_device_t *device;
+} ps_t;
+
+/* A reply in flight: the buffer and the PS it goes back to (apart from
+ * the buffer, so a power-of-two reply fills its size class exactly). */
+typedef struct {
+    ps_t *ps;
+    float *buffer;
+} reply_ticket_t;
+
+static ps_table_t *ps_find(ps_t *ps, uint32_t table_id, ember_rpc_req_t *req)
+{
+    if (table_id < PS_MAX_TABLES && ps->tables[table_id].table)
+        return &ps->tables[table_id];
+    ember_rpc_reply_error(req, EMBER_ERR_NOT_FOUND, "no table with id %u on %s",
+                          table_id, ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
+    return NULL;
+}
+
+/* Read a fixed header at the front of a request, or answer with an error. */
+static const uint8_t *ps_header(ember_rpc_req_t *req, void *header, size_t size,
+                                size_t *rest_p)
+{
+    size_t length;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+    char err[128];
+    ember_status_t status = ps_msg_header(data, length, header, size, rest_p, err,
+                                          sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
+        return NULL;
+    }
+    return data + size;
+}
+
+static void on_table_create(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_create_t spec;
+    size_t rest;
+    char err[256];
+
+    if (!ps_header(req, &spec, sizeof(spec), &rest))
+        return;
+    ember_status_t status = ps_msg_table_create_check(&spec, err, sizeof(err));
+    if (status == EMBER_OK && ps->tables[spec.table_id].table)
+        status = ember_status_text(err, sizeof(err), EMBER_ERR_EXISTS,
+                                   "table id %u is taken or beyond %d", spec.table_id,
+                                   PS_MAX_TABLES);
+    if (status == EMBER_ERR_EXISTS) {
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    /* Its id is ours; an unknown device (status) is logged and answered below. */
+    ps_table_t *entry = &ps->tables[spec.table_id];
+    double started = ember_time_now();
+    if (status == EMBER_OK && spec.device == EMBER_TABLE_CUDA && !ps->device) {
+        status = ember_device_open("cuda", ps->local_rank, &ps->device);
+        if (status != EMBER_OK)
+            snprintf(err, sizeof(err), "table %s: --ps-device cuda, but %s has no "
+                     "usable GPU: %s", spec.name,
+                     ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)),
+                     ember_status_string(status));
+    }
+    if (status == EMBER_OK)
+        status = ember_table_create_on(&spec,
+                                       spec.device == EMBER_TABLE_CUDA ? ps->device : NULL,
+                                       &entry->table, err, sizeof(err));
+    double create_s = ember_time_now() - started;
+    if (status != EMBER_OK) {
+        ember_error("ps", "%s", err);
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    entry->trainers = spec.trainers;
+    entry->trainer_rank = malloc(spec.trainers * sizeof(*entry->trainer_rank));
+    entry->grad_error = calloc(spec.trainers, sizeof(*entry->grad_error));
+    for (uint32_t t = 0; entry->trainer_rank && t < spec.trainers; t++)
+        entry->trainer_rank[t] = -1;
+    if (!entry->trainer_rank || !entry->grad_error) {
+        /* Not half created: the id stays free. */
+        free(entry->trainer_rank);
+        free(entry->grad_error);
+        ember_table_destroy(entry->table);
+        *entry = (ps_table_t){0};
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    ember_info("ps", "table %s: shard %u of %u, %lld of %lld rows x %u %s (%.1f MiB %s), "
+               "%s, %s in %.2f s", ember_table_name(entry->table), spec.shard,
+               spec.num_shards, (long long)ember_table_local_rows(entry->table),
+               (long long)spec.rows, spec.dim, spec.dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32",
+               ember_table_bytes(entry->table) / 1048576.0,
+               spec.device == EMBER_TABLE_CUDA ? "on the GPU" : "in host memory",
+               spec.consistency == EMBER_SYNC ? "sync" : "async",
+               spec.init == EMBER_INIT_NORMAL ? "N(0,1) rows" : "zeroed for loading",
+               create_s);
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_table_load(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_load_t msg;
+    size_t rest;
+    char err[256];
+    const uint8_t *data = ps_header(req, &msg, sizeof(msg), &rest);
+    ps_table_t *entry;
+
+    if (!data || !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    ember_status_t status = ps_msg_table_load_check(&msg, rest, entry->table, err,
+                                                    sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    float *rows = malloc(rest + 4); /* aligned copy */
+    if (!rows) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    memcpy(rows, data, rest);
+    status = ember_table_load(entry->table, msg.first, msg.count, rows, err, sizeof(err));
+    free(rows);
+    if (status != EMBER_OK)
+        ember_rpc_reply_error(req, status, "%s", err);
+    else
+        ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_table_read(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_read_t msg;
+    size_t rest;
+    char err[256];
+    ps_table_t *entry;
+    size_t bytes;
+
+    if (!ps_header(req, &msg, sizeof(msg), &rest) ||
+        !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    ember_status_t status = ps_msg_table_read_check(&msg, entry->table, &bytes, err,
+                                                    sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    float *out = malloc(bytes + 4);
+    if (!out) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    status = ember_table_read(entry->table, msg.first, msg.count, out, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
+    } else {
+        ember_iov_t iov = {.buffer = out, .length = bytes};
+        ember_rpc_reply(req, EMBER_OK, &iov, 1);
+    }
+    free(out);
+}
+
+static size_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *file = fopen("/proc/self/statm", "r");
+    if (file) {
+        if (fscanf(file, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(file);
+    }
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void on_stats(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_ps_stats_t stats = ps->stats;
+    stats.lookup_seconds = ember_busy_clock_seconds(&ps->clock, ps->lookup_ticks);
+    stats.grad_seconds = ember_busy_clock_seconds(&ps->clock, ps->grad_ticks);
+    stats.table_bytes = stats.optimizer_bytes = stats.other_bytes = 0;
+    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
+        if (ps->tables[i].table)
+            ps_msg_stats_add(&stats, ps->tables[i].table);
+    }
+    stats.other_bytes += ps->replies.bytes;
+    stats.rss_bytes = rss_bytes();
+    ember_iov_t iov = {.buffer = &stats, .length = sizeof(stats)};
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
+static void on_shutdown(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ps->stop = 1;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_abort(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    size_t length;
+    const char *text = ember_rpc_req_data(req, &length);
+    ember_error("ps", "job aborted by %s: %.*s",
+                ember_tp_peer_name(ps->tp, ember_rpc_req_peer(req)),
+                (int)(length > 400 ? 400 : length), text);
+    ps->stop = 1;
+    ps->exit_status = EMBER_ERR_CANCELED;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+/* The transport is done with a reply (sent, or lost with its peer). */
+static void ps_reply_done(void *arg, ember_status_t status)
+{
+    reply_ticket_t *ticket = arg;
+    ps_t *ps = ticket->ps;
+    (void)status;
+    ps->replies_in_flight--;
+    ember_pool_put(&ps->replies, ticket->buffer);
+    ember_pool_put(&ps->replies, ticket);
+}
+
+/* Pool and answer one lookup into a pooled buffer, sent without a copy. */
+static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
+                            const ember_msg_lookup_t *msg)
+{
+    uint64_t start = ember_busy_clock_ticks(&ps->clock);
+    size_t length;
+    const uint8_t *arrays = ember_rpc_req_data(req, &length);
+    char err[320];
+    const uint32_t dim = ember_table_dim(entry->table);
+    /* The pooled values, fp32, and the places of max mode's maxima. */
+    size_t bytes = ps_msg_lookup_out_bytes(msg, dim);
+    float *out = NULL;
+    reply_ticket_t *ticket = NULL;
+
+    arrays += sizeof(*msg);
+    length -= sizeof(*msg);
+    /* Take a buffer only for a message whose counts match its size (the
+     * table validates the rest): a forged count must not make us allocate. */
+    if (ember_msg_lookup_bytes(msg) == length &&
+        (!(ticket = ember_pool_get(&ps->replies, sizeof(*ticket))) ||
+         !(out = ember_pool_get(&ps->replies, bytes ? bytes : 1)))) {
+        ember_pool_put(&ps->replies, ticket);
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY,
+                              "table %s: trainer %u step %llu: out of memory for a "
+                              "reply of %zu bytes", ember_table_name(entry->table),
+                              msg->trainer, (unsigned long long)msg->step, bytes);
+        return;
+    }
+    ember_status_t status = ember_table_lookup(entry->table, msg, arrays, length, out,
+                                               err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_pool_put(&ps->replies, out);
+        ember_pool_put(&ps->replies, ticket);
+        ember_warn("ps", "lookup refused: %s", err);
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    ps->stats.lookups++;
+    entry->trainer_rank[msg->trainer] = ember_rpc_req_peer(req);
+    bytes = ps_msg_lookup_reply_finish(msg, dim, out);
+    ember_iov_t iov = {.buffer = out, .length = bytes};
+    *ticket = (reply_ticket_t){.ps = ps, .buffer = out};
+    ps->replies_in_flight++;
+    ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, ps_reply_done, ticket);
+    ps->lookup_ticks += ember_busy_clock_ticks(&ps->clock) - start;
+}
+
+static void on_lookup(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_lookup_t msg;
+    size_t rest;
+    ps_table_t *entry;
+
+    if (!ps_header(req, &msg, sizeof(msg), &rest) ||
+        !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    if (msg.trainer < entry->trainers && entry->grad_error[msg.trainer]) {
+        /* Its last gradient (sent one-way) was refused: say so now, before
+         * a sync lookup could wait for a step that will never complete. */
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "%s",
+                              entry->grad_error[msg.trainer]);
+        free(entry->grad_error[msg.trainer]);
+        entry->grad_error[msg.trainer] = NULL;
+        return;
+    }
+    if (ember_table_is_sync(entry->table)) {
+        uint64_t next = ember_table_next_step(entry->table);
+        if (msg.step < next) {
+            ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
+                                  "table %s: trainer %u step %llu: that step is "
+                                  "already applied (next is %llu)",
+                                  ember_table_name(entry->table), msg.trainer,
+                                  (unsigned long long)msg.step,
+                                  (unsigned long long)next);
+            return;
+        }
+        if (msg.step > next) {
+            if (entry->held_count == entry->held_capacity) {
+                size_t capacity = entry->held_capacity ? 2 * entry->held_capacity : 8;
+                held_lookup_t *grown = realloc(entry->held, capacity * sizeof(*grown));
+                if (!grown) {
+                    ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+                    return;
+                }
+                entry->held = grown;
+                entry->held_capacity = capacity;
+            }
+            entry->held[entry->held_count++] = (held_lookup_t){.req = req, .msg = msg};
+            return;
+        }
+    }
+    ps_serve_lookup(ps, entry, req, &msg);
+}
+
+static void ps_release_held(ps_t *ps, ps_table_t *entry)
+{
+    uint64_t next = ember_table_next_step(entry->table);
+    size_t kept = 0;
+    for (size_t i = 0; i < entry->held_count; i++) {
+        held_lookup_t held = entry->held[i];
+        if (held.msg.step == next)
+            ps_serve_lookup(ps, entry, held.req, &held.msg);
+        else
+            entry->held[kept++] = held;
+    }
+    entry->held_count = kept;
+}
+
+static void on_grad(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_grad_t msg;
+    size_t rest;
+    char err[320];
+    int applied = 0;
+    ps_table_t *entry;
+    uint64_t start = ember_busy_clock_ticks(&ps->clock);
+    const uint8_t *grad = ps_header(req, &msg, sizeof(msg), &rest);
+
+    if (!grad || !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    ember_status_t status = ember_table_grad(entry->table, &msg, grad, rest, &applied,
+                                             err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_warn("ps", "gradient refused: %s", err);
+        if (ember_rpc_req_oneway(req) && msg.trainer < entry->trainers) {
+            free(entry->grad_error[msg.trainer]);
+            entry->grad_error[msg.trainer] = strdup(err);
+        }
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    ps->stats.grads++;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+    ps->grad_ticks += ember_busy_clock_ticks(&ps->clock) - start;
+    if (applied) {
+        ps->stats.steps_applied++;
+        if (entry->held_count)
+            ps_release_held(ps, entry);
+    }
+}
+
+/* A lost trainer's distributed-autograd context will never get its
+ * gradient: free it (the master ends a sync job that lost a trainer). */
+static void ps_drop_lost_trainers(ps_t *ps)
+{
+    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
+        ps_table_t *entry = &ps->tables[i];
+        for (uint32_t t = 0; entry->table && t < entry->trainers; t++) {
+            int rank = entry->trainer_rank[t];
+            if (rank < 0 || !ember_tp_peer_lost(ps->tp, rank))
+                continue;
+            ember_warn("ps", "table %s: trainer %u (%s) lost: its context is freed",
+                       ember_table_name(entry->table), t,
+                       ember_tp_peer_name(ps->tp, rank));
+            ember_table_drop_trainer(entry->table, t);
+            entry->trainer_rank[t] = -1;
+        }
+    }
+}
+
+/* The ops a PS serves, and their handlers (registered for its lifetime). */
+static const uint16_t ps_ops[] = {
+    EMBER_OP_TABLE_CREATE, EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
+    EMBER_OP_PS_SHUTDOWN,  EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
+};
+static const ember_rpc_handler_cb ps_handlers[] = {
+    on_table_create, on_table_load, on_table_read, on_stats,
+    on_shutdown,     on_abort,      on_lookup,     on_grad,
+};
+_Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) ==
+                   sizeof(ps_handlers) / sizeof(ps_handlers[0]),
+               "an op without its handler");
+
+ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
+{
+    ps_t *ps = calloc(1, sizeof(*ps));
+    ember_status_t status;
+
+    if (!ps)
+        return EMBER_ERR_NO_MEMORY;
+    ps->tp = tp;
+    ps->local_rank = local_rank;
+    ps->replies.huge_min = PS_REPLY_HUGE_MIN;
+    ember_busy_clock_init(&ps->clock);
+    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
+        ember_rpc_register(tp, ps_ops[i], ps_handlers[i], ps);
+    /* A failed barrier ends the job (it said who did not come).  The master
+     * is watched from here on: a PS only answers, and without an endpoint
+     * of its own to the master would never learn that it died. */
+    int master = ember_tp_peer_by_name(tp, "master");
+    ps->exit_status = ember_tp_barrier(tp, "roles-ready");
+    if (ps->exit_status == EMBER_OK && master >= 0)
+        ps->exit_status = ember_tp_watch(tp, master);
+    ps->stop = ps->exit_status != EMBER_OK;
+
+    const uint64_t check_every = ember_busy_clock_ticks_for(&ps->clock, 0.2);
+    uint64_t next_check = 0;
+    while (!ps->stop) {
+        ember_tp_wait(tp, 0.5);
+        /* Peer losses are rare: look a few times a second, not per request
+         * (on the busy clock: a clock_gettime per request was a few percent
+         * of a small lookup's time on a KVM guest). */
+        uint64_t now = ember_busy_clock_ticks(&ps->clock);
+        if (now < next_check)
+            continue;
+        next_check = now + check_every;
+        ps_drop_lost_trainers(ps);
+        /* A PS without its master has nobody to stop it: leave. */
+        if (master >= 0 && ember_tp_peer_lost(tp, master)) {
+            ember_error("ps", "%s: the master (rank %d) was lost: %s; stopping",
+                        ember_tp_peer_name(tp, ember_tp_rank(tp)), master,
+                        ember_tp_peer_reason(tp, master));
+            ps->exit_status = EMBER_ERR_PEER_LOST;
+            break;
+        }
+    }
+    status = ps->exit_status;
+    /* From here on a request gets "no handler", not a PS being freed. */
+    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
+        ember_rpc_register(tp, ps_ops[i], NULL, NULL);
+    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
+        ps_table_t *entry = &ps->tables[i];
+        for (size_t h = 0; h < entry->held_count; h++)
+            ember_rpc_reply_error(entry->held[h].req, EMBER_ERR_CANCELED,
+                                  "table %s: the parameter server is stopping",
+                                  ember_table_name(entry->table));
+        free(entry->trainer_rank);
+        for (uint32_t t = 0; entry->grad_error && t < entry->trainers; t++)
+            free(entry->grad_error[t]);
+        free(entry->grad_error);
+        free(entry->held);
+        ember_table_destroy(entry->table);
+        *entry = (ps_table_t){0};
+    }
+    ember_device_close(ps->device); /* after its tables */
+    ps->device = NULL;
+    /* Replies still leaving hold pooled buffers: wait for the transport to
+     * give them back (a lost peer fails them), and if one is held past the
+     * grace period, leave the PS allocated rather than free under it. */
+    double give_up = ember_time_coarse() + PS_REPLY_GRACE_S;
+    while (ps->replies_in_flight && ember_time_coarse() < give_up)
+        ember_tp_wait(tp, 0.01);
+    if (ps->replies_in_flight) {
+        ember_warn("ps", "%zu replies still in flight at exit; their buffers stay "
+                   "allocated", ps->replies_in_flight);
+        return status;
+    }
+    ember_pool_cleanup(&ps->replies);
+    free(ps);
+    return status;
+}

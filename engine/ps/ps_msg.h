@@ -1,0 +1,74 @@
+/*
+ * engine/ps/ps_msg: the parameter server's checks of its requests' bytes.
+ *
+ * What engine/ps/ps.c's handlers do with a request before it reaches a table
+ * (engine/ps/table.c validates lookups and gradients itself), as pure
+ * functions: no transport, no logging, so the fuzzer (fuzz/) runs exactly
+ * the code the PS runs.  Each refusal leaves its cause in @err and returns
+ * the status the PS answers with.
+ */
+#ifndef EMBER_ENGINE_PS_MSG_H
+#define EMBER_ENGINE_PS_MSG_H
+
+#include "engine/wire/protocol.h"
+#include "engine/ps/table.h"
+
+#include <ember/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Table ids a PS serves: [0, PS_MAX_TABLES). */
+#define PS_MAX_TABLES 64
+
+/**
+ * Copy the fixed @size-byte header at the front of a request's @length
+ * bytes at @data (borrowed) into @header; *rest_p: the bytes after it.
+ * Errors: ERR_BAD_MESSAGE (shorter than its header).
+ */
+ember_status_t ps_msg_header(const void *data, size_t length, void *header, size_t size,
+                             size_t *rest_p, char *err, size_t err_length);
+
+/**
+ * TABLE_CREATE: @spec as it came; its name is NUL-terminated here.  Refuses
+ * a table id beyond PS_MAX_TABLES (ERR_EXISTS, as a taken one, which is the
+ * PS's to check) and an unknown device (ERR_INVALID_PARAM).  The rest of
+ * the spec is ember_table_create's to check.
+ */
+ember_status_t ps_msg_table_create_check(ember_msg_table_create_t *spec, char *err,
+                                         size_t err_length);
+
+/**
+ * TABLE_LOAD of @table (borrowed): the @rest bytes after @msg must be
+ * msg->count rows of the table's dim floats.  Errors: ERR_BAD_MESSAGE.
+ */
+ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t rest,
+                                       const ember_table_t *table, char *err,
+                                       size_t err_length);
+
+/**
+ * TABLE_READ of @table (borrowed): *bytes_p the reply's size, checked
+ * before the PS allocates it.  Errors: ERR_INVALID_PARAM (a negative count,
+ * or more than 2^24 rows at once), ERR_OUT_OF_RANGE (rows the shard does
+ * not have).
+ */
+ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
+                                       const ember_table_t *table, size_t *bytes_p,
+                                       char *err, size_t err_length);
+
+/** PS_STATS: add @table's memory (table, optimizer, other) into @stats. */
+void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_table_t *table);
+
+/** LOOKUP: the bytes ember_table_lookup pools into (fp32 values, and max
+ * mode's places) for a table of @dim. */
+size_t ps_msg_lookup_out_bytes(const ember_msg_lookup_t *msg, uint32_t dim);
+
+/**
+ * LOOKUP: turn @out, as ember_table_lookup filled it, into the reply @msg
+ * asks for (fp16 values with EMBER_LOOKUP_HALF_REPLY, the places moved up
+ * behind them); returns the reply's bytes (ember_msg_lookup_reply_bytes).
+ */
+size_t ps_msg_lookup_reply_finish(const ember_msg_lookup_t *msg, uint32_t dim,
+                                  float *out);
+
+#endif

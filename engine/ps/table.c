@@ -1,0 +1,1011 @@
+/* engine/ps/table: a parameter-server shard, its optimizer and contexts. */
+#include "engine/ps/table.h"
+
+#include "engine/ops/half.h"
+#include "common/hugepage.h"
+#include "common/rng.h"
+
+#include <ember/device.h>
+#include <ember/embedding_bag.h>
+#include <ember/log.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Grow-only buffer: steady-state steps allocate nothing. */
+typedef struct {
+    void *data;
+    size_t capacity;
+} buffer_t;
+
+static int buffer_reserve(buffer_t *buffer, size_t bytes)
+{
+    if (bytes <= buffer->capacity)
+        return 1;
+    size_t capacity = buffer->capacity ? buffer->capacity : 256;
+    while (capacity < bytes)
+        capacity *= 2;
+    void *grown = realloc(buffer->data, capacity);
+    if (!grown)
+        return 0;
+    buffer->data = grown;
+    buffer->capacity = capacity;
+    return 1;
+}
+
+/* Grow-only scratch of a GPU shard's lookups and updates, on the device or
+ * pinned on the host. */
+typedef struct {
+    void *data;
+    size_t capacity;
+} dev_buffer_t;
+
+/* @pinned: pinned host staging (the device's host_alloc), which the GPU
+ * copies by DMA, several times faster than pageable memory; else device
+ * memory.  Grown by doubling; contents are not kept. */
+static ember_status_t scratch_reserve(ember_device_t *device, dev_buffer_t *buffer,
+                                      size_t bytes, int pinned)
+{
+    const ember_device_ops_t *dev = ember_device_ops(device);
+    if (bytes <= buffer->capacity)
+        return EMBER_OK;
+    size_t capacity = buffer->capacity ? buffer->capacity : 4096;
+    while (capacity < bytes)
+        capacity *= 2;
+    if (pinned)
+        dev->host_free(device, buffer->data);
+    else
+        dev->mem_free(device, buffer->data);
+    buffer->data = NULL;
+    buffer->capacity = 0;
+    EMBER_CHECK(pinned ? dev->host_alloc(device, capacity, &buffer->data)
+                       : dev->mem_alloc(device, capacity, &buffer->data));
+    buffer->capacity = capacity;
+    return EMBER_OK;
+}
+
+static ember_status_t dev_reserve(ember_device_t *device, dev_buffer_t *buffer,
+                                  size_t bytes)
+{
+    return scratch_reserve(device, buffer, bytes, 0);
+}
+
+static ember_status_t host_stage_reserve(ember_device_t *device, dev_buffer_t *buffer,
+                                         size_t bytes)
+{
+    return scratch_reserve(device, buffer, bytes, 1);
+}
+
+/* What the forward of one trainer's lookup left for its backward. */
+typedef struct {
+    int valid;
+    uint64_t step;
+    size_t n, bags;
+    int max_mode, weighted;
+    buffer_t indices; /* int64 local ids */
+    buffer_t offsets; /* int64 */
+    buffer_t weights; /* float */
+    buffer_t argmax;  /* int64 [bags * dim] */
+    buffer_t unique;  /* int64 local ids of the distinct rows, increasing */
+    buffer_t inverse; /* uint32 [n]: each index's slot in unique */
+    buffer_t first;   /* max: uint32 [unique] a slot's first place in a bag */
+    buffer_t seen;    /* max: uint32 [unique] the bag (+1) first was set in */
+    size_t nunique;
+} context_t;
+
+/* A trainer's sparse gradient for a step, waiting for the others (sync). */
+typedef struct {
+    int valid;
+    uint64_t step;
+    size_t nrows;
+    buffer_t rows; /* int64 local ids, sorted unique */
+    buffer_t grad; /* float [nrows * dim] */
+} pending_t;
+
+struct ember_table {
+    ember_msg_table_create_t spec;
+    int64_t local_rows;
+    void *data;        /* [local_rows, dim] of spec.dtype (fp32 or fp16) */
+    size_t row_bytes;  /* dim x the element size */
+    ember_opt_t *optimizer;
+    context_t *contexts; /* [trainers] */
+    pending_t *pending;  /* [trainers]: sync tables only wait on these */
+    pending_t applying;  /* async: the one gradient being applied now (a
+                          * buffer per trainer would hold trainers x batch) */
+    uint64_t next_step;  /* sync: steps applied so far */
+    int32_t *slot_of_row; /* sync reduction: row -> accumulator slot, -1 */
+    buffer_t acc_rows, acc_grad, sorted_grad, order;
+    buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
+    /* A shard on a device (NULL: host memory): data is device memory;
+     * lookups pool there; an update gathers the touched rows, steps the
+     * host optimizer on them (values) and scatters them back. */
+    ember_device_t *device;
+    const ember_device_ops_t *dev;
+    dev_buffer_t d_batch, d_out, d_argmax, d_rows, d_values; /* device */
+    dev_buffer_t h_batch, h_out, h_values;                    /* pinned host */
+};
+
+/* Local row @local as stored. */
+static inline void *table_row(const ember_table_t *table, int64_t local)
+{
+    return (char *)table->data + (size_t)local * table->row_bytes;
+}
+
+/* Rows stored as fp16 (else fp32). */
+static inline int table_half(const ember_table_t *table)
+{
+    return table->spec.dtype == EMBER_DTYPE_F16;
+}
+
+ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
+                                  ember_table_t **table_p, char *err,
+                                  size_t err_length)
+{
+    return ember_table_create_on(spec, NULL, table_p, err, err_length);
+}
+
+/* Fill a device shard: N(0,1) rows made on the host a block at a time. */
+static ember_status_t device_init_rows(ember_table_t *table)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    const int64_t block = 16384;
+    if (table->local_rows == 0)
+        return EMBER_OK; /* a shard that owns no row: nothing allocated */
+    if (spec->init != EMBER_INIT_NORMAL)
+        return table->dev->mem_zero(table->device, table->data,
+                                    (size_t)table->local_rows * table->row_bytes);
+    float *values = malloc((size_t)block * spec->dim * sizeof(float));
+    if (!values)
+        return EMBER_ERR_NO_MEMORY;
+    ember_status_t status = EMBER_OK;
+    for (int64_t first = 0; status == EMBER_OK && first < table->local_rows;
+         first += block) {
+        int64_t count = table->local_rows - first < block ? table->local_rows - first
+                                                          : block;
+        for (int64_t i = 0; i < count; i++) {
+            uint64_t row = (uint64_t)(first + i) * spec->num_shards + spec->shard;
+            ember_normal_fill(spec->seed, row * spec->dim, values + (size_t)i * spec->dim,
+                              spec->dim);
+        }
+        status = table->dev->mem_copy(table->device, table_row(table, first), values,
+                                      (size_t)count * table->row_bytes,
+                                      EMBER_COPY_HOST_TO_DEVICE);
+    }
+    free(values);
+    return status;
+}
+
+ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
+                                     ember_device_t *device, ember_table_t **table_p,
+                                     char *err, size_t err_length)
+{
+    ember_table_t *table;
+    char name[EMBER_TABLE_NAME_MAX + 1];
+
+    memcpy(name, spec->name, EMBER_TABLE_NAME_MAX);
+    name[EMBER_TABLE_NAME_MAX] = '\0';
+    if (spec->rows <= 0 || spec->dim == 0 || spec->dim > 65536 ||
+        spec->num_shards == 0 || spec->shard >= spec->num_shards ||
+        spec->trainers == 0 || spec->trainers > 65536 ||
+        spec->consistency > EMBER_ASYNC || spec->sparse_reduce > EMBER_REDUCE_MEAN ||
+        spec->init > EMBER_INIT_LOAD)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: invalid spec (rows %lld, dim %u, shard %u of %u, "
+                    "trainers %u)", name, (long long)spec->rows, spec->dim,
+                    spec->shard, spec->num_shards, spec->trainers);
+    if (spec->dtype != EMBER_DTYPE_F32 && spec->dtype != EMBER_DTYPE_F16)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: rows of dtype %u are not supported (F32 %d, F16 %d)",
+                    name, spec->dtype, (int)EMBER_DTYPE_F32, (int)EMBER_DTYPE_F16);
+    if (device && spec->dtype != EMBER_DTYPE_F32)
+        return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
+                    "table %s: fp16 rows on a %s parameter server are not supported "
+                    "(fp32 rows there, or fp16 in host memory)", name,
+                    ember_device_name(device));
+    table = calloc(1, sizeof(*table));
+    if (!table)
+        return EMBER_ERR_NO_MEMORY;
+    table->device = device;
+    table->dev = device ? ember_device_ops(device) : NULL;
+    table->spec = *spec;
+    memcpy(table->spec.name, name, EMBER_TABLE_NAME_MAX);
+    table->spec.name[EMBER_TABLE_NAME_MAX - 1] = '\0';
+    table->local_rows = (spec->rows - spec->shard + spec->num_shards - 1) /
+                        spec->num_shards;
+    table->row_bytes = (size_t)spec->dim *
+                       (spec->dtype == EMBER_DTYPE_F16 ? sizeof(uint16_t) : sizeof(float));
+    if (device) {
+        if (table->dev->mem_alloc(device, (size_t)table->local_rows * table->row_bytes,
+                                  &table->data) != EMBER_OK)
+            table->data = NULL;
+    } else {
+        table->data = ember_huge_alloc((size_t)table->local_rows * table->row_bytes + 1, 0);
+    }
+    table->contexts = calloc(spec->trainers, sizeof(*table->contexts));
+    table->pending = calloc(spec->trainers, sizeof(*table->pending));
+    if (spec->consistency == EMBER_SYNC)
+        table->slot_of_row = malloc((size_t)table->local_rows * sizeof(int32_t) + 1);
+    /* A shard may own no row (fewer rows than servers): then a device
+     * allocation of 0 bytes is NULL, as it should be. */
+    if ((!table->data && table->local_rows > 0) || !table->contexts || !table->pending ||
+        (spec->consistency == EMBER_SYNC && !table->slot_of_row))
+        goto err_free;
+    if (spec->consistency == EMBER_SYNC)
+        memset(table->slot_of_row, 0xff, (size_t)table->local_rows * sizeof(int32_t));
+    if (ember_opt_create(&spec->optimizer, (size_t)table->local_rows, spec->dim,
+                         EMBER_OPT_SPARSE, &table->optimizer) != EMBER_OK) {
+        ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+             "table %s: invalid optimizer settings", table->spec.name);
+        ember_table_destroy(table);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (device) {
+        ember_status_t status = device_init_rows(table);
+        if (status != EMBER_OK) {
+            ember_table_destroy(table);
+            return ember_status_text(err, err_length, status, "table %s: cannot "
+                        "initialise its rows on %s: %s", name,
+                        ember_device_name(device), ember_status_string(status));
+        }
+    } else if (spec->init == EMBER_INIT_NORMAL) {
+        /* N(0,1) as nn.EmbeddingBag, from (seed, global element): the same
+         * values whatever the number of shards. */
+        float *values = spec->dtype == EMBER_DTYPE_F16 ? malloc(spec->dim * sizeof(float))
+                                                       : NULL;
+        if (spec->dtype == EMBER_DTYPE_F16 && !values)
+            goto err_free;
+        for (int64_t local = 0; local < table->local_rows; local++) {
+            uint64_t row = (uint64_t)local * spec->num_shards + spec->shard;
+            void *stored = table_row(table, local);
+            /* fp16: the fp32 values rounded, as emb.half() would. */
+            ember_normal_fill(spec->seed, row * spec->dim, values ? values : stored,
+                              spec->dim);
+            if (values)
+                ember_float_to_half_n(values, stored, spec->dim);
+        }
+        free(values);
+    } else {
+        memset(table->data, 0, (size_t)table->local_rows * table->row_bytes);
+    }
+    *table_p = table;
+    return EMBER_OK;
+
+err_free:
+    ember_table_destroy(table);
+    return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
+                "table %s: cannot allocate %lld rows x %u", name,
+                (long long)spec->rows, spec->dim);
+}
+
+static void buffer_free(buffer_t *buffer) { free(buffer->data); }
+
+void ember_table_destroy(ember_table_t *table)
+{
+    if (!table)
+        return;
+    for (uint32_t t = 0; table->contexts && t < table->spec.trainers; t++) {
+        buffer_free(&table->contexts[t].indices);
+        buffer_free(&table->contexts[t].offsets);
+        buffer_free(&table->contexts[t].weights);
+        buffer_free(&table->contexts[t].argmax);
+        buffer_free(&table->contexts[t].unique);
+        buffer_free(&table->contexts[t].inverse);
+        buffer_free(&table->contexts[t].first);
+        buffer_free(&table->contexts[t].seen);
+    }
+    for (uint32_t t = 0; table->pending && t < table->spec.trainers; t++) {
+        buffer_free(&table->pending[t].rows);
+        buffer_free(&table->pending[t].grad);
+    }
+    buffer_free(&table->applying.rows);
+    buffer_free(&table->applying.grad);
+    buffer_free(&table->acc_rows);
+    buffer_free(&table->acc_grad);
+    buffer_free(&table->sorted_grad);
+    buffer_free(&table->order);
+    buffer_free(&table->written);
+    ember_opt_destroy(table->optimizer);
+    free(table->slot_of_row);
+    free(table->contexts);
+    free(table->pending);
+    if (table->device) {
+        dev_buffer_t *scratch[] = {&table->d_batch, &table->d_out, &table->d_argmax,
+                                   &table->d_rows, &table->d_values};
+        dev_buffer_t *staging[] = {&table->h_batch, &table->h_out, &table->h_values};
+        for (size_t i = 0; i < sizeof(scratch) / sizeof(scratch[0]); i++)
+            table->dev->mem_free(table->device, scratch[i]->data);
+        for (size_t i = 0; i < sizeof(staging) / sizeof(staging[0]); i++)
+            table->dev->host_free(table->device, staging[i]->data);
+        table->dev->mem_free(table->device, table->data);
+    } else {
+        ember_huge_free(table->data);
+    }
+    free(table);
+}
+
+const char *ember_table_name(const ember_table_t *table) { return table->spec.name; }
+uint32_t ember_table_dim(const ember_table_t *table) { return table->spec.dim; }
+int64_t ember_table_local_rows(const ember_table_t *table) { return table->local_rows; }
+uint64_t ember_table_next_step(const ember_table_t *table) { return table->next_step; }
+int ember_table_is_sync(const ember_table_t *table)
+{
+    return table->spec.consistency == EMBER_SYNC;
+}
+
+/* The end of rows [first, first + count) for a message, where the range was
+ * refused: its sum may not fit (INT64_MAX rows from the wire). */
+static long long range_end(int64_t first, int64_t count)
+{
+    if (first > 0 && count > INT64_MAX - first)
+        return INT64_MAX;
+    if (first < 0 && count < INT64_MIN - first)
+        return INT64_MIN;
+    return (long long)(first + count);
+}
+
+ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t count,
+                                const float *data, char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    if (first < 0 || count < 0 || first > spec->rows || count > spec->rows - first)
+        return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                    "table %s: load of rows [%lld, %lld) outside [0, %lld)",
+                    spec->name, (long long)first, range_end(first, count),
+                    (long long)spec->rows);
+    /* fp16 rows: a finite value fp16 cannot hold would become infinite; the
+     * whole load is refused before anything is written. */
+    for (int64_t row = first; table_half(table) && row < first + count; row++) {
+        if ((uint64_t)row % spec->num_shards != spec->shard)
+            continue;
+        const float *values = data + (size_t)(row - first) * spec->dim;
+        for (uint32_t d = 0; d < spec->dim; d++) {
+            if (isfinite(values[d]) && !(fabsf(values[d]) < EMBER_HALF_OVERFLOW))
+                return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                            "table %s: row %lld col %u: %g is beyond the range of its "
+                            "fp16 rows (+-65504); nothing loaded", spec->name,
+                            (long long)row, d, (double)values[d]);
+        }
+    }
+    if (table->device) {
+        /* This shard's rows of the range are consecutive local rows. */
+        int64_t local_first = -1, n = 0;
+        if (host_stage_reserve(table->device, &table->h_values,
+                               (size_t)count * spec->dim * sizeof(float) + 4) != EMBER_OK)
+            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
+                        "table %s: out of memory", spec->name);
+        for (int64_t row = first; row < first + count; row++) {
+            if ((uint64_t)row % spec->num_shards != spec->shard)
+                continue;
+            if (local_first < 0)
+                local_first = row / spec->num_shards;
+            memcpy((float *)table->h_values.data + (size_t)n++ * spec->dim,
+                   data + (size_t)(row - first) * spec->dim, spec->dim * sizeof(float));
+        }
+        ember_status_t status =
+            n == 0 ? EMBER_OK
+                   : table->dev->mem_copy(table->device, table_row(table, local_first),
+                                          table->h_values.data, (size_t)n * table->row_bytes,
+                                          EMBER_COPY_HOST_TO_DEVICE);
+        if (status != EMBER_OK)
+            return ember_status_text(err, err_length, status, "table %s: load onto %s: %s",
+                        spec->name, ember_device_name(table->device),
+                        ember_status_string(status));
+        return EMBER_OK;
+    }
+    for (int64_t row = first; row < first + count; row++) {
+        if ((uint64_t)row % spec->num_shards != spec->shard)
+            continue;
+        void *stored = table_row(table, row / spec->num_shards);
+        const float *values = data + (size_t)(row - first) * spec->dim;
+        if (table_half(table))
+            ember_float_to_half_n(values, stored, spec->dim);
+        else
+            memcpy(stored, values, spec->dim * sizeof(float));
+    }
+    return EMBER_OK;
+}
+
+ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
+                                int64_t count, float *out, char *err,
+                                size_t err_length)
+{
+    if (first < 0 || count < 0 || first > table->local_rows ||
+        count > table->local_rows - first)
+        return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                    "table %s: read of local rows [%lld, %lld) outside [0, %lld)",
+                    table->spec.name, (long long)first, range_end(first, count),
+                    (long long)table->local_rows);
+    size_t values = (size_t)count * table->spec.dim;
+    if (table->device) {
+        ember_status_t status =
+            values == 0 ? EMBER_OK
+                        : table->dev->mem_copy(table->device, out, table_row(table, first),
+                                               values * sizeof(float),
+                                               EMBER_COPY_DEVICE_TO_HOST);
+        if (status != EMBER_OK)
+            return ember_status_text(err, err_length, status, "table %s: read from %s: %s",
+                        table->spec.name, ember_device_name(table->device),
+                        ember_status_string(status));
+        return EMBER_OK;
+    }
+    if (table_half(table))
+        ember_half_to_float_n(table_row(table, first), out, values);
+    else
+        memcpy(out, table_row(table, first), values * sizeof(float));
+    return EMBER_OK;
+}
+
+/* Unaligned little-endian loads: the arrays follow a header on the wire. */
+static inline uint32_t load_u32(const uint8_t *p, size_t i)
+{
+    uint32_t v;
+    memcpy(&v, p + 4 * i, 4);
+    return v;
+}
+
+static inline int64_t load_i64(const uint8_t *p, size_t i)
+{
+    int64_t v;
+    memcpy(&v, p + 8 * i, 8);
+    return v;
+}
+
+/* Pool on the device: the checked batch goes over in one copy (indices,
+ * offsets, weights packed in pinned staging), the pools (and the argmax a
+ * max backward needs) come back into the host's buffers. */
+static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch_t *batch,
+                                     const ember_bag_opts_t *opts, float *out,
+                                     int64_t *argmax)
+{
+    ember_device_t *device = table->device;
+    const ember_device_ops_t *dev = table->dev;
+    const size_t dim = table->spec.dim, n = batch->n, bags = batch->bags;
+    const size_t out_bytes = bags * dim * sizeof(float);
+    /* [indices: n int64][offsets: bags int64][weights: n float] */
+    const size_t batch_bytes = n * 8 + bags * 8 + (batch->weights ? n * 4 : 0);
+
+    if (bags == 0)
+        return EMBER_OK;
+    EMBER_CHECK(host_stage_reserve(device, &table->h_batch, batch_bytes));
+    EMBER_CHECK(dev_reserve(device, &table->d_batch, batch_bytes));
+    EMBER_CHECK(host_stage_reserve(device, &table->h_out, out_bytes));
+    EMBER_CHECK(dev_reserve(device, &table->d_out, out_bytes));
+    if (argmax)
+        EMBER_CHECK(dev_reserve(device, &table->d_argmax, bags * dim * 8));
+    char *h = table->h_batch.data, *d = table->d_batch.data;
+    memcpy(h, batch->indices, n * 8);
+    memcpy(h + n * 8, batch->offsets, bags * 8);
+    if (batch->weights)
+        memcpy(h + n * 8 + bags * 8, batch->weights, n * 4);
+    ember_bag_batch_t on_device = *batch;
+    on_device.indices = (const int64_t *)d;
+    on_device.offsets = (const int64_t *)(d + n * 8);
+    on_device.weights = batch->weights ? (const float *)(d + n * 8 + bags * 8) : NULL;
+    EMBER_CHECK(dev->mem_copy(device, d, h, batch_bytes, EMBER_COPY_HOST_TO_DEVICE));
+    EMBER_CHECK(dev->bag_forward(device, table->data, table->local_rows, dim, &on_device,
+                                 opts, table->d_out.data,
+                                 argmax ? table->d_argmax.data : NULL));
+    EMBER_CHECK(dev->mem_copy(device, table->h_out.data, table->d_out.data, out_bytes,
+                              EMBER_COPY_DEVICE_TO_HOST));
+    memcpy(out, table->h_out.data, out_bytes);
+    if (argmax)
+        EMBER_CHECK(dev->mem_copy(device, argmax, table->d_argmax.data, bags * dim * 8,
+                                  EMBER_COPY_DEVICE_TO_HOST));
+    return EMBER_OK;
+}
+
+/* The optimizer step on @rows (sorted, distinct, local).  On a device the
+ * rows are copied out, stepped by the host optimizer and copied back; a
+ * refused step copies nothing back. */
+static ember_status_t table_step(ember_table_t *table, const int64_t *rows,
+                                 const float *grad, size_t nrows)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    if (!table->device)
+        return ember_opt_step_sparse_typed(table->optimizer, table->data, spec->dtype,
+                                           spec->dim, rows, grad, nrows);
+    ember_device_t *device = table->device;
+    const ember_device_ops_t *dev = table->dev;
+    const size_t bytes = nrows * spec->dim * sizeof(float);
+    for (size_t u = 0; u < nrows; u++) {
+        if (rows[u] < 0 || rows[u] >= table->local_rows)
+            return EMBER_ERR_OUT_OF_RANGE; /* checked before: never here */
+    }
+    /* The rows' ids ride in front of their values in one staging buffer. */
+    EMBER_CHECK(host_stage_reserve(device, &table->h_values, nrows * 8 + bytes + 8));
+    int64_t *h_rows = table->h_values.data;
+    float *values = (float *)(h_rows + nrows);
+    if (nrows > 0) {
+        EMBER_CHECK(dev_reserve(device, &table->d_rows, nrows * 8));
+        EMBER_CHECK(dev_reserve(device, &table->d_values, bytes));
+        memcpy(h_rows, rows, nrows * 8);
+        EMBER_CHECK(dev->mem_copy(device, table->d_rows.data, h_rows, nrows * 8,
+                                  EMBER_COPY_HOST_TO_DEVICE));
+        EMBER_CHECK(dev->rows_gather(device, table->data, spec->dim, table->d_rows.data,
+                                     nrows, table->d_values.data));
+        EMBER_CHECK(dev->mem_copy(device, values, table->d_values.data, bytes,
+                                  EMBER_COPY_DEVICE_TO_HOST));
+    }
+    EMBER_CHECK(ember_opt_step_sparse_gathered(table->optimizer, values, spec->dim, rows,
+                                               grad, nrows));
+    if (nrows == 0)
+        return EMBER_OK;
+    EMBER_CHECK(dev->mem_copy(device, table->d_values.data, values, bytes,
+                              EMBER_COPY_HOST_TO_DEVICE));
+    return dev->rows_scatter(device, table->data, spec->dim, table->d_rows.data, nrows,
+                             table->d_values.data);
+}
+
+/* Max mode: the places a trainer gave its indices rise within each bag (so
+ * the first maximal entry of this shard's is the first in the bag too). */
+static int places_increase(const uint8_t *places, const int64_t *offsets, size_t bags,
+                           size_t n)
+{
+    for (size_t b = 0; b < bags; b++) {
+        size_t end = b + 1 < bags ? (size_t)offsets[b + 1] : n;
+        for (size_t i = (size_t)offsets[b] + 1; i < end; i++) {
+            if (load_u32(places, i) <= load_u32(places, i - 1))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* The slot of local row @row among the lookup's distinct rows (increasing). */
+static size_t slot_of(const int64_t *unique, size_t count, int64_t row)
+{
+    size_t lo = 0, hi = count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (unique[mid] < row)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Max mode: the place of the entry each maximum came from.  The pooling
+ * kept the first maximal entry, whose row occurs nowhere earlier in the bag
+ * (an earlier copy would hold the same value): its place is its row's first
+ * place in the bag. */
+static void max_places(context_t *ctx, const uint8_t *places, size_t bags, size_t n,
+                       size_t dim, uint32_t *out)
+{
+    const int64_t *offsets = ctx->offsets.data, *argmax = ctx->argmax.data;
+    const int64_t *unique = ctx->unique.data;
+    const uint32_t *inverse = ctx->inverse.data;
+    uint32_t *first = ctx->first.data, *seen = ctx->seen.data;
+
+    memset(seen, 0, ctx->nunique * sizeof(uint32_t));
+    for (size_t b = 0; b < bags; b++) {
+        size_t end = b + 1 < bags ? (size_t)offsets[b + 1] : n;
+        for (size_t i = (size_t)offsets[b]; i < end; i++) {
+            uint32_t slot = inverse[i];
+            if (seen[slot] != (uint32_t)b + 1) {
+                seen[slot] = (uint32_t)b + 1;
+                first[slot] = load_u32(places, i);
+            }
+        }
+        for (size_t d = 0; d < dim; d++) {
+            int64_t row = argmax[b * dim + d];
+            out[b * dim + d] = row < 0 ? EMBER_PLACE_NONE
+                                       : first[slot_of(unique, ctx->nunique, row)];
+        }
+    }
+}
+
+ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t *msg,
+                                  const void *arrays, size_t length, float *out,
+                                  char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    const uint8_t *p = arrays;
+    int weighted = (msg->flags & EMBER_LOOKUP_WEIGHTS) != 0;
+    int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
+    size_t bags = msg->bags, unique = msg->unique, n = msg->indices;
+    uint64_t expect = ember_msg_lookup_bytes(msg);
+    const char *name = spec->name;
+    unsigned trainer = msg->trainer;
+    unsigned long long step = (unsigned long long)msg->step;
+    context_t *ctx;
+
+    if (msg->trainer >= spec->trainers)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: lookup from trainer %u, but the "
+                    "job has %u trainers", name, trainer, step, trainer, spec->trainers);
+    if (msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX |
+                                 EMBER_LOOKUP_HALF_REPLY))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: unknown lookup flags %#x", name,
+                    trainer, step, msg->flags);
+    if (weighted && max_mode)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: per-sample weights need sum "
+                    "mode (flags %#x)", name, trainer, step, msg->flags);
+    if (expect != length)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                    "table %s: trainer %u step %llu: lookup of %zu bags, %zu rows, "
+                    "%zu indices needs %llu bytes, got %zu", name, trainer, step,
+                    bags, unique, n, (unsigned long long)expect, length);
+    ctx = &table->contexts[trainer];
+    if (ctx->valid)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: its lookup of step %llu has "
+                    "not been given a gradient yet", name, trainer, step,
+                    (unsigned long long)ctx->step);
+
+    const uint8_t *offsets = p, *rows = p + 4 * bags, *inverse = rows + 8 * unique;
+    const uint8_t *weights = inverse + 4 * n;
+    /* Everything is checked in one pass per array while the context's
+     * buffers, scratch until ctx->valid is set, are filled: nothing else is
+     * written before the last check passed, so a refused lookup leaves
+     * nothing. */
+    if (!buffer_reserve(&ctx->indices, n * 8 + 8) ||
+        !buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
+        !buffer_reserve(&ctx->unique, unique * 8 + 8) ||
+        !buffer_reserve(&ctx->inverse, n * 4 + 4) ||
+        (weighted && !buffer_reserve(&ctx->weights, n * 4 + 4)) ||
+        (max_mode && (!buffer_reserve(&ctx->argmax, bags * spec->dim * 8 + 8) ||
+                      !buffer_reserve(&ctx->first, unique * 4 + 4) ||
+                      !buffer_reserve(&ctx->seen, unique * 4 + 4))))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
+                    name);
+    int64_t *local = ctx->indices.data, *offsets64 = ctx->offsets.data;
+    int64_t *unique_local = ctx->unique.data;
+    uint32_t *inverse_copy = ctx->inverse.data;
+    uint32_t previous = 0;
+    for (size_t b = 0; b < bags; b++) {
+        uint32_t offset = load_u32(offsets, b);
+        if ((b == 0 && offset != 0) || offset < previous || offset > n)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                        "table %s: trainer %u step %llu: offset %u of bag %zu is "
+                        "invalid (previous %u, %zu indices)", name, trainer, step,
+                        offset, b, previous, n);
+        offsets64[b] = offset;
+        previous = offset;
+    }
+    if (bags == 0 && n != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: %zu indices but no bags", name,
+                    trainer, step, n);
+    const uint64_t shards = spec->num_shards;
+    const int64_t table_rows = spec->rows; /* kept in a register */
+    int64_t previous_row = -1;
+    for (size_t u = 0; u < unique; u++) {
+        int64_t row = load_i64(rows, u);
+        if (row < 0 || row >= table_rows)
+            return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                        "table %s: trainer %u step %llu: index %lld is out of range "
+                        "[0, %lld)", name, trainer, step, (long long)row,
+                        (long long)spec->rows);
+        if (row <= previous_row)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                        "table %s: trainer %u step %llu: the rows of a lookup must be "
+                        "sorted and distinct (row %lld after %lld)", name, trainer,
+                        step, (long long)row, (long long)previous_row);
+        previous_row = row;
+        unique_local[u] = row;
+    }
+    /* Global row -> local row: one division per distinct row, and none with
+     * one shard (a 64-bit divide was a third of a lookup's time per index;
+     * in one loop with the checks the compiler divided by 1 as well). */
+    for (size_t u = 0; shards > 1 && u < unique; u++) {
+        int64_t row = unique_local[u];
+        uint64_t q = (uint64_t)row / shards;
+        uint64_t shard = (uint64_t)row - q * shards;
+        if (shard != spec->shard)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                        "table %s: trainer %u step %llu: row %lld belongs to shard "
+                        "%llu, not %u", name, trainer, step, (long long)row,
+                        (unsigned long long)shard, spec->shard);
+        unique_local[u] = (int64_t)q;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slot = load_u32(inverse, i);
+        if (slot >= unique)
+            return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                        "table %s: trainer %u step %llu: index %zu refers to row "
+                        "slot %u of %zu", name, trainer, step, i, slot, unique);
+        inverse_copy[i] = slot;
+        local[i] = unique_local[slot];
+    }
+    ctx->nunique = unique;
+    if (weighted)
+        memcpy(ctx->weights.data, weights, n * 4);
+    const uint8_t *places = weights; /* max mode's array takes their place */
+    if (max_mode && !places_increase(places, offsets64, bags, n))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: the places of a bag's indices "
+                    "must increase", name, trainer, step);
+
+    ember_bag_batch_t batch = {.indices = local, .n = n, .offsets = offsets64,
+                               .bags = bags,
+                               .weights = weighted ? ctx->weights.data : NULL,
+                               .n_weights = weighted ? n : 0};
+    ember_bag_opts_t opts = {.mode = max_mode ? EMBER_POOL_MAX : EMBER_POOL_SUM,
+                             .padding_idx = -1};
+    ember_status_t status =
+        table->device ? device_forward(table, &batch, &opts, out,
+                                       max_mode ? ctx->argmax.data : NULL)
+                      : ember_bag_forward_typed(table->data, spec->dtype,
+                                                table->local_rows, spec->dim, &batch,
+                                                &opts, out,
+                                                max_mode ? ctx->argmax.data : NULL);
+    if (status != EMBER_OK)
+        return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
+                    "pooling failed: %s", name, trainer, step,
+                    ember_status_string(status));
+    if (max_mode)
+        max_places(ctx, places, bags, n, spec->dim, (uint32_t *)(out + bags * spec->dim));
+    ctx->valid = 1;
+    ctx->step = msg->step;
+    ctx->n = n;
+    ctx->bags = bags;
+    ctx->max_mode = max_mode;
+    ctx->weighted = weighted;
+    return EMBER_OK;
+}
+
+static int compare_rows(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sync: reduce every trainer's gradient for the step (trainer order) and
+ * apply it once. */
+static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
+                                          size_t err_length)
+{
+    const uint32_t dim = table->spec.dim;
+    size_t touched = 0;
+
+    for (uint32_t t = 0; t < table->spec.trainers; t++) {
+        pending_t *pending = &table->pending[t];
+        const int64_t *rows = pending->rows.data;
+        const float *grad = pending->grad.data;
+        if (!buffer_reserve(&table->acc_rows, (touched + pending->nrows) * 8 + 8) ||
+            !buffer_reserve(&table->acc_grad,
+                            (touched + pending->nrows) * dim * sizeof(float) + 4))
+            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+        int64_t *acc_rows = table->acc_rows.data;
+        float *acc = table->acc_grad.data;
+        for (size_t u = 0; u < pending->nrows; u++) {
+            int32_t slot = table->slot_of_row[rows[u]];
+            if (slot < 0) {
+                slot = (int32_t)touched++;
+                table->slot_of_row[rows[u]] = slot;
+                acc_rows[slot] = rows[u];
+                memcpy(acc + (size_t)slot * dim, grad + u * dim, dim * sizeof(float));
+            } else {
+                float *dst = acc + (size_t)slot * dim;
+                const float *src = grad + u * dim;
+                for (uint32_t d = 0; d < dim; d++)
+                    dst[d] += src[d];
+            }
+        }
+    }
+    /* The optimizer takes rows in increasing order. */
+    int64_t *acc_rows = table->acc_rows.data;
+    qsort(acc_rows, touched, sizeof(int64_t), compare_rows);
+    if (!buffer_reserve(&table->sorted_grad, touched * dim * sizeof(float) + 4))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    float *sorted = table->sorted_grad.data, *acc = table->acc_grad.data;
+    float scale = table->spec.sparse_reduce == EMBER_REDUCE_MEAN
+                      ? 1.0f / (float)table->spec.trainers
+                      : 1.0f;
+    for (size_t u = 0; u < touched; u++) {
+        int32_t slot = table->slot_of_row[acc_rows[u]];
+        const float *src = acc + (size_t)slot * dim;
+        float *dst = sorted + u * dim;
+        for (uint32_t d = 0; d < dim; d++)
+            dst[d] = src[d] * scale;
+        table->slot_of_row[acc_rows[u]] = -1;
+    }
+    ember_status_t status = table_step(table, acc_rows, sorted, touched);
+    if (status != EMBER_OK)
+        return ember_status_text(err, err_length, status, "table %s: optimizer step failed: %s",
+                    table->spec.name, ember_status_string(status));
+    for (uint32_t t = 0; t < table->spec.trainers; t++)
+        table->pending[t].valid = 0;
+    table->next_step++;
+    return EMBER_OK;
+}
+
+/* Index of the first NaN or infinity in @v[n], or n.  Blocks of 64 are
+ * tested with an exponent mask the compiler vectorizes (isfinite() one value
+ * at a time was most of a gradient push's time). */
+static size_t first_nonfinite(const float *v, size_t n)
+{
+    for (size_t start = 0; start < n; start += 64) {
+        size_t end = start + 64 < n ? start + 64 : n;
+        uint32_t any = 0;
+        for (size_t i = start; i < end; i++) {
+            uint32_t bits;
+            memcpy(&bits, &v[i], sizeof(bits));
+            any |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+        }
+        if (any)
+            return start;
+    }
+    return n;
+}
+
+ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *msg,
+                                const void *grad, size_t length, int *applied_p,
+                                char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    const char *name = spec->name;
+    unsigned trainer = msg->trainer;
+    unsigned long long step = (unsigned long long)msg->step;
+    context_t *ctx;
+    pending_t *pending;
+
+    *applied_p = 0;
+    if (msg->trainer >= spec->trainers)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: gradient from trainer %u, but the job has %u "
+                    "trainers", name, trainer, spec->trainers);
+    ctx = &table->contexts[trainer];
+    if (!ctx->valid || ctx->step != msg->step)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: gradient without a lookup of "
+                    "that step", name, trainer, step);
+    if (msg->bags != ctx->bags || length != (size_t)ctx->bags * spec->dim * 4)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                    "table %s: trainer %u step %llu: gradient of %u bags (%zu bytes) "
+                    "for a lookup of %zu bags", name, trainer, step, msg->bags,
+                    length, ctx->bags);
+    /* Refuse non-finite values before any use.  An async gradient is
+     * applied before this returns, so all trainers share one buffer for it;
+     * a sync one waits for the others in its own. */
+    pending = ember_table_is_sync(table) ? &table->pending[trainer] : &table->applying;
+    if (!buffer_reserve(&pending->rows, ctx->n * 8 + 8) ||
+        !buffer_reserve(&pending->grad, ctx->n * spec->dim * sizeof(float) + 4) ||
+        !buffer_reserve(&table->written, ctx->nunique + 1))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    /* Read in place when aligned for floats (a rendezvous lands in a pooled
+     * buffer, UCX's eager payloads mostly are); copied out otherwise. */
+    const float *grad_out = grad;
+    if ((uintptr_t)grad % _Alignof(float) != 0) {
+        if (!buffer_reserve(&table->order, length + 4))
+            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+        memcpy(table->order.data, grad, length);
+        grad_out = table->order.data;
+    }
+    size_t bad = first_nonfinite(grad_out, length / 4);
+    for (size_t i = bad; i < length / 4; i++) {
+        if (!isfinite(grad_out[i])) {
+            ctx->valid = 0; /* the step is void: nothing of it is applied */
+            return ember_status_text(err, err_length, EMBER_ERR_NUMERIC,
+                        "table %s: trainer %u step %llu: non-finite gradient "
+                        "(bag %zu); nothing applied", name, trainer, step,
+                        i / spec->dim);
+        }
+    }
+    if (ember_table_is_sync(table) && pending->valid)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "table %s: trainer %u step %llu: a gradient of this trainer "
+                    "is already waiting", name, trainer, step);
+
+    ember_bag_batch_t batch = {.indices = ctx->indices.data, .n = ctx->n,
+                               .offsets = ctx->offsets.data, .bags = ctx->bags,
+                               .weights = ctx->weighted ? ctx->weights.data : NULL,
+                               .n_weights = ctx->weighted ? ctx->n : 0};
+    ember_bag_opts_t opts = {.mode = ctx->max_mode ? EMBER_POOL_MAX : EMBER_POOL_SUM,
+                             .padding_idx = -1};
+    size_t nrows = 0;
+    ember_status_t status = EMBER_OK;
+    if (ctx->max_mode) {
+        status = ember_bag_backward_typed(table->data, spec->dtype, table->local_rows,
+                                          spec->dim, &batch, &opts, grad_out,
+                                          ctx->argmax.data,
+                                    pending->rows.data, pending->grad.data, &nrows,
+                                    NULL);
+    } else {
+        /* Sum pooling: each distinct row's gradient is the (weighted) sum of
+         * its bags' gradients.  The lookup's rows are already sorted and
+         * distinct, so no sort is needed here.  A row's first index writes
+         * its gradient and later ones add (most rows have one index: no
+         * zeroing pass over the whole gradient); a row no index refers to
+         * gets zeros. */
+        const uint32_t *slot = ctx->inverse.data;
+        const float *weights = ctx->weighted ? ctx->weights.data : NULL;
+        const int64_t *offsets = ctx->offsets.data;
+        float *row_grad = pending->grad.data;
+        uint8_t *written = table->written.data;
+        size_t dim = spec->dim;
+        nrows = ctx->nunique;
+        memcpy(pending->rows.data, ctx->unique.data, nrows * sizeof(int64_t));
+        memset(written, 0, nrows);
+        for (size_t b = 0; b < ctx->bags; b++) {
+            size_t end = b + 1 < ctx->bags ? (size_t)offsets[b + 1] : ctx->n;
+            const float *g = grad_out + b * dim;
+            for (size_t i = (size_t)offsets[b]; i < end; i++) {
+                float *dst = row_grad + (size_t)slot[i] * dim;
+                const float w = weights ? weights[i] : 1.0f; /* 1 * g is g exactly */
+                if (!written[slot[i]]) {
+                    written[slot[i]] = 1;
+                    for (size_t d = 0; d < dim; d++)
+                        dst[d] = w * g[d];
+                } else {
+                    for (size_t d = 0; d < dim; d++)
+                        dst[d] += w * g[d];
+                }
+            }
+        }
+        for (size_t u = 0; u < nrows; u++)
+            if (!written[u])
+                memset(row_grad + u * dim, 0, dim * sizeof(float));
+    }
+    ctx->valid = 0;
+    if (status != EMBER_OK)
+        return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
+                    "backward failed: %s", name, trainer, step,
+                    ember_status_string(status));
+    if (!(msg->flags & EMBER_GRAD_APPLY))
+        return EMBER_OK; /* accumulate-only: nothing to apply (not used yet) */
+
+    if (!ember_table_is_sync(table)) {
+        status = table_step(table, pending->rows.data, pending->grad.data, nrows);
+        if (status != EMBER_OK)
+            return ember_status_text(err, err_length, status, "table %s: optimizer: %s", name,
+                        ember_status_string(status));
+        *applied_p = 1;
+        return EMBER_OK;
+    }
+    pending->valid = 1;
+    pending->step = msg->step;
+    pending->nrows = nrows;
+    for (uint32_t t = 0; t < spec->trainers; t++) {
+        if (!table->pending[t].valid || table->pending[t].step != table->next_step)
+            return EMBER_OK; /* others still to come */
+    }
+    EMBER_CHECK(table_apply_reduced(table, err, err_length));
+    *applied_p = 1;
+    return EMBER_OK;
+}
+
+void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer)
+{
+    if (trainer < table->spec.trainers)
+        table->contexts[trainer].valid = 0;
+}
+
+size_t ember_table_bytes(const ember_table_t *table)
+{
+    return (size_t)table->local_rows * table->row_bytes;
+}
+
+size_t ember_table_optimizer_bytes(const ember_table_t *table)
+{
+    return ember_opt_state_bytes(table->optimizer);
+}
+
+size_t ember_table_other_bytes(const ember_table_t *table)
+{
+    size_t bytes = table->acc_rows.capacity + table->acc_grad.capacity +
+                   table->sorted_grad.capacity + table->order.capacity +
+                   table->written.capacity +
+                   table->applying.rows.capacity + table->applying.grad.capacity +
+                   /* a GPU shard's pinned staging (its device scratch is not
+                    * host memory) */
+                   table->h_batch.capacity + table->h_out.capacity +
+                   table->h_values.capacity;
+    if (table->slot_of_row)
+        bytes += (size_t)table->local_rows * sizeof(int32_t);
+    for (uint32_t t = 0; t < table->spec.trainers; t++) {
+        const context_t *c = &table->contexts[t];
+        const pending_t *p = &table->pending[t];
+        bytes += c->indices.capacity + c->offsets.capacity + c->weights.capacity +
+                 c->argmax.capacity + c->unique.capacity + c->inverse.capacity +
+                 c->first.capacity + c->seen.capacity +
+                 p->rows.capacity + p->grad.capacity;
+    }
+    return bytes;
+}

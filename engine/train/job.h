@@ -1,0 +1,58 @@
+/*
+ * engine/train/job: what ember-train runs — the flags, their defaults (the PyTorch
+ * tutorial's job), and the role map (which rank is which worker).
+ *
+ * Ranks 0..T-1 are the trainers, rank T the master, ranks T+1..T+P the
+ * parameter servers: with the defaults (T=2, P=1) exactly the tutorial's
+ * layout (trainer0, trainer1, master, ps).
+ */
+#ifndef EMBER_ENGINE_JOB_H
+#define EMBER_ENGINE_JOB_H
+
+#include "engine/ops/optimizer.h"
+#include "engine/wire/protocol.h"
+
+#include <ember/embedding_bag.h>
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { EMBER_ROLE_TRAINER, EMBER_ROLE_MASTER, EMBER_ROLE_PS } ember_role_t;
+
+typedef struct {
+    int trainers, num_ps;
+    int64_t rows;
+    uint32_t dim, classes;
+    ember_pool_mode_t mode;
+    int64_t padding_idx;
+    int per_sample_weights;
+    ember_opt_config_t optimizer;
+    uint32_t epochs, batches, min_indices, max_indices;
+    uint64_t seed;
+    ember_consistency_t consistency;
+    ember_sparse_reduce_t sparse_reduce;
+    ember_dtype_t table_dtype; /* the PS's rows: F32 or F16 */
+    int half_replies;          /* lookups answered in fp16 */
+    ember_data_kind_t data;
+    const char *replay_path; /* borrowed from argv */
+    const char *save_path;
+    const char *metrics_path;
+    const char *device; /* trainers' dense model: "cpu" or "cuda" */
+    const char *ps_device; /* the PS's table shards: "cpu" or "cuda" */
+    uint32_t nhidden, hidden[EMBER_MAX_HIDDEN]; /* dense MLP hidden widths */
+    double replay_tolerance; /* --replay: the largest difference that passes */
+    uint64_t given;          /* bit per flag given on the command line */
+    const char *flag_values[64]; /* their values as given (borrowed from argv) */
+} ember_job_t;
+
+/** Ranks the job needs: trainers + 1 + num_ps. */
+int ember_job_world_size(const ember_job_t *job);
+
+/** Role and index (trainer t, ps p) of @rank; name like "trainer1". */
+ember_status_t ember_job_role(const ember_job_t *job, int rank, ember_role_t *role_p,
+                              int *index_p, char *name, size_t name_length);
+
+/** One line naming every rank's role. */
+void ember_job_print_roles(const ember_job_t *job, FILE *stream);
+
+#endif

@@ -1,0 +1,264 @@
+/*
+ * engine/wire/protocol: the engine's RPC op ids and wire messages.
+ *
+ * Every message is a fixed header struct followed by arrays whose lengths
+ * the header gives; receivers check each length against the payload size
+ * before touching anything.  Processes of one job run the same build (the
+ * transport header carries the protocol version), so headers are plain
+ * fixed-width C structs.
+ */
+#ifndef EMBER_ENGINE_PROTOCOL_H
+#define EMBER_ENGINE_PROTOCOL_H
+
+#include "engine/ops/optimizer.h"
+
+#include <ember/transport.h>
+
+#include <stdint.h>
+
+enum {
+    /* master -> ps */
+    EMBER_OP_TABLE_CREATE = EMBER_RPC_OP_USER_BASE + 36, /* 100 */
+    EMBER_OP_TABLE_LOAD,
+    EMBER_OP_TABLE_READ,
+    EMBER_OP_PS_STATS,
+    EMBER_OP_PS_SHUTDOWN,
+    /* trainer -> ps */
+    EMBER_OP_LOOKUP,
+    EMBER_OP_GRAD,
+    /* master -> everyone */
+    EMBER_OP_ABORT,
+    /* master <-> trainer */
+    EMBER_OP_TRAIN_START,
+    EMBER_OP_EPOCH_REPORT,
+    /* trainers among themselves (the dense allreduce uses 4 ids) */
+    EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
+};
+
+typedef enum { EMBER_SYNC = 0, EMBER_ASYNC = 1 } ember_consistency_t;
+typedef enum { EMBER_REDUCE_SUM = 0, EMBER_REDUCE_MEAN = 1 } ember_sparse_reduce_t;
+typedef enum { EMBER_INIT_NORMAL = 0, EMBER_INIT_LOAD = 1 } ember_table_init_t;
+/* A PS's shard in its host memory, or on its GPU (--ps-device cuda). */
+typedef enum { EMBER_TABLE_HOST = 0, EMBER_TABLE_CUDA = 1 } ember_table_device_t;
+
+#define EMBER_TABLE_NAME_MAX 32
+
+/* EMBER_OP_TABLE_CREATE: one shard of a table on one PS. */
+typedef struct {
+    uint32_t table_id;
+    uint32_t shard;      /* this PS's shard index */
+    uint32_t num_shards; /* rows are split by row % num_shards */
+    uint32_t trainers;   /* sync mode waits for this many gradients a step */
+    int64_t rows;        /* of the whole table */
+    uint32_t dim;
+    uint32_t consistency;   /* ember_consistency_t */
+    uint32_t sparse_reduce; /* ember_sparse_reduce_t */
+    uint32_t init;          /* ember_table_init_t */
+    uint32_t dtype;         /* ember_dtype_t of the stored rows: F32 (0) or F16;
+                             * lookups, gradients, loads and reads stay fp32 */
+    uint32_t device;        /* ember_table_device_t: where the rows live */
+    uint64_t seed;
+    ember_opt_config_t optimizer;
+    char name[EMBER_TABLE_NAME_MAX];
+} ember_msg_table_create_t;
+
+/* EMBER_OP_TABLE_LOAD: rows [first, first + count) of the whole table; the
+ * shard keeps those it owns.  Followed by float[count * dim]. */
+typedef struct {
+    uint32_t table_id;
+    uint32_t reserved;
+    int64_t first;
+    int64_t count;
+} ember_msg_table_load_t;
+
+/* EMBER_OP_TABLE_READ: local rows [first, first + count) of the shard; the
+ * reply is float[count * dim]. */
+typedef struct {
+    uint32_t table_id;
+    uint32_t reserved;
+    int64_t first;
+    int64_t count;
+} ember_msg_table_read_t;
+
+/* EMBER_OP_PS_STATS reply. */
+typedef struct {
+    uint64_t table_bytes;     /* rows x dim floats of every shard here */
+    uint64_t optimizer_bytes; /* optimizer state */
+    uint64_t other_bytes;     /* contexts, accumulators, scratch */
+    uint64_t rss_bytes;       /* the process's resident set */
+    uint64_t lookups, grads, steps_applied;
+    /* Time spent serving them (validation, pooling or update, reply handed
+     * to the transport; not time waiting): the PS's own cost per request, so
+     * a benchmark can tell a PS-bound rate from a network-bound one.  A small
+     * reply held for a batch (transport/batch.c) is sent after this. */
+    double lookup_seconds, grad_seconds;
+} ember_msg_ps_stats_t;
+
+enum {
+    EMBER_LOOKUP_WEIGHTS = 1u << 0,
+    EMBER_LOOKUP_MAX = 1u << 1,
+    /* The reply in fp16: the pooled fp32 values rounded (half the bytes on
+     * the wire, as TorchRec's fp16 forward comms); gradients stay fp32. */
+    EMBER_LOOKUP_HALF_REPLY = 1u << 2,
+};
+
+/*
+ * EMBER_OP_LOOKUP: one request per (trainer, step, shard).  Followed by
+ *   uint32 offsets[bags]      start of each bag in the index list
+ *   int64  rows[unique]       the distinct global row ids, all of this shard
+ *   uint32 inverse[indices]   position in rows[] of each index
+ *   float  weights[indices]   only with EMBER_LOOKUP_WEIGHTS
+ *   uint32 places[indices]    only with EMBER_LOOKUP_MAX: each index's place
+ *                             in its bag of the trainer's whole batch
+ *                             (increasing within a bag)
+ * The reply is float[bags * dim]: each bag's sum (weighted) or, with
+ * EMBER_LOOKUP_MAX, element-wise max over this shard's rows; with
+ * EMBER_LOOKUP_HALF_REPLY those values rounded to fp16, uint16[bags * dim].
+ * With EMBER_LOOKUP_MAX the values are followed, at
+ * ember_msg_lookup_places_at(), by uint32[bags * dim]: the place of the
+ * entry each maximum came from (the first maximal one of this shard's;
+ * EMBER_PLACE_NONE for a bag without entries here), so the trainer gives a
+ * maximum held on several shards to the bag's first maximal entry, as
+ * PyTorch does, whatever the number of shards.
+ */
+typedef struct {
+    uint32_t table_id;
+    uint32_t trainer;
+    uint64_t step;
+    uint32_t flags;
+    uint32_t bags;
+    uint32_t unique;
+    uint32_t indices;
+} ember_msg_lookup_t;
+
+#define EMBER_PLACE_NONE UINT32_MAX
+
+/* Bytes of a LOOKUP's arrays (after the header), as @msg's counts say.
+ * 64-bit: the counts come from the wire and must not overflow. */
+static inline uint64_t ember_msg_lookup_bytes(const ember_msg_lookup_t *msg)
+{
+    int per_index = (msg->flags & (EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX)) ? 2 : 1;
+    return 4ull * msg->bags + 8ull * msg->unique + 4ull * msg->indices * per_index;
+}
+
+/* Offset of a max lookup's places in its reply: after the values, 4-byte
+ * aligned. */
+static inline uint64_t ember_msg_lookup_places_at(const ember_msg_lookup_t *msg,
+                                                  uint32_t dim)
+{
+    uint64_t values = (uint64_t)msg->bags * dim *
+                      ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
+    return (values + 3) & ~3ull;
+}
+
+/* Bytes of a LOOKUP's reply for a table of @dim. */
+static inline uint64_t ember_msg_lookup_reply_bytes(const ember_msg_lookup_t *msg,
+                                                    uint32_t dim)
+{
+    if (!(msg->flags & EMBER_LOOKUP_MAX))
+        return (uint64_t)msg->bags * dim *
+               ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
+    return ember_msg_lookup_places_at(msg, dim) + 4ull * msg->bags * dim;
+}
+
+enum { EMBER_GRAD_APPLY = 1u << 0 };
+
+/* EMBER_OP_GRAD: gradient of the step's pooled output, float[bags * dim],
+ * for the lookup of (trainer, step); with EMBER_GRAD_APPLY it also takes
+ * part in the optimizer step of that context (the distributed optimizer). */
+typedef struct {
+    uint32_t table_id;
+    uint32_t trainer;
+    uint64_t step;
+    uint32_t flags;
+    uint32_t bags;
+} ember_msg_grad_t;
+
+/* EMBER_OP_ABORT: followed by a text naming the cause. */
+
+typedef enum {
+    EMBER_DATA_TUTORIAL = 0,  /* the tutorial's random bags */
+    EMBER_DATA_SYNTHETIC = 1, /* learnable target: the loss falls */
+    EMBER_DATA_REPLAY = 2     /* batches from a golden-layout file */
+} ember_data_kind_t;
+
+#define EMBER_PATH_MAX 512
+#define EMBER_MAX_HIDDEN 8
+
+/* EMBER_OP_TRAIN_START: master -> trainer.  Followed by the initial dense
+ * parameters, float[classes * dim + classes] (weight then bias).  The reply
+ * (sent when training ends) is ember_msg_train_done_t. */
+typedef struct {
+    uint32_t trainer;
+    uint32_t trainers;
+    uint32_t num_ps;
+    uint32_t first_ps_rank;
+    uint32_t master_rank;
+    uint32_t table_id;
+    int64_t rows;
+    uint32_t dim;
+    uint32_t classes;
+    uint32_t mode; /* ember_pool_mode_t */
+    uint32_t data; /* ember_data_kind_t */
+    int64_t padding_idx;
+    uint32_t epochs;
+    uint32_t batches; /* per epoch */
+    uint32_t min_indices, max_indices;
+    uint32_t consistency;
+    uint32_t per_sample_weights;
+    uint64_t seed;
+    ember_opt_config_t optimizer;
+    char replay_path[EMBER_PATH_MAX];
+    uint32_t nhidden;                  /* hidden layers of the dense MLP */
+    uint32_t hidden[EMBER_MAX_HIDDEN]; /* their widths (ReLU after each) */
+    uint32_t half_replies;             /* ask for EMBER_LOOKUP_HALF_REPLY */
+} ember_msg_train_start_t;
+
+/*
+ * The dense model: Linear(dim, hidden[0]) ReLU ... Linear(hidden[n-1],
+ * classes); with no hidden layer the tutorial's Linear(dim, classes).
+ * Parameters are one flat array, each layer's weight [out, in] then its
+ * bias [out], layer after layer, so each layer is one contiguous bucket for
+ * the allreduce.  Fills @sizes (nhidden + 2 entries) and returns the number
+ * of layers.
+ */
+static inline size_t ember_dense_sizes(const ember_msg_train_start_t *spec,
+                                       size_t sizes[EMBER_MAX_HIDDEN + 2])
+{
+    size_t n = 0;
+    sizes[n++] = spec->dim;
+    for (uint32_t h = 0; h < spec->nhidden && h < EMBER_MAX_HIDDEN; h++)
+        sizes[n++] = spec->hidden[h];
+    sizes[n++] = spec->classes;
+    return n - 1;
+}
+
+/* Offset of layer @l's weight in the flat parameters; @l == layers gives
+ * the total count. */
+static inline size_t ember_dense_offset(const size_t *sizes, size_t l)
+{
+    size_t offset = 0;
+    for (size_t k = 0; k < l; k++)
+        offset += sizes[k + 1] * sizes[k] + sizes[k + 1];
+    return offset;
+}
+
+/* Reply to TRAIN_START: followed by float losses[steps] and the final dense
+ * parameters float[classes * dim + classes]. */
+typedef struct {
+    uint64_t steps;
+    uint64_t bags;
+    double seconds;
+} ember_msg_train_done_t;
+
+/* EMBER_OP_EPOCH_REPORT: trainer -> master, once per epoch. */
+typedef struct {
+    uint32_t trainer;
+    uint32_t epoch;
+    uint64_t steps;
+    uint64_t bags;
+    double loss_sum; /* over the epoch's steps */
+    double seconds;  /* wall time of the epoch on this trainer */
+} ember_msg_epoch_report_t;
+
+#endif

@@ -1,0 +1,561 @@
+/* engine/train/job: ember-train's flags and the role map. */
+#include "tools/train_flags.h"
+
+#include "engine/io/replay_file.h"
+
+#include <ember/config.h>
+#include <ember/log.h>
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Every flag, in the order --help lists them.  A replay file sets the
+ * model, its batches and its optimizer: with --replay a flag that would set
+ * what the file holds (REPLAY_COMPARED) must say what the file says, and
+ * one the file has no such thing for (REPLAY_REFUSED) is refused; both by
+ * name, rather than accepted and ignored. */
+typedef enum {
+    F_TRAINERS, F_PS, F_ROWS, F_DIM, F_CLASSES, F_HIDDEN, F_MODE, F_PADDING_IDX,
+    F_WEIGHTS, F_OPTIMIZER, F_LR, F_MOMENTUM, F_EPOCHS, F_BATCHES, F_MIN_INDICES,
+    F_MAX_INDICES, F_DATA, F_SEED, F_CONSISTENCY, F_SPARSE_REDUCE, F_TABLE_DTYPE,
+    F_REPLY_DTYPE, F_REPLAY, F_REPLAY_TOLERANCE, F_SAVE, F_METRICS, F_DEVICE,
+    F_PS_DEVICE, F_BIND, F_HELP, F_VERSION, F_COUNT
+} flag_id_t;
+
+enum { REPLAY_FREE, REPLAY_REFUSED, REPLAY_COMPARED };
+
+typedef struct {
+    const char *name; /* "--rows" */
+    const char *arg;  /* what it takes ("R"); NULL: a switch */
+    const char *help; /* lines after the first are indented by usage() */
+    int replay;       /* REPLAY_*: what --replay makes of it */
+} flag_t;
+
+/* A bit of ember_job_t.given and a slot of its flag_values per flag. */
+_Static_assert(F_COUNT <= 64, "more flags than ember_job_t.given has bits");
+
+static const flag_t flags[F_COUNT] = {
+    [F_TRAINERS] = {"--trainers", "T", "trainers (2)", REPLAY_COMPARED},
+    [F_PS] = {"--ps", "P", "parameter servers; rows split by row % P (1)", REPLAY_FREE},
+    [F_ROWS] = {"--rows", "R", "rows of the embedding table (100)", REPLAY_COMPARED},
+    [F_DIM] = {"--dim", "D", "its dimension (16)", REPLAY_COMPARED},
+    [F_CLASSES] = {"--classes", "C", "outputs of the last Linear layer (8)", REPLAY_COMPARED},
+    [F_HIDDEN] = {"--hidden", "W1,W2,...", "a dense MLP: Linear+ReLU layers of these\n"
+                  "widths before the last Linear (none: the tutorial's)", REPLAY_REFUSED},
+    [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", REPLAY_COMPARED},
+    [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)", REPLAY_REFUSED},
+    [F_WEIGHTS] = {"--weights", NULL, "per-sample weights (sum mode; the tutorial's and\n"
+                   "synthetic data draw each in [0, 1))", REPLAY_COMPARED},
+    [F_OPTIMIZER] = {"--optimizer", "NAME", "sgd, adagrad, rowwise_adagrad, adam (sgd)", REPLAY_COMPARED},
+    [F_LR] = {"--lr", "X", "learning rate (0.05)", REPLAY_COMPARED},
+    [F_MOMENTUM] = {"--momentum", "M", "SGD momentum (0; --optimizer sgd only)", REPLAY_COMPARED},
+    [F_EPOCHS] = {"--epochs", "E", "epochs (100)", REPLAY_REFUSED},
+    [F_BATCHES] = {"--batches", "B", "batches per epoch (10)", REPLAY_REFUSED},
+    [F_MIN_INDICES] = {"--min-indices", "A", "fewest indices of a batch (20)", REPLAY_REFUSED},
+    [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", REPLAY_REFUSED},
+    [F_DATA] = {"--data", "tutorial|synthetic", "random bags, or bags with a learnable\n"
+                "target (tutorial)", REPLAY_REFUSED},
+    [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", REPLAY_REFUSED},
+    [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", REPLAY_FREE},
+    [F_SPARSE_REDUCE] = {"--sparse-reduce", "sum|mean", "sync: how trainers' row gradients\n"
+                         "combine (sum)", REPLAY_COMPARED},
+    [F_TABLE_DTYPE] = {"--table-dtype", "fp32|fp16", "how the PS stores the table's rows\n"
+                       "(fp32); fp16 halves its memory, arithmetic stays fp32", REPLAY_FREE},
+    [F_REPLY_DTYPE] = {"--reply-dtype", "fp32|fp16", "lookups' replies on the wire (fp32);\n"
+                       "fp16 halves their bytes (the pooled values rounded)", REPLAY_FREE},
+    [F_REPLAY] = {"--replay", "FILE", "train on a golden-layout file (sizes, weights,\n"
+                  "batches and SGD from it) in sync mode, then check the\n"
+                  "result against the file's expected values", REPLAY_FREE},
+    [F_REPLAY_TOLERANCE] = {"--replay-tolerance", "X", "--replay: the largest difference\n"
+                            "from the expected values that passes (1e-4)", REPLAY_FREE},
+    [F_SAVE] = {"--save", "FILE", "write the final weights (safetensors, the names of\n"
+                "the PyTorch module: README.md)", REPLAY_FREE},
+    [F_METRICS] = {"--metrics", "FILE", "JSON lines, one per epoch (EMBER_METRICS)", REPLAY_FREE},
+    [F_DEVICE] = {"--device", "cpu|cuda", "where the trainers' dense model runs (cpu);\n"
+                  "cuda takes GPU local_rank % GPUs, NCCL for its allreduce", REPLAY_FREE},
+    [F_PS_DEVICE] = {"--ps-device", "cpu|cuda", "where each PS keeps its table shards and\n"
+                     "pools (cpu); cuda: GPU local_rank % GPUs, fp32 rows", REPLAY_FREE},
+    [F_BIND] = {"--bind", "numa|core|none", "CPU/memory binding near the GPU/HCA\n"
+                "(EMBER_BIND, numa)", REPLAY_FREE},
+    [F_HELP] = {"--help", NULL, "this text", REPLAY_FREE},
+    [F_VERSION] = {"--version", NULL, "the version of ember-train and its library", REPLAY_FREE},
+};
+
+static void usage(FILE *stream)
+{
+    fputs("usage: ember-train [flags]   (run under ember-run -n N, srun, or with\n"
+          "       EMBER_RANK/EMBER_WORLD_SIZE/EMBER_INIT; N = trainers + 1 + ps)\n",
+          stream);
+    for (int f = 0; f < F_COUNT; f++) {
+        char head[64];
+        snprintf(head, sizeof(head), "%s%s%s", flags[f].name, flags[f].arg ? " " : "",
+                 flags[f].arg ? flags[f].arg : "");
+        fprintf(stream, "  %-30s ", head);
+        for (const char *line = flags[f].help; line;) {
+            const char *end = strchr(line, '\n');
+            fwrite(line, 1, end ? (size_t)(end - line) : strlen(line), stream);
+            fputs(end ? "\n                                 " : "\n", stream);
+            line = end ? end + 1 : NULL;
+        }
+    }
+}
+
+static int find_flag(const char *name)
+{
+    for (int f = 0; f < F_COUNT; f++) {
+        if (strcmp(flags[f].name, name) == 0)
+            return f;
+    }
+    return strcmp(name, "-h") == 0 ? F_HELP : -1;
+}
+
+/* What parsing collects beyond the job itself. */
+typedef struct {
+    ember_opt_kind_t kind;
+    float lr, momentum;
+} parsed_t;
+
+/* One line saying what was refused, then where the flags are listed. */
+static ember_status_t refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static ember_status_t refuse(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ember-train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\n(ember-train --help lists the flags)\n", stderr);
+    va_end(ap);
+    return EMBER_ERR_INVALID_PARAM;
+}
+
+static ember_status_t bad_value(int f, const char *value)
+{
+    return refuse("invalid value '%s' for %s", value, flags[f].name);
+}
+
+/* An integer in [min, max], at its full width. */
+static int parse_i64(const char *text, int64_t min, int64_t max, int64_t *value_p)
+{
+    char *end;
+    errno = 0;
+    long long value = strtoll(text, &end, 0);
+    if (errno || end == text || *end || value < min || value > max)
+        return 0;
+    *value_p = value;
+    return 1;
+}
+
+/* A finite float >= 0 that float holds (no overflow to infinity). */
+static int parse_nonneg_float(const char *text, float *value_p)
+{
+    char *end;
+    errno = 0;
+    float value = strtof(text, &end);
+    if (errno || end == text || *end || !isfinite(value) || value < 0)
+        return 0;
+    *value_p = value;
+    return 1;
+}
+
+/* @value must be one of @words ("a|b|c"); its index in *index_p. */
+static int parse_word(const char *value, const char *words, int *index_p)
+{
+    int index = 0;
+    size_t length = strlen(value);
+    for (const char *p = words; *p; index++) {
+        const char *end = strchr(p, '|');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == length && strncmp(p, value, n) == 0) {
+            *index_p = index;
+            return 1;
+        }
+        p += n + (end != NULL);
+    }
+    return 0;
+}
+
+static ember_status_t parse_hidden(const char *value, ember_job_t *job)
+{
+    char *copy = strdup(value), *save = NULL;
+    int64_t v;
+    if (!copy)
+        return EMBER_ERR_NO_MEMORY;
+    job->nhidden = 0;
+    for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        if (job->nhidden == EMBER_MAX_HIDDEN || !parse_i64(w, 1, 65536, &v)) {
+            free(copy);
+            return bad_value(F_HIDDEN, value);
+        }
+        job->hidden[job->nhidden++] = (uint32_t)v;
+    }
+    free(copy);
+    return job->nhidden ? EMBER_OK : bad_value(F_HIDDEN, value);
+}
+
+/* One uint32 count flag of the job (epochs, batches, index bounds). */
+static uint32_t *count_field(ember_job_t *job, int f)
+{
+    switch (f) {
+    case F_EPOCHS: return &job->epochs;
+    case F_BATCHES: return &job->batches;
+    case F_MIN_INDICES: return &job->min_indices;
+    default: return &job->max_indices;
+    }
+}
+
+/* Take one flag's value into the job. */
+static ember_status_t apply_flag(int f, const char *value, ember_job_t *job,
+                                 parsed_t *parsed)
+{
+    int64_t v;
+    int word;
+
+    switch (f) {
+    case F_TRAINERS:
+    case F_PS:
+        if (!parse_i64(value, 1, 4096, &v))
+            return bad_value(f, value);
+        *(f == F_TRAINERS ? &job->trainers : &job->num_ps) = (int)v;
+        return EMBER_OK;
+    case F_ROWS:
+        if (!parse_i64(value, 1, INT64_MAX / 65536, &v))
+            return bad_value(f, value);
+        job->rows = v;
+        return EMBER_OK;
+    case F_DIM:
+    case F_CLASSES:
+        if (!parse_i64(value, f == F_DIM ? 1 : 2, 65536, &v))
+            return bad_value(f, value);
+        *(f == F_DIM ? &job->dim : &job->classes) = (uint32_t)v;
+        return EMBER_OK;
+    case F_HIDDEN:
+        return parse_hidden(value, job);
+    case F_MODE:
+        return ember_pool_mode_parse(value, &job->mode) == EMBER_OK ? EMBER_OK
+                                                                     : bad_value(f, value);
+    case F_PADDING_IDX:
+        if (!parse_i64(value, -1, INT64_MAX, &v))
+            return bad_value(f, value);
+        job->padding_idx = v;
+        return EMBER_OK;
+    case F_WEIGHTS:
+        job->per_sample_weights = 1;
+        return EMBER_OK;
+    case F_OPTIMIZER:
+        return ember_opt_kind_parse(value, &parsed->kind) == EMBER_OK ? EMBER_OK
+                                                                      : bad_value(f, value);
+    case F_LR:
+    case F_MOMENTUM:
+        return parse_nonneg_float(value, f == F_LR ? &parsed->lr : &parsed->momentum)
+                   ? EMBER_OK
+                   : bad_value(f, value);
+    case F_EPOCHS:
+    case F_BATCHES:
+    case F_MIN_INDICES:
+    case F_MAX_INDICES:
+        if (!parse_i64(value, f == F_MIN_INDICES ? 0 : 1, 1 << 30, &v))
+            return bad_value(f, value);
+        *count_field(job, f) = (uint32_t)v;
+        return EMBER_OK;
+    case F_DATA:
+        if (!parse_word(value, "tutorial|synthetic", &word))
+            return bad_value(f, value);
+        job->data = word ? EMBER_DATA_SYNTHETIC : EMBER_DATA_TUTORIAL;
+        return EMBER_OK;
+    case F_SEED:
+        if (!parse_i64(value, 0, INT64_MAX, &v))
+            return bad_value(f, value);
+        job->seed = (uint64_t)v;
+        return EMBER_OK;
+    case F_CONSISTENCY:
+        if (!parse_word(value, "sync|async", &word))
+            return bad_value(f, value);
+        job->consistency = word ? EMBER_ASYNC : EMBER_SYNC;
+        return EMBER_OK;
+    case F_SPARSE_REDUCE:
+        if (!parse_word(value, "sum|mean", &word))
+            return bad_value(f, value);
+        job->sparse_reduce = word ? EMBER_REDUCE_MEAN : EMBER_REDUCE_SUM;
+        return EMBER_OK;
+    case F_TABLE_DTYPE:
+    case F_REPLY_DTYPE:
+        if (!parse_word(value, "fp32|fp16", &word))
+            return bad_value(f, value);
+        if (f == F_TABLE_DTYPE)
+            job->table_dtype = word ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32;
+        else
+            job->half_replies = word;
+        return EMBER_OK;
+    case F_REPLAY:
+    case F_SAVE:
+    case F_METRICS:
+        if (!*value || strlen(value) >= EMBER_PATH_MAX)
+            return refuse("%s: a path of 1 to 511 bytes is wanted, not '%s'",
+                          flags[f].name, value);
+        *(f == F_REPLAY ? &job->replay_path
+          : f == F_SAVE ? &job->save_path
+                        : &job->metrics_path) = value;
+        if (f == F_REPLAY)
+            job->data = EMBER_DATA_REPLAY;
+        return EMBER_OK;
+    case F_REPLAY_TOLERANCE: {
+        float tol;
+        if (!parse_nonneg_float(value, &tol))
+            return bad_value(f, value);
+        job->replay_tolerance = tol;
+        return EMBER_OK;
+    }
+    case F_DEVICE:
+    case F_PS_DEVICE:
+        if (!parse_word(value, "cpu|cuda", &word))
+            return bad_value(f, value);
+        *(f == F_DEVICE ? &job->device : &job->ps_device) = word ? "cuda" : "cpu";
+        return EMBER_OK;
+    case F_BIND: /* taken out of argv before (common/topology.h) */
+        return ember_config_set("EMBER_BIND", value);
+    }
+    return EMBER_ERR_INVALID_PARAM;
+}
+
+/* "--trainers 3", "--weights": a flag as it was given. */
+static void given_text(const ember_job_t *job, int f, char *text, size_t length)
+{
+    const char *value = job->flag_values[f];
+    snprintf(text, length, "%s%s%s", flags[f].name, value && *value ? " " : "",
+             value ? value : "");
+}
+
+/* With --replay, what the file has no such thing for (REPLAY_REFUSED), and
+ * async consistency (a replay is sync) or EMBER_SEED, are refused now; the
+ * flags the file also sets are compared with it once it is read
+ * (ember_job_take_replay). */
+static ember_status_t check_replay_flags(const ember_job_t *job)
+{
+    char given[128];
+    for (int f = 0; f < F_COUNT; f++) {
+        if (flags[f].replay != REPLAY_REFUSED || !(job->given & (1ull << f)))
+            continue;
+        given_text(job, f, given, sizeof(given));
+        return refuse("%s cannot be honoured with --replay %s: the file holds the "
+                      "model, its initial weights and every batch; drop the flag",
+                      given, job->replay_path);
+    }
+    if (job->consistency == EMBER_ASYNC)
+        return refuse("%s cannot be honoured with --replay %s: a replay trains in "
+                      "sync mode", job->given & (1ull << F_CONSISTENCY)
+                                   ? "--consistency async"
+                                   : "EMBER_CONSISTENCY=async",
+                      job->replay_path);
+    if (ember_config_is_set("EMBER_SEED"))
+        return refuse("EMBER_SEED cannot be honoured with --replay %s: the file holds "
+                      "the initial weights and the batches", job->replay_path);
+    return EMBER_OK;
+}
+
+/* Flags that only mean something together with others. */
+static ember_status_t check_combinations(const ember_job_t *job, const parsed_t *parsed)
+{
+    if (job->replay_path) /* first: the file sets most of what is checked below */
+        EMBER_CHECK(check_replay_flags(job));
+    if (job->min_indices > job->max_indices)
+        return refuse("%s is greater than %s", "--min-indices", "--max-indices");
+    if (job->padding_idx >= job->rows)
+        return refuse("%s: not a row of the table (%s)", "--padding-idx",
+                      "rows are 0 .. --rows - 1");
+    if (job->per_sample_weights && job->mode != EMBER_POOL_SUM)
+        return refuse("%s: per-sample weights need %s", "--weights", "--mode sum");
+    if ((job->given & (1ull << F_MOMENTUM)) && parsed->kind != EMBER_OPT_SGD)
+        return refuse("%s is SGD's: --optimizer %s has none", "--momentum",
+                      ember_opt_kind_name(parsed->kind));
+    if ((job->given & (1ull << F_SPARSE_REDUCE)) && job->consistency == EMBER_ASYNC)
+        return refuse("%s is how sync steps combine gradients: %s applies each as it "
+                      "comes", "--sparse-reduce", "--consistency async");
+    if (job->table_dtype == EMBER_DTYPE_F16 && strcmp(job->ps_device, "cuda") == 0)
+        return refuse("%s: a PS on a GPU keeps fp32 rows (%s)", "--table-dtype fp16",
+                      "--ps-device cuda");
+    if ((job->given & (1ull << F_REPLAY_TOLERANCE)) && !job->replay_path)
+        return refuse("%s checks a replay: it needs %s", "--replay-tolerance",
+                      "--replay FILE");
+    return EMBER_OK;
+}
+
+static void job_defaults(ember_job_t *job)
+{
+    const char *consistency = ember_config_str("EMBER_CONSISTENCY");
+    *job = (ember_job_t){.trainers = 2, .num_ps = 1, .rows = 100, .dim = 16,
+                         .classes = 8, .mode = EMBER_POOL_SUM, .padding_idx = -1,
+                         .epochs = 100, .batches = 10, .min_indices = 20,
+                         .max_indices = 50,
+                         .seed = (uint64_t)ember_config_int("EMBER_SEED"),
+                         .data = EMBER_DATA_TUTORIAL,
+                         .metrics_path = ember_config_str("EMBER_METRICS"),
+                         .device = "cpu", .ps_device = "cpu",
+                         .replay_tolerance = 1e-4};
+    job->consistency = consistency && strcasecmp(consistency, "async") == 0 ? EMBER_ASYNC
+                                                                            : EMBER_SYNC;
+}
+
+ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
+                               ember_job_action_t *action_p)
+{
+    parsed_t parsed = {.kind = EMBER_OPT_SGD, .lr = 0.05f, .momentum = 0.0f};
+
+    *action_p = EMBER_JOB_RUN;
+    job_defaults(job);
+    for (int i = 1; i < argc; i++) {
+        int f = find_flag(argv[i]);
+        if (f < 0)
+            return refuse("unknown flag '%s'", argv[i]);
+        if (f == F_HELP || f == F_VERSION) {
+            if (f == F_HELP)
+                usage(stdout);
+            *action_p = f == F_HELP ? EMBER_JOB_HELP : EMBER_JOB_VERSION;
+            return EMBER_OK;
+        }
+        if (job->given & (1ull << f))
+            return refuse("%s is given twice", flags[f].name);
+        job->given |= 1ull << f;
+        const char *value = "";
+        if (flags[f].arg) {
+            if (i + 1 >= argc)
+                return refuse("%s needs a value (%s)", flags[f].name, flags[f].arg);
+            value = argv[++i];
+        }
+        job->flag_values[f] = value;
+        EMBER_CHECK(apply_flag(f, value, job, &parsed));
+    }
+    EMBER_CHECK(check_combinations(job, &parsed));
+    ember_opt_config_default(parsed.kind, parsed.lr, &job->optimizer);
+    job->optimizer.momentum = parsed.momentum;
+    return EMBER_OK;
+}
+
+/* What a REPLAY_COMPARED flag sets, as text, so the job's and the file's can
+ * be compared and named alike. */
+static void setting_text(const ember_job_t *job, int f, char *text, size_t length)
+{
+    switch (f) {
+    case F_TRAINERS: snprintf(text, length, "%d trainers", job->trainers); break;
+    case F_ROWS: snprintf(text, length, "%lld rows", (long long)job->rows); break;
+    case F_DIM: snprintf(text, length, "dim %u", job->dim); break;
+    case F_CLASSES: snprintf(text, length, "%u classes", job->classes); break;
+    case F_MODE:
+        snprintf(text, length, "mode %s", ember_pool_mode_name(job->mode));
+        break;
+    case F_WEIGHTS:
+        snprintf(text, length, "%s per-sample weights", job->per_sample_weights ? "its"
+                                                                                : "no");
+        break;
+    case F_OPTIMIZER:
+        snprintf(text, length, "optimizer %s", ember_opt_kind_name(job->optimizer.kind));
+        break;
+    case F_LR: snprintf(text, length, "lr %g", (double)job->optimizer.lr); break;
+    case F_MOMENTUM:
+        snprintf(text, length, "momentum %g", (double)job->optimizer.momentum);
+        break;
+    default: /* F_SPARSE_REDUCE */
+        snprintf(text, length, "sparse_reduce %s",
+                 job->sparse_reduce == EMBER_REDUCE_MEAN ? "mean" : "sum");
+        break;
+    }
+}
+
+/* The job as the replay file @info says it trains. */
+static ember_status_t replay_job(const ember_job_t *job, const ember_replay_info_t *info,
+                                 ember_job_t *file)
+{
+    *file = *job;
+    if (strcmp(info->optimizer, "sgd") != 0) {
+        fprintf(stderr, "ember-train: %s: replay supports the sgd optimizer, not %s\n",
+                job->replay_path, info->optimizer);
+        return EMBER_ERR_UNSUPPORTED;
+    }
+    /* ember_replay_info checked the words; this only converts them. */
+    if (ember_pool_mode_parse(info->mode, &file->mode) != EMBER_OK) {
+        fprintf(stderr, "ember-train: %s: metadata 'mode' is '%s', not sum, mean or "
+                "max\n", job->replay_path, info->mode);
+        return EMBER_ERR_FORMAT;
+    }
+    file->rows = info->rows;
+    file->dim = info->dim;
+    file->classes = info->classes;
+    file->trainers = (int)info->trainers;
+    file->per_sample_weights = (int)info->per_sample_weights;
+    file->consistency = EMBER_SYNC;
+    file->sparse_reduce = strcmp(info->sparse_reduce, "mean") == 0 ? EMBER_REDUCE_MEAN
+                                                                   : EMBER_REDUCE_SUM;
+    file->padding_idx = -1;
+    ember_opt_config_default(EMBER_OPT_SGD, (float)info->lr, &file->optimizer);
+    return EMBER_OK;
+}
+
+ember_status_t ember_job_take_replay(ember_job_t *job)
+{
+    ember_replay_info_t info;
+    ember_job_t file;
+    char err[256], mine[96], theirs[96], given[128];
+    ember_status_t status = ember_replay_info(job->replay_path, &info, err, sizeof(err));
+    if (status != EMBER_OK) {
+        fprintf(stderr, "ember-train: %s\n", err);
+        return status;
+    }
+    EMBER_CHECK(replay_job(job, &info, &file));
+    for (int f = 0; f < F_COUNT; f++) {
+        if (flags[f].replay != REPLAY_COMPARED || !(job->given & (1ull << f)))
+            continue;
+        setting_text(job, f, mine, sizeof(mine));
+        setting_text(&file, f, theirs, sizeof(theirs));
+        if (strcmp(mine, theirs) == 0)
+            continue; /* says what the file says: honoured */
+        given_text(job, f, given, sizeof(given));
+        return refuse("%s cannot be honoured with --replay %s: the file trains with %s",
+                      given, job->replay_path, theirs);
+    }
+    *job = file;
+    return EMBER_OK;
+}
+
+/* @path can be written by this process: its folder exists and is writable,
+ * and it is not itself a folder or a file we may not replace. */
+static ember_status_t check_writable(const char *flag, const char *path)
+{
+    struct stat st;
+    char *copy = strdup(path);
+    if (!copy)
+        return EMBER_ERR_NO_MEMORY;
+    const char *dir = dirname(copy);
+    const char *why = NULL;
+    if (stat(dir, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        why = "its folder is not a folder";
+    else if (access(dir, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        why = "it is a folder";
+    else if (stat(path, &st) == 0 && access(path, W_OK) != 0)
+        why = strerror(errno);
+    if (why)
+        fprintf(stderr, "ember-train: %s %s: cannot write there (%s: %s); nothing was "
+                "run\n", flag, path, dir, why);
+    free(copy);
+    return why ? EMBER_ERR_IO : EMBER_OK;
+}
+
+ember_status_t ember_job_check_outputs(const ember_job_t *job)
+{
+    if (job->save_path)
+        EMBER_CHECK(check_writable("--save", job->save_path));
+    if (job->metrics_path)
+        EMBER_CHECK(check_writable(job->given & (1ull << F_METRICS) ? "--metrics"
+                                                                    : "EMBER_METRICS",
+                                   job->metrics_path));
+    return EMBER_OK;
+}
