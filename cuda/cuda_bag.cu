@@ -231,7 +231,7 @@ __global__ void k_bwd_reduce(size_t dim, const unsigned long long *__restrict__ 
             if (b < 0)
                 continue;
             float go = grad_out[(size_t)b * dim + d];
-            if (mode == EMBER_POOL_MAX) {
+            if (mode == EMBER_BAG_MAX) {
                 /* once per bag, however often the row repeats in it */
                 if (j > start && bag_of[pos[j - 1]] == b)
                     continue;
@@ -239,7 +239,7 @@ __global__ void k_bwd_reduce(size_t dim, const unsigned long long *__restrict__ 
                     acc += go;
             } else if (weights) {
                 acc += weights[p] * go;
-            } else if (mode == EMBER_POOL_MEAN) {
+            } else if (mode == EMBER_BAG_MEAN) {
                 acc += mean_scale[b] * go;
             } else {
                 acc += go;
@@ -290,7 +290,7 @@ extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table,
 {
     if (!batch || !opts || dim == 0 || (batch->bags > 0 && (!out_p || !batch->offsets)) ||
         (batch->n > 0 && (!table || !batch->indices)) ||
-        (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax_p)) {
+        (opts->mode == EMBER_BAG_MAX && batch->bags > 0 && !argmax_p)) {
         ember_error("cuda", "bag forward: invalid arguments");
         return EMBER_ERR_INVALID_PARAM;
     }
@@ -300,14 +300,14 @@ extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table,
     const int64_t pad = opts->padding_idx;
     const float *w = batch->weights;
 
-    if (opts->mode == EMBER_POOL_MAX) {
+    if (opts->mode == EMBER_BAG_MAX) {
         unsigned tx = lanes_for(dim), ty = kBlock / tx;
         dim3 block(tx, ty), grid((unsigned)((bags + ty - 1) / ty));
         k_bag_max<<<grid, block, 0, dev->stream>>>(table, dim, batch->indices,
                                                    batch->n, batch->offsets, bags,
                                                    pad, out_p, argmax_p);
     } else {
-        int mean = opts->mode == EMBER_POOL_MEAN;
+        int mean = opts->mode == EMBER_BAG_MEAN;
         if (dim % 4 == 0 && aligned16(table) && aligned16(out_p)) {
             size_t vecs = dim / 4;
             unsigned tx = lanes_for(vecs), ty = kBlock / tx;
@@ -343,12 +343,12 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
         ember_error("cuda", "bag backward: invalid arguments");
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax) {
+    if (opts->mode == EMBER_BAG_MAX && batch->bags > 0 && !argmax) {
         ember_error("cuda", "bag backward: max mode needs the argmax");
         return EMBER_ERR_INVALID_PARAM;
     }
     if (grad_weights_p &&
-        (!batch->weights || !table || opts->mode != EMBER_POOL_SUM)) {
+        (!batch->weights || !table || opts->mode != EMBER_BAG_SUM)) {
         ember_error("cuda", "bag backward: weight gradient needs weights, "
                             "the table and mode sum");
         return EMBER_ERR_INVALID_PARAM;
@@ -414,7 +414,7 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
                                                    sentinel, keys_in, pos_in,
                                                    bag_of);
     CUDA_CALL(cudaGetLastError());
-    if (opts->mode == EMBER_POOL_MEAN && bags > 0) {
+    if (opts->mode == EMBER_BAG_MEAN && bags > 0) {
         k_bwd_mean_scale<<<(unsigned)((bags + kBlock - 1) / kBlock), kBlock, 0,
                            dev->stream>>>(batch->indices, n, batch->offsets,
                                           bags, pad, mean_scale);

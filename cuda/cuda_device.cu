@@ -452,26 +452,26 @@ static ember_status_t cuda_dev_rows_scatter(ember_device_t *dev, float *table,
     return cuda_rows_scatter(impl(dev), table, dim, rows, n, in);
 }
 
-static ember_status_t cuda_dev_pool_combine(ember_device_t *dev, const float *parts,
+static ember_status_t cuda_dev_parts_combine(ember_device_t *dev, const float *parts,
                                             size_t stride, uint32_t nparts, size_t bags,
-                                            size_t dim, ember_pool_mode_t mode,
+                                            size_t dim, ember_bag_mode_t mode,
                                             const uint32_t *counts,
                                             const uint32_t *bag_counts,
                                             const uint32_t *places, size_t places_stride,
                                             float *out, int16_t *winner)
 {
-    return cuda_pool_combine(impl(dev), parts, stride, nparts, bags, dim, mode, counts,
+    return cuda_parts_combine(impl(dev), parts, stride, nparts, bags, dim, mode, counts,
                              bag_counts, places, places_stride, out, winner);
 }
 
-static ember_status_t cuda_dev_pool_split(ember_device_t *dev, const float *grad,
+static ember_status_t cuda_dev_parts_split(ember_device_t *dev, const float *grad,
                                           uint32_t nparts, size_t bags, size_t dim,
-                                          ember_pool_mode_t mode,
+                                          ember_bag_mode_t mode,
                                           const uint32_t *bag_counts,
                                           const int16_t *winner, float *grads,
                                           size_t stride)
 {
-    return cuda_pool_split(impl(dev), grad, nparts, bags, dim, mode, bag_counts, winner,
+    return cuda_parts_split(impl(dev), grad, nparts, bags, dim, mode, bag_counts, winner,
                            grads, stride);
 }
 
@@ -542,8 +542,8 @@ const ember_device_ops_t ember_device_cuda_ops = {
     .host_free = cuda_host_free,
     .rows_gather = cuda_dev_rows_gather,
     .rows_scatter = cuda_dev_rows_scatter,
-    .pool_combine = cuda_dev_pool_combine,
-    .pool_split = cuda_dev_pool_split,
+    .parts_combine = cuda_dev_parts_combine,
+    .parts_split = cuda_dev_parts_split,
     .network_path = cuda_network_path,
 };
 

@@ -72,13 +72,13 @@ ember_status_t cuda_rows_gather(cuda_dev_t *dev, const float *table, size_t dim,
                                 const int64_t *rows, size_t n, float *out);
 ember_status_t cuda_rows_scatter(cuda_dev_t *dev, float *table, size_t dim,
                                  const int64_t *rows, size_t n, const float *in);
-ember_status_t cuda_pool_combine(cuda_dev_t *dev, const float *parts, size_t stride,
+ember_status_t cuda_parts_combine(cuda_dev_t *dev, const float *parts, size_t stride,
                                  uint32_t nparts, size_t bags, size_t dim,
-                                 ember_pool_mode_t mode, const uint32_t *counts,
+                                 ember_bag_mode_t mode, const uint32_t *counts,
                                  const uint32_t *bag_counts, const uint32_t *places,
                                  size_t places_stride, float *out, int16_t *winner);
-ember_status_t cuda_pool_split(cuda_dev_t *dev, const float *grad, uint32_t nparts,
-                               size_t bags, size_t dim, ember_pool_mode_t mode,
+ember_status_t cuda_parts_split(cuda_dev_t *dev, const float *grad, uint32_t nparts,
+                               size_t bags, size_t dim, ember_bag_mode_t mode,
                                const uint32_t *bag_counts, const int16_t *winner,
                                float *grads, size_t stride);
 ember_status_t cuda_bias_fill(cuda_dev_t *dev, const float *bias, size_t batch,

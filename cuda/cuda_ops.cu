@@ -185,9 +185,9 @@ __global__ void k_rows_scatter(float *__restrict__ table, size_t dim,
         dst[d] = in[i * dim + d];
 }
 
-/* engine/device.h's pool_combine, an element per thread (the order of the
+/* engine/device.h's parts_combine, an element per thread (the order of the
  * adds per element is the host's: bit for bit). */
-__global__ void k_pool_combine(const float *__restrict__ parts, size_t stride,
+__global__ void k_parts_combine(const float *__restrict__ parts, size_t stride,
                                uint32_t nparts, size_t bags, size_t dim, int mode,
                                const uint32_t *__restrict__ counts,
                                const uint32_t *__restrict__ bag_counts,
@@ -198,7 +198,7 @@ __global__ void k_pool_combine(const float *__restrict__ parts, size_t stride,
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t b = i / dim;
-        if (mode == EMBER_POOL_MAX) {
+        if (mode == EMBER_BAG_MAX) {
             /* Of equal maxima the bag's first entry's (the lowest place). */
             float best = 0.0f;
             uint32_t best_place = 0;
@@ -221,13 +221,13 @@ __global__ void k_pool_combine(const float *__restrict__ parts, size_t stride,
         float acc = parts[i];
         for (uint32_t p = 1; p < nparts; p++)
             acc = __fadd_rn(acc, parts[p * stride + i]);
-        if (mode == EMBER_POOL_MEAN && bag_counts[b])
+        if (mode == EMBER_BAG_MEAN && bag_counts[b])
             acc = __fmul_rn(acc, __fdiv_rn(1.0f, (float)bag_counts[b]));
         out[i] = acc;
     }
 }
 
-__global__ void k_pool_split(const float *__restrict__ grad, uint32_t nparts,
+__global__ void k_parts_split(const float *__restrict__ grad, uint32_t nparts,
                              size_t bags, size_t dim, int mode,
                              const uint32_t *__restrict__ bag_counts,
                              const int16_t *__restrict__ winner,
@@ -240,9 +240,9 @@ __global__ void k_pool_split(const float *__restrict__ grad, uint32_t nparts,
         float g = grad[i];
         for (uint32_t p = 0; p < nparts; p++) {
             float v = g;
-            if (mode == EMBER_POOL_MAX)
+            if (mode == EMBER_BAG_MAX)
                 v = winner[i] == (int16_t)p ? g : 0.0f;
-            else if (mode == EMBER_POOL_MEAN && bag_counts[b])
+            else if (mode == EMBER_BAG_MEAN && bag_counts[b])
                 v = __fmul_rn(g, __fdiv_rn(1.0f, (float)bag_counts[b]));
             grads[p * stride + i] = v;
         }
@@ -396,9 +396,9 @@ extern "C" ember_status_t cuda_rows_scatter(cuda_dev_t *dev, float *table, size_
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_pool_combine(cuda_dev_t *dev, const float *parts,
+extern "C" ember_status_t cuda_parts_combine(cuda_dev_t *dev, const float *parts,
                                             size_t stride, uint32_t nparts, size_t bags,
-                                            size_t dim, ember_pool_mode_t mode,
+                                            size_t dim, ember_bag_mode_t mode,
                                             const uint32_t *counts,
                                             const uint32_t *bag_counts,
                                             const uint32_t *places, size_t places_stride,
@@ -407,29 +407,29 @@ extern "C" ember_status_t cuda_pool_combine(cuda_dev_t *dev, const float *parts,
     if (bags == 0 || dim == 0)
         return EMBER_OK;
     if (!parts || !out || nparts == 0 || nparts > 32767 ||
-        (mode == EMBER_POOL_MAX && (!counts || !winner || !places)) ||
-        (mode == EMBER_POOL_MEAN && !bag_counts))
+        (mode == EMBER_BAG_MAX && (!counts || !winner || !places)) ||
+        (mode == EMBER_BAG_MEAN && !bag_counts))
         return EMBER_ERR_INVALID_PARAM;
-    k_pool_combine<<<grid_for(bags * dim), kBlock, 0, dev->stream>>>(
+    k_parts_combine<<<grid_for(bags * dim), kBlock, 0, dev->stream>>>(
         parts, stride, nparts, bags, dim, (int)mode, counts, bag_counts, places,
         places_stride, out, winner);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_pool_split(cuda_dev_t *dev, const float *grad,
+extern "C" ember_status_t cuda_parts_split(cuda_dev_t *dev, const float *grad,
                                           uint32_t nparts, size_t bags, size_t dim,
-                                          ember_pool_mode_t mode,
+                                          ember_bag_mode_t mode,
                                           const uint32_t *bag_counts,
                                           const int16_t *winner, float *grads,
                                           size_t stride)
 {
     if (bags == 0 || dim == 0 || nparts == 0)
         return EMBER_OK;
-    if (!grad || !grads || (mode == EMBER_POOL_MAX && !winner) ||
-        (mode == EMBER_POOL_MEAN && !bag_counts))
+    if (!grad || !grads || (mode == EMBER_BAG_MAX && !winner) ||
+        (mode == EMBER_BAG_MEAN && !bag_counts))
         return EMBER_ERR_INVALID_PARAM;
-    k_pool_split<<<grid_for(bags * dim), kBlock, 0, dev->stream>>>(
+    k_parts_split<<<grid_for(bags * dim), kBlock, 0, dev->stream>>>(
         grad, nparts, bags, dim, (int)mode, bag_counts, winner, grads, stride);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;

@@ -54,7 +54,7 @@ static void draw_batches(const ember_msg_train_start_t *spec)
         ember_bag_batch_t check = {.indices = batch.indices, .n = batch.n,
                                    .offsets = batch.offsets, .bags = batch.bags,
                                    .weights = batch.weights, .n_weights = batch.n_weights};
-        ember_bag_opts_t opts = {.mode = (ember_pool_mode_t)spec->mode,
+        ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)spec->mode,
                                  .padding_idx = spec->padding_idx};
         (void)ember_bag_validate(&check, &opts, spec->rows, err, sizeof(err));
     }

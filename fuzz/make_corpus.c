@@ -346,7 +346,7 @@ static void corpus_train_start(void)
 {
     ember_msg_train_start_t spec = {
         .trainer = 1, .trainers = 2, .num_ps = 1, .first_ps_rank = 3, .master_rank = 2,
-        .rows = 100, .dim = 16, .classes = 8, .mode = EMBER_POOL_SUM,
+        .rows = 100, .dim = 16, .classes = 8, .mode = EMBER_BAG_SUM,
         .data = EMBER_DATA_TUTORIAL, .padding_idx = -1, .epochs = 2, .batches = 3,
         .min_indices = 20, .max_indices = 50, .consistency = EMBER_SYNC, .seed = 1,
         .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.5f}};
@@ -360,7 +360,7 @@ static void corpus_train_start(void)
     save_blob("train_start", "tutorial", &b);
 
     spec.data = EMBER_DATA_SYNTHETIC;
-    spec.mode = EMBER_POOL_MAX;
+    spec.mode = EMBER_BAG_MAX;
     spec.nhidden = 1;
     spec.hidden[0] = 4;
     spec.padding_idx = 7;
@@ -374,7 +374,7 @@ static void corpus_train_start(void)
 
     spec.trainer = 0;
     spec.data = EMBER_DATA_REPLAY;
-    spec.mode = EMBER_POOL_MEAN;
+    spec.mode = EMBER_BAG_MEAN;
     spec.per_sample_weights = 1;
     snprintf(spec.replay_path, sizeof(spec.replay_path), "golden.safetensors");
     put_u8(&b, 0);

@@ -238,7 +238,7 @@ static ember_status_t apply_flag(int f, const char *value, ember_job_t *job,
     case F_HIDDEN:
         return parse_hidden(value, job);
     case F_MODE:
-        return ember_pool_mode_parse(value, &job->mode) == EMBER_OK ? EMBER_OK
+        return ember_bag_mode_parse(value, &job->mode) == EMBER_OK ? EMBER_OK
                                                                      : bad_value(f, value);
     case F_PADDING_IDX:
         if (!parse_i64(value, -1, INT64_MAX, &v))
@@ -369,7 +369,7 @@ static ember_status_t check_combinations(const ember_job_t *job, const parsed_t 
     if (job->padding_idx >= job->rows)
         return refuse("%s: not a row of the table (%s)", "--padding-idx",
                       "rows are 0 .. --rows - 1");
-    if (job->per_sample_weights && job->mode != EMBER_POOL_SUM)
+    if (job->per_sample_weights && job->mode != EMBER_BAG_SUM)
         return refuse("%s: per-sample weights need %s", "--weights", "--mode sum");
     if ((job->given & (1ull << F_MOMENTUM)) && parsed->kind != EMBER_OPT_SGD)
         return refuse("%s is SGD's: --optimizer %s has none", "--momentum",
@@ -390,7 +390,7 @@ static void job_defaults(ember_job_t *job)
 {
     const char *consistency = ember_config_str("EMBER_CONSISTENCY");
     *job = (ember_job_t){.trainers = 2, .num_ps = 1, .rows = 100, .dim = 16,
-                         .classes = 8, .mode = EMBER_POOL_SUM, .padding_idx = -1,
+                         .classes = 8, .mode = EMBER_BAG_SUM, .padding_idx = -1,
                          .epochs = 100, .batches = 10, .min_indices = 20,
                          .max_indices = 50,
                          .seed = (uint64_t)ember_config_int("EMBER_SEED"),
@@ -447,7 +447,7 @@ static void setting_text(const ember_job_t *job, int f, char *text, size_t lengt
     case F_DIM: snprintf(text, length, "dim %u", job->dim); break;
     case F_CLASSES: snprintf(text, length, "%u classes", job->classes); break;
     case F_MODE:
-        snprintf(text, length, "mode %s", ember_pool_mode_name(job->mode));
+        snprintf(text, length, "mode %s", ember_bag_mode_name(job->mode));
         break;
     case F_WEIGHTS:
         snprintf(text, length, "%s per-sample weights", job->per_sample_weights ? "its"
@@ -478,7 +478,7 @@ static ember_status_t replay_job(const ember_job_t *job, const ember_replay_info
         return EMBER_ERR_UNSUPPORTED;
     }
     /* ember_replay_info checked the words; this only converts them. */
-    if (ember_pool_mode_parse(info->mode, &file->mode) != EMBER_OK) {
+    if (ember_bag_mode_parse(info->mode, &file->mode) != EMBER_OK) {
         fprintf(stderr, "ember-train: %s: metadata 'mode' is '%s', not sum, mean or "
                 "max\n", job->replay_path, info->mode);
         return EMBER_ERR_FORMAT;

@@ -138,7 +138,7 @@ int main(int argc, char **argv)
         ember_bag_batch_t batch = {.indices = idx, .n = n, .offsets = off, .bags = bags};
 
         for (int m = 0; m < 3; m++) {
-            ember_bag_opts_t opts = {.mode = (ember_pool_mode_t)m, .padding_idx = -1};
+            ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)m, .padding_idx = -1};
             size_t nrows = 0;
             EK(G->bag_forward(dev, table, rows, dim, &batch, &opts, out, am));
             EK(G->synchronize(dev));
@@ -148,7 +148,7 @@ int main(int argc, char **argv)
             EK(G->synchronize(dev));
             double fwd_ms = (now_ms() - t0) / iters;
             double fwd_bytes = (double)n * dim * 4 + (double)bags * dim * 4 *
-                               (m == EMBER_POOL_MAX ? 3 : 1) + n * 8.0;
+                               (m == EMBER_BAG_MAX ? 3 : 1) + n * 8.0;
             EK(G->bag_backward(dev, table, rows, dim, &batch, &opts, go, am, grows,
                                grad, &nrows, NULL));
             t0 = now_ms();
@@ -161,9 +161,9 @@ int main(int argc, char **argv)
             double fwd_gbs = fwd_bytes / (fwd_ms * 1e-3) / 1e9;
             double bwd_gbs = bwd_bytes / (bwd_ms * 1e-3) / 1e9;
             printf("%-6zu %-5s %10.3f %10.1f %5.0f%% %10.3f %10.1f %5.0f%%\n", dim,
-                   ember_pool_mode_name(opts.mode), fwd_ms, fwd_gbs,
+                   ember_bag_mode_name(opts.mode), fwd_ms, fwd_gbs,
                    100 * fwd_gbs / copy_gbs, bwd_ms, bwd_gbs, 100 * bwd_gbs / copy_gbs);
-            if (dim >= 64 && m != EMBER_POOL_MAX && fwd_gbs < 0.6 * copy_gbs)
+            if (dim >= 64 && m != EMBER_BAG_MAX && fwd_gbs < 0.6 * copy_gbs)
                 verdict_ok = 0;
         }
         G->mem_free(dev, table); G->mem_free(dev, out); G->mem_free(dev, go);

@@ -153,22 +153,22 @@ static ember_status_t stub_rows_scatter(ember_device_t *dev, float *table, size_
 {
     return unsupported("rows_scatter");
 }
-static ember_status_t stub_pool_combine(ember_device_t *dev, const float *parts,
+static ember_status_t stub_parts_combine(ember_device_t *dev, const float *parts,
                                         size_t stride, uint32_t nparts, size_t bags,
-                                        size_t dim, ember_pool_mode_t mode,
+                                        size_t dim, ember_bag_mode_t mode,
                                         const uint32_t *counts,
                                         const uint32_t *bag_counts,
                                         const uint32_t *places, size_t places_stride,
                                         float *out, int16_t *winner)
 {
-    return unsupported("pool_combine");
+    return unsupported("parts_combine");
 }
-static ember_status_t stub_pool_split(ember_device_t *dev, const float *grad,
+static ember_status_t stub_parts_split(ember_device_t *dev, const float *grad,
                                       uint32_t nparts, size_t bags, size_t dim,
-                                      ember_pool_mode_t mode, const uint32_t *bag_counts,
+                                      ember_bag_mode_t mode, const uint32_t *bag_counts,
                                       const int16_t *winner, float *grads, size_t stride)
 {
-    return unsupported("pool_split");
+    return unsupported("parts_split");
 }
 static ember_status_t stub_network_path(ember_device_t *dev, ember_mem_type_t *mem_p,
                                         const char **text_p)
@@ -206,8 +206,8 @@ static const ember_device_ops_t stub_ops = {
     .host_free = stub_host_free,
     .rows_gather = stub_rows_gather,
     .rows_scatter = stub_rows_scatter,
-    .pool_combine = stub_pool_combine,
-    .pool_split = stub_pool_split,
+    .parts_combine = stub_parts_combine,
+    .parts_split = stub_parts_split,
     .network_path = stub_network_path,
 };
 
@@ -229,8 +229,8 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
     OVERLAY_(comm_destroy) OVERLAY_(allreduce_start) OVERLAY_(allreduce_test)
     OVERLAY_(allreduce_wait) OVERLAY_(comm_error) OVERLAY_(host_alloc)
     OVERLAY_(host_free) OVERLAY_(rows_gather)
-    OVERLAY_(rows_scatter) OVERLAY_(pool_combine)
-    OVERLAY_(pool_split) OVERLAY_(network_path)
+    OVERLAY_(rows_scatter) OVERLAY_(parts_combine)
+    OVERLAY_(parts_split) OVERLAY_(network_path)
 #undef OVERLAY_
     dst->mem_type = src->mem_type;
     dst->size = sizeof(*dst);

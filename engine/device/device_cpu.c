@@ -160,26 +160,26 @@ static ember_status_t cpu_rows_scatter(ember_device_t *dev, float *table, size_t
     return EMBER_OK;
 }
 
-static ember_status_t cpu_pool_combine(ember_device_t *dev, const float *parts,
+static ember_status_t cpu_parts_combine(ember_device_t *dev, const float *parts,
                                        size_t stride, uint32_t nparts, size_t bags,
-                                       size_t dim, ember_pool_mode_t mode,
+                                       size_t dim, ember_bag_mode_t mode,
                                        const uint32_t *counts, const uint32_t *bag_counts,
                                        const uint32_t *places, size_t places_stride,
                                        float *out, int16_t *winner)
 {
-    if (nparts == 0 || nparts > INT16_MAX || (mode == EMBER_POOL_MAX && !places))
+    if (nparts == 0 || nparts > INT16_MAX || (mode == EMBER_BAG_MAX && !places))
         return EMBER_ERR_INVALID_PARAM;
-    ember_pool_combine(parts, stride, nparts, bags, dim, mode, counts, bag_counts,
+    ember_bag_parts_combine(parts, stride, nparts, bags, dim, mode, counts, bag_counts,
                        places, places_stride, out, winner);
     return EMBER_OK;
 }
 
-static ember_status_t cpu_pool_split(ember_device_t *dev, const float *grad,
+static ember_status_t cpu_parts_split(ember_device_t *dev, const float *grad,
                                      uint32_t nparts, size_t bags, size_t dim,
-                                     ember_pool_mode_t mode, const uint32_t *bag_counts,
+                                     ember_bag_mode_t mode, const uint32_t *bag_counts,
                                      const int16_t *winner, float *grads, size_t stride)
 {
-    ember_pool_split(grad, nparts, bags, dim, mode, bag_counts, winner, grads, stride);
+    ember_bag_parts_split(grad, nparts, bags, dim, mode, bag_counts, winner, grads, stride);
     return EMBER_OK;
 }
 
@@ -249,8 +249,8 @@ const ember_device_ops_t ember_device_cpu_ops = {
     .cross_entropy = cpu_cross_entropy,
     .rows_gather = cpu_rows_gather,
     .rows_scatter = cpu_rows_scatter,
-    .pool_combine = cpu_pool_combine,
-    .pool_split = cpu_pool_split,
+    .parts_combine = cpu_parts_combine,
+    .parts_split = cpu_parts_split,
 #ifndef EMBER_DEVICE_NO_TRANSPORT
     .comm_create = cpu_comm_create,
     .comm_destroy = cpu_comm_destroy,

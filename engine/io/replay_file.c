@@ -117,9 +117,9 @@ ember_status_t ember_replay_info_read(const ember_st_file_t *file, const char *p
                                       size_t err_length)
 {
     const reader_t r = {.file = file, .path = path, .err = err, .err_length = err_length};
-    const char *const modes[] = {ember_pool_mode_name(EMBER_POOL_SUM),
-                                 ember_pool_mode_name(EMBER_POOL_MEAN),
-                                 ember_pool_mode_name(EMBER_POOL_MAX), NULL};
+    const char *const modes[] = {ember_bag_mode_name(EMBER_BAG_SUM),
+                                 ember_bag_mode_name(EMBER_BAG_MEAN),
+                                 ember_bag_mode_name(EMBER_BAG_MAX), NULL};
     const char *const reduces[] = {"sum", "mean", NULL};
     const char *const optimizers[] = {ember_opt_kind_name(EMBER_OPT_SGD),
                                       ember_opt_kind_name(EMBER_OPT_ADAGRAD),

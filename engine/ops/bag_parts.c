@@ -1,4 +1,4 @@
-/* engine/ops/bag_parts: combining shards' partial pools (see pool_parts.h). */
+/* engine/ops/bag_parts: combining shards' partial pools (see bag_parts.h). */
 #include "engine/ops/bag_parts.h"
 
 #include "common/copy.h"
@@ -37,15 +37,15 @@ static void combine_max(const float *parts, size_t stride, uint32_t nparts,
     }
 }
 
-void ember_pool_combine(const float *parts, size_t stride, uint32_t nparts,
-                        size_t bags, size_t dim, ember_pool_mode_t mode,
+void ember_bag_parts_combine(const float *parts, size_t stride, uint32_t nparts,
+                        size_t bags, size_t dim, ember_bag_mode_t mode,
                         const uint32_t *counts, const uint32_t *bag_counts,
                         const uint32_t *places, size_t places_stride, float *out,
                         int16_t *winner)
 {
     const size_t total = bags * dim;
 
-    if (mode == EMBER_POOL_MAX) {
+    if (mode == EMBER_BAG_MAX) {
         combine_max(parts, stride, nparts, bags, dim, counts, places, places_stride, out,
                     winner);
         return;
@@ -56,7 +56,7 @@ void ember_pool_combine(const float *parts, size_t stride, uint32_t nparts,
         for (size_t i = 0; i < total; i++)
             out[i] += part[i];
     }
-    for (size_t b = 0; mode == EMBER_POOL_MEAN && b < bags; b++) {
+    for (size_t b = 0; mode == EMBER_BAG_MEAN && b < bags; b++) {
         if (!bag_counts[b])
             continue;
         float inv = 1.0f / (float)bag_counts[b];
@@ -65,19 +65,19 @@ void ember_pool_combine(const float *parts, size_t stride, uint32_t nparts,
     }
 }
 
-void ember_pool_split(const float *grad, uint32_t nparts, size_t bags, size_t dim,
-                      ember_pool_mode_t mode, const uint32_t *bag_counts,
+void ember_bag_parts_split(const float *grad, uint32_t nparts, size_t bags, size_t dim,
+                      ember_bag_mode_t mode, const uint32_t *bag_counts,
                       const int16_t *winner, float *grads, size_t stride)
 {
     for (uint32_t p = 0; p < nparts; p++) {
         for (size_t b = 0; b < bags; b++) {
             const float *g = grad + b * dim;
             float *out = grads + p * stride + b * dim;
-            if (mode == EMBER_POOL_MAX) {
+            if (mode == EMBER_BAG_MAX) {
                 const int16_t *w = winner + b * dim;
                 for (size_t d = 0; d < dim; d++)
                     out[d] = w[d] == (int16_t)p ? g[d] : 0.0f;
-            } else if (mode == EMBER_POOL_MEAN && bag_counts[b]) {
+            } else if (mode == EMBER_BAG_MEAN && bag_counts[b]) {
                 float inv = 1.0f / (float)bag_counts[b];
                 for (size_t d = 0; d < dim; d++)
                     out[d] = g[d] * inv;

@@ -1,7 +1,7 @@
 /*
  * engine/ops/bag_parts: a trainer's pooled vectors from its shards' partial
  * pools, and each shard's gradient of its part, on the host.  The layout and
- * semantics are the device ops pool_combine and pool_split
+ * semantics are the device ops parts_combine and parts_split
  * (include/ember/device.h): the CPU backend's ops are these, and the CUDA
  * kernels are checked against them bit for bit.
  */
@@ -21,8 +21,8 @@
  * the shards where the bag has entries, of equal ones the one of the lowest
  * place (the bag's first maximal entry, as PyTorch), @winner that shard (-1
  * and 0 for an empty bag). */
-void ember_pool_combine(const float *parts, size_t stride, uint32_t nparts,
-                        size_t bags, size_t dim, ember_pool_mode_t mode,
+void ember_bag_parts_combine(const float *parts, size_t stride, uint32_t nparts,
+                        size_t bags, size_t dim, ember_bag_mode_t mode,
                         const uint32_t *counts, const uint32_t *bag_counts,
                         const uint32_t *places, size_t places_stride, float *out,
                         int16_t *winner);
@@ -30,8 +30,8 @@ void ember_pool_combine(const float *parts, size_t stride, uint32_t nparts,
 /** Shard p's gradient at grads + p * @stride from the pooled gradient @grad:
  * sum: a copy; mean: times 1.0f / bag_counts[b] (a copy for an empty bag);
  * max: @grad where @winner is p, else 0. */
-void ember_pool_split(const float *grad, uint32_t nparts, size_t bags, size_t dim,
-                      ember_pool_mode_t mode, const uint32_t *bag_counts,
+void ember_bag_parts_split(const float *grad, uint32_t nparts, size_t bags, size_t dim,
+                      ember_bag_mode_t mode, const uint32_t *bag_counts,
                       const int16_t *winner, float *grads, size_t stride);
 
 #endif

@@ -13,29 +13,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *ember_pool_mode_name(ember_pool_mode_t mode)
+const char *ember_bag_mode_name(ember_bag_mode_t mode)
 {
     switch (mode) {
-    case EMBER_POOL_SUM:
+    case EMBER_BAG_SUM:
         return "sum";
-    case EMBER_POOL_MEAN:
+    case EMBER_BAG_MEAN:
         return "mean";
-    case EMBER_POOL_MAX:
+    case EMBER_BAG_MAX:
         return "max";
     }
     return "unknown";
 }
 
-ember_status_t ember_pool_mode_parse(const char *text, ember_pool_mode_t *mode_p)
+ember_status_t ember_bag_mode_parse(const char *text, ember_bag_mode_t *mode_p)
 {
     if (!text)
         return EMBER_ERR_INVALID_PARAM;
     if (strcmp(text, "sum") == 0)
-        *mode_p = EMBER_POOL_SUM;
+        *mode_p = EMBER_BAG_SUM;
     else if (strcmp(text, "mean") == 0)
-        *mode_p = EMBER_POOL_MEAN;
+        *mode_p = EMBER_BAG_MEAN;
     else if (strcmp(text, "max") == 0)
-        *mode_p = EMBER_POOL_MAX;
+        *mode_p = EMBER_BAG_MAX;
     else
         return EMBER_ERR_INVALID_PARAM;
     return EMBER_OK;
@@ -60,8 +60,8 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
         (void)ember_status_text(msg, msg_len, EMBER_OK, "table has a negative row count %" PRId64, rows);
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (opts->mode != EMBER_POOL_SUM && opts->mode != EMBER_POOL_MEAN &&
-        opts->mode != EMBER_POOL_MAX) {
+    if (opts->mode != EMBER_BAG_SUM && opts->mode != EMBER_BAG_MEAN &&
+        opts->mode != EMBER_BAG_MAX) {
         (void)ember_status_text(msg, msg_len, EMBER_OK, "unknown pooling mode %d", (int)opts->mode);
         return EMBER_ERR_INVALID_PARAM;
     }
@@ -86,11 +86,11 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->weights) {
-        if (opts->mode != EMBER_POOL_SUM) {
+        if (opts->mode != EMBER_BAG_SUM) {
             (void)ember_status_text(msg, msg_len, EMBER_OK,
                     "per-sample weights are only supported with mode sum "
                     "(mode is %s)",
-                    ember_pool_mode_name(opts->mode));
+                    ember_bag_mode_name(opts->mode));
             return EMBER_ERR_INVALID_PARAM;
         }
         if (batch->n_weights != batch->n) {
@@ -152,7 +152,7 @@ static ember_status_t bag_check_args(const void *table, size_t dim,
 {
     if (!batch || !opts || dim == 0 || (batch->n > 0 && !batch->indices) ||
         (batch->bags > 0 && !batch->offsets) ||
-        (batch->n > 0 && !table && opts->mode != EMBER_POOL_SUM)) {
+        (batch->n > 0 && !table && opts->mode != EMBER_BAG_SUM)) {
         ember_error("embedding", "bag: invalid arguments (dim %zu)", dim);
         return EMBER_ERR_INVALID_PARAM;
     }
@@ -201,7 +201,7 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
 /* The pooling of ember_bag_forward_typed, inlined into one copy per row type
  * (@half a constant), so the fp32 loops carry no test of it. */
 static inline __attribute__((always_inline)) void
-bag_pool(const void *table, const int half, size_t dim, const ember_bag_batch_t *batch,
+bag_pool_rows(const void *table, const int half, size_t dim, const ember_bag_batch_t *batch,
          const ember_bag_opts_t *opts, float *out_p, int64_t *argmax_p)
 {
     const int64_t pad = opts->padding_idx;
@@ -229,7 +229,7 @@ bag_pool(const void *table, const int half, size_t dim, const ember_bag_batch_t 
         size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
         size_t count = 0;
 
-        if (end - begin == 1 && opts->mode != EMBER_POOL_MAX && !w &&
+        if (end - begin == 1 && opts->mode != EMBER_BAG_MAX && !w &&
             batch->indices[begin] != pad) {
             /* A one-index bag is its row: a copy, not zero-then-add. */
             BAG_PREFETCH(begin);
@@ -242,8 +242,8 @@ bag_pool(const void *table, const int half, size_t dim, const ember_bag_batch_t 
         }
         memset(out, 0, dim * sizeof(*out));
         switch (opts->mode) {
-        case EMBER_POOL_SUM:
-        case EMBER_POOL_MEAN:
+        case EMBER_BAG_SUM:
+        case EMBER_BAG_MEAN:
             for (size_t i = begin; i < end; i++) {
                 int64_t idx = batch->indices[i];
                 BAG_PREFETCH(i);
@@ -260,14 +260,14 @@ bag_pool(const void *table, const int half, size_t dim, const ember_bag_batch_t 
                     row_add(out, row, dim);
                 count++;
             }
-            if (opts->mode == EMBER_POOL_MEAN && count > 1) {
+            if (opts->mode == EMBER_BAG_MEAN && count > 1) {
                 /* count == 0 leaves the zeros an empty bag must pool to. */
                 float c = (float)count;
                 for (size_t d = 0; d < dim; d++)
                     out[d] /= c;
             }
             break;
-        case EMBER_POOL_MAX: {
+        case EMBER_BAG_MAX: {
             int64_t *restrict am = argmax_p + b * dim;
             for (size_t d = 0; d < dim; d++)
                 am[d] = -1;
@@ -317,7 +317,7 @@ ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
     EMBER_CHECK(bag_check_args(table, dim, batch, opts));
     if (batch->bags > 0 && !out_p)
         return EMBER_ERR_INVALID_PARAM;
-    if (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax_p) {
+    if (opts->mode == EMBER_BAG_MAX && batch->bags > 0 && !argmax_p) {
         ember_error("embedding", "max mode needs an argmax buffer");
         return EMBER_ERR_INVALID_PARAM;
     }
@@ -325,9 +325,9 @@ ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
         return EMBER_ERR_INVALID_PARAM;
     (void)rows; /* indices were validated against rows by the caller */
     if (dtype == EMBER_DTYPE_F16)
-        bag_pool(table, 1, dim, batch, opts, out_p, argmax_p);
+        bag_pool_rows(table, 1, dim, batch, opts, out_p, argmax_p);
     else
-        bag_pool(table, 0, dim, batch, opts, out_p, argmax_p);
+        bag_pool_rows(table, 0, dim, batch, opts, out_p, argmax_p);
     return EMBER_OK;
 }
 
@@ -451,12 +451,12 @@ ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
         ember_error("embedding", "bag backward: invalid arguments");
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (opts->mode == EMBER_POOL_MAX && batch->bags > 0 && !argmax) {
+    if (opts->mode == EMBER_BAG_MAX && batch->bags > 0 && !argmax) {
         ember_error("embedding", "bag backward: max mode needs the argmax");
         return EMBER_ERR_INVALID_PARAM;
     }
     if (grad_weights_p && (!batch->weights || !table ||
-                           opts->mode != EMBER_POOL_SUM)) {
+                           opts->mode != EMBER_BAG_SUM)) {
         ember_error("embedding", "bag backward: weight gradient needs weights, "
                                  "the table and mode sum");
         return EMBER_ERR_INVALID_PARAM;
@@ -483,7 +483,7 @@ ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
         size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
 
         switch (opts->mode) {
-        case EMBER_POOL_SUM:
+        case EMBER_BAG_SUM:
             for (size_t i = begin; i < end; i++) {
                 if (inverse[i] < 0)
                     continue;
@@ -494,7 +494,7 @@ ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
                     row_add(g, go, dim);
             }
             break;
-        case EMBER_POOL_MEAN: {
+        case EMBER_BAG_MEAN: {
             size_t count = 0;
             for (size_t i = begin; i < end; i++)
                 count += inverse[i] >= 0;
@@ -508,7 +508,7 @@ ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
             }
             break;
         }
-        case EMBER_POOL_MAX: {
+        case EMBER_BAG_MAX: {
             const int64_t *am = argmax + b * dim;
             for (size_t d = 0; d < dim; d++) {
                 if (am[d] < 0)

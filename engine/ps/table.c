@@ -726,7 +726,7 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
                                .bags = bags,
                                .weights = weighted ? ctx->weights.data : NULL,
                                .n_weights = weighted ? n : 0};
-    ember_bag_opts_t opts = {.mode = max_mode ? EMBER_POOL_MAX : EMBER_POOL_SUM,
+    ember_bag_opts_t opts = {.mode = max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM,
                              .padding_idx = -1};
     ember_status_t status =
         table->device ? device_forward(table, &batch, &opts, out,
@@ -897,7 +897,7 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
                                .offsets = ctx->offsets.data, .bags = ctx->bags,
                                .weights = ctx->weighted ? ctx->weights.data : NULL,
                                .n_weights = ctx->weighted ? ctx->n : 0};
-    ember_bag_opts_t opts = {.mode = ctx->max_mode ? EMBER_POOL_MAX : EMBER_POOL_SUM,
+    ember_bag_opts_t opts = {.mode = ctx->max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM,
                              .padding_idx = -1};
     size_t nrows = 0;
     ember_status_t status = EMBER_OK;

@@ -23,7 +23,7 @@ typedef struct {
     int trainers, num_ps;
     int64_t rows;
     uint32_t dim, classes;
-    ember_pool_mode_t mode;
+    ember_bag_mode_t mode;
     int64_t padding_idx;
     int per_sample_weights;
     ember_opt_config_t optimizer;

@@ -540,7 +540,7 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     printf("training: %d trainers%s, %d ps, table %s %lld x %u (%s%s%s%s), %s, "
            "%s lr %g, %s, %s\n", job->trainers,
            strcmp(job->device, "cuda") == 0 ? " on GPUs" : "", job->num_ps, TABLE_NAME,
-           (long long)job->rows, job->dim, ember_pool_mode_name(job->mode),
+           (long long)job->rows, job->dim, ember_bag_mode_name(job->mode),
            job->table_dtype == EMBER_DTYPE_F16 ? ", fp16 rows" : "",
            job->half_replies ? ", fp16 replies" : "",
            strcmp(job->ps_device, "cuda") == 0 ? ", on the PS's GPU" : "", dense,

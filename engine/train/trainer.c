@@ -185,7 +185,7 @@ ember_status_t ember_trainer_start_check(const void *data, size_t length, int in
      * (engine/train/job.c): no rows, or a range of indices upside down, would
      * have the draw divide by zero or allocate 2^64 indices. */
     if (spec.rows < 1 || spec.min_indices > spec.max_indices || spec.padding_idx < -1 ||
-        spec.padding_idx >= spec.rows || spec.mode > EMBER_POOL_MAX ||
+        spec.padding_idx >= spec.rows || spec.mode > EMBER_BAG_MAX ||
         spec.data > EMBER_DATA_REPLAY)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "trainer%d: TRAIN_START is not a job's (rows %lld, "
@@ -353,7 +353,7 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             .trainer = (uint32_t)trainer->index,
             .step = step,
             .flags = (weighted ? EMBER_LOOKUP_WEIGHTS : 0) |
-                     (spec->mode == EMBER_POOL_MAX ? EMBER_LOOKUP_MAX : 0) |
+                     (spec->mode == EMBER_BAG_MAX ? EMBER_LOOKUP_MAX : 0) |
                      (spec->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0),
             .bags = (uint32_t)bags,
             .unique = (uint32_t)shard->nunique,
@@ -382,7 +382,7 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             memcpy(out, shard->weights, 4 * n);
             out += 4 * n;
         }
-        if (spec->mode == EMBER_POOL_MAX) {
+        if (spec->mode == EMBER_BAG_MAX) {
             memcpy(out, shard->places, 4 * n);
             out += 4 * n;
         }
@@ -493,7 +493,7 @@ static ember_status_t device_reserve(trainer_t *trainer, size_t bags)
     if (trainer->rdma) {
         size_t P = trainer->spec.num_ps;
         /* A whole reply: the values, and max mode's places after them. */
-        trainer->d_part_stride = cap * dim * (trainer->spec.mode == EMBER_POOL_MAX ? 2 : 1);
+        trainer->d_part_stride = cap * dim * (trainer->spec.mode == EMBER_BAG_MAX ? 2 : 1);
         EMBER_CHECK(dev->mem_alloc(device, P * trainer->d_part_stride * sizeof(float),
                                    (void **)&trainer->d_parts));
         EMBER_CHECK(dev->mem_alloc(device, P * trainer->d_part_stride * sizeof(float),
@@ -540,7 +540,7 @@ static void locate_parts(trainer_t *trainer, size_t bags)
         trainer->part_stride = values;
     }
     trainer->places = NULL;
-    if (spec->mode == EMBER_POOL_MAX) {
+    if (spec->mode == EMBER_BAG_MAX) {
         ember_msg_lookup_t reply = {.bags = (uint32_t)bags,
                                     .flags = EMBER_LOOKUP_MAX |
                                              (spec->half_replies ? EMBER_LOOKUP_HALF_REPLY
@@ -569,7 +569,7 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
     ember_bag_batch_t check = {.indices = batch.indices, .n = batch.n,
                                .offsets = batch.offsets, .bags = batch.bags,
                                .weights = batch.weights, .n_weights = batch.n_weights};
-    ember_bag_opts_t opts = {.mode = (ember_pool_mode_t)spec->mode,
+    ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)spec->mode,
                              .padding_idx = spec->padding_idx};
     status = ember_bag_validate(&check, &opts, spec->rows, msg, sizeof(msg));
     if (status != EMBER_OK)
@@ -667,8 +667,8 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                               P * bags * sizeof(uint32_t)));
         EMBER_CHECK(to_device(trainer, trainer->d_bag_counts, trainer->bag_counts,
                               bags * sizeof(uint32_t)));
-        EMBER_CHECK(dev->pool_combine(device, trainer->part_values, trainer->part_stride,
-                                      P, bags, dim, (ember_pool_mode_t)spec->mode,
+        EMBER_CHECK(dev->parts_combine(device, trainer->part_values, trainer->part_stride,
+                                      P, bags, dim, (ember_bag_mode_t)spec->mode,
                                       trainer->d_counts, trainer->d_bag_counts,
                                       trainer->places, trainer->places_stride,
                                       trainer->d_pooled, trainer->d_winner));
@@ -678,12 +678,12 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
             !HOST_RESERVE(trainer, trainer->grad_pooled, trainer->grad_pooled_capacity,
                           bags * dim))
             return EMBER_ERR_NO_MEMORY;
-        if (spec->mode == EMBER_POOL_MAX &&
+        if (spec->mode == EMBER_BAG_MAX &&
             !RESERVE(trainer->winner, trainer->winner_capacity, bags * dim))
             return EMBER_ERR_NO_MEMORY;
         EMBER_CHECK(device_reserve(trainer, bags));
-        ember_pool_combine(trainer->part_values, trainer->part_stride, P, bags, dim,
-                           (ember_pool_mode_t)spec->mode, trainer->counts,
+        ember_bag_parts_combine(trainer->part_values, trainer->part_stride, P, bags, dim,
+                           (ember_bag_mode_t)spec->mode, trainer->counts,
                            trainer->bag_counts, trainer->places, trainer->places_stride,
                            trainer->pooled, trainer->winner);
         EMBER_CHECK(to_device(trainer, trainer->d_pooled, trainer->pooled,
@@ -744,8 +744,8 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
     }
     if (trainer->rdma) {
         /* Each shard's gradient, on the device; complete before UCX reads it. */
-        EMBER_CHECK(dev->pool_split(device, trainer->d_grad_pooled, P, bags, dim,
-                                    (ember_pool_mode_t)spec->mode, trainer->d_bag_counts,
+        EMBER_CHECK(dev->parts_split(device, trainer->d_grad_pooled, P, bags, dim,
+                                    (ember_bag_mode_t)spec->mode, trainer->d_bag_counts,
                                     trainer->d_winner, trainer->d_shard_grads,
                                     trainer->d_part_stride));
         EMBER_CHECK(dev->synchronize(device));
@@ -756,7 +756,7 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         if (!HOST_RESERVE(trainer, trainer->shard_grads, trainer->shard_grads_capacity,
                           P * bags * dim))
             return EMBER_ERR_NO_MEMORY;
-        ember_pool_split(trainer->grad_pooled, P, bags, dim, (ember_pool_mode_t)spec->mode,
+        ember_bag_parts_split(trainer->grad_pooled, P, bags, dim, (ember_bag_mode_t)spec->mode,
                          trainer->bag_counts, trainer->winner, trainer->shard_grads,
                          bags * dim);
     }

@@ -198,7 +198,7 @@ typedef struct {
     int64_t rows;
     uint32_t dim;
     uint32_t classes;
-    uint32_t mode; /* ember_pool_mode_t */
+    uint32_t mode; /* ember_bag_mode_t */
     uint32_t data; /* ember_data_kind_t */
     int64_t padding_idx;
     uint32_t epochs;

@@ -56,7 +56,7 @@ typedef enum {
 } ember_copy_kind_t;
 
 /* Version of the table layout; bump when a slot is added or changes its
- * parameters (3: pool_combine takes the maxima's places). */
+ * parameters (3: parts_combine takes the maxima's places). */
 #define EMBER_DEVICE_OPS_VERSION 3
 
 typedef struct ember_device_ops {
@@ -179,9 +179,9 @@ typedef struct ember_device_ops {
      * the bag's first maximal entry wins, as in PyTorch), and @winner (int16
      * [bags, dim]) that shard, -1 for an empty bag (which pools to 0).  Bit
      * for bit what engine/ops/bag_parts.c does on the host. */
-    ember_status_t (*pool_combine)(ember_device_t *dev, const float *parts,
+    ember_status_t (*parts_combine)(ember_device_t *dev, const float *parts,
                                    size_t stride, uint32_t nparts, size_t bags,
-                                   size_t dim, ember_pool_mode_t mode,
+                                   size_t dim, ember_bag_mode_t mode,
                                    const uint32_t *counts, const uint32_t *bag_counts,
                                    const uint32_t *places, size_t places_stride,
                                    float *out, int16_t *winner);
@@ -189,9 +189,9 @@ typedef struct ember_device_ops {
      * @grad [bags, dim], into @grads (part p at grads + p * @stride): sum: a
      * copy; mean: times 1.0f / bag_counts[b] (a bag without entries: a
      * copy); max: where @winner is p, else 0. */
-    ember_status_t (*pool_split)(ember_device_t *dev, const float *grad,
+    ember_status_t (*parts_split)(ember_device_t *dev, const float *grad,
                                  uint32_t nparts, size_t bags, size_t dim,
-                                 ember_pool_mode_t mode, const uint32_t *bag_counts,
+                                 ember_bag_mode_t mode, const uint32_t *bag_counts,
                                  const int16_t *winner, float *grads, size_t stride);
 
     /* How this device's data meets the network: *text_p gets one line for

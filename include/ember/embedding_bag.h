@@ -35,10 +35,10 @@ extern "C" {
 #endif
 
 typedef enum {
-    EMBER_POOL_SUM,
-    EMBER_POOL_MEAN,
-    EMBER_POOL_MAX
-} ember_pool_mode_t;
+    EMBER_BAG_SUM,
+    EMBER_BAG_MEAN,
+    EMBER_BAG_MAX
+} ember_bag_mode_t;
 
 /* One batch of bags.  All arrays are borrowed. */
 typedef struct {
@@ -52,18 +52,18 @@ typedef struct {
 
 /* How a table pools. */
 typedef struct {
-    ember_pool_mode_t mode;
+    ember_bag_mode_t mode;
     int64_t padding_idx; /* -1: none; else a row id in [0, rows) */
 } ember_bag_opts_t;
 
 /** Name of a pooling mode ("sum", "mean", "max"); never NULL. */
-const char *ember_pool_mode_name(ember_pool_mode_t mode);
+const char *ember_bag_mode_name(ember_bag_mode_t mode);
 
 /**
  * Parse "sum" / "mean" / "max" into @mode_p.
  * Errors: ERR_INVALID_PARAM for any other text (mode_p untouched).
  */
-ember_status_t ember_pool_mode_parse(const char *text, ember_pool_mode_t *mode_p);
+ember_status_t ember_bag_mode_parse(const char *text, ember_bag_mode_t *mode_p);
 
 /**
  * Check a batch against a table of @rows rows before it is used.

@@ -129,10 +129,10 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
     logits = malloc((bags * r->classes + 1) * sizeof(float));
     grad_rows = malloc((n + 1) * sizeof(int64_t));
     grad_rows_val = malloc((n * r->dim + 1) * sizeof(float));
-    if (r->bag.mode == EMBER_POOL_MAX)
+    if (r->bag.mode == EMBER_BAG_MAX)
         argmax = malloc((bags * r->dim + 1) * sizeof(int64_t));
     if (!pooled || !grad_pooled || !logits || !grad_rows || !grad_rows_val ||
-        (r->bag.mode == EMBER_POOL_MAX && !argmax)) {
+        (r->bag.mode == EMBER_BAG_MAX && !argmax)) {
         replay_msg(r, "trainer %zu step %zu: out of memory", t, s);
         goto out;
     }
@@ -140,8 +140,8 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
     /* With fp16 replies the PS rounds its pooled sum (or max) and the
      * trainer divides a mean's sum by the bag's count after widening it. */
     ember_bag_opts_t pool = r->bag;
-    if (r->half_replies && pool.mode == EMBER_POOL_MEAN)
-        pool.mode = EMBER_POOL_SUM;
+    if (r->half_replies && pool.mode == EMBER_BAG_MEAN)
+        pool.mode = EMBER_BAG_SUM;
     if ((status = ember_bag_forward_typed(replay_table(r), r->emb_dtype, (int64_t)r->rows,
                                           r->dim, &batch, &pool, pooled,
                                           argmax)) != EMBER_OK)
@@ -149,7 +149,7 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
     if (r->half_replies) {
         for (size_t i = 0; i < bags * r->dim; i++)
             pooled[i] = ember_half_to_float(ember_float_to_half(pooled[i]));
-        for (size_t b = 0; r->bag.mode == EMBER_POOL_MEAN && b < bags; b++) {
+        for (size_t b = 0; r->bag.mode == EMBER_BAG_MEAN && b < bags; b++) {
             size_t end = b + 1 < bags ? (size_t)batch.offsets[b + 1] : batch.n;
             size_t count = end - (size_t)batch.offsets[b];
             float inv = count ? 1.0f / (float)count : 0.0f;
@@ -271,7 +271,7 @@ ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
     r.bag.padding_idx = -1;
     r.weighted = info.per_sample_weights != 0;
     r.sparse_mean = strcmp(info.sparse_reduce, "mean") == 0;
-    if (ember_pool_mode_parse(info.mode, &r.bag.mode) != EMBER_OK)
+    if (ember_bag_mode_parse(info.mode, &r.bag.mode) != EMBER_OK)
         return EMBER_ERR_FORMAT; /* not reached: the mode was checked */
 
     const int64_t shape_emb[2] = {info.rows, info.dim}, shape_w[2] = {info.classes, info.dim};

@@ -77,7 +77,7 @@ static int close_enough(const float *a, const float *b, size_t n, double rtol,
 }
 
 typedef struct {
-    ember_pool_mode_t mode;
+    ember_bag_mode_t mode;
     size_t dim;
     int64_t rows;
     size_t bags;
@@ -133,13 +133,13 @@ static int run_bag(const bag_case_t *c)
     db.offsets = up(offsets, bags * 8);
     db.weights = c->weights ? up(weights, n * 4) : NULL;
     float *d_out = up(NULL, ob * 4);
-    int64_t *d_am = c->mode == EMBER_POOL_MAX ? up(NULL, ob * 8) : NULL;
+    int64_t *d_am = c->mode == EMBER_BAG_MAX ? up(NULL, ob * 8) : NULL;
     CHECK(G->bag_forward(gpu, d_table, c->rows, dim, &db, &opts, d_out, d_am) == EMBER_OK,
           "gpu forward");
     down(out, d_out, ob * 4);
     if (!close_enough(out, out_ref, ob, 1e-5, "bag forward"))
         goto out;
-    if (c->mode == EMBER_POOL_MAX) {
+    if (c->mode == EMBER_BAG_MAX) {
         down(am, d_am, ob * 8);
         for (size_t i = 0; i < ob; i++)
             CHECK(am[i] == am_ref[i], "argmax[%zu]: gpu %" PRId64 " cpu %" PRId64, i,
@@ -189,7 +189,7 @@ out:
 
 static const size_t dims[] = {1, 3, 4, 16, 64, 100, 128, 257};
 
-static int bag_modes(ember_pool_mode_t mode, int weights, int64_t pad)
+static int bag_modes(ember_bag_mode_t mode, int weights, int64_t pad)
 {
     for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
         bag_case_t c = {.mode = mode, .dim = dims[i], .rows = 200, .bags = 67,
@@ -203,26 +203,26 @@ static int bag_modes(ember_pool_mode_t mode, int weights, int64_t pad)
     return 0;
 }
 
-static int t_bag_sum(void) { return bag_modes(EMBER_POOL_SUM, 0, -1); }
-static int t_bag_mean(void) { return bag_modes(EMBER_POOL_MEAN, 0, -1); }
-static int t_bag_max(void) { return bag_modes(EMBER_POOL_MAX, 0, -1); }
-static int t_bag_weights(void) { return bag_modes(EMBER_POOL_SUM, 1, -1); }
+static int t_bag_sum(void) { return bag_modes(EMBER_BAG_SUM, 0, -1); }
+static int t_bag_mean(void) { return bag_modes(EMBER_BAG_MEAN, 0, -1); }
+static int t_bag_max(void) { return bag_modes(EMBER_BAG_MAX, 0, -1); }
+static int t_bag_weights(void) { return bag_modes(EMBER_BAG_SUM, 1, -1); }
 static int t_bag_padding(void)
 {
-    return bag_modes(EMBER_POOL_SUM, 0, 7) || bag_modes(EMBER_POOL_MEAN, 0, 0) ||
-           bag_modes(EMBER_POOL_MAX, 0, 199) || bag_modes(EMBER_POOL_SUM, 1, 3);
+    return bag_modes(EMBER_BAG_SUM, 0, 7) || bag_modes(EMBER_BAG_MEAN, 0, 0) ||
+           bag_modes(EMBER_BAG_MAX, 0, 199) || bag_modes(EMBER_BAG_SUM, 1, 3);
 }
 
 static int t_bag_empty(void)
 {
     /* Mostly empty bags, bags of only padding, and a batch with no entries. */
     for (int m = 0; m < 3; m++) {
-        bag_case_t c = {.mode = (ember_pool_mode_t)m, .dim = 32, .rows = 10,
+        bag_case_t c = {.mode = (ember_bag_mode_t)m, .dim = 32, .rows = 10,
                         .bags = 40, .max_len = 3, .pad = 2, .empty = 0.7,
                         .pad_frac = 0.6};
         if (run_bag(&c))
             return 1;
-        bag_case_t z = {.mode = (ember_pool_mode_t)m, .dim = 8, .rows = 10,
+        bag_case_t z = {.mode = (ember_bag_mode_t)m, .dim = 8, .rows = 10,
                         .bags = 5, .max_len = 0, .pad = -1};
         if (run_bag(&z))
             return 1;
@@ -234,9 +234,9 @@ static int t_bag_large(void)
 {
     /* Many duplicates (few rows) and many rows (few duplicates). */
     for (int m = 0; m < 3; m++) {
-        bag_case_t a = {.mode = (ember_pool_mode_t)m, .dim = 64, .rows = 50,
+        bag_case_t a = {.mode = (ember_bag_mode_t)m, .dim = 64, .rows = 50,
                         .bags = 4096, .max_len = 40, .pad = 1, .pad_frac = 0.05};
-        bag_case_t b = {.mode = (ember_pool_mode_t)m, .dim = 128, .rows = 1 << 20,
+        bag_case_t b = {.mode = (ember_bag_mode_t)m, .dim = 128, .rows = 1 << 20,
                         .bags = 2048, .max_len = 30, .pad = -1};
         if (run_bag(&a) || run_bag(&b))
             return 1;
@@ -415,10 +415,10 @@ static int t_nccl_single(void)
 }
 
 /* A trainer's pools from its shards' partial pools on the GPU (the device
- * data path): pool_combine and pool_split against the CPU backend's (the
+ * data path): parts_combine and parts_split against the CPU backend's (the
  * host trainer's loops), bit for bit, every mode, 1-3 shards, bags empty on
  * some shards or all, ties between shards (max takes the lowest place). */
-static int t_pool_combine(void)
+static int t_parts_combine(void)
 {
     ember_device_t *cpu;
     CHECK(ember_device_open("cpu", 0, &cpu) == EMBER_OK, "open cpu");
@@ -426,7 +426,7 @@ static int t_pool_combine(void)
     const size_t bags = 97, dim = 19, stride = bags * dim + 5;
     for (uint32_t nparts = 1; nparts <= 3; nparts++) {
         for (int m = 0; m < 3; m++) {
-            ember_pool_mode_t mode = (ember_pool_mode_t)m;
+            ember_bag_mode_t mode = (ember_bag_mode_t)m;
             float *parts = calloc(nparts * stride, 4), *g = malloc(bags * dim * 4);
             uint32_t *counts = calloc(nparts * bags, 4), *bag_counts = calloc(bags, 4);
             uint32_t *places = calloc(nparts * stride, 4);
@@ -449,10 +449,10 @@ static int t_pool_combine(void)
             }
             for (size_t i = 0; i < bags * dim; i++)
                 g[i] = (float)uni(-1, 1);
-            CHECK(C->pool_combine(cpu, parts, stride, nparts, bags, dim, mode, counts,
+            CHECK(C->parts_combine(cpu, parts, stride, nparts, bags, dim, mode, counts,
                                   bag_counts, places, stride, out_c, w_c) == EMBER_OK,
                   "cpu combine");
-            CHECK(C->pool_split(cpu, g, nparts, bags, dim, mode, bag_counts, w_c, gr_c,
+            CHECK(C->parts_split(cpu, g, nparts, bags, dim, mode, bag_counts, w_c, gr_c,
                                 stride) == EMBER_OK, "cpu split");
             float *d_parts = up(parts, nparts * stride * 4), *d_out = up(NULL, bags * dim * 4);
             float *d_g = up(g, bags * dim * 4), *d_gr = up(NULL, nparts * stride * 4);
@@ -460,15 +460,15 @@ static int t_pool_combine(void)
             uint32_t *d_bc = up(bag_counts, bags * 4);
             uint32_t *d_places = up(places, nparts * stride * 4);
             int16_t *d_w = up(NULL, bags * dim * 2);
-            CHECK(G->pool_combine(gpu, d_parts, stride, nparts, bags, dim, mode, d_counts,
+            CHECK(G->parts_combine(gpu, d_parts, stride, nparts, bags, dim, mode, d_counts,
                                   d_bc, d_places, stride, d_out, d_w) == EMBER_OK,
                   "gpu combine");
-            CHECK(G->pool_split(gpu, d_g, nparts, bags, dim, mode, d_bc, d_w, d_gr,
+            CHECK(G->parts_split(gpu, d_g, nparts, bags, dim, mode, d_bc, d_w, d_gr,
                                 stride) == EMBER_OK, "gpu split");
             down(out_g, d_out, bags * dim * 4);
             CHECK(memcmp(out_g, out_c, bags * dim * 4) == 0, "combine differs (%u parts, "
                   "mode %d)", nparts, m);
-            if (mode == EMBER_POOL_MAX) {
+            if (mode == EMBER_BAG_MAX) {
                 down(w_g, d_w, bags * dim * 2);
                 CHECK(memcmp(w_g, w_c, bags * dim * 2) == 0, "winners differ (%u parts)",
                       nparts);
@@ -560,7 +560,7 @@ static int t_device_cpu(void)
     float table[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, out[6];
     int64_t idx[4] = {0, 2, 3, 3}, off[3] = {0, 2, 4};
     ember_bag_batch_t b = {.indices = idx, .n = 4, .offsets = off, .bags = 3};
-    ember_bag_opts_t o = {.mode = EMBER_POOL_MEAN, .padding_idx = 3};
+    ember_bag_opts_t o = {.mode = EMBER_BAG_MEAN, .padding_idx = 3};
     CHECK(c->bag_forward(cpu, table, 4, 2, &b, &o, out, NULL) == EMBER_OK, "bag");
     CHECK(out[0] == 3 && out[1] == 4 && out[2] == 0 && out[4] == 0, "mean/pad/empty");
     void *p = NULL;
@@ -594,7 +594,7 @@ static const test_case_t cases[] = {
     {"bag_large", t_bag_large},   {"linear", t_linear},
     {"relu", t_relu},             {"ce", t_ce},
     {"ce_errors", t_ce_errors},   {"nccl_single", t_nccl_single},
-    {"pinned", t_pinned},         {"pool_combine", t_pool_combine},
+    {"pinned", t_pinned},         {"parts_combine", t_parts_combine},
     {"device_cpu", t_device_cpu}, {"device_cuda_open", t_device_cuda_open},
 #ifdef EMBER_HAVE_TRANSPORT
     {"device_gpudirect", t_device_gpudirect},

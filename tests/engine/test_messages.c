@@ -55,7 +55,7 @@ static int case_start_spec(void)
 {
     const ember_msg_train_start_t good = {
         .trainer = 1, .trainers = 2, .num_ps = 1, .first_ps_rank = 3, .master_rank = 2,
-        .rows = 100, .dim = 16, .classes = 8, .mode = EMBER_POOL_SUM,
+        .rows = 100, .dim = 16, .classes = 8, .mode = EMBER_BAG_SUM,
         .data = EMBER_DATA_TUTORIAL, .padding_idx = -1, .epochs = 2, .batches = 3,
         .min_indices = 20, .max_indices = 50, .optimizer = {.kind = EMBER_OPT_SGD}};
     char err[256];

@@ -108,7 +108,7 @@ static const int64_t bag_off[] = {0, 4, 5, 8, 8, 11};
 #define BAG_N (sizeof(bag_idx) / sizeof(bag_idx[0]))
 #define BAG_B (sizeof(bag_off) / sizeof(bag_off[0]))
 
-static int bag_fd(ember_pool_mode_t mode, int use_weights, int64_t padding)
+static int bag_fd(ember_bag_mode_t mode, int use_weights, int64_t padding)
 {
     bag_ctx_t c;
     float r[BAG_B * DIM], w[BAG_N];
@@ -140,7 +140,7 @@ static int bag_fd(ember_pool_mode_t mode, int use_weights, int64_t padding)
     CHECK(ember_bag_forward(c.table, ROWS, DIM, &c.batch, &c.opts, out, am) ==
               EMBER_OK, "forward");
     CHECK(ember_bag_backward(c.table, ROWS, DIM, &c.batch, &c.opts, r,
-                             mode == EMBER_POOL_MAX ? am : NULL, rows, grad,
+                             mode == EMBER_BAG_MAX ? am : NULL, rows, grad,
                              &nrows, use_weights ? gw : NULL) == EMBER_OK,
           "backward");
 
@@ -170,7 +170,7 @@ static int bag_fd(ember_pool_mode_t mode, int use_weights, int64_t padding)
           expect_rows);
 
     snprintf(what, sizeof(what), "embedding_bag %s%s%s table",
-             ember_pool_mode_name(mode), use_weights ? " weighted" : "",
+             ember_bag_mode_name(mode), use_weights ? " weighted" : "",
              padding >= 0 ? " padding" : "");
     if (fd_check(what, c.table, ROWS * DIM, dense, bag_loss, &c, 1e-3f, 1e-3,
                  1e-3))
@@ -188,15 +188,15 @@ static int bag_fd(ember_pool_mode_t mode, int use_weights, int64_t padding)
     return 0;
 }
 
-static int case_bag_fd_sum(void) { return bag_fd(EMBER_POOL_SUM, 0, -1); }
-static int case_bag_fd_mean(void) { return bag_fd(EMBER_POOL_MEAN, 0, -1); }
-static int case_bag_fd_max(void) { return bag_fd(EMBER_POOL_MAX, 0, -1); }
-static int case_bag_fd_weights(void) { return bag_fd(EMBER_POOL_SUM, 1, -1); }
+static int case_bag_fd_sum(void) { return bag_fd(EMBER_BAG_SUM, 0, -1); }
+static int case_bag_fd_mean(void) { return bag_fd(EMBER_BAG_MEAN, 0, -1); }
+static int case_bag_fd_max(void) { return bag_fd(EMBER_BAG_MAX, 0, -1); }
+static int case_bag_fd_weights(void) { return bag_fd(EMBER_BAG_SUM, 1, -1); }
 
 static int case_bag_fd_padding(void)
 {
-    return bag_fd(EMBER_POOL_SUM, 0, 7) || bag_fd(EMBER_POOL_MEAN, 0, 7) ||
-           bag_fd(EMBER_POOL_MAX, 0, 7) || bag_fd(EMBER_POOL_SUM, 1, 7);
+    return bag_fd(EMBER_BAG_SUM, 0, 7) || bag_fd(EMBER_BAG_MEAN, 0, 7) ||
+           bag_fd(EMBER_BAG_MAX, 0, 7) || bag_fd(EMBER_BAG_SUM, 1, 7);
 }
 
 /* Naive double reference of the forward, written from the PyTorch docs. */
@@ -216,7 +216,7 @@ static void bag_reference(const float *table, const ember_bag_batch_t *b,
                 if (idx == o->padding_idx)
                     continue;
                 double v = table[idx * DIM + d];
-                if (o->mode == EMBER_POOL_MAX) {
+                if (o->mode == EMBER_BAG_MAX) {
                     if (count == 0 || v > acc) {
                         acc = v;
                         best = idx;
@@ -226,7 +226,7 @@ static void bag_reference(const float *table, const ember_bag_batch_t *b,
                 }
                 count++;
             }
-            if (o->mode == EMBER_POOL_MEAN && count > 0)
+            if (o->mode == EMBER_BAG_MEAN && count > 0)
                 acc /= (double)count;
             out[bag * DIM + d] = count ? acc : 0.0;
             if (argmax)
@@ -246,14 +246,14 @@ static int case_bag_forward_ref(void)
         table[i] = (float)test_uniform(&rng, -1.0, 1.0);
     for (size_t i = 0; i < BAG_N; i++)
         w[i] = (float)test_uniform(&rng, -2.0, 2.0);
-    for (int mode = EMBER_POOL_SUM; mode <= EMBER_POOL_MAX; mode++) {
+    for (int mode = EMBER_BAG_SUM; mode <= EMBER_BAG_MAX; mode++) {
         for (int64_t pad = -1; pad <= 7; pad += 8) {
-            for (int weighted = 0; weighted <= (mode == EMBER_POOL_SUM); weighted++) {
+            for (int weighted = 0; weighted <= (mode == EMBER_BAG_SUM); weighted++) {
                 ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N,
                                        .offsets = bag_off, .bags = BAG_B,
                                        .weights = weighted ? w : NULL,
                                        .n_weights = weighted ? BAG_N : 0};
-                ember_bag_opts_t o = {.mode = (ember_pool_mode_t)mode,
+                ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode,
                                       .padding_idx = pad};
                 /* Poison the outputs: the forward must overwrite all. */
                 memset(out, 0x7f, sizeof(out));
@@ -264,9 +264,9 @@ static int case_bag_forward_ref(void)
                 for (size_t i = 0; i < BAG_B * DIM; i++) {
                     CHECK(fabs(out[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])),
                           "mode %s pad %lld weighted %d: out[%zu] %g vs ref %g",
-                          ember_pool_mode_name(o.mode), (long long)pad,
+                          ember_bag_mode_name(o.mode), (long long)pad,
                           weighted, i, out[i], ref[i]);
-                    if (mode == EMBER_POOL_MAX)
+                    if (mode == EMBER_BAG_MAX)
                         CHECK(am[i] == ref_am[i], "argmax[%zu] %lld vs %lld", i,
                               (long long)am[i], (long long)ref_am[i]);
                 }
@@ -290,16 +290,16 @@ static int case_bag_empty(void)
     fill_table(table, 1);
     for (size_t i = 0; i < 4 * DIM; i++)
         grad_out[i] = 1.0f + (float)i;
-    for (int mode = EMBER_POOL_SUM; mode <= EMBER_POOL_MAX; mode++) {
-        ember_bag_opts_t o = {.mode = (ember_pool_mode_t)mode, .padding_idx = 7};
+    for (int mode = EMBER_BAG_SUM; mode <= EMBER_BAG_MAX; mode++) {
+        ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode, .padding_idx = 7};
         memset(out, 0x7f, sizeof(out));
         CHECK(ember_bag_forward(table, ROWS, DIM, &b, &o, out, am) == EMBER_OK,
               "forward");
         for (size_t bag = 0; bag < 3; bag++) {
             for (size_t d = 0; d < DIM; d++) {
                 CHECK(out[bag * DIM + d] == 0.0f, "%s: bag %zu not zero (%g)",
-                      ember_pool_mode_name(o.mode), bag, out[bag * DIM + d]);
-                if (mode == EMBER_POOL_MAX)
+                      ember_bag_mode_name(o.mode), bag, out[bag * DIM + d]);
+                if (mode == EMBER_BAG_MAX)
                     CHECK(am[bag * DIM + d] == -1, "argmax of empty bag %zu is "
                           "%lld", bag, (long long)am[bag * DIM + d]);
             }
@@ -307,17 +307,17 @@ static int case_bag_empty(void)
         for (size_t d = 0; d < DIM; d++)
             CHECK(out[3 * DIM + d] == table[3 * DIM + d], "single-row bag");
         CHECK(ember_bag_backward(table, ROWS, DIM, &b, &o, grad_out,
-                                 mode == EMBER_POOL_MAX ? am : NULL, rows, g,
+                                 mode == EMBER_BAG_MAX ? am : NULL, rows, g,
                                  &nrows, NULL) == EMBER_OK, "backward");
         CHECK(nrows == 1 && rows[0] == 3, "%s: expected only row 3, got %zu "
-              "rows", ember_pool_mode_name(o.mode), nrows);
+              "rows", ember_bag_mode_name(o.mode), nrows);
         for (size_t d = 0; d < DIM; d++)
             CHECK(g[d] == grad_out[3 * DIM + d], "row 3 grad");
     }
     /* All bags empty: no rows at all. */
     const int64_t off0[] = {0, 0};
     ember_bag_batch_t e = {.indices = NULL, .n = 0, .offsets = off0, .bags = 2};
-    ember_bag_opts_t o = {.mode = EMBER_POOL_MEAN, .padding_idx = -1};
+    ember_bag_opts_t o = {.mode = EMBER_BAG_MEAN, .padding_idx = -1};
     char msg[128];
     CHECK(ember_bag_validate(&e, &o, ROWS, msg, sizeof(msg)) == EMBER_OK, "%s",
           msg);
@@ -360,15 +360,15 @@ static int case_bag_fp16(void)
             w[i] = (float)test_uniform(&rng, -2.0, 2.0);
         for (size_t i = 0; i < BAG_B * dim; i++)
             go[i] = (float)test_uniform(&rng, -1.0, 1.0);
-        for (int mode = EMBER_POOL_SUM; mode <= EMBER_POOL_MAX; mode++) {
+        for (int mode = EMBER_BAG_SUM; mode <= EMBER_BAG_MAX; mode++) {
             for (int64_t pad = -1; pad <= 7; pad += 8) {
-                for (int weighted = 0; weighted <= (mode == EMBER_POOL_SUM); weighted++) {
+                for (int weighted = 0; weighted <= (mode == EMBER_BAG_SUM); weighted++) {
                     ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N,
                                            .offsets = bag_off, .bags = BAG_B,
                                            .weights = weighted ? w : NULL,
                                            .n_weights = weighted ? BAG_N : 0};
-                    ember_bag_opts_t o = {.mode = (ember_pool_mode_t)mode, .padding_idx = pad};
-                    int max = mode == EMBER_POOL_MAX;
+                    ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode, .padding_idx = pad};
+                    int max = mode == EMBER_BAG_MAX;
                     CHECK(ember_bag_forward_typed(half, EMBER_DTYPE_F16, ROWS, dim, &b, &o,
                                                   out, am) == EMBER_OK, "forward fp16");
                     CHECK(ember_bag_forward(wide, ROWS, dim, &b, &o, ref, am_ref) == EMBER_OK,
@@ -376,7 +376,7 @@ static int case_bag_fp16(void)
                     for (size_t i = 0; i < BAG_B * dim; i++) {
                         CHECK(memcmp(&out[i], &ref[i], 4) == 0, "dim %zu mode %s pad %lld "
                               "weighted %d: out[%zu] %a, fp32 %a", dim,
-                              ember_pool_mode_name(o.mode), (long long)pad, weighted, i,
+                              ember_bag_mode_name(o.mode), (long long)pad, weighted, i,
                               (double)out[i], (double)ref[i]);
                         CHECK(!max || am[i] == am_ref[i], "dim %zu argmax[%zu] %lld, fp32 %lld",
                               dim, i, (long long)am[i], (long long)am_ref[i]);
@@ -393,7 +393,7 @@ static int case_bag_fp16(void)
                               memcmp(rows, rows_ref, nrows * sizeof(*rows)) == 0 &&
                               memcmp(g, g_ref, nrows * dim * sizeof(*g)) == 0,
                           "dim %zu mode %s: row gradients differ", dim,
-                          ember_pool_mode_name(o.mode));
+                          ember_bag_mode_name(o.mode));
                     CHECK(!weighted || memcmp(gw, gw_ref, sizeof(gw)) == 0,
                           "dim %zu: weight gradients differ", dim);
                 }
@@ -401,7 +401,7 @@ static int case_bag_fp16(void)
         }
         ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N, .offsets = bag_off,
                                .bags = BAG_B};
-        ember_bag_opts_t o = {.mode = EMBER_POOL_SUM, .padding_idx = -1};
+        ember_bag_opts_t o = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
         CHECK(ember_bag_forward_typed(half, EMBER_DTYPE_BF16, ROWS, dim, &b, &o, out, am) ==
                   EMBER_ERR_INVALID_PARAM, "bf16 rows accepted");
         void *buffers[] = {half, wide, out, ref, go, g, g_ref, am, am_ref};
@@ -460,7 +460,7 @@ static int case_bag_dedup(void)
 
 /* ------------------------------------------------------------- validation */
 
-static int expect_invalid(const ember_bag_batch_t *b, ember_pool_mode_t mode,
+static int expect_invalid(const ember_bag_batch_t *b, ember_bag_mode_t mode,
                           int64_t padding, ember_status_t expect,
                           const char *const *words)
 {
@@ -487,7 +487,7 @@ static int case_validate_ok(void)
     ember_bag_batch_t b = {.indices = ok_idx, .n = 3, .offsets = off, .bags = 4,
                            .weights = w, .n_weights = 3};
     char msg[64] = "junk";
-    ember_bag_opts_t o = {.mode = EMBER_POOL_SUM, .padding_idx = 99};
+    ember_bag_opts_t o = {.mode = EMBER_BAG_SUM, .padding_idx = 99};
     CHECK(ember_bag_validate(&b, &o, 100, msg, sizeof(msg)) == EMBER_OK,
           "valid batch rejected: %s", msg);
     CHECK(msg[0] == '\0', "message not cleared: %s", msg);
@@ -499,7 +499,7 @@ static int case_validate_index_high(void)
     ember_bag_batch_t b = {.indices = v_idx, .n = 9, .offsets = v_off, .bags = 3};
     const char *words[] = {"index 130 at position 7 (bag 2) is out of range "
                            "[0, 100)", NULL};
-    return expect_invalid(&b, EMBER_POOL_SUM, -1, EMBER_ERR_OUT_OF_RANGE, words);
+    return expect_invalid(&b, EMBER_BAG_SUM, -1, EMBER_ERR_OUT_OF_RANGE, words);
 }
 
 static int case_validate_index_negative(void)
@@ -509,7 +509,7 @@ static int case_validate_index_negative(void)
     ember_bag_batch_t b = {.indices = idx, .n = 3, .offsets = off, .bags = 2};
     const char *words[] = {"index -4", "position 1", "bag 1", "out of range",
                            NULL};
-    return expect_invalid(&b, EMBER_POOL_MEAN, -1, EMBER_ERR_OUT_OF_RANGE, words);
+    return expect_invalid(&b, EMBER_BAG_MEAN, -1, EMBER_ERR_OUT_OF_RANGE, words);
 }
 
 static int case_validate_offsets_start(void)
@@ -517,7 +517,7 @@ static int case_validate_offsets_start(void)
     const int64_t off[] = {2, 3, 6};
     ember_bag_batch_t b = {.indices = v_idx, .n = 9, .offsets = off, .bags = 3};
     const char *words[] = {"offsets[0] is 2", "must be 0", NULL};
-    return expect_invalid(&b, EMBER_POOL_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
+    return expect_invalid(&b, EMBER_BAG_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
 }
 
 static int case_validate_offsets_decrease(void)
@@ -525,7 +525,7 @@ static int case_validate_offsets_decrease(void)
     const int64_t off[] = {0, 5, 4};
     ember_bag_batch_t b = {.indices = v_idx, .n = 9, .offsets = off, .bags = 3};
     const char *words[] = {"offsets decrease at bag 2", "4 after 5", NULL};
-    return expect_invalid(&b, EMBER_POOL_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
+    return expect_invalid(&b, EMBER_BAG_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
 }
 
 static int case_validate_offsets_past_end(void)
@@ -533,7 +533,7 @@ static int case_validate_offsets_past_end(void)
     const int64_t off[] = {0, 3, 10};
     ember_bag_batch_t b = {.indices = v_idx, .n = 9, .offsets = off, .bags = 3};
     const char *words[] = {"offset 10 of bag 2", "past the end", "n = 9", NULL};
-    return expect_invalid(&b, EMBER_POOL_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
+    return expect_invalid(&b, EMBER_BAG_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
 }
 
 static int case_validate_weights_length(void)
@@ -543,7 +543,7 @@ static int case_validate_weights_length(void)
     ember_bag_batch_t b = {.indices = idx, .n = 9, .offsets = v_off, .bags = 3,
                            .weights = w, .n_weights = 8};
     const char *words[] = {"weights length 8", "indices length 9", NULL};
-    return expect_invalid(&b, EMBER_POOL_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
+    return expect_invalid(&b, EMBER_BAG_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
 }
 
 static int case_validate_weights_mode(void)
@@ -553,10 +553,10 @@ static int case_validate_weights_mode(void)
     ember_bag_batch_t b = {.indices = idx, .n = 9, .offsets = v_off, .bags = 3,
                            .weights = w, .n_weights = 9};
     const char *words[] = {"only supported with mode sum", "mode is max", NULL};
-    if (expect_invalid(&b, EMBER_POOL_MAX, -1, EMBER_ERR_INVALID_PARAM, words))
+    if (expect_invalid(&b, EMBER_BAG_MAX, -1, EMBER_ERR_INVALID_PARAM, words))
         return 1;
     const char *words_mean[] = {"mode is mean", NULL};
-    return expect_invalid(&b, EMBER_POOL_MEAN, -1, EMBER_ERR_INVALID_PARAM,
+    return expect_invalid(&b, EMBER_BAG_MEAN, -1, EMBER_ERR_INVALID_PARAM,
                           words_mean);
 }
 
@@ -566,10 +566,10 @@ static int case_validate_padding_range(void)
     const int64_t off[] = {0};
     ember_bag_batch_t b = {.indices = idx, .n = 3, .offsets = off, .bags = 1};
     const char *words[] = {"padding_idx 100", NULL};
-    if (expect_invalid(&b, EMBER_POOL_SUM, 100, EMBER_ERR_OUT_OF_RANGE, words))
+    if (expect_invalid(&b, EMBER_BAG_SUM, 100, EMBER_ERR_OUT_OF_RANGE, words))
         return 1;
     const char *words_neg[] = {"padding_idx -2", NULL};
-    return expect_invalid(&b, EMBER_POOL_SUM, -2, EMBER_ERR_OUT_OF_RANGE,
+    return expect_invalid(&b, EMBER_BAG_SUM, -2, EMBER_ERR_OUT_OF_RANGE,
                           words_neg);
 }
 
@@ -578,7 +578,7 @@ static int case_validate_no_bags(void)
     const int64_t idx[] = {1, 2};
     ember_bag_batch_t b = {.indices = idx, .n = 2, .offsets = NULL, .bags = 0};
     const char *words[] = {"no bags", NULL};
-    return expect_invalid(&b, EMBER_POOL_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
+    return expect_invalid(&b, EMBER_BAG_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
 }
 
 /* ----------------------------------------------------------------- Linear */
@@ -948,9 +948,9 @@ static int case_bce_fd(void)
 /* A trainer's max pools from three shards' parts: a maximum held on several
  * shards goes to the one whose entry comes first in the bag (its place), as
  * PyTorch gives it to the bag's first maximal entry, not to the lowest shard;
- * -0 and +0 tie; a part without entries never wins; pool_split sends each
+ * -0 and +0 tie; a part without entries never wins; parts_split sends each
  * gradient to the winner only. */
-static int case_pool_combine_ties(void)
+static int case_parts_combine_ties(void)
 {
     enum { P = 3, B = 3, D = 3, S = B * D };
     const float parts[P][S] = {
@@ -968,7 +968,7 @@ static int case_pool_combine_ties(void)
     float out[S], grad[S], grads[P][S];
     int16_t winner[S];
 
-    ember_pool_combine(&parts[0][0], S, P, B, D, EMBER_POOL_MAX, &counts[0][0],
+    ember_bag_parts_combine(&parts[0][0], S, P, B, D, EMBER_BAG_MAX, &counts[0][0],
                        bag_counts, &places[0][0], S, out, winner);
     for (size_t i = 0; i < S; i++) {
         CHECK(winner[i] == winners[i], "element %zu: shard %d won, want %d", i,
@@ -978,7 +978,7 @@ static int case_pool_combine_ties(void)
     }
     for (size_t i = 0; i < S; i++)
         grad[i] = (float)(i + 1);
-    ember_pool_split(grad, P, B, D, EMBER_POOL_MAX, bag_counts, winner, &grads[0][0], S);
+    ember_bag_parts_split(grad, P, B, D, EMBER_BAG_MAX, bag_counts, winner, &grads[0][0], S);
     for (int p = 0; p < P; p++) {
         for (size_t i = 0; i < S; i++)
             CHECK(grads[p][i] == (winners[i] == p ? grad[i] : 0.0f),
@@ -990,7 +990,7 @@ static int case_pool_combine_ties(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"pool_combine_ties", case_pool_combine_ties},
+        {"parts_combine_ties", case_parts_combine_ties},
         {"bag_forward_ref", case_bag_forward_ref},
         {"bag_fd_sum", case_bag_fd_sum},
         {"bag_fd_mean", case_bag_fd_mean},

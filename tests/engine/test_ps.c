@@ -359,7 +359,7 @@ static void dist_ctx_free(dist_ctx_t *ctx)
 /* One lookup per shard, all in flight together; combine the partial pools
  * into @pooled [bags * dim] as the trainer does. */
 static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
-                        ember_pool_mode_t mode, uint32_t trainer, uint64_t step,
+                        ember_bag_mode_t mode, uint32_t trainer, uint64_t step,
                         float *pooled, dist_ctx_t *ctx)
 {
     size_t dim = t->dim, total = b->bags * dim;
@@ -376,7 +376,7 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
     MP_CHECK(ctx->counts && ctx->total && ctx->winner && ctx->place, "out of memory");
     for (uint32_t p = 0; p < t->P; p++) {
         size_t length;
-        messages[p] = lookup_message(b, t, trainer, step, mode == EMBER_POOL_MAX, p,
+        messages[p] = lookup_message(b, t, trainer, step, mode == EMBER_BAG_MAX, p,
                                      ctx->counts + (size_t)p * b->bags, &length);
         iov[p] = (ember_iov_t){.buffer = messages[p], .length = length};
         MP_CHECK(ember_rpc_call_async(tp, t->first_ps + (int)p, EMBER_OP_LOOKUP, &iov[p],
@@ -396,7 +396,7 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
         MP_CHECK(status == EMBER_OK, "lookup on shard %u: %s: %.*s", p,
                  ember_status_string(status), (int)length, data ? data : "");
         /* Max mode: the values, then each maximum's place in its bag. */
-        size_t want = total * sizeof(float) * (mode == EMBER_POOL_MAX ? 2 : 1);
+        size_t want = total * sizeof(float) * (mode == EMBER_BAG_MAX ? 2 : 1);
         MP_CHECK(length == want, "lookup reply of %zu bytes, want %zu", length, want);
         float *part = malloc(length + 4);
         MP_CHECK(part, "out of memory");
@@ -407,7 +407,7 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
             ctx->total[bag] += counts[bag];
             for (size_t d = 0; d < dim; d++) {
                 size_t i = bag * dim + d;
-                if (mode != EMBER_POOL_MAX) {
+                if (mode != EMBER_BAG_MAX) {
                     pooled[i] += part[i];
                 } else if (counts[bag] &&
                            (ctx->winner[i] < 0 || part[i] > pooled[i] ||
@@ -423,7 +423,7 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
         ember_future_release(futures[p]);
         free(messages[p]);
     }
-    if (mode == EMBER_POOL_MEAN) {
+    if (mode == EMBER_BAG_MEAN) {
         for (size_t bag = 0; bag < b->bags; bag++) {
             for (size_t d = 0; ctx->total[bag] && d < dim; d++)
                 pooled[bag * dim + d] /= (float)ctx->total[bag];
@@ -433,7 +433,7 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
 
 /* d(loss)/d(shard p's partial pool), as the PS's sum/max backward wants it. */
 static float *shard_grad(const table_ref_t *t, const dist_ctx_t *ctx,
-                         ember_pool_mode_t mode, const float *g, uint32_t p)
+                         ember_bag_mode_t mode, const float *g, uint32_t p)
 {
     size_t dim = t->dim;
     float *out = malloc(ctx->bags * dim * sizeof(float) + 4);
@@ -441,9 +441,9 @@ static float *shard_grad(const table_ref_t *t, const dist_ctx_t *ctx,
     for (size_t bag = 0; bag < ctx->bags; bag++) {
         for (size_t d = 0; d < dim; d++) {
             size_t i = bag * dim + d;
-            if (mode == EMBER_POOL_MAX)
+            if (mode == EMBER_BAG_MAX)
                 out[i] = ctx->winner[i] == (int)p ? g[i] : 0.0f;
-            else if (mode == EMBER_POOL_MEAN && ctx->total[bag])
+            else if (mode == EMBER_BAG_MEAN && ctx->total[bag])
                 out[i] = g[i] / (float)ctx->total[bag];
             else
                 out[i] = g[i];
@@ -469,7 +469,7 @@ static uint8_t *grad_message(uint32_t table_id, uint32_t trainer, uint64_t step,
 
 /* Each shard's share of the output gradient @g, with APPLY. */
 static void dist_grad(ember_tp_t *tp, const table_ref_t *t, const dist_ctx_t *ctx,
-                      ember_pool_mode_t mode, uint32_t trainer, uint64_t step,
+                      ember_bag_mode_t mode, uint32_t trainer, uint64_t step,
                       const float *g)
 {
     for (uint32_t p = 0; p < t->P; p++) {
@@ -487,7 +487,7 @@ static void dist_grad(ember_tp_t *tp, const table_ref_t *t, const dist_ctx_t *ct
 /* ---- single-process reference --------------------------------------------- */
 
 static float *ref_forward(const float *table, const table_ref_t *t, const batch_t *b,
-                          ember_pool_mode_t mode, int64_t *argmax)
+                          ember_bag_mode_t mode, int64_t *argmax)
 {
     float *out = malloc(b->bags * t->dim * sizeof(float) + 4);
     int64_t *scratch = argmax ? NULL : malloc(b->bags * t->dim * sizeof(int64_t) + 8);
@@ -503,7 +503,7 @@ static float *ref_forward(const float *table, const table_ref_t *t, const batch_
 
 /* Add the batch's sparse row gradient for output gradient @g into @dense. */
 static void ref_backward_add(const float *table, const table_ref_t *t,
-                             const batch_t *b, ember_pool_mode_t mode, const float *g,
+                             const batch_t *b, ember_bag_mode_t mode, const float *g,
                              float *dense)
 {
     int64_t *argmax = malloc(b->bags * t->dim * sizeof(int64_t) + 8);
@@ -515,7 +515,7 @@ static void ref_backward_add(const float *table, const table_ref_t *t,
     MP_CHECK(argmax && rows && grad, "out of memory");
     free(ref_forward(table, t, b, mode, argmax));
     MP_CHECK(ember_bag_backward(table, t->rows, t->dim, &view, &opts, g,
-                                mode == EMBER_POOL_MAX ? argmax : NULL, rows, grad,
+                                mode == EMBER_BAG_MAX ? argmax : NULL, rows, grad,
                                 &nrows, NULL) == EMBER_OK, "ember_bag_backward");
     for (size_t u = 0; u < nrows; u++) {
         for (size_t d = 0; d < t->dim; d++)
@@ -771,12 +771,12 @@ static int case_bad_lookup(int rank, int world, void *arg)
         ember_tp_t *tp = join_client("trainer1");
         await_key(tp, "bad-done");
         float *snapshot = table_read_full(tp, t);
-        dist_lookup(tp, t, &b1, EMBER_POOL_SUM, 1, 0, pooled, &ctx);
-        float *expect = ref_forward(snapshot, t, &b1, EMBER_POOL_SUM, NULL);
+        dist_lookup(tp, t, &b1, EMBER_BAG_SUM, 1, 0, pooled, &ctx);
+        float *expect = ref_forward(snapshot, t, &b1, EMBER_BAG_SUM, NULL);
         EXPECT_CLOSE(pooled, expect, b1.bags * BL_DIM, 1e-6, "trainer 1 step 0 lookup");
         signal_key(tp, "t1-looked");
         await_key(tp, "t0-grad");
-        dist_grad(tp, t, &ctx, EMBER_POOL_SUM, 1, 0, g1);
+        dist_grad(tp, t, &ctx, EMBER_BAG_SUM, 1, 0, g1);
         signal_key(tp, "t1-grad");
         dist_ctx_free(&ctx);
         free(expect);
@@ -814,8 +814,8 @@ static int case_bad_lookup(int rank, int world, void *arg)
     await_key(tp, "t1-looked");
 
     /* Trainer 0's valid lookup: bad ones left no context behind. */
-    dist_lookup(tp, t, &b0, EMBER_POOL_SUM, 0, 0, pooled, &ctx);
-    float *expect = ref_forward(snapshot, t, &b0, EMBER_POOL_SUM, NULL);
+    dist_lookup(tp, t, &b0, EMBER_BAG_SUM, 0, 0, pooled, &ctx);
+    float *expect = ref_forward(snapshot, t, &b0, EMBER_BAG_SUM, NULL);
     EXPECT_CLOSE(pooled, expect, b0.bags * BL_DIM, 1e-6, "trainer 0 step 0 lookup");
     {
         /* A second lookup before the gradient is refused. */
@@ -871,9 +871,9 @@ static int case_bad_lookup(int rank, int world, void *arg)
 
     /* Trainer 0 looks up again and gives its gradient: sync holds it until
      * trainer 1's arrives. */
-    dist_lookup(tp, t, &b0, EMBER_POOL_SUM, 0, 0, pooled, &ctx);
+    dist_lookup(tp, t, &b0, EMBER_BAG_SUM, 0, 0, pooled, &ctx);
     EXPECT_CLOSE(pooled, expect, b0.bags * BL_DIM, 1e-6, "trainer 0 step 0 lookup again");
-    dist_grad(tp, t, &ctx, EMBER_POOL_SUM, 0, 0, g0);
+    dist_grad(tp, t, &ctx, EMBER_BAG_SUM, 0, 0, g0);
     check_unchanged(tp, snapshot, "one of two sync gradients");
     {
         /* A second gradient of trainer 0 for the step: no lookup left. */
@@ -889,8 +889,8 @@ static int case_bad_lookup(int rank, int world, void *arg)
     /* Both in: the table moved by SGD on the summed gradient, exactly. */
     float *dense = calloc(cells, sizeof(float)), *updated = malloc(cells * sizeof(float));
     MP_CHECK(dense && updated, "out of memory");
-    ref_backward_add(snapshot, t, &b0, EMBER_POOL_SUM, g0, dense);
-    ref_backward_add(snapshot, t, &b1, EMBER_POOL_SUM, g1, dense);
+    ref_backward_add(snapshot, t, &b0, EMBER_BAG_SUM, g0, dense);
+    ref_backward_add(snapshot, t, &b1, EMBER_BAG_SUM, g1, dense);
     memcpy(updated, snapshot, cells * sizeof(float));
     ref_sgd(updated, t, dense);
     float *now = table_read_full(tp, t);
@@ -904,9 +904,9 @@ static int case_bad_lookup(int rank, int world, void *arg)
 
     /* Step 1 is open now; step 0 is closed. */
     dist_ctx_free(&ctx);
-    dist_lookup(tp, t, &b1, EMBER_POOL_SUM, 0, 1, pooled, &ctx);
+    dist_lookup(tp, t, &b1, EMBER_BAG_SUM, 0, 1, pooled, &ctx);
     free(expect);
-    expect = ref_forward(updated, t, &b1, EMBER_POOL_SUM, NULL);
+    expect = ref_forward(updated, t, &b1, EMBER_BAG_SUM, NULL);
     EXPECT_CLOSE(pooled, expect, b1.bags * BL_DIM, 1e-6, "trainer 0 step 1 lookup");
     {
         raw_lookup_t raw = raw_valid(BL_TABLE);
@@ -1056,9 +1056,9 @@ static int case_sync_order(int rank, int world, void *arg)
     if (rank == 2) { /* trainer 1 */
         ember_tp_t *tp = join_client("trainer1");
         await_key(tp, "created");
-        dist_lookup(tp, &t, &b1, EMBER_POOL_SUM, 1, 0, pooled, &ctx);
+        dist_lookup(tp, &t, &b1, EMBER_BAG_SUM, 1, 0, pooled, &ctx);
         await_key(tp, "t0-waiting");
-        dist_grad(tp, &t, &ctx, EMBER_POOL_SUM, 1, 0, g1);
+        dist_grad(tp, &t, &ctx, EMBER_BAG_SUM, 1, 0, g1);
         dist_ctx_free(&ctx);
         ember_tp_destroy(tp);
         goto out;
@@ -1068,8 +1068,8 @@ static int case_sync_order(int rank, int world, void *arg)
     table_create(tp, &t, "emb", 2, EMBER_SYNC, 77);
     float *snapshot = table_read_full(tp, &t);
     signal_key(tp, "created");
-    dist_lookup(tp, &t, &b0, EMBER_POOL_SUM, 0, 0, pooled, &ctx);
-    dist_grad(tp, &t, &ctx, EMBER_POOL_SUM, 0, 0, g0);
+    dist_lookup(tp, &t, &b0, EMBER_BAG_SUM, 0, 0, pooled, &ctx);
+    dist_grad(tp, &t, &ctx, EMBER_BAG_SUM, 0, 0, g0);
     dist_ctx_free(&ctx);
 
     /* Step 1 of trainer 0 = trainer 1's step-0 bags, so trainer 1's update shows. */
@@ -1106,14 +1106,14 @@ static int case_sync_order(int rank, int world, void *arg)
     float *dense = calloc(cells, sizeof(float)), *only0 = malloc(cells * sizeof(float));
     float *both = malloc(cells * sizeof(float));
     MP_CHECK(dense && only0 && both, "out of memory");
-    ref_backward_add(snapshot, &t, &b0, EMBER_POOL_SUM, g0, dense);
+    ref_backward_add(snapshot, &t, &b0, EMBER_BAG_SUM, g0, dense);
     memcpy(only0, snapshot, cells * sizeof(float));
     ref_sgd(only0, &t, dense);
-    ref_backward_add(snapshot, &t, &b1, EMBER_POOL_SUM, g1, dense);
+    ref_backward_add(snapshot, &t, &b1, EMBER_BAG_SUM, g1, dense);
     memcpy(both, snapshot, cells * sizeof(float));
     ref_sgd(both, &t, dense);
-    float *expect = ref_forward(both, &t, &b1, EMBER_POOL_SUM, NULL);
-    float *wrong = ref_forward(only0, &t, &b1, EMBER_POOL_SUM, NULL);
+    float *expect = ref_forward(both, &t, &b1, EMBER_BAG_SUM, NULL);
+    float *wrong = ref_forward(only0, &t, &b1, EMBER_BAG_SUM, NULL);
     size_t where;
     MP_CHECK(max_diff(expect, wrong, b1.bags * t.dim, &where) > 1e-3,
              "test data: trainer 1's update does not show in the step-1 bags");
@@ -1145,16 +1145,16 @@ enum { SM_ROWS = 50, SM_DIM = 5, SM_BAGS = 12, SM_ROUNDS = 3 };
 
 typedef struct {
     const char *label;
-    ember_pool_mode_t mode;
+    ember_bag_mode_t mode;
     int weighted;
     ember_consistency_t consistency;
 } sm_table_t;
 
 static const sm_table_t sm_tables[] = {
-    {"sum", EMBER_POOL_SUM, 0, EMBER_SYNC},
-    {"mean", EMBER_POOL_MEAN, 0, EMBER_ASYNC},
-    {"max", EMBER_POOL_MAX, 0, EMBER_SYNC},
-    {"sum_w", EMBER_POOL_SUM, 1, EMBER_ASYNC},
+    {"sum", EMBER_BAG_SUM, 0, EMBER_SYNC},
+    {"mean", EMBER_BAG_MEAN, 0, EMBER_ASYNC},
+    {"max", EMBER_BAG_MAX, 0, EMBER_SYNC},
+    {"sum_w", EMBER_BAG_SUM, 1, EMBER_ASYNC},
 };
 
 static int shards_match_local(int rank, uint32_t P)
@@ -1271,7 +1271,7 @@ static int case_client_death(int rank, int world, void *arg)
         dist_ctx_t ctx = {0};
         await_key(tp, "created");
         batch_t b = make_batch(9, 6, 5, t.rows, 0);
-        dist_lookup(tp, &t, &b, EMBER_POOL_SUM, 1, 0, pooled, &ctx);
+        dist_lookup(tp, &t, &b, EMBER_BAG_SUM, 1, 0, pooled, &ctx);
         /* A large lookup whose reply will find nobody. */
         batch_t big = make_batch(10, 2000, 20, t2.rows, 0);
         size_t length;
@@ -1301,13 +1301,13 @@ static int case_client_death(int rank, int world, void *arg)
         dist_ctx_t ctx = {0};
         batch_t b = make_batch(100 + step, 6, 5, t.rows, 0);
         float *g = make_grad(200 + step, b.bags * t.dim);
-        dist_lookup(tp, &t, &b, EMBER_POOL_SUM, 0, step, pooled, &ctx);
-        float *expect = ref_forward(ref, &t, &b, EMBER_POOL_SUM, NULL);
+        dist_lookup(tp, &t, &b, EMBER_BAG_SUM, 0, step, pooled, &ctx);
+        float *expect = ref_forward(ref, &t, &b, EMBER_BAG_SUM, NULL);
         EXPECT_CLOSE(pooled, expect, b.bags * t.dim, 1e-6, "lookup after the death");
-        dist_grad(tp, &t, &ctx, EMBER_POOL_SUM, 0, step, g);
+        dist_grad(tp, &t, &ctx, EMBER_BAG_SUM, 0, step, g);
         float *dense = calloc(cells, sizeof(float));
         MP_CHECK(dense, "out of memory");
-        ref_backward_add(ref, &t, &b, EMBER_POOL_SUM, g, dense);
+        ref_backward_add(ref, &t, &b, EMBER_BAG_SUM, g, dense);
         ref_sgd(ref, &t, dense);
         free(dense);
         free(expect);
@@ -1389,7 +1389,7 @@ static int case_replies_pooled(int rank, int world, void *arg)
         MP_CHECK(status == EMBER_OK && length == reply_bytes,
                  "trainer %u: %s, %zu bytes (want %zu)", done,
                  ember_status_string(status), length, reply_bytes);
-        float *expect = ref_forward(table, &rp_table, &batches[done], EMBER_POOL_SUM,
+        float *expect = ref_forward(table, &rp_table, &batches[done], EMBER_BAG_SUM,
                                     NULL);
         size_t where;
         double diff = max_diff(got, expect, RP_BAGS * 64, &where);
@@ -1445,7 +1445,7 @@ static int case_async_grad_memory(int rank, int world, void *arg)
         dist_ctx_t ctx;
         float *pooled = malloc(RP_BAGS * t.dim * sizeof(float));
         MP_CHECK(pooled, "out of memory");
-        dist_lookup(tp, &t, &batches[tr], EMBER_POOL_SUM, tr, 0, pooled, &ctx);
+        dist_lookup(tp, &t, &batches[tr], EMBER_BAG_SUM, tr, 0, pooled, &ctx);
         free(pooled);
         dist_ctx_free(&ctx);
     }
@@ -1458,7 +1458,7 @@ static int case_async_grad_memory(int rank, int world, void *arg)
         call_ok(tp, ps, EMBER_OP_GRAD, message, length, NULL, 0);
         free(message);
         /* SGD is linear: the async steps in turn sum to one step on the sum. */
-        ref_backward_add(expect, &t, &batches[tr], EMBER_POOL_SUM, grads[tr], dense);
+        ref_backward_add(expect, &t, &batches[tr], EMBER_BAG_SUM, grads[tr], dense);
     }
     call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &after, sizeof(after));
     MP_CHECK(after.grads - before.grads == RP_TRAINERS &&

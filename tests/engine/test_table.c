@@ -129,7 +129,7 @@ static int reference_step(float *reference, int weighted, const float *g)
     ember_bag_batch_t batch = {.indices = bag_indices, .n = N, .offsets = bag_offsets,
                                .bags = BAGS, .weights = weights,
                                .n_weights = weighted ? N : 0};
-    ember_bag_opts_t opts = {.mode = EMBER_POOL_SUM, .padding_idx = -1};
+    ember_bag_opts_t opts = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
     int64_t rows[N];
     float grad[N * DIM];
     size_t nrows = 0;
@@ -154,7 +154,7 @@ static int lookup(ember_table_t *table, int weighted, uint32_t trainer,
     ember_bag_batch_t batch = {.indices = bag_indices, .n = N, .offsets = bag_offsets,
                                .bags = BAGS, .weights = weighted ? bag_weights : NULL,
                                .n_weights = weighted ? N : 0};
-    ember_bag_opts_t opts = {.mode = EMBER_POOL_SUM, .padding_idx = -1};
+    ember_bag_opts_t opts = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
     CHECK(ember_bag_forward(before, ROWS, DIM, &batch, &opts, expect, NULL) == EMBER_OK,
           "ember_bag_forward");
     /* The same kernel over the same values (fp16 rows widened exactly):

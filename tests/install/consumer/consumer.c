@@ -84,10 +84,10 @@ static const int64_t offsets[] = {0, 2, 2};
 static void check_bags(void)
 {
     const ember_bag_batch_t batch = {indices, 5, offsets, 3, NULL, 0};
-    ember_bag_opts_t opts = {EMBER_POOL_SUM, -1};
+    ember_bag_opts_t opts = {EMBER_BAG_SUM, -1};
     float out[3 * 2];
     int64_t argmax[3 * 2];
-    ember_pool_mode_t mode;
+    ember_bag_mode_t mode;
     char msg[128];
 
     CHECK(ember_bag_validate(&batch, &opts, 4, msg, sizeof(msg)) == EMBER_OK,
@@ -97,8 +97,8 @@ static void check_bags(void)
     const float want_sum[] = {1.5f, 6, 0, 0, 1.5f, 3};
     check_floats("sum", out, want_sum, 6);
 
-    CHECK(ember_pool_mode_parse("max", &mode) == EMBER_OK && mode == EMBER_POOL_MAX,
-          "\"max\" not parsed as EMBER_POOL_MAX");
+    CHECK(ember_bag_mode_parse("max", &mode) == EMBER_OK && mode == EMBER_BAG_MAX,
+          "\"max\" not parsed as EMBER_BAG_MAX");
     opts.mode = mode;
     CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_F32, 4, 2, &batch, &opts, out,
                                   argmax) == EMBER_OK,
@@ -109,8 +109,8 @@ static void check_bags(void)
     for (int i = 0; i < 6; i++)
         CHECK(argmax[i] == want_argmax[i], "argmax[%d] = %lld, expected %lld", i,
               (long long)argmax[i], (long long)want_argmax[i]);
-    CHECK(strcmp(ember_pool_mode_name(EMBER_POOL_MEAN), "mean") == 0, "mean's name: %s",
-          ember_pool_mode_name(EMBER_POOL_MEAN));
+    CHECK(strcmp(ember_bag_mode_name(EMBER_BAG_MEAN), "mean") == 0, "mean's name: %s",
+          ember_bag_mode_name(EMBER_BAG_MEAN));
     CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_I64, 4, 2, &batch, &opts, out,
                                   argmax) == EMBER_ERR_INVALID_PARAM,
           "an int64 table was pooled");
