@@ -58,26 +58,30 @@ typedef struct {
 
 static void ar_usage(FILE *stream)
 {
-    fprintf(stream,
-            "usage: ember-run -n N ember-bench allreduce [options]   (nccl-tests flags)\n"
-            "  -b MIN      smallest size in bytes (8)\n"
-            "  -e MAX      largest size in bytes (64M)\n"
-            "  -f FACTOR   size multiplier (2)\n"
-            "  -n ITERS    timed iterations per size (20)\n"
-            "  -w WARMUP   warm-up iterations per size (5)\n"
-            "  -c 0|1      check the result and count #wrong (1)\n"
-            "  -d TYPE     datatype: float (the only one the engine reduces)\n"
-            "  -o OP       sum or avg (sum)\n"
-            "  --backend host|nccl|cpu-device   the host allreduce (default), NCCL\n"
-            "              on this rank's GPU through the device interface (exit 77\n"
-            "              without CUDA+NCCL or a GPU), or the device interface's\n"
-            "              CPU backend\n");
+    fprintf(stream, "usage: ember-run -n N ember-bench allreduce [options]   (nccl-tests flags)\n"
+                    "  -b MIN      smallest size in bytes (8)\n"
+                    "  -e MAX      largest size in bytes (64M)\n"
+                    "  -f FACTOR   size multiplier (2)\n"
+                    "  -n ITERS    timed iterations per size (20)\n"
+                    "  -w WARMUP   warm-up iterations per size (5)\n"
+                    "  -c 0|1      check the result and count #wrong (1)\n"
+                    "  -d TYPE     datatype: float (the only one the engine reduces)\n"
+                    "  -o OP       sum or avg (sum)\n"
+                    "  --backend host|nccl|cpu-device   the host allreduce (default), NCCL\n"
+                    "              on this rank's GPU through the device interface (exit 77\n"
+                    "              without CUDA+NCCL or a GPU), or the device interface's\n"
+                    "              CPU backend\n");
 }
 
 static int ar_parse(int argc, char **argv, ar_opts_t *opts)
 {
-    *opts = (ar_opts_t){.min_bytes = 8, .max_bytes = 64u << 20, .factor = 2,
-                        .iters = 20, .warmup = 5, .check = 1, .backend = "host"};
+    *opts = (ar_opts_t){.min_bytes = 8,
+                        .max_bytes = 64u << 20,
+                        .factor = 2,
+                        .iters = 20,
+                        .warmup = 5,
+                        .check = 1,
+                        .backend = "host"};
     for (int i = 1; i < argc; i += 2) { /* a flag and its value */
         const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
@@ -106,21 +110,27 @@ static int ar_parse(int argc, char **argv, ar_opts_t *opts)
         } else if (strcmp(arg, "-d") == 0) {
             ok = strcmp(value, "float") == 0 || strcmp(value, "float32") == 0;
             if (!ok)
-                fprintf(stderr, "ember-bench allreduce: datatype '%s' is not "
-                        "supported (the engine reduces float)\n", value);
+                fprintf(stderr,
+                        "ember-bench allreduce: datatype '%s' is not "
+                        "supported (the engine reduces float)\n",
+                        value);
         } else if (strcmp(arg, "-o") == 0) {
             ok = strcmp(value, "sum") == 0 || strcmp(value, "avg") == 0;
             opts->average = strcmp(value, "avg") == 0;
             if (!ok)
-                fprintf(stderr, "ember-bench allreduce: op '%s' is not supported "
-                        "(sum, avg)\n", value);
+                fprintf(stderr,
+                        "ember-bench allreduce: op '%s' is not supported "
+                        "(sum, avg)\n",
+                        value);
         } else if (strcmp(arg, "--backend") == 0) {
             ok = strcmp(value, "host") == 0 || strcmp(value, "nccl") == 0 ||
                  strcmp(value, "cpu-device") == 0;
             opts->backend = value;
             if (!ok)
-                fprintf(stderr, "ember-bench allreduce: backend '%s': host, nccl or "
-                        "cpu-device\n", value);
+                fprintf(stderr,
+                        "ember-bench allreduce: backend '%s': host, nccl or "
+                        "cpu-device\n",
+                        value);
         } else {
             fprintf(stderr, "ember-bench allreduce: unknown option '%s'\n", arg);
             ar_usage(stderr);
@@ -159,8 +169,8 @@ static size_t ar_count_wrong(const float *data, size_t count, int n, int average
 }
 
 /* One reduction of @count floats from @send into @data (== @send in place). */
-static ember_status_t ar_reduce(ar_backend_t *b, const ar_opts_t *opts, float *send,
-                                float *data, size_t count)
+static ember_status_t ar_reduce(ar_backend_t *b, const ar_opts_t *opts, float *send, float *data,
+                                size_t count)
 {
     if (!b->dev)
         return ember_allreduce_into(b->ar, send, data, count, opts->average);
@@ -188,8 +198,8 @@ static ember_status_t ar_zero(ar_backend_t *b, float *buffer, size_t count)
 }
 
 /* One pass (out-of-place or in-place) at @count floats: seconds per call. */
-static ember_status_t ar_pass(ar_backend_t *b, const ar_opts_t *opts, size_t count,
-                              int in_place, double *seconds_p)
+static ember_status_t ar_pass(ar_backend_t *b, const ar_opts_t *opts, size_t count, int in_place,
+                              double *seconds_p)
 {
     float *data = in_place ? b->send : b->recv;
     double start = 0.0;
@@ -222,8 +232,7 @@ static ember_status_t ar_pass(ar_backend_t *b, const ar_opts_t *opts, size_t cou
  */
 #define AR_CONNECTION_WARMUP 128
 
-static ember_status_t ar_connection_warmup(ar_backend_t *b, const ar_opts_t *opts,
-                                           size_t max_count)
+static ember_status_t ar_connection_warmup(ar_backend_t *b, const ar_opts_t *opts, size_t max_count)
 {
     size_t count = max_count < 2000 ? max_count : 2000;
     if (count == 0)
@@ -235,32 +244,30 @@ static ember_status_t ar_connection_warmup(ar_backend_t *b, const ar_opts_t *opt
 }
 
 /* Host memory of the check: the buffer itself (host), else the stage. */
-static ember_status_t ar_load(ar_backend_t *b, float *dst, const float *host,
-                              size_t count)
+static ember_status_t ar_load(ar_backend_t *b, float *dst, const float *host, size_t count)
 {
     if (!b->dev) {
         if (dst != host)
             memcpy(dst, host, count * sizeof(float));
         return EMBER_OK;
     }
-    return b->ops->mem_copy(b->dev, dst, host, count * sizeof(float),
-                            EMBER_COPY_HOST_TO_DEVICE);
+    return b->ops->mem_copy(b->dev, dst, host, count * sizeof(float), EMBER_COPY_HOST_TO_DEVICE);
 }
 
 static const float *ar_fetch(ar_backend_t *b, const float *src, size_t count)
 {
     if (!b->dev)
         return src;
-    if (b->ops->mem_copy(b->dev, b->stage, src, count * sizeof(float),
-                         EMBER_COPY_DEVICE_TO_HOST) != EMBER_OK)
+    if (b->ops->mem_copy(b->dev, b->stage, src, count * sizeof(float), EMBER_COPY_DEVICE_TO_HOST) !=
+        EMBER_OK)
         return NULL;
     return b->stage;
 }
 
 /* The checked run: the pattern in, one reduction, the wrong elements out
  * (out of place, a changed input counts as wrong too). */
-static ember_status_t ar_check(ar_backend_t *b, const ar_opts_t *opts, size_t count,
-                               int rank, int n, int in_place, size_t *wrong_p)
+static ember_status_t ar_check(ar_backend_t *b, const ar_opts_t *opts, size_t count, int rank,
+                               int n, int in_place, size_t *wrong_p)
 {
     float *data = in_place ? b->send : b->recv;
     float *host = b->dev ? b->stage : b->send;
@@ -294,48 +301,47 @@ static void ar_header(const ar_opts_t *opts, ember_tp_t *tp, int n)
         printf("# ember-bench allreduce: backend host (engine/allreduce: one-way "
                "all-to-all up to %u B, above it a pipelined ring, or recursive "
                "halving for 4, 8, 16... ranks, in %u-B segments), UCX_TLS=%s\n",
-               EMBER_ALLREDUCE_SMALL_BYTES, EMBER_ALLREDUCE_SEGMENT_BYTES,
-               bench_tls_name());
+               EMBER_ALLREDUCE_SMALL_BYTES, EMBER_ALLREDUCE_SEGMENT_BYTES, bench_tls_name());
     else
         printf("# ember-bench allreduce: backend %s (the engine's device interface, "
                "device \"%s\"; out of place = device copy + in-place reduction, "
-               "timed), UCX_TLS=%s\n", opts->backend,
-               strcmp(opts->backend, "nccl") == 0 ? "cuda" : "cpu", bench_tls_name());
+               "timed), UCX_TLS=%s\n",
+               opts->backend, strcmp(opts->backend, "nccl") == 0 ? "cuda" : "cpu",
+               bench_tls_name());
     printf("# nThread 1 nGpus 0 nRanks %d minBytes %zu maxBytes %zu step: %zu(factor) "
-           "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n", n,
-           opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup, opts->iters,
+           "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n",
+           n, opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup, opts->iters,
            opts->check);
     printf("# connection warm-up: %d untimed reductions of min(8000 B, maxBytes) "
-           "before the sweep\n", AR_CONNECTION_WARMUP);
+           "before the sweep\n",
+           AR_CONNECTION_WARMUP);
     printf("#\n# Using devices\n");
     for (int r = 0; r < n; r++)
-        printf("#  Rank %2d Group  0 Pid %6s on %10s device  - [host] %s\n", r, "-",
-               host, ember_tp_peer_name(tp, r));
+        printf("#  Rank %2d Group  0 Pid %6s on %10s device  - [host] %s\n", r, "-", host,
+               ember_tp_peer_name(tp, r));
     printf("#\n");
     printf("#%75s%41s\n", "out-of-place", "in-place");
-    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n",
-           "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
-           "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n",
-           "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-           "(GB/s)", "(GB/s)", "");
+    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count",
+           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+           "#wrong");
+    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+           "");
     fflush(stdout);
 }
 
 /* Open the device backend (its comm over every rank, its buffers). */
-static ember_status_t ar_device_open(ar_backend_t *b, const ar_opts_t *opts,
-                                     ember_tp_t *tp, const int *ranks, int n,
-                                     size_t bytes)
+static ember_status_t ar_device_open(ar_backend_t *b, const ar_opts_t *opts, ember_tp_t *tp,
+                                     const int *ranks, int n, size_t bytes)
 {
     int local_rank, local_size;
     ember_topo_local_rank(ember_tp_rank(tp), n, &local_rank, &local_size);
-    EMBER_CHECK(ember_device_open(strcmp(opts->backend, "nccl") == 0 ? "cuda" : "cpu",
-                                  local_rank, &b->dev));
+    EMBER_CHECK(ember_device_open(strcmp(opts->backend, "nccl") == 0 ? "cuda" : "cpu", local_rank,
+                                  &b->dev));
     b->ops = ember_device_ops(b->dev);
     /* Its own op ids: the stats exchange keeps the host communicator. */
     EMBER_CHECK(b->ops->comm_create(b->dev, tp, ranks, n,
-                                    EMBER_OP_ALLREDUCE_BASE + EMBER_ALLREDUCE_OPS,
-                                    &b->comm));
+                                    EMBER_OP_ALLREDUCE_BASE + EMBER_ALLREDUCE_OPS, &b->comm));
     EMBER_CHECK(b->ops->mem_alloc(b->dev, bytes, (void **)&b->send));
     EMBER_CHECK(b->ops->mem_alloc(b->dev, bytes, (void **)&b->recv));
     b->stage = bench_buffer_alloc(bytes);
@@ -371,8 +377,7 @@ int bench_allreduce_main(int argc, char **argv)
     if (strcmp(opts.backend, "nccl") == 0 &&
         (!ember_device_have_cuda() || ember_device_cuda_count() == 0)) {
         printf("# ember-bench allreduce: backend nccl: skipped (%s)\n",
-               ember_device_have_cuda() ? "no GPU visible here"
-                                        : "built without CUDA/NCCL");
+               ember_device_have_cuda() ? "no GPU visible here" : "built without CUDA/NCCL");
         return AR_SKIP;
     }
     if (bench_join(&tp) != EMBER_OK)
@@ -391,17 +396,15 @@ int bench_allreduce_main(int argc, char **argv)
         b.send = bench_buffer_alloc(max_count * sizeof(float));
         b.recv = bench_buffer_alloc(max_count * sizeof(float));
         if (!b.send || !b.recv) {
-            fprintf(stderr, "ember-bench allreduce: out of memory for %zu bytes\n",
-                    opts.max_bytes);
+            fprintf(stderr, "ember-bench allreduce: out of memory for %zu bytes\n", opts.max_bytes);
             goto out;
         }
     } else {
-        ember_status_t status = ar_device_open(&b, &opts, tp, ranks, n,
-                                               max_count * sizeof(float));
+        ember_status_t status = ar_device_open(&b, &opts, tp, ranks, n, max_count * sizeof(float));
         if (status != EMBER_OK) {
-            fprintf(stderr, "ember-bench allreduce: backend %s on rank %d: %s%s%s\n",
-                    opts.backend, rank, ember_status_string(status),
-                    b.comm ? ": " : "", b.comm ? b.ops->comm_error(b.comm) : "");
+            fprintf(stderr, "ember-bench allreduce: backend %s on rank %d: %s%s%s\n", opts.backend,
+                    rank, ember_status_string(status), b.comm ? ": " : "",
+                    b.comm ? b.ops->comm_error(b.comm) : "");
             goto out;
         }
     }
@@ -430,8 +433,8 @@ int bench_allreduce_main(int argc, char **argv)
                 goto out;
         }
         /* Times (us) averaged and #wrong summed over ranks. */
-        float stats[4] = {(float)(seconds[0] * 1e6), (float)(seconds[1] * 1e6),
-                          (float)wrong[0], (float)wrong[1]};
+        float stats[4] = {(float)(seconds[0] * 1e6), (float)(seconds[1] * 1e6), (float)wrong[0],
+                          (float)wrong[1]};
         if (ember_allreduce(b.ar, stats, 4, 0) != EMBER_OK)
             goto out;
         if (rank == 0) {
@@ -454,8 +457,7 @@ int bench_allreduce_main(int argc, char **argv)
             break;
     }
     if (rank == 0) {
-        printf("# Out of bounds values : %zu %s\n", wrong_total,
-               wrong_total ? "FAILED" : "OK");
+        printf("# Out of bounds values : %zu %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
         printf("# Avg bus bandwidth    : %g \n#\n",
                busbw_count ? busbw_sum / (double)busbw_count : 0.0);
         fflush(stdout);

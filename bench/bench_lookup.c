@@ -38,8 +38,8 @@
 #include "bench/ember_bench.h"
 
 #include "engine/ops/half.h"
-#include "engine/wire/protocol.h"
 #include "engine/ps/ps.h"
+#include "engine/wire/protocol.h"
 
 #include <ember/config.h>
 #include <ember/embedding_bag.h>
@@ -50,11 +50,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LK_MAX_LIST 16
+#define LK_MAX_LIST   16
 #define LK_MAX_POINTS 63 /* table ids 0..62, one per sweep point */
-#define LK_BATCHES 8     /* distinct prebuilt batches cycled through */
-#define LK_MIN_ITERS 50
-#define LK_SLOT_BYTES (96u << 20) /* per-client budget for slot buffers */
+#define LK_BATCHES    8  /* distinct prebuilt batches cycled through */
+#define LK_MIN_ITERS  50
+#define LK_SLOT_BYTES (96u << 20)  /* per-client budget for slot buffers */
 #define LK_BATCH_HALF ((size_t)-1) /* --batch default: two batches in flight */
 
 typedef struct {
@@ -90,7 +90,7 @@ typedef struct {
 } lk_part_t;
 
 typedef struct {
-    int64_t *keys; /* [bags * pool] global rows, bag after bag */
+    int64_t *keys;    /* [bags * pool] global rows, bag after bag */
     lk_part_t *parts; /* [P] */
 } lk_batch_t;
 
@@ -129,8 +129,8 @@ typedef struct {
      * cache), not one per virtual trainer. */
     float **resp_free; /* [slots], a stack */
     size_t resp_nfree;
-    float *grad;    /* [bags * dim], shared by every push */
-    float *table;   /* -c 1: the whole table as read back, [rows * dim] */
+    float *grad;  /* [bags * dim], shared by every push */
+    float *table; /* -c 1: the whole table as read back, [rows * dim] */
     double *samples;
     size_t nsamples;
     lk_result_t res;
@@ -237,15 +237,28 @@ static const char *lk_dtype_name(ember_dtype_t dtype)
 
 static int lk_parse(int argc, char **argv, lk_opts_t *opts)
 {
-    *opts = (lk_opts_t){.nbags = 4, .bags = {1, 16, 256, 4096},
-                        .npool = 2, .pool = {1, 16},
-                        .ndim = 1, .dim = {64},
-                        .ndist = 2, .dist = {{0.0}, {1.05}},
-                        .ndtype = 1, .dtype = {EMBER_DTYPE_F32},
-                        .nreply = 1, .half_reply = {0},
-                        .ps = 1, .rows = 100000, .iters = 2000, .warmup = 100,
-                        .window = 16, .slots = 256, .max_bytes = 1u << 30,
-                        .check = 1, .batch = LK_BATCH_HALF, .seed = 1};
+    *opts = (lk_opts_t){.nbags = 4,
+                        .bags = {1, 16, 256, 4096},
+                        .npool = 2,
+                        .pool = {1, 16},
+                        .ndim = 1,
+                        .dim = {64},
+                        .ndist = 2,
+                        .dist = {{0.0}, {1.05}},
+                        .ndtype = 1,
+                        .dtype = {EMBER_DTYPE_F32},
+                        .nreply = 1,
+                        .half_reply = {0},
+                        .ps = 1,
+                        .rows = 100000,
+                        .iters = 2000,
+                        .warmup = 100,
+                        .window = 16,
+                        .slots = 256,
+                        .max_bytes = 1u << 30,
+                        .check = 1,
+                        .batch = LK_BATCH_HALF,
+                        .seed = 1};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1, takes_value = 1;
@@ -437,26 +450,25 @@ static ember_status_t lk_create_table(lk_point_t *pt)
 {
     for (int p = 0; p < pt->P; p++) {
         ember_msg_table_create_t spec = {
-            .table_id = pt->table_id,
-            .shard = (uint32_t)p,
-            .num_shards = (uint32_t)pt->P,
-            .trainers = (uint32_t)(pt->clients * pt->slots),
-            .rows = (int64_t)pt->opts->rows,
-            .dim = (uint32_t)pt->dim,
-            .consistency = EMBER_ASYNC,
-            .sparse_reduce = EMBER_REDUCE_SUM,
-            .init = EMBER_INIT_NORMAL,
-            .dtype = pt->dtype,
-            .seed = pt->opts->seed + pt->table_id,
+                .table_id = pt->table_id,
+                .shard = (uint32_t)p,
+                .num_shards = (uint32_t)pt->P,
+                .trainers = (uint32_t)(pt->clients * pt->slots),
+                .rows = (int64_t)pt->opts->rows,
+                .dim = (uint32_t)pt->dim,
+                .consistency = EMBER_ASYNC,
+                .sparse_reduce = EMBER_REDUCE_SUM,
+                .init = EMBER_INIT_NORMAL,
+                .dtype = pt->dtype,
+                .seed = pt->opts->seed + pt->table_id,
         };
         ember_opt_config_default(EMBER_OPT_SGD, 0.01f, &spec.optimizer);
         snprintf(spec.name, sizeof(spec.name), "bench%u", pt->table_id);
         ember_iov_t iov = {.buffer = &spec, .length = sizeof(spec)};
         char err[256] = "";
         size_t length = 0;
-        ember_status_t status = ember_rpc_call(pt->tp, pt->first_ps + p,
-                                               EMBER_OP_TABLE_CREATE, &iov, 1, err,
-                                               sizeof(err) - 1, &length);
+        ember_status_t status = ember_rpc_call(pt->tp, pt->first_ps + p, EMBER_OP_TABLE_CREATE,
+                                               &iov, 1, err, sizeof(err) - 1, &length);
         if (status != EMBER_OK) {
             fprintf(stderr, "ember-bench lookup: TABLE_CREATE on ps%d: %s: %.*s\n", p,
                     ember_status_string(status), (int)length, err);
@@ -479,22 +491,20 @@ static ember_status_t lk_read_table(lk_point_t *pt)
         int64_t local = ((int64_t)rows - p + pt->P - 1) / pt->P;
         for (int64_t first = 0; first < local; first += 65536) {
             int64_t count = local - first < 65536 ? local - first : 65536;
-            ember_msg_table_read_t msg = {.table_id = pt->table_id, .first = first,
-                                          .count = count};
+            ember_msg_table_read_t msg = {.table_id = pt->table_id, .first = first, .count = count};
             ember_iov_t iov = {.buffer = &msg, .length = sizeof(msg)};
             size_t length = 0;
-            status = ember_rpc_call(pt->tp, pt->first_ps + p, EMBER_OP_TABLE_READ,
-                                    &iov, 1, chunk, (65536 * dim + 1) * sizeof(float),
-                                    &length);
+            status = ember_rpc_call(pt->tp, pt->first_ps + p, EMBER_OP_TABLE_READ, &iov, 1, chunk,
+                                    (65536 * dim + 1) * sizeof(float), &length);
             if (status != EMBER_OK || length != (size_t)count * dim * sizeof(float)) {
-                fprintf(stderr, "ember-bench lookup: TABLE_READ of ps%d: %s (%zu B)\n",
-                        p, ember_status_string(status), length);
+                fprintf(stderr, "ember-bench lookup: TABLE_READ of ps%d: %s (%zu B)\n", p,
+                        ember_status_string(status), length);
                 status = status == EMBER_OK ? EMBER_ERR_BAD_MESSAGE : status;
                 goto out;
             }
             for (int64_t i = 0; i < count; i++)
-                memcpy(pt->table + (size_t)((first + i) * pt->P + p) * dim,
-                       chunk + (size_t)i * dim, dim * sizeof(float));
+                memcpy(pt->table + (size_t)((first + i) * pt->P + p) * dim, chunk + (size_t)i * dim,
+                       dim * sizeof(float));
         }
     }
     status = EMBER_OK;
@@ -596,10 +606,9 @@ static ember_status_t lk_send_lookup(lk_point_t *pt, lk_slot_t *slot, size_t bat
         slot->hdr[p].indices = part->indices;
         ember_iov_t iov[2] = {{&slot->hdr[p], sizeof(slot->hdr[p])},
                               {part->body, part->body_bytes}};
-        EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_LOOKUP,
-                                         iov, 2, slot->resp + (size_t)p * pt->bags *
-                                                                  pt->dim,
-                                         resp_bytes, 0, &slot->futures[p]));
+        EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_LOOKUP, iov, 2,
+                                         slot->resp + (size_t)p * pt->bags * pt->dim, resp_bytes, 0,
+                                         &slot->futures[p]));
     }
     return EMBER_OK;
 }
@@ -610,8 +619,8 @@ static ember_status_t lk_send_grad(lk_point_t *pt, lk_slot_t *slot)
         slot->ghdr[p].step = slot->step;
         ember_iov_t iov[2] = {{&slot->ghdr[p], sizeof(slot->ghdr[p])},
                               {pt->grad, pt->bags * pt->dim * sizeof(float)}};
-        EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_GRAD, iov,
-                                         2, NULL, 0, 0, &slot->futures[p]));
+        EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_GRAD, iov, 2, NULL, 0,
+                                         0, &slot->futures[p]));
     }
     return EMBER_OK;
 }
@@ -631,9 +640,10 @@ static int lk_collect(lk_point_t *pt, lk_slot_t *slot, int block, size_t expect)
         const void *data = ember_future_data(slot->futures[p], &length);
         if (status != EMBER_OK || length != expect) {
             if (pt->res.wrong < 3)
-                fprintf(stderr, "ember-bench lookup: client %d: ps%d answered %s "
-                        "(%zu B, expected %zu): %.*s\n", pt->client, p,
-                        ember_status_string(status), length, expect,
+                fprintf(stderr,
+                        "ember-bench lookup: client %d: ps%d answered %s "
+                        "(%zu B, expected %zu): %.*s\n",
+                        pt->client, p, ember_status_string(status), length, expect,
                         status != EMBER_OK ? (int)(length > 200 ? 200 : length) : 0,
                         status != EMBER_OK && data ? (const char *)data : "");
             pt->res.wrong++;
@@ -650,8 +660,8 @@ static void lk_account(lk_point_t *pt, const lk_slot_t *slot)
     pt->res.indices += (double)(pt->bags * pt->pool);
     pt->res.resp_bytes += (double)((size_t)pt->P * lk_reply_bytes(pt));
     for (int p = 0; p < pt->P; p++)
-        pt->res.req_bytes += (double)(sizeof(ember_msg_lookup_t) +
-                                      pt->batches[slot->batch].parts[p].body_bytes);
+        pt->res.req_bytes +=
+                (double)(sizeof(ember_msg_lookup_t) + pt->batches[slot->batch].parts[p].body_bytes);
 }
 
 /* Lookups per batch in the closed loop (0: none): --batch, by default half
@@ -689,8 +699,7 @@ static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup
                 lk_slot_t *slot = &pt->slot[issued];
                 slot->step = round;
                 slot->intended = bench_now();
-                EMBER_CHECK(lk_send_lookup(pt, slot, (round * pt->slots + issued) %
-                                                         LK_BATCHES));
+                EMBER_CHECK(lk_send_lookup(pt, slot, (round * pt->slots + issued) % LK_BATCHES));
                 issued++;
                 if (batch && ++held == batch) { /* this batch is full: it goes */
                     ember_rpc_batch_end(pt->tp);
@@ -797,8 +806,7 @@ static ember_status_t lk_open_loop(lk_point_t *pt, size_t total, size_t warmup)
             progress = 1;
         }
         if (!progress) {
-            double wait = next < warmup + total ? t0 + (double)next * interval - now
-                                                : 1e-3;
+            double wait = next < warmup + total ? t0 + (double)next * interval - now : 1e-3;
             if (lh != lt || gh != gt || wait > 0)
                 ember_tp_wait(pt->tp, wait > 1e-3 ? 1e-3 : (wait > 0 ? wait : 0));
         }
@@ -870,10 +878,11 @@ static ember_status_t lk_point_run(lk_point_t *pt)
             return EMBER_ERR_NO_MEMORY;
         uint32_t trainer = (uint32_t)((size_t)pt->client * pt->slots + s);
         for (int p = 0; p < pt->P; p++) {
-            slot->hdr[p] = (ember_msg_lookup_t){
-                .table_id = pt->table_id, .trainer = trainer,
-                .flags = pt->half_reply ? EMBER_LOOKUP_HALF_REPLY : 0,
-                .bags = (uint32_t)pt->bags};
+            slot->hdr[p] =
+                    (ember_msg_lookup_t){.table_id = pt->table_id,
+                                         .trainer = trainer,
+                                         .flags = pt->half_reply ? EMBER_LOOKUP_HALF_REPLY : 0,
+                                         .bags = (uint32_t)pt->bags};
             slot->ghdr[p] = (ember_msg_grad_t){.table_id = pt->table_id,
                                                .trainer = trainer,
                                                .flags = EMBER_GRAD_APPLY,
@@ -911,8 +920,7 @@ static ember_status_t lk_point_run(lk_point_t *pt)
 }
 
 /* Every PS's counters (client 0, between points: nobody sends then). */
-static ember_status_t lk_ps_stats(ember_tp_t *tp, int clients, int P,
-                                  ember_msg_ps_stats_t *stats)
+static ember_status_t lk_ps_stats(ember_tp_t *tp, int clients, int P, ember_msg_ps_stats_t *stats)
 {
     for (int p = 0; p < P; p++) {
         size_t got = 0;
@@ -925,14 +933,13 @@ static ember_status_t lk_ps_stats(ember_tp_t *tp, int clients, int P,
 }
 
 /* The busiest PS's service time per lookup over a point, in microseconds. */
-static double lk_ps_us(const ember_msg_ps_stats_t *before,
-                       const ember_msg_ps_stats_t *after, int P)
+static double lk_ps_us(const ember_msg_ps_stats_t *before, const ember_msg_ps_stats_t *after, int P)
 {
     double worst = 0.0;
     for (int p = 0; p < P; p++) {
         uint64_t lookups = after[p].lookups - before[p].lookups;
         double us = lookups ? (after[p].lookup_seconds - before[p].lookup_seconds) /
-                                  (double)lookups * 1e6
+                                      (double)lookups * 1e6
                             : 0.0;
         worst = us > worst ? us : worst;
     }
@@ -942,8 +949,8 @@ static double lk_ps_us(const ember_msg_ps_stats_t *before,
 static void lk_header(const lk_opts_t *opts, int clients, int P)
 {
     printf("# ember-bench lookup: %d client(s) (ranks 0..%d), %d PS (engine/ps, async "
-           "tables of %zu rows, SGD), UCX_TLS=%s\n", clients, clients - 1, P,
-           opts->rows, bench_tls_name());
+           "tables of %zu rows, SGD), UCX_TLS=%s\n",
+           clients, clients - 1, P, opts->rows, bench_tls_name());
     if (opts->rate > 0.0)
         printf("# open loop: %.0f requests/s per client, latency from the intended "
                "send time; each lookup followed by its gradient push; slots %zu\n",
@@ -960,7 +967,8 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
     else
         printf("# requests batched: up to %zu lookups (and pushes) posted together leave "
                "as one message per PS (each up to 2 KiB, 8 KiB over tcp; --batch 0: each "
-               "alone)\n", lk_batch(opts, opts->window));
+               "alone)\n",
+               lk_batch(opts, opts->window));
     printf("# request = one trainer step: one LOOKUP per shard (dedup'd rows); "
            "resp_B = P x bags x dim x 4; GB = 10^9 B of responses; rows = indices;\n"
            "# dtype = how the PS stores the table's rows (pooled in fp32); reply = the\n"
@@ -981,15 +989,14 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
         }
     }
     printf("%-6s %3s %3s %-9s %6s %5s %5s %5s %5s %10s %10s %12s %8s %10s %9s %9s %9s %9s "
-           "%9s %8s %12s %5s %6s\n", "mode", "ps", "cli", "dist", "bags", "idx", "dim", "dtype",
-           "reply",
-           "req_B", "resp_B", "rows/s", "GB/s", "req/s", "p50_us", "p90_us", "p99_us",
-           "p99.9_us", "max_us", "ps_us", "grad_rows/s", "%pf", "#wrong");
+           "%9s %8s %12s %5s %6s\n",
+           "mode", "ps", "cli", "dist", "bags", "idx", "dim", "dtype", "reply", "req_B", "resp_B",
+           "rows/s", "GB/s", "req/s", "p50_us", "p90_us", "p99_us", "p99.9_us", "max_us", "ps_us",
+           "grad_rows/s", "%pf", "#wrong");
     fflush(stdout);
 }
 
-static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clients,
-                     int P)
+static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clients, int P)
 {
     uint32_t table_id = 0;
     int ret = BENCH_EXIT_OK;
@@ -1013,119 +1020,133 @@ static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clie
         }
     }
     for (size_t ir = 0; ir < opts->nreply; ir++)
-    for (size_t it = 0; it < opts->ndtype; it++)
-    for (size_t id = 0; id < opts->ndist; id++)
-        for (size_t im = 0; im < opts->ndim; im++)
-            for (size_t ip = 0; ip < opts->npool; ip++)
-                for (size_t ib = 0; ib < opts->nbags; ib++, table_id++) {
-        lk_point_t pt = {.tp = tp, .opts = opts, .client = client, .clients = clients,
-                         .first_ps = clients, .P = P, .table_id = table_id,
-                         .bags = opts->bags[ib], .pool = opts->pool[ip],
-                         .dim = opts->dim[im], .dist = opts->dist[id],
-                         .dtype = opts->dtype[it], .half_reply = opts->half_reply[ir],
-                         .window = opts->window};
-        size_t per_slot = (size_t)P * pt.bags * pt.dim * sizeof(float) +
-                          pt.bags * pt.pool * 16;
-        pt.slots = LK_SLOT_BYTES / per_slot;
-        if (pt.slots > opts->slots)
-            pt.slots = opts->slots;
-        if (pt.slots < pt.window)
-            pt.slots = pt.window;
-        if (opts->rate == 0.0 && pt.window > pt.slots)
-            pt.window = pt.slots;
-        ember_status_t status = lk_point_run(&pt);
-        if (status != EMBER_OK) {
-            fprintf(stderr, "ember-bench lookup: client %d, point %u: %s\n", client,
-                    table_id, ember_status_string(status));
-            lk_point_free(&pt);
-            free(before);
-            free(after);
-            return BENCH_EXIT_FAIL;
-        }
-        char key[64];
-        if (client != 0) {
-            snprintf(key, sizeof(key), "lookup/result/%u/%d", table_id, client);
-            if (ember_tp_store_set(tp, key, &pt.res, sizeof(pt.res)) != EMBER_OK)
-                ret = BENCH_EXIT_FAIL;
-            lk_point_free(&pt);
-            continue;
-        }
-        /* Client 0 adds everybody's figures up and prints the row. */
-        double rows_s = 0, bytes_s = 0, req_s = 0, grad_s = 0, wrong = 0, req_b = 0;
-        double pct[5] = {0, 0, 0, 0, 0};
-        for (int c = 0; c < clients; c++) {
-            lk_result_t res = pt.res;
-            if (c) {
-                void *value = NULL;
-                size_t length = 0;
-                snprintf(key, sizeof(key), "lookup/result/%u/%d", table_id, c);
-                if (ember_tp_store_get(tp, key, &value, &length) != EMBER_OK ||
-                    length != sizeof(res)) {
-                    free(value);
-                    lk_point_free(&pt);
-                    free(before);
-                    free(after);
-                    return BENCH_EXIT_FAIL;
-                }
-                memcpy(&res, value, sizeof(res));
-                free(value);
-            }
-            if (res.lookup_s > 0) {
-                rows_s += res.indices / res.lookup_s;
-                bytes_s += res.resp_bytes / res.lookup_s;
-                req_s += res.lookups / res.lookup_s;
-            }
-            if (res.grad_s > 0)
-                grad_s += res.grad_indices / res.grad_s;
-            if (res.lookups > 0 && c == 0)
-                req_b = res.req_bytes / res.lookups;
-            wrong += res.wrong;
-            for (int i = 0; i < 5; i++)
-                pct[i] = res.pct[i] > pct[i] ? res.pct[i] : pct[i];
-        }
-        wrong_total += wrong;
-        /* Every client is done with this point: the PS counters are final. */
-        double ps_us = 0.0;
-        if (lk_ps_stats(tp, clients, P, after) == EMBER_OK) {
-            ps_us = lk_ps_us(before, after, P);
-            memcpy(before, after, (size_t)P * sizeof(*before));
-        } else {
-            ret = BENCH_EXIT_FAIL;
-        }
-        char dist[32], grad[32];
-        if (pt.dist.alpha > 0.0)
-            snprintf(dist, sizeof(dist), "zipf:%g", pt.dist.alpha);
-        else
-            snprintf(dist, sizeof(dist), "uniform");
-        if (opts->rate > 0.0)
-            snprintf(grad, sizeof(grad), "-");
-        else
-            snprintf(grad, sizeof(grad), "%.4g", grad_s);
-        size_t resp_b = (size_t)P * lk_reply_bytes(&pt);
-        const char *reply = pt.half_reply ? "fp16" : "fp32";
-        const char *mode = opts->rate > 0.0 ? "open" : "closed";
-        printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %5s %5s %10.0f %10zu %12.4g %8.3f %10.4g "
-               "%9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %12s %5s %6.0f\n", mode, P, clients,
-               dist, pt.bags, pt.pool, pt.dim, lk_dtype_name(pt.dtype), reply, req_b, resp_b,
-               rows_s, bytes_s / 1e9,
-               req_s, pct[0], pct[1], pct[2], pct[3], pct[4], ps_us, grad, "-", wrong);
-        if (opts->csv)
-            printf("csv,lookup,%s,%d,%d,%s,%zu,%zu,%zu,%.0f,%zu,%zu,%.6g,%.6g,%.6g,"
-                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f,%s,%s\n", mode, P, clients,
-                   dist, pt.bags, pt.pool, pt.dim, req_b, resp_b, lk_reply_bytes(&pt),
-                   rows_s, bytes_s / 1e9, req_s, pct[0], pct[1], pct[2], pct[3], pct[4],
-                   opts->rate > 0.0 ? 0.0 : grad_s, wrong, pt.window, ps_us,
-                   lk_dtype_name(pt.dtype), reply);
-        fflush(stdout);
-        lk_point_free(&pt);
-    }
+        for (size_t it = 0; it < opts->ndtype; it++)
+            for (size_t id = 0; id < opts->ndist; id++)
+                for (size_t im = 0; im < opts->ndim; im++)
+                    for (size_t ip = 0; ip < opts->npool; ip++)
+                        for (size_t ib = 0; ib < opts->nbags; ib++, table_id++) {
+                            lk_point_t pt = {.tp = tp,
+                                             .opts = opts,
+                                             .client = client,
+                                             .clients = clients,
+                                             .first_ps = clients,
+                                             .P = P,
+                                             .table_id = table_id,
+                                             .bags = opts->bags[ib],
+                                             .pool = opts->pool[ip],
+                                             .dim = opts->dim[im],
+                                             .dist = opts->dist[id],
+                                             .dtype = opts->dtype[it],
+                                             .half_reply = opts->half_reply[ir],
+                                             .window = opts->window};
+                            size_t per_slot = (size_t)P * pt.bags * pt.dim * sizeof(float) +
+                                              pt.bags * pt.pool * 16;
+                            pt.slots = LK_SLOT_BYTES / per_slot;
+                            if (pt.slots > opts->slots)
+                                pt.slots = opts->slots;
+                            if (pt.slots < pt.window)
+                                pt.slots = pt.window;
+                            if (opts->rate == 0.0 && pt.window > pt.slots)
+                                pt.window = pt.slots;
+                            ember_status_t status = lk_point_run(&pt);
+                            if (status != EMBER_OK) {
+                                fprintf(stderr, "ember-bench lookup: client %d, point %u: %s\n",
+                                        client, table_id, ember_status_string(status));
+                                lk_point_free(&pt);
+                                free(before);
+                                free(after);
+                                return BENCH_EXIT_FAIL;
+                            }
+                            char key[64];
+                            if (client != 0) {
+                                snprintf(key, sizeof(key), "lookup/result/%u/%d", table_id, client);
+                                if (ember_tp_store_set(tp, key, &pt.res, sizeof(pt.res)) !=
+                                    EMBER_OK)
+                                    ret = BENCH_EXIT_FAIL;
+                                lk_point_free(&pt);
+                                continue;
+                            }
+                            /* Client 0 adds everybody's figures up and prints the row. */
+                            double rows_s = 0, bytes_s = 0, req_s = 0, grad_s = 0, wrong = 0,
+                                   req_b = 0;
+                            double pct[5] = {0, 0, 0, 0, 0};
+                            for (int c = 0; c < clients; c++) {
+                                lk_result_t res = pt.res;
+                                if (c) {
+                                    void *value = NULL;
+                                    size_t length = 0;
+                                    snprintf(key, sizeof(key), "lookup/result/%u/%d", table_id, c);
+                                    if (ember_tp_store_get(tp, key, &value, &length) != EMBER_OK ||
+                                        length != sizeof(res)) {
+                                        free(value);
+                                        lk_point_free(&pt);
+                                        free(before);
+                                        free(after);
+                                        return BENCH_EXIT_FAIL;
+                                    }
+                                    memcpy(&res, value, sizeof(res));
+                                    free(value);
+                                }
+                                if (res.lookup_s > 0) {
+                                    rows_s += res.indices / res.lookup_s;
+                                    bytes_s += res.resp_bytes / res.lookup_s;
+                                    req_s += res.lookups / res.lookup_s;
+                                }
+                                if (res.grad_s > 0)
+                                    grad_s += res.grad_indices / res.grad_s;
+                                if (res.lookups > 0 && c == 0)
+                                    req_b = res.req_bytes / res.lookups;
+                                wrong += res.wrong;
+                                for (int i = 0; i < 5; i++)
+                                    pct[i] = res.pct[i] > pct[i] ? res.pct[i] : pct[i];
+                            }
+                            wrong_total += wrong;
+                            /* Every client is done with this point: the PS counters are final. */
+                            double ps_us = 0.0;
+                            if (lk_ps_stats(tp, clients, P, after) == EMBER_OK) {
+                                ps_us = lk_ps_us(before, after, P);
+                                memcpy(before, after, (size_t)P * sizeof(*before));
+                            } else {
+                                ret = BENCH_EXIT_FAIL;
+                            }
+                            char dist[32], grad[32];
+                            if (pt.dist.alpha > 0.0)
+                                snprintf(dist, sizeof(dist), "zipf:%g", pt.dist.alpha);
+                            else
+                                snprintf(dist, sizeof(dist), "uniform");
+                            if (opts->rate > 0.0)
+                                snprintf(grad, sizeof(grad), "-");
+                            else
+                                snprintf(grad, sizeof(grad), "%.4g", grad_s);
+                            size_t resp_b = (size_t)P * lk_reply_bytes(&pt);
+                            const char *reply = pt.half_reply ? "fp16" : "fp32";
+                            const char *mode = opts->rate > 0.0 ? "open" : "closed";
+                            printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %5s %5s %10.0f %10zu %12.4g "
+                                   "%8.3f %10.4g "
+                                   "%9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %12s %5s %6.0f\n",
+                                   mode, P, clients, dist, pt.bags, pt.pool, pt.dim,
+                                   lk_dtype_name(pt.dtype), reply, req_b, resp_b, rows_s,
+                                   bytes_s / 1e9, req_s, pct[0], pct[1], pct[2], pct[3], pct[4],
+                                   ps_us, grad, "-", wrong);
+                            if (opts->csv)
+                                printf("csv,lookup,%s,%d,%d,%s,%zu,%zu,%zu,%.0f,%zu,%zu,%.6g,%.6g,%"
+                                       ".6g,"
+                                       "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f,%s,%s\n",
+                                       mode, P, clients, dist, pt.bags, pt.pool, pt.dim, req_b,
+                                       resp_b, lk_reply_bytes(&pt), rows_s, bytes_s / 1e9, req_s,
+                                       pct[0], pct[1], pct[2], pct[3], pct[4],
+                                       opts->rate > 0.0 ? 0.0 : grad_s, wrong, pt.window, ps_us,
+                                       lk_dtype_name(pt.dtype), reply);
+                            fflush(stdout);
+                            lk_point_free(&pt);
+                        }
     if (client == 0) {
         printf("# wrong replies: %.0f %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
         fflush(stdout);
         /* Everybody's results are in, so nobody sends any more: stop the PS. */
         for (int p = 0; p < P; p++) {
-            if (ember_rpc_call(tp, clients + p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0,
-                               NULL) != EMBER_OK)
+            if (ember_rpc_call(tp, clients + p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0, NULL) !=
+                EMBER_OK)
                 ret = BENCH_EXIT_FAIL;
         }
         if (wrong_total)
@@ -1150,8 +1171,10 @@ int bench_lookup_main(int argc, char **argv)
     int P = (int)opts.ps, clients = n - P;
     if (clients < 1) {
         if (rank == 0)
-            fprintf(stderr, "ember-bench lookup: %d ranks cannot hold %d PS and a "
-                    "client (run ember-run -n %d or more)\n", n, P, P + 1);
+            fprintf(stderr,
+                    "ember-bench lookup: %d ranks cannot hold %d PS and a "
+                    "client (run ember-run -n %d or more)\n",
+                    n, P, P + 1);
         ember_tp_destroy(tp);
         return BENCH_EXIT_USAGE;
     }
@@ -1161,8 +1184,8 @@ int bench_lookup_main(int argc, char **argv)
     } else {
         /* The PS ranks meet here once their handlers are registered. */
         ret = ember_tp_barrier(tp, "roles-ready") == EMBER_OK
-                  ? lk_client(tp, &opts, rank, clients, P)
-                  : BENCH_EXIT_FAIL;
+                      ? lk_client(tp, &opts, rank, clients, P)
+                      : BENCH_EXIT_FAIL;
     }
     ember_tp_destroy(tp);
     return ret;

@@ -29,17 +29,20 @@ enum {
     OP_STOP,                         /* reply nothing; the server leaves */
 };
 
-#define ECHO_MAX 65536   /* largest payload OP_ECHO answers */
-#define ACK_SIZE 8
+#define ECHO_MAX      65536 /* largest payload OP_ECHO answers */
+#define ACK_SIZE      8
 #define PINGPONG_SIZE 64 /* the both-ways latency probe */
-#define MIN_ITERS 20     /* never fewer samples per size than this */
+#define MIN_ITERS     20 /* never fewer samples per size than this */
 
-typedef enum { WAIT_SLEEP, WAIT_POLL } wait_mode_t;
+typedef enum {
+    WAIT_SLEEP,
+    WAIT_POLL
+} wait_mode_t;
 
 typedef struct {
     size_t min_size, max_size, factor;
     size_t iters, warmup, window;
-    size_t max_bytes;       /* per-size byte budget that caps iterations */
+    size_t max_bytes; /* per-size byte budget that caps iterations */
     wait_mode_t wait_mode;
     int csv;
 } rpc_opts_t;
@@ -138,8 +141,7 @@ static size_t rpc_sizes(const rpc_opts_t *opts, size_t *sizes, size_t capacity)
     size_t count = 0;
     const size_t extra[] = {64, 65536, opts->max_size};
 
-    for (size_t s = opts->min_size; s <= opts->max_size && count < capacity;
-         s *= opts->factor) {
+    for (size_t s = opts->min_size; s <= opts->max_size && count < capacity; s *= opts->factor) {
         sizes[count++] = s;
         if (s > opts->max_size / opts->factor)
             break;
@@ -186,8 +188,10 @@ static void on_echo(ember_rpc_req_t *req, void *arg)
     const void *data = ember_rpc_req_data(req, &length);
 
     if (length > ECHO_MAX) {
-        ember_rpc_reply_error(req, EMBER_ERR_MSG_TOO_LONG, "echo of %zu bytes "
-                              "(max %d)", length, ECHO_MAX);
+        ember_rpc_reply_error(req, EMBER_ERR_MSG_TOO_LONG,
+                              "echo of %zu bytes "
+                              "(max %d)",
+                              length, ECHO_MAX);
         return;
     }
     /* One call at a time (ping-pong), so one static reply buffer suffices;
@@ -212,8 +216,7 @@ static void on_stop(ember_rpc_req_t *req, void *arg)
 
 /* Large request payloads land in one preallocated sink, as ucx_perftest
  * receives into one buffer: the contents are discarded anyway. */
-static void *sink_alloc(void *arg, int peer, const void *head, size_t head_length,
-                        size_t length)
+static void *sink_alloc(void *arg, int peer, const void *head, size_t head_length, size_t length)
 {
     rpc_server_t *server = arg;
     (void)peer;
@@ -243,10 +246,8 @@ static int rpc_serve(ember_tp_t *tp, const rpc_opts_t *opts)
         ember_rpc_register(tp, OP_ECHO, on_echo, &server) != EMBER_OK ||
         ember_rpc_register(tp, OP_SINK, on_sink, &server) != EMBER_OK ||
         ember_rpc_register(tp, OP_STOP, on_stop, &server) != EMBER_OK ||
-        ember_rpc_register_alloc(tp, OP_ACK, sink_alloc, sink_release, &server) !=
-            EMBER_OK ||
-        ember_rpc_register_alloc(tp, OP_SINK, sink_alloc, sink_release, &server) !=
-            EMBER_OK ||
+        ember_rpc_register_alloc(tp, OP_ACK, sink_alloc, sink_release, &server) != EMBER_OK ||
+        ember_rpc_register_alloc(tp, OP_SINK, sink_alloc, sink_release, &server) != EMBER_OK ||
         ember_tp_barrier(tp, "bench-rpc-start") != EMBER_OK) {
         free(server.echo);
         return BENCH_EXIT_FAIL;
@@ -276,18 +277,18 @@ static ember_status_t rpc_wait(ember_future_t *future, wait_mode_t mode)
 }
 
 /* Ping-pong @op with @size-byte requests; round trips (s) into @samples. */
-static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts,
-                                   uint16_t op, const void *payload, size_t size,
-                                   void *resp, size_t resp_capacity,
-                                   size_t warmup, size_t iters, double *samples)
+static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts, uint16_t op,
+                                   const void *payload, size_t size, void *resp,
+                                   size_t resp_capacity, size_t warmup, size_t iters,
+                                   double *samples)
 {
     ember_iov_t iov = {.buffer = payload, .length = size};
 
     for (size_t i = 0; i < warmup + iters; i++) {
         ember_future_t *future;
         double start = bench_now();
-        ember_status_t status = ember_rpc_call_async(tp, 1, op, &iov, 1, resp,
-                                                     resp_capacity, 0, &future);
+        ember_status_t status =
+                ember_rpc_call_async(tp, 1, op, &iov, 1, resp, resp_capacity, 0, &future);
         if (status != EMBER_OK)
             return status;
         status = rpc_wait(future, opts->wait_mode);
@@ -305,9 +306,8 @@ static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts,
 }
 
 /* @iters calls of @size bytes, at most @window outstanding; seconds taken. */
-static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts,
-                                 const void *payload, size_t size, size_t iters,
-                                 ember_future_t **ring, void *resp,
+static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts, const void *payload,
+                                 size_t size, size_t iters, ember_future_t **ring, void *resp,
                                  double *elapsed_p)
 {
     ember_iov_t iov = {.buffer = payload, .length = size};
@@ -316,8 +316,8 @@ static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts,
 
     while (done < iters) {
         while (issued < iters && issued - done < window) {
-            ember_status_t status = ember_rpc_call_async(
-                tp, 1, OP_SINK, &iov, 1, resp, ACK_SIZE, 0, &ring[issued % window]);
+            ember_status_t status = ember_rpc_call_async(tp, 1, OP_SINK, &iov, 1, resp, ACK_SIZE, 0,
+                                                         &ring[issued % window]);
             if (status != EMBER_OK)
                 return status;
             issued++;
@@ -328,8 +328,10 @@ static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts,
         ember_status_t status = rpc_wait(future, opts->wait_mode);
         ember_future_release(future);
         if (status != EMBER_OK) {
-            fprintf(stderr, "ember-bench rpc: windowed call of %zu bytes failed: "
-                    "%s\n", size, ember_status_string(status));
+            fprintf(stderr,
+                    "ember-bench rpc: windowed call of %zu bytes failed: "
+                    "%s\n",
+                    size, ember_status_string(status));
             for (size_t i = done + 1; i < issued; i++)
                 ember_future_release(ring[i % window]);
             return status;
@@ -345,9 +347,8 @@ static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
     size_t sizes[64];
     size_t count = rpc_sizes(opts, sizes, 64);
     size_t max_iters = opts->iters > MIN_ITERS ? opts->iters : MIN_ITERS;
-    uint8_t *payload = bench_buffer_alloc(opts->max_size > PINGPONG_SIZE
-                                              ? opts->max_size
-                                              : PINGPONG_SIZE);
+    uint8_t *payload =
+            bench_buffer_alloc(opts->max_size > PINGPONG_SIZE ? opts->max_size : PINGPONG_SIZE);
     uint8_t resp[PINGPONG_SIZE];
     double *samples = malloc(max_iters * sizeof(*samples));
     ember_future_t **ring = malloc(opts->window * sizeof(*ring));
@@ -362,14 +363,14 @@ static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
         goto out;
 
     printf("# ember-bench rpc: UCX_TLS=%s, 2 ranks (rank 0 -> rank 1), window %zu, "
-           "wait %s (spin %g us)\n", bench_tls_name(), opts->window,
-           opts->wait_mode == WAIT_POLL ? "poll" : "spin-then-sleep",
-           ember_tp_spin_us(tp));
+           "wait %s (spin %g us)\n",
+           bench_tls_name(), opts->window,
+           opts->wait_mode == WAIT_POLL ? "poll" : "spin-then-sleep", ember_tp_spin_us(tp));
     printf("# latency: request SIZE B, reply %d B, round trip in us; bandwidth: "
            "%zu outstanding SIZE-B requests, empty replies, MB = 10^6 B\n",
            ACK_SIZE, opts->window);
-    printf("%10s %8s %10s %10s %10s %8s %12s %12s\n", "size", "iters", "p50_us",
-           "p99_us", "avg_us", "bw_iters", "MB/s", "msgs/s");
+    printf("%10s %8s %10s %10s %10s %8s %12s %12s\n", "size", "iters", "p50_us", "p99_us", "avg_us",
+           "bw_iters", "MB/s", "msgs/s");
     fflush(stdout);
 
     for (size_t k = 0; k < count; k++) {
@@ -379,8 +380,8 @@ static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
         size_t bw_iters = iters < 2 * opts->window ? 2 * opts->window : iters;
         double sum = 0.0, elapsed;
 
-        status = rpc_pingpong(tp, opts, OP_ACK, payload, size, resp, sizeof(resp),
-                              warmup, iters, samples);
+        status = rpc_pingpong(tp, opts, OP_ACK, payload, size, resp, sizeof(resp), warmup, iters,
+                              samples);
         if (status != EMBER_OK)
             goto out;
         for (size_t i = 0; i < iters; i++)
@@ -401,11 +402,11 @@ static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
         double mbps = (double)size * (double)bw_iters / elapsed / 1e6;
         double rate = (double)bw_iters / elapsed;
 
-        printf("%10zu %8zu %10.2f %10.2f %10.2f %8zu %12.1f %12.0f\n", size, iters,
-               p50, p99, avg, bw_iters, mbps, rate);
+        printf("%10zu %8zu %10.2f %10.2f %10.2f %8zu %12.1f %12.0f\n", size, iters, p50, p99, avg,
+               bw_iters, mbps, rate);
         if (opts->csv)
-            printf("csv,rpc,%zu,%zu,%.3f,%.3f,%.3f,%zu,%.3f,%.1f\n", size, iters, p50,
-                   p99, avg, bw_iters, mbps, rate);
+            printf("csv,rpc,%zu,%zu,%.3f,%.3f,%.3f,%zu,%.3f,%.1f\n", size, iters, p50, p99, avg,
+                   bw_iters, mbps, rate);
         fflush(stdout);
     }
 
@@ -414,8 +415,8 @@ static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
         size_t iters = opts->iters, warmup = opts->warmup;
         double sum = 0.0;
 
-        status = rpc_pingpong(tp, opts, OP_ECHO, payload, PINGPONG_SIZE, resp,
-                              sizeof(resp), warmup, iters, samples);
+        status = rpc_pingpong(tp, opts, OP_ECHO, payload, PINGPONG_SIZE, resp, sizeof(resp), warmup,
+                              iters, samples);
         if (status != EMBER_OK)
             goto out;
         for (size_t i = 0; i < iters; i++)
@@ -425,10 +426,10 @@ static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
         double p99 = bench_percentile(samples, iters, 99.0) * 1e6;
         double avg = sum / (double)iters * 1e6;
         printf("# ping-pong %d B both ways, %zu iters: round trip p50 %.2f us, "
-               "p99 %.2f us, avg %.2f us\n", PINGPONG_SIZE, iters, p50, p99, avg);
+               "p99 %.2f us, avg %.2f us\n",
+               PINGPONG_SIZE, iters, p50, p99, avg);
         if (opts->csv)
-            printf("csv,pingpong,%d,%zu,%.3f,%.3f,%.3f\n", PINGPONG_SIZE, iters, p50,
-                   p99, avg);
+            printf("csv,pingpong,%d,%zu,%.3f,%.3f,%.3f\n", PINGPONG_SIZE, iters, p50, p99, avg);
     }
     ret = BENCH_EXIT_OK;
 
@@ -436,8 +437,7 @@ out:
     /* Let the server go, whatever happened here. */
     status = ember_rpc_call(tp, 1, OP_STOP, NULL, 0, resp, sizeof(resp), NULL);
     if (status != EMBER_OK) {
-        fprintf(stderr, "ember-bench rpc: stopping the server: %s\n",
-                ember_status_string(status));
+        fprintf(stderr, "ember-bench rpc: stopping the server: %s\n", ember_status_string(status));
         ret = BENCH_EXIT_FAIL;
     }
     free(ring);
@@ -457,8 +457,10 @@ int bench_rpc_main(int argc, char **argv)
     if (bench_join(&tp) != EMBER_OK)
         return BENCH_EXIT_FAIL;
     if (ember_tp_world_size(tp) != 2) {
-        fprintf(stderr, "ember-bench rpc: needs exactly 2 ranks (ember-run -n 2), "
-                "got %d\n", ember_tp_world_size(tp));
+        fprintf(stderr,
+                "ember-bench rpc: needs exactly 2 ranks (ember-run -n 2), "
+                "got %d\n",
+                ember_tp_world_size(tp));
         ember_tp_destroy(tp);
         return BENCH_EXIT_USAGE;
     }

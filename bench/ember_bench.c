@@ -6,8 +6,8 @@
  */
 #include "bench/ember_bench.h"
 
-#include "common/topology.h"
 #include "common/clock.h"
+#include "common/topology.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -18,15 +18,15 @@
 #include <string.h>
 
 static const bench_cmd_t bench_cmds[] = {
-    {.name = "rpc",
-     .summary = "RPC round-trip latency and windowed bandwidth (2 ranks)",
-     .main_cb = bench_rpc_main},
-    {.name = "lookup",
-     .summary = "embedding lookups (and gradient pushes) against real PS ranks",
-     .main_cb = bench_lookup_main},
-    {.name = "allreduce",
-     .summary = "dense allreduce, nccl-tests all_reduce_perf format",
-     .main_cb = bench_allreduce_main},
+        {.name = "rpc",
+         .summary = "RPC round-trip latency and windowed bandwidth (2 ranks)",
+         .main_cb = bench_rpc_main},
+        {.name = "lookup",
+         .summary = "embedding lookups (and gradient pushes) against real PS ranks",
+         .main_cb = bench_lookup_main},
+        {.name = "allreduce",
+         .summary = "dense allreduce, nccl-tests all_reduce_perf format",
+         .main_cb = bench_allreduce_main},
 };
 
 #define BENCH_CMD_COUNT (sizeof(bench_cmds) / sizeof(bench_cmds[0]))
@@ -40,7 +40,10 @@ static const bench_cmd_t bench_cmds[] = {
  */
 static ember_busy_clock_t bench_clock; /* calibrated first thing in main */
 
-double bench_now(void) { return ember_busy_clock_now(&bench_clock); }
+double bench_now(void)
+{
+    return ember_busy_clock_now(&bench_clock);
+}
 
 int bench_parse_size(const char *text, size_t *size_p)
 {
@@ -83,8 +86,10 @@ ember_status_t bench_join(ember_tp_t **tp_p)
     ember_tp_params_init(&params);
     status = ember_tp_create(&params, tp_p);
     if (status != EMBER_OK) {
-        fprintf(stderr, "ember-bench: cannot join the job: %s (run it under "
-                "ember-run)\n", ember_status_string(status));
+        fprintf(stderr,
+                "ember-bench: cannot join the job: %s (run it under "
+                "ember-run)\n",
+                ember_status_string(status));
         return status;
     }
     /* EMBER_BIND as for ember-train; the binding line becomes a '#' comment

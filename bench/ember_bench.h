@@ -14,13 +14,13 @@
 #include <stdint.h>
 
 /* Exit codes of a subcommand (as in the tests: 77 = skipped). */
-#define BENCH_EXIT_OK 0
-#define BENCH_EXIT_FAIL 1
+#define BENCH_EXIT_OK    0
+#define BENCH_EXIT_FAIL  1
 #define BENCH_EXIT_USAGE 2
 
 typedef struct {
-    const char *name;                     /* "rpc", "lookup", ... */
-    const char *summary;                  /* one line for `ember-bench -h` */
+    const char *name;                      /* "rpc", "lookup", ... */
+    const char *summary;                   /* one line for `ember-bench -h` */
     int (*main_cb)(int argc, char **argv); /* argv[0] is the subcommand name */
 } bench_cmd_t;
 

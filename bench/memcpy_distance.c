@@ -73,8 +73,7 @@ int main(int argc, char **argv)
     memset(src, 1, max + 4096);
     memset(dst, 2, max + 8192);
     printf("# ns per copy, median of 9 passes; distance = (dst - src) mod 4096\n");
-    printf("%10s %8s %12s %12s %8s\n", "bytes", "distance", "memcpy_ns", "ember_ns",
-           "ratio");
+    printf("%10s %8s %12s %12s %8s\n", "bytes", "distance", "memcpy_ns", "ember_ns", "ratio");
     for (size_t i = 0; i < nsizes; i++) {
         for (size_t d = 0; d < sizeof(distances) / sizeof(distances[0]); d++) {
             double m = time_copy(memcpy, dst + distances[d], src, sizes[i]);

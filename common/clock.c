@@ -16,7 +16,8 @@ static int kernel_uses_tsc(void)
 {
     char name[32] = "";
     FILE *file = fopen("/sys/devices/system/clocksource/clocksource0/"
-                       "current_clocksource", "r");
+                       "current_clocksource",
+                       "r");
     if (!file)
         return 0;
     if (!fgets(name, sizeof(name), file))

@@ -49,24 +49,23 @@ static inline double ember_time_coarse_lag(void)
 {
     struct timespec ts;
     double tick = clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0
-                      ? 0.01
-                      : (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+                          ? 0.01
+                          : (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
     return 4 * tick > EMBER_TIME_COARSE_LAG_MIN_S ? 4 * tick : EMBER_TIME_COARSE_LAG_MIN_S;
 }
 
 static inline void ember_time_sleep(double seconds)
 {
     struct timespec ts = {.tv_sec = (time_t)seconds,
-                          .tv_nsec = (long)((seconds - (double)(time_t)seconds) *
-                                            1e9)};
+                          .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
     nanosleep(&ts, NULL);
 }
 
 /* ---- the busy clock ---- */
 
 typedef struct {
-    int tsc;          /* ticks are TSC cycles, else nanoseconds */
-    uint64_t tsc0;    /* TSC and monotonic time at init */
+    int tsc;       /* ticks are TSC cycles, else nanoseconds */
+    uint64_t tsc0; /* TSC and monotonic time at init */
     double t0;
     double tsc_per_s; /* from a short calibration at init */
 } ember_busy_clock_t;
@@ -103,8 +102,7 @@ static inline double ember_busy_clock_now(const ember_busy_clock_t *clock)
 
 /* About how many ticks make @seconds (the rate of the calibration at init:
  * for intervals such as "a few times a second", not for measurements). */
-static inline uint64_t ember_busy_clock_ticks_for(const ember_busy_clock_t *clock,
-                                                  double seconds)
+static inline uint64_t ember_busy_clock_ticks_for(const ember_busy_clock_t *clock, double seconds)
 {
     return (uint64_t)(seconds * (clock->tsc ? clock->tsc_per_s : 1e9));
 }

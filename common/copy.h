@@ -20,7 +20,7 @@
 #include <string.h>
 
 #define EMBER_COPY_MOVSB_MIN 2048u /* glibc's rep movsb starts above this */
-#define EMBER_COPY_NEAR 64u        /* "a few bytes past", with a margin */
+#define EMBER_COPY_NEAR      64u   /* "a few bytes past", with a margin */
 
 /* The backward copy, out of line: the check below stays small wherever it
  * is inlined. */
@@ -30,8 +30,8 @@ static inline void *ember_copy(void *dst, const void *src, size_t n)
 {
     uintptr_t distance = ((uintptr_t)dst - (uintptr_t)src) & 4095u;
 
-    if (__builtin_expect(n <= EMBER_COPY_MOVSB_MIN || distance == 0 ||
-                             distance >= EMBER_COPY_NEAR, 1))
+    if (__builtin_expect(n <= EMBER_COPY_MOVSB_MIN || distance == 0 || distance >= EMBER_COPY_NEAR,
+                         1))
         return memcpy(dst, src, n);
     return ember_copy_backward(dst, src, n);
 }

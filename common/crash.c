@@ -24,8 +24,10 @@ static void crash_handler(int sig, siginfo_t *info, void *context)
     char line[160];
     void *frames[64];
     (void)context;
-    snprintf(line, sizeof(line), "ember: pid %d caught signal %d (%s) at address %p; "
-             "backtrace:\n", (int)getpid(), sig, strsignal(sig), info->si_addr);
+    snprintf(line, sizeof(line),
+             "ember: pid %d caught signal %d (%s) at address %p; "
+             "backtrace:\n",
+             (int)getpid(), sig, strsignal(sig), info->si_addr);
     crash_write(line);
     int n = backtrace(frames, 64);
     backtrace_symbols_fd(frames, n, STDERR_FILENO);

@@ -30,7 +30,7 @@ void *ember_huge_map(size_t bytes, size_t head)
     return block;
 }
 
-#define HEAD_PAGE ((size_t)4096) /* kept before a mapping for its header */
+#define HEAD_PAGE  ((size_t)4096) /* kept before a mapping for its header */
 #define HUGE_MAGIC 0x656d6275676570ull
 
 /* Just before every block: how to give it back. */
@@ -76,8 +76,8 @@ void *ember_huge_alloc(size_t bytes, int zero)
     if (!block)
         return NULL;
     huge_header_t *head = (huge_header_t *)block - 1;
-    *head = (huge_header_t){.magic = HUGE_MAGIC, .base = block - HEAD_PAGE,
-                            .length = HEAD_PAGE + rounded};
+    *head = (huge_header_t){
+            .magic = HUGE_MAGIC, .base = block - HEAD_PAGE, .length = HEAD_PAGE + rounded};
     /* Already zero, but faulted in now rather than by the first steps that
      * touch it: a huge page's first touch zeroes 2 MiB (and may compact
      * memory), which in the training loop cost Adam's state 20x.  The

@@ -23,7 +23,6 @@
  * of memory.  Give it back with munmap(block - head, head + bytes). */
 void *ember_huge_map(size_t bytes, size_t head);
 
-
 /* @bytes of memory (zeroed when @zero), released with ember_huge_free();
  * NULL when out of memory.  From 2 MiB up: fresh pages from mmap at a 2 MiB
  * boundary (malloc could recycle heap pages already faulted in as 4 KiB

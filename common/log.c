@@ -12,12 +12,17 @@ static ember_log_level_t log_threshold = EMBER_LOG_INFO;
 static int log_rank = -1;
 static char log_host[64];
 
-static const char *const level_names[] = {"FATAL", "ERROR", "WARN",
-                                          "INFO",  "DEBUG", "TRACE"};
+static const char *const level_names[] = {"FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
-void ember_log_set_rank(int rank) { log_rank = rank; }
+void ember_log_set_rank(int rank)
+{
+    log_rank = rank;
+}
 
-ember_log_level_t ember_log_level(void) { return log_threshold; }
+ember_log_level_t ember_log_level(void)
+{
+    return log_threshold;
+}
 
 void ember_log_init(void)
 {
@@ -28,8 +33,7 @@ void ember_log_init(void)
     }
 }
 
-void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt,
-                    ...)
+void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt, ...)
 {
     char line[2048];
     int len;
@@ -42,8 +46,8 @@ void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt
         if (dot)
             *dot = '\0';
     }
-    len = snprintf(line, sizeof(line), "%s:%d:%d [%s] %s ", log_host,
-                   (int)getpid(), log_rank, subsys, level_names[level]);
+    len = snprintf(line, sizeof(line), "%s:%d:%d [%s] %s ", log_host, (int)getpid(), log_rank,
+                   subsys, level_names[level]);
     va_start(ap, fmt);
     if (len >= 0 && (size_t)len < sizeof(line))
         len += vsnprintf(line + len, sizeof(line) - (size_t)len, fmt, ap);

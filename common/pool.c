@@ -22,8 +22,8 @@ typedef union {
 #define POOL_MAX_CACHED_COUNT 1024
 
 #define POOL_HUGE_MAX_CLASS 20 /* 1 MiB: larger buffers are malloc'd */
-#define POOL_SLOT_PAD 64       /* before each carved payload: its header */
-#define POOL_CHUNK_SLOTS 4     /* a chunk holds at least this many */
+#define POOL_SLOT_PAD       64 /* before each carved payload: its header */
+#define POOL_CHUNK_SLOTS    4  /* a chunk holds at least this many */
 
 static unsigned size_class(size_t size)
 {
@@ -35,8 +35,7 @@ static unsigned size_class(size_t size)
 
 static int class_is_huge(const ember_pool_t *pool, unsigned c)
 {
-    return pool->huge_min && c <= POOL_HUGE_MAX_CLASS &&
-           ((size_t)1 << c) >= pool->huge_min;
+    return pool->huge_min && c <= POOL_HUGE_MAX_CLASS && ((size_t)1 << c) >= pool->huge_min;
 }
 
 /* The next buffer of class @c out of a huge-page chunk (a new chunk when
@@ -60,8 +59,7 @@ static pool_header_t *carve(ember_pool_t *pool, unsigned c)
         pool->carve[c] = (char *)chunk + POOL_SLOT_PAD;
         pool->carve_left[c] = (bytes - POOL_SLOT_PAD) / stride;
     }
-    pool_header_t *header =
-        (pool_header_t *)(pool->carve[c] + POOL_SLOT_PAD) - 1;
+    pool_header_t *header = (pool_header_t *)(pool->carve[c] + POOL_SLOT_PAD) - 1;
     pool->carve[c] += stride;
     pool->carve_left[c]--;
     header->s.size_class = c;

@@ -26,9 +26,9 @@
 typedef struct {
     void *free_list[EMBER_POOL_CLASSES];
     size_t free_count[EMBER_POOL_CLASSES];
-    size_t bytes;    /* from malloc and not freed: in use + cached + chunks */
-    size_t huge_min; /* classes from this size up on huge pages; 0: none */
-    void *chunks;    /* huge-page chunks, linked through their first word */
+    size_t bytes;                    /* from malloc and not freed: in use + cached + chunks */
+    size_t huge_min;                 /* classes from this size up on huge pages; 0: none */
+    void *chunks;                    /* huge-page chunks, linked through their first word */
     char *carve[EMBER_POOL_CLASSES]; /* the next buffer of a chunk in use */
     size_t carve_left[EMBER_POOL_CLASSES];
 } ember_pool_t;

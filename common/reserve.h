@@ -32,14 +32,13 @@ static inline void *ember_grow(void *ptr, size_t *capacity_p, size_t count, size
     return grown;
 }
 
-#define EMBER_RESERVE(ptr, cap, count)                                        \
-    __extension__({                                                           \
-        size_t ember_count_ = (count);                                        \
-        __typeof__(ptr) ember_grown_ =                                        \
-            ember_count_ <= (cap)                                             \
-                ? (ptr)                                                       \
-                : ember_grow((ptr), &(cap), ember_count_, sizeof(*(ptr)));    \
-        ember_grown_ ? ((ptr) = ember_grown_, 1) : ember_count_ <= (cap);     \
+#define EMBER_RESERVE(ptr, cap, count)                                                           \
+    __extension__({                                                                              \
+        size_t ember_count_ = (count);                                                           \
+        __typeof__(ptr) ember_grown_ =                                                           \
+                ember_count_ <= (cap) ? (ptr)                                                    \
+                                      : ember_grow((ptr), &(cap), ember_count_, sizeof(*(ptr))); \
+        ember_grown_ ? ((ptr) = ember_grown_, 1) : ember_count_ <= (cap);                        \
     })
 
 #endif

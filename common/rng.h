@@ -50,12 +50,11 @@ static inline double ember_rng_uniform(ember_rng_t *rng)
 /* Box-Muller on the uniform pair of (seed, @pair): counters 2 pair and
  * 2 pair + 1 take its cosine and sine halves.  In float, as PyTorch's CPU
  * normal_ for float tensors (u1 has 24 bits: |z| <= 5.77). */
-static inline void ember_normal_pair(uint64_t seed, uint64_t pair, float *cos_half,
-                                     float *sin_half)
+static inline void ember_normal_pair(uint64_t seed, uint64_t pair, float *cos_half, float *sin_half)
 {
     uint64_t h = ember_mix64(seed ^ ember_mix64(pair + 1)); /* two 24-bit draws */
-    float u1 = ((float)(h >> 40) + 1.0f) * 0x1.0p-24f;     /* (0, 1] */
-    float u2 = (float)(h & 0xffffffu) * 0x1.0p-24f;        /* [0, 1) */
+    float u1 = ((float)(h >> 40) + 1.0f) * 0x1.0p-24f;      /* (0, 1] */
+    float u2 = (float)(h & 0xffffffu) * 0x1.0p-24f;         /* [0, 1) */
     float r = sqrtf(-2.0f * logf(u1)), theta = 2.0f * (float)M_PI * u2;
     *cos_half = r * cosf(theta);
     *sin_half = r * sinf(theta);

@@ -9,19 +9,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PCI_VENDOR_NVIDIA 0x10de
-#define PCI_CLASS_VGA 0x0300
-#define PCI_CLASS_3D 0x0302
+#define PCI_VENDOR_NVIDIA    0x10de
+#define PCI_CLASS_VGA        0x0300
+#define PCI_CLASS_3D         0x0302
 #define PCI_CLASS_INFINIBAND 0x0207
-#define MAX_DEVICES 64
+#define MAX_DEVICES          64
 
 ember_status_t ember_bind_parse(const char *text, ember_bind_t *mode_p)
 {
     static const struct {
         const char *name;
         ember_bind_t mode;
-    } modes[] = {{"numa", EMBER_BIND_NUMA}, {"core", EMBER_BIND_CORE},
-                 {"none", EMBER_BIND_NONE}};
+    } modes[] = {{"numa", EMBER_BIND_NUMA}, {"core", EMBER_BIND_CORE}, {"none", EMBER_BIND_NONE}};
     for (size_t i = 0; text && i < sizeof(modes) / sizeof(modes[0]); i++) {
         if (strcmp(text, modes[i].name) == 0) {
             *mode_p = modes[i].mode;
@@ -50,13 +49,12 @@ ember_status_t ember_topo_load(const char *xml_path, hwloc_topology_t *topo_p)
     /* GPUs and HCAs are I/O objects, which hwloc drops by default. */
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (xml_path && hwloc_topology_set_xml(topo, xml_path) != 0) {
-        ember_error("topo", "cannot read the topology %s: %s", xml_path,
-                    strerror(errno));
+        ember_error("topo", "cannot read the topology %s: %s", xml_path, strerror(errno));
         goto err_destroy;
     }
     if (hwloc_topology_load(topo) != 0) {
-        ember_error("topo", "hwloc cannot load the topology%s%s: %s",
-                    xml_path ? " " : "", xml_path ? xml_path : "", strerror(errno));
+        ember_error("topo", "hwloc cannot load the topology%s%s: %s", xml_path ? " " : "",
+                    xml_path ? xml_path : "", strerror(errno));
         goto err_destroy;
     }
     *topo_p = topo;
@@ -71,16 +69,15 @@ err_destroy:
 
 static int is_gpu(hwloc_obj_t obj)
 {
-    return obj->type == HWLOC_OBJ_PCI_DEVICE &&
-           obj->attr->pcidev.vendor_id == PCI_VENDOR_NVIDIA &&
+    return obj->type == HWLOC_OBJ_PCI_DEVICE && obj->attr->pcidev.vendor_id == PCI_VENDOR_NVIDIA &&
            (obj->attr->pcidev.class_id == PCI_CLASS_3D ||
             obj->attr->pcidev.class_id == PCI_CLASS_VGA);
 }
 
 static void pci_busid(hwloc_obj_t pci, char *buf, size_t length)
 {
-    snprintf(buf, length, "%04x:%02x:%02x.%x", pci->attr->pcidev.domain,
-             pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
+    snprintf(buf, length, "%04x:%02x:%02x.%x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
+             pci->attr->pcidev.dev, pci->attr->pcidev.func);
 }
 
 static int list_gpus(hwloc_topology_t topo, hwloc_obj_t *gpus)
@@ -118,8 +115,7 @@ static int list_hcas(hwloc_topology_t topo, hwloc_obj_t *hcas)
     }
     for (hwloc_obj_t obj = hwloc_get_next_pcidev(topo, NULL); obj && count < MAX_DEVICES;
          obj = hwloc_get_next_pcidev(topo, obj)) {
-        if (obj->attr->pcidev.class_id == PCI_CLASS_INFINIBAND &&
-            !has_openfabrics_child(obj))
+        if (obj->attr->pcidev.class_id == PCI_CLASS_INFINIBAND && !has_openfabrics_child(obj))
             hcas[count++] = obj;
     }
     return count;
@@ -141,8 +137,7 @@ static int find_named(hwloc_obj_t *objs, int count, const char *name)
         if (strcasecmp(buf, name) == 0)
             return i;
         /* Also accept the PCI bus id of an OS device, or the short form. */
-        hwloc_obj_t pci = objs[i]->type == HWLOC_OBJ_OS_DEVICE ? objs[i]->parent
-                                                                : objs[i];
+        hwloc_obj_t pci = objs[i]->type == HWLOC_OBJ_OS_DEVICE ? objs[i]->parent : objs[i];
         if (pci && pci->type == HWLOC_OBJ_PCI_DEVICE) {
             pci_busid(pci, buf, sizeof(buf));
             if (strcasecmp(buf, name) == 0 || strcasecmp(buf + 5, name) == 0)
@@ -180,8 +175,8 @@ static int list_numa(hwloc_topology_t topo, hwloc_obj_t *nodes)
 }
 
 /* The NUMA node nearest an I/O object: of its locality, pick one by rank. */
-static hwloc_obj_t numa_near(hwloc_topology_t topo, hwloc_obj_t io, hwloc_obj_t *nodes,
-                             int nnodes, int local_rank)
+static hwloc_obj_t numa_near(hwloc_topology_t topo, hwloc_obj_t io, hwloc_obj_t *nodes, int nnodes,
+                             int local_rank)
 {
     hwloc_obj_t anchor = hwloc_get_non_io_ancestor_obj(topo, io);
     hwloc_obj_t near[MAX_DEVICES];
@@ -201,8 +196,8 @@ typedef struct {
 } choice_t;
 
 static void choose_devices(hwloc_topology_t topo, int local_rank, int local_size,
-                           const char *gpu_name, const char *hca_name,
-                           hwloc_obj_t *nodes, int nnodes, choice_t *choice)
+                           const char *gpu_name, const char *hca_name, hwloc_obj_t *nodes,
+                           int nnodes, choice_t *choice)
 {
     hwloc_obj_t gpus[MAX_DEVICES], hcas[MAX_DEVICES];
     int ngpus = list_gpus(topo, gpus), nhcas = list_hcas(topo, hcas);
@@ -234,8 +229,7 @@ static void choose_devices(hwloc_topology_t topo, int local_rank, int local_size
             choice->hca = hcas[local_rank % nhcas];
         }
     }
-    if (choice->gpu &&
-        (choice->numa = numa_near(topo, choice->gpu, nodes, nnodes, local_rank))) {
+    if (choice->gpu && (choice->numa = numa_near(topo, choice->gpu, nodes, nnodes, local_rank))) {
         choice->reason = "near gpu";
     } else if (choice->hca &&
                (choice->numa = numa_near(topo, choice->hca, nodes, nnodes, local_rank))) {
@@ -248,9 +242,9 @@ static void choose_devices(hwloc_topology_t topo, int local_rank, int local_size
     }
 }
 
-ember_status_t ember_placement_choose(hwloc_topology_t topo, int local_rank,
-                                      int local_size, const char *gpu, const char *hca,
-                                      ember_bind_t mode, ember_placement_t *out_p)
+ember_status_t ember_placement_choose(hwloc_topology_t topo, int local_rank, int local_size,
+                                      const char *gpu, const char *hca, ember_bind_t mode,
+                                      ember_placement_t *out_p)
 {
     hwloc_obj_t nodes[MAX_DEVICES];
     int nnodes = list_numa(topo, nodes);
@@ -292,11 +286,10 @@ ember_status_t ember_placement_choose(hwloc_topology_t topo, int local_rank,
             choose_devices(topo, r, local_size, NULL, NULL, nodes, nnodes, &other);
             slot += other.numa == choice.numa;
         }
-        ncores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, choice.numa->cpuset,
-                                                        HWLOC_OBJ_CORE);
-        core = ncores > 0 ? hwloc_get_obj_inside_cpuset_by_type(
-                                topo, choice.numa->cpuset, HWLOC_OBJ_CORE,
-                                (unsigned)(slot % ncores))
+        ncores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, choice.numa->cpuset, HWLOC_OBJ_CORE);
+        core = ncores > 0 ? hwloc_get_obj_inside_cpuset_by_type(topo, choice.numa->cpuset,
+                                                                HWLOC_OBJ_CORE,
+                                                                (unsigned)(slot % ncores))
                           : NULL;
         out.numa = (int)choice.numa->os_index;
         out.core = core ? (int)core->logical_index : -1;
@@ -321,8 +314,7 @@ void ember_placement_cleanup(ember_placement_t *placement)
     placement->nodeset = NULL;
 }
 
-ember_status_t ember_placement_apply(hwloc_topology_t topo,
-                                     const ember_placement_t *placement)
+ember_status_t ember_placement_apply(hwloc_topology_t topo, const ember_placement_t *placement)
 {
     if (placement->mode == EMBER_BIND_NONE)
         return EMBER_OK;
@@ -339,9 +331,8 @@ ember_status_t ember_placement_apply(hwloc_topology_t topo,
     return EMBER_OK;
 }
 
-void ember_placement_format(const ember_placement_t *placement, int rank,
-                            int local_rank, int local_size, const char *host,
-                            long pid, char *buf, size_t length)
+void ember_placement_format(const ember_placement_t *placement, int rank, int local_rank,
+                            int local_size, const char *host, long pid, char *buf, size_t length)
 {
     char cpus[256], numa[16];
 
@@ -354,8 +345,8 @@ void ember_placement_format(const ember_placement_t *placement, int rank,
     snprintf(buf, length,
              "ember-bind: rank %d local %d/%d host %s pid %ld: numa %s cpus %s "
              "mode %s gpu %s hca %s (%s)",
-             rank, local_rank, local_size, host, pid, numa, cpus,
-             ember_bind_name(placement->mode), placement->gpu[0] ? placement->gpu : "none",
+             rank, local_rank, local_size, host, pid, numa, cpus, ember_bind_name(placement->mode),
+             placement->gpu[0] ? placement->gpu : "none",
              placement->hca[0] ? placement->hca : "none", placement->reason);
 }
 
@@ -395,18 +386,15 @@ static int slurm_tasks_on_node(const char *text, int node)
     return -1;
 }
 
-void ember_topo_local_rank(int rank, int world_size, int *local_rank_p,
-                           int *local_size_p)
+void ember_topo_local_rank(int rank, int world_size, int *local_rank_p, int *local_size_p)
 {
     const char *tasks = getenv("SLURM_STEP_TASKS_PER_NODE");
     int local_rank, local_size;
 
-    local_rank = ember_config_str("EMBER_LOCAL_RANK")
-                     ? (int)ember_config_int("EMBER_LOCAL_RANK")
-                     : env_int("SLURM_LOCALID", rank);
-    local_size = ember_config_str("EMBER_LOCAL_SIZE")
-                     ? (int)ember_config_int("EMBER_LOCAL_SIZE")
-                     : -1;
+    local_rank = ember_config_str("EMBER_LOCAL_RANK") ? (int)ember_config_int("EMBER_LOCAL_RANK")
+                                                      : env_int("SLURM_LOCALID", rank);
+    local_size =
+            ember_config_str("EMBER_LOCAL_SIZE") ? (int)ember_config_int("EMBER_LOCAL_SIZE") : -1;
     if (local_size <= 0 && tasks)
         local_size = slurm_tasks_on_node(tasks, env_int("SLURM_NODEID", 0));
     if (local_size <= 0)
@@ -441,8 +429,7 @@ ember_status_t ember_topo_bind_self(int rank, int world_size, FILE *stream)
     ember_status_t status;
 
     if (ember_bind_parse(text, &mode) != EMBER_OK) {
-        ember_error("topo", "EMBER_BIND='%s': want numa, core or none",
-                    text ? text : "");
+        ember_error("topo", "EMBER_BIND='%s': want numa, core or none", text ? text : "");
         return EMBER_ERR_INVALID_PARAM;
     }
     ember_topo_local_rank(rank, world_size, &local_rank, &local_size);
@@ -454,26 +441,27 @@ ember_status_t ember_topo_bind_self(int rank, int world_size, FILE *stream)
         gethostname(host, sizeof(host) - 1);
     hca_from_ucx(hca, sizeof(hca));
     if (ember_topo_load(NULL, &topo) != EMBER_OK) {
-        fprintf(stream, "ember-bind: rank %d local %d/%d host %s pid %ld: not bound "
-                "(no topology)\n", rank, local_rank, local_size, host, (long)getpid());
+        fprintf(stream,
+                "ember-bind: rank %d local %d/%d host %s pid %ld: not bound "
+                "(no topology)\n",
+                rank, local_rank, local_size, host, (long)getpid());
         return EMBER_OK;
     }
-    status = ember_placement_choose(topo, local_rank, local_size, NULL, hca, mode,
-                                    &placement);
+    status = ember_placement_choose(topo, local_rank, local_size, NULL, hca, mode, &placement);
     if (status == EMBER_OK) {
         if (ember_placement_apply(topo, &placement) != EMBER_OK) {
             placement.mode = EMBER_BIND_NONE;
             placement.numa = -1;
             placement.reason = "binding refused";
         }
-        ember_placement_format(&placement, rank, local_rank, local_size, host,
-                               (long)getpid(), line, sizeof(line));
+        ember_placement_format(&placement, rank, local_rank, local_size, host, (long)getpid(), line,
+                               sizeof(line));
         fprintf(stream, "%s\n", line);
         fflush(stream);
         ember_placement_cleanup(&placement);
     } else {
-        ember_warn("topo", "no placement for local rank %d of %d: %s", local_rank,
-                   local_size, ember_status_string(status));
+        ember_warn("topo", "no placement for local rank %d of %d: %s", local_rank, local_size,
+                   ember_status_string(status));
     }
     hwloc_topology_destroy(topo);
     return EMBER_OK;
@@ -501,8 +489,7 @@ ember_status_t ember_topo_take_bind_flag(int *argc_p, char **argv)
             continue;
         }
         if (ember_bind_parse(value, &mode) != EMBER_OK) {
-            fprintf(stderr, "--bind: want numa, core or none, not '%s'\n",
-                    value ? value : "");
+            fprintf(stderr, "--bind: want numa, core or none, not '%s'\n", value ? value : "");
             return EMBER_ERR_INVALID_PARAM;
         }
         EMBER_CHECK(ember_config_set("EMBER_BIND", value));

@@ -23,7 +23,11 @@
 #include <stddef.h>
 #include <stdio.h>
 
-typedef enum { EMBER_BIND_NONE, EMBER_BIND_NUMA, EMBER_BIND_CORE } ember_bind_t;
+typedef enum {
+    EMBER_BIND_NONE,
+    EMBER_BIND_NUMA,
+    EMBER_BIND_CORE
+} ember_bind_t;
 
 typedef struct {
     ember_bind_t mode;
@@ -57,9 +61,9 @@ ember_status_t ember_topo_load(const char *xml_path, hwloc_topology_t *topo_p);
  * Errors: ERR_INVALID_PARAM (ranks out of range), ERR_NO_MEMORY,
  * ERR_NOT_FOUND (a topology without CPUs).
  */
-ember_status_t ember_placement_choose(hwloc_topology_t topo, int local_rank,
-                                      int local_size, const char *gpu, const char *hca,
-                                      ember_bind_t mode, ember_placement_t *out_p);
+ember_status_t ember_placement_choose(hwloc_topology_t topo, int local_rank, int local_size,
+                                      const char *gpu, const char *hca, ember_bind_t mode,
+                                      ember_placement_t *out_p);
 
 void ember_placement_cleanup(ember_placement_t *placement);
 
@@ -69,8 +73,7 @@ void ember_placement_cleanup(ember_placement_t *placement);
  * CPU binding (warned); a refused memory binding (containers often refuse
  * set_mempolicy) is logged at debug level only.
  */
-ember_status_t ember_placement_apply(hwloc_topology_t topo,
-                                     const ember_placement_t *placement);
+ember_status_t ember_placement_apply(hwloc_topology_t topo, const ember_placement_t *placement);
 
 /**
  * The one binding line, in the spirit of Slurm's cpu-bind report:
@@ -78,17 +81,15 @@ ember_status_t ember_placement_apply(hwloc_topology_t topo,
  *   gpu 0000:3b:00.0 hca mlx5_0 (near gpu)
  * Written into @buf (truncated to @length).
  */
-void ember_placement_format(const ember_placement_t *placement, int rank,
-                            int local_rank, int local_size, const char *host,
-                            long pid, char *buf, size_t length);
+void ember_placement_format(const ember_placement_t *placement, int rank, int local_rank,
+                            int local_size, const char *host, long pid, char *buf, size_t length);
 
 /**
  * This process's local rank and local size: EMBER_LOCAL_RANK / SLURM_LOCALID
  * (else @rank) and EMBER_LOCAL_SIZE / Slurm's tasks on this node (else
  * @world_size).
  */
-void ember_topo_local_rank(int rank, int world_size, int *local_rank_p,
-                           int *local_size_p);
+void ember_topo_local_rank(int rank, int world_size, int *local_rank_p, int *local_size_p);
 
 /**
  * Everything ember-train does at start: read EMBER_BIND, load this machine's

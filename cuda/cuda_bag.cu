@@ -22,12 +22,12 @@
 
 #include <limits.h>
 
-namespace {
+namespace
+{
 
 constexpr int kBlock = 256;
 
-__device__ __forceinline__ size_t bag_end(const int64_t *offsets, size_t bags,
-                                          size_t n, size_t b)
+__device__ __forceinline__ size_t bag_end(const int64_t *offsets, size_t bags, size_t n, size_t b)
 {
     return b + 1 < bags ? (size_t)offsets[b + 1] : n;
 }
@@ -43,13 +43,22 @@ static unsigned lanes_for(size_t vecs)
 
 template <typename V> struct vec_ops;
 template <> struct vec_ops<float> {
-    static __device__ __forceinline__ float zero() { return 0.0f; }
+    static __device__ __forceinline__ float zero()
+    {
+        return 0.0f;
+    }
     static __device__ __forceinline__ void axpy(float &acc, float w, float v)
     {
         acc += w * v;
     }
-    static __device__ __forceinline__ void add(float &acc, float v) { acc += v; }
-    static __device__ __forceinline__ void div(float &acc, float c) { acc /= c; }
+    static __device__ __forceinline__ void add(float &acc, float v)
+    {
+        acc += v;
+    }
+    static __device__ __forceinline__ void div(float &acc, float c)
+    {
+        acc /= c;
+    }
 };
 template <> struct vec_ops<float4> {
     static __device__ __forceinline__ float4 zero()
@@ -58,25 +67,33 @@ template <> struct vec_ops<float4> {
     }
     static __device__ __forceinline__ void axpy(float4 &a, float w, float4 v)
     {
-        a.x += w * v.x; a.y += w * v.y; a.z += w * v.z; a.w += w * v.w;
+        a.x += w * v.x;
+        a.y += w * v.y;
+        a.z += w * v.z;
+        a.w += w * v.w;
     }
     static __device__ __forceinline__ void add(float4 &a, float4 v)
     {
-        a.x += v.x; a.y += v.y; a.z += v.z; a.w += v.w;
+        a.x += v.x;
+        a.y += v.y;
+        a.z += v.z;
+        a.w += v.w;
     }
     static __device__ __forceinline__ void div(float4 &a, float c)
     {
-        a.x /= c; a.y /= c; a.z /= c; a.w /= c;
+        a.x /= c;
+        a.y /= c;
+        a.z /= c;
+        a.w /= c;
     }
 };
 
 /* Sum / mean (weights only with sum, as validated on the host). */
 template <typename V>
-__global__ void k_bag_sum(const V *__restrict__ table, size_t vecs,
-                          const int64_t *__restrict__ indices, size_t n,
-                          const int64_t *__restrict__ offsets, size_t bags,
-                          const float *__restrict__ weights, int64_t pad,
-                          int mean, V *__restrict__ out)
+__global__ void
+k_bag_sum(const V *__restrict__ table, size_t vecs, const int64_t *__restrict__ indices, size_t n,
+          const int64_t *__restrict__ offsets, size_t bags, const float *__restrict__ weights,
+          int64_t pad, int mean, V *__restrict__ out)
 {
     size_t b = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
     if (b >= bags)
@@ -126,9 +143,8 @@ __global__ void k_bag_sum(const V *__restrict__ table, size_t vecs,
 /* Max: strict '>' keeps the first maximum; argmax -1 for an empty bag. */
 __global__ void k_bag_max(const float *__restrict__ table, size_t dim,
                           const int64_t *__restrict__ indices, size_t n,
-                          const int64_t *__restrict__ offsets, size_t bags,
-                          int64_t pad, float *__restrict__ out,
-                          int64_t *__restrict__ argmax)
+                          const int64_t *__restrict__ offsets, size_t bags, int64_t pad,
+                          float *__restrict__ out, int64_t *__restrict__ argmax)
 {
     size_t b = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
     if (b >= bags)
@@ -162,9 +178,9 @@ static int aligned16(const void *p)
 /* Per entry: the sort key (padding -> sentinel), its position, its bag (the
  * last bag whose offset is <= i; -1 when there are no bags). */
 __global__ void k_bwd_keys(const int64_t *__restrict__ indices, size_t n,
-                           const int64_t *__restrict__ offsets, size_t bags,
-                           int64_t pad, unsigned long long sentinel,
-                           unsigned long long *keys, int *pos, int *bag_of)
+                           const int64_t *__restrict__ offsets, size_t bags, int64_t pad,
+                           unsigned long long sentinel, unsigned long long *keys, int *pos,
+                           int *bag_of)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
@@ -185,8 +201,8 @@ __global__ void k_bwd_keys(const int64_t *__restrict__ indices, size_t n,
 
 /* Mean: 1 / (non-padding entries) per bag (0 entries: unused). */
 __global__ void k_bwd_mean_scale(const int64_t *__restrict__ indices, size_t n,
-                                 const int64_t *__restrict__ offsets, size_t bags,
-                                 int64_t pad, float *scale)
+                                 const int64_t *__restrict__ offsets, size_t bags, int64_t pad,
+                                 float *scale)
 {
     size_t b = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= bags)
@@ -210,14 +226,11 @@ __global__ void k_bwd_count(const unsigned long long *unique, const int *num_run
 __global__ void k_bwd_reduce(size_t dim, const unsigned long long *__restrict__ unique,
                              const unsigned long long *__restrict__ nrows_d,
                              const int *__restrict__ run_offsets,
-                             const int *__restrict__ run_lengths,
-                             const int *__restrict__ pos,
-                             const int *__restrict__ bag_of,
-                             const float *__restrict__ grad_out,
+                             const int *__restrict__ run_lengths, const int *__restrict__ pos,
+                             const int *__restrict__ bag_of, const float *__restrict__ grad_out,
                              const float *__restrict__ weights,
                              const float *__restrict__ mean_scale,
-                             const int64_t *__restrict__ argmax, int mode,
-                             float *__restrict__ grad)
+                             const int64_t *__restrict__ argmax, int mode, float *__restrict__ grad)
 {
     size_t u = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
     if (u >= *nrows_d)
@@ -253,8 +266,7 @@ __global__ void k_bwd_reduce(size_t dim, const unsigned long long *__restrict__ 
 __global__ void k_bwd_weights(const float *__restrict__ table, size_t dim,
                               const int64_t *__restrict__ indices, size_t n,
                               const int *__restrict__ bag_of, int64_t pad,
-                              const float *__restrict__ grad_out,
-                              float *__restrict__ grad_weights)
+                              const float *__restrict__ grad_out, float *__restrict__ grad_weights)
 {
     size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     unsigned lane = threadIdx.x % 32;
@@ -282,11 +294,10 @@ static size_t align_up(size_t x)
 
 } /* namespace */
 
-extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table,
-                                           int64_t rows, size_t dim,
-                                           const ember_bag_batch_t *batch,
-                                           const ember_bag_opts_t *opts,
-                                           float *out_p, int64_t *argmax_p)
+extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table, int64_t rows,
+                                           size_t dim, const ember_bag_batch_t *batch,
+                                           const ember_bag_opts_t *opts, float *out_p,
+                                           int64_t *argmax_p)
 {
     if (!batch || !opts || dim == 0 || (batch->bags > 0 && (!out_p || !batch->offsets)) ||
         (batch->n > 0 && (!table || !batch->indices)) ||
@@ -303,9 +314,8 @@ extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table,
     if (opts->mode == EMBER_BAG_MAX) {
         unsigned tx = lanes_for(dim), ty = kBlock / tx;
         dim3 block(tx, ty), grid((unsigned)((bags + ty - 1) / ty));
-        k_bag_max<<<grid, block, 0, dev->stream>>>(table, dim, batch->indices,
-                                                   batch->n, batch->offsets, bags,
-                                                   pad, out_p, argmax_p);
+        k_bag_max<<<grid, block, 0, dev->stream>>>(table, dim, batch->indices, batch->n,
+                                                   batch->offsets, bags, pad, out_p, argmax_p);
     } else {
         int mean = opts->mode == EMBER_BAG_MEAN;
         if (dim % 4 == 0 && aligned16(table) && aligned16(out_p)) {
@@ -313,14 +323,14 @@ extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table,
             unsigned tx = lanes_for(vecs), ty = kBlock / tx;
             dim3 block(tx, ty), grid((unsigned)((bags + ty - 1) / ty));
             k_bag_sum<float4><<<grid, block, 0, dev->stream>>>(
-                (const float4 *)table, vecs, batch->indices, batch->n,
-                batch->offsets, bags, w, pad, mean, (float4 *)out_p);
+                    (const float4 *)table, vecs, batch->indices, batch->n, batch->offsets, bags, w,
+                    pad, mean, (float4 *)out_p);
         } else {
             unsigned tx = lanes_for(dim), ty = kBlock / tx;
             dim3 block(tx, ty), grid((unsigned)((bags + ty - 1) / ty));
-            k_bag_sum<float><<<grid, block, 0, dev->stream>>>(
-                table, dim, batch->indices, batch->n, batch->offsets, bags, w,
-                pad, mean, out_p);
+            k_bag_sum<float><<<grid, block, 0, dev->stream>>>(table, dim, batch->indices, batch->n,
+                                                              batch->offsets, bags, w, pad, mean,
+                                                              out_p);
         }
     }
     CUDA_CALL(cudaGetLastError());
@@ -328,14 +338,11 @@ extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table,
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
-                                            int64_t rows, size_t dim,
-                                            const ember_bag_batch_t *batch,
-                                            const ember_bag_opts_t *opts,
-                                            const float *grad_out,
-                                            const int64_t *argmax,
-                                            int64_t *grad_rows_p, float *grad_p,
-                                            size_t *nrows_p, float *grad_weights_p)
+extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table, int64_t rows,
+                                            size_t dim, const ember_bag_batch_t *batch,
+                                            const ember_bag_opts_t *opts, const float *grad_out,
+                                            const int64_t *argmax, int64_t *grad_rows_p,
+                                            float *grad_p, size_t *nrows_p, float *grad_weights_p)
 {
     if (!batch || !opts || dim == 0 || !nrows_p || rows <= 0 ||
         (batch->bags > 0 && (!grad_out || !batch->offsets)) ||
@@ -347,15 +354,16 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
         ember_error("cuda", "bag backward: max mode needs the argmax");
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (grad_weights_p &&
-        (!batch->weights || !table || opts->mode != EMBER_BAG_SUM)) {
+    if (grad_weights_p && (!batch->weights || !table || opts->mode != EMBER_BAG_SUM)) {
         ember_error("cuda", "bag backward: weight gradient needs weights, "
                             "the table and mode sum");
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->n >= (size_t)INT_MAX || batch->bags >= (size_t)INT_MAX) {
-        ember_error("cuda", "bag backward: %zu entries / %zu bags exceed the "
-                            "kernel's 32-bit positions", batch->n, batch->bags);
+        ember_error("cuda",
+                    "bag backward: %zu entries / %zu bags exceed the "
+                    "kernel's 32-bit positions",
+                    batch->n, batch->bags);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->n == 0) {
@@ -373,13 +381,11 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
     size_t tmp_sort = 0, tmp_rle = 0, tmp_scan = 0;
     unsigned long long *nullk = nullptr;
     int *nulli = nullptr;
-    CUDA_CALL(cub::DeviceRadixSort::SortPairs(nullptr, tmp_sort, nullk, nullk,
-                                              nulli, nulli, nn, 0, end_bit,
-                                              dev->stream));
-    CUDA_CALL(cub::DeviceRunLengthEncode::Encode(nullptr, tmp_rle, nullk, nullk,
-                                                 nulli, nulli, nn, dev->stream));
-    CUDA_CALL(cub::DeviceScan::ExclusiveSum(nullptr, tmp_scan, nulli, nulli, nn,
-                                            dev->stream));
+    CUDA_CALL(cub::DeviceRadixSort::SortPairs(nullptr, tmp_sort, nullk, nullk, nulli, nulli, nn, 0,
+                                              end_bit, dev->stream));
+    CUDA_CALL(cub::DeviceRunLengthEncode::Encode(nullptr, tmp_rle, nullk, nullk, nulli, nulli, nn,
+                                                 dev->stream));
+    CUDA_CALL(cub::DeviceScan::ExclusiveSum(nullptr, tmp_scan, nulli, nulli, nn, dev->stream));
     size_t tmp = tmp_sort > tmp_rle ? tmp_sort : tmp_rle;
     tmp = tmp > tmp_scan ? tmp : tmp_scan;
 
@@ -409,49 +415,43 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
     auto *unique = (unsigned long long *)grad_rows_p;
 
     unsigned grid_n = (unsigned)((n + kBlock - 1) / kBlock);
-    k_bwd_keys<<<grid_n, kBlock, 0, dev->stream>>>(batch->indices, n,
-                                                   batch->offsets, bags, pad,
-                                                   sentinel, keys_in, pos_in,
-                                                   bag_of);
+    k_bwd_keys<<<grid_n, kBlock, 0, dev->stream>>>(batch->indices, n, batch->offsets, bags, pad,
+                                                   sentinel, keys_in, pos_in, bag_of);
     CUDA_CALL(cudaGetLastError());
     if (opts->mode == EMBER_BAG_MEAN && bags > 0) {
-        k_bwd_mean_scale<<<(unsigned)((bags + kBlock - 1) / kBlock), kBlock, 0,
-                           dev->stream>>>(batch->indices, n, batch->offsets,
-                                          bags, pad, mean_scale);
+        k_bwd_mean_scale<<<(unsigned)((bags + kBlock - 1) / kBlock), kBlock, 0, dev->stream>>>(
+                batch->indices, n, batch->offsets, bags, pad, mean_scale);
         CUDA_CALL(cudaGetLastError());
     }
     size_t t = tmp;
-    CUDA_CALL(cub::DeviceRadixSort::SortPairs(cub_tmp, t, keys_in, keys_out,
-                                              pos_in, pos_out, nn, 0, end_bit,
-                                              dev->stream));
+    CUDA_CALL(cub::DeviceRadixSort::SortPairs(cub_tmp, t, keys_in, keys_out, pos_in, pos_out, nn, 0,
+                                              end_bit, dev->stream));
     CUDA_CALL(cudaMemsetAsync(lengths, 0, n * sizeof(int), dev->stream));
     t = tmp;
-    CUDA_CALL(cub::DeviceRunLengthEncode::Encode(cub_tmp, t, keys_out, unique,
-                                                 lengths, nruns, nn, dev->stream));
+    CUDA_CALL(cub::DeviceRunLengthEncode::Encode(cub_tmp, t, keys_out, unique, lengths, nruns, nn,
+                                                 dev->stream));
     t = tmp;
-    CUDA_CALL(cub::DeviceScan::ExclusiveSum(cub_tmp, t, lengths, run_off, nn,
-                                            dev->stream));
+    CUDA_CALL(cub::DeviceScan::ExclusiveSum(cub_tmp, t, lengths, run_off, nn, dev->stream));
     k_bwd_count<<<1, 1, 0, dev->stream>>>(unique, nruns, sentinel, nrows_d);
     CUDA_CALL(cudaGetLastError());
 
     /* Launch over every possible row; blocks past the real count return. */
     unsigned tx = lanes_for(dim), ty = kBlock / tx;
     dim3 block(tx, ty), grid((unsigned)((n + ty - 1) / ty));
-    k_bwd_reduce<<<grid, block, 0, dev->stream>>>(
-        dim, unique, nrows_d, run_off, lengths, pos_out, bag_of, grad_out,
-        batch->weights, mean_scale, argmax, (int)opts->mode, grad_p);
+    k_bwd_reduce<<<grid, block, 0, dev->stream>>>(dim, unique, nrows_d, run_off, lengths, pos_out,
+                                                  bag_of, grad_out, batch->weights, mean_scale,
+                                                  argmax, (int)opts->mode, grad_p);
     CUDA_CALL(cudaGetLastError());
 
     if (grad_weights_p) {
         unsigned grid_w = (unsigned)((n * 32 + kBlock - 1) / kBlock);
-        k_bwd_weights<<<grid_w, kBlock, 0, dev->stream>>>(
-            table, dim, batch->indices, n, bag_of, pad, grad_out, grad_weights_p);
+        k_bwd_weights<<<grid_w, kBlock, 0, dev->stream>>>(table, dim, batch->indices, n, bag_of,
+                                                          pad, grad_out, grad_weights_p);
         CUDA_CALL(cudaGetLastError());
     }
 
     unsigned long long *host = (unsigned long long *)dev->pinned;
-    CUDA_CALL(cudaMemcpyAsync(host, nrows_d, sizeof(*host), cudaMemcpyDeviceToHost,
-                              dev->stream));
+    CUDA_CALL(cudaMemcpyAsync(host, nrows_d, sizeof(*host), cudaMemcpyDeviceToHost, dev->stream));
     CUDA_CALL(cudaStreamSynchronize(dev->stream));
     *nrows_p = (size_t)*host;
     return EMBER_OK;

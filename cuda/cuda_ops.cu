@@ -9,7 +9,8 @@
 #include <math.h>
 #include <string.h>
 
-namespace {
+namespace
+{
 
 constexpr int kBlock = 256;
 
@@ -22,8 +23,8 @@ __global__ void k_relu_fwd(const float *__restrict__ x, size_t n, float *y)
     }
 }
 
-__global__ void k_relu_bwd(const float *__restrict__ x, const float *grad_y,
-                           size_t n, float *grad_x)
+__global__ void k_relu_bwd(const float *__restrict__ x, const float *grad_y, size_t n,
+                           float *grad_x)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -78,9 +79,8 @@ __device__ double block_sum(double v, double *shared)
 /* Pass 1, a block per row: the row's max and log-sum-exp (double, as the
  * CPU), its loss term, and the first bad target. */
 __global__ void k_ce_rows(const float *__restrict__ logits, size_t classes,
-                          const int64_t *__restrict__ targets, double *row_max,
-                          double *row_sum, double *row_loss,
-                          unsigned long long *bad_pos)
+                          const int64_t *__restrict__ targets, double *row_max, double *row_sum,
+                          double *row_loss, unsigned long long *bad_pos)
 {
     __shared__ double shared[kBlock / 32 + 1];
     size_t r = blockIdx.x;
@@ -119,11 +119,9 @@ __global__ void k_ce_total(const double *row_loss, size_t batch, double *total)
 }
 
 /* Pass 2, only after the checks passed: (softmax - onehot) / batch. */
-__global__ void k_ce_grad(const float *logits, size_t classes,
-                          const int64_t *__restrict__ targets,
-                          const double *__restrict__ row_max,
-                          const double *__restrict__ row_sum, double inv,
-                          float *grad)
+__global__ void k_ce_grad(const float *logits, size_t classes, const int64_t *__restrict__ targets,
+                          const double *__restrict__ row_max, const double *__restrict__ row_sum,
+                          double inv, float *grad)
 {
     size_t r = blockIdx.x;
     const float *z = logits + r * classes;
@@ -137,8 +135,7 @@ __global__ void k_ce_grad(const float *logits, size_t classes,
     }
 }
 
-__global__ void k_bias_fill(const float *__restrict__ bias, size_t batch,
-                            size_t out, float *y)
+__global__ void k_bias_fill(const float *__restrict__ bias, size_t batch, size_t out, float *y)
 {
     size_t total = batch * out;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -147,8 +144,8 @@ __global__ void k_bias_fill(const float *__restrict__ bias, size_t batch,
 }
 
 /* sum over rows of m [rows, cols]: a thread per column, coalesced. */
-__global__ void k_column_sum(const float *__restrict__ m, size_t rows, size_t cols,
-                             int accumulate, float *sum)
+__global__ void k_column_sum(const float *__restrict__ m, size_t rows, size_t cols, int accumulate,
+                             float *sum)
 {
     size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols)
@@ -162,8 +159,7 @@ __global__ void k_column_sum(const float *__restrict__ m, size_t rows, size_t co
 /* Whole rows between a table and a packed [n, dim] buffer: a block row per
  * row, lanes across dim (coalesced on both sides). */
 __global__ void k_rows_gather(const float *__restrict__ table, size_t dim,
-                              const int64_t *__restrict__ rows, size_t n,
-                              float *__restrict__ out)
+                              const int64_t *__restrict__ rows, size_t n, float *__restrict__ out)
 {
     size_t i = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
     if (i >= n)
@@ -187,12 +183,12 @@ __global__ void k_rows_scatter(float *__restrict__ table, size_t dim,
 
 /* engine/device.h's parts_combine, an element per thread (the order of the
  * adds per element is the host's: bit for bit). */
-__global__ void k_parts_combine(const float *__restrict__ parts, size_t stride,
-                               uint32_t nparts, size_t bags, size_t dim, int mode,
-                               const uint32_t *__restrict__ counts,
-                               const uint32_t *__restrict__ bag_counts,
-                               const uint32_t *__restrict__ places, size_t places_stride,
-                               float *__restrict__ out, int16_t *__restrict__ winner)
+__global__ void k_parts_combine(const float *__restrict__ parts, size_t stride, uint32_t nparts,
+                                size_t bags, size_t dim, int mode,
+                                const uint32_t *__restrict__ counts,
+                                const uint32_t *__restrict__ bag_counts,
+                                const uint32_t *__restrict__ places, size_t places_stride,
+                                float *__restrict__ out, int16_t *__restrict__ winner)
 {
     size_t total = bags * dim;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -227,11 +223,10 @@ __global__ void k_parts_combine(const float *__restrict__ parts, size_t stride,
     }
 }
 
-__global__ void k_parts_split(const float *__restrict__ grad, uint32_t nparts,
-                             size_t bags, size_t dim, int mode,
-                             const uint32_t *__restrict__ bag_counts,
-                             const int16_t *__restrict__ winner,
-                             float *__restrict__ grads, size_t stride)
+__global__ void k_parts_split(const float *__restrict__ grad, uint32_t nparts, size_t bags,
+                              size_t dim, int mode, const uint32_t *__restrict__ bag_counts,
+                              const int16_t *__restrict__ winner, float *__restrict__ grads,
+                              size_t stride)
 {
     size_t total = bags * dim;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -264,8 +259,7 @@ size_t align_up(size_t x)
 
 } /* namespace */
 
-extern "C" ember_status_t cuda_relu_forward(cuda_dev_t *dev, const float *x,
-                                            size_t n, float *y_p)
+extern "C" ember_status_t cuda_relu_forward(cuda_dev_t *dev, const float *x, size_t n, float *y_p)
 {
     if (n == 0)
         return EMBER_OK;
@@ -276,9 +270,8 @@ extern "C" ember_status_t cuda_relu_forward(cuda_dev_t *dev, const float *x,
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_relu_backward(cuda_dev_t *dev, const float *x,
-                                             const float *grad_y, size_t n,
-                                             float *grad_x_p)
+extern "C" ember_status_t cuda_relu_backward(cuda_dev_t *dev, const float *x, const float *grad_y,
+                                             size_t n, float *grad_x_p)
 {
     if (n == 0)
         return EMBER_OK;
@@ -289,15 +282,15 @@ extern "C" ember_status_t cuda_relu_backward(cuda_dev_t *dev, const float *x,
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_cross_entropy(cuda_dev_t *dev, const float *logits,
-                                             size_t batch, size_t classes,
-                                             const int64_t *targets,
-                                             float *loss_p, float *grad_p)
+extern "C" ember_status_t cuda_cross_entropy(cuda_dev_t *dev, const float *logits, size_t batch,
+                                             size_t classes, const int64_t *targets, float *loss_p,
+                                             float *grad_p)
 {
-    if (!logits || !targets || !loss_p || batch == 0 || classes == 0 ||
-        batch > 0x7fffffffu) {
-        ember_error("cuda", "cross entropy: invalid arguments (batch %zu, "
-                            "classes %zu)", batch, classes);
+    if (!logits || !targets || !loss_p || batch == 0 || classes == 0 || batch > 0x7fffffffu) {
+        ember_error("cuda",
+                    "cross entropy: invalid arguments (batch %zu, "
+                    "classes %zu)",
+                    batch, classes);
         return EMBER_ERR_INVALID_PARAM;
     }
     size_t o_max = 0, o_sum = align_up(batch * 8), o_loss = o_sum + align_up(batch * 8);
@@ -310,25 +303,25 @@ extern "C" ember_status_t cuda_cross_entropy(cuda_dev_t *dev, const float *logit
     auto *bad = (unsigned long long *)(s + o_bad);
 
     CUDA_CALL(cudaMemsetAsync(bad, 0xff, sizeof(*bad), dev->stream));
-    k_ce_rows<<<(unsigned)batch, kBlock, 0, dev->stream>>>(
-        logits, classes, targets, row_max, row_sum, row_loss, bad);
+    k_ce_rows<<<(unsigned)batch, kBlock, 0, dev->stream>>>(logits, classes, targets, row_max,
+                                                           row_sum, row_loss, bad);
     CUDA_CALL(cudaGetLastError());
     k_ce_total<<<1, kBlock, 0, dev->stream>>>(row_loss, batch, total);
     CUDA_CALL(cudaGetLastError());
 
     /* Host results: [0] = loss (double bits), [1] = first bad position. */
     unsigned long long *host = (unsigned long long *)dev->pinned;
-    CUDA_CALL(cudaMemcpyAsync(&host[0], total, 8, cudaMemcpyDeviceToHost,
-                              dev->stream));
-    CUDA_CALL(cudaMemcpyAsync(&host[1], bad, 8, cudaMemcpyDeviceToHost,
-                              dev->stream));
+    CUDA_CALL(cudaMemcpyAsync(&host[0], total, 8, cudaMemcpyDeviceToHost, dev->stream));
+    CUDA_CALL(cudaMemcpyAsync(&host[1], bad, 8, cudaMemcpyDeviceToHost, dev->stream));
     CUDA_CALL(cudaStreamSynchronize(dev->stream));
     if (host[1] != ~0ull) {
         int64_t t = 0;
         size_t r = (size_t)host[1];
         CUDA_CALL(cudaMemcpy(&t, targets + r, sizeof(t), cudaMemcpyDeviceToHost));
-        ember_error("loss", "cross entropy: target %" PRId64 " at position %zu "
-                            "is out of range [0, %zu)", t, r, classes);
+        ember_error("loss",
+                    "cross entropy: target %" PRId64 " at position %zu "
+                    "is out of range [0, %zu)",
+                    t, r, classes);
         return EMBER_ERR_OUT_OF_RANGE;
     }
     double loss;
@@ -339,70 +332,63 @@ extern "C" ember_status_t cuda_cross_entropy(cuda_dev_t *dev, const float *logit
     }
     if (grad_p) {
         k_ce_grad<<<(unsigned)batch, kBlock, 0, dev->stream>>>(
-            logits, classes, targets, row_max, row_sum, 1.0 / (double)batch,
-            grad_p);
+                logits, classes, targets, row_max, row_sum, 1.0 / (double)batch, grad_p);
         CUDA_CALL(cudaGetLastError());
     }
     *loss_p = (float)loss;
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_bias_fill(cuda_dev_t *dev, const float *bias,
-                                         size_t batch, size_t out, float *y_p)
+extern "C" ember_status_t cuda_bias_fill(cuda_dev_t *dev, const float *bias, size_t batch,
+                                         size_t out, float *y_p)
 {
-    k_bias_fill<<<grid_for(batch * out), kBlock, 0, dev->stream>>>(bias, batch,
-                                                                   out, y_p);
+    k_bias_fill<<<grid_for(batch * out), kBlock, 0, dev->stream>>>(bias, batch, out, y_p);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_column_sum(cuda_dev_t *dev, const float *m,
-                                          size_t rows, size_t cols, int accumulate,
-                                          float *sum_p)
+extern "C" ember_status_t cuda_column_sum(cuda_dev_t *dev, const float *m, size_t rows, size_t cols,
+                                          int accumulate, float *sum_p)
 {
-    k_column_sum<<<(unsigned)((cols + kBlock - 1) / kBlock), kBlock, 0,
-                   dev->stream>>>(m, rows, cols, accumulate, sum_p);
+    k_column_sum<<<(unsigned)((cols + kBlock - 1) / kBlock), kBlock, 0, dev->stream>>>(
+            m, rows, cols, accumulate, sum_p);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_rows_gather(cuda_dev_t *dev, const float *table,
-                                           size_t dim, const int64_t *rows, size_t n,
-                                           float *out)
+extern "C" ember_status_t cuda_rows_gather(cuda_dev_t *dev, const float *table, size_t dim,
+                                           const int64_t *rows, size_t n, float *out)
 {
     if (n == 0)
         return EMBER_OK;
     if (!table || !rows || !out || dim == 0)
         return EMBER_ERR_INVALID_PARAM;
     dim3 block = rows_block(dim);
-    k_rows_gather<<<(unsigned)((n + block.y - 1) / block.y), block, 0, dev->stream>>>(
-        table, dim, rows, n, out);
+    k_rows_gather<<<(unsigned)((n + block.y - 1) / block.y), block, 0, dev->stream>>>(table, dim,
+                                                                                      rows, n, out);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }
 
 extern "C" ember_status_t cuda_rows_scatter(cuda_dev_t *dev, float *table, size_t dim,
-                                            const int64_t *rows, size_t n,
-                                            const float *in)
+                                            const int64_t *rows, size_t n, const float *in)
 {
     if (n == 0)
         return EMBER_OK;
     if (!table || !rows || !in || dim == 0)
         return EMBER_ERR_INVALID_PARAM;
     dim3 block = rows_block(dim);
-    k_rows_scatter<<<(unsigned)((n + block.y - 1) / block.y), block, 0, dev->stream>>>(
-        table, dim, rows, n, in);
+    k_rows_scatter<<<(unsigned)((n + block.y - 1) / block.y), block, 0, dev->stream>>>(table, dim,
+                                                                                       rows, n, in);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_parts_combine(cuda_dev_t *dev, const float *parts,
-                                            size_t stride, uint32_t nparts, size_t bags,
-                                            size_t dim, ember_bag_mode_t mode,
-                                            const uint32_t *counts,
-                                            const uint32_t *bag_counts,
-                                            const uint32_t *places, size_t places_stride,
-                                            float *out, int16_t *winner)
+extern "C" ember_status_t cuda_parts_combine(cuda_dev_t *dev, const float *parts, size_t stride,
+                                             uint32_t nparts, size_t bags, size_t dim,
+                                             ember_bag_mode_t mode, const uint32_t *counts,
+                                             const uint32_t *bag_counts, const uint32_t *places,
+                                             size_t places_stride, float *out, int16_t *winner)
 {
     if (bags == 0 || dim == 0)
         return EMBER_OK;
@@ -411,18 +397,16 @@ extern "C" ember_status_t cuda_parts_combine(cuda_dev_t *dev, const float *parts
         (mode == EMBER_BAG_MEAN && !bag_counts))
         return EMBER_ERR_INVALID_PARAM;
     k_parts_combine<<<grid_for(bags * dim), kBlock, 0, dev->stream>>>(
-        parts, stride, nparts, bags, dim, (int)mode, counts, bag_counts, places,
-        places_stride, out, winner);
+            parts, stride, nparts, bags, dim, (int)mode, counts, bag_counts, places, places_stride,
+            out, winner);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_parts_split(cuda_dev_t *dev, const float *grad,
-                                          uint32_t nparts, size_t bags, size_t dim,
-                                          ember_bag_mode_t mode,
-                                          const uint32_t *bag_counts,
-                                          const int16_t *winner, float *grads,
-                                          size_t stride)
+extern "C" ember_status_t cuda_parts_split(cuda_dev_t *dev, const float *grad, uint32_t nparts,
+                                           size_t bags, size_t dim, ember_bag_mode_t mode,
+                                           const uint32_t *bag_counts, const int16_t *winner,
+                                           float *grads, size_t stride)
 {
     if (bags == 0 || dim == 0 || nparts == 0)
         return EMBER_OK;
@@ -430,7 +414,7 @@ extern "C" ember_status_t cuda_parts_split(cuda_dev_t *dev, const float *grad,
         (mode == EMBER_BAG_MEAN && !bag_counts))
         return EMBER_ERR_INVALID_PARAM;
     k_parts_split<<<grid_for(bags * dim), kBlock, 0, dev->stream>>>(
-        grad, nparts, bags, dim, (int)mode, bag_counts, winner, grads, stride);
+            grad, nparts, bags, dim, (int)mode, bag_counts, winner, grads, stride);
     CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }

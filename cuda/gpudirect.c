@@ -17,8 +17,7 @@ const char *ember_gpudirect_path_name(ember_gpudirect_path_t path)
 }
 
 ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mode,
-                                      ember_gpudirect_path_t *path_p, char *why,
-                                      size_t why_length)
+                                      ember_gpudirect_path_t *path_p, char *why, size_t why_length)
 {
     int cuda = (ucx_memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
     int forced = mode && strcmp(mode, "auto") != 0;
@@ -30,17 +29,18 @@ ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mod
     }
     if (mode && strcmp(mode, "auto") != 0 && strcmp(mode, "staged") != 0 &&
         strcmp(mode, "rdma") != 0) {
-        snprintf(why, why_length, "EMBER_GPUDIRECT=%s: expected auto, staged or rdma",
-                 mode);
+        snprintf(why, why_length, "EMBER_GPUDIRECT=%s: expected auto, staged or rdma", mode);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (mode && strcmp(mode, "rdma") == 0 && !cuda) {
-        snprintf(why, why_length, "EMBER_GPUDIRECT=rdma: this UCX has no CUDA memory "
+        snprintf(why, why_length,
+                 "EMBER_GPUDIRECT=rdma: this UCX has no CUDA memory "
                  "support (no cuda transport module); use auto or staged");
         return EMBER_ERR_UNSUPPORTED;
     }
     if (cuda && mode && strcmp(mode, "rdma") == 0) {
-        snprintf(why, why_length, "lookup replies land in and gradient pushes leave "
+        snprintf(why, why_length,
+                 "lookup replies land in and gradient pushes leave "
                  "from GPU memory, handed to UCX as CUDA memory (EMBER_GPUDIRECT=rdma; "
                  "GPUDirect RDMA where the NIC and driver allow it)");
         *path_p = EMBER_GPUDIRECT_RDMA;
@@ -50,9 +50,10 @@ ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mod
      * shared memory crashed receiving a rendezvous reply into GPU memory
      * (docs/PERFORMANCE.md), so handing it GPU buffers is asked for, not
      * assumed. */
-    snprintf(why, why_length, "lookup replies and gradient pushes staged through "
+    snprintf(why, why_length,
+             "lookup replies and gradient pushes staged through "
              "pinned host buffers, reused every step (%s)",
-             !cuda ? "UCX here has no CUDA memory support"
+             !cuda    ? "UCX here has no CUDA memory support"
              : forced ? "EMBER_GPUDIRECT=staged"
                       : "UCX supports CUDA memory; EMBER_GPUDIRECT=rdma hands it GPU "
                         "buffers");
@@ -60,8 +61,7 @@ ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mod
     return EMBER_OK;
 }
 
-ember_status_t ember_gpudirect_probe(ember_gpudirect_path_t *path_p,
-                                     const char **text_p)
+ember_status_t ember_gpudirect_probe(ember_gpudirect_path_t *path_p, const char **text_p)
 {
     static int probed;
     static ember_status_t answer;
@@ -94,9 +94,8 @@ ember_status_t ember_gpudirect_probe(ember_gpudirect_path_t *path_p,
             ember_error("gpudirect", "ucp_context_query: %s", ucs_status_string(st));
             return EMBER_ERR_TRANSPORT;
         }
-        answer = ember_gpudirect_decide(attr.memory_types,
-                                        ember_config_str("EMBER_GPUDIRECT"), &chosen,
-                                        line, sizeof(line));
+        answer = ember_gpudirect_decide(attr.memory_types, ember_config_str("EMBER_GPUDIRECT"),
+                                        &chosen, line, sizeof(line));
         probed = 1;
         if (answer == EMBER_OK)
             ember_info("gpudirect", "GPU data path: %s", line);

@@ -47,8 +47,7 @@ const char *ember_gpudirect_path_name(ember_gpudirect_path_t path);
  * ("rdma" without UCX CUDA support).
  */
 ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mode,
-                                      ember_gpudirect_path_t *path_p, char *why,
-                                      size_t why_length);
+                                      ember_gpudirect_path_t *path_p, char *why, size_t why_length);
 
 /**
  * Ask UCX (a short-lived context read from the same UCX_* environment) which
@@ -57,8 +56,7 @@ ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mod
  * init): start-up only.  *text_p is the line (static storage).
  * Errors: as ember_gpudirect_decide, ERR_TRANSPORT (UCX init failed).
  */
-ember_status_t ember_gpudirect_probe(ember_gpudirect_path_t *path_p,
-                                     const char **text_p);
+ember_status_t ember_gpudirect_probe(ember_gpudirect_path_t *path_p, const char **text_p);
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,7 @@ struct ember_nccl_req {
 };
 
 struct ember_nccl_comm {
-    ncclComm_t nccl;          /* NULL once aborted or destroyed */
+    ncclComm_t nccl; /* NULL once aborted or destroyed */
     const ember_nccl_bootstrap_t *boot;
     int *ranks;
     int nranks, rank;
@@ -38,7 +38,7 @@ struct ember_nccl_comm {
     cudaStream_t stream;
     double op_timeout;
     unsigned long long seq;
-    ember_status_t broken;    /* OK while healthy */
+    ember_status_t broken; /* OK while healthy */
     char error[256];
     ember_nccl_req_t reqs[NCCL_MAX_REQS];
 };
@@ -67,26 +67,20 @@ static void nap(void)
 static ember_status_t nccl_status(ncclResult_t res)
 {
     switch (res) {
-    case ncclSuccess:
-        return EMBER_OK;
-    case ncclInProgress:
-        return EMBER_INPROGRESS;
+    case ncclSuccess: return EMBER_OK;
+    case ncclInProgress: return EMBER_INPROGRESS;
     case ncclInvalidArgument:
-    case ncclInvalidUsage:
-        return EMBER_ERR_INVALID_PARAM;
-    case ncclRemoteError:
-        return EMBER_ERR_PEER_LOST;
-    default:
-        return EMBER_ERR_TRANSPORT;
+    case ncclInvalidUsage: return EMBER_ERR_INVALID_PARAM;
+    case ncclRemoteError: return EMBER_ERR_PEER_LOST;
+    default: return EMBER_ERR_TRANSPORT;
     }
 }
 
 /* Break the communicator once: record why, log it once, abort NCCL. */
-static ember_status_t comm_break(ember_nccl_comm_t *comm, ember_status_t status,
-                                 const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static ember_status_t comm_break(ember_nccl_comm_t *comm, ember_status_t status,
-                                 const char *fmt, ...)
+static ember_status_t comm_break(ember_nccl_comm_t *comm, ember_status_t status, const char *fmt,
+                                 ...) __attribute__((format(printf, 3, 4)));
+static ember_status_t comm_break(ember_nccl_comm_t *comm, ember_status_t status, const char *fmt,
+                                 ...)
 {
     va_list ap;
 
@@ -114,8 +108,7 @@ static const char *peer_name(const ember_nccl_comm_t *comm, int rank)
 }
 
 /* The watchdog: one poll of everything that may break the communicator. */
-static ember_status_t comm_poll(ember_nccl_comm_t *comm, double deadline,
-                                const char *what)
+static ember_status_t comm_poll(ember_nccl_comm_t *comm, double deadline, const char *what)
 {
     ncclResult_t async = ncclSuccess;
 
@@ -125,30 +118,27 @@ static ember_status_t comm_poll(ember_nccl_comm_t *comm, double deadline,
         if (comm->boot->progress)
             comm->boot->progress(comm->boot->arg);
         for (int i = 0; i < comm->nranks; i++) {
-            if (i != comm->rank &&
-                comm->boot->peer_lost(comm->boot->arg, comm->ranks[i]))
+            if (i != comm->rank && comm->boot->peer_lost(comm->boot->arg, comm->ranks[i]))
                 return comm_break(comm, EMBER_ERR_PEER_LOST,
                                   "%s: peer %s (rank %d, NCCL rank %d) lost", what,
-                                  peer_name(comm, comm->ranks[i]), comm->ranks[i],
-                                  i);
+                                  peer_name(comm, comm->ranks[i]), comm->ranks[i], i);
         }
     }
     if (comm->nccl && ncclCommGetAsyncError(comm->nccl, &async) == ncclSuccess &&
         async != ncclSuccess && async != ncclInProgress)
-        return comm_break(comm, nccl_status(async), "%s: NCCL error: %s (%s)",
-                          what, ncclGetErrorString(async),
-                          ncclGetLastError(comm->nccl));
+        return comm_break(comm, nccl_status(async), "%s: NCCL error: %s (%s)", what,
+                          ncclGetErrorString(async), ncclGetLastError(comm->nccl));
     if (deadline > 0 && now_s() > deadline)
         return comm_break(comm, EMBER_ERR_TIMED_OUT,
                           "%s: no completion within the timeout (members: %d; "
-                          "a peer is hung or slow)", what, comm->nranks);
+                          "a peer is hung or slow)",
+                          what, comm->nranks);
     return async == ncclInProgress ? EMBER_INPROGRESS : EMBER_OK;
 }
 
 /* Wait for a non-blocking NCCL call to settle (async state leaves
  * InProgress), watching peers and the deadline meanwhile. */
-static ember_status_t comm_settle(ember_nccl_comm_t *comm, double deadline,
-                                  const char *what)
+static ember_status_t comm_settle(ember_nccl_comm_t *comm, double deadline, const char *what)
 {
     ember_status_t status;
     while ((status = comm_poll(comm, deadline, what)) == EMBER_INPROGRESS)
@@ -156,16 +146,14 @@ static ember_status_t comm_settle(ember_nccl_comm_t *comm, double deadline,
     return status;
 }
 
-static ember_status_t exchange_id(ember_nccl_comm_t *comm, const char *tag,
-                                  ncclUniqueId *id_p)
+static ember_status_t exchange_id(ember_nccl_comm_t *comm, const char *tag, ncclUniqueId *id_p)
 {
     static unsigned long long generation; /* same order on every member */
     char key[128];
     nccl_id_msg_t msg;
     ncclResult_t res;
 
-    snprintf(key, sizeof(key), "ember.nccl.%s.%llu", tag ? tag : "comm",
-             generation++);
+    snprintf(key, sizeof(key), "ember.nccl.%s.%llu", tag ? tag : "comm", generation++);
     if (comm->rank == 0) {
         res = ncclGetUniqueId(&msg.id);
         if (res != ncclSuccess) {
@@ -175,25 +163,23 @@ static ember_status_t exchange_id(ember_nccl_comm_t *comm, const char *tag,
         msg.magic = NCCL_ID_MAGIC;
         msg.nranks = (uint32_t)comm->nranks;
         if (comm->nranks > 1)
-            EMBER_CHECK(comm->boot->store_set(comm->boot->arg, key, &msg,
-                                              sizeof(msg)));
+            EMBER_CHECK(comm->boot->store_set(comm->boot->arg, key, &msg, sizeof(msg)));
     } else {
         void *value = NULL;
         size_t length = 0;
         EMBER_CHECK(comm->boot->store_get(comm->boot->arg, key, &value, &length));
         if (length != sizeof(msg)) {
-            ember_error("nccl", "store key %s: %zu bytes, expected %zu", key,
-                        length, sizeof(msg));
+            ember_error("nccl", "store key %s: %zu bytes, expected %zu", key, length, sizeof(msg));
             free(value);
             return EMBER_ERR_BAD_MESSAGE;
         }
         memcpy(&msg, value, sizeof(msg));
         free(value);
         if (msg.magic != NCCL_ID_MAGIC || msg.nranks != (uint32_t)comm->nranks) {
-            ember_error("nccl", "store key %s: member %s published %u ranks, "
-                                "this member expects %d",
-                        key, peer_name(comm, comm->ranks[0]), msg.nranks,
-                        comm->nranks);
+            ember_error("nccl",
+                        "store key %s: member %s published %u ranks, "
+                        "this member expects %d",
+                        key, peer_name(comm, comm->ranks[0]), msg.nranks, comm->nranks);
             return EMBER_ERR_BAD_MESSAGE;
         }
     }
@@ -201,22 +187,20 @@ static ember_status_t exchange_id(ember_nccl_comm_t *comm, const char *tag,
     return EMBER_OK;
 }
 
-ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot,
-                                       const int *ranks, int nranks,
-                                       const char *tag, int cuda_device,
-                                       int *distinct_p)
+ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot, const int *ranks,
+                                        int nranks, const char *tag, int cuda_device,
+                                        int *distinct_p)
 {
     static unsigned long long generation; /* same order on every member */
     char self_id[160], bus[64], host[96], key[128];
-    char (*ids)[160];
+    char(*ids)[160];
     int self = -1;
     ember_status_t status = EMBER_OK;
 
     *distinct_p = 1;
     if (nranks < 2)
         return EMBER_OK;
-    if (!boot || !ranks || boot->size < sizeof(*boot) || !boot->store_set ||
-        !boot->store_get)
+    if (!boot || !ranks || boot->size < sizeof(*boot) || !boot->store_set || !boot->store_get)
         return EMBER_ERR_INVALID_PARAM;
     for (int i = 0; i < nranks; i++) {
         if (ranks[i] == boot->self)
@@ -236,19 +220,16 @@ ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot,
     if (!ids)
         return EMBER_ERR_NO_MEMORY;
     unsigned long long gen = generation++;
-    snprintf(key, sizeof(key), "ember.nccl.%s.gpu.%llu.%d", tag ? tag : "comm", gen,
-             self);
+    snprintf(key, sizeof(key), "ember.nccl.%s.gpu.%llu.%d", tag ? tag : "comm", gen, self);
     status = boot->store_set(boot->arg, key, self_id, strlen(self_id) + 1);
     for (int i = 0; status == EMBER_OK && i < nranks; i++) {
         void *value = NULL;
         size_t length = 0;
-        snprintf(key, sizeof(key), "ember.nccl.%s.gpu.%llu.%d", tag ? tag : "comm",
-                 gen, i);
+        snprintf(key, sizeof(key), "ember.nccl.%s.gpu.%llu.%d", tag ? tag : "comm", gen, i);
         status = boot->store_get(boot->arg, key, &value, &length);
         if (status != EMBER_OK)
             break;
-        if (length == 0 || length > sizeof(ids[i]) ||
-            ((char *)value)[length - 1] != '\0') {
+        if (length == 0 || length > sizeof(ids[i]) || ((char *)value)[length - 1] != '\0') {
             ember_error("nccl", "store key %s: not a GPU identity", key);
             status = EMBER_ERR_BAD_MESSAGE;
         } else {
@@ -261,9 +242,11 @@ ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot,
             if (strcmp(ids[i], ids[j]) == 0) {
                 *distinct_p = 0;
                 if (self == 0)
-                    ember_info("nccl", "members %d and %d (ranks %d and %d) share "
-                                       "GPU %s: NCCL needs a GPU of its own per "
-                                       "member", i, j, ranks[i], ranks[j], ids[i]);
+                    ember_info("nccl",
+                               "members %d and %d (ranks %d and %d) share "
+                               "GPU %s: NCCL needs a GPU of its own per "
+                               "member",
+                               i, j, ranks[i], ranks[j], ids[i]);
             }
         }
     }
@@ -271,9 +254,8 @@ ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot,
     return status;
 }
 
-ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot,
-                                      const int *ranks, int nranks,
-                                      const char *tag, int cuda_device,
+ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot, const int *ranks,
+                                      int nranks, const char *tag, int cuda_device,
                                       cudaStream_t stream, double timeout_s,
                                       ember_nccl_comm_t **comm_p)
 {
@@ -285,10 +267,12 @@ ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot,
     int self;
 
     if (!ranks || nranks < 1 || !comm_p || (!boot && nranks != 1) ||
-        (boot && (boot->size < sizeof(*boot) || !boot->store_set ||
-                  !boot->store_get || !boot->peer_lost))) {
-        ember_error("nccl", "communicator: invalid arguments (%d ranks, %s "
-                            "bootstrap)", nranks, boot ? "a" : "no");
+        (boot && (boot->size < sizeof(*boot) || !boot->store_set || !boot->store_get ||
+                  !boot->peer_lost))) {
+        ember_error("nccl",
+                    "communicator: invalid arguments (%d ranks, %s "
+                    "bootstrap)",
+                    nranks, boot ? "a" : "no");
         return EMBER_ERR_INVALID_PARAM;
     }
     self = boot ? boot->self : ranks[0];
@@ -306,19 +290,16 @@ ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot,
             comm->rank = i;
     }
     if (comm->rank < 0) {
-        ember_error("nccl", "communicator: rank %d is not among its %d members",
-                    self, nranks);
+        ember_error("nccl", "communicator: rank %d is not among its %d members", self, nranks);
         status = EMBER_ERR_INVALID_PARAM;
         goto err_free_comm;
     }
     comm->boot = boot;
     comm->cuda_device = cuda_device;
     comm->stream = stream;
-    comm->op_timeout = timeout_s > 0 ? timeout_s
-                                     : ember_config_double("EMBER_RPC_TIMEOUT");
+    comm->op_timeout = timeout_s > 0 ? timeout_s : ember_config_double("EMBER_RPC_TIMEOUT");
     double deadline =
-        now_s() + (timeout_s > 0 ? timeout_s
-                                 : ember_config_double("EMBER_CONNECT_TIMEOUT"));
+            now_s() + (timeout_s > 0 ? timeout_s : ember_config_double("EMBER_CONNECT_TIMEOUT"));
 
     if (cudaSetDevice(cuda_device) != cudaSuccess) {
         ember_error("nccl", "cudaSetDevice(%d) failed", cuda_device);
@@ -327,8 +308,7 @@ ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot,
         goto err_free_comm;
     }
     for (int i = 0; i < NCCL_MAX_REQS; i++) {
-        if (cudaEventCreateWithFlags(&comm->reqs[i].done,
-                                     cudaEventDisableTiming) != cudaSuccess) {
+        if (cudaEventCreateWithFlags(&comm->reqs[i].done, cudaEventDisableTiming) != cudaSuccess) {
             ember_error("nccl", "cudaEventCreate failed");
             (void)cudaGetLastError();
             status = EMBER_ERR_NO_MEMORY;
@@ -344,18 +324,18 @@ ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot,
     config.blocking = 0;
     res = ncclCommInitRankConfig(&comm->nccl, nranks, id, comm->rank, &config);
     if (res != ncclSuccess && res != ncclInProgress) {
-        ember_error("nccl", "ncclCommInitRankConfig (rank %d of %d): %s (%s)",
-                    comm->rank, nranks, ncclGetErrorString(res),
-                    ncclGetLastError(NULL));
+        ember_error("nccl", "ncclCommInitRankConfig (rank %d of %d): %s (%s)", comm->rank, nranks,
+                    ncclGetErrorString(res), ncclGetLastError(NULL));
         status = nccl_status(res);
         goto err_destroy_events;
     }
     status = comm_settle(comm, deadline, "NCCL communicator creation");
     if (status != EMBER_OK)
         goto err_abort;
-    ember_info("nccl", "communicator '%s': NCCL rank %d of %d on GPU %d "
-                       "(non-blocking)", tag ? tag : "comm", comm->rank, nranks,
-               cuda_device);
+    ember_info("nccl",
+               "communicator '%s': NCCL rank %d of %d on GPU %d "
+               "(non-blocking)",
+               tag ? tag : "comm", comm->rank, nranks, cuda_device);
     *comm_p = comm;
     return EMBER_OK;
 
@@ -394,9 +374,8 @@ void ember_nccl_comm_destroy(ember_nccl_comm_t *comm)
     free(comm);
 }
 
-ember_status_t ember_nccl_allreduce_start(ember_nccl_comm_t *comm, float *data,
-                                          size_t count, int average,
-                                          ember_nccl_req_t **req_p)
+ember_status_t ember_nccl_allreduce_start(ember_nccl_comm_t *comm, float *data, size_t count,
+                                          int average, ember_nccl_req_t **req_p)
 {
     ember_nccl_req_t *req = NULL;
     ember_status_t status;
@@ -418,20 +397,18 @@ ember_status_t ember_nccl_allreduce_start(ember_nccl_comm_t *comm, float *data,
     req->seq = comm->seq++;
     req->deadline = now_s() + comm->op_timeout;
     snprintf(what, sizeof(what), "allreduce #%llu", req->seq);
-    res = ncclAllReduce(data, data, count, ncclFloat32, average ? ncclAvg : ncclSum,
-                        comm->nccl, comm->stream);
+    res = ncclAllReduce(data, data, count, ncclFloat32, average ? ncclAvg : ncclSum, comm->nccl,
+                        comm->stream);
     if (res != ncclSuccess && res != ncclInProgress)
-        return comm_break(comm, nccl_status(res), "%s: ncclAllReduce: %s (%s)",
-                          what, ncclGetErrorString(res),
-                          ncclGetLastError(comm->nccl));
+        return comm_break(comm, nccl_status(res), "%s: ncclAllReduce: %s (%s)", what,
+                          ncclGetErrorString(res), ncclGetLastError(comm->nccl));
     /* Enqueueing a non-blocking collective may itself be in progress. */
     status = comm_settle(comm, req->deadline, what);
     if (status != EMBER_OK)
         return status;
     if (cudaEventRecord(req->done, comm->stream) != cudaSuccess) {
         (void)cudaGetLastError();
-        return comm_break(comm, EMBER_ERR_TRANSPORT, "%s: cudaEventRecord failed",
-                          what);
+        return comm_break(comm, EMBER_ERR_TRANSPORT, "%s: cudaEventRecord failed", what);
     }
     req->in_use = 1;
     req->status = EMBER_INPROGRESS;
@@ -456,8 +433,8 @@ ember_status_t ember_nccl_allreduce_test(ember_nccl_req_t *req)
     }
     if (err != cudaErrorNotReady) {
         (void)cudaGetLastError();
-        req->status = comm_break(comm, EMBER_ERR_TRANSPORT, "%s: CUDA error %s",
-                                 what, cudaGetErrorString(err));
+        req->status = comm_break(comm, EMBER_ERR_TRANSPORT, "%s: CUDA error %s", what,
+                                 cudaGetErrorString(err));
         return req->status;
     }
     status = comm_poll(comm, req->deadline, what);

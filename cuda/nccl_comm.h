@@ -42,16 +42,14 @@ typedef struct ember_nccl_req ember_nccl_req_t;
 /* How a communicator reaches the job (all callbacks run on the caller's
  * thread; none may be NULL except progress). */
 typedef struct ember_nccl_bootstrap {
-    size_t size;  /* sizeof(ember_nccl_bootstrap_t) */
-    int self;     /* this process's transport rank */
-    ember_status_t (*store_set)(void *arg, const char *key, const void *value,
-                                size_t length);
+    size_t size; /* sizeof(ember_nccl_bootstrap_t) */
+    int self;    /* this process's transport rank */
+    ember_status_t (*store_set)(void *arg, const char *key, const void *value, size_t length);
     /* blocks until the key exists (bounded); *value_p malloc'd */
-    ember_status_t (*store_get)(void *arg, const char *key, void **value_p,
-                                size_t *length_p);
+    ember_status_t (*store_get)(void *arg, const char *key, void **value_p, size_t *length_p);
     int (*peer_lost)(void *arg, int rank);
     const char *(*peer_name)(void *arg, int rank);
-    void (*progress)(void *arg);  /* drive the transport once, non-blocking */
+    void (*progress)(void *arg); /* drive the transport once, non-blocking */
     void *arg;
 } ember_nccl_bootstrap_t;
 
@@ -68,9 +66,8 @@ typedef struct ember_nccl_bootstrap {
  * Errors: ERR_INVALID_PARAM, ERR_NO_MEMORY, ERR_PEER_LOST (names the peer),
  * ERR_TIMED_OUT, ERR_TRANSPORT (NCCL error), or the store's status.
  */
-ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot,
-                                      const int *ranks, int nranks,
-                                      const char *tag, int cuda_device,
+ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot, const int *ranks,
+                                      int nranks, const char *tag, int cuda_device,
                                       cudaStream_t stream, double timeout_s,
                                       ember_nccl_comm_t **comm_p);
 
@@ -82,10 +79,9 @@ ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot,
  * and the caller reduces some other way.  Blocks until all published.
  * Errors: ERR_INVALID_PARAM, ERR_NO_MEMORY, ERR_BAD_MESSAGE, the store's.
  */
-ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot,
-                                       const int *ranks, int nranks,
-                                       const char *tag, int cuda_device,
-                                       int *distinct_p);
+ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot, const int *ranks,
+                                        int nranks, const char *tag, int cuda_device,
+                                        int *distinct_p);
 
 /** Finalize (bounded) and free; aborts instead when broken.  NULL: no-op. */
 void ember_nccl_comm_destroy(ember_nccl_comm_t *comm);
@@ -96,9 +92,8 @@ void ember_nccl_comm_destroy(ember_nccl_comm_t *comm);
  * Errors: ERR_INVALID_PARAM, ERR_NO_MEMORY (more than 16 requests in
  * flight), or the error that broke the communicator (*req_p untouched).
  */
-ember_status_t ember_nccl_allreduce_start(ember_nccl_comm_t *comm, float *data,
-                                          size_t count, int average,
-                                          ember_nccl_req_t **req_p);
+ember_status_t ember_nccl_allreduce_start(ember_nccl_comm_t *comm, float *data, size_t count,
+                                          int average, ember_nccl_req_t **req_p);
 
 /** Poll once (the watchdog); INPROGRESS, or the final status. */
 ember_status_t ember_nccl_allreduce_test(ember_nccl_req_t *req);

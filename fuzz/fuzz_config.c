@@ -87,8 +87,8 @@ static void check_set(const char *name, const char *value)
     const char *now = ember_config_str(name);
 
     if (status == EMBER_OK) {
-        FUZZ_CHECK(now && strcmp(now, value) == 0, "%s set to '%s' reads '%s'", name,
-                   value, now ? now : "(unset)");
+        FUZZ_CHECK(now && strcmp(now, value) == 0, "%s set to '%s' reads '%s'", name, value,
+                   now ? now : "(unset)");
         size_t size;
         if (ember_config_parse_size(value, &size) == EMBER_OK)
             (void)ember_config_size(name);
@@ -96,8 +96,7 @@ static void check_set(const char *name, const char *value)
         (void)ember_config_double(name);
         (void)ember_config_bool(name);
     } else {
-        FUZZ_CHECK(status == EMBER_ERR_INVALID_PARAM, "%s: %s", name,
-                   ember_status_string(status));
+        FUZZ_CHECK(status == EMBER_ERR_INVALID_PARAM, "%s: %s", name, ember_status_string(status));
         FUZZ_CHECK((!before && !now) || (before && now && strcmp(before, now) == 0),
                    "%s refused '%s' but changed", name, value);
     }
@@ -120,8 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (next)
             *next++ = '\0';
         ember_status_t status = ember_config_take_env(line);
-        FUZZ_CHECK(status == EMBER_OK || status == EMBER_ERR_INVALID_PARAM,
-                   "entry '%s': %s", line, ember_status_string(status));
+        FUZZ_CHECK(status == EMBER_OK || status == EMBER_ERR_INVALID_PARAM, "entry '%s': %s", line,
+                   ember_status_string(status));
     }
     free(text);
     /* Quiet again for the next input (a value may have asked for trace). */

@@ -17,8 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input_t in = {.data = data, .size = size};
     uint32_t trainers = 1u + fuzz_u8(&in) % 16, epochs = fuzz_u8(&in);
-    ember_msg_epoch_report_t *reports = malloc(
-        (size_t)trainers * epochs * sizeof(*reports) + 1);
+    ember_msg_epoch_report_t *reports = malloc((size_t)trainers * epochs * sizeof(*reports) + 1);
     uint8_t *payload;
     size_t length;
 
@@ -26,8 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (fuzz_record(&in, &payload, &length) >= 0) {
         ember_msg_epoch_report_t msg;
         char err[96] = "";
-        ember_status_t status = ember_master_report_check(payload, length, trainers,
-                                                          epochs, &msg, err, sizeof(err));
+        ember_status_t status = ember_master_report_check(payload, length, trainers, epochs, &msg,
+                                                          err, sizeof(err));
         if (status == EMBER_OK) {
             FUZZ_CHECK(length == sizeof(msg) && memcmp(&msg, payload, sizeof(msg)) == 0,
                        "a report of %zu bytes taken", length);

@@ -25,10 +25,14 @@
 #include "engine/ops/half.h"
 
 #define MAX_TRAINERS 4
-#define MAX_BAGS 8
-#define MAX_ENTRIES 64
+#define MAX_BAGS     8
+#define MAX_ENTRIES  64
 
-typedef enum { CTX_CLOSED, CTX_OPEN, CTX_UNKNOWN } ctx_state_t;
+typedef enum {
+    CTX_CLOSED,
+    CTX_OPEN,
+    CTX_UNKNOWN
+} ctx_state_t;
 
 /* What the harness knows of a trainer's lookup (its context on the PS). */
 typedef struct {
@@ -113,8 +117,11 @@ static void lookup_make(harness_t *h, const uint8_t *p, size_t length)
             if (unique[u] == local[i])
                 inverse[i] = u;
     }
-    ember_msg_lookup_t msg = {.trainer = trainer, .step = length > 1 ? p[1] : 0,
-                              .flags = flags, .bags = bags, .unique = (uint32_t)nunique,
+    ember_msg_lookup_t msg = {.trainer = trainer,
+                              .step = length > 1 ? p[1] : 0,
+                              .flags = flags,
+                              .bags = bags,
+                              .unique = (uint32_t)nunique,
                               .indices = (uint32_t)n};
     size_t bytes = (size_t)ember_msg_lookup_bytes(&msg);
     uint8_t *arrays = malloc(bytes + 1), *w = arrays;
@@ -132,7 +139,7 @@ static void lookup_make(harness_t *h, const uint8_t *p, size_t length)
         memcpy(w, places, 4 * n);
 
     ember_status_t status =
-        ember_table_lookup(ft->table, &msg, arrays, bytes, out, err, sizeof(err));
+            ember_table_lookup(ft->table, &msg, arrays, bytes, out, err, sizeof(err));
     free(arrays);
     if (lk->state != CTX_UNKNOWN)
         FUZZ_CHECK((status == EMBER_OK) == (lk->state == CTX_CLOSED),
@@ -144,8 +151,7 @@ static void lookup_make(harness_t *h, const uint8_t *p, size_t length)
         return;
     }
     free(lk->winner);
-    *lk = (lookup_t){.state = CTX_OPEN, .step = msg.step, .bags = bags, .flags = flags,
-                     .n = n};
+    *lk = (lookup_t){.state = CTX_OPEN, .step = msg.step, .bags = bags, .flags = flags, .n = n};
     for (size_t i = 0; i < n; i++) {
         lk->local_of[i] = local[i];
         lk->weight[i] = (flags & EMBER_LOOKUP_WEIGHTS) ? weights[i] : 1.0f;
@@ -167,8 +173,7 @@ static void lookup_make(harness_t *h, const uint8_t *p, size_t length)
                 size_t i = lk->begin[b] + (size_t)place;
                 FUZZ_CHECK(place == EMBER_PLACE_NONE || i < lk->begin[b + 1],
                            "bag %u col %u: place %u beyond the bag", b, d, place);
-                lk->winner[b * ft->dim + d] = place == EMBER_PLACE_NONE ? -1
-                                                                        : lk->local_of[i];
+                lk->winner[b * ft->dim + d] = place == EMBER_PLACE_NONE ? -1 : lk->local_of[i];
             }
         }
     }
@@ -204,7 +209,7 @@ static void gradient_rows(const fuzz_table_t *ft, const lookup_t *lk, const floa
         int64_t row = lk->local_of[i];
         for (size_t d = 0; d < dim; d++)
             p->rows[(size_t)row * dim + d] +=
-                scale * lk->weight[i] * grad[(size_t)lk->bag_of[i] * dim + d];
+                    scale * lk->weight[i] * grad[(size_t)lk->bag_of[i] * dim + d];
         p->touched[row] = 1;
     }
 }
@@ -252,19 +257,18 @@ static void check_applied(harness_t *h, pending_t *const *applied, size_t count)
             double tol = half ? 2e-3 * size + 1e-3 : 1e-5 * size + 1e-6;
             /* fp16 rows round a step past 65504 to infinity, as a half
              * tensor in PyTorch does. */
-            if (half && fabs(want) >= 65504.0 - tol && isinf(now) &&
-                (now > 0) == (want > 0))
+            if (half && fabs(want) >= 65504.0 - tol && isinf(now) && (now > 0) == (want > 0))
                 continue;
             FUZZ_CHECK(fabs(now - want) <= tol,
                        "row %lld col %u: SGD gave %.9g, the gradients say %.9g "
-                       "(from %.9g)", (long long)r, d, now, want, old);
+                       "(from %.9g)",
+                       (long long)r, d, now, want, old);
         }
     }
 }
 
 /* One gradient message, and what it must have done. */
-static void grad_one(harness_t *h, const ember_msg_grad_t *msg, const void *grad,
-                     size_t length)
+static void grad_one(harness_t *h, const ember_msg_grad_t *msg, const void *grad, size_t length)
 {
     fuzz_table_t *ft = &h->ft;
     const int sync = ft->spec.consistency == EMBER_SYNC;
@@ -275,7 +279,7 @@ static void grad_one(harness_t *h, const ember_msg_grad_t *msg, const void *grad
     err[0] = '\0';
     fuzz_table_snapshot(ft);
     ember_status_t status =
-        ember_table_grad(ft->table, msg, grad, length, &applied, err, sizeof(err));
+            ember_table_grad(ft->table, msg, grad, length, &applied, err, sizeof(err));
     lookup_t *lk = msg->trainer < ft->spec.trainers ? &h->lookups[msg->trainer] : NULL;
     if (status != EMBER_OK) {
         fuzz_table_check_unchanged(ft, "a refused gradient");
@@ -292,7 +296,7 @@ static void grad_one(harness_t *h, const ember_msg_grad_t *msg, const void *grad
     FUZZ_CHECK(lk && lk->state != CTX_CLOSED,
                "trainer %u: a gradient accepted without an open lookup", msg->trainer);
     FUZZ_CHECK(msg->step == lk->step && msg->bags == lk->bags &&
-                   length == (size_t)lk->bags * ft->dim * sizeof(float),
+                       length == (size_t)lk->bags * ft->dim * sizeof(float),
                "trainer %u: a gradient accepted for another lookup", msg->trainer);
     lk->state = CTX_CLOSED;
     if (!(msg->flags & EMBER_GRAD_APPLY)) {
@@ -305,11 +309,10 @@ static void grad_one(harness_t *h, const ember_msg_grad_t *msg, const void *grad
     FUZZ_CHECK(values, "out of memory");
     memcpy(values, grad, length);
     float scale = sync && ft->spec.sparse_reduce == EMBER_REDUCE_MEAN
-                      ? 1.0f / (float)ft->spec.trainers
-                      : 1.0f;
+                          ? 1.0f / (float)ft->spec.trainers
+                          : 1.0f;
     pending_t *mine = sync ? &h->pending[msg->trainer] : &h->applying;
-    FUZZ_CHECK(!mine->valid, "trainer %u: a second gradient taken while one waits",
-               msg->trainer);
+    FUZZ_CHECK(!mine->valid, "trainer %u: a second gradient taken while one waits", msg->trainer);
     pending_clear(ft, mine);
     gradient_rows(ft, lk, values, scale, mine);
     mine->known = fuzz_finite(values, length / sizeof(float), 1e6f);
@@ -350,8 +353,10 @@ static void grad_fitting(harness_t *h, const uint8_t *p, size_t length)
     fuzz_table_t *ft = &h->ft;
     uint32_t trainer = (length > 0 ? p[0] : 0) % ft->spec.trainers;
     const lookup_t *lk = &h->lookups[trainer];
-    ember_msg_grad_t msg = {.trainer = trainer, .step = lk->step,
-                            .flags = length > 1 ? p[1] & 1 : 0, .bags = lk->bags};
+    ember_msg_grad_t msg = {.trainer = trainer,
+                            .step = lk->step,
+                            .flags = length > 1 ? p[1] & 1 : 0,
+                            .bags = lk->bags};
     size_t count = (size_t)lk->bags * ft->dim;
     float *grad = malloc(count * sizeof(float) + 1);
 
@@ -395,15 +400,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     while ((op = fuzz_record(&in, &payload, &length)) >= 0) {
         switch (op & 3) {
-        case 0:
-            lookup_make(&h, payload, length);
-            break;
-        case 1:
-            grad_raw(&h, payload, length, (op >> 2) & 1);
-            break;
-        case 2:
-            grad_fitting(&h, payload, length);
-            break;
+        case 0: lookup_make(&h, payload, length); break;
+        case 1: grad_raw(&h, payload, length, (op >> 2) & 1); break;
+        case 2: grad_fitting(&h, payload, length); break;
         default: {
             uint32_t t = (length ? payload[0] : 0) % h.ft.spec.trainers;
             ember_table_drop_trainer(h.ft.table, t);

@@ -23,18 +23,20 @@ typedef struct {
 } fuzz_input_t;
 
 /* An invariant of ember's the input broke: say which, then crash. */
-#define FUZZ_CHECK(cond, ...)                                                \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz: %s:%d: invariant '%s' broken: ", __FILE__, \
-                    __LINE__, #cond);                                        \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fputc('\n', stderr);                                             \
-            abort();                                                         \
-        }                                                                    \
+#define FUZZ_CHECK(cond, ...)                                                                   \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            fprintf(stderr, "fuzz: %s:%d: invariant '%s' broken: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                                       \
+            fputc('\n', stderr);                                                                \
+            abort();                                                                            \
+        }                                                                                       \
     } while (0)
 
-static inline int fuzz_left(const fuzz_input_t *in) { return in->pos < in->size; }
+static inline int fuzz_left(const fuzz_input_t *in)
+{
+    return in->pos < in->size;
+}
 
 static inline uint8_t fuzz_u8(fuzz_input_t *in)
 {

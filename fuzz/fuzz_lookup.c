@@ -46,8 +46,8 @@ static float load_f32(const uint8_t *p, size_t i)
 }
 
 /* The value of the row of index @i at column @d, as the table held it. */
-static float entry_value(const fuzz_table_t *ft, const uint8_t *rows,
-                         const uint8_t *inverse, size_t i, uint32_t d)
+static float entry_value(const fuzz_table_t *ft, const uint8_t *rows, const uint8_t *inverse,
+                         size_t i, uint32_t d)
 {
     int64_t local = load_i64(rows, load_u32(inverse, i)) / ft->spec.num_shards;
     FUZZ_CHECK(local >= 0 && local < ft->local_rows, "accepted row beyond the shard");
@@ -82,8 +82,8 @@ static void check_pooling(const fuzz_table_t *ft, const ember_msg_lookup_t *msg,
                 FUZZ_CHECK(memcmp(&got, &want, sizeof(got)) == 0,
                            "bag %zu col %u: max %g, the rows say %g", b, d, got, want);
                 FUZZ_CHECK(places[b * dim + d] == place,
-                           "bag %zu col %u: place %u, the rows say %u", b, d,
-                           places[b * dim + d], place);
+                           "bag %zu col %u: place %u, the rows say %u", b, d, places[b * dim + d],
+                           place);
                 continue;
             }
             double want = 0.0, scale = 0.0;
@@ -113,18 +113,18 @@ static void close_context(fuzz_table_t *ft, context_t *ctx, uint32_t t)
     int applied = 1;
 
     fuzz_table_snapshot(ft);
-    ember_status_t status = ember_table_grad(ft->table, &msg, zeros, length, &applied, err,
-                                             sizeof(err));
+    ember_status_t status =
+            ember_table_grad(ft->table, &msg, zeros, length, &applied, err, sizeof(err));
     free(zeros);
     fuzz_table_check_unchanged(ft, "a gradient without EMBER_GRAD_APPLY");
     FUZZ_CHECK(applied == 0, "a gradient without EMBER_GRAD_APPLY applied");
-    FUZZ_CHECK((status == EMBER_OK) == ctx->open, "trainer %u's context %s, gradient %s",
-               t, ctx->open ? "open" : "closed", ember_status_string(status));
+    FUZZ_CHECK((status == EMBER_OK) == ctx->open, "trainer %u's context %s, gradient %s", t,
+               ctx->open ? "open" : "closed", ember_status_string(status));
     ctx->open = 0;
 }
 
-static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op,
-                       const uint8_t *payload, size_t length)
+static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint8_t *payload,
+                       size_t length)
 {
     ember_msg_lookup_t msg;
     char err[320];
@@ -145,8 +145,8 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op,
 
     err[0] = '\0';
     fuzz_table_snapshot(ft);
-    ember_status_t status = ember_table_lookup(ft->table, &msg, arrays, array_bytes, out,
-                                               err, sizeof(err));
+    ember_status_t status =
+            ember_table_lookup(ft->table, &msg, arrays, array_bytes, out, err, sizeof(err));
     fuzz_table_check_unchanged(ft, "a lookup");
     if (status != EMBER_OK) {
         FUZZ_CHECK(err[0] != '\0', "a lookup refused (%s) without its cause",
@@ -154,13 +154,11 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op,
         free(out);
         return;
     }
-    FUZZ_CHECK(!was_open, "trainer %u: a lookup accepted over an open context",
-               msg.trainer);
+    FUZZ_CHECK(!was_open, "trainer %u: a lookup accepted over an open context", msg.trainer);
     FUZZ_CHECK(out != NULL, "a lookup accepted whose counts do not match its size");
     check_pooling(ft, &msg, arrays, out);
     size_t reply = ps_msg_lookup_reply_finish(&msg, ft->dim, out);
-    FUZZ_CHECK(reply <= out_bytes, "a reply of %zu bytes from a buffer of %zu", reply,
-               out_bytes);
+    FUZZ_CHECK(reply <= out_bytes, "a reply of %zu bytes from a buffer of %zu", reply, out_bytes);
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < reply; i++)
         sink ^= ((const uint8_t *)out)[i]; /* what the transport would send */

@@ -22,7 +22,7 @@
 
 #include <math.h>
 
-#define FUZZ_MAX_VALUES (1u << 12)
+#define FUZZ_MAX_VALUES   (1u << 12)
 #define FUZZ_MAX_TRAINERS 64
 
 typedef struct {
@@ -33,8 +33,8 @@ typedef struct {
 static void table_rows(ember_table_t *table, float *out)
 {
     char err[256];
-    FUZZ_CHECK(ember_table_read(table, 0, ember_table_local_rows(table), out, err,
-                                sizeof(err)) == EMBER_OK,
+    FUZZ_CHECK(ember_table_read(table, 0, ember_table_local_rows(table), out, err, sizeof(err)) ==
+                       EMBER_OK,
                "the whole shard cannot be read: %s", err);
 }
 
@@ -49,15 +49,13 @@ static void on_create(ps_state_t *ps, const uint8_t *data, size_t length)
     size_t rest;
     char err[256];
 
-    if (ps_msg_header(data, length, &spec, sizeof(spec), &rest, err, sizeof(err)) !=
-        EMBER_OK)
+    if (ps_msg_header(data, length, &spec, sizeof(spec), &rest, err, sizeof(err)) != EMBER_OK)
         return;
     if (ps_msg_table_create_check(&spec, err, sizeof(err)) != EMBER_OK)
         return;
     FUZZ_CHECK(spec.table_id < PS_MAX_TABLES && spec.device <= EMBER_TABLE_CUDA &&
-                   memchr(spec.name, '\0', sizeof(spec.name)),
-               "a create passed its check with id %u device %u", spec.table_id,
-               spec.device);
+                       memchr(spec.name, '\0', sizeof(spec.name)),
+               "a create passed its check with id %u device %u", spec.table_id, spec.device);
     if (ps->tables[spec.table_id] || spec.device != EMBER_TABLE_HOST ||
         spec.trainers > FUZZ_MAX_TRAINERS || spec.rows <= 0 || spec.dim == 0 ||
         (uint64_t)spec.rows > FUZZ_MAX_VALUES / spec.dim)
@@ -71,8 +69,8 @@ static void on_create(ps_state_t *ps, const uint8_t *data, size_t length)
         owned += (uint64_t)row % spec.num_shards == spec.shard;
     FUZZ_CHECK(ember_table_local_rows(table) == owned,
                "shard %u of %u of %lld rows holds %lld rows, owns %lld", spec.shard,
-               spec.num_shards, (long long)spec.rows,
-               (long long)ember_table_local_rows(table), (long long)owned);
+               spec.num_shards, (long long)spec.rows, (long long)ember_table_local_rows(table),
+               (long long)owned);
     ps->tables[spec.table_id] = table;
     ps->specs[spec.table_id] = spec;
 }
@@ -91,9 +89,9 @@ static int same_value(float a, float b)
 /* What a load of @msg must have left in @now, from @before: the rows of
  * the range this shard owns hold @rows' values (fp16 rows: rounded), every
  * other row is as it was. */
-static void check_loaded(const ember_msg_table_create_t *spec,
-                         const ember_msg_table_load_t *msg, const float *rows,
-                         const float *before, const float *now, int64_t local_rows)
+static void check_loaded(const ember_msg_table_create_t *spec, const ember_msg_table_load_t *msg,
+                         const float *rows, const float *before, const float *now,
+                         int64_t local_rows)
 {
     const uint32_t dim = spec->dim;
     for (int64_t l = 0; l < local_rows; l++) {
@@ -109,8 +107,8 @@ static void check_loaded(const ember_msg_table_create_t *spec,
             }
             FUZZ_CHECK(same_value(now[at], want),
                        "after a load of rows [%lld, +%lld): row %lld col %u is %g, not %g",
-                       (long long)msg->first, (long long)msg->count, (long long)row, d,
-                       now[at], want);
+                       (long long)msg->first, (long long)msg->count, (long long)row, d, now[at],
+                       want);
         }
     }
 }
@@ -122,17 +120,16 @@ static void on_load(ps_state_t *ps, const uint8_t *data, size_t length)
     char err[256];
     ember_table_t *table;
 
-    if (ps_msg_header(data, length, &msg, sizeof(msg), &rest, err, sizeof(err)) !=
-            EMBER_OK ||
+    if (ps_msg_header(data, length, &msg, sizeof(msg), &rest, err, sizeof(err)) != EMBER_OK ||
         !(table = find(ps, msg.table_id)))
         return;
     if (ps_msg_table_load_check(&msg, rest, table, err, sizeof(err)) != EMBER_OK)
         return;
-    unsigned __int128 want = (unsigned __int128)(uint64_t)msg.count *
-                             ember_table_dim(table) * sizeof(float);
+    unsigned __int128 want =
+            (unsigned __int128)(uint64_t)msg.count * ember_table_dim(table) * sizeof(float);
     FUZZ_CHECK(msg.count >= 0 && want == rest,
-               "a load of %lld rows x %u passed its check with %zu bytes",
-               (long long)msg.count, ember_table_dim(table), rest);
+               "a load of %lld rows x %u passed its check with %zu bytes", (long long)msg.count,
+               ember_table_dim(table), rest);
     float *rows = malloc(rest + 4); /* the PS's aligned copy */
     size_t values = table_values(table);
     float *before = malloc(values * sizeof(float) + 1);
@@ -140,8 +137,7 @@ static void on_load(ps_state_t *ps, const uint8_t *data, size_t length)
     FUZZ_CHECK(rows && before && now, "out of memory");
     memcpy(rows, data + sizeof(msg), rest);
     table_rows(table, before);
-    ember_status_t status = ember_table_load(table, msg.first, msg.count, rows, err,
-                                             sizeof(err));
+    ember_status_t status = ember_table_load(table, msg.first, msg.count, rows, err, sizeof(err));
     table_rows(table, now);
     if (status != EMBER_OK)
         FUZZ_CHECK(memcmp(before, now, values * sizeof(float)) == 0,
@@ -161,8 +157,7 @@ static void on_read(ps_state_t *ps, const uint8_t *data, size_t length)
     char err[256];
     ember_table_t *table;
 
-    if (ps_msg_header(data, length, &msg, sizeof(msg), &rest, err, sizeof(err)) !=
-            EMBER_OK ||
+    if (ps_msg_header(data, length, &msg, sizeof(msg), &rest, err, sizeof(err)) != EMBER_OK ||
         !(table = find(ps, msg.table_id)))
         return;
     if (ps_msg_table_read_check(&msg, table, &bytes, err, sizeof(err)) != EMBER_OK)
@@ -171,12 +166,12 @@ static void on_read(ps_state_t *ps, const uint8_t *data, size_t length)
      * read the table would, or a request makes it allocate for nothing. */
     FUZZ_CHECK(bytes <= table_values(table) * sizeof(float),
                "a read of local rows [%lld, +%lld) of a shard of %lld passed its check: "
-               "a reply buffer of %zu bytes", (long long)msg.first, (long long)msg.count,
-               (long long)ember_table_local_rows(table), bytes);
+               "a reply buffer of %zu bytes",
+               (long long)msg.first, (long long)msg.count, (long long)ember_table_local_rows(table),
+               bytes);
     float *out = malloc(bytes + 4); /* as the PS */
     FUZZ_CHECK(out, "out of memory");
-    FUZZ_CHECK(ember_table_read(table, msg.first, msg.count, out, err, sizeof(err)) ==
-                   EMBER_OK,
+    FUZZ_CHECK(ember_table_read(table, msg.first, msg.count, out, err, sizeof(err)) == EMBER_OK,
                "a read passed its check but the table refused it: %s", err);
     FUZZ_CHECK(bytes == (size_t)msg.count * ember_table_dim(table) * sizeof(float),
                "a read of %lld rows replies %zu bytes", (long long)msg.count, bytes);

@@ -10,23 +10,23 @@
 
 /* The metadata keys ember reads (engine/train/data.c, engine/train/master.c). */
 static const char *const known_keys[] = {
-    "rows", "dim", "classes", "trainers", "steps", "per_sample_weights", "lr",
-    "mode", "sparse_reduce", "optimizer", "losses", "format", "",
+        "rows", "dim",  "classes",       "trainers",  "steps",  "per_sample_weights",
+        "lr",   "mode", "sparse_reduce", "optimizer", "losses", "format",
+        "",
 };
 
 static void check_tensor(const ember_st_file_t *file, const ember_st_tensor_t *t)
 {
     FUZZ_CHECK(t->name != NULL, "a tensor without a name");
-    FUZZ_CHECK(ember_st_find(file, t->name) == t, "tensor '%s' not found by its name",
-               t->name);
+    FUZZ_CHECK(ember_st_find(file, t->name) == t, "tensor '%s' not found by its name", t->name);
     FUZZ_CHECK(t->ndim <= EMBER_ST_MAX_DIMS, "tensor '%s': %zu dims", t->name, t->ndim);
     uint64_t numel = 1;
     for (size_t d = 0; d < t->ndim; d++) {
         FUZZ_CHECK(t->shape[d] >= 0, "tensor '%s': negative dim", t->name);
         numel *= (uint64_t)t->shape[d];
     }
-    FUZZ_CHECK(numel == t->numel, "tensor '%s': numel %zu, shape says %llu", t->name,
-               t->numel, (unsigned long long)numel);
+    FUZZ_CHECK(numel == t->numel, "tensor '%s': numel %zu, shape says %llu", t->name, t->numel,
+               (unsigned long long)numel);
     FUZZ_CHECK(t->nbytes == t->numel * ember_dtype_size(t->dtype),
                "tensor '%s': %zu bytes for %zu elements", t->name, t->nbytes, t->numel);
     void *copy = NULL;
@@ -40,8 +40,7 @@ static void check_tensor(const ember_st_file_t *file, const ember_st_tensor_t *t
 
 /* Every quoted string of the header, as a tensor name and a metadata key
  * (escapes left as they are: most are names as they are). */
-static void query_header_strings(const ember_st_file_t *file, const uint8_t *data,
-                                 size_t size)
+static void query_header_strings(const ember_st_file_t *file, const uint8_t *data, size_t size)
 {
     uint64_t hlen = 0;
     char key[256];
@@ -73,16 +72,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(msg, 0, sizeof(msg));
     ember_status_t status = ember_st_open_buffer(data, size, &file, msg, sizeof(msg));
     if (status != EMBER_OK) {
-        FUZZ_CHECK(status == EMBER_ERR_FORMAT || status == EMBER_ERR_NO_MEMORY,
-                   "refused with %s", ember_status_string(status));
+        FUZZ_CHECK(status == EMBER_ERR_FORMAT || status == EMBER_ERR_NO_MEMORY, "refused with %s",
+                   ember_status_string(status));
         FUZZ_CHECK(status != EMBER_ERR_FORMAT || msg[0] != '\0',
                    "a malformed file refused without its cause");
         return 0;
     }
     for (size_t i = 0; i < ember_st_count(file); i++)
         check_tensor(file, ember_st_tensor_at(file, i));
-    FUZZ_CHECK(ember_st_tensor_at(file, ember_st_count(file)) == NULL,
-               "a tensor past the count");
+    FUZZ_CHECK(ember_st_tensor_at(file, ember_st_count(file)) == NULL, "a tensor past the count");
     for (size_t k = 0; k < sizeof(known_keys) / sizeof(known_keys[0]); k++) {
         const char *value = ember_st_metadata(file, known_keys[k]);
         if (value)

@@ -95,9 +95,9 @@ static void add_request(conn_t *c, const uint8_t *p, size_t length)
     size_t size = tp_store_request_size(key_length, value_length);
     uint8_t *request = malloc(size);
     FUZZ_CHECK(request, "out of memory");
-    size_t packed = tp_store_request_pack(&c->secret, c->nonce, seq, fields[0],
-                                          (const char *)key, key_length, value,
-                                          value_length, arg, timeout_ms, request);
+    size_t packed =
+            tp_store_request_pack(&c->secret, c->nonce, seq, fields[0], (const char *)key,
+                                  key_length, value, value_length, arg, timeout_ms, request);
     FUZZ_CHECK(packed == size, "a request packed in %zu bytes, its size %zu", packed, size);
     append(c, request, size,
            (segment_t){.authentic = 1, .in_sequence = !(fields[4] & 1), .seq = seq});
@@ -121,9 +121,8 @@ static int must_take(const conn_t *c, const segment_t *seg, const uint8_t *bytes
     if (!seg->authentic || !seg->in_sequence || touched(c, seg))
         return 0;
     memcpy(&head, bytes, sizeof(head)); /* ours: a whole head at least */
-    return head.op >= TP_STORE_OP_SET && head.op <= TP_STORE_OP_ARRIVE &&
-           head.key_length >= 1 && head.key_length <= TP_STORE_MAX_KEY &&
-           head.value_length <= TP_STORE_MAX_VALUE;
+    return head.op >= TP_STORE_OP_SET && head.op <= TP_STORE_OP_ARRIVE && head.key_length >= 1 &&
+           head.key_length <= TP_STORE_MAX_KEY && head.value_length <= TP_STORE_MAX_VALUE;
 }
 
 /* The server's loop on what the stream holds; 0 once it closed it. */
@@ -134,29 +133,29 @@ static int serve(conn_t *c, uint64_t *expected_seq)
         size_t left = c->length - c->parsed, need = 0, need2 = 0;
         tp_store_request_t req, again;
         const char *why = NULL, *why2 = NULL;
-        ssize_t taken = tp_store_request_parse(&c->secret, c->nonce, *expected_seq, at,
-                                               left, &req, &need, &why);
-        ssize_t taken2 = tp_store_request_parse(&c->secret, c->nonce, *expected_seq, at,
-                                                left, &again, &need2, &why2);
+        ssize_t taken = tp_store_request_parse(&c->secret, c->nonce, *expected_seq, at, left, &req,
+                                               &need, &why);
+        ssize_t taken2 = tp_store_request_parse(&c->secret, c->nonce, *expected_seq, at, left,
+                                                &again, &need2, &why2);
         FUZZ_CHECK(taken == taken2 && (taken != 0 || need == need2),
                    "the parser answered %zd then %zd", taken, taken2);
         const segment_t *front = c->front < c->nsegments ? &c->segments[c->front] : NULL;
         int starts_segment = front && front->start == c->parsed;
         if (taken > 0) {
             FUZZ_CHECK(starts_segment && front->authentic && front->in_sequence &&
-                           !touched(c, front) && (size_t)taken == front->length,
-                       "took %zd bytes at %zu that are not one untouched request of ours",
-                       taken, c->parsed);
+                               !touched(c, front) && (size_t)taken == front->length,
+                       "took %zd bytes at %zu that are not one untouched request of ours", taken,
+                       c->parsed);
             FUZZ_CHECK(req.seq == *expected_seq && req.key_length >= 1 &&
-                           req.key_length <= TP_STORE_MAX_KEY &&
-                           req.value_length <= TP_STORE_MAX_VALUE &&
-                           (size_t)taken == tp_store_request_size(req.key_length,
-                                                                  req.value_length),
+                               req.key_length <= TP_STORE_MAX_KEY &&
+                               req.value_length <= TP_STORE_MAX_VALUE &&
+                               (size_t)taken ==
+                                       tp_store_request_size(req.key_length, req.value_length),
                        "a request taken out of its limits");
             FUZZ_CHECK((const uint8_t *)req.key >= at &&
-                           (const uint8_t *)req.key + req.key_length <= at + taken &&
-                           (const uint8_t *)req.value >= at &&
-                           (const uint8_t *)req.value + req.value_length <= at + taken,
+                               (const uint8_t *)req.key + req.key_length <= at + taken &&
+                               (const uint8_t *)req.value >= at &&
+                               (const uint8_t *)req.value + req.value_length <= at + taken,
                        "a request's key or value outside its bytes");
             c->parsed += (size_t)taken;
             c->front++;
@@ -164,17 +163,16 @@ static int serve(conn_t *c, uint64_t *expected_seq)
             continue;
         }
         if (taken == 0) {
-            FUZZ_CHECK(need > left && need <= tp_store_request_size(TP_STORE_MAX_KEY,
-                                                                    TP_STORE_MAX_VALUE),
+            FUZZ_CHECK(need > left &&
+                               need <= tp_store_request_size(TP_STORE_MAX_KEY, TP_STORE_MAX_VALUE),
                        "waits for %zu bytes with %zu in hand", need, left);
-            FUZZ_CHECK(!(starts_segment && front->length <= left &&
-                         must_take(c, front, at)),
+            FUZZ_CHECK(!(starts_segment && front->length <= left && must_take(c, front, at)),
                        "a whole request of ours waits for more");
             return 1;
         }
         FUZZ_CHECK(why != NULL, "a refusal without its cause");
-        FUZZ_CHECK(!(starts_segment && must_take(c, front, at)),
-                   "a request of ours refused: %s", why);
+        FUZZ_CHECK(!(starts_segment && must_take(c, front, at)), "a request of ours refused: %s",
+                   why);
         return 0; /* the server closes the connection */
     }
     return 1;
@@ -195,16 +193,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     conn_open(&conn, generation);
     while ((op = fuzz_record(&in, &payload, &length)) >= 0) {
         switch (op & 3) {
-        case 0:
-            add_request(&conn, payload, length);
-            break;
-        case 1:
-            append(&conn, payload, length, (segment_t){0});
-            break;
+        case 0: add_request(&conn, payload, length); break;
+        case 1: append(&conn, payload, length, (segment_t){0}); break;
         case 2:
             if (conn.length > conn.parsed && length >= 2) {
                 size_t where = conn.parsed + ((size_t)payload[0] | (size_t)payload[1] << 8) %
-                                                 (conn.length - conn.parsed);
+                                                     (conn.length - conn.parsed);
                 conn.stream[where] ^= (uint8_t)(1u << ((length > 2 ? payload[2] : 0) & 7));
             }
             break;

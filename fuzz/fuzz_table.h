@@ -25,8 +25,8 @@ typedef struct {
     ember_table_t *table;
     int64_t local_rows;
     uint32_t dim;
-    size_t values;  /* local_rows * dim */
-    float *before;  /* the rows as they were before the message */
+    size_t values; /* local_rows * dim */
+    float *before; /* the rows as they were before the message */
     float *after;
 } fuzz_table_t;
 
@@ -34,12 +34,14 @@ typedef struct {
 static inline void fuzz_table_read(const fuzz_table_t *ft, float *out)
 {
     char err[256];
-    FUZZ_CHECK(ember_table_read(ft->table, 0, ft->local_rows, out, err, sizeof(err)) ==
-                   EMBER_OK,
+    FUZZ_CHECK(ember_table_read(ft->table, 0, ft->local_rows, out, err, sizeof(err)) == EMBER_OK,
                "the whole shard cannot be read: %s", err);
 }
 
-static inline void fuzz_table_snapshot(fuzz_table_t *ft) { fuzz_table_read(ft, ft->before); }
+static inline void fuzz_table_snapshot(fuzz_table_t *ft)
+{
+    fuzz_table_read(ft, ft->before);
+}
 
 /* The message left every row as it was. */
 static inline void fuzz_table_check_unchanged(fuzz_table_t *ft, const char *what)
@@ -66,8 +68,7 @@ static inline int fuzz_table_open(fuzz_table_t *ft, fuzz_input_t *in)
     spec->init = (shape & 128) ? EMBER_INIT_LOAD : EMBER_INIT_NORMAL;
     spec->dtype = (shape & 2) ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32;
     spec->seed = 7;
-    ember_opt_config_default((ember_opt_kind_t)((shape >> 3) & 3), FUZZ_TABLE_LR,
-                             &spec->optimizer);
+    ember_opt_config_default((ember_opt_kind_t)((shape >> 3) & 3), FUZZ_TABLE_LR, &spec->optimizer);
     snprintf(spec->name, sizeof(spec->name), "fuzz");
     FUZZ_CHECK(ember_table_create(spec, &ft->table, err, sizeof(err)) == EMBER_OK,
                "a valid spec refused: %s", err);

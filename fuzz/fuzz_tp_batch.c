@@ -29,14 +29,13 @@ static void on_item(void *arg, const tp_header_t *hdr, uint8_t *payload)
     walk_t *walk = arg;
     size_t at = (size_t)(payload - walk->data);
 
-    FUZZ_CHECK(at == walk->next + sizeof(*hdr), "item %zu at byte %zu, expected %zu",
-               walk->items, at, walk->next + sizeof(*hdr));
+    FUZZ_CHECK(at == walk->next + sizeof(*hdr), "item %zu at byte %zu, expected %zu", walk->items,
+               at, walk->next + sizeof(*hdr));
     FUZZ_CHECK(hdr->length <= walk->length - at, "item %zu: %llu bytes at byte %zu of %zu",
                walk->items, (unsigned long long)hdr->length, at, walk->length);
-    FUZZ_CHECK(hdr->magic == TP_MAGIC && hdr->version == TP_VERSION &&
-                   hdr->op < EMBER_RPC_OP_MAX &&
-                   (hdr->flags & ~(walk->calls ? TP_FLAG_ONEWAY : 0u)) == 0 &&
-                   (!walk->calls || hdr->status == 0),
+    FUZZ_CHECK(hdr->magic == TP_MAGIC && hdr->version == TP_VERSION && hdr->op < EMBER_RPC_OP_MAX &&
+                       (hdr->flags & ~(walk->calls ? TP_FLAG_ONEWAY : 0u)) == 0 &&
+                       (!walk->calls || hdr->status == 0),
                "item %zu: an unchecked header", walk->items);
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < hdr->length; i++)
@@ -60,15 +59,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(items, "out of memory");
     memcpy(items, bytes, length);
     if (tp_batch_header_parse(header, header_length, length, (size_t)1 << 30, &hdr))
-        FUZZ_CHECK(hdr.flags == 0 && hdr.length == length &&
-                       length <= TP_BATCH_BYTES_MAX,
+        FUZZ_CHECK(hdr.flags == 0 && hdr.length == length && length <= TP_BATCH_BYTES_MAX,
                    "a batch header of flags %#x, %llu bytes passed", hdr.flags,
                    (unsigned long long)hdr.length);
     /* The walk must hold on any bytes, whatever their header said. */
     walk_t walk = {.data = items, .length = length, .calls = calls};
     if (tp_batch_walk(items, length, calls, on_item, &walk, &bad))
-        FUZZ_CHECK(walk.next == length, "a batch of %zu bytes walked to %zu", length,
-                   walk.next);
+        FUZZ_CHECK(walk.next == length, "a batch of %zu bytes walked to %zu", length, walk.next);
     else
         FUZZ_CHECK(bad <= length, "a malformed batch stopped at %zu of %zu", bad, length);
     free(items);

@@ -30,16 +30,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     FUZZ_CHECK(header, "out of memory");
     memcpy(header, bytes, header_length);
-    if (tp_header_parse(header, header_length, length, max_message, &hdr,
-                        &inline_length)) {
-        FUZZ_CHECK(hdr.magic == TP_MAGIC && hdr.version == TP_VERSION &&
-                       hdr.op < EMBER_RPC_OP_MAX,
-                   "a header of magic %#x version %u op %u passed", hdr.magic,
-                   hdr.version, hdr.op);
-        FUZZ_CHECK(inline_length <= TP_INLINE_MAX &&
-                       header_length == sizeof(hdr) + inline_length,
-                   "an inline part of %zu bytes in a header of %zu", inline_length,
-                   header_length);
+    if (tp_header_parse(header, header_length, length, max_message, &hdr, &inline_length)) {
+        FUZZ_CHECK(hdr.magic == TP_MAGIC && hdr.version == TP_VERSION && hdr.op < EMBER_RPC_OP_MAX,
+                   "a header of magic %#x version %u op %u passed", hdr.magic, hdr.version, hdr.op);
+        FUZZ_CHECK(inline_length <= TP_INLINE_MAX && header_length == sizeof(hdr) + inline_length,
+                   "an inline part of %zu bytes in a header of %zu", inline_length, header_length);
         FUZZ_CHECK(hdr.length == inline_length + length && hdr.length <= max_message,
                    "a payload of %llu bytes announced for %zu + %zu",
                    (unsigned long long)hdr.length, inline_length, length);

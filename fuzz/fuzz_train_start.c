@@ -14,15 +14,15 @@
  * not open; a batch of more than 2^16 indices (the master's to ask) is not
  * drawn.
  */
-#include "engine/train/data.h"
 #include "engine/ops/optimizer.h"
+#include "engine/train/data.h"
 #include "engine/train/trainer.h"
 #include "fuzz/fuzz_input.h"
 
 #include <ember/embedding_bag.h>
 
 #define FUZZ_MAX_INDICES (1u << 16)
-#define FUZZ_STEPS 3
+#define FUZZ_STEPS       3
 
 /* The dense parameters the spec's layers have, counted apart. */
 static unsigned __int128 dense_count(const ember_msg_train_start_t *spec)
@@ -51,9 +51,12 @@ static void draw_batches(const ember_msg_train_start_t *spec)
         ember_batch_t batch;
         if (ember_data_next(data, step, &batch, err, sizeof(err)) != EMBER_OK)
             break;
-        ember_bag_batch_t check = {.indices = batch.indices, .n = batch.n,
-                                   .offsets = batch.offsets, .bags = batch.bags,
-                                   .weights = batch.weights, .n_weights = batch.n_weights};
+        ember_bag_batch_t check = {.indices = batch.indices,
+                                   .n = batch.n,
+                                   .offsets = batch.offsets,
+                                   .bags = batch.bags,
+                                   .weights = batch.weights,
+                                   .n_weights = batch.n_weights};
         ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)spec->mode,
                                  .padding_idx = spec->padding_idx};
         (void)ember_bag_validate(&check, &opts, spec->rows, err, sizeof(err));
@@ -75,19 +78,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(request, "out of memory");
     memcpy(request, data + 1, size - 1);
     err[0] = '\0';
-    ember_status_t status = ember_trainer_start_check(request, size - 1, index, &spec,
-                                                      &nparams, err, sizeof(err));
+    ember_status_t status =
+            ember_trainer_start_check(request, size - 1, index, &spec, &nparams, err, sizeof(err));
     if (status != EMBER_OK) {
         FUZZ_CHECK(err[0] != '\0', "TRAIN_START refused without its cause");
         free(request);
         return 0;
     }
-    FUZZ_CHECK(spec.trainer == (uint32_t)index, "trainer %d took trainer %u's start",
-               index, spec.trainer);
-    FUZZ_CHECK(dense_count(&spec) == nparams &&
-                   size - 1 == sizeof(spec) + nparams * sizeof(float),
-               "TRAIN_START of %zu bytes taken with %zu dense parameters", size - 1,
-               nparams);
+    FUZZ_CHECK(spec.trainer == (uint32_t)index, "trainer %d took trainer %u's start", index,
+               spec.trainer);
+    FUZZ_CHECK(dense_count(&spec) == nparams && size - 1 == sizeof(spec) + nparams * sizeof(float),
+               "TRAIN_START of %zu bytes taken with %zu dense parameters", size - 1, nparams);
     FUZZ_CHECK(memchr(spec.replay_path, '\0', sizeof(spec.replay_path)),
                "the replay path is not NUL-terminated");
     ember_opt_config_t dense = spec.optimizer;

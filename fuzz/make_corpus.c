@@ -7,8 +7,8 @@
  *   build-fuzz/fuzz/make_corpus --check fuzz/corpus  exit 1 if they differ
  * Inputs the fuzzer found (regress-*) sit beside them and are left alone.
  */
-#include "engine/wire/protocol.h"
 #include "engine/io/safetensors.h"
+#include "engine/wire/protocol.h"
 #include "transport/store.h"
 #include "transport/tp_internal.h"
 
@@ -44,7 +44,10 @@ static void put(blob_t *b, const void *bytes, size_t n)
     b->length += n;
 }
 
-static void put_u8(blob_t *b, uint8_t v) { put(b, &v, 1); }
+static void put_u8(blob_t *b, uint8_t v)
+{
+    put(b, &v, 1);
+}
 
 /* One record: [op][u16 length][payload]. */
 static void record(blob_t *b, uint8_t op, const void *payload, size_t n)
@@ -126,28 +129,38 @@ static void corpus_safetensors(void)
     int64_t l[4] = {0, 1, 2, 3};
     uint8_t bytes[16] = {0};
     ember_st_tensor_t two[] = {
-        {.name = "emb.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .data = f},
-        {.name = "t0.s0.indices", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {4}, .data = l},
+            {.name = "emb.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .data = f},
+            {.name = "t0.s0.indices", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {4}, .data = l},
     };
     ember_st_meta_t meta[] = {{"rows", "100"}, {"mode", "sum"}, {"lr", "0.5"}};
     st_written("small", two, 2, meta, 3);
     ember_st_tensor_t kinds[] = {
-        {.name = "f64", .dtype = EMBER_DTYPE_F64, .ndim = 1, .shape = {2}, .data = bytes},
-        {.name = "f16", .dtype = EMBER_DTYPE_F16, .ndim = 2, .shape = {2, 2}, .data = bytes},
-        {.name = "bf16", .dtype = EMBER_DTYPE_BF16, .ndim = 1, .shape = {1}, .data = bytes},
-        {.name = "i32", .dtype = EMBER_DTYPE_I32, .ndim = 3, .shape = {1, 1, 2}, .data = bytes},
-        {.name = "i16", .dtype = EMBER_DTYPE_I16, .ndim = 0, .data = bytes},
-        {.name = "i8", .dtype = EMBER_DTYPE_I8, .ndim = 1, .shape = {0}, .data = bytes},
-        {.name = "u8", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {3}, .data = bytes},
-        {.name = "bool", .dtype = EMBER_DTYPE_BOOL, .ndim = 1, .shape = {1}, .data = bytes},
+            {.name = "f64", .dtype = EMBER_DTYPE_F64, .ndim = 1, .shape = {2}, .data = bytes},
+            {.name = "f16", .dtype = EMBER_DTYPE_F16, .ndim = 2, .shape = {2, 2}, .data = bytes},
+            {.name = "bf16", .dtype = EMBER_DTYPE_BF16, .ndim = 1, .shape = {1}, .data = bytes},
+            {.name = "i32", .dtype = EMBER_DTYPE_I32, .ndim = 3, .shape = {1, 1, 2}, .data = bytes},
+            {.name = "i16", .dtype = EMBER_DTYPE_I16, .ndim = 0, .data = bytes},
+            {.name = "i8", .dtype = EMBER_DTYPE_I8, .ndim = 1, .shape = {0}, .data = bytes},
+            {.name = "u8", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {3}, .data = bytes},
+            {.name = "bool", .dtype = EMBER_DTYPE_BOOL, .ndim = 1, .shape = {1}, .data = bytes},
     };
     st_written("dtypes", kinds, sizeof(kinds) / sizeof(kinds[0]), NULL, 0);
     ember_st_tensor_t odd[] = {
-        {.name = "quote\"back\\slash", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {1},
-         .data = bytes},
-        {.name = "tab\tnew\nline\x01", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {1},
-         .data = bytes},
-        {.name = "caf\xc3\xa9", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {1}, .data = bytes},
+            {.name = "quote\"back\\slash",
+             .dtype = EMBER_DTYPE_U8,
+             .ndim = 1,
+             .shape = {1},
+             .data = bytes},
+            {.name = "tab\tnew\nline\x01",
+             .dtype = EMBER_DTYPE_U8,
+             .ndim = 1,
+             .shape = {1},
+             .data = bytes},
+            {.name = "caf\xc3\xa9",
+             .dtype = EMBER_DTYPE_U8,
+             .ndim = 1,
+             .shape = {1},
+             .data = bytes},
     };
     ember_st_meta_t odd_meta[] = {{"k\"ey", "v\\al\x1f"}};
     st_written("escapes", odd, 3, odd_meta, 1);
@@ -158,41 +171,53 @@ static void corpus_safetensors(void)
            "\"data_offsets\":[0,2]}, \"n\": {\"dtype\":\"F32\",\"shape\":[1e0],"
            "\"data_offsets\":[2,6]}}",
            6);
-    st_raw("numbers", "{\"a\":{\"dtype\":\"I8\",\"shape\":[-0, 1.5, 2E+3, 0],"
-                      "\"data_offsets\":[0,0],\"x\":[true,false,null,{},[]]}}", 0);
+    st_raw("numbers",
+           "{\"a\":{\"dtype\":\"I8\",\"shape\":[-0, 1.5, 2E+3, 0],"
+           "\"data_offsets\":[0,0],\"x\":[true,false,null,{},[]]}}",
+           0);
     st_raw("past_end", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8);
-    st_raw("overlap", "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
-                      "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}", 8);
-    st_raw("duplicate", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-                        "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2);
+    st_raw("overlap",
+           "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+           "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}",
+           8);
+    st_raw("duplicate",
+           "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+           "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+           2);
     st_raw("bad_dtype", "{\"a\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
     st_raw("deep", "{\"__metadata__\":{\"k\":\"v\"},\"a\":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]}", 0);
-    st_raw("huge_shape", "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],"
-                         "\"data_offsets\":[0,0]}}", 0);
+    st_raw("huge_shape",
+           "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],"
+           "\"data_offsets\":[0,0]}}",
+           0);
     st_raw("meta_number", "{\"__metadata__\":{\"rows\":100}}", 0);
 }
 
 /* ---------------------------------------------------------------- tables */
 
 /* fuzz/fuzz_table.h's three bytes. */
-static void table_bytes(blob_t *b, int async, int half, int mean, int opt, int shards,
-                        int zeroed, int dim, int trainers, int shard, int rows)
+static void table_bytes(blob_t *b, int async, int half, int mean, int opt, int shards, int zeroed,
+                        int dim, int trainers, int shard, int rows)
 {
-    put_u8(b, (uint8_t)(async | half << 1 | mean << 2 | opt << 3 | (shards - 1) << 5 |
-                        zeroed << 7));
+    put_u8(b,
+           (uint8_t)(async | half << 1 | mean << 2 | opt << 3 | (shards - 1) << 5 | zeroed << 7));
     put_u8(b, (uint8_t)((dim - 1) | (trainers - 1) << 4 | shard << 6));
     put_u8(b, (uint8_t)(rows - 1));
 }
 
 /* A LOOKUP message (header and arrays) as one record. */
-static void lookup_record(blob_t *b, uint8_t op, uint32_t trainer, uint64_t step,
-                          uint32_t flags, uint32_t bags, const uint32_t *offsets,
-                          uint32_t unique, const int64_t *rows, uint32_t n,
-                          const uint32_t *inverse, const void *extra)
+static void lookup_record(blob_t *b, uint8_t op, uint32_t trainer, uint64_t step, uint32_t flags,
+                          uint32_t bags, const uint32_t *offsets, uint32_t unique,
+                          const int64_t *rows, uint32_t n, const uint32_t *inverse,
+                          const void *extra)
 {
     blob_t m = {0};
-    ember_msg_lookup_t msg = {.trainer = trainer, .step = step, .flags = flags,
-                              .bags = bags, .unique = unique, .indices = n};
+    ember_msg_lookup_t msg = {.trainer = trainer,
+                              .step = step,
+                              .flags = flags,
+                              .bags = bags,
+                              .unique = unique,
+                              .indices = n};
     put(&m, &msg, sizeof(msg));
     put(&m, offsets, 4ull * bags);
     put(&m, rows, 8ull * unique);
@@ -218,8 +243,8 @@ static void corpus_lookup(void)
 
     table_bytes(&b, 0, 0, 0, 0, 1, 1, 3, 1, 0, 16); /* zeroed rows: ties */
     lookup_record(&b, 1, 0, 0, EMBER_LOOKUP_MAX, 2, off, 2, rows, 3, inv, places);
-    lookup_record(&b, 1, 0, 1, EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY, 2, off, 2, rows,
-                  3, inv, places);
+    lookup_record(&b, 1, 0, 1, EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY, 2, off, 2, rows, 3, inv,
+                  places);
     save_blob("lookup", "max_ties_half", &b);
 
     table_bytes(&b, 1, 1, 0, 3, 2, 0, 5, 3, 1, 20); /* async fp16 adam, shard 1 of 2 */
@@ -292,10 +317,16 @@ static void corpus_grad(void)
 static void corpus_ps_messages(void)
 {
     blob_t b = {0};
-    ember_msg_table_create_t spec = {.table_id = 3, .shard = 1, .num_shards = 2,
-                                     .trainers = 2, .rows = 10, .dim = 4,
-                                     .consistency = EMBER_SYNC, .init = EMBER_INIT_LOAD,
-                                     .dtype = EMBER_DTYPE_F32, .seed = 1,
+    ember_msg_table_create_t spec = {.table_id = 3,
+                                     .shard = 1,
+                                     .num_shards = 2,
+                                     .trainers = 2,
+                                     .rows = 10,
+                                     .dim = 4,
+                                     .consistency = EMBER_SYNC,
+                                     .init = EMBER_INIT_LOAD,
+                                     .dtype = EMBER_DTYPE_F32,
+                                     .seed = 1,
                                      .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.1f}};
     snprintf(spec.name, sizeof(spec.name), "emb");
     record(&b, 0, &spec, sizeof(spec));
@@ -317,12 +348,12 @@ static void corpus_ps_messages(void)
     spec.init = EMBER_INIT_NORMAL;
     spec.num_shards = 1;
     spec.shard = 0;
-    spec.optimizer = (ember_opt_config_t){.kind = EMBER_OPT_ADAM, .lr = 0.01f, .eps = 1e-8f,
-                                          .beta1 = 0.9f, .beta2 = 0.999f};
+    spec.optimizer = (ember_opt_config_t){
+            .kind = EMBER_OPT_ADAM, .lr = 0.01f, .eps = 1e-8f, .beta1 = 0.9f, .beta2 = 0.999f};
     memset(spec.name, 'x', sizeof(spec.name)); /* not terminated */
     record(&b, 0, &spec, sizeof(spec));
     record(&b, 0, &spec, sizeof(spec)); /* taken */
-    float big = 70000.0f; /* beyond fp16 */
+    float big = 70000.0f;               /* beyond fp16 */
     load = (ember_msg_table_load_t){.table_id = 0, .first = 9, .count = 1};
     memcpy(m.data, &load, sizeof(load));
     memcpy(m.data + sizeof(load), &big, 4);
@@ -344,12 +375,24 @@ static void corpus_ps_messages(void)
 
 static void corpus_train_start(void)
 {
-    ember_msg_train_start_t spec = {
-        .trainer = 1, .trainers = 2, .num_ps = 1, .first_ps_rank = 3, .master_rank = 2,
-        .rows = 100, .dim = 16, .classes = 8, .mode = EMBER_BAG_SUM,
-        .data = EMBER_DATA_TUTORIAL, .padding_idx = -1, .epochs = 2, .batches = 3,
-        .min_indices = 20, .max_indices = 50, .consistency = EMBER_SYNC, .seed = 1,
-        .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.5f}};
+    ember_msg_train_start_t spec = {.trainer = 1,
+                                    .trainers = 2,
+                                    .num_ps = 1,
+                                    .first_ps_rank = 3,
+                                    .master_rank = 2,
+                                    .rows = 100,
+                                    .dim = 16,
+                                    .classes = 8,
+                                    .mode = EMBER_BAG_SUM,
+                                    .data = EMBER_DATA_TUTORIAL,
+                                    .padding_idx = -1,
+                                    .epochs = 2,
+                                    .batches = 3,
+                                    .min_indices = 20,
+                                    .max_indices = 50,
+                                    .consistency = EMBER_SYNC,
+                                    .seed = 1,
+                                    .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.5f}};
     blob_t b = {0};
     float zero = 0.0f;
 
@@ -364,8 +407,8 @@ static void corpus_train_start(void)
     spec.nhidden = 1;
     spec.hidden[0] = 4;
     spec.padding_idx = 7;
-    spec.optimizer = (ember_opt_config_t){.kind = EMBER_OPT_ROWWISE_ADAGRAD, .lr = 0.1f,
-                                          .eps = 1e-8f};
+    spec.optimizer =
+            (ember_opt_config_t){.kind = EMBER_OPT_ROWWISE_ADAGRAD, .lr = 0.1f, .eps = 1e-8f};
     put_u8(&b, 1);
     put(&b, &spec, sizeof(spec));
     for (int i = 0; i < 16 * 4 + 4 + 4 * 8 + 8; i++)
@@ -387,8 +430,8 @@ static void corpus_train_start(void)
 static void corpus_epoch_report(void)
 {
     blob_t b = {0};
-    ember_msg_epoch_report_t r = {.trainer = 1, .epoch = 2, .steps = 10, .bags = 55,
-                                  .loss_sum = 20.5, .seconds = 0.25};
+    ember_msg_epoch_report_t r = {
+            .trainer = 1, .epoch = 2, .steps = 10, .bags = 55, .loss_sum = 20.5, .seconds = 0.25};
     put_u8(&b, 1); /* two trainers */
     put_u8(&b, 3); /* three epochs */
     record(&b, 0, &r, sizeof(r));
@@ -405,8 +448,12 @@ static void corpus_epoch_report(void)
 
 static tp_header_t tp_header(uint16_t op, uint64_t length, uint32_t flags)
 {
-    return (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .op = op,
-                         .request_id = 0x100000002ull, .flags = flags, .length = length};
+    return (tp_header_t){.magic = TP_MAGIC,
+                         .version = TP_VERSION,
+                         .op = op,
+                         .request_id = 0x100000002ull,
+                         .flags = flags,
+                         .length = length};
 }
 
 static void corpus_tp_header(void)
@@ -480,8 +527,8 @@ static void corpus_tp_batch(void)
 
 /* fuzz_store's authenticated request record: [op][key length][u16 value
  * length][flags][u64 arg][u64 timeout_ms][key and value bytes]. */
-static void store_request(blob_t *b, uint8_t op, const char *key, const char *value,
-                          uint8_t flags, int64_t arg, int64_t timeout_ms)
+static void store_request(blob_t *b, uint8_t op, const char *key, const char *value, uint8_t flags,
+                          int64_t arg, int64_t timeout_ms)
 {
     blob_t m = {0};
     size_t value_length = value ? strlen(value) : 0;
@@ -501,7 +548,9 @@ static void store_request(blob_t *b, uint8_t op, const char *key, const char *va
 
 static void corpus_store(void)
 {
-    enum { SERVE = 4 }; /* op bit: the server parses what it has now */
+    enum {
+        SERVE = 4
+    }; /* op bit: the server parses what it has now */
     blob_t b = {0};
     store_request(&b, TP_STORE_OP_SET, "addr/3", "abcdefgh", 0, 0, 0);
     store_request(&b, TP_STORE_OP_GET, "addr/3", NULL, 0, 0, 2000);
@@ -513,8 +562,8 @@ static void corpus_store(void)
     static const uint8_t flip[] = {70, 0, 3}, garbage[] = "EMST not a request at all";
     store_request(&b, TP_STORE_OP_SET, "name/0", "rank0", 0, 0, 0);
     store_request(&b, TP_STORE_OP_SET, "name/1", "rank1", 0, 0, 0);
-    record(&b, 2 | SERVE, flip, sizeof(flip)); /* the second's head changed */
-    record(&b, 3, NULL, 0);                    /* a new connection */
+    record(&b, 2 | SERVE, flip, sizeof(flip));                    /* the second's head changed */
+    record(&b, 3, NULL, 0);                                       /* a new connection */
     store_request(&b, TP_STORE_OP_GET, "name/1", NULL, 1, 0, 10); /* out of sequence */
     record(&b, 3, NULL, 0);
     record(&b, 1 | SERVE, garbage, sizeof(garbage));
@@ -535,17 +584,17 @@ static void corpus_config(void)
     static const struct {
         const char *name, *text;
     } seeds[] = {
-        {"size", "64K"},
-        {"size_b", "1GB"},
-        {"size_overflow", "17179869184G"},
-        {"env", "EMBER_LOG_LEVEL=debug\nEMBER_TCP_EAGER=2M\nEMBER_BIND=core\n"
-                "EMBER_RPC_TIMEOUT=0.5\nEMBER_SEED=9200000000000000000\nEMBER_NOPE=1\nPATH=/"},
-        {"number", "0.001"},
-        {"word", "sync"},
-        {"negative", "-1"},
-        {"huge", "1e400"},
-        {"hex", "0x7fffffffffffffff"},
-        {"empty_value", "EMBER_NAME=\nEMBER_SPIN_US=\n=x\nEMBER_"},
+            {"size", "64K"},
+            {"size_b", "1GB"},
+            {"size_overflow", "17179869184G"},
+            {"env", "EMBER_LOG_LEVEL=debug\nEMBER_TCP_EAGER=2M\nEMBER_BIND=core\n"
+                    "EMBER_RPC_TIMEOUT=0.5\nEMBER_SEED=9200000000000000000\nEMBER_NOPE=1\nPATH=/"},
+            {"number", "0.001"},
+            {"word", "sync"},
+            {"negative", "-1"},
+            {"huge", "1e400"},
+            {"hex", "0x7fffffffffffffff"},
+            {"empty_value", "EMBER_NAME=\nEMBER_SPIN_US=\n=x\nEMBER_"},
     };
     for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
         save("config", seeds[i].name, seeds[i].text, strlen(seeds[i].text));

@@ -9,11 +9,12 @@ set -euo pipefail
 # libudev-dev: hwloc.pc's Libs.private (-ludev), for linking libember.a with
 # pkg-config --static (tests/install).  clang, libclang-rt-14-dev (libFuzzer
 # and the sanitizers' runtimes) and llvm (llvm-symbolizer: reports with file
-# and line): scripts/sanitize.sh and scripts/fuzz.sh.
+# and line): scripts/sanitize.sh and scripts/fuzz.sh.  clang-format: the
+# tree's layout (.clang-format, scripts/format.sh, CTest layering.format).
 packages=(build-essential cmake ninja-build pkg-config git
           libucx-dev ucx-utils libhwloc-dev hwloc libibverbs-dev librdmacm-dev
           libopenblas-dev libssl-dev libudev-dev slurm-wlm munge python3-torch
-          clang libclang-rt-14-dev llvm)
+          clang libclang-rt-14-dev llvm clang-format)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(openmpi-bin libopenmpi-dev gnuplot-nox)
 fi

@@ -38,27 +38,25 @@ enum {
 
 static void usage(FILE *stream)
 {
-    fprintf(stream,
-            "usage: ember-info [options]\n"
-            "  (none)           every section below\n"
-            "  -t, --topology   NUMA nodes, cores, PUs\n"
-            "  -g, --gpus       GPUs (CUDA backend, and NVIDIA PCI devices)\n"
-            "  -r, --rdma       RDMA devices (libibverbs): ports, state, rate, NUMA\n"
-            "  -u, --ucx        UCX version and transports\n"
-            "  -c, --config     every EMBER_* variable: value, default, help\n"
-            "  -b, --placement  the binding line of each local rank (not applied)\n"
-            "  --bind MODE      numa, core or none for --placement (EMBER_BIND)\n"
-            "  -n, --local-size N   ranks per host for --bind (default: this job's)\n"
-            "  --xml FILE       read the topology from an hwloc XML file\n"
-            "  -h, --help\n");
+    fprintf(stream, "usage: ember-info [options]\n"
+                    "  (none)           every section below\n"
+                    "  -t, --topology   NUMA nodes, cores, PUs\n"
+                    "  -g, --gpus       GPUs (CUDA backend, and NVIDIA PCI devices)\n"
+                    "  -r, --rdma       RDMA devices (libibverbs): ports, state, rate, NUMA\n"
+                    "  -u, --ucx        UCX version and transports\n"
+                    "  -c, --config     every EMBER_* variable: value, default, help\n"
+                    "  -b, --placement  the binding line of each local rank (not applied)\n"
+                    "  --bind MODE      numa, core or none for --placement (EMBER_BIND)\n"
+                    "  -n, --local-size N   ranks per host for --bind (default: this job's)\n"
+                    "  --xml FILE       read the topology from an hwloc XML file\n"
+                    "  -h, --help\n");
 }
 
 /* NUMA nodes next to an I/O object, as a list ("1" or "0-1"). */
 static void io_numa(hwloc_topology_t topo, hwloc_obj_t io, char *buf, size_t length)
 {
     hwloc_obj_t anchor = io ? hwloc_get_non_io_ancestor_obj(topo, io) : NULL;
-    if (!anchor || !anchor->nodeset ||
-        hwloc_bitmap_list_snprintf(buf, length, anchor->nodeset) < 0)
+    if (!anchor || !anchor->nodeset || hwloc_bitmap_list_snprintf(buf, length, anchor->nodeset) < 0)
         snprintf(buf, length, "?");
 }
 
@@ -76,8 +74,8 @@ static void show_topology(hwloc_topology_t topo)
         hwloc_obj_t node = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, (unsigned)i);
         hwloc_bitmap_list_snprintf(cpus, sizeof(cpus), node->cpuset);
         printf("numa %u: cores %d, cpus %s, memory %.1f GiB\n", node->os_index,
-               hwloc_get_nbobjs_inside_cpuset_by_type(topo, node->cpuset, HWLOC_OBJ_CORE),
-               cpus, (double)node->attr->numanode.local_memory / (1 << 30));
+               hwloc_get_nbobjs_inside_cpuset_by_type(topo, node->cpuset, HWLOC_OBJ_CORE), cpus,
+               (double)node->attr->numanode.local_memory / (1 << 30));
     }
 }
 
@@ -99,8 +97,7 @@ static void show_gpus(hwloc_topology_t topo)
         snprintf(busid, sizeof(busid), "%04x:%02x:%02x.%x", obj->attr->pcidev.domain,
                  obj->attr->pcidev.bus, obj->attr->pcidev.dev, obj->attr->pcidev.func);
         io_numa(topo, obj, numa, sizeof(numa));
-        printf("pci gpu %s: device %04x, numa %s\n", busid, obj->attr->pcidev.device_id,
-               numa);
+        printf("pci gpu %s: device %04x, numa %s\n", busid, obj->attr->pcidev.device_id, numa);
         seen++;
     }
     if (!seen)
@@ -113,7 +110,8 @@ static double ib_lane_gbps(uint8_t speed)
     switch (speed) {
     case 1: return 2.5;
     case 2: return 5.0;
-    case 4: case 8: return 10.0;
+    case 4:
+    case 8: return 10.0;
     case 16: return 14.0;
     case 32: return 25.0;
     case 64: return 50.0;
@@ -168,8 +166,7 @@ static void show_rdma(hwloc_topology_t topo)
             }
             printf("%s port %u: %s, %s, rate %.0f Gb/s (%dx %.1f), numa %s\n", name, port,
                    ibv_port_state_str(pattr.state),
-                   pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet (RoCE)"
-                                                               : "InfiniBand",
+                   pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet (RoCE)" : "InfiniBand",
                    ib_lanes(pattr.active_width) * ib_lane_gbps(pattr.active_speed),
                    ib_lanes(pattr.active_width), ib_lane_gbps(pattr.active_speed), numa);
         }
@@ -232,8 +229,7 @@ static void show_ucx(void)
                 for (unsigned r = 0; r < num_resources; r++) {
                     printf("transport %-10s device %-14s %s (component %s, md %s)\n",
                            resources[r].tl_name, resources[r].dev_name,
-                           uct_device_type(resources[r].dev_type), attr.name,
-                           mds[m].md_name);
+                           uct_device_type(resources[r].dev_type), attr.name, mds[m].md_name);
                     transports++;
                 }
                 uct_release_tl_resource_list(resources);
@@ -261,8 +257,7 @@ static void show_bind(hwloc_topology_t topo, int local_size)
     gethostname(host, sizeof(host) - 1);
     for (int r = 0; r < local_size; r++) {
         ember_placement_t placement;
-        if (ember_placement_choose(topo, r, local_size, NULL, NULL, mode, &placement) !=
-            EMBER_OK) {
+        if (ember_placement_choose(topo, r, local_size, NULL, NULL, mode, &placement) != EMBER_OK) {
             printf("local rank %d: no placement\n", r);
             continue;
         }

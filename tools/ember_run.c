@@ -65,7 +65,7 @@ typedef struct {
 } run_stream_t;
 
 typedef struct {
-    pid_t pid;      /* also its process group id */
+    pid_t pid; /* also its process group id */
     int reaped;
     int group_gone; /* kill(-pid, 0) said ESRCH: never signal that id again */
     char prefix[16];
@@ -193,8 +193,7 @@ static int parse_args(int argc, char **argv, run_job_t *job)
                 return usage_error("bad number of ranks '%s'", value);
             job->nranks = (int)n;
             i++;
-        } else if (strcmp(arg, "--timeout") == 0 ||
-                   strncmp(arg, "--timeout=", 10) == 0) {
+        } else if (strcmp(arg, "--timeout") == 0 || strncmp(arg, "--timeout=", 10) == 0) {
             value = arg[9] == '=' ? arg + 10 : (i + 1 < argc ? argv[++i] : NULL);
             if (!value)
                 return usage_error("%s needs a value", arg);
@@ -263,8 +262,8 @@ static int resolve_program(run_job_t *job)
         const char *end = strchrnul(dir, ':');
         int dir_len = (int)(end - dir);
         char candidate[PATH_MAX];
-        int len = snprintf(candidate, sizeof(candidate), "%.*s%s%s", dir_len,
-                           dir, dir_len ? "/" : "", name);
+        int len = snprintf(candidate, sizeof(candidate), "%.*s%s%s", dir_len, dir,
+                           dir_len ? "/" : "", name);
         if (len > 0 && (size_t)len < sizeof(candidate)) {
             if (is_executable_file(candidate, &err)) {
                 job->program_path = strdup(candidate);
@@ -280,8 +279,7 @@ static int resolve_program(run_job_t *job)
     if (saw_eacces)
         ember_error("run", "cannot execute '%s': permission denied", name);
     else
-        ember_error("run", "cannot execute '%s': command not found in PATH",
-                    name);
+        ember_error("run", "cannot execute '%s': command not found in PATH", name);
     return RUN_EXIT_NOEXEC;
 }
 
@@ -335,14 +333,12 @@ static void secret_remove(run_job_t *job)
 {
     if (job->secret_path[0]) {
         if (unlink(job->secret_path) != 0 && errno != ENOENT)
-            ember_warn("run", "removing %s: %s", job->secret_path,
-                       strerror(errno));
+            ember_warn("run", "removing %s: %s", job->secret_path, strerror(errno));
         job->secret_path[0] = '\0';
     }
     if (job->secret_dir[0]) {
         if (rmdir(job->secret_dir) != 0 && errno != ENOENT)
-            ember_warn("run", "removing %s: %s", job->secret_dir,
-                       strerror(errno));
+            ember_warn("run", "removing %s: %s", job->secret_dir, strerror(errno));
         job->secret_dir[0] = '\0';
     }
 }
@@ -359,8 +355,7 @@ static int secret_create(run_job_t *job)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            ember_error("run", "getrandom() for the job secret: %s",
-                        strerror(errno));
+            ember_error("run", "getrandom() for the job secret: %s", strerror(errno));
             return -1;
         }
         got += (size_t)n;
@@ -375,8 +370,7 @@ static int secret_create(run_job_t *job)
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp)
         tmp = "/tmp";
-    int len = snprintf(job->secret_dir, sizeof(job->secret_dir),
-                       "%s/ember-run.XXXXXX", tmp);
+    int len = snprintf(job->secret_dir, sizeof(job->secret_dir), "%s/ember-run.XXXXXX", tmp);
     if (len < 0 || (size_t)len >= sizeof(job->secret_dir)) {
         ember_error("run", "TMPDIR '%s' is too long", tmp);
         job->secret_dir[0] = '\0';
@@ -387,11 +381,9 @@ static int secret_create(run_job_t *job)
         job->secret_dir[0] = '\0';
         return -1;
     }
-    snprintf(job->secret_path, sizeof(job->secret_path), "%s/secret",
-             job->secret_dir);
+    snprintf(job->secret_path, sizeof(job->secret_path), "%s/secret", job->secret_dir);
 
-    int fd = open(job->secret_path,
-                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open(job->secret_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         ember_error("run", "creating %s: %s", job->secret_path, strerror(errno));
         job->secret_path[0] = '\0';
@@ -458,14 +450,10 @@ err_setenv:
 static const char *signal_name(int sig)
 {
     switch (sig) {
-    case SIGINT:
-        return "SIGINT";
-    case SIGTERM:
-        return "SIGTERM";
-    case SIGHUP:
-        return "SIGHUP";
-    default:
-        return strsignal(sig);
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return strsignal(sig);
     }
 }
 
@@ -516,8 +504,8 @@ static void signals_block(sigset_t *old_p)
 }
 
 /* Runs in the child between fork and exec; does not return. */
-static void child_exec(run_job_t *job, int rank, pid_t parent, int out_fd,
-                       int err_fd, int exec_err_fd, const sigset_t *old_mask)
+static void child_exec(run_job_t *job, int rank, pid_t parent, int out_fd, int err_fd,
+                       int exec_err_fd, const sigset_t *old_mask)
 {
     int in_fd = job->devnull;
     int err;
@@ -563,8 +551,7 @@ static int spawn_rank(run_job_t *job, int rank, const sigset_t *old_mask)
     int code = RUN_EXIT_FAILURE;
 
     snprintf(value, sizeof(value), "%d", rank);
-    if (setenv("EMBER_RANK", value, 1) != 0 ||
-        setenv("EMBER_LOCAL_RANK", value, 1) != 0) {
+    if (setenv("EMBER_RANK", value, 1) != 0 || setenv("EMBER_LOCAL_RANK", value, 1) != 0) {
         ember_error("run", "setenv: %s", strerror(errno));
         return RUN_EXIT_FAILURE;
     }
@@ -581,8 +568,7 @@ static int spawn_rank(run_job_t *job, int rank, const sigset_t *old_mask)
         goto out_close;
     }
     if (pid == 0)
-        child_exec(job, rank, parent, out_pipe[1], err_pipe[1], exec_pipe[1],
-                   old_mask);
+        child_exec(job, rank, parent, out_pipe[1], err_pipe[1], exec_pipe[1], old_mask);
 
     /* Also here, so that the group exists before we might signal it. */
     setpgid(pid, pid);
@@ -607,8 +593,7 @@ static int spawn_rank(run_job_t *job, int rank, const sigset_t *old_mask)
         n = read(exec_pipe[0], &err, sizeof(err));
     } while (n < 0 && errno == EINTR);
     if (n == (ssize_t)sizeof(err)) {
-        ember_error("run", "rank %d: cannot execute '%s': %s", rank,
-                    job->program, strerror(err));
+        ember_error("run", "rank %d: cannot execute '%s': %s", rank, job->program, strerror(err));
         code = RUN_EXIT_NOEXEC;
         goto out_close;
     }
@@ -776,13 +761,14 @@ static void rank_exited(run_job_t *job, int rank, int status)
         return;
     job->exit_code = code;
     if (WIFSIGNALED(status))
-        ember_error("run", "rank %d (pid %d) killed by signal %d (%s): exit code %d; "
+        ember_error("run",
+                    "rank %d (pid %d) killed by signal %d (%s): exit code %d; "
                     "stopping the job",
-                    rank, (int)job->ranks[rank].pid, WTERMSIG(status),
-                    strsignal(WTERMSIG(status)), code);
+                    rank, (int)job->ranks[rank].pid, WTERMSIG(status), strsignal(WTERMSIG(status)),
+                    code);
     else
-        ember_error("run", "rank %d (pid %d) exited with code %d; stopping the job",
-                    rank, (int)job->ranks[rank].pid, code);
+        ember_error("run", "rank %d (pid %d) exited with code %d; stopping the job", rank,
+                    (int)job->ranks[rank].pid, code);
     job_stop(job, SIGTERM);
 }
 
@@ -810,8 +796,7 @@ static void job_reap(run_job_t *job)
     /* A reaped rank's group lives on while any process in it does. */
     for (int i = 0; i < job->nstarted; i++) {
         run_rank_t *r = &job->ranks[i];
-        if (r->reaped && !r->group_gone && kill(-r->pid, 0) != 0 &&
-            errno == ESRCH)
+        if (r->reaped && !r->group_gone && kill(-r->pid, 0) != 0 && errno == ESRCH)
             r->group_gone = 1;
     }
 }
@@ -848,12 +833,11 @@ static void job_handle_signals(run_job_t *job, int *sig_seen)
     int sig = sig_last;
     if (job->exit_code < 0 && !job->stopping) {
         job->exit_code = 128 + sig;
-        ember_error("run", "received %s: forwarding it to %d rank(s)",
-                    signal_name(sig), job->nstarted);
+        ember_error("run", "received %s: forwarding it to %d rank(s)", signal_name(sig),
+                    job->nstarted);
         job_stop(job, sig);
     } else if (!job->killed) {
-        ember_error("run", "received %s while stopping: killing the job",
-                    signal_name(sig));
+        ember_error("run", "received %s while stopping: killing the job", signal_name(sig));
         if (job->exit_code < 0)
             job->exit_code = 128 + sig;
         job_kill(job);
@@ -905,12 +889,11 @@ static void job_loop(run_job_t *job)
                     job_stop(job, SIGTERM);
             } else if (job_deadline > 0 && now >= job_deadline) {
                 job->exit_code = RUN_EXIT_TIMEOUT;
-                ember_error("run", "job timed out after %g s: stopping %d rank(s)",
-                            job->timeout_s, job->nstarted);
+                ember_error("run", "job timed out after %g s: stopping %d rank(s)", job->timeout_s,
+                            job->nstarted);
                 job_stop(job, SIGTERM);
             }
-        } else if (!job->killed && now >= job->stop_deadline &&
-                   job_tree_alive(job)) {
+        } else if (!job->killed && now >= job->stop_deadline && job_tree_alive(job)) {
             job_kill(job);
         }
 
@@ -941,7 +924,8 @@ static void job_loop(run_job_t *job)
                 break;
         }
         if (job->killed && now >= job->give_up_deadline) {
-            ember_error("run", "processes of the job survive SIGKILL after %.0f s; "
+            ember_error("run",
+                        "processes of the job survive SIGKILL after %.0f s; "
                         "giving up on them",
                         RUN_REAP_S);
             break;
@@ -1035,8 +1019,10 @@ int main(int argc, char **argv)
         goto out_free_job;
     /* Orphans of the job become our children, so we can end and reap them. */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-        ember_warn("run", "PR_SET_CHILD_SUBREAPER: %s; processes that leave "
-                   "their rank's group may survive the job", strerror(errno));
+        ember_warn("run",
+                   "PR_SET_CHILD_SUBREAPER: %s; processes that leave "
+                   "their rank's group may survive the job",
+                   strerror(errno));
 
     /* Signals wait until every rank exists, so a teardown sees them all. */
     signals_block(&old_mask);

@@ -6,12 +6,12 @@
  *   ember-run -n 4 ember-train            (2 trainers, master, 1 PS)
  */
 #include "common/crash.h"
-#include "engine/train/data.h"
-#include "tools/train_flags.h"
-#include "engine/train/master.h"
-#include "engine/ps/ps.h"
-#include "engine/train/trainer.h"
 #include "common/topology.h"
+#include "engine/ps/ps.h"
+#include "engine/train/data.h"
+#include "engine/train/master.h"
+#include "engine/train/trainer.h"
+#include "tools/train_flags.h"
 
 #include <ember/config.h>
 #include <ember/device.h>
@@ -41,8 +41,7 @@ int main(int argc, char **argv)
     if (action == EMBER_JOB_HELP)
         return 0;
     if (action == EMBER_JOB_VERSION) {
-        printf("ember-train %s (libember %s)\n", EMBER_VERSION_STRING,
-               ember_version_string());
+        printf("ember-train %s (libember %s)\n", EMBER_VERSION_STRING, ember_version_string());
         return 0;
     }
     if (job.replay_path && ember_job_take_replay(&job) != EMBER_OK)
@@ -54,7 +53,7 @@ int main(int argc, char **argv)
                                                                 : NULL;
     if (gpu_flag && ember_device_cuda_count() == 0) {
         fprintf(stderr, "ember-train: %s cuda: %s\n", gpu_flag,
-                !ember_device_have_cuda()   ? "this build has no CUDA backend"
+                !ember_device_have_cuda()     ? "this build has no CUDA backend"
                 : !ember_device_cuda_loaded() ? "the CUDA backend cannot be loaded "
                                                 "(the error above says from where)"
                                               : "no CUDA GPU is visible");
@@ -62,17 +61,16 @@ int main(int argc, char **argv)
     }
     ember_tp_params_init(&params);
     int rank = ember_config_str("EMBER_RANK") ? (int)ember_config_int("EMBER_RANK") : -1;
-    int world = ember_config_str("EMBER_WORLD_SIZE")
-                    ? (int)ember_config_int("EMBER_WORLD_SIZE")
-                    : -1;
+    int world =
+            ember_config_str("EMBER_WORLD_SIZE") ? (int)ember_config_int("EMBER_WORLD_SIZE") : -1;
     if (world > 0 && world != ember_job_world_size(&job)) {
-        fprintf(stderr, "ember-train: the job needs %d processes (%d trainers + master "
-                "+ %d ps) but %d were started\n", ember_job_world_size(&job),
-                job.trainers, job.num_ps, world);
+        fprintf(stderr,
+                "ember-train: the job needs %d processes (%d trainers + master "
+                "+ %d ps) but %d were started\n",
+                ember_job_world_size(&job), job.trainers, job.num_ps, world);
         return 2;
     }
-    if (rank >= 0 && ember_job_role(&job, rank, &role, &index, name, sizeof(name)) ==
-                         EMBER_OK)
+    if (rank >= 0 && ember_job_role(&job, rank, &role, &index, name, sizeof(name)) == EMBER_OK)
         params.name = name;
     /* The master writes the outputs: a path it cannot write ends the job
      * now, not after the training (the launcher stops the other ranks). */
@@ -80,8 +78,7 @@ int main(int argc, char **argv)
         return 2;
     status = ember_tp_create(&params, &tp);
     if (status != EMBER_OK) {
-        fprintf(stderr, "ember-train: cannot join the job: %s\n",
-                ember_status_string(status));
+        fprintf(stderr, "ember-train: cannot join the job: %s\n", ember_status_string(status));
         return 1;
     }
     /* --bind / EMBER_BIND: near this rank's GPU and HCA; one binding line. */
@@ -102,20 +99,16 @@ int main(int argc, char **argv)
     }
 
     switch (role) {
-    case EMBER_ROLE_MASTER:
-        status = ember_master_run(tp, &job);
-        break;
+    case EMBER_ROLE_MASTER: status = ember_master_run(tp, &job); break;
     case EMBER_ROLE_PS: {
         int local_rank, local_size;
-        ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank,
-                              &local_size);
+        ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank, &local_size);
         status = ember_ps_run(tp, local_rank);
         break;
     }
     case EMBER_ROLE_TRAINER: {
         int local_rank, local_size;
-        ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank,
-                              &local_size);
+        ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank, &local_size);
         status = ember_trainer_run(tp, index, job.trainers, job.device, local_rank);
         break;
     }

@@ -8,8 +8,8 @@
 
 #include <errno.h>
 #include <libgen.h>
-#include <stdarg.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -22,14 +22,45 @@
  * one the file has no such thing for (REPLAY_REFUSED) is refused; both by
  * name, rather than accepted and ignored. */
 typedef enum {
-    F_TRAINERS, F_PS, F_ROWS, F_DIM, F_CLASSES, F_HIDDEN, F_MODE, F_PADDING_IDX,
-    F_WEIGHTS, F_OPTIMIZER, F_LR, F_MOMENTUM, F_EPOCHS, F_BATCHES, F_MIN_INDICES,
-    F_MAX_INDICES, F_DATA, F_SEED, F_CONSISTENCY, F_SPARSE_REDUCE, F_TABLE_DTYPE,
-    F_REPLY_DTYPE, F_REPLAY, F_REPLAY_TOLERANCE, F_SAVE, F_METRICS, F_DEVICE,
-    F_PS_DEVICE, F_BIND, F_HELP, F_VERSION, F_COUNT
+    F_TRAINERS,
+    F_PS,
+    F_ROWS,
+    F_DIM,
+    F_CLASSES,
+    F_HIDDEN,
+    F_MODE,
+    F_PADDING_IDX,
+    F_WEIGHTS,
+    F_OPTIMIZER,
+    F_LR,
+    F_MOMENTUM,
+    F_EPOCHS,
+    F_BATCHES,
+    F_MIN_INDICES,
+    F_MAX_INDICES,
+    F_DATA,
+    F_SEED,
+    F_CONSISTENCY,
+    F_SPARSE_REDUCE,
+    F_TABLE_DTYPE,
+    F_REPLY_DTYPE,
+    F_REPLAY,
+    F_REPLAY_TOLERANCE,
+    F_SAVE,
+    F_METRICS,
+    F_DEVICE,
+    F_PS_DEVICE,
+    F_BIND,
+    F_HELP,
+    F_VERSION,
+    F_COUNT
 } flag_id_t;
 
-enum { REPLAY_FREE, REPLAY_REFUSED, REPLAY_COMPARED };
+enum {
+    REPLAY_FREE,
+    REPLAY_REFUSED,
+    REPLAY_COMPARED
+};
 
 typedef struct {
     const char *name; /* "--rows" */
@@ -42,50 +73,79 @@ typedef struct {
 _Static_assert(F_COUNT <= 64, "more flags than ember_job_t.given has bits");
 
 static const flag_t flags[F_COUNT] = {
-    [F_TRAINERS] = {"--trainers", "T", "trainers (2)", REPLAY_COMPARED},
-    [F_PS] = {"--ps", "P", "parameter servers; rows split by row % P (1)", REPLAY_FREE},
-    [F_ROWS] = {"--rows", "R", "rows of the embedding table (100)", REPLAY_COMPARED},
-    [F_DIM] = {"--dim", "D", "its dimension (16)", REPLAY_COMPARED},
-    [F_CLASSES] = {"--classes", "C", "outputs of the last Linear layer (8)", REPLAY_COMPARED},
-    [F_HIDDEN] = {"--hidden", "W1,W2,...", "a dense MLP: Linear+ReLU layers of these\n"
-                  "widths before the last Linear (none: the tutorial's)", REPLAY_REFUSED},
-    [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", REPLAY_COMPARED},
-    [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)", REPLAY_REFUSED},
-    [F_WEIGHTS] = {"--weights", NULL, "per-sample weights (sum mode; the tutorial's and\n"
-                   "synthetic data draw each in [0, 1))", REPLAY_COMPARED},
-    [F_OPTIMIZER] = {"--optimizer", "NAME", "sgd, adagrad, rowwise_adagrad, adam (sgd)", REPLAY_COMPARED},
-    [F_LR] = {"--lr", "X", "learning rate (0.05)", REPLAY_COMPARED},
-    [F_MOMENTUM] = {"--momentum", "M", "SGD momentum (0; --optimizer sgd only)", REPLAY_COMPARED},
-    [F_EPOCHS] = {"--epochs", "E", "epochs (100)", REPLAY_REFUSED},
-    [F_BATCHES] = {"--batches", "B", "batches per epoch (10)", REPLAY_REFUSED},
-    [F_MIN_INDICES] = {"--min-indices", "A", "fewest indices of a batch (20)", REPLAY_REFUSED},
-    [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", REPLAY_REFUSED},
-    [F_DATA] = {"--data", "tutorial|synthetic", "random bags, or bags with a learnable\n"
-                "target (tutorial)", REPLAY_REFUSED},
-    [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", REPLAY_REFUSED},
-    [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", REPLAY_FREE},
-    [F_SPARSE_REDUCE] = {"--sparse-reduce", "sum|mean", "sync: how trainers' row gradients\n"
-                         "combine (sum)", REPLAY_COMPARED},
-    [F_TABLE_DTYPE] = {"--table-dtype", "fp32|fp16", "how the PS stores the table's rows\n"
-                       "(fp32); fp16 halves its memory, arithmetic stays fp32", REPLAY_FREE},
-    [F_REPLY_DTYPE] = {"--reply-dtype", "fp32|fp16", "lookups' replies on the wire (fp32);\n"
-                       "fp16 halves their bytes (the pooled values rounded)", REPLAY_FREE},
-    [F_REPLAY] = {"--replay", "FILE", "train on a golden-layout file (sizes, weights,\n"
-                  "batches and SGD from it) in sync mode, then check the\n"
-                  "result against the file's expected values", REPLAY_FREE},
-    [F_REPLAY_TOLERANCE] = {"--replay-tolerance", "X", "--replay: the largest difference\n"
-                            "from the expected values that passes (1e-4)", REPLAY_FREE},
-    [F_SAVE] = {"--save", "FILE", "write the final weights (safetensors, the names of\n"
-                "the PyTorch module: README.md)", REPLAY_FREE},
-    [F_METRICS] = {"--metrics", "FILE", "JSON lines, one per epoch (EMBER_METRICS)", REPLAY_FREE},
-    [F_DEVICE] = {"--device", "cpu|cuda", "where the trainers' dense model runs (cpu);\n"
-                  "cuda takes GPU local_rank % GPUs, NCCL for its allreduce", REPLAY_FREE},
-    [F_PS_DEVICE] = {"--ps-device", "cpu|cuda", "where each PS keeps its table shards and\n"
-                     "pools (cpu); cuda: GPU local_rank % GPUs, fp32 rows", REPLAY_FREE},
-    [F_BIND] = {"--bind", "numa|core|none", "CPU/memory binding near the GPU/HCA\n"
-                "(EMBER_BIND, numa)", REPLAY_FREE},
-    [F_HELP] = {"--help", NULL, "this text", REPLAY_FREE},
-    [F_VERSION] = {"--version", NULL, "the version of ember-train and its library", REPLAY_FREE},
+        [F_TRAINERS] = {"--trainers", "T", "trainers (2)", REPLAY_COMPARED},
+        [F_PS] = {"--ps", "P", "parameter servers; rows split by row % P (1)", REPLAY_FREE},
+        [F_ROWS] = {"--rows", "R", "rows of the embedding table (100)", REPLAY_COMPARED},
+        [F_DIM] = {"--dim", "D", "its dimension (16)", REPLAY_COMPARED},
+        [F_CLASSES] = {"--classes", "C", "outputs of the last Linear layer (8)", REPLAY_COMPARED},
+        [F_HIDDEN] = {"--hidden", "W1,W2,...",
+                      "a dense MLP: Linear+ReLU layers of these\n"
+                      "widths before the last Linear (none: the tutorial's)",
+                      REPLAY_REFUSED},
+        [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", REPLAY_COMPARED},
+        [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)",
+                           REPLAY_REFUSED},
+        [F_WEIGHTS] = {"--weights", NULL,
+                       "per-sample weights (sum mode; the tutorial's and\n"
+                       "synthetic data draw each in [0, 1))",
+                       REPLAY_COMPARED},
+        [F_OPTIMIZER] = {"--optimizer", "NAME", "sgd, adagrad, rowwise_adagrad, adam (sgd)",
+                         REPLAY_COMPARED},
+        [F_LR] = {"--lr", "X", "learning rate (0.05)", REPLAY_COMPARED},
+        [F_MOMENTUM] = {"--momentum", "M", "SGD momentum (0; --optimizer sgd only)",
+                        REPLAY_COMPARED},
+        [F_EPOCHS] = {"--epochs", "E", "epochs (100)", REPLAY_REFUSED},
+        [F_BATCHES] = {"--batches", "B", "batches per epoch (10)", REPLAY_REFUSED},
+        [F_MIN_INDICES] = {"--min-indices", "A", "fewest indices of a batch (20)", REPLAY_REFUSED},
+        [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", REPLAY_REFUSED},
+        [F_DATA] = {"--data", "tutorial|synthetic",
+                    "random bags, or bags with a learnable\n"
+                    "target (tutorial)",
+                    REPLAY_REFUSED},
+        [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", REPLAY_REFUSED},
+        [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", REPLAY_FREE},
+        [F_SPARSE_REDUCE] = {"--sparse-reduce", "sum|mean",
+                             "sync: how trainers' row gradients\n"
+                             "combine (sum)",
+                             REPLAY_COMPARED},
+        [F_TABLE_DTYPE] = {"--table-dtype", "fp32|fp16",
+                           "how the PS stores the table's rows\n"
+                           "(fp32); fp16 halves its memory, arithmetic stays fp32",
+                           REPLAY_FREE},
+        [F_REPLY_DTYPE] = {"--reply-dtype", "fp32|fp16",
+                           "lookups' replies on the wire (fp32);\n"
+                           "fp16 halves their bytes (the pooled values rounded)",
+                           REPLAY_FREE},
+        [F_REPLAY] = {"--replay", "FILE",
+                      "train on a golden-layout file (sizes, weights,\n"
+                      "batches and SGD from it) in sync mode, then check the\n"
+                      "result against the file's expected values",
+                      REPLAY_FREE},
+        [F_REPLAY_TOLERANCE] = {"--replay-tolerance", "X",
+                                "--replay: the largest difference\n"
+                                "from the expected values that passes (1e-4)",
+                                REPLAY_FREE},
+        [F_SAVE] = {"--save", "FILE",
+                    "write the final weights (safetensors, the names of\n"
+                    "the PyTorch module: README.md)",
+                    REPLAY_FREE},
+        [F_METRICS] = {"--metrics", "FILE", "JSON lines, one per epoch (EMBER_METRICS)",
+                       REPLAY_FREE},
+        [F_DEVICE] = {"--device", "cpu|cuda",
+                      "where the trainers' dense model runs (cpu);\n"
+                      "cuda takes GPU local_rank % GPUs, NCCL for its allreduce",
+                      REPLAY_FREE},
+        [F_PS_DEVICE] = {"--ps-device", "cpu|cuda",
+                         "where each PS keeps its table shards and\n"
+                         "pools (cpu); cuda: GPU local_rank % GPUs, fp32 rows",
+                         REPLAY_FREE},
+        [F_BIND] = {"--bind", "numa|core|none",
+                    "CPU/memory binding near the GPU/HCA\n"
+                    "(EMBER_BIND, numa)",
+                    REPLAY_FREE},
+        [F_HELP] = {"--help", NULL, "this text", REPLAY_FREE},
+        [F_VERSION] = {"--version", NULL, "the version of ember-train and its library",
+                       REPLAY_FREE},
 };
 
 static void usage(FILE *stream)
@@ -211,8 +271,7 @@ static uint32_t *count_field(ember_job_t *job, int f)
 }
 
 /* Take one flag's value into the job. */
-static ember_status_t apply_flag(int f, const char *value, ember_job_t *job,
-                                 parsed_t *parsed)
+static ember_status_t apply_flag(int f, const char *value, ember_job_t *job, parsed_t *parsed)
 {
     int64_t v;
     int word;
@@ -235,27 +294,23 @@ static ember_status_t apply_flag(int f, const char *value, ember_job_t *job,
             return bad_value(f, value);
         *(f == F_DIM ? &job->dim : &job->classes) = (uint32_t)v;
         return EMBER_OK;
-    case F_HIDDEN:
-        return parse_hidden(value, job);
+    case F_HIDDEN: return parse_hidden(value, job);
     case F_MODE:
-        return ember_bag_mode_parse(value, &job->mode) == EMBER_OK ? EMBER_OK
-                                                                     : bad_value(f, value);
+        return ember_bag_mode_parse(value, &job->mode) == EMBER_OK ? EMBER_OK : bad_value(f, value);
     case F_PADDING_IDX:
         if (!parse_i64(value, -1, INT64_MAX, &v))
             return bad_value(f, value);
         job->padding_idx = v;
         return EMBER_OK;
-    case F_WEIGHTS:
-        job->per_sample_weights = 1;
-        return EMBER_OK;
+    case F_WEIGHTS: job->per_sample_weights = 1; return EMBER_OK;
     case F_OPTIMIZER:
         return ember_opt_kind_parse(value, &parsed->kind) == EMBER_OK ? EMBER_OK
                                                                       : bad_value(f, value);
     case F_LR:
     case F_MOMENTUM:
         return parse_nonneg_float(value, f == F_LR ? &parsed->lr : &parsed->momentum)
-                   ? EMBER_OK
-                   : bad_value(f, value);
+                       ? EMBER_OK
+                       : bad_value(f, value);
     case F_EPOCHS:
     case F_BATCHES:
     case F_MIN_INDICES:
@@ -297,8 +352,7 @@ static ember_status_t apply_flag(int f, const char *value, ember_job_t *job,
     case F_SAVE:
     case F_METRICS:
         if (!*value || strlen(value) >= EMBER_PATH_MAX)
-            return refuse("%s: a path of 1 to 511 bytes is wanted, not '%s'",
-                          flags[f].name, value);
+            return refuse("%s: a path of 1 to 511 bytes is wanted, not '%s'", flags[f].name, value);
         *(f == F_REPLAY ? &job->replay_path
           : f == F_SAVE ? &job->save_path
                         : &job->metrics_path) = value;
@@ -328,8 +382,7 @@ static ember_status_t apply_flag(int f, const char *value, ember_job_t *job,
 static void given_text(const ember_job_t *job, int f, char *text, size_t length)
 {
     const char *value = job->flag_values[f];
-    snprintf(text, length, "%s%s%s", flags[f].name, value && *value ? " " : "",
-             value ? value : "");
+    snprintf(text, length, "%s%s%s", flags[f].name, value && *value ? " " : "", value ? value : "");
 }
 
 /* With --replay, what the file has no such thing for (REPLAY_REFUSED), and
@@ -349,13 +402,14 @@ static ember_status_t check_replay_flags(const ember_job_t *job)
     }
     if (job->consistency == EMBER_ASYNC)
         return refuse("%s cannot be honoured with --replay %s: a replay trains in "
-                      "sync mode", job->given & (1ull << F_CONSISTENCY)
-                                   ? "--consistency async"
-                                   : "EMBER_CONSISTENCY=async",
+                      "sync mode",
+                      job->given & (1ull << F_CONSISTENCY) ? "--consistency async"
+                                                           : "EMBER_CONSISTENCY=async",
                       job->replay_path);
     if (ember_config_is_set("EMBER_SEED"))
         return refuse("EMBER_SEED cannot be honoured with --replay %s: the file holds "
-                      "the initial weights and the batches", job->replay_path);
+                      "the initial weights and the batches",
+                      job->replay_path);
     return EMBER_OK;
 }
 
@@ -376,30 +430,38 @@ static ember_status_t check_combinations(const ember_job_t *job, const parsed_t 
                       ember_opt_kind_name(parsed->kind));
     if ((job->given & (1ull << F_SPARSE_REDUCE)) && job->consistency == EMBER_ASYNC)
         return refuse("%s is how sync steps combine gradients: %s applies each as it "
-                      "comes", "--sparse-reduce", "--consistency async");
+                      "comes",
+                      "--sparse-reduce", "--consistency async");
     if (job->table_dtype == EMBER_DTYPE_F16 && strcmp(job->ps_device, "cuda") == 0)
         return refuse("%s: a PS on a GPU keeps fp32 rows (%s)", "--table-dtype fp16",
                       "--ps-device cuda");
     if ((job->given & (1ull << F_REPLAY_TOLERANCE)) && !job->replay_path)
-        return refuse("%s checks a replay: it needs %s", "--replay-tolerance",
-                      "--replay FILE");
+        return refuse("%s checks a replay: it needs %s", "--replay-tolerance", "--replay FILE");
     return EMBER_OK;
 }
 
 static void job_defaults(ember_job_t *job)
 {
     const char *consistency = ember_config_str("EMBER_CONSISTENCY");
-    *job = (ember_job_t){.trainers = 2, .num_ps = 1, .rows = 100, .dim = 16,
-                         .classes = 8, .mode = EMBER_BAG_SUM, .padding_idx = -1,
-                         .epochs = 100, .batches = 10, .min_indices = 20,
+    *job = (ember_job_t){.trainers = 2,
+                         .num_ps = 1,
+                         .rows = 100,
+                         .dim = 16,
+                         .classes = 8,
+                         .mode = EMBER_BAG_SUM,
+                         .padding_idx = -1,
+                         .epochs = 100,
+                         .batches = 10,
+                         .min_indices = 20,
                          .max_indices = 50,
                          .seed = (uint64_t)ember_config_int("EMBER_SEED"),
                          .data = EMBER_DATA_TUTORIAL,
                          .metrics_path = ember_config_str("EMBER_METRICS"),
-                         .device = "cpu", .ps_device = "cpu",
+                         .device = "cpu",
+                         .ps_device = "cpu",
                          .replay_tolerance = 1e-4};
-    job->consistency = consistency && strcasecmp(consistency, "async") == 0 ? EMBER_ASYNC
-                                                                            : EMBER_SYNC;
+    job->consistency =
+            consistency && strcasecmp(consistency, "async") == 0 ? EMBER_ASYNC : EMBER_SYNC;
 }
 
 ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
@@ -446,20 +508,15 @@ static void setting_text(const ember_job_t *job, int f, char *text, size_t lengt
     case F_ROWS: snprintf(text, length, "%lld rows", (long long)job->rows); break;
     case F_DIM: snprintf(text, length, "dim %u", job->dim); break;
     case F_CLASSES: snprintf(text, length, "%u classes", job->classes); break;
-    case F_MODE:
-        snprintf(text, length, "mode %s", ember_bag_mode_name(job->mode));
-        break;
+    case F_MODE: snprintf(text, length, "mode %s", ember_bag_mode_name(job->mode)); break;
     case F_WEIGHTS:
-        snprintf(text, length, "%s per-sample weights", job->per_sample_weights ? "its"
-                                                                                : "no");
+        snprintf(text, length, "%s per-sample weights", job->per_sample_weights ? "its" : "no");
         break;
     case F_OPTIMIZER:
         snprintf(text, length, "optimizer %s", ember_opt_kind_name(job->optimizer.kind));
         break;
     case F_LR: snprintf(text, length, "lr %g", (double)job->optimizer.lr); break;
-    case F_MOMENTUM:
-        snprintf(text, length, "momentum %g", (double)job->optimizer.momentum);
-        break;
+    case F_MOMENTUM: snprintf(text, length, "momentum %g", (double)job->optimizer.momentum); break;
     default: /* F_SPARSE_REDUCE */
         snprintf(text, length, "sparse_reduce %s",
                  job->sparse_reduce == EMBER_REDUCE_MEAN ? "mean" : "sum");
@@ -479,8 +536,10 @@ static ember_status_t replay_job(const ember_job_t *job, const ember_replay_info
     }
     /* ember_replay_info checked the words; this only converts them. */
     if (ember_bag_mode_parse(info->mode, &file->mode) != EMBER_OK) {
-        fprintf(stderr, "ember-train: %s: metadata 'mode' is '%s', not sum, mean or "
-                "max\n", job->replay_path, info->mode);
+        fprintf(stderr,
+                "ember-train: %s: metadata 'mode' is '%s', not sum, mean or "
+                "max\n",
+                job->replay_path, info->mode);
         return EMBER_ERR_FORMAT;
     }
     file->rows = info->rows;
@@ -489,8 +548,8 @@ static ember_status_t replay_job(const ember_job_t *job, const ember_replay_info
     file->trainers = (int)info->trainers;
     file->per_sample_weights = (int)info->per_sample_weights;
     file->consistency = EMBER_SYNC;
-    file->sparse_reduce = strcmp(info->sparse_reduce, "mean") == 0 ? EMBER_REDUCE_MEAN
-                                                                   : EMBER_REDUCE_SUM;
+    file->sparse_reduce =
+            strcmp(info->sparse_reduce, "mean") == 0 ? EMBER_REDUCE_MEAN : EMBER_REDUCE_SUM;
     file->padding_idx = -1;
     ember_opt_config_default(EMBER_OPT_SGD, (float)info->lr, &file->optimizer);
     return EMBER_OK;
@@ -515,8 +574,8 @@ ember_status_t ember_job_take_replay(ember_job_t *job)
         if (strcmp(mine, theirs) == 0)
             continue; /* says what the file says: honoured */
         given_text(job, f, given, sizeof(given));
-        return refuse("%s cannot be honoured with --replay %s: the file trains with %s",
-                      given, job->replay_path, theirs);
+        return refuse("%s cannot be honoured with --replay %s: the file trains with %s", given,
+                      job->replay_path, theirs);
     }
     *job = file;
     return EMBER_OK;
@@ -543,8 +602,10 @@ static ember_status_t check_writable(const char *flag, const char *path)
     else if (stat(path, &st) == 0 && access(path, W_OK) != 0)
         why = strerror(errno);
     if (why)
-        fprintf(stderr, "ember-train: %s %s: cannot write there (%s: %s); nothing was "
-                "run\n", flag, path, dir, why);
+        fprintf(stderr,
+                "ember-train: %s %s: cannot write there (%s: %s); nothing was "
+                "run\n",
+                flag, path, dir, why);
     free(copy);
     return why ? EMBER_ERR_IO : EMBER_OK;
 }
@@ -554,8 +615,7 @@ ember_status_t ember_job_check_outputs(const ember_job_t *job)
     if (job->save_path)
         EMBER_CHECK(check_writable("--save", job->save_path));
     if (job->metrics_path)
-        EMBER_CHECK(check_writable(job->given & (1ull << F_METRICS) ? "--metrics"
-                                                                    : "EMBER_METRICS",
+        EMBER_CHECK(check_writable(job->given & (1ull << F_METRICS) ? "--metrics" : "EMBER_METRICS",
                                    job->metrics_path));
     return EMBER_OK;
 }

@@ -8,9 +8,9 @@
 #include "engine/train/job.h"
 
 typedef enum {
-    EMBER_JOB_RUN,     /* train */
-    EMBER_JOB_HELP,    /* --help: usage printed, nothing else to do */
-    EMBER_JOB_VERSION  /* --version: print it, nothing else to do */
+    EMBER_JOB_RUN,    /* train */
+    EMBER_JOB_HELP,   /* --help: usage printed, nothing else to do */
+    EMBER_JOB_VERSION /* --version: print it, nothing else to do */
 } ember_job_action_t;
 
 /**

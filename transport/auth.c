@@ -7,11 +7,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -54,9 +54,10 @@ static ember_status_t secret_from_file(const char *path, tp_secret_t *secret)
         return EMBER_ERR_IO;
     }
     if (fstat(fd, &st) != 0 || (st.st_mode & 077) != 0) {
-        ember_error("auth", "secret file %s is accessible to group/others "
-                    "(mode %04o); run chmod 600 on it", path,
-                    (unsigned)(st.st_mode & 07777));
+        ember_error("auth",
+                    "secret file %s is accessible to group/others "
+                    "(mode %04o); run chmod 600 on it",
+                    path, (unsigned)(st.st_mode & 07777));
         close(fd);
         return EMBER_ERR_AUTH;
     }
@@ -69,16 +70,14 @@ static ember_status_t secret_from_file(const char *path, tp_secret_t *secret)
     while (n > 0 && isspace((unsigned char)text[n - 1]))
         n--;
     if ((size_t)n > 2 * TP_AUTH_MAX_SECRET) {
-        ember_error("auth", "secret file %s is longer than %d bytes", path,
-                    TP_AUTH_MAX_SECRET);
+        ember_error("auth", "secret file %s is longer than %d bytes", path, TP_AUTH_MAX_SECRET);
         return EMBER_ERR_AUTH;
     }
     secret_from_text(text, (size_t)n, secret);
     return EMBER_OK;
 }
 
-ember_status_t tp_auth_load_secret(const uint8_t *bytes, size_t length,
-                                   tp_secret_t *secret)
+ember_status_t tp_auth_load_secret(const uint8_t *bytes, size_t length, tp_secret_t *secret)
 {
     const char *file = ember_config_str("EMBER_SECRET_FILE");
     const char *text = ember_config_str("EMBER_SECRET");
@@ -101,7 +100,7 @@ ember_status_t tp_auth_load_secret(const uint8_t *bytes, size_t length,
         return EMBER_OK;
     }
     ember_warn("auth", "no job secret (EMBER_SECRET_FILE): connections are not "
-               "authenticated; ember-run and slurm/hybrid.sbatch set one");
+                       "authenticated; ember-run and slurm/hybrid.sbatch set one");
     return EMBER_OK;
 }
 
@@ -114,10 +113,9 @@ ember_status_t tp_auth_nonce(uint8_t nonce[TP_AUTH_NONCE_SIZE])
     return EMBER_OK;
 }
 
-void tp_auth_mac(const tp_secret_t *secret, const char *label, uint32_t src,
-                 uint32_t dst, const uint8_t nonce_a[TP_AUTH_NONCE_SIZE],
-                 const uint8_t nonce_b[TP_AUTH_NONCE_SIZE],
-                 uint8_t mac[TP_AUTH_MAC_SIZE])
+void tp_auth_mac(const tp_secret_t *secret, const char *label, uint32_t src, uint32_t dst,
+                 const uint8_t nonce_a[TP_AUTH_NONCE_SIZE],
+                 const uint8_t nonce_b[TP_AUTH_NONCE_SIZE], uint8_t mac[TP_AUTH_MAC_SIZE])
 {
     uint8_t message[64 + 8 + 2 * TP_AUTH_NONCE_SIZE];
     size_t label_length = strlen(label), n = 0;
@@ -134,8 +132,7 @@ void tp_auth_mac(const tp_secret_t *secret, const char *label, uint32_t src,
     n += TP_AUTH_NONCE_SIZE;
     memcpy(message + n, nonce_b, TP_AUTH_NONCE_SIZE);
     n += TP_AUTH_NONCE_SIZE;
-    HMAC(EVP_sha256(), secret->bytes, (int)secret->length, message, n, mac,
-         &mac_length);
+    HMAC(EVP_sha256(), secret->bytes, (int)secret->length, message, n, mac, &mac_length);
 }
 
 /* The HMAC implementation, fetched once (the store's thread and the main
@@ -152,8 +149,8 @@ void tp_auth_hmac(const tp_secret_t *secret, const tp_auth_part_t *parts, size_t
                   uint8_t mac[TP_AUTH_MAC_SIZE])
 {
     OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
-        OSSL_PARAM_construct_end()};
+            OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+            OSSL_PARAM_construct_end()};
     EVP_MAC_CTX *ctx = NULL;
     size_t length = 0;
     int ok;
@@ -163,8 +160,7 @@ void tp_auth_hmac(const tp_secret_t *secret, const tp_auth_part_t *parts, size_t
          EVP_MAC_init(ctx, secret->bytes, secret->length, params);
     for (size_t i = 0; ok && i < nparts; i++)
         ok = parts[i].length == 0 || EVP_MAC_update(ctx, parts[i].data, parts[i].length);
-    ok = ok && EVP_MAC_final(ctx, mac, &length, TP_AUTH_MAC_SIZE) &&
-         length == TP_AUTH_MAC_SIZE;
+    ok = ok && EVP_MAC_final(ctx, mac, &length, TP_AUTH_MAC_SIZE) && length == TP_AUTH_MAC_SIZE;
     EVP_MAC_CTX_free(ctx);
     /* Without a MAC nothing may pass: a random one matches nothing. */
     if (!ok && getrandom(mac, TP_AUTH_MAC_SIZE, 0) != TP_AUTH_MAC_SIZE)
@@ -178,8 +174,7 @@ void tp_auth_digest(const void *data, size_t length, uint8_t digest[TP_AUTH_MAC_
         memset(digest, 0, TP_AUTH_MAC_SIZE);
 }
 
-int tp_auth_mac_equal(const uint8_t a[TP_AUTH_MAC_SIZE],
-                      const uint8_t b[TP_AUTH_MAC_SIZE])
+int tp_auth_mac_equal(const uint8_t a[TP_AUTH_MAC_SIZE], const uint8_t b[TP_AUTH_MAC_SIZE])
 {
     return CRYPTO_memcmp(a, b, TP_AUTH_MAC_SIZE) == 0;
 }

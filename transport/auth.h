@@ -28,17 +28,15 @@ typedef struct {
  * accessible to group/others), else EMBER_SECRET (hex).  With none of them
  * the secret is empty and a warning says connections are unauthenticated.
  */
-ember_status_t tp_auth_load_secret(const uint8_t *bytes, size_t length,
-                                   tp_secret_t *secret);
+ember_status_t tp_auth_load_secret(const uint8_t *bytes, size_t length, tp_secret_t *secret);
 
 /** Fill @nonce with random bytes. */
 ember_status_t tp_auth_nonce(uint8_t nonce[TP_AUTH_NONCE_SIZE]);
 
 /** mac = HMAC(secret, label | src | dst | nonce_a | nonce_b). */
-void tp_auth_mac(const tp_secret_t *secret, const char *label, uint32_t src,
-                 uint32_t dst, const uint8_t nonce_a[TP_AUTH_NONCE_SIZE],
-                 const uint8_t nonce_b[TP_AUTH_NONCE_SIZE],
-                 uint8_t mac[TP_AUTH_MAC_SIZE]);
+void tp_auth_mac(const tp_secret_t *secret, const char *label, uint32_t src, uint32_t dst,
+                 const uint8_t nonce_a[TP_AUTH_NONCE_SIZE],
+                 const uint8_t nonce_b[TP_AUTH_NONCE_SIZE], uint8_t mac[TP_AUTH_MAC_SIZE]);
 
 /* One piece of a message a MAC covers. */
 typedef struct {
@@ -54,7 +52,6 @@ void tp_auth_hmac(const tp_secret_t *secret, const tp_auth_part_t *parts, size_t
 void tp_auth_digest(const void *data, size_t length, uint8_t digest[TP_AUTH_MAC_SIZE]);
 
 /** Constant-time comparison of two MACs; 1 when equal. */
-int tp_auth_mac_equal(const uint8_t a[TP_AUTH_MAC_SIZE],
-                      const uint8_t b[TP_AUTH_MAC_SIZE]);
+int tp_auth_mac_equal(const uint8_t a[TP_AUTH_MAC_SIZE], const uint8_t b[TP_AUTH_MAC_SIZE]);
 
 #endif

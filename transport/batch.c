@@ -44,8 +44,7 @@ int tp_request_batchable(ember_tp_t *tp, const tp_send_t *send)
 
     /* READY: its lanes, and so its item limit, are known.  A call whose
      * reply comes by rendezvous is alone by design (TP_FLAG_REPLY_RNDV). */
-    return tp->batching && peer->state == TP_PEER_READY &&
-           send->mem_type == EMBER_MEM_HOST &&
+    return tp->batching && peer->state == TP_PEER_READY && send->mem_type == EMBER_MEM_HOST &&
            !(send->header.flags & TP_FLAG_REPLY_RNDV) &&
            (size_t)send->header.length <= tp_batch_item_max(peer);
 }
@@ -55,8 +54,8 @@ void tp_send_defer(ember_tp_t *tp, tp_send_t *send)
     tp_peer_t *peer = &tp->peers[send->peer];
     size_t bytes = item_bytes((size_t)send->header.length);
 
-    if (peer->deferred_count && (peer->deferred_am != send->am_id ||
-                                 peer->deferred_bytes + bytes > tp_batch_bytes(peer)))
+    if (peer->deferred_count &&
+        (peer->deferred_am != send->am_id || peer->deferred_bytes + bytes > tp_batch_bytes(peer)))
         tp_batch_flush(tp, send->peer);
     if (!peer->deferred_count) {
         tp->deferred_peers++;
@@ -68,8 +67,7 @@ void tp_send_defer(ember_tp_t *tp, tp_send_t *send)
 }
 
 /* Pack @held (a detached list of replies, or of requests) into one message. */
-static void batch_send(ember_tp_t *tp, int rank, unsigned am_id, tp_list_t *held,
-                       size_t bytes)
+static void batch_send(ember_tp_t *tp, int rank, unsigned am_id, tp_list_t *held, size_t bytes)
 {
     uint8_t *buffer = ember_pool_get(&tp->pool, bytes);
     tp_send_t *batch = NULL;
@@ -114,9 +112,7 @@ static void batch_send(ember_tp_t *tp, int rank, unsigned am_id, tp_list_t *held
         tp->reply_batches++;
     else
         tp->call_batches++;
-    batch->header = (tp_header_t){.magic = TP_MAGIC,
-                                  .version = TP_VERSION,
-                                  .length = bytes};
+    batch->header = (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .length = bytes};
     batch->copy = buffer;
     tp_peer_send(tp, batch);
 }
@@ -157,19 +153,21 @@ void tp_batch_flush_all(ember_tp_t *tp)
 
 /* ---- receiving ------------------------------------------------------------ */
 
-static const char *batch_kind(int calls) { return calls ? "call" : "reply"; }
+static const char *batch_kind(int calls)
+{
+    return calls ? "call" : "reply";
+}
 
 int tp_batch_header_parse(const void *header, size_t header_length, size_t length,
                           size_t max_message, tp_header_t *out)
 {
     size_t inline_length;
-    return tp_header_parse(header, header_length, length, max_message, out,
-                           &inline_length) &&
+    return tp_header_parse(header, header_length, length, max_message, out, &inline_length) &&
            inline_length == 0 && out->flags == 0 && length <= (size_t)TP_BATCH_BYTES_MAX;
 }
 
-int tp_batch_walk(uint8_t *data, size_t length, int calls, tp_batch_item_cb cb,
-                  void *arg, size_t *bad_offset_p)
+int tp_batch_walk(uint8_t *data, size_t length, int calls, tp_batch_item_cb cb, void *arg,
+                  size_t *bad_offset_p)
 {
     size_t offset = 0;
 
@@ -181,9 +179,8 @@ int tp_batch_walk(uint8_t *data, size_t length, int calls, tp_batch_item_cb cb,
         /* A request item may be one-way; nothing else rides in a batch.  The
          * item is whole, its padding too, before it is handed on. */
         uint32_t flags_ok = calls ? TP_FLAG_ONEWAY : 0;
-        if (hdr.magic != TP_MAGIC || hdr.version != TP_VERSION ||
-            (hdr.flags & ~flags_ok) != 0 || hdr.op >= EMBER_RPC_OP_MAX ||
-            hdr.length > length - offset - sizeof(hdr) ||
+        if (hdr.magic != TP_MAGIC || hdr.version != TP_VERSION || (hdr.flags & ~flags_ok) != 0 ||
+            hdr.op >= EMBER_RPC_OP_MAX || hdr.length > length - offset - sizeof(hdr) ||
             item_bytes((size_t)hdr.length) > length - offset || (calls && hdr.status != 0))
             goto malformed;
         cb(arg, &hdr, data + offset + sizeof(hdr));
@@ -209,25 +206,23 @@ static void deliver_call(void *arg, const tp_header_t *hdr, uint8_t *payload)
 static void deliver_reply(void *arg, const tp_header_t *hdr, uint8_t *payload)
 {
     batch_target_t *to = arg;
-    (void)tp_reply_deliver(to->tp, to->peer, hdr, payload, 0, payload,
-                           (size_t)hdr->length, 0);
+    (void)tp_reply_deliver(to->tp, to->peer, hdr, payload, 0, payload, (size_t)hdr->length, 0);
 }
 
 /* Hand every item of a batch on: a reply to its call, a request to its
  * handler's queue; stop at the first malformed one. */
-static void batch_deliver(ember_tp_t *tp, int peer, int calls, uint8_t *data,
-                          size_t length)
+static void batch_deliver(ember_tp_t *tp, int peer, int calls, uint8_t *data, size_t length)
 {
     batch_target_t to = {.tp = tp, .peer = peer};
     size_t offset;
 
-    if (tp_batch_walk(data, length, calls, calls ? deliver_call : deliver_reply, &to,
-                      &offset))
+    if (tp_batch_walk(data, length, calls, calls ? deliver_call : deliver_reply, &to, &offset))
         return;
     tp->dropped_messages++;
-    ember_warn("tp", "malformed %s batch from %s (rank %d): the rest (from byte "
-               "%zu of %zu) dropped", batch_kind(calls), tp->peers[peer].name, peer,
-               offset, length);
+    ember_warn("tp",
+               "malformed %s batch from %s (rank %d): the rest (from byte "
+               "%zu of %zu) dropped",
+               batch_kind(calls), tp->peers[peer].name, peer, offset, length);
 }
 
 typedef struct {
@@ -237,8 +232,7 @@ typedef struct {
     size_t length;
 } batch_recv_t;
 
-static void batch_recv_cb(void *request, ucs_status_t status, size_t length,
-                          void *user_data)
+static void batch_recv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
 {
     batch_recv_t *recv = user_data;
     ember_tp_t *tp = recv->tp;
@@ -247,23 +241,20 @@ static void batch_recv_cb(void *request, ucs_status_t status, size_t length,
     if (status == UCS_OK)
         batch_deliver(tp, recv->peer, recv->calls, recv->buffer, recv->length);
     else
-        ember_warn("tp", "%s batch from %s: payload not received: %s",
-                   batch_kind(recv->calls), tp->peers[recv->peer].name,
-                   ucs_status_string(status));
+        ember_warn("tp", "%s batch from %s: payload not received: %s", batch_kind(recv->calls),
+                   tp->peers[recv->peer].name, ucs_status_string(status));
     ember_pool_put(&tp->pool, recv->buffer);
     ember_pool_put(&tp->pool, recv);
     ucp_request_free(request);
 }
 
-static ucs_status_t batch_recv(ember_tp_t *tp, int calls, const void *header,
-                               size_t header_length, void *data, size_t length,
-                               const ucp_am_recv_param_t *param)
+static ucs_status_t batch_recv(ember_tp_t *tp, int calls, const void *header, size_t header_length,
+                               void *data, size_t length, const ucp_am_recv_param_t *param)
 {
     tp_header_t hdr;
     int peer = tp_am_sender(tp, param);
 
-    if (peer < 0 ||
-        !tp_batch_header_parse(header, header_length, length, tp->max_message, &hdr)) {
+    if (peer < 0 || !tp_batch_header_parse(header, header_length, length, tp->max_message, &hdr)) {
         tp_note_dropped(tp, calls ? "malformed or unauthenticated call batch dropped"
                                   : "malformed or unauthenticated reply batch dropped");
         return UCS_OK;
@@ -278,34 +269,30 @@ static ucs_status_t batch_recv(ember_tp_t *tp, int calls, const void *header,
     ember_status_t status = EMBER_ERR_NO_MEMORY;
     if (recv && buffer) {
         *recv = (batch_recv_t){
-            .tp = tp, .peer = peer, .calls = calls, .buffer = buffer, .length = length};
-        status = tp_rndv_receive(tp, data, buffer, length, EMBER_MEM_HOST, batch_recv_cb,
-                                 recv);
+                .tp = tp, .peer = peer, .calls = calls, .buffer = buffer, .length = length};
+        status = tp_rndv_receive(tp, data, buffer, length, EMBER_MEM_HOST, batch_recv_cb, recv);
         if (status == EMBER_INPROGRESS)
             return UCS_INPROGRESS;
         if (status == EMBER_OK)
             batch_deliver(tp, peer, calls, buffer, length);
     }
     if (status != EMBER_OK)
-        ember_warn("tp", "%s batch from %s (%zu bytes) not received: %s",
-                   batch_kind(calls), tp->peers[peer].name, length,
-                   ember_status_string(status));
+        ember_warn("tp", "%s batch from %s (%zu bytes) not received: %s", batch_kind(calls),
+                   tp->peers[peer].name, length, ember_status_string(status));
     ember_pool_put(&tp->pool, buffer);
     ember_pool_put(&tp->pool, recv);
     /* A rendezvous the receive was asked for is UCX's to finish. */
     return (recv && buffer) ? UCS_INPROGRESS : UCS_OK;
 }
 
-ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length,
-                                  void *data, size_t length,
-                                  const ucp_am_recv_param_t *param)
+ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length, void *data,
+                                  size_t length, const ucp_am_recv_param_t *param)
 {
     return batch_recv(arg, 0, header, header_length, data, length, param);
 }
 
-ucs_status_t tp_am_call_batch_cb(void *arg, const void *header, size_t header_length,
-                                 void *data, size_t length,
-                                 const ucp_am_recv_param_t *param)
+ucs_status_t tp_am_call_batch_cb(void *arg, const void *header, size_t header_length, void *data,
+                                 size_t length, const ucp_am_recv_param_t *param)
 {
     return batch_recv(arg, 1, header, header_length, data, length, param);
 }

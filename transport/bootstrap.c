@@ -7,8 +7,8 @@
  * script exports it).  Rank 0 serves the store; every rank publishes its
  * UCX worker address and name, then reads everyone else's.
  */
-#include "transport/tp_internal.h"
 #include "common/clock.h"
+#include "transport/tp_internal.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -31,8 +31,7 @@ static int env_int(const char *slurm_name, int fallback)
     errno = 0;
     long long value = strtoll(text, &end, 10);
     if (errno || *end || value < 0 || value > INT32_MAX) {
-        ember_error("boot", "%s='%s' is not an integer from 0 to %d", slurm_name, text,
-                    INT32_MAX);
+        ember_error("boot", "%s='%s' is not an integer from 0 to %d", slurm_name, text, INT32_MAX);
         return -1;
     }
     return (int)value;
@@ -43,17 +42,18 @@ static ember_status_t resolve_identity(ember_tp_t *tp, const ember_tp_params_t *
     tp->rank = params->rank;
     tp->world_size = params->world_size;
     if (tp->rank < 0)
-        tp->rank = ember_config_str("EMBER_RANK")
-                       ? (int)ember_config_int("EMBER_RANK")
-                       : env_int("SLURM_PROCID", -1);
+        tp->rank = ember_config_str("EMBER_RANK") ? (int)ember_config_int("EMBER_RANK")
+                                                  : env_int("SLURM_PROCID", -1);
     if (tp->world_size < 0)
         tp->world_size = ember_config_str("EMBER_WORLD_SIZE")
-                             ? (int)ember_config_int("EMBER_WORLD_SIZE")
-                             : env_int("SLURM_NTASKS", -1);
+                                 ? (int)ember_config_int("EMBER_WORLD_SIZE")
+                                 : env_int("SLURM_NTASKS", -1);
     if (tp->world_size <= 0 || tp->rank < 0 || tp->rank >= tp->world_size) {
-        ember_error("boot", "no valid rank/world size (rank %d, world size %d): "
+        ember_error("boot",
+                    "no valid rank/world size (rank %d, world size %d): "
                     "set EMBER_RANK and EMBER_WORLD_SIZE, run under ember-run, "
-                    "or under srun", tp->rank, tp->world_size);
+                    "or under srun",
+                    tp->rank, tp->world_size);
         return EMBER_ERR_INVALID_PARAM;
     }
     return EMBER_OK;
@@ -121,8 +121,10 @@ static ember_status_t take_address(ember_tp_t *tp, int rank, void *value, size_t
             why = "its digest does not match";
     }
     if (why) {
-        ember_error("boot", "ember/addr/%d: rank %d's worker address (%zu bytes) is "
-                    "malformed: %s", rank, rank, length, why);
+        ember_error("boot",
+                    "ember/addr/%d: rank %d's worker address (%zu bytes) is "
+                    "malformed: %s",
+                    rank, rank, length, why);
         free(value);
         return EMBER_ERR_BAD_MESSAGE;
     }
@@ -151,8 +153,7 @@ static int word_valid(const char *text, size_t length, size_t max)
 }
 
 /* "HOST PID": where @rank runs, checked at full width. */
-static ember_status_t take_process(ember_tp_t *tp, int rank, const char *text,
-                                   size_t length)
+static ember_status_t take_process(ember_tp_t *tp, int rank, const char *text, size_t length)
 {
     tp_peer_t *peer = &tp->peers[rank];
     const char *space = memchr(text, ' ', length);
@@ -171,9 +172,10 @@ static ember_status_t take_process(ember_tp_t *tp, int rank, const char *text,
         ok = 0;
     }
     if (!ok) {
-        ember_error("boot", "ember/proc/%d: rank %d published a malformed process "
-                    "entry '%.*s' (want HOST PID)", rank, rank,
-                    (int)(length > 80 ? 80 : length), text);
+        ember_error("boot",
+                    "ember/proc/%d: rank %d published a malformed process "
+                    "entry '%.*s' (want HOST PID)",
+                    rank, rank, (int)(length > 80 ? 80 : length), text);
         return EMBER_ERR_BAD_MESSAGE;
     }
     memcpy(peer->host, text, (size_t)(space - text));
@@ -182,16 +184,17 @@ static ember_status_t take_process(ember_tp_t *tp, int rank, const char *text,
     return EMBER_OK;
 }
 
-static ember_status_t get_key(ember_tp_t *tp, const char *format, int rank,
-                              void **value_p, size_t *length_p)
+static ember_status_t get_key(ember_tp_t *tp, const char *format, int rank, void **value_p,
+                              size_t *length_p)
 {
     char key[64];
     snprintf(key, sizeof(key), format, rank);
-    ember_status_t status = tp_store_get(tp->store, key, tp->connect_timeout_s, value_p,
-                                         length_p);
+    ember_status_t status = tp_store_get(tp->store, key, tp->connect_timeout_s, value_p, length_p);
     if (status == EMBER_ERR_TIMED_OUT)
-        ember_error("boot", "rank %d did not join within %.0f s (no %s; "
-                    "EMBER_CONNECT_TIMEOUT)", rank, tp->connect_timeout_s, key);
+        ember_error("boot",
+                    "rank %d did not join within %.0f s (no %s; "
+                    "EMBER_CONNECT_TIMEOUT)",
+                    rank, tp->connect_timeout_s, key);
     return status;
 }
 
@@ -212,8 +215,10 @@ static ember_status_t collect_peer(ember_tp_t *tp, int rank)
     }
     free(value);
     if (!named) {
-        ember_error("boot", "ember/name/%d: rank %d's name is not 1 to %zu printable "
-                    "characters", rank, rank, sizeof(peer->name) - 1);
+        ember_error("boot",
+                    "ember/name/%d: rank %d's name is not 1 to %zu printable "
+                    "characters",
+                    rank, rank, sizeof(peer->name) - 1);
         return EMBER_ERR_BAD_MESSAGE;
     }
     EMBER_CHECK(get_key(tp, "ember/proc/%d", rank, &value, &length));
@@ -235,8 +240,10 @@ static ember_status_t publish_and_collect(ember_tp_t *tp, const char *name)
     char key[64], process[96];
 
     if (!word_valid(name, strlen(name), sizeof(tp->peers[0].name) - 1)) {
-        ember_error("boot", "the name '%s' is not 1 to %zu printable characters "
-                    "without spaces (EMBER_NAME)", name, sizeof(tp->peers[0].name) - 1);
+        ember_error("boot",
+                    "the name '%s' is not 1 to %zu printable characters "
+                    "without spaces (EMBER_NAME)",
+                    name, sizeof(tp->peers[0].name) - 1);
         return EMBER_ERR_INVALID_PARAM;
     }
     EMBER_CHECK(publish_address(tp));
@@ -292,8 +299,8 @@ static const char *init_url(char *buffer, size_t size)
 ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params)
 {
     char url_buffer[300];
-    const char *url = params->init_url ? params->init_url
-                                       : init_url(url_buffer, sizeof(url_buffer));
+    const char *url =
+            params->init_url ? params->init_url : init_url(url_buffer, sizeof(url_buffer));
     char host[256], default_name[32];
     const char *name;
     int port;
@@ -317,8 +324,7 @@ ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params
 
     if (tp->rank == 0)
         EMBER_CHECK(tp_store_server_start(host, port, &tp->secret, &tp->store_server));
-    EMBER_CHECK(tp_store_connect(host, port, &tp->secret, tp->connect_timeout_s,
-                                 &tp->store));
+    EMBER_CHECK(tp_store_connect(host, port, &tp->secret, tp->connect_timeout_s, &tp->store));
 
     snprintf(default_name, sizeof(default_name), "rank%d", tp->rank);
     name = params->name ? params->name : ember_config_str("EMBER_NAME");
@@ -326,8 +332,8 @@ ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params
         name = default_name;
     EMBER_CHECK(publish_and_collect(tp, name));
     EMBER_CHECK(ember_tp_barrier(tp, "join"));
-    ember_debug("boot", "joined as %s (rank %d of %d) through %s", name, tp->rank,
-                tp->world_size, url);
+    ember_debug("boot", "joined as %s (rank %d of %d) through %s", name, tp->rank, tp->world_size,
+                url);
     return EMBER_OK;
 }
 
@@ -338,8 +344,8 @@ void tp_bootstrap_leave(ember_tp_t *tp)
     /* Rank 0 keeps serving until the others have read the last barrier; a
      * job that lost a rank has none, and its survivors end at once. */
     tp_store_server_stop(tp->store_server, tp->failed || tp_first_lost(tp, 1) >= 0
-                                               ? 0.2
-                                               : ember_config_double("EMBER_SHUTDOWN_TIMEOUT"));
+                                                   ? 0.2
+                                                   : ember_config_double("EMBER_SHUTDOWN_TIMEOUT"));
     tp->store_server = NULL;
     if (tp->peers) {
         for (int rank = 0; rank < tp->world_size; rank++)
@@ -347,16 +353,14 @@ void tp_bootstrap_leave(ember_tp_t *tp)
     }
 }
 
-ember_status_t ember_tp_store_set(ember_tp_t *tp, const char *key,
-                                  const void *value, size_t length)
+ember_status_t ember_tp_store_set(ember_tp_t *tp, const char *key, const void *value, size_t length)
 {
     char full[TP_STORE_MAX_KEY];
     snprintf(full, sizeof(full), "user/%s", key);
     return tp_store_set(tp->store, full, value, length);
 }
 
-ember_status_t ember_tp_store_get(ember_tp_t *tp, const char *key,
-                                  void **value_p, size_t *length_p)
+ember_status_t ember_tp_store_get(ember_tp_t *tp, const char *key, void **value_p, size_t *length_p)
 {
     char full[TP_STORE_MAX_KEY];
     snprintf(full, sizeof(full), "user/%s", key);
@@ -421,13 +425,14 @@ ember_status_t ember_tp_barrier(ember_tp_t *tp, const char *name)
     ember_status_t status = barrier_wait(tp, key, tp->connect_timeout_s);
     int lost = tp_first_lost(tp, 0);
     if (status == EMBER_ERR_PEER_LOST && lost >= 0) {
-        ember_error("boot", "barrier '%s': %s (rank %d) was lost: %s", name,
-                    tp->peers[lost].name, lost, tp->peers[lost].reason);
+        ember_error("boot", "barrier '%s': %s (rank %d) was lost: %s", name, tp->peers[lost].name,
+                    lost, tp->peers[lost].reason);
     } else if (status == EMBER_ERR_TIMED_OUT) {
         barrier_missing(tp, key, missing, sizeof(missing));
-        ember_error("boot", "barrier '%s': %s did not arrive within %.0f s "
-                    "(EMBER_CONNECT_TIMEOUT)", name, missing[0] ? missing : "a rank",
-                    tp->connect_timeout_s);
+        ember_error("boot",
+                    "barrier '%s': %s did not arrive within %.0f s "
+                    "(EMBER_CONNECT_TIMEOUT)",
+                    name, missing[0] ? missing : "a rank", tp->connect_timeout_s);
     } else if (status != EMBER_OK) {
         ember_error("boot", "barrier '%s': the rendezvous store failed: %s", name,
                     ember_status_string(status));

@@ -8,8 +8,8 @@
  * reply endpoints whose CONFIRM proved it (tp_conn_t), so a stranger's
  * request never reaches a handler.
  */
-#include "transport/tp_internal.h"
 #include "common/clock.h"
+#include "transport/tp_internal.h"
 
 #include <ember/log.h>
 
@@ -25,15 +25,13 @@ void tp_note_dropped(ember_tp_t *tp, const char *what)
 {
     if (++tp->dropped_messages <= TP_NOTED_MAX)
         ember_warn("tp", "%s%s", what,
-                   tp->dropped_messages == TP_NOTED_MAX ? "; further ones are only counted"
-                                                         : "");
+                   tp->dropped_messages == TP_NOTED_MAX ? "; further ones are only counted" : "");
 }
 
 int tp_first_lost(const ember_tp_t *tp, int or_unanswered)
 {
     for (int rank = 0; tp->peers && rank < tp->world_size; rank++) {
-        if (tp->peers[rank].state == TP_PEER_LOST ||
-            (or_unanswered && tp->peers[rank].unanswered))
+        if (tp->peers[rank].state == TP_PEER_LOST || (or_unanswered && tp->peers[rank].unanswered))
             return rank;
     }
     return -1;
@@ -51,8 +49,8 @@ int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep)
 int tp_am_sender(ember_tp_t *tp, const ucp_am_recv_param_t *param)
 {
     return (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-               ? tp_conn_lookup(tp, param->reply_ep)
-               : -1;
+                   ? tp_conn_lookup(tp, param->reply_ep)
+                   : -1;
 }
 
 static ember_status_t conn_add(ember_tp_t *tp, ucp_ep_h reply_ep, int rank)
@@ -196,12 +194,14 @@ static void peer_lanes(ember_tp_t *tp, tp_peer_t *peer)
     peer->eager_reply_max = peer->lane == TP_LANE_TCP ? tp->tcp_eager : 0;
     peer->eager_call_max = lane_eager;
     size_t oneway = peer->lane == TP_LANE_TCP && tp->tcp_oneway_eager > lane_eager
-                        ? tp->tcp_oneway_eager
-                        : lane_eager;
+                            ? tp->tcp_oneway_eager
+                            : lane_eager;
     peer->eager_oneway_max = oneway > tp->oneway_eager ? oneway : tp->oneway_eager;
     peer->lanes_known = 1;
-    ember_debug("tp", "%s (%s): eager up to %zu B replies, %zu B calls, %zu B one-way "
-                "(0: UCX decides)", peer->name,
+    ember_debug("tp",
+                "%s (%s): eager up to %zu B replies, %zu B calls, %zu B one-way "
+                "(0: UCX decides)",
+                peer->name,
                 peer->lane == TP_LANE_TCP   ? "tcp"
                 : peer->lane == TP_LANE_SHM ? "shared memory"
                                             : "other",
@@ -223,12 +223,12 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
 {
     tp_peer_t *peer = &tp->peers[send->peer];
     ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS,
-        .cb.send = send_cb,
-        .user_data = send,
-        .datatype = ucp_dt_make_iov(),
-        .flags = UCP_AM_SEND_FLAG_REPLY,
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS,
+            .cb.send = send_cb,
+            .user_data = send,
+            .datatype = ucp_dt_make_iov(),
+            .flags = UCP_AM_SEND_FLAG_REPLY,
     };
     ucs_status_ptr_t request;
     const void *buffer = send->iov;
@@ -236,13 +236,11 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
     size_t header_length = sizeof(send->header);
 
     memcpy(send->am_header, &send->header, sizeof(send->header));
-    if (send->iovcnt == 2 && send->am_id != TP_AM_HELLO &&
-        send->iov[0].length <= tp->inline_max) {
+    if (send->iovcnt == 2 && send->am_id != TP_AM_HELLO && send->iov[0].length <= tp->inline_max) {
         /* A small first part rides in the AM header (see TP_INLINE_MAX). */
         tp_header_t *header = (tp_header_t *)send->am_header;
         header->flags |= (uint32_t)send->iov[0].length << TP_INLINE_SHIFT;
-        memcpy(send->am_header + sizeof(*header), send->iov[0].buffer,
-               send->iov[0].length);
+        memcpy(send->am_header + sizeof(*header), send->iov[0].buffer, send->iov[0].length);
         header_length += send->iov[0].length;
         param.datatype = ucp_dt_make_contig(1);
         buffer = send->iov[1].buffer;
@@ -262,33 +260,27 @@ static void send_now(ember_tp_t *tp, tp_send_t *send)
         peer_lanes(tp, peer);
     if ((send->am_id == TP_AM_REPLY || send->am_id == TP_AM_REPLY_BATCH ||
          send->am_id == TP_AM_CALL_BATCH) &&
-        param.datatype == ucp_dt_make_contig(1) &&
-        count <= peer->eager_reply_max)
+        param.datatype == ucp_dt_make_contig(1) && count <= peer->eager_reply_max)
         param.flags |= UCP_AM_SEND_FLAG_EAGER;
     /* A one-way message is not waited on, and its receiver's handler runs on
      * arrival: up to the peer's one-way limit it skips the rendezvous
      * handshake (over shared memory UCX 1.13 goes rendezvous above 8 KiB,
      * and a 2-member 8 KiB allreduce took 9-12 us that way against 2.4-3.8
      * us).  Calls go eager up to the peer's call limit (see peer_lanes). */
-    size_t request_eager_max = (send->header.flags & TP_FLAG_ONEWAY)
-                                   ? peer->eager_oneway_max
-                                   : peer->eager_call_max;
+    size_t request_eager_max =
+            (send->header.flags & TP_FLAG_ONEWAY) ? peer->eager_oneway_max : peer->eager_call_max;
     /* The data after UCX's header: a small head riding in the header (an
      * allreduce segment's) does not push a 64 KiB payload past 64 KiB. */
-    size_t data_bytes = param.datatype == ucp_dt_make_contig(1) ? count
-                                                                 : send->header.length;
-    if (send->am_id == TP_AM_REQUEST && request_eager_max &&
-        data_bytes <= request_eager_max)
+    size_t data_bytes = param.datatype == ucp_dt_make_contig(1) ? count : send->header.length;
+    if (send->am_id == TP_AM_REQUEST && request_eager_max && data_bytes <= request_eager_max)
         param.flags |= UCP_AM_SEND_FLAG_EAGER;
     /* A reply its caller receives straight into its buffer (REPLY_RNDV). */
     if (send->force_rndv)
-        param.flags = (param.flags & ~(uint32_t)UCP_AM_SEND_FLAG_EAGER) |
-                      UCP_AM_SEND_FLAG_RNDV;
+        param.flags = (param.flags & ~(uint32_t)UCP_AM_SEND_FLAG_EAGER) | UCP_AM_SEND_FLAG_RNDV;
     /* HELLO carries no ember header: it is all payload. */
-    request = ucp_am_send_nbx(peer->ep, send->am_id,
-                              send->am_id == TP_AM_HELLO ? NULL : send->am_header,
-                              send->am_id == TP_AM_HELLO ? 0 : header_length,
-                              buffer, count, &param);
+    request = ucp_am_send_nbx(
+            peer->ep, send->am_id, send->am_id == TP_AM_HELLO ? NULL : send->am_header,
+            send->am_id == TP_AM_HELLO ? 0 : header_length, buffer, count, &param);
     if (request == NULL) {
         tp_send_complete(send, EMBER_OK);
     } else if (UCS_PTR_IS_ERR(request)) {
@@ -307,20 +299,18 @@ static void peer_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 
     (void)ep;
     /* Only record it here: the endpoint is closed from the progress loop. */
-    snprintf(reason, sizeof(reason), "endpoint error: %s",
-             ucs_status_string(status));
+    snprintf(reason, sizeof(reason), "endpoint error: %s", ucs_status_string(status));
     tp_peer_lost(peer->tp, peer->rank, EMBER_ERR_PEER_LOST, reason);
 }
 
 static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
 {
     ucp_ep_params_t params = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = peer->address,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {.cb = peer_err_cb, .arg = peer},
+            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            .address = peer->address,
+            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+            .err_handler = {.cb = peer_err_cb, .arg = peer},
     };
     ucs_status_t status;
     tp_send_t *hello;
@@ -337,8 +327,8 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
         params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
         status = ucp_ep_create(tp->worker, &params, &peer->ep);
         if (status == UCS_OK) {
-            ember_debug("tp", "%s is on this host: watching its process %ld",
-                        peer->name, peer->pid);
+            ember_debug("tp", "%s is on this host: watching its process %ld", peer->name,
+                        peer->pid);
             peer->watched = 1;
             tp->watched_peers++;
         }
@@ -346,8 +336,8 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
         status = ucp_ep_create(tp->worker, &params, &peer->ep);
     }
     if (status != UCS_OK) {
-        ember_error("tp", "cannot create an endpoint to %s (rank %d): %s",
-                    peer->name, peer->rank, ucs_status_string(status));
+        ember_error("tp", "cannot create an endpoint to %s (rank %d): %s", peer->name, peer->rank,
+                    ucs_status_string(status));
         return tp_status_from_ucs(status);
     }
     peer->state = TP_PEER_CONNECTING;
@@ -384,12 +374,8 @@ ember_status_t tp_peer_send(ember_tp_t *tp, tp_send_t *send)
         tp_batch_flush(tp, send->peer);
     tp_list_init(&send->link);
     switch (peer->state) {
-    case TP_PEER_READY:
-        send_now(tp, send);
-        return EMBER_OK;
-    case TP_PEER_LOST:
-        tp_send_complete(send, peer->error);
-        return EMBER_OK;
+    case TP_PEER_READY: send_now(tp, send); return EMBER_OK;
+    case TP_PEER_LOST: tp_send_complete(send, peer->error); return EMBER_OK;
     case TP_PEER_IDLE: {
         ember_status_t status = peer_connect(tp, peer);
         if (status != EMBER_OK) {
@@ -399,9 +385,7 @@ ember_status_t tp_peer_send(ember_tp_t *tp, tp_send_t *send)
         }
     } /* fall through */
     case TP_PEER_CONNECTING:
-    case TP_PEER_CONFIRMING:
-        tp_list_push(&peer->waiting, &send->link);
-        return EMBER_OK;
+    case TP_PEER_CONFIRMING: tp_list_push(&peer->waiting, &send->link); return EMBER_OK;
     }
     return EMBER_OK;
 }
@@ -444,8 +428,7 @@ static void peer_flush_waiting(ember_tp_t *tp, tp_peer_t *peer)
     }
 }
 
-void tp_peer_lost(ember_tp_t *tp, int rank, ember_status_t status,
-                  const char *reason)
+void tp_peer_lost(ember_tp_t *tp, int rank, ember_status_t status, const char *reason)
 {
     tp_peer_t *peer = &tp->peers[rank];
 
@@ -469,13 +452,11 @@ void tp_endpoints_sweep(ember_tp_t *tp)
     for (int rank = 0; rank < tp->world_size; rank++) {
         tp_peer_t *peer = &tp->peers[rank];
         if (peer->close_pending) {
-            ember_error("tp", "peer %s (rank %d) lost: %s", peer->name, rank,
-                        peer->reason);
+            ember_error("tp", "peer %s (rank %d) lost: %s", peer->name, rank, peer->reason);
             peer->close_pending = 0;
             if (peer->ep) {
-                ucp_request_param_t param = {
-                    .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                    .flags = UCP_EP_CLOSE_FLAG_FORCE};
+                ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                             .flags = UCP_EP_CLOSE_FLAG_FORCE};
                 ucs_status_ptr_t request = ucp_ep_close_nbx(peer->ep, &param);
                 if (UCS_PTR_IS_PTR(request)) {
                     while (ucp_request_check_status(request) == UCS_INPROGRESS)
@@ -487,8 +468,7 @@ void tp_endpoints_sweep(ember_tp_t *tp)
             }
             peer_flush_waiting(tp, peer);
             tp_fail_peer_futures(tp, rank, peer->error);
-        } else if (peer->state != TP_PEER_CONNECTING &&
-                   peer->state != TP_PEER_CONFIRMING) {
+        } else if (peer->state != TP_PEER_CONNECTING && peer->state != TP_PEER_CONFIRMING) {
             peer_flush_waiting(tp, peer);
         }
     }
@@ -503,11 +483,11 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline)
         if (!peer->ep)
             continue;
         /* A flush would wait for a lost or hung peer's acknowledgement. */
-        ucp_request_param_t param = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-            .flags = peer->state == TP_PEER_LOST || peer->unanswered || tp->failed
-                         ? UCP_EP_CLOSE_FLAG_FORCE
-                         : 0};
+        ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                     .flags = peer->state == TP_PEER_LOST || peer->unanswered ||
+                                                              tp->failed
+                                                      ? UCP_EP_CLOSE_FLAG_FORCE
+                                                      : 0};
         ucs_status_ptr_t request = ucp_ep_close_nbx(peer->ep, &param);
         peer->ep = NULL;
         peer->lanes_known = 0;
@@ -518,8 +498,7 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline)
         peer_flush_waiting(tp, peer);
     }
     for (int rank = 0; requests && rank < tp->world_size; rank++) {
-        while (requests[rank] &&
-               ucp_request_check_status(requests[rank]) == UCS_INPROGRESS &&
+        while (requests[rank] && ucp_request_check_status(requests[rank]) == UCS_INPROGRESS &&
                ember_time_now() < deadline)
             ucp_worker_progress(tp->worker);
         if (requests[rank]) {
@@ -557,8 +536,7 @@ void tp_check_liveness(ember_tp_t *tp, double now)
         if (!peer->watched || peer->state == TP_PEER_LOST || !process_gone(peer->pid))
             continue;
         char reason[96];
-        snprintf(reason, sizeof(reason), "its process %ld on %s has exited",
-                 peer->pid, peer->host);
+        snprintf(reason, sizeof(reason), "its process %ld on %s has exited", peer->pid, peer->host);
         tp_peer_lost(tp, rank, EMBER_ERR_PEER_LOST, reason);
     }
 }
@@ -566,16 +544,14 @@ void tp_check_liveness(ember_tp_t *tp, double now)
 /* ---- the handshake ------------------------------------------------------- */
 
 /* A side's proof (tp_hello_t's comment): @src proves it to @dst. */
-static void handshake_mac(const ember_tp_t *tp, const char *label, uint32_t src,
-                          uint32_t dst, const uint8_t *nonce, const uint8_t *peer_nonce,
+static void handshake_mac(const ember_tp_t *tp, const char *label, uint32_t src, uint32_t dst,
+                          const uint8_t *nonce, const uint8_t *peer_nonce,
                           uint8_t mac[TP_AUTH_MAC_SIZE])
 {
-    const uint8_t *src_digest = src == (uint32_t)tp->rank
-                                    ? tp->address_digest
-                                    : tp->peers[src].address_digest;
-    const uint8_t *dst_digest = dst == (uint32_t)tp->rank
-                                    ? tp->address_digest
-                                    : tp->peers[dst].address_digest;
+    const uint8_t *src_digest =
+            src == (uint32_t)tp->rank ? tp->address_digest : tp->peers[src].address_digest;
+    const uint8_t *dst_digest =
+            dst == (uint32_t)tp->rank ? tp->address_digest : tp->peers[dst].address_digest;
     tp_auth_part_t parts[] = {{label, strlen(label)},
                               {&src, sizeof(src)},
                               {&dst, sizeof(dst)},
@@ -588,9 +564,8 @@ static void handshake_mac(const ember_tp_t *tp, const char *label, uint32_t src,
 
 /* A handshake message is its struct, whole, with no header or rendezvous,
  * and addressed to us by a rank of the job. */
-static int handshake_take(ember_tp_t *tp, size_t header_length, const void *data,
-                          size_t length, const ucp_am_recv_param_t *param,
-                          tp_hello_t *msg)
+static int handshake_take(ember_tp_t *tp, size_t header_length, const void *data, size_t length,
+                          const ucp_am_recv_param_t *param, tp_hello_t *msg)
 {
     if (header_length != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
         length != sizeof(*msg) || !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
@@ -607,8 +582,7 @@ static int handshake_take(ember_tp_t *tp, size_t header_length, const void *data
 }
 
 /* Queue @msg for @ep, sent from the progress loop (tp_send_acks). */
-static void handshake_queue(ember_tp_t *tp, ucp_ep_h ep, unsigned am_id,
-                            const tp_hello_t *msg)
+static void handshake_queue(ember_tp_t *tp, ucp_ep_h ep, unsigned am_id, const tp_hello_t *msg)
 {
     tp_ack_t *ack = calloc(1, sizeof(*ack));
     if (!ack)
@@ -656,9 +630,8 @@ static tp_pending_t *pending_slot(ember_tp_t *tp, ucp_ep_h reply_ep, double now)
 }
 
 /* B: a HELLO.  Answer it with a challenge; nothing is accepted yet. */
-ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
-                            void *data, size_t length,
-                            const ucp_am_recv_param_t *param)
+ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length, void *data,
+                            size_t length, const ucp_am_recv_param_t *param)
 {
     ember_tp_t *tp = arg;
     tp_hello_t hello, challenge;
@@ -676,21 +649,19 @@ ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
         pending_remove(tp, pending);
         return UCS_OK;
     }
-    *pending = (tp_pending_t){.reply_ep = param->reply_ep,
-                              .rank = (int)hello.src_rank,
-                              .since = ember_time_now()};
+    *pending = (tp_pending_t){
+            .reply_ep = param->reply_ep, .rank = (int)hello.src_rank, .since = ember_time_now()};
     memcpy(pending->nonce, challenge.nonce, sizeof(pending->nonce));
     memcpy(pending->peer_nonce, challenge.peer_nonce, sizeof(pending->peer_nonce));
-    handshake_mac(tp, "ember-challenge", challenge.src_rank, challenge.dst_rank,
-                  challenge.nonce, challenge.peer_nonce, challenge.mac);
+    handshake_mac(tp, "ember-challenge", challenge.src_rank, challenge.dst_rank, challenge.nonce,
+                  challenge.peer_nonce, challenge.mac);
     handshake_queue(tp, param->reply_ep, TP_AM_CHALLENGE, &challenge);
     return UCS_OK;
 }
 
 /* A: B's challenge to our HELLO.  Check B's proof, then prove ours. */
-ucs_status_t tp_am_challenge_cb(void *arg, const void *header, size_t header_length,
-                                void *data, size_t length,
-                                const ucp_am_recv_param_t *param)
+ucs_status_t tp_am_challenge_cb(void *arg, const void *header, size_t header_length, void *data,
+                                size_t length, const ucp_am_recv_param_t *param)
 {
     ember_tp_t *tp = arg;
     tp_hello_t challenge, confirm;
@@ -705,8 +676,8 @@ ucs_status_t tp_am_challenge_cb(void *arg, const void *header, size_t header_len
         tp->dropped_messages++; /* stale, or not an answer to our HELLO */
         return UCS_OK;
     }
-    handshake_mac(tp, "ember-challenge", challenge.src_rank, challenge.dst_rank,
-                  challenge.nonce, challenge.peer_nonce, expected);
+    handshake_mac(tp, "ember-challenge", challenge.src_rank, challenge.dst_rank, challenge.nonce,
+                  challenge.peer_nonce, expected);
     if (!tp_auth_mac_equal(expected, challenge.mac)) {
         tp_peer_lost(tp, peer->rank, EMBER_ERR_AUTH,
                      "its answer to our connection does not prove the job secret for "
@@ -725,9 +696,8 @@ ucs_status_t tp_am_challenge_cb(void *arg, const void *header, size_t header_len
 }
 
 /* B: A's proof.  Only now does the connection speak for A. */
-ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_length,
-                              void *data, size_t length,
-                              const ucp_am_recv_param_t *param)
+ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param)
 {
     ember_tp_t *tp = arg;
     tp_hello_t confirm, accept;
@@ -752,11 +722,12 @@ ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_lengt
     if (!tp_auth_mac_equal(expected, confirm.mac)) {
         /* Logged for the first few: an outsider must not fill the log. */
         if (++tp->refused_handshakes <= TP_NOTED_MAX)
-            ember_warn("tp", "refused a connection claiming to be rank %u (%s): it does "
-                       "not prove the job secret%s", confirm.src_rank,
-                       tp->peers[confirm.src_rank].name,
-                       tp->refused_handshakes == TP_NOTED_MAX
-                           ? "; further ones are only counted" : "");
+            ember_warn("tp",
+                       "refused a connection claiming to be rank %u (%s): it does "
+                       "not prove the job secret%s",
+                       confirm.src_rank, tp->peers[confirm.src_rank].name,
+                       tp->refused_handshakes == TP_NOTED_MAX ? "; further ones are only counted"
+                                                              : "");
         accept.status = EMBER_ERR_AUTH;
         memset(accept.mac, 0, sizeof(accept.mac));
     } else if (conn_add(tp, param->reply_ep, (int)confirm.src_rank) != EMBER_OK) {
@@ -772,9 +743,8 @@ ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_lengt
 }
 
 /* A: B accepted (or refused) our proof. */
-ucs_status_t tp_am_accept_cb(void *arg, const void *header, size_t header_length,
-                             void *data, size_t length,
-                             const ucp_am_recv_param_t *param)
+ucs_status_t tp_am_accept_cb(void *arg, const void *header, size_t header_length, void *data,
+                             size_t length, const ucp_am_recv_param_t *param)
 {
     ember_tp_t *tp = arg;
     tp_hello_t accept;
@@ -793,8 +763,8 @@ ucs_status_t tp_am_accept_cb(void *arg, const void *header, size_t header_length
     if (accept.status != EMBER_OK) {
         tp_peer_lost(tp, peer->rank, ember_status_from_wire(accept.status),
                      accept.status == EMBER_ERR_AUTH
-                         ? "it refused our connection: job secret mismatch"
-                         : "it refused our connection");
+                             ? "it refused our connection: job secret mismatch"
+                             : "it refused our connection");
         return UCS_OK;
     }
     handshake_mac(tp, "ember-accept", accept.src_rank, accept.dst_rank, accept.nonce,
@@ -820,17 +790,17 @@ void tp_send_acks(ember_tp_t *tp)
     while (!tp_list_empty(&tp->acks)) {
         tp_ack_t *ack = tp_container_of(tp->acks.next, tp_ack_t, link);
         ucp_request_param_t param = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                            UCP_OP_ATTR_FIELD_FLAGS,
-            .cb.send = ack_sent_cb,
-            .user_data = ack,
-            .flags = UCP_AM_SEND_FLAG_REPLY,
+                .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                UCP_OP_ATTR_FIELD_FLAGS,
+                .cb.send = ack_sent_cb,
+                .user_data = ack,
+                .flags = UCP_AM_SEND_FLAG_REPLY,
         };
         ucs_status_ptr_t request;
 
         tp_list_del(&ack->link);
-        request = ucp_am_send_nbx(ack->ep, ack->am_id, NULL, 0, &ack->hello,
-                                  sizeof(ack->hello), &param);
+        request = ucp_am_send_nbx(ack->ep, ack->am_id, NULL, 0, &ack->hello, sizeof(ack->hello),
+                                  &param);
         if (!UCS_PTR_IS_PTR(request))
             free(ack);
     }
@@ -861,9 +831,9 @@ ember_status_t tp_debug_set_peer_address(ember_tp_t *tp, int rank, const void *a
     return EMBER_OK;
 }
 
-ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id,
-                                 const void *header, size_t header_length,
-                                 const void *data, size_t length, int authenticated)
+ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id, const void *header,
+                                 size_t header_length, const void *data, size_t length,
+                                 int authenticated)
 {
     ucp_ep_h ep;
     ucs_status_ptr_t request;
@@ -876,12 +846,11 @@ ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id,
         ep = tp->peers[rank].ep;
     } else {
         ucp_ep_params_t params = {
-            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                          UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                          UCP_EP_PARAM_FIELD_ERR_HANDLER,
-            .address = tp->peers[rank].address,
-            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-            .err_handler = {.cb = raw_err_cb},
+                .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                              UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+                .address = tp->peers[rank].address,
+                .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                .err_handler = {.cb = raw_err_cb},
         };
         /* The same error mode as real endpoints: UCX refuses a mismatch. */
         if (strcmp(tp->peers[rank].host, tp->host) == 0)

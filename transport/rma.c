@@ -28,13 +28,11 @@ ember_status_t ember_mem_register(ember_tp_t *tp, void *address, size_t length,
 {
     ember_mem_t *mem = calloc(1, sizeof(*mem));
     ucp_mem_map_params_t params = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                      UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                      UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE,
-        .address = address,
-        .length = length,
-        .memory_type = type == EMBER_MEM_CUDA ? UCS_MEMORY_TYPE_CUDA
-                                              : UCS_MEMORY_TYPE_HOST,
+            .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                          UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE,
+            .address = address,
+            .length = length,
+            .memory_type = type == EMBER_MEM_CUDA ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST,
     };
     ucs_status_t status;
 
@@ -42,9 +40,8 @@ ember_status_t ember_mem_register(ember_tp_t *tp, void *address, size_t length,
         return EMBER_ERR_NO_MEMORY;
     status = ucp_mem_map(tp->context, &params, &mem->memh);
     if (status != UCS_OK) {
-        ember_error("rma", "cannot register %zu bytes of %s memory at %p: %s",
-                    length, type == EMBER_MEM_CUDA ? "CUDA" : "host", address,
-                    ucs_status_string(status));
+        ember_error("rma", "cannot register %zu bytes of %s memory at %p: %s", length,
+                    type == EMBER_MEM_CUDA ? "CUDA" : "host", address, ucs_status_string(status));
         free(mem);
         return tp_status_from_ucs(status);
     }
@@ -63,8 +60,7 @@ void ember_mem_deregister(ember_tp_t *tp, ember_mem_t *mem)
     free(mem);
 }
 
-ember_status_t ember_mem_pack(ember_tp_t *tp, ember_mem_t *mem, void **rkey_p,
-                              size_t *length_p)
+ember_status_t ember_mem_pack(ember_tp_t *tp, ember_mem_t *mem, void **rkey_p, size_t *length_p)
 {
     void *packed, *copy;
     size_t length;
@@ -85,8 +81,8 @@ ember_status_t ember_mem_pack(ember_tp_t *tp, ember_mem_t *mem, void **rkey_p,
     return EMBER_OK;
 }
 
-ember_status_t ember_rkey_unpack(ember_tp_t *tp, int peer, const void *packed,
-                                 size_t length, ember_rkey_t **rkey_p)
+ember_status_t ember_rkey_unpack(ember_tp_t *tp, int peer, const void *packed, size_t length,
+                                 ember_rkey_t **rkey_p)
 {
     ember_rkey_t *rkey;
     ucs_status_t status;
@@ -98,8 +94,8 @@ ember_status_t ember_rkey_unpack(ember_tp_t *tp, int peer, const void *packed,
         return EMBER_ERR_NO_MEMORY;
     status = ucp_ep_rkey_unpack(tp->peers[peer].ep, packed, &rkey->rkey);
     if (status != UCS_OK) {
-        ember_error("rma", "cannot unpack the remote key of %s: %s",
-                    tp->peers[peer].name, ucs_status_string(status));
+        ember_error("rma", "cannot unpack the remote key of %s: %s", tp->peers[peer].name,
+                    ucs_status_string(status));
         free(rkey);
         return tp_status_from_ucs(status);
     }
@@ -125,15 +121,15 @@ static void rma_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
-static ember_status_t rma_start(ember_tp_t *tp, int is_put, int peer, void *local,
-                                size_t length, uint64_t remote_address,
-                                ember_rkey_t *rkey, ember_future_t **future_p)
+static ember_status_t rma_start(ember_tp_t *tp, int is_put, int peer, void *local, size_t length,
+                                uint64_t remote_address, ember_rkey_t *rkey,
+                                ember_future_t **future_p)
 {
     ember_future_t *future;
     ucs_status_ptr_t request;
     ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.send = rma_cb,
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+            .cb.send = rma_cb,
     };
 
     if (!rkey || rkey->peer != peer) {
@@ -145,8 +141,8 @@ static ember_status_t rma_start(ember_tp_t *tp, int is_put, int peer, void *loca
     param.user_data = future;
     future->send_inflight = 1;
     if (is_put) {
-        request = ucp_put_nbx(tp->peers[peer].ep, local, length, remote_address,
-                              rkey->rkey, &param);
+        request =
+                ucp_put_nbx(tp->peers[peer].ep, local, length, remote_address, rkey->rkey, &param);
         /* put completes locally; flush the endpoint for remote completion. */
         if (!UCS_PTR_IS_ERR(request)) {
             if (UCS_PTR_IS_PTR(request))
@@ -154,17 +150,16 @@ static ember_status_t rma_start(ember_tp_t *tp, int is_put, int peer, void *loca
             request = ucp_ep_flush_nbx(tp->peers[peer].ep, &param);
         }
     } else {
-        request = ucp_get_nbx(tp->peers[peer].ep, local, length, remote_address,
-                              rkey->rkey, &param);
+        request =
+                ucp_get_nbx(tp->peers[peer].ep, local, length, remote_address, rkey->rkey, &param);
     }
     if (request == NULL) {
         future->send_inflight = 0;
         tp_future_complete(future, EMBER_OK);
     } else if (UCS_PTR_IS_ERR(request)) {
         future->send_inflight = 0;
-        ember_error("rma", "%s of %zu bytes on %s failed: %s", is_put ? "put" : "get",
-                    length, tp->peers[peer].name,
-                    ucs_status_string(UCS_PTR_STATUS(request)));
+        ember_error("rma", "%s of %zu bytes on %s failed: %s", is_put ? "put" : "get", length,
+                    tp->peers[peer].name, ucs_status_string(UCS_PTR_STATUS(request)));
         tp_future_complete(future, tp_status_from_ucs(UCS_PTR_STATUS(request)));
     }
     *future_p = future;
@@ -172,16 +167,13 @@ static ember_status_t rma_start(ember_tp_t *tp, int is_put, int peer, void *loca
 }
 
 ember_status_t ember_rma_get(ember_tp_t *tp, int peer, void *local, size_t length,
-                             uint64_t remote_address, ember_rkey_t *rkey,
-                             ember_future_t **future_p)
+                             uint64_t remote_address, ember_rkey_t *rkey, ember_future_t **future_p)
 {
     return rma_start(tp, 0, peer, local, length, remote_address, rkey, future_p);
 }
 
-ember_status_t ember_rma_put(ember_tp_t *tp, int peer, const void *local,
-                             size_t length, uint64_t remote_address,
-                             ember_rkey_t *rkey, ember_future_t **future_p)
+ember_status_t ember_rma_put(ember_tp_t *tp, int peer, const void *local, size_t length,
+                             uint64_t remote_address, ember_rkey_t *rkey, ember_future_t **future_p)
 {
-    return rma_start(tp, 1, peer, (void *)local, length, remote_address, rkey,
-                     future_p);
+    return rma_start(tp, 1, peer, (void *)local, length, remote_address, rkey, future_p);
 }

@@ -9,8 +9,8 @@
  */
 #include "transport/tp_internal.h"
 
-#include "common/copy.h"
 #include "common/clock.h"
+#include "common/copy.h"
 
 #include <ember/log.h>
 
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SLOT_OF(id)       ((uint32_t)((id) & 0xffffffffu))
+#define SLOT_OF(id)       ((uint32_t)((id)&0xffffffffu))
 #define GENERATION_OF(id) ((uint32_t)((id) >> 32))
 /* Small payloads are copied out at once, which is cheaper than holding a
  * UCX receive descriptor until the handler replies. */
@@ -55,8 +55,8 @@ static ember_status_t slots_grow(ember_tp_t *tp)
     return EMBER_OK;
 }
 
-ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer,
-                               double timeout_s, ember_future_t **future_p)
+ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer, double timeout_s,
+                               ember_future_t **future_p)
 {
     ember_future_t *future;
     uint32_t slot;
@@ -130,15 +130,15 @@ void tp_future_complete(ember_future_t *future, ember_status_t status)
     if (status == EMBER_ERR_PEER_LOST || status == EMBER_ERR_AUTH) {
         tp_peer_t *peer = &tp->peers[future->peer];
         future_set_text(future, "%s to %s (rank %d) failed: %s: %s",
-                        future->kind == TP_FUTURE_RMA ? "RMA" : "call", peer->name,
-                        peer->rank, ember_status_string(status), peer->reason);
+                        future->kind == TP_FUTURE_RMA ? "RMA" : "call", peer->name, peer->rank,
+                        ember_status_string(status), peer->reason);
     }
 }
 
 void tp_future_maybe_free(ember_future_t *future)
 {
-    if (!future->released || future->status == EMBER_INPROGRESS ||
-        future->send_inflight || future->recv_inflight)
+    if (!future->released || future->status == EMBER_INPROGRESS || future->send_inflight ||
+        future->recv_inflight)
         return;
     if (future->response_owned)
         ember_pool_put(&future->tp->pool, future->response);
@@ -196,12 +196,12 @@ void tp_check_deadlines(ember_tp_t *tp, double now)
         tp_peer_t *peer = &tp->peers[future->peer];
         peer->unanswered = 1; /* shutdown will not wait for it (tp_first_lost) */
         ember_error("tp", "%s op %u to %s (rank %d) timed out after %.1f s",
-                    future->kind == TP_FUTURE_RMA ? "RMA" : "call", future->op,
-                    peer->name, peer->rank, now - future->started);
+                    future->kind == TP_FUTURE_RMA ? "RMA" : "call", future->op, peer->name,
+                    peer->rank, now - future->started);
         future_unqueue_send(future);
         tp_future_complete(future, EMBER_ERR_TIMED_OUT);
-        future_set_text(future, "call op %u to %s (rank %d) timed out after %.1f s",
-                        future->op, peer->name, peer->rank, now - future->started);
+        future_set_text(future, "call op %u to %s (rank %d) timed out after %.1f s", future->op,
+                        peer->name, peer->rank, now - future->started);
         if (future->send_inflight) {
             /* UCX still holds the caller's buffers: give up on this peer so
              * the send completes (with an error) before the caller returns. */
@@ -211,8 +211,7 @@ void tp_check_deadlines(ember_tp_t *tp, double now)
         }
         tp_future_maybe_free(future);
     }
-    tp->next_deadline_check = next < now + DEADLINE_PERIOD_S ? now + DEADLINE_PERIOD_S
-                                                             : next;
+    tp->next_deadline_check = next < now + DEADLINE_PERIOD_S ? now + DEADLINE_PERIOD_S : next;
     if (stuck_send)
         tp_endpoints_sweep(tp);
 }
@@ -273,8 +272,8 @@ void ember_future_release(ember_future_t *future)
 
 /* ---- calls ---------------------------------------------------------------- */
 
-ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
-                             const ember_iov_t *iov, size_t iovcnt, tp_send_t **send_p)
+ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id, const ember_iov_t *iov,
+                             size_t iovcnt, tp_send_t **send_p)
 {
     tp_send_t *send = ember_pool_zalloc(&tp->pool, sizeof(*send));
     if (!send)
@@ -282,15 +281,14 @@ ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
     send->tp = tp;
     send->peer = peer;
     send->am_id = am_id;
-    send->iov = iovcnt <= 4 ? send->iov_inline
-                            : ember_pool_get(&tp->pool, iovcnt * sizeof(*send->iov));
+    send->iov =
+            iovcnt <= 4 ? send->iov_inline : ember_pool_get(&tp->pool, iovcnt * sizeof(*send->iov));
     if (!send->iov) {
         ember_pool_put(&tp->pool, send);
         return EMBER_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < iovcnt; i++)
-        send->iov[i] = (ucp_dt_iov_t){.buffer = (void *)iov[i].buffer,
-                                      .length = iov[i].length};
+        send->iov[i] = (ucp_dt_iov_t){.buffer = (void *)iov[i].buffer, .length = iov[i].length};
     send->iovcnt = iovcnt;
     tp_list_init(&send->link);
     *send_p = send;
@@ -314,13 +312,12 @@ static int mem_layout_ok(const ember_tp_t *tp, const ember_iov_t *iov, size_t io
            (iovcnt == 2 && iov[0].length <= tp->inline_max);
 }
 
-ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
-                                    const ember_iov_t *iov, size_t iovcnt,
-                                    void *resp_buffer, size_t resp_capacity,
+ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                                    size_t iovcnt, void *resp_buffer, size_t resp_capacity,
                                     double timeout_s, ember_future_t **future_p)
 {
-    return ember_rpc_call_async_mem(tp, peer, op, iov, iovcnt, resp_buffer,
-                                    resp_capacity, NULL, timeout_s, future_p);
+    return ember_rpc_call_async_mem(tp, peer, op, iov, iovcnt, resp_buffer, resp_capacity, NULL,
+                                    timeout_s, future_p);
 }
 
 /* A call or one-way send leaves now, or is held for its peer's batch. */
@@ -334,10 +331,9 @@ static ember_status_t request_post(ember_tp_t *tp, tp_send_t *send)
 }
 
 ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
-                                        const ember_iov_t *iov, size_t iovcnt,
-                                        void *resp_buffer, size_t resp_capacity,
-                                        const ember_rpc_mem_t *mem, double timeout_s,
-                                        ember_future_t **future_p)
+                                        const ember_iov_t *iov, size_t iovcnt, void *resp_buffer,
+                                        size_t resp_capacity, const ember_rpc_mem_t *mem,
+                                        double timeout_s, ember_future_t **future_p)
 {
     static const ember_rpc_mem_t host = {EMBER_MEM_HOST, EMBER_MEM_HOST, 0};
     ember_future_t *future;
@@ -348,22 +344,26 @@ ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
     if (!mem)
         mem = &host;
 
-    if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX ||
-        (iovcnt && !iov)) {
-        ember_error("tp", "call op %u to rank %d: invalid peer or op (world size "
-                    "%d)", op, peer, tp->world_size);
+    if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX || (iovcnt && !iov)) {
+        ember_error("tp",
+                    "call op %u to rank %d: invalid peer or op (world size "
+                    "%d)",
+                    op, peer, tp->world_size);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (!mem_layout_ok(tp, iov, iovcnt, mem->payload_mem) ||
         (mem->reply_mem != EMBER_MEM_HOST && !resp_buffer)) {
-        ember_error("tp", "call op %u: GPU memory needs one buffer or a head of at "
-                    "most %zu bytes before it, and a reply buffer", op, tp->inline_max);
+        ember_error("tp",
+                    "call op %u: GPU memory needs one buffer or a head of at "
+                    "most %zu bytes before it, and a reply buffer",
+                    op, tp->inline_max);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (total > tp->max_message) {
-        ember_error("tp", "call op %u to %s: request of %zu bytes exceeds "
-                    "EMBER_MAX_MSG_SIZE (%zu)", op, tp->peers[peer].name, total,
-                    tp->max_message);
+        ember_error("tp",
+                    "call op %u to %s: request of %zu bytes exceeds "
+                    "EMBER_MAX_MSG_SIZE (%zu)",
+                    op, tp->peers[peer].name, total, tp->max_message);
         return EMBER_ERR_MSG_TOO_LONG;
     }
     EMBER_CHECK(tp_future_alloc(tp, TP_FUTURE_CALL, peer, timeout_s, &future));
@@ -394,36 +394,34 @@ ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
     return request_post(tp, send);
 }
 
-ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op,
-                              const ember_iov_t *iov, size_t iovcnt,
-                              ember_rpc_done_cb done_cb, void *done_arg)
+ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                              size_t iovcnt, ember_rpc_done_cb done_cb, void *done_arg)
 {
-    return ember_rpc_send_mem(tp, peer, op, iov, iovcnt, EMBER_MEM_HOST, done_cb,
-                              done_arg);
+    return ember_rpc_send_mem(tp, peer, op, iov, iovcnt, EMBER_MEM_HOST, done_cb, done_arg);
 }
 
-ember_status_t ember_rpc_send_mem(ember_tp_t *tp, int peer, uint16_t op,
-                                  const ember_iov_t *iov, size_t iovcnt,
-                                  ember_mem_type_t payload_mem,
+ember_status_t ember_rpc_send_mem(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                                  size_t iovcnt, ember_mem_type_t payload_mem,
                                   ember_rpc_done_cb done_cb, void *done_arg)
 {
     tp_send_t *send;
     size_t total = iov_total(iov, iovcnt);
 
-    if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX ||
-        (iovcnt && !iov) || !done_cb) {
-        ember_error("tp", "send op %u to rank %d: invalid peer, op or callback", op,
-                    peer);
+    if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX || (iovcnt && !iov) ||
+        !done_cb) {
+        ember_error("tp", "send op %u to rank %d: invalid peer, op or callback", op, peer);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (!mem_layout_ok(tp, iov, iovcnt, payload_mem)) {
-        ember_error("tp", "send op %u: GPU memory needs one buffer or a head of at "
-                    "most %zu bytes before it", op, tp->inline_max);
+        ember_error("tp",
+                    "send op %u: GPU memory needs one buffer or a head of at "
+                    "most %zu bytes before it",
+                    op, tp->inline_max);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (total > tp->max_message) {
-        ember_error("tp", "send op %u to %s: %zu bytes exceed EMBER_MAX_MSG_SIZE",
-                    op, tp->peers[peer].name, total);
+        ember_error("tp", "send op %u to %s: %zu bytes exceed EMBER_MAX_MSG_SIZE", op,
+                    tp->peers[peer].name, total);
         return EMBER_ERR_MSG_TOO_LONG;
     }
     EMBER_CHECK(tp_send_alloc(tp, peer, TP_AM_REQUEST, iov, iovcnt, &send));
@@ -438,31 +436,32 @@ ember_status_t ember_rpc_send_mem(ember_tp_t *tp, int peer, uint16_t op,
     return request_post(tp, send);
 }
 
-void ember_rpc_batch_begin(ember_tp_t *tp) { tp->batching++; }
+void ember_rpc_batch_begin(ember_tp_t *tp)
+{
+    tp->batching++;
+}
 
 void ember_rpc_batch_end(ember_tp_t *tp)
 {
-    if (tp->batching && --tp->batching == 0 && tp->deferred_peers &&
-        !tp->handler_depth)
+    if (tp->batching && --tp->batching == 0 && tp->deferred_peers && !tp->handler_depth)
         tp_batch_flush_all(tp);
 }
 
-ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
-                              const ember_iov_t *iov, size_t iovcnt,
-                              void *resp_buffer, size_t resp_capacity,
+ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                              size_t iovcnt, void *resp_buffer, size_t resp_capacity,
                               size_t *resp_length_p)
 {
     ember_future_t *future;
     ember_status_t status;
 
-    EMBER_CHECK(ember_rpc_call_async(tp, peer, op, iov, iovcnt, resp_buffer,
-                                     resp_capacity, 0, &future));
+    EMBER_CHECK(ember_rpc_call_async(tp, peer, op, iov, iovcnt, resp_buffer, resp_capacity, 0,
+                                     &future));
     status = ember_future_wait(future);
     if (resp_length_p)
         *resp_length_p = future->length;
     if (status < 0 && status != EMBER_ERR_TIMED_OUT && future->length) {
-        ember_debug("tp", "call op %u to %s: %.*s", op, tp->peers[peer].name,
-                    (int)future->length, (const char *)future->response);
+        ember_debug("tp", "call op %u to %s: %.*s", op, tp->peers[peer].name, (int)future->length,
+                    (const char *)future->response);
     }
     ember_future_release(future);
     return status;
@@ -470,8 +469,8 @@ ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
 
 /* ---- incoming ------------------------------------------------------------- */
 
-int tp_header_parse(const void *header, size_t header_length, size_t length,
-                    size_t max_message, tp_header_t *out, size_t *inline_p)
+int tp_header_parse(const void *header, size_t header_length, size_t length, size_t max_message,
+                    tp_header_t *out, size_t *inline_p)
 {
     if (header_length < sizeof(*out))
         return 0;
@@ -480,36 +479,33 @@ int tp_header_parse(const void *header, size_t header_length, size_t length,
     *inline_p = inline_length;
     return out->magic == TP_MAGIC && out->version == TP_VERSION &&
            (out->flags & ((1u << TP_INLINE_SHIFT) - 1) & ~TP_FLAGS_KNOWN) == 0 &&
-           inline_length <= TP_INLINE_MAX &&
-           header_length == sizeof(*out) + inline_length &&
+           inline_length <= TP_INLINE_MAX && header_length == sizeof(*out) + inline_length &&
            out->length == inline_length + length && out->length <= max_message &&
            out->op < EMBER_RPC_OP_MAX;
 }
 
-int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
-                    size_t length, tp_header_t *out, size_t *inline_p)
+int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length, size_t length,
+                    tp_header_t *out, size_t *inline_p)
 {
-    return tp_header_parse(header, header_length, length, tp->max_message, out,
-                           inline_p);
+    return tp_header_parse(header, header_length, length, tp->max_message, out, inline_p);
 }
 
 ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t length,
-                               ember_mem_type_t mem_type,
-                               ucp_am_recv_data_nbx_callback_t cb, void *user_data)
+                               ember_mem_type_t mem_type, ucp_am_recv_data_nbx_callback_t cb,
+                               void *user_data)
 {
     ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_DATATYPE,
-        .cb.recv_am = cb,
-        .user_data = user_data,
-        .datatype = ucp_dt_make_contig(1),
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_DATATYPE,
+            .cb.recv_am = cb,
+            .user_data = user_data,
+            .datatype = ucp_dt_make_contig(1),
     };
     if (mem_type == EMBER_MEM_CUDA) { /* UCX moves it into GPU memory */
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
         param.memory_type = UCS_MEMORY_TYPE_CUDA;
     }
-    ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, desc, buffer, length,
-                                                    &param);
+    ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, desc, buffer, length, &param);
     if (request == NULL)
         return EMBER_OK;
     if (UCS_PTR_IS_ERR(request))
@@ -517,8 +513,7 @@ ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t 
     return EMBER_INPROGRESS;
 }
 
-static void request_recv_cb(void *request, ucs_status_t status, size_t length,
-                            void *user_data)
+static void request_recv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
 {
     ember_rpc_req_t *req = user_data;
     req->recv_inflight = 0;
@@ -545,9 +540,8 @@ static ember_rpc_req_t *request_new(ember_tp_t *tp, int peer, const tp_header_t 
 
 /* @req's payload (@head, then @data) copied into a buffer of its own and
  * queued for its handler; dropped when there is no memory. */
-static ember_status_t request_copy(ember_tp_t *tp, ember_rpc_req_t *req,
-                                   const void *head, size_t head_length,
-                                   const void *data, size_t length)
+static ember_status_t request_copy(ember_tp_t *tp, ember_rpc_req_t *req, const void *head,
+                                   size_t head_length, const void *data, size_t length)
 {
     size_t total = head_length + length;
     req->owned_data = ember_pool_get(&tp->pool, total ? total : 1);
@@ -563,9 +557,8 @@ static ember_status_t request_copy(ember_tp_t *tp, ember_rpc_req_t *req,
     return EMBER_OK;
 }
 
-ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_length,
-                              void *data, size_t length,
-                              const ucp_am_recv_param_t *param)
+ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param)
 {
     ember_tp_t *tp = arg;
     tp_header_t hdr;
@@ -579,9 +572,10 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
     size_t inline_length;
     if (!tp_header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
         tp->dropped_messages++;
-        ember_warn("tp", "malformed request from %s (rank %d) dropped: header "
-                   "%zu bytes, payload %zu bytes", tp->peers[peer].name, peer,
-                   header_length, length);
+        ember_warn("tp",
+                   "malformed request from %s (rank %d) dropped: header "
+                   "%zu bytes, payload %zu bytes",
+                   tp->peers[peer].name, peer, header_length, length);
         return UCS_OK;
     }
     const uint8_t *inline_part = (const uint8_t *)header + sizeof(hdr);
@@ -595,8 +589,8 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         /* The handler's own buffer if it has one for this, else the pool
          * (a recycled buffer has its pages already). */
         if (handler->alloc)
-            req->user_data = handler->alloc(handler->alloc_arg, peer, inline_part,
-                                            inline_length, total);
+            req->user_data =
+                    handler->alloc(handler->alloc_arg, peer, inline_part, inline_length, total);
         uint8_t *dest;
         if (req->user_data) {
             /* Placed: the head stays here, the rest lands in their buffer,
@@ -619,8 +613,8 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
             dest = (uint8_t *)req->data + inline_length;
         }
         req->recv_inflight = 1;
-        ember_status_t status = tp_rndv_receive(tp, data, dest, length, EMBER_MEM_HOST,
-                                                request_recv_cb, req);
+        ember_status_t status =
+                tp_rndv_receive(tp, data, dest, length, EMBER_MEM_HOST, request_recv_cb, req);
         if (status != EMBER_INPROGRESS) {
             req->recv_inflight = 0;
             req->recv_status = status;
@@ -648,39 +642,34 @@ ember_status_t tp_request_deliver_copy(ember_tp_t *tp, int peer, const tp_header
     return request_copy(tp, req, NULL, 0, data, length);
 }
 
-static void reply_recv_cb(void *request, ucs_status_t status, size_t length,
-                          void *user_data)
+static void reply_recv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
 {
     ember_future_t *future = user_data;
     future->recv_inflight = 0;
-    tp_future_complete(future, status == UCS_OK ? EMBER_OK
-                                                : tp_status_from_ucs(status));
+    tp_future_complete(future, status == UCS_OK ? EMBER_OK : tp_status_from_ucs(status));
     tp_future_maybe_free(future);
     ucp_request_free(request);
 }
 
-ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
-                            void *data, size_t length,
-                            const ucp_am_recv_param_t *param)
+ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length, void *data,
+                            size_t length, const ucp_am_recv_param_t *param)
 {
     ember_tp_t *tp = arg;
     tp_header_t hdr;
     int peer = tp_am_sender(tp, param);
 
     size_t inline_length = 0;
-    if (peer < 0 ||
-        !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
+    if (peer < 0 || !tp_header_valid(tp, header, header_length, length, &hdr, &inline_length)) {
         tp_note_dropped(tp, "malformed or unauthenticated reply dropped");
         return UCS_OK;
     }
-    return tp_reply_deliver(tp, peer, &hdr, (const uint8_t *)header + sizeof(hdr),
-                            inline_length, data, length,
-                            (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
+    return tp_reply_deliver(tp, peer, &hdr, (const uint8_t *)header + sizeof(hdr), inline_length,
+                            data, length, (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
 }
 
 ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
-                              const uint8_t *inline_part, size_t inline_length,
-                              void *data, size_t length, int rndv)
+                              const uint8_t *inline_part, size_t inline_length, void *data,
+                              size_t length, int rndv)
 {
     ember_future_t *future = future_lookup(tp, hdr->request_id);
     if (!future || future->peer != peer || future->kind != TP_FUTURE_CALL ||
@@ -701,9 +690,10 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
     }
     size_t total = hdr->length;
     if (future->capacity && total > future->capacity) {
-        ember_error("tp", "reply of %zu bytes from %s to op %u exceeds the "
-                    "caller's buffer of %zu bytes", total, tp->peers[peer].name,
-                    future->op, future->capacity);
+        ember_error("tp",
+                    "reply of %zu bytes from %s to op %u exceeds the "
+                    "caller's buffer of %zu bytes",
+                    total, tp->peers[peer].name, future->op, future->capacity);
         tp_future_complete(future, EMBER_ERR_MSG_TOO_LONG);
         tp_future_maybe_free(future);
         return UCS_OK;
@@ -721,9 +711,11 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
         /* Asked for a whole rendezvous reply (no host copy may touch a GPU
          * buffer), the replier did otherwise: a broken peer. */
         tp_future_complete(future, EMBER_ERR_BAD_MESSAGE);
-        future_set_text(future, "reply of %zu bytes from %s to op %u came %s, not "
-                        "whole by rendezvous as asked", total, tp->peers[peer].name,
-                        future->op, rndv ? "with an inline head" : "eager");
+        future_set_text(future,
+                        "reply of %zu bytes from %s to op %u came %s, not "
+                        "whole by rendezvous as asked",
+                        total, tp->peers[peer].name, future->op,
+                        rndv ? "with an inline head" : "eager");
         tp_future_maybe_free(future);
         return UCS_OK;
     }
@@ -733,9 +725,8 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
     if (rndv) {
         /* Straight into the caller's buffer: no intermediate copy. */
         future->recv_inflight = 1;
-        ember_status_t status = tp_rndv_receive(tp, data, rest, length,
-                                                future->response_mem, reply_recv_cb,
-                                                future);
+        ember_status_t status = tp_rndv_receive(tp, data, rest, length, future->response_mem,
+                                                reply_recv_cb, future);
         if (status != EMBER_INPROGRESS) {
             future->recv_inflight = 0;
             tp_future_complete(future, status);
@@ -751,20 +742,19 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
 
 /* ---- handlers and replies ------------------------------------------------- */
 
-ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op,
-                                  ember_rpc_handler_cb handler, void *arg)
+ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op, ember_rpc_handler_cb handler,
+                                  void *arg)
 {
     if (op < EMBER_RPC_OP_USER_BASE || op >= EMBER_RPC_OP_MAX) {
-        ember_error("tp", "op id %u is outside [%d, %d)", op,
-                    EMBER_RPC_OP_USER_BASE, EMBER_RPC_OP_MAX);
+        ember_error("tp", "op id %u is outside [%d, %d)", op, EMBER_RPC_OP_USER_BASE,
+                    EMBER_RPC_OP_MAX);
         return EMBER_ERR_INVALID_PARAM;
     }
-    tp->handlers[op] = (tp_handler_t){.cb = handler, .arg = arg};  /* resets alloc */
+    tp->handlers[op] = (tp_handler_t){.cb = handler, .arg = arg}; /* resets alloc */
     return EMBER_OK;
 }
 
-ember_status_t ember_rpc_register_alloc(ember_tp_t *tp, uint16_t op,
-                                        ember_rpc_alloc_cb alloc,
+ember_status_t ember_rpc_register_alloc(ember_tp_t *tp, uint16_t op, ember_rpc_alloc_cb alloc,
                                         ember_rpc_release_cb release, void *arg)
 {
     if (op >= EMBER_RPC_OP_MAX || !tp->handlers[op].cb || !alloc || !release) {
@@ -791,9 +781,18 @@ const void *ember_rpc_req_head(const ember_rpc_req_t *req, size_t *length_p)
     return req->user_data ? req->head : NULL;
 }
 
-int ember_rpc_req_peer(const ember_rpc_req_t *req) { return req->peer; }
-int ember_rpc_req_oneway(const ember_rpc_req_t *req) { return req->oneway; }
-uint16_t ember_rpc_req_op(const ember_rpc_req_t *req) { return req->op; }
+int ember_rpc_req_peer(const ember_rpc_req_t *req)
+{
+    return req->peer;
+}
+int ember_rpc_req_oneway(const ember_rpc_req_t *req)
+{
+    return req->oneway;
+}
+uint16_t ember_rpc_req_op(const ember_rpc_req_t *req)
+{
+    return req->op;
+}
 
 static void req_free(ember_rpc_req_t *req)
 {
@@ -816,13 +815,11 @@ void tp_run_handlers(ember_tp_t *tp)
 
         tp_list_del(&req->link);
         if (req->recv_status != EMBER_OK) {
-            ember_warn("tp", "request op %u from %s: payload not received: %s",
-                       req->op, tp->peers[req->peer].name,
-                       ember_status_string(req->recv_status));
+            ember_warn("tp", "request op %u from %s: payload not received: %s", req->op,
+                       tp->peers[req->peer].name, ember_status_string(req->recv_status));
             req_free(req);
         } else if (!handler->cb) {
-            ember_rpc_reply_error(req, EMBER_ERR_UNSUPPORTED,
-                                  "no handler for op %u on %s", req->op,
+            ember_rpc_reply_error(req, EMBER_ERR_UNSUPPORTED, "no handler for op %u on %s", req->op,
                                   tp->peers[tp->rank].name);
         } else {
             tp->handled_requests++; /* every request here came from a proven rank */
@@ -859,8 +856,8 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
     ember_status_t ret;
 
     if (total > tp->max_message) {
-        ember_error("tp", "reply of %zu bytes to %s exceeds EMBER_MAX_MSG_SIZE",
-                    total, tp->peers[req->peer].name);
+        ember_error("tp", "reply of %zu bytes to %s exceeds EMBER_MAX_MSG_SIZE", total,
+                    tp->peers[req->peer].name);
         req_free(req);
         if (done_cb)
             done_cb(done_arg, EMBER_ERR_MSG_TOO_LONG);
@@ -913,8 +910,8 @@ static ember_status_t reply_send(ember_rpc_req_t *req, ember_status_t status,
     return tp_peer_send(tp, send);
 }
 
-ember_status_t ember_rpc_reply(ember_rpc_req_t *req, ember_status_t status,
-                               const ember_iov_t *iov, size_t iovcnt)
+ember_status_t ember_rpc_reply(ember_rpc_req_t *req, ember_status_t status, const ember_iov_t *iov,
+                               size_t iovcnt)
 {
     return reply_send(req, status, iov, iovcnt, 1, NULL, NULL);
 }
@@ -926,8 +923,8 @@ ember_status_t ember_rpc_reply_zcopy(ember_rpc_req_t *req, ember_status_t status
     return reply_send(req, status, iov, iovcnt, 0, done_cb, done_arg);
 }
 
-ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status,
-                                     const char *fmt, ...)
+ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status, const char *fmt,
+                                     ...)
 {
     char text[512];
     va_list ap;
@@ -941,6 +938,5 @@ ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status
     if ((size_t)n >= sizeof(text))
         n = sizeof(text) - 1;
     ember_iov_t iov = {.buffer = text, .length = (size_t)n};
-    return reply_send(req, status < 0 ? status : EMBER_ERR_REMOTE, &iov, 1, 1, NULL,
-                      NULL);
+    return reply_send(req, status < 0 ? status : EMBER_ERR_REMOTE, &iov, 1, 1, NULL, NULL);
 }

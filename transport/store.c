@@ -54,8 +54,8 @@ typedef struct {
 
 /* ---- tags ------------------------------------------------------------------ */
 
-static void head_mac(const tp_secret_t *secret, const uint8_t *nonce,
-                     const tp_store_head_t *head, uint8_t mac[TP_AUTH_MAC_SIZE])
+static void head_mac(const tp_secret_t *secret, const uint8_t *nonce, const tp_store_head_t *head,
+                     uint8_t mac[TP_AUTH_MAC_SIZE])
 {
     tp_auth_part_t parts[] = {{"ember-store-head", 16},
                               {nonce, TP_STORE_NONCE_SIZE},
@@ -64,8 +64,8 @@ static void head_mac(const tp_secret_t *secret, const uint8_t *nonce,
 }
 
 /* The body's tag chains on the head's: it belongs to that one request. */
-static void body_mac(const tp_secret_t *secret, const tp_store_head_t *head,
-                     const void *key, const void *value, uint8_t mac[TP_AUTH_MAC_SIZE])
+static void body_mac(const tp_secret_t *secret, const tp_store_head_t *head, const void *key,
+                     const void *value, uint8_t mac[TP_AUTH_MAC_SIZE])
 {
     tp_auth_part_t parts[] = {{"ember-store-body", 16},
                               {head->mac, TP_AUTH_MAC_SIZE},
@@ -74,9 +74,8 @@ static void body_mac(const tp_secret_t *secret, const tp_store_head_t *head,
     tp_auth_hmac(secret, parts, 4, mac);
 }
 
-static void reply_mac(const tp_secret_t *secret, const uint8_t *nonce,
-                      const store_reply_t *reply, const void *value,
-                      uint8_t mac[TP_AUTH_MAC_SIZE])
+static void reply_mac(const tp_secret_t *secret, const uint8_t *nonce, const store_reply_t *reply,
+                      const void *value, uint8_t mac[TP_AUTH_MAC_SIZE])
 {
     tp_auth_part_t parts[] = {{"ember-store-reply", 17},
                               {nonce, TP_STORE_NONCE_SIZE},
@@ -85,11 +84,9 @@ static void reply_mac(const tp_secret_t *secret, const uint8_t *nonce,
     tp_auth_hmac(secret, parts, 4, mac);
 }
 
-ssize_t tp_store_request_parse(const tp_secret_t *secret,
-                               const uint8_t nonce[TP_STORE_NONCE_SIZE], uint64_t seq,
-                               const uint8_t *data, size_t length,
-                               tp_store_request_t *req_p, size_t *need_p,
-                               const char **why_p)
+ssize_t tp_store_request_parse(const tp_secret_t *secret, const uint8_t nonce[TP_STORE_NONCE_SIZE],
+                               uint64_t seq, const uint8_t *data, size_t length,
+                               tp_store_request_t *req_p, size_t *need_p, const char **why_p)
 {
     tp_store_head_t head;
     uint8_t mac[TP_AUTH_MAC_SIZE];
@@ -99,10 +96,9 @@ ssize_t tp_store_request_parse(const tp_secret_t *secret,
         return 0;
     memcpy(&head, data, sizeof(head));
     *why_p = head.magic != STORE_MAGIC ? "not a store request (bad magic)"
-             : head.op < TP_STORE_OP_SET || head.op > TP_STORE_OP_ARRIVE
-                 ? "an unknown operation"
+             : head.op < TP_STORE_OP_SET || head.op > TP_STORE_OP_ARRIVE ? "an unknown operation"
              : head.key_length == 0 || head.key_length > TP_STORE_MAX_KEY
-                 ? "a key length out of range"
+                     ? "a key length out of range"
              : head.value_length > TP_STORE_MAX_VALUE ? "a value over the limit"
                                                       : NULL;
     if (*why_p)
@@ -138,9 +134,8 @@ ssize_t tp_store_request_parse(const tp_secret_t *secret,
     return (ssize_t)total;
 }
 
-size_t tp_store_request_pack(const tp_secret_t *secret,
-                             const uint8_t nonce[TP_STORE_NONCE_SIZE], uint64_t seq,
-                             uint8_t op, const char *key, size_t key_length,
+size_t tp_store_request_pack(const tp_secret_t *secret, const uint8_t nonce[TP_STORE_NONCE_SIZE],
+                             uint64_t seq, uint8_t op, const char *key, size_t key_length,
                              const void *value, size_t value_length, int64_t arg,
                              int64_t timeout_ms, uint8_t *out)
 {
@@ -166,8 +161,7 @@ size_t tp_store_request_pack(const tp_secret_t *secret,
 
 /* ---- helpers shared by both sides ---------------------------------------- */
 
-static ember_status_t io_full(int fd, void *buffer, size_t length, int writing,
-                              double deadline)
+static ember_status_t io_full(int fd, void *buffer, size_t length, int writing, double deadline)
 {
     char *p = buffer;
     while (length > 0) {
@@ -180,8 +174,7 @@ static ember_status_t io_full(int fd, void *buffer, size_t length, int writing,
             continue;
         if (rc <= 0)
             return rc == 0 ? EMBER_ERR_TIMED_OUT : EMBER_ERR_IO;
-        ssize_t n = writing ? send(fd, p, length, MSG_NOSIGNAL)
-                            : recv(fd, p, length, 0);
+        ssize_t n = writing ? send(fd, p, length, MSG_NOSIGNAL) : recv(fd, p, length, 0);
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n <= 0)
@@ -192,8 +185,7 @@ static ember_status_t io_full(int fd, void *buffer, size_t length, int writing,
     return EMBER_OK;
 }
 
-ember_status_t tp_store_parse_url(const char *url, char *host, size_t host_size,
-                                  int *port_p)
+ember_status_t tp_store_parse_url(const char *url, char *host, size_t host_size, int *port_p)
 {
     const char *rest, *colon;
     char *end;
@@ -239,7 +231,11 @@ static int resolve(const char *host, int port, int passive, struct addrinfo **ai
 
 /* ---- the server's data ------------------------------------------------------ */
 
-typedef enum { ENTRY_BYTES, ENTRY_COUNTER, ENTRY_ARRIVALS } entry_kind_t;
+typedef enum {
+    ENTRY_BYTES,
+    ENTRY_COUNTER,
+    ENTRY_ARRIVALS
+} entry_kind_t;
 
 typedef struct store_entry {
     struct store_entry *next;
@@ -302,8 +298,7 @@ static store_entry_t *server_find(tp_store_server_t *server, const char *key)
 
 /* A warning for each of the first few refusals: an outsider must not fill
  * rank 0's log either. */
-static void server_note(tp_store_server_t *server, unsigned long count, int fd,
-                        const char *what)
+static void server_note(tp_store_server_t *server, unsigned long count, int fd, const char *what)
 {
     if (count <= STORE_LOGGED_MAX)
         ember_warn("store", "%s (client fd %d)%s", what, fd,
@@ -312,8 +307,8 @@ static void server_note(tp_store_server_t *server, unsigned long count, int fd,
 
 /* The entry for @key, created as @kind when absent; NULL when the store's
  * limits or memory refuse it, or it exists as another kind. */
-static store_entry_t *server_entry(tp_store_server_t *server, const char *key,
-                                   entry_kind_t kind, size_t key_length)
+static store_entry_t *server_entry(tp_store_server_t *server, const char *key, entry_kind_t kind,
+                                   size_t key_length)
 {
     store_entry_t *entry = server_find(server, key);
     if (entry)
@@ -396,8 +391,8 @@ static void server_drop(tp_store_server_t *server, size_t index)
 static int conn_flush(store_conn_t *conn)
 {
     while (conn->out_sent < conn->out_length) {
-        ssize_t n = send(conn->fd, conn->out + conn->out_sent,
-                         conn->out_length - conn->out_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = send(conn->fd, conn->out + conn->out_sent, conn->out_length - conn->out_sent,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -413,8 +408,7 @@ static int conn_flush(store_conn_t *conn)
 
 /* Queue the authenticated reply to request @seq; -1 when out of memory. */
 static int conn_reply(tp_store_server_t *server, store_conn_t *conn, uint64_t seq,
-                      ember_status_t status, const void *value, size_t length,
-                      int64_t number)
+                      ember_status_t status, const void *value, size_t length, int64_t number)
 {
     store_reply_t reply = {.magic = STORE_REPLY_MAGIC,
                            .status = status,
@@ -443,9 +437,11 @@ static int conn_reply(tp_store_server_t *server, store_conn_t *conn, uint64_t se
  * read (TCP drops what a reset overtakes). */
 static void conn_refuse(tp_store_server_t *server, store_conn_t *conn, const char *why)
 {
-    store_reply_t reply = {.magic = STORE_REPLY_MAGIC,
-                           .status = EMBER_ERR_AUTH,
-                           .seq = conn->seq};
+    store_reply_t reply = {.magic = STORE_REPLY_MAGIC, .status = EMBER_ERR_AUTH, .seq = conn->seq};
+    /* Counted before the refusal leaves, so whoever reads it sees the count. */
+    pthread_mutex_lock(&server->lock);
+    unsigned long count = ++server->counts.refused;
+    pthread_mutex_unlock(&server->lock);
     ssize_t rc = send(conn->fd, &reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)rc;
     shutdown(conn->fd, SHUT_WR);
@@ -453,9 +449,6 @@ static void conn_refuse(tp_store_server_t *server, store_conn_t *conn, const cha
     conn->wait.active = 0;
     conn->out_length = conn->out_sent = 0;
     conn->out_since = 0;
-    pthread_mutex_lock(&server->lock);
-    unsigned long count = ++server->counts.refused;
-    pthread_mutex_unlock(&server->lock);
     char what[160];
     snprintf(what, sizeof(what), "refused a request: %s", why);
     server_note(server, count, conn->fd, what);
@@ -470,8 +463,7 @@ static int conn_try_answer(tp_store_server_t *server, store_conn_t *conn, double
 
     if (wait->op == TP_STORE_OP_GET && entry && entry->kind == ENTRY_BYTES) {
         wait->active = 0;
-        return conn_reply(server, conn, wait->seq, EMBER_OK, entry->value, entry->length,
-                          0);
+        return conn_reply(server, conn, wait->seq, EMBER_OK, entry->value, entry->length, 0);
     }
     if (wait->op == TP_STORE_OP_GET && entry) { /* a counter or arrival set */
         wait->active = 0;
@@ -496,8 +488,10 @@ static int over_limits(tp_store_server_t *server, store_conn_t *conn, uint64_t s
     unsigned long count = ++server->counts.over_limits;
     pthread_mutex_unlock(&server->lock);
     char what[128];
-    snprintf(what, sizeof(what), "refused a SET over the store's limits (%u keys, %u "
-             "MiB of keys and values)", TP_STORE_MAX_ENTRIES, TP_STORE_MAX_BYTES >> 20);
+    snprintf(what, sizeof(what),
+             "refused a SET over the store's limits (%u keys, %u "
+             "MiB of keys and values)",
+             TP_STORE_MAX_ENTRIES, TP_STORE_MAX_BYTES >> 20);
     server_note(server, count, conn->fd, what);
     return conn_reply(server, conn, seq, EMBER_ERR_NO_MEMORY, NULL, 0, 0);
 }
@@ -534,13 +528,12 @@ static int server_execute(tp_store_server_t *server, store_conn_t *conn,
             return over_limits(server, conn, req->seq);
         return conn_reply(server, conn, req->seq, EMBER_OK, NULL, 0, entry->number);
     default: /* GET, WAIT_GE */
-        conn->wait = (store_wait_t){.active = 1,
-                                    .op = req->op,
-                                    .seq = req->seq,
-                                    .target = req->arg};
+        conn->wait =
+                (store_wait_t){.active = 1, .op = req->op, .seq = req->seq, .target = req->arg};
         /* The deadline at full width: a huge or negative timeout is bounded. */
-        int64_t ms = req->timeout_ms < 0 ? 0 : req->timeout_ms > 86400000 ? 86400000
-                                                                           : req->timeout_ms;
+        int64_t ms = req->timeout_ms < 0          ? 0
+                     : req->timeout_ms > 86400000 ? 86400000
+                                                  : req->timeout_ms;
         conn->wait.deadline = ember_time_now() + (double)ms / 1000.0;
         memcpy(conn->wait.key, key, req->key_length + 1);
         return conn_try_answer(server, conn, ember_time_now());
@@ -572,11 +565,10 @@ static int conn_read(tp_store_server_t *server, store_conn_t *conn)
         size_t need = 0;
         const char *why = NULL;
         tp_store_request_t req;
-        ssize_t used = conn->in_length
-                           ? tp_store_request_parse(&server->secret, conn->nonce,
-                                                    conn->seq, conn->in,
-                                                    conn->in_length, &req, &need, &why)
-                           : 0;
+        ssize_t used = conn->in_length ? tp_store_request_parse(&server->secret, conn->nonce,
+                                                                conn->seq, conn->in,
+                                                                conn->in_length, &req, &need, &why)
+                                       : 0;
         if (used < 0) {
             conn_refuse(server, conn, why);
             return conn_drain(conn);
@@ -607,8 +599,8 @@ static int conn_read(tp_store_server_t *server, store_conn_t *conn)
             conn->in = grown;
             conn->in_capacity = need;
         }
-        ssize_t n = recv(conn->fd, conn->in + conn->in_length, need - conn->in_length,
-                         MSG_DONTWAIT);
+        ssize_t n =
+                recv(conn->fd, conn->in + conn->in_length, need - conn->in_length, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -736,8 +728,7 @@ static void server_answer_waits(tp_store_server_t *server)
 {
     double now = ember_time_now();
     for (size_t i = server->conn_count; i-- > 0;) {
-        if (server->conns[i].wait.active &&
-            conn_try_answer(server, &server->conns[i], now) < 0)
+        if (server->conns[i].wait.active && conn_try_answer(server, &server->conns[i], now) < 0)
             server_drop(server, i);
     }
 }
@@ -762,8 +753,8 @@ static void *server_main(void *arg)
     for (;;) {
         double now = ember_time_now();
         pthread_mutex_lock(&server->lock);
-        int stop = server->stopping &&
-                   (!server_has_clients(server) || now >= server->stop_deadline);
+        int stop =
+                server->stopping && (!server_has_clients(server) || now >= server->stop_deadline);
         pthread_mutex_unlock(&server->lock);
         if (stop)
             break;
@@ -779,8 +770,8 @@ static void *server_main(void *arg)
         pfds[n++] = (struct pollfd){.fd = server->listen_fd, .events = POLLIN};
         for (size_t i = 0; i < server->conn_count; i++)
             pfds[n++] = (struct pollfd){
-                .fd = server->conns[i].fd,
-                .events = (short)(POLLIN | (server->conns[i].out_length ? POLLOUT : 0))};
+                    .fd = server->conns[i].fd,
+                    .events = (short)(POLLIN | (server->conns[i].out_length ? POLLOUT : 0))};
         double next = server_next_check(server, now);
         pthread_mutex_lock(&server->lock);
         if (server->stopping && server->stop_deadline < next)
@@ -802,8 +793,7 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-ember_status_t tp_store_server_start(const char *host, int port,
-                                     const tp_secret_t *secret,
+ember_status_t tp_store_server_start(const char *host, int port, const tp_secret_t *secret,
                                      tp_store_server_t **server_p)
 {
     tp_store_server_t *server;
@@ -817,8 +807,7 @@ ember_status_t tp_store_server_start(const char *host, int port,
     server->listen_fd = -1;
     rc = resolve(host, port, 1, &ai);
     if (rc != 0) {
-        ember_error("store", "cannot resolve store host '%s': %s", host,
-                    gai_strerror(rc));
+        ember_error("store", "cannot resolve store host '%s': %s", host, gai_strerror(rc));
         goto err_free;
     }
     server->listen_fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -843,8 +832,8 @@ err_close_pipe:
     close(server->wake_pipe[0]);
     close(server->wake_pipe[1]);
 err_sys:
-    ember_error("store", "cannot serve the rendezvous store on %s:%d: %s", host,
-                port, strerror(errno));
+    ember_error("store", "cannot serve the rendezvous store on %s:%d: %s", host, port,
+                strerror(errno));
     if (ai)
         freeaddrinfo(ai);
     if (server->listen_fd >= 0)
@@ -860,9 +849,8 @@ int tp_store_server_port(const tp_store_server_t *server)
     socklen_t length = sizeof(address);
     if (getsockname(server->listen_fd, (struct sockaddr *)&address, &length) != 0)
         return -1;
-    return ntohs(address.ss_family == AF_INET6
-                     ? ((struct sockaddr_in6 *)&address)->sin6_port
-                     : ((struct sockaddr_in *)&address)->sin_port);
+    return ntohs(address.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&address)->sin6_port
+                                               : ((struct sockaddr_in *)&address)->sin_port);
 }
 
 void tp_store_server_counts(tp_store_server_t *server, tp_store_counts_t *counts_p)
@@ -888,11 +876,12 @@ void tp_store_server_stop(tp_store_server_t *server, double linger_s)
     pthread_join(server->thread, NULL);
     const tp_store_counts_t *c = &server->counts;
     if (c->refused || c->stalled || c->over_limits || c->turned_away)
-        ember_warn("store", "served %lu authenticated requests; refused %lu "
+        ember_warn("store",
+                   "served %lu authenticated requests; refused %lu "
                    "unauthenticated or malformed ones, dropped %lu stalled or silent "
                    "connections, refused %lu SETs over its limits, turned %lu "
-                   "connections away", c->requests, c->refused, c->stalled,
-                   c->over_limits, c->turned_away);
+                   "connections away",
+                   c->requests, c->refused, c->stalled, c->over_limits, c->turned_away);
     for (size_t i = 0; i < server->conn_count; i++)
         conn_free(&server->conns[i]);
     free(server->conns);
@@ -924,15 +913,15 @@ struct tp_store_client {
 static ember_status_t client_greeted(tp_store_client_t *client, double timeout_s)
 {
     store_hello_t hello;
-    ember_status_t status = io_full(client->fd, &hello, sizeof(hello), 0,
-                                    ember_time_now() + timeout_s);
-    if (status == EMBER_OK &&
-        (hello.magic != STORE_HELLO_MAGIC || hello.version != STORE_VERSION))
+    ember_status_t status =
+            io_full(client->fd, &hello, sizeof(hello), 0, ember_time_now() + timeout_s);
+    if (status == EMBER_OK && (hello.magic != STORE_HELLO_MAGIC || hello.version != STORE_VERSION))
         status = EMBER_ERR_BAD_MESSAGE;
     if (status != EMBER_OK) {
-        ember_error("store", "the server at %s did not greet us as an ember store "
-                    "(version %d) would: %s", client->where, STORE_VERSION,
-                    ember_status_string(status));
+        ember_error("store",
+                    "the server at %s did not greet us as an ember store "
+                    "(version %d) would: %s",
+                    client->where, STORE_VERSION, ember_status_string(status));
         return status;
     }
     memcpy(client->nonce, hello.nonce, sizeof(client->nonce));
@@ -991,9 +980,10 @@ ember_status_t tp_store_connect(const char *host, int port, const tp_secret_t *s
         if (delay < 0.2)
             delay *= 2;
     } while (ember_time_now() < deadline);
-    ember_error("store", "cannot reach the rendezvous store at %s:%d within %.0f s:"
-                " %s", host, port, timeout_s,
-                last_errno ? strerror(last_errno) : "host not resolved");
+    ember_error("store",
+                "cannot reach the rendezvous store at %s:%d within %.0f s:"
+                " %s",
+                host, port, timeout_s, last_errno ? strerror(last_errno) : "host not resolved");
     return EMBER_ERR_TIMED_OUT;
 }
 
@@ -1007,9 +997,8 @@ void tp_store_disconnect(tp_store_client_t *client)
 
 /* Read and check the reply to request @seq; its value (malloc'd) in
  * *value_p when asked. */
-static ember_status_t client_reply(tp_store_client_t *client, uint64_t seq,
-                                   double deadline, store_reply_t *reply_p,
-                                   void **value_p)
+static ember_status_t client_reply(tp_store_client_t *client, uint64_t seq, double deadline,
+                                   store_reply_t *reply_p, void **value_p)
 {
     uint8_t mac[TP_AUTH_MAC_SIZE];
     void *value = NULL;
@@ -1021,8 +1010,7 @@ static ember_status_t client_reply(tp_store_client_t *client, uint64_t seq,
         value = malloc(reply_p->value_length);
         if (!value)
             return EMBER_ERR_NO_MEMORY;
-        ember_status_t status = io_full(client->fd, value, reply_p->value_length, 0,
-                                        deadline);
+        ember_status_t status = io_full(client->fd, value, reply_p->value_length, 0, deadline);
         if (status != EMBER_OK) {
             free(value);
             return status;
@@ -1030,11 +1018,12 @@ static ember_status_t client_reply(tp_store_client_t *client, uint64_t seq,
     }
     reply_mac(&client->secret, client->nonce, reply_p, value, mac);
     if (!tp_auth_mac_equal(mac, reply_p->mac) || reply_p->seq != seq) {
-        ember_error("store", "%s", reply_p->status == EMBER_ERR_AUTH
-                    ? "the rendezvous store refused our request: it does not hold our "
-                      "job secret (EMBER_SECRET_FILE), or refused it as malformed"
-                    : "a reply from the rendezvous store is not authenticated: it "
-                      "does not hold our job secret, or is not the job's store");
+        ember_error("store", "%s",
+                    reply_p->status == EMBER_ERR_AUTH
+                            ? "the rendezvous store refused our request: it does not hold our "
+                              "job secret (EMBER_SECRET_FILE), or refused it as malformed"
+                            : "a reply from the rendezvous store is not authenticated: it "
+                              "does not hold our job secret, or is not the job's store");
         free(value);
         return EMBER_ERR_AUTH;
     }
@@ -1045,46 +1034,42 @@ static ember_status_t client_reply(tp_store_client_t *client, uint64_t seq,
     return ember_status_from_wire(reply_p->status);
 }
 
-static ember_status_t client_request(tp_store_client_t *client, uint8_t op,
-                                     const char *key, const void *value,
-                                     size_t length, int64_t arg, double timeout_s,
-                                     store_reply_t *reply_p, void **value_p)
+static ember_status_t client_request(tp_store_client_t *client, uint8_t op, const char *key,
+                                     const void *value, size_t length, int64_t arg,
+                                     double timeout_s, store_reply_t *reply_p, void **value_p)
 {
     size_t key_length = strlen(key);
     /* The server answers by its own deadline; allow it time to do so. */
     double deadline = ember_time_now() + timeout_s + 10.0;
 
-    if (key_length == 0 || key_length > TP_STORE_MAX_KEY ||
-        length > TP_STORE_MAX_VALUE)
+    if (key_length == 0 || key_length > TP_STORE_MAX_KEY || length > TP_STORE_MAX_VALUE)
         return EMBER_ERR_INVALID_PARAM;
     uint8_t *request = malloc(tp_store_request_size(key_length, length));
     if (!request)
         return EMBER_ERR_NO_MEMORY;
     uint64_t seq = client->seq++;
-    size_t bytes = tp_store_request_pack(&client->secret, client->nonce, seq, op, key,
-                                         key_length, value, length, arg,
-                                         (int64_t)(timeout_s * 1000), request);
+    size_t bytes = tp_store_request_pack(&client->secret, client->nonce, seq, op, key, key_length,
+                                         value, length, arg, (int64_t)(timeout_s * 1000), request);
     ember_status_t status = io_full(client->fd, request, bytes, 1, deadline);
     free(request);
     EMBER_CHECK(status);
     return client_reply(client, seq, deadline, reply_p, value_p);
 }
 
-ember_status_t tp_store_set(tp_store_client_t *client, const char *key,
-                            const void *value, size_t length)
+ember_status_t tp_store_set(tp_store_client_t *client, const char *key, const void *value,
+                            size_t length)
 {
     store_reply_t reply;
-    return client_request(client, TP_STORE_OP_SET, key, value, length, 0, 0, &reply,
-                          NULL);
+    return client_request(client, TP_STORE_OP_SET, key, value, length, 0, 0, &reply, NULL);
 }
 
-ember_status_t tp_store_get(tp_store_client_t *client, const char *key,
-                            double timeout_s, void **value_p, size_t *length_p)
+ember_status_t tp_store_get(tp_store_client_t *client, const char *key, double timeout_s,
+                            void **value_p, size_t *length_p)
 {
     store_reply_t reply;
     void *value = NULL;
-    ember_status_t status = client_request(client, TP_STORE_OP_GET, key, NULL, 0, 0,
-                                           timeout_s, &reply, &value);
+    ember_status_t status =
+            client_request(client, TP_STORE_OP_GET, key, NULL, 0, 0, timeout_s, &reply, &value);
     if (status != EMBER_OK) {
         free(value);
         return status;
@@ -1098,31 +1083,29 @@ ember_status_t tp_store_get(tp_store_client_t *client, const char *key,
     return EMBER_OK;
 }
 
-ember_status_t tp_store_add(tp_store_client_t *client, const char *key,
-                            int64_t delta, int64_t *result_p)
+ember_status_t tp_store_add(tp_store_client_t *client, const char *key, int64_t delta,
+                            int64_t *result_p)
 {
     store_reply_t reply;
-    EMBER_CHECK(client_request(client, TP_STORE_OP_ADD, key, NULL, 0, delta, 0, &reply,
-                               NULL));
+    EMBER_CHECK(client_request(client, TP_STORE_OP_ADD, key, NULL, 0, delta, 0, &reply, NULL));
     if (result_p)
         *result_p = reply.value;
     return EMBER_OK;
 }
 
-ember_status_t tp_store_wait_ge(tp_store_client_t *client, const char *key,
-                                int64_t target, double timeout_s)
+ember_status_t tp_store_wait_ge(tp_store_client_t *client, const char *key, int64_t target,
+                                double timeout_s)
 {
     store_reply_t reply;
-    return client_request(client, TP_STORE_OP_WAIT_GE, key, NULL, 0, target, timeout_s,
-                          &reply, NULL);
+    return client_request(client, TP_STORE_OP_WAIT_GE, key, NULL, 0, target, timeout_s, &reply,
+                          NULL);
 }
 
 ember_status_t tp_store_arrive(tp_store_client_t *client, const char *key, int rank,
                                int64_t *count_p)
 {
     store_reply_t reply;
-    EMBER_CHECK(client_request(client, TP_STORE_OP_ARRIVE, key, NULL, 0, rank, 0, &reply,
-                               NULL));
+    EMBER_CHECK(client_request(client, TP_STORE_OP_ARRIVE, key, NULL, 0, rank, 0, &reply, NULL));
     if (count_p)
         *count_p = reply.value;
     return EMBER_OK;

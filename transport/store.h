@@ -39,7 +39,7 @@ typedef struct tp_store_client tp_store_client_t;
 /* A request must arrive whole within this of its first byte, and a new
  * connection must complete an authenticated request within this of being
  * accepted: one slow or silent client never holds the store up. */
-#define TP_STORE_READ_S 2.0
+#define TP_STORE_READ_S     2.0
 #define TP_STORE_NONCE_SIZE TP_AUTH_NONCE_SIZE
 
 enum {
@@ -58,7 +58,7 @@ typedef struct {
     uint8_t reserved[3];
     uint32_t key_length;
     uint32_t value_length;
-    uint64_t seq; /* 0, 1, 2, ... on the connection */
+    uint64_t seq;       /* 0, 1, 2, ... on the connection */
     int64_t arg;        /* ADD: delta; WAIT_GE: target; ARRIVE: the rank */
     int64_t timeout_ms; /* GET, WAIT_GE */
     uint8_t mac[TP_AUTH_MAC_SIZE];
@@ -85,11 +85,9 @@ typedef struct {
  * how many in all so far as known); -1 when it must be refused (*why_p: a
  * static text saying why).  Pure: keeps no pointer and changes nothing.
  */
-ssize_t tp_store_request_parse(const tp_secret_t *secret,
-                               const uint8_t nonce[TP_STORE_NONCE_SIZE], uint64_t seq,
-                               const uint8_t *data, size_t length,
-                               tp_store_request_t *req_p, size_t *need_p,
-                               const char **why_p);
+ssize_t tp_store_request_parse(const tp_secret_t *secret, const uint8_t nonce[TP_STORE_NONCE_SIZE],
+                               uint64_t seq, const uint8_t *data, size_t length,
+                               tp_store_request_t *req_p, size_t *need_p, const char **why_p);
 
 /**
  * Lay out the request @op on @key (@key_length bytes) with @value
@@ -97,9 +95,8 @@ ssize_t tp_store_request_parse(const tp_secret_t *secret,
  * connection whose server nonce is @nonce, tagged under @secret, into @out
  * (at least tp_store_request_size() bytes).  Returns the bytes written.
  */
-size_t tp_store_request_pack(const tp_secret_t *secret,
-                             const uint8_t nonce[TP_STORE_NONCE_SIZE], uint64_t seq,
-                             uint8_t op, const char *key, size_t key_length,
+size_t tp_store_request_pack(const tp_secret_t *secret, const uint8_t nonce[TP_STORE_NONCE_SIZE],
+                             uint64_t seq, uint8_t op, const char *key, size_t key_length,
                              const void *value, size_t value_length, int64_t arg,
                              int64_t timeout_ms, uint8_t *out);
 
@@ -111,17 +108,16 @@ static inline size_t tp_store_request_size(size_t key_length, size_t value_lengt
 
 /** What a server refused or dropped so far (tests; the summary at stop). */
 typedef struct {
-    unsigned long requests;      /* authenticated requests served */
-    unsigned long refused;       /* requests failing their tag, seq or format */
-    unsigned long stalled;       /* connections dropped at TP_STORE_READ_S */
-    unsigned long over_limits;   /* SETs refused by the size or count limits */
-    unsigned long turned_away;   /* connections closed at TP_STORE_MAX_CLIENTS */
+    unsigned long requests;    /* authenticated requests served */
+    unsigned long refused;     /* requests failing their tag, seq or format */
+    unsigned long stalled;     /* connections dropped at TP_STORE_READ_S */
+    unsigned long over_limits; /* SETs refused by the size or count limits */
+    unsigned long turned_away; /* connections closed at TP_STORE_MAX_CLIENTS */
 } tp_store_counts_t;
 
 /** Listen on @host:@port and serve in a background thread; requests must
  * be authenticated under @secret (copied). */
-ember_status_t tp_store_server_start(const char *host, int port,
-                                     const tp_secret_t *secret,
+ember_status_t tp_store_server_start(const char *host, int port, const tp_secret_t *secret,
                                      tp_store_server_t **server_p);
 /** The port @server listens on (an ephemeral one when started on port 0). */
 int tp_store_server_port(const tp_store_server_t *server);
@@ -140,24 +136,23 @@ ember_status_t tp_store_connect(const char *host, int port, const tp_secret_t *s
                                 double timeout_s, tp_store_client_t **client_p);
 void tp_store_disconnect(tp_store_client_t *client);
 
-ember_status_t tp_store_set(tp_store_client_t *client, const char *key,
-                            const void *value, size_t length);
+ember_status_t tp_store_set(tp_store_client_t *client, const char *key, const void *value,
+                            size_t length);
 /** Wait up to @timeout_s for @key; *value_p is malloc'd (caller frees). */
-ember_status_t tp_store_get(tp_store_client_t *client, const char *key,
-                            double timeout_s, void **value_p, size_t *length_p);
+ember_status_t tp_store_get(tp_store_client_t *client, const char *key, double timeout_s,
+                            void **value_p, size_t *length_p);
 /** Atomically add @delta to the counter @key (created at 0). */
-ember_status_t tp_store_add(tp_store_client_t *client, const char *key,
-                            int64_t delta, int64_t *result_p);
+ember_status_t tp_store_add(tp_store_client_t *client, const char *key, int64_t delta,
+                            int64_t *result_p);
 /** Wait up to @timeout_s until counter @key (or the number of arrivals at
  * it) >= @target; else ERR_TIMED_OUT. */
-ember_status_t tp_store_wait_ge(tp_store_client_t *client, const char *key,
-                                int64_t target, double timeout_s);
+ember_status_t tp_store_wait_ge(tp_store_client_t *client, const char *key, int64_t target,
+                                double timeout_s);
 /** Mark @rank arrived at @key (a set of ranks); *count_p: how many have. */
 ember_status_t tp_store_arrive(tp_store_client_t *client, const char *key, int rank,
                                int64_t *count_p);
 
 /** Parse "tcp://HOST:PORT" into @host (size @host_size) and @port_p. */
-ember_status_t tp_store_parse_url(const char *url, char *host, size_t host_size,
-                                  int *port_p);
+ember_status_t tp_store_parse_url(const char *url, char *host, size_t host_size, int *port_p);
 
 #endif

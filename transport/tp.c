@@ -1,6 +1,6 @@
 /* transport/tp: the per-process transport object, its life and accessors. */
-#include "transport/tp_internal.h"
 #include "common/clock.h"
+#include "transport/tp_internal.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -65,9 +65,8 @@ void ember_tp_destroy(ember_tp_t *tp)
 
     if (!tp)
         return;
-    ember_debug("tp", "batches sent: %lu of %lu replies, %lu of %lu requests",
-                tp->reply_batches, tp->batched_replies, tp->call_batches,
-                tp->batched_calls);
+    ember_debug("tp", "batches sent: %lu of %lu replies, %lu of %lu requests", tp->reply_batches,
+                tp->batched_replies, tp->call_batches, tp->batched_calls);
     /* A peer that left a call unanswered is hung: what is still being sent
      * to it would hold shutdown up to the timeout.  Give it up now. */
     for (int rank = 0; rank < tp->world_size; rank++) {
@@ -91,8 +90,10 @@ void ember_tp_destroy(ember_tp_t *tp)
     while ((tp->pending_count || tp->sends_inflight) && ember_time_now() < calls_deadline)
         ember_tp_wait(tp, tp->pending_count ? 0.05 : 0.001);
     if (tp->pending_count)
-        ember_warn("tp", "shutdown: %zu call(s) still pending after %.0f s are "
-                   "cancelled", tp->pending_count, timeout);
+        ember_warn("tp",
+                   "shutdown: %zu call(s) still pending after %.0f s are "
+                   "cancelled",
+                   tp->pending_count, timeout);
     tp_futures_cancel_all(tp, EMBER_ERR_SHUTDOWN);
     /* 2. Meet the others, serving their traffic meanwhile, so nobody sees
      * us vanish while it still needs an answer.  With a rank lost the job
@@ -102,12 +103,15 @@ void ember_tp_destroy(ember_tp_t *tp)
     if (tp->failed)
         ember_debug("tp", "shutdown: the job failed here: no final barrier");
     else if (lost >= 0)
-        ember_debug("tp", "shutdown: %s (rank %d) was lost or left a call unanswered: "
+        ember_debug("tp",
+                    "shutdown: %s (rank %d) was lost or left a call unanswered: "
                     "no final barrier",
                     tp->peers[lost].name, lost);
     else if (tp_bootstrap_final_barrier(tp, timeout) != EMBER_OK)
-        ember_warn("tp", "shutdown: not every rank reached the final barrier "
-                   "within %.0f s", timeout);
+        ember_warn("tp",
+                   "shutdown: not every rank reached the final barrier "
+                   "within %.0f s",
+                   timeout);
     /* 3. Flush and close endpoints, then the worker (replies still held for
      * a batch, if destroy runs inside a handler, go out first). */
     tp_batch_flush_all(tp);
@@ -129,13 +133,13 @@ void ember_tp_destroy(ember_tp_t *tp)
     }
     /* What ran for whom: handlers only for ranks that proved the secret. */
     if (tp->dropped_messages || tp->refused_handshakes)
-        ember_warn("tp", "ran handlers for %lu requests of the job's ranks; dropped %lu "
+        ember_warn("tp",
+                   "ran handlers for %lu requests of the job's ranks; dropped %lu "
                    "malformed or unauthenticated messages and refused %lu connections "
-                   "that did not prove the job secret", tp->handled_requests,
-                   tp->dropped_messages, tp->refused_handshakes);
+                   "that did not prove the job secret",
+                   tp->handled_requests, tp->dropped_messages, tp->refused_handshakes);
     else
-        ember_debug("tp", "ran handlers for %lu requests of the job's ranks",
-                    tp->handled_requests);
+        ember_debug("tp", "ran handlers for %lu requests of the job's ranks", tp->handled_requests);
     tp_bootstrap_leave(tp);
     tp_worker_destroy(tp);
     free(tp->peers);
@@ -147,10 +151,19 @@ void ember_tp_destroy(ember_tp_t *tp)
     free(tp);
 }
 
-void ember_tp_set_failed(ember_tp_t *tp) { tp->failed = 1; }
+void ember_tp_set_failed(ember_tp_t *tp)
+{
+    tp->failed = 1;
+}
 
-int ember_tp_rank(const ember_tp_t *tp) { return tp->rank; }
-int ember_tp_world_size(const ember_tp_t *tp) { return tp->world_size; }
+int ember_tp_rank(const ember_tp_t *tp)
+{
+    return tp->rank;
+}
+int ember_tp_world_size(const ember_tp_t *tp)
+{
+    return tp->world_size;
+}
 
 const char *ember_tp_peer_name(const ember_tp_t *tp, int rank)
 {
@@ -168,8 +181,7 @@ int ember_tp_peer_by_name(const ember_tp_t *tp, const char *name)
 
 int ember_tp_peer_lost(const ember_tp_t *tp, int rank)
 {
-    return rank >= 0 && rank < tp->world_size &&
-           tp->peers[rank].state == TP_PEER_LOST;
+    return rank >= 0 && rank < tp->world_size && tp->peers[rank].state == TP_PEER_LOST;
 }
 
 const char *ember_tp_peer_reason(const ember_tp_t *tp, int rank)

@@ -5,8 +5,8 @@
 #ifndef EMBER_TP_INTERNAL_H
 #define EMBER_TP_INTERNAL_H
 
-#include "transport/auth.h"
 #include "common/pool.h"
+#include "transport/auth.h"
 #include "transport/store.h"
 
 #include <ember/transport.h>
@@ -29,7 +29,7 @@ enum {
 };
 
 #define TP_MAGIC   0x454d4252u /* "EMBR" */
-#define TP_VERSION 4 /* 2: reply batches; 3: call batches; 4: mutual handshake */
+#define TP_VERSION 4           /* 2: reply batches; 3: call batches; 4: mutual handshake */
 
 /*
  * A two-part payload whose first part is small (a message header of the
@@ -41,12 +41,12 @@ enum {
 #define TP_INLINE_MAX   EMBER_RPC_INLINE_MAX
 #define TP_INLINE_SHIFT 16
 /* A one-way request: the receiver's handler runs, nothing is sent back. */
-#define TP_FLAG_ONEWAY  1u
+#define TP_FLAG_ONEWAY 1u
 /* A call whose reply must come by rendezvous, the payload whole (no inline
  * head, no batch): the caller receives it straight into its buffer, which
  * may be GPU memory no host copy may touch. */
 #define TP_FLAG_REPLY_RNDV 2u
-#define TP_FLAGS_KNOWN  (TP_FLAG_ONEWAY | TP_FLAG_REPLY_RNDV)
+#define TP_FLAGS_KNOWN     (TP_FLAG_ONEWAY | TP_FLAG_REPLY_RNDV)
 
 /* The fixed, versioned header in front of every request and reply. */
 typedef struct {
@@ -86,14 +86,18 @@ typedef struct {
 } tp_hello_t;
 
 /* What carries a peer's active messages (its eager limits follow). */
-typedef enum { TP_LANE_OTHER = 0, TP_LANE_TCP, TP_LANE_SHM } tp_lane_class_t;
+typedef enum {
+    TP_LANE_OTHER = 0,
+    TP_LANE_TCP,
+    TP_LANE_SHM
+} tp_lane_class_t;
 
 typedef enum {
     TP_PEER_IDLE,       /* no endpoint yet */
     TP_PEER_CONNECTING, /* HELLO sent, waiting for the CHALLENGE */
     TP_PEER_CONFIRMING, /* CONFIRM sent, waiting for the ACCEPT */
     TP_PEER_READY,
-    TP_PEER_LOST,       /* endpoint error, timeout with a stuck send, refused */
+    TP_PEER_LOST, /* endpoint error, timeout with a stuck send, refused */
 } tp_peer_state_t;
 
 typedef struct tp_list {
@@ -108,14 +112,14 @@ typedef struct tp_send {
     unsigned am_id;
     tp_header_t header;
     uint8_t am_header[sizeof(tp_header_t) + TP_INLINE_MAX]; /* header + inline part */
-    ucp_dt_iov_t *iov; /* iov_inline or heap */
+    ucp_dt_iov_t *iov;                                      /* iov_inline or heap */
     size_t iovcnt;
     ucp_dt_iov_t iov_inline[4];
-    void *copy;                   /* reply payload copy (owned) */
-    struct ember_future *future;  /* calls: completes the call's send side */
-    ember_mem_type_t mem_type;    /* of the payload's bulk (its last part) */
-    int force_rndv;               /* a reply a REPLY_RNDV call waits for */
-    ember_rpc_done_cb done_cb;    /* zcopy replies */
+    void *copy;                  /* reply payload copy (owned) */
+    struct ember_future *future; /* calls: completes the call's send side */
+    ember_mem_type_t mem_type;   /* of the payload's bulk (its last part) */
+    int force_rndv;              /* a reply a REPLY_RNDV call waits for */
+    ember_rpc_done_cb done_cb;   /* zcopy replies */
     void *done_arg;
 } tp_send_t;
 
@@ -126,12 +130,12 @@ typedef struct {
     void *address; /* UCX worker address from the store (owned) */
     size_t address_length;
     uint8_t address_digest[TP_AUTH_MAC_SIZE]; /* its SHA-256: the handshake's */
-    ucp_ep_h ep;   /* our endpoint to the peer; NULL until first use */
+    ucp_ep_h ep;                              /* our endpoint to the peer; NULL until first use */
     tp_peer_state_t state;
     uint8_t nonce[TP_AUTH_NONCE_SIZE];      /* our HELLO's */
     uint8_t peer_nonce[TP_AUTH_NONCE_SIZE]; /* its CHALLENGE's */
-    tp_list_t waiting; /* tp_send_t queued until READY */
-    tp_list_t deferred; /* small replies held to the end of a handler run, or
+    tp_list_t waiting;                      /* tp_send_t queued until READY */
+    tp_list_t deferred;                     /* small replies held to the end of a handler run, or
                          * calls held under ember_rpc_batch_begin (batch.c) */
     size_t deferred_count, deferred_bytes;
     unsigned deferred_am; /* what is held: TP_AM_REPLY or TP_AM_REQUEST */
@@ -141,9 +145,9 @@ typedef struct {
     int unanswered;    /* a call to it timed out: hung, or too slow for the job */
     char host[64];     /* where the peer runs, and its pid, from the store */
     long pid;
-    int watched;       /* no UCX failure detection: poll its pid instead */
-    int lanes_known;   /* lane and eager_*_max set from the endpoint's lanes */
-    tp_lane_class_t lane; /* what carries its active messages */
+    int watched;             /* no UCX failure detection: poll its pid instead */
+    int lanes_known;         /* lane and eager_*_max set from the endpoint's lanes */
+    tp_lane_class_t lane;    /* what carries its active messages */
     size_t eager_reply_max;  /* replies up to this go eager (0: UCX decides) */
     size_t eager_call_max;   /* calls up to this go eager (0: UCX decides) */
     size_t eager_oneway_max; /* one-way messages up to this go eager */
@@ -167,24 +171,27 @@ typedef struct {
 #define TP_PENDING_MAX 256
 #define TP_PENDING_S   10.0
 
-typedef enum { TP_FUTURE_CALL, TP_FUTURE_RMA } tp_future_kind_t;
+typedef enum {
+    TP_FUTURE_CALL,
+    TP_FUTURE_RMA
+} tp_future_kind_t;
 
 struct ember_future {
     struct ember_tp *tp;
     tp_future_kind_t kind;
-    uint64_t id;      /* slot | generation << 32 */
+    uint64_t id; /* slot | generation << 32 */
     int peer;
     uint16_t op;
     ember_status_t status; /* INPROGRESS until done */
-    void *response;   /* user buffer or owned */
+    void *response;        /* user buffer or owned */
     size_t capacity;
     size_t length;
     int response_owned;
-    int released;     /* the user let go; free when nothing refers to it */
+    int released; /* the user let go; free when nothing refers to it */
     int send_inflight;
-    int recv_inflight; /* rendezvous reply being received */
+    int recv_inflight;             /* rendezvous reply being received */
     ember_mem_type_t response_mem; /* where the caller's response buffer is */
-    int reply_rndv;    /* asked for the reply by rendezvous */
+    int reply_rndv;                /* asked for the reply by rendezvous */
     double deadline;
     double started;
     tp_send_t *send;
@@ -198,16 +205,16 @@ struct ember_rpc_req {
     uint64_t request_id;
     void *data;
     size_t length;
-    void *ucx_data;   /* eager data UCX lets us keep (release on reply) */
-    void *owned_data; /* rendezvous or copied payload (pool) */
-    void *user_data;  /* rendezvous payload in the handler's own buffer */
+    void *ucx_data;               /* eager data UCX lets us keep (release on reply) */
+    void *owned_data;             /* rendezvous or copied payload (pool) */
+    void *user_data;              /* rendezvous payload in the handler's own buffer */
     ember_rpc_release_cb release; /* ...given back with this when done */
     void *release_arg;
     size_t head_length; /* placed (user_data): the head that came inline */
     uint8_t head[TP_INLINE_MAX];
     int recv_inflight;
     ember_status_t recv_status;
-    int oneway; /* no reply travels back */
+    int oneway;     /* no reply travels back */
     int reply_rndv; /* the caller wants its reply by rendezvous */
 };
 
@@ -243,25 +250,25 @@ struct ember_tp {
     ucp_worker_h worker;
     int efd;
     double spin_s;
-    double coarse_lag_s; /* ember_time_coarse_lag() */
-    int pull_rendezvous; /* see ember_tp_pull_rendezvous */
-    size_t tcp_eager;       /* EMBER_TCP_EAGER */
-    size_t oneway_eager;    /* EMBER_ONEWAY_EAGER */
+    double coarse_lag_s;     /* ember_time_coarse_lag() */
+    int pull_rendezvous;     /* see ember_tp_pull_rendezvous */
+    size_t tcp_eager;        /* EMBER_TCP_EAGER */
+    size_t oneway_eager;     /* EMBER_ONEWAY_EAGER */
     size_t tcp_oneway_eager; /* EMBER_TCP_ONEWAY_EAGER */
-    size_t shm_eager;       /* EMBER_SHM_EAGER */
+    size_t shm_eager;        /* EMBER_SHM_EAGER */
     double rpc_timeout_s;
     size_t max_message;
     size_t inline_max; /* 0 when the worker's AM header is too small */
 
     tp_handler_t handlers[EMBER_RPC_OP_MAX];
-    tp_list_t ready; /* ember_rpc_req_t with their payload in place */
-    unsigned handler_depth; /* inside tp_run_handlers (nested: > 1) */
-    int deferred_peers;     /* peers with replies or calls held (batch.c) */
-    unsigned batching;      /* ember_rpc_batch_begin depth: calls are held */
-    double deferred_since;  /* first seen held between handlers; 0: not yet */
+    tp_list_t ready;                              /* ember_rpc_req_t with their payload in place */
+    unsigned handler_depth;                       /* inside tp_run_handlers (nested: > 1) */
+    int deferred_peers;                           /* peers with replies or calls held (batch.c) */
+    unsigned batching;                            /* ember_rpc_batch_begin depth: calls are held */
+    double deferred_since;                        /* first seen held between handlers; 0: not yet */
     unsigned long reply_batches, batched_replies; /* sent so far (batch.c) */
     unsigned long call_batches, batched_calls;
-    tp_list_t acks;  /* tp_ack_t to send */
+    tp_list_t acks; /* tp_ack_t to send */
 
     ember_future_t **slots; /* pending futures by slot */
     uint32_t *generations;
@@ -271,12 +278,12 @@ struct ember_tp {
     size_t sends_inflight; /* UCX send requests not yet completed */
     double next_deadline_check;
 
-    int failed; /* ember_tp_set_failed: shutdown meets nobody */
-    unsigned long dropped_messages; /* malformed or unauthenticated */
+    int failed;                       /* ember_tp_set_failed: shutdown meets nobody */
+    unsigned long dropped_messages;   /* malformed or unauthenticated */
     unsigned long refused_handshakes; /* a CONFIRM that proved nothing */
     unsigned long handled_requests;   /* handlers run for the job's ranks */
-    int peer_events; /* a peer became ready or was lost: sweep */
-    unsigned long event_total; /* progress events so far (ember_tp_wait) */
+    int peer_events;                  /* a peer became ready or was lost: sweep */
+    unsigned long event_total;        /* progress events so far (ember_tp_wait) */
 
     ember_pool_t pool; /* hot-path structs and payload buffers */
     tp_store_server_t *store_server;
@@ -289,8 +296,14 @@ struct ember_tp {
 };
 
 /* ---- lists ---- */
-static inline void tp_list_init(tp_list_t *head) { head->prev = head->next = head; }
-static inline int tp_list_empty(const tp_list_t *head) { return head->next == head; }
+static inline void tp_list_init(tp_list_t *head)
+{
+    head->prev = head->next = head;
+}
+static inline int tp_list_empty(const tp_list_t *head)
+{
+    return head->next == head;
+}
 static inline void tp_list_push(tp_list_t *head, tp_list_t *item)
 {
     item->prev = head->prev;
@@ -304,8 +317,7 @@ static inline void tp_list_del(tp_list_t *item)
     item->next->prev = item->prev;
     item->prev = item->next = item;
 }
-#define tp_container_of(ptr, type, member)                                   \
-    ((type *)((char *)(ptr) - offsetof(type, member)))
+#define tp_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Translate a UCX status at the boundary (and log where it happened). */
 ember_status_t tp_status_from_ucs(ucs_status_t status);
@@ -320,8 +332,8 @@ double tp_spin_window(const ember_tp_t *tp);
 /* Whether every transport configured reads rendezvous payloads itself. */
 int tp_pull_rendezvous_config(void);
 /* Progress until done(arg) or @deadline (absolute); blocks when idle. */
-void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
-                       const void *arg, double deadline);
+void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg), const void *arg,
+                       double deadline);
 /* The same for @timeout_s, counted from the first idle pass: a wait that
  * is over before it idles reads no clock (one read per call was a few
  * percent of a small request's time on a KVM guest). */
@@ -334,8 +346,7 @@ ember_status_t tp_peer_send(ember_tp_t *tp, tp_send_t *send);
 void tp_send_complete(tp_send_t *send, ember_status_t status);
 /* Connect to @rank now (if not yet) and wait for the handshake. */
 ember_status_t tp_peer_connect_wait(ember_tp_t *tp, int rank);
-void tp_peer_lost(ember_tp_t *tp, int rank, ember_status_t status,
-                  const char *reason);
+void tp_peer_lost(ember_tp_t *tp, int rank, ember_status_t status, const char *reason);
 void tp_endpoints_sweep(ember_tp_t *tp);
 void tp_endpoints_close(ember_tp_t *tp, double deadline);
 /* Peers without UCX failure detection: notice when their process is gone. */
@@ -353,27 +364,27 @@ int tp_am_sender(ember_tp_t *tp, const ucp_am_recv_param_t *param);
 
 /* rpc.c */
 /* Check a request or reply header; *inline_p: the payload bytes that rode in it. */
-int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length,
-                    size_t length, tp_header_t *out, size_t *inline_p);
+int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length, size_t length,
+                    tp_header_t *out, size_t *inline_p);
 /* The same check with the transport's one limit given (@max_message: the
  * largest payload accepted): no transport needed, for the fuzzer. */
-int tp_header_parse(const void *header, size_t header_length, size_t length,
-                    size_t max_message, tp_header_t *out, size_t *inline_p);
+int tp_header_parse(const void *header, size_t header_length, size_t length, size_t max_message,
+                    tp_header_t *out, size_t *inline_p);
 /*
  * Receive a rendezvous payload (@desc from the AM callback) into @buffer.
  * INPROGRESS: @cb runs when it has landed; else it already has (OK) or
  * failed, and @cb will not run.
  */
 ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t length,
-                               ember_mem_type_t mem_type,
-                               ucp_am_recv_data_nbx_callback_t cb, void *user_data);
-ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id,
-                             const ember_iov_t *iov, size_t iovcnt, tp_send_t **send_p);
+                               ember_mem_type_t mem_type, ucp_am_recv_data_nbx_callback_t cb,
+                               void *user_data);
+ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id, const ember_iov_t *iov,
+                             size_t iovcnt, tp_send_t **send_p);
 /* A reply's header and payload, to its waiting call (UCS_INPROGRESS: a
  * rendezvous payload @data is being received). */
 ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
-                              const uint8_t *inline_part, size_t inline_length,
-                              void *data, size_t length, int rndv);
+                              const uint8_t *inline_part, size_t inline_length, void *data,
+                              size_t length, int rndv);
 
 /* worker.c: whether UCX may open tcp interfaces under the transport list
  * @tls (NULL or empty: UCX's default, all of them); a tcp setting given
@@ -389,7 +400,7 @@ int tp_tls_may_use_tcp(const char *tls);
 #define TP_BATCH_ITEM_MAX_TCP 8192u
 #define TP_BATCH_BYTES_TCP    32768u
 #define TP_BATCH_BYTES_MAX    TP_BATCH_BYTES_TCP /* what a receiver accepts */
-#define TP_BATCH_HOLD_S   10e-6  /* held no longer, whatever the handlers do */
+#define TP_BATCH_HOLD_S       10e-6              /* held no longer, whatever the handlers do */
 /* Whether @peer takes TCP's larger batches: over tcp, and with batches
  * that size still eager (a rendezvous batch could land after a later
  * message). */
@@ -427,26 +438,20 @@ typedef void (*tp_batch_item_cb)(void *arg, const tp_header_t *hdr, uint8_t *pay
  * included; 0 at the first malformed one (*bad_offset_p: where it starts,
  * inside the batch), the items before it handed on, it not.  Pure: the
  * receive callbacks and the fuzzer use it. */
-int tp_batch_walk(uint8_t *data, size_t length, int calls, tp_batch_item_cb cb,
-                  void *arg, size_t *bad_offset_p);
-ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length,
-                                  void *data, size_t length,
-                                  const ucp_am_recv_param_t *param);
-ucs_status_t tp_am_call_batch_cb(void *arg, const void *header, size_t header_length,
-                                 void *data, size_t length,
-                                 const ucp_am_recv_param_t *param);
-ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
-                            void *data, size_t length,
-                            const ucp_am_recv_param_t *param);
-ucs_status_t tp_am_challenge_cb(void *arg, const void *header, size_t header_length,
-                                void *data, size_t length,
-                                const ucp_am_recv_param_t *param);
-ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_length,
-                              void *data, size_t length,
-                              const ucp_am_recv_param_t *param);
-ucs_status_t tp_am_accept_cb(void *arg, const void *header, size_t header_length,
-                             void *data, size_t length,
-                             const ucp_am_recv_param_t *param);
+int tp_batch_walk(uint8_t *data, size_t length, int calls, tp_batch_item_cb cb, void *arg,
+                  size_t *bad_offset_p);
+ucs_status_t tp_am_reply_batch_cb(void *arg, const void *header, size_t header_length, void *data,
+                                  size_t length, const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_call_batch_cb(void *arg, const void *header, size_t header_length, void *data,
+                                 size_t length, const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length, void *data,
+                            size_t length, const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_challenge_cb(void *arg, const void *header, size_t header_length, void *data,
+                                size_t length, const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_accept_cb(void *arg, const void *header, size_t header_length, void *data,
+                             size_t length, const ucp_am_recv_param_t *param);
 void tp_send_acks(ember_tp_t *tp);
 void tp_send_free(tp_send_t *send);
 /*
@@ -454,21 +459,19 @@ void tp_send_free(tp_send_t *send);
  * authenticated endpoint or (@authenticated == 0) on a fresh one that never
  * said HELLO.  Blocks until sent.
  */
-ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id,
-                                 const void *header, size_t header_length,
-                                 const void *data, size_t length, int authenticated);
+ember_status_t tp_debug_send_raw(ember_tp_t *tp, int rank, unsigned am_id, const void *header,
+                                 size_t header_length, const void *data, size_t length,
+                                 int authenticated);
 /* Tests of a compromised store only: from now on believe @rank's worker
  * address is @address (as if the store had said so), before connecting. */
 ember_status_t tp_debug_set_peer_address(ember_tp_t *tp, int rank, const void *address,
                                          size_t length);
 
 /* rpc.c */
-ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_length,
-                              void *data, size_t length,
-                              const ucp_am_recv_param_t *param);
-ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length,
-                            void *data, size_t length,
-                            const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param);
+ucs_status_t tp_am_reply_cb(void *arg, const void *header, size_t header_length, void *data,
+                            size_t length, const ucp_am_recv_param_t *param);
 /* A request of a call batch (@hdr checked, no inline part): its payload
  * copied, queued for its handler.  EMBER_ERR_NO_MEMORY drops it. */
 ember_status_t tp_request_deliver_copy(ember_tp_t *tp, int peer, const tp_header_t *hdr,
@@ -476,8 +479,8 @@ ember_status_t tp_request_deliver_copy(ember_tp_t *tp, int peer, const tp_header
 void tp_run_handlers(ember_tp_t *tp);
 void tp_check_deadlines(ember_tp_t *tp, double now);
 void tp_fail_peer_futures(ember_tp_t *tp, int rank, ember_status_t status);
-ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer,
-                               double timeout_s, ember_future_t **future_p);
+ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer, double timeout_s,
+                               ember_future_t **future_p);
 void tp_future_complete(ember_future_t *future, ember_status_t status);
 void tp_future_maybe_free(ember_future_t *future);
 void tp_futures_cancel_all(ember_tp_t *tp, ember_status_t status);

@@ -7,8 +7,8 @@
  * sharing two cores on a workstation must not spin for long.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
-#include "transport/tp_internal.h"
 #include "common/clock.h"
+#include "transport/tp_internal.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -23,31 +23,21 @@
 ember_status_t tp_status_from_ucs(ucs_status_t status)
 {
     switch (status) {
-    case UCS_OK:
-        return EMBER_OK;
-    case UCS_INPROGRESS:
-        return EMBER_INPROGRESS;
-    case UCS_ERR_NO_MEMORY:
-        return EMBER_ERR_NO_MEMORY;
-    case UCS_ERR_INVALID_PARAM:
-        return EMBER_ERR_INVALID_PARAM;
+    case UCS_OK: return EMBER_OK;
+    case UCS_INPROGRESS: return EMBER_INPROGRESS;
+    case UCS_ERR_NO_MEMORY: return EMBER_ERR_NO_MEMORY;
+    case UCS_ERR_INVALID_PARAM: return EMBER_ERR_INVALID_PARAM;
     case UCS_ERR_TIMED_OUT:
-    case UCS_ERR_ENDPOINT_TIMEOUT:
-        return EMBER_ERR_TIMED_OUT;
+    case UCS_ERR_ENDPOINT_TIMEOUT: return EMBER_ERR_TIMED_OUT;
     case UCS_ERR_CONNECTION_RESET:
     case UCS_ERR_UNREACHABLE:
     case UCS_ERR_NOT_CONNECTED:
-    case UCS_ERR_REJECTED:
-        return EMBER_ERR_PEER_LOST;
-    case UCS_ERR_CANCELED:
-        return EMBER_ERR_CANCELED;
+    case UCS_ERR_REJECTED: return EMBER_ERR_PEER_LOST;
+    case UCS_ERR_CANCELED: return EMBER_ERR_CANCELED;
     case UCS_ERR_MESSAGE_TRUNCATED:
-    case UCS_ERR_EXCEEDS_LIMIT:
-        return EMBER_ERR_MSG_TOO_LONG;
-    case UCS_ERR_UNSUPPORTED:
-        return EMBER_ERR_UNSUPPORTED;
-    default:
-        return EMBER_ERR_TRANSPORT;
+    case UCS_ERR_EXCEEDS_LIMIT: return EMBER_ERR_MSG_TOO_LONG;
+    case UCS_ERR_UNSUPPORTED: return EMBER_ERR_UNSUPPORTED;
+    default: return EMBER_ERR_TRANSPORT;
     }
 }
 
@@ -60,13 +50,11 @@ int tp_tls_may_use_tcp(const char *tls)
     return strstr(tls, "tcp") != NULL || strstr(tls, "all") != NULL;
 }
 
-static ember_status_t set_ucp_option(ucp_config_t *config, const char *name,
-                                     const char *value)
+static ember_status_t set_ucp_option(ucp_config_t *config, const char *name, const char *value)
 {
     ucs_status_t status = ucp_config_modify(config, name, value);
     if (status != UCS_OK) {
-        ember_error("tp", "UCX rejected %s=%s: %s", name, value,
-                    ucs_status_string(status));
+        ember_error("tp", "UCX rejected %s=%s: %s", name, value, ucs_status_string(status));
         return tp_status_from_ucs(status);
     }
     return EMBER_OK;
@@ -106,14 +94,16 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
         snprintf(value, sizeof(value), "%zu", tcp_seg);
         if (ucp_config_modify(config, "TX_SEG_SIZE", value) != UCS_OK &&
             ucp_config_modify(config, "TCP_TX_SEG_SIZE", value) != UCS_OK)
-            ember_warn("tp", "this UCX takes no tcp segment size (EMBER_TCP_SEG_SIZE=%s "
-                       "ignored)", value);
+            ember_warn("tp",
+                       "this UCX takes no tcp segment size (EMBER_TCP_SEG_SIZE=%s "
+                       "ignored)",
+                       value);
     }
     if (ret != EMBER_OK)
         goto err_release_config;
 
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
-                        UCP_PARAM_FIELD_NAME;
+    params.field_mask =
+            UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
     params.mt_workers_shared = 0;
     params.name = "ember";
@@ -148,14 +138,14 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
     }
 
     static const ucp_am_recv_callback_t callbacks[TP_AM_COUNT] = {
-        [TP_AM_REQUEST] = tp_am_request_cb,
-        [TP_AM_REPLY] = tp_am_reply_cb,
-        [TP_AM_HELLO] = tp_am_hello_cb,
-        [TP_AM_CHALLENGE] = tp_am_challenge_cb,
-        [TP_AM_REPLY_BATCH] = tp_am_reply_batch_cb,
-        [TP_AM_CALL_BATCH] = tp_am_call_batch_cb,
-        [TP_AM_CONFIRM] = tp_am_confirm_cb,
-        [TP_AM_ACCEPT] = tp_am_accept_cb,
+            [TP_AM_REQUEST] = tp_am_request_cb,
+            [TP_AM_REPLY] = tp_am_reply_cb,
+            [TP_AM_HELLO] = tp_am_hello_cb,
+            [TP_AM_CHALLENGE] = tp_am_challenge_cb,
+            [TP_AM_REPLY_BATCH] = tp_am_reply_batch_cb,
+            [TP_AM_CALL_BATCH] = tp_am_call_batch_cb,
+            [TP_AM_CONFIRM] = tp_am_confirm_cb,
+            [TP_AM_ACCEPT] = tp_am_accept_cb,
     };
     for (unsigned id = 0; id < TP_AM_COUNT; id++) {
         /* Requests wait for tp_run_handlers, so UCX must keep their data;
@@ -166,14 +156,12 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
          * its descriptors. */
         int keeps = id == TP_AM_REQUEST; /* the handshake's are copied too */
         ucp_am_handler_param_t handler = {
-            .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                          UCP_AM_HANDLER_PARAM_FIELD_CB |
-                          UCP_AM_HANDLER_PARAM_FIELD_ARG |
-                          UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
-            .id = id,
-            .cb = callbacks[id],
-            .arg = tp,
-            .flags = UCP_AM_FLAG_WHOLE_MSG | (keeps ? UCP_AM_FLAG_PERSISTENT_DATA : 0),
+                .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                              UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+                .id = id,
+                .cb = callbacks[id],
+                .arg = tp,
+                .flags = UCP_AM_FLAG_WHOLE_MSG | (keeps ? UCP_AM_FLAG_PERSISTENT_DATA : 0),
         };
         status = ucp_worker_set_am_recv_handler(tp->worker, &handler);
         if (status != UCS_OK) {
@@ -242,7 +230,7 @@ unsigned tp_progress_once(ember_tp_t *tp)
 }
 
 #define SPIN_DEDICATED_S 1000e-6
-#define SPIN_SHARED_S 20e-6
+#define SPIN_SHARED_S    20e-6
 
 /*
  * How long a waiter polls before sleeping (EMBER_SPIN_US, else chosen
@@ -263,8 +251,8 @@ double tp_spin_window(const ember_tp_t *tp)
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     double spin = local <= cpus ? SPIN_DEDICATED_S : SPIN_SHARED_S;
-    ember_debug("tp", "%d rank(s) on %s, %d CPU(s): waiters spin %.0f us", local,
-                tp->host, cpus, spin * 1e6);
+    ember_debug("tp", "%d rank(s) on %s, %d CPU(s): waiters spin %.0f us", local, tp->host, cpus,
+                spin * 1e6);
     return spin;
 }
 
@@ -333,8 +321,8 @@ static void progress_loop(ember_tp_t *tp, int (*done)(const void *arg), const vo
     }
 }
 
-void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg),
-                       const void *arg, double deadline)
+void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg), const void *arg,
+                       double deadline)
 {
     progress_loop(tp, done, arg, deadline < 0.0 ? 0.0 : deadline, 0.0);
 }
@@ -345,11 +333,20 @@ void tp_progress_for(ember_tp_t *tp, int (*done)(const void *arg), const void *a
     progress_loop(tp, done, arg, -1.0, timeout_s > 0.0 ? timeout_s : 0.0);
 }
 
-unsigned ember_tp_progress(ember_tp_t *tp) { return tp_progress_once(tp); }
+unsigned ember_tp_progress(ember_tp_t *tp)
+{
+    return tp_progress_once(tp);
+}
 
-double ember_tp_spin_us(const ember_tp_t *tp) { return tp->spin_s * 1e6; }
+double ember_tp_spin_us(const ember_tp_t *tp)
+{
+    return tp->spin_s * 1e6;
+}
 
-int ember_tp_pull_rendezvous(const ember_tp_t *tp) { return tp->pull_rendezvous; }
+int ember_tp_pull_rendezvous(const ember_tp_t *tp)
+{
+    return tp->pull_rendezvous;
+}
 
 int tp_pull_rendezvous_config(void)
 {
@@ -357,9 +354,9 @@ int tp_pull_rendezvous_config(void)
      * ones that carry no rendezvous at all.  "sm" counts on CMA: where the
      * kernel refuses it (another user, a strict ptrace scope), UCX pushes
      * the payload through shared memory instead, as over tcp. */
-    static const char *const pull[] = {"sm", "shm", "cma", "xpmem", "knem", "rc",
-                                       "rc_v", "rc_x", "rc_verbs", "rc_mlx5", "dc",
-                                       "dc_x", "dc_mlx5", "cuda_ipc"};
+    static const char *const pull[] = {"sm", "shm",  "cma",     "xpmem",    "knem",
+                                       "rc", "rc_v", "rc_x",    "rc_verbs", "rc_mlx5",
+                                       "dc", "dc_x", "dc_mlx5", "cuda_ipc"};
     static const char *const neutral[] = {"self", "cuda_copy", "gdr_copy"};
     const char *tls = ember_config_str("EMBER_TLS");
     char list[256], *save = NULL;

@@ -25,23 +25,21 @@
 #include <string.h>
 #include <time.h>
 
-#define CK(call)                                                             \
-    do {                                                                     \
-        cudaError_t e_ = (call);                                             \
-        if (e_ != cudaSuccess) {                                             \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,     \
-                    cudaGetErrorString(e_));                                 \
-            exit(1);                                                         \
-        }                                                                    \
+#define CK(call)                                                                                  \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess) {                                                                  \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                              \
+        }                                                                                         \
     } while (0)
-#define EK(call)                                                             \
-    do {                                                                     \
-        ember_status_t s_ = (call);                                          \
-        if (s_ != EMBER_OK) {                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,     \
-                    ember_status_string(s_));                                \
-            exit(1);                                                         \
-        }                                                                    \
+#define EK(call)                                                                                   \
+    do {                                                                                           \
+        ember_status_t s_ = (call);                                                                \
+        if (s_ != EMBER_OK) {                                                                      \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, ember_status_string(s_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static uint64_t rng = 0x1234;
@@ -104,10 +102,10 @@ int main(int argc, char **argv)
     const int iters = quick ? 3 : 10;
     double copy_gbs = copy_bandwidth((size_t)1 << 30, iters);
     printf("# ember-bench-gpu on %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-    printf("%-28s %10.1f GB/s   (read+write, reference = 100%%)\n",
-           "d2d cudaMemcpy 1 GiB", copy_gbs);
-    printf("%-6s %-5s %10s %10s %6s %10s %10s %6s\n", "dim", "mode", "fwd ms",
-           "fwd GB/s", "%copy", "bwd ms", "bwd GB/s", "%copy");
+    printf("%-28s %10.1f GB/s   (read+write, reference = 100%%)\n", "d2d cudaMemcpy 1 GiB",
+           copy_gbs);
+    printf("%-6s %-5s %10s %10s %6s %10s %10s %6s\n", "dim", "mode", "fwd ms", "fwd GB/s", "%copy",
+           "bwd ms", "bwd GB/s", "%copy");
 
     const size_t dims[] = {32, 64, 128, 256};
     const size_t bags = quick ? 16384 : 65536, len = 32, n = bags * len;
@@ -147,31 +145,37 @@ int main(int argc, char **argv)
                 EK(G->bag_forward(dev, table, rows, dim, &batch, &opts, out, am));
             EK(G->synchronize(dev));
             double fwd_ms = (now_ms() - t0) / iters;
-            double fwd_bytes = (double)n * dim * 4 + (double)bags * dim * 4 *
-                               (m == EMBER_BAG_MAX ? 3 : 1) + n * 8.0;
-            EK(G->bag_backward(dev, table, rows, dim, &batch, &opts, go, am, grows,
-                               grad, &nrows, NULL));
+            double fwd_bytes = (double)n * dim * 4 +
+                               (double)bags * dim * 4 * (m == EMBER_BAG_MAX ? 3 : 1) + n * 8.0;
+            EK(G->bag_backward(dev, table, rows, dim, &batch, &opts, go, am, grows, grad, &nrows,
+                               NULL));
             t0 = now_ms();
             for (int i = 0; i < iters; i++)
-                EK(G->bag_backward(dev, table, rows, dim, &batch, &opts, go, am,
-                                   grows, grad, &nrows, NULL));
+                EK(G->bag_backward(dev, table, rows, dim, &batch, &opts, go, am, grows, grad,
+                                   &nrows, NULL));
             double bwd_ms = (now_ms() - t0) / iters;
-            double bwd_bytes = (double)n * dim * 4 + (double)nrows * dim * 4 +
-                               n * 8.0 + (double)nrows * 8;
+            double bwd_bytes =
+                    (double)n * dim * 4 + (double)nrows * dim * 4 + n * 8.0 + (double)nrows * 8;
             double fwd_gbs = fwd_bytes / (fwd_ms * 1e-3) / 1e9;
             double bwd_gbs = bwd_bytes / (bwd_ms * 1e-3) / 1e9;
             printf("%-6zu %-5s %10.3f %10.1f %5.0f%% %10.3f %10.1f %5.0f%%\n", dim,
-                   ember_bag_mode_name(opts.mode), fwd_ms, fwd_gbs,
-                   100 * fwd_gbs / copy_gbs, bwd_ms, bwd_gbs, 100 * bwd_gbs / copy_gbs);
+                   ember_bag_mode_name(opts.mode), fwd_ms, fwd_gbs, 100 * fwd_gbs / copy_gbs,
+                   bwd_ms, bwd_gbs, 100 * bwd_gbs / copy_gbs);
             if (dim >= 64 && m != EMBER_BAG_MAX && fwd_gbs < 0.6 * copy_gbs)
                 verdict_ok = 0;
         }
-        G->mem_free(dev, table); G->mem_free(dev, out); G->mem_free(dev, go);
-        G->mem_free(dev, am); G->mem_free(dev, idx); G->mem_free(dev, off);
-        G->mem_free(dev, grows); G->mem_free(dev, grad);
+        G->mem_free(dev, table);
+        G->mem_free(dev, out);
+        G->mem_free(dev, go);
+        G->mem_free(dev, am);
+        G->mem_free(dev, idx);
+        G->mem_free(dev, off);
+        G->mem_free(dev, grows);
+        G->mem_free(dev, grad);
     }
     printf("verdict: EmbeddingBag forward (sum/mean) >= 60%% of the copy for dim >= 64: "
-           "%s\n", verdict_ok ? "MET" : "NOT MET");
+           "%s\n",
+           verdict_ok ? "MET" : "NOT MET");
 
     /* NCCL single rank: sanity (identity) and time. */
     ember_device_comm_t *comm;
@@ -201,13 +205,15 @@ int main(int argc, char **argv)
                same ? "unchanged (PASS)" : "CHANGED (FAIL)");
         G->mem_free(dev, d);
         G->comm_destroy(comm);
-        free(h); free(back);
+        free(h);
+        free(back);
         if (!same) {
             ember_device_close(dev);
             return 1;
         }
     }
-    free(h_idx); free(h_off);
+    free(h_idx);
+    free(h_off);
     ember_device_close(dev);
     return 0;
 }

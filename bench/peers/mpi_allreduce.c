@@ -25,9 +25,21 @@ static int parse_size(const char *text, size_t *size_p)
     if (end == text)
         return 0;
     switch (*end) {
-    case 'K': case 'k': value <<= 10; end++; break;
-    case 'M': case 'm': value <<= 20; end++; break;
-    case 'G': case 'g': value <<= 30; end++; break;
+    case 'K':
+    case 'k':
+        value <<= 10;
+        end++;
+        break;
+    case 'M':
+    case 'm':
+        value <<= 20;
+        end++;
+        break;
+    case 'G':
+    case 'g':
+        value <<= 30;
+        end++;
+        break;
     default: break;
     }
     if (*end)
@@ -38,8 +50,12 @@ static int parse_size(const char *text, size_t *size_p)
 
 static int parse(int argc, char **argv, opts_t *opts)
 {
-    *opts = (opts_t){.min_bytes = 8, .max_bytes = 64u << 20, .factor = 2,
-                     .iters = 20, .warmup = 5, .check = 1};
+    *opts = (opts_t){.min_bytes = 8,
+                     .max_bytes = 64u << 20,
+                     .factor = 2,
+                     .iters = 20,
+                     .warmup = 5,
+                     .check = 1};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *arg = argv[i], *value = argv[i + 1];
         int ok = 1;
@@ -66,8 +82,8 @@ static int parse(int argc, char **argv, opts_t *opts)
             return 0;
         }
     }
-    return opts->min_bytes >= 4 && opts->min_bytes <= opts->max_bytes &&
-           opts->factor >= 2 && opts->iters > 0;
+    return opts->min_bytes >= 4 && opts->min_bytes <= opts->max_bytes && opts->factor >= 2 &&
+           opts->iters > 0;
 }
 
 static float pattern(size_t i, int rank)
@@ -75,15 +91,14 @@ static float pattern(size_t i, int rank)
     return (float)((i * 7 + (size_t)rank * 13) % 31) - 15.0f;
 }
 
-static double pass(const opts_t *opts, float *send, float *recv, size_t count,
-                   int in_place, int n)
+static double pass(const opts_t *opts, float *send, float *recv, size_t count, int in_place, int n)
 {
     double start = 0.0;
     for (size_t it = 0; it < opts->warmup + opts->iters; it++) {
         if (it == opts->warmup)
             start = MPI_Wtime();
-        MPI_Allreduce(in_place ? MPI_IN_PLACE : send, in_place ? send : recv,
-                      (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(in_place ? MPI_IN_PLACE : send, in_place ? send : recv, (int)count, MPI_FLOAT,
+                      MPI_SUM, MPI_COMM_WORLD);
         if (opts->average) { /* MPI has no mean: the same division ember does */
             float *data = in_place ? send : recv;
             for (size_t i = 0; i < count; i++)
@@ -93,14 +108,14 @@ static double pass(const opts_t *opts, float *send, float *recv, size_t count,
     return (MPI_Wtime() - start) / (double)opts->iters;
 }
 
-static size_t check(const opts_t *opts, float *send, float *recv, size_t count,
-                    int rank, int n, int in_place)
+static size_t check(const opts_t *opts, float *send, float *recv, size_t count, int rank, int n,
+                    int in_place)
 {
     size_t wrong = 0;
     for (size_t i = 0; i < count; i++)
         send[i] = pattern(i, rank);
-    MPI_Allreduce(in_place ? MPI_IN_PLACE : send, in_place ? send : recv, (int)count,
-                  MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(in_place ? MPI_IN_PLACE : send, in_place ? send : recv, (int)count, MPI_FLOAT,
+                  MPI_SUM, MPI_COMM_WORLD);
     const float *data = in_place ? send : recv;
     for (size_t i = 0; i < count; i++) {
         float expect = 0.0f;
@@ -123,7 +138,7 @@ int main(int argc, char **argv)
     if (!parse(argc, argv, &opts)) {
         if (rank == 0)
             fprintf(stderr, "usage: mpi_allreduce [-b MIN] [-e MAX] [-f F] [-n ITERS] "
-                    "[-w WARMUP] [-c 0|1] [-d float] [-o sum|avg]\n");
+                            "[-w WARMUP] [-c 0|1] [-d float] [-o sum|avg]\n");
         MPI_Finalize();
         return 2;
     }
@@ -145,17 +160,16 @@ int main(int argc, char **argv)
         printf("# mpi_allreduce: MPI_Allreduce MPI_FLOAT MPI_SUM, %s\n", version);
         printf("# nThread 1 nGpus 0 nRanks %d minBytes %zu maxBytes %zu step: %zu(factor) "
                "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n",
-               n, opts.min_bytes, opts.max_bytes, opts.factor, opts.warmup, opts.iters,
-               opts.check);
+               n, opts.min_bytes, opts.max_bytes, opts.factor, opts.warmup, opts.iters, opts.check);
         printf("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) "
                "before the sweep\n#\n");
         printf("#%75s%41s\n", "out-of-place", "in-place");
-        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n",
-               "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
-               "#wrong", "time", "algbw", "busbw", "#wrong");
-        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n",
-               "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-               "(GB/s)", "(GB/s)", "");
+        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
+               "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+               "algbw", "busbw", "#wrong");
+        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+               "");
     }
     double busbw_sum = 0.0;
     size_t busbw_count = 0, wrong_total = 0;
@@ -166,8 +180,7 @@ int main(int argc, char **argv)
         for (int in_place = 0; in_place < 2; in_place++) {
             stats[in_place] = pass(&opts, send, recv, count, in_place, n) * 1e6;
             if (opts.check && !opts.average)
-                stats[2 + in_place] = (double)check(&opts, send, recv, count, rank, n,
-                                                    in_place);
+                stats[2 + in_place] = (double)check(&opts, send, recv, count, rank, n, in_place);
             memset(send, 0, count * sizeof(float));
         }
         MPI_Allreduce(MPI_IN_PLACE, stats, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -191,8 +204,7 @@ int main(int argc, char **argv)
             break;
     }
     if (rank == 0) {
-        printf("# Out of bounds values : %zu %s\n", wrong_total,
-               wrong_total ? "FAILED" : "OK");
+        printf("# Out of bounds values : %zu %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
         printf("# Avg bus bandwidth    : %g \n#\n",
                busbw_count ? busbw_sum / (double)busbw_count : 0.0);
     }

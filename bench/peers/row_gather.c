@@ -34,7 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-#define AHEAD 16 /* rows, as common/prefetch.h */
+#define AHEAD    16 /* rows, as common/prefetch.h */
 #define MAX_LIST 16
 
 static double now(void)
@@ -161,22 +161,23 @@ int main(int argc, char **argv)
         keys[k] = (uint32_t)(next_random(&state) % rows);
 
     printf("# row_gather: %zu rows x %zu floats, uniform rows, %zu output buffers, "
-           "prefetch %d rows ahead%s\n", rows, dim, window, AHEAD,
-           copy_cpu >= 0 ? ", the output buffers read into as many others beside it"
-                         : "");
+           "prefetch %d rows ahead%s\n",
+           rows, dim, window, AHEAD,
+           copy_cpu >= 0 ? ", the output buffers read into as many others beside it" : "");
     printf("# %8s %10s %10s %14s\n", "bags", "resp_B", "GB/s", "us_per_gather");
     size_t pos = 0;
     for (size_t b = 0; b < nbags; b++) {
         size_t n = bags[b], warmup = iters / 10 + 1;
         double start = 0.0;
-        copier_t copier = {.cpu = copy_cpu, .bytes = n * row_bytes,
-                           .stride = max_bags * row_bytes, .window = window,
+        copier_t copier = {.cpu = copy_cpu,
+                           .bytes = n * row_bytes,
+                           .stride = max_bags * row_bytes,
+                           .window = window,
                            .src = (const char *)out};
         pthread_t thread;
         if (copy_cpu >= 0) {
             copier.dst = huge_touched(window * copier.bytes);
-            if (!copier.dst ||
-                pthread_create(&thread, NULL, copier_main, &copier) != 0) {
+            if (!copier.dst || pthread_create(&thread, NULL, copier_main, &copier) != 0) {
                 fprintf(stderr, "row_gather: cannot start the copier\n");
                 return 2;
             }

@@ -11,13 +11,18 @@
 extern "C" {
 #endif
 
-enum CBLAS_ORDER { CblasRowMajor = 101, CblasColMajor = 102 };
-enum CBLAS_TRANSPOSE { CblasNoTrans = 111, CblasTrans = 112 };
+enum CBLAS_ORDER {
+    CblasRowMajor = 101,
+    CblasColMajor = 102
+};
+enum CBLAS_TRANSPOSE {
+    CblasNoTrans = 111,
+    CblasTrans = 112
+};
 
-void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta,
-                 enum CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
-                 const float *a, int lda, const float *b, int ldb, float beta,
-                 float *c, int ldc);
+void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m,
+                 int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc);
 
 #ifdef __cplusplus
 }

@@ -1,15 +1,13 @@
 /* cuda/refblas: naive sgemm (see cblas.h). */
 #include "cblas.h"
 
-void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta,
-                 enum CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
-                 const float *a, int lda, const float *b, int ldb, float beta,
-                 float *c, int ldc)
+void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m,
+                 int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc)
 {
     /* Column-major is row-major with A and B swapped: C^T = B^T A^T. */
     if (order == CblasColMajor) {
-        cblas_sgemm(CblasRowMajor, tb, ta, n, m, k, alpha, b, ldb, a, lda, beta,
-                    c, ldc);
+        cblas_sgemm(CblasRowMajor, tb, ta, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
         return;
     }
     for (int i = 0; i < m; i++) {

@@ -34,21 +34,31 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
-enum { OP_DATA = 0, OP_HELLO = 1, OP_ABORT = 2 }; /* op_base + 3: reserved */
+enum {
+    OP_DATA = 0,
+    OP_HELLO = 1,
+    OP_ABORT = 2
+}; /* op_base + 3: reserved */
 
 /* A receive segment's state (r->seen); PLACED: landing, or landed, in the
  * result (place_segment) and not consumed yet. */
-enum { SEG_NONE = 0, SEG_DONE, SEG_PARKED, SEG_PLACED, SEG_PLACED_PARKED };
+enum {
+    SEG_NONE = 0,
+    SEG_DONE,
+    SEG_PARKED,
+    SEG_PLACED,
+    SEG_PLACED_PARKED
+};
 
-#define MAX_AHEAD 4096   /* sequence numbers a peer may run ahead of us */
-#define MAX_HELD 65536   /* early messages held at once */
-#define FAIL_GRACE_S 1.0 /* after a failure, wait this long for our sends */
+#define MAX_AHEAD    4096  /* sequence numbers a peer may run ahead of us */
+#define MAX_HELD     65536 /* early messages held at once */
+#define FAIL_GRACE_S 1.0   /* after a failure, wait this long for our sends */
 #define WAIT_SLICE_S 0.05
 
 /* A ring segment goes as a call (future: answered once consumed); a small
@@ -60,7 +70,11 @@ typedef struct {
     ember_allreduce_wire_t hdr; /* borrowed by the send until it completes */
 } ar_send_t;
 
-typedef enum { AR_KIND_NONE = 0, AR_KIND_SMALL, AR_KIND_RING } ar_kind_t;
+typedef enum {
+    AR_KIND_NONE = 0,
+    AR_KIND_SMALL,
+    AR_KIND_RING
+} ar_kind_t;
 
 /* op_base + 2: the communicator is broken (who was lost, and why). */
 typedef struct {
@@ -75,7 +89,7 @@ struct ember_allreduce_req {
     struct ember_allreduce_req *prev, *next; /* ar->live, or the free list */
     uint64_t seq;
     const float *input; /* == data in place */
-    float *data;      /* the result */
+    float *data;        /* the result */
     size_t count;
     int average;
     ar_kind_t kind;
@@ -90,16 +104,16 @@ struct ember_allreduce_req {
     size_t nsends, sends_capacity, first_pending, send_expected;
 
     /* ring */
-    size_t *step_base; /* [nsteps+1]: first receive segment of each step */
-    size_t *step_got;  /* [nsteps]: segments received per step (halving) */
+    size_t *step_base;        /* [nsteps+1]: first receive segment of each step */
+    size_t *step_got;         /* [nsteps]: segments received per step (halving) */
     ember_rpc_req_t **parked; /* halving: messages for a step not open yet */
     size_t nparked, parked_capacity;
     size_t landing; /* all-gather segments being received into data in place */
-    uint8_t *seen;     /* per receive segment: a SEG_* state */
+    uint8_t *seen;  /* per receive segment: a SEG_* state */
     size_t seen_capacity, recv_expected, recv_done;
 
     /* small: the vectors held until all arrived, and our own copy */
-    ember_rpc_req_t **held; /* [n] */
+    ember_rpc_req_t **held;    /* [n] */
     const unsigned char **src; /* [n] */
     int small_got;
     float *small_buf; /* ar->small_bytes */
@@ -121,13 +135,13 @@ struct ember_allreduce {
 
     ember_allreduce_req_t **active; /* still expecting messages */
     size_t nactive, active_capacity;
-    ember_allreduce_req_t live;     /* list head: not in the free list */
+    ember_allreduce_req_t live; /* list head: not in the free list */
     ember_allreduce_req_t *free_list;
 
     ember_rpc_req_t **early; /* messages for reductions not started yet */
     size_t nearly, early_capacity;
 
-    ember_future_t **aborts; /* [n]: our "broken" notices */
+    ember_future_t **aborts;  /* [n]: our "broken" notices */
     ar_abort_msg_t abort_msg; /* borrowed by the abort sends */
 
     uint8_t ack_sink[8]; /* empty answers land here (no allocation) */
@@ -159,8 +173,8 @@ static int mod_n(const ember_allreduce_t *ar, int x)
     return x < 0 ? x + ar->n : x;
 }
 
-static void chunk_of(const ember_allreduce_t *ar, size_t count, int c,
-                     size_t *base_p, size_t *length_p)
+static void chunk_of(const ember_allreduce_t *ar, size_t count, int c, size_t *base_p,
+                     size_t *length_p)
 {
     size_t q = count / (size_t)ar->n, rem = count % (size_t)ar->n;
     *base_p = (size_t)c * q + ((size_t)c < rem ? (size_t)c : rem);
@@ -187,8 +201,8 @@ static int send_chunk(const ember_allreduce_t *ar, int step)
  * backwards, exchanging the halves.  2m steps where the ring takes 2(n-1),
  * the same bytes.
  */
-static void halving_region(const ember_allreduce_t *ar, size_t count, int splits,
-                           size_t *lo_p, size_t *hi_p)
+static void halving_region(const ember_allreduce_t *ar, size_t count, int splits, size_t *lo_p,
+                           size_t *hi_p)
 {
     size_t lo = 0, hi = count;
     for (int k = 0; k < splits; k++) {
@@ -214,9 +228,8 @@ static int halving_split(const ember_allreduce_t *ar, int step, int *distance_p)
 
 /* Step @step of the halving schedule: the partner, and the halves of
  * region(k) that are ours and theirs. */
-static int halving_step(const ember_allreduce_t *ar, size_t count, int step,
-                        size_t *mine_base, size_t *mine_len, size_t *other_base,
-                        size_t *other_len)
+static int halving_step(const ember_allreduce_t *ar, size_t count, int step, size_t *mine_base,
+                        size_t *mine_len, size_t *other_base, size_t *other_len)
 {
     int d, k = halving_split(ar, step, &d);
     size_t lo, hi;
@@ -238,8 +251,8 @@ static int step_range(const ember_allreduce_t *ar, size_t count, int step, int s
                       size_t *base_p, size_t *length_p)
 {
     if (!ar->halving_steps) {
-        chunk_of(ar, count, sending ? send_chunk(ar, step) : recv_chunk(ar, step),
-                 base_p, length_p);
+        chunk_of(ar, count, sending ? send_chunk(ar, step) : recv_chunk(ar, step), base_p,
+                 length_p);
         return sending ? ar->right : ar->left;
     }
     size_t mb, ml, ob, ol;
@@ -387,8 +400,8 @@ static void active_remove(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 
 /* ---- failure -------------------------------------------------------------- */
 
-static void notify_members(ember_allreduce_t *ar, ember_status_t status,
-                           int lost_rank, uint64_t seq)
+static void notify_members(ember_allreduce_t *ar, ember_status_t status, int lost_rank,
+                           uint64_t seq)
 {
     ember_iov_t iov = {.buffer = &ar->abort_msg, .length = sizeof(ar->abort_msg)};
 
@@ -406,8 +419,7 @@ static void notify_members(ember_allreduce_t *ar, ember_status_t status,
             ember_tp_peer_lost(ar->tp, ar->ranks[m]))
             continue;
         if (ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_ABORT, &iov, 1,
-                                 ar->ack_sink, sizeof(ar->ack_sink), 0,
-                                 &ar->aborts[m]) != EMBER_OK)
+                                 ar->ack_sink, sizeof(ar->ack_sink), 0, &ar->aborts[m]) != EMBER_OK)
             ar->aborts[m] = NULL;
     }
 }
@@ -417,12 +429,11 @@ static void notify_members(ember_allreduce_t *ar, ember_status_t status,
  * every held message with the error (which tells those senders too), and,
  * when we detected it (@notify), tell every member.  Logged once.
  */
-static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank,
-                     uint64_t seq, int notify, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
+static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank, uint64_t seq,
+                     int notify, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank,
-                     uint64_t seq, int notify, const char *fmt, ...)
+static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank, uint64_t seq,
+                     int notify, const char *fmt, ...)
 {
     double now = now_s();
     va_list ap;
@@ -459,8 +470,7 @@ static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank
 
 /* ---- sending -------------------------------------------------------------- */
 
-static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step,
-                         size_t segment)
+static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step, size_t segment)
 {
     size_t base, length;
     ar_send_t *send;
@@ -487,14 +497,13 @@ static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int st
     const float *from = step == 0 ? r->input : r->data;
     ember_iov_t iov[2] = {{&send->hdr, sizeof(send->hdr)},
                           {from + base + offset, nfloats * sizeof(float)}};
-    status = ember_rpc_call_async(ar->tp, ar->ranks[to], ar->op_base + OP_DATA,
-                                  iov, nfloats ? 2 : 1, ar->ack_sink,
-                                  sizeof(ar->ack_sink), 0, &send->future);
+    status =
+            ember_rpc_call_async(ar->tp, ar->ranks[to], ar->op_base + OP_DATA, iov, nfloats ? 2 : 1,
+                                 ar->ack_sink, sizeof(ar->ack_sink), 0, &send->future);
     if (status != EMBER_OK) {
         ar_break(ar, status, -1, r->seq, 1,
-                 "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s",
-                 r->seq, peer_name(ar, to), ar->ranks[to],
-                 ember_status_string(status));
+                 "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s", r->seq,
+                 peer_name(ar, to), ar->ranks[to], ember_status_string(status));
         return;
     }
     r->nsends++;
@@ -505,8 +514,7 @@ static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int st
 /* dst = mine + payload; @mine is @dst in place, our input out of place (so
  * the input is never copied first: every chunk reduced here is touched
  * exactly once by the reduce-scatter). */
-static void add_floats(float *dst, const float *mine, const unsigned char *restrict src,
-                       size_t n)
+static void add_floats(float *dst, const float *mine, const unsigned char *restrict src, size_t n)
 {
     /* The payload sits in a transport buffer; it is float-aligned in
      * practice (pool buffers, a header of whole floats), and then a plain
@@ -535,9 +543,8 @@ static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 
     for (int m = 0; m < ar->n; m++) {
         r->src[m] = m == ar->me ? (const unsigned char *)r->small_buf
-                                : (const unsigned char *)ember_rpc_req_data(r->held[m],
-                                                                            NULL) +
-                                      sizeof(ember_allreduce_wire_t);
+                                : (const unsigned char *)ember_rpc_req_data(r->held[m], NULL) +
+                                          sizeof(ember_allreduce_wire_t);
     }
     /* Member order on every member: the same additions, the same bits.  A
      * member at a time over the whole vector (vectorized), not a member loop
@@ -565,8 +572,7 @@ static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
  * place_segment put it in the result, else from the front of its data.
  * NULL when it is shorter than a header.  *length_p: the whole message.
  */
-static const unsigned char *message_header(ember_rpc_req_t *req,
-                                           ember_allreduce_wire_t *hdr,
+static const unsigned char *message_header(ember_rpc_req_t *req, ember_allreduce_wire_t *hdr,
                                            size_t *length_p)
 {
     size_t head_length, length;
@@ -593,12 +599,11 @@ static const unsigned char *message_header(ember_rpc_req_t *req,
  * member's small vector whose sender waits for no answer, so the
  * communicator is broken here, telling every member why.
  */
-static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status,
-                   uint64_t seq, int member, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
+static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status, uint64_t seq,
+                   int member, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status,
-                   uint64_t seq, int member, const char *fmt, ...)
+static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status, uint64_t seq,
+                   int member, const char *fmt, ...)
 {
     char text[300];
     va_list ap;
@@ -620,8 +625,8 @@ static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t s
  * geometry (*length_p: that step's range, for the message).
  */
 static int segment_target(const ember_allreduce_t *ar, const ember_allreduce_req_t *r,
-                          const ember_allreduce_wire_t *hdr, float **dst_p,
-                          size_t *index_p, size_t *length_p)
+                          const ember_allreduce_wire_t *hdr, float **dst_p, size_t *index_p,
+                          size_t *length_p)
 {
     size_t base, length;
     step_range(ar, r->count, hdr->step, 0, &base, &length);
@@ -629,8 +634,8 @@ static int segment_target(const ember_allreduce_t *ar, const ember_allreduce_req
     if (want > ar->seg_floats)
         want = ar->seg_floats;
     *length_p = length;
-    if (hdr->offset % ar->seg_floats != 0 ||
-        (length ? hdr->offset >= length : hdr->offset != 0) || hdr->nfloats != want)
+    if (hdr->offset % ar->seg_floats != 0 || (length ? hdr->offset >= length : hdr->offset != 0) ||
+        hdr->nfloats != want)
         return 0;
     *dst_p = r->data + base + hdr->offset;
     *index_p = r->step_base[hdr->step] + hdr->offset / ar->seg_floats;
@@ -643,25 +648,23 @@ static int step_complete(const ember_allreduce_req_t *r, int step)
 }
 
 static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step);
-static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
-                         ember_rpc_req_t *req, const ember_allreduce_wire_t *hdr,
-                         const unsigned char *payload, int parked_release);
+static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_req_t *req,
+                         const ember_allreduce_wire_t *hdr, const unsigned char *payload,
+                         int parked_release);
 
 /*
  * Consume one checked message for the started reduction @r, or answer it
  * with an error.  Runs from a handler or from start (early messages).
  */
-static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
-                    ember_rpc_req_t *req, int member,
-                    const ember_allreduce_wire_t *hdr, const unsigned char *payload)
+static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_req_t *req,
+                    int member, const ember_allreduce_wire_t *hdr, const unsigned char *payload)
 {
     if (hdr->count != r->count ||
         (r->kind == AR_KIND_SMALL) != (hdr->kind == EMBER_ALLREDUCE_KIND_SMALL)) {
         refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr->seq, member,
                "allreduce seq %" PRIu64 ": %" PRIu64 " floats by the %s path from %s, "
                "but %s reduces %zu by the %s path (one step up to %zu B here)",
-               hdr->seq, hdr->count,
-               hdr->kind == EMBER_ALLREDUCE_KIND_SMALL ? "one-step" : "ring",
+               hdr->seq, hdr->count, hdr->kind == EMBER_ALLREDUCE_KIND_SMALL ? "one-step" : "ring",
                peer_name(ar, member), peer_name(ar, ar->me), r->count,
                r->kind == AR_KIND_SMALL ? "one-step" : "ring", ar->small_bytes);
         return;
@@ -687,17 +690,17 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r,
  * up).  Checked against the step's geometry, consumed, answered, and the
  * schedule advanced.
  */
-static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
-                         ember_rpc_req_t *req, const ember_allreduce_wire_t *hdr,
-                         const unsigned char *payload, int parked_release)
+static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_req_t *req,
+                         const ember_allreduce_wire_t *hdr, const unsigned char *payload,
+                         int parked_release)
 {
     int step = hdr->step;
     size_t index, length, want = hdr->nfloats;
     float *dst;
     if (!segment_target(ar, r, hdr, &dst, &index, &length)) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "allreduce seq %" PRIu64 " step %d: segment [%" PRIu64
-                              ", +%" PRIu64 ") does not fit chunk of %zu floats",
+                              "allreduce seq %" PRIu64 " step %d: segment [%" PRIu64 ", +%" PRIu64
+                              ") does not fit chunk of %zu floats",
                               hdr->seq, step, hdr->offset, hdr->nfloats, length);
         return;
     }
@@ -707,8 +710,8 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
                                     : (placed ? SEG_PLACED : SEG_NONE);
     if (r->seen[index] != expect) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "allreduce seq %" PRIu64 " step %d: segment %zu twice",
-                              hdr->seq, step, segment);
+                              "allreduce seq %" PRIu64 " step %d: segment %zu twice", hdr->seq,
+                              step, segment);
         return;
     }
     if (ar->halving_steps && step > 0 && !step_complete(r, step - 1) && !parked_release) {
@@ -731,8 +734,7 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r,
     if (step < half) {
         /* The ring adds into each chunk once, so onto the input; halving
          * adds into regions it added into at the step before, after step 0. */
-        const float *mine = ar->halving_steps && step > 0 ? dst
-                                                          : r->input + (dst - r->data);
+        const float *mine = ar->halving_steps && step > 0 ? dst : r->input + (dst - r->data);
         add_floats(dst, mine, payload, want);
         if (step == half - 1 && r->average) {
             const float scale = (float)ar->n;
@@ -793,14 +795,12 @@ static const char *check_header(const ember_allreduce_t *ar, int member,
 
     if (hdr->magic != EMBER_ALLREDUCE_MAGIC)
         return "bad magic";
-    if (hdr->nfloats > payload / sizeof(float) ||
-        hdr->nfloats * sizeof(float) != payload)
+    if (hdr->nfloats > payload / sizeof(float) || hdr->nfloats * sizeof(float) != payload)
         return "payload length differs from the header";
     if (hdr->kind == EMBER_ALLREDUCE_KIND_SMALL) {
         if (member == ar->me)
             return "vector from ourselves";
-        if (hdr->step != 0 || hdr->offset != 0 || hdr->count != hdr->nfloats ||
-            hdr->count == 0 ||
+        if (hdr->step != 0 || hdr->offset != 0 || hdr->count != hdr->nfloats || hdr->count == 0 ||
             hdr->count > (ar->small_bytes ? ar->small_bytes : small_max(ar)) / sizeof(float))
             return "bad small-vector geometry";
         return "";
@@ -830,8 +830,8 @@ static void on_data(ember_rpc_req_t *req, void *arg)
     const char *why;
 
     if (member < 0) {
-        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "allreduce: rank %d is not a member", rank);
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "allreduce: rank %d is not a member",
+                              rank);
         return;
     }
     if (ar->error != EMBER_OK) {
@@ -839,23 +839,21 @@ static void on_data(ember_rpc_req_t *req, void *arg)
         return;
     }
     if (!payload) {
-        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "allreduce: message of %zu bytes from %s", length,
-                              peer_name(ar, member));
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "allreduce: message of %zu bytes from %s",
+                              length, peer_name(ar, member));
         return;
     }
     why = check_header(ar, member, &hdr, length);
     if (*why) {
         refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr.seq, member,
-               "allreduce seq %" PRIu64 " from %s: %s", hdr.seq, peer_name(ar, member),
-               why);
+               "allreduce seq %" PRIu64 " from %s: %s", hdr.seq, peer_name(ar, member), why);
         return;
     }
     if (hdr.seq >= ar->next_seq) {
         if (hdr.seq - ar->next_seq >= MAX_AHEAD || ar->nearly >= MAX_HELD) {
             refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr.seq, member,
-                   "allreduce seq %" PRIu64 " from %s: too far ahead of seq %" PRIu64,
-                   hdr.seq, peer_name(ar, member), ar->next_seq);
+                   "allreduce seq %" PRIu64 " from %s: too far ahead of seq %" PRIu64, hdr.seq,
+                   peer_name(ar, member), ar->next_seq);
             return;
         }
         if (ar->nearly == ar->early_capacity) {
@@ -864,7 +862,8 @@ static void on_data(ember_rpc_req_t *req, void *arg)
             if (!grown) {
                 refuse(ar, req, EMBER_ERR_NO_MEMORY, hdr.seq, member,
                        "allreduce seq %" PRIu64 ": %s cannot hold an early message "
-                       "from %s", hdr.seq, peer_name(ar, ar->me), peer_name(ar, member));
+                       "from %s",
+                       hdr.seq, peer_name(ar, ar->me), peer_name(ar, member));
                 return;
             }
             ar->early = grown;
@@ -877,7 +876,8 @@ static void on_data(ember_rpc_req_t *req, void *arg)
     if (!r) {
         refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr.seq, member,
                "allreduce seq %" PRIu64 " from %s: that reduction already finished "
-               "here", hdr.seq, peer_name(ar, member));
+               "here",
+               hdr.seq, peer_name(ar, member));
         return;
     }
     deliver(ar, r, req, member, &hdr, payload);
@@ -890,8 +890,7 @@ static void on_data(ember_rpc_req_t *req, void *arg)
  * Anything else (reduce-scatter segments to add, early or doubtful
  * messages) goes to a transport buffer and is checked by on_data.
  */
-static void *place_segment(void *arg, int peer, const void *head, size_t head_length,
-                           size_t length)
+static void *place_segment(void *arg, int peer, const void *head, size_t head_length, size_t length)
 {
     ember_allreduce_t *ar = arg;
     ember_allreduce_wire_t hdr;
@@ -937,15 +936,15 @@ static void on_hello(ember_rpc_req_t *req, void *arg)
     uint64_t hash;
 
     if (length != sizeof(hash)) {
-        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "allreduce hello: %zu bytes",
-                              length);
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "allreduce hello: %zu bytes", length);
         return;
     }
     memcpy(&hash, data, sizeof(hash));
     if (hash != ar->hash) {
         ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
                               "allreduce on %s: member list, op ids or segment size "
-                              "differ", ember_tp_peer_name(ar->tp, ar->ranks[ar->me]));
+                              "differ",
+                              ember_tp_peer_name(ar->tp, ar->ranks[ar->me]));
         return;
     }
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
@@ -970,8 +969,7 @@ static void on_abort(ember_rpc_req_t *req, void *arg)
     ember_status_t status = ember_status_from_wire(msg.status);
     if (status >= 0 || msg.lost_rank < -1 || msg.lost_rank >= ar->world) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "allreduce abort: bad status or rank from %s",
-                              peer_name(ar, member));
+                              "allreduce abort: bad status or rank from %s", peer_name(ar, member));
         return;
     }
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
@@ -982,8 +980,9 @@ static void on_abort(ember_rpc_req_t *req, void *arg)
     if (msg.lost_rank >= 0)
         ar_break(ar, status, msg.lost_rank, msg.seq, 0,
                  "allreduce seq %" PRIu64 ": %s (rank %d) lost, reported by %s "
-                 "(rank %d): %s", msg.seq, ember_tp_peer_name(ar->tp, msg.lost_rank),
-                 msg.lost_rank, peer_name(ar, member), rank, msg.text);
+                 "(rank %d): %s",
+                 msg.seq, ember_tp_peer_name(ar->tp, msg.lost_rank), msg.lost_rank,
+                 peer_name(ar, member), rank, msg.text);
     else
         ar_break(ar, status, -1, msg.seq, 0,
                  "allreduce seq %" PRIu64 ": broken at %s (rank %d): %s", msg.seq,
@@ -993,13 +992,12 @@ static void on_abort(ember_rpc_req_t *req, void *arg)
 /* ---- progress ------------------------------------------------------------- */
 
 /* A send finished badly: who is to blame, and what to say. */
-static void send_failed(ember_allreduce_t *ar, ember_allreduce_req_t *r,
-                        ember_future_t *future, ember_status_t status, int peer_rank)
+static void send_failed(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_future_t *future,
+                        ember_status_t status, int peer_rank)
 {
     size_t length = 0;
     const char *text = ember_future_data(future, &length);
-    int lost = ember_tp_peer_lost(ar->tp, peer_rank) ||
-               status == EMBER_ERR_TIMED_OUT;
+    int lost = ember_tp_peer_lost(ar->tp, peer_rank) || status == EMBER_ERR_TIMED_OUT;
 
     if (!text)
         length = 0;
@@ -1008,17 +1006,16 @@ static void send_failed(ember_allreduce_t *ar, ember_allreduce_req_t *r,
     if (lost)
         ar_break(ar, status, peer_rank, r->seq, 1,
                  "allreduce seq %" PRIu64 ": %s (rank %d) lost: %s: %.*s", r->seq,
-                 ember_tp_peer_name(ar->tp, peer_rank), peer_rank,
-                 ember_status_string(status), (int)length, text ? text : "");
+                 ember_tp_peer_name(ar->tp, peer_rank), peer_rank, ember_status_string(status),
+                 (int)length, text ? text : "");
     else
         ar_break(ar, status, -1, r->seq, 1,
                  "allreduce seq %" PRIu64 ": %s (rank %d) answered %s: %.*s", r->seq,
-                 ember_tp_peer_name(ar->tp, peer_rank), peer_rank,
-                 ember_status_string(status), (int)length, text ? text : "");
+                 ember_tp_peer_name(ar->tp, peer_rank), peer_rank, ember_status_string(status),
+                 (int)length, text ? text : "");
 }
 
-static int send_peer(const ember_allreduce_t *ar, const ember_allreduce_req_t *r,
-                     size_t index)
+static int send_peer(const ember_allreduce_t *ar, const ember_allreduce_req_t *r, size_t index)
 {
     if (r->kind == AR_KIND_RING) {
         size_t base, length;
@@ -1036,8 +1033,8 @@ static void poll_sends(ember_allreduce_t *ar, ember_allreduce_req_t *r)
     while (r->first_pending < r->nsends) {
         size_t i = r->first_pending;
         ar_send_t *send = &r->sends[i];
-        ember_status_t status = send->future ? ember_future_test(send->future)
-                                             : send->oneway_status;
+        ember_status_t status =
+                send->future ? ember_future_test(send->future) : send->oneway_status;
         if (status == EMBER_INPROGRESS)
             return;
         if (status != EMBER_OK && ar->error == EMBER_OK) {
@@ -1045,9 +1042,10 @@ static void poll_sends(ember_allreduce_t *ar, ember_allreduce_req_t *r)
             if (send->future)
                 send_failed(ar, r, send->future, status, peer);
             else
-                ar_break(ar, status, ember_tp_peer_lost(ar->tp, peer) ? peer : -1,
-                         r->seq, 1, "allreduce seq %" PRIu64 ": cannot send to %s "
-                         "(rank %d): %s", r->seq, ember_tp_peer_name(ar->tp, peer), peer,
+                ar_break(ar, status, ember_tp_peer_lost(ar->tp, peer) ? peer : -1, r->seq, 1,
+                         "allreduce seq %" PRIu64 ": cannot send to %s "
+                         "(rank %d): %s",
+                         r->seq, ember_tp_peer_name(ar->tp, peer), peer,
                          ember_status_string(status));
         }
         if (status != EMBER_OK && r->status == EMBER_INPROGRESS) {
@@ -1087,8 +1085,8 @@ static void check_peers(ember_allreduce_t *ar, ember_allreduce_req_t *r, double 
     for (int m = 0; m < ar->n && ar->error == EMBER_OK; m++) {
         if (m != ar->me && ember_tp_peer_lost(ar->tp, ar->ranks[m]))
             ar_break(ar, EMBER_ERR_PEER_LOST, ar->ranks[m], r->seq, 1,
-                     "allreduce seq %" PRIu64 ": %s (rank %d) lost", r->seq,
-                     peer_name(ar, m), ar->ranks[m]);
+                     "allreduce seq %" PRIu64 ": %s (rank %d) lost", r->seq, peer_name(ar, m),
+                     ar->ranks[m]);
     }
     if (ar->error != EMBER_OK || now - r->last_progress <= ar->stall_s)
         return;
@@ -1171,19 +1169,16 @@ static ember_status_t handshake(ember_allreduce_t *ar)
 
             if (m == ar->me || done[m])
                 continue;
-            status = ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_HELLO,
-                                          &iov, 1, ar->ack_sink, sizeof(ar->ack_sink),
-                                          0, &future);
+            status = ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_HELLO, &iov, 1,
+                                          ar->ack_sink, sizeof(ar->ack_sink), 0, &future);
             if (status == EMBER_OK) {
                 status = ember_future_wait(future);
                 if (status != EMBER_OK && status != EMBER_ERR_UNSUPPORTED) {
                     size_t length = 0;
                     const char *text = ember_future_data(future, &length);
                     ember_error("allreduce", "create: %s (rank %d) answered %s: %.*s",
-                                peer_name(ar, m), ar->ranks[m],
-                                ember_status_string(status),
-                                text ? (int)(length > 240 ? 240 : length) : 0,
-                                text ? text : "");
+                                peer_name(ar, m), ar->ranks[m], ember_status_string(status),
+                                text ? (int)(length > 240 ? 240 : length) : 0, text ? text : "");
                 }
                 ember_future_release(future);
             }
@@ -1200,7 +1195,8 @@ static ember_status_t handshake(ember_allreduce_t *ar)
         if (now_s() > deadline) {
             for (int m = 0; m < ar->n; m++) {
                 if (m != ar->me && !done[m]) {
-                    ember_error("allreduce", "create: %s (rank %d) did not create the "
+                    ember_error("allreduce",
+                                "create: %s (rank %d) did not create the "
                                 "communicator within EMBER_CONNECT_TIMEOUT",
                                 peer_name(ar, m), ar->ranks[m]);
                     break;
@@ -1226,12 +1222,12 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
     ember_status_t status;
 
     if (!tp || !ranks || !ar_p || nranks < 1 || nranks > world ||
-        op_base < EMBER_RPC_OP_USER_BASE ||
-        op_base + EMBER_ALLREDUCE_OPS > EMBER_RPC_OP_MAX ||
+        op_base < EMBER_RPC_OP_USER_BASE || op_base + EMBER_ALLREDUCE_OPS > EMBER_RPC_OP_MAX ||
         max_message < sizeof(ember_allreduce_wire_t) + EMBER_ALLREDUCE_SMALL_BYTES) {
-        ember_error("allreduce", "create: invalid parameters (%d ranks of %d, op ids "
-                    "%u..%u, EMBER_MAX_MSG_SIZE %zu)", nranks, world, op_base,
-                    op_base + EMBER_ALLREDUCE_OPS - 1, max_message);
+        ember_error("allreduce",
+                    "create: invalid parameters (%d ranks of %d, op ids "
+                    "%u..%u, EMBER_MAX_MSG_SIZE %zu)",
+                    nranks, world, op_base, op_base + EMBER_ALLREDUCE_OPS - 1, max_message);
         return EMBER_ERR_INVALID_PARAM;
     }
     ar = calloc(1, sizeof(*ar));
@@ -1254,8 +1250,10 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
         ar->member_of[i] = -1;
     for (int m = 0; m < nranks; m++) {
         if (ranks[m] < 0 || ranks[m] >= world || ar->member_of[ranks[m]] >= 0) {
-            ember_error("allreduce", "create: member %d is rank %d: out of range or "
-                        "listed twice", m, ranks[m]);
+            ember_error("allreduce",
+                        "create: member %d is rank %d: out of range or "
+                        "listed twice",
+                        m, ranks[m]);
             status = EMBER_ERR_INVALID_PARAM;
             goto err_free;
         }
@@ -1265,8 +1263,7 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
             ar->me = m;
     }
     if (ar->me < 0) {
-        ember_error("allreduce", "create: rank %d is not among the %d members", self,
-                    nranks);
+        ember_error("allreduce", "create: rank %d is not among the %d members", self, nranks);
         status = EMBER_ERR_INVALID_PARAM;
         goto err_free;
     }
@@ -1277,8 +1274,7 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
      * (for 2 members they are the same exchange).  EMBER_ALLREDUCE_ALGO=ring
      * forces the ring; it must be the same on every member (hashed below). */
     const char *algo = ember_config_str("EMBER_ALLREDUCE_ALGO");
-    if ((!algo || strcmp(algo, "ring") != 0) && nranks >= 4 &&
-        (nranks & (nranks - 1)) == 0) {
+    if ((!algo || strcmp(algo, "ring") != 0) && nranks >= 4 && (nranks & (nranks - 1)) == 0) {
         while ((1 << ar->halving_steps) < nranks)
             ar->halving_steps++;
     }
@@ -1300,8 +1296,7 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
 
     status = ember_rpc_register(tp, op_base + OP_DATA, on_data, ar);
     if (status == EMBER_OK && ember_tp_pull_rendezvous(tp))
-        status = ember_rpc_register_alloc(tp, op_base + OP_DATA, place_segment,
-                                          place_release, ar);
+        status = ember_rpc_register_alloc(tp, op_base + OP_DATA, place_segment, place_release, ar);
     if (status == EMBER_OK)
         status = ember_rpc_register(tp, op_base + OP_HELLO, on_hello, ar);
     if (status == EMBER_OK)
@@ -1315,9 +1310,10 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
     if (nranks == 2 && ember_tp_peer_over_tcp(tp, ar->ranks[1 - ar->me]) == 1 &&
         max_message >= sizeof(ember_allreduce_wire_t) + EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES)
         ar->small_bytes = EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES;
-    ember_debug("allreduce", "communicator of %d members (op ids %u..%u): member %d, "
-                "one step up to %zu B", nranks, op_base,
-                op_base + EMBER_ALLREDUCE_OPS - 1, ar->me, ar->small_bytes);
+    ember_debug("allreduce",
+                "communicator of %d members (op ids %u..%u): member %d, "
+                "one step up to %zu B",
+                nranks, op_base, op_base + EMBER_ALLREDUCE_OPS - 1, ar->me, ar->small_bytes);
     *ar_p = ar;
     return EMBER_OK;
 
@@ -1347,8 +1343,10 @@ void ember_allreduce_destroy(ember_allreduce_t *ar)
         return;
     if (ar->nactive || ar->nearly) {
         if (ar->error == EMBER_OK)
-            ember_warn("allreduce", "destroyed with %zu reductions in flight and %zu "
-                       "early messages", ar->nactive, ar->nearly);
+            ember_warn("allreduce",
+                       "destroyed with %zu reductions in flight and %zu "
+                       "early messages",
+                       ar->nactive, ar->nearly);
         /* Answers every held message; the peers learn it from that. */
         ember_status_t saved = ar->error;
         if (saved == EMBER_OK)
@@ -1378,8 +1376,10 @@ void ember_allreduce_destroy(ember_allreduce_t *ar)
             /* A one-way send the transport still holds (a hung peer), or a
              * segment still landing: their callbacks will touch @r, so @r
              * is left to them, not freed. */
-            ember_warn("allreduce", "destroy: seq %" PRIu64 " is still in the "
-                       "transport; its request is leaked", r->seq);
+            ember_warn("allreduce",
+                       "destroy: seq %" PRIu64 " is still in the "
+                       "transport; its request is leaked",
+                       r->seq);
             landing |= r->landing != 0;
             if (!r->landing)
                 list_del(r); /* else left where place_release looks */
@@ -1425,22 +1425,22 @@ static void take_early(ember_allreduce_t *ar, ember_allreduce_req_t *r)
     }
 }
 
-ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *send,
-                                          float *recv, size_t count, int average,
-                                          ember_allreduce_req_t **req_p)
+ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *send, float *recv,
+                                          size_t count, int average, ember_allreduce_req_t **req_p)
 {
     ember_allreduce_req_t *r;
     ember_status_t status;
 
-    if (!ar || !req_p || (count && (!send || !recv)) ||
-        count > SIZE_MAX / sizeof(float) / 2) {
+    if (!ar || !req_p || (count && (!send || !recv)) || count > SIZE_MAX / sizeof(float) / 2) {
         ember_error("allreduce", "start: invalid parameters (%zu floats)", count);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (send != recv && count && (uintptr_t)send < (uintptr_t)(recv + count) &&
         (uintptr_t)recv < (uintptr_t)(send + count)) {
-        ember_error("allreduce", "start: the send and receive buffers of %zu floats "
-                    "overlap without being the same", count);
+        ember_error("allreduce",
+                    "start: the send and receive buffers of %zu floats "
+                    "overlap without being the same",
+                    count);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (ar->error != EMBER_OK)
@@ -1490,8 +1490,7 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
         status = req_reserve(r, total, r->recv_expected);
         if (status == EMBER_OK)
             memset(r->seen, 0, r->recv_expected);
-        if (status == EMBER_OK && ar->halving_steps &&
-            r->parked_capacity < r->recv_expected) {
+        if (status == EMBER_OK && ar->halving_steps && r->parked_capacity < r->recv_expected) {
             ember_rpc_req_t **grown = realloc(r->parked, r->recv_expected * sizeof(*grown));
             if (grown) {
                 r->parked = grown;
@@ -1526,8 +1525,7 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
             if (m == ar->me)
                 continue;
             ar_send_t *out = &r->sends[r->nsends++];
-            *out = (ar_send_t){.owner = r, .oneway_status = EMBER_INPROGRESS,
-                               .hdr = hdr};
+            *out = (ar_send_t){.owner = r, .oneway_status = EMBER_INPROGRESS, .hdr = hdr};
             ember_iov_t iov[2] = {{&out->hdr, sizeof(out->hdr)},
                                   {r->small_buf, count * sizeof(float)}};
             status = ember_rpc_send(ar->tp, ar->ranks[m], ar->op_base + OP_DATA, iov, 2,
@@ -1535,9 +1533,8 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
             if (status != EMBER_OK) {
                 out->oneway_status = status; /* the callback will not run */
                 ar_break(ar, status, -1, r->seq, 1,
-                         "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s",
-                         r->seq, peer_name(ar, m), ar->ranks[m],
-                         ember_status_string(status));
+                         "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s", r->seq,
+                         peer_name(ar, m), ar->ranks[m], ember_status_string(status));
             }
         }
     } else {
@@ -1582,9 +1579,10 @@ ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req)
     if (status < 0) {
         abandon_sends(req);
         if (req->landing)
-            ember_warn("allreduce", "seq %" PRIu64 ": %zu segment(s) still being "
-                       "received into the result after the failure", req->seq,
-                       req->landing);
+            ember_warn("allreduce",
+                       "seq %" PRIu64 ": %zu segment(s) still being "
+                       "received into the result after the failure",
+                       req->seq, req->landing);
     }
     req->released = 1;
     if (req->first_pending == req->nsends && !req->landing)
@@ -1592,20 +1590,19 @@ ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req)
     return status;
 }
 
-ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count,
-                                     int average, ember_allreduce_req_t **req_p)
+ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count, int average,
+                                     ember_allreduce_req_t **req_p)
 {
     return ember_allreduce_start_into(ar, data, data, count, average, req_p);
 }
 
-ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count,
-                               int average)
+ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count, int average)
 {
     return ember_allreduce_into(ar, data, data, count, average);
 }
 
-ember_status_t ember_allreduce_into(ember_allreduce_t *ar, const float *send,
-                                    float *recv, size_t count, int average)
+ember_status_t ember_allreduce_into(ember_allreduce_t *ar, const float *send, float *recv,
+                                    size_t count, int average)
 {
     ember_allreduce_req_t *req;
     EMBER_CHECK(ember_allreduce_start_into(ar, send, recv, count, average, &req));

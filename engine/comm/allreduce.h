@@ -72,7 +72,10 @@ typedef struct ember_allreduce_req ember_allreduce_req_t;
  * floats.  Exposed for tests of hostile input; nothing else should build it.
  */
 #define EMBER_ALLREDUCE_MAGIC 0x52414d45u /* "EMAR" */
-enum { EMBER_ALLREDUCE_KIND_SMALL = 1, EMBER_ALLREDUCE_KIND_RING = 2 };
+enum {
+    EMBER_ALLREDUCE_KIND_SMALL = 1,
+    EMBER_ALLREDUCE_KIND_RING = 2
+};
 typedef struct {
     uint32_t magic;
     uint16_t kind;    /* EMBER_ALLREDUCE_KIND_* */
@@ -126,8 +129,8 @@ size_t ember_allreduce_small_bytes(const ember_allreduce_t *ar);
  * Errors: ERR_INVALID_PARAM, ERR_NO_MEMORY, or the error that broke the
  * communicator (ERR_PEER_LOST, ERR_TIMED_OUT, ...), then *req_p is untouched.
  */
-ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count,
-                                     int average, ember_allreduce_req_t **req_p);
+ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count, int average,
+                                     ember_allreduce_req_t **req_p);
 
 /**
  * Out of place: the sum (or average) of every member's @send lands in @recv;
@@ -136,9 +139,8 @@ ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t 
  * @recv is the in-place reduction; otherwise the two must not overlap
  * (ERR_INVALID_PARAM).  As ember_allreduce_start otherwise.
  */
-ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *send,
-                                          float *recv, size_t count, int average,
-                                          ember_allreduce_req_t **req_p);
+ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *send, float *recv,
+                                          size_t count, int average, ember_allreduce_req_t **req_p);
 
 /**
  * Progress once without blocking; INPROGRESS while running, then the final
@@ -155,11 +157,10 @@ ember_status_t ember_allreduce_test(ember_allreduce_req_t *req);
 ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req);
 
 /** Blocking start + wait. */
-ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count,
-                               int average);
+ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count, int average);
 /** Blocking start_into + wait. */
-ember_status_t ember_allreduce_into(ember_allreduce_t *ar, const float *send,
-                                    float *recv, size_t count, int average);
+ember_status_t ember_allreduce_into(ember_allreduce_t *ar, const float *send, float *recv,
+                                    size_t count, int average);
 
 /**
  * Text of the error that broke the communicator (names the peer), or "" while

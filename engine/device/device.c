@@ -34,14 +34,18 @@ static ember_status_t stub_open(int local_rank, void **impl_p)
 {
     return unsupported("open");
 }
-static void stub_close(void *impl) {}
+static void stub_close(void *impl)
+{
+}
 static ember_status_t stub_mem_alloc(ember_device_t *dev, size_t bytes, void **ptr_p)
 {
     return unsupported("mem_alloc");
 }
-static void stub_mem_free(ember_device_t *dev, void *ptr) {}
-static ember_status_t stub_mem_copy(ember_device_t *dev, void *dst, const void *src,
-                                    size_t bytes, ember_copy_kind_t kind)
+static void stub_mem_free(ember_device_t *dev, void *ptr)
+{
+}
+static ember_status_t stub_mem_copy(ember_device_t *dev, void *dst, const void *src, size_t bytes,
+                                    ember_copy_kind_t kind)
 {
     return unsupported("mem_copy");
 }
@@ -53,67 +57,59 @@ static ember_status_t stub_synchronize(ember_device_t *dev)
 {
     return EMBER_OK;
 }
-static ember_status_t stub_bag_forward(ember_device_t *dev, const float *table,
-                                       int64_t rows, size_t dim,
-                                       const ember_bag_batch_t *batch,
+static ember_status_t stub_bag_forward(ember_device_t *dev, const float *table, int64_t rows,
+                                       size_t dim, const ember_bag_batch_t *batch,
                                        const ember_bag_opts_t *opts, float *out_p,
                                        int64_t *argmax_p)
 {
     return unsupported("bag_forward");
 }
-static ember_status_t stub_bag_backward(ember_device_t *dev, const float *table,
-                                        int64_t rows, size_t dim,
-                                        const ember_bag_batch_t *batch,
-                                        const ember_bag_opts_t *opts,
-                                        const float *grad_out, const int64_t *argmax,
-                                        int64_t *grad_rows_p, float *grad_p,
+static ember_status_t stub_bag_backward(ember_device_t *dev, const float *table, int64_t rows,
+                                        size_t dim, const ember_bag_batch_t *batch,
+                                        const ember_bag_opts_t *opts, const float *grad_out,
+                                        const int64_t *argmax, int64_t *grad_rows_p, float *grad_p,
                                         size_t *nrows_p, float *grad_weights_p)
 {
     return unsupported("bag_backward");
 }
-static ember_status_t stub_linear_forward(ember_device_t *dev, const float *x,
-                                          size_t batch, size_t in, size_t out,
-                                          const float *weight, const float *bias,
-                                          float *y_p)
+static ember_status_t stub_linear_forward(ember_device_t *dev, const float *x, size_t batch,
+                                          size_t in, size_t out, const float *weight,
+                                          const float *bias, float *y_p)
 {
     return unsupported("linear_forward");
 }
-static ember_status_t stub_linear_backward(ember_device_t *dev, const float *x,
-                                           size_t batch, size_t in, size_t out,
-                                           const float *weight, const float *grad_y,
-                                           int accumulate, float *grad_x_p,
+static ember_status_t stub_linear_backward(ember_device_t *dev, const float *x, size_t batch,
+                                           size_t in, size_t out, const float *weight,
+                                           const float *grad_y, int accumulate, float *grad_x_p,
                                            float *grad_weight_p, float *grad_bias_p)
 {
     return unsupported("linear_backward");
 }
-static ember_status_t stub_relu_forward(ember_device_t *dev, const float *x,
-                                        size_t n, float *y_p)
+static ember_status_t stub_relu_forward(ember_device_t *dev, const float *x, size_t n, float *y_p)
 {
     return unsupported("relu_forward");
 }
-static ember_status_t stub_relu_backward(ember_device_t *dev, const float *x,
-                                         const float *grad_y, size_t n,
-                                         float *grad_x_p)
+static ember_status_t stub_relu_backward(ember_device_t *dev, const float *x, const float *grad_y,
+                                         size_t n, float *grad_x_p)
 {
     return unsupported("relu_backward");
 }
-static ember_status_t stub_cross_entropy(ember_device_t *dev, const float *logits,
-                                         size_t batch, size_t classes,
-                                         const int64_t *targets, float *loss_p,
+static ember_status_t stub_cross_entropy(ember_device_t *dev, const float *logits, size_t batch,
+                                         size_t classes, const int64_t *targets, float *loss_p,
                                          float *grad_p)
 {
     return unsupported("cross_entropy");
 }
-static ember_status_t stub_comm_create(ember_device_t *dev, ember_tp_t *tp,
-                                       const int *ranks, int nranks,
-                                       uint16_t op_base, ember_device_comm_t **comm_p)
+static ember_status_t stub_comm_create(ember_device_t *dev, ember_tp_t *tp, const int *ranks,
+                                       int nranks, uint16_t op_base, ember_device_comm_t **comm_p)
 {
     return unsupported("comm_create");
 }
-static void stub_comm_destroy(ember_device_comm_t *comm) {}
-static ember_status_t stub_allreduce_start(ember_device_comm_t *comm, float *data,
-                                           size_t count, int average,
-                                           ember_device_req_t **req_p)
+static void stub_comm_destroy(ember_device_comm_t *comm)
+{
+}
+static ember_status_t stub_allreduce_start(ember_device_comm_t *comm, float *data, size_t count,
+                                           int average, ember_device_req_t **req_p)
 {
     return unsupported("allreduce_start");
 }
@@ -142,9 +138,8 @@ static void stub_host_free(ember_device_t *dev, void *ptr)
 {
     free(ptr);
 }
-static ember_status_t stub_rows_gather(ember_device_t *dev, const float *table,
-                                       size_t dim, const int64_t *rows, size_t n,
-                                       float *out)
+static ember_status_t stub_rows_gather(ember_device_t *dev, const float *table, size_t dim,
+                                       const int64_t *rows, size_t n, float *out)
 {
     return unsupported("rows_gather");
 }
@@ -153,20 +148,18 @@ static ember_status_t stub_rows_scatter(ember_device_t *dev, float *table, size_
 {
     return unsupported("rows_scatter");
 }
-static ember_status_t stub_parts_combine(ember_device_t *dev, const float *parts,
-                                        size_t stride, uint32_t nparts, size_t bags,
-                                        size_t dim, ember_bag_mode_t mode,
-                                        const uint32_t *counts,
-                                        const uint32_t *bag_counts,
-                                        const uint32_t *places, size_t places_stride,
-                                        float *out, int16_t *winner)
+static ember_status_t stub_parts_combine(ember_device_t *dev, const float *parts, size_t stride,
+                                         uint32_t nparts, size_t bags, size_t dim,
+                                         ember_bag_mode_t mode, const uint32_t *counts,
+                                         const uint32_t *bag_counts, const uint32_t *places,
+                                         size_t places_stride, float *out, int16_t *winner)
 {
     return unsupported("parts_combine");
 }
-static ember_status_t stub_parts_split(ember_device_t *dev, const float *grad,
-                                      uint32_t nparts, size_t bags, size_t dim,
-                                      ember_bag_mode_t mode, const uint32_t *bag_counts,
-                                      const int16_t *winner, float *grads, size_t stride)
+static ember_status_t stub_parts_split(ember_device_t *dev, const float *grad, uint32_t nparts,
+                                       size_t bags, size_t dim, ember_bag_mode_t mode,
+                                       const uint32_t *bag_counts, const int16_t *winner,
+                                       float *grads, size_t stride)
 {
     return unsupported("parts_split");
 }
@@ -179,36 +172,36 @@ static ember_status_t stub_network_path(ember_device_t *dev, ember_mem_type_t *m
 }
 
 static const ember_device_ops_t stub_ops = {
-    .size = sizeof(ember_device_ops_t),
-    .name = "stub",
-    .mem_type = EMBER_MEM_HOST,
-    .open = stub_open,
-    .close = stub_close,
-    .mem_alloc = stub_mem_alloc,
-    .mem_free = stub_mem_free,
-    .mem_copy = stub_mem_copy,
-    .mem_zero = stub_mem_zero,
-    .synchronize = stub_synchronize,
-    .bag_forward = stub_bag_forward,
-    .bag_backward = stub_bag_backward,
-    .linear_forward = stub_linear_forward,
-    .linear_backward = stub_linear_backward,
-    .relu_forward = stub_relu_forward,
-    .relu_backward = stub_relu_backward,
-    .cross_entropy = stub_cross_entropy,
-    .comm_create = stub_comm_create,
-    .comm_destroy = stub_comm_destroy,
-    .allreduce_start = stub_allreduce_start,
-    .allreduce_test = stub_allreduce_test,
-    .allreduce_wait = stub_allreduce_wait,
-    .comm_error = stub_comm_error,
-    .host_alloc = stub_host_alloc,
-    .host_free = stub_host_free,
-    .rows_gather = stub_rows_gather,
-    .rows_scatter = stub_rows_scatter,
-    .parts_combine = stub_parts_combine,
-    .parts_split = stub_parts_split,
-    .network_path = stub_network_path,
+        .size = sizeof(ember_device_ops_t),
+        .name = "stub",
+        .mem_type = EMBER_MEM_HOST,
+        .open = stub_open,
+        .close = stub_close,
+        .mem_alloc = stub_mem_alloc,
+        .mem_free = stub_mem_free,
+        .mem_copy = stub_mem_copy,
+        .mem_zero = stub_mem_zero,
+        .synchronize = stub_synchronize,
+        .bag_forward = stub_bag_forward,
+        .bag_backward = stub_bag_backward,
+        .linear_forward = stub_linear_forward,
+        .linear_backward = stub_linear_backward,
+        .relu_forward = stub_relu_forward,
+        .relu_backward = stub_relu_backward,
+        .cross_entropy = stub_cross_entropy,
+        .comm_create = stub_comm_create,
+        .comm_destroy = stub_comm_destroy,
+        .allreduce_start = stub_allreduce_start,
+        .allreduce_test = stub_allreduce_test,
+        .allreduce_wait = stub_allreduce_wait,
+        .comm_error = stub_comm_error,
+        .host_alloc = stub_host_alloc,
+        .host_free = stub_host_free,
+        .rows_gather = stub_rows_gather,
+        .rows_scatter = stub_rows_scatter,
+        .parts_combine = stub_parts_combine,
+        .parts_split = stub_parts_split,
+        .network_path = stub_network_path,
 };
 
 /* Copy the backend's non-NULL slots over the stubs.  A backend built against
@@ -217,20 +210,39 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
 {
     size_t n = src->size < sizeof(*dst) ? src->size : sizeof(*dst);
     *dst = stub_ops;
-#define OVERLAY_(field)                                                      \
-    if (offsetof(ember_device_ops_t, field) + sizeof(dst->field) <= n &&     \
-        src->field)                                                          \
-        dst->field = src->field;
-    OVERLAY_(name) OVERLAY_(open) OVERLAY_(close) OVERLAY_(mem_alloc)
-    OVERLAY_(mem_free) OVERLAY_(mem_copy) OVERLAY_(mem_zero)
-    OVERLAY_(synchronize) OVERLAY_(bag_forward) OVERLAY_(bag_backward)
-    OVERLAY_(linear_forward) OVERLAY_(linear_backward) OVERLAY_(relu_forward)
-    OVERLAY_(relu_backward) OVERLAY_(cross_entropy) OVERLAY_(comm_create)
-    OVERLAY_(comm_destroy) OVERLAY_(allreduce_start) OVERLAY_(allreduce_test)
-    OVERLAY_(allreduce_wait) OVERLAY_(comm_error) OVERLAY_(host_alloc)
-    OVERLAY_(host_free) OVERLAY_(rows_gather)
-    OVERLAY_(rows_scatter) OVERLAY_(parts_combine)
-    OVERLAY_(parts_split) OVERLAY_(network_path)
+#define OVERLAY_(field)                                                                  \
+    do {                                                                                 \
+        if (offsetof(ember_device_ops_t, field) + sizeof(dst->field) <= n && src->field) \
+            dst->field = src->field;                                                     \
+    } while (0)
+    OVERLAY_(name);
+    OVERLAY_(open);
+    OVERLAY_(close);
+    OVERLAY_(mem_alloc);
+    OVERLAY_(mem_free);
+    OVERLAY_(mem_copy);
+    OVERLAY_(mem_zero);
+    OVERLAY_(synchronize);
+    OVERLAY_(bag_forward);
+    OVERLAY_(bag_backward);
+    OVERLAY_(linear_forward);
+    OVERLAY_(linear_backward);
+    OVERLAY_(relu_forward);
+    OVERLAY_(relu_backward);
+    OVERLAY_(cross_entropy);
+    OVERLAY_(comm_create);
+    OVERLAY_(comm_destroy);
+    OVERLAY_(allreduce_start);
+    OVERLAY_(allreduce_test);
+    OVERLAY_(allreduce_wait);
+    OVERLAY_(comm_error);
+    OVERLAY_(host_alloc);
+    OVERLAY_(host_free);
+    OVERLAY_(rows_gather);
+    OVERLAY_(rows_scatter);
+    OVERLAY_(parts_combine);
+    OVERLAY_(parts_split);
+    OVERLAY_(network_path);
 #undef OVERLAY_
     dst->mem_type = src->mem_type;
     dst->size = sizeof(*dst);
@@ -299,8 +311,7 @@ static void *plugin_load(char *path, size_t path_len)
     const char *slash;
     if (dladdr((const void *)plugin_load, &self) && self.dli_fname &&
         (slash = strrchr(self.dli_fname, '/'))) {
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - self.dli_fname),
-                 self.dli_fname);
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - self.dli_fname), self.dli_fname);
         char *real = realpath(dir[0] ? dir : "/", NULL); /* "bin/../lib" -> "lib" */
         if (real) {
             snprintf(dir, sizeof(dir), "%s", real);
@@ -315,8 +326,10 @@ static void *plugin_load(char *path, size_t path_len)
         if ((handle = plugin_open(path, tried, sizeof(tried))))
             return handle;
     }
-    ember_error("device", "cannot load the CUDA backend: tried %s; set "
-                "EMBER_CUDA_PLUGIN to the path of " CUDA_PLUGIN_FILE, tried);
+    ember_error("device",
+                "cannot load the CUDA backend: tried %s; set "
+                "EMBER_CUDA_PLUGIN to the path of " CUDA_PLUGIN_FILE,
+                tried);
     return NULL;
 }
 #endif
@@ -370,8 +383,7 @@ int ember_device_cuda_count(void)
     return cuda->count ? cuda->count() : 0;
 }
 
-ember_status_t ember_device_open(const char *kind, int local_rank,
-                                 ember_device_t **dev_p)
+ember_status_t ember_device_open(const char *kind, int local_rank, ember_device_t **dev_p)
 {
     const ember_device_ops_t *backend;
     ember_device_t *dev;
@@ -445,4 +457,3 @@ const char *ember_device_name(const ember_device_t *dev)
 {
     return dev->ops.name;
 }
-

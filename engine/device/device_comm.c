@@ -37,9 +37,9 @@ struct ember_device_req {
     ember_allreduce_req_t *ring; /* staged: the host ring's */
     float *data;                 /* staged: the device buffer */
     size_t count;
-    float *host;                 /* staged: grow-only copy of data (host_alloc) */
-    size_t host_capacity;        /* floats */
-    ember_status_t status;       /* staged: INPROGRESS until final */
+    float *host;           /* staged: grow-only copy of data (host_alloc) */
+    size_t host_capacity;  /* floats */
+    ember_status_t status; /* staged: INPROGRESS until final */
 };
 
 struct device_comm {
@@ -51,8 +51,8 @@ struct device_comm {
 };
 
 static ember_status_t comm_create(ember_device_t *dev, const ember_device_ops_t *backend,
-                                  ember_tp_t *tp, const int *ranks, int nranks,
-                                  uint16_t op_base, ember_device_comm_t **comm_p)
+                                  ember_tp_t *tp, const int *ranks, int nranks, uint16_t op_base,
+                                  ember_device_comm_t **comm_p)
 {
     const char *mode = ember_config_str("EMBER_DENSE_ALLREDUCE");
     device_comm_t *comm;
@@ -64,8 +64,7 @@ static ember_status_t comm_create(ember_device_t *dev, const ember_device_ops_t 
     } else if (strcasecmp(mode, "staged") == 0) {
         staged_only = 1;
     } else {
-        ember_error("device", "EMBER_DENSE_ALLREDUCE=%s: expected auto or staged",
-                    mode);
+        ember_error("device", "EMBER_DENSE_ALLREDUCE=%s: expected auto or staged", mode);
         return EMBER_ERR_INVALID_PARAM;
     }
     comm = calloc(1, sizeof(*comm));
@@ -81,8 +80,7 @@ static ember_status_t comm_create(ember_device_t *dev, const ember_device_ops_t 
         if (status == EMBER_OK) {
             ember_info("device", "dense allreduce: the %s device's own (%d members%s)",
                        backend->name, nranks,
-                       backend->mem_type == EMBER_MEM_HOST ? ", the host ring"
-                                                           : ", NCCL");
+                       backend->mem_type == EMBER_MEM_HOST ? ", the host ring" : ", NCCL");
             *comm_p = (ember_device_comm_t *)comm;
             return EMBER_OK;
         }
@@ -96,12 +94,14 @@ static ember_status_t comm_create(ember_device_t *dev, const ember_device_ops_t 
         free(comm);
         return status;
     }
-    ember_info("device", "dense allreduce: the host ring over the transport, %s "
-                         "(%d members, %s)",
+    ember_info("device",
+               "dense allreduce: the host ring over the transport, %s "
+               "(%d members, %s)",
                backend->mem_type == EMBER_MEM_HOST ? "on a copy of the gradients"
                                                    : "staged through host memory",
-               nranks, staged_only ? "EMBER_DENSE_ALLREDUCE=staged"
-                                   : "the device's own cannot form this group");
+               nranks,
+               staged_only ? "EMBER_DENSE_ALLREDUCE=staged"
+                           : "the device's own cannot form this group");
     *comm_p = (ember_device_comm_t *)comm;
     return EMBER_OK;
 }
@@ -129,9 +129,8 @@ static ember_device_req_t *req_take(device_comm_t *comm)
     return NULL;
 }
 
-static ember_status_t allreduce_start(ember_device_comm_t *c, float *data,
-                                      size_t count, int average,
-                                      ember_device_req_t **req_p)
+static ember_status_t allreduce_start(ember_device_comm_t *c, float *data, size_t count,
+                                      int average, ember_device_req_t **req_p)
 {
     device_comm_t *comm = (device_comm_t *)c;
     ember_device_req_t *req = req_take(comm);
@@ -139,8 +138,7 @@ static ember_status_t allreduce_start(ember_device_comm_t *c, float *data,
     if (!req)
         return EMBER_ERR_NO_MEMORY;
     if (comm->inner) {
-        EMBER_CHECK(comm->backend->allreduce_start(comm->inner, data, count, average,
-                                                   &req->inner));
+        EMBER_CHECK(comm->backend->allreduce_start(comm->inner, data, count, average, &req->inner));
         req->in_use = 1;
         *req_p = req;
         return EMBER_OK;
@@ -156,11 +154,9 @@ static ember_status_t allreduce_start(ember_device_comm_t *c, float *data,
     }
     /* Ordered after everything enqueued on the device; returns once the
      * gradients are on the host. */
-    EMBER_CHECK(comm->backend->mem_copy(comm->dev, req->host, data,
-                                        count * sizeof(float),
+    EMBER_CHECK(comm->backend->mem_copy(comm->dev, req->host, data, count * sizeof(float),
                                         EMBER_COPY_DEVICE_TO_HOST));
-    EMBER_CHECK(ember_allreduce_start(comm->ring, req->host, count, average,
-                                      &req->ring));
+    EMBER_CHECK(ember_allreduce_start(comm->ring, req->host, count, average, &req->ring));
     req->data = data;
     req->count = count;
     req->status = EMBER_INPROGRESS;
@@ -178,8 +174,7 @@ static ember_status_t staged_finish(ember_device_req_t *req, ember_status_t stat
     req->ring = NULL;
     if (status == EMBER_OK)
         status = comm->backend->mem_copy(comm->dev, req->data, req->host,
-                                         req->count * sizeof(float),
-                                         EMBER_COPY_HOST_TO_DEVICE);
+                                         req->count * sizeof(float), EMBER_COPY_HOST_TO_DEVICE);
     req->status = status;
     return status;
 }
@@ -221,12 +216,10 @@ static const char *comm_error(const ember_device_comm_t *c)
 
 /* The backend's table each device keeps (engine/device/device.c), found from the
  * device: the wrappers below are the slots of every device's table. */
-static ember_status_t wrap_comm_create(ember_device_t *dev, ember_tp_t *tp,
-                                       const int *ranks, int nranks,
-                                       uint16_t op_base, ember_device_comm_t **comm_p)
+static ember_status_t wrap_comm_create(ember_device_t *dev, ember_tp_t *tp, const int *ranks,
+                                       int nranks, uint16_t op_base, ember_device_comm_t **comm_p)
 {
-    return comm_create(dev, ember_device_backend_ops(dev), tp, ranks, nranks,
-                       op_base, comm_p);
+    return comm_create(dev, ember_device_backend_ops(dev), tp, ranks, nranks, op_base, comm_p);
 }
 
 void ember_device_comm_wrap(ember_device_ops_t *ops)

@@ -8,9 +8,9 @@
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
 
+#include "engine/ops/bag_parts.h"
 #include "engine/ops/dense.h"
 #include "engine/ops/loss.h"
-#include "engine/ops/bag_parts.h"
 #ifndef EMBER_DEVICE_NO_TRANSPORT
 #include "engine/comm/allreduce.h"
 #endif
@@ -27,7 +27,9 @@ static ember_status_t cpu_open(int local_rank, void **impl_p)
     return EMBER_OK;
 }
 
-static void cpu_close(void *impl) {}
+static void cpu_close(void *impl)
+{
+}
 
 static ember_status_t cpu_mem_alloc(ember_device_t *dev, size_t bytes, void **ptr_p)
 {
@@ -53,8 +55,8 @@ static void cpu_mem_free(ember_device_t *dev, void *ptr)
     free(ptr);
 }
 
-static ember_status_t cpu_mem_copy(ember_device_t *dev, void *dst, const void *src,
-                                   size_t bytes, ember_copy_kind_t kind)
+static ember_status_t cpu_mem_copy(ember_device_t *dev, void *dst, const void *src, size_t bytes,
+                                   ember_copy_kind_t kind)
 {
     if (bytes > 0 && (!dst || !src))
         return EMBER_ERR_INVALID_PARAM;
@@ -77,47 +79,40 @@ static ember_status_t cpu_synchronize(ember_device_t *dev)
     return EMBER_OK;
 }
 
-static ember_status_t cpu_bag_forward(ember_device_t *dev, const float *table,
-                                      int64_t rows, size_t dim,
-                                      const ember_bag_batch_t *batch,
-                                      const ember_bag_opts_t *opts, float *out_p,
-                                      int64_t *argmax_p)
+static ember_status_t cpu_bag_forward(ember_device_t *dev, const float *table, int64_t rows,
+                                      size_t dim, const ember_bag_batch_t *batch,
+                                      const ember_bag_opts_t *opts, float *out_p, int64_t *argmax_p)
 {
     return ember_bag_forward(table, rows, dim, batch, opts, out_p, argmax_p);
 }
 
-static ember_status_t cpu_bag_backward(ember_device_t *dev, const float *table,
-                                       int64_t rows, size_t dim,
-                                       const ember_bag_batch_t *batch,
-                                       const ember_bag_opts_t *opts,
-                                       const float *grad_out, const int64_t *argmax,
-                                       int64_t *grad_rows_p, float *grad_p,
+static ember_status_t cpu_bag_backward(ember_device_t *dev, const float *table, int64_t rows,
+                                       size_t dim, const ember_bag_batch_t *batch,
+                                       const ember_bag_opts_t *opts, const float *grad_out,
+                                       const int64_t *argmax, int64_t *grad_rows_p, float *grad_p,
                                        size_t *nrows_p, float *grad_weights_p)
 {
-    return ember_bag_backward(table, rows, dim, batch, opts, grad_out, argmax,
-                              grad_rows_p, grad_p, nrows_p, grad_weights_p);
+    return ember_bag_backward(table, rows, dim, batch, opts, grad_out, argmax, grad_rows_p, grad_p,
+                              nrows_p, grad_weights_p);
 }
 
-static ember_status_t cpu_linear_forward(ember_device_t *dev, const float *x,
-                                         size_t batch, size_t in, size_t out,
-                                         const float *weight, const float *bias,
-                                         float *y_p)
+static ember_status_t cpu_linear_forward(ember_device_t *dev, const float *x, size_t batch,
+                                         size_t in, size_t out, const float *weight,
+                                         const float *bias, float *y_p)
 {
     return ember_linear_forward(x, batch, in, out, weight, bias, y_p);
 }
 
-static ember_status_t cpu_linear_backward(ember_device_t *dev, const float *x,
-                                          size_t batch, size_t in, size_t out,
-                                          const float *weight, const float *grad_y,
-                                          int accumulate, float *grad_x_p,
+static ember_status_t cpu_linear_backward(ember_device_t *dev, const float *x, size_t batch,
+                                          size_t in, size_t out, const float *weight,
+                                          const float *grad_y, int accumulate, float *grad_x_p,
                                           float *grad_weight_p, float *grad_bias_p)
 {
-    return ember_linear_backward(x, batch, in, out, weight, grad_y, accumulate,
-                                 grad_x_p, grad_weight_p, grad_bias_p);
+    return ember_linear_backward(x, batch, in, out, weight, grad_y, accumulate, grad_x_p,
+                                 grad_weight_p, grad_bias_p);
 }
 
-static ember_status_t cpu_relu_forward(ember_device_t *dev, const float *x,
-                                       size_t n, float *y_p)
+static ember_status_t cpu_relu_forward(ember_device_t *dev, const float *x, size_t n, float *y_p)
 {
     if (n > 0 && (!x || !y_p))
         return EMBER_ERR_INVALID_PARAM;
@@ -125,9 +120,8 @@ static ember_status_t cpu_relu_forward(ember_device_t *dev, const float *x,
     return EMBER_OK;
 }
 
-static ember_status_t cpu_relu_backward(ember_device_t *dev, const float *x,
-                                        const float *grad_y, size_t n,
-                                        float *grad_x_p)
+static ember_status_t cpu_relu_backward(ember_device_t *dev, const float *x, const float *grad_y,
+                                        size_t n, float *grad_x_p)
 {
     if (n > 0 && (!x || !grad_y || !grad_x_p))
         return EMBER_ERR_INVALID_PARAM;
@@ -135,17 +129,15 @@ static ember_status_t cpu_relu_backward(ember_device_t *dev, const float *x,
     return EMBER_OK;
 }
 
-static ember_status_t cpu_cross_entropy(ember_device_t *dev, const float *logits,
-                                        size_t batch, size_t classes,
-                                        const int64_t *targets, float *loss_p,
+static ember_status_t cpu_cross_entropy(ember_device_t *dev, const float *logits, size_t batch,
+                                        size_t classes, const int64_t *targets, float *loss_p,
                                         float *grad_p)
 {
     return ember_cross_entropy(logits, batch, classes, targets, loss_p, grad_p);
 }
 
-static ember_status_t cpu_rows_gather(ember_device_t *dev, const float *table,
-                                      size_t dim, const int64_t *rows, size_t n,
-                                      float *out)
+static ember_status_t cpu_rows_gather(ember_device_t *dev, const float *table, size_t dim,
+                                      const int64_t *rows, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++)
         memcpy(out + i * dim, table + (size_t)rows[i] * dim, dim * sizeof(float));
@@ -160,24 +152,23 @@ static ember_status_t cpu_rows_scatter(ember_device_t *dev, float *table, size_t
     return EMBER_OK;
 }
 
-static ember_status_t cpu_parts_combine(ember_device_t *dev, const float *parts,
-                                       size_t stride, uint32_t nparts, size_t bags,
-                                       size_t dim, ember_bag_mode_t mode,
-                                       const uint32_t *counts, const uint32_t *bag_counts,
-                                       const uint32_t *places, size_t places_stride,
-                                       float *out, int16_t *winner)
+static ember_status_t cpu_parts_combine(ember_device_t *dev, const float *parts, size_t stride,
+                                        uint32_t nparts, size_t bags, size_t dim,
+                                        ember_bag_mode_t mode, const uint32_t *counts,
+                                        const uint32_t *bag_counts, const uint32_t *places,
+                                        size_t places_stride, float *out, int16_t *winner)
 {
     if (nparts == 0 || nparts > INT16_MAX || (mode == EMBER_BAG_MAX && !places))
         return EMBER_ERR_INVALID_PARAM;
-    ember_bag_parts_combine(parts, stride, nparts, bags, dim, mode, counts, bag_counts,
-                       places, places_stride, out, winner);
+    ember_bag_parts_combine(parts, stride, nparts, bags, dim, mode, counts, bag_counts, places,
+                            places_stride, out, winner);
     return EMBER_OK;
 }
 
-static ember_status_t cpu_parts_split(ember_device_t *dev, const float *grad,
-                                     uint32_t nparts, size_t bags, size_t dim,
-                                     ember_bag_mode_t mode, const uint32_t *bag_counts,
-                                     const int16_t *winner, float *grads, size_t stride)
+static ember_status_t cpu_parts_split(ember_device_t *dev, const float *grad, uint32_t nparts,
+                                      size_t bags, size_t dim, ember_bag_mode_t mode,
+                                      const uint32_t *bag_counts, const int16_t *winner,
+                                      float *grads, size_t stride)
 {
     ember_bag_parts_split(grad, nparts, bags, dim, mode, bag_counts, winner, grads, stride);
     return EMBER_OK;
@@ -185,9 +176,8 @@ static ember_status_t cpu_parts_split(ember_device_t *dev, const float *grad,
 
 #ifndef EMBER_DEVICE_NO_TRANSPORT
 /* The CPU communicator is the host ring itself; requests are its requests. */
-static ember_status_t cpu_comm_create(ember_device_t *dev, ember_tp_t *tp,
-                                      const int *ranks, int nranks,
-                                      uint16_t op_base, ember_device_comm_t **comm_p)
+static ember_status_t cpu_comm_create(ember_device_t *dev, ember_tp_t *tp, const int *ranks,
+                                      int nranks, uint16_t op_base, ember_device_comm_t **comm_p)
 {
     ember_allreduce_t *ar;
 
@@ -205,9 +195,8 @@ static void cpu_comm_destroy(ember_device_comm_t *comm)
     ember_allreduce_destroy((ember_allreduce_t *)comm);
 }
 
-static ember_status_t cpu_allreduce_start(ember_device_comm_t *comm, float *data,
-                                          size_t count, int average,
-                                          ember_device_req_t **req_p)
+static ember_status_t cpu_allreduce_start(ember_device_comm_t *comm, float *data, size_t count,
+                                          int average, ember_device_req_t **req_p)
 {
     return ember_allreduce_start((ember_allreduce_t *)comm, data, count, average,
                                  (ember_allreduce_req_t **)req_p);
@@ -230,33 +219,33 @@ static const char *cpu_comm_error(const ember_device_comm_t *comm)
 #endif
 
 const ember_device_ops_t ember_device_cpu_ops = {
-    .size = sizeof(ember_device_ops_t),
-    .name = "cpu",
-    .mem_type = EMBER_MEM_HOST,
-    .open = cpu_open,
-    .close = cpu_close,
-    .mem_alloc = cpu_mem_alloc,
-    .mem_free = cpu_mem_free,
-    .mem_copy = cpu_mem_copy,
-    .mem_zero = cpu_mem_zero,
-    .synchronize = cpu_synchronize,
-    .bag_forward = cpu_bag_forward,
-    .bag_backward = cpu_bag_backward,
-    .linear_forward = cpu_linear_forward,
-    .linear_backward = cpu_linear_backward,
-    .relu_forward = cpu_relu_forward,
-    .relu_backward = cpu_relu_backward,
-    .cross_entropy = cpu_cross_entropy,
-    .rows_gather = cpu_rows_gather,
-    .rows_scatter = cpu_rows_scatter,
-    .parts_combine = cpu_parts_combine,
-    .parts_split = cpu_parts_split,
+        .size = sizeof(ember_device_ops_t),
+        .name = "cpu",
+        .mem_type = EMBER_MEM_HOST,
+        .open = cpu_open,
+        .close = cpu_close,
+        .mem_alloc = cpu_mem_alloc,
+        .mem_free = cpu_mem_free,
+        .mem_copy = cpu_mem_copy,
+        .mem_zero = cpu_mem_zero,
+        .synchronize = cpu_synchronize,
+        .bag_forward = cpu_bag_forward,
+        .bag_backward = cpu_bag_backward,
+        .linear_forward = cpu_linear_forward,
+        .linear_backward = cpu_linear_backward,
+        .relu_forward = cpu_relu_forward,
+        .relu_backward = cpu_relu_backward,
+        .cross_entropy = cpu_cross_entropy,
+        .rows_gather = cpu_rows_gather,
+        .rows_scatter = cpu_rows_scatter,
+        .parts_combine = cpu_parts_combine,
+        .parts_split = cpu_parts_split,
 #ifndef EMBER_DEVICE_NO_TRANSPORT
-    .comm_create = cpu_comm_create,
-    .comm_destroy = cpu_comm_destroy,
-    .allreduce_start = cpu_allreduce_start,
-    .allreduce_test = cpu_allreduce_test,
-    .allreduce_wait = cpu_allreduce_wait,
-    .comm_error = cpu_comm_error,
+        .comm_create = cpu_comm_create,
+        .comm_destroy = cpu_comm_destroy,
+        .allreduce_start = cpu_allreduce_start,
+        .allreduce_test = cpu_allreduce_test,
+        .allreduce_wait = cpu_allreduce_wait,
+        .comm_error = cpu_comm_error,
 #endif
 };

@@ -23,7 +23,7 @@ typedef struct {
 } reader_t;
 
 static ember_status_t refuse(const reader_t *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 
 /* ERR_FORMAT, the message prefixed with the file's name. */
 static ember_status_t refuse(const reader_t *r, const char *fmt, ...)
@@ -49,7 +49,10 @@ static ember_status_t meta_text(const reader_t *r, const char *key, const char *
     return *text_p ? EMBER_OK : refuse(r, "metadata '%s' is missing", key);
 }
 
-static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
 
 /* Metadata @key as an integer from @min to @max.  Decimal digits only:
  * strtoull would take a sign ("-1" as 2^64 - 1), spaces or a base prefix.
@@ -65,8 +68,8 @@ static ember_status_t read_int(const reader_t *r, const char *key, const char *f
     if (is_digit(text[0]))
         value = strtoull(text, &end, 10);
     if (!end || errno || *end || value < min || value > max)
-        return refuse(r, "metadata '%s' is '%s', not an integer from %" PRIu64 " to %" PRIu64,
-                      key, text, min, max);
+        return refuse(r, "metadata '%s' is '%s', not an integer from %" PRIu64 " to %" PRIu64, key,
+                      text, min, max);
     *value_p = value;
     return EMBER_OK;
 }
@@ -74,20 +77,19 @@ static ember_status_t read_int(const reader_t *r, const char *key, const char *f
 /* Metadata @key as a decimal number from @min to @max: digits, a point and
  * an exponent, the whole string (no sign, space, hex, inf or nan; a value
  * strtod cannot hold is refused, not rounded to 0 or infinity). */
-static ember_status_t read_double(const reader_t *r, const char *key, double min,
-                                  double max, double *value_p)
+static ember_status_t read_double(const reader_t *r, const char *key, double min, double max,
+                                  double *value_p)
 {
     const char *text;
     char *end = NULL;
     double value = NAN;
     EMBER_CHECK(meta_text(r, key, NULL, &text));
     errno = 0;
-    if ((is_digit(text[0]) || text[0] == '.') &&
-        strspn(text, "0123456789.eE+-") == strlen(text))
+    if ((is_digit(text[0]) || text[0] == '.') && strspn(text, "0123456789.eE+-") == strlen(text))
         value = strtod(text, &end);
     if (!end || errno || *end || !isfinite(value) || value < min || value > max)
-        return refuse(r, "metadata '%s' is '%s', not a decimal number from %g to %g", key,
-                      text, min, max);
+        return refuse(r, "metadata '%s' is '%s', not a decimal number from %g to %g", key, text,
+                      min, max);
     *value_p = value;
     return EMBER_OK;
 }
@@ -106,15 +108,14 @@ static ember_status_t read_word(const reader_t *r, const char *key, const char *
             return EMBER_OK;
         }
         if (used < (int)sizeof(list))
-            used += snprintf(list + used, sizeof(list) - (size_t)used, "%s%s",
-                             i ? ", " : "", words[i]);
+            used += snprintf(list + used, sizeof(list) - (size_t)used, "%s%s", i ? ", " : "",
+                             words[i]);
     }
     return refuse(r, "metadata '%s' is '%s', not one of %s", key, text, list);
 }
 
 ember_status_t ember_replay_info_read(const ember_st_file_t *file, const char *path,
-                                      ember_replay_info_t *info_p, char *err,
-                                      size_t err_length)
+                                      ember_replay_info_t *info_p, char *err, size_t err_length)
 {
     const reader_t r = {.file = file, .path = path, .err = err, .err_length = err_length};
     const char *const modes[] = {ember_bag_mode_name(EMBER_BAG_SUM),
@@ -142,13 +143,15 @@ ember_status_t ember_replay_info_read(const ember_st_file_t *file, const char *p
     EMBER_CHECK(read_word(&r, "mode", NULL, modes, info.mode, sizeof(info.mode)));
     EMBER_CHECK(read_word(&r, "sparse_reduce", "sum", reduces, info.sparse_reduce,
                           sizeof(info.sparse_reduce)));
-    EMBER_CHECK(read_word(&r, "optimizer", "sgd", optimizers, info.optimizer,
-                          sizeof(info.optimizer)));
+    EMBER_CHECK(
+            read_word(&r, "optimizer", "sgd", optimizers, info.optimizer, sizeof(info.optimizer)));
     EMBER_CHECK(read_word(&r, "loss", losses[0], losses, loss, sizeof(loss)));
     /* PyTorch's EmbeddingBag takes per_sample_weights in sum mode only. */
     if (weights && strcmp(info.mode, "sum") != 0)
-        return refuse(&r, "metadata 'per_sample_weights' is '1' with 'mode' '%s': "
-                      "per-sample weights need mode sum", info.mode);
+        return refuse(&r,
+                      "metadata 'per_sample_weights' is '1' with 'mode' '%s': "
+                      "per-sample weights need mode sum",
+                      info.mode);
     info.rows = (int64_t)rows;
     info.dim = (uint32_t)dim;
     info.classes = (uint32_t)classes;
@@ -170,8 +173,8 @@ static void shape_text(ember_dtype_t dtype, size_t ndim, const int64_t *shape, c
         if (shape[d] < 0)
             used += snprintf(text + used, length - (size_t)used, "%sn", d ? ", " : "");
         else
-            used += snprintf(text + used, length - (size_t)used, "%s%" PRId64,
-                             d ? ", " : "", shape[d]);
+            used += snprintf(text + used, length - (size_t)used, "%s%" PRId64, d ? ", " : "",
+                             shape[d]);
     }
     if (used < (int)length)
         snprintf(text + used, length - (size_t)used, "]");
@@ -198,25 +201,22 @@ static ember_status_t check_tensor(const reader_t *r, const char *name, ember_dt
     return refuse(r, "tensor '%s' is %s, not %s", name, have, want);
 }
 
-ember_status_t ember_replay_batch_shape(const ember_st_file_t *file, const char *path,
-                                        int weighted, uint32_t trainer, uint64_t step,
-                                        size_t *n_p, size_t *bags_p, char *err,
-                                        size_t err_length)
+ember_status_t ember_replay_batch_shape(const ember_st_file_t *file, const char *path, int weighted,
+                                        uint32_t trainer, uint64_t step, size_t *n_p,
+                                        size_t *bags_p, char *err, size_t err_length)
 {
     const reader_t r = {.file = file, .path = path, .err = err, .err_length = err_length};
     const ember_st_tensor_t *indices, *offsets, *t;
     char name[4][64];
     static const char *const parts[] = {"indices", "offsets", "targets", "weights"};
     for (int k = 0; k < 4; k++)
-        snprintf(name[k], sizeof(name[k]), "t%" PRIu32 ".s%" PRIu64 ".%s", trainer, step,
-                 parts[k]);
+        snprintf(name[k], sizeof(name[k]), "t%" PRIu32 ".s%" PRIu64 ".%s", trainer, step, parts[k]);
 
     const int64_t any[1] = {-1};
     EMBER_CHECK(check_tensor(&r, name[0], EMBER_DTYPE_I64, 1, any, 0, &indices));
     EMBER_CHECK(check_tensor(&r, name[1], EMBER_DTYPE_I64, 1, any, 0, &offsets));
     if (offsets->shape[0] == 0)
-        return refuse(&r, "tensor '%s' is I64 [0], not I64 [bags] with bags >= 1",
-                      name[1]);
+        return refuse(&r, "tensor '%s' is I64 [0], not I64 [bags] with bags >= 1", name[1]);
     /* One target per bag, one weight per index. */
     EMBER_CHECK(check_tensor(&r, name[2], EMBER_DTYPE_I64, 1, offsets->shape, 0, &t));
     if (weighted)
@@ -243,15 +243,14 @@ ember_status_t ember_replay_check_tensors(const ember_st_file_t *file, const cha
     size_t n, bags;
 
     for (int k = 0; k < 3; k++)
-        EMBER_CHECK(check_tensor(&r, params[k], EMBER_DTYPE_F32, k < 2 ? 2 : 1, shapes[k],
-                                 0, &t));
+        EMBER_CHECK(check_tensor(&r, params[k], EMBER_DTYPE_F32, k < 2 ? 2 : 1, shapes[k], 0, &t));
     /* Step-major, as the steps run: a short file is named at its first
      * missing batch.  The header holds every one that passes, so the loop
      * is bounded by the file, not by the metadata. */
     for (uint64_t s = 0; s < info->steps; s++) {
         for (uint32_t tr = 0; tr < info->trainers; tr++)
-            EMBER_CHECK(ember_replay_batch_shape(file, path, (int)info->per_sample_weights,
-                                                 tr, s, &n, &bags, err, err_length));
+            EMBER_CHECK(ember_replay_batch_shape(file, path, (int)info->per_sample_weights, tr, s,
+                                                 &n, &bags, err, err_length));
     }
     EMBER_CHECK(check_tensor(&r, "expected.loss", EMBER_DTYPE_F32, 2, losses, 1, &t));
     for (int k = 0; k < 3; k++) {
@@ -292,18 +291,16 @@ ember_status_t ember_replay_info(const char *path, ember_replay_info_t *info_p, 
     return EMBER_OK;
 }
 
-ember_status_t ember_replay_read(const ember_st_file_t *file, const char *path,
-                                 const char *name, ember_dtype_t dtype, size_t ndim,
-                                 const int64_t *shape, void **data_p, char *err,
-                                 size_t err_length)
+ember_status_t ember_replay_read(const ember_st_file_t *file, const char *path, const char *name,
+                                 ember_dtype_t dtype, size_t ndim, const int64_t *shape,
+                                 void **data_p, char *err, size_t err_length)
 {
     const reader_t r = {.file = file, .path = path, .err = err, .err_length = err_length};
     const ember_st_tensor_t *t;
     EMBER_CHECK(check_tensor(&r, name, dtype, ndim, shape, 0, &t));
     ember_status_t status = ember_st_read_copy(file, name, dtype, data_p, NULL);
     if (status != EMBER_OK)
-        return ember_status_text(err, err_length, status, "%s%stensor '%s': %s",
-                                 path ? path : "", path ? ": " : "", name,
-                                 ember_status_string(status));
+        return ember_status_text(err, err_length, status, "%s%stensor '%s': %s", path ? path : "",
+                                 path ? ": " : "", name, ember_status_string(status));
     return EMBER_OK;
 }

@@ -29,32 +29,31 @@
 
 /* What a replay file may say: ember-train's own flag ranges (engine/train/job.c),
  * and steps few enough that steps x trainers losses stay allocatable. */
-#define EMBER_REPLAY_ROWS_MAX (INT64_MAX / 65536)
-#define EMBER_REPLAY_DIM_MAX 65536
-#define EMBER_REPLAY_CLASSES_MAX 65536
+#define EMBER_REPLAY_ROWS_MAX     (INT64_MAX / 65536)
+#define EMBER_REPLAY_DIM_MAX      65536
+#define EMBER_REPLAY_CLASSES_MAX  65536
 #define EMBER_REPLAY_TRAINERS_MAX 4096
-#define EMBER_REPLAY_STEPS_MAX (UINT64_C(1) << 31)
+#define EMBER_REPLAY_STEPS_MAX    (UINT64_C(1) << 31)
 
 /* A replay file's metadata, every field checked. */
 typedef struct {
-    int64_t rows;                  /* [1, EMBER_REPLAY_ROWS_MAX] */
-    uint32_t dim;                  /* [1, EMBER_REPLAY_DIM_MAX] */
-    uint32_t classes;              /* [2, EMBER_REPLAY_CLASSES_MAX] */
-    uint32_t trainers;             /* [1, EMBER_REPLAY_TRAINERS_MAX] */
-    uint32_t steps;                /* [1, EMBER_REPLAY_STEPS_MAX] */
-    uint32_t per_sample_weights;   /* 0 or 1 (then mode is sum) */
-    uint64_t seed;                 /* [0, 2^63); 0 when absent */
-    double lr;                     /* finite, >= 0, within a float's range */
-    char mode[16];                 /* sum, mean or max */
-    char sparse_reduce[16];        /* sum (when absent) or mean */
-    char optimizer[32];            /* a known optimizer; sgd when absent */
+    int64_t rows;                /* [1, EMBER_REPLAY_ROWS_MAX] */
+    uint32_t dim;                /* [1, EMBER_REPLAY_DIM_MAX] */
+    uint32_t classes;            /* [2, EMBER_REPLAY_CLASSES_MAX] */
+    uint32_t trainers;           /* [1, EMBER_REPLAY_TRAINERS_MAX] */
+    uint32_t steps;              /* [1, EMBER_REPLAY_STEPS_MAX] */
+    uint32_t per_sample_weights; /* 0 or 1 (then mode is sum) */
+    uint64_t seed;               /* [0, 2^63); 0 when absent */
+    double lr;                   /* finite, >= 0, within a float's range */
+    char mode[16];               /* sum, mean or max */
+    char sparse_reduce[16];      /* sum (when absent) or mean */
+    char optimizer[32];          /* a known optimizer; sgd when absent */
 } ember_replay_info_t;
 
 /** The metadata of @file, each value checked.  @info_p written only on
  * success. */
 ember_status_t ember_replay_info_read(const ember_st_file_t *file, const char *path,
-                                      ember_replay_info_t *info_p, char *err,
-                                      size_t err_length);
+                                      ember_replay_info_t *info_p, char *err, size_t err_length);
 
 /**
  * Every tensor of the layout against @info: emb.weight [rows, dim],
@@ -87,19 +86,17 @@ ember_status_t ember_replay_info(const char *path, ember_replay_info_t *info_p, 
  * @weighted (none otherwise).  *n_p and *bags_p receive n and bags.  Their
  * contents (indices in range, offsets in order) are the trainer's to check.
  */
-ember_status_t ember_replay_batch_shape(const ember_st_file_t *file, const char *path,
-                                        int weighted, uint32_t trainer, uint64_t step,
-                                        size_t *n_p, size_t *bags_p, char *err,
-                                        size_t err_length);
+ember_status_t ember_replay_batch_shape(const ember_st_file_t *file, const char *path, int weighted,
+                                        uint32_t trainer, uint64_t step, size_t *n_p,
+                                        size_t *bags_p, char *err, size_t err_length);
 
 /**
  * Copy tensor @name after checking it is @dtype with exactly @ndim dims of
  * @shape.  *data_p receives malloc'd memory the caller frees.
  * Errors: ERR_FORMAT (missing, other dtype or shape), ERR_NO_MEMORY.
  */
-ember_status_t ember_replay_read(const ember_st_file_t *file, const char *path,
-                                 const char *name, ember_dtype_t dtype, size_t ndim,
-                                 const int64_t *shape, void **data_p, char *err,
-                                 size_t err_length);
+ember_status_t ember_replay_read(const ember_st_file_t *file, const char *path, const char *name,
+                                 ember_dtype_t dtype, size_t ndim, const int64_t *shape,
+                                 void **data_p, char *err, size_t err_length);
 
 #endif

@@ -18,11 +18,11 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_info[] = {
-    [EMBER_DTYPE_F32] = {"F32", 4}, [EMBER_DTYPE_F64] = {"F64", 8},
-    [EMBER_DTYPE_F16] = {"F16", 2}, [EMBER_DTYPE_BF16] = {"BF16", 2},
-    [EMBER_DTYPE_I64] = {"I64", 8}, [EMBER_DTYPE_I32] = {"I32", 4},
-    [EMBER_DTYPE_I16] = {"I16", 2}, [EMBER_DTYPE_I8] = {"I8", 1},
-    [EMBER_DTYPE_U8] = {"U8", 1},   [EMBER_DTYPE_BOOL] = {"BOOL", 1},
+        [EMBER_DTYPE_F32] = {"F32", 4}, [EMBER_DTYPE_F64] = {"F64", 8},
+        [EMBER_DTYPE_F16] = {"F16", 2}, [EMBER_DTYPE_BF16] = {"BF16", 2},
+        [EMBER_DTYPE_I64] = {"I64", 8}, [EMBER_DTYPE_I32] = {"I32", 4},
+        [EMBER_DTYPE_I16] = {"I16", 2}, [EMBER_DTYPE_I8] = {"I8", 1},
+        [EMBER_DTYPE_U8] = {"U8", 1},   [EMBER_DTYPE_BOOL] = {"BOOL", 1},
 };
 #define DTYPE_COUNT (sizeof(dtype_info) / sizeof(dtype_info[0]))
 
@@ -51,13 +51,20 @@ static int dtype_parse(const char *text, ember_dtype_t *dtype_p)
 
 /* Just enough JSON for a safetensors header: the full grammar, a tree of
  * nodes, strings decoded to UTF-8, integers kept exact as int64. */
-typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } json_type_t;
+typedef enum {
+    J_NULL,
+    J_BOOL,
+    J_NUM,
+    J_STR,
+    J_ARR,
+    J_OBJ
+} json_type_t;
 
 typedef struct json_node {
     json_type_t type;
-    char *key;   /* member name inside an object */
-    char *str;   /* J_STR */
-    int is_int;  /* J_NUM without fraction/exponent, fits int64 */
+    char *key;  /* member name inside an object */
+    char *str;  /* J_STR */
+    int is_int; /* J_NUM without fraction/exponent, fits int64 */
     int64_t ival;
     double num;
     int boolean;
@@ -89,7 +96,8 @@ static void json_free(json_node_t *node)
 
 static int json_fail(json_parser_t *p, const char *what)
 {
-    (void)ember_status_text(p->msg, p->msg_len, EMBER_OK, "bad JSON header at byte %zu: %s", p->pos, what);
+    (void)ember_status_text(p->msg, p->msg_len, EMBER_OK, "bad JSON header at byte %zu: %s", p->pos,
+                            what);
     return -1;
 }
 
@@ -170,8 +178,7 @@ static int json_string(json_parser_t *p, char **out_p)
             }
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 unsigned lo;
-                if (p->len - p->pos < 6 || p->s[p->pos] != '\\' ||
-                    p->s[p->pos + 1] != 'u') {
+                if (p->len - p->pos < 6 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
                     free(out);
                     return json_fail(p, "unpaired surrogate");
                 }
@@ -207,9 +214,7 @@ static int json_string(json_parser_t *p, char **out_p)
                 out[n++] = (char)(0x80 | (cp & 0x3F));
             }
             continue;
-        default:
-            free(out);
-            return json_fail(p, "unknown escape");
+        default: free(out); return json_fail(p, "unknown escape");
         }
     }
     out[n] = '\0';
@@ -261,8 +266,7 @@ static int json_number(json_parser_t *p, json_node_t *node)
     node->type = J_NUM;
     /* The header text is NUL-terminated by the caller, so strtod is safe. */
     node->num = strtod(p->s + start, NULL);
-    if (!frac && !overflow &&
-        (neg ? mag <= (uint64_t)INT64_MAX + 1 : mag <= (uint64_t)INT64_MAX)) {
+    if (!frac && !overflow && (neg ? mag <= (uint64_t)INT64_MAX + 1 : mag <= (uint64_t)INT64_MAX)) {
         node->is_int = 1;
         node->ival = neg ? (int64_t)(0 - mag) : (int64_t)mag;
     }
@@ -372,9 +376,7 @@ static int json_value(json_parser_t *p, json_node_t **node_p)
         node->type = J_NULL;
         rc = json_literal(p, "null");
         break;
-    default:
-        rc = json_number(p, node);
-        break;
+    default: rc = json_number(p, node); break;
     }
     if (rc < 0) {
         json_free(node);
@@ -385,8 +387,7 @@ static int json_value(json_parser_t *p, json_node_t **node_p)
 }
 
 /* Parse @len bytes at @text (which must be followed by a NUL). */
-static int json_parse(const char *text, size_t len, json_node_t **root_p,
-                      char *msg, size_t msg_len)
+static int json_parse(const char *text, size_t len, json_node_t **root_p, char *msg, size_t msg_len)
 {
     json_parser_t p = {.s = text, .len = len, .msg = msg, .msg_len = msg_len};
     json_node_t *root;
@@ -450,12 +451,12 @@ static const char *json_duplicate_key(const json_node_t *obj, int *failed_p)
 /* ---------------------------------------------------------------- reader */
 
 struct ember_st_file {
-    uint8_t *image;  /* the whole file */
+    uint8_t *image; /* the whole file */
     size_t size;
-    char *header;    /* NUL-terminated copy of the JSON */
+    char *header; /* NUL-terminated copy of the JSON */
     json_node_t *root;
-    ember_st_tensor_t *tensors;    /* header order */
-    ember_st_tensor_t **by_name;   /* sorted by name */
+    ember_st_tensor_t *tensors;  /* header order */
+    ember_st_tensor_t **by_name; /* sorted by name */
     size_t ntensors;
     const json_node_t *meta; /* the __metadata__ object, or NULL */
 };
@@ -492,9 +493,8 @@ static int cmp_by_begin(const void *a, const void *b)
 }
 
 /* Check one tensor entry of the header and fill @t. */
-static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
-                                      size_t data_size, ember_st_tensor_t *t,
-                                      char *msg, size_t msg_len)
+static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data, size_t data_size,
+                                      ember_st_tensor_t *t, char *msg, size_t msg_len)
 {
     const char *name = e->key;
     const json_node_t *dt, *shape, *offs;
@@ -502,14 +502,15 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     size_t nd = 0;
 
     if (e->type != J_OBJ) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': entry is not an object", name);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': entry is not an object",
+                                name);
         return EMBER_ERR_FORMAT;
     }
     static const char *const fields[] = {"dtype", "shape", "data_offsets"};
     for (int i = 0; i < 3; i++) {
         if (json_count(e, fields[i]) > 1) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': %s given twice",
-                                    name, fields[i]);
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': %s given twice", name,
+                                    fields[i]);
             return EMBER_ERR_FORMAT;
         }
     }
@@ -517,9 +518,9 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     shape = json_member(e, "shape");
     offs = json_member(e, "data_offsets");
     if (!dt || dt->type != J_STR || !dtype_parse(dt->str, &t->dtype)) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': missing or unknown dtype%s%s", name,
-               dt && dt->type == J_STR ? " " : "",
-               dt && dt->type == J_STR ? dt->str : "");
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': missing or unknown dtype%s%s",
+                                name, dt && dt->type == J_STR ? " " : "",
+                                dt && dt->type == J_STR ? dt->str : "");
         return EMBER_ERR_FORMAT;
     }
     if (!shape || shape->type != J_ARR) {
@@ -528,13 +529,15 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     }
     for (const json_node_t *d = shape->child; d; d = d->next, nd++) {
         if (nd >= EMBER_ST_MAX_DIMS) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': more than %d dimensions", name,
-                   EMBER_ST_MAX_DIMS);
+            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': more than %d dimensions",
+                                    name, EMBER_ST_MAX_DIMS);
             return EMBER_ERR_FORMAT;
         }
         if (d->type != J_NUM || !d->is_int || d->ival < 0) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': shape[%zu] is not a "
-                                 "non-negative integer", name, nd);
+            (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                    "tensor '%s': shape[%zu] is not a "
+                                    "non-negative integer",
+                                    name, nd);
             return EMBER_ERR_FORMAT;
         }
         t->shape[nd] = d->ival;
@@ -547,30 +550,34 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     }
     t->ndim = nd;
     if (!offs || offs->type != J_ARR || !offs->child || !offs->child->next ||
-        offs->child->next->next || offs->child->type != J_NUM ||
-        offs->child->next->type != J_NUM || !offs->child->is_int ||
-        !offs->child->next->is_int || offs->child->ival < 0 ||
+        offs->child->next->next || offs->child->type != J_NUM || offs->child->next->type != J_NUM ||
+        !offs->child->is_int || !offs->child->next->is_int || offs->child->ival < 0 ||
         offs->child->next->ival < 0) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': data_offsets must be two "
-                             "non-negative integers", name);
+        (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                "tensor '%s': data_offsets must be two "
+                                "non-negative integers",
+                                name);
         return EMBER_ERR_FORMAT;
     }
     begin = (uint64_t)offs->child->ival;
     end = (uint64_t)offs->child->next->ival;
     if (begin > end || end > data_size) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': data_offsets [%llu, %llu] out of "
-                             "bounds of the %zu data bytes", name,
-               (unsigned long long)begin, (unsigned long long)end, data_size);
+        (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                "tensor '%s': data_offsets [%llu, %llu] out of "
+                                "bounds of the %zu data bytes",
+                                name, (unsigned long long)begin, (unsigned long long)end,
+                                data_size);
         return EMBER_ERR_FORMAT;
     }
     esize = ember_dtype_size(t->dtype);
     if (numel > UINT64_MAX / esize || numel * esize != end - begin) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': shape and dtype %s need %llu bytes "
-                             "but data_offsets span %llu", name,
-               ember_dtype_name(t->dtype),
-               (unsigned long long)(numel > UINT64_MAX / esize ? UINT64_MAX
-                                                               : numel * esize),
-               (unsigned long long)(end - begin));
+        (void)ember_status_text(
+                msg, msg_len, EMBER_OK,
+                "tensor '%s': shape and dtype %s need %llu bytes "
+                "but data_offsets span %llu",
+                name, ember_dtype_name(t->dtype),
+                (unsigned long long)(numel > UINT64_MAX / esize ? UINT64_MAX : numel * esize),
+                (unsigned long long)(end - begin));
         return EMBER_ERR_FORMAT;
     }
     t->name = name;
@@ -581,8 +588,7 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
 }
 
 /* Takes ownership of @image (freed on error too). */
-static ember_status_t st_load(uint8_t *image, size_t size,
-                              ember_st_file_t **file_p, char *msg,
+static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **file_p, char *msg,
                               size_t msg_len)
 {
     ember_status_t status = EMBER_ERR_FORMAT;
@@ -599,16 +605,19 @@ static ember_status_t st_load(uint8_t *image, size_t size,
     f->image = image;
     f->size = size;
     if (size < 8) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "file is %zu bytes, too short for the 8-byte "
-                             "header length", size);
+        (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                "file is %zu bytes, too short for the 8-byte "
+                                "header length",
+                                size);
         goto err_close;
     }
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | image[i]; /* little-endian on any host */
     if (hlen > size - 8 || hlen > EMBER_ST_MAX_HEADER || hlen < 2) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "header length %llu does not fit the file of %zu "
-                             "bytes (truncated or not safetensors)",
-               (unsigned long long)hlen, size);
+        (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                "header length %llu does not fit the file of %zu "
+                                "bytes (truncated or not safetensors)",
+                                (unsigned long long)hlen, size);
         goto err_close;
     }
     f->header = malloc(hlen + 1);
@@ -630,7 +639,8 @@ static ember_status_t st_load(uint8_t *image, size_t size,
         if (strcmp(e->key, "__metadata__") != 0)
             count++;
         else if (++nmeta > 1) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "__metadata__ appears twice in the header");
+            (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                    "__metadata__ appears twice in the header");
             goto err_close;
         }
     }
@@ -651,8 +661,10 @@ static ember_status_t st_load(uint8_t *image, size_t size,
             }
             for (const json_node_t *m = e->child; m; m = m->next) {
                 if (m->type != J_STR) {
-                    (void)ember_status_text(msg, msg_len, EMBER_OK, "__metadata__ value '%s' is not a "
-                                         "string", m->key);
+                    (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                            "__metadata__ value '%s' is not a "
+                                            "string",
+                                            m->key);
                     goto err_close;
                 }
             }
@@ -660,16 +672,17 @@ static ember_status_t st_load(uint8_t *image, size_t size,
             const char *twice = json_duplicate_key(e, &failed);
             if (failed || twice) {
                 if (twice)
-                    (void)ember_status_text(msg, msg_len, EMBER_OK, "__metadata__ key '%s' "
-                                            "appears twice", twice);
+                    (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                            "__metadata__ key '%s' "
+                                            "appears twice",
+                                            twice);
                 status = failed ? EMBER_ERR_NO_MEMORY : EMBER_ERR_FORMAT;
                 goto err_close;
             }
             f->meta = e;
             continue;
         }
-        status = st_parse_tensor(e, data, data_size, &f->tensors[k], msg,
-                                 msg_len);
+        status = st_parse_tensor(e, data, data_size, &f->tensors[k], msg, msg_len);
         if (status != EMBER_OK)
             goto err_close;
         order[k] = &f->tensors[k];
@@ -684,8 +697,8 @@ static ember_status_t st_load(uint8_t *image, size_t size,
     qsort(f->by_name, count, sizeof(*f->by_name), cmp_by_name);
     for (size_t i = 1; i < count; i++) {
         if (strcmp(f->by_name[i]->name, f->by_name[i - 1]->name) == 0) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s' appears twice in the header",
-                   f->by_name[i]->name);
+            (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                    "tensor '%s' appears twice in the header", f->by_name[i]->name);
             status = EMBER_ERR_FORMAT;
             goto err_close;
         }
@@ -695,11 +708,10 @@ static ember_status_t st_load(uint8_t *image, size_t size,
      * tensors alias, and a writer through one would change the other. */
     qsort(order, count, sizeof(*order), cmp_by_begin);
     for (size_t i = 1; i < count; i++) {
-        const uint8_t *prev_end = (const uint8_t *)order[i - 1]->data +
-                                  order[i - 1]->nbytes;
+        const uint8_t *prev_end = (const uint8_t *)order[i - 1]->data + order[i - 1]->nbytes;
         if ((const uint8_t *)order[i]->data < prev_end) {
             (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s' overlaps tensor '%s'",
-                   order[i]->name, order[i - 1]->name);
+                                    order[i]->name, order[i - 1]->name);
             status = EMBER_ERR_FORMAT;
             goto err_close;
         }
@@ -717,9 +729,8 @@ err_close:
     return status;
 }
 
-ember_status_t ember_st_open_buffer(const void *buf, size_t size,
-                                    ember_st_file_t **file_p, char *msg,
-                                    size_t msg_len)
+ember_status_t ember_st_open_buffer(const void *buf, size_t size, ember_st_file_t **file_p,
+                                    char *msg, size_t msg_len)
 {
     uint8_t *image;
     ember_status_t status;
@@ -738,8 +749,7 @@ ember_status_t ember_st_open_buffer(const void *buf, size_t size,
     return status;
 }
 
-ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p,
-                             char *msg, size_t msg_len)
+ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *msg, size_t msg_len)
 {
     struct stat st;
     uint8_t *image;
@@ -751,7 +761,8 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p,
         return EMBER_ERR_INVALID_PARAM;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "cannot open %s: %s", path, strerror(errno));
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "cannot open %s: %s", path,
+                                strerror(errno));
         ember_error("safetensors", "cannot open %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -768,7 +779,7 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p,
             continue;
         if (r <= 0) {
             (void)ember_status_text(msg, msg_len, EMBER_OK, "cannot read %s: %s", path,
-                   r < 0 ? strerror(errno) : "file shrank while reading");
+                                    r < 0 ? strerror(errno) : "file shrank while reading");
             ember_error("safetensors", "cannot read %s", path);
             free(image);
             close(fd);
@@ -780,21 +791,21 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p,
     /* st_load owns image from here. */
     status = st_load(image, got, file_p, msg, msg_len);
     if (status != EMBER_OK)
-        ember_error("safetensors", "%s: %s", path,
-                    msg ? msg : ember_status_string(status));
+        ember_error("safetensors", "%s: %s", path, msg ? msg : ember_status_string(status));
     return status;
 }
 
-size_t ember_st_count(const ember_st_file_t *file) { return file->ntensors; }
+size_t ember_st_count(const ember_st_file_t *file)
+{
+    return file->ntensors;
+}
 
-const ember_st_tensor_t *ember_st_tensor_at(const ember_st_file_t *file,
-                                            size_t i)
+const ember_st_tensor_t *ember_st_tensor_at(const ember_st_file_t *file, size_t i)
 {
     return i < file->ntensors ? &file->tensors[i] : NULL;
 }
 
-const ember_st_tensor_t *ember_st_find(const ember_st_file_t *file,
-                                       const char *name)
+const ember_st_tensor_t *ember_st_find(const ember_st_file_t *file, const char *name)
 {
     size_t lo = 0, hi = file->ntensors;
     while (lo < hi) {
@@ -817,8 +828,7 @@ const char *ember_st_metadata(const ember_st_file_t *file, const char *key)
 }
 
 ember_status_t ember_st_read_copy(const ember_st_file_t *file, const char *name,
-                                  ember_dtype_t dtype, void **data_p,
-                                  size_t *numel_p)
+                                  ember_dtype_t dtype, void **data_p, size_t *numel_p)
 {
     const ember_st_tensor_t *t = ember_st_find(file, name);
     void *copy;
@@ -869,10 +879,12 @@ static void sb_putn(strbuf_t *sb, const char *s, size_t n)
     sb->buf[sb->len] = '\0';
 }
 
-static void sb_puts(strbuf_t *sb, const char *s) { sb_putn(sb, s, strlen(s)); }
+static void sb_puts(strbuf_t *sb, const char *s)
+{
+    sb_putn(sb, s, strlen(s));
+}
 
-static void sb_printf(strbuf_t *sb, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void sb_printf(strbuf_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void sb_printf(strbuf_t *sb, const char *fmt, ...)
 {
@@ -917,9 +929,8 @@ static ember_status_t st_write_all(int fd, const void *buf, size_t len)
     return EMBER_OK;
 }
 
-ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors,
-                              size_t ntensors, const ember_st_meta_t *meta,
-                              size_t nmeta)
+ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors, size_t ntensors,
+                              const ember_st_meta_t *meta, size_t nmeta)
 {
     strbuf_t sb = {0};
     ember_status_t status = EMBER_ERR_INVALID_PARAM;
@@ -938,8 +949,7 @@ ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors
         sb_puts(&sb, "\"__metadata__\":{");
         for (size_t i = 0; i < nmeta; i++) {
             if (!meta[i].key || !meta[i].value) {
-                ember_error("safetensors", "write %s: metadata %zu is NULL",
-                            path, i);
+                ember_error("safetensors", "write %s: metadata %zu is NULL", path, i);
                 goto out_free;
             }
             if (i)
@@ -956,30 +966,30 @@ ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors
 
         if (!t->name || strcmp(t->name, "__metadata__") == 0 || esize == 0 ||
             t->ndim > EMBER_ST_MAX_DIMS) {
-            ember_error("safetensors", "write %s: tensor %zu ('%s') has a bad "
-                                       "name, dtype or rank", path, i,
-                        t->name ? t->name : "(null)");
+            ember_error("safetensors",
+                        "write %s: tensor %zu ('%s') has a bad "
+                        "name, dtype or rank",
+                        path, i, t->name ? t->name : "(null)");
             goto out_free;
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(tensors[j].name, t->name) == 0) {
-                ember_error("safetensors", "write %s: tensor '%s' given twice",
-                            path, t->name);
+                ember_error("safetensors", "write %s: tensor '%s' given twice", path, t->name);
                 goto out_free;
             }
         }
         for (size_t d = 0; d < t->ndim; d++) {
-            if (t->shape[d] < 0 ||
-                (t->shape[d] && numel > UINT64_MAX / (uint64_t)t->shape[d])) {
-                ember_error("safetensors", "write %s: tensor '%s' has a bad "
-                                           "shape", path, t->name);
+            if (t->shape[d] < 0 || (t->shape[d] && numel > UINT64_MAX / (uint64_t)t->shape[d])) {
+                ember_error("safetensors",
+                            "write %s: tensor '%s' has a bad "
+                            "shape",
+                            path, t->name);
                 goto out_free;
             }
             numel *= (uint64_t)t->shape[d];
         }
         if (numel > SIZE_MAX / esize || (numel > 0 && !t->data)) {
-            ember_error("safetensors", "write %s: tensor '%s' has no data",
-                        path, t->name);
+            ember_error("safetensors", "write %s: tensor '%s' has no data", path, t->name);
             goto out_free;
         }
         sizes[i] = (size_t)(numel * esize);
@@ -1011,8 +1021,7 @@ ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors
     sprintf(tmp_path, "%s.tmp", path);
     fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        ember_error("safetensors", "cannot create %s: %s", tmp_path,
-                    strerror(errno));
+        ember_error("safetensors", "cannot create %s: %s", tmp_path, strerror(errno));
         status = EMBER_ERR_IO;
         goto out_free;
     }

@@ -64,16 +64,14 @@ size_t ember_dtype_size(ember_dtype_t dtype);
  * error.  Errors: ERR_IO (cannot open/read; errno text in msg), ERR_FORMAT
  * (malformed), ERR_NO_MEMORY.
  */
-ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p,
-                             char *msg, size_t msg_len);
+ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *msg, size_t msg_len);
 
 /**
  * As ember_st_open, from a buffer of @size bytes (copied).  Used for files
  * received over the network and by the tests.
  */
-ember_status_t ember_st_open_buffer(const void *buf, size_t size,
-                                    ember_st_file_t **file_p, char *msg,
-                                    size_t msg_len);
+ember_status_t ember_st_open_buffer(const void *buf, size_t size, ember_st_file_t **file_p,
+                                    char *msg, size_t msg_len);
 
 /** Free the file object and everything borrowed from it.  NULL is a no-op. */
 void ember_st_close(ember_st_file_t *file);
@@ -82,12 +80,10 @@ void ember_st_close(ember_st_file_t *file);
 size_t ember_st_count(const ember_st_file_t *file);
 
 /** Tensor @i (in header order), or NULL when i >= count. */
-const ember_st_tensor_t *ember_st_tensor_at(const ember_st_file_t *file,
-                                            size_t i);
+const ember_st_tensor_t *ember_st_tensor_at(const ember_st_file_t *file, size_t i);
 
 /** Tensor named @name, or NULL.  Borrowed from the file object. */
-const ember_st_tensor_t *ember_st_find(const ember_st_file_t *file,
-                                       const char *name);
+const ember_st_tensor_t *ember_st_find(const ember_st_file_t *file, const char *name);
 
 /** Metadata value for @key, or NULL.  Borrowed from the file object. */
 const char *ember_st_metadata(const ember_st_file_t *file, const char *key);
@@ -100,8 +96,7 @@ const char *ember_st_metadata(const ember_st_file_t *file, const char *key);
  * ERR_NO_MEMORY.
  */
 ember_status_t ember_st_read_copy(const ember_st_file_t *file, const char *name,
-                                  ember_dtype_t dtype, void **data_p,
-                                  size_t *numel_p);
+                                  ember_dtype_t dtype, void **data_p, size_t *numel_p);
 
 /**
  * Write @ntensors tensors (in the order given, data back to back) and
@@ -110,9 +105,8 @@ ember_status_t ember_st_read_copy(const ember_st_file_t *file, const char *name,
  * Errors: ERR_INVALID_PARAM (NULL/duplicate/"__metadata__" names, ndim >
  * EMBER_ST_MAX_DIMS, negative dims), ERR_IO, ERR_NO_MEMORY.
  */
-ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors,
-                              size_t ntensors, const ember_st_meta_t *meta,
-                              size_t nmeta);
+ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors, size_t ntensors,
+                              const ember_st_meta_t *meta, size_t nmeta);
 
 #ifdef __cplusplus
 }

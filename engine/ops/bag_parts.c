@@ -7,10 +7,9 @@
 
 /* Max: per element the largest part, of equal ones the one whose maximal
  * entry comes first in the bag (the lowest place). */
-static void combine_max(const float *parts, size_t stride, uint32_t nparts,
-                        size_t bags, size_t dim, const uint32_t *counts,
-                        const uint32_t *places, size_t places_stride, float *out,
-                        int16_t *winner)
+static void combine_max(const float *parts, size_t stride, uint32_t nparts, size_t bags, size_t dim,
+                        const uint32_t *counts, const uint32_t *places, size_t places_stride,
+                        float *out, int16_t *winner)
 {
     for (size_t b = 0; b < bags; b++) {
         float *o = out + b * dim;
@@ -25,9 +24,9 @@ static void combine_max(const float *parts, size_t stride, uint32_t nparts,
             const float *part = parts + p * stride + b * dim;
             const uint32_t *place = places + p * places_stride + b * dim;
             for (size_t d = 0; d < dim; d++) {
-                int wins = w[d] < 0 || part[d] > o[d] ||
-                           (part[d] == o[d] &&
-                            place[d] < places[w[d] * places_stride + b * dim + d]);
+                int wins =
+                        w[d] < 0 || part[d] > o[d] ||
+                        (part[d] == o[d] && place[d] < places[w[d] * places_stride + b * dim + d]);
                 if (wins) {
                     o[d] = part[d];
                     w[d] = (int16_t)p;
@@ -37,17 +36,15 @@ static void combine_max(const float *parts, size_t stride, uint32_t nparts,
     }
 }
 
-void ember_bag_parts_combine(const float *parts, size_t stride, uint32_t nparts,
-                        size_t bags, size_t dim, ember_bag_mode_t mode,
-                        const uint32_t *counts, const uint32_t *bag_counts,
-                        const uint32_t *places, size_t places_stride, float *out,
-                        int16_t *winner)
+void ember_bag_parts_combine(const float *parts, size_t stride, uint32_t nparts, size_t bags,
+                             size_t dim, ember_bag_mode_t mode, const uint32_t *counts,
+                             const uint32_t *bag_counts, const uint32_t *places,
+                             size_t places_stride, float *out, int16_t *winner)
 {
     const size_t total = bags * dim;
 
     if (mode == EMBER_BAG_MAX) {
-        combine_max(parts, stride, nparts, bags, dim, counts, places, places_stride, out,
-                    winner);
+        combine_max(parts, stride, nparts, bags, dim, counts, places, places_stride, out, winner);
         return;
     }
     ember_copy(out, parts, total * sizeof(float));
@@ -66,8 +63,8 @@ void ember_bag_parts_combine(const float *parts, size_t stride, uint32_t nparts,
 }
 
 void ember_bag_parts_split(const float *grad, uint32_t nparts, size_t bags, size_t dim,
-                      ember_bag_mode_t mode, const uint32_t *bag_counts,
-                      const int16_t *winner, float *grads, size_t stride)
+                           ember_bag_mode_t mode, const uint32_t *bag_counts, const int16_t *winner,
+                           float *grads, size_t stride)
 {
     for (uint32_t p = 0; p < nparts; p++) {
         for (size_t b = 0; b < bags; b++) {

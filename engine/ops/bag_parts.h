@@ -21,17 +21,16 @@
  * the shards where the bag has entries, of equal ones the one of the lowest
  * place (the bag's first maximal entry, as PyTorch), @winner that shard (-1
  * and 0 for an empty bag). */
-void ember_bag_parts_combine(const float *parts, size_t stride, uint32_t nparts,
-                        size_t bags, size_t dim, ember_bag_mode_t mode,
-                        const uint32_t *counts, const uint32_t *bag_counts,
-                        const uint32_t *places, size_t places_stride, float *out,
-                        int16_t *winner);
+void ember_bag_parts_combine(const float *parts, size_t stride, uint32_t nparts, size_t bags,
+                             size_t dim, ember_bag_mode_t mode, const uint32_t *counts,
+                             const uint32_t *bag_counts, const uint32_t *places,
+                             size_t places_stride, float *out, int16_t *winner);
 
 /** Shard p's gradient at grads + p * @stride from the pooled gradient @grad:
  * sum: a copy; mean: times 1.0f / bag_counts[b] (a copy for an empty bag);
  * max: @grad where @winner is p, else 0. */
 void ember_bag_parts_split(const float *grad, uint32_t nparts, size_t bags, size_t dim,
-                      ember_bag_mode_t mode, const uint32_t *bag_counts,
-                      const int16_t *winner, float *grads, size_t stride);
+                           ember_bag_mode_t mode, const uint32_t *bag_counts, const int16_t *winner,
+                           float *grads, size_t stride);
 
 #endif

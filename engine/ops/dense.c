@@ -12,19 +12,19 @@
 /* CBLAS takes int sizes; anything larger must be refused, not truncated. */
 static int blas_dims_ok(size_t a, size_t b, size_t c)
 {
-    return a <= INT_MAX && b <= INT_MAX && c <= INT_MAX &&
-           (a == 0 || b <= INT_MAX / a) && (b == 0 || c <= INT_MAX / b) &&
-           (a == 0 || c <= INT_MAX / a);
+    return a <= INT_MAX && b <= INT_MAX && c <= INT_MAX && (a == 0 || b <= INT_MAX / a) &&
+           (b == 0 || c <= INT_MAX / b) && (a == 0 || c <= INT_MAX / a);
 }
 
-ember_status_t ember_linear_forward(const float *x, size_t batch, size_t in,
-                                    size_t out, const float *weight,
-                                    const float *bias, float *y_p)
+ember_status_t ember_linear_forward(const float *x, size_t batch, size_t in, size_t out,
+                                    const float *weight, const float *bias, float *y_p)
 {
     if (!blas_dims_ok(batch, in, out) || in == 0 || out == 0 ||
         (batch > 0 && (!x || !weight || !y_p))) {
-        ember_error("dense", "linear forward: invalid arguments (batch %zu, "
-                             "in %zu, out %zu)", batch, in, out);
+        ember_error("dense",
+                    "linear forward: invalid arguments (batch %zu, "
+                    "in %zu, out %zu)",
+                    batch, in, out);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch == 0)
@@ -34,25 +34,23 @@ ember_status_t ember_linear_forward(const float *x, size_t batch, size_t in,
         for (size_t r = 0; r < batch; r++)
             memcpy(y_p + r * out, bias, out * sizeof(*y_p));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)batch, (int)out,
-                (int)in, 1.0f, x, (int)in, weight, (int)in, bias ? 1.0f : 0.0f,
-                y_p, (int)out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)batch, (int)out, (int)in, 1.0f, x,
+                (int)in, weight, (int)in, bias ? 1.0f : 0.0f, y_p, (int)out);
     return EMBER_OK;
 }
 
-ember_status_t ember_linear_backward(const float *x, size_t batch, size_t in,
-                                     size_t out, const float *weight,
-                                     const float *grad_y, int accumulate,
-                                     float *grad_x_p, float *grad_weight_p,
-                                     float *grad_bias_p)
+ember_status_t ember_linear_backward(const float *x, size_t batch, size_t in, size_t out,
+                                     const float *weight, const float *grad_y, int accumulate,
+                                     float *grad_x_p, float *grad_weight_p, float *grad_bias_p)
 {
     const float beta = accumulate ? 1.0f : 0.0f;
 
-    if (!blas_dims_ok(batch, in, out) || in == 0 || out == 0 ||
-        (batch > 0 && !grad_y) || (grad_weight_p && batch > 0 && !x) ||
-        (grad_x_p && !weight)) {
-        ember_error("dense", "linear backward: invalid arguments (batch %zu, "
-                             "in %zu, out %zu)", batch, in, out);
+    if (!blas_dims_ok(batch, in, out) || in == 0 || out == 0 || (batch > 0 && !grad_y) ||
+        (grad_weight_p && batch > 0 && !x) || (grad_x_p && !weight)) {
+        ember_error("dense",
+                    "linear backward: invalid arguments (batch %zu, "
+                    "in %zu, out %zu)",
+                    batch, in, out);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (grad_weight_p) {
@@ -61,9 +59,8 @@ ember_status_t ember_linear_backward(const float *x, size_t batch, size_t in,
                 memset(grad_weight_p, 0, out * in * sizeof(float));
         } else {
             /* dA [out, in] = grad_y^T [out, batch] x [batch, in] */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out,
-                        (int)in, (int)batch, 1.0f, grad_y, (int)out, x, (int)in,
-                        beta, grad_weight_p, (int)in);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)batch,
+                        1.0f, grad_y, (int)out, x, (int)in, beta, grad_weight_p, (int)in);
         }
     }
     if (grad_bias_p) {
@@ -77,9 +74,8 @@ ember_status_t ember_linear_backward(const float *x, size_t batch, size_t in,
     }
     if (grad_x_p && batch > 0) {
         /* dx [batch, in] = grad_y [batch, out] A [out, in] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)batch,
-                    (int)in, (int)out, 1.0f, grad_y, (int)out, weight, (int)in,
-                    0.0f, grad_x_p, (int)in);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)batch, (int)in, (int)out, 1.0f,
+                    grad_y, (int)out, weight, (int)in, 0.0f, grad_x_p, (int)in);
     }
     return EMBER_OK;
 }
@@ -90,8 +86,7 @@ void ember_relu_forward(const float *x, size_t n, float *y_p)
         y_p[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-void ember_relu_backward(const float *x, const float *grad_y, size_t n,
-                         float *grad_x_p)
+void ember_relu_backward(const float *x, const float *grad_y, size_t n, float *grad_x_p)
 {
     for (size_t i = 0; i < n; i++)
         grad_x_p[i] = x[i] > 0.0f ? grad_y[i] : 0.0f;
@@ -104,12 +99,12 @@ struct ember_mlp {
     size_t nparams;
     float *params;
     float *grads;
-    size_t max_width;     /* widest layer, sizes scratch buffers */
-    size_t batch_cap;     /* batch the activation buffers hold */
-    size_t batch;         /* batch of the last forward; 0 = none */
-    const float *input;   /* borrowed from the last forward */
-    float **acts;         /* [nlayers - 1] post-ReLU outputs of hidden layers */
-    float *scratch[2];    /* gradient ping-pong buffers for backward */
+    size_t max_width;   /* widest layer, sizes scratch buffers */
+    size_t batch_cap;   /* batch the activation buffers hold */
+    size_t batch;       /* batch of the last forward; 0 = none */
+    const float *input; /* borrowed from the last forward */
+    float **acts;       /* [nlayers - 1] post-ReLU outputs of hidden layers */
+    float *scratch[2];  /* gradient ping-pong buffers for backward */
 };
 
 /* splitmix64: tiny, seedable, good enough for weight initialisation. */
@@ -127,8 +122,8 @@ static float mlp_uniform(uint64_t *state, float bound)
     return (float)((2.0 * u - 1.0) * bound);
 }
 
-ember_status_t ember_mlp_create(const size_t *sizes, size_t nsizes,
-                                uint64_t seed, ember_mlp_t **mlp_p)
+ember_status_t ember_mlp_create(const size_t *sizes, size_t nsizes, uint64_t seed,
+                                ember_mlp_t **mlp_p)
 {
     ember_mlp_t *mlp;
     uint64_t rng = seed;
@@ -139,8 +134,7 @@ ember_status_t ember_mlp_create(const size_t *sizes, size_t nsizes,
     }
     for (size_t i = 0; i < nsizes; i++) {
         if (sizes[i] == 0 || sizes[i] > INT_MAX) {
-            ember_error("dense", "mlp: layer width %zu (index %zu) invalid",
-                        sizes[i], i);
+            ember_error("dense", "mlp: layer width %zu (index %zu) invalid", sizes[i], i);
             return EMBER_ERR_INVALID_PARAM;
         }
     }
@@ -198,16 +192,27 @@ void ember_mlp_destroy(ember_mlp_t *mlp)
     free(mlp);
 }
 
-size_t ember_mlp_num_layers(const ember_mlp_t *mlp) { return mlp->nlayers; }
+size_t ember_mlp_num_layers(const ember_mlp_t *mlp)
+{
+    return mlp->nlayers;
+}
 
-size_t ember_mlp_num_params(const ember_mlp_t *mlp) { return mlp->nparams; }
+size_t ember_mlp_num_params(const ember_mlp_t *mlp)
+{
+    return mlp->nparams;
+}
 
-float *ember_mlp_params(ember_mlp_t *mlp) { return mlp->params; }
+float *ember_mlp_params(ember_mlp_t *mlp)
+{
+    return mlp->params;
+}
 
-float *ember_mlp_grads(ember_mlp_t *mlp) { return mlp->grads; }
+float *ember_mlp_grads(ember_mlp_t *mlp)
+{
+    return mlp->grads;
+}
 
-ember_status_t ember_mlp_layer(ember_mlp_t *mlp, size_t layer,
-                               float **weight_p, float **bias_p,
+ember_status_t ember_mlp_layer(ember_mlp_t *mlp, size_t layer, float **weight_p, float **bias_p,
                                float **grad_weight_p, float **grad_bias_p)
 {
     if (!mlp || layer >= mlp->nlayers)
@@ -247,8 +252,7 @@ static ember_status_t mlp_reserve(ember_mlp_t *mlp, size_t batch)
     return EMBER_OK;
 }
 
-ember_status_t ember_mlp_forward(ember_mlp_t *mlp, const float *x, size_t batch,
-                                 float *y_p)
+ember_status_t ember_mlp_forward(ember_mlp_t *mlp, const float *x, size_t batch, float *y_p)
 {
     if (!mlp || (batch > 0 && (!x || !y_p)))
         return EMBER_ERR_INVALID_PARAM;
@@ -274,8 +278,7 @@ ember_status_t ember_mlp_forward(ember_mlp_t *mlp, const float *x, size_t batch,
     return EMBER_OK;
 }
 
-ember_status_t ember_mlp_backward(ember_mlp_t *mlp, const float *grad_y,
-                                  float *grad_x_p)
+ember_status_t ember_mlp_backward(ember_mlp_t *mlp, const float *grad_y, float *grad_x_p)
 {
     if (!mlp || !mlp->input || (mlp->batch > 0 && !grad_y)) {
         ember_error("dense", "mlp backward without a forward");
@@ -295,8 +298,8 @@ ember_status_t ember_mlp_backward(ember_mlp_t *mlp, const float *grad_y,
         else
             gx = grad_x_p;
         ember_mlp_layer(mlp, l, &w, NULL, &gw, &gb);
-        EMBER_CHECK(ember_linear_backward(x, batch, mlp->sizes[l],
-                                          mlp->sizes[l + 1], w, g, 0, gx, gw, gb));
+        EMBER_CHECK(ember_linear_backward(x, batch, mlp->sizes[l], mlp->sizes[l + 1], w, g, 0, gx,
+                                          gw, gb));
         if (l > 0) {
             /* acts[l-1] is post-ReLU: positive exactly where ReLU passed. */
             ember_relu_backward(mlp->acts[l - 1], gx, batch * mlp->sizes[l], gx);

@@ -23,9 +23,8 @@ extern "C" {
  * @y_p [batch, out] overwritten.  All borrowed; @y_p must not alias @x.
  * Errors: ERR_INVALID_PARAM (NULL buffers, a size beyond what BLAS takes).
  */
-ember_status_t ember_linear_forward(const float *x, size_t batch, size_t in,
-                                    size_t out, const float *weight,
-                                    const float *bias, float *y_p);
+ember_status_t ember_linear_forward(const float *x, size_t batch, size_t in, size_t out,
+                                    const float *weight, const float *bias, float *y_p);
 
 /**
  * Backward of ember_linear_forward, given @grad_y [batch, out].
@@ -35,11 +34,9 @@ ember_status_t ember_linear_forward(const float *x, size_t batch, size_t in,
  * (gradient accumulation); grad_x_p is always overwritten.
  * Errors: ERR_INVALID_PARAM.
  */
-ember_status_t ember_linear_backward(const float *x, size_t batch, size_t in,
-                                     size_t out, const float *weight,
-                                     const float *grad_y, int accumulate,
-                                     float *grad_x_p, float *grad_weight_p,
-                                     float *grad_bias_p);
+ember_status_t ember_linear_backward(const float *x, size_t batch, size_t in, size_t out,
+                                     const float *weight, const float *grad_y, int accumulate,
+                                     float *grad_x_p, float *grad_weight_p, float *grad_bias_p);
 
 /** y = max(x, 0) over @n floats; @y_p may equal @x (in place). */
 void ember_relu_forward(const float *x, size_t n, float *y_p);
@@ -49,8 +46,7 @@ void ember_relu_forward(const float *x, size_t n, float *y_p);
  * the ReLU's input or its output (same sign test); @grad_x_p may equal
  * @grad_y.  The gradient at exactly 0 is 0, as PyTorch.
  */
-void ember_relu_backward(const float *x, const float *grad_y, size_t n,
-                         float *grad_x_p);
+void ember_relu_backward(const float *x, const float *grad_y, size_t n, float *grad_x_p);
 
 /* A stack of Linear layers with ReLU between them.  Parameters and their
  * gradients each live in one flat buffer (layer 0 weight, layer 0 bias, layer
@@ -64,8 +60,8 @@ typedef struct ember_mlp ember_mlp_t;
  * from @seed.  @sizes is copied.
  * Errors: ERR_INVALID_PARAM (nsizes < 2, a zero width), ERR_NO_MEMORY.
  */
-ember_status_t ember_mlp_create(const size_t *sizes, size_t nsizes,
-                                uint64_t seed, ember_mlp_t **mlp_p);
+ember_status_t ember_mlp_create(const size_t *sizes, size_t nsizes, uint64_t seed,
+                                ember_mlp_t **mlp_p);
 
 /** Free the MLP and everything it owns.  NULL is a no-op. */
 void ember_mlp_destroy(ember_mlp_t *mlp);
@@ -85,8 +81,7 @@ float *ember_mlp_grads(ember_mlp_t *mlp);
  * [out] (each output may be NULL when not wanted), and their gradients.
  * Errors: ERR_OUT_OF_RANGE (layer >= num_layers).
  */
-ember_status_t ember_mlp_layer(ember_mlp_t *mlp, size_t layer,
-                               float **weight_p, float **bias_p,
+ember_status_t ember_mlp_layer(ember_mlp_t *mlp, size_t layer, float **weight_p, float **bias_p,
                                float **grad_weight_p, float **grad_bias_p);
 
 /**
@@ -96,8 +91,7 @@ ember_status_t ember_mlp_layer(ember_mlp_t *mlp, size_t layer,
  * kept inside the MLP; their buffers grow only when the batch grows.
  * Errors: ERR_INVALID_PARAM, ERR_NO_MEMORY.
  */
-ember_status_t ember_mlp_forward(ember_mlp_t *mlp, const float *x, size_t batch,
-                                 float *y_p);
+ember_status_t ember_mlp_forward(ember_mlp_t *mlp, const float *x, size_t batch, float *y_p);
 
 /**
  * Backward of the last forward: @grad_y [batch, sizes[last]].  Overwrites the
@@ -105,8 +99,7 @@ ember_status_t ember_mlp_forward(ember_mlp_t *mlp, const float *x, size_t batch,
  * not NULL (the embedding output's gradient, sent back to the PS).
  * Errors: ERR_INVALID_PARAM (no forward before).
  */
-ember_status_t ember_mlp_backward(ember_mlp_t *mlp, const float *grad_y,
-                                  float *grad_x_p);
+ember_status_t ember_mlp_backward(ember_mlp_t *mlp, const float *grad_y, float *grad_x_p);
 
 #ifdef __cplusplus
 }

@@ -2,8 +2,8 @@
 #include <ember/embedding_bag.h>
 
 #include "common/copy.h"
-#include "engine/ops/half.h"
 #include "common/prefetch.h"
+#include "engine/ops/half.h"
 
 #include <ember/log.h>
 
@@ -16,12 +16,9 @@
 const char *ember_bag_mode_name(ember_bag_mode_t mode)
 {
     switch (mode) {
-    case EMBER_BAG_SUM:
-        return "sum";
-    case EMBER_BAG_MEAN:
-        return "mean";
-    case EMBER_BAG_MAX:
-        return "max";
+    case EMBER_BAG_SUM: return "sum";
+    case EMBER_BAG_MEAN: return "mean";
+    case EMBER_BAG_MAX: return "max";
     }
     return "unknown";
 }
@@ -47,9 +44,8 @@ static inline size_t bag_end(const ember_bag_batch_t *batch, size_t b)
     return (b + 1 < batch->bags) ? (size_t)batch->offsets[b + 1] : batch->n;
 }
 
-ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
-                                  const ember_bag_opts_t *opts, int64_t rows,
-                                  char *msg, size_t msg_len)
+ember_status_t ember_bag_validate(const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                  int64_t rows, char *msg, size_t msg_len)
 {
     (void)ember_status_text(msg, msg_len, EMBER_OK, "%s", "");
     if (!batch || !opts) {
@@ -57,7 +53,8 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
         return EMBER_ERR_INVALID_PARAM;
     }
     if (rows < 0) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "table has a negative row count %" PRId64, rows);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "table has a negative row count %" PRId64,
+                                rows);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (opts->mode != EMBER_BAG_SUM && opts->mode != EMBER_BAG_MEAN &&
@@ -67,64 +64,66 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
     }
     if (opts->padding_idx < -1 || opts->padding_idx >= rows) {
         (void)ember_status_text(msg, msg_len, EMBER_OK,
-                "padding_idx %" PRId64 " is out of range [-1, %" PRId64 ")",
-                opts->padding_idx, rows);
+                                "padding_idx %" PRId64 " is out of range [-1, %" PRId64 ")",
+                                opts->padding_idx, rows);
         return EMBER_ERR_OUT_OF_RANGE;
     }
     if (batch->n > 0 && !batch->indices) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "indices missing for %zu entries", batch->n);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "indices missing for %zu entries",
+                                batch->n);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->bags > 0 && !batch->offsets) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "offsets missing for %zu bags", batch->bags);
+        (void)ember_status_text(msg, msg_len, EMBER_OK, "offsets missing for %zu bags",
+                                batch->bags);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->bags == 0 && batch->n > 0) {
         /* PyTorch would reject this too: n entries but nowhere to pool them. */
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "%zu indices but no bags (offsets is empty)",
-                batch->n);
+        (void)ember_status_text(msg, msg_len, EMBER_OK,
+                                "%zu indices but no bags (offsets is empty)", batch->n);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->weights) {
         if (opts->mode != EMBER_BAG_SUM) {
             (void)ember_status_text(msg, msg_len, EMBER_OK,
-                    "per-sample weights are only supported with mode sum "
-                    "(mode is %s)",
-                    ember_bag_mode_name(opts->mode));
+                                    "per-sample weights are only supported with mode sum "
+                                    "(mode is %s)",
+                                    ember_bag_mode_name(opts->mode));
             return EMBER_ERR_INVALID_PARAM;
         }
         if (batch->n_weights != batch->n) {
             (void)ember_status_text(msg, msg_len, EMBER_OK,
-                    "per-sample weights length %zu does not match indices "
-                    "length %zu",
-                    batch->n_weights, batch->n);
+                                    "per-sample weights length %zu does not match indices "
+                                    "length %zu",
+                                    batch->n_weights, batch->n);
             return EMBER_ERR_INVALID_PARAM;
         }
     } else if (batch->n_weights != 0) {
         (void)ember_status_text(msg, msg_len, EMBER_OK,
-                "per-sample weights length %zu given without weights",
-                batch->n_weights);
+                                "per-sample weights length %zu given without weights",
+                                batch->n_weights);
         return EMBER_ERR_INVALID_PARAM;
     }
 
     if (batch->bags > 0 && batch->offsets[0] != 0) {
         (void)ember_status_text(msg, msg_len, EMBER_OK, "offsets[0] is %" PRId64 ", must be 0",
-                batch->offsets[0]);
+                                batch->offsets[0]);
         return EMBER_ERR_INVALID_PARAM;
     }
     for (size_t b = 0; b < batch->bags; b++) {
         int64_t off = batch->offsets[b];
         if (b > 0 && off < batch->offsets[b - 1]) {
             (void)ember_status_text(msg, msg_len, EMBER_OK,
-                    "offsets decrease at bag %zu: %" PRId64 " after %" PRId64,
-                    b, off, batch->offsets[b - 1]);
+                                    "offsets decrease at bag %zu: %" PRId64 " after %" PRId64, b,
+                                    off, batch->offsets[b - 1]);
             return EMBER_ERR_INVALID_PARAM;
         }
         if (off < 0 || (uint64_t)off > (uint64_t)batch->n) {
             (void)ember_status_text(msg, msg_len, EMBER_OK,
-                    "offset %" PRId64 " of bag %zu is past the end of indices "
-                    "(n = %zu)",
-                    off, b, batch->n);
+                                    "offset %" PRId64 " of bag %zu is past the end of indices "
+                                    "(n = %zu)",
+                                    off, b, batch->n);
             return EMBER_ERR_INVALID_PARAM;
         }
     }
@@ -136,9 +135,9 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
             int64_t idx = batch->indices[i];
             if (idx < 0 || idx >= rows) {
                 (void)ember_status_text(msg, msg_len, EMBER_OK,
-                        "index %" PRId64 " at position %zu (bag %zu) is out "
-                        "of range [0, %" PRId64 ")",
-                        idx, i, b, rows);
+                                        "index %" PRId64 " at position %zu (bag %zu) is out "
+                                        "of range [0, %" PRId64 ")",
+                                        idx, i, b, rows);
                 return EMBER_ERR_OUT_OF_RANGE;
             }
         }
@@ -146,8 +145,7 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
     return EMBER_OK;
 }
 
-static ember_status_t bag_check_args(const void *table, size_t dim,
-                                     const ember_bag_batch_t *batch,
+static ember_status_t bag_check_args(const void *table, size_t dim, const ember_bag_batch_t *batch,
                                      const ember_bag_opts_t *opts)
 {
     if (!batch || !opts || dim == 0 || (batch->n > 0 && !batch->indices) ||
@@ -160,15 +158,13 @@ static ember_status_t bag_check_args(const void *table, size_t dim,
 }
 
 /* y += a * x over one row; restrict lets the compiler vectorize it. */
-static inline void row_axpy(float *restrict y, const float *restrict x, float a,
-                            size_t dim)
+static inline void row_axpy(float *restrict y, const float *restrict x, float a, size_t dim)
 {
     for (size_t d = 0; d < dim; d++)
         y[d] += a * x[d];
 }
 
-static inline void row_add(float *restrict y, const float *restrict x,
-                           size_t dim)
+static inline void row_add(float *restrict y, const float *restrict x, size_t dim)
 {
     for (size_t d = 0; d < dim; d++)
         y[d] += x[d];
@@ -180,8 +176,7 @@ static inline void row_add(float *restrict y, const float *restrict x,
 
 /* Values [c, c + len) of row @row as fp32: in place for fp32 rows, widened
  * into @tmp for fp16 ones. */
-static inline const float *bag_row_span(const void *row, int half, size_t c,
-                                        size_t len, float *tmp)
+static inline const float *bag_row_span(const void *row, int half, size_t c, size_t len, float *tmp)
 {
     if (!half)
         return (const float *)row + c;
@@ -190,19 +185,17 @@ static inline const float *bag_row_span(const void *row, int half, size_t c,
 }
 
 ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
-                                 const ember_bag_batch_t *batch,
-                                 const ember_bag_opts_t *opts, float *out_p,
-                                 int64_t *argmax_p)
+                                 const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                 float *out_p, int64_t *argmax_p)
 {
-    return ember_bag_forward_typed(table, EMBER_DTYPE_F32, rows, dim, batch, opts,
-                                   out_p, argmax_p);
+    return ember_bag_forward_typed(table, EMBER_DTYPE_F32, rows, dim, batch, opts, out_p, argmax_p);
 }
 
 /* The pooling of ember_bag_forward_typed, inlined into one copy per row type
  * (@half a constant), so the fp32 loops carry no test of it. */
 static inline __attribute__((always_inline)) void
 bag_pool_rows(const void *table, const int half, size_t dim, const ember_bag_batch_t *batch,
-         const ember_bag_opts_t *opts, float *out_p, int64_t *argmax_p)
+              const ember_bag_opts_t *opts, float *out_p, int64_t *argmax_p)
 {
     const int64_t pad = opts->padding_idx;
     const float *w = batch->weights;
@@ -210,7 +203,7 @@ bag_pool_rows(const void *table, const int half, size_t dim, const ember_bag_bat
     const size_t chunk = half ? BAG_HALF_CHUNK : dim;
     const char *base = table;
     float tmp[BAG_HALF_CHUNK];
-#define BAG_ROW(idx) ((const void *)(base + (size_t)(idx) * row_bytes))
+#define BAG_ROW(idx) ((const void *)(base + (size_t)(idx)*row_bytes))
 
     /* Rows EMBER_PREFETCH_AHEAD positions ahead are requested while this one
      * is pooled (indices run on across bags). */
@@ -229,8 +222,7 @@ bag_pool_rows(const void *table, const int half, size_t dim, const ember_bag_bat
         size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
         size_t count = 0;
 
-        if (end - begin == 1 && opts->mode != EMBER_BAG_MAX && !w &&
-            batch->indices[begin] != pad) {
+        if (end - begin == 1 && opts->mode != EMBER_BAG_MAX && !w && batch->indices[begin] != pad) {
             /* A one-index bag is its row: a copy, not zero-then-add. */
             BAG_PREFETCH(begin);
             const void *row = BAG_ROW(batch->indices[begin]);
@@ -304,9 +296,8 @@ bag_pool_rows(const void *table, const int half, size_t dim, const ember_bag_bat
 #undef BAG_ROW
 }
 
-ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
-                                       int64_t rows, size_t dim,
-                                       const ember_bag_batch_t *batch,
+ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype, int64_t rows,
+                                       size_t dim, const ember_bag_batch_t *batch,
                                        const ember_bag_opts_t *opts, float *out_p,
                                        int64_t *argmax_p)
 {
@@ -355,11 +346,13 @@ typedef struct {
 static __thread dedup_pair_t *dedup_scratch;
 static __thread size_t dedup_capacity;
 
-ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip,
-                               int64_t *unique_p, int64_t *inverse_p,
-                               size_t *nunique_p)
+ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, int64_t *unique_p,
+                               int64_t *inverse_p, size_t *nunique_p)
 {
-    enum { DIGIT_BITS = 11, BUCKETS = 1 << DIGIT_BITS };
+    enum {
+        DIGIT_BITS = 11,
+        BUCKETS = 1 << DIGIT_BITS
+    };
     size_t m = 0, u = 0;
     uint64_t max = 0;
 
@@ -415,23 +408,19 @@ ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip,
 }
 
 ember_status_t ember_bag_backward(const float *table, int64_t rows, size_t dim,
-                                  const ember_bag_batch_t *batch,
-                                  const ember_bag_opts_t *opts,
+                                  const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
                                   const float *grad_out, const int64_t *argmax,
-                                  int64_t *grad_rows_p, float *grad_p,
-                                  size_t *nrows_p, float *grad_weights_p)
+                                  int64_t *grad_rows_p, float *grad_p, size_t *nrows_p,
+                                  float *grad_weights_p)
 {
-    return ember_bag_backward_typed(table, EMBER_DTYPE_F32, rows, dim, batch, opts,
-                                    grad_out, argmax, grad_rows_p, grad_p, nrows_p,
-                                    grad_weights_p);
+    return ember_bag_backward_typed(table, EMBER_DTYPE_F32, rows, dim, batch, opts, grad_out,
+                                    argmax, grad_rows_p, grad_p, nrows_p, grad_weights_p);
 }
 
-ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
-                                        int64_t rows, size_t dim,
-                                        const ember_bag_batch_t *batch,
-                                        const ember_bag_opts_t *opts,
-                                        const float *grad_out, const int64_t *argmax,
-                                        int64_t *grad_rows_p, float *grad_p,
+ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype, int64_t rows,
+                                        size_t dim, const ember_bag_batch_t *batch,
+                                        const ember_bag_opts_t *opts, const float *grad_out,
+                                        const int64_t *argmax, int64_t *grad_rows_p, float *grad_p,
                                         size_t *nrows_p, float *grad_weights_p)
 {
     ember_status_t status;
@@ -441,8 +430,7 @@ ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
 
     (void)rows;
     if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
-        ember_error("embedding", "bag backward: rows of dtype %d are not supported",
-                    (int)dtype);
+        ember_error("embedding", "bag backward: rows of dtype %d are not supported", (int)dtype);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (!batch || !opts || dim == 0 || !nrows_p ||
@@ -455,8 +443,7 @@ ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
         ember_error("embedding", "bag backward: max mode needs the argmax");
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (grad_weights_p && (!batch->weights || !table ||
-                           opts->mode != EMBER_BAG_SUM)) {
+    if (grad_weights_p && (!batch->weights || !table || opts->mode != EMBER_BAG_SUM)) {
         ember_error("embedding", "bag backward: weight gradient needs weights, "
                                  "the table and mode sum");
         return EMBER_ERR_INVALID_PARAM;
@@ -468,12 +455,10 @@ ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
 
     inverse = malloc(batch->n * sizeof(*inverse));
     if (!inverse) {
-        ember_error("embedding", "bag backward: no memory for %zu entries",
-                    batch->n);
+        ember_error("embedding", "bag backward: no memory for %zu entries", batch->n);
         return EMBER_ERR_NO_MEMORY;
     }
-    status = ember_bag_dedup(batch->indices, batch->n, pad, grad_rows_p,
-                             inverse, &nu);
+    status = ember_bag_dedup(batch->indices, batch->n, pad, grad_rows_p, inverse, &nu);
     if (status != EMBER_OK)
         goto out_free_inverse;
     memset(grad_p, 0, nu * dim * sizeof(*grad_p));

@@ -103,8 +103,8 @@ void ember_half_force(int f16c)
  * loops, so both give the same bits. */
 
 #ifdef HALF_HAVE_F16C
-__attribute__((target("avx,f16c"))) static void
-to_float_f16c(const uint16_t *in, float *out, size_t n, size_t *done_p)
+__attribute__((target("avx,f16c"))) static void to_float_f16c(const uint16_t *in, float *out,
+                                                              size_t n, size_t *done_p)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -112,8 +112,8 @@ to_float_f16c(const uint16_t *in, float *out, size_t n, size_t *done_p)
     *done_p = i;
 }
 
-__attribute__((target("avx,f16c"))) static void
-to_half_f16c(const float *in, uint16_t *out, size_t n, size_t *done_p)
+__attribute__((target("avx,f16c"))) static void to_half_f16c(const float *in, uint16_t *out,
+                                                             size_t n, size_t *done_p)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -123,8 +123,8 @@ to_half_f16c(const float *in, uint16_t *out, size_t n, size_t *done_p)
     *done_p = i;
 }
 
-__attribute__((target("avx,f16c"))) static void
-axpy_f16c(float *y, const uint16_t *x, float a, size_t n, size_t *done_p)
+__attribute__((target("avx,f16c"))) static void axpy_f16c(float *y, const uint16_t *x, float a,
+                                                          size_t n, size_t *done_p)
 {
     size_t i = 0;
     const __m256 va = _mm256_set1_ps(a);
@@ -135,8 +135,8 @@ axpy_f16c(float *y, const uint16_t *x, float a, size_t n, size_t *done_p)
     *done_p = i;
 }
 
-__attribute__((target("avx,f16c"))) static void
-sgd_f16c(uint16_t *w, const float *g, float lr, size_t n, size_t *done_p)
+__attribute__((target("avx,f16c"))) static void sgd_f16c(uint16_t *w, const float *g, float lr,
+                                                         size_t n, size_t *done_p)
 {
     size_t i = 0;
     const __m256 vlr = _mm256_set1_ps(lr);
@@ -194,7 +194,9 @@ void ember_float_to_half_in_place(void *buf, size_t n)
 #endif
     /* The rest a block at a time: a block is read whole before its halves
      * are copied down over bytes already read (memcpy: no type punning). */
-    enum { BLOCK = 256 };
+    enum {
+        BLOCK = 256
+    };
     uint16_t halves[BLOCK];
     float values[BLOCK];
     for (size_t c = i; c < n; c += BLOCK) {

@@ -6,22 +6,24 @@
 #include <inttypes.h>
 #include <math.h>
 
-ember_status_t ember_cross_entropy(const float *logits, size_t batch,
-                                   size_t classes, const int64_t *targets,
-                                   float *loss_p, float *grad_p)
+ember_status_t ember_cross_entropy(const float *logits, size_t batch, size_t classes,
+                                   const int64_t *targets, float *loss_p, float *grad_p)
 {
     double total = 0.0;
 
     if (!logits || !targets || !loss_p || batch == 0 || classes == 0) {
-        ember_error("loss", "cross entropy: invalid arguments (batch %zu, "
-                            "classes %zu)", batch, classes);
+        ember_error("loss",
+                    "cross entropy: invalid arguments (batch %zu, "
+                    "classes %zu)",
+                    batch, classes);
         return EMBER_ERR_INVALID_PARAM;
     }
     /* Check every target first so that nothing is written on error. */
     for (size_t r = 0; r < batch; r++) {
         if (targets[r] < 0 || (uint64_t)targets[r] >= classes) {
-            ember_error("loss", "cross entropy: target %" PRId64 " at position "
-                                "%zu is out of range [0, %zu)",
+            ember_error("loss",
+                        "cross entropy: target %" PRId64 " at position "
+                        "%zu is out of range [0, %zu)",
                         targets[r], r, classes);
             return EMBER_ERR_OUT_OF_RANGE;
         }
@@ -64,8 +66,8 @@ ember_status_t ember_cross_entropy(const float *logits, size_t batch,
     return EMBER_OK;
 }
 
-ember_status_t ember_bce_with_logits(const float *logits, const float *targets,
-                                     size_t n, float *loss_p, float *grad_p)
+ember_status_t ember_bce_with_logits(const float *logits, const float *targets, size_t n,
+                                     float *loss_p, float *grad_p)
 {
     double total = 0.0;
 

@@ -28,9 +28,8 @@ extern "C" {
  * position), ERR_NUMERIC (non-finite loss, e.g. NaN/inf logits).  Outputs are
  * written only on success.
  */
-ember_status_t ember_cross_entropy(const float *logits, size_t batch,
-                                   size_t classes, const int64_t *targets,
-                                   float *loss_p, float *grad_p);
+ember_status_t ember_cross_entropy(const float *logits, size_t batch, size_t classes,
+                                   const int64_t *targets, float *loss_p, float *grad_p);
 
 /**
  * Binary cross entropy with logits, mean over @n elements
@@ -39,8 +38,8 @@ ember_status_t ember_cross_entropy(const float *logits, size_t batch,
  * Errors: ERR_INVALID_PARAM (n 0, NULL buffers), ERR_NUMERIC (non-finite
  * loss).  Outputs are written only on success.
  */
-ember_status_t ember_bce_with_logits(const float *logits, const float *targets,
-                                     size_t n, float *loss_p, float *grad_p);
+ember_status_t ember_bce_with_logits(const float *logits, const float *targets, size_t n,
+                                     float *loss_p, float *grad_p);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,8 @@
 /* ember engine: SGD / Adagrad / row-wise Adagrad / Adam, dense and lazy. */
 #include "engine/ops/optimizer.h"
-#include "engine/ops/half.h"
 #include "common/hugepage.h"
 #include "common/prefetch.h"
+#include "engine/ops/half.h"
 
 #include <ember/log.h>
 
@@ -25,8 +25,7 @@ struct ember_opt {
     size_t state_bytes;
 };
 
-static const char *const opt_names[] = {"sgd", "adagrad", "rowwise_adagrad",
-                                        "adam"};
+static const char *const opt_names[] = {"sgd", "adagrad", "rowwise_adagrad", "adam"};
 
 const char *ember_opt_kind_name(ember_opt_kind_t kind)
 {
@@ -37,8 +36,7 @@ const char *ember_opt_kind_name(ember_opt_kind_t kind)
 
 ember_status_t ember_opt_kind_parse(const char *text, ember_opt_kind_t *kind_p)
 {
-    for (unsigned i = 0; text && i < sizeof(opt_names) / sizeof(opt_names[0]);
-         i++) {
+    for (unsigned i = 0; text && i < sizeof(opt_names) / sizeof(opt_names[0]); i++) {
         if (strcmp(text, opt_names[i]) == 0) {
             *kind_p = (ember_opt_kind_t)i;
             return EMBER_OK;
@@ -47,8 +45,7 @@ ember_status_t ember_opt_kind_parse(const char *text, ember_opt_kind_t *kind_p)
     return EMBER_ERR_INVALID_PARAM;
 }
 
-void ember_opt_config_default(ember_opt_kind_t kind, float lr,
-                              ember_opt_config_t *cfg_p)
+void ember_opt_config_default(ember_opt_kind_t kind, float lr, ember_opt_config_t *cfg_p)
 {
     memset(cfg_p, 0, sizeof(*cfg_p));
     cfg_p->kind = kind;
@@ -57,15 +54,10 @@ void ember_opt_config_default(ember_opt_kind_t kind, float lr,
     cfg_p->beta2 = 0.999f;
     cfg_p->adam_row_step = 1;
     switch (kind) {
-    case EMBER_OPT_ADAGRAD:
-        cfg_p->eps = 1e-10f;
-        break;
+    case EMBER_OPT_ADAGRAD: cfg_p->eps = 1e-10f; break;
     case EMBER_OPT_ROWWISE_ADAGRAD: /* FBGEMM's default */
-    case EMBER_OPT_ADAM:
-        cfg_p->eps = 1e-8f;
-        break;
-    case EMBER_OPT_SGD:
-        break;
+    case EMBER_OPT_ADAM: cfg_p->eps = 1e-8f; break;
+    case EMBER_OPT_SGD: break;
     }
 }
 
@@ -84,15 +76,13 @@ static ember_status_t opt_check_config(const ember_opt_config_t *c)
         why = "nesterov needs momentum > 0 and dampening 0 (as PyTorch)";
     else if (c->kind == EMBER_OPT_ADAGRAD && !(c->lr_decay >= 0.0f))
         why = "lr_decay must be >= 0";
-    else if ((c->kind == EMBER_OPT_ADAGRAD ||
-              c->kind == EMBER_OPT_ROWWISE_ADAGRAD) &&
+    else if ((c->kind == EMBER_OPT_ADAGRAD || c->kind == EMBER_OPT_ROWWISE_ADAGRAD) &&
              !(c->initial_accumulator >= 0.0f))
         why = "initial_accumulator must be >= 0";
     else if (c->kind != EMBER_OPT_SGD && !(c->eps >= 0.0f))
         why = "eps must be >= 0";
     else if (c->kind == EMBER_OPT_ADAM &&
-             !(c->beta1 >= 0.0f && c->beta1 < 1.0f && c->beta2 >= 0.0f &&
-               c->beta2 < 1.0f))
+             !(c->beta1 >= 0.0f && c->beta1 < 1.0f && c->beta2 >= 0.0f && c->beta2 < 1.0f))
         why = "Adam betas must lie in [0, 1)";
     if (why) {
         ember_error("optim", "%s: %s", ember_opt_kind_name(c->kind), why);
@@ -112,9 +102,8 @@ static void *opt_alloc(ember_opt_t *opt, size_t count, size_t size)
     return p;
 }
 
-ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows,
-                                size_t dim, ember_opt_layout_t layout,
-                                ember_opt_t **opt_p)
+ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size_t dim,
+                                ember_opt_layout_t layout, ember_opt_t **opt_p)
 {
     ember_opt_t *opt;
     size_t n;
@@ -122,10 +111,8 @@ ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows,
     /* A sparse parameter may have no rows: a parameter server's shard of a
      * table with fewer rows than servers owns none. */
     if (!cfg || !opt_p || (rows == 0 && layout != EMBER_OPT_SPARSE) || dim == 0 ||
-        rows > SIZE_MAX / dim ||
-        (layout != EMBER_OPT_DENSE && layout != EMBER_OPT_SPARSE)) {
-        ember_error("optim", "create: invalid arguments (rows %zu, dim %zu)",
-                    rows, dim);
+        rows > SIZE_MAX / dim || (layout != EMBER_OPT_DENSE && layout != EMBER_OPT_SPARSE)) {
+        ember_error("optim", "create: invalid arguments (rows %zu, dim %zu)", rows, dim);
         return EMBER_ERR_INVALID_PARAM;
     }
     EMBER_CHECK(opt_check_config(cfg));
@@ -204,9 +191,8 @@ size_t ember_opt_state_bytes(const ember_opt_t *opt)
 
 /* --- kernels over one contiguous span; state at the same offset ---------- */
 
-static void sgd_span(const ember_opt_config_t *c, float *restrict w,
-                     const float *restrict g, float *restrict buf, size_t len,
-                     int first)
+static void sgd_span(const ember_opt_config_t *c, float *restrict w, const float *restrict g,
+                     float *restrict buf, size_t len, int first)
 {
     const float lr = c->lr, mom = c->momentum, damp1 = 1.0f - c->dampening;
 
@@ -223,9 +209,8 @@ static void sgd_span(const ember_opt_config_t *c, float *restrict w,
     }
 }
 
-static void adagrad_span(const ember_opt_config_t *c, float *restrict w,
-                         const float *restrict g, float *restrict sum,
-                         size_t len, float clr)
+static void adagrad_span(const ember_opt_config_t *c, float *restrict w, const float *restrict g,
+                         float *restrict sum, size_t len, float clr)
 {
     for (size_t i = 0; i < len; i++) {
         sum[i] += g[i] * g[i];
@@ -233,8 +218,8 @@ static void adagrad_span(const ember_opt_config_t *c, float *restrict w,
     }
 }
 
-static void rowwise_row(const ember_opt_config_t *c, float *restrict w,
-                        const float *restrict g, float *acc, size_t dim)
+static void rowwise_row(const ember_opt_config_t *c, float *restrict w, const float *restrict g,
+                        float *acc, size_t dim)
 {
     float sq = 0.0f;
     for (size_t d = 0; d < dim; d++)
@@ -246,9 +231,8 @@ static void rowwise_row(const ember_opt_config_t *c, float *restrict w,
 }
 
 /* torch.optim.Adam: eps is added to sqrt(v) / sqrt(1 - b2^t). */
-static void adam_dense_span(const ember_opt_config_t *c, float *restrict w,
-                            const float *restrict g, float *restrict m,
-                            float *restrict v, size_t len, uint64_t t)
+static void adam_dense_span(const ember_opt_config_t *c, float *restrict w, const float *restrict g,
+                            float *restrict m, float *restrict v, size_t len, uint64_t t)
 {
     const double bc1 = 1.0 - pow(c->beta1, (double)t);
     const double bc2 = 1.0 - pow(c->beta2, (double)t);
@@ -266,8 +250,8 @@ static void adam_dense_span(const ember_opt_config_t *c, float *restrict w,
 
 /* torch.optim.SparseAdam: eps on sqrt(v), step lr sqrt(1-b2^t) / (1-b1^t). */
 static void adam_sparse_span(const ember_opt_config_t *c, float *restrict w,
-                             const float *restrict g, float *restrict m,
-                             float *restrict v, size_t len, uint64_t t)
+                             const float *restrict g, float *restrict m, float *restrict v,
+                             size_t len, uint64_t t)
 {
     const double bc1 = 1.0 - pow(c->beta1, (double)t);
     const double bc2 = 1.0 - pow(c->beta2, (double)t);
@@ -284,97 +268,95 @@ static void adam_sparse_span(const ember_opt_config_t *c, float *restrict w,
 static float adagrad_clr(const ember_opt_t *opt)
 {
     /* step was already incremented: clr = lr / (1 + (t - 1) lr_decay). */
-    return (float)(opt->cfg.lr /
-                   (1.0 + (double)(opt->step - 1) * opt->cfg.lr_decay));
+    return (float)(opt->cfg.lr / (1.0 + (double)(opt->step - 1) * opt->cfg.lr_decay));
 }
 
-ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param,
-                                    const float *grad, size_t n)
+ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param, const float *grad, size_t n)
 {
-    if (!opt || opt->layout != EMBER_OPT_DENSE || n != opt->rows * opt->dim ||
-        !param || !grad) {
-        ember_error("optim", "dense step: invalid arguments (n %zu, expected "
-                             "%zu, layout %s)", n, opt ? opt->rows * opt->dim : 0,
+    if (!opt || opt->layout != EMBER_OPT_DENSE || n != opt->rows * opt->dim || !param || !grad) {
+        ember_error("optim",
+                    "dense step: invalid arguments (n %zu, expected "
+                    "%zu, layout %s)",
+                    n, opt ? opt->rows * opt->dim : 0,
                     opt && opt->layout == EMBER_OPT_SPARSE ? "sparse" : "dense");
         return EMBER_ERR_INVALID_PARAM;
     }
     opt->step++;
     switch (opt->cfg.kind) {
-    case EMBER_OPT_SGD:
-        sgd_span(&opt->cfg, param, grad, opt->buf0, n, opt->step == 1);
-        break;
+    case EMBER_OPT_SGD: sgd_span(&opt->cfg, param, grad, opt->buf0, n, opt->step == 1); break;
     case EMBER_OPT_ADAGRAD:
         adagrad_span(&opt->cfg, param, grad, opt->buf0, n, adagrad_clr(opt));
         break;
     case EMBER_OPT_ROWWISE_ADAGRAD:
         for (size_t r = 0; r < opt->rows; r++)
-            rowwise_row(&opt->cfg, param + r * opt->dim, grad + r * opt->dim,
-                        &opt->buf0[r], opt->dim);
+            rowwise_row(&opt->cfg, param + r * opt->dim, grad + r * opt->dim, &opt->buf0[r],
+                        opt->dim);
         break;
     case EMBER_OPT_ADAM:
-        adam_dense_span(&opt->cfg, param, grad, opt->buf0, opt->buf1, n,
-                        opt->step);
+        adam_dense_span(&opt->cfg, param, grad, opt->buf0, opt->buf1, n, opt->step);
         break;
     }
     return EMBER_OK;
 }
 
 ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
-                                     const int64_t *rows, const float *grad,
-                                     size_t nrows)
+                                     const int64_t *rows, const float *grad, size_t nrows)
 {
-    return ember_opt_step_sparse_typed(opt, table, EMBER_DTYPE_F32, dim, rows, grad,
-                                       nrows);
+    return ember_opt_step_sparse_typed(opt, table, EMBER_DTYPE_F32, dim, rows, grad, nrows);
 }
 
 /* @gathered: @table holds the touched rows packed in the order of @rows
  * ([nrows, dim], a device's rows copied out) instead of the whole table. */
-static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype,
-                                  size_t dim, const int64_t *rows, const float *grad,
-                                  size_t nrows, int gathered);
+static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype, size_t dim,
+                                  const int64_t *rows, const float *grad, size_t nrows,
+                                  int gathered);
 
-ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
-                                           ember_dtype_t dtype, size_t dim,
-                                           const int64_t *rows, const float *grad,
+ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table, ember_dtype_t dtype,
+                                           size_t dim, const int64_t *rows, const float *grad,
                                            size_t nrows)
 {
     return step_sparse(opt, table, dtype, dim, rows, grad, nrows, 0);
 }
 
-ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values,
-                                              size_t dim, const int64_t *rows,
-                                              const float *grad, size_t nrows)
+ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values, size_t dim,
+                                              const int64_t *rows, const float *grad, size_t nrows)
 {
     return step_sparse(opt, values, EMBER_DTYPE_F32, dim, rows, grad, nrows, 1);
 }
 
-static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype,
-                                  size_t dim, const int64_t *rows, const float *grad,
-                                  size_t nrows, int gathered)
+static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype, size_t dim,
+                                  const int64_t *rows, const float *grad, size_t nrows,
+                                  int gathered)
 {
     if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
-        ember_error("optim", "sparse step: rows of dtype %d are not supported (fp32, "
-                             "fp16)", (int)dtype);
+        ember_error("optim",
+                    "sparse step: rows of dtype %d are not supported (fp32, "
+                    "fp16)",
+                    (int)dtype);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (!opt || opt->layout != EMBER_OPT_SPARSE || dim != opt->dim ||
         (nrows > 0 && (!table || !rows || !grad))) {
-        ember_error("optim", "sparse step: invalid arguments (dim %zu, "
-                             "expected %zu)", dim, opt ? opt->dim : 0);
+        ember_error("optim",
+                    "sparse step: invalid arguments (dim %zu, "
+                    "expected %zu)",
+                    dim, opt ? opt->dim : 0);
         return EMBER_ERR_INVALID_PARAM;
     }
     /* Check every row before touching anything, so an error leaves the table
      * and state exactly as they were. */
     for (size_t u = 0; u < nrows; u++) {
         if (rows[u] < 0 || (uint64_t)rows[u] >= opt->rows) {
-            ember_error("optim", "sparse step: row %" PRId64 " at position %zu "
-                                 "is out of range [0, %zu)",
+            ember_error("optim",
+                        "sparse step: row %" PRId64 " at position %zu "
+                        "is out of range [0, %zu)",
                         rows[u], u, opt->rows);
             return EMBER_ERR_OUT_OF_RANGE;
         }
         if (u > 0 && rows[u] <= rows[u - 1]) {
-            ember_error("optim", "sparse step: rows not strictly increasing at "
-                                 "position %zu (%" PRId64 " after %" PRId64 ")",
+            ember_error("optim",
+                        "sparse step: rows not strictly increasing at "
+                        "position %zu (%" PRId64 " after %" PRId64 ")",
                         u, rows[u], rows[u - 1]);
             return EMBER_ERR_INVALID_PARAM;
         }
@@ -398,8 +380,7 @@ static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t d
         if (u + EMBER_PREFETCH_AHEAD < nrows) { /* random rows: see prefetch.h */
             size_t ahead = (size_t)rows[u + EMBER_PREFETCH_AHEAD] * dim;
             if (!gathered)
-                ember_prefetch_span(base + (size_t)rows[u + EMBER_PREFETCH_AHEAD] *
-                                               stored_bytes,
+                ember_prefetch_span(base + (size_t)rows[u + EMBER_PREFETCH_AHEAD] * stored_bytes,
                                     stored_bytes, 1);
             if (opt->buf0 && c->kind != EMBER_OPT_ROWWISE_ADAGRAD)
                 ember_prefetch_span(opt->buf0 + ahead, row_bytes, 1);
@@ -423,12 +404,8 @@ static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t d
             sgd_span(c, w, g, opt->buf0 ? opt->buf0 + off : NULL, dim, first);
             break;
         }
-        case EMBER_OPT_ADAGRAD:
-            adagrad_span(c, w, g, opt->buf0 + off, dim, clr);
-            break;
-        case EMBER_OPT_ROWWISE_ADAGRAD:
-            rowwise_row(c, w, g, &opt->buf0[r], dim);
-            break;
+        case EMBER_OPT_ADAGRAD: adagrad_span(c, w, g, opt->buf0 + off, dim, clr); break;
+        case EMBER_OPT_ROWWISE_ADAGRAD: rowwise_row(c, w, g, &opt->buf0[r], dim); break;
         case EMBER_OPT_ADAM: {
             uint64_t t = opt->step;
             if (opt->row_step) {

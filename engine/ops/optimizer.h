@@ -78,8 +78,7 @@ ember_status_t ember_opt_kind_parse(const char *text, ember_opt_kind_t *kind_p);
  * (momentum 0, dampening 0, Adagrad eps 1e-10, row-wise Adagrad eps 1e-8
  * (FBGEMM), Adam betas 0.9/0.999 eps 1e-8, adam_row_step 1).
  */
-void ember_opt_config_default(ember_opt_kind_t kind, float lr,
-                              ember_opt_config_t *cfg_p);
+void ember_opt_config_default(ember_opt_kind_t kind, float lr, ember_opt_config_t *cfg_p);
 
 /**
  * Create an optimizer for a parameter of [rows, dim] floats stepped as
@@ -89,9 +88,8 @@ void ember_opt_config_default(ember_opt_kind_t kind, float lr,
  * Errors: ERR_INVALID_PARAM (bad sizes or hyper-parameters, e.g. lr < 0,
  * nesterov without momentum, betas outside [0, 1)), ERR_NO_MEMORY.
  */
-ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows,
-                                size_t dim, ember_opt_layout_t layout,
-                                ember_opt_t **opt_p);
+ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size_t dim,
+                                ember_opt_layout_t layout, ember_opt_t **opt_p);
 
 /** Free the optimizer and its state.  NULL is a no-op. */
 void ember_opt_destroy(ember_opt_t *opt);
@@ -104,8 +102,7 @@ size_t ember_opt_state_bytes(const ember_opt_t *opt);
  * and the object must be EMBER_OPT_DENSE.  Both buffers borrowed.
  * Errors: ERR_INVALID_PARAM.
  */
-ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param,
-                                    const float *grad, size_t n);
+ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param, const float *grad, size_t n);
 
 /**
  * One sparse (lazy) step on a table [rows, dim]: for each u < @nrows, row
@@ -117,8 +114,7 @@ ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param,
  * ERR_OUT_OF_RANGE (a row id outside the table; nothing is updated).
  */
 ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
-                                     const int64_t *rows, const float *grad,
-                                     size_t nrows);
+                                     const int64_t *rows, const float *grad, size_t nrows);
 
 /**
  * ember_opt_step_sparse on a table stored as @dtype: EMBER_DTYPE_F32 (the
@@ -126,9 +122,8 @@ ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
  * is widened, updated in fp32 with fp32 state, and rounded back to fp16.
  * Other dtypes: ERR_INVALID_PARAM.
  */
-ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
-                                           ember_dtype_t dtype, size_t dim,
-                                           const int64_t *rows, const float *grad,
+ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table, ember_dtype_t dtype,
+                                           size_t dim, const int64_t *rows, const float *grad,
                                            size_t nrows);
 
 /**
@@ -137,9 +132,8 @@ ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table,
  * the table's, indexed by row id, as in ember_opt_step_sparse.  The caller
  * copies @values back.  Same checks, same arithmetic, bit for bit.
  */
-ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values,
-                                              size_t dim, const int64_t *rows,
-                                              const float *grad, size_t nrows);
+ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values, size_t dim,
+                                              const int64_t *rows, const float *grad, size_t nrows);
 
 #ifdef __cplusplus
 }

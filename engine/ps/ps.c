@@ -8,12 +8,11 @@
  */
 #include "engine/ps/ps.h"
 
-#include "common/pool.h"
 #include "common/clock.h"
-#include "engine/wire/protocol.h"
+#include "common/pool.h"
 #include "engine/ps/ps_msg.h"
 #include "engine/ps/table.h"
-#include "common/clock.h"
+#include "engine/wire/protocol.h"
 
 #include <ember/device.h>
 #include <ember/log.h>
@@ -38,8 +37,8 @@ typedef struct {
     ember_table_t *table;
     held_lookup_t *held; /* sync: lookups for a step not yet open */
     size_t held_count, held_capacity;
-    int *trainer_rank;   /* who speaks for each trainer index, -1 unknown */
-    char **grad_error;   /* a one-way gradient refused: told at the next lookup */
+    int *trainer_rank; /* who speaks for each trainer index, -1 unknown */
+    char **grad_error; /* a one-way gradient refused: told at the next lookup */
     uint32_t trainers;
 } ps_table_t;
 
@@ -74,20 +73,18 @@ static ps_table_t *ps_find(ps_t *ps, uint32_t table_id, ember_rpc_req_t *req)
 {
     if (table_id < PS_MAX_TABLES && ps->tables[table_id].table)
         return &ps->tables[table_id];
-    ember_rpc_reply_error(req, EMBER_ERR_NOT_FOUND, "no table with id %u on %s",
-                          table_id, ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
+    ember_rpc_reply_error(req, EMBER_ERR_NOT_FOUND, "no table with id %u on %s", table_id,
+                          ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
     return NULL;
 }
 
 /* Read a fixed header at the front of a request, or answer with an error. */
-static const uint8_t *ps_header(ember_rpc_req_t *req, void *header, size_t size,
-                                size_t *rest_p)
+static const uint8_t *ps_header(ember_rpc_req_t *req, void *header, size_t size, size_t *rest_p)
 {
     size_t length;
     const uint8_t *data = ember_rpc_req_data(req, &length);
     char err[128];
-    ember_status_t status = ps_msg_header(data, length, header, size, rest_p, err,
-                                          sizeof(err));
+    ember_status_t status = ps_msg_header(data, length, header, size, rest_p, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
         return NULL;
@@ -119,14 +116,14 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
     if (status == EMBER_OK && spec.device == EMBER_TABLE_CUDA && !ps->device) {
         status = ember_device_open("cuda", ps->local_rank, &ps->device);
         if (status != EMBER_OK)
-            snprintf(err, sizeof(err), "table %s: --ps-device cuda, but %s has no "
-                     "usable GPU: %s", spec.name,
-                     ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)),
+            snprintf(err, sizeof(err),
+                     "table %s: --ps-device cuda, but %s has no "
+                     "usable GPU: %s",
+                     spec.name, ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)),
                      ember_status_string(status));
     }
     if (status == EMBER_OK)
-        status = ember_table_create_on(&spec,
-                                       spec.device == EMBER_TABLE_CUDA ? ps->device : NULL,
+        status = ember_table_create_on(&spec, spec.device == EMBER_TABLE_CUDA ? ps->device : NULL,
                                        &entry->table, err, sizeof(err));
     double create_s = ember_time_now() - started;
     if (status != EMBER_OK) {
@@ -148,15 +145,16 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
-    ember_info("ps", "table %s: shard %u of %u, %lld of %lld rows x %u %s (%.1f MiB %s), "
-               "%s, %s in %.2f s", ember_table_name(entry->table), spec.shard,
-               spec.num_shards, (long long)ember_table_local_rows(entry->table),
-               (long long)spec.rows, spec.dim, spec.dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32",
+    ember_info("ps",
+               "table %s: shard %u of %u, %lld of %lld rows x %u %s (%.1f MiB %s), "
+               "%s, %s in %.2f s",
+               ember_table_name(entry->table), spec.shard, spec.num_shards,
+               (long long)ember_table_local_rows(entry->table), (long long)spec.rows, spec.dim,
+               spec.dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32",
                ember_table_bytes(entry->table) / 1048576.0,
                spec.device == EMBER_TABLE_CUDA ? "on the GPU" : "in host memory",
                spec.consistency == EMBER_SYNC ? "sync" : "async",
-               spec.init == EMBER_INIT_NORMAL ? "N(0,1) rows" : "zeroed for loading",
-               create_s);
+               spec.init == EMBER_INIT_NORMAL ? "N(0,1) rows" : "zeroed for loading", create_s);
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
@@ -171,8 +169,7 @@ static void on_table_load(ember_rpc_req_t *req, void *arg)
 
     if (!data || !(entry = ps_find(ps, msg.table_id, req)))
         return;
-    ember_status_t status = ps_msg_table_load_check(&msg, rest, entry->table, err,
-                                                    sizeof(err));
+    ember_status_t status = ps_msg_table_load_check(&msg, rest, entry->table, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
         return;
@@ -200,11 +197,9 @@ static void on_table_read(ember_rpc_req_t *req, void *arg)
     ps_table_t *entry;
     size_t bytes;
 
-    if (!ps_header(req, &msg, sizeof(msg), &rest) ||
-        !(entry = ps_find(ps, msg.table_id, req)))
+    if (!ps_header(req, &msg, sizeof(msg), &rest) || !(entry = ps_find(ps, msg.table_id, req)))
         return;
-    ember_status_t status = ps_msg_table_read_check(&msg, entry->table, &bytes, err,
-                                                    sizeof(err));
+    ember_status_t status = ps_msg_table_read_check(&msg, entry->table, &bytes, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
         return;
@@ -308,12 +303,13 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
         ember_pool_put(&ps->replies, ticket);
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY,
                               "table %s: trainer %u step %llu: out of memory for a "
-                              "reply of %zu bytes", ember_table_name(entry->table),
-                              msg->trainer, (unsigned long long)msg->step, bytes);
+                              "reply of %zu bytes",
+                              ember_table_name(entry->table), msg->trainer,
+                              (unsigned long long)msg->step, bytes);
         return;
     }
-    ember_status_t status = ember_table_lookup(entry->table, msg, arrays, length, out,
-                                               err, sizeof(err));
+    ember_status_t status =
+            ember_table_lookup(entry->table, msg, arrays, length, out, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_pool_put(&ps->replies, out);
         ember_pool_put(&ps->replies, ticket);
@@ -338,14 +334,12 @@ static void on_lookup(ember_rpc_req_t *req, void *arg)
     size_t rest;
     ps_table_t *entry;
 
-    if (!ps_header(req, &msg, sizeof(msg), &rest) ||
-        !(entry = ps_find(ps, msg.table_id, req)))
+    if (!ps_header(req, &msg, sizeof(msg), &rest) || !(entry = ps_find(ps, msg.table_id, req)))
         return;
     if (msg.trainer < entry->trainers && entry->grad_error[msg.trainer]) {
         /* Its last gradient (sent one-way) was refused: say so now, before
          * a sync lookup could wait for a step that will never complete. */
-        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "%s",
-                              entry->grad_error[msg.trainer]);
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "%s", entry->grad_error[msg.trainer]);
         free(entry->grad_error[msg.trainer]);
         entry->grad_error[msg.trainer] = NULL;
         return;
@@ -357,8 +351,7 @@ static void on_lookup(ember_rpc_req_t *req, void *arg)
                                   "table %s: trainer %u step %llu: that step is "
                                   "already applied (next is %llu)",
                                   ember_table_name(entry->table), msg.trainer,
-                                  (unsigned long long)msg.step,
-                                  (unsigned long long)next);
+                                  (unsigned long long)msg.step, (unsigned long long)next);
             return;
         }
         if (msg.step > next) {
@@ -406,8 +399,8 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
 
     if (!grad || !(entry = ps_find(ps, msg.table_id, req)))
         return;
-    ember_status_t status = ember_table_grad(entry->table, &msg, grad, rest, &applied,
-                                             err, sizeof(err));
+    ember_status_t status =
+            ember_table_grad(entry->table, &msg, grad, rest, &applied, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_warn("ps", "gradient refused: %s", err);
         if (ember_rpc_req_oneway(req) && msg.trainer < entry->trainers) {
@@ -438,8 +431,7 @@ static void ps_drop_lost_trainers(ps_t *ps)
             if (rank < 0 || !ember_tp_peer_lost(ps->tp, rank))
                 continue;
             ember_warn("ps", "table %s: trainer %u (%s) lost: its context is freed",
-                       ember_table_name(entry->table), t,
-                       ember_tp_peer_name(ps->tp, rank));
+                       ember_table_name(entry->table), t, ember_tp_peer_name(ps->tp, rank));
             ember_table_drop_trainer(entry->table, t);
             entry->trainer_rank[t] = -1;
         }
@@ -448,15 +440,14 @@ static void ps_drop_lost_trainers(ps_t *ps)
 
 /* The ops a PS serves, and their handlers (registered for its lifetime). */
 static const uint16_t ps_ops[] = {
-    EMBER_OP_TABLE_CREATE, EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
-    EMBER_OP_PS_SHUTDOWN,  EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
+        EMBER_OP_TABLE_CREATE, EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
+        EMBER_OP_PS_SHUTDOWN,  EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {
-    on_table_create, on_table_load, on_table_read, on_stats,
-    on_shutdown,     on_abort,      on_lookup,     on_grad,
+        on_table_create, on_table_load, on_table_read, on_stats,
+        on_shutdown,     on_abort,      on_lookup,     on_grad,
 };
-_Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) ==
-                   sizeof(ps_handlers) / sizeof(ps_handlers[0]),
+_Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");
 
 ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
@@ -529,8 +520,10 @@ ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
     while (ps->replies_in_flight && ember_time_coarse() < give_up)
         ember_tp_wait(tp, 0.01);
     if (ps->replies_in_flight) {
-        ember_warn("ps", "%zu replies still in flight at exit; their buffers stay "
-                   "allocated", ps->replies_in_flight);
+        ember_warn("ps",
+                   "%zu replies still in flight at exit; their buffers stay "
+                   "allocated",
+                   ps->replies_in_flight);
         return status;
     }
     ember_pool_cleanup(&ps->replies);

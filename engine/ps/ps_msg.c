@@ -12,7 +12,8 @@ ember_status_t ps_msg_header(const void *data, size_t length, void *header, size
     if (length < size)
         return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                                  "message of %zu bytes is shorter than its %zu-byte "
-                                 "header", length, size);
+                                 "header",
+                                 length, size);
     memcpy(header, data, size);
     *rest_p = length - size;
     return EMBER_OK;
@@ -28,14 +29,13 @@ ember_status_t ps_msg_table_create_check(ember_msg_table_create_t *spec, char *e
                                  PS_MAX_TABLES);
     if (spec->device > EMBER_TABLE_CUDA)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: unknown device %u (host 0, cuda 1)",
-                                 spec->name, spec->device);
+                                 "table %s: unknown device %u (host 0, cuda 1)", spec->name,
+                                 spec->device);
     return EMBER_OK;
 }
 
 ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t rest,
-                                       const ember_table_t *table, char *err,
-                                       size_t err_length)
+                                       const ember_table_t *table, char *err, size_t err_length)
 {
     uint32_t dim = ember_table_dim(table);
     /* The count first: count x dim floats must not wrap to the bytes sent. */
@@ -48,23 +48,24 @@ ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t
 }
 
 ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
-                                       const ember_table_t *table, size_t *bytes_p,
-                                       char *err, size_t err_length)
+                                       const ember_table_t *table, size_t *bytes_p, char *err,
+                                       size_t err_length)
 {
     const int64_t rows = ember_table_local_rows(table);
     if (msg->count < 0 || msg->count > (1 << 24))
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "read of %lld rows", (long long)msg->count);
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "read of %lld rows",
+                                 (long long)msg->count);
     /* Before the PS allocates the reply: rows the shard does not have must
      * not cost it count x dim floats (up to 2^24 x 65536). */
     if (msg->first < 0 || msg->first > rows || msg->count > rows - msg->first) {
         int64_t end = msg->first >= 0 && msg->count > INT64_MAX - msg->first
-                          ? INT64_MAX
-                          : msg->first + msg->count;
+                              ? INT64_MAX
+                              : msg->first + msg->count;
         return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                                  "table %s: read of local rows [%lld, %lld) outside "
-                                 "[0, %lld)", ember_table_name(table),
-                                 (long long)msg->first, (long long)end, (long long)rows);
+                                 "[0, %lld)",
+                                 ember_table_name(table), (long long)msg->first, (long long)end,
+                                 (long long)rows);
     }
     *bytes_p = (size_t)msg->count * ember_table_dim(table) * sizeof(float);
     return EMBER_OK;
@@ -83,8 +84,7 @@ size_t ps_msg_lookup_out_bytes(const ember_msg_lookup_t *msg, uint32_t dim)
     return (size_t)msg->bags * dim * sizeof(float) * (max_mode ? 2 : 1);
 }
 
-size_t ps_msg_lookup_reply_finish(const ember_msg_lookup_t *msg, uint32_t dim,
-                                  float *out)
+size_t ps_msg_lookup_reply_finish(const ember_msg_lookup_t *msg, uint32_t dim, float *out)
 {
     const size_t values = (size_t)msg->bags * dim;
     if (msg->flags & EMBER_LOOKUP_HALF_REPLY) {

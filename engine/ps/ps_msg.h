@@ -10,8 +10,8 @@
 #ifndef EMBER_ENGINE_PS_MSG_H
 #define EMBER_ENGINE_PS_MSG_H
 
-#include "engine/wire/protocol.h"
 #include "engine/ps/table.h"
+#include "engine/wire/protocol.h"
 
 #include <ember/status.h>
 
@@ -43,8 +43,7 @@ ember_status_t ps_msg_table_create_check(ember_msg_table_create_t *spec, char *e
  * msg->count rows of the table's dim floats.  Errors: ERR_BAD_MESSAGE.
  */
 ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t rest,
-                                       const ember_table_t *table, char *err,
-                                       size_t err_length);
+                                       const ember_table_t *table, char *err, size_t err_length);
 
 /**
  * TABLE_READ of @table (borrowed): *bytes_p the reply's size, checked
@@ -53,8 +52,8 @@ ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t
  * not have).
  */
 ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
-                                       const ember_table_t *table, size_t *bytes_p,
-                                       char *err, size_t err_length);
+                                       const ember_table_t *table, size_t *bytes_p, char *err,
+                                       size_t err_length);
 
 /** PS_STATS: add @table's memory (table, optimizer, other) into @stats. */
 void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_table_t *table);
@@ -68,7 +67,6 @@ size_t ps_msg_lookup_out_bytes(const ember_msg_lookup_t *msg, uint32_t dim);
  * asks for (fp16 values with EMBER_LOOKUP_HALF_REPLY, the places moved up
  * behind them); returns the reply's bytes (ember_msg_lookup_reply_bytes).
  */
-size_t ps_msg_lookup_reply_finish(const ember_msg_lookup_t *msg, uint32_t dim,
-                                  float *out);
+size_t ps_msg_lookup_reply_finish(const ember_msg_lookup_t *msg, uint32_t dim, float *out);
 
 #endif

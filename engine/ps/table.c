@@ -1,9 +1,9 @@
 /* engine/ps/table: a parameter-server shard, its optimizer and contexts. */
 #include "engine/ps/table.h"
 
-#include "engine/ops/half.h"
 #include "common/hugepage.h"
 #include "common/rng.h"
+#include "engine/ops/half.h"
 
 #include <ember/device.h>
 #include <ember/embedding_bag.h>
@@ -46,8 +46,8 @@ typedef struct {
 /* @pinned: pinned host staging (the device's host_alloc), which the GPU
  * copies by DMA, several times faster than pageable memory; else device
  * memory.  Grown by doubling; contents are not kept. */
-static ember_status_t scratch_reserve(ember_device_t *device, dev_buffer_t *buffer,
-                                      size_t bytes, int pinned)
+static ember_status_t scratch_reserve(ember_device_t *device, dev_buffer_t *buffer, size_t bytes,
+                                      int pinned)
 {
     const ember_device_ops_t *dev = ember_device_ops(device);
     if (bytes <= buffer->capacity)
@@ -67,14 +67,12 @@ static ember_status_t scratch_reserve(ember_device_t *device, dev_buffer_t *buff
     return EMBER_OK;
 }
 
-static ember_status_t dev_reserve(ember_device_t *device, dev_buffer_t *buffer,
-                                  size_t bytes)
+static ember_status_t dev_reserve(ember_device_t *device, dev_buffer_t *buffer, size_t bytes)
 {
     return scratch_reserve(device, buffer, bytes, 0);
 }
 
-static ember_status_t host_stage_reserve(ember_device_t *device, dev_buffer_t *buffer,
-                                         size_t bytes)
+static ember_status_t host_stage_reserve(ember_device_t *device, dev_buffer_t *buffer, size_t bytes)
 {
     return scratch_reserve(device, buffer, bytes, 1);
 }
@@ -108,14 +106,14 @@ typedef struct {
 struct ember_table {
     ember_msg_table_create_t spec;
     int64_t local_rows;
-    void *data;        /* [local_rows, dim] of spec.dtype (fp32 or fp16) */
-    size_t row_bytes;  /* dim x the element size */
+    void *data;       /* [local_rows, dim] of spec.dtype (fp32 or fp16) */
+    size_t row_bytes; /* dim x the element size */
     ember_opt_t *optimizer;
-    context_t *contexts; /* [trainers] */
-    pending_t *pending;  /* [trainers]: sync tables only wait on these */
-    pending_t applying;  /* async: the one gradient being applied now (a
+    context_t *contexts;  /* [trainers] */
+    pending_t *pending;   /* [trainers]: sync tables only wait on these */
+    pending_t applying;   /* async: the one gradient being applied now (a
                           * buffer per trainer would hold trainers x batch) */
-    uint64_t next_step;  /* sync: steps applied so far */
+    uint64_t next_step;   /* sync: steps applied so far */
     int32_t *slot_of_row; /* sync reduction: row -> accumulator slot, -1 */
     buffer_t acc_rows, acc_grad, sorted_grad, order;
     buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
@@ -125,7 +123,7 @@ struct ember_table {
     ember_device_t *device;
     const ember_device_ops_t *dev;
     dev_buffer_t d_batch, d_out, d_argmax, d_rows, d_values; /* device */
-    dev_buffer_t h_batch, h_out, h_values;                    /* pinned host */
+    dev_buffer_t h_batch, h_out, h_values;                   /* pinned host */
 };
 
 /* Local row @local as stored. */
@@ -140,9 +138,8 @@ static inline int table_half(const ember_table_t *table)
     return table->spec.dtype == EMBER_DTYPE_F16;
 }
 
-ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
-                                  ember_table_t **table_p, char *err,
-                                  size_t err_length)
+ember_status_t ember_table_create(const ember_msg_table_create_t *spec, ember_table_t **table_p,
+                                  char *err, size_t err_length)
 {
     return ember_table_create_on(spec, NULL, table_p, err, err_length);
 }
@@ -161,50 +158,46 @@ static ember_status_t device_init_rows(ember_table_t *table)
     if (!values)
         return EMBER_ERR_NO_MEMORY;
     ember_status_t status = EMBER_OK;
-    for (int64_t first = 0; status == EMBER_OK && first < table->local_rows;
-         first += block) {
-        int64_t count = table->local_rows - first < block ? table->local_rows - first
-                                                          : block;
+    for (int64_t first = 0; status == EMBER_OK && first < table->local_rows; first += block) {
+        int64_t count = table->local_rows - first < block ? table->local_rows - first : block;
         for (int64_t i = 0; i < count; i++) {
             uint64_t row = (uint64_t)(first + i) * spec->num_shards + spec->shard;
             ember_normal_fill(spec->seed, row * spec->dim, values + (size_t)i * spec->dim,
                               spec->dim);
         }
         status = table->dev->mem_copy(table->device, table_row(table, first), values,
-                                      (size_t)count * table->row_bytes,
-                                      EMBER_COPY_HOST_TO_DEVICE);
+                                      (size_t)count * table->row_bytes, EMBER_COPY_HOST_TO_DEVICE);
     }
     free(values);
     return status;
 }
 
-ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
-                                     ember_device_t *device, ember_table_t **table_p,
-                                     char *err, size_t err_length)
+ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec, ember_device_t *device,
+                                     ember_table_t **table_p, char *err, size_t err_length)
 {
     ember_table_t *table;
     char name[EMBER_TABLE_NAME_MAX + 1];
 
     memcpy(name, spec->name, EMBER_TABLE_NAME_MAX);
     name[EMBER_TABLE_NAME_MAX] = '\0';
-    if (spec->rows <= 0 || spec->dim == 0 || spec->dim > 65536 ||
-        spec->num_shards == 0 || spec->shard >= spec->num_shards ||
-        spec->trainers == 0 || spec->trainers > 65536 ||
+    if (spec->rows <= 0 || spec->dim == 0 || spec->dim > 65536 || spec->num_shards == 0 ||
+        spec->shard >= spec->num_shards || spec->trainers == 0 || spec->trainers > 65536 ||
         spec->consistency > EMBER_ASYNC || spec->sparse_reduce > EMBER_REDUCE_MEAN ||
         spec->init > EMBER_INIT_LOAD)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: invalid spec (rows %lld, dim %u, shard %u of %u, "
-                    "trainers %u)", name, (long long)spec->rows, spec->dim,
-                    spec->shard, spec->num_shards, spec->trainers);
+                                 "table %s: invalid spec (rows %lld, dim %u, shard %u of %u, "
+                                 "trainers %u)",
+                                 name, (long long)spec->rows, spec->dim, spec->shard,
+                                 spec->num_shards, spec->trainers);
     if (spec->dtype != EMBER_DTYPE_F32 && spec->dtype != EMBER_DTYPE_F16)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: rows of dtype %u are not supported (F32 %d, F16 %d)",
-                    name, spec->dtype, (int)EMBER_DTYPE_F32, (int)EMBER_DTYPE_F16);
+                                 "table %s: rows of dtype %u are not supported (F32 %d, F16 %d)",
+                                 name, spec->dtype, (int)EMBER_DTYPE_F32, (int)EMBER_DTYPE_F16);
     if (device && spec->dtype != EMBER_DTYPE_F32)
         return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
-                    "table %s: fp16 rows on a %s parameter server are not supported "
-                    "(fp32 rows there, or fp16 in host memory)", name,
-                    ember_device_name(device));
+                                 "table %s: fp16 rows on a %s parameter server are not supported "
+                                 "(fp32 rows there, or fp16 in host memory)",
+                                 name, ember_device_name(device));
     table = calloc(1, sizeof(*table));
     if (!table)
         return EMBER_ERR_NO_MEMORY;
@@ -213,10 +206,9 @@ ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
     table->spec = *spec;
     memcpy(table->spec.name, name, EMBER_TABLE_NAME_MAX);
     table->spec.name[EMBER_TABLE_NAME_MAX - 1] = '\0';
-    table->local_rows = (spec->rows - spec->shard + spec->num_shards - 1) /
-                        spec->num_shards;
-    table->row_bytes = (size_t)spec->dim *
-                       (spec->dtype == EMBER_DTYPE_F16 ? sizeof(uint16_t) : sizeof(float));
+    table->local_rows = (spec->rows - spec->shard + spec->num_shards - 1) / spec->num_shards;
+    table->row_bytes =
+            (size_t)spec->dim * (spec->dtype == EMBER_DTYPE_F16 ? sizeof(uint16_t) : sizeof(float));
     if (device) {
         if (table->dev->mem_alloc(device, (size_t)table->local_rows * table->row_bytes,
                                   &table->data) != EMBER_OK)
@@ -235,10 +227,10 @@ ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
         goto err_free;
     if (spec->consistency == EMBER_SYNC)
         memset(table->slot_of_row, 0xff, (size_t)table->local_rows * sizeof(int32_t));
-    if (ember_opt_create(&spec->optimizer, (size_t)table->local_rows, spec->dim,
-                         EMBER_OPT_SPARSE, &table->optimizer) != EMBER_OK) {
+    if (ember_opt_create(&spec->optimizer, (size_t)table->local_rows, spec->dim, EMBER_OPT_SPARSE,
+                         &table->optimizer) != EMBER_OK) {
         ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-             "table %s: invalid optimizer settings", table->spec.name);
+                          "table %s: invalid optimizer settings", table->spec.name);
         ember_table_destroy(table);
         return EMBER_ERR_INVALID_PARAM;
     }
@@ -246,23 +238,22 @@ ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
         ember_status_t status = device_init_rows(table);
         if (status != EMBER_OK) {
             ember_table_destroy(table);
-            return ember_status_text(err, err_length, status, "table %s: cannot "
-                        "initialise its rows on %s: %s", name,
-                        ember_device_name(device), ember_status_string(status));
+            return ember_status_text(err, err_length, status,
+                                     "table %s: cannot "
+                                     "initialise its rows on %s: %s",
+                                     name, ember_device_name(device), ember_status_string(status));
         }
     } else if (spec->init == EMBER_INIT_NORMAL) {
         /* N(0,1) as nn.EmbeddingBag, from (seed, global element): the same
          * values whatever the number of shards. */
-        float *values = spec->dtype == EMBER_DTYPE_F16 ? malloc(spec->dim * sizeof(float))
-                                                       : NULL;
+        float *values = spec->dtype == EMBER_DTYPE_F16 ? malloc(spec->dim * sizeof(float)) : NULL;
         if (spec->dtype == EMBER_DTYPE_F16 && !values)
             goto err_free;
         for (int64_t local = 0; local < table->local_rows; local++) {
             uint64_t row = (uint64_t)local * spec->num_shards + spec->shard;
             void *stored = table_row(table, local);
             /* fp16: the fp32 values rounded, as emb.half() would. */
-            ember_normal_fill(spec->seed, row * spec->dim, values ? values : stored,
-                              spec->dim);
+            ember_normal_fill(spec->seed, row * spec->dim, values ? values : stored, spec->dim);
             if (values)
                 ember_float_to_half_n(values, stored, spec->dim);
         }
@@ -276,11 +267,14 @@ ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
 err_free:
     ember_table_destroy(table);
     return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
-                "table %s: cannot allocate %lld rows x %u", name,
-                (long long)spec->rows, spec->dim);
+                             "table %s: cannot allocate %lld rows x %u", name,
+                             (long long)spec->rows, spec->dim);
 }
 
-static void buffer_free(buffer_t *buffer) { free(buffer->data); }
+static void buffer_free(buffer_t *buffer)
+{
+    free(buffer->data);
+}
 
 void ember_table_destroy(ember_table_t *table)
 {
@@ -312,8 +306,8 @@ void ember_table_destroy(ember_table_t *table)
     free(table->contexts);
     free(table->pending);
     if (table->device) {
-        dev_buffer_t *scratch[] = {&table->d_batch, &table->d_out, &table->d_argmax,
-                                   &table->d_rows, &table->d_values};
+        dev_buffer_t *scratch[] = {&table->d_batch, &table->d_out, &table->d_argmax, &table->d_rows,
+                                   &table->d_values};
         dev_buffer_t *staging[] = {&table->h_batch, &table->h_out, &table->h_values};
         for (size_t i = 0; i < sizeof(scratch) / sizeof(scratch[0]); i++)
             table->dev->mem_free(table->device, scratch[i]->data);
@@ -326,10 +320,22 @@ void ember_table_destroy(ember_table_t *table)
     free(table);
 }
 
-const char *ember_table_name(const ember_table_t *table) { return table->spec.name; }
-uint32_t ember_table_dim(const ember_table_t *table) { return table->spec.dim; }
-int64_t ember_table_local_rows(const ember_table_t *table) { return table->local_rows; }
-uint64_t ember_table_next_step(const ember_table_t *table) { return table->next_step; }
+const char *ember_table_name(const ember_table_t *table)
+{
+    return table->spec.name;
+}
+uint32_t ember_table_dim(const ember_table_t *table)
+{
+    return table->spec.dim;
+}
+int64_t ember_table_local_rows(const ember_table_t *table)
+{
+    return table->local_rows;
+}
+uint64_t ember_table_next_step(const ember_table_t *table)
+{
+    return table->next_step;
+}
 int ember_table_is_sync(const ember_table_t *table)
 {
     return table->spec.consistency == EMBER_SYNC;
@@ -352,9 +358,9 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
     const ember_msg_table_create_t *spec = &table->spec;
     if (first < 0 || count < 0 || first > spec->rows || count > spec->rows - first)
         return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
-                    "table %s: load of rows [%lld, %lld) outside [0, %lld)",
-                    spec->name, (long long)first, range_end(first, count),
-                    (long long)spec->rows);
+                                 "table %s: load of rows [%lld, %lld) outside [0, %lld)",
+                                 spec->name, (long long)first, range_end(first, count),
+                                 (long long)spec->rows);
     /* fp16 rows: a finite value fp16 cannot hold would become infinite; the
      * whole load is refused before anything is written. */
     for (int64_t row = first; table_half(table) && row < first + count; row++) {
@@ -364,9 +370,9 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
         for (uint32_t d = 0; d < spec->dim; d++) {
             if (isfinite(values[d]) && !(fabsf(values[d]) < EMBER_HALF_OVERFLOW))
                 return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
-                            "table %s: row %lld col %u: %g is beyond the range of its "
-                            "fp16 rows (+-65504); nothing loaded", spec->name,
-                            (long long)row, d, (double)values[d]);
+                                         "table %s: row %lld col %u: %g is beyond the range of its "
+                                         "fp16 rows (+-65504); nothing loaded",
+                                         spec->name, (long long)row, d, (double)values[d]);
         }
     }
     if (table->device) {
@@ -375,7 +381,7 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
         if (host_stage_reserve(table->device, &table->h_values,
                                (size_t)count * spec->dim * sizeof(float) + 4) != EMBER_OK)
             return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
-                        "table %s: out of memory", spec->name);
+                                     "table %s: out of memory", spec->name);
         for (int64_t row = first; row < first + count; row++) {
             if ((uint64_t)row % spec->num_shards != spec->shard)
                 continue;
@@ -385,14 +391,14 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
                    data + (size_t)(row - first) * spec->dim, spec->dim * sizeof(float));
         }
         ember_status_t status =
-            n == 0 ? EMBER_OK
-                   : table->dev->mem_copy(table->device, table_row(table, local_first),
-                                          table->h_values.data, (size_t)n * table->row_bytes,
-                                          EMBER_COPY_HOST_TO_DEVICE);
+                n == 0 ? EMBER_OK
+                       : table->dev->mem_copy(table->device, table_row(table, local_first),
+                                              table->h_values.data, (size_t)n * table->row_bytes,
+                                              EMBER_COPY_HOST_TO_DEVICE);
         if (status != EMBER_OK)
             return ember_status_text(err, err_length, status, "table %s: load onto %s: %s",
-                        spec->name, ember_device_name(table->device),
-                        ember_status_string(status));
+                                     spec->name, ember_device_name(table->device),
+                                     ember_status_string(status));
         return EMBER_OK;
     }
     for (int64_t row = first; row < first + count; row++) {
@@ -408,27 +414,25 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
     return EMBER_OK;
 }
 
-ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
-                                int64_t count, float *out, char *err,
-                                size_t err_length)
+ember_status_t ember_table_read(const ember_table_t *table, int64_t first, int64_t count,
+                                float *out, char *err, size_t err_length)
 {
-    if (first < 0 || count < 0 || first > table->local_rows ||
-        count > table->local_rows - first)
+    if (first < 0 || count < 0 || first > table->local_rows || count > table->local_rows - first)
         return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
-                    "table %s: read of local rows [%lld, %lld) outside [0, %lld)",
-                    table->spec.name, (long long)first, range_end(first, count),
-                    (long long)table->local_rows);
+                                 "table %s: read of local rows [%lld, %lld) outside [0, %lld)",
+                                 table->spec.name, (long long)first, range_end(first, count),
+                                 (long long)table->local_rows);
     size_t values = (size_t)count * table->spec.dim;
     if (table->device) {
         ember_status_t status =
-            values == 0 ? EMBER_OK
+                values == 0
+                        ? EMBER_OK
                         : table->dev->mem_copy(table->device, out, table_row(table, first),
-                                               values * sizeof(float),
-                                               EMBER_COPY_DEVICE_TO_HOST);
+                                               values * sizeof(float), EMBER_COPY_DEVICE_TO_HOST);
         if (status != EMBER_OK)
             return ember_status_text(err, err_length, status, "table %s: read from %s: %s",
-                        table->spec.name, ember_device_name(table->device),
-                        ember_status_string(status));
+                                     table->spec.name, ember_device_name(table->device),
+                                     ember_status_string(status));
         return EMBER_OK;
     }
     if (table_half(table))
@@ -457,8 +461,7 @@ static inline int64_t load_i64(const uint8_t *p, size_t i)
  * offsets, weights packed in pinned staging), the pools (and the argmax a
  * max backward needs) come back into the host's buffers. */
 static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch_t *batch,
-                                     const ember_bag_opts_t *opts, float *out,
-                                     int64_t *argmax)
+                                     const ember_bag_opts_t *opts, float *out, int64_t *argmax)
 {
     ember_device_t *device = table->device;
     const ember_device_ops_t *dev = table->dev;
@@ -485,9 +488,8 @@ static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch
     on_device.offsets = (const int64_t *)(d + n * 8);
     on_device.weights = batch->weights ? (const float *)(d + n * 8 + bags * 8) : NULL;
     EMBER_CHECK(dev->mem_copy(device, d, h, batch_bytes, EMBER_COPY_HOST_TO_DEVICE));
-    EMBER_CHECK(dev->bag_forward(device, table->data, table->local_rows, dim, &on_device,
-                                 opts, table->d_out.data,
-                                 argmax ? table->d_argmax.data : NULL));
+    EMBER_CHECK(dev->bag_forward(device, table->data, table->local_rows, dim, &on_device, opts,
+                                 table->d_out.data, argmax ? table->d_argmax.data : NULL));
     EMBER_CHECK(dev->mem_copy(device, table->h_out.data, table->d_out.data, out_bytes,
                               EMBER_COPY_DEVICE_TO_HOST));
     memcpy(out, table->h_out.data, out_bytes);
@@ -500,13 +502,13 @@ static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch
 /* The optimizer step on @rows (sorted, distinct, local).  On a device the
  * rows are copied out, stepped by the host optimizer and copied back; a
  * refused step copies nothing back. */
-static ember_status_t table_step(ember_table_t *table, const int64_t *rows,
-                                 const float *grad, size_t nrows)
+static ember_status_t table_step(ember_table_t *table, const int64_t *rows, const float *grad,
+                                 size_t nrows)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     if (!table->device)
-        return ember_opt_step_sparse_typed(table->optimizer, table->data, spec->dtype,
-                                           spec->dim, rows, grad, nrows);
+        return ember_opt_step_sparse_typed(table->optimizer, table->data, spec->dtype, spec->dim,
+                                           rows, grad, nrows);
     ember_device_t *device = table->device;
     const ember_device_ops_t *dev = table->dev;
     const size_t bytes = nrows * spec->dim * sizeof(float);
@@ -524,25 +526,24 @@ static ember_status_t table_step(ember_table_t *table, const int64_t *rows,
         memcpy(h_rows, rows, nrows * 8);
         EMBER_CHECK(dev->mem_copy(device, table->d_rows.data, h_rows, nrows * 8,
                                   EMBER_COPY_HOST_TO_DEVICE));
-        EMBER_CHECK(dev->rows_gather(device, table->data, spec->dim, table->d_rows.data,
-                                     nrows, table->d_values.data));
+        EMBER_CHECK(dev->rows_gather(device, table->data, spec->dim, table->d_rows.data, nrows,
+                                     table->d_values.data));
         EMBER_CHECK(dev->mem_copy(device, values, table->d_values.data, bytes,
                                   EMBER_COPY_DEVICE_TO_HOST));
     }
-    EMBER_CHECK(ember_opt_step_sparse_gathered(table->optimizer, values, spec->dim, rows,
-                                               grad, nrows));
+    EMBER_CHECK(
+            ember_opt_step_sparse_gathered(table->optimizer, values, spec->dim, rows, grad, nrows));
     if (nrows == 0)
         return EMBER_OK;
-    EMBER_CHECK(dev->mem_copy(device, table->d_values.data, values, bytes,
-                              EMBER_COPY_HOST_TO_DEVICE));
+    EMBER_CHECK(
+            dev->mem_copy(device, table->d_values.data, values, bytes, EMBER_COPY_HOST_TO_DEVICE));
     return dev->rows_scatter(device, table->data, spec->dim, table->d_rows.data, nrows,
                              table->d_values.data);
 }
 
 /* Max mode: the places a trainer gave its indices rise within each bag (so
  * the first maximal entry of this shard's is the first in the bag too). */
-static int places_increase(const uint8_t *places, const int64_t *offsets, size_t bags,
-                           size_t n)
+static int places_increase(const uint8_t *places, const int64_t *offsets, size_t bags, size_t n)
 {
     for (size_t b = 0; b < bags; b++) {
         size_t end = b + 1 < bags ? (size_t)offsets[b + 1] : n;
@@ -572,8 +573,8 @@ static size_t slot_of(const int64_t *unique, size_t count, int64_t row)
  * kept the first maximal entry, whose row occurs nowhere earlier in the bag
  * (an earlier copy would hold the same value): its place is its row's first
  * place in the bag. */
-static void max_places(context_t *ctx, const uint8_t *places, size_t bags, size_t n,
-                       size_t dim, uint32_t *out)
+static void max_places(context_t *ctx, const uint8_t *places, size_t bags, size_t n, size_t dim,
+                       uint32_t *out)
 {
     const int64_t *offsets = ctx->offsets.data, *argmax = ctx->argmax.data;
     const int64_t *unique = ctx->unique.data;
@@ -592,15 +593,15 @@ static void max_places(context_t *ctx, const uint8_t *places, size_t bags, size_
         }
         for (size_t d = 0; d < dim; d++) {
             int64_t row = argmax[b * dim + d];
-            out[b * dim + d] = row < 0 ? EMBER_PLACE_NONE
-                                       : first[slot_of(unique, ctx->nunique, row)];
+            out[b * dim + d] =
+                    row < 0 ? EMBER_PLACE_NONE : first[slot_of(unique, ctx->nunique, row)];
         }
     }
 }
 
 ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t *msg,
-                                  const void *arrays, size_t length, float *out,
-                                  char *err, size_t err_length)
+                                  const void *arrays, size_t length, float *out, char *err,
+                                  size_t err_length)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     const uint8_t *p = arrays;
@@ -615,28 +616,30 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
 
     if (msg->trainer >= spec->trainers)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: trainer %u step %llu: lookup from trainer %u, but the "
-                    "job has %u trainers", name, trainer, step, trainer, spec->trainers);
-    if (msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX |
-                                 EMBER_LOOKUP_HALF_REPLY))
+                                 "table %s: trainer %u step %llu: lookup from trainer %u, but the "
+                                 "job has %u trainers",
+                                 name, trainer, step, trainer, spec->trainers);
+    if (msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: trainer %u step %llu: unknown lookup flags %#x", name,
-                    trainer, step, msg->flags);
+                                 "table %s: trainer %u step %llu: unknown lookup flags %#x", name,
+                                 trainer, step, msg->flags);
     if (weighted && max_mode)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: trainer %u step %llu: per-sample weights need sum "
-                    "mode (flags %#x)", name, trainer, step, msg->flags);
+                                 "table %s: trainer %u step %llu: per-sample weights need sum "
+                                 "mode (flags %#x)",
+                                 name, trainer, step, msg->flags);
     if (expect != length)
         return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                    "table %s: trainer %u step %llu: lookup of %zu bags, %zu rows, "
-                    "%zu indices needs %llu bytes, got %zu", name, trainer, step,
-                    bags, unique, n, (unsigned long long)expect, length);
+                                 "table %s: trainer %u step %llu: lookup of %zu bags, %zu rows, "
+                                 "%zu indices needs %llu bytes, got %zu",
+                                 name, trainer, step, bags, unique, n, (unsigned long long)expect,
+                                 length);
     ctx = &table->contexts[trainer];
     if (ctx->valid)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: trainer %u step %llu: its lookup of step %llu has "
-                    "not been given a gradient yet", name, trainer, step,
-                    (unsigned long long)ctx->step);
+                                 "table %s: trainer %u step %llu: its lookup of step %llu has "
+                                 "not been given a gradient yet",
+                                 name, trainer, step, (unsigned long long)ctx->step);
 
     const uint8_t *offsets = p, *rows = p + 4 * bags, *inverse = rows + 8 * unique;
     const uint8_t *weights = inverse + 4 * n;
@@ -644,8 +647,7 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
      * buffers, scratch until ctx->valid is set, are filled: nothing else is
      * written before the last check passed, so a refused lookup leaves
      * nothing. */
-    if (!buffer_reserve(&ctx->indices, n * 8 + 8) ||
-        !buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
+    if (!buffer_reserve(&ctx->indices, n * 8 + 8) || !buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
         !buffer_reserve(&ctx->unique, unique * 8 + 8) ||
         !buffer_reserve(&ctx->inverse, n * 4 + 4) ||
         (weighted && !buffer_reserve(&ctx->weights, n * 4 + 4)) ||
@@ -653,7 +655,7 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
                       !buffer_reserve(&ctx->first, unique * 4 + 4) ||
                       !buffer_reserve(&ctx->seen, unique * 4 + 4))))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
-                    name);
+                                 name);
     int64_t *local = ctx->indices.data, *offsets64 = ctx->offsets.data;
     int64_t *unique_local = ctx->unique.data;
     uint32_t *inverse_copy = ctx->inverse.data;
@@ -662,16 +664,16 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
         uint32_t offset = load_u32(offsets, b);
         if ((b == 0 && offset != 0) || offset < previous || offset > n)
             return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                        "table %s: trainer %u step %llu: offset %u of bag %zu is "
-                        "invalid (previous %u, %zu indices)", name, trainer, step,
-                        offset, b, previous, n);
+                                     "table %s: trainer %u step %llu: offset %u of bag %zu is "
+                                     "invalid (previous %u, %zu indices)",
+                                     name, trainer, step, offset, b, previous, n);
         offsets64[b] = offset;
         previous = offset;
     }
     if (bags == 0 && n != 0)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: trainer %u step %llu: %zu indices but no bags", name,
-                    trainer, step, n);
+                                 "table %s: trainer %u step %llu: %zu indices but no bags", name,
+                                 trainer, step, n);
     const uint64_t shards = spec->num_shards;
     const int64_t table_rows = spec->rows; /* kept in a register */
     int64_t previous_row = -1;
@@ -679,14 +681,14 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
         int64_t row = load_i64(rows, u);
         if (row < 0 || row >= table_rows)
             return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
-                        "table %s: trainer %u step %llu: index %lld is out of range "
-                        "[0, %lld)", name, trainer, step, (long long)row,
-                        (long long)spec->rows);
+                                     "table %s: trainer %u step %llu: index %lld is out of range "
+                                     "[0, %lld)",
+                                     name, trainer, step, (long long)row, (long long)spec->rows);
         if (row <= previous_row)
             return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                        "table %s: trainer %u step %llu: the rows of a lookup must be "
-                        "sorted and distinct (row %lld after %lld)", name, trainer,
-                        step, (long long)row, (long long)previous_row);
+                                     "table %s: trainer %u step %llu: the rows of a lookup must be "
+                                     "sorted and distinct (row %lld after %lld)",
+                                     name, trainer, step, (long long)row, (long long)previous_row);
         previous_row = row;
         unique_local[u] = row;
     }
@@ -699,17 +701,19 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
         uint64_t shard = (uint64_t)row - q * shards;
         if (shard != spec->shard)
             return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                        "table %s: trainer %u step %llu: row %lld belongs to shard "
-                        "%llu, not %u", name, trainer, step, (long long)row,
-                        (unsigned long long)shard, spec->shard);
+                                     "table %s: trainer %u step %llu: row %lld belongs to shard "
+                                     "%llu, not %u",
+                                     name, trainer, step, (long long)row, (unsigned long long)shard,
+                                     spec->shard);
         unique_local[u] = (int64_t)q;
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t slot = load_u32(inverse, i);
         if (slot >= unique)
             return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                        "table %s: trainer %u step %llu: index %zu refers to row "
-                        "slot %u of %zu", name, trainer, step, i, slot, unique);
+                                     "table %s: trainer %u step %llu: index %zu refers to row "
+                                     "slot %u of %zu",
+                                     name, trainer, step, i, slot, unique);
         inverse_copy[i] = slot;
         local[i] = unique_local[slot];
     }
@@ -719,26 +723,28 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
     const uint8_t *places = weights; /* max mode's array takes their place */
     if (max_mode && !places_increase(places, offsets64, bags, n))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: trainer %u step %llu: the places of a bag's indices "
-                    "must increase", name, trainer, step);
+                                 "table %s: trainer %u step %llu: the places of a bag's indices "
+                                 "must increase",
+                                 name, trainer, step);
 
-    ember_bag_batch_t batch = {.indices = local, .n = n, .offsets = offsets64,
+    ember_bag_batch_t batch = {.indices = local,
+                               .n = n,
+                               .offsets = offsets64,
                                .bags = bags,
                                .weights = weighted ? ctx->weights.data : NULL,
                                .n_weights = weighted ? n : 0};
-    ember_bag_opts_t opts = {.mode = max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM,
-                             .padding_idx = -1};
+    ember_bag_opts_t opts = {.mode = max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM, .padding_idx = -1};
     ember_status_t status =
-        table->device ? device_forward(table, &batch, &opts, out,
-                                       max_mode ? ctx->argmax.data : NULL)
-                      : ember_bag_forward_typed(table->data, spec->dtype,
-                                                table->local_rows, spec->dim, &batch,
-                                                &opts, out,
-                                                max_mode ? ctx->argmax.data : NULL);
+            table->device
+                    ? device_forward(table, &batch, &opts, out, max_mode ? ctx->argmax.data : NULL)
+                    : ember_bag_forward_typed(table->data, spec->dtype, table->local_rows,
+                                              spec->dim, &batch, &opts, out,
+                                              max_mode ? ctx->argmax.data : NULL);
     if (status != EMBER_OK)
-        return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
-                    "pooling failed: %s", name, trainer, step,
-                    ember_status_string(status));
+        return ember_status_text(err, err_length, status,
+                                 "table %s: trainer %u step %llu: "
+                                 "pooling failed: %s",
+                                 name, trainer, step, ember_status_string(status));
     if (max_mode)
         max_places(ctx, places, bags, n, spec->dim, (uint32_t *)(out + bags * spec->dim));
     ctx->valid = 1;
@@ -758,8 +764,7 @@ static int compare_rows(const void *a, const void *b)
 
 /* Sync: reduce every trainer's gradient for the step (trainer order) and
  * apply it once. */
-static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
-                                          size_t err_length)
+static ember_status_t table_apply_reduced(ember_table_t *table, char *err, size_t err_length)
 {
     const uint32_t dim = table->spec.dim;
     size_t touched = 0;
@@ -769,8 +774,7 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
         const int64_t *rows = pending->rows.data;
         const float *grad = pending->grad.data;
         if (!buffer_reserve(&table->acc_rows, (touched + pending->nrows) * 8 + 8) ||
-            !buffer_reserve(&table->acc_grad,
-                            (touched + pending->nrows) * dim * sizeof(float) + 4))
+            !buffer_reserve(&table->acc_grad, (touched + pending->nrows) * dim * sizeof(float) + 4))
             return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
         int64_t *acc_rows = table->acc_rows.data;
         float *acc = table->acc_grad.data;
@@ -796,8 +800,8 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
     float *sorted = table->sorted_grad.data, *acc = table->acc_grad.data;
     float scale = table->spec.sparse_reduce == EMBER_REDUCE_MEAN
-                      ? 1.0f / (float)table->spec.trainers
-                      : 1.0f;
+                          ? 1.0f / (float)table->spec.trainers
+                          : 1.0f;
     for (size_t u = 0; u < touched; u++) {
         int32_t slot = table->slot_of_row[acc_rows[u]];
         const float *src = acc + (size_t)slot * dim;
@@ -809,7 +813,7 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err,
     ember_status_t status = table_step(table, acc_rows, sorted, touched);
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "table %s: optimizer step failed: %s",
-                    table->spec.name, ember_status_string(status));
+                                 table->spec.name, ember_status_string(status));
     for (uint32_t t = 0; t < table->spec.trainers; t++)
         table->pending[t].valid = 0;
     table->next_step++;
@@ -835,9 +839,8 @@ static size_t first_nonfinite(const float *v, size_t n)
     return n;
 }
 
-ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *msg,
-                                const void *grad, size_t length, int *applied_p,
-                                char *err, size_t err_length)
+ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *msg, const void *grad,
+                                size_t length, int *applied_p, char *err, size_t err_length)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     const char *name = spec->name;
@@ -849,18 +852,20 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
     *applied_p = 0;
     if (msg->trainer >= spec->trainers)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: gradient from trainer %u, but the job has %u "
-                    "trainers", name, trainer, spec->trainers);
+                                 "table %s: gradient from trainer %u, but the job has %u "
+                                 "trainers",
+                                 name, trainer, spec->trainers);
     ctx = &table->contexts[trainer];
     if (!ctx->valid || ctx->step != msg->step)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: trainer %u step %llu: gradient without a lookup of "
-                    "that step", name, trainer, step);
+                                 "table %s: trainer %u step %llu: gradient without a lookup of "
+                                 "that step",
+                                 name, trainer, step);
     if (msg->bags != ctx->bags || length != (size_t)ctx->bags * spec->dim * 4)
         return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                    "table %s: trainer %u step %llu: gradient of %u bags (%zu bytes) "
-                    "for a lookup of %zu bags", name, trainer, step, msg->bags,
-                    length, ctx->bags);
+                                 "table %s: trainer %u step %llu: gradient of %u bags (%zu bytes) "
+                                 "for a lookup of %zu bags",
+                                 name, trainer, step, msg->bags, length, ctx->bags);
     /* Refuse non-finite values before any use.  An async gradient is
      * applied before this returns, so all trainers share one buffer for it;
      * a sync one waits for the others in its own. */
@@ -883,18 +888,21 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
         if (!isfinite(grad_out[i])) {
             ctx->valid = 0; /* the step is void: nothing of it is applied */
             return ember_status_text(err, err_length, EMBER_ERR_NUMERIC,
-                        "table %s: trainer %u step %llu: non-finite gradient "
-                        "(bag %zu); nothing applied", name, trainer, step,
-                        i / spec->dim);
+                                     "table %s: trainer %u step %llu: non-finite gradient "
+                                     "(bag %zu); nothing applied",
+                                     name, trainer, step, i / spec->dim);
         }
     }
     if (ember_table_is_sync(table) && pending->valid)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                    "table %s: trainer %u step %llu: a gradient of this trainer "
-                    "is already waiting", name, trainer, step);
+                                 "table %s: trainer %u step %llu: a gradient of this trainer "
+                                 "is already waiting",
+                                 name, trainer, step);
 
-    ember_bag_batch_t batch = {.indices = ctx->indices.data, .n = ctx->n,
-                               .offsets = ctx->offsets.data, .bags = ctx->bags,
+    ember_bag_batch_t batch = {.indices = ctx->indices.data,
+                               .n = ctx->n,
+                               .offsets = ctx->offsets.data,
+                               .bags = ctx->bags,
                                .weights = ctx->weighted ? ctx->weights.data : NULL,
                                .n_weights = ctx->weighted ? ctx->n : 0};
     ember_bag_opts_t opts = {.mode = ctx->max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM,
@@ -902,11 +910,9 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
     size_t nrows = 0;
     ember_status_t status = EMBER_OK;
     if (ctx->max_mode) {
-        status = ember_bag_backward_typed(table->data, spec->dtype, table->local_rows,
-                                          spec->dim, &batch, &opts, grad_out,
-                                          ctx->argmax.data,
-                                    pending->rows.data, pending->grad.data, &nrows,
-                                    NULL);
+        status = ember_bag_backward_typed(table->data, spec->dtype, table->local_rows, spec->dim,
+                                          &batch, &opts, grad_out, ctx->argmax.data,
+                                          pending->rows.data, pending->grad.data, &nrows, NULL);
     } else {
         /* Sum pooling: each distinct row's gradient is the (weighted) sum of
          * its bags' gradients.  The lookup's rows are already sorted and
@@ -945,9 +951,10 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
     }
     ctx->valid = 0;
     if (status != EMBER_OK)
-        return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: "
-                    "backward failed: %s", name, trainer, step,
-                    ember_status_string(status));
+        return ember_status_text(err, err_length, status,
+                                 "table %s: trainer %u step %llu: "
+                                 "backward failed: %s",
+                                 name, trainer, step, ember_status_string(status));
     if (!(msg->flags & EMBER_GRAD_APPLY))
         return EMBER_OK; /* accumulate-only: nothing to apply (not used yet) */
 
@@ -955,7 +962,7 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
         status = table_step(table, pending->rows.data, pending->grad.data, nrows);
         if (status != EMBER_OK)
             return ember_status_text(err, err_length, status, "table %s: optimizer: %s", name,
-                        ember_status_string(status));
+                                     ember_status_string(status));
         *applied_p = 1;
         return EMBER_OK;
     }
@@ -990,22 +997,19 @@ size_t ember_table_optimizer_bytes(const ember_table_t *table)
 size_t ember_table_other_bytes(const ember_table_t *table)
 {
     size_t bytes = table->acc_rows.capacity + table->acc_grad.capacity +
-                   table->sorted_grad.capacity + table->order.capacity +
-                   table->written.capacity +
+                   table->sorted_grad.capacity + table->order.capacity + table->written.capacity +
                    table->applying.rows.capacity + table->applying.grad.capacity +
                    /* a GPU shard's pinned staging (its device scratch is not
                     * host memory) */
-                   table->h_batch.capacity + table->h_out.capacity +
-                   table->h_values.capacity;
+                   table->h_batch.capacity + table->h_out.capacity + table->h_values.capacity;
     if (table->slot_of_row)
         bytes += (size_t)table->local_rows * sizeof(int32_t);
     for (uint32_t t = 0; t < table->spec.trainers; t++) {
         const context_t *c = &table->contexts[t];
         const pending_t *p = &table->pending[t];
         bytes += c->indices.capacity + c->offsets.capacity + c->weights.capacity +
-                 c->argmax.capacity + c->unique.capacity + c->inverse.capacity +
-                 c->first.capacity + c->seen.capacity +
-                 p->rows.capacity + p->grad.capacity;
+                 c->argmax.capacity + c->unique.capacity + c->inverse.capacity + c->first.capacity +
+                 c->seen.capacity + p->rows.capacity + p->grad.capacity;
     }
     return bytes;
 }

@@ -29,9 +29,8 @@ struct ember_device;
 /** Create a shard as @spec says (copied); initial rows N(0,1) or zeros
  * awaiting TABLE_LOAD, in host memory.  Errors: ERR_INVALID_PARAM (message
  * in @err), ERR_NO_MEMORY. */
-ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
-                                  ember_table_t **table_p, char *err,
-                                  size_t err_length);
+ember_status_t ember_table_create(const ember_msg_table_create_t *spec, ember_table_t **table_p,
+                                  char *err, size_t err_length);
 
 /**
  * The same with the rows in @device's memory (include/ember/device.h;
@@ -42,9 +41,8 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec,
  * is the host's, before the device sees anything.  fp32 rows only.
  */
 ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
-                                     struct ember_device *device,
-                                     ember_table_t **table_p, char *err,
-                                     size_t err_length);
+                                     struct ember_device *device, ember_table_t **table_p,
+                                     char *err, size_t err_length);
 void ember_table_destroy(ember_table_t *table);
 
 const char *ember_table_name(const ember_table_t *table);
@@ -62,9 +60,8 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
                                 const float *data, char *err, size_t err_length);
 
 /** Copy out local rows [first, first + count) into @out. */
-ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
-                                int64_t count, float *out, char *err,
-                                size_t err_length);
+ember_status_t ember_table_read(const ember_table_t *table, int64_t first, int64_t count,
+                                float *out, char *err, size_t err_length);
 
 /**
  * Serve one lookup: validate the message (@arrays: the bytes after the
@@ -74,8 +71,8 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first,
  * bag (engine/wire/protocol.h).  Fails, changing nothing, on any bad value.
  */
 ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t *msg,
-                                  const void *arrays, size_t length, float *out,
-                                  char *err, size_t err_length);
+                                  const void *arrays, size_t length, float *out, char *err,
+                                  size_t err_length);
 
 /**
  * Take the gradient of a lookup's output (@grad: float[bags * dim], @length
@@ -84,9 +81,8 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t
  * applied once; *applied_p says whether that happened now.  Async: applied
  * at once.  A non-finite gradient is refused and nothing is applied.
  */
-ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *msg,
-                                const void *grad, size_t length, int *applied_p,
-                                char *err, size_t err_length);
+ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *msg, const void *grad,
+                                size_t length, int *applied_p, char *err, size_t err_length);
 
 /** Forget what a lost trainer left behind (its context). */
 void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer);

@@ -1,8 +1,8 @@
 /* engine/train/data: tutorial, synthetic and replayed batches. */
 #include "engine/train/data.h"
 
-#include "engine/io/replay_file.h"
 #include "common/rng.h"
+#include "engine/io/replay_file.h"
 #include "engine/io/safetensors.h"
 
 #include <stdarg.h>
@@ -20,8 +20,8 @@ struct ember_data {
     size_t capacity_n, capacity_bags;
 };
 
-ember_status_t ember_data_create(const ember_msg_train_start_t *spec,
-                                 ember_data_t **data_p, char *err, size_t err_length)
+ember_status_t ember_data_create(const ember_msg_train_start_t *spec, ember_data_t **data_p,
+                                 char *err, size_t err_length)
 {
     ember_data_t *data = calloc(1, sizeof(*data));
     if (!data)
@@ -33,8 +33,7 @@ ember_status_t ember_data_create(const ember_msg_train_start_t *spec,
          * was made from may have been replaced since. */
         ember_replay_info_t info;
         const char *path = data->spec.replay_path;
-        ember_status_t status = ember_replay_open(path, &data->file, &info, err,
-                                                  err_length);
+        ember_status_t status = ember_replay_open(path, &data->file, &info, err, err_length);
         if (status != EMBER_OK) {
             free(data);
             return status;
@@ -59,7 +58,10 @@ void ember_data_destroy(ember_data_t *data)
     free(data);
 }
 
-uint64_t ember_data_steps(const ember_data_t *data) { return data->steps; }
+uint64_t ember_data_steps(const ember_data_t *data)
+{
+    return data->steps;
+}
 
 static int reserve(ember_data_t *data, size_t n, size_t bags)
 {
@@ -106,13 +108,14 @@ static ember_status_t generate(ember_data_t *data, uint64_t step, ember_batch_t 
             data->indices[i] = row;
             /* --weights: drawn in [0, 1), as torch.rand (not all 1, which
              * would pool as if there were none) */
-            data->weights[i] = spec->per_sample_weights ? (float)ember_rng_uniform(&rng)
-                                                        : 1.0f;
+            data->weights[i] = spec->per_sample_weights ? (float)ember_rng_uniform(&rng) : 1.0f;
         }
         data->targets[b] = target;
     }
-    *batch = (ember_batch_t){.indices = data->indices, .n = n,
-                             .offsets = data->offsets, .bags = bags,
+    *batch = (ember_batch_t){.indices = data->indices,
+                             .n = n,
+                             .offsets = data->offsets,
+                             .bags = bags,
                              .targets = data->targets,
                              .weights = spec->per_sample_weights ? data->weights : NULL,
                              .n_weights = spec->per_sample_weights ? n : 0};
@@ -121,27 +124,27 @@ static ember_status_t generate(ember_data_t *data, uint64_t step, ember_batch_t 
 
 /* The batch of this trainer at @step, its tensors' shapes checked before
  * they are copied. */
-static ember_status_t replay(ember_data_t *data, uint64_t step, ember_batch_t *batch,
-                             char *err, size_t err_length)
+static ember_status_t replay(ember_data_t *data, uint64_t step, ember_batch_t *batch, char *err,
+                             size_t err_length)
 {
     char name[64];
     void *values[4] = {0};
     static const char *const parts[] = {"indices", "offsets", "targets", "weights"};
-    static const ember_dtype_t types[] = {EMBER_DTYPE_I64, EMBER_DTYPE_I64,
-                                          EMBER_DTYPE_I64, EMBER_DTYPE_F32};
+    static const ember_dtype_t types[] = {EMBER_DTYPE_I64, EMBER_DTYPE_I64, EMBER_DTYPE_I64,
+                                          EMBER_DTYPE_F32};
     int weighted = data->spec.per_sample_weights != 0;
     size_t wanted = weighted ? 4 : 3, n, bags;
-    ember_status_t status = ember_replay_batch_shape(data->file, data->spec.replay_path,
-                                                     weighted, data->spec.trainer, step,
-                                                     &n, &bags, err, err_length);
+    ember_status_t status =
+            ember_replay_batch_shape(data->file, data->spec.replay_path, weighted,
+                                     data->spec.trainer, step, &n, &bags, err, err_length);
 
     for (size_t k = 0; status == EMBER_OK && k < wanted; k++) {
-        snprintf(name, sizeof(name), "t%u.s%llu.%s", data->spec.trainer,
-                 (unsigned long long)step, parts[k]);
+        snprintf(name, sizeof(name), "t%u.s%llu.%s", data->spec.trainer, (unsigned long long)step,
+                 parts[k]);
         status = ember_st_read_copy(data->file, name, types[k], &values[k], NULL);
         if (status != EMBER_OK)
-            ember_status_text(err, err_length, status, "%s: tensor %s: %s",
-                              data->spec.replay_path, name, ember_status_string(status));
+            ember_status_text(err, err_length, status, "%s: tensor %s: %s", data->spec.replay_path,
+                              name, ember_status_string(status));
     }
     if (status == EMBER_OK && !reserve(data, n ? n : 1, bags))
         status = EMBER_ERR_NO_MEMORY;
@@ -151,8 +154,10 @@ static ember_status_t replay(ember_data_t *data, uint64_t step, ember_batch_t *b
         memcpy(data->targets, values[2], bags * sizeof(int64_t));
         if (weighted)
             memcpy(data->weights, values[3], n * sizeof(float));
-        *batch = (ember_batch_t){.indices = data->indices, .n = n,
-                                 .offsets = data->offsets, .bags = bags,
+        *batch = (ember_batch_t){.indices = data->indices,
+                                 .n = n,
+                                 .offsets = data->offsets,
+                                 .bags = bags,
                                  .targets = data->targets,
                                  .weights = weighted ? data->weights : NULL,
                                  .n_weights = weighted ? n : 0};
@@ -162,12 +167,12 @@ static ember_status_t replay(ember_data_t *data, uint64_t step, ember_batch_t *b
     return status;
 }
 
-ember_status_t ember_data_next(ember_data_t *data, uint64_t step,
-                               ember_batch_t *batch_p, char *err, size_t err_length)
+ember_status_t ember_data_next(ember_data_t *data, uint64_t step, ember_batch_t *batch_p, char *err,
+                               size_t err_length)
 {
     if (step >= data->steps)
         return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE, "step %llu of %llu",
-                    (unsigned long long)step, (unsigned long long)data->steps);
+                                 (unsigned long long)step, (unsigned long long)data->steps);
     if (data->spec.data == EMBER_DATA_REPLAY)
         return replay(data, step, batch_p, err, err_length);
     return generate(data, step, batch_p);

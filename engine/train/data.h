@@ -30,15 +30,15 @@ typedef struct ember_data ember_data_t;
 
 /** Open the source @spec describes for trainer spec->trainer.  Errors name
  * the file or tensor (in @err). */
-ember_status_t ember_data_create(const ember_msg_train_start_t *spec,
-                                 ember_data_t **data_p, char *err, size_t err_length);
+ember_status_t ember_data_create(const ember_msg_train_start_t *spec, ember_data_t **data_p,
+                                 char *err, size_t err_length);
 void ember_data_destroy(ember_data_t *data);
 
 /** Steps this trainer runs in all. */
 uint64_t ember_data_steps(const ember_data_t *data);
 
 /** The batch of global step @step (0-based). */
-ember_status_t ember_data_next(ember_data_t *data, uint64_t step,
-                               ember_batch_t *batch_p, char *err, size_t err_length);
+ember_status_t ember_data_next(ember_data_t *data, uint64_t step, ember_batch_t *batch_p, char *err,
+                               size_t err_length);
 
 #endif

@@ -8,8 +8,8 @@ int ember_job_world_size(const ember_job_t *job)
     return job->trainers + 1 + job->num_ps;
 }
 
-ember_status_t ember_job_role(const ember_job_t *job, int rank, ember_role_t *role_p,
-                              int *index_p, char *name, size_t name_length)
+ember_status_t ember_job_role(const ember_job_t *job, int rank, ember_role_t *role_p, int *index_p,
+                              char *name, size_t name_length)
 {
     if (rank < 0 || rank >= ember_job_world_size(job))
         return EMBER_ERR_INVALID_PARAM;

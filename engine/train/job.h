@@ -17,7 +17,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum { EMBER_ROLE_TRAINER, EMBER_ROLE_MASTER, EMBER_ROLE_PS } ember_role_t;
+typedef enum {
+    EMBER_ROLE_TRAINER,
+    EMBER_ROLE_MASTER,
+    EMBER_ROLE_PS
+} ember_role_t;
 
 typedef struct {
     int trainers, num_ps;
@@ -37,20 +41,20 @@ typedef struct {
     const char *replay_path; /* borrowed from argv */
     const char *save_path;
     const char *metrics_path;
-    const char *device; /* trainers' dense model: "cpu" or "cuda" */
-    const char *ps_device; /* the PS's table shards: "cpu" or "cuda" */
+    const char *device;                         /* trainers' dense model: "cpu" or "cuda" */
+    const char *ps_device;                      /* the PS's table shards: "cpu" or "cuda" */
     uint32_t nhidden, hidden[EMBER_MAX_HIDDEN]; /* dense MLP hidden widths */
-    double replay_tolerance; /* --replay: the largest difference that passes */
-    uint64_t given;          /* bit per flag given on the command line */
-    const char *flag_values[64]; /* their values as given (borrowed from argv) */
+    double replay_tolerance;                    /* --replay: the largest difference that passes */
+    uint64_t given;                             /* bit per flag given on the command line */
+    const char *flag_values[64];                /* their values as given (borrowed from argv) */
 } ember_job_t;
 
 /** Ranks the job needs: trainers + 1 + num_ps. */
 int ember_job_world_size(const ember_job_t *job);
 
 /** Role and index (trainer t, ps p) of @rank; name like "trainer1". */
-ember_status_t ember_job_role(const ember_job_t *job, int rank, ember_role_t *role_p,
-                              int *index_p, char *name, size_t name_length);
+ember_status_t ember_job_role(const ember_job_t *job, int rank, ember_role_t *role_p, int *index_p,
+                              char *name, size_t name_length);
 
 /** One line naming every rank's role. */
 void ember_job_print_roles(const ember_job_t *job, FILE *stream);

@@ -8,11 +8,11 @@
  */
 #include "engine/train/master.h"
 
-#include "engine/train/data.h"
-#include "engine/io/replay_file.h"
-#include "common/rng.h"
-#include "engine/io/safetensors.h"
 #include "common/clock.h"
+#include "common/rng.h"
+#include "engine/io/replay_file.h"
+#include "engine/io/safetensors.h"
+#include "engine/train/data.h"
 
 #include <ember/log.h>
 
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TABLE_ID 0
+#define TABLE_ID   0
 #define TABLE_NAME "emb"
 /* Chunks of table traffic between master and PS. */
 #define CHUNK_BYTES (4u << 20)
@@ -46,7 +46,7 @@ static double epoch_mean_loss(const master_t *master, uint32_t epoch)
     uint64_t steps = 0;
     for (int t = 0; t < master->job->trainers; t++) {
         const ember_msg_epoch_report_t *r =
-            &master->reports[(size_t)epoch * master->job->trainers + t];
+                &master->reports[(size_t)epoch * master->job->trainers + t];
         loss += r->loss_sum;
         steps += r->steps;
     }
@@ -68,22 +68,23 @@ static void print_epoch(master_t *master, uint32_t epoch)
     double mean = epoch_mean_loss(master, epoch);
     double steps_s = seconds > 0 ? (double)steps / seconds : 0.0;
     double bags_s = seconds > 0 ? (double)bags / seconds : 0.0;
-    printf("epoch %4u  mean loss %.4f  steps/s %.0f  bags/s %.0f\n", epoch + 1, mean,
-           steps_s, bags_s);
+    printf("epoch %4u  mean loss %.4f  steps/s %.0f  bags/s %.0f\n", epoch + 1, mean, steps_s,
+           bags_s);
     fflush(stdout);
     if (master->metrics) {
-        fprintf(master->metrics, "{\"epoch\": %u, \"loss\": %.6f, \"steps\": %llu, "
+        fprintf(master->metrics,
+                "{\"epoch\": %u, \"loss\": %.6f, \"steps\": %llu, "
                 "\"bags\": %llu, \"seconds\": %.6f, \"steps_per_s\": %.1f, "
-                "\"bags_per_s\": %.1f}\n", epoch + 1, mean, (unsigned long long)steps,
-                (unsigned long long)bags, seconds, steps_s, bags_s);
+                "\"bags_per_s\": %.1f}\n",
+                epoch + 1, mean, (unsigned long long)steps, (unsigned long long)bags, seconds,
+                steps_s, bags_s);
         fflush(master->metrics);
     }
 }
 
-ember_status_t ember_master_report_check(const void *data, size_t length,
-                                         uint32_t trainers, uint32_t epochs,
-                                         ember_msg_epoch_report_t *msg_p, char *err,
-                                         size_t err_length)
+ember_status_t ember_master_report_check(const void *data, size_t length, uint32_t trainers,
+                                         uint32_t epochs, ember_msg_epoch_report_t *msg_p,
+                                         char *err, size_t err_length)
 {
     ember_msg_epoch_report_t msg;
 
@@ -93,8 +94,7 @@ ember_status_t ember_master_report_check(const void *data, size_t length,
     memcpy(&msg, data, sizeof(msg));
     if (msg.trainer >= trainers || msg.epoch >= epochs)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "epoch report for trainer %u epoch %u", msg.trainer,
-                                 msg.epoch);
+                                 "epoch report for trainer %u epoch %u", msg.trainer, msg.epoch);
     *msg_p = msg;
     return EMBER_OK;
 }
@@ -106,10 +106,8 @@ static void on_epoch_report(ember_rpc_req_t *req, void *arg)
     size_t length;
     const void *data = ember_rpc_req_data(req, &length);
     char err[96];
-    ember_status_t status = ember_master_report_check(data, length,
-                                                      (uint32_t)master->job->trainers,
-                                                      master->epochs, &msg, err,
-                                                      sizeof(err));
+    ember_status_t status = ember_master_report_check(data, length, (uint32_t)master->job->trainers,
+                                                      master->epochs, &msg, err, sizeof(err));
 
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
@@ -130,21 +128,20 @@ static void on_epoch_report(ember_rpc_req_t *req, void *arg)
 }
 
 /* Call and wait, turning a failure into one error line naming the peer. */
-static ember_status_t master_call(master_t *master, int rank, uint16_t op,
-                                  const ember_iov_t *iov, size_t iovcnt, void *out,
-                                  size_t capacity, const char *what)
+static ember_status_t master_call(master_t *master, int rank, uint16_t op, const ember_iov_t *iov,
+                                  size_t iovcnt, void *out, size_t capacity, const char *what)
 {
     ember_future_t *future;
-    ember_status_t status = ember_rpc_call_async(master->tp, rank, op, iov, iovcnt, out,
-                                                 capacity, 0, &future);
+    ember_status_t status =
+            ember_rpc_call_async(master->tp, rank, op, iov, iovcnt, out, capacity, 0, &future);
     if (status != EMBER_OK)
         return status;
     status = ember_future_wait(future);
     if (status != EMBER_OK) {
         size_t length;
         const char *text = ember_future_data(future, &length);
-        ember_error("master", "%s on %s failed: %.*s", what,
-                    ember_tp_peer_name(master->tp, rank), (int)length, text ? text : "");
+        ember_error("master", "%s on %s failed: %.*s", what, ember_tp_peer_name(master->tp, rank),
+                    (int)length, text ? text : "");
     }
     ember_future_release(future);
     return status;
@@ -159,8 +156,8 @@ static void abort_job(master_t *master, const char *cause)
         if (rank == ember_tp_rank(master->tp) || ember_tp_peer_lost(master->tp, rank))
             continue;
         /* A live rank answers at once; a hung one must not hold the end up. */
-        if (ember_rpc_call_async(master->tp, rank, EMBER_OP_ABORT, &iov, 1, NULL, 0,
-                                 1.0, &futures[count]) == EMBER_OK)
+        if (ember_rpc_call_async(master->tp, rank, EMBER_OP_ABORT, &iov, 1, NULL, 0, 1.0,
+                                 &futures[count]) == EMBER_OK)
             count++;
     }
     for (int i = 0; i < count; i++) {
@@ -175,47 +172,43 @@ static ember_status_t create_tables(master_t *master, const ember_msg_train_star
     const ember_job_t *job = master->job;
     for (int p = 0; p < job->num_ps; p++) {
         ember_msg_table_create_t create = {
-            .table_id = TABLE_ID,
-            .shard = (uint32_t)p,
-            .num_shards = (uint32_t)job->num_ps,
-            .trainers = (uint32_t)job->trainers,
-            .rows = spec->rows,
-            .dim = spec->dim,
-            .consistency = job->consistency,
-            .sparse_reduce = job->sparse_reduce,
-            .init = initial ? EMBER_INIT_LOAD : EMBER_INIT_NORMAL,
-            .dtype = job->table_dtype,
-            .device = strcmp(job->ps_device, "cuda") == 0 ? EMBER_TABLE_CUDA
-                                                          : EMBER_TABLE_HOST,
-            .seed = job->seed,
-            .optimizer = spec->optimizer,
+                .table_id = TABLE_ID,
+                .shard = (uint32_t)p,
+                .num_shards = (uint32_t)job->num_ps,
+                .trainers = (uint32_t)job->trainers,
+                .rows = spec->rows,
+                .dim = spec->dim,
+                .consistency = job->consistency,
+                .sparse_reduce = job->sparse_reduce,
+                .init = initial ? EMBER_INIT_LOAD : EMBER_INIT_NORMAL,
+                .dtype = job->table_dtype,
+                .device = strcmp(job->ps_device, "cuda") == 0 ? EMBER_TABLE_CUDA : EMBER_TABLE_HOST,
+                .seed = job->seed,
+                .optimizer = spec->optimizer,
         };
         snprintf(create.name, sizeof(create.name), "%s", TABLE_NAME);
         ember_iov_t iov = {.buffer = &create, .length = sizeof(create)};
-        EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_CREATE,
-                                &iov, 1, NULL, 0, "creating table " TABLE_NAME));
+        EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_CREATE, &iov, 1, NULL,
+                                0, "creating table " TABLE_NAME));
         if (!initial)
             continue;
         /* Initial values: each shard keeps the rows it owns. */
         int64_t per_chunk = CHUNK_BYTES / (spec->dim * sizeof(float));
         for (int64_t first = 0; first < spec->rows; first += per_chunk) {
             int64_t count = spec->rows - first < per_chunk ? spec->rows - first : per_chunk;
-            ember_msg_table_load_t load = {.table_id = TABLE_ID, .first = first,
-                                           .count = count};
-            ember_iov_t parts[2] = {
-                {&load, sizeof(load)},
-                {initial + (size_t)first * spec->dim,
-                 (size_t)count * spec->dim * sizeof(float)}};
-            EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_LOAD,
-                                    parts, 2, NULL, 0, "loading table " TABLE_NAME));
+            ember_msg_table_load_t load = {.table_id = TABLE_ID, .first = first, .count = count};
+            ember_iov_t parts[2] = {{&load, sizeof(load)},
+                                    {initial + (size_t)first * spec->dim,
+                                     (size_t)count * spec->dim * sizeof(float)}};
+            EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_LOAD, parts, 2,
+                                    NULL, 0, "loading table " TABLE_NAME));
         }
     }
     return EMBER_OK;
 }
 
 /* Read the whole table back from its shards, in global row order. */
-static ember_status_t read_table(master_t *master, int64_t rows, uint32_t dim,
-                                 float *table)
+static ember_status_t read_table(master_t *master, int64_t rows, uint32_t dim, float *table)
 {
     const ember_job_t *job = master->job;
     int64_t per_chunk = CHUNK_BYTES / (dim * sizeof(float));
@@ -224,16 +217,12 @@ static ember_status_t read_table(master_t *master, int64_t rows, uint32_t dim,
 
     for (int p = 0; status == EMBER_OK && p < job->num_ps; p++) {
         int64_t local_rows = (rows - p + job->num_ps - 1) / job->num_ps;
-        for (int64_t first = 0; status == EMBER_OK && first < local_rows;
-             first += per_chunk) {
-            int64_t count = local_rows - first < per_chunk ? local_rows - first
-                                                           : per_chunk;
-            ember_msg_table_read_t read = {.table_id = TABLE_ID, .first = first,
-                                           .count = count};
+        for (int64_t first = 0; status == EMBER_OK && first < local_rows; first += per_chunk) {
+            int64_t count = local_rows - first < per_chunk ? local_rows - first : per_chunk;
+            ember_msg_table_read_t read = {.table_id = TABLE_ID, .first = first, .count = count};
             ember_iov_t iov = {.buffer = &read, .length = sizeof(read)};
-            status = master_call(master, master->first_ps + p, EMBER_OP_TABLE_READ, &iov,
-                                 1, chunk, (size_t)count * dim * sizeof(float),
-                                 "reading table " TABLE_NAME);
+            status = master_call(master, master->first_ps + p, EMBER_OP_TABLE_READ, &iov, 1, chunk,
+                                 (size_t)count * dim * sizeof(float), "reading table " TABLE_NAME);
             for (int64_t i = 0; status == EMBER_OK && i < count; i++)
                 memcpy(table + (size_t)((first + i) * job->num_ps + p) * dim,
                        chunk + (size_t)i * dim, dim * sizeof(float));
@@ -285,33 +274,37 @@ static ember_status_t save(master_t *master, const ember_msg_train_start_t *spec
     ember_st_tensor_t tensors[1 + 2 * (EMBER_MAX_HIDDEN + 1)];
     char names[2 * (EMBER_MAX_HIDDEN + 1)][32];
     size_t n = 0, count = (size_t)steps * (size_t)master->job->trainers;
-    tensors[n++] = (ember_st_tensor_t){.name = "emb.weight", .dtype = EMBER_DTYPE_F32,
-                                       .ndim = 2, .shape = {spec->rows, spec->dim},
+    tensors[n++] = (ember_st_tensor_t){.name = "emb.weight",
+                                       .dtype = EMBER_DTYPE_F32,
+                                       .ndim = 2,
+                                       .shape = {spec->rows, spec->dim},
                                        .data = table};
     for (size_t l = 0; l < layers; l++) {
         const float *w = params + ember_dense_offset(sizes, l);
         dense_names(layers, l, names[2 * l], names[2 * l + 1], sizeof(names[0]));
-        tensors[n++] = (ember_st_tensor_t){
-            .name = names[2 * l], .dtype = EMBER_DTYPE_F32, .ndim = 2,
-            .shape = {(int64_t)sizes[l + 1], (int64_t)sizes[l]}, .data = w};
-        tensors[n++] = (ember_st_tensor_t){
-            .name = names[2 * l + 1], .dtype = EMBER_DTYPE_F32, .ndim = 1,
-            .shape = {(int64_t)sizes[l + 1]}, .data = w + sizes[l + 1] * sizes[l]};
+        tensors[n++] = (ember_st_tensor_t){.name = names[2 * l],
+                                           .dtype = EMBER_DTYPE_F32,
+                                           .ndim = 2,
+                                           .shape = {(int64_t)sizes[l + 1], (int64_t)sizes[l]},
+                                           .data = w};
+        tensors[n++] = (ember_st_tensor_t){.name = names[2 * l + 1],
+                                           .dtype = EMBER_DTYPE_F32,
+                                           .ndim = 1,
+                                           .shape = {(int64_t)sizes[l + 1]},
+                                           .data = w + sizes[l + 1] * sizes[l]};
     }
     char shape[64], *text = count <= SAVED_LOSSES_MAX ? losses_text(losses, count) : NULL;
-    snprintf(shape, sizeof(shape), "%llu,%d", (unsigned long long)steps,
-             master->job->trainers);
+    snprintf(shape, sizeof(shape), "%llu,%d", (unsigned long long)steps, master->job->trainers);
     if (count <= SAVED_LOSSES_MAX && !text)
         return EMBER_ERR_NO_MEMORY;
     if (!text)
-        ember_warn("master", "%s: %zu losses are too many for its metadata (at most "
-                   "%u): --metrics has the epochs' means", master->job->save_path, count,
-                   SAVED_LOSSES_MAX);
-    ember_st_meta_t meta[] = {{"producer", "ember-train"},
-                              {"losses_shape", shape},
-                              {"losses", text}};
-    ember_status_t status = ember_st_write(master->job->save_path, tensors, n, meta,
-                                           text ? 3 : 1);
+        ember_warn("master",
+                   "%s: %zu losses are too many for its metadata (at most "
+                   "%u): --metrics has the epochs' means",
+                   master->job->save_path, count, SAVED_LOSSES_MAX);
+    ember_st_meta_t meta[] = {
+            {"producer", "ember-train"}, {"losses_shape", shape}, {"losses", text}};
+    ember_status_t status = ember_st_write(master->job->save_path, tensors, n, meta, text ? 3 : 1);
     if (status != EMBER_OK)
         ember_error("master", "cannot write %s: %s", master->job->save_path,
                     ember_status_string(status));
@@ -340,9 +333,8 @@ static double max_diff(const float *a, const float *b, size_t n, size_t *at_p)
  * the final table and dense layer), within --replay-tolerance.  One line
  * saying what was compared and by how much it differs; ERR_NUMERIC when a
  * difference is beyond the tolerance. */
-static ember_status_t replay_check(master_t *master, const float *table,
-                                   const float *params, const float *losses,
-                                   uint64_t steps)
+static ember_status_t replay_check(master_t *master, const float *table, const float *params,
+                                   const float *losses, uint64_t steps)
 {
     const ember_job_t *job = master->job;
     const char *names[4] = {"loss", "emb.weight", "fc.weight", "fc.bias"};
@@ -351,8 +343,10 @@ static ember_status_t replay_check(master_t *master, const float *table,
                         (size_t)job->classes * job->dim, job->classes};
     /* Each expected tensor has the shape of what the run made, or it is
      * not compared (and the check fails). */
-    const int64_t shapes[4][2] = {{(int64_t)steps, job->trainers}, {job->rows, job->dim},
-                                  {job->classes, job->dim}, {job->classes, 0}};
+    const int64_t shapes[4][2] = {{(int64_t)steps, job->trainers},
+                                  {job->rows, job->dim},
+                                  {job->classes, job->dim},
+                                  {job->classes, 0}};
     const size_t ndims[4] = {2, 2, 2, 1};
     char line[1024], err[512];
     int used = 0, checked = 0, beyond = 0;
@@ -378,14 +372,15 @@ static ember_status_t replay_check(master_t *master, const float *table,
         }
         double worst = max_diff(mine[k], want, counts[k], &at);
         beyond |= !(worst <= job->replay_tolerance);
-        used += snprintf(line + used, sizeof(line) - (size_t)used, "%s%s max |diff| %.2g "
-                         "(%zu values)", checked++ ? ", " : "", names[k], worst, counts[k]);
+        used += snprintf(line + used, sizeof(line) - (size_t)used,
+                         "%s%s max |diff| %.2g "
+                         "(%zu values)",
+                         checked++ ? ", " : "", names[k], worst, counts[k]);
         free(want);
     }
     ember_st_close(file);
     if (!checked) {
-        printf("replay: %s holds no expected values; nothing was checked\n",
-               job->replay_path);
+        printf("replay: %s holds no expected values; nothing was checked\n", job->replay_path);
         return EMBER_OK;
     }
     printf("replay check against %s: %s: %s %g\n", job->replay_path, line,
@@ -396,8 +391,8 @@ static ember_status_t replay_check(master_t *master, const float *table,
 
 /* Initial dense parameters: from the replay file, or nn.Linear's default
  * U(-1/sqrt(in), 1/sqrt(in)) for each layer, from the seed. */
-static ember_status_t initial_dense(const ember_job_t *job, const size_t *sizes,
-                                    size_t layers, float *params, float **table_p)
+static ember_status_t initial_dense(const ember_job_t *job, const size_t *sizes, size_t layers,
+                                    float *params, float **table_p)
 {
     *table_p = NULL;
     if (job->data == EMBER_DATA_REPLAY) {
@@ -411,19 +406,16 @@ static ember_status_t initial_dense(const ember_job_t *job, const size_t *sizes,
          * these sizes, whatever the file (read again here) says now. */
         const int64_t shape_table[2] = {job->rows, dim}, shape_weight[2] = {classes, dim};
         const int64_t shape_bias[1] = {classes};
-        ember_status_t status = ember_replay_open(job->replay_path, &file, &info, err,
-                                                  sizeof(err));
+        ember_status_t status = ember_replay_open(job->replay_path, &file, &info, err, sizeof(err));
         if (status == EMBER_OK) {
-            status = ember_replay_read(file, job->replay_path, "fc.weight", EMBER_DTYPE_F32,
-                                       2, shape_weight, &weight, err, sizeof(err));
+            status = ember_replay_read(file, job->replay_path, "fc.weight", EMBER_DTYPE_F32, 2,
+                                       shape_weight, &weight, err, sizeof(err));
             if (status == EMBER_OK)
-                status = ember_replay_read(file, job->replay_path, "fc.bias",
-                                           EMBER_DTYPE_F32, 1, shape_bias, &bias, err,
-                                           sizeof(err));
+                status = ember_replay_read(file, job->replay_path, "fc.bias", EMBER_DTYPE_F32, 1,
+                                           shape_bias, &bias, err, sizeof(err));
             if (status == EMBER_OK)
-                status = ember_replay_read(file, job->replay_path, "emb.weight",
-                                           EMBER_DTYPE_F32, 2, shape_table, &table, err,
-                                           sizeof(err));
+                status = ember_replay_read(file, job->replay_path, "emb.weight", EMBER_DTYPE_F32, 2,
+                                           shape_table, &table, err, sizeof(err));
             ember_st_close(file);
         }
         if (status != EMBER_OK) {
@@ -455,15 +447,16 @@ static void print_memory(master_t *master)
 {
     for (int p = 0; p < master->job->num_ps; p++) {
         ember_msg_ps_stats_t stats;
-        if (master_call(master, master->first_ps + p, EMBER_OP_PS_STATS, NULL, 0,
-                        &stats, sizeof(stats), "stats") != EMBER_OK)
+        if (master_call(master, master->first_ps + p, EMBER_OP_PS_STATS, NULL, 0, &stats,
+                        sizeof(stats), "stats") != EMBER_OK)
             continue;
-        ember_info("master", "ps%d: table %.1f MiB, optimizer state %.1f MiB, other "
+        ember_info("master",
+                   "ps%d: table %.1f MiB, optimizer state %.1f MiB, other "
                    "%.1f MiB, resident %.1f MiB; %llu lookups, %llu gradients, %llu "
-                   "steps applied", p, stats.table_bytes / 1048576.0,
-                   stats.optimizer_bytes / 1048576.0, stats.other_bytes / 1048576.0,
-                   stats.rss_bytes / 1048576.0, (unsigned long long)stats.lookups,
-                   (unsigned long long)stats.grads,
+                   "steps applied",
+                   p, stats.table_bytes / 1048576.0, stats.optimizer_bytes / 1048576.0,
+                   stats.other_bytes / 1048576.0, stats.rss_bytes / 1048576.0,
+                   (unsigned long long)stats.lookups, (unsigned long long)stats.grads,
                    (unsigned long long)stats.steps_applied);
     }
 }
@@ -472,27 +465,27 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
 {
     master_t master = {.tp = tp, .job = job, .first_ps = job->trainers + 1};
     ember_msg_train_start_t spec = {
-        .trainers = (uint32_t)job->trainers,
-        .num_ps = (uint32_t)job->num_ps,
-        .first_ps_rank = (uint32_t)master.first_ps,
-        .master_rank = (uint32_t)job->trainers,
-        .table_id = TABLE_ID,
-        .rows = job->rows,
-        .dim = job->dim,
-        .classes = job->classes,
-        .mode = job->mode,
-        .data = job->data,
-        .padding_idx = job->padding_idx,
-        .epochs = job->epochs,
-        .batches = job->batches,
-        .min_indices = job->min_indices,
-        .max_indices = job->max_indices,
-        .consistency = job->consistency,
-        .per_sample_weights = (uint32_t)job->per_sample_weights,
-        .seed = job->seed,
-        .optimizer = job->optimizer,
-        .nhidden = job->nhidden,
-        .half_replies = (uint32_t)job->half_replies,
+            .trainers = (uint32_t)job->trainers,
+            .num_ps = (uint32_t)job->num_ps,
+            .first_ps_rank = (uint32_t)master.first_ps,
+            .master_rank = (uint32_t)job->trainers,
+            .table_id = TABLE_ID,
+            .rows = job->rows,
+            .dim = job->dim,
+            .classes = job->classes,
+            .mode = job->mode,
+            .data = job->data,
+            .padding_idx = job->padding_idx,
+            .epochs = job->epochs,
+            .batches = job->batches,
+            .min_indices = job->min_indices,
+            .max_indices = job->max_indices,
+            .consistency = job->consistency,
+            .per_sample_weights = (uint32_t)job->per_sample_weights,
+            .seed = job->seed,
+            .optimizer = job->optimizer,
+            .nhidden = job->nhidden,
+            .half_replies = (uint32_t)job->half_replies,
     };
     memcpy(spec.hidden, job->hidden, sizeof(spec.hidden));
     size_t sizes[EMBER_MAX_HIDDEN + 2];
@@ -518,8 +511,8 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     if (status != EMBER_OK)
         goto out;
     if (job->metrics_path && !(master.metrics = fopen(job->metrics_path, "w"))) {
-        snprintf(cause, sizeof(cause), "cannot write the metrics to %s: %s",
-                 job->metrics_path, strerror(errno));
+        snprintf(cause, sizeof(cause), "cannot write the metrics to %s: %s", job->metrics_path,
+                 strerror(errno));
         status = EMBER_ERR_IO;
         goto abort;
     }
@@ -538,15 +531,15 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         used += snprintf(dense + used, sizeof(dense) - (size_t)used, "%sLinear(%zu, %zu)",
                          l ? " ReLU " : "", sizes[l], sizes[l + 1]);
     printf("training: %d trainers%s, %d ps, table %s %lld x %u (%s%s%s%s), %s, "
-           "%s lr %g, %s, %s\n", job->trainers,
-           strcmp(job->device, "cuda") == 0 ? " on GPUs" : "", job->num_ps, TABLE_NAME,
-           (long long)job->rows, job->dim, ember_bag_mode_name(job->mode),
+           "%s lr %g, %s, %s\n",
+           job->trainers, strcmp(job->device, "cuda") == 0 ? " on GPUs" : "", job->num_ps,
+           TABLE_NAME, (long long)job->rows, job->dim, ember_bag_mode_name(job->mode),
            job->table_dtype == EMBER_DTYPE_F16 ? ", fp16 rows" : "",
            job->half_replies ? ", fp16 replies" : "",
            strcmp(job->ps_device, "cuda") == 0 ? ", on the PS's GPU" : "", dense,
            ember_opt_kind_name(job->optimizer.kind), job->optimizer.lr,
            job->consistency == EMBER_SYNC ? "sync" : "async",
-           job->data == EMBER_DATA_REPLAY  ? job->replay_path
+           job->data == EMBER_DATA_REPLAY      ? job->replay_path
            : job->data == EMBER_DATA_SYNTHETIC ? "synthetic data"
                                                : "tutorial data");
     fflush(stdout);
@@ -561,8 +554,7 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         /* Each message stays untouched until its call completes. */
         starts[t] = spec;
         starts[t].trainer = (uint32_t)t;
-        ember_iov_t iov[2] = {{&starts[t], sizeof(spec)},
-                              {params, nparams * sizeof(float)}};
+        ember_iov_t iov[2] = {{&starts[t], sizeof(spec)}, {params, nparams * sizeof(float)}};
         /* Answered when the trainer finishes: no deadline but peer loss. */
         status = ember_rpc_call_async(tp, t, EMBER_OP_TRAIN_START, iov, 2, NULL, 0, 1e9,
                                       &futures[t]);
@@ -612,15 +604,16 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         bags += done[t]->bags;
     }
     uint64_t per_trainer = done[0]->steps;
-    const float *final_params =
-        (const float *)((const uint8_t *)done[0] + sizeof(**done) +
-                        per_trainer * sizeof(float));
+    const float *final_params = (const float *)((const uint8_t *)done[0] + sizeof(**done) +
+                                                per_trainer * sizeof(float));
     for (int t = 1; t < job->trainers; t++) {
         const float *other = (const float *)((const uint8_t *)done[t] + sizeof(**done) +
                                              per_trainer * sizeof(float));
         if (memcmp(other, final_params, nparams * sizeof(float)) != 0)
-            ember_warn("master", "trainer%d's dense parameters differ from "
-                       "trainer0's", t);
+            ember_warn("master",
+                       "trainer%d's dense parameters differ from "
+                       "trainer0's",
+                       t);
     }
     float *losses = malloc(per_trainer * job->trainers * sizeof(float) + 4);
     double last = 0;
@@ -634,9 +627,8 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     }
     printf("done: %llu steps (%llu bags) in %.3f s: %.0f steps/s, %.0f bags/s; "
            "last step's loss %.4f (mean over trainers), last epoch's mean loss %.4f\n",
-           (unsigned long long)steps, (unsigned long long)bags, seconds,
-           (double)steps / seconds, (double)bags / seconds, last,
-           epoch_mean_loss(&master, master.epochs - 1));
+           (unsigned long long)steps, (unsigned long long)bags, seconds, (double)steps / seconds,
+           (double)bags / seconds, last, epoch_mean_loss(&master, master.epochs - 1));
     fflush(stdout);
     print_memory(&master);
     if (!losses)
@@ -645,15 +637,13 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
     float *whole = NULL;
     if (status == EMBER_OK && (job->save_path || job->replay_path)) {
         whole = malloc((size_t)spec.rows * spec.dim * sizeof(float) + 4);
-        status = whole ? read_table(&master, spec.rows, spec.dim, whole)
-                       : EMBER_ERR_NO_MEMORY;
+        status = whole ? read_table(&master, spec.rows, spec.dim, whole) : EMBER_ERR_NO_MEMORY;
     }
     if (status == EMBER_OK && job->replay_path)
         status = replay_check(&master, whole, final_params, losses, per_trainer);
     /* A run that failed its check is still saved: the file shows how. */
     if (job->save_path && whole && losses) {
-        ember_status_t saved = save(&master, &spec, whole, final_params, losses,
-                                    per_trainer);
+        ember_status_t saved = save(&master, &spec, whole, final_params, losses, per_trainer);
         if (status == EMBER_OK)
             status = saved;
     }

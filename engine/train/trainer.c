@@ -10,14 +10,14 @@
  */
 #include "engine/train/trainer.h"
 
+#include "common/clock.h"
 #include "common/copy.h"
 #include "common/reserve.h"
-#include "engine/train/data.h"
+#include "engine/ops/bag_parts.h"
 #include "engine/ops/half.h"
 #include "engine/ops/optimizer.h"
-#include "engine/ops/bag_parts.h"
+#include "engine/train/data.h"
 #include "engine/wire/protocol.h"
-#include "common/clock.h"
 
 #include <ember/device.h>
 #include <ember/embedding_bag.h>
@@ -39,11 +39,11 @@ typedef struct {
     /* request under construction */
     uint8_t *request;
     size_t request_capacity;
-    uint32_t *counts;  /* [bags] entries of each bag on this shard (in
+    uint32_t *counts; /* [bags] entries of each bag on this shard (in
                         * trainer->counts) */
-    int64_t *rows;     /* entries in batch order (global ids) */
+    int64_t *rows;    /* entries in batch order (global ids) */
     float *weights;
-    uint32_t *places;  /* max mode: each entry's place in its bag */
+    uint32_t *places; /* max mode: each entry's place in its bag */
     size_t entries_capacity;
     size_t entries;
     size_t request_bytes; /* the LOOKUP message built for this step */
@@ -54,7 +54,7 @@ typedef struct {
     ember_future_t *lookup, *push; /* push: the last step's, a call */
     int pushing;                   /* a one-way push still leaving */
     ember_status_t push_status;
-    ember_msg_grad_t grad_msg;     /* the push's header: lives until it left */
+    ember_msg_grad_t grad_msg; /* the push's header: lives until it left */
 } shard_t;
 
 struct trainer {
@@ -125,8 +125,7 @@ struct trainer {
  * the pooled vectors the device copies: the device's fastest host memory
  * (pinned on a GPU, so copies go by DMA), grown rarely and reused every
  * step.  Contents are not kept when a buffer grows. */
-static int host_reserve(trainer_t *trainer, void **ptr, size_t *capacity,
-                        size_t count, size_t elem)
+static int host_reserve(trainer_t *trainer, void **ptr, size_t *capacity, size_t count, size_t elem)
 {
     if (count <= *capacity)
         return 1;
@@ -139,11 +138,10 @@ static int host_reserve(trainer_t *trainer, void **ptr, size_t *capacity,
     *capacity = want;
     return 1;
 }
-#define HOST_RESERVE(trainer, ptr, capacity, count)                          \
+#define HOST_RESERVE(trainer, ptr, capacity, count) \
     host_reserve((trainer), (void **)&(ptr), &(capacity), (count), sizeof(*(ptr)))
 
-static ember_status_t trainer_fail(trainer_t *trainer, ember_status_t status,
-                                   const char *fmt, ...)
+static ember_status_t trainer_fail(trainer_t *trainer, ember_status_t status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -155,9 +153,8 @@ static ember_status_t trainer_fail(trainer_t *trainer, ember_status_t status,
 }
 
 ember_status_t ember_trainer_start_check(const void *data, size_t length, int index,
-                                         ember_msg_train_start_t *spec_p,
-                                         size_t *nparams_p, char *err,
-                                         size_t err_length)
+                                         ember_msg_train_start_t *spec_p, size_t *nparams_p,
+                                         char *err, size_t err_length)
 {
     ember_msg_train_start_t spec;
 
@@ -174,25 +171,23 @@ ember_status_t ember_trainer_start_check(const void *data, size_t length, int in
         layers = ember_dense_sizes(&spec, sizes);
         nparams = ember_dense_offset(sizes, layers);
     }
-    if (spec.trainer != (uint32_t)index || spec.dim == 0 || spec.classes == 0 ||
-        spec.num_ps == 0 || spec.dim > 65536 || spec.classes > 65536 || !widths_ok ||
+    if (spec.trainer != (uint32_t)index || spec.dim == 0 || spec.classes == 0 || spec.num_ps == 0 ||
+        spec.dim > 65536 || spec.classes > 65536 || !widths_ok ||
         length != sizeof(spec) + nparams * sizeof(float))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "trainer%d: TRAIN_START does not fit (trainer %u, dim "
-                                 "%u, classes %u, %zu bytes)", index, spec.trainer,
-                                 spec.dim, spec.classes, length);
+                                 "%u, classes %u, %zu bytes)",
+                                 index, spec.trainer, spec.dim, spec.classes, length);
     /* What the batches are drawn and checked by, within a job's limits
      * (engine/train/job.c): no rows, or a range of indices upside down, would
      * have the draw divide by zero or allocate 2^64 indices. */
     if (spec.rows < 1 || spec.min_indices > spec.max_indices || spec.padding_idx < -1 ||
-        spec.padding_idx >= spec.rows || spec.mode > EMBER_BAG_MAX ||
-        spec.data > EMBER_DATA_REPLAY)
+        spec.padding_idx >= spec.rows || spec.mode > EMBER_BAG_MAX || spec.data > EMBER_DATA_REPLAY)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "trainer%d: TRAIN_START is not a job's (rows %lld, "
                                  "indices %u to %u, padding_idx %lld, mode %u, data %u)",
-                                 index, (long long)spec.rows, spec.min_indices,
-                                 spec.max_indices, (long long)spec.padding_idx, spec.mode,
-                                 spec.data);
+                                 index, (long long)spec.rows, spec.min_indices, spec.max_indices,
+                                 (long long)spec.padding_idx, spec.mode, spec.data);
     *spec_p = spec;
     *nparams_p = nparams;
     return EMBER_OK;
@@ -211,8 +206,8 @@ static void on_start(ember_rpc_req_t *req, void *arg)
                               "trainer%d: bad or repeated TRAIN_START", trainer->index);
         return;
     }
-    ember_status_t status = ember_trainer_start_check(data, length, trainer->index,
-                                                      &spec, &nparams, err, sizeof(err));
+    ember_status_t status = ember_trainer_start_check(data, length, trainer->index, &spec, &nparams,
+                                                      err, sizeof(err));
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
         return;
@@ -257,15 +252,15 @@ static ember_status_t trainer_wait(trainer_t *trainer, ember_future_t *future)
 static ember_status_t master_lost(trainer_t *trainer, uint64_t step)
 {
     int master = (int)trainer->spec.master_rank;
-    return trainer_fail(trainer, EMBER_ERR_PEER_LOST, "trainer %d step %llu: the master "
-                        "(rank %d) was lost: %s", trainer->index,
-                        (unsigned long long)step, master,
+    return trainer_fail(trainer, EMBER_ERR_PEER_LOST,
+                        "trainer %d step %llu: the master "
+                        "(rank %d) was lost: %s",
+                        trainer->index, (unsigned long long)step, master,
                         ember_tp_peer_reason(trainer->tp, master));
 }
 
 static ember_status_t future_error(trainer_t *trainer, ember_future_t *future,
-                                   ember_status_t status, const char *what,
-                                   uint64_t step)
+                                   ember_status_t status, const char *what, uint64_t step)
 {
     size_t length = 0;
     const char *text = ember_future_data(future, &length);
@@ -273,11 +268,10 @@ static ember_status_t future_error(trainer_t *trainer, ember_future_t *future,
         return master_lost(trainer, step);
     if (status == EMBER_ERR_CANCELED && trainer->aborted)
         return trainer_fail(trainer, status, "trainer %d step %llu: job aborted: %s",
-                            trainer->index, (unsigned long long)step,
-                            trainer->abort_text);
-    return trainer_fail(trainer, status, "trainer %d step %llu: %s failed: %.*s",
-                        trainer->index, (unsigned long long)step, what,
-                        (int)(length > 300 ? 300 : length), text ? text : "");
+                            trainer->index, (unsigned long long)step, trainer->abort_text);
+    return trainer_fail(trainer, status, "trainer %d step %llu: %s failed: %.*s", trainer->index,
+                        (unsigned long long)step, what, (int)(length > 300 ? 300 : length),
+                        text ? text : "");
 }
 
 /* Room for more of a shard's entries (rows, weights, places); an array that
@@ -294,8 +288,7 @@ static int shard_entries_grow(shard_t *shard)
 }
 
 /* Split the batch by shard and build each shard's LOOKUP message. */
-static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *batch,
-                                     uint64_t step)
+static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *batch, uint64_t step)
 {
     const ember_msg_train_start_t *spec = &trainer->spec;
     uint32_t P = spec->num_ps;
@@ -318,8 +311,7 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
             if (row == spec->padding_idx)
                 continue; /* contributes nothing, is not counted */
             shard_t *shard = &trainer->shards[(uint64_t)row % P];
-            if (shard->entries == shard->entries_capacity &&
-                !shard_entries_grow(shard))
+            if (shard->entries == shard->entries_capacity && !shard_entries_grow(shard))
                 return EMBER_ERR_NO_MEMORY;
             shard->rows[shard->entries] = row;
             shard->weights[shard->entries] = weighted ? batch->weights[i] : 1.0f;
@@ -335,9 +327,7 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
         if (n + 1 > shard->unique_capacity) {
             size_t capacity = 2 * n + 64;
             int64_t *unique = realloc(shard->unique, capacity * sizeof(*unique));
-            int64_t *inverse = unique ? realloc(shard->inverse,
-                                                capacity * sizeof(*inverse))
-                                      : NULL;
+            int64_t *inverse = unique ? realloc(shard->inverse, capacity * sizeof(*inverse)) : NULL;
             if (unique)
                 shard->unique = unique;
             if (!inverse)
@@ -349,15 +339,15 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
         EMBER_CHECK(ember_bag_dedup(shard->rows, n, -1, shard->unique, shard->inverse,
                                     &shard->nunique));
         ember_msg_lookup_t msg = {
-            .table_id = spec->table_id,
-            .trainer = (uint32_t)trainer->index,
-            .step = step,
-            .flags = (weighted ? EMBER_LOOKUP_WEIGHTS : 0) |
-                     (spec->mode == EMBER_BAG_MAX ? EMBER_LOOKUP_MAX : 0) |
-                     (spec->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0),
-            .bags = (uint32_t)bags,
-            .unique = (uint32_t)shard->nunique,
-            .indices = (uint32_t)n,
+                .table_id = spec->table_id,
+                .trainer = (uint32_t)trainer->index,
+                .step = step,
+                .flags = (weighted ? EMBER_LOOKUP_WEIGHTS : 0) |
+                         (spec->mode == EMBER_BAG_MAX ? EMBER_LOOKUP_MAX : 0) |
+                         (spec->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0),
+                .bags = (uint32_t)bags,
+                .unique = (uint32_t)shard->nunique,
+                .indices = (uint32_t)n,
         };
         shard->request_bytes = sizeof(msg) + ember_msg_lookup_bytes(&msg);
         if (!RESERVE(shard->request, shard->request_capacity, shard->request_bytes))
@@ -392,12 +382,11 @@ static ember_status_t build_requests(trainer_t *trainer, const ember_batch_t *ba
      * p * reply_bytes, fp32 in parts or fp16 in parts_half (then widened
      * into parts, p's at p * bags * dim). */
     size_t values = P * batch->bags * spec->dim, replies = P * trainer->reply_bytes;
-    if (!trainer->rdma &&
-        (!HOST_RESERVE(trainer, trainer->parts, trainer->parts_capacity,
-                       spec->half_replies ? values : replies / sizeof(float)) ||
-         (spec->half_replies &&
-          !HOST_RESERVE(trainer, trainer->parts_half, trainer->parts_half_capacity,
-                        replies / sizeof(uint16_t)))))
+    if (!trainer->rdma && (!HOST_RESERVE(trainer, trainer->parts, trainer->parts_capacity,
+                                         spec->half_replies ? values : replies / sizeof(float)) ||
+                           (spec->half_replies && !HOST_RESERVE(trainer, trainer->parts_half,
+                                                                trainer->parts_half_capacity,
+                                                                replies / sizeof(uint16_t)))))
         return EMBER_ERR_NO_MEMORY;
     return EMBER_OK;
 }
@@ -411,22 +400,18 @@ static void push_done(void *arg, ember_status_t status)
 }
 
 /* Host <-> device copies; nothing to do when the device is the host. */
-static ember_status_t to_device(trainer_t *trainer, void *dst, const void *src,
-                                size_t bytes)
+static ember_status_t to_device(trainer_t *trainer, void *dst, const void *src, size_t bytes)
 {
     if (trainer->on_host)
         return dst == src ? EMBER_OK : (memcpy(dst, src, bytes), EMBER_OK);
-    return trainer->dev->mem_copy(trainer->device, dst, src, bytes,
-                                  EMBER_COPY_HOST_TO_DEVICE);
+    return trainer->dev->mem_copy(trainer->device, dst, src, bytes, EMBER_COPY_HOST_TO_DEVICE);
 }
 
-static ember_status_t to_host(trainer_t *trainer, void *dst, const void *src,
-                              size_t bytes)
+static ember_status_t to_host(trainer_t *trainer, void *dst, const void *src, size_t bytes)
 {
     if (trainer->on_host)
         return dst == src ? EMBER_OK : (memcpy(dst, src, bytes), EMBER_OK);
-    return trainer->dev->mem_copy(trainer->device, dst, src, bytes,
-                                  EMBER_COPY_DEVICE_TO_HOST);
+    return trainer->dev->mem_copy(trainer->device, dst, src, bytes, EMBER_COPY_DEVICE_TO_HOST);
 }
 
 static void device_free_step_buffers(trainer_t *trainer)
@@ -483,12 +468,10 @@ static ember_status_t device_reserve(trainer_t *trainer, size_t bags)
         trainer->d_pooled = trainer->pooled;
         trainer->d_grad_pooled = trainer->grad_pooled;
     } else {
-        EMBER_CHECK(dev->mem_alloc(device, cap * dim * sizeof(float),
-                                   (void **)&trainer->d_pooled));
+        EMBER_CHECK(dev->mem_alloc(device, cap * dim * sizeof(float), (void **)&trainer->d_pooled));
         EMBER_CHECK(dev->mem_alloc(device, cap * dim * sizeof(float),
                                    (void **)&trainer->d_grad_pooled));
-        EMBER_CHECK(dev->mem_alloc(device, cap * sizeof(int64_t),
-                                   (void **)&trainer->d_targets));
+        EMBER_CHECK(dev->mem_alloc(device, cap * sizeof(int64_t), (void **)&trainer->d_targets));
     }
     if (trainer->rdma) {
         size_t P = trainer->spec.num_ps;
@@ -498,12 +481,12 @@ static ember_status_t device_reserve(trainer_t *trainer, size_t bags)
                                    (void **)&trainer->d_parts));
         EMBER_CHECK(dev->mem_alloc(device, P * trainer->d_part_stride * sizeof(float),
                                    (void **)&trainer->d_shard_grads));
-        EMBER_CHECK(dev->mem_alloc(device, P * cap * sizeof(uint32_t),
-                                   (void **)&trainer->d_counts));
-        EMBER_CHECK(dev->mem_alloc(device, cap * sizeof(uint32_t),
-                                   (void **)&trainer->d_bag_counts));
-        EMBER_CHECK(dev->mem_alloc(device, cap * dim * sizeof(int16_t),
-                                   (void **)&trainer->d_winner));
+        EMBER_CHECK(
+                dev->mem_alloc(device, P * cap * sizeof(uint32_t), (void **)&trainer->d_counts));
+        EMBER_CHECK(
+                dev->mem_alloc(device, cap * sizeof(uint32_t), (void **)&trainer->d_bag_counts));
+        EMBER_CHECK(
+                dev->mem_alloc(device, cap * dim * sizeof(int16_t), (void **)&trainer->d_winner));
     }
     trainer->d_act[0] = trainer->d_pooled;
     for (size_t l = 0; l < trainer->layers; l++) {
@@ -526,7 +509,7 @@ static void locate_parts(trainer_t *trainer, size_t bags)
 {
     const ember_msg_train_start_t *spec = &trainer->spec;
     const size_t values = bags * spec->dim, stride = trainer->reply_bytes / 4;
-    const uint8_t *replies = trainer->rdma           ? (const uint8_t *)trainer->d_parts
+    const uint8_t *replies = trainer->rdma        ? (const uint8_t *)trainer->d_parts
                              : spec->half_replies ? (const uint8_t *)trainer->parts_half
                                                   : (const uint8_t *)trainer->parts;
     trainer->part_values = (const float *)replies;
@@ -543,15 +526,14 @@ static void locate_parts(trainer_t *trainer, size_t bags)
     if (spec->mode == EMBER_BAG_MAX) {
         ember_msg_lookup_t reply = {.bags = (uint32_t)bags,
                                     .flags = EMBER_LOOKUP_MAX |
-                                             (spec->half_replies ? EMBER_LOOKUP_HALF_REPLY
-                                                                 : 0)};
-        trainer->places = (const uint32_t *)(replies +
-                                             ember_msg_lookup_places_at(&reply, spec->dim));
+                                             (spec->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0)};
+        trainer->places =
+                (const uint32_t *)(replies + ember_msg_lookup_places_at(&reply, spec->dim));
     }
 }
 
-static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
-                                   uint64_t step, float *loss_p, size_t *bags_p)
+static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data, uint64_t step,
+                                   float *loss_p, size_t *bags_p)
 {
     const ember_msg_train_start_t *spec = &trainer->spec;
     ember_tp_t *tp = trainer->tp;
@@ -564,24 +546,27 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
 
     status = ember_data_next(data, step, &batch, msg, sizeof(msg));
     if (status != EMBER_OK)
-        return trainer_fail(trainer, status, "trainer %d step %llu: no batch: %s",
-                            trainer->index, (unsigned long long)step, msg);
-    ember_bag_batch_t check = {.indices = batch.indices, .n = batch.n,
-                               .offsets = batch.offsets, .bags = batch.bags,
-                               .weights = batch.weights, .n_weights = batch.n_weights};
+        return trainer_fail(trainer, status, "trainer %d step %llu: no batch: %s", trainer->index,
+                            (unsigned long long)step, msg);
+    ember_bag_batch_t check = {.indices = batch.indices,
+                               .n = batch.n,
+                               .offsets = batch.offsets,
+                               .bags = batch.bags,
+                               .weights = batch.weights,
+                               .n_weights = batch.n_weights};
     ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)spec->mode,
                              .padding_idx = spec->padding_idx};
     status = ember_bag_validate(&check, &opts, spec->rows, msg, sizeof(msg));
     if (status != EMBER_OK)
-        return trainer_fail(trainer, status, "table %s: trainer %d step %llu: %s",
-                            table, trainer->index, (unsigned long long)step, msg);
+        return trainer_fail(trainer, status, "table %s: trainer %d step %llu: %s", table,
+                            trainer->index, (unsigned long long)step, msg);
     for (size_t b = 0; b < batch.bags; b++) {
         if (batch.targets[b] < 0 || (uint64_t)batch.targets[b] >= classes)
             return trainer_fail(trainer, EMBER_ERR_OUT_OF_RANGE,
                                 "trainer %d step %llu: target %lld of bag %zu is out "
-                                "of range [0, %zu)", trainer->index,
-                                (unsigned long long)step, (long long)batch.targets[b],
-                                b, classes);
+                                "of range [0, %zu)",
+                                trainer->index, (unsigned long long)step,
+                                (long long)batch.targets[b], b, classes);
     }
     size_t bags = batch.bags;
     if (bags == 0)
@@ -599,14 +584,14 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         if (shard->push_status != EMBER_OK)
             return trainer_fail(trainer, shard->push_status,
                                 "trainer %d step %llu: the gradient push to ps%u was "
-                                "lost: %s", trainer->index, (unsigned long long)step - 1,
-                                p, ember_status_string(shard->push_status));
+                                "lost: %s",
+                                trainer->index, (unsigned long long)step - 1, p,
+                                ember_status_string(shard->push_status));
         if (!shard->push)
             continue;
         status = trainer_wait(trainer, shard->push);
         if (status != EMBER_OK) {
-            status = future_error(trainer, shard->push, status, "gradient push",
-                                  step - 1);
+            status = future_error(trainer, shard->push, status, "gradient push", step - 1);
             return status;
         }
         ember_future_release(shard->push);
@@ -618,24 +603,23 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
     const size_t reply_bytes = trainer->reply_bytes;
     if (trainer->rdma)
         EMBER_CHECK(device_reserve(trainer, bags));
-    const ember_rpc_mem_t to_gpu = {.payload_mem = EMBER_MEM_HOST,
-                                    .reply_mem = EMBER_MEM_CUDA};
+    const ember_rpc_mem_t to_gpu = {.payload_mem = EMBER_MEM_HOST, .reply_mem = EMBER_MEM_CUDA};
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
         ember_iov_t iov = {.buffer = shard->request, .length = shard->request_bytes};
-        void *reply = trainer->rdma ? (void *)(trainer->d_parts +
-                                               p * trainer->d_part_stride)
+        void *reply = trainer->rdma ? (void *)(trainer->d_parts + p * trainer->d_part_stride)
                       : trainer->spec.half_replies
-                          ? (void *)((uint8_t *)trainer->parts_half + p * reply_bytes)
-                          : (void *)((uint8_t *)trainer->parts + p * reply_bytes);
-        status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1,
-                                          reply, reply_bytes,
-                                          trainer->rdma ? &to_gpu : NULL, 0,
+                              ? (void *)((uint8_t *)trainer->parts_half + p * reply_bytes)
+                              : (void *)((uint8_t *)trainer->parts + p * reply_bytes);
+        status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1, reply,
+                                          reply_bytes, trainer->rdma ? &to_gpu : NULL, 0,
                                           &shard->lookup);
         if (status != EMBER_OK)
-            return trainer_fail(trainer, status, "trainer %d step %llu: lookup on "
-                                "ps%u: %s", trainer->index, (unsigned long long)step,
-                                p, ember_status_string(status));
+            return trainer_fail(trainer, status,
+                                "trainer %d step %llu: lookup on "
+                                "ps%u: %s",
+                                trainer->index, (unsigned long long)step, p,
+                                ember_status_string(status));
     }
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
@@ -667,27 +651,24 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                               P * bags * sizeof(uint32_t)));
         EMBER_CHECK(to_device(trainer, trainer->d_bag_counts, trainer->bag_counts,
                               bags * sizeof(uint32_t)));
-        EMBER_CHECK(dev->parts_combine(device, trainer->part_values, trainer->part_stride,
-                                      P, bags, dim, (ember_bag_mode_t)spec->mode,
-                                      trainer->d_counts, trainer->d_bag_counts,
-                                      trainer->places, trainer->places_stride,
-                                      trainer->d_pooled, trainer->d_winner));
+        EMBER_CHECK(dev->parts_combine(
+                device, trainer->part_values, trainer->part_stride, P, bags, dim,
+                (ember_bag_mode_t)spec->mode, trainer->d_counts, trainer->d_bag_counts,
+                trainer->places, trainer->places_stride, trainer->d_pooled, trainer->d_winner));
     } else {
-        if (!HOST_RESERVE(trainer, trainer->pooled, trainer->pooled_capacity,
-                          bags * dim) ||
-            !HOST_RESERVE(trainer, trainer->grad_pooled, trainer->grad_pooled_capacity,
-                          bags * dim))
+        if (!HOST_RESERVE(trainer, trainer->pooled, trainer->pooled_capacity, bags * dim) ||
+            !HOST_RESERVE(trainer, trainer->grad_pooled, trainer->grad_pooled_capacity, bags * dim))
             return EMBER_ERR_NO_MEMORY;
         if (spec->mode == EMBER_BAG_MAX &&
             !RESERVE(trainer->winner, trainer->winner_capacity, bags * dim))
             return EMBER_ERR_NO_MEMORY;
         EMBER_CHECK(device_reserve(trainer, bags));
         ember_bag_parts_combine(trainer->part_values, trainer->part_stride, P, bags, dim,
-                           (ember_bag_mode_t)spec->mode, trainer->counts,
-                           trainer->bag_counts, trainer->places, trainer->places_stride,
-                           trainer->pooled, trainer->winner);
-        EMBER_CHECK(to_device(trainer, trainer->d_pooled, trainer->pooled,
-                              bags * dim * sizeof(float)));
+                                (ember_bag_mode_t)spec->mode, trainer->counts, trainer->bag_counts,
+                                trainer->places, trainer->places_stride, trainer->pooled,
+                                trainer->winner);
+        EMBER_CHECK(
+                to_device(trainer, trainer->d_pooled, trainer->pooled, bags * dim * sizeof(float)));
     }
 
     /* Dense part, loss, backward: on the device. */
@@ -695,28 +676,26 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
     const size_t *sizes = trainer->sizes;
     if (trainer->on_host)
         trainer->d_targets = (int64_t *)batch.targets; /* read only */
-    EMBER_CHECK(to_device(trainer, trainer->d_targets, batch.targets,
-                          bags * sizeof(int64_t)));
+    EMBER_CHECK(to_device(trainer, trainer->d_targets, batch.targets, bags * sizeof(int64_t)));
     for (size_t l = 0; l < L; l++) {
         const float *w = trainer->d_params + ember_dense_offset(sizes, l);
         const float *bias = w + sizes[l + 1] * sizes[l];
-        EMBER_CHECK(dev->linear_forward(device, trainer->d_act[l], bags, sizes[l],
-                                        sizes[l + 1], w, bias, trainer->d_z[l]));
+        EMBER_CHECK(dev->linear_forward(device, trainer->d_act[l], bags, sizes[l], sizes[l + 1], w,
+                                        bias, trainer->d_z[l]));
         if (l + 1 < L)
             EMBER_CHECK(dev->relu_forward(device, trainer->d_z[l], bags * sizes[l + 1],
                                           trainer->d_act[l + 1]));
     }
     float loss = 0.0f;
     float *g = trainer->d_g[0];
-    status = dev->cross_entropy(device, trainer->d_z[L - 1], bags, classes,
-                                trainer->d_targets, &loss, g);
+    status = dev->cross_entropy(device, trainer->d_z[L - 1], bags, classes, trainer->d_targets,
+                                &loss, g);
     if (status != EMBER_OK || !isfinite(loss))
         return trainer_fail(trainer, status == EMBER_OK ? EMBER_ERR_NUMERIC : status,
                             "trainer %d step %llu: the loss is not finite (%s); "
-                            "nothing of this step is applied", trainer->index,
-                            (unsigned long long)step,
-                            ember_status_string(status == EMBER_OK ? EMBER_ERR_NUMERIC
-                                                                   : status));
+                            "nothing of this step is applied",
+                            trainer->index, (unsigned long long)step,
+                            ember_status_string(status == EMBER_OK ? EMBER_ERR_NUMERIC : status));
 
     /* Backward, last layer first; each layer's gradients go to the
      * allreduce as a bucket as soon as they exist, while backward goes on. */
@@ -725,10 +704,9 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
         size_t count = ember_dense_offset(sizes, l + 1) - offset;
         const float *w = trainer->d_params + offset;
         float *gw = trainer->d_grads + offset, *gb = gw + sizes[l + 1] * sizes[l];
-        float *gx = l == 0 ? trainer->d_grad_pooled
-                           : trainer->d_g[g == trainer->d_g[0] ? 1 : 0];
-        EMBER_CHECK(dev->linear_backward(device, trainer->d_act[l], bags, sizes[l],
-                                         sizes[l + 1], w, g, 0, gx, gw, gb));
+        float *gx = l == 0 ? trainer->d_grad_pooled : trainer->d_g[g == trainer->d_g[0] ? 1 : 0];
+        EMBER_CHECK(dev->linear_backward(device, trainer->d_act[l], bags, sizes[l], sizes[l + 1], w,
+                                         g, 0, gx, gw, gb));
         status = dev->allreduce_start(trainer->comm, gw, count, 1, &trainer->buckets[l]);
         if (status != EMBER_OK) {
             for (size_t k = l + 1; k < L; k++)
@@ -738,16 +716,15 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                                 dev->comm_error(trainer->comm));
         }
         if (l > 0)
-            EMBER_CHECK(dev->relu_backward(device, trainer->d_z[l - 1], gx,
-                                           bags * sizes[l], gx));
+            EMBER_CHECK(dev->relu_backward(device, trainer->d_z[l - 1], gx, bags * sizes[l], gx));
         g = gx;
     }
     if (trainer->rdma) {
         /* Each shard's gradient, on the device; complete before UCX reads it. */
         EMBER_CHECK(dev->parts_split(device, trainer->d_grad_pooled, P, bags, dim,
-                                    (ember_bag_mode_t)spec->mode, trainer->d_bag_counts,
-                                    trainer->d_winner, trainer->d_shard_grads,
-                                    trainer->d_part_stride));
+                                     (ember_bag_mode_t)spec->mode, trainer->d_bag_counts,
+                                     trainer->d_winner, trainer->d_shard_grads,
+                                     trainer->d_part_stride));
         EMBER_CHECK(dev->synchronize(device));
     } else {
         /* d(loss)/d(each shard's part), as the PS's sum/max backward wants it. */
@@ -757,8 +734,8 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                           P * bags * dim))
             return EMBER_ERR_NO_MEMORY;
         ember_bag_parts_split(trainer->grad_pooled, P, bags, dim, (ember_bag_mode_t)spec->mode,
-                         trainer->bag_counts, trainer->winner, trainer->shard_grads,
-                         bags * dim);
+                              trainer->bag_counts, trainer->winner, trainer->shard_grads,
+                              bags * dim);
     }
     const ember_mem_type_t grad_mem = trainer->rdma ? EMBER_MEM_CUDA : EMBER_MEM_HOST;
     for (uint32_t p = 0; p < P; p++) {
@@ -772,22 +749,22 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
                                              .bags = (uint32_t)bags};
         ember_iov_t iov[2] = {{&shard->grad_msg, sizeof(shard->grad_msg)},
                               {grad, bags * dim * sizeof(float)}};
-        const ember_rpc_mem_t from = {.payload_mem = grad_mem,
-                                      .reply_mem = EMBER_MEM_HOST};
+        const ember_rpc_mem_t from = {.payload_mem = grad_mem, .reply_mem = EMBER_MEM_HOST};
         /* One-way (the PS reports a refused gradient at our next lookup),
          * but the last step's is a call: its answer says all went in. */
         if (step + 1 < trainer->steps) {
             shard->pushing = 1;
-            status = ember_rpc_send_mem(tp, shard->rank, EMBER_OP_GRAD, iov, 2, grad_mem,
-                                        push_done, shard);
+            status = ember_rpc_send_mem(tp, shard->rank, EMBER_OP_GRAD, iov, 2, grad_mem, push_done,
+                                        shard);
         } else {
-            status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_GRAD, iov, 2,
-                                              NULL, 0, &from, 0, &shard->push);
+            status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_GRAD, iov, 2, NULL, 0,
+                                              &from, 0, &shard->push);
         }
         if (status != EMBER_OK)
-            return trainer_fail(trainer, status, "trainer %d step %llu: gradient "
-                                "push to ps%u: %s", trainer->index,
-                                (unsigned long long)step, p,
+            return trainer_fail(trainer, status,
+                                "trainer %d step %llu: gradient "
+                                "push to ps%u: %s",
+                                trainer->index, (unsigned long long)step, p,
                                 ember_status_string(status));
     }
     status = EMBER_OK;
@@ -802,15 +779,17 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data,
             status = bucket;
     }
     if (status != EMBER_OK)
-        return trainer_fail(trainer, status, "trainer %d step %llu: dense allreduce "
-                            "failed: %s", trainer->index, (unsigned long long)step,
+        return trainer_fail(trainer, status,
+                            "trainer %d step %llu: dense allreduce "
+                            "failed: %s",
+                            trainer->index, (unsigned long long)step,
                             trainer->aborted ? trainer->abort_text
                                              : dev->comm_error(trainer->comm));
     /* The dense optimizer steps on the host copy (the dense part is small). */
-    EMBER_CHECK(to_host(trainer, trainer->grads, trainer->d_grads,
-                        trainer->nparams * sizeof(float)));
-    EMBER_CHECK(ember_opt_step_dense(trainer->optimizer, trainer->params,
-                                     trainer->grads, trainer->nparams));
+    EMBER_CHECK(
+            to_host(trainer, trainer->grads, trainer->d_grads, trainer->nparams * sizeof(float)));
+    EMBER_CHECK(ember_opt_step_dense(trainer->optimizer, trainer->params, trainer->grads,
+                                     trainer->nparams));
     EMBER_CHECK(to_device(trainer, trainer->d_params, trainer->params,
                           trainer->nparams * sizeof(float)));
     *loss_p = loss;
@@ -832,7 +811,8 @@ static ember_status_t trainer_setup(trainer_t *trainer)
     trainer->rdma = !trainer->on_host && trainer->net_mem == EMBER_MEM_CUDA;
     if (trainer->rdma && spec->half_replies) {
         trainer->rdma = 0;
-        ember_info("trainer", "trainer %d: fp16 replies are widened on the host: this "
+        ember_info("trainer",
+                   "trainer %d: fp16 replies are widened on the host: this "
                    "job's replies and pushes go through pinned host buffers",
                    trainer->index);
     }
@@ -846,18 +826,16 @@ static ember_status_t trainer_setup(trainer_t *trainer)
     if (dense.kind == EMBER_OPT_ROWWISE_ADAGRAD) {
         ember_opt_config_default(EMBER_OPT_ADAGRAD, dense.lr, &dense);
     }
-    EMBER_CHECK(ember_opt_create(&dense, 1, trainer->nparams, EMBER_OPT_DENSE,
-                                 &trainer->optimizer));
+    EMBER_CHECK(
+            ember_opt_create(&dense, 1, trainer->nparams, EMBER_OPT_DENSE, &trainer->optimizer));
     if (trainer->on_host) {
         trainer->d_params = trainer->params;
         trainer->d_grads = trainer->grads;
         return EMBER_OK;
     }
     size_t bytes = trainer->nparams * sizeof(float);
-    EMBER_CHECK(trainer->dev->mem_alloc(trainer->device, bytes,
-                                        (void **)&trainer->d_params));
-    EMBER_CHECK(trainer->dev->mem_alloc(trainer->device, bytes,
-                                        (void **)&trainer->d_grads));
+    EMBER_CHECK(trainer->dev->mem_alloc(trainer->device, bytes, (void **)&trainer->d_params));
+    EMBER_CHECK(trainer->dev->mem_alloc(trainer->device, bytes, (void **)&trainer->d_grads));
     return to_device(trainer, trainer->d_params, trainer->params, bytes);
 }
 
@@ -922,8 +900,10 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
         float loss = 0.0f;
         size_t bags = 0;
         if (trainer->aborted)
-            return trainer_fail(trainer, EMBER_ERR_CANCELED, "trainer %d: job aborted: "
-                                "%s", trainer->index, trainer->abort_text);
+            return trainer_fail(trainer, EMBER_ERR_CANCELED,
+                                "trainer %d: job aborted: "
+                                "%s",
+                                trainer->index, trainer->abort_text);
         if (ember_tp_peer_lost(trainer->tp, (int)spec->master_rank))
             return master_lost(trainer, step);
         status = trainer_step(trainer, data, step, &loss, &bags);
@@ -932,8 +912,8 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
              * the others, which this step then found gone): its loss gets a
              * moment to be noticed here too before the error is reported. */
             double until = ember_time_now() + 0.25;
-            while (!ember_tp_peer_lost(trainer->tp, (int)spec->master_rank) &&
-                   !trainer->aborted && ember_time_now() < until)
+            while (!ember_tp_peer_lost(trainer->tp, (int)spec->master_rank) && !trainer->aborted &&
+                   ember_time_now() < until)
                 ember_tp_wait(trainer->tp, 0.01);
             if (ember_tp_peer_lost(trainer->tp, (int)spec->master_rank))
                 status = master_lost(trainer, step);
@@ -948,20 +928,19 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
             double now = ember_time_now();
             if (report) { /* one report in flight at a time; it owns `msg` */
                 if (trainer_wait(trainer, report) != EMBER_OK)
-                    ember_warn("trainer", "trainer %d: an epoch report was lost",
-                               trainer->index);
+                    ember_warn("trainer", "trainer %d: an epoch report was lost", trainer->index);
                 ember_future_release(report);
                 report = NULL;
             }
             msg = (ember_msg_epoch_report_t){.trainer = (uint32_t)trainer->index,
-                                            .epoch = (uint32_t)(step / per_epoch),
-                                            .steps = epoch_steps,
-                                            .bags = epoch_bags,
-                                            .loss_sum = loss_sum,
-                                            .seconds = now - epoch_start};
+                                             .epoch = (uint32_t)(step / per_epoch),
+                                             .steps = epoch_steps,
+                                             .bags = epoch_bags,
+                                             .loss_sum = loss_sum,
+                                             .seconds = now - epoch_start};
             ember_iov_t iov = {.buffer = &msg, .length = sizeof(msg)};
-            ember_rpc_call_async(trainer->tp, (int)spec->master_rank,
-                                 EMBER_OP_EPOCH_REPORT, &iov, 1, NULL, 0, 0, &report);
+            ember_rpc_call_async(trainer->tp, (int)spec->master_rank, EMBER_OP_EPOCH_REPORT, &iov,
+                                 1, NULL, 0, 0, &report);
             epoch_start = now;
             epoch_bags = epoch_steps = 0;
             loss_sum = 0.0;
@@ -978,8 +957,7 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
             continue;
         ember_status_t push = trainer_wait(trainer, shard->push);
         if (push != EMBER_OK)
-            status = future_error(trainer, shard->push, push, "gradient push",
-                                  steps - 1);
+            status = future_error(trainer, shard->push, push, "gradient push", steps - 1);
     }
     done_p->steps = steps;
     done_p->bags = bags_total;
@@ -994,8 +972,8 @@ static void trainer_unregister(ember_tp_t *tp)
     ember_rpc_register(tp, EMBER_OP_ABORT, NULL, NULL);
 }
 
-ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
-                                 const char *device, int local_rank)
+ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers, const char *device,
+                                 int local_rank)
 {
     trainer_t trainer = {.tp = tp, .index = index, .trainers = trainers};
     int *ranks = malloc((size_t)trainers * sizeof(int));
@@ -1022,8 +1000,8 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
     }
     free(ranks);
     if (status != EMBER_OK) {
-        ember_error("trainer", "trainer %d: no %s device or communicator: %s", index,
-                    device, ember_status_string(status));
+        ember_error("trainer", "trainer %d: no %s device or communicator: %s", index, device,
+                    ember_status_string(status));
         ember_device_close(trainer.device);
         return status;
     }
@@ -1039,9 +1017,10 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
     while (status == EMBER_OK && !trainer.started && !trainer.aborted) {
         ember_tp_wait(tp, 0.5);
         if (master >= 0 && ember_tp_peer_lost(tp, master)) {
-            ember_error("trainer", "trainer %d: the master (rank %d) was lost before "
-                        "training started: %s", index, master,
-                        ember_tp_peer_reason(tp, master));
+            ember_error("trainer",
+                        "trainer %d: the master (rank %d) was lost before "
+                        "training started: %s",
+                        index, master, ember_tp_peer_reason(tp, master));
             status = EMBER_ERR_PEER_LOST;
         }
     }
@@ -1054,18 +1033,16 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
     if (trainer.started) {
         status = trainer_setup(&trainer);
         if (status == EMBER_OK) {
-            status = ember_data_create(&trainer.spec, &data, trainer.err,
-                                       sizeof(trainer.err));
+            status = ember_data_create(&trainer.spec, &data, trainer.err, sizeof(trainer.err));
             if (status != EMBER_OK)
                 trainer_fail(&trainer, status, "trainer %d: %s", index, trainer.err);
         }
         if (status == EMBER_OK)
             status = trainer_train(&trainer, data, &done);
         if (status == EMBER_OK) {
-            ember_iov_t iov[3] = {
-                {&done, sizeof(done)},
-                {trainer.losses, done.steps * sizeof(float)},
-                {trainer.params, trainer.nparams * sizeof(float)}};
+            ember_iov_t iov[3] = {{&done, sizeof(done)},
+                                  {trainer.losses, done.steps * sizeof(float)},
+                                  {trainer.params, trainer.nparams * sizeof(float)}};
             ember_rpc_reply(trainer.start_req, EMBER_OK, iov, 3);
         } else {
             if (!trainer.err[0])

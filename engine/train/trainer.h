@@ -19,8 +19,8 @@
  * is picked by @local_rank).  Blocks until training ends; returns its status
  * (an error is also reported to the master, naming trainer and step).
  */
-ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
-                                 const char *device, int local_rank);
+ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers, const char *device,
+                                 int local_rank);
 
 /**
  * The check of a TRAIN_START request (@length bytes at @data, borrowed) by
@@ -30,8 +30,7 @@ ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers,
  * and the fuzzer.  Errors: ERR_INVALID_PARAM (the cause in @err).
  */
 ember_status_t ember_trainer_start_check(const void *data, size_t length, int index,
-                                         ember_msg_train_start_t *spec_p,
-                                         size_t *nparams_p, char *err,
-                                         size_t err_length);
+                                         ember_msg_train_start_t *spec_p, size_t *nparams_p,
+                                         char *err, size_t err_length);
 
 #endif

@@ -35,11 +35,23 @@ enum {
     EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
 };
 
-typedef enum { EMBER_SYNC = 0, EMBER_ASYNC = 1 } ember_consistency_t;
-typedef enum { EMBER_REDUCE_SUM = 0, EMBER_REDUCE_MEAN = 1 } ember_sparse_reduce_t;
-typedef enum { EMBER_INIT_NORMAL = 0, EMBER_INIT_LOAD = 1 } ember_table_init_t;
+typedef enum {
+    EMBER_SYNC = 0,
+    EMBER_ASYNC = 1
+} ember_consistency_t;
+typedef enum {
+    EMBER_REDUCE_SUM = 0,
+    EMBER_REDUCE_MEAN = 1
+} ember_sparse_reduce_t;
+typedef enum {
+    EMBER_INIT_NORMAL = 0,
+    EMBER_INIT_LOAD = 1
+} ember_table_init_t;
 /* A PS's shard in its host memory, or on its GPU (--ps-device cuda). */
-typedef enum { EMBER_TABLE_HOST = 0, EMBER_TABLE_CUDA = 1 } ember_table_device_t;
+typedef enum {
+    EMBER_TABLE_HOST = 0,
+    EMBER_TABLE_CUDA = 1
+} ember_table_device_t;
 
 #define EMBER_TABLE_NAME_MAX 32
 
@@ -143,25 +155,23 @@ static inline uint64_t ember_msg_lookup_bytes(const ember_msg_lookup_t *msg)
 
 /* Offset of a max lookup's places in its reply: after the values, 4-byte
  * aligned. */
-static inline uint64_t ember_msg_lookup_places_at(const ember_msg_lookup_t *msg,
-                                                  uint32_t dim)
+static inline uint64_t ember_msg_lookup_places_at(const ember_msg_lookup_t *msg, uint32_t dim)
 {
-    uint64_t values = (uint64_t)msg->bags * dim *
-                      ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
+    uint64_t values = (uint64_t)msg->bags * dim * ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
     return (values + 3) & ~3ull;
 }
 
 /* Bytes of a LOOKUP's reply for a table of @dim. */
-static inline uint64_t ember_msg_lookup_reply_bytes(const ember_msg_lookup_t *msg,
-                                                    uint32_t dim)
+static inline uint64_t ember_msg_lookup_reply_bytes(const ember_msg_lookup_t *msg, uint32_t dim)
 {
     if (!(msg->flags & EMBER_LOOKUP_MAX))
-        return (uint64_t)msg->bags * dim *
-               ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
+        return (uint64_t)msg->bags * dim * ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
     return ember_msg_lookup_places_at(msg, dim) + 4ull * msg->bags * dim;
 }
 
-enum { EMBER_GRAD_APPLY = 1u << 0 };
+enum {
+    EMBER_GRAD_APPLY = 1u << 0
+};
 
 /* EMBER_OP_GRAD: gradient of the step's pooled output, float[bags * dim],
  * for the lookup of (trainer, step); with EMBER_GRAD_APPLY it also takes
@@ -182,7 +192,7 @@ typedef enum {
     EMBER_DATA_REPLAY = 2     /* batches from a golden-layout file */
 } ember_data_kind_t;
 
-#define EMBER_PATH_MAX 512
+#define EMBER_PATH_MAX   512
 #define EMBER_MAX_HIDDEN 8
 
 /* EMBER_OP_TRAIN_START: master -> trainer.  Followed by the initial dense

@@ -35,7 +35,7 @@
 
 #include <ember/embedding_bag.h> /* the batch and pool types */
 #include <ember/status.h>
-#include <ember/transport.h>     /* ember_mem_type_t, ember_tp_t */
+#include <ember/transport.h> /* ember_mem_type_t, ember_tp_t */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -60,9 +60,9 @@ typedef enum {
 #define EMBER_DEVICE_OPS_VERSION 3
 
 typedef struct ember_device_ops {
-    size_t size;                 /* sizeof(ember_device_ops_t) of the backend */
-    const char *name;            /* "cpu", "cuda" */
-    ember_mem_type_t mem_type;   /* where its buffers live */
+    size_t size;               /* sizeof(ember_device_ops_t) of the backend */
+    const char *name;          /* "cpu", "cuda" */
+    ember_mem_type_t mem_type; /* where its buffers live */
 
     /* ---- lifetime (called by ember_device_open/close only) ------------- */
     /* Open device @local_rank (GPU ordinal = local_rank % visible count);
@@ -78,8 +78,8 @@ typedef struct ember_device_ops {
     void (*mem_free)(ember_device_t *dev, void *ptr);
     /* Ordered copy.  Returns once @src may be reused by the caller; a
      * DEVICE_TO_HOST copy returns once the data is on the host. */
-    ember_status_t (*mem_copy)(ember_device_t *dev, void *dst, const void *src,
-                               size_t bytes, ember_copy_kind_t kind);
+    ember_status_t (*mem_copy)(ember_device_t *dev, void *dst, const void *src, size_t bytes,
+                               ember_copy_kind_t kind);
     ember_status_t (*mem_zero)(ember_device_t *dev, void *ptr, size_t bytes);
     /* Wait for everything enqueued; reports asynchronous errors. */
     ember_status_t (*synchronize)(ember_device_t *dev);
@@ -87,42 +87,33 @@ typedef struct ember_device_ops {
     /* ---- EmbeddingBag (<ember/embedding_bag.h>) ------------------------ */
     /* @batch: the struct is host memory, its arrays device memory; the
      * batch must have passed ember_bag_validate() (on the host copy). */
-    ember_status_t (*bag_forward)(ember_device_t *dev, const float *table,
-                                  int64_t rows, size_t dim,
-                                  const ember_bag_batch_t *batch,
-                                  const ember_bag_opts_t *opts, float *out_p,
-                                  int64_t *argmax_p);
+    ember_status_t (*bag_forward)(ember_device_t *dev, const float *table, int64_t rows, size_t dim,
+                                  const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                  float *out_p, int64_t *argmax_p);
     /* @nrows_p is host memory (this op waits for the device). */
-    ember_status_t (*bag_backward)(ember_device_t *dev, const float *table,
-                                   int64_t rows, size_t dim,
-                                   const ember_bag_batch_t *batch,
-                                   const ember_bag_opts_t *opts,
-                                   const float *grad_out, const int64_t *argmax,
-                                   int64_t *grad_rows_p, float *grad_p,
+    ember_status_t (*bag_backward)(ember_device_t *dev, const float *table, int64_t rows,
+                                   size_t dim, const ember_bag_batch_t *batch,
+                                   const ember_bag_opts_t *opts, const float *grad_out,
+                                   const int64_t *argmax, int64_t *grad_rows_p, float *grad_p,
                                    size_t *nrows_p, float *grad_weights_p);
 
     /* ---- dense (engine/ops/dense.h) ------------------------------------------ */
-    ember_status_t (*linear_forward)(ember_device_t *dev, const float *x,
-                                     size_t batch, size_t in, size_t out,
-                                     const float *weight, const float *bias,
+    ember_status_t (*linear_forward)(ember_device_t *dev, const float *x, size_t batch, size_t in,
+                                     size_t out, const float *weight, const float *bias,
                                      float *y_p);
-    ember_status_t (*linear_backward)(ember_device_t *dev, const float *x,
-                                      size_t batch, size_t in, size_t out,
-                                      const float *weight, const float *grad_y,
-                                      int accumulate, float *grad_x_p,
-                                      float *grad_weight_p, float *grad_bias_p);
-    ember_status_t (*relu_forward)(ember_device_t *dev, const float *x, size_t n,
-                                   float *y_p);
-    ember_status_t (*relu_backward)(ember_device_t *dev, const float *x,
-                                    const float *grad_y, size_t n,
-                                    float *grad_x_p);
+    ember_status_t (*linear_backward)(ember_device_t *dev, const float *x, size_t batch, size_t in,
+                                      size_t out, const float *weight, const float *grad_y,
+                                      int accumulate, float *grad_x_p, float *grad_weight_p,
+                                      float *grad_bias_p);
+    ember_status_t (*relu_forward)(ember_device_t *dev, const float *x, size_t n, float *y_p);
+    ember_status_t (*relu_backward)(ember_device_t *dev, const float *x, const float *grad_y,
+                                    size_t n, float *grad_x_p);
 
     /* ---- loss (engine/ops/loss.h) -------------------------------------------- */
     /* @loss_p is host memory (this op waits).  As on the CPU, nothing is
      * written on error (CUDA checks targets and finiteness first). */
-    ember_status_t (*cross_entropy)(ember_device_t *dev, const float *logits,
-                                    size_t batch, size_t classes,
-                                    const int64_t *targets, float *loss_p,
+    ember_status_t (*cross_entropy)(ember_device_t *dev, const float *logits, size_t batch,
+                                    size_t classes, const int64_t *targets, float *loss_p,
                                     float *grad_p);
 
     /* ---- dense allreduce (engine/comm/allreduce.h's shape) -------------------- */
@@ -132,16 +123,14 @@ typedef struct ember_device_ops {
      * key).  @tp is borrowed and must outlive the communicator; the CUDA
      * backend accepts tp == NULL when nranks == 1.  Blocks until every member
      * joined (EMBER_CONNECT_TIMEOUT). */
-    ember_status_t (*comm_create)(ember_device_t *dev, ember_tp_t *tp,
-                                  const int *ranks, int nranks, uint16_t op_base,
-                                  ember_device_comm_t **comm_p);
+    ember_status_t (*comm_create)(ember_device_t *dev, ember_tp_t *tp, const int *ranks, int nranks,
+                                  uint16_t op_base, ember_device_comm_t **comm_p);
     void (*comm_destroy)(ember_device_comm_t *comm);
     /* In-place sum (average: / nranks) of @count floats of device memory at
      * @data, ordered after every op enqueued before on this device; @data is
      * borrowed until the request is waited for.  Never blocks. */
-    ember_status_t (*allreduce_start)(ember_device_comm_t *comm, float *data,
-                                      size_t count, int average,
-                                      ember_device_req_t **req_p);
+    ember_status_t (*allreduce_start)(ember_device_comm_t *comm, float *data, size_t count,
+                                      int average, ember_device_req_t **req_p);
     /* INPROGRESS while running, then the final status; progresses the
      * transport and polls the communicator's health (the watchdog). */
     ember_status_t (*allreduce_test)(ember_device_req_t *req);
@@ -179,20 +168,19 @@ typedef struct ember_device_ops {
      * the bag's first maximal entry wins, as in PyTorch), and @winner (int16
      * [bags, dim]) that shard, -1 for an empty bag (which pools to 0).  Bit
      * for bit what engine/ops/bag_parts.c does on the host. */
-    ember_status_t (*parts_combine)(ember_device_t *dev, const float *parts,
-                                   size_t stride, uint32_t nparts, size_t bags,
-                                   size_t dim, ember_bag_mode_t mode,
-                                   const uint32_t *counts, const uint32_t *bag_counts,
-                                   const uint32_t *places, size_t places_stride,
-                                   float *out, int16_t *winner);
+    ember_status_t (*parts_combine)(ember_device_t *dev, const float *parts, size_t stride,
+                                    uint32_t nparts, size_t bags, size_t dim, ember_bag_mode_t mode,
+                                    const uint32_t *counts, const uint32_t *bag_counts,
+                                    const uint32_t *places, size_t places_stride, float *out,
+                                    int16_t *winner);
     /* Each shard's gradient of its partial pool from the pooled gradient
      * @grad [bags, dim], into @grads (part p at grads + p * @stride): sum: a
      * copy; mean: times 1.0f / bag_counts[b] (a bag without entries: a
      * copy); max: where @winner is p, else 0. */
-    ember_status_t (*parts_split)(ember_device_t *dev, const float *grad,
-                                 uint32_t nparts, size_t bags, size_t dim,
-                                 ember_bag_mode_t mode, const uint32_t *bag_counts,
-                                 const int16_t *winner, float *grads, size_t stride);
+    ember_status_t (*parts_split)(ember_device_t *dev, const float *grad, uint32_t nparts,
+                                  size_t bags, size_t dim, ember_bag_mode_t mode,
+                                  const uint32_t *bag_counts, const int16_t *winner, float *grads,
+                                  size_t stride);
 
     /* How this device's data meets the network: *text_p gets one line for
      * the log (NULL: the device is host memory), *mem_p where the buffers
@@ -214,8 +202,7 @@ typedef struct ember_device_ops {
  * CUDA; logged as an error naming why), ERR_INVALID_PARAM (unknown kind),
  * ERR_NO_MEMORY.
  */
-ember_status_t ember_device_open(const char *kind, int local_rank,
-                                 ember_device_t **dev_p);
+ember_status_t ember_device_open(const char *kind, int local_rank, ember_device_t **dev_p);
 
 /** Close the device and free its state.  NULL is a no-op. */
 void ember_device_close(ember_device_t *dev);

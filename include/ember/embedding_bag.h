@@ -46,8 +46,8 @@ typedef struct {
     size_t n;
     const int64_t *offsets; /* [bags] start of each bag in indices */
     size_t bags;
-    const float *weights;   /* [n_weights] per-sample weights, or NULL */
-    size_t n_weights;       /* must equal n when weights != NULL */
+    const float *weights; /* [n_weights] per-sample weights, or NULL */
+    size_t n_weights;     /* must equal n when weights != NULL */
 } ember_bag_batch_t;
 
 /* How a table pools. */
@@ -81,9 +81,8 @@ ember_status_t ember_bag_mode_parse(const char *text, ember_bag_mode_t *mode_p);
  * Errors: ERR_OUT_OF_RANGE (index or padding_idx out of range),
  * ERR_INVALID_PARAM (everything else).  O(n + bags).
  */
-ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
-                                  const ember_bag_opts_t *opts, int64_t rows,
-                                  char *msg, size_t msg_len);
+ember_status_t ember_bag_validate(const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                  int64_t rows, char *msg, size_t msg_len);
 
 /**
  * Pool a batch.
@@ -96,9 +95,8 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch,
  * No allocation.  Errors: ERR_INVALID_PARAM on NULL buffers or dim == 0.
  */
 ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
-                                 const ember_bag_batch_t *batch,
-                                 const ember_bag_opts_t *opts, float *out_p,
-                                 int64_t *argmax_p);
+                                 const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                 float *out_p, int64_t *argmax_p);
 
 /**
  * ember_bag_forward over a table stored as @dtype: EMBER_DTYPE_F32 (the
@@ -106,9 +104,8 @@ ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
  * to fp32 and pooled exactly as its fp32 value would be: the same bits as
  * ember_bag_forward over the widened table.  Other dtypes: ERR_INVALID_PARAM.
  */
-ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
-                                       int64_t rows, size_t dim,
-                                       const ember_bag_batch_t *batch,
+ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype, int64_t rows,
+                                       size_t dim, const ember_bag_batch_t *batch,
                                        const ember_bag_opts_t *opts, float *out_p,
                                        int64_t *argmax_p);
 
@@ -132,20 +129,17 @@ ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype,
  * weight gradient requested without weights), ERR_NO_MEMORY.
  */
 ember_status_t ember_bag_backward(const float *table, int64_t rows, size_t dim,
-                                  const ember_bag_batch_t *batch,
-                                  const ember_bag_opts_t *opts,
+                                  const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
                                   const float *grad_out, const int64_t *argmax,
-                                  int64_t *grad_rows_p, float *grad_p,
-                                  size_t *nrows_p, float *grad_weights_p);
+                                  int64_t *grad_rows_p, float *grad_p, size_t *nrows_p,
+                                  float *grad_weights_p);
 
 /** ember_bag_backward over a table stored as @dtype (read only for the
  * weight gradient), as ember_bag_forward_typed. */
-ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
-                                        int64_t rows, size_t dim,
-                                        const ember_bag_batch_t *batch,
-                                        const ember_bag_opts_t *opts,
-                                        const float *grad_out, const int64_t *argmax,
-                                        int64_t *grad_rows_p, float *grad_p,
+ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype, int64_t rows,
+                                        size_t dim, const ember_bag_batch_t *batch,
+                                        const ember_bag_opts_t *opts, const float *grad_out,
+                                        const int64_t *argmax, int64_t *grad_rows_p, float *grad_p,
                                         size_t *nrows_p, float *grad_weights_p);
 
 /**
@@ -158,9 +152,8 @@ ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype,
  * Deterministic (stable sort).  Allocates O(n) scratch.
  * Errors: ERR_INVALID_PARAM (NULL buffers with n > 0), ERR_NO_MEMORY.
  */
-ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip,
-                               int64_t *unique_p, int64_t *inverse_p,
-                               size_t *nunique_p);
+ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, int64_t *unique_p,
+                               int64_t *inverse_p, size_t *nunique_p);
 
 #ifdef __cplusplus
 }

@@ -34,13 +34,13 @@ void ember_log_init(void);
 ember_log_level_t ember_log_level(void);
 
 /** printf-like; prints one whole line to stderr in a single write. */
-void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt,
-                    ...) __attribute__((format(printf, 3, 4)));
+void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
-#define EMBER_LOG_(lvl, subsys, ...)                                         \
-    do {                                                                     \
-        if ((lvl) <= ember_log_level())                                      \
-            ember_log_emit((lvl), (subsys), __VA_ARGS__);                    \
+#define EMBER_LOG_(lvl, subsys, ...)                      \
+    do {                                                  \
+        if ((lvl) <= ember_log_level())                   \
+            ember_log_emit((lvl), (subsys), __VA_ARGS__); \
     } while (0)
 
 #define ember_error(subsys, ...) EMBER_LOG_(EMBER_LOG_ERROR, subsys, __VA_ARGS__)
@@ -50,14 +50,14 @@ void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt
 #define ember_trace(subsys, ...) EMBER_LOG_(EMBER_LOG_TRACE, subsys, __VA_ARGS__)
 
 /* Propagate an error status up, leaving a one-line breadcrumb (NCCLCHECK). */
-#define EMBER_CHECK(expr)                                                    \
-    do {                                                                     \
-        ember_status_t check_status_ = (expr);                               \
-        if (check_status_ < 0) {                                             \
-            ember_debug("trace", "%s:%d: %s -> %s", __FILE__, __LINE__,      \
-                        #expr, ember_status_string(check_status_));          \
-            return check_status_;                                            \
-        }                                                                    \
+#define EMBER_CHECK(expr)                                                      \
+    do {                                                                       \
+        ember_status_t check_status_ = (expr);                                 \
+        if (check_status_ < 0) {                                               \
+            ember_debug("trace", "%s:%d: %s -> %s", __FILE__, __LINE__, #expr, \
+                        ember_status_string(check_status_));                   \
+            return check_status_;                                              \
+        }                                                                      \
     } while (0)
 
 #ifdef __cplusplus

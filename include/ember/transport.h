@@ -47,10 +47,10 @@ typedef struct {
 
 /** How to join the job.  Zeroed fields take their EMBER_* config defaults. */
 typedef struct {
-    int rank;             /* -1: from EMBER_RANK / SLURM_PROCID */
-    int world_size;       /* -1: from EMBER_WORLD_SIZE / SLURM_NTASKS */
-    const char *name;     /* worker name (NULL: EMBER_NAME or "rank<N>") */
-    const char *init_url; /* NULL: EMBER_INIT (or the Slurm head node) */
+    int rank;              /* -1: from EMBER_RANK / SLURM_PROCID */
+    int world_size;        /* -1: from EMBER_WORLD_SIZE / SLURM_NTASKS */
+    const char *name;      /* worker name (NULL: EMBER_NAME or "rank<N>") */
+    const char *init_url;  /* NULL: EMBER_INIT (or the Slurm head node) */
     const uint8_t *secret; /* NULL: EMBER_SECRET_FILE / EMBER_SECRET */
     size_t secret_length;
 } ember_tp_params_t;
@@ -99,11 +99,11 @@ const char *ember_tp_peer_reason(const ember_tp_t *tp, int rank);
 ember_status_t ember_tp_watch(ember_tp_t *tp, int rank);
 
 /** Put/get a value in the job's rendezvous store (small blobs, start-up). */
-ember_status_t ember_tp_store_set(ember_tp_t *tp, const char *key,
-                                  const void *value, size_t length);
+ember_status_t ember_tp_store_set(ember_tp_t *tp, const char *key, const void *value,
+                                  size_t length);
 /** Blocks until @key exists (or EMBER_CONNECT_TIMEOUT); *value_p: malloc'd. */
-ember_status_t ember_tp_store_get(ember_tp_t *tp, const char *key,
-                                  void **value_p, size_t *length_p);
+ember_status_t ember_tp_store_get(ember_tp_t *tp, const char *key, void **value_p,
+                                  size_t *length_p);
 /**
  * All ranks meet.  Fails, logging who did not arrive, at the connect
  * timeout (ERR_TIMED_OUT), or at once when a rank is known lost
@@ -116,7 +116,7 @@ ember_status_t ember_tp_barrier(ember_tp_t *tp, const char *name);
 
 /** Op ids 0..63 are reserved by the transport itself. */
 #define EMBER_RPC_OP_USER_BASE 64
-#define EMBER_RPC_OP_MAX 1024
+#define EMBER_RPC_OP_MAX       1024
 
 /**
  * Request handler.  Runs from the progress loop.  It must eventually answer
@@ -127,8 +127,8 @@ typedef void (*ember_rpc_handler_cb)(ember_rpc_req_t *req, void *arg);
 
 /** Register the handler of op id @op (EMBER_RPC_OP_USER_BASE..MAX-1); a
  * NULL @handler unregisters it (requests for @op then fail, "no handler"). */
-ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op,
-                                  ember_rpc_handler_cb handler, void *arg);
+ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op, ember_rpc_handler_cb handler,
+                                  void *arg);
 
 /**
  * Where a large (rendezvous) request from @peer should land, so a handler
@@ -141,16 +141,15 @@ ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op,
  * way ember_rpc_req_data() is that buffer and ember_rpc_req_head() the head;
  * otherwise ember_rpc_req_data() is the whole message, contiguous.
  */
-typedef void *(*ember_rpc_alloc_cb)(void *arg, int peer, const void *head,
-                                    size_t head_length, size_t length);
+typedef void *(*ember_rpc_alloc_cb)(void *arg, int peer, const void *head, size_t head_length,
+                                    size_t length);
 typedef void (*ember_rpc_release_cb)(void *arg, void *buffer);
 
 /** Largest first iov part that travels with the message header. */
 #define EMBER_RPC_INLINE_MAX 128
 
 /** Set @op's payload placement (the op's handler must be registered). */
-ember_status_t ember_rpc_register_alloc(ember_tp_t *tp, uint16_t op,
-                                        ember_rpc_alloc_cb alloc,
+ember_status_t ember_rpc_register_alloc(ember_tp_t *tp, uint16_t op, ember_rpc_alloc_cb alloc,
                                         ember_rpc_release_cb release, void *arg);
 
 /** The request's payload (borrowed until the reply; see ember_rpc_alloc_cb). */
@@ -170,8 +169,8 @@ uint16_t ember_rpc_req_op(const ember_rpc_req_t *req);
  * that peer first takes them along, so the peer sees the order they were
  * posted in.
  */
-ember_status_t ember_rpc_reply(ember_rpc_req_t *req, ember_status_t status,
-                               const ember_iov_t *iov, size_t iovcnt);
+ember_status_t ember_rpc_reply(ember_rpc_req_t *req, ember_status_t status, const ember_iov_t *iov,
+                               size_t iovcnt);
 
 /** Called once a zero-copy reply's buffers may be reused (or the send failed). */
 typedef void (*ember_rpc_done_cb)(void *arg, ember_status_t status);
@@ -186,9 +185,8 @@ ember_status_t ember_rpc_reply_zcopy(ember_rpc_req_t *req, ember_status_t status
                                      ember_rpc_done_cb done_cb, void *done_arg);
 
 /** Reply with an error and a printf-formatted message for the caller. */
-ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status,
-                                     const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status, const char *fmt,
+                                     ...) __attribute__((format(printf, 3, 4)));
 
 /**
  * Call @op on @peer.  @iov (borrowed until the future completes) is the
@@ -197,9 +195,8 @@ ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status
  * straight into it) or, when @resp_buffer is NULL, in a buffer the future
  * owns.  @timeout_s <= 0 takes EMBER_RPC_TIMEOUT.  Never blocks.
  */
-ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op,
-                                    const ember_iov_t *iov, size_t iovcnt,
-                                    void *resp_buffer, size_t resp_capacity,
+ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                                    size_t iovcnt, void *resp_buffer, size_t resp_capacity,
                                     double timeout_s, ember_future_t **future_p);
 
 /**
@@ -238,10 +235,9 @@ typedef struct {
  * Errors: as ember_rpc_call_async; ERR_INVALID_PARAM for another layout.
  */
 ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
-                                        const ember_iov_t *iov, size_t iovcnt,
-                                        void *resp_buffer, size_t resp_capacity,
-                                        const ember_rpc_mem_t *mem, double timeout_s,
-                                        ember_future_t **future_p);
+                                        const ember_iov_t *iov, size_t iovcnt, void *resp_buffer,
+                                        size_t resp_capacity, const ember_rpc_mem_t *mem,
+                                        double timeout_s, ember_future_t **future_p);
 
 /**
  * One-way request: @op's handler runs on @peer and nothing comes back (its
@@ -249,24 +245,21 @@ ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
  * runs, from the progress loop (possibly before this returns), with OK once
  * the message left, or the error that lost it (a lost peer).  Never blocks.
  */
-ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op,
-                              const ember_iov_t *iov, size_t iovcnt,
-                              ember_rpc_done_cb done_cb, void *done_arg);
+ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                              size_t iovcnt, ember_rpc_done_cb done_cb, void *done_arg);
 
 /** ember_rpc_send with its bulk in @payload_mem (the layout of
  * ember_rpc_call_async_mem). */
-ember_status_t ember_rpc_send_mem(ember_tp_t *tp, int peer, uint16_t op,
-                                  const ember_iov_t *iov, size_t iovcnt,
-                                  ember_mem_type_t payload_mem,
+ember_status_t ember_rpc_send_mem(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                                  size_t iovcnt, ember_mem_type_t payload_mem,
                                   ember_rpc_done_cb done_cb, void *done_arg);
 
 /** Non-zero when @req came from ember_rpc_send (no one waits for a reply). */
 int ember_rpc_req_oneway(const ember_rpc_req_t *req);
 
 /** Blocking call: returns the status and the response length. */
-ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op,
-                              const ember_iov_t *iov, size_t iovcnt,
-                              void *resp_buffer, size_t resp_capacity,
+ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                              size_t iovcnt, void *resp_buffer, size_t resp_capacity,
                               size_t *resp_length_p);
 
 /** INPROGRESS while pending; then the call's final status. Progresses once. */
@@ -316,11 +309,10 @@ ember_status_t ember_mem_register(ember_tp_t *tp, void *address, size_t length,
                                   ember_mem_type_t type, ember_mem_t **mem_p);
 void ember_mem_deregister(ember_tp_t *tp, ember_mem_t *mem);
 /** Packed remote key to send to peers; *rkey_p is malloc'd (caller frees). */
-ember_status_t ember_mem_pack(ember_tp_t *tp, ember_mem_t *mem, void **rkey_p,
-                              size_t *length_p);
+ember_status_t ember_mem_pack(ember_tp_t *tp, ember_mem_t *mem, void **rkey_p, size_t *length_p);
 /** Unpack a peer's key for use on the endpoint to @peer. */
-ember_status_t ember_rkey_unpack(ember_tp_t *tp, int peer, const void *packed,
-                                 size_t length, ember_rkey_t **rkey_p);
+ember_status_t ember_rkey_unpack(ember_tp_t *tp, int peer, const void *packed, size_t length,
+                                 ember_rkey_t **rkey_p);
 void ember_rkey_destroy(ember_rkey_t *rkey);
 
 /** One-sided read of @length bytes at @remote_address on @peer into @local. */
@@ -328,9 +320,9 @@ ember_status_t ember_rma_get(ember_tp_t *tp, int peer, void *local, size_t lengt
                              uint64_t remote_address, ember_rkey_t *rkey,
                              ember_future_t **future_p);
 /** One-sided write; completes when the data is placed remotely. */
-ember_status_t ember_rma_put(ember_tp_t *tp, int peer, const void *local,
-                             size_t length, uint64_t remote_address,
-                             ember_rkey_t *rkey, ember_future_t **future_p);
+ember_status_t ember_rma_put(ember_tp_t *tp, int peer, const void *local, size_t length,
+                             uint64_t remote_address, ember_rkey_t *rkey,
+                             ember_future_t **future_p);
 
 #ifdef __cplusplus
 }

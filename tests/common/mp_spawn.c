@@ -104,15 +104,13 @@ int mp_spawn(int nranks, mp_rank_fn fn, void *arg, const mp_opts_t *opts)
                     continue;
                 status_of[rank] = status;
                 done++;
-                int ok = (WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
-                         (may_die & (1u << rank));
+                int ok =
+                        (WIFEXITED(status) && WEXITSTATUS(status) == 0) || (may_die & (1u << rank));
                 if (!ok) {
                     fprintf(stderr, "mp_spawn: rank %d %s %d\n", rank,
                             WIFEXITED(status) ? "exited with" : "killed by signal",
-                            WIFEXITED(status) ? WEXITSTATUS(status)
-                                              : WTERMSIG(status));
-                    if (WIFEXITED(status) && WEXITSTATUS(status) == MP_SKIP &&
-                        !failed)
+                            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                    if (WIFEXITED(status) && WEXITSTATUS(status) == MP_SKIP && !failed)
                         failed = MP_SKIP;
                     else
                         failed = 1;
@@ -138,8 +136,7 @@ int mp_spawn(int nranks, mp_rank_fn fn, void *arg, const mp_opts_t *opts)
     return failed;
 }
 
-int mp_main(int argc, char **argv, const mp_case_t *cases, size_t ncases,
-            double timeout_s)
+int mp_main(int argc, char **argv, const mp_case_t *cases, size_t ncases, double timeout_s)
 {
     for (size_t i = 0; argc == 2 && i < ncases; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {

@@ -37,19 +37,17 @@ typedef struct {
  * main() of a test executable: run the case named by argv[1] (one ctest
  * test per case) with @timeout_s; prints "CASE: passed" or "FAILED".
  */
-int mp_main(int argc, char **argv, const mp_case_t *cases, size_t ncases,
-            double timeout_s);
+int mp_main(int argc, char **argv, const mp_case_t *cases, size_t ncases, double timeout_s);
 
 /** Fail the current rank with a message (exits the process with 1). */
-#define MP_CHECK(cond, ...)                                                  \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "CHECK FAILED %s:%d: %s: ", __FILE__, __LINE__,  \
-                    #cond);                                                  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-            exit(1);                                                         \
-        }                                                                    \
+#define MP_CHECK(cond, ...)                                                         \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            fprintf(stderr, "CHECK FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                           \
+            fprintf(stderr, "\n");                                                  \
+            exit(1);                                                                \
+        }                                                                           \
     } while (0)
 
 #endif

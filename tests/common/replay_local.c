@@ -1,11 +1,11 @@
 /* ember engine: the synchronous hybrid step, replayed in one process. */
 #include "tests/common/replay_local.h"
 
+#include "engine/io/replay_file.h"
 #include "engine/ops/dense.h"
 #include "engine/ops/half.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/optimizer.h"
-#include "engine/io/replay_file.h"
 
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
@@ -39,8 +39,7 @@ typedef struct {
     size_t msg_len;
 } replay_t;
 
-static void replay_msg(replay_t *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void replay_msg(replay_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The embedding table as stored (fp32 or fp16). */
 static void *replay_table(const replay_t *r)
@@ -61,12 +60,12 @@ static void replay_msg(replay_t *r, const char *fmt, ...)
 }
 
 /* Copy tensor @name, checking its dtype and exact shape (ndim dims). */
-static ember_status_t load_tensor(replay_t *r, const char *name, ember_dtype_t dtype,
-                                  size_t ndim, const int64_t *shape, void **data_p)
+static ember_status_t load_tensor(replay_t *r, const char *name, ember_dtype_t dtype, size_t ndim,
+                                  const int64_t *shape, void **data_p)
 {
     char why[1024];
-    ember_status_t status = ember_replay_read(r->golden, NULL, name, dtype, ndim, shape,
-                                              data_p, why, sizeof(why));
+    ember_status_t status =
+            ember_replay_read(r->golden, NULL, name, dtype, ndim, shape, data_p, why, sizeof(why));
     if (status != EMBER_OK)
         replay_msg(r, "%s", why);
     return status;
@@ -74,8 +73,7 @@ static ember_status_t load_tensor(replay_t *r, const char *name, ember_dtype_t d
 
 /* Forward + backward of one trainer at one step; adds its gradients into the
  * step accumulators. */
-static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
-                                     float *loss_p)
+static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s, float *loss_p)
 {
     ember_status_t status;
     char name[64], why[1024];
@@ -85,8 +83,8 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
     float *grad_rows_val = NULL;
     size_t n, bags, nrows = 0;
 
-    status = ember_replay_batch_shape(r->golden, NULL, r->weighted, (uint32_t)t, s, &n,
-                                      &bags, why, sizeof(why));
+    status = ember_replay_batch_shape(r->golden, NULL, r->weighted, (uint32_t)t, s, &n, &bags, why,
+                                      sizeof(why));
     if (status != EMBER_OK) {
         replay_msg(r, "%s", why);
         return status;
@@ -94,29 +92,28 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
     const int64_t shape_n[1] = {(int64_t)n}, shape_b[1] = {(int64_t)bags};
 
     snprintf(name, sizeof(name), "t%zu.s%zu.indices", t, s);
-    if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_n,
-                              (void **)&indices)) != EMBER_OK)
+    if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_n, (void **)&indices)) != EMBER_OK)
         goto out;
     snprintf(name, sizeof(name), "t%zu.s%zu.offsets", t, s);
-    if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_b,
-                              (void **)&offsets)) != EMBER_OK)
+    if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_b, (void **)&offsets)) != EMBER_OK)
         goto out;
     snprintf(name, sizeof(name), "t%zu.s%zu.targets", t, s);
-    if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_b,
-                              (void **)&targets)) != EMBER_OK)
+    if ((status = load_tensor(r, name, EMBER_DTYPE_I64, 1, shape_b, (void **)&targets)) != EMBER_OK)
         goto out;
     if (r->weighted) {
         snprintf(name, sizeof(name), "t%zu.s%zu.weights", t, s);
-        if ((status = load_tensor(r, name, EMBER_DTYPE_F32, 1, shape_n,
-                                  (void **)&weights)) != EMBER_OK)
+        if ((status = load_tensor(r, name, EMBER_DTYPE_F32, 1, shape_n, (void **)&weights)) !=
+            EMBER_OK)
             goto out;
     }
 
-    ember_bag_batch_t batch = {.indices = indices, .n = n, .offsets = offsets,
-                               .bags = bags, .weights = weights,
+    ember_bag_batch_t batch = {.indices = indices,
+                               .n = n,
+                               .offsets = offsets,
+                               .bags = bags,
+                               .weights = weights,
                                .n_weights = weights ? n : 0};
-    status = ember_bag_validate(&batch, &r->bag, (int64_t)r->rows, why,
-                                sizeof(why));
+    status = ember_bag_validate(&batch, &r->bag, (int64_t)r->rows, why, sizeof(why));
     if (status != EMBER_OK) {
         replay_msg(r, "trainer %zu step %zu: %s", t, s, why);
         status = EMBER_ERR_FORMAT;
@@ -142,9 +139,8 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
     ember_bag_opts_t pool = r->bag;
     if (r->half_replies && pool.mode == EMBER_BAG_MEAN)
         pool.mode = EMBER_BAG_SUM;
-    if ((status = ember_bag_forward_typed(replay_table(r), r->emb_dtype, (int64_t)r->rows,
-                                          r->dim, &batch, &pool, pooled,
-                                          argmax)) != EMBER_OK)
+    if ((status = ember_bag_forward_typed(replay_table(r), r->emb_dtype, (int64_t)r->rows, r->dim,
+                                          &batch, &pool, pooled, argmax)) != EMBER_OK)
         goto out;
     if (r->half_replies) {
         for (size_t i = 0; i < bags * r->dim; i++)
@@ -157,24 +153,21 @@ static ember_status_t replay_trainer(replay_t *r, size_t t, size_t s,
                 pooled[b * r->dim + d] *= inv;
         }
     }
-    if ((status = ember_linear_forward(pooled, bags, r->dim, r->classes, r->fc_w,
-                                       r->fc_b, logits)) != EMBER_OK)
+    if ((status = ember_linear_forward(pooled, bags, r->dim, r->classes, r->fc_w, r->fc_b,
+                                       logits)) != EMBER_OK)
         goto out;
     /* The logits buffer becomes their gradient (in place is allowed). */
-    status = ember_cross_entropy(logits, bags, r->classes, targets, loss_p,
-                                 logits);
+    status = ember_cross_entropy(logits, bags, r->classes, targets, loss_p, logits);
     if (status != EMBER_OK) {
         replay_msg(r, "trainer %zu step %zu: cross entropy failed: %s", t, s,
                    ember_status_string(status));
         goto out;
     }
-    if ((status = ember_linear_backward(pooled, bags, r->dim, r->classes,
-                                        r->fc_w, logits, 1, grad_pooled,
-                                        r->d_fc_w, r->d_fc_b)) != EMBER_OK ||
-        (status = ember_bag_backward_typed(replay_table(r), r->emb_dtype,
-                                           (int64_t)r->rows, r->dim, &batch, &r->bag,
-                                           grad_pooled, argmax, grad_rows, grad_rows_val,
-                                           &nrows, NULL)) != EMBER_OK)
+    if ((status = ember_linear_backward(pooled, bags, r->dim, r->classes, r->fc_w, logits, 1,
+                                        grad_pooled, r->d_fc_w, r->d_fc_b)) != EMBER_OK ||
+        (status = ember_bag_backward_typed(replay_table(r), r->emb_dtype, (int64_t)r->rows, r->dim,
+                                           &batch, &r->bag, grad_pooled, argmax, grad_rows,
+                                           grad_rows_val, &nrows, NULL)) != EMBER_OK)
         goto out;
 
     /* Sum this trainer's rows into the step's accumulator (the PS's job). */
@@ -222,20 +215,21 @@ void ember_replay_result_cleanup(ember_replay_result_t *result)
     memset(result, 0, sizeof(*result));
 }
 
-ember_status_t ember_replay_local(const ember_st_file_t *golden,
-                                  ember_replay_result_t *result_p, char *msg,
-                                  size_t msg_len)
+ember_status_t ember_replay_local(const ember_st_file_t *golden, ember_replay_result_t *result_p,
+                                  char *msg, size_t msg_len)
 {
     return ember_replay_local_typed(golden, EMBER_DTYPE_F32, 0, result_p, msg, msg_len);
 }
 
-ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
-                                        ember_dtype_t emb_dtype, int half_replies,
-                                        ember_replay_result_t *result_p, char *msg,
-                                        size_t msg_len)
+ember_status_t ember_replay_local_typed(const ember_st_file_t *golden, ember_dtype_t emb_dtype,
+                                        int half_replies, ember_replay_result_t *result_p,
+                                        char *msg, size_t msg_len)
 {
-    replay_t r = {.golden = golden, .msg = msg, .msg_len = msg_len,
-                  .emb_dtype = emb_dtype, .half_replies = half_replies};
+    replay_t r = {.golden = golden,
+                  .msg = msg,
+                  .msg_len = msg_len,
+                  .emb_dtype = emb_dtype,
+                  .half_replies = half_replies};
     ember_opt_t *opt_emb = NULL, *opt_w = NULL, *opt_b = NULL;
     ember_opt_config_t cfg;
     float *losses = NULL, *compact = NULL;
@@ -243,23 +237,19 @@ ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
     ember_status_t status;
     char why[1024];
 
-    if (!golden || !result_p ||
-        (emb_dtype != EMBER_DTYPE_F32 && emb_dtype != EMBER_DTYPE_F16))
+    if (!golden || !result_p || (emb_dtype != EMBER_DTYPE_F32 && emb_dtype != EMBER_DTYPE_F16))
         return EMBER_ERR_INVALID_PARAM;
     if (msg && msg_len)
         msg[0] = '\0';
     /* What ember-train checks, with the same words: every value in range
      * and every tensor of its shape before any is used or sized from. */
-    if ((status = ember_replay_info_read(golden, NULL, &info, why, sizeof(why))) !=
-            EMBER_OK ||
-        (status = ember_replay_check_tensors(golden, NULL, &info, why, sizeof(why))) !=
-            EMBER_OK) {
+    if ((status = ember_replay_info_read(golden, NULL, &info, why, sizeof(why))) != EMBER_OK ||
+        (status = ember_replay_check_tensors(golden, NULL, &info, why, sizeof(why))) != EMBER_OK) {
         replay_msg(&r, "%s", why);
         return status;
     }
     if (strcmp(info.optimizer, "sgd") != 0) {
-        replay_msg(&r, "optimizer '%s' is not supported by the replay (sgd)",
-                   info.optimizer);
+        replay_msg(&r, "optimizer '%s' is not supported by the replay (sgd)", info.optimizer);
         return EMBER_ERR_UNSUPPORTED;
     }
     r.rows = (size_t)info.rows;
@@ -276,12 +266,12 @@ ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
 
     const int64_t shape_emb[2] = {info.rows, info.dim}, shape_w[2] = {info.classes, info.dim};
     const int64_t shape_b[1] = {info.classes};
-    if ((status = load_tensor(&r, "emb.weight", EMBER_DTYPE_F32, 2, shape_emb,
-                              (void **)&r.emb)) != EMBER_OK ||
-        (status = load_tensor(&r, "fc.weight", EMBER_DTYPE_F32, 2, shape_w,
-                              (void **)&r.fc_w)) != EMBER_OK ||
-        (status = load_tensor(&r, "fc.bias", EMBER_DTYPE_F32, 1, shape_b,
-                              (void **)&r.fc_b)) != EMBER_OK)
+    if ((status = load_tensor(&r, "emb.weight", EMBER_DTYPE_F32, 2, shape_emb, (void **)&r.emb)) !=
+                EMBER_OK ||
+        (status = load_tensor(&r, "fc.weight", EMBER_DTYPE_F32, 2, shape_w, (void **)&r.fc_w)) !=
+                EMBER_OK ||
+        (status = load_tensor(&r, "fc.bias", EMBER_DTYPE_F32, 1, shape_b, (void **)&r.fc_b)) !=
+                EMBER_OK)
         goto out;
 
     status = EMBER_ERR_NO_MEMORY;
@@ -298,17 +288,14 @@ ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
     r.touched_rows = malloc(r.rows * sizeof(int64_t));
     compact = malloc(r.rows * r.dim * sizeof(float));
     losses = malloc((r.steps * r.trainers + 1) * sizeof(float));
-    if (!r.d_fc_w || !r.d_fc_b || !r.d_emb || !r.touched || !r.touched_rows ||
-        !compact || !losses)
+    if (!r.d_fc_w || !r.d_fc_b || !r.d_emb || !r.touched || !r.touched_rows || !compact || !losses)
         goto out;
 
     ember_opt_config_default(EMBER_OPT_SGD, r.lr, &cfg);
-    if ((status = ember_opt_create(&cfg, r.rows, r.dim, EMBER_OPT_SPARSE,
-                                   &opt_emb)) != EMBER_OK ||
-        (status = ember_opt_create(&cfg, 1, r.classes * r.dim, EMBER_OPT_DENSE,
-                                   &opt_w)) != EMBER_OK ||
-        (status = ember_opt_create(&cfg, 1, r.classes, EMBER_OPT_DENSE,
-                                   &opt_b)) != EMBER_OK)
+    if ((status = ember_opt_create(&cfg, r.rows, r.dim, EMBER_OPT_SPARSE, &opt_emb)) != EMBER_OK ||
+        (status = ember_opt_create(&cfg, 1, r.classes * r.dim, EMBER_OPT_DENSE, &opt_w)) !=
+                EMBER_OK ||
+        (status = ember_opt_create(&cfg, 1, r.classes, EMBER_OPT_DENSE, &opt_b)) != EMBER_OK)
         goto out;
 
     for (size_t s = 0; s < r.steps; s++) {
@@ -339,13 +326,11 @@ ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
                 compact[u * r.dim + d] = r.d_emb[row * r.dim + d] * scale;
             r.touched[row] = 0;
         }
-        if ((status = ember_opt_step_dense(opt_w, r.fc_w, r.d_fc_w,
-                                           r.classes * r.dim)) != EMBER_OK ||
-            (status = ember_opt_step_dense(opt_b, r.fc_b, r.d_fc_b,
-                                           r.classes)) != EMBER_OK ||
-            (status = ember_opt_step_sparse_typed(opt_emb, replay_table(&r), r.emb_dtype,
-                                                  r.dim, r.touched_rows, compact,
-                                                  r.ntouched)) != EMBER_OK)
+        if ((status = ember_opt_step_dense(opt_w, r.fc_w, r.d_fc_w, r.classes * r.dim)) !=
+                    EMBER_OK ||
+            (status = ember_opt_step_dense(opt_b, r.fc_b, r.d_fc_b, r.classes)) != EMBER_OK ||
+            (status = ember_opt_step_sparse_typed(opt_emb, replay_table(&r), r.emb_dtype, r.dim,
+                                                  r.touched_rows, compact, r.ntouched)) != EMBER_OK)
             goto out;
     }
     if (r.emb_half)

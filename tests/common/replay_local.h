@@ -43,9 +43,8 @@ typedef struct {
  * ERR_UNSUPPORTED (a known optimizer other than sgd), ERR_NUMERIC,
  * ERR_NO_MEMORY.
  */
-ember_status_t ember_replay_local(const ember_st_file_t *golden,
-                                  ember_replay_result_t *result_p, char *msg,
-                                  size_t msg_len);
+ember_status_t ember_replay_local(const ember_st_file_t *golden, ember_replay_result_t *result_p,
+                                  char *msg, size_t msg_len);
 
 /**
  * The same with the embedding table stored as @emb_dtype: EMBER_DTYPE_F32
@@ -57,10 +56,9 @@ ember_status_t ember_replay_local(const ember_st_file_t *golden,
  * EMBER_LOOKUP_HALF_REPLY gives it (`--reply-dtype fp16`, one PS; with more,
  * each shard's part is rounded on its own).
  */
-ember_status_t ember_replay_local_typed(const ember_st_file_t *golden,
-                                        ember_dtype_t emb_dtype, int half_replies,
-                                        ember_replay_result_t *result_p, char *msg,
-                                        size_t msg_len);
+ember_status_t ember_replay_local_typed(const ember_st_file_t *golden, ember_dtype_t emb_dtype,
+                                        int half_replies, ember_replay_result_t *result_p,
+                                        char *msg, size_t msg_len);
 
 /** Free the arrays of a result and zero it.  Safe on a zeroed result. */
 void ember_replay_result_cleanup(ember_replay_result_t *result);

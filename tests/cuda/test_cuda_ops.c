@@ -63,8 +63,7 @@ static void gfree_all(void)
     nallocs = 0;
 }
 
-static int close_enough(const float *a, const float *b, size_t n, double rtol,
-                        const char *what)
+static int close_enough(const float *a, const float *b, size_t n, double rtol, const char *what)
 {
     for (size_t i = 0; i < n; i++) {
         double tol = rtol * (1.0 + fabs((double)b[i]));
@@ -82,10 +81,10 @@ typedef struct {
     int64_t rows;
     size_t bags;
     size_t max_len;
-    int64_t pad;      /* -1: none */
+    int64_t pad; /* -1: none */
     int weights;
-    double empty;     /* fraction of empty bags */
-    double pad_frac;  /* fraction of padding entries */
+    double empty;    /* fraction of empty bags */
+    double pad_frac; /* fraction of padding entries */
 } bag_case_t;
 
 /* Forward and backward of one random batch on both backends. */
@@ -113,13 +112,15 @@ static int run_bag(const bag_case_t *c)
             n++;
         }
     }
-    ember_bag_batch_t hb = {.indices = indices, .n = n, .offsets = offsets,
-                            .bags = bags, .weights = c->weights ? weights : NULL,
+    ember_bag_batch_t hb = {.indices = indices,
+                            .n = n,
+                            .offsets = offsets,
+                            .bags = bags,
+                            .weights = c->weights ? weights : NULL,
                             .n_weights = c->weights ? n : 0};
     ember_bag_opts_t opts = {.mode = c->mode, .padding_idx = c->pad};
     char msg[256];
-    CHECK(ember_bag_validate(&hb, &opts, c->rows, msg, sizeof(msg)) == EMBER_OK,
-          "%s", msg);
+    CHECK(ember_bag_validate(&hb, &opts, c->rows, msg, sizeof(msg)) == EMBER_OK, "%s", msg);
 
     size_t ob = bags * dim;
     float *out_ref = calloc(ob + 1, sizeof(float)), *out = calloc(ob + 1, sizeof(float));
@@ -142,8 +143,8 @@ static int run_bag(const bag_case_t *c)
     if (c->mode == EMBER_BAG_MAX) {
         down(am, d_am, ob * 8);
         for (size_t i = 0; i < ob; i++)
-            CHECK(am[i] == am_ref[i], "argmax[%zu]: gpu %" PRId64 " cpu %" PRId64, i,
-                  am[i], am_ref[i]);
+            CHECK(am[i] == am_ref[i], "argmax[%zu]: gpu %" PRId64 " cpu %" PRId64, i, am[i],
+                  am_ref[i]);
     }
 
     /* backward */
@@ -154,21 +155,21 @@ static int run_bag(const bag_case_t *c)
     float *g_ref = malloc((n * dim + 1) * 4), *g = malloc((n * dim + 1) * 4);
     float *gw_ref = calloc(n + 1, 4), *gw = calloc(n + 1, 4);
     size_t nr_ref = 0, nr = 0;
-    CHECK(ember_bag_backward(table, c->rows, dim, &hb, &opts, go, am_ref, rows_ref, g_ref,
-                             &nr_ref, c->weights ? gw_ref : NULL) == EMBER_OK,
+    CHECK(ember_bag_backward(table, c->rows, dim, &hb, &opts, go, am_ref, rows_ref, g_ref, &nr_ref,
+                             c->weights ? gw_ref : NULL) == EMBER_OK,
           "cpu backward");
     float *d_go = up(go, ob * 4);
     int64_t *d_rows = up(NULL, n * 8);
     float *d_g = up(NULL, n * dim * 4);
     float *d_gw = c->weights ? up(NULL, n * 4) : NULL;
-    CHECK(G->bag_backward(gpu, d_table, c->rows, dim, &db, &opts, d_go, d_am, d_rows,
-                          d_g, &nr, d_gw) == EMBER_OK,
+    CHECK(G->bag_backward(gpu, d_table, c->rows, dim, &db, &opts, d_go, d_am, d_rows, d_g, &nr,
+                          d_gw) == EMBER_OK,
           "gpu backward");
     CHECK(nr == nr_ref, "unique rows: gpu %zu cpu %zu", nr, nr_ref);
     down(rows, d_rows, nr * 8);
     for (size_t i = 0; i < nr; i++)
-        CHECK(rows[i] == rows_ref[i], "row %zu: gpu %" PRId64 " cpu %" PRId64, i,
-              rows[i], rows_ref[i]);
+        CHECK(rows[i] == rows_ref[i], "row %zu: gpu %" PRId64 " cpu %" PRId64, i, rows[i],
+              rows_ref[i]);
     down(g, d_g, nr * dim * 4);
     if (!close_enough(g, g_ref, nr * dim, 1e-5, "bag backward"))
         goto out_bwd;
@@ -179,11 +180,23 @@ static int run_bag(const bag_case_t *c)
     }
     rc = 0;
 out_bwd:
-    free(go); free(rows_ref); free(rows); free(g_ref); free(g); free(gw_ref); free(gw);
+    free(go);
+    free(rows_ref);
+    free(rows);
+    free(g_ref);
+    free(g);
+    free(gw_ref);
+    free(gw);
 out:
     gfree_all();
-    free(out_ref); free(out); free(am_ref); free(am);
-    free(offsets); free(indices); free(weights); free(table);
+    free(out_ref);
+    free(out);
+    free(am_ref);
+    free(am);
+    free(offsets);
+    free(indices);
+    free(weights);
+    free(table);
     return rc;
 }
 
@@ -192,9 +205,15 @@ static const size_t dims[] = {1, 3, 4, 16, 64, 100, 128, 257};
 static int bag_modes(ember_bag_mode_t mode, int weights, int64_t pad)
 {
     for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
-        bag_case_t c = {.mode = mode, .dim = dims[i], .rows = 200, .bags = 67,
-                        .max_len = 12, .pad = pad, .weights = weights,
-                        .empty = 0.1, .pad_frac = 0.2};
+        bag_case_t c = {.mode = mode,
+                        .dim = dims[i],
+                        .rows = 200,
+                        .bags = 67,
+                        .max_len = 12,
+                        .pad = pad,
+                        .weights = weights,
+                        .empty = 0.1,
+                        .pad_frac = 0.2};
         if (run_bag(&c)) {
             fprintf(stderr, "  (dim %zu)\n", dims[i]);
             return 1;
@@ -203,10 +222,22 @@ static int bag_modes(ember_bag_mode_t mode, int weights, int64_t pad)
     return 0;
 }
 
-static int t_bag_sum(void) { return bag_modes(EMBER_BAG_SUM, 0, -1); }
-static int t_bag_mean(void) { return bag_modes(EMBER_BAG_MEAN, 0, -1); }
-static int t_bag_max(void) { return bag_modes(EMBER_BAG_MAX, 0, -1); }
-static int t_bag_weights(void) { return bag_modes(EMBER_BAG_SUM, 1, -1); }
+static int t_bag_sum(void)
+{
+    return bag_modes(EMBER_BAG_SUM, 0, -1);
+}
+static int t_bag_mean(void)
+{
+    return bag_modes(EMBER_BAG_MEAN, 0, -1);
+}
+static int t_bag_max(void)
+{
+    return bag_modes(EMBER_BAG_MAX, 0, -1);
+}
+static int t_bag_weights(void)
+{
+    return bag_modes(EMBER_BAG_SUM, 1, -1);
+}
 static int t_bag_padding(void)
 {
     return bag_modes(EMBER_BAG_SUM, 0, 7) || bag_modes(EMBER_BAG_MEAN, 0, 0) ||
@@ -217,13 +248,22 @@ static int t_bag_empty(void)
 {
     /* Mostly empty bags, bags of only padding, and a batch with no entries. */
     for (int m = 0; m < 3; m++) {
-        bag_case_t c = {.mode = (ember_bag_mode_t)m, .dim = 32, .rows = 10,
-                        .bags = 40, .max_len = 3, .pad = 2, .empty = 0.7,
+        bag_case_t c = {.mode = (ember_bag_mode_t)m,
+                        .dim = 32,
+                        .rows = 10,
+                        .bags = 40,
+                        .max_len = 3,
+                        .pad = 2,
+                        .empty = 0.7,
                         .pad_frac = 0.6};
         if (run_bag(&c))
             return 1;
-        bag_case_t z = {.mode = (ember_bag_mode_t)m, .dim = 8, .rows = 10,
-                        .bags = 5, .max_len = 0, .pad = -1};
+        bag_case_t z = {.mode = (ember_bag_mode_t)m,
+                        .dim = 8,
+                        .rows = 10,
+                        .bags = 5,
+                        .max_len = 0,
+                        .pad = -1};
         if (run_bag(&z))
             return 1;
     }
@@ -234,10 +274,19 @@ static int t_bag_large(void)
 {
     /* Many duplicates (few rows) and many rows (few duplicates). */
     for (int m = 0; m < 3; m++) {
-        bag_case_t a = {.mode = (ember_bag_mode_t)m, .dim = 64, .rows = 50,
-                        .bags = 4096, .max_len = 40, .pad = 1, .pad_frac = 0.05};
-        bag_case_t b = {.mode = (ember_bag_mode_t)m, .dim = 128, .rows = 1 << 20,
-                        .bags = 2048, .max_len = 30, .pad = -1};
+        bag_case_t a = {.mode = (ember_bag_mode_t)m,
+                        .dim = 64,
+                        .rows = 50,
+                        .bags = 4096,
+                        .max_len = 40,
+                        .pad = 1,
+                        .pad_frac = 0.05};
+        bag_case_t b = {.mode = (ember_bag_mode_t)m,
+                        .dim = 128,
+                        .rows = 1 << 20,
+                        .bags = 2048,
+                        .max_len = 30,
+                        .pad = -1};
         if (run_bag(&a) || run_bag(&b))
             return 1;
     }
@@ -260,37 +309,50 @@ static int t_linear(void)
         float *gx = malloc(B * I * 4), *gxr = malloc(B * I * 4);
         float *gw = malloc(O * I * 4), *gwr = malloc(O * I * 4);
         float *gb = malloc(O * 4), *gbr = malloc(O * 4);
-        fill(x, B * I, -1, 1); fill(w, O * I, -1, 1); fill(b, O, -1, 1);
+        fill(x, B * I, -1, 1);
+        fill(w, O * I, -1, 1);
+        fill(b, O, -1, 1);
         fill(gy, B * O, -1, 1);
         float *dx = up(x, B * I * 4), *dw = up(w, O * I * 4), *db = up(b, O * 4);
         float *dy = up(NULL, B * O * 4), *dgy = up(gy, B * O * 4);
         float *dgx = up(NULL, B * I * 4), *dgw = up(NULL, O * I * 4), *dgb = up(NULL, O * 4);
         for (int bias = 0; bias < 2; bias++) {
             CHECK(ember_linear_forward(x, B, I, O, w, bias ? b : NULL, yr) == EMBER_OK, "cpu");
-            CHECK(G->linear_forward(gpu, dx, B, I, O, dw, bias ? db : NULL, dy) == EMBER_OK,
-                  "gpu");
+            CHECK(G->linear_forward(gpu, dx, B, I, O, dw, bias ? db : NULL, dy) == EMBER_OK, "gpu");
             down(y, dy, B * O * 4);
             if (!close_enough(y, yr, B * O, 1e-4, "linear forward"))
                 return 1;
         }
         for (int acc = 0; acc < 2; acc++) {
             /* accumulate: both start from the same non-zero gradients */
-            fill(gwr, O * I, -1, 1); fill(gbr, O, -1, 1);
+            fill(gwr, O * I, -1, 1);
+            fill(gbr, O, -1, 1);
             G->mem_copy(gpu, dgw, gwr, O * I * 4, EMBER_COPY_HOST_TO_DEVICE);
             G->mem_copy(gpu, dgb, gbr, O * 4, EMBER_COPY_HOST_TO_DEVICE);
-            CHECK(ember_linear_backward(x, B, I, O, w, gy, acc, gxr, gwr, gbr) == EMBER_OK,
-                  "cpu");
-            CHECK(G->linear_backward(gpu, dx, B, I, O, dw, dgy, acc, dgx, dgw, dgb) ==
-                      EMBER_OK, "gpu");
-            down(gx, dgx, B * I * 4); down(gw, dgw, O * I * 4); down(gb, dgb, O * 4);
+            CHECK(ember_linear_backward(x, B, I, O, w, gy, acc, gxr, gwr, gbr) == EMBER_OK, "cpu");
+            CHECK(G->linear_backward(gpu, dx, B, I, O, dw, dgy, acc, dgx, dgw, dgb) == EMBER_OK,
+                  "gpu");
+            down(gx, dgx, B * I * 4);
+            down(gw, dgw, O * I * 4);
+            down(gb, dgb, O * 4);
             if (!close_enough(gx, gxr, B * I, 1e-4, "grad x") ||
                 !close_enough(gw, gwr, O * I, 1e-4, "grad weight") ||
                 !close_enough(gb, gbr, O, 1e-4, "grad bias"))
                 return 1;
         }
         gfree_all();
-        free(x); free(w); free(b); free(y); free(yr); free(gy); free(gx); free(gxr);
-        free(gw); free(gwr); free(gb); free(gbr);
+        free(x);
+        free(w);
+        free(b);
+        free(y);
+        free(yr);
+        free(gy);
+        free(gx);
+        free(gxr);
+        free(gw);
+        free(gwr);
+        free(gb);
+        free(gbr);
     }
     return 0;
 }
@@ -299,7 +361,8 @@ static int t_relu(void)
 {
     size_t n = 100003;
     float *x = malloc(n * 4), *gy = malloc(n * 4), *y = malloc(n * 4), *yr = malloc(n * 4);
-    fill(x, n, -1, 1); fill(gy, n, -1, 1);
+    fill(x, n, -1, 1);
+    fill(gy, n, -1, 1);
     for (size_t i = 0; i < n; i += 97)
         x[i] = 0.0f; /* the gradient at exactly 0 is 0 */
     float *dx = up(x, n * 4), *dgy = up(gy, n * 4), *dy = up(NULL, n * 4);
@@ -317,7 +380,10 @@ static int t_relu(void)
     ember_relu_forward(x, n, yr);
     CHECK(memcmp(y, yr, n * 4) == 0, "relu in place differs");
     gfree_all();
-    free(x); free(gy); free(y); free(yr);
+    free(x);
+    free(gy);
+    free(y);
+    free(yr);
     return 0;
 }
 
@@ -336,8 +402,8 @@ static int t_ce(void)
         float *dz = up(z, B * C * 4), *dg = up(NULL, B * C * 4);
         int64_t *dt = up(t, B * 8);
         CHECK(G->cross_entropy(gpu, dz, B, C, dt, &loss, dg) == EMBER_OK, "gpu");
-        CHECK(fabs(loss - loss_ref) <= 1e-5 * (1 + fabs(loss_ref)), "loss gpu %.9g cpu %.9g",
-              loss, loss_ref);
+        CHECK(fabs(loss - loss_ref) <= 1e-5 * (1 + fabs(loss_ref)), "loss gpu %.9g cpu %.9g", loss,
+              loss_ref);
         down(g, dg, B * C * 4);
         if (!close_enough(g, gr, B * C, 1e-6, "ce grad"))
             return 1;
@@ -347,7 +413,10 @@ static int t_ce(void)
         if (!close_enough(g, gr, B * C, 1e-6, "ce grad in place"))
             return 1;
         gfree_all();
-        free(z); free(g); free(gr); free(t);
+        free(z);
+        free(g);
+        free(gr);
+        free(t);
     }
     return 0;
 }
@@ -410,7 +479,8 @@ static int t_nccl_single(void)
     CHECK(strcmp(G->comm_error(comm), "") == 0, "healthy comm reports an error");
     G->comm_destroy(comm);
     gfree_all();
-    free(x); free(y);
+    free(x);
+    free(y);
     return 0;
 }
 
@@ -440,46 +510,58 @@ static int t_parts_combine(void)
                     bag_counts[b] += c;
                     for (size_t d = 0; d < dim; d++) { /* ties: few distinct values */
                         parts[p * stride + b * dim + d] =
-                            c ? (float)(uint_below(5) - 2) * 0.5f : 0.0f;
+                                c ? (float)(uint_below(5) - 2) * 0.5f : 0.0f;
                         /* distinct over the parts, in no shard order */
                         places[p * stride + b * dim + d] =
-                            c ? (uint32_t)uint_below(1000) * 4 + p : UINT32_MAX;
+                                c ? (uint32_t)uint_below(1000) * 4 + p : UINT32_MAX;
                     }
                 }
             }
             for (size_t i = 0; i < bags * dim; i++)
                 g[i] = (float)uni(-1, 1);
-            CHECK(C->parts_combine(cpu, parts, stride, nparts, bags, dim, mode, counts,
-                                  bag_counts, places, stride, out_c, w_c) == EMBER_OK,
+            CHECK(C->parts_combine(cpu, parts, stride, nparts, bags, dim, mode, counts, bag_counts,
+                                   places, stride, out_c, w_c) == EMBER_OK,
                   "cpu combine");
-            CHECK(C->parts_split(cpu, g, nparts, bags, dim, mode, bag_counts, w_c, gr_c,
-                                stride) == EMBER_OK, "cpu split");
+            CHECK(C->parts_split(cpu, g, nparts, bags, dim, mode, bag_counts, w_c, gr_c, stride) ==
+                          EMBER_OK,
+                  "cpu split");
             float *d_parts = up(parts, nparts * stride * 4), *d_out = up(NULL, bags * dim * 4);
             float *d_g = up(g, bags * dim * 4), *d_gr = up(NULL, nparts * stride * 4);
             uint32_t *d_counts = up(counts, nparts * bags * 4);
             uint32_t *d_bc = up(bag_counts, bags * 4);
             uint32_t *d_places = up(places, nparts * stride * 4);
             int16_t *d_w = up(NULL, bags * dim * 2);
-            CHECK(G->parts_combine(gpu, d_parts, stride, nparts, bags, dim, mode, d_counts,
-                                  d_bc, d_places, stride, d_out, d_w) == EMBER_OK,
+            CHECK(G->parts_combine(gpu, d_parts, stride, nparts, bags, dim, mode, d_counts, d_bc,
+                                   d_places, stride, d_out, d_w) == EMBER_OK,
                   "gpu combine");
-            CHECK(G->parts_split(gpu, d_g, nparts, bags, dim, mode, d_bc, d_w, d_gr,
-                                stride) == EMBER_OK, "gpu split");
+            CHECK(G->parts_split(gpu, d_g, nparts, bags, dim, mode, d_bc, d_w, d_gr, stride) ==
+                          EMBER_OK,
+                  "gpu split");
             down(out_g, d_out, bags * dim * 4);
-            CHECK(memcmp(out_g, out_c, bags * dim * 4) == 0, "combine differs (%u parts, "
-                  "mode %d)", nparts, m);
+            CHECK(memcmp(out_g, out_c, bags * dim * 4) == 0,
+                  "combine differs (%u parts, "
+                  "mode %d)",
+                  nparts, m);
             if (mode == EMBER_BAG_MAX) {
                 down(w_g, d_w, bags * dim * 2);
-                CHECK(memcmp(w_g, w_c, bags * dim * 2) == 0, "winners differ (%u parts)",
-                      nparts);
+                CHECK(memcmp(w_g, w_c, bags * dim * 2) == 0, "winners differ (%u parts)", nparts);
             }
             down(gr_g, d_gr, nparts * stride * 4);
             for (uint32_t p = 0; p < nparts; p++)
                 CHECK(memcmp(gr_g + p * stride, gr_c + p * stride, bags * dim * 4) == 0,
                       "split differs (part %u of %u, mode %d)", p, nparts, m);
             gfree_all();
-            free(parts); free(g); free(counts); free(bag_counts); free(out_c); free(out_g);
-            free(w_c); free(w_g); free(gr_c); free(gr_g); free(places);
+            free(parts);
+            free(g);
+            free(counts);
+            free(bag_counts);
+            free(out_c);
+            free(out_g);
+            free(w_c);
+            free(w_g);
+            free(gr_c);
+            free(gr_g);
+            free(places);
         }
     }
     ember_device_close(cpu);
@@ -502,8 +584,7 @@ static int t_pinned(void)
     CHECK(G->mem_copy(gpu, b, d, n * 4, EMBER_COPY_DEVICE_TO_HOST) == EMBER_OK, "d2h");
     CHECK(memcmp(a, b, n * 4) == 0, "round trip through pinned buffers differs");
     ember_mem_type_t net_mem;
-    CHECK(G->network_path(gpu, &net_mem, &path) == EMBER_OK && path && *path,
-          "network path");
+    CHECK(G->network_path(gpu, &net_mem, &path) == EMBER_OK && path && *path, "network path");
     fprintf(stderr, "network path: %s\n", path);
     G->mem_free(gpu, d);
     G->host_free(gpu, a);
@@ -519,31 +600,30 @@ static int t_device_gpudirect(void)
     char why[320];
     uint64_t cuda = UCS_BIT(UCS_MEMORY_TYPE_CUDA), host = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     CHECK(ember_gpudirect_decide(host, NULL, &path, why, sizeof(why)) == EMBER_OK &&
-              path == EMBER_GPUDIRECT_STAGED && strstr(why, "no CUDA memory support"),
+                  path == EMBER_GPUDIRECT_STAGED && strstr(why, "no CUDA memory support"),
           "auto without CUDA: %s", why);
-    CHECK(ember_gpudirect_decide(host | cuda, "auto", &path, why, sizeof(why)) ==
-                  EMBER_OK &&
-              path == EMBER_GPUDIRECT_STAGED && strstr(why, "EMBER_GPUDIRECT=rdma hands"),
+    CHECK(ember_gpudirect_decide(host | cuda, "auto", &path, why, sizeof(why)) == EMBER_OK &&
+                  path == EMBER_GPUDIRECT_STAGED && strstr(why, "EMBER_GPUDIRECT=rdma hands"),
           "auto with CUDA: %s", why);
-    CHECK(ember_gpudirect_decide(host | cuda, "staged", &path, why, sizeof(why)) ==
-                  EMBER_OK &&
-              path == EMBER_GPUDIRECT_STAGED && strstr(why, "EMBER_GPUDIRECT=staged"),
+    CHECK(ember_gpudirect_decide(host | cuda, "staged", &path, why, sizeof(why)) == EMBER_OK &&
+                  path == EMBER_GPUDIRECT_STAGED && strstr(why, "EMBER_GPUDIRECT=staged"),
           "staged with CUDA: %s", why);
     CHECK(ember_gpudirect_decide(host, "staged", &path, NULL, 0) == EMBER_OK &&
-              path == EMBER_GPUDIRECT_STAGED, "staged");
-    CHECK(ember_gpudirect_decide(host | cuda, "rdma", &path, why, sizeof(why)) ==
-                  EMBER_OK && path == EMBER_GPUDIRECT_RDMA && strstr(why, "GPU memory"),
+                  path == EMBER_GPUDIRECT_STAGED,
+          "staged");
+    CHECK(ember_gpudirect_decide(host | cuda, "rdma", &path, why, sizeof(why)) == EMBER_OK &&
+                  path == EMBER_GPUDIRECT_RDMA && strstr(why, "GPU memory"),
           "rdma with CUDA: %s", why);
     path = EMBER_GPUDIRECT_STAGED;
-    CHECK(ember_gpudirect_decide(host, "rdma", &path, why, sizeof(why)) ==
-                  EMBER_ERR_UNSUPPORTED && strstr(why, "EMBER_GPUDIRECT=rdma") &&
-              path == EMBER_GPUDIRECT_STAGED,
+    CHECK(ember_gpudirect_decide(host, "rdma", &path, why, sizeof(why)) == EMBER_ERR_UNSUPPORTED &&
+                  strstr(why, "EMBER_GPUDIRECT=rdma") && path == EMBER_GPUDIRECT_STAGED,
           "rdma without CUDA: %s", why);
     CHECK(ember_gpudirect_decide(host, "fast", &path, why, sizeof(why)) ==
-                  EMBER_ERR_INVALID_PARAM && strstr(why, "EMBER_GPUDIRECT=fast"),
+                          EMBER_ERR_INVALID_PARAM &&
+                  strstr(why, "EMBER_GPUDIRECT=fast"),
           "unknown: %s", why);
     CHECK(strcmp(ember_gpudirect_path_name(EMBER_GPUDIRECT_STAGED), "staged") == 0 &&
-              strcmp(ember_gpudirect_path_name(EMBER_GPUDIRECT_RDMA), "rdma") == 0,
+                  strcmp(ember_gpudirect_path_name(EMBER_GPUDIRECT_RDMA), "rdma") == 0,
           "names");
     return 0;
 }
@@ -588,16 +668,24 @@ static int t_device_cuda_open(void)
 }
 
 static const test_case_t cases[] = {
-    {"bag_sum", t_bag_sum},       {"bag_mean", t_bag_mean},
-    {"bag_max", t_bag_max},       {"bag_weights", t_bag_weights},
-    {"bag_padding", t_bag_padding}, {"bag_empty", t_bag_empty},
-    {"bag_large", t_bag_large},   {"linear", t_linear},
-    {"relu", t_relu},             {"ce", t_ce},
-    {"ce_errors", t_ce_errors},   {"nccl_single", t_nccl_single},
-    {"pinned", t_pinned},         {"parts_combine", t_parts_combine},
-    {"device_cpu", t_device_cpu}, {"device_cuda_open", t_device_cuda_open},
+        {"bag_sum", t_bag_sum},
+        {"bag_mean", t_bag_mean},
+        {"bag_max", t_bag_max},
+        {"bag_weights", t_bag_weights},
+        {"bag_padding", t_bag_padding},
+        {"bag_empty", t_bag_empty},
+        {"bag_large", t_bag_large},
+        {"linear", t_linear},
+        {"relu", t_relu},
+        {"ce", t_ce},
+        {"ce_errors", t_ce_errors},
+        {"nccl_single", t_nccl_single},
+        {"pinned", t_pinned},
+        {"parts_combine", t_parts_combine},
+        {"device_cpu", t_device_cpu},
+        {"device_cuda_open", t_device_cuda_open},
 #ifdef EMBER_HAVE_TRANSPORT
-    {"device_gpudirect", t_device_gpudirect},
+        {"device_gpudirect", t_device_gpudirect},
 #endif
 };
 

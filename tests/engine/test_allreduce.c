@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OP_AR (EMBER_RPC_OP_USER_BASE + 16)
-#define OP_AR2 (EMBER_RPC_OP_USER_BASE + 32)
+#define OP_AR   (EMBER_RPC_OP_USER_BASE + 16)
+#define OP_AR2  (EMBER_RPC_OP_USER_BASE + 32)
 #define OP_ECHO (EMBER_RPC_OP_USER_BASE + 48)
 
 static double now_s(void)
@@ -55,8 +55,8 @@ static ember_allreduce_t *comm_all(ember_tp_t *tp, uint16_t op_base)
 /* Input of @rank for reduction @tag, element @i: varied signs and scales. */
 static float input(int rank, uint64_t tag, size_t i)
 {
-    uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ (uint64_t)(rank + 1) * 0xbf58476d1ce4e5b9ull ^
-                 (tag + 7) * 0x94d049bb133111ebull;
+    uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull ^
+                 (uint64_t)(rank + 1) * 0xbf58476d1ce4e5b9ull ^ (tag + 7) * 0x94d049bb133111ebull;
     x ^= x >> 31;
     x *= 0xd6e8feb86659fd93ull;
     x ^= x >> 29;
@@ -88,8 +88,8 @@ static void verify(const float *data, size_t count, const int *members, int n, i
         }
         double tolerance = 1e-6 * magnitude + 1e-30;
         MP_CHECK(fabs((double)data[i] - sum) <= tolerance,
-                 "%s: element %zu of %zu is %.9g, want %.9g (tolerance %.3g)", what, i,
-                 count, (double)data[i], sum, tolerance);
+                 "%s: element %zu of %zu is %.9g, want %.9g (tolerance %.3g)", what, i, count,
+                 (double)data[i], sum, tolerance);
     }
 }
 
@@ -110,8 +110,7 @@ static void publish(ember_tp_t *tp, const char *key, int rank, uint64_t value)
 }
 
 /* Every member published its checksum under @key (after a barrier): same bits? */
-static void same_bits(ember_tp_t *tp, const char *key, const int *members, int n,
-                      uint64_t mine)
+static void same_bits(ember_tp_t *tp, const char *key, const int *members, int n, uint64_t mine)
 {
     for (int m = 0; m < n; m++) {
         char full[160];
@@ -120,7 +119,8 @@ static void same_bits(ember_tp_t *tp, const char *key, const int *members, int n
         uint64_t theirs;
         snprintf(full, sizeof(full), "%.100s/%d", key, members[m]);
         MP_CHECK(ember_tp_store_get(tp, full, &value, &length) == EMBER_OK &&
-                     length == sizeof(theirs), "store get %s", full);
+                         length == sizeof(theirs),
+                 "store get %s", full);
         memcpy(&theirs, value, sizeof(theirs));
         free(value);
         MP_CHECK(theirs == mine, "%s: rank %d's result differs in its bits from ours", key,
@@ -132,8 +132,8 @@ static void same_bits(ember_tp_t *tp, const char *key, const int *members, int n
 
 /* 4097: past the one-step path's 16 KiB; 64000 and 65537: either side of a
  * TCP pair's 256 KiB. */
-static const size_t counts[] = {0,     1,     7,      136,   1000,         4097,
-                                16000, 64000, 65537,  100003, (1u << 20) + 3};
+static const size_t counts[] = {0,     1,     7,     136,    1000,          4097,
+                                16000, 64000, 65537, 100003, (1u << 20) + 3};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 
 /*
@@ -158,11 +158,12 @@ static int case_sums(int rank, int world, void *arg)
         members[i] = i;
     const char *tls = getenv("UCX_TLS");
     size_t small_want = world == 2 && tls && strncmp(tls, "tcp", 3) == 0
-                            ? EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES
-                            : EMBER_ALLREDUCE_SMALL_BYTES;
-    MP_CHECK(ember_allreduce_small_bytes(ar) == small_want, "one-step path up to %zu B "
-             "on %d members over %s, want %zu", ember_allreduce_small_bytes(ar), world,
-             tls ? tls : "UCX's default", small_want);
+                                ? EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES
+                                : EMBER_ALLREDUCE_SMALL_BYTES;
+    MP_CHECK(ember_allreduce_small_bytes(ar) == small_want,
+             "one-step path up to %zu B "
+             "on %d members over %s, want %zu",
+             ember_allreduce_small_bytes(ar), world, tls ? tls : "UCX's default", small_want);
     for (size_t k = 0; k < NCOUNTS; k++) {
         for (int average = 0; average < 2; average++) {
             uint64_t tag = k * 2 + (uint64_t)average;
@@ -185,8 +186,10 @@ static int case_sums(int rank, int world, void *arg)
                      "out of place, %s of %zu floats: not the bits of in place",
                      average ? "average" : "sum", counts[k]);
             for (size_t i = 0; i < counts[k]; i++)
-                MP_CHECK(send[i] == input(rank, tag, i), "out of place, %zu floats: "
-                         "input element %zu was changed", counts[k], i);
+                MP_CHECK(send[i] == input(rank, tag, i),
+                         "out of place, %zu floats: "
+                         "input element %zu was changed",
+                         counts[k], i);
             snprintf(what, sizeof(what), "sums/%zu/%d", k, average);
             publish(tp, what, rank, sums[k][average]);
         }
@@ -240,14 +243,13 @@ static int case_overlap(int rank, int world, void *arg)
         for (int b = 0; b < 8; b++) {
             uint64_t tag = 1000 + (uint64_t)round * 8 + (uint64_t)b;
             fill(buckets[b], sizes[b], rank, tag);
-            MP_CHECK(ember_allreduce_start(ar, buckets[b], sizes[b], b & 1, &reqs[b]) ==
-                         EMBER_OK, "start bucket %d", b);
+            MP_CHECK(ember_allreduce_start(ar, buckets[b], sizes[b], b & 1, &reqs[b]) == EMBER_OK,
+                     "start bucket %d", b);
         }
         /* Poll one bucket with test, then wait all in a rank-dependent order. */
         ember_status_t status;
         double until = now_s() + 60;
-        while ((status = ember_allreduce_test(reqs[2])) == EMBER_INPROGRESS &&
-               now_s() < until)
+        while ((status = ember_allreduce_test(reqs[2])) == EMBER_INPROGRESS && now_s() < until)
             ember_tp_wait(tp, 0.01);
         MP_CHECK(status == EMBER_OK, "test bucket 2: %s", ember_status_string(status));
         for (int i = 0; i < 8; i++) {
@@ -259,8 +261,7 @@ static int case_overlap(int rank, int world, void *arg)
         for (int b = 0; b < 8; b++) {
             char what[96];
             uint64_t tag = 1000 + (uint64_t)round * 8 + (uint64_t)b;
-            snprintf(what, sizeof(what), "round %d bucket %d (%zu floats)", round, b,
-                     sizes[b]);
+            snprintf(what, sizeof(what), "round %d bucket %d (%zu floats)", round, b, sizes[b]);
             verify(buckets[b], sizes[b], members, world, b & 1, tag, what);
             snprintf(what, sizeof(what), "overlap/%d/%d", round, b);
             sums[round][b] = checksum(buckets[b], sizes[b]);
@@ -330,7 +331,10 @@ static int case_subset(int rank, int world, void *arg)
 /* Rank 2 dies (kill -9) in the middle of a reduction: the others fail fast. */
 static int case_kill(int rank, int world, void *arg)
 {
-    enum { VICTIM = 2, DIE_AT = 7 };
+    enum {
+        VICTIM = 2,
+        DIE_AT = 7
+    };
     ember_tp_t *tp;
     ember_allreduce_t *ar;
     float *data = malloc(60000 * sizeof(float));
@@ -352,8 +356,7 @@ static int case_kill(int rank, int world, void *arg)
             MP_CHECK(ember_allreduce_start(ar, data, count, 0, &req) == EMBER_OK, "start");
             ember_tp_progress(tp); /* some of it is out */
             double at = now_s();
-            MP_CHECK(ember_tp_store_set(tp, "killed_at", &at, sizeof(at)) == EMBER_OK,
-                     "store");
+            MP_CHECK(ember_tp_store_set(tp, "killed_at", &at, sizeof(at)) == EMBER_OK, "store");
             raise(SIGKILL);
         }
         ember_status_t status = ember_allreduce(ar, data, count, 0);
@@ -368,20 +371,21 @@ static int case_kill(int rank, int world, void *arg)
                  "reduction %d failed with %s", it, ember_status_string(status));
         MP_CHECK(it >= DIE_AT, "failed at %d, before the victim died", it);
         MP_CHECK(ember_tp_store_get(tp, "killed_at", &value, &length) == EMBER_OK &&
-                     length == sizeof(killed_at), "killed_at");
+                         length == sizeof(killed_at),
+                 "killed_at");
         memcpy(&killed_at, value, sizeof(killed_at));
         free(value);
         MP_CHECK(failed_at - killed_at < 5.0, "failed %.2f s after the kill",
                  failed_at - killed_at);
-        MP_CHECK(strstr(text, ember_tp_peer_name(tp, VICTIM)) != NULL,
-                 "error does not name %s: %s", ember_tp_peer_name(tp, VICTIM), text);
+        MP_CHECK(strstr(text, ember_tp_peer_name(tp, VICTIM)) != NULL, "error does not name %s: %s",
+                 ember_tp_peer_name(tp, VICTIM), text);
         printf("rank %d: reduction %d failed %.3f s after the kill: %s: %s\n", rank, it,
                failed_at - killed_at, ember_status_string(status), text);
         /* Broken for good: later reductions fail at once. */
         ember_allreduce_req_t *req;
         double t0 = now_s();
-        MP_CHECK(ember_allreduce_start(ar, data, count, 0, &req) == status &&
-                     now_s() - t0 < 0.5, "start on a broken communicator");
+        MP_CHECK(ember_allreduce_start(ar, data, count, 0, &req) == status && now_s() - t0 < 0.5,
+                 "start on a broken communicator");
         /* Rank 0 serves the store, and a survivor of a lost rank leaves
          * without a last barrier: it stays until the others have read it. */
         char key[32];
@@ -391,8 +395,8 @@ static int case_kill(int rank, int world, void *arg)
             snprintf(key, sizeof(key), "checked/%d", other);
             if (other == VICTIM)
                 continue;
-            MP_CHECK(ember_tp_store_get(tp, key, &value, &length) == EMBER_OK,
-                     "rank %d's check", other);
+            MP_CHECK(ember_tp_store_get(tp, key, &value, &length) == EMBER_OK, "rank %d's check",
+                     other);
             free(value);
         }
         ember_allreduce_destroy(ar);
@@ -428,21 +432,18 @@ static int case_mismatch(int rank, int world, void *arg)
         /* Everyone is done with it: the break below fails every reduction
          * still in flight (as an NCCL abort), and a small one completes on a
          * member only when the others' one-way vectors have arrived. */
-        MP_CHECK(ember_tp_barrier(tp, k ? "ring-agreed" : "small-agreed") == EMBER_OK,
-                 "barrier");
+        MP_CHECK(ember_tp_barrier(tp, k ? "ring-agreed" : "small-agreed") == EMBER_OK, "barrier");
         size_t count = agreed[k] + (rank == world - 1); /* the last rank: one more */
         double start = now_s();
         ember_status_t status = ember_allreduce(ar, data, count, 0);
         const char *text = ember_allreduce_error(ar);
         MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "%zu floats against %zu: %s (%s)", count,
                  agreed[k], ember_status_string(status), text);
-        MP_CHECK(now_s() - start < 5.0, "the mismatch took %.1f s to surface",
-                 now_s() - start);
+        MP_CHECK(now_s() - start < 5.0, "the mismatch took %.1f s to surface", now_s() - start);
         MP_CHECK(strstr(text, "floats") && strstr(text, "reduces"),
                  "the error does not name the counts: %s", text);
         printf("rank %d, %s: %s\n", rank, k ? "ring" : "small", text);
-        MP_CHECK(ember_tp_barrier(tp, k ? "ring-done" : "small-done") == EMBER_OK,
-                 "barrier");
+        MP_CHECK(ember_tp_barrier(tp, k ? "ring-done" : "small-done") == EMBER_OK, "barrier");
         ember_allreduce_destroy(ar);
     }
     ember_tp_destroy(tp);
@@ -450,8 +451,7 @@ static int case_mismatch(int rank, int world, void *arg)
     return 0;
 }
 
-static int call_status(ember_tp_t *tp, int peer, uint16_t op, const void *data,
-                       size_t length)
+static int call_status(ember_tp_t *tp, int peer, uint16_t op, const void *data, size_t length)
 {
     ember_iov_t iov = {.buffer = data, .length = length};
     return ember_rpc_call(tp, peer, op, &iov, length ? 1 : 0, NULL, 0, NULL);
@@ -503,14 +503,14 @@ static int case_malformed(int rank, int world, void *arg)
             size_t payload;
         } bad[16];
         int nbad = 0;
-#define BAD(text, field_edit, floats)                                                  \
-    do {                                                                               \
-        hdr = good;                                                                    \
-        hdr.seq = 1;                                                                   \
-        field_edit;                                                                    \
-        bad[nbad].what = text;                                                         \
-        bad[nbad].hdr = hdr;                                                           \
-        bad[nbad++].payload = floats;                                                  \
+#define BAD(text, field_edit, floats) \
+    do {                              \
+        hdr = good;                   \
+        hdr.seq = 1;                  \
+        field_edit;                   \
+        bad[nbad].what = text;        \
+        bad[nbad].hdr = hdr;          \
+        bad[nbad++].payload = floats; \
     } while (0)
         BAD("bad magic", hdr.magic = 0xdeadbeef, 136);
         BAD("unknown kind", hdr.kind = 7, 136);
@@ -526,11 +526,10 @@ static int case_malformed(int rank, int world, void *arg)
         BAD("ring count in the small range",
             (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 1000), 136);
         BAD("ring offset past the end",
-            (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 100000, hdr.offset = 100000),
-            136);
+            (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 100000, hdr.offset = 100000), 136);
         BAD("ring segment too long",
-            (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 1u << 22,
-             hdr.nfloats = 1u << 20), 1u << 20);
+            (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 1u << 22, hdr.nfloats = 1u << 20),
+            1u << 20);
         BAD("stale sequence number", hdr.seq = 0, 136);
         BAD("sequence number far ahead", hdr.seq = 1u << 30, 136);
         BAD("sequence number wraps", hdr.seq = UINT64_MAX, 136);
@@ -542,13 +541,14 @@ static int case_malformed(int rank, int world, void *arg)
         }
         MP_CHECK(call_status(tp, 1, OP_AR, junk, sizeof(junk)) == EMBER_ERR_BAD_MESSAGE,
                  "short message");
-        MP_CHECK(call_status(tp, 1, OP_AR + 1, junk, sizeof(junk)) ==
-                     EMBER_ERR_BAD_MESSAGE, "short hello");
+        MP_CHECK(call_status(tp, 1, OP_AR + 1, junk, sizeof(junk)) == EMBER_ERR_BAD_MESSAGE,
+                 "short hello");
         uint64_t wrong_hash = 42;
         MP_CHECK(call_status(tp, 1, OP_AR + 1, &wrong_hash, sizeof(wrong_hash)) ==
-                     EMBER_ERR_INVALID_PARAM, "hello with another member list");
-        MP_CHECK(call_status(tp, 1, OP_AR + 2, junk, sizeof(junk)) ==
-                     EMBER_ERR_BAD_MESSAGE, "short abort");
+                         EMBER_ERR_INVALID_PARAM,
+                 "hello with another member list");
+        MP_CHECK(call_status(tp, 1, OP_AR + 2, junk, sizeof(junk)) == EMBER_ERR_BAD_MESSAGE,
+                 "short abort");
         /* Plausible, for a reduction rank 1 has not started: held, then refused
          * when it starts seq 1 with another count. */
         ember_future_t *future;
@@ -560,8 +560,8 @@ static int case_malformed(int rank, int world, void *arg)
         hdr.count = 100000;
         memcpy(buffer, &hdr, sizeof(hdr));
         ember_iov_t iov = {.buffer = buffer, .length = length};
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_AR, &iov, 1, NULL, 0, 0, &future) ==
-                     EMBER_OK, "early call");
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_AR, &iov, 1, NULL, 0, 0, &future) == EMBER_OK,
+                 "early call");
         MP_CHECK(ember_tp_barrier(tp, "hostile-done") == EMBER_OK, "barrier");
         fill(data, 136, rank, 2);
         MP_CHECK(ember_allreduce(ar, data, 136, 0) == EMBER_OK, "second allreduce");
@@ -607,7 +607,11 @@ static int compare_double(const void *a, const void *b)
 /* Not asserted: per-allreduce time for 136 floats between 2 ranks. */
 static int case_latency(int rank, int world, void *arg)
 {
-    enum { WARMUP = 200, ITERS = 3000, BIG_ITERS = 10 };
+    enum {
+        WARMUP = 200,
+        ITERS = 3000,
+        BIG_ITERS = 10
+    };
     ember_tp_t *tp = join();
     ember_allreduce_t *ar;
     static double times[ITERS];
@@ -659,8 +663,8 @@ static int case_latency(int rank, int world, void *arg)
     double per = (now_s() - start) / BIG_ITERS;
     if (rank == 0)
         printf("latency: allreduce of %zu MiB, 2 ranks: %.2f ms (%.2f GB/s algorithm "
-               "bandwidth)\n", big * sizeof(float) >> 20, per * 1e3,
-               (double)big * sizeof(float) / per / 1e9);
+               "bandwidth)\n",
+               big * sizeof(float) >> 20, per * 1e3, (double)big * sizeof(float) / per / 1e9);
     free(buffer);
     ember_allreduce_destroy(ar);
     ember_tp_destroy(tp);
@@ -668,12 +672,12 @@ static int case_latency(int rank, int world, void *arg)
 }
 
 static const mp_case_t cases[] = {
-    {"sum2", case_sums, 2, 0},         {"sum3", case_sums, 3, 0},
-    {"sum4", case_sums, 4, 0},         {"sum8", case_sums, 8, 0},
-    {"sum4ring", case_sums_ring, 4, 0},         {"overlap", case_overlap, 4, 0},
-    {"overlap2", case_overlap, 2, 0},  {"subset", case_subset, 4, 0},
-    {"kill", case_kill, 4, 1u << 2},   {"malformed", case_malformed, 3, 0},
-    {"latency", case_latency, 2, 0},     {"mismatch", case_mismatch, 3, 0},
+        {"sum2", case_sums, 2, 0},          {"sum3", case_sums, 3, 0},
+        {"sum4", case_sums, 4, 0},          {"sum8", case_sums, 8, 0},
+        {"sum4ring", case_sums_ring, 4, 0}, {"overlap", case_overlap, 4, 0},
+        {"overlap2", case_overlap, 2, 0},   {"subset", case_subset, 4, 0},
+        {"kill", case_kill, 4, 1u << 2},    {"malformed", case_malformed, 3, 0},
+        {"latency", case_latency, 2, 0},    {"mismatch", case_mismatch, 3, 0},
 };
 
 int main(int argc, char **argv)

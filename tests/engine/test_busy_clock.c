@@ -26,8 +26,7 @@ static int span_agrees(ember_busy_clock_t *clock, const char *what)
     double elapsed = monotonic() - start;
     double seconds = ember_busy_clock_seconds(clock, end_ticks - ticks);
     CHECK(seconds > 0.99 * elapsed - 1e-5 && seconds < 1.01 * elapsed + 1e-5,
-          "%s: %.6f s by the busy clock, %.6f s by CLOCK_MONOTONIC", what, seconds,
-          elapsed);
+          "%s: %.6f s by the busy clock, %.6f s by CLOCK_MONOTONIC", what, seconds, elapsed);
     return 0;
 }
 
@@ -38,8 +37,7 @@ static int now_agrees(ember_busy_clock_t *clock, const char *what)
     for (int i = 0; i < 2; i++) {
         double busy = ember_busy_clock_now(clock), mono = monotonic();
         CHECK(busy > mono - 1e-3 && busy < mono + 1e-3,
-              "%s: now %.6f s by the busy clock, %.6f s by CLOCK_MONOTONIC", what, busy,
-              mono);
+              "%s: now %.6f s by the busy clock, %.6f s by CLOCK_MONOTONIC", what, busy, mono);
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 50000000};
         nanosleep(&pause, NULL);
     }
@@ -63,7 +61,7 @@ static int case_convert(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"convert", case_convert},
+            {"convert", case_convert},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

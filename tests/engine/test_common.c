@@ -25,15 +25,16 @@ static int case_status_text_self(void)
 {
     char err[128];
     snprintf(err, sizeof(err), "replay.safetensors: tensor 't1.s0.indices' is missing");
-    ember_status_t status = ember_status_text(err, sizeof(err), EMBER_ERR_FORMAT,
-                                              "trainer %d: %s", 1, err);
+    ember_status_t status =
+            ember_status_text(err, sizeof(err), EMBER_ERR_FORMAT, "trainer %d: %s", 1, err);
     CHECK(status == EMBER_ERR_FORMAT, "status %d", status);
     CHECK(strcmp(err, "trainer 1: replay.safetensors: tensor 't1.s0.indices' is "
-                      "missing") == 0, "got \"%s\"", err);
+                      "missing") == 0,
+          "got \"%s\"", err);
     /* The same when the cause sits further into the buffer than it writes. */
     ember_status_text(err, sizeof(err), EMBER_OK, "%s", err + 11);
-    CHECK(strcmp(err, "replay.safetensors: tensor 't1.s0.indices' is missing") == 0,
-          "got \"%s\"", err);
+    CHECK(strcmp(err, "replay.safetensors: tensor 't1.s0.indices' is missing") == 0, "got \"%s\"",
+          err);
     return 0;
 }
 
@@ -80,9 +81,10 @@ static int case_reserve_refused(void)
      * already set the capacity and lost the array). */
     CHECK(!EMBER_RESERVE(values, capacity, SIZE_MAX / sizeof(double) / 4),
           "a growth to 2^61 bytes succeeded");
-    CHECK(values == before && capacity == had, "a refused growth changed the array "
-          "(%p -> %p) or its capacity (%zu -> %zu)", (void *)before, (void *)values, had,
-          capacity);
+    CHECK(values == before && capacity == had,
+          "a refused growth changed the array "
+          "(%p -> %p) or its capacity (%zu -> %zu)",
+          (void *)before, (void *)values, had, capacity);
     /* Beyond what size_t can count: refused before any allocation. */
     CHECK(!EMBER_RESERVE(values, capacity, SIZE_MAX / 2), "count * size overflowed");
     CHECK(values == before && capacity == had, "the overflowing growth changed it");
@@ -95,10 +97,10 @@ static int case_reserve_refused(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"status_text_self", case_status_text_self},
-        {"status_text_cut", case_status_text_cut},
-        {"reserve_grow", case_reserve_grow},
-        {"reserve_refused", case_reserve_refused},
+            {"status_text_self", case_status_text_self},
+            {"status_text_cut", case_status_text_cut},
+            {"reserve_grow", case_reserve_grow},
+            {"reserve_refused", case_reserve_refused},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -14,10 +14,13 @@ static int case_distances(void)
 {
     static const size_t sizes[] = {0,    1,    15,   63,   64,   65,   127,
                                    2048, 2049, 2111, 4095, 4096, 8205, 65543};
-    enum { GUARD = 64, SPAN = 65543 + 8192 + 2 * GUARD };
+    enum {
+        GUARD = 64,
+        SPAN = 65543 + 8192 + 2 * GUARD
+    };
     unsigned char *src = NULL, *dst = NULL;
     CHECK(posix_memalign((void **)&src, 4096, SPAN) == 0 &&
-              posix_memalign((void **)&dst, 4096, SPAN) == 0,
+                  posix_memalign((void **)&dst, 4096, SPAN) == 0,
           "out of memory");
     for (size_t i = 0; i < SPAN; i++)
         src[i] = (unsigned char)(i * 131u + (i >> 8) * 7u + 1u);
@@ -33,14 +36,17 @@ static int case_distances(void)
                 size_t n = sizes[s];
                 memset(dst, 0xee, SPAN);
                 CHECK(ember_copy(to, from, n) == to, "returns its destination");
-                CHECK(memcmp(to, from, n) == 0, "%zu bytes, distance %zu, source offset "
-                      "%zu: the copy differs", n, distance, src_off);
+                CHECK(memcmp(to, from, n) == 0,
+                      "%zu bytes, distance %zu, source offset "
+                      "%zu: the copy differs",
+                      n, distance, src_off);
                 for (unsigned char *p = dst; p < to; p++)
-                    CHECK(*p == 0xee, "%zu bytes, distance %zu: wrote %td bytes before "
-                          "the destination", n, distance, to - p);
+                    CHECK(*p == 0xee,
+                          "%zu bytes, distance %zu: wrote %td bytes before "
+                          "the destination",
+                          n, distance, to - p);
                 for (unsigned char *p = to + n; p < dst + SPAN; p++)
-                    CHECK(*p == 0xee, "%zu bytes, distance %zu: wrote past the end", n,
-                          distance);
+                    CHECK(*p == 0xee, "%zu bytes, distance %zu: wrote past the end", n, distance);
                 checked++;
             }
         }

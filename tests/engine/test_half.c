@@ -54,7 +54,10 @@ static float ref_to_float(uint16_t b)
 }
 #endif
 
-static int is_nan16(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu); }
+static int is_nan16(uint16_t h)
+{
+    return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu);
+}
 
 static int case_widen_all(void)
 {
@@ -69,13 +72,13 @@ static int case_widen_all(void)
         }
         CHECK(back == h, "%#06x -> %a -> %#06x", h, (double)f, back);
 #ifdef HAVE_FLOAT16
-        CHECK(bits_of(f) == bits_of(ref_to_float((uint16_t)h)), "%#06x: %a, _Float16 %a",
-              h, (double)f, (double)ref_to_float((uint16_t)h));
+        CHECK(bits_of(f) == bits_of(ref_to_float((uint16_t)h)), "%#06x: %a, _Float16 %a", h,
+              (double)f, (double)ref_to_float((uint16_t)h));
 #endif
     }
     CHECK(ember_half_to_float(0x3c00) == 1.0f && ember_half_to_float(0x7bff) == 65504.0f &&
-              ember_half_to_float(0x0001) == ldexpf(1.0f, -24) &&
-              ember_half_to_float(0xc000) == -2.0f,
+                  ember_half_to_float(0x0001) == ldexpf(1.0f, -24) &&
+                  ember_half_to_float(0xc000) == -2.0f,
           "known values");
     ember_half_force(-1);
     return 0;
@@ -101,15 +104,26 @@ static int case_rounding(void)
         float f;
         uint16_t h;
     } known[] = {
-        {0.0f, 0x0000},       {-0.0f, 0x8000},        {1.0f, 0x3c00},
-        {65504.0f, 0x7bff},   {65519.996f, 0x7bff},   {65520.0f, 0x7c00},
-        {-65520.0f, 0xfc00},  {1e10f, 0x7c00},        {0x1p-24f, 0x0001},
-        {0x1p-25f, 0x0000},   {0x1.000002p-25f, 0x0001}, {0x1.8p-24f, 0x0002},
-        {0x1.4p-24f, 0x0001}, {0x1p-14f, 0x0400},     {0x1.ffcp-15f, 0x0400},
-        {1.0f + 0x1p-11f, 0x3c00}, /* tie, even below */
-        {1.0f + 0x3p-11f, 0x3c02}, /* tie, even above */
-        {1.0f + 0x1.004p-11f, 0x3c01}, /* just past the tie */
-        {2047.5f, 0x6800}, {2046.5f, 0x67fe},
+            {0.0f, 0x0000},
+            {-0.0f, 0x8000},
+            {1.0f, 0x3c00},
+            {65504.0f, 0x7bff},
+            {65519.996f, 0x7bff},
+            {65520.0f, 0x7c00},
+            {-65520.0f, 0xfc00},
+            {1e10f, 0x7c00},
+            {0x1p-24f, 0x0001},
+            {0x1p-25f, 0x0000},
+            {0x1.000002p-25f, 0x0001},
+            {0x1.8p-24f, 0x0002},
+            {0x1.4p-24f, 0x0001},
+            {0x1p-14f, 0x0400},
+            {0x1.ffcp-15f, 0x0400},
+            {1.0f + 0x1p-11f, 0x3c00},     /* tie, even below */
+            {1.0f + 0x3p-11f, 0x3c02},     /* tie, even above */
+            {1.0f + 0x1.004p-11f, 0x3c01}, /* just past the tie */
+            {2047.5f, 0x6800},
+            {2046.5f, 0x67fe},
     };
     ember_half_force(0);
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
@@ -148,7 +162,9 @@ static int case_rounding(void)
 
 static int case_f16c_same(void)
 {
-    enum { N = 70 };
+    enum {
+        N = 70
+    };
     ember_half_force(1);
     if (!ember_half_f16c()) {
         fprintf(stderr, "this CPU has no F16C: only the portable path exists\n");
@@ -164,8 +180,10 @@ static int case_f16c_same(void)
     ember_half_force(0);
     ember_half_to_float_n(all, wide_slow, 65536);
     for (uint32_t h = 0; h < 65536; h++)
-        CHECK(bits_of(wide_fast[h]) == bits_of(wide_slow[h]), "%#06x: F16C %#010x, "
-              "portable %#010x", h, bits_of(wide_fast[h]), bits_of(wide_slow[h]));
+        CHECK(bits_of(wide_fast[h]) == bits_of(wide_slow[h]),
+              "%#06x: F16C %#010x, "
+              "portable %#010x",
+              h, bits_of(wide_fast[h]), bits_of(wide_slow[h]));
 
     uint64_t rng = 7;
     float x[N], y0[N], y_fast[N], y_slow[N];
@@ -186,8 +204,8 @@ static int case_f16c_same(void)
         ember_half_force(0);
         ember_float_to_half_n(x, h_slow, n);
         for (size_t i = 0; i < n; i++)
-            CHECK(h_fast[i] == h_slow[i], "%a: F16C %#06x, portable %#06x", (double)x[i],
-                  h_fast[i], h_slow[i]);
+            CHECK(h_fast[i] == h_slow[i], "%a: F16C %#06x, portable %#06x", (double)x[i], h_fast[i],
+                  h_slow[i]);
         uint16_t w_fast[N], w_slow[N];
         float lr = (float)test_uniform(&rng, 0.0, 2.0);
         memcpy(w_fast, xs, sizeof(xs));
@@ -217,8 +235,8 @@ static int case_f16c_same(void)
                     ember_half_axpy(y, xs, a, n);
             }
             for (size_t i = 0; i < N; i++)
-                CHECK(bits_of(y_fast[i]) == bits_of(y_slow[i]) || (y_fast[i] != y_fast[i] &&
-                                                                    y_slow[i] != y_slow[i]),
+                CHECK(bits_of(y_fast[i]) == bits_of(y_slow[i]) ||
+                              (y_fast[i] != y_fast[i] && y_slow[i] != y_slow[i]),
                       "%s n %zu [%zu]: F16C %a, portable %a", add ? "add" : "axpy", n, i,
                       (double)y_fast[i], (double)y_slow[i]);
         }
@@ -234,20 +252,19 @@ static int case_in_place(void)
 {
     uint64_t rng = 9;
     for (int fast = 0; fast <= 1; fast++)
-    for (size_t n = 0; n <= 600; n++) {
-        ember_half_force(fast);
-        float values[601] = {0}, buf[601];
-        uint16_t want[601];
-        for (size_t i = 0; i < n; i++)
-            values[i] = (float)test_uniform(&rng, -70000.0, 70000.0) *
-                        (i % 3 ? 1e-4f : 1.0f);
-        ember_float_to_half_n(values, want, n);
-        memcpy(buf, values, n * sizeof(float));
-        buf[n] = 12345.0f; /* a guard past the floats */
-        ember_float_to_half_in_place(buf, n);
-        CHECK(memcmp(buf, want, n * sizeof(uint16_t)) == 0, "n %zu: halves differ", n);
-        CHECK(buf[n] == 12345.0f, "n %zu: wrote past the floats", n);
-    }
+        for (size_t n = 0; n <= 600; n++) {
+            ember_half_force(fast);
+            float values[601] = {0}, buf[601];
+            uint16_t want[601];
+            for (size_t i = 0; i < n; i++)
+                values[i] = (float)test_uniform(&rng, -70000.0, 70000.0) * (i % 3 ? 1e-4f : 1.0f);
+            ember_float_to_half_n(values, want, n);
+            memcpy(buf, values, n * sizeof(float));
+            buf[n] = 12345.0f; /* a guard past the floats */
+            ember_float_to_half_in_place(buf, n);
+            CHECK(memcmp(buf, want, n * sizeof(uint16_t)) == 0, "n %zu: halves differ", n);
+            CHECK(buf[n] == 12345.0f, "n %zu: wrote past the floats", n);
+        }
     ember_half_force(-1);
     return 0;
 }
@@ -255,10 +272,10 @@ static int case_in_place(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"widen_all", case_widen_all},
-        {"rounding", case_rounding},
-        {"f16c_same", case_f16c_same},
-        {"in_place", case_in_place},
+            {"widen_all", case_widen_all},
+            {"rounding", case_rounding},
+            {"f16c_same", case_f16c_same},
+            {"in_place", case_in_place},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

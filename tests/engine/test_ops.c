@@ -3,10 +3,10 @@
  * Forwards are compared with naive double-precision references written here;
  * backwards with central finite differences of a scalar loss.
  */
+#include "engine/ops/bag_parts.h"
 #include "engine/ops/dense.h"
 #include "engine/ops/half.h"
 #include "engine/ops/loss.h"
-#include "engine/ops/bag_parts.h"
 #include "engine/wire/protocol.h"
 
 #include <ember/embedding_bag.h>
@@ -25,9 +25,8 @@ typedef double (*loss_fn_t)(void *ctx);
  * The step actually taken is measured in float (p+h and p-h round), so the
  * quotient uses the true denominator.
  */
-static int fd_check(const char *what, float *param, size_t n,
-                    const float *analytic, loss_fn_t f, void *ctx, float h,
-                    double atol, double rtol)
+static int fd_check(const char *what, float *param, size_t n, const float *analytic, loss_fn_t f,
+                    void *ctx, float h, double atol, double rtol)
 {
     double worst = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -41,22 +40,22 @@ static int fd_check(const char *what, float *param, size_t n,
         double num = (lp - lm) / ((double)up - (double)down);
         double err = fabs(num - (double)analytic[i]);
         if (!(err <= atol + rtol * fabs(num))) {
-            fprintf(stderr, "FAIL %s: d/dparam[%zu] analytic %.6g, finite "
-                            "difference %.6g\n",
+            fprintf(stderr,
+                    "FAIL %s: d/dparam[%zu] analytic %.6g, finite "
+                    "difference %.6g\n",
                     what, i, analytic[i], num);
             return 1;
         }
         worst = err > worst ? err : worst;
     }
-    fprintf(stderr, "%s: %zu partials agree (max abs err %.2g)\n", what, n,
-            worst);
+    fprintf(stderr, "%s: %zu partials agree (max abs err %.2g)\n", what, n, worst);
     return 0;
 }
 
 /* ----------------------------------------------------------- EmbeddingBag */
 
 #define ROWS 12
-#define DIM 5
+#define DIM  5
 
 typedef struct {
     float table[ROWS * DIM];
@@ -74,8 +73,7 @@ static double bag_loss(void *arg)
     int64_t *am = malloc((bags * DIM + 1) * sizeof(int64_t));
     double l = 0.0;
 
-    if (ember_bag_forward(c->table, ROWS, DIM, &c->batch, &c->opts, out, am) !=
-        EMBER_OK)
+    if (ember_bag_forward(c->table, ROWS, DIM, &c->batch, &c->opts, out, am) != EMBER_OK)
         l = NAN;
     for (size_t i = 0; i < bags * DIM; i++)
         l += (double)c->r[i] * out[i];
@@ -126,8 +124,10 @@ static int bag_fd(ember_bag_mode_t mode, int use_weights, int64_t padding)
         r[i] = (float)test_uniform(&rng, -1.0, 1.0);
     for (size_t i = 0; i < BAG_N; i++)
         w[i] = (float)test_uniform(&rng, -2.0, 2.0);
-    c.batch = (ember_bag_batch_t){.indices = bag_idx, .n = BAG_N,
-                                  .offsets = bag_off, .bags = BAG_B,
+    c.batch = (ember_bag_batch_t){.indices = bag_idx,
+                                  .n = BAG_N,
+                                  .offsets = bag_off,
+                                  .bags = BAG_B,
                                   .weights = use_weights ? w : NULL,
                                   .n_weights = use_weights ? BAG_N : 0};
     c.opts = (ember_bag_opts_t){.mode = mode, .padding_idx = padding};
@@ -135,23 +135,20 @@ static int bag_fd(ember_bag_mode_t mode, int use_weights, int64_t padding)
     c.weights = w;
 
     char msg[256];
-    CHECK(ember_bag_validate(&c.batch, &c.opts, ROWS, msg, sizeof(msg)) ==
-              EMBER_OK, "valid batch rejected: %s", msg);
-    CHECK(ember_bag_forward(c.table, ROWS, DIM, &c.batch, &c.opts, out, am) ==
-              EMBER_OK, "forward");
+    CHECK(ember_bag_validate(&c.batch, &c.opts, ROWS, msg, sizeof(msg)) == EMBER_OK,
+          "valid batch rejected: %s", msg);
+    CHECK(ember_bag_forward(c.table, ROWS, DIM, &c.batch, &c.opts, out, am) == EMBER_OK, "forward");
     CHECK(ember_bag_backward(c.table, ROWS, DIM, &c.batch, &c.opts, r,
-                             mode == EMBER_BAG_MAX ? am : NULL, rows, grad,
-                             &nrows, use_weights ? gw : NULL) == EMBER_OK,
+                             mode == EMBER_BAG_MAX ? am : NULL, rows, grad, &nrows,
+                             use_weights ? gw : NULL) == EMBER_OK,
           "backward");
 
     /* The sparse gradient: sorted unique, no padding row, only batch rows. */
     memset(dense, 0, sizeof(dense));
     for (size_t u = 0; u < nrows; u++) {
         CHECK(rows[u] >= 0 && rows[u] < ROWS, "row %lld", (long long)rows[u]);
-        CHECK(u == 0 || rows[u] > rows[u - 1], "rows not sorted unique at %zu",
-              u);
-        CHECK(rows[u] != padding, "padding row %lld in the gradient",
-              (long long)padding);
+        CHECK(u == 0 || rows[u] > rows[u - 1], "rows not sorted unique at %zu", u);
+        CHECK(rows[u] != padding, "padding row %lld in the gradient", (long long)padding);
         int in_batch = 0;
         for (size_t i = 0; i < BAG_N; i++)
             in_batch |= bag_idx[i] == rows[u];
@@ -166,32 +163,40 @@ static int bag_fd(ember_bag_mode_t mode, int use_weights, int64_t padding)
             present |= bag_idx[i] == row;
         expect_rows += present && row != padding;
     }
-    CHECK(nrows == expect_rows, "%zu gradient rows, expected %zu", nrows,
-          expect_rows);
+    CHECK(nrows == expect_rows, "%zu gradient rows, expected %zu", nrows, expect_rows);
 
-    snprintf(what, sizeof(what), "embedding_bag %s%s%s table",
-             ember_bag_mode_name(mode), use_weights ? " weighted" : "",
-             padding >= 0 ? " padding" : "");
-    if (fd_check(what, c.table, ROWS * DIM, dense, bag_loss, &c, 1e-3f, 1e-3,
-                 1e-3))
+    snprintf(what, sizeof(what), "embedding_bag %s%s%s table", ember_bag_mode_name(mode),
+             use_weights ? " weighted" : "", padding >= 0 ? " padding" : "");
+    if (fd_check(what, c.table, ROWS * DIM, dense, bag_loss, &c, 1e-3f, 1e-3, 1e-3))
         return 1;
     if (use_weights) {
         /* Padding entries must get exactly 0. */
         for (size_t i = 0; i < BAG_N; i++)
-            CHECK(bag_idx[i] != padding || gw[i] == 0.0f,
-                  "padding entry %zu has weight grad %g", i, gw[i]);
-        snprintf(what, sizeof(what), "embedding_bag sum weights%s",
-                 padding >= 0 ? " padding" : "");
+            CHECK(bag_idx[i] != padding || gw[i] == 0.0f, "padding entry %zu has weight grad %g", i,
+                  gw[i]);
+        snprintf(what, sizeof(what), "embedding_bag sum weights%s", padding >= 0 ? " padding" : "");
         if (fd_check(what, w, BAG_N, gw, bag_loss, &c, 1e-3f, 1e-3, 1e-3))
             return 1;
     }
     return 0;
 }
 
-static int case_bag_fd_sum(void) { return bag_fd(EMBER_BAG_SUM, 0, -1); }
-static int case_bag_fd_mean(void) { return bag_fd(EMBER_BAG_MEAN, 0, -1); }
-static int case_bag_fd_max(void) { return bag_fd(EMBER_BAG_MAX, 0, -1); }
-static int case_bag_fd_weights(void) { return bag_fd(EMBER_BAG_SUM, 1, -1); }
+static int case_bag_fd_sum(void)
+{
+    return bag_fd(EMBER_BAG_SUM, 0, -1);
+}
+static int case_bag_fd_mean(void)
+{
+    return bag_fd(EMBER_BAG_MEAN, 0, -1);
+}
+static int case_bag_fd_max(void)
+{
+    return bag_fd(EMBER_BAG_MAX, 0, -1);
+}
+static int case_bag_fd_weights(void)
+{
+    return bag_fd(EMBER_BAG_SUM, 1, -1);
+}
 
 static int case_bag_fd_padding(void)
 {
@@ -200,9 +205,8 @@ static int case_bag_fd_padding(void)
 }
 
 /* Naive double reference of the forward, written from the PyTorch docs. */
-static void bag_reference(const float *table, const ember_bag_batch_t *b,
-                          const ember_bag_opts_t *o, double *out,
-                          int64_t *argmax)
+static void bag_reference(const float *table, const ember_bag_batch_t *b, const ember_bag_opts_t *o,
+                          double *out, int64_t *argmax)
 {
     for (size_t bag = 0; bag < b->bags; bag++) {
         size_t begin = (size_t)b->offsets[bag];
@@ -249,26 +253,25 @@ static int case_bag_forward_ref(void)
     for (int mode = EMBER_BAG_SUM; mode <= EMBER_BAG_MAX; mode++) {
         for (int64_t pad = -1; pad <= 7; pad += 8) {
             for (int weighted = 0; weighted <= (mode == EMBER_BAG_SUM); weighted++) {
-                ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N,
-                                       .offsets = bag_off, .bags = BAG_B,
+                ember_bag_batch_t b = {.indices = bag_idx,
+                                       .n = BAG_N,
+                                       .offsets = bag_off,
+                                       .bags = BAG_B,
                                        .weights = weighted ? w : NULL,
                                        .n_weights = weighted ? BAG_N : 0};
-                ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode,
-                                      .padding_idx = pad};
+                ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode, .padding_idx = pad};
                 /* Poison the outputs: the forward must overwrite all. */
                 memset(out, 0x7f, sizeof(out));
                 memset(am, 0x7f, sizeof(am));
-                CHECK(ember_bag_forward(table, ROWS, DIM, &b, &o, out, am) ==
-                          EMBER_OK, "forward");
+                CHECK(ember_bag_forward(table, ROWS, DIM, &b, &o, out, am) == EMBER_OK, "forward");
                 bag_reference(table, &b, &o, ref, ref_am);
                 for (size_t i = 0; i < BAG_B * DIM; i++) {
                     CHECK(fabs(out[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])),
                           "mode %s pad %lld weighted %d: out[%zu] %g vs ref %g",
-                          ember_bag_mode_name(o.mode), (long long)pad,
-                          weighted, i, out[i], ref[i]);
+                          ember_bag_mode_name(o.mode), (long long)pad, weighted, i, out[i], ref[i]);
                     if (mode == EMBER_BAG_MAX)
-                        CHECK(am[i] == ref_am[i], "argmax[%zu] %lld vs %lld", i,
-                              (long long)am[i], (long long)ref_am[i]);
+                        CHECK(am[i] == ref_am[i], "argmax[%zu] %lld vs %lld", i, (long long)am[i],
+                              (long long)ref_am[i]);
                 }
             }
         }
@@ -293,24 +296,28 @@ static int case_bag_empty(void)
     for (int mode = EMBER_BAG_SUM; mode <= EMBER_BAG_MAX; mode++) {
         ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode, .padding_idx = 7};
         memset(out, 0x7f, sizeof(out));
-        CHECK(ember_bag_forward(table, ROWS, DIM, &b, &o, out, am) == EMBER_OK,
-              "forward");
+        CHECK(ember_bag_forward(table, ROWS, DIM, &b, &o, out, am) == EMBER_OK, "forward");
         for (size_t bag = 0; bag < 3; bag++) {
             for (size_t d = 0; d < DIM; d++) {
                 CHECK(out[bag * DIM + d] == 0.0f, "%s: bag %zu not zero (%g)",
                       ember_bag_mode_name(o.mode), bag, out[bag * DIM + d]);
                 if (mode == EMBER_BAG_MAX)
-                    CHECK(am[bag * DIM + d] == -1, "argmax of empty bag %zu is "
-                          "%lld", bag, (long long)am[bag * DIM + d]);
+                    CHECK(am[bag * DIM + d] == -1,
+                          "argmax of empty bag %zu is "
+                          "%lld",
+                          bag, (long long)am[bag * DIM + d]);
             }
         }
         for (size_t d = 0; d < DIM; d++)
             CHECK(out[3 * DIM + d] == table[3 * DIM + d], "single-row bag");
         CHECK(ember_bag_backward(table, ROWS, DIM, &b, &o, grad_out,
-                                 mode == EMBER_BAG_MAX ? am : NULL, rows, g,
-                                 &nrows, NULL) == EMBER_OK, "backward");
-        CHECK(nrows == 1 && rows[0] == 3, "%s: expected only row 3, got %zu "
-              "rows", ember_bag_mode_name(o.mode), nrows);
+                                 mode == EMBER_BAG_MAX ? am : NULL, rows, g, &nrows,
+                                 NULL) == EMBER_OK,
+              "backward");
+        CHECK(nrows == 1 && rows[0] == 3,
+              "%s: expected only row 3, got %zu "
+              "rows",
+              ember_bag_mode_name(o.mode), nrows);
         for (size_t d = 0; d < DIM; d++)
             CHECK(g[d] == grad_out[3 * DIM + d], "row 3 grad");
     }
@@ -319,13 +326,13 @@ static int case_bag_empty(void)
     ember_bag_batch_t e = {.indices = NULL, .n = 0, .offsets = off0, .bags = 2};
     ember_bag_opts_t o = {.mode = EMBER_BAG_MEAN, .padding_idx = -1};
     char msg[128];
-    CHECK(ember_bag_validate(&e, &o, ROWS, msg, sizeof(msg)) == EMBER_OK, "%s",
-          msg);
+    CHECK(ember_bag_validate(&e, &o, ROWS, msg, sizeof(msg)) == EMBER_OK, "%s", msg);
     CHECK(ember_bag_forward(table, ROWS, DIM, &e, &o, out, NULL) == EMBER_OK,
           "forward of empty batch");
     CHECK(out[0] == 0.0f && out[2 * DIM - 1] == 0.0f, "zeros");
-    CHECK(ember_bag_backward(table, ROWS, DIM, &e, &o, grad_out, NULL, rows, g,
-                             &nrows, NULL) == EMBER_OK && nrows == 0,
+    CHECK(ember_bag_backward(table, ROWS, DIM, &e, &o, grad_out, NULL, rows, g, &nrows, NULL) ==
+                          EMBER_OK &&
+                  nrows == 0,
           "backward of empty batch");
     return 0;
 }
@@ -345,7 +352,8 @@ static int case_bag_fp16(void)
         float *out = malloc(BAG_B * dim * sizeof(*out)), *ref = malloc(BAG_B * dim * sizeof(*ref));
         float *go = malloc(BAG_B * dim * sizeof(*go));
         float *g = malloc(BAG_N * dim * sizeof(*g)), *g_ref = malloc(BAG_N * dim * sizeof(*g_ref));
-        int64_t *am = malloc(BAG_B * dim * sizeof(*am)), *am_ref = malloc(BAG_B * dim * sizeof(*am_ref));
+        int64_t *am = malloc(BAG_B * dim * sizeof(*am)),
+                *am_ref = malloc(BAG_B * dim * sizeof(*am_ref));
         float w[BAG_N], gw[BAG_N], gw_ref[BAG_N];
         int64_t rows[BAG_N], rows_ref[BAG_N];
         size_t nrows, nrows_ref;
@@ -363,26 +371,30 @@ static int case_bag_fp16(void)
         for (int mode = EMBER_BAG_SUM; mode <= EMBER_BAG_MAX; mode++) {
             for (int64_t pad = -1; pad <= 7; pad += 8) {
                 for (int weighted = 0; weighted <= (mode == EMBER_BAG_SUM); weighted++) {
-                    ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N,
-                                           .offsets = bag_off, .bags = BAG_B,
+                    ember_bag_batch_t b = {.indices = bag_idx,
+                                           .n = BAG_N,
+                                           .offsets = bag_off,
+                                           .bags = BAG_B,
                                            .weights = weighted ? w : NULL,
                                            .n_weights = weighted ? BAG_N : 0};
                     ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode, .padding_idx = pad};
                     int max = mode == EMBER_BAG_MAX;
-                    CHECK(ember_bag_forward_typed(half, EMBER_DTYPE_F16, ROWS, dim, &b, &o,
-                                                  out, am) == EMBER_OK, "forward fp16");
+                    CHECK(ember_bag_forward_typed(half, EMBER_DTYPE_F16, ROWS, dim, &b, &o, out,
+                                                  am) == EMBER_OK,
+                          "forward fp16");
                     CHECK(ember_bag_forward(wide, ROWS, dim, &b, &o, ref, am_ref) == EMBER_OK,
                           "forward fp32");
                     for (size_t i = 0; i < BAG_B * dim; i++) {
-                        CHECK(memcmp(&out[i], &ref[i], 4) == 0, "dim %zu mode %s pad %lld "
-                              "weighted %d: out[%zu] %a, fp32 %a", dim,
-                              ember_bag_mode_name(o.mode), (long long)pad, weighted, i,
+                        CHECK(memcmp(&out[i], &ref[i], 4) == 0,
+                              "dim %zu mode %s pad %lld "
+                              "weighted %d: out[%zu] %a, fp32 %a",
+                              dim, ember_bag_mode_name(o.mode), (long long)pad, weighted, i,
                               (double)out[i], (double)ref[i]);
                         CHECK(!max || am[i] == am_ref[i], "dim %zu argmax[%zu] %lld, fp32 %lld",
                               dim, i, (long long)am[i], (long long)am_ref[i]);
                     }
-                    CHECK(ember_bag_backward_typed(half, EMBER_DTYPE_F16, ROWS, dim, &b, &o,
-                                                   go, max ? am : NULL, rows, g, &nrows,
+                    CHECK(ember_bag_backward_typed(half, EMBER_DTYPE_F16, ROWS, dim, &b, &o, go,
+                                                   max ? am : NULL, rows, g, &nrows,
                                                    weighted ? gw : NULL) == EMBER_OK,
                           "backward fp16");
                     CHECK(ember_bag_backward(wide, ROWS, dim, &b, &o, go, max ? am_ref : NULL,
@@ -390,8 +402,8 @@ static int case_bag_fp16(void)
                                              weighted ? gw_ref : NULL) == EMBER_OK,
                           "backward fp32");
                     CHECK(nrows == nrows_ref &&
-                              memcmp(rows, rows_ref, nrows * sizeof(*rows)) == 0 &&
-                              memcmp(g, g_ref, nrows * dim * sizeof(*g)) == 0,
+                                  memcmp(rows, rows_ref, nrows * sizeof(*rows)) == 0 &&
+                                  memcmp(g, g_ref, nrows * dim * sizeof(*g)) == 0,
                           "dim %zu mode %s: row gradients differ", dim,
                           ember_bag_mode_name(o.mode));
                     CHECK(!weighted || memcmp(gw, gw_ref, sizeof(gw)) == 0,
@@ -399,11 +411,11 @@ static int case_bag_fp16(void)
                 }
             }
         }
-        ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N, .offsets = bag_off,
-                               .bags = BAG_B};
+        ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N, .offsets = bag_off, .bags = BAG_B};
         ember_bag_opts_t o = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
         CHECK(ember_bag_forward_typed(half, EMBER_DTYPE_BF16, ROWS, dim, &b, &o, out, am) ==
-                  EMBER_ERR_INVALID_PARAM, "bf16 rows accepted");
+                      EMBER_ERR_INVALID_PARAM,
+              "bf16 rows accepted");
         void *buffers[] = {half, wide, out, ref, go, g, g_ref, am, am_ref};
         for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)
             free(buffers[i]);
@@ -430,11 +442,13 @@ static int case_bag_dedup(void)
     CHECK(ember_bag_dedup(idx, n, 3, uniq, inv, &nu) == EMBER_OK, "dedup");
     CHECK(nu == 4 && uniq[0] == 0 && uniq[1] == 5, "skip 3: %zu unique", nu);
     for (size_t i = 0; i < n; i++)
-        CHECK(idx[i] == 3 ? inv[i] == -1 : uniq[inv[i]] == idx[i],
-              "skip inverse[%zu]", i);
+        CHECK(idx[i] == 3 ? inv[i] == -1 : uniq[inv[i]] == idx[i], "skip inverse[%zu]", i);
 
     /* Larger random input against a counting reference. */
-    enum { N = 5000, R = 700 };
+    enum {
+        N = 5000,
+        R = 700
+    };
     int64_t *big = malloc(N * sizeof(int64_t)), *bu = malloc(N * sizeof(int64_t));
     int64_t *bi = malloc(N * sizeof(int64_t));
     int seen[R] = {0};
@@ -460,16 +474,15 @@ static int case_bag_dedup(void)
 
 /* ------------------------------------------------------------- validation */
 
-static int expect_invalid(const ember_bag_batch_t *b, ember_bag_mode_t mode,
-                          int64_t padding, ember_status_t expect,
-                          const char *const *words)
+static int expect_invalid(const ember_bag_batch_t *b, ember_bag_mode_t mode, int64_t padding,
+                          ember_status_t expect, const char *const *words)
 {
     char msg[256];
     ember_bag_opts_t o = {.mode = mode, .padding_idx = padding};
     ember_status_t s = ember_bag_validate(b, &o, 100, msg, sizeof(msg));
 
-    CHECK(s == expect, "status %s, expected %s (message '%s')",
-          ember_status_string(s), ember_status_string(expect), msg);
+    CHECK(s == expect, "status %s, expected %s (message '%s')", ember_status_string(s),
+          ember_status_string(expect), msg);
     for (; *words; words++)
         CHECK(strstr(msg, *words), "message '%s' lacks '%s'", msg, *words);
     fprintf(stderr, "message: %s\n", msg);
@@ -484,12 +497,12 @@ static int case_validate_ok(void)
     const int64_t ok_idx[] = {0, 99, 50};
     const int64_t off[] = {0, 1, 1, 3};
     const float w[3] = {1, 2, 3};
-    ember_bag_batch_t b = {.indices = ok_idx, .n = 3, .offsets = off, .bags = 4,
-                           .weights = w, .n_weights = 3};
+    ember_bag_batch_t b = {
+            .indices = ok_idx, .n = 3, .offsets = off, .bags = 4, .weights = w, .n_weights = 3};
     char msg[64] = "junk";
     ember_bag_opts_t o = {.mode = EMBER_BAG_SUM, .padding_idx = 99};
-    CHECK(ember_bag_validate(&b, &o, 100, msg, sizeof(msg)) == EMBER_OK,
-          "valid batch rejected: %s", msg);
+    CHECK(ember_bag_validate(&b, &o, 100, msg, sizeof(msg)) == EMBER_OK, "valid batch rejected: %s",
+          msg);
     CHECK(msg[0] == '\0', "message not cleared: %s", msg);
     return 0;
 }
@@ -498,7 +511,8 @@ static int case_validate_index_high(void)
 {
     ember_bag_batch_t b = {.indices = v_idx, .n = 9, .offsets = v_off, .bags = 3};
     const char *words[] = {"index 130 at position 7 (bag 2) is out of range "
-                           "[0, 100)", NULL};
+                           "[0, 100)",
+                           NULL};
     return expect_invalid(&b, EMBER_BAG_SUM, -1, EMBER_ERR_OUT_OF_RANGE, words);
 }
 
@@ -507,8 +521,7 @@ static int case_validate_index_negative(void)
     const int64_t idx[] = {1, -4, 3};
     const int64_t off[] = {0, 1};
     ember_bag_batch_t b = {.indices = idx, .n = 3, .offsets = off, .bags = 2};
-    const char *words[] = {"index -4", "position 1", "bag 1", "out of range",
-                           NULL};
+    const char *words[] = {"index -4", "position 1", "bag 1", "out of range", NULL};
     return expect_invalid(&b, EMBER_BAG_MEAN, -1, EMBER_ERR_OUT_OF_RANGE, words);
 }
 
@@ -540,8 +553,8 @@ static int case_validate_weights_length(void)
 {
     const float w[8] = {0};
     const int64_t idx[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-    ember_bag_batch_t b = {.indices = idx, .n = 9, .offsets = v_off, .bags = 3,
-                           .weights = w, .n_weights = 8};
+    ember_bag_batch_t b = {
+            .indices = idx, .n = 9, .offsets = v_off, .bags = 3, .weights = w, .n_weights = 8};
     const char *words[] = {"weights length 8", "indices length 9", NULL};
     return expect_invalid(&b, EMBER_BAG_SUM, -1, EMBER_ERR_INVALID_PARAM, words);
 }
@@ -550,14 +563,13 @@ static int case_validate_weights_mode(void)
 {
     const float w[9] = {0};
     const int64_t idx[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-    ember_bag_batch_t b = {.indices = idx, .n = 9, .offsets = v_off, .bags = 3,
-                           .weights = w, .n_weights = 9};
+    ember_bag_batch_t b = {
+            .indices = idx, .n = 9, .offsets = v_off, .bags = 3, .weights = w, .n_weights = 9};
     const char *words[] = {"only supported with mode sum", "mode is max", NULL};
     if (expect_invalid(&b, EMBER_BAG_MAX, -1, EMBER_ERR_INVALID_PARAM, words))
         return 1;
     const char *words_mean[] = {"mode is mean", NULL};
-    return expect_invalid(&b, EMBER_BAG_MEAN, -1, EMBER_ERR_INVALID_PARAM,
-                          words_mean);
+    return expect_invalid(&b, EMBER_BAG_MEAN, -1, EMBER_ERR_INVALID_PARAM, words_mean);
 }
 
 static int case_validate_padding_range(void)
@@ -569,8 +581,7 @@ static int case_validate_padding_range(void)
     if (expect_invalid(&b, EMBER_BAG_SUM, 100, EMBER_ERR_OUT_OF_RANGE, words))
         return 1;
     const char *words_neg[] = {"padding_idx -2", NULL};
-    return expect_invalid(&b, EMBER_BAG_SUM, -2, EMBER_ERR_OUT_OF_RANGE,
-                          words_neg);
+    return expect_invalid(&b, EMBER_BAG_SUM, -2, EMBER_ERR_OUT_OF_RANGE, words_neg);
 }
 
 static int case_validate_no_bags(void)
@@ -594,8 +605,7 @@ static double lin_loss(void *arg)
     lin_ctx_t *c = arg;
     float *y = malloc(c->batch * c->out * sizeof(float));
     double l = 0.0;
-    if (ember_linear_forward(c->x, c->batch, c->in, c->out, c->w, c->b, y) !=
-        EMBER_OK)
+    if (ember_linear_forward(c->x, c->batch, c->in, c->out, c->w, c->b, y) != EMBER_OK)
         l = NAN;
     for (size_t i = 0; i < c->batch * c->out; i++)
         l += (double)c->r[i] * y[i];
@@ -605,7 +615,11 @@ static double lin_loss(void *arg)
 
 static int case_linear_fd(void)
 {
-    enum { B = 3, IN = 4, OUT = 5 };
+    enum {
+        B = 3,
+        IN = 4,
+        OUT = 5
+    };
     float x[B * IN], w[OUT * IN], b[OUT], r[B * OUT], y[B * OUT];
     float gx[B * IN], gw[OUT * IN], gb[OUT];
     uint64_t rng = 11;
@@ -627,15 +641,13 @@ static int case_linear_fd(void)
             double ref = b[o];
             for (size_t k = 0; k < IN; k++)
                 ref += (double)x[i * IN + k] * w[o * IN + k];
-            CHECK(fabs(y[i * OUT + o] - ref) < 1e-5, "y[%zu,%zu] %g vs %g", i,
-                  o, y[i * OUT + o], ref);
+            CHECK(fabs(y[i * OUT + o] - ref) < 1e-5, "y[%zu,%zu] %g vs %g", i, o, y[i * OUT + o],
+                  ref);
         }
     }
-    CHECK(ember_linear_backward(x, B, IN, OUT, w, r, 0, gx, gw, gb) == EMBER_OK,
-          "backward");
+    CHECK(ember_linear_backward(x, B, IN, OUT, w, r, 0, gx, gw, gb) == EMBER_OK, "backward");
     if (fd_check("linear x", x, B * IN, gx, lin_loss, &c, 1e-2f, 1e-3, 1e-3) ||
-        fd_check("linear weight", w, OUT * IN, gw, lin_loss, &c, 1e-2f, 1e-3,
-                 1e-3) ||
+        fd_check("linear weight", w, OUT * IN, gw, lin_loss, &c, 1e-2f, 1e-3, 1e-3) ||
         fd_check("linear bias", b, OUT, gb, lin_loss, &c, 1e-2f, 1e-3, 1e-3))
         return 1;
 
@@ -643,8 +655,8 @@ static int case_linear_fd(void)
     float gw2[OUT * IN], gb2[OUT];
     memcpy(gw2, gw, sizeof(gw));
     memcpy(gb2, gb, sizeof(gb));
-    CHECK(ember_linear_backward(x, B, IN, OUT, w, r, 1, NULL, gw2, gb2) ==
-              EMBER_OK, "backward accumulate");
+    CHECK(ember_linear_backward(x, B, IN, OUT, w, r, 1, NULL, gw2, gb2) == EMBER_OK,
+          "backward accumulate");
     for (size_t i = 0; i < OUT * IN; i++)
         CHECK(fabs(gw2[i] - 2 * gw[i]) < 1e-5, "accumulated weight grad %zu", i);
     for (size_t i = 0; i < OUT; i++)
@@ -673,7 +685,9 @@ static double relu_loss(void *arg)
 
 static int case_relu_fd(void)
 {
-    enum { N = 40 };
+    enum {
+        N = 40
+    };
     float x[N], r[N], y[N], g[N];
     uint64_t rng = 5;
     relu_ctx_t c = {x, r, N};
@@ -721,15 +735,17 @@ static double mlp_loss(void *arg)
 static int case_mlp_fd(void)
 {
     const size_t sizes[] = {4, 6, 5, 3};
-    enum { B = 3 };
+    enum {
+        B = 3
+    };
     ember_mlp_t *mlp;
     float x[B * 4], r[B * 3], y[B * 3], gx[B * 4];
     uint64_t rng = 99;
 
     CHECK(ember_mlp_create(sizes, 4, 1234, &mlp) == EMBER_OK, "create");
     CHECK(ember_mlp_num_layers(mlp) == 3, "layers");
-    CHECK(ember_mlp_num_params(mlp) == 6 * 4 + 6 + 5 * 6 + 5 + 3 * 5 + 3,
-          "num_params %zu", ember_mlp_num_params(mlp));
+    CHECK(ember_mlp_num_params(mlp) == 6 * 4 + 6 + 5 * 6 + 5 + 3 * 5 + 3, "num_params %zu",
+          ember_mlp_num_params(mlp));
     for (size_t i = 0; i < B * 4; i++)
         x[i] = (float)test_uniform(&rng, -1, 1);
     for (size_t i = 0; i < B * 3; i++)
@@ -755,18 +771,17 @@ static int case_mlp_fd(void)
     }
     for (size_t i = 0; i < B * 3; i++)
         CHECK(fabs(y[i] - act[i]) < 1e-5, "mlp y[%zu] %g vs %g", i, y[i], act[i]);
-    CHECK(ember_mlp_layer(mlp, 3, NULL, NULL, NULL, NULL) ==
-              EMBER_ERR_OUT_OF_RANGE, "layer 3 of 3 accepted");
+    CHECK(ember_mlp_layer(mlp, 3, NULL, NULL, NULL, NULL) == EMBER_ERR_OUT_OF_RANGE,
+          "layer 3 of 3 accepted");
 
     CHECK(ember_mlp_backward(mlp, r, gx) == EMBER_OK, "backward");
     size_t np = ember_mlp_num_params(mlp);
     float *grads = malloc(np * sizeof(float));
     memcpy(grads, ember_mlp_grads(mlp), np * sizeof(float));
     mlp_ctx_t c = {mlp, x, B, 3, r};
-    int rc = fd_check("mlp params", ember_mlp_params(mlp), np, grads, mlp_loss,
-                      &c, 1e-3f, 2e-3, 1e-2) ||
-             fd_check("mlp input", x, B * 4, gx, mlp_loss, &c, 1e-3f, 2e-3,
-                      1e-2);
+    int rc = fd_check("mlp params", ember_mlp_params(mlp), np, grads, mlp_loss, &c, 1e-3f, 2e-3,
+                      1e-2) ||
+             fd_check("mlp input", x, B * 4, gx, mlp_loss, &c, 1e-3f, 2e-3, 1e-2);
     free(grads);
     ember_mlp_destroy(mlp);
     return rc;
@@ -785,15 +800,17 @@ static double ce_loss(void *arg)
 {
     loss_ctx_t *c = arg;
     float l;
-    if (ember_cross_entropy(c->z, c->batch, c->classes, c->t, &l, NULL) !=
-        EMBER_OK)
+    if (ember_cross_entropy(c->z, c->batch, c->classes, c->t, &l, NULL) != EMBER_OK)
         return NAN;
     return l;
 }
 
 static int case_ce_fd(void)
 {
-    enum { B = 4, C = 5 };
+    enum {
+        B = 4,
+        C = 5
+    };
     float z[B * C], g[B * C], loss;
     const int64_t t[B] = {0, 4, 2, 2};
     uint64_t rng = 17;
@@ -817,10 +834,8 @@ static int case_ce_fd(void)
     /* Stable for huge logits: softmax of (1000, 0) is (1, e^-1000). */
     float big[2] = {1000.0f, 0.0f};
     int64_t tb = 1;
-    CHECK(ember_cross_entropy(big, 1, 2, &tb, &loss, g) == EMBER_OK,
-          "huge logits");
-    CHECK(fabs(loss - 1000.0f) < 1e-3 && fabs(g[0] - 1.0f) < 1e-6 &&
-              fabs(g[1] + 1.0f) < 1e-6,
+    CHECK(ember_cross_entropy(big, 1, 2, &tb, &loss, g) == EMBER_OK, "huge logits");
+    CHECK(fabs(loss - 1000.0f) < 1e-3 && fabs(g[0] - 1.0f) < 1e-6 && fabs(g[1] + 1.0f) < 1e-6,
           "huge logits: loss %g grad %g %g", loss, g[0], g[1]);
 
     /* In place: grad written over the logits. */
@@ -875,8 +890,7 @@ static int case_ce_target_range(void)
     ce_run_t r = {high, EMBER_OK, 0};
 
     capture_stderr(ce_run, &r, log, sizeof(log));
-    CHECK(r.status == EMBER_ERR_OUT_OF_RANGE, "status %s",
-          ember_status_string(r.status));
+    CHECK(r.status == EMBER_ERR_OUT_OF_RANGE, "status %s", ember_status_string(r.status));
     CHECK(strstr(log, "target 3 at position 2") && strstr(log, "[0, 3)"),
           "log '%s' does not name the target and position", log);
     CHECK(r.loss == -7.0f, "loss written on error");
@@ -891,21 +905,16 @@ static int case_loss_nonfinite(void)
 {
     float z[2 * 3] = {0.1f, NAN, 0.3f, 0, 0, 0}, loss = -7.0f;
     const int64_t t[2] = {0, 1};
-    CHECK(ember_cross_entropy(z, 2, 3, t, &loss, NULL) == EMBER_ERR_NUMERIC,
-          "NaN logit");
+    CHECK(ember_cross_entropy(z, 2, 3, t, &loss, NULL) == EMBER_ERR_NUMERIC, "NaN logit");
     z[1] = INFINITY;
-    CHECK(ember_cross_entropy(z, 2, 3, t, &loss, NULL) == EMBER_ERR_NUMERIC,
-          "inf logit");
+    CHECK(ember_cross_entropy(z, 2, 3, t, &loss, NULL) == EMBER_ERR_NUMERIC, "inf logit");
     CHECK(loss == -7.0f, "loss written on error");
     float x[2] = {0.5f, NAN}, y[2] = {1, 0};
-    CHECK(ember_bce_with_logits(x, y, 2, &loss, NULL) == EMBER_ERR_NUMERIC,
-          "bce NaN");
+    CHECK(ember_bce_with_logits(x, y, 2, &loss, NULL) == EMBER_ERR_NUMERIC, "bce NaN");
     x[1] = -INFINITY; /* max(x,0) - x*t + ... = inf for t = 1 */
     y[1] = 1.0f;
-    CHECK(ember_bce_with_logits(x, y, 2, &loss, NULL) == EMBER_ERR_NUMERIC,
-          "bce inf");
-    CHECK(ember_cross_entropy(z, 0, 3, t, &loss, NULL) == EMBER_ERR_INVALID_PARAM,
-          "empty batch");
+    CHECK(ember_bce_with_logits(x, y, 2, &loss, NULL) == EMBER_ERR_NUMERIC, "bce inf");
+    CHECK(ember_cross_entropy(z, 0, 3, t, &loss, NULL) == EMBER_ERR_INVALID_PARAM, "empty batch");
     return 0;
 }
 
@@ -920,7 +929,9 @@ static double bce_loss(void *arg)
 
 static int case_bce_fd(void)
 {
-    enum { N = 7 };
+    enum {
+        N = 7
+    };
     float x[N] = {-2.5f, -0.3f, 0.0f, 0.4f, 1.7f, 3.0f, -1.1f};
     const float t[N] = {0.0f, 1.0f, 0.5f, 1.0f, 0.0f, 0.25f, 1.0f};
     float g[N], loss;
@@ -939,8 +950,7 @@ static int case_bce_fd(void)
     /* Large logits stay finite and exact-ish. */
     float big[2] = {100.0f, -100.0f}, tb[2] = {0.0f, 1.0f};
     CHECK(ember_bce_with_logits(big, tb, 2, &loss, g) == EMBER_OK, "big");
-    CHECK(fabs(loss - 100.0f) < 1e-3 && fabs(g[0] - 0.5f) < 1e-6 &&
-              fabs(g[1] + 0.5f) < 1e-6,
+    CHECK(fabs(loss - 100.0f) < 1e-3 && fabs(g[0] - 0.5f) < 1e-6 && fabs(g[1] + 0.5f) < 1e-6,
           "big logits: loss %g grad %g %g", loss, g[0], g[1]);
     return 0;
 }
@@ -952,11 +962,15 @@ static int case_bce_fd(void)
  * gradient to the winner only. */
 static int case_parts_combine_ties(void)
 {
-    enum { P = 3, B = 3, D = 3, S = B * D };
-    const float parts[P][S] = {
-        {1, 0.5f, -1, /**/ 0, 0, 0, /**/ 0, 0, 0},
-        {1, 2, -1, /**/ 4, -0.0f, 7, /**/ 0, 0, 0},
-        {1, 2, -3, /**/ 4, 0.0f, 8, /**/ 0, 0, 0}};
+    enum {
+        P = 3,
+        B = 3,
+        D = 3,
+        S = B * D
+    };
+    const float parts[P][S] = {{1, 0.5f, -1, /**/ 0, 0, 0, /**/ 0, 0, 0},
+                               {1, 2, -1, /**/ 4, -0.0f, 7, /**/ 0, 0, 0},
+                               {1, 2, -3, /**/ 4, 0.0f, 8, /**/ 0, 0, 0}};
     const uint32_t N = EMBER_PLACE_NONE;
     const uint32_t places[P][S] = {{5, 0, 4, /**/ N, N, N, /**/ N, N, N},
                                    {2, 7, 1, /**/ 6, 1, 2, /**/ N, N, N},
@@ -968,13 +982,13 @@ static int case_parts_combine_ties(void)
     float out[S], grad[S], grads[P][S];
     int16_t winner[S];
 
-    ember_bag_parts_combine(&parts[0][0], S, P, B, D, EMBER_BAG_MAX, &counts[0][0],
-                       bag_counts, &places[0][0], S, out, winner);
+    ember_bag_parts_combine(&parts[0][0], S, P, B, D, EMBER_BAG_MAX, &counts[0][0], bag_counts,
+                            &places[0][0], S, out, winner);
     for (size_t i = 0; i < S; i++) {
-        CHECK(winner[i] == winners[i], "element %zu: shard %d won, want %d", i,
-              winner[i], winners[i]);
-        CHECK(memcmp(&out[i], &want[i], sizeof(float)) == 0, "element %zu: %g, want %g",
-              i, (double)out[i], (double)want[i]);
+        CHECK(winner[i] == winners[i], "element %zu: shard %d won, want %d", i, winner[i],
+              winners[i]);
+        CHECK(memcmp(&out[i], &want[i], sizeof(float)) == 0, "element %zu: %g, want %g", i,
+              (double)out[i], (double)want[i]);
     }
     for (size_t i = 0; i < S; i++)
         grad[i] = (float)(i + 1);
@@ -990,33 +1004,33 @@ static int case_parts_combine_ties(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"parts_combine_ties", case_parts_combine_ties},
-        {"bag_forward_ref", case_bag_forward_ref},
-        {"bag_fd_sum", case_bag_fd_sum},
-        {"bag_fd_mean", case_bag_fd_mean},
-        {"bag_fd_max", case_bag_fd_max},
-        {"bag_fd_weights", case_bag_fd_weights},
-        {"bag_fd_padding", case_bag_fd_padding},
-        {"bag_empty", case_bag_empty},
-        {"bag_dedup", case_bag_dedup},
-        {"bag_fp16", case_bag_fp16},
-        {"validate_ok", case_validate_ok},
-        {"validate_index_high", case_validate_index_high},
-        {"validate_index_negative", case_validate_index_negative},
-        {"validate_offsets_start", case_validate_offsets_start},
-        {"validate_offsets_decrease", case_validate_offsets_decrease},
-        {"validate_offsets_past_end", case_validate_offsets_past_end},
-        {"validate_weights_length", case_validate_weights_length},
-        {"validate_weights_mode", case_validate_weights_mode},
-        {"validate_padding_range", case_validate_padding_range},
-        {"validate_no_bags", case_validate_no_bags},
-        {"linear_fd", case_linear_fd},
-        {"relu_fd", case_relu_fd},
-        {"mlp_fd", case_mlp_fd},
-        {"ce_fd", case_ce_fd},
-        {"ce_target_range", case_ce_target_range},
-        {"loss_nonfinite", case_loss_nonfinite},
-        {"bce_fd", case_bce_fd},
+            {"parts_combine_ties", case_parts_combine_ties},
+            {"bag_forward_ref", case_bag_forward_ref},
+            {"bag_fd_sum", case_bag_fd_sum},
+            {"bag_fd_mean", case_bag_fd_mean},
+            {"bag_fd_max", case_bag_fd_max},
+            {"bag_fd_weights", case_bag_fd_weights},
+            {"bag_fd_padding", case_bag_fd_padding},
+            {"bag_empty", case_bag_empty},
+            {"bag_dedup", case_bag_dedup},
+            {"bag_fp16", case_bag_fp16},
+            {"validate_ok", case_validate_ok},
+            {"validate_index_high", case_validate_index_high},
+            {"validate_index_negative", case_validate_index_negative},
+            {"validate_offsets_start", case_validate_offsets_start},
+            {"validate_offsets_decrease", case_validate_offsets_decrease},
+            {"validate_offsets_past_end", case_validate_offsets_past_end},
+            {"validate_weights_length", case_validate_weights_length},
+            {"validate_weights_mode", case_validate_weights_mode},
+            {"validate_padding_range", case_validate_padding_range},
+            {"validate_no_bags", case_validate_no_bags},
+            {"linear_fd", case_linear_fd},
+            {"relu_fd", case_relu_fd},
+            {"mlp_fd", case_mlp_fd},
+            {"ce_fd", case_ce_fd},
+            {"ce_target_range", case_ce_target_range},
+            {"loss_nonfinite", case_loss_nonfinite},
+            {"bce_fd", case_bce_fd},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

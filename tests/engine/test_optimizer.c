@@ -11,8 +11,8 @@
 
 #include <stdlib.h>
 
-#define ROWS 6
-#define DIM 3
+#define ROWS  6
+#define DIM   3
 #define STEPS 5
 
 /* Reference state, per element (and per row where the algorithm has it). */
@@ -53,9 +53,8 @@ static void ref_row(ref_t *r, size_t row, const float *g, long t, int sparse)
             double step = g[d];
             if (c->momentum != 0) {
                 /* torch: buf = grad on first use, else m buf + (1-damp) g */
-                r->s0[i] = r->started[row]
-                               ? c->momentum * r->s0[i] + (1 - c->dampening) * g[d]
-                               : g[d];
+                r->s0[i] =
+                        r->started[row] ? c->momentum * r->s0[i] + (1 - c->dampening) * g[d] : g[d];
                 step = c->nesterov ? g[d] + c->momentum * r->s0[i] : r->s0[i];
             }
             r->p[i] -= lr * step;
@@ -89,30 +88,32 @@ static void ref_row(ref_t *r, size_t row, const float *g, long t, int sparse)
             r->s0[i] = b1 * r->s0[i] + (1 - b1) * g[d];
             r->s1[i] = b2 * r->s1[i] + (1 - b2) * (double)g[d] * g[d];
             if (sparse) /* SparseAdam */
-                r->p[i] -= lr * sqrt(bc2) / bc1 * r->s0[i] /
-                           (sqrt(r->s1[i]) + c->eps);
+                r->p[i] -= lr * sqrt(bc2) / bc1 * r->s0[i] / (sqrt(r->s1[i]) + c->eps);
             else /* Adam */
-                r->p[i] -= lr / bc1 * r->s0[i] /
-                           (sqrt(r->s1[i]) / sqrt(bc2) + c->eps);
+                r->p[i] -= lr / bc1 * r->s0[i] / (sqrt(r->s1[i]) / sqrt(bc2) + c->eps);
         }
         break;
     }
     }
 }
 
-static int compare(const char *what, int step, const float *got,
-                   const double *want, const float *before, const int *touched)
+static int compare(const char *what, int step, const float *got, const double *want,
+                   const float *before, const int *touched)
 {
     for (size_t i = 0; i < ROWS * DIM; i++) {
         size_t row = i / DIM;
         if (touched && !touched[row]) {
             /* Lazy: bit-for-bit unchanged. */
-            CHECK(got[i] == before[i], "%s step %d: untouched row %zu changed "
-                  "(%.9g -> %.9g)", what, step, row, before[i], got[i]);
+            CHECK(got[i] == before[i],
+                  "%s step %d: untouched row %zu changed "
+                  "(%.9g -> %.9g)",
+                  what, step, row, before[i], got[i]);
         }
         double tol = 2e-6 * (1 + fabs(want[i]));
-        CHECK(fabs(got[i] - want[i]) <= tol, "%s step %d: param[%zu] = %.9g, "
-              "reference %.9g", what, step, i, got[i], want[i]);
+        CHECK(fabs(got[i] - want[i]) <= tol,
+              "%s step %d: param[%zu] = %.9g, "
+              "reference %.9g",
+              what, step, i, got[i], want[i]);
     }
     return 0;
 }
@@ -128,8 +129,7 @@ static int run_dense(const char *what, const ember_opt_config_t *cfg)
         p[i] = (float)test_uniform(&rng, -1, 1);
     ref_init(&ref, cfg, p);
     /* Rows x dim layout, so row-wise Adagrad has real rows. */
-    CHECK(ember_opt_create(cfg, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_OK,
-          "create");
+    CHECK(ember_opt_create(cfg, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_OK, "create");
     for (int s = 1; s <= STEPS; s++) {
         for (size_t i = 0; i < ROWS * DIM; i++)
             g[i] = (float)test_uniform(&rng, -1, 1);
@@ -150,7 +150,7 @@ static int run_dense(const char *what, const ember_opt_config_t *cfg)
 
 /* Rows touched at each step (sorted); row 1 and row 4 are never touched. */
 static const int64_t touch[STEPS][ROWS] = {
-    {0, 2, 5, -1}, {2, 3, -1}, {0, 2, -1}, {5, -1}, {0, 3, 5, -1}};
+        {0, 2, 5, -1}, {2, 3, -1}, {0, 2, -1}, {5, -1}, {0, 3, 5, -1}};
 
 static int run_sparse(const char *what, const ember_opt_config_t *cfg)
 {
@@ -162,8 +162,7 @@ static int run_sparse(const char *what, const ember_opt_config_t *cfg)
     for (size_t i = 0; i < ROWS * DIM; i++)
         p[i] = (float)test_uniform(&rng, -1, 1);
     ref_init(&ref, cfg, p);
-    CHECK(ember_opt_create(cfg, ROWS, DIM, EMBER_OPT_SPARSE, &opt) == EMBER_OK,
-          "create");
+    CHECK(ember_opt_create(cfg, ROWS, DIM, EMBER_OPT_SPARSE, &opt) == EMBER_OK, "create");
     for (int s = 0; s < STEPS; s++) {
         size_t n = 0;
         int touched[ROWS] = {0};
@@ -172,15 +171,12 @@ static int run_sparse(const char *what, const ember_opt_config_t *cfg)
         for (size_t i = 0; i < n * DIM; i++)
             g[i] = (float)test_uniform(&rng, -1, 1);
         memcpy(before, p, sizeof(p));
-        CHECK(ember_opt_step_sparse(opt, p, DIM, touch[s], g, n) == EMBER_OK,
-              "step");
+        CHECK(ember_opt_step_sparse(opt, p, DIM, touch[s], g, n) == EMBER_OK, "step");
         ref.t++;
         for (size_t u = 0; u < n; u++) {
             size_t row = (size_t)touch[s][u];
             ref.row_t[row]++;
-            long t = (cfg->kind == EMBER_OPT_ADAM && cfg->adam_row_step)
-                         ? ref.row_t[row]
-                         : ref.t;
+            long t = (cfg->kind == EMBER_OPT_ADAM && cfg->adam_row_step) ? ref.row_t[row] : ref.t;
             ref_row(&ref, row, g + u * DIM, t, 1);
         }
         if (compare(what, s + 1, p, ref.p, before, touched)) {
@@ -188,8 +184,9 @@ static int run_sparse(const char *what, const ember_opt_config_t *cfg)
             return 1;
         }
     }
-    fprintf(stderr, "%s sparse: %d steps match, untouched rows frozen, state "
-                    "%zu bytes\n",
+    fprintf(stderr,
+            "%s sparse: %d steps match, untouched rows frozen, state "
+            "%zu bytes\n",
             what, STEPS, ember_opt_state_bytes(opt));
     ember_opt_destroy(opt);
     return 0;
@@ -231,8 +228,7 @@ static int case_adagrad(void)
 {
     ember_opt_config_t c;
     ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.1f, &c);
-    CHECK(c.eps == 1e-10f && c.lr_decay == 0 && c.initial_accumulator == 0,
-          "PyTorch defaults");
+    CHECK(c.eps == 1e-10f && c.lr_decay == 0 && c.initial_accumulator == 0, "PyTorch defaults");
     if (run_both("adagrad", &c))
         return 1;
     c.lr_decay = 0.05f;
@@ -270,16 +266,16 @@ static int case_state_bytes(void)
         ember_opt_layout_t layout;
         size_t bytes;
     } want[] = {
-        {EMBER_OPT_SGD, 0, 0, 0, EMBER_OPT_SPARSE, 0},
-        {EMBER_OPT_SGD, 0.9f, 0, 0, EMBER_OPT_DENSE, 4 * 100 * 8},
-        {EMBER_OPT_SGD, 0.9f, 0, 0, EMBER_OPT_SPARSE, 4 * 100 * 8},
-        {EMBER_OPT_SGD, 0.9f, 0.1f, 0, EMBER_OPT_SPARSE, 4 * 100 * 8 + 13},
-        {EMBER_OPT_ADAGRAD, 0, 0, 0, EMBER_OPT_SPARSE, 4 * 100 * 8},
-        {EMBER_OPT_ROWWISE_ADAGRAD, 0, 0, 0, EMBER_OPT_SPARSE, 4 * 100},
-        {EMBER_OPT_ADAM, 0, 0, 0, EMBER_OPT_DENSE, 2 * 4 * 100 * 8},
-        {EMBER_OPT_ADAM, 0, 0, 1, EMBER_OPT_DENSE, 2 * 4 * 100 * 8},
-        {EMBER_OPT_ADAM, 0, 0, 0, EMBER_OPT_SPARSE, 2 * 4 * 100 * 8},
-        {EMBER_OPT_ADAM, 0, 0, 1, EMBER_OPT_SPARSE, 2 * 4 * 100 * 8 + 4 * 100},
+            {EMBER_OPT_SGD, 0, 0, 0, EMBER_OPT_SPARSE, 0},
+            {EMBER_OPT_SGD, 0.9f, 0, 0, EMBER_OPT_DENSE, 4 * 100 * 8},
+            {EMBER_OPT_SGD, 0.9f, 0, 0, EMBER_OPT_SPARSE, 4 * 100 * 8},
+            {EMBER_OPT_SGD, 0.9f, 0.1f, 0, EMBER_OPT_SPARSE, 4 * 100 * 8 + 13},
+            {EMBER_OPT_ADAGRAD, 0, 0, 0, EMBER_OPT_SPARSE, 4 * 100 * 8},
+            {EMBER_OPT_ROWWISE_ADAGRAD, 0, 0, 0, EMBER_OPT_SPARSE, 4 * 100},
+            {EMBER_OPT_ADAM, 0, 0, 0, EMBER_OPT_DENSE, 2 * 4 * 100 * 8},
+            {EMBER_OPT_ADAM, 0, 0, 1, EMBER_OPT_DENSE, 2 * 4 * 100 * 8},
+            {EMBER_OPT_ADAM, 0, 0, 0, EMBER_OPT_SPARSE, 2 * 4 * 100 * 8},
+            {EMBER_OPT_ADAM, 0, 0, 1, EMBER_OPT_SPARSE, 2 * 4 * 100 * 8 + 4 * 100},
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         ember_opt_config_t c;
@@ -288,12 +284,13 @@ static int case_state_bytes(void)
         c.momentum = want[i].momentum;
         c.dampening = want[i].dampening;
         c.adam_row_step = want[i].row_step;
-        CHECK(ember_opt_create(&c, 100, 8, want[i].layout, &opt) == EMBER_OK,
-              "create %zu", i);
+        CHECK(ember_opt_create(&c, 100, 8, want[i].layout, &opt) == EMBER_OK, "create %zu", i);
         size_t got = ember_opt_state_bytes(opt);
         ember_opt_destroy(opt);
-        CHECK(got == want[i].bytes, "case %zu (%s): %zu state bytes, expected "
-              "%zu", i, ember_opt_kind_name(want[i].kind), got, want[i].bytes);
+        CHECK(got == want[i].bytes,
+              "case %zu (%s): %zu state bytes, expected "
+              "%zu",
+              i, ember_opt_kind_name(want[i].kind), got, want[i].bytes);
     }
     return 0;
 }
@@ -302,61 +299,56 @@ static int case_bad_input(void)
 {
     ember_opt_config_t c;
     ember_opt_t *opt;
-    float table[ROWS * DIM], copy[ROWS * DIM], g[3 * DIM] = {1, 1, 1, 1, 1, 1,
-                                                             1, 1, 1};
+    float table[ROWS * DIM], copy[ROWS * DIM], g[3 * DIM] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
 
     ember_opt_config_default(EMBER_OPT_ADAM, 0.1f, &c);
     for (size_t i = 0; i < ROWS * DIM; i++)
         table[i] = (float)i;
     memcpy(copy, table, sizeof(table));
-    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_SPARSE, &opt) == EMBER_OK,
-          "create");
-    const int64_t oob[3] = {0, 2, ROWS}, unsorted[3] = {3, 1, 4},
-                  dup[3] = {1, 1, 2}, neg[1] = {-1};
-    CHECK(ember_opt_step_sparse(opt, table, DIM, oob, g, 3) ==
-              EMBER_ERR_OUT_OF_RANGE, "row past the table accepted");
-    CHECK(ember_opt_step_sparse(opt, table, DIM, neg, g, 1) ==
-              EMBER_ERR_OUT_OF_RANGE, "negative row accepted");
-    CHECK(ember_opt_step_sparse(opt, table, DIM, unsorted, g, 3) ==
-              EMBER_ERR_INVALID_PARAM, "unsorted rows accepted");
-    CHECK(ember_opt_step_sparse(opt, table, DIM, dup, g, 3) ==
-              EMBER_ERR_INVALID_PARAM, "duplicate rows accepted");
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_SPARSE, &opt) == EMBER_OK, "create");
+    const int64_t oob[3] = {0, 2, ROWS}, unsorted[3] = {3, 1, 4}, dup[3] = {1, 1, 2}, neg[1] = {-1};
+    CHECK(ember_opt_step_sparse(opt, table, DIM, oob, g, 3) == EMBER_ERR_OUT_OF_RANGE,
+          "row past the table accepted");
+    CHECK(ember_opt_step_sparse(opt, table, DIM, neg, g, 1) == EMBER_ERR_OUT_OF_RANGE,
+          "negative row accepted");
+    CHECK(ember_opt_step_sparse(opt, table, DIM, unsorted, g, 3) == EMBER_ERR_INVALID_PARAM,
+          "unsorted rows accepted");
+    CHECK(ember_opt_step_sparse(opt, table, DIM, dup, g, 3) == EMBER_ERR_INVALID_PARAM,
+          "duplicate rows accepted");
     CHECK(memcmp(table, copy, sizeof(table)) == 0, "a rejected step changed "
-          "the table");
-    CHECK(ember_opt_step_sparse(opt, table, DIM + 1, oob, g, 1) ==
-              EMBER_ERR_INVALID_PARAM, "dim mismatch accepted");
-    CHECK(ember_opt_step_dense(opt, table, g, ROWS * DIM) ==
-              EMBER_ERR_INVALID_PARAM, "dense step on a sparse optimizer");
+                                                   "the table");
+    CHECK(ember_opt_step_sparse(opt, table, DIM + 1, oob, g, 1) == EMBER_ERR_INVALID_PARAM,
+          "dim mismatch accepted");
+    CHECK(ember_opt_step_dense(opt, table, g, ROWS * DIM) == EMBER_ERR_INVALID_PARAM,
+          "dense step on a sparse optimizer");
     ember_opt_destroy(opt);
 
-    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_OK,
-          "create");
-    CHECK(ember_opt_step_dense(opt, table, g, ROWS * DIM - 1) ==
-              EMBER_ERR_INVALID_PARAM, "wrong n accepted");
-    CHECK(ember_opt_step_sparse(opt, table, DIM, oob, g, 1) ==
-              EMBER_ERR_INVALID_PARAM, "sparse step on a dense optimizer");
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_OK, "create");
+    CHECK(ember_opt_step_dense(opt, table, g, ROWS * DIM - 1) == EMBER_ERR_INVALID_PARAM,
+          "wrong n accepted");
+    CHECK(ember_opt_step_sparse(opt, table, DIM, oob, g, 1) == EMBER_ERR_INVALID_PARAM,
+          "sparse step on a dense optimizer");
     ember_opt_destroy(opt);
 
     /* Hyper-parameters PyTorch refuses. */
     c.beta1 = 1.0f;
-    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) ==
-              EMBER_ERR_INVALID_PARAM, "beta1 = 1 accepted");
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_ERR_INVALID_PARAM,
+          "beta1 = 1 accepted");
     ember_opt_config_default(EMBER_OPT_SGD, 0.1f, &c);
     c.nesterov = 1;
-    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) ==
-              EMBER_ERR_INVALID_PARAM, "nesterov without momentum accepted");
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_ERR_INVALID_PARAM,
+          "nesterov without momentum accepted");
     ember_opt_config_default(EMBER_OPT_SGD, -0.1f, &c);
-    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) ==
-              EMBER_ERR_INVALID_PARAM, "negative lr accepted");
+    CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_ERR_INVALID_PARAM,
+          "negative lr accepted");
     ember_opt_config_default(EMBER_OPT_SGD, 0.1f, &c);
-    CHECK(ember_opt_create(&c, 0, DIM, EMBER_OPT_DENSE, &opt) ==
-              EMBER_ERR_INVALID_PARAM, "zero rows accepted");
+    CHECK(ember_opt_create(&c, 0, DIM, EMBER_OPT_DENSE, &opt) == EMBER_ERR_INVALID_PARAM,
+          "zero rows accepted");
 
     ember_opt_kind_t k;
-    CHECK(ember_opt_kind_parse("rowwise_adagrad", &k) == EMBER_OK &&
-              k == EMBER_OPT_ROWWISE_ADAGRAD, "parse");
-    CHECK(ember_opt_kind_parse("adamw", &k) == EMBER_ERR_INVALID_PARAM,
-          "unknown name parsed");
+    CHECK(ember_opt_kind_parse("rowwise_adagrad", &k) == EMBER_OK && k == EMBER_OPT_ROWWISE_ADAGRAD,
+          "parse");
+    CHECK(ember_opt_kind_parse("adamw", &k) == EMBER_ERR_INVALID_PARAM, "unknown name parsed");
     return 0;
 }
 
@@ -366,10 +358,13 @@ static int case_bad_input(void)
  * bits.  A width of 19 takes the 8-wide conversions and their tail. */
 static int case_sparse_fp16(void)
 {
-    enum { FDIM = 19, FSTEPS = 6 };
+    enum {
+        FDIM = 19,
+        FSTEPS = 6
+    };
     ember_opt_config_t configs[7];
-    const char *names[7] = {"sgd", "sgd momentum", "sgd nesterov", "adagrad",
-                            "rowwise adagrad", "adam", "adam table-step"};
+    const char *names[7] = {"sgd",  "sgd momentum",   "sgd nesterov", "adagrad", "rowwise adagrad",
+                            "adam", "adam table-step"};
     ember_opt_config_default(EMBER_OPT_SGD, 0.05f, &configs[0]);
     ember_opt_config_default(EMBER_OPT_SGD, 0.05f, &configs[1]);
     configs[1].momentum = 0.9f;
@@ -392,9 +387,10 @@ static int case_sparse_fp16(void)
             half[i] = ember_float_to_half((float)test_uniform(&rng, -1, 1));
             wide[i] = ember_half_to_float(half[i]);
         }
-        CHECK(ember_opt_create(&configs[k], ROWS, FDIM, EMBER_OPT_SPARSE, &opt_half) ==
-                  EMBER_OK && ember_opt_create(&configs[k], ROWS, FDIM, EMBER_OPT_SPARSE,
-                                               &opt_wide) == EMBER_OK, "create");
+        CHECK(ember_opt_create(&configs[k], ROWS, FDIM, EMBER_OPT_SPARSE, &opt_half) == EMBER_OK &&
+                      ember_opt_create(&configs[k], ROWS, FDIM, EMBER_OPT_SPARSE, &opt_wide) ==
+                              EMBER_OK,
+              "create");
         for (int s = 0; s < FSTEPS; s++) {
             size_t n = 0;
             while (n < ROWS && touch[s % STEPS][n] >= 0)
@@ -403,9 +399,10 @@ static int case_sparse_fp16(void)
                 g[i] = (float)test_uniform(&rng, -1, 1);
             memcpy(untouched, half, sizeof(half));
             CHECK(ember_opt_step_sparse_typed(opt_half, half, EMBER_DTYPE_F16, FDIM,
-                                              touch[s % STEPS], g, n) == EMBER_OK, "step");
-            CHECK(ember_opt_step_sparse(opt_wide, wide, FDIM, touch[s % STEPS], g, n) ==
-                      EMBER_OK, "fp32 step");
+                                              touch[s % STEPS], g, n) == EMBER_OK,
+                  "step");
+            CHECK(ember_opt_step_sparse(opt_wide, wide, FDIM, touch[s % STEPS], g, n) == EMBER_OK,
+                  "fp32 step");
             for (size_t i = 0; i < ROWS * FDIM; i++)
                 wide[i] = ember_half_to_float(ember_float_to_half(wide[i]));
             for (size_t r = 0; r < ROWS; r++) {
@@ -414,16 +411,20 @@ static int case_sparse_fp16(void)
                     touched |= touch[s % STEPS][u] == (int64_t)r;
                 for (size_t d = 0; d < FDIM; d++) {
                     size_t i = r * FDIM + d;
-                    CHECK(half[i] == ember_float_to_half(wide[i]), "%s step %d row %zu col "
-                          "%zu: %a, fp32-then-rounded %a", names[k], s, r, d,
-                          (double)ember_half_to_float(half[i]), (double)wide[i]);
-                    CHECK(touched || half[i] == untouched[i], "%s step %d: untouched row %zu "
-                          "changed", names[k], s, r);
+                    CHECK(half[i] == ember_float_to_half(wide[i]),
+                          "%s step %d row %zu col "
+                          "%zu: %a, fp32-then-rounded %a",
+                          names[k], s, r, d, (double)ember_half_to_float(half[i]), (double)wide[i]);
+                    CHECK(touched || half[i] == untouched[i],
+                          "%s step %d: untouched row %zu "
+                          "changed",
+                          names[k], s, r);
                 }
             }
         }
-        CHECK(ember_opt_step_sparse_typed(opt_half, half, EMBER_DTYPE_BF16, FDIM, touch[0], g,
-                                          1) == EMBER_ERR_INVALID_PARAM, "bf16 accepted");
+        CHECK(ember_opt_step_sparse_typed(opt_half, half, EMBER_DTYPE_BF16, FDIM, touch[0], g, 1) ==
+                      EMBER_ERR_INVALID_PARAM,
+              "bf16 accepted");
         ember_opt_destroy(opt_half);
         ember_opt_destroy(opt_wide);
     }
@@ -433,15 +434,15 @@ static int case_sparse_fp16(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"sgd", case_sgd},
-        {"sgd_momentum", case_sgd_momentum},
-        {"sgd_nesterov", case_sgd_nesterov},
-        {"adagrad", case_adagrad},
-        {"rowwise_adagrad", case_rowwise_adagrad},
-        {"adam", case_adam},
-        {"state_bytes", case_state_bytes},
-        {"bad_input", case_bad_input},
-        {"sparse_fp16", case_sparse_fp16},
+            {"sgd", case_sgd},
+            {"sgd_momentum", case_sgd_momentum},
+            {"sgd_nesterov", case_sgd_nesterov},
+            {"adagrad", case_adagrad},
+            {"rowwise_adagrad", case_rowwise_adagrad},
+            {"adam", case_adam},
+            {"state_bytes", case_state_bytes},
+            {"bad_input", case_bad_input},
+            {"sparse_fp16", case_sparse_fp16},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

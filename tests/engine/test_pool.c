@@ -43,7 +43,9 @@ static int case_reuse(void)
 static int case_bounds(void)
 {
     ember_pool_t pool = {0};
-    enum { N = 80 };
+    enum {
+        N = 80
+    };
     void *buffers[N];
     /* 80 buffers of 1 MiB: the cache keeps at most 64 MiB of a class. */
     for (int i = 0; i < N; i++) {
@@ -53,8 +55,7 @@ static int case_bounds(void)
     CHECK(pool.bytes == (size_t)N << 20, "bytes %zu with %d in use", pool.bytes, N);
     for (int i = 0; i < N; i++)
         ember_pool_put(&pool, buffers[i]);
-    CHECK(pool.bytes == (size_t)64 << 20, "cached %zu bytes, expected the 64 MiB cap",
-          pool.bytes);
+    CHECK(pool.bytes == (size_t)64 << 20, "cached %zu bytes, expected the 64 MiB cap", pool.bytes);
     ember_pool_cleanup(&pool);
     CHECK(pool.bytes == 0, "bytes %zu after cleanup", pool.bytes);
     CHECK(ember_pool_get(&pool, (size_t)1 << 50) == NULL,
@@ -113,9 +114,9 @@ static int case_huge(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"reuse", case_reuse},
-        {"bounds", case_bounds},
-        {"huge", case_huge},
+            {"reuse", case_reuse},
+            {"bounds", case_bounds},
+            {"huge", case_huge},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

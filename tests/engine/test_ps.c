@@ -31,10 +31,10 @@
  * Coordination between client ranks goes through the rendezvous store (the
  * PS only meets the others at "roles-ready" and at shutdown).
  */
-#include "engine/ops/optimizer.h"
-#include "engine/wire/protocol.h"
-#include "engine/ps/ps.h"
 #include "common/rng.h"
+#include "engine/ops/optimizer.h"
+#include "engine/ps/ps.h"
+#include "engine/wire/protocol.h"
 #include "tests/common/mp_spawn.h"
 
 #include <ember/embedding_bag.h>
@@ -67,8 +67,7 @@ static ember_tp_t *join(const char *name)
     ember_tp_params_init(&params);
     params.name = name;
     ember_status_t status = ember_tp_create(&params, &tp);
-    MP_CHECK(status == EMBER_OK, "ember_tp_create(%s): %s", name,
-             ember_status_string(status));
+    MP_CHECK(status == EMBER_OK, "ember_tp_create(%s): %s", name, ember_status_string(status));
     return tp;
 }
 
@@ -77,8 +76,7 @@ static int run_ps(const char *name)
 {
     ember_tp_t *tp = join(name);
     ember_status_t status = ember_ps_run(tp, 0);
-    MP_CHECK(status == EMBER_OK, "%s: ember_ps_run returned %s", name,
-             ember_status_string(status));
+    MP_CHECK(status == EMBER_OK, "%s: ember_ps_run returned %s", name, ember_status_string(status));
     ember_tp_destroy(tp);
     return 0;
 }
@@ -100,8 +98,7 @@ static void await_key(ember_tp_t *tp, const char *key)
 {
     void *value = NULL;
     size_t length = 0;
-    MP_CHECK(ember_tp_store_get(tp, key, &value, &length) == EMBER_OK,
-             "store_get %s", key);
+    MP_CHECK(ember_tp_store_get(tp, key, &value, &length) == EMBER_OK, "store_get %s", key);
     free(value);
 }
 
@@ -117,14 +114,13 @@ static void reply_free(reply_t *reply)
     reply->data = NULL;
 }
 
-static reply_t call(ember_tp_t *tp, int peer, uint16_t op, const void *message,
-                    size_t length)
+static reply_t call(ember_tp_t *tp, int peer, uint16_t op, const void *message, size_t length)
 {
     ember_future_t *future;
     ember_iov_t iov = {.buffer = message, .length = length};
     reply_t reply = {0};
-    ember_status_t status = ember_rpc_call_async(tp, peer, op, &iov, length ? 1 : 0,
-                                                 NULL, 0, 20.0, &future);
+    ember_status_t status =
+            ember_rpc_call_async(tp, peer, op, &iov, length ? 1 : 0, NULL, 0, 20.0, &future);
     MP_CHECK(status == EMBER_OK, "call_async op %u: %s", op, ember_status_string(status));
     reply.status = ember_future_wait(future);
     const void *data = ember_future_data(future, &reply.length);
@@ -137,14 +133,14 @@ static reply_t call(ember_tp_t *tp, int peer, uint16_t op, const void *message,
     return reply;
 }
 
-static void call_ok(ember_tp_t *tp, int peer, uint16_t op, const void *message,
-                    size_t length, void *out, size_t out_length)
+static void call_ok(ember_tp_t *tp, int peer, uint16_t op, const void *message, size_t length,
+                    void *out, size_t out_length)
 {
     reply_t reply = call(tp, peer, op, message, length);
     MP_CHECK(reply.status == EMBER_OK, "op %u on rank %d: %s: %s", op, peer,
              ember_status_string(reply.status), reply.data);
-    MP_CHECK(reply.length == out_length, "op %u: reply of %zu bytes, expected %zu",
-             op, reply.length, out_length);
+    MP_CHECK(reply.length == out_length, "op %u: reply of %zu bytes, expected %zu", op,
+             reply.length, out_length);
     if (out_length)
         memcpy(out, reply.data, out_length);
     reply_free(&reply);
@@ -160,9 +156,8 @@ typedef struct {
     uint32_t dim;
 } table_ref_t;
 
-static void table_create(ember_tp_t *tp, const table_ref_t *t, const char *name,
-                         uint32_t trainers, ember_consistency_t consistency,
-                         uint64_t seed)
+static void table_create(ember_tp_t *tp, const table_ref_t *t, const char *name, uint32_t trainers,
+                         ember_consistency_t consistency, uint64_t seed)
 {
     for (uint32_t p = 0; p < t->P; p++) {
         ember_msg_table_create_t spec;
@@ -179,8 +174,7 @@ static void table_create(ember_tp_t *tp, const table_ref_t *t, const char *name,
         spec.seed = seed;
         ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
         snprintf(spec.name, sizeof(spec.name), "%s", name);
-        call_ok(tp, t->first_ps + (int)p, EMBER_OP_TABLE_CREATE, &spec, sizeof(spec),
-                NULL, 0);
+        call_ok(tp, t->first_ps + (int)p, EMBER_OP_TABLE_CREATE, &spec, sizeof(spec), NULL, 0);
     }
 }
 
@@ -191,8 +185,7 @@ static float *table_read_full(ember_tp_t *tp, const table_ref_t *t)
     MP_CHECK(full, "out of memory");
     for (uint32_t p = 0; p < t->P; p++) {
         int64_t local = (t->rows - p + t->P - 1) / t->P;
-        ember_msg_table_read_t msg = {.table_id = t->table_id, .first = 0,
-                                      .count = local};
+        ember_msg_table_read_t msg = {.table_id = t->table_id, .first = 0, .count = local};
         float *part = malloc((size_t)local * t->dim * sizeof(float) + 4);
         MP_CHECK(part, "out of memory");
         call_ok(tp, t->first_ps + (int)p, EMBER_OP_TABLE_READ, &msg, sizeof(msg), part,
@@ -223,8 +216,7 @@ static void batch_free(batch_t *b)
 
 /* Random bags of 0..max_bag rows out of @rows (duplicates likely); bag 1 is
  * always empty and bag 0 always holds a duplicate. */
-static batch_t make_batch(uint64_t seed, size_t bags, int max_bag, int64_t rows,
-                          int weighted)
+static batch_t make_batch(uint64_t seed, size_t bags, int max_bag, int64_t rows, int weighted)
 {
     ember_rng_t rng;
     batch_t b = {.bags = bags};
@@ -262,16 +254,19 @@ static float *make_grad(uint64_t seed, size_t count)
 
 static ember_bag_batch_t bag_view(const batch_t *b)
 {
-    ember_bag_batch_t v = {.indices = b->indices, .n = b->n, .offsets = b->offsets,
-                           .bags = b->bags, .weights = b->weights,
+    ember_bag_batch_t v = {.indices = b->indices,
+                           .n = b->n,
+                           .offsets = b->offsets,
+                           .bags = b->bags,
+                           .weights = b->weights,
                            .n_weights = b->weights ? b->n : 0};
     return v;
 }
 
 /* One shard's LOOKUP: that shard's entries of every bag, deduplicated. */
-static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t,
-                               uint32_t trainer, uint64_t step, int max_mode,
-                               uint32_t p, uint32_t *counts, size_t *length_p)
+static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t, uint32_t trainer,
+                               uint64_t step, int max_mode, uint32_t p, uint32_t *counts,
+                               size_t *length_p)
 {
     int64_t *rows = malloc((b->n + 1) * sizeof(int64_t));
     float *weights = malloc((b->n + 1) * sizeof(float));
@@ -293,18 +288,19 @@ static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t,
             counts[bag]++;
         }
     }
-    MP_CHECK(ember_bag_dedup(rows, n, -1, unique, inverse, &nunique) == EMBER_OK,
-             "dedup");
+    MP_CHECK(ember_bag_dedup(rows, n, -1, unique, inverse, &nunique) == EMBER_OK, "dedup");
     int weighted = b->weights != NULL;
     size_t length = sizeof(ember_msg_lookup_t) + 4 * b->bags + 8 * nunique + 4 * n +
                     (weighted || max_mode ? 4 * n : 0);
     uint8_t *message = malloc(length), *out = message;
     MP_CHECK(message, "out of memory");
-    ember_msg_lookup_t msg = {.table_id = t->table_id, .trainer = trainer,
+    ember_msg_lookup_t msg = {.table_id = t->table_id,
+                              .trainer = trainer,
                               .step = step,
                               .flags = (weighted ? EMBER_LOOKUP_WEIGHTS : 0) |
                                        (max_mode ? EMBER_LOOKUP_MAX : 0),
-                              .bags = (uint32_t)b->bags, .unique = (uint32_t)nunique,
+                              .bags = (uint32_t)b->bags,
+                              .unique = (uint32_t)nunique,
                               .indices = (uint32_t)n};
     memcpy(out, &msg, sizeof(msg));
     out += sizeof(msg);
@@ -359,8 +355,8 @@ static void dist_ctx_free(dist_ctx_t *ctx)
 /* One lookup per shard, all in flight together; combine the partial pools
  * into @pooled [bags * dim] as the trainer does. */
 static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
-                        ember_bag_mode_t mode, uint32_t trainer, uint64_t step,
-                        float *pooled, dist_ctx_t *ctx)
+                        ember_bag_mode_t mode, uint32_t trainer, uint64_t step, float *pooled,
+                        dist_ctx_t *ctx)
 {
     size_t dim = t->dim, total = b->bags * dim;
     ember_future_t *futures[8];
@@ -379,8 +375,8 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
         messages[p] = lookup_message(b, t, trainer, step, mode == EMBER_BAG_MAX, p,
                                      ctx->counts + (size_t)p * b->bags, &length);
         iov[p] = (ember_iov_t){.buffer = messages[p], .length = length};
-        MP_CHECK(ember_rpc_call_async(tp, t->first_ps + (int)p, EMBER_OP_LOOKUP, &iov[p],
-                                      1, NULL, 0, 20.0, &futures[p]) == EMBER_OK,
+        MP_CHECK(ember_rpc_call_async(tp, t->first_ps + (int)p, EMBER_OP_LOOKUP, &iov[p], 1, NULL,
+                                      0, 20.0, &futures[p]) == EMBER_OK,
                  "lookup call");
     }
     for (size_t i = 0; i < total; i++)
@@ -393,8 +389,8 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
         ember_status_t status = ember_future_wait(futures[p]);
         size_t length;
         const char *data = ember_future_data(futures[p], &length);
-        MP_CHECK(status == EMBER_OK, "lookup on shard %u: %s: %.*s", p,
-                 ember_status_string(status), (int)length, data ? data : "");
+        MP_CHECK(status == EMBER_OK, "lookup on shard %u: %s: %.*s", p, ember_status_string(status),
+                 (int)length, data ? data : "");
         /* Max mode: the values, then each maximum's place in its bag. */
         size_t want = total * sizeof(float) * (mode == EMBER_BAG_MAX ? 2 : 1);
         MP_CHECK(length == want, "lookup reply of %zu bytes, want %zu", length, want);
@@ -409,9 +405,8 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
                 size_t i = bag * dim + d;
                 if (mode != EMBER_BAG_MAX) {
                     pooled[i] += part[i];
-                } else if (counts[bag] &&
-                           (ctx->winner[i] < 0 || part[i] > pooled[i] ||
-                            (part[i] == pooled[i] && place[i] < ctx->place[i]))) {
+                } else if (counts[bag] && (ctx->winner[i] < 0 || part[i] > pooled[i] ||
+                                           (part[i] == pooled[i] && place[i] < ctx->place[i]))) {
                     /* of equal maxima, the bag's first entry's (PyTorch) */
                     pooled[i] = part[i];
                     ctx->winner[i] = (int)p;
@@ -432,8 +427,8 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
 }
 
 /* d(loss)/d(shard p's partial pool), as the PS's sum/max backward wants it. */
-static float *shard_grad(const table_ref_t *t, const dist_ctx_t *ctx,
-                         ember_bag_mode_t mode, const float *g, uint32_t p)
+static float *shard_grad(const table_ref_t *t, const dist_ctx_t *ctx, ember_bag_mode_t mode,
+                         const float *g, uint32_t p)
 {
     size_t dim = t->dim;
     float *out = malloc(ctx->bags * dim * sizeof(float) + 4);
@@ -452,12 +447,11 @@ static float *shard_grad(const table_ref_t *t, const dist_ctx_t *ctx,
     return out;
 }
 
-static uint8_t *grad_message(uint32_t table_id, uint32_t trainer, uint64_t step,
-                             uint32_t flags, uint32_t bags, const float *grad,
-                             size_t grad_floats, size_t *length_p)
+static uint8_t *grad_message(uint32_t table_id, uint32_t trainer, uint64_t step, uint32_t flags,
+                             uint32_t bags, const float *grad, size_t grad_floats, size_t *length_p)
 {
-    ember_msg_grad_t msg = {.table_id = table_id, .trainer = trainer, .step = step,
-                            .flags = flags, .bags = bags};
+    ember_msg_grad_t msg = {
+            .table_id = table_id, .trainer = trainer, .step = step, .flags = flags, .bags = bags};
     size_t length = sizeof(msg) + grad_floats * sizeof(float);
     uint8_t *message = malloc(length);
     MP_CHECK(message, "out of memory");
@@ -469,15 +463,13 @@ static uint8_t *grad_message(uint32_t table_id, uint32_t trainer, uint64_t step,
 
 /* Each shard's share of the output gradient @g, with APPLY. */
 static void dist_grad(ember_tp_t *tp, const table_ref_t *t, const dist_ctx_t *ctx,
-                      ember_bag_mode_t mode, uint32_t trainer, uint64_t step,
-                      const float *g)
+                      ember_bag_mode_t mode, uint32_t trainer, uint64_t step, const float *g)
 {
     for (uint32_t p = 0; p < t->P; p++) {
         size_t length;
         float *share = shard_grad(t, ctx, mode, g, p);
         uint8_t *message = grad_message(t->table_id, trainer, step, EMBER_GRAD_APPLY,
-                                        (uint32_t)ctx->bags, share, ctx->bags * t->dim,
-                                        &length);
+                                        (uint32_t)ctx->bags, share, ctx->bags * t->dim, &length);
         call_ok(tp, t->first_ps + (int)p, EMBER_OP_GRAD, message, length, NULL, 0);
         free(message);
         free(share);
@@ -502,9 +494,8 @@ static float *ref_forward(const float *table, const table_ref_t *t, const batch_
 }
 
 /* Add the batch's sparse row gradient for output gradient @g into @dense. */
-static void ref_backward_add(const float *table, const table_ref_t *t,
-                             const batch_t *b, ember_bag_mode_t mode, const float *g,
-                             float *dense)
+static void ref_backward_add(const float *table, const table_ref_t *t, const batch_t *b,
+                             ember_bag_mode_t mode, const float *g, float *dense)
 {
     int64_t *argmax = malloc(b->bags * t->dim * sizeof(int64_t) + 8);
     int64_t *rows = malloc((b->n + 1) * sizeof(int64_t));
@@ -515,8 +506,9 @@ static void ref_backward_add(const float *table, const table_ref_t *t,
     MP_CHECK(argmax && rows && grad, "out of memory");
     free(ref_forward(table, t, b, mode, argmax));
     MP_CHECK(ember_bag_backward(table, t->rows, t->dim, &view, &opts, g,
-                                mode == EMBER_BAG_MAX ? argmax : NULL, rows, grad,
-                                &nrows, NULL) == EMBER_OK, "ember_bag_backward");
+                                mode == EMBER_BAG_MAX ? argmax : NULL, rows, grad, &nrows,
+                                NULL) == EMBER_OK,
+             "ember_bag_backward");
     for (size_t u = 0; u < nrows; u++) {
         for (size_t d = 0; d < t->dim; d++)
             dense[(size_t)rows[u] * t->dim + d] += grad[u * t->dim + d];
@@ -548,13 +540,12 @@ static double max_diff(const float *a, const float *b, size_t count, size_t *whe
     return worst;
 }
 
-#define EXPECT_CLOSE(a, b, count, tol, what)                                   \
-    do {                                                                       \
-        size_t where_;                                                         \
-        double diff_ = max_diff((a), (b), (count), &where_);                   \
-        MP_CHECK(diff_ <= (tol), "%s: differs by %g at %zu (%.9g vs %.9g)",    \
-                 (what), diff_, where_, (double)(a)[where_],                   \
-                 (double)(b)[where_]);                                         \
+#define EXPECT_CLOSE(a, b, count, tol, what)                                                       \
+    do {                                                                                           \
+        size_t where_;                                                                             \
+        double diff_ = max_diff((a), (b), (count), &where_);                                       \
+        MP_CHECK(diff_ <= (tol), "%s: differs by %g at %zu (%.9g vs %.9g)", (what), diff_, where_, \
+                 (double)(a)[where_], (double)(b)[where_]);                                        \
     } while (0)
 
 /* ---- raw LOOKUP messages for the bad-input case --------------------------- */
@@ -576,8 +567,7 @@ static uint8_t *raw_message(const raw_lookup_t *raw, size_t *length_p)
     size_t n = h->indices < 8 ? h->indices : 8;
     int weighted = (h->flags & EMBER_LOOKUP_WEIGHTS) != 0;
     int max_mode = !weighted && (h->flags & EMBER_LOOKUP_MAX);
-    size_t length = sizeof(*h) + 4 * bags + 8 * unique + 4 * n +
-                    (weighted || max_mode ? 4 * n : 0);
+    size_t length = sizeof(*h) + 4 * bags + 8 * unique + 4 * n + (weighted || max_mode ? 4 * n : 0);
     uint8_t *message = malloc(length + 64), *out = message;
     MP_CHECK(message, "out of memory");
     memcpy(out, h, sizeof(*h));
@@ -601,8 +591,13 @@ static raw_lookup_t raw_valid(uint32_t table_id)
 {
     raw_lookup_t raw;
     memset(&raw, 0, sizeof(raw));
-    raw.hdr = (ember_msg_lookup_t){.table_id = table_id, .trainer = 0, .step = 0,
-                                   .flags = 0, .bags = 2, .unique = 2, .indices = 3};
+    raw.hdr = (ember_msg_lookup_t){.table_id = table_id,
+                                   .trainer = 0,
+                                   .step = 0,
+                                   .flags = 0,
+                                   .bags = 2,
+                                   .unique = 2,
+                                   .indices = 3};
     raw.offsets[0] = 0;
     raw.offsets[1] = 3;
     raw.rows[0] = 3;
@@ -622,11 +617,10 @@ static void expect_refused(ember_tp_t *tp, int peer, uint16_t op, const void *me
 {
     reply_t reply = call(tp, peer, op, message, length);
     MP_CHECK(reply.status == status, "%s: got %s, want %s (text: %s)", what,
-             ember_status_string(reply.status), ember_status_string(status),
-             reply.data);
+             ember_status_string(reply.status), ember_status_string(status), reply.data);
     for (size_t i = 0; needles[i]; i++)
-        MP_CHECK(strstr(reply.data, needles[i]), "%s: error text \"%s\" lacks \"%s\"",
-                 what, reply.data, needles[i]);
+        MP_CHECK(strstr(reply.data, needles[i]), "%s: error text \"%s\" lacks \"%s\"", what,
+                 reply.data, needles[i]);
     fprintf(stderr, "  refused as expected (%s): %s\n", what, reply.data);
     reply_free(&reply);
 }
@@ -642,13 +636,17 @@ static void expect_lookup_refused(ember_tp_t *tp, int peer, const raw_lookup_t *
 }
 
 #define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
-#define WHO "table emb", "trainer 0", "step 0"
+#define WHO          "table emb", "trainer 0", "step 0"
 
 /* ---- case 1: bad_lookup ---------------------------------------------------- */
 
-enum { BL_ROWS = 100, BL_DIM = 4, BL_TABLE = 3 };
-static const table_ref_t bl_table = {.first_ps = 0, .P = 1, .table_id = BL_TABLE,
-                                     .rows = BL_ROWS, .dim = BL_DIM};
+enum {
+    BL_ROWS = 100,
+    BL_DIM = 4,
+    BL_TABLE = 3
+};
+static const table_ref_t bl_table = {
+        .first_ps = 0, .P = 1, .table_id = BL_TABLE, .rows = BL_ROWS, .dim = BL_DIM};
 
 static void check_unchanged(ember_tp_t *tp, const float *snapshot, const char *after)
 {
@@ -670,8 +668,7 @@ static void bad_lookups(ember_tp_t *tp, int ps)
                           NEEDLES(WHO, "130", "[0, 100)"));
     raw = raw_valid(BL_TABLE);
     raw.rows[0] = -1;
-    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_OUT_OF_RANGE, "index -1",
-                          NEEDLES(WHO, "-1"));
+    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_OUT_OF_RANGE, "index -1", NEEDLES(WHO, "-1"));
     raw = raw_valid(BL_TABLE);
     raw.rows[0] = INT64_MIN;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_OUT_OF_RANGE, "index INT64_MIN",
@@ -727,8 +724,7 @@ static void bad_lookups(ember_tp_t *tp, int ps)
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length + 8, EMBER_ERR_BAD_MESSAGE,
                    "payload too long", NEEDLES(WHO, "needs 36 bytes, got 44"));
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, sizeof(ember_msg_lookup_t) - 1,
-                   EMBER_ERR_BAD_MESSAGE, "truncated header",
-                   NEEDLES("shorter than its"));
+                   EMBER_ERR_BAD_MESSAGE, "truncated header", NEEDLES("shorter than its"));
     free(message);
 
     /* Counts far beyond the payload: refused, and the PS lives on (the exact
@@ -800,12 +796,11 @@ static int case_bad_lookup(int rank, int world, void *arg)
         spec.dim = 2;
         ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
         snprintf(spec.name, sizeof(spec.name), "again");
-        expect_refused(tp, ps, EMBER_OP_TABLE_CREATE, &spec, sizeof(spec),
-                       EMBER_ERR_EXISTS, "table id taken", NEEDLES("3"));
+        expect_refused(tp, ps, EMBER_OP_TABLE_CREATE, &spec, sizeof(spec), EMBER_ERR_EXISTS,
+                       "table id taken", NEEDLES("3"));
         ember_msg_table_read_t read = {.table_id = BL_TABLE, .first = 90, .count = 20};
-        expect_refused(tp, ps, EMBER_OP_TABLE_READ, &read, sizeof(read),
-                       EMBER_ERR_OUT_OF_RANGE, "read past the end",
-                       NEEDLES("table emb", "[90, 110)"));
+        expect_refused(tp, ps, EMBER_OP_TABLE_READ, &read, sizeof(read), EMBER_ERR_OUT_OF_RANGE,
+                       "read past the end", NEEDLES("table emb", "[90, 110)"));
     }
 
     bad_lookups(tp, ps);
@@ -832,8 +827,8 @@ static int case_bad_lookup(int rank, int world, void *arg)
     memcpy(bad, g0, b0.bags * BL_DIM * sizeof(float));
     message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
                            b0.bags * BL_DIM - 1, &length);
-    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_BAD_MESSAGE,
-                   "short gradient", NEEDLES(WHO, "92 bytes"));
+    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_BAD_MESSAGE, "short gradient",
+                   NEEDLES(WHO, "92 bytes"));
     free(message);
     message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags + 1, bad,
                            b0.bags * BL_DIM, &length);
@@ -846,16 +841,16 @@ static int case_bad_lookup(int rank, int world, void *arg)
                    "gradient for another step",
                    NEEDLES("table emb", "trainer 0", "step 1", "without a lookup"));
     free(message);
-    message = grad_message(9, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
-                           b0.bags * BL_DIM, &length);
+    message = grad_message(9, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad, b0.bags * BL_DIM,
+                           &length);
     expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_NOT_FOUND,
                    "gradient for unknown table", NEEDLES("id 9"));
     free(message);
     bad[2 * BL_DIM + 1] = NAN; /* bag 2 */
     message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
                            b0.bags * BL_DIM, &length);
-    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_NUMERIC,
-                   "NaN gradient", NEEDLES(WHO, "non-finite", "bag 2"));
+    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_NUMERIC, "NaN gradient",
+                   NEEDLES(WHO, "non-finite", "bag 2"));
     check_unchanged(tp, snapshot, "a NaN gradient");
     /* The NaN voided trainer 0's step: the same gradient again has no lookup. */
     memcpy(bad, g0, b0.bags * BL_DIM * sizeof(float));
@@ -894,8 +889,7 @@ static int case_bad_lookup(int rank, int world, void *arg)
     memcpy(updated, snapshot, cells * sizeof(float));
     ref_sgd(updated, t, dense);
     float *now = table_read_full(tp, t);
-    MP_CHECK(memcmp(now, snapshot, cells * sizeof(float)) != 0,
-             "the step changed nothing");
+    MP_CHECK(memcmp(now, snapshot, cells * sizeof(float)) != 0, "the step changed nothing");
     EXPECT_CLOSE(now, updated, cells, 1e-6, "table after the step-0 update");
     size_t touched = 0;
     for (size_t i = 0; i < cells; i++)
@@ -912,15 +906,13 @@ static int case_bad_lookup(int rank, int world, void *arg)
         raw_lookup_t raw = raw_valid(BL_TABLE);
         raw.hdr.trainer = 1;
         expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "stale step",
-                              NEEDLES("table emb", "trainer 1", "step 0",
-                                      "already applied"));
+                              NEEDLES("table emb", "trainer 1", "step 0", "already applied"));
     }
     ember_msg_ps_stats_t stats;
     call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &stats, sizeof(stats));
     MP_CHECK(stats.lookups == 4 && stats.grads == 2 && stats.steps_applied == 1,
-             "stats: %llu lookups, %llu grads, %llu steps",
-             (unsigned long long)stats.lookups, (unsigned long long)stats.grads,
-             (unsigned long long)stats.steps_applied);
+             "stats: %llu lookups, %llu grads, %llu steps", (unsigned long long)stats.lookups,
+             (unsigned long long)stats.grads, (unsigned long long)stats.steps_applied);
     call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     dist_ctx_free(&ctx);
     free(now);
@@ -962,20 +954,19 @@ static int case_huge_counts(int rank, int world, void *arg)
     raw = raw_valid(BL_TABLE);
     raw.hdr.bags = raw.hdr.unique = raw.hdr.indices = UINT32_MAX;
     message = raw_message(&raw, &length);
-    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length, EMBER_ERR_BAD_MESSAGE,
-                   "counts 2^32-1", NEEDLES(WHO, "4294967295 bags"));
+    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length, EMBER_ERR_BAD_MESSAGE, "counts 2^32-1",
+                   NEEDLES(WHO, "4294967295 bags"));
     free(message);
     raw = raw_valid(BL_TABLE);
     raw.hdr.bags = 1u << 26; /* 1 GiB of output for a 60-byte request */
     message = raw_message(&raw, &length);
-    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length, EMBER_ERR_BAD_MESSAGE,
-                   "2^26 bags", NEEDLES(WHO, "67108864 bags"));
+    expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length, EMBER_ERR_BAD_MESSAGE, "2^26 bags",
+                   NEEDLES(WHO, "67108864 bags"));
     free(message);
     call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &after, sizeof(after));
     MP_CHECK(after.other_bytes < before.other_bytes + (1u << 20),
              "refused lookups left the PS holding %llu bytes (before: %llu)",
-             (unsigned long long)after.other_bytes,
-             (unsigned long long)before.other_bytes);
+             (unsigned long long)after.other_bytes, (unsigned long long)before.other_bytes);
     check_unchanged(tp, snapshot, "huge counts");
     call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     free(snapshot);
@@ -1010,12 +1001,11 @@ static int case_oneway_grad_refused(int rank, int world, void *arg)
     free(message);
 
     float grad[2 * BL_DIM] = {0.5f, 0.25f, NAN, 1.0f};
-    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, 2, grad, 2 * BL_DIM,
-                           &length);
+    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, 2, grad, 2 * BL_DIM, &length);
     ember_status_t sent = EMBER_INPROGRESS;
     ember_iov_t iov = {.buffer = message, .length = length};
-    MP_CHECK(ember_rpc_send(tp, ps, EMBER_OP_GRAD, &iov, 1, oneway_done, &sent) ==
-                 EMBER_OK, "one-way send");
+    MP_CHECK(ember_rpc_send(tp, ps, EMBER_OP_GRAD, &iov, 1, oneway_done, &sent) == EMBER_OK,
+             "one-way send");
     while (sent == EMBER_INPROGRESS)
         ember_tp_wait(tp, 0.05);
     MP_CHECK(sent == EMBER_OK, "one-way send: %s", ember_status_string(sent));
@@ -1026,8 +1016,7 @@ static int case_oneway_grad_refused(int rank, int world, void *arg)
     raw = raw_valid(BL_TABLE);
     raw.hdr.step = 1;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "after a refused push",
-                          NEEDLES("table emb", "trainer 0", "step 0",
-                                  "non-finite gradient"));
+                          NEEDLES("table emb", "trainer 0", "step 0", "non-finite gradient"));
     check_unchanged(tp, snapshot, "a refused one-way gradient");
     call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     free(snapshot);
@@ -1039,8 +1028,7 @@ static int case_oneway_grad_refused(int rank, int world, void *arg)
 
 static int case_sync_order(int rank, int world, void *arg)
 {
-    static const table_ref_t t = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 40,
-                                  .dim = 6};
+    static const table_ref_t t = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 40, .dim = 6};
     const size_t cells = 40 * 6;
     (void)world;
     (void)arg;
@@ -1078,14 +1066,16 @@ static int case_sync_order(int rank, int world, void *arg)
     uint8_t *message = lookup_message(&b1, &t, 0, 1, 0, 0, counts, &length);
     ember_iov_t iov = {.buffer = message, .length = length};
     ember_future_t *future;
-    MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0, 20.0,
-                                  &future) == EMBER_OK, "step-1 lookup");
+    MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0, 20.0, &future) ==
+                     EMBER_OK,
+             "step-1 lookup");
     double start = now_s();
     while (now_s() - start < 0.3) {
         ember_status_t status = ember_future_test(future);
         MP_CHECK(status == EMBER_INPROGRESS,
                  "the step-1 lookup was answered (%s) after %.3f s, before trainer 1's "
-                 "step-0 gradient", ember_status_string(status), now_s() - start);
+                 "step-0 gradient",
+                 ember_status_string(status), now_s() - start);
         ember_tp_wait(tp, 0.02);
     }
     float *still = table_read_full(tp, &t);
@@ -1096,8 +1086,8 @@ static int case_sync_order(int rank, int world, void *arg)
     ember_status_t status = ember_future_wait(future);
     size_t got;
     const void *data = ember_future_data(future, &got);
-    MP_CHECK(status == EMBER_OK, "step-1 lookup: %s: %.*s", ember_status_string(status),
-             (int)got, data ? (const char *)data : "");
+    MP_CHECK(status == EMBER_OK, "step-1 lookup: %s: %.*s", ember_status_string(status), (int)got,
+             data ? (const char *)data : "");
     MP_CHECK(got == b1.bags * t.dim * sizeof(float), "reply of %zu bytes", got);
     memcpy(pooled, data, got);
     ember_future_release(future);
@@ -1117,8 +1107,7 @@ static int case_sync_order(int rank, int world, void *arg)
     size_t where;
     MP_CHECK(max_diff(expect, wrong, b1.bags * t.dim, &where) > 1e-3,
              "test data: trainer 1's update does not show in the step-1 bags");
-    EXPECT_CLOSE(pooled, expect, b1.bags * t.dim, 1e-6,
-                 "step-1 lookup vs both step-0 updates");
+    EXPECT_CLOSE(pooled, expect, b1.bags * t.dim, 1e-6, "step-1 lookup vs both step-0 updates");
     float *now = table_read_full(tp, &t);
     EXPECT_CLOSE(now, both, cells, 1e-6, "table after step 0");
     call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
@@ -1141,7 +1130,12 @@ out:
 
 /* ---- case 3: shards_match_local_pP ----------------------------------------- */
 
-enum { SM_ROWS = 50, SM_DIM = 5, SM_BAGS = 12, SM_ROUNDS = 3 };
+enum {
+    SM_ROWS = 50,
+    SM_DIM = 5,
+    SM_BAGS = 12,
+    SM_ROUNDS = 3
+};
 
 typedef struct {
     const char *label;
@@ -1151,10 +1145,10 @@ typedef struct {
 } sm_table_t;
 
 static const sm_table_t sm_tables[] = {
-    {"sum", EMBER_BAG_SUM, 0, EMBER_SYNC},
-    {"mean", EMBER_BAG_MEAN, 0, EMBER_ASYNC},
-    {"max", EMBER_BAG_MAX, 0, EMBER_SYNC},
-    {"sum_w", EMBER_BAG_SUM, 1, EMBER_ASYNC},
+        {"sum", EMBER_BAG_SUM, 0, EMBER_SYNC},
+        {"mean", EMBER_BAG_MEAN, 0, EMBER_ASYNC},
+        {"max", EMBER_BAG_MAX, 0, EMBER_SYNC},
+        {"sum_w", EMBER_BAG_SUM, 1, EMBER_ASYNC},
 };
 
 static int shards_match_local(int rank, uint32_t P)
@@ -1171,8 +1165,8 @@ static int shards_match_local(int rank, uint32_t P)
 
     for (size_t k = 0; k < sizeof(sm_tables) / sizeof(sm_tables[0]); k++) {
         const sm_table_t *spec = &sm_tables[k];
-        table_ref_t t = {.first_ps = 0, .P = P, .table_id = (uint32_t)k, .rows = SM_ROWS,
-                         .dim = SM_DIM};
+        table_ref_t t = {
+                .first_ps = 0, .P = P, .table_id = (uint32_t)k, .rows = SM_ROWS, .dim = SM_DIM};
         table_create(tp, &t, spec->label, 1, spec->consistency, 42);
         float *ref = table_read_full(tp, &t);
         /* The initial rows do not depend on the shard count. */
@@ -1252,12 +1246,12 @@ static int case_shards_p3(int rank, int world, void *arg)
 
 static int case_client_death(int rank, int world, void *arg)
 {
-    static const table_ref_t t = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 60,
-                                  .dim = 8};
-    static const table_ref_t t2 = {.first_ps = 0, .P = 1, .table_id = 1, .rows = 5000,
-                                   .dim = 64};
+    static const table_ref_t t = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 60, .dim = 8};
+    static const table_ref_t t2 = {.first_ps = 0, .P = 1, .table_id = 1, .rows = 5000, .dim = 64};
     const size_t cells = 60 * 8;
-    enum { STEPS = 20 };
+    enum {
+        STEPS = 20
+    };
     (void)world;
     (void)arg;
     setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1); /* the dead rank never says goodbye */
@@ -1280,8 +1274,9 @@ static int case_client_death(int rank, int world, void *arg)
         uint8_t *message = lookup_message(&big, &t2, 1, 0, 0, 0, counts, &length);
         ember_iov_t iov = {.buffer = message, .length = length};
         ember_future_t *future;
-        MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0, 20.0,
-                                      &future) == EMBER_OK, "big lookup");
+        MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0, 20.0, &future) ==
+                         EMBER_OK,
+                 "big lookup");
         for (int i = 0; i < 20; i++)
             ember_tp_progress(tp);
         signal_key(tp, "t1-looked");
@@ -1322,11 +1317,9 @@ static int case_client_death(int rank, int world, void *arg)
              "the dead trainer's lookup changed table big");
     ember_msg_ps_stats_t stats;
     call_ok(tp, 0, EMBER_OP_PS_STATS, NULL, 0, &stats, sizeof(stats));
-    MP_CHECK(stats.grads == STEPS && stats.steps_applied == STEPS &&
-                 stats.lookups >= STEPS + 1,
-             "stats: %llu lookups, %llu grads, %llu steps",
-             (unsigned long long)stats.lookups, (unsigned long long)stats.grads,
-             (unsigned long long)stats.steps_applied);
+    MP_CHECK(stats.grads == STEPS && stats.steps_applied == STEPS && stats.lookups >= STEPS + 1,
+             "stats: %llu lookups, %llu grads, %llu steps", (unsigned long long)stats.lookups,
+             (unsigned long long)stats.grads, (unsigned long long)stats.steps_applied);
     call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     free(now);
     free(now2);
@@ -1345,9 +1338,14 @@ static int case_client_death(int rank, int world, void *arg)
  * being read.  Then the PS's extra memory must be about 8 replies, well
  * under the 64 that one buffer per trainer would hold. */
 
-enum { RP_TRAINERS = 64, RP_INFLIGHT = 8, RP_BAGS = 512, RP_TABLE = 5 };
-static const table_ref_t rp_table = {.first_ps = 0, .P = 1, .table_id = RP_TABLE,
-                                     .rows = 1000, .dim = 64};
+enum {
+    RP_TRAINERS = 64,
+    RP_INFLIGHT = 8,
+    RP_BAGS = 512,
+    RP_TABLE = 5
+};
+static const table_ref_t rp_table = {
+        .first_ps = 0, .P = 1, .table_id = RP_TABLE, .rows = 1000, .dim = 64};
 
 static int case_replies_pooled(int rank, int world, void *arg)
 {
@@ -1371,15 +1369,14 @@ static int case_replies_pooled(int rank, int world, void *arg)
     for (uint32_t t = 0; t < RP_TRAINERS; t++) {
         size_t length;
         batches[t] = make_batch(500 + t, RP_BAGS, 3, rp_table.rows, 0);
-        messages[t] = lookup_message(&batches[t], &rp_table, t, 0, 0, 0, counts,
-                                     &length);
+        messages[t] = lookup_message(&batches[t], &rp_table, t, 0, 0, 0, counts, &length);
         iov[t] = (ember_iov_t){.buffer = messages[t], .length = length};
     }
     size_t issued = 0;
     for (uint32_t done = 0; done < RP_TRAINERS; done++) {
         while (issued < RP_TRAINERS && issued < done + RP_INFLIGHT) {
-            MP_CHECK(ember_rpc_call_async(tp, ps, EMBER_OP_LOOKUP, &iov[issued], 1, NULL,
-                                          0, 20.0, &futures[issued]) == EMBER_OK,
+            MP_CHECK(ember_rpc_call_async(tp, ps, EMBER_OP_LOOKUP, &iov[issued], 1, NULL, 0, 20.0,
+                                          &futures[issued]) == EMBER_OK,
                      "lookup call of trainer %zu", issued);
             issued++;
         }
@@ -1387,14 +1384,12 @@ static int case_replies_pooled(int rank, int world, void *arg)
         size_t length;
         const float *got = ember_future_data(futures[done], &length);
         MP_CHECK(status == EMBER_OK && length == reply_bytes,
-                 "trainer %u: %s, %zu bytes (want %zu)", done,
-                 ember_status_string(status), length, reply_bytes);
-        float *expect = ref_forward(table, &rp_table, &batches[done], EMBER_BAG_SUM,
-                                    NULL);
+                 "trainer %u: %s, %zu bytes (want %zu)", done, ember_status_string(status), length,
+                 reply_bytes);
+        float *expect = ref_forward(table, &rp_table, &batches[done], EMBER_BAG_SUM, NULL);
         size_t where;
         double diff = max_diff(got, expect, RP_BAGS * 64, &where);
-        MP_CHECK(diff <= 1e-5, "trainer %u: reply differs by %g at %zu", done, diff,
-                 where);
+        MP_CHECK(diff <= 1e-5, "trainer %u: reply differs by %g at %zu", done, diff, where);
         free(expect);
         ember_future_release(futures[done]);
     }
@@ -1453,8 +1448,8 @@ static int case_async_grad_memory(int rank, int world, void *arg)
     call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &before, sizeof(before));
     for (uint32_t tr = 0; tr < RP_TRAINERS; tr++) {
         size_t length;
-        uint8_t *message = grad_message(t.table_id, tr, 0, EMBER_GRAD_APPLY, RP_BAGS,
-                                        grads[tr], RP_BAGS * t.dim, &length);
+        uint8_t *message = grad_message(t.table_id, tr, 0, EMBER_GRAD_APPLY, RP_BAGS, grads[tr],
+                                        RP_BAGS * t.dim, &length);
         call_ok(tp, ps, EMBER_OP_GRAD, message, length, NULL, 0);
         free(message);
         /* SGD is linear: the async steps in turn sum to one step on the sum. */
@@ -1462,7 +1457,7 @@ static int case_async_grad_memory(int rank, int world, void *arg)
     }
     call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &after, sizeof(after));
     MP_CHECK(after.grads - before.grads == RP_TRAINERS &&
-                 after.steps_applied - before.steps_applied == RP_TRAINERS,
+                     after.steps_applied - before.steps_applied == RP_TRAINERS,
              "stats: %llu grads, %llu steps applied",
              (unsigned long long)(after.grads - before.grads),
              (unsigned long long)(after.steps_applied - before.steps_applied));
@@ -1473,8 +1468,7 @@ static int case_async_grad_memory(int rank, int world, void *arg)
     float *got = table_read_full(tp, &t);
     size_t where;
     double diff = max_diff(got, expect, (size_t)t.rows * t.dim, &where);
-    MP_CHECK(diff <= 1e-4, "table after the async steps differs by %g at %zu", diff,
-             where);
+    MP_CHECK(diff <= 1e-4, "table after the async steps differs by %g at %zu", diff, where);
     call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     for (uint32_t tr = 0; tr < RP_TRAINERS; tr++) {
         batch_free(&batches[tr]);
@@ -1500,8 +1494,7 @@ static int case_after_shutdown(int rank, int world, void *arg)
     if (rank == 0) {
         ember_tp_t *tp = join("ps0");
         ember_status_t status = ember_ps_run(tp, 0);
-        MP_CHECK(status == EMBER_OK, "ember_ps_run returned %s",
-                 ember_status_string(status));
+        MP_CHECK(status == EMBER_OK, "ember_ps_run returned %s", ember_status_string(status));
         /* Still progressing: the client's late lookup arrives meanwhile. */
         MP_CHECK(ember_tp_barrier(tp, "ps-returned") == EMBER_OK, "ps-returned");
         MP_CHECK(ember_tp_barrier(tp, "late-done") == EMBER_OK, "late-done");
@@ -1514,8 +1507,7 @@ static int case_after_shutdown(int rank, int world, void *arg)
     size_t length;
     uint8_t *message = raw_message(&raw, &length);
     reply_t ok = call(tp, ps, EMBER_OP_LOOKUP, message, length);
-    MP_CHECK(ok.status == EMBER_OK, "lookup before shutdown: %s",
-             ember_status_string(ok.status));
+    MP_CHECK(ok.status == EMBER_OK, "lookup before shutdown: %s", ember_status_string(ok.status));
     reply_free(&ok);
     call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     MP_CHECK(ember_tp_barrier(tp, "ps-returned") == EMBER_OK, "ps-returned");
@@ -1530,17 +1522,17 @@ static int case_after_shutdown(int rank, int world, void *arg)
 /* ---- main ------------------------------------------------------------------ */
 
 static const mp_case_t cases[] = {
-    {"bad_lookup", case_bad_lookup, 3, 0},
-    {"sync_order", case_sync_order, 3, 0},
-    {"shards_match_local_p1", case_shards_p1, 2, 0},
-    {"shards_match_local_p2", case_shards_p2, 3, 0},
-    {"shards_match_local_p3", case_shards_p3, 4, 0},
-    {"ps_survives_client_death", case_client_death, 3, 1u << 2},
-    {"lookup_huge_counts", case_huge_counts, 2, 0},
-    {"oneway_grad_refused", case_oneway_grad_refused, 2, 0},
-    {"replies_pooled", case_replies_pooled, 2, 0},
-    {"after_shutdown", case_after_shutdown, 2, 0},
-    {"async_grad_memory", case_async_grad_memory, 2, 0},
+        {"bad_lookup", case_bad_lookup, 3, 0},
+        {"sync_order", case_sync_order, 3, 0},
+        {"shards_match_local_p1", case_shards_p1, 2, 0},
+        {"shards_match_local_p2", case_shards_p2, 3, 0},
+        {"shards_match_local_p3", case_shards_p3, 4, 0},
+        {"ps_survives_client_death", case_client_death, 3, 1u << 2},
+        {"lookup_huge_counts", case_huge_counts, 2, 0},
+        {"oneway_grad_refused", case_oneway_grad_refused, 2, 0},
+        {"replies_pooled", case_replies_pooled, 2, 0},
+        {"after_shutdown", case_after_shutdown, 2, 0},
+        {"async_grad_memory", case_async_grad_memory, 2, 0},
 };
 
 int main(int argc, char **argv)

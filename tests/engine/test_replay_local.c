@@ -1,8 +1,8 @@
 /* The single-process reference against PyTorch's golden runs. */
-#include "engine/ops/half.h"
 #include "engine/io/replay_file.h"
-#include "tests/common/replay_local.h"
 #include "engine/io/safetensors.h"
+#include "engine/ops/half.h"
+#include "tests/common/replay_local.h"
 
 #include "test_util.h"
 
@@ -12,8 +12,7 @@
 #define TOL 1e-4
 
 /* Largest |a - b| over n floats; also reports where. */
-static double max_abs_diff(const float *a, const float *b, size_t n,
-                           size_t *where_p)
+static double max_abs_diff(const float *a, const float *b, size_t n, size_t *where_p)
 {
     double worst = 0.0;
     *where_p = 0;
@@ -27,21 +26,20 @@ static double max_abs_diff(const float *a, const float *b, size_t n,
     return worst;
 }
 
-static int check_tensor(const ember_st_file_t *f, const char *name,
-                        const float *got, size_t n)
+static int check_tensor(const ember_st_file_t *f, const char *name, const float *got, size_t n)
 {
     float *want;
     size_t numel, where;
 
-    CHECK(ember_st_read_copy(f, name, EMBER_DTYPE_F32, (void **)&want,
-                             &numel) == EMBER_OK, "cannot read %s", name);
+    CHECK(ember_st_read_copy(f, name, EMBER_DTYPE_F32, (void **)&want, &numel) == EMBER_OK,
+          "cannot read %s", name);
     CHECK(numel == n, "%s has %zu elements, replay produced %zu", name, numel, n);
     double err = max_abs_diff(got, want, n, &where);
     fprintf(stderr, "%s: max abs error %.3g (element %zu)\n", name, err, where);
     int ok = err <= TOL;
     if (!ok)
-        fprintf(stderr, "FAIL %s: element %zu is %.7g, PyTorch has %.7g\n", name,
-                where, got[where], want[where]);
+        fprintf(stderr, "FAIL %s: element %zu is %.7g, PyTorch has %.7g\n", name, where, got[where],
+                want[where]);
     free(want);
     return ok ? 0 : 1;
 }
@@ -55,12 +53,10 @@ static int replay_file(const char *stem)
 
     CHECK(test_argc >= 1, "golden directory not given (argv[2])");
     snprintf(path, sizeof(path), "%s/%s.safetensors", test_argv[0], stem);
-    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK,
-          "cannot open %s: %s", path, msg);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "cannot open %s: %s", path, msg);
     ember_status_t status = ember_replay_local(f, &res, msg, sizeof(msg));
     if (status != EMBER_OK) {
-        fprintf(stderr, "FAIL replay of %s: %s (%s)\n", path,
-                ember_status_string(status), msg);
+        fprintf(stderr, "FAIL replay of %s: %s (%s)\n", path, ember_status_string(status), msg);
         ember_st_close(f);
         return 1;
     }
@@ -68,8 +64,8 @@ static int replay_file(const char *stem)
     /* Losses step by step, so a divergence is reported where it starts. */
     float *want;
     size_t numel;
-    if (ember_st_read_copy(f, "expected.loss", EMBER_DTYPE_F32, (void **)&want,
-                           &numel) != EMBER_OK ||
+    if (ember_st_read_copy(f, "expected.loss", EMBER_DTYPE_F32, (void **)&want, &numel) !=
+                EMBER_OK ||
         numel != res.steps * res.trainers) {
         fprintf(stderr, "FAIL expected.loss missing or mis-shaped\n");
         rc = 1;
@@ -80,8 +76,9 @@ static int replay_file(const char *stem)
                 size_t i = s * res.trainers + t;
                 double d = fabs((double)res.losses[i] - (double)want[i]);
                 if (!(d <= TOL)) {
-                    fprintf(stderr, "FAIL loss of trainer %zu at step %zu is "
-                                    "%.7g, PyTorch has %.7g\n",
+                    fprintf(stderr,
+                            "FAIL loss of trainer %zu at step %zu is "
+                            "%.7g, PyTorch has %.7g\n",
                             t, s, res.losses[i], want[i]);
                     rc = 1;
                     break;
@@ -89,15 +86,14 @@ static int replay_file(const char *stem)
                 worst = d > worst ? d : worst;
             }
         }
-        fprintf(stderr, "losses: %zu steps x %zu trainers, max abs error %.3g "
-                        "(first %.5f, last %.5f)\n",
-                res.steps, res.trainers, worst, want[0],
-                want[res.steps * res.trainers - 1]);
+        fprintf(stderr,
+                "losses: %zu steps x %zu trainers, max abs error %.3g "
+                "(first %.5f, last %.5f)\n",
+                res.steps, res.trainers, worst, want[0], want[res.steps * res.trainers - 1]);
         free(want);
     }
     rc |= check_tensor(f, "expected.emb.weight", res.emb, res.rows * res.dim);
-    rc |= check_tensor(f, "expected.fc.weight", res.fc_weight,
-                       res.classes * res.dim);
+    rc |= check_tensor(f, "expected.fc.weight", res.fc_weight, res.classes * res.dim);
     rc |= check_tensor(f, "expected.fc.bias", res.fc_bias, res.classes);
 
     /* The run must actually have trained: parameters moved. */
@@ -116,9 +112,18 @@ static int replay_file(const char *stem)
     return rc;
 }
 
-static int case_seed_sum_2t(void) { return replay_file("seed_sum_2t"); }
-static int case_mean_3t_empty(void) { return replay_file("mean_3t_empty"); }
-static int case_sum_weighted_2t(void) { return replay_file("sum_weighted_2t"); }
+static int case_seed_sum_2t(void)
+{
+    return replay_file("seed_sum_2t");
+}
+static int case_mean_3t_empty(void)
+{
+    return replay_file("mean_3t_empty");
+}
+static int case_sum_weighted_2t(void)
+{
+    return replay_file("sum_weighted_2t");
+}
 
 /* A tiny run built here, then broken in one way at a time. */
 static int write_tiny(const char *path, int64_t bad_index, const char *optimizer)
@@ -127,23 +132,49 @@ static int write_tiny(const char *path, int64_t bad_index, const char *optimizer
     float fcw[2 * 2] = {0.1f, -0.1f, 0.2f, 0.3f}, fcb[2] = {0.0f, 0.1f};
     int64_t idx[3] = {0, 3, bad_index}, off[2] = {0, 1}, tgt[2] = {1, 0};
     ember_st_tensor_t t[] = {
-        {.name = "emb.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {4, 2}, .data = emb},
-        {.name = "fc.weight", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {2, 2}, .data = fcw},
-        {.name = "fc.bias", .dtype = EMBER_DTYPE_F32, .ndim = 1, .shape = {2}, .data = fcb},
-        {.name = "t0.s0.indices", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {3}, .data = idx},
-        {.name = "t0.s0.offsets", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {2}, .data = off},
-        {.name = "t0.s0.targets", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {2}, .data = tgt},
+            {.name = "emb.weight",
+             .dtype = EMBER_DTYPE_F32,
+             .ndim = 2,
+             .shape = {4, 2},
+             .data = emb},
+            {.name = "fc.weight",
+             .dtype = EMBER_DTYPE_F32,
+             .ndim = 2,
+             .shape = {2, 2},
+             .data = fcw},
+            {.name = "fc.bias", .dtype = EMBER_DTYPE_F32, .ndim = 1, .shape = {2}, .data = fcb},
+            {.name = "t0.s0.indices",
+             .dtype = EMBER_DTYPE_I64,
+             .ndim = 1,
+             .shape = {3},
+             .data = idx},
+            {.name = "t0.s0.offsets",
+             .dtype = EMBER_DTYPE_I64,
+             .ndim = 1,
+             .shape = {2},
+             .data = off},
+            {.name = "t0.s0.targets",
+             .dtype = EMBER_DTYPE_I64,
+             .ndim = 1,
+             .shape = {2},
+             .data = tgt},
     };
-    ember_st_meta_t m[] = {{"rows", "4"}, {"dim", "2"}, {"classes", "2"},
-                           {"trainers", "1"}, {"steps", "1"}, {"lr", "0.1"},
-                           {"mode", "sum"}, {"sparse_reduce", "sum"},
-                           {"per_sample_weights", "0"}, {"optimizer", optimizer},
+    ember_st_meta_t m[] = {{"rows", "4"},
+                           {"dim", "2"},
+                           {"classes", "2"},
+                           {"trainers", "1"},
+                           {"steps", "1"},
+                           {"lr", "0.1"},
+                           {"mode", "sum"},
+                           {"sparse_reduce", "sum"},
+                           {"per_sample_weights", "0"},
+                           {"optimizer", optimizer},
                            {"loss", "cross_entropy_mean"}};
     return ember_st_write(path, t, 6, m, sizeof(m) / sizeof(m[0])) == EMBER_OK;
 }
 
-static int run_tiny(int64_t bad_index, const char *optimizer,
-                    ember_status_t expect, const char *words)
+static int run_tiny(int64_t bad_index, const char *optimizer, ember_status_t expect,
+                    const char *words)
 {
     char path[] = "/tmp/ember_replay_tiny_XXXXXX", msg[512];
     ember_st_file_t *f;
@@ -157,22 +188,23 @@ static int run_tiny(int64_t bad_index, const char *optimizer,
     unlink(path);
     ember_status_t status = ember_replay_local(f, &res, msg, sizeof(msg));
     if (status == EMBER_OK)
-        CHECK(res.losses[0] > 0.0f && isfinite(res.losses[0]), "loss %g",
-              res.losses[0]);
+        CHECK(res.losses[0] > 0.0f && isfinite(res.losses[0]), "loss %g", res.losses[0]);
     ember_replay_result_cleanup(&res);
     ember_st_close(f);
-    CHECK(status == expect, "status %s, expected %s (%s)",
-          ember_status_string(status), ember_status_string(expect), msg);
+    CHECK(status == expect, "status %s, expected %s (%s)", ember_status_string(status),
+          ember_status_string(expect), msg);
     CHECK(!words || strstr(msg, words), "message '%s' lacks '%s'", msg, words);
     return 0;
 }
 
-static int case_tiny_ok(void) { return run_tiny(2, "sgd", EMBER_OK, NULL); }
+static int case_tiny_ok(void)
+{
+    return run_tiny(2, "sgd", EMBER_OK, NULL);
+}
 
 static int case_bad_index(void)
 {
-    return run_tiny(9, "sgd", EMBER_ERR_FORMAT,
-                    "trainer 0 step 0: index 9 at position 2 (bag 1)");
+    return run_tiny(9, "sgd", EMBER_ERR_FORMAT, "trainer 0 step 0: index 9 at position 2 (bag 1)");
 }
 
 /* A known optimizer the replay does not run (an unknown name is a bad
@@ -199,8 +231,8 @@ static int case_refuses(void)
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
     close(fd);
-    snprintf(command, sizeof(command), "'%s' '%s' '%s' '%s' 1 5", test_argv[1], test_argv[0],
-             path, test_argv[2]);
+    snprintf(command, sizeof(command), "'%s' '%s' '%s' '%s' 1 5", test_argv[1], test_argv[0], path,
+             test_argv[2]);
     FILE *made = popen(command, "r");
     CHECK(made, "cannot run %s", command);
     if (!fgets(want, sizeof(want), made))
@@ -229,8 +261,8 @@ static int case_refuses(void)
     status = ember_replay_local(f, &res, msg, sizeof(msg));
     ember_replay_result_cleanup(&res);
     ember_st_close(f);
-    CHECK(status == EMBER_ERR_FORMAT, "status %s, not ERR_FORMAT (%s)",
-          ember_status_string(status), msg);
+    CHECK(status == EMBER_ERR_FORMAT, "status %s, not ERR_FORMAT (%s)", ember_status_string(status),
+          msg);
     CHECK(strstr(msg, want), "message '%s' lacks '%s'", msg, want);
     fprintf(stderr, "refused: %s\n", msg);
     return 0;
@@ -248,22 +280,21 @@ static int case_fp16_oracle(void)
 
     CHECK(test_argc >= 1, "golden directory not given (argv[2])");
     snprintf(path, sizeof(path), "%s/seed_sum_2t.safetensors", test_argv[0]);
-    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "cannot open %s: %s", path,
-          msg);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "cannot open %s: %s", path, msg);
     CHECK(ember_replay_local(f, &plain, msg, sizeof(msg)) == EMBER_OK &&
-              ember_replay_local_typed(f, EMBER_DTYPE_F32, 0, &typed, msg, sizeof(msg)) ==
-                  EMBER_OK &&
-              ember_replay_local_typed(f, EMBER_DTYPE_F16, 0, &half, msg, sizeof(msg)) ==
-                  EMBER_OK &&
-              ember_replay_local_typed(f, EMBER_DTYPE_F16, 0, &again, msg, sizeof(msg)) ==
-                  EMBER_OK,
+                  ember_replay_local_typed(f, EMBER_DTYPE_F32, 0, &typed, msg, sizeof(msg)) ==
+                          EMBER_OK &&
+                  ember_replay_local_typed(f, EMBER_DTYPE_F16, 0, &half, msg, sizeof(msg)) ==
+                          EMBER_OK &&
+                  ember_replay_local_typed(f, EMBER_DTYPE_F16, 0, &again, msg, sizeof(msg)) ==
+                          EMBER_OK,
           "replay: %s", msg);
     size_t n = plain.rows * plain.dim, steps = plain.steps * plain.trainers;
     CHECK(memcmp(plain.emb, typed.emb, n * sizeof(float)) == 0 &&
-              memcmp(plain.losses, typed.losses, steps * sizeof(float)) == 0,
+                  memcmp(plain.losses, typed.losses, steps * sizeof(float)) == 0,
           "the F32 replay differs from the plain one");
     CHECK(memcmp(half.emb, again.emb, n * sizeof(float)) == 0 &&
-              memcmp(half.losses, again.losses, steps * sizeof(float)) == 0,
+                  memcmp(half.losses, again.losses, steps * sizeof(float)) == 0,
           "two fp16 replays differ");
     double drift = 0.0;
     size_t differ = 0;
@@ -279,7 +310,8 @@ static int case_fp16_oracle(void)
     fprintf(stderr, "fp16 oracle: %zu of %zu table values differ from fp32's, by up to %.3g\n",
             differ, n, drift);
     CHECK(ember_replay_local_typed(f, EMBER_DTYPE_BF16, 0, &again, msg, sizeof(msg)) ==
-              EMBER_ERR_INVALID_PARAM, "a bf16 replay was accepted");
+                  EMBER_ERR_INVALID_PARAM,
+          "a bf16 replay was accepted");
     ember_replay_result_cleanup(&plain);
     ember_replay_result_cleanup(&typed);
     ember_replay_result_cleanup(&half);
@@ -291,14 +323,14 @@ static int case_fp16_oracle(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"seed_sum_2t", case_seed_sum_2t},
-        {"mean_3t_empty", case_mean_3t_empty},
-        {"sum_weighted_2t", case_sum_weighted_2t},
-        {"tiny_ok", case_tiny_ok},
-        {"bad_index", case_bad_index},
-        {"bad_optimizer", case_bad_optimizer},
-        {"fp16_oracle", case_fp16_oracle},
-        {"refuses", case_refuses},
+            {"seed_sum_2t", case_seed_sum_2t},
+            {"mean_3t_empty", case_mean_3t_empty},
+            {"sum_weighted_2t", case_sum_weighted_2t},
+            {"tiny_ok", case_tiny_ok},
+            {"bad_index", case_bad_index},
+            {"bad_optimizer", case_bad_optimizer},
+            {"fp16_oracle", case_fp16_oracle},
+            {"refuses", case_refuses},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

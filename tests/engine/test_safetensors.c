@@ -33,14 +33,13 @@ static int expect_format(const char *label, const uint8_t *img, size_t size,
     CHECK(s == EMBER_ERR_FORMAT, "%s: status %s, expected ERR_FORMAT", label,
           ember_status_string(s));
     for (; words && *words; words++)
-        CHECK(strstr(msg, *words), "%s: message '%s' lacks '%s'", label, msg,
-              *words);
+        CHECK(strstr(msg, *words), "%s: message '%s' lacks '%s'", label, msg, *words);
     fprintf(stderr, "%s: rejected: %s\n", label, msg);
     return 0;
 }
 
-static int expect_header_format(const char *label, const char *header,
-                                size_t dlen, const char *word)
+static int expect_header_format(const char *label, const char *header, size_t dlen,
+                                const char *word)
 {
     size_t size;
     uint8_t *img = make_image(header, dlen, &size);
@@ -60,15 +59,19 @@ static int case_roundtrip(void)
     const uint8_t d[3] = {1, 0, 255}; /* odd length: next tensor unaligned */
     const float e[2] = {7.0f, 8.0f};
     ember_st_tensor_t t[] = {
-        {.name = "layer.a", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .data = a},
-        {.name = "b", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {4}, .data = b},
-        {.name = "scalar", .dtype = EMBER_DTYPE_F64, .ndim = 0, .data = &c},
-        {.name = "empty", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {0, 5}, .data = NULL},
-        {.name = "bytes", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {3}, .data = d},
-        {.name = "we\"ird\\name\n", .dtype = EMBER_DTYPE_F32, .ndim = 1, .shape = {2}, .data = e},
+            {.name = "layer.a", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .data = a},
+            {.name = "b", .dtype = EMBER_DTYPE_I64, .ndim = 1, .shape = {4}, .data = b},
+            {.name = "scalar", .dtype = EMBER_DTYPE_F64, .ndim = 0, .data = &c},
+            {.name = "empty", .dtype = EMBER_DTYPE_F32, .ndim = 2, .shape = {0, 5}, .data = NULL},
+            {.name = "bytes", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {3}, .data = d},
+            {.name = "we\"ird\\name\n",
+             .dtype = EMBER_DTYPE_F32,
+             .ndim = 1,
+             .shape = {2},
+             .data = e},
     };
-    const ember_st_meta_t m[] = {{"format", "pt"}, {"quote", "a\"b\\c\nd\te"},
-                                 {"utf8", "h\xc3\xa9llo"}};
+    const ember_st_meta_t m[] = {
+            {"format", "pt"}, {"quote", "a\"b\\c\nd\te"}, {"utf8", "h\xc3\xa9llo"}};
     ember_st_file_t *f;
 
     CHECK(fd >= 0, "mkstemp");
@@ -91,27 +94,25 @@ static int case_roundtrip(void)
     CHECK((8 + hlen) % 8 == 0, "header length %llu leaves data unaligned",
           (unsigned long long)hlen);
 
-    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "open: %s",
-          msg);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "open: %s", msg);
     unlink(path);
     CHECK(ember_st_count(f) == 6, "count %zu", ember_st_count(f));
     CHECK(strcmp(ember_st_tensor_at(f, 0)->name, "layer.a") == 0 &&
-              ember_st_tensor_at(f, 6) == NULL, "header order");
+                  ember_st_tensor_at(f, 6) == NULL,
+          "header order");
     for (size_t i = 0; i < 6; i++) {
         const ember_st_tensor_t *r = ember_st_find(f, t[i].name);
         CHECK(r, "tensor '%s' missing", t[i].name);
-        CHECK(r->dtype == t[i].dtype && r->ndim == t[i].ndim, "'%s' dtype/rank",
-              t[i].name);
+        CHECK(r->dtype == t[i].dtype && r->ndim == t[i].ndim, "'%s' dtype/rank", t[i].name);
         size_t numel = 1;
         for (size_t k = 0; k < r->ndim; k++) {
             CHECK(r->shape[k] == t[i].shape[k], "'%s' shape[%zu]", t[i].name, k);
             numel *= (size_t)r->shape[k];
         }
         CHECK(r->numel == numel, "'%s' numel %zu", t[i].name, r->numel);
-        CHECK(r->nbytes == numel * ember_dtype_size(r->dtype), "'%s' nbytes",
+        CHECK(r->nbytes == numel * ember_dtype_size(r->dtype), "'%s' nbytes", t[i].name);
+        CHECK(numel == 0 || memcmp(r->data, t[i].data, r->nbytes) == 0, "'%s' data differs",
               t[i].name);
-        CHECK(numel == 0 || memcmp(r->data, t[i].data, r->nbytes) == 0,
-              "'%s' data differs", t[i].name);
     }
     CHECK(ember_st_find(f, "nope") == NULL, "missing tensor found");
     CHECK(strcmp(ember_st_metadata(f, "format"), "pt") == 0, "metadata format");
@@ -122,15 +123,15 @@ static int case_roundtrip(void)
 
     void *copy;
     size_t numel;
-    CHECK(ember_st_read_copy(f, "b", EMBER_DTYPE_I64, &copy, &numel) ==
-              EMBER_OK && numel == 4, "read_copy");
+    CHECK(ember_st_read_copy(f, "b", EMBER_DTYPE_I64, &copy, &numel) == EMBER_OK && numel == 4,
+          "read_copy");
     CHECK(((int64_t *)copy)[0] == INT64_MIN && ((int64_t *)copy)[3] == INT64_MAX,
           "read_copy values");
     free(copy);
-    CHECK(ember_st_read_copy(f, "b", EMBER_DTYPE_F32, &copy, NULL) ==
-              EMBER_ERR_FORMAT, "dtype mismatch accepted");
-    CHECK(ember_st_read_copy(f, "zz", EMBER_DTYPE_F32, &copy, NULL) ==
-              EMBER_ERR_NOT_FOUND, "missing tensor copied");
+    CHECK(ember_st_read_copy(f, "b", EMBER_DTYPE_F32, &copy, NULL) == EMBER_ERR_FORMAT,
+          "dtype mismatch accepted");
+    CHECK(ember_st_read_copy(f, "zz", EMBER_DTYPE_F32, &copy, NULL) == EMBER_ERR_NOT_FOUND,
+          "missing tensor copied");
     ember_st_close(f);
 
     /* Writer refuses what it could not write faithfully. */
@@ -141,8 +142,8 @@ static int case_roundtrip(void)
     reserved.name = "__metadata__";
     CHECK(ember_st_write(path, &reserved, 1, NULL, 0) == EMBER_ERR_INVALID_PARAM,
           "__metadata__ written as a tensor");
-    CHECK(ember_st_write("/nonexistent-dir/x.safetensors", t, 1, NULL, 0) ==
-              EMBER_ERR_IO, "write into a missing directory");
+    CHECK(ember_st_write("/nonexistent-dir/x.safetensors", t, 1, NULL, 0) == EMBER_ERR_IO,
+          "write into a missing directory");
     return 0;
 }
 
@@ -153,15 +154,15 @@ static int case_golden(void)
 
     CHECK(test_argc >= 1, "golden directory not given");
     snprintf(path, sizeof(path), "%s/seed_sum_2t.safetensors", test_argv[0]);
-    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "%s: %s", path,
-          msg);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "%s: %s", path, msg);
     CHECK(strcmp(ember_st_metadata(f, "rows"), "100") == 0, "rows");
     CHECK(strcmp(ember_st_metadata(f, "mode"), "sum") == 0, "mode");
     /* 3 params + 100 steps x 2 trainers x 3 + 4 expected. */
     CHECK(ember_st_count(f) == 3 + 600 + 4, "count %zu", ember_st_count(f));
     const ember_st_tensor_t *w = ember_st_find(f, "emb.weight");
     CHECK(w && w->dtype == EMBER_DTYPE_F32 && w->ndim == 2 && w->shape[0] == 100 &&
-              w->shape[1] == 16, "emb.weight");
+                  w->shape[1] == 16,
+          "emb.weight");
     const ember_st_tensor_t *l = ember_st_find(f, "expected.loss");
     CHECK(l && l->shape[0] == 100 && l->shape[1] == 2, "expected.loss");
     const ember_st_tensor_t *i = ember_st_find(f, "t1.s99.indices");
@@ -181,8 +182,7 @@ static int case_truncated(void)
     const char *data_words[] = {"'w'", "out of bounds", NULL};
     int rc = expect_format("4 bytes", img, 4, short_words) ||
              expect_format("empty", img, 0, short_words) ||
-             expect_format("inside header", img, 8 + strlen(hdr) - 1,
-                           hdr_words) ||
+             expect_format("inside header", img, 8 + strlen(hdr) - 1, hdr_words) ||
              expect_format("inside data", img, size - 1, data_words);
     /* And the whole image opens. */
     ember_st_file_t *f;
@@ -202,47 +202,40 @@ static int case_truncated(void)
     CHECK(write(fd, img, size - 5) == (ssize_t)(size - 5), "write");
     close(fd);
     free(img);
-    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_ERR_FORMAT &&
-              strstr(msg, "'w'"), "truncated file: '%s'", msg);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_ERR_FORMAT && strstr(msg, "'w'"),
+          "truncated file: '%s'", msg);
     unlink(path);
-    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_ERR_IO &&
-              strstr(msg, "cannot open"), "missing file: '%s'", msg);
+    CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_ERR_IO && strstr(msg, "cannot open"),
+          "missing file: '%s'", msg);
     return rc;
 }
 
 static int case_offsets_out_of_bounds(void)
 {
-    return expect_header_format(
-               "end past data",
-               "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
-               8, "'a'") ||
-           expect_header_format(
-               "begin > end",
-               "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}",
-               8, "out of bounds") ||
-           expect_header_format(
-               "huge offset",
-               "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
-               "\"data_offsets\":[18446744073709551615,0]}}",
-               8, "'a'") ||
-           expect_header_format(
-               "negative offset",
-               "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[-1,0]}}",
-               8, "non-negative") ||
-           expect_header_format(
-               "size mismatch",
-               "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
-               8, "need 12 bytes") ||
-           expect_header_format(
-               "shape overflow",
-               "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],"
-               "\"data_offsets\":[0,8]}}",
-               8, "'a'") ||
-           expect_header_format(
-               "overlap",
-               "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
-               12, "overlaps");
+    return expect_header_format("end past data",
+                                "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+                                8, "'a'") ||
+           expect_header_format("begin > end",
+                                "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}",
+                                8, "out of bounds") ||
+           expect_header_format("huge offset",
+                                "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
+                                "\"data_offsets\":[18446744073709551615,0]}}",
+                                8, "'a'") ||
+           expect_header_format("negative offset",
+                                "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[-1,0]}}",
+                                8, "non-negative") ||
+           expect_header_format("size mismatch",
+                                "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
+                                8, "need 12 bytes") ||
+           expect_header_format("shape overflow",
+                                "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],"
+                                "\"data_offsets\":[0,8]}}",
+                                8, "'a'") ||
+           expect_header_format("overlap",
+                                "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                                "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                                12, "overlaps");
 }
 
 static int case_bad_json(void)
@@ -250,57 +243,53 @@ static int case_bad_json(void)
     static const struct {
         const char *label, *header, *word;
     } bad[] = {
-        {"trailing comma", "{\"a\":{\"dtype\":\"F32\",}}", "JSON"},
-        {"missing colon", "{\"a\" 1}", "expected ':'"},
-        {"not an object", "[1, 2]", "not a JSON object"},
-        {"trailing garbage", "{} x", "trailing"},
-        {"unterminated string", "{\"abc", "unterminated"},
-        {"bad escape", "{\"a\\q\":1}", "escape"},
-        {"control char", "{\"a\nb\":1}", "control"},
-        {"lone surrogate", "{\"\\ud800\":1}", "surrogate"},
-        {"bad literal", "{\"a\":tru}", "JSON"},
-        {"leading zero", "{\"a\":01}", "leading zero"},
-        {"deep nesting",
-         "{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]"
-         "]]]]]]]]]]]]]]]]]}",
-         "nested"},
-        {"unknown dtype",
-         "{\"a\":{\"dtype\":\"Q8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "Q8"},
-        {"no shape", "{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}",
-         "shape"},
-        {"negative dim",
-         "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}",
-         "shape[0]"},
-        {"fractional dim",
-         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}",
-         "shape[0]"},
-        {"three offsets",
-         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}",
-         "data_offsets"},
-        {"entry not object", "{\"a\":5}", "'a'"},
-        {"duplicate tensor",
-         "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-         "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
-         "twice"},
-        {"metadata not strings", "{\"__metadata__\":{\"k\":1}}", "'k'"},
-        /* A reader keeping the first and one keeping the last would see
+            {"trailing comma", "{\"a\":{\"dtype\":\"F32\",}}", "JSON"},
+            {"missing colon", "{\"a\" 1}", "expected ':'"},
+            {"not an object", "[1, 2]", "not a JSON object"},
+            {"trailing garbage", "{} x", "trailing"},
+            {"unterminated string", "{\"abc", "unterminated"},
+            {"bad escape", "{\"a\\q\":1}", "escape"},
+            {"control char", "{\"a\nb\":1}", "control"},
+            {"lone surrogate", "{\"\\ud800\":1}", "surrogate"},
+            {"bad literal", "{\"a\":tru}", "JSON"},
+            {"leading zero", "{\"a\":01}", "leading zero"},
+            {"deep nesting",
+             "{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]"
+             "]]]]]]]]]]]]]]]]]}",
+             "nested"},
+            {"unknown dtype", "{\"a\":{\"dtype\":\"Q8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+             "Q8"},
+            {"no shape", "{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", "shape"},
+            {"negative dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}",
+             "shape[0]"},
+            {"fractional dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}",
+             "shape[0]"},
+            {"three offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}",
+             "data_offsets"},
+            {"entry not object", "{\"a\":5}", "'a'"},
+            {"duplicate tensor",
+             "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+             "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+             "twice"},
+            {"metadata not strings", "{\"__metadata__\":{\"k\":1}}", "'k'"},
+            /* A reader keeping the first and one keeping the last would see
          * two different files. */
-        {"duplicate metadata key",
-         "{\"__metadata__\":{\"steps\":\"1\",\"k\":\"\",\"steps\":\"4294967296\"}}",
-         "'steps' appears twice"},
-        {"duplicate dtype",
-         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"dtype\":\"U8\","
-         "\"data_offsets\":[0,4]}}",
-         "dtype given twice"},
-        {"duplicate shape",
-         "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"shape\":[2],"
-         "\"data_offsets\":[0,1]}}",
-         "shape given twice"},
-        {"duplicate offsets",
-         "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],"
-         "\"data_offsets\":[1,2]}}",
-         "data_offsets given twice"},
-        {"metadata not object", "{\"__metadata__\":[]}", "__metadata__"},
+            {"duplicate metadata key",
+             "{\"__metadata__\":{\"steps\":\"1\",\"k\":\"\",\"steps\":\"4294967296\"}}",
+             "'steps' appears twice"},
+            {"duplicate dtype",
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"dtype\":\"U8\","
+             "\"data_offsets\":[0,4]}}",
+             "dtype given twice"},
+            {"duplicate shape",
+             "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"shape\":[2],"
+             "\"data_offsets\":[0,1]}}",
+             "shape given twice"},
+            {"duplicate offsets",
+             "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],"
+             "\"data_offsets\":[1,2]}}",
+             "data_offsets given twice"},
+            {"metadata not object", "{\"__metadata__\":[]}", "__metadata__"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (expect_header_format(bad[i].label, bad[i].header, 16, bad[i].word))
@@ -328,9 +317,9 @@ static int case_json_escapes(void)
     free(img);
     CHECK(s == EMBER_OK, "open: %s", msg);
     const char *v = ember_st_metadata(f, "k\xc3\xa9");
-    int ok = v && strcmp(v, "\xf0\x9f\x98\x80/") == 0 &&
-             ember_st_metadata(f, "") && ember_st_find(f, "tA") &&
-             ember_st_find(f, "tA")->ndim == 0 && ember_st_find(f, "tA")->numel == 1;
+    int ok = v && strcmp(v, "\xf0\x9f\x98\x80/") == 0 && ember_st_metadata(f, "") &&
+             ember_st_find(f, "tA") && ember_st_find(f, "tA")->ndim == 0 &&
+             ember_st_find(f, "tA")->numel == 1;
     ember_st_close(f);
     CHECK(ok, "escapes not decoded (value '%s')", v ? v : "(null)");
     return 0;
@@ -342,12 +331,12 @@ static int case_json_escapes(void)
 static int case_empty_tensors(void)
 {
     static const char *const ok[] = {
-        "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
-        "\"e\":{\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[0,0]}}",
-        "{\"e\":{\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[0,0]},"
-        "\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}",
-        "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
-        "\"e\":{\"dtype\":\"F32\",\"shape\":[2,0],\"data_offsets\":[8,8]}}",
+            "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+            "\"e\":{\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+            "{\"e\":{\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[0,0]},"
+            "\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}",
+            "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+            "\"e\":{\"dtype\":\"F32\",\"shape\":[2,0],\"data_offsets\":[8,8]}}",
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         size_t size;
@@ -358,26 +347,26 @@ static int case_empty_tensors(void)
         free(img);
         CHECK(s == EMBER_OK, "header %zu: %s", i, msg);
         CHECK(ember_st_find(f, "e") && ember_st_find(f, "e")->numel == 0 &&
-                  ember_st_find(f, "a")->nbytes == 8, "header %zu: tensors wrong", i);
+                      ember_st_find(f, "a")->nbytes == 8,
+              "header %zu: tensors wrong", i);
         ember_st_close(f);
     }
-    return expect_header_format(
-        "empty inside another",
-        "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
-        "\"e\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,4]}}",
-        8, "overlaps");
+    return expect_header_format("empty inside another",
+                                "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+                                "\"e\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,4]}}",
+                                8, "overlaps");
 }
 
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"roundtrip", case_roundtrip},
-        {"golden", case_golden},
-        {"truncated", case_truncated},
-        {"offsets_out_of_bounds", case_offsets_out_of_bounds},
-        {"bad_json", case_bad_json},
-        {"json_escapes", case_json_escapes},
-        {"empty_tensors", case_empty_tensors},
+            {"roundtrip", case_roundtrip},
+            {"golden", case_golden},
+            {"truncated", case_truncated},
+            {"offsets_out_of_bounds", case_offsets_out_of_bounds},
+            {"bad_json", case_bad_json},
+            {"json_escapes", case_json_escapes},
+            {"empty_tensors", case_empty_tensors},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -21,12 +21,12 @@
  *   zeroed when asked (and resident from 2 MiB up), 2 MiB-aligned from 2 MiB
  *   up, writable, given back.
  */
-#include "engine/ops/half.h"
 #include "common/hugepage.h"
-#include "engine/ops/optimizer.h"
-#include "engine/wire/protocol.h"
 #include "common/rng.h"
+#include "engine/ops/half.h"
+#include "engine/ops/optimizer.h"
 #include "engine/ps/table.h"
+#include "engine/wire/protocol.h"
 
 #include <ember/embedding_bag.h>
 
@@ -35,7 +35,11 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-enum { ROWS = 40, DIM = 12, BAGS = 5 };
+enum {
+    ROWS = 40,
+    DIM = 12,
+    BAGS = 5
+};
 #define LR 0.05f
 
 /* Bags {3, 7, 3}, {}, {7}, {11, 20, 3}, {20}; row 30 is sent, unreferenced.
@@ -46,16 +50,18 @@ static const int64_t warm_indices[] = {3, 7, 3, 7, 11, 20, 3, 30};
 static const int64_t *bag_indices = step_indices;
 static const int64_t bag_offsets[BAGS] = {0, 3, 3, 4, 7};
 static const int64_t sent_rows[] = {3, 7, 11, 20, 30};
-enum { N = 8, UNIQUE = 5 };
+enum {
+    N = 8,
+    UNIQUE = 5
+};
 static const float bag_weights[N] = {0.5f, 2.0f, 1.5f, -1.0f, 0.25f, 3.0f, 1.0f, 0.75f};
 
 /* The rows' dtype of the shards make_shard creates. */
 static ember_dtype_t shard_dtype = EMBER_DTYPE_F32;
 
 /* Shard @shard of @shards of a rows x dim table, N(0, 1) from @seed, SGD. */
-static ember_table_t *make_shard(ember_consistency_t consistency, uint32_t trainers,
-                                 int64_t rows, uint32_t dim, uint32_t shard,
-                                 uint32_t shards, uint64_t seed)
+static ember_table_t *make_shard(ember_consistency_t consistency, uint32_t trainers, int64_t rows,
+                                 uint32_t dim, uint32_t shard, uint32_t shards, uint64_t seed)
 {
     ember_msg_table_create_t spec;
     ember_table_t *table = NULL;
@@ -88,13 +94,16 @@ static ember_table_t *make_table(ember_consistency_t consistency, uint32_t train
 }
 
 /* The LOOKUP message's arrays (offsets, sorted rows, inverse, weights). */
-static size_t lookup_arrays(uint8_t *out, int weighted, ember_msg_lookup_t *msg,
-                            uint32_t trainer)
+static size_t lookup_arrays(uint8_t *out, int weighted, ember_msg_lookup_t *msg, uint32_t trainer)
 {
     uint8_t *p = out;
-    *msg = (ember_msg_lookup_t){.table_id = 1, .trainer = trainer, .step = 0,
+    *msg = (ember_msg_lookup_t){.table_id = 1,
+                                .trainer = trainer,
+                                .step = 0,
                                 .flags = weighted ? EMBER_LOOKUP_WEIGHTS : 0,
-                                .bags = BAGS, .unique = UNIQUE, .indices = N};
+                                .bags = BAGS,
+                                .unique = UNIQUE,
+                                .indices = N};
     for (size_t b = 0; b < BAGS; b++) {
         uint32_t offset = (uint32_t)bag_offsets[b];
         memcpy(p, &offset, 4);
@@ -126,33 +135,39 @@ static void make_grad(float *g, uint64_t seed)
 static int reference_step(float *reference, int weighted, const float *g)
 {
     const float *weights = weighted ? bag_weights : NULL;
-    ember_bag_batch_t batch = {.indices = bag_indices, .n = N, .offsets = bag_offsets,
-                               .bags = BAGS, .weights = weights,
+    ember_bag_batch_t batch = {.indices = bag_indices,
+                               .n = N,
+                               .offsets = bag_offsets,
+                               .bags = BAGS,
+                               .weights = weights,
                                .n_weights = weighted ? N : 0};
     ember_bag_opts_t opts = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
     int64_t rows[N];
     float grad[N * DIM];
     size_t nrows = 0;
-    CHECK(ember_bag_backward(reference, ROWS, DIM, &batch, &opts, g, NULL, rows, grad,
-                             &nrows, NULL) == EMBER_OK, "ember_bag_backward");
+    CHECK(ember_bag_backward(reference, ROWS, DIM, &batch, &opts, g, NULL, rows, grad, &nrows,
+                             NULL) == EMBER_OK,
+          "ember_bag_backward");
     for (size_t u = 0; u < nrows; u++)
         for (size_t d = 0; d < DIM; d++)
             reference[rows[u] * DIM + d] -= LR * grad[u * DIM + d];
     return 0;
 }
 
-static int lookup(ember_table_t *table, int weighted, uint32_t trainer,
-                  const float *before)
+static int lookup(ember_table_t *table, int weighted, uint32_t trainer, const float *before)
 {
     uint8_t arrays[512];
     ember_msg_lookup_t msg;
     size_t length = lookup_arrays(arrays, weighted, &msg, trainer);
     float out[BAGS * DIM], expect[BAGS * DIM];
     char err[256];
-    CHECK(ember_table_lookup(table, &msg, arrays, length, out, err, sizeof(err)) ==
-              EMBER_OK, "lookup: %s", err);
-    ember_bag_batch_t batch = {.indices = bag_indices, .n = N, .offsets = bag_offsets,
-                               .bags = BAGS, .weights = weighted ? bag_weights : NULL,
+    CHECK(ember_table_lookup(table, &msg, arrays, length, out, err, sizeof(err)) == EMBER_OK,
+          "lookup: %s", err);
+    ember_bag_batch_t batch = {.indices = bag_indices,
+                               .n = N,
+                               .offsets = bag_offsets,
+                               .bags = BAGS,
+                               .weights = weighted ? bag_weights : NULL,
                                .n_weights = weighted ? N : 0};
     ember_bag_opts_t opts = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
     CHECK(ember_bag_forward(before, ROWS, DIM, &batch, &opts, expect, NULL) == EMBER_OK,
@@ -171,12 +186,13 @@ static int push(ember_table_t *table, uint32_t trainer, const float *g, size_t m
                 int *applied_p)
 {
     static _Alignas(64) uint8_t raw[BAGS * DIM * sizeof(float) + 64];
-    ember_msg_grad_t msg = {.table_id = 1, .trainer = trainer, .step = 0,
-                            .flags = EMBER_GRAD_APPLY, .bags = BAGS};
+    ember_msg_grad_t msg = {
+            .table_id = 1, .trainer = trainer, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = BAGS};
     char err[256];
     memcpy(raw + misalign, g, BAGS * DIM * sizeof(float));
-    CHECK(ember_table_grad(table, &msg, raw + misalign, BAGS * DIM * sizeof(float),
-                           applied_p, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
+    CHECK(ember_table_grad(table, &msg, raw + misalign, BAGS * DIM * sizeof(float), applied_p, err,
+                           sizeof(err)) == EMBER_OK,
+          "grad: %s", err);
     return 0;
 }
 
@@ -185,11 +201,10 @@ static int compare(ember_table_t *table, const float *reference, const float *be
 {
     float now[ROWS * DIM];
     char err[256];
-    CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "read: %s",
-          err);
+    CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "read: %s", err);
     for (size_t i = 0; i < ROWS * DIM; i++)
-        CHECK(fabsf(now[i] - reference[i]) <= 1e-5f, "row %zu col %zu: %g, want %g",
-              i / DIM, i % DIM, (double)now[i], (double)reference[i]);
+        CHECK(fabsf(now[i] - reference[i]) <= 1e-5f, "row %zu col %zu: %g, want %g", i / DIM,
+              i % DIM, (double)now[i], (double)reference[i]);
     CHECK(memcmp(now + 30 * DIM, before + 30 * DIM, DIM * sizeof(float)) == 0,
           "row 30 (sent, no index refers to it) changed");
     return 0;
@@ -201,8 +216,7 @@ static int async_steps(int weighted)
     float before[ROWS * DIM], reference[ROWS * DIM], g[BAGS * DIM];
     char err[256];
     CHECK(table, "table");
-    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s",
-          err);
+    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
     memcpy(reference, before, sizeof(before));
     bag_indices = warm_indices;
     int applied = 0;
@@ -211,14 +225,12 @@ static int async_steps(int weighted)
     make_grad(g, 99);
     if (push(table, 0, g, 0, &applied) || reference_step(reference, weighted, g))
         return 1;
-    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s",
-          err);
+    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
     bag_indices = step_indices;
     /* Aligned (read in place), then at odd addresses (copied out first). */
     for (size_t misalign = 0; misalign < 4; misalign++) {
         float current[ROWS * DIM];
-        CHECK(ember_table_read(table, 0, ROWS, current, err, sizeof(err)) == EMBER_OK,
-              "%s", err);
+        CHECK(ember_table_read(table, 0, ROWS, current, err, sizeof(err)) == EMBER_OK, "%s", err);
         if (lookup(table, weighted, 0, current))
             return 1;
         make_grad(g, 100 + misalign);
@@ -233,8 +245,14 @@ static int async_steps(int weighted)
     return 0;
 }
 
-static int case_grad_sum(void) { return async_steps(0); }
-static int case_grad_weighted(void) { return async_steps(1); }
+static int case_grad_sum(void)
+{
+    return async_steps(0);
+}
+static int case_grad_weighted(void)
+{
+    return async_steps(1);
+}
 
 static int case_grad_sync(void)
 {
@@ -244,8 +262,7 @@ static int case_grad_sync(void)
     char err[256];
     int applied = -1;
     CHECK(table, "table");
-    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s",
-          err);
+    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
     memcpy(reference, before, sizeof(before));
     if (lookup(table, 0, 0, before) || lookup(table, 0, 1, before))
         return 1;
@@ -270,7 +287,11 @@ static int case_grad_sync(void)
 
 static int case_init_normal(void)
 {
-    enum { IROWS = 3001, IDIM = 33, SHARDS = 3 };
+    enum {
+        IROWS = 3001,
+        IDIM = 33,
+        SHARDS = 3
+    };
     const uint64_t seed = 11;
     double sum = 0.0, sum2 = 0.0;
     size_t count = 0, tail = 0;
@@ -281,16 +302,14 @@ static int case_init_normal(void)
         ember_table_t *table = make_shard(EMBER_ASYNC, 1, IROWS, IDIM, shard, SHARDS, seed);
         CHECK(table, "shard %u", shard);
         int64_t rows = ember_table_local_rows(table);
-        CHECK(ember_table_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s",
-              err);
+        CHECK(ember_table_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s", err);
         for (int64_t l = 0; l < rows; l++) {
             uint64_t row = (uint64_t)l * SHARDS + shard;
             for (uint32_t d = 0; d < IDIM; d++) {
                 float v = local[l * IDIM + d];
                 CHECK(v == ember_normal_at(seed, row * IDIM + d),
-                      "shard %u row %llu col %u: %g, want %g", shard,
-                      (unsigned long long)row, d, (double)v,
-                      (double)ember_normal_at(seed, row * IDIM + d));
+                      "shard %u row %llu col %u: %g, want %g", shard, (unsigned long long)row, d,
+                      (double)v, (double)ember_normal_at(seed, row * IDIM + d));
                 sum += v;
                 sum2 += (double)v * v;
                 tail += fabsf(v) > 3.0f;
@@ -317,7 +336,11 @@ static void round_half(float *v, size_t n)
 
 static int case_fp16_rows(void)
 {
-    enum { IROWS = 301, IDIM = 21, SHARDS = 2 };
+    enum {
+        IROWS = 301,
+        IDIM = 21,
+        SHARDS = 2
+    };
     const uint64_t seed = 11;
     float *local = malloc(IROWS * IDIM * sizeof(float));
     char err[256];
@@ -334,10 +357,9 @@ static int case_fp16_rows(void)
             uint64_t row = (uint64_t)l * SHARDS + shard;
             for (uint32_t d = 0; d < IDIM; d++) {
                 float want = ember_half_to_float(
-                    ember_float_to_half(ember_normal_at(seed, row * IDIM + d)));
-                CHECK(local[l * IDIM + d] == want, "shard %u row %llu col %u: %g, want %g",
-                      shard, (unsigned long long)row, d, (double)local[l * IDIM + d],
-                      (double)want);
+                        ember_float_to_half(ember_normal_at(seed, row * IDIM + d)));
+                CHECK(local[l * IDIM + d] == want, "shard %u row %llu col %u: %g, want %g", shard,
+                      (unsigned long long)row, d, (double)local[l * IDIM + d], (double)want);
             }
         }
         /* Loads round; the rows of the other shard are left alone. */
@@ -353,16 +375,16 @@ static int case_fp16_rows(void)
             for (uint32_t d = 0; d < IDIM; d++) {
                 float want = values[(row - 10) * IDIM + d];
                 round_half(&want, 1);
-                CHECK(back[d] == want, "loaded row %lld col %u: %g, want %g", (long long)row,
-                      d, (double)back[d], (double)want);
+                CHECK(back[d] == want, "loaded row %lld col %u: %g, want %g", (long long)row, d,
+                      (double)back[d], (double)want);
             }
         }
         /* A value fp16 cannot hold refuses the whole load, naming it; 65519
          * still rounds to 65504. */
         float before_load[4 * IDIM], after_load[4 * IDIM];
         int64_t local_first = 20 / SHARDS;
-        CHECK(ember_table_read(table, local_first, 4, before_load, err, sizeof(err)) ==
-                  EMBER_OK, "%s", err);
+        CHECK(ember_table_read(table, local_first, 4, before_load, err, sizeof(err)) == EMBER_OK,
+              "%s", err);
         for (size_t i = 0; i < 4 * IDIM; i++)
             values[i] = 0.5f;
         values[3 * IDIM + 5] = 65520.0f; /* row 23 */
@@ -372,13 +394,14 @@ static int case_fp16_rows(void)
             CHECK(st == EMBER_ERR_OUT_OF_RANGE && strstr(err, "table t: row 23 col 5: 65520"),
                   "shard %u: load of 65520: %s", shard, err);
             CHECK(ember_table_read(table, local_first, 4, after_load, err, sizeof(err)) ==
-                      EMBER_OK && memcmp(before_load, after_load, sizeof(after_load)) == 0,
+                                  EMBER_OK &&
+                          memcmp(before_load, after_load, sizeof(after_load)) == 0,
                   "a refused load changed rows");
         } else {
-            CHECK(st == EMBER_OK, "shard %u: a row it does not own was checked: %s", shard,
-                  err);
+            CHECK(st == EMBER_OK, "shard %u: a row it does not own was checked: %s", shard, err);
             CHECK(ember_table_read(table, 10, 1, back, err, sizeof(err)) == EMBER_OK &&
-                      back[0] == 65504.0f, "65519 loaded as %g", (double)back[0]);
+                          back[0] == 65504.0f,
+                  "65519 loaded as %g", (double)back[0]);
         }
         ember_table_destroy(table);
     }
@@ -403,12 +426,12 @@ static int case_fp16_rows(void)
             CHECK(applied, "not applied");
             round_half(reference, ROWS * DIM);
             float now[ROWS * DIM];
-            CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s",
-                  err);
+            CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s", err);
             for (size_t i = 0; i < ROWS * DIM; i++)
-                CHECK(now[i] == reference[i], "weighted %d step %d row %zu col %zu: %a, want "
-                      "%a", weighted, step, i / DIM, i % DIM, (double)now[i],
-                      (double)reference[i]);
+                CHECK(now[i] == reference[i],
+                      "weighted %d step %d row %zu col %zu: %a, want "
+                      "%a",
+                      weighted, step, i / DIM, i % DIM, (double)now[i], (double)reference[i]);
         }
         ember_table_destroy(table);
     }
@@ -429,8 +452,8 @@ static int case_bad_dtype(void)
     spec.dtype = EMBER_DTYPE_BF16;
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "clicks");
-    CHECK(ember_table_create(&spec, &table, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
-              !table, "a bf16 table was created");
+    CHECK(ember_table_create(&spec, &table, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM && !table,
+          "a bf16 table was created");
     CHECK(strstr(err, "table clicks") && strstr(err, "dtype 3"), "message: %s", err);
     return 0;
 }
@@ -440,16 +463,21 @@ static int case_empty_shard(void)
     static const ember_opt_kind_t kinds[] = {EMBER_OPT_SGD, EMBER_OPT_ADAGRAD,
                                              EMBER_OPT_ROWWISE_ADAGRAD, EMBER_OPT_ADAM};
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-        ember_msg_table_create_t spec = {.table_id = 1, .shard = 3, .num_shards = 4,
-                                         .trainers = 1, .rows = 3, .dim = 4,
+        ember_msg_table_create_t spec = {.table_id = 1,
+                                         .shard = 3,
+                                         .num_shards = 4,
+                                         .trainers = 1,
+                                         .rows = 3,
+                                         .dim = 4,
                                          .consistency = EMBER_SYNC,
-                                         .init = EMBER_INIT_NORMAL, .seed = 1};
+                                         .init = EMBER_INIT_NORMAL,
+                                         .seed = 1};
         ember_table_t *table = NULL;
         char err[256];
         ember_opt_config_default(kinds[k], LR, &spec.optimizer);
         snprintf(spec.name, sizeof(spec.name), "tiny");
-        CHECK(ember_table_create(&spec, &table, err, sizeof(err)) == EMBER_OK,
-              "%s: create: %s", ember_opt_kind_name(kinds[k]), err);
+        CHECK(ember_table_create(&spec, &table, err, sizeof(err)) == EMBER_OK, "%s: create: %s",
+              ember_opt_kind_name(kinds[k]), err);
         CHECK(ember_table_local_rows(table) == 0, "%lld local rows",
               (long long)ember_table_local_rows(table));
         /* Two bags, none of whose entries is on this shard. */
@@ -457,15 +485,17 @@ static int case_empty_shard(void)
         ember_msg_lookup_t msg = {.table_id = 1, .trainer = 0, .step = 0, .bags = 2};
         float out[8], grad[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         memset(out, 0xff, sizeof(out));
-        CHECK(ember_table_lookup(table, &msg, arrays, sizeof(arrays), out, err,
-                                 sizeof(err)) == EMBER_OK, "lookup: %s", err);
+        CHECK(ember_table_lookup(table, &msg, arrays, sizeof(arrays), out, err, sizeof(err)) ==
+                      EMBER_OK,
+              "lookup: %s", err);
         for (size_t i = 0; i < 8; i++)
             CHECK(out[i] == 0.0f, "out[%zu] = %g", i, (double)out[i]);
-        ember_msg_grad_t g = {.table_id = 1, .trainer = 0, .step = 0,
-                              .flags = EMBER_GRAD_APPLY, .bags = 2};
+        ember_msg_grad_t g = {
+                .table_id = 1, .trainer = 0, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = 2};
         int applied = 0;
-        CHECK(ember_table_grad(table, &g, grad, sizeof(grad), &applied, err,
-                               sizeof(err)) == EMBER_OK, "grad: %s", err);
+        CHECK(ember_table_grad(table, &g, grad, sizeof(grad), &applied, err, sizeof(err)) ==
+                      EMBER_OK,
+              "grad: %s", err);
         CHECK(applied && ember_table_next_step(table) == 1, "step not applied");
         CHECK(ember_table_read(table, 0, 0, out, err, sizeof(err)) == EMBER_OK,
               "read of 0 rows: %s", err);
@@ -490,21 +520,23 @@ static int case_huge_alloc(void)
             size_t bytes = sizes[k];
             unsigned char *p = ember_huge_alloc(bytes, 1);
             CHECK(p, "%zu bytes: no memory", bytes);
-            CHECK((uintptr_t)p % 16 == 0, "%zu bytes at %p: not 16-byte aligned", bytes,
-                  (void *)p);
+            CHECK((uintptr_t)p % 16 == 0, "%zu bytes at %p: not 16-byte aligned", bytes, (void *)p);
             if (bytes >= (2u << 20)) {
-                CHECK((uintptr_t)p % (2u << 20) == 0, "%zu bytes at %p: not on a 2 MiB "
-                      "boundary", bytes, (void *)p);
+                CHECK((uintptr_t)p % (2u << 20) == 0,
+                      "%zu bytes at %p: not on a 2 MiB "
+                      "boundary",
+                      bytes, (void *)p);
                 /* Faulted in at allocation, not by the training steps. */
                 size_t pages = (bytes + 4095) / 4096, resident = 0;
                 unsigned char *in_core = malloc(pages);
-                CHECK(in_core && mincore(p, bytes, in_core) == 0, "%zu bytes: mincore",
-                      bytes);
+                CHECK(in_core && mincore(p, bytes, in_core) == 0, "%zu bytes: mincore", bytes);
                 for (size_t i = 0; i < pages; i++)
                     resident += in_core[i] & 1;
                 free(in_core);
-                CHECK(resident == pages, "%zu bytes: %zu of %zu pages resident after a "
-                      "zeroed allocation", bytes, resident, pages);
+                CHECK(resident == pages,
+                      "%zu bytes: %zu of %zu pages resident after a "
+                      "zeroed allocation",
+                      bytes, resident, pages);
             }
             for (size_t i = 0; i < bytes; i++)
                 CHECK(p[i] == 0, "%zu bytes: byte %zu is %u, not zero", bytes, i, p[i]);
@@ -514,8 +546,7 @@ static int case_huge_alloc(void)
             CHECK(q, "%zu bytes: no memory", bytes);
             memset(q, 0x5a, bytes);
             for (size_t i = 0; i < bytes; i += 4093)
-                CHECK(p[i] == 0xa5, "%zu bytes: the second block overlaps the first",
-                      bytes);
+                CHECK(p[i] == 0xa5, "%zu bytes: the second block overlaps the first", bytes);
             ember_huge_free(q);
             ember_huge_free(p);
         }
@@ -527,14 +558,10 @@ static int case_huge_alloc(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"empty_shard", case_empty_shard},
-        {"grad_sum", case_grad_sum},
-        {"grad_weighted", case_grad_weighted},
-        {"grad_sync", case_grad_sync},
-        {"init_normal", case_init_normal},
-        {"fp16_rows", case_fp16_rows},
-        {"bad_dtype", case_bad_dtype},
-        {"huge_alloc", case_huge_alloc},
+            {"empty_shard", case_empty_shard},     {"grad_sum", case_grad_sum},
+            {"grad_weighted", case_grad_weighted}, {"grad_sync", case_grad_sync},
+            {"init_normal", case_init_normal},     {"fp16_rows", case_fp16_rows},
+            {"bad_dtype", case_bad_dtype},         {"huge_alloc", case_huge_alloc},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

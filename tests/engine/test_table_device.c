@@ -17,15 +17,22 @@
 #include <ember/log.h>
 
 #include "engine/ops/optimizer.h"
-#include "engine/wire/protocol.h"
 #include "engine/ps/table.h"
+#include "engine/wire/protocol.h"
 
 #include "test_util.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-enum { ROWS = 301, DIM = 24, BAGS = 37, MAX_LEN = 6, TRAINERS = 2, STEPS = 6 };
+enum {
+    ROWS = 301,
+    DIM = 24,
+    BAGS = 37,
+    MAX_LEN = 6,
+    TRAINERS = 2,
+    STEPS = 6
+};
 
 static const char *device_kind = "cpu";
 static ember_device_t *device;
@@ -61,8 +68,8 @@ typedef struct {
     size_t length;
 } lookup_t;
 
-static void make_lookup(lookup_t *l, uint32_t trainer, uint64_t step, int kind,
-                        uint32_t shard, uint32_t shards)
+static void make_lookup(lookup_t *l, uint32_t trainer, uint64_t step, int kind, uint32_t shard,
+                        uint32_t shards)
 {
     uint32_t offsets[BAGS], inverse[BAGS * MAX_LEN], places[BAGS * MAX_LEN];
     int64_t entries[BAGS * MAX_LEN], unique[BAGS * MAX_LEN];
@@ -100,11 +107,14 @@ static void make_lookup(lookup_t *l, uint32_t trainer, uint64_t step, int kind,
             slot++;
         inverse[i] = slot;
     }
-    l->msg = (ember_msg_lookup_t){.table_id = 1, .trainer = trainer, .step = step,
+    l->msg = (ember_msg_lookup_t){.table_id = 1,
+                                  .trainer = trainer,
+                                  .step = step,
                                   .flags = kind == 1   ? EMBER_LOOKUP_WEIGHTS
                                            : kind == 2 ? EMBER_LOOKUP_MAX
                                                        : 0,
-                                  .bags = BAGS, .unique = (uint32_t)nunique,
+                                  .bags = BAGS,
+                                  .unique = (uint32_t)nunique,
                                   .indices = (uint32_t)n};
     uint8_t *p = l->arrays;
     memcpy(p, offsets, 4 * BAGS);
@@ -129,10 +139,9 @@ static int same(const float *a, const float *b, size_t n, const char *what)
     int exact = strcmp(device_kind, "cpu") == 0;
     for (size_t i = 0; i < n; i++) {
         if (exact ? memcmp(&a[i], &b[i], sizeof(float)) != 0
-                  : !(fabs((double)a[i] - (double)b[i]) <=
-                      1e-5 * (1.0 + fabs((double)b[i])))) {
-            fprintf(stderr, "FAIL %s[%zu]: device %.9g host %.9g\n", what, i,
-                    (double)a[i], (double)b[i]);
+                  : !(fabs((double)a[i] - (double)b[i]) <= 1e-5 * (1.0 + fabs((double)b[i])))) {
+            fprintf(stderr, "FAIL %s[%zu]: device %.9g host %.9g\n", what, i, (double)a[i],
+                    (double)b[i]);
             return 1;
         }
     }
@@ -157,15 +166,14 @@ static int rows_same(ember_table_t *on_device, ember_table_t *on_host, const cha
 }
 
 /* STEPS steps of every trainer's lookup and gradient on both shards. */
-static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard,
-                     uint32_t shards)
+static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard, uint32_t shards)
 {
     ember_msg_table_create_t spec = table_spec(opt, c, shard, shards);
     ember_table_t *on_host = NULL, *on_device = NULL;
     char err[256];
     CHECK(ember_table_create(&spec, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
-    CHECK(ember_table_create_on(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK,
-          "%s", err);
+    CHECK(ember_table_create_on(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s",
+          err);
     if (rows_same(on_device, on_host, "initial rows"))
         return 1;
     for (uint64_t step = 0; step < STEPS; step++) {
@@ -176,23 +184,29 @@ static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard
             int applied_d = 0, applied_h = 0;
             make_lookup(&l, t, step, (int)((step + t) % 3), shard, shards);
             CHECK(ember_table_lookup(on_host, &l.msg, l.arrays, l.length, out_h, err,
-                                     sizeof(err)) == EMBER_OK, "host lookup: %s", err);
+                                     sizeof(err)) == EMBER_OK,
+                  "host lookup: %s", err);
             CHECK(ember_table_lookup(on_device, &l.msg, l.arrays, l.length, out_d, err,
-                                     sizeof(err)) == EMBER_OK, "device lookup: %s", err);
+                                     sizeof(err)) == EMBER_OK,
+                  "device lookup: %s", err);
             if (same(out_d, out_h, BAGS * DIM, "pooled"))
                 return 1;
             CHECK(l.msg.flags != EMBER_LOOKUP_MAX ||
-                      memcmp(out_d + BAGS * DIM, out_h + BAGS * DIM, BAGS * DIM * 4) == 0,
-                  "step %llu trainer %u: the maxima's places differ",
-                  (unsigned long long)step, t);
+                          memcmp(out_d + BAGS * DIM, out_h + BAGS * DIM, BAGS * DIM * 4) == 0,
+                  "step %llu trainer %u: the maxima's places differ", (unsigned long long)step, t);
             for (size_t i = 0; i < BAGS * DIM; i++)
                 g[i] = (float)test_uniform(&rng_state, -1, 1);
-            ember_msg_grad_t msg = {.table_id = 1, .trainer = t, .step = step,
-                                    .flags = EMBER_GRAD_APPLY, .bags = BAGS};
-            CHECK(ember_table_grad(on_host, &msg, g, sizeof(g), &applied_h, err,
-                                   sizeof(err)) == EMBER_OK, "host grad: %s", err);
-            CHECK(ember_table_grad(on_device, &msg, g, sizeof(g), &applied_d, err,
-                                   sizeof(err)) == EMBER_OK, "device grad: %s", err);
+            ember_msg_grad_t msg = {.table_id = 1,
+                                    .trainer = t,
+                                    .step = step,
+                                    .flags = EMBER_GRAD_APPLY,
+                                    .bags = BAGS};
+            CHECK(ember_table_grad(on_host, &msg, g, sizeof(g), &applied_h, err, sizeof(err)) ==
+                          EMBER_OK,
+                  "host grad: %s", err);
+            CHECK(ember_table_grad(on_device, &msg, g, sizeof(g), &applied_d, err, sizeof(err)) ==
+                          EMBER_OK,
+                  "device grad: %s", err);
             CHECK(applied_d == applied_h, "step %llu trainer %u: applied %d vs %d",
                   (unsigned long long)step, t, applied_d, applied_h);
         }
@@ -215,10 +229,22 @@ static int steps_of(ember_opt_kind_t opt)
     return run_steps(opt, EMBER_ASYNC, 0, 1);
 }
 
-static int case_steps_sgd(void) { return steps_of(EMBER_OPT_SGD); }
-static int case_steps_adagrad(void) { return steps_of(EMBER_OPT_ADAGRAD); }
-static int case_steps_adam(void) { return steps_of(EMBER_OPT_ADAM); }
-static int case_steps_rowwise(void) { return steps_of(EMBER_OPT_ROWWISE_ADAGRAD); }
+static int case_steps_sgd(void)
+{
+    return steps_of(EMBER_OPT_SGD);
+}
+static int case_steps_adagrad(void)
+{
+    return steps_of(EMBER_OPT_ADAGRAD);
+}
+static int case_steps_adam(void)
+{
+    return steps_of(EMBER_OPT_ADAM);
+}
+static int case_steps_rowwise(void)
+{
+    return steps_of(EMBER_OPT_ROWWISE_ADAGRAD);
+}
 
 static int case_load_read(void)
 {
@@ -226,14 +252,12 @@ static int case_load_read(void)
     ember_table_t *t = NULL;
     char err[256];
     spec.init = EMBER_INIT_LOAD;
-    CHECK(ember_table_create_on(&spec, device, &t, err, sizeof(err)) == EMBER_OK, "%s",
-          err);
+    CHECK(ember_table_create_on(&spec, device, &t, err, sizeof(err)) == EMBER_OK, "%s", err);
     /* Rows [50, 90): this shard (row % 3 == 1) owns 52, 55, ..., 88. */
     float *values = malloc(40 * DIM * sizeof(float));
     for (size_t i = 0; i < 40 * DIM; i++)
         values[i] = (float)i * 0.5f - 7.0f;
-    CHECK(ember_table_load(t, 50, 40, values, err, sizeof(err)) == EMBER_OK, "load: %s",
-          err);
+    CHECK(ember_table_load(t, 50, 40, values, err, sizeof(err)) == EMBER_OK, "load: %s", err);
     float got[13 * DIM], zero[DIM];
     CHECK(ember_table_read(t, 17, 13, got, err, sizeof(err)) == EMBER_OK, "read: %s", err);
     for (int k = 0; k < 13; k++) {
@@ -246,7 +270,8 @@ static int case_load_read(void)
         CHECK(zero[d] == 0.0f, "row 49 was never loaded, yet holds %g", (double)zero[d]);
     CHECK(ember_table_read(t, 0, 0, got, err, sizeof(err)) == EMBER_OK, "0-row read");
     CHECK(ember_table_read(t, 100, 2, got, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE &&
-              strstr(err, "clicks"), "read past the end: %s", err);
+                  strstr(err, "clicks"),
+          "read past the end: %s", err);
     free(values);
     ember_table_destroy(t);
     return 0;
@@ -258,8 +283,8 @@ static int case_fp16_refused(void)
     ember_table_t *t = NULL;
     char err[256] = "";
     spec.dtype = EMBER_DTYPE_F16;
-    CHECK(ember_table_create_on(&spec, device, &t, err, sizeof(err)) ==
-                  EMBER_ERR_UNSUPPORTED && !t && strstr(err, "table clicks: fp16 rows"),
+    CHECK(ember_table_create_on(&spec, device, &t, err, sizeof(err)) == EMBER_ERR_UNSUPPORTED &&
+                  !t && strstr(err, "table clicks: fp16 rows"),
           "fp16 on a device: %s", err);
     return 0;
 }
@@ -267,9 +292,9 @@ static int case_fp16_refused(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"steps_sgd", case_steps_sgd},         {"steps_adagrad", case_steps_adagrad},
-        {"steps_adam", case_steps_adam},       {"steps_rowwise", case_steps_rowwise},
-        {"load_read", case_load_read},         {"fp16_refused", case_fp16_refused},
+            {"steps_sgd", case_steps_sgd},   {"steps_adagrad", case_steps_adagrad},
+            {"steps_adam", case_steps_adam}, {"steps_rowwise", case_steps_rowwise},
+            {"load_read", case_load_read},   {"fp16_refused", case_fp16_refused},
     };
     int rc;
 

@@ -21,18 +21,17 @@ typedef struct {
 static int test_argc;
 static char **test_argv;
 
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-            return 1;                                                        \
-        }                                                                    \
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+            return 1;                                                       \
+        }                                                                   \
     } while (0)
 
-static inline int test_main(int argc, char **argv, const test_case_t *cases,
-                            size_t ncases)
+static inline int test_main(int argc, char **argv, const test_case_t *cases, size_t ncases)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s CASE [args]\ncases:", argv[0]);

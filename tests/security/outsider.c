@@ -27,9 +27,9 @@
  * starting).
  */
 #define _GNU_SOURCE
+#include "common/clock.h"
 #include "transport/store.h"
 #include "transport/tp_internal.h"
-#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -98,8 +98,8 @@ static int store_status(int fd)
 }
 
 /* One request under the wrong secret on a fresh connection: 1 when refused. */
-static int store_try(const char *host, int port, uint8_t op, const char *key,
-                     const void *value, size_t length)
+static int store_try(const char *host, int port, uint8_t op, const char *key, const void *value,
+                     size_t length)
 {
     tp_secret_t secret = outsider_secret();
     uint8_t nonce[TP_STORE_NONCE_SIZE];
@@ -111,8 +111,8 @@ static int store_try(const char *host, int port, uint8_t op, const char *key,
     uint8_t *request = malloc(tp_store_request_size(strlen(key), length));
     if (!request)
         exit(2);
-    size_t n = tp_store_request_pack(&secret, nonce, 0, op, key, strlen(key), value, length,
-                                     0, 0, request);
+    size_t n = tp_store_request_pack(&secret, nonce, 0, op, key, strlen(key), value, length, 0, 0,
+                                     request);
     /* The store may close before all of a big value is in: that is a refusal. */
     ssize_t sent = send(fd, request, n, MSG_NOSIGNAL);
     (void)sent;
@@ -187,9 +187,8 @@ typedef struct {
     int nseen;
 } ucx_t;
 
-static ucs_status_t on_any(void *arg, const void *header, size_t header_length,
-                           void *data, size_t length, const ucp_am_recv_param_t *param,
-                           unsigned am_id)
+static ucs_status_t on_any(void *arg, const void *header, size_t header_length, void *data,
+                           size_t length, const ucp_am_recv_param_t *param, unsigned am_id)
 {
     ucx_t *ucx = arg;
     (void)header;
@@ -198,20 +197,19 @@ static ucs_status_t on_any(void *arg, const void *header, size_t header_length,
         !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
         seen_t *seen = &ucx->seen[ucx->nseen++];
         seen->am_id = am_id;
-        seen->reply_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-                             ? param->reply_ep
-                             : NULL;
+        seen->reply_ep =
+                (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
         seen->length = length;
         memcpy(seen->data, data, length);
     }
     return UCS_OK;
 }
 
-#define ON(id)                                                                       \
+#define ON(id)                                                                          \
     static ucs_status_t on_##id(void *arg, const void *h, size_t hl, void *d, size_t l, \
-                                const ucp_am_recv_param_t *p)                        \
-    {                                                                                \
-        return on_any(arg, h, hl, d, l, p, id);                                      \
+                                const ucp_am_recv_param_t *p)                           \
+    {                                                                                   \
+        return on_any(arg, h, hl, d, l, p, id);                                         \
     }
 ON(0)
 ON(1)
@@ -224,8 +222,7 @@ ON(7)
 
 static int ucx_open(ucx_t *ucx)
 {
-    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES,
-                           .features = UCP_FEATURE_AM};
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
     ucp_worker_params_t wparams = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                                    .thread_mode = UCS_THREAD_MODE_SINGLE};
     ucp_am_recv_callback_t callbacks[8] = {on_0, on_1, on_2, on_3, on_4, on_5, on_6, on_7};
@@ -235,12 +232,12 @@ static int ucx_open(ucx_t *ucx)
         return -1;
     for (unsigned id = 0; id < 8; id++) {
         ucp_am_handler_param_t handler = {
-            .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                          UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
-            .id = id,
-            .cb = callbacks[id],
-            .arg = ucx,
-            .flags = UCP_AM_FLAG_WHOLE_MSG};
+                .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                              UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+                .id = id,
+                .cb = callbacks[id],
+                .arg = ucx,
+                .flags = UCP_AM_FLAG_WHOLE_MSG};
         if (ucp_worker_set_am_recv_handler(ucx->worker, &handler) != UCS_OK)
             return -1;
     }
@@ -295,11 +292,10 @@ static void ucx_send(ucx_t *ucx, ucp_ep_h ep, unsigned am_id, const void *header
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                                  .flags = UCP_AM_SEND_FLAG_REPLY};
     ucs_status_ptr_t request =
-        ucp_am_send_nbx(ep, am_id, header, header_length, data, length, &param);
+            ucp_am_send_nbx(ep, am_id, header, header_length, data, length, &param);
     if (UCS_PTR_IS_PTR(request)) {
         double deadline = ember_time_now() + 5.0;
-        while (ucp_request_check_status(request) == UCS_INPROGRESS &&
-               ember_time_now() < deadline)
+        while (ucp_request_check_status(request) == UCS_INPROGRESS && ember_time_now() < deadline)
             ucp_worker_progress(ucx->worker);
         ucp_request_free(request);
     }
@@ -328,8 +324,7 @@ static void *read_file(const char *path, size_t *length_p, double wait_s)
 
 static ucp_ep_h ucx_connect(ucx_t *ucx, const void *address)
 {
-    ucp_ep_params_t params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
-                              .address = address};
+    ucp_ep_params_t params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = address};
     ucp_ep_h ep;
     return ucp_ep_create(ucx->worker, &params, &ep) == UCS_OK ? ep : NULL;
 }
@@ -339,15 +334,17 @@ static ucp_ep_h ucx_connect(ucx_t *ucx, const void *address)
 static int ucx_requests(ucx_t *ucx, ucp_ep_h ep, int from)
 {
     for (uint16_t op = EMBER_RPC_OP_USER_BASE; op < EMBER_RPC_OP_USER_BASE + 48; op += 4) {
-        tp_header_t header = {.magic = TP_MAGIC, .version = TP_VERSION, .op = op,
-                              .request_id = 1000 + op, .length = 8};
+        tp_header_t header = {.magic = TP_MAGIC,
+                              .version = TP_VERSION,
+                              .op = op,
+                              .request_id = 1000 + op,
+                              .length = 8};
         ucx_send(ucx, ep, TP_AM_REQUEST, &header, sizeof(header), "outsider", 8);
     }
     ucx_progress(ucx, 1.0);
     int answered = 0;
     for (int i = from; i < ucx->nseen; i++)
-        answered += ucx->seen[i].am_id == TP_AM_REPLY ||
-                    ucx->seen[i].am_id == TP_AM_REPLY_BATCH;
+        answered += ucx->seen[i].am_id == TP_AM_REPLY || ucx->seen[i].am_id == TP_AM_REPLY_BATCH;
     printf("outsider: %d of 12 requests answered\n", answered);
     return answered;
 }
@@ -366,8 +363,7 @@ static int ucx_stranger(const char *dir)
     if (!ep)
         return 2;
     /* Claim rank 0 to rank 1. */
-    tp_hello_t hello = {.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = 0,
-                        .dst_rank = 1};
+    tp_hello_t hello = {.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = 0, .dst_rank = 1};
     memset(hello.nonce, 0x5a, sizeof(hello.nonce));
     ucx_send(&ucx, ep, TP_AM_HELLO, NULL, 0, &hello, sizeof(hello));
     seen_t *challenge = ucx_wait_for(&ucx, TP_AM_CHALLENGE, 0, 5.0);
@@ -380,8 +376,7 @@ static int ucx_stranger(const char *dir)
     confirm.src_rank = 0;
     confirm.dst_rank = 1;
     tp_secret_t secret = outsider_secret();
-    tp_auth_part_t parts[] = {{"ember-confirm", 13}, {confirm.nonce, 16},
-                              {confirm.peer_nonce, 16}};
+    tp_auth_part_t parts[] = {{"ember-confirm", 13}, {confirm.nonce, 16}, {confirm.peer_nonce, 16}};
     tp_auth_hmac(&secret, parts, 3, confirm.mac); /* a guess: not the job's proof */
     int mark = ucx.nseen;
     ucx_send(&ucx, ep, TP_AM_CONFIRM, NULL, 0, &confirm, sizeof(confirm));
@@ -389,8 +384,9 @@ static int ucx_stranger(const char *dir)
     tp_hello_t verdict = {0};
     if (accept)
         memcpy(&verdict, accept->data, sizeof(verdict));
-    printf("outsider: the confirmation was %s\n",
-           !accept ? "not answered" : verdict.status == EMBER_OK ? "ACCEPTED" : "refused");
+    printf("outsider: the confirmation was %s\n", !accept                      ? "not answered"
+                                                  : verdict.status == EMBER_OK ? "ACCEPTED"
+                                                                               : "refused");
     int answered = ucx_requests(&ucx, ep, ucx.nseen);
     ucx_close(&ucx, &ep, 1);
     return (accept && verdict.status == EMBER_OK) || answered ? 1 : 0;
@@ -403,8 +399,7 @@ static int ucx_relay(const char *dir)
     size_t length;
     ucp_address_t *own;
     size_t own_length;
-    if (ucx_open(&ucx) != 0 ||
-        ucp_worker_get_address(ucx.worker, &own, &own_length) != UCS_OK)
+    if (ucx_open(&ucx) != 0 || ucp_worker_get_address(ucx.worker, &own, &own_length) != UCS_OK)
         return 2;
     snprintf(path, sizeof(path), "%s/outsider.addr.tmp", dir);
     FILE *file = fopen(path, "wb");
@@ -438,14 +433,12 @@ static int ucx_relay(const char *dir)
     int answered = ucx_requests(&ucx, to_target, ucx.nseen);
     if (challenge && to_victim) {
         mark = ucx.nseen;
-        ucx_send(&ucx, to_victim, TP_AM_CHALLENGE, NULL, 0, challenge->data,
-                 challenge->length);
+        ucx_send(&ucx, to_victim, TP_AM_CHALLENGE, NULL, 0, challenge->data, challenge->length);
         seen_t *confirm = ucx_wait_for(&ucx, TP_AM_CONFIRM, mark, 3.0);
         printf("outsider: relayed the challenge; the victim %s\n",
                confirm ? "CONFIRMED it" : "refused to confirm");
         if (confirm) { /* it should not have: relay its proof too */
-            ucx_send(&ucx, to_target, TP_AM_CONFIRM, NULL, 0, confirm->data,
-                     confirm->length);
+            ucx_send(&ucx, to_target, TP_AM_CONFIRM, NULL, 0, confirm->data, confirm->length);
             answered += ucx_requests(&ucx, to_target, ucx.nseen) ? 1 : 0;
             answered += 100; /* the victim proved itself through a relay */
         }

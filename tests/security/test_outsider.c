@@ -19,9 +19,9 @@
  *                hand it to UCX (no assertion, no crash)
  */
 #define _GNU_SOURCE
+#include "common/clock.h"
 #include "tests/common/mp_spawn.h"
 #include "transport/tp_internal.h"
-#include "common/clock.h"
 
 #include <ember/transport.h>
 
@@ -37,7 +37,9 @@
 
 extern char **environ;
 
-enum { OP_ECHO = EMBER_RPC_OP_USER_BASE };
+enum {
+    OP_ECHO = EMBER_RPC_OP_USER_BASE
+};
 
 typedef struct {
     unsigned long echo_calls;
@@ -112,8 +114,8 @@ static void publish_address(ember_tp_t *tp, const char *name)
     snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir(), name);
     snprintf(path, sizeof(path), "%s/%s", dir(), name);
     FILE *file = fopen(tmp, "wb");
-    MP_CHECK(file && fwrite(address, 1, length, file) == length && fclose(file) == 0,
-             "write %s", tmp);
+    MP_CHECK(file && fwrite(address, 1, length, file) == length && fclose(file) == 0, "write %s",
+             tmp);
     MP_CHECK(rename(tmp, path) == 0, "rename %s", path);
     ucp_worker_release_address(tp->worker, address);
 }
@@ -123,8 +125,7 @@ static int echo_works(ember_tp_t *tp, int peer)
     char data[8] = "job-call", back[8] = {0};
     ember_iov_t iov = {.buffer = data, .length = sizeof(data)};
     size_t got = 0;
-    ember_status_t status = ember_rpc_call(tp, peer, OP_ECHO, &iov, 1, back, sizeof(back),
-                                           &got);
+    ember_status_t status = ember_rpc_call(tp, peer, OP_ECHO, &iov, 1, back, sizeof(back), &got);
     MP_CHECK(status == EMBER_OK && got == sizeof(back) && memcmp(back, data, 8) == 0,
              "the job's own call to rank %d: %s", peer, ember_status_string(status));
     return 0;
@@ -196,16 +197,14 @@ static int case_relay(int rank, int world, void *arg)
         }
         MP_CHECK(length, "the outsider published no address");
         /* As if the store had said rank 1 is at the outsider's address. */
-        MP_CHECK(tp_debug_set_peer_address(tp, 1, address, length) == EMBER_OK,
-                 "set address");
+        MP_CHECK(tp_debug_set_peer_address(tp, 1, address, length) == EMBER_OK, "set address");
         char data[8] = "victim!";
         ember_iov_t iov = {.buffer = data, .length = sizeof(data)};
         double start = ember_time_now();
         ember_status_t status = ember_rpc_call(tp, 1, OP_ECHO, &iov, 1, NULL, 0, NULL);
         MP_CHECK(status == EMBER_ERR_AUTH, "the relayed connection: %s (want AUTH)",
                  ember_status_string(status));
-        MP_CHECK(ember_time_now() - start < 8, "the refusal took %.1f s",
-                 ember_time_now() - start);
+        MP_CHECK(ember_time_now() - start < 8, "the refusal took %.1f s", ember_time_now() - start);
         int code = outsider_wait(tp, pid, 60);
         MP_CHECK(code == 0, "the relay got something through (exit %d)", code);
         MP_CHECK(tp_store_add(tp->store, "relay-done", 1, NULL) == EMBER_OK, "store");
@@ -224,8 +223,7 @@ static int case_relay(int rank, int world, void *arg)
         MP_CHECK(status == EMBER_ERR_AUTH, "a call to the misled rank 0: %s (want AUTH)",
                  ember_status_string(status));
         meet(tp, "bystander-done", 1);
-        MP_CHECK(server.echo_calls == 1, "the bystander's call ran %lu times",
-                 server.echo_calls);
+        MP_CHECK(server.echo_calls == 1, "the bystander's call ran %lu times", server.echo_calls);
         MP_CHECK(tp_store_add(tp->store, "all-done", 1, NULL) == EMBER_OK, "store");
     } else { /* the rest of the job goes on */
         meet(tp, "relay-done", 1);
@@ -251,8 +249,7 @@ static int case_bad_address(int rank, int world, void *arg)
         ember_status_t status = ember_tp_create(&params, &tp);
         MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "joined beside a garbage address: %s",
                  ember_status_string(status));
-        MP_CHECK(ember_time_now() - start < 4, "the refusal took %.1f s",
-                 ember_time_now() - start);
+        MP_CHECK(ember_time_now() - start < 4, "the refusal took %.1f s", ember_time_now() - start);
         return 0;
     }
     /* Rank 1 holds the secret but publishes 200 random bytes as its address. */
@@ -260,8 +257,8 @@ static int case_bad_address(int rank, int world, void *arg)
     char host[256];
     int port;
     MP_CHECK(tp_auth_load_secret(NULL, 0, &secret) == EMBER_OK, "secret");
-    MP_CHECK(tp_store_parse_url(getenv("EMBER_INIT"), host, sizeof(host), &port) ==
-                 EMBER_OK, "EMBER_INIT");
+    MP_CHECK(tp_store_parse_url(getenv("EMBER_INIT"), host, sizeof(host), &port) == EMBER_OK,
+             "EMBER_INIT");
     tp_store_client_t *client;
     MP_CHECK(tp_store_connect(host, port, &secret, 10, &client) == EMBER_OK, "connect");
     uint8_t garbage[200];
@@ -270,8 +267,8 @@ static int case_bad_address(int rank, int world, void *arg)
     char process[96];
     snprintf(process, sizeof(process), "localhost %ld", (long)getpid());
     MP_CHECK(tp_store_set(client, "ember/addr/1", garbage, sizeof(garbage)) == EMBER_OK &&
-                 tp_store_set(client, "ember/name/1", "rank1", 5) == EMBER_OK &&
-                 tp_store_set(client, "ember/proc/1", process, strlen(process)) == EMBER_OK,
+                     tp_store_set(client, "ember/name/1", "rank1", 5) == EMBER_OK &&
+                     tp_store_set(client, "ember/proc/1", process, strlen(process)) == EMBER_OK,
              "publish");
     ember_time_sleep(1.0); /* rank 0 reads it, then stops serving */
     tp_store_disconnect(client);
@@ -279,9 +276,9 @@ static int case_bad_address(int rank, int world, void *arg)
 }
 
 static const mp_case_t cases[] = {
-    {"stranger", case_stranger, 2, 0},
-    {"relay", case_relay, 3, 0},
-    {"bad_address", case_bad_address, 2, 0},
+        {"stranger", case_stranger, 2, 0},
+        {"relay", case_relay, 3, 0},
+        {"bad_address", case_bad_address, 2, 0},
 };
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

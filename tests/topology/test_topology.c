@@ -18,14 +18,14 @@
 static const char *xml_dir;
 static int failures;
 
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                      \
-            printf(__VA_ARGS__);                                             \
-            printf("\n");                                                    \
-            failures++;                                                      \
-        }                                                                    \
+#define CHECK(cond, ...)                                \
+    do {                                                \
+        if (!(cond)) {                                  \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                        \
+            printf("\n");                               \
+            failures++;                                 \
+        }                                               \
     } while (0)
 
 static hwloc_topology_t load(const char *name, int with_io)
@@ -52,31 +52,30 @@ static hwloc_topology_t load(const char *name, int with_io)
 }
 
 /* One expectation: NUMA node, cpus as a list ("4-7"), gpu, hca ("" = none). */
-static void expect(hwloc_topology_t topo, int local_rank, int local_size,
-                   const char *gpu_arg, const char *hca_arg, ember_bind_t mode,
-                   int numa, const char *cpus, const char *gpu, const char *hca)
+static void expect(hwloc_topology_t topo, int local_rank, int local_size, const char *gpu_arg,
+                   const char *hca_arg, ember_bind_t mode, int numa, const char *cpus,
+                   const char *gpu, const char *hca)
 {
     ember_placement_t p;
     char list[256], line[512];
-    ember_status_t status = ember_placement_choose(topo, local_rank, local_size, gpu_arg,
-                                                   hca_arg, mode, &p);
+    ember_status_t status =
+            ember_placement_choose(topo, local_rank, local_size, gpu_arg, hca_arg, mode, &p);
 
     CHECK(status == EMBER_OK, "rank %d/%d: %s", local_rank, local_size,
           ember_status_string(status));
     if (status != EMBER_OK)
         return;
     hwloc_bitmap_list_snprintf(list, sizeof(list), p.cpuset);
-    ember_placement_format(&p, local_rank, local_rank, local_size, "test", 1, line,
-                           sizeof(line));
+    ember_placement_format(&p, local_rank, local_rank, local_size, "test", 1, line, sizeof(line));
     printf("  %s\n", line);
     CHECK(p.numa == numa, "rank %d/%d mode %s: numa %d, want %d", local_rank, local_size,
           ember_bind_name(mode), p.numa, numa);
-    CHECK(strcmp(list, cpus) == 0, "rank %d/%d mode %s: cpus %s, want %s", local_rank,
-          local_size, ember_bind_name(mode), list, cpus);
-    CHECK(strcmp(p.gpu, gpu) == 0, "rank %d/%d: gpu '%s', want '%s'", local_rank,
-          local_size, p.gpu, gpu);
-    CHECK(strcmp(p.hca, hca) == 0, "rank %d/%d: hca '%s', want '%s'", local_rank,
-          local_size, p.hca, hca);
+    CHECK(strcmp(list, cpus) == 0, "rank %d/%d mode %s: cpus %s, want %s", local_rank, local_size,
+          ember_bind_name(mode), list, cpus);
+    CHECK(strcmp(p.gpu, gpu) == 0, "rank %d/%d: gpu '%s', want '%s'", local_rank, local_size, p.gpu,
+          gpu);
+    CHECK(strcmp(p.hca, hca) == 0, "rank %d/%d: hca '%s', want '%s'", local_rank, local_size, p.hca,
+          hca);
     ember_placement_cleanup(&p);
 }
 
@@ -107,26 +106,22 @@ static void case_two_numa(void)
 
     for (int size = 1; size <= 2; size++) {
         for (int r = 0; r < size; r++)
-            expect(topo, r, size, NULL, NULL, EMBER_BIND_NUMA, 1, "4-7", "0000:81:00.0",
-                   "mlx5_0");
+            expect(topo, r, size, NULL, NULL, EMBER_BIND_NUMA, 1, "4-7", "0000:81:00.0", "mlx5_0");
     }
     /* core: the ranks share the GPU's NUMA node, one core each. */
     for (int r = 0; r < 4; r++) {
         snprintf(cpus, sizeof(cpus), "%d", 4 + r);
-        expect(topo, r, 4, NULL, NULL, EMBER_BIND_CORE, 1, cpus, "0000:81:00.0",
-               "mlx5_0");
+        expect(topo, r, 4, NULL, NULL, EMBER_BIND_CORE, 1, cpus, "0000:81:00.0", "mlx5_0");
     }
     expect(topo, 0, 2, NULL, NULL, EMBER_BIND_NONE, -1, "0-7", "0000:81:00.0", "mlx5_0");
     /* The HCA by PCI address is the same device. */
-    expect(topo, 0, 1, NULL, "0000:82:00.0", EMBER_BIND_NUMA, 1, "4-7", "0000:81:00.0",
-           "mlx5_0");
+    expect(topo, 0, 1, NULL, "0000:82:00.0", EMBER_BIND_NUMA, 1, "4-7", "0000:81:00.0", "mlx5_0");
     hwloc_topology_destroy(topo);
 
     /* Without the devices: ranks spread over both nodes in blocks. */
     topo = load("two_numa_gpu_hca", 0);
     for (int r = 0; r < 4; r++)
-        expect(topo, r, 4, NULL, NULL, EMBER_BIND_NUMA, r / 2, r < 2 ? "0-3" : "4-7", "",
-               "");
+        expect(topo, r, 4, NULL, NULL, EMBER_BIND_NUMA, r / 2, r < 2 ? "0-3" : "4-7", "", "");
     hwloc_topology_destroy(topo);
 }
 
@@ -143,25 +138,20 @@ static void case_four_numa(void)
     /* One rank per GPU: each on its GPU's node, with the HCA of its package. */
     for (int r = 0; r < 4; r++) {
         snprintf(cpus, sizeof(cpus), "%d-%d", 4 * r, 4 * r + 3);
-        expect(topo, r, 4, NULL, NULL, EMBER_BIND_NUMA, r, cpus, four_gpus[r],
-               four_hcas[r]);
+        expect(topo, r, 4, NULL, NULL, EMBER_BIND_NUMA, r, cpus, four_gpus[r], four_hcas[r]);
     }
     /* Eight ranks: GPU r % 4; core mode gives the second rank of a GPU the
      * next core of the same node. */
     for (int r = 0; r < 8; r++) {
         int n = r % 4;
         snprintf(cpus, sizeof(cpus), "%d-%d", 4 * n, 4 * n + 3);
-        expect(topo, r, 8, NULL, NULL, EMBER_BIND_NUMA, n, cpus, four_gpus[n],
-               four_hcas[n]);
+        expect(topo, r, 8, NULL, NULL, EMBER_BIND_NUMA, n, cpus, four_gpus[n], four_hcas[n]);
         snprintf(cpus, sizeof(cpus), "%d", 4 * n + r / 4);
-        expect(topo, r, 8, NULL, NULL, EMBER_BIND_CORE, n, cpus, four_gpus[n],
-               four_hcas[n]);
+        expect(topo, r, 8, NULL, NULL, EMBER_BIND_CORE, n, cpus, four_gpus[n], four_hcas[n]);
     }
     /* A GPU named by the caller (CUDA_VISIBLE_DEVICES-style assignment). */
-    expect(topo, 0, 4, "0000:b1:00.0", NULL, EMBER_BIND_NUMA, 2, "8-11", "0000:b1:00.0",
-           "mlx5_1");
-    expect(topo, 0, 4, "ca:00.0", "mlx5_0", EMBER_BIND_NUMA, 3, "12-15", "0000:ca:00.0",
-           "mlx5_0");
+    expect(topo, 0, 4, "0000:b1:00.0", NULL, EMBER_BIND_NUMA, 2, "8-11", "0000:b1:00.0", "mlx5_1");
+    expect(topo, 0, 4, "ca:00.0", "mlx5_0", EMBER_BIND_NUMA, 3, "12-15", "0000:ca:00.0", "mlx5_0");
     hwloc_topology_destroy(topo);
 
     /* Without devices: 8 ranks in blocks of 2 per node; 2 ranks on nodes 0, 2. */
@@ -185,11 +175,14 @@ static void case_bad_args(void)
     ember_bind_t mode;
 
     CHECK(ember_placement_choose(topo, 4, 4, NULL, NULL, EMBER_BIND_NUMA, &p) ==
-              EMBER_ERR_INVALID_PARAM, "rank 4 of 4 accepted");
+                  EMBER_ERR_INVALID_PARAM,
+          "rank 4 of 4 accepted");
     CHECK(ember_placement_choose(topo, 0, 0, NULL, NULL, EMBER_BIND_NUMA, &p) ==
-              EMBER_ERR_INVALID_PARAM, "size 0 accepted");
+                  EMBER_ERR_INVALID_PARAM,
+          "size 0 accepted");
     CHECK(ember_placement_choose(topo, -1, 2, NULL, NULL, EMBER_BIND_NUMA, &p) ==
-              EMBER_ERR_INVALID_PARAM, "rank -1 accepted");
+                  EMBER_ERR_INVALID_PARAM,
+          "rank -1 accepted");
     CHECK(ember_bind_parse("socket", &mode) == EMBER_ERR_INVALID_PARAM, "bad mode");
     CHECK(ember_bind_parse("core", &mode) == EMBER_OK && mode == EMBER_BIND_CORE, "core");
     hwloc_topology_destroy(topo);
@@ -231,13 +224,11 @@ static void case_local_rank(void)
     setenv("SLURM_NODEID", "2", 1);
     setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2),1", 1);
     ember_topo_local_rank(4, 5, &local_rank, &local_size);
-    CHECK(local_rank == 0 && local_size == 1, "slurm node 2: %d/%d", local_rank,
-          local_size);
+    CHECK(local_rank == 0 && local_size == 1, "slurm node 2: %d/%d", local_rank, local_size);
     setenv("SLURM_LOCALID", "1", 1);
     setenv("SLURM_NODEID", "1", 1);
     ember_topo_local_rank(3, 5, &local_rank, &local_size);
-    CHECK(local_rank == 1 && local_size == 2, "slurm node 1: %d/%d", local_rank,
-          local_size);
+    CHECK(local_rank == 1 && local_size == 2, "slurm node 1: %d/%d", local_rank, local_size);
 }
 
 /* This machine: choose, bind, and check the kernel's affinity agrees. */
@@ -252,8 +243,8 @@ static void case_bind_here(void)
     if (failures)
         return;
     for (int mode = EMBER_BIND_NUMA; mode <= EMBER_BIND_CORE; mode++) {
-        CHECK(ember_placement_choose(topo, 0, 1, NULL, NULL, (ember_bind_t)mode, &p) ==
-                  EMBER_OK, "no placement");
+        CHECK(ember_placement_choose(topo, 0, 1, NULL, NULL, (ember_bind_t)mode, &p) == EMBER_OK,
+              "no placement");
         if (failures)
             break;
         CHECK(ember_placement_apply(topo, &p) == EMBER_OK, "binding refused");
@@ -264,8 +255,8 @@ static void case_bind_here(void)
         ember_placement_format(&p, 0, 0, 1, "here", (long)getpid(), line, sizeof(line));
         printf("%s\n", line);
         CHECK(strstr(line, "ember-bind: rank 0 local 0/1 host here pid ") &&
-                  strstr(line, " cpus ") && strstr(line, " numa ") &&
-                  strstr(line, " gpu ") && strstr(line, " hca "),
+                      strstr(line, " cpus ") && strstr(line, " numa ") && strstr(line, " gpu ") &&
+                      strstr(line, " hca "),
               "binding line lacks a field");
         ember_placement_cleanup(&p);
     }
@@ -278,9 +269,9 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*fn)(void);
-    } cases[] = {{"one_numa", case_one_numa},     {"two_numa", case_two_numa},
-                 {"four_numa", case_four_numa},   {"bad_args", case_bad_args},
-                 {"bind_flag", case_bind_flag},   {"local_rank", case_local_rank},
+    } cases[] = {{"one_numa", case_one_numa},   {"two_numa", case_two_numa},
+                 {"four_numa", case_four_numa}, {"bad_args", case_bad_args},
+                 {"bind_flag", case_bind_flag}, {"local_rank", case_local_rank},
                  {"bind_here", case_bind_here}};
 
     if (argc != 3) {

@@ -14,10 +14,10 @@
  * --fp16-replies (alone or with --fp16): the run used `--reply-dtype fp16`
  * with one PS; the oracle rounds each pooled reply as that PS does.
  */
-#include "engine/ops/half.h"
 #include "engine/io/replay_file.h"
-#include "tests/common/replay_local.h"
 #include "engine/io/safetensors.h"
+#include "engine/ops/half.h"
+#include "tests/common/replay_local.h"
 
 #include <errno.h>
 #include <math.h>
@@ -45,7 +45,10 @@ static double max_diff(const float *a, const float *b, size_t n, size_t *at_p)
     return worst;
 }
 
-static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
 
 /* "STEPS,TRAINERS" (losses_shape) at full width, each within what a replay
  * file may hold (engine/io/replay_file.h): decimal digits, nothing else. */
@@ -71,12 +74,10 @@ static int parse_losses_shape(const char *text, uint64_t *steps_p, uint64_t *tra
  * metadata ("losses", comma-separated, [steps][trainers] as "losses_shape"
  * says), so that the tensors are exactly the PyTorch module's.  Anything
  * else is a tensor. */
-static int read_saved(ember_st_file_t *saved, const char *name, float **values_p,
-                      size_t *n_p)
+static int read_saved(ember_st_file_t *saved, const char *name, float **values_p, size_t *n_p)
 {
     if (strcmp(name, "loss") != 0)
-        return ember_st_read_copy(saved, name, EMBER_DTYPE_F32, (void **)values_p, n_p) ==
-               EMBER_OK;
+        return ember_st_read_copy(saved, name, EMBER_DTYPE_F32, (void **)values_p, n_p) == EMBER_OK;
     const char *text = ember_st_metadata(saved, "losses");
     const char *shape = ember_st_metadata(saved, "losses_shape");
     uint64_t steps, trainers;
@@ -104,8 +105,8 @@ static int read_saved(ember_st_file_t *saved, const char *name, float **values_p
 }
 
 /* Compare @n floats @want (named @what) with the saved values @got. */
-static int compare_values(const char *what, const float *want, size_t n,
-                          ember_st_file_t *saved, const char *got, double tol)
+static int compare_values(const char *what, const float *want, size_t n, ember_st_file_t *saved,
+                          const char *got, double tol)
 {
     float *b = NULL;
     size_t nb = 0, at;
@@ -118,8 +119,8 @@ static int compare_values(const char *what, const float *want, size_t n,
     } else {
         double worst = max_diff(want, b, n, &at);
         ok = worst <= tol;
-        printf("%-12s max |diff| %.3g against %s at element %zu (%zu elements) %s\n", got,
-               worst, what, at, n, ok ? "ok" : "FAIL");
+        printf("%-12s max |diff| %.3g against %s at element %zu (%zu elements) %s\n", got, worst,
+               what, at, n, ok ? "ok" : "FAIL");
     }
     free(b);
     return ok;
@@ -140,8 +141,8 @@ static int same_shape(const ember_st_tensor_t *want, ember_st_file_t *saved, con
     return same;
 }
 
-static int compare(ember_st_file_t *golden, const char *expected,
-                   ember_st_file_t *saved, const char *got, double tol)
+static int compare(ember_st_file_t *golden, const char *expected, ember_st_file_t *saved,
+                   const char *got, double tol)
 {
     float *a = NULL;
     size_t na = 0;
@@ -156,8 +157,8 @@ static int compare(ember_st_file_t *golden, const char *expected,
 }
 
 /* The --fp16 / --fp16-replies checks; @golden and @saved stay open. */
-static int compare_fp16(ember_st_file_t *golden, ember_st_file_t *saved, int half_rows,
-                        int replies, double tol)
+static int compare_fp16(ember_st_file_t *golden, ember_st_file_t *saved, int half_rows, int replies,
+                        double tol)
 {
     ember_replay_result_t oracle;
     char msg[256];
@@ -167,12 +168,11 @@ static int compare_fp16(ember_st_file_t *golden, ember_st_file_t *saved, int hal
         return 0;
     }
     size_t rows = oracle.rows * oracle.dim, dense = oracle.classes * oracle.dim;
-    int ok = compare_values("the fp16 oracle", oracle.losses, oracle.steps * oracle.trainers,
-                            saved, "loss", tol);
+    int ok = compare_values("the fp16 oracle", oracle.losses, oracle.steps * oracle.trainers, saved,
+                            "loss", tol);
     ok &= compare_values("the fp16 oracle", oracle.emb, rows, saved, "emb.weight", tol);
     ok &= compare_values("the fp16 oracle", oracle.fc_weight, dense, saved, "fc.weight", tol);
-    ok &= compare_values("the fp16 oracle", oracle.fc_bias, oracle.classes, saved, "fc.bias",
-                         tol);
+    ok &= compare_values("the fp16 oracle", oracle.fc_bias, oracle.classes, saved, "fc.bias", tol);
 
     /* What the PS stored: fp16 values only. */
     float *emb = NULL;
@@ -227,8 +227,7 @@ int main(int argc, char **argv)
     if (argc > 3)
         tol = strtod(argv[3], &end);
     if (argc < 3 || (end && (end == argv[3] || *end || !(tol >= 0) || !isfinite(tol)))) {
-        fprintf(stderr, "usage: %s [--fp16] [--fp16-replies] GOLDEN SAVED [TOL >= 0]\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s [--fp16] [--fp16-replies] GOLDEN SAVED [TOL >= 0]\n", argv[0]);
         return 2;
     }
     /* The golden file checked as ember-train checks it: its expected.*

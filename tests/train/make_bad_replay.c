@@ -26,8 +26,9 @@
 #include <string.h>
 
 static const char *const meta_keys[] = {
-    "rows", "dim", "classes", "trainers", "steps", "lr", "mode", "sparse_reduce",
-    "seed", "per_sample_weights", "optimizer", "loss", "generator"};
+        "rows",      "dim",  "classes",       "trainers", "steps",
+        "lr",        "mode", "sparse_reduce", "seed",     "per_sample_weights",
+        "optimizer", "loss", "generator"};
 #define NKEYS (sizeof(meta_keys) / sizeof(meta_keys[0]))
 
 /* KEY set to VALUE, or (VALUE NULL) to the file's own value plus ADD: 2^32
@@ -37,20 +38,20 @@ static const struct {
     const char *kind, *key, *value;
     uint64_t add;
 } meta_kinds[] = {
-    {"steps_2e62", "steps", "4611686018427387904", 0},
-    {"steps_2e32", "steps", "4294967296", 0},
-    {"steps_beyond", "steps", NULL, 1}, /* one step more than it holds */
-    {"classes_wrap", "classes", NULL, UINT64_C(1) << 32},
-    {"dim_wrap", "dim", NULL, UINT64_C(1) << 32},
-    {"trainers_wrap", "trainers", NULL, UINT64_C(1) << 32},
-    {"rows_zero", "rows", "0", 0},
-    {"lr_word", "lr", "sum", 0},
-    {"lr_inf", "lr", "inf", 0},
-    {"reduce_word", "sparse_reduce", "median", 0},
-    {"mode_word", "mode", "median", 0},
-    {"weights_flag", "per_sample_weights", "2", 0},
-    {"seed_negative", "seed", "-1", 0},
-    {"optimizer_word", "optimizer", "lbfgs", 0},
+        {"steps_2e62", "steps", "4611686018427387904", 0},
+        {"steps_2e32", "steps", "4294967296", 0},
+        {"steps_beyond", "steps", NULL, 1}, /* one step more than it holds */
+        {"classes_wrap", "classes", NULL, UINT64_C(1) << 32},
+        {"dim_wrap", "dim", NULL, UINT64_C(1) << 32},
+        {"trainers_wrap", "trainers", NULL, UINT64_C(1) << 32},
+        {"rows_zero", "rows", "0", 0},
+        {"lr_word", "lr", "sum", 0},
+        {"lr_inf", "lr", "inf", 0},
+        {"reduce_word", "sparse_reduce", "median", 0},
+        {"mode_word", "mode", "median", 0},
+        {"weights_flag", "per_sample_weights", "2", 0},
+        {"seed_negative", "seed", "-1", 0},
+        {"optimizer_word", "optimizer", "lbfgs", 0},
 };
 #define NMETA_KINDS (sizeof(meta_kinds) / sizeof(meta_kinds[0]))
 
@@ -112,8 +113,8 @@ static size_t copy_metadata(const ember_st_file_t *file, breaker_t *b, ember_st_
 static int break_tensor(breaker_t *b, ember_st_tensor_t *t)
 {
     char before[96], after[96];
-    const char *part = strncmp(t->name, b->batch, strlen(b->batch)) == 0
-                           ? t->name + strlen(b->batch) : "";
+    const char *part =
+            strncmp(t->name, b->batch, strlen(b->batch)) == 0 ? t->name + strlen(b->batch) : "";
     const char *kind = b->kind;
     shape_text(t, before, sizeof(before));
     if (!strcmp(t->name, "emb.weight") && !strcmp(kind, "emb_short"))
@@ -171,8 +172,7 @@ static void break_batch(breaker_t *b, ember_st_tensor_t *t, void *copy)
     else if (!strcmp(part, "offsets") && n > 2 && !strcmp(kind, "offsets_start"))
         values[0] = 1, b->changed = 1;
     else if (!strcmp(part, "offsets") && n > 2 && !strcmp(kind, "offsets_decrease"))
-        values[2] = values[1] - 1 >= 0 ? values[1] - 1 : 0, values[1] += 1,
-        b->changed = 1;
+        values[2] = values[1] - 1 >= 0 ? values[1] - 1 : 0, values[1] += 1, b->changed = 1;
     else if (!strcmp(part, "offsets") && n > 2 && !strcmp(kind, "offsets_past_end"))
         values[n - 1] = 1000000, b->changed = 1;
 }
@@ -190,9 +190,13 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(batch, sizeof(batch), "t%s.s%s.", argv[4], argv[5]);
-    breaker_t b = {.kind = argv[3], .batch = batch, .rows = meta_int(file, "rows"),
-                   .dim = meta_int(file, "dim"), .classes = meta_int(file, "classes"),
-                   .trainers = meta_int(file, "trainers"), .steps = meta_int(file, "steps")};
+    breaker_t b = {.kind = argv[3],
+                   .batch = batch,
+                   .rows = meta_int(file, "rows"),
+                   .dim = meta_int(file, "dim"),
+                   .classes = meta_int(file, "classes"),
+                   .trainers = meta_int(file, "trainers"),
+                   .steps = meta_int(file, "steps")};
     size_t count = ember_st_count(file);
     ember_st_tensor_t *tensors = calloc(count, sizeof(*tensors));
     void **copies = calloc(count, sizeof(*copies));

@@ -21,8 +21,8 @@
  *   arrivals         ARRIVE counts each rank once; WAIT_GE waits for them
  */
 #define _GNU_SOURCE
-#include "transport/store.h"
 #include "common/clock.h"
+#include "transport/store.h"
 
 #include "tests/engine/test_util.h"
 
@@ -57,28 +57,27 @@ static int case_parse_replay(void)
     tp_secret_t job = secret_of("job-secret"), other = secret_of("outsider");
     uint8_t request[512];
     const char *why;
-    size_t n = tp_store_request_pack(&job, nonce_a, 7, TP_STORE_OP_SET, "ember/addr/3", 12,
-                                     "value", 5, 0, 0, request);
+    size_t n = tp_store_request_pack(&job, nonce_a, 7, TP_STORE_OP_SET, "ember/addr/3", 12, "value",
+                                     5, 0, 0, request);
     tp_store_request_t req;
     size_t need;
-    CHECK(tp_store_request_parse(&job, nonce_a, 7, request, n, &req, &need, &why) ==
-              (ssize_t)n,
+    CHECK(tp_store_request_parse(&job, nonce_a, 7, request, n, &req, &need, &why) == (ssize_t)n,
           "a whole request did not parse: %s", why ? why : "");
     CHECK(req.op == TP_STORE_OP_SET && req.key_length == 12 &&
-              memcmp(req.key, "ember/addr/3", 12) == 0 && req.value_length == 5 &&
-              memcmp(req.value, "value", 5) == 0,
+                  memcmp(req.key, "ember/addr/3", 12) == 0 && req.value_length == 5 &&
+                  memcmp(req.value, "value", 5) == 0,
           "the request parsed wrong");
     CHECK(parse(&job, nonce_b, 7, request, n, &why) < 0, "another connection's nonce");
     CHECK(parse(&job, nonce_a, 8, request, n, &why) < 0, "a later sequence");
     CHECK(parse(&other, nonce_a, 7, request, n, &why) < 0, "another secret");
-    size_t offsets[] = {4, 12, 16, 24, 40, sizeof(tp_store_head_t) + 3,
-                        sizeof(tp_store_head_t) + 13, n - 1};
+    size_t offsets[] = {
+            4, 12, 16, 24, 40, sizeof(tp_store_head_t) + 3, sizeof(tp_store_head_t) + 13, n - 1};
     for (size_t k = 0; k < sizeof(offsets) / sizeof(offsets[0]); k++) {
         uint8_t changed[512];
         memcpy(changed, request, n);
         changed[offsets[k]] ^= 0x40;
-        CHECK(parse(&job, nonce_a, 7, changed, n, &why) < 0,
-              "a request changed at byte %zu parsed", offsets[k]);
+        CHECK(parse(&job, nonce_a, 7, changed, n, &why) < 0, "a request changed at byte %zu parsed",
+              offsets[k]);
     }
     return 0;
 }
@@ -88,11 +87,11 @@ static int case_parse_partial(void)
     tp_secret_t job = secret_of("job-secret");
     uint8_t request[512];
     const char *why;
-    size_t n = tp_store_request_pack(&job, nonce_a, 0, TP_STORE_OP_SET, "k", 1,
-                                     "some value", 10, 0, 0, request);
+    size_t n = tp_store_request_pack(&job, nonce_a, 0, TP_STORE_OP_SET, "k", 1, "some value", 10, 0,
+                                     0, request);
     for (size_t cut = 0; cut < n; cut++)
-        CHECK(parse(&job, nonce_a, 0, request, cut, &why) == 0,
-              "a request cut at %zu of %zu: %s", cut, n, why ? why : "parsed");
+        CHECK(parse(&job, nonce_a, 0, request, cut, &why) == 0, "a request cut at %zu of %zu: %s",
+              cut, n, why ? why : "parsed");
     return 0;
 }
 
@@ -105,18 +104,16 @@ static int case_parse_lengths(void)
     memset(key, 'k', sizeof(key));
     CHECK(request, "out of memory");
     /* Lengths beyond the limits: refused before the tag is even needed. */
-    size_t n = tp_store_request_pack(&job, nonce_a, 0, TP_STORE_OP_SET, key, 257, "v", 1,
-                                     0, 0, request);
-    CHECK(parse(&job, nonce_a, 0, request, sizeof(tp_store_head_t), &why) < 0,
-          "a 257-byte key");
+    size_t n = tp_store_request_pack(&job, nonce_a, 0, TP_STORE_OP_SET, key, 257, "v", 1, 0, 0,
+                                     request);
+    CHECK(parse(&job, nonce_a, 0, request, sizeof(tp_store_head_t), &why) < 0, "a 257-byte key");
     tp_store_head_t head;
-    n = tp_store_request_pack(&job, nonce_a, 0, TP_STORE_OP_SET, key, 1, "v", 1, 0, 0,
-                              request);
+    n = tp_store_request_pack(&job, nonce_a, 0, TP_STORE_OP_SET, key, 1, "v", 1, 0, 0, request);
     memcpy(&head, request, sizeof(head));
     head.value_length = TP_STORE_MAX_VALUE + 1;
     memcpy(request, &head, sizeof(head));
     CHECK(parse(&job, nonce_a, 0, request, sizeof(head), &why) < 0 &&
-              strstr(why, "value over the limit"),
+                  strstr(why, "value over the limit"),
           "a value over 1 MiB: %s", why ? why : "accepted");
     memcpy(&head, request, sizeof(head));
     head.key_length = 0;
@@ -126,8 +123,7 @@ static int case_parse_lengths(void)
     CHECK(parse(&job, nonce_a, 0, request, n, &why) < 0 && strstr(why, "operation"),
           "an unknown operation");
     request[0] ^= 1;
-    CHECK(parse(&job, nonce_a, 0, request, n, &why) < 0 && strstr(why, "magic"),
-          "a bad magic");
+    CHECK(parse(&job, nonce_a, 0, request, n, &why) < 0 && strstr(why, "magic"), "a bad magic");
     free(request);
     return 0;
 }
@@ -143,8 +139,7 @@ typedef struct {
 static int live_start(live_t *live)
 {
     live->secret = secret_of("job-secret");
-    CHECK(tp_store_server_start("127.0.0.1", 0, &live->secret, &live->server) ==
-              EMBER_OK,
+    CHECK(tp_store_server_start("127.0.0.1", 0, &live->secret, &live->server) == EMBER_OK,
           "server start");
     live->port = tp_store_server_port(live->server);
     CHECK(live->port > 0, "no port");
@@ -154,8 +149,7 @@ static int live_start(live_t *live)
 /* A raw TCP connection to the store, its greeting (the nonce) read. */
 static int raw_connect(const live_t *live, uint8_t nonce[TP_STORE_NONCE_SIZE])
 {
-    struct sockaddr_in address = {.sin_family = AF_INET,
-                                  .sin_port = htons((uint16_t)live->port)};
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)live->port)};
     inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0)
@@ -174,8 +168,8 @@ static int raw_status(int fd)
 {
     uint8_t reply[64];
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    if (poll(&pfd, 1, 5000) != 1 || recv(fd, reply, sizeof(reply), MSG_WAITALL) !=
-                                         (ssize_t)sizeof(reply))
+    if (poll(&pfd, 1, 5000) != 1 ||
+        recv(fd, reply, sizeof(reply), MSG_WAITALL) != (ssize_t)sizeof(reply))
         return 1;
     int32_t status;
     memcpy(&status, reply + 4, sizeof(status));
@@ -204,8 +198,8 @@ static int case_forged(void)
         return 1;
     int fd = raw_connect(&live, nonce);
     CHECK(fd >= 0, "connect");
-    size_t n = tp_store_request_pack(&other, nonce, 0, TP_STORE_OP_SET, "ember/proc/1", 12,
-                                     "h 1", 3, 0, 0, request);
+    size_t n = tp_store_request_pack(&other, nonce, 0, TP_STORE_OP_SET, "ember/proc/1", 12, "h 1",
+                                     3, 0, 0, request);
     CHECK(send(fd, request, n, 0) == (ssize_t)n, "send");
     CHECK(raw_status(fd) == EMBER_ERR_AUTH, "a SET under another secret was not refused");
     CHECK(closed_within(fd, 3.0), "the refused connection stays open");
@@ -241,8 +235,8 @@ static int case_replayed(void)
     CHECK(fd1 >= 0 && fd2 >= 0, "connect");
     CHECK(memcmp(nonce1, nonce2, sizeof(nonce1)) != 0, "two connections, one nonce");
     /* A genuine request (as the job's client makes it) on connection 1... */
-    size_t n = tp_store_request_pack(&live.secret, nonce1, 0, TP_STORE_OP_ADD, "counter",
-                                     7, NULL, 0, 5, 0, request);
+    size_t n = tp_store_request_pack(&live.secret, nonce1, 0, TP_STORE_OP_ADD, "counter", 7, NULL,
+                                     0, 5, 0, request);
     CHECK(send(fd1, request, n, 0) == (ssize_t)n && raw_status(fd1) == EMBER_OK,
           "the genuine request");
     /* ...captured and sent again on it, and on connection 2. */
@@ -342,8 +336,7 @@ static int case_limits(void)
         tp_store_disconnect(outsider);
     }
     long grown = resident_kib() - before;
-    CHECK(grown < 32 * 1024, "200 refused 1 MiB requests grew the process by %ld KiB",
-          grown);
+    CHECK(grown < 32 * 1024, "200 refused 1 MiB requests grew the process by %ld KiB", grown);
     /* The job's own: up to the byte budget, then refused, still serving. */
     int stored = 0;
     for (int i = 0; i < 80; i++) {
@@ -360,8 +353,8 @@ static int case_limits(void)
     CHECK(tp_store_set(client, "small", "x", 1) == EMBER_OK, "the store stopped serving");
     tp_store_counts_t counts;
     tp_store_server_counts(live.server, &counts);
-    CHECK(counts.refused == 200 && counts.over_limits == 1,
-          "%lu refused, %lu over the limits", counts.refused, counts.over_limits);
+    CHECK(counts.refused == 200 && counts.over_limits == 1, "%lu refused, %lu over the limits",
+          counts.refused, counts.over_limits);
     free(big);
     tp_store_disconnect(client);
     tp_store_server_stop(live.server, 1.0);
@@ -375,20 +368,18 @@ static int case_arrivals(void)
     int64_t count = 0;
     if (live_start(&live))
         return 1;
-    CHECK(tp_store_connect("127.0.0.1", live.port, &live.secret, 5, &client) == EMBER_OK,
-          "client");
+    CHECK(tp_store_connect("127.0.0.1", live.port, &live.secret, 5, &client) == EMBER_OK, "client");
     CHECK(tp_store_arrive(client, "b", 3, &count) == EMBER_OK && count == 1, "first");
     CHECK(tp_store_arrive(client, "b", 3, &count) == EMBER_OK && count == 1,
           "a rank counted twice");
     CHECK(tp_store_arrive(client, "b", 0, &count) == EMBER_OK && count == 2, "second");
     CHECK(tp_store_wait_ge(client, "b", 3, 0.1) == EMBER_ERR_TIMED_OUT, "waited through");
     CHECK(tp_store_wait_ge(client, "b", 2, 0.1) == EMBER_OK, "not released");
-    CHECK(tp_store_arrive(client, "b", -1, &count) == EMBER_ERR_OUT_OF_RANGE,
-          "a negative rank");
+    CHECK(tp_store_arrive(client, "b", -1, &count) == EMBER_ERR_OUT_OF_RANGE, "a negative rank");
     void *bits;
     size_t length;
     CHECK(tp_store_get(client, "b", 0.1, &bits, &length) == EMBER_OK && length == 1 &&
-              ((uint8_t *)bits)[0] == 0x09,
+                  ((uint8_t *)bits)[0] == 0x09,
           "the arrival set");
     free(bits);
     tp_store_disconnect(client);
@@ -399,10 +390,14 @@ static int case_arrivals(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-        {"parse_replay", case_parse_replay}, {"parse_partial", case_parse_partial},
-        {"parse_lengths", case_parse_lengths}, {"forged", case_forged},
-        {"replayed", case_replayed},         {"stall", case_stall},
-        {"limits", case_limits},             {"arrivals", case_arrivals},
+            {"parse_replay", case_parse_replay},
+            {"parse_partial", case_parse_partial},
+            {"parse_lengths", case_parse_lengths},
+            {"forged", case_forged},
+            {"replayed", case_replayed},
+            {"stall", case_stall},
+            {"limits", case_limits},
+            {"arrivals", case_arrivals},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

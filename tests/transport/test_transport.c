@@ -3,9 +3,9 @@
  * ranks through mp_spawn; CTest runs every case over tcp and shared memory
  * (UCX_TLS set per test).  Usage: test_transport CASE
  */
+#include "common/clock.h"
 #include "tests/common/mp_spawn.h"
 #include "transport/tp_internal.h"
-#include "common/clock.h"
 
 #include <ember/transport.h>
 
@@ -44,7 +44,7 @@ typedef struct {
     uint64_t bytes;
 } place_head_t;
 
-#define PLACE_SLOTS 4
+#define PLACE_SLOTS      4
 #define PLACE_SLOT_BYTES ((2u << 20) + 64)
 
 typedef struct {
@@ -169,7 +169,10 @@ static void on_count(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, &iov, 1);
 }
 
-static void on_hold(ember_rpc_req_t *req, void *arg) { hold(arg, req); }
+static void on_hold(ember_rpc_req_t *req, void *arg)
+{
+    hold(arg, req);
+}
 
 static void on_pid(ember_rpc_req_t *req, void *arg)
 {
@@ -192,8 +195,7 @@ static void on_rkey(ember_rpc_req_t *req, void *arg)
     void *packed;
     size_t packed_length;
     uint64_t address = (uint64_t)(uintptr_t)server->region;
-    ember_status_t status = ember_mem_pack(server->tp, server->mem, &packed,
-                                           &packed_length);
+    ember_status_t status = ember_mem_pack(server->tp, server->mem, &packed, &packed_length);
     MP_CHECK(status == EMBER_OK, "pack: %s", ember_status_string(status));
     ember_iov_t iov[2] = {{&address, sizeof(address)}, {packed, packed_length}};
     ember_rpc_reply(req, EMBER_OK, iov, 2);
@@ -232,16 +234,15 @@ static void on_second(ember_rpc_req_t *req, void *arg)
 }
 
 /* Land OP_PLACE payloads in the slot their head names (checked here). */
-static void *place_alloc(void *arg, int peer, const void *head, size_t head_length,
-                         size_t length)
+static void *place_alloc(void *arg, int peer, const void *head, size_t head_length, size_t length)
 {
     server_t *server = arg;
     place_head_t h;
     (void)peer;
     MP_CHECK(head_length == sizeof(h), "placement: head of %zu bytes", head_length);
     memcpy(&h, head, sizeof(h));
-    MP_CHECK(length == sizeof(h) + h.bytes, "placement: %zu bytes, head says %lu + %zu",
-             length, (unsigned long)h.bytes, sizeof(h));
+    MP_CHECK(length == sizeof(h) + h.bytes, "placement: %zu bytes, head says %lu + %zu", length,
+             (unsigned long)h.bytes, sizeof(h));
     if (h.slot >= PLACE_SLOTS || h.bytes > PLACE_SLOT_BYTES)
         return NULL;
     server->placed++;
@@ -252,7 +253,7 @@ static void place_release(void *arg, void *buffer)
 {
     server_t *server = arg;
     MP_CHECK((uint8_t *)buffer >= server->place &&
-                 (uint8_t *)buffer < server->place + PLACE_SLOTS * PLACE_SLOT_BYTES,
+                     (uint8_t *)buffer < server->place + PLACE_SLOTS * PLACE_SLOT_BYTES,
              "placement: released a buffer that is not ours");
     server->released++;
 }
@@ -300,8 +301,7 @@ static size_t batch_reply_length(size_t i, int tcp)
     /* The 2000s overflow a batch (TP_BATCH_BYTES): it leaves, the next one
      * waits; over tcp the 4000-8192s overflow one (TP_BATCH_BYTES_TCP) and
      * the 8193 and 9000 go alone (TP_BATCH_ITEM_MAX_TCP). */
-    static const size_t shm[] = {0,    1,    7,    8,    100,  1000, 2000,
-                                 2000, 2000, 2000, 2048, 4000, 6000};
+    static const size_t shm[] = {0, 1, 7, 8, 100, 1000, 2000, 2000, 2000, 2000, 2048, 4000, 6000};
     static const size_t over_tcp[] = {0,    1,    7,    8,    100,  1000, 2000,
                                       2000, 2000, 2000, 2048, 4000, 6000, 8000,
                                       8192, 8193, 9000, 4000, 8100, 8192, 7000};
@@ -314,8 +314,7 @@ static uint8_t batch_bytes[BATCH_CALLS][9000];
 static void batch_zcopy_done(void *arg, ember_status_t status)
 {
     server_t *server = arg;
-    MP_CHECK(status == EMBER_OK, "zero-copy reply done with %s",
-             ember_status_string(status));
+    MP_CHECK(status == EMBER_OK, "zero-copy reply done with %s", ember_status_string(status));
     server->zcopy_done++;
 }
 
@@ -356,14 +355,15 @@ static void on_batch(ember_rpc_req_t *req, void *arg)
         size_t waiting = server->tp->peers[peer].deferred_count;
         int large = n > tp_batch_item_max(&server->tp->peers[peer]) &&
                     i % 5 != 3; /* refusals are short */
-        MP_CHECK(large ? waiting == 0 : waiting > 0,
-                 "reply %zu (%zu bytes): %zu replies held", i, n, waiting);
+        MP_CHECK(large ? waiting == 0 : waiting > 0, "reply %zu (%zu bytes): %zu replies held", i,
+                 n, waiting);
     }
     server->batch_count = 0;
     uint64_t after = 1;
     ember_iov_t iov = {.buffer = &after, .length = sizeof(after)};
-    MP_CHECK(ember_rpc_send(server->tp, client, OP_AFTER,
-                            &iov, 1, batch_zcopy_done, server) == EMBER_OK, "send AFTER");
+    MP_CHECK(ember_rpc_send(server->tp, client, OP_AFTER, &iov, 1, batch_zcopy_done, server) ==
+                     EMBER_OK,
+             "send AFTER");
     MP_CHECK(server->tp->peers[client].deferred_count == 0,
              "AFTER was sent while replies were still held");
 }
@@ -412,8 +412,8 @@ static int serve(ember_tp_t *tp, server_t *server)
     ember_rpc_register(tp, OP_BATCH, on_batch, server);
     ember_rpc_register(tp, OP_SEQ, on_seq, server);
     ember_rpc_register(tp, OP_SEQ_COUNT, on_seq_count, server);
-    MP_CHECK(ember_rpc_register_alloc(tp, OP_PLACE, place_alloc, place_release, server) ==
-                 EMBER_OK, "register_alloc");
+    MP_CHECK(ember_rpc_register_alloc(tp, OP_PLACE, place_alloc, place_release, server) == EMBER_OK,
+             "register_alloc");
     ember_tp_barrier(tp, "serving");
     double deadline = ember_time_now() + 120;
     while (!server->stop && ember_time_now() < deadline)
@@ -425,12 +425,12 @@ static int serve(ember_tp_t *tp, server_t *server)
     return 0;
 }
 
-static void call_ok(ember_tp_t *tp, int peer, uint16_t op, const void *data,
-                    size_t length, void *response, size_t capacity, size_t *got_p)
+static void call_ok(ember_tp_t *tp, int peer, uint16_t op, const void *data, size_t length,
+                    void *response, size_t capacity, size_t *got_p)
 {
     ember_iov_t iov = {.buffer = data, .length = length};
-    ember_status_t status = ember_rpc_call(tp, peer, op, &iov, data ? 1 : 0, response,
-                                           capacity, got_p);
+    ember_status_t status =
+            ember_rpc_call(tp, peer, op, &iov, data ? 1 : 0, response, capacity, got_p);
     MP_CHECK(status == EMBER_OK, "call op %u to rank %d: %s", op, peer,
              ember_status_string(status));
 }
@@ -468,7 +468,9 @@ static int case_pingpong(int rank, int world, void *arg)
 
 static int case_concurrent(int rank, int world, void *arg)
 {
-    enum { CALLS = 10000 };
+    enum {
+        CALLS = 10000
+    };
     ember_tp_t *tp = join();
     server_t server = {0};
     (void)arg;
@@ -483,9 +485,8 @@ static int case_concurrent(int rank, int world, void *arg)
             requests[i][0] = i;
             requests[i][1] = CALLS;
             ember_iov_t iov = {.buffer = requests[i], .length = sizeof(requests[i])};
-            ember_status_t status = ember_rpc_call_async(
-                tp, 1, OP_DEFER, &iov, 1, &answers[i], sizeof(answers[i]), 0,
-                &futures[i]);
+            ember_status_t status = ember_rpc_call_async(tp, 1, OP_DEFER, &iov, 1, &answers[i],
+                                                         sizeof(answers[i]), 0, &futures[i]);
             MP_CHECK(status == EMBER_OK, "call %lu: %s", (unsigned long)i,
                      ember_status_string(status));
         }
@@ -512,9 +513,8 @@ static int case_sizes(int rank, int world, void *arg)
     /* Around UCX's tcp rendezvous threshold (~20 KiB) and ember's eager
      * limit for tcp replies (EMBER_TCP_EAGER, 64 KiB by default; the
      * tests run this case with it at 0 and 2M too). */
-    static const size_t sizes[] = {0,     1,     100,        8191,     20000,
-                                   32768, 65535, 65536,      65537,    131072,
-                                   (1 << 20) + 7, 16u << 20, 256u << 20};
+    static const size_t sizes[] = {0,     1,     100,    8191,          20000,     32768,     65535,
+                                   65536, 65537, 131072, (1 << 20) + 7, 16u << 20, 256u << 20};
     ember_tp_t *tp = join();
     server_t server = {0};
     (void)arg;
@@ -567,7 +567,10 @@ static void on_oneway(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, NULL, 0); /* dropped: nobody waits */
 }
 
-static void oneway_sent(void *arg, ember_status_t status) { *(ember_status_t *)arg = status; }
+static void oneway_sent(void *arg, ember_status_t status)
+{
+    *(ember_status_t *)arg = status;
+}
 
 /*
  * One-way messages up to EMBER_ONEWAY_EAGER, and to a TCP or shared-memory
@@ -602,8 +605,8 @@ static int case_oneway_eager(int rank, int world, void *arg)
         ember_rpc_register(tp, OP_ONEWAY, on_oneway, &got);
         ember_tp_barrier(tp, "ready"); /* serves rank 0's first call meanwhile */
         /* No progress here until rank 0's send has completed. */
-        MP_CHECK(ember_tp_store_get(tp, "oneway/sent", &value, &value_length) ==
-                     EMBER_OK && value_length == sizeof(uint64_t),
+        MP_CHECK(ember_tp_store_get(tp, "oneway/sent", &value, &value_length) == EMBER_OK &&
+                         value_length == sizeof(uint64_t),
                  "rank 0 never reported its one-way send");
         uint64_t want;
         memcpy(&want, value, sizeof(want));
@@ -612,8 +615,8 @@ static int case_oneway_eager(int rank, int world, void *arg)
         while (!got.arrived && ember_time_now() < deadline)
             ember_tp_wait(tp, 0.1);
         MP_CHECK(got.arrived && got.length == length && got.sum == want,
-                 "one-way message of %zu bytes: arrived %d, %zu bytes, checksum %s",
-                 length, got.arrived, got.length, got.sum == want ? "ok" : "differs");
+                 "one-way message of %zu bytes: arrived %d, %zu bytes, checksum %s", length,
+                 got.arrived, got.length, got.sum == want ? "ok" : "differs");
     } else {
         uint8_t *out = malloc(length);
         uint64_t sum = 0;
@@ -625,18 +628,19 @@ static int case_oneway_eager(int rank, int world, void *arg)
         ember_tp_barrier(tp, "ready");
         ember_status_t sent = EMBER_INPROGRESS;
         ember_iov_t iov = {.buffer = out, .length = length};
-        MP_CHECK(ember_rpc_send(tp, 1, OP_ONEWAY, &iov, 1, oneway_sent, &sent) ==
-                     EMBER_OK, "send of %zu bytes", length);
+        MP_CHECK(ember_rpc_send(tp, 1, OP_ONEWAY, &iov, 1, oneway_sent, &sent) == EMBER_OK,
+                 "send of %zu bytes", length);
         double deadline = ember_time_now() + 30;
         while (sent == EMBER_INPROGRESS && ember_time_now() < deadline)
             ember_tp_progress(tp);
-        MP_CHECK(sent == EMBER_OK, "a one-way message of %zu bytes (its peer's eager limit) did "
-                 "not leave while its receiver made no progress: %s", length,
+        MP_CHECK(sent == EMBER_OK,
+                 "a one-way message of %zu bytes (its peer's eager limit) did "
+                 "not leave while its receiver made no progress: %s",
+                 length,
                  sent == EMBER_INPROGRESS ? "still in progress after 30 s (rendezvous?)"
                                           : ember_status_string(sent));
         sum = checksum(out, length);
-        MP_CHECK(ember_tp_store_set(tp, "oneway/sent", &sum, sizeof(sum)) == EMBER_OK,
-                 "store set");
+        MP_CHECK(ember_tp_store_set(tp, "oneway/sent", &sum, sizeof(sum)) == EMBER_OK, "store set");
         free(out);
     }
     ember_tp_barrier(tp, "done");
@@ -654,12 +658,13 @@ static uint64_t place_call(ember_tp_t *tp, uint64_t slot, uint8_t *payload, size
     size_t got = 0;
     fill(payload, bytes, tag);
     ember_iov_t iov[2] = {{&h, sizeof(h)}, {payload, bytes}};
-    ember_status_t status = ember_rpc_call(tp, 1, OP_PLACE, iov, 2, answer, sizeof(answer),
-                                           &got);
-    MP_CHECK(status == EMBER_OK && got == sizeof(answer), "place %zu bytes in slot %lu: %s",
-             bytes, (unsigned long)slot, ember_status_string(status));
-    MP_CHECK(answer[1] == checksum(payload, bytes), "place %zu bytes in slot %lu: the "
-             "server saw other bytes", bytes, (unsigned long)slot);
+    ember_status_t status = ember_rpc_call(tp, 1, OP_PLACE, iov, 2, answer, sizeof(answer), &got);
+    MP_CHECK(status == EMBER_OK && got == sizeof(answer), "place %zu bytes in slot %lu: %s", bytes,
+             (unsigned long)slot, ember_status_string(status));
+    MP_CHECK(answer[1] == checksum(payload, bytes),
+             "place %zu bytes in slot %lu: the "
+             "server saw other bytes",
+             bytes, (unsigned long)slot);
     return answer[0];
 }
 
@@ -685,9 +690,8 @@ static int case_placed(int rank, int world, void *arg)
     (void)world;
     if (rank == 1) {
         serve_placing(tp, &server);
-        MP_CHECK(server.placed >= 6 && server.released == server.placed,
-                 "%lu placed, %lu released", (unsigned long)server.placed,
-                 (unsigned long)server.released);
+        MP_CHECK(server.placed >= 6 && server.released == server.placed, "%lu placed, %lu released",
+                 (unsigned long)server.placed, (unsigned long)server.released);
         free(server.place);
     } else {
         ember_tp_barrier(tp, "serving");
@@ -698,9 +702,10 @@ static int case_placed(int rank, int world, void *arg)
                 uint64_t placed = place_call(tp, slot, payload, sizes[k], k * 10 + slot);
                 /* Large messages go by rendezvous: placed unless refused. */
                 if (sizes[k] >= (1u << 20))
-                    MP_CHECK(placed == (slot < PLACE_SLOTS), "%zu bytes, slot %lu: "
-                             "placed %lu", sizes[k], (unsigned long)slot,
-                             (unsigned long)placed);
+                    MP_CHECK(placed == (slot < PLACE_SLOTS),
+                             "%zu bytes, slot %lu: "
+                             "placed %lu",
+                             sizes[k], (unsigned long)slot, (unsigned long)placed);
             }
         }
         free(payload);
@@ -729,7 +734,8 @@ static int case_call_eager(int rank, int world, void *arg)
         const char *tls = getenv("UCX_TLS");
         const int tcp = tls && strncmp(tls, "tcp", 3) == 0;
         const size_t limit = tcp ? tp->tcp_eager : tp->shm_eager;
-        MP_CHECK(limit > 32768 && limit <= (1u << 20), "the eager call limit is %zu: "
+        MP_CHECK(limit > 32768 && limit <= (1u << 20),
+                 "the eager call limit is %zu: "
                  "this check needs 32 KiB < it <= 1 MiB (above UCX's own thresholds)",
                  limit);
         ember_tp_barrier(tp, "serving");
@@ -741,11 +747,10 @@ static int case_call_eager(int rank, int world, void *arg)
             uint64_t placed = place_call(tp, 0, payload, limit + extra, 40 + extra);
             MP_CHECK(placed == extra, "a call of %zu bytes over %s (limit %zu) arrived %s",
                      limit + extra, tls ? tls : "UCX's default", limit,
-                     placed ? "by rendezvous (placed), not eager"
-                            : "eager, not by rendezvous");
+                     placed ? "by rendezvous (placed), not eager" : "eager, not by rendezvous");
         }
-        MP_CHECK(tp->peers[1].eager_call_max == limit,
-                 "the server's eager call limit is %zu", tp->peers[1].eager_call_max);
+        MP_CHECK(tp->peers[1].eager_call_max == limit, "the server's eager call limit is %zu",
+                 tp->peers[1].eager_call_max);
         free(payload);
         stop_server(tp, 1);
     }
@@ -765,25 +770,25 @@ static int case_deferred(int rank, int world, void *arg)
         char first[16] = {0}, second[16] = {0};
         ember_future_t *f1, *f2;
         ember_tp_barrier(tp, "serving");
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_FIRST, NULL, 0, first, sizeof(first),
-                                      0, &f1) == EMBER_OK, "call FIRST");
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_FIRST, NULL, 0, first, sizeof(first), 0, &f1) ==
+                         EMBER_OK,
+                 "call FIRST");
         double until = ember_time_now() + 0.3;
         while (ember_time_now() < until)
             ember_tp_wait(tp, 0.05);
         MP_CHECK(ember_future_test(f1) == EMBER_INPROGRESS,
                  "FIRST answered before SECOND was sent");
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_SECOND, NULL, 0, second,
-                                      sizeof(second), 0, &f2) == EMBER_OK, "SECOND");
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_SECOND, NULL, 0, second, sizeof(second), 0, &f2) ==
+                         EMBER_OK,
+                 "SECOND");
         MP_CHECK(ember_future_wait(f2) == EMBER_OK && strcmp(second, "second") == 0,
                  "SECOND answer");
-        MP_CHECK(ember_future_wait(f1) == EMBER_OK && strcmp(first, "first") == 0,
-                 "FIRST answer");
+        MP_CHECK(ember_future_wait(f1) == EMBER_OK && strcmp(first, "first") == 0, "FIRST answer");
         ember_future_release(f1);
         ember_future_release(f2);
         /* An op nobody registered: a clean error, not a hang. */
         ember_status_t status = ember_rpc_call(tp, 1, 900, NULL, 0, NULL, 0, NULL);
-        MP_CHECK(status == EMBER_ERR_UNSUPPORTED, "unknown op: %s",
-                 ember_status_string(status));
+        MP_CHECK(status == EMBER_ERR_UNSUPPORTED, "unknown op: %s", ember_status_string(status));
         stop_server(tp, 1);
     }
     ember_tp_destroy(tp);
@@ -818,14 +823,15 @@ static int case_batch(int rank, int world, void *arg)
         for (size_t i = 0; i < BATCH_CALLS; i++)
             zcopy += i % 5 != 3 && i % 3 == 0;
         /* Every zero-copy reply (and the one-way AFTER) told done, once. */
-        MP_CHECK(server.zcopy_done == 3 * (zcopy + 1), "%lu zero-copy completions, "
-                 "want %zu", (unsigned long)server.zcopy_done, 3 * (zcopy + 1));
+        MP_CHECK(server.zcopy_done == 3 * (zcopy + 1),
+                 "%lu zero-copy completions, "
+                 "want %zu",
+                 (unsigned long)server.zcopy_done, 3 * (zcopy + 1));
         MP_CHECK(tp->reply_batches > 0 && tp->batched_replies >= 2 * tp->reply_batches,
                  "%lu batches of %lu replies", tp->reply_batches, tp->batched_replies);
         /* Over tcp the 2-8 KiB replies above were held too (checked per reply). */
         MP_CHECK(!over_tcp() || tp_batch_item_max(&tp->peers[0]) == TP_BATCH_ITEM_MAX_TCP,
-                 "tcp peer batches replies up to %zu bytes",
-                 tp_batch_item_max(&tp->peers[0]));
+                 "tcp peer batches replies up to %zu bytes", tp_batch_item_max(&tp->peers[0]));
     } else {
         static uint8_t responses[BATCH_CALLS][9000];
         uint64_t messages[BATCH_CALLS][2]; /* sent from until the reply */
@@ -840,8 +846,8 @@ static int case_batch(int rank, int world, void *arg)
                 messages[i][1] = BATCH_CALLS;
                 ember_iov_t iov = {.buffer = messages[i], .length = sizeof(messages[i])};
                 MP_CHECK(ember_rpc_call_async(tp, 1, OP_BATCH, &iov, 1, responses[i],
-                                              sizeof(responses[i]), 0, &futures[i]) ==
-                             EMBER_OK, "call %zu", i);
+                                              sizeof(responses[i]), 0, &futures[i]) == EMBER_OK,
+                         "call %zu", i);
             }
             for (size_t i = 0; i < BATCH_CALLS; i++) {
                 ember_status_t status = ember_future_wait(futures[i]);
@@ -851,14 +857,13 @@ static int case_batch(int rank, int world, void *arg)
                     char want[32];
                     snprintf(want, sizeof(want), "refused %zu", i);
                     MP_CHECK(status == EMBER_ERR_INVALID_PARAM && data &&
-                                 strstr((const char *)data, want),
-                             "reply %zu: %s, want the refusal", i,
-                             ember_status_string(status));
+                                     strstr((const char *)data, want),
+                             "reply %zu: %s, want the refusal", i, ember_status_string(status));
                 } else {
                     uint8_t expect[9000];
                     fill(expect, n, 1000 + i);
                     MP_CHECK(status == EMBER_OK && length == n &&
-                                 memcmp(responses[i], expect, n) == 0,
+                                     memcmp(responses[i], expect, n) == 0,
                              "reply %zu: %s, %zu bytes (want %zu) or wrong bytes", i,
                              ember_status_string(status), length, n);
                 }
@@ -879,7 +884,9 @@ static int case_batch(int rank, int world, void *arg)
 
 static int case_rma(int rank, int world, void *arg)
 {
-    enum { REGION = 1 << 20 };
+    enum {
+        REGION = 1 << 20
+    };
     ember_tp_t *tp = join();
     server_t server = {0};
     (void)arg;
@@ -888,8 +895,9 @@ static int case_rma(int rank, int world, void *arg)
         server.region = malloc(REGION);
         server.region_size = REGION;
         fill(server.region, REGION, 42);
-        MP_CHECK(ember_mem_register(tp, server.region, REGION, EMBER_MEM_HOST,
-                                    &server.mem) == EMBER_OK, "register");
+        MP_CHECK(ember_mem_register(tp, server.region, REGION, EMBER_MEM_HOST, &server.mem) ==
+                         EMBER_OK,
+                 "register");
         serve(tp, &server);
         ember_mem_deregister(tp, server.mem);
         free(server.region);
@@ -902,17 +910,16 @@ static int case_rma(int rank, int world, void *arg)
         ember_tp_barrier(tp, "serving");
         call_ok(tp, 1, OP_RKEY, NULL, 0, reply, sizeof(reply), &got);
         memcpy(&address, reply, sizeof(address));
-        MP_CHECK(ember_rkey_unpack(tp, 1, reply + 8, got - 8, &rkey) == EMBER_OK,
-                 "unpack");
-        MP_CHECK(ember_rma_get(tp, 1, local, REGION, address, rkey, &future) ==
-                     EMBER_OK, "get");
+        MP_CHECK(ember_rkey_unpack(tp, 1, reply + 8, got - 8, &rkey) == EMBER_OK, "unpack");
+        MP_CHECK(ember_rma_get(tp, 1, local, REGION, address, rkey, &future) == EMBER_OK, "get");
         MP_CHECK(ember_future_wait(future) == EMBER_OK, "get completion");
         ember_future_release(future);
         fill(expected, REGION, 42);
         MP_CHECK(memcmp(local, expected, REGION) == 0, "get: data differs");
         fill(local, REGION / 2, 99);
-        MP_CHECK(ember_rma_put(tp, 1, local, REGION / 2, address + REGION / 2, rkey,
-                               &future) == EMBER_OK, "put");
+        MP_CHECK(ember_rma_put(tp, 1, local, REGION / 2, address + REGION / 2, rkey, &future) ==
+                         EMBER_OK,
+                 "put");
         MP_CHECK(ember_future_wait(future) == EMBER_OK, "put completion");
         ember_future_release(future);
         call_ok(tp, 1, OP_CHECK_PUT, NULL, 0, NULL, 0, NULL);
@@ -937,7 +944,9 @@ static int64_t peer_pid(ember_tp_t *tp, int peer)
 /* kill -9 of a peer: its pending calls fail within 2 s, others still work. */
 static int case_kill(int rank, int world, void *arg)
 {
-    enum { HELD = 5 };
+    enum {
+        HELD = 5
+    };
     ember_tp_t *tp;
     server_t server = {0};
     (void)arg;
@@ -952,8 +961,9 @@ static int case_kill(int rank, int world, void *arg)
         int64_t victim = peer_pid(tp, 1);
         peer_pid(tp, 2);
         for (int i = 0; i < HELD; i++)
-            MP_CHECK(ember_rpc_call_async(tp, 1, OP_HOLD, NULL, 0, NULL, 0, 0,
-                                          &futures[i]) == EMBER_OK, "hold call");
+            MP_CHECK(ember_rpc_call_async(tp, 1, OP_HOLD, NULL, 0, NULL, 0, 0, &futures[i]) ==
+                             EMBER_OK,
+                     "hold call");
         ember_tp_wait(tp, 0.2); /* the calls are at the victim */
         double killed_at = ember_time_now();
         kill((pid_t)victim, SIGKILL);
@@ -961,18 +971,17 @@ static int case_kill(int rank, int world, void *arg)
          * one held beside them for a live peer is answered. */
         ember_future_t *held_dead, *held_live;
         ember_rpc_batch_begin(tp);
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_PID, NULL, 0, NULL, 0, 0, &held_dead) ==
-                         EMBER_OK &&
-                     ember_rpc_call_async(tp, 2, OP_PID, NULL, 0, NULL, 0, 0,
-                                          &held_live) == EMBER_OK,
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_PID, NULL, 0, NULL, 0, 0, &held_dead) == EMBER_OK &&
+                         ember_rpc_call_async(tp, 2, OP_PID, NULL, 0, NULL, 0, 0, &held_live) ==
+                                 EMBER_OK,
                  "batched calls");
         MP_CHECK(tp->peers[1].deferred_count == 1 && tp->peers[2].deferred_count == 1,
                  "calls not held: %zu, %zu", tp->peers[1].deferred_count,
                  tp->peers[2].deferred_count);
         ember_status_t held_status = ember_future_wait(held_dead);
         MP_CHECK(held_status == EMBER_ERR_PEER_LOST && ember_time_now() - killed_at < 2.0,
-                 "held call to the dead peer: %s after %.2f s",
-                 ember_status_string(held_status), ember_time_now() - killed_at);
+                 "held call to the dead peer: %s after %.2f s", ember_status_string(held_status),
+                 ember_time_now() - killed_at);
         held_status = ember_future_wait(held_live);
         MP_CHECK(held_status == EMBER_OK, "held call to the live peer: %s",
                  ember_status_string(held_status));
@@ -988,14 +997,12 @@ static int case_kill(int rank, int world, void *arg)
                      ember_status_string(status));
             MP_CHECK(elapsed < 2.0, "pending call failed after %.2f s", elapsed);
             MP_CHECK(text && strstr(text, "rank1") && strstr(text, "rank 1"),
-                     "error text does not name the peer: %.*s", (int)length,
-                     text ? text : "");
+                     "error text does not name the peer: %.*s", (int)length, text ? text : "");
             ember_future_release(futures[i]);
         }
         /* Later calls fail at once; the other peer still answers. */
         ember_status_t status = ember_rpc_call(tp, 1, OP_PID, NULL, 0, NULL, 0, NULL);
-        MP_CHECK(status == EMBER_ERR_PEER_LOST, "later call: %s",
-                 ember_status_string(status));
+        MP_CHECK(status == EMBER_ERR_PEER_LOST, "later call: %s", ember_status_string(status));
         MP_CHECK(ember_tp_peer_lost(tp, 1) && !ember_tp_peer_lost(tp, 2), "lost flags");
         for (int i = 0; i < 100; i++)
             peer_pid(tp, 2);
@@ -1024,18 +1031,15 @@ static int case_sigstop(int rank, int world, void *arg)
         int64_t victim = peer_pid(tp, 1);
         kill((pid_t)victim, SIGSTOP);
         double start = ember_time_now();
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, 3.0,
-                                      &future) == EMBER_OK, "call");
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, 3.0, &future) == EMBER_OK,
+                 "call");
         ember_status_t status = ember_future_wait(future);
         double elapsed = ember_time_now() - start;
         size_t length;
         const char *text = ember_future_data(future, &length);
-        MP_CHECK(status == EMBER_ERR_TIMED_OUT, "stopped peer: %s",
-                 ember_status_string(status));
-        MP_CHECK(elapsed >= 3.0 && elapsed <= 4.0, "failed after %.2f s, deadline 3",
-                 elapsed);
-        MP_CHECK(text && strstr(text, "rank1"), "error text: %.*s", (int)length,
-                 text ? text : "");
+        MP_CHECK(status == EMBER_ERR_TIMED_OUT, "stopped peer: %s", ember_status_string(status));
+        MP_CHECK(elapsed >= 3.0 && elapsed <= 4.0, "failed after %.2f s, deadline 3", elapsed);
+        MP_CHECK(text && strstr(text, "rank1"), "error text: %.*s", (int)length, text ? text : "");
         ember_future_release(future);
         kill((pid_t)victim, SIGKILL);
     }
@@ -1069,8 +1073,7 @@ static int case_auth(int rank, int world, void *arg)
                  ember_status_string(status), took);
     else
         MP_CHECK(status == EMBER_ERR_TIMED_OUT && took < 10.0,
-                 "waiting for rank 1: %s after %.1f s", ember_status_string(status),
-                 took);
+                 "waiting for rank 1: %s after %.1f s", ember_status_string(status), took);
     return 0;
 }
 
@@ -1092,14 +1095,18 @@ static int case_malformed(int rank, int world, void *arg)
     } else {
         ember_tp_barrier(tp, "serving");
         uint8_t garbage[4096];
-        tp_header_t good = {.magic = TP_MAGIC, .version = TP_VERSION, .op = OP_ECHO,
-                            .request_id = 1, .length = 16};
+        tp_header_t good = {.magic = TP_MAGIC,
+                            .version = TP_VERSION,
+                            .op = OP_ECHO,
+                            .request_id = 1,
+                            .length = 16};
         tp_header_t header;
         fill(garbage, sizeof(garbage), 5);
 
         /* A request on a connection that never authenticated. */
-        MP_CHECK(tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &good, sizeof(good),
-                                   garbage, 16, 0) == EMBER_OK, "raw send");
+        MP_CHECK(tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &good, sizeof(good), garbage, 16, 0) ==
+                         EMBER_OK,
+                 "raw send");
         /* Authenticated, but broken in every way we can think of. */
         tp_debug_send_raw(tp, 1, TP_AM_REQUEST, NULL, 0, garbage, 16, 1);
         tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &good, 5, garbage, 16, 1);
@@ -1124,37 +1131,35 @@ static int case_malformed(int rank, int world, void *arg)
         /* Reply batches: a short header, then a good header over broken items. */
         tp_debug_send_raw(tp, 1, TP_AM_REPLY_BATCH, &good, 5, garbage, 16, 1);
         header = (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .length = 64};
-        tp_debug_send_raw(tp, 1, TP_AM_REPLY_BATCH, &header, sizeof(header), garbage,
-                          64, 1);
+        tp_debug_send_raw(tp, 1, TP_AM_REPLY_BATCH, &header, sizeof(header), garbage, 64, 1);
         /* Call batches: a short header; a good header over broken items; an
          * ECHO item asking its reply by rendezvous (never batched) and one
          * on a connection that never authenticated: no ECHO runs. */
         tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &good, 5, garbage, 16, 1);
         header = (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .length = 64};
-        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), garbage,
-                          64, 1);
+        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), garbage, 64, 1);
         uint8_t items[sizeof(tp_header_t) + 16];
         tp_header_t item = good; /* an ECHO of 16 bytes */
         item.flags = TP_FLAG_REPLY_RNDV;
         memcpy(items, &item, sizeof(item));
         memcpy(items + sizeof(item), garbage, 16);
         header.length = sizeof(items);
-        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), items,
-                          sizeof(items), 1);
+        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), items, sizeof(items),
+                          1);
         item.flags = 0;
         memcpy(items, &item, sizeof(item));
-        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), items,
-                          sizeof(items), 0);
+        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), items, sizeof(items),
+                          0);
         /* Oversized: a 2 MiB payload against a 1 MiB cap. */
         uint8_t *big = calloc(1, 2 << 20);
         header = good;
         header.length = 2 << 20;
-        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), big,
-                          2 << 20, 1);
+        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), big, 2 << 20, 1);
         ember_iov_t iov = {.buffer = big, .length = 2 << 20};
         ember_future_t *future;
         MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, 0, &future) ==
-                     EMBER_ERR_MSG_TOO_LONG, "oversized call accepted locally");
+                         EMBER_ERR_MSG_TOO_LONG,
+                 "oversized call accepted locally");
         free(big);
         /* The server still works, and ran the handler only for this one. */
         uint8_t in[16];
@@ -1173,16 +1178,14 @@ static int case_tls_tcp(int rank, int world, void *arg)
     static const struct {
         const char *tls;
         int tcp;
-    } lists[] = {{NULL, 1},           {"", 1},           {"tcp,self", 1},
-                 {"sm,self", 0},      {"posix,cma", 0},  {"all", 1},
-                 {"^tcp", 0},         {"^sm", 1},        {"rc,ud,tcp", 1},
-                 {"^posix,tcp", 0}};
+    } lists[] = {{NULL, 1},  {"", 1},     {"tcp,self", 1}, {"sm,self", 0},   {"posix,cma", 0},
+                 {"all", 1}, {"^tcp", 0}, {"^sm", 1},      {"rc,ud,tcp", 1}, {"^posix,tcp", 0}};
     (void)rank;
     (void)world;
     (void)arg;
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
-        MP_CHECK(tp_tls_may_use_tcp(lists[i].tls) == lists[i].tcp,
-                 "UCX_TLS=%s: tcp %s", lists[i].tls ? lists[i].tls : "(unset)",
+        MP_CHECK(tp_tls_may_use_tcp(lists[i].tls) == lists[i].tcp, "UCX_TLS=%s: tcp %s",
+                 lists[i].tls ? lists[i].tls : "(unset)",
                  lists[i].tcp ? "not expected, wrongly" : "expected, wrongly");
     return 0;
 }
@@ -1204,8 +1207,8 @@ static int case_reply_rndv(int rank, int world, void *arg)
     } else {
         static const size_t sizes[] = {1, 8, 100, 2048, 5000, 65536, 70001, 1 << 20};
         static uint8_t out[1 << 20], in[1 << 20];
-        const ember_rpc_mem_t mem = {.payload_mem = EMBER_MEM_HOST,
-                                     .reply_mem = EMBER_MEM_HOST, .reply_rndv = 1};
+        const ember_rpc_mem_t mem = {
+                .payload_mem = EMBER_MEM_HOST, .reply_mem = EMBER_MEM_HOST, .reply_rndv = 1};
         ember_tp_barrier(tp, "serving");
         for (size_t k = 0; k < 3 * sizeof(sizes) / sizeof(sizes[0]); k++) {
             size_t n = sizes[k % (sizeof(sizes) / sizeof(sizes[0]))], got = 0;
@@ -1213,32 +1216,31 @@ static int case_reply_rndv(int rank, int world, void *arg)
             fill(out, n, 77 + k);
             memset(in, 0, n);
             ember_iov_t iov = {.buffer = out, .length = n};
-            MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ECHO, &iov, 1, in, sizeof(in), &mem,
-                                              0, &future) == EMBER_OK, "call %zu", n);
+            MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ECHO, &iov, 1, in, sizeof(in), &mem, 0,
+                                              &future) == EMBER_OK,
+                     "call %zu", n);
             ember_status_t status = ember_future_wait(future);
             MP_CHECK(status == EMBER_OK, "reply of %zu by rendezvous: %s (%s)", n,
                      ember_status_string(status),
                      status == EMBER_OK ? "" : (const char *)ember_future_data(future, NULL));
             ember_future_data(future, &got);
-            MP_CHECK(got == n && memcmp(in, out, n) == 0, "reply of %zu: %zu bytes back",
-                     n, got);
+            MP_CHECK(got == n && memcmp(in, out, n) == 0, "reply of %zu: %zu bytes back", n, got);
             ember_future_release(future);
         }
         ember_future_t *future;
         ember_iov_t iov = {.buffer = out, .length = 16};
-        MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ONEWAY + 7, &iov, 1, in, sizeof(in),
-                                          &mem, 0, &future) == EMBER_OK, "call");
-        const char *text = ember_future_wait(future) != EMBER_OK
-                               ? ember_future_data(future, NULL)
-                               : NULL;
+        MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ONEWAY + 7, &iov, 1, in, sizeof(in), &mem, 0,
+                                          &future) == EMBER_OK,
+                 "call");
+        const char *text =
+                ember_future_wait(future) != EMBER_OK ? ember_future_data(future, NULL) : NULL;
         MP_CHECK(text && strstr(text, "handler"), "an unhandled op: '%s'",
                  text ? text : "(answered)");
         ember_future_release(future);
         ember_iov_t three[3] = {{out, 8}, {out, 8}, {out, 8}};
-        const ember_rpc_mem_t gpu = {.payload_mem = EMBER_MEM_CUDA,
-                                     .reply_mem = EMBER_MEM_HOST};
-        MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ECHO, three, 3, in, sizeof(in), &gpu,
-                                          0, &future) == EMBER_ERR_INVALID_PARAM,
+        const ember_rpc_mem_t gpu = {.payload_mem = EMBER_MEM_CUDA, .reply_mem = EMBER_MEM_HOST};
+        MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ECHO, three, 3, in, sizeof(in), &gpu, 0,
+                                          &future) == EMBER_ERR_INVALID_PARAM,
                  "a three-part GPU payload was taken");
         stop_server(tp, 1);
     }
@@ -1269,7 +1271,10 @@ static int case_call_batch(int rank, int world, void *arg)
         MP_CHECK(tp->dropped_messages == 0, "%lu messages dropped",
                  (unsigned long)tp->dropped_messages);
     } else {
-        enum { SMALL = 40, LARGE_AT = 25 };
+        enum {
+            SMALL = 40,
+            LARGE_AT = 25
+        };
         static uint64_t payload[SMALL + 1][2048]; /* [LARGE_AT]: 16 KiB */
         uint64_t replies[SMALL];
         ember_future_t *futures[SMALL] = {0};
@@ -1286,13 +1291,13 @@ static int case_call_batch(int rank, int world, void *arg)
             size_t bytes = seq == LARGE_AT ? sizeof(payload[seq]) : 8 + 8 * (seq % 20);
             ember_iov_t iov = {.buffer = payload[seq], .length = bytes};
             if (seq % 7 == 6) {
-                MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, oneway_done,
-                                        &oneway_sent) == EMBER_OK, "send %lu",
-                         (unsigned long)seq);
+                MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, oneway_done, &oneway_sent) ==
+                                 EMBER_OK,
+                         "send %lu", (unsigned long)seq);
             } else {
                 MP_CHECK(ember_rpc_call_async(tp, 1, OP_SEQ, &iov, 1, &replies[seq],
-                                              sizeof(replies[seq]), 0, &futures[seq]) ==
-                             EMBER_OK, "call %lu", (unsigned long)seq);
+                                              sizeof(replies[seq]), 0, &futures[seq]) == EMBER_OK,
+                         "call %lu", (unsigned long)seq);
             }
             size_t held = tp->peers[1].deferred_count;
             if (seq == LARGE_AT)
@@ -1318,15 +1323,15 @@ static int case_call_batch(int rank, int world, void *arg)
         for (uint64_t i = 0; i < 3; i++) {
             last[i] = SMALL + i;
             ember_iov_t iov = {.buffer = &last[i], .length = sizeof(last[i])};
-            MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, oneway_done, &oneway_sent) ==
-                         EMBER_OK, "send %lu", (unsigned long)last[i]);
+            MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, oneway_done, &oneway_sent) == EMBER_OK,
+                     "send %lu", (unsigned long)last[i]);
         }
         MP_CHECK(tp->peers[1].deferred_count == 3, "%zu one-way sends held, want 3",
                  tp->peers[1].deferred_count);
         ember_rpc_batch_end(tp);
         MP_CHECK(tp->peers[1].deferred_count == 0 && oneway_sent == SMALL / 7 + 3,
-                 "batch end left %zu held, %d one-way sends done",
-                 tp->peers[1].deferred_count, oneway_sent);
+                 "batch end left %zu held, %d one-way sends done", tp->peers[1].deferred_count,
+                 oneway_sent);
         call_ok(tp, 1, OP_SEQ_COUNT, NULL, 0, counts, sizeof(counts), &got);
         MP_CHECK(got == sizeof(counts) && counts[0] == SMALL + 3 && counts[2] == 0,
                  "the server saw %lu requests (want %d), %lu out of order",
@@ -1340,15 +1345,22 @@ static int case_call_batch(int rank, int world, void *arg)
 }
 
 static const mp_case_t cases[] = {
-    {"reply_rndv", case_reply_rndv, 2, 0},
-    {"pingpong", case_pingpong, 2, 0},   {"concurrent", case_concurrent, 2, 0},
-    {"sizes", case_sizes, 2, 0},         {"deferred", case_deferred, 2, 0},
-    {"rma", case_rma, 2, 0},             {"kill", case_kill, 3, 1u << 1},
-    {"sigstop", case_sigstop, 2, 1u << 1}, {"auth", case_auth, 2, 0},
-    {"malformed", case_malformed, 2, 0}, {"placed", case_placed, 2, 0},
-    {"batch", case_batch, 2, 0},         {"oneway_eager", case_oneway_eager, 2, 0},
-    {"call_eager", case_call_eager, 2, 0}, {"tls_tcp", case_tls_tcp, 1, 0},
-    {"call_batch", case_call_batch, 2, 0},
+        {"reply_rndv", case_reply_rndv, 2, 0},
+        {"pingpong", case_pingpong, 2, 0},
+        {"concurrent", case_concurrent, 2, 0},
+        {"sizes", case_sizes, 2, 0},
+        {"deferred", case_deferred, 2, 0},
+        {"rma", case_rma, 2, 0},
+        {"kill", case_kill, 3, 1u << 1},
+        {"sigstop", case_sigstop, 2, 1u << 1},
+        {"auth", case_auth, 2, 0},
+        {"malformed", case_malformed, 2, 0},
+        {"placed", case_placed, 2, 0},
+        {"batch", case_batch, 2, 0},
+        {"oneway_eager", case_oneway_eager, 2, 0},
+        {"call_eager", case_call_eager, 2, 0},
+        {"tls_tcp", case_tls_tcp, 1, 0},
+        {"call_batch", case_call_batch, 2, 0},
 };
 
 int main(int argc, char **argv)

@@ -14,14 +14,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-            return 1;                                                        \
-        }                                                                    \
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+            return 1;                                                       \
+        }                                                                   \
     } while (0)
 
 typedef struct {
@@ -46,8 +46,10 @@ static size_t make_batch(uint8_t *out, const uint32_t *sizes, size_t count)
 {
     size_t offset = 0;
     for (size_t i = 0; i < count; i++) {
-        tp_header_t h = {.magic = TP_MAGIC, .version = TP_VERSION,
-                         .op = (uint16_t)(100 + i), .length = sizes[i]};
+        tp_header_t h = {.magic = TP_MAGIC,
+                         .version = TP_VERSION,
+                         .op = (uint16_t)(100 + i),
+                         .length = sizes[i]};
         memcpy(out + offset, &h, sizeof(h));
         offset += sizeof(h);
         memset(out + offset, 0x5a, (sizes[i] + 7) & ~7u);
@@ -63,8 +65,7 @@ static int case_batch_items(void)
     size_t length = make_batch(batch, sizes, 3), bad = 0;
     seen_t seen = {.base = batch};
 
-    CHECK(tp_batch_walk(batch, length, 0, on_item, &seen, &bad) == 1, "stopped at %zu",
-          bad);
+    CHECK(tp_batch_walk(batch, length, 0, on_item, &seen, &bad) == 1, "stopped at %zu", bad);
     CHECK(seen.count == 3, "%zu items", seen.count);
     CHECK(seen.lengths[0] == 5 && seen.at[0] == 32, "item 0: %llu at %zu",
           (unsigned long long)seen.lengths[0], seen.at[0]);
@@ -92,8 +93,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(void);
     } cases[] = {
-        {"batch_items", case_batch_items},
-        {"batch_cut_padding", case_batch_cut_padding},
+            {"batch_items", case_batch_items},
+            {"batch_cut_padding", case_batch_cut_padding},
     };
     for (size_t i = 0; argc == 2 && i < sizeof(cases) / sizeof(cases[0]); i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {

@@ -21,22 +21,20 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "consumer: %s:%d: ", __FILE__, __LINE__);        \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fputc('\n', stderr);                                             \
-            failures++;                                                      \
-        }                                                                    \
+#define CHECK(cond, ...)                                              \
+    do {                                                              \
+        if (!(cond)) {                                                \
+            fprintf(stderr, "consumer: %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                             \
+            fputc('\n', stderr);                                      \
+            failures++;                                               \
+        }                                                             \
     } while (0)
 
-static void check_floats(const char *what, const float *got, const float *want,
-                         size_t n)
+static void check_floats(const char *what, const float *got, const float *want, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        CHECK(got[i] == want[i], "%s[%zu] = %g, expected %g", what, i, got[i],
-              want[i]);
+        CHECK(got[i] == want[i], "%s[%zu] = %g, expected %g", what, i, got[i], want[i]);
 }
 
 static void check_version(void)
@@ -44,12 +42,11 @@ static void check_version(void)
     char text[32];
 
     CHECK(strcmp(ember_version_string(), EMBER_VERSION_STRING) == 0,
-          "library version %s, headers %s", ember_version_string(),
-          EMBER_VERSION_STRING);
+          "library version %s, headers %s", ember_version_string(), EMBER_VERSION_STRING);
     snprintf(text, sizeof(text), "%d.%d.%d", EMBER_VERSION_MAJOR, EMBER_VERSION_MINOR,
              EMBER_VERSION_PATCH);
-    CHECK(strcmp(text, EMBER_VERSION_STRING) == 0, "EMBER_VERSION_* %s, string %s",
-          text, EMBER_VERSION_STRING);
+    CHECK(strcmp(text, EMBER_VERSION_STRING) == 0, "EMBER_VERSION_* %s, string %s", text,
+          EMBER_VERSION_STRING);
 }
 
 static void check_status_config(void)
@@ -60,10 +57,10 @@ static void check_status_config(void)
           ember_status_string(EMBER_OK));
     CHECK(strcmp(ember_status_string(EMBER_ERR_NO_MEMORY), "out of memory") == 0,
           "EMBER_ERR_NO_MEMORY: %s", ember_status_string(EMBER_ERR_NO_MEMORY));
-    CHECK(ember_config_parse_size("64K", &size) == EMBER_OK && size == 65536,
-          "64K parsed as %zu", size);
-    CHECK(ember_config_parse_size("1M", &size) == EMBER_OK && size == 1048576,
-          "1M parsed as %zu", size);
+    CHECK(ember_config_parse_size("64K", &size) == EMBER_OK && size == 65536, "64K parsed as %zu",
+          size);
+    CHECK(ember_config_parse_size("1M", &size) == EMBER_OK && size == 1048576, "1M parsed as %zu",
+          size);
     CHECK(ember_config_parse_size("lots", &size) == EMBER_ERR_INVALID_PARAM,
           "\"lots\" parsed as a size");
     CHECK(ember_config_init() == EMBER_OK, "ember_config_init failed");
@@ -100,8 +97,8 @@ static void check_bags(void)
     CHECK(ember_bag_mode_parse("max", &mode) == EMBER_OK && mode == EMBER_BAG_MAX,
           "\"max\" not parsed as EMBER_BAG_MAX");
     opts.mode = mode;
-    CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_F32, 4, 2, &batch, &opts, out,
-                                  argmax) == EMBER_OK,
+    CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_F32, 4, 2, &batch, &opts, out, argmax) ==
+                  EMBER_OK,
           "max forward failed");
     const float want_max[] = {1, 4, 0, 0, 3, 4};
     const int64_t want_argmax[] = {0, 2, -1, -1, 1, 2};
@@ -111,15 +108,14 @@ static void check_bags(void)
               (long long)argmax[i], (long long)want_argmax[i]);
     CHECK(strcmp(ember_bag_mode_name(EMBER_BAG_MEAN), "mean") == 0, "mean's name: %s",
           ember_bag_mode_name(EMBER_BAG_MEAN));
-    CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_I64, 4, 2, &batch, &opts, out,
-                                  argmax) == EMBER_ERR_INVALID_PARAM,
+    CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_I64, 4, 2, &batch, &opts, out, argmax) ==
+                  EMBER_ERR_INVALID_PARAM,
           "an int64 table was pooled");
 
     const int64_t bad[] = {0, 7, 1, 3, 2};
     const ember_bag_batch_t bad_batch = {bad, 5, offsets, 3, NULL, 0};
-    CHECK(ember_bag_validate(&bad_batch, &opts, 4, msg, sizeof(msg)) ==
-                  EMBER_ERR_OUT_OF_RANGE &&
-              strstr(msg, "index 7"),
+    CHECK(ember_bag_validate(&bad_batch, &opts, 4, msg, sizeof(msg)) == EMBER_ERR_OUT_OF_RANGE &&
+                  strstr(msg, "index 7"),
           "index 7 of 4 rows: \"%s\"", msg);
 }
 
@@ -139,22 +135,19 @@ static void check_device(const char *kind)
         return;
     }
     const ember_device_ops_t *ops = ember_device_ops(dev);
-    CHECK(strcmp(ember_device_name(dev), kind) == 0, "device name %s",
-          ember_device_name(dev));
+    CHECK(strcmp(ember_device_name(dev), kind) == 0, "device name %s", ember_device_name(dev));
     CHECK(ember_device_mem_type(dev) ==
-              (strcmp(kind, "cpu") == 0 ? EMBER_MEM_HOST : EMBER_MEM_CUDA),
+                  (strcmp(kind, "cpu") == 0 ? EMBER_MEM_HOST : EMBER_MEM_CUDA),
           "device memory type %d", (int)ember_device_mem_type(dev));
     CHECK(ops->mem_alloc(dev, sizeof(x), &dx) == EMBER_OK &&
-              ops->mem_alloc(dev, sizeof(w), &dw) == EMBER_OK &&
-              ops->mem_alloc(dev, sizeof(b), &db) == EMBER_OK &&
-              ops->mem_alloc(dev, sizeof(y), &dy) == EMBER_OK,
+                  ops->mem_alloc(dev, sizeof(w), &dw) == EMBER_OK &&
+                  ops->mem_alloc(dev, sizeof(b), &db) == EMBER_OK &&
+                  ops->mem_alloc(dev, sizeof(y), &dy) == EMBER_OK,
           "mem_alloc failed");
     if (dx && dw && db && dy) {
         CHECK(ops->mem_copy(dev, dx, x, sizeof(x), EMBER_COPY_HOST_TO_DEVICE) == EMBER_OK &&
-                  ops->mem_copy(dev, dw, w, sizeof(w), EMBER_COPY_HOST_TO_DEVICE) ==
-                      EMBER_OK &&
-                  ops->mem_copy(dev, db, b, sizeof(b), EMBER_COPY_HOST_TO_DEVICE) ==
-                      EMBER_OK,
+                      ops->mem_copy(dev, dw, w, sizeof(w), EMBER_COPY_HOST_TO_DEVICE) == EMBER_OK &&
+                      ops->mem_copy(dev, db, b, sizeof(b), EMBER_COPY_HOST_TO_DEVICE) == EMBER_OK,
               "mem_copy to the device failed");
         CHECK(ops->linear_forward(dev, dx, 2, 3, 2, dw, db, dy) == EMBER_OK,
               "linear_forward failed");
@@ -181,7 +174,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "consumer: %d check(s) failed\n", failures);
         return 1;
     }
-    printf("consumer: ok (ember %s, device %s, cuda backend %s)\n", ember_version_string(),
-           kind, ember_device_have_cuda() ? "built" : "not built");
+    printf("consumer: ok (ember %s, device %s, cuda backend %s)\n", ember_version_string(), kind,
+           ember_device_have_cuda() ? "built" : "not built");
     return 0;
 }
