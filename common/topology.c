@@ -1,6 +1,8 @@
 /* common/topology: placement of a rank next to its GPU and HCA (hwloc). */
 #include "common/topology.h"
 
+#include "common/slurm.h"
+
 #include <ember/config.h>
 #include <ember/log.h>
 
@@ -352,51 +354,17 @@ void ember_placement_format(const ember_placement_t *placement, int rank, int lo
 
 /* --- this process ------------------------------------------------------------ */
 
-static int env_int(const char *name, int fallback)
-{
-    /* Slurm's variables are not ember's: read directly, not via the table. */
-    const char *text = getenv(name);
-    char *end;
-    long value;
-
-    if (!text || !*text)
-        return fallback;
-    value = strtol(text, &end, 10);
-    return *end == '\0' && value >= 0 && value < (1L << 30) ? (int)value : fallback;
-}
-
-/* Tasks of this step on node @node from Slurm's "2(x3),1" notation. */
-static int slurm_tasks_on_node(const char *text, int node)
-{
-    while (text && *text) {
-        char *end;
-        long tasks = strtol(text, &end, 10), repeat = 1;
-        if (end == text)
-            return -1;
-        if (strncmp(end, "(x", 2) == 0) {
-            repeat = strtol(end + 2, &end, 10);
-            if (*end++ != ')')
-                return -1;
-        }
-        if (node < repeat)
-            return (int)tasks;
-        node -= (int)repeat;
-        text = *end == ',' ? end + 1 : end;
-    }
-    return -1;
-}
-
 void ember_topo_local_rank(int rank, int world_size, int *local_rank_p, int *local_size_p)
 {
     const char *tasks = getenv("SLURM_STEP_TASKS_PER_NODE");
     int local_rank, local_size;
 
     local_rank = ember_config_str("EMBER_LOCAL_RANK") ? (int)ember_config_int("EMBER_LOCAL_RANK")
-                                                      : env_int("SLURM_LOCALID", rank);
+                                                      : ember_slurm_int("SLURM_LOCALID", rank);
     local_size =
             ember_config_str("EMBER_LOCAL_SIZE") ? (int)ember_config_int("EMBER_LOCAL_SIZE") : -1;
     if (local_size <= 0 && tasks)
-        local_size = slurm_tasks_on_node(tasks, env_int("SLURM_NODEID", 0));
+        local_size = ember_slurm_tasks_on_node(tasks, ember_slurm_int("SLURM_NODEID", 0));
     if (local_size <= 0)
         local_size = world_size;
     if (local_rank < 0)

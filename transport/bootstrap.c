@@ -8,6 +8,7 @@
  * UCX worker address and name, then reads everyone else's.
  */
 #include "common/clock.h"
+#include "common/slurm.h"
 #include "transport/tp_internal.h"
 
 #include <ember/config.h>
@@ -20,34 +21,17 @@
 #include <string.h>
 #include <unistd.h>
 
-static int env_int(const char *slurm_name, int fallback)
-{
-    /* Slurm's variables are not ember's: read directly, not via the table,
-     * but checked as the table checks: at full width, or not taken. */
-    const char *text = getenv(slurm_name);
-    char *end;
-    if (!text || !*text)
-        return fallback;
-    errno = 0;
-    long long value = strtoll(text, &end, 10);
-    if (errno || *end || value < 0 || value > INT32_MAX) {
-        ember_error("boot", "%s='%s' is not an integer from 0 to %d", slurm_name, text, INT32_MAX);
-        return -1;
-    }
-    return (int)value;
-}
-
 static ember_status_t resolve_identity(ember_tp_t *tp, const ember_tp_params_t *params)
 {
     tp->rank = params->rank;
     tp->world_size = params->world_size;
     if (tp->rank < 0)
         tp->rank = ember_config_str("EMBER_RANK") ? (int)ember_config_int("EMBER_RANK")
-                                                  : env_int("SLURM_PROCID", -1);
+                                                  : ember_slurm_int("SLURM_PROCID", -1);
     if (tp->world_size < 0)
         tp->world_size = ember_config_str("EMBER_WORLD_SIZE")
                                  ? (int)ember_config_int("EMBER_WORLD_SIZE")
-                                 : env_int("SLURM_NTASKS", -1);
+                                 : ember_slurm_int("SLURM_NTASKS", -1);
     if (tp->world_size <= 0 || tp->rank < 0 || tp->rank >= tp->world_size) {
         ember_error("boot",
                     "no valid rank/world size (rank %d, world size %d): "
@@ -257,28 +241,6 @@ static ember_status_t publish_and_collect(ember_tp_t *tp, const char *name)
     return EMBER_OK;
 }
 
-ember_status_t tp_slurm_first_host(const char *nodelist, char *host, size_t size)
-{
-    /* "node[01-04,07],gpu5" -> "node01": the prefix, then the first number
-     * of the first range, as written (zero padding kept). */
-    size_t n = 0;
-    const char *p = nodelist;
-
-    if (!p || !*p)
-        return EMBER_ERR_INVALID_PARAM;
-    while (*p && *p != ',' && *p != '[' && n + 1 < size)
-        host[n++] = *p++;
-    if (*p == '[') {
-        p++;
-        while (*p >= '0' && *p <= '9' && n + 1 < size)
-            host[n++] = *p++;
-        if (n == 0 || !(*p == '-' || *p == ',' || *p == ']'))
-            return EMBER_ERR_INVALID_PARAM;
-    }
-    host[n] = '\0';
-    return n ? EMBER_OK : EMBER_ERR_INVALID_PARAM;
-}
-
 /* EMBER_INIT, else the Slurm job's first node, else this host. */
 static const char *init_url(char *buffer, size_t size)
 {
@@ -288,9 +250,9 @@ static const char *init_url(char *buffer, size_t size)
 
     if (url && *url)
         return url;
-    if (nodelist && tp_slurm_first_host(nodelist, host, sizeof(host)) == EMBER_OK) {
-        const char *job = getenv("SLURM_JOB_ID");
-        snprintf(buffer, size, "tcp://%s:%d", host, 29500 + (job ? atoi(job) % 1000 : 0));
+    if (nodelist && ember_slurm_first_host(nodelist, host, sizeof(host)) == EMBER_OK) {
+        int job = ember_slurm_int("SLURM_JOB_ID", 0);
+        snprintf(buffer, size, "tcp://%s:%d", host, 29500 + (job > 0 ? job % 1000 : 0));
         return buffer;
     }
     return "tcp://127.0.0.1:29500";

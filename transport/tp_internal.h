@@ -486,8 +486,6 @@ void tp_future_maybe_free(ember_future_t *future);
 void tp_futures_cancel_all(ember_tp_t *tp, ember_status_t status);
 
 /* bootstrap.c */
-/* First host of a Slurm nodelist ("node[01-04],x" -> "node01"). */
-ember_status_t tp_slurm_first_host(const char *nodelist, char *host, size_t size);
 ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params);
 void tp_bootstrap_leave(ember_tp_t *tp);
 /* The barrier of a graceful shutdown: bounded, failure is not fatal. */

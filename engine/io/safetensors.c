@@ -76,8 +76,8 @@ typedef struct {
     const char *s;
     size_t len, pos;
     int depth;
-    char *msg;
-    size_t msg_len;
+    char *err;
+    size_t err_length;
 } json_parser_t;
 
 #define JSON_MAX_DEPTH 32
@@ -96,8 +96,8 @@ static void json_free(json_node_t *node)
 
 static int json_fail(json_parser_t *p, const char *what)
 {
-    (void)ember_status_text(p->msg, p->msg_len, EMBER_OK, "bad JSON header at byte %zu: %s", p->pos,
-                            what);
+    (void)ember_status_text(p->err, p->err_length, EMBER_OK, "bad JSON header at byte %zu: %s",
+                            p->pos, what);
     return -1;
 }
 
@@ -387,9 +387,10 @@ static int json_value(json_parser_t *p, json_node_t **node_p)
 }
 
 /* Parse @len bytes at @text (which must be followed by a NUL). */
-static int json_parse(const char *text, size_t len, json_node_t **root_p, char *msg, size_t msg_len)
+static int json_parse(const char *text, size_t len, json_node_t **root_p, char *err,
+                      size_t err_length)
 {
-    json_parser_t p = {.s = text, .len = len, .msg = msg, .msg_len = msg_len};
+    json_parser_t p = {.s = text, .len = len, .err = err, .err_length = err_length};
     json_node_t *root;
 
     if (json_value(&p, &root) < 0)
@@ -494,7 +495,7 @@ static int cmp_by_begin(const void *a, const void *b)
 
 /* Check one tensor entry of the header and fill @t. */
 static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data, size_t data_size,
-                                      ember_st_tensor_t *t, char *msg, size_t msg_len)
+                                      ember_st_tensor_t *t, char *err, size_t err_length)
 {
     const char *name = e->key;
     const json_node_t *dt, *shape, *offs;
@@ -502,14 +503,14 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     size_t nd = 0;
 
     if (e->type != J_OBJ) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': entry is not an object",
+        (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s': entry is not an object",
                                 name);
         return EMBER_ERR_FORMAT;
     }
     static const char *const fields[] = {"dtype", "shape", "data_offsets"};
     for (int i = 0; i < 3; i++) {
         if (json_count(e, fields[i]) > 1) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': %s given twice", name,
+            (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s': %s given twice", name,
                                     fields[i]);
             return EMBER_ERR_FORMAT;
         }
@@ -518,23 +519,25 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     shape = json_member(e, "shape");
     offs = json_member(e, "data_offsets");
     if (!dt || dt->type != J_STR || !dtype_parse(dt->str, &t->dtype)) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': missing or unknown dtype%s%s",
-                                name, dt && dt->type == J_STR ? " " : "",
-                                dt && dt->type == J_STR ? dt->str : "");
+        (void)ember_status_text(
+                err, err_length, EMBER_OK, "tensor '%s': missing or unknown dtype%s%s", name,
+                dt && dt->type == J_STR ? " " : "", dt && dt->type == J_STR ? dt->str : "");
         return EMBER_ERR_FORMAT;
     }
     if (!shape || shape->type != J_ARR) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': missing shape array", name);
+        (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s': missing shape array",
+                                name);
         return EMBER_ERR_FORMAT;
     }
     for (const json_node_t *d = shape->child; d; d = d->next, nd++) {
         if (nd >= EMBER_ST_MAX_DIMS) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': more than %d dimensions",
-                                    name, EMBER_ST_MAX_DIMS);
+            (void)ember_status_text(err, err_length, EMBER_OK,
+                                    "tensor '%s': more than %d dimensions", name,
+                                    EMBER_ST_MAX_DIMS);
             return EMBER_ERR_FORMAT;
         }
         if (d->type != J_NUM || !d->is_int || d->ival < 0) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK,
+            (void)ember_status_text(err, err_length, EMBER_OK,
                                     "tensor '%s': shape[%zu] is not a "
                                     "non-negative integer",
                                     name, nd);
@@ -543,7 +546,8 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
         t->shape[nd] = d->ival;
         /* Overflow-safe product; a zero dimension makes the tensor empty. */
         if (d->ival != 0 && numel > UINT64_MAX / (uint64_t)d->ival) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s': shape overflows", name);
+            (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s': shape overflows",
+                                    name);
             return EMBER_ERR_FORMAT;
         }
         numel *= (uint64_t)d->ival;
@@ -553,7 +557,7 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
         offs->child->next->next || offs->child->type != J_NUM || offs->child->next->type != J_NUM ||
         !offs->child->is_int || !offs->child->next->is_int || offs->child->ival < 0 ||
         offs->child->next->ival < 0) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK,
+        (void)ember_status_text(err, err_length, EMBER_OK,
                                 "tensor '%s': data_offsets must be two "
                                 "non-negative integers",
                                 name);
@@ -562,7 +566,7 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     begin = (uint64_t)offs->child->ival;
     end = (uint64_t)offs->child->next->ival;
     if (begin > end || end > data_size) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK,
+        (void)ember_status_text(err, err_length, EMBER_OK,
                                 "tensor '%s': data_offsets [%llu, %llu] out of "
                                 "bounds of the %zu data bytes",
                                 name, (unsigned long long)begin, (unsigned long long)end,
@@ -572,7 +576,7 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     esize = ember_dtype_size(t->dtype);
     if (numel > UINT64_MAX / esize || numel * esize != end - begin) {
         (void)ember_status_text(
-                msg, msg_len, EMBER_OK,
+                err, err_length, EMBER_OK,
                 "tensor '%s': shape and dtype %s need %llu bytes "
                 "but data_offsets span %llu",
                 name, ember_dtype_name(t->dtype),
@@ -588,8 +592,8 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
 }
 
 /* Takes ownership of @image (freed on error too). */
-static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **file_p, char *msg,
-                              size_t msg_len)
+static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **file_p, char *err,
+                              size_t err_length)
 {
     ember_status_t status = EMBER_ERR_FORMAT;
     ember_st_file_t *f;
@@ -605,7 +609,7 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
     f->image = image;
     f->size = size;
     if (size < 8) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK,
+        (void)ember_status_text(err, err_length, EMBER_OK,
                                 "file is %zu bytes, too short for the 8-byte "
                                 "header length",
                                 size);
@@ -614,7 +618,7 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | image[i]; /* little-endian on any host */
     if (hlen > size - 8 || hlen > EMBER_ST_MAX_HEADER || hlen < 2) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK,
+        (void)ember_status_text(err, err_length, EMBER_OK,
                                 "header length %llu does not fit the file of %zu "
                                 "bytes (truncated or not safetensors)",
                                 (unsigned long long)hlen, size);
@@ -627,10 +631,10 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
     }
     memcpy(f->header, image + 8, hlen);
     f->header[hlen] = '\0';
-    if (json_parse(f->header, hlen, &f->root, msg, msg_len) < 0)
+    if (json_parse(f->header, hlen, &f->root, err, err_length) < 0)
         goto err_close;
     if (f->root->type != J_OBJ) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "header is not a JSON object");
+        (void)ember_status_text(err, err_length, EMBER_OK, "header is not a JSON object");
         goto err_close;
     }
 
@@ -639,7 +643,7 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
         if (strcmp(e->key, "__metadata__") != 0)
             count++;
         else if (++nmeta > 1) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK,
+            (void)ember_status_text(err, err_length, EMBER_OK,
                                     "__metadata__ appears twice in the header");
             goto err_close;
         }
@@ -656,12 +660,12 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
     for (const json_node_t *e = f->root->child; e; e = e->next) {
         if (strcmp(e->key, "__metadata__") == 0) {
             if (e->type != J_OBJ) {
-                (void)ember_status_text(msg, msg_len, EMBER_OK, "__metadata__ is not an object");
+                (void)ember_status_text(err, err_length, EMBER_OK, "__metadata__ is not an object");
                 goto err_close;
             }
             for (const json_node_t *m = e->child; m; m = m->next) {
                 if (m->type != J_STR) {
-                    (void)ember_status_text(msg, msg_len, EMBER_OK,
+                    (void)ember_status_text(err, err_length, EMBER_OK,
                                             "__metadata__ value '%s' is not a "
                                             "string",
                                             m->key);
@@ -672,7 +676,7 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
             const char *twice = json_duplicate_key(e, &failed);
             if (failed || twice) {
                 if (twice)
-                    (void)ember_status_text(msg, msg_len, EMBER_OK,
+                    (void)ember_status_text(err, err_length, EMBER_OK,
                                             "__metadata__ key '%s' "
                                             "appears twice",
                                             twice);
@@ -682,7 +686,7 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
             f->meta = e;
             continue;
         }
-        status = st_parse_tensor(e, data, data_size, &f->tensors[k], msg, msg_len);
+        status = st_parse_tensor(e, data, data_size, &f->tensors[k], err, err_length);
         if (status != EMBER_OK)
             goto err_close;
         order[k] = &f->tensors[k];
@@ -697,7 +701,7 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
     qsort(f->by_name, count, sizeof(*f->by_name), cmp_by_name);
     for (size_t i = 1; i < count; i++) {
         if (strcmp(f->by_name[i]->name, f->by_name[i - 1]->name) == 0) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK,
+            (void)ember_status_text(err, err_length, EMBER_OK,
                                     "tensor '%s' appears twice in the header", f->by_name[i]->name);
             status = EMBER_ERR_FORMAT;
             goto err_close;
@@ -710,14 +714,14 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
     for (size_t i = 1; i < count; i++) {
         const uint8_t *prev_end = (const uint8_t *)order[i - 1]->data + order[i - 1]->nbytes;
         if ((const uint8_t *)order[i]->data < prev_end) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "tensor '%s' overlaps tensor '%s'",
+            (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s' overlaps tensor '%s'",
                                     order[i]->name, order[i - 1]->name);
             status = EMBER_ERR_FORMAT;
             goto err_close;
         }
     }
     free(order);
-    (void)ember_status_text(msg, msg_len, EMBER_OK, "%s", "");
+    (void)ember_status_text(err, err_length, EMBER_OK, "%s", "");
     *file_p = f;
     return EMBER_OK;
 
@@ -730,7 +734,7 @@ err_close:
 }
 
 ember_status_t ember_st_open_buffer(const void *buf, size_t size, ember_st_file_t **file_p,
-                                    char *msg, size_t msg_len)
+                                    char *err, size_t err_length)
 {
     uint8_t *image;
     ember_status_t status;
@@ -742,14 +746,15 @@ ember_status_t ember_st_open_buffer(const void *buf, size_t size, ember_st_file_
         return EMBER_ERR_NO_MEMORY;
     if (size)
         memcpy(image, buf, size);
-    status = st_load(image, size, file_p, msg, msg_len);
+    status = st_load(image, size, file_p, err, err_length);
     if (status != EMBER_OK)
         ember_error("safetensors", "buffer of %zu bytes: %s", size,
-                    msg ? msg : ember_status_string(status));
+                    err ? err : ember_status_string(status));
     return status;
 }
 
-ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *msg, size_t msg_len)
+ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *err,
+                             size_t err_length)
 {
     struct stat st;
     uint8_t *image;
@@ -761,7 +766,7 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *m
         return EMBER_ERR_INVALID_PARAM;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "cannot open %s: %s", path,
+        (void)ember_status_text(err, err_length, EMBER_OK, "cannot open %s: %s", path,
                                 strerror(errno));
         ember_error("safetensors", "cannot open %s: %s", path, strerror(errno));
         if (fd >= 0)
@@ -778,7 +783,7 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *m
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK, "cannot read %s: %s", path,
+            (void)ember_status_text(err, err_length, EMBER_OK, "cannot read %s: %s", path,
                                     r < 0 ? strerror(errno) : "file shrank while reading");
             ember_error("safetensors", "cannot read %s", path);
             free(image);
@@ -789,9 +794,9 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *m
     }
     close(fd);
     /* st_load owns image from here. */
-    status = st_load(image, got, file_p, msg, msg_len);
+    status = st_load(image, got, file_p, err, err_length);
     if (status != EMBER_OK)
-        ember_error("safetensors", "%s: %s", path, msg ? msg : ember_status_string(status));
+        ember_error("safetensors", "%s: %s", path, err ? err : ember_status_string(status));
     return status;
 }
 

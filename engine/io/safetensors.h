@@ -60,18 +60,19 @@ size_t ember_dtype_size(ember_dtype_t dtype);
 
 /**
  * Read and check a whole file (read into memory, so a file changed later
- * does not affect us).  @msg/@msg_len (may be NULL/0) receive the cause on
- * error.  Errors: ERR_IO (cannot open/read; errno text in msg), ERR_FORMAT
+ * does not affect us).  @err/@err_length (may be NULL/0) receive the cause on
+ * error.  Errors: ERR_IO (cannot open/read; errno text in err), ERR_FORMAT
  * (malformed), ERR_NO_MEMORY.
  */
-ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *msg, size_t msg_len);
+ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *err,
+                             size_t err_length);
 
 /**
  * As ember_st_open, from a buffer of @size bytes (copied).  Used for files
  * received over the network and by the tests.
  */
 ember_status_t ember_st_open_buffer(const void *buf, size_t size, ember_st_file_t **file_p,
-                                    char *msg, size_t msg_len);
+                                    char *err, size_t err_length);
 
 /** Free the file object and everything borrowed from it.  NULL is a no-op. */
 void ember_st_close(ember_st_file_t *file);

@@ -45,82 +45,83 @@ static inline size_t bag_end(const ember_bag_batch_t *batch, size_t b)
 }
 
 ember_status_t ember_bag_validate(const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
-                                  int64_t rows, char *msg, size_t msg_len)
+                                  int64_t rows, char *err, size_t err_length)
 {
-    (void)ember_status_text(msg, msg_len, EMBER_OK, "%s", "");
+    (void)ember_status_text(err, err_length, EMBER_OK, "%s", "");
     if (!batch || !opts) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "batch or options missing");
+        (void)ember_status_text(err, err_length, EMBER_OK, "batch or options missing");
         return EMBER_ERR_INVALID_PARAM;
     }
     if (rows < 0) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "table has a negative row count %" PRId64,
-                                rows);
+        (void)ember_status_text(err, err_length, EMBER_OK,
+                                "table has a negative row count %" PRId64, rows);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (opts->mode != EMBER_BAG_SUM && opts->mode != EMBER_BAG_MEAN &&
         opts->mode != EMBER_BAG_MAX) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "unknown pooling mode %d", (int)opts->mode);
+        (void)ember_status_text(err, err_length, EMBER_OK, "unknown pooling mode %d",
+                                (int)opts->mode);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (opts->padding_idx < -1 || opts->padding_idx >= rows) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK,
+        (void)ember_status_text(err, err_length, EMBER_OK,
                                 "padding_idx %" PRId64 " is out of range [-1, %" PRId64 ")",
                                 opts->padding_idx, rows);
         return EMBER_ERR_OUT_OF_RANGE;
     }
     if (batch->n > 0 && !batch->indices) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "indices missing for %zu entries",
+        (void)ember_status_text(err, err_length, EMBER_OK, "indices missing for %zu entries",
                                 batch->n);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->bags > 0 && !batch->offsets) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "offsets missing for %zu bags",
+        (void)ember_status_text(err, err_length, EMBER_OK, "offsets missing for %zu bags",
                                 batch->bags);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->bags == 0 && batch->n > 0) {
         /* PyTorch would reject this too: n entries but nowhere to pool them. */
-        (void)ember_status_text(msg, msg_len, EMBER_OK,
+        (void)ember_status_text(err, err_length, EMBER_OK,
                                 "%zu indices but no bags (offsets is empty)", batch->n);
         return EMBER_ERR_INVALID_PARAM;
     }
     if (batch->weights) {
         if (opts->mode != EMBER_BAG_SUM) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK,
+            (void)ember_status_text(err, err_length, EMBER_OK,
                                     "per-sample weights are only supported with mode sum "
                                     "(mode is %s)",
                                     ember_bag_mode_name(opts->mode));
             return EMBER_ERR_INVALID_PARAM;
         }
         if (batch->n_weights != batch->n) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK,
+            (void)ember_status_text(err, err_length, EMBER_OK,
                                     "per-sample weights length %zu does not match indices "
                                     "length %zu",
                                     batch->n_weights, batch->n);
             return EMBER_ERR_INVALID_PARAM;
         }
     } else if (batch->n_weights != 0) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK,
+        (void)ember_status_text(err, err_length, EMBER_OK,
                                 "per-sample weights length %zu given without weights",
                                 batch->n_weights);
         return EMBER_ERR_INVALID_PARAM;
     }
 
     if (batch->bags > 0 && batch->offsets[0] != 0) {
-        (void)ember_status_text(msg, msg_len, EMBER_OK, "offsets[0] is %" PRId64 ", must be 0",
+        (void)ember_status_text(err, err_length, EMBER_OK, "offsets[0] is %" PRId64 ", must be 0",
                                 batch->offsets[0]);
         return EMBER_ERR_INVALID_PARAM;
     }
     for (size_t b = 0; b < batch->bags; b++) {
         int64_t off = batch->offsets[b];
         if (b > 0 && off < batch->offsets[b - 1]) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK,
+            (void)ember_status_text(err, err_length, EMBER_OK,
                                     "offsets decrease at bag %zu: %" PRId64 " after %" PRId64, b,
                                     off, batch->offsets[b - 1]);
             return EMBER_ERR_INVALID_PARAM;
         }
         if (off < 0 || (uint64_t)off > (uint64_t)batch->n) {
-            (void)ember_status_text(msg, msg_len, EMBER_OK,
+            (void)ember_status_text(err, err_length, EMBER_OK,
                                     "offset %" PRId64 " of bag %zu is past the end of indices "
                                     "(n = %zu)",
                                     off, b, batch->n);
@@ -134,7 +135,7 @@ ember_status_t ember_bag_validate(const ember_bag_batch_t *batch, const ember_ba
         for (size_t i = (size_t)batch->offsets[b]; i < end; i++) {
             int64_t idx = batch->indices[i];
             if (idx < 0 || idx >= rows) {
-                (void)ember_status_text(msg, msg_len, EMBER_OK,
+                (void)ember_status_text(err, err_length, EMBER_OK,
                                         "index %" PRId64 " at position %zu (bag %zu) is out "
                                         "of range [0, %" PRId64 ")",
                                         idx, i, b, rows);

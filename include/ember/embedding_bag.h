@@ -73,7 +73,7 @@ ember_status_t ember_bag_mode_parse(const char *text, ember_bag_mode_t *mode_p);
  * an offset > n, weights whose length differs from n, weights given with a
  * mode other than sum, a padding_idx outside [-1, rows).
  *
- * @msg/@msg_len: caller buffer (may be NULL/0) that receives one line naming
+ * @err/@err_length: caller buffer (may be NULL/0) that receives one line naming
  * exactly what is wrong, e.g. "index 130 at position 7 (bag 2) is out of
  * range [0, 100)"; on success it receives "".  Nothing is logged: the caller
  * decides (a PS answers the trainer with the message instead).
@@ -82,7 +82,7 @@ ember_status_t ember_bag_mode_parse(const char *text, ember_bag_mode_t *mode_p);
  * ERR_INVALID_PARAM (everything else).  O(n + bags).
  */
 ember_status_t ember_bag_validate(const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
-                                  int64_t rows, char *msg, size_t msg_len);
+                                  int64_t rows, char *err, size_t err_length);
 
 /**
  * Pool a batch.

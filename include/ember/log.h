@@ -60,6 +60,19 @@ void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt
         }                                                                      \
     } while (0)
 
+/* The same for a function with something to undo: @status takes the error
+ * and control goes to @label, where the function releases what it holds and
+ * returns @status (UCX's UCS_CHECK_GOTO). */
+#define EMBER_CHECK_GOTO(expr, status, label)                                  \
+    do {                                                                       \
+        (status) = (expr);                                                     \
+        if ((status) < 0) {                                                    \
+            ember_debug("trace", "%s:%d: %s -> %s", __FILE__, __LINE__, #expr, \
+                        ember_status_string(status));                          \
+            goto label;                                                        \
+        }                                                                      \
+    } while (0)
+
 #ifdef __cplusplus
 }
 #endif

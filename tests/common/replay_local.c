@@ -35,8 +35,8 @@ typedef struct {
     uint8_t *touched;       /* [rows] */
     int64_t *touched_rows;  /* [rows] */
     size_t ntouched;
-    char *msg;
-    size_t msg_len;
+    char *err;
+    size_t err_length;
 } replay_t;
 
 static void replay_msg(replay_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -55,8 +55,8 @@ static void replay_msg(replay_t *r, const char *fmt, ...)
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
     ember_error("replay", "%s", line);
-    if (r->msg && r->msg_len)
-        snprintf(r->msg, r->msg_len, "%s", line);
+    if (r->err && r->err_length)
+        snprintf(r->err, r->err_length, "%s", line);
 }
 
 /* Copy tensor @name, checking its dtype and exact shape (ndim dims). */
@@ -216,18 +216,18 @@ void ember_replay_result_cleanup(ember_replay_result_t *result)
 }
 
 ember_status_t ember_replay_local(const ember_st_file_t *golden, ember_replay_result_t *result_p,
-                                  char *msg, size_t msg_len)
+                                  char *err, size_t err_length)
 {
-    return ember_replay_local_typed(golden, EMBER_DTYPE_F32, 0, result_p, msg, msg_len);
+    return ember_replay_local_typed(golden, EMBER_DTYPE_F32, 0, result_p, err, err_length);
 }
 
 ember_status_t ember_replay_local_typed(const ember_st_file_t *golden, ember_dtype_t emb_dtype,
                                         int half_replies, ember_replay_result_t *result_p,
-                                        char *msg, size_t msg_len)
+                                        char *err, size_t err_length)
 {
     replay_t r = {.golden = golden,
-                  .msg = msg,
-                  .msg_len = msg_len,
+                  .err = err,
+                  .err_length = err_length,
                   .emb_dtype = emb_dtype,
                   .half_replies = half_replies};
     ember_opt_t *opt_emb = NULL, *opt_w = NULL, *opt_b = NULL;
@@ -239,8 +239,8 @@ ember_status_t ember_replay_local_typed(const ember_st_file_t *golden, ember_dty
 
     if (!golden || !result_p || (emb_dtype != EMBER_DTYPE_F32 && emb_dtype != EMBER_DTYPE_F16))
         return EMBER_ERR_INVALID_PARAM;
-    if (msg && msg_len)
-        msg[0] = '\0';
+    if (err && err_length)
+        err[0] = '\0';
     /* What ember-train checks, with the same words: every value in range
      * and every tensor of its shape before any is used or sized from. */
     if ((status = ember_replay_info_read(golden, NULL, &info, why, sizeof(why))) != EMBER_OK ||

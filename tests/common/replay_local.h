@@ -35,7 +35,7 @@ typedef struct {
 /**
  * Run the golden run in @golden (borrowed; only its inputs are read: initial
  * parameters, batches and metadata, never the expected.* tensors).
- * @result_p is filled only on success; @msg/@msg_len (may be NULL/0) receive
+ * @result_p is filled only on success; @err/@err_length (may be NULL/0) receive
  * the cause of a failure (which tensor, trainer, step).
  * The file is checked as ember-train checks it (engine/io/replay_file.h), with
  * the same messages, before anything is sized from it.
@@ -44,7 +44,7 @@ typedef struct {
  * ERR_NO_MEMORY.
  */
 ember_status_t ember_replay_local(const ember_st_file_t *golden, ember_replay_result_t *result_p,
-                                  char *msg, size_t msg_len);
+                                  char *err, size_t err_length);
 
 /**
  * The same with the embedding table stored as @emb_dtype: EMBER_DTYPE_F32
@@ -58,7 +58,7 @@ ember_status_t ember_replay_local(const ember_st_file_t *golden, ember_replay_re
  */
 ember_status_t ember_replay_local_typed(const ember_st_file_t *golden, ember_dtype_t emb_dtype,
                                         int half_replies, ember_replay_result_t *result_p,
-                                        char *msg, size_t msg_len);
+                                        char *err, size_t err_length);
 
 /** Free the arrays of a result and zero it.  Safe on a zeroed result. */
 void ember_replay_result_cleanup(ember_replay_result_t *result);
