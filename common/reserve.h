@@ -16,17 +16,27 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* @ptr grown to hold @count elements of @elem bytes (about twice that, so
- * growth is rare), *capacity_p updated; NULL when it cannot grow, with @ptr
- * still valid and *capacity_p unchanged. */
-static inline void *ember_grow(void *ptr, size_t *capacity_p, size_t count, size_t elem)
+/* The capacity, in elements of @elem bytes, a grow-only buffer of
+ * @capacity takes to hold @count: at least twice what it had, so growth is
+ * rare, but no slack on a first size (a buffer sized once per step stays at
+ * what the step needs); 0 when @count such elements would exceed an
+ * object's largest size (PTRDIFF_MAX bytes). */
+static inline size_t ember_grow_capacity(size_t capacity, size_t count, size_t elem)
 {
-    /* No object may exceed PTRDIFF_MAX bytes. */
     size_t limit = (size_t)PTRDIFF_MAX / (elem ? elem : 1);
     if (count > limit)
-        return NULL;
-    size_t want = count <= (limit - 16) / 2 ? count * 2 + 16 : count;
-    void *grown = realloc(ptr, want * elem);
+        return 0;
+    size_t doubled = capacity <= limit / 2 ? 2 * capacity : limit;
+    size_t want = count > doubled ? count : doubled;
+    return want > 8 ? want : (8 <= limit ? 8 : want);
+}
+
+/* @ptr grown to hold @count elements of @elem bytes, *capacity_p updated;
+ * NULL when it cannot grow, with @ptr still valid and *capacity_p unchanged. */
+static inline void *ember_grow(void *ptr, size_t *capacity_p, size_t count, size_t elem)
+{
+    size_t want = ember_grow_capacity(*capacity_p, count, elem);
+    void *grown = want ? realloc(ptr, want * elem) : NULL;
     if (grown)
         *capacity_p = want;
     return grown;
@@ -40,5 +50,30 @@ static inline void *ember_grow(void *ptr, size_t *capacity_p, size_t count, size
                                       : ember_grow((ptr), &(cap), ember_count_, sizeof(*(ptr))); \
         ember_grown_ ? ((ptr) = ember_grown_, 1) : ember_count_ <= (cap);                        \
     })
+
+/* A grow-only byte buffer, for scratch of no one type: its contents are kept
+ * as it grows; @capacity is in bytes. */
+typedef struct {
+    void *data;
+    size_t capacity;
+} ember_buffer_t;
+
+/* 1 when @buffer holds at least @bytes; 0 (and @buffer as it was) when it
+ * cannot grow. */
+static inline int ember_buffer_reserve(ember_buffer_t *buffer, size_t bytes)
+{
+    unsigned char *data = buffer->data;
+    if (!EMBER_RESERVE(data, buffer->capacity, bytes))
+        return 0;
+    buffer->data = data;
+    return 1;
+}
+
+static inline void ember_buffer_free(ember_buffer_t *buffer)
+{
+    free(buffer->data);
+    buffer->data = NULL;
+    buffer->capacity = 0;
+}
 
 #endif

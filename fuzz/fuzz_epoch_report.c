@@ -1,6 +1,6 @@
 /*
  * fuzz_epoch_report: a trainer's EPOCH_REPORT as the master takes it
- * (ember_master_report_check, engine/train/master.c's handler), into the
+ * (ember_wire_epoch_report_unpack, as engine/train/master.c's handler takes it), into the
  * [epochs][trainers] table the master keeps.
  *
  * Input: [trainers - 1][epochs] then records (fuzz/fuzz_input.h), each
@@ -10,7 +10,7 @@
  * an epoch of the job (its slot inside the table: AddressSanitizer sees a
  * write past it); a refused one says why.
  */
-#include "engine/train/master.h"
+#include "engine/wire/codec.h"
 #include "fuzz/fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -25,8 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (fuzz_record(&in, &payload, &length) >= 0) {
         ember_msg_epoch_report_t msg;
         char err[96] = "";
-        ember_status_t status = ember_master_report_check(payload, length, trainers, epochs, &msg,
-                                                          err, sizeof(err));
+        ember_status_t status = ember_wire_epoch_report_unpack(payload, length, trainers, epochs,
+                                                               &msg, err, sizeof(err));
         if (status == EMBER_OK) {
             FUZZ_CHECK(length == sizeof(msg) && memcmp(&msg, payload, sizeof(msg)) == 0,
                        "a report of %zu bytes taken", length);

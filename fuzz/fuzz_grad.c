@@ -123,24 +123,29 @@ static void lookup_make(harness_t *h, const uint8_t *p, size_t length)
                               .bags = bags,
                               .unique = (uint32_t)nunique,
                               .indices = (uint32_t)n};
-    size_t bytes = (size_t)ember_msg_lookup_bytes(&msg);
-    uint8_t *arrays = malloc(bytes + 1), *w = arrays;
+    /* Laid out where the codec says, and taken by it as the PS takes it. */
+    ember_wire_lookup_layout_t at;
+    ember_wire_lookup_layout(&msg, &at);
+    uint8_t *message = malloc(at.size + 1);
     float *out = malloc((size_t)bags * ft->dim * 8 + 1);
-    FUZZ_CHECK(arrays && out, "out of memory");
-    memcpy(w, offsets, 4ull * bags), w += 4ull * bags;
-    for (size_t u = 0; u < nunique; u++, w += 8) {
+    FUZZ_CHECK(message && out, "out of memory");
+    memcpy(message, &msg, sizeof(msg));
+    memcpy(message + at.offsets, offsets, 4ull * bags);
+    for (size_t u = 0; u < nunique; u++) {
         int64_t global = unique[u] * spec->num_shards + spec->shard;
-        memcpy(w, &global, 8);
+        memcpy(message + at.rows + 8 * u, &global, 8);
     }
-    memcpy(w, inverse, 4 * n), w += 4 * n;
+    memcpy(message + at.slots, inverse, 4 * n);
     if (flags & EMBER_LOOKUP_WEIGHTS)
-        memcpy(w, weights, 4 * n);
+        memcpy(message + at.extra, weights, 4 * n);
     else if (flags & EMBER_LOOKUP_MAX)
-        memcpy(w, places, 4 * n);
+        memcpy(message + at.extra, places, 4 * n);
 
-    ember_status_t status =
-            ember_table_lookup(ft->table, &msg, arrays, bytes, out, err, sizeof(err));
-    free(arrays);
+    ember_wire_lookup_view_t lookup;
+    ember_status_t status = ember_wire_lookup_unpack(message, at.size, &lookup, err, sizeof(err));
+    FUZZ_CHECK(status == EMBER_OK, "the codec refused a well-formed lookup: %s", err);
+    status = ember_table_lookup(ft->table, &lookup, out, err, sizeof(err));
+    free(message);
     if (lk->state != CTX_UNKNOWN)
         FUZZ_CHECK((status == EMBER_OK) == (lk->state == CTX_CLOSED),
                    "trainer %u: a well-formed lookup %s over a %s context (%s)", trainer,
@@ -278,8 +283,8 @@ static void grad_one(harness_t *h, const ember_msg_grad_t *msg, const void *grad
 
     err[0] = '\0';
     fuzz_table_snapshot(ft);
-    ember_status_t status =
-            ember_table_grad(ft->table, msg, grad, length, &applied, err, sizeof(err));
+    ember_wire_grad_view_t view = {.head = *msg, .grad = grad, .grad_bytes = length};
+    ember_status_t status = ember_table_grad(ft->table, &view, &applied, err, sizeof(err));
     lookup_t *lk = msg->trainer < ft->spec.trainers ? &h->lookups[msg->trainer] : NULL;
     if (status != EMBER_OK) {
         fuzz_table_check_unchanged(ft, "a refused gradient");
@@ -367,17 +372,21 @@ static void grad_fitting(harness_t *h, const uint8_t *p, size_t length)
     free(grad);
 }
 
-/* A GRAD message as it came; @shift bytes off alignment. */
+/* A GRAD message as it came, through the codec; @shift bytes off alignment. */
 static void grad_raw(harness_t *h, const uint8_t *p, size_t length, int shift)
 {
-    ember_msg_grad_t msg = {0};
-    memcpy(&msg, p, length < sizeof(msg) ? length : sizeof(msg));
-    size_t bytes = length > sizeof(msg) ? length - sizeof(msg) : 0;
-    uint8_t *copy = malloc(bytes + (size_t)shift + 1);
+    uint8_t *copy = malloc(length + (size_t)shift + 1);
+    ember_wire_grad_view_t view;
+    char err[160] = "";
 
     FUZZ_CHECK(copy, "out of memory");
-    memcpy(copy + shift, p + (length - bytes), bytes);
-    grad_one(h, &msg, copy + shift, bytes);
+    memcpy(copy + shift, p, length);
+    if (ember_wire_grad_unpack(copy + shift, length, &view, err, sizeof(err)) == EMBER_OK) {
+        grad_one(h, &view.head, view.grad, view.grad_bytes);
+    } else {
+        FUZZ_CHECK(length < sizeof(view.head) && err[0],
+                   "the codec refused a %zu-byte gradient: %s", length, err);
+    }
     free(copy);
 }
 

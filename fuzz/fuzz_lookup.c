@@ -1,8 +1,8 @@
 /*
  * fuzz_lookup: LOOKUP messages (engine/wire/protocol.h: header, offsets, rows,
  * inverse, weights or places) into a PS shard (fuzz/fuzz_table.h), through
- * ember_table_lookup and the PS's reply sizing (engine/ps/ps_msg.h), as
- * engine/ps/ps.c serves them.
+ * the codec (ember_wire_lookup_unpack), ember_table_lookup and the PS's
+ * reply sizing (engine/ps/ps_msg.h), as engine/ps/ps.c serves them.
  *
  * Input: the table's three bytes, then records (fuzz/fuzz_input.h) whose
  * payload is one whole message; op bit 0 closes an accepted lookup's
@@ -24,49 +24,31 @@ typedef struct {
     uint32_t bags;
 } context_t;
 
-static uint32_t load_u32(const uint8_t *p, size_t i)
-{
-    uint32_t v;
-    memcpy(&v, p + 4 * i, 4);
-    return v;
-}
-
-static int64_t load_i64(const uint8_t *p, size_t i)
-{
-    int64_t v;
-    memcpy(&v, p + 8 * i, 8);
-    return v;
-}
-
-static float load_f32(const uint8_t *p, size_t i)
-{
-    float v;
-    memcpy(&v, p + 4 * i, 4);
-    return v;
-}
-
 /* The value of the row of index @i at column @d, as the table held it. */
 static float entry_value(const fuzz_table_t *ft, const uint8_t *rows, const uint8_t *inverse,
                          size_t i, uint32_t d)
 {
-    int64_t local = load_i64(rows, load_u32(inverse, i)) / ft->spec.num_shards;
+    int64_t local =
+            ember_wire_load_i64(rows, ember_wire_load_u32(inverse, i)) / ft->spec.num_shards;
     FUZZ_CHECK(local >= 0 && local < ft->local_rows, "accepted row beyond the shard");
     return ft->before[(size_t)local * ft->dim + d];
 }
 
 /* What an accepted lookup pooled into @out, against the rows themselves. */
-static void check_pooling(const fuzz_table_t *ft, const ember_msg_lookup_t *msg,
-                          const uint8_t *arrays, const float *out)
+static void check_pooling(const fuzz_table_t *ft, const ember_wire_lookup_view_t *lookup,
+                          const float *out)
 {
+    const ember_msg_lookup_t *msg = &lookup->head;
     const size_t bags = msg->bags, n = msg->indices, dim = ft->dim;
-    const uint8_t *offsets = arrays, *rows = arrays + 4 * bags;
-    const uint8_t *inverse = rows + 8ull * msg->unique, *extra = inverse + 4 * n;
+    const uint8_t *offsets = lookup->offsets, *rows = lookup->rows, *inverse = lookup->slots;
+    const uint8_t *extra = lookup->weights ? lookup->weights : lookup->places;
     const int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
     const int weighted = (msg->flags & EMBER_LOOKUP_WEIGHTS) != 0;
     const uint32_t *places = (const uint32_t *)(out + bags * dim);
 
     for (size_t b = 0; b < bags; b++) {
-        size_t begin = load_u32(offsets, b), end = b + 1 < bags ? load_u32(offsets, b + 1) : n;
+        size_t begin = ember_wire_load_u32(offsets, b);
+        size_t end = b + 1 < bags ? ember_wire_load_u32(offsets, b + 1) : n;
         for (uint32_t d = 0; d < dim; d++) {
             float got = out[b * dim + d];
             if (max_mode) {
@@ -76,7 +58,7 @@ static void check_pooling(const fuzz_table_t *ft, const ember_msg_lookup_t *msg,
                     float v = entry_value(ft, rows, inverse, i, d);
                     if (i == begin || v > want) {
                         want = v;
-                        place = load_u32(extra, i);
+                        place = ember_wire_load_u32(extra, i);
                     }
                 }
                 FUZZ_CHECK(memcmp(&got, &want, sizeof(got)) == 0,
@@ -89,7 +71,7 @@ static void check_pooling(const fuzz_table_t *ft, const ember_msg_lookup_t *msg,
             double want = 0.0, scale = 0.0;
             int checkable = 1;
             for (size_t i = begin; i < end; i++) {
-                float w = weighted ? load_f32(extra, i) : 1.0f;
+                float w = weighted ? ember_wire_load_f32(extra, i) : 1.0f;
                 checkable &= fabsf(w) <= 1e6f;
                 double term = (double)w * entry_value(ft, rows, inverse, i, d);
                 want += term;
@@ -113,8 +95,9 @@ static void close_context(fuzz_table_t *ft, context_t *ctx, uint32_t t)
     int applied = 1;
 
     fuzz_table_snapshot(ft);
-    ember_status_t status =
-            ember_table_grad(ft->table, &msg, zeros, length, &applied, err, sizeof(err));
+    ember_wire_grad_view_t grad = {
+            .head = msg, .grad = (const uint8_t *)zeros, .grad_bytes = length};
+    ember_status_t status = ember_table_grad(ft->table, &grad, &applied, err, sizeof(err));
     free(zeros);
     fuzz_table_check_unchanged(ft, "a gradient without EMBER_GRAD_APPLY");
     FUZZ_CHECK(applied == 0, "a gradient without EMBER_GRAD_APPLY applied");
@@ -126,27 +109,30 @@ static void close_context(fuzz_table_t *ft, context_t *ctx, uint32_t t)
 static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint8_t *payload,
                        size_t length)
 {
-    ember_msg_lookup_t msg;
-    char err[320];
+    ember_wire_lookup_view_t lookup;
+    const ember_msg_lookup_t *msg = &lookup.head;
+    char err[320] = "";
 
-    if (length < sizeof(msg))
-        return; /* the PS answers it before the table sees it (ps_msg_header) */
-    memcpy(&msg, payload, sizeof(msg));
-    const uint8_t *arrays = payload + sizeof(msg);
-    size_t array_bytes = length - sizeof(msg);
-    /* As the PS: a reply buffer only for counts that match the size. */
-    size_t out_bytes = ps_msg_lookup_out_bytes(&msg, ft->dim);
-    float *out = NULL;
-    if (ember_msg_lookup_bytes(&msg) == array_bytes) {
-        out = malloc(out_bytes ? out_bytes : 1);
-        FUZZ_CHECK(out, "out of memory");
+    /* As the PS: the codec first, and a reply buffer only for a message it
+     * took (its counts match its size). */
+    if (ember_wire_lookup_unpack(payload, length, &lookup, err, sizeof(err)) != EMBER_OK) {
+        FUZZ_CHECK(err[0] != '\0', "a lookup message refused without its cause");
+        FUZZ_CHECK(length < sizeof(*msg) ||
+                           ember_wire_lookup_array_bytes(msg) != length - sizeof(*msg) ||
+                           strstr(err, "flags"),
+                   "a well-formed lookup refused by the codec: %s", err);
+        return;
     }
-    int was_open = msg.trainer < ft->spec.trainers && contexts[msg.trainer].open;
+    FUZZ_CHECK(ember_wire_lookup_size(msg) == length,
+               "the codec took %zu bytes of a %zu-byte lookup", length,
+               ember_wire_lookup_size(msg));
+    size_t out_bytes = ps_msg_lookup_out_bytes(msg, ft->dim);
+    float *out = malloc(out_bytes ? out_bytes : 1);
+    FUZZ_CHECK(out, "out of memory");
+    int was_open = msg->trainer < ft->spec.trainers && contexts[msg->trainer].open;
 
-    err[0] = '\0';
     fuzz_table_snapshot(ft);
-    ember_status_t status =
-            ember_table_lookup(ft->table, &msg, arrays, array_bytes, out, err, sizeof(err));
+    ember_status_t status = ember_table_lookup(ft->table, &lookup, out, err, sizeof(err));
     fuzz_table_check_unchanged(ft, "a lookup");
     if (status != EMBER_OK) {
         FUZZ_CHECK(err[0] != '\0', "a lookup refused (%s) without its cause",
@@ -154,19 +140,18 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
         free(out);
         return;
     }
-    FUZZ_CHECK(!was_open, "trainer %u: a lookup accepted over an open context", msg.trainer);
-    FUZZ_CHECK(out != NULL, "a lookup accepted whose counts do not match its size");
-    check_pooling(ft, &msg, arrays, out);
-    size_t reply = ps_msg_lookup_reply_finish(&msg, ft->dim, out);
+    FUZZ_CHECK(!was_open, "trainer %u: a lookup accepted over an open context", msg->trainer);
+    check_pooling(ft, &lookup, out);
+    size_t reply = ps_msg_lookup_reply_finish(msg, ft->dim, out);
     FUZZ_CHECK(reply <= out_bytes, "a reply of %zu bytes from a buffer of %zu", reply, out_bytes);
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < reply; i++)
         sink ^= ((const uint8_t *)out)[i]; /* what the transport would send */
     (void)sink;
     free(out);
-    contexts[msg.trainer] = (context_t){.open = 1, .step = msg.step, .bags = msg.bags};
+    contexts[msg->trainer] = (context_t){.open = 1, .step = msg->step, .bags = msg->bags};
     if (op & 1)
-        close_context(ft, &contexts[msg.trainer], msg.trainer);
+        close_context(ft, &contexts[msg->trainer], msg->trainer);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

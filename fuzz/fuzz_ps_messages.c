@@ -1,7 +1,7 @@
 /*
  * fuzz_ps_messages: the master's requests to a parameter server,
  * TABLE_CREATE, TABLE_LOAD, TABLE_READ and PS_STATS, each through the
- * checks engine/ps/ps.c's handlers make (engine/ps/ps_msg.h) and then the table,
+ * checks engine/ps/ps.c's handlers make (engine/wire/codec.h, engine/ps/ps_msg.h) and then the table,
  * in the order the handlers call them, on a PS's table ids.
  *
  * Input: records (fuzz/fuzz_input.h); op % 4: 0 CREATE, 1 LOAD, 2 READ,
@@ -46,10 +46,9 @@ static size_t table_values(const ember_table_t *table)
 static void on_create(ps_state_t *ps, const uint8_t *data, size_t length)
 {
     ember_msg_table_create_t spec;
-    size_t rest;
     char err[256];
 
-    if (ps_msg_header(data, length, &spec, sizeof(spec), &rest, err, sizeof(err)) != EMBER_OK)
+    if (ember_wire_head(data, length, &spec, sizeof(spec), NULL, err, sizeof(err)) != EMBER_OK)
         return;
     if (ps_msg_table_create_check(&spec, err, sizeof(err)) != EMBER_OK)
         return;
@@ -116,13 +115,14 @@ static void check_loaded(const ember_msg_table_create_t *spec, const ember_msg_t
 static void on_load(ps_state_t *ps, const uint8_t *data, size_t length)
 {
     ember_msg_table_load_t msg;
-    size_t rest;
+    ember_wire_rest_t body;
     char err[256];
     ember_table_t *table;
 
-    if (ps_msg_header(data, length, &msg, sizeof(msg), &rest, err, sizeof(err)) != EMBER_OK ||
+    if (ember_wire_head(data, length, &msg, sizeof(msg), &body, err, sizeof(err)) != EMBER_OK ||
         !(table = find(ps, msg.table_id)))
         return;
+    size_t rest = body.body_bytes;
     if (ps_msg_table_load_check(&msg, rest, table, err, sizeof(err)) != EMBER_OK)
         return;
     unsigned __int128 want =
@@ -135,7 +135,7 @@ static void on_load(ps_state_t *ps, const uint8_t *data, size_t length)
     float *before = malloc(values * sizeof(float) + 1);
     float *now = malloc(values * sizeof(float) + 1);
     FUZZ_CHECK(rows && before && now, "out of memory");
-    memcpy(rows, data + sizeof(msg), rest);
+    memcpy(rows, body.body, rest);
     table_rows(table, before);
     ember_status_t status = ember_table_load(table, msg.first, msg.count, rows, err, sizeof(err));
     table_rows(table, now);
@@ -153,11 +153,11 @@ static void on_load(ps_state_t *ps, const uint8_t *data, size_t length)
 static void on_read(ps_state_t *ps, const uint8_t *data, size_t length)
 {
     ember_msg_table_read_t msg;
-    size_t rest, bytes;
+    size_t bytes;
     char err[256];
     ember_table_t *table;
 
-    if (ps_msg_header(data, length, &msg, sizeof(msg), &rest, err, sizeof(err)) != EMBER_OK ||
+    if (ember_wire_head(data, length, &msg, sizeof(msg), NULL, err, sizeof(err)) != EMBER_OK ||
         !(table = find(ps, msg.table_id)))
         return;
     if (ps_msg_table_read_check(&msg, table, &bytes, err, sizeof(err)) != EMBER_OK)

@@ -1,6 +1,6 @@
 /*
  * fuzz_train_start: the master's TRAIN_START as a trainer takes it
- * (ember_trainer_start_check, engine/train/trainer.c's handler), then what the
+ * (ember_wire_train_start_unpack, as engine/train/trainer.c's handler takes it), then what the
  * trainer does with an accepted spec before the network: its dense
  * optimizer, its data source and its first batches, checked as each step
  * checks them (engine/train/data.c, ember_bag_validate).
@@ -16,7 +16,7 @@
  */
 #include "engine/ops/optimizer.h"
 #include "engine/train/data.h"
-#include "engine/train/trainer.h"
+#include "engine/wire/codec.h"
 #include "fuzz/fuzz_input.h"
 
 #include <ember/embedding_bag.h>
@@ -66,8 +66,8 @@ static void draw_batches(const ember_msg_train_start_t *spec)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    ember_msg_train_start_t spec;
-    size_t nparams = 0;
+    ember_wire_train_start_view_t start;
+    const ember_msg_train_start_t *spec = &start.spec;
     char err[256];
 
     if (size < 1)
@@ -79,25 +79,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(request, data + 1, size - 1);
     err[0] = '\0';
     ember_status_t status =
-            ember_trainer_start_check(request, size - 1, index, &spec, &nparams, err, sizeof(err));
+            ember_wire_train_start_unpack(request, size - 1, index, &start, err, sizeof(err));
+    size_t nparams = start.nparams;
     if (status != EMBER_OK) {
         FUZZ_CHECK(err[0] != '\0', "TRAIN_START refused without its cause");
         free(request);
         return 0;
     }
-    FUZZ_CHECK(spec.trainer == (uint32_t)index, "trainer %d took trainer %u's start", index,
-               spec.trainer);
-    FUZZ_CHECK(dense_count(&spec) == nparams && size - 1 == sizeof(spec) + nparams * sizeof(float),
+    FUZZ_CHECK(spec->trainer == (uint32_t)index, "trainer %d took trainer %u's start", index,
+               spec->trainer);
+    FUZZ_CHECK(dense_count(spec) == nparams &&
+                       size - 1 == sizeof(*spec) + nparams * sizeof(float) &&
+                       start.params == request + sizeof(*spec),
                "TRAIN_START of %zu bytes taken with %zu dense parameters", size - 1, nparams);
-    FUZZ_CHECK(memchr(spec.replay_path, '\0', sizeof(spec.replay_path)),
+    FUZZ_CHECK(memchr(spec->replay_path, '\0', sizeof(spec->replay_path)),
                "the replay path is not NUL-terminated");
-    ember_opt_config_t dense = spec.optimizer;
+    ember_opt_config_t dense = spec->optimizer;
     if (dense.kind == EMBER_OPT_ROWWISE_ADAGRAD) /* as trainer_setup */
         ember_opt_config_default(EMBER_OPT_ADAGRAD, dense.lr, &dense);
     ember_opt_t *optimizer = NULL;
     if (ember_opt_create(&dense, 1, nparams, EMBER_OPT_DENSE, &optimizer) == EMBER_OK)
         ember_opt_destroy(optimizer);
-    draw_batches(&spec);
+    draw_batches(spec);
     free(request);
     return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/pool.h"
+#include "common/reserve.h"
 #include "engine/ps/ps_msg.h"
 #include "engine/ps/table.h"
 #include "engine/wire/protocol.h"
@@ -30,7 +31,7 @@
 
 typedef struct {
     ember_rpc_req_t *req;
-    ember_msg_lookup_t msg;
+    ember_wire_lookup_view_t lookup; /* into the request's data, held with it */
 } held_lookup_t;
 
 typedef struct {
@@ -79,27 +80,24 @@ static ps_table_t *ps_find(ps_t *ps, uint32_t table_id, ember_rpc_req_t *req)
 }
 
 /* Read a fixed header at the front of a request, or answer with an error. */
-static const uint8_t *ps_header(ember_rpc_req_t *req, void *header, size_t size, size_t *rest_p)
+static int ps_header(ember_rpc_req_t *req, void *header, size_t size, ember_wire_rest_t *rest_p)
 {
     size_t length;
     const uint8_t *data = ember_rpc_req_data(req, &length);
     char err[128];
-    ember_status_t status = ps_msg_header(data, length, header, size, rest_p, err, sizeof(err));
-    if (status != EMBER_OK) {
+    ember_status_t status = ember_wire_head(data, length, header, size, rest_p, err, sizeof(err));
+    if (status != EMBER_OK)
         ember_rpc_reply_error(req, status, "%s", err);
-        return NULL;
-    }
-    return data + size;
+    return status == EMBER_OK;
 }
 
 static void on_table_create(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
     ember_msg_table_create_t spec;
-    size_t rest;
     char err[256];
 
-    if (!ps_header(req, &spec, sizeof(spec), &rest))
+    if (!ps_header(req, &spec, sizeof(spec), NULL))
         return;
     ember_status_t status = ps_msg_table_create_check(&spec, err, sizeof(err));
     if (status == EMBER_OK && ps->tables[spec.table_id].table)
@@ -162,13 +160,13 @@ static void on_table_load(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
     ember_msg_table_load_t msg;
-    size_t rest;
+    ember_wire_rest_t rows_in;
     char err[256];
-    const uint8_t *data = ps_header(req, &msg, sizeof(msg), &rest);
     ps_table_t *entry;
 
-    if (!data || !(entry = ps_find(ps, msg.table_id, req)))
+    if (!ps_header(req, &msg, sizeof(msg), &rows_in) || !(entry = ps_find(ps, msg.table_id, req)))
         return;
+    size_t rest = rows_in.body_bytes;
     ember_status_t status = ps_msg_table_load_check(&msg, rest, entry->table, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
@@ -179,7 +177,7 @@ static void on_table_load(ember_rpc_req_t *req, void *arg)
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
-    memcpy(rows, data, rest);
+    memcpy(rows, rows_in.body, rest);
     status = ember_table_load(entry->table, msg.first, msg.count, rows, err, sizeof(err));
     free(rows);
     if (status != EMBER_OK)
@@ -192,12 +190,11 @@ static void on_table_read(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
     ember_msg_table_read_t msg;
-    size_t rest;
     char err[256];
     ps_table_t *entry;
     size_t bytes;
 
-    if (!ps_header(req, &msg, sizeof(msg), &rest) || !(entry = ps_find(ps, msg.table_id, req)))
+    if (!ps_header(req, &msg, sizeof(msg), NULL) || !(entry = ps_find(ps, msg.table_id, req)))
         return;
     ember_status_t status = ps_msg_table_read_check(&msg, entry->table, &bytes, err, sizeof(err));
     if (status != EMBER_OK) {
@@ -281,35 +278,29 @@ static void ps_reply_done(void *arg, ember_status_t status)
 
 /* Pool and answer one lookup into a pooled buffer, sent without a copy. */
 static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
-                            const ember_msg_lookup_t *msg)
+                            const ember_wire_lookup_view_t *lookup)
 {
     uint64_t start = ember_busy_clock_ticks(&ps->clock);
-    size_t length;
-    const uint8_t *arrays = ember_rpc_req_data(req, &length);
+    const ember_msg_lookup_t *head = &lookup->head;
     char err[320];
     const uint32_t dim = ember_table_dim(entry->table);
-    /* The pooled values, fp32, and the places of max mode's maxima. */
-    size_t bytes = ps_msg_lookup_out_bytes(msg, dim);
-    float *out = NULL;
-    reply_ticket_t *ticket = NULL;
+    /* The pooled values, fp32, and the places of max mode's maxima: the
+     * codec took the message, so its counts match its size and a forged
+     * count cannot make us allocate. */
+    size_t bytes = ps_msg_lookup_out_bytes(head, dim);
+    reply_ticket_t *ticket = ember_pool_get(&ps->replies, sizeof(*ticket));
+    float *out = ticket ? ember_pool_get(&ps->replies, bytes ? bytes : 1) : NULL;
 
-    arrays += sizeof(*msg);
-    length -= sizeof(*msg);
-    /* Take a buffer only for a message whose counts match its size (the
-     * table validates the rest): a forged count must not make us allocate. */
-    if (ember_msg_lookup_bytes(msg) == length &&
-        (!(ticket = ember_pool_get(&ps->replies, sizeof(*ticket))) ||
-         !(out = ember_pool_get(&ps->replies, bytes ? bytes : 1)))) {
+    if (!out) {
         ember_pool_put(&ps->replies, ticket);
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY,
                               "table %s: trainer %u step %llu: out of memory for a "
                               "reply of %zu bytes",
-                              ember_table_name(entry->table), msg->trainer,
-                              (unsigned long long)msg->step, bytes);
+                              ember_table_name(entry->table), head->trainer,
+                              (unsigned long long)head->step, bytes);
         return;
     }
-    ember_status_t status =
-            ember_table_lookup(entry->table, msg, arrays, length, out, err, sizeof(err));
+    ember_status_t status = ember_table_lookup(entry->table, lookup, out, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_pool_put(&ps->replies, out);
         ember_pool_put(&ps->replies, ticket);
@@ -318,8 +309,8 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
         return;
     }
     ps->stats.lookups++;
-    entry->trainer_rank[msg->trainer] = ember_rpc_req_peer(req);
-    bytes = ps_msg_lookup_reply_finish(msg, dim, out);
+    entry->trainer_rank[head->trainer] = ember_rpc_req_peer(req);
+    bytes = ps_msg_lookup_reply_finish(head, dim, out);
     ember_iov_t iov = {.buffer = out, .length = bytes};
     *ticket = (reply_ticket_t){.ps = ps, .buffer = out};
     ps->replies_in_flight++;
@@ -327,49 +318,68 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
     ps->lookup_ticks += ember_busy_clock_ticks(&ps->clock) - start;
 }
 
+/* The codec's check of a lookup, refused naming the table, trainer and step. */
+static int ps_take_lookup(ember_rpc_req_t *req, const ps_table_t *entry,
+                          ember_wire_lookup_view_t *lookup)
+{
+    size_t length;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+    char err[256];
+    ember_status_t status = ember_wire_lookup_unpack(data, length, lookup, err, sizeof(err));
+    if (status != EMBER_OK)
+        ember_rpc_reply_error(req, status, "table %s: trainer %u step %llu: %s",
+                              ember_table_name(entry->table), lookup->head.trainer,
+                              (unsigned long long)lookup->head.step, err);
+    return status == EMBER_OK;
+}
+
+/* Sync: a lookup for a later step than the one open waits for it. */
+static void ps_hold_lookup(ps_table_t *entry, ember_rpc_req_t *req,
+                           const ember_wire_lookup_view_t *lookup)
+{
+    held_lookup_t *held = entry->held;
+    if (!EMBER_RESERVE(held, entry->held_capacity, entry->held_count + 1)) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    entry->held = held;
+    entry->held[entry->held_count++] = (held_lookup_t){.req = req, .lookup = *lookup};
+}
+
 static void on_lookup(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
-    ember_msg_lookup_t msg;
-    size_t rest;
+    ember_wire_lookup_view_t lookup;
+    const ember_msg_lookup_t *msg = &lookup.head;
     ps_table_t *entry;
 
-    if (!ps_header(req, &msg, sizeof(msg), &rest) || !(entry = ps_find(ps, msg.table_id, req)))
+    if (!ps_header(req, &lookup.head, sizeof(lookup.head), NULL) ||
+        !(entry = ps_find(ps, msg->table_id, req)) || !ps_take_lookup(req, entry, &lookup))
         return;
-    if (msg.trainer < entry->trainers && entry->grad_error[msg.trainer]) {
+    if (msg->trainer < entry->trainers && entry->grad_error[msg->trainer]) {
         /* Its last gradient (sent one-way) was refused: say so now, before
          * a sync lookup could wait for a step that will never complete. */
-        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "%s", entry->grad_error[msg.trainer]);
-        free(entry->grad_error[msg.trainer]);
-        entry->grad_error[msg.trainer] = NULL;
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "%s", entry->grad_error[msg->trainer]);
+        free(entry->grad_error[msg->trainer]);
+        entry->grad_error[msg->trainer] = NULL;
         return;
     }
     if (ember_table_is_sync(entry->table)) {
         uint64_t next = ember_table_next_step(entry->table);
-        if (msg.step < next) {
+        if (msg->step < next) {
             ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
                                   "table %s: trainer %u step %llu: that step is "
                                   "already applied (next is %llu)",
-                                  ember_table_name(entry->table), msg.trainer,
-                                  (unsigned long long)msg.step, (unsigned long long)next);
+                                  ember_table_name(entry->table), msg->trainer,
+                                  (unsigned long long)msg->step, (unsigned long long)next);
             return;
         }
-        if (msg.step > next) {
-            if (entry->held_count == entry->held_capacity) {
-                size_t capacity = entry->held_capacity ? 2 * entry->held_capacity : 8;
-                held_lookup_t *grown = realloc(entry->held, capacity * sizeof(*grown));
-                if (!grown) {
-                    ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
-                    return;
-                }
-                entry->held = grown;
-                entry->held_capacity = capacity;
-            }
-            entry->held[entry->held_count++] = (held_lookup_t){.req = req, .msg = msg};
+        if (msg->step > next) {
+            ps_hold_lookup(entry, req, &lookup);
             return;
         }
     }
-    ps_serve_lookup(ps, entry, req, &msg);
+    ps_serve_lookup(ps, entry, req, &lookup);
 }
 
 static void ps_release_held(ps_t *ps, ps_table_t *entry)
@@ -378,8 +388,8 @@ static void ps_release_held(ps_t *ps, ps_table_t *entry)
     size_t kept = 0;
     for (size_t i = 0; i < entry->held_count; i++) {
         held_lookup_t held = entry->held[i];
-        if (held.msg.step == next)
-            ps_serve_lookup(ps, entry, held.req, &held.msg);
+        if (held.lookup.head.step == next)
+            ps_serve_lookup(ps, entry, held.req, &held.lookup);
         else
             entry->held[kept++] = held;
     }
@@ -389,23 +399,28 @@ static void ps_release_held(ps_t *ps, ps_table_t *entry)
 static void on_grad(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
-    ember_msg_grad_t msg;
-    size_t rest;
+    ember_wire_grad_view_t grad;
+    const ember_msg_grad_t *msg = &grad.head;
     char err[320];
     int applied = 0;
     ps_table_t *entry;
     uint64_t start = ember_busy_clock_ticks(&ps->clock);
-    const uint8_t *grad = ps_header(req, &msg, sizeof(msg), &rest);
+    size_t length;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+    ember_status_t status = ember_wire_grad_unpack(data, length, &grad, err, sizeof(err));
 
-    if (!grad || !(entry = ps_find(ps, msg.table_id, req)))
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
         return;
-    ember_status_t status =
-            ember_table_grad(entry->table, &msg, grad, rest, &applied, err, sizeof(err));
+    }
+    if (!(entry = ps_find(ps, msg->table_id, req)))
+        return;
+    status = ember_table_grad(entry->table, &grad, &applied, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_warn("ps", "gradient refused: %s", err);
-        if (ember_rpc_req_oneway(req) && msg.trainer < entry->trainers) {
-            free(entry->grad_error[msg.trainer]);
-            entry->grad_error[msg.trainer] = strdup(err);
+        if (ember_rpc_req_oneway(req) && msg->trainer < entry->trainers) {
+            free(entry->grad_error[msg->trainer]);
+            entry->grad_error[msg->trainer] = strdup(err);
         }
         ember_rpc_reply_error(req, status, "%s", err);
         return;

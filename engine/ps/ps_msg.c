@@ -6,19 +6,6 @@
 #include <stdint.h>
 #include <string.h>
 
-ember_status_t ps_msg_header(const void *data, size_t length, void *header, size_t size,
-                             size_t *rest_p, char *err, size_t err_length)
-{
-    if (length < size)
-        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                                 "message of %zu bytes is shorter than its %zu-byte "
-                                 "header",
-                                 length, size);
-    memcpy(header, data, size);
-    *rest_p = length - size;
-    return EMBER_OK;
-}
-
 ember_status_t ps_msg_table_create_check(ember_msg_table_create_t *spec, char *err,
                                          size_t err_length)
 {
@@ -90,8 +77,8 @@ size_t ps_msg_lookup_reply_finish(const ember_msg_lookup_t *msg, uint32_t dim, f
     if (msg->flags & EMBER_LOOKUP_HALF_REPLY) {
         ember_float_to_half_in_place(out, values);
         if (msg->flags & EMBER_LOOKUP_MAX) /* the places move up behind the halved values */
-            memmove((uint8_t *)out + ember_msg_lookup_places_at(msg, dim), out + values,
+            memmove((uint8_t *)out + ember_wire_lookup_places_at(msg, dim), out + values,
                     values * sizeof(uint32_t));
     }
-    return (size_t)ember_msg_lookup_reply_bytes(msg, dim);
+    return (size_t)ember_wire_lookup_reply_bytes(msg, dim);
 }

@@ -1,9 +1,9 @@
 /*
  * engine/ps/ps_msg: the parameter server's checks of its requests' bytes.
  *
- * What engine/ps/ps.c's handlers do with a request before it reaches a table
- * (engine/ps/table.c validates lookups and gradients itself), as pure
- * functions: no transport, no logging, so the fuzzer (fuzz/) runs exactly
+ * What engine/ps/ps.c's handlers do with a request, once engine/wire/codec
+ * has taken its bytes, before it reaches a table (engine/ps/table.c
+ * validates what lookups and gradients hold itself), as pure functions: no transport, no logging, so the fuzzer (fuzz/) runs exactly
  * the code the PS runs.  Each refusal leaves its cause in @err and returns
  * the status the PS answers with.
  */
@@ -11,7 +11,7 @@
 #define EMBER_ENGINE_PS_MSG_H
 
 #include "engine/ps/table.h"
-#include "engine/wire/protocol.h"
+#include "engine/wire/codec.h"
 
 #include <ember/status.h>
 
@@ -20,14 +20,6 @@
 
 /* Table ids a PS serves: [0, PS_MAX_TABLES). */
 #define PS_MAX_TABLES 64
-
-/**
- * Copy the fixed @size-byte header at the front of a request's @length
- * bytes at @data (borrowed) into @header; *rest_p: the bytes after it.
- * Errors: ERR_BAD_MESSAGE (shorter than its header).
- */
-ember_status_t ps_msg_header(const void *data, size_t length, void *header, size_t size,
-                             size_t *rest_p, char *err, size_t err_length);
 
 /**
  * TABLE_CREATE: @spec as it came; its name is NUL-terminated here.  Refuses
@@ -65,7 +57,7 @@ size_t ps_msg_lookup_out_bytes(const ember_msg_lookup_t *msg, uint32_t dim);
 /**
  * LOOKUP: turn @out, as ember_table_lookup filled it, into the reply @msg
  * asks for (fp16 values with EMBER_LOOKUP_HALF_REPLY, the places moved up
- * behind them); returns the reply's bytes (ember_msg_lookup_reply_bytes).
+ * behind them); returns the reply's bytes (ember_wire_lookup_reply_bytes).
  */
 size_t ps_msg_lookup_reply_finish(const ember_msg_lookup_t *msg, uint32_t dim, float *out);
 

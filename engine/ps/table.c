@@ -2,7 +2,9 @@
 #include "engine/ps/table.h"
 
 #include "common/hugepage.h"
+#include "common/reserve.h"
 #include "common/rng.h"
+#include "engine/device/scratch.h"
 #include "engine/ops/half.h"
 
 #include <ember/device.h>
@@ -15,82 +17,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Grow-only buffer: steady-state steps allocate nothing. */
-typedef struct {
-    void *data;
-    size_t capacity;
-} buffer_t;
-
-static int buffer_reserve(buffer_t *buffer, size_t bytes)
-{
-    if (bytes <= buffer->capacity)
-        return 1;
-    size_t capacity = buffer->capacity ? buffer->capacity : 256;
-    while (capacity < bytes)
-        capacity *= 2;
-    void *grown = realloc(buffer->data, capacity);
-    if (!grown)
-        return 0;
-    buffer->data = grown;
-    buffer->capacity = capacity;
-    return 1;
-}
-
-/* Grow-only scratch of a GPU shard's lookups and updates, on the device or
- * pinned on the host. */
-typedef struct {
-    void *data;
-    size_t capacity;
-} dev_buffer_t;
-
-/* @pinned: pinned host staging (the device's host_alloc), which the GPU
- * copies by DMA, several times faster than pageable memory; else device
- * memory.  Grown by doubling; contents are not kept. */
-static ember_status_t scratch_reserve(ember_device_t *device, dev_buffer_t *buffer, size_t bytes,
-                                      int pinned)
-{
-    const ember_device_ops_t *dev = ember_device_ops(device);
-    if (bytes <= buffer->capacity)
-        return EMBER_OK;
-    size_t capacity = buffer->capacity ? buffer->capacity : 4096;
-    while (capacity < bytes)
-        capacity *= 2;
-    if (pinned)
-        dev->host_free(device, buffer->data);
-    else
-        dev->mem_free(device, buffer->data);
-    buffer->data = NULL;
-    buffer->capacity = 0;
-    EMBER_CHECK(pinned ? dev->host_alloc(device, capacity, &buffer->data)
-                       : dev->mem_alloc(device, capacity, &buffer->data));
-    buffer->capacity = capacity;
-    return EMBER_OK;
-}
-
-static ember_status_t dev_reserve(ember_device_t *device, dev_buffer_t *buffer, size_t bytes)
-{
-    return scratch_reserve(device, buffer, bytes, 0);
-}
-
-static ember_status_t host_stage_reserve(ember_device_t *device, dev_buffer_t *buffer, size_t bytes)
-{
-    return scratch_reserve(device, buffer, bytes, 1);
-}
-
 /* What the forward of one trainer's lookup left for its backward. */
 typedef struct {
     int valid;
     uint64_t step;
     size_t n, bags;
     int max_mode, weighted;
-    buffer_t indices; /* int64 local ids */
-    buffer_t offsets; /* int64 */
-    buffer_t weights; /* float */
-    buffer_t argmax;  /* int64 [bags * dim] */
-    buffer_t unique;  /* int64 local ids of the distinct rows, increasing */
-    buffer_t inverse; /* uint32 [n]: each index's slot in unique */
-    buffer_t first;   /* max: uint32 [unique] a slot's first place in a bag */
-    buffer_t seen;    /* max: uint32 [unique] the bag (+1) first was set in */
+    ember_buffer_t indices; /* int64 local ids */
+    ember_buffer_t offsets; /* int64 */
+    ember_buffer_t weights; /* float */
+    ember_buffer_t argmax;  /* int64 [bags * dim] */
+    ember_buffer_t unique;  /* int64 local ids of the distinct rows, increasing */
+    ember_buffer_t inverse; /* uint32 [n]: each index's slot in unique */
+    ember_buffer_t first;   /* max: uint32 [unique] a slot's first place in a bag */
+    ember_buffer_t seen;    /* max: uint32 [unique] the bag (+1) first was set in */
     size_t nunique;
 } context_t;
 
@@ -99,8 +39,8 @@ typedef struct {
     int valid;
     uint64_t step;
     size_t nrows;
-    buffer_t rows; /* int64 local ids, sorted unique */
-    buffer_t grad; /* float [nrows * dim] */
+    ember_buffer_t rows; /* int64 local ids, sorted unique */
+    ember_buffer_t grad; /* float [nrows * dim] */
 } pending_t;
 
 struct ember_table {
@@ -115,15 +55,15 @@ struct ember_table {
                           * buffer per trainer would hold trainers x batch) */
     uint64_t next_step;   /* sync: steps applied so far */
     int32_t *slot_of_row; /* sync reduction: row -> accumulator slot, -1 */
-    buffer_t acc_rows, acc_grad, sorted_grad, order;
-    buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
+    ember_buffer_t acc_rows, acc_grad, sorted_grad, order;
+    ember_buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
     /* A shard on a device (NULL: host memory): data is device memory;
      * lookups pool there; an update gathers the touched rows, steps the
      * host optimizer on them (values) and scatters them back. */
     ember_device_t *device;
     const ember_device_ops_t *dev;
-    dev_buffer_t d_batch, d_out, d_argmax, d_rows, d_values; /* device */
-    dev_buffer_t h_batch, h_out, h_values;                   /* pinned host */
+    ember_scratch_t d_batch, d_out, d_argmax, d_rows, d_values; /* device */
+    ember_scratch_t h_batch, h_out, h_values;                   /* pinned host */
 };
 
 /* Local row @local as stored. */
@@ -203,6 +143,8 @@ ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec, ember
         return EMBER_ERR_NO_MEMORY;
     table->device = device;
     table->dev = device ? ember_device_ops(device) : NULL;
+    /* Staging the GPU copies by DMA from: pinned host memory. */
+    table->h_batch.pinned = table->h_out.pinned = table->h_values.pinned = 1;
     table->spec = *spec;
     memcpy(table->spec.name, name, EMBER_TABLE_NAME_MAX);
     table->spec.name[EMBER_TABLE_NAME_MAX - 1] = '\0';
@@ -271,48 +213,41 @@ err_free:
                              (long long)spec->rows, spec->dim);
 }
 
-static void buffer_free(buffer_t *buffer)
-{
-    free(buffer->data);
-}
-
 void ember_table_destroy(ember_table_t *table)
 {
     if (!table)
         return;
     for (uint32_t t = 0; table->contexts && t < table->spec.trainers; t++) {
-        buffer_free(&table->contexts[t].indices);
-        buffer_free(&table->contexts[t].offsets);
-        buffer_free(&table->contexts[t].weights);
-        buffer_free(&table->contexts[t].argmax);
-        buffer_free(&table->contexts[t].unique);
-        buffer_free(&table->contexts[t].inverse);
-        buffer_free(&table->contexts[t].first);
-        buffer_free(&table->contexts[t].seen);
+        ember_buffer_free(&table->contexts[t].indices);
+        ember_buffer_free(&table->contexts[t].offsets);
+        ember_buffer_free(&table->contexts[t].weights);
+        ember_buffer_free(&table->contexts[t].argmax);
+        ember_buffer_free(&table->contexts[t].unique);
+        ember_buffer_free(&table->contexts[t].inverse);
+        ember_buffer_free(&table->contexts[t].first);
+        ember_buffer_free(&table->contexts[t].seen);
     }
     for (uint32_t t = 0; table->pending && t < table->spec.trainers; t++) {
-        buffer_free(&table->pending[t].rows);
-        buffer_free(&table->pending[t].grad);
+        ember_buffer_free(&table->pending[t].rows);
+        ember_buffer_free(&table->pending[t].grad);
     }
-    buffer_free(&table->applying.rows);
-    buffer_free(&table->applying.grad);
-    buffer_free(&table->acc_rows);
-    buffer_free(&table->acc_grad);
-    buffer_free(&table->sorted_grad);
-    buffer_free(&table->order);
-    buffer_free(&table->written);
+    ember_buffer_free(&table->applying.rows);
+    ember_buffer_free(&table->applying.grad);
+    ember_buffer_free(&table->acc_rows);
+    ember_buffer_free(&table->acc_grad);
+    ember_buffer_free(&table->sorted_grad);
+    ember_buffer_free(&table->order);
+    ember_buffer_free(&table->written);
     ember_opt_destroy(table->optimizer);
     free(table->slot_of_row);
     free(table->contexts);
     free(table->pending);
     if (table->device) {
-        dev_buffer_t *scratch[] = {&table->d_batch, &table->d_out, &table->d_argmax, &table->d_rows,
-                                   &table->d_values};
-        dev_buffer_t *staging[] = {&table->h_batch, &table->h_out, &table->h_values};
+        ember_scratch_t *scratch[] = {&table->d_batch, &table->d_out,    &table->d_argmax,
+                                      &table->d_rows,  &table->d_values, &table->h_batch,
+                                      &table->h_out,   &table->h_values};
         for (size_t i = 0; i < sizeof(scratch) / sizeof(scratch[0]); i++)
-            table->dev->mem_free(table->device, scratch[i]->data);
-        for (size_t i = 0; i < sizeof(staging) / sizeof(staging[0]); i++)
-            table->dev->host_free(table->device, staging[i]->data);
+            ember_scratch_free(table->device, scratch[i]);
         table->dev->mem_free(table->device, table->data);
     } else {
         ember_huge_free(table->data);
@@ -378,8 +313,8 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
     if (table->device) {
         /* This shard's rows of the range are consecutive local rows. */
         int64_t local_first = -1, n = 0;
-        if (host_stage_reserve(table->device, &table->h_values,
-                               (size_t)count * spec->dim * sizeof(float) + 4) != EMBER_OK)
+        if (ember_scratch_reserve(table->device, &table->h_values,
+                                  (size_t)count * spec->dim * sizeof(float) + 4) != EMBER_OK)
             return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
                                      "table %s: out of memory", spec->name);
         for (int64_t row = first; row < first + count; row++) {
@@ -442,21 +377,6 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first, int64
     return EMBER_OK;
 }
 
-/* Unaligned little-endian loads: the arrays follow a header on the wire. */
-static inline uint32_t load_u32(const uint8_t *p, size_t i)
-{
-    uint32_t v;
-    memcpy(&v, p + 4 * i, 4);
-    return v;
-}
-
-static inline int64_t load_i64(const uint8_t *p, size_t i)
-{
-    int64_t v;
-    memcpy(&v, p + 8 * i, 8);
-    return v;
-}
-
 /* Pool on the device: the checked batch goes over in one copy (indices,
  * offsets, weights packed in pinned staging), the pools (and the argmax a
  * max backward needs) come back into the host's buffers. */
@@ -472,12 +392,12 @@ static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch
 
     if (bags == 0)
         return EMBER_OK;
-    EMBER_CHECK(host_stage_reserve(device, &table->h_batch, batch_bytes));
-    EMBER_CHECK(dev_reserve(device, &table->d_batch, batch_bytes));
-    EMBER_CHECK(host_stage_reserve(device, &table->h_out, out_bytes));
-    EMBER_CHECK(dev_reserve(device, &table->d_out, out_bytes));
+    EMBER_CHECK(ember_scratch_reserve(device, &table->h_batch, batch_bytes));
+    EMBER_CHECK(ember_scratch_reserve(device, &table->d_batch, batch_bytes));
+    EMBER_CHECK(ember_scratch_reserve(device, &table->h_out, out_bytes));
+    EMBER_CHECK(ember_scratch_reserve(device, &table->d_out, out_bytes));
     if (argmax)
-        EMBER_CHECK(dev_reserve(device, &table->d_argmax, bags * dim * 8));
+        EMBER_CHECK(ember_scratch_reserve(device, &table->d_argmax, bags * dim * 8));
     char *h = table->h_batch.data, *d = table->d_batch.data;
     memcpy(h, batch->indices, n * 8);
     memcpy(h + n * 8, batch->offsets, bags * 8);
@@ -517,12 +437,12 @@ static ember_status_t table_step(ember_table_t *table, const int64_t *rows, cons
             return EMBER_ERR_OUT_OF_RANGE; /* checked before: never here */
     }
     /* The rows' ids ride in front of their values in one staging buffer. */
-    EMBER_CHECK(host_stage_reserve(device, &table->h_values, nrows * 8 + bytes + 8));
+    EMBER_CHECK(ember_scratch_reserve(device, &table->h_values, nrows * 8 + bytes + 8));
     int64_t *h_rows = table->h_values.data;
     float *values = (float *)(h_rows + nrows);
     if (nrows > 0) {
-        EMBER_CHECK(dev_reserve(device, &table->d_rows, nrows * 8));
-        EMBER_CHECK(dev_reserve(device, &table->d_values, bytes));
+        EMBER_CHECK(ember_scratch_reserve(device, &table->d_rows, nrows * 8));
+        EMBER_CHECK(ember_scratch_reserve(device, &table->d_values, bytes));
         memcpy(h_rows, rows, nrows * 8);
         EMBER_CHECK(dev->mem_copy(device, table->d_rows.data, h_rows, nrows * 8,
                                   EMBER_COPY_HOST_TO_DEVICE));
@@ -548,7 +468,7 @@ static int places_increase(const uint8_t *places, const int64_t *offsets, size_t
     for (size_t b = 0; b < bags; b++) {
         size_t end = b + 1 < bags ? (size_t)offsets[b + 1] : n;
         for (size_t i = (size_t)offsets[b] + 1; i < end; i++) {
-            if (load_u32(places, i) <= load_u32(places, i - 1))
+            if (ember_wire_load_u32(places, i) <= ember_wire_load_u32(places, i - 1))
                 return 0;
         }
     }
@@ -588,7 +508,7 @@ static void max_places(context_t *ctx, const uint8_t *places, size_t bags, size_
             uint32_t slot = inverse[i];
             if (seen[slot] != (uint32_t)b + 1) {
                 seen[slot] = (uint32_t)b + 1;
-                first[slot] = load_u32(places, i);
+                first[slot] = ember_wire_load_u32(places, i);
             }
         }
         for (size_t d = 0; d < dim; d++) {
@@ -599,160 +519,214 @@ static void max_places(context_t *ctx, const uint8_t *places, size_t bags, size_
     }
 }
 
-ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t *msg,
-                                  const void *arrays, size_t length, float *out, char *err,
-                                  size_t err_length)
+/* Who a lookup or a gradient is from, as every refusal of it says. */
+typedef struct {
+    const char *table;
+    unsigned trainer;
+    unsigned long long step;
+} who_t;
+
+static who_t who_of(const ember_table_t *table, uint32_t trainer, uint64_t step)
 {
-    const ember_msg_table_create_t *spec = &table->spec;
-    const uint8_t *p = arrays;
-    int weighted = (msg->flags & EMBER_LOOKUP_WEIGHTS) != 0;
-    int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
-    size_t bags = msg->bags, unique = msg->unique, n = msg->indices;
-    uint64_t expect = ember_msg_lookup_bytes(msg);
-    const char *name = spec->name;
-    unsigned trainer = msg->trainer;
-    unsigned long long step = (unsigned long long)msg->step;
-    context_t *ctx;
+    return (who_t){.table = table->spec.name, .trainer = trainer, .step = step};
+}
 
-    if (msg->trainer >= spec->trainers)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: trainer %u step %llu: lookup from trainer %u, but the "
-                                 "job has %u trainers",
-                                 name, trainer, step, trainer, spec->trainers);
-    if (msg->flags & ~(uint32_t)(EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY))
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: trainer %u step %llu: unknown lookup flags %#x", name,
-                                 trainer, step, msg->flags);
-    if (weighted && max_mode)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: trainer %u step %llu: per-sample weights need sum "
-                                 "mode (flags %#x)",
-                                 name, trainer, step, msg->flags);
-    if (expect != length)
-        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                                 "table %s: trainer %u step %llu: lookup of %zu bags, %zu rows, "
-                                 "%zu indices needs %llu bytes, got %zu",
-                                 name, trainer, step, bags, unique, n, (unsigned long long)expect,
-                                 length);
-    ctx = &table->contexts[trainer];
+/* A refusal naming the table, the trainer and the step. */
+static ember_status_t refuse(char *err, size_t err_length, ember_status_t status, const who_t *who,
+                             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static ember_status_t refuse(char *err, size_t err_length, ember_status_t status, const who_t *who,
+                             const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return ember_status_text(err, err_length, status, "table %s: trainer %u step %llu: %s",
+                             who->table, who->trainer, who->step, what);
+}
+
+/* A trainer of the job, whose last lookup has had its gradient. */
+static ember_status_t lookup_check_trainer(const ember_table_t *table,
+                                           const ember_msg_lookup_t *head, const who_t *who,
+                                           char *err, size_t err_length)
+{
+    if (head->trainer >= table->spec.trainers)
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
+                      "lookup from trainer %u, but the job has %u trainers", head->trainer,
+                      table->spec.trainers);
+    const context_t *ctx = &table->contexts[head->trainer];
     if (ctx->valid)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: trainer %u step %llu: its lookup of step %llu has "
-                                 "not been given a gradient yet",
-                                 name, trainer, step, (unsigned long long)ctx->step);
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
+                      "its lookup of step %llu has not been given a gradient yet",
+                      (unsigned long long)ctx->step);
+    return EMBER_OK;
+}
 
-    const uint8_t *offsets = p, *rows = p + 4 * bags, *inverse = rows + 8 * unique;
-    const uint8_t *weights = inverse + 4 * n;
-    /* Everything is checked in one pass per array while the context's
-     * buffers, scratch until ctx->valid is set, are filled: nothing else is
-     * written before the last check passed, so a refused lookup leaves
-     * nothing. */
-    if (!buffer_reserve(&ctx->indices, n * 8 + 8) || !buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
-        !buffer_reserve(&ctx->unique, unique * 8 + 8) ||
-        !buffer_reserve(&ctx->inverse, n * 4 + 4) ||
-        (weighted && !buffer_reserve(&ctx->weights, n * 4 + 4)) ||
-        (max_mode && (!buffer_reserve(&ctx->argmax, bags * spec->dim * 8 + 8) ||
-                      !buffer_reserve(&ctx->first, unique * 4 + 4) ||
-                      !buffer_reserve(&ctx->seen, unique * 4 + 4))))
+/* The context's buffers, scratch until ctx->valid is set, for @head's counts. */
+static ember_status_t context_reserve(const ember_table_t *table, context_t *ctx,
+                                      const ember_msg_lookup_t *head, char *err, size_t err_length)
+{
+    const size_t bags = head->bags, unique = head->unique, n = head->indices;
+    const int weighted = (head->flags & EMBER_LOOKUP_WEIGHTS) != 0;
+    const int max_mode = (head->flags & EMBER_LOOKUP_MAX) != 0;
+    if (!ember_buffer_reserve(&ctx->indices, n * 8 + 8) ||
+        !ember_buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
+        !ember_buffer_reserve(&ctx->unique, unique * 8 + 8) ||
+        !ember_buffer_reserve(&ctx->inverse, n * 4 + 4) ||
+        (weighted && !ember_buffer_reserve(&ctx->weights, n * 4 + 4)) ||
+        (max_mode && (!ember_buffer_reserve(&ctx->argmax, bags * table->spec.dim * 8 + 8) ||
+                      !ember_buffer_reserve(&ctx->first, unique * 4 + 4) ||
+                      !ember_buffer_reserve(&ctx->seen, unique * 4 + 4))))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
-                                 name);
-    int64_t *local = ctx->indices.data, *offsets64 = ctx->offsets.data;
-    int64_t *unique_local = ctx->unique.data;
-    uint32_t *inverse_copy = ctx->inverse.data;
+                                 table->spec.name);
+    return EMBER_OK;
+}
+
+/* Offsets that start at 0 and rise within the indices. */
+static ember_status_t take_offsets(context_t *ctx, const ember_wire_lookup_view_t *lookup,
+                                   const who_t *who, char *err, size_t err_length)
+{
+    const size_t bags = lookup->head.bags, n = lookup->head.indices;
+    int64_t *offsets = ctx->offsets.data;
     uint32_t previous = 0;
     for (size_t b = 0; b < bags; b++) {
-        uint32_t offset = load_u32(offsets, b);
+        uint32_t offset = ember_wire_load_u32(lookup->offsets, b);
         if ((b == 0 && offset != 0) || offset < previous || offset > n)
-            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                     "table %s: trainer %u step %llu: offset %u of bag %zu is "
-                                     "invalid (previous %u, %zu indices)",
-                                     name, trainer, step, offset, b, previous, n);
-        offsets64[b] = offset;
+            return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
+                          "offset %u of bag %zu is invalid (previous %u, %zu indices)", offset, b,
+                          previous, n);
+        offsets[b] = offset;
         previous = offset;
     }
     if (bags == 0 && n != 0)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: trainer %u step %llu: %zu indices but no bags", name,
-                                 trainer, step, n);
-    const uint64_t shards = spec->num_shards;
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who, "%zu indices but no bags", n);
+    return EMBER_OK;
+}
+
+/* The distinct rows: in the table, sorted, all of this shard, made local. */
+static ember_status_t take_rows(const ember_table_t *table, context_t *ctx,
+                                const ember_wire_lookup_view_t *lookup, const who_t *who, char *err,
+                                size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    const size_t unique = lookup->head.unique;
     const int64_t table_rows = spec->rows; /* kept in a register */
-    int64_t previous_row = -1;
+    int64_t *local = ctx->unique.data, previous = -1;
     for (size_t u = 0; u < unique; u++) {
-        int64_t row = load_i64(rows, u);
+        int64_t row = ember_wire_load_i64(lookup->rows, u);
         if (row < 0 || row >= table_rows)
-            return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
-                                     "table %s: trainer %u step %llu: index %lld is out of range "
-                                     "[0, %lld)",
-                                     name, trainer, step, (long long)row, (long long)spec->rows);
-        if (row <= previous_row)
-            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                     "table %s: trainer %u step %llu: the rows of a lookup must be "
-                                     "sorted and distinct (row %lld after %lld)",
-                                     name, trainer, step, (long long)row, (long long)previous_row);
-        previous_row = row;
-        unique_local[u] = row;
+            return refuse(err, err_length, EMBER_ERR_OUT_OF_RANGE, who,
+                          "index %lld is out of range [0, %lld)", (long long)row,
+                          (long long)spec->rows);
+        if (row <= previous)
+            return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
+                          "the rows of a lookup must be sorted and distinct (row %lld after %lld)",
+                          (long long)row, (long long)previous);
+        previous = row;
+        local[u] = row;
     }
     /* Global row -> local row: one division per distinct row, and none with
-     * one shard (a 64-bit divide was a third of a lookup's time per index;
+     * one shard (a 64-bit divide per index was a large share of a lookup;
      * in one loop with the checks the compiler divided by 1 as well). */
+    const uint64_t shards = spec->num_shards;
     for (size_t u = 0; shards > 1 && u < unique; u++) {
-        int64_t row = unique_local[u];
-        uint64_t q = (uint64_t)row / shards;
-        uint64_t shard = (uint64_t)row - q * shards;
+        uint64_t q = (uint64_t)local[u] / shards;
+        uint64_t shard = (uint64_t)local[u] - q * shards;
         if (shard != spec->shard)
-            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                     "table %s: trainer %u step %llu: row %lld belongs to shard "
-                                     "%llu, not %u",
-                                     name, trainer, step, (long long)row, (unsigned long long)shard,
-                                     spec->shard);
-        unique_local[u] = (int64_t)q;
+            return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
+                          "row %lld belongs to shard %llu, not %u", (long long)local[u],
+                          (unsigned long long)shard, spec->shard);
+        local[u] = (int64_t)q;
     }
+    return EMBER_OK;
+}
+
+/* Each index's slot among the distinct rows, and so its local row. */
+static ember_status_t take_slots(context_t *ctx, const ember_wire_lookup_view_t *lookup,
+                                 const who_t *who, char *err, size_t err_length)
+{
+    const size_t unique = lookup->head.unique, n = lookup->head.indices;
+    const int64_t *unique_local = ctx->unique.data;
+    int64_t *local = ctx->indices.data;
+    uint32_t *inverse = ctx->inverse.data;
     for (size_t i = 0; i < n; i++) {
-        uint32_t slot = load_u32(inverse, i);
+        uint32_t slot = ember_wire_load_u32(lookup->slots, i);
         if (slot >= unique)
-            return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                                     "table %s: trainer %u step %llu: index %zu refers to row "
-                                     "slot %u of %zu",
-                                     name, trainer, step, i, slot, unique);
-        inverse_copy[i] = slot;
+            return refuse(err, err_length, EMBER_ERR_BAD_MESSAGE, who,
+                          "index %zu refers to row slot %u of %zu", i, slot, unique);
+        inverse[i] = slot;
         local[i] = unique_local[slot];
     }
     ctx->nunique = unique;
-    if (weighted)
-        memcpy(ctx->weights.data, weights, n * 4);
-    const uint8_t *places = weights; /* max mode's array takes their place */
-    if (max_mode && !places_increase(places, offsets64, bags, n))
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: trainer %u step %llu: the places of a bag's indices "
-                                 "must increase",
-                                 name, trainer, step);
+    return EMBER_OK;
+}
 
-    ember_bag_batch_t batch = {.indices = local,
+/* Sum's weights kept; max's places checked to rise within each bag. */
+static ember_status_t take_extra(context_t *ctx, const ember_wire_lookup_view_t *lookup,
+                                 const who_t *who, char *err, size_t err_length)
+{
+    const size_t n = lookup->head.indices;
+    if (lookup->weights)
+        memcpy(ctx->weights.data, lookup->weights, n * 4);
+    if (lookup->places && !places_increase(lookup->places, ctx->offsets.data, lookup->head.bags, n))
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
+                      "the places of a bag's indices must increase");
+    return EMBER_OK;
+}
+
+/* Pool the checked lookup into @out, on the shard's device or here; max
+ * mode's places follow the values. */
+static ember_status_t lookup_pool(ember_table_t *table, context_t *ctx,
+                                  const ember_wire_lookup_view_t *lookup, float *out,
+                                  const who_t *who, char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    const size_t bags = lookup->head.bags, n = lookup->head.indices;
+    const int max_mode = lookup->places != NULL;
+    ember_bag_batch_t batch = {.indices = ctx->indices.data,
                                .n = n,
-                               .offsets = offsets64,
+                               .offsets = ctx->offsets.data,
                                .bags = bags,
-                               .weights = weighted ? ctx->weights.data : NULL,
-                               .n_weights = weighted ? n : 0};
+                               .weights = lookup->weights ? ctx->weights.data : NULL,
+                               .n_weights = lookup->weights ? n : 0};
     ember_bag_opts_t opts = {.mode = max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM, .padding_idx = -1};
+    int64_t *argmax = max_mode ? ctx->argmax.data : NULL;
     ember_status_t status =
-            table->device
-                    ? device_forward(table, &batch, &opts, out, max_mode ? ctx->argmax.data : NULL)
-                    : ember_bag_forward_typed(table->data, spec->dtype, table->local_rows,
-                                              spec->dim, &batch, &opts, out,
-                                              max_mode ? ctx->argmax.data : NULL);
+            table->device ? device_forward(table, &batch, &opts, out, argmax)
+                          : ember_bag_forward_typed(table->data, spec->dtype, table->local_rows,
+                                                    spec->dim, &batch, &opts, out, argmax);
     if (status != EMBER_OK)
-        return ember_status_text(err, err_length, status,
-                                 "table %s: trainer %u step %llu: "
-                                 "pooling failed: %s",
-                                 name, trainer, step, ember_status_string(status));
+        return refuse(err, err_length, status, who, "pooling failed: %s",
+                      ember_status_string(status));
     if (max_mode)
-        max_places(ctx, places, bags, n, spec->dim, (uint32_t *)(out + bags * spec->dim));
+        max_places(ctx, lookup->places, bags, n, spec->dim, (uint32_t *)(out + bags * spec->dim));
+    return EMBER_OK;
+}
+
+ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_view_t *lookup,
+                                  float *out, char *err, size_t err_length)
+{
+    const ember_msg_lookup_t *head = &lookup->head;
+    const who_t who = who_of(table, head->trainer, head->step);
+
+    EMBER_CHECK(lookup_check_trainer(table, head, &who, err, err_length));
+    context_t *ctx = &table->contexts[head->trainer];
+    /* Every array is checked in one pass while the context's buffers are
+     * filled: nothing else is written before the last check passed, so a
+     * refused lookup leaves nothing. */
+    EMBER_CHECK(context_reserve(table, ctx, head, err, err_length));
+    EMBER_CHECK(take_offsets(ctx, lookup, &who, err, err_length));
+    EMBER_CHECK(take_rows(table, ctx, lookup, &who, err, err_length));
+    EMBER_CHECK(take_slots(ctx, lookup, &who, err, err_length));
+    EMBER_CHECK(take_extra(ctx, lookup, &who, err, err_length));
+    EMBER_CHECK(lookup_pool(table, ctx, lookup, out, &who, err, err_length));
     ctx->valid = 1;
-    ctx->step = msg->step;
-    ctx->n = n;
-    ctx->bags = bags;
-    ctx->max_mode = max_mode;
-    ctx->weighted = weighted;
+    ctx->step = head->step;
+    ctx->n = head->indices;
+    ctx->bags = head->bags;
+    ctx->max_mode = lookup->places != NULL;
+    ctx->weighted = lookup->weights != NULL;
     return EMBER_OK;
 }
 
@@ -773,8 +747,9 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err, size_
         pending_t *pending = &table->pending[t];
         const int64_t *rows = pending->rows.data;
         const float *grad = pending->grad.data;
-        if (!buffer_reserve(&table->acc_rows, (touched + pending->nrows) * 8 + 8) ||
-            !buffer_reserve(&table->acc_grad, (touched + pending->nrows) * dim * sizeof(float) + 4))
+        if (!ember_buffer_reserve(&table->acc_rows, (touched + pending->nrows) * 8 + 8) ||
+            !ember_buffer_reserve(&table->acc_grad,
+                                  (touched + pending->nrows) * dim * sizeof(float) + 4))
             return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
         int64_t *acc_rows = table->acc_rows.data;
         float *acc = table->acc_grad.data;
@@ -796,7 +771,7 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err, size_
     /* The optimizer takes rows in increasing order. */
     int64_t *acc_rows = table->acc_rows.data;
     qsort(acc_rows, touched, sizeof(int64_t), compare_rows);
-    if (!buffer_reserve(&table->sorted_grad, touched * dim * sizeof(float) + 4))
+    if (!ember_buffer_reserve(&table->sorted_grad, touched * dim * sizeof(float) + 4))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
     float *sorted = table->sorted_grad.data, *acc = table->acc_grad.data;
     float scale = table->spec.sparse_reduce == EMBER_REDUCE_MEAN
@@ -839,136 +814,144 @@ static size_t first_nonfinite(const float *v, size_t n)
     return n;
 }
 
-ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *msg, const void *grad,
-                                size_t length, int *applied_p, char *err, size_t err_length)
+/* A trainer of the job, for the step its open context looked up, of the
+ * size that lookup pooled. */
+static ember_status_t grad_check_head(const ember_table_t *table,
+                                      const ember_wire_grad_view_t *grad, const who_t *who,
+                                      char *err, size_t err_length)
 {
     const ember_msg_table_create_t *spec = &table->spec;
-    const char *name = spec->name;
-    unsigned trainer = msg->trainer;
-    unsigned long long step = (unsigned long long)msg->step;
-    context_t *ctx;
-    pending_t *pending;
+    const ember_msg_grad_t *head = &grad->head;
+    if (head->trainer >= spec->trainers)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: gradient from trainer %u, but the job has %u trainers",
+                                 spec->name, head->trainer, spec->trainers);
+    const context_t *ctx = &table->contexts[head->trainer];
+    if (!ctx->valid || ctx->step != head->step)
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
+                      "gradient without a lookup of that step");
+    if (head->bags != ctx->bags || grad->grad_bytes != (size_t)ctx->bags * spec->dim * 4)
+        return refuse(err, err_length, EMBER_ERR_BAD_MESSAGE, who,
+                      "gradient of %u bags (%zu bytes) for a lookup of %zu bags", head->bags,
+                      grad->grad_bytes, ctx->bags);
+    return EMBER_OK;
+}
 
-    *applied_p = 0;
-    if (msg->trainer >= spec->trainers)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: gradient from trainer %u, but the job has %u "
-                                 "trainers",
-                                 name, trainer, spec->trainers);
-    ctx = &table->contexts[trainer];
-    if (!ctx->valid || ctx->step != msg->step)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: trainer %u step %llu: gradient without a lookup of "
-                                 "that step",
-                                 name, trainer, step);
-    if (msg->bags != ctx->bags || length != (size_t)ctx->bags * spec->dim * 4)
-        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                                 "table %s: trainer %u step %llu: gradient of %u bags (%zu bytes) "
-                                 "for a lookup of %zu bags",
-                                 name, trainer, step, msg->bags, length, ctx->bags);
-    /* Refuse non-finite values before any use.  An async gradient is
-     * applied before this returns, so all trainers share one buffer for it;
-     * a sync one waits for the others in its own. */
-    pending = ember_table_is_sync(table) ? &table->pending[trainer] : &table->applying;
-    if (!buffer_reserve(&pending->rows, ctx->n * 8 + 8) ||
-        !buffer_reserve(&pending->grad, ctx->n * spec->dim * sizeof(float) + 4) ||
-        !buffer_reserve(&table->written, ctx->nunique + 1))
-        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-    /* Read in place when aligned for floats (a rendezvous lands in a pooled
-     * buffer, UCX's eager payloads mostly are); copied out otherwise. */
-    const float *grad_out = grad;
-    if ((uintptr_t)grad % _Alignof(float) != 0) {
-        if (!buffer_reserve(&table->order, length + 4))
+/* The gradient as floats: read in place when aligned (a rendezvous lands in
+ * a pooled buffer, UCX's eager payloads mostly are), copied out otherwise;
+ * refused, voiding the step, when a value is not finite. */
+static ember_status_t grad_values(ember_table_t *table, context_t *ctx,
+                                  const ember_wire_grad_view_t *grad, const float **values_p,
+                                  const who_t *who, char *err, size_t err_length)
+{
+    const size_t count = grad->grad_bytes / 4;
+    const float *values = (const float *)grad->grad;
+    if ((uintptr_t)grad->grad % _Alignof(float) != 0) {
+        if (!ember_buffer_reserve(&table->order, grad->grad_bytes + 4))
             return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-        memcpy(table->order.data, grad, length);
-        grad_out = table->order.data;
+        memcpy(table->order.data, grad->grad, grad->grad_bytes);
+        values = table->order.data;
     }
-    size_t bad = first_nonfinite(grad_out, length / 4);
-    for (size_t i = bad; i < length / 4; i++) {
-        if (!isfinite(grad_out[i])) {
+    for (size_t i = first_nonfinite(values, count); i < count; i++) {
+        if (!isfinite(values[i])) {
             ctx->valid = 0; /* the step is void: nothing of it is applied */
-            return ember_status_text(err, err_length, EMBER_ERR_NUMERIC,
-                                     "table %s: trainer %u step %llu: non-finite gradient "
-                                     "(bag %zu); nothing applied",
-                                     name, trainer, step, i / spec->dim);
+            return refuse(err, err_length, EMBER_ERR_NUMERIC, who,
+                          "non-finite gradient (bag %zu); nothing applied", i / table->spec.dim);
         }
     }
-    if (ember_table_is_sync(table) && pending->valid)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: trainer %u step %llu: a gradient of this trainer "
-                                 "is already waiting",
-                                 name, trainer, step);
+    *values_p = values;
+    return EMBER_OK;
+}
 
+/* Sum pooling's backward: each distinct row's gradient is the (weighted)
+ * sum of its bags' gradients.  The lookup's rows are already sorted and
+ * distinct, so no sort is needed.  A row's first index writes its gradient
+ * and later ones add (most rows have one index: no zeroing pass over the
+ * whole gradient); a row no index refers to gets zeros. */
+static void sum_backward(ember_table_t *table, const context_t *ctx, const float *grad_out,
+                         pending_t *pending)
+{
+    const uint32_t *slot = ctx->inverse.data;
+    const float *weights = ctx->weighted ? ctx->weights.data : NULL;
+    const int64_t *offsets = ctx->offsets.data;
+    float *row_grad = pending->grad.data;
+    uint8_t *written = table->written.data;
+    const size_t dim = table->spec.dim, nrows = ctx->nunique;
+    memcpy(pending->rows.data, ctx->unique.data, nrows * sizeof(int64_t));
+    memset(written, 0, nrows);
+    for (size_t b = 0; b < ctx->bags; b++) {
+        size_t end = b + 1 < ctx->bags ? (size_t)offsets[b + 1] : ctx->n;
+        const float *g = grad_out + b * dim;
+        for (size_t i = (size_t)offsets[b]; i < end; i++) {
+            float *dst = row_grad + (size_t)slot[i] * dim;
+            const float w = weights ? weights[i] : 1.0f; /* 1 * g is g exactly */
+            if (!written[slot[i]]) {
+                written[slot[i]] = 1;
+                for (size_t d = 0; d < dim; d++)
+                    dst[d] = w * g[d];
+            } else {
+                for (size_t d = 0; d < dim; d++)
+                    dst[d] += w * g[d];
+            }
+        }
+    }
+    for (size_t u = 0; u < nrows; u++)
+        if (!written[u])
+            memset(row_grad + u * dim, 0, dim * sizeof(float));
+    pending->nrows = nrows;
+}
+
+/* Max pooling's backward, through the forward's argmax. */
+static ember_status_t max_backward(ember_table_t *table, const context_t *ctx,
+                                   const float *grad_out, pending_t *pending)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
     ember_bag_batch_t batch = {.indices = ctx->indices.data,
                                .n = ctx->n,
                                .offsets = ctx->offsets.data,
-                               .bags = ctx->bags,
-                               .weights = ctx->weighted ? ctx->weights.data : NULL,
-                               .n_weights = ctx->weighted ? ctx->n : 0};
-    ember_bag_opts_t opts = {.mode = ctx->max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM,
-                             .padding_idx = -1};
-    size_t nrows = 0;
+                               .bags = ctx->bags};
+    ember_bag_opts_t opts = {.mode = EMBER_BAG_MAX, .padding_idx = -1};
+    return ember_bag_backward_typed(table->data, spec->dtype, table->local_rows, spec->dim, &batch,
+                                    &opts, grad_out, ctx->argmax.data, pending->rows.data,
+                                    pending->grad.data, &pending->nrows, NULL);
+}
+
+/* The rows' gradients from the pooled output's, into @pending; the
+ * context is closed whatever the outcome. */
+static ember_status_t grad_backward(ember_table_t *table, context_t *ctx, const float *grad_out,
+                                    pending_t *pending, const who_t *who, char *err,
+                                    size_t err_length)
+{
     ember_status_t status = EMBER_OK;
-    if (ctx->max_mode) {
-        status = ember_bag_backward_typed(table->data, spec->dtype, table->local_rows, spec->dim,
-                                          &batch, &opts, grad_out, ctx->argmax.data,
-                                          pending->rows.data, pending->grad.data, &nrows, NULL);
-    } else {
-        /* Sum pooling: each distinct row's gradient is the (weighted) sum of
-         * its bags' gradients.  The lookup's rows are already sorted and
-         * distinct, so no sort is needed here.  A row's first index writes
-         * its gradient and later ones add (most rows have one index: no
-         * zeroing pass over the whole gradient); a row no index refers to
-         * gets zeros. */
-        const uint32_t *slot = ctx->inverse.data;
-        const float *weights = ctx->weighted ? ctx->weights.data : NULL;
-        const int64_t *offsets = ctx->offsets.data;
-        float *row_grad = pending->grad.data;
-        uint8_t *written = table->written.data;
-        size_t dim = spec->dim;
-        nrows = ctx->nunique;
-        memcpy(pending->rows.data, ctx->unique.data, nrows * sizeof(int64_t));
-        memset(written, 0, nrows);
-        for (size_t b = 0; b < ctx->bags; b++) {
-            size_t end = b + 1 < ctx->bags ? (size_t)offsets[b + 1] : ctx->n;
-            const float *g = grad_out + b * dim;
-            for (size_t i = (size_t)offsets[b]; i < end; i++) {
-                float *dst = row_grad + (size_t)slot[i] * dim;
-                const float w = weights ? weights[i] : 1.0f; /* 1 * g is g exactly */
-                if (!written[slot[i]]) {
-                    written[slot[i]] = 1;
-                    for (size_t d = 0; d < dim; d++)
-                        dst[d] = w * g[d];
-                } else {
-                    for (size_t d = 0; d < dim; d++)
-                        dst[d] += w * g[d];
-                }
-            }
-        }
-        for (size_t u = 0; u < nrows; u++)
-            if (!written[u])
-                memset(row_grad + u * dim, 0, dim * sizeof(float));
-    }
+    pending->nrows = 0;
+    if (ctx->max_mode)
+        status = max_backward(table, ctx, grad_out, pending);
+    else
+        sum_backward(table, ctx, grad_out, pending);
     ctx->valid = 0;
     if (status != EMBER_OK)
-        return ember_status_text(err, err_length, status,
-                                 "table %s: trainer %u step %llu: "
-                                 "backward failed: %s",
-                                 name, trainer, step, ember_status_string(status));
-    if (!(msg->flags & EMBER_GRAD_APPLY))
-        return EMBER_OK; /* accumulate-only: nothing to apply (not used yet) */
+        return refuse(err, err_length, status, who, "backward failed: %s",
+                      ember_status_string(status));
+    return EMBER_OK;
+}
 
+/* Apply a trainer's gradient: async at once; sync once every trainer's for
+ * the step is in (*applied_p then 1). */
+static ember_status_t grad_apply(ember_table_t *table, pending_t *pending, uint64_t step,
+                                 int *applied_p, char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
     if (!ember_table_is_sync(table)) {
-        status = table_step(table, pending->rows.data, pending->grad.data, nrows);
+        ember_status_t status =
+                table_step(table, pending->rows.data, pending->grad.data, pending->nrows);
         if (status != EMBER_OK)
-            return ember_status_text(err, err_length, status, "table %s: optimizer: %s", name,
+            return ember_status_text(err, err_length, status, "table %s: optimizer: %s", spec->name,
                                      ember_status_string(status));
         *applied_p = 1;
         return EMBER_OK;
     }
     pending->valid = 1;
-    pending->step = msg->step;
-    pending->nrows = nrows;
+    pending->step = step;
     for (uint32_t t = 0; t < spec->trainers; t++) {
         if (!table->pending[t].valid || table->pending[t].step != table->next_step)
             return EMBER_OK; /* others still to come */
@@ -976,6 +959,35 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *ms
     EMBER_CHECK(table_apply_reduced(table, err, err_length));
     *applied_p = 1;
     return EMBER_OK;
+}
+
+ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view_t *grad,
+                                int *applied_p, char *err, size_t err_length)
+{
+    const ember_msg_grad_t *head = &grad->head;
+    const who_t who = who_of(table, head->trainer, head->step);
+    const float *values = NULL;
+
+    *applied_p = 0;
+    EMBER_CHECK(grad_check_head(table, grad, &who, err, err_length));
+    context_t *ctx = &table->contexts[head->trainer];
+    /* An async gradient is applied before this returns, so all trainers
+     * share one buffer for it; a sync one waits for the others in its own. */
+    pending_t *pending =
+            ember_table_is_sync(table) ? &table->pending[head->trainer] : &table->applying;
+    const size_t dim = table->spec.dim;
+    if (!ember_buffer_reserve(&pending->rows, ctx->n * 8 + 8) ||
+        !ember_buffer_reserve(&pending->grad, ctx->n * dim * sizeof(float) + 4) ||
+        !ember_buffer_reserve(&table->written, ctx->nunique + 1))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    EMBER_CHECK(grad_values(table, ctx, grad, &values, &who, err, err_length));
+    if (ember_table_is_sync(table) && pending->valid)
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, &who,
+                      "a gradient of this trainer is already waiting");
+    EMBER_CHECK(grad_backward(table, ctx, values, pending, &who, err, err_length));
+    if (!(head->flags & EMBER_GRAD_APPLY))
+        return EMBER_OK; /* accumulate-only: nothing to apply (not used yet) */
+    return grad_apply(table, pending, head->step, applied_p, err, err_length);
 }
 
 void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer)
@@ -1001,7 +1013,7 @@ size_t ember_table_other_bytes(const ember_table_t *table)
                    table->applying.rows.capacity + table->applying.grad.capacity +
                    /* a GPU shard's pinned staging (its device scratch is not
                     * host memory) */
-                   table->h_batch.capacity + table->h_out.capacity + table->h_values.capacity;
+                   table->h_batch.bytes + table->h_out.bytes + table->h_values.bytes;
     if (table->slot_of_row)
         bytes += (size_t)table->local_rows * sizeof(int32_t);
     for (uint32_t t = 0; t < table->spec.trainers; t++) {

@@ -16,7 +16,7 @@
 #ifndef EMBER_ENGINE_TABLE_H
 #define EMBER_ENGINE_TABLE_H
 
-#include "engine/wire/protocol.h"
+#include "engine/wire/codec.h"
 
 #include <ember/status.h>
 
@@ -64,25 +64,27 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first, int64
                                 float *out, char *err, size_t err_length);
 
 /**
- * Serve one lookup: validate the message (@arrays: the bytes after the
- * header, @length of them; borrowed), pool into @out [bags * dim], and keep
- * the context for the backward.  With EMBER_LOOKUP_MAX, @out has room for
- * bags * dim more uint32 right after the values: each maximum's place in its
- * bag (engine/wire/protocol.h).  Fails, changing nothing, on any bad value.
+ * Serve one lookup, as engine/wire/codec took it (@lookup's arrays
+ * borrowed): check what its arrays hold against the table (rows in range,
+ * sorted, of this shard; offsets and slots consistent), pool into @out
+ * [bags * dim], and keep the context for the backward.  With
+ * EMBER_LOOKUP_MAX, @out has room for bags * dim more uint32 right after the
+ * values: each maximum's place in its bag (engine/wire/protocol.h).  Fails,
+ * changing nothing, on any bad value.
  */
-ember_status_t ember_table_lookup(ember_table_t *table, const ember_msg_lookup_t *msg,
-                                  const void *arrays, size_t length, float *out, char *err,
-                                  size_t err_length);
+ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_view_t *lookup,
+                                  float *out, char *err, size_t err_length);
 
 /**
- * Take the gradient of a lookup's output (@grad: float[bags * dim], @length
- * bytes; borrowed).  Sync: kept until every trainer's gradient for the step
- * is in, then reduced (in trainer order, so the result is deterministic) and
- * applied once; *applied_p says whether that happened now.  Async: applied
- * at once.  A non-finite gradient is refused and nothing is applied.
+ * Take the gradient of a lookup's output (@grad as the codec took it:
+ * float[bags * dim], borrowed).  Sync: kept until every trainer's gradient
+ * for the step is in, then reduced (in trainer order, so the result is
+ * deterministic) and applied once; *applied_p says whether that happened
+ * now.  Async: applied at once.  A non-finite gradient is refused and
+ * nothing is applied.
  */
-ember_status_t ember_table_grad(ember_table_t *table, const ember_msg_grad_t *msg, const void *grad,
-                                size_t length, int *applied_p, char *err, size_t err_length);
+ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view_t *grad,
+                                int *applied_p, char *err, size_t err_length);
 
 /** Forget what a lost trainer left behind (its context). */
 void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer);

@@ -9,10 +9,9 @@
 #include "engine/train/master.h"
 
 #include "common/clock.h"
-#include "common/rng.h"
-#include "engine/io/replay_file.h"
-#include "engine/io/safetensors.h"
 #include "engine/train/data.h"
+#include "engine/train/model_io.h"
+#include "engine/wire/codec.h"
 
 #include <ember/log.h>
 
@@ -37,7 +36,24 @@ typedef struct {
     uint32_t epochs, printed;
     FILE *metrics;
     double started;
+    /* the model every trainer starts from */
+    ember_msg_train_start_t spec;
+    size_t sizes[EMBER_MAX_HIDDEN + 2], layers, nparams;
+    float *params;
+    /* one TRAIN_START per trainer, untouched until its call completes */
+    ember_msg_train_start_t *starts;
+    ember_future_t **futures;
+    /* set by a phase that fails after the job began: the others are aborted */
+    char cause[512];
 } master_t;
+
+/* What the trainers sent back when they finished. */
+typedef struct {
+    uint64_t steps, bags, per_trainer;
+    float *losses; /* [per_trainer][trainers] */
+    float *params; /* trainer0's dense layers */
+    double last;   /* the last step's loss, mean over trainers */
+} finished_t;
 
 /* The mean loss of @epoch's steps over every trainer. */
 static double epoch_mean_loss(const master_t *master, uint32_t epoch)
@@ -82,23 +98,6 @@ static void print_epoch(master_t *master, uint32_t epoch)
     }
 }
 
-ember_status_t ember_master_report_check(const void *data, size_t length, uint32_t trainers,
-                                         uint32_t epochs, ember_msg_epoch_report_t *msg_p,
-                                         char *err, size_t err_length)
-{
-    ember_msg_epoch_report_t msg;
-
-    if (length != sizeof(msg))
-        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                                 "epoch report of %zu bytes", length);
-    memcpy(&msg, data, sizeof(msg));
-    if (msg.trainer >= trainers || msg.epoch >= epochs)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "epoch report for trainer %u epoch %u", msg.trainer, msg.epoch);
-    *msg_p = msg;
-    return EMBER_OK;
-}
-
 static void on_epoch_report(ember_rpc_req_t *req, void *arg)
 {
     master_t *master = arg;
@@ -106,8 +105,8 @@ static void on_epoch_report(ember_rpc_req_t *req, void *arg)
     size_t length;
     const void *data = ember_rpc_req_data(req, &length);
     char err[96];
-    ember_status_t status = ember_master_report_check(data, length, (uint32_t)master->job->trainers,
-                                                      master->epochs, &msg, err, sizeof(err));
+    ember_status_t status = ember_wire_epoch_report_unpack(
+            data, length, (uint32_t)master->job->trainers, master->epochs, &msg, err, sizeof(err));
 
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
@@ -232,217 +231,6 @@ static ember_status_t read_table(master_t *master, int64_t rows, uint32_t dim, f
     return status;
 }
 
-/* Layer @l's parameter names as the equivalent PyTorch module has them: the
- * tutorial's Linear is "fc" (the golden files' names); an MLP is
- * nn.Sequential(Linear, ReLU, ..., Linear) named "dense", whose Linear
- * layers are its modules 0, 2, 4, ... */
-static void dense_names(size_t layers, size_t l, char *weight, char *bias, size_t length)
-{
-    if (layers == 1) {
-        snprintf(weight, length, "fc.weight");
-        snprintf(bias, length, "fc.bias");
-    } else {
-        snprintf(weight, length, "dense.%zu.weight", 2 * l);
-        snprintf(bias, length, "dense.%zu.bias", 2 * l);
-    }
-}
-
-/* Losses beyond this many go only to --metrics (as epoch means): their text
- * would outgrow a safetensors header (100 MiB). */
-#define SAVED_LOSSES_MAX (4u << 20)
-
-/* The losses as the "losses" metadata: comma-separated, step-major. */
-static char *losses_text(const float *losses, size_t count)
-{
-    char *text = malloc(count * 24 + 1), *p = text; /* "%.9g," is at most 16 */
-    if (!text)
-        return NULL;
-    *p = '\0';
-    for (size_t i = 0; i < count; i++)
-        p += sprintf(p, "%s%.9g", i ? "," : "", (double)losses[i]);
-    return text;
-}
-
-/* --save: the table and the dense layers under the names of the equivalent
- * PyTorch module (README.md), so load_state_dict(strict=True) takes the
- * file; the losses, [steps][trainers], in its metadata. */
-static ember_status_t save(master_t *master, const ember_msg_train_start_t *spec,
-                           const float *table, const float *params, const float *losses,
-                           uint64_t steps)
-{
-    size_t sizes[EMBER_MAX_HIDDEN + 2], layers = ember_dense_sizes(spec, sizes);
-    ember_st_tensor_t tensors[1 + 2 * (EMBER_MAX_HIDDEN + 1)];
-    char names[2 * (EMBER_MAX_HIDDEN + 1)][32];
-    size_t n = 0, count = (size_t)steps * (size_t)master->job->trainers;
-    tensors[n++] = (ember_st_tensor_t){.name = "emb.weight",
-                                       .dtype = EMBER_DTYPE_F32,
-                                       .ndim = 2,
-                                       .shape = {spec->rows, spec->dim},
-                                       .data = table};
-    for (size_t l = 0; l < layers; l++) {
-        const float *w = params + ember_dense_offset(sizes, l);
-        dense_names(layers, l, names[2 * l], names[2 * l + 1], sizeof(names[0]));
-        tensors[n++] = (ember_st_tensor_t){.name = names[2 * l],
-                                           .dtype = EMBER_DTYPE_F32,
-                                           .ndim = 2,
-                                           .shape = {(int64_t)sizes[l + 1], (int64_t)sizes[l]},
-                                           .data = w};
-        tensors[n++] = (ember_st_tensor_t){.name = names[2 * l + 1],
-                                           .dtype = EMBER_DTYPE_F32,
-                                           .ndim = 1,
-                                           .shape = {(int64_t)sizes[l + 1]},
-                                           .data = w + sizes[l + 1] * sizes[l]};
-    }
-    char shape[64], *text = count <= SAVED_LOSSES_MAX ? losses_text(losses, count) : NULL;
-    snprintf(shape, sizeof(shape), "%llu,%d", (unsigned long long)steps, master->job->trainers);
-    if (count <= SAVED_LOSSES_MAX && !text)
-        return EMBER_ERR_NO_MEMORY;
-    if (!text)
-        ember_warn("master",
-                   "%s: %zu losses are too many for its metadata (at most "
-                   "%u): --metrics has the epochs' means",
-                   master->job->save_path, count, SAVED_LOSSES_MAX);
-    ember_st_meta_t meta[] = {
-            {"producer", "ember-train"}, {"losses_shape", shape}, {"losses", text}};
-    ember_status_t status = ember_st_write(master->job->save_path, tensors, n, meta, text ? 3 : 1);
-    if (status != EMBER_OK)
-        ember_error("master", "cannot write %s: %s", master->job->save_path,
-                    ember_status_string(status));
-    else
-        printf("saved %s\n", master->job->save_path);
-    free(text);
-    return status;
-}
-
-/* Largest |a - b| over n values (NaN counts as infinite), and where. */
-static double max_diff(const float *a, const float *b, size_t n, size_t *at_p)
-{
-    double worst = 0;
-    *at_p = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= worst)) {
-            worst = isnan(d) ? INFINITY : d;
-            *at_p = i;
-        }
-    }
-    return worst;
-}
-
-/* --replay: the run against the expected values the file holds (its losses,
- * the final table and dense layer), within --replay-tolerance.  One line
- * saying what was compared and by how much it differs; ERR_NUMERIC when a
- * difference is beyond the tolerance. */
-static ember_status_t replay_check(master_t *master, const float *table, const float *params,
-                                   const float *losses, uint64_t steps)
-{
-    const ember_job_t *job = master->job;
-    const char *names[4] = {"loss", "emb.weight", "fc.weight", "fc.bias"};
-    const float *mine[4] = {losses, table, params, params + (size_t)job->classes * job->dim};
-    size_t counts[4] = {(size_t)steps * job->trainers, (size_t)job->rows * job->dim,
-                        (size_t)job->classes * job->dim, job->classes};
-    /* Each expected tensor has the shape of what the run made, or it is
-     * not compared (and the check fails). */
-    const int64_t shapes[4][2] = {{(int64_t)steps, job->trainers},
-                                  {job->rows, job->dim},
-                                  {job->classes, job->dim},
-                                  {job->classes, 0}};
-    const size_t ndims[4] = {2, 2, 2, 1};
-    char line[1024], err[512];
-    int used = 0, checked = 0, beyond = 0;
-    ember_st_file_t *file;
-
-    if (ember_st_open(job->replay_path, &file, err, sizeof(err)) != EMBER_OK) {
-        ember_error("master", "replay check: %s", err);
-        return EMBER_ERR_IO;
-    }
-    for (int k = 0; k < 4 && used < (int)sizeof(line); k++) {
-        char expected[32];
-        float *want = NULL;
-        size_t at;
-        snprintf(expected, sizeof(expected), "expected.%s", names[k]);
-        if (!ember_st_find(file, expected))
-            continue;
-        if (ember_replay_read(file, NULL, expected, EMBER_DTYPE_F32, ndims[k], shapes[k],
-                              (void **)&want, err, sizeof(err)) != EMBER_OK) {
-            used += snprintf(line + used, sizeof(line) - (size_t)used, "%s%s",
-                             checked++ ? ", " : "", err);
-            beyond = 1;
-            continue;
-        }
-        double worst = max_diff(mine[k], want, counts[k], &at);
-        beyond |= !(worst <= job->replay_tolerance);
-        used += snprintf(line + used, sizeof(line) - (size_t)used,
-                         "%s%s max |diff| %.2g "
-                         "(%zu values)",
-                         checked++ ? ", " : "", names[k], worst, counts[k]);
-        free(want);
-    }
-    ember_st_close(file);
-    if (!checked) {
-        printf("replay: %s holds no expected values; nothing was checked\n", job->replay_path);
-        return EMBER_OK;
-    }
-    printf("replay check against %s: %s: %s %g\n", job->replay_path, line,
-           beyond ? "BEYOND the tolerance" : "all within", job->replay_tolerance);
-    fflush(stdout);
-    return beyond ? EMBER_ERR_NUMERIC : EMBER_OK;
-}
-
-/* Initial dense parameters: from the replay file, or nn.Linear's default
- * U(-1/sqrt(in), 1/sqrt(in)) for each layer, from the seed. */
-static ember_status_t initial_dense(const ember_job_t *job, const size_t *sizes, size_t layers,
-                                    float *params, float **table_p)
-{
-    *table_p = NULL;
-    if (job->data == EMBER_DATA_REPLAY) {
-        ember_st_file_t *file;
-        ember_replay_info_t info;
-        char err[1024];
-        void *weight = NULL, *bias = NULL, *table = NULL;
-        /* one layer: --hidden is refused with --replay */
-        int64_t dim = (int64_t)sizes[0], classes = (int64_t)sizes[layers];
-        /* The shapes the job has: the tables are made and the layer sent at
-         * these sizes, whatever the file (read again here) says now. */
-        const int64_t shape_table[2] = {job->rows, dim}, shape_weight[2] = {classes, dim};
-        const int64_t shape_bias[1] = {classes};
-        ember_status_t status = ember_replay_open(job->replay_path, &file, &info, err, sizeof(err));
-        if (status == EMBER_OK) {
-            status = ember_replay_read(file, job->replay_path, "fc.weight", EMBER_DTYPE_F32, 2,
-                                       shape_weight, &weight, err, sizeof(err));
-            if (status == EMBER_OK)
-                status = ember_replay_read(file, job->replay_path, "fc.bias", EMBER_DTYPE_F32, 1,
-                                           shape_bias, &bias, err, sizeof(err));
-            if (status == EMBER_OK)
-                status = ember_replay_read(file, job->replay_path, "emb.weight", EMBER_DTYPE_F32, 2,
-                                           shape_table, &table, err, sizeof(err));
-            ember_st_close(file);
-        }
-        if (status != EMBER_OK) {
-            ember_error("master", "%s", err);
-        } else {
-            size_t nw = (size_t)(classes * dim);
-            memcpy(params, weight, nw * sizeof(float));
-            memcpy(params + nw, bias, (size_t)classes * sizeof(float));
-            *table_p = table;
-            table = NULL;
-        }
-        free(weight);
-        free(bias);
-        free(table);
-        return status;
-    }
-    ember_rng_t rng;
-    ember_rng_seed(&rng, job->seed, 0xdeadull);
-    for (size_t l = 0; l < layers; l++) {
-        float bound = 1.0f / sqrtf((float)sizes[l]);
-        float *layer = params + ember_dense_offset(sizes, l);
-        for (size_t i = 0; i < sizes[l + 1] * sizes[l] + sizes[l + 1]; i++)
-            layer[i] = (float)(2.0 * ember_rng_uniform(&rng) - 1.0) * bound;
-    }
-    return EMBER_OK;
-}
-
 static void print_memory(master_t *master)
 {
     for (int p = 0; p < master->job->num_ps; p++) {
@@ -461,13 +249,15 @@ static void print_memory(master_t *master)
     }
 }
 
-ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
+/* The TRAIN_START every trainer gets (less its index): the job's model and
+ * course, and where the others are. */
+static void spec_from_job(master_t *master)
 {
-    master_t master = {.tp = tp, .job = job, .first_ps = job->trainers + 1};
-    ember_msg_train_start_t spec = {
+    const ember_job_t *job = master->job;
+    master->spec = (ember_msg_train_start_t){
             .trainers = (uint32_t)job->trainers,
             .num_ps = (uint32_t)job->num_ps,
-            .first_ps_rank = (uint32_t)master.first_ps,
+            .first_ps_rank = (uint32_t)master->first_ps,
             .master_rank = (uint32_t)job->trainers,
             .table_id = TABLE_ID,
             .rows = job->rows,
@@ -487,49 +277,63 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
             .nhidden = job->nhidden,
             .half_replies = (uint32_t)job->half_replies,
     };
-    memcpy(spec.hidden, job->hidden, sizeof(spec.hidden));
-    size_t sizes[EMBER_MAX_HIDDEN + 2];
-    size_t layers = ember_dense_sizes(&spec, sizes);
-    size_t nparams = ember_dense_offset(sizes, layers);
-    float *params = malloc(nparams * sizeof(float)), *table = NULL;
-    ember_msg_train_start_t *starts = NULL;
-    ember_future_t **futures = calloc((size_t)job->trainers, sizeof(*futures));
-    ember_status_t status = EMBER_OK;
-    char cause[512] = "";
-
+    memcpy(master->spec.hidden, job->hidden, sizeof(master->spec.hidden));
     if (job->replay_path)
-        snprintf(spec.replay_path, sizeof(spec.replay_path), "%s", job->replay_path);
-    master.epochs = job->data == EMBER_DATA_REPLAY ? 1 : job->epochs;
-    master.reports = calloc((size_t)master.epochs * job->trainers, sizeof(*master.reports));
-    master.reported = calloc((size_t)master.epochs * job->trainers, 1);
-    if (!params || !futures || !master.reports || !master.reported) {
-        status = EMBER_ERR_NO_MEMORY;
-        goto out;
-    }
-    ember_rpc_register(tp, EMBER_OP_EPOCH_REPORT, on_epoch_report, &master);
-    status = ember_tp_barrier(tp, "roles-ready"); /* it said who did not come */
-    if (status != EMBER_OK)
-        goto out;
-    if (job->metrics_path && !(master.metrics = fopen(job->metrics_path, "w"))) {
-        snprintf(cause, sizeof(cause), "cannot write the metrics to %s: %s", job->metrics_path,
-                 strerror(errno));
-        status = EMBER_ERR_IO;
-        goto abort;
-    }
+        snprintf(master->spec.replay_path, sizeof(master->spec.replay_path), "%s",
+                 job->replay_path);
+}
 
-    status = initial_dense(job, sizes, layers, params, &table);
-    if (status == EMBER_OK)
-        status = create_tables(&master, &spec, table);
-    free(table);
-    if (status != EMBER_OK) {
-        snprintf(cause, sizeof(cause), "the master could not set up the tables");
-        goto abort;
+/* The spec, the buffers, the report handler, everyone's arrival, and the
+ * metrics file. */
+static ember_status_t master_setup(master_t *master)
+{
+    const ember_job_t *job = master->job;
+
+    spec_from_job(master);
+    master->layers = ember_dense_sizes(&master->spec, master->sizes);
+    master->nparams = ember_dense_offset(master->sizes, master->layers);
+    master->epochs = job->data == EMBER_DATA_REPLAY ? 1 : job->epochs;
+    master->params = malloc(master->nparams * sizeof(float));
+    master->futures = calloc((size_t)job->trainers, sizeof(*master->futures));
+    master->starts = malloc((size_t)job->trainers * sizeof(*master->starts));
+    master->reports = calloc((size_t)master->epochs * job->trainers, sizeof(*master->reports));
+    master->reported = calloc((size_t)master->epochs * job->trainers, 1);
+    if (!master->params || !master->futures || !master->starts || !master->reports ||
+        !master->reported)
+        return EMBER_ERR_NO_MEMORY;
+    ember_rpc_register(master->tp, EMBER_OP_EPOCH_REPORT, on_epoch_report, master);
+    EMBER_CHECK(ember_tp_barrier(master->tp, "roles-ready")); /* it said who did not come */
+    if (job->metrics_path && !(master->metrics = fopen(job->metrics_path, "w"))) {
+        snprintf(master->cause, sizeof(master->cause), "cannot write the metrics to %s: %s",
+                 job->metrics_path, strerror(errno));
+        return EMBER_ERR_IO;
     }
+    return EMBER_OK;
+}
+
+/* The dense layers' start and the tables on the PS, from the same source. */
+static ember_status_t master_tables(master_t *master)
+{
+    float *table = NULL;
+    ember_status_t status =
+            ember_model_initial(master->job, master->sizes, master->layers, master->params, &table);
+    if (status == EMBER_OK)
+        status = create_tables(master, &master->spec, table);
+    free(table);
+    if (status != EMBER_OK)
+        snprintf(master->cause, sizeof(master->cause), "the master could not set up the tables");
+    return status;
+}
+
+/* One line saying what is trained, where and how. */
+static void print_job(const master_t *master)
+{
+    const ember_job_t *job = master->job;
     char dense[128];
     int used = 0;
-    for (size_t l = 0; l < layers && used < (int)sizeof(dense); l++)
+    for (size_t l = 0; l < master->layers && used < (int)sizeof(dense); l++)
         used += snprintf(dense + used, sizeof(dense) - (size_t)used, "%sLinear(%zu, %zu)",
-                         l ? " ReLU " : "", sizes[l], sizes[l + 1]);
+                         l ? " ReLU " : "", master->sizes[l], master->sizes[l + 1]);
     printf("training: %d trainers%s, %d ps, table %s %lld x %u (%s%s%s%s), %s, "
            "%s lr %g, %s, %s\n",
            job->trainers, strcmp(job->device, "cuda") == 0 ? " on GPUs" : "", job->num_ps,
@@ -543,133 +347,196 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
            : job->data == EMBER_DATA_SYNTHETIC ? "synthetic data"
                                                : "tutorial data");
     fflush(stdout);
+}
 
-    master.started = ember_time_now();
-    starts = malloc((size_t)job->trainers * sizeof(*starts));
-    if (!starts) {
-        status = EMBER_ERR_NO_MEMORY;
-        goto out;
-    }
-    for (int t = 0; t < job->trainers; t++) {
-        /* Each message stays untouched until its call completes. */
-        starts[t] = spec;
-        starts[t].trainer = (uint32_t)t;
-        ember_iov_t iov[2] = {{&starts[t], sizeof(spec)}, {params, nparams * sizeof(float)}};
+static ember_status_t start_trainers(master_t *master)
+{
+    master->started = ember_time_now();
+    for (int t = 0; t < master->job->trainers; t++) {
+        master->starts[t] = master->spec;
+        master->starts[t].trainer = (uint32_t)t;
+        ember_iov_t iov[2] = {{&master->starts[t], sizeof(master->spec)},
+                              {master->params, master->nparams * sizeof(float)}};
         /* Answered when the trainer finishes: no deadline but peer loss. */
-        status = ember_rpc_call_async(tp, t, EMBER_OP_TRAIN_START, iov, 2, NULL, 0, 1e9,
-                                      &futures[t]);
-        if (status != EMBER_OK)
-            goto out;
+        EMBER_CHECK(ember_rpc_call_async(master->tp, t, EMBER_OP_TRAIN_START, iov, 2, NULL, 0, 1e9,
+                                         &master->futures[t]));
     }
-    /* Wait for all trainers, reacting to the first one that fails. */
-    for (int remaining = job->trainers; remaining > 0;) {
+    return EMBER_OK;
+}
+
+/* Wait for all trainers, reacting to the first one that fails. */
+static ember_status_t wait_trainers(master_t *master)
+{
+    for (int remaining = master->job->trainers; remaining > 0;) {
         remaining = 0;
-        for (int t = 0; t < job->trainers; t++) {
-            status = ember_future_test(futures[t]);
+        for (int t = 0; t < master->job->trainers; t++) {
+            ember_status_t status = ember_future_test(master->futures[t]);
             if (status == EMBER_INPROGRESS) {
                 remaining++;
                 continue;
             }
             if (status != EMBER_OK) {
                 size_t length;
-                const char *text = ember_future_data(futures[t], &length);
-                snprintf(cause, sizeof(cause), "%.*s", (int)length, text ? text : "");
-                ember_error("master", "trainer%d failed: %s", t, cause);
-                goto abort;
+                const char *text = ember_future_data(master->futures[t], &length);
+                snprintf(master->cause, sizeof(master->cause), "%.*s", (int)length,
+                         text ? text : "");
+                ember_error("master", "trainer%d failed: %s", t, master->cause);
+                return status;
             }
         }
         if (remaining)
-            ember_tp_wait(tp, 0.5);
+            ember_tp_wait(master->tp, 0.5);
     }
-    status = EMBER_OK;
+    return EMBER_OK;
+}
 
-    double seconds = ember_time_now() - master.started;
-    const ember_msg_train_done_t *done[4096] = {0};
-    uint64_t steps = 0, bags = 0;
-    for (int t = 0; t < job->trainers && t < 4096; t++) {
+/* Each trainer's reply, checked whole and against trainer0's step count. */
+static ember_status_t take_reports(master_t *master, ember_wire_train_done_view_t *done)
+{
+    for (int t = 0; t < master->job->trainers; t++) {
         size_t length;
-        done[t] = ember_future_data(futures[t], &length);
-        /* The report's length says how many losses follow its header and
-         * the parameters: checked before any field is read, by division
-         * (a wire steps x 4 could wrap to the length of a short report). */
-        size_t fixed = sizeof(**done) + nparams * sizeof(float);
-        if (!done[t] || length < fixed || (length - fixed) % sizeof(float) != 0 ||
-            done[t]->steps != (length - fixed) / sizeof(float) ||
-            done[t]->steps != done[0]->steps) {
-            snprintf(cause, sizeof(cause), "trainer%d sent a malformed report", t);
-            status = EMBER_ERR_BAD_MESSAGE;
-            goto abort;
+        const void *data = ember_future_data(master->futures[t], &length);
+        ember_status_t status = ember_wire_train_done_unpack(
+                data, length, master->nparams, t, &done[t], master->cause, sizeof(master->cause));
+        if (status == EMBER_OK && done[t].head.steps != done[0].head.steps)
+            status = ember_status_text(master->cause, sizeof(master->cause), EMBER_ERR_BAD_MESSAGE,
+                                       "trainer%d sent a malformed report", t);
+        if (status != EMBER_OK)
+            return status;
+    }
+    return EMBER_OK;
+}
+
+/* The trainers' totals, their losses step-major, trainer0's final layers
+ * (the others' must be the same: a difference is warned of). */
+static ember_status_t gather_results(master_t *master, const ember_wire_train_done_view_t *done,
+                                     finished_t *fin)
+{
+    int trainers = master->job->trainers;
+    size_t param_bytes = master->nparams * sizeof(float);
+
+    fin->per_trainer = done[0].head.steps;
+    for (int t = 0; t < trainers; t++) {
+        fin->steps += done[t].head.steps;
+        fin->bags += done[t].head.bags;
+        if (t && memcmp(done[t].params, done[0].params, param_bytes) != 0)
+            ember_warn("master", "trainer%d's dense parameters differ from trainer0's", t);
+    }
+    fin->params = malloc(param_bytes + 4);
+    fin->losses = malloc(fin->per_trainer * trainers * sizeof(float) + 4);
+    if (!fin->params || !fin->losses)
+        return EMBER_ERR_NO_MEMORY;
+    memcpy(fin->params, done[0].params, param_bytes);
+    for (uint64_t s = 0; s < fin->per_trainer; s++) {
+        for (int t = 0; t < trainers; t++) {
+            float loss = ember_wire_load_f32(done[t].losses, s);
+            fin->losses[s * trainers + t] = loss;
+            if (s + 1 == fin->per_trainer)
+                fin->last += loss / trainers;
         }
-        steps += done[t]->steps;
-        bags += done[t]->bags;
     }
-    uint64_t per_trainer = done[0]->steps;
-    const float *final_params = (const float *)((const uint8_t *)done[0] + sizeof(**done) +
-                                                per_trainer * sizeof(float));
-    for (int t = 1; t < job->trainers; t++) {
-        const float *other = (const float *)((const uint8_t *)done[t] + sizeof(**done) +
-                                             per_trainer * sizeof(float));
-        if (memcmp(other, final_params, nparams * sizeof(float)) != 0)
-            ember_warn("master",
-                       "trainer%d's dense parameters differ from "
-                       "trainer0's",
-                       t);
-    }
-    float *losses = malloc(per_trainer * job->trainers * sizeof(float) + 4);
-    double last = 0;
-    for (uint64_t s = 0; losses && s < per_trainer; s++) {
-        for (int t = 0; t < job->trainers; t++) {
-            const float *l = (const float *)((const uint8_t *)done[t] + sizeof(**done));
-            losses[s * job->trainers + t] = l[s];
-            if (s + 1 == per_trainer)
-                last += l[s] / job->trainers;
-        }
-    }
+    return EMBER_OK;
+}
+
+static void print_done(master_t *master, const finished_t *fin)
+{
+    double seconds = ember_time_now() - master->started;
     printf("done: %llu steps (%llu bags) in %.3f s: %.0f steps/s, %.0f bags/s; "
            "last step's loss %.4f (mean over trainers), last epoch's mean loss %.4f\n",
-           (unsigned long long)steps, (unsigned long long)bags, seconds, (double)steps / seconds,
-           (double)bags / seconds, last, epoch_mean_loss(&master, master.epochs - 1));
+           (unsigned long long)fin->steps, (unsigned long long)fin->bags, seconds,
+           (double)fin->steps / seconds, (double)fin->bags / seconds, fin->last,
+           epoch_mean_loss(master, master->epochs - 1));
     fflush(stdout);
-    print_memory(&master);
-    if (!losses)
-        status = EMBER_ERR_NO_MEMORY;
-    /* The whole table, once, for the replay check and the save. */
+}
+
+/* The whole table, read once, for the replay check and the save.  A run
+ * that failed its check is still saved: the file shows how. */
+static ember_status_t check_and_save(master_t *master, const finished_t *fin)
+{
+    const ember_job_t *job = master->job;
+    ember_model_result_t result = {
+            .params = fin->params, .losses = fin->losses, .steps = fin->per_trainer};
+    ember_status_t status = EMBER_OK;
     float *whole = NULL;
-    if (status == EMBER_OK && (job->save_path || job->replay_path)) {
-        whole = malloc((size_t)spec.rows * spec.dim * sizeof(float) + 4);
-        status = whole ? read_table(&master, spec.rows, spec.dim, whole) : EMBER_ERR_NO_MEMORY;
-    }
+
+    if (!job->save_path && !job->replay_path)
+        return EMBER_OK;
+    whole = malloc((size_t)master->spec.rows * master->spec.dim * sizeof(float) + 4);
+    status = whole ? read_table(master, master->spec.rows, master->spec.dim, whole)
+                   : EMBER_ERR_NO_MEMORY;
+    result.table = whole;
     if (status == EMBER_OK && job->replay_path)
-        status = replay_check(&master, whole, final_params, losses, per_trainer);
-    /* A run that failed its check is still saved: the file shows how. */
-    if (job->save_path && whole && losses) {
-        ember_status_t saved = save(&master, &spec, whole, final_params, losses, per_trainer);
+        status = ember_model_check_replay(job, &result);
+    if (job->save_path && whole) {
+        ember_status_t saved = ember_model_save(job, &master->spec, &result);
         if (status == EMBER_OK)
             status = saved;
     }
     free(whole);
-    free(losses);
-    for (int p = 0; p < job->num_ps; p++)
-        master_call(&master, master.first_ps + p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0,
-                    "shutdown");
-    goto out;
+    return status;
+}
 
-abort:
-    fprintf(stderr, "ember-train: job failed: %s\n", cause);
-    abort_job(&master, cause);
+/* The trainers' reports, the closing lines, the model's check and save. */
+static ember_status_t finish_job(master_t *master)
+{
+    ember_wire_train_done_view_t *done = calloc((uint32_t)master->job->trainers, sizeof(*done));
+    finished_t fin = {.steps = 0};
+    ember_status_t status = done ? take_reports(master, done) : EMBER_ERR_NO_MEMORY;
+
+    if (status != EMBER_OK) {
+        free(done);
+        return status;
+    }
+    status = gather_results(master, done, &fin);
+    print_done(master, &fin);
+    print_memory(master);
     if (status == EMBER_OK)
-        status = EMBER_ERR_CANCELED;
-out:
+        status = check_and_save(master, &fin);
+    for (int p = 0; p < master->job->num_ps; p++)
+        master_call(master, master->first_ps + p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0,
+                    "shutdown");
+    free(fin.params);
+    free(fin.losses);
+    free(done);
+    return status;
+}
+
+static void master_cleanup(master_t *master)
+{
     /* Its state lives in this frame: a late report must find no handler. */
-    ember_rpc_register(tp, EMBER_OP_EPOCH_REPORT, NULL, NULL);
-    for (int t = 0; futures && t < job->trainers; t++)
-        ember_future_release(futures[t]);
-    if (master.metrics)
-        fclose(master.metrics);
-    free(futures);
-    free(starts);
-    free(params);
-    free(master.reports);
-    free(master.reported);
+    ember_rpc_register(master->tp, EMBER_OP_EPOCH_REPORT, NULL, NULL);
+    for (int t = 0; master->futures && t < master->job->trainers; t++)
+        ember_future_release(master->futures[t]);
+    if (master->metrics)
+        fclose(master->metrics);
+    free(master->futures);
+    free(master->starts);
+    free(master->params);
+    free(master->reports);
+    free(master->reported);
+}
+
+ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
+{
+    master_t master = {.tp = tp, .job = job, .first_ps = job->trainers + 1};
+    ember_status_t status = master_setup(&master);
+
+    if (status == EMBER_OK)
+        status = master_tables(&master);
+    if (status == EMBER_OK) {
+        print_job(&master);
+        status = start_trainers(&master);
+    }
+    if (status == EMBER_OK)
+        status = wait_trainers(&master);
+    if (status == EMBER_OK)
+        status = finish_job(&master);
+    if (master.cause[0]) {
+        fprintf(stderr, "ember-train: job failed: %s\n", master.cause);
+        abort_job(&master, master.cause);
+        if (status == EMBER_OK)
+            status = EMBER_ERR_CANCELED;
+    }
+    master_cleanup(&master);
     return status;
 }

@@ -12,15 +12,4 @@
 /** Run the job described by @job (borrowed).  Blocks until it ends. */
 ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job);
 
-/**
- * The check of an EPOCH_REPORT (@length bytes at @data, borrowed) by the
- * master of a job of @trainers trainers and @epochs epochs: one whole
- * report of a trainer and epoch of the job, copied into @msg_p.  Pure, for
- * the handler and the fuzzer.  Errors: ERR_BAD_MESSAGE (its size),
- * ERR_INVALID_PARAM (trainer or epoch); the cause in @err.
- */
-ember_status_t ember_master_report_check(const void *data, size_t length, uint32_t trainers,
-                                         uint32_t epochs, ember_msg_epoch_report_t *msg_p,
-                                         char *err, size_t err_length);
-
 #endif

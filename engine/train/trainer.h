@@ -22,15 +22,4 @@
 ember_status_t ember_trainer_run(ember_tp_t *tp, int index, int trainers, const char *device,
                                  int local_rank);
 
-/**
- * The check of a TRAIN_START request (@length bytes at @data, borrowed) by
- * trainer @index: the spec fits this trainer and the dense parameters that
- * follow it are all there.  Fills @spec_p (its replay path NUL-terminated)
- * and *nparams_p (floats at data + sizeof(*spec_p)).  Pure, for the handler
- * and the fuzzer.  Errors: ERR_INVALID_PARAM (the cause in @err).
- */
-ember_status_t ember_trainer_start_check(const void *data, size_t length, int index,
-                                         ember_msg_train_start_t *spec_p, size_t *nparams_p,
-                                         char *err, size_t err_length);
-
 #endif

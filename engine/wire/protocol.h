@@ -2,8 +2,8 @@
  * engine/wire/protocol: the engine's RPC op ids and wire messages.
  *
  * Every message is a fixed header struct followed by arrays whose lengths
- * the header gives; receivers check each length against the payload size
- * before touching anything.  Processes of one job run the same build (the
+ * the header gives; engine/wire/codec packs them and checks each length
+ * against the payload size before anything is touched.  Processes of one job run the same build (the
  * transport header carries the protocol version), so headers are plain
  * fixed-width C structs.
  */
@@ -131,7 +131,8 @@ enum {
  * entry each maximum came from (the first maximal one of this shard's;
  * EMBER_PLACE_NONE for a bag without entries here), so the trainer gives a
  * maximum held on several shards to the bag's first maximal entry, as
- * PyTorch does, whatever the number of shards.
+ * PyTorch does, whatever the number of shards.  engine/wire/codec packs,
+ * checks and sizes it (ember_wire_lookup_*).
  */
 typedef struct {
     uint32_t table_id;
@@ -144,30 +145,6 @@ typedef struct {
 } ember_msg_lookup_t;
 
 #define EMBER_PLACE_NONE UINT32_MAX
-
-/* Bytes of a LOOKUP's arrays (after the header), as @msg's counts say.
- * 64-bit: the counts come from the wire and must not overflow. */
-static inline uint64_t ember_msg_lookup_bytes(const ember_msg_lookup_t *msg)
-{
-    int per_index = (msg->flags & (EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX)) ? 2 : 1;
-    return 4ull * msg->bags + 8ull * msg->unique + 4ull * msg->indices * per_index;
-}
-
-/* Offset of a max lookup's places in its reply: after the values, 4-byte
- * aligned. */
-static inline uint64_t ember_msg_lookup_places_at(const ember_msg_lookup_t *msg, uint32_t dim)
-{
-    uint64_t values = (uint64_t)msg->bags * dim * ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
-    return (values + 3) & ~3ull;
-}
-
-/* Bytes of a LOOKUP's reply for a table of @dim. */
-static inline uint64_t ember_msg_lookup_reply_bytes(const ember_msg_lookup_t *msg, uint32_t dim)
-{
-    if (!(msg->flags & EMBER_LOOKUP_MAX))
-        return (uint64_t)msg->bags * dim * ((msg->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
-    return ember_msg_lookup_places_at(msg, dim) + 4ull * msg->bags * dim;
-}
 
 enum {
     EMBER_GRAD_APPLY = 1u << 0

@@ -11,6 +11,10 @@
  *   reserve_refused    a growth that cannot happen (memory, or the size's
  *                      arithmetic) reports it and leaves the array and its
  *                      capacity exactly as they were, still usable
+ *   buffer_reserve     an ember_buffer_t takes a first size exactly, at
+ *                      least doubles after (a few reallocations for many
+ *                      growths), keeps its bytes, and refuses a size past
+ *                      PTRDIFF_MAX leaving itself as it was
  */
 #include "common/reserve.h"
 
@@ -20,6 +24,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int case_status_text_self(void)
 {
@@ -94,12 +99,40 @@ static int case_reserve_refused(void)
     return 0;
 }
 
+static int case_buffer_reserve(void)
+{
+    ember_buffer_t buffer = {0};
+    CHECK(ember_buffer_reserve(&buffer, 1000) && buffer.capacity == 1000,
+          "a first size of 1000 bytes took %zu", buffer.capacity);
+    memset(buffer.data, 0x5a, 1000);
+    int growths = 0;
+    for (size_t bytes = 1001; bytes <= 1000000; bytes += 1000) {
+        size_t had = buffer.capacity;
+        CHECK(ember_buffer_reserve(&buffer, bytes) && buffer.capacity >= bytes, "grow to %zu",
+              bytes);
+        if (buffer.capacity != had) {
+            growths++;
+            CHECK(buffer.capacity >= 2 * had, "grew %zu -> %zu: less than double", had,
+                  buffer.capacity);
+        }
+    }
+    CHECK(growths <= 11, "%d growths for 1000 sizes", growths);
+    for (size_t i = 0; i < 1000; i++)
+        CHECK(((unsigned char *)buffer.data)[i] == 0x5a, "byte %zu lost in the growth", i);
+    void *before = buffer.data;
+    size_t had = buffer.capacity;
+    CHECK(!ember_buffer_reserve(&buffer, (size_t)PTRDIFF_MAX + 1), "PTRDIFF_MAX + 1 bytes");
+    CHECK(buffer.data == before && buffer.capacity == had, "a refused growth changed it");
+    ember_buffer_free(&buffer);
+    CHECK(!buffer.data && !buffer.capacity, "freed buffer still holds memory");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-            {"status_text_self", case_status_text_self},
-            {"status_text_cut", case_status_text_cut},
-            {"reserve_grow", case_reserve_grow},
+            {"status_text_self", case_status_text_self}, {"status_text_cut", case_status_text_cut},
+            {"reserve_grow", case_reserve_grow},         {"buffer_reserve", case_buffer_reserve},
             {"reserve_refused", case_reserve_refused},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));

@@ -31,6 +31,7 @@
 #include <ember/embedding_bag.h>
 
 #include "test_util.h"
+#include "wire_views.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -161,8 +162,11 @@ static int lookup(ember_table_t *table, int weighted, uint32_t trainer, const fl
     size_t length = lookup_arrays(arrays, weighted, &msg, trainer);
     float out[BAGS * DIM], expect[BAGS * DIM];
     char err[256];
-    CHECK(ember_table_lookup(table, &msg, arrays, length, out, err, sizeof(err)) == EMBER_OK,
-          "lookup: %s", err);
+    uint8_t message[sizeof(msg) + sizeof(arrays)];
+    ember_wire_lookup_view_t view;
+    CHECK(test_lookup_view(&msg, arrays, length, message, &view, err, sizeof(err)) == EMBER_OK,
+          "lookup message: %s", err);
+    CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
     ember_bag_batch_t batch = {.indices = bag_indices,
                                .n = N,
                                .offsets = bag_offsets,
@@ -190,9 +194,8 @@ static int push(ember_table_t *table, uint32_t trainer, const float *g, size_t m
             .table_id = 1, .trainer = trainer, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = BAGS};
     char err[256];
     memcpy(raw + misalign, g, BAGS * DIM * sizeof(float));
-    CHECK(ember_table_grad(table, &msg, raw + misalign, BAGS * DIM * sizeof(float), applied_p, err,
-                           sizeof(err)) == EMBER_OK,
-          "grad: %s", err);
+    ember_wire_grad_view_t view = test_grad_view(&msg, raw + misalign, BAGS * DIM * sizeof(float));
+    CHECK(ember_table_grad(table, &view, applied_p, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
     return 0;
 }
 
@@ -485,16 +488,20 @@ static int case_empty_shard(void)
         ember_msg_lookup_t msg = {.table_id = 1, .trainer = 0, .step = 0, .bags = 2};
         float out[8], grad[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         memset(out, 0xff, sizeof(out));
-        CHECK(ember_table_lookup(table, &msg, arrays, sizeof(arrays), out, err, sizeof(err)) ==
+        uint8_t message[sizeof(msg) + sizeof(arrays)];
+        ember_wire_lookup_view_t view;
+        CHECK(test_lookup_view(&msg, arrays, sizeof(arrays), message, &view, err, sizeof(err)) ==
                       EMBER_OK,
-              "lookup: %s", err);
+              "lookup message: %s", err);
+        CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s",
+              err);
         for (size_t i = 0; i < 8; i++)
             CHECK(out[i] == 0.0f, "out[%zu] = %g", i, (double)out[i]);
         ember_msg_grad_t g = {
                 .table_id = 1, .trainer = 0, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = 2};
         int applied = 0;
-        CHECK(ember_table_grad(table, &g, grad, sizeof(grad), &applied, err, sizeof(err)) ==
-                      EMBER_OK,
+        ember_wire_grad_view_t grad_view = test_grad_view(&g, grad, sizeof(grad));
+        CHECK(ember_table_grad(table, &grad_view, &applied, err, sizeof(err)) == EMBER_OK,
               "grad: %s", err);
         CHECK(applied && ember_table_next_step(table) == 1, "step not applied");
         CHECK(ember_table_read(table, 0, 0, out, err, sizeof(err)) == EMBER_OK,

@@ -21,6 +21,7 @@
 #include "engine/wire/protocol.h"
 
 #include "test_util.h"
+#include "wire_views.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -183,11 +184,14 @@ static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard
             float out_d[2 * BAGS * DIM], out_h[2 * BAGS * DIM], g[BAGS * DIM];
             int applied_d = 0, applied_h = 0;
             make_lookup(&l, t, step, (int)((step + t) % 3), shard, shards);
-            CHECK(ember_table_lookup(on_host, &l.msg, l.arrays, l.length, out_h, err,
-                                     sizeof(err)) == EMBER_OK,
+            uint8_t message[sizeof(l.msg) + sizeof(l.arrays)];
+            ember_wire_lookup_view_t view;
+            CHECK(test_lookup_view(&l.msg, l.arrays, l.length, message, &view, err, sizeof(err)) ==
+                          EMBER_OK,
+                  "lookup message: %s", err);
+            CHECK(ember_table_lookup(on_host, &view, out_h, err, sizeof(err)) == EMBER_OK,
                   "host lookup: %s", err);
-            CHECK(ember_table_lookup(on_device, &l.msg, l.arrays, l.length, out_d, err,
-                                     sizeof(err)) == EMBER_OK,
+            CHECK(ember_table_lookup(on_device, &view, out_d, err, sizeof(err)) == EMBER_OK,
                   "device lookup: %s", err);
             if (same(out_d, out_h, BAGS * DIM, "pooled"))
                 return 1;
@@ -201,11 +205,10 @@ static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard
                                     .step = step,
                                     .flags = EMBER_GRAD_APPLY,
                                     .bags = BAGS};
-            CHECK(ember_table_grad(on_host, &msg, g, sizeof(g), &applied_h, err, sizeof(err)) ==
-                          EMBER_OK,
+            ember_wire_grad_view_t grad = test_grad_view(&msg, g, sizeof(g));
+            CHECK(ember_table_grad(on_host, &grad, &applied_h, err, sizeof(err)) == EMBER_OK,
                   "host grad: %s", err);
-            CHECK(ember_table_grad(on_device, &msg, g, sizeof(g), &applied_d, err, sizeof(err)) ==
-                          EMBER_OK,
+            CHECK(ember_table_grad(on_device, &grad, &applied_d, err, sizeof(err)) == EMBER_OK,
                   "device grad: %s", err);
             CHECK(applied_d == applied_h, "step %llu trainer %u: applied %d vs %d",
                   (unsigned long long)step, t, applied_d, applied_h);

@@ -1,0 +1,272 @@
+/* engine/wire/codec: the engine's messages packed and checked (see codec.h). */
+#include "engine/wire/codec.h"
+
+#include <ember/embedding_bag.h>
+#include <ember/log.h>
+
+#include <stdint.h>
+#include <string.h>
+
+/* ---- any message ------------------------------------------------------------ */
+
+ember_status_t ember_wire_head(const void *data, size_t length, void *head, size_t size,
+                               ember_wire_rest_t *rest_p, char *err, size_t err_length)
+{
+    if (length < size)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "message of %zu bytes is shorter than its %zu-byte header", length,
+                                 size);
+    memcpy(head, data, size);
+    if (rest_p)
+        *rest_p = (ember_wire_rest_t){.body = (const uint8_t *)data + size,
+                                      .body_bytes = length - size};
+    return EMBER_OK;
+}
+
+ember_status_t ember_wire_exact(const void *data, size_t length, void *head, size_t size,
+                                const char *what, char *err, size_t err_length)
+{
+    if (length != size)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE, "%s of %zu bytes", what,
+                                 length);
+    memcpy(head, data, size);
+    return EMBER_OK;
+}
+
+size_t ember_wire_pack_iov(const void *head, size_t size, const void *body, size_t body_bytes,
+                           ember_iov_t iov[2])
+{
+    iov[0] = (ember_iov_t){.buffer = head, .length = size};
+    if (!body || body_bytes == 0)
+        return 1;
+    iov[1] = (ember_iov_t){.buffer = body, .length = body_bytes};
+    return 2;
+}
+
+/* ---- LOOKUP ----------------------------------------------------------------- */
+
+static int lookup_has_extra(const ember_msg_lookup_t *head)
+{
+    return (head->flags & (EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX)) != 0;
+}
+
+uint64_t ember_wire_lookup_array_bytes(const ember_msg_lookup_t *head)
+{
+    uint64_t per_index = lookup_has_extra(head) ? 2 : 1;
+    return 4ull * head->bags + 8ull * head->unique + 4ull * head->indices * per_index;
+}
+
+void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_layout_t *layout)
+{
+    layout->offsets = sizeof(*head);
+    layout->rows = layout->offsets + 4 * (size_t)head->bags;
+    layout->slots = layout->rows + 8 * (size_t)head->unique;
+    layout->extra = layout->slots + 4 * (size_t)head->indices;
+    layout->has_extra = lookup_has_extra(head);
+    layout->size = sizeof(*head) + (size_t)ember_wire_lookup_array_bytes(head);
+}
+
+uint64_t ember_wire_lookup_places_at(const ember_msg_lookup_t *head, uint32_t dim)
+{
+    uint64_t values =
+            (uint64_t)head->bags * dim * ((head->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
+    return (values + 3) & ~3ull;
+}
+
+uint64_t ember_wire_lookup_reply_bytes(const ember_msg_lookup_t *head, uint32_t dim)
+{
+    if (!(head->flags & EMBER_LOOKUP_MAX))
+        return (uint64_t)head->bags * dim * ((head->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
+    return ember_wire_lookup_places_at(head, dim) + 4ull * head->bags * dim;
+}
+
+size_t ember_wire_lookup_size(const ember_msg_lookup_t *head)
+{
+    return sizeof(*head) + (size_t)ember_wire_lookup_array_bytes(head);
+}
+
+/* Each bag's first entry, from the entries each bag has on this shard. */
+static void pack_offsets(uint8_t *out, const uint32_t *counts, size_t bags)
+{
+    uint32_t offset = 0;
+    for (size_t b = 0; b < bags; b++) {
+        memcpy(out + 4 * b, &offset, 4);
+        offset += counts[b];
+    }
+}
+
+static void pack_slots(uint8_t *out, const int64_t *inverse, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slot = (uint32_t)inverse[i];
+        memcpy(out + 4 * i, &slot, 4);
+    }
+}
+
+void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message)
+{
+    const ember_msg_lookup_t *head = &lookup->head;
+    uint8_t *out = message;
+    ember_wire_lookup_layout_t at;
+
+    ember_wire_lookup_layout(head, &at);
+    memcpy(out, head, sizeof(*head));
+    pack_offsets(out + at.offsets, lookup->counts, head->bags);
+    memcpy(out + at.rows, lookup->rows, 8 * (size_t)head->unique);
+    pack_slots(out + at.slots, lookup->inverse, head->indices);
+    if (head->flags & EMBER_LOOKUP_WEIGHTS)
+        memcpy(out + at.extra, lookup->weights, 4 * (size_t)head->indices);
+    else if (head->flags & EMBER_LOOKUP_MAX)
+        memcpy(out + at.extra, lookup->places, 4 * (size_t)head->indices);
+}
+
+/* The flags the protocol knows, and weights only where they mean something. */
+static ember_status_t lookup_check_flags(const ember_msg_lookup_t *head, char *err,
+                                         size_t err_length)
+{
+    const uint32_t known = EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY;
+    if (head->flags & ~known)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "unknown lookup flags %#x", head->flags);
+    if ((head->flags & EMBER_LOOKUP_WEIGHTS) && (head->flags & EMBER_LOOKUP_MAX))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "per-sample weights need sum mode (flags %#x)", head->flags);
+    return EMBER_OK;
+}
+
+ember_status_t ember_wire_lookup_unpack(const void *data, size_t length,
+                                        ember_wire_lookup_view_t *view, char *err,
+                                        size_t err_length)
+{
+    ember_msg_lookup_t *head = &view->head;
+    const uint8_t *message = data;
+    ember_wire_lookup_layout_t at;
+
+    EMBER_CHECK(ember_wire_head(data, length, head, sizeof(*head), NULL, err, err_length));
+    EMBER_CHECK(lookup_check_flags(head, err, err_length));
+    uint64_t expect = ember_wire_lookup_array_bytes(head);
+    if (expect != length - sizeof(*head))
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "lookup of %u bags, %u rows, %u indices needs %llu bytes, got %zu",
+                                 head->bags, head->unique, head->indices,
+                                 (unsigned long long)expect, length - sizeof(*head));
+    ember_wire_lookup_layout(head, &at);
+    view->offsets = message + at.offsets;
+    view->rows = message + at.rows;
+    view->slots = message + at.slots;
+    view->weights = (head->flags & EMBER_LOOKUP_WEIGHTS) ? message + at.extra : NULL;
+    view->places = (head->flags & EMBER_LOOKUP_MAX) ? message + at.extra : NULL;
+    return EMBER_OK;
+}
+
+/* ---- GRAD ------------------------------------------------------------------- */
+
+ember_status_t ember_wire_grad_unpack(const void *data, size_t length, ember_wire_grad_view_t *view,
+                                      char *err, size_t err_length)
+{
+    ember_wire_rest_t rest = {0};
+    EMBER_CHECK(
+            ember_wire_head(data, length, &view->head, sizeof(view->head), &rest, err, err_length));
+    view->grad = rest.body;
+    view->grad_bytes = rest.body_bytes;
+    return EMBER_OK;
+}
+
+/* ---- TRAIN_START -------------------------------------------------------------- */
+
+/* The dense model's parameter count; 0 when a hidden width is not a job's. */
+static size_t start_dense_params(const ember_msg_train_start_t *spec)
+{
+    size_t sizes[EMBER_MAX_HIDDEN + 2];
+    if (spec->nhidden > EMBER_MAX_HIDDEN)
+        return 0;
+    for (uint32_t h = 0; h < spec->nhidden; h++) {
+        if (spec->hidden[h] == 0 || spec->hidden[h] > 65536)
+            return 0;
+    }
+    return ember_dense_offset(sizes, ember_dense_sizes(spec, sizes));
+}
+
+/* The sizes, for this trainer, and its parameters all there. */
+static ember_status_t start_check_fit(const ember_msg_train_start_t *spec, size_t length,
+                                      size_t nparams, int index, char *err, size_t err_length)
+{
+    if (spec->trainer != (uint32_t)index || spec->dim == 0 || spec->classes == 0 ||
+        spec->num_ps == 0 || spec->dim > 65536 || spec->classes > 65536 || nparams == 0 ||
+        length != sizeof(*spec) + nparams * sizeof(float))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "trainer%d: TRAIN_START does not fit (trainer %u, dim "
+                                 "%u, classes %u, %zu bytes)",
+                                 index, spec->trainer, spec->dim, spec->classes, length);
+    return EMBER_OK;
+}
+
+/* What the batches are drawn and checked by, within a job's limits: no
+ * rows, or a range of indices upside down, would have the draw divide by
+ * zero or allocate 2^64 indices. */
+static ember_status_t start_check_ranges(const ember_msg_train_start_t *spec, int index, char *err,
+                                         size_t err_length)
+{
+    if (spec->rows < 1 || spec->min_indices > spec->max_indices || spec->padding_idx < -1 ||
+        spec->padding_idx >= spec->rows || spec->mode > EMBER_BAG_MAX ||
+        spec->data > EMBER_DATA_REPLAY)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "trainer%d: TRAIN_START is not a job's (rows %lld, "
+                                 "indices %u to %u, padding_idx %lld, mode %u, data %u)",
+                                 index, (long long)spec->rows, spec->min_indices, spec->max_indices,
+                                 (long long)spec->padding_idx, spec->mode, spec->data);
+    return EMBER_OK;
+}
+
+ember_status_t ember_wire_train_start_unpack(const void *data, size_t length, int index,
+                                             ember_wire_train_start_view_t *view, char *err,
+                                             size_t err_length)
+{
+    ember_msg_train_start_t *spec = &view->spec;
+
+    if (length < sizeof(*spec))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "trainer%d: bad or repeated TRAIN_START", index);
+    memcpy(spec, data, sizeof(*spec));
+    spec->replay_path[EMBER_PATH_MAX - 1] = '\0';
+    size_t nparams = start_dense_params(spec);
+    EMBER_CHECK(start_check_fit(spec, length, nparams, index, err, err_length));
+    EMBER_CHECK(start_check_ranges(spec, index, err, err_length));
+    view->params = (const uint8_t *)data + sizeof(*spec);
+    view->nparams = nparams;
+    return EMBER_OK;
+}
+
+/* ---- TRAIN_START's reply, EPOCH_REPORT ------------------------------------- */
+
+ember_status_t ember_wire_train_done_unpack(const void *data, size_t length, size_t nparams,
+                                            int index, ember_wire_train_done_view_t *view,
+                                            char *err, size_t err_length)
+{
+    size_t fixed = sizeof(view->head) + nparams * sizeof(float);
+    if (!data || length < fixed || (length - fixed) % sizeof(float) != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "trainer%d sent a malformed report", index);
+    memcpy(&view->head, data, sizeof(view->head));
+    if (view->head.steps != (length - fixed) / sizeof(float))
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "trainer%d sent a malformed report", index);
+    view->losses = (const uint8_t *)data + sizeof(view->head);
+    view->params = view->losses + view->head.steps * sizeof(float);
+    return EMBER_OK;
+}
+
+ember_status_t ember_wire_epoch_report_unpack(const void *data, size_t length, uint32_t trainers,
+                                              uint32_t epochs, ember_msg_epoch_report_t *report,
+                                              char *err, size_t err_length)
+{
+    ember_msg_epoch_report_t taken;
+    EMBER_CHECK(
+            ember_wire_exact(data, length, &taken, sizeof(taken), "epoch report", err, err_length));
+    if (taken.trainer >= trainers || taken.epoch >= epochs)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "epoch report for trainer %u epoch %u", taken.trainer,
+                                 taken.epoch);
+    *report = taken;
+    return EMBER_OK;
+}

@@ -1,0 +1,195 @@
+/*
+ * engine/wire/codec: every engine message packed and unpacked in one place.
+ *
+ * A message is a fixed header (engine/wire/protocol.h) and the arrays its
+ * counts give.  Packing lays the arrays out as protocol.h says, as a list of
+ * iovs the transport sends without a copy or, for LOOKUP, built in one
+ * buffer; unpacking copies the header out and checks every array's bytes
+ * against the counts at full width (64-bit sums of 32-bit counts) before
+ * anything is read, then gives each array where it lies.  Arrays are not
+ * aligned on the wire: read them with the ember_wire_load_* functions.
+ *
+ * The unpack functions are pure (no transport, no logging), so the handlers
+ * and the fuzzers (fuzz/) run exactly the same checks.  Each refusal leaves
+ * its cause in @err and returns the status the receiver answers with.
+ */
+#ifndef EMBER_ENGINE_WIRE_CODEC_H
+#define EMBER_ENGINE_WIRE_CODEC_H
+
+#include "engine/wire/protocol.h"
+
+#include <ember/status.h>
+#include <ember/transport.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- unaligned loads ------------------------------------------------------ */
+
+static inline uint32_t ember_wire_load_u32(const uint8_t *array, size_t i)
+{
+    uint32_t value;
+    memcpy(&value, array + 4 * i, sizeof(value));
+    return value;
+}
+
+static inline int64_t ember_wire_load_i64(const uint8_t *array, size_t i)
+{
+    int64_t value;
+    memcpy(&value, array + 8 * i, sizeof(value));
+    return value;
+}
+
+static inline float ember_wire_load_f32(const uint8_t *array, size_t i)
+{
+    float value;
+    memcpy(&value, array + 4 * i, sizeof(value));
+    return value;
+}
+
+/* ---- any message: a fixed header and what follows it ---------------------- */
+
+/* A received message: its header copied out, the rest where it lies. */
+typedef struct {
+    const uint8_t *body; /* the bytes after the header (borrowed) */
+    size_t body_bytes;
+} ember_wire_rest_t;
+
+/**
+ * Copy the @size-byte header at the front of @length bytes at @data into
+ * @head; @rest_p (may be NULL): what follows it.  Errors: ERR_BAD_MESSAGE
+ * (shorter than its header).
+ */
+ember_status_t ember_wire_head(const void *data, size_t length, void *head, size_t size,
+                               ember_wire_rest_t *rest_p, char *err, size_t err_length);
+
+/** The same for a message that is exactly its header (EPOCH_REPORT, PS_STATS). */
+ember_status_t ember_wire_exact(const void *data, size_t length, void *head, size_t size,
+                                const char *what, char *err, size_t err_length);
+
+/**
+ * A header and a body sent as they are: fills @iov (2 entries; a NULL body
+ * or 0 bytes: 1) and returns how many it used.
+ */
+size_t ember_wire_pack_iov(const void *head, size_t size, const void *body, size_t body_bytes,
+                           ember_iov_t iov[2]);
+
+/* ---- LOOKUP ----------------------------------------------------------------- */
+
+/* Where each array of a LOOKUP lies, in bytes from the message's start. */
+typedef struct {
+    size_t offsets, rows, slots;
+    size_t extra; /* weights (EMBER_LOOKUP_WEIGHTS) or places (EMBER_LOOKUP_MAX) */
+    size_t size;  /* of the whole message */
+    int has_extra;
+} ember_wire_lookup_layout_t;
+
+/** The layout @head's counts and flags give (64-bit: the counts may be a
+ * forger's; 32-bit counts cannot overflow it). */
+void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_layout_t *layout);
+
+/** Bytes of a LOOKUP's arrays (after the header), as @head's counts say. */
+uint64_t ember_wire_lookup_array_bytes(const ember_msg_lookup_t *head);
+
+/** Offset of a max lookup's places in its reply: after the values, 4-byte
+ * aligned. */
+uint64_t ember_wire_lookup_places_at(const ember_msg_lookup_t *head, uint32_t dim);
+
+/** Bytes of a LOOKUP's reply for a table of @dim. */
+uint64_t ember_wire_lookup_reply_bytes(const ember_msg_lookup_t *head, uint32_t dim);
+
+/* A LOOKUP as its sender has it: a shard's part of a batch, split and
+ * deduplicated (ember_bag_dedup's unique rows and inverse map). */
+typedef struct {
+    ember_msg_lookup_t head; /* flags and counts: bags, unique, indices */
+    const uint32_t *counts;  /* [bags] entries of each bag on this shard */
+    const int64_t *rows;     /* [unique] the distinct global rows, sorted */
+    const int64_t *inverse;  /* [indices] rows[inverse[i]] is entry i's row */
+    const float *weights;    /* [indices] with EMBER_LOOKUP_WEIGHTS */
+    const uint32_t *places;  /* [indices] with EMBER_LOOKUP_MAX */
+} ember_wire_lookup_t;
+
+/** Bytes of the whole message @head describes (header and arrays). */
+size_t ember_wire_lookup_size(const ember_msg_lookup_t *head);
+
+/** Write @lookup into @message, ember_wire_lookup_size(&lookup->head) bytes. */
+void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message);
+
+/* A received LOOKUP: the header, and its arrays where they lie (read with
+ * ember_wire_load_*); weights and places NULL when the flags have none. */
+typedef struct {
+    ember_msg_lookup_t head;
+    const uint8_t *offsets, *rows, *slots, *weights, *places;
+} ember_wire_lookup_view_t;
+
+/**
+ * Take a LOOKUP: known flags (weights only with sum), and exactly the bytes
+ * its counts say.  What the arrays hold is the table's to check (it knows
+ * its rows).  Errors: ERR_BAD_MESSAGE (short, or counts that do not match
+ * the size), ERR_INVALID_PARAM (flags).
+ */
+ember_status_t ember_wire_lookup_unpack(const void *data, size_t length,
+                                        ember_wire_lookup_view_t *view, char *err,
+                                        size_t err_length);
+
+/* ---- GRAD, TABLE_LOAD: a header and floats -------------------------------- */
+
+/* A received GRAD: the header and the pooled output's gradient (its size is
+ * the table's to check against its dim). */
+typedef struct {
+    ember_msg_grad_t head;
+    const uint8_t *grad;
+    size_t grad_bytes;
+} ember_wire_grad_view_t;
+
+ember_status_t ember_wire_grad_unpack(const void *data, size_t length, ember_wire_grad_view_t *view,
+                                      char *err, size_t err_length);
+
+/* ---- TRAIN_START, its reply, EPOCH_REPORT --------------------------------- */
+
+/* A received TRAIN_START: the spec and the dense parameters after it. */
+typedef struct {
+    ember_msg_train_start_t spec; /* its replay path NUL-terminated */
+    const uint8_t *params;        /* float[nparams] */
+    size_t nparams;
+} ember_wire_train_start_view_t;
+
+/**
+ * Take a TRAIN_START as trainer @index: the spec is for this trainer, its
+ * sizes and ranges are a job's (engine/train/job.c's limits: the batches are
+ * drawn by them), and the dense parameters that follow it are all there.
+ * Errors: ERR_INVALID_PARAM (the field named in @err).
+ */
+ember_status_t ember_wire_train_start_unpack(const void *data, size_t length, int index,
+                                             ember_wire_train_start_view_t *view, char *err,
+                                             size_t err_length);
+
+/* A trainer's TRAIN_START reply: its totals, per-step losses, final layers. */
+typedef struct {
+    ember_msg_train_done_t head;
+    const uint8_t *losses; /* float[head.steps] */
+    const uint8_t *params; /* float[nparams] */
+} ember_wire_train_done_view_t;
+
+/**
+ * Take trainer @index's TRAIN_START reply, whose dense model has @nparams
+ * floats: its length says how many losses follow its header and the
+ * parameters, checked by division before any field is trusted (a wire
+ * steps x 4 could wrap to the length of a short report).  Errors:
+ * ERR_BAD_MESSAGE.
+ */
+ember_status_t ember_wire_train_done_unpack(const void *data, size_t length, size_t nparams,
+                                            int index, ember_wire_train_done_view_t *view,
+                                            char *err, size_t err_length);
+
+/**
+ * Take an EPOCH_REPORT for a job of @trainers and @epochs: exactly one
+ * report, of one of its trainers and epochs.  Errors: ERR_BAD_MESSAGE (its
+ * size), ERR_INVALID_PARAM (trainer or epoch).
+ */
+ember_status_t ember_wire_epoch_report_unpack(const void *data, size_t length, uint32_t trainers,
+                                              uint32_t epochs, ember_msg_epoch_report_t *report,
+                                              char *err, size_t err_length);
+
+#endif
