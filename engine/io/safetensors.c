@@ -1,6 +1,8 @@
 /* ember engine: safetensors reader/writer with a small JSON parser. */
 #include "engine/io/safetensors.h"
 
+#include "common/reserve.h"
+
 #include <ember/log.h>
 
 #include <errno.h>
@@ -129,140 +131,186 @@ static int json_hex4(json_parser_t *p, unsigned *value_p)
     return 0;
 }
 
+static int json_at(const json_parser_t *p, char c)
+{
+    return p->pos < p->len && p->s[p->pos] == c;
+}
+
+static int json_at_digit(const json_parser_t *p)
+{
+    return p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9';
+}
+
+/* Room for the string at p->pos (at the opening quote) decoded: decoded
+ * text is never longer than the source text. */
+static size_t json_string_room(const json_parser_t *p)
+{
+    size_t room = 1;
+    for (size_t i = p->pos + 1; i < p->len && p->s[i] != '"'; i++)
+        room += (p->s[i] == '\\' && i + 1 < p->len) ? (i++, 2) : 1;
+    return room;
+}
+
+/* The code point of a \u escape (p->pos after the 'u'), a surrogate pair
+ * joined into one. */
+static int json_code_point(json_parser_t *p, unsigned *cp_p)
+{
+    unsigned cp, lo;
+    if (json_hex4(p, &cp) < 0)
+        return -1;
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+        if (p->len - p->pos < 6 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u')
+            return json_fail(p, "unpaired surrogate");
+        p->pos += 2;
+        if (json_hex4(p, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+            return json_fail(p, "bad low surrogate");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+        return json_fail(p, "unpaired surrogate");
+    }
+    /* Names are C strings; an embedded NUL could alias two. */
+    if (cp == 0)
+        return json_fail(p, "\\u0000 in string");
+    *cp_p = cp;
+    return 0;
+}
+
+/* @cp as UTF-8 at @out; the bytes written (at most 4). */
+static size_t utf8_put(char *out, unsigned cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* One escape (p->pos after the backslash), decoded at out + *n_p. */
+static int json_escape(json_parser_t *p, char *out, size_t *n_p)
+{
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    unsigned cp;
+
+    if (p->pos >= p->len)
+        return json_fail(p, "unterminated escape");
+    char e = p->s[p->pos++];
+    const char *simple = memchr(from, e, sizeof(from) - 1);
+    if (simple) {
+        out[(*n_p)++] = to[simple - from];
+        return 0;
+    }
+    if (e != 'u')
+        return json_fail(p, "unknown escape");
+    if (json_code_point(p, &cp) < 0)
+        return -1;
+    /* 6 source bytes (\uXXXX) always cover <= 4 UTF-8 bytes. */
+    *n_p += utf8_put(out + *n_p, cp);
+    return 0;
+}
+
+/* The string's text up to and past its closing quote, decoded into @out. */
+static int json_string_text(json_parser_t *p, char *out, size_t *n_p)
+{
+    while (1) {
+        if (p->pos >= p->len)
+            return json_fail(p, "unterminated string");
+        unsigned char c = (unsigned char)p->s[p->pos++];
+        if (c == '"')
+            return 0;
+        if (c < 0x20)
+            return json_fail(p, "control character in string");
+        if (c != '\\')
+            out[(*n_p)++] = (char)c;
+        else if (json_escape(p, out, n_p) < 0)
+            return -1;
+    }
+}
+
 /* Parse a string at p->pos (at the opening quote) into a new C string. */
 static int json_string(json_parser_t *p, char **out_p)
 {
-    /* Decoded text is never longer than the source text. */
-    size_t start = ++p->pos, cap = 1, n = 0;
-    for (size_t i = start; i < p->len && p->s[i] != '"'; i++)
-        cap += (p->s[i] == '\\' && i + 1 < p->len) ? (i++, 2) : 1;
-    char *out = malloc(cap + 4);
+    size_t room = json_string_room(p), n = 0;
+    p->pos++; /* the opening quote */
+    char *out = malloc(room + 4);
     if (!out)
         return json_fail(p, "out of memory");
-
-    while (1) {
-        if (p->pos >= p->len) {
-            free(out);
-            return json_fail(p, "unterminated string");
-        }
-        unsigned char c = (unsigned char)p->s[p->pos++];
-        if (c == '"')
-            break;
-        if (c < 0x20) {
-            free(out);
-            return json_fail(p, "control character in string");
-        }
-        if (c != '\\') {
-            out[n++] = (char)c;
-            continue;
-        }
-        if (p->pos >= p->len) {
-            free(out);
-            return json_fail(p, "unterminated escape");
-        }
-        char e = p->s[p->pos++];
-        unsigned cp;
-        switch (e) {
-        case '"': out[n++] = '"'; continue;
-        case '\\': out[n++] = '\\'; continue;
-        case '/': out[n++] = '/'; continue;
-        case 'b': out[n++] = '\b'; continue;
-        case 'f': out[n++] = '\f'; continue;
-        case 'n': out[n++] = '\n'; continue;
-        case 'r': out[n++] = '\r'; continue;
-        case 't': out[n++] = '\t'; continue;
-        case 'u':
-            if (json_hex4(p, &cp) < 0) {
-                free(out);
-                return -1;
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (p->len - p->pos < 6 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
-                    free(out);
-                    return json_fail(p, "unpaired surrogate");
-                }
-                p->pos += 2;
-                if (json_hex4(p, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF) {
-                    free(out);
-                    return json_fail(p, "bad low surrogate");
-                }
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                free(out);
-                return json_fail(p, "unpaired surrogate");
-            }
-            if (cp == 0) {
-                /* Names are C strings; an embedded NUL could alias two. */
-                free(out);
-                return json_fail(p, "\\u0000 in string");
-            }
-            /* 6 source bytes (\uXXXX) always cover <= 4 UTF-8 bytes. */
-            if (cp < 0x80) {
-                out[n++] = (char)cp;
-            } else if (cp < 0x800) {
-                out[n++] = (char)(0xC0 | (cp >> 6));
-                out[n++] = (char)(0x80 | (cp & 0x3F));
-            } else if (cp < 0x10000) {
-                out[n++] = (char)(0xE0 | (cp >> 12));
-                out[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                out[n++] = (char)(0x80 | (cp & 0x3F));
-            } else {
-                out[n++] = (char)(0xF0 | (cp >> 18));
-                out[n++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-                out[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                out[n++] = (char)(0x80 | (cp & 0x3F));
-            }
-            continue;
-        default: free(out); return json_fail(p, "unknown escape");
-        }
+    if (json_string_text(p, out, &n) < 0) {
+        free(out);
+        return -1;
     }
     out[n] = '\0';
     *out_p = out;
     return 0;
 }
 
-static int json_number(json_parser_t *p, json_node_t *node)
+/* A number's integer part: its value in *mag_p unless it overflows 64 bits
+ * (*overflow_p set). */
+static int json_integer_part(json_parser_t *p, uint64_t *mag_p, int *overflow_p)
 {
-    size_t start = p->pos;
-    int neg = 0, frac = 0;
-    uint64_t mag = 0;
-    int overflow = 0;
-
-    if (p->s[p->pos] == '-') {
-        neg = 1;
-        p->pos++;
-    }
-    if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9')
+    if (!json_at_digit(p))
         return json_fail(p, "bad number");
     if (p->s[p->pos] == '0' && p->pos + 1 < p->len && p->s[p->pos + 1] >= '0' &&
         p->s[p->pos + 1] <= '9')
         return json_fail(p, "leading zero in number");
-    while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
+    while (json_at_digit(p)) {
         unsigned d = (unsigned)(p->s[p->pos++] - '0');
-        if (mag > (UINT64_MAX - d) / 10)
-            overflow = 1;
+        if (*mag_p > (UINT64_MAX - d) / 10)
+            *overflow_p = 1;
         else
-            mag = mag * 10 + d;
+            *mag_p = *mag_p * 10 + d;
     }
-    if (p->pos < p->len && p->s[p->pos] == '.') {
-        frac = 1;
+    return 0;
+}
+
+/* A number's fraction and exponent, either optional: *frac_p set when
+ * there is one (the number is then not an integer). */
+static int json_fraction_exponent(json_parser_t *p, int *frac_p)
+{
+    if (json_at(p, '.')) {
+        *frac_p = 1;
         p->pos++;
-        if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9')
+        if (!json_at_digit(p))
             return json_fail(p, "bad fraction");
-        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
+        while (json_at_digit(p))
             p->pos++;
     }
-    if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
-        frac = 1;
+    if (json_at(p, 'e') || json_at(p, 'E')) {
+        *frac_p = 1;
         p->pos++;
-        if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
+        if (json_at(p, '+') || json_at(p, '-'))
             p->pos++;
-        if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9')
+        if (!json_at_digit(p))
             return json_fail(p, "bad exponent");
-        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
+        while (json_at_digit(p))
             p->pos++;
     }
+    return 0;
+}
+
+static int json_number(json_parser_t *p, json_node_t *node)
+{
+    size_t start = p->pos;
+    int neg = json_at(p, '-'), frac = 0, overflow = 0;
+    uint64_t mag = 0;
+
+    p->pos += (size_t)neg;
+    if (json_integer_part(p, &mag, &overflow) < 0 || json_fraction_exponent(p, &frac) < 0)
+        return -1;
     node->type = J_NUM;
     /* The header text is NUL-terminated by the caller, so strtod is safe. */
     node->num = strtod(p->s + start, NULL);
@@ -284,37 +332,56 @@ static int json_literal(json_parser_t *p, const char *word)
 
 static int json_value(json_parser_t *p, json_node_t **node_p);
 
+/* An object member's name and the ':' after it. */
+static int json_member_name(json_parser_t *p, char **key_p)
+{
+    if (!json_at(p, '"'))
+        return json_fail(p, "expected a member name");
+    if (json_string(p, key_p) < 0)
+        return -1;
+    json_ws(p);
+    if (!json_at(p, ':')) {
+        free(*key_p);
+        *key_p = NULL;
+        return json_fail(p, "expected ':'");
+    }
+    p->pos++;
+    return 0;
+}
+
+/* After an element: 1 when a ',' says another follows, 0 at the closing
+ * @close, -1 on anything else. */
+static int json_next_element(json_parser_t *p, char close)
+{
+    json_ws(p);
+    if (p->pos >= p->len)
+        return json_fail(p, "unterminated object or array");
+    if (p->s[p->pos] == ',' || p->s[p->pos] == close)
+        return p->s[p->pos++] == ',';
+    return json_fail(p, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+
 static int json_container(json_parser_t *p, json_node_t *node, int is_obj)
 {
     json_node_t **tail = &node->child;
     char close = is_obj ? '}' : ']';
+    int more = 1;
 
     if (++p->depth > JSON_MAX_DEPTH)
         return json_fail(p, "nested too deeply");
     p->pos++; /* '{' or '[' */
     json_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == close) {
+    if (json_at(p, close)) {
         p->pos++;
-        p->depth--;
-        return 0;
+        more = 0;
     }
-    while (1) {
+    while (more) {
         char *key = NULL;
         json_node_t *child;
 
         json_ws(p);
-        if (is_obj) {
-            if (p->pos >= p->len || p->s[p->pos] != '"')
-                return json_fail(p, "expected a member name");
-            if (json_string(p, &key) < 0)
-                return -1;
-            json_ws(p);
-            if (p->pos >= p->len || p->s[p->pos] != ':') {
-                free(key);
-                return json_fail(p, "expected ':'");
-            }
-            p->pos++;
-        }
+        if (is_obj && json_member_name(p, &key) < 0)
+            return -1;
         if (json_value(p, &child) < 0) {
             free(key);
             return -1;
@@ -322,18 +389,9 @@ static int json_container(json_parser_t *p, json_node_t *node, int is_obj)
         child->key = key;
         *tail = child;
         tail = &child->next;
-        json_ws(p);
-        if (p->pos >= p->len)
-            return json_fail(p, "unterminated object or array");
-        if (p->s[p->pos] == ',') {
-            p->pos++;
-            continue;
-        }
-        if (p->s[p->pos] == close) {
-            p->pos++;
-            break;
-        }
-        return json_fail(p, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
+        more = json_next_element(p, close);
+        if (more < 0)
+            return -1;
     }
     p->depth--;
     return 0;
@@ -493,97 +551,132 @@ static int cmp_by_begin(const void *a, const void *b)
     return (x->nbytes > y->nbytes) - (x->nbytes < y->nbytes);
 }
 
+/* *numel_p times @dim, unless the product overflows 64 bits (then 0 and
+ * *numel_p unchanged); a zero dimension makes the tensor empty. */
+static int numel_times(uint64_t *numel_p, uint64_t dim)
+{
+    if (dim != 0 && *numel_p > UINT64_MAX / dim)
+        return 0;
+    *numel_p *= dim;
+    return 1;
+}
+
+static int json_is_count(const json_node_t *node)
+{
+    return node->type == J_NUM && node->is_int && node->ival >= 0;
+}
+
+/* Entry @e is an object that gives each field at most once. */
+static ember_status_t st_check_entry(const json_node_t *e, char *err, size_t err_length)
+{
+    static const char *const fields[] = {"dtype", "shape", "data_offsets"};
+
+    if (e->type != J_OBJ)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "tensor '%s': entry is not an object", e->key);
+    for (int i = 0; i < 3; i++) {
+        if (json_count(e, fields[i]) > 1)
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "tensor '%s': %s given twice", e->key, fields[i]);
+    }
+    return EMBER_OK;
+}
+
+static ember_status_t st_parse_dtype(const json_node_t *dt, const char *name,
+                                     ember_dtype_t *dtype_p, char *err, size_t err_length)
+{
+    if (dt && dt->type == J_STR && dtype_parse(dt->str, dtype_p))
+        return EMBER_OK;
+    int named = dt && dt->type == J_STR;
+    return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                             "tensor '%s': missing or unknown dtype%s%s", name, named ? " " : "",
+                             named ? dt->str : "");
+}
+
+/* The dims of @shape into @t, their product into *numel_p. */
+static ember_status_t st_parse_shape(const json_node_t *shape, const char *name,
+                                     ember_st_tensor_t *t, uint64_t *numel_p, char *err,
+                                     size_t err_length)
+{
+    uint64_t numel = 1;
+    size_t nd = 0;
+
+    if (!shape || shape->type != J_ARR)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "tensor '%s': missing shape array", name);
+    for (const json_node_t *d = shape->child; d; d = d->next, nd++) {
+        if (nd >= EMBER_ST_MAX_DIMS)
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "tensor '%s': more than %d dimensions", name,
+                                     EMBER_ST_MAX_DIMS);
+        if (!json_is_count(d))
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "tensor '%s': shape[%zu] is not a "
+                                     "non-negative integer",
+                                     name, nd);
+        t->shape[nd] = d->ival;
+        if (!numel_times(&numel, (uint64_t)d->ival))
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "tensor '%s': shape overflows", name);
+    }
+    t->ndim = nd;
+    *numel_p = numel;
+    return EMBER_OK;
+}
+
+/* data_offsets: two non-negative integers, a span of the @data_size data
+ * bytes. */
+static ember_status_t st_parse_offsets(const json_node_t *offs, const char *name, size_t data_size,
+                                       uint64_t *begin_p, uint64_t *end_p, char *err,
+                                       size_t err_length)
+{
+    if (!offs || offs->type != J_ARR || !offs->child || !offs->child->next ||
+        offs->child->next->next || !json_is_count(offs->child) || !json_is_count(offs->child->next))
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "tensor '%s': data_offsets must be two "
+                                 "non-negative integers",
+                                 name);
+    uint64_t begin = (uint64_t)offs->child->ival, end = (uint64_t)offs->child->next->ival;
+    if (begin > end || end > data_size)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "tensor '%s': data_offsets [%llu, %llu] out of "
+                                 "bounds of the %zu data bytes",
+                                 name, (unsigned long long)begin, (unsigned long long)end,
+                                 data_size);
+    *begin_p = begin;
+    *end_p = end;
+    return EMBER_OK;
+}
+
+/* @numel elements of @t's dtype fill the @span bytes its offsets give. */
+static ember_status_t st_check_span(const ember_st_tensor_t *t, const char *name, uint64_t numel,
+                                    uint64_t span, char *err, size_t err_length)
+{
+    uint64_t esize = ember_dtype_size(t->dtype);
+    if (numel <= UINT64_MAX / esize && numel * esize == span)
+        return EMBER_OK;
+    return ember_status_text(
+            err, err_length, EMBER_ERR_FORMAT,
+            "tensor '%s': shape and dtype %s need %llu bytes "
+            "but data_offsets span %llu",
+            name, ember_dtype_name(t->dtype),
+            (unsigned long long)(numel > UINT64_MAX / esize ? UINT64_MAX : numel * esize),
+            (unsigned long long)span);
+}
+
 /* Check one tensor entry of the header and fill @t. */
 static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data, size_t data_size,
                                       ember_st_tensor_t *t, char *err, size_t err_length)
 {
     const char *name = e->key;
-    const json_node_t *dt, *shape, *offs;
-    uint64_t numel = 1, begin, end, esize;
-    size_t nd = 0;
+    uint64_t numel = 0, begin = 0, end = 0;
 
-    if (e->type != J_OBJ) {
-        (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s': entry is not an object",
-                                name);
-        return EMBER_ERR_FORMAT;
-    }
-    static const char *const fields[] = {"dtype", "shape", "data_offsets"};
-    for (int i = 0; i < 3; i++) {
-        if (json_count(e, fields[i]) > 1) {
-            (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s': %s given twice", name,
-                                    fields[i]);
-            return EMBER_ERR_FORMAT;
-        }
-    }
-    dt = json_member(e, "dtype");
-    shape = json_member(e, "shape");
-    offs = json_member(e, "data_offsets");
-    if (!dt || dt->type != J_STR || !dtype_parse(dt->str, &t->dtype)) {
-        (void)ember_status_text(
-                err, err_length, EMBER_OK, "tensor '%s': missing or unknown dtype%s%s", name,
-                dt && dt->type == J_STR ? " " : "", dt && dt->type == J_STR ? dt->str : "");
-        return EMBER_ERR_FORMAT;
-    }
-    if (!shape || shape->type != J_ARR) {
-        (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s': missing shape array",
-                                name);
-        return EMBER_ERR_FORMAT;
-    }
-    for (const json_node_t *d = shape->child; d; d = d->next, nd++) {
-        if (nd >= EMBER_ST_MAX_DIMS) {
-            (void)ember_status_text(err, err_length, EMBER_OK,
-                                    "tensor '%s': more than %d dimensions", name,
-                                    EMBER_ST_MAX_DIMS);
-            return EMBER_ERR_FORMAT;
-        }
-        if (d->type != J_NUM || !d->is_int || d->ival < 0) {
-            (void)ember_status_text(err, err_length, EMBER_OK,
-                                    "tensor '%s': shape[%zu] is not a "
-                                    "non-negative integer",
-                                    name, nd);
-            return EMBER_ERR_FORMAT;
-        }
-        t->shape[nd] = d->ival;
-        /* Overflow-safe product; a zero dimension makes the tensor empty. */
-        if (d->ival != 0 && numel > UINT64_MAX / (uint64_t)d->ival) {
-            (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s': shape overflows",
-                                    name);
-            return EMBER_ERR_FORMAT;
-        }
-        numel *= (uint64_t)d->ival;
-    }
-    t->ndim = nd;
-    if (!offs || offs->type != J_ARR || !offs->child || !offs->child->next ||
-        offs->child->next->next || offs->child->type != J_NUM || offs->child->next->type != J_NUM ||
-        !offs->child->is_int || !offs->child->next->is_int || offs->child->ival < 0 ||
-        offs->child->next->ival < 0) {
-        (void)ember_status_text(err, err_length, EMBER_OK,
-                                "tensor '%s': data_offsets must be two "
-                                "non-negative integers",
-                                name);
-        return EMBER_ERR_FORMAT;
-    }
-    begin = (uint64_t)offs->child->ival;
-    end = (uint64_t)offs->child->next->ival;
-    if (begin > end || end > data_size) {
-        (void)ember_status_text(err, err_length, EMBER_OK,
-                                "tensor '%s': data_offsets [%llu, %llu] out of "
-                                "bounds of the %zu data bytes",
-                                name, (unsigned long long)begin, (unsigned long long)end,
-                                data_size);
-        return EMBER_ERR_FORMAT;
-    }
-    esize = ember_dtype_size(t->dtype);
-    if (numel > UINT64_MAX / esize || numel * esize != end - begin) {
-        (void)ember_status_text(
-                err, err_length, EMBER_OK,
-                "tensor '%s': shape and dtype %s need %llu bytes "
-                "but data_offsets span %llu",
-                name, ember_dtype_name(t->dtype),
-                (unsigned long long)(numel > UINT64_MAX / esize ? UINT64_MAX : numel * esize),
-                (unsigned long long)(end - begin));
-        return EMBER_ERR_FORMAT;
-    }
+    EMBER_CHECK(st_check_entry(e, err, err_length));
+    EMBER_CHECK(st_parse_dtype(json_member(e, "dtype"), name, &t->dtype, err, err_length));
+    EMBER_CHECK(st_parse_shape(json_member(e, "shape"), name, t, &numel, err, err_length));
+    EMBER_CHECK(st_parse_offsets(json_member(e, "data_offsets"), name, data_size, &begin, &end, err,
+                                 err_length));
+    EMBER_CHECK(st_check_span(t, name, numel, end - begin, err, err_length));
     t->name = name;
     t->numel = (size_t)numel;
     t->nbytes = (size_t)(end - begin);
@@ -591,135 +684,173 @@ static ember_status_t st_parse_tensor(const json_node_t *e, const uint8_t *data,
     return EMBER_OK;
 }
 
+/* The header's length, from the file's first 8 bytes. */
+static ember_status_t st_header_length(const uint8_t *image, size_t size, uint64_t *hlen_p,
+                                       char *err, size_t err_length)
+{
+    uint64_t hlen = 0;
+
+    if (size < 8)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "file is %zu bytes, too short for the 8-byte "
+                                 "header length",
+                                 size);
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | image[i]; /* little-endian on any host */
+    if (hlen > size - 8 || hlen > EMBER_ST_MAX_HEADER || hlen < 2)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "header length %llu does not fit the file of %zu "
+                                 "bytes (truncated or not safetensors)",
+                                 (unsigned long long)hlen, size);
+    *hlen_p = hlen;
+    return EMBER_OK;
+}
+
+/* The @hlen header bytes after the length, copied NUL-terminated and
+ * parsed: a JSON object. */
+static ember_status_t st_parse_header(ember_st_file_t *f, size_t hlen, char *err, size_t err_length)
+{
+    f->header = malloc(hlen + 1);
+    if (!f->header)
+        return EMBER_ERR_NO_MEMORY;
+    memcpy(f->header, f->image + 8, hlen);
+    f->header[hlen] = '\0';
+    if (json_parse(f->header, hlen, &f->root, err, err_length) < 0)
+        return EMBER_ERR_FORMAT;
+    if (f->root->type != J_OBJ)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT, "header is not a JSON object");
+    return EMBER_OK;
+}
+
+/* The header's tensor entries, counted; __metadata__ given at most once. */
+static ember_status_t st_count_tensors(const json_node_t *root, size_t *count_p, char *err,
+                                       size_t err_length)
+{
+    size_t count = 0, nmeta = 0;
+
+    for (const json_node_t *e = root->child; e; e = e->next) {
+        if (strcmp(e->key, "__metadata__") != 0)
+            count++;
+        else if (++nmeta > 1)
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "__metadata__ appears twice in the header");
+    }
+    *count_p = count;
+    return EMBER_OK;
+}
+
+/* __metadata__: an object of strings, each key once. */
+static ember_status_t st_check_metadata(const json_node_t *e, char *err, size_t err_length)
+{
+    int failed;
+
+    if (e->type != J_OBJ)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "__metadata__ is not an object");
+    for (const json_node_t *m = e->child; m; m = m->next) {
+        if (m->type != J_STR)
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "__metadata__ value '%s' is not a "
+                                     "string",
+                                     m->key);
+    }
+    const char *twice = json_duplicate_key(e, &failed);
+    if (failed)
+        return EMBER_ERR_NO_MEMORY;
+    if (twice)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "__metadata__ key '%s' "
+                                 "appears twice",
+                                 twice);
+    return EMBER_OK;
+}
+
+/* Each entry of the header in turn: the metadata checked, each tensor
+ * parsed into f->tensors (header order) and listed in @order. */
+static ember_status_t st_parse_entries(ember_st_file_t *f, const uint8_t *data, size_t data_size,
+                                       const ember_st_tensor_t **order, char *err,
+                                       size_t err_length)
+{
+    size_t k = 0;
+
+    for (const json_node_t *e = f->root->child; e; e = e->next) {
+        if (strcmp(e->key, "__metadata__") == 0) {
+            EMBER_CHECK(st_check_metadata(e, err, err_length));
+            f->meta = e;
+            continue;
+        }
+        EMBER_CHECK(st_parse_tensor(e, data, data_size, &f->tensors[k], err, err_length));
+        order[k] = &f->tensors[k];
+        k++;
+    }
+    f->ntensors = k;
+    return EMBER_OK;
+}
+
+/* A name index: lookups in O(log n), and duplicates found in O(n log n)
+ * even for a hostile header with very many entries. */
+static ember_status_t st_index_names(ember_st_file_t *f, char *err, size_t err_length)
+{
+    size_t count = f->ntensors;
+
+    for (size_t i = 0; i < count; i++)
+        f->by_name[i] = &f->tensors[i];
+    qsort(f->by_name, count, sizeof(*f->by_name), cmp_by_name);
+    for (size_t i = 1; i < count; i++) {
+        if (strcmp(f->by_name[i]->name, f->by_name[i - 1]->name) == 0)
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "tensor '%s' appears twice in the header",
+                                     f->by_name[i]->name);
+    }
+    return EMBER_OK;
+}
+
+/* Tensors must not share bytes: a crafted file could otherwise make two
+ * tensors alias, and a writer through one would change the other. */
+static ember_status_t st_check_overlaps(const ember_st_tensor_t **order, size_t count, char *err,
+                                        size_t err_length)
+{
+    qsort(order, count, sizeof(*order), cmp_by_begin);
+    for (size_t i = 1; i < count; i++) {
+        const uint8_t *prev_end = (const uint8_t *)order[i - 1]->data + order[i - 1]->nbytes;
+        if ((const uint8_t *)order[i]->data < prev_end)
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "tensor '%s' overlaps tensor '%s'", order[i]->name,
+                                     order[i - 1]->name);
+    }
+    return EMBER_OK;
+}
+
 /* Takes ownership of @image (freed on error too). */
 static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **file_p, char *err,
                               size_t err_length)
 {
-    ember_status_t status = EMBER_ERR_FORMAT;
-    ember_st_file_t *f;
-    uint64_t hlen = 0;
-    size_t count = 0, k = 0;
+    ember_status_t status;
     const ember_st_tensor_t **order = NULL;
+    uint64_t hlen = 0;
+    size_t count = 0;
+    ember_st_file_t *f = calloc(1, sizeof(*f));
 
-    f = calloc(1, sizeof(*f));
     if (!f) {
         free(image);
         return EMBER_ERR_NO_MEMORY;
     }
     f->image = image;
     f->size = size;
-    if (size < 8) {
-        (void)ember_status_text(err, err_length, EMBER_OK,
-                                "file is %zu bytes, too short for the 8-byte "
-                                "header length",
-                                size);
-        goto err_close;
-    }
-    for (int i = 7; i >= 0; i--)
-        hlen = (hlen << 8) | image[i]; /* little-endian on any host */
-    if (hlen > size - 8 || hlen > EMBER_ST_MAX_HEADER || hlen < 2) {
-        (void)ember_status_text(err, err_length, EMBER_OK,
-                                "header length %llu does not fit the file of %zu "
-                                "bytes (truncated or not safetensors)",
-                                (unsigned long long)hlen, size);
-        goto err_close;
-    }
-    f->header = malloc(hlen + 1);
-    if (!f->header) {
-        status = EMBER_ERR_NO_MEMORY;
-        goto err_close;
-    }
-    memcpy(f->header, image + 8, hlen);
-    f->header[hlen] = '\0';
-    if (json_parse(f->header, hlen, &f->root, err, err_length) < 0)
-        goto err_close;
-    if (f->root->type != J_OBJ) {
-        (void)ember_status_text(err, err_length, EMBER_OK, "header is not a JSON object");
-        goto err_close;
-    }
-
-    size_t nmeta = 0;
-    for (const json_node_t *e = f->root->child; e; e = e->next) {
-        if (strcmp(e->key, "__metadata__") != 0)
-            count++;
-        else if (++nmeta > 1) {
-            (void)ember_status_text(err, err_length, EMBER_OK,
-                                    "__metadata__ appears twice in the header");
-            goto err_close;
-        }
-    }
+    EMBER_CHECK_GOTO(st_header_length(image, size, &hlen, err, err_length), status, err_close);
+    EMBER_CHECK_GOTO(st_parse_header(f, (size_t)hlen, err, err_length), status, err_close);
+    EMBER_CHECK_GOTO(st_count_tensors(f->root, &count, err, err_length), status, err_close);
     f->tensors = calloc(count ? count : 1, sizeof(*f->tensors));
     f->by_name = calloc(count ? count : 1, sizeof(*f->by_name));
     order = calloc(count ? count : 1, sizeof(*order));
-    if (!f->tensors || !f->by_name || !order) {
-        status = EMBER_ERR_NO_MEMORY;
+    status = EMBER_ERR_NO_MEMORY;
+    if (!f->tensors || !f->by_name || !order)
         goto err_close;
-    }
-    const uint8_t *data = image + 8 + hlen;
-    size_t data_size = size - 8 - (size_t)hlen;
-    for (const json_node_t *e = f->root->child; e; e = e->next) {
-        if (strcmp(e->key, "__metadata__") == 0) {
-            if (e->type != J_OBJ) {
-                (void)ember_status_text(err, err_length, EMBER_OK, "__metadata__ is not an object");
-                goto err_close;
-            }
-            for (const json_node_t *m = e->child; m; m = m->next) {
-                if (m->type != J_STR) {
-                    (void)ember_status_text(err, err_length, EMBER_OK,
-                                            "__metadata__ value '%s' is not a "
-                                            "string",
-                                            m->key);
-                    goto err_close;
-                }
-            }
-            int failed;
-            const char *twice = json_duplicate_key(e, &failed);
-            if (failed || twice) {
-                if (twice)
-                    (void)ember_status_text(err, err_length, EMBER_OK,
-                                            "__metadata__ key '%s' "
-                                            "appears twice",
-                                            twice);
-                status = failed ? EMBER_ERR_NO_MEMORY : EMBER_ERR_FORMAT;
-                goto err_close;
-            }
-            f->meta = e;
-            continue;
-        }
-        status = st_parse_tensor(e, data, data_size, &f->tensors[k], err, err_length);
-        if (status != EMBER_OK)
-            goto err_close;
-        order[k] = &f->tensors[k];
-        k++;
-    }
-    f->ntensors = count;
-
-    /* A name index: lookups in O(log n), and duplicates found in O(n log n)
-     * even for a hostile header with very many entries. */
-    for (size_t i = 0; i < count; i++)
-        f->by_name[i] = &f->tensors[i];
-    qsort(f->by_name, count, sizeof(*f->by_name), cmp_by_name);
-    for (size_t i = 1; i < count; i++) {
-        if (strcmp(f->by_name[i]->name, f->by_name[i - 1]->name) == 0) {
-            (void)ember_status_text(err, err_length, EMBER_OK,
-                                    "tensor '%s' appears twice in the header", f->by_name[i]->name);
-            status = EMBER_ERR_FORMAT;
-            goto err_close;
-        }
-    }
-
-    /* Tensors must not share bytes: a crafted file could otherwise make two
-     * tensors alias, and a writer through one would change the other. */
-    qsort(order, count, sizeof(*order), cmp_by_begin);
-    for (size_t i = 1; i < count; i++) {
-        const uint8_t *prev_end = (const uint8_t *)order[i - 1]->data + order[i - 1]->nbytes;
-        if ((const uint8_t *)order[i]->data < prev_end) {
-            (void)ember_status_text(err, err_length, EMBER_OK, "tensor '%s' overlaps tensor '%s'",
-                                    order[i]->name, order[i - 1]->name);
-            status = EMBER_ERR_FORMAT;
-            goto err_close;
-        }
-    }
+    EMBER_CHECK_GOTO(
+            st_parse_entries(f, image + 8 + hlen, size - 8 - (size_t)hlen, order, err, err_length),
+            status, err_close);
+    EMBER_CHECK_GOTO(st_index_names(f, err, err_length), status, err_close);
+    EMBER_CHECK_GOTO(st_check_overlaps(order, count, err, err_length), status, err_close);
     free(order);
     (void)ember_status_text(err, err_length, EMBER_OK, "%s", "");
     *file_p = f;
@@ -728,8 +859,6 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
 err_close:
     free(order);
     ember_st_close(f);
-    if (status == EMBER_OK)
-        status = EMBER_ERR_FORMAT;
     return status;
 }
 
@@ -753,12 +882,37 @@ ember_status_t ember_st_open_buffer(const void *buf, size_t size, ember_st_file_
     return status;
 }
 
+/* The @size bytes of @fd into a new buffer *image_p. */
+static ember_status_t st_read_image(int fd, const char *path, off_t size, uint8_t **image_p,
+                                    char *err, size_t err_length)
+{
+    size_t got = 0;
+    uint8_t *image = malloc(size > 0 ? (size_t)size : 1);
+
+    if (!image)
+        return EMBER_ERR_NO_MEMORY;
+    while (got < (size_t)size) {
+        ssize_t r = read(fd, image + got, (size_t)size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            (void)ember_status_text(err, err_length, EMBER_OK, "cannot read %s: %s", path,
+                                    r < 0 ? strerror(errno) : "file shrank while reading");
+            ember_error("safetensors", "cannot read %s", path);
+            free(image);
+            return EMBER_ERR_IO;
+        }
+        got += (size_t)r;
+    }
+    *image_p = image;
+    return EMBER_OK;
+}
+
 ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *err,
                              size_t err_length)
 {
     struct stat st;
     uint8_t *image;
-    size_t got = 0;
     ember_status_t status;
     int fd;
 
@@ -773,28 +927,12 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *e
             close(fd);
         return EMBER_ERR_IO;
     }
-    image = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
-    if (!image) {
-        close(fd);
-        return EMBER_ERR_NO_MEMORY;
-    }
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, image + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            (void)ember_status_text(err, err_length, EMBER_OK, "cannot read %s: %s", path,
-                                    r < 0 ? strerror(errno) : "file shrank while reading");
-            ember_error("safetensors", "cannot read %s", path);
-            free(image);
-            close(fd);
-            return EMBER_ERR_IO;
-        }
-        got += (size_t)r;
-    }
+    status = st_read_image(fd, path, st.st_size, &image, err, err_length);
     close(fd);
+    if (status != EMBER_OK)
+        return status;
     /* st_load owns image from here. */
-    status = st_load(image, got, file_p, err, err_length);
+    status = st_load(image, (size_t)st.st_size, file_p, err, err_length);
     if (status != EMBER_OK)
         ember_error("safetensors", "%s: %s", path, err ? err : ember_status_string(status));
     return status;
@@ -865,23 +1003,12 @@ typedef struct {
 
 static void sb_putn(strbuf_t *sb, const char *s, size_t n)
 {
+    if (!sb->failed && !EMBER_RESERVE(sb->buf, sb->cap, sb->len + n))
+        sb->failed = 1;
     if (sb->failed)
         return;
-    if (sb->len + n + 1 > sb->cap) {
-        size_t cap = sb->cap ? sb->cap : 256;
-        while (cap < sb->len + n + 1)
-            cap *= 2;
-        char *p = realloc(sb->buf, cap);
-        if (!p) {
-            sb->failed = 1;
-            return;
-        }
-        sb->buf = p;
-        sb->cap = cap;
-    }
     memcpy(sb->buf + sb->len, s, n);
     sb->len += n;
-    sb->buf[sb->len] = '\0';
 }
 
 static void sb_puts(strbuf_t *sb, const char *s)
@@ -934,110 +1061,141 @@ static ember_status_t st_write_all(int fd, const void *buf, size_t len)
     return EMBER_OK;
 }
 
-ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors, size_t ntensors,
-                              const ember_st_meta_t *meta, size_t nmeta)
+/* The "__metadata__" object of the header. */
+static ember_status_t st_header_metadata(strbuf_t *sb, const char *path,
+                                         const ember_st_meta_t *meta, size_t nmeta)
 {
-    strbuf_t sb = {0};
-    ember_status_t status = EMBER_ERR_INVALID_PARAM;
-    size_t offset = 0, *sizes = NULL;
-    char *tmp_path = NULL;
-    int fd = -1;
+    sb_puts(sb, "\"__metadata__\":{");
+    for (size_t i = 0; i < nmeta; i++) {
+        if (!meta[i].key || !meta[i].value) {
+            ember_error("safetensors", "write %s: metadata %zu is NULL", path, i);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+        if (i)
+            sb_puts(sb, ",");
+        sb_json_string(sb, meta[i].key);
+        sb_puts(sb, ":");
+        sb_json_string(sb, meta[i].value);
+    }
+    sb_puts(sb, "}");
+    return EMBER_OK;
+}
 
-    if (!path || (ntensors > 0 && !tensors) || (nmeta > 0 && !meta))
+/* Tensor @i of @tensors can be written: a name no earlier one has, a known
+ * dtype, a shape within range and data for it.  *size_p: its bytes. */
+static ember_status_t st_check_written(const char *path, const ember_st_tensor_t *tensors, size_t i,
+                                       size_t *size_p)
+{
+    const ember_st_tensor_t *t = &tensors[i];
+    uint64_t numel = 1, esize = ember_dtype_size(t->dtype);
+
+    if (!t->name || strcmp(t->name, "__metadata__") == 0 || esize == 0 ||
+        t->ndim > EMBER_ST_MAX_DIMS) {
+        ember_error("safetensors",
+                    "write %s: tensor %zu ('%s') has a bad "
+                    "name, dtype or rank",
+                    path, i, t->name ? t->name : "(null)");
         return EMBER_ERR_INVALID_PARAM;
-    sizes = calloc(ntensors ? ntensors : 1, sizeof(*sizes));
-    if (!sizes)
-        return EMBER_ERR_NO_MEMORY;
-
-    sb_puts(&sb, "{");
-    if (nmeta > 0) {
-        sb_puts(&sb, "\"__metadata__\":{");
-        for (size_t i = 0; i < nmeta; i++) {
-            if (!meta[i].key || !meta[i].value) {
-                ember_error("safetensors", "write %s: metadata %zu is NULL", path, i);
-                goto out_free;
-            }
-            if (i)
-                sb_puts(&sb, ",");
-            sb_json_string(&sb, meta[i].key);
-            sb_puts(&sb, ":");
-            sb_json_string(&sb, meta[i].value);
-        }
-        sb_puts(&sb, "}");
     }
-    for (size_t i = 0; i < ntensors; i++) {
-        const ember_st_tensor_t *t = &tensors[i];
-        uint64_t numel = 1, esize = ember_dtype_size(t->dtype);
-
-        if (!t->name || strcmp(t->name, "__metadata__") == 0 || esize == 0 ||
-            t->ndim > EMBER_ST_MAX_DIMS) {
+    for (size_t j = 0; j < i; j++) {
+        if (strcmp(tensors[j].name, t->name) == 0) {
+            ember_error("safetensors", "write %s: tensor '%s' given twice", path, t->name);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+    }
+    for (size_t d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0 || !numel_times(&numel, (uint64_t)t->shape[d])) {
             ember_error("safetensors",
-                        "write %s: tensor %zu ('%s') has a bad "
-                        "name, dtype or rank",
-                        path, i, t->name ? t->name : "(null)");
-            goto out_free;
+                        "write %s: tensor '%s' has a bad "
+                        "shape",
+                        path, t->name);
+            return EMBER_ERR_INVALID_PARAM;
         }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(tensors[j].name, t->name) == 0) {
-                ember_error("safetensors", "write %s: tensor '%s' given twice", path, t->name);
-                goto out_free;
-            }
-        }
-        for (size_t d = 0; d < t->ndim; d++) {
-            if (t->shape[d] < 0 || (t->shape[d] && numel > UINT64_MAX / (uint64_t)t->shape[d])) {
-                ember_error("safetensors",
-                            "write %s: tensor '%s' has a bad "
-                            "shape",
-                            path, t->name);
-                goto out_free;
-            }
-            numel *= (uint64_t)t->shape[d];
-        }
-        if (numel > SIZE_MAX / esize || (numel > 0 && !t->data)) {
-            ember_error("safetensors", "write %s: tensor '%s' has no data", path, t->name);
-            goto out_free;
-        }
-        sizes[i] = (size_t)(numel * esize);
-        if (i || nmeta)
-            sb_puts(&sb, ",");
-        sb_json_string(&sb, t->name);
-        sb_printf(&sb, ":{\"dtype\":\"%s\",\"shape\":[", ember_dtype_name(t->dtype));
-        for (size_t d = 0; d < t->ndim; d++)
-            sb_printf(&sb, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-        sb_printf(&sb, "],\"data_offsets\":[%zu,", offset);
-        offset += sizes[i];
-        sb_printf(&sb, "%zu]}", offset);
     }
-    sb_puts(&sb, "}");
+    if (numel > SIZE_MAX / esize || (numel > 0 && !t->data)) {
+        ember_error("safetensors", "write %s: tensor '%s' has no data", path, t->name);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    *size_p = (size_t)(numel * esize);
+    return EMBER_OK;
+}
+
+/* Tensor @t's entry of the header: its data at *offset_p, which moves past
+ * its @size bytes. */
+static void st_header_tensor(strbuf_t *sb, const ember_st_tensor_t *t, size_t size,
+                             size_t *offset_p)
+{
+    sb_json_string(sb, t->name);
+    sb_printf(sb, ":{\"dtype\":\"%s\",\"shape\":[", ember_dtype_name(t->dtype));
+    for (size_t d = 0; d < t->ndim; d++)
+        sb_printf(sb, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+    sb_printf(sb, "],\"data_offsets\":[%zu,", *offset_p);
+    *offset_p += size;
+    sb_printf(sb, "%zu]}", *offset_p);
+}
+
+/* The whole JSON header, every argument checked; sizes[i]: tensor i's
+ * bytes. */
+static ember_status_t st_header(strbuf_t *sb, const char *path, const ember_st_tensor_t *tensors,
+                                size_t ntensors, const ember_st_meta_t *meta, size_t nmeta,
+                                size_t *sizes)
+{
+    size_t offset = 0;
+
+    sb_puts(sb, "{");
+    if (nmeta > 0)
+        EMBER_CHECK(st_header_metadata(sb, path, meta, nmeta));
+    for (size_t i = 0; i < ntensors; i++) {
+        EMBER_CHECK(st_check_written(path, tensors, i, &sizes[i]));
+        if (i || nmeta)
+            sb_puts(sb, ",");
+        st_header_tensor(sb, &tensors[i], sizes[i], &offset);
+    }
+    sb_puts(sb, "}");
     /* Pad with spaces so the data starts 8-byte aligned (as the reference
      * implementation does); JSON ignores trailing whitespace. */
-    while ((sb.len + 8) % 8 != 0)
-        sb_puts(&sb, " ");
-    if (sb.failed) {
-        status = EMBER_ERR_NO_MEMORY;
-        goto out_free;
-    }
+    sb_putn(sb, "       ", (8 - sb->len % 8) % 8);
+    return sb->failed ? EMBER_ERR_NO_MEMORY : EMBER_OK;
+}
 
-    tmp_path = malloc(strlen(path) + 5);
-    if (!tmp_path) {
-        status = EMBER_ERR_NO_MEMORY;
-        goto out_free;
-    }
+/* The header's length (little-endian on any host), the header, then the
+ * tensors' data back to back. */
+static ember_status_t st_write_contents(int fd, const strbuf_t *sb,
+                                        const ember_st_tensor_t *tensors, size_t ntensors,
+                                        const size_t *sizes)
+{
+    uint8_t len_le[8];
+
+    for (int i = 0; i < 8; i++)
+        len_le[i] = (uint8_t)((uint64_t)sb->len >> (8 * i));
+    ember_status_t status = st_write_all(fd, len_le, 8);
+    if (status == EMBER_OK)
+        status = st_write_all(fd, sb->buf, sb->len);
+    for (size_t i = 0; i < ntensors && status == EMBER_OK; i++)
+        status = st_write_all(fd, tensors[i].data, sizes[i]);
+    return status;
+}
+
+/* Written as "<path>.tmp", synced and renamed: @path appears whole or not
+ * at all. */
+static ember_status_t st_write_file(const char *path, const strbuf_t *sb,
+                                    const ember_st_tensor_t *tensors, size_t ntensors,
+                                    const size_t *sizes)
+{
+    char *tmp_path = malloc(strlen(path) + 5);
+    ember_status_t status;
+    int fd;
+
+    if (!tmp_path)
+        return EMBER_ERR_NO_MEMORY;
     sprintf(tmp_path, "%s.tmp", path);
     fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         ember_error("safetensors", "cannot create %s: %s", tmp_path, strerror(errno));
-        status = EMBER_ERR_IO;
-        goto out_free;
+        free(tmp_path);
+        return EMBER_ERR_IO;
     }
-    uint8_t len_le[8];
-    for (int i = 0; i < 8; i++)
-        len_le[i] = (uint8_t)((uint64_t)sb.len >> (8 * i));
-    status = st_write_all(fd, len_le, 8);
-    if (status == EMBER_OK)
-        status = st_write_all(fd, sb.buf, sb.len);
-    for (size_t i = 0; i < ntensors && status == EMBER_OK; i++)
-        status = st_write_all(fd, tensors[i].data, sizes[i]);
+    status = st_write_contents(fd, sb, tensors, ntensors, sizes);
     if (status == EMBER_OK && fsync(fd) != 0)
         status = EMBER_ERR_IO;
     if (close(fd) != 0 && status == EMBER_OK)
@@ -1048,9 +1206,25 @@ ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors
         ember_error("safetensors", "cannot write %s: %s", path, strerror(errno));
         unlink(tmp_path);
     }
-
-out_free:
     free(tmp_path);
+    return status;
+}
+
+ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors, size_t ntensors,
+                              const ember_st_meta_t *meta, size_t nmeta)
+{
+    strbuf_t sb = {0};
+    ember_status_t status;
+    size_t *sizes;
+
+    if (!path || (ntensors > 0 && !tensors) || (nmeta > 0 && !meta))
+        return EMBER_ERR_INVALID_PARAM;
+    sizes = calloc(ntensors ? ntensors : 1, sizeof(*sizes));
+    if (!sizes)
+        return EMBER_ERR_NO_MEMORY;
+    status = st_header(&sb, path, tensors, ntensors, meta, nmeta, sizes);
+    if (status == EMBER_OK)
+        status = st_write_file(path, &sb, tensors, ntensors, sizes);
     free(sizes);
     free(sb.buf);
     return status;
