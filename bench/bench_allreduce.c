@@ -12,7 +12,8 @@
  *
  * Backends: `host` is engine/allreduce (small: all-to-all one-way, large:
  * pipelined ring or recursive halving over the transport), called directly;
- * out of place is ember_allreduce_into (the input is read, never copied).
+ * out of place passes ember_allreduce both buffers (the input is read, never
+ * copied).
  * `nccl` and `cpu-device` go through the engine's device interface, as the
  * trainer does: `nccl` opens the "cuda" device of this local rank (NCCL on
  * the GPU; skipped, exit 77, without a CUDA build or a GPU), `cpu-device`
@@ -73,6 +74,54 @@ static void ar_usage(FILE *stream)
                     "              CPU backend\n");
 }
 
+/* 1 when @value is one of @choices (NULL-terminated); else 0, having said
+ * "<what> '<value>'<why>". */
+static int ar_one_of(const char *value, const char *const *choices, const char *what,
+                     const char *why)
+{
+    for (; *choices; choices++) {
+        if (strcmp(value, *choices) == 0)
+            return 1;
+    }
+    fprintf(stderr, "ember-bench allreduce: %s '%s'%s\n", what, value, why);
+    return 0;
+}
+
+/* One flag and its value into @opts: 1, or 0 once it said what is wrong. */
+static int ar_parse_flag(const char *arg, const char *value, ar_opts_t *opts)
+{
+    if (strcmp(arg, "-b") == 0)
+        return bench_parse_size(value, &opts->min_bytes);
+    if (strcmp(arg, "-e") == 0)
+        return bench_parse_size(value, &opts->max_bytes);
+    if (strcmp(arg, "-f") == 0)
+        return bench_parse_count(value, &opts->factor);
+    if (strcmp(arg, "-n") == 0)
+        return bench_parse_count(value, &opts->iters);
+    if (strcmp(arg, "-w") == 0)
+        return bench_parse_count_or_zero(value, &opts->warmup);
+    if (strcmp(arg, "-c") == 0) {
+        opts->check = value[0] == '1';
+        return strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
+    }
+    if (strcmp(arg, "-d") == 0)
+        return ar_one_of(value, (const char *const[]){"float", "float32", NULL}, "datatype",
+                         " is not supported (the engine reduces float)");
+    if (strcmp(arg, "-o") == 0) {
+        opts->average = strcmp(value, "avg") == 0;
+        return ar_one_of(value, (const char *const[]){"sum", "avg", NULL}, "op",
+                         " is not supported (sum, avg)");
+    }
+    if (strcmp(arg, "--backend") == 0) {
+        opts->backend = value;
+        return ar_one_of(value, (const char *const[]){"host", "nccl", "cpu-device", NULL},
+                         "backend", ": host, nccl or cpu-device");
+    }
+    fprintf(stderr, "ember-bench allreduce: unknown option '%s'\n", arg);
+    ar_usage(stderr);
+    return 0;
+}
+
 static int ar_parse(int argc, char **argv, ar_opts_t *opts)
 {
     *opts = (ar_opts_t){.min_bytes = 8,
@@ -84,7 +133,6 @@ static int ar_parse(int argc, char **argv, ar_opts_t *opts)
                         .backend = "host"};
     for (int i = 1; i < argc; i += 2) { /* a flag and its value */
         const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1;
 
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             ar_usage(stdout);
@@ -94,49 +142,7 @@ static int ar_parse(int argc, char **argv, ar_opts_t *opts)
             fprintf(stderr, "ember-bench allreduce: %s needs a value\n", arg);
             return 0;
         }
-        if (strcmp(arg, "-b") == 0) {
-            ok = bench_parse_size(value, &opts->min_bytes);
-        } else if (strcmp(arg, "-e") == 0) {
-            ok = bench_parse_size(value, &opts->max_bytes);
-        } else if (strcmp(arg, "-f") == 0) {
-            ok = bench_parse_count(value, &opts->factor);
-        } else if (strcmp(arg, "-n") == 0) {
-            ok = bench_parse_count(value, &opts->iters);
-        } else if (strcmp(arg, "-w") == 0) {
-            ok = bench_parse_count_or_zero(value, &opts->warmup);
-        } else if (strcmp(arg, "-c") == 0) {
-            ok = strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
-            opts->check = value[0] == '1';
-        } else if (strcmp(arg, "-d") == 0) {
-            ok = strcmp(value, "float") == 0 || strcmp(value, "float32") == 0;
-            if (!ok)
-                fprintf(stderr,
-                        "ember-bench allreduce: datatype '%s' is not "
-                        "supported (the engine reduces float)\n",
-                        value);
-        } else if (strcmp(arg, "-o") == 0) {
-            ok = strcmp(value, "sum") == 0 || strcmp(value, "avg") == 0;
-            opts->average = strcmp(value, "avg") == 0;
-            if (!ok)
-                fprintf(stderr,
-                        "ember-bench allreduce: op '%s' is not supported "
-                        "(sum, avg)\n",
-                        value);
-        } else if (strcmp(arg, "--backend") == 0) {
-            ok = strcmp(value, "host") == 0 || strcmp(value, "nccl") == 0 ||
-                 strcmp(value, "cpu-device") == 0;
-            opts->backend = value;
-            if (!ok)
-                fprintf(stderr,
-                        "ember-bench allreduce: backend '%s': host, nccl or "
-                        "cpu-device\n",
-                        value);
-        } else {
-            fprintf(stderr, "ember-bench allreduce: unknown option '%s'\n", arg);
-            ar_usage(stderr);
-            return 0;
-        }
-        if (!ok)
+        if (!ar_parse_flag(arg, value, opts))
             return 0;
     }
     if (opts->min_bytes < 4 || opts->min_bytes > opts->max_bytes || opts->factor < 2) {
@@ -173,7 +179,10 @@ static ember_status_t ar_reduce(ar_backend_t *b, const ar_opts_t *opts, float *s
                                 size_t count)
 {
     if (!b->dev)
-        return ember_allreduce_into(b->ar, send, data, count, opts->average);
+        return ember_allreduce(b->ar, &(ember_allreduce_args_t){.send = send,
+                                                                .recv = data,
+                                                                .count = count,
+                                                                .average = opts->average});
     if (send != data)
         EMBER_CHECK(b->ops->mem_copy(b->dev, data, send, count * sizeof(float),
                                      EMBER_COPY_DEVICE_TO_DEVICE));
@@ -365,21 +374,126 @@ static void ar_backend_close(ar_backend_t *b)
         ember_allreduce_destroy(b->ar);
 }
 
+/* The host communicator over every rank (the host backend, and every
+ * backend's stats exchange), then the backend's buffers. */
+static ember_status_t ar_backend_open(ar_backend_t *b, const ar_opts_t *opts, ember_tp_t *tp,
+                                      const int *ranks, int n, size_t max_count)
+{
+    EMBER_CHECK(ember_allreduce_create(tp, ranks, n, EMBER_OP_ALLREDUCE_BASE, &b->ar));
+    if (strcmp(opts->backend, "host") == 0) {
+        b->send = bench_buffer_alloc(max_count * sizeof(float));
+        b->recv = bench_buffer_alloc(max_count * sizeof(float));
+        if (!b->send || !b->recv) {
+            fprintf(stderr, "ember-bench allreduce: out of memory for %zu bytes\n",
+                    opts->max_bytes);
+            return EMBER_ERR_NO_MEMORY;
+        }
+        return EMBER_OK;
+    }
+    ember_status_t status = ar_device_open(b, opts, tp, ranks, n, max_count * sizeof(float));
+    if (status != EMBER_OK)
+        fprintf(stderr, "ember-bench allreduce: backend %s on rank %d: %s%s%s\n", opts->backend,
+                ember_tp_rank(tp), ember_status_string(status), b->comm ? ": " : "",
+                b->comm ? b->ops->comm_error(b->comm) : "");
+    return status;
+}
+
+/* What the sweep adds up on rank 0. */
+typedef struct {
+    double busbw_sum;
+    size_t busbw_count, wrong_total;
+} ar_totals_t;
+
+/* Both passes at @count floats (each checked with -c 1), then over the
+ * ranks: @stats = the out-of-place and in-place times (us) summed, then
+ * their #wrong summed. */
+static ember_status_t ar_size(ar_backend_t *b, const ar_opts_t *opts, size_t count, int rank, int n,
+                              float stats[4])
+{
+    size_t wrong[2] = {0, 0};
+    double seconds[2];
+
+    EMBER_CHECK(ar_zero(b, b->send, count));
+    for (int in_place = 0; in_place < 2; in_place++) {
+        EMBER_CHECK(ar_pass(b, opts, count, in_place, &seconds[in_place]));
+        if (opts->check)
+            EMBER_CHECK(ar_check(b, opts, count, rank, n, in_place, &wrong[in_place]));
+        EMBER_CHECK(ar_zero(b, b->send, count));
+    }
+    stats[0] = (float)(seconds[0] * 1e6);
+    stats[1] = (float)(seconds[1] * 1e6);
+    stats[2] = (float)wrong[0];
+    stats[3] = (float)wrong[1];
+    return ember_allreduce(b->ar, &(ember_allreduce_args_t){.recv = stats, .count = 4});
+}
+
+/* Rank 0: one size's line, times averaged over the @n ranks. */
+static void ar_print_size(const ar_opts_t *opts, size_t count, int n, const float stats[4],
+                          ar_totals_t *totals)
+{
+    size_t size = count * sizeof(float);
+
+    printf("%12zu  %12zu  %8s  %6s  %6d", size, count, "float", opts->average ? "avg" : "sum", -1);
+    for (int p = 0; p < 2; p++) {
+        double us = stats[p] / n;
+        double algbw = us > 0 ? (double)size / (us * 1e-6) / 1e9 : 0.0;
+        double busbw = algbw * 2.0 * (n - 1) / n;
+        totals->busbw_sum += busbw;
+        totals->busbw_count++;
+        printf("  %7.2f  %6.2f  %6.2f  %6.0f", us, algbw, busbw, stats[2 + p]);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+static ember_status_t ar_sweep(ar_backend_t *b, const ar_opts_t *opts, int rank, int n,
+                               ar_totals_t *totals)
+{
+    for (size_t bytes = opts->min_bytes; bytes <= opts->max_bytes; bytes *= opts->factor) {
+        size_t count = bytes / sizeof(float);
+        float stats[4];
+        EMBER_CHECK(ar_size(b, opts, count, rank, n, stats));
+        if (rank == 0)
+            ar_print_size(opts, count, n, stats, totals);
+        totals->wrong_total += (size_t)(stats[2] + stats[3]);
+        if (bytes > opts->max_bytes / opts->factor)
+            break;
+    }
+    return EMBER_OK;
+}
+
+static void ar_summary(const ar_totals_t *totals)
+{
+    printf("# Out of bounds values : %zu %s\n", totals->wrong_total,
+           totals->wrong_total ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %g \n#\n",
+           totals->busbw_count ? totals->busbw_sum / (double)totals->busbw_count : 0.0);
+    fflush(stdout);
+}
+
+/* nccl without CUDA or a GPU: say so (the run is skipped). */
+static int ar_nccl_missing(const ar_opts_t *opts)
+{
+    if (strcmp(opts->backend, "nccl") != 0 ||
+        (ember_device_have_cuda() && ember_device_cuda_count() > 0))
+        return 0;
+    printf("# ember-bench allreduce: backend nccl: skipped (%s)\n",
+           ember_device_have_cuda() ? "no GPU visible here" : "built without CUDA/NCCL");
+    return 1;
+}
+
 int bench_allreduce_main(int argc, char **argv)
 {
     ar_opts_t opts;
     ember_tp_t *tp = NULL;
     ar_backend_t b = {0};
+    ar_totals_t totals = {0};
     int ret = BENCH_EXIT_FAIL, *ranks = NULL;
 
     if (!ar_parse(argc, argv, &opts))
         return BENCH_EXIT_USAGE;
-    if (strcmp(opts.backend, "nccl") == 0 &&
-        (!ember_device_have_cuda() || ember_device_cuda_count() == 0)) {
-        printf("# ember-bench allreduce: backend nccl: skipped (%s)\n",
-               ember_device_have_cuda() ? "no GPU visible here" : "built without CUDA/NCCL");
+    if (ar_nccl_missing(&opts))
         return AR_SKIP;
-    }
     if (bench_join(&tp) != EMBER_OK)
         return BENCH_EXIT_FAIL;
     int n = ember_tp_world_size(tp), rank = ember_tp_rank(tp);
@@ -390,79 +504,19 @@ int bench_allreduce_main(int argc, char **argv)
         goto out;
     for (int r = 0; r < n; r++)
         ranks[r] = r;
-    if (ember_allreduce_create(tp, ranks, n, EMBER_OP_ALLREDUCE_BASE, &b.ar) != EMBER_OK)
+    if (ar_backend_open(&b, &opts, tp, ranks, n, max_count) != EMBER_OK)
         goto out;
-    if (strcmp(opts.backend, "host") == 0) {
-        b.send = bench_buffer_alloc(max_count * sizeof(float));
-        b.recv = bench_buffer_alloc(max_count * sizeof(float));
-        if (!b.send || !b.recv) {
-            fprintf(stderr, "ember-bench allreduce: out of memory for %zu bytes\n", opts.max_bytes);
-            goto out;
-        }
-    } else {
-        ember_status_t status = ar_device_open(&b, &opts, tp, ranks, n, max_count * sizeof(float));
-        if (status != EMBER_OK) {
-            fprintf(stderr, "ember-bench allreduce: backend %s on rank %d: %s%s%s\n", opts.backend,
-                    rank, ember_status_string(status), b.comm ? ": " : "",
-                    b.comm ? b.ops->comm_error(b.comm) : "");
-            goto out;
-        }
-    }
     if (ar_connection_warmup(&b, &opts, max_count) != EMBER_OK) {
         fprintf(stderr, "ember-bench allreduce: connection warm-up: %s\n", ar_error(&b));
         goto out;
     }
     if (rank == 0)
         ar_header(&opts, tp, n);
-
-    double busbw_sum = 0.0;
-    size_t busbw_count = 0, wrong_total = 0;
-    for (size_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
-        size_t count = bytes / sizeof(float);
-        size_t wrong[2] = {0, 0};
-        double seconds[2];
-        if (ar_zero(&b, b.send, count) != EMBER_OK)
-            goto out;
-        for (int in_place = 0; in_place < 2; in_place++) {
-            if (ar_pass(&b, &opts, count, in_place, &seconds[in_place]) != EMBER_OK)
-                goto out;
-            if (opts.check &&
-                ar_check(&b, &opts, count, rank, n, in_place, &wrong[in_place]) != EMBER_OK)
-                goto out;
-            if (ar_zero(&b, b.send, count) != EMBER_OK)
-                goto out;
-        }
-        /* Times (us) averaged and #wrong summed over ranks. */
-        float stats[4] = {(float)(seconds[0] * 1e6), (float)(seconds[1] * 1e6), (float)wrong[0],
-                          (float)wrong[1]};
-        if (ember_allreduce(b.ar, stats, 4, 0) != EMBER_OK)
-            goto out;
-        if (rank == 0) {
-            size_t size = count * sizeof(float);
-            printf("%12zu  %12zu  %8s  %6s  %6d", size, count, "float",
-                   opts.average ? "avg" : "sum", -1);
-            for (int p = 0; p < 2; p++) {
-                double us = stats[p] / n;
-                double algbw = us > 0 ? (double)size / (us * 1e-6) / 1e9 : 0.0;
-                double busbw = algbw * 2.0 * (n - 1) / n;
-                busbw_sum += busbw;
-                busbw_count++;
-                printf("  %7.2f  %6.2f  %6.2f  %6.0f", us, algbw, busbw, stats[2 + p]);
-            }
-            printf("\n");
-            fflush(stdout);
-        }
-        wrong_total += (size_t)(stats[2] + stats[3]);
-        if (bytes > opts.max_bytes / opts.factor)
-            break;
-    }
-    if (rank == 0) {
-        printf("# Out of bounds values : %zu %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
-        printf("# Avg bus bandwidth    : %g \n#\n",
-               busbw_count ? busbw_sum / (double)busbw_count : 0.0);
-        fflush(stdout);
-    }
-    ret = wrong_total ? BENCH_EXIT_FAIL : BENCH_EXIT_OK;
+    if (ar_sweep(&b, &opts, rank, n, &totals) != EMBER_OK)
+        goto out;
+    if (rank == 0)
+        ar_summary(&totals);
+    ret = totals.wrong_total ? BENCH_EXIT_FAIL : BENCH_EXIT_OK;
 out:
     ar_backend_close(&b);
     free(ranks);

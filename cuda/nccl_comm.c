@@ -187,27 +187,22 @@ static ember_status_t exchange_id(ember_nccl_comm_t *comm, const char *tag, nccl
     return EMBER_OK;
 }
 
-ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot, const int *ranks,
-                                        int nranks, const char *tag, int cuda_device,
-                                        int *distinct_p)
+/* @rank's place in @ranks, or -1. */
+static int member_index(const int *ranks, int nranks, int rank)
 {
-    static unsigned long long generation; /* same order on every member */
-    char self_id[160], bus[64], host[96], key[128];
-    char(*ids)[160];
-    int self = -1;
-    ember_status_t status = EMBER_OK;
-
-    *distinct_p = 1;
-    if (nranks < 2)
-        return EMBER_OK;
-    if (!boot || !ranks || boot->size < sizeof(*boot) || !boot->store_set || !boot->store_get)
-        return EMBER_ERR_INVALID_PARAM;
+    int index = -1;
     for (int i = 0; i < nranks; i++) {
-        if (ranks[i] == boot->self)
-            self = i;
+        if (ranks[i] == rank)
+            index = i;
     }
-    if (self < 0)
-        return EMBER_ERR_INVALID_PARAM;
+    return index;
+}
+
+/* "host/PCI bus id" of @cuda_device (its ordinal where the bus id is unknown). */
+static void gpu_identity(int cuda_device, char *id, size_t size)
+{
+    char bus[64], host[96];
+
     if (cudaDeviceGetPCIBusId(bus, sizeof(bus), cuda_device) != cudaSuccess) {
         (void)cudaGetLastError();
         snprintf(bus, sizeof(bus), "ordinal-%d", cuda_device);
@@ -215,42 +210,166 @@ ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot, cons
     if (gethostname(host, sizeof(host)) != 0)
         snprintf(host, sizeof(host), "?");
     host[sizeof(host) - 1] = '\0';
-    snprintf(self_id, sizeof(self_id), "%s/%s", host, bus);
-    ids = calloc((size_t)nranks, sizeof(*ids));
-    if (!ids)
-        return EMBER_ERR_NO_MEMORY;
-    unsigned long long gen = generation++;
+    snprintf(id, size, "%s/%s", host, bus);
+}
+
+typedef char gpu_id_t[160];
+
+/* Publish @self_id as member @self's, then read every member's into @ids. */
+static ember_status_t gather_gpu_ids(const ember_nccl_bootstrap_t *boot, const char *tag,
+                                     unsigned long long gen, int self, int nranks,
+                                     const char *self_id, gpu_id_t *ids)
+{
+    char key[128];
+
     snprintf(key, sizeof(key), "ember.nccl.%s.gpu.%llu.%d", tag ? tag : "comm", gen, self);
-    status = boot->store_set(boot->arg, key, self_id, strlen(self_id) + 1);
-    for (int i = 0; status == EMBER_OK && i < nranks; i++) {
+    EMBER_CHECK(boot->store_set(boot->arg, key, self_id, strlen(self_id) + 1));
+    for (int i = 0; i < nranks; i++) {
         void *value = NULL;
         size_t length = 0;
         snprintf(key, sizeof(key), "ember.nccl.%s.gpu.%llu.%d", tag ? tag : "comm", gen, i);
-        status = boot->store_get(boot->arg, key, &value, &length);
-        if (status != EMBER_OK)
-            break;
+        EMBER_CHECK(boot->store_get(boot->arg, key, &value, &length));
         if (length == 0 || length > sizeof(ids[i]) || ((char *)value)[length - 1] != '\0') {
             ember_error("nccl", "store key %s: not a GPU identity", key);
-            status = EMBER_ERR_BAD_MESSAGE;
-        } else {
-            memcpy(ids[i], value, length);
+            free(value);
+            return EMBER_ERR_BAD_MESSAGE;
         }
+        memcpy(ids[i], value, length);
         free(value);
     }
-    for (int i = 0; status == EMBER_OK && *distinct_p && i < nranks; i++) {
-        for (int j = i + 1; *distinct_p && j < nranks; j++) {
-            if (strcmp(ids[i], ids[j]) == 0) {
-                *distinct_p = 0;
-                if (self == 0)
-                    ember_info("nccl",
-                               "members %d and %d (ranks %d and %d) share "
-                               "GPU %s: NCCL needs a GPU of its own per "
-                               "member",
-                               i, j, ranks[i], ranks[j], ids[i]);
-            }
+    return EMBER_OK;
+}
+
+/* 1 when no two of @ids are the same GPU (the first pair found is logged,
+ * once in the job: by member 0). */
+static int gpu_ids_distinct(const gpu_id_t *ids, const int *ranks, int nranks, int self)
+{
+    for (int i = 0; i < nranks; i++) {
+        for (int j = i + 1; j < nranks; j++) {
+            if (strcmp(ids[i], ids[j]) != 0)
+                continue;
+            if (self == 0)
+                ember_info("nccl",
+                           "members %d and %d (ranks %d and %d) share "
+                           "GPU %s: NCCL needs a GPU of its own per "
+                           "member",
+                           i, j, ranks[i], ranks[j], ids[i]);
+            return 0;
         }
     }
+    return 1;
+}
+
+ember_status_t ember_nccl_gpus_distinct(const ember_nccl_bootstrap_t *boot, const int *ranks,
+                                        int nranks, const char *tag, int cuda_device,
+                                        int *distinct_p)
+{
+    static unsigned long long generation; /* same order on every member */
+    char self_id[sizeof(gpu_id_t)];
+    gpu_id_t *ids;
+    int self;
+
+    *distinct_p = 1;
+    if (nranks < 2)
+        return EMBER_OK;
+    if (!boot || !ranks || boot->size < sizeof(*boot) || !boot->store_set || !boot->store_get)
+        return EMBER_ERR_INVALID_PARAM;
+    self = member_index(ranks, nranks, boot->self);
+    if (self < 0)
+        return EMBER_ERR_INVALID_PARAM;
+    gpu_identity(cuda_device, self_id, sizeof(self_id));
+    ids = calloc((size_t)nranks, sizeof(*ids));
+    if (!ids)
+        return EMBER_ERR_NO_MEMORY;
+    ember_status_t status = gather_gpu_ids(boot, tag, generation++, self, nranks, self_id, ids);
+    if (status == EMBER_OK)
+        *distinct_p = gpu_ids_distinct((const gpu_id_t *)ids, ranks, nranks, self);
     free(ids);
+    return status;
+}
+
+static int bootstrap_usable(const ember_nccl_bootstrap_t *boot, const int *ranks, int nranks,
+                            ember_nccl_comm_t **comm_p)
+{
+    if (!ranks || nranks < 1 || !comm_p || (!boot && nranks != 1))
+        return 0;
+    return !boot ||
+           (boot->size >= sizeof(*boot) && boot->store_set && boot->store_get && boot->peer_lost);
+}
+
+static void comm_free(ember_nccl_comm_t *comm)
+{
+    free(comm->ranks);
+    free(comm);
+}
+
+/* A communicator over @ranks with this process (transport rank @self) its
+ * member comm->rank; nothing of CUDA or NCCL yet. */
+static ember_status_t comm_new(const int *ranks, int nranks, int self, ember_nccl_comm_t **comm_p)
+{
+    ember_nccl_comm_t *comm = calloc(1, sizeof(*comm));
+
+    if (!comm || !(comm->ranks = malloc((size_t)nranks * sizeof(int)))) {
+        free(comm);
+        ember_error("nccl", "communicator: out of memory");
+        return EMBER_ERR_NO_MEMORY;
+    }
+    memcpy(comm->ranks, ranks, (size_t)nranks * sizeof(int));
+    comm->nranks = nranks;
+    comm->rank = member_index(ranks, nranks, self);
+    if (comm->rank < 0) {
+        ember_error("nccl", "communicator: rank %d is not among its %d members", self, nranks);
+        comm_free(comm);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    *comm_p = comm;
+    return EMBER_OK;
+}
+
+static void destroy_events(ember_nccl_comm_t *comm)
+{
+    for (int i = 0; i < NCCL_MAX_REQS; i++) {
+        if (comm->reqs[i].done)
+            cudaEventDestroy(comm->reqs[i].done);
+    }
+}
+
+/* Each request slot's completion event. */
+static ember_status_t create_events(ember_nccl_comm_t *comm)
+{
+    for (int i = 0; i < NCCL_MAX_REQS; i++) {
+        if (cudaEventCreateWithFlags(&comm->reqs[i].done, cudaEventDisableTiming) != cudaSuccess) {
+            ember_error("nccl", "cudaEventCreate failed");
+            (void)cudaGetLastError();
+            return EMBER_ERR_NO_MEMORY;
+        }
+        comm->reqs[i].comm = comm;
+    }
+    return EMBER_OK;
+}
+
+/* NCCL's communicator, non-blocking: the first member's unique id, then
+ * every member's init, settled (watched) until @deadline. */
+static ember_status_t nccl_init(ember_nccl_comm_t *comm, const char *tag, double deadline)
+{
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    ncclUniqueId id;
+    ember_status_t status;
+    ncclResult_t res;
+
+    status = exchange_id(comm, tag, &id);
+    if (status != EMBER_OK)
+        return status;
+    config.blocking = 0;
+    res = ncclCommInitRankConfig(&comm->nccl, comm->nranks, id, comm->rank, &config);
+    if (res != ncclSuccess && res != ncclInProgress) {
+        ember_error("nccl", "ncclCommInitRankConfig (rank %d of %d): %s (%s)", comm->rank,
+                    comm->nranks, ncclGetErrorString(res), ncclGetLastError(NULL));
+        return nccl_status(res);
+    }
+    status = comm_settle(comm, deadline, "NCCL communicator creation");
+    if (status != EMBER_OK && comm->nccl)
+        ncclCommAbort(comm->nccl);
     return status;
 }
 
@@ -260,40 +379,16 @@ ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot, const 
                                       ember_nccl_comm_t **comm_p)
 {
     ember_nccl_comm_t *comm;
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    ncclUniqueId id;
     ember_status_t status;
-    ncclResult_t res;
-    int self;
 
-    if (!ranks || nranks < 1 || !comm_p || (!boot && nranks != 1) ||
-        (boot && (boot->size < sizeof(*boot) || !boot->store_set || !boot->store_get ||
-                  !boot->peer_lost))) {
+    if (!bootstrap_usable(boot, ranks, nranks, comm_p)) {
         ember_error("nccl",
                     "communicator: invalid arguments (%d ranks, %s "
                     "bootstrap)",
                     nranks, boot ? "a" : "no");
         return EMBER_ERR_INVALID_PARAM;
     }
-    self = boot ? boot->self : ranks[0];
-    comm = calloc(1, sizeof(*comm));
-    if (!comm || !(comm->ranks = malloc((size_t)nranks * sizeof(int)))) {
-        free(comm);
-        ember_error("nccl", "communicator: out of memory");
-        return EMBER_ERR_NO_MEMORY;
-    }
-    memcpy(comm->ranks, ranks, (size_t)nranks * sizeof(int));
-    comm->nranks = nranks;
-    comm->rank = -1;
-    for (int i = 0; i < nranks; i++) {
-        if (ranks[i] == self)
-            comm->rank = i;
-    }
-    if (comm->rank < 0) {
-        ember_error("nccl", "communicator: rank %d is not among its %d members", self, nranks);
-        status = EMBER_ERR_INVALID_PARAM;
-        goto err_free_comm;
-    }
+    EMBER_CHECK(comm_new(ranks, nranks, boot ? boot->self : ranks[0], &comm));
     comm->boot = boot;
     comm->cuda_device = cuda_device;
     comm->stream = stream;
@@ -304,53 +399,23 @@ ember_status_t ember_nccl_comm_create(const ember_nccl_bootstrap_t *boot, const 
     if (cudaSetDevice(cuda_device) != cudaSuccess) {
         ember_error("nccl", "cudaSetDevice(%d) failed", cuda_device);
         (void)cudaGetLastError();
-        status = EMBER_ERR_NO_DEVICE;
-        goto err_free_comm;
+        comm_free(comm);
+        return EMBER_ERR_NO_DEVICE;
     }
-    for (int i = 0; i < NCCL_MAX_REQS; i++) {
-        if (cudaEventCreateWithFlags(&comm->reqs[i].done, cudaEventDisableTiming) != cudaSuccess) {
-            ember_error("nccl", "cudaEventCreate failed");
-            (void)cudaGetLastError();
-            status = EMBER_ERR_NO_MEMORY;
-            goto err_destroy_events;
-        }
-        comm->reqs[i].comm = comm;
+    status = create_events(comm);
+    if (status == EMBER_OK)
+        status = nccl_init(comm, tag, deadline);
+    if (status != EMBER_OK) {
+        destroy_events(comm);
+        comm_free(comm);
+        return status;
     }
-
-    status = exchange_id(comm, tag, &id);
-    if (status != EMBER_OK)
-        goto err_destroy_events;
-
-    config.blocking = 0;
-    res = ncclCommInitRankConfig(&comm->nccl, nranks, id, comm->rank, &config);
-    if (res != ncclSuccess && res != ncclInProgress) {
-        ember_error("nccl", "ncclCommInitRankConfig (rank %d of %d): %s (%s)", comm->rank, nranks,
-                    ncclGetErrorString(res), ncclGetLastError(NULL));
-        status = nccl_status(res);
-        goto err_destroy_events;
-    }
-    status = comm_settle(comm, deadline, "NCCL communicator creation");
-    if (status != EMBER_OK)
-        goto err_abort;
     ember_info("nccl",
                "communicator '%s': NCCL rank %d of %d on GPU %d "
                "(non-blocking)",
                tag ? tag : "comm", comm->rank, nranks, cuda_device);
     *comm_p = comm;
     return EMBER_OK;
-
-err_abort:
-    if (comm->nccl)
-        ncclCommAbort(comm->nccl);
-err_destroy_events:
-    for (int i = 0; i < NCCL_MAX_REQS; i++) {
-        if (comm->reqs[i].done)
-            cudaEventDestroy(comm->reqs[i].done);
-    }
-err_free_comm:
-    free(comm->ranks);
-    free(comm);
-    return status;
 }
 
 void ember_nccl_comm_destroy(ember_nccl_comm_t *comm)
@@ -368,10 +433,8 @@ void ember_nccl_comm_destroy(ember_nccl_comm_t *comm)
     }
     if (comm->nccl) /* broken while finalizing, or finalize refused */
         ncclCommAbort(comm->nccl);
-    for (int i = 0; i < NCCL_MAX_REQS; i++)
-        cudaEventDestroy(comm->reqs[i].done);
-    free(comm->ranks);
-    free(comm);
+    destroy_events(comm);
+    comm_free(comm);
 }
 
 ember_status_t ember_nccl_allreduce_start(ember_nccl_comm_t *comm, float *data, size_t count,

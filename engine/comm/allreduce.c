@@ -28,6 +28,7 @@
 #include "engine/comm/allreduce.h"
 
 #include "common/copy.h"
+#include "common/reserve.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
@@ -150,9 +151,9 @@ struct ember_allreduce {
 };
 
 /* Seconds, for stalls, grace periods and deadlines of a second or more:
- * the coarse clock (a tick is a few ms) is a third of the precise one's
- * cost, and a small reduction read it about five times (a fifth of its
- * time under perf on a KVM guest). */
+ * the coarse clock (a tick is a few ms) is fine enough for those and much
+ * cheaper to read than the precise one, which a small reduction would
+ * otherwise read several times. */
 static double now_s(void)
 {
     struct timespec ts;
@@ -352,20 +353,9 @@ static ember_allreduce_req_t *req_get(ember_allreduce_t *ar)
 /* Capacity for everything the handlers will append: they never reallocate. */
 static ember_status_t req_reserve(ember_allreduce_req_t *r, size_t sends, size_t seen)
 {
-    if (sends > r->sends_capacity) {
-        ar_send_t *grown = realloc(r->sends, sends * sizeof(*grown));
-        if (!grown)
-            return EMBER_ERR_NO_MEMORY;
-        r->sends = grown;
-        r->sends_capacity = sends;
-    }
-    if (seen > r->seen_capacity) {
-        uint8_t *grown = realloc(r->seen, seen);
-        if (!grown)
-            return EMBER_ERR_NO_MEMORY;
-        r->seen = grown;
-        r->seen_capacity = seen;
-    }
+    if (!EMBER_RESERVE(r->sends, r->sends_capacity, sends) ||
+        !EMBER_RESERVE(r->seen, r->seen_capacity, seen))
+        return EMBER_ERR_NO_MEMORY;
     return EMBER_OK;
 }
 
@@ -547,8 +537,8 @@ static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
                                           sizeof(ember_allreduce_wire_t);
     }
     /* Member order on every member: the same additions, the same bits.  A
-     * member at a time over the whole vector (vectorized), not a member loop
-     * per element, which was most of a 4 KiB reduction's time. */
+     * member at a time over the whole vector, a loop the compiler
+     * vectorizes, where a loop over the members per element does not. */
     float *out = r->data;
     ember_copy(out, r->src[0], r->count * sizeof(float));
     for (int m = 1; m < ar->n; m++)
@@ -686,51 +676,45 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_r
 }
 
 /*
- * A ring or halving segment (@parked_release: one parked earlier, now taken
- * up).  Checked against the step's geometry, consumed, answered, and the
- * schedule advanced.
+ * The segment @hdr announces, checked against its step's geometry and what
+ * @r received so far: 1 with its place in the result and its receive-segment
+ * index, or 0 once it was answered with an error.
  */
-static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_req_t *req,
-                         const ember_allreduce_wire_t *hdr, const unsigned char *payload,
-                         int parked_release)
+static int segment_accept(const ember_allreduce_t *ar, const ember_allreduce_req_t *r,
+                          ember_rpc_req_t *req, const ember_allreduce_wire_t *hdr, int placed,
+                          int parked_release, float **dst_p, size_t *index_p)
 {
     int step = hdr->step;
-    size_t index, length, want = hdr->nfloats;
-    float *dst;
-    if (!segment_target(ar, r, hdr, &dst, &index, &length)) {
+    size_t length;
+
+    if (!segment_target(ar, r, hdr, dst_p, index_p, &length)) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
                               "allreduce seq %" PRIu64 " step %d: segment [%" PRIu64 ", +%" PRIu64
                               ") does not fit chunk of %zu floats",
                               hdr->seq, step, hdr->offset, hdr->nfloats, length);
-        return;
+        return 0;
     }
-    size_t segment = hdr->offset / ar->seg_floats;
-    int placed = ember_rpc_req_head(req, NULL) != NULL;
     uint8_t expect = parked_release ? (placed ? SEG_PLACED_PARKED : SEG_PARKED)
                                     : (placed ? SEG_PLACED : SEG_NONE);
-    if (r->seen[index] != expect) {
+    if (r->seen[*index_p] != expect) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
                               "allreduce seq %" PRIu64 " step %d: segment %zu twice", hdr->seq,
-                              step, segment);
-        return;
+                              step, (size_t)(hdr->offset / ar->seg_floats));
+        return 0;
     }
-    if (ar->halving_steps && step > 0 && !step_complete(r, step - 1) && !parked_release) {
-        /* Its region is still being reduced here: adding now would change
-         * the order of the additions (and so the bits), and taking a step
-         * early would open the next one on data not yet complete.  Taken up
-         * when the step before completes (open_step). */
-        r->parked[r->nparked++] = req; /* capacity: every segment, reserved */
-        r->seen[index] = placed ? SEG_PLACED_PARKED : SEG_PARKED;
-        return;
-    }
-    r->seen[index] = SEG_DONE;
+    return 1;
+}
 
-    /*
-     * Overwriting in the all-gather is safe although our reduce-scatter send
-     * of the same chunk may not be acknowledged yet: this data was built on
-     * top of that send having been received in full by our right neighbour.
-     */
+/*
+ * Consume @want floats of step @step into the result at @dst: the
+ * reduce-scatter adds (and its last step averages), the all-gather copies
+ * (@placed: the transport put them there already).
+ */
+static void segment_consume(const ember_allreduce_t *ar, const ember_allreduce_req_t *r, int step,
+                            float *dst, const unsigned char *payload, size_t want, int placed)
+{
     int half = nsteps(ar) / 2;
+
     if (step < half) {
         /* The ring adds into each chunk once, so onto the input; halving
          * adds into regions it added into at the step before, after step 0. */
@@ -742,9 +726,14 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_
                 dst[i] /= scale;
         }
     } else if (!placed) {
-        ember_copy(dst, payload, want * sizeof(float)); /* placed: it is there */
+        ember_copy(dst, payload, want * sizeof(float));
     }
-    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+/* After segment @segment of step @step was consumed: the schedule moves on. */
+static void segment_advance(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step,
+                            size_t segment)
+{
     r->step_got[step]++;
     int done = ++r->recv_done == r->recv_expected;
     if (!ar->halving_steps) {
@@ -756,6 +745,41 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_
     }
     if (done && r->receiving)
         active_remove(ar, r);
+}
+
+/*
+ * A ring or halving segment (@parked_release: one parked earlier, now taken
+ * up): accepted, parked or consumed, answered, and the schedule advanced.
+ */
+static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_req_t *req,
+                         const ember_allreduce_wire_t *hdr, const unsigned char *payload,
+                         int parked_release)
+{
+    int step = hdr->step;
+    int placed = ember_rpc_req_head(req, NULL) != NULL;
+    size_t index;
+    float *dst;
+
+    if (!segment_accept(ar, r, req, hdr, placed, parked_release, &dst, &index))
+        return;
+    if (ar->halving_steps && step > 0 && !step_complete(r, step - 1) && !parked_release) {
+        /* Its region is still being reduced here: adding now would change
+         * the order of the additions (and so the bits), and taking a step
+         * early would open the next one on data not yet complete.  Taken up
+         * when the step before completes (open_step). */
+        r->parked[r->nparked++] = req; /* capacity: every segment, reserved */
+        r->seen[index] = placed ? SEG_PLACED_PARKED : SEG_PARKED;
+        return;
+    }
+    r->seen[index] = SEG_DONE;
+    /*
+     * Overwriting in the all-gather is safe although our reduce-scatter send
+     * of the same chunk may not be acknowledged yet: this data was built on
+     * top of that send having been received in full by our right neighbour.
+     */
+    segment_consume(ar, r, step, dst, payload, hdr->nfloats, placed);
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+    segment_advance(ar, r, step, hdr->offset / ar->seg_floats);
 }
 
 /* Halving: step @step may start: send its segments, take up what waited. */
@@ -856,18 +880,12 @@ static void on_data(ember_rpc_req_t *req, void *arg)
                    peer_name(ar, member), ar->next_seq);
             return;
         }
-        if (ar->nearly == ar->early_capacity) {
-            size_t capacity = ar->early_capacity ? 2 * ar->early_capacity : 64;
-            ember_rpc_req_t **grown = realloc(ar->early, capacity * sizeof(*grown));
-            if (!grown) {
-                refuse(ar, req, EMBER_ERR_NO_MEMORY, hdr.seq, member,
-                       "allreduce seq %" PRIu64 ": %s cannot hold an early message "
-                       "from %s",
-                       hdr.seq, peer_name(ar, ar->me), peer_name(ar, member));
-                return;
-            }
-            ar->early = grown;
-            ar->early_capacity = capacity;
+        if (!EMBER_RESERVE(ar->early, ar->early_capacity, ar->nearly + 1)) {
+            refuse(ar, req, EMBER_ERR_NO_MEMORY, hdr.seq, member,
+                   "allreduce seq %" PRIu64 ": %s cannot hold an early message "
+                   "from %s",
+                   hdr.seq, peer_name(ar, ar->me), peer_name(ar, member));
+            return;
         }
         ar->early[ar->nearly++] = req; /* answered once we start hdr.seq */
         return;
@@ -1151,11 +1169,65 @@ static void unregister(ember_allreduce_t *ar)
         ember_rpc_register(ar->tp, (uint16_t)(ar->op_base + op), NULL, NULL);
 }
 
+/* One HELLO to member @m: OK, UNSUPPORTED (its handler is not registered
+ * yet: try again), or what went wrong (logged when it answered). */
+static ember_status_t hello(ember_allreduce_t *ar, int m)
+{
+    ember_iov_t iov = {.buffer = &ar->hash, .length = sizeof(ar->hash)};
+    ember_future_t *future;
+    ember_status_t status;
+
+    status = ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_HELLO, &iov, 1,
+                                  ar->ack_sink, sizeof(ar->ack_sink), 0, &future);
+    if (status != EMBER_OK)
+        return status;
+    status = ember_future_wait(future);
+    if (status != EMBER_OK && status != EMBER_ERR_UNSUPPORTED) {
+        size_t length = 0;
+        const char *text = ember_future_data(future, &length);
+        ember_error("allreduce", "create: %s (rank %d) answered %s: %.*s", peer_name(ar, m),
+                    ar->ranks[m], ember_status_string(status),
+                    text ? (int)(length > 240 ? 240 : length) : 0, text ? text : "");
+    }
+    ember_future_release(future);
+    return status;
+}
+
+/* A HELLO to every member not met yet (@done); *remaining_p counts down. */
+static ember_status_t hello_round(ember_allreduce_t *ar, int *done, int *remaining_p)
+{
+    for (int m = 0; m < ar->n; m++) {
+        if (m == ar->me || done[m])
+            continue;
+        ember_status_t status = hello(ar, m);
+        if (status == EMBER_OK) {
+            done[m] = 1;
+            (*remaining_p)--;
+        } else if (status != EMBER_ERR_UNSUPPORTED) {
+            return status;
+        }
+    }
+    return EMBER_OK;
+}
+
+/* Name the first member that never answered. */
+static void log_absent(const ember_allreduce_t *ar, const int *done)
+{
+    for (int m = 0; m < ar->n; m++) {
+        if (m != ar->me && !done[m]) {
+            ember_error("allreduce",
+                        "create: %s (rank %d) did not create the "
+                        "communicator within EMBER_CONNECT_TIMEOUT",
+                        peer_name(ar, m), ar->ranks[m]);
+            return;
+        }
+    }
+}
+
 /* Meet every other member: retried while its handler is not registered yet. */
 static ember_status_t handshake(ember_allreduce_t *ar)
 {
     double deadline = now_s() + ember_config_double("EMBER_CONNECT_TIMEOUT");
-    ember_iov_t iov = {.buffer = &ar->hash, .length = sizeof(ar->hash)};
     int *done = calloc((size_t)ar->n, sizeof(*done));
     int remaining = ar->n - 1;
     ember_status_t ret = EMBER_OK;
@@ -1163,63 +1235,24 @@ static ember_status_t handshake(ember_allreduce_t *ar)
     if (!done)
         return EMBER_ERR_NO_MEMORY;
     while (remaining > 0) {
-        for (int m = 0; m < ar->n; m++) {
-            ember_future_t *future;
-            ember_status_t status;
-
-            if (m == ar->me || done[m])
-                continue;
-            status = ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_HELLO, &iov, 1,
-                                          ar->ack_sink, sizeof(ar->ack_sink), 0, &future);
-            if (status == EMBER_OK) {
-                status = ember_future_wait(future);
-                if (status != EMBER_OK && status != EMBER_ERR_UNSUPPORTED) {
-                    size_t length = 0;
-                    const char *text = ember_future_data(future, &length);
-                    ember_error("allreduce", "create: %s (rank %d) answered %s: %.*s",
-                                peer_name(ar, m), ar->ranks[m], ember_status_string(status),
-                                text ? (int)(length > 240 ? 240 : length) : 0, text ? text : "");
-                }
-                ember_future_release(future);
-            }
-            if (status == EMBER_OK) {
-                done[m] = 1;
-                remaining--;
-            } else if (status != EMBER_ERR_UNSUPPORTED) {
-                ret = status;
-                goto out;
-            }
-        }
-        if (remaining == 0)
+        ret = hello_round(ar, done, &remaining);
+        if (ret != EMBER_OK || remaining == 0)
             break;
         if (now_s() > deadline) {
-            for (int m = 0; m < ar->n; m++) {
-                if (m != ar->me && !done[m]) {
-                    ember_error("allreduce",
-                                "create: %s (rank %d) did not create the "
-                                "communicator within EMBER_CONNECT_TIMEOUT",
-                                peer_name(ar, m), ar->ranks[m]);
-                    break;
-                }
-            }
+            log_absent(ar, done);
             ret = EMBER_ERR_TIMED_OUT;
-            goto out;
+            break;
         }
         ember_tp_wait(ar->tp, 0.01); /* serve others while they catch up */
     }
-out:
     free(done);
     return ret;
 }
 
-ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nranks,
-                                      uint16_t op_base, ember_allreduce_t **ar_p)
+static ember_status_t create_check(ember_tp_t *tp, const int *ranks, int nranks, uint16_t op_base,
+                                   ember_allreduce_t **ar_p, size_t max_message)
 {
     int world = tp ? ember_tp_world_size(tp) : 0;
-    int self = tp ? ember_tp_rank(tp) : -1;
-    size_t max_message = ember_config_size("EMBER_MAX_MSG_SIZE");
-    ember_allreduce_t *ar;
-    ember_status_t status;
 
     if (!tp || !ranks || !ar_p || nranks < 1 || nranks > world ||
         op_base < EMBER_RPC_OP_USER_BASE || op_base + EMBER_ALLREDUCE_OPS > EMBER_RPC_OP_MAX ||
@@ -1230,32 +1263,57 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
                     nranks, world, op_base, op_base + EMBER_ALLREDUCE_OPS - 1, max_message);
         return EMBER_ERR_INVALID_PARAM;
     }
-    ar = calloc(1, sizeof(*ar));
+    return EMBER_OK;
+}
+
+static void ar_free(ember_allreduce_t *ar)
+{
+    free(ar->active);
+    free(ar->early);
+    free(ar->aborts);
+    free(ar->member_of);
+    free(ar->ranks);
+    free(ar);
+}
+
+/* The communicator and its member tables, not filled in yet; NULL when out
+ * of memory. */
+static ember_allreduce_t *ar_alloc(ember_tp_t *tp, int nranks, uint16_t op_base)
+{
+    ember_allreduce_t *ar = calloc(1, sizeof(*ar));
+
     if (!ar)
-        return EMBER_ERR_NO_MEMORY;
+        return NULL;
     ar->tp = tp;
     ar->n = nranks;
-    ar->world = world;
+    ar->world = ember_tp_world_size(tp);
     ar->op_base = op_base;
     ar->me = -1;
     ar->live.prev = ar->live.next = &ar->live;
     ar->ranks = malloc((size_t)nranks * sizeof(*ar->ranks));
-    ar->member_of = malloc((size_t)world * sizeof(*ar->member_of));
+    ar->member_of = malloc((size_t)ar->world * sizeof(*ar->member_of));
     ar->aborts = calloc((size_t)nranks, sizeof(*ar->aborts));
     if (!ar->ranks || !ar->member_of || !ar->aborts) {
-        status = EMBER_ERR_NO_MEMORY;
-        goto err_free;
+        ar_free(ar);
+        return NULL;
     }
-    for (int i = 0; i < world; i++)
+    return ar;
+}
+
+/* The member list: each rank in range and listed once, this process one. */
+static ember_status_t set_members(ember_allreduce_t *ar, const int *ranks)
+{
+    int self = ember_tp_rank(ar->tp);
+
+    for (int i = 0; i < ar->world; i++)
         ar->member_of[i] = -1;
-    for (int m = 0; m < nranks; m++) {
-        if (ranks[m] < 0 || ranks[m] >= world || ar->member_of[ranks[m]] >= 0) {
+    for (int m = 0; m < ar->n; m++) {
+        if (ranks[m] < 0 || ranks[m] >= ar->world || ar->member_of[ranks[m]] >= 0) {
             ember_error("allreduce",
                         "create: member %d is rank %d: out of range or "
                         "listed twice",
                         m, ranks[m]);
-            status = EMBER_ERR_INVALID_PARAM;
-            goto err_free;
+            return EMBER_ERR_INVALID_PARAM;
         }
         ar->ranks[m] = ranks[m];
         ar->member_of[ranks[m]] = m;
@@ -1263,19 +1321,24 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
             ar->me = m;
     }
     if (ar->me < 0) {
-        ember_error("allreduce", "create: rank %d is not among the %d members", self, nranks);
-        status = EMBER_ERR_INVALID_PARAM;
-        goto err_free;
+        ember_error("allreduce", "create: rank %d is not among the %d members", self, ar->n);
+        return EMBER_ERR_INVALID_PARAM;
     }
     ar->left = mod_n(ar, ar->me - 1);
     ar->right = mod_n(ar, ar->me + 1);
+    return EMBER_OK;
+}
+
+/* The algorithm, the segment size and the stall timeout. */
+static void choose_schedule(ember_allreduce_t *ar, size_t max_message)
+{
     /* Recursive halving for 4, 8, 16... members (fewer, larger steps: what
      * counts where ranks share CPUs or links are long); the ring otherwise
      * (for 2 members they are the same exchange).  EMBER_ALLREDUCE_ALGO=ring
-     * forces the ring; it must be the same on every member (hashed below). */
+     * forces the ring; it must be the same on every member (hashed). */
     const char *algo = ember_config_str("EMBER_ALLREDUCE_ALGO");
-    if ((!algo || strcmp(algo, "ring") != 0) && nranks >= 4 && (nranks & (nranks - 1)) == 0) {
-        while ((1 << ar->halving_steps) < nranks)
+    if ((!algo || strcmp(algo, "ring") != 0) && ar->n >= 4 && (ar->n & (ar->n - 1)) == 0) {
+        while ((1 << ar->halving_steps) < ar->n)
             ar->halving_steps++;
     }
     /* Segments must fit a message, and match on every member (hashed). */
@@ -1287,29 +1350,58 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
      * 2 s: a member held up by a hung PS fails first, at its call's
      * deadline, naming the PS (the cause), not this member (a symptom). */
     ar->stall_s = ember_config_double("EMBER_RPC_TIMEOUT") + 2.0;
+}
+
+/* What every member must agree on, compared by the handshake. */
+static void hash_config(ember_allreduce_t *ar)
+{
     ar->hash = 1469598103934665603ull;
-    ar->hash = fnv(ar->hash, &nranks, sizeof(nranks));
-    ar->hash = fnv(ar->hash, ar->ranks, (size_t)nranks * sizeof(*ar->ranks));
-    ar->hash = fnv(ar->hash, &op_base, sizeof(op_base));
+    ar->hash = fnv(ar->hash, &ar->n, sizeof(ar->n));
+    ar->hash = fnv(ar->hash, ar->ranks, (size_t)ar->n * sizeof(*ar->ranks));
+    ar->hash = fnv(ar->hash, &ar->op_base, sizeof(ar->op_base));
     ar->hash = fnv(ar->hash, &ar->seg_floats, sizeof(ar->seg_floats));
     ar->hash = fnv(ar->hash, &ar->halving_steps, sizeof(ar->halving_steps));
+}
 
-    status = ember_rpc_register(tp, op_base + OP_DATA, on_data, ar);
-    if (status == EMBER_OK && ember_tp_pull_rendezvous(tp))
-        status = ember_rpc_register_alloc(tp, op_base + OP_DATA, place_segment, place_release, ar);
-    if (status == EMBER_OK)
-        status = ember_rpc_register(tp, op_base + OP_HELLO, on_hello, ar);
-    if (status == EMBER_OK)
-        status = ember_rpc_register(tp, op_base + OP_ABORT, on_abort, ar);
-    if (status == EMBER_OK)
-        status = handshake(ar);
-    if (status != EMBER_OK)
-        goto err_unregister;
-    /* Connected now: a pair over TCP takes the one-step path further. */
+static ember_status_t register_handlers(ember_allreduce_t *ar)
+{
+    ember_tp_t *tp = ar->tp;
+    uint16_t op_base = ar->op_base;
+
+    EMBER_CHECK(ember_rpc_register(tp, op_base + OP_DATA, on_data, ar));
+    if (ember_tp_pull_rendezvous(tp))
+        EMBER_CHECK(
+                ember_rpc_register_alloc(tp, op_base + OP_DATA, place_segment, place_release, ar));
+    EMBER_CHECK(ember_rpc_register(tp, op_base + OP_HELLO, on_hello, ar));
+    return ember_rpc_register(tp, op_base + OP_ABORT, on_abort, ar);
+}
+
+/* Connected now: a pair over TCP takes the one-step path further. */
+static void choose_small_bytes(ember_allreduce_t *ar, size_t max_message)
+{
     ar->small_bytes = EMBER_ALLREDUCE_SMALL_BYTES;
-    if (nranks == 2 && ember_tp_peer_over_tcp(tp, ar->ranks[1 - ar->me]) == 1 &&
+    if (ar->n == 2 && ember_tp_peer_over_tcp(ar->tp, ar->ranks[1 - ar->me]) == 1 &&
         max_message >= sizeof(ember_allreduce_wire_t) + EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES)
         ar->small_bytes = EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES;
+}
+
+ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nranks,
+                                      uint16_t op_base, ember_allreduce_t **ar_p)
+{
+    size_t max_message = ember_config_size("EMBER_MAX_MSG_SIZE");
+    ember_allreduce_t *ar;
+    ember_status_t status;
+
+    EMBER_CHECK(create_check(tp, ranks, nranks, op_base, ar_p, max_message));
+    ar = ar_alloc(tp, nranks, op_base);
+    if (!ar)
+        return EMBER_ERR_NO_MEMORY;
+    EMBER_CHECK_GOTO(set_members(ar, ranks), status, err_free);
+    choose_schedule(ar, max_message);
+    hash_config(ar);
+    EMBER_CHECK_GOTO(register_handlers(ar), status, err_unregister);
+    EMBER_CHECK_GOTO(handshake(ar), status, err_unregister);
+    choose_small_bytes(ar, max_message);
     ember_debug("allreduce",
                 "communicator of %d members (op ids %u..%u): member %d, "
                 "one step up to %zu B",
@@ -1322,11 +1414,7 @@ err_unregister:
     ar_break(ar, EMBER_ERR_SHUTDOWN, -1, 0, 0, "allreduce: create failed");
     unregister(ar);
 err_free:
-    free(ar->early);
-    free(ar->aborts);
-    free(ar->member_of);
-    free(ar->ranks);
-    free(ar);
+    ar_free(ar);
     return status;
 }
 
@@ -1335,27 +1423,22 @@ size_t ember_allreduce_small_bytes(const ember_allreduce_t *ar)
     return ar ? ar->small_bytes : 0;
 }
 
-void ember_allreduce_destroy(ember_allreduce_t *ar)
+/* Reductions still in flight fail, which answers every held message: the
+ * peers learn it from that. */
+static void destroy_fail_pending(ember_allreduce_t *ar)
 {
-    double deadline = now_s() + FAIL_GRACE_S;
-
-    if (!ar)
+    if ((!ar->nactive && !ar->nearly) || ar->error != EMBER_OK)
         return;
-    if (ar->nactive || ar->nearly) {
-        if (ar->error == EMBER_OK)
-            ember_warn("allreduce",
-                       "destroyed with %zu reductions in flight and %zu "
-                       "early messages",
-                       ar->nactive, ar->nearly);
-        /* Answers every held message; the peers learn it from that. */
-        ember_status_t saved = ar->error;
-        if (saved == EMBER_OK)
-            ar_break(ar, EMBER_ERR_SHUTDOWN, -1, ar->next_seq, 0,
-                     "allreduce: communicator destroyed");
-    }
-    for (ember_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next)
-        r->released = 1;
-    /* Our own messages: let them finish (bounded), then abandon them. */
+    ember_warn("allreduce",
+               "destroyed with %zu reductions in flight and %zu "
+               "early messages",
+               ar->nactive, ar->nearly);
+    ar_break(ar, EMBER_ERR_SHUTDOWN, -1, ar->next_seq, 0, "allreduce: communicator destroyed");
+}
+
+/* Our own messages: let them finish (until @deadline), then abandon them. */
+static void destroy_drain(ember_allreduce_t *ar, double deadline)
+{
     for (;;) {
         int pending = 0;
         pump(ar);
@@ -1367,8 +1450,14 @@ void ember_allreduce_destroy(ember_allreduce_t *ar)
             break;
         ember_tp_wait(ar->tp, 0.01);
     }
-    unregister(ar);
+}
+
+/* Free every request the transport no longer holds; 1 when a segment is
+ * still landing (place_release will still be called with @ar). */
+static int destroy_requests(ember_allreduce_t *ar)
+{
     int landing = 0;
+
     for (ember_allreduce_req_t *r = ar->live.next, *next; r != &ar->live; r = next) {
         next = r->next;
         abandon_sends(r);
@@ -1393,16 +1482,25 @@ void ember_allreduce_destroy(ember_allreduce_t *ar)
         ar->free_list = r->next;
         req_free_memory(r);
     }
-    if (landing)
+    return landing;
+}
+
+void ember_allreduce_destroy(ember_allreduce_t *ar)
+{
+    double deadline = now_s() + FAIL_GRACE_S;
+
+    if (!ar)
+        return;
+    destroy_fail_pending(ar);
+    for (ember_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next)
+        r->released = 1;
+    destroy_drain(ar, deadline);
+    unregister(ar);
+    if (destroy_requests(ar))
         return; /* place_release will still be called with @ar: keep it */
     for (int m = 0; m < ar->n; m++)
         ember_future_release(ar->aborts[m]);
-    free(ar->active);
-    free(ar->early);
-    free(ar->aborts);
-    free(ar->member_of);
-    free(ar->ranks);
-    free(ar);
+    ar_free(ar);
 }
 
 /* Feed @r the messages that arrived before it started. */
@@ -1425,16 +1523,18 @@ static void take_early(ember_allreduce_t *ar, ember_allreduce_req_t *r)
     }
 }
 
-ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *send, float *recv,
-                                          size_t count, int average, ember_allreduce_req_t **req_p)
+/* The arguments, checked; *send_p: the input (the result in place). */
+static ember_status_t start_check(const ember_allreduce_t *ar, const ember_allreduce_args_t *args,
+                                  ember_allreduce_req_t **req_p, const float **send_p)
 {
-    ember_allreduce_req_t *r;
-    ember_status_t status;
+    size_t count = args ? args->count : 0;
 
-    if (!ar || !req_p || (count && (!send || !recv)) || count > SIZE_MAX / sizeof(float) / 2) {
+    if (!ar || !args || !req_p || (count && !args->recv) || count > SIZE_MAX / sizeof(float) / 2) {
         ember_error("allreduce", "start: invalid parameters (%zu floats)", count);
         return EMBER_ERR_INVALID_PARAM;
     }
+    const float *send = args->send ? args->send : args->recv;
+    const float *recv = args->recv;
     if (send != recv && count && (uintptr_t)send < (uintptr_t)(recv + count) &&
         (uintptr_t)recv < (uintptr_t)(send + count)) {
         ember_error("allreduce",
@@ -1443,63 +1543,111 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
                     count);
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (ar->error != EMBER_OK)
-        return ar->error; /* logged when it broke */
-    if (ar->nactive == ar->active_capacity) {
-        size_t capacity = ar->active_capacity ? 2 * ar->active_capacity : 16;
-        ember_allreduce_req_t **grown = realloc(ar->active, capacity * sizeof(*grown));
-        if (!grown)
-            return EMBER_ERR_NO_MEMORY;
-        ar->active = grown;
-        ar->active_capacity = capacity;
+    *send_p = send;
+    return ar->error; /* logged when it broke */
+}
+
+/* One member, or nothing to reduce: nothing travels, and every member
+ * skips this sequence number alike. */
+static void start_trivial(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+{
+    if (r->input != r->data && r->count)
+        ember_copy(r->data, r->input, r->count * sizeof(float));
+    r->seq = ar->next_seq++;
+    r->status = EMBER_OK;
+}
+
+/* Ring or halving: each step's receive segments, every send, and room for
+ * all of them (the handlers never allocate). */
+static ember_status_t plan_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+{
+    size_t base, length, total = 0;
+
+    r->kind = AR_KIND_RING;
+    for (int step = 0; step < nsteps(ar); step++) {
+        r->step_base[step] = r->recv_expected;
+        r->step_got[step] = 0;
+        step_range(ar, r->count, step, 0, &base, &length);
+        r->recv_expected += segments(ar, length);
+        step_range(ar, r->count, step, 1, &base, &length);
+        total += segments(ar, length);
     }
+    r->step_base[nsteps(ar)] = r->recv_expected;
+    r->send_expected = total;
+    EMBER_CHECK(req_reserve(r, total, r->recv_expected));
+    memset(r->seen, 0, r->recv_expected);
+    if (ar->halving_steps && !EMBER_RESERVE(r->parked, r->parked_capacity, r->recv_expected))
+        return EMBER_ERR_NO_MEMORY;
+    return EMBER_OK;
+}
+
+/* The path for @r's size, and the memory it needs. */
+static ember_status_t plan(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+{
+    if (r->count * sizeof(float) <= ar->small_bytes) {
+        r->kind = AR_KIND_SMALL;
+        return req_reserve(r, (size_t)ar->n - 1, 0);
+    }
+    return plan_ring(ar, r);
+}
+
+/*
+ * Small: our copy of the vector goes one-way to every other member.  A
+ * reduction completes once every vector arrived and ours left, one message
+ * latency (a mismatch breaks the communicator at the receiver, which tells
+ * everyone: see refuse).
+ */
+static void post_small(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+{
+    ember_copy(r->small_buf, r->input, r->count * sizeof(float));
+    const ember_allreduce_wire_t hdr = {.magic = EMBER_ALLREDUCE_MAGIC,
+                                        .kind = EMBER_ALLREDUCE_KIND_SMALL,
+                                        .seq = r->seq,
+                                        .count = r->count,
+                                        .nfloats = r->count};
+    r->send_expected = (size_t)ar->n - 1;
+    for (int m = 0; m < ar->n && ar->error == EMBER_OK; m++) {
+        if (m == ar->me)
+            continue;
+        ar_send_t *out = &r->sends[r->nsends++];
+        *out = (ar_send_t){.owner = r, .oneway_status = EMBER_INPROGRESS, .hdr = hdr};
+        ember_iov_t iov[2] = {{&out->hdr, sizeof(out->hdr)},
+                              {r->small_buf, r->count * sizeof(float)}};
+        ember_status_t status = ember_rpc_send(ar->tp, ar->ranks[m], ar->op_base + OP_DATA, iov, 2,
+                                               oneway_done, out);
+        if (status != EMBER_OK) {
+            out->oneway_status = status; /* the callback will not run */
+            ar_break(ar, status, -1, r->seq, 1,
+                     "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s", r->seq,
+                     peer_name(ar, m), ar->ranks[m], ember_status_string(status));
+        }
+    }
+}
+
+ember_status_t ember_allreduce_start(ember_allreduce_t *ar, const ember_allreduce_args_t *args,
+                                     ember_allreduce_req_t **req_p)
+{
+    const float *send;
+    ember_allreduce_req_t *r;
+    ember_status_t status;
+
+    EMBER_CHECK(start_check(ar, args, req_p, &send));
+    if (!EMBER_RESERVE(ar->active, ar->active_capacity, ar->nactive + 1))
+        return EMBER_ERR_NO_MEMORY;
     r = req_get(ar);
     if (!r)
         return EMBER_ERR_NO_MEMORY;
     r->input = send;
-    r->data = recv;
-    r->count = count;
-    r->average = average;
+    r->data = args->recv;
+    r->count = args->count;
+    r->average = args->average;
     r->last_progress = now_s();
-
-    if (ar->n == 1 || count == 0) {
-        /* Nothing travels; every member skips this sequence number alike. */
-        if (send != recv && count)
-            ember_copy(recv, send, count * sizeof(float));
-        r->seq = ar->next_seq++;
-        r->status = EMBER_OK;
+    if (ar->n == 1 || r->count == 0) {
+        start_trivial(ar, r);
         *req_p = r;
         return EMBER_OK;
     }
-    if (count * sizeof(float) <= ar->small_bytes) {
-        r->kind = AR_KIND_SMALL;
-        status = req_reserve(r, (size_t)ar->n - 1, 0);
-    } else {
-        size_t base, length, total = 0;
-        r->kind = AR_KIND_RING;
-        for (int step = 0; step < nsteps(ar); step++) {
-            r->step_base[step] = r->recv_expected;
-            r->step_got[step] = 0;
-            step_range(ar, count, step, 0, &base, &length);
-            r->recv_expected += segments(ar, length);
-            step_range(ar, count, step, 1, &base, &length);
-            total += segments(ar, length);
-        }
-        r->step_base[nsteps(ar)] = r->recv_expected;
-        r->send_expected = total;
-        status = req_reserve(r, total, r->recv_expected);
-        if (status == EMBER_OK)
-            memset(r->seen, 0, r->recv_expected);
-        if (status == EMBER_OK && ar->halving_steps && r->parked_capacity < r->recv_expected) {
-            ember_rpc_req_t **grown = realloc(r->parked, r->recv_expected * sizeof(*grown));
-            if (grown) {
-                r->parked = grown;
-                r->parked_capacity = r->recv_expected;
-            } else {
-                status = EMBER_ERR_NO_MEMORY;
-            }
-        }
-    }
+    status = plan(ar, r);
     if (status != EMBER_OK) {
         r->released = 1;
         req_recycle(ar, r);
@@ -1509,37 +1657,10 @@ ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *se
     r->receiving = 1;
     ar->active[ar->nactive++] = r;
     *req_p = r;
-
-    if (r->kind == AR_KIND_SMALL) {
-        ember_copy(r->small_buf, send, count * sizeof(float));
-        const ember_allreduce_wire_t hdr = {.magic = EMBER_ALLREDUCE_MAGIC,
-                                            .kind = EMBER_ALLREDUCE_KIND_SMALL,
-                                            .seq = r->seq,
-                                            .count = count,
-                                            .nfloats = count};
-        r->send_expected = (size_t)ar->n - 1;
-        /* One-way: a reduction completes once every vector arrived and ours
-         * left, one message latency (a mismatch breaks the communicator at
-         * the receiver, which tells everyone: see refuse). */
-        for (int m = 0; m < ar->n && ar->error == EMBER_OK; m++) {
-            if (m == ar->me)
-                continue;
-            ar_send_t *out = &r->sends[r->nsends++];
-            *out = (ar_send_t){.owner = r, .oneway_status = EMBER_INPROGRESS, .hdr = hdr};
-            ember_iov_t iov[2] = {{&out->hdr, sizeof(out->hdr)},
-                                  {r->small_buf, count * sizeof(float)}};
-            status = ember_rpc_send(ar->tp, ar->ranks[m], ar->op_base + OP_DATA, iov, 2,
-                                    oneway_done, out);
-            if (status != EMBER_OK) {
-                out->oneway_status = status; /* the callback will not run */
-                ar_break(ar, status, -1, r->seq, 1,
-                         "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s", r->seq,
-                         peer_name(ar, m), ar->ranks[m], ember_status_string(status));
-            }
-        }
-    } else {
+    if (r->kind == AR_KIND_SMALL)
+        post_small(ar, r);
+    else
         open_step(ar, r, 0);
-    }
     take_early(ar, r);
     return EMBER_OK;
 }
@@ -1590,22 +1711,10 @@ ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req)
     return status;
 }
 
-ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count, int average,
-                                     ember_allreduce_req_t **req_p)
-{
-    return ember_allreduce_start_into(ar, data, data, count, average, req_p);
-}
-
-ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count, int average)
-{
-    return ember_allreduce_into(ar, data, data, count, average);
-}
-
-ember_status_t ember_allreduce_into(ember_allreduce_t *ar, const float *send, float *recv,
-                                    size_t count, int average)
+ember_status_t ember_allreduce(ember_allreduce_t *ar, const ember_allreduce_args_t *args)
 {
     ember_allreduce_req_t *req;
-    EMBER_CHECK(ember_allreduce_start_into(ar, send, recv, count, average, &req));
+    EMBER_CHECK(ember_allreduce_start(ar, args, &req));
     return ember_allreduce_wait(req);
 }
 

@@ -52,12 +52,10 @@ extern "C" {
 /* Vectors up to this many bytes take the one-step all-to-all path. */
 #define EMBER_ALLREDUCE_SMALL_BYTES (16u * 1024u)
 /* The same for a pair of members over TCP: there each ring step costs a
- * message latency of tens of microseconds, and a pair sends the ring's
- * bytes either way (2 ranks on loopback TCP, bench/ab.sh in
- * docs/PERFORMANCE.md: 32 KiB 2.1x, 64 KiB 1.7x faster than the ring; with
- * one-way messages eager that far there, EMBER_TCP_ONEWAY_EAGER, 96 KiB
- * 1.25x, 128 KiB 1.29x, 256 KiB 1.55x, 512 KiB level; over shared memory
- * the ring was level or ahead). */
+ * message latency, and a pair sends the ring's bytes either way, so the
+ * one-step path stays ahead further; over shared memory it does not
+ * (measured with bench/ab.sh; docs/PERFORMANCE.md has the allreduce's
+ * current figures over both). */
 #define EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES (256u * 1024u)
 /* Ring segments: at most this many bytes per message. */
 #define EMBER_ALLREDUCE_SEGMENT_BYTES (524288u)
@@ -120,27 +118,31 @@ void ember_allreduce_destroy(ember_allreduce_t *ar);
  */
 size_t ember_allreduce_small_bytes(const ember_allreduce_t *ar);
 
+/*
+ * One reduction's arguments (as UCX's ucp_request_param_t: one call, its
+ * options in a struct).  A field left zero is the default.
+ */
+typedef struct {
+    const float *send; /* the input; NULL or == recv: in place */
+    float *recv;       /* the result (and the input in place) */
+    size_t count;      /* floats */
+    int average;       /* nonzero: the sum divided by the member count */
+} ember_allreduce_args_t;
+
 /**
- * Start an in-place sum (@average: then divided by the member count) of
- * @count floats at @data.  @data is borrowed until the request completes
- * (it is read and written throughout).  Non-blocking: the reduction
+ * Start the sum (or average) of every member's @args->send into
+ * @args->recv, @args->count floats.  Out of place, send is only read and
+ * is never copied to recv first: the reduce-scatter adds it as it goes;
+ * the two must not overlap (ERR_INVALID_PARAM).  In place, recv is read
+ * and written throughout.  Both are borrowed until the request completes;
+ * @args itself only during the call.  Non-blocking: the reduction
  * progresses whenever the transport progresses.  *req_p is owned by the
  * caller until ember_allreduce_wait (which frees it).
  * Errors: ERR_INVALID_PARAM, ERR_NO_MEMORY, or the error that broke the
  * communicator (ERR_PEER_LOST, ERR_TIMED_OUT, ...), then *req_p is untouched.
  */
-ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count, int average,
+ember_status_t ember_allreduce_start(ember_allreduce_t *ar, const ember_allreduce_args_t *args,
                                      ember_allreduce_req_t **req_p);
-
-/**
- * Out of place: the sum (or average) of every member's @send lands in @recv;
- * @send is only read (borrowed until the request completes) and is never
- * copied to @recv first: the reduce-scatter adds it as it goes.  @send ==
- * @recv is the in-place reduction; otherwise the two must not overlap
- * (ERR_INVALID_PARAM).  As ember_allreduce_start otherwise.
- */
-ember_status_t ember_allreduce_start_into(ember_allreduce_t *ar, const float *send, float *recv,
-                                          size_t count, int average, ember_allreduce_req_t **req_p);
 
 /**
  * Progress once without blocking; INPROGRESS while running, then the final
@@ -152,15 +154,12 @@ ember_status_t ember_allreduce_test(ember_allreduce_req_t *req);
  * Block (progressing the transport, sleeping when idle) until @req
  * completes, then free it.  Returns OK, or ERR_PEER_LOST / ERR_TIMED_OUT /
  * ERR_BAD_MESSAGE / ... (see ember_allreduce_error).  On error the contents
- * of @data are unspecified, and it is no longer accessed once this returns.
+ * of recv are unspecified, and neither buffer is accessed once this returns.
  */
 ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req);
 
 /** Blocking start + wait. */
-ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count, int average);
-/** Blocking start_into + wait. */
-ember_status_t ember_allreduce_into(ember_allreduce_t *ar, const float *send, float *recv,
-                                    size_t count, int average);
+ember_status_t ember_allreduce(ember_allreduce_t *ar, const ember_allreduce_args_t *args);
 
 /**
  * Text of the error that broke the communicator (names the peer), or "" while

@@ -156,7 +156,8 @@ static ember_status_t allreduce_start(ember_device_comm_t *c, float *data, size_
      * gradients are on the host. */
     EMBER_CHECK(comm->backend->mem_copy(comm->dev, req->host, data, count * sizeof(float),
                                         EMBER_COPY_DEVICE_TO_HOST));
-    EMBER_CHECK(ember_allreduce_start(comm->ring, req->host, count, average, &req->ring));
+    const ember_allreduce_args_t args = {.recv = req->host, .count = count, .average = average};
+    EMBER_CHECK(ember_allreduce_start(comm->ring, &args, &req->ring));
     req->data = data;
     req->count = count;
     req->status = EMBER_INPROGRESS;

@@ -198,8 +198,8 @@ static void cpu_comm_destroy(ember_device_comm_t *comm)
 static ember_status_t cpu_allreduce_start(ember_device_comm_t *comm, float *data, size_t count,
                                           int average, ember_device_req_t **req_p)
 {
-    return ember_allreduce_start((ember_allreduce_t *)comm, data, count, average,
-                                 (ember_allreduce_req_t **)req_p);
+    const ember_allreduce_args_t args = {.recv = data, .count = count, .average = average};
+    return ember_allreduce_start((ember_allreduce_t *)comm, &args, (ember_allreduce_req_t **)req_p);
 }
 
 static ember_status_t cpu_allreduce_test(ember_device_req_t *req)

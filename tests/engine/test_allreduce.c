@@ -52,6 +52,13 @@ static ember_allreduce_t *comm_all(ember_tp_t *tp, uint16_t op_base)
     return ar;
 }
 
+/* A blocking in-place reduction (send left NULL). */
+static ember_status_t reduce(ember_allreduce_t *ar, float *data, size_t count, int average)
+{
+    const ember_allreduce_args_t args = {.recv = data, .count = count, .average = average};
+    return ember_allreduce(ar, &args);
+}
+
 /* Input of @rank for reduction @tag, element @i: varied signs and scales. */
 static float input(int rank, uint64_t tag, size_t i)
 {
@@ -152,8 +159,13 @@ static int case_sums(int rank, int world, void *arg)
     MP_CHECK(data && send, "out of memory");
     /* Overlapping but different buffers: refused before anything travels
      * (every rank does it, so no sequence number is skipped anywhere). */
-    MP_CHECK(ember_allreduce_into(ar, data, data + 1, 1000, 0) == EMBER_ERR_INVALID_PARAM,
+    ember_allreduce_args_t args = {.send = data, .recv = data + 1, .count = 1000};
+    MP_CHECK(ember_allreduce(ar, &args) == EMBER_ERR_INVALID_PARAM,
              "overlapping send and receive buffers were accepted");
+    args.recv = NULL;
+    MP_CHECK(ember_allreduce(ar, &args) == EMBER_ERR_INVALID_PARAM,
+             "no receive buffer was accepted");
+    MP_CHECK(ember_allreduce(ar, NULL) == EMBER_ERR_INVALID_PARAM, "no arguments were accepted");
     for (int i = 0; i < world; i++)
         members[i] = i;
     const char *tls = getenv("UCX_TLS");
@@ -169,7 +181,7 @@ static int case_sums(int rank, int world, void *arg)
             uint64_t tag = k * 2 + (uint64_t)average;
             char what[64];
             fill(data, counts[k], rank, tag);
-            ember_status_t status = ember_allreduce(ar, data, counts[k], average);
+            ember_status_t status = reduce(ar, data, counts[k], average);
             MP_CHECK(status == EMBER_OK, "allreduce of %zu: %s", counts[k],
                      ember_status_string(status));
             snprintf(what, sizeof(what), "%s of %zu floats on %d ranks",
@@ -179,7 +191,9 @@ static int case_sums(int rank, int world, void *arg)
 
             fill(send, counts[k], rank, tag);
             memset(data, 0xff, counts[k] * sizeof(float)); /* NaN */
-            status = ember_allreduce_into(ar, send, data, counts[k], average);
+            args = (ember_allreduce_args_t){
+                    .send = send, .recv = data, .count = counts[k], .average = average};
+            status = ember_allreduce(ar, &args);
             MP_CHECK(status == EMBER_OK, "out-of-place allreduce of %zu: %s", counts[k],
                      ember_status_string(status));
             MP_CHECK(checksum(data, counts[k]) == sums[k][average],
@@ -243,8 +257,10 @@ static int case_overlap(int rank, int world, void *arg)
         for (int b = 0; b < 8; b++) {
             uint64_t tag = 1000 + (uint64_t)round * 8 + (uint64_t)b;
             fill(buckets[b], sizes[b], rank, tag);
-            MP_CHECK(ember_allreduce_start(ar, buckets[b], sizes[b], b & 1, &reqs[b]) == EMBER_OK,
-                     "start bucket %d", b);
+            /* send == recv: in place, as send NULL is elsewhere. */
+            const ember_allreduce_args_t args = {
+                    .send = buckets[b], .recv = buckets[b], .count = sizes[b], .average = b & 1};
+            MP_CHECK(ember_allreduce_start(ar, &args, &reqs[b]) == EMBER_OK, "start bucket %d", b);
         }
         /* Poll one bucket with test, then wait all in a rank-dependent order. */
         ember_status_t status;
@@ -303,7 +319,7 @@ static int case_subset(int rank, int world, void *arg)
         for (size_t k = 0; k < NCOUNTS; k++) {
             char what[64];
             fill(data, counts[k], rank, 500 + k);
-            ember_status_t status = ember_allreduce(ar, data, counts[k], 1);
+            ember_status_t status = reduce(ar, data, counts[k], 1);
             MP_CHECK(status == EMBER_OK, "allreduce of %zu: %s", counts[k],
                      ember_status_string(status));
             snprintf(what, sizeof(what), "subset average of %zu", counts[k]);
@@ -345,6 +361,7 @@ static int case_kill(int rank, int world, void *arg)
     ar = comm_all(tp, OP_AR);
     for (int it = 0; it < 100000; it++) {
         size_t count = it & 1 ? 60000 : 136; /* ring and small alike */
+        const ember_allreduce_args_t args = {.recv = data, .count = count};
         fill(data, count, rank, (uint64_t)it);
         /* Everyone through the reduction before: a reduction done here may
          * still have its last messages on their way to the others, and a
@@ -353,13 +370,13 @@ static int case_kill(int rank, int world, void *arg)
             MP_CHECK(ember_tp_barrier(tp, "before-kill") == EMBER_OK, "barrier");
         if (rank == VICTIM && it == DIE_AT) {
             ember_allreduce_req_t *req;
-            MP_CHECK(ember_allreduce_start(ar, data, count, 0, &req) == EMBER_OK, "start");
+            MP_CHECK(ember_allreduce_start(ar, &args, &req) == EMBER_OK, "start");
             ember_tp_progress(tp); /* some of it is out */
             double at = now_s();
             MP_CHECK(ember_tp_store_set(tp, "killed_at", &at, sizeof(at)) == EMBER_OK, "store");
             raise(SIGKILL);
         }
-        ember_status_t status = ember_allreduce(ar, data, count, 0);
+        ember_status_t status = ember_allreduce(ar, &args);
         if (status == EMBER_OK)
             continue;
         double failed_at = now_s(), killed_at;
@@ -384,7 +401,7 @@ static int case_kill(int rank, int world, void *arg)
         /* Broken for good: later reductions fail at once. */
         ember_allreduce_req_t *req;
         double t0 = now_s();
-        MP_CHECK(ember_allreduce_start(ar, data, count, 0, &req) == status && now_s() - t0 < 0.5,
+        MP_CHECK(ember_allreduce_start(ar, &args, &req) == status && now_s() - t0 < 0.5,
                  "start on a broken communicator");
         /* Rank 0 serves the store, and a survivor of a lost rank leaves
          * without a last barrier: it stays until the others have read it. */
@@ -408,8 +425,6 @@ static int case_kill(int rank, int world, void *arg)
     return 1;
 }
 
-/* Hostile input: each malformed message is answered with an error; the
- * communicator {0, 1} keeps working.  Rank 2 is not a member. */
 /*
  * Members that disagree on a count (a caller's bug): every member gets an
  * error that names the counts and a peer, in well under the stall timeout,
@@ -428,14 +443,14 @@ static int case_mismatch(int rank, int world, void *arg)
     for (int k = 0; k < 2; k++) {
         ar = comm_all(tp, (uint16_t)(OP_AR + 4 * k));
         fill(data, agreed[k], rank, 1);
-        MP_CHECK(ember_allreduce(ar, data, agreed[k], 0) == EMBER_OK, "agreeing reduction");
+        MP_CHECK(reduce(ar, data, agreed[k], 0) == EMBER_OK, "agreeing reduction");
         /* Everyone is done with it: the break below fails every reduction
          * still in flight (as an NCCL abort), and a small one completes on a
          * member only when the others' one-way vectors have arrived. */
         MP_CHECK(ember_tp_barrier(tp, k ? "ring-agreed" : "small-agreed") == EMBER_OK, "barrier");
         size_t count = agreed[k] + (rank == world - 1); /* the last rank: one more */
         double start = now_s();
-        ember_status_t status = ember_allreduce(ar, data, count, 0);
+        ember_status_t status = reduce(ar, data, count, 0);
         const char *text = ember_allreduce_error(ar);
         MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "%zu floats against %zu: %s (%s)", count,
                  agreed[k], ember_status_string(status), text);
@@ -468,113 +483,130 @@ static int send_wire(ember_tp_t *tp, ember_allreduce_wire_t hdr, size_t payload_
     return status;
 }
 
-static int case_malformed(int rank, int world, void *arg)
+/* A valid small vector of 136 floats, the base of the malformed ones. */
+static const ember_allreduce_wire_t good_small = {.magic = EMBER_ALLREDUCE_MAGIC,
+                                                  .kind = EMBER_ALLREDUCE_KIND_SMALL,
+                                                  .seq = 0,
+                                                  .count = 136,
+                                                  .nfloats = 136};
+
+/* Rank 0: malformed data, hello and abort messages to rank 1, each of them
+ * answered with an error. */
+static void send_malformed(ember_tp_t *tp, const ember_allreduce_t *ar)
 {
-    static const int members[2] = {0, 1};
-    ember_tp_t *tp = join();
-    ember_allreduce_t *ar = NULL;
-    float data[136];
-    const ember_allreduce_wire_t good = {.magic = EMBER_ALLREDUCE_MAGIC,
-                                         .kind = EMBER_ALLREDUCE_KIND_SMALL,
-                                         .seq = 0,
-                                         .count = 136,
-                                         .nfloats = 136};
-    (void)arg;
-    (void)world;
-    if (rank < 2) {
-        MP_CHECK(ember_allreduce_create(tp, members, 2, OP_AR, &ar) == EMBER_OK, "create");
-        fill(data, 136, rank, 1);
-        MP_CHECK(ember_allreduce(ar, data, 136, 0) == EMBER_OK, "first allreduce");
-        verify(data, 136, members, 2, 0, 1, "first allreduce");
-    }
-    MP_CHECK(ember_tp_barrier(tp, "created") == EMBER_OK, "barrier");
-    if (rank == 2) {
-        ember_allreduce_wire_t hdr = good;
-        hdr.seq = 1;
-        MP_CHECK(send_wire(tp, hdr, 136) == EMBER_ERR_BAD_MESSAGE, "non-member accepted");
-    }
-    MP_CHECK(ember_tp_barrier(tp, "stranger") == EMBER_OK, "barrier");
-    if (rank == 0) {
+    ember_allreduce_wire_t hdr;
+    uint8_t junk[5] = {1, 2, 3, 4, 5};
+    struct {
+        const char *what;
         ember_allreduce_wire_t hdr;
-        uint8_t junk[5] = {1, 2, 3, 4, 5};
-        struct {
-            const char *what;
-            ember_allreduce_wire_t hdr;
-            size_t payload;
-        } bad[16];
-        int nbad = 0;
+        size_t payload;
+    } bad[16];
+    int nbad = 0;
 #define BAD(text, field_edit, floats) \
     do {                              \
-        hdr = good;                   \
+        hdr = good_small;             \
         hdr.seq = 1;                  \
         field_edit;                   \
         bad[nbad].what = text;        \
         bad[nbad].hdr = hdr;          \
         bad[nbad++].payload = floats; \
     } while (0)
-        BAD("bad magic", hdr.magic = 0xdeadbeef, 136);
-        BAD("unknown kind", hdr.kind = 7, 136);
-        BAD("payload shorter than the header says", (void)0, 135);
-        BAD("payload longer than the header says", (void)0, 137);
-        BAD("small with zero floats", (hdr.count = 0, hdr.nfloats = 0), 0);
-        const uint64_t too_big = ember_allreduce_small_bytes(ar) / sizeof(float) + 1;
-        BAD("small too big", (hdr.count = too_big, hdr.nfloats = too_big), too_big);
-        BAD("small with a step", hdr.step = 1, 136);
-        BAD("small count differs from floats", hdr.count = 137, 136);
-        BAD("ring step out of range",
-            (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 100000, hdr.step = 2), 136);
-        BAD("ring count in the small range",
-            (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 1000), 136);
-        BAD("ring offset past the end",
-            (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 100000, hdr.offset = 100000), 136);
-        BAD("ring segment too long",
-            (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 1u << 22, hdr.nfloats = 1u << 20),
-            1u << 20);
-        BAD("stale sequence number", hdr.seq = 0, 136);
-        BAD("sequence number far ahead", hdr.seq = 1u << 30, 136);
-        BAD("sequence number wraps", hdr.seq = UINT64_MAX, 136);
+    BAD("bad magic", hdr.magic = 0xdeadbeef, 136);
+    BAD("unknown kind", hdr.kind = 7, 136);
+    BAD("payload shorter than the header says", (void)0, 135);
+    BAD("payload longer than the header says", (void)0, 137);
+    BAD("small with zero floats", (hdr.count = 0, hdr.nfloats = 0), 0);
+    const uint64_t too_big = ember_allreduce_small_bytes(ar) / sizeof(float) + 1;
+    BAD("small too big", (hdr.count = too_big, hdr.nfloats = too_big), too_big);
+    BAD("small with a step", hdr.step = 1, 136);
+    BAD("small count differs from floats", hdr.count = 137, 136);
+    BAD("ring step out of range",
+        (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 100000, hdr.step = 2), 136);
+    BAD("ring count in the small range", (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 1000),
+        136);
+    BAD("ring offset past the end",
+        (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 100000, hdr.offset = 100000), 136);
+    BAD("ring segment too long",
+        (hdr.kind = EMBER_ALLREDUCE_KIND_RING, hdr.count = 1u << 22, hdr.nfloats = 1u << 20),
+        1u << 20);
+    BAD("stale sequence number", hdr.seq = 0, 136);
+    BAD("sequence number far ahead", hdr.seq = 1u << 30, 136);
+    BAD("sequence number wraps", hdr.seq = UINT64_MAX, 136);
 #undef BAD
-        for (int i = 0; i < nbad; i++) {
-            int status = send_wire(tp, bad[i].hdr, bad[i].payload);
-            MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "%s: answered %s", bad[i].what,
-                     ember_status_string(status));
-        }
-        MP_CHECK(call_status(tp, 1, OP_AR, junk, sizeof(junk)) == EMBER_ERR_BAD_MESSAGE,
-                 "short message");
-        MP_CHECK(call_status(tp, 1, OP_AR + 1, junk, sizeof(junk)) == EMBER_ERR_BAD_MESSAGE,
-                 "short hello");
-        uint64_t wrong_hash = 42;
-        MP_CHECK(call_status(tp, 1, OP_AR + 1, &wrong_hash, sizeof(wrong_hash)) ==
-                         EMBER_ERR_INVALID_PARAM,
-                 "hello with another member list");
-        MP_CHECK(call_status(tp, 1, OP_AR + 2, junk, sizeof(junk)) == EMBER_ERR_BAD_MESSAGE,
-                 "short abort");
-        /* Plausible, for a reduction rank 1 has not started: held, then refused
-         * when it starts seq 1 with another count. */
-        ember_future_t *future;
-        size_t length = sizeof(hdr) + 136 * sizeof(float);
-        unsigned char *buffer = calloc(1, length);
-        hdr = good;
-        hdr.seq = 1;
-        hdr.kind = EMBER_ALLREDUCE_KIND_RING;
-        hdr.count = 100000;
-        memcpy(buffer, &hdr, sizeof(hdr));
-        ember_iov_t iov = {.buffer = buffer, .length = length};
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_AR, &iov, 1, NULL, 0, 0, &future) == EMBER_OK,
-                 "early call");
-        MP_CHECK(ember_tp_barrier(tp, "hostile-done") == EMBER_OK, "barrier");
-        fill(data, 136, rank, 2);
-        MP_CHECK(ember_allreduce(ar, data, 136, 0) == EMBER_OK, "second allreduce");
-        int status = ember_future_wait(future);
-        MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "held bogus message: %s",
+    for (int i = 0; i < nbad; i++) {
+        int status = send_wire(tp, bad[i].hdr, bad[i].payload);
+        MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "%s: answered %s", bad[i].what,
                  ember_status_string(status));
-        ember_future_release(future);
-        free(buffer);
+    }
+    MP_CHECK(call_status(tp, 1, OP_AR, junk, sizeof(junk)) == EMBER_ERR_BAD_MESSAGE,
+             "short message");
+    MP_CHECK(call_status(tp, 1, OP_AR + 1, junk, sizeof(junk)) == EMBER_ERR_BAD_MESSAGE,
+             "short hello");
+    uint64_t wrong_hash = 42;
+    MP_CHECK(call_status(tp, 1, OP_AR + 1, &wrong_hash, sizeof(wrong_hash)) ==
+                     EMBER_ERR_INVALID_PARAM,
+             "hello with another member list");
+    MP_CHECK(call_status(tp, 1, OP_AR + 2, junk, sizeof(junk)) == EMBER_ERR_BAD_MESSAGE,
+             "short abort");
+}
+
+/* Rank 0: a plausible message for a reduction rank 1 has not started: held,
+ * then refused when it starts seq 1 with another count. */
+static void send_held_bogus(ember_tp_t *tp, ember_allreduce_t *ar, float *data, int rank)
+{
+    ember_allreduce_wire_t hdr = good_small;
+    ember_future_t *future;
+    size_t length = sizeof(hdr) + 136 * sizeof(float);
+    unsigned char *buffer = calloc(1, length);
+    MP_CHECK(buffer, "out of memory");
+    hdr.seq = 1;
+    hdr.kind = EMBER_ALLREDUCE_KIND_RING;
+    hdr.count = 100000;
+    memcpy(buffer, &hdr, sizeof(hdr));
+    ember_iov_t iov = {.buffer = buffer, .length = length};
+    MP_CHECK(ember_rpc_call_async(tp, 1, OP_AR, &iov, 1, NULL, 0, 0, &future) == EMBER_OK,
+             "early call");
+    MP_CHECK(ember_tp_barrier(tp, "hostile-done") == EMBER_OK, "barrier");
+    fill(data, 136, rank, 2);
+    MP_CHECK(reduce(ar, data, 136, 0) == EMBER_OK, "second allreduce");
+    int status = ember_future_wait(future);
+    MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "held bogus message: %s",
+             ember_status_string(status));
+    ember_future_release(future);
+    free(buffer);
+}
+
+/* Hostile input: each malformed message is answered with an error; the
+ * communicator {0, 1} keeps working.  Rank 2 is not a member. */
+static int case_malformed(int rank, int world, void *arg)
+{
+    static const int members[2] = {0, 1};
+    ember_tp_t *tp = join();
+    ember_allreduce_t *ar = NULL;
+    float data[136];
+    (void)arg;
+    (void)world;
+    if (rank < 2) {
+        MP_CHECK(ember_allreduce_create(tp, members, 2, OP_AR, &ar) == EMBER_OK, "create");
+        fill(data, 136, rank, 1);
+        MP_CHECK(reduce(ar, data, 136, 0) == EMBER_OK, "first allreduce");
+        verify(data, 136, members, 2, 0, 1, "first allreduce");
+    }
+    MP_CHECK(ember_tp_barrier(tp, "created") == EMBER_OK, "barrier");
+    if (rank == 2) {
+        ember_allreduce_wire_t hdr = good_small;
+        hdr.seq = 1;
+        MP_CHECK(send_wire(tp, hdr, 136) == EMBER_ERR_BAD_MESSAGE, "non-member accepted");
+    }
+    MP_CHECK(ember_tp_barrier(tp, "stranger") == EMBER_OK, "barrier");
+    if (rank == 0) {
+        send_malformed(tp, ar);
+        send_held_bogus(tp, ar, data, rank);
     } else {
         MP_CHECK(ember_tp_barrier(tp, "hostile-done") == EMBER_OK, "barrier");
         if (rank == 1) {
             fill(data, 136, rank, 2);
-            MP_CHECK(ember_allreduce(ar, data, 136, 0) == EMBER_OK, "second allreduce");
+            MP_CHECK(reduce(ar, data, 136, 0) == EMBER_OK, "second allreduce");
         }
     }
     if (ar) {
@@ -622,17 +654,17 @@ static int case_latency(int rank, int world, void *arg)
     ember_rpc_register(tp, OP_ECHO, on_echo, &echoed);
     ar = comm_all(tp, OP_AR);
     for (int i = 0; i < WARMUP; i++)
-        MP_CHECK(ember_allreduce(ar, data, 136, 1) == EMBER_OK, "warmup");
+        MP_CHECK(reduce(ar, data, 136, 1) == EMBER_OK, "warmup");
     MP_CHECK(ember_tp_barrier(tp, "timed") == EMBER_OK, "barrier");
     double start = now_s();
     for (int i = 0; i < ITERS; i++) {
         double t0 = now_s();
-        MP_CHECK(ember_allreduce(ar, data, 136, 1) == EMBER_OK, "allreduce");
+        MP_CHECK(reduce(ar, data, 136, 1) == EMBER_OK, "allreduce");
         times[i] = now_s() - t0;
     }
     double total = now_s() - start;
     fill(data, 136, rank, 3);
-    MP_CHECK(ember_allreduce(ar, data, 136, 1) == EMBER_OK, "checked allreduce");
+    MP_CHECK(reduce(ar, data, 136, 1) == EMBER_OK, "checked allreduce");
     verify(data, 136, (const int[]){0, 1}, 2, 1, 3, "latency case");
     MP_CHECK(ember_tp_barrier(tp, "rpc") == EMBER_OK, "barrier");
     if (rank == 0) {
@@ -656,10 +688,10 @@ static int case_latency(int rank, int world, void *arg)
     float *buffer = malloc(big * sizeof(float));
     MP_CHECK(buffer, "out of memory");
     fill(buffer, big, rank, 4);
-    MP_CHECK(ember_allreduce(ar, buffer, big, 0) == EMBER_OK, "big warmup");
+    MP_CHECK(reduce(ar, buffer, big, 0) == EMBER_OK, "big warmup");
     start = now_s();
     for (int i = 0; i < BIG_ITERS; i++)
-        MP_CHECK(ember_allreduce(ar, buffer, big, 0) == EMBER_OK, "big");
+        MP_CHECK(reduce(ar, buffer, big, 0) == EMBER_OK, "big");
     double per = (now_s() - start) / BIG_ITERS;
     if (rank == 0)
         printf("latency: allreduce of %zu MiB, 2 ranks: %.2f ms (%.2f GB/s algorithm "
