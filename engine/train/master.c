@@ -133,7 +133,7 @@ static ember_status_t master_call(master_t *master, int rank, uint16_t op, const
 {
     ember_future_t *future;
     ember_status_t status =
-            ember_rpc_call_async(master->tp, rank, op, iov, iovcnt, out, capacity, 0, &future);
+            ember_rpc_call_async(master->tp, rank, op, iov, iovcnt, out, capacity, NULL, &future);
     if (status != EMBER_OK)
         return status;
     status = ember_future_wait(future);
@@ -156,7 +156,8 @@ static void abort_job(master_t *master, const char *cause)
         if (rank == ember_tp_rank(master->tp) || ember_tp_peer_lost(master->tp, rank))
             continue;
         /* A live rank answers at once; a hung one must not hold the end up. */
-        if (ember_rpc_call_async(master->tp, rank, EMBER_OP_ABORT, &iov, 1, NULL, 0, 1.0,
+        if (ember_rpc_call_async(master->tp, rank, EMBER_OP_ABORT, &iov, 1, NULL, 0,
+                                 &(ember_rpc_param_t){.timeout_s = 1.0},
                                  &futures[count]) == EMBER_OK)
             count++;
     }
@@ -556,8 +557,8 @@ ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
         starts[t].trainer = (uint32_t)t;
         ember_iov_t iov[2] = {{&starts[t], sizeof(spec)}, {params, nparams * sizeof(float)}};
         /* Answered when the trainer finishes: no deadline but peer loss. */
-        status = ember_rpc_call_async(tp, t, EMBER_OP_TRAIN_START, iov, 2, NULL, 0, 1e9,
-                                      &futures[t]);
+        status = ember_rpc_call_async(tp, t, EMBER_OP_TRAIN_START, iov, 2, NULL, 0,
+                                      &(ember_rpc_param_t){.timeout_s = 1e9}, &futures[t]);
         if (status != EMBER_OK)
             goto out;
     }

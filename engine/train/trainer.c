@@ -603,7 +603,7 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data, uint6
     const size_t reply_bytes = trainer->reply_bytes;
     if (trainer->rdma)
         EMBER_CHECK(device_reserve(trainer, bags));
-    const ember_rpc_mem_t to_gpu = {.payload_mem = EMBER_MEM_HOST, .reply_mem = EMBER_MEM_CUDA};
+    const ember_rpc_param_t to_gpu = {.payload_mem = EMBER_MEM_HOST, .reply_mem = EMBER_MEM_CUDA};
     for (uint32_t p = 0; p < P; p++) {
         shard_t *shard = &trainer->shards[p];
         ember_iov_t iov = {.buffer = shard->request, .length = shard->request_bytes};
@@ -611,9 +611,8 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data, uint6
                       : trainer->spec.half_replies
                               ? (void *)((uint8_t *)trainer->parts_half + p * reply_bytes)
                               : (void *)((uint8_t *)trainer->parts + p * reply_bytes);
-        status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1, reply,
-                                          reply_bytes, trainer->rdma ? &to_gpu : NULL, 0,
-                                          &shard->lookup);
+        status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1, reply, reply_bytes,
+                                      trainer->rdma ? &to_gpu : NULL, &shard->lookup);
         if (status != EMBER_OK)
             return trainer_fail(trainer, status,
                                 "trainer %d step %llu: lookup on "
@@ -749,16 +748,16 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data, uint6
                                              .bags = (uint32_t)bags};
         ember_iov_t iov[2] = {{&shard->grad_msg, sizeof(shard->grad_msg)},
                               {grad, bags * dim * sizeof(float)}};
-        const ember_rpc_mem_t from = {.payload_mem = grad_mem, .reply_mem = EMBER_MEM_HOST};
+        const ember_rpc_param_t from = {.payload_mem = grad_mem, .reply_mem = EMBER_MEM_HOST};
         /* One-way (the PS reports a refused gradient at our next lookup),
          * but the last step's is a call: its answer says all went in. */
         if (step + 1 < trainer->steps) {
             shard->pushing = 1;
-            status = ember_rpc_send_mem(tp, shard->rank, EMBER_OP_GRAD, iov, 2, grad_mem, push_done,
-                                        shard);
+            status =
+                    ember_rpc_send(tp, shard->rank, EMBER_OP_GRAD, iov, 2, &from, push_done, shard);
         } else {
-            status = ember_rpc_call_async_mem(tp, shard->rank, EMBER_OP_GRAD, iov, 2, NULL, 0,
-                                              &from, 0, &shard->push);
+            status = ember_rpc_call_async(tp, shard->rank, EMBER_OP_GRAD, iov, 2, NULL, 0, &from,
+                                          &shard->push);
         }
         if (status != EMBER_OK)
             return trainer_fail(trainer, status,
@@ -940,7 +939,7 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
                                              .seconds = now - epoch_start};
             ember_iov_t iov = {.buffer = &msg, .length = sizeof(msg)};
             ember_rpc_call_async(trainer->tp, (int)spec->master_rank, EMBER_OP_EPOCH_REPORT, &iov,
-                                 1, NULL, 0, 0, &report);
+                                 1, NULL, 0, NULL, &report);
             epoch_start = now;
             epoch_bags = epoch_steps = 0;
             loss_sum = 0.0;

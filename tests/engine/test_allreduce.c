@@ -560,7 +560,7 @@ static int case_malformed(int rank, int world, void *arg)
         hdr.count = 100000;
         memcpy(buffer, &hdr, sizeof(hdr));
         ember_iov_t iov = {.buffer = buffer, .length = length};
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_AR, &iov, 1, NULL, 0, 0, &future) == EMBER_OK,
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_AR, &iov, 1, NULL, 0, NULL, &future) == EMBER_OK,
                  "early call");
         MP_CHECK(ember_tp_barrier(tp, "hostile-done") == EMBER_OK, "barrier");
         fill(data, 136, rank, 2);
