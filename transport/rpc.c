@@ -61,9 +61,9 @@ ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer, 
     ember_future_t *future;
     uint32_t slot;
     /* Deadlines run on the coarse clock (tp_progress_once): a precise read
-     * here was a vDSO clock read per call for nothing (a visible share of
-     * `perf` profiles on a KVM guest).  The coarse clock lags, so the
-     * call starts as much later as it may lag: it never fails early. */
+     * here would be a clock read per call for nothing, and clock reads are
+     * dear on a virtual machine.  The coarse clock lags, so the call starts
+     * as much later as it may lag: it never fails early. */
     double now = ember_time_coarse() + tp->coarse_lag_s;
 
     if (tp->free_count == 0)
