@@ -607,8 +607,8 @@ static ember_status_t lk_send_lookup(lk_point_t *pt, lk_slot_t *slot, size_t bat
         ember_iov_t iov[2] = {{&slot->hdr[p], sizeof(slot->hdr[p])},
                               {part->body, part->body_bytes}};
         EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_LOOKUP, iov, 2,
-                                         slot->resp + (size_t)p * pt->bags * pt->dim, resp_bytes, 0,
-                                         &slot->futures[p]));
+                                         slot->resp + (size_t)p * pt->bags * pt->dim, resp_bytes,
+                                         NULL, &slot->futures[p]));
     }
     return EMBER_OK;
 }
@@ -620,7 +620,7 @@ static ember_status_t lk_send_grad(lk_point_t *pt, lk_slot_t *slot)
         ember_iov_t iov[2] = {{&slot->ghdr[p], sizeof(slot->ghdr[p])},
                               {pt->grad, pt->bags * pt->dim * sizeof(float)}};
         EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_GRAD, iov, 2, NULL, 0,
-                                         0, &slot->futures[p]));
+                                         NULL, &slot->futures[p]));
     }
     return EMBER_OK;
 }

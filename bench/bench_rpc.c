@@ -288,7 +288,7 @@ static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts, uint1
         ember_future_t *future;
         double start = bench_now();
         ember_status_t status =
-                ember_rpc_call_async(tp, 1, op, &iov, 1, resp, resp_capacity, 0, &future);
+                ember_rpc_call_async(tp, 1, op, &iov, 1, resp, resp_capacity, NULL, &future);
         if (status != EMBER_OK)
             return status;
         status = rpc_wait(future, opts->wait_mode);
@@ -316,8 +316,8 @@ static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts, const v
 
     while (done < iters) {
         while (issued < iters && issued - done < window) {
-            ember_status_t status = ember_rpc_call_async(tp, 1, OP_SINK, &iov, 1, resp, ACK_SIZE, 0,
-                                                         &ring[issued % window]);
+            ember_status_t status = ember_rpc_call_async(tp, 1, OP_SINK, &iov, 1, resp, ACK_SIZE,
+                                                         NULL, &ring[issued % window]);
             if (status != EMBER_OK)
                 return status;
             issued++;

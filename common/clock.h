@@ -3,13 +3,13 @@
  * and the busy clock: cheap timestamps for a server's own service-time
  * counters (the PS's lookup and gradient seconds).
  *
- * clock_gettime is the dearest step of a small request's bookkeeping on a
- * KVM guest (more than a TSC read; `perf` showed it), and the PS read it
- * twice per request, on the path of every reply.  Where the kernel itself keeps time
- * with the TSC (so the TSC is constant and synchronised), the TSC is read
- * instead and turned into seconds only when the counters are read, against
- * the monotonic clock over the whole time since init.  Elsewhere the ticks
- * are nanoseconds of CLOCK_MONOTONIC.
+ * clock_gettime can be the dearest step of a small request's bookkeeping
+ * (on a virtual machine it costs more than a TSC read), and the PS reads
+ * the clock twice per request, on the path of every reply.  Where the
+ * kernel itself keeps time with the TSC (so the TSC is constant and
+ * synchronised), the TSC is read instead and turned into seconds only when
+ * the counters are read, against the monotonic clock over the whole time
+ * since init.  Elsewhere the ticks are nanoseconds of CLOCK_MONOTONIC.
  */
 #ifndef EMBER_COMMON_CLOCK_H
 #define EMBER_COMMON_CLOCK_H
@@ -38,11 +38,10 @@ static inline double ember_time_coarse(void)
 }
 
 /*
- * How far ember_time_coarse() may lag ember_time_now(): a tick when the timekeeping
- * CPU runs, several when a VM's vCPU is held off (4 ms ticks lagged by up to
- * 16 ms on a 2-vCPU VM with both vCPUs busy).  A deadline set
- * on the coarse clock starts this much later, so that it never fires early;
- * it may fire that much late.
+ * How far ember_time_coarse() may lag ember_time_now(): a tick when the
+ * timekeeping CPU runs, several when a busy VM's vCPU is held off.  A
+ * deadline set on the coarse clock starts this much later, so that it never
+ * fires early; it may fire that much late.
  */
 #define EMBER_TIME_COARSE_LAG_MIN_S 0.05
 static inline double ember_time_coarse_lag(void)

@@ -2,15 +2,13 @@
  * common/copy: memcpy for the data path, minus one trap.
  *
  * glibc 2.36 (Debian 12) copies more than about 2 KiB with `rep movsb`.  On
- * the AMD EPYC machine we measured, that instruction runs 20-35 times
- * slower when the destination lies a few bytes (under 32) past the source
- * modulo the 4 KiB page: 8 KiB took 4.3 us instead of 0.1, 256 KiB 90-150 us
- * instead of 6-7 (build/bench/memcpy_distance prints both for a machine).
- * Whether a copy hits it depends only on where two buffers happen to sit:
- * one build of ember was 2.4x slower than another at an 8 KiB allreduce
- * with identical code on that path.  Those copies run backwards, 64 bytes a
- * pass (a forward loop stalls on the same 4 KiB aliasing); every other copy
- * is memcpy.
+ * some AMD EPYC machines that instruction runs many times slower when the
+ * destination lies a few bytes (under 32) past the source modulo the 4 KiB
+ * page (build/bench/memcpy_distance measures both cases on a machine).
+ * Whether a copy hits it depends only on where two buffers happen to sit,
+ * so two builds with identical code on that path can differ widely in
+ * speed.  Those copies run backwards, 64 bytes a pass (a forward loop
+ * stalls on the same 4 KiB aliasing); every other copy is memcpy.
  */
 #ifndef EMBER_COMMON_COPY_H
 #define EMBER_COMMON_COPY_H

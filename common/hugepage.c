@@ -80,7 +80,8 @@ void *ember_huge_alloc(size_t bytes, int zero)
             .magic = HUGE_MAGIC, .base = block - HEAD_PAGE, .length = HEAD_PAGE + rounded};
     /* Already zero, but faulted in now rather than by the first steps that
      * touch it: a huge page's first touch zeroes 2 MiB (and may compact
-     * memory), which in the training loop cost Adam's state 20x.  The
+     * memory), which would make the first training steps that touch
+     * optimizer state (Adam's) far slower than the rest.  The
      * kernel's populate (Linux 5.14+) faults the pages in without writing
      * them a second time; memset does it on older kernels. */
     if (zero && !populate(block, rounded))

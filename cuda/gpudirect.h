@@ -5,8 +5,8 @@
  *     context lists CUDA among its memory types).  A GPU trainer's lookup
  *     replies land in device
  *     buffers and its gradient pushes leave from them: the transport hands
- *     them to UCX as CUDA memory (ember_rpc_call_async_mem,
- *     ember_rpc_send_mem), which moves them by GPUDirect RDMA where the NIC
+ *     them to UCX as CUDA memory (ember_rpc_param_t's payload_mem and
+ *     reply_mem), which moves them by GPUDirect RDMA where the NIC
  *     and driver allow it, else by its own CUDA copies.  The shards' partial
  *     pools are combined, and the pooled gradient split, on the GPU.
  *   - STAGED: pinned host buffers (cudaHostAlloc), one per buffer, grown

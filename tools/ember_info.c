@@ -267,76 +267,117 @@ static void show_bind(hwloc_topology_t topo, int local_size)
     }
 }
 
-int main(int argc, char **argv)
-{
-    const char *xml = NULL;
-    hwloc_topology_t topo = NULL;
-    int show = 0, local_size = 0;
+/* What a phase returns to go on; anything else is main's exit code. */
+#define GO_ON (-1)
 
-    if (ember_config_init() != EMBER_OK)
-        return 2;
-    int original_argc = argc;
-    if (ember_topo_take_bind_flag(&argc, argv) != EMBER_OK)
-        return 2;
-    if (argc != original_argc)
-        show |= SHOW_BIND;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-t") || !strcmp(a, "--topology")) {
-            show |= SHOW_TOPOLOGY;
-        } else if (!strcmp(a, "-g") || !strcmp(a, "--gpus")) {
-            show |= SHOW_GPUS;
-        } else if (!strcmp(a, "-r") || !strcmp(a, "--rdma")) {
-            show |= SHOW_RDMA;
-        } else if (!strcmp(a, "-u") || !strcmp(a, "--ucx")) {
-            show |= SHOW_UCX;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
-            show |= SHOW_CONFIG;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--placement")) {
-            show |= SHOW_BIND;
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--local-size")) && i + 1 < argc) {
-            local_size = atoi(argv[++i]);
-            if (local_size <= 0 || local_size > 4096) {
-                fprintf(stderr, "ember-info: bad --local-size %s\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(a, "--xml") && i + 1 < argc) {
-            xml = argv[++i];
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "ember-info: unknown option %s\n", a);
-            usage(stderr);
+typedef struct {
+    int show; /* SHOW_* */
+    int local_size;
+    const char *xml;
+} info_opts_t;
+
+/* The flags that each ask for one section. */
+static const struct {
+    const char *short_name, *long_name;
+    int section;
+} section_flags[] = {
+        {"-t", "--topology", SHOW_TOPOLOGY}, {"-g", "--gpus", SHOW_GPUS},
+        {"-r", "--rdma", SHOW_RDMA},         {"-u", "--ucx", SHOW_UCX},
+        {"-c", "--config", SHOW_CONFIG},     {"-b", "--placement", SHOW_BIND},
+};
+
+static int section_flag(const char *a)
+{
+    for (size_t k = 0; k < sizeof(section_flags) / sizeof(section_flags[0]); k++) {
+        if (!strcmp(a, section_flags[k].short_name) || !strcmp(a, section_flags[k].long_name))
+            return section_flags[k].section;
+    }
+    return 0;
+}
+
+/* One flag at argv[*i] (a value after it taken too). */
+static int parse_option(int argc, char **argv, int *i, info_opts_t *opts)
+{
+    const char *a = argv[*i];
+    int section = section_flag(a);
+    if (section) {
+        opts->show |= section;
+    } else if ((!strcmp(a, "-n") || !strcmp(a, "--local-size")) && *i + 1 < argc) {
+        opts->local_size = atoi(argv[++*i]);
+        if (opts->local_size <= 0 || opts->local_size > 4096) {
+            fprintf(stderr, "ember-info: bad --local-size %s\n", argv[*i]);
             return 2;
         }
+    } else if (!strcmp(a, "--xml") && *i + 1 < argc) {
+        opts->xml = argv[++*i];
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        usage(stdout);
+        return 0;
+    } else {
+        fprintf(stderr, "ember-info: unknown option %s\n", a);
+        usage(stderr);
+        return 2;
     }
-    if (!show)
-        show = SHOW_ALL;
-    if (local_size)
-        show |= SHOW_BIND;
-    if ((show & ~(SHOW_CONFIG | SHOW_UCX)) && ember_topo_load(xml, &topo) != EMBER_OK)
-        return 1;
+    return GO_ON;
+}
+
+static int parse_options(int *argc, char **argv, info_opts_t *opts)
+{
+    int original_argc = *argc;
+    if (ember_topo_take_bind_flag(argc, argv) != EMBER_OK)
+        return 2;
+    if (*argc != original_argc)
+        opts->show |= SHOW_BIND;
+    for (int i = 1; i < *argc; i++) {
+        int code = parse_option(*argc, argv, &i, opts);
+        if (code != GO_ON)
+            return code;
+    }
+    if (!opts->show)
+        opts->show = SHOW_ALL;
+    if (opts->local_size)
+        opts->show |= SHOW_BIND;
+    return GO_ON;
+}
+
+static void show_sections(hwloc_topology_t topo, info_opts_t *opts)
+{
+    int show = opts->show;
 
     if (show & SHOW_TOPOLOGY)
         show_topology(topo);
     if (show & SHOW_GPUS)
         show_gpus(topo);
     if (show & SHOW_RDMA)
-        show_rdma(xml ? NULL : topo);
+        show_rdma(opts->xml ? NULL : topo);
     if (show & SHOW_UCX)
         show_ucx();
     if (show & SHOW_BIND) {
         int local_rank;
-        if (!local_size)
-            ember_topo_local_rank(0, 1, &local_rank, &local_size);
-        show_bind(topo, local_size);
+        if (!opts->local_size)
+            ember_topo_local_rank(0, 1, &local_rank, &opts->local_size);
+        show_bind(topo, opts->local_size);
     }
     if (show & SHOW_CONFIG) {
         if (show != SHOW_CONFIG)
             printf("# config\n");
         ember_config_print(stdout);
     }
+}
+
+int main(int argc, char **argv)
+{
+    info_opts_t opts = {0};
+    hwloc_topology_t topo = NULL;
+
+    if (ember_config_init() != EMBER_OK)
+        return 2;
+    int code = parse_options(&argc, argv, &opts);
+    if (code != GO_ON)
+        return code;
+    if ((opts.show & ~(SHOW_CONFIG | SHOW_UCX)) && ember_topo_load(opts.xml, &topo) != EMBER_OK)
+        return 1;
+    show_sections(topo, &opts);
     if (topo)
         hwloc_topology_destroy(topo);
     return 0;

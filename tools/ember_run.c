@@ -343,11 +343,10 @@ static void secret_remove(run_job_t *job)
     }
 }
 
-/* 32 random bytes as 64 hex chars in a 0600 file inside a fresh 0700 dir. */
-static int secret_create(run_job_t *job)
+/* RUN_SECRET_BYTES random bytes as hex digits. */
+static int secret_draw(char hex[2 * RUN_SECRET_BYTES])
 {
     unsigned char key[RUN_SECRET_BYTES];
-    char hex[2 * RUN_SECRET_BYTES];
     size_t got = 0;
 
     while (got < sizeof(key)) {
@@ -366,7 +365,12 @@ static int secret_create(run_job_t *job)
         hex[2 * i + 1] = digits[key[i] & 15];
     }
     memset(key, 0, sizeof(key));
+    return 0;
+}
 
+/* A fresh 0700 folder under TMPDIR, and the secret's path in it. */
+static int secret_dir_make(run_job_t *job)
+{
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp)
         tmp = "/tmp";
@@ -382,37 +386,53 @@ static int secret_create(run_job_t *job)
         return -1;
     }
     snprintf(job->secret_path, sizeof(job->secret_path), "%s/secret", job->secret_dir);
+    return 0;
+}
 
+/* @hex into a new 0600 file at job->secret_path. */
+static int secret_write(run_job_t *job, const char *hex, size_t length)
+{
     int fd = open(job->secret_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         ember_error("run", "creating %s: %s", job->secret_path, strerror(errno));
         job->secret_path[0] = '\0';
-        goto err_remove;
+        return -1;
     }
     size_t done = 0;
-    while (done < sizeof(hex)) {
-        ssize_t n = write(fd, hex + done, sizeof(hex) - done);
+    while (done < length) {
+        ssize_t n = write(fd, hex + done, length - done);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             ember_error("run", "writing %s: %s", job->secret_path,
                         n < 0 ? strerror(errno) : "short write");
             close(fd);
-            goto err_remove;
+            return -1;
         }
         done += (size_t)n;
     }
-    memset(hex, 0, sizeof(hex));
     if (close(fd) != 0) {
         ember_error("run", "closing %s: %s", job->secret_path, strerror(errno));
-        goto err_remove;
+        return -1;
     }
     return 0;
+}
 
-err_remove:
+/* 32 random bytes as 64 hex chars in a 0600 file inside a fresh 0700 dir. */
+static int secret_create(run_job_t *job)
+{
+    char hex[2 * RUN_SECRET_BYTES];
+    int rc = -1;
+
+    if (secret_draw(hex) != 0)
+        return -1;
+    if (secret_dir_make(job) == 0) {
+        rc = secret_write(job, hex, sizeof(hex));
+        if (rc != 0)
+            secret_remove(job);
+    }
     memset(hex, 0, sizeof(hex));
-    secret_remove(job);
-    return -1;
+    return rc;
 }
 
 /* The environment every rank shares; per-rank variables are set at spawn. */
@@ -861,97 +881,123 @@ static int poll_timeout_ms(const run_job_t *job, double job_deadline)
     return (int)ceil((next - now) * 1000.0);
 }
 
-static void job_loop(run_job_t *job)
+/* What job_loop polls: the signal pipe, then every rank's open streams. */
+typedef struct {
+    struct pollfd *fds; /* NULL: out of memory, the job is killed */
+    run_stream_t **owners;
+    run_rank_t **owner_ranks;
+    size_t nfds;
+    int open_streams;
+} run_poll_t;
+
+static void poll_set_alloc(run_job_t *job, run_poll_t *ps)
 {
     size_t max_fds = 1 + 2 * (size_t)job->nstarted;
-    struct pollfd *fds = calloc(max_fds, sizeof(*fds));
-    run_stream_t **owners = calloc(max_fds, sizeof(*owners));
-    run_rank_t **owner_ranks = calloc(max_fds, sizeof(*owner_ranks));
-    double job_deadline = job->timeout_s > 0 ? now_s() + job->timeout_s : 0;
-    int sig_seen = 0;
 
-    if (!fds || !owners || !owner_ranks) {
+    ps->fds = calloc(max_fds, sizeof(*ps->fds));
+    ps->owners = calloc(max_fds, sizeof(*ps->owners));
+    ps->owner_ranks = calloc(max_fds, sizeof(*ps->owner_ranks));
+    if (!ps->fds || !ps->owners || !ps->owner_ranks) {
         ember_error("run", "out of memory");
         if (job->exit_code < 0)
             job->exit_code = RUN_EXIT_FAILURE;
         job_kill(job);
     }
+}
 
-    for (;;) {
-        job_reap(job);
-        double now = now_s();
+static void poll_set_free(run_poll_t *ps)
+{
+    free(ps->owner_ranks);
+    free(ps->owners);
+    free(ps->fds);
+}
 
-        if (!job->stopping) {
-            if (job_all_reaped(job)) {
-                if (job->exit_code < 0)
-                    job->exit_code = 0;
-                if (job_tree_alive(job)) /* leftovers of ranks that exited */
-                    job_stop(job, SIGTERM);
-            } else if (job_deadline > 0 && now >= job_deadline) {
-                job->exit_code = RUN_EXIT_TIMEOUT;
-                ember_error("run", "job timed out after %g s: stopping %d rank(s)", job->timeout_s,
-                            job->nstarted);
+/* The job's course: done once every rank exited, stopped at its deadline,
+ * killed when a stop outlasts its grace. */
+static void job_advance(run_job_t *job, double job_deadline, double now)
+{
+    if (!job->stopping) {
+        if (job_all_reaped(job)) {
+            if (job->exit_code < 0)
+                job->exit_code = 0;
+            if (job_tree_alive(job)) /* leftovers of ranks that exited */
                 job_stop(job, SIGTERM);
-            }
-        } else if (!job->killed && now >= job->stop_deadline && job_tree_alive(job)) {
-            job_kill(job);
+        } else if (job_deadline > 0 && now >= job_deadline) {
+            job->exit_code = RUN_EXIT_TIMEOUT;
+            ember_error("run", "job timed out after %g s: stopping %d rank(s)", job->timeout_s,
+                        job->nstarted);
+            job_stop(job, SIGTERM);
         }
+    } else if (!job->killed && now >= job->stop_deadline && job_tree_alive(job)) {
+        job_kill(job);
+    }
+}
 
-        int open_streams = 0;
-        size_t nfds = 0;
-        if (fds) {
-            fds[nfds++] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
-            for (int i = 0; i < job->nstarted; i++) {
-                for (int k = 0; k < 2; k++) {
-                    run_stream_t *s = &job->ranks[i].streams[k];
-                    if (s->fd < 0)
-                        continue;
-                    owners[nfds] = s;
-                    owner_ranks[nfds] = &job->ranks[i];
-                    fds[nfds++] = (struct pollfd){.fd = s->fd, .events = POLLIN};
-                    open_streams++;
-                }
-            }
-        }
-
-        if (job_all_reaped(job) && !job_tree_alive(job)) {
-            if (!open_streams)
-                break;
-            /* A pipe held open by something outside the job: bounded wait. */
-            if (job->drain_deadline == 0)
-                job->drain_deadline = now + RUN_DRAIN_S;
-            else if (now >= job->drain_deadline)
-                break;
-        }
-        if (job->killed && now >= job->give_up_deadline) {
-            ember_error("run",
-                        "processes of the job survive SIGKILL after %.0f s; "
-                        "giving up on them",
-                        RUN_REAP_S);
-            break;
-        }
-
-        if (!fds) {
-            usleep(100 * 1000);
-            continue;
-        }
-        int ready = poll(fds, nfds, poll_timeout_ms(job, job_deadline));
-        if (ready < 0) {
-            if (errno != EINTR) {
-                ember_error("run", "poll: %s", strerror(errno));
-                usleep(100 * 1000);
-            }
-            continue;
-        }
-        if (fds[0].revents)
-            job_handle_signals(job, &sig_seen);
-        for (size_t i = 1; i < nfds; i++) {
-            if (fds[i].revents)
-                stream_read(job, owner_ranks[i], owners[i]);
+static void poll_set_fill(run_job_t *job, run_poll_t *ps)
+{
+    ps->open_streams = 0;
+    ps->nfds = 0;
+    if (!ps->fds)
+        return;
+    ps->fds[ps->nfds++] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
+    for (int i = 0; i < job->nstarted; i++) {
+        for (int k = 0; k < 2; k++) {
+            run_stream_t *s = &job->ranks[i].streams[k];
+            if (s->fd < 0)
+                continue;
+            ps->owners[ps->nfds] = s;
+            ps->owner_ranks[ps->nfds] = &job->ranks[i];
+            ps->fds[ps->nfds++] = (struct pollfd){.fd = s->fd, .events = POLLIN};
+            ps->open_streams++;
         }
     }
+}
 
-    /* Whatever is still buffered (a pipe that never reached EOF). */
+/* Non-zero when the loop ends: nothing of the job left and its output read
+ * (or a pipe held past RUN_DRAIN_S), or processes that survive SIGKILL. */
+static int job_finished(run_job_t *job, int open_streams, double now)
+{
+    if (job_all_reaped(job) && !job_tree_alive(job)) {
+        if (!open_streams)
+            return 1;
+        /* A pipe held open by something outside the job: bounded wait. */
+        if (job->drain_deadline == 0)
+            job->drain_deadline = now + RUN_DRAIN_S;
+        else if (now >= job->drain_deadline)
+            return 1;
+    }
+    if (job->killed && now >= job->give_up_deadline) {
+        ember_error("run",
+                    "processes of the job survive SIGKILL after %.0f s; "
+                    "giving up on them",
+                    RUN_REAP_S);
+        return 1;
+    }
+    return 0;
+}
+
+/* Wait for a signal, output or the next deadline, and take what came. */
+static void poll_once(run_job_t *job, run_poll_t *ps, double job_deadline, int *sig_seen)
+{
+    int ready = poll(ps->fds, ps->nfds, poll_timeout_ms(job, job_deadline));
+    if (ready < 0) {
+        if (errno != EINTR) {
+            ember_error("run", "poll: %s", strerror(errno));
+            usleep(100 * 1000);
+        }
+        return;
+    }
+    if (ps->fds[0].revents)
+        job_handle_signals(job, sig_seen);
+    for (size_t i = 1; i < ps->nfds; i++) {
+        if (ps->fds[i].revents)
+            stream_read(job, ps->owner_ranks[i], ps->owners[i]);
+    }
+}
+
+/* Whatever is still buffered (a pipe that never reached EOF). */
+static void streams_flush_rest(run_job_t *job)
+{
     for (int i = 0; i < job->nstarted; i++) {
         for (int k = 0; k < 2; k++) {
             run_stream_t *s = &job->ranks[i].streams[k];
@@ -962,9 +1008,30 @@ static void job_loop(run_job_t *job)
             }
         }
     }
-    free(owner_ranks);
-    free(owners);
-    free(fds);
+}
+
+static void job_loop(run_job_t *job)
+{
+    run_poll_t ps;
+    double job_deadline = job->timeout_s > 0 ? now_s() + job->timeout_s : 0;
+    int sig_seen = 0;
+
+    poll_set_alloc(job, &ps);
+    for (;;) {
+        job_reap(job);
+        double now = now_s();
+        job_advance(job, job_deadline, now);
+        poll_set_fill(job, &ps);
+        if (job_finished(job, ps.open_streams, now))
+            break;
+        if (!ps.fds) {
+            usleep(100 * 1000);
+            continue;
+        }
+        poll_once(job, &ps, job_deadline, &sig_seen);
+    }
+    streams_flush_rest(job);
+    poll_set_free(&ps);
 }
 
 /* Keep fds 0-2 taken, so that no pipe of ours lands on them. */

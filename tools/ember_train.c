@@ -22,21 +22,17 @@
 #include <stdio.h>
 #include <string.h>
 
-int main(int argc, char **argv)
-{
-    ember_job_t job;
-    ember_tp_params_t params;
-    ember_tp_t *tp;
-    ember_role_t role;
-    ember_job_action_t action;
-    int index;
-    char name[32];
-    ember_status_t status;
+/* What a phase returns to go on; anything else is main's exit code. */
+#define GO_ON (-1)
 
-    ember_crash_handler_install(); /* a crashed rank says where */
-    if (ember_config_init() != EMBER_OK || ember_topo_take_bind_flag(&argc, argv) != EMBER_OK)
+/* The flags, and --replay's file, into @job; --help and --version end here. */
+static int job_read(int *argc, char **argv, ember_job_t *job)
+{
+    ember_job_action_t action;
+
+    if (ember_config_init() != EMBER_OK || ember_topo_take_bind_flag(argc, argv) != EMBER_OK)
         return 2;
-    if (ember_job_parse(argc, argv, &job, &action) != EMBER_OK)
+    if (ember_job_parse(*argc, argv, job, &action) != EMBER_OK)
         return 2;
     if (action == EMBER_JOB_HELP)
         return 0;
@@ -44,13 +40,17 @@ int main(int argc, char **argv)
         printf("ember-train %s (libember %s)\n", EMBER_VERSION_STRING, ember_version_string());
         return 0;
     }
-    if (job.replay_path && ember_job_take_replay(&job) != EMBER_OK)
+    if (job->replay_path && ember_job_take_replay(job) != EMBER_OK)
         return 2;
+    return GO_ON;
+}
 
-    /* Fail before joining when the asked-for device is not there. */
-    const char *gpu_flag = strcmp(job.device, "cuda") == 0      ? "--device"
-                           : strcmp(job.ps_device, "cuda") == 0 ? "--ps-device"
-                                                                : NULL;
+/* Fail before joining when the asked-for device is not there. */
+static int devices_check(const ember_job_t *job)
+{
+    const char *gpu_flag = strcmp(job->device, "cuda") == 0      ? "--device"
+                           : strcmp(job->ps_device, "cuda") == 0 ? "--ps-device"
+                                                                 : NULL;
     if (gpu_flag && ember_device_cuda_count() == 0) {
         fprintf(stderr, "ember-train: %s cuda: %s\n", gpu_flag,
                 !ember_device_have_cuda()     ? "this build has no CUDA backend"
@@ -59,24 +59,48 @@ int main(int argc, char **argv)
                                               : "no CUDA GPU is visible");
         return 2;
     }
-    ember_tp_params_init(&params);
+    return GO_ON;
+}
+
+/* What the launcher's environment says, checked before joining: the world
+ * the job needs, this rank's name (into @name, for @params), the outputs. */
+static int launch_check(const ember_job_t *job, ember_tp_params_t *params, char *name,
+                        size_t name_length)
+{
+    ember_role_t role;
+    int index;
     int rank = ember_config_str("EMBER_RANK") ? (int)ember_config_int("EMBER_RANK") : -1;
     int world =
             ember_config_str("EMBER_WORLD_SIZE") ? (int)ember_config_int("EMBER_WORLD_SIZE") : -1;
-    if (world > 0 && world != ember_job_world_size(&job)) {
+
+    if (world > 0 && world != ember_job_world_size(job)) {
         fprintf(stderr,
                 "ember-train: the job needs %d processes (%d trainers + master "
                 "+ %d ps) but %d were started\n",
-                ember_job_world_size(&job), job.trainers, job.num_ps, world);
+                ember_job_world_size(job), job->trainers, job->num_ps, world);
         return 2;
     }
-    if (rank >= 0 && ember_job_role(&job, rank, &role, &index, name, sizeof(name)) == EMBER_OK)
-        params.name = name;
+    if (rank >= 0 && ember_job_role(job, rank, &role, &index, name, name_length) == EMBER_OK)
+        params->name = name;
     /* The master writes the outputs: a path it cannot write ends the job
      * now, not after the training (the launcher stops the other ranks). */
-    if ((rank < 0 || rank == job.trainers) && ember_job_check_outputs(&job) != EMBER_OK)
+    if ((rank < 0 || rank == job->trainers) && ember_job_check_outputs(job) != EMBER_OK)
         return 2;
-    status = ember_tp_create(&params, &tp);
+    return GO_ON;
+}
+
+/* Join the job's world, bound near this rank's devices. */
+static int join(const ember_job_t *job, ember_tp_t **tp_p)
+{
+    ember_tp_params_t params;
+    char name[32];
+    ember_tp_t *tp;
+
+    ember_tp_params_init(&params);
+    int code = launch_check(job, &params, name, sizeof(name));
+    if (code != GO_ON)
+        return code;
+    ember_status_t status = ember_tp_create(&params, &tp);
     if (status != EMBER_OK) {
         fprintf(stderr, "ember-train: cannot join the job: %s\n", ember_status_string(status));
         return 1;
@@ -86,33 +110,46 @@ int main(int argc, char **argv)
         ember_tp_destroy(tp);
         return 2;
     }
-    if (ember_tp_world_size(tp) != ember_job_world_size(&job)) {
+    if (ember_tp_world_size(tp) != ember_job_world_size(job)) {
         fprintf(stderr, "ember-train: the job needs %d processes, the world has %d\n",
-                ember_job_world_size(&job), ember_tp_world_size(tp));
+                ember_job_world_size(job), ember_tp_world_size(tp));
         ember_tp_destroy(tp);
         return 2;
     }
-    ember_job_role(&job, ember_tp_rank(tp), &role, &index, name, sizeof(name));
-    if (role == EMBER_ROLE_MASTER) {
-        ember_job_print_roles(&job, stdout);
-        fflush(stdout);
-    }
+    *tp_p = tp;
+    return GO_ON;
+}
 
-    switch (role) {
-    case EMBER_ROLE_MASTER: status = ember_master_run(tp, &job); break;
-    case EMBER_ROLE_PS: {
-        int local_rank, local_size;
-        ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank, &local_size);
-        status = ember_ps_run(tp, local_rank);
-        break;
+/* This rank's part of the job: the master, a PS or a trainer. */
+static ember_status_t role_run(ember_tp_t *tp, const ember_job_t *job)
+{
+    ember_role_t role;
+    int index, local_rank, local_size;
+    char name[32];
+
+    ember_job_role(job, ember_tp_rank(tp), &role, &index, name, sizeof(name));
+    if (role == EMBER_ROLE_MASTER) {
+        ember_job_print_roles(job, stdout);
+        fflush(stdout);
+        return ember_master_run(tp, job);
     }
-    case EMBER_ROLE_TRAINER: {
-        int local_rank, local_size;
-        ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank, &local_size);
-        status = ember_trainer_run(tp, index, job.trainers, job.device, local_rank);
-        break;
-    }
-    }
+    ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank, &local_size);
+    if (role == EMBER_ROLE_PS)
+        return ember_ps_run(tp, local_rank);
+    return ember_trainer_run(tp, index, job->trainers, job->device, local_rank);
+}
+
+int main(int argc, char **argv)
+{
+    ember_job_t job;
+    ember_tp_t *tp;
+    int code;
+
+    ember_crash_handler_install(); /* a crashed rank says where */
+    if ((code = job_read(&argc, argv, &job)) != GO_ON || (code = devices_check(&job)) != GO_ON ||
+        (code = join(&job, &tp)) != GO_ON)
+        return code;
+    ember_status_t status = role_run(tp, &job);
     if (status != EMBER_OK)
         ember_tp_set_failed(tp); /* nobody waits for a hung rank */
     ember_tp_destroy(tp);

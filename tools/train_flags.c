@@ -1,4 +1,5 @@
-/* engine/train/job: ember-train's flags and the role map. */
+/* tools/train_flags: ember-train's flags, one table (flags[]) says each one's
+ * kind, range and the field it sets. */
 #include "tools/train_flags.h"
 
 #include "engine/io/replay_file.h"
@@ -10,6 +11,7 @@
 #include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -62,87 +64,171 @@ enum {
     REPLAY_COMPARED
 };
 
+/* How a flag's value is read.  K_INT: an integer in [min, max]; K_FLOAT: a
+ * finite float >= 0; K_WORD: one of the words of its arg ("sync|async"),
+ * which sets the value of the same place in values; K_PATH: a path that
+ * fits the TRAIN_START message; K_CUSTOM: its own parser. */
+typedef enum {
+    K_SWITCH,
+    K_INT,
+    K_FLOAT,
+    K_WORD,
+    K_PATH,
+    K_CUSTOM
+} flag_kind_t;
+
+/* The type of the field a flag sets (an enum is its integer type). */
+typedef enum {
+    T_NONE,
+    T_INT,
+    T_U32,
+    T_I64,
+    T_U64,
+    T_F32,
+    T_F64,
+    T_STR
+} target_type_t;
+
+/* Where that field is: in the job, or in what parsing collects beside it. */
+enum {
+    AT_NONE,
+    AT_JOB,
+    AT_PARSED
+};
+
+/* What parsing collects beyond the job itself. */
+typedef struct {
+    ember_opt_kind_t kind;
+    float lr, momentum;
+} parsed_t;
+
+/* A K_CUSTOM flag's parser; @target is its field (the job for --hidden). */
+typedef ember_status_t (*flag_parse_t)(int f, const char *value, void *target);
+
 typedef struct {
     const char *name; /* "--rows" */
     const char *arg;  /* what it takes ("R"); NULL: a switch */
     const char *help; /* lines after the first are indented by usage() */
     int replay;       /* REPLAY_*: what --replay makes of it */
+    flag_kind_t kind;
+    int64_t min, max;   /* K_INT */
+    const int *values;  /* K_WORD: what each word of arg sets */
+    flag_parse_t parse; /* K_CUSTOM */
+    int at;             /* AT_*: the field it sets */
+    size_t offset;
+    target_type_t type;
 } flag_t;
 
 /* A bit of ember_job_t.given and a slot of its flag_values per flag. */
 _Static_assert(F_COUNT <= 64, "more flags than ember_job_t.given has bits");
 
+#define TYPE_OF(s, field) \
+    _Generic(((s *)0)->field,                                                                      \
+            int: T_INT,                                                                            \
+            uint32_t: T_U32,                                                                       \
+            int64_t: T_I64,                                                                        \
+            uint64_t: T_U64,                                                                       \
+            float: T_F32,                                                                          \
+            double: T_F64,                                                                         \
+            const char *: T_STR)
+#define IN_JOB(field) \
+    .at = AT_JOB, .offset = offsetof(ember_job_t, field), .type = TYPE_OF(ember_job_t, field)
+#define IN_PARSED(field) \
+    .at = AT_PARSED, .offset = offsetof(parsed_t, field), .type = TYPE_OF(parsed_t, field)
+#define INT_FLAG(lo, hi, field)  .kind = K_INT, .min = (lo), .max = (hi), IN_JOB(field)
+#define WORD_FLAG(field, ...)    .kind = K_WORD, .values = (const int[]){__VA_ARGS__}, IN_JOB(field)
+#define CUSTOM_FLAG(parser, ...) .kind = K_CUSTOM, .parse = (parser), __VA_ARGS__
+
+static ember_status_t parse_hidden(int f, const char *value, void *target);
+static ember_status_t parse_mode(int f, const char *value, void *target);
+static ember_status_t parse_optimizer(int f, const char *value, void *target);
+static ember_status_t parse_device(int f, const char *value, void *target);
+static ember_status_t parse_bind(int f, const char *value, void *target);
+
 static const flag_t flags[F_COUNT] = {
-        [F_TRAINERS] = {"--trainers", "T", "trainers (2)", REPLAY_COMPARED},
-        [F_PS] = {"--ps", "P", "parameter servers; rows split by row % P (1)", REPLAY_FREE},
-        [F_ROWS] = {"--rows", "R", "rows of the embedding table (100)", REPLAY_COMPARED},
-        [F_DIM] = {"--dim", "D", "its dimension (16)", REPLAY_COMPARED},
-        [F_CLASSES] = {"--classes", "C", "outputs of the last Linear layer (8)", REPLAY_COMPARED},
+        [F_TRAINERS] = {"--trainers", "T", "trainers (2)", REPLAY_COMPARED,
+                        INT_FLAG(1, 4096, trainers)},
+        [F_PS] = {"--ps", "P", "parameter servers; rows split by row % P (1)", REPLAY_FREE,
+                  INT_FLAG(1, 4096, num_ps)},
+        [F_ROWS] = {"--rows", "R", "rows of the embedding table (100)", REPLAY_COMPARED,
+                    INT_FLAG(1, INT64_MAX / 65536, rows)},
+        [F_DIM] = {"--dim", "D", "its dimension (16)", REPLAY_COMPARED, INT_FLAG(1, 65536, dim)},
+        [F_CLASSES] = {"--classes", "C", "outputs of the last Linear layer (8)", REPLAY_COMPARED,
+                       INT_FLAG(2, 65536, classes)},
         [F_HIDDEN] = {"--hidden", "W1,W2,...",
                       "a dense MLP: Linear+ReLU layers of these\n"
                       "widths before the last Linear (none: the tutorial's)",
-                      REPLAY_REFUSED},
-        [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", REPLAY_COMPARED},
-        [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)",
-                           REPLAY_REFUSED},
+                      REPLAY_REFUSED, CUSTOM_FLAG(parse_hidden, .at = AT_JOB)},
+        [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", REPLAY_COMPARED,
+                    CUSTOM_FLAG(parse_mode, IN_JOB(mode))},
+        [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)", REPLAY_REFUSED,
+                           INT_FLAG(-1, INT64_MAX, padding_idx)},
         [F_WEIGHTS] = {"--weights", NULL,
                        "per-sample weights (sum mode; the tutorial's and\n"
                        "synthetic data draw each in [0, 1))",
-                       REPLAY_COMPARED},
+                       REPLAY_COMPARED, .kind = K_SWITCH, IN_JOB(per_sample_weights)},
         [F_OPTIMIZER] = {"--optimizer", "NAME", "sgd, adagrad, rowwise_adagrad, adam (sgd)",
-                         REPLAY_COMPARED},
-        [F_LR] = {"--lr", "X", "learning rate (0.05)", REPLAY_COMPARED},
+                         REPLAY_COMPARED, CUSTOM_FLAG(parse_optimizer, IN_PARSED(kind))},
+        [F_LR] = {"--lr", "X", "learning rate (0.05)", REPLAY_COMPARED, .kind = K_FLOAT,
+                  IN_PARSED(lr)},
         [F_MOMENTUM] = {"--momentum", "M", "SGD momentum (0; --optimizer sgd only)",
-                        REPLAY_COMPARED},
-        [F_EPOCHS] = {"--epochs", "E", "epochs (100)", REPLAY_REFUSED},
-        [F_BATCHES] = {"--batches", "B", "batches per epoch (10)", REPLAY_REFUSED},
-        [F_MIN_INDICES] = {"--min-indices", "A", "fewest indices of a batch (20)", REPLAY_REFUSED},
-        [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", REPLAY_REFUSED},
+                        REPLAY_COMPARED, .kind = K_FLOAT, IN_PARSED(momentum)},
+        [F_EPOCHS] = {"--epochs", "E", "epochs (100)", REPLAY_REFUSED,
+                      INT_FLAG(1, 1 << 30, epochs)},
+        [F_BATCHES] = {"--batches", "B", "batches per epoch (10)", REPLAY_REFUSED,
+                       INT_FLAG(1, 1 << 30, batches)},
+        [F_MIN_INDICES] = {"--min-indices", "A", "fewest indices of a batch (20)", REPLAY_REFUSED,
+                           INT_FLAG(0, 1 << 30, min_indices)},
+        [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", REPLAY_REFUSED,
+                           INT_FLAG(1, 1 << 30, max_indices)},
         [F_DATA] = {"--data", "tutorial|synthetic",
                     "random bags, or bags with a learnable\n"
                     "target (tutorial)",
-                    REPLAY_REFUSED},
-        [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", REPLAY_REFUSED},
-        [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", REPLAY_FREE},
+                    REPLAY_REFUSED, WORD_FLAG(data, EMBER_DATA_TUTORIAL, EMBER_DATA_SYNTHETIC)},
+        [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", REPLAY_REFUSED,
+                    INT_FLAG(0, INT64_MAX, seed)},
+        [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", REPLAY_FREE,
+                           WORD_FLAG(consistency, EMBER_SYNC, EMBER_ASYNC)},
         [F_SPARSE_REDUCE] = {"--sparse-reduce", "sum|mean",
                              "sync: how trainers' row gradients\n"
                              "combine (sum)",
-                             REPLAY_COMPARED},
+                             REPLAY_COMPARED,
+                             WORD_FLAG(sparse_reduce, EMBER_REDUCE_SUM, EMBER_REDUCE_MEAN)},
         [F_TABLE_DTYPE] = {"--table-dtype", "fp32|fp16",
                            "how the PS stores the table's rows\n"
                            "(fp32); fp16 halves its memory, arithmetic stays fp32",
-                           REPLAY_FREE},
+                           REPLAY_FREE, WORD_FLAG(table_dtype, EMBER_DTYPE_F32, EMBER_DTYPE_F16)},
         [F_REPLY_DTYPE] = {"--reply-dtype", "fp32|fp16",
                            "lookups' replies on the wire (fp32);\n"
                            "fp16 halves their bytes (the pooled values rounded)",
-                           REPLAY_FREE},
+                           REPLAY_FREE, WORD_FLAG(half_replies, 0, 1)},
         [F_REPLAY] = {"--replay", "FILE",
                       "train on a golden-layout file (sizes, weights,\n"
                       "batches and SGD from it) in sync mode, then check the\n"
                       "result against the file's expected values",
-                      REPLAY_FREE},
+                      REPLAY_FREE, .kind = K_PATH, IN_JOB(replay_path)},
         [F_REPLAY_TOLERANCE] = {"--replay-tolerance", "X",
                                 "--replay: the largest difference\n"
                                 "from the expected values that passes (1e-4)",
-                                REPLAY_FREE},
+                                REPLAY_FREE, .kind = K_FLOAT, IN_JOB(replay_tolerance)},
         [F_SAVE] = {"--save", "FILE",
                     "write the final weights (safetensors, the names of\n"
                     "the PyTorch module: README.md)",
-                    REPLAY_FREE},
+                    REPLAY_FREE, .kind = K_PATH, IN_JOB(save_path)},
         [F_METRICS] = {"--metrics", "FILE", "JSON lines, one per epoch (EMBER_METRICS)",
-                       REPLAY_FREE},
+                       REPLAY_FREE, .kind = K_PATH, IN_JOB(metrics_path)},
         [F_DEVICE] = {"--device", "cpu|cuda",
                       "where the trainers' dense model runs (cpu);\n"
                       "cuda takes GPU local_rank % GPUs, NCCL for its allreduce",
-                      REPLAY_FREE},
+                      REPLAY_FREE, CUSTOM_FLAG(parse_device, IN_JOB(device))},
         [F_PS_DEVICE] = {"--ps-device", "cpu|cuda",
                          "where each PS keeps its table shards and\n"
                          "pools (cpu); cuda: GPU local_rank % GPUs, fp32 rows",
-                         REPLAY_FREE},
+                         REPLAY_FREE, CUSTOM_FLAG(parse_device, IN_JOB(ps_device))},
         [F_BIND] = {"--bind", "numa|core|none",
                     "CPU/memory binding near the GPU/HCA\n"
                     "(EMBER_BIND, numa)",
-                    REPLAY_FREE},
+                    REPLAY_FREE, CUSTOM_FLAG(parse_bind, .at = AT_NONE)},
         [F_HELP] = {"--help", NULL, "this text", REPLAY_FREE},
         [F_VERSION] = {"--version", NULL, "the version of ember-train and its library",
                        REPLAY_FREE},
@@ -175,12 +261,6 @@ static int find_flag(const char *name)
     }
     return strcmp(name, "-h") == 0 ? F_HELP : -1;
 }
-
-/* What parsing collects beyond the job itself. */
-typedef struct {
-    ember_opt_kind_t kind;
-    float lr, momentum;
-} parsed_t;
 
 /* One line saying what was refused, then where the flags are listed. */
 static ember_status_t refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -241,8 +321,10 @@ static int parse_word(const char *value, const char *words, int *index_p)
     return 0;
 }
 
-static ember_status_t parse_hidden(const char *value, ember_job_t *job)
+/* --hidden W1,W2,...: @target is the job (its nhidden and hidden). */
+static ember_status_t parse_hidden(int f, const char *value, void *target)
 {
+    ember_job_t *job = target;
     char *copy = strdup(value), *save = NULL;
     int64_t v;
     if (!copy)
@@ -251,129 +333,110 @@ static ember_status_t parse_hidden(const char *value, ember_job_t *job)
     for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
         if (job->nhidden == EMBER_MAX_HIDDEN || !parse_i64(w, 1, 65536, &v)) {
             free(copy);
-            return bad_value(F_HIDDEN, value);
+            return bad_value(f, value);
         }
         job->hidden[job->nhidden++] = (uint32_t)v;
     }
     free(copy);
-    return job->nhidden ? EMBER_OK : bad_value(F_HIDDEN, value);
+    return job->nhidden ? EMBER_OK : bad_value(f, value);
 }
 
-/* One uint32 count flag of the job (epochs, batches, index bounds). */
-static uint32_t *count_field(ember_job_t *job, int f)
+static ember_status_t parse_mode(int f, const char *value, void *target)
 {
-    switch (f) {
-    case F_EPOCHS: return &job->epochs;
-    case F_BATCHES: return &job->batches;
-    case F_MIN_INDICES: return &job->min_indices;
-    default: return &job->max_indices;
+    return ember_bag_mode_parse(value, target) == EMBER_OK ? EMBER_OK : bad_value(f, value);
+}
+
+static ember_status_t parse_optimizer(int f, const char *value, void *target)
+{
+    return ember_opt_kind_parse(value, target) == EMBER_OK ? EMBER_OK : bad_value(f, value);
+}
+
+/* --device, --ps-device: the name, as the job spells it. */
+static ember_status_t parse_device(int f, const char *value, void *target)
+{
+    int word;
+    if (!parse_word(value, flags[f].arg, &word))
+        return bad_value(f, value);
+    *(const char **)target = word ? "cuda" : "cpu";
+    return EMBER_OK;
+}
+
+/* --bind was taken out of argv before (common/topology.h). */
+static ember_status_t parse_bind(int f, const char *value, void *target)
+{
+    (void)f;
+    (void)target;
+    return ember_config_set("EMBER_BIND", value);
+}
+
+/* An integer into the field its flag names, converted to that field's type. */
+static void store_int(target_type_t type, void *target, int64_t v)
+{
+    switch (type) {
+    case T_INT: *(int *)target = (int)v; break;
+    case T_U32: *(uint32_t *)target = (uint32_t)v; break;
+    case T_I64: *(int64_t *)target = v; break;
+    case T_U64: *(uint64_t *)target = (uint64_t)v; break;
+    default: break;
     }
 }
 
-/* Take one flag's value into the job. */
-static ember_status_t apply_flag(int f, const char *value, ember_job_t *job, parsed_t *parsed)
+static ember_status_t take_int(int f, const char *value, void *target)
 {
     int64_t v;
-    int word;
+    if (!parse_i64(value, flags[f].min, flags[f].max, &v))
+        return bad_value(f, value);
+    store_int(flags[f].type, target, v);
+    return EMBER_OK;
+}
 
-    switch (f) {
-    case F_TRAINERS:
-    case F_PS:
-        if (!parse_i64(value, 1, 4096, &v))
-            return bad_value(f, value);
-        *(f == F_TRAINERS ? &job->trainers : &job->num_ps) = (int)v;
-        return EMBER_OK;
-    case F_ROWS:
-        if (!parse_i64(value, 1, INT64_MAX / 65536, &v))
-            return bad_value(f, value);
-        job->rows = v;
-        return EMBER_OK;
-    case F_DIM:
-    case F_CLASSES:
-        if (!parse_i64(value, f == F_DIM ? 1 : 2, 65536, &v))
-            return bad_value(f, value);
-        *(f == F_DIM ? &job->dim : &job->classes) = (uint32_t)v;
-        return EMBER_OK;
-    case F_HIDDEN: return parse_hidden(value, job);
-    case F_MODE:
-        return ember_bag_mode_parse(value, &job->mode) == EMBER_OK ? EMBER_OK : bad_value(f, value);
-    case F_PADDING_IDX:
-        if (!parse_i64(value, -1, INT64_MAX, &v))
-            return bad_value(f, value);
-        job->padding_idx = v;
-        return EMBER_OK;
-    case F_WEIGHTS: job->per_sample_weights = 1; return EMBER_OK;
-    case F_OPTIMIZER:
-        return ember_opt_kind_parse(value, &parsed->kind) == EMBER_OK ? EMBER_OK
-                                                                      : bad_value(f, value);
-    case F_LR:
-    case F_MOMENTUM:
-        return parse_nonneg_float(value, f == F_LR ? &parsed->lr : &parsed->momentum)
-                       ? EMBER_OK
-                       : bad_value(f, value);
-    case F_EPOCHS:
-    case F_BATCHES:
-    case F_MIN_INDICES:
-    case F_MAX_INDICES:
-        if (!parse_i64(value, f == F_MIN_INDICES ? 0 : 1, 1 << 30, &v))
-            return bad_value(f, value);
-        *count_field(job, f) = (uint32_t)v;
-        return EMBER_OK;
-    case F_DATA:
-        if (!parse_word(value, "tutorial|synthetic", &word))
-            return bad_value(f, value);
-        job->data = word ? EMBER_DATA_SYNTHETIC : EMBER_DATA_TUTORIAL;
-        return EMBER_OK;
-    case F_SEED:
-        if (!parse_i64(value, 0, INT64_MAX, &v))
-            return bad_value(f, value);
-        job->seed = (uint64_t)v;
-        return EMBER_OK;
-    case F_CONSISTENCY:
-        if (!parse_word(value, "sync|async", &word))
-            return bad_value(f, value);
-        job->consistency = word ? EMBER_ASYNC : EMBER_SYNC;
-        return EMBER_OK;
-    case F_SPARSE_REDUCE:
-        if (!parse_word(value, "sum|mean", &word))
-            return bad_value(f, value);
-        job->sparse_reduce = word ? EMBER_REDUCE_MEAN : EMBER_REDUCE_SUM;
-        return EMBER_OK;
-    case F_TABLE_DTYPE:
-    case F_REPLY_DTYPE:
-        if (!parse_word(value, "fp32|fp16", &word))
-            return bad_value(f, value);
-        if (f == F_TABLE_DTYPE)
-            job->table_dtype = word ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32;
-        else
-            job->half_replies = word;
-        return EMBER_OK;
-    case F_REPLAY:
-    case F_SAVE:
-    case F_METRICS:
-        if (!*value || strlen(value) >= EMBER_PATH_MAX)
-            return refuse("%s: a path of 1 to 511 bytes is wanted, not '%s'", flags[f].name, value);
-        *(f == F_REPLAY ? &job->replay_path
-          : f == F_SAVE ? &job->save_path
-                        : &job->metrics_path) = value;
-        if (f == F_REPLAY)
+static ember_status_t take_float(int f, const char *value, void *target)
+{
+    float v;
+    if (!parse_nonneg_float(value, &v))
+        return bad_value(f, value);
+    if (flags[f].type == T_F64)
+        *(double *)target = v;
+    else
+        *(float *)target = v;
+    return EMBER_OK;
+}
+
+static ember_status_t take_word(int f, const char *value, void *target)
+{
+    int word;
+    if (!parse_word(value, flags[f].arg, &word))
+        return bad_value(f, value);
+    store_int(flags[f].type, target, flags[f].values[word]);
+    return EMBER_OK;
+}
+
+static ember_status_t take_path(int f, const char *value, void *target)
+{
+    if (!*value || strlen(value) >= EMBER_PATH_MAX)
+        return refuse("%s: a path of 1 to 511 bytes is wanted, not '%s'", flags[f].name, value);
+    *(const char **)target = value;
+    return EMBER_OK;
+}
+
+/* Take one flag's value into the field its table entry names. */
+static ember_status_t apply_flag(int f, const char *value, ember_job_t *job, parsed_t *parsed)
+{
+    const flag_t *flag = &flags[f];
+    void *target = flag->at == AT_JOB      ? (void *)((char *)job + flag->offset)
+                   : flag->at == AT_PARSED ? (void *)((char *)parsed + flag->offset)
+                                           : NULL;
+    switch (flag->kind) {
+    case K_SWITCH: store_int(flag->type, target, 1); return EMBER_OK;
+    case K_INT: return take_int(f, value, target);
+    case K_FLOAT: return take_float(f, value, target);
+    case K_WORD: return take_word(f, value, target);
+    case K_PATH:
+        EMBER_CHECK(take_path(f, value, target));
+        if (f == F_REPLAY) /* the batches come from the file */
             job->data = EMBER_DATA_REPLAY;
         return EMBER_OK;
-    case F_REPLAY_TOLERANCE: {
-        float tol;
-        if (!parse_nonneg_float(value, &tol))
-            return bad_value(f, value);
-        job->replay_tolerance = tol;
-        return EMBER_OK;
-    }
-    case F_DEVICE:
-    case F_PS_DEVICE:
-        if (!parse_word(value, "cpu|cuda", &word))
-            return bad_value(f, value);
-        *(f == F_DEVICE ? &job->device : &job->ps_device) = word ? "cuda" : "cpu";
-        return EMBER_OK;
-    case F_BIND: /* taken out of argv before (common/topology.h) */
-        return ember_config_set("EMBER_BIND", value);
+    case K_CUSTOM: return flag->parse(f, value, target);
     }
     return EMBER_ERR_INVALID_PARAM;
 }

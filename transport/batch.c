@@ -2,16 +2,16 @@
  * transport/batch: small messages to one peer leave as one message.
  *
  * Replies.  A server that falls behind finds several requests ready per
- * progress pass (a PS serving a trainer's window of lookups: 2-3 on
- * average).  Over TCP each reply is a send system call, which cost a PS
- * more than the lookup itself; held until the handler run ends and packed
- * together, they cost one.  A reply that is alone at the end of the run
- * goes as it was posted (no copy); replies over the peer's item limit
- * (tp_batch_item_max: 2 KiB, 8 KiB over tcp, where a reply's copy into the
- * batch costs far less than its system call) never wait, and none waits
- * longer than TP_BATCH_HOLD_S after the handler that held it, plus the
- * handler then running (a long handler, e.g. an allreduce adding a segment,
- * must not hold up the acks of the ones before it).
+ * progress pass (a PS serving a trainer's window of lookups).  Over TCP
+ * each reply is a send system call, which cost a PS more than the lookup
+ * itself; held until the handler run ends and packed together, they cost
+ * one.  A reply that is alone at the end of the run goes as it was posted
+ * (no copy); replies over the peer's item limit (tp_batch_item_max: 2 KiB,
+ * 8 KiB over tcp, where a reply's copy into the batch costs far less than
+ * its system call) never wait, and none waits longer than TP_BATCH_HOLD_S
+ * after the handler that held it, plus the handler then running (a long
+ * handler, e.g. an allreduce adding a segment, must not hold up the acks of
+ * the ones before it).
  *
  * Calls.  Between ember_rpc_batch_begin and _end, small calls and one-way
  * sends to a connected peer are held the same way (libfabric's FI_MORE),

@@ -153,33 +153,28 @@ static tp_lane_class_t ep_am_lane_class(ucp_ep_h ep)
 }
 
 /*
- * Over TCP, UCX sends an active message above ~20 KiB by rendezvous (~90 KiB
- * with the 64 KiB segments ember asks for, EMBER_TCP_SEG_SIZE): a
- * request-to-send, the receiver's answer, then the data, each message a
- * system call on loopback or a round trip on a wire.  A reply's receiver is
- * already waiting for it, and nobody waits on a one-way message's
- * handshake, so both go eager up to EMBER_TCP_EAGER (64 KiB), and calls
- * too.  ember-bench lookup over tcp, alternating with UCX's choice: 64 KiB
- * replies 1.17-1.34x, 32 KiB ones 1.06-1.6x (docs/PERFORMANCE.md); 128 KiB
- * ones lost a quarter (an eager message is copied once more at the
- * receiver), so the limit stays below.  Eager calls: a 4-member 64 KiB
- * allreduce (recursive halving, 16-32 KiB segments) 2.0x; lookups with
- * 16-64 KiB requests level.
+ * Over TCP, UCX sends an active message above its rendezvous threshold
+ * (which EMBER_TCP_SEG_SIZE, the segment size ember asks for, raises) by
+ * rendezvous: a request-to-send, the receiver's answer, then the data, each
+ * message a system call on loopback or a round trip on a wire.  A reply's
+ * receiver is already waiting for it, and nobody waits on a one-way
+ * message's handshake, so both go eager up to EMBER_TCP_EAGER, and calls
+ * too.  The limit stays where the handshake still costs more than what
+ * eager adds: an eager message is copied once more at the receiver.
  *
- * Over shared memory UCX goes rendezvous above ~8 KiB, and the server then
- * fetches each request itself (a process_vm_readv pinning the caller's
+ * Over shared memory UCX goes rendezvous above a few KiB, and the server
+ * then fetches each request itself (a process_vm_readv pinning the caller's
  * pages, and an answer) before its handler runs; calls and one-way
- * messages up to EMBER_SHM_EAGER (48 KiB) go eager instead, copied through
- * the FIFO.  ember-bench lookup over sm, ten alternating rounds: 16 KiB
- * requests 1.15x, 32 KiB 1.09x, 64 KiB level.  Replies: UCX decides (its
- * rendezvous reads them zero-copy).
+ * messages up to EMBER_SHM_EAGER go eager instead, copied through the
+ * FIFO.  Replies: UCX decides (its rendezvous reads them zero-copy).
  *
- * One-way messages go eager up to EMBER_ONEWAY_EAGER (16 KiB) over any
- * transport (RDMA included, where nothing here was measured), and to a TCP
- * peer up to EMBER_TCP_ONEWAY_EAGER (256 KiB): a TCP pair's one-step
- * allreduce at 96-256 KiB 1.25-1.55x, where eager replies of 128 KiB had
- * lost (a caller waits through the receiver's extra copy of an eager
- * message; nobody waits on a one-way one).
+ * One-way messages go eager up to EMBER_ONEWAY_EAGER over any transport
+ * (RDMA included, where nothing here was measured), and to a TCP peer up to
+ * EMBER_TCP_ONEWAY_EAGER, above the call limit: a caller waits through the
+ * receiver's extra copy of an eager message, nobody waits on a one-way one.
+ * Each limit was set by ember-bench lookup and allreduce runs alternating
+ * with UCX's own choice (docs/PERFORMANCE.md, "Lookup and allreduce beside
+ * their peers", has the current figures).
  * Decided once per peer, at its first send or reply, when its lanes are
  * set up (a peer is READY only after its HELLO was answered).
  */
@@ -219,68 +214,92 @@ int ember_tp_peer_over_tcp(ember_tp_t *tp, int rank)
     return peer->lane == TP_LANE_TCP;
 }
 
-static void send_now(ember_tp_t *tp, tp_send_t *send)
-{
-    tp_peer_t *peer = &tp->peers[send->peer];
-    ucp_request_param_t param = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                            UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS,
-            .cb.send = send_cb,
-            .user_data = send,
-            .datatype = ucp_dt_make_iov(),
-            .flags = UCP_AM_SEND_FLAG_REPLY,
-    };
-    ucs_status_ptr_t request;
-    const void *buffer = send->iov;
-    size_t count = send->iovcnt;
-    size_t header_length = sizeof(send->header);
+/* What UCX is handed for one send: its header and data, and how. */
+typedef struct {
+    ucp_request_param_t param;
+    const void *buffer;
+    size_t count;
+    size_t header_length;
+} send_args_t;
 
+/* The header, and the payload as UCX takes it: a small first part inline
+ * in the header, one buffer contiguous, else the iov. */
+static void send_layout(ember_tp_t *tp, tp_send_t *send, send_args_t *args)
+{
+    args->buffer = send->iov;
+    args->count = send->iovcnt;
+    args->header_length = sizeof(send->header);
     memcpy(send->am_header, &send->header, sizeof(send->header));
     if (send->iovcnt == 2 && send->am_id != TP_AM_HELLO && send->iov[0].length <= tp->inline_max) {
         /* A small first part rides in the AM header (see TP_INLINE_MAX). */
         tp_header_t *header = (tp_header_t *)send->am_header;
         header->flags |= (uint32_t)send->iov[0].length << TP_INLINE_SHIFT;
         memcpy(send->am_header + sizeof(*header), send->iov[0].buffer, send->iov[0].length);
-        header_length += send->iov[0].length;
-        param.datatype = ucp_dt_make_contig(1);
-        buffer = send->iov[1].buffer;
-        count = send->iov[1].length;
+        args->header_length += send->iov[0].length;
+        args->param.datatype = ucp_dt_make_contig(1);
+        args->buffer = send->iov[1].buffer;
+        args->count = send->iov[1].length;
     } else if (send->iovcnt <= 1) {
         /* One buffer goes as contiguous data: UCX's rendezvous then reads it
          * zero-copy, which it does not do for an iov. */
-        param.datatype = ucp_dt_make_contig(1);
-        buffer = send->iovcnt ? send->iov[0].buffer : NULL;
-        count = send->iovcnt ? send->iov[0].length : 0;
+        args->param.datatype = ucp_dt_make_contig(1);
+        args->buffer = send->iovcnt ? send->iov[0].buffer : NULL;
+        args->count = send->iovcnt ? send->iov[0].length : 0;
     }
     if (send->mem_type == EMBER_MEM_CUDA) { /* UCX reads it from GPU memory */
-        param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-        param.memory_type = UCS_MEMORY_TYPE_CUDA;
+        args->param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        args->param.memory_type = UCS_MEMORY_TYPE_CUDA;
     }
+}
+
+/* Eager or rendezvous, by the peer's limits (peer_lanes). */
+static void send_protocol(ember_tp_t *tp, tp_peer_t *peer, tp_send_t *send, send_args_t *args)
+{
+    ucp_request_param_t *param = &args->param;
+    int contig = param->datatype == ucp_dt_make_contig(1);
+
     if (send->am_id != TP_AM_HELLO)
         peer_lanes(tp, peer);
     if ((send->am_id == TP_AM_REPLY || send->am_id == TP_AM_REPLY_BATCH ||
          send->am_id == TP_AM_CALL_BATCH) &&
-        param.datatype == ucp_dt_make_contig(1) && count <= peer->eager_reply_max)
-        param.flags |= UCP_AM_SEND_FLAG_EAGER;
+        contig && args->count <= peer->eager_reply_max)
+        param->flags |= UCP_AM_SEND_FLAG_EAGER;
     /* A one-way message is not waited on, and its receiver's handler runs on
      * arrival: up to the peer's one-way limit it skips the rendezvous
-     * handshake (over shared memory UCX 1.13 goes rendezvous above 8 KiB,
-     * and a 2-member 8 KiB allreduce took 9-12 us that way against 2.4-3.8
-     * us).  Calls go eager up to the peer's call limit (see peer_lanes). */
+     * handshake, which over shared memory costs a small allreduce several
+     * times its eager time.  Calls go eager up to the peer's call limit
+     * (see peer_lanes). */
     size_t request_eager_max =
             (send->header.flags & TP_FLAG_ONEWAY) ? peer->eager_oneway_max : peer->eager_call_max;
     /* The data after UCX's header: a small head riding in the header (an
-     * allreduce segment's) does not push a 64 KiB payload past 64 KiB. */
-    size_t data_bytes = param.datatype == ucp_dt_make_contig(1) ? count : send->header.length;
+     * allreduce segment's) does not push a payload at the limit past it. */
+    size_t data_bytes = contig ? args->count : send->header.length;
     if (send->am_id == TP_AM_REQUEST && request_eager_max && data_bytes <= request_eager_max)
-        param.flags |= UCP_AM_SEND_FLAG_EAGER;
+        param->flags |= UCP_AM_SEND_FLAG_EAGER;
     /* A reply its caller receives straight into its buffer (REPLY_RNDV). */
     if (send->force_rndv)
-        param.flags = (param.flags & ~(uint32_t)UCP_AM_SEND_FLAG_EAGER) | UCP_AM_SEND_FLAG_RNDV;
+        param->flags = (param->flags & ~(uint32_t)UCP_AM_SEND_FLAG_EAGER) | UCP_AM_SEND_FLAG_RNDV;
+}
+
+static void send_now(ember_tp_t *tp, tp_send_t *send)
+{
+    tp_peer_t *peer = &tp->peers[send->peer];
+    send_args_t args = {
+            .param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                      UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS,
+                      .cb.send = send_cb,
+                      .user_data = send,
+                      .datatype = ucp_dt_make_iov(),
+                      .flags = UCP_AM_SEND_FLAG_REPLY},
+    };
+
+    send_layout(tp, send, &args);
+    send_protocol(tp, peer, send, &args);
     /* HELLO carries no ember header: it is all payload. */
-    request = ucp_am_send_nbx(
-            peer->ep, send->am_id, send->am_id == TP_AM_HELLO ? NULL : send->am_header,
-            send->am_id == TP_AM_HELLO ? 0 : header_length, buffer, count, &param);
+    ucs_status_ptr_t request = ucp_am_send_nbx(peer->ep, send->am_id,
+                                               send->am_id == TP_AM_HELLO ? NULL : send->am_header,
+                                               send->am_id == TP_AM_HELLO ? 0 : args.header_length,
+                                               args.buffer, args.count, &args.param);
     if (request == NULL) {
         tp_send_complete(send, EMBER_OK);
     } else if (UCS_PTR_IS_ERR(request)) {

@@ -61,9 +61,9 @@ ember_status_t tp_future_alloc(ember_tp_t *tp, tp_future_kind_t kind, int peer, 
     ember_future_t *future;
     uint32_t slot;
     /* Deadlines run on the coarse clock (tp_progress_once): a precise read
-     * here was a vDSO clock read per call for nothing (a visible share of
-     * `perf` profiles on a KVM guest).  The coarse clock lags, so the
-     * call starts as much later as it may lag: it never fails early. */
+     * here would be a clock read per call for nothing, and clock reads are
+     * dear on a virtual machine.  The coarse clock lags, so the call starts
+     * as much later as it may lag: it never fails early. */
     double now = ember_time_coarse() + tp->coarse_lag_s;
 
     if (tp->free_count == 0)
@@ -312,14 +312,6 @@ static int mem_layout_ok(const ember_tp_t *tp, const ember_iov_t *iov, size_t io
            (iovcnt == 2 && iov[0].length <= tp->inline_max);
 }
 
-ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
-                                    size_t iovcnt, void *resp_buffer, size_t resp_capacity,
-                                    double timeout_s, ember_future_t **future_p)
-{
-    return ember_rpc_call_async_mem(tp, peer, op, iov, iovcnt, resp_buffer, resp_capacity, NULL,
-                                    timeout_s, future_p);
-}
-
 /* A call or one-way send leaves now, or is held for its peer's batch. */
 static ember_status_t request_post(ember_tp_t *tp, tp_send_t *send)
 {
@@ -330,20 +322,13 @@ static ember_status_t request_post(ember_tp_t *tp, tp_send_t *send)
     return tp_peer_send(tp, send);
 }
 
-ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
-                                        const ember_iov_t *iov, size_t iovcnt, void *resp_buffer,
-                                        size_t resp_capacity, const ember_rpc_mem_t *mem,
-                                        double timeout_s, ember_future_t **future_p)
+/* Zeroed: host memory, EMBER_RPC_TIMEOUT (what a NULL param means). */
+static const ember_rpc_param_t default_param;
+
+static ember_status_t call_check(const ember_tp_t *tp, int peer, uint16_t op,
+                                 const ember_iov_t *iov, size_t iovcnt, const void *resp_buffer,
+                                 const ember_rpc_param_t *param, size_t total)
 {
-    static const ember_rpc_mem_t host = {EMBER_MEM_HOST, EMBER_MEM_HOST, 0};
-    ember_future_t *future;
-    tp_send_t *send;
-    size_t total = iov_total(iov, iovcnt);
-    ember_status_t status;
-
-    if (!mem)
-        mem = &host;
-
     if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX || (iovcnt && !iov)) {
         ember_error("tp",
                     "call op %u to rank %d: invalid peer or op (world size "
@@ -351,8 +336,8 @@ ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
                     op, peer, tp->world_size);
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (!mem_layout_ok(tp, iov, iovcnt, mem->payload_mem) ||
-        (mem->reply_mem != EMBER_MEM_HOST && !resp_buffer)) {
+    if (!mem_layout_ok(tp, iov, iovcnt, param->payload_mem) ||
+        (param->reply_mem != EMBER_MEM_HOST && !resp_buffer)) {
         ember_error("tp",
                     "call op %u: GPU memory needs one buffer or a head of at "
                     "most %zu bytes before it, and a reply buffer",
@@ -366,7 +351,22 @@ ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
                     op, tp->peers[peer].name, total, tp->max_message);
         return EMBER_ERR_MSG_TOO_LONG;
     }
-    EMBER_CHECK(tp_future_alloc(tp, TP_FUTURE_CALL, peer, timeout_s, &future));
+    return EMBER_OK;
+}
+
+ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                                    size_t iovcnt, void *resp_buffer, size_t resp_capacity,
+                                    const ember_rpc_param_t *param, ember_future_t **future_p)
+{
+    ember_future_t *future;
+    tp_send_t *send;
+    size_t total = iov_total(iov, iovcnt);
+    ember_status_t status;
+
+    if (!param)
+        param = &default_param;
+    EMBER_CHECK(call_check(tp, peer, op, iov, iovcnt, resp_buffer, param, total));
+    EMBER_CHECK(tp_future_alloc(tp, TP_FUTURE_CALL, peer, param->timeout_s, &future));
     future->op = op;
     future->response = resp_buffer;
     future->capacity = resp_buffer ? resp_capacity : 0;
@@ -377,16 +377,16 @@ ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
         tp_future_maybe_free(future);
         return status;
     }
-    int reply_rndv = mem->reply_rndv || mem->reply_mem != EMBER_MEM_HOST;
+    int reply_rndv = param->reply_rndv || param->reply_mem != EMBER_MEM_HOST;
     send->header = (tp_header_t){.magic = TP_MAGIC,
                                  .version = TP_VERSION,
                                  .op = op,
                                  .request_id = future->id,
                                  .flags = reply_rndv ? TP_FLAG_REPLY_RNDV : 0,
                                  .length = total};
-    send->mem_type = mem->payload_mem;
+    send->mem_type = param->payload_mem;
     send->future = future;
-    future->response_mem = mem->reply_mem;
+    future->response_mem = param->reply_mem;
     future->reply_rndv = reply_rndv;
     future->send = send;
     future->send_inflight = 1;
@@ -395,17 +395,12 @@ ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
 }
 
 ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
-                              size_t iovcnt, ember_rpc_done_cb done_cb, void *done_arg)
-{
-    return ember_rpc_send_mem(tp, peer, op, iov, iovcnt, EMBER_MEM_HOST, done_cb, done_arg);
-}
-
-ember_status_t ember_rpc_send_mem(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
-                                  size_t iovcnt, ember_mem_type_t payload_mem,
-                                  ember_rpc_done_cb done_cb, void *done_arg)
+                              size_t iovcnt, const ember_rpc_param_t *param,
+                              ember_rpc_done_cb done_cb, void *done_arg)
 {
     tp_send_t *send;
     size_t total = iov_total(iov, iovcnt);
+    ember_mem_type_t payload_mem = param ? param->payload_mem : EMBER_MEM_HOST;
 
     if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX || (iovcnt && !iov) ||
         !done_cb) {
@@ -454,7 +449,7 @@ ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op, const ember
     ember_future_t *future;
     ember_status_t status;
 
-    EMBER_CHECK(ember_rpc_call_async(tp, peer, op, iov, iovcnt, resp_buffer, resp_capacity, 0,
+    EMBER_CHECK(ember_rpc_call_async(tp, peer, op, iov, iovcnt, resp_buffer, resp_capacity, NULL,
                                      &future));
     status = ember_future_wait(future);
     if (resp_length_p)

@@ -335,8 +335,8 @@ int tp_pull_rendezvous_config(void);
 void tp_progress_until(ember_tp_t *tp, int (*done)(const void *arg), const void *arg,
                        double deadline);
 /* The same for @timeout_s, counted from the first idle pass: a wait that
- * is over before it idles reads no clock (one read per call was a few
- * percent of a small request's time on a KVM guest). */
+ * is over before it idles reads no clock (a read per call shows in a small
+ * request's time where clock reads are dear, as on a virtual machine). */
 void tp_progress_for(ember_tp_t *tp, int (*done)(const void *arg), const void *arg,
                      double timeout_s);
 

@@ -235,10 +235,10 @@ unsigned tp_progress_once(ember_tp_t *tp)
 /*
  * How long a waiter polls before sleeping (EMBER_SPIN_US, else chosen
  * here).  With a CPU for every rank on this host, a long spin keeps a
- * waiter off the sleep/wake path that cost a large allreduce a third of its
- * bandwidth (each 512 KiB segment outlasted a 20 us spin); when ranks share
- * CPUs, spinning takes the very core the awaited peer needs, so the window
- * stays short.
+ * waiter off the sleep/wake path, which a large allreduce would otherwise
+ * take once per segment (each segment outlasts a short spin); when ranks
+ * share CPUs, spinning takes the very core the awaited peer needs, so the
+ * window stays short.
  */
 double tp_spin_window(const ember_tp_t *tp)
 {

@@ -409,7 +409,8 @@ static void notify_members(ember_allreduce_t *ar, ember_status_t status, int los
             ember_tp_peer_lost(ar->tp, ar->ranks[m]))
             continue;
         if (ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_ABORT, &iov, 1,
-                                 ar->ack_sink, sizeof(ar->ack_sink), 0, &ar->aborts[m]) != EMBER_OK)
+                                 ar->ack_sink, sizeof(ar->ack_sink), NULL,
+                                 &ar->aborts[m]) != EMBER_OK)
             ar->aborts[m] = NULL;
     }
 }
@@ -489,7 +490,7 @@ static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int st
                           {from + base + offset, nfloats * sizeof(float)}};
     status =
             ember_rpc_call_async(ar->tp, ar->ranks[to], ar->op_base + OP_DATA, iov, nfloats ? 2 : 1,
-                                 ar->ack_sink, sizeof(ar->ack_sink), 0, &send->future);
+                                 ar->ack_sink, sizeof(ar->ack_sink), NULL, &send->future);
     if (status != EMBER_OK) {
         ar_break(ar, status, -1, r->seq, 1,
                  "allreduce seq %" PRIu64 ": cannot send to %s (rank %d): %s", r->seq,
@@ -1178,7 +1179,7 @@ static ember_status_t hello(ember_allreduce_t *ar, int m)
     ember_status_t status;
 
     status = ember_rpc_call_async(ar->tp, ar->ranks[m], ar->op_base + OP_HELLO, &iov, 1,
-                                  ar->ack_sink, sizeof(ar->ack_sink), 0, &future);
+                                  ar->ack_sink, sizeof(ar->ack_sink), NULL, &future);
     if (status != EMBER_OK)
         return status;
     status = ember_future_wait(future);
@@ -1614,7 +1615,7 @@ static void post_small(ember_allreduce_t *ar, ember_allreduce_req_t *r)
         ember_iov_t iov[2] = {{&out->hdr, sizeof(out->hdr)},
                               {r->small_buf, r->count * sizeof(float)}};
         ember_status_t status = ember_rpc_send(ar->tp, ar->ranks[m], ar->op_base + OP_DATA, iov, 2,
-                                               oneway_done, out);
+                                               NULL, oneway_done, out);
         if (status != EMBER_OK) {
             out->oneway_status = status; /* the callback will not run */
             ar_break(ar, status, -1, r->seq, 1,

@@ -132,7 +132,7 @@ static ember_status_t master_call(master_t *master, int rank, uint16_t op, const
 {
     ember_future_t *future;
     ember_status_t status =
-            ember_rpc_call_async(master->tp, rank, op, iov, iovcnt, out, capacity, 0, &future);
+            ember_rpc_call_async(master->tp, rank, op, iov, iovcnt, out, capacity, NULL, &future);
     if (status != EMBER_OK)
         return status;
     status = ember_future_wait(future);
@@ -155,7 +155,8 @@ static void abort_job(master_t *master, const char *cause)
         if (rank == ember_tp_rank(master->tp) || ember_tp_peer_lost(master->tp, rank))
             continue;
         /* A live rank answers at once; a hung one must not hold the end up. */
-        if (ember_rpc_call_async(master->tp, rank, EMBER_OP_ABORT, &iov, 1, NULL, 0, 1.0,
+        if (ember_rpc_call_async(master->tp, rank, EMBER_OP_ABORT, &iov, 1, NULL, 0,
+                                 &(ember_rpc_param_t){.timeout_s = 1.0},
                                  &futures[count]) == EMBER_OK)
             count++;
     }
@@ -358,7 +359,8 @@ static ember_status_t start_trainers(master_t *master)
         ember_iov_t iov[2] = {{&master->starts[t], sizeof(master->spec)},
                               {master->params, master->nparams * sizeof(float)}};
         /* Answered when the trainer finishes: no deadline but peer loss. */
-        EMBER_CHECK(ember_rpc_call_async(master->tp, t, EMBER_OP_TRAIN_START, iov, 2, NULL, 0, 1e9,
+        EMBER_CHECK(ember_rpc_call_async(master->tp, t, EMBER_OP_TRAIN_START, iov, 2, NULL, 0,
+                                         &(ember_rpc_param_t){.timeout_s = 1e9},
                                          &master->futures[t]));
     }
     return EMBER_OK;

@@ -35,13 +35,13 @@ typedef struct {
     /* Replies as they came: shard p's at p * reply_bytes (pinned host
      * memory, or device memory on the device path). */
     ember_scratch_t replies;
-    ember_scratch_t widened;  /* fp16 replies widened: p's at p * bags * dim */
-    ember_scratch_t pooled;   /* the combined input on the host (staged) */
-    ember_scratch_t grad_in;  /* its gradient on the host (staged) */
-    ember_scratch_t grads;    /* each shard's gradient: p's at p * grad_stride */
-    ember_scratch_t counts;   /* device path: the counts, on the device */
-    ember_scratch_t winner;   /* max mode: the shard of each maximum */
-    size_t grad_stride;       /* floats between shards' gradients */
+    ember_scratch_t widened; /* fp16 replies widened: p's at p * bags * dim */
+    ember_scratch_t pooled;  /* the combined input on the host (staged) */
+    ember_scratch_t grad_in; /* its gradient on the host (staged) */
+    ember_scratch_t grads;   /* each shard's gradient: p's at p * grad_stride */
+    ember_scratch_t counts;  /* device path: the counts, on the device */
+    ember_scratch_t winner;  /* max mode: the shard of each maximum */
+    size_t grad_stride;      /* floats between shards' gradients */
 } ember_parts_t;
 
 /**

@@ -25,9 +25,9 @@ struct ember_replica {
     ember_opt_t *optimizer;
     /* This step's: its bags, and buffers grown rarely, never per step. */
     size_t bags;
-    const int64_t *targets;      /* on the device (the batch's on "cpu") */
-    ember_scratch_t d_targets;   /* their copy on a GPU */
-    ember_scratch_t x, grad_x;   /* the input and its gradient */
+    const int64_t *targets;          /* on the device (the batch's on "cpu") */
+    ember_scratch_t d_targets;       /* their copy on a GPU */
+    ember_scratch_t x, grad_x;       /* the input and its gradient */
     ember_scratch_t z[MAX_LAYERS];   /* each layer's pre-activation */
     ember_scratch_t act[MAX_LAYERS]; /* ReLU outputs: layer l's input (act[0]: x) */
     ember_scratch_t g[2];            /* gradient scratch, ping-pong */
@@ -160,8 +160,8 @@ ember_status_t ember_replica_forward(ember_replica_t *replica, const int64_t *ta
         EMBER_CHECK(td->ops->linear_forward(td->device, layer_input(replica, l), bags, sizes[l],
                                             sizes[l + 1], w, bias, replica->z[l].data));
         if (l + 1 < L)
-            EMBER_CHECK(td->ops->relu_forward(td->device, replica->z[l].data,
-                                              bags * sizes[l + 1], replica->act[l + 1].data));
+            EMBER_CHECK(td->ops->relu_forward(td->device, replica->z[l].data, bags * sizes[l + 1],
+                                              replica->act[l + 1].data));
     }
     float loss = 0.0f;
     ember_status_t status =
@@ -197,8 +197,8 @@ ember_status_t ember_replica_backward(ember_replica_t *replica, const float **gr
         size_t count = ember_dense_offset(sizes, l + 1) - offset;
         const float *w = replica->d_params + offset;
         float *gw = replica->d_grads + offset, *gb = gw + sizes[l + 1] * sizes[l];
-        float *gx = l == 0 ? replica->grad_x.data
-                           : replica->g[g == replica->g[0].data ? 1 : 0].data;
+        float *gx =
+                l == 0 ? replica->grad_x.data : replica->g[g == replica->g[0].data ? 1 : 0].data;
         EMBER_CHECK(td->ops->linear_backward(td->device, layer_input(replica, l), bags, sizes[l],
                                              sizes[l + 1], w, g, 0, gx, gw, gb));
         ember_status_t status =

@@ -138,7 +138,8 @@ static int shard_entries_grow(shard_t *shard)
 {
     size_t count = shard->entries_capacity + 1;
     size_t rows = shard->entries_capacity, weights = rows, places = rows;
-    if (!EMBER_RESERVE(shard->rows, rows, count) || !EMBER_RESERVE(shard->weights, weights, count) ||
+    if (!EMBER_RESERVE(shard->rows, rows, count) ||
+        !EMBER_RESERVE(shard->weights, weights, count) ||
         !EMBER_RESERVE(shard->places, places, count))
         return 0;
     shard->entries_capacity = rows; /* all three grew alike */
@@ -189,19 +190,18 @@ static ember_status_t shard_request(ember_sparse_t *sparse, shard_t *shard, uint
         return EMBER_ERR_NO_MEMORY;
     EMBER_CHECK(
             ember_bag_dedup(shard->rows, n, -1, shard->unique, shard->inverse, &shard->nunique));
-    ember_wire_lookup_t lookup = {
-            .head = {.table_id = sparse->config.table_id,
-                     .trainer = (uint32_t)sparse->config.trainer,
-                     .step = step,
-                     .flags = sparse->flags,
-                     .bags = (uint32_t)sparse->bags,
-                     .unique = (uint32_t)shard->nunique,
-                     .indices = (uint32_t)n},
-            .counts = shard->counts,
-            .rows = shard->unique,
-            .inverse = shard->inverse,
-            .weights = shard->weights,
-            .places = shard->places};
+    ember_wire_lookup_t lookup = {.head = {.table_id = sparse->config.table_id,
+                                           .trainer = (uint32_t)sparse->config.trainer,
+                                           .step = step,
+                                           .flags = sparse->flags,
+                                           .bags = (uint32_t)sparse->bags,
+                                           .unique = (uint32_t)shard->nunique,
+                                           .indices = (uint32_t)n},
+                                  .counts = shard->counts,
+                                  .rows = shard->unique,
+                                  .inverse = shard->inverse,
+                                  .weights = shard->weights,
+                                  .places = shard->places};
     shard->request_bytes = ember_wire_lookup_size(&lookup.head);
     if (!EMBER_RESERVE(shard->request, shard->request_capacity, shard->request_bytes))
         return EMBER_ERR_NO_MEMORY;
@@ -209,8 +209,8 @@ static ember_status_t shard_request(ember_sparse_t *sparse, shard_t *shard, uint
     return EMBER_OK;
 }
 
-ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batch,
-                                  uint64_t step, char *err, size_t err_length)
+ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batch, uint64_t step,
+                                  char *err, size_t err_length)
 {
     const ember_sparse_config_t *config = &sparse->config;
     ember_status_t status = split_entries(sparse, batch);
@@ -221,8 +221,8 @@ ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *b
     for (uint32_t p = 0; status == EMBER_OK && p < config->num_ps; p++)
         status = shard_request(sparse, &sparse->shards[p], step);
     if (status != EMBER_OK)
-        return fail(err, err_length, status, "table %s: the lookups: %s",
-                    config->table_name, ember_status_string(status));
+        return fail(err, err_length, status, "table %s: the lookups: %s", config->table_name,
+                    ember_status_string(status));
     return EMBER_OK;
 }
 
@@ -252,18 +252,17 @@ ember_status_t ember_sparse_pushes_wait(ember_sparse_t *sparse, uint64_t step, c
 }
 
 /* Every shard's lookup in flight, each reply landing in its part. */
-static ember_status_t lookups_send(ember_sparse_t *sparse, char *err,
-                                   size_t err_length)
+static ember_status_t lookups_send(ember_sparse_t *sparse, char *err, size_t err_length)
 {
     ember_parts_t *parts = &sparse->parts;
-    const ember_rpc_mem_t to_device = {.payload_mem = EMBER_MEM_HOST,
-                                       .reply_mem = ember_parts_mem(parts)};
+    const ember_rpc_param_t to_device = {.payload_mem = EMBER_MEM_HOST,
+                                         .reply_mem = ember_parts_mem(parts)};
     for (uint32_t p = 0; p < sparse->config.num_ps; p++) {
         shard_t *shard = &sparse->shards[p];
         ember_iov_t iov = {.buffer = shard->request, .length = shard->request_bytes};
-        ember_status_t status = ember_rpc_call_async_mem(
+        ember_status_t status = ember_rpc_call_async(
                 sparse->tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1, ember_parts_reply(parts, p),
-                parts->reply_bytes, &to_device, 0, &shard->lookup);
+                parts->reply_bytes, &to_device, &shard->lookup);
         if (status != EMBER_OK)
             return fail(err, err_length, status, "lookup on ps%u: %s", p,
                         ember_status_string(status));
@@ -272,8 +271,7 @@ static ember_status_t lookups_send(ember_sparse_t *sparse, char *err,
 }
 
 /* Every reply in, each of the size the lookup asked for. */
-static ember_status_t lookups_wait(ember_sparse_t *sparse, char *err,
-                                   size_t err_length)
+static ember_status_t lookups_wait(ember_sparse_t *sparse, char *err, size_t err_length)
 {
     for (uint32_t p = 0; p < sparse->config.num_ps; p++) {
         shard_t *shard = &sparse->shards[p];
@@ -300,8 +298,7 @@ static ember_status_t lookups_wait(ember_sparse_t *sparse, char *err,
     return EMBER_OK;
 }
 
-ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err,
-                                   size_t err_length)
+ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length)
 {
     ember_msg_lookup_t reply = {.bags = (uint32_t)sparse->bags, .flags = sparse->flags};
     size_t reply_bytes = (size_t)ember_wire_lookup_reply_bytes(&reply, sparse->config.dim);
@@ -333,7 +330,7 @@ ember_status_t ember_sparse_push(ember_sparse_t *sparse, const float *grad_x, ui
 {
     ember_parts_t *parts = &sparse->parts;
     const ember_mem_type_t mem = ember_parts_mem(parts);
-    const ember_rpc_mem_t from = {.payload_mem = mem, .reply_mem = EMBER_MEM_HOST};
+    const ember_rpc_param_t from = {.payload_mem = mem, .reply_mem = EMBER_MEM_HOST};
     const size_t bytes = sparse->bags * sparse->config.dim * sizeof(float);
 
     EMBER_CHECK(ember_parts_split(parts, sparse->bag_counts, grad_x));
@@ -350,11 +347,11 @@ ember_status_t ember_sparse_push(ember_sparse_t *sparse, const float *grad_x, ui
         ember_status_t status;
         if (!last) {
             shard->pushing = 1;
-            status = ember_rpc_send_mem(sparse->tp, shard->rank, EMBER_OP_GRAD, iov, iovcnt, mem,
-                                        push_done, shard);
+            status = ember_rpc_send(sparse->tp, shard->rank, EMBER_OP_GRAD, iov, iovcnt, &from,
+                                    push_done, shard);
         } else {
-            status = ember_rpc_call_async_mem(sparse->tp, shard->rank, EMBER_OP_GRAD, iov, iovcnt,
-                                              NULL, 0, &from, 0, &shard->push);
+            status = ember_rpc_call_async(sparse->tp, shard->rank, EMBER_OP_GRAD, iov, iovcnt, NULL,
+                                          0, &from, &shard->push);
         }
         if (status != EMBER_OK)
             return fail(err, err_length, status, "gradient push to ps%u: %s", p,

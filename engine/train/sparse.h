@@ -27,7 +27,7 @@
 typedef struct {
     uint32_t table_id;
     const char *table_name;
-    uint32_t num_ps;   /* its shards: on ranks first_ps_rank .. + num_ps - 1 */
+    uint32_t num_ps; /* its shards: on ranks first_ps_rank .. + num_ps - 1 */
     int first_ps_rank;
     uint32_t dim;
     ember_bag_mode_t mode;
@@ -55,8 +55,8 @@ void ember_sparse_destroy(ember_sparse_t *sparse);
  * failed (the caller names the trainer and the step). */
 
 /** Split @batch (checked) by shard and build each shard's LOOKUP. */
-ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batch,
-                                  uint64_t step, char *err, size_t err_length);
+ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batch, uint64_t step,
+                                  char *err, size_t err_length);
 
 /** The previous step's pushes have left and were taken (their buffers are
  * reused next); a push lost with its PS fails here. */

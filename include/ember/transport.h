@@ -189,15 +189,38 @@ ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status
                                      ...) __attribute__((format(printf, 3, 4)));
 
 /**
+ * A call's or a send's options (UCX's ucp_request_param_t).  A NULL param,
+ * or one zeroed, is the common case: host buffers, EMBER_RPC_TIMEOUT.
+ *
+ * GPU memory: a GPU payload is one buffer, or a host head of at most
+ * EMBER_RPC_INLINE_MAX bytes and the GPU bulk (the head rides in the
+ * message header); UCX reads it from the GPU (it must support CUDA memory:
+ * ucp_context memory types).  A GPU reply buffer makes the replier answer by
+ * rendezvous with the payload whole, never batched, so UCX writes it into
+ * GPU memory and no host copy touches it; a reply that comes otherwise fails
+ * the call (ERR_BAD_MESSAGE).  An error reply's text still comes to the host.
+ * Another layout is ERR_INVALID_PARAM.
+ */
+typedef struct {
+    double timeout_s;             /* <= 0: EMBER_RPC_TIMEOUT (calls only) */
+    ember_mem_type_t payload_mem; /* the request's bulk: its only or last iov part */
+    ember_mem_type_t reply_mem;   /* @resp_buffer's (calls only) */
+    int reply_rndv;               /* the reply by rendezvous, whole, straight
+                                   * into @resp_buffer (always when reply_mem
+                                   * is not host memory; calls only) */
+} ember_rpc_param_t;
+
+/**
  * Call @op on @peer.  @iov (borrowed until the future completes) is the
  * request payload.  The response lands in @resp_buffer (capacity
  * @resp_capacity, borrowed until completion; large responses are received
  * straight into it) or, when @resp_buffer is NULL, in a buffer the future
- * owns.  @timeout_s <= 0 takes EMBER_RPC_TIMEOUT.  Never blocks.
+ * owns.  @param (borrowed for the call only; NULL: the defaults) gives the
+ * timeout and where the buffers live.  Never blocks.
  */
 ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
                                     size_t iovcnt, void *resp_buffer, size_t resp_capacity,
-                                    double timeout_s, ember_future_t **future_p);
+                                    const ember_rpc_param_t *param, ember_future_t **future_p);
 
 /**
  * Batching small requests (libfabric's FI_MORE): between
@@ -214,45 +237,16 @@ ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op, const
 void ember_rpc_batch_begin(ember_tp_t *tp);
 void ember_rpc_batch_end(ember_tp_t *tp);
 
-/** Where a call's buffers live (ember_rpc_call_async_mem). */
-typedef struct {
-    ember_mem_type_t payload_mem; /* the request's bulk: its only or last iov part */
-    ember_mem_type_t reply_mem;   /* @resp_buffer's */
-    int reply_rndv;               /* the reply by rendezvous, whole, straight
-                                   * into @resp_buffer (always when reply_mem
-                                   * is not host memory) */
-} ember_rpc_mem_t;
-
-/**
- * ember_rpc_call_async with buffers in GPU memory (@mem NULL: all host).
- * A GPU payload is one buffer, or a host head of at most
- * EMBER_RPC_INLINE_MAX bytes and the GPU bulk (the head rides in the
- * message header); UCX reads it from the GPU (it must support CUDA memory:
- * ucp_context memory types).  A GPU reply buffer makes the replier answer by
- * rendezvous with the payload whole, never batched, so UCX writes it into
- * GPU memory and no host copy touches it; a reply that comes otherwise fails
- * the call (ERR_BAD_MESSAGE).  An error reply's text still comes to the host.
- * Errors: as ember_rpc_call_async; ERR_INVALID_PARAM for another layout.
- */
-ember_status_t ember_rpc_call_async_mem(ember_tp_t *tp, int peer, uint16_t op,
-                                        const ember_iov_t *iov, size_t iovcnt, void *resp_buffer,
-                                        size_t resp_capacity, const ember_rpc_mem_t *mem,
-                                        double timeout_s, ember_future_t **future_p);
-
 /**
  * One-way request: @op's handler runs on @peer and nothing comes back (its
  * reply, if it makes one, is dropped).  @iov is borrowed until @done_cb
  * runs, from the progress loop (possibly before this returns), with OK once
- * the message left, or the error that lost it (a lost peer).  Never blocks.
+ * the message left, or the error that lost it (a lost peer).  Of @param
+ * (NULL: host memory) a send reads payload_mem only.  Never blocks.
  */
 ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
-                              size_t iovcnt, ember_rpc_done_cb done_cb, void *done_arg);
-
-/** ember_rpc_send with its bulk in @payload_mem (the layout of
- * ember_rpc_call_async_mem). */
-ember_status_t ember_rpc_send_mem(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
-                                  size_t iovcnt, ember_mem_type_t payload_mem,
-                                  ember_rpc_done_cb done_cb, void *done_arg);
+                              size_t iovcnt, const ember_rpc_param_t *param,
+                              ember_rpc_done_cb done_cb, void *done_arg);
 
 /** Non-zero when @req came from ember_rpc_send (no one waits for a reply). */
 int ember_rpc_req_oneway(const ember_rpc_req_t *req);

@@ -119,8 +119,8 @@ static reply_t call(ember_tp_t *tp, int peer, uint16_t op, const void *message, 
     ember_future_t *future;
     ember_iov_t iov = {.buffer = message, .length = length};
     reply_t reply = {0};
-    ember_status_t status =
-            ember_rpc_call_async(tp, peer, op, &iov, length ? 1 : 0, NULL, 0, 20.0, &future);
+    ember_status_t status = ember_rpc_call_async(tp, peer, op, &iov, length ? 1 : 0, NULL, 0,
+                                                 &(ember_rpc_param_t){.timeout_s = 20.0}, &future);
     MP_CHECK(status == EMBER_OK, "call_async op %u: %s", op, ember_status_string(status));
     reply.status = ember_future_wait(future);
     const void *data = ember_future_data(future, &reply.length);
@@ -376,7 +376,8 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
                                      ctx->counts + (size_t)p * b->bags, &length);
         iov[p] = (ember_iov_t){.buffer = messages[p], .length = length};
         MP_CHECK(ember_rpc_call_async(tp, t->first_ps + (int)p, EMBER_OP_LOOKUP, &iov[p], 1, NULL,
-                                      0, 20.0, &futures[p]) == EMBER_OK,
+                                      0, &(ember_rpc_param_t){.timeout_s = 20.0},
+                                      &futures[p]) == EMBER_OK,
                  "lookup call");
     }
     for (size_t i = 0; i < total; i++)
@@ -1004,7 +1005,7 @@ static int case_oneway_grad_refused(int rank, int world, void *arg)
     message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, 2, grad, 2 * BL_DIM, &length);
     ember_status_t sent = EMBER_INPROGRESS;
     ember_iov_t iov = {.buffer = message, .length = length};
-    MP_CHECK(ember_rpc_send(tp, ps, EMBER_OP_GRAD, &iov, 1, oneway_done, &sent) == EMBER_OK,
+    MP_CHECK(ember_rpc_send(tp, ps, EMBER_OP_GRAD, &iov, 1, NULL, oneway_done, &sent) == EMBER_OK,
              "one-way send");
     while (sent == EMBER_INPROGRESS)
         ember_tp_wait(tp, 0.05);
@@ -1066,8 +1067,8 @@ static int case_sync_order(int rank, int world, void *arg)
     uint8_t *message = lookup_message(&b1, &t, 0, 1, 0, 0, counts, &length);
     ember_iov_t iov = {.buffer = message, .length = length};
     ember_future_t *future;
-    MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0, 20.0, &future) ==
-                     EMBER_OK,
+    MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0,
+                                  &(ember_rpc_param_t){.timeout_s = 20.0}, &future) == EMBER_OK,
              "step-1 lookup");
     double start = now_s();
     while (now_s() - start < 0.3) {
@@ -1274,8 +1275,8 @@ static int case_client_death(int rank, int world, void *arg)
         uint8_t *message = lookup_message(&big, &t2, 1, 0, 0, 0, counts, &length);
         ember_iov_t iov = {.buffer = message, .length = length};
         ember_future_t *future;
-        MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0, 20.0, &future) ==
-                         EMBER_OK,
+        MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0,
+                                      &(ember_rpc_param_t){.timeout_s = 20.0}, &future) == EMBER_OK,
                  "big lookup");
         for (int i = 0; i < 20; i++)
             ember_tp_progress(tp);
@@ -1375,7 +1376,8 @@ static int case_replies_pooled(int rank, int world, void *arg)
     size_t issued = 0;
     for (uint32_t done = 0; done < RP_TRAINERS; done++) {
         while (issued < RP_TRAINERS && issued < done + RP_INFLIGHT) {
-            MP_CHECK(ember_rpc_call_async(tp, ps, EMBER_OP_LOOKUP, &iov[issued], 1, NULL, 0, 20.0,
+            MP_CHECK(ember_rpc_call_async(tp, ps, EMBER_OP_LOOKUP, &iov[issued], 1, NULL, 0,
+                                          &(ember_rpc_param_t){.timeout_s = 20.0},
                                           &futures[issued]) == EMBER_OK,
                      "lookup call of trainer %zu", issued);
             issued++;

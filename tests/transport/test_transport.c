@@ -361,8 +361,8 @@ static void on_batch(ember_rpc_req_t *req, void *arg)
     server->batch_count = 0;
     uint64_t after = 1;
     ember_iov_t iov = {.buffer = &after, .length = sizeof(after)};
-    MP_CHECK(ember_rpc_send(server->tp, client, OP_AFTER, &iov, 1, batch_zcopy_done, server) ==
-                     EMBER_OK,
+    MP_CHECK(ember_rpc_send(server->tp, client, OP_AFTER, &iov, 1, NULL, batch_zcopy_done,
+                            server) == EMBER_OK,
              "send AFTER");
     MP_CHECK(server->tp->peers[client].deferred_count == 0,
              "AFTER was sent while replies were still held");
@@ -486,7 +486,7 @@ static int case_concurrent(int rank, int world, void *arg)
             requests[i][1] = CALLS;
             ember_iov_t iov = {.buffer = requests[i], .length = sizeof(requests[i])};
             ember_status_t status = ember_rpc_call_async(tp, 1, OP_DEFER, &iov, 1, &answers[i],
-                                                         sizeof(answers[i]), 0, &futures[i]);
+                                                         sizeof(answers[i]), NULL, &futures[i]);
             MP_CHECK(status == EMBER_OK, "call %lu: %s", (unsigned long)i,
                      ember_status_string(status));
         }
@@ -628,7 +628,7 @@ static int case_oneway_eager(int rank, int world, void *arg)
         ember_tp_barrier(tp, "ready");
         ember_status_t sent = EMBER_INPROGRESS;
         ember_iov_t iov = {.buffer = out, .length = length};
-        MP_CHECK(ember_rpc_send(tp, 1, OP_ONEWAY, &iov, 1, oneway_sent, &sent) == EMBER_OK,
+        MP_CHECK(ember_rpc_send(tp, 1, OP_ONEWAY, &iov, 1, NULL, oneway_sent, &sent) == EMBER_OK,
                  "send of %zu bytes", length);
         double deadline = ember_time_now() + 30;
         while (sent == EMBER_INPROGRESS && ember_time_now() < deadline)
@@ -770,7 +770,7 @@ static int case_deferred(int rank, int world, void *arg)
         char first[16] = {0}, second[16] = {0};
         ember_future_t *f1, *f2;
         ember_tp_barrier(tp, "serving");
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_FIRST, NULL, 0, first, sizeof(first), 0, &f1) ==
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_FIRST, NULL, 0, first, sizeof(first), NULL, &f1) ==
                          EMBER_OK,
                  "call FIRST");
         double until = ember_time_now() + 0.3;
@@ -778,8 +778,8 @@ static int case_deferred(int rank, int world, void *arg)
             ember_tp_wait(tp, 0.05);
         MP_CHECK(ember_future_test(f1) == EMBER_INPROGRESS,
                  "FIRST answered before SECOND was sent");
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_SECOND, NULL, 0, second, sizeof(second), 0, &f2) ==
-                         EMBER_OK,
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_SECOND, NULL, 0, second, sizeof(second), NULL,
+                                      &f2) == EMBER_OK,
                  "SECOND");
         MP_CHECK(ember_future_wait(f2) == EMBER_OK && strcmp(second, "second") == 0,
                  "SECOND answer");
@@ -846,7 +846,7 @@ static int case_batch(int rank, int world, void *arg)
                 messages[i][1] = BATCH_CALLS;
                 ember_iov_t iov = {.buffer = messages[i], .length = sizeof(messages[i])};
                 MP_CHECK(ember_rpc_call_async(tp, 1, OP_BATCH, &iov, 1, responses[i],
-                                              sizeof(responses[i]), 0, &futures[i]) == EMBER_OK,
+                                              sizeof(responses[i]), NULL, &futures[i]) == EMBER_OK,
                          "call %zu", i);
             }
             for (size_t i = 0; i < BATCH_CALLS; i++) {
@@ -961,7 +961,7 @@ static int case_kill(int rank, int world, void *arg)
         int64_t victim = peer_pid(tp, 1);
         peer_pid(tp, 2);
         for (int i = 0; i < HELD; i++)
-            MP_CHECK(ember_rpc_call_async(tp, 1, OP_HOLD, NULL, 0, NULL, 0, 0, &futures[i]) ==
+            MP_CHECK(ember_rpc_call_async(tp, 1, OP_HOLD, NULL, 0, NULL, 0, NULL, &futures[i]) ==
                              EMBER_OK,
                      "hold call");
         ember_tp_wait(tp, 0.2); /* the calls are at the victim */
@@ -971,8 +971,9 @@ static int case_kill(int rank, int world, void *arg)
          * one held beside them for a live peer is answered. */
         ember_future_t *held_dead, *held_live;
         ember_rpc_batch_begin(tp);
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_PID, NULL, 0, NULL, 0, 0, &held_dead) == EMBER_OK &&
-                         ember_rpc_call_async(tp, 2, OP_PID, NULL, 0, NULL, 0, 0, &held_live) ==
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_PID, NULL, 0, NULL, 0, NULL, &held_dead) ==
+                                 EMBER_OK &&
+                         ember_rpc_call_async(tp, 2, OP_PID, NULL, 0, NULL, 0, NULL, &held_live) ==
                                  EMBER_OK,
                  "batched calls");
         MP_CHECK(tp->peers[1].deferred_count == 1 && tp->peers[2].deferred_count == 1,
@@ -1031,7 +1032,8 @@ static int case_sigstop(int rank, int world, void *arg)
         int64_t victim = peer_pid(tp, 1);
         kill((pid_t)victim, SIGSTOP);
         double start = ember_time_now();
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, 3.0, &future) == EMBER_OK,
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0,
+                                      &(ember_rpc_param_t){.timeout_s = 3.0}, &future) == EMBER_OK,
                  "call");
         ember_status_t status = ember_future_wait(future);
         double elapsed = ember_time_now() - start;
@@ -1157,7 +1159,7 @@ static int case_malformed(int rank, int world, void *arg)
         tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), big, 2 << 20, 1);
         ember_iov_t iov = {.buffer = big, .length = 2 << 20};
         ember_future_t *future;
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, 0, &future) ==
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, NULL, &future) ==
                          EMBER_ERR_MSG_TOO_LONG,
                  "oversized call accepted locally");
         free(big);
@@ -1207,7 +1209,7 @@ static int case_reply_rndv(int rank, int world, void *arg)
     } else {
         static const size_t sizes[] = {1, 8, 100, 2048, 5000, 65536, 70001, 1 << 20};
         static uint8_t out[1 << 20], in[1 << 20];
-        const ember_rpc_mem_t mem = {
+        const ember_rpc_param_t mem = {
                 .payload_mem = EMBER_MEM_HOST, .reply_mem = EMBER_MEM_HOST, .reply_rndv = 1};
         ember_tp_barrier(tp, "serving");
         for (size_t k = 0; k < 3 * sizeof(sizes) / sizeof(sizes[0]); k++) {
@@ -1216,8 +1218,8 @@ static int case_reply_rndv(int rank, int world, void *arg)
             fill(out, n, 77 + k);
             memset(in, 0, n);
             ember_iov_t iov = {.buffer = out, .length = n};
-            MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ECHO, &iov, 1, in, sizeof(in), &mem, 0,
-                                              &future) == EMBER_OK,
+            MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, in, sizeof(in), &mem, &future) ==
+                             EMBER_OK,
                      "call %zu", n);
             ember_status_t status = ember_future_wait(future);
             MP_CHECK(status == EMBER_OK, "reply of %zu by rendezvous: %s (%s)", n,
@@ -1229,8 +1231,8 @@ static int case_reply_rndv(int rank, int world, void *arg)
         }
         ember_future_t *future;
         ember_iov_t iov = {.buffer = out, .length = 16};
-        MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ONEWAY + 7, &iov, 1, in, sizeof(in), &mem, 0,
-                                          &future) == EMBER_OK,
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ONEWAY + 7, &iov, 1, in, sizeof(in), &mem,
+                                      &future) == EMBER_OK,
                  "call");
         const char *text =
                 ember_future_wait(future) != EMBER_OK ? ember_future_data(future, NULL) : NULL;
@@ -1238,9 +1240,9 @@ static int case_reply_rndv(int rank, int world, void *arg)
                  text ? text : "(answered)");
         ember_future_release(future);
         ember_iov_t three[3] = {{out, 8}, {out, 8}, {out, 8}};
-        const ember_rpc_mem_t gpu = {.payload_mem = EMBER_MEM_CUDA, .reply_mem = EMBER_MEM_HOST};
-        MP_CHECK(ember_rpc_call_async_mem(tp, 1, OP_ECHO, three, 3, in, sizeof(in), &gpu, 0,
-                                          &future) == EMBER_ERR_INVALID_PARAM,
+        const ember_rpc_param_t gpu = {.payload_mem = EMBER_MEM_CUDA, .reply_mem = EMBER_MEM_HOST};
+        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, three, 3, in, sizeof(in), &gpu, &future) ==
+                         EMBER_ERR_INVALID_PARAM,
                  "a three-part GPU payload was taken");
         stop_server(tp, 1);
     }
@@ -1291,12 +1293,13 @@ static int case_call_batch(int rank, int world, void *arg)
             size_t bytes = seq == LARGE_AT ? sizeof(payload[seq]) : 8 + 8 * (seq % 20);
             ember_iov_t iov = {.buffer = payload[seq], .length = bytes};
             if (seq % 7 == 6) {
-                MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, oneway_done, &oneway_sent) ==
+                MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, NULL, oneway_done, &oneway_sent) ==
                                  EMBER_OK,
                          "send %lu", (unsigned long)seq);
             } else {
                 MP_CHECK(ember_rpc_call_async(tp, 1, OP_SEQ, &iov, 1, &replies[seq],
-                                              sizeof(replies[seq]), 0, &futures[seq]) == EMBER_OK,
+                                              sizeof(replies[seq]), NULL,
+                                              &futures[seq]) == EMBER_OK,
                          "call %lu", (unsigned long)seq);
             }
             size_t held = tp->peers[1].deferred_count;
@@ -1323,7 +1326,8 @@ static int case_call_batch(int rank, int world, void *arg)
         for (uint64_t i = 0; i < 3; i++) {
             last[i] = SMALL + i;
             ember_iov_t iov = {.buffer = &last[i], .length = sizeof(last[i])};
-            MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, oneway_done, &oneway_sent) == EMBER_OK,
+            MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, NULL, oneway_done, &oneway_sent) ==
+                             EMBER_OK,
                      "send %lu", (unsigned long)last[i]);
         }
         MP_CHECK(tp->peers[1].deferred_count == 3, "%zu one-way sends held, want 3",
