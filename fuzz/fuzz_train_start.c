@@ -28,9 +28,9 @@
 static unsigned __int128 dense_count(const ember_msg_train_start_t *spec)
 {
     unsigned __int128 total = 0;
-    uint64_t in = spec->dim;
-    for (uint32_t l = 0; l <= spec->nhidden; l++) {
-        uint64_t out = l < spec->nhidden ? spec->hidden[l] : spec->classes;
+    uint64_t in = spec->config.dim;
+    for (uint32_t l = 0; l <= spec->config.nhidden; l++) {
+        uint64_t out = l < spec->config.nhidden ? spec->config.hidden[l] : spec->config.classes;
         total += (unsigned __int128)out * in + out;
         in = out;
     }
@@ -42,7 +42,7 @@ static void draw_batches(const ember_msg_train_start_t *spec)
     ember_data_t *data = NULL;
     char err[512];
 
-    if (spec->data == EMBER_DATA_REPLAY || spec->max_indices > FUZZ_MAX_INDICES)
+    if (spec->config.data == EMBER_DATA_REPLAY || spec->config.max_indices > FUZZ_MAX_INDICES)
         return;
     if (ember_data_create(spec, &data, err, sizeof(err)) != EMBER_OK)
         return;
@@ -57,9 +57,9 @@ static void draw_batches(const ember_msg_train_start_t *spec)
                                    .bags = batch.bags,
                                    .weights = batch.weights,
                                    .n_weights = batch.n_weights};
-        ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)spec->mode,
-                                 .padding_idx = spec->padding_idx};
-        (void)ember_bag_validate(&check, &opts, spec->rows, err, sizeof(err));
+        ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)spec->config.mode,
+                                 .padding_idx = spec->config.padding_idx};
+        (void)ember_bag_validate(&check, &opts, spec->config.rows, err, sizeof(err));
     }
     ember_data_destroy(data);
 }
@@ -94,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                "TRAIN_START of %zu bytes taken with %zu dense parameters", size - 1, nparams);
     FUZZ_CHECK(memchr(spec->replay_path, '\0', sizeof(spec->replay_path)),
                "the replay path is not NUL-terminated");
-    ember_opt_config_t dense = spec->optimizer;
+    ember_opt_config_t dense = spec->config.optimizer;
     if (dense.kind == EMBER_OPT_ROWWISE_ADAGRAD) /* as trainer_setup */
         ember_opt_config_default(EMBER_OPT_ADAGRAD, dense.lr, &dense);
     ember_opt_t *optimizer = NULL;

@@ -380,19 +380,19 @@ static void corpus_train_start(void)
                                     .num_ps = 1,
                                     .first_ps_rank = 3,
                                     .master_rank = 2,
-                                    .rows = 100,
-                                    .dim = 16,
-                                    .classes = 8,
-                                    .mode = EMBER_BAG_SUM,
-                                    .data = EMBER_DATA_TUTORIAL,
-                                    .padding_idx = -1,
-                                    .epochs = 2,
-                                    .batches = 3,
-                                    .min_indices = 20,
-                                    .max_indices = 50,
-                                    .consistency = EMBER_SYNC,
-                                    .seed = 1,
-                                    .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.5f}};
+                                    .config = {.rows = 100,
+                                               .dim = 16,
+                                               .classes = 8,
+                                               .mode = EMBER_BAG_SUM,
+                                               .data = EMBER_DATA_TUTORIAL,
+                                               .padding_idx = -1,
+                                               .epochs = 2,
+                                               .batches = 3,
+                                               .min_indices = 20,
+                                               .max_indices = 50,
+                                               .consistency = EMBER_SYNC,
+                                               .seed = 1,
+                                               .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.5f}}};
     blob_t b = {0};
     float zero = 0.0f;
 
@@ -402,12 +402,12 @@ static void corpus_train_start(void)
         put(&b, &zero, 4);
     save_blob("train_start", "tutorial", &b);
 
-    spec.data = EMBER_DATA_SYNTHETIC;
-    spec.mode = EMBER_BAG_MAX;
-    spec.nhidden = 1;
-    spec.hidden[0] = 4;
-    spec.padding_idx = 7;
-    spec.optimizer =
+    spec.config.data = EMBER_DATA_SYNTHETIC;
+    spec.config.mode = EMBER_BAG_MAX;
+    spec.config.nhidden = 1;
+    spec.config.hidden[0] = 4;
+    spec.config.padding_idx = 7;
+    spec.config.optimizer =
             (ember_opt_config_t){.kind = EMBER_OPT_ROWWISE_ADAGRAD, .lr = 0.1f, .eps = 1e-8f};
     put_u8(&b, 1);
     put(&b, &spec, sizeof(spec));
@@ -416,9 +416,9 @@ static void corpus_train_start(void)
     save_blob("train_start", "synthetic_mlp_max", &b);
 
     spec.trainer = 0;
-    spec.data = EMBER_DATA_REPLAY;
-    spec.mode = EMBER_BAG_MEAN;
-    spec.per_sample_weights = 1;
+    spec.config.data = EMBER_DATA_REPLAY;
+    spec.config.mode = EMBER_BAG_MEAN;
+    spec.config.per_sample_weights = 1;
     snprintf(spec.replay_path, sizeof(spec.replay_path), "golden.safetensors");
     put_u8(&b, 0);
     put(&b, &spec, sizeof(spec));

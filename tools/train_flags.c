@@ -151,22 +151,23 @@ static const flag_t flags[F_COUNT] = {
         [F_PS] = {"--ps", "P", "parameter servers; rows split by row % P (1)", REPLAY_FREE,
                   INT_FLAG(1, 4096, num_ps)},
         [F_ROWS] = {"--rows", "R", "rows of the embedding table (100)", REPLAY_COMPARED,
-                    INT_FLAG(1, INT64_MAX / 65536, rows)},
-        [F_DIM] = {"--dim", "D", "its dimension (16)", REPLAY_COMPARED, INT_FLAG(1, 65536, dim)},
+                    INT_FLAG(1, INT64_MAX / 65536, train.rows)},
+        [F_DIM] = {"--dim", "D", "its dimension (16)", REPLAY_COMPARED,
+                   INT_FLAG(1, 65536, train.dim)},
         [F_CLASSES] = {"--classes", "C", "outputs of the last Linear layer (8)", REPLAY_COMPARED,
-                       INT_FLAG(2, 65536, classes)},
+                       INT_FLAG(2, 65536, train.classes)},
         [F_HIDDEN] = {"--hidden", "W1,W2,...",
                       "a dense MLP: Linear+ReLU layers of these\n"
                       "widths before the last Linear (none: the tutorial's)",
                       REPLAY_REFUSED, CUSTOM_FLAG(parse_hidden, .at = AT_JOB)},
         [F_MODE] = {"--mode", "sum|mean|max", "EmbeddingBag pooling (sum)", REPLAY_COMPARED,
-                    CUSTOM_FLAG(parse_mode, IN_JOB(mode))},
+                    CUSTOM_FLAG(parse_mode, IN_JOB(train.mode))},
         [F_PADDING_IDX] = {"--padding-idx", "I", "row that pools as nothing (none)", REPLAY_REFUSED,
-                           INT_FLAG(-1, INT64_MAX, padding_idx)},
+                           INT_FLAG(-1, INT64_MAX, train.padding_idx)},
         [F_WEIGHTS] = {"--weights", NULL,
                        "per-sample weights (sum mode; the tutorial's and\n"
                        "synthetic data draw each in [0, 1))",
-                       REPLAY_COMPARED, .kind = K_SWITCH, IN_JOB(per_sample_weights)},
+                       REPLAY_COMPARED, .kind = K_SWITCH, IN_JOB(train.per_sample_weights)},
         [F_OPTIMIZER] = {"--optimizer", "NAME", "sgd, adagrad, rowwise_adagrad, adam (sgd)",
                          REPLAY_COMPARED, CUSTOM_FLAG(parse_optimizer, IN_PARSED(kind))},
         [F_LR] = {"--lr", "X", "learning rate (0.05)", REPLAY_COMPARED, .kind = K_FLOAT,
@@ -174,21 +175,22 @@ static const flag_t flags[F_COUNT] = {
         [F_MOMENTUM] = {"--momentum", "M", "SGD momentum (0; --optimizer sgd only)",
                         REPLAY_COMPARED, .kind = K_FLOAT, IN_PARSED(momentum)},
         [F_EPOCHS] = {"--epochs", "E", "epochs (100)", REPLAY_REFUSED,
-                      INT_FLAG(1, 1 << 30, epochs)},
+                      INT_FLAG(1, 1 << 30, train.epochs)},
         [F_BATCHES] = {"--batches", "B", "batches per epoch (10)", REPLAY_REFUSED,
-                       INT_FLAG(1, 1 << 30, batches)},
+                       INT_FLAG(1, 1 << 30, train.batches)},
         [F_MIN_INDICES] = {"--min-indices", "A", "fewest indices of a batch (20)", REPLAY_REFUSED,
-                           INT_FLAG(0, 1 << 30, min_indices)},
+                           INT_FLAG(0, 1 << 30, train.min_indices)},
         [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", REPLAY_REFUSED,
-                           INT_FLAG(1, 1 << 30, max_indices)},
+                           INT_FLAG(1, 1 << 30, train.max_indices)},
         [F_DATA] = {"--data", "tutorial|synthetic",
                     "random bags, or bags with a learnable\n"
                     "target (tutorial)",
-                    REPLAY_REFUSED, WORD_FLAG(data, EMBER_DATA_TUTORIAL, EMBER_DATA_SYNTHETIC)},
+                    REPLAY_REFUSED,
+                    WORD_FLAG(train.data, EMBER_DATA_TUTORIAL, EMBER_DATA_SYNTHETIC)},
         [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", REPLAY_REFUSED,
-                    INT_FLAG(0, INT64_MAX, seed)},
+                    INT_FLAG(0, INT64_MAX, train.seed)},
         [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", REPLAY_FREE,
-                           WORD_FLAG(consistency, EMBER_SYNC, EMBER_ASYNC)},
+                           WORD_FLAG(train.consistency, EMBER_SYNC, EMBER_ASYNC)},
         [F_SPARSE_REDUCE] = {"--sparse-reduce", "sum|mean",
                              "sync: how trainers' row gradients\n"
                              "combine (sum)",
@@ -201,7 +203,7 @@ static const flag_t flags[F_COUNT] = {
         [F_REPLY_DTYPE] = {"--reply-dtype", "fp32|fp16",
                            "lookups' replies on the wire (fp32);\n"
                            "fp16 halves their bytes (the pooled values rounded)",
-                           REPLAY_FREE, WORD_FLAG(half_replies, 0, 1)},
+                           REPLAY_FREE, WORD_FLAG(train.half_replies, 0, 1)},
         [F_REPLAY] = {"--replay", "FILE",
                       "train on a golden-layout file (sizes, weights,\n"
                       "batches and SGD from it) in sync mode, then check the\n"
@@ -329,21 +331,26 @@ static ember_status_t parse_hidden(int f, const char *value, void *target)
     int64_t v;
     if (!copy)
         return EMBER_ERR_NO_MEMORY;
-    job->nhidden = 0;
+    job->train.nhidden = 0;
     for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-        if (job->nhidden == EMBER_MAX_HIDDEN || !parse_i64(w, 1, 65536, &v)) {
+        if (job->train.nhidden == EMBER_MAX_HIDDEN || !parse_i64(w, 1, 65536, &v)) {
             free(copy);
             return bad_value(f, value);
         }
-        job->hidden[job->nhidden++] = (uint32_t)v;
+        job->train.hidden[job->train.nhidden++] = (uint32_t)v;
     }
     free(copy);
-    return job->nhidden ? EMBER_OK : bad_value(f, value);
+    return job->train.nhidden ? EMBER_OK : bad_value(f, value);
 }
 
+/* --mode: the word as the wire's uint32_t (job->train.mode). */
 static ember_status_t parse_mode(int f, const char *value, void *target)
 {
-    return ember_bag_mode_parse(value, target) == EMBER_OK ? EMBER_OK : bad_value(f, value);
+    ember_bag_mode_t mode;
+    if (ember_bag_mode_parse(value, &mode) != EMBER_OK)
+        return bad_value(f, value);
+    *(uint32_t *)target = (uint32_t)mode;
+    return EMBER_OK;
 }
 
 static ember_status_t parse_optimizer(int f, const char *value, void *target)
@@ -434,7 +441,7 @@ static ember_status_t apply_flag(int f, const char *value, ember_job_t *job, par
     case K_PATH:
         EMBER_CHECK(take_path(f, value, target));
         if (f == F_REPLAY) /* the batches come from the file */
-            job->data = EMBER_DATA_REPLAY;
+            job->train.data = EMBER_DATA_REPLAY;
         return EMBER_OK;
     case K_CUSTOM: return flag->parse(f, value, target);
     }
@@ -463,7 +470,7 @@ static ember_status_t check_replay_flags(const ember_job_t *job)
                       "model, its initial weights and every batch; drop the flag",
                       given, job->replay_path);
     }
-    if (job->consistency == EMBER_ASYNC)
+    if (job->train.consistency == EMBER_ASYNC)
         return refuse("%s cannot be honoured with --replay %s: a replay trains in "
                       "sync mode",
                       job->given & (1ull << F_CONSISTENCY) ? "--consistency async"
@@ -481,17 +488,17 @@ static ember_status_t check_combinations(const ember_job_t *job, const parsed_t 
 {
     if (job->replay_path) /* first: the file sets most of what is checked below */
         EMBER_CHECK(check_replay_flags(job));
-    if (job->min_indices > job->max_indices)
+    if (job->train.min_indices > job->train.max_indices)
         return refuse("%s is greater than %s", "--min-indices", "--max-indices");
-    if (job->padding_idx >= job->rows)
+    if (job->train.padding_idx >= job->train.rows)
         return refuse("%s: not a row of the table (%s)", "--padding-idx",
                       "rows are 0 .. --rows - 1");
-    if (job->per_sample_weights && job->mode != EMBER_BAG_SUM)
+    if (job->train.per_sample_weights && job->train.mode != EMBER_BAG_SUM)
         return refuse("%s: per-sample weights need %s", "--weights", "--mode sum");
     if ((job->given & (1ull << F_MOMENTUM)) && parsed->kind != EMBER_OPT_SGD)
         return refuse("%s is SGD's: --optimizer %s has none", "--momentum",
                       ember_opt_kind_name(parsed->kind));
-    if ((job->given & (1ull << F_SPARSE_REDUCE)) && job->consistency == EMBER_ASYNC)
+    if ((job->given & (1ull << F_SPARSE_REDUCE)) && job->train.consistency == EMBER_ASYNC)
         return refuse("%s is how sync steps combine gradients: %s applies each as it "
                       "comes",
                       "--sparse-reduce", "--consistency async");
@@ -508,22 +515,22 @@ static void job_defaults(ember_job_t *job)
     const char *consistency = ember_config_str("EMBER_CONSISTENCY");
     *job = (ember_job_t){.trainers = 2,
                          .num_ps = 1,
-                         .rows = 100,
-                         .dim = 16,
-                         .classes = 8,
-                         .mode = EMBER_BAG_SUM,
-                         .padding_idx = -1,
-                         .epochs = 100,
-                         .batches = 10,
-                         .min_indices = 20,
-                         .max_indices = 50,
-                         .seed = (uint64_t)ember_config_int("EMBER_SEED"),
-                         .data = EMBER_DATA_TUTORIAL,
+                         .train.rows = 100,
+                         .train.dim = 16,
+                         .train.classes = 8,
+                         .train.mode = EMBER_BAG_SUM,
+                         .train.padding_idx = -1,
+                         .train.epochs = 100,
+                         .train.batches = 10,
+                         .train.min_indices = 20,
+                         .train.max_indices = 50,
+                         .train.seed = (uint64_t)ember_config_int("EMBER_SEED"),
+                         .train.data = EMBER_DATA_TUTORIAL,
                          .metrics_path = ember_config_str("EMBER_METRICS"),
                          .device = "cpu",
                          .ps_device = "cpu",
                          .replay_tolerance = 1e-4};
-    job->consistency =
+    job->train.consistency =
             consistency && strcasecmp(consistency, "async") == 0 ? EMBER_ASYNC : EMBER_SYNC;
 }
 
@@ -557,8 +564,8 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
         EMBER_CHECK(apply_flag(f, value, job, &parsed));
     }
     EMBER_CHECK(check_combinations(job, &parsed));
-    ember_opt_config_default(parsed.kind, parsed.lr, &job->optimizer);
-    job->optimizer.momentum = parsed.momentum;
+    ember_opt_config_default(parsed.kind, parsed.lr, &job->train.optimizer);
+    job->train.optimizer.momentum = parsed.momentum;
     return EMBER_OK;
 }
 
@@ -568,18 +575,21 @@ static void setting_text(const ember_job_t *job, int f, char *text, size_t lengt
 {
     switch (f) {
     case F_TRAINERS: snprintf(text, length, "%d trainers", job->trainers); break;
-    case F_ROWS: snprintf(text, length, "%lld rows", (long long)job->rows); break;
-    case F_DIM: snprintf(text, length, "dim %u", job->dim); break;
-    case F_CLASSES: snprintf(text, length, "%u classes", job->classes); break;
-    case F_MODE: snprintf(text, length, "mode %s", ember_bag_mode_name(job->mode)); break;
+    case F_ROWS: snprintf(text, length, "%lld rows", (long long)job->train.rows); break;
+    case F_DIM: snprintf(text, length, "dim %u", job->train.dim); break;
+    case F_CLASSES: snprintf(text, length, "%u classes", job->train.classes); break;
+    case F_MODE: snprintf(text, length, "mode %s", ember_bag_mode_name(job->train.mode)); break;
     case F_WEIGHTS:
-        snprintf(text, length, "%s per-sample weights", job->per_sample_weights ? "its" : "no");
+        snprintf(text, length, "%s per-sample weights",
+                 job->train.per_sample_weights ? "its" : "no");
         break;
     case F_OPTIMIZER:
-        snprintf(text, length, "optimizer %s", ember_opt_kind_name(job->optimizer.kind));
+        snprintf(text, length, "optimizer %s", ember_opt_kind_name(job->train.optimizer.kind));
         break;
-    case F_LR: snprintf(text, length, "lr %g", (double)job->optimizer.lr); break;
-    case F_MOMENTUM: snprintf(text, length, "momentum %g", (double)job->optimizer.momentum); break;
+    case F_LR: snprintf(text, length, "lr %g", (double)job->train.optimizer.lr); break;
+    case F_MOMENTUM:
+        snprintf(text, length, "momentum %g", (double)job->train.optimizer.momentum);
+        break;
     default: /* F_SPARSE_REDUCE */
         snprintf(text, length, "sparse_reduce %s",
                  job->sparse_reduce == EMBER_REDUCE_MEAN ? "mean" : "sum");
@@ -598,23 +608,25 @@ static ember_status_t replay_job(const ember_job_t *job, const ember_replay_info
         return EMBER_ERR_UNSUPPORTED;
     }
     /* ember_replay_info checked the words; this only converts them. */
-    if (ember_bag_mode_parse(info->mode, &file->mode) != EMBER_OK) {
+    ember_bag_mode_t mode;
+    if (ember_bag_mode_parse(info->mode, &mode) != EMBER_OK) {
         fprintf(stderr,
                 "ember-train: %s: metadata 'mode' is '%s', not sum, mean or "
                 "max\n",
                 job->replay_path, info->mode);
         return EMBER_ERR_FORMAT;
     }
-    file->rows = info->rows;
-    file->dim = info->dim;
-    file->classes = info->classes;
+    file->train.mode = mode;
+    file->train.rows = info->rows;
+    file->train.dim = info->dim;
+    file->train.classes = info->classes;
     file->trainers = (int)info->trainers;
-    file->per_sample_weights = (int)info->per_sample_weights;
-    file->consistency = EMBER_SYNC;
+    file->train.per_sample_weights = (int)info->per_sample_weights;
+    file->train.consistency = EMBER_SYNC;
     file->sparse_reduce =
             strcmp(info->sparse_reduce, "mean") == 0 ? EMBER_REDUCE_MEAN : EMBER_REDUCE_SUM;
-    file->padding_idx = -1;
-    ember_opt_config_default(EMBER_OPT_SGD, (float)info->lr, &file->optimizer);
+    file->train.padding_idx = -1;
+    ember_opt_config_default(EMBER_OPT_SGD, (float)info->lr, &file->train.optimizer);
     return EMBER_OK;
 }
 

@@ -28,7 +28,7 @@ ember_status_t ember_data_create(const ember_msg_train_start_t *spec, ember_data
         return EMBER_ERR_NO_MEMORY;
     data->spec = *spec;
     data->spec.replay_path[EMBER_PATH_MAX - 1] = '\0';
-    if (spec->data == EMBER_DATA_REPLAY) {
+    if (spec->config.data == EMBER_DATA_REPLAY) {
         /* The file as this trainer reads it, checked whole: the one the job
          * was made from may have been replaced since. */
         ember_replay_info_t info;
@@ -40,7 +40,7 @@ ember_status_t ember_data_create(const ember_msg_train_start_t *spec, ember_data
         }
         data->steps = info.steps;
     } else {
-        data->steps = (uint64_t)spec->epochs * spec->batches;
+        data->steps = (uint64_t)spec->config.epochs * spec->config.batches;
     }
     *data_p = data;
     return EMBER_OK;
@@ -87,8 +87,8 @@ static ember_status_t generate(ember_data_t *data, uint64_t step, ember_batch_t 
 {
     const ember_msg_train_start_t *spec = &data->spec;
     ember_rng_t rng;
-    ember_rng_seed(&rng, spec->seed, (uint64_t)spec->trainer << 40 | step);
-    size_t n = (size_t)ember_rng_int(&rng, spec->min_indices, spec->max_indices);
+    ember_rng_seed(&rng, spec->config.seed, (uint64_t)spec->trainer << 40 | step);
+    size_t n = (size_t)ember_rng_int(&rng, spec->config.min_indices, spec->config.max_indices);
     if (!reserve(data, n ? n : 1, n ? n : 1))
         return EMBER_ERR_NO_MEMORY;
     size_t bags = 0;
@@ -96,19 +96,20 @@ static ember_status_t generate(ember_data_t *data, uint64_t step, ember_batch_t 
         data->offsets[bags++] = (int64_t)start;
     for (size_t b = 0; b < bags; b++) {
         size_t end = b + 1 < bags ? (size_t)data->offsets[b + 1] : n;
-        int64_t target = ember_rng_int(&rng, 0, spec->classes - 1);
+        int64_t target = ember_rng_int(&rng, 0, spec->config.classes - 1);
         for (size_t i = (size_t)data->offsets[b]; i < end; i++) {
-            int64_t row = ember_rng_int(&rng, 0, spec->rows - 1);
-            if (spec->data == EMBER_DATA_SYNTHETIC && ember_rng_uniform(&rng) < 0.8 &&
-                target < spec->rows) {
+            int64_t row = ember_rng_int(&rng, 0, spec->config.rows - 1);
+            if (spec->config.data == EMBER_DATA_SYNTHETIC && ember_rng_uniform(&rng) < 0.8 &&
+                target < spec->config.rows) {
                 /* mostly rows of the bag's class: row % classes == target */
-                int64_t per_class = (spec->rows - 1 - target) / spec->classes + 1;
-                row = target + spec->classes * ember_rng_int(&rng, 0, per_class - 1);
+                int64_t per_class = (spec->config.rows - 1 - target) / spec->config.classes + 1;
+                row = target + spec->config.classes * ember_rng_int(&rng, 0, per_class - 1);
             }
             data->indices[i] = row;
             /* --weights: drawn in [0, 1), as torch.rand (not all 1, which
              * would pool as if there were none) */
-            data->weights[i] = spec->per_sample_weights ? (float)ember_rng_uniform(&rng) : 1.0f;
+            data->weights[i] =
+                    spec->config.per_sample_weights ? (float)ember_rng_uniform(&rng) : 1.0f;
         }
         data->targets[b] = target;
     }
@@ -117,8 +118,8 @@ static ember_status_t generate(ember_data_t *data, uint64_t step, ember_batch_t 
                              .offsets = data->offsets,
                              .bags = bags,
                              .targets = data->targets,
-                             .weights = spec->per_sample_weights ? data->weights : NULL,
-                             .n_weights = spec->per_sample_weights ? n : 0};
+                             .weights = spec->config.per_sample_weights ? data->weights : NULL,
+                             .n_weights = spec->config.per_sample_weights ? n : 0};
     return EMBER_OK;
 }
 
@@ -132,7 +133,7 @@ static ember_status_t replay(ember_data_t *data, uint64_t step, ember_batch_t *b
     static const char *const parts[] = {"indices", "offsets", "targets", "weights"};
     static const ember_dtype_t types[] = {EMBER_DTYPE_I64, EMBER_DTYPE_I64, EMBER_DTYPE_I64,
                                           EMBER_DTYPE_F32};
-    int weighted = data->spec.per_sample_weights != 0;
+    int weighted = data->spec.config.per_sample_weights != 0;
     size_t wanted = weighted ? 4 : 3, n, bags;
     ember_status_t status =
             ember_replay_batch_shape(data->file, data->spec.replay_path, weighted,
@@ -173,7 +174,7 @@ ember_status_t ember_data_next(ember_data_t *data, uint64_t step, ember_batch_t 
     if (step >= data->steps)
         return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE, "step %llu of %llu",
                                  (unsigned long long)step, (unsigned long long)data->steps);
-    if (data->spec.data == EMBER_DATA_REPLAY)
+    if (data->spec.config.data == EMBER_DATA_REPLAY)
         return replay(data, step, batch_p, err, err_length);
     return generate(data, step, batch_p);
 }

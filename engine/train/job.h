@@ -25,28 +25,17 @@ typedef enum {
 
 typedef struct {
     int trainers, num_ps;
-    int64_t rows;
-    uint32_t dim, classes;
-    ember_bag_mode_t mode;
-    int64_t padding_idx;
-    int per_sample_weights;
-    ember_opt_config_t optimizer;
-    uint32_t epochs, batches, min_indices, max_indices;
-    uint64_t seed;
-    ember_consistency_t consistency;
+    ember_train_config_t train; /* what every trainer is told (TRAIN_START) */
     ember_sparse_reduce_t sparse_reduce;
     ember_dtype_t table_dtype; /* the PS's rows: F32 or F16 */
-    int half_replies;          /* lookups answered in fp16 */
-    ember_data_kind_t data;
-    const char *replay_path; /* borrowed from argv */
+    const char *replay_path;   /* borrowed from argv */
     const char *save_path;
     const char *metrics_path;
-    const char *device;                         /* trainers' dense model: "cpu" or "cuda" */
-    const char *ps_device;                      /* the PS's table shards: "cpu" or "cuda" */
-    uint32_t nhidden, hidden[EMBER_MAX_HIDDEN]; /* dense MLP hidden widths */
-    double replay_tolerance;                    /* --replay: the largest difference that passes */
-    uint64_t given;                             /* bit per flag given on the command line */
-    const char *flag_values[64];                /* their values as given (borrowed from argv) */
+    const char *device;          /* trainers' dense model: "cpu" or "cuda" */
+    const char *ps_device;       /* the PS's table shards: "cpu" or "cuda" */
+    double replay_tolerance;     /* --replay: the largest difference that passes */
+    uint64_t given;              /* bit per flag given on the command line */
+    const char *flag_values[64]; /* their values as given (borrowed from argv) */
 } ember_job_t;
 
 /** Ranks the job needs: trainers + 1 + num_ps. */

@@ -176,15 +176,15 @@ static ember_status_t create_tables(master_t *master, const ember_msg_train_star
                 .shard = (uint32_t)p,
                 .num_shards = (uint32_t)job->num_ps,
                 .trainers = (uint32_t)job->trainers,
-                .rows = spec->rows,
-                .dim = spec->dim,
-                .consistency = job->consistency,
+                .rows = spec->config.rows,
+                .dim = spec->config.dim,
+                .consistency = job->train.consistency,
                 .sparse_reduce = job->sparse_reduce,
                 .init = initial ? EMBER_INIT_LOAD : EMBER_INIT_NORMAL,
                 .dtype = job->table_dtype,
                 .device = strcmp(job->ps_device, "cuda") == 0 ? EMBER_TABLE_CUDA : EMBER_TABLE_HOST,
-                .seed = job->seed,
-                .optimizer = spec->optimizer,
+                .seed = job->train.seed,
+                .optimizer = spec->config.optimizer,
         };
         snprintf(create.name, sizeof(create.name), "%s", TABLE_NAME);
         ember_iov_t iov = {.buffer = &create, .length = sizeof(create)};
@@ -193,13 +193,14 @@ static ember_status_t create_tables(master_t *master, const ember_msg_train_star
         if (!initial)
             continue;
         /* Initial values: each shard keeps the rows it owns. */
-        int64_t per_chunk = CHUNK_BYTES / (spec->dim * sizeof(float));
-        for (int64_t first = 0; first < spec->rows; first += per_chunk) {
-            int64_t count = spec->rows - first < per_chunk ? spec->rows - first : per_chunk;
+        int64_t per_chunk = CHUNK_BYTES / (spec->config.dim * sizeof(float));
+        for (int64_t first = 0; first < spec->config.rows; first += per_chunk) {
+            int64_t count =
+                    spec->config.rows - first < per_chunk ? spec->config.rows - first : per_chunk;
             ember_msg_table_load_t load = {.table_id = TABLE_ID, .first = first, .count = count};
             ember_iov_t parts[2] = {{&load, sizeof(load)},
-                                    {initial + (size_t)first * spec->dim,
-                                     (size_t)count * spec->dim * sizeof(float)}};
+                                    {initial + (size_t)first * spec->config.dim,
+                                     (size_t)count * spec->config.dim * sizeof(float)}};
             EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_LOAD, parts, 2,
                                     NULL, 0, "loading table " TABLE_NAME));
         }
@@ -250,8 +251,8 @@ static void print_memory(master_t *master)
     }
 }
 
-/* The TRAIN_START every trainer gets (less its index): the job's model and
- * course, and where the others are. */
+/* The TRAIN_START every trainer gets (less its index): the job's course of
+ * training, whole, and where the others are. */
 static void spec_from_job(master_t *master)
 {
     const ember_job_t *job = master->job;
@@ -261,24 +262,8 @@ static void spec_from_job(master_t *master)
             .first_ps_rank = (uint32_t)master->first_ps,
             .master_rank = (uint32_t)job->trainers,
             .table_id = TABLE_ID,
-            .rows = job->rows,
-            .dim = job->dim,
-            .classes = job->classes,
-            .mode = job->mode,
-            .data = job->data,
-            .padding_idx = job->padding_idx,
-            .epochs = job->epochs,
-            .batches = job->batches,
-            .min_indices = job->min_indices,
-            .max_indices = job->max_indices,
-            .consistency = job->consistency,
-            .per_sample_weights = (uint32_t)job->per_sample_weights,
-            .seed = job->seed,
-            .optimizer = job->optimizer,
-            .nhidden = job->nhidden,
-            .half_replies = (uint32_t)job->half_replies,
+            .config = job->train,
     };
-    memcpy(master->spec.hidden, job->hidden, sizeof(master->spec.hidden));
     if (job->replay_path)
         snprintf(master->spec.replay_path, sizeof(master->spec.replay_path), "%s",
                  job->replay_path);
@@ -293,7 +278,7 @@ static ember_status_t master_setup(master_t *master)
     spec_from_job(master);
     master->layers = ember_dense_sizes(&master->spec, master->sizes);
     master->nparams = ember_dense_offset(master->sizes, master->layers);
-    master->epochs = job->data == EMBER_DATA_REPLAY ? 1 : job->epochs;
+    master->epochs = job->train.data == EMBER_DATA_REPLAY ? 1 : job->train.epochs;
     master->params = malloc(master->nparams * sizeof(float));
     master->futures = calloc((size_t)job->trainers, sizeof(*master->futures));
     master->starts = malloc((size_t)job->trainers * sizeof(*master->starts));
@@ -338,15 +323,16 @@ static void print_job(const master_t *master)
     printf("training: %d trainers%s, %d ps, table %s %lld x %u (%s%s%s%s), %s, "
            "%s lr %g, %s, %s\n",
            job->trainers, strcmp(job->device, "cuda") == 0 ? " on GPUs" : "", job->num_ps,
-           TABLE_NAME, (long long)job->rows, job->dim, ember_bag_mode_name(job->mode),
+           TABLE_NAME, (long long)job->train.rows, job->train.dim,
+           ember_bag_mode_name(job->train.mode),
            job->table_dtype == EMBER_DTYPE_F16 ? ", fp16 rows" : "",
-           job->half_replies ? ", fp16 replies" : "",
+           job->train.half_replies ? ", fp16 replies" : "",
            strcmp(job->ps_device, "cuda") == 0 ? ", on the PS's GPU" : "", dense,
-           ember_opt_kind_name(job->optimizer.kind), job->optimizer.lr,
-           job->consistency == EMBER_SYNC ? "sync" : "async",
-           job->data == EMBER_DATA_REPLAY      ? job->replay_path
-           : job->data == EMBER_DATA_SYNTHETIC ? "synthetic data"
-                                               : "tutorial data");
+           ember_opt_kind_name(job->train.optimizer.kind), job->train.optimizer.lr,
+           job->train.consistency == EMBER_SYNC ? "sync" : "async",
+           job->train.data == EMBER_DATA_REPLAY      ? job->replay_path
+           : job->train.data == EMBER_DATA_SYNTHETIC ? "synthetic data"
+                                                     : "tutorial data");
     fflush(stdout);
 }
 
@@ -463,8 +449,8 @@ static ember_status_t check_and_save(master_t *master, const finished_t *fin)
 
     if (!job->save_path && !job->replay_path)
         return EMBER_OK;
-    whole = malloc((size_t)master->spec.rows * master->spec.dim * sizeof(float) + 4);
-    status = whole ? read_table(master, master->spec.rows, master->spec.dim, whole)
+    whole = malloc((size_t)master->spec.config.rows * master->spec.config.dim * sizeof(float) + 4);
+    status = whole ? read_table(master, master->spec.config.rows, master->spec.config.dim, whole)
                    : EMBER_ERR_NO_MEMORY;
     result.table = whole;
     if (status == EMBER_OK && job->replay_path)

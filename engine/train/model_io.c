@@ -75,7 +75,7 @@ static void saved_fill(saved_tensors_t *saved, const ember_msg_train_start_t *sp
 
     saved->count = 0;
     snprintf(saved->names[0], sizeof(saved->names[0]), "emb.weight");
-    saved_add(saved, 2, spec->rows, spec->dim, result->table);
+    saved_add(saved, 2, spec->config.rows, spec->config.dim, result->table);
     for (size_t l = 0; l < layers; l++) {
         const float *w = result->params + ember_dense_offset(sizes, l);
         int64_t out = (int64_t)sizes[l + 1], in = (int64_t)sizes[l];
@@ -175,12 +175,16 @@ static void replay_compare(const ember_job_t *job, ember_st_file_t *file, const 
 
 ember_status_t ember_model_check_replay(const ember_job_t *job, const ember_model_result_t *result)
 {
-    size_t steps = (size_t)result->steps, nweight = (size_t)job->classes * job->dim;
+    size_t steps = (size_t)result->steps, nweight = (size_t)job->train.classes * job->train.dim;
     const expected_t expected[4] = {
             {"loss", result->losses, steps * job->trainers, 2, {(int64_t)steps, job->trainers}},
-            {"emb.weight", result->table, (size_t)job->rows * job->dim, 2, {job->rows, job->dim}},
-            {"fc.weight", result->params, nweight, 2, {job->classes, job->dim}},
-            {"fc.bias", result->params + nweight, job->classes, 1, {job->classes, 0}},
+            {"emb.weight",
+             result->table,
+             (size_t)job->train.rows * job->train.dim,
+             2,
+             {job->train.rows, job->train.dim}},
+            {"fc.weight", result->params, nweight, 2, {job->train.classes, job->train.dim}},
+            {"fc.bias", result->params + nweight, job->train.classes, 1, {job->train.classes, 0}},
     };
     replay_line_t line = {.used = 0};
     ember_st_file_t *file;
@@ -210,7 +214,7 @@ static ember_status_t initial_from_replay(const ember_job_t *job, const size_t *
                                           size_t layers, float *params, float **table_p)
 {
     int64_t dim = (int64_t)sizes[0], classes = (int64_t)sizes[layers];
-    const int64_t shape_table[2] = {job->rows, dim}, shape_weight[2] = {classes, dim};
+    const int64_t shape_table[2] = {job->train.rows, dim}, shape_weight[2] = {classes, dim};
     const int64_t shape_bias[1] = {classes};
     void *weight = NULL, *bias = NULL, *table = NULL;
     ember_st_file_t *file;
@@ -249,7 +253,7 @@ static void initial_from_seed(const ember_job_t *job, const size_t *sizes, size_
                               float *params)
 {
     ember_rng_t rng;
-    ember_rng_seed(&rng, job->seed, 0xdeadull);
+    ember_rng_seed(&rng, job->train.seed, 0xdeadull);
     for (size_t l = 0; l < layers; l++) {
         float bound = 1.0f / sqrtf((float)sizes[l]);
         float *layer = params + ember_dense_offset(sizes, l);
@@ -262,7 +266,7 @@ ember_status_t ember_model_initial(const ember_job_t *job, const size_t *sizes, 
                                    float *params, float **table_p)
 {
     *table_p = NULL;
-    if (job->data == EMBER_DATA_REPLAY)
+    if (job->train.data == EMBER_DATA_REPLAY)
         return initial_from_replay(job, sizes, layers, params, table_p);
     initial_from_seed(job, sizes, layers, params);
     return EMBER_OK;

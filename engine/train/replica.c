@@ -62,7 +62,7 @@ ember_status_t ember_replica_create(const ember_trainer_dev_t *td, ember_device_
     ember_replica_t *replica = calloc(1, sizeof(*replica));
     if (!replica)
         return EMBER_ERR_NO_MEMORY;
-    *replica = (ember_replica_t){.td = td, .comm = comm, .tp = tp, .classes = spec->classes};
+    *replica = (ember_replica_t){.td = td, .comm = comm, .tp = tp, .classes = spec->config.classes};
     *replica_p = replica;
     replica->layers = ember_dense_sizes(spec, replica->sizes);
     replica->nparams = ember_dense_offset(replica->sizes, replica->layers);
@@ -75,7 +75,7 @@ ember_status_t ember_replica_create(const ember_trainer_dev_t *td, ember_device_
     if (!replica->params || !replica->grads)
         return EMBER_ERR_NO_MEMORY;
     memcpy(replica->params, params, replica->nparams * sizeof(float));
-    ember_opt_config_t dense = spec->optimizer;
+    ember_opt_config_t dense = spec->config.optimizer;
     if (dense.kind == EMBER_OPT_ROWWISE_ADAGRAD)
         ember_opt_config_default(EMBER_OPT_ADAGRAD, dense.lr, &dense);
     EMBER_CHECK(

@@ -153,7 +153,7 @@ static ember_status_t step_failed(trainer_t *trainer, ember_status_t status, uin
 static ember_status_t batch_check_targets(trainer_t *trainer, const ember_batch_t *batch, char *err,
                                           size_t err_length)
 {
-    const size_t classes = trainer->spec.classes;
+    const size_t classes = trainer->spec.config.classes;
     for (size_t b = 0; b < batch->bags; b++) {
         if (batch->targets[b] < 0 || (uint64_t)batch->targets[b] >= classes)
             return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
@@ -180,9 +180,9 @@ static ember_status_t batch_take(trainer_t *trainer, ember_data_t *data, uint64_
                                .bags = batch->bags,
                                .weights = batch->weights,
                                .n_weights = batch->n_weights};
-    ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)spec->mode,
-                             .padding_idx = spec->padding_idx};
-    status = ember_bag_validate(&check, &opts, spec->rows, err, err_length);
+    ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)spec->config.mode,
+                             .padding_idx = spec->config.padding_idx};
+    status = ember_bag_validate(&check, &opts, spec->config.rows, err, err_length);
     if (status != EMBER_OK) {
         trainer->step_table = "emb"; /* the batch is wrong for this table */
         return status;
@@ -225,7 +225,7 @@ static ember_status_t trainer_setup(trainer_t *trainer)
     const ember_msg_train_start_t *spec = &trainer->spec;
     /* The device path, unless the replies are fp16 (widened on the host). */
     int rdma = !trainer->td.on_host && trainer->net_mem == EMBER_MEM_CUDA;
-    if (rdma && spec->half_replies) {
+    if (rdma && spec->config.half_replies) {
         rdma = 0;
         ember_info("trainer",
                    "trainer %d: fp16 replies are widened on the host: this "
@@ -236,10 +236,10 @@ static ember_status_t trainer_setup(trainer_t *trainer)
                                    .table_name = "emb",
                                    .num_ps = spec->num_ps,
                                    .first_ps_rank = (int)spec->first_ps_rank,
-                                   .dim = spec->dim,
-                                   .mode = (ember_bag_mode_t)spec->mode,
-                                   .padding_idx = spec->padding_idx,
-                                   .half_replies = (int)spec->half_replies,
+                                   .dim = spec->config.dim,
+                                   .mode = (ember_bag_mode_t)spec->config.mode,
+                                   .padding_idx = spec->config.padding_idx,
+                                   .half_replies = (int)spec->config.half_replies,
                                    .trainer = trainer->index};
     EMBER_CHECK(ember_sparse_create(&table, trainer->tp, &trainer->td, rdma, &trainer->aborted,
                                     &trainer->sparse));
@@ -315,8 +315,9 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
                                     ember_msg_train_done_t *done_p)
 {
     const uint64_t steps = ember_data_steps(data);
-    const uint32_t per_epoch =
-            trainer->spec.data == EMBER_DATA_REPLAY ? (uint32_t)steps : trainer->spec.batches;
+    const uint32_t per_epoch = trainer->spec.config.data == EMBER_DATA_REPLAY
+                                       ? (uint32_t)steps
+                                       : trainer->spec.config.batches;
     const double start = ember_time_now();
     epoch_t epoch = {.started = start};
     ember_status_t status = EMBER_OK;

@@ -178,10 +178,10 @@ ember_status_t ember_wire_grad_unpack(const void *data, size_t length, ember_wir
 static size_t start_dense_params(const ember_msg_train_start_t *spec)
 {
     size_t sizes[EMBER_MAX_HIDDEN + 2];
-    if (spec->nhidden > EMBER_MAX_HIDDEN)
+    if (spec->config.nhidden > EMBER_MAX_HIDDEN)
         return 0;
-    for (uint32_t h = 0; h < spec->nhidden; h++) {
-        if (spec->hidden[h] == 0 || spec->hidden[h] > 65536)
+    for (uint32_t h = 0; h < spec->config.nhidden; h++) {
+        if (spec->config.hidden[h] == 0 || spec->config.hidden[h] > 65536)
             return 0;
     }
     return ember_dense_offset(sizes, ember_dense_sizes(spec, sizes));
@@ -191,13 +191,14 @@ static size_t start_dense_params(const ember_msg_train_start_t *spec)
 static ember_status_t start_check_fit(const ember_msg_train_start_t *spec, size_t length,
                                       size_t nparams, int index, char *err, size_t err_length)
 {
-    if (spec->trainer != (uint32_t)index || spec->dim == 0 || spec->classes == 0 ||
-        spec->num_ps == 0 || spec->dim > 65536 || spec->classes > 65536 || nparams == 0 ||
-        length != sizeof(*spec) + nparams * sizeof(float))
+    if (spec->trainer != (uint32_t)index || spec->config.dim == 0 || spec->config.classes == 0 ||
+        spec->num_ps == 0 || spec->config.dim > 65536 || spec->config.classes > 65536 ||
+        nparams == 0 || length != sizeof(*spec) + nparams * sizeof(float))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "trainer%d: TRAIN_START does not fit (trainer %u, dim "
                                  "%u, classes %u, %zu bytes)",
-                                 index, spec->trainer, spec->dim, spec->classes, length);
+                                 index, spec->trainer, spec->config.dim, spec->config.classes,
+                                 length);
     return EMBER_OK;
 }
 
@@ -207,14 +208,15 @@ static ember_status_t start_check_fit(const ember_msg_train_start_t *spec, size_
 static ember_status_t start_check_ranges(const ember_msg_train_start_t *spec, int index, char *err,
                                          size_t err_length)
 {
-    if (spec->rows < 1 || spec->min_indices > spec->max_indices || spec->padding_idx < -1 ||
-        spec->padding_idx >= spec->rows || spec->mode > EMBER_BAG_MAX ||
-        spec->data > EMBER_DATA_REPLAY)
+    if (spec->config.rows < 1 || spec->config.min_indices > spec->config.max_indices ||
+        spec->config.padding_idx < -1 || spec->config.padding_idx >= spec->config.rows ||
+        spec->config.mode > EMBER_BAG_MAX || spec->config.data > EMBER_DATA_REPLAY)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "trainer%d: TRAIN_START is not a job's (rows %lld, "
                                  "indices %u to %u, padding_idx %lld, mode %u, data %u)",
-                                 index, (long long)spec->rows, spec->min_indices, spec->max_indices,
-                                 (long long)spec->padding_idx, spec->mode, spec->data);
+                                 index, (long long)spec->config.rows, spec->config.min_indices,
+                                 spec->config.max_indices, (long long)spec->config.padding_idx,
+                                 spec->config.mode, spec->config.data);
     return EMBER_OK;
 }
 

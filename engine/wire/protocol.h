@@ -172,16 +172,11 @@ typedef enum {
 #define EMBER_PATH_MAX   512
 #define EMBER_MAX_HIDDEN 8
 
-/* EMBER_OP_TRAIN_START: master -> trainer.  Followed by the initial dense
- * parameters, float[classes * dim + classes] (weight then bias).  The reply
- * (sent when training ends) is ember_msg_train_done_t. */
+/* The course of training the master hands every trainer, as the job's flags
+ * set it: the table's shape and pooling, the data, the dense model, the
+ * optimizer and the consistency.  ember-train's job holds one (job->train);
+ * TRAIN_START carries it whole. */
 typedef struct {
-    uint32_t trainer;
-    uint32_t trainers;
-    uint32_t num_ps;
-    uint32_t first_ps_rank;
-    uint32_t master_rank;
-    uint32_t table_id;
     int64_t rows;
     uint32_t dim;
     uint32_t classes;
@@ -191,14 +186,27 @@ typedef struct {
     uint32_t epochs;
     uint32_t batches; /* per epoch */
     uint32_t min_indices, max_indices;
-    uint32_t consistency;
+    uint32_t consistency; /* ember_consistency_t */
     uint32_t per_sample_weights;
     uint64_t seed;
     ember_opt_config_t optimizer;
-    char replay_path[EMBER_PATH_MAX];
     uint32_t nhidden;                  /* hidden layers of the dense MLP */
     uint32_t hidden[EMBER_MAX_HIDDEN]; /* their widths (ReLU after each) */
     uint32_t half_replies;             /* ask for EMBER_LOOKUP_HALF_REPLY */
+} ember_train_config_t;
+
+/* EMBER_OP_TRAIN_START: master -> trainer.  Followed by the initial dense
+ * parameters (ember_dense_offset floats).  The reply (sent when training
+ * ends) is ember_msg_train_done_t. */
+typedef struct {
+    uint32_t trainer;
+    uint32_t trainers;
+    uint32_t num_ps;
+    uint32_t first_ps_rank;
+    uint32_t master_rank;
+    uint32_t table_id;
+    ember_train_config_t config;
+    char replay_path[EMBER_PATH_MAX];
 } ember_msg_train_start_t;
 
 /*
@@ -213,10 +221,10 @@ static inline size_t ember_dense_sizes(const ember_msg_train_start_t *spec,
                                        size_t sizes[EMBER_MAX_HIDDEN + 2])
 {
     size_t n = 0;
-    sizes[n++] = spec->dim;
-    for (uint32_t h = 0; h < spec->nhidden && h < EMBER_MAX_HIDDEN; h++)
-        sizes[n++] = spec->hidden[h];
-    sizes[n++] = spec->classes;
+    sizes[n++] = spec->config.dim;
+    for (uint32_t h = 0; h < spec->config.nhidden && h < EMBER_MAX_HIDDEN; h++)
+        sizes[n++] = spec->config.hidden[h];
+    sizes[n++] = spec->config.classes;
     return n - 1;
 }
 

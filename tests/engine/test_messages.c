@@ -39,7 +39,7 @@
 /* A TRAIN_START of @spec with its dense parameters (zeros); malloc'd. */
 static uint8_t *start_request(const ember_msg_train_start_t *spec, size_t *length_p)
 {
-    size_t nparams = (size_t)spec->classes * spec->dim + spec->classes;
+    size_t nparams = (size_t)spec->config.classes * spec->config.dim + spec->config.classes;
     *length_p = sizeof(*spec) + nparams * sizeof(float);
     uint8_t *request = calloc(1, *length_p);
     if (request)
@@ -67,40 +67,40 @@ static int case_start_spec(void)
                                           .num_ps = 1,
                                           .first_ps_rank = 3,
                                           .master_rank = 2,
-                                          .rows = 100,
-                                          .dim = 16,
-                                          .classes = 8,
-                                          .mode = EMBER_BAG_SUM,
-                                          .data = EMBER_DATA_TUTORIAL,
-                                          .padding_idx = -1,
-                                          .epochs = 2,
-                                          .batches = 3,
-                                          .min_indices = 20,
-                                          .max_indices = 50,
-                                          .optimizer = {.kind = EMBER_OPT_SGD}};
+                                          .config = {.rows = 100,
+                                                     .dim = 16,
+                                                     .classes = 8,
+                                                     .mode = EMBER_BAG_SUM,
+                                                     .data = EMBER_DATA_TUTORIAL,
+                                                     .padding_idx = -1,
+                                                     .epochs = 2,
+                                                     .batches = 3,
+                                                     .min_indices = 20,
+                                                     .max_indices = 50,
+                                                     .optimizer = {.kind = EMBER_OPT_SGD}}};
     char err[256];
 
     CHECK(start_check(&good, err, sizeof(err)) == EMBER_OK, "a job's spec: %s", err);
     ember_msg_train_start_t bad = good;
-    bad.min_indices = 276; /* the fuzzer's: more than max_indices */
+    bad.config.min_indices = 276; /* the fuzzer's: more than max_indices */
     CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
                   strstr(err, "indices 276 to 50"),
           "min > max: %s", err);
     bad = good;
-    bad.rows = 0;
+    bad.config.rows = 0;
     CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM && strstr(err, "rows 0"),
           "no rows: %s", err);
     bad = good;
-    bad.mode = 9472;
+    bad.config.mode = 9472;
     CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
                   strstr(err, "mode 9472"),
           "mode: %s", err);
     bad = good;
-    bad.data = 3;
+    bad.config.data = 3;
     CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM && strstr(err, "data 3"),
           "data kind: %s", err);
     bad = good;
-    bad.padding_idx = 100;
+    bad.config.padding_idx = 100;
     CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
                   strstr(err, "padding_idx 100"),
           "padding_idx: %s", err);
