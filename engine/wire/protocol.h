@@ -127,7 +127,7 @@ enum {
  * EMBER_LOOKUP_MAX, element-wise max over this shard's rows; with
  * EMBER_LOOKUP_HALF_REPLY those values rounded to fp16, uint16[bags * dim].
  * With EMBER_LOOKUP_MAX the values are followed, at
- * ember_msg_lookup_places_at(), by uint32[bags * dim]: the place of the
+ * ember_wire_lookup_places_at(), by uint32[bags * dim]: the place of the
  * entry each maximum came from (the first maximal one of this shard's;
  * EMBER_PLACE_NONE for a bag without entries here), so the trainer gives a
  * maximum held on several shards to the bag's first maximal entry, as
