@@ -338,11 +338,12 @@ extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table, 
     return EMBER_OK;
 }
 
-extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table, int64_t rows,
-                                            size_t dim, const ember_bag_batch_t *batch,
-                                            const ember_bag_opts_t *opts, const float *grad_out,
-                                            const int64_t *argmax, int64_t *grad_rows_p,
-                                            float *grad_p, size_t *nrows_p, float *grad_weights_p)
+/* The arguments a backward needs, and the kernels' 32-bit positions. */
+static ember_status_t bwd_check(const float *table, int64_t rows, size_t dim,
+                                const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                const float *grad_out, const int64_t *argmax,
+                                const int64_t *grad_rows_p, const float *grad_p,
+                                const size_t *nrows_p, const float *grad_weights_p)
 {
     if (!batch || !opts || dim == 0 || !nrows_p || rows <= 0 ||
         (batch->bags > 0 && (!grad_out || !batch->offsets)) ||
@@ -366,18 +367,23 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
                     batch->n, batch->bags);
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (batch->n == 0) {
-        *nrows_p = 0;
-        return EMBER_OK;
-    }
+    return EMBER_OK;
+}
 
-    const size_t n = batch->n, bags = batch->bags;
-    const int nn = (int)n;
-    const int64_t pad = opts->padding_idx;
-    const unsigned long long sentinel = (unsigned long long)rows;
-    int end_bit = 64 - __builtin_clzll(sentinel); /* rows > 0 */
+/* A backward's arrays in the device scratch, and CUB's temporary storage. */
+typedef struct {
+    unsigned long long *keys_in, *keys_out, *nrows;
+    int *pos_in, *pos_out, *bag_of, *lengths, *run_off, *nruns;
+    float *mean_scale;
+    void *cub_tmp;
+    size_t cub_bytes;
+    unsigned long long sentinel; /* the key of a padding entry: sorts last */
+    int end_bit;
+} bwd_scratch_t;
 
-    /* CUB's temporary storage: the largest of the three calls. */
+/* CUB's temporary storage for n entries: the largest of the three calls. */
+static ember_status_t bwd_cub_bytes(cuda_dev_t *dev, int nn, int end_bit, size_t *bytes_p)
+{
     size_t tmp_sort = 0, tmp_rle = 0, tmp_scan = 0;
     unsigned long long *nullk = nullptr;
     int *nulli = nullptr;
@@ -387,8 +393,16 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
                                                  dev->stream));
     CUDA_CALL(cub::DeviceScan::ExclusiveSum(nullptr, tmp_scan, nulli, nulli, nn, dev->stream));
     size_t tmp = tmp_sort > tmp_rle ? tmp_sort : tmp_rle;
-    tmp = tmp > tmp_scan ? tmp : tmp_scan;
+    *bytes_p = tmp > tmp_scan ? tmp : tmp_scan;
+    return EMBER_OK;
+}
 
+static ember_status_t bwd_scratch(cuda_dev_t *dev, int64_t rows, size_t n, size_t bags,
+                                  bwd_scratch_t *sc)
+{
+    sc->sentinel = (unsigned long long)rows;
+    sc->end_bit = 64 - __builtin_clzll(sc->sentinel); /* rows > 0 */
+    EMBER_CHECK(bwd_cub_bytes(dev, (int)n, sc->end_bit, &sc->cub_bytes));
     size_t o_keys_in = 0;
     size_t o_keys_out = o_keys_in + align_up(n * 8);
     size_t o_pos_in = o_keys_out + align_up(n * 8);
@@ -400,58 +414,92 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
     size_t o_nrows = o_nruns + align_up(sizeof(int));
     size_t o_scale = o_nrows + align_up(sizeof(unsigned long long));
     size_t o_tmp = o_scale + align_up((bags + 1) * 4);
-    EMBER_CHECK(cuda_scratch_reserve(dev, o_tmp + align_up(tmp)));
+    EMBER_CHECK(cuda_scratch_reserve(dev, o_tmp + align_up(sc->cub_bytes)));
 
     char *s = (char *)dev->scratch;
-    auto *keys_in = (unsigned long long *)(s + o_keys_in);
-    auto *keys_out = (unsigned long long *)(s + o_keys_out);
-    int *pos_in = (int *)(s + o_pos_in), *pos_out = (int *)(s + o_pos_out);
-    int *bag_of = (int *)(s + o_bag), *lengths = (int *)(s + o_len);
-    int *run_off = (int *)(s + o_runoff), *nruns = (int *)(s + o_nruns);
-    auto *nrows_d = (unsigned long long *)(s + o_nrows);
-    float *mean_scale = (float *)(s + o_scale);
-    void *cub_tmp = s + o_tmp;
-    /* The unique rows land straight in the caller's buffer (capacity n). */
-    auto *unique = (unsigned long long *)grad_rows_p;
+    sc->keys_in = (unsigned long long *)(s + o_keys_in);
+    sc->keys_out = (unsigned long long *)(s + o_keys_out);
+    sc->pos_in = (int *)(s + o_pos_in);
+    sc->pos_out = (int *)(s + o_pos_out);
+    sc->bag_of = (int *)(s + o_bag);
+    sc->lengths = (int *)(s + o_len);
+    sc->run_off = (int *)(s + o_runoff);
+    sc->nruns = (int *)(s + o_nruns);
+    sc->nrows = (unsigned long long *)(s + o_nrows);
+    sc->mean_scale = (float *)(s + o_scale);
+    sc->cub_tmp = s + o_tmp;
+    return EMBER_OK;
+}
 
+/* Each entry's (row, position) key sorted, the runs of equal rows counted
+ * and their starts scanned: the unique rows land in @unique. */
+static ember_status_t bwd_group_rows(cuda_dev_t *dev, const ember_bag_batch_t *batch,
+                                     const ember_bag_opts_t *opts, bwd_scratch_t *sc,
+                                     unsigned long long *unique)
+{
+    const size_t n = batch->n, bags = batch->bags;
+    const int nn = (int)n;
+    const int64_t pad = opts->padding_idx;
     unsigned grid_n = (unsigned)((n + kBlock - 1) / kBlock);
     k_bwd_keys<<<grid_n, kBlock, 0, dev->stream>>>(batch->indices, n, batch->offsets, bags, pad,
-                                                   sentinel, keys_in, pos_in, bag_of);
+                                                   sc->sentinel, sc->keys_in, sc->pos_in,
+                                                   sc->bag_of);
     CUDA_CALL(cudaGetLastError());
     if (opts->mode == EMBER_BAG_MEAN && bags > 0) {
         k_bwd_mean_scale<<<(unsigned)((bags + kBlock - 1) / kBlock), kBlock, 0, dev->stream>>>(
-                batch->indices, n, batch->offsets, bags, pad, mean_scale);
+                batch->indices, n, batch->offsets, bags, pad, sc->mean_scale);
         CUDA_CALL(cudaGetLastError());
     }
-    size_t t = tmp;
-    CUDA_CALL(cub::DeviceRadixSort::SortPairs(cub_tmp, t, keys_in, keys_out, pos_in, pos_out, nn, 0,
-                                              end_bit, dev->stream));
-    CUDA_CALL(cudaMemsetAsync(lengths, 0, n * sizeof(int), dev->stream));
-    t = tmp;
-    CUDA_CALL(cub::DeviceRunLengthEncode::Encode(cub_tmp, t, keys_out, unique, lengths, nruns, nn,
-                                                 dev->stream));
-    t = tmp;
-    CUDA_CALL(cub::DeviceScan::ExclusiveSum(cub_tmp, t, lengths, run_off, nn, dev->stream));
-    k_bwd_count<<<1, 1, 0, dev->stream>>>(unique, nruns, sentinel, nrows_d);
+    size_t t = sc->cub_bytes;
+    CUDA_CALL(cub::DeviceRadixSort::SortPairs(sc->cub_tmp, t, sc->keys_in, sc->keys_out, sc->pos_in,
+                                              sc->pos_out, nn, 0, sc->end_bit, dev->stream));
+    CUDA_CALL(cudaMemsetAsync(sc->lengths, 0, n * sizeof(int), dev->stream));
+    t = sc->cub_bytes;
+    CUDA_CALL(cub::DeviceRunLengthEncode::Encode(sc->cub_tmp, t, sc->keys_out, unique, sc->lengths,
+                                                 sc->nruns, nn, dev->stream));
+    t = sc->cub_bytes;
+    CUDA_CALL(cub::DeviceScan::ExclusiveSum(sc->cub_tmp, t, sc->lengths, sc->run_off, nn,
+                                            dev->stream));
+    k_bwd_count<<<1, 1, 0, dev->stream>>>(unique, sc->nruns, sc->sentinel, sc->nrows);
     CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}
+
+extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table, int64_t rows,
+                                            size_t dim, const ember_bag_batch_t *batch,
+                                            const ember_bag_opts_t *opts, const float *grad_out,
+                                            const int64_t *argmax, int64_t *grad_rows_p,
+                                            float *grad_p, size_t *nrows_p, float *grad_weights_p)
+{
+    EMBER_CHECK(bwd_check(table, rows, dim, batch, opts, grad_out, argmax, grad_rows_p, grad_p,
+                          nrows_p, grad_weights_p));
+    if (batch->n == 0) {
+        *nrows_p = 0;
+        return EMBER_OK;
+    }
+    const size_t n = batch->n;
+    bwd_scratch_t sc = {};
+    /* The unique rows land straight in the caller's buffer (capacity n). */
+    auto *unique = (unsigned long long *)grad_rows_p;
+    EMBER_CHECK(bwd_scratch(dev, rows, n, batch->bags, &sc));
+    EMBER_CHECK(bwd_group_rows(dev, batch, opts, &sc, unique));
 
     /* Launch over every possible row; blocks past the real count return. */
     unsigned tx = lanes_for(dim), ty = kBlock / tx;
     dim3 block(tx, ty), grid((unsigned)((n + ty - 1) / ty));
-    k_bwd_reduce<<<grid, block, 0, dev->stream>>>(dim, unique, nrows_d, run_off, lengths, pos_out,
-                                                  bag_of, grad_out, batch->weights, mean_scale,
-                                                  argmax, (int)opts->mode, grad_p);
+    k_bwd_reduce<<<grid, block, 0, dev->stream>>>(dim, unique, sc.nrows, sc.run_off, sc.lengths,
+                                                  sc.pos_out, sc.bag_of, grad_out, batch->weights,
+                                                  sc.mean_scale, argmax, (int)opts->mode, grad_p);
     CUDA_CALL(cudaGetLastError());
-
     if (grad_weights_p) {
         unsigned grid_w = (unsigned)((n * 32 + kBlock - 1) / kBlock);
-        k_bwd_weights<<<grid_w, kBlock, 0, dev->stream>>>(table, dim, batch->indices, n, bag_of,
-                                                          pad, grad_out, grad_weights_p);
+        k_bwd_weights<<<grid_w, kBlock, 0, dev->stream>>>(table, dim, batch->indices, n, sc.bag_of,
+                                                          opts->padding_idx, grad_out,
+                                                          grad_weights_p);
         CUDA_CALL(cudaGetLastError());
     }
-
     unsigned long long *host = (unsigned long long *)dev->pinned;
-    CUDA_CALL(cudaMemcpyAsync(host, nrows_d, sizeof(*host), cudaMemcpyDeviceToHost, dev->stream));
+    CUDA_CALL(cudaMemcpyAsync(host, sc.nrows, sizeof(*host), cudaMemcpyDeviceToHost, dev->stream));
     CUDA_CALL(cudaStreamSynchronize(dev->stream));
     *nrows_p = (size_t)*host;
     return EMBER_OK;
