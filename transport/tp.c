@@ -35,15 +35,10 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
     tp->shm_eager = ember_config_size("EMBER_SHM_EAGER");
     tp->coarse_lag_s = ember_time_coarse_lag();
 
-    status = tp_auth_load_secret(params->secret, params->secret_length, &tp->secret);
-    if (status != EMBER_OK)
-        goto err_free;
-    status = tp_worker_create(tp);
-    if (status != EMBER_OK)
-        goto err_free;
-    status = tp_bootstrap_join(tp, params);
-    if (status != EMBER_OK)
-        goto err_leave;
+    EMBER_CHECK_GOTO(tp_auth_load_secret(params->secret, params->secret_length, &tp->secret),
+                     status, err_free);
+    EMBER_CHECK_GOTO(tp_worker_create(tp), status, err_free);
+    EMBER_CHECK_GOTO(tp_bootstrap_join(tp, params), status, err_leave);
     tp->spin_s = tp_spin_window(tp); /* needs the peers' hosts */
     tp->pull_rendezvous = tp_pull_rendezvous_config();
     *tp_p = tp;

@@ -249,7 +249,9 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec, ember_de
                                    "table %s: invalid optimizer settings", table->spec.name);
         goto err_destroy;
     }
-    EMBER_CHECK_GOTO(table_init_rows(table, name, err, err_length), status, err_destroy);
+    status = table_init_rows(table, name, err, err_length);
+    if (status != EMBER_OK)
+        goto err_destroy;
     *table_p = table;
     return EMBER_OK;
 
