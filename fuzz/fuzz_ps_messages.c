@@ -60,7 +60,7 @@ static void on_create(ps_state_t *ps, const uint8_t *data, size_t length)
         (uint64_t)spec.rows > FUZZ_MAX_VALUES / spec.dim)
         return; /* taken (the PS answers EXISTS), or beyond the fuzzer's means */
     ember_table_t *table = NULL;
-    if (ember_table_create(&spec, &table, err, sizeof(err)) != EMBER_OK)
+    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
         return;
     FUZZ_CHECK(strcmp(ember_table_name(table), spec.name) == 0, "the table's name");
     int64_t owned = 0;

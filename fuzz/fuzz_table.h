@@ -70,7 +70,7 @@ static inline int fuzz_table_open(fuzz_table_t *ft, fuzz_input_t *in)
     spec->seed = 7;
     ember_opt_config_default((ember_opt_kind_t)((shape >> 3) & 3), FUZZ_TABLE_LR, &spec->optimizer);
     snprintf(spec->name, sizeof(spec->name), "fuzz");
-    FUZZ_CHECK(ember_table_create(spec, &ft->table, err, sizeof(err)) == EMBER_OK,
+    FUZZ_CHECK(ember_table_create(spec, NULL, &ft->table, err, sizeof(err)) == EMBER_OK,
                "a valid spec refused: %s", err);
     ft->local_rows = ember_table_local_rows(ft->table);
     ft->dim = spec->dim;

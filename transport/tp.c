@@ -35,15 +35,10 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
     tp->shm_eager = ember_config_size("EMBER_SHM_EAGER");
     tp->coarse_lag_s = ember_time_coarse_lag();
 
-    status = tp_auth_load_secret(params->secret, params->secret_length, &tp->secret);
-    if (status != EMBER_OK)
-        goto err_free;
-    status = tp_worker_create(tp);
-    if (status != EMBER_OK)
-        goto err_free;
-    status = tp_bootstrap_join(tp, params);
-    if (status != EMBER_OK)
-        goto err_leave;
+    EMBER_CHECK_GOTO(tp_auth_load_secret(params->secret, params->secret_length, &tp->secret),
+                     status, err_free);
+    EMBER_CHECK_GOTO(tp_worker_create(tp), status, err_free);
+    EMBER_CHECK_GOTO(tp_bootstrap_join(tp, params), status, err_leave);
     tp->spin_s = tp_spin_window(tp); /* needs the peers' hosts */
     tp->pull_rendezvous = tp_pull_rendezvous_config();
     *tp_p = tp;
@@ -58,17 +53,10 @@ err_free:
     return status;
 }
 
-void ember_tp_destroy(ember_tp_t *tp)
+/* A peer that left a call unanswered is hung: what is still being sent to
+ * it would hold shutdown up to the timeout.  Give it up now. */
+static void tp_shutdown_give_up_hung(ember_tp_t *tp)
 {
-    double timeout = ember_config_double("EMBER_SHUTDOWN_TIMEOUT");
-    double deadline = ember_time_now() + timeout;
-
-    if (!tp)
-        return;
-    ember_debug("tp", "batches sent: %lu of %lu replies, %lu of %lu requests", tp->reply_batches,
-                tp->batched_replies, tp->call_batches, tp->batched_calls);
-    /* A peer that left a call unanswered is hung: what is still being sent
-     * to it would hold shutdown up to the timeout.  Give it up now. */
     for (int rank = 0; rank < tp->world_size; rank++) {
         if (tp->peers[rank].unanswered && tp->peers[rank].state != TP_PEER_LOST)
             tp_peer_lost(tp, rank, EMBER_ERR_TIMED_OUT,
@@ -76,17 +64,26 @@ void ember_tp_destroy(ember_tp_t *tp)
     }
     if (tp->peer_events)
         tp_endpoints_sweep(tp);
-    /* Calls still held for a batch (ember_rpc_batch_begin) leave now. */
+}
+
+/* Calls still held for a batch (ember_rpc_batch_begin) leave now. */
+static void tp_shutdown_send_held(ember_tp_t *tp)
+{
     tp->batching = 0;
     if (!tp->handler_depth)
         tp_batch_flush_all(tp);
-    /* 1. Let this process's own calls finish (bounded), and the sends of
-     * those already answered: a rendezvous send completes only when its
-     * receiver's acknowledgement comes, which may follow the reply; a
-     * worker destroyed before would leak the request (UCX warns).  A
-     * failed job waits half a second at most: a send to a hung rank would
-     * never complete, and step 3 closes its endpoint by force. */
+}
+
+/* Let this process's own calls finish (bounded), and the sends of those
+ * already answered: a rendezvous send completes only when its receiver's
+ * acknowledgement comes, which may follow the reply; a worker destroyed
+ * before would leak the request (UCX warns).  A failed job waits half a
+ * second at most: a send to a hung rank would never complete, and
+ * tp_shutdown_close closes its endpoint by force. */
+static void tp_shutdown_finish_calls(ember_tp_t *tp, double deadline, double timeout)
+{
     double calls_deadline = tp->failed ? ember_time_now() + 0.5 : deadline;
+
     while ((tp->pending_count || tp->sends_inflight) && ember_time_now() < calls_deadline)
         ember_tp_wait(tp, tp->pending_count ? 0.05 : 0.001);
     if (tp->pending_count)
@@ -95,11 +92,16 @@ void ember_tp_destroy(ember_tp_t *tp)
                    "cancelled",
                    tp->pending_count, timeout);
     tp_futures_cancel_all(tp, EMBER_ERR_SHUTDOWN);
-    /* 2. Meet the others, serving their traffic meanwhile, so nobody sees
-     * us vanish while it still needs an answer.  With a rank lost the job
-     * is over: nobody waits for it (a survivor ends at once, not at the
-     * barrier's timeout). */
+}
+
+/* Meet the others, serving their traffic meanwhile, so nobody sees us
+ * vanish while it still needs an answer.  With a rank lost the job is
+ * over: nobody waits for it (a survivor ends at once, not at the
+ * barrier's timeout). */
+static void tp_shutdown_meet(ember_tp_t *tp, double timeout)
+{
     int lost = tp_first_lost(tp, 1);
+
     if (tp->failed)
         ember_debug("tp", "shutdown: the job failed here: no final barrier");
     else if (lost >= 0)
@@ -112,10 +114,11 @@ void ember_tp_destroy(ember_tp_t *tp)
                    "shutdown: not every rank reached the final barrier "
                    "within %.0f s",
                    timeout);
-    /* 3. Flush and close endpoints, then the worker (replies still held for
-     * a batch, if destroy runs inside a handler, go out first). */
-    tp_batch_flush_all(tp);
-    tp_endpoints_close(tp, ember_time_now() + timeout);
+}
+
+/* Requests received but never handled, and acknowledgements never sent. */
+static void tp_shutdown_drop_queued(ember_tp_t *tp)
+{
     while (!tp_list_empty(&tp->ready)) {
         ember_rpc_req_t *req = tp_container_of(tp->ready.next, ember_rpc_req_t, link);
         tp_list_del(&req->link);
@@ -131,7 +134,21 @@ void ember_tp_destroy(ember_tp_t *tp)
         tp_list_del(&ack->link);
         free(ack);
     }
-    /* What ran for whom: handlers only for ranks that proved the secret. */
+}
+
+/* Flush and close endpoints, then what the worker still holds (replies
+ * still held for a batch, if destroy runs inside a handler, go out
+ * first). */
+static void tp_shutdown_close(ember_tp_t *tp, double timeout)
+{
+    tp_batch_flush_all(tp);
+    tp_endpoints_close(tp, ember_time_now() + timeout);
+    tp_shutdown_drop_queued(tp);
+}
+
+/* What ran for whom: handlers only for ranks that proved the secret. */
+static void tp_shutdown_report(const ember_tp_t *tp)
+{
     if (tp->dropped_messages || tp->refused_handshakes)
         ember_warn("tp",
                    "ran handlers for %lu requests of the job's ranks; dropped %lu "
@@ -140,6 +157,10 @@ void ember_tp_destroy(ember_tp_t *tp)
                    tp->handled_requests, tp->dropped_messages, tp->refused_handshakes);
     else
         ember_debug("tp", "ran handlers for %lu requests of the job's ranks", tp->handled_requests);
+}
+
+static void tp_shutdown_free(ember_tp_t *tp)
+{
     tp_bootstrap_leave(tp);
     tp_worker_destroy(tp);
     free(tp->peers);
@@ -149,6 +170,24 @@ void ember_tp_destroy(ember_tp_t *tp)
     free(tp->free_slots);
     ember_pool_cleanup(&tp->pool);
     free(tp);
+}
+
+void ember_tp_destroy(ember_tp_t *tp)
+{
+    double timeout = ember_config_double("EMBER_SHUTDOWN_TIMEOUT");
+    double deadline = ember_time_now() + timeout;
+
+    if (!tp)
+        return;
+    ember_debug("tp", "batches sent: %lu of %lu replies, %lu of %lu requests", tp->reply_batches,
+                tp->batched_replies, tp->call_batches, tp->batched_calls);
+    tp_shutdown_give_up_hung(tp);
+    tp_shutdown_send_held(tp);
+    tp_shutdown_finish_calls(tp, deadline, timeout);
+    tp_shutdown_meet(tp, timeout);
+    tp_shutdown_close(tp, timeout);
+    tp_shutdown_report(tp);
+    tp_shutdown_free(tp);
 }
 
 void ember_tp_set_failed(ember_tp_t *tp)

@@ -60,69 +60,89 @@ static ember_status_t set_ucp_option(ucp_config_t *config, const char *name, con
     return EMBER_OK;
 }
 
-ember_status_t tp_worker_create(ember_tp_t *tp)
+/* A failed UCX call is logged once, here, naming the call. */
+static ember_status_t check_ucs_call(ucs_status_t status, const char *call)
 {
-    ucp_params_t params = {0};
-    ucp_worker_params_t worker_params = {0};
-    ucp_config_t *config;
-    ucs_status_t status;
-    ember_status_t ret;
+    if (status == UCS_OK)
+        return EMBER_OK;
+    ember_error("tp", "%s: %s", call, ucs_status_string(status));
+    return tp_status_from_ucs(status);
+}
+
+/* UCX's tcp sends an eager message in segments of 8 KiB by default, a
+ * system call each: 64 KiB ones take ember's eager messages in one. */
+static void set_tcp_segment(ucp_config_t *config, const char *tls)
+{
+    size_t tcp_seg = ember_config_size("EMBER_TCP_SEG_SIZE");
+    const char *ucx_tls = tls && *tls ? tls : getenv("UCX_TLS");
+    char value[32];
+
+    if (!tcp_seg || getenv("UCX_TCP_TX_SEG_SIZE") || !tp_tls_may_use_tcp(ucx_tls))
+        return;
+    /* tcp's own name in UCX 1.13; 1.22 refuses it (more of its transports
+     * have one) and takes the prefixed name.  Only a speed-up: a UCX that
+     * takes neither runs with its own segments. */
+    snprintf(value, sizeof(value), "%zu", tcp_seg);
+    if (ucp_config_modify(config, "TX_SEG_SIZE", value) != UCS_OK &&
+        ucp_config_modify(config, "TCP_TX_SEG_SIZE", value) != UCS_OK)
+        ember_warn("tp",
+                   "this UCX takes no tcp segment size (EMBER_TCP_SEG_SIZE=%s "
+                   "ignored)",
+                   value);
+}
+
+/* UCX's configuration (UCX_* and EMBER_* of its own) with ember's
+ * settings on top. */
+static ember_status_t set_ucp_options(ucp_config_t *config)
+{
     const char *tls = ember_config_str("EMBER_TLS");
     char keepalive[32];
 
-    status = ucp_config_read("EMBER", NULL, &config);
-    if (status != UCS_OK) {
-        ember_error("tp", "ucp_config_read: %s", ucs_status_string(status));
-        return tp_status_from_ucs(status);
-    }
     /* Dead peers must be noticed quickly, on shared memory too. */
     snprintf(keepalive, sizeof(keepalive), "%.0fms",
              ember_config_double("EMBER_KEEPALIVE") * 1000.0);
-    ret = set_ucp_option(config, "KEEPALIVE_INTERVAL", keepalive);
-    if (ret == EMBER_OK && tls && *tls)
-        ret = set_ucp_option(config, "TLS", tls);
-    /* UCX's tcp sends an eager message in segments of 8 KiB by default, a
-     * system call each: 64 KiB ones take ember's eager messages in one. */
-    size_t tcp_seg = ember_config_size("EMBER_TCP_SEG_SIZE");
-    const char *ucx_tls = tls && *tls ? tls : getenv("UCX_TLS");
-    if (ret == EMBER_OK && tcp_seg && !getenv("UCX_TCP_TX_SEG_SIZE") &&
-        tp_tls_may_use_tcp(ucx_tls)) {
-        /* tcp's own name in UCX 1.13; 1.22 refuses it (more of its
-         * transports have one) and takes the prefixed name.  Only a
-         * speed-up: a UCX that takes neither runs with its own segments. */
-        char value[32];
-        snprintf(value, sizeof(value), "%zu", tcp_seg);
-        if (ucp_config_modify(config, "TX_SEG_SIZE", value) != UCS_OK &&
-            ucp_config_modify(config, "TCP_TX_SEG_SIZE", value) != UCS_OK)
-            ember_warn("tp",
-                       "this UCX takes no tcp segment size (EMBER_TCP_SEG_SIZE=%s "
-                       "ignored)",
-                       value);
-    }
-    if (ret != EMBER_OK)
-        goto err_release_config;
+    EMBER_CHECK(set_ucp_option(config, "KEEPALIVE_INTERVAL", keepalive));
+    if (tls && *tls)
+        EMBER_CHECK(set_ucp_option(config, "TLS", tls));
+    set_tcp_segment(config, tls);
+    return EMBER_OK;
+}
+
+static ember_status_t context_create(ember_tp_t *tp, ucp_config_t *config)
+{
+    ucp_params_t params = {0};
 
     params.field_mask =
             UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
     params.mt_workers_shared = 0;
     params.name = "ember";
-    status = ucp_init(&params, config, &tp->context);
-    if (status != UCS_OK) {
-        ember_error("tp", "ucp_init: %s", ucs_status_string(status));
-        ret = tp_status_from_ucs(status);
-        goto err_release_config;
-    }
+    return check_ucs_call(ucp_init(&params, config, &tp->context), "ucp_init");
+}
+
+/* The context, from UCX's configuration with ember's settings. */
+static ember_status_t context_open(ember_tp_t *tp)
+{
+    ucp_config_t *config;
+    ember_status_t status;
+
+    EMBER_CHECK(check_ucs_call(ucp_config_read("EMBER", NULL, &config), "ucp_config_read"));
+    status = set_ucp_options(config);
+    if (status == EMBER_OK)
+        status = context_create(tp, config);
     ucp_config_release(config);
+    return status;
+}
+
+/* The worker, whether small messages' heads fit inline, and its event fd. */
+static ember_status_t worker_open(ember_tp_t *tp)
+{
+    ucp_worker_params_t worker_params = {0};
 
     worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
-    status = ucp_worker_create(tp->context, &worker_params, &tp->worker);
-    if (status != UCS_OK) {
-        ember_error("tp", "ucp_worker_create: %s", ucs_status_string(status));
-        ret = tp_status_from_ucs(status);
-        goto err_cleanup_context;
-    }
+    EMBER_CHECK(check_ucs_call(ucp_worker_create(tp->context, &worker_params, &tp->worker),
+                               "ucp_worker_create"));
     /* The inline part of a message needs room in the AM header. */
     ucp_worker_attr_t attr = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER};
     if (ucp_worker_query(tp->worker, &attr) == UCS_OK &&
@@ -130,13 +150,11 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
         tp->inline_max = TP_INLINE_MAX;
     ember_debug("tp", "AM header room %zu bytes: small message heads %s",
                 (size_t)attr.max_am_header, tp->inline_max ? "ride inline" : "do not fit");
-    status = ucp_worker_get_efd(tp->worker, &tp->efd);
-    if (status != UCS_OK) {
-        ember_error("tp", "ucp_worker_get_efd: %s", ucs_status_string(status));
-        ret = tp_status_from_ucs(status);
-        goto err_destroy_worker;
-    }
+    return check_ucs_call(ucp_worker_get_efd(tp->worker, &tp->efd), "ucp_worker_get_efd");
+}
 
+static ember_status_t am_handlers_set(ember_tp_t *tp)
+{
     static const ucp_am_recv_callback_t callbacks[TP_AM_COUNT] = {
             [TP_AM_REQUEST] = tp_am_request_cb,
             [TP_AM_REPLY] = tp_am_reply_cb,
@@ -147,6 +165,7 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
             [TP_AM_CONFIRM] = tp_am_confirm_cb,
             [TP_AM_ACCEPT] = tp_am_accept_cb,
     };
+
     for (unsigned id = 0; id < TP_AM_COUNT; id++) {
         /* Requests wait for tp_run_handlers, so UCX must keep their data;
          * replies and batches are copied out (or received by rendezvous,
@@ -163,26 +182,28 @@ ember_status_t tp_worker_create(ember_tp_t *tp)
                 .arg = tp,
                 .flags = UCP_AM_FLAG_WHOLE_MSG | (keeps ? UCP_AM_FLAG_PERSISTENT_DATA : 0),
         };
-        status = ucp_worker_set_am_recv_handler(tp->worker, &handler);
+        ucs_status_t status = ucp_worker_set_am_recv_handler(tp->worker, &handler);
         if (status != UCS_OK) {
             ember_error("tp", "ucp_worker_set_am_recv_handler(%u): %s", id,
                         ucs_status_string(status));
-            ret = tp_status_from_ucs(status);
-            goto err_destroy_worker;
+            return tp_status_from_ucs(status);
         }
     }
     return EMBER_OK;
+}
 
-err_destroy_worker:
-    ucp_worker_destroy(tp->worker);
-    tp->worker = NULL;
-err_cleanup_context:
-    ucp_cleanup(tp->context);
-    tp->context = NULL;
-    return ret;
-err_release_config:
-    ucp_config_release(config);
-    return ret;
+ember_status_t tp_worker_create(ember_tp_t *tp)
+{
+    ember_status_t status;
+
+    EMBER_CHECK(context_open(tp));
+    EMBER_CHECK_GOTO(worker_open(tp), status, err_destroy);
+    EMBER_CHECK_GOTO(am_handlers_set(tp), status, err_destroy);
+    return EMBER_OK;
+
+err_destroy:
+    tp_worker_destroy(tp);
+    return status;
 }
 
 void tp_worker_destroy(ember_tp_t *tp)

@@ -26,7 +26,7 @@
 #define PS_REPLY_GRACE_S 2.0 /* at exit, for replies still leaving */
 /* Replies this large go rendezvous: a same-host trainer reads them with
  * process_vm_readv, which pins every page of the source, so they live on
- * huge pages (perf: page pinning was a quarter of that read with 4 KiB). */
+ * huge pages: far fewer pages to pin than with 4 KiB ones. */
 #define PS_REPLY_HUGE_MIN (64u << 10)
 
 typedef struct {
@@ -91,6 +91,72 @@ static int ps_header(ember_rpc_req_t *req, void *header, size_t size, ember_wire
     return status == EMBER_OK;
 }
 
+/* The spec as ps_msg checks it (its name NUL-terminated), and its id free
+ * here. */
+static ember_status_t ps_table_id_check(const ps_t *ps, ember_msg_table_create_t *spec, char *err,
+                                        size_t err_length)
+{
+    ember_status_t status = ps_msg_table_create_check(spec, err, err_length);
+    if (status == EMBER_OK && ps->tables[spec->table_id].table)
+        status = ember_status_text(err, err_length, EMBER_ERR_EXISTS,
+                                   "table id %u is taken or beyond %d", spec->table_id,
+                                   PS_MAX_TABLES);
+    return status;
+}
+
+/* The shard, on the PS's GPU (opened by the first table there) or in host
+ * memory. */
+static ember_status_t ps_table_make(ps_t *ps, const ember_msg_table_create_t *spec,
+                                    ember_table_t **table_p, char *err, size_t err_length)
+{
+    if (spec->device == EMBER_TABLE_CUDA && !ps->device) {
+        ember_status_t status = ember_device_open("cuda", ps->local_rank, &ps->device);
+        if (status != EMBER_OK) {
+            snprintf(err, err_length,
+                     "table %s: --ps-device cuda, but %s has no "
+                     "usable GPU: %s",
+                     spec->name, ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)),
+                     ember_status_string(status));
+            return status;
+        }
+    }
+    return ember_table_create(spec, spec->device == EMBER_TABLE_CUDA ? ps->device : NULL, table_p,
+                              err, err_length);
+}
+
+/* Who speaks for each trainer (nobody yet) and its refused gradients; on
+ * failure the table is destroyed too, so the id stays free. */
+static ember_status_t ps_entry_init(ps_table_t *entry, uint32_t trainers)
+{
+    entry->trainers = trainers;
+    entry->trainer_rank = malloc(trainers * sizeof(*entry->trainer_rank));
+    entry->grad_error = calloc(trainers, sizeof(*entry->grad_error));
+    for (uint32_t t = 0; entry->trainer_rank && t < trainers; t++)
+        entry->trainer_rank[t] = -1;
+    if (entry->trainer_rank && entry->grad_error)
+        return EMBER_OK;
+    free(entry->trainer_rank);
+    free(entry->grad_error);
+    ember_table_destroy(entry->table);
+    *entry = (ps_table_t){0};
+    return EMBER_ERR_NO_MEMORY;
+}
+
+static void ps_log_table(const ps_table_t *entry, const ember_msg_table_create_t *spec,
+                         double create_s)
+{
+    ember_info("ps",
+               "table %s: shard %u of %u, %lld of %lld rows x %u %s (%.1f MiB %s), "
+               "%s, %s in %.2f s",
+               ember_table_name(entry->table), spec->shard, spec->num_shards,
+               (long long)ember_table_local_rows(entry->table), (long long)spec->rows, spec->dim,
+               spec->dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32",
+               ember_table_bytes(entry->table) / 1048576.0,
+               spec->device == EMBER_TABLE_CUDA ? "on the GPU" : "in host memory",
+               spec->consistency == EMBER_SYNC ? "sync" : "async",
+               spec->init == EMBER_INIT_NORMAL ? "N(0,1) rows" : "zeroed for loading", create_s);
+}
+
 static void on_table_create(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
@@ -99,11 +165,7 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
 
     if (!ps_header(req, &spec, sizeof(spec), NULL))
         return;
-    ember_status_t status = ps_msg_table_create_check(&spec, err, sizeof(err));
-    if (status == EMBER_OK && ps->tables[spec.table_id].table)
-        status = ember_status_text(err, sizeof(err), EMBER_ERR_EXISTS,
-                                   "table id %u is taken or beyond %d", spec.table_id,
-                                   PS_MAX_TABLES);
+    ember_status_t status = ps_table_id_check(ps, &spec, err, sizeof(err));
     if (status == EMBER_ERR_EXISTS) {
         ember_rpc_reply_error(req, status, "%s", err);
         return;
@@ -111,48 +173,19 @@ static void on_table_create(ember_rpc_req_t *req, void *arg)
     /* Its id is ours; an unknown device (status) is logged and answered below. */
     ps_table_t *entry = &ps->tables[spec.table_id];
     double started = ember_time_now();
-    if (status == EMBER_OK && spec.device == EMBER_TABLE_CUDA && !ps->device) {
-        status = ember_device_open("cuda", ps->local_rank, &ps->device);
-        if (status != EMBER_OK)
-            snprintf(err, sizeof(err),
-                     "table %s: --ps-device cuda, but %s has no "
-                     "usable GPU: %s",
-                     spec.name, ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)),
-                     ember_status_string(status));
-    }
     if (status == EMBER_OK)
-        status = ember_table_create_on(&spec, spec.device == EMBER_TABLE_CUDA ? ps->device : NULL,
-                                       &entry->table, err, sizeof(err));
+        status = ps_table_make(ps, &spec, &entry->table, err, sizeof(err));
     double create_s = ember_time_now() - started;
     if (status != EMBER_OK) {
         ember_error("ps", "%s", err);
         ember_rpc_reply_error(req, status, "%s", err);
         return;
     }
-    entry->trainers = spec.trainers;
-    entry->trainer_rank = malloc(spec.trainers * sizeof(*entry->trainer_rank));
-    entry->grad_error = calloc(spec.trainers, sizeof(*entry->grad_error));
-    for (uint32_t t = 0; entry->trainer_rank && t < spec.trainers; t++)
-        entry->trainer_rank[t] = -1;
-    if (!entry->trainer_rank || !entry->grad_error) {
-        /* Not half created: the id stays free. */
-        free(entry->trainer_rank);
-        free(entry->grad_error);
-        ember_table_destroy(entry->table);
-        *entry = (ps_table_t){0};
+    if (ps_entry_init(entry, spec.trainers) != EMBER_OK) {
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
-    ember_info("ps",
-               "table %s: shard %u of %u, %lld of %lld rows x %u %s (%.1f MiB %s), "
-               "%s, %s in %.2f s",
-               ember_table_name(entry->table), spec.shard, spec.num_shards,
-               (long long)ember_table_local_rows(entry->table), (long long)spec.rows, spec.dim,
-               spec.dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32",
-               ember_table_bytes(entry->table) / 1048576.0,
-               spec.device == EMBER_TABLE_CUDA ? "on the GPU" : "in host memory",
-               spec.consistency == EMBER_SYNC ? "sync" : "async",
-               spec.init == EMBER_INIT_NORMAL ? "N(0,1) rows" : "zeroed for loading", create_s);
+    ps_log_table(entry, &spec, create_s);
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
@@ -465,41 +498,52 @@ static const ember_rpc_handler_cb ps_handlers[] = {
 _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");
 
-ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
+static void ps_register(ps_t *ps, int serve)
+{
+    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
+        ember_rpc_register(ps->tp, ps_ops[i], serve ? ps_handlers[i] : NULL, serve ? ps : NULL);
+}
+
+static ps_t *ps_new(ember_tp_t *tp, int local_rank)
 {
     ps_t *ps = calloc(1, sizeof(*ps));
-    ember_status_t status;
-
     if (!ps)
-        return EMBER_ERR_NO_MEMORY;
+        return NULL;
     ps->tp = tp;
     ps->local_rank = local_rank;
     ps->replies.huge_min = PS_REPLY_HUGE_MIN;
     ember_busy_clock_init(&ps->clock);
-    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
-        ember_rpc_register(tp, ps_ops[i], ps_handlers[i], ps);
-    /* A failed barrier ends the job (it said who did not come).  The master
-     * is watched from here on: a PS only answers, and without an endpoint
-     * of its own to the master would never learn that it died. */
-    int master = ember_tp_peer_by_name(tp, "master");
-    ps->exit_status = ember_tp_barrier(tp, "roles-ready");
-    if (ps->exit_status == EMBER_OK && master >= 0)
-        ps->exit_status = ember_tp_watch(tp, master);
-    ps->stop = ps->exit_status != EMBER_OK;
+    return ps;
+}
 
+/* A failed barrier ends the job (it said who did not come).  The master is
+ * watched from here on: a PS only answers, and without an endpoint of its
+ * own to the master would never learn that it died. */
+static void ps_join(ps_t *ps, int master)
+{
+    ps->exit_status = ember_tp_barrier(ps->tp, "roles-ready");
+    if (ps->exit_status == EMBER_OK && master >= 0)
+        ps->exit_status = ember_tp_watch(ps->tp, master);
+    ps->stop = ps->exit_status != EMBER_OK;
+}
+
+/* Serve until told to stop, or until the master is lost: a PS without its
+ * master has nobody to stop it. */
+static void ps_serve(ps_t *ps, int master)
+{
+    ember_tp_t *tp = ps->tp;
     const uint64_t check_every = ember_busy_clock_ticks_for(&ps->clock, 0.2);
     uint64_t next_check = 0;
     while (!ps->stop) {
         ember_tp_wait(tp, 0.5);
-        /* Peer losses are rare: look a few times a second, not per request
-         * (on the busy clock: a clock_gettime per request was a few percent
-         * of a small lookup's time on a KVM guest). */
+        /* Peer losses are rare: look a few times a second, not per
+         * request, and on the busy clock: a clock_gettime per request is a
+         * cost a small lookup notices. */
         uint64_t now = ember_busy_clock_ticks(&ps->clock);
         if (now < next_check)
             continue;
         next_check = now + check_every;
         ps_drop_lost_trainers(ps);
-        /* A PS without its master has nobody to stop it: leave. */
         if (master >= 0 && ember_tp_peer_lost(tp, master)) {
             ember_error("ps", "%s: the master (rank %d) was lost: %s; stopping",
                         ember_tp_peer_name(tp, ember_tp_rank(tp)), master,
@@ -508,10 +552,12 @@ ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
             break;
         }
     }
-    status = ps->exit_status;
-    /* From here on a request gets "no handler", not a PS being freed. */
-    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
-        ember_rpc_register(tp, ps_ops[i], NULL, NULL);
+}
+
+/* Held lookups are told the PS is stopping; the tables, then their GPU,
+ * are freed. */
+static void ps_free_tables(ps_t *ps)
+{
     for (size_t i = 0; i < PS_MAX_TABLES; i++) {
         ps_table_t *entry = &ps->tables[i];
         for (size_t h = 0; h < entry->held_count; h++)
@@ -528,20 +574,42 @@ ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
     }
     ember_device_close(ps->device); /* after its tables */
     ps->device = NULL;
-    /* Replies still leaving hold pooled buffers: wait for the transport to
-     * give them back (a lost peer fails them), and if one is held past the
-     * grace period, leave the PS allocated rather than free under it. */
+}
+
+/* Replies still leaving hold pooled buffers: wait for the transport to give
+ * them back (a lost peer fails them), and if one is held past the grace
+ * period, leave the PS allocated rather than free under it. */
+static void ps_free(ps_t *ps)
+{
     double give_up = ember_time_coarse() + PS_REPLY_GRACE_S;
     while (ps->replies_in_flight && ember_time_coarse() < give_up)
-        ember_tp_wait(tp, 0.01);
+        ember_tp_wait(ps->tp, 0.01);
     if (ps->replies_in_flight) {
         ember_warn("ps",
                    "%zu replies still in flight at exit; their buffers stay "
                    "allocated",
                    ps->replies_in_flight);
-        return status;
+        return;
     }
     ember_pool_cleanup(&ps->replies);
     free(ps);
+}
+
+ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
+{
+    ps_t *ps = ps_new(tp, local_rank);
+    ember_status_t status;
+
+    if (!ps)
+        return EMBER_ERR_NO_MEMORY;
+    ps_register(ps, 1);
+    int master = ember_tp_peer_by_name(tp, "master");
+    ps_join(ps, master);
+    ps_serve(ps, master);
+    status = ps->exit_status;
+    /* From here on a request gets "no handler", not a PS being freed. */
+    ps_register(ps, 0);
+    ps_free_tables(ps);
+    ps_free(ps);
     return status;
 }

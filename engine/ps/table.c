@@ -78,12 +78,6 @@ static inline int table_half(const ember_table_t *table)
     return table->spec.dtype == EMBER_DTYPE_F16;
 }
 
-ember_status_t ember_table_create(const ember_msg_table_create_t *spec, ember_table_t **table_p,
-                                  char *err, size_t err_length)
-{
-    return ember_table_create_on(spec, NULL, table_p, err, err_length);
-}
-
 /* Fill a device shard: N(0,1) rows made on the host a block at a time. */
 static ember_status_t device_init_rows(ember_table_t *table)
 {
@@ -112,14 +106,37 @@ static ember_status_t device_init_rows(ember_table_t *table)
     return status;
 }
 
-ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec, ember_device_t *device,
-                                     ember_table_t **table_p, char *err, size_t err_length)
+/* N(0,1) as nn.EmbeddingBag, from (seed, global element): the same values
+ * whatever the number of shards. */
+static ember_status_t host_init_rows(ember_table_t *table)
 {
-    ember_table_t *table;
-    char name[EMBER_TABLE_NAME_MAX + 1];
+    const ember_msg_table_create_t *spec = &table->spec;
+    float *values = spec->dtype == EMBER_DTYPE_F16 ? malloc(spec->dim * sizeof(float)) : NULL;
+    if (spec->dtype == EMBER_DTYPE_F16 && !values)
+        return EMBER_ERR_NO_MEMORY;
+    for (int64_t local = 0; local < table->local_rows; local++) {
+        uint64_t row = (uint64_t)local * spec->num_shards + spec->shard;
+        void *stored = table_row(table, local);
+        /* fp16: the fp32 values rounded, as emb.half() would. */
+        ember_normal_fill(spec->seed, row * spec->dim, values ? values : stored, spec->dim);
+        if (values)
+            ember_float_to_half_n(values, stored, spec->dim);
+    }
+    free(values);
+    return EMBER_OK;
+}
 
-    memcpy(name, spec->name, EMBER_TABLE_NAME_MAX);
-    name[EMBER_TABLE_NAME_MAX] = '\0';
+static ember_status_t cannot_allocate(const ember_msg_table_create_t *spec, const char *name,
+                                      char *err, size_t err_length)
+{
+    return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
+                             "table %s: cannot allocate %lld rows x %u", name,
+                             (long long)spec->rows, spec->dim);
+}
+
+static ember_status_t check_spec(const ember_msg_table_create_t *spec, ember_device_t *device,
+                                 const char *name, char *err, size_t err_length)
+{
     if (spec->rows <= 0 || spec->dim == 0 || spec->dim > 65536 || spec->num_shards == 0 ||
         spec->shard >= spec->num_shards || spec->trainers == 0 || spec->trainers > 65536 ||
         spec->consistency > EMBER_ASYNC || spec->sparse_reduce > EMBER_REDUCE_MEAN ||
@@ -138,9 +155,16 @@ ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec, ember
                                  "table %s: fp16 rows on a %s parameter server are not supported "
                                  "(fp32 rows there, or fp16 in host memory)",
                                  name, ember_device_name(device));
-    table = calloc(1, sizeof(*table));
+    return EMBER_OK;
+}
+
+/* The table's description: its spec (the name cut to fit) and its shape. */
+static ember_table_t *table_new(const ember_msg_table_create_t *spec, ember_device_t *device,
+                                const char *name)
+{
+    ember_table_t *table = calloc(1, sizeof(*table));
     if (!table)
-        return EMBER_ERR_NO_MEMORY;
+        return NULL;
     table->device = device;
     table->dev = device ? ember_device_ops(device) : NULL;
     /* Staging the GPU copies by DMA from: pinned host memory. */
@@ -151,8 +175,16 @@ ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec, ember
     table->local_rows = (spec->rows - spec->shard + spec->num_shards - 1) / spec->num_shards;
     table->row_bytes =
             (size_t)spec->dim * (spec->dtype == EMBER_DTYPE_F16 ? sizeof(uint16_t) : sizeof(float));
-    if (device) {
-        if (table->dev->mem_alloc(device, (size_t)table->local_rows * table->row_bytes,
+    return table;
+}
+
+/* The rows (host or device memory), the trainers' contexts and pending
+ * gradients, and sync's row-to-slot map (every row: no slot). */
+static ember_status_t table_alloc(ember_table_t *table)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    if (table->device) {
+        if (table->dev->mem_alloc(table->device, (size_t)table->local_rows * table->row_bytes,
                                   &table->data) != EMBER_OK)
             table->data = NULL;
     } else {
@@ -166,51 +198,66 @@ ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec, ember
      * allocation of 0 bytes is NULL, as it should be. */
     if ((!table->data && table->local_rows > 0) || !table->contexts || !table->pending ||
         (spec->consistency == EMBER_SYNC && !table->slot_of_row))
-        goto err_free;
+        return EMBER_ERR_NO_MEMORY;
     if (spec->consistency == EMBER_SYNC)
         memset(table->slot_of_row, 0xff, (size_t)table->local_rows * sizeof(int32_t));
-    if (ember_opt_create(&spec->optimizer, (size_t)table->local_rows, spec->dim, EMBER_OPT_SPARSE,
-                         &table->optimizer) != EMBER_OK) {
-        ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                          "table %s: invalid optimizer settings", table->spec.name);
-        ember_table_destroy(table);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    if (device) {
+    return EMBER_OK;
+}
+
+/* The initial rows: N(0,1), or zeros awaiting TABLE_LOAD. */
+static ember_status_t table_init_rows(ember_table_t *table, const char *name, char *err,
+                                      size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    if (table->device) {
         ember_status_t status = device_init_rows(table);
-        if (status != EMBER_OK) {
-            ember_table_destroy(table);
+        if (status != EMBER_OK)
             return ember_status_text(err, err_length, status,
                                      "table %s: cannot "
                                      "initialise its rows on %s: %s",
-                                     name, ember_device_name(device), ember_status_string(status));
-        }
+                                     name, ember_device_name(table->device),
+                                     ember_status_string(status));
     } else if (spec->init == EMBER_INIT_NORMAL) {
-        /* N(0,1) as nn.EmbeddingBag, from (seed, global element): the same
-         * values whatever the number of shards. */
-        float *values = spec->dtype == EMBER_DTYPE_F16 ? malloc(spec->dim * sizeof(float)) : NULL;
-        if (spec->dtype == EMBER_DTYPE_F16 && !values)
-            goto err_free;
-        for (int64_t local = 0; local < table->local_rows; local++) {
-            uint64_t row = (uint64_t)local * spec->num_shards + spec->shard;
-            void *stored = table_row(table, local);
-            /* fp16: the fp32 values rounded, as emb.half() would. */
-            ember_normal_fill(spec->seed, row * spec->dim, values ? values : stored, spec->dim);
-            if (values)
-                ember_float_to_half_n(values, stored, spec->dim);
-        }
-        free(values);
+        if (host_init_rows(table) != EMBER_OK)
+            return cannot_allocate(spec, name, err, err_length);
     } else {
         memset(table->data, 0, (size_t)table->local_rows * table->row_bytes);
     }
+    return EMBER_OK;
+}
+
+ember_status_t ember_table_create(const ember_msg_table_create_t *spec, ember_device_t *device,
+                                  ember_table_t **table_p, char *err, size_t err_length)
+{
+    ember_table_t *table;
+    ember_status_t status;
+    char name[EMBER_TABLE_NAME_MAX + 1];
+
+    memcpy(name, spec->name, EMBER_TABLE_NAME_MAX);
+    name[EMBER_TABLE_NAME_MAX] = '\0';
+    EMBER_CHECK(check_spec(spec, device, name, err, err_length));
+    table = table_new(spec, device, name);
+    if (!table)
+        return EMBER_ERR_NO_MEMORY;
+    if (table_alloc(table) != EMBER_OK) {
+        status = cannot_allocate(spec, name, err, err_length);
+        goto err_destroy;
+    }
+    if (ember_opt_create(&spec->optimizer, (size_t)table->local_rows, spec->dim, EMBER_OPT_SPARSE,
+                         &table->optimizer) != EMBER_OK) {
+        status = ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                   "table %s: invalid optimizer settings", table->spec.name);
+        goto err_destroy;
+    }
+    status = table_init_rows(table, name, err, err_length);
+    if (status != EMBER_OK)
+        goto err_destroy;
     *table_p = table;
     return EMBER_OK;
 
-err_free:
+err_destroy:
     ember_table_destroy(table);
-    return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
-                             "table %s: cannot allocate %lld rows x %u", name,
-                             (long long)spec->rows, spec->dim);
+    return status;
 }
 
 void ember_table_destroy(ember_table_t *table)
@@ -287,8 +334,11 @@ static long long range_end(int64_t first, int64_t count)
     return (long long)(first + count);
 }
 
-ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t count,
-                                const float *data, char *err, size_t err_length)
+/* A load's range, and (fp16 rows) its values: a finite value fp16 cannot
+ * hold would become infinite, so the whole load is refused before anything
+ * is written. */
+static ember_status_t check_load(const ember_table_t *table, int64_t first, int64_t count,
+                                 const float *data, char *err, size_t err_length)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     if (first < 0 || count < 0 || first > spec->rows || count > spec->rows - first)
@@ -296,8 +346,6 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
                                  "table %s: load of rows [%lld, %lld) outside [0, %lld)",
                                  spec->name, (long long)first, range_end(first, count),
                                  (long long)spec->rows);
-    /* fp16 rows: a finite value fp16 cannot hold would become infinite; the
-     * whole load is refused before anything is written. */
     for (int64_t row = first; table_half(table) && row < first + count; row++) {
         if ((uint64_t)row % spec->num_shards != spec->shard)
             continue;
@@ -310,32 +358,42 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
                                          spec->name, (long long)row, d, (double)values[d]);
         }
     }
-    if (table->device) {
-        /* This shard's rows of the range are consecutive local rows. */
-        int64_t local_first = -1, n = 0;
-        if (ember_scratch_reserve(table->device, &table->h_values,
-                                  (size_t)count * spec->dim * sizeof(float) + 4) != EMBER_OK)
-            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
-                                     "table %s: out of memory", spec->name);
-        for (int64_t row = first; row < first + count; row++) {
-            if ((uint64_t)row % spec->num_shards != spec->shard)
-                continue;
-            if (local_first < 0)
-                local_first = row / spec->num_shards;
-            memcpy((float *)table->h_values.data + (size_t)n++ * spec->dim,
-                   data + (size_t)(row - first) * spec->dim, spec->dim * sizeof(float));
-        }
-        ember_status_t status =
-                n == 0 ? EMBER_OK
-                       : table->dev->mem_copy(table->device, table_row(table, local_first),
-                                              table->h_values.data, (size_t)n * table->row_bytes,
-                                              EMBER_COPY_HOST_TO_DEVICE);
-        if (status != EMBER_OK)
-            return ember_status_text(err, err_length, status, "table %s: load onto %s: %s",
-                                     spec->name, ember_device_name(table->device),
-                                     ember_status_string(status));
-        return EMBER_OK;
+    return EMBER_OK;
+}
+
+/* This shard's rows of the range are consecutive local rows: gathered in
+ * pinned host memory, then one copy. */
+static ember_status_t load_device(ember_table_t *table, int64_t first, int64_t count,
+                                  const float *data, char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    int64_t local_first = -1, n = 0;
+    if (ember_scratch_reserve(table->device, &table->h_values,
+                              (size_t)count * spec->dim * sizeof(float) + 4) != EMBER_OK)
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
+                                 spec->name);
+    for (int64_t row = first; row < first + count; row++) {
+        if ((uint64_t)row % spec->num_shards != spec->shard)
+            continue;
+        if (local_first < 0)
+            local_first = row / spec->num_shards;
+        memcpy((float *)table->h_values.data + (size_t)n++ * spec->dim,
+               data + (size_t)(row - first) * spec->dim, spec->dim * sizeof(float));
     }
+    ember_status_t status =
+            n == 0 ? EMBER_OK
+                   : table->dev->mem_copy(table->device, table_row(table, local_first),
+                                          table->h_values.data, (size_t)n * table->row_bytes,
+                                          EMBER_COPY_HOST_TO_DEVICE);
+    if (status != EMBER_OK)
+        return ember_status_text(err, err_length, status, "table %s: load onto %s: %s", spec->name,
+                                 ember_device_name(table->device), ember_status_string(status));
+    return EMBER_OK;
+}
+
+static void load_host(ember_table_t *table, int64_t first, int64_t count, const float *data)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
     for (int64_t row = first; row < first + count; row++) {
         if ((uint64_t)row % spec->num_shards != spec->shard)
             continue;
@@ -346,6 +404,15 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
         else
             memcpy(stored, values, spec->dim * sizeof(float));
     }
+}
+
+ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t count,
+                                const float *data, char *err, size_t err_length)
+{
+    EMBER_CHECK(check_load(table, first, count, data, err, err_length));
+    if (table->device)
+        return load_device(table, first, count, data, err, err_length);
+    load_host(table, first, count, data);
     return EMBER_OK;
 }
 

@@ -26,23 +26,19 @@
 typedef struct ember_table ember_table_t;
 struct ember_device;
 
-/** Create a shard as @spec says (copied); initial rows N(0,1) or zeros
- * awaiting TABLE_LOAD, in host memory.  Errors: ERR_INVALID_PARAM (message
- * in @err), ERR_NO_MEMORY. */
-ember_status_t ember_table_create(const ember_msg_table_create_t *spec, ember_table_t **table_p,
-                                  char *err, size_t err_length);
-
 /**
- * The same with the rows in @device's memory (include/ember/device.h;
- * borrowed, outlives the table; NULL: host memory as above).  Lookups pool
- * on the device; an update copies the touched rows out, steps the
+ * Create a shard as @spec says (copied); initial rows N(0,1) or zeros
+ * awaiting TABLE_LOAD.  @device (include/ember/device.h; borrowed, outlives
+ * the table) holds the rows in its memory; NULL: host memory.  On a device,
+ * lookups pool there; an update copies the touched rows out, steps the
  * optimizer (its state stays in host memory) and copies them back, so every
  * result is the host table's, bit for bit on the CPU backend.  Validation
- * is the host's, before the device sees anything.  fp32 rows only.
+ * is the host's, before the device sees anything; fp32 rows only there.
+ * Errors (message in @err): ERR_INVALID_PARAM, ERR_UNSUPPORTED (fp16 rows
+ * on a device), ERR_NO_MEMORY, or the device's.
  */
-ember_status_t ember_table_create_on(const ember_msg_table_create_t *spec,
-                                     struct ember_device *device, ember_table_t **table_p,
-                                     char *err, size_t err_length);
+ember_status_t ember_table_create(const ember_msg_table_create_t *spec, struct ember_device *device,
+                                  ember_table_t **table_p, char *err, size_t err_length);
 void ember_table_destroy(ember_table_t *table);
 
 const char *ember_table_name(const ember_table_t *table);

@@ -120,7 +120,7 @@ static ember_table_t *small_table(int half)
     ember_table_t *table = NULL;
     char err[256];
     snprintf(spec.name, sizeof(spec.name), "small");
-    if (ember_table_create(&spec, &table, err, sizeof(err)) != EMBER_OK)
+    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
         fprintf(stderr, "table: %s\n", err);
     return table;
 }

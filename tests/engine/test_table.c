@@ -82,7 +82,7 @@ static ember_table_t *make_shard(ember_consistency_t consistency, uint32_t train
     spec.dtype = shard_dtype;
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "t");
-    if (ember_table_create(&spec, &table, err, sizeof(err)) != EMBER_OK) {
+    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK) {
         fprintf(stderr, "ember_table_create: %s\n", err);
         return NULL;
     }
@@ -455,7 +455,8 @@ static int case_bad_dtype(void)
     spec.dtype = EMBER_DTYPE_BF16;
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "clicks");
-    CHECK(ember_table_create(&spec, &table, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM && !table,
+    CHECK(ember_table_create(&spec, NULL, &table, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
+                  !table,
           "a bf16 table was created");
     CHECK(strstr(err, "table clicks") && strstr(err, "dtype 3"), "message: %s", err);
     return 0;
@@ -479,8 +480,8 @@ static int case_empty_shard(void)
         char err[256];
         ember_opt_config_default(kinds[k], LR, &spec.optimizer);
         snprintf(spec.name, sizeof(spec.name), "tiny");
-        CHECK(ember_table_create(&spec, &table, err, sizeof(err)) == EMBER_OK, "%s: create: %s",
-              ember_opt_kind_name(kinds[k]), err);
+        CHECK(ember_table_create(&spec, NULL, &table, err, sizeof(err)) == EMBER_OK,
+              "%s: create: %s", ember_opt_kind_name(kinds[k]), err);
         CHECK(ember_table_local_rows(table) == 0, "%lld local rows",
               (long long)ember_table_local_rows(table));
         /* Two bags, none of whose entries is on this shard. */

@@ -1,6 +1,6 @@
 /*
  * tests/engine/test_table_device: a PS shard kept on a device
- * (ember_table_create_on, what --ps-device cuda runs) against the same shard
+ * (ember_table_create on a device, what --ps-device cuda runs) against the same shard
  * in host memory.  Run with the CPU backend, whose ops are the host's, the
  * two must agree bit for bit: every lookup's pools and every row after
  * every step.  With "cuda" as argv[2] (a GPU machine) the device shard is on
@@ -172,9 +172,8 @@ static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard
     ember_msg_table_create_t spec = table_spec(opt, c, shard, shards);
     ember_table_t *on_host = NULL, *on_device = NULL;
     char err[256];
-    CHECK(ember_table_create(&spec, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
-    CHECK(ember_table_create_on(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s",
-          err);
+    CHECK(ember_table_create(&spec, NULL, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_table_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s", err);
     if (rows_same(on_device, on_host, "initial rows"))
         return 1;
     for (uint64_t step = 0; step < STEPS; step++) {
@@ -255,7 +254,7 @@ static int case_load_read(void)
     ember_table_t *t = NULL;
     char err[256];
     spec.init = EMBER_INIT_LOAD;
-    CHECK(ember_table_create_on(&spec, device, &t, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_table_create(&spec, device, &t, err, sizeof(err)) == EMBER_OK, "%s", err);
     /* Rows [50, 90): this shard (row % 3 == 1) owns 52, 55, ..., 88. */
     float *values = malloc(40 * DIM * sizeof(float));
     for (size_t i = 0; i < 40 * DIM; i++)
@@ -286,8 +285,8 @@ static int case_fp16_refused(void)
     ember_table_t *t = NULL;
     char err[256] = "";
     spec.dtype = EMBER_DTYPE_F16;
-    CHECK(ember_table_create_on(&spec, device, &t, err, sizeof(err)) == EMBER_ERR_UNSUPPORTED &&
-                  !t && strstr(err, "table clicks: fp16 rows"),
+    CHECK(ember_table_create(&spec, device, &t, err, sizeof(err)) == EMBER_ERR_UNSUPPORTED && !t &&
+                  strstr(err, "table clicks: fp16 rows"),
           "fp16 on a device: %s", err);
     return 0;
 }
