@@ -47,7 +47,8 @@ static inline void *ember_grow(void *ptr, size_t *capacity_p, size_t count, size
         size_t ember_count_ = (count);                                                           \
         __typeof__(ptr) ember_grown_ =                                                           \
                 ember_count_ <= (cap) ? (ptr)                                                    \
-                                      : ember_grow((ptr), &(cap), ember_count_, sizeof(*(ptr))); \
+                                      : (__typeof__(ptr))ember_grow((ptr), &(cap), ember_count_, \
+                                                                    sizeof(*(ptr)));             \
         ember_grown_ ? ((ptr) = ember_grown_, 1) : ember_count_ <= (cap);                        \
     })
 
@@ -62,7 +63,7 @@ typedef struct {
  * cannot grow. */
 static inline int ember_buffer_reserve(ember_buffer_t *buffer, size_t bytes)
 {
-    unsigned char *data = buffer->data;
+    unsigned char *data = (unsigned char *)buffer->data;
     if (!EMBER_RESERVE(data, buffer->capacity, bytes))
         return 0;
     buffer->data = data;

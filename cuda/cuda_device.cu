@@ -4,6 +4,7 @@
  * Linear, the kernels of cuda_bag.cu / cuda_ops.cu, and NCCL behind the
  * allreduce slots.
  */
+#include "common/reserve.h"
 #include "cuda/cuda_internal.h"
 #ifdef EMBER_HAVE_NCCL
 #include "cuda/nccl_comm.h"
@@ -73,14 +74,18 @@ ember_status_t cuda_scratch_reserve(cuda_dev_t *dev, size_t bytes)
 {
     if (bytes <= dev->scratch_bytes)
         return EMBER_OK;
-    /* Grow to twice the need: a steady-state step never allocates.  The
-     * old buffer may still be read by queued kernels. */
+    /* Grow as every grow-only buffer does (common/reserve.h): a
+     * steady-state step never allocates.  The old buffer may still be read
+     * by queued kernels. */
+    size_t want = ember_grow_capacity(dev->scratch_bytes, bytes, 1);
+    if (!want)
+        return EMBER_ERR_NO_MEMORY;
     CUDA_CALL(cudaStreamSynchronize(dev->stream));
     CUDA_CALL(cudaFree(dev->scratch));
     dev->scratch = NULL;
     dev->scratch_bytes = 0;
-    CUDA_CALL(cudaMalloc(&dev->scratch, bytes * 2));
-    dev->scratch_bytes = bytes * 2;
+    CUDA_CALL(cudaMalloc(&dev->scratch, want));
+    dev->scratch_bytes = want;
     return EMBER_OK;
 }
 

@@ -9,6 +9,7 @@
  * request never reaches a handler.
  */
 #include "common/clock.h"
+#include "common/reserve.h"
 #include "transport/tp_internal.h"
 
 #include <ember/log.h>
@@ -61,14 +62,8 @@ static ember_status_t conn_add(ember_tp_t *tp, ucp_ep_h reply_ep, int rank)
             return EMBER_OK;
         }
     }
-    if (tp->conn_count == tp->conn_capacity) {
-        size_t capacity = tp->conn_capacity ? 2 * tp->conn_capacity : 16;
-        tp_conn_t *grown = realloc(tp->conns, capacity * sizeof(*grown));
-        if (!grown)
-            return EMBER_ERR_NO_MEMORY;
-        tp->conns = grown;
-        tp->conn_capacity = capacity;
-    }
+    if (!EMBER_RESERVE(tp->conns, tp->conn_capacity, tp->conn_count + 1))
+        return EMBER_ERR_NO_MEMORY;
     tp->conns[tp->conn_count++] = (tp_conn_t){.reply_ep = reply_ep, .rank = rank};
     return EMBER_OK;
 }

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* pipe2, accept4 */
 #include "transport/store.h"
 #include "common/clock.h"
+#include "common/reserve.h"
 
 #include <ember/log.h>
 
@@ -283,7 +284,7 @@ struct tp_store_server {
     store_entry_t *entries;
     size_t entry_count, entry_bytes;
     store_conn_t *conns;
-    size_t conn_count;
+    size_t conn_count, conn_capacity;
     tp_store_counts_t counts;
 };
 
@@ -673,9 +674,8 @@ static void server_accept(tp_store_server_t *server)
     if (fd < 0)
         return;
     store_hello_t hello = {.magic = STORE_HELLO_MAGIC, .version = STORE_VERSION};
-    store_conn_t *grown = NULL;
     if (!server_make_room(server) || tp_auth_nonce(hello.nonce) != EMBER_OK ||
-        !(grown = realloc(server->conns, (server->conn_count + 1) * sizeof(*grown)))) {
+        !EMBER_RESERVE(server->conns, server->conn_capacity, server->conn_count + 1)) {
         pthread_mutex_lock(&server->lock);
         unsigned long count = ++server->counts.turned_away;
         pthread_mutex_unlock(&server->lock);
@@ -683,7 +683,6 @@ static void server_accept(tp_store_server_t *server)
         close(fd);
         return;
     }
-    server->conns = grown;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     store_conn_t *conn = &server->conns[server->conn_count++];
@@ -758,13 +757,8 @@ static void *server_main(void *arg)
         pthread_mutex_unlock(&server->lock);
         if (stop)
             break;
-        if (capacity < server->conn_count + 2) {
-            capacity = (server->conn_count + 2) * 2;
-            struct pollfd *grown = realloc(pfds, capacity * sizeof(*pfds));
-            if (!grown)
-                break;
-            pfds = grown;
-        }
+        if (!EMBER_RESERVE(pfds, capacity, server->conn_count + 2))
+            break;
         size_t n = 0;
         pfds[n++] = (struct pollfd){.fd = server->wake_pipe[0], .events = POLLIN};
         pfds[n++] = (struct pollfd){.fd = server->listen_fd, .events = POLLIN};
