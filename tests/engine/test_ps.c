@@ -1,8 +1,9 @@
 /*
  * Parameter-server tests across processes: real PS ranks running
- * ember_ps_run(), clients that speak the wire protocol (engine/wire/protocol.h)
- * by hand, forked with mp_spawn.  CTest runs every case over tcp and over
- * shared memory.  Usage: test_ps CASE
+ * ember_ps_run(), clients that send the engine's messages themselves (packed
+ * by engine/wire/codec, then forged where a case needs it), forked with
+ * mp_spawn.  CTest runs every case over tcp and over shared memory.
+ * Usage: test_ps CASE
  *
  *   bad_lookup                 every malformed LOOKUP / GRAD is refused with
  *                              the right status and a text naming the table,
