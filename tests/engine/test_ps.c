@@ -386,6 +386,50 @@ static void dist_ctx_free(dist_ctx_t *ctx)
     free(ctx->place);
 }
 
+/* Shard @p's partial pool @part (and max mode's @place of each maximum)
+ * combined into @pooled as the trainer combines them. */
+static void dist_combine(const table_ref_t *t, dist_ctx_t *ctx, ember_bag_mode_t mode, uint32_t p,
+                         const float *part, const uint32_t *place, float *pooled)
+{
+    size_t dim = t->dim;
+    const uint32_t *counts = ctx->counts + (size_t)p * ctx->bags;
+    for (size_t bag = 0; bag < ctx->bags; bag++) {
+        ctx->total[bag] += counts[bag];
+        for (size_t d = 0; d < dim; d++) {
+            size_t i = bag * dim + d;
+            if (mode != EMBER_BAG_MAX) {
+                pooled[i] += part[i];
+            } else if (counts[bag] && (ctx->winner[i] < 0 || part[i] > pooled[i] ||
+                                       (part[i] == pooled[i] && place[i] < ctx->place[i]))) {
+                /* of equal maxima, the bag's first entry's (PyTorch) */
+                pooled[i] = part[i];
+                ctx->winner[i] = (int)p;
+                ctx->place[i] = place[i];
+            }
+        }
+    }
+}
+
+/* Shard @p's reply taken and combined into @pooled. */
+static void dist_take(ember_future_t *future, const table_ref_t *t, dist_ctx_t *ctx,
+                      ember_bag_mode_t mode, uint32_t p, float *pooled)
+{
+    size_t total = ctx->bags * t->dim;
+    ember_status_t status = ember_future_wait(future);
+    size_t length;
+    const char *data = ember_future_data(future, &length);
+    MP_CHECK(status == EMBER_OK, "lookup on shard %u: %s: %.*s", p, ember_status_string(status),
+             (int)length, data ? data : "");
+    /* Max mode: the values, then each maximum's place in its bag. */
+    size_t want = total * sizeof(float) * (mode == EMBER_BAG_MAX ? 2 : 1);
+    MP_CHECK(length == want, "lookup reply of %zu bytes, want %zu", length, want);
+    float *part = malloc(length + 4);
+    MP_CHECK(part, "out of memory");
+    memcpy(part, data, length);
+    dist_combine(t, ctx, mode, p, part, (const uint32_t *)(part + total), pooled);
+    free(part);
+}
+
 /* One lookup per shard, all in flight together; combine the partial pools
  * into @pooled [bags * dim] as the trainer does. */
 static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
@@ -414,42 +458,12 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
                                       &futures[p]) == EMBER_OK,
                  "lookup call");
     }
-    for (size_t i = 0; i < total; i++)
+    for (size_t i = 0; i < total; i++) {
         pooled[i] = 0.0f;
-    for (size_t bag = 0; bag < b->bags; bag++) {
-        for (size_t d = 0; d < dim; d++)
-            ctx->winner[bag * dim + d] = -1;
+        ctx->winner[i] = -1;
     }
     for (uint32_t p = 0; p < t->P; p++) {
-        ember_status_t status = ember_future_wait(futures[p]);
-        size_t length;
-        const char *data = ember_future_data(futures[p], &length);
-        MP_CHECK(status == EMBER_OK, "lookup on shard %u: %s: %.*s", p, ember_status_string(status),
-                 (int)length, data ? data : "");
-        /* Max mode: the values, then each maximum's place in its bag. */
-        size_t want = total * sizeof(float) * (mode == EMBER_BAG_MAX ? 2 : 1);
-        MP_CHECK(length == want, "lookup reply of %zu bytes, want %zu", length, want);
-        float *part = malloc(length + 4);
-        MP_CHECK(part, "out of memory");
-        memcpy(part, data, length);
-        const uint32_t *place = (const uint32_t *)(part + total);
-        const uint32_t *counts = ctx->counts + (size_t)p * b->bags;
-        for (size_t bag = 0; bag < b->bags; bag++) {
-            ctx->total[bag] += counts[bag];
-            for (size_t d = 0; d < dim; d++) {
-                size_t i = bag * dim + d;
-                if (mode != EMBER_BAG_MAX) {
-                    pooled[i] += part[i];
-                } else if (counts[bag] && (ctx->winner[i] < 0 || part[i] > pooled[i] ||
-                                           (part[i] == pooled[i] && place[i] < ctx->place[i]))) {
-                    /* of equal maxima, the bag's first entry's (PyTorch) */
-                    pooled[i] = part[i];
-                    ctx->winner[i] = (int)p;
-                    ctx->place[i] = place[i];
-                }
-            }
-        }
-        free(part);
+        dist_take(futures[p], t, ctx, mode, p, pooled);
         ember_future_release(futures[p]);
         free(messages[p]);
     }
@@ -842,21 +856,38 @@ typedef struct {
     dist_ctx_t ctx;
 } pair_t;
 
-static void pair_grads(pair_t *s, uint64_t seed0, uint64_t seed1, uint32_t dim)
-{
-    s->g0 = make_grad(seed0, s->b0.bags * dim);
-    s->g1 = make_grad(seed1, s->b1.bags * dim);
-    s->pooled = malloc(8 * dim * sizeof(float));
-    MP_CHECK(s->pooled, "out of memory");
-}
+/* A case of ps0 (rank 0), the master doubling as trainer 0 (rank 1) and
+ * trainer 1 (rank 2), over a pair of batches of @t drawn from seeds. */
+typedef struct {
+    const table_ref_t *t;
+    size_t bags0, bags1;
+    int max_bag;
+    uint64_t batch_seed0, batch_seed1, grad_seed0, grad_seed1;
+    void (*master)(pair_t *s);
+    void (*trainer1)(pair_t *s);
+} pair_case_t;
 
-static void pair_free(pair_t *s)
+static int pair_run(int rank, const pair_case_t *pc)
 {
-    free(s->pooled);
-    free(s->g0);
-    free(s->g1);
-    batch_free(&s->b0);
-    batch_free(&s->b1);
+    if (rank == 0)
+        return run_ps("ps0");
+    const table_ref_t *t = pc->t;
+    pair_t s = {.b0 = make_batch(pc->batch_seed0, pc->bags0, pc->max_bag, t->rows, 0),
+                .b1 = make_batch(pc->batch_seed1, pc->bags1, pc->max_bag, t->rows, 0)};
+    s.g0 = make_grad(pc->grad_seed0, s.b0.bags * t->dim);
+    s.g1 = make_grad(pc->grad_seed1, s.b1.bags * t->dim);
+    s.pooled = malloc(8 * t->dim * sizeof(float));
+    MP_CHECK(s.pooled, "out of memory");
+    if (rank == 2)
+        pc->trainer1(&s);
+    else
+        pc->master(&s);
+    free(s.pooled);
+    free(s.g0);
+    free(s.g1);
+    batch_free(&s.b0);
+    batch_free(&s.b1);
+    return 0;
 }
 
 /* Trainer 1: its step-0 lookup once the bad ones are done, its gradient
@@ -1034,18 +1065,19 @@ static void bl_master(pair_t *s)
 
 static int case_bad_lookup(int rank, int world, void *arg)
 {
+    static const pair_case_t pc = {.t = &bl_table,
+                                   .bags0 = 6,
+                                   .bags1 = 5,
+                                   .max_bag = 5,
+                                   .batch_seed0 = 101,
+                                   .batch_seed1 = 202,
+                                   .grad_seed0 = 303,
+                                   .grad_seed1 = 404,
+                                   .master = bl_master,
+                                   .trainer1 = bl_trainer1};
     (void)world;
     (void)arg;
-    if (rank == 0)
-        return run_ps("ps0");
-    pair_t s = {.b0 = make_batch(101, 6, 5, BL_ROWS, 0), .b1 = make_batch(202, 5, 5, BL_ROWS, 0)};
-    pair_grads(&s, 303, 404, BL_DIM);
-    if (rank == 2)
-        bl_trainer1(&s);
-    else
-        bl_master(&s);
-    pair_free(&s);
-    return 0;
+    return pair_run(rank, &pc);
 }
 
 /* ---- case lookup_huge_counts ------------------------------------------------
@@ -1242,19 +1274,19 @@ static void so_master(pair_t *s)
 
 static int case_sync_order(int rank, int world, void *arg)
 {
+    static const pair_case_t pc = {.t = &so_table,
+                                   .bags0 = 5,
+                                   .bags1 = 5,
+                                   .max_bag = 6,
+                                   .batch_seed0 = 11,
+                                   .batch_seed1 = 22,
+                                   .grad_seed0 = 33,
+                                   .grad_seed1 = 44,
+                                   .master = so_master,
+                                   .trainer1 = so_trainer1};
     (void)world;
     (void)arg;
-    if (rank == 0)
-        return run_ps("ps0");
-    pair_t s = {.b0 = make_batch(11, 5, 6, so_table.rows, 0),
-                .b1 = make_batch(22, 5, 6, so_table.rows, 0)};
-    pair_grads(&s, 33, 44, so_table.dim);
-    if (rank == 2)
-        so_trainer1(&s);
-    else
-        so_master(&s);
-    pair_free(&s);
-    return 0;
+    return pair_run(rank, &pc);
 }
 
 /* ---- case 3: shards_match_local_pP ----------------------------------------- */
