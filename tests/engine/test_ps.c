@@ -860,9 +860,9 @@ typedef struct {
  * trainer 1 (rank 2), over a pair of batches of @t drawn from seeds. */
 typedef struct {
     const table_ref_t *t;
-    size_t bags0, bags1;
+    size_t bags[2]; /* trainer 0's, trainer 1's */
     int max_bag;
-    uint64_t batch_seed0, batch_seed1, grad_seed0, grad_seed1;
+    uint64_t seeds[4]; /* the two batches', then the two gradients' */
     void (*master)(pair_t *s);
     void (*trainer1)(pair_t *s);
 } pair_case_t;
@@ -872,10 +872,10 @@ static int pair_run(int rank, const pair_case_t *pc)
     if (rank == 0)
         return run_ps("ps0");
     const table_ref_t *t = pc->t;
-    pair_t s = {.b0 = make_batch(pc->batch_seed0, pc->bags0, pc->max_bag, t->rows, 0),
-                .b1 = make_batch(pc->batch_seed1, pc->bags1, pc->max_bag, t->rows, 0)};
-    s.g0 = make_grad(pc->grad_seed0, s.b0.bags * t->dim);
-    s.g1 = make_grad(pc->grad_seed1, s.b1.bags * t->dim);
+    pair_t s = {.b0 = make_batch(pc->seeds[0], pc->bags[0], pc->max_bag, t->rows, 0),
+                .b1 = make_batch(pc->seeds[1], pc->bags[1], pc->max_bag, t->rows, 0)};
+    s.g0 = make_grad(pc->seeds[2], s.b0.bags * t->dim);
+    s.g1 = make_grad(pc->seeds[3], s.b1.bags * t->dim);
     s.pooled = malloc(8 * t->dim * sizeof(float));
     MP_CHECK(s.pooled, "out of memory");
     if (rank == 2)
@@ -1065,16 +1065,7 @@ static void bl_master(pair_t *s)
 
 static int case_bad_lookup(int rank, int world, void *arg)
 {
-    static const pair_case_t pc = {.t = &bl_table,
-                                   .bags0 = 6,
-                                   .bags1 = 5,
-                                   .max_bag = 5,
-                                   .batch_seed0 = 101,
-                                   .batch_seed1 = 202,
-                                   .grad_seed0 = 303,
-                                   .grad_seed1 = 404,
-                                   .master = bl_master,
-                                   .trainer1 = bl_trainer1};
+    const pair_case_t pc = {&bl_table, {6, 5}, 5, {101, 202, 303, 404}, bl_master, bl_trainer1};
     (void)world;
     (void)arg;
     return pair_run(rank, &pc);
@@ -1274,16 +1265,7 @@ static void so_master(pair_t *s)
 
 static int case_sync_order(int rank, int world, void *arg)
 {
-    static const pair_case_t pc = {.t = &so_table,
-                                   .bags0 = 5,
-                                   .bags1 = 5,
-                                   .max_bag = 6,
-                                   .batch_seed0 = 11,
-                                   .batch_seed1 = 22,
-                                   .grad_seed0 = 33,
-                                   .grad_seed1 = 44,
-                                   .master = so_master,
-                                   .trainer1 = so_trainer1};
+    const pair_case_t pc = {&so_table, {5, 5}, 6, {11, 22, 33, 44}, so_master, so_trainer1};
     (void)world;
     (void)arg;
     return pair_run(rank, &pc);
