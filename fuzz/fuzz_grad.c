@@ -65,45 +65,58 @@ typedef struct {
 
 /* ---------------------------------------------------------------- lookups */
 
-static void lookup_make(harness_t *h, const uint8_t *p, size_t length)
-{
-    fuzz_table_t *ft = &h->ft;
-    const ember_msg_table_create_t *spec = &ft->spec;
-    uint32_t trainer = (length > 0 ? p[0] : 0) % spec->trainers;
-    lookup_t *lk = &h->lookups[trainer];
-    uint8_t flags = length > 2 ? p[2] & 7 : 0;
-    uint32_t bags = (length > 3 ? p[3] : 1) % (MAX_BAGS + 1);
-    size_t n = length > 4 ? length - 4 : 0;
-    char err[320];
-
-    if ((flags & 3) == 3)
-        flags &= (uint8_t)~1u; /* weights need sum mode */
-    if (n > MAX_ENTRIES)
-        n = MAX_ENTRIES;
-    if (bags == 0 || ft->local_rows == 0)
-        n = 0;
-    /* Entries spread over the bags in order; rows of this shard. */
-    int64_t local[MAX_ENTRIES], unique[MAX_ENTRIES];
-    uint32_t inverse[MAX_ENTRIES], offsets[MAX_BAGS], places[MAX_ENTRIES];
+/* A lookup as the payload of an op % 4 == 0 record gives it: the entries
+ * spread over the bags in order, each of a local row of this shard. */
+typedef struct {
+    uint32_t trainer, bags;
+    uint8_t flags;
+    uint64_t step;
+    size_t n;
+    int64_t local[MAX_ENTRIES];
     float weights[MAX_ENTRIES];
-    size_t nunique = 0;
-    for (size_t i = 0; i < n; i++) {
-        local[i] = p[4 + i] % ft->local_rows;
-        weights[i] = (float)((int)(p[4 + i] % 7) - 3) * 0.25f;
+    uint32_t counts[MAX_BAGS], offsets[MAX_BAGS], places[MAX_ENTRIES];
+} lookup_input_t;
+
+static void lookup_parse(const fuzz_table_t *ft, const uint8_t *p, size_t length,
+                         lookup_input_t *in)
+{
+    in->trainer = (length > 0 ? p[0] : 0) % ft->spec.trainers;
+    in->step = length > 1 ? p[1] : 0;
+    in->flags = length > 2 ? p[2] & 7 : 0;
+    in->bags = (length > 3 ? p[3] : 1) % (MAX_BAGS + 1);
+    in->n = length > 4 ? length - 4 : 0;
+    if ((in->flags & 3) == 3)
+        in->flags &= (uint8_t)~1u; /* weights need sum mode */
+    if (in->n > MAX_ENTRIES)
+        in->n = MAX_ENTRIES;
+    if (in->bags == 0 || ft->local_rows == 0)
+        in->n = 0;
+    for (size_t i = 0; i < in->n; i++) {
+        in->local[i] = p[4 + i] % ft->local_rows;
+        in->weights[i] = (float)((int)(p[4 + i] % 7) - 3) * 0.25f;
     }
-    for (uint32_t b = 0, i = 0; b < bags; b++) {
-        offsets[b] = i;
-        size_t end = (size_t)(b + 1) * n / bags;
+    for (uint32_t b = 0, i = 0; b < in->bags; b++) {
+        in->offsets[b] = i;
+        size_t end = (size_t)(b + 1) * in->n / in->bags;
         for (uint32_t k = 0; i < end; i++, k++)
-            places[i] = k;
+            in->places[i] = k;
+        in->counts[b] = i - in->offsets[b];
     }
-    /* Distinct rows, increasing, and each index's slot among them. */
-    for (size_t i = 0; i < n; i++) {
+}
+
+/* The distinct global rows of @in, increasing, and each index's slot among
+ * them (what ember_bag_dedup gives a trainer). */
+static size_t lookup_distinct(const fuzz_table_t *ft, const lookup_input_t *in, int64_t *rows,
+                              int64_t *inverse)
+{
+    int64_t unique[MAX_ENTRIES];
+    size_t nunique = 0;
+    for (size_t i = 0; i < in->n; i++) {
         int seen = 0;
         for (size_t u = 0; u < nunique; u++)
-            seen |= unique[u] == local[i];
+            seen |= unique[u] == in->local[i];
         if (!seen)
-            unique[nunique++] = local[i];
+            unique[nunique++] = in->local[i];
     }
     for (size_t a = 1; a < nunique; a++) {
         for (size_t b = a; b > 0 && unique[b - 1] > unique[b]; b--) {
@@ -112,76 +125,100 @@ static void lookup_make(harness_t *h, const uint8_t *p, size_t length)
             unique[b - 1] = swap;
         }
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < in->n; i++) {
         for (uint32_t u = 0; u < nunique; u++)
-            if (unique[u] == local[i])
+            if (unique[u] == in->local[i])
                 inverse[i] = u;
     }
-    ember_msg_lookup_t msg = {.trainer = trainer,
-                              .step = length > 1 ? p[1] : 0,
-                              .flags = flags,
-                              .bags = bags,
-                              .unique = (uint32_t)nunique,
-                              .indices = (uint32_t)n};
-    /* Laid out where the codec says, and taken by it as the PS takes it. */
-    ember_wire_lookup_layout_t at;
-    ember_wire_lookup_layout(&msg, &at);
-    uint8_t *message = malloc(at.size + 1);
-    float *out = malloc((size_t)bags * ft->dim * 8 + 1);
-    FUZZ_CHECK(message && out, "out of memory");
-    memcpy(message, &msg, sizeof(msg));
-    memcpy(message + at.offsets, offsets, 4ull * bags);
-    for (size_t u = 0; u < nunique; u++) {
-        int64_t global = unique[u] * spec->num_shards + spec->shard;
-        memcpy(message + at.rows + 8 * u, &global, 8);
-    }
-    memcpy(message + at.slots, inverse, 4 * n);
-    if (flags & EMBER_LOOKUP_WEIGHTS)
-        memcpy(message + at.extra, weights, 4 * n);
-    else if (flags & EMBER_LOOKUP_MAX)
-        memcpy(message + at.extra, places, 4 * n);
+    for (size_t u = 0; u < nunique; u++)
+        rows[u] = unique[u] * ft->spec.num_shards + ft->spec.shard;
+    return nunique;
+}
 
-    ember_wire_lookup_view_t lookup;
-    ember_status_t status = ember_wire_lookup_unpack(message, at.size, &lookup, err, sizeof(err));
+/* @in packed by the codec as a trainer packs it, taken by it as the PS
+ * takes it, and looked up into @out. */
+static ember_status_t lookup_send(fuzz_table_t *ft, const lookup_input_t *in, float *out, char *err,
+                                  size_t err_length)
+{
+    int64_t rows[MAX_ENTRIES], inverse[MAX_ENTRIES];
+    size_t nunique = lookup_distinct(ft, in, rows, inverse);
+    ember_wire_lookup_t lookup = {.head = {.trainer = in->trainer,
+                                           .step = in->step,
+                                           .flags = in->flags,
+                                           .bags = in->bags,
+                                           .unique = (uint32_t)nunique,
+                                           .indices = (uint32_t)in->n},
+                                  .counts = in->counts,
+                                  .rows = rows,
+                                  .inverse = inverse,
+                                  .weights = in->weights,
+                                  .places = in->places};
+    size_t size = ember_wire_lookup_size(&lookup.head);
+    uint8_t *message = malloc(size + 1);
+    FUZZ_CHECK(message, "out of memory");
+    ember_wire_lookup_pack(&lookup, message);
+
+    ember_wire_lookup_view_t view;
+    ember_status_t status = ember_wire_lookup_unpack(message, size, &view, err, err_length);
     FUZZ_CHECK(status == EMBER_OK, "the codec refused a well-formed lookup: %s", err);
-    status = ember_table_lookup(ft->table, &lookup, out, err, sizeof(err));
+    status = ember_table_lookup(ft->table, &view, out, err, err_length);
     free(message);
-    if (lk->state != CTX_UNKNOWN)
-        FUZZ_CHECK((status == EMBER_OK) == (lk->state == CTX_CLOSED),
-                   "trainer %u: a well-formed lookup %s over a %s context (%s)", trainer,
-                   status == EMBER_OK ? "accepted" : "refused",
-                   lk->state == CTX_OPEN ? "open" : "closed", err);
-    if (status != EMBER_OK) {
-        free(out);
-        return;
-    }
+    return status;
+}
+
+/* An accepted lookup's context as the harness keeps it; @out: its reply. */
+static void lookup_record(const fuzz_table_t *ft, lookup_t *lk, const lookup_input_t *in,
+                          const float *out)
+{
+    const uint32_t bags = in->bags;
+    const size_t n = in->n;
     free(lk->winner);
-    *lk = (lookup_t){.state = CTX_OPEN, .step = msg.step, .bags = bags, .flags = flags, .n = n};
+    *lk = (lookup_t){.state = CTX_OPEN, .step = in->step, .bags = bags, .flags = in->flags, .n = n};
     for (size_t i = 0; i < n; i++) {
-        lk->local_of[i] = local[i];
-        lk->weight[i] = (flags & EMBER_LOOKUP_WEIGHTS) ? weights[i] : 1.0f;
+        lk->local_of[i] = in->local[i];
+        lk->weight[i] = (in->flags & EMBER_LOOKUP_WEIGHTS) ? in->weights[i] : 1.0f;
     }
     for (uint32_t b = 0; b < bags; b++) {
-        lk->begin[b] = offsets[b];
-        for (size_t i = offsets[b]; i < (b + 1 < bags ? offsets[b + 1] : n); i++)
+        lk->begin[b] = in->offsets[b];
+        for (size_t i = in->offsets[b]; i < (b + 1 < bags ? in->offsets[b + 1] : n); i++)
             lk->bag_of[i] = b;
     }
     lk->begin[bags] = (uint32_t)n;
-    if (flags & EMBER_LOOKUP_MAX) {
-        /* Each maximum's place names its entry: the winner's row. */
-        const uint32_t *won = (const uint32_t *)(out + (size_t)bags * ft->dim);
-        lk->winner = malloc((size_t)bags * ft->dim * sizeof(int64_t) + 1);
-        FUZZ_CHECK(lk->winner, "out of memory");
-        for (uint32_t b = 0; b < bags; b++) {
-            for (uint32_t d = 0; d < ft->dim; d++) {
-                uint32_t place = won[b * ft->dim + d];
-                size_t i = lk->begin[b] + (size_t)place;
-                FUZZ_CHECK(place == EMBER_PLACE_NONE || i < lk->begin[b + 1],
-                           "bag %u col %u: place %u beyond the bag", b, d, place);
-                lk->winner[b * ft->dim + d] = place == EMBER_PLACE_NONE ? -1 : lk->local_of[i];
-            }
+    if (!(in->flags & EMBER_LOOKUP_MAX))
+        return;
+    /* Each maximum's place names its entry: the winner's row. */
+    const uint32_t *won = (const uint32_t *)(out + (size_t)bags * ft->dim);
+    lk->winner = malloc((size_t)bags * ft->dim * sizeof(int64_t) + 1);
+    FUZZ_CHECK(lk->winner, "out of memory");
+    for (uint32_t b = 0; b < bags; b++) {
+        for (uint32_t d = 0; d < ft->dim; d++) {
+            uint32_t place = won[b * ft->dim + d];
+            size_t i = lk->begin[b] + (size_t)place;
+            FUZZ_CHECK(place == EMBER_PLACE_NONE || i < lk->begin[b + 1],
+                       "bag %u col %u: place %u beyond the bag", b, d, place);
+            lk->winner[b * ft->dim + d] = place == EMBER_PLACE_NONE ? -1 : lk->local_of[i];
         }
     }
+}
+
+static void lookup_make(harness_t *h, const uint8_t *p, size_t length)
+{
+    fuzz_table_t *ft = &h->ft;
+    lookup_input_t in;
+    char err[320];
+
+    lookup_parse(ft, p, length, &in);
+    lookup_t *lk = &h->lookups[in.trainer];
+    float *out = malloc((size_t)in.bags * ft->dim * 8 + 1);
+    FUZZ_CHECK(out, "out of memory");
+    ember_status_t status = lookup_send(ft, &in, out, err, sizeof(err));
+    if (lk->state != CTX_UNKNOWN)
+        FUZZ_CHECK((status == EMBER_OK) == (lk->state == CTX_CLOSED),
+                   "trainer %u: a well-formed lookup %s over a %s context (%s)", in.trainer,
+                   status == EMBER_OK ? "accepted" : "refused",
+                   lk->state == CTX_OPEN ? "open" : "closed", err);
+    if (status == EMBER_OK)
+        lookup_record(ft, lk, &in, out);
     free(out);
 }
 

@@ -87,67 +87,97 @@ typedef struct {
     double pad_frac; /* fraction of padding entries */
 } bag_case_t;
 
-/* Forward and backward of one random batch on both backends. */
-static int run_bag(const bag_case_t *c)
-{
-    size_t dim = c->dim, bags = c->bags, n = 0;
-    int64_t *offsets = malloc((bags + 1) * sizeof(int64_t));
-    int64_t *indices = malloc((bags * c->max_len + 1) * sizeof(int64_t));
-    float *weights = malloc((bags * c->max_len + 1) * sizeof(float));
-    float *table = malloc((size_t)c->rows * dim * sizeof(float));
-    int rc = 1;
+/* One random batch of a bag case, on the host and on the device. */
+typedef struct {
+    const bag_case_t *c;
+    size_t n, ob; /* entries; pooled outputs (bags x dim) */
+    int64_t *offsets, *indices;
+    float *weights, *table;
+    ember_bag_batch_t hb, db; /* host, device */
+    ember_bag_opts_t opts;
+    float *d_table;
+    int64_t *am_ref, *d_am; /* the forward's argmax, for the backward */
+} bag_run_t;
 
+/* The table and the bags: empty ones, padding, all-padding ones, as the
+ * case asks. */
+static void bag_draw(bag_run_t *r)
+{
+    const bag_case_t *c = r->c;
+    size_t dim = c->dim, bags = c->bags;
+    r->offsets = malloc((bags + 1) * sizeof(int64_t));
+    r->indices = malloc((bags * c->max_len + 1) * sizeof(int64_t));
+    r->weights = malloc((bags * c->max_len + 1) * sizeof(float));
+    r->table = malloc((size_t)c->rows * dim * sizeof(float));
     for (int64_t i = 0; i < c->rows * (int64_t)dim; i++)
-        table[i] = (float)uni(-1.0, 1.0);
+        r->table[i] = (float)uni(-1.0, 1.0);
     for (size_t b = 0; b < bags; b++) {
-        offsets[b] = (int64_t)n;
+        r->offsets[b] = (int64_t)r->n;
         size_t len = uni(0, 1) < c->empty ? 0 : (size_t)uint_below((int64_t)c->max_len + 1);
         int all_pad = c->pad >= 0 && uni(0, 1) < 0.05;
         for (size_t k = 0; k < len; k++) {
             int64_t id = uint_below(c->rows);
             if (c->pad >= 0 && (all_pad || uni(0, 1) < c->pad_frac))
                 id = c->pad;
-            indices[n] = id;
-            weights[n] = (float)uni(-2.0, 2.0);
-            n++;
+            r->indices[r->n] = id;
+            r->weights[r->n] = (float)uni(-2.0, 2.0);
+            r->n++;
         }
     }
-    ember_bag_batch_t hb = {.indices = indices,
-                            .n = n,
-                            .offsets = offsets,
-                            .bags = bags,
-                            .weights = c->weights ? weights : NULL,
-                            .n_weights = c->weights ? n : 0};
-    ember_bag_opts_t opts = {.mode = c->mode, .padding_idx = c->pad};
-    char msg[256];
-    CHECK(ember_bag_validate(&hb, &opts, c->rows, msg, sizeof(msg)) == EMBER_OK, "%s", msg);
+    r->hb = (ember_bag_batch_t){.indices = r->indices,
+                                .n = r->n,
+                                .offsets = r->offsets,
+                                .bags = bags,
+                                .weights = c->weights ? r->weights : NULL,
+                                .n_weights = c->weights ? r->n : 0};
+    r->opts = (ember_bag_opts_t){.mode = c->mode, .padding_idx = c->pad};
+    r->ob = bags * dim;
+}
 
-    size_t ob = bags * dim;
+/* The pooled outputs (and max's argmax) of both backends agree. */
+static int bag_forward_same(bag_run_t *r)
+{
+    const bag_case_t *c = r->c;
+    size_t dim = c->dim, ob = r->ob, n = r->n;
+    char msg[256];
+    CHECK(ember_bag_validate(&r->hb, &r->opts, c->rows, msg, sizeof(msg)) == EMBER_OK, "%s", msg);
     float *out_ref = calloc(ob + 1, sizeof(float)), *out = calloc(ob + 1, sizeof(float));
-    int64_t *am_ref = calloc(ob + 1, sizeof(int64_t)), *am = calloc(ob + 1, sizeof(int64_t));
-    CHECK(ember_bag_forward(table, c->rows, dim, &hb, &opts, out_ref, am_ref) == EMBER_OK,
+    int64_t *am = calloc(ob + 1, sizeof(int64_t));
+    r->am_ref = calloc(ob + 1, sizeof(int64_t));
+    CHECK(ember_bag_forward(r->table, c->rows, dim, &r->hb, &r->opts, out_ref, r->am_ref) ==
+                  EMBER_OK,
           "cpu forward");
 
-    float *d_table = up(table, (size_t)c->rows * dim * 4);
-    ember_bag_batch_t db = hb;
-    db.indices = up(indices, n * 8);
-    db.offsets = up(offsets, bags * 8);
-    db.weights = c->weights ? up(weights, n * 4) : NULL;
+    r->d_table = up(r->table, (size_t)c->rows * dim * 4);
+    r->db = r->hb;
+    r->db.indices = up(r->indices, n * 8);
+    r->db.offsets = up(r->offsets, c->bags * 8);
+    r->db.weights = c->weights ? up(r->weights, n * 4) : NULL;
     float *d_out = up(NULL, ob * 4);
-    int64_t *d_am = c->mode == EMBER_BAG_MAX ? up(NULL, ob * 8) : NULL;
-    CHECK(G->bag_forward(gpu, d_table, c->rows, dim, &db, &opts, d_out, d_am) == EMBER_OK,
+    r->d_am = c->mode == EMBER_BAG_MAX ? up(NULL, ob * 8) : NULL;
+    CHECK(G->bag_forward(gpu, r->d_table, c->rows, dim, &r->db, &r->opts, d_out, r->d_am) ==
+                  EMBER_OK,
           "gpu forward");
     down(out, d_out, ob * 4);
-    if (!close_enough(out, out_ref, ob, 1e-5, "bag forward"))
-        goto out;
-    if (c->mode == EMBER_BAG_MAX) {
-        down(am, d_am, ob * 8);
+    int rc = !close_enough(out, out_ref, ob, 1e-5, "bag forward");
+    if (rc == 0 && c->mode == EMBER_BAG_MAX) {
+        down(am, r->d_am, ob * 8);
         for (size_t i = 0; i < ob; i++)
-            CHECK(am[i] == am_ref[i], "argmax[%zu]: gpu %" PRId64 " cpu %" PRId64, i, am[i],
-                  am_ref[i]);
+            CHECK(am[i] == r->am_ref[i], "argmax[%zu]: gpu %" PRId64 " cpu %" PRId64, i, am[i],
+                  r->am_ref[i]);
     }
+    free(out_ref);
+    free(out);
+    free(am);
+    return rc;
+}
 
-    /* backward */
+/* The distinct rows, their gradients and the weights' gradients of both
+ * backends agree. */
+static int bag_backward_same(const bag_run_t *r)
+{
+    const bag_case_t *c = r->c;
+    size_t dim = c->dim, ob = r->ob, n = r->n;
     float *go = malloc((ob + 1) * sizeof(float));
     for (size_t i = 0; i < ob; i++)
         go[i] = (float)uni(-1.0, 1.0);
@@ -155,15 +185,15 @@ static int run_bag(const bag_case_t *c)
     float *g_ref = malloc((n * dim + 1) * 4), *g = malloc((n * dim + 1) * 4);
     float *gw_ref = calloc(n + 1, 4), *gw = calloc(n + 1, 4);
     size_t nr_ref = 0, nr = 0;
-    CHECK(ember_bag_backward(table, c->rows, dim, &hb, &opts, go, am_ref, rows_ref, g_ref, &nr_ref,
-                             c->weights ? gw_ref : NULL) == EMBER_OK,
+    CHECK(ember_bag_backward(r->table, c->rows, dim, &r->hb, &r->opts, go, r->am_ref, rows_ref,
+                             g_ref, &nr_ref, c->weights ? gw_ref : NULL) == EMBER_OK,
           "cpu backward");
     float *d_go = up(go, ob * 4);
     int64_t *d_rows = up(NULL, n * 8);
     float *d_g = up(NULL, n * dim * 4);
     float *d_gw = c->weights ? up(NULL, n * 4) : NULL;
-    CHECK(G->bag_backward(gpu, d_table, c->rows, dim, &db, &opts, d_go, d_am, d_rows, d_g, &nr,
-                          d_gw) == EMBER_OK,
+    CHECK(G->bag_backward(gpu, r->d_table, c->rows, dim, &r->db, &r->opts, d_go, r->d_am, d_rows,
+                          d_g, &nr, d_gw) == EMBER_OK,
           "gpu backward");
     CHECK(nr == nr_ref, "unique rows: gpu %zu cpu %zu", nr, nr_ref);
     down(rows, d_rows, nr * 8);
@@ -171,15 +201,11 @@ static int run_bag(const bag_case_t *c)
         CHECK(rows[i] == rows_ref[i], "row %zu: gpu %" PRId64 " cpu %" PRId64, i, rows[i],
               rows_ref[i]);
     down(g, d_g, nr * dim * 4);
-    if (!close_enough(g, g_ref, nr * dim, 1e-5, "bag backward"))
-        goto out_bwd;
-    if (c->weights) {
+    int rc = !close_enough(g, g_ref, nr * dim, 1e-5, "bag backward");
+    if (rc == 0 && c->weights) {
         down(gw, d_gw, n * 4);
-        if (!close_enough(gw, gw_ref, n, 1e-4, "weight grad"))
-            goto out_bwd;
+        rc = !close_enough(gw, gw_ref, n, 1e-4, "weight grad");
     }
-    rc = 0;
-out_bwd:
     free(go);
     free(rows_ref);
     free(rows);
@@ -187,16 +213,21 @@ out_bwd:
     free(g);
     free(gw_ref);
     free(gw);
-out:
+    return rc;
+}
+
+/* Forward and backward of one random batch on both backends. */
+static int run_bag(const bag_case_t *c)
+{
+    bag_run_t r = {.c = c};
+    bag_draw(&r);
+    int rc = bag_forward_same(&r) || bag_backward_same(&r);
     gfree_all();
-    free(out_ref);
-    free(out);
-    free(am_ref);
-    free(am);
-    free(offsets);
-    free(indices);
-    free(weights);
-    free(table);
+    free(r.am_ref);
+    free(r.offsets);
+    free(r.indices);
+    free(r.weights);
+    free(r.table);
     return rc;
 }
 

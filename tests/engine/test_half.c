@@ -160,17 +160,13 @@ static int case_rounding(void)
     return 0;
 }
 
-static int case_f16c_same(void)
+enum {
+    F16C_N = 70
+};
+
+/* Every half widens to the same bits either way. */
+static int f16c_widen_all(void)
 {
-    enum {
-        N = 70
-    };
-    ember_half_force(1);
-    if (!ember_half_f16c()) {
-        fprintf(stderr, "this CPU has no F16C: only the portable path exists\n");
-        ember_half_force(-1);
-        return 0;
-    }
     static uint16_t all[65536];
     static float wide_fast[65536], wide_slow[65536];
     for (uint32_t h = 0; h < 65536; h++)
@@ -180,66 +176,105 @@ static int case_f16c_same(void)
     ember_half_force(0);
     ember_half_to_float_n(all, wide_slow, 65536);
     for (uint32_t h = 0; h < 65536; h++)
-        CHECK(bits_of(wide_fast[h]) == bits_of(wide_slow[h]),
-              "%#06x: F16C %#010x, "
-              "portable %#010x",
+        CHECK(bits_of(wide_fast[h]) == bits_of(wide_slow[h]), "%#06x: F16C %#010x, portable %#010x",
               h, bits_of(wide_fast[h]), bits_of(wide_slow[h]));
+    return 0;
+}
 
+/* A round's floats @x (mostly ones fp16 can hold unless @round % 3 == 0),
+ * gradients @y0 and halves @xs. */
+static void f16c_draw(int round, uint64_t *rng, float *x, float *y0, uint16_t *xs)
+{
+    for (size_t i = 0; i < F16C_N; i++) {
+        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t b = (uint32_t)(*rng >> 32);
+        if (round % 3 != 0)
+            b = (b & 0x807fffffu) | ((uint32_t)(98 + (*rng >> 20) % 34) << 23);
+        x[i] = float_of(b);
+        y0[i] = (float)test_uniform(rng, -4.0, 4.0);
+        xs[i] = (uint16_t)(*rng >> 16);
+    }
+}
+
+static int f16c_narrow(const float *x, size_t n)
+{
+    uint16_t h_fast[F16C_N], h_slow[F16C_N];
+    ember_half_force(1);
+    ember_float_to_half_n(x, h_fast, n);
+    ember_half_force(0);
+    ember_float_to_half_n(x, h_slow, n);
+    for (size_t i = 0; i < n; i++)
+        CHECK(h_fast[i] == h_slow[i], "%a: F16C %#06x, portable %#06x", (double)x[i], h_fast[i],
+              h_slow[i]);
+    return 0;
+}
+
+/* The SGD step on n halves: the same either way, the fp32 step rounded
+ * once, nothing written past n. */
+static int f16c_sgd(const uint16_t *xs, const float *y0, uint64_t *rng, size_t n)
+{
+    uint16_t w_fast[F16C_N], w_slow[F16C_N];
+    float lr = (float)test_uniform(rng, 0.0, 2.0);
+    memcpy(w_fast, xs, sizeof(w_fast));
+    memcpy(w_slow, xs, sizeof(w_slow));
+    ember_half_force(1);
+    ember_half_sgd(w_fast, y0, lr, n);
+    ember_half_force(0);
+    ember_half_sgd(w_slow, y0, lr, n);
+    for (size_t i = 0; i < F16C_N; i++) {
+        float want = ember_half_to_float(xs[i]) - lr * y0[i];
+        CHECK(w_fast[i] == w_slow[i] || (is_nan16(w_fast[i]) && is_nan16(w_slow[i])),
+              "sgd n %zu [%zu]: F16C %#06x, portable %#06x", n, i, w_fast[i], w_slow[i]);
+        CHECK(i >= n || w_slow[i] == ember_float_to_half(want) || want != want,
+              "sgd [%zu]: %#06x, want %#06x", i, w_slow[i], ember_float_to_half(want));
+        CHECK(i < n || w_slow[i] == xs[i], "sgd wrote past n at %zu", i);
+    }
+    return 0;
+}
+
+/* Halves added (or scaled and added) into floats: the same bits either way. */
+static int f16c_add_axpy(const uint16_t *xs, const float *y0, uint64_t *rng, size_t n)
+{
+    float y_fast[F16C_N], y_slow[F16C_N];
+    for (int add = 0; add <= 1; add++) {
+        float a = add ? 1.0f : (float)test_uniform(rng, -3.0, 3.0);
+        memcpy(y_fast, y0, sizeof(y_fast));
+        memcpy(y_slow, y0, sizeof(y_slow));
+        for (int fast = 0; fast <= 1; fast++) {
+            float *y = fast ? y_fast : y_slow;
+            ember_half_force(fast);
+            if (add)
+                ember_half_add(y, xs, n);
+            else
+                ember_half_axpy(y, xs, a, n);
+        }
+        for (size_t i = 0; i < F16C_N; i++)
+            CHECK(bits_of(y_fast[i]) == bits_of(y_slow[i]) ||
+                          (y_fast[i] != y_fast[i] && y_slow[i] != y_slow[i]),
+                  "%s n %zu [%zu]: F16C %a, portable %a", add ? "add" : "axpy", n, i,
+                  (double)y_fast[i], (double)y_slow[i]);
+    }
+    return 0;
+}
+
+static int case_f16c_same(void)
+{
+    ember_half_force(1);
+    if (!ember_half_f16c()) {
+        fprintf(stderr, "this CPU has no F16C: only the portable path exists\n");
+        ember_half_force(-1);
+        return 0;
+    }
+    if (f16c_widen_all())
+        return 1;
     uint64_t rng = 7;
-    float x[N], y0[N], y_fast[N], y_slow[N];
-    uint16_t h_fast[N], h_slow[N], xs[N];
+    float x[F16C_N], y0[F16C_N];
+    uint16_t xs[F16C_N];
     for (int round = 0; round < 20000; round++) {
-        size_t n = (size_t)round % (N + 1);
-        for (size_t i = 0; i < N; i++) {
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            uint32_t b = (uint32_t)(rng >> 32);
-            if (round % 3 != 0) /* mostly values fp16 can hold */
-                b = (b & 0x807fffffu) | ((uint32_t)(98 + (rng >> 20) % 34) << 23);
-            x[i] = float_of(b);
-            y0[i] = (float)test_uniform(&rng, -4.0, 4.0);
-            xs[i] = (uint16_t)(rng >> 16);
-        }
-        ember_half_force(1);
-        ember_float_to_half_n(x, h_fast, n);
-        ember_half_force(0);
-        ember_float_to_half_n(x, h_slow, n);
-        for (size_t i = 0; i < n; i++)
-            CHECK(h_fast[i] == h_slow[i], "%a: F16C %#06x, portable %#06x", (double)x[i], h_fast[i],
-                  h_slow[i]);
-        uint16_t w_fast[N], w_slow[N];
-        float lr = (float)test_uniform(&rng, 0.0, 2.0);
-        memcpy(w_fast, xs, sizeof(xs));
-        memcpy(w_slow, xs, sizeof(xs));
-        ember_half_force(1);
-        ember_half_sgd(w_fast, y0, lr, n);
-        ember_half_force(0);
-        ember_half_sgd(w_slow, y0, lr, n);
-        for (size_t i = 0; i < N; i++) {
-            float want = ember_half_to_float(xs[i]) - lr * y0[i];
-            CHECK(w_fast[i] == w_slow[i] || (is_nan16(w_fast[i]) && is_nan16(w_slow[i])),
-                  "sgd n %zu [%zu]: F16C %#06x, portable %#06x", n, i, w_fast[i], w_slow[i]);
-            CHECK(i >= n || w_slow[i] == ember_float_to_half(want) || want != want,
-                  "sgd [%zu]: %#06x, want %#06x", i, w_slow[i], ember_float_to_half(want));
-            CHECK(i < n || w_slow[i] == xs[i], "sgd wrote past n at %zu", i);
-        }
-        for (int add = 0; add <= 1; add++) {
-            float a = add ? 1.0f : (float)test_uniform(&rng, -3.0, 3.0);
-            memcpy(y_fast, y0, sizeof(y0));
-            memcpy(y_slow, y0, sizeof(y0));
-            for (int fast = 0; fast <= 1; fast++) {
-                float *y = fast ? y_fast : y_slow;
-                ember_half_force(fast);
-                if (add)
-                    ember_half_add(y, xs, n);
-                else
-                    ember_half_axpy(y, xs, a, n);
-            }
-            for (size_t i = 0; i < N; i++)
-                CHECK(bits_of(y_fast[i]) == bits_of(y_slow[i]) ||
-                              (y_fast[i] != y_fast[i] && y_slow[i] != y_slow[i]),
-                      "%s n %zu [%zu]: F16C %a, portable %a", add ? "add" : "axpy", n, i,
-                      (double)y_fast[i], (double)y_slow[i]);
-        }
+        size_t n = (size_t)round % (F16C_N + 1);
+        f16c_draw(round, &rng, x, y0, xs);
+        if (f16c_narrow(x, n) || f16c_sgd(xs, y0, &rng, n) || f16c_add_axpy(xs, y0, &rng, n))
+            return 1;
     }
     ember_half_force(-1);
     return 0;

@@ -1,8 +1,9 @@
 /*
  * Parameter-server tests across processes: real PS ranks running
- * ember_ps_run(), clients that speak the wire protocol (engine/wire/protocol.h)
- * by hand, forked with mp_spawn.  CTest runs every case over tcp and over
- * shared memory.  Usage: test_ps CASE
+ * ember_ps_run(), clients that send the engine's messages themselves (packed
+ * by engine/wire/codec, then forged where a case needs it), forked with
+ * mp_spawn.  CTest runs every case over tcp and over shared memory.
+ * Usage: test_ps CASE
  *
  *   bad_lookup                 every malformed LOOKUP / GRAD is refused with
  *                              the right status and a text naming the table,
@@ -34,7 +35,7 @@
 #include "common/rng.h"
 #include "engine/ops/optimizer.h"
 #include "engine/ps/ps.h"
-#include "engine/wire/protocol.h"
+#include "engine/wire/codec.h"
 #include "tests/common/mp_spawn.h"
 
 #include <ember/embedding_bag.h>
@@ -114,12 +115,12 @@ static void reply_free(reply_t *reply)
     reply->data = NULL;
 }
 
-static reply_t call(ember_tp_t *tp, int peer, uint16_t op, const void *message, size_t length)
+static reply_t call_iov(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
+                        size_t iovcnt)
 {
     ember_future_t *future;
-    ember_iov_t iov = {.buffer = message, .length = length};
     reply_t reply = {0};
-    ember_status_t status = ember_rpc_call_async(tp, peer, op, &iov, length ? 1 : 0, NULL, 0,
+    ember_status_t status = ember_rpc_call_async(tp, peer, op, iov, iovcnt, NULL, 0,
                                                  &(ember_rpc_param_t){.timeout_s = 20.0}, &future);
     MP_CHECK(status == EMBER_OK, "call_async op %u: %s", op, ember_status_string(status));
     reply.status = ember_future_wait(future);
@@ -133,10 +134,15 @@ static reply_t call(ember_tp_t *tp, int peer, uint16_t op, const void *message, 
     return reply;
 }
 
-static void call_ok(ember_tp_t *tp, int peer, uint16_t op, const void *message, size_t length,
-                    void *out, size_t out_length)
+static reply_t call(ember_tp_t *tp, int peer, uint16_t op, const void *message, size_t length)
 {
-    reply_t reply = call(tp, peer, op, message, length);
+    ember_iov_t iov = {.buffer = message, .length = length};
+    return call_iov(tp, peer, op, &iov, length ? 1 : 0);
+}
+
+/* @reply must be a success of @out_length bytes, copied to @out; freed. */
+static void reply_ok(reply_t reply, int peer, uint16_t op, void *out, size_t out_length)
+{
     MP_CHECK(reply.status == EMBER_OK, "op %u on rank %d: %s: %s", op, peer,
              ember_status_string(reply.status), reply.data);
     MP_CHECK(reply.length == out_length, "op %u: reply of %zu bytes, expected %zu", op,
@@ -144,6 +150,31 @@ static void call_ok(ember_tp_t *tp, int peer, uint16_t op, const void *message, 
     if (out_length)
         memcpy(out, reply.data, out_length);
     reply_free(&reply);
+}
+
+static void call_ok(ember_tp_t *tp, int peer, uint16_t op, const void *message, size_t length,
+                    void *out, size_t out_length)
+{
+    reply_ok(call(tp, peer, op, message, length), peer, op, out, out_length);
+}
+
+/* A GRAD as trainers send it (engine/wire/codec): the header, then the
+ * @floats where they lie. */
+static ember_msg_grad_t grad_head(uint32_t table_id, uint32_t trainer, uint64_t step, uint32_t bags)
+{
+    return (ember_msg_grad_t){.table_id = table_id,
+                              .trainer = trainer,
+                              .step = step,
+                              .flags = EMBER_GRAD_APPLY,
+                              .bags = bags};
+}
+
+static reply_t grad_call(ember_tp_t *tp, int peer, const ember_msg_grad_t *head, const float *grad,
+                         size_t floats)
+{
+    ember_iov_t iov[2];
+    size_t iovcnt = ember_wire_pack_iov(head, sizeof(*head), grad, floats * sizeof(float), iov);
+    return call_iov(tp, peer, EMBER_OP_GRAD, iov, iovcnt);
 }
 
 /* ---- tables --------------------------------------------------------------- */
@@ -263,72 +294,75 @@ static ember_bag_batch_t bag_view(const batch_t *b)
     return v;
 }
 
-/* One shard's LOOKUP: that shard's entries of every bag, deduplicated. */
-static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t, uint32_t trainer,
-                               uint64_t step, int max_mode, uint32_t p, uint32_t *counts,
-                               size_t *length_p)
+/* Shard @p's entries of every bag, in order: their rows, weights and
+ * places in their bags; @counts: how many each bag has. */
+typedef struct {
+    size_t n;
+    int64_t *rows;
+    float *weights;
+    uint32_t *places;
+} shard_entries_t;
+
+static shard_entries_t shard_entries(const batch_t *b, const table_ref_t *t, uint32_t p,
+                                     uint32_t *counts)
 {
-    int64_t *rows = malloc((b->n + 1) * sizeof(int64_t));
-    float *weights = malloc((b->n + 1) * sizeof(float));
-    int64_t *unique = malloc((b->n + 1) * sizeof(int64_t));
-    int64_t *inverse = malloc((b->n + 1) * sizeof(int64_t));
-    uint32_t *places = malloc((b->n + 1) * sizeof(uint32_t));
-    size_t n = 0, nunique = 0;
-    MP_CHECK(rows && weights && unique && inverse && places, "out of memory");
+    shard_entries_t e = {.rows = malloc((b->n + 1) * sizeof(int64_t)),
+                         .weights = malloc((b->n + 1) * sizeof(float)),
+                         .places = malloc((b->n + 1) * sizeof(uint32_t))};
+    MP_CHECK(e.rows && e.weights && e.places, "out of memory");
     for (size_t bag = 0; bag < b->bags; bag++) {
         size_t end = bag + 1 < b->bags ? (size_t)b->offsets[bag + 1] : b->n;
         counts[bag] = 0;
         for (size_t i = (size_t)b->offsets[bag]; i < end; i++) {
             if ((uint64_t)b->indices[i] % t->P != p)
                 continue;
-            rows[n] = b->indices[i];
-            weights[n] = b->weights ? b->weights[i] : 1.0f;
-            places[n] = (uint32_t)(i - (size_t)b->offsets[bag]);
-            n++;
+            e.rows[e.n] = b->indices[i];
+            e.weights[e.n] = b->weights ? b->weights[i] : 1.0f;
+            e.places[e.n] = (uint32_t)(i - (size_t)b->offsets[bag]);
+            e.n++;
             counts[bag]++;
         }
     }
-    MP_CHECK(ember_bag_dedup(rows, n, -1, unique, inverse, &nunique) == EMBER_OK, "dedup");
-    int weighted = b->weights != NULL;
-    size_t length = sizeof(ember_msg_lookup_t) + 4 * b->bags + 8 * nunique + 4 * n +
-                    (weighted || max_mode ? 4 * n : 0);
-    uint8_t *message = malloc(length), *out = message;
+    return e;
+}
+
+static void shard_entries_free(shard_entries_t *e)
+{
+    free(e->rows);
+    free(e->weights);
+    free(e->places);
+}
+
+/* One shard's LOOKUP: that shard's entries of every bag, deduplicated, packed
+ * by the codec as the trainer packs it. */
+static uint8_t *lookup_message(const batch_t *b, const table_ref_t *t, uint32_t trainer,
+                               uint64_t step, int max_mode, uint32_t p, uint32_t *counts,
+                               size_t *length_p)
+{
+    shard_entries_t e = shard_entries(b, t, p, counts);
+    int64_t *unique = malloc((e.n + 1) * sizeof(int64_t));
+    int64_t *inverse = malloc((e.n + 1) * sizeof(int64_t));
+    size_t nunique = 0;
+    MP_CHECK(unique && inverse, "out of memory");
+    MP_CHECK(ember_bag_dedup(e.rows, e.n, -1, unique, inverse, &nunique) == EMBER_OK, "dedup");
+    ember_wire_lookup_t lookup = {.head = {.table_id = t->table_id,
+                                           .trainer = trainer,
+                                           .step = step,
+                                           .flags = (b->weights ? EMBER_LOOKUP_WEIGHTS : 0) |
+                                                    (max_mode ? EMBER_LOOKUP_MAX : 0),
+                                           .bags = (uint32_t)b->bags,
+                                           .unique = (uint32_t)nunique,
+                                           .indices = (uint32_t)e.n},
+                                  .counts = counts,
+                                  .rows = unique,
+                                  .inverse = inverse,
+                                  .weights = e.weights,
+                                  .places = e.places};
+    size_t length = ember_wire_lookup_size(&lookup.head);
+    uint8_t *message = malloc(length);
     MP_CHECK(message, "out of memory");
-    ember_msg_lookup_t msg = {.table_id = t->table_id,
-                              .trainer = trainer,
-                              .step = step,
-                              .flags = (weighted ? EMBER_LOOKUP_WEIGHTS : 0) |
-                                       (max_mode ? EMBER_LOOKUP_MAX : 0),
-                              .bags = (uint32_t)b->bags,
-                              .unique = (uint32_t)nunique,
-                              .indices = (uint32_t)n};
-    memcpy(out, &msg, sizeof(msg));
-    out += sizeof(msg);
-    uint32_t offset = 0;
-    for (size_t bag = 0; bag < b->bags; bag++) {
-        memcpy(out, &offset, 4);
-        out += 4;
-        offset += counts[bag];
-    }
-    memcpy(out, unique, 8 * nunique);
-    out += 8 * nunique;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t slot = (uint32_t)inverse[i];
-        memcpy(out, &slot, 4);
-        out += 4;
-    }
-    if (weighted) {
-        memcpy(out, weights, 4 * n);
-        out += 4 * n;
-    }
-    if (max_mode) {
-        memcpy(out, places, 4 * n);
-        out += 4 * n;
-    }
-    MP_CHECK((size_t)(out - message) == length, "message length");
-    free(rows);
-    free(weights);
-    free(places);
+    ember_wire_lookup_pack(&lookup, message);
+    shard_entries_free(&e);
     free(unique);
     free(inverse);
     *length_p = length;
@@ -350,6 +384,50 @@ static void dist_ctx_free(dist_ctx_t *ctx)
     free(ctx->total);
     free(ctx->winner);
     free(ctx->place);
+}
+
+/* Shard @p's partial pool @part (and max mode's @place of each maximum)
+ * combined into @pooled as the trainer combines them. */
+static void dist_combine(const table_ref_t *t, dist_ctx_t *ctx, ember_bag_mode_t mode, uint32_t p,
+                         const float *part, const uint32_t *place, float *pooled)
+{
+    size_t dim = t->dim;
+    const uint32_t *counts = ctx->counts + (size_t)p * ctx->bags;
+    for (size_t bag = 0; bag < ctx->bags; bag++) {
+        ctx->total[bag] += counts[bag];
+        for (size_t d = 0; d < dim; d++) {
+            size_t i = bag * dim + d;
+            if (mode != EMBER_BAG_MAX) {
+                pooled[i] += part[i];
+            } else if (counts[bag] && (ctx->winner[i] < 0 || part[i] > pooled[i] ||
+                                       (part[i] == pooled[i] && place[i] < ctx->place[i]))) {
+                /* of equal maxima, the bag's first entry's (PyTorch) */
+                pooled[i] = part[i];
+                ctx->winner[i] = (int)p;
+                ctx->place[i] = place[i];
+            }
+        }
+    }
+}
+
+/* Shard @p's reply taken and combined into @pooled. */
+static void dist_take(ember_future_t *future, const table_ref_t *t, dist_ctx_t *ctx,
+                      ember_bag_mode_t mode, uint32_t p, float *pooled)
+{
+    size_t total = ctx->bags * t->dim;
+    ember_status_t status = ember_future_wait(future);
+    size_t length;
+    const char *data = ember_future_data(future, &length);
+    MP_CHECK(status == EMBER_OK, "lookup on shard %u: %s: %.*s", p, ember_status_string(status),
+             (int)length, data ? data : "");
+    /* Max mode: the values, then each maximum's place in its bag. */
+    size_t want = total * sizeof(float) * (mode == EMBER_BAG_MAX ? 2 : 1);
+    MP_CHECK(length == want, "lookup reply of %zu bytes, want %zu", length, want);
+    float *part = malloc(length + 4);
+    MP_CHECK(part, "out of memory");
+    memcpy(part, data, length);
+    dist_combine(t, ctx, mode, p, part, (const uint32_t *)(part + total), pooled);
+    free(part);
 }
 
 /* One lookup per shard, all in flight together; combine the partial pools
@@ -380,42 +458,12 @@ static void dist_lookup(ember_tp_t *tp, const table_ref_t *t, const batch_t *b,
                                       &futures[p]) == EMBER_OK,
                  "lookup call");
     }
-    for (size_t i = 0; i < total; i++)
+    for (size_t i = 0; i < total; i++) {
         pooled[i] = 0.0f;
-    for (size_t bag = 0; bag < b->bags; bag++) {
-        for (size_t d = 0; d < dim; d++)
-            ctx->winner[bag * dim + d] = -1;
+        ctx->winner[i] = -1;
     }
     for (uint32_t p = 0; p < t->P; p++) {
-        ember_status_t status = ember_future_wait(futures[p]);
-        size_t length;
-        const char *data = ember_future_data(futures[p], &length);
-        MP_CHECK(status == EMBER_OK, "lookup on shard %u: %s: %.*s", p, ember_status_string(status),
-                 (int)length, data ? data : "");
-        /* Max mode: the values, then each maximum's place in its bag. */
-        size_t want = total * sizeof(float) * (mode == EMBER_BAG_MAX ? 2 : 1);
-        MP_CHECK(length == want, "lookup reply of %zu bytes, want %zu", length, want);
-        float *part = malloc(length + 4);
-        MP_CHECK(part, "out of memory");
-        memcpy(part, data, length);
-        const uint32_t *place = (const uint32_t *)(part + total);
-        const uint32_t *counts = ctx->counts + (size_t)p * b->bags;
-        for (size_t bag = 0; bag < b->bags; bag++) {
-            ctx->total[bag] += counts[bag];
-            for (size_t d = 0; d < dim; d++) {
-                size_t i = bag * dim + d;
-                if (mode != EMBER_BAG_MAX) {
-                    pooled[i] += part[i];
-                } else if (counts[bag] && (ctx->winner[i] < 0 || part[i] > pooled[i] ||
-                                           (part[i] == pooled[i] && place[i] < ctx->place[i]))) {
-                    /* of equal maxima, the bag's first entry's (PyTorch) */
-                    pooled[i] = part[i];
-                    ctx->winner[i] = (int)p;
-                    ctx->place[i] = place[i];
-                }
-            }
-        }
-        free(part);
+        dist_take(futures[p], t, ctx, mode, p, pooled);
         ember_future_release(futures[p]);
         free(messages[p]);
     }
@@ -448,31 +496,16 @@ static float *shard_grad(const table_ref_t *t, const dist_ctx_t *ctx, ember_bag_
     return out;
 }
 
-static uint8_t *grad_message(uint32_t table_id, uint32_t trainer, uint64_t step, uint32_t flags,
-                             uint32_t bags, const float *grad, size_t grad_floats, size_t *length_p)
-{
-    ember_msg_grad_t msg = {
-            .table_id = table_id, .trainer = trainer, .step = step, .flags = flags, .bags = bags};
-    size_t length = sizeof(msg) + grad_floats * sizeof(float);
-    uint8_t *message = malloc(length);
-    MP_CHECK(message, "out of memory");
-    memcpy(message, &msg, sizeof(msg));
-    memcpy(message + sizeof(msg), grad, grad_floats * sizeof(float));
-    *length_p = length;
-    return message;
-}
-
 /* Each shard's share of the output gradient @g, with APPLY. */
 static void dist_grad(ember_tp_t *tp, const table_ref_t *t, const dist_ctx_t *ctx,
                       ember_bag_mode_t mode, uint32_t trainer, uint64_t step, const float *g)
 {
     for (uint32_t p = 0; p < t->P; p++) {
-        size_t length;
+        int peer = t->first_ps + (int)p;
         float *share = shard_grad(t, ctx, mode, g, p);
-        uint8_t *message = grad_message(t->table_id, trainer, step, EMBER_GRAD_APPLY,
-                                        (uint32_t)ctx->bags, share, ctx->bags * t->dim, &length);
-        call_ok(tp, t->first_ps + (int)p, EMBER_OP_GRAD, message, length, NULL, 0);
-        free(message);
+        ember_msg_grad_t head = grad_head(t->table_id, trainer, step, (uint32_t)ctx->bags);
+        reply_ok(grad_call(tp, peer, &head, share, ctx->bags * t->dim), peer, EMBER_OP_GRAD, NULL,
+                 0);
         free(share);
     }
 }
@@ -549,40 +582,46 @@ static double max_diff(const float *a, const float *b, size_t count, size_t *whe
                  (double)(a)[where_], (double)(b)[where_]);                                        \
     } while (0)
 
-/* ---- raw LOOKUP messages for the bad-input case --------------------------- */
+/* The bad-input cases' table, on one PS. */
+enum {
+    BL_ROWS = 100,
+    BL_DIM = 4,
+    BL_TABLE = 3,
+    BL_PS = 0 /* its rank */
+};
+static const table_ref_t bl_table = {
+        .first_ps = 0, .P = 1, .table_id = BL_TABLE, .rows = BL_ROWS, .dim = BL_DIM};
 
+/* ---- forged LOOKUP messages for the bad-input cases ----------------------- */
+
+/* A LOOKUP's content as its sender has it (engine/wire/codec's
+ * ember_wire_lookup_t), up to 8 of each, for a test to spoil before the
+ * codec packs it. */
 typedef struct {
-    ember_msg_lookup_t hdr;
-    uint32_t offsets[8];
+    ember_msg_lookup_t head;
+    uint32_t counts[8];
     int64_t rows[8];
-    uint32_t inverse[8];
+    int64_t inverse[8];
     float weights[8];
-    uint32_t places[8]; /* max mode: in the weights' place on the wire */
+    uint32_t places[8];
 } raw_lookup_t;
 
-/* Serialise as protocol.h lays it out; counts taken from the header. */
+/* Packed by the codec, with 8 zero bytes past its end for a test that sends
+ * more than the message. */
 static uint8_t *raw_message(const raw_lookup_t *raw, size_t *length_p)
 {
-    const ember_msg_lookup_t *h = &raw->hdr;
-    size_t bags = h->bags < 8 ? h->bags : 8, unique = h->unique < 8 ? h->unique : 8;
-    size_t n = h->indices < 8 ? h->indices : 8;
-    int weighted = (h->flags & EMBER_LOOKUP_WEIGHTS) != 0;
-    int max_mode = !weighted && (h->flags & EMBER_LOOKUP_MAX);
-    size_t length = sizeof(*h) + 4 * bags + 8 * unique + 4 * n + (weighted || max_mode ? 4 * n : 0);
-    uint8_t *message = malloc(length + 64), *out = message;
+    const ember_msg_lookup_t *h = &raw->head;
+    MP_CHECK(h->bags <= 8 && h->unique <= 8 && h->indices <= 8, "raw lookup of more than 8");
+    ember_wire_lookup_t lookup = {.head = *h,
+                                  .counts = raw->counts,
+                                  .rows = raw->rows,
+                                  .inverse = raw->inverse,
+                                  .weights = raw->weights,
+                                  .places = raw->places};
+    size_t length = ember_wire_lookup_size(h);
+    uint8_t *message = calloc(length + 8, 1);
     MP_CHECK(message, "out of memory");
-    memcpy(out, h, sizeof(*h));
-    out += sizeof(*h);
-    memcpy(out, raw->offsets, 4 * bags);
-    out += 4 * bags;
-    memcpy(out, raw->rows, 8 * unique);
-    out += 8 * unique;
-    memcpy(out, raw->inverse, 4 * n);
-    out += 4 * n;
-    if (weighted)
-        memcpy(out, raw->weights, 4 * n);
-    if (max_mode)
-        memcpy(out, raw->places, 4 * n);
+    ember_wire_lookup_pack(&lookup, message);
     *length_p = length;
     return message;
 }
@@ -592,15 +631,15 @@ static raw_lookup_t raw_valid(uint32_t table_id)
 {
     raw_lookup_t raw;
     memset(&raw, 0, sizeof(raw));
-    raw.hdr = (ember_msg_lookup_t){.table_id = table_id,
-                                   .trainer = 0,
-                                   .step = 0,
-                                   .flags = 0,
-                                   .bags = 2,
-                                   .unique = 2,
-                                   .indices = 3};
-    raw.offsets[0] = 0;
-    raw.offsets[1] = 3;
+    raw.head = (ember_msg_lookup_t){.table_id = table_id,
+                                    .trainer = 0,
+                                    .step = 0,
+                                    .flags = 0,
+                                    .bags = 2,
+                                    .unique = 2,
+                                    .indices = 3};
+    raw.counts[0] = 3;
+    raw.counts[1] = 0;
     raw.rows[0] = 3;
     raw.rows[1] = 50;
     raw.inverse[0] = 0;
@@ -610,13 +649,24 @@ static raw_lookup_t raw_valid(uint32_t table_id)
     return raw;
 }
 
-/* Send @message; it must fail with @status and a text holding every string
- * of @needles (NULL-terminated). */
-static void expect_refused(ember_tp_t *tp, int peer, uint16_t op, const void *message,
-                           size_t length, ember_status_t status, const char *what,
-                           const char *const *needles)
+/* The valid lookup packed, then its header's counts replaced: its arrays
+ * stay the valid one's, far fewer than the counts say. */
+static uint8_t *forged_counts(uint32_t bags, uint32_t unique, uint32_t indices, size_t *length_p)
 {
-    reply_t reply = call(tp, peer, op, message, length);
+    raw_lookup_t raw = raw_valid(BL_TABLE);
+    uint8_t *message = raw_message(&raw, length_p);
+    raw.head.bags = bags;
+    raw.head.unique = unique;
+    raw.head.indices = indices;
+    memcpy(message, &raw.head, sizeof(raw.head));
+    return message;
+}
+
+/* @reply must be a failure with @status and a text holding every string of
+ * @needles (NULL-terminated); freed. */
+static void expect_status(reply_t reply, ember_status_t status, const char *what,
+                          const char *const *needles)
+{
     MP_CHECK(reply.status == status, "%s: got %s, want %s (text: %s)", what,
              ember_status_string(reply.status), ember_status_string(status), reply.data);
     for (size_t i = 0; needles[i]; i++)
@@ -624,6 +674,13 @@ static void expect_refused(ember_tp_t *tp, int peer, uint16_t op, const void *me
                  reply.data, needles[i]);
     fprintf(stderr, "  refused as expected (%s): %s\n", what, reply.data);
     reply_free(&reply);
+}
+
+static void expect_refused(ember_tp_t *tp, int peer, uint16_t op, const void *message,
+                           size_t length, ember_status_t status, const char *what,
+                           const char *const *needles)
+{
+    expect_status(call(tp, peer, op, message, length), status, what, needles);
 }
 
 static void expect_lookup_refused(ember_tp_t *tp, int peer, const raw_lookup_t *raw,
@@ -636,32 +693,46 @@ static void expect_lookup_refused(ember_tp_t *tp, int peer, const raw_lookup_t *
     free(message);
 }
 
+/* @raw packed with bag @bag's offset then set to @offset: the codec derives
+ * the offsets from the counts, so only a forger's go wrong. */
+static void expect_offset_refused(ember_tp_t *tp, int peer, const raw_lookup_t *raw, uint32_t bag,
+                                  uint32_t offset, const char *what, const char *const *needles)
+{
+    size_t length;
+    ember_wire_lookup_layout_t at;
+    uint8_t *message = raw_message(raw, &length);
+    ember_wire_lookup_layout(&raw->head, &at);
+    memcpy(message + at.offsets + 4 * (size_t)bag, &offset, 4);
+    expect_refused(tp, peer, EMBER_OP_LOOKUP, message, length, EMBER_ERR_INVALID_PARAM, what,
+                   needles);
+    free(message);
+}
+
 #define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define WHO          "table emb", "trainer 0", "step 0"
 
 /* ---- case 1: bad_lookup ---------------------------------------------------- */
 
-enum {
-    BL_ROWS = 100,
-    BL_DIM = 4,
-    BL_TABLE = 3
-};
-static const table_ref_t bl_table = {
-        .first_ps = 0, .P = 1, .table_id = BL_TABLE, .rows = BL_ROWS, .dim = BL_DIM};
-
-static void check_unchanged(ember_tp_t *tp, const float *snapshot, const char *after)
+/* Table @t holds exactly @snapshot; @what: the failure's text. */
+static void check_table_is(ember_tp_t *tp, const table_ref_t *t, const float *snapshot,
+                           const char *what)
 {
-    float *now = table_read_full(tp, &bl_table);
-    MP_CHECK(memcmp(now, snapshot, (size_t)BL_ROWS * BL_DIM * sizeof(float)) == 0,
-             "the table changed after %s", after);
+    float *now = table_read_full(tp, t);
+    MP_CHECK(memcmp(now, snapshot, (size_t)t->rows * t->dim * sizeof(float)) == 0, "%s", what);
     free(now);
 }
 
-static void bad_lookups(ember_tp_t *tp, int ps)
+static void check_unchanged(ember_tp_t *tp, const float *snapshot, const char *after)
+{
+    char what[128];
+    snprintf(what, sizeof(what), "the table changed after %s", after);
+    check_table_is(tp, &bl_table, snapshot, what);
+}
+
+/* Rows out of the table's range. */
+static void bad_lookup_rows(ember_tp_t *tp, int ps)
 {
     raw_lookup_t raw;
-    size_t length;
-    uint8_t *message;
 
     raw = raw_valid(BL_TABLE);
     raw.rows[1] = 130;
@@ -674,24 +745,36 @@ static void bad_lookups(ember_tp_t *tp, int ps)
     raw.rows[0] = INT64_MIN;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_OUT_OF_RANGE, "index INT64_MIN",
                           NEEDLES(WHO, "-9223372036854775808"));
+}
+
+/* Offsets that do not cut the indices into bags. */
+static void bad_lookup_offsets(ember_tp_t *tp, int ps)
+{
+    raw_lookup_t raw;
+
     raw = raw_valid(BL_TABLE);
-    raw.offsets[0] = 1;
-    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "offsets start at 1",
+    expect_offset_refused(tp, ps, &raw, 0, 1, "offsets start at 1",
                           NEEDLES(WHO, "offset 1 of bag 0"));
     raw = raw_valid(BL_TABLE);
-    raw.hdr.bags = 3;
-    raw.offsets[1] = 2;
-    raw.offsets[2] = 1;
-    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "decreasing offsets",
+    raw.head.bags = 3; /* offsets 0, 2, then 1 */
+    raw.counts[0] = 2;
+    raw.counts[1] = 1;
+    expect_offset_refused(tp, ps, &raw, 2, 1, "decreasing offsets",
                           NEEDLES(WHO, "offset 1 of bag 2", "previous 2"));
     raw = raw_valid(BL_TABLE);
-    raw.offsets[1] = 4;
-    expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "offset past indices",
+    expect_offset_refused(tp, ps, &raw, 1, 4, "offset past indices",
                           NEEDLES(WHO, "offset 4 of bag 1", "3 indices"));
     raw = raw_valid(BL_TABLE);
-    raw.hdr.bags = 0;
+    raw.head.bags = 0;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "indices, no bags",
                           NEEDLES(WHO, "3 indices but no bags"));
+}
+
+/* Slots past the distinct rows; flags the protocol does not know or allow. */
+static void bad_lookup_slots_flags(ember_tp_t *tp, int ps)
+{
+    raw_lookup_t raw;
+
     raw = raw_valid(BL_TABLE);
     raw.inverse[2] = 2;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_BAD_MESSAGE, "inverse slot 2 of 2",
@@ -701,27 +784,32 @@ static void bad_lookups(ember_tp_t *tp, int ps)
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_BAD_MESSAGE, "inverse slot 2^32-1",
                           NEEDLES(WHO, "slot 4294967295"));
     raw = raw_valid(BL_TABLE);
-    raw.hdr.flags = EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX;
+    raw.head.flags = EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "weights with max",
                           NEEDLES(WHO, "weights", "0x3"));
     raw = raw_valid(BL_TABLE);
-    raw.hdr.flags = EMBER_LOOKUP_MAX; /* bag 0's places 0, 2, 1: not increasing */
+    raw.head.flags = EMBER_LOOKUP_MAX; /* bag 0's places 0, 2, 1: not increasing */
     raw.places[0] = 0;
     raw.places[1] = 2;
     raw.places[2] = 1;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "max places decrease",
                           NEEDLES(WHO, "places", "must increase"));
     raw = raw_valid(BL_TABLE);
-    raw.hdr.flags = 1u << 7;
+    raw.head.flags = 1u << 7;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "unknown flag",
                           NEEDLES(WHO, "0x80"));
+}
 
-    /* Payload length against the header: 36 bytes of arrays expected. */
-    raw = raw_valid(BL_TABLE);
-    message = raw_message(&raw, &length);
+/* The payload's length against the header's counts. */
+static void bad_lookup_lengths(ember_tp_t *tp, int ps)
+{
+    raw_lookup_t raw = raw_valid(BL_TABLE);
+    size_t length;
+    uint8_t *message = raw_message(&raw, &length);
+
+    /* 36 bytes of arrays expected. */
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length - 4, EMBER_ERR_BAD_MESSAGE,
                    "truncated arrays", NEEDLES(WHO, "needs 36 bytes, got 32"));
-    memset(message + length, 0, 8);
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length + 8, EMBER_ERR_BAD_MESSAGE,
                    "payload too long", NEEDLES(WHO, "needs 36 bytes, got 44"));
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, sizeof(ember_msg_lookup_t) - 1,
@@ -730,163 +818,192 @@ static void bad_lookups(ember_tp_t *tp, int ps)
 
     /* Counts far beyond the payload: refused, and the PS lives on (the exact
      * status and the memory it may reserve: case lookup_huge_counts). */
-    raw = raw_valid(BL_TABLE);
-    raw.hdr.bags = raw.hdr.unique = raw.hdr.indices = UINT32_MAX;
-    message = raw_message(&raw, &length);
+    message = forged_counts(UINT32_MAX, UINT32_MAX, UINT32_MAX, &length);
     reply_t reply = call(tp, ps, EMBER_OP_LOOKUP, message, length);
     MP_CHECK(reply.status < 0, "huge counts: %s", ember_status_string(reply.status));
     reply_free(&reply);
     free(message);
+}
+
+/* A table or a trainer the PS does not have. */
+static void bad_lookup_ids(ember_tp_t *tp, int ps)
+{
+    raw_lookup_t raw;
 
     raw = raw_valid(7);
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_NOT_FOUND, "unknown table id",
                           NEEDLES("table", "id 7", "ps0"));
     raw = raw_valid(BL_TABLE);
-    raw.hdr.trainer = 2;
+    raw.head.trainer = 2;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "trainer 2 of 2",
                           NEEDLES("table emb", "trainer 2", "2 trainers"));
 }
 
-static int case_bad_lookup(int rank, int world, void *arg)
+static void bad_lookups(ember_tp_t *tp, int ps)
 {
-    const int ps = 0;
-    (void)world;
-    (void)arg;
+    bad_lookup_rows(tp, ps);
+    bad_lookup_offsets(tp, ps);
+    bad_lookup_slots_flags(tp, ps);
+    bad_lookup_lengths(tp, ps);
+    bad_lookup_ids(tp, ps);
+}
+
+/* Two trainers' step-0 bags and output gradients, and room for a pooled
+ * output. */
+typedef struct {
+    batch_t b0, b1;
+    float *g0, *g1, *pooled;
+    dist_ctx_t ctx;
+} pair_t;
+
+/* A case of ps0 (rank 0), the master doubling as trainer 0 (rank 1) and
+ * trainer 1 (rank 2), over a pair of batches of @t drawn from seeds. */
+typedef struct {
+    const table_ref_t *t;
+    size_t bags[2]; /* trainer 0's, trainer 1's */
+    int max_bag;
+    uint64_t seeds[4]; /* the two batches', then the two gradients' */
+    void (*master)(pair_t *s);
+    void (*trainer1)(pair_t *s);
+} pair_case_t;
+
+static int pair_run(int rank, const pair_case_t *pc)
+{
     if (rank == 0)
         return run_ps("ps0");
+    const table_ref_t *t = pc->t;
+    pair_t s = {.b0 = make_batch(pc->seeds[0], pc->bags[0], pc->max_bag, t->rows, 0),
+                .b1 = make_batch(pc->seeds[1], pc->bags[1], pc->max_bag, t->rows, 0)};
+    s.g0 = make_grad(pc->seeds[2], s.b0.bags * t->dim);
+    s.g1 = make_grad(pc->seeds[3], s.b1.bags * t->dim);
+    s.pooled = malloc(8 * t->dim * sizeof(float));
+    MP_CHECK(s.pooled, "out of memory");
+    if (rank == 2)
+        pc->trainer1(&s);
+    else
+        pc->master(&s);
+    free(s.pooled);
+    free(s.g0);
+    free(s.g1);
+    batch_free(&s.b0);
+    batch_free(&s.b1);
+    return 0;
+}
 
+/* Trainer 1: its step-0 lookup once the bad ones are done, its gradient
+ * once trainer 0's is in. */
+static void bl_trainer1(pair_t *s)
+{
     const table_ref_t *t = &bl_table;
-    const size_t cells = (size_t)BL_ROWS * BL_DIM;
-    batch_t b0 = make_batch(101, 6, 5, BL_ROWS, 0);
-    batch_t b1 = make_batch(202, 5, 5, BL_ROWS, 0);
-    float *g0 = make_grad(303, b0.bags * BL_DIM), *g1 = make_grad(404, b1.bags * BL_DIM);
-    float *pooled = malloc(8 * BL_DIM * sizeof(float));
-    dist_ctx_t ctx = {0};
-    MP_CHECK(pooled, "out of memory");
-
-    if (rank == 2) { /* trainer 1 */
-        ember_tp_t *tp = join_client("trainer1");
-        await_key(tp, "bad-done");
-        float *snapshot = table_read_full(tp, t);
-        dist_lookup(tp, t, &b1, EMBER_BAG_SUM, 1, 0, pooled, &ctx);
-        float *expect = ref_forward(snapshot, t, &b1, EMBER_BAG_SUM, NULL);
-        EXPECT_CLOSE(pooled, expect, b1.bags * BL_DIM, 1e-6, "trainer 1 step 0 lookup");
-        signal_key(tp, "t1-looked");
-        await_key(tp, "t0-grad");
-        dist_grad(tp, t, &ctx, EMBER_BAG_SUM, 1, 0, g1);
-        signal_key(tp, "t1-grad");
-        dist_ctx_free(&ctx);
-        free(expect);
-        free(snapshot);
-        ember_tp_destroy(tp);
-        goto out;
-    }
-
-    /* rank 1: the master, doubling as trainer 0 */
-    ember_tp_t *tp = join_client("master");
-    table_create(tp, t, "emb", 2, EMBER_SYNC, 1234);
+    ember_tp_t *tp = join_client("trainer1");
+    await_key(tp, "bad-done");
     float *snapshot = table_read_full(tp, t);
-    {
-        /* Creating the same id again is refused and changes nothing. */
-        ember_msg_table_create_t spec;
-        memset(&spec, 0, sizeof(spec));
-        spec.table_id = BL_TABLE;
-        spec.num_shards = 1;
-        spec.trainers = 2;
-        spec.rows = 10;
-        spec.dim = 2;
-        ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
-        snprintf(spec.name, sizeof(spec.name), "again");
-        expect_refused(tp, ps, EMBER_OP_TABLE_CREATE, &spec, sizeof(spec), EMBER_ERR_EXISTS,
-                       "table id taken", NEEDLES("3"));
-        ember_msg_table_read_t read = {.table_id = BL_TABLE, .first = 90, .count = 20};
-        expect_refused(tp, ps, EMBER_OP_TABLE_READ, &read, sizeof(read), EMBER_ERR_OUT_OF_RANGE,
-                       "read past the end", NEEDLES("table emb", "[90, 110)"));
-    }
+    dist_lookup(tp, t, &s->b1, EMBER_BAG_SUM, 1, 0, s->pooled, &s->ctx);
+    float *expect = ref_forward(snapshot, t, &s->b1, EMBER_BAG_SUM, NULL);
+    EXPECT_CLOSE(s->pooled, expect, s->b1.bags * BL_DIM, 1e-6, "trainer 1 step 0 lookup");
+    signal_key(tp, "t1-looked");
+    await_key(tp, "t0-grad");
+    dist_grad(tp, t, &s->ctx, EMBER_BAG_SUM, 1, 0, s->g1);
+    signal_key(tp, "t1-grad");
+    dist_ctx_free(&s->ctx);
+    free(expect);
+    free(snapshot);
+    ember_tp_destroy(tp);
+}
 
-    bad_lookups(tp, ps);
-    check_unchanged(tp, snapshot, "bad lookups");
-    signal_key(tp, "bad-done");
-    await_key(tp, "t1-looked");
+/* Creating the same id again is refused and changes nothing; so is a read
+ * past the end. */
+static void bl_bad_table_calls(ember_tp_t *tp)
+{
+    ember_msg_table_create_t spec;
+    memset(&spec, 0, sizeof(spec));
+    spec.table_id = BL_TABLE;
+    spec.num_shards = 1;
+    spec.trainers = 2;
+    spec.rows = 10;
+    spec.dim = 2;
+    ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
+    snprintf(spec.name, sizeof(spec.name), "again");
+    expect_refused(tp, BL_PS, EMBER_OP_TABLE_CREATE, &spec, sizeof(spec), EMBER_ERR_EXISTS,
+                   "table id taken", NEEDLES("3"));
+    ember_msg_table_read_t read = {.table_id = BL_TABLE, .first = 90, .count = 20};
+    expect_refused(tp, BL_PS, EMBER_OP_TABLE_READ, &read, sizeof(read), EMBER_ERR_OUT_OF_RANGE,
+                   "read past the end", NEEDLES("table emb", "[90, 110)"));
+}
 
-    /* Trainer 0's valid lookup: bad ones left no context behind. */
-    dist_lookup(tp, t, &b0, EMBER_BAG_SUM, 0, 0, pooled, &ctx);
-    float *expect = ref_forward(snapshot, t, &b0, EMBER_BAG_SUM, NULL);
-    EXPECT_CLOSE(pooled, expect, b0.bags * BL_DIM, 1e-6, "trainer 0 step 0 lookup");
-    {
-        /* A second lookup before the gradient is refused. */
-        raw_lookup_t raw = raw_valid(BL_TABLE);
-        expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "second lookup",
-                              NEEDLES(WHO, "not been given a gradient"));
-    }
+/* Trainer 0's valid lookup (bad ones left no context behind), then a second
+ * one before the gradient, refused; returns the expected output. */
+static float *bl_first_lookup(ember_tp_t *tp, pair_t *s, const float *snapshot)
+{
+    dist_lookup(tp, &bl_table, &s->b0, EMBER_BAG_SUM, 0, 0, s->pooled, &s->ctx);
+    float *expect = ref_forward(snapshot, &bl_table, &s->b0, EMBER_BAG_SUM, NULL);
+    EXPECT_CLOSE(s->pooled, expect, s->b0.bags * BL_DIM, 1e-6, "trainer 0 step 0 lookup");
+    raw_lookup_t raw = raw_valid(BL_TABLE);
+    expect_lookup_refused(tp, BL_PS, &raw, EMBER_ERR_INVALID_PARAM, "second lookup",
+                          NEEDLES(WHO, "not been given a gradient"));
+    return expect;
+}
 
-    /* Gradients that must be refused. */
-    size_t length;
-    uint8_t *message;
-    float *bad = malloc(b0.bags * BL_DIM * sizeof(float));
+/* Gradients of trainer 0's open lookup that must be refused; a NaN one
+ * voids the step. */
+static void bl_bad_grads(ember_tp_t *tp, const pair_t *s, const float *snapshot)
+{
+    const size_t floats = s->b0.bags * BL_DIM;
+    const uint32_t bags = (uint32_t)s->b0.bags;
+    float *bad = malloc(floats * sizeof(float));
     MP_CHECK(bad, "out of memory");
-    memcpy(bad, g0, b0.bags * BL_DIM * sizeof(float));
-    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
-                           b0.bags * BL_DIM - 1, &length);
-    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_BAD_MESSAGE, "short gradient",
-                   NEEDLES(WHO, "92 bytes"));
-    free(message);
-    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags + 1, bad,
-                           b0.bags * BL_DIM, &length);
-    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_BAD_MESSAGE,
-                   "gradient bag count", NEEDLES(WHO, "7 bags"));
-    free(message);
-    message = grad_message(BL_TABLE, 0, 1, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
-                           b0.bags * BL_DIM, &length);
-    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_INVALID_PARAM,
-                   "gradient for another step",
-                   NEEDLES("table emb", "trainer 0", "step 1", "without a lookup"));
-    free(message);
-    message = grad_message(9, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad, b0.bags * BL_DIM,
-                           &length);
-    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_NOT_FOUND,
-                   "gradient for unknown table", NEEDLES("id 9"));
-    free(message);
+    memcpy(bad, s->g0, floats * sizeof(float));
+    ember_msg_grad_t head = grad_head(BL_TABLE, 0, 0, bags);
+    expect_status(grad_call(tp, BL_PS, &head, bad, floats - 1), EMBER_ERR_BAD_MESSAGE,
+                  "short gradient", NEEDLES(WHO, "92 bytes"));
+    head = grad_head(BL_TABLE, 0, 0, bags + 1);
+    expect_status(grad_call(tp, BL_PS, &head, bad, floats), EMBER_ERR_BAD_MESSAGE,
+                  "gradient bag count", NEEDLES(WHO, "7 bags"));
+    head = grad_head(BL_TABLE, 0, 1, bags);
+    expect_status(grad_call(tp, BL_PS, &head, bad, floats), EMBER_ERR_INVALID_PARAM,
+                  "gradient for another step",
+                  NEEDLES("table emb", "trainer 0", "step 1", "without a lookup"));
+    head = grad_head(9, 0, 0, bags);
+    expect_status(grad_call(tp, BL_PS, &head, bad, floats), EMBER_ERR_NOT_FOUND,
+                  "gradient for unknown table", NEEDLES("id 9"));
     bad[2 * BL_DIM + 1] = NAN; /* bag 2 */
-    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
-                           b0.bags * BL_DIM, &length);
-    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_NUMERIC, "NaN gradient",
-                   NEEDLES(WHO, "non-finite", "bag 2"));
+    head = grad_head(BL_TABLE, 0, 0, bags);
+    expect_status(grad_call(tp, BL_PS, &head, bad, floats), EMBER_ERR_NUMERIC, "NaN gradient",
+                  NEEDLES(WHO, "non-finite", "bag 2"));
     check_unchanged(tp, snapshot, "a NaN gradient");
     /* The NaN voided trainer 0's step: the same gradient again has no lookup. */
-    memcpy(bad, g0, b0.bags * BL_DIM * sizeof(float));
-    free(message);
-    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, bad,
-                           b0.bags * BL_DIM, &length);
-    expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_INVALID_PARAM,
-                   "gradient without a lookup", NEEDLES(WHO, "without a lookup"));
-    free(message);
+    memcpy(bad, s->g0, floats * sizeof(float));
+    expect_status(grad_call(tp, BL_PS, &head, bad, floats), EMBER_ERR_INVALID_PARAM,
+                  "gradient without a lookup", NEEDLES(WHO, "without a lookup"));
     free(bad);
     check_unchanged(tp, snapshot, "refused gradients");
-    dist_ctx_free(&ctx);
+}
 
-    /* Trainer 0 looks up again and gives its gradient: sync holds it until
-     * trainer 1's arrives. */
-    dist_lookup(tp, t, &b0, EMBER_BAG_SUM, 0, 0, pooled, &ctx);
-    EXPECT_CLOSE(pooled, expect, b0.bags * BL_DIM, 1e-6, "trainer 0 step 0 lookup again");
-    dist_grad(tp, t, &ctx, EMBER_BAG_SUM, 0, 0, g0);
+/* Trainer 0 looks up again and gives its gradient: sync holds it until
+ * trainer 1's arrives; a second gradient for the step has no lookup left. */
+static void bl_step0(ember_tp_t *tp, pair_t *s, const float *snapshot, const float *expect)
+{
+    dist_lookup(tp, &bl_table, &s->b0, EMBER_BAG_SUM, 0, 0, s->pooled, &s->ctx);
+    EXPECT_CLOSE(s->pooled, expect, s->b0.bags * BL_DIM, 1e-6, "trainer 0 step 0 lookup again");
+    dist_grad(tp, &bl_table, &s->ctx, EMBER_BAG_SUM, 0, 0, s->g0);
     check_unchanged(tp, snapshot, "one of two sync gradients");
-    {
-        /* A second gradient of trainer 0 for the step: no lookup left. */
-        message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, (uint32_t)b0.bags, g0,
-                               b0.bags * BL_DIM, &length);
-        expect_refused(tp, ps, EMBER_OP_GRAD, message, length, EMBER_ERR_INVALID_PARAM,
-                       "repeated gradient", NEEDLES(WHO, "without a lookup"));
-        free(message);
-    }
+    ember_msg_grad_t head = grad_head(BL_TABLE, 0, 0, (uint32_t)s->b0.bags);
+    expect_status(grad_call(tp, BL_PS, &head, s->g0, s->b0.bags * BL_DIM), EMBER_ERR_INVALID_PARAM,
+                  "repeated gradient", NEEDLES(WHO, "without a lookup"));
     signal_key(tp, "t0-grad");
     await_key(tp, "t1-grad");
+}
 
-    /* Both in: the table moved by SGD on the summed gradient, exactly. */
+/* Both in: the table moved by SGD on the summed gradient, exactly; returns
+ * the table the reference expects. */
+static float *bl_check_update(ember_tp_t *tp, const pair_t *s, const float *snapshot)
+{
+    const table_ref_t *t = &bl_table;
+    const size_t cells = (size_t)BL_ROWS * BL_DIM;
     float *dense = calloc(cells, sizeof(float)), *updated = malloc(cells * sizeof(float));
     MP_CHECK(dense && updated, "out of memory");
-    ref_backward_add(snapshot, t, &b0, EMBER_BAG_SUM, g0, dense);
-    ref_backward_add(snapshot, t, &b1, EMBER_BAG_SUM, g1, dense);
+    ref_backward_add(snapshot, t, &s->b0, EMBER_BAG_SUM, s->g0, dense);
+    ref_backward_add(snapshot, t, &s->b1, EMBER_BAG_SUM, s->g1, dense);
     memcpy(updated, snapshot, cells * sizeof(float));
     ref_sgd(updated, t, dense);
     float *now = table_read_full(tp, t);
@@ -896,39 +1013,62 @@ static int case_bad_lookup(int rank, int world, void *arg)
     for (size_t i = 0; i < cells; i++)
         touched += dense[i] != 0.0f;
     MP_CHECK(touched > 0, "no row was touched");
+    free(now);
+    free(dense);
+    return updated;
+}
 
-    /* Step 1 is open now; step 0 is closed. */
-    dist_ctx_free(&ctx);
-    dist_lookup(tp, t, &b1, EMBER_BAG_SUM, 0, 1, pooled, &ctx);
-    free(expect);
-    expect = ref_forward(updated, t, &b1, EMBER_BAG_SUM, NULL);
-    EXPECT_CLOSE(pooled, expect, b1.bags * BL_DIM, 1e-6, "trainer 0 step 1 lookup");
-    {
-        raw_lookup_t raw = raw_valid(BL_TABLE);
-        raw.hdr.trainer = 1;
-        expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "stale step",
-                              NEEDLES("table emb", "trainer 1", "step 0", "already applied"));
-    }
+/* Step 1 is open now; step 0 is closed. */
+static void bl_step1(ember_tp_t *tp, pair_t *s, const float *updated)
+{
+    dist_ctx_free(&s->ctx);
+    dist_lookup(tp, &bl_table, &s->b1, EMBER_BAG_SUM, 0, 1, s->pooled, &s->ctx);
+    float *expect = ref_forward(updated, &bl_table, &s->b1, EMBER_BAG_SUM, NULL);
+    EXPECT_CLOSE(s->pooled, expect, s->b1.bags * BL_DIM, 1e-6, "trainer 0 step 1 lookup");
+    raw_lookup_t raw = raw_valid(BL_TABLE);
+    raw.head.trainer = 1;
+    expect_lookup_refused(tp, BL_PS, &raw, EMBER_ERR_INVALID_PARAM, "stale step",
+                          NEEDLES("table emb", "trainer 1", "step 0", "already applied"));
     ember_msg_ps_stats_t stats;
-    call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &stats, sizeof(stats));
+    call_ok(tp, BL_PS, EMBER_OP_PS_STATS, NULL, 0, &stats, sizeof(stats));
     MP_CHECK(stats.lookups == 4 && stats.grads == 2 && stats.steps_applied == 1,
              "stats: %llu lookups, %llu grads, %llu steps", (unsigned long long)stats.lookups,
              (unsigned long long)stats.grads, (unsigned long long)stats.steps_applied);
-    call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
-    dist_ctx_free(&ctx);
-    free(now);
-    free(dense);
+    dist_ctx_free(&s->ctx);
+    free(expect);
+}
+
+/* The master, doubling as trainer 0. */
+static void bl_master(pair_t *s)
+{
+    ember_tp_t *tp = join_client("master");
+    table_create(tp, &bl_table, "emb", 2, EMBER_SYNC, 1234);
+    float *snapshot = table_read_full(tp, &bl_table);
+    bl_bad_table_calls(tp);
+    bad_lookups(tp, BL_PS);
+    check_unchanged(tp, snapshot, "bad lookups");
+    signal_key(tp, "bad-done");
+    await_key(tp, "t1-looked");
+
+    float *expect = bl_first_lookup(tp, s, snapshot);
+    bl_bad_grads(tp, s, snapshot);
+    dist_ctx_free(&s->ctx);
+    bl_step0(tp, s, snapshot, expect);
+    float *updated = bl_check_update(tp, s, snapshot);
+    bl_step1(tp, s, updated);
+    call_ok(tp, BL_PS, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     free(updated);
     free(expect);
     free(snapshot);
     ember_tp_destroy(tp);
-out:
-    free(pooled);
-    free(g0);
-    free(g1);
-    batch_free(&b0);
-    batch_free(&b1);
-    return 0;
+}
+
+static int case_bad_lookup(int rank, int world, void *arg)
+{
+    const pair_case_t pc = {&bl_table, {6, 5}, 5, {101, 202, 303, 404}, bl_master, bl_trainer1};
+    (void)world;
+    (void)arg;
+    return pair_run(rank, &pc);
 }
 
 /* ---- case lookup_huge_counts ------------------------------------------------
@@ -944,7 +1084,6 @@ static int case_huge_counts(int rank, int world, void *arg)
     if (rank == 0)
         return run_ps("ps0");
     ember_tp_t *tp = join_client("master");
-    raw_lookup_t raw;
     size_t length;
     uint8_t *message;
     table_create(tp, &bl_table, "emb", 2, EMBER_SYNC, 1234);
@@ -952,15 +1091,12 @@ static int case_huge_counts(int rank, int world, void *arg)
     ember_msg_ps_stats_t before, after;
     call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &before, sizeof(before));
 
-    raw = raw_valid(BL_TABLE);
-    raw.hdr.bags = raw.hdr.unique = raw.hdr.indices = UINT32_MAX;
-    message = raw_message(&raw, &length);
+    message = forged_counts(UINT32_MAX, UINT32_MAX, UINT32_MAX, &length);
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length, EMBER_ERR_BAD_MESSAGE, "counts 2^32-1",
                    NEEDLES(WHO, "4294967295 bags"));
     free(message);
-    raw = raw_valid(BL_TABLE);
-    raw.hdr.bags = 1u << 26; /* 1 GiB of output for a 60-byte request */
-    message = raw_message(&raw, &length);
+    /* 1 GiB of output for a 68-byte request */
+    message = forged_counts(1u << 26, 2, 3, &length);
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length, EMBER_ERR_BAD_MESSAGE, "2^26 bags",
                    NEEDLES(WHO, "67108864 bags"));
     free(message);
@@ -1002,20 +1138,21 @@ static int case_oneway_grad_refused(int rank, int world, void *arg)
     free(message);
 
     float grad[2 * BL_DIM] = {0.5f, 0.25f, NAN, 1.0f};
-    message = grad_message(BL_TABLE, 0, 0, EMBER_GRAD_APPLY, 2, grad, 2 * BL_DIM, &length);
+    ember_msg_grad_t head = grad_head(BL_TABLE, 0, 0, 2);
     ember_status_t sent = EMBER_INPROGRESS;
-    ember_iov_t iov = {.buffer = message, .length = length};
-    MP_CHECK(ember_rpc_send(tp, ps, EMBER_OP_GRAD, &iov, 1, NULL, oneway_done, &sent) == EMBER_OK,
+    ember_iov_t iov[2];
+    size_t iovcnt = ember_wire_pack_iov(&head, sizeof(head), grad, sizeof(grad), iov);
+    MP_CHECK(ember_rpc_send(tp, ps, EMBER_OP_GRAD, iov, iovcnt, NULL, oneway_done, &sent) ==
+                     EMBER_OK,
              "one-way send");
     while (sent == EMBER_INPROGRESS)
         ember_tp_wait(tp, 0.05);
     MP_CHECK(sent == EMBER_OK, "one-way send: %s", ember_status_string(sent));
-    free(message);
 
     /* The next lookup (step 1: in sync mode it would wait for step 0, which
      * can never complete now) carries the refusal. */
     raw = raw_valid(BL_TABLE);
-    raw.hdr.step = 1;
+    raw.head.step = 1;
     expect_lookup_refused(tp, ps, &raw, EMBER_ERR_INVALID_PARAM, "after a refused push",
                           NEEDLES("table emb", "trainer 0", "step 0", "non-finite gradient"));
     check_unchanged(tp, snapshot, "a refused one-way gradient");
@@ -1027,44 +1164,30 @@ static int case_oneway_grad_refused(int rank, int world, void *arg)
 
 /* ---- case 2: sync_order ----------------------------------------------------- */
 
-static int case_sync_order(int rank, int world, void *arg)
+static const table_ref_t so_table = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 40, .dim = 6};
+
+/* Trainer 1: its step-0 lookup, and its gradient once trainer 0's step-1
+ * lookup is waiting. */
+static void so_trainer1(pair_t *s)
 {
-    static const table_ref_t t = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 40, .dim = 6};
-    const size_t cells = 40 * 6;
-    (void)world;
-    (void)arg;
-    if (rank == 0)
-        return run_ps("ps0");
+    ember_tp_t *tp = join_client("trainer1");
+    await_key(tp, "created");
+    dist_lookup(tp, &so_table, &s->b1, EMBER_BAG_SUM, 1, 0, s->pooled, &s->ctx);
+    await_key(tp, "t0-waiting");
+    dist_grad(tp, &so_table, &s->ctx, EMBER_BAG_SUM, 1, 0, s->g1);
+    dist_ctx_free(&s->ctx);
+    ember_tp_destroy(tp);
+}
 
-    batch_t b0 = make_batch(11, 5, 6, t.rows, 0), b1 = make_batch(22, 5, 6, t.rows, 0);
-    float *g0 = make_grad(33, b0.bags * t.dim), *g1 = make_grad(44, b1.bags * t.dim);
-    float *pooled = malloc(8 * t.dim * sizeof(float));
-    dist_ctx_t ctx = {0};
-    MP_CHECK(pooled, "out of memory");
-
-    if (rank == 2) { /* trainer 1 */
-        ember_tp_t *tp = join_client("trainer1");
-        await_key(tp, "created");
-        dist_lookup(tp, &t, &b1, EMBER_BAG_SUM, 1, 0, pooled, &ctx);
-        await_key(tp, "t0-waiting");
-        dist_grad(tp, &t, &ctx, EMBER_BAG_SUM, 1, 0, g1);
-        dist_ctx_free(&ctx);
-        ember_tp_destroy(tp);
-        goto out;
-    }
-
-    ember_tp_t *tp = join_client("master");
-    table_create(tp, &t, "emb", 2, EMBER_SYNC, 77);
-    float *snapshot = table_read_full(tp, &t);
-    signal_key(tp, "created");
-    dist_lookup(tp, &t, &b0, EMBER_BAG_SUM, 0, 0, pooled, &ctx);
-    dist_grad(tp, &t, &ctx, EMBER_BAG_SUM, 0, 0, g0);
-    dist_ctx_free(&ctx);
-
-    /* Step 1 of trainer 0 = trainer 1's step-0 bags, so trainer 1's update shows. */
+/* Trainer 0's step 1 (trainer 1's step-0 bags, so trainer 1's update
+ * shows): held unanswered, the table unchanged, until trainer 1's step-0
+ * gradient is in; its reply lands in s->pooled. */
+static void so_held_lookup(ember_tp_t *tp, pair_t *s, const float *snapshot)
+{
+    const table_ref_t *t = &so_table;
     size_t length;
     uint32_t counts[8];
-    uint8_t *message = lookup_message(&b1, &t, 0, 1, 0, 0, counts, &length);
+    uint8_t *message = lookup_message(&s->b1, t, 0, 1, 0, 0, counts, &length);
     ember_iov_t iov = {.buffer = message, .length = length};
     ember_future_t *future;
     MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0,
@@ -1079,54 +1202,73 @@ static int case_sync_order(int rank, int world, void *arg)
                  ember_status_string(status), now_s() - start);
         ember_tp_wait(tp, 0.02);
     }
-    float *still = table_read_full(tp, &t);
-    MP_CHECK(memcmp(still, snapshot, cells * sizeof(float)) == 0,
-             "the table changed before every step-0 gradient was in");
-    free(still);
+    check_table_is(tp, t, snapshot, "the table changed before every step-0 gradient was in");
     signal_key(tp, "t0-waiting");
     ember_status_t status = ember_future_wait(future);
     size_t got;
     const void *data = ember_future_data(future, &got);
     MP_CHECK(status == EMBER_OK, "step-1 lookup: %s: %.*s", ember_status_string(status), (int)got,
              data ? (const char *)data : "");
-    MP_CHECK(got == b1.bags * t.dim * sizeof(float), "reply of %zu bytes", got);
-    memcpy(pooled, data, got);
+    MP_CHECK(got == s->b1.bags * t->dim * sizeof(float), "reply of %zu bytes", got);
+    memcpy(s->pooled, data, got);
     ember_future_release(future);
     free(message);
+}
 
+/* The step-1 output and the table are those after both step-0 updates, and
+ * differ from those after trainer 0's alone. */
+static void so_check(ember_tp_t *tp, const pair_t *s, const float *snapshot)
+{
+    const table_ref_t *t = &so_table;
+    const size_t cells = (size_t)t->rows * t->dim;
     float *dense = calloc(cells, sizeof(float)), *only0 = malloc(cells * sizeof(float));
     float *both = malloc(cells * sizeof(float));
     MP_CHECK(dense && only0 && both, "out of memory");
-    ref_backward_add(snapshot, &t, &b0, EMBER_BAG_SUM, g0, dense);
+    ref_backward_add(snapshot, t, &s->b0, EMBER_BAG_SUM, s->g0, dense);
     memcpy(only0, snapshot, cells * sizeof(float));
-    ref_sgd(only0, &t, dense);
-    ref_backward_add(snapshot, &t, &b1, EMBER_BAG_SUM, g1, dense);
+    ref_sgd(only0, t, dense);
+    ref_backward_add(snapshot, t, &s->b1, EMBER_BAG_SUM, s->g1, dense);
     memcpy(both, snapshot, cells * sizeof(float));
-    ref_sgd(both, &t, dense);
-    float *expect = ref_forward(both, &t, &b1, EMBER_BAG_SUM, NULL);
-    float *wrong = ref_forward(only0, &t, &b1, EMBER_BAG_SUM, NULL);
+    ref_sgd(both, t, dense);
+    float *expect = ref_forward(both, t, &s->b1, EMBER_BAG_SUM, NULL);
+    float *wrong = ref_forward(only0, t, &s->b1, EMBER_BAG_SUM, NULL);
     size_t where;
-    MP_CHECK(max_diff(expect, wrong, b1.bags * t.dim, &where) > 1e-3,
+    MP_CHECK(max_diff(expect, wrong, s->b1.bags * t->dim, &where) > 1e-3,
              "test data: trainer 1's update does not show in the step-1 bags");
-    EXPECT_CLOSE(pooled, expect, b1.bags * t.dim, 1e-6, "step-1 lookup vs both step-0 updates");
-    float *now = table_read_full(tp, &t);
+    EXPECT_CLOSE(s->pooled, expect, s->b1.bags * t->dim, 1e-6,
+                 "step-1 lookup vs both step-0 updates");
+    float *now = table_read_full(tp, t);
     EXPECT_CLOSE(now, both, cells, 1e-6, "table after step 0");
-    call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     free(now);
     free(expect);
     free(wrong);
     free(dense);
     free(only0);
     free(both);
+}
+
+static void so_master(pair_t *s)
+{
+    ember_tp_t *tp = join_client("master");
+    table_create(tp, &so_table, "emb", 2, EMBER_SYNC, 77);
+    float *snapshot = table_read_full(tp, &so_table);
+    signal_key(tp, "created");
+    dist_lookup(tp, &so_table, &s->b0, EMBER_BAG_SUM, 0, 0, s->pooled, &s->ctx);
+    dist_grad(tp, &so_table, &s->ctx, EMBER_BAG_SUM, 0, 0, s->g0);
+    dist_ctx_free(&s->ctx);
+    so_held_lookup(tp, s, snapshot);
+    so_check(tp, s, snapshot);
+    call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     free(snapshot);
     ember_tp_destroy(tp);
-out:
-    free(pooled);
-    free(g0);
-    free(g1);
-    batch_free(&b0);
-    batch_free(&b1);
-    return 0;
+}
+
+static int case_sync_order(int rank, int world, void *arg)
+{
+    const pair_case_t pc = {&so_table, {5, 5}, 6, {11, 22, 33, 44}, so_master, so_trainer1};
+    (void)world;
+    (void)arg;
+    return pair_run(rank, &pc);
 }
 
 /* ---- case 3: shards_match_local_pP ----------------------------------------- */
@@ -1211,7 +1353,7 @@ static int shards_match_local(int rank, uint32_t P)
         raw_lookup_t raw = raw_valid(0);
         raw.rows[0] = 1; /* shard 1's */
         raw.rows[1] = 2 * P;
-        raw.hdr.step = SM_ROUNDS;
+        raw.head.step = SM_ROUNDS;
         expect_lookup_refused(tp, 0, &raw, EMBER_ERR_INVALID_PARAM, "row of shard 1",
                               NEEDLES("table sum", "trainer 0", "row 1", "shard 1"));
     }
@@ -1245,89 +1387,104 @@ static int case_shards_p3(int rank, int world, void *arg)
 
 /* ---- case 4: ps_survives_client_death -------------------------------------- */
 
-static int case_client_death(int rank, int world, void *arg)
+static const table_ref_t cd_table = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 60, .dim = 8};
+static const table_ref_t cd_big = {.first_ps = 0, .P = 1, .table_id = 1, .rows = 5000, .dim = 64};
+enum {
+    CD_STEPS = 20
+};
+
+/* Trainer 1: a lookup, a large one whose reply will find nobody, then
+ * death with its context open. */
+static int cd_trainer1(float *pooled)
 {
-    static const table_ref_t t = {.first_ps = 0, .P = 1, .table_id = 0, .rows = 60, .dim = 8};
-    static const table_ref_t t2 = {.first_ps = 0, .P = 1, .table_id = 1, .rows = 5000, .dim = 64};
-    const size_t cells = 60 * 8;
-    enum {
-        STEPS = 20
-    };
-    (void)world;
-    (void)arg;
-    setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1); /* the dead rank never says goodbye */
-    if (rank == 0)
-        return run_ps("ps0");
+    ember_tp_t *tp = join_client("trainer1");
+    dist_ctx_t ctx = {0};
+    await_key(tp, "created");
+    batch_t b = make_batch(9, 6, 5, cd_table.rows, 0);
+    dist_lookup(tp, &cd_table, &b, EMBER_BAG_SUM, 1, 0, pooled, &ctx);
+    batch_t big = make_batch(10, 2000, 20, cd_big.rows, 0);
+    size_t length;
+    uint32_t *counts = malloc(big.bags * sizeof(uint32_t));
+    MP_CHECK(counts, "out of memory");
+    uint8_t *message = lookup_message(&big, &cd_big, 1, 0, 0, 0, counts, &length);
+    ember_iov_t iov = {.buffer = message, .length = length};
+    ember_future_t *future;
+    MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0,
+                                  &(ember_rpc_param_t){.timeout_s = 20.0}, &future) == EMBER_OK,
+             "big lookup");
+    for (int i = 0; i < 20; i++)
+        ember_tp_progress(tp);
+    signal_key(tp, "t1-looked");
+    raise(SIGKILL);
+    return 1; /* not reached */
+}
 
-    float *pooled = malloc(2000 * 64 * sizeof(float));
-    MP_CHECK(pooled, "out of memory");
-    if (rank == 2) { /* trainer 1: a lookup, then death with its context open */
-        ember_tp_t *tp = join_client("trainer1");
+/* The survivor's steps, each checked against the reference @ref. */
+static void cd_survivor_steps(ember_tp_t *tp, float *ref, float *pooled)
+{
+    const table_ref_t *t = &cd_table;
+    const size_t cells = (size_t)t->rows * t->dim;
+    for (uint64_t step = 0; step < CD_STEPS; step++) {
         dist_ctx_t ctx = {0};
-        await_key(tp, "created");
-        batch_t b = make_batch(9, 6, 5, t.rows, 0);
-        dist_lookup(tp, &t, &b, EMBER_BAG_SUM, 1, 0, pooled, &ctx);
-        /* A large lookup whose reply will find nobody. */
-        batch_t big = make_batch(10, 2000, 20, t2.rows, 0);
-        size_t length;
-        uint32_t *counts = malloc(big.bags * sizeof(uint32_t));
-        MP_CHECK(counts, "out of memory");
-        uint8_t *message = lookup_message(&big, &t2, 1, 0, 0, 0, counts, &length);
-        ember_iov_t iov = {.buffer = message, .length = length};
-        ember_future_t *future;
-        MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUP, &iov, 1, NULL, 0,
-                                      &(ember_rpc_param_t){.timeout_s = 20.0}, &future) == EMBER_OK,
-                 "big lookup");
-        for (int i = 0; i < 20; i++)
-            ember_tp_progress(tp);
-        signal_key(tp, "t1-looked");
-        raise(SIGKILL);
-        return 1; /* not reached */
-    }
-
-    ember_tp_t *tp = join_client("master");
-    table_create(tp, &t, "emb", 2, EMBER_ASYNC, 5);
-    table_create(tp, &t2, "big", 2, EMBER_ASYNC, 6);
-    float *ref = table_read_full(tp, &t), *ref2 = table_read_full(tp, &t2);
-    signal_key(tp, "created");
-    await_key(tp, "t1-looked");
-    for (int i = 0; i < 10; i++) /* let the death be noticed */
-        ember_tp_wait(tp, 0.05);
-    for (uint64_t step = 0; step < STEPS; step++) {
-        dist_ctx_t ctx = {0};
-        batch_t b = make_batch(100 + step, 6, 5, t.rows, 0);
-        float *g = make_grad(200 + step, b.bags * t.dim);
-        dist_lookup(tp, &t, &b, EMBER_BAG_SUM, 0, step, pooled, &ctx);
-        float *expect = ref_forward(ref, &t, &b, EMBER_BAG_SUM, NULL);
-        EXPECT_CLOSE(pooled, expect, b.bags * t.dim, 1e-6, "lookup after the death");
-        dist_grad(tp, &t, &ctx, EMBER_BAG_SUM, 0, step, g);
+        batch_t b = make_batch(100 + step, 6, 5, t->rows, 0);
+        float *g = make_grad(200 + step, b.bags * t->dim);
+        dist_lookup(tp, t, &b, EMBER_BAG_SUM, 0, step, pooled, &ctx);
+        float *expect = ref_forward(ref, t, &b, EMBER_BAG_SUM, NULL);
+        EXPECT_CLOSE(pooled, expect, b.bags * t->dim, 1e-6, "lookup after the death");
+        dist_grad(tp, t, &ctx, EMBER_BAG_SUM, 0, step, g);
         float *dense = calloc(cells, sizeof(float));
         MP_CHECK(dense, "out of memory");
-        ref_backward_add(ref, &t, &b, EMBER_BAG_SUM, g, dense);
-        ref_sgd(ref, &t, dense);
+        ref_backward_add(ref, t, &b, EMBER_BAG_SUM, g, dense);
+        ref_sgd(ref, t, dense);
         free(dense);
         free(expect);
         free(g);
         dist_ctx_free(&ctx);
         batch_free(&b);
     }
-    float *now = table_read_full(tp, &t);
-    EXPECT_CLOSE(now, ref, cells, 1e-6, "table after the survivor's steps");
-    float *now2 = table_read_full(tp, &t2);
-    MP_CHECK(memcmp(now2, ref2, (size_t)t2.rows * t2.dim * sizeof(float)) == 0,
-             "the dead trainer's lookup changed table big");
+}
+
+static void cd_master(float *pooled)
+{
+    ember_tp_t *tp = join_client("master");
+    table_create(tp, &cd_table, "emb", 2, EMBER_ASYNC, 5);
+    table_create(tp, &cd_big, "big", 2, EMBER_ASYNC, 6);
+    float *ref = table_read_full(tp, &cd_table), *ref2 = table_read_full(tp, &cd_big);
+    signal_key(tp, "created");
+    await_key(tp, "t1-looked");
+    for (int i = 0; i < 10; i++) /* let the death be noticed */
+        ember_tp_wait(tp, 0.05);
+    cd_survivor_steps(tp, ref, pooled);
+    float *now = table_read_full(tp, &cd_table);
+    EXPECT_CLOSE(now, ref, (size_t)cd_table.rows * cd_table.dim, 1e-6,
+                 "table after the survivor's steps");
+    check_table_is(tp, &cd_big, ref2, "the dead trainer's lookup changed table big");
     ember_msg_ps_stats_t stats;
     call_ok(tp, 0, EMBER_OP_PS_STATS, NULL, 0, &stats, sizeof(stats));
-    MP_CHECK(stats.grads == STEPS && stats.steps_applied == STEPS && stats.lookups >= STEPS + 1,
+    MP_CHECK(stats.grads == CD_STEPS && stats.steps_applied == CD_STEPS &&
+                     stats.lookups >= CD_STEPS + 1,
              "stats: %llu lookups, %llu grads, %llu steps", (unsigned long long)stats.lookups,
              (unsigned long long)stats.grads, (unsigned long long)stats.steps_applied);
     call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     free(now);
-    free(now2);
     free(ref);
     free(ref2);
-    free(pooled);
     ember_tp_destroy(tp);
+}
+
+static int case_client_death(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1); /* the dead rank never says goodbye */
+    if (rank == 0)
+        return run_ps("ps0");
+    float *pooled = malloc(2000 * 64 * sizeof(float));
+    MP_CHECK(pooled, "out of memory");
+    if (rank == 2)
+        return cd_trainer1(pooled);
+    cd_master(pooled);
+    free(pooled);
     return 0;
 }
 
@@ -1449,11 +1606,8 @@ static int case_async_grad_memory(int rank, int world, void *arg)
     ember_msg_ps_stats_t before, after;
     call_ok(tp, ps, EMBER_OP_PS_STATS, NULL, 0, &before, sizeof(before));
     for (uint32_t tr = 0; tr < RP_TRAINERS; tr++) {
-        size_t length;
-        uint8_t *message = grad_message(t.table_id, tr, 0, EMBER_GRAD_APPLY, RP_BAGS, grads[tr],
-                                        RP_BAGS * t.dim, &length);
-        call_ok(tp, ps, EMBER_OP_GRAD, message, length, NULL, 0);
-        free(message);
+        ember_msg_grad_t head = grad_head(t.table_id, tr, 0, RP_BAGS);
+        reply_ok(grad_call(tp, ps, &head, grads[tr], RP_BAGS * t.dim), ps, EMBER_OP_GRAD, NULL, 0);
         /* SGD is linear: the async steps in turn sum to one step on the sum. */
         ref_backward_add(expect, &t, &batches[tr], EMBER_BAG_SUM, grads[tr], dense);
     }

@@ -26,7 +26,7 @@
 #include "engine/ops/half.h"
 #include "engine/ops/optimizer.h"
 #include "engine/ps/table.h"
-#include "engine/wire/protocol.h"
+#include "engine/wire/codec.h"
 
 #include <ember/embedding_bag.h>
 
@@ -94,36 +94,42 @@ static ember_table_t *make_table(ember_consistency_t consistency, uint32_t train
     return make_shard(consistency, trainers, ROWS, DIM, 0, 1, 5);
 }
 
-/* The LOOKUP message's arrays (offsets, sorted rows, inverse, weights). */
-static size_t lookup_arrays(uint8_t *out, int weighted, ember_msg_lookup_t *msg, uint32_t trainer)
+/* @lookup packed by the codec into @message (room for it), and taken back
+ * as the PS takes it. */
+static ember_status_t pack_view(const ember_wire_lookup_t *lookup, uint8_t *message,
+                                ember_wire_lookup_view_t *view, char *err, size_t err_length)
 {
-    uint8_t *p = out;
-    *msg = (ember_msg_lookup_t){.table_id = 1,
-                                .trainer = trainer,
-                                .step = 0,
-                                .flags = weighted ? EMBER_LOOKUP_WEIGHTS : 0,
-                                .bags = BAGS,
-                                .unique = UNIQUE,
-                                .indices = N};
-    for (size_t b = 0; b < BAGS; b++) {
-        uint32_t offset = (uint32_t)bag_offsets[b];
-        memcpy(p, &offset, 4);
-        p += 4;
-    }
-    memcpy(p, sent_rows, sizeof(sent_rows));
-    p += sizeof(sent_rows);
+    ember_wire_lookup_pack(lookup, message);
+    return ember_wire_lookup_unpack(message, ember_wire_lookup_size(&lookup->head), view, err,
+                                    err_length);
+}
+
+/* The test's LOOKUP (sorted rows sent_rows, row 30 among them) into
+ * @message, and its view. */
+static ember_status_t lookup_view(uint8_t *message, int weighted, uint32_t trainer,
+                                  ember_wire_lookup_view_t *view, char *err, size_t err_length)
+{
+    uint32_t counts[BAGS];
+    int64_t inverse[N];
+    for (size_t b = 0; b < BAGS; b++)
+        counts[b] = (uint32_t)((b + 1 < BAGS ? bag_offsets[b + 1] : N) - bag_offsets[b]);
     for (size_t i = 0; i < N; i++) {
-        uint32_t slot = 0;
-        while (sent_rows[slot] != bag_indices[i])
-            slot++;
-        memcpy(p, &slot, 4);
-        p += 4;
+        inverse[i] = 0;
+        while (sent_rows[inverse[i]] != bag_indices[i])
+            inverse[i]++;
     }
-    if (weighted) {
-        memcpy(p, bag_weights, sizeof(bag_weights));
-        p += sizeof(bag_weights);
-    }
-    return (size_t)(p - out);
+    ember_wire_lookup_t lookup = {.head = {.table_id = 1,
+                                           .trainer = trainer,
+                                           .step = 0,
+                                           .flags = weighted ? EMBER_LOOKUP_WEIGHTS : 0,
+                                           .bags = BAGS,
+                                           .unique = UNIQUE,
+                                           .indices = N},
+                                  .counts = counts,
+                                  .rows = sent_rows,
+                                  .inverse = inverse,
+                                  .weights = bag_weights};
+    return pack_view(&lookup, message, view, err, err_length);
 }
 
 static void make_grad(float *g, uint64_t seed)
@@ -157,14 +163,11 @@ static int reference_step(float *reference, int weighted, const float *g)
 
 static int lookup(ember_table_t *table, int weighted, uint32_t trainer, const float *before)
 {
-    uint8_t arrays[512];
-    ember_msg_lookup_t msg;
-    size_t length = lookup_arrays(arrays, weighted, &msg, trainer);
+    uint8_t message[512];
     float out[BAGS * DIM], expect[BAGS * DIM];
     char err[256];
-    uint8_t message[sizeof(msg) + sizeof(arrays)];
     ember_wire_lookup_view_t view;
-    CHECK(test_lookup_view(&msg, arrays, length, message, &view, err, sizeof(err)) == EMBER_OK,
+    CHECK(lookup_view(message, weighted, trainer, &view, err, sizeof(err)) == EMBER_OK,
           "lookup message: %s", err);
     CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
     ember_bag_batch_t batch = {.indices = bag_indices,
@@ -337,106 +340,135 @@ static void round_half(float *v, size_t n)
         v[i] = ember_half_to_float(ember_float_to_half(v[i]));
 }
 
-static int case_fp16_rows(void)
+/* The fp16 case's sharded table. */
+enum {
+    FP_ROWS = 301,
+    FP_DIM = 21,
+    FP_SHARDS = 2
+};
+static const uint64_t fp_seed = 11;
+
+/* A shard's initial rows are the N(0, 1) values rounded, in half the bytes. */
+static int fp16_initial(ember_table_t *table, uint32_t shard)
 {
-    enum {
-        IROWS = 301,
-        IDIM = 21,
-        SHARDS = 2
-    };
-    const uint64_t seed = 11;
-    float *local = malloc(IROWS * IDIM * sizeof(float));
+    float *local = malloc(FP_ROWS * FP_DIM * sizeof(float));
     char err[256];
     CHECK(local, "out of memory");
-    shard_dtype = EMBER_DTYPE_F16;
-    for (uint32_t shard = 0; shard < SHARDS; shard++) {
-        ember_table_t *table = make_shard(EMBER_ASYNC, 1, IROWS, IDIM, shard, SHARDS, seed);
-        CHECK(table, "shard %u", shard);
-        int64_t rows = ember_table_local_rows(table);
-        CHECK(ember_table_bytes(table) == (size_t)rows * IDIM * 2, "%zu bytes for %lld rows",
-              ember_table_bytes(table), (long long)rows);
-        CHECK(ember_table_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s", err);
-        for (int64_t l = 0; l < rows; l++) {
-            uint64_t row = (uint64_t)l * SHARDS + shard;
-            for (uint32_t d = 0; d < IDIM; d++) {
-                float want = ember_half_to_float(
-                        ember_float_to_half(ember_normal_at(seed, row * IDIM + d)));
-                CHECK(local[l * IDIM + d] == want, "shard %u row %llu col %u: %g, want %g", shard,
-                      (unsigned long long)row, d, (double)local[l * IDIM + d], (double)want);
-            }
+    int64_t rows = ember_table_local_rows(table);
+    CHECK(ember_table_bytes(table) == (size_t)rows * FP_DIM * 2, "%zu bytes for %lld rows",
+          ember_table_bytes(table), (long long)rows);
+    CHECK(ember_table_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s", err);
+    for (int64_t l = 0; l < rows; l++) {
+        uint64_t row = (uint64_t)l * FP_SHARDS + shard;
+        for (uint32_t d = 0; d < FP_DIM; d++) {
+            float want = ember_half_to_float(
+                    ember_float_to_half(ember_normal_at(fp_seed, row * FP_DIM + d)));
+            CHECK(local[l * FP_DIM + d] == want, "shard %u row %llu col %u: %g, want %g", shard,
+                  (unsigned long long)row, d, (double)local[l * FP_DIM + d], (double)want);
         }
-        /* Loads round; the rows of the other shard are left alone. */
-        float values[4 * IDIM], back[IDIM];
-        for (size_t i = 0; i < 4 * IDIM; i++)
-            values[i] = 1.0f + (float)i * 0x1p-13f; /* steps finer than fp16 near 1 */
-        CHECK(ember_table_load(table, 10, 4, values, err, sizeof(err)) == EMBER_OK, "%s", err);
-        for (int64_t row = 10; row < 14; row++) {
-            if ((uint64_t)row % SHARDS != shard)
-                continue;
-            CHECK(ember_table_read(table, row / SHARDS, 1, back, err, sizeof(err)) == EMBER_OK,
-                  "%s", err);
-            for (uint32_t d = 0; d < IDIM; d++) {
-                float want = values[(row - 10) * IDIM + d];
-                round_half(&want, 1);
-                CHECK(back[d] == want, "loaded row %lld col %u: %g, want %g", (long long)row, d,
-                      (double)back[d], (double)want);
-            }
-        }
-        /* A value fp16 cannot hold refuses the whole load, naming it; 65519
-         * still rounds to 65504. */
-        float before_load[4 * IDIM], after_load[4 * IDIM];
-        int64_t local_first = 20 / SHARDS;
-        CHECK(ember_table_read(table, local_first, 4, before_load, err, sizeof(err)) == EMBER_OK,
-              "%s", err);
-        for (size_t i = 0; i < 4 * IDIM; i++)
-            values[i] = 0.5f;
-        values[3 * IDIM + 5] = 65520.0f; /* row 23 */
-        values[0] = 65519.0f;
-        ember_status_t st = ember_table_load(table, 20, 4, values, err, sizeof(err));
-        if (23 % SHARDS == shard) {
-            CHECK(st == EMBER_ERR_OUT_OF_RANGE && strstr(err, "table t: row 23 col 5: 65520"),
-                  "shard %u: load of 65520: %s", shard, err);
-            CHECK(ember_table_read(table, local_first, 4, after_load, err, sizeof(err)) ==
-                                  EMBER_OK &&
-                          memcmp(before_load, after_load, sizeof(after_load)) == 0,
-                  "a refused load changed rows");
-        } else {
-            CHECK(st == EMBER_OK, "shard %u: a row it does not own was checked: %s", shard, err);
-            CHECK(ember_table_read(table, 10, 1, back, err, sizeof(err)) == EMBER_OK &&
-                          back[0] == 65504.0f,
-                  "65519 loaded as %g", (double)back[0]);
-        }
-        ember_table_destroy(table);
     }
     free(local);
+    return 0;
+}
 
-    /* Lookups and SGD steps on the test's batch, sum and weighted. */
-    for (int weighted = 0; weighted <= 1; weighted++) {
-        ember_table_t *table = make_table(EMBER_ASYNC, 1);
-        float before[ROWS * DIM], reference[ROWS * DIM], g[BAGS * DIM];
-        CHECK(table, "table");
-        bag_indices = step_indices;
-        for (int step = 0; step < 3; step++) {
-            CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s",
-                  err);
-            memcpy(reference, before, sizeof(before));
-            if (lookup(table, weighted, 0, before))
-                return 1;
-            make_grad(g, 300 + (uint64_t)step);
-            int applied = 0;
-            if (push(table, 0, g, 0, &applied) || reference_step(reference, weighted, g))
-                return 1;
-            CHECK(applied, "not applied");
-            round_half(reference, ROWS * DIM);
-            float now[ROWS * DIM];
-            CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s", err);
-            for (size_t i = 0; i < ROWS * DIM; i++)
-                CHECK(now[i] == reference[i],
-                      "weighted %d step %d row %zu col %zu: %a, want "
-                      "%a",
-                      weighted, step, i / DIM, i % DIM, (double)now[i], (double)reference[i]);
+/* Loads round; the rows of the other shard are left alone. */
+static int fp16_load_rounds(ember_table_t *table, uint32_t shard)
+{
+    float values[4 * FP_DIM], back[FP_DIM];
+    char err[256];
+    for (size_t i = 0; i < 4 * FP_DIM; i++)
+        values[i] = 1.0f + (float)i * 0x1p-13f; /* steps finer than fp16 near 1 */
+    CHECK(ember_table_load(table, 10, 4, values, err, sizeof(err)) == EMBER_OK, "%s", err);
+    for (int64_t row = 10; row < 14; row++) {
+        if ((uint64_t)row % FP_SHARDS != shard)
+            continue;
+        CHECK(ember_table_read(table, row / FP_SHARDS, 1, back, err, sizeof(err)) == EMBER_OK, "%s",
+              err);
+        for (uint32_t d = 0; d < FP_DIM; d++) {
+            float want = values[(row - 10) * FP_DIM + d];
+            round_half(&want, 1);
+            CHECK(back[d] == want, "loaded row %lld col %u: %g, want %g", (long long)row, d,
+                  (double)back[d], (double)want);
         }
+    }
+    return 0;
+}
+
+/* A value fp16 cannot hold refuses the whole load, naming it; 65519 still
+ * rounds to 65504. */
+static int fp16_load_refused(ember_table_t *table, uint32_t shard)
+{
+    float values[4 * FP_DIM], back[FP_DIM];
+    float before_load[4 * FP_DIM], after_load[4 * FP_DIM];
+    int64_t local_first = 20 / FP_SHARDS;
+    char err[256];
+    CHECK(ember_table_read(table, local_first, 4, before_load, err, sizeof(err)) == EMBER_OK, "%s",
+          err);
+    for (size_t i = 0; i < 4 * FP_DIM; i++)
+        values[i] = 0.5f;
+    values[3 * FP_DIM + 5] = 65520.0f; /* row 23 */
+    values[0] = 65519.0f;
+    ember_status_t st = ember_table_load(table, 20, 4, values, err, sizeof(err));
+    if (23 % FP_SHARDS == shard) {
+        CHECK(st == EMBER_ERR_OUT_OF_RANGE && strstr(err, "table t: row 23 col 5: 65520"),
+              "shard %u: load of 65520: %s", shard, err);
+        CHECK(ember_table_read(table, local_first, 4, after_load, err, sizeof(err)) == EMBER_OK &&
+                      memcmp(before_load, after_load, sizeof(after_load)) == 0,
+              "a refused load changed rows");
+    } else {
+        CHECK(st == EMBER_OK, "shard %u: a row it does not own was checked: %s", shard, err);
+        CHECK(ember_table_read(table, 10, 1, back, err, sizeof(err)) == EMBER_OK &&
+                      back[0] == 65504.0f,
+              "65519 loaded as %g", (double)back[0]);
+    }
+    return 0;
+}
+
+/* Lookups and SGD steps on the test's batch: each step the fp32 step on the
+ * widened rows, rounded once. */
+static int fp16_steps(int weighted)
+{
+    ember_table_t *table = make_table(EMBER_ASYNC, 1);
+    float before[ROWS * DIM], reference[ROWS * DIM], g[BAGS * DIM];
+    char err[256];
+    CHECK(table, "table");
+    bag_indices = step_indices;
+    for (int step = 0; step < 3; step++) {
+        CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+        memcpy(reference, before, sizeof(before));
+        if (lookup(table, weighted, 0, before))
+            return 1;
+        make_grad(g, 300 + (uint64_t)step);
+        int applied = 0;
+        if (push(table, 0, g, 0, &applied) || reference_step(reference, weighted, g))
+            return 1;
+        CHECK(applied, "not applied");
+        round_half(reference, ROWS * DIM);
+        float now[ROWS * DIM];
+        CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s", err);
+        for (size_t i = 0; i < ROWS * DIM; i++)
+            CHECK(now[i] == reference[i], "weighted %d step %d row %zu col %zu: %a, want %a",
+                  weighted, step, i / DIM, i % DIM, (double)now[i], (double)reference[i]);
+    }
+    ember_table_destroy(table);
+    return 0;
+}
+
+static int case_fp16_rows(void)
+{
+    shard_dtype = EMBER_DTYPE_F16;
+    for (uint32_t shard = 0; shard < FP_SHARDS; shard++) {
+        ember_table_t *table =
+                make_shard(EMBER_ASYNC, 1, FP_ROWS, FP_DIM, shard, FP_SHARDS, fp_seed);
+        CHECK(table, "shard %u", shard);
+        if (fp16_initial(table, shard) || fp16_load_rounds(table, shard) ||
+            fp16_load_refused(table, shard))
+            return 1;
         ember_table_destroy(table);
+    }
+    for (int weighted = 0; weighted <= 1; weighted++) {
+        if (fp16_steps(weighted))
+            return 1;
     }
     shard_dtype = EMBER_DTYPE_F32;
     return 0;
@@ -485,14 +517,14 @@ static int case_empty_shard(void)
         CHECK(ember_table_local_rows(table) == 0, "%lld local rows",
               (long long)ember_table_local_rows(table));
         /* Two bags, none of whose entries is on this shard. */
-        uint8_t arrays[8] = {0};
-        ember_msg_lookup_t msg = {.table_id = 1, .trainer = 0, .step = 0, .bags = 2};
+        static const uint32_t none[2] = {0, 0};
+        ember_wire_lookup_t lookup = {.head = {.table_id = 1, .trainer = 0, .step = 0, .bags = 2},
+                                      .counts = none};
         float out[8], grad[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         memset(out, 0xff, sizeof(out));
-        uint8_t message[sizeof(msg) + sizeof(arrays)];
+        uint8_t message[sizeof(ember_msg_lookup_t) + sizeof(none)];
         ember_wire_lookup_view_t view;
-        CHECK(test_lookup_view(&msg, arrays, sizeof(arrays), message, &view, err, sizeof(err)) ==
-                      EMBER_OK,
+        CHECK(pack_view(&lookup, message, &view, err, sizeof(err)) == EMBER_OK,
               "lookup message: %s", err);
         CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s",
               err);

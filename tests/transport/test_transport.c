@@ -1080,6 +1080,98 @@ static int case_auth(int rank, int world, void *arg)
 }
 
 /* Truncated, oversized and garbage messages: rejected, nothing crashes. */
+
+/* Requests unauthenticated or with a broken header; handshake messages and
+ * a reply of garbage. */
+static void malformed_requests(ember_tp_t *tp, const tp_header_t *good, const uint8_t *garbage)
+{
+    tp_header_t header;
+    /* A request on a connection that never authenticated. */
+    MP_CHECK(tp_debug_send_raw(tp, 1, TP_AM_REQUEST, good, sizeof(*good), garbage, 16, 0) ==
+                     EMBER_OK,
+             "raw send");
+    /* Authenticated, but broken in every way we can think of. */
+    tp_debug_send_raw(tp, 1, TP_AM_REQUEST, NULL, 0, garbage, 16, 1);
+    tp_debug_send_raw(tp, 1, TP_AM_REQUEST, good, 5, garbage, 16, 1);
+    header = *good;
+    header.magic = 0xdeadbeef;
+    tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
+    header = *good;
+    header.version = 99;
+    tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
+    header = *good;
+    header.length = 1000; /* more than was sent */
+    tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
+    header = *good;
+    header.op = 60000;
+    tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
+    tp_debug_send_raw(tp, 1, TP_AM_REQUEST, garbage, sizeof(*good), garbage, 64, 1);
+    tp_debug_send_raw(tp, 1, TP_AM_HELLO, garbage, 7, garbage, 100, 1);
+    tp_debug_send_raw(tp, 1, TP_AM_CHALLENGE, NULL, 0, garbage, sizeof(tp_hello_t), 1);
+    tp_debug_send_raw(tp, 1, TP_AM_CONFIRM, NULL, 0, garbage, sizeof(tp_hello_t), 1);
+    tp_debug_send_raw(tp, 1, TP_AM_ACCEPT, NULL, 0, garbage, sizeof(tp_hello_t), 1);
+    tp_debug_send_raw(tp, 1, TP_AM_REPLY, good, sizeof(*good), garbage, 16, 1);
+}
+
+static void malformed_batches(ember_tp_t *tp, const tp_header_t *good, const uint8_t *garbage)
+{
+    tp_header_t header;
+    /* Reply batches: a short header, then a good header over broken items. */
+    tp_debug_send_raw(tp, 1, TP_AM_REPLY_BATCH, good, 5, garbage, 16, 1);
+    header = (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .length = 64};
+    tp_debug_send_raw(tp, 1, TP_AM_REPLY_BATCH, &header, sizeof(header), garbage, 64, 1);
+    /* Call batches: a short header; a good header over broken items; an
+     * ECHO item asking its reply by rendezvous (never batched) and one
+     * on a connection that never authenticated: no ECHO runs. */
+    tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, good, 5, garbage, 16, 1);
+    header = (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .length = 64};
+    tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), garbage, 64, 1);
+    uint8_t items[sizeof(tp_header_t) + 16];
+    tp_header_t item = *good; /* an ECHO of 16 bytes */
+    item.flags = TP_FLAG_REPLY_RNDV;
+    memcpy(items, &item, sizeof(item));
+    memcpy(items + sizeof(item), garbage, 16);
+    header.length = sizeof(items);
+    tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), items, sizeof(items), 1);
+    item.flags = 0;
+    memcpy(items, &item, sizeof(item));
+    tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), items, sizeof(items), 0);
+}
+
+/* A 2 MiB payload against a 1 MiB cap: dropped by the server, refused by
+ * the caller's own transport. */
+static void malformed_oversized(ember_tp_t *tp, const tp_header_t *good)
+{
+    uint8_t *big = calloc(1, 2 << 20);
+    tp_header_t header = *good;
+    header.length = 2 << 20;
+    tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), big, 2 << 20, 1);
+    ember_iov_t iov = {.buffer = big, .length = 2 << 20};
+    ember_future_t *future;
+    MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, NULL, &future) ==
+                     EMBER_ERR_MSG_TOO_LONG,
+             "oversized call accepted locally");
+    free(big);
+}
+
+static void malformed_client(ember_tp_t *tp)
+{
+    uint8_t garbage[4096];
+    const tp_header_t good = {
+            .magic = TP_MAGIC, .version = TP_VERSION, .op = OP_ECHO, .request_id = 1, .length = 16};
+    ember_tp_barrier(tp, "serving");
+    fill(garbage, sizeof(garbage), 5);
+    malformed_requests(tp, &good, garbage);
+    malformed_batches(tp, &good, garbage);
+    malformed_oversized(tp, &good);
+    /* The server still works, and ran the handler only for this one. */
+    uint8_t in[16];
+    size_t got = 0;
+    call_ok(tp, 1, OP_ECHO, garbage, 16, in, sizeof(in), &got);
+    MP_CHECK(got == 16 && memcmp(in, garbage, 16) == 0, "echo after garbage");
+    stop_server(tp, 1);
+}
+
 static int case_malformed(int rank, int world, void *arg)
 {
     ember_tp_t *tp;
@@ -1095,80 +1187,7 @@ static int case_malformed(int rank, int world, void *arg)
         MP_CHECK(tp->dropped_messages >= 16, "only %lu messages dropped",
                  (unsigned long)tp->dropped_messages);
     } else {
-        ember_tp_barrier(tp, "serving");
-        uint8_t garbage[4096];
-        tp_header_t good = {.magic = TP_MAGIC,
-                            .version = TP_VERSION,
-                            .op = OP_ECHO,
-                            .request_id = 1,
-                            .length = 16};
-        tp_header_t header;
-        fill(garbage, sizeof(garbage), 5);
-
-        /* A request on a connection that never authenticated. */
-        MP_CHECK(tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &good, sizeof(good), garbage, 16, 0) ==
-                         EMBER_OK,
-                 "raw send");
-        /* Authenticated, but broken in every way we can think of. */
-        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, NULL, 0, garbage, 16, 1);
-        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &good, 5, garbage, 16, 1);
-        header = good;
-        header.magic = 0xdeadbeef;
-        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
-        header = good;
-        header.version = 99;
-        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
-        header = good;
-        header.length = 1000; /* more than was sent */
-        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
-        header = good;
-        header.op = 60000;
-        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), garbage, 16, 1);
-        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, garbage, sizeof(good), garbage, 64, 1);
-        tp_debug_send_raw(tp, 1, TP_AM_HELLO, garbage, 7, garbage, 100, 1);
-        tp_debug_send_raw(tp, 1, TP_AM_CHALLENGE, NULL, 0, garbage, sizeof(tp_hello_t), 1);
-        tp_debug_send_raw(tp, 1, TP_AM_CONFIRM, NULL, 0, garbage, sizeof(tp_hello_t), 1);
-        tp_debug_send_raw(tp, 1, TP_AM_ACCEPT, NULL, 0, garbage, sizeof(tp_hello_t), 1);
-        tp_debug_send_raw(tp, 1, TP_AM_REPLY, &good, sizeof(good), garbage, 16, 1);
-        /* Reply batches: a short header, then a good header over broken items. */
-        tp_debug_send_raw(tp, 1, TP_AM_REPLY_BATCH, &good, 5, garbage, 16, 1);
-        header = (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .length = 64};
-        tp_debug_send_raw(tp, 1, TP_AM_REPLY_BATCH, &header, sizeof(header), garbage, 64, 1);
-        /* Call batches: a short header; a good header over broken items; an
-         * ECHO item asking its reply by rendezvous (never batched) and one
-         * on a connection that never authenticated: no ECHO runs. */
-        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &good, 5, garbage, 16, 1);
-        header = (tp_header_t){.magic = TP_MAGIC, .version = TP_VERSION, .length = 64};
-        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), garbage, 64, 1);
-        uint8_t items[sizeof(tp_header_t) + 16];
-        tp_header_t item = good; /* an ECHO of 16 bytes */
-        item.flags = TP_FLAG_REPLY_RNDV;
-        memcpy(items, &item, sizeof(item));
-        memcpy(items + sizeof(item), garbage, 16);
-        header.length = sizeof(items);
-        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), items, sizeof(items),
-                          1);
-        item.flags = 0;
-        memcpy(items, &item, sizeof(item));
-        tp_debug_send_raw(tp, 1, TP_AM_CALL_BATCH, &header, sizeof(header), items, sizeof(items),
-                          0);
-        /* Oversized: a 2 MiB payload against a 1 MiB cap. */
-        uint8_t *big = calloc(1, 2 << 20);
-        header = good;
-        header.length = 2 << 20;
-        tp_debug_send_raw(tp, 1, TP_AM_REQUEST, &header, sizeof(header), big, 2 << 20, 1);
-        ember_iov_t iov = {.buffer = big, .length = 2 << 20};
-        ember_future_t *future;
-        MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, NULL, 0, NULL, &future) ==
-                         EMBER_ERR_MSG_TOO_LONG,
-                 "oversized call accepted locally");
-        free(big);
-        /* The server still works, and ran the handler only for this one. */
-        uint8_t in[16];
-        size_t got = 0;
-        call_ok(tp, 1, OP_ECHO, garbage, 16, in, sizeof(in), &got);
-        MP_CHECK(got == 16 && memcmp(in, garbage, 16) == 0, "echo after garbage");
-        stop_server(tp, 1);
+        malformed_client(tp);
     }
     ember_tp_destroy(tp);
     return 0;
@@ -1262,6 +1281,91 @@ static void oneway_done(void *arg, ember_status_t status)
  * takes the held ones out first; ember_rpc_batch_end sends what is held
  * without a wait.  The server sees every request once, in posting order.
  */
+enum {
+    CB_SMALL = 40,
+    CB_LARGE_AT = 25
+};
+
+/* Requests 0..CB_SMALL-1 posted in a batch: every 7th one-way, the rest
+ * calls; each held but the large one, which takes the held ones out. */
+static void call_batch_post(ember_tp_t *tp, uint64_t (*payload)[2048], uint64_t *replies,
+                            ember_future_t **futures, int *oneway_sent)
+{
+    for (uint64_t seq = 0; seq < CB_SMALL; seq++) {
+        payload[seq][0] = seq;
+        size_t bytes = seq == CB_LARGE_AT ? sizeof(payload[seq]) : 8 + 8 * (seq % 20);
+        ember_iov_t iov = {.buffer = payload[seq], .length = bytes};
+        if (seq % 7 == 6) {
+            MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, NULL, oneway_done, oneway_sent) ==
+                             EMBER_OK,
+                     "send %lu", (unsigned long)seq);
+        } else {
+            MP_CHECK(ember_rpc_call_async(tp, 1, OP_SEQ, &iov, 1, &replies[seq],
+                                          sizeof(replies[seq]), NULL, &futures[seq]) == EMBER_OK,
+                     "call %lu", (unsigned long)seq);
+        }
+        size_t held = tp->peers[1].deferred_count;
+        if (seq == CB_LARGE_AT)
+            MP_CHECK(held == 0, "the large call left %zu requests held", held);
+        else
+            MP_CHECK(held > 0, "request %lu was not held", (unsigned long)seq);
+    }
+}
+
+/* Held one-way sends leave at the end of the batch, with no wait. */
+static void call_batch_end(ember_tp_t *tp, int *oneway_sent)
+{
+    static uint64_t last[3];
+    for (uint64_t i = 0; i < 3; i++) {
+        last[i] = CB_SMALL + i;
+        ember_iov_t iov = {.buffer = &last[i], .length = sizeof(last[i])};
+        MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, NULL, oneway_done, oneway_sent) == EMBER_OK,
+                 "send %lu", (unsigned long)last[i]);
+    }
+    MP_CHECK(tp->peers[1].deferred_count == 3, "%zu one-way sends held, want 3",
+             tp->peers[1].deferred_count);
+    ember_rpc_batch_end(tp);
+    MP_CHECK(tp->peers[1].deferred_count == 0 && *oneway_sent == CB_SMALL / 7 + 3,
+             "batch end left %zu held, %d one-way sends done", tp->peers[1].deferred_count,
+             *oneway_sent);
+}
+
+static void call_batch_client(ember_tp_t *tp)
+{
+    static uint64_t payload[CB_SMALL + 1][2048]; /* [CB_LARGE_AT]: 16 KiB */
+    uint64_t replies[CB_SMALL];
+    ember_future_t *futures[CB_SMALL] = {0};
+    int oneway_sent = 0;
+    ember_tp_barrier(tp, "serving");
+    /* Connected first: only a ready peer's requests are held. */
+    uint64_t counts[3];
+    size_t got = 0;
+    call_ok(tp, 1, OP_SEQ_COUNT, NULL, 0, counts, sizeof(counts), &got);
+
+    ember_rpc_batch_begin(tp);
+    call_batch_post(tp, payload, replies, futures, &oneway_sent);
+    /* Nothing has left since the large call until this wait. */
+    for (uint64_t seq = 0; seq < CB_SMALL; seq++) {
+        if (!futures[seq])
+            continue;
+        MP_CHECK(ember_future_wait(futures[seq]) == EMBER_OK && replies[seq] == seq,
+                 "call %lu: %s, reply %lu", (unsigned long)seq,
+                 ember_status_string(ember_future_test(futures[seq])), (unsigned long)replies[seq]);
+        ember_future_release(futures[seq]);
+    }
+    MP_CHECK(oneway_sent == CB_SMALL / 7, "%d one-way sends done", oneway_sent);
+    MP_CHECK(tp->call_batches >= 2 && tp->batched_calls >= 2 * tp->call_batches,
+             "%lu batches of %lu requests", tp->call_batches, tp->batched_calls);
+    call_batch_end(tp, &oneway_sent);
+    call_ok(tp, 1, OP_SEQ_COUNT, NULL, 0, counts, sizeof(counts), &got);
+    MP_CHECK(got == sizeof(counts) && counts[0] == CB_SMALL + 3 && counts[2] == 0,
+             "the server saw %lu requests (want %d), %lu out of order", (unsigned long)counts[0],
+             CB_SMALL + 3, (unsigned long)counts[2]);
+    MP_CHECK(counts[1] == CB_SMALL / 7 + 3, "%lu one-way requests arrived",
+             (unsigned long)counts[1]);
+    stop_server(tp, 1);
+}
+
 static int case_call_batch(int rank, int world, void *arg)
 {
     ember_tp_t *tp = join();
@@ -1273,76 +1377,7 @@ static int case_call_batch(int rank, int world, void *arg)
         MP_CHECK(tp->dropped_messages == 0, "%lu messages dropped",
                  (unsigned long)tp->dropped_messages);
     } else {
-        enum {
-            SMALL = 40,
-            LARGE_AT = 25
-        };
-        static uint64_t payload[SMALL + 1][2048]; /* [LARGE_AT]: 16 KiB */
-        uint64_t replies[SMALL];
-        ember_future_t *futures[SMALL] = {0};
-        int oneway_sent = 0;
-        ember_tp_barrier(tp, "serving");
-        /* Connected first: only a ready peer's requests are held. */
-        uint64_t counts[3];
-        size_t got = 0;
-        call_ok(tp, 1, OP_SEQ_COUNT, NULL, 0, counts, sizeof(counts), &got);
-
-        ember_rpc_batch_begin(tp);
-        for (uint64_t seq = 0; seq < SMALL; seq++) {
-            payload[seq][0] = seq;
-            size_t bytes = seq == LARGE_AT ? sizeof(payload[seq]) : 8 + 8 * (seq % 20);
-            ember_iov_t iov = {.buffer = payload[seq], .length = bytes};
-            if (seq % 7 == 6) {
-                MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, NULL, oneway_done, &oneway_sent) ==
-                                 EMBER_OK,
-                         "send %lu", (unsigned long)seq);
-            } else {
-                MP_CHECK(ember_rpc_call_async(tp, 1, OP_SEQ, &iov, 1, &replies[seq],
-                                              sizeof(replies[seq]), NULL,
-                                              &futures[seq]) == EMBER_OK,
-                         "call %lu", (unsigned long)seq);
-            }
-            size_t held = tp->peers[1].deferred_count;
-            if (seq == LARGE_AT)
-                MP_CHECK(held == 0, "the large call left %zu requests held", held);
-            else
-                MP_CHECK(held > 0, "request %lu was not held", (unsigned long)seq);
-        }
-        /* Nothing has left since the large call until this wait. */
-        for (uint64_t seq = 0; seq < SMALL; seq++) {
-            if (!futures[seq])
-                continue;
-            MP_CHECK(ember_future_wait(futures[seq]) == EMBER_OK && replies[seq] == seq,
-                     "call %lu: %s, reply %lu", (unsigned long)seq,
-                     ember_status_string(ember_future_test(futures[seq])),
-                     (unsigned long)replies[seq]);
-            ember_future_release(futures[seq]);
-        }
-        MP_CHECK(oneway_sent == SMALL / 7, "%d one-way sends done", oneway_sent);
-        MP_CHECK(tp->call_batches >= 2 && tp->batched_calls >= 2 * tp->call_batches,
-                 "%lu batches of %lu requests", tp->call_batches, tp->batched_calls);
-        /* Held one-way sends leave at the end of the batch, with no wait. */
-        static uint64_t last[3];
-        for (uint64_t i = 0; i < 3; i++) {
-            last[i] = SMALL + i;
-            ember_iov_t iov = {.buffer = &last[i], .length = sizeof(last[i])};
-            MP_CHECK(ember_rpc_send(tp, 1, OP_SEQ, &iov, 1, NULL, oneway_done, &oneway_sent) ==
-                             EMBER_OK,
-                     "send %lu", (unsigned long)last[i]);
-        }
-        MP_CHECK(tp->peers[1].deferred_count == 3, "%zu one-way sends held, want 3",
-                 tp->peers[1].deferred_count);
-        ember_rpc_batch_end(tp);
-        MP_CHECK(tp->peers[1].deferred_count == 0 && oneway_sent == SMALL / 7 + 3,
-                 "batch end left %zu held, %d one-way sends done", tp->peers[1].deferred_count,
-                 oneway_sent);
-        call_ok(tp, 1, OP_SEQ_COUNT, NULL, 0, counts, sizeof(counts), &got);
-        MP_CHECK(got == sizeof(counts) && counts[0] == SMALL + 3 && counts[2] == 0,
-                 "the server saw %lu requests (want %d), %lu out of order",
-                 (unsigned long)counts[0], SMALL + 3, (unsigned long)counts[2]);
-        MP_CHECK(counts[1] == SMALL / 7 + 3, "%lu one-way requests arrived",
-                 (unsigned long)counts[1]);
-        stop_server(tp, 1);
+        call_batch_client(tp);
     }
     ember_tp_destroy(tp);
     return 0;
