@@ -159,10 +159,18 @@ int mp_spawn(int nranks, mp_rank_fn fn, void *arg, const mp_opts_t *opts)
     fflush(stdout);
     fflush(stderr);
     for (int rank = 0; rank < nranks; rank++) {
+        s.status_of[rank] = -1;
         s.pids[rank] = fork();
         if (s.pids[rank] == 0)
             run_rank(rank, nranks, url, secret_path, fn, arg);
-        s.status_of[rank] = -1;
+        if (s.pids[rank] < 0) {
+            /* Only the ranks started are waited for (and killed): a pid of
+             * -1 must never reach kill(). */
+            fprintf(stderr, "mp_spawn: cannot start rank %d: %s\n", rank, strerror(errno));
+            s.failed = 1;
+            s.nranks = rank;
+            break;
+        }
     }
     wait_ranks(&s);
     unlink(secret_path);
