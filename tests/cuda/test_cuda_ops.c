@@ -125,8 +125,9 @@ static int run_bag(const bag_case_t *c)
     size_t ob = bags * dim;
     float *out_ref = calloc(ob + 1, sizeof(float)), *out = calloc(ob + 1, sizeof(float));
     int64_t *am_ref = calloc(ob + 1, sizeof(int64_t)), *am = calloc(ob + 1, sizeof(int64_t));
-    CHECK(ember_bag_forward(table, c->rows, dim, &hb, &opts, out_ref, am_ref) == EMBER_OK,
-          "cpu forward");
+    const ember_bag_table_t cpu_table = {
+            .data = table, .dtype = EMBER_DTYPE_F32, .rows = c->rows, .dim = dim};
+    CHECK(ember_bag_forward(&cpu_table, &hb, &opts, out_ref, am_ref) == EMBER_OK, "cpu forward");
 
     float *d_table = up(table, (size_t)c->rows * dim * 4);
     ember_bag_batch_t db = hb;
@@ -154,10 +155,11 @@ static int run_bag(const bag_case_t *c)
     int64_t *rows_ref = malloc((n + 1) * 8), *rows = malloc((n + 1) * 8);
     float *g_ref = malloc((n * dim + 1) * 4), *g = malloc((n * dim + 1) * 4);
     float *gw_ref = calloc(n + 1, 4), *gw = calloc(n + 1, 4);
-    size_t nr_ref = 0, nr = 0;
-    CHECK(ember_bag_backward(table, c->rows, dim, &hb, &opts, go, am_ref, rows_ref, g_ref, &nr_ref,
-                             c->weights ? gw_ref : NULL) == EMBER_OK,
-          "cpu backward");
+    ember_bag_grad_t ref = {
+            .rows = rows_ref, .grad = g_ref, .grad_weights = c->weights ? gw_ref : NULL};
+    size_t nr = 0;
+    CHECK(ember_bag_backward(&cpu_table, &hb, &opts, go, am_ref, &ref) == EMBER_OK, "cpu backward");
+    const size_t nr_ref = ref.nrows;
     float *d_go = up(go, ob * 4);
     int64_t *d_rows = up(NULL, n * 8);
     float *d_g = up(NULL, n * dim * 4);
