@@ -337,6 +337,7 @@ BAG_INLINE void bag_pool_max(const bag_rows_t *t, size_t begin, size_t end, floa
     }
 }
 
+/* The bags in order, each pooled as its mode says. */
 BAG_INLINE void bag_pool_rows(const void *table, const int half, size_t dim,
                               const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
                               float *out_p, int64_t *argmax_p)
