@@ -83,7 +83,9 @@ static ember_status_t cpu_bag_forward(ember_device_t *dev, const float *table, i
                                       size_t dim, const ember_bag_batch_t *batch,
                                       const ember_bag_opts_t *opts, float *out_p, int64_t *argmax_p)
 {
-    return ember_bag_forward(table, rows, dim, batch, opts, out_p, argmax_p);
+    const ember_bag_table_t bag_table = {
+            .data = table, .dtype = EMBER_DTYPE_F32, .rows = rows, .dim = dim};
+    return ember_bag_forward(&bag_table, batch, opts, out_p, argmax_p);
 }
 
 static ember_status_t cpu_bag_backward(ember_device_t *dev, const float *table, int64_t rows,
@@ -92,8 +94,14 @@ static ember_status_t cpu_bag_backward(ember_device_t *dev, const float *table, 
                                        const int64_t *argmax, int64_t *grad_rows_p, float *grad_p,
                                        size_t *nrows_p, float *grad_weights_p)
 {
-    return ember_bag_backward(table, rows, dim, batch, opts, grad_out, argmax, grad_rows_p, grad_p,
-                              nrows_p, grad_weights_p);
+    const ember_bag_table_t bag_table = {
+            .data = table, .dtype = EMBER_DTYPE_F32, .rows = rows, .dim = dim};
+    if (!nrows_p)
+        return EMBER_ERR_INVALID_PARAM;
+    ember_bag_grad_t out = {.rows = grad_rows_p, .grad = grad_p, .grad_weights = grad_weights_p};
+    EMBER_CHECK(ember_bag_backward(&bag_table, batch, opts, grad_out, argmax, &out));
+    *nrows_p = out.nrows;
+    return EMBER_OK;
 }
 
 static ember_status_t cpu_linear_forward(ember_device_t *dev, const float *x, size_t batch,

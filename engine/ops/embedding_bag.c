@@ -3,6 +3,7 @@
 
 #include "common/copy.h"
 #include "common/prefetch.h"
+#include "common/reserve.h"
 #include "engine/ops/half.h"
 
 #include <ember/log.h>
@@ -44,104 +45,130 @@ static inline size_t bag_end(const ember_bag_batch_t *batch, size_t b)
     return (b + 1 < batch->bags) ? (size_t)batch->offsets[b + 1] : batch->n;
 }
 
-ember_status_t ember_bag_validate(const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
-                                  int64_t rows, char *err, size_t err_length)
+/* The table's row count and the pooling options. */
+static ember_status_t validate_opts(const ember_bag_opts_t *opts, int64_t rows, char *err,
+                                    size_t err_length)
 {
-    (void)ember_status_text(err, err_length, EMBER_OK, "%s", "");
-    if (!batch || !opts) {
-        (void)ember_status_text(err, err_length, EMBER_OK, "batch or options missing");
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    if (rows < 0) {
-        (void)ember_status_text(err, err_length, EMBER_OK,
-                                "table has a negative row count %" PRId64, rows);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    if (opts->mode != EMBER_BAG_SUM && opts->mode != EMBER_BAG_MEAN &&
-        opts->mode != EMBER_BAG_MAX) {
-        (void)ember_status_text(err, err_length, EMBER_OK, "unknown pooling mode %d",
-                                (int)opts->mode);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    if (opts->padding_idx < -1 || opts->padding_idx >= rows) {
-        (void)ember_status_text(err, err_length, EMBER_OK,
-                                "padding_idx %" PRId64 " is out of range [-1, %" PRId64 ")",
-                                opts->padding_idx, rows);
-        return EMBER_ERR_OUT_OF_RANGE;
-    }
-    if (batch->n > 0 && !batch->indices) {
-        (void)ember_status_text(err, err_length, EMBER_OK, "indices missing for %zu entries",
-                                batch->n);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    if (batch->bags > 0 && !batch->offsets) {
-        (void)ember_status_text(err, err_length, EMBER_OK, "offsets missing for %zu bags",
-                                batch->bags);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    if (batch->bags == 0 && batch->n > 0) {
-        /* PyTorch would reject this too: n entries but nowhere to pool them. */
-        (void)ember_status_text(err, err_length, EMBER_OK,
-                                "%zu indices but no bags (offsets is empty)", batch->n);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    if (batch->weights) {
-        if (opts->mode != EMBER_BAG_SUM) {
-            (void)ember_status_text(err, err_length, EMBER_OK,
-                                    "per-sample weights are only supported with mode sum "
-                                    "(mode is %s)",
-                                    ember_bag_mode_name(opts->mode));
-            return EMBER_ERR_INVALID_PARAM;
-        }
-        if (batch->n_weights != batch->n) {
-            (void)ember_status_text(err, err_length, EMBER_OK,
-                                    "per-sample weights length %zu does not match indices "
-                                    "length %zu",
-                                    batch->n_weights, batch->n);
-            return EMBER_ERR_INVALID_PARAM;
-        }
-    } else if (batch->n_weights != 0) {
-        (void)ember_status_text(err, err_length, EMBER_OK,
-                                "per-sample weights length %zu given without weights",
-                                batch->n_weights);
-        return EMBER_ERR_INVALID_PARAM;
-    }
+    if (rows < 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table has a negative row count %" PRId64, rows);
+    if (opts->mode != EMBER_BAG_SUM && opts->mode != EMBER_BAG_MEAN && opts->mode != EMBER_BAG_MAX)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "unknown pooling mode %d", (int)opts->mode);
+    if (opts->padding_idx < -1 || opts->padding_idx >= rows)
+        return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                                 "padding_idx %" PRId64 " is out of range [-1, %" PRId64 ")",
+                                 opts->padding_idx, rows);
+    return EMBER_OK;
+}
 
-    if (batch->bags > 0 && batch->offsets[0] != 0) {
-        (void)ember_status_text(err, err_length, EMBER_OK, "offsets[0] is %" PRId64 ", must be 0",
-                                batch->offsets[0]);
-        return EMBER_ERR_INVALID_PARAM;
+/* Every array the counts promise is there. */
+static ember_status_t validate_arrays(const ember_bag_batch_t *batch, char *err, size_t err_length)
+{
+    if (batch->n > 0 && !batch->indices)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "indices missing for %zu entries", batch->n);
+    if (batch->bags > 0 && !batch->offsets)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "offsets missing for %zu bags", batch->bags);
+    if (batch->bags == 0 && batch->n > 0) /* PyTorch rejects it too: nowhere to pool */
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "%zu indices but no bags (offsets is empty)", batch->n);
+    return EMBER_OK;
+}
+
+static ember_status_t validate_weights(const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                       char *err, size_t err_length)
+{
+    if (!batch->weights) {
+        if (batch->n_weights != 0)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "per-sample weights length %zu given without weights",
+                                     batch->n_weights);
+        return EMBER_OK;
     }
+    if (opts->mode != EMBER_BAG_SUM)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "per-sample weights are only supported with mode sum "
+                                 "(mode is %s)",
+                                 ember_bag_mode_name(opts->mode));
+    if (batch->n_weights != batch->n)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "per-sample weights length %zu does not match indices "
+                                 "length %zu",
+                                 batch->n_weights, batch->n);
+    return EMBER_OK;
+}
+
+static ember_status_t validate_offsets(const ember_bag_batch_t *batch, char *err, size_t err_length)
+{
+    if (batch->bags > 0 && batch->offsets[0] != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "offsets[0] is %" PRId64 ", must be 0", batch->offsets[0]);
     for (size_t b = 0; b < batch->bags; b++) {
         int64_t off = batch->offsets[b];
-        if (b > 0 && off < batch->offsets[b - 1]) {
-            (void)ember_status_text(err, err_length, EMBER_OK,
-                                    "offsets decrease at bag %zu: %" PRId64 " after %" PRId64, b,
-                                    off, batch->offsets[b - 1]);
-            return EMBER_ERR_INVALID_PARAM;
-        }
-        if (off < 0 || (uint64_t)off > (uint64_t)batch->n) {
-            (void)ember_status_text(err, err_length, EMBER_OK,
-                                    "offset %" PRId64 " of bag %zu is past the end of indices "
-                                    "(n = %zu)",
-                                    off, b, batch->n);
-            return EMBER_ERR_INVALID_PARAM;
-        }
+        if (b > 0 && off < batch->offsets[b - 1])
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "offsets decrease at bag %zu: %" PRId64 " after %" PRId64, b,
+                                     off, batch->offsets[b - 1]);
+        if (off < 0 || (uint64_t)off > (uint64_t)batch->n)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "offset %" PRId64 " of bag %zu is past the end of indices "
+                                     "(n = %zu)",
+                                     off, b, batch->n);
     }
+    return EMBER_OK;
+}
 
-    /* Walk bags and entries together so the message can name the bag. */
+/* Bags and entries walked together, so the message can name the bag. */
+static ember_status_t validate_indices(const ember_bag_batch_t *batch, int64_t rows, char *err,
+                                       size_t err_length)
+{
     for (size_t b = 0; b < batch->bags; b++) {
         size_t end = bag_end(batch, b);
         for (size_t i = (size_t)batch->offsets[b]; i < end; i++) {
             int64_t idx = batch->indices[i];
-            if (idx < 0 || idx >= rows) {
-                (void)ember_status_text(err, err_length, EMBER_OK,
-                                        "index %" PRId64 " at position %zu (bag %zu) is out "
-                                        "of range [0, %" PRId64 ")",
-                                        idx, i, b, rows);
-                return EMBER_ERR_OUT_OF_RANGE;
-            }
+            if (idx < 0 || idx >= rows)
+                return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                                         "index %" PRId64 " at position %zu (bag %zu) is out "
+                                         "of range [0, %" PRId64 ")",
+                                         idx, i, b, rows);
         }
+    }
+    return EMBER_OK;
+}
+
+/* The phases run in order, each only when the ones before passed, so the
+ * message names the first thing wrong; nothing is logged (see the header). */
+ember_status_t ember_bag_validate(const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                  int64_t rows, char *err, size_t err_length)
+{
+    (void)ember_status_text(err, err_length, EMBER_OK, "%s", "");
+    if (!batch || !opts)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "batch or options missing");
+    ember_status_t status = validate_opts(opts, rows, err, err_length);
+    if (status == EMBER_OK)
+        status = validate_arrays(batch, err, err_length);
+    if (status == EMBER_OK)
+        status = validate_weights(batch, opts, err, err_length);
+    if (status == EMBER_OK)
+        status = validate_offsets(batch, err, err_length);
+    if (status == EMBER_OK)
+        status = validate_indices(batch, rows, err, err_length);
+    return status;
+}
+
+/* The table descriptor itself; @what names the call in the message. */
+static ember_status_t bag_check_table(const ember_bag_table_t *table, const char *what)
+{
+    if (!table) {
+        ember_error("embedding", "%s: no table", what);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (table->dtype != EMBER_DTYPE_F32 && table->dtype != EMBER_DTYPE_F16) {
+        ember_error("embedding", "%s: rows of dtype %d are not supported", what, (int)table->dtype);
+        return EMBER_ERR_INVALID_PARAM;
     }
     return EMBER_OK;
 }
@@ -185,141 +212,182 @@ static inline const float *bag_row_span(const void *row, int half, size_t c, siz
     return tmp;
 }
 
-ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
-                                 const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
-                                 float *out_p, int64_t *argmax_p)
+/* The forward's phases are inlined into one copy per row type (@half a
+ * constant there), so the fp32 loops carry no test of it; the backward's
+ * into the one loop over bags, as one function would be. */
+#define BAG_INLINE static inline __attribute__((always_inline))
+
+/* The rows a pooling reads, and the batch's entries: values, not pointers
+ * to the caller's structs, so the loops keep them in registers whatever
+ * they store. */
+typedef struct {
+    const char *base;
+    size_t row_bytes;
+    size_t dim;
+    int half; /* rows are fp16 */
+    int64_t pad;
+    const int64_t *indices;
+    size_t n;
+    const float *weights;
+} bag_rows_t;
+
+BAG_INLINE const void *bag_row(const bag_rows_t *t, int64_t idx)
 {
-    return ember_bag_forward_typed(table, EMBER_DTYPE_F32, rows, dim, batch, opts, out_p, argmax_p);
+    return t->base + (size_t)idx * t->row_bytes;
 }
 
-/* The pooling of ember_bag_forward_typed, inlined into one copy per row type
- * (@half a constant), so the fp32 loops carry no test of it. */
-static inline __attribute__((always_inline)) void
-bag_pool_rows(const void *table, const int half, size_t dim, const ember_bag_batch_t *batch,
-              const ember_bag_opts_t *opts, float *out_p, int64_t *argmax_p)
+/* Rows EMBER_PREFETCH_AHEAD positions ahead are requested while entry @i is
+ * pooled (indices run on across bags). */
+BAG_INLINE void bag_prefetch(const bag_rows_t *t, size_t i)
 {
-    const int64_t pad = opts->padding_idx;
-    const float *w = batch->weights;
-    const size_t row_bytes = dim * (half ? sizeof(uint16_t) : sizeof(float));
-    const size_t chunk = half ? BAG_HALF_CHUNK : dim;
-    const char *base = table;
+    size_t ahead = i + EMBER_PREFETCH_AHEAD;
+    if (ahead < t->n && t->indices[ahead] != t->pad)
+        ember_prefetch_span(bag_row(t, t->indices[ahead]), t->row_bytes, 0);
+}
+
+BAG_INLINE void bag_prefetch_start(const bag_rows_t *t)
+{
+    for (size_t i = 0; i < EMBER_PREFETCH_AHEAD && i < t->n; i++)
+        if (t->indices[i] != t->pad)
+            ember_prefetch_span(bag_row(t, t->indices[i]), t->row_bytes, 0);
+}
+
+/* A one-index bag is its row: a copy, not zero-then-add. */
+BAG_INLINE void bag_copy_row(const bag_rows_t *t, size_t i, float *restrict out)
+{
+    bag_prefetch(t, i);
+    const void *row = bag_row(t, t->indices[i]);
+    if (t->half)
+        ember_half_to_float_n(row, out, t->dim);
+    else
+        ember_copy(out, row, t->row_bytes);
+}
+
+/* Sum (or mean) of bag [begin, end) into the zeroed @out. */
+BAG_INLINE void bag_pool_sum(const bag_rows_t *t, size_t begin, size_t end, int mean,
+                             float *restrict out)
+{
+    const float *w = t->weights;
+    const size_t dim = t->dim;
+    size_t count = 0;
+
+    for (size_t i = begin; i < end; i++) {
+        int64_t idx = t->indices[i];
+        bag_prefetch(t, i);
+        if (idx == t->pad)
+            continue;
+        const void *row = bag_row(t, idx);
+        if (t->half && w)
+            ember_half_axpy(out, row, w[i], dim);
+        else if (t->half)
+            ember_half_add(out, row, dim);
+        else if (w)
+            row_axpy(out, row, w[i], dim);
+        else
+            row_add(out, row, dim);
+        count++;
+    }
+    if (mean && count > 1) {
+        /* count == 0 leaves the zeros an empty bag must pool to. */
+        float c = (float)count;
+        for (size_t d = 0; d < dim; d++)
+            out[d] /= c;
+    }
+}
+
+/* One span of a row into a bag's running max; @first: the bag's first row. */
+BAG_INLINE void bag_max_span(const float *restrict row, int64_t idx, int first, float *restrict o,
+                             int64_t *restrict a, size_t len)
+{
+    if (first) {
+        ember_copy(o, row, len * sizeof(*o));
+        for (size_t d = 0; d < len; d++)
+            a[d] = idx;
+        return;
+    }
+    /* Strict '>' keeps the first maximum (PyTorch CPU). */
+    for (size_t d = 0; d < len; d++) {
+        int take = row[d] > o[d];
+        o[d] = take ? row[d] : o[d];
+        a[d] = take ? idx : a[d];
+    }
+}
+
+/* Element-wise max of bag [begin, end) into @out, the chosen rows into @am. */
+BAG_INLINE void bag_pool_max(const bag_rows_t *t, size_t begin, size_t end, float *restrict out,
+                             int64_t *restrict am)
+{
+    const size_t dim = t->dim, chunk = t->half ? BAG_HALF_CHUNK : dim;
     float tmp[BAG_HALF_CHUNK];
-#define BAG_ROW(idx) ((const void *)(base + (size_t)(idx)*row_bytes))
+    size_t count = 0;
 
-    /* Rows EMBER_PREFETCH_AHEAD positions ahead are requested while this one
-     * is pooled (indices run on across bags). */
-#define BAG_PREFETCH(i)                                                         \
-    do {                                                                        \
-        size_t ahead_ = (i) + EMBER_PREFETCH_AHEAD;                             \
-        if (ahead_ < batch->n && batch->indices[ahead_] != pad)                 \
-            ember_prefetch_span(BAG_ROW(batch->indices[ahead_]), row_bytes, 0); \
-    } while (0)
-    for (size_t i = 0; i < EMBER_PREFETCH_AHEAD && i < batch->n; i++)
-        if (batch->indices[i] != pad)
-            ember_prefetch_span(BAG_ROW(batch->indices[i]), row_bytes, 0);
+    for (size_t d = 0; d < dim; d++)
+        am[d] = -1;
+    for (size_t i = begin; i < end; i++) {
+        int64_t idx = t->indices[i];
+        bag_prefetch(t, i);
+        if (idx == t->pad)
+            continue;
+        for (size_t c = 0; c < dim; c += chunk) {
+            size_t len = dim - c < chunk ? dim - c : chunk;
+            const float *restrict row = bag_row_span(bag_row(t, idx), t->half, c, len, tmp);
+            bag_max_span(row, idx, count == 0, out + c, am + c, len);
+        }
+        count++;
+    }
+}
 
+/* The bags in order, each pooled as its mode says. */
+BAG_INLINE void bag_pool_rows(const void *table, const int half, size_t dim,
+                              const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                              float *out_p, int64_t *argmax_p)
+{
+    const bag_rows_t t = {.base = table,
+                          .row_bytes = dim * (half ? sizeof(uint16_t) : sizeof(float)),
+                          .dim = dim,
+                          .half = half,
+                          .pad = opts->padding_idx,
+                          .indices = batch->indices,
+                          .n = batch->n,
+                          .weights = batch->weights};
+
+    bag_prefetch_start(&t);
     for (size_t b = 0; b < batch->bags; b++) {
         float *restrict out = out_p + b * dim;
         size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
-        size_t count = 0;
 
-        if (end - begin == 1 && opts->mode != EMBER_BAG_MAX && !w && batch->indices[begin] != pad) {
-            /* A one-index bag is its row: a copy, not zero-then-add. */
-            BAG_PREFETCH(begin);
-            const void *row = BAG_ROW(batch->indices[begin]);
-            if (half)
-                ember_half_to_float_n(row, out, dim);
-            else
-                ember_copy(out, row, row_bytes);
+        if (end - begin == 1 && opts->mode != EMBER_BAG_MAX && !batch->weights &&
+            batch->indices[begin] != t.pad) {
+            bag_copy_row(&t, begin, out);
             continue;
         }
         memset(out, 0, dim * sizeof(*out));
         switch (opts->mode) {
         case EMBER_BAG_SUM:
-        case EMBER_BAG_MEAN:
-            for (size_t i = begin; i < end; i++) {
-                int64_t idx = batch->indices[i];
-                BAG_PREFETCH(i);
-                if (idx == pad)
-                    continue;
-                const void *row = BAG_ROW(idx);
-                if (half && w)
-                    ember_half_axpy(out, row, w[i], dim);
-                else if (half)
-                    ember_half_add(out, row, dim);
-                else if (w)
-                    row_axpy(out, row, w[i], dim);
-                else
-                    row_add(out, row, dim);
-                count++;
-            }
-            if (opts->mode == EMBER_BAG_MEAN && count > 1) {
-                /* count == 0 leaves the zeros an empty bag must pool to. */
-                float c = (float)count;
-                for (size_t d = 0; d < dim; d++)
-                    out[d] /= c;
-            }
-            break;
-        case EMBER_BAG_MAX: {
-            int64_t *restrict am = argmax_p + b * dim;
-            for (size_t d = 0; d < dim; d++)
-                am[d] = -1;
-            for (size_t i = begin; i < end; i++) {
-                int64_t idx = batch->indices[i];
-                BAG_PREFETCH(i);
-                if (idx == pad)
-                    continue;
-                for (size_t c = 0; c < dim; c += chunk) {
-                    size_t len = dim - c < chunk ? dim - c : chunk;
-                    const float *restrict row = bag_row_span(BAG_ROW(idx), half, c, len, tmp);
-                    float *restrict o = out + c;
-                    int64_t *restrict a = am + c;
-                    if (count == 0) {
-                        ember_copy(o, row, len * sizeof(*o));
-                        for (size_t d = 0; d < len; d++)
-                            a[d] = idx;
-                    } else {
-                        /* Strict '>' keeps the first maximum (PyTorch CPU). */
-                        for (size_t d = 0; d < len; d++) {
-                            int take = row[d] > o[d];
-                            o[d] = take ? row[d] : o[d];
-                            a[d] = take ? idx : a[d];
-                        }
-                    }
-                }
-                count++;
-            }
-            break;
-        }
+        case EMBER_BAG_MEAN: bag_pool_sum(&t, begin, end, opts->mode == EMBER_BAG_MEAN, out); break;
+        case EMBER_BAG_MAX: bag_pool_max(&t, begin, end, out, argmax_p + b * dim); break;
         }
     }
-#undef BAG_PREFETCH
-#undef BAG_ROW
 }
 
-ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype, int64_t rows,
-                                       size_t dim, const ember_bag_batch_t *batch,
-                                       const ember_bag_opts_t *opts, float *out_p,
-                                       int64_t *argmax_p)
+ember_status_t ember_bag_forward(const ember_bag_table_t *table, const ember_bag_batch_t *batch,
+                                 const ember_bag_opts_t *opts, float *out_p, int64_t *argmax_p)
 {
-    if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
-        ember_error("embedding", "bag: rows of dtype %d are not supported", (int)dtype);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    EMBER_CHECK(bag_check_args(table, dim, batch, opts));
+    EMBER_CHECK(bag_check_table(table, "bag"));
+    EMBER_CHECK(bag_check_args(table->data, table->dim, batch, opts));
     if (batch->bags > 0 && !out_p)
         return EMBER_ERR_INVALID_PARAM;
     if (opts->mode == EMBER_BAG_MAX && batch->bags > 0 && !argmax_p) {
         ember_error("embedding", "max mode needs an argmax buffer");
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (batch->n > 0 && !table)
+    if (batch->n > 0 && !table->data)
         return EMBER_ERR_INVALID_PARAM;
-    (void)rows; /* indices were validated against rows by the caller */
-    if (dtype == EMBER_DTYPE_F16)
-        bag_pool_rows(table, 1, dim, batch, opts, out_p, argmax_p);
+    /* table->rows is not read: the caller validated the indices against it. */
+    if (table->dtype == EMBER_DTYPE_F16)
+        bag_pool_rows(table->data, 1, table->dim, batch, opts, out_p, argmax_p);
     else
-        bag_pool_rows(table, 0, dim, batch, opts, out_p, argmax_p);
+        bag_pool_rows(table->data, 0, table->dim, batch, opts, out_p, argmax_p);
     return EMBER_OK;
 }
 
@@ -347,28 +415,13 @@ typedef struct {
 static __thread dedup_pair_t *dedup_scratch;
 static __thread size_t dedup_capacity;
 
-ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, int64_t *unique_p,
-                               int64_t *inverse_p, size_t *nunique_p)
+/* The entries other than @skip as pairs; returns their count, the largest
+ * key in @max_p.  Every inverse starts at -1 (skipped). */
+static size_t dedup_keys(const int64_t *indices, size_t n, int64_t skip, dedup_pair_t *pairs,
+                         int64_t *inverse_p, uint64_t *max_p)
 {
-    enum {
-        DIGIT_BITS = 11,
-        BUCKETS = 1 << DIGIT_BITS
-    };
-    size_t m = 0, u = 0;
+    size_t m = 0;
     uint64_t max = 0;
-
-    if (n > 0 && (!indices || !unique_p || !inverse_p))
-        return EMBER_ERR_INVALID_PARAM;
-    if (!nunique_p)
-        return EMBER_ERR_INVALID_PARAM;
-    if (2 * n > dedup_capacity) {
-        dedup_pair_t *grown = realloc(dedup_scratch, 2 * n * sizeof(*grown));
-        if (!grown)
-            return EMBER_ERR_NO_MEMORY;
-        dedup_scratch = grown;
-        dedup_capacity = 2 * n;
-    }
-    dedup_pair_t *pairs = dedup_scratch, *other = dedup_scratch + n;
     for (size_t i = 0; i < n; i++) {
         inverse_p[i] = -1;
         if (indices[i] == skip)
@@ -380,8 +433,19 @@ ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, i
         if (value > max)
             max = value;
     }
-    /* LSD radix sort, stable, only as many digits as the largest id has:
-     * O(n) where a comparison sort was the hot spot of the trainer. */
+    *max_p = max;
+    return m;
+}
+
+/* LSD radix sort, stable, only as many digits as the largest key has: O(n)
+ * where a comparison sort was the hot spot of the trainer.  Sorts between
+ * @pairs and @other; returns the one holding the result. */
+static dedup_pair_t *dedup_sort(dedup_pair_t *pairs, dedup_pair_t *other, size_t m, uint64_t max)
+{
+    enum {
+        DIGIT_BITS = 11,
+        BUCKETS = 1 << DIGIT_BITS
+    };
     size_t counts[BUCKETS];
     for (unsigned shift = 0; shift < 64 && (max >> shift) != 0; shift += DIGIT_BITS) {
         memset(counts, 0, sizeof(counts));
@@ -398,6 +462,23 @@ ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, i
         pairs = other;
         other = swap;
     }
+    return pairs;
+}
+
+ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, int64_t *unique_p,
+                               int64_t *inverse_p, size_t *nunique_p)
+{
+    size_t u = 0;
+    uint64_t max;
+
+    if (n > 0 && (!indices || !unique_p || !inverse_p))
+        return EMBER_ERR_INVALID_PARAM;
+    if (!nunique_p)
+        return EMBER_ERR_INVALID_PARAM;
+    if (n > SIZE_MAX / 2 || !EMBER_RESERVE(dedup_scratch, dedup_capacity, 2 * n))
+        return EMBER_ERR_NO_MEMORY;
+    size_t m = dedup_keys(indices, n, skip, dedup_scratch, inverse_p, &max);
+    const dedup_pair_t *pairs = dedup_sort(dedup_scratch, dedup_scratch + n, m, max);
     for (size_t i = 0; i < m; i++) {
         int64_t value = (int64_t)(pairs[i].value ^ (1ull << 63));
         if (u == 0 || unique_p[u - 1] != value)
@@ -408,35 +489,29 @@ ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, i
     return EMBER_OK;
 }
 
-ember_status_t ember_bag_backward(const float *table, int64_t rows, size_t dim,
-                                  const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
-                                  const float *grad_out, const int64_t *argmax,
-                                  int64_t *grad_rows_p, float *grad_p, size_t *nrows_p,
-                                  float *grad_weights_p)
-{
-    return ember_bag_backward_typed(table, EMBER_DTYPE_F32, rows, dim, batch, opts, grad_out,
-                                    argmax, grad_rows_p, grad_p, nrows_p, grad_weights_p);
-}
+/* What a backward's per-bag phases read and write (values, as bag_rows_t). */
+typedef struct {
+    const void *table;
+    int half; /* rows are fp16 */
+    size_t dim;
+    const int64_t *indices;
+    const float *weights;
+    const int64_t *inverse; /* [n]: each entry's place in rows, -1 for padding */
+    const int64_t *rows;    /* the sorted unique rows */
+    size_t nu;
+    float *grad;
+    float *grad_weights;
+} bag_backward_t;
 
-ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype, int64_t rows,
-                                        size_t dim, const ember_bag_batch_t *batch,
-                                        const ember_bag_opts_t *opts, const float *grad_out,
-                                        const int64_t *argmax, int64_t *grad_rows_p, float *grad_p,
-                                        size_t *nrows_p, float *grad_weights_p)
+static ember_status_t backward_check_args(const ember_bag_table_t *table,
+                                          const ember_bag_batch_t *batch,
+                                          const ember_bag_opts_t *opts, const float *grad_out,
+                                          const int64_t *argmax, const ember_bag_grad_t *out)
 {
-    ember_status_t status;
-    int64_t *inverse;
-    size_t nu = 0;
-    const int64_t pad = opts ? opts->padding_idx : -1;
-
-    (void)rows;
-    if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
-        ember_error("embedding", "bag backward: rows of dtype %d are not supported", (int)dtype);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    if (!batch || !opts || dim == 0 || !nrows_p ||
+    EMBER_CHECK(bag_check_table(table, "bag backward"));
+    if (!batch || !opts || table->dim == 0 || !out ||
         (batch->bags > 0 && (!grad_out || !batch->offsets)) ||
-        (batch->n > 0 && (!batch->indices || !grad_rows_p || !grad_p))) {
+        (batch->n > 0 && (!batch->indices || !out->rows || !out->grad))) {
         ember_error("embedding", "bag backward: invalid arguments");
         return EMBER_ERR_INVALID_PARAM;
     }
@@ -444,99 +519,132 @@ ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype, 
         ember_error("embedding", "bag backward: max mode needs the argmax");
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (grad_weights_p && (!batch->weights || !table || opts->mode != EMBER_BAG_SUM)) {
+    if (out->grad_weights && (!batch->weights || !table->data || opts->mode != EMBER_BAG_SUM)) {
         ember_error("embedding", "bag backward: weight gradient needs weights, "
                                  "the table and mode sum");
         return EMBER_ERR_INVALID_PARAM;
     }
+    return EMBER_OK;
+}
+
+BAG_INLINE void backward_sum(const bag_backward_t *k, size_t begin, size_t end, const float *go)
+{
+    for (size_t i = begin; i < end; i++) {
+        if (k->inverse[i] < 0)
+            continue;
+        float *g = k->grad + (size_t)k->inverse[i] * k->dim;
+        if (k->weights)
+            row_axpy(g, go, k->weights[i], k->dim);
+        else
+            row_add(g, go, k->dim);
+    }
+}
+
+BAG_INLINE void backward_mean(const bag_backward_t *k, size_t begin, size_t end, const float *go)
+{
+    size_t count = 0;
+    for (size_t i = begin; i < end; i++)
+        count += k->inverse[i] >= 0;
+    if (count == 0)
+        return;
+    /* The forward divides by count; its gradient scales by 1/count. */
+    float scale = 1.0f / (float)count;
+    for (size_t i = begin; i < end; i++) {
+        if (k->inverse[i] >= 0)
+            row_axpy(k->grad + (size_t)k->inverse[i] * k->dim, go, scale, k->dim);
+    }
+}
+
+/* Each element's gradient goes to the row the forward's max chose. */
+BAG_INLINE ember_status_t backward_max(const bag_backward_t *k, size_t b, const int64_t *am,
+                                       const float *go)
+{
+    for (size_t d = 0; d < k->dim; d++) {
+        if (am[d] < 0)
+            continue;
+        int64_t u = find_sorted(k->rows, k->nu, am[d]);
+        if (u < 0) {
+            ember_error("embedding",
+                        "bag backward: argmax row %" PRId64 " of bag %zu is not in the batch",
+                        am[d], b);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+        k->grad[(size_t)u * k->dim + d] += go[d];
+    }
+    return EMBER_OK;
+}
+
+/* d out[b] / d w_i = table[idx_i]; padding entries get 0. */
+BAG_INLINE void backward_weights(const bag_backward_t *k, size_t begin, size_t end, const float *go)
+{
+    const size_t dim = k->dim, chunk = k->half ? BAG_HALF_CHUNK : dim;
+    const size_t row_bytes = dim * (k->half ? sizeof(uint16_t) : sizeof(float));
+    float tmp[BAG_HALF_CHUNK];
+    for (size_t i = begin; i < end; i++) {
+        float acc = 0.0f;
+        const void *at = (const char *)k->table + (size_t)k->indices[i] * row_bytes;
+        for (size_t c = 0; k->inverse[i] >= 0 && c < dim; c += chunk) {
+            size_t len = dim - c < chunk ? dim - c : chunk;
+            const float *row = bag_row_span(at, k->half, c, len, tmp);
+            for (size_t d = 0; d < len; d++)
+                acc += row[d] * go[c + d];
+        }
+        k->grad_weights[i] = acc;
+    }
+}
+
+/* Every bag's gradient into the rows it touched, in bag order. */
+BAG_INLINE ember_status_t backward_bags(const bag_backward_t *k, const ember_bag_batch_t *batch,
+                                        const ember_bag_opts_t *opts, const float *grad_out,
+                                        const int64_t *argmax)
+{
+    memset(k->grad, 0, k->nu * k->dim * sizeof(*k->grad));
+    for (size_t b = 0; b < batch->bags; b++) {
+        const float *go = grad_out + b * k->dim;
+        size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
+
+        switch (opts->mode) {
+        case EMBER_BAG_SUM: backward_sum(k, begin, end, go); break;
+        case EMBER_BAG_MEAN: backward_mean(k, begin, end, go); break;
+        case EMBER_BAG_MAX: EMBER_CHECK(backward_max(k, b, argmax + b * k->dim, go)); break;
+        }
+        if (k->grad_weights)
+            backward_weights(k, begin, end, go);
+    }
+    return EMBER_OK;
+}
+
+ember_status_t ember_bag_backward(const ember_bag_table_t *table, const ember_bag_batch_t *batch,
+                                  const ember_bag_opts_t *opts, const float *grad_out,
+                                  const int64_t *argmax, ember_bag_grad_t *grad_p)
+{
+    EMBER_CHECK(backward_check_args(table, batch, opts, grad_out, argmax, grad_p));
     if (batch->n == 0) {
-        *nrows_p = 0;
+        grad_p->nrows = 0;
         return EMBER_OK;
     }
-
-    inverse = malloc(batch->n * sizeof(*inverse));
+    int64_t *inverse = malloc(batch->n * sizeof(*inverse));
     if (!inverse) {
         ember_error("embedding", "bag backward: no memory for %zu entries", batch->n);
         return EMBER_ERR_NO_MEMORY;
     }
-    status = ember_bag_dedup(batch->indices, batch->n, pad, grad_rows_p, inverse, &nu);
-    if (status != EMBER_OK)
-        goto out_free_inverse;
-    memset(grad_p, 0, nu * dim * sizeof(*grad_p));
-
-    for (size_t b = 0; b < batch->bags; b++) {
-        const float *go = grad_out + b * dim;
-        size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
-
-        switch (opts->mode) {
-        case EMBER_BAG_SUM:
-            for (size_t i = begin; i < end; i++) {
-                if (inverse[i] < 0)
-                    continue;
-                float *g = grad_p + (size_t)inverse[i] * dim;
-                if (batch->weights)
-                    row_axpy(g, go, batch->weights[i], dim);
-                else
-                    row_add(g, go, dim);
-            }
-            break;
-        case EMBER_BAG_MEAN: {
-            size_t count = 0;
-            for (size_t i = begin; i < end; i++)
-                count += inverse[i] >= 0;
-            if (count == 0)
-                break;
-            /* The forward divides by count; its gradient scales by 1/count. */
-            float scale = 1.0f / (float)count;
-            for (size_t i = begin; i < end; i++) {
-                if (inverse[i] >= 0)
-                    row_axpy(grad_p + (size_t)inverse[i] * dim, go, scale, dim);
-            }
-            break;
-        }
-        case EMBER_BAG_MAX: {
-            const int64_t *am = argmax + b * dim;
-            for (size_t d = 0; d < dim; d++) {
-                if (am[d] < 0)
-                    continue;
-                int64_t u = find_sorted(grad_rows_p, nu, am[d]);
-                if (u < 0) {
-                    ember_error("embedding",
-                                "bag backward: argmax row %" PRId64
-                                " of bag %zu is not in the batch",
-                                am[d], b);
-                    status = EMBER_ERR_INVALID_PARAM;
-                    goto out_free_inverse;
-                }
-                grad_p[(size_t)u * dim + d] += go[d];
-            }
-            break;
-        }
-        }
-
-        if (grad_weights_p) {
-            /* d out[b] / d w_i = table[idx_i]; padding entries get 0. */
-            const int half = dtype == EMBER_DTYPE_F16;
-            const size_t chunk = half ? BAG_HALF_CHUNK : dim;
-            const size_t row_bytes = dim * (half ? sizeof(uint16_t) : sizeof(float));
-            float tmp[BAG_HALF_CHUNK];
-            for (size_t i = begin; i < end; i++) {
-                float acc = 0.0f;
-                const void *at = (const char *)table + (size_t)batch->indices[i] * row_bytes;
-                for (size_t c = 0; inverse[i] >= 0 && c < dim; c += chunk) {
-                    size_t len = dim - c < chunk ? dim - c : chunk;
-                    const float *row = bag_row_span(at, half, c, len, tmp);
-                    for (size_t d = 0; d < len; d++)
-                        acc += row[d] * go[c + d];
-                }
-                grad_weights_p[i] = acc;
-            }
-        }
-    }
-    *nrows_p = nu;
-    status = EMBER_OK;
-
-out_free_inverse:
+    size_t nu = 0;
+    ember_status_t status = ember_bag_dedup(batch->indices, batch->n, opts->padding_idx,
+                                            grad_p->rows, inverse, &nu);
+    const bag_backward_t k = {.table = table->data,
+                              .half = table->dtype == EMBER_DTYPE_F16,
+                              .dim = table->dim,
+                              .indices = batch->indices,
+                              .weights = batch->weights,
+                              .inverse = inverse,
+                              .rows = grad_p->rows,
+                              .nu = nu,
+                              .grad = grad_p->grad,
+                              .grad_weights = grad_p->grad_weights};
+    if (status == EMBER_OK)
+        status = backward_bags(&k, batch, opts, grad_out, argmax);
+    if (status == EMBER_OK)
+        grad_p->nrows = nu;
     free(inverse);
     return status;
 }

@@ -102,12 +102,9 @@ static void *opt_alloc(ember_opt_t *opt, size_t count, size_t size)
     return p;
 }
 
-ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size_t dim,
-                                ember_opt_layout_t layout, ember_opt_t **opt_p)
+static ember_status_t opt_check_create(const ember_opt_config_t *cfg, size_t rows, size_t dim,
+                                       ember_opt_layout_t layout, ember_opt_t **opt_p)
 {
-    ember_opt_t *opt;
-    size_t n;
-
     /* A sparse parameter may have no rows: a parameter server's shard of a
      * table with fewer rows than servers owns none. */
     if (!cfg || !opt_p || (rows == 0 && layout != EMBER_OPT_SPARSE) || dim == 0 ||
@@ -115,9 +112,51 @@ ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size
         ember_error("optim", "create: invalid arguments (rows %zu, dim %zu)", rows, dim);
         return EMBER_ERR_INVALID_PARAM;
     }
-    EMBER_CHECK(opt_check_config(cfg));
-    n = rows * dim;
-    opt = calloc(1, sizeof(*opt));
+    return opt_check_config(cfg);
+}
+
+/* buf0 of @count accumulators at initial_accumulator (Adagrad's kinds). */
+static int opt_alloc_accumulators(ember_opt_t *opt, size_t count)
+{
+    if (!(opt->buf0 = opt_alloc(opt, count, sizeof(float))))
+        return 0;
+    for (size_t i = 0; i < count; i++)
+        opt->buf0[i] = opt->cfg.initial_accumulator;
+    return 1;
+}
+
+/* The state the kind needs, as the header lists it; 0 when out of memory. */
+static int opt_alloc_state(ember_opt_t *opt)
+{
+    const ember_opt_config_t *cfg = &opt->cfg;
+    const size_t rows = opt->rows, n = rows * opt->dim;
+    const int sparse = opt->layout == EMBER_OPT_SPARSE;
+
+    switch (cfg->kind) {
+    case EMBER_OPT_SGD:
+        if (cfg->momentum == 0.0f)
+            return 1;
+        /* A zero buffer behaves as "not started" only when dampening is 0
+         * (m*0 + 1*g == g); otherwise each row needs its own flag. */
+        return (opt->buf0 = opt_alloc(opt, n, sizeof(float))) &&
+               (!sparse || cfg->dampening == 0.0f ||
+                (opt->started = opt_alloc(opt, (rows + 7) / 8, 1)));
+    case EMBER_OPT_ADAGRAD: return opt_alloc_accumulators(opt, n);
+    case EMBER_OPT_ROWWISE_ADAGRAD: return opt_alloc_accumulators(opt, rows);
+    case EMBER_OPT_ADAM:
+        return (opt->buf0 = opt_alloc(opt, n, sizeof(float))) &&
+               (opt->buf1 = opt_alloc(opt, n, sizeof(float))) &&
+               (!sparse || !cfg->adam_row_step ||
+                (opt->row_step = opt_alloc(opt, rows, sizeof(uint32_t))));
+    }
+    return 1;
+}
+
+ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size_t dim,
+                                ember_opt_layout_t layout, ember_opt_t **opt_p)
+{
+    EMBER_CHECK(opt_check_create(cfg, rows, dim, layout, opt_p));
+    ember_opt_t *opt = calloc(1, sizeof(*opt));
     if (!opt)
         return EMBER_ERR_NO_MEMORY;
     opt->cfg = *cfg;
@@ -128,48 +167,14 @@ ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size
         free(opt);
         return EMBER_ERR_NO_MEMORY;
     }
-
-    switch (cfg->kind) {
-    case EMBER_OPT_SGD:
-        if (cfg->momentum != 0.0f) {
-            if (!(opt->buf0 = opt_alloc(opt, n, sizeof(float))))
-                goto err_destroy;
-            /* A zero buffer behaves as "not started" only when dampening is
-             * 0 (m*0 + 1*g == g); otherwise each row needs its own flag. */
-            if (layout == EMBER_OPT_SPARSE && cfg->dampening != 0.0f &&
-                !(opt->started = opt_alloc(opt, (rows + 7) / 8, 1)))
-                goto err_destroy;
-        }
-        break;
-    case EMBER_OPT_ADAGRAD:
-        if (!(opt->buf0 = opt_alloc(opt, n, sizeof(float))))
-            goto err_destroy;
-        for (size_t i = 0; i < n; i++)
-            opt->buf0[i] = cfg->initial_accumulator;
-        break;
-    case EMBER_OPT_ROWWISE_ADAGRAD:
-        if (!(opt->buf0 = opt_alloc(opt, rows, sizeof(float))))
-            goto err_destroy;
-        for (size_t i = 0; i < rows; i++)
-            opt->buf0[i] = cfg->initial_accumulator;
-        break;
-    case EMBER_OPT_ADAM:
-        if (!(opt->buf0 = opt_alloc(opt, n, sizeof(float))) ||
-            !(opt->buf1 = opt_alloc(opt, n, sizeof(float))))
-            goto err_destroy;
-        if (layout == EMBER_OPT_SPARSE && cfg->adam_row_step &&
-            !(opt->row_step = opt_alloc(opt, rows, sizeof(uint32_t))))
-            goto err_destroy;
-        break;
+    if (!opt_alloc_state(opt)) {
+        ember_error("optim", "create: no memory for %s state of %zu x %zu",
+                    ember_opt_kind_name(cfg->kind), rows, dim);
+        ember_opt_destroy(opt);
+        return EMBER_ERR_NO_MEMORY;
     }
     *opt_p = opt;
     return EMBER_OK;
-
-err_destroy:
-    ember_error("optim", "create: no memory for %s state of %zu x %zu",
-                ember_opt_kind_name(cfg->kind), rows, dim);
-    ember_opt_destroy(opt);
-    return EMBER_ERR_NO_MEMORY;
 }
 
 void ember_opt_destroy(ember_opt_t *opt)
@@ -299,52 +304,32 @@ ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param, const float 
     return EMBER_OK;
 }
 
-ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
-                                     const int64_t *rows, const float *grad, size_t nrows)
+static ember_status_t step_check_args(const ember_opt_t *opt, const ember_opt_values_t *values,
+                                      const int64_t *rows, const float *grad, size_t nrows)
 {
-    return ember_opt_step_sparse_typed(opt, table, EMBER_DTYPE_F32, dim, rows, grad, nrows);
-}
-
-/* @gathered: @table holds the touched rows packed in the order of @rows
- * ([nrows, dim], a device's rows copied out) instead of the whole table. */
-static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype, size_t dim,
-                                  const int64_t *rows, const float *grad, size_t nrows,
-                                  int gathered);
-
-ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table, ember_dtype_t dtype,
-                                           size_t dim, const int64_t *rows, const float *grad,
-                                           size_t nrows)
-{
-    return step_sparse(opt, table, dtype, dim, rows, grad, nrows, 0);
-}
-
-ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values, size_t dim,
-                                              const int64_t *rows, const float *grad, size_t nrows)
-{
-    return step_sparse(opt, values, EMBER_DTYPE_F32, dim, rows, grad, nrows, 1);
-}
-
-static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t dtype, size_t dim,
-                                  const int64_t *rows, const float *grad, size_t nrows,
-                                  int gathered)
-{
-    if (dtype != EMBER_DTYPE_F32 && dtype != EMBER_DTYPE_F16) {
+    if (values && values->dtype != EMBER_DTYPE_F32 && values->dtype != EMBER_DTYPE_F16) {
         ember_error("optim",
                     "sparse step: rows of dtype %d are not supported (fp32, "
                     "fp16)",
-                    (int)dtype);
+                    (int)values->dtype);
         return EMBER_ERR_INVALID_PARAM;
     }
-    if (!opt || opt->layout != EMBER_OPT_SPARSE || dim != opt->dim ||
-        (nrows > 0 && (!table || !rows || !grad))) {
+    if (!opt || !values || opt->layout != EMBER_OPT_SPARSE || values->dim != opt->dim ||
+        (values->placement != EMBER_OPT_IN_TABLE && values->placement != EMBER_OPT_GATHERED) ||
+        (nrows > 0 && (!values->data || !rows || !grad))) {
         ember_error("optim",
                     "sparse step: invalid arguments (dim %zu, "
                     "expected %zu)",
-                    dim, opt ? opt->dim : 0);
+                    values ? values->dim : 0, opt ? opt->dim : 0);
         return EMBER_ERR_INVALID_PARAM;
     }
-    /* Check every row before touching anything, so an error leaves the table
-     * and state exactly as they were. */
+    return EMBER_OK;
+}
+
+/* Every row checked before anything is touched, so an error leaves the
+ * table and state exactly as they were. */
+static ember_status_t step_check_rows(const ember_opt_t *opt, const int64_t *rows, size_t nrows)
+{
     for (size_t u = 0; u < nrows; u++) {
         if (rows[u] < 0 || (uint64_t)rows[u] >= opt->rows) {
             ember_error("optim",
@@ -361,65 +346,102 @@ static ember_status_t step_sparse(ember_opt_t *opt, void *table, ember_dtype_t d
             return EMBER_ERR_INVALID_PARAM;
         }
     }
-    opt->step++;
+    return EMBER_OK;
+}
+
+/* The values (when in the table) and the state of the row
+ * EMBER_PREFETCH_AHEAD places on are requested now: random rows, see
+ * prefetch.h.  always_inline: GCC takes a function doing nothing but
+ * prefetch for a pure one and drops its calls before it would inline it. */
+static inline __attribute__((always_inline)) void
+step_prefetch(const ember_opt_t *opt, const char *base, size_t stored_bytes, int gathered,
+              const int64_t *rows, size_t u, size_t nrows)
+{
+    if (u + EMBER_PREFETCH_AHEAD >= nrows)
+        return;
+    const size_t row_bytes = opt->dim * sizeof(float);
+    size_t ahead = (size_t)rows[u + EMBER_PREFETCH_AHEAD] * opt->dim;
+    if (!gathered)
+        ember_prefetch_span(base + (size_t)rows[u + EMBER_PREFETCH_AHEAD] * stored_bytes,
+                            stored_bytes, 1);
+    if (opt->buf0 && opt->cfg.kind != EMBER_OPT_ROWWISE_ADAGRAD)
+        ember_prefetch_span(opt->buf0 + ahead, row_bytes, 1);
+    if (opt->buf1)
+        ember_prefetch_span(opt->buf1 + ahead, row_bytes, 1);
+}
+
+/* The kind's update of table row @r, its fp32 values in @w. */
+static inline void step_row(ember_opt_t *opt, float *w, const float *g, size_t r, float clr)
+{
     const ember_opt_config_t *c = &opt->cfg;
+    const size_t dim = opt->dim, off = r * dim;
+
+    switch (c->kind) {
+    case EMBER_OPT_SGD: {
+        int first = 0;
+        if (opt->started) {
+            first = !(opt->started[r / 8] & (1u << (r % 8)));
+            opt->started[r / 8] |= (uint8_t)(1u << (r % 8));
+        }
+        sgd_span(c, w, g, opt->buf0 ? opt->buf0 + off : NULL, dim, first);
+        break;
+    }
+    case EMBER_OPT_ADAGRAD: adagrad_span(c, w, g, opt->buf0 + off, dim, clr); break;
+    case EMBER_OPT_ROWWISE_ADAGRAD: rowwise_row(c, w, g, &opt->buf0[r], dim); break;
+    case EMBER_OPT_ADAM: {
+        uint64_t t = opt->step;
+        if (opt->row_step) {
+            /* Saturate: past 2^32 updates the bias terms are exactly 1. */
+            if (opt->row_step[r] != UINT32_MAX)
+                opt->row_step[r]++;
+            t = opt->row_step[r];
+        }
+        adam_sparse_span(c, w, g, opt->buf0 + off, opt->buf1 + off, dim, t);
+        break;
+    }
+    }
+}
+
+/* The checked rows updated in order; the step already counted. */
+static void step_rows(ember_opt_t *opt, const ember_opt_values_t *values, const int64_t *rows,
+                      const float *grad, size_t nrows)
+{
+    const ember_opt_config_t *c = &opt->cfg;
+    const size_t dim = opt->dim;
     const float clr = c->kind == EMBER_OPT_ADAGRAD ? adagrad_clr(opt) : 0.0f;
-    const int half = dtype == EMBER_DTYPE_F16;
-    const size_t row_bytes = dim * sizeof(float);
-    const size_t stored_bytes = half ? dim * sizeof(uint16_t) : row_bytes;
-    char *base = table;
+    const int half = values->dtype == EMBER_DTYPE_F16;
+    const int gathered = values->placement == EMBER_OPT_GATHERED;
+    const size_t stored_bytes = half ? dim * sizeof(uint16_t) : dim * sizeof(float);
+    char *base = values->data;
     /* Plain SGD on fp16 rows needs no fp32 copy of the row: one pass. */
     const int half_sgd = half && c->kind == EMBER_OPT_SGD && !opt->buf0;
+
     for (size_t u = 0; u < nrows; u++) {
-        size_t r = (size_t)rows[u], off = r * dim;
+        size_t r = (size_t)rows[u];
         void *stored = base + (gathered ? u : r) * stored_bytes;
         /* An fp16 row is updated in fp32 and rounded back once. */
         float *w = half ? opt->row : stored;
         const float *g = grad + u * dim;
 
-        if (u + EMBER_PREFETCH_AHEAD < nrows) { /* random rows: see prefetch.h */
-            size_t ahead = (size_t)rows[u + EMBER_PREFETCH_AHEAD] * dim;
-            if (!gathered)
-                ember_prefetch_span(base + (size_t)rows[u + EMBER_PREFETCH_AHEAD] * stored_bytes,
-                                    stored_bytes, 1);
-            if (opt->buf0 && c->kind != EMBER_OPT_ROWWISE_ADAGRAD)
-                ember_prefetch_span(opt->buf0 + ahead, row_bytes, 1);
-            if (opt->buf1)
-                ember_prefetch_span(opt->buf1 + ahead, row_bytes, 1);
-        }
+        step_prefetch(opt, base, stored_bytes, gathered, rows, u, nrows);
         if (half_sgd) {
             ember_half_sgd(stored, g, c->lr, dim);
             continue;
         }
         if (half)
             ember_half_to_float_n(stored, w, dim);
-
-        switch (c->kind) {
-        case EMBER_OPT_SGD: {
-            int first = 0;
-            if (opt->started) {
-                first = !(opt->started[r / 8] & (1u << (r % 8)));
-                opt->started[r / 8] |= (uint8_t)(1u << (r % 8));
-            }
-            sgd_span(c, w, g, opt->buf0 ? opt->buf0 + off : NULL, dim, first);
-            break;
-        }
-        case EMBER_OPT_ADAGRAD: adagrad_span(c, w, g, opt->buf0 + off, dim, clr); break;
-        case EMBER_OPT_ROWWISE_ADAGRAD: rowwise_row(c, w, g, &opt->buf0[r], dim); break;
-        case EMBER_OPT_ADAM: {
-            uint64_t t = opt->step;
-            if (opt->row_step) {
-                /* Saturate: past 2^32 updates the bias terms are exactly 1. */
-                if (opt->row_step[r] != UINT32_MAX)
-                    opt->row_step[r]++;
-                t = opt->row_step[r];
-            }
-            adam_sparse_span(c, w, g, opt->buf0 + off, opt->buf1 + off, dim, t);
-            break;
-        }
-        }
+        step_row(opt, w, g, r, clr);
         if (half)
             ember_float_to_half_n(w, stored, dim);
     }
+}
+
+ember_status_t ember_opt_step_sparse(ember_opt_t *opt, const ember_opt_values_t *values,
+                                     const int64_t *rows, const float *grad, size_t nrows)
+{
+    EMBER_CHECK(step_check_args(opt, values, rows, grad, nrows));
+    EMBER_CHECK(step_check_rows(opt, rows, nrows));
+    opt->step++;
+    step_rows(opt, values, rows, grad, nrows);
     return EMBER_OK;
 }

@@ -104,36 +104,37 @@ size_t ember_opt_state_bytes(const ember_opt_t *opt);
  */
 ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param, const float *grad, size_t n);
 
+/* Where the values a sparse step updates live. */
+typedef enum {
+    EMBER_OPT_IN_TABLE, /* @data is the whole table [rows, dim]: row r at r * dim */
+    EMBER_OPT_GATHERED  /* @data is [nrows, dim], row u being table row rows[u]: copied
+                           out of a table kept elsewhere (a GPU); the caller copies it back */
+} ember_opt_placement_t;
+
+typedef struct {
+    void *data;
+    ember_dtype_t dtype; /* EMBER_DTYPE_F32, or EMBER_DTYPE_F16 (uint16_t, engine/ops/half.h):
+                            each touched row widened, updated in fp32 with fp32 state and
+                            rounded back to fp16 */
+    size_t dim;          /* must match the object's */
+    ember_opt_placement_t placement;
+} ember_opt_values_t;
+
 /**
- * One sparse (lazy) step on a table [rows, dim]: for each u < @nrows, row
- * @rows[u] is updated with @grad [u * dim .. (u+1) * dim), and only that row's
- * state changes; other rows and their state are untouched.  @rows must be
- * strictly increasing (sorted unique, as ember_bag_backward produces) and
- * < the object's rows; @dim must match.  The object must be EMBER_OPT_SPARSE.
- * Errors: ERR_INVALID_PARAM (dim mismatch, unsorted/duplicate rows),
- * ERR_OUT_OF_RANGE (a row id outside the table; nothing is updated).
+ * One sparse (lazy) step: for each u < @nrows, table row @rows[u] (its
+ * values where @values says) is updated with @grad [u * dim .. (u+1) * dim),
+ * and only that row's state changes; other rows and their state are
+ * untouched.  The state is the table's, indexed by row id, wherever the
+ * values are: a step on gathered rows computes the same bits as one in the
+ * table.  @rows must be strictly increasing (sorted unique, as
+ * ember_bag_backward produces) and < the object's rows.  The object must be
+ * EMBER_OPT_SPARSE.  All buffers borrowed.
+ * Errors: ERR_INVALID_PARAM (dim mismatch, a dtype other than F32 and F16,
+ * unsorted/duplicate rows), ERR_OUT_OF_RANGE (a row id outside the table;
+ * nothing is updated).
  */
-ember_status_t ember_opt_step_sparse(ember_opt_t *opt, float *table, size_t dim,
+ember_status_t ember_opt_step_sparse(ember_opt_t *opt, const ember_opt_values_t *values,
                                      const int64_t *rows, const float *grad, size_t nrows);
-
-/**
- * ember_opt_step_sparse on a table stored as @dtype: EMBER_DTYPE_F32 (the
- * same) or EMBER_DTYPE_F16 (uint16_t rows, engine/ops/half.h): each touched row
- * is widened, updated in fp32 with fp32 state, and rounded back to fp16.
- * Other dtypes: ERR_INVALID_PARAM.
- */
-ember_status_t ember_opt_step_sparse_typed(ember_opt_t *opt, void *table, ember_dtype_t dtype,
-                                           size_t dim, const int64_t *rows, const float *grad,
-                                           size_t nrows);
-
-/**
- * ember_opt_step_sparse on rows copied out of a table kept elsewhere (a
- * GPU): @values is [nrows, dim], row u being table row rows[u]; the state is
- * the table's, indexed by row id, as in ember_opt_step_sparse.  The caller
- * copies @values back.  Same checks, same arithmetic, bit for bit.
- */
-ember_status_t ember_opt_step_sparse_gathered(ember_opt_t *opt, float *values, size_t dim,
-                                              const int64_t *rows, const float *grad, size_t nrows);
 
 #ifdef __cplusplus
 }

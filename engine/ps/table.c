@@ -493,9 +493,11 @@ static ember_status_t table_step(ember_table_t *table, const int64_t *rows, cons
                                  size_t nrows)
 {
     const ember_msg_table_create_t *spec = &table->spec;
-    if (!table->device)
-        return ember_opt_step_sparse_typed(table->optimizer, table->data, spec->dtype, spec->dim,
-                                           rows, grad, nrows);
+    if (!table->device) {
+        const ember_opt_values_t in_table = {
+                .data = table->data, .dtype = spec->dtype, .dim = spec->dim};
+        return ember_opt_step_sparse(table->optimizer, &in_table, rows, grad, nrows);
+    }
     ember_device_t *device = table->device;
     const ember_device_ops_t *dev = table->dev;
     const size_t bytes = nrows * spec->dim * sizeof(float);
@@ -518,8 +520,11 @@ static ember_status_t table_step(ember_table_t *table, const int64_t *rows, cons
         EMBER_CHECK(dev->mem_copy(device, values, table->d_values.data, bytes,
                                   EMBER_COPY_DEVICE_TO_HOST));
     }
-    EMBER_CHECK(
-            ember_opt_step_sparse_gathered(table->optimizer, values, spec->dim, rows, grad, nrows));
+    const ember_opt_values_t gathered = {.data = values,
+                                         .dtype = EMBER_DTYPE_F32,
+                                         .dim = spec->dim,
+                                         .placement = EMBER_OPT_GATHERED};
+    EMBER_CHECK(ember_opt_step_sparse(table->optimizer, &gathered, rows, grad, nrows));
     if (nrows == 0)
         return EMBER_OK;
     EMBER_CHECK(
@@ -759,10 +764,10 @@ static ember_status_t lookup_pool(ember_table_t *table, context_t *ctx,
                                .n_weights = lookup->weights ? n : 0};
     ember_bag_opts_t opts = {.mode = max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM, .padding_idx = -1};
     int64_t *argmax = max_mode ? ctx->argmax.data : NULL;
-    ember_status_t status =
-            table->device ? device_forward(table, &batch, &opts, out, argmax)
-                          : ember_bag_forward_typed(table->data, spec->dtype, table->local_rows,
-                                                    spec->dim, &batch, &opts, out, argmax);
+    const ember_bag_table_t rows = {
+            .data = table->data, .dtype = spec->dtype, .rows = table->local_rows, .dim = spec->dim};
+    ember_status_t status = table->device ? device_forward(table, &batch, &opts, out, argmax)
+                                          : ember_bag_forward(&rows, &batch, &opts, out, argmax);
     if (status != EMBER_OK)
         return refuse(err, err_length, status, who, "pooling failed: %s",
                       ember_status_string(status));
@@ -978,9 +983,12 @@ static ember_status_t max_backward(ember_table_t *table, const context_t *ctx,
                                .offsets = ctx->offsets.data,
                                .bags = ctx->bags};
     ember_bag_opts_t opts = {.mode = EMBER_BAG_MAX, .padding_idx = -1};
-    return ember_bag_backward_typed(table->data, spec->dtype, table->local_rows, spec->dim, &batch,
-                                    &opts, grad_out, ctx->argmax.data, pending->rows.data,
-                                    pending->grad.data, &pending->nrows, NULL);
+    const ember_bag_table_t rows = {
+            .data = table->data, .dtype = spec->dtype, .rows = table->local_rows, .dim = spec->dim};
+    ember_bag_grad_t out = {.rows = pending->rows.data, .grad = pending->grad.data};
+    EMBER_CHECK(ember_bag_backward(&rows, &batch, &opts, grad_out, ctx->argmax.data, &out));
+    pending->nrows = out.nrows;
+    return EMBER_OK;
 }
 
 /* The rows' gradients from the pooled output's, into @pending; the

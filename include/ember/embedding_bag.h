@@ -84,63 +84,56 @@ ember_status_t ember_bag_mode_parse(const char *text, ember_bag_mode_t *mode_p);
 ember_status_t ember_bag_validate(const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
                                   int64_t rows, char *err, size_t err_length);
 
+/* A table's rows as the ops read them.  The rows are borrowed. */
+typedef struct {
+    const void *data;    /* [rows, dim] row-major; see each call for when NULL is allowed */
+    ember_dtype_t dtype; /* EMBER_DTYPE_F32, or EMBER_DTYPE_F16 (uint16_t, IEEE binary16) */
+    int64_t rows;        /* the row count the batch was validated against */
+    size_t dim;          /* floats per row, > 0 */
+} ember_bag_table_t;
+
 /**
  * Pool a batch.
  *
- * @table: [rows, dim] row-major, borrowed.
+ * @table: the rows; an fp16 row is widened to fp32 and pooled exactly as its
+ *   fp32 value would be (the same bits as over the widened table).
  * @out_p: [bags, dim], fully overwritten.
  * @argmax_p: [bags, dim]; required in max mode (row id chosen per element,
  *   -1 for an empty bag), ignored (may be NULL) otherwise.
  * Ties in max mode keep the first entry, as PyTorch's CPU kernel does.
- * No allocation.  Errors: ERR_INVALID_PARAM on NULL buffers or dim == 0.
+ * No allocation.  Errors: ERR_INVALID_PARAM on NULL buffers, dim == 0 or a
+ * dtype other than F32 and F16.
  */
-ember_status_t ember_bag_forward(const float *table, int64_t rows, size_t dim,
-                                 const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
-                                 float *out_p, int64_t *argmax_p);
+ember_status_t ember_bag_forward(const ember_bag_table_t *table, const ember_bag_batch_t *batch,
+                                 const ember_bag_opts_t *opts, float *out_p, int64_t *argmax_p);
 
-/**
- * ember_bag_forward over a table stored as @dtype: EMBER_DTYPE_F32 (the
- * above) or EMBER_DTYPE_F16 (uint16_t rows, IEEE binary16), each row widened
- * to fp32 and pooled exactly as its fp32 value would be: the same bits as
- * ember_bag_forward over the widened table.  Other dtypes: ERR_INVALID_PARAM.
- */
-ember_status_t ember_bag_forward_typed(const void *table, ember_dtype_t dtype, int64_t rows,
-                                       size_t dim, const ember_bag_batch_t *batch,
-                                       const ember_bag_opts_t *opts, float *out_p,
-                                       int64_t *argmax_p);
+/* Where ember_bag_backward writes the sparse row gradient.  The buffers are
+ * the caller's; @nrows is set by the call. */
+typedef struct {
+    int64_t *rows;       /* capacity n: the sorted unique rows touched (padding row excluded) */
+    float *grad;         /* capacity n * dim: one accumulated gradient row per entry of rows */
+    size_t nrows;        /* out: number of rows written */
+    float *grad_weights; /* [n] or NULL: gradient w.r.t. the per-sample weights (requires
+                            batch->weights, sum mode, table->data); 0 for padding entries */
+} ember_bag_grad_t;
 
 /**
  * Sparse backward of ember_bag_forward.
  *
- * @table: [rows, dim]; only read when @grad_weights_p is requested (may be
- *   NULL otherwise).
+ * @table: the rows (of either dtype); table->data is only read for
+ *   @grad_p->grad_weights (may be NULL otherwise).
  * @grad_out: [bags, dim], gradient of the loss w.r.t. the pooled output.
  * @argmax: the forward's argmax (max mode only; NULL otherwise).
- * @grad_rows_p: capacity n; receives the sorted unique rows touched (padding
- *   row excluded).
- * @grad_p: capacity n * dim; receives one accumulated gradient row per entry
- *   of grad_rows_p.
- * @nrows_p: number of rows written.
- * @grad_weights_p: [n] or NULL; gradient w.r.t. the per-sample weights
- *   (requires batch->weights, sum mode); 0 for padding entries.
+ * @grad_p: the outputs, as ember_bag_grad_t describes.
  *
  * Allocates O(n) scratch for the deduplication (one malloc per call).
  * Outputs are undefined on error.  Errors: ERR_INVALID_PARAM (NULL buffers,
- * weight gradient requested without weights), ERR_NO_MEMORY.
+ * weight gradient requested without weights, a dtype other than F32 and
+ * F16), ERR_NO_MEMORY.
  */
-ember_status_t ember_bag_backward(const float *table, int64_t rows, size_t dim,
-                                  const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
-                                  const float *grad_out, const int64_t *argmax,
-                                  int64_t *grad_rows_p, float *grad_p, size_t *nrows_p,
-                                  float *grad_weights_p);
-
-/** ember_bag_backward over a table stored as @dtype (read only for the
- * weight gradient), as ember_bag_forward_typed. */
-ember_status_t ember_bag_backward_typed(const void *table, ember_dtype_t dtype, int64_t rows,
-                                        size_t dim, const ember_bag_batch_t *batch,
-                                        const ember_bag_opts_t *opts, const float *grad_out,
-                                        const int64_t *argmax, int64_t *grad_rows_p, float *grad_p,
-                                        size_t *nrows_p, float *grad_weights_p);
+ember_status_t ember_bag_backward(const ember_bag_table_t *table, const ember_bag_batch_t *batch,
+                                  const ember_bag_opts_t *opts, const float *grad_out,
+                                  const int64_t *argmax, ember_bag_grad_t *grad_p);
 
 /**
  * Deduplicate row ids: the sorted unique values of @indices (entries equal to

@@ -144,8 +144,9 @@ static int bag_forward_same(bag_run_t *r)
     float *out_ref = calloc(ob + 1, sizeof(float)), *out = calloc(ob + 1, sizeof(float));
     int64_t *am = calloc(ob + 1, sizeof(int64_t));
     r->am_ref = calloc(ob + 1, sizeof(int64_t));
-    CHECK(ember_bag_forward(r->table, c->rows, dim, &r->hb, &r->opts, out_ref, r->am_ref) ==
-                  EMBER_OK,
+    const ember_bag_table_t cpu_table = {
+            .data = r->table, .dtype = EMBER_DTYPE_F32, .rows = c->rows, .dim = dim};
+    CHECK(ember_bag_forward(&cpu_table, &r->hb, &r->opts, out_ref, r->am_ref) == EMBER_OK,
           "cpu forward");
 
     r->d_table = up(r->table, (size_t)c->rows * dim * 4);
@@ -184,10 +185,14 @@ static int bag_backward_same(const bag_run_t *r)
     int64_t *rows_ref = malloc((n + 1) * 8), *rows = malloc((n + 1) * 8);
     float *g_ref = malloc((n * dim + 1) * 4), *g = malloc((n * dim + 1) * 4);
     float *gw_ref = calloc(n + 1, 4), *gw = calloc(n + 1, 4);
-    size_t nr_ref = 0, nr = 0;
-    CHECK(ember_bag_backward(r->table, c->rows, dim, &r->hb, &r->opts, go, r->am_ref, rows_ref,
-                             g_ref, &nr_ref, c->weights ? gw_ref : NULL) == EMBER_OK,
+    const ember_bag_table_t cpu_table = {
+            .data = r->table, .dtype = EMBER_DTYPE_F32, .rows = c->rows, .dim = dim};
+    ember_bag_grad_t ref = {
+            .rows = rows_ref, .grad = g_ref, .grad_weights = c->weights ? gw_ref : NULL};
+    size_t nr = 0;
+    CHECK(ember_bag_backward(&cpu_table, &r->hb, &r->opts, go, r->am_ref, &ref) == EMBER_OK,
           "cpu backward");
+    const size_t nr_ref = ref.nrows;
     float *d_go = up(go, ob * 4);
     int64_t *d_rows = up(NULL, n * 8);
     float *d_g = up(NULL, n * dim * 4);

@@ -65,6 +65,12 @@ typedef struct {
     float *weights; /* mutable copy for FD on weights */
 } bag_ctx_t;
 
+/* @data as the ops take a table of ROWS rows. */
+static ember_bag_table_t bag_rows(const void *data, ember_dtype_t dtype, size_t dim)
+{
+    return (ember_bag_table_t){.data = data, .dtype = dtype, .rows = ROWS, .dim = dim};
+}
+
 static double bag_loss(void *arg)
 {
     bag_ctx_t *c = arg;
@@ -73,7 +79,8 @@ static double bag_loss(void *arg)
     int64_t *am = malloc((bags * DIM + 1) * sizeof(int64_t));
     double l = 0.0;
 
-    if (ember_bag_forward(c->table, ROWS, DIM, &c->batch, &c->opts, out, am) != EMBER_OK)
+    const ember_bag_table_t t = bag_rows(c->table, EMBER_DTYPE_F32, DIM);
+    if (ember_bag_forward(&t, &c->batch, &c->opts, out, am) != EMBER_OK)
         l = NAN;
     for (size_t i = 0; i < bags * DIM; i++)
         l += (double)c->r[i] * out[i];
@@ -137,11 +144,14 @@ static int bag_fd(ember_bag_mode_t mode, int use_weights, int64_t padding)
     char msg[256];
     CHECK(ember_bag_validate(&c.batch, &c.opts, ROWS, msg, sizeof(msg)) == EMBER_OK,
           "valid batch rejected: %s", msg);
-    CHECK(ember_bag_forward(c.table, ROWS, DIM, &c.batch, &c.opts, out, am) == EMBER_OK, "forward");
-    CHECK(ember_bag_backward(c.table, ROWS, DIM, &c.batch, &c.opts, r,
-                             mode == EMBER_BAG_MAX ? am : NULL, rows, grad, &nrows,
-                             use_weights ? gw : NULL) == EMBER_OK,
+    const ember_bag_table_t t = bag_rows(c.table, EMBER_DTYPE_F32, DIM);
+    ember_bag_grad_t out_grad = {
+            .rows = rows, .grad = grad, .grad_weights = use_weights ? gw : NULL};
+    CHECK(ember_bag_forward(&t, &c.batch, &c.opts, out, am) == EMBER_OK, "forward");
+    CHECK(ember_bag_backward(&t, &c.batch, &c.opts, r, mode == EMBER_BAG_MAX ? am : NULL,
+                             &out_grad) == EMBER_OK,
           "backward");
+    nrows = out_grad.nrows;
 
     /* The sparse gradient: sorted unique, no padding row, only batch rows. */
     memset(dense, 0, sizeof(dense));
@@ -263,7 +273,8 @@ static int case_bag_forward_ref(void)
                 /* Poison the outputs: the forward must overwrite all. */
                 memset(out, 0x7f, sizeof(out));
                 memset(am, 0x7f, sizeof(am));
-                CHECK(ember_bag_forward(table, ROWS, DIM, &b, &o, out, am) == EMBER_OK, "forward");
+                const ember_bag_table_t t = bag_rows(table, EMBER_DTYPE_F32, DIM);
+                CHECK(ember_bag_forward(&t, &b, &o, out, am) == EMBER_OK, "forward");
                 bag_reference(table, &b, &o, ref, ref_am);
                 for (size_t i = 0; i < BAG_B * DIM; i++) {
                     CHECK(fabs(out[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])),
@@ -289,6 +300,8 @@ static int case_bag_empty(void)
     /* bags: [] [7 7] [] [3]  (bag 3 is the only real one) */
     const int64_t idx[] = {7, 7, 3}, off[] = {0, 0, 2, 2};
     ember_bag_batch_t b = {.indices = idx, .n = 3, .offsets = off, .bags = 4};
+    const ember_bag_table_t t = bag_rows(table, EMBER_DTYPE_F32, DIM);
+    ember_bag_grad_t out_grad = {.rows = rows, .grad = g};
 
     fill_table(table, 1);
     for (size_t i = 0; i < 4 * DIM; i++)
@@ -296,7 +309,7 @@ static int case_bag_empty(void)
     for (int mode = EMBER_BAG_SUM; mode <= EMBER_BAG_MAX; mode++) {
         ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode, .padding_idx = 7};
         memset(out, 0x7f, sizeof(out));
-        CHECK(ember_bag_forward(table, ROWS, DIM, &b, &o, out, am) == EMBER_OK, "forward");
+        CHECK(ember_bag_forward(&t, &b, &o, out, am) == EMBER_OK, "forward");
         for (size_t bag = 0; bag < 3; bag++) {
             for (size_t d = 0; d < DIM; d++) {
                 CHECK(out[bag * DIM + d] == 0.0f, "%s: bag %zu not zero (%g)",
@@ -310,10 +323,10 @@ static int case_bag_empty(void)
         }
         for (size_t d = 0; d < DIM; d++)
             CHECK(out[3 * DIM + d] == table[3 * DIM + d], "single-row bag");
-        CHECK(ember_bag_backward(table, ROWS, DIM, &b, &o, grad_out,
-                                 mode == EMBER_BAG_MAX ? am : NULL, rows, g, &nrows,
-                                 NULL) == EMBER_OK,
+        CHECK(ember_bag_backward(&t, &b, &o, grad_out, mode == EMBER_BAG_MAX ? am : NULL,
+                                 &out_grad) == EMBER_OK,
               "backward");
+        nrows = out_grad.nrows;
         CHECK(nrows == 1 && rows[0] == 3,
               "%s: expected only row 3, got %zu "
               "rows",
@@ -327,12 +340,11 @@ static int case_bag_empty(void)
     ember_bag_opts_t o = {.mode = EMBER_BAG_MEAN, .padding_idx = -1};
     char msg[128];
     CHECK(ember_bag_validate(&e, &o, ROWS, msg, sizeof(msg)) == EMBER_OK, "%s", msg);
-    CHECK(ember_bag_forward(table, ROWS, DIM, &e, &o, out, NULL) == EMBER_OK,
-          "forward of empty batch");
+    CHECK(ember_bag_forward(&t, &e, &o, out, NULL) == EMBER_OK, "forward of empty batch");
     CHECK(out[0] == 0.0f && out[2 * DIM - 1] == 0.0f, "zeros");
-    CHECK(ember_bag_backward(table, ROWS, DIM, &e, &o, grad_out, NULL, rows, g, &nrows, NULL) ==
-                          EMBER_OK &&
-                  nrows == 0,
+    out_grad.nrows = 1;
+    CHECK(ember_bag_backward(&t, &e, &o, grad_out, NULL, &out_grad) == EMBER_OK &&
+                  out_grad.nrows == 0,
           "backward of empty batch");
     return 0;
 }
@@ -379,11 +391,15 @@ static int case_bag_fp16(void)
                                            .n_weights = weighted ? BAG_N : 0};
                     ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode, .padding_idx = pad};
                     int max = mode == EMBER_BAG_MAX;
-                    CHECK(ember_bag_forward_typed(half, EMBER_DTYPE_F16, ROWS, dim, &b, &o, out,
-                                                  am) == EMBER_OK,
-                          "forward fp16");
-                    CHECK(ember_bag_forward(wide, ROWS, dim, &b, &o, ref, am_ref) == EMBER_OK,
-                          "forward fp32");
+                    const ember_bag_table_t th = bag_rows(half, EMBER_DTYPE_F16, dim);
+                    const ember_bag_table_t tw = bag_rows(wide, EMBER_DTYPE_F32, dim);
+                    ember_bag_grad_t gh = {
+                            .rows = rows, .grad = g, .grad_weights = weighted ? gw : NULL};
+                    ember_bag_grad_t gref = {.rows = rows_ref,
+                                             .grad = g_ref,
+                                             .grad_weights = weighted ? gw_ref : NULL};
+                    CHECK(ember_bag_forward(&th, &b, &o, out, am) == EMBER_OK, "forward fp16");
+                    CHECK(ember_bag_forward(&tw, &b, &o, ref, am_ref) == EMBER_OK, "forward fp32");
                     for (size_t i = 0; i < BAG_B * dim; i++) {
                         CHECK(memcmp(&out[i], &ref[i], 4) == 0,
                               "dim %zu mode %s pad %lld "
@@ -393,14 +409,13 @@ static int case_bag_fp16(void)
                         CHECK(!max || am[i] == am_ref[i], "dim %zu argmax[%zu] %lld, fp32 %lld",
                               dim, i, (long long)am[i], (long long)am_ref[i]);
                     }
-                    CHECK(ember_bag_backward_typed(half, EMBER_DTYPE_F16, ROWS, dim, &b, &o, go,
-                                                   max ? am : NULL, rows, g, &nrows,
-                                                   weighted ? gw : NULL) == EMBER_OK,
+                    CHECK(ember_bag_backward(&th, &b, &o, go, max ? am : NULL, &gh) == EMBER_OK,
                           "backward fp16");
-                    CHECK(ember_bag_backward(wide, ROWS, dim, &b, &o, go, max ? am_ref : NULL,
-                                             rows_ref, g_ref, &nrows_ref,
-                                             weighted ? gw_ref : NULL) == EMBER_OK,
+                    CHECK(ember_bag_backward(&tw, &b, &o, go, max ? am_ref : NULL, &gref) ==
+                                  EMBER_OK,
                           "backward fp32");
+                    nrows = gh.nrows;
+                    nrows_ref = gref.nrows;
                     CHECK(nrows == nrows_ref &&
                                   memcmp(rows, rows_ref, nrows * sizeof(*rows)) == 0 &&
                                   memcmp(g, g_ref, nrows * dim * sizeof(*g)) == 0,
@@ -413,8 +428,8 @@ static int case_bag_fp16(void)
         }
         ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N, .offsets = bag_off, .bags = BAG_B};
         ember_bag_opts_t o = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
-        CHECK(ember_bag_forward_typed(half, EMBER_DTYPE_BF16, ROWS, dim, &b, &o, out, am) ==
-                      EMBER_ERR_INVALID_PARAM,
+        const ember_bag_table_t tb = bag_rows(half, EMBER_DTYPE_BF16, dim);
+        CHECK(ember_bag_forward(&tb, &b, &o, out, am) == EMBER_ERR_INVALID_PARAM,
               "bf16 rows accepted");
         void *buffers[] = {half, wide, out, ref, go, g, g_ref, am, am_ref};
         for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)

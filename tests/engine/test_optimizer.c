@@ -152,17 +152,44 @@ static int run_dense(const char *what, const ember_opt_config_t *cfg)
 static const int64_t touch[STEPS][ROWS] = {
         {0, 2, 5, -1}, {2, 3, -1}, {0, 2, -1}, {5, -1}, {0, 3, 5, -1}};
 
+/* A sparse step on a table of @dim-wide rows of @dtype, in place. */
+static ember_status_t step_table(ember_opt_t *opt, void *table, ember_dtype_t dtype, size_t dim,
+                                 const int64_t *rows, const float *g, size_t n)
+{
+    const ember_opt_values_t values = {.data = table, .dtype = dtype, .dim = dim};
+    return ember_opt_step_sparse(opt, &values, rows, g, n);
+}
+
+/* The same step on the rows copied out of @table and back, as a PS does
+ * with rows kept on a device. */
+static ember_status_t step_gathered(ember_opt_t *opt, float *table, const int64_t *rows,
+                                    const float *g, size_t n)
+{
+    float values[ROWS * DIM];
+    for (size_t u = 0; u < n; u++)
+        memcpy(values + u * DIM, table + rows[u] * DIM, DIM * sizeof(float));
+    const ember_opt_values_t gathered = {
+            .data = values, .dtype = EMBER_DTYPE_F32, .dim = DIM, .placement = EMBER_OPT_GATHERED};
+    ember_status_t status = ember_opt_step_sparse(opt, &gathered, rows, g, n);
+    for (size_t u = 0; status == EMBER_OK && u < n; u++)
+        memcpy(table + rows[u] * DIM, values + u * DIM, DIM * sizeof(float));
+    return status;
+}
+
 static int run_sparse(const char *what, const ember_opt_config_t *cfg)
 {
-    ember_opt_t *opt;
+    ember_opt_t *opt, *opt_gathered;
     ref_t ref;
-    float p[ROWS * DIM], before[ROWS * DIM], g[ROWS * DIM];
+    float p[ROWS * DIM], before[ROWS * DIM], g[ROWS * DIM], q[ROWS * DIM];
     uint64_t rng = 2000 + (uint64_t)cfg->kind;
 
     for (size_t i = 0; i < ROWS * DIM; i++)
         p[i] = (float)test_uniform(&rng, -1, 1);
     ref_init(&ref, cfg, p);
-    CHECK(ember_opt_create(cfg, ROWS, DIM, EMBER_OPT_SPARSE, &opt) == EMBER_OK, "create");
+    memcpy(q, p, sizeof(p));
+    CHECK(ember_opt_create(cfg, ROWS, DIM, EMBER_OPT_SPARSE, &opt) == EMBER_OK &&
+                  ember_opt_create(cfg, ROWS, DIM, EMBER_OPT_SPARSE, &opt_gathered) == EMBER_OK,
+          "create");
     for (int s = 0; s < STEPS; s++) {
         size_t n = 0;
         int touched[ROWS] = {0};
@@ -171,7 +198,9 @@ static int run_sparse(const char *what, const ember_opt_config_t *cfg)
         for (size_t i = 0; i < n * DIM; i++)
             g[i] = (float)test_uniform(&rng, -1, 1);
         memcpy(before, p, sizeof(p));
-        CHECK(ember_opt_step_sparse(opt, p, DIM, touch[s], g, n) == EMBER_OK, "step");
+        CHECK(step_table(opt, p, EMBER_DTYPE_F32, DIM, touch[s], g, n) == EMBER_OK, "step");
+        CHECK(step_gathered(opt_gathered, q, touch[s], g, n) == EMBER_OK, "gathered step");
+        CHECK(memcmp(p, q, sizeof(p)) == 0, "%s step %d: gathered rows differ", what, s + 1);
         ref.t++;
         for (size_t u = 0; u < n; u++) {
             size_t row = (size_t)touch[s][u];
@@ -181,6 +210,7 @@ static int run_sparse(const char *what, const ember_opt_config_t *cfg)
         }
         if (compare(what, s + 1, p, ref.p, before, touched)) {
             ember_opt_destroy(opt);
+            ember_opt_destroy(opt_gathered);
             return 1;
         }
     }
@@ -189,6 +219,7 @@ static int run_sparse(const char *what, const ember_opt_config_t *cfg)
             "%zu bytes\n",
             what, STEPS, ember_opt_state_bytes(opt));
     ember_opt_destroy(opt);
+    ember_opt_destroy(opt_gathered);
     return 0;
 }
 
@@ -307,17 +338,17 @@ static int case_bad_input(void)
     memcpy(copy, table, sizeof(table));
     CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_SPARSE, &opt) == EMBER_OK, "create");
     const int64_t oob[3] = {0, 2, ROWS}, unsorted[3] = {3, 1, 4}, dup[3] = {1, 1, 2}, neg[1] = {-1};
-    CHECK(ember_opt_step_sparse(opt, table, DIM, oob, g, 3) == EMBER_ERR_OUT_OF_RANGE,
+    CHECK(step_table(opt, table, EMBER_DTYPE_F32, DIM, oob, g, 3) == EMBER_ERR_OUT_OF_RANGE,
           "row past the table accepted");
-    CHECK(ember_opt_step_sparse(opt, table, DIM, neg, g, 1) == EMBER_ERR_OUT_OF_RANGE,
+    CHECK(step_table(opt, table, EMBER_DTYPE_F32, DIM, neg, g, 1) == EMBER_ERR_OUT_OF_RANGE,
           "negative row accepted");
-    CHECK(ember_opt_step_sparse(opt, table, DIM, unsorted, g, 3) == EMBER_ERR_INVALID_PARAM,
+    CHECK(step_table(opt, table, EMBER_DTYPE_F32, DIM, unsorted, g, 3) == EMBER_ERR_INVALID_PARAM,
           "unsorted rows accepted");
-    CHECK(ember_opt_step_sparse(opt, table, DIM, dup, g, 3) == EMBER_ERR_INVALID_PARAM,
+    CHECK(step_table(opt, table, EMBER_DTYPE_F32, DIM, dup, g, 3) == EMBER_ERR_INVALID_PARAM,
           "duplicate rows accepted");
     CHECK(memcmp(table, copy, sizeof(table)) == 0, "a rejected step changed "
                                                    "the table");
-    CHECK(ember_opt_step_sparse(opt, table, DIM + 1, oob, g, 1) == EMBER_ERR_INVALID_PARAM,
+    CHECK(step_table(opt, table, EMBER_DTYPE_F32, DIM + 1, oob, g, 1) == EMBER_ERR_INVALID_PARAM,
           "dim mismatch accepted");
     CHECK(ember_opt_step_dense(opt, table, g, ROWS * DIM) == EMBER_ERR_INVALID_PARAM,
           "dense step on a sparse optimizer");
@@ -326,7 +357,7 @@ static int case_bad_input(void)
     CHECK(ember_opt_create(&c, ROWS, DIM, EMBER_OPT_DENSE, &opt) == EMBER_OK, "create");
     CHECK(ember_opt_step_dense(opt, table, g, ROWS * DIM - 1) == EMBER_ERR_INVALID_PARAM,
           "wrong n accepted");
-    CHECK(ember_opt_step_sparse(opt, table, DIM, oob, g, 1) == EMBER_ERR_INVALID_PARAM,
+    CHECK(step_table(opt, table, EMBER_DTYPE_F32, DIM, oob, g, 1) == EMBER_ERR_INVALID_PARAM,
           "sparse step on a dense optimizer");
     ember_opt_destroy(opt);
 
@@ -398,10 +429,11 @@ static int case_sparse_fp16(void)
             for (size_t i = 0; i < n * FDIM; i++)
                 g[i] = (float)test_uniform(&rng, -1, 1);
             memcpy(untouched, half, sizeof(half));
-            CHECK(ember_opt_step_sparse_typed(opt_half, half, EMBER_DTYPE_F16, FDIM,
-                                              touch[s % STEPS], g, n) == EMBER_OK,
+            CHECK(step_table(opt_half, half, EMBER_DTYPE_F16, FDIM, touch[s % STEPS], g, n) ==
+                          EMBER_OK,
                   "step");
-            CHECK(ember_opt_step_sparse(opt_wide, wide, FDIM, touch[s % STEPS], g, n) == EMBER_OK,
+            CHECK(step_table(opt_wide, wide, EMBER_DTYPE_F32, FDIM, touch[s % STEPS], g, n) ==
+                          EMBER_OK,
                   "fp32 step");
             for (size_t i = 0; i < ROWS * FDIM; i++)
                 wide[i] = ember_half_to_float(ember_float_to_half(wide[i]));
@@ -422,7 +454,7 @@ static int case_sparse_fp16(void)
                 }
             }
         }
-        CHECK(ember_opt_step_sparse_typed(opt_half, half, EMBER_DTYPE_BF16, FDIM, touch[0], g, 1) ==
+        CHECK(step_table(opt_half, half, EMBER_DTYPE_BF16, FDIM, touch[0], g, 1) ==
                       EMBER_ERR_INVALID_PARAM,
               "bf16 accepted");
         ember_opt_destroy(opt_half);

@@ -519,9 +519,10 @@ static float *ref_forward(const float *table, const table_ref_t *t, const batch_
     int64_t *scratch = argmax ? NULL : malloc(b->bags * t->dim * sizeof(int64_t) + 8);
     ember_bag_batch_t view = bag_view(b);
     ember_bag_opts_t opts = {.mode = mode, .padding_idx = -1};
+    const ember_bag_table_t rows = {
+            .data = table, .dtype = EMBER_DTYPE_F32, .rows = t->rows, .dim = t->dim};
     MP_CHECK(out && (argmax || scratch), "out of memory");
-    MP_CHECK(ember_bag_forward(table, t->rows, t->dim, &view, &opts, out,
-                               argmax ? argmax : scratch) == EMBER_OK,
+    MP_CHECK(ember_bag_forward(&rows, &view, &opts, out, argmax ? argmax : scratch) == EMBER_OK,
              "ember_bag_forward");
     free(scratch);
     return out;
@@ -534,15 +535,17 @@ static void ref_backward_add(const float *table, const table_ref_t *t, const bat
     int64_t *argmax = malloc(b->bags * t->dim * sizeof(int64_t) + 8);
     int64_t *rows = malloc((b->n + 1) * sizeof(int64_t));
     float *grad = malloc((b->n + 1) * t->dim * sizeof(float));
-    size_t nrows = 0;
     ember_bag_batch_t view = bag_view(b);
     ember_bag_opts_t opts = {.mode = mode, .padding_idx = -1};
+    const ember_bag_table_t rows_table = {
+            .data = table, .dtype = EMBER_DTYPE_F32, .rows = t->rows, .dim = t->dim};
+    ember_bag_grad_t out = {.rows = rows, .grad = grad};
     MP_CHECK(argmax && rows && grad, "out of memory");
     free(ref_forward(table, t, b, mode, argmax));
-    MP_CHECK(ember_bag_backward(table, t->rows, t->dim, &view, &opts, g,
-                                mode == EMBER_BAG_MAX ? argmax : NULL, rows, grad, &nrows,
-                                NULL) == EMBER_OK,
+    MP_CHECK(ember_bag_backward(&rows_table, &view, &opts, g, mode == EMBER_BAG_MAX ? argmax : NULL,
+                                &out) == EMBER_OK,
              "ember_bag_backward");
+    const size_t nrows = out.nrows;
     for (size_t u = 0; u < nrows; u++) {
         for (size_t d = 0; d < t->dim; d++)
             dense[(size_t)rows[u] * t->dim + d] += grad[u * t->dim + d];

@@ -54,7 +54,7 @@ static int replay_file(const char *stem)
     CHECK(test_argc >= 1, "golden directory not given (argv[2])");
     snprintf(path, sizeof(path), "%s/%s.safetensors", test_argv[0], stem);
     CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "cannot open %s: %s", path, msg);
-    ember_status_t status = ember_replay_local(f, &res, msg, sizeof(msg));
+    ember_status_t status = ember_replay_local(f, NULL, &res, msg, sizeof(msg));
     if (status != EMBER_OK) {
         fprintf(stderr, "FAIL replay of %s: %s (%s)\n", path, ember_status_string(status), msg);
         ember_st_close(f);
@@ -186,7 +186,7 @@ static int run_tiny(int64_t bad_index, const char *optimizer, ember_status_t exp
     CHECK(write_tiny(path, bad_index, optimizer), "cannot write %s", path);
     CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "%s", msg);
     unlink(path);
-    ember_status_t status = ember_replay_local(f, &res, msg, sizeof(msg));
+    ember_status_t status = ember_replay_local(f, NULL, &res, msg, sizeof(msg));
     if (status == EMBER_OK)
         CHECK(res.losses[0] > 0.0f && isfinite(res.losses[0]), "loss %g", res.losses[0]);
     ember_replay_result_cleanup(&res);
@@ -258,7 +258,7 @@ static int case_refuses(void)
     CHECK(strstr(msg, named), "ember_replay_info: message '%s' lacks '%s'", msg, named);
     fprintf(stderr, "ember_replay_info refused: %s\n", msg);
 
-    status = ember_replay_local(f, &res, msg, sizeof(msg));
+    status = ember_replay_local(f, NULL, &res, msg, sizeof(msg));
     ember_replay_result_cleanup(&res);
     ember_st_close(f);
     CHECK(status == EMBER_ERR_FORMAT, "status %s, not ERR_FORMAT (%s)", ember_status_string(status),
@@ -268,7 +268,7 @@ static int case_refuses(void)
     return 0;
 }
 
-/* The fp16 oracle (ember_replay_local_typed): F32 is the plain replay bit
+/* The fp16 oracle (ember_replay_opts_t.emb_dtype): F32 is the plain replay bit
  * for bit; F16 keeps a table of fp16 values that differs from the fp32 run
  * (it really rounds) by no more than fp16's drift over a golden run, and is
  * a function of its input (two replays give the same bits). */
@@ -277,17 +277,17 @@ static int case_fp16_oracle(void)
     char path[4096], msg[512];
     ember_st_file_t *f;
     ember_replay_result_t plain = {0}, typed = {0}, half = {0}, again = {0};
+    const ember_replay_opts_t f32 = {.emb_dtype = EMBER_DTYPE_F32},
+                              f16 = {.emb_dtype = EMBER_DTYPE_F16},
+                              bf16 = {.emb_dtype = EMBER_DTYPE_BF16};
 
     CHECK(test_argc >= 1, "golden directory not given (argv[2])");
     snprintf(path, sizeof(path), "%s/seed_sum_2t.safetensors", test_argv[0]);
     CHECK(ember_st_open(path, &f, msg, sizeof(msg)) == EMBER_OK, "cannot open %s: %s", path, msg);
-    CHECK(ember_replay_local(f, &plain, msg, sizeof(msg)) == EMBER_OK &&
-                  ember_replay_local_typed(f, EMBER_DTYPE_F32, 0, &typed, msg, sizeof(msg)) ==
-                          EMBER_OK &&
-                  ember_replay_local_typed(f, EMBER_DTYPE_F16, 0, &half, msg, sizeof(msg)) ==
-                          EMBER_OK &&
-                  ember_replay_local_typed(f, EMBER_DTYPE_F16, 0, &again, msg, sizeof(msg)) ==
-                          EMBER_OK,
+    CHECK(ember_replay_local(f, NULL, &plain, msg, sizeof(msg)) == EMBER_OK &&
+                  ember_replay_local(f, &f32, &typed, msg, sizeof(msg)) == EMBER_OK &&
+                  ember_replay_local(f, &f16, &half, msg, sizeof(msg)) == EMBER_OK &&
+                  ember_replay_local(f, &f16, &again, msg, sizeof(msg)) == EMBER_OK,
           "replay: %s", msg);
     size_t n = plain.rows * plain.dim, steps = plain.steps * plain.trainers;
     CHECK(memcmp(plain.emb, typed.emb, n * sizeof(float)) == 0 &&
@@ -309,8 +309,7 @@ static int case_fp16_oracle(void)
           "fp16 table: %zu of %zu values differ from fp32's, by up to %g", differ, n, drift);
     fprintf(stderr, "fp16 oracle: %zu of %zu table values differ from fp32's, by up to %.3g\n",
             differ, n, drift);
-    CHECK(ember_replay_local_typed(f, EMBER_DTYPE_BF16, 0, &again, msg, sizeof(msg)) ==
-                  EMBER_ERR_INVALID_PARAM,
+    CHECK(ember_replay_local(f, &bf16, &again, msg, sizeof(msg)) == EMBER_ERR_INVALID_PARAM,
           "a bf16 replay was accepted");
     ember_replay_result_cleanup(&plain);
     ember_replay_result_cleanup(&typed);

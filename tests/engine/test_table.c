@@ -151,11 +151,11 @@ static int reference_step(float *reference, int weighted, const float *g)
     ember_bag_opts_t opts = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
     int64_t rows[N];
     float grad[N * DIM];
-    size_t nrows = 0;
-    CHECK(ember_bag_backward(reference, ROWS, DIM, &batch, &opts, g, NULL, rows, grad, &nrows,
-                             NULL) == EMBER_OK,
-          "ember_bag_backward");
-    for (size_t u = 0; u < nrows; u++)
+    const ember_bag_table_t t = {
+            .data = reference, .dtype = EMBER_DTYPE_F32, .rows = ROWS, .dim = DIM};
+    ember_bag_grad_t out = {.rows = rows, .grad = grad};
+    CHECK(ember_bag_backward(&t, &batch, &opts, g, NULL, &out) == EMBER_OK, "ember_bag_backward");
+    for (size_t u = 0; u < out.nrows; u++)
         for (size_t d = 0; d < DIM; d++)
             reference[rows[u] * DIM + d] -= LR * grad[u * DIM + d];
     return 0;
@@ -177,8 +177,9 @@ static int lookup(ember_table_t *table, int weighted, uint32_t trainer, const fl
                                .weights = weighted ? bag_weights : NULL,
                                .n_weights = weighted ? N : 0};
     ember_bag_opts_t opts = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
-    CHECK(ember_bag_forward(before, ROWS, DIM, &batch, &opts, expect, NULL) == EMBER_OK,
-          "ember_bag_forward");
+    const ember_bag_table_t t = {
+            .data = before, .dtype = EMBER_DTYPE_F32, .rows = ROWS, .dim = DIM};
+    CHECK(ember_bag_forward(&t, &batch, &opts, expect, NULL) == EMBER_OK, "ember_bag_forward");
     /* The same kernel over the same values (fp16 rows widened exactly):
      * the same bits. */
     for (size_t i = 0; i < BAGS * DIM; i++)

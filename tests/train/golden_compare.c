@@ -162,8 +162,9 @@ static int compare_fp16(ember_st_file_t *golden, ember_st_file_t *saved, int hal
 {
     ember_replay_result_t oracle;
     char msg[256];
-    if (ember_replay_local_typed(golden, half_rows ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32, replies,
-                                 &oracle, msg, sizeof(msg)) != EMBER_OK) {
+    const ember_replay_opts_t opts = {.emb_dtype = half_rows ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32,
+                                      .half_replies = replies};
+    if (ember_replay_local(golden, &opts, &oracle, msg, sizeof(msg)) != EMBER_OK) {
         fprintf(stderr, "golden_compare: the fp16 replay failed: %s\n", msg);
         return 0;
     }

@@ -89,17 +89,15 @@ static void check_bags(void)
 
     CHECK(ember_bag_validate(&batch, &opts, 4, msg, sizeof(msg)) == EMBER_OK,
           "valid batch refused: %s", msg);
-    CHECK(ember_bag_forward(table, 4, 2, &batch, &opts, out, NULL) == EMBER_OK,
-          "sum forward failed");
+    const ember_bag_table_t rows = {table, EMBER_DTYPE_F32, 4, 2};
+    CHECK(ember_bag_forward(&rows, &batch, &opts, out, NULL) == EMBER_OK, "sum forward failed");
     const float want_sum[] = {1.5f, 6, 0, 0, 1.5f, 3};
     check_floats("sum", out, want_sum, 6);
 
     CHECK(ember_bag_mode_parse("max", &mode) == EMBER_OK && mode == EMBER_BAG_MAX,
           "\"max\" not parsed as EMBER_BAG_MAX");
     opts.mode = mode;
-    CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_F32, 4, 2, &batch, &opts, out, argmax) ==
-                  EMBER_OK,
-          "max forward failed");
+    CHECK(ember_bag_forward(&rows, &batch, &opts, out, argmax) == EMBER_OK, "max forward failed");
     const float want_max[] = {1, 4, 0, 0, 3, 4};
     const int64_t want_argmax[] = {0, 2, -1, -1, 1, 2};
     check_floats("max", out, want_max, 6);
@@ -108,8 +106,8 @@ static void check_bags(void)
               (long long)argmax[i], (long long)want_argmax[i]);
     CHECK(strcmp(ember_bag_mode_name(EMBER_BAG_MEAN), "mean") == 0, "mean's name: %s",
           ember_bag_mode_name(EMBER_BAG_MEAN));
-    CHECK(ember_bag_forward_typed(table, EMBER_DTYPE_I64, 4, 2, &batch, &opts, out, argmax) ==
-                  EMBER_ERR_INVALID_PARAM,
+    const ember_bag_table_t int_rows = {table, EMBER_DTYPE_I64, 4, 2};
+    CHECK(ember_bag_forward(&int_rows, &batch, &opts, out, argmax) == EMBER_ERR_INVALID_PARAM,
           "an int64 table was pooled");
 
     const int64_t bad[] = {0, 7, 1, 3, 2};
