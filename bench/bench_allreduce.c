@@ -87,43 +87,48 @@ static int ar_one_of(const char *value, const char *const *choices, const char *
     return 0;
 }
 
-/* One flag and its value into @opts: 1, or 0 once it said what is wrong. */
-static int ar_parse_flag(const char *arg, const char *value, ar_opts_t *opts)
+static int ar_parse_datatype(const char *value, void *field)
 {
-    if (strcmp(arg, "-b") == 0)
-        return bench_parse_size(value, &opts->min_bytes);
-    if (strcmp(arg, "-e") == 0)
-        return bench_parse_size(value, &opts->max_bytes);
-    if (strcmp(arg, "-f") == 0)
-        return bench_parse_count(value, &opts->factor);
-    if (strcmp(arg, "-n") == 0)
-        return bench_parse_count(value, &opts->iters);
-    if (strcmp(arg, "-w") == 0)
-        return bench_parse_count_or_zero(value, &opts->warmup);
-    if (strcmp(arg, "-c") == 0) {
-        opts->check = value[0] == '1';
-        return strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
-    }
-    if (strcmp(arg, "-d") == 0)
-        return ar_one_of(value, (const char *const[]){"float", "float32", NULL}, "datatype",
-                         " is not supported (the engine reduces float)");
-    if (strcmp(arg, "-o") == 0) {
-        opts->average = strcmp(value, "avg") == 0;
-        return ar_one_of(value, (const char *const[]){"sum", "avg", NULL}, "op",
-                         " is not supported (sum, avg)");
-    }
-    if (strcmp(arg, "--backend") == 0) {
-        opts->backend = value;
-        return ar_one_of(value, (const char *const[]){"host", "nccl", "cpu-device", NULL},
-                         "backend", ": host, nccl or cpu-device");
-    }
-    fprintf(stderr, "ember-bench allreduce: unknown option '%s'\n", arg);
-    ar_usage(stderr);
-    return 0;
+    return ar_one_of(value, (const char *const[]){"float", "float32", NULL}, "datatype",
+                     " is not supported (the engine reduces float)");
 }
+
+static int ar_parse_op(const char *value, void *field)
+{
+    *(int *)field = strcmp(value, "avg") == 0;
+    return ar_one_of(value, (const char *const[]){"sum", "avg", NULL}, "op",
+                     " is not supported (sum, avg)");
+}
+
+static int ar_parse_backend(const char *value, void *field)
+{
+    *(const char **)field = value;
+    return ar_one_of(value, (const char *const[]){"host", "nccl", "cpu-device", NULL}, "backend",
+                     ": host, nccl or cpu-device");
+}
+
+#define AR_OPT(name, kind, field)    BENCH_OPT(ar_opts_t, name, kind, field)
+#define AR_OPT_WITH(name, field, fn) BENCH_OPT_WITH(ar_opts_t, name, field, fn)
+
+/* Every option, each with a value (ar_usage says what each does). */
+static const bench_opt_t ar_opt_list[] = {
+        AR_OPT("-b", BENCH_OPT_SIZE, min_bytes),
+        AR_OPT("-e", BENCH_OPT_SIZE, max_bytes),
+        AR_OPT("-f", BENCH_OPT_COUNT, factor),
+        AR_OPT("-n", BENCH_OPT_COUNT, iters),
+        AR_OPT("-w", BENCH_OPT_COUNT0, warmup),
+        AR_OPT("-c", BENCH_OPT_BIT, check),
+        {"-d", BENCH_OPT_CUSTOM, 0, ar_parse_datatype}, /* checked only: one datatype */
+        AR_OPT_WITH("-o", average, ar_parse_op),
+        AR_OPT_WITH("--backend", backend, ar_parse_backend),
+};
 
 static int ar_parse(int argc, char **argv, ar_opts_t *opts)
 {
+    static const bench_opt_table_t table = {.cmd = "allreduce",
+                                            .opts = ar_opt_list,
+                                            .count = sizeof(ar_opt_list) / sizeof(ar_opt_list[0]),
+                                            .usage = ar_usage};
     *opts = (ar_opts_t){.min_bytes = 8,
                         .max_bytes = 64u << 20,
                         .factor = 2,
@@ -131,20 +136,8 @@ static int ar_parse(int argc, char **argv, ar_opts_t *opts)
                         .warmup = 5,
                         .check = 1,
                         .backend = "host"};
-    for (int i = 1; i < argc; i += 2) { /* a flag and its value */
-        const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            ar_usage(stdout);
-            exit(BENCH_EXIT_OK);
-        }
-        if (!value) {
-            fprintf(stderr, "ember-bench allreduce: %s needs a value\n", arg);
-            return 0;
-        }
-        if (!ar_parse_flag(arg, value, opts))
-            return 0;
-    }
+    if (!bench_parse_opts(&table, argc, argv, opts))
+        return 0;
     if (opts->min_bytes < 4 || opts->min_bytes > opts->max_bytes || opts->factor < 2) {
         fprintf(stderr, "ember-bench allreduce: need 4 <= MIN <= MAX, FACTOR >= 2\n");
         return 0;
