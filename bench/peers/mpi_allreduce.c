@@ -127,6 +127,70 @@ static size_t check(const opts_t *opts, float *send, float *recv, size_t count, 
     return wrong;
 }
 
+/* What the sweep adds up over its sizes (rank 0 prints the busbw). */
+typedef struct {
+    double busbw_sum;
+    size_t busbw_count, wrong_total;
+} totals_t;
+
+static void print_header(const opts_t *opts, int n)
+{
+    int len = 0;
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    MPI_Get_library_version(version, &len);
+    version[strcspn(version, "\n,")] = '\0';
+    printf("# mpi_allreduce: MPI_Allreduce MPI_FLOAT MPI_SUM, %s\n", version);
+    printf("# nThread 1 nGpus 0 nRanks %d minBytes %zu maxBytes %zu step: %zu(factor) "
+           "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n",
+           n, opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup, opts->iters,
+           opts->check);
+    printf("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) "
+           "before the sweep\n#\n");
+    printf("#%75s%41s\n", "out-of-place", "in-place");
+    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count",
+           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+           "#wrong");
+    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+           "");
+}
+
+/* Rank 0: a size's row from @stats (time summed over ranks, #wrong). */
+static void print_row(const opts_t *opts, const double stats[4], size_t count, int n,
+                      totals_t *totals)
+{
+    size_t size = count * sizeof(float);
+    printf("%12zu  %12zu  %8s  %6s  %6d", size, count, "float", opts->average ? "avg" : "sum", -1);
+    for (int p = 0; p < 2; p++) {
+        double us = stats[p] / n;
+        double algbw = us > 0 ? (double)size / (us * 1e-6) / 1e9 : 0.0;
+        double busbw = algbw * 2.0 * (n - 1) / n;
+        totals->busbw_sum += busbw;
+        totals->busbw_count++;
+        printf("  %7.2f  %6.2f  %6.2f  %6.0f", us, algbw, busbw, stats[2 + p]);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+/* One size, out-of-place then in-place, each checked under -c 1. */
+static void one_size(const opts_t *opts, float *send, float *recv, size_t count, int rank, int n,
+                     totals_t *totals)
+{
+    double stats[4] = {0, 0, 0, 0};
+    memset(send, 0, count * sizeof(float));
+    for (int in_place = 0; in_place < 2; in_place++) {
+        stats[in_place] = pass(opts, send, recv, count, in_place, n) * 1e6;
+        if (opts->check && !opts->average)
+            stats[2 + in_place] = (double)check(opts, send, recv, count, rank, n, in_place);
+        memset(send, 0, count * sizeof(float));
+    }
+    MPI_Allreduce(MPI_IN_PLACE, stats, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        print_row(opts, stats, count, n, totals);
+    totals->wrong_total += (size_t)(stats[2] + stats[3]);
+}
+
 int main(int argc, char **argv)
 {
     opts_t opts;
@@ -152,64 +216,22 @@ int main(int argc, char **argv)
     for (int i = 0; i < 128 && max_count > 0; i++)
         MPI_Allreduce(send, recv, (int)(max_count < 2000 ? max_count : 2000), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
-    if (rank == 0) {
-        int len = 0;
-        char version[MPI_MAX_LIBRARY_VERSION_STRING];
-        MPI_Get_library_version(version, &len);
-        version[strcspn(version, "\n,")] = '\0';
-        printf("# mpi_allreduce: MPI_Allreduce MPI_FLOAT MPI_SUM, %s\n", version);
-        printf("# nThread 1 nGpus 0 nRanks %d minBytes %zu maxBytes %zu step: %zu(factor) "
-               "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n",
-               n, opts.min_bytes, opts.max_bytes, opts.factor, opts.warmup, opts.iters, opts.check);
-        printf("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) "
-               "before the sweep\n#\n");
-        printf("#%75s%41s\n", "out-of-place", "in-place");
-        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
-               "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-               "algbw", "busbw", "#wrong");
-        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
-               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-               "");
-    }
-    double busbw_sum = 0.0;
-    size_t busbw_count = 0, wrong_total = 0;
+    if (rank == 0)
+        print_header(&opts, n);
+    totals_t totals = {0};
     for (size_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
-        size_t count = bytes / sizeof(float);
-        double stats[4] = {0, 0, 0, 0};
-        memset(send, 0, count * sizeof(float));
-        for (int in_place = 0; in_place < 2; in_place++) {
-            stats[in_place] = pass(&opts, send, recv, count, in_place, n) * 1e6;
-            if (opts.check && !opts.average)
-                stats[2 + in_place] = (double)check(&opts, send, recv, count, rank, n, in_place);
-            memset(send, 0, count * sizeof(float));
-        }
-        MPI_Allreduce(MPI_IN_PLACE, stats, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        if (rank == 0) {
-            size_t size = count * sizeof(float);
-            printf("%12zu  %12zu  %8s  %6s  %6d", size, count, "float",
-                   opts.average ? "avg" : "sum", -1);
-            for (int p = 0; p < 2; p++) {
-                double us = stats[p] / n;
-                double algbw = us > 0 ? (double)size / (us * 1e-6) / 1e9 : 0.0;
-                double busbw = algbw * 2.0 * (n - 1) / n;
-                busbw_sum += busbw;
-                busbw_count++;
-                printf("  %7.2f  %6.2f  %6.2f  %6.0f", us, algbw, busbw, stats[2 + p]);
-            }
-            printf("\n");
-            fflush(stdout);
-        }
-        wrong_total += (size_t)(stats[2] + stats[3]);
+        one_size(&opts, send, recv, bytes / sizeof(float), rank, n, &totals);
         if (bytes > opts.max_bytes / opts.factor)
             break;
     }
     if (rank == 0) {
-        printf("# Out of bounds values : %zu %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+        printf("# Out of bounds values : %zu %s\n", totals.wrong_total,
+               totals.wrong_total ? "FAILED" : "OK");
         printf("# Avg bus bandwidth    : %g \n#\n",
-               busbw_count ? busbw_sum / (double)busbw_count : 0.0);
+               totals.busbw_count ? totals.busbw_sum / (double)totals.busbw_count : 0.0);
     }
     free(send);
     free(recv);
     MPI_Finalize();
-    return wrong_total ? 1 : 0;
+    return totals.wrong_total ? 1 : 0;
 }
