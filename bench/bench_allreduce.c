@@ -224,13 +224,12 @@ static ember_status_t ar_pass(ar_backend_t *b, const ar_opts_t *opts, size_t cou
 /*
  * Before the sweep, AR_CONNECTION_WARMUP untimed reductions of 8000 B (the
  * peers run the same).  UCX's shared-memory transport maps the receive
- * descriptors of its FIFO (64 slots of 8 KiB) lazily, and each one's first
- * messages cost page faults: 3-4 us a message for the first 64 at 32 B,
- * against 0.7 us after (UCX_MM_FIFO_SIZE=16 made it 16), and again where a
- * message first reaches a descriptor's second page.  A per-size warm-up of
- * 50 left some of those in the timed part of the first sizes too large for
- * the FIFO's inline slots; 8000 B fills a descriptor without going
- * rendezvous.
+ * descriptors of its FIFO lazily, and each one's first messages cost page
+ * faults, several times a warm message (as many slow messages as the FIFO
+ * has slots: UCX_MM_FIFO_SIZE moves their count), and again where a message
+ * first reaches a descriptor's second page.  A per-size warm-up left some of
+ * those in the timed part of the first sizes too large for the FIFO's
+ * inline slots; 8000 B fills a descriptor without going rendezvous.
  */
 #define AR_CONNECTION_WARMUP 128
 
