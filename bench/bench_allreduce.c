@@ -24,6 +24,7 @@
  * memory.
  */
 #include "bench/ember_bench.h"
+#include "bench/nccl_format.h"
 
 #include "common/topology.h"
 #include "engine/comm/allreduce.h"
@@ -309,10 +310,8 @@ static void ar_header(const ar_opts_t *opts, ember_tp_t *tp, int n)
                "timed), UCX_TLS=%s\n",
                opts->backend, strcmp(opts->backend, "nccl") == 0 ? "cuda" : "cpu",
                bench_tls_name());
-    printf("# nThread 1 nGpus 0 nRanks %d minBytes %zu maxBytes %zu step: %zu(factor) "
-           "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n",
-           n, opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup, opts->iters,
-           opts->check);
+    nccl_print_settings(n, opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup,
+                        opts->iters, opts->check);
     printf("# connection warm-up: %d untimed reductions of min(8000 B, maxBytes) "
            "before the sweep\n",
            AR_CONNECTION_WARMUP);
@@ -321,13 +320,7 @@ static void ar_header(const ar_opts_t *opts, ember_tp_t *tp, int n)
         printf("#  Rank %2d Group  0 Pid %6s on %10s device  - [host] %s\n", r, "-", host,
                ember_tp_peer_name(tp, r));
     printf("#\n");
-    printf("#%75s%41s\n", "out-of-place", "in-place");
-    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count",
-           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-           "#wrong");
-    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
-           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-           "");
+    nccl_print_columns();
     fflush(stdout);
 }
 
@@ -390,12 +383,6 @@ static ember_status_t ar_backend_open(ar_backend_t *b, const ar_opts_t *opts, em
     return status;
 }
 
-/* What the sweep adds up on rank 0. */
-typedef struct {
-    double busbw_sum;
-    size_t busbw_count, wrong_total;
-} ar_totals_t;
-
 /* Both passes at @count floats (each checked with -c 1), then over the
  * ranks: @stats = the out-of-place and in-place times (us) summed, then
  * their #wrong summed. */
@@ -419,48 +406,23 @@ static ember_status_t ar_size(ar_backend_t *b, const ar_opts_t *opts, size_t cou
     return ember_allreduce(b->ar, &(ember_allreduce_args_t){.recv = stats, .count = 4});
 }
 
-/* Rank 0: one size's line, times averaged over the @n ranks. */
-static void ar_print_size(const ar_opts_t *opts, size_t count, int n, const float stats[4],
-                          ar_totals_t *totals)
-{
-    size_t size = count * sizeof(float);
-
-    printf("%12zu  %12zu  %8s  %6s  %6d", size, count, "float", opts->average ? "avg" : "sum", -1);
-    for (int p = 0; p < 2; p++) {
-        double us = stats[p] / n;
-        double algbw = us > 0 ? (double)size / (us * 1e-6) / 1e9 : 0.0;
-        double busbw = algbw * 2.0 * (n - 1) / n;
-        totals->busbw_sum += busbw;
-        totals->busbw_count++;
-        printf("  %7.2f  %6.2f  %6.2f  %6.0f", us, algbw, busbw, stats[2 + p]);
-    }
-    printf("\n");
-    fflush(stdout);
-}
-
 static ember_status_t ar_sweep(ar_backend_t *b, const ar_opts_t *opts, int rank, int n,
-                               ar_totals_t *totals)
+                               nccl_totals_t *totals)
 {
     for (size_t bytes = opts->min_bytes; bytes <= opts->max_bytes; bytes *= opts->factor) {
         size_t count = bytes / sizeof(float);
         float stats[4];
         EMBER_CHECK(ar_size(b, opts, count, rank, n, stats));
-        if (rank == 0)
-            ar_print_size(opts, count, n, stats, totals);
+        if (rank == 0) {
+            /* The ranks' sums come as floats (the allreduce reduces float). */
+            const double us[2] = {stats[0] / n, stats[1] / n}, wrong[2] = {stats[2], stats[3]};
+            nccl_print_row(count, opts->average ? "avg" : "sum", n, us, wrong, totals);
+        }
         totals->wrong_total += (size_t)(stats[2] + stats[3]);
         if (bytes > opts->max_bytes / opts->factor)
             break;
     }
     return EMBER_OK;
-}
-
-static void ar_summary(const ar_totals_t *totals)
-{
-    printf("# Out of bounds values : %zu %s\n", totals->wrong_total,
-           totals->wrong_total ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %g \n#\n",
-           totals->busbw_count ? totals->busbw_sum / (double)totals->busbw_count : 0.0);
-    fflush(stdout);
 }
 
 /* nccl without CUDA or a GPU: say so (the run is skipped). */
@@ -479,7 +441,7 @@ int bench_allreduce_main(int argc, char **argv)
     ar_opts_t opts;
     ember_tp_t *tp = NULL;
     ar_backend_t b = {0};
-    ar_totals_t totals = {0};
+    nccl_totals_t totals = {0};
     int ret = BENCH_EXIT_FAIL, *ranks = NULL;
 
     if (!ar_parse(argc, argv, &opts))
@@ -507,7 +469,7 @@ int bench_allreduce_main(int argc, char **argv)
     if (ar_sweep(&b, &opts, rank, n, &totals) != EMBER_OK)
         goto out;
     if (rank == 0)
-        ar_summary(&totals);
+        nccl_print_summary(&totals);
     ret = totals.wrong_total ? BENCH_EXIT_FAIL : BENCH_EXIT_OK;
 out:
     ar_backend_close(&b);

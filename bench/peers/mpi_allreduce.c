@@ -7,6 +7,8 @@
  * Out-of-place: MPI_Allreduce(send, recv); in-place: MPI_IN_PLACE.  time =
  * average per call, averaged over ranks; busbw = algbw x 2(n-1)/n.
  */
+#include "bench/nccl_format.h"
+
 #include <mpi.h>
 
 #include <stdio.h>
@@ -127,12 +129,6 @@ static size_t check(const opts_t *opts, float *send, float *recv, size_t count, 
     return wrong;
 }
 
-/* What the sweep adds up over its sizes (rank 0 prints the busbw). */
-typedef struct {
-    double busbw_sum;
-    size_t busbw_count, wrong_total;
-} totals_t;
-
 static void print_header(const opts_t *opts, int n)
 {
     int len = 0;
@@ -140,42 +136,16 @@ static void print_header(const opts_t *opts, int n)
     MPI_Get_library_version(version, &len);
     version[strcspn(version, "\n,")] = '\0';
     printf("# mpi_allreduce: MPI_Allreduce MPI_FLOAT MPI_SUM, %s\n", version);
-    printf("# nThread 1 nGpus 0 nRanks %d minBytes %zu maxBytes %zu step: %zu(factor) "
-           "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n",
-           n, opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup, opts->iters,
-           opts->check);
+    nccl_print_settings(n, opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup,
+                        opts->iters, opts->check);
     printf("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) "
            "before the sweep\n#\n");
-    printf("#%75s%41s\n", "out-of-place", "in-place");
-    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count",
-           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-           "#wrong");
-    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
-           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-           "");
-}
-
-/* Rank 0: a size's row from @stats (time summed over ranks, #wrong). */
-static void print_row(const opts_t *opts, const double stats[4], size_t count, int n,
-                      totals_t *totals)
-{
-    size_t size = count * sizeof(float);
-    printf("%12zu  %12zu  %8s  %6s  %6d", size, count, "float", opts->average ? "avg" : "sum", -1);
-    for (int p = 0; p < 2; p++) {
-        double us = stats[p] / n;
-        double algbw = us > 0 ? (double)size / (us * 1e-6) / 1e9 : 0.0;
-        double busbw = algbw * 2.0 * (n - 1) / n;
-        totals->busbw_sum += busbw;
-        totals->busbw_count++;
-        printf("  %7.2f  %6.2f  %6.2f  %6.0f", us, algbw, busbw, stats[2 + p]);
-    }
-    printf("\n");
-    fflush(stdout);
+    nccl_print_columns();
 }
 
 /* One size, out-of-place then in-place, each checked under -c 1. */
 static void one_size(const opts_t *opts, float *send, float *recv, size_t count, int rank, int n,
-                     totals_t *totals)
+                     nccl_totals_t *totals)
 {
     double stats[4] = {0, 0, 0, 0};
     memset(send, 0, count * sizeof(float));
@@ -186,8 +156,10 @@ static void one_size(const opts_t *opts, float *send, float *recv, size_t count,
         memset(send, 0, count * sizeof(float));
     }
     MPI_Allreduce(MPI_IN_PLACE, stats, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0)
-        print_row(opts, stats, count, n, totals);
+    if (rank == 0) {
+        const double us[2] = {stats[0] / n, stats[1] / n}, wrong[2] = {stats[2], stats[3]};
+        nccl_print_row(count, opts->average ? "avg" : "sum", n, us, wrong, totals);
+    }
     totals->wrong_total += (size_t)(stats[2] + stats[3]);
 }
 
@@ -218,18 +190,14 @@ int main(int argc, char **argv)
                       MPI_COMM_WORLD);
     if (rank == 0)
         print_header(&opts, n);
-    totals_t totals = {0};
+    nccl_totals_t totals = {0};
     for (size_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
         one_size(&opts, send, recv, bytes / sizeof(float), rank, n, &totals);
         if (bytes > opts.max_bytes / opts.factor)
             break;
     }
-    if (rank == 0) {
-        printf("# Out of bounds values : %zu %s\n", totals.wrong_total,
-               totals.wrong_total ? "FAILED" : "OK");
-        printf("# Avg bus bandwidth    : %g \n#\n",
-               totals.busbw_count ? totals.busbw_sum / (double)totals.busbw_count : 0.0);
-    }
+    if (rank == 0)
+        nccl_print_summary(&totals);
     free(send);
     free(recv);
     MPI_Finalize();
