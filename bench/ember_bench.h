@@ -57,8 +57,8 @@ typedef struct {
     const char *name; /* "--rows" */
     bench_opt_kind_t kind;
     size_t offset; /* of its field in the subcommand's options */
-    /* BENCH_OPT_CUSTOM: 1, or 0 (having said why, or not: the caller names
-     * the option and its value anyway) */
+    /* BENCH_OPT_CUSTOM: 1, or 0 (bench_parse_opts then names the option
+     * and its value) */
     int (*parse)(const char *value, void *field);
 } bench_opt_t;
 
