@@ -24,6 +24,7 @@
  * memory.
  */
 #include "bench/ember_bench.h"
+#include "bench/nccl_format.h"
 
 #include "common/topology.h"
 #include "engine/comm/allreduce.h"
@@ -87,43 +88,48 @@ static int ar_one_of(const char *value, const char *const *choices, const char *
     return 0;
 }
 
-/* One flag and its value into @opts: 1, or 0 once it said what is wrong. */
-static int ar_parse_flag(const char *arg, const char *value, ar_opts_t *opts)
+static int ar_parse_datatype(const char *value, void *field)
 {
-    if (strcmp(arg, "-b") == 0)
-        return bench_parse_size(value, &opts->min_bytes);
-    if (strcmp(arg, "-e") == 0)
-        return bench_parse_size(value, &opts->max_bytes);
-    if (strcmp(arg, "-f") == 0)
-        return bench_parse_count(value, &opts->factor);
-    if (strcmp(arg, "-n") == 0)
-        return bench_parse_count(value, &opts->iters);
-    if (strcmp(arg, "-w") == 0)
-        return bench_parse_count_or_zero(value, &opts->warmup);
-    if (strcmp(arg, "-c") == 0) {
-        opts->check = value[0] == '1';
-        return strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
-    }
-    if (strcmp(arg, "-d") == 0)
-        return ar_one_of(value, (const char *const[]){"float", "float32", NULL}, "datatype",
-                         " is not supported (the engine reduces float)");
-    if (strcmp(arg, "-o") == 0) {
-        opts->average = strcmp(value, "avg") == 0;
-        return ar_one_of(value, (const char *const[]){"sum", "avg", NULL}, "op",
-                         " is not supported (sum, avg)");
-    }
-    if (strcmp(arg, "--backend") == 0) {
-        opts->backend = value;
-        return ar_one_of(value, (const char *const[]){"host", "nccl", "cpu-device", NULL},
-                         "backend", ": host, nccl or cpu-device");
-    }
-    fprintf(stderr, "ember-bench allreduce: unknown option '%s'\n", arg);
-    ar_usage(stderr);
-    return 0;
+    return ar_one_of(value, (const char *const[]){"float", "float32", NULL}, "datatype",
+                     " is not supported (the engine reduces float)");
 }
+
+static int ar_parse_op(const char *value, void *field)
+{
+    *(int *)field = strcmp(value, "avg") == 0;
+    return ar_one_of(value, (const char *const[]){"sum", "avg", NULL}, "op",
+                     " is not supported (sum, avg)");
+}
+
+static int ar_parse_backend(const char *value, void *field)
+{
+    *(const char **)field = value;
+    return ar_one_of(value, (const char *const[]){"host", "nccl", "cpu-device", NULL}, "backend",
+                     ": host, nccl or cpu-device");
+}
+
+#define AR_OPT(name, kind, field)    BENCH_OPT(ar_opts_t, name, kind, field)
+#define AR_OPT_WITH(name, field, fn) BENCH_OPT_WITH(ar_opts_t, name, field, fn)
+
+/* Every option, each with a value (ar_usage says what each does). */
+static const bench_opt_t ar_opt_list[] = {
+        AR_OPT("-b", BENCH_OPT_SIZE, min_bytes),
+        AR_OPT("-e", BENCH_OPT_SIZE, max_bytes),
+        AR_OPT("-f", BENCH_OPT_COUNT, factor),
+        AR_OPT("-n", BENCH_OPT_COUNT, iters),
+        AR_OPT("-w", BENCH_OPT_COUNT0, warmup),
+        AR_OPT("-c", BENCH_OPT_BIT, check),
+        {"-d", BENCH_OPT_CUSTOM, 0, ar_parse_datatype}, /* checked only: one datatype */
+        AR_OPT_WITH("-o", average, ar_parse_op),
+        AR_OPT_WITH("--backend", backend, ar_parse_backend),
+};
 
 static int ar_parse(int argc, char **argv, ar_opts_t *opts)
 {
+    static const bench_opt_table_t table = {.cmd = "allreduce",
+                                            .opts = ar_opt_list,
+                                            .count = sizeof(ar_opt_list) / sizeof(ar_opt_list[0]),
+                                            .usage = ar_usage};
     *opts = (ar_opts_t){.min_bytes = 8,
                         .max_bytes = 64u << 20,
                         .factor = 2,
@@ -131,20 +137,8 @@ static int ar_parse(int argc, char **argv, ar_opts_t *opts)
                         .warmup = 5,
                         .check = 1,
                         .backend = "host"};
-    for (int i = 1; i < argc; i += 2) { /* a flag and its value */
-        const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            ar_usage(stdout);
-            exit(BENCH_EXIT_OK);
-        }
-        if (!value) {
-            fprintf(stderr, "ember-bench allreduce: %s needs a value\n", arg);
-            return 0;
-        }
-        if (!ar_parse_flag(arg, value, opts))
-            return 0;
-    }
+    if (!bench_parse_opts(&table, argc, argv, opts))
+        return 0;
     if (opts->min_bytes < 4 || opts->min_bytes > opts->max_bytes || opts->factor < 2) {
         fprintf(stderr, "ember-bench allreduce: need 4 <= MIN <= MAX, FACTOR >= 2\n");
         return 0;
@@ -231,13 +225,12 @@ static ember_status_t ar_pass(ar_backend_t *b, const ar_opts_t *opts, size_t cou
 /*
  * Before the sweep, AR_CONNECTION_WARMUP untimed reductions of 8000 B (the
  * peers run the same).  UCX's shared-memory transport maps the receive
- * descriptors of its FIFO (64 slots of 8 KiB) lazily, and each one's first
- * messages cost page faults: 3-4 us a message for the first 64 at 32 B,
- * against 0.7 us after (UCX_MM_FIFO_SIZE=16 made it 16), and again where a
- * message first reaches a descriptor's second page.  A per-size warm-up of
- * 50 left some of those in the timed part of the first sizes too large for
- * the FIFO's inline slots; 8000 B fills a descriptor without going
- * rendezvous.
+ * descriptors of its FIFO lazily, and each one's first messages cost page
+ * faults, several times a warm message (as many slow messages as the FIFO
+ * has slots: UCX_MM_FIFO_SIZE moves their count), and again where a message
+ * first reaches a descriptor's second page.  A per-size warm-up left some of
+ * those in the timed part of the first sizes too large for the FIFO's
+ * inline slots; 8000 B fills a descriptor without going rendezvous.
  */
 #define AR_CONNECTION_WARMUP 128
 
@@ -317,10 +310,8 @@ static void ar_header(const ar_opts_t *opts, ember_tp_t *tp, int n)
                "timed), UCX_TLS=%s\n",
                opts->backend, strcmp(opts->backend, "nccl") == 0 ? "cuda" : "cpu",
                bench_tls_name());
-    printf("# nThread 1 nGpus 0 nRanks %d minBytes %zu maxBytes %zu step: %zu(factor) "
-           "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n",
-           n, opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup, opts->iters,
-           opts->check);
+    nccl_print_settings(n, opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup,
+                        opts->iters, opts->check);
     printf("# connection warm-up: %d untimed reductions of min(8000 B, maxBytes) "
            "before the sweep\n",
            AR_CONNECTION_WARMUP);
@@ -329,13 +320,7 @@ static void ar_header(const ar_opts_t *opts, ember_tp_t *tp, int n)
         printf("#  Rank %2d Group  0 Pid %6s on %10s device  - [host] %s\n", r, "-", host,
                ember_tp_peer_name(tp, r));
     printf("#\n");
-    printf("#%75s%41s\n", "out-of-place", "in-place");
-    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count",
-           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-           "#wrong");
-    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
-           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-           "");
+    nccl_print_columns();
     fflush(stdout);
 }
 
@@ -398,12 +383,6 @@ static ember_status_t ar_backend_open(ar_backend_t *b, const ar_opts_t *opts, em
     return status;
 }
 
-/* What the sweep adds up on rank 0. */
-typedef struct {
-    double busbw_sum;
-    size_t busbw_count, wrong_total;
-} ar_totals_t;
-
 /* Both passes at @count floats (each checked with -c 1), then over the
  * ranks: @stats = the out-of-place and in-place times (us) summed, then
  * their #wrong summed. */
@@ -427,48 +406,23 @@ static ember_status_t ar_size(ar_backend_t *b, const ar_opts_t *opts, size_t cou
     return ember_allreduce(b->ar, &(ember_allreduce_args_t){.recv = stats, .count = 4});
 }
 
-/* Rank 0: one size's line, times averaged over the @n ranks. */
-static void ar_print_size(const ar_opts_t *opts, size_t count, int n, const float stats[4],
-                          ar_totals_t *totals)
-{
-    size_t size = count * sizeof(float);
-
-    printf("%12zu  %12zu  %8s  %6s  %6d", size, count, "float", opts->average ? "avg" : "sum", -1);
-    for (int p = 0; p < 2; p++) {
-        double us = stats[p] / n;
-        double algbw = us > 0 ? (double)size / (us * 1e-6) / 1e9 : 0.0;
-        double busbw = algbw * 2.0 * (n - 1) / n;
-        totals->busbw_sum += busbw;
-        totals->busbw_count++;
-        printf("  %7.2f  %6.2f  %6.2f  %6.0f", us, algbw, busbw, stats[2 + p]);
-    }
-    printf("\n");
-    fflush(stdout);
-}
-
 static ember_status_t ar_sweep(ar_backend_t *b, const ar_opts_t *opts, int rank, int n,
-                               ar_totals_t *totals)
+                               nccl_totals_t *totals)
 {
     for (size_t bytes = opts->min_bytes; bytes <= opts->max_bytes; bytes *= opts->factor) {
         size_t count = bytes / sizeof(float);
         float stats[4];
         EMBER_CHECK(ar_size(b, opts, count, rank, n, stats));
-        if (rank == 0)
-            ar_print_size(opts, count, n, stats, totals);
+        if (rank == 0) {
+            /* The ranks' sums come as floats (the allreduce reduces float). */
+            const double us[2] = {stats[0] / n, stats[1] / n}, wrong[2] = {stats[2], stats[3]};
+            nccl_print_row(count, opts->average ? "avg" : "sum", n, us, wrong, totals);
+        }
         totals->wrong_total += (size_t)(stats[2] + stats[3]);
         if (bytes > opts->max_bytes / opts->factor)
             break;
     }
     return EMBER_OK;
-}
-
-static void ar_summary(const ar_totals_t *totals)
-{
-    printf("# Out of bounds values : %zu %s\n", totals->wrong_total,
-           totals->wrong_total ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %g \n#\n",
-           totals->busbw_count ? totals->busbw_sum / (double)totals->busbw_count : 0.0);
-    fflush(stdout);
 }
 
 /* nccl without CUDA or a GPU: say so (the run is skipped). */
@@ -487,7 +441,7 @@ int bench_allreduce_main(int argc, char **argv)
     ar_opts_t opts;
     ember_tp_t *tp = NULL;
     ar_backend_t b = {0};
-    ar_totals_t totals = {0};
+    nccl_totals_t totals = {0};
     int ret = BENCH_EXIT_FAIL, *ranks = NULL;
 
     if (!ar_parse(argc, argv, &opts))
@@ -515,7 +469,7 @@ int bench_allreduce_main(int argc, char **argv)
     if (ar_sweep(&b, &opts, rank, n, &totals) != EMBER_OK)
         goto out;
     if (rank == 0)
-        ar_summary(&totals);
+        nccl_print_summary(&totals);
     ret = totals.wrong_total ? BENCH_EXIT_FAIL : BENCH_EXIT_OK;
 out:
     ar_backend_close(&b);

@@ -9,9 +9,10 @@
  * table per sweep point on every shard (rows split by row % P) and shuts the
  * servers down at the end.  A client request is what one trainer step sends:
  * the batch is split by shard, each shard's rows deduplicated, and one
- * EMBER_OP_LOOKUP per shard carries offsets, unique rows and the inverse map
- * (the code of engine/train/trainer.c build_requests); the request is done when
- * every shard's pooled reply (bags x dim floats) is in.
+ * EMBER_OP_LOOKUP per shard carries offsets, unique rows and the inverse map,
+ * packed by the wire codec as the trainer packs its own (engine/wire/codec.h,
+ * engine/train/sparse.c); the request is done when every shard's pooled reply
+ * (bags x dim floats) is in.
  *
  * The PS keeps a distributed-autograd context per (trainer, step) and takes
  * a new lookup from a trainer only after that context got its gradient.  So
@@ -39,13 +40,14 @@
 
 #include "engine/ops/half.h"
 #include "engine/ps/ps.h"
-#include "engine/wire/protocol.h"
+#include "engine/wire/codec.h"
 
 #include <ember/config.h>
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,16 +63,27 @@ typedef struct {
     double alpha; /* 0: uniform */
 } lk_dist_t;
 
+/* A list option's values, the sweep's points taking each in turn. */
 typedef struct {
-    size_t bags[LK_MAX_LIST], nbags;
-    size_t pool[LK_MAX_LIST], npool; /* indices per bag */
-    size_t dim[LK_MAX_LIST], ndim;
-    lk_dist_t dist[LK_MAX_LIST];
-    size_t ndist;
-    ember_dtype_t dtype[2]; /* how the PS stores rows: F32 and/or F16 */
-    size_t ndtype;
-    int half_reply[2]; /* replies on the wire: fp32 (0) and/or fp16 (1) */
-    size_t nreply;
+    size_t at[LK_MAX_LIST];
+    size_t count;
+} lk_sizes_t;
+
+typedef struct {
+    lk_dist_t at[LK_MAX_LIST];
+    size_t count;
+} lk_dists_t;
+
+typedef struct {
+    ember_dtype_t at[2]; /* F32 and/or F16 */
+    size_t count;
+} lk_dtypes_t;
+
+typedef struct {
+    lk_sizes_t bags, pool, dim; /* bags per request, indices per bag, dims */
+    lk_dists_t dist;
+    lk_dtypes_t dtype; /* how the PS stores rows */
+    lk_dtypes_t reply; /* replies on the wire (F16: the pooled values rounded) */
     size_t ps;
     size_t rows;
     size_t iters, warmup, window, slots;
@@ -82,9 +95,13 @@ typedef struct {
     uint64_t seed;
 } lk_opts_t;
 
-/* One shard's part of a prebuilt batch: the bytes after the LOOKUP header. */
+/* One shard's LOOKUP of a prebuilt batch, packed whole by the wire codec.
+ * Slots in flight share its arrays (body), each sending its own header
+ * (trainer, step) before them. */
 typedef struct {
-    uint8_t *body;
+    uint8_t *message; /* bytes: the header (a template) and the arrays */
+    size_t bytes;
+    const uint8_t *body; /* in message: the arrays after the header */
     size_t body_bytes;
     uint32_t unique, indices;
 } lk_part_t;
@@ -169,65 +186,81 @@ static void lk_usage(FILE *stream)
             LK_MIN_ITERS);
 }
 
-static int lk_parse_list(const char *text, size_t *out, size_t *count_p)
+/* --bags, --pool, --dim: sizes above 0. */
+static int lk_parse_list(const char *text, void *field)
 {
+    lk_sizes_t *list = field;
     char buf[256], *save = NULL;
     size_t count = 0;
     snprintf(buf, sizeof(buf), "%s", text);
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (count == LK_MAX_LIST || !bench_parse_size(tok, &out[count]) || !out[count])
+        if (count == LK_MAX_LIST || !bench_parse_size(tok, &list->at[count]) || !list->at[count])
             return 0;
         count++;
     }
-    *count_p = count;
+    list->count = count;
     return count > 0;
 }
 
-static int lk_parse_dist(const char *text, lk_opts_t *opts)
+static int lk_parse_dist(const char *text, void *field)
 {
+    lk_dists_t *dists = field;
     char buf[256], *save = NULL;
     snprintf(buf, sizeof(buf), "%s", text);
-    opts->ndist = 0;
+    dists->count = 0;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *end;
-        if (opts->ndist == LK_MAX_LIST)
+        if (dists->count == LK_MAX_LIST)
             return 0;
         if (strcmp(tok, "uniform") == 0) {
-            opts->dist[opts->ndist++].alpha = 0.0;
+            dists->at[dists->count++].alpha = 0.0;
         } else if (strncmp(tok, "zipf:", 5) == 0) {
             double alpha = strtod(tok + 5, &end);
             if (*end || !(alpha > 0.0) || alpha > 10.0) {
                 fprintf(stderr, "ember-bench lookup: bad zipf alpha '%s'\n", tok + 5);
                 return 0;
             }
-            opts->dist[opts->ndist++].alpha = alpha;
+            dists->at[dists->count++].alpha = alpha;
         } else {
             fprintf(stderr, "ember-bench lookup: bad distribution '%s'\n", tok);
             return 0;
         }
     }
-    return opts->ndist > 0;
+    return dists->count > 0;
 }
 
-/* --dtype (@reply 0: the rows) or --reply-dtype (1): fp32 and/or fp16. */
-static int lk_parse_dtype(const char *text, lk_opts_t *opts, int reply)
+/* --dtype (the rows) and --reply-dtype: fp32 and/or fp16. */
+static int lk_parse_dtype(const char *text, void *field)
 {
+    lk_dtypes_t *dtypes = field;
     char buf[64], *save = NULL;
-    size_t *count = reply ? &opts->nreply : &opts->ndtype;
     snprintf(buf, sizeof(buf), "%s", text);
-    *count = 0;
+    dtypes->count = 0;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (*count == 2 || (strcmp(tok, "fp32") && strcmp(tok, "fp16"))) {
+        if (dtypes->count == 2 || (strcmp(tok, "fp32") && strcmp(tok, "fp16"))) {
             fprintf(stderr, "ember-bench lookup: bad dtype list '%s' (fp32, fp16)\n", text);
             return 0;
         }
-        int half = strcmp(tok, "fp16") == 0;
-        if (reply)
-            opts->half_reply[(*count)++] = half;
-        else
-            opts->dtype[(*count)++] = half ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32;
+        dtypes->at[dtypes->count++] = strcmp(tok, "fp16") == 0 ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32;
     }
-    return *count > 0;
+    return dtypes->count > 0;
+}
+
+static int lk_parse_rate(const char *text, void *field)
+{
+    double *rate = field;
+    char *end;
+    *rate = strtod(text, &end);
+    return !*end && *rate > 0.0;
+}
+
+static int lk_parse_seed(const char *text, void *field)
+{
+    size_t seed;
+    if (!bench_parse_count(text, &seed))
+        return 0;
+    *(uint64_t *)field = seed;
+    return 1;
 }
 
 static const char *lk_dtype_name(ember_dtype_t dtype)
@@ -235,96 +268,65 @@ static const char *lk_dtype_name(ember_dtype_t dtype)
     return dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32";
 }
 
+#define LK_OPT(name, kind, field)    BENCH_OPT(lk_opts_t, name, kind, field)
+#define LK_OPT_WITH(name, field, fn) BENCH_OPT_WITH(lk_opts_t, name, field, fn)
+
+/* Every option (lk_usage says what each does). */
+static const bench_opt_t lk_opt_list[] = {
+        LK_OPT("--csv", BENCH_OPT_SWITCH, csv),
+        LK_OPT("--ps", BENCH_OPT_COUNT, ps),
+        LK_OPT_WITH("--bags", bags, lk_parse_list),
+        LK_OPT_WITH("--pool", pool, lk_parse_list),
+        LK_OPT_WITH("--dim", dim, lk_parse_list),
+        LK_OPT_WITH("--dist", dist, lk_parse_dist),
+        LK_OPT_WITH("--dtype", dtype, lk_parse_dtype),
+        LK_OPT_WITH("--reply-dtype", reply, lk_parse_dtype),
+        LK_OPT("--rows", BENCH_OPT_SIZE, rows),
+        LK_OPT("-n", BENCH_OPT_COUNT, iters),
+        LK_OPT("-w", BENCH_OPT_COUNT0, warmup),
+        LK_OPT("--window", BENCH_OPT_COUNT, window),
+        LK_OPT("--slots", BENCH_OPT_COUNT, slots),
+        LK_OPT("--max-bytes", BENCH_OPT_SIZE, max_bytes),
+        LK_OPT_WITH("--rate", rate, lk_parse_rate),
+        LK_OPT("-c", BENCH_OPT_BIT, check),
+        LK_OPT("--batch", BENCH_OPT_COUNT0, batch),
+        LK_OPT_WITH("--seed", seed, lk_parse_seed),
+};
+
+static const lk_opts_t lk_defaults = {.bags = {.at = {1, 16, 256, 4096}, .count = 4},
+                                      .pool = {.at = {1, 16}, .count = 2},
+                                      .dim = {.at = {64}, .count = 1},
+                                      .dist = {.at = {{0.0}, {1.05}}, .count = 2},
+                                      .dtype = {.at = {EMBER_DTYPE_F32}, .count = 1},
+                                      .reply = {.at = {EMBER_DTYPE_F32}, .count = 1},
+                                      .ps = 1,
+                                      .rows = 100000,
+                                      .iters = 2000,
+                                      .warmup = 100,
+                                      .window = 16,
+                                      .slots = 256,
+                                      .max_bytes = 1u << 30,
+                                      .check = 1,
+                                      .batch = LK_BATCH_HALF,
+                                      .seed = 1};
+
+/* Points of the sweep: one per combination of the lists' values. */
+static size_t lk_points(const lk_opts_t *opts)
+{
+    return opts->bags.count * opts->pool.count * opts->dim.count * opts->dist.count *
+           opts->dtype.count * opts->reply.count;
+}
+
 static int lk_parse(int argc, char **argv, lk_opts_t *opts)
 {
-    *opts = (lk_opts_t){.nbags = 4,
-                        .bags = {1, 16, 256, 4096},
-                        .npool = 2,
-                        .pool = {1, 16},
-                        .ndim = 1,
-                        .dim = {64},
-                        .ndist = 2,
-                        .dist = {{0.0}, {1.05}},
-                        .ndtype = 1,
-                        .dtype = {EMBER_DTYPE_F32},
-                        .nreply = 1,
-                        .half_reply = {0},
-                        .ps = 1,
-                        .rows = 100000,
-                        .iters = 2000,
-                        .warmup = 100,
-                        .window = 16,
-                        .slots = 256,
-                        .max_bytes = 1u << 30,
-                        .check = 1,
-                        .batch = LK_BATCH_HALF,
-                        .seed = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1, takes_value = 1;
-        size_t n;
-
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            lk_usage(stdout);
-            exit(BENCH_EXIT_OK);
-        } else if (strcmp(arg, "--csv") == 0) {
-            opts->csv = 1;
-            takes_value = 0;
-        } else if (!value) {
-            fprintf(stderr, "ember-bench lookup: %s needs a value\n", arg);
-            return 0;
-        } else if (strcmp(arg, "--ps") == 0) {
-            ok = bench_parse_count(value, &opts->ps);
-        } else if (strcmp(arg, "--bags") == 0) {
-            ok = lk_parse_list(value, opts->bags, &opts->nbags);
-        } else if (strcmp(arg, "--pool") == 0) {
-            ok = lk_parse_list(value, opts->pool, &opts->npool);
-        } else if (strcmp(arg, "--dim") == 0) {
-            ok = lk_parse_list(value, opts->dim, &opts->ndim);
-        } else if (strcmp(arg, "--dist") == 0) {
-            ok = lk_parse_dist(value, opts);
-        } else if (strcmp(arg, "--dtype") == 0) {
-            ok = lk_parse_dtype(value, opts, 0);
-        } else if (strcmp(arg, "--reply-dtype") == 0) {
-            ok = lk_parse_dtype(value, opts, 1);
-        } else if (strcmp(arg, "--rows") == 0) {
-            ok = bench_parse_size(value, &opts->rows);
-        } else if (strcmp(arg, "-n") == 0) {
-            ok = bench_parse_count(value, &opts->iters);
-        } else if (strcmp(arg, "-w") == 0) {
-            ok = bench_parse_count_or_zero(value, &opts->warmup);
-        } else if (strcmp(arg, "--window") == 0) {
-            ok = bench_parse_count(value, &opts->window);
-        } else if (strcmp(arg, "--slots") == 0) {
-            ok = bench_parse_count(value, &opts->slots);
-        } else if (strcmp(arg, "--max-bytes") == 0) {
-            ok = bench_parse_size(value, &opts->max_bytes);
-        } else if (strcmp(arg, "--rate") == 0) {
-            char *end;
-            opts->rate = strtod(value, &end);
-            ok = !*end && opts->rate > 0.0;
-        } else if (strcmp(arg, "-c") == 0) {
-            ok = strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
-            opts->check = value[0] == '1';
-        } else if (strcmp(arg, "--batch") == 0) {
-            ok = bench_parse_count_or_zero(value, &opts->batch);
-        } else if (strcmp(arg, "--seed") == 0) {
-            ok = bench_parse_count(value, &n);
-            opts->seed = n;
-        } else {
-            fprintf(stderr, "ember-bench lookup: unknown option '%s'\n", arg);
-            lk_usage(stderr);
-            return 0;
-        }
-        if (!ok) {
-            fprintf(stderr, "ember-bench lookup: bad value for %s: '%s'\n", arg,
-                    value ? value : "");
-            return 0;
-        }
-        i += takes_value;
-    }
-    if (opts->nbags * opts->npool * opts->ndim * opts->ndist * opts->ndtype * opts->nreply >
-        LK_MAX_POINTS) {
+    static const bench_opt_table_t table = {.cmd = "lookup",
+                                            .opts = lk_opt_list,
+                                            .count = sizeof(lk_opt_list) / sizeof(lk_opt_list[0]),
+                                            .usage = lk_usage};
+    *opts = lk_defaults;
+    if (!bench_parse_opts(&table, argc, argv, opts))
+        return 0;
+    if (lk_points(opts) > LK_MAX_POINTS) {
         fprintf(stderr, "ember-bench lookup: at most %d sweep points\n", LK_MAX_POINTS);
         return 0;
     }
@@ -380,67 +382,105 @@ static int64_t lk_key(const lk_point_t *pt, uint64_t *state)
     return (int64_t)lo;
 }
 
-/* ---- requests, as engine/train/trainer.c build_requests ---------------------- */
+/* ---- requests, packed as the trainer packs its own (engine/train/sparse.c) -- */
 
+/* Where splitting a batch by shard puts each shard's part, in turn. */
+typedef struct {
+    int64_t *rows, *unique, *inverse; /* [n], [n + 1], [n + 1] */
+    uint32_t *counts;                 /* [bags] */
+} lk_split_t;
+
+static ember_status_t lk_split_alloc(lk_split_t *split, size_t bags, size_t n)
+{
+    split->rows = malloc(n * sizeof(*split->rows));
+    split->unique = malloc((n + 1) * sizeof(*split->unique));
+    split->inverse = malloc((n + 1) * sizeof(*split->inverse));
+    split->counts = malloc(bags * sizeof(*split->counts));
+    return split->rows && split->unique && split->inverse && split->counts ? EMBER_OK
+                                                                           : EMBER_ERR_NO_MEMORY;
+}
+
+static void lk_split_free(lk_split_t *split)
+{
+    free(split->rows);
+    free(split->unique);
+    free(split->inverse);
+    free(split->counts);
+}
+
+static uint32_t lk_lookup_flags(const lk_point_t *pt)
+{
+    return pt->half_reply ? EMBER_LOOKUP_HALF_REPLY : 0;
+}
+
+/* Shard @p's entries of @batch, bag after bag, into split->rows and each
+ * bag's count of them into split->counts; returns how many. */
+static size_t lk_shard_entries(const lk_point_t *pt, const lk_batch_t *batch, uint32_t p,
+                               lk_split_t *split)
+{
+    size_t bags = pt->bags, pool = pt->pool, entries = 0;
+    memset(split->counts, 0, bags * sizeof(*split->counts));
+    for (size_t b = 0; b < bags; b++) {
+        for (size_t i = b * pool; i < (b + 1) * pool; i++) {
+            if ((uint64_t)batch->keys[i] % (uint32_t)pt->P != p)
+                continue;
+            split->rows[entries++] = batch->keys[i];
+            split->counts[b]++;
+        }
+    }
+    return entries;
+}
+
+/* Shard @p's LOOKUP of @batch: its rows deduplicated, packed by the codec. */
+static ember_status_t lk_pack_part(const lk_point_t *pt, lk_batch_t *batch, uint32_t p,
+                                   lk_split_t *split)
+{
+    size_t entries = lk_shard_entries(pt, batch, p, split), nunique = 0;
+    EMBER_CHECK(ember_bag_dedup(split->rows, entries, -1, split->unique, split->inverse, &nunique));
+    ember_wire_lookup_t lookup = {.head = {.table_id = pt->table_id,
+                                           .flags = lk_lookup_flags(pt),
+                                           .bags = (uint32_t)pt->bags,
+                                           .unique = (uint32_t)nunique,
+                                           .indices = (uint32_t)entries},
+                                  .counts = split->counts,
+                                  .rows = split->unique,
+                                  .inverse = split->inverse};
+    ember_wire_lookup_layout_t at;
+    lk_part_t *part = &batch->parts[p];
+
+    ember_wire_lookup_layout(&lookup.head, &at);
+    part->bytes = ember_wire_lookup_size(&lookup.head);
+    part->message = malloc(part->bytes);
+    if (!part->message)
+        return EMBER_ERR_NO_MEMORY;
+    ember_wire_lookup_pack(&lookup, part->message);
+    part->body = part->message + at.offsets;
+    part->body_bytes = part->bytes - at.offsets;
+    part->unique = lookup.head.unique;
+    part->indices = lookup.head.indices;
+    return EMBER_OK;
+}
+
+/* A batch of bags x pool keys drawn, and its LOOKUP to every shard. */
 static ember_status_t lk_build_batch(lk_point_t *pt, lk_batch_t *batch, uint64_t *rng)
 {
-    size_t bags = pt->bags, pool = pt->pool, n = bags * pool;
-    uint32_t P = (uint32_t)pt->P;
-    int64_t *rows = malloc(n * sizeof(*rows));
-    int64_t *unique = malloc((n + 1) * sizeof(*unique));
-    int64_t *inverse = malloc((n + 1) * sizeof(*inverse));
-    uint32_t *counts = malloc(bags * sizeof(*counts));
-    ember_status_t status = EMBER_ERR_NO_MEMORY;
+    size_t n = pt->bags * pt->pool;
+    lk_split_t split = {0};
+    ember_status_t status;
 
+    EMBER_CHECK_GOTO(lk_split_alloc(&split, pt->bags, n), status, out);
     batch->keys = malloc(n * sizeof(*batch->keys));
-    batch->parts = calloc(P, sizeof(*batch->parts));
-    if (!rows || !unique || !inverse || !counts || !batch->keys || !batch->parts)
+    batch->parts = calloc((size_t)pt->P, sizeof(*batch->parts));
+    status = EMBER_ERR_NO_MEMORY;
+    if (!batch->keys || !batch->parts)
         goto out;
     for (size_t i = 0; i < n; i++)
         batch->keys[i] = lk_key(pt, rng);
-    for (uint32_t p = 0; p < P; p++) {
-        size_t entries = 0, nunique = 0;
-        memset(counts, 0, bags * sizeof(*counts));
-        for (size_t b = 0; b < bags; b++) {
-            for (size_t i = b * pool; i < (b + 1) * pool; i++) {
-                if ((uint64_t)batch->keys[i] % P != p)
-                    continue;
-                rows[entries++] = batch->keys[i];
-                counts[b]++;
-            }
-        }
-        status = ember_bag_dedup(rows, entries, -1, unique, inverse, &nunique);
-        if (status != EMBER_OK)
-            goto out;
-        lk_part_t *part = &batch->parts[p];
-        part->body_bytes = 4 * bags + 8 * nunique + 4 * entries;
-        part->body = malloc(part->body_bytes + 8);
-        part->unique = (uint32_t)nunique;
-        part->indices = (uint32_t)entries;
-        status = EMBER_ERR_NO_MEMORY;
-        if (!part->body)
-            goto out;
-        uint8_t *out = part->body;
-        uint32_t offset = 0;
-        for (size_t b = 0; b < bags; b++) {
-            memcpy(out, &offset, 4);
-            out += 4;
-            offset += counts[b];
-        }
-        memcpy(out, unique, 8 * nunique);
-        out += 8 * nunique;
-        for (size_t i = 0; i < entries; i++) {
-            uint32_t slot = (uint32_t)inverse[i];
-            memcpy(out, &slot, 4);
-            out += 4;
-        }
-    }
+    for (uint32_t p = 0; p < (uint32_t)pt->P; p++)
+        EMBER_CHECK_GOTO(lk_pack_part(pt, batch, p, &split), status, out);
     status = EMBER_OK;
 out:
-    free(rows);
-    free(unique);
-    free(inverse);
-    free(counts);
+    lk_split_free(&split);
     return status;
 }
 
@@ -601,12 +641,13 @@ static ember_status_t lk_send_lookup(lk_point_t *pt, lk_slot_t *slot, size_t bat
     EMBER_CHECK(lk_resp_take(pt, slot));
     for (int p = 0; p < pt->P; p++) {
         const lk_part_t *part = &pt->batches[batch].parts[p];
+        ember_iov_t iov[2];
         slot->hdr[p].step = slot->step;
         slot->hdr[p].unique = part->unique;
         slot->hdr[p].indices = part->indices;
-        ember_iov_t iov[2] = {{&slot->hdr[p], sizeof(slot->hdr[p])},
-                              {part->body, part->body_bytes}};
-        EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_LOOKUP, iov, 2,
+        size_t iovcnt = ember_wire_pack_iov(&slot->hdr[p], sizeof(slot->hdr[p]), part->body,
+                                            part->body_bytes, iov);
+        EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_LOOKUP, iov, iovcnt,
                                          slot->resp + (size_t)p * pt->bags * pt->dim, resp_bytes,
                                          NULL, &slot->futures[p]));
     }
@@ -616,11 +657,12 @@ static ember_status_t lk_send_lookup(lk_point_t *pt, lk_slot_t *slot, size_t bat
 static ember_status_t lk_send_grad(lk_point_t *pt, lk_slot_t *slot)
 {
     for (int p = 0; p < pt->P; p++) {
+        ember_iov_t iov[2];
         slot->ghdr[p].step = slot->step;
-        ember_iov_t iov[2] = {{&slot->ghdr[p], sizeof(slot->ghdr[p])},
-                              {pt->grad, pt->bags * pt->dim * sizeof(float)}};
-        EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_GRAD, iov, 2, NULL, 0,
-                                         NULL, &slot->futures[p]));
+        size_t iovcnt = ember_wire_pack_iov(&slot->ghdr[p], sizeof(slot->ghdr[p]), pt->grad,
+                                            pt->bags * pt->dim * sizeof(float), iov);
+        EMBER_CHECK(ember_rpc_call_async(pt->tp, pt->first_ps + p, EMBER_OP_GRAD, iov, iovcnt, NULL,
+                                         0, NULL, &slot->futures[p]));
     }
     return EMBER_OK;
 }
@@ -660,8 +702,7 @@ static void lk_account(lk_point_t *pt, const lk_slot_t *slot)
     pt->res.indices += (double)(pt->bags * pt->pool);
     pt->res.resp_bytes += (double)((size_t)pt->P * lk_reply_bytes(pt));
     for (int p = 0; p < pt->P; p++)
-        pt->res.req_bytes +=
-                (double)(sizeof(ember_msg_lookup_t) + pt->batches[slot->batch].parts[p].body_bytes);
+        pt->res.req_bytes += (double)pt->batches[slot->batch].parts[p].bytes;
 }
 
 /* Lookups per batch in the closed loop (0: none): --batch, by default half
@@ -680,10 +721,69 @@ static int lk_batching(const lk_opts_t *opts, size_t window)
     return opts->rate > 0.0 ? opts->batch != 0 : lk_batch(opts, window) != 0;
 }
 
+/* A closed round's lookups: slots 0..n-1 at step @round, the window
+ * outstanding; replies come back in order per PS.  @held: lookups in the
+ * request batch being filled. */
+static ember_status_t lk_closed_lookups(lk_point_t *pt, size_t n, uint64_t round, int timed,
+                                        size_t *held)
+{
+    size_t resp_bytes = lk_reply_bytes(pt), window = pt->window;
+    size_t batch = lk_batch(pt->opts, window), issued = 0, done = 0;
+
+    while (done < n) {
+        while (issued < n && issued - done < window) {
+            lk_slot_t *slot = &pt->slot[issued];
+            slot->step = round;
+            slot->intended = bench_now();
+            EMBER_CHECK(lk_send_lookup(pt, slot, (round * pt->slots + issued) % LK_BATCHES));
+            issued++;
+            if (batch && ++*held == batch) { /* this batch is full: it goes */
+                ember_rpc_batch_end(pt->tp);
+                ember_rpc_batch_begin(pt->tp);
+                *held = 0;
+            }
+        }
+        lk_slot_t *slot = &pt->slot[done];
+        lk_collect(pt, slot, 1, resp_bytes);
+        if (timed) {
+            pt->samples[pt->nsamples++] = bench_now() - slot->intended;
+            lk_account(pt, slot);
+        }
+        if (round != 0 || !pt->opts->check)
+            lk_resp_give(pt, slot);
+        done++;
+    }
+    return EMBER_OK;
+}
+
+/* Round 0 under -c 1: nobody has pushed a gradient yet, so every reply must
+ * match the table read back; then all clients meet before any push. */
+static ember_status_t lk_closed_check(lk_point_t *pt, size_t n)
+{
+    for (size_t s = 0; s < n; s++) {
+        pt->res.wrong += (double)lk_check_reply(pt, &pt->slot[s]);
+        lk_resp_give(pt, &pt->slot[s]);
+    }
+    return lk_meet(pt, "checked");
+}
+
+/* The gradient pushes of a round's lookups, applied (EMBER_GRAD_APPLY), the
+ * window outstanding. */
+static ember_status_t lk_closed_grads(lk_point_t *pt, size_t n)
+{
+    size_t issued = 0, done = 0;
+    while (done < n) {
+        while (issued < n && issued - done < pt->window)
+            EMBER_CHECK(lk_send_grad(pt, &pt->slot[issued++]));
+        lk_collect(pt, &pt->slot[done++], 1, 0);
+    }
+    return EMBER_OK;
+}
+
+/* Rounds of up to one lookup per slot, then their pushes, timed apart. */
 static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup)
 {
-    size_t resp_bytes = lk_reply_bytes(pt), done_requests = 0;
-    size_t window = pt->window, batch = lk_batch(pt->opts, window), held = 0;
+    size_t done_requests = 0, held = 0;
     uint64_t round = 0;
 
     while (done_requests < warmup + total) {
@@ -691,51 +791,16 @@ static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup
         if (n > left)
             n = left;
         int timed = done_requests >= warmup;
-        size_t issued = 0, done = 0;
         double start = bench_now();
-        /* Lookups, WINDOW outstanding; replies come back in order per PS. */
-        while (done < n) {
-            while (issued < n && issued - done < window) {
-                lk_slot_t *slot = &pt->slot[issued];
-                slot->step = round;
-                slot->intended = bench_now();
-                EMBER_CHECK(lk_send_lookup(pt, slot, (round * pt->slots + issued) % LK_BATCHES));
-                issued++;
-                if (batch && ++held == batch) { /* this batch is full: it goes */
-                    ember_rpc_batch_end(pt->tp);
-                    ember_rpc_batch_begin(pt->tp);
-                    held = 0;
-                }
-            }
-            lk_slot_t *slot = &pt->slot[done];
-            lk_collect(pt, slot, 1, resp_bytes);
-            if (timed) {
-                pt->samples[pt->nsamples++] = bench_now() - slot->intended;
-                lk_account(pt, slot);
-            }
-            if (round != 0 || !pt->opts->check)
-                lk_resp_give(pt, slot);
-            done++;
-        }
+        EMBER_CHECK(lk_closed_lookups(pt, n, round, timed, &held));
         double mid = bench_now();
         if (timed)
             pt->res.lookup_s += mid - start;
         if (round == 0 && pt->opts->check) {
-            /* Nobody has pushed a gradient yet: the replies must match. */
-            for (size_t s = 0; s < n; s++) {
-                pt->res.wrong += (double)lk_check_reply(pt, &pt->slot[s]);
-                lk_resp_give(pt, &pt->slot[s]);
-            }
-            EMBER_CHECK(lk_meet(pt, "checked"));
+            EMBER_CHECK(lk_closed_check(pt, n));
             mid = bench_now();
         }
-        /* The gradient pushes of those lookups, applied (EMBER_GRAD_APPLY). */
-        issued = done = 0;
-        while (done < n) {
-            while (issued < n && issued - done < window)
-                EMBER_CHECK(lk_send_grad(pt, &pt->slot[issued++]));
-            lk_collect(pt, &pt->slot[done++], 1, 0);
-        }
+        EMBER_CHECK(lk_closed_grads(pt, n));
         if (timed) {
             pt->res.grad_s += bench_now() - mid;
             pt->res.grads += (double)n;
@@ -747,75 +812,121 @@ static ember_status_t lk_closed_loop(lk_point_t *pt, size_t total, size_t warmup
     return EMBER_OK;
 }
 
-/* Open loop: FIFO of slots in lookup, FIFO of slots in push, free list. */
-static ember_status_t lk_open_loop(lk_point_t *pt, size_t total, size_t warmup)
-{
-    size_t S = pt->slots, resp_bytes = lk_reply_bytes(pt);
-    size_t *lookq = malloc(S * sizeof(size_t)), *gradq = malloc(S * sizeof(size_t));
-    size_t *freel = malloc(S * sizeof(size_t));
-    size_t lh = 0, lt = 0, gh = 0, gt = 0, nfree = S, next = 0, completed = 0;
-    double interval = 1.0 / pt->opts->rate, t0, first = 0.0, last = 0.0;
-    ember_status_t status = EMBER_OK;
+/* The open loop's slots: a FIFO of those in lookup, a FIFO of those in push,
+ * and a free list. */
+typedef struct {
+    size_t *lookq, *gradq, *freel;
+    size_t lh, lt, gh, gt, nfree;
+    size_t next, completed; /* requests sent, lookups answered */
+    size_t warmup, end;     /* end: warmup + timed requests */
+    double interval, t0, first, last;
+} lk_open_t;
 
-    if (!lookq || !gradq || !freel) {
-        status = EMBER_ERR_NO_MEMORY;
-        goto out;
-    }
+static ember_status_t lk_open_start(lk_point_t *pt, lk_open_t *q, size_t total, size_t warmup)
+{
+    size_t S = pt->slots;
+    *q = (lk_open_t){.lookq = malloc(S * sizeof(size_t)),
+                     .gradq = malloc(S * sizeof(size_t)),
+                     .freel = malloc(S * sizeof(size_t)),
+                     .nfree = S,
+                     .warmup = warmup,
+                     .end = warmup + total,
+                     .interval = 1.0 / pt->opts->rate};
+    if (!q->lookq || !q->gradq || !q->freel)
+        return EMBER_ERR_NO_MEMORY;
     for (size_t s = 0; s < S; s++) {
-        freel[s] = S - 1 - s;
+        q->freel[s] = S - 1 - s;
         pt->slot[s].step = 0;
     }
-    t0 = bench_now();
-    while (completed < warmup + total || gh != gt) {
+    q->t0 = bench_now();
+    return EMBER_OK;
+}
+
+/* Everything due goes out while slots are free; the rest waits, its
+ * intended time unchanged. */
+static ember_status_t lk_open_send_due(lk_point_t *pt, lk_open_t *q, double now, int *progress)
+{
+    size_t S = pt->slots;
+    while (q->next < q->end && now >= q->t0 + (double)q->next * q->interval && q->nfree) {
+        lk_slot_t *slot = &pt->slot[q->freel[--q->nfree]];
+        slot->intended = q->t0 + (double)q->next * q->interval;
+        EMBER_CHECK(lk_send_lookup(pt, slot, q->next % LK_BATCHES));
+        q->lookq[q->lt++ % S] = (size_t)(slot - pt->slot);
+        q->next++;
+        *progress = 1;
+    }
+    return EMBER_OK;
+}
+
+/* Lookups answered, in order: each timed one sampled from its intended
+ * send time, then its gradient pushed. */
+static ember_status_t lk_open_take_lookups(lk_point_t *pt, lk_open_t *q, int *progress)
+{
+    size_t S = pt->slots, resp_bytes = lk_reply_bytes(pt);
+    while (q->lh != q->lt && lk_collect(pt, &pt->slot[q->lookq[q->lh % S]], 0, resp_bytes)) {
+        lk_slot_t *slot = &pt->slot[q->lookq[q->lh++ % S]];
+        double end = bench_now();
+        lk_resp_give(pt, slot);
+        if (q->completed >= q->warmup) {
+            if (q->completed == q->warmup)
+                q->first = slot->intended;
+            q->last = end;
+            pt->samples[pt->nsamples++] = end - slot->intended;
+            lk_account(pt, slot);
+        }
+        q->completed++;
+        EMBER_CHECK(lk_send_grad(pt, slot));
+        q->gradq[q->gt++ % S] = (size_t)(slot - pt->slot);
+        *progress = 1;
+    }
+    return EMBER_OK;
+}
+
+/* Pushes acknowledged, in order: their slots free for their next step.
+ * Returns whether any was. */
+static int lk_open_take_grads(lk_point_t *pt, lk_open_t *q)
+{
+    size_t S = pt->slots;
+    int progress = 0;
+    while (q->gh != q->gt && lk_collect(pt, &pt->slot[q->gradq[q->gh % S]], 0, 0)) {
+        lk_slot_t *slot = &pt->slot[q->gradq[q->gh++ % S]];
+        slot->step++;
+        q->freel[q->nfree++] = (size_t)(slot - pt->slot);
+        progress = 1;
+    }
+    return progress;
+}
+
+/* Nothing moved: wait on the transport until the next request is due, at
+ * most 1 ms. */
+static void lk_open_idle(lk_point_t *pt, const lk_open_t *q, double now)
+{
+    double wait = q->next < q->end ? q->t0 + (double)q->next * q->interval - now : 1e-3;
+    if (q->lh != q->lt || q->gh != q->gt || wait > 0)
+        ember_tp_wait(pt->tp, wait > 1e-3 ? 1e-3 : (wait > 0 ? wait : 0));
+}
+
+/* Requests at the rate asked, each lookup followed by its push. */
+static ember_status_t lk_open_loop(lk_point_t *pt, size_t total, size_t warmup)
+{
+    lk_open_t q;
+    ember_status_t status;
+
+    EMBER_CHECK_GOTO(lk_open_start(pt, &q, total, warmup), status, out);
+    while (q.completed < q.end || q.gh != q.gt) {
         double now = bench_now();
         int progress = 0;
-        /* Everything due goes out while slots are free; the rest waits, its
-         * intended time unchanged. */
-        while (next < warmup + total && now >= t0 + (double)next * interval && nfree) {
-            lk_slot_t *slot = &pt->slot[freel[--nfree]];
-            slot->intended = t0 + (double)next * interval;
-            status = lk_send_lookup(pt, slot, next % LK_BATCHES);
-            if (status != EMBER_OK)
-                goto out;
-            lookq[lt++ % S] = (size_t)(slot - pt->slot);
-            next++;
-            progress = 1;
-        }
-        while (lh != lt && lk_collect(pt, &pt->slot[lookq[lh % S]], 0, resp_bytes)) {
-            lk_slot_t *slot = &pt->slot[lookq[lh++ % S]];
-            double end = bench_now();
-            lk_resp_give(pt, slot);
-            if (completed >= warmup) {
-                if (completed == warmup)
-                    first = slot->intended;
-                last = end;
-                pt->samples[pt->nsamples++] = end - slot->intended;
-                lk_account(pt, slot);
-            }
-            completed++;
-            status = lk_send_grad(pt, slot);
-            if (status != EMBER_OK)
-                goto out;
-            gradq[gt++ % S] = (size_t)(slot - pt->slot);
-            progress = 1;
-        }
-        while (gh != gt && lk_collect(pt, &pt->slot[gradq[gh % S]], 0, 0)) {
-            lk_slot_t *slot = &pt->slot[gradq[gh++ % S]];
-            slot->step++;
-            freel[nfree++] = (size_t)(slot - pt->slot);
-            progress = 1;
-        }
-        if (!progress) {
-            double wait = next < warmup + total ? t0 + (double)next * interval - now : 1e-3;
-            if (lh != lt || gh != gt || wait > 0)
-                ember_tp_wait(pt->tp, wait > 1e-3 ? 1e-3 : (wait > 0 ? wait : 0));
-        }
+        EMBER_CHECK_GOTO(lk_open_send_due(pt, &q, now, &progress), status, out);
+        EMBER_CHECK_GOTO(lk_open_take_lookups(pt, &q, &progress), status, out);
+        progress |= lk_open_take_grads(pt, &q);
+        if (!progress)
+            lk_open_idle(pt, &q, now);
     }
-    pt->res.lookup_s = last - first;
+    pt->res.lookup_s = q.last - q.first;
 out:
-    free(lookq);
-    free(gradq);
-    free(freel);
+    free(q.lookq);
+    free(q.gradq);
+    free(q.freel);
     return status;
 }
 
@@ -825,7 +936,7 @@ static void lk_point_free(lk_point_t *pt)
 {
     for (size_t g = 0; g < LK_BATCHES; g++) {
         for (int p = 0; pt->batches[g].parts && p < pt->P; p++)
-            free(pt->batches[g].parts[p].body);
+            free(pt->batches[g].parts[p].message);
         free(pt->batches[g].parts);
         free(pt->batches[g].keys);
     }
@@ -845,30 +956,45 @@ static void lk_point_free(lk_point_t *pt)
     free(pt->samples);
 }
 
-static ember_status_t lk_point_run(lk_point_t *pt)
+/* Timed requests per client at this point: --max-bytes of replies, at least
+ * LK_MIN_ITERS, at most -n. */
+static size_t lk_point_total(const lk_point_t *pt)
 {
-    const lk_opts_t *opts = pt->opts;
-    size_t resp_bytes = pt->bags * pt->dim * sizeof(float); /* and the gradient's */
-    size_t total = opts->max_bytes / (lk_reply_bytes(pt) * (size_t)pt->P);
-    char key[64];
-    uint64_t rng = opts->seed * 1000003u + (uint64_t)pt->client * 7919u + pt->table_id;
-
+    size_t total = pt->opts->max_bytes / (lk_reply_bytes(pt) * (size_t)pt->P);
     if (total < LK_MIN_ITERS)
         total = LK_MIN_ITERS;
-    if (total > opts->iters)
-        total = opts->iters;
+    if (total > pt->opts->iters)
+        total = pt->opts->iters;
+    return total;
+}
+
+/* The batches (keys and requests), the slots, the gradient every push sends
+ * and room for @total samples. */
+static ember_status_t lk_point_alloc(lk_point_t *pt, size_t total)
+{
+    const lk_opts_t *opts = pt->opts;
+    size_t grad_bytes = pt->bags * pt->dim * sizeof(float);
+    uint64_t rng = opts->seed * 1000003u + (uint64_t)pt->client * 7919u + pt->table_id;
+
     if (pt->dist.alpha > 0.0 && !(pt->zipf_cdf = lk_zipf_cdf(opts->rows, pt->dist.alpha)))
         return EMBER_ERR_NO_MEMORY;
     for (size_t g = 0; g < LK_BATCHES; g++)
         EMBER_CHECK(lk_build_batch(pt, &pt->batches[g], &rng));
     pt->slot = calloc(pt->slots, sizeof(*pt->slot));
     pt->resp_free = calloc(pt->slots, sizeof(*pt->resp_free));
-    pt->grad = malloc(resp_bytes + 4);
+    pt->grad = malloc(grad_bytes + 4);
     pt->samples = malloc((total + 1) * sizeof(double));
     if (!pt->slot || !pt->resp_free || !pt->grad || !pt->samples)
         return EMBER_ERR_NO_MEMORY;
     for (size_t i = 0; i < pt->bags * pt->dim; i++)
         pt->grad[i] = 1e-4f;
+    return EMBER_OK;
+}
+
+/* Each slot a virtual trainer (client x slots + slot): its LOOKUP and GRAD
+ * headers to every shard, a send filling in the step (and the counts). */
+static ember_status_t lk_slots_init(lk_point_t *pt)
+{
     for (size_t s = 0; s < pt->slots; s++) {
         lk_slot_t *slot = &pt->slot[s];
         slot->hdr = calloc((size_t)pt->P, sizeof(*slot->hdr));
@@ -878,31 +1004,39 @@ static ember_status_t lk_point_run(lk_point_t *pt)
             return EMBER_ERR_NO_MEMORY;
         uint32_t trainer = (uint32_t)((size_t)pt->client * pt->slots + s);
         for (int p = 0; p < pt->P; p++) {
-            slot->hdr[p] =
-                    (ember_msg_lookup_t){.table_id = pt->table_id,
-                                         .trainer = trainer,
-                                         .flags = pt->half_reply ? EMBER_LOOKUP_HALF_REPLY : 0,
-                                         .bags = (uint32_t)pt->bags};
+            slot->hdr[p] = (ember_msg_lookup_t){.table_id = pt->table_id,
+                                                .trainer = trainer,
+                                                .flags = lk_lookup_flags(pt),
+                                                .bags = (uint32_t)pt->bags};
             slot->ghdr[p] = (ember_msg_grad_t){.table_id = pt->table_id,
                                                .trainer = trainer,
                                                .flags = EMBER_GRAD_APPLY,
                                                .bags = (uint32_t)pt->bags};
         }
     }
-    /* Client 0 creates the shards; the others wait for the word. */
+    return EMBER_OK;
+}
+
+/* Client 0 creates the shards; the others wait for the word. */
+static ember_status_t lk_table_ready(lk_point_t *pt)
+{
+    char key[64];
     snprintf(key, sizeof(key), "lookup/table/%u", pt->table_id);
     if (pt->client == 0) {
         EMBER_CHECK(lk_create_table(pt));
-        EMBER_CHECK(ember_tp_store_set(pt->tp, key, "1", 1));
-    } else {
-        void *value = NULL;
-        size_t length;
-        EMBER_CHECK(ember_tp_store_get(pt->tp, key, &value, &length));
-        free(value);
+        return ember_tp_store_set(pt->tp, key, "1", 1);
     }
-    if (opts->check)
-        EMBER_CHECK(lk_read_table(pt));
-    EMBER_CHECK(lk_meet(pt, "start"));
+    void *value = NULL;
+    size_t length;
+    EMBER_CHECK(ember_tp_store_get(pt->tp, key, &value, &length));
+    free(value);
+    return EMBER_OK;
+}
+
+/* The loop the options ask for, then the latency percentiles. */
+static ember_status_t lk_point_measure(lk_point_t *pt, size_t total)
+{
+    const lk_opts_t *opts = pt->opts;
     /* Held requests count in latency: it runs from before their post. */
     int batching = lk_batching(opts, pt->window);
     if (batching)
@@ -917,6 +1051,19 @@ static ember_status_t lk_point_run(lk_point_t *pt)
     for (int i = 0; i < 5; i++)
         pt->res.pct[i] = bench_percentile(pt->samples, pt->nsamples, pcts[i]) * 1e6;
     return EMBER_OK;
+}
+
+static ember_status_t lk_point_run(lk_point_t *pt)
+{
+    size_t total = lk_point_total(pt);
+
+    EMBER_CHECK(lk_point_alloc(pt, total));
+    EMBER_CHECK(lk_slots_init(pt));
+    EMBER_CHECK(lk_table_ready(pt));
+    if (pt->opts->check)
+        EMBER_CHECK(lk_read_table(pt));
+    EMBER_CHECK(lk_meet(pt, "start"));
+    return lk_point_measure(pt, total);
 }
 
 /* Every PS's counters (client 0, between points: nobody sends then). */
@@ -980,8 +1127,8 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
            "handed to the transport, which sends replies <= 2 KiB (8 KiB over tcp) batched after "
            "it; engine/ps counters): P x bags x dim x 4 / ps_us is the most the "
            "PS can serve\n");
-    for (size_t t = 0; t < opts->ndtype; t++) {
-        if (opts->dtype[t] == EMBER_DTYPE_F16) {
+    for (size_t t = 0; t < opts->dtype.count; t++) {
+        if (opts->dtype.at[t] == EMBER_DTYPE_F16) {
             printf("# fp16 rows converted %s (this client's CPU; the PS's may differ)\n",
                    ember_half_f16c() ? "with F16C, 8 values an instruction"
                                      : "by portable code (no F16C)");
@@ -996,165 +1143,248 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
     fflush(stdout);
 }
 
+/* A client's sweep, and (client 0) every PS's counters between points. */
+typedef struct {
+    ember_tp_t *tp;
+    const lk_opts_t *opts;
+    int client, clients, P;
+    ember_msg_ps_stats_t *before, *after; /* [P] */
+    double wrong_total;
+    int ret;
+} lk_client_t;
+
+/* Everybody's figures at one point, as client 0 prints them. */
+typedef struct {
+    double rows_s, bytes_s, req_s, grad_s, wrong, req_b, pct[5];
+    double ps_us;
+} lk_row_t;
+
+/* The lowest digit of *@rest in base @base, taken off it. */
+static size_t lk_digit(size_t *rest, size_t base)
+{
+    size_t digit = *rest % base;
+    *rest /= base;
+    return digit;
+}
+
+/* Sweep point @table_id: the bags vary fastest, then the indices per bag,
+ * the dim, the distribution, the rows' dtype and the replies'. */
+static void lk_point_init(lk_point_t *pt, const lk_client_t *cl, uint32_t table_id)
+{
+    const lk_opts_t *opts = cl->opts;
+    size_t rest = table_id;
+    size_t bags = opts->bags.at[lk_digit(&rest, opts->bags.count)];
+    size_t pool = opts->pool.at[lk_digit(&rest, opts->pool.count)];
+    size_t dim = opts->dim.at[lk_digit(&rest, opts->dim.count)];
+    lk_dist_t dist = opts->dist.at[lk_digit(&rest, opts->dist.count)];
+    ember_dtype_t dtype = opts->dtype.at[lk_digit(&rest, opts->dtype.count)];
+    ember_dtype_t reply = opts->reply.at[lk_digit(&rest, opts->reply.count)];
+
+    *pt = (lk_point_t){.tp = cl->tp,
+                       .opts = opts,
+                       .client = cl->client,
+                       .clients = cl->clients,
+                       .first_ps = cl->clients,
+                       .P = cl->P,
+                       .table_id = table_id,
+                       .bags = bags,
+                       .pool = pool,
+                       .dim = dim,
+                       .dist = dist,
+                       .dtype = dtype,
+                       .half_reply = reply == EMBER_DTYPE_F16,
+                       .window = opts->window};
+    /* Virtual trainers: as many as LK_SLOT_BYTES of reply and key buffers
+     * hold, at most --slots, at least the window (which the closed loop
+     * cannot keep fuller than its slots). */
+    size_t per_slot = (size_t)pt->P * pt->bags * pt->dim * sizeof(float) + pt->bags * pt->pool * 16;
+    pt->slots = LK_SLOT_BYTES / per_slot;
+    if (pt->slots > opts->slots)
+        pt->slots = opts->slots;
+    if (pt->slots < pt->window)
+        pt->slots = pt->window;
+    if (opts->rate == 0.0 && pt->window > pt->slots)
+        pt->window = pt->slots;
+}
+
+/* Client @c's figures at @pt: client 0's own, the others' from the store. */
+static ember_status_t lk_result_get(const lk_client_t *cl, const lk_point_t *pt, int c,
+                                    lk_result_t *res)
+{
+    char key[64];
+    void *value = NULL;
+    size_t length = 0;
+
+    if (c == 0) {
+        *res = pt->res;
+        return EMBER_OK;
+    }
+    snprintf(key, sizeof(key), "lookup/result/%u/%d", pt->table_id, c);
+    ember_status_t status = ember_tp_store_get(cl->tp, key, &value, &length);
+    if (status == EMBER_OK && length != sizeof(*res))
+        status = EMBER_ERR_BAD_MESSAGE;
+    if (status == EMBER_OK)
+        memcpy(res, value, sizeof(*res));
+    free(value);
+    return status;
+}
+
+/* Client 0: everybody's rates at @pt summed, each latency percentile the
+ * worst client's. */
+static ember_status_t lk_row_sum(const lk_client_t *cl, const lk_point_t *pt, lk_row_t *row)
+{
+    *row = (lk_row_t){0};
+    for (int c = 0; c < cl->clients; c++) {
+        lk_result_t res;
+        EMBER_CHECK(lk_result_get(cl, pt, c, &res));
+        if (res.lookup_s > 0) {
+            row->rows_s += res.indices / res.lookup_s;
+            row->bytes_s += res.resp_bytes / res.lookup_s;
+            row->req_s += res.lookups / res.lookup_s;
+        }
+        if (res.grad_s > 0)
+            row->grad_s += res.grad_indices / res.grad_s;
+        if (res.lookups > 0 && c == 0)
+            row->req_b = res.req_bytes / res.lookups;
+        row->wrong += res.wrong;
+        for (int i = 0; i < 5; i++)
+            row->pct[i] = res.pct[i] > row->pct[i] ? res.pct[i] : row->pct[i];
+    }
+    return EMBER_OK;
+}
+
+/* Every client is done with the point: the PS counters are final.  A PS
+ * that does not answer leaves ps_us 0 and fails the run. */
+static void lk_row_ps(lk_client_t *cl, lk_row_t *row)
+{
+    row->ps_us = 0.0;
+    if (lk_ps_stats(cl->tp, cl->clients, cl->P, cl->after) == EMBER_OK) {
+        row->ps_us = lk_ps_us(cl->before, cl->after, cl->P);
+        memcpy(cl->before, cl->after, (size_t)cl->P * sizeof(*cl->before));
+    } else {
+        cl->ret = BENCH_EXIT_FAIL;
+    }
+}
+
+static void lk_row_print(const lk_client_t *cl, const lk_point_t *pt, const lk_row_t *row)
+{
+    const lk_opts_t *opts = cl->opts;
+    const double *pct = row->pct;
+    int P = cl->P, clients = cl->clients;
+    char dist[32], grad[32];
+
+    if (pt->dist.alpha > 0.0)
+        snprintf(dist, sizeof(dist), "zipf:%g", pt->dist.alpha);
+    else
+        snprintf(dist, sizeof(dist), "uniform");
+    if (opts->rate > 0.0)
+        snprintf(grad, sizeof(grad), "-");
+    else
+        snprintf(grad, sizeof(grad), "%.4g", row->grad_s);
+    size_t resp_b = (size_t)P * lk_reply_bytes(pt);
+    const char *reply = pt->half_reply ? "fp16" : "fp32";
+    const char *mode = opts->rate > 0.0 ? "open" : "closed";
+    printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %5s %5s %10.0f %10zu %12.4g %8.3f %10.4g "
+           "%9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %12s %5s %6.0f\n",
+           mode, P, clients, dist, pt->bags, pt->pool, pt->dim, lk_dtype_name(pt->dtype), reply,
+           row->req_b, resp_b, row->rows_s, row->bytes_s / 1e9, row->req_s, pct[0], pct[1], pct[2],
+           pct[3], pct[4], row->ps_us, grad, "-", row->wrong);
+    if (opts->csv)
+        printf("csv,lookup,%s,%d,%d,%s,%zu,%zu,%zu,%.0f,%zu,%zu,%.6g,%.6g,%.6g,"
+               "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f,%s,%s\n",
+               mode, P, clients, dist, pt->bags, pt->pool, pt->dim, row->req_b, resp_b,
+               lk_reply_bytes(pt), row->rows_s, row->bytes_s / 1e9, row->req_s, pct[0], pct[1],
+               pct[2], pct[3], pct[4], opts->rate > 0.0 ? 0.0 : row->grad_s, row->wrong, pt->window,
+               row->ps_us, lk_dtype_name(pt->dtype), reply);
+    fflush(stdout);
+}
+
+/* The point's figures: the other clients hand theirs to client 0, which adds
+ * everybody's up and prints the row.  0: the sweep cannot go on. */
+static int lk_point_report(lk_client_t *cl, const lk_point_t *pt)
+{
+    if (cl->client != 0) {
+        char key[64];
+        snprintf(key, sizeof(key), "lookup/result/%u/%d", pt->table_id, cl->client);
+        if (ember_tp_store_set(cl->tp, key, &pt->res, sizeof(pt->res)) != EMBER_OK)
+            cl->ret = BENCH_EXIT_FAIL;
+        return 1;
+    }
+    lk_row_t row;
+    if (lk_row_sum(cl, pt, &row) != EMBER_OK)
+        return 0;
+    cl->wrong_total += row.wrong;
+    lk_row_ps(cl, &row);
+    lk_row_print(cl, pt, &row);
+    return 1;
+}
+
+/* One sweep point, measured and reported; 0: the sweep cannot go on. */
+static int lk_client_point(lk_client_t *cl, uint32_t table_id)
+{
+    lk_point_t pt;
+    int go_on = 0;
+
+    lk_point_init(&pt, cl, table_id);
+    ember_status_t status = lk_point_run(&pt);
+    if (status == EMBER_OK)
+        go_on = lk_point_report(cl, &pt);
+    else
+        fprintf(stderr, "ember-bench lookup: client %d, point %u: %s\n", cl->client, table_id,
+                ember_status_string(status));
+    lk_point_free(&pt);
+    return go_on;
+}
+
+/* Client 0 prints the header and takes the PS counters before the first
+ * point: each point's "after" is the next one's "before" (nobody looks up
+ * between points). */
+static ember_status_t lk_client_start(lk_client_t *cl)
+{
+    cl->before = calloc((size_t)cl->P, sizeof(*cl->before));
+    cl->after = calloc((size_t)cl->P, sizeof(*cl->after));
+    if (!cl->before || !cl->after)
+        return EMBER_ERR_NO_MEMORY;
+    if (cl->client != 0)
+        return EMBER_OK;
+    lk_header(cl->opts, cl->clients, cl->P);
+    return lk_ps_stats(cl->tp, cl->clients, cl->P, cl->before);
+}
+
+/* Client 0, everybody's results in, so nobody sends any more: the verdict,
+ * and the PS stopped. */
+static void lk_client_finish(lk_client_t *cl)
+{
+    printf("# wrong replies: %.0f %s\n", cl->wrong_total, cl->wrong_total ? "FAILED" : "OK");
+    fflush(stdout);
+    for (int p = 0; p < cl->P; p++) {
+        if (ember_rpc_call(cl->tp, cl->clients + p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0, NULL) !=
+            EMBER_OK)
+            cl->ret = BENCH_EXIT_FAIL;
+    }
+    if (cl->wrong_total)
+        cl->ret = BENCH_EXIT_FAIL;
+}
+
 static int lk_client(ember_tp_t *tp, const lk_opts_t *opts, int client, int clients, int P)
 {
-    uint32_t table_id = 0;
-    int ret = BENCH_EXIT_OK;
-    double wrong_total = 0.0;
-    ember_msg_ps_stats_t *before = calloc((size_t)P, sizeof(*before));
-    ember_msg_ps_stats_t *after = calloc((size_t)P, sizeof(*after));
+    lk_client_t cl = {.tp = tp,
+                      .opts = opts,
+                      .client = client,
+                      .clients = clients,
+                      .P = P,
+                      .ret = BENCH_EXIT_OK};
+    int ret = lk_client_start(&cl) == EMBER_OK ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
 
-    if (!before || !after) {
-        free(before);
-        free(after);
-        return BENCH_EXIT_FAIL;
-    }
-    if (client == 0) {
-        lk_header(opts, clients, P);
-        /* Each point's "after" is the next one's "before": nobody looks up
-         * between points. */
-        if (lk_ps_stats(tp, clients, P, before) != EMBER_OK) {
-            free(before);
-            free(after);
-            return BENCH_EXIT_FAIL;
-        }
-    }
-    for (size_t ir = 0; ir < opts->nreply; ir++)
-        for (size_t it = 0; it < opts->ndtype; it++)
-            for (size_t id = 0; id < opts->ndist; id++)
-                for (size_t im = 0; im < opts->ndim; im++)
-                    for (size_t ip = 0; ip < opts->npool; ip++)
-                        for (size_t ib = 0; ib < opts->nbags; ib++, table_id++) {
-                            lk_point_t pt = {.tp = tp,
-                                             .opts = opts,
-                                             .client = client,
-                                             .clients = clients,
-                                             .first_ps = clients,
-                                             .P = P,
-                                             .table_id = table_id,
-                                             .bags = opts->bags[ib],
-                                             .pool = opts->pool[ip],
-                                             .dim = opts->dim[im],
-                                             .dist = opts->dist[id],
-                                             .dtype = opts->dtype[it],
-                                             .half_reply = opts->half_reply[ir],
-                                             .window = opts->window};
-                            size_t per_slot = (size_t)P * pt.bags * pt.dim * sizeof(float) +
-                                              pt.bags * pt.pool * 16;
-                            pt.slots = LK_SLOT_BYTES / per_slot;
-                            if (pt.slots > opts->slots)
-                                pt.slots = opts->slots;
-                            if (pt.slots < pt.window)
-                                pt.slots = pt.window;
-                            if (opts->rate == 0.0 && pt.window > pt.slots)
-                                pt.window = pt.slots;
-                            ember_status_t status = lk_point_run(&pt);
-                            if (status != EMBER_OK) {
-                                fprintf(stderr, "ember-bench lookup: client %d, point %u: %s\n",
-                                        client, table_id, ember_status_string(status));
-                                lk_point_free(&pt);
-                                free(before);
-                                free(after);
-                                return BENCH_EXIT_FAIL;
-                            }
-                            char key[64];
-                            if (client != 0) {
-                                snprintf(key, sizeof(key), "lookup/result/%u/%d", table_id, client);
-                                if (ember_tp_store_set(tp, key, &pt.res, sizeof(pt.res)) !=
-                                    EMBER_OK)
-                                    ret = BENCH_EXIT_FAIL;
-                                lk_point_free(&pt);
-                                continue;
-                            }
-                            /* Client 0 adds everybody's figures up and prints the row. */
-                            double rows_s = 0, bytes_s = 0, req_s = 0, grad_s = 0, wrong = 0,
-                                   req_b = 0;
-                            double pct[5] = {0, 0, 0, 0, 0};
-                            for (int c = 0; c < clients; c++) {
-                                lk_result_t res = pt.res;
-                                if (c) {
-                                    void *value = NULL;
-                                    size_t length = 0;
-                                    snprintf(key, sizeof(key), "lookup/result/%u/%d", table_id, c);
-                                    if (ember_tp_store_get(tp, key, &value, &length) != EMBER_OK ||
-                                        length != sizeof(res)) {
-                                        free(value);
-                                        lk_point_free(&pt);
-                                        free(before);
-                                        free(after);
-                                        return BENCH_EXIT_FAIL;
-                                    }
-                                    memcpy(&res, value, sizeof(res));
-                                    free(value);
-                                }
-                                if (res.lookup_s > 0) {
-                                    rows_s += res.indices / res.lookup_s;
-                                    bytes_s += res.resp_bytes / res.lookup_s;
-                                    req_s += res.lookups / res.lookup_s;
-                                }
-                                if (res.grad_s > 0)
-                                    grad_s += res.grad_indices / res.grad_s;
-                                if (res.lookups > 0 && c == 0)
-                                    req_b = res.req_bytes / res.lookups;
-                                wrong += res.wrong;
-                                for (int i = 0; i < 5; i++)
-                                    pct[i] = res.pct[i] > pct[i] ? res.pct[i] : pct[i];
-                            }
-                            wrong_total += wrong;
-                            /* Every client is done with this point: the PS counters are final. */
-                            double ps_us = 0.0;
-                            if (lk_ps_stats(tp, clients, P, after) == EMBER_OK) {
-                                ps_us = lk_ps_us(before, after, P);
-                                memcpy(before, after, (size_t)P * sizeof(*before));
-                            } else {
-                                ret = BENCH_EXIT_FAIL;
-                            }
-                            char dist[32], grad[32];
-                            if (pt.dist.alpha > 0.0)
-                                snprintf(dist, sizeof(dist), "zipf:%g", pt.dist.alpha);
-                            else
-                                snprintf(dist, sizeof(dist), "uniform");
-                            if (opts->rate > 0.0)
-                                snprintf(grad, sizeof(grad), "-");
-                            else
-                                snprintf(grad, sizeof(grad), "%.4g", grad_s);
-                            size_t resp_b = (size_t)P * lk_reply_bytes(&pt);
-                            const char *reply = pt.half_reply ? "fp16" : "fp32";
-                            const char *mode = opts->rate > 0.0 ? "open" : "closed";
-                            printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %5s %5s %10.0f %10zu %12.4g "
-                                   "%8.3f %10.4g "
-                                   "%9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %12s %5s %6.0f\n",
-                                   mode, P, clients, dist, pt.bags, pt.pool, pt.dim,
-                                   lk_dtype_name(pt.dtype), reply, req_b, resp_b, rows_s,
-                                   bytes_s / 1e9, req_s, pct[0], pct[1], pct[2], pct[3], pct[4],
-                                   ps_us, grad, "-", wrong);
-                            if (opts->csv)
-                                printf("csv,lookup,%s,%d,%d,%s,%zu,%zu,%zu,%.0f,%zu,%zu,%.6g,%.6g,%"
-                                       ".6g,"
-                                       "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f,%s,%s\n",
-                                       mode, P, clients, dist, pt.bags, pt.pool, pt.dim, req_b,
-                                       resp_b, lk_reply_bytes(&pt), rows_s, bytes_s / 1e9, req_s,
-                                       pct[0], pct[1], pct[2], pct[3], pct[4],
-                                       opts->rate > 0.0 ? 0.0 : grad_s, wrong, pt.window, ps_us,
-                                       lk_dtype_name(pt.dtype), reply);
-                            fflush(stdout);
-                            lk_point_free(&pt);
-                        }
-    if (client == 0) {
-        printf("# wrong replies: %.0f %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
-        fflush(stdout);
-        /* Everybody's results are in, so nobody sends any more: stop the PS. */
-        for (int p = 0; p < P; p++) {
-            if (ember_rpc_call(tp, clients + p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0, NULL) !=
-                EMBER_OK)
-                ret = BENCH_EXIT_FAIL;
-        }
-        if (wrong_total)
+    for (uint32_t t = 0; ret == BENCH_EXIT_OK && t < lk_points(opts); t++) {
+        if (!lk_client_point(&cl, t))
             ret = BENCH_EXIT_FAIL;
     }
-    free(before);
-    free(after);
-    return ret;
+    if (ret == BENCH_EXIT_OK && client == 0)
+        lk_client_finish(&cl);
+    free(cl.before);
+    free(cl.after);
+    return ret == BENCH_EXIT_OK ? cl.ret : ret;
 }
 
 int bench_lookup_main(int argc, char **argv)

@@ -17,6 +17,7 @@
 #include "bench/ember_bench.h"
 
 #include <ember/config.h>
+#include <ember/log.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,16 +35,11 @@ enum {
 #define PINGPONG_SIZE 64 /* the both-ways latency probe */
 #define MIN_ITERS     20 /* never fewer samples per size than this */
 
-typedef enum {
-    WAIT_SLEEP,
-    WAIT_POLL
-} wait_mode_t;
-
 typedef struct {
     size_t min_size, max_size, factor;
     size_t iters, warmup, window;
     size_t max_bytes; /* per-size byte budget that caps iterations */
-    wait_mode_t wait_mode;
+    int poll;         /* --poll: busy-poll; else spin, then sleep */
     int csv;
 } rpc_opts_t;
 
@@ -78,56 +74,36 @@ static void rpc_usage(FILE *stream)
             MIN_ITERS);
 }
 
+#define RPC_OPT(name, kind, field) BENCH_OPT(rpc_opts_t, name, kind, field)
+
+/* Every option (rpc_usage says what each does). */
+static const bench_opt_t rpc_opt_list[] = {
+        RPC_OPT("--poll", BENCH_OPT_SWITCH, poll),
+        RPC_OPT("--csv", BENCH_OPT_SWITCH, csv),
+        RPC_OPT("-b", BENCH_OPT_SIZE, min_size),
+        RPC_OPT("-e", BENCH_OPT_SIZE, max_size),
+        RPC_OPT("-f", BENCH_OPT_COUNT, factor),
+        RPC_OPT("-n", BENCH_OPT_COUNT, iters),
+        RPC_OPT("-w", BENCH_OPT_COUNT0, warmup),
+        RPC_OPT("--window", BENCH_OPT_COUNT, window),
+        RPC_OPT("--max-bytes", BENCH_OPT_SIZE, max_bytes),
+};
+
 static int rpc_parse(int argc, char **argv, rpc_opts_t *opts)
 {
+    static const bench_opt_table_t table = {.cmd = "rpc",
+                                            .opts = rpc_opt_list,
+                                            .count = sizeof(rpc_opt_list) / sizeof(rpc_opt_list[0]),
+                                            .usage = rpc_usage};
     *opts = (rpc_opts_t){.min_size = 8,
                          .max_size = 16u << 20,
                          .factor = 4,
                          .iters = 10000,
                          .warmup = 1000,
                          .window = 32,
-                         .max_bytes = 256u << 20,
-                         .wait_mode = WAIT_SLEEP};
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1, takes_value = 1;
-
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            rpc_usage(stdout);
-            exit(BENCH_EXIT_OK);
-        } else if (strcmp(arg, "--poll") == 0) {
-            opts->wait_mode = WAIT_POLL;
-            takes_value = 0;
-        } else if (strcmp(arg, "--csv") == 0) {
-            opts->csv = 1;
-            takes_value = 0;
-        } else if (!value) {
-            fprintf(stderr, "ember-bench rpc: %s needs a value\n", arg);
-            return 0;
-        } else if (strcmp(arg, "-b") == 0) {
-            ok = bench_parse_size(value, &opts->min_size);
-        } else if (strcmp(arg, "-e") == 0) {
-            ok = bench_parse_size(value, &opts->max_size);
-        } else if (strcmp(arg, "-f") == 0) {
-            ok = bench_parse_count(value, &opts->factor);
-        } else if (strcmp(arg, "-n") == 0) {
-            ok = bench_parse_count(value, &opts->iters);
-        } else if (strcmp(arg, "-w") == 0) {
-            ok = bench_parse_count_or_zero(value, &opts->warmup);
-        } else if (strcmp(arg, "--window") == 0) {
-            ok = bench_parse_count(value, &opts->window);
-        } else if (strcmp(arg, "--max-bytes") == 0) {
-            ok = bench_parse_size(value, &opts->max_bytes);
-        } else {
-            fprintf(stderr, "ember-bench rpc: unknown option '%s'\n", arg);
-            rpc_usage(stderr);
-            return 0;
-        }
-        if (!ok)
-            return 0;
-        i += takes_value;
-    }
+                         .max_bytes = 256u << 20};
+    if (!bench_parse_opts(&table, argc, argv, opts))
+        return 0;
     if (opts->min_size == 0 || opts->min_size > opts->max_size || opts->factor < 2) {
         fprintf(stderr, "ember-bench rpc: need 0 < MIN <= MAX and FACTOR >= 2\n");
         return 0;
@@ -250,10 +226,11 @@ static int rpc_serve(ember_tp_t *tp, const rpc_opts_t *opts)
         ember_rpc_register_alloc(tp, OP_SINK, sink_alloc, sink_release, &server) != EMBER_OK ||
         ember_tp_barrier(tp, "bench-rpc-start") != EMBER_OK) {
         free(server.echo);
+        free(server.sink);
         return BENCH_EXIT_FAIL;
     }
     while (!server.stop) {
-        if (opts->wait_mode == WAIT_POLL)
+        if (opts->poll)
             ember_tp_progress(tp);
         else
             ember_tp_wait(tp, 1.0);
@@ -265,11 +242,11 @@ static int rpc_serve(ember_tp_t *tp, const rpc_opts_t *opts)
 
 /* ---- client --------------------------------------------------------------- */
 
-static ember_status_t rpc_wait(ember_future_t *future, wait_mode_t mode)
+static ember_status_t rpc_wait(ember_future_t *future, int poll)
 {
     ember_status_t status;
 
-    if (mode == WAIT_SLEEP)
+    if (!poll)
         return ember_future_wait(future);
     while ((status = ember_future_test(future)) == EMBER_INPROGRESS)
         ;
@@ -291,7 +268,7 @@ static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts, uint1
                 ember_rpc_call_async(tp, 1, op, &iov, 1, resp, resp_capacity, NULL, &future);
         if (status != EMBER_OK)
             return status;
-        status = rpc_wait(future, opts->wait_mode);
+        status = rpc_wait(future, opts->poll);
         double end = bench_now();
         ember_future_release(future);
         if (status != EMBER_OK) {
@@ -325,7 +302,7 @@ static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts, const v
         /* Replies come back in order; waiting on the oldest keeps the window
          * full without scanning it. */
         ember_future_t *future = ring[done % window];
-        ember_status_t status = rpc_wait(future, opts->wait_mode);
+        ember_status_t status = rpc_wait(future, opts->poll);
         ember_future_release(future);
         if (status != EMBER_OK) {
             fprintf(stderr,
@@ -342,107 +319,125 @@ static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts, const v
     return EMBER_OK;
 }
 
-static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
-{
-    size_t sizes[64];
-    size_t count = rpc_sizes(opts, sizes, 64);
-    size_t max_iters = opts->iters > MIN_ITERS ? opts->iters : MIN_ITERS;
-    uint8_t *payload =
-            bench_buffer_alloc(opts->max_size > PINGPONG_SIZE ? opts->max_size : PINGPONG_SIZE);
+/* What the client's loops use, allocated once: they allocate nothing. */
+typedef struct {
+    uint8_t *payload; /* max(MAX, PINGPONG_SIZE) bytes */
     uint8_t resp[PINGPONG_SIZE];
-    double *samples = malloc(max_iters * sizeof(*samples));
-    ember_future_t **ring = malloc(opts->window * sizeof(*ring));
-    int ret = BENCH_EXIT_FAIL;
-    ember_status_t status;
+    double *samples;       /* max(ITERS, MIN_ITERS) round trips */
+    ember_future_t **ring; /* [window] */
+} rpc_client_t;
 
-    if (!payload || !samples || !ring) {
-        fprintf(stderr, "ember-bench rpc: out of memory\n");
-        goto out;
-    }
-    if (ember_tp_barrier(tp, "bench-rpc-start") != EMBER_OK)
-        goto out;
+typedef struct {
+    double p50, p99, avg; /* us */
+} rpc_latency_t;
 
+/* @iters round trips (s) in @samples, which this sorts. */
+static rpc_latency_t rpc_latency(double *samples, size_t iters)
+{
+    double sum = 0.0;
+    for (size_t i = 0; i < iters; i++)
+        sum += samples[i];
+    bench_sort(samples, iters);
+    rpc_latency_t lat = {.p50 = bench_percentile(samples, iters, 50.0) * 1e6,
+                         .p99 = bench_percentile(samples, iters, 99.0) * 1e6};
+    lat.avg = sum / (double)iters * 1e6;
+    return lat;
+}
+
+static void rpc_header(ember_tp_t *tp, const rpc_opts_t *opts)
+{
     printf("# ember-bench rpc: UCX_TLS=%s, 2 ranks (rank 0 -> rank 1), window %zu, "
            "wait %s (spin %g us)\n",
-           bench_tls_name(), opts->window,
-           opts->wait_mode == WAIT_POLL ? "poll" : "spin-then-sleep", ember_tp_spin_us(tp));
+           bench_tls_name(), opts->window, opts->poll ? "poll" : "spin-then-sleep",
+           ember_tp_spin_us(tp));
     printf("# latency: request SIZE B, reply %d B, round trip in us; bandwidth: "
            "%zu outstanding SIZE-B requests, empty replies, MB = 10^6 B\n",
            ACK_SIZE, opts->window);
     printf("%10s %8s %10s %10s %10s %8s %12s %12s\n", "size", "iters", "p50_us", "p99_us", "avg_us",
            "bw_iters", "MB/s", "msgs/s");
     fflush(stdout);
+}
 
-    for (size_t k = 0; k < count; k++) {
-        size_t size = sizes[k];
-        size_t iters = rpc_iters_for(opts, size);
-        size_t warmup = opts->warmup < iters ? opts->warmup : iters;
-        size_t bw_iters = iters < 2 * opts->window ? 2 * opts->window : iters;
-        double sum = 0.0, elapsed;
+/* One size of the sweep: its ping-pong latency, then its windowed bandwidth. */
+static ember_status_t rpc_size(ember_tp_t *tp, const rpc_opts_t *opts, rpc_client_t *client,
+                               size_t size)
+{
+    size_t iters = rpc_iters_for(opts, size);
+    size_t warmup = opts->warmup < iters ? opts->warmup : iters;
+    size_t bw_iters = iters < 2 * opts->window ? 2 * opts->window : iters;
+    double elapsed;
 
-        status = rpc_pingpong(tp, opts, OP_ACK, payload, size, resp, sizeof(resp), warmup, iters,
-                              samples);
-        if (status != EMBER_OK)
-            goto out;
-        for (size_t i = 0; i < iters; i++)
-            sum += samples[i];
-        bench_sort(samples, iters);
-        double p50 = bench_percentile(samples, iters, 50.0) * 1e6;
-        double p99 = bench_percentile(samples, iters, 99.0) * 1e6;
-        double avg = sum / (double)iters * 1e6;
+    EMBER_CHECK(rpc_pingpong(tp, opts, OP_ACK, client->payload, size, client->resp,
+                             sizeof(client->resp), warmup, iters, client->samples));
+    rpc_latency_t lat = rpc_latency(client->samples, iters);
+    if (warmup)
+        EMBER_CHECK(rpc_stream(tp, opts, client->payload, size, warmup, client->ring, client->resp,
+                               &elapsed));
+    EMBER_CHECK(rpc_stream(tp, opts, client->payload, size, bw_iters, client->ring, client->resp,
+                           &elapsed));
+    double mbps = (double)size * (double)bw_iters / elapsed / 1e6;
+    double rate = (double)bw_iters / elapsed;
 
-        if (warmup) {
-            status = rpc_stream(tp, opts, payload, size, warmup, ring, resp, &elapsed);
-            if (status != EMBER_OK)
-                goto out;
-        }
-        status = rpc_stream(tp, opts, payload, size, bw_iters, ring, resp, &elapsed);
-        if (status != EMBER_OK)
-            goto out;
-        double mbps = (double)size * (double)bw_iters / elapsed / 1e6;
-        double rate = (double)bw_iters / elapsed;
+    printf("%10zu %8zu %10.2f %10.2f %10.2f %8zu %12.1f %12.0f\n", size, iters, lat.p50, lat.p99,
+           lat.avg, bw_iters, mbps, rate);
+    if (opts->csv)
+        printf("csv,rpc,%zu,%zu,%.3f,%.3f,%.3f,%zu,%.3f,%.1f\n", size, iters, lat.p50, lat.p99,
+               lat.avg, bw_iters, mbps, rate);
+    fflush(stdout);
+    return EMBER_OK;
+}
 
-        printf("%10zu %8zu %10.2f %10.2f %10.2f %8zu %12.1f %12.0f\n", size, iters, p50, p99, avg,
-               bw_iters, mbps, rate);
-        if (opts->csv)
-            printf("csv,rpc,%zu,%zu,%.3f,%.3f,%.3f,%zu,%.3f,%.1f\n", size, iters, p50, p99, avg,
-                   bw_iters, mbps, rate);
-        fflush(stdout);
+/* The latency target: PINGPONG_SIZE bytes both ways. */
+static ember_status_t rpc_pingpong_target(ember_tp_t *tp, const rpc_opts_t *opts,
+                                          rpc_client_t *client)
+{
+    size_t iters = opts->iters, warmup = opts->warmup;
+
+    EMBER_CHECK(rpc_pingpong(tp, opts, OP_ECHO, client->payload, PINGPONG_SIZE, client->resp,
+                             sizeof(client->resp), warmup, iters, client->samples));
+    rpc_latency_t lat = rpc_latency(client->samples, iters);
+    printf("# ping-pong %d B both ways, %zu iters: round trip p50 %.2f us, "
+           "p99 %.2f us, avg %.2f us\n",
+           PINGPONG_SIZE, iters, lat.p50, lat.p99, lat.avg);
+    if (opts->csv)
+        printf("csv,pingpong,%d,%zu,%.3f,%.3f,%.3f\n", PINGPONG_SIZE, iters, lat.p50, lat.p99,
+               lat.avg);
+    return EMBER_OK;
+}
+
+static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
+{
+    size_t sizes[64];
+    size_t count = rpc_sizes(opts, sizes, 64);
+    size_t max_iters = opts->iters > MIN_ITERS ? opts->iters : MIN_ITERS;
+    rpc_client_t client = {.payload = bench_buffer_alloc(
+                                   opts->max_size > PINGPONG_SIZE ? opts->max_size : PINGPONG_SIZE),
+                           .samples = malloc(max_iters * sizeof(*client.samples)),
+                           .ring = malloc(opts->window * sizeof(*client.ring))};
+    int ret = BENCH_EXIT_FAIL;
+    ember_status_t status;
+
+    if (!client.payload || !client.samples || !client.ring) {
+        fprintf(stderr, "ember-bench rpc: out of memory\n");
+        goto out;
     }
-
-    /* The latency target: 64 B both ways. */
-    {
-        size_t iters = opts->iters, warmup = opts->warmup;
-        double sum = 0.0;
-
-        status = rpc_pingpong(tp, opts, OP_ECHO, payload, PINGPONG_SIZE, resp, sizeof(resp), warmup,
-                              iters, samples);
-        if (status != EMBER_OK)
-            goto out;
-        for (size_t i = 0; i < iters; i++)
-            sum += samples[i];
-        bench_sort(samples, iters);
-        double p50 = bench_percentile(samples, iters, 50.0) * 1e6;
-        double p99 = bench_percentile(samples, iters, 99.0) * 1e6;
-        double avg = sum / (double)iters * 1e6;
-        printf("# ping-pong %d B both ways, %zu iters: round trip p50 %.2f us, "
-               "p99 %.2f us, avg %.2f us\n",
-               PINGPONG_SIZE, iters, p50, p99, avg);
-        if (opts->csv)
-            printf("csv,pingpong,%d,%zu,%.3f,%.3f,%.3f\n", PINGPONG_SIZE, iters, p50, p99, avg);
-    }
+    EMBER_CHECK_GOTO(ember_tp_barrier(tp, "bench-rpc-start"), status, out);
+    rpc_header(tp, opts);
+    for (size_t k = 0; k < count; k++)
+        EMBER_CHECK_GOTO(rpc_size(tp, opts, &client, sizes[k]), status, out);
+    EMBER_CHECK_GOTO(rpc_pingpong_target(tp, opts, &client), status, out);
     ret = BENCH_EXIT_OK;
 
 out:
     /* Let the server go, whatever happened here. */
-    status = ember_rpc_call(tp, 1, OP_STOP, NULL, 0, resp, sizeof(resp), NULL);
+    status = ember_rpc_call(tp, 1, OP_STOP, NULL, 0, client.resp, sizeof(client.resp), NULL);
     if (status != EMBER_OK) {
         fprintf(stderr, "ember-bench rpc: stopping the server: %s\n", ember_status_string(status));
         ret = BENCH_EXIT_FAIL;
     }
-    free(ring);
-    free(samples);
-    free(payload);
+    free(client.ring);
+    free(client.samples);
+    free(client.payload);
     return ret;
 }
 

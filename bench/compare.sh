@@ -13,7 +13,7 @@
 #             2 and 4 ranks; >= 10x gloo (torch.distributed) at every size
 #   training  bench/train_vs_torch.sh (QUICK=1), the PyTorch tutorial program
 #
-#   bench/compare.sh                  everything (about 5-6 minutes on 2 vCPUs)
+#   bench/compare.sh                  everything (minutes: docs/PERFORMANCE.md)
 #   OUT=dir bench/compare.sh          keep the raw outputs and .dat files in dir
 #   bench/plot.gp (gnuplot) turns OUT's .dat files into docs/performance.png
 #
@@ -39,10 +39,10 @@ ranks_list=${RANKS:-"2 4"}
 ar_max=${AR_MAX:-32M}
 ar_iters=${AR_ITERS:-20}
 # 50 untimed rounds per size for every tool: UCX touches its shared-memory
-# descriptors for the first time in the first ~60 messages after a protocol
-# change (8 B goes "short", 32 B "bcopy"), which made ember's 32 B-2 KiB rows
-# 3-5x slower with nccl-tests' -w 5 (ucx_perftest's own average over its
-# first 20 round trips is 30x its median).
+# descriptors for the first time in the first few dozen messages after a
+# protocol change (8 B goes "short", 32 B "bcopy"), and nccl-tests' -w 5
+# left those first touches in the timed part of the small sizes (the same
+# holds for ucx_perftest's own first round trips).
 ar_warmup=${AR_WARMUP:-50}
 # Lookups per size: LK_ITERS, at most 1 GiB of responses (ember-bench's
 # --max-bytes), at least 50; ucx_perftest gets the same count at each size.
@@ -98,9 +98,9 @@ rounds() { paste -d ' ' <(printf '%s\n' "$1") <(printf '%s\n' "$2"); }
 # ---- lookup ---------------------------------------------------------------
 # Each round runs ember's sweep, then ucx_perftest at every response size; a
 # figure is the median over the rounds and a ratio the median of the rounds'
-# ratios (machines like this one move single runs by 20-50%, and whole
-# rounds together: alternating the tools and pairing them per round keeps
-# that noise out of the ratios).
+# ratios (a shared or virtual machine moves single runs, and whole rounds
+# together: alternating the tools and pairing them per round keeps that
+# noise out of the ratios; docs/PERFORMANCE.md gives the spread).
 bench_bind 2 # 1 client + 1 PS, and ucx_perftest's client and server
 echo "# binding: EMBER_BIND and mpirun --bind-to as Open MPI's default for the rank" \
     "count (core when there is a core per rank), ucx_perftest pinned as ember's ranks"

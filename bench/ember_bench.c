@@ -1,8 +1,9 @@
 /*
  * bench/ember_bench: `ember-bench SUBCOMMAND [ARGS]`, run under ember-run.
  *
- * The dispatch table below is the only place a new subcommand is named;
- * later benchmarks (lookup, allreduce) add one line and one source file.
+ * The dispatch table below is the only place a subcommand is named; a new
+ * benchmark adds one line and one source file.  Each subcommand's options are
+ * a table too (bench_parse_opts).
  */
 #include "bench/ember_bench.h"
 
@@ -33,10 +34,10 @@ static const bench_cmd_t bench_cmds[] = {
 
 /*
  * Timestamps on the TSC where the kernel keeps time with it, as
- * ucx_perftest's (ucs_get_time reads the TSC on x86), else CLOCK_MONOTONIC.
- * A vDSO clock_gettime is dearer on a KVM guest: under `perf` it was a
- * seventh of a one-bag lookup client's time, on the path of every sample.
- * The rate is calibrated once, over 20 ms, against CLOCK_MONOTONIC.
+ * ucx_perftest's (ucs_get_time reads the TSC on x86), else CLOCK_MONOTONIC:
+ * a vDSO clock_gettime is dearer on a KVM guest, and a small lookup's client
+ * takes a timestamp on the path of every sample, so the clock showed in its
+ * profile.  The rate is calibrated once, over 20 ms, against CLOCK_MONOTONIC.
  */
 static ember_busy_clock_t bench_clock; /* calibrated first thing in main */
 
@@ -75,6 +76,64 @@ int bench_parse_count(const char *text, size_t *count_p)
         return 0;
     }
     *count_p = (size_t)value;
+    return 1;
+}
+
+static const bench_opt_t *bench_opt_find(const bench_opt_table_t *table, const char *arg)
+{
+    for (size_t i = 0; i < table->count; i++) {
+        if (strcmp(arg, table->opts[i].name) == 0)
+            return &table->opts[i];
+    }
+    return NULL;
+}
+
+/* @opt's @value into its @field: 1, or 0. */
+static int bench_opt_read(const bench_opt_t *opt, const char *value, void *field)
+{
+    switch (opt->kind) {
+    case BENCH_OPT_SIZE: return bench_parse_size(value, field);
+    case BENCH_OPT_COUNT: return bench_parse_count(value, field);
+    case BENCH_OPT_COUNT0: return bench_parse_count_or_zero(value, field);
+    case BENCH_OPT_BIT:
+        *(int *)field = value[0] == '1';
+        return strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
+    case BENCH_OPT_CUSTOM: return opt->parse(value, field);
+    case BENCH_OPT_SWITCH: break;
+    }
+    *(int *)field = 1;
+    return 1;
+}
+
+int bench_parse_opts(const bench_opt_table_t *table, int argc, char **argv, void *options)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        const bench_opt_t *opt = bench_opt_find(table, arg);
+
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            table->usage(stdout);
+            exit(BENCH_EXIT_OK);
+        }
+        if (opt && opt->kind == BENCH_OPT_SWITCH) {
+            bench_opt_read(opt, NULL, (char *)options + opt->offset);
+            continue;
+        }
+        if (!value) {
+            fprintf(stderr, "ember-bench %s: %s needs a value\n", table->cmd, arg);
+            return 0;
+        }
+        if (!opt) {
+            fprintf(stderr, "ember-bench %s: unknown option '%s'\n", table->cmd, arg);
+            table->usage(stderr);
+            return 0;
+        }
+        if (!bench_opt_read(opt, value, (char *)options + opt->offset)) {
+            fprintf(stderr, "ember-bench %s: bad value for %s: '%s'\n", table->cmd, arg, value);
+            return 0;
+        }
+        i++;
+    }
     return 1;
 }
 
@@ -176,7 +235,7 @@ int main(int argc, char **argv)
         return BENCH_EXIT_USAGE;
     /* Calibrated before the rank joins: at its first timestamp, the 20 ms
      * spin fell inside the other ranks' first timed allreduce pass, which
-     * waited for this one (4 ranks, 8 B: 98-310 us a call, not 11-26). */
+     * then waited for this one and measured the spin. */
     ember_busy_clock_init(&bench_clock);
     ember_busy_clock_calibrate(&bench_clock, 20e-3);
     for (size_t i = 0; i < BENCH_CMD_COUNT; i++) {

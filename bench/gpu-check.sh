@@ -14,7 +14,8 @@
 #    with the full build also `ember-bench allreduce --backend nccl` (1 rank).
 # 4. Prints a short table.  Exit 0 only when the build and every test passed
 #    (a skip counts as a failure here: this script is for GPU machines).
-# Budget: under 5 minutes on 16 cores (the build dominates).
+# Its time is mostly the build (docs/PERFORMANCE.md, The GPU path, gives the
+# machine).
 set -u -o pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)

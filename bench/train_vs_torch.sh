@@ -51,8 +51,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
 echo "# machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), UCX $(ucx_info -v | sed -n 's/^# Version //p'), torch $("$python" -c 'import torch; print(torch.__version__)')"
 
 small_epochs=100 large_epochs=5 torch_large_batches=20
-# QUICK keeps ember's 50 large-table steps (under a second after the table's
-# creation): 10 steps were mostly the first ones, 52-442x between runs.
+# QUICK keeps ember's 50 large-table steps (short beside the table's
+# creation): with 10, the figure was mostly the first steps and swung widely
+# between runs.
 [ "$quick" = 1 ] && small_epochs=10 torch_large_batches=3
 small=(--epochs $small_epochs --batches 10)
 large=(--rows 1000000 --dim 64 --min-indices 2000 --max-indices 4000)

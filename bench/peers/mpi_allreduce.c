@@ -7,6 +7,8 @@
  * Out-of-place: MPI_Allreduce(send, recv); in-place: MPI_IN_PLACE.  time =
  * average per call, averaged over ranks; busbw = algbw x 2(n-1)/n.
  */
+#include "bench/nccl_format.h"
+
 #include <mpi.h>
 
 #include <stdio.h>
@@ -127,6 +129,40 @@ static size_t check(const opts_t *opts, float *send, float *recv, size_t count, 
     return wrong;
 }
 
+static void print_header(const opts_t *opts, int n)
+{
+    int len = 0;
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    MPI_Get_library_version(version, &len);
+    version[strcspn(version, "\n,")] = '\0';
+    printf("# mpi_allreduce: MPI_Allreduce MPI_FLOAT MPI_SUM, %s\n", version);
+    nccl_print_settings(n, opts->min_bytes, opts->max_bytes, opts->factor, opts->warmup,
+                        opts->iters, opts->check);
+    printf("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) "
+           "before the sweep\n#\n");
+    nccl_print_columns();
+}
+
+/* One size, out-of-place then in-place, each checked under -c 1. */
+static void one_size(const opts_t *opts, float *send, float *recv, size_t count, int rank, int n,
+                     nccl_totals_t *totals)
+{
+    double stats[4] = {0, 0, 0, 0};
+    memset(send, 0, count * sizeof(float));
+    for (int in_place = 0; in_place < 2; in_place++) {
+        stats[in_place] = pass(opts, send, recv, count, in_place, n) * 1e6;
+        if (opts->check && !opts->average)
+            stats[2 + in_place] = (double)check(opts, send, recv, count, rank, n, in_place);
+        memset(send, 0, count * sizeof(float));
+    }
+    MPI_Allreduce(MPI_IN_PLACE, stats, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+        const double us[2] = {stats[0] / n, stats[1] / n}, wrong[2] = {stats[2], stats[3]};
+        nccl_print_row(count, opts->average ? "avg" : "sum", n, us, wrong, totals);
+    }
+    totals->wrong_total += (size_t)(stats[2] + stats[3]);
+}
+
 int main(int argc, char **argv)
 {
     opts_t opts;
@@ -152,64 +188,18 @@ int main(int argc, char **argv)
     for (int i = 0; i < 128 && max_count > 0; i++)
         MPI_Allreduce(send, recv, (int)(max_count < 2000 ? max_count : 2000), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
-    if (rank == 0) {
-        int len = 0;
-        char version[MPI_MAX_LIBRARY_VERSION_STRING];
-        MPI_Get_library_version(version, &len);
-        version[strcspn(version, "\n,")] = '\0';
-        printf("# mpi_allreduce: MPI_Allreduce MPI_FLOAT MPI_SUM, %s\n", version);
-        printf("# nThread 1 nGpus 0 nRanks %d minBytes %zu maxBytes %zu step: %zu(factor) "
-               "warmup iters: %zu iters: %zu agg iters: 1 validation: %d graph: 0\n",
-               n, opts.min_bytes, opts.max_bytes, opts.factor, opts.warmup, opts.iters, opts.check);
-        printf("# connection warm-up: 128 untimed reductions of min(8000 B, maxBytes) "
-               "before the sweep\n#\n");
-        printf("#%75s%41s\n", "out-of-place", "in-place");
-        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
-               "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-               "algbw", "busbw", "#wrong");
-        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
-               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-               "");
-    }
-    double busbw_sum = 0.0;
-    size_t busbw_count = 0, wrong_total = 0;
+    if (rank == 0)
+        print_header(&opts, n);
+    nccl_totals_t totals = {0};
     for (size_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= opts.factor) {
-        size_t count = bytes / sizeof(float);
-        double stats[4] = {0, 0, 0, 0};
-        memset(send, 0, count * sizeof(float));
-        for (int in_place = 0; in_place < 2; in_place++) {
-            stats[in_place] = pass(&opts, send, recv, count, in_place, n) * 1e6;
-            if (opts.check && !opts.average)
-                stats[2 + in_place] = (double)check(&opts, send, recv, count, rank, n, in_place);
-            memset(send, 0, count * sizeof(float));
-        }
-        MPI_Allreduce(MPI_IN_PLACE, stats, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        if (rank == 0) {
-            size_t size = count * sizeof(float);
-            printf("%12zu  %12zu  %8s  %6s  %6d", size, count, "float",
-                   opts.average ? "avg" : "sum", -1);
-            for (int p = 0; p < 2; p++) {
-                double us = stats[p] / n;
-                double algbw = us > 0 ? (double)size / (us * 1e-6) / 1e9 : 0.0;
-                double busbw = algbw * 2.0 * (n - 1) / n;
-                busbw_sum += busbw;
-                busbw_count++;
-                printf("  %7.2f  %6.2f  %6.2f  %6.0f", us, algbw, busbw, stats[2 + p]);
-            }
-            printf("\n");
-            fflush(stdout);
-        }
-        wrong_total += (size_t)(stats[2] + stats[3]);
+        one_size(&opts, send, recv, bytes / sizeof(float), rank, n, &totals);
         if (bytes > opts.max_bytes / opts.factor)
             break;
     }
-    if (rank == 0) {
-        printf("# Out of bounds values : %zu %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
-        printf("# Avg bus bandwidth    : %g \n#\n",
-               busbw_count ? busbw_sum / (double)busbw_count : 0.0);
-    }
+    if (rank == 0)
+        nccl_print_summary(&totals);
     free(send);
     free(recv);
     MPI_Finalize();
-    return wrong_total ? 1 : 0;
+    return totals.wrong_total ? 1 : 0;
 }

@@ -99,119 +99,180 @@ static void usage(void)
                     "[--window W (16)] [--beside-copy CPU]\n");
 }
 
-int main(int argc, char **argv)
-{
-    size_t rows = 100000, dim = 64, iters = 2000, window = 16;
-    int copy_cpu = -1;
-    size_t bags[MAX_LIST] = {1, 16, 256, 1024, 4096}, nbags = 5;
+typedef struct {
+    size_t rows, dim, iters, window;
+    int copy_cpu; /* --beside-copy; -1: none */
+    size_t bags[MAX_LIST], nbags;
+} opts_t;
 
-    for (int i = 1; i < argc; i += 2) { /* a flag and its value */
-        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!value) {
-            usage();
-            return 2;
-        }
-        if (strcmp(argv[i], "--rows") == 0)
-            rows = strtoull(value, NULL, 10);
-        else if (strcmp(argv[i], "--dim") == 0)
-            dim = strtoull(value, NULL, 10);
-        else if (strcmp(argv[i], "-n") == 0)
-            iters = strtoull(value, NULL, 10);
-        else if (strcmp(argv[i], "--window") == 0)
-            window = strtoull(value, NULL, 10);
-        else if (strcmp(argv[i], "--beside-copy") == 0)
-            copy_cpu = atoi(value);
-        else if (strcmp(argv[i], "--bags") == 0) {
-            char *list = strdup(value), *save = NULL;
-            nbags = 0;
-            for (char *tok = strtok_r(list, ",", &save); tok && nbags < MAX_LIST;
-                 tok = strtok_r(NULL, ",", &save))
-                bags[nbags++] = strtoull(tok, NULL, 10);
-            free(list);
-        } else {
-            usage();
-            return 2;
+static void parse_bags(const char *value, opts_t *opts)
+{
+    char *list = strdup(value), *save = NULL;
+    opts->nbags = 0;
+    for (char *tok = strtok_r(list, ",", &save); tok && opts->nbags < MAX_LIST;
+         tok = strtok_r(NULL, ",", &save))
+        opts->bags[opts->nbags++] = strtoull(tok, NULL, 10);
+    free(list);
+}
+
+/* @flag's @value into @opts: 1, or 0 for a flag it does not know. */
+static int parse_flag(const char *flag, const char *value, opts_t *opts)
+{
+    const struct {
+        const char *name;
+        size_t *field;
+    } sizes[] = {{"--rows", &opts->rows},
+                 {"--dim", &opts->dim},
+                 {"-n", &opts->iters},
+                 {"--window", &opts->window}};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        if (strcmp(flag, sizes[i].name) == 0) {
+            *sizes[i].field = strtoull(value, NULL, 10);
+            return 1;
         }
     }
-    if (!rows || !dim || !iters || !window || !nbags) {
+    if (strcmp(flag, "--beside-copy") == 0)
+        opts->copy_cpu = atoi(value);
+    else if (strcmp(flag, "--bags") == 0)
+        parse_bags(value, opts);
+    else
+        return 0;
+    return 1;
+}
+
+/* 1, or 0 on anything it does not take (every flag has a value). */
+static int parse(int argc, char **argv, opts_t *opts)
+{
+    for (int i = 1; i < argc; i += 2) { /* a flag and its value */
+        if (i + 1 >= argc || !parse_flag(argv[i], argv[i + 1], opts))
+            return 0;
+    }
+    if (!opts->rows || !opts->dim || !opts->iters || !opts->window || !opts->nbags)
+        return 0;
+    for (size_t b = 0; b < opts->nbags; b++) {
+        if (!opts->bags[b])
+            return 0;
+    }
+    return 1;
+}
+
+/* The table, the output buffers (the replies in flight) and the keys. */
+typedef struct {
+    const opts_t *opts;
+    size_t row_bytes, max_bags, nkeys, pos;
+    float *table, *out;
+    uint32_t *keys; /* nkeys + AHEAD rows, uniform */
+} gather_t;
+
+static int gather_alloc(gather_t *g)
+{
+    const opts_t *opts = g->opts;
+    for (size_t b = 0; b < opts->nbags; b++) {
+        if (opts->bags[b] > g->max_bags)
+            g->max_bags = opts->bags[b];
+    }
+    g->row_bytes = opts->dim * sizeof(float);
+    /* Enough keys that no gather repeats another's rows in cache. */
+    g->nkeys = (size_t)4 << 20;
+    g->table = huge_touched(opts->rows * g->row_bytes);
+    g->out = huge_touched(opts->window * g->max_bags * g->row_bytes);
+    g->keys = malloc((g->nkeys + AHEAD) * sizeof(*g->keys));
+    if (!g->table || !g->out || !g->keys)
+        return 0;
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (size_t k = 0; k < g->nkeys + AHEAD; k++)
+        g->keys[k] = (uint32_t)(next_random(&state) % opts->rows);
+    return 1;
+}
+
+/* One gather of @n rows into output buffer @it % window, prefetching
+ * AHEAD rows ahead. */
+static void gather_once(gather_t *g, size_t n, size_t it)
+{
+    const size_t row_bytes = g->row_bytes;
+    char *dst = (char *)g->out + (it % g->opts->window) * g->max_bags * row_bytes;
+    if (g->pos + n > g->nkeys)
+        g->pos = 0;
+    const uint32_t *key = g->keys + g->pos;
+    for (size_t r = 0; r < n; r++) {
+        const char *ahead = (const char *)g->table + (size_t)key[r + AHEAD] * row_bytes;
+        for (size_t off = 0; off < row_bytes; off += 64)
+            __builtin_prefetch(ahead + off, 0, 3);
+        memcpy(dst + r * row_bytes, (const char *)g->table + (size_t)key[r] * row_bytes, row_bytes);
+    }
+    g->pos += n;
+    /* Keep the copies: the compiler must not drop a write nobody reads. */
+    __asm__ volatile("" : : "r"(dst) : "memory");
+}
+
+/* Gathers of @n rows, timed after a tenth as many untimed; the copier
+ * beside them under --beside-copy.  Prints the line; 0: no copier. */
+static int gather_point(gather_t *g, size_t n)
+{
+    const opts_t *opts = g->opts;
+    size_t warmup = opts->iters / 10 + 1;
+    double start = 0.0;
+    copier_t copier = {.cpu = opts->copy_cpu,
+                       .bytes = n * g->row_bytes,
+                       .stride = g->max_bags * g->row_bytes,
+                       .window = opts->window,
+                       .src = (const char *)g->out};
+    pthread_t thread;
+
+    if (opts->copy_cpu >= 0) {
+        copier.dst = huge_touched(opts->window * copier.bytes);
+        if (!copier.dst || pthread_create(&thread, NULL, copier_main, &copier) != 0)
+            return 0;
+    }
+    for (size_t it = 0; it < warmup + opts->iters; it++) {
+        if (it == warmup)
+            start = now();
+        gather_once(g, n, it);
+    }
+    double seconds = now() - start;
+    if (opts->copy_cpu >= 0) {
+        atomic_store(&copier.stop, 1);
+        pthread_join(thread, NULL);
+        ember_huge_free(copier.dst);
+    }
+    double resp = (double)(n * g->row_bytes);
+    printf("  %8zu %10.0f %10.3f %14.2f\n", n, resp, resp * (double)opts->iters / seconds / 1e9,
+           seconds / (double)opts->iters * 1e6);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t opts = {.rows = 100000,
+                   .dim = 64,
+                   .iters = 2000,
+                   .window = 16,
+                   .copy_cpu = -1,
+                   .bags = {1, 16, 256, 1024, 4096},
+                   .nbags = 5};
+    gather_t g = {.opts = &opts};
+
+    if (!parse(argc, argv, &opts)) {
         usage();
         return 2;
     }
-    size_t max_bags = 0;
-    for (size_t b = 0; b < nbags; b++) {
-        if (!bags[b]) {
-            usage();
-            return 2;
-        }
-        if (bags[b] > max_bags)
-            max_bags = bags[b];
-    }
-    const size_t row_bytes = dim * sizeof(float);
-    /* Enough keys that no gather repeats another's rows in cache. */
-    size_t nkeys = (size_t)4 << 20;
-    float *table = huge_touched(rows * row_bytes);
-    float *out = huge_touched(window * max_bags * row_bytes);
-    uint32_t *keys = malloc((nkeys + AHEAD) * sizeof(*keys));
-    if (!table || !out || !keys) {
+    if (!gather_alloc(&g)) {
         fprintf(stderr, "row_gather: out of memory\n");
         return 2;
     }
-    uint64_t state = 0x9e3779b97f4a7c15ull;
-    for (size_t k = 0; k < nkeys + AHEAD; k++)
-        keys[k] = (uint32_t)(next_random(&state) % rows);
-
     printf("# row_gather: %zu rows x %zu floats, uniform rows, %zu output buffers, "
            "prefetch %d rows ahead%s\n",
-           rows, dim, window, AHEAD,
-           copy_cpu >= 0 ? ", the output buffers read into as many others beside it" : "");
+           opts.rows, opts.dim, opts.window, AHEAD,
+           opts.copy_cpu >= 0 ? ", the output buffers read into as many others beside it" : "");
     printf("# %8s %10s %10s %14s\n", "bags", "resp_B", "GB/s", "us_per_gather");
-    size_t pos = 0;
-    for (size_t b = 0; b < nbags; b++) {
-        size_t n = bags[b], warmup = iters / 10 + 1;
-        double start = 0.0;
-        copier_t copier = {.cpu = copy_cpu,
-                           .bytes = n * row_bytes,
-                           .stride = max_bags * row_bytes,
-                           .window = window,
-                           .src = (const char *)out};
-        pthread_t thread;
-        if (copy_cpu >= 0) {
-            copier.dst = huge_touched(window * copier.bytes);
-            if (!copier.dst || pthread_create(&thread, NULL, copier_main, &copier) != 0) {
-                fprintf(stderr, "row_gather: cannot start the copier\n");
-                return 2;
-            }
+    for (size_t b = 0; b < opts.nbags; b++) {
+        if (!gather_point(&g, opts.bags[b])) {
+            fprintf(stderr, "row_gather: cannot start the copier\n");
+            return 2;
         }
-        for (size_t it = 0; it < warmup + iters; it++) {
-            if (it == warmup)
-                start = now();
-            char *dst = (char *)out + (it % window) * max_bags * row_bytes;
-            if (pos + n > nkeys)
-                pos = 0;
-            const uint32_t *key = keys + pos;
-            for (size_t r = 0; r < n; r++) {
-                const char *ahead = (const char *)table + (size_t)key[r + AHEAD] * row_bytes;
-                for (size_t off = 0; off < row_bytes; off += 64)
-                    __builtin_prefetch(ahead + off, 0, 3);
-                memcpy(dst + r * row_bytes, (const char *)table + (size_t)key[r] * row_bytes,
-                       row_bytes);
-            }
-            pos += n;
-            /* Keep the copies: the compiler must not drop a write nobody reads. */
-            __asm__ volatile("" : : "r"(dst) : "memory");
-        }
-        double seconds = now() - start;
-        if (copy_cpu >= 0) {
-            atomic_store(&copier.stop, 1);
-            pthread_join(thread, NULL);
-            ember_huge_free(copier.dst);
-        }
-        double resp = (double)(n * row_bytes);
-        printf("  %8zu %10.0f %10.3f %14.2f\n", n, resp, resp * (double)iters / seconds / 1e9,
-               seconds / (double)iters * 1e6);
     }
-    free(keys);
-    ember_huge_free(out);
-    ember_huge_free(table);
+    free(g.keys);
+    ember_huge_free(g.out);
+    ember_huge_free(g.table);
     return 0;
 }
