@@ -4,6 +4,7 @@
 #include "common/copy.h"
 #include "common/prefetch.h"
 #include "common/reserve.h"
+#include "common/search.h"
 #include "engine/ops/half.h"
 
 #include <ember/log.h>
@@ -394,14 +395,7 @@ ember_status_t ember_bag_forward(const ember_bag_table_t *table, const ember_bag
 /* Position of @value in the sorted array @keys[n], or -1. */
 static inline int64_t find_sorted(const int64_t *keys, size_t n, int64_t value)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < value)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = ember_lower_bound_i64(keys, n, value);
     return (lo < n && keys[lo] == value) ? (int64_t)lo : -1;
 }
 

@@ -4,6 +4,7 @@
 #include "common/hugepage.h"
 #include "common/reserve.h"
 #include "common/rng.h"
+#include "common/search.h"
 #include "engine/device/scratch.h"
 #include "engine/ops/half.h"
 
@@ -547,20 +548,6 @@ static int places_increase(const uint8_t *places, const int64_t *offsets, size_t
     return 1;
 }
 
-/* The slot of local row @row among the lookup's distinct rows (increasing). */
-static size_t slot_of(const int64_t *unique, size_t count, int64_t row)
-{
-    size_t lo = 0, hi = count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (unique[mid] < row)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Max mode: the place of the entry each maximum came from.  The pooling
  * kept the first maximal entry, whose row occurs nowhere earlier in the bag
  * (an earlier copy would hold the same value): its place is its row's first
@@ -585,8 +572,8 @@ static void max_places(context_t *ctx, const uint8_t *places, size_t bags, size_
         }
         for (size_t d = 0; d < dim; d++) {
             int64_t row = argmax[b * dim + d];
-            out[b * dim + d] =
-                    row < 0 ? EMBER_PLACE_NONE : first[slot_of(unique, ctx->nunique, row)];
+            out[b * dim + d] = row < 0 ? EMBER_PLACE_NONE
+                                       : first[ember_lower_bound_i64(unique, ctx->nunique, row)];
         }
     }
 }

@@ -353,87 +353,109 @@ static int case_bag_empty(void)
  * over a table of fp16 values gives the same bits as the fp32 kernels over
  * the widened table, argmax and weight gradients included; widths that use
  * the 8-wide path, its tail, and several 256-value chunks. */
+/* The fp16 table, its widened twin, and both sides' outputs at one width. */
+typedef struct {
+    size_t dim;
+    uint16_t *half;
+    float *wide, *out, *ref, *go, *g, *g_ref;
+    int64_t *am, *am_ref;
+    float w[BAG_N], gw[BAG_N], gw_ref[BAG_N];
+    int64_t rows[BAG_N], rows_ref[BAG_N];
+} fp16_case_t;
+
+static int fp16_alloc(fp16_case_t *c, size_t dim, uint64_t *rng)
+{
+    c->dim = dim;
+    c->half = malloc(ROWS * dim * sizeof(*c->half));
+    c->wide = malloc(ROWS * dim * sizeof(*c->wide));
+    c->out = malloc(BAG_B * dim * sizeof(*c->out));
+    c->ref = malloc(BAG_B * dim * sizeof(*c->ref));
+    c->go = malloc(BAG_B * dim * sizeof(*c->go));
+    c->g = malloc(BAG_N * dim * sizeof(*c->g));
+    c->g_ref = malloc(BAG_N * dim * sizeof(*c->g_ref));
+    c->am = malloc(BAG_B * dim * sizeof(*c->am));
+    c->am_ref = malloc(BAG_B * dim * sizeof(*c->am_ref));
+    CHECK(c->half && c->wide && c->out && c->ref && c->go && c->g && c->g_ref && c->am && c->am_ref,
+          "memory");
+    for (size_t i = 0; i < ROWS * dim; i++) {
+        c->half[i] = ember_float_to_half((float)test_uniform(rng, -3.0, 3.0));
+        c->wide[i] = ember_half_to_float(c->half[i]);
+    }
+    c->half[2 * dim + 1] = c->half[1 * dim + 1]; /* a tie for max: the first wins */
+    c->wide[2 * dim + 1] = c->wide[1 * dim + 1];
+    for (size_t i = 0; i < BAG_N; i++)
+        c->w[i] = (float)test_uniform(rng, -2.0, 2.0);
+    for (size_t i = 0; i < BAG_B * dim; i++)
+        c->go[i] = (float)test_uniform(rng, -1.0, 1.0);
+    return 0;
+}
+
+static void fp16_free(fp16_case_t *c)
+{
+    void *buffers[] = {c->half, c->wide, c->out, c->ref, c->go, c->g, c->g_ref, c->am, c->am_ref};
+    for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)
+        free(buffers[i]);
+}
+
+/* One mode, padding and weighting: forward and backward, fp16 against fp32. */
+static int fp16_same(fp16_case_t *c, int mode, int64_t pad, int weighted)
+{
+    const size_t dim = c->dim;
+    ember_bag_batch_t b = {.indices = bag_idx,
+                           .n = BAG_N,
+                           .offsets = bag_off,
+                           .bags = BAG_B,
+                           .weights = weighted ? c->w : NULL,
+                           .n_weights = weighted ? BAG_N : 0};
+    ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode, .padding_idx = pad};
+    int max = mode == EMBER_BAG_MAX;
+    const ember_bag_table_t th = bag_rows(c->half, EMBER_DTYPE_F16, dim);
+    const ember_bag_table_t tw = bag_rows(c->wide, EMBER_DTYPE_F32, dim);
+    ember_bag_grad_t gh = {.rows = c->rows, .grad = c->g, .grad_weights = weighted ? c->gw : NULL};
+    ember_bag_grad_t gref = {
+            .rows = c->rows_ref, .grad = c->g_ref, .grad_weights = weighted ? c->gw_ref : NULL};
+    CHECK(ember_bag_forward(&th, &b, &o, c->out, c->am) == EMBER_OK, "forward fp16");
+    CHECK(ember_bag_forward(&tw, &b, &o, c->ref, c->am_ref) == EMBER_OK, "forward fp32");
+    for (size_t i = 0; i < BAG_B * dim; i++) {
+        CHECK(memcmp(&c->out[i], &c->ref[i], 4) == 0,
+              "dim %zu mode %s pad %lld weighted %d: out[%zu] %a, fp32 %a", dim,
+              ember_bag_mode_name(o.mode), (long long)pad, weighted, i, (double)c->out[i],
+              (double)c->ref[i]);
+        CHECK(!max || c->am[i] == c->am_ref[i], "dim %zu argmax[%zu] %lld, fp32 %lld", dim, i,
+              (long long)c->am[i], (long long)c->am_ref[i]);
+    }
+    CHECK(ember_bag_backward(&th, &b, &o, c->go, max ? c->am : NULL, &gh) == EMBER_OK,
+          "backward fp16");
+    CHECK(ember_bag_backward(&tw, &b, &o, c->go, max ? c->am_ref : NULL, &gref) == EMBER_OK,
+          "backward fp32");
+    size_t nrows = gh.nrows;
+    CHECK(nrows == gref.nrows && memcmp(c->rows, c->rows_ref, nrows * sizeof(*c->rows)) == 0 &&
+                  memcmp(c->g, c->g_ref, nrows * dim * sizeof(*c->g)) == 0,
+          "dim %zu mode %s: row gradients differ", dim, ember_bag_mode_name(o.mode));
+    CHECK(!weighted || memcmp(c->gw, c->gw_ref, sizeof(c->gw)) == 0,
+          "dim %zu: weight gradients differ", dim);
+    return 0;
+}
+
 static int case_bag_fp16(void)
 {
     static const size_t dims[] = {5, 16, 300};
     uint64_t rng = 77;
     for (size_t k = 0; k < sizeof(dims) / sizeof(dims[0]); k++) {
-        size_t dim = dims[k];
-        uint16_t *half = malloc(ROWS * dim * sizeof(*half));
-        float *wide = malloc(ROWS * dim * sizeof(*wide));
-        float *out = malloc(BAG_B * dim * sizeof(*out)), *ref = malloc(BAG_B * dim * sizeof(*ref));
-        float *go = malloc(BAG_B * dim * sizeof(*go));
-        float *g = malloc(BAG_N * dim * sizeof(*g)), *g_ref = malloc(BAG_N * dim * sizeof(*g_ref));
-        int64_t *am = malloc(BAG_B * dim * sizeof(*am)),
-                *am_ref = malloc(BAG_B * dim * sizeof(*am_ref));
-        float w[BAG_N], gw[BAG_N], gw_ref[BAG_N];
-        int64_t rows[BAG_N], rows_ref[BAG_N];
-        size_t nrows, nrows_ref;
-        CHECK(half && wide && out && ref && go && g && g_ref && am && am_ref, "memory");
-        for (size_t i = 0; i < ROWS * dim; i++) {
-            half[i] = ember_float_to_half((float)test_uniform(&rng, -3.0, 3.0));
-            wide[i] = ember_half_to_float(half[i]);
-        }
-        half[2 * dim + 1] = half[1 * dim + 1]; /* a tie for max: the first wins */
-        wide[2 * dim + 1] = wide[1 * dim + 1];
-        for (size_t i = 0; i < BAG_N; i++)
-            w[i] = (float)test_uniform(&rng, -2.0, 2.0);
-        for (size_t i = 0; i < BAG_B * dim; i++)
-            go[i] = (float)test_uniform(&rng, -1.0, 1.0);
-        for (int mode = EMBER_BAG_SUM; mode <= EMBER_BAG_MAX; mode++) {
-            for (int64_t pad = -1; pad <= 7; pad += 8) {
-                for (int weighted = 0; weighted <= (mode == EMBER_BAG_SUM); weighted++) {
-                    ember_bag_batch_t b = {.indices = bag_idx,
-                                           .n = BAG_N,
-                                           .offsets = bag_off,
-                                           .bags = BAG_B,
-                                           .weights = weighted ? w : NULL,
-                                           .n_weights = weighted ? BAG_N : 0};
-                    ember_bag_opts_t o = {.mode = (ember_bag_mode_t)mode, .padding_idx = pad};
-                    int max = mode == EMBER_BAG_MAX;
-                    const ember_bag_table_t th = bag_rows(half, EMBER_DTYPE_F16, dim);
-                    const ember_bag_table_t tw = bag_rows(wide, EMBER_DTYPE_F32, dim);
-                    ember_bag_grad_t gh = {
-                            .rows = rows, .grad = g, .grad_weights = weighted ? gw : NULL};
-                    ember_bag_grad_t gref = {.rows = rows_ref,
-                                             .grad = g_ref,
-                                             .grad_weights = weighted ? gw_ref : NULL};
-                    CHECK(ember_bag_forward(&th, &b, &o, out, am) == EMBER_OK, "forward fp16");
-                    CHECK(ember_bag_forward(&tw, &b, &o, ref, am_ref) == EMBER_OK, "forward fp32");
-                    for (size_t i = 0; i < BAG_B * dim; i++) {
-                        CHECK(memcmp(&out[i], &ref[i], 4) == 0,
-                              "dim %zu mode %s pad %lld "
-                              "weighted %d: out[%zu] %a, fp32 %a",
-                              dim, ember_bag_mode_name(o.mode), (long long)pad, weighted, i,
-                              (double)out[i], (double)ref[i]);
-                        CHECK(!max || am[i] == am_ref[i], "dim %zu argmax[%zu] %lld, fp32 %lld",
-                              dim, i, (long long)am[i], (long long)am_ref[i]);
-                    }
-                    CHECK(ember_bag_backward(&th, &b, &o, go, max ? am : NULL, &gh) == EMBER_OK,
-                          "backward fp16");
-                    CHECK(ember_bag_backward(&tw, &b, &o, go, max ? am_ref : NULL, &gref) ==
-                                  EMBER_OK,
-                          "backward fp32");
-                    nrows = gh.nrows;
-                    nrows_ref = gref.nrows;
-                    CHECK(nrows == nrows_ref &&
-                                  memcmp(rows, rows_ref, nrows * sizeof(*rows)) == 0 &&
-                                  memcmp(g, g_ref, nrows * dim * sizeof(*g)) == 0,
-                          "dim %zu mode %s: row gradients differ", dim,
-                          ember_bag_mode_name(o.mode));
-                    CHECK(!weighted || memcmp(gw, gw_ref, sizeof(gw)) == 0,
-                          "dim %zu: weight gradients differ", dim);
-                }
-            }
-        }
+        fp16_case_t c;
+        if (fp16_alloc(&c, dims[k], &rng))
+            return 1;
+        for (int mode = EMBER_BAG_SUM; mode <= EMBER_BAG_MAX; mode++)
+            for (int64_t pad = -1; pad <= 7; pad += 8)
+                for (int weighted = 0; weighted <= (mode == EMBER_BAG_SUM); weighted++)
+                    if (fp16_same(&c, mode, pad, weighted))
+                        return 1;
         ember_bag_batch_t b = {.indices = bag_idx, .n = BAG_N, .offsets = bag_off, .bags = BAG_B};
         ember_bag_opts_t o = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
-        const ember_bag_table_t tb = bag_rows(half, EMBER_DTYPE_BF16, dim);
-        CHECK(ember_bag_forward(&tb, &b, &o, out, am) == EMBER_ERR_INVALID_PARAM,
+        const ember_bag_table_t tb = bag_rows(c.half, EMBER_DTYPE_BF16, c.dim);
+        CHECK(ember_bag_forward(&tb, &b, &o, c.out, c.am) == EMBER_ERR_INVALID_PARAM,
               "bf16 rows accepted");
-        void *buffers[] = {half, wide, out, ref, go, g, g_ref, am, am_ref};
-        for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)
-            free(buffers[i]);
+        fp16_free(&c);
     }
     return 0;
 }
