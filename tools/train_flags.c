@@ -231,9 +231,9 @@ static const flag_t flags[F_COUNT] = {
                     "CPU/memory binding near the GPU/HCA\n"
                     "(EMBER_BIND, numa)",
                     REPLAY_FREE, CUSTOM_FLAG(parse_bind, .at = AT_NONE)},
-        [F_HELP] = {"--help", NULL, "this text", REPLAY_FREE},
-        [F_VERSION] = {"--version", NULL, "the version of ember-train and its library",
-                       REPLAY_FREE},
+        [F_HELP] = {"--help", NULL, "this text", REPLAY_FREE, .kind = K_SWITCH},
+        [F_VERSION] = {"--version", NULL, "the version of ember-train and its library", REPLAY_FREE,
+                       .kind = K_SWITCH},
 };
 
 static void usage(FILE *stream)

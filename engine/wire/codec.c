@@ -103,6 +103,13 @@ static void pack_slots(uint8_t *out, const int64_t *inverse, size_t n)
     }
 }
 
+/* memcpy, but an empty array may be NULL (memcpy's may not). */
+static void pack_bytes(uint8_t *out, const void *array, size_t bytes)
+{
+    if (bytes)
+        memcpy(out, array, bytes);
+}
+
 void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message)
 {
     const ember_msg_lookup_t *head = &lookup->head;
@@ -112,12 +119,12 @@ void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message)
     ember_wire_lookup_layout(head, &at);
     memcpy(out, head, sizeof(*head));
     pack_offsets(out + at.offsets, lookup->counts, head->bags);
-    memcpy(out + at.rows, lookup->rows, 8 * (size_t)head->unique);
+    pack_bytes(out + at.rows, lookup->rows, 8 * (size_t)head->unique);
     pack_slots(out + at.slots, lookup->inverse, head->indices);
     if (head->flags & EMBER_LOOKUP_WEIGHTS)
-        memcpy(out + at.extra, lookup->weights, 4 * (size_t)head->indices);
+        pack_bytes(out + at.extra, lookup->weights, 4 * (size_t)head->indices);
     else if (head->flags & EMBER_LOOKUP_MAX)
-        memcpy(out + at.extra, lookup->places, 4 * (size_t)head->indices);
+        pack_bytes(out + at.extra, lookup->places, 4 * (size_t)head->indices);
 }
 
 /* The flags the protocol knows, and weights only where they mean something. */
