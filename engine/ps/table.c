@@ -1038,8 +1038,11 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view
     pending_t *pending =
             ember_table_is_sync(table) ? &table->pending[head->trainer] : &table->applying;
     const size_t dim = table->spec.dim;
-    if (!ember_buffer_reserve(&pending->rows, ctx->n * 8 + 8) ||
-        !ember_buffer_reserve(&pending->grad, ctx->n * dim * sizeof(float) + 4) ||
+    /* A row for every distinct row of the lookup (sum: a row no index
+     * refers to gets zeros) or every index (max), whichever is more. */
+    const size_t rows = ctx->nunique > ctx->n ? ctx->nunique : ctx->n;
+    if (!ember_buffer_reserve(&pending->rows, rows * 8 + 8) ||
+        !ember_buffer_reserve(&pending->grad, rows * dim * sizeof(float) + 4) ||
         !ember_buffer_reserve(&table->written, ctx->nunique + 1))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
     EMBER_CHECK(grad_values(table, ctx, grad, &values, &who, err, err_length));

@@ -17,6 +17,10 @@
  *   empty_shard: a shard that owns no row (a 3-row table on 4 shards, each
  *   optimizer): created, its lookups pool to zeros, its sync step applies,
  *   a read of its 0 rows succeeds and one past them is refused.
+ *   unused_rows: a lookup that sends more distinct rows than it has
+ *   indices (rows no index refers to; sync and async): its gradient is
+ *   applied to the one referenced row alone (the fuzzer's find: the
+ *   gradient's buffers were sized by the indices).
  *   huge_alloc: the tables' and optimizer states' memory (engine/hugepage):
  *   zeroed when asked (and resident from 2 MiB up), 2 MiB-aligned from 2 MiB
  *   up, writable, given back.
@@ -553,6 +557,59 @@ static int case_empty_shard(void)
     return 0;
 }
 
+static int unused_rows_once(ember_consistency_t consistency)
+{
+    ember_table_t *table = make_table(consistency, 1);
+    enum {
+        SENT = 12
+    };
+    static const int64_t sent[SENT] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23};
+    const uint32_t counts[1] = {1};
+    const int64_t inverse[1] = {4}; /* row 9 */
+    float before[ROWS * DIM], now[ROWS * DIM], out[DIM], grad[DIM];
+    uint8_t message[512];
+    char err[256];
+    CHECK(table, "table");
+    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+    ember_wire_lookup_t lookup = {.head = {.table_id = 1,
+                                           .trainer = 0,
+                                           .step = 0,
+                                           .bags = 1,
+                                           .unique = SENT,
+                                           .indices = 1},
+                                  .counts = counts,
+                                  .rows = sent,
+                                  .inverse = inverse};
+    ember_wire_lookup_view_t view;
+    CHECK(pack_view(&lookup, message, &view, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
+    CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
+    CHECK(memcmp(out, before + 9 * DIM, sizeof(out)) == 0, "the bag is not row 9");
+    for (size_t d = 0; d < DIM; d++)
+        grad[d] = (float)d + 1.0f;
+    ember_msg_grad_t g = {
+            .table_id = 1, .trainer = 0, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = 1};
+    ember_wire_grad_view_t grad_view = test_grad_view(&g, grad, sizeof(grad));
+    int applied = 0;
+    CHECK(ember_table_grad(table, &grad_view, &applied, err, sizeof(err)) == EMBER_OK, "grad: %s",
+          err);
+    CHECK(applied, "not applied");
+    CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s", err);
+    for (size_t r = 0; r < ROWS; r++)
+        for (size_t d = 0; d < DIM; d++) {
+            float want = before[r * DIM + d] - (r == 9 ? LR * grad[d] : 0.0f);
+            CHECK(now[r * DIM + d] == want, "%s: row %zu col %zu: %g, want %g",
+                  consistency == EMBER_SYNC ? "sync" : "async", r, d, (double)now[r * DIM + d],
+                  (double)want);
+        }
+    ember_table_destroy(table);
+    return 0;
+}
+
+static int case_unused_rows(void)
+{
+    return unused_rows_once(EMBER_SYNC) || unused_rows_once(EMBER_ASYNC);
+}
+
 static int case_huge_alloc(void)
 {
     static const size_t sizes[] = {0, 100, (2u << 20) - 1, 2u << 20, (5u << 20) + 3};
@@ -602,7 +659,8 @@ int main(int argc, char **argv)
             {"empty_shard", case_empty_shard},     {"grad_sum", case_grad_sum},
             {"grad_weighted", case_grad_weighted}, {"grad_sync", case_grad_sync},
             {"init_normal", case_init_normal},     {"fp16_rows", case_fp16_rows},
-            {"bad_dtype", case_bad_dtype},         {"huge_alloc", case_huge_alloc},
+            {"bad_dtype", case_bad_dtype},         {"unused_rows", case_unused_rows},
+            {"huge_alloc", case_huge_alloc},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
