@@ -460,6 +460,43 @@ static int case_bag_fp16(void)
     return 0;
 }
 
+static int compare_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ember_bag_dedup over 5000 ids in [base, base + span) against qsort. */
+static int dedup_against_sort(int64_t base, double span, uint64_t seed)
+{
+    enum {
+        N = 5000
+    };
+    int64_t *ids = malloc(N * sizeof(int64_t)), *sorted = malloc(N * sizeof(int64_t));
+    int64_t *unique = malloc(N * sizeof(int64_t)), *inverse = malloc(N * sizeof(int64_t));
+    size_t nu, distinct = 0;
+    CHECK(ids && sorted && unique && inverse, "memory");
+    for (size_t i = 0; i < N; i++)
+        sorted[i] = ids[i] = base + (int64_t)test_uniform(&seed, 0, span);
+    qsort(sorted, N, sizeof(int64_t), compare_i64);
+    for (size_t i = 0; i < N; i++)
+        if (i == 0 || sorted[i] != sorted[i - 1])
+            sorted[distinct++] = sorted[i];
+    CHECK(ember_bag_dedup(ids, N, -1, unique, inverse, &nu) == EMBER_OK, "dedup big");
+    CHECK(nu == distinct, "base %lld span %g: %zu unique, expected %zu", (long long)base, span, nu,
+          distinct);
+    for (size_t i = 0; i < nu; i++)
+        CHECK(unique[i] == sorted[i], "base %lld span %g: unique[%zu] %lld, want %lld",
+              (long long)base, span, i, (long long)unique[i], (long long)sorted[i]);
+    for (size_t i = 0; i < N; i++)
+        CHECK(unique[inverse[i]] == ids[i], "base %lld: inverse[%zu]", (long long)base, i);
+    free(ids);
+    free(sorted);
+    free(unique);
+    free(inverse);
+    return 0;
+}
+
 static int case_bag_dedup(void)
 {
     const int64_t idx[] = {5, 3, 5, 9, 0, 3, 3, 7, 9};
@@ -481,31 +518,12 @@ static int case_bag_dedup(void)
     for (size_t i = 0; i < n; i++)
         CHECK(idx[i] == 3 ? inv[i] == -1 : uniq[inv[i]] == idx[i], "skip inverse[%zu]", i);
 
-    /* Larger random input against a counting reference. */
-    enum {
-        N = 5000,
-        R = 700
-    };
-    int64_t *big = malloc(N * sizeof(int64_t)), *bu = malloc(N * sizeof(int64_t));
-    int64_t *bi = malloc(N * sizeof(int64_t));
-    int seen[R] = {0};
-    uint64_t rng = 3;
-    for (size_t i = 0; i < N; i++) {
-        big[i] = (int64_t)test_uniform(&rng, 0, R);
-        seen[big[i]] = 1;
-    }
-    CHECK(ember_bag_dedup(big, N, -1, bu, bi, &nu) == EMBER_OK, "dedup big");
-    size_t distinct = 0;
-    for (int i = 0; i < R; i++)
-        distinct += (size_t)seen[i];
-    CHECK(nu == distinct, "%zu unique, expected %zu", nu, distinct);
-    for (size_t i = 1; i < nu; i++)
-        CHECK(bu[i] > bu[i - 1], "not sorted at %zu", i);
-    for (size_t i = 0; i < N; i++)
-        CHECK(bu[bi[i]] == big[i], "inverse[%zu]", i);
-    free(big);
-    free(bu);
-    free(bi);
+    /* Larger random input against a sorting reference: ids over a narrow
+     * range far from 0 (the sort's one pass) and over wide ones (several). */
+    static const double spans[][2] = {{0, 700}, {1e12, 700}, {0, 1e15}, {5e17, 3e6}};
+    for (size_t k = 0; k < sizeof(spans) / sizeof(spans[0]); k++)
+        if (dedup_against_sort((int64_t)spans[k][0], spans[k][1], 3 + k))
+            return 1;
     return 0;
 }
 
