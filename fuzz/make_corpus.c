@@ -600,6 +600,29 @@ static void corpus_config(void)
         save("config", seeds[i].name, seeds[i].text, strlen(seeds[i].text));
 }
 
+/* Criteo lines: a Kaggle one, every field empty, CRLF, cut short. */
+static void corpus_criteo(void)
+{
+    static const char *lines[][2] = {
+            {"kaggle", "1\t5\t-3\t0\t\t1000000\t7\t\t\t\t\t\t\t2\t68fd1e64\t80e26c9b"
+                       "\tfb936136\t7b4723c4\t25c83c98\t7e0ccccf\tde7995b8\t1f89b562\ta73ee510"
+                       "\ta8cd5504\tb2cb9c98\t37c9c164\t2824a5f6\t1adce6ef\t8ba8b39a\t891b62e7"
+                       "\te5ba7672\tf54016b9\t21ddcdc9\tb1252a9d\t07b5194c\t\t3a171ecb\tc5c50484"
+                       "\te8b83407\t9727dd16"},
+            {"empty", "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+                      "\t\t\t\t\t\t\t\t\t\t\t\t"},
+            {"crlf", "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\ta\tb\tc\td\te\tf"
+                     "\t1\t2\t3\t4\t5\t6\t7\t8\t9\t0\tA\tB\tC\tD\tE\tF\t10\t11\t12\t13\r"},
+            {"short", "1\t1\t2\t3\tab\tcd"},
+    };
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        blob_t b = {0};
+        put_u8(&b, (uint8_t)i);
+        put(&b, lines[i][1], strlen(lines[i][1]));
+        save_blob("criteo", lines[i][0], &b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--check") == 0) {
@@ -623,5 +646,6 @@ int main(int argc, char **argv)
     corpus_tp_batch();
     corpus_config();
     corpus_store();
+    corpus_criteo();
     return differ;
 }
