@@ -16,6 +16,10 @@
  *                  undefined cases (one class only, a bad label, NaN)
  *   log_loss       against the formula evaluated term by term, and stable
  *                  for logits of +-100
+ *   generated      ember-criteo-gen (argv: its path) writes 20000 lines the
+ *                  reader takes whole, the same for the same seed, with both
+ *                  labels, and a hidden score whose AUC is well above chance
+ *                  (the signal a model can learn); a bad flag is refused
  */
 #include "engine/io/criteo.h"
 #include "engine/ops/metrics.h"
@@ -28,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int64_t rows[EMBER_CRITEO_SPARSE];
@@ -239,6 +244,103 @@ static int case_log_loss(void)
     return 0;
 }
 
+/* Run the generator with @args; its exit status. */
+static int run_gen(const char *args)
+{
+    char command[1024];
+    snprintf(command, sizeof(command), "'%s' %s", test_argv[0], args);
+    int rc = system(command);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* @path's bytes into a malloc'd buffer (NUL-terminated), its size in *size_p. */
+static char *slurp(const char *path, size_t *size_p)
+{
+    FILE *file = fopen(path, "r");
+    char *text = NULL;
+    if (file && fseek(file, 0, SEEK_END) == 0) {
+        long size = ftell(file);
+        rewind(file);
+        text = size >= 0 ? malloc((size_t)size + 1) : NULL;
+        if (text && fread(text, 1, (size_t)size, file) == (size_t)size) {
+            text[size] = '\0';
+            *size_p = (size_t)size;
+        } else {
+            free(text);
+            text = NULL;
+        }
+    }
+    if (file)
+        fclose(file);
+    return text;
+}
+
+/* The generated file's labels and the generator's scores: the AUC. */
+static int generated_signal(const char *data, const char *logits_path, size_t n)
+{
+    float *labels = malloc(n * sizeof(float)), *scores = malloc(n * sizeof(float));
+    ember_criteo_reader_t *reader;
+    ember_criteo_example_t ex;
+    char err[256];
+    int got = 1;
+    size_t count = 0, positives = 0;
+    FILE *logits = fopen(logits_path, "r");
+    CHECK(labels && scores && logits, "memory or %s", logits_path);
+    CHECK(ember_criteo_open(data, rows, &reader, err, sizeof(err)) == EMBER_OK, "%s", err);
+    while (got) {
+        CHECK(ember_criteo_next(reader, &ex, &got, err, sizeof(err)) == EMBER_OK, "%s", err);
+        if (!got)
+            break;
+        CHECK(count < n && fscanf(logits, "%f", &scores[count]) == 1, "score %zu", count);
+        labels[count] = ex.label;
+        positives += ex.label == 1.0f;
+        count++;
+    }
+    ember_criteo_close(reader);
+    fclose(logits);
+    CHECK(count == n, "%zu examples read, %zu written", count, n);
+    CHECK(positives > n / 10 && positives < n * 6 / 10, "%zu positives of %zu", positives, n);
+    double auc;
+    CHECK(ember_roc_auc(scores, labels, n, &auc) == EMBER_OK && auc > 0.8,
+          "the hidden score's AUC %g", auc);
+    fprintf(stderr, "the hidden score's AUC: %.4f\n", auc);
+    free(labels);
+    free(scores);
+    return 0;
+}
+
+static int case_generated(void)
+{
+    char dir[] = "/tmp/ember-criteo-gen-XXXXXX", a[96], b[96], logits[96], args[512];
+    size_t size_a, size_b;
+    rows_init();
+    CHECK(test_argc >= 1, "usage: test_criteo generated PATH-OF-ember-criteo-gen");
+    CHECK(mkdtemp(dir), "mkdtemp");
+    snprintf(a, sizeof(a), "%s/a.tsv", dir);
+    snprintf(b, sizeof(b), "%s/b.tsv", dir);
+    snprintf(logits, sizeof(logits), "%s/a.logits", dir);
+    snprintf(args, sizeof(args), "--examples 20000 --seed 7 --out %s --logits %s", a, logits);
+    CHECK(run_gen(args) == 0, "ember-criteo-gen %s", args);
+    snprintf(args, sizeof(args), "--examples 20000 --seed 7 --out %s", b);
+    CHECK(run_gen(args) == 0, "ember-criteo-gen %s", args);
+    char *text_a = slurp(a, &size_a), *text_b = slurp(b, &size_b);
+    CHECK(text_a && text_b && size_a == size_b && memcmp(text_a, text_b, size_a) == 0,
+          "the same seed wrote different files");
+    free(text_a);
+    free(text_b);
+    if (generated_signal(a, logits, 20000))
+        return 1;
+    snprintf(args, sizeof(args), "--examples 0 --out %s 2>/dev/null", b);
+    CHECK(run_gen(args) == 2, "--examples 0 taken");
+    snprintf(args, sizeof(args), "--examples 10 --bogus 1 --out %s 2>/dev/null", b);
+    CHECK(run_gen(args) == 2, "--bogus taken");
+    unlink(a);
+    unlink(b);
+    unlink(logits);
+    rmdir(dir);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
@@ -247,6 +349,7 @@ int main(int argc, char **argv)
             {"file", case_file},
             {"auc", case_auc},
             {"log_loss", case_log_loss},
+            {"generated", case_generated},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
