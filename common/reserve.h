@@ -28,7 +28,7 @@ static inline size_t ember_grow_capacity(size_t capacity, size_t count, size_t e
         return 0;
     size_t doubled = capacity <= limit / 2 ? 2 * capacity : limit;
     size_t want = count > doubled ? count : doubled;
-    return want > 8 ? want : (8 <= limit ? 8 : want);
+    return want < 8 && limit >= 8 ? 8 : want; /* no run of tiny growths */
 }
 
 /* @ptr grown to hold @count elements of @elem bytes, *capacity_p updated;

@@ -14,7 +14,7 @@ struct ember_criteo_reader {
     char *path;
     int64_t rows[EMBER_CRITEO_SPARSE];
     uint64_t line;
-    char buffer[EMBER_CRITEO_LINE_MAX + 2]; /* the line, its newline, NUL */
+    char buffer[EMBER_CRITEO_LINE_MAX]; /* the line, without its newline */
 };
 
 /* "I3", "C17": the field's name in Criteo's own column naming. */
@@ -146,26 +146,34 @@ ember_status_t ember_criteo_open(const char *path, const int64_t *rows,
 }
 
 /* The next line into the buffer: its length without the newline, or -1 at
- * the end; ERR_FORMAT for one longer than the buffer. */
+ * the end; ERR_FORMAT for one longer than EMBER_CRITEO_LINE_MAX or holding a
+ * NUL byte (read a byte at a time: fgets cannot tell a NUL from the end). */
 static ember_status_t read_line(ember_criteo_reader_t *reader, long *length_p, char *err,
                                 size_t err_length)
 {
-    if (!fgets(reader->buffer, sizeof(reader->buffer), reader->file)) {
-        if (ferror(reader->file))
-            return ember_status_text(err, err_length, EMBER_ERR_IO, "%s:%llu: %s", reader->path,
-                                     (unsigned long long)reader->line + 1, strerror(errno));
+    size_t length = 0;
+    int c = getc_unlocked(reader->file), nul = 0;
+    if (c == EOF) {
         *length_p = -1;
-        return EMBER_OK;
+        return ferror(reader->file)
+                       ? ember_status_text(err, err_length, EMBER_ERR_IO, "%s:%llu: %s",
+                                           reader->path, (unsigned long long)reader->line + 1,
+                                           strerror(errno))
+                       : EMBER_OK;
     }
     reader->line++;
-    size_t length = strlen(reader->buffer);
-    if (length && reader->buffer[length - 1] == '\n')
-        length--;
-    else if (!feof(reader->file) || length > EMBER_CRITEO_LINE_MAX)
-        return ember_status_text(err, err_length, EMBER_ERR_FORMAT, "%s:%llu: longer than %d bytes",
-                                 reader->path, (unsigned long long)reader->line,
-                                 EMBER_CRITEO_LINE_MAX);
-    if (memchr(reader->buffer, '\0', length))
+    for (; c != EOF && c != '\n'; c = getc_unlocked(reader->file)) {
+        if (length == EMBER_CRITEO_LINE_MAX)
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "%s:%llu: longer than %d bytes", reader->path,
+                                     (unsigned long long)reader->line, EMBER_CRITEO_LINE_MAX);
+        nul |= c == '\0';
+        reader->buffer[length++] = (char)c;
+    }
+    if (ferror(reader->file))
+        return ember_status_text(err, err_length, EMBER_ERR_IO, "%s:%llu: %s", reader->path,
+                                 (unsigned long long)reader->line, strerror(errno));
+    if (nul)
         return ember_status_text(err, err_length, EMBER_ERR_FORMAT, "%s:%llu: a NUL byte",
                                  reader->path, (unsigned long long)reader->line);
     *length_p = (long)length;

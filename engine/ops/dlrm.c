@@ -1,6 +1,7 @@
 /* engine/ops/dlrm: DLRM's dense half (see dlrm.h). */
 #include "engine/ops/dlrm.h"
 
+#include "common/reserve.h"
 #include "engine/ops/interaction.h"
 
 #include <ember/log.h>
@@ -14,8 +15,8 @@ struct ember_dlrm {
     size_t batch;          /* of the last forward; 0 before one */
     const float **vectors; /* [1 + tables]: the dense output, the pooled */
     float **grads;         /* [1 + tables]: their gradients */
-    float *dense_out, *inter, *grad_inter, *grad_dense;
-    size_t capacity; /* examples the buffers hold */
+    /* the activations of the last forward and the backward's (grow-only) */
+    ember_buffer_t dense_out, inter, grad_inter, grad_dense;
 };
 
 static int sizes_valid(const size_t *sizes, size_t layers, size_t last)
@@ -75,10 +76,10 @@ void ember_dlrm_destroy(ember_dlrm_t *model)
     ember_mlp_destroy(model->over_arch);
     free(model->vectors);
     free(model->grads);
-    free(model->dense_out);
-    free(model->inter);
-    free(model->grad_inter);
-    free(model->grad_dense);
+    ember_buffer_free(&model->dense_out);
+    ember_buffer_free(&model->inter);
+    ember_buffer_free(&model->grad_inter);
+    ember_buffer_free(&model->grad_dense);
     free(model);
 }
 
@@ -98,26 +99,17 @@ static ember_interaction_shape_t shape_of(const ember_dlrm_t *model, size_t batc
             .features = 1 + model->config.tables, .dim = model->config.dim, .batch = batch};
 }
 
-/* The activations' buffers for @batch examples (grow-only). */
+/* The activations' buffers for @batch examples. */
 static ember_status_t dlrm_reserve(ember_dlrm_t *model, size_t batch)
 {
-    if (batch <= model->capacity)
-        return EMBER_OK;
     ember_interaction_shape_t shape = shape_of(model, 1);
-    const size_t dim = model->config.dim, width = ember_interaction_width(&shape);
-    float *bufs[4] = {model->dense_out, model->inter, model->grad_inter, model->grad_dense};
-    const size_t per[4] = {dim, width, width, dim};
-    for (int i = 0; i < 4; i++) {
-        float *grown = realloc(bufs[i], batch * per[i] * sizeof(float));
-        if (!grown)
-            return EMBER_ERR_NO_MEMORY;
-        bufs[i] = grown;
-    }
-    model->dense_out = bufs[0];
-    model->inter = bufs[1];
-    model->grad_inter = bufs[2];
-    model->grad_dense = bufs[3];
-    model->capacity = batch;
+    const size_t dim = batch * model->config.dim * sizeof(float);
+    const size_t width = batch * ember_interaction_width(&shape) * sizeof(float);
+    if (!ember_buffer_reserve(&model->dense_out, dim) ||
+        !ember_buffer_reserve(&model->inter, width) ||
+        !ember_buffer_reserve(&model->grad_inter, width) ||
+        !ember_buffer_reserve(&model->grad_dense, dim))
+        return EMBER_ERR_NO_MEMORY;
     return EMBER_OK;
 }
 
@@ -128,14 +120,15 @@ ember_status_t ember_dlrm_forward(ember_dlrm_t *model, const float *dense,
         return EMBER_ERR_INVALID_PARAM;
     EMBER_CHECK(dlrm_reserve(model, batch));
     const ember_interaction_shape_t shape = shape_of(model, batch);
-    EMBER_CHECK(ember_mlp_forward(model->dense_arch, dense, batch, model->dense_out));
+    float *dense_out = model->dense_out.data, *inter = model->inter.data;
+    EMBER_CHECK(ember_mlp_forward(model->dense_arch, dense, batch, dense_out));
     /* DenseArch's last layer has its ReLU too (TorchRec's MLP). */
-    ember_relu_forward(model->dense_out, batch * model->config.dim, model->dense_out);
-    model->vectors[0] = model->dense_out;
+    ember_relu_forward(dense_out, batch * model->config.dim, dense_out);
+    model->vectors[0] = dense_out;
     for (size_t t = 0; t < model->config.tables; t++)
         model->vectors[1 + t] = pooled[t];
-    EMBER_CHECK(ember_interaction_forward(&shape, model->vectors, model->inter));
-    EMBER_CHECK(ember_mlp_forward(model->over_arch, model->inter, batch, logits));
+    EMBER_CHECK(ember_interaction_forward(&shape, model->vectors, inter));
+    EMBER_CHECK(ember_mlp_forward(model->over_arch, inter, batch, logits));
     model->batch = batch;
     return EMBER_OK;
 }
@@ -147,13 +140,12 @@ ember_status_t ember_dlrm_backward(ember_dlrm_t *model, const float *grad_logits
         return EMBER_ERR_INVALID_PARAM;
     const size_t batch = model->batch;
     const ember_interaction_shape_t shape = shape_of(model, batch);
-    EMBER_CHECK(ember_mlp_backward(model->over_arch, grad_logits, model->grad_inter));
-    model->grads[0] = model->grad_dense;
+    float *grad_inter = model->grad_inter.data, *grad_dense = model->grad_dense.data;
+    EMBER_CHECK(ember_mlp_backward(model->over_arch, grad_logits, grad_inter));
+    model->grads[0] = grad_dense;
     for (size_t t = 0; t < model->config.tables; t++)
         model->grads[1 + t] = grad_pooled[t];
-    EMBER_CHECK(
-            ember_interaction_backward(&shape, model->vectors, model->grad_inter, model->grads));
-    ember_relu_backward(model->dense_out, model->grad_dense, batch * model->config.dim,
-                        model->grad_dense);
-    return ember_mlp_backward(model->dense_arch, model->grad_dense, NULL);
+    EMBER_CHECK(ember_interaction_backward(&shape, model->vectors, grad_inter, model->grads));
+    ember_relu_backward(model->dense_out.data, grad_dense, batch * model->config.dim, grad_dense);
+    return ember_mlp_backward(model->dense_arch, grad_dense, NULL);
 }

@@ -21,8 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TABLE_ID   0
-#define TABLE_NAME "emb"
+#define TABLE_ID 0
 /* Chunks of table traffic between master and PS. */
 #define CHUNK_BYTES (4u << 20)
 
@@ -186,10 +185,10 @@ static ember_status_t create_tables(master_t *master, const ember_msg_train_star
                 .seed = job->train.seed,
                 .optimizer = spec->config.optimizer,
         };
-        snprintf(create.name, sizeof(create.name), "%s", TABLE_NAME);
+        snprintf(create.name, sizeof(create.name), "%s", EMBER_TRAIN_TABLE_NAME);
         ember_iov_t iov = {.buffer = &create, .length = sizeof(create)};
         EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_CREATE, &iov, 1, NULL,
-                                0, "creating table " TABLE_NAME));
+                                0, "creating table " EMBER_TRAIN_TABLE_NAME));
         if (!initial)
             continue;
         /* Initial values: each shard keeps the rows it owns. */
@@ -202,7 +201,7 @@ static ember_status_t create_tables(master_t *master, const ember_msg_train_star
                                     {initial + (size_t)first * spec->config.dim,
                                      (size_t)count * spec->config.dim * sizeof(float)}};
             EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_LOAD, parts, 2,
-                                    NULL, 0, "loading table " TABLE_NAME));
+                                    NULL, 0, "loading table " EMBER_TRAIN_TABLE_NAME));
         }
     }
     return EMBER_OK;
@@ -223,7 +222,8 @@ static ember_status_t read_table(master_t *master, int64_t rows, uint32_t dim, f
             ember_msg_table_read_t read = {.table_id = TABLE_ID, .first = first, .count = count};
             ember_iov_t iov = {.buffer = &read, .length = sizeof(read)};
             status = master_call(master, master->first_ps + p, EMBER_OP_TABLE_READ, &iov, 1, chunk,
-                                 (size_t)count * dim * sizeof(float), "reading table " TABLE_NAME);
+                                 (size_t)count * dim * sizeof(float),
+                                 "reading table " EMBER_TRAIN_TABLE_NAME);
             for (int64_t i = 0; status == EMBER_OK && i < count; i++)
                 memcpy(table + (size_t)((first + i) * job->num_ps + p) * dim,
                        chunk + (size_t)i * dim, dim * sizeof(float));
@@ -323,7 +323,7 @@ static void print_job(const master_t *master)
     printf("training: %d trainers%s, %d ps, table %s %lld x %u (%s%s%s%s), %s, "
            "%s lr %g, %s, %s\n",
            job->trainers, strcmp(job->device, "cuda") == 0 ? " on GPUs" : "", job->num_ps,
-           TABLE_NAME, (long long)job->train.rows, job->train.dim,
+           EMBER_TRAIN_TABLE_NAME, (long long)job->train.rows, job->train.dim,
            ember_bag_mode_name(job->train.mode),
            job->table_dtype == EMBER_DTYPE_F16 ? ", fp16 rows" : "",
            job->train.half_replies ? ", fp16 replies" : "",

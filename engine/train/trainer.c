@@ -184,7 +184,7 @@ static ember_status_t batch_take(trainer_t *trainer, ember_data_t *data, uint64_
                              .padding_idx = spec->config.padding_idx};
     status = ember_bag_validate(&check, &opts, spec->config.rows, err, err_length);
     if (status != EMBER_OK) {
-        trainer->step_table = "emb"; /* the batch is wrong for this table */
+        trainer->step_table = EMBER_TRAIN_TABLE_NAME; /* the batch is wrong for it */
         return status;
     }
     return batch_check_targets(trainer, batch, err, err_length);
@@ -233,7 +233,7 @@ static ember_status_t trainer_setup(trainer_t *trainer)
                    trainer->index);
     }
     ember_sparse_config_t table = {.table_id = spec->table_id,
-                                   .table_name = "emb",
+                                   .table_name = EMBER_TRAIN_TABLE_NAME,
                                    .num_ps = spec->num_ps,
                                    .first_ps_rank = (int)spec->first_ps_rank,
                                    .dim = spec->config.dim,

@@ -195,6 +195,10 @@ typedef struct {
     uint32_t half_replies;             /* ask for EMBER_LOOKUP_HALF_REPLY */
 } ember_train_config_t;
 
+/* The one table of ember-train's job: its name on the PS, in the trainers'
+ * errors and ("emb.weight") in the saved file. */
+#define EMBER_TRAIN_TABLE_NAME "emb"
+
 /* EMBER_OP_TRAIN_START: master -> trainer.  Followed by the initial dense
  * parameters (ember_dense_offset floats).  The reply (sent when training
  * ends) is ember_msg_train_done_t. */

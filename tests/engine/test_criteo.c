@@ -10,7 +10,8 @@
  *                  refused naming the field and the value
  *   file           a file streamed line by line, a last line without a
  *                  newline taken, a cut-short last line refused as
- *                  "PATH:3: ...", an over-long line and a missing file refused
+ *                  "PATH:3: ...", an over-long line, a NUL byte and a missing
+ *                  file refused
  *   auc            against the pairwise count (ties half) on random scores
  *                  with many ties, a perfect and a reversed ranking, and the
  *                  undefined cases (one class only, a bad label, NaN)
@@ -179,6 +180,15 @@ static int case_file(void)
         return 1;
     CHECK(read_all(path, &count, err, sizeof(err)) == EMBER_ERR_FORMAT && strstr(err, ":1: longer"),
           "over-long line: '%s'", err);
+    make_line(line, sizeof(line), "1", "3", "ab");
+    line[3] = '\0'; /* a NUL inside I1's field */
+    FILE *file = fopen(path, "w");
+    CHECK(file && fwrite(line, 1, strlen(line + 4) + 4, file) == strlen(line + 4) + 4 &&
+                  fputc('\n', file) == '\n' && fclose(file) == 0,
+          "cannot write %s", path);
+    CHECK(read_all(path, &count, err, sizeof(err)) == EMBER_ERR_FORMAT &&
+                  strstr(err, ":1: a NUL byte"),
+          "a NUL byte: '%s'", err);
     unlink(path);
     CHECK(read_all(path, &count, err, sizeof(err)) == EMBER_ERR_IO && strstr(err, path),
           "missing file: '%s'", err);
