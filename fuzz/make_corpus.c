@@ -623,6 +623,58 @@ static void corpus_criteo(void)
     }
 }
 
+/* .npy files as NumPy writes them (1.0, 2.0, 3.0; a scalar, an empty array)
+ * and near-misses (Fortran order, a structured dtype, cut short). */
+static void corpus_npy(void)
+{
+    static const struct {
+        const char *name, *dict;
+        int major;
+        size_t data, keep; /* bytes of array written; keep: of the file (0: all) */
+        uint8_t mode;
+    } files[] = {
+            {"f4_2d", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", 1, 48, 0, 0},
+            {"i8_v2", "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", 2, 16, 0, 0},
+            {"u1_v3", "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }", 3, 5, 0, 0},
+            {"scalar", "{'descr': '<f8', 'fortran_order': False, 'shape': (), }", 1, 8, 0, 0},
+            {"empty", "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 13), }", 1, 0, 0, 0},
+            {"header_only", "{'descr': '<i4', 'fortran_order': False, 'shape': (1024,), }", 1, 0, 0,
+             3},
+            {"fortran", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 1, 24, 0, 0},
+            {"structured", "{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (2,), }", 1,
+             8, 0, 0},
+            {"cut", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", 1, 48, 40, 0},
+    };
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        blob_t b = {0};
+        size_t prelude = files[i].major == 1 ? 10 : 12, text = strlen(files[i].dict);
+        size_t header = (prelude + text + 1 + 63) / 64 * 64 - prelude;
+        uint8_t head[12] = {0x93,
+                            'N',
+                            'U',
+                            'M',
+                            'P',
+                            'Y',
+                            (uint8_t)files[i].major,
+                            0,
+                            (uint8_t)header,
+                            (uint8_t)(header >> 8),
+                            0,
+                            0};
+        put_u8(&b, files[i].mode);
+        put(&b, head, prelude);
+        put(&b, files[i].dict, text);
+        for (size_t k = text; k + 1 < header; k++)
+            put_u8(&b, ' ');
+        put_u8(&b, '\n');
+        for (size_t k = 0; k < files[i].data; k++)
+            put_u8(&b, (uint8_t)k);
+        if (files[i].keep)
+            b.length = 1 + files[i].keep;
+        save_blob("npy", files[i].name, &b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--check") == 0) {
@@ -647,5 +699,6 @@ int main(int argc, char **argv)
     corpus_config();
     corpus_store();
     corpus_criteo();
+    corpus_npy();
     return differ;
 }

@@ -4,17 +4,23 @@
 #include <ember/log.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define READ_CHUNK (16 * 1024) /* read() at a time */
 
 struct ember_criteo_reader {
-    FILE *file;
+    int fd;
     char *path;
     int64_t rows[EMBER_CRITEO_SPARSE];
     uint64_t line;
-    char buffer[EMBER_CRITEO_LINE_MAX]; /* the line, without its newline */
+    size_t start, end; /* the bytes read and not yet taken: buffer[start, end) */
+    int at_eof;
+    char buffer[READ_CHUNK + EMBER_CRITEO_LINE_MAX + 1]; /* room for a whole line and more */
 };
 
 /* "I3", "C17": the field's name in Criteo's own column naming. */
@@ -87,14 +93,37 @@ static ember_status_t take_field(size_t f, const char *text, size_t length, cons
         int64_t x = 0;
         if (length && !parse_int(text, length, &x))
             return bad_field(f, text, length, "not a 64-bit integer", err, err_length);
-        example->dense[f - 1] = (float)log((double)(x > 0 ? x : 0) + 1.0);
+        example->dense[f - 1] = ember_criteo_dense_value(x);
     } else {
         uint64_t id = 0;
         size_t c = f - 1 - EMBER_CRITEO_DENSE;
         if (length && !parse_hex(text, length, &id))
             return bad_field(f, text, length, "not 1-16 hexadecimal digits", err, err_length);
-        example->sparse[c] = (int64_t)(id % (uint64_t)rows[c]);
+        example->sparse[c] = ember_criteo_sparse_value(id, rows[c]);
     }
+    return EMBER_OK;
+}
+
+float ember_criteo_dense_value(int64_t x)
+{
+    return (float)log((double)(x > 0 ? x : 0) + 1.0);
+}
+
+int64_t ember_criteo_sparse_value(uint64_t id, int64_t rows)
+{
+    return (int64_t)(id % (uint64_t)rows);
+}
+
+ember_status_t ember_criteo_check_line(const char *line, size_t length, char *err,
+                                       size_t err_length)
+{
+    size_t f = 1;
+    for (size_t i = 0; i < length; i++)
+        f += line[i] == '\t';
+    if (f != EMBER_CRITEO_FIELDS)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "%zu tab-separated fields, not %d (label, I1-I13, C1-C26)", f,
+                                 EMBER_CRITEO_FIELDS);
     return EMBER_OK;
 }
 
@@ -135,7 +164,7 @@ ember_status_t ember_criteo_open(const char *path, const int64_t *rows,
         free(reader);
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
     }
-    if (!(reader->file = fopen(path, "r"))) {
+    if ((reader->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
         int e = errno;
         ember_criteo_close(reader);
         return ember_status_text(err, err_length, EMBER_ERR_IO, "%s: %s", path, strerror(e));
@@ -145,37 +174,58 @@ ember_status_t ember_criteo_open(const char *path, const int64_t *rows,
     return EMBER_OK;
 }
 
-/* The next line into the buffer: its length without the newline, or -1 at
- * the end; ERR_FORMAT for one longer than EMBER_CRITEO_LINE_MAX or holding a
- * NUL byte (read a byte at a time: fgets cannot tell a NUL from the end). */
-static ember_status_t read_line(ember_criteo_reader_t *reader, long *length_p, char *err,
-                                size_t err_length)
+/* More of the file after the bytes not yet taken (moved to the front). */
+static ember_status_t fill(ember_criteo_reader_t *reader, char *err, size_t err_length)
 {
-    size_t length = 0;
-    int c = getc_unlocked(reader->file), nul = 0;
-    if (c == EOF) {
-        *length_p = -1;
-        return ferror(reader->file)
-                       ? ember_status_text(err, err_length, EMBER_ERR_IO, "%s:%llu: %s",
-                                           reader->path, (unsigned long long)reader->line + 1,
-                                           strerror(errno))
-                       : EMBER_OK;
+    size_t left = reader->end - reader->start;
+    memmove(reader->buffer, reader->buffer + reader->start, left);
+    reader->start = 0;
+    reader->end = left;
+    for (;;) {
+        ssize_t got = read(reader->fd, reader->buffer + left, sizeof(reader->buffer) - left);
+        if (got > 0)
+            reader->end += (size_t)got;
+        reader->at_eof = got == 0;
+        if (got >= 0)
+            return EMBER_OK;
+        if (errno != EINTR)
+            return ember_status_text(err, err_length, EMBER_ERR_IO, "%s:%llu: %s", reader->path,
+                                     (unsigned long long)reader->line + 1, strerror(errno));
     }
+}
+
+/* The next line in the buffer (*line_p, *length_p without its newline), or
+ * *length_p = -1 at the end; ERR_FORMAT for one longer than
+ * EMBER_CRITEO_LINE_MAX or holding a NUL byte (a C string would end
+ * there).  The line stays valid until the next read. */
+static ember_status_t read_line(ember_criteo_reader_t *reader, const char **line_p, long *length_p,
+                                char *err, size_t err_length)
+{
+    const char *line, *newline;
+    size_t avail;
+    for (;;) {
+        line = reader->buffer + reader->start;
+        avail = reader->end - reader->start;
+        newline = memchr(line, '\n',
+                         avail < EMBER_CRITEO_LINE_MAX + 1 ? avail : EMBER_CRITEO_LINE_MAX + 1);
+        if (newline || avail > EMBER_CRITEO_LINE_MAX || reader->at_eof)
+            break;
+        EMBER_CHECK(fill(reader, err, err_length));
+    }
+    *length_p = -1;
+    if (!newline && avail == 0)
+        return EMBER_OK;
     reader->line++;
-    for (; c != EOF && c != '\n'; c = getc_unlocked(reader->file)) {
-        if (length == EMBER_CRITEO_LINE_MAX)
-            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                                     "%s:%llu: longer than %d bytes", reader->path,
-                                     (unsigned long long)reader->line, EMBER_CRITEO_LINE_MAX);
-        nul |= c == '\0';
-        reader->buffer[length++] = (char)c;
-    }
-    if (ferror(reader->file))
-        return ember_status_text(err, err_length, EMBER_ERR_IO, "%s:%llu: %s", reader->path,
-                                 (unsigned long long)reader->line, strerror(errno));
-    if (nul)
+    if (!newline && avail > EMBER_CRITEO_LINE_MAX)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT, "%s:%llu: longer than %d bytes",
+                                 reader->path, (unsigned long long)reader->line,
+                                 EMBER_CRITEO_LINE_MAX);
+    size_t length = newline ? (size_t)(newline - line) : avail; /* the last, unended */
+    reader->start += length + (newline != NULL);
+    if (memchr(line, '\0', length))
         return ember_status_text(err, err_length, EMBER_ERR_FORMAT, "%s:%llu: a NUL byte",
                                  reader->path, (unsigned long long)reader->line);
+    *line_p = line;
     *length_p = (long)length;
     return EMBER_OK;
 }
@@ -183,14 +233,32 @@ static ember_status_t read_line(ember_criteo_reader_t *reader, long *length_p, c
 ember_status_t ember_criteo_next(ember_criteo_reader_t *reader, ember_criteo_example_t *example,
                                  int *got_p, char *err, size_t err_length)
 {
+    const char *line = NULL;
     long length = -1;
     char why[256];
     *got_p = 0;
-    EMBER_CHECK(read_line(reader, &length, err, err_length));
+    EMBER_CHECK(read_line(reader, &line, &length, err, err_length));
     if (length < 0)
         return EMBER_OK;
-    if (ember_criteo_parse_line(reader->buffer, (size_t)length, reader->rows, example, why,
-                                sizeof(why)) != EMBER_OK)
+    if (ember_criteo_parse_line(line, (size_t)length, reader->rows, example, why, sizeof(why)) !=
+        EMBER_OK)
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT, "%s:%llu: %s", reader->path,
+                                 (unsigned long long)reader->line, why);
+    *got_p = 1;
+    return EMBER_OK;
+}
+
+ember_status_t ember_criteo_skip(ember_criteo_reader_t *reader, int *got_p, char *err,
+                                 size_t err_length)
+{
+    const char *line = NULL;
+    long length = -1;
+    char why[256];
+    *got_p = 0;
+    EMBER_CHECK(read_line(reader, &line, &length, err, err_length));
+    if (length < 0)
+        return EMBER_OK;
+    if (ember_criteo_check_line(line, (size_t)length, why, sizeof(why)) != EMBER_OK)
         return ember_status_text(err, err_length, EMBER_ERR_FORMAT, "%s:%llu: %s", reader->path,
                                  (unsigned long long)reader->line, why);
     *got_p = 1;
@@ -206,8 +274,8 @@ void ember_criteo_close(ember_criteo_reader_t *reader)
 {
     if (!reader)
         return;
-    if (reader->file)
-        fclose(reader->file);
+    if (reader->fd >= 0)
+        close(reader->fd);
     free(reader->path);
     free(reader);
 }

@@ -5,9 +5,10 @@
  *
  * A dense value is log(max(x, 0) + 1) (0 for an empty field), a
  * categorical one int(hex or "0", 16) mod the feature's table rows, as
- * TorchRec's DLRM takes them.  Files are streamed a line at a time (at most
- * EMBER_CRITEO_LINE_MAX bytes held), never loaded whole; a malformed line is
- * refused naming the file, the line and the field (I1..I13, C1..C26).
+ * TorchRec's DLRM takes them.  Files are streamed a line at a time (read
+ * 16 KiB at a time; a line of at most EMBER_CRITEO_LINE_MAX bytes), never
+ * loaded whole; a malformed line is refused naming the file, the line and
+ * the field (I1..I13, C1..C26).
  */
 #ifndef EMBER_ENGINE_CRITEO_H
 #define EMBER_ENGINE_CRITEO_H
@@ -37,6 +38,20 @@ ember_status_t ember_criteo_parse_line(const char *line, size_t length, const in
                                        ember_criteo_example_t *example, char *err,
                                        size_t err_length);
 
+/** A dense feature's raw count @x as the model takes it: log(max(x, 0) + 1). */
+float ember_criteo_dense_value(int64_t x);
+
+/** A categorical id @id as the model takes it: @id mod @rows (>= 1). */
+int64_t ember_criteo_sparse_value(uint64_t id, int64_t rows);
+
+/**
+ * The shape of a line only (@length bytes, no newline): its count of
+ * tab-separated fields, for a reader that passes over other trainers'
+ * examples without parsing them.  Pure.  Errors: ERR_FORMAT, in @err.
+ */
+ember_status_t ember_criteo_check_line(const char *line, size_t length, char *err,
+                                       size_t err_length);
+
 typedef struct ember_criteo_reader ember_criteo_reader_t;
 
 /**
@@ -54,6 +69,14 @@ ember_status_t ember_criteo_open(const char *path, const int64_t *rows,
  */
 ember_status_t ember_criteo_next(ember_criteo_reader_t *reader, ember_criteo_example_t *example,
                                  int *got_p, char *err, size_t err_length);
+
+/**
+ * Pass over the next line, checking its shape only (its length, NUL bytes,
+ * ember_criteo_check_line): *got_p = 1, or 0 at the end of the file.
+ * Errors as ember_criteo_next.
+ */
+ember_status_t ember_criteo_skip(ember_criteo_reader_t *reader, int *got_p, char *err,
+                                 size_t err_length);
 
 /** Lines read so far (the number of the last one). */
 uint64_t ember_criteo_line(const ember_criteo_reader_t *reader);
