@@ -591,7 +591,12 @@ static ember_status_t ps_grads_take(ps_t *ps, const ember_wire_grads_view_t *vie
                                      ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
         dims[*found_p] = ember_table_dim(entries[*found_p]->table);
     }
-    return ember_wire_grads_split(view, dims, grads, err, err_length);
+    char why[240];
+    ember_status_t status = ember_wire_grads_split(view, dims, grads, why, sizeof(why));
+    if (status != EMBER_OK)
+        return ember_status_text(err, err_length, status, "gradients of trainer %u step %llu: %s",
+                                 view->head.trainer, (unsigned long long)view->head.step, why);
+    return EMBER_OK;
 }
 
 static void on_grads(ember_rpc_req_t *req, void *arg)
