@@ -416,8 +416,11 @@ static int ps_take_lookups(ps_t *ps, ember_rpc_req_t *req, ember_wire_lookups_vi
 
     if (ember_rpc_req_op(req) == EMBER_OP_LOOKUP)
         return ps_take_lookup(ps, req, view, entries);
-    memset(&view->head, 0, sizeof(view->head));
     ember_status_t status = ember_wire_lookups_unpack(data, length, view, err, sizeof(err));
+    if (status != EMBER_OK && length < sizeof(view->head)) {
+        ember_rpc_reply_error(req, status, "lookups: %s", err);
+        return 0;
+    }
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "lookups of trainer %u step %llu: %s",
                               view->head.trainer, (unsigned long long)view->head.step, err);
@@ -615,9 +618,13 @@ static void on_grads(ember_rpc_req_t *req, void *arg)
     memset(&view.head, 0, sizeof(view.head));
     ember_status_t status = ember_wire_grads_unpack(data, length, &view, why, sizeof(why));
     if (status != EMBER_OK) {
-        snprintf(err, sizeof(err), "gradients of trainer %u step %llu: %s", view.head.trainer,
-                 (unsigned long long)view.head.step, why);
-        ps_grads_refused(ps, req, NULL, 0, view.head.trainer, status, err);
+        if (length < sizeof(view.head)) /* no trainer to tell */
+            snprintf(err, sizeof(err), "gradients: %s", why);
+        else
+            snprintf(err, sizeof(err), "gradients of trainer %u step %llu: %s", view.head.trainer,
+                     (unsigned long long)view.head.step, why);
+        ps_grads_refused(ps, req, NULL, 0,
+                         length < sizeof(view.head) ? UINT32_MAX : view.head.trainer, status, err);
         return;
     }
     status = ps_grads_take(ps, &view, entries, grads, &found, err, sizeof(err));

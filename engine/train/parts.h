@@ -5,7 +5,12 @@
  * Each shard answers a lookup with its partial pools (and max mode's
  * places); the trainer combines them into the dense model's input, and
  * splits that input's gradient back into one gradient per shard
- * (engine/ops/bag_parts.h).  On the device path (the device's network_path
+ * (engine/ops/bag_parts.h).  The replies and gradients themselves live in
+ * buffers of the caller's (ember_parts_buffer_t: engine/train/sparse keeps
+ * every table's in one block per PS, as each PS's LOOKUPS reply lands and
+ * its GRADS leaves); a table's parts are bound to where its shards' lie,
+ * at one stride, so nothing is copied between the network and the
+ * combine.  On the device path (the device's network_path
  * says EMBER_MEM_CUDA: GPUDirect) replies land in device memory, are
  * combined and split there, and pushes leave from there.  Otherwise they
  * are staged in the device's pinned host memory, combined and split on the

@@ -224,10 +224,11 @@ ember_status_t ember_wire_grads_unpack(const void *data, size_t length,
                                        ember_wire_grads_view_t *view, char *err, size_t err_length);
 
 /**
- * Each table's gradient of @view: table k's is float[bags_k * @dims[k]],
- * back to back; they must fill the bulk exactly (64-bit sums).  Fills
- * @grads[view->head.count] (pointing into the message).  Errors:
- * ERR_BAD_MESSAGE (naming the sizes).
+ * Each table's gradient of @view: table k's is float[bags_k * @dims[k]]
+ * (@dims: the tables', 1 to 65536), back to back; they must fill the bulk
+ * exactly (64-bit sums).  Fills @grads[view->head.count] (pointing into the
+ * message).  Errors: ERR_BAD_MESSAGE (naming the sizes), ERR_INVALID_PARAM
+ * (a dim out of range).
  */
 ember_status_t ember_wire_grads_split(const ember_wire_grads_view_t *view, const uint32_t *dims,
                                       ember_wire_grad_view_t *grads, char *err, size_t err_length);

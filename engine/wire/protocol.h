@@ -128,7 +128,10 @@ enum {
 };
 
 /*
- * EMBER_OP_LOOKUP: one request per (trainer, step, shard).  Followed by
+ * EMBER_OP_LOOKUP: one table's shard of a (trainer, step); trainers send
+ * them inside an EMBER_OP_LOOKUPS, one per PS (the single form stays for
+ * the benchmarks and tests, and a PS serves it as a LOOKUPS of one).
+ * Followed by
  *   uint32 offsets[bags]      start of each bag in the index list
  *   int64  rows[unique]       the distinct global row ids, all of this shard
  *   uint32 inverse[indices]   position in rows[] of each index
@@ -165,7 +168,8 @@ enum {
 
 /* EMBER_OP_GRAD: gradient of the step's pooled output, float[bags * dim],
  * for the lookup of (trainer, step); with EMBER_GRAD_APPLY it also takes
- * part in the optimizer step of that context (the distributed optimizer). */
+ * part in the optimizer step of that context (the distributed optimizer).
+ * Trainers send these heads inside an EMBER_OP_GRADS. */
 typedef struct {
     uint32_t table_id;
     uint32_t trainer;
