@@ -1843,7 +1843,7 @@ static int case_lookups_atomic(int rank, int world, void *arg)
     mt_bad_lookups(tp);
     /* Nothing was left behind: the request is taken now. */
     mt_lookups_ok(tp, 0, 0, 0, emb, emb_b);
-    float *g = make_grad(3, 2 * BL_DIM + 2 * 2);
+    float *g = make_grad(3, 2 * BL_DIM + 3 * 2); /* room for emb_b's 3 bags */
     mt_bad_grads(tp, g, emb, emb_b);
     mt_grads_t m = mt_grads(0, g, 2);
     call_ok(tp, 0, EMBER_OP_GRADS, m.bytes, m.length, NULL, 0);
