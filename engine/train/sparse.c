@@ -647,6 +647,14 @@ static ember_status_t lookups_wait(ember_sparse_t *sparse, char *err, size_t err
 
 ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length)
 {
+    /* The step's buffers may move: no push may still be reading them. */
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        if (sparse->ranks[i].pushing || sparse->ranks[i].push)
+            return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                        "lookups of step %llu while a push to %s is still leaving "
+                        "(ember_sparse_pushes_wait first)",
+                        (unsigned long long)sparse->step, ps_name(sparse, &sparse->ranks[i]));
+    }
     ember_status_t status = bind_step(sparse);
     if (status != EMBER_OK)
         return fail(err, err_length, status, "the step's reply buffers: %s",

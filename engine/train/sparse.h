@@ -87,7 +87,8 @@ ember_status_t ember_sparse_pushes_wait(ember_sparse_t *sparse, uint64_t step, c
                                         size_t err_length);
 
 /** Send every PS its LOOKUPS (one per PS rank) and wait for all the
- * replies. */
+ * replies.  After ember_sparse_pushes_wait (the step's buffers are reused):
+ * ERR_INVALID_PARAM while a push is still leaving. */
 ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length);
 
 /** Table @table's replies combined into its input of the dense model @x

@@ -18,7 +18,9 @@
  *   mixed_p3    t0 over ps0-ps2, t1 whole on ps1, t2 over ps1-ps2
  *   refused     placements ember_sparse_create refuses, naming the tables:
  *               partly overlapping row-sharded ranges, one id twice, ranks
- *               beyond the job; and a push after an evaluation
+ *               beyond the job
+ * The placement cases also check that a lookup while the last push (a call) is
+ * open, and a push after an evaluation, are refused.
  */
 #include "common/rng.h"
 #include "engine/ps/ps.h"
@@ -439,6 +441,10 @@ static int run_trainer(uint32_t t, const layout_t *layout)
         trainer_lookup(tr, step, 0);
         trainer_push(tr, step);
     }
+    /* The last push is a call still open: no lookup may reuse its buffer. */
+    MP_CHECK(ember_sparse_lookup(tr->sparse, tr->err, sizeof(tr->err)) == EMBER_ERR_INVALID_PARAM &&
+                     strstr(tr->err, "still leaving"),
+             "a lookup before the last push was waited for: %s", tr->err);
     MP_CHECK(ember_sparse_pushes_wait(tr->sparse, STEPS, tr->err, sizeof(tr->err)) == EMBER_OK,
              "the last push: %s", tr->err);
     /* After STEPS steps: the tables as both trainers' pushes left them. */
