@@ -85,4 +85,17 @@ static inline void ember_normal_fill(uint64_t seed, uint64_t first, float *out, 
         out[i] = ember_normal_at(seed, first + i);
 }
 
+/** @out[i] uniform in [-@bound, @bound) from a stateless (seed, @first + i)
+ *  pair for i < @n: a 24-bit draw u per value, (2u - 1) * bound in float
+ *  (its own counters: not the normal draws of the same seed). */
+static inline void ember_uniform_fill(uint64_t seed, uint64_t first, float bound, float *out,
+                                      size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = ember_mix64(seed ^ ember_mix64(first + i + 0x5851f42d4c957f2dull));
+        float u = (float)(h >> 40) * 0x1.0p-24f; /* [0, 1) */
+        out[i] = (2.0f * u - 1.0f) * bound;
+    }
+}
+
 #endif

@@ -10,7 +10,9 @@
  *
  * Invariants: a lookup changes no row; a refused one leaves no context (a
  * gradient for it is refused at the end) and an accepted one does (its
- * gradient is taken); no lookup is accepted over an open context; what is
+ * gradient is taken), but for an evaluation (EMBER_LOOKUP_EVAL), which
+ * keeps none and leaves an open one as it was; no training lookup is
+ * accepted over an open context; what is
  * accepted pools what the rows hold (sum: the weighted sum within rounding;
  * max: the maximum and its first maximal entry's place, exactly); the reply
  * fits the buffer the PS pooled into.
@@ -140,7 +142,9 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
         free(out);
         return;
     }
-    FUZZ_CHECK(!was_open, "trainer %u: a lookup accepted over an open context", msg->trainer);
+    const int eval = (msg->flags & EMBER_LOOKUP_EVAL) != 0;
+    FUZZ_CHECK(eval || !was_open, "trainer %u: a lookup accepted over an open context",
+               msg->trainer);
     check_pooling(ft, &lookup, out);
     size_t reply = ps_msg_lookup_reply_finish(msg, ft->dim, out);
     FUZZ_CHECK(reply <= out_bytes, "a reply of %zu bytes from a buffer of %zu", reply, out_bytes);
@@ -149,6 +153,8 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
         sink ^= ((const uint8_t *)out)[i]; /* what the transport would send */
     (void)sink;
     free(out);
+    if (eval)
+        return; /* no context kept: an open one stays as it was */
     contexts[msg->trainer] = (context_t){.open = 1, .step = msg->step, .bags = msg->bags};
     if (op & 1)
         close_context(ft, &contexts[msg->trainer], msg->trainer);

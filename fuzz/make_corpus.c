@@ -8,6 +8,7 @@
  * Inputs the fuzzer found (regress-*) sit beside them and are left alone.
  */
 #include "engine/io/safetensors.h"
+#include "engine/wire/codec.h"
 #include "engine/wire/protocol.h"
 #include "transport/store.h"
 #include "transport/tp_internal.h"
@@ -259,6 +260,100 @@ static void corpus_lookup(void)
     lookup_record(&b, 1, 0, 0, 0, 0, off, 0, rows, 0, inv, NULL);
     lookup_record(&b, 1, 5, 0, 0, 2, off, 2, rows, 3, inv, NULL); /* no trainer 5 */
     save_blob("lookup", "refused", &b);
+}
+
+/* A LOOKUPS of tables @ids (each the lookup of bags {3, 9, 9}, {} with
+ * @flags[k]; @bad: table k's last row 200 instead, or -1) as one record. */
+static void lookups_record(blob_t *b, uint8_t op, uint32_t trainer, uint64_t step,
+                           const uint32_t *ids, const uint32_t *flags, size_t n, int bad)
+{
+    static const uint32_t counts[] = {3, 0}, places[] = {0, 1, 2};
+    static const int64_t inverse[] = {0, 1, 1};
+    static const float weights[] = {0.5f, -1.0f, 2.0f};
+    ember_msg_lookups_t head = {.trainer = trainer, .count = (uint32_t)n, .step = step};
+    blob_t m = {0};
+    put(&m, &head, sizeof(head));
+    for (size_t k = 0; k < n; k++) {
+        int64_t rows[2] = {3, (int)k == bad ? 201 : 9};
+        uint8_t packed[256];
+        ember_wire_lookup_t lookup = {.head = {.table_id = ids[k],
+                                               .trainer = trainer,
+                                               .step = step,
+                                               .flags = flags[k],
+                                               .bags = 2,
+                                               .unique = 2,
+                                               .indices = 3},
+                                      .counts = counts,
+                                      .rows = rows,
+                                      .inverse = inverse,
+                                      .weights = weights,
+                                      .places = places};
+        ember_wire_lookup_pack_padded(&lookup, packed);
+        put(&m, packed, ember_wire_lookup_padded_size(&lookup.head));
+    }
+    record(b, op, m.data, m.length);
+    free(m.data);
+}
+
+/* A GRADS of tables @ids of @dims (2 bags each), value @nan_at not finite
+ * (beyond the values: none), as one record. */
+static void grads_record(blob_t *b, uint32_t trainer, uint64_t step, const uint32_t *ids,
+                         const uint32_t *dims, size_t n, size_t nan_at)
+{
+    ember_msg_grads_t head = {
+            .trainer = trainer, .count = (uint32_t)n, .step = step, .flags = EMBER_GRAD_APPLY};
+    ember_msg_grad_t heads[4];
+    uint8_t packed[256];
+    blob_t m = {0};
+    size_t values = 0;
+    for (size_t k = 0; k < n; k++) {
+        heads[k] = (ember_msg_grad_t){.table_id = ids[k],
+                                      .trainer = trainer,
+                                      .step = step,
+                                      .flags = EMBER_GRAD_APPLY,
+                                      .bags = 2};
+        values += 2 * (size_t)dims[k];
+    }
+    ember_wire_grads_pack_head(&head, heads, packed);
+    put(&m, packed, ember_wire_grads_head_size(head.count));
+    for (size_t i = 0; i < values; i++) {
+        float v = i == nan_at ? NAN : 0.25f * (float)(i % 5) - 0.5f;
+        put(&m, &v, sizeof(v));
+    }
+    record(b, 1, m.data, m.length);
+    free(m.data);
+}
+
+static void corpus_multi(void)
+{
+    static const uint32_t ids[] = {0, 1, 2}, dims[] = {4, 3, 2};
+    static const uint32_t plain[] = {0, EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_HALF_REPLY,
+                                     EMBER_LOOKUP_MAX};
+    static const uint32_t eval[] = {EMBER_LOOKUP_EVAL, EMBER_LOOKUP_EVAL | EMBER_LOOKUP_WEIGHTS,
+                                    EMBER_LOOKUP_EVAL | EMBER_LOOKUP_MAX};
+    static const uint32_t twice[] = {0, 2, 0}, unknown[] = {0, 7};
+    blob_t b = {0};
+
+    /* sync sum fp32; async fp16 adagrad shard 1 of 2; sync zeroed (ties). */
+    table_bytes(&b, 0, 0, 0, 0, 1, 0, 4, 2, 0, 16);
+    table_bytes(&b, 1, 1, 0, 1, 2, 0, 3, 2, 1, 20);
+    table_bytes(&b, 0, 0, 1, 0, 1, 1, 2, 2, 0, 10);
+    lookups_record(&b, 0, 0, 0, ids, plain, 3, -1);
+    lookups_record(&b, 0, 1, 0, ids, eval, 3, -1);
+    grads_record(&b, 0, 0, ids, dims, 3, SIZE_MAX);
+    lookups_record(&b, 2, 1, 0, ids, plain, 3, -1); /* closed at once */
+    save_blob("multi", "lookups_grads", &b);
+
+    table_bytes(&b, 0, 0, 0, 0, 1, 0, 4, 2, 0, 16);
+    table_bytes(&b, 1, 1, 0, 1, 2, 0, 3, 2, 1, 20);
+    table_bytes(&b, 0, 0, 1, 0, 1, 1, 2, 2, 0, 10);
+    lookups_record(&b, 0, 0, 0, ids, plain, 3, 2); /* table 2's row 201 */
+    lookups_record(&b, 0, 0, 0, twice, plain, 3, -1);
+    lookups_record(&b, 0, 0, 0, unknown, plain, 2, -1);
+    lookups_record(&b, 0, 0, 0, ids, plain, 3, -1);
+    grads_record(&b, 0, 0, ids, dims, 3, 9); /* table 1's */
+    grads_record(&b, 0, 1, ids, dims, 3, SIZE_MAX);
+    save_blob("multi", "refused", &b);
 }
 
 static void corpus_grad(void)
@@ -691,6 +786,7 @@ int main(int argc, char **argv)
     corpus_safetensors();
     corpus_lookup();
     corpus_grad();
+    corpus_multi();
     corpus_ps_messages();
     corpus_train_start();
     corpus_epoch_report();

@@ -4,7 +4,10 @@
  * In sync mode a lookup for a step whose predecessor is not applied yet is
  * held (a deferred reply) and answered the moment the last trainer's
  * gradient for that predecessor arrives: all trainers' step-s gradients are
- * applied before any step-s+1 lookup is answered.
+ * applied before any step-s+1 lookup is answered.  A LOOKUPS (every table
+ * of a trainer's step on this PS) is held until all its tables are at its
+ * step, and served or refused whole (engine/ps/ps_multi.c), as a GRADS is
+ * applied whole.  A single LOOKUP goes the same way, as a LOOKUPS of one.
  */
 #include "engine/ps/ps.h"
 
@@ -12,6 +15,7 @@
 #include "common/pool.h"
 #include "common/reserve.h"
 #include "engine/ps/ps_msg.h"
+#include "engine/ps/ps_multi.h"
 #include "engine/ps/table.h"
 #include "engine/wire/protocol.h"
 
@@ -29,15 +33,14 @@
  * huge pages: far fewer pages to pin than with 4 KiB ones. */
 #define PS_REPLY_HUGE_MIN (64u << 10)
 
+/* Sync: a LOOKUP or LOOKUPS for a step not yet open on all its tables,
+ * taken again from its bytes (held with it) when a step is applied. */
 typedef struct {
     ember_rpc_req_t *req;
-    ember_wire_lookup_view_t lookup; /* into the request's data, held with it */
-} held_lookup_t;
+} held_t;
 
 typedef struct {
     ember_table_t *table;
-    held_lookup_t *held; /* sync: lookups for a step not yet open */
-    size_t held_count, held_capacity;
     int *trainer_rank; /* who speaks for each trainer index, -1 unknown */
     char **grad_error; /* a one-way gradient refused: told at the next lookup */
     uint32_t trainers;
@@ -46,6 +49,8 @@ typedef struct {
 typedef struct {
     ember_tp_t *tp;
     ps_table_t tables[PS_MAX_TABLES];
+    held_t *held;
+    size_t held_count, held_capacity;
     int stop;
     ember_status_t exit_status;
     ember_msg_ps_stats_t stats;
@@ -70,9 +75,14 @@ typedef struct {
     float *buffer;
 } reply_ticket_t;
 
+static ps_table_t *ps_table(ps_t *ps, uint32_t table_id)
+{
+    return table_id < PS_MAX_TABLES && ps->tables[table_id].table ? &ps->tables[table_id] : NULL;
+}
+
 static ps_table_t *ps_find(ps_t *ps, uint32_t table_id, ember_rpc_req_t *req)
 {
-    if (table_id < PS_MAX_TABLES && ps->tables[table_id].table)
+    if (ps_table(ps, table_id))
         return &ps->tables[table_id];
     ember_rpc_reply_error(req, EMBER_ERR_NOT_FOUND, "no table with id %u on %s", table_id,
                           ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
@@ -154,7 +164,10 @@ static void ps_log_table(const ps_table_t *entry, const ember_msg_table_create_t
                ember_table_bytes(entry->table) / 1048576.0,
                spec->device == EMBER_TABLE_CUDA ? "on the GPU" : "in host memory",
                spec->consistency == EMBER_SYNC ? "sync" : "async",
-               spec->init == EMBER_INIT_NORMAL ? "N(0,1) rows" : "zeroed for loading", create_s);
+               spec->init == EMBER_INIT_NORMAL    ? "N(0,1) rows"
+               : spec->init == EMBER_INIT_UNIFORM ? "uniform rows"
+                                                  : "zeroed for loading",
+               create_s);
 }
 
 static void on_table_create(ember_rpc_req_t *req, void *arg)
@@ -309,31 +322,44 @@ static void ps_reply_done(void *arg, ember_status_t status)
     ember_pool_put(&ps->replies, ticket);
 }
 
-/* Pool and answer one lookup into a pooled buffer, sent without a copy. */
-static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
-                            const ember_wire_lookup_view_t *lookup)
+/* "table emb" for one table, "3 tables from t_cat_0" for more: who a
+ * failure of the whole request is about. */
+static void tables_named(const ember_wire_lookups_view_t *view, ember_table_t *const *tables,
+                         char *out, size_t out_length)
+{
+    if (view->head.count == 1)
+        snprintf(out, out_length, "table %s", ember_table_name(tables[0]));
+    else
+        snprintf(out, out_length, "%u tables from %s", view->head.count,
+                 ember_table_name(tables[0]));
+}
+
+/* Pool and answer a request's lookups into one pooled buffer, sent without
+ * a copy: a LOOKUPS's replies each padded, a LOOKUP's exactly its own. */
+static void ps_serve_lookups(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lookups_view_t *view,
+                             ps_table_t *const *entries)
 {
     uint64_t start = ember_busy_clock_ticks(&ps->clock);
-    const ember_msg_lookup_t *head = &lookup->head;
+    ember_table_t *tables[EMBER_WIRE_MAX_TABLES];
     char err[320];
-    const uint32_t dim = ember_table_dim(entry->table);
-    /* The pooled values, fp32, and the places of max mode's maxima: the
-     * codec took the message, so its counts match its size and a forged
-     * count cannot make us allocate. */
-    size_t bytes = ps_msg_lookup_out_bytes(head, dim);
+    size_t reply_bytes;
+    for (size_t k = 0; k < view->head.count; k++)
+        tables[k] = entries[k]->table;
+    /* The codec took the message, so its counts match its size and a
+     * forged count cannot make us allocate. */
+    size_t bytes = ps_multi_lookups_out_bytes(tables, view, &reply_bytes);
     reply_ticket_t *ticket = ember_pool_get(&ps->replies, sizeof(*ticket));
     float *out = ticket ? ember_pool_get(&ps->replies, bytes ? bytes : 1) : NULL;
 
     if (!out) {
         ember_pool_put(&ps->replies, ticket);
+        tables_named(view, tables, err, sizeof(err));
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY,
-                              "table %s: trainer %u step %llu: out of memory for a "
-                              "reply of %zu bytes",
-                              ember_table_name(entry->table), head->trainer,
-                              (unsigned long long)head->step, bytes);
+                              "%s: trainer %u step %llu: out of memory for a reply of %zu bytes",
+                              err, view->head.trainer, (unsigned long long)view->head.step, bytes);
         return;
     }
-    ember_status_t status = ember_table_lookup(entry->table, lookup, out, err, sizeof(err));
+    ember_status_t status = ps_multi_lookups(tables, view, out, &reply_bytes, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_pool_put(&ps->replies, out);
         ember_pool_put(&ps->replies, ticket);
@@ -341,92 +367,159 @@ static void ps_serve_lookup(ps_t *ps, ps_table_t *entry, ember_rpc_req_t *req,
         ember_rpc_reply_error(req, status, "%s", err);
         return;
     }
-    ps->stats.lookups++;
-    entry->trainer_rank[head->trainer] = ember_rpc_req_peer(req);
-    bytes = ps_msg_lookup_reply_finish(head, dim, out);
-    ember_iov_t iov = {.buffer = out, .length = bytes};
+    ps->stats.lookups += view->head.count;
+    for (size_t k = 0; k < view->head.count; k++)
+        entries[k]->trainer_rank[view->head.trainer] = ember_rpc_req_peer(req);
+    if (ember_rpc_req_op(req) == EMBER_OP_LOOKUP)
+        reply_bytes = (size_t)ember_wire_lookup_reply_bytes(&view->lookups[0].head,
+                                                            ember_table_dim(tables[0]));
+    ember_iov_t iov = {.buffer = out, .length = reply_bytes};
     *ticket = (reply_ticket_t){.ps = ps, .buffer = out};
     ps->replies_in_flight++;
     ember_rpc_reply_zcopy(req, EMBER_OK, &iov, 1, ps_reply_done, ticket);
     ps->lookup_ticks += ember_busy_clock_ticks(&ps->clock) - start;
 }
 
-/* The codec's check of a lookup, refused naming the table, trainer and step. */
-static int ps_take_lookup(ember_rpc_req_t *req, const ps_table_t *entry,
-                          ember_wire_lookup_view_t *lookup)
+/* A LOOKUP as a LOOKUPS of one: its table found and the codec's check,
+ * refused naming the table, trainer and step. */
+static int ps_take_lookup(ps_t *ps, ember_rpc_req_t *req, ember_wire_lookups_view_t *view,
+                          ps_table_t **entries)
 {
     size_t length;
     const uint8_t *data = ember_rpc_req_data(req, &length);
+    ember_wire_lookup_view_t *lookup = &view->lookups[0];
     char err[256];
+
+    if (!ps_header(req, &lookup->head, sizeof(lookup->head), NULL) ||
+        !(entries[0] = ps_find(ps, lookup->head.table_id, req)))
+        return 0;
     ember_status_t status = ember_wire_lookup_unpack(data, length, lookup, err, sizeof(err));
-    if (status != EMBER_OK)
+    if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "table %s: trainer %u step %llu: %s",
-                              ember_table_name(entry->table), lookup->head.trainer,
+                              ember_table_name(entries[0]->table), lookup->head.trainer,
                               (unsigned long long)lookup->head.step, err);
-    return status == EMBER_OK;
+        return 0;
+    }
+    view->head = (ember_msg_lookups_t){
+            .trainer = lookup->head.trainer, .count = 1, .step = lookup->head.step};
+    return 1;
 }
 
-/* Sync: a lookup for a later step than the one open waits for it. */
-static void ps_hold_lookup(ps_table_t *entry, ember_rpc_req_t *req,
-                           const ember_wire_lookup_view_t *lookup)
+/* A request's lookups (a LOOKUPS, or a LOOKUP as a LOOKUPS of one) and the
+ * table each is for; answered with the error otherwise. */
+static int ps_take_lookups(ps_t *ps, ember_rpc_req_t *req, ember_wire_lookups_view_t *view,
+                           ps_table_t **entries)
 {
-    held_lookup_t *held = entry->held;
-    if (!EMBER_RESERVE(held, entry->held_capacity, entry->held_count + 1)) {
+    size_t length;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+    char err[320];
+
+    if (ember_rpc_req_op(req) == EMBER_OP_LOOKUP)
+        return ps_take_lookup(ps, req, view, entries);
+    ember_status_t status = ember_wire_lookups_unpack(data, length, view, err, sizeof(err));
+    if (status != EMBER_OK && length < sizeof(view->head)) {
+        ember_rpc_reply_error(req, status, "lookups: %s", err);
+        return 0;
+    }
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "lookups of trainer %u step %llu: %s",
+                              view->head.trainer, (unsigned long long)view->head.step, err);
+        return 0;
+    }
+    for (size_t k = 0; k < view->head.count; k++) {
+        if ((entries[k] = ps_table(ps, view->lookups[k].head.table_id)))
+            continue;
+        ember_rpc_reply_error(req, EMBER_ERR_NOT_FOUND,
+                              "lookups of trainer %u step %llu: no table with id %u on %s",
+                              view->head.trainer, (unsigned long long)view->head.step,
+                              view->lookups[k].head.table_id,
+                              ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
+        return 0;
+    }
+    return 1;
+}
+
+/* The trainer's last push, sent one-way, was refused: say so now, before a
+ * sync lookup could wait for a step that will never complete.  The refusal
+ * is told once, whichever of this PS's tables it was kept on. */
+static int ps_tell_grad_error(ps_t *ps, ember_rpc_req_t *req, uint32_t trainer)
+{
+    char *told = NULL;
+    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
+        ps_table_t *entry = &ps->tables[i];
+        if (!entry->table || trainer >= entry->trainers || !entry->grad_error[trainer])
+            continue;
+        if (told)
+            free(entry->grad_error[trainer]);
+        else
+            told = entry->grad_error[trainer];
+        entry->grad_error[trainer] = NULL;
+    }
+    if (!told)
+        return 0;
+    ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "%s", told);
+    free(told);
+    return 1;
+}
+
+/* Sync: a request for a later step than the one open waits for it. */
+static void ps_hold(ps_t *ps, ember_rpc_req_t *req)
+{
+    held_t *held = ps->held;
+    if (!EMBER_RESERVE(held, ps->held_capacity, ps->held_count + 1)) {
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
-    entry->held = held;
-    entry->held[entry->held_count++] = (held_lookup_t){.req = req, .lookup = *lookup};
+    ps->held = held;
+    ps->held[ps->held_count++] = (held_t){.req = req};
 }
 
-static void on_lookup(ember_rpc_req_t *req, void *arg)
+/* Served, or refused (a step already applied), as its tables say; 1 when
+ * it must wait (not answered). */
+static int ps_route_lookups(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lookups_view_t *view,
+                            ps_table_t *const *entries)
+{
+    ember_table_t *tables[EMBER_WIRE_MAX_TABLES];
+    char err[320];
+    int ready = 0;
+    for (size_t k = 0; k < view->head.count; k++)
+        tables[k] = entries[k]->table;
+    ember_status_t status = ps_multi_lookups_ready(tables, view, &ready, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
+        return 0;
+    }
+    if (!ready)
+        return 1;
+    ps_serve_lookups(ps, req, view, entries);
+    return 0;
+}
+
+static void on_lookups(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
-    ember_wire_lookup_view_t lookup;
-    const ember_msg_lookup_t *msg = &lookup.head;
-    ps_table_t *entry;
+    ember_wire_lookups_view_t view;
+    ps_table_t *entries[EMBER_WIRE_MAX_TABLES];
 
-    if (!ps_header(req, &lookup.head, sizeof(lookup.head), NULL) ||
-        !(entry = ps_find(ps, msg->table_id, req)) || !ps_take_lookup(req, entry, &lookup))
+    if (!ps_take_lookups(ps, req, &view, entries) || ps_tell_grad_error(ps, req, view.head.trainer))
         return;
-    if (msg->trainer < entry->trainers && entry->grad_error[msg->trainer]) {
-        /* Its last gradient (sent one-way) was refused: say so now, before
-         * a sync lookup could wait for a step that will never complete. */
-        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "%s", entry->grad_error[msg->trainer]);
-        free(entry->grad_error[msg->trainer]);
-        entry->grad_error[msg->trainer] = NULL;
-        return;
-    }
-    if (ember_table_is_sync(entry->table)) {
-        uint64_t next = ember_table_next_step(entry->table);
-        if (msg->step < next) {
-            ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
-                                  "table %s: trainer %u step %llu: that step is "
-                                  "already applied (next is %llu)",
-                                  ember_table_name(entry->table), msg->trainer,
-                                  (unsigned long long)msg->step, (unsigned long long)next);
-            return;
-        }
-        if (msg->step > next) {
-            ps_hold_lookup(entry, req, &lookup);
-            return;
-        }
-    }
-    ps_serve_lookup(ps, entry, req, &lookup);
+    if (ps_route_lookups(ps, req, &view, entries))
+        ps_hold(ps, req);
 }
 
-static void ps_release_held(ps_t *ps, ps_table_t *entry)
+/* A step was applied: the held requests whose step is now open on all
+ * their tables are served (taken again from their bytes, as they came). */
+static void ps_release_held(ps_t *ps)
 {
-    uint64_t next = ember_table_next_step(entry->table);
     size_t kept = 0;
-    for (size_t i = 0; i < entry->held_count; i++) {
-        held_lookup_t held = entry->held[i];
-        if (held.lookup.head.step == next)
-            ps_serve_lookup(ps, entry, held.req, &held.lookup);
-        else
-            entry->held[kept++] = held;
+    for (size_t i = 0; i < ps->held_count; i++) {
+        ember_rpc_req_t *req = ps->held[i].req;
+        ember_wire_lookups_view_t view;
+        ps_table_t *entries[EMBER_WIRE_MAX_TABLES];
+        if (ps_take_lookups(ps, req, &view, entries) && ps_route_lookups(ps, req, &view, entries))
+            ps->held[kept++].req = req;
     }
-    entry->held_count = kept;
+    ps->held_count = kept;
 }
 
 static void on_grad(ember_rpc_req_t *req, void *arg)
@@ -463,9 +556,94 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
     ps->grad_ticks += ember_busy_clock_ticks(&ps->clock) - start;
     if (applied) {
         ps->stats.steps_applied++;
-        if (entry->held_count)
-            ps_release_held(ps, entry);
+        if (ps->held_count)
+            ps_release_held(ps);
     }
+}
+
+/* A GRADS refused whole: @entries[@found] are the tables it named that are
+ * here (none known: every table), where a one-way push's refusal is kept
+ * for the trainer's next lookup. */
+static void ps_grads_refused(ps_t *ps, ember_rpc_req_t *req, ps_table_t *const *entries,
+                             size_t found, uint32_t trainer, ember_status_t status, const char *err)
+{
+    ember_warn("ps", "gradient refused: %s", err);
+    for (size_t i = 0; ember_rpc_req_oneway(req) && i < (found ? found : PS_MAX_TABLES); i++) {
+        ps_table_t *entry = found ? entries[i] : &ps->tables[i];
+        if (entry->table && trainer < entry->trainers) {
+            free(entry->grad_error[trainer]);
+            entry->grad_error[trainer] = strdup(err);
+        }
+    }
+    ember_rpc_reply_error(req, status, "%s", err);
+}
+
+/* A GRADS's tables, here, and each one's gradient (its dim's size); *found_p
+ * how many were found before one was not (refused then). */
+static ember_status_t ps_grads_take(ps_t *ps, const ember_wire_grads_view_t *view,
+                                    ps_table_t **entries, ember_wire_grad_view_t *grads,
+                                    size_t *found_p, char *err, size_t err_length)
+{
+    uint32_t dims[EMBER_WIRE_MAX_TABLES];
+    for (*found_p = 0; *found_p < view->head.count; ++*found_p) {
+        const uint32_t id = view->grads[*found_p].table_id;
+        if (!(entries[*found_p] = ps_table(ps, id)))
+            return ember_status_text(err, err_length, EMBER_ERR_NOT_FOUND,
+                                     "gradients of trainer %u step %llu: no table with id %u on %s",
+                                     view->head.trainer, (unsigned long long)view->head.step, id,
+                                     ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
+        dims[*found_p] = ember_table_dim(entries[*found_p]->table);
+    }
+    char why[240];
+    ember_status_t status = ember_wire_grads_split(view, dims, grads, why, sizeof(why));
+    if (status != EMBER_OK)
+        return ember_status_text(err, err_length, status, "gradients of trainer %u step %llu: %s",
+                                 view->head.trainer, (unsigned long long)view->head.step, why);
+    return EMBER_OK;
+}
+
+static void on_grads(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    uint64_t start = ember_busy_clock_ticks(&ps->clock);
+    ember_wire_grads_view_t view;
+    ember_wire_grad_view_t grads[EMBER_WIRE_MAX_TABLES];
+    ps_table_t *entries[EMBER_WIRE_MAX_TABLES];
+    ember_table_t *tables[EMBER_WIRE_MAX_TABLES];
+    int applied[EMBER_WIRE_MAX_TABLES];
+    char err[400], why[320];
+    size_t length, found = 0, steps = 0;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+
+    memset(&view.head, 0, sizeof(view.head));
+    ember_status_t status = ember_wire_grads_unpack(data, length, &view, why, sizeof(why));
+    if (status != EMBER_OK) {
+        if (length < sizeof(view.head)) /* no trainer to tell */
+            snprintf(err, sizeof(err), "gradients: %s", why);
+        else
+            snprintf(err, sizeof(err), "gradients of trainer %u step %llu: %s", view.head.trainer,
+                     (unsigned long long)view.head.step, why);
+        ps_grads_refused(ps, req, NULL, 0,
+                         length < sizeof(view.head) ? UINT32_MAX : view.head.trainer, status, err);
+        return;
+    }
+    status = ps_grads_take(ps, &view, entries, grads, &found, err, sizeof(err));
+    for (size_t k = 0; status == EMBER_OK && k < view.head.count; k++)
+        tables[k] = entries[k]->table;
+    if (status == EMBER_OK)
+        status = ps_multi_grads(tables, grads, view.head.count, applied, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ps_grads_refused(ps, req, entries, found, view.head.trainer, status, err);
+        return;
+    }
+    ps->stats.grads += view.head.count;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+    ps->grad_ticks += ember_busy_clock_ticks(&ps->clock) - start;
+    for (size_t k = 0; k < view.head.count; k++)
+        steps += applied[k] != 0;
+    ps->stats.steps_applied += steps;
+    if (steps && ps->held_count)
+        ps_release_held(ps);
 }
 
 /* A lost trainer's distributed-autograd context will never get its
@@ -490,10 +668,11 @@ static void ps_drop_lost_trainers(ps_t *ps)
 static const uint16_t ps_ops[] = {
         EMBER_OP_TABLE_CREATE, EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
         EMBER_OP_PS_SHUTDOWN,  EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
+        EMBER_OP_LOOKUPS,      EMBER_OP_GRADS,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {
-        on_table_create, on_table_load, on_table_read, on_stats,
-        on_shutdown,     on_abort,      on_lookup,     on_grad,
+        on_table_create, on_table_load, on_table_read, on_stats,   on_shutdown,
+        on_abort,        on_lookups,    on_grad,       on_lookups, on_grads,
 };
 _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");
@@ -558,17 +737,19 @@ static void ps_serve(ps_t *ps, int master)
  * are freed. */
 static void ps_free_tables(ps_t *ps)
 {
+    for (size_t h = 0; h < ps->held_count; h++)
+        ember_rpc_reply_error(ps->held[h].req, EMBER_ERR_CANCELED,
+                              "%s: the parameter server is stopping (a lookup was waiting)",
+                              ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
+    free(ps->held);
+    ps->held = NULL;
+    ps->held_count = ps->held_capacity = 0;
     for (size_t i = 0; i < PS_MAX_TABLES; i++) {
         ps_table_t *entry = &ps->tables[i];
-        for (size_t h = 0; h < entry->held_count; h++)
-            ember_rpc_reply_error(entry->held[h].req, EMBER_ERR_CANCELED,
-                                  "table %s: the parameter server is stopping",
-                                  ember_table_name(entry->table));
         free(entry->trainer_rank);
         for (uint32_t t = 0; entry->grad_error && t < entry->trainers; t++)
             free(entry->grad_error[t]);
         free(entry->grad_error);
-        free(entry->held);
         ember_table_destroy(entry->table);
         *entry = (ps_table_t){0};
     }

@@ -18,8 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Table ids a PS serves: [0, PS_MAX_TABLES). */
-#define PS_MAX_TABLES 64
+/* Table ids a PS serves: [0, PS_MAX_TABLES), so a LOOKUPS or GRADS
+ * (at most EMBER_WIRE_MAX_TABLES) can name all of them. */
+#define PS_MAX_TABLES EMBER_WIRE_MAX_TABLES
 
 /**
  * TABLE_CREATE: @spec as it came; its name is NUL-terminated here.  Refuses

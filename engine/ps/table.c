@@ -51,6 +51,7 @@ struct ember_table {
     size_t row_bytes; /* dim x the element size */
     ember_opt_t *optimizer;
     context_t *contexts;  /* [trainers] */
+    context_t eval;       /* evaluation lookups' scratch: never valid */
     pending_t *pending;   /* [trainers]: sync tables only wait on these */
     pending_t applying;   /* async: the one gradient being applied now (a
                           * buffer per trainer would hold trainers x batch) */
@@ -79,14 +80,25 @@ static inline int table_half(const ember_table_t *table)
     return table->spec.dtype == EMBER_DTYPE_F16;
 }
 
-/* Fill a device shard: N(0,1) rows made on the host a block at a time. */
+/* Global row @row's initial values (N(0,1) or uniform), from (seed, global
+ * element): the same values whatever the number of shards. */
+static void init_row_values(const ember_msg_table_create_t *spec, uint64_t row, float *values)
+{
+    if (spec->init == EMBER_INIT_UNIFORM)
+        ember_uniform_fill(spec->seed, row * spec->dim, (float)sqrt(1.0 / (double)spec->rows),
+                           values, spec->dim);
+    else
+        ember_normal_fill(spec->seed, row * spec->dim, values, spec->dim);
+}
+
+/* Fill a device shard: its drawn rows made on the host a block at a time. */
 static ember_status_t device_init_rows(ember_table_t *table)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     const int64_t block = 16384;
     if (table->local_rows == 0)
         return EMBER_OK; /* a shard that owns no row: nothing allocated */
-    if (spec->init != EMBER_INIT_NORMAL)
+    if (spec->init == EMBER_INIT_LOAD)
         return table->dev->mem_zero(table->device, table->data,
                                     (size_t)table->local_rows * table->row_bytes);
     float *values = malloc((size_t)block * spec->dim * sizeof(float));
@@ -97,8 +109,7 @@ static ember_status_t device_init_rows(ember_table_t *table)
         int64_t count = table->local_rows - first < block ? table->local_rows - first : block;
         for (int64_t i = 0; i < count; i++) {
             uint64_t row = (uint64_t)(first + i) * spec->num_shards + spec->shard;
-            ember_normal_fill(spec->seed, row * spec->dim, values + (size_t)i * spec->dim,
-                              spec->dim);
+            init_row_values(spec, row, values + (size_t)i * spec->dim);
         }
         status = table->dev->mem_copy(table->device, table_row(table, first), values,
                                       (size_t)count * table->row_bytes, EMBER_COPY_HOST_TO_DEVICE);
@@ -107,8 +118,7 @@ static ember_status_t device_init_rows(ember_table_t *table)
     return status;
 }
 
-/* N(0,1) as nn.EmbeddingBag, from (seed, global element): the same values
- * whatever the number of shards. */
+/* N(0,1) as nn.EmbeddingBag, or uniform as TorchRec, in host memory. */
 static ember_status_t host_init_rows(ember_table_t *table)
 {
     const ember_msg_table_create_t *spec = &table->spec;
@@ -119,7 +129,7 @@ static ember_status_t host_init_rows(ember_table_t *table)
         uint64_t row = (uint64_t)local * spec->num_shards + spec->shard;
         void *stored = table_row(table, local);
         /* fp16: the fp32 values rounded, as emb.half() would. */
-        ember_normal_fill(spec->seed, row * spec->dim, values ? values : stored, spec->dim);
+        init_row_values(spec, row, values ? values : stored);
         if (values)
             ember_float_to_half_n(values, stored, spec->dim);
     }
@@ -141,7 +151,7 @@ static ember_status_t check_spec(const ember_msg_table_create_t *spec, ember_dev
     if (spec->rows <= 0 || spec->dim == 0 || spec->dim > 65536 || spec->num_shards == 0 ||
         spec->shard >= spec->num_shards || spec->trainers == 0 || spec->trainers > 65536 ||
         spec->consistency > EMBER_ASYNC || spec->sparse_reduce > EMBER_REDUCE_MEAN ||
-        spec->init > EMBER_INIT_LOAD)
+        spec->init > EMBER_INIT_UNIFORM)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: invalid spec (rows %lld, dim %u, shard %u of %u, "
                                  "trainers %u)",
@@ -205,7 +215,7 @@ static ember_status_t table_alloc(ember_table_t *table)
     return EMBER_OK;
 }
 
-/* The initial rows: N(0,1), or zeros awaiting TABLE_LOAD. */
+/* The initial rows: drawn (N(0,1), uniform), or zeros awaiting TABLE_LOAD. */
 static ember_status_t table_init_rows(ember_table_t *table, const char *name, char *err,
                                       size_t err_length)
 {
@@ -218,7 +228,7 @@ static ember_status_t table_init_rows(ember_table_t *table, const char *name, ch
                                      "initialise its rows on %s: %s",
                                      name, ember_device_name(table->device),
                                      ember_status_string(status));
-    } else if (spec->init == EMBER_INIT_NORMAL) {
+    } else if (spec->init != EMBER_INIT_LOAD) {
         if (host_init_rows(table) != EMBER_OK)
             return cannot_allocate(spec, name, err, err_length);
     } else {
@@ -261,20 +271,27 @@ err_destroy:
     return status;
 }
 
+static void context_free(context_t *ctx)
+{
+    ember_buffer_t *all[] = {&ctx->indices, &ctx->offsets, &ctx->weights, &ctx->argmax,
+                             &ctx->unique,  &ctx->inverse, &ctx->first,   &ctx->seen};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        ember_buffer_free(all[i]);
+}
+
+static size_t context_bytes(const context_t *c)
+{
+    return c->indices.capacity + c->offsets.capacity + c->weights.capacity + c->argmax.capacity +
+           c->unique.capacity + c->inverse.capacity + c->first.capacity + c->seen.capacity;
+}
+
 void ember_table_destroy(ember_table_t *table)
 {
     if (!table)
         return;
-    for (uint32_t t = 0; table->contexts && t < table->spec.trainers; t++) {
-        ember_buffer_free(&table->contexts[t].indices);
-        ember_buffer_free(&table->contexts[t].offsets);
-        ember_buffer_free(&table->contexts[t].weights);
-        ember_buffer_free(&table->contexts[t].argmax);
-        ember_buffer_free(&table->contexts[t].unique);
-        ember_buffer_free(&table->contexts[t].inverse);
-        ember_buffer_free(&table->contexts[t].first);
-        ember_buffer_free(&table->contexts[t].seen);
-    }
+    for (uint32_t t = 0; table->contexts && t < table->spec.trainers; t++)
+        context_free(&table->contexts[t]);
+    context_free(&table->eval);
     for (uint32_t t = 0; table->pending && t < table->spec.trainers; t++) {
         ember_buffer_free(&table->pending[t].rows);
         ember_buffer_free(&table->pending[t].grad);
@@ -605,7 +622,9 @@ static ember_status_t refuse(char *err, size_t err_length, ember_status_t status
                              who->table, who->trainer, who->step, what);
 }
 
-/* A trainer of the job, whose last lookup has had its gradient. */
+/* A trainer of the job, whose last lookup has had its gradient (an
+ * evaluation keeps no context: it may come between a lookup and its
+ * gradient). */
 static ember_status_t lookup_check_trainer(const ember_table_t *table,
                                            const ember_msg_lookup_t *head, const who_t *who,
                                            char *err, size_t err_length)
@@ -615,7 +634,7 @@ static ember_status_t lookup_check_trainer(const ember_table_t *table,
                       "lookup from trainer %u, but the job has %u trainers", head->trainer,
                       table->spec.trainers);
     const context_t *ctx = &table->contexts[head->trainer];
-    if (ctx->valid)
+    if (ctx->valid && !(head->flags & EMBER_LOOKUP_EVAL))
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
                       "its lookup of step %llu has not been given a gradient yet",
                       (unsigned long long)ctx->step);
@@ -770,7 +789,10 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_
     const who_t who = who_of(table, head->trainer, head->step);
 
     EMBER_CHECK(lookup_check_trainer(table, head, &who, err, err_length));
-    context_t *ctx = &table->contexts[head->trainer];
+    /* An evaluation pools through the table's scratch context and keeps
+     * nothing: the trainer's own context (open or not) is untouched. */
+    const int eval = (head->flags & EMBER_LOOKUP_EVAL) != 0;
+    context_t *ctx = eval ? &table->eval : &table->contexts[head->trainer];
     /* Every array is checked in one pass while the context's buffers are
      * filled: nothing else is written before the last check passed, so a
      * refused lookup leaves nothing. */
@@ -780,6 +802,8 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_
     EMBER_CHECK(take_slots(ctx, lookup, &who, err, err_length));
     EMBER_CHECK(take_extra(ctx, lookup, &who, err, err_length));
     EMBER_CHECK(lookup_pool(table, ctx, lookup, out, &who, err, err_length));
+    if (eval)
+        return EMBER_OK;
     ctx->valid = 1;
     ctx->step = head->step;
     ctx->n = head->indices;
@@ -854,21 +878,24 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err, size_
     return EMBER_OK;
 }
 
-/* Index of the first NaN or infinity in @v[n], or n.  Blocks of 64 are
- * tested with an exponent mask the compiler vectorizes (isfinite() one value
- * at a time was most of a gradient push's time). */
-static size_t first_nonfinite(const float *v, size_t n)
+/* Index of the first NaN or infinity of the @n floats at @v (any
+ * alignment), or n.  Blocks of 64 are tested with an exponent mask the
+ * compiler vectorizes (isfinite() one value at a time was most of a
+ * gradient push's time); the block that has one is searched again. */
+static size_t first_nonfinite(const uint8_t *v, size_t n)
 {
     for (size_t start = 0; start < n; start += 64) {
         size_t end = start + 64 < n ? start + 64 : n;
         uint32_t any = 0;
         for (size_t i = start; i < end; i++) {
             uint32_t bits;
-            memcpy(&bits, &v[i], sizeof(bits));
+            memcpy(&bits, v + 4 * i, sizeof(bits));
             any |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
         }
-        if (any)
-            return start;
+        for (size_t i = start; any && i < end; i++) {
+            if (!isfinite(ember_wire_load_f32(v, i)))
+                return i;
+        }
     }
     return n;
 }
@@ -896,30 +923,79 @@ static ember_status_t grad_check_head(const ember_table_t *table,
     return EMBER_OK;
 }
 
-/* The gradient as floats: read in place when aligned (a rendezvous lands in
- * a pooled buffer, UCX's eager payloads mostly are), copied out otherwise;
- * refused, voiding the step, when a value is not finite. */
-static ember_status_t grad_values(ember_table_t *table, context_t *ctx,
-                                  const ember_wire_grad_view_t *grad, const float **values_p,
-                                  const who_t *who, char *err, size_t err_length)
+/* Everything a gradient is refused for, in the order ember_table_grad
+ * says it: its head, a value not finite, one already waiting. */
+static ember_status_t grad_check(const ember_table_t *table, const ember_wire_grad_view_t *grad,
+                                 const who_t *who, char *err, size_t err_length)
 {
+    EMBER_CHECK(grad_check_head(table, grad, who, err, err_length));
     const size_t count = grad->grad_bytes / 4;
-    const float *values = (const float *)grad->grad;
-    if ((uintptr_t)grad->grad % _Alignof(float) != 0) {
-        if (!ember_buffer_reserve(&table->order, grad->grad_bytes + 4))
-            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-        memcpy(table->order.data, grad->grad, grad->grad_bytes);
-        values = table->order.data;
-    }
-    for (size_t i = first_nonfinite(values, count); i < count; i++) {
-        if (!isfinite(values[i])) {
-            ctx->valid = 0; /* the step is void: nothing of it is applied */
-            return refuse(err, err_length, EMBER_ERR_NUMERIC, who,
-                          "non-finite gradient (bag %zu); nothing applied", i / table->spec.dim);
-        }
-    }
-    *values_p = values;
+    const size_t bad = first_nonfinite(grad->grad, count);
+    if (bad < count)
+        return refuse(err, err_length, EMBER_ERR_NUMERIC, who,
+                      "non-finite gradient (bag %zu); nothing applied", bad / table->spec.dim);
+    if (ember_table_is_sync(table) && table->pending[grad->head.trainer].valid)
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
+                      "a gradient of this trainer is already waiting");
     return EMBER_OK;
+}
+
+ember_status_t ember_table_grad_check(const ember_table_t *table,
+                                      const ember_wire_grad_view_t *grad, char *err,
+                                      size_t err_length)
+{
+    const who_t who = who_of(table, grad->head.trainer, grad->head.step);
+    return grad_check(table, grad, &who, err, err_length);
+}
+
+/* Where a trainer's gradient is reduced into: an async one is applied
+ * before ember_table_grad returns, so all trainers share one buffer for it;
+ * a sync one waits for the others in its own. */
+static pending_t *grad_pending(ember_table_t *table, uint32_t trainer)
+{
+    return ember_table_is_sync(table) ? &table->pending[trainer] : &table->applying;
+}
+
+ember_status_t ember_table_grad_reserve(ember_table_t *table, const ember_wire_grad_view_t *grad,
+                                        char *err, size_t err_length)
+{
+    const context_t *ctx = &table->contexts[grad->head.trainer];
+    pending_t *pending = grad_pending(table, grad->head.trainer);
+    const size_t dim = table->spec.dim;
+    /* A row for every distinct row of the lookup (sum: a row no index
+     * refers to gets zeros) or every index (max), whichever is more; an
+     * unaligned gradient is copied out. */
+    const size_t rows = ctx->nunique > ctx->n ? ctx->nunique : ctx->n;
+    const int unaligned = (uintptr_t)grad->grad % _Alignof(float) != 0;
+    /* Sync: the step's reduction, should this gradient complete it, over
+     * at most every waiting gradient's rows and these. */
+    size_t reduced = rows;
+    for (uint32_t t = 0; ember_table_is_sync(table) && t < table->spec.trainers; t++) {
+        if (t != grad->head.trainer && table->pending[t].valid)
+            reduced += table->pending[t].nrows;
+    }
+    if (!ember_buffer_reserve(&pending->rows, rows * 8 + 8) ||
+        !ember_buffer_reserve(&pending->grad, rows * dim * sizeof(float) + 4) ||
+        !ember_buffer_reserve(&table->written, ctx->nunique + 1) ||
+        (unaligned && !ember_buffer_reserve(&table->order, grad->grad_bytes + 4)) ||
+        (ember_table_is_sync(table) &&
+         (!ember_buffer_reserve(&table->acc_rows, reduced * 8 + 8) ||
+          !ember_buffer_reserve(&table->acc_grad, reduced * dim * sizeof(float) + 4) ||
+          !ember_buffer_reserve(&table->sorted_grad, reduced * dim * sizeof(float) + 4))))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
+                                 table->spec.name);
+    return EMBER_OK;
+}
+
+/* The gradient as floats: read in place when aligned (a rendezvous lands in
+ * a pooled buffer, UCX's eager payloads mostly are), else copied out into
+ * the room ember_table_grad_reserve made. */
+static const float *grad_values(ember_table_t *table, const ember_wire_grad_view_t *grad)
+{
+    if ((uintptr_t)grad->grad % _Alignof(float) == 0)
+        return (const float *)grad->grad;
+    memcpy(table->order.data, grad->grad, grad->grad_bytes);
+    return table->order.data;
 }
 
 /* Sum pooling's backward: each distinct row's gradient is the (weighted)
@@ -1023,36 +1099,33 @@ static ember_status_t grad_apply(ember_table_t *table, pending_t *pending, uint6
     return EMBER_OK;
 }
 
-ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view_t *grad,
-                                int *applied_p, char *err, size_t err_length)
+ember_status_t ember_table_grad_apply(ember_table_t *table, const ember_wire_grad_view_t *grad,
+                                      int *applied_p, char *err, size_t err_length)
 {
     const ember_msg_grad_t *head = &grad->head;
     const who_t who = who_of(table, head->trainer, head->step);
-    const float *values = NULL;
+    context_t *ctx = &table->contexts[head->trainer];
+    pending_t *pending = grad_pending(table, head->trainer);
 
     *applied_p = 0;
-    EMBER_CHECK(grad_check_head(table, grad, &who, err, err_length));
-    context_t *ctx = &table->contexts[head->trainer];
-    /* An async gradient is applied before this returns, so all trainers
-     * share one buffer for it; a sync one waits for the others in its own. */
-    pending_t *pending =
-            ember_table_is_sync(table) ? &table->pending[head->trainer] : &table->applying;
-    const size_t dim = table->spec.dim;
-    /* A row for every distinct row of the lookup (sum: a row no index
-     * refers to gets zeros) or every index (max), whichever is more. */
-    const size_t rows = ctx->nunique > ctx->n ? ctx->nunique : ctx->n;
-    if (!ember_buffer_reserve(&pending->rows, rows * 8 + 8) ||
-        !ember_buffer_reserve(&pending->grad, rows * dim * sizeof(float) + 4) ||
-        !ember_buffer_reserve(&table->written, ctx->nunique + 1))
-        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-    EMBER_CHECK(grad_values(table, ctx, grad, &values, &who, err, err_length));
-    if (ember_table_is_sync(table) && pending->valid)
-        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, &who,
-                      "a gradient of this trainer is already waiting");
-    EMBER_CHECK(grad_backward(table, ctx, values, pending, &who, err, err_length));
+    EMBER_CHECK(
+            grad_backward(table, ctx, grad_values(table, grad), pending, &who, err, err_length));
     if (!(head->flags & EMBER_GRAD_APPLY))
         return EMBER_OK; /* accumulate-only: nothing to apply (not used yet) */
     return grad_apply(table, pending, head->step, applied_p, err, err_length);
+}
+
+ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view_t *grad,
+                                int *applied_p, char *err, size_t err_length)
+{
+    *applied_p = 0;
+    ember_status_t status = ember_table_grad_check(table, grad, err, err_length);
+    if (status == EMBER_ERR_NUMERIC)
+        table->contexts[grad->head.trainer].valid = 0; /* the step is void: nothing of it is
+                                                        * applied */
+    EMBER_CHECK(status);
+    EMBER_CHECK(ember_table_grad_reserve(table, grad, err, err_length));
+    return ember_table_grad_apply(table, grad, applied_p, err, err_length);
 }
 
 void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer)
@@ -1081,12 +1154,10 @@ size_t ember_table_other_bytes(const ember_table_t *table)
                    table->h_batch.bytes + table->h_out.bytes + table->h_values.bytes;
     if (table->slot_of_row)
         bytes += (size_t)table->local_rows * sizeof(int32_t);
+    bytes += context_bytes(&table->eval);
     for (uint32_t t = 0; t < table->spec.trainers; t++) {
-        const context_t *c = &table->contexts[t];
         const pending_t *p = &table->pending[t];
-        bytes += c->indices.capacity + c->offsets.capacity + c->weights.capacity +
-                 c->argmax.capacity + c->unique.capacity + c->inverse.capacity + c->first.capacity +
-                 c->seen.capacity + p->rows.capacity + p->grad.capacity;
+        bytes += context_bytes(&table->contexts[t]) + p->rows.capacity + p->grad.capacity;
     }
     return bytes;
 }

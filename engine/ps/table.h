@@ -27,8 +27,8 @@ typedef struct ember_table ember_table_t;
 struct ember_device;
 
 /**
- * Create a shard as @spec says (copied); initial rows N(0,1) or zeros
- * awaiting TABLE_LOAD.  @device (include/ember/device.h; borrowed, outlives
+ * Create a shard as @spec says (copied); initial rows N(0,1), uniform
+ * (EMBER_INIT_UNIFORM) or zeros awaiting TABLE_LOAD.  @device (include/ember/device.h; borrowed, outlives
  * the table) holds the rows in its memory; NULL: host memory.  On a device,
  * lookups pool there; an update copies the touched rows out, steps the
  * optimizer (its state stays in host memory) and copies them back, so every
@@ -63,7 +63,9 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first, int64
  * Serve one lookup, as engine/wire/codec took it (@lookup's arrays
  * borrowed): check what its arrays hold against the table (rows in range,
  * sorted, of this shard; offsets and slots consistent), pool into @out
- * [bags * dim], and keep the context for the backward.  With
+ * [bags * dim], and keep the context for the backward (an
+ * EMBER_LOOKUP_EVAL lookup keeps none, and may come while the trainer's
+ * context is open).  With
  * EMBER_LOOKUP_MAX, @out has room for bags * dim more uint32 right after the
  * values: each maximum's place in its bag (engine/wire/protocol.h).  Fails,
  * changing nothing, on any bad value.
@@ -76,11 +78,33 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_
  * float[bags * dim], borrowed).  Sync: kept until every trainer's gradient
  * for the step is in, then reduced (in trainer order, so the result is
  * deterministic) and applied once; *applied_p says whether that happened
- * now.  Async: applied at once.  A non-finite gradient is refused and
- * nothing is applied.
+ * now.  Async: applied at once.  A non-finite gradient is refused, voiding
+ * the context, and nothing is applied.  It is the three calls below.
  */
 ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view_t *grad,
                                 int *applied_p, char *err, size_t err_length);
+
+/**
+ * Whatever ember_table_grad would refuse @grad for (the trainer, its open
+ * context of that step and size, every value finite, none of the trainer's
+ * waiting), changing nothing, not even the context: a multi-table push
+ * (EMBER_OP_GRADS) checks every table's before it applies any.
+ */
+ember_status_t ember_table_grad_check(const ember_table_t *table,
+                                      const ember_wire_grad_view_t *grad, char *err,
+                                      size_t err_length);
+
+/** After ember_table_grad_check passed: the room @grad's backward needs
+ * (grow-only scratch; no row, context or pending gradient changes).
+ * Errors: ERR_NO_MEMORY. */
+ember_status_t ember_table_grad_reserve(ember_table_t *table, const ember_wire_grad_view_t *grad,
+                                        char *err, size_t err_length);
+
+/** After both: take @grad as ember_table_grad does (closes the context;
+ * sync: *applied_p says whether the step was applied now).  Fails only in
+ * the optimizer's step itself (a device's error). */
+ember_status_t ember_table_grad_apply(ember_table_t *table, const ember_wire_grad_view_t *grad,
+                                      int *applied_p, char *err, size_t err_length);
 
 /** Forget what a lost trainer left behind (its context). */
 void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer);

@@ -8,6 +8,9 @@
 
 #include <ember/log.h>
 
+#include <stdint.h>
+#include <string.h>
+
 void ember_parts_init(ember_parts_t *parts, const ember_trainer_dev_t *td, int rdma,
                       uint32_t num_ps, uint32_t dim, ember_bag_mode_t mode, int half_replies)
 {
@@ -18,30 +21,49 @@ void ember_parts_init(ember_parts_t *parts, const ember_trainer_dev_t *td, int r
                              .mode = mode,
                              .half_replies = half_replies};
     /* Host staging is pinned (the GPU copies it by DMA); the device path's
-     * replies, gradients, counts and winners are device memory. */
-    parts->replies.pinned = parts->grads.pinned = parts->winner.pinned = !rdma;
+     * counts and winners are device memory. */
+    parts->winner.pinned = !rdma;
     parts->widened.pinned = parts->pooled.pinned = parts->grad_in.pinned = 1;
 }
 
 void ember_parts_destroy(ember_parts_t *parts)
 {
-    ember_scratch_t *all[] = {&parts->replies, &parts->widened, &parts->pooled, &parts->grad_in,
-                              &parts->grads,   &parts->counts,  &parts->winner};
+    ember_scratch_t *all[] = {&parts->widened, &parts->pooled, &parts->grad_in, &parts->counts,
+                              &parts->winner};
     if (!parts->td)
         return;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         ember_scratch_free(parts->td->device, all[i]);
 }
 
-ember_status_t ember_parts_reserve(ember_parts_t *parts, size_t bags, size_t reply_bytes)
+/* The maxima's places in shard 0's reply: after its values, as
+ * ember_wire_lookup_reply_bytes lays a reply out (NULL: not max mode). */
+static const uint32_t *reply_places(const ember_parts_t *parts)
+{
+    if (parts->mode != EMBER_BAG_MAX)
+        return NULL;
+    ember_msg_lookup_t reply = {.bags = (uint32_t)parts->bags,
+                                .flags = EMBER_LOOKUP_MAX |
+                                         (parts->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0)};
+    return (const uint32_t *)(parts->replies + ember_wire_lookup_places_at(&reply, parts->dim));
+}
+
+ember_status_t ember_parts_bind(ember_parts_t *parts, size_t bags, const void *replies,
+                                size_t reply_stride, size_t reply_bytes, float *grads,
+                                size_t grad_stride)
 {
     ember_device_t *device = parts->td->device;
     const size_t values = bags * parts->dim, P = parts->num_ps;
+    /* The combine reads values and places as 4-byte words at a word stride. */
+    if (reply_stride % 4 != 0 || (uintptr_t)replies % 4 != 0 || (uintptr_t)grads % 4 != 0 ||
+        (P > 1 && reply_stride < reply_bytes) || (P > 1 && grad_stride < values))
+        return EMBER_ERR_INVALID_PARAM;
     parts->bags = bags;
+    parts->replies = replies;
+    parts->reply_stride = reply_stride;
     parts->reply_bytes = reply_bytes;
-    parts->grad_stride = values;
-    EMBER_CHECK(ember_scratch_reserve(device, &parts->replies, P * reply_bytes));
-    EMBER_CHECK(ember_scratch_reserve(device, &parts->grads, P * values * sizeof(float)));
+    parts->grads = grads;
+    parts->grad_stride = grad_stride;
     if (parts->mode == EMBER_BAG_MAX)
         EMBER_CHECK(ember_scratch_reserve(device, &parts->winner, values * sizeof(int16_t)));
     if (parts->rdma)
@@ -55,32 +77,9 @@ ember_status_t ember_parts_reserve(ember_parts_t *parts, size_t bags, size_t rep
     return EMBER_OK;
 }
 
-void *ember_parts_reply(ember_parts_t *parts, uint32_t p)
-{
-    return (uint8_t *)parts->replies.data + (size_t)p * parts->reply_bytes;
-}
-
 ember_mem_type_t ember_parts_mem(const ember_parts_t *parts)
 {
     return parts->rdma ? EMBER_MEM_CUDA : EMBER_MEM_HOST;
-}
-
-const float *ember_parts_grad(const ember_parts_t *parts, uint32_t p)
-{
-    return (const float *)parts->grads.data + (size_t)p * parts->grad_stride;
-}
-
-/* The maxima's places in each reply: after its values, as
- * ember_wire_lookup_reply_bytes lays a reply out (NULL: not max mode). */
-static const uint32_t *reply_places(const ember_parts_t *parts)
-{
-    if (parts->mode != EMBER_BAG_MAX)
-        return NULL;
-    ember_msg_lookup_t reply = {.bags = (uint32_t)parts->bags,
-                                .flags = EMBER_LOOKUP_MAX |
-                                         (parts->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0)};
-    const uint8_t *replies = parts->replies.data;
-    return (const uint32_t *)(replies + ember_wire_lookup_places_at(&reply, parts->dim));
 }
 
 /* The device path: the counts go over and the replies are combined where
@@ -89,12 +88,12 @@ static ember_status_t combine_on_device(ember_parts_t *parts, const uint32_t *co
                                         const uint32_t *bag_counts, float *x)
 {
     const ember_trainer_dev_t *td = parts->td;
-    const size_t bags = parts->bags, P = parts->num_ps, stride = parts->reply_bytes / 4;
+    const size_t bags = parts->bags, P = parts->num_ps, stride = parts->reply_stride / 4;
     uint32_t *d_counts = parts->counts.data, *d_bag_counts = d_counts + P * bags;
     EMBER_CHECK(ember_trainer_to_device(td, d_counts, counts, P * bags * sizeof(uint32_t)));
     EMBER_CHECK(ember_trainer_to_device(td, d_bag_counts, bag_counts, bags * sizeof(uint32_t)));
-    return td->ops->parts_combine(td->device, parts->replies.data, stride, parts->num_ps, bags,
-                                  parts->dim, parts->mode, d_counts, d_bag_counts,
+    return td->ops->parts_combine(td->device, (const float *)parts->replies, stride, parts->num_ps,
+                                  bags, parts->dim, parts->mode, d_counts, d_bag_counts,
                                   reply_places(parts), stride, x, parts->winner.data);
 }
 
@@ -105,13 +104,13 @@ static ember_status_t combine_staged(ember_parts_t *parts, const uint32_t *count
 {
     const ember_trainer_dev_t *td = parts->td;
     const size_t bags = parts->bags, values = bags * parts->dim;
-    const size_t stride = parts->reply_bytes / 4;
-    const float *part_values = parts->replies.data;
+    const size_t stride = parts->reply_stride / 4;
+    const float *part_values = (const float *)parts->replies;
     size_t part_stride = stride;
     if (parts->half_replies) {
         float *widened = parts->widened.data;
         for (uint32_t p = 0; p < parts->num_ps; p++)
-            ember_half_to_float_n((const uint16_t *)ember_parts_reply(parts, p),
+            ember_half_to_float_n((const uint16_t *)(parts->replies + p * parts->reply_stride),
                                   widened + p * values, values);
         part_values = widened;
         part_stride = values;
@@ -139,7 +138,7 @@ ember_status_t ember_parts_split(ember_parts_t *parts, const uint32_t *bag_count
         const uint32_t *d_bag_counts = (const uint32_t *)parts->counts.data + parts->num_ps * bags;
         EMBER_CHECK(td->ops->parts_split(td->device, grad_x, parts->num_ps, bags, parts->dim,
                                          parts->mode, d_bag_counts, parts->winner.data,
-                                         parts->grads.data, parts->grad_stride));
+                                         parts->grads, parts->grad_stride));
         /* Complete before UCX reads the gradients. */
         return td->ops->synchronize(td->device);
     }
@@ -150,6 +149,37 @@ ember_status_t ember_parts_split(ember_parts_t *parts, const uint32_t *bag_count
         host = parts->grad_in.data;
     }
     ember_bag_parts_split(host, parts->num_ps, bags, parts->dim, parts->mode, bag_counts,
-                          parts->winner.data, parts->grads.data, parts->grad_stride);
+                          parts->winner.data, parts->grads, parts->grad_stride);
     return EMBER_OK;
+}
+
+/* ---- the buffers parts are bound into ------------------------------------ */
+
+void ember_parts_buffer_init(ember_parts_buffer_t *buffer, const ember_trainer_dev_t *td, int rdma)
+{
+    *buffer = (ember_parts_buffer_t){.td = td, .rdma = rdma};
+    buffer->scratch.pinned = !rdma; /* the device path: device memory */
+}
+
+ember_status_t ember_parts_buffer_reserve(ember_parts_buffer_t *buffer, size_t bytes)
+{
+    return ember_scratch_reserve(buffer->td->device, &buffer->scratch, bytes);
+}
+
+void ember_parts_buffer_free(ember_parts_buffer_t *buffer)
+{
+    if (buffer->td)
+        ember_scratch_free(buffer->td->device, &buffer->scratch);
+}
+
+ember_status_t ember_parts_buffer_put(ember_parts_buffer_t *buffer, size_t offset, const void *src,
+                                      size_t bytes)
+{
+    uint8_t *dst = (uint8_t *)buffer->scratch.data + offset;
+    const ember_trainer_dev_t *td = buffer->td;
+    if (!buffer->rdma) {
+        memcpy(dst, src, bytes);
+        return EMBER_OK;
+    }
+    return td->ops->mem_copy(td->device, dst, src, bytes, EMBER_COPY_HOST_TO_DEVICE);
 }

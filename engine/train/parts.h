@@ -5,7 +5,12 @@
  * Each shard answers a lookup with its partial pools (and max mode's
  * places); the trainer combines them into the dense model's input, and
  * splits that input's gradient back into one gradient per shard
- * (engine/ops/bag_parts.h).  On the device path (the device's network_path
+ * (engine/ops/bag_parts.h).  The replies and gradients themselves live in
+ * buffers of the caller's (ember_parts_buffer_t: engine/train/sparse keeps
+ * every table's in one block per PS, as each PS's LOOKUPS reply lands and
+ * its GRADS leaves); a table's parts are bound to where its shards' lie,
+ * at one stride, so nothing is copied between the network and the
+ * combine.  On the device path (the device's network_path
  * says EMBER_MEM_CUDA: GPUDirect) replies land in device memory, are
  * combined and split there, and pushes leave from there.  Otherwise they
  * are staged in the device's pinned host memory, combined and split on the
@@ -30,36 +35,47 @@ typedef struct {
     uint32_t num_ps, dim;
     ember_bag_mode_t mode;
     int half_replies; /* replies in fp16, widened on the host */
-    /* This step's: its bags and one shard's reply (values, then places). */
+    /* This step's (ember_parts_bind): its bags, one shard's reply (values,
+     * then places), and where the shards' replies and gradients lie, in a
+     * buffer of the caller's (engine/train/sparse: every table's in one
+     * block per PS, so a shard's reply is where its PS's reply landed). */
     size_t bags, reply_bytes;
-    /* Replies as they came: shard p's at p * reply_bytes (pinned host
-     * memory, or device memory on the device path). */
-    ember_scratch_t replies;
+    const uint8_t *replies;  /* shard p's reply at replies + p * reply_stride */
+    size_t reply_stride;     /* bytes, a multiple of 4 */
+    float *grads;            /* shard p's gradient at grads + p * grad_stride */
+    size_t grad_stride;      /* floats */
     ember_scratch_t widened; /* fp16 replies widened: p's at p * bags * dim */
     ember_scratch_t pooled;  /* the combined input on the host (staged) */
     ember_scratch_t grad_in; /* its gradient on the host (staged) */
-    ember_scratch_t grads;   /* each shard's gradient: p's at p * grad_stride */
     ember_scratch_t counts;  /* device path: the counts, on the device */
     ember_scratch_t winner;  /* max mode: the shard of each maximum */
-    size_t grad_stride;      /* floats between shards' gradients */
 } ember_parts_t;
 
 /**
  * Set up @parts for a table of @dim with @mode over @num_ps shards on @td;
- * @rdma: the device path.  Nothing is allocated until a step reserves.
+ * @rdma: the device path.  Nothing is allocated until a step binds.
  */
 void ember_parts_init(ember_parts_t *parts, const ember_trainer_dev_t *td, int rdma,
                       uint32_t num_ps, uint32_t dim, ember_bag_mode_t mode, int half_replies);
 
-/** Release every buffer. */
+/** Release every buffer of its own. */
 void ember_parts_destroy(ember_parts_t *parts);
 
-/** Room for a step of @bags whose shards each reply @reply_bytes
- * (ember_wire_lookup_reply_bytes). */
-ember_status_t ember_parts_reserve(ember_parts_t *parts, size_t bags, size_t reply_bytes);
+/**
+ * This step: @bags, each shard replying @reply_bytes
+ * (ember_wire_lookup_reply_bytes) at @replies + p * @reply_stride bytes,
+ * each shard's gradient (bags * dim floats) to be written at @grads + p *
+ * @grad_stride floats; both in ember_parts_mem() memory (an
+ * ember_parts_buffer_t), borrowed until the next bind.  Makes room in the
+ * table's own scratch.  Errors: ERR_INVALID_PARAM (a stride that is not
+ * whole floats, or places that would not be aligned), the device's
+ * (ERR_NO_MEMORY).
+ */
+ember_status_t ember_parts_bind(ember_parts_t *parts, size_t bags, const void *replies,
+                                size_t reply_stride, size_t reply_bytes, float *grads,
+                                size_t grad_stride);
 
-/** Where shard @p's reply lands, and the memory it is in. */
-void *ember_parts_reply(ember_parts_t *parts, uint32_t p);
+/** Where the replies land and the gradients leave from. */
 ember_mem_type_t ember_parts_mem(const ember_parts_t *parts);
 
 /**
@@ -72,13 +88,29 @@ ember_status_t ember_parts_combine(ember_parts_t *parts, const uint32_t *counts,
 
 /**
  * Each shard's gradient of its part from @grad_x, the gradient of the input
- * ([bags, dim], device memory), complete before this returns (the
- * transport reads it next).
+ * ([bags, dim], device memory), written where the bind said, complete
+ * before this returns (the transport reads it next).
  */
 ember_status_t ember_parts_split(ember_parts_t *parts, const uint32_t *bag_counts,
                                  const float *grad_x);
 
-/** Shard @p's gradient, bags * dim floats in ember_parts_mem() memory. */
-const float *ember_parts_grad(const ember_parts_t *parts, uint32_t p);
+/* A buffer in the memory replies land in and pushes leave from: the
+ * device's on the device path, else pinned host memory.  The trainer's
+ * replies and gradients of every table live in two of these, one block per
+ * PS, which each table's parts are bound into. */
+typedef struct {
+    const ember_trainer_dev_t *td;
+    int rdma;
+    ember_scratch_t scratch;
+} ember_parts_buffer_t;
+
+void ember_parts_buffer_init(ember_parts_buffer_t *buffer, const ember_trainer_dev_t *td, int rdma);
+/** At least @bytes (contents lost when it grows). */
+ember_status_t ember_parts_buffer_reserve(ember_parts_buffer_t *buffer, size_t bytes);
+void ember_parts_buffer_free(ember_parts_buffer_t *buffer);
+/** @bytes of host memory @src into the buffer at @offset (a push's head in
+ * front of its gradients), complete when this returns. */
+ember_status_t ember_parts_buffer_put(ember_parts_buffer_t *buffer, size_t offset, const void *src,
+                                      size_t bytes);
 
 #endif

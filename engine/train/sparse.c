@@ -1,5 +1,5 @@
-/* engine/train/sparse: a table's lookups and pushes over its shards (see
- * sparse.h). */
+/* engine/train/sparse: a trainer's lookups and pushes of every table, one
+ * request per PS (see sparse.h). */
 #include "engine/train/sparse.h"
 
 #include "common/clock.h"
@@ -14,36 +14,74 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One table's part on one PS: this step's entries of its bags there, in
+ * batch order, deduplicated into its LOOKUP. */
 typedef struct {
-    int rank;
-    /* This step's entries of the batch on this shard, in batch order. */
     int64_t *rows;
     float *weights;
     uint32_t *places; /* max mode: each entry's place in its bag */
     size_t entries, entries_capacity;
-    uint32_t *counts; /* [bags] entries of each bag here (in sparse->counts) */
+    uint32_t *counts; /* [bags] entries of each bag here (in its table's counts) */
     /* Each row travels once; the PS expands it back per entry. */
     int64_t *unique, *inverse;
     size_t unique_capacity, inverse_capacity, nunique;
-    uint8_t *request; /* the LOOKUP built for this step */
-    size_t request_capacity, request_bytes;
-    ember_future_t *lookup, *push; /* push: the last step's, a call */
-    int pushing;                   /* a one-way push still leaving */
-    ember_status_t push_status;
-    ember_msg_grad_t grad_head; /* the push's header: lives until it left */
+    uint8_t *request; /* its LOOKUP, padded as a LOOKUPS carries it */
+    size_t request_capacity;
+    size_t slot; /* its PS: sparse->ranks[slot] */
 } shard_t;
 
-struct ember_sparse {
+typedef struct {
     ember_sparse_config_t config;
-    ember_tp_t *tp;
-    const int *aborted;
-    shard_t *shards;
+    shard_t *shards;  /* [num_ps] */
     uint32_t *counts; /* [num_ps][bags] */
     uint32_t *bag_counts;
     size_t counts_capacity, bag_capacity;
     size_t bags;
-    uint32_t flags; /* this step's lookup flags */
+    uint32_t flags;     /* this step's lookup flags */
+    size_t reply_bytes; /* one shard's reply this step */
+    /* Where its shards' replies and gradients lie in their PS's blocks:
+     * the same in each (ember_sparse_create checked the placement). */
+    size_t reply_at, grad_at;
     ember_parts_t parts;
+} table_t;
+
+/* A (table, shard) a PS serves, in the order of its requests. */
+typedef struct {
+    table_t *table;
+    shard_t *shard;
+} part_ref_t;
+
+/* A PS this trainer looks tables up on: one LOOKUPS and one GRADS a step. */
+typedef struct {
+    int rank;
+    part_ref_t *parts; /* row-sharded tables first, then whole ones; each in table order */
+    size_t nparts;
+    ember_msg_lookups_t lookups;    /* the LOOKUPS envelope: lives until answered */
+    const uint8_t **messages;       /* [nparts] each part's LOOKUP */
+    ember_iov_t *iov;               /* [nparts + 1] */
+    ember_msg_grad_t *grad_heads;   /* [nparts] */
+    uint8_t *grads_head;            /* the GRADS head, host memory */
+    size_t reply_bytes, grad_bytes; /* this step's */
+    ember_future_t *lookup, *push;  /* push: the last step's, a call */
+    int pushing;                    /* a one-way push still leaving */
+    ember_status_t push_status;
+} rank_t;
+
+struct ember_sparse {
+    table_t *tables;
+    size_t ntables;
+    rank_t *ranks; /* every PS of any table, by increasing rank */
+    size_t nranks;
+    ember_tp_t *tp;
+    const int *aborted;
+    uint32_t trainer;
+    /* Every table's replies and gradients: PS slot s's block at s *
+     * reply_stride (s * grad_stride); a GRADS head sits in the
+     * grad_head_room bytes before its gradients. */
+    ember_parts_buffer_t replies, grads;
+    size_t reply_stride, grad_stride, grad_head_room;
+    uint64_t step;
+    int eval; /* this step's lookups are EMBER_LOOKUP_EVAL */
 };
 
 /* One line saying what failed (the trainer names itself and the step). */
@@ -82,24 +120,228 @@ static ember_status_t sparse_wait(const ember_sparse_t *sparse, ember_future_t *
     return status;
 }
 
-ember_status_t ember_sparse_create(const ember_sparse_config_t *config, ember_tp_t *tp,
-                                   const ember_trainer_dev_t *td, int rdma, const int *aborted,
-                                   ember_sparse_t **sparse_p)
+static const char *ps_name(const ember_sparse_t *sparse, const rank_t *rank)
 {
-    ember_sparse_t *sparse = calloc(1, sizeof(*sparse));
-    if (!sparse || !(sparse->shards = calloc(config->num_ps, sizeof(*sparse->shards)))) {
-        free(sparse);
+    return ember_tp_peer_name(sparse->tp, rank->rank);
+}
+
+/* ---- set-up --------------------------------------------------------------- */
+
+/* A table's shape and ranks, within the job, of the trainer the first one
+ * names, its id no other's. */
+static ember_status_t check_table(const ember_sparse_config_t *tables, size_t k, int world)
+{
+    const ember_sparse_config_t *c = &tables[k];
+    const char *name = c->table_name ? c->table_name : "?";
+    if (c->num_ps == 0 || c->dim == 0 || c->first_ps_rank < 0 ||
+        (int64_t)c->first_ps_rank + c->num_ps > world || c->trainer != tables[0].trainer ||
+        c->trainer < 0) {
+        ember_error("trainer",
+                    "table %s: %u shards from rank %d of a job of %d, dim %u, trainer %d (table "
+                    "%s's trainer %d): not a placement this trainer can look up",
+                    name, c->num_ps, c->first_ps_rank, world, c->dim, c->trainer,
+                    tables[0].table_name ? tables[0].table_name : "?", tables[0].trainer);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    for (size_t j = 0; j < k; j++) {
+        if (tables[j].table_id == c->table_id) {
+            ember_error("trainer", "tables %s and %s have the same id %u",
+                        tables[j].table_name ? tables[j].table_name : "?", name, c->table_id);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+    }
+    return EMBER_OK;
+}
+
+/* Two row-sharded tables' servers: the same, one range inside the other, or
+ * apart.  Otherwise the tables before one of them would differ from one of
+ * its servers to the next, and so would its place in their blocks. */
+static ember_status_t check_ranges(const ember_sparse_config_t *a, const ember_sparse_config_t *b)
+{
+    const int64_t a0 = a->first_ps_rank, a1 = a0 + a->num_ps;
+    const int64_t b0 = b->first_ps_rank, b1 = b0 + b->num_ps;
+    if (a->num_ps == 1 || b->num_ps == 1 || a1 <= b0 || b1 <= a0 || (a0 <= b0 && b1 <= a1) ||
+        (b0 <= a0 && a1 <= b1))
+        return EMBER_OK;
+    ember_error("trainer",
+                "tables %s (ranks %lld to %lld) and %s (ranks %lld to %lld) are row-sharded "
+                "over partly overlapping servers: not supported (shard them over the same "
+                "servers, or over apart ones)",
+                a->table_name, (long long)a0, (long long)a1 - 1, b->table_name, (long long)b0,
+                (long long)b1 - 1);
+    return EMBER_ERR_INVALID_PARAM;
+}
+
+static ember_status_t check_tables(const ember_sparse_config_t *tables, size_t ntables, int world)
+{
+    if (ntables == 0) {
+        ember_error("trainer", "a trainer of no tables");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    for (size_t k = 0; k < ntables; k++) {
+        EMBER_CHECK(check_table(tables, k, world));
+        for (size_t j = 0; j < k; j++)
+            EMBER_CHECK(check_ranges(&tables[j], &tables[k]));
+    }
+    return EMBER_OK;
+}
+
+/* The table's shards, each on its PS's slot (the ranks are sorted and
+ * every rank of a row-sharded table is among them, so its shards' slots
+ * follow each other). */
+static ember_status_t table_init(ember_sparse_t *sparse, table_t *table,
+                                 const ember_sparse_config_t *config, const ember_trainer_dev_t *td,
+                                 int rdma)
+{
+    table->config = *config;
+    if (!(table->shards = calloc(config->num_ps, sizeof(*table->shards))))
+        return EMBER_ERR_NO_MEMORY;
+    size_t first = 0;
+    while (sparse->ranks[first].rank != config->first_ps_rank)
+        first++;
+    for (uint32_t p = 0; p < config->num_ps; p++)
+        table->shards[p].slot = first + p;
+    ember_parts_init(&table->parts, td, rdma, config->num_ps, config->dim, config->mode,
+                     config->half_replies);
+    return EMBER_OK;
+}
+
+static int compare_ints(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The PS ranks of every table, sorted and distinct. */
+static ember_status_t ranks_collect(ember_sparse_t *sparse, const ember_sparse_config_t *tables,
+                                    size_t ntables)
+{
+    size_t all = 0;
+    for (size_t k = 0; k < ntables; k++)
+        all += tables[k].num_ps;
+    int *ranks = malloc(all * sizeof(int));
+    if (!ranks || !(sparse->ranks = calloc(all, sizeof(*sparse->ranks)))) {
+        free(ranks);
         return EMBER_ERR_NO_MEMORY;
     }
-    sparse->config = *config;
+    all = 0;
+    for (size_t k = 0; k < ntables; k++) {
+        for (uint32_t p = 0; p < tables[k].num_ps; p++)
+            ranks[all++] = tables[k].first_ps_rank + (int)p;
+    }
+    qsort(ranks, all, sizeof(int), compare_ints);
+    for (size_t i = 0; i < all; i++) {
+        if (i == 0 || ranks[i] != ranks[i - 1])
+            sparse->ranks[sparse->nranks++].rank = ranks[i];
+    }
+    free(ranks);
+    return EMBER_OK;
+}
+
+/* Each PS's (table, shard) parts in request order: row-sharded tables
+ * first, then whole ones, each in table order, so a row-sharded table has
+ * the same tables before it on each of its servers. */
+static ember_status_t ranks_assign(ember_sparse_t *sparse)
+{
+    for (int whole = 0; whole < 2; whole++) {
+        for (size_t k = 0; k < sparse->ntables; k++) {
+            table_t *table = &sparse->tables[k];
+            if ((table->config.num_ps == 1) != whole)
+                continue;
+            for (uint32_t p = 0; p < table->config.num_ps; p++) {
+                rank_t *rank = &sparse->ranks[table->shards[p].slot];
+                rank->parts[rank->nparts++] =
+                        (part_ref_t){.table = table, .shard = &table->shards[p]};
+            }
+        }
+    }
+    size_t most = 0;
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        if (sparse->ranks[i].nparts > EMBER_WIRE_MAX_TABLES) {
+            ember_error("trainer", "%zu tables on %s: at most %d a parameter server",
+                        sparse->ranks[i].nparts, ps_name(sparse, &sparse->ranks[i]),
+                        EMBER_WIRE_MAX_TABLES);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+        most = sparse->ranks[i].nparts > most ? sparse->ranks[i].nparts : most;
+    }
+    sparse->grad_head_room = ember_wire_grads_head_size((uint32_t)most);
+    return EMBER_OK;
+}
+
+/* Each PS's request arrays, sized for its parts. */
+static ember_status_t ranks_alloc(ember_sparse_t *sparse)
+{
+    size_t total = 0;
+    for (size_t k = 0; k < sparse->ntables; k++)
+        total += sparse->tables[k].config.num_ps;
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        rank_t *rank = &sparse->ranks[i];
+        rank->parts = calloc(total, sizeof(*rank->parts));
+        rank->messages = calloc(total, sizeof(*rank->messages));
+        rank->iov = calloc(total + 1, sizeof(*rank->iov));
+        rank->grad_heads = calloc(total, sizeof(*rank->grad_heads));
+        rank->grads_head = calloc(1, ember_wire_grads_head_size((uint32_t)total));
+        if (!rank->parts || !rank->messages || !rank->iov || !rank->grad_heads || !rank->grads_head)
+            return EMBER_ERR_NO_MEMORY;
+    }
+    return EMBER_OK;
+}
+
+static ember_status_t sparse_build(ember_sparse_t *sparse, const ember_sparse_config_t *tables,
+                                   size_t ntables, const ember_trainer_dev_t *td, int rdma)
+{
+    EMBER_CHECK(ranks_collect(sparse, tables, ntables));
+    if (!(sparse->tables = calloc(ntables, sizeof(*sparse->tables))))
+        return EMBER_ERR_NO_MEMORY;
+    sparse->ntables = ntables;
+    for (size_t k = 0; k < ntables; k++)
+        EMBER_CHECK(table_init(sparse, &sparse->tables[k], &tables[k], td, rdma));
+    EMBER_CHECK(ranks_alloc(sparse));
+    return ranks_assign(sparse);
+}
+
+ember_status_t ember_sparse_create(const ember_sparse_config_t *tables, size_t ntables,
+                                   ember_tp_t *tp, const ember_trainer_dev_t *td, int rdma,
+                                   const int *aborted, ember_sparse_t **sparse_p)
+{
+    EMBER_CHECK(check_tables(tables, ntables, ember_tp_world_size(tp)));
+    ember_sparse_t *sparse = calloc(1, sizeof(*sparse));
+    if (!sparse)
+        return EMBER_ERR_NO_MEMORY;
     sparse->tp = tp;
     sparse->aborted = aborted;
-    for (uint32_t p = 0; p < config->num_ps; p++)
-        sparse->shards[p].rank = config->first_ps_rank + (int)p;
-    ember_parts_init(&sparse->parts, td, rdma, config->num_ps, config->dim, config->mode,
-                     config->half_replies);
+    sparse->trainer = (uint32_t)tables[0].trainer;
+    ember_parts_buffer_init(&sparse->replies, td, rdma);
+    ember_parts_buffer_init(&sparse->grads, td, rdma);
+    ember_status_t status = sparse_build(sparse, tables, ntables, td, rdma);
+    if (status != EMBER_OK) {
+        ember_sparse_destroy(sparse);
+        return status;
+    }
     *sparse_p = sparse;
     return EMBER_OK;
+}
+
+static void shard_free(shard_t *shard)
+{
+    free(shard->request);
+    free(shard->rows);
+    free(shard->weights);
+    free(shard->places);
+    free(shard->unique);
+    free(shard->inverse);
+}
+
+static void rank_free(rank_t *rank)
+{
+    ember_future_release(rank->lookup);
+    ember_future_release(rank->push);
+    free(rank->parts);
+    free(rank->messages);
+    free(rank->iov);
+    free(rank->grad_heads);
+    free(rank->grads_head);
 }
 
 void ember_sparse_destroy(ember_sparse_t *sparse)
@@ -108,26 +350,31 @@ void ember_sparse_destroy(ember_sparse_t *sparse)
         return;
     /* A one-way push still leaving reads its buffers: let it go (bounded). */
     double until = ember_time_now() + 2.0;
-    for (uint32_t p = 0; p < sparse->config.num_ps; p++) {
-        while (sparse->shards[p].pushing && ember_time_now() < until)
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        while (sparse->ranks[i].pushing && ember_time_now() < until)
             ember_tp_wait(sparse->tp, 0.05);
     }
-    for (uint32_t p = 0; p < sparse->config.num_ps; p++) {
-        shard_t *shard = &sparse->shards[p];
-        ember_future_release(shard->lookup);
-        ember_future_release(shard->push);
-        free(shard->request);
-        free(shard->rows);
-        free(shard->weights);
-        free(shard->places);
-        free(shard->unique);
-        free(shard->inverse);
+    for (size_t i = 0; sparse->ranks && i < sparse->nranks; i++)
+        rank_free(&sparse->ranks[i]);
+    for (size_t k = 0; sparse->tables && k < sparse->ntables; k++) {
+        table_t *table = &sparse->tables[k];
+        for (uint32_t p = 0; table->shards && p < table->config.num_ps; p++)
+            shard_free(&table->shards[p]);
+        ember_parts_destroy(&table->parts);
+        free(table->shards);
+        free(table->counts);
+        free(table->bag_counts);
     }
-    ember_parts_destroy(&sparse->parts);
-    free(sparse->shards);
-    free(sparse->counts);
-    free(sparse->bag_counts);
+    ember_parts_buffer_free(&sparse->grads);
+    ember_parts_buffer_free(&sparse->replies);
+    free(sparse->tables);
+    free(sparse->ranks);
     free(sparse);
+}
+
+size_t ember_sparse_tables(const ember_sparse_t *sparse)
+{
+    return sparse->ntables;
 }
 
 /* ---- split -------------------------------------------------------------- */
@@ -148,26 +395,26 @@ static int shard_entries_grow(shard_t *shard)
 
 /* Each entry to the shard of its row, in batch order, with its weight and
  * its place in its bag; the padding row's entries go nowhere. */
-static ember_status_t split_entries(ember_sparse_t *sparse, const ember_batch_t *batch)
+static ember_status_t split_entries(table_t *table, const ember_batch_t *batch)
 {
-    const uint32_t P = sparse->config.num_ps;
+    const uint32_t P = table->config.num_ps;
     const size_t bags = batch->bags;
-    if (!EMBER_RESERVE(sparse->bag_counts, sparse->bag_capacity, bags) ||
-        !EMBER_RESERVE(sparse->counts, sparse->counts_capacity, P * bags))
+    if (!EMBER_RESERVE(table->bag_counts, table->bag_capacity, bags) ||
+        !EMBER_RESERVE(table->counts, table->counts_capacity, P * bags))
         return EMBER_ERR_NO_MEMORY;
-    memset(sparse->bag_counts, 0, bags * sizeof(uint32_t));
-    memset(sparse->counts, 0, P * bags * sizeof(uint32_t));
+    memset(table->bag_counts, 0, bags * sizeof(uint32_t));
+    memset(table->counts, 0, P * bags * sizeof(uint32_t));
     for (uint32_t p = 0; p < P; p++) {
-        sparse->shards[p].counts = sparse->counts + (size_t)p * bags;
-        sparse->shards[p].entries = 0;
+        table->shards[p].counts = table->counts + (size_t)p * bags;
+        table->shards[p].entries = 0;
     }
     for (size_t b = 0; b < bags; b++) {
         size_t end = b + 1 < bags ? (size_t)batch->offsets[b + 1] : batch->n;
         for (size_t i = (size_t)batch->offsets[b]; i < end; i++) {
             int64_t row = batch->indices[i];
-            if (row == sparse->config.padding_idx)
+            if (row == table->config.padding_idx)
                 continue; /* contributes nothing, is not counted */
-            shard_t *shard = &sparse->shards[(uint64_t)row % P];
+            shard_t *shard = &table->shards[(uint64_t)row % P];
             if (shard->entries == shard->entries_capacity && !shard_entries_grow(shard))
                 return EMBER_ERR_NO_MEMORY;
             shard->rows[shard->entries] = row;
@@ -175,14 +422,15 @@ static ember_status_t split_entries(ember_sparse_t *sparse, const ember_batch_t 
             shard->places[shard->entries] = (uint32_t)(i - (size_t)batch->offsets[b]);
             shard->entries++;
             shard->counts[b]++;
-            sparse->bag_counts[b]++;
+            table->bag_counts[b]++;
         }
     }
     return EMBER_OK;
 }
 
-/* A shard's rows deduplicated and its LOOKUP packed (engine/wire/codec). */
-static ember_status_t shard_request(ember_sparse_t *sparse, shard_t *shard, uint64_t step)
+/* A shard's rows deduplicated and its LOOKUP packed, padded
+ * (engine/wire/codec). */
+static ember_status_t shard_request(const ember_sparse_t *sparse, table_t *table, shard_t *shard)
 {
     const size_t n = shard->entries;
     if (!EMBER_RESERVE(shard->unique, shard->unique_capacity, n + 1) ||
@@ -190,11 +438,11 @@ static ember_status_t shard_request(ember_sparse_t *sparse, shard_t *shard, uint
         return EMBER_ERR_NO_MEMORY;
     EMBER_CHECK(
             ember_bag_dedup(shard->rows, n, -1, shard->unique, shard->inverse, &shard->nunique));
-    ember_wire_lookup_t lookup = {.head = {.table_id = sparse->config.table_id,
-                                           .trainer = (uint32_t)sparse->config.trainer,
-                                           .step = step,
-                                           .flags = sparse->flags,
-                                           .bags = (uint32_t)sparse->bags,
+    ember_wire_lookup_t lookup = {.head = {.table_id = table->config.table_id,
+                                           .trainer = sparse->trainer,
+                                           .step = sparse->step,
+                                           .flags = table->flags,
+                                           .bags = (uint32_t)table->bags,
                                            .unique = (uint32_t)shard->nunique,
                                            .indices = (uint32_t)n},
                                   .counts = shard->counts,
@@ -202,27 +450,42 @@ static ember_status_t shard_request(ember_sparse_t *sparse, shard_t *shard, uint
                                   .inverse = shard->inverse,
                                   .weights = shard->weights,
                                   .places = shard->places};
-    shard->request_bytes = ember_wire_lookup_size(&lookup.head);
-    if (!EMBER_RESERVE(shard->request, shard->request_capacity, shard->request_bytes))
+    size_t bytes = ember_wire_lookup_padded_size(&lookup.head);
+    if (!EMBER_RESERVE(shard->request, shard->request_capacity, bytes))
         return EMBER_ERR_NO_MEMORY;
-    ember_wire_lookup_pack(&lookup, shard->request);
+    ember_wire_lookup_pack_padded(&lookup, shard->request);
     return EMBER_OK;
 }
 
-ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batch, uint64_t step,
-                                  char *err, size_t err_length)
+/* Table @table's split: its entries by shard and each shard's LOOKUP. */
+static ember_status_t table_split(ember_sparse_t *sparse, table_t *table,
+                                  const ember_batch_t *batch)
 {
-    const ember_sparse_config_t *config = &sparse->config;
-    ember_status_t status = split_entries(sparse, batch);
-    sparse->bags = batch->bags;
-    sparse->flags = (batch->weights ? EMBER_LOOKUP_WEIGHTS : 0) |
-                    (config->mode == EMBER_BAG_MAX ? EMBER_LOOKUP_MAX : 0) |
-                    (config->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0);
-    for (uint32_t p = 0; status == EMBER_OK && p < config->num_ps; p++)
-        status = shard_request(sparse, &sparse->shards[p], step);
-    if (status != EMBER_OK)
-        return fail(err, err_length, status, "table %s: the lookups: %s", config->table_name,
-                    ember_status_string(status));
+    const ember_sparse_config_t *config = &table->config;
+    table->bags = batch->bags;
+    table->flags = (batch->weights ? EMBER_LOOKUP_WEIGHTS : 0) |
+                   (config->mode == EMBER_BAG_MAX ? EMBER_LOOKUP_MAX : 0) |
+                   (config->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0) |
+                   (sparse->eval ? EMBER_LOOKUP_EVAL : 0);
+    if (batch->bags > UINT32_MAX || batch->n > UINT32_MAX)
+        return EMBER_ERR_INVALID_PARAM; /* beyond a LOOKUP's counts */
+    EMBER_CHECK(split_entries(table, batch));
+    for (uint32_t p = 0; p < config->num_ps; p++)
+        EMBER_CHECK(shard_request(sparse, table, &table->shards[p]));
+    return EMBER_OK;
+}
+
+ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batches,
+                                  uint64_t step, int eval, char *err, size_t err_length)
+{
+    sparse->step = step;
+    sparse->eval = eval != 0;
+    for (size_t k = 0; k < sparse->ntables; k++) {
+        ember_status_t status = table_split(sparse, &sparse->tables[k], &batches[k]);
+        if (status != EMBER_OK)
+            return fail(err, err_length, status, "table %s: the lookups: %s",
+                        sparse->tables[k].config.table_name, ember_status_string(status));
+    }
     return EMBER_OK;
 }
 
@@ -231,88 +494,181 @@ ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *b
 ember_status_t ember_sparse_pushes_wait(ember_sparse_t *sparse, uint64_t step, char *err,
                                         size_t err_length)
 {
-    for (uint32_t p = 0; p < sparse->config.num_ps; p++) {
-        shard_t *shard = &sparse->shards[p];
-        while (shard->pushing && !*sparse->aborted)
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        rank_t *rank = &sparse->ranks[i];
+        while (rank->pushing && !*sparse->aborted)
             ember_tp_wait(sparse->tp, 0.2);
-        if (shard->push_status != EMBER_OK)
-            return fail(err, err_length, shard->push_status,
-                        "the gradient push of step %llu to ps%u was lost: %s",
-                        (unsigned long long)step - 1, p, ember_status_string(shard->push_status));
-        if (!shard->push)
+        if (rank->push_status != EMBER_OK)
+            return fail(err, err_length, rank->push_status,
+                        "the gradient push of step %llu to %s was lost: %s",
+                        (unsigned long long)step - 1, ps_name(sparse, rank),
+                        ember_status_string(rank->push_status));
+        if (!rank->push)
             continue;
-        ember_status_t status = sparse_wait(sparse, shard->push);
+        char what[96];
+        snprintf(what, sizeof(what), "%s to %s",
+                 step ? "the last step's gradient push" : "gradient push", ps_name(sparse, rank));
+        ember_status_t status = sparse_wait(sparse, rank->push);
         if (status != EMBER_OK)
-            return fail_future(err, err_length, status, shard->push,
-                               step ? "the last step's gradient push" : "gradient push");
-        ember_future_release(shard->push);
-        shard->push = NULL;
+            return fail_future(err, err_length, status, rank->push, what);
+        ember_future_release(rank->push);
+        rank->push = NULL;
     }
     return EMBER_OK;
 }
 
-/* Every shard's lookup in flight, each reply landing in its part. */
+/* Where part @ref lies in its PS's blocks this step: after the parts
+ * before it, each reply padded, the gradients back to back after the GRADS
+ * head's room.  A table's place is the one its first shard found; its
+ * other shards' must be the same (the placement check made it so). */
+static ember_status_t layout_part(table_t *table, size_t reply_at, size_t grad_at, int first)
+{
+    if (first) {
+        table->reply_at = reply_at;
+        table->grad_at = grad_at;
+        return EMBER_OK;
+    }
+    if (table->reply_at != reply_at || table->grad_at != grad_at) {
+        ember_error("trainer", "table %s: its shards' replies would not lie at one stride",
+                    table->config.table_name);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    return EMBER_OK;
+}
+
+/* Each PS's reply and gradient block this step, and the strides between
+ * them: the largest block's. */
+static ember_status_t layout_step(ember_sparse_t *sparse)
+{
+    sparse->reply_stride = sparse->grad_stride = EMBER_WIRE_ALIGN;
+    for (size_t k = 0; k < sparse->ntables; k++) {
+        table_t *table = &sparse->tables[k];
+        ember_msg_lookup_t reply = {.bags = (uint32_t)table->bags, .flags = table->flags};
+        table->reply_bytes = (size_t)ember_wire_lookup_reply_bytes(&reply, table->config.dim);
+    }
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        rank_t *rank = &sparse->ranks[i];
+        size_t reply_at = 0, grad_at = sparse->grad_head_room;
+        for (size_t j = 0; j < rank->nparts; j++) {
+            table_t *table = rank->parts[j].table;
+            int first = rank->parts[j].shard == &table->shards[0];
+            EMBER_CHECK(layout_part(table, reply_at, grad_at, first));
+            reply_at += (size_t)ember_wire_pad(table->reply_bytes);
+            grad_at += table->bags * table->config.dim * sizeof(float);
+        }
+        rank->reply_bytes = reply_at;
+        rank->grad_bytes = grad_at - sparse->grad_head_room;
+        if (reply_at > sparse->reply_stride)
+            sparse->reply_stride = reply_at;
+        if (ember_wire_pad(grad_at) > sparse->grad_stride)
+            sparse->grad_stride = (size_t)ember_wire_pad(grad_at);
+    }
+    return EMBER_OK;
+}
+
+/* The step's blocks reserved and each table's parts bound into them. */
+static ember_status_t bind_step(ember_sparse_t *sparse)
+{
+    EMBER_CHECK(layout_step(sparse));
+    EMBER_CHECK(
+            ember_parts_buffer_reserve(&sparse->replies, sparse->nranks * sparse->reply_stride));
+    EMBER_CHECK(ember_parts_buffer_reserve(&sparse->grads, sparse->nranks * sparse->grad_stride));
+    uint8_t *replies = sparse->replies.scratch.data, *grads = sparse->grads.scratch.data;
+    for (size_t k = 0; k < sparse->ntables; k++) {
+        table_t *table = &sparse->tables[k];
+        const size_t slot = table->shards[0].slot;
+        EMBER_CHECK(ember_parts_bind(&table->parts, table->bags,
+                                     replies + slot * sparse->reply_stride + table->reply_at,
+                                     sparse->reply_stride, table->reply_bytes,
+                                     (float *)(grads + slot * sparse->grad_stride + table->grad_at),
+                                     sparse->grad_stride / sizeof(float)));
+    }
+    return EMBER_OK;
+}
+
+/* Every PS's LOOKUPS in flight, each reply landing in its block. */
 static ember_status_t lookups_send(ember_sparse_t *sparse, char *err, size_t err_length)
 {
-    ember_parts_t *parts = &sparse->parts;
     const ember_rpc_param_t to_device = {.payload_mem = EMBER_MEM_HOST,
-                                         .reply_mem = ember_parts_mem(parts)};
-    for (uint32_t p = 0; p < sparse->config.num_ps; p++) {
-        shard_t *shard = &sparse->shards[p];
-        ember_iov_t iov = {.buffer = shard->request, .length = shard->request_bytes};
+                                         .reply_mem = ember_parts_mem(&sparse->tables[0].parts)};
+    uint8_t *replies = sparse->replies.scratch.data;
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        rank_t *rank = &sparse->ranks[i];
+        rank->lookups = (ember_msg_lookups_t){
+                .trainer = sparse->trainer, .count = (uint32_t)rank->nparts, .step = sparse->step};
+        for (size_t j = 0; j < rank->nparts; j++)
+            rank->messages[j] = rank->parts[j].shard->request;
+        size_t iovcnt = ember_wire_lookups_pack_iov(&rank->lookups, rank->messages, rank->nparts,
+                                                    rank->iov);
         ember_status_t status = ember_rpc_call_async(
-                sparse->tp, shard->rank, EMBER_OP_LOOKUP, &iov, 1, ember_parts_reply(parts, p),
-                parts->reply_bytes, &to_device, &shard->lookup);
+                sparse->tp, rank->rank, EMBER_OP_LOOKUPS, rank->iov, iovcnt,
+                replies + i * sparse->reply_stride, rank->reply_bytes, &to_device, &rank->lookup);
         if (status != EMBER_OK)
-            return fail(err, err_length, status, "lookup on ps%u: %s", p,
+            return fail(err, err_length, status, "lookup on %s: %s", ps_name(sparse, rank),
                         ember_status_string(status));
     }
     return EMBER_OK;
 }
 
-/* Every reply in, each of the size the lookup asked for. */
+static void lookups_release(ember_sparse_t *sparse, size_t from)
+{
+    for (size_t i = from; i < sparse->nranks; i++) {
+        ember_future_release(sparse->ranks[i].lookup);
+        sparse->ranks[i].lookup = NULL;
+    }
+}
+
+/* Every reply in, each of the size its LOOKUPS asked for. */
 static ember_status_t lookups_wait(ember_sparse_t *sparse, char *err, size_t err_length)
 {
-    for (uint32_t p = 0; p < sparse->config.num_ps; p++) {
-        shard_t *shard = &sparse->shards[p];
-        ember_status_t status = sparse_wait(sparse, shard->lookup);
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        rank_t *rank = &sparse->ranks[i];
+        char what[96];
+        ember_status_t status = sparse_wait(sparse, rank->lookup);
         size_t got = 0;
         if (status == EMBER_OK)
-            ember_future_data(shard->lookup, &got);
-        if (status == EMBER_OK && got != sparse->parts.reply_bytes)
+            ember_future_data(rank->lookup, &got);
+        snprintf(what, sizeof(what), "lookup on %s", ps_name(sparse, rank));
+        if (status == EMBER_OK && got != rank->reply_bytes)
             status = fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                          "lookup failed: ps%u's reply has %zu bytes, not %zu", p, got,
-                          sparse->parts.reply_bytes);
+                          "%s failed: its reply has %zu bytes, not %zu", what, got,
+                          rank->reply_bytes);
         else if (status != EMBER_OK)
-            fail_future(err, err_length, status, shard->lookup, "lookup");
+            fail_future(err, err_length, status, rank->lookup, what);
         if (status != EMBER_OK) {
-            for (uint32_t q = p; q < sparse->config.num_ps; q++) {
-                ember_future_release(sparse->shards[q].lookup);
-                sparse->shards[q].lookup = NULL;
-            }
+            lookups_release(sparse, i);
             return status;
         }
-        ember_future_release(shard->lookup);
-        shard->lookup = NULL;
+        ember_future_release(rank->lookup);
+        rank->lookup = NULL;
     }
     return EMBER_OK;
 }
 
 ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length)
 {
-    ember_msg_lookup_t reply = {.bags = (uint32_t)sparse->bags, .flags = sparse->flags};
-    size_t reply_bytes = (size_t)ember_wire_lookup_reply_bytes(&reply, sparse->config.dim);
-    ember_status_t status = ember_parts_reserve(&sparse->parts, sparse->bags, reply_bytes);
+    /* The step's buffers may move: no push may still be reading them. */
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        if (sparse->ranks[i].pushing || sparse->ranks[i].push)
+            return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                        "lookups of step %llu while a push to %s is still leaving "
+                        "(ember_sparse_pushes_wait first)",
+                        (unsigned long long)sparse->step, ps_name(sparse, &sparse->ranks[i]));
+    }
+    ember_status_t status = bind_step(sparse);
     if (status != EMBER_OK)
-        return fail(err, err_length, status, "table %s: reply buffers: %s",
-                    sparse->config.table_name, ember_status_string(status));
+        return fail(err, err_length, status, "the step's reply buffers: %s",
+                    ember_status_string(status));
     EMBER_CHECK(lookups_send(sparse, err, err_length));
     return lookups_wait(sparse, err, err_length);
 }
 
-ember_status_t ember_sparse_combine(ember_sparse_t *sparse, float *x)
+ember_status_t ember_sparse_combine(ember_sparse_t *sparse, size_t table, float *x)
 {
-    return ember_parts_combine(&sparse->parts, sparse->counts, sparse->bag_counts, x);
+    if (table >= sparse->ntables)
+        return EMBER_ERR_INVALID_PARAM;
+    table_t *t = &sparse->tables[table];
+    return ember_parts_combine(&t->parts, t->counts, t->bag_counts, x);
 }
 
 /* ---- pushes ------------------------------------------------------------- */
@@ -320,42 +676,70 @@ ember_status_t ember_sparse_combine(ember_sparse_t *sparse, float *x)
 /* A one-way gradient push has left (or was lost with its peer). */
 static void push_done(void *arg, ember_status_t status)
 {
-    shard_t *shard = arg;
-    shard->pushing = 0;
-    shard->push_status = status;
+    rank_t *rank = arg;
+    rank->pushing = 0;
+    rank->push_status = status;
 }
 
-ember_status_t ember_sparse_push(ember_sparse_t *sparse, const float *grad_x, uint64_t step,
+/* PS slot @i's GRADS: its head written in front of its gradients, so the
+ * whole message is one buffer (the device path's payload layout). */
+static ember_status_t push_rank(ember_sparse_t *sparse, size_t i, int last)
+{
+    rank_t *rank = &sparse->ranks[i];
+    const ember_msg_grads_t head = {.trainer = sparse->trainer,
+                                    .count = (uint32_t)rank->nparts,
+                                    .step = sparse->step,
+                                    .flags = EMBER_GRAD_APPLY};
+    for (size_t j = 0; j < rank->nparts; j++) {
+        const table_t *table = rank->parts[j].table;
+        rank->grad_heads[j] = (ember_msg_grad_t){.table_id = table->config.table_id,
+                                                 .trainer = sparse->trainer,
+                                                 .step = sparse->step,
+                                                 .flags = EMBER_GRAD_APPLY,
+                                                 .bags = (uint32_t)table->bags};
+    }
+    const size_t head_bytes = ember_wire_grads_head_size(head.count);
+    const size_t at = i * sparse->grad_stride + sparse->grad_head_room - head_bytes;
+    ember_wire_grads_pack_head(&head, rank->grad_heads, rank->grads_head);
+    EMBER_CHECK(ember_parts_buffer_put(&sparse->grads, at, rank->grads_head, head_bytes));
+    const ember_rpc_param_t from = {.payload_mem = ember_parts_mem(&sparse->tables[0].parts),
+                                    .reply_mem = EMBER_MEM_HOST};
+    ember_iov_t iov = {.buffer = (const uint8_t *)sparse->grads.scratch.data + at,
+                       .length = head_bytes + rank->grad_bytes};
+    if (last)
+        return ember_rpc_call_async(sparse->tp, rank->rank, EMBER_OP_GRADS, &iov, 1, NULL, 0, &from,
+                                    &rank->push);
+    rank->pushing = 1;
+    ember_status_t status =
+            ember_rpc_send(sparse->tp, rank->rank, EMBER_OP_GRADS, &iov, 1, &from, push_done, rank);
+    if (status != EMBER_OK)
+        rank->pushing = 0;
+    return status;
+}
+
+ember_status_t ember_sparse_push(ember_sparse_t *sparse, const float *const *grad_x, uint64_t step,
                                  int last, char *err, size_t err_length)
 {
-    ember_parts_t *parts = &sparse->parts;
-    const ember_mem_type_t mem = ember_parts_mem(parts);
-    const ember_rpc_param_t from = {.payload_mem = mem, .reply_mem = EMBER_MEM_HOST};
-    const size_t bytes = sparse->bags * sparse->config.dim * sizeof(float);
-
-    EMBER_CHECK(ember_parts_split(parts, sparse->bag_counts, grad_x));
-    for (uint32_t p = 0; p < sparse->config.num_ps; p++) {
-        shard_t *shard = &sparse->shards[p];
-        shard->grad_head = (ember_msg_grad_t){.table_id = sparse->config.table_id,
-                                              .trainer = (uint32_t)sparse->config.trainer,
-                                              .step = step,
-                                              .flags = EMBER_GRAD_APPLY,
-                                              .bags = (uint32_t)sparse->bags};
-        ember_iov_t iov[2];
-        size_t iovcnt = ember_wire_pack_iov(&shard->grad_head, sizeof(shard->grad_head),
-                                            ember_parts_grad(parts, p), bytes, iov);
-        ember_status_t status;
-        if (!last) {
-            shard->pushing = 1;
-            status = ember_rpc_send(sparse->tp, shard->rank, EMBER_OP_GRAD, iov, iovcnt, &from,
-                                    push_done, shard);
-        } else {
-            status = ember_rpc_call_async(sparse->tp, shard->rank, EMBER_OP_GRAD, iov, iovcnt, NULL,
-                                          0, &from, &shard->push);
-        }
+    if (sparse->eval)
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "step %llu's lookups were for evaluation: there is nothing to push",
+                    (unsigned long long)sparse->step);
+    if (step != sparse->step)
+        return fail(err, err_length, EMBER_ERR_INVALID_PARAM,
+                    "a push of step %llu after the lookups of step %llu", (unsigned long long)step,
+                    (unsigned long long)sparse->step);
+    for (size_t k = 0; k < sparse->ntables; k++) {
+        table_t *table = &sparse->tables[k];
+        ember_status_t status = ember_parts_split(&table->parts, table->bag_counts, grad_x[k]);
         if (status != EMBER_OK)
-            return fail(err, err_length, status, "gradient push to ps%u: %s", p,
-                        ember_status_string(status));
+            return fail(err, err_length, status, "table %s: its gradients: %s",
+                        table->config.table_name, ember_status_string(status));
+    }
+    for (size_t i = 0; i < sparse->nranks; i++) {
+        ember_status_t status = push_rank(sparse, i, last);
+        if (status != EMBER_OK)
+            return fail(err, err_length, status, "gradient push to %s: %s",
+                        ps_name(sparse, &sparse->ranks[i]), ember_status_string(status));
     }
     return EMBER_OK;
 }

@@ -1,16 +1,25 @@
 /*
- * engine/train/sparse: one embedding table's part of a trainer's step, over
- * the parameter servers that hold its shards.
+ * engine/train/sparse: the embedding tables' part of a trainer's step, over
+ * the parameter servers that hold their shards.
  *
- * A step splits the batch by shard (row % shards) and deduplicates each
- * shard's rows (engine/wire/codec packs one LOOKUP per shard), sends the
- * lookups together, combines the replies into the dense model's input
- * (engine/train/parts), and after the backward pushes each shard the
- * gradient of its part: one-way, but the last step's as a call whose answer
- * says everything went in.  A PS refuses a bad push at the next lookup.
+ * One ember_sparse_t holds every table of a trainer.  A step splits each
+ * table's batch by shard (row % shards) and deduplicates each shard's rows
+ * (engine/wire/codec packs one LOOKUP per (table, shard)), then sends each
+ * PS one LOOKUPS carrying every table's LOOKUP for it, all PS at once; each
+ * PS's reply lands in one buffer, laid out so that every table's parts
+ * (engine/train/parts) find their shards' replies where they landed, at one
+ * stride, without a copy.  The replies are combined into each table's input
+ * of the dense model; after the backward each PS gets one GRADS with the
+ * gradients of all its tables' parts: one-way, but the last step's as a
+ * call whose answer says everything went in.  A PS refuses a bad push at
+ * the next lookup.
  *
- * One ember_sparse_t per table: a trainer of several tables runs each
- * phase for each of them.
+ * Placement: a table row-sharded over P servers has num_ps = P shards on
+ * ranks first_ps_rank .. + P - 1; a table placed whole on one PS
+ * (--sharding table) has num_ps = 1 on that PS's rank.  Tables may mix both,
+ * but two row-sharded tables must either use the same servers, or ranges one
+ * of which holds the other, or not overlap: every PS's buffer then lays the
+ * tables out alike (ember_sparse_create refuses the rest).
  */
 #ifndef EMBER_ENGINE_TRAIN_SPARSE_H
 #define EMBER_ENGINE_TRAIN_SPARSE_H
@@ -24,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One table, as its trainer sees it. */
 typedef struct {
     uint32_t table_id;
     const char *table_name;
@@ -33,49 +43,66 @@ typedef struct {
     ember_bag_mode_t mode;
     int64_t padding_idx; /* entries of this row are not sent (-1: none) */
     int half_replies;    /* ask for fp16 replies */
-    int trainer;         /* this trainer's index, as the PS knows it */
+    int trainer;         /* this trainer's index, as the PS knows it (every table's the same) */
 } ember_sparse_config_t;
 
 typedef struct ember_sparse ember_sparse_t;
 
 /**
- * A table's lookups for trainer @config->trainer over @tp, its parts on @td
+ * The lookups of @ntables tables (@tables[k]: table k, the index every call
+ * below uses) for the trainer they name, over @tp, their parts on @td
  * (@rdma: the device path, engine/train/parts.h).  The calls wait for
  * their futures but give up when *@aborted becomes set (the master's
- * ABORT).  Borrowed: @config's name, @td, @aborted.
+ * ABORT).  Borrowed: the names in @tables, @td, @aborted.  Errors:
+ * ERR_INVALID_PARAM (a table's shape or placement: ranks outside the job,
+ * two tables of one id, trainers that differ, row-sharded tables over
+ * partly overlapping servers; logged, naming them), ERR_NO_MEMORY.
  */
-ember_status_t ember_sparse_create(const ember_sparse_config_t *config, ember_tp_t *tp,
-                                   const ember_trainer_dev_t *td, int rdma, const int *aborted,
-                                   ember_sparse_t **sparse_p);
+ember_status_t ember_sparse_create(const ember_sparse_config_t *tables, size_t ntables,
+                                   ember_tp_t *tp, const ember_trainer_dev_t *td, int rdma,
+                                   const int *aborted, ember_sparse_t **sparse_p);
 
 /** Free it, after at most ~2 s for a one-way push still leaving. */
 void ember_sparse_destroy(ember_sparse_t *sparse);
 
-/* Each phase below returns its status with one line in @err saying what
- * failed (the caller names the trainer and the step). */
+/** How many tables it holds. */
+size_t ember_sparse_tables(const ember_sparse_t *sparse);
 
-/** Split @batch (checked) by shard and build each shard's LOOKUP. */
-ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batch, uint64_t step,
-                                  char *err, size_t err_length);
+/* Each phase below returns its status with one line in @err saying what
+ * failed, naming the table or the PS (the caller names the trainer and the
+ * step). */
+
+/**
+ * Split each table's bags (@batches[k] for table k, checked; tables may
+ * have different bags) by shard and build each shard's LOOKUP of @step.
+ * @eval != 0: EMBER_LOOKUP_EVAL lookups (the tables as they are after
+ * @step steps, nothing kept on the PS); no push may follow them.
+ */
+ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batches,
+                                  uint64_t step, int eval, char *err, size_t err_length);
 
 /** The previous step's pushes have left and were taken (their buffers are
  * reused next); a push lost with its PS fails here. */
 ember_status_t ember_sparse_pushes_wait(ember_sparse_t *sparse, uint64_t step, char *err,
                                         size_t err_length);
 
-/** Send every shard its lookup and wait for all the replies. */
+/** Send every PS its LOOKUPS (one per PS rank) and wait for all the
+ * replies.  After ember_sparse_pushes_wait (the step's buffers are reused):
+ * ERR_INVALID_PARAM while a push is still leaving. */
 ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length);
 
-/** The replies combined into the dense model's input @x ([bags, dim] in
- * the device's memory). */
-ember_status_t ember_sparse_combine(ember_sparse_t *sparse, float *x);
+/** Table @table's replies combined into its input of the dense model @x
+ * ([bags, dim] of its batch, in the device's memory).  Errors:
+ * ERR_INVALID_PARAM (no such table). */
+ember_status_t ember_sparse_combine(ember_sparse_t *sparse, size_t table, float *x);
 
 /**
- * Each shard's gradient from @grad_x (the input's, device memory), pushed;
- * @last: the job's last step (its pushes are calls, awaited by
- * ember_sparse_pushes_wait).
+ * Each shard's gradient from @grad_x[k], table k's input gradient ([bags,
+ * dim], device memory), pushed: one GRADS per PS rank; @last: the job's
+ * last step (its pushes are calls, awaited by ember_sparse_pushes_wait).
+ * Errors: ERR_INVALID_PARAM after an evaluation split.
  */
-ember_status_t ember_sparse_push(ember_sparse_t *sparse, const float *grad_x, uint64_t step,
+ember_status_t ember_sparse_push(ember_sparse_t *sparse, const float *const *grad_x, uint64_t step,
                                  int last, char *err, size_t err_length);
 
 #endif

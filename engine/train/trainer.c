@@ -201,17 +201,17 @@ static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data, uint6
     const float *grad_x;
 
     STEP_PHASE(trainer, step, batch_take(trainer, data, step, &batch, err, n));
-    STEP_PHASE(trainer, step, ember_sparse_split(trainer->sparse, &batch, step, err, n));
+    STEP_PHASE(trainer, step, ember_sparse_split(trainer->sparse, &batch, step, 0, err, n));
     /* The previous step's pushes must have left (their buffers are reused
      * now); a refusal by the PS comes back with this step's lookup. */
     STEP_PHASE(trainer, step, ember_sparse_pushes_wait(trainer->sparse, step, err, n));
     STEP_PHASE(trainer, step, ember_sparse_lookup(trainer->sparse, err, n));
     STEP_PHASE(trainer, step, ember_replica_reserve(trainer->replica, batch.bags, &x));
-    STEP_PHASE(trainer, step, ember_sparse_combine(trainer->sparse, x));
+    STEP_PHASE(trainer, step, ember_sparse_combine(trainer->sparse, 0, x));
     STEP_PHASE(trainer, step,
                ember_replica_forward(trainer->replica, batch.targets, loss_p, err, n));
     STEP_PHASE(trainer, step, ember_replica_backward(trainer->replica, &grad_x, err, n));
-    STEP_PHASE(trainer, step, ember_sparse_push(trainer->sparse, grad_x, step, last, err, n));
+    STEP_PHASE(trainer, step, ember_sparse_push(trainer->sparse, &grad_x, step, last, err, n));
     STEP_PHASE(trainer, step, ember_replica_step(trainer->replica, &trainer->aborted, err, n));
     *bags_p = batch.bags;
     return EMBER_OK;
@@ -241,7 +241,7 @@ static ember_status_t trainer_setup(trainer_t *trainer)
                                    .padding_idx = spec->config.padding_idx,
                                    .half_replies = (int)spec->config.half_replies,
                                    .trainer = trainer->index};
-    EMBER_CHECK(ember_sparse_create(&table, trainer->tp, &trainer->td, rdma, &trainer->aborted,
+    EMBER_CHECK(ember_sparse_create(&table, 1, trainer->tp, &trainer->td, rdma, &trainer->aborted,
                                     &trainer->sparse));
     return ember_replica_create(&trainer->td, trainer->comm, trainer->tp, spec,
                                 trainer->start_params, &trainer->replica);

@@ -131,7 +131,8 @@ void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message)
 static ember_status_t lookup_check_flags(const ember_msg_lookup_t *head, char *err,
                                          size_t err_length)
 {
-    const uint32_t known = EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY;
+    const uint32_t known =
+            EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY | EMBER_LOOKUP_EVAL;
     if (head->flags & ~known)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "unknown lookup flags %#x", head->flags);
@@ -166,6 +167,145 @@ ember_status_t ember_wire_lookup_unpack(const void *data, size_t length,
     return EMBER_OK;
 }
 
+/* ---- LOOKUPS ---------------------------------------------------------------- */
+
+size_t ember_wire_lookup_padded_size(const ember_msg_lookup_t *head)
+{
+    return (size_t)ember_wire_pad(ember_wire_lookup_size(head));
+}
+
+void ember_wire_lookup_pack_padded(const ember_wire_lookup_t *lookup, void *message)
+{
+    size_t size = ember_wire_lookup_size(&lookup->head);
+    ember_wire_lookup_pack(lookup, message);
+    memset((uint8_t *)message + size, 0, ember_wire_lookup_padded_size(&lookup->head) - size);
+}
+
+size_t ember_wire_lookups_pack_iov(const ember_msg_lookups_t *head, const uint8_t *const *messages,
+                                   size_t count, ember_iov_t *iov)
+{
+    iov[0] = (ember_iov_t){.buffer = head, .length = sizeof(*head)};
+    for (size_t k = 0; k < count; k++) {
+        ember_msg_lookup_t sub;
+        memcpy(&sub, messages[k], sizeof(sub));
+        iov[k + 1] =
+                (ember_iov_t){.buffer = messages[k], .length = ember_wire_lookup_padded_size(&sub)};
+    }
+    return count + 1;
+}
+
+/* A count of tables an envelope may carry. */
+static ember_status_t check_table_count(uint32_t count, const char *what, char *err,
+                                        size_t err_length)
+{
+    if (count == 0 || count > EMBER_WIRE_MAX_TABLES)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "%s of %u tables (1 to %d)", what, count, EMBER_WIRE_MAX_TABLES);
+    return EMBER_OK;
+}
+
+/* What an envelope says of every message in it. */
+typedef struct {
+    uint32_t trainer;
+    uint64_t step;
+} envelope_t;
+
+/* Sub-message @k of an envelope: its trainer and step, and a table id none
+ * before it (@ids[k]) had. */
+static ember_status_t check_sub(const char *what, uint32_t table_id, uint32_t trainer,
+                                uint64_t step, const envelope_t *envelope, const uint32_t *ids,
+                                size_t k, char *err, size_t err_length)
+{
+    if (trainer != envelope->trainer || step != envelope->step)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %u: its %s of trainer %u step %llu is in a request of "
+                                 "trainer %u step %llu",
+                                 table_id, what, trainer, (unsigned long long)step,
+                                 envelope->trainer, (unsigned long long)envelope->step);
+    for (size_t j = 0; j < k; j++) {
+        if (ids[j] == table_id)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "table %u appears twice in one %s (entries %zu and %zu)",
+                                     table_id, what, j, k);
+    }
+    return EMBER_OK;
+}
+
+/* Sub-lookup @k at @at of a LOOKUPS of @length bytes: its size from its
+ * counts, checked against what is left, before the codec takes it. */
+static ember_status_t lookups_take_one(const uint8_t *data, size_t length, size_t at, size_t k,
+                                       ember_wire_lookup_view_t *view, uint64_t *padded_p,
+                                       char *err, size_t err_length)
+{
+    ember_msg_lookup_t head;
+    char why[200];
+    if (length - at < sizeof(head))
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "lookup %zu of the request: %zu bytes left, its header is %zu", k,
+                                 length - at, sizeof(head));
+    memcpy(&head, data + at, sizeof(head));
+    uint64_t size = sizeof(head) + ember_wire_lookup_array_bytes(&head);
+    if (size > length - at)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "table %u: lookup of %u bags, %u rows, %u indices needs %llu "
+                                 "bytes, %zu left in the request",
+                                 head.table_id, head.bags, head.unique, head.indices,
+                                 (unsigned long long)size, length - at);
+    ember_status_t status =
+            ember_wire_lookup_unpack(data + at, (size_t)size, view, why, sizeof(why));
+    if (status != EMBER_OK)
+        return ember_status_text(err, err_length, status, "table %u: %s", head.table_id, why);
+    *padded_p = ember_wire_pad(size);
+    return EMBER_OK;
+}
+
+ember_status_t ember_wire_lookups_unpack(const void *data, size_t length,
+                                         ember_wire_lookups_view_t *view, char *err,
+                                         size_t err_length)
+{
+    const ember_msg_lookups_t *head = &view->head;
+    uint32_t ids[EMBER_WIRE_MAX_TABLES];
+    size_t at = sizeof(*head);
+
+    EMBER_CHECK(
+            ember_wire_head(data, length, &view->head, sizeof(view->head), NULL, err, err_length));
+    EMBER_CHECK(check_table_count(head->count, "LOOKUPS", err, err_length));
+    const envelope_t envelope = {.trainer = head->trainer, .step = head->step};
+    for (size_t k = 0; k < head->count; k++) {
+        ember_wire_lookup_view_t *sub = &view->lookups[k];
+        uint64_t padded = 0;
+        EMBER_CHECK(lookups_take_one(data, length, at, k, sub, &padded, err, err_length));
+        EMBER_CHECK(check_sub("lookup", sub->head.table_id, sub->head.trainer, sub->head.step,
+                              &envelope, ids, k, err, err_length));
+        ids[k] = sub->head.table_id;
+        if ((sub->head.flags ^ view->lookups[0].head.flags) & EMBER_LOOKUP_EVAL)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "table %u: an evaluation lookup and a training one in one "
+                                     "LOOKUPS",
+                                     sub->head.table_id);
+        /* The last one's padding may run past the end: then it is short. */
+        if (padded > length - at)
+            return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                     "table %u: its lookup is not padded to %d bytes",
+                                     sub->head.table_id, EMBER_WIRE_ALIGN);
+        at += (size_t)padded;
+    }
+    if (at != length)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "LOOKUPS of %u tables in %zu bytes has %zu bytes after them",
+                                 head->count, length, length - at);
+    return EMBER_OK;
+}
+
+uint64_t ember_wire_lookups_reply_bytes(const ember_wire_lookup_view_t *lookups,
+                                        const uint32_t *dims, size_t count)
+{
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < count; k++)
+        bytes += ember_wire_pad(ember_wire_lookup_reply_bytes(&lookups[k].head, dims[k]));
+    return bytes;
+}
+
 /* ---- GRAD ------------------------------------------------------------------- */
 
 ember_status_t ember_wire_grad_unpack(const void *data, size_t length, ember_wire_grad_view_t *view,
@@ -176,6 +316,84 @@ ember_status_t ember_wire_grad_unpack(const void *data, size_t length, ember_wir
             ember_wire_head(data, length, &view->head, sizeof(view->head), &rest, err, err_length));
     view->grad = rest.body;
     view->grad_bytes = rest.body_bytes;
+    return EMBER_OK;
+}
+
+/* ---- GRADS ------------------------------------------------------------------ */
+
+size_t ember_wire_grads_head_size(uint32_t count)
+{
+    return sizeof(ember_msg_grads_t) + (size_t)count * sizeof(ember_msg_grad_t);
+}
+
+_Static_assert(sizeof(ember_msg_grads_t) % EMBER_WIRE_ALIGN == 0 &&
+                       sizeof(ember_msg_grad_t) % EMBER_WIRE_ALIGN == 0,
+               "a GRADS head keeps its gradients aligned");
+
+void ember_wire_grads_pack_head(const ember_msg_grads_t *head, const ember_msg_grad_t *grads,
+                                void *out)
+{
+    memcpy(out, head, sizeof(*head));
+    memcpy((uint8_t *)out + sizeof(*head), grads, (size_t)head->count * sizeof(*grads));
+}
+
+ember_status_t ember_wire_grads_unpack(const void *data, size_t length,
+                                       ember_wire_grads_view_t *view, char *err, size_t err_length)
+{
+    const ember_msg_grads_t *head = &view->head;
+    uint32_t ids[EMBER_WIRE_MAX_TABLES];
+
+    EMBER_CHECK(
+            ember_wire_head(data, length, &view->head, sizeof(view->head), NULL, err, err_length));
+    EMBER_CHECK(check_table_count(head->count, "GRADS", err, err_length));
+    if (head->reserved != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "GRADS with reserved field %u", head->reserved);
+    size_t head_size = ember_wire_grads_head_size(head->count);
+    if (length < head_size)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "GRADS of %u tables in %zu bytes: its heads need %zu", head->count,
+                                 length, head_size);
+    memcpy(view->grads, (const uint8_t *)data + sizeof(*head),
+           (size_t)head->count * sizeof(view->grads[0]));
+    const envelope_t envelope = {.trainer = head->trainer, .step = head->step};
+    for (size_t k = 0; k < head->count; k++) {
+        const ember_msg_grad_t *sub = &view->grads[k];
+        EMBER_CHECK(check_sub("gradient", sub->table_id, sub->trainer, sub->step, &envelope, ids, k,
+                              err, err_length));
+        if (sub->flags != head->flags)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "table %u: gradient flags %#x in a GRADS of flags %#x",
+                                     sub->table_id, sub->flags, head->flags);
+        ids[k] = sub->table_id;
+    }
+    view->bulk = (const uint8_t *)data + head_size;
+    view->bulk_bytes = length - head_size;
+    return EMBER_OK;
+}
+
+ember_status_t ember_wire_grads_split(const ember_wire_grads_view_t *view, const uint32_t *dims,
+                                      ember_wire_grad_view_t *grads, char *err, size_t err_length)
+{
+    uint64_t need = 0;
+    for (size_t k = 0; k < view->head.count; k++) {
+        if (dims[k] == 0 || dims[k] > 65536) /* a table's: the sum below cannot wrap */
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "table %u: dim %u",
+                                     view->grads[k].table_id, dims[k]);
+        need += (uint64_t)view->grads[k].bags * dims[k] * sizeof(float);
+    }
+    if (need != view->bulk_bytes)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "GRADS of %u tables carries %zu bytes of gradients, their bags "
+                                 "and dims need %llu",
+                                 view->head.count, view->bulk_bytes, (unsigned long long)need);
+    size_t at = 0;
+    for (size_t k = 0; k < view->head.count; k++) {
+        size_t bytes = (size_t)view->grads[k].bags * dims[k] * sizeof(float);
+        grads[k] = (ember_wire_grad_view_t){
+                .head = view->grads[k], .grad = view->bulk + at, .grad_bytes = bytes};
+        at += bytes;
+    }
     return EMBER_OK;
 }
 

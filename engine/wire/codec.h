@@ -133,6 +133,54 @@ ember_status_t ember_wire_lookup_unpack(const void *data, size_t length,
                                         ember_wire_lookup_view_t *view, char *err,
                                         size_t err_length);
 
+/* ---- LOOKUPS: every table of a step on one PS -------------------------- */
+
+/** @bytes rounded up to EMBER_WIRE_ALIGN (64-bit: a forger's sizes). */
+static inline uint64_t ember_wire_pad(uint64_t bytes)
+{
+    return (bytes + (EMBER_WIRE_ALIGN - 1)) & ~(uint64_t)(EMBER_WIRE_ALIGN - 1);
+}
+
+/** Bytes of @head's LOOKUP as a LOOKUPS carries it: padded. */
+size_t ember_wire_lookup_padded_size(const ember_msg_lookup_t *head);
+
+/** ember_wire_lookup_pack, then its padding zeroed:
+ * ember_wire_lookup_padded_size(&lookup->head) bytes at @message. */
+void ember_wire_lookup_pack_padded(const ember_wire_lookup_t *lookup, void *message);
+
+/**
+ * A LOOKUPS as iovs (@iov: @count + 1 entries; returns how many it used):
+ * @head, then each of @count LOOKUPs packed by
+ * ember_wire_lookup_pack_padded (@messages[k], borrowed until sent).
+ */
+size_t ember_wire_lookups_pack_iov(const ember_msg_lookups_t *head, const uint8_t *const *messages,
+                                   size_t count, ember_iov_t *iov);
+
+/* A received LOOKUPS: the envelope, and each table's LOOKUP as
+ * ember_wire_lookup_unpack takes it, in the request's order. */
+typedef struct {
+    ember_msg_lookups_t head;
+    ember_wire_lookup_view_t lookups[EMBER_WIRE_MAX_TABLES]; /* [head.count] */
+} ember_wire_lookups_view_t;
+
+/**
+ * Take a LOOKUPS: a known count (1 .. EMBER_WIRE_MAX_TABLES); each LOOKUP
+ * whole inside the message (its size from its counts at full width before
+ * anything of it is read) and taken by ember_wire_lookup_unpack; each of
+ * the envelope's trainer and step; distinct table ids; EMBER_LOOKUP_EVAL
+ * on all or none; and the padded LOOKUPs end exactly where the message
+ * does.  Errors: ERR_BAD_MESSAGE (sizes), ERR_INVALID_PARAM (the rest),
+ * naming the table.
+ */
+ember_status_t ember_wire_lookups_unpack(const void *data, size_t length,
+                                         ember_wire_lookups_view_t *view, char *err,
+                                         size_t err_length);
+
+/** Bytes of a LOOKUPS reply: each of @count LOOKUPs' reply for its table's
+ * @dims[k], padded. */
+uint64_t ember_wire_lookups_reply_bytes(const ember_wire_lookup_view_t *lookups,
+                                        const uint32_t *dims, size_t count);
+
 /* ---- GRAD, TABLE_LOAD: a header and floats -------------------------------- */
 
 /* A received GRAD: the header and the pooled output's gradient (its size is
@@ -145,6 +193,45 @@ typedef struct {
 
 ember_status_t ember_wire_grad_unpack(const void *data, size_t length, ember_wire_grad_view_t *view,
                                       char *err, size_t err_length);
+
+/* ---- GRADS: the gradients of a LOOKUPS ------------------------------------ */
+
+/** Bytes of a GRADS head of @count tables: the envelope and the GRAD heads
+ * (a multiple of EMBER_WIRE_ALIGN: the gradients after it are aligned). */
+size_t ember_wire_grads_head_size(uint32_t count);
+
+/** Write the GRADS head (@head, then @grads[head->count]) into @out,
+ * ember_wire_grads_head_size(head->count) bytes. */
+void ember_wire_grads_pack_head(const ember_msg_grads_t *head, const ember_msg_grad_t *grads,
+                                void *out);
+
+/* A received GRADS: the envelope and the GRAD heads copied out, the
+ * gradients where they lie (each table's size is its dim's, which only the
+ * PS knows: ember_wire_grads_split). */
+typedef struct {
+    ember_msg_grads_t head;
+    ember_msg_grad_t grads[EMBER_WIRE_MAX_TABLES]; /* [head.count] */
+    const uint8_t *bulk;
+    size_t bulk_bytes;
+} ember_wire_grads_view_t;
+
+/**
+ * Take a GRADS: a known count, reserved 0, the heads all there, each of the
+ * envelope's trainer, step and flags, distinct table ids.  Errors:
+ * ERR_BAD_MESSAGE (short), ERR_INVALID_PARAM (the rest, naming the table).
+ */
+ember_status_t ember_wire_grads_unpack(const void *data, size_t length,
+                                       ember_wire_grads_view_t *view, char *err, size_t err_length);
+
+/**
+ * Each table's gradient of @view: table k's is float[bags_k * @dims[k]]
+ * (@dims: the tables', 1 to 65536), back to back; they must fill the bulk
+ * exactly (64-bit sums).  Fills @grads[view->head.count] (pointing into the
+ * message).  Errors: ERR_BAD_MESSAGE (naming the sizes), ERR_INVALID_PARAM
+ * (a dim out of range).
+ */
+ember_status_t ember_wire_grads_split(const ember_wire_grads_view_t *view, const uint32_t *dims,
+                                      ember_wire_grad_view_t *grads, char *err, size_t err_length);
 
 /* ---- TRAIN_START, its reply, EPOCH_REPORT --------------------------------- */
 

@@ -31,6 +31,9 @@ enum {
     /* master <-> trainer */
     EMBER_OP_TRAIN_START,
     EMBER_OP_EPOCH_REPORT,
+    /* trainer -> ps: every table of a step on one PS, in one request */
+    EMBER_OP_LOOKUPS,
+    EMBER_OP_GRADS,
     /* trainers among themselves (the dense allreduce uses 4 ids) */
     EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
 };
@@ -43,9 +46,14 @@ typedef enum {
     EMBER_REDUCE_SUM = 0,
     EMBER_REDUCE_MEAN = 1
 } ember_sparse_reduce_t;
+/* A shard's initial rows.  Each value is drawn from (seed, global row,
+ * column), so a table holds the same values whatever its number of shards. */
 typedef enum {
-    EMBER_INIT_NORMAL = 0,
-    EMBER_INIT_LOAD = 1
+    EMBER_INIT_NORMAL = 0, /* N(0,1), as nn.EmbeddingBag */
+    EMBER_INIT_LOAD = 1,   /* zeros, awaiting TABLE_LOAD */
+    /* uniform(-sqrt(1/rows), sqrt(1/rows)) with rows the whole table's, as
+     * TorchRec's EmbeddingBagConfig default */
+    EMBER_INIT_UNIFORM = 2
 } ember_table_init_t;
 /* A PS's shard in its host memory, or on its GPU (--ps-device cuda). */
 typedef enum {
@@ -112,10 +120,18 @@ enum {
     /* The reply in fp16: the pooled fp32 values rounded (half the bytes on
      * the wire, as TorchRec's fp16 forward comms); gradients stay fp32. */
     EMBER_LOOKUP_HALF_REPLY = 1u << 2,
+    /* Forward only (evaluation): the tables as they are after `step` steps
+     * pooled, no context kept and no gradient to follow.  Sync: answered
+     * once the table's next step is `step` (held before, refused after),
+     * like a training lookup of that step. */
+    EMBER_LOOKUP_EVAL = 1u << 3,
 };
 
 /*
- * EMBER_OP_LOOKUP: one request per (trainer, step, shard).  Followed by
+ * EMBER_OP_LOOKUP: one table's shard of a (trainer, step); trainers send
+ * them inside an EMBER_OP_LOOKUPS, one per PS (the single form stays for
+ * the benchmarks and tests, and a PS serves it as a LOOKUPS of one).
+ * Followed by
  *   uint32 offsets[bags]      start of each bag in the index list
  *   int64  rows[unique]       the distinct global row ids, all of this shard
  *   uint32 inverse[indices]   position in rows[] of each index
@@ -152,7 +168,8 @@ enum {
 
 /* EMBER_OP_GRAD: gradient of the step's pooled output, float[bags * dim],
  * for the lookup of (trainer, step); with EMBER_GRAD_APPLY it also takes
- * part in the optimizer step of that context (the distributed optimizer). */
+ * part in the optimizer step of that context (the distributed optimizer).
+ * Trainers send these heads inside an EMBER_OP_GRADS. */
 typedef struct {
     uint32_t table_id;
     uint32_t trainer;
@@ -160,6 +177,52 @@ typedef struct {
     uint32_t flags;
     uint32_t bags;
 } ember_msg_grad_t;
+
+/* Tables in one LOOKUPS or GRADS: at most a PS's table ids
+ * (engine/ps/ps_msg.h). */
+#define EMBER_WIRE_MAX_TABLES 64
+/* Each table's part of a LOOKUPS and of its reply starts at a multiple of
+ * this, so values read in place are aligned. */
+#define EMBER_WIRE_ALIGN 8
+
+/*
+ * EMBER_OP_LOOKUPS: one request per (trainer, step, PS) for every table of
+ * the step on that PS.  Followed by @count complete LOOKUP messages
+ * (ember_msg_lookup_t and its arrays, as EMBER_OP_LOOKUP), each padded to
+ * EMBER_WIRE_ALIGN bytes; each has the envelope's trainer and step, their
+ * table ids are distinct, and all or none are EMBER_LOOKUP_EVAL.  The PS
+ * serves all of them or none (a refused one leaves no context of the
+ * others); in sync mode the whole request waits until every table in it is
+ * at @step.  The reply is each table's LOOKUP reply
+ * (ember_wire_lookup_reply_bytes) in the request's order, each padded to
+ * EMBER_WIRE_ALIGN bytes.
+ */
+typedef struct {
+    uint32_t trainer;
+    uint32_t count; /* tables: 1 .. EMBER_WIRE_MAX_TABLES */
+    uint64_t step;
+} ember_msg_lookups_t;
+
+/*
+ * EMBER_OP_GRADS: the gradients of a LOOKUPS.  Followed by @count GRAD heads
+ * (ember_msg_grad_t: each of the envelope's trainer, step and flags, table
+ * ids distinct), then every table's float[bags * dim] back to back in that
+ * order: the head is small host memory and the gradients one bulk buffer,
+ * which the device path sends from GPU memory (the transport's GPU payload
+ * layout, include/ember/transport.h).  For more than
+ * (EMBER_RPC_INLINE_MAX - 24) / 24 = 4 tables the head is longer than the
+ * transport's inline part, so the device path writes it in front of the
+ * gradients in GPU memory and sends the whole message as one buffer
+ * (engine/train/sparse.c).  The PS checks every gradient before it applies
+ * any: a refused one changes no table.
+ */
+typedef struct {
+    uint32_t trainer;
+    uint32_t count; /* tables: 1 .. EMBER_WIRE_MAX_TABLES */
+    uint64_t step;
+    uint32_t flags;    /* EMBER_GRAD_APPLY, as every GRAD head's */
+    uint32_t reserved; /* 0 */
+} ember_msg_grads_t;
 
 /* EMBER_OP_ABORT: followed by a text naming the cause. */
 

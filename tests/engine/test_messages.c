@@ -21,6 +21,20 @@
  *                  weighted, max); a short message, unknown flags, weights
  *                  with max, and counts whose bytes do not match the size
  *                  (UINT32_MAX of each: 64-bit sums) are refused
+ *   wire_lookups   the codec's LOOKUPS: three tables' LOOKUPs (sum,
+ *                  weighted, max fp16) packed as iovs, each padded, taken
+ *                  back table for table, and its reply sized; refused: a
+ *                  short envelope, 0 or 65 tables, fewer or more LOOKUPs
+ *                  than the count, one cut short or unpadded, one of
+ *                  another trainer or step, a table twice, evaluation and
+ *                  training mixed, a LOOKUP's own bad flags, and counts of
+ *                  2^32 - 1 (64-bit sizes, before anything is read)
+ *   wire_grads     the codec's GRADS: the head packed, taken back, the bulk
+ *                  split by the tables' dims; up to 4 tables' head fits the
+ *                  transport's inline part; refused: short, 0 or 65 tables,
+ *                  reserved set, heads cut, another trainer, step or flags,
+ *                  a table twice, a bulk of other than the bags' and dims'
+ *                  bytes (bags of 2^32 - 1: 64-bit), a dim of 0
  *   wire_done      TRAIN_START's reply: its steps are its length's, checked
  *                  by division (a steps x 4 that wraps to a short report is
  *                  refused), and the losses and parameters are where it says
@@ -34,6 +48,7 @@
 
 #include "test_util.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 /* A TRAIN_START of @spec with its dense parameters (zeros); malloc'd. */
@@ -283,6 +298,312 @@ static int case_wire_lookup(void)
     return 0;
 }
 
+/* ---- LOOKUPS / GRADS ---------------------------------------------------- */
+
+/* The round trip's LOOKUP of 3 bags as table @id of trainer 1 step 7. */
+static const uint32_t lk_counts[3] = {2, 0, 3};
+static const int64_t lk_rows[3] = {2, 4, 9};
+static const int64_t lk_inverse[5] = {1, 2, 2, 0, 1};
+static const float lk_weights[5] = {0.5f, -1, 2, 3, 4};
+static const uint32_t lk_places[5] = {0, 1, 0, 1, 2};
+
+static ember_wire_lookup_t lk_table(uint32_t id, uint32_t flags)
+{
+    return (ember_wire_lookup_t){.head = {.table_id = id,
+                                          .trainer = 1,
+                                          .step = 7,
+                                          .flags = flags,
+                                          .bags = 3,
+                                          .unique = 3,
+                                          .indices = 5},
+                                 .counts = lk_counts,
+                                 .rows = lk_rows,
+                                 .inverse = lk_inverse,
+                                 .weights = lk_weights,
+                                 .places = lk_places};
+}
+
+typedef struct {
+    uint8_t bytes[1024];
+    size_t length;
+    size_t at[4]; /* where each LOOKUP starts */
+} lk_message_t;
+
+/* @n tables' LOOKUPs (@subs) under an envelope of trainer 1 step 7 counting
+ * @count, gathered from the codec's iovs as the transport sends them. */
+static void lk_build(lk_message_t *m, const ember_wire_lookup_t *subs, size_t n, uint32_t count)
+{
+    static uint8_t packed[4][256];
+    const uint8_t *messages[4];
+    ember_iov_t iov[5];
+    ember_msg_lookups_t head = {.trainer = 1, .count = count, .step = 7};
+    for (size_t k = 0; k < n; k++) {
+        ember_wire_lookup_pack_padded(&subs[k], packed[k]);
+        messages[k] = packed[k];
+    }
+    size_t iovcnt = ember_wire_lookups_pack_iov(&head, messages, n, iov);
+    m->length = 0;
+    for (size_t i = 0; i < iovcnt; i++) {
+        if (i > 0)
+            m->at[i - 1] = m->length;
+        memcpy(m->bytes + m->length, iov[i].buffer, iov[i].length);
+        m->length += iov[i].length;
+    }
+}
+
+/* @m's bytes refused with @status and a text holding @needle. */
+static int lk_refused(const lk_message_t *m, size_t length, ember_status_t status,
+                      const char *needle)
+{
+    static ember_wire_lookups_view_t view;
+    char err[200] = "";
+    CHECK(ember_wire_lookups_unpack(m->bytes, length, &view, err, sizeof(err)) == status &&
+                  strstr(err, needle),
+          "want %s and '%s', got %s: '%s'", ember_status_string(status), needle,
+          ember_status_string(ember_wire_lookups_unpack(m->bytes, length, &view, err, sizeof(err))),
+          err);
+    return 0;
+}
+
+static int lk_round_trip(void)
+{
+    const ember_wire_lookup_t subs[3] = {lk_table(3, 0), lk_table(5, EMBER_LOOKUP_WEIGHTS),
+                                         lk_table(9, EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY)};
+    static ember_wire_lookups_view_t view;
+    lk_message_t m;
+    char err[200];
+    lk_build(&m, subs, 3, 3);
+    /* 88, 108 padded to 112, 108 padded to 112 after the 16-byte envelope. */
+    CHECK(m.length == 16 + 88 + 112 + 112 && m.at[1] == 104 && m.at[2] == 216,
+          "laid out at %zu %zu %zu of %zu", m.at[0], m.at[1], m.at[2], m.length);
+    CHECK(ember_wire_lookups_unpack(m.bytes, m.length, &view, err, sizeof(err)) == EMBER_OK, "%s",
+          err);
+    CHECK(view.head.count == 3 && view.head.trainer == 1 && view.head.step == 7, "the envelope");
+    for (size_t k = 0; k < 3; k++) {
+        const ember_wire_lookup_view_t *sub = &view.lookups[k];
+        CHECK(memcmp(&sub->head, &subs[k].head, sizeof(sub->head)) == 0, "table %zu's head", k);
+        CHECK(sub->rows == m.bytes + m.at[k] + sizeof(sub->head) + 12, "table %zu's rows", k);
+        CHECK(ember_wire_load_i64(sub->rows, 2) == 9 && ember_wire_load_u32(sub->slots, 4) == 1,
+              "table %zu's arrays", k);
+    }
+    CHECK(view.lookups[1].weights && ember_wire_load_f32(view.lookups[1].weights, 3) == 3.0f &&
+                  view.lookups[2].places && ember_wire_load_u32(view.lookups[2].places, 4) == 2,
+          "the weights and places");
+    /* Replies of dims 4, 3, 5: 48; 36 padded to 40; 32 of fp16 values and 60
+     * of places, 96. */
+    const uint32_t dims[3] = {4, 3, 5};
+    CHECK(ember_wire_lookups_reply_bytes(view.lookups, dims, 3) == 48 + 40 + 96, "reply of %llu",
+          (unsigned long long)ember_wire_lookups_reply_bytes(view.lookups, dims, 3));
+    return 0;
+}
+
+static int lk_refusals_counts(void)
+{
+    ember_wire_lookup_t subs[3] = {lk_table(3, 0), lk_table(5, EMBER_LOOKUP_WEIGHTS),
+                                   lk_table(9, 0)};
+    lk_message_t m;
+    lk_build(&m, subs, 3, 3);
+    if (lk_refused(&m, 15, EMBER_ERR_BAD_MESSAGE, "shorter than its 16-byte header") ||
+        lk_refused(&m, m.length - 8, EMBER_ERR_BAD_MESSAGE, "needs 88 bytes, 80 left") ||
+        lk_refused(&m, m.length + 8, EMBER_ERR_BAD_MESSAGE, "8 bytes after them"))
+        return 1;
+    lk_build(&m, subs, 3, 4);
+    if (lk_refused(&m, m.length, EMBER_ERR_BAD_MESSAGE, "lookup 3 of the request: 0 bytes left"))
+        return 1;
+    lk_build(&m, subs, 3, 2);
+    if (lk_refused(&m, m.length, EMBER_ERR_BAD_MESSAGE,
+                   "LOOKUPS of 2 tables in 304 bytes has 88 bytes after them"))
+        return 1;
+    lk_build(&m, subs, 3, 0);
+    if (lk_refused(&m, m.length, EMBER_ERR_INVALID_PARAM, "LOOKUPS of 0 tables (1 to 64)"))
+        return 1;
+    lk_build(&m, subs, 3, EMBER_WIRE_MAX_TABLES + 1);
+    if (lk_refused(&m, m.length, EMBER_ERR_INVALID_PARAM, "LOOKUPS of 65 tables (1 to 64)"))
+        return 1;
+    /* The weighted one last: 108 bytes, its padding missing. */
+    ember_wire_lookup_t last[2] = {lk_table(3, 0), lk_table(5, EMBER_LOOKUP_WEIGHTS)};
+    lk_build(&m, last, 2, 2);
+    if (lk_refused(&m, m.length - 4, EMBER_ERR_BAD_MESSAGE, "table 5: its lookup is not padded"))
+        return 1;
+    /* Counts of 2^32 - 1 in table 5's head: 85899345932 bytes (64-bit). */
+    lk_build(&m, subs, 3, 3);
+    ember_msg_lookup_t huge = subs[1].head;
+    huge.bags = huge.unique = huge.indices = UINT32_MAX;
+    memcpy(m.bytes + m.at[1], &huge, sizeof(huge));
+    return lk_refused(&m, m.length, EMBER_ERR_BAD_MESSAGE,
+                      "table 5: lookup of 4294967295 bags, 4294967295 rows, 4294967295 indices "
+                      "needs 85899345932 bytes, 200 left");
+}
+
+static int lk_refusals_fields(void)
+{
+    ember_wire_lookup_t subs[3] = {lk_table(3, 0), lk_table(5, 0), lk_table(9, 0)};
+    lk_message_t m;
+    subs[1].head.trainer = 2;
+    lk_build(&m, subs, 3, 3);
+    if (lk_refused(&m, m.length, EMBER_ERR_INVALID_PARAM,
+                   "table 5: its lookup of trainer 2 step 7 is in a request of trainer 1 step 7"))
+        return 1;
+    subs[1].head.trainer = 1;
+    subs[2].head.step = 8;
+    lk_build(&m, subs, 3, 3);
+    if (lk_refused(&m, m.length, EMBER_ERR_INVALID_PARAM,
+                   "table 9: its lookup of trainer 1 step 8"))
+        return 1;
+    subs[2].head.step = 7;
+    subs[2].head.table_id = 3;
+    lk_build(&m, subs, 3, 3);
+    if (lk_refused(&m, m.length, EMBER_ERR_INVALID_PARAM, "table 3 appears twice in one lookup"))
+        return 1;
+    subs[2].head.table_id = 9;
+    subs[1].head.flags = EMBER_LOOKUP_EVAL;
+    lk_build(&m, subs, 3, 3);
+    if (lk_refused(&m, m.length, EMBER_ERR_INVALID_PARAM, "an evaluation lookup and a training"))
+        return 1;
+    subs[1].head.flags = 1u << 9;
+    lk_build(&m, subs, 3, 3);
+    return lk_refused(&m, m.length, EMBER_ERR_INVALID_PARAM, "table 5: unknown lookup flags 0x200");
+}
+
+static int case_wire_lookups(void)
+{
+    return lk_round_trip() || lk_refusals_counts() || lk_refusals_fields();
+}
+
+typedef struct {
+    uint8_t bytes[512];
+    size_t length;
+} gr_message_t;
+
+/* A GRADS of trainer 1 step 7 of @n tables (ids @ids, bags @bags) with
+ * @floats gradient values counting up from 0.5. */
+static void gr_build(gr_message_t *m, const uint32_t *ids, const uint32_t *bags, uint32_t n,
+                     size_t floats)
+{
+    ember_msg_grads_t head = {.trainer = 1, .count = n, .step = 7, .flags = EMBER_GRAD_APPLY};
+    ember_msg_grad_t grads[4];
+    for (uint32_t k = 0; k < n; k++)
+        grads[k] = (ember_msg_grad_t){.table_id = ids[k],
+                                      .trainer = 1,
+                                      .step = 7,
+                                      .flags = EMBER_GRAD_APPLY,
+                                      .bags = bags[k]};
+    ember_wire_grads_pack_head(&head, grads, m->bytes);
+    m->length = ember_wire_grads_head_size(n);
+    for (size_t i = 0; i < floats; i++, m->length += 4)
+        memcpy(m->bytes + m->length, &(float){0.5f + (float)i}, 4);
+}
+
+static int gr_refused(const gr_message_t *m, size_t length, ember_status_t status,
+                      const char *needle)
+{
+    static ember_wire_grads_view_t view;
+    char err[200] = "";
+    ember_status_t got = ember_wire_grads_unpack(m->bytes, length, &view, err, sizeof(err));
+    CHECK(got == status && strstr(err, needle), "want %s and '%s', got %s: '%s'",
+          ember_status_string(status), needle, ember_status_string(got), err);
+    return 0;
+}
+
+/* Set field @offset of sub-head @k (or, k < 0, of the envelope) to @value. */
+static void gr_poke(gr_message_t *m, int k, size_t offset, const void *value, size_t size)
+{
+    size_t at = k < 0 ? 0 : sizeof(ember_msg_grads_t) + (size_t)k * sizeof(ember_msg_grad_t);
+    memcpy(m->bytes + at + offset, value, size);
+}
+
+static int gr_round_trip(void)
+{
+    const uint32_t ids[3] = {3, 5, 9}, bags[3] = {2, 1, 3}, dims[3] = {4, 3, 2};
+    static ember_wire_grads_view_t view;
+    ember_wire_grad_view_t grads[3];
+    gr_message_t m;
+    char err[200];
+    /* Up to 4 tables the head rides inline; the device path handles more. */
+    CHECK(ember_wire_grads_head_size(4) <= EMBER_RPC_INLINE_MAX &&
+                  ember_wire_grads_head_size(5) > EMBER_RPC_INLINE_MAX &&
+                  ember_wire_grads_head_size(3) == 96,
+          "head sizes %zu, %zu", ember_wire_grads_head_size(4), ember_wire_grads_head_size(5));
+    gr_build(&m, ids, bags, 3, 17);
+    CHECK(ember_wire_grads_unpack(m.bytes, m.length, &view, err, sizeof(err)) == EMBER_OK, "%s",
+          err);
+    CHECK(view.head.count == 3 && view.bulk == m.bytes + 96 && view.bulk_bytes == 68,
+          "the bulk at %td, %zu bytes", view.bulk - m.bytes, view.bulk_bytes);
+    CHECK(ember_wire_grads_split(&view, dims, grads, err, sizeof(err)) == EMBER_OK, "%s", err);
+    const size_t at[3] = {0, 8, 11}, floats[3] = {8, 3, 6};
+    for (size_t k = 0; k < 3; k++)
+        CHECK(grads[k].head.table_id == ids[k] && grads[k].head.bags == bags[k] &&
+                      grads[k].grad == view.bulk + 4 * at[k] &&
+                      grads[k].grad_bytes == 4 * floats[k] &&
+                      ember_wire_load_f32(grads[k].grad, 0) == 0.5f + (float)at[k],
+              "table %zu's gradient", k);
+    uint32_t wide[3] = {4, 3, 3};
+    CHECK(ember_wire_grads_split(&view, wide, grads, err, sizeof(err)) == EMBER_ERR_BAD_MESSAGE &&
+                  strstr(err, "carries 68 bytes of gradients, their bags and dims need 80"),
+          "a dim too wide: %s", err);
+    wide[2] = 0;
+    CHECK(ember_wire_grads_split(&view, wide, grads, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
+                  strstr(err, "table 9: dim 0"),
+          "dim 0: %s", err);
+    /* Bags of 2^32 - 1 at dim 65536: 2^50 - 2^18 bytes, no wrap. */
+    const uint32_t huge[1] = {UINT32_MAX}, widest[1] = {65536};
+    gr_build(&m, ids, huge, 1, 4);
+    CHECK(ember_wire_grads_unpack(m.bytes, m.length, &view, err, sizeof(err)) == EMBER_OK, "%s",
+          err);
+    CHECK(ember_wire_grads_split(&view, widest, grads, err, sizeof(err)) == EMBER_ERR_BAD_MESSAGE &&
+                  strstr(err, "carries 16 bytes of gradients, their bags and dims need "
+                              "1125899906580480"),
+          "huge bags: %s", err);
+    return 0;
+}
+
+static int gr_refusals(void)
+{
+    const uint32_t ids[3] = {3, 5, 9}, bags[3] = {2, 1, 3};
+    gr_message_t m;
+    gr_build(&m, ids, bags, 3, 17);
+    if (gr_refused(&m, 23, EMBER_ERR_BAD_MESSAGE, "shorter than its 24-byte header") ||
+        gr_refused(&m, 95, EMBER_ERR_BAD_MESSAGE,
+                   "GRADS of 3 tables in 95 bytes: its heads need 96"))
+        return 1;
+    const uint32_t zero = 0, many = EMBER_WIRE_MAX_TABLES + 1, two = 2, eight = 8;
+    const uint64_t step = 8;
+    gr_poke(&m, -1, offsetof(ember_msg_grads_t, count), &zero, 4);
+    if (gr_refused(&m, m.length, EMBER_ERR_INVALID_PARAM, "GRADS of 0 tables (1 to 64)"))
+        return 1;
+    gr_poke(&m, -1, offsetof(ember_msg_grads_t, count), &many, 4);
+    if (gr_refused(&m, m.length, EMBER_ERR_INVALID_PARAM, "GRADS of 65 tables (1 to 64)"))
+        return 1;
+    gr_build(&m, ids, bags, 3, 17);
+    gr_poke(&m, -1, offsetof(ember_msg_grads_t, reserved), &eight, 4);
+    if (gr_refused(&m, m.length, EMBER_ERR_INVALID_PARAM, "reserved field 8"))
+        return 1;
+    gr_build(&m, ids, bags, 3, 17);
+    gr_poke(&m, 1, offsetof(ember_msg_grad_t, trainer), &two, 4);
+    if (gr_refused(&m, m.length, EMBER_ERR_INVALID_PARAM,
+                   "table 5: its gradient of trainer 2 step 7 is in a request of trainer 1 step 7"))
+        return 1;
+    gr_build(&m, ids, bags, 3, 17);
+    gr_poke(&m, 2, offsetof(ember_msg_grad_t, step), &step, 8);
+    if (gr_refused(&m, m.length, EMBER_ERR_INVALID_PARAM,
+                   "table 9: its gradient of trainer 1 step 8"))
+        return 1;
+    gr_build(&m, ids, bags, 3, 17);
+    gr_poke(&m, 0, offsetof(ember_msg_grad_t, flags), &zero, 4);
+    if (gr_refused(&m, m.length, EMBER_ERR_INVALID_PARAM,
+                   "table 3: gradient flags 0 in a GRADS of flags 0x1"))
+        return 1;
+    const uint32_t twice[3] = {3, 5, 5};
+    gr_build(&m, twice, bags, 3, 17);
+    return gr_refused(&m, m.length, EMBER_ERR_INVALID_PARAM,
+                      "table 5 appears twice in one gradient");
+}
+
+static int case_wire_grads(void)
+{
+    return gr_round_trip() || gr_refusals();
+}
+
 static int case_wire_done(void)
 {
     const size_t nparams = 3;
@@ -343,7 +664,8 @@ int main(int argc, char **argv)
             {"start_spec", case_start_spec},     {"ps_read_range", case_ps_read_range},
             {"ps_load_wrap", case_ps_load_wrap}, {"table_far_rows", case_table_far_rows},
             {"wire_lookup", case_wire_lookup},   {"wire_done", case_wire_done},
-            {"wire_report", case_wire_report},
+            {"wire_report", case_wire_report},   {"wire_lookups", case_wire_lookups},
+            {"wire_grads", case_wire_grads},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -28,6 +28,20 @@
  *   after_shutdown             a lookup reaching a process whose PS has
  *                              returned is refused ("no handler"), not
  *                              served from a freed PS
+ *   lookups_atomic             a LOOKUPS of two tables one of which refuses
+ *                              its lookup (a row out of range, an unknown
+ *                              table, one table twice) is refused naming it
+ *                              and leaves no context (the same request is
+ *                              then taken, each reply where it belongs); a
+ *                              GRADS with one bad gradient (non-finite, of
+ *                              other bags) changes neither table, the good
+ *                              one then steps both by SGD
+ *   grads_oneway_refused       a refused one-way GRADS is reported at the
+ *                              trainer's next LOOKUPS, naming the table
+ *   lookups_held               sync: a LOOKUPS of step 1 and an evaluation
+ *                              of step 1 wait until every trainer's step-0
+ *                              GRADS is in, then pool the updated tables
+ *                              alike; an evaluation of step 0 is refused
  *
  * Coordination between client ranks goes through the rendezvous store (the
  * PS only meets the others at "roles-ready" and at shutdown).
@@ -1680,6 +1694,313 @@ static int case_after_shutdown(int rank, int world, void *arg)
 
 /* ---- main ------------------------------------------------------------------ */
 
+/* ---- LOOKUPS and GRADS: every table of a step in one request ------------- */
+
+/* A second table on ps0 beside bl_table ("emb", id 3). */
+static const table_ref_t mt_table = {.first_ps = 0, .P = 1, .table_id = 4, .rows = 30, .dim = 2};
+#define MT_WHO "table emb_b", "trainer 0", "step 0"
+
+/* The valid lookup of table @id (emb: rows 3, 50; emb_b: rows 3, 20). */
+static raw_lookup_t mt_raw(uint32_t id, uint32_t trainer, uint64_t step)
+{
+    raw_lookup_t raw = raw_valid(id);
+    raw.head.trainer = trainer;
+    raw.head.step = step;
+    if (id == mt_table.table_id)
+        raw.rows[1] = 20;
+    return raw;
+}
+
+/* A LOOKUPS of @n lookups, as the codec packs it; malloc'd. */
+static uint8_t *mt_lookups(const raw_lookup_t *raws, size_t n, size_t *length_p)
+{
+    ember_msg_lookups_t head = {
+            .trainer = raws[0].head.trainer, .count = (uint32_t)n, .step = raws[0].head.step};
+    uint8_t *message = calloc(1, 4096);
+    size_t at = sizeof(head);
+    MP_CHECK(message, "out of memory");
+    memcpy(message, &head, sizeof(head));
+    for (size_t k = 0; k < n; k++) {
+        size_t length;
+        uint8_t *one = raw_message(&raws[k], &length);
+        memcpy(message + at, one, length);
+        at += (size_t)ember_wire_pad(length);
+        free(one);
+    }
+    *length_p = at;
+    return message;
+}
+
+/* Trainer 0's LOOKUPS of emb and emb_b at step 0 taken: each table's reply
+ * at its padded place, as ember_bag_forward pools the tables. */
+static void mt_lookups_ok(ember_tp_t *tp, uint32_t trainer, uint64_t step, uint32_t flags,
+                          const float *emb, const float *emb_b)
+{
+    raw_lookup_t raws[2] = {mt_raw(bl_table.table_id, trainer, step),
+                            mt_raw(mt_table.table_id, trainer, step)};
+    raws[0].head.flags = raws[1].head.flags = flags;
+    size_t length;
+    uint8_t *message = mt_lookups(raws, 2, &length);
+    float reply[2 * BL_DIM + 2 * 2];
+    call_ok(tp, 0, EMBER_OP_LOOKUPS, message, length, reply, sizeof(reply));
+    /* Bag 0 {3, 50, 50} or {3, 20, 20}, bag 1 empty. */
+    for (size_t d = 0; d < BL_DIM; d++)
+        MP_CHECK(reply[d] == emb[3 * BL_DIM + d] + emb[50 * BL_DIM + d] + emb[50 * BL_DIM + d] &&
+                         reply[BL_DIM + d] == 0.0f,
+                 "emb's reply, col %zu: %g", d, (double)reply[d]);
+    for (size_t d = 0; d < 2; d++)
+        MP_CHECK(reply[2 * BL_DIM + d] == emb_b[3 * 2 + d] + emb_b[20 * 2 + d] + emb_b[20 * 2 + d],
+                 "emb_b's reply at byte 32, col %zu: %g", d, (double)reply[2 * BL_DIM + d]);
+    free(message);
+}
+
+static void mt_lookups_refused(ember_tp_t *tp, const raw_lookup_t *raws, size_t n,
+                               ember_status_t status, const char *what, const char *const *needles)
+{
+    size_t length;
+    uint8_t *message = mt_lookups(raws, n, &length);
+    expect_refused(tp, 0, EMBER_OP_LOOKUPS, message, length, status, what, needles);
+    free(message);
+}
+
+/* A GRADS of trainer 0 step @step for emb (2 bags) and emb_b (@bags_b bags),
+ * as trainers send it: the head, then both gradients back to back. */
+typedef struct {
+    uint8_t bytes[512];
+    size_t length;
+} mt_grads_t;
+
+static mt_grads_t mt_grads(uint64_t step, const float *g, uint32_t bags_b)
+{
+    ember_msg_grads_t head = {.trainer = 0, .count = 2, .step = step, .flags = EMBER_GRAD_APPLY};
+    ember_msg_grad_t heads[2] = {grad_head(bl_table.table_id, 0, step, 2),
+                                 grad_head(mt_table.table_id, 0, step, bags_b)};
+    mt_grads_t m;
+    ember_wire_grads_pack_head(&head, heads, m.bytes);
+    m.length = ember_wire_grads_head_size(2);
+    size_t floats = 2 * BL_DIM + (size_t)bags_b * 2;
+    memcpy(m.bytes + m.length, g, floats * sizeof(float));
+    m.length += floats * sizeof(float);
+    return m;
+}
+
+/* Each table moved by SGD on its gradient of the lookup of bags {3, r, r}, {}. */
+static void mt_sgd(float *table, uint32_t dim, int64_t r, const float *g)
+{
+    for (uint32_t d = 0; d < dim; d++) {
+        table[3 * dim + d] -= LR * g[d];
+        table[(size_t)r * dim + d] -= LR * (g[d] + g[d]);
+    }
+}
+
+static void mt_bad_lookups(ember_tp_t *tp)
+{
+    raw_lookup_t raws[2] = {mt_raw(bl_table.table_id, 0, 0), mt_raw(mt_table.table_id, 0, 0)};
+    raws[1].rows[1] = 50; /* beyond emb_b's 30 rows */
+    mt_lookups_refused(tp, raws, 2, EMBER_ERR_OUT_OF_RANGE, "a row beyond emb_b",
+                       NEEDLES(MT_WHO, "index 50 is out of range [0, 30)"));
+    raws[1] = mt_raw(9, 0, 0);
+    mt_lookups_refused(tp, raws, 2, EMBER_ERR_NOT_FOUND, "an unknown table",
+                       NEEDLES("trainer 0 step 0", "no table with id 9"));
+    raws[1] = mt_raw(bl_table.table_id, 0, 0);
+    mt_lookups_refused(tp, raws, 2, EMBER_ERR_INVALID_PARAM, "a table twice",
+                       NEEDLES("trainer 0 step 0", "table 3 appears twice"));
+    raws[1] = mt_raw(mt_table.table_id, 0, 1);
+    mt_lookups_refused(tp, raws, 2, EMBER_ERR_INVALID_PARAM, "another step",
+                       NEEDLES("table 4: its lookup of trainer 0 step 1"));
+}
+
+/* Gradients that must be refused whole: neither table changes. */
+static void mt_bad_grads(ember_tp_t *tp, const float *g, const float *emb, const float *emb_b)
+{
+    float bad[2 * BL_DIM + 3 * 2];
+    memcpy(bad, g, sizeof(bad));
+    bad[2 * BL_DIM + 1] = NAN; /* emb_b's bag 0 */
+    mt_grads_t m = mt_grads(0, bad, 2);
+    expect_refused(tp, 0, EMBER_OP_GRADS, m.bytes, m.length, EMBER_ERR_NUMERIC,
+                   "emb_b's gradient not finite", NEEDLES(MT_WHO, "non-finite", "bag 0"));
+    m = mt_grads(0, g, 3);
+    expect_refused(tp, 0, EMBER_OP_GRADS, m.bytes, m.length, EMBER_ERR_BAD_MESSAGE,
+                   "emb_b's gradient of 3 bags", NEEDLES(MT_WHO, "gradient of 3 bags"));
+    m = mt_grads(0, g, 2);
+    expect_refused(tp, 0, EMBER_OP_GRADS, m.bytes, m.length - 4, EMBER_ERR_BAD_MESSAGE,
+                   "a GRADS 4 bytes short",
+                   NEEDLES("trainer 0 step 0", "carries 44 bytes", "need 48"));
+    check_table_is(tp, &bl_table, emb, "emb changed after a refused GRADS");
+    check_table_is(tp, &mt_table, emb_b, "emb_b changed after a refused GRADS");
+}
+
+static int case_lookups_atomic(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    if (rank == 0)
+        return run_ps("ps0");
+    ember_tp_t *tp = join_client("trainer0");
+    table_create(tp, &bl_table, "emb", 1, EMBER_SYNC, 5);
+    table_create(tp, &mt_table, "emb_b", 1, EMBER_SYNC, 6);
+    float *emb = table_read_full(tp, &bl_table), *emb_b = table_read_full(tp, &mt_table);
+    mt_bad_lookups(tp);
+    /* Nothing was left behind: the request is taken now. */
+    mt_lookups_ok(tp, 0, 0, 0, emb, emb_b);
+    float *g = make_grad(3, 2 * BL_DIM + 3 * 2); /* room for emb_b's 3 bags */
+    mt_bad_grads(tp, g, emb, emb_b);
+    mt_grads_t m = mt_grads(0, g, 2);
+    call_ok(tp, 0, EMBER_OP_GRADS, m.bytes, m.length, NULL, 0);
+    mt_sgd(emb, BL_DIM, 50, g);
+    mt_sgd(emb_b, 2, 20, g + 2 * BL_DIM);
+    float *now = table_read_full(tp, &bl_table), *now_b = table_read_full(tp, &mt_table);
+    EXPECT_CLOSE(now, emb, (size_t)BL_ROWS * BL_DIM, 1e-6, "emb after the GRADS");
+    EXPECT_CLOSE(now_b, emb_b, (size_t)mt_table.rows * 2, 1e-6, "emb_b after the GRADS");
+    mt_lookups_ok(tp, 0, 1, 0, now, now_b); /* step 1 is open */
+    call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    free(now);
+    free(now_b);
+    free(g);
+    free(emb);
+    free(emb_b);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+static int case_grads_oneway_refused(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    if (rank == 0)
+        return run_ps("ps0");
+    ember_tp_t *tp = join_client("trainer0");
+    table_create(tp, &bl_table, "emb", 1, EMBER_SYNC, 5);
+    table_create(tp, &mt_table, "emb_b", 1, EMBER_SYNC, 6);
+    float *emb = table_read_full(tp, &bl_table), *emb_b = table_read_full(tp, &mt_table);
+    mt_lookups_ok(tp, 0, 0, 0, emb, emb_b);
+    float *g = make_grad(3, 2 * BL_DIM + 2 * 2);
+    g[2 * BL_DIM + 3] = INFINITY; /* emb_b's bag 1 */
+    mt_grads_t m = mt_grads(0, g, 2);
+    ember_iov_t iov = {.buffer = m.bytes, .length = m.length};
+    ember_status_t sent = EMBER_INPROGRESS;
+    MP_CHECK(ember_rpc_send(tp, 0, EMBER_OP_GRADS, &iov, 1, NULL, oneway_done, &sent) == EMBER_OK,
+             "one-way GRADS");
+    while (sent == EMBER_INPROGRESS)
+        ember_tp_wait(tp, 0.05);
+    MP_CHECK(sent == EMBER_OK, "one-way GRADS: %s", ember_status_string(sent));
+    /* Step 1 would wait for a step 0 that cannot complete: refused at once. */
+    raw_lookup_t raws[2] = {mt_raw(bl_table.table_id, 0, 1), mt_raw(mt_table.table_id, 0, 1)};
+    mt_lookups_refused(tp, raws, 2, EMBER_ERR_INVALID_PARAM, "after a refused one-way GRADS",
+                       NEEDLES(MT_WHO, "non-finite gradient (bag 1)"));
+    check_table_is(tp, &bl_table, emb, "emb changed after a refused one-way GRADS");
+    check_table_is(tp, &mt_table, emb_b, "emb_b changed after a refused one-way GRADS");
+    call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    free(g);
+    free(emb);
+    free(emb_b);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
+/* Trainer @trainer's step-0 LOOKUPS and its GRADS of @g. */
+static void mt_step0(ember_tp_t *tp, uint32_t trainer, const float *emb, const float *emb_b,
+                     const float *g)
+{
+    mt_lookups_ok(tp, trainer, 0, 0, emb, emb_b);
+    mt_grads_t m = mt_grads(0, g, 2);
+    ember_msg_grads_t head;
+    memcpy(&head, m.bytes, sizeof(head));
+    head.trainer = trainer;
+    memcpy(m.bytes, &head, sizeof(head));
+    for (size_t k = 0; k < 2; k++) {
+        ember_msg_grad_t sub;
+        uint8_t *at = m.bytes + sizeof(head) + k * sizeof(sub);
+        memcpy(&sub, at, sizeof(sub));
+        sub.trainer = trainer;
+        memcpy(at, &sub, sizeof(sub));
+    }
+    call_ok(tp, 0, EMBER_OP_GRADS, m.bytes, m.length, NULL, 0);
+}
+
+/* A LOOKUPS of step 1 in flight (@flags: EMBER_LOOKUP_EVAL or not). */
+static ember_future_t *mt_send_step1(ember_tp_t *tp, uint32_t flags, uint8_t **message_p)
+{
+    raw_lookup_t raws[2] = {mt_raw(bl_table.table_id, 0, 1), mt_raw(mt_table.table_id, 0, 1)};
+    raws[0].head.flags = raws[1].head.flags = flags;
+    size_t length;
+    ember_future_t *future;
+    *message_p = mt_lookups(raws, 2, &length);
+    ember_iov_t iov = {.buffer = *message_p, .length = length};
+    MP_CHECK(ember_rpc_call_async(tp, 0, EMBER_OP_LOOKUPS, &iov, 1, NULL, 0,
+                                  &(ember_rpc_param_t){.timeout_s = 20.0}, &future) == EMBER_OK,
+             "step-1 LOOKUPS");
+    return future;
+}
+
+static void mt_held_master(void)
+{
+    ember_tp_t *tp = join_client("trainer0");
+    table_create(tp, &bl_table, "emb", 2, EMBER_SYNC, 5);
+    table_create(tp, &mt_table, "emb_b", 2, EMBER_SYNC, 6);
+    float *emb = table_read_full(tp, &bl_table), *emb_b = table_read_full(tp, &mt_table);
+    signal_key(tp, "created");
+    float *g = make_grad(3, 2 * BL_DIM + 2 * 2);
+    mt_step0(tp, 0, emb, emb_b, g);
+    uint8_t *train_msg, *eval_msg;
+    ember_future_t *train = mt_send_step1(tp, 0, &train_msg);
+    ember_future_t *eval = mt_send_step1(tp, EMBER_LOOKUP_EVAL, &eval_msg);
+    double start = now_s();
+    while (now_s() - start < 0.3) {
+        MP_CHECK(ember_future_test(train) == EMBER_INPROGRESS &&
+                         ember_future_test(eval) == EMBER_INPROGRESS,
+                 "a step-1 LOOKUPS answered before trainer 1's step-0 GRADS");
+        ember_tp_wait(tp, 0.02);
+    }
+    signal_key(tp, "t0-waiting");
+    size_t got_train, got_eval;
+    MP_CHECK(ember_future_wait(train) == EMBER_OK && ember_future_wait(eval) == EMBER_OK,
+             "the held LOOKUPS failed");
+    const void *a = ember_future_data(train, &got_train), *b = ember_future_data(eval, &got_eval);
+    MP_CHECK(got_train == 48 && got_eval == 48 && memcmp(a, b, 48) == 0,
+             "the training and evaluation replies differ (%zu, %zu bytes)", got_train, got_eval);
+    for (size_t d = 0; d < BL_DIM; d++)
+        MP_CHECK(((const float *)a)[d] !=
+                         emb[3 * BL_DIM + d] + emb[50 * BL_DIM + d] + emb[50 * BL_DIM + d],
+                 "step 1 pooled the rows before the step-0 update (col %zu)", d);
+    raw_lookup_t raws[2] = {mt_raw(bl_table.table_id, 0, 0), mt_raw(mt_table.table_id, 0, 0)};
+    raws[0].head.flags = raws[1].head.flags = EMBER_LOOKUP_EVAL;
+    mt_lookups_refused(tp, raws, 2, EMBER_ERR_INVALID_PARAM, "an evaluation of step 0",
+                       NEEDLES("table emb", "step 0", "already applied (next is 1)"));
+    ember_future_release(train);
+    ember_future_release(eval);
+    call_ok(tp, 0, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
+    free(train_msg);
+    free(eval_msg);
+    free(g);
+    free(emb);
+    free(emb_b);
+    ember_tp_destroy(tp);
+}
+
+static int case_lookups_held(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    if (rank == 0)
+        return run_ps("ps0");
+    if (rank == 1) {
+        mt_held_master();
+        return 0;
+    }
+    ember_tp_t *tp = join_client("trainer1");
+    await_key(tp, "created");
+    float *emb = table_read_full(tp, &bl_table), *emb_b = table_read_full(tp, &mt_table);
+    float *g = make_grad(4, 2 * BL_DIM + 2 * 2);
+    await_key(tp, "t0-waiting");
+    mt_step0(tp, 1, emb, emb_b, g);
+    free(g);
+    free(emb);
+    free(emb_b);
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 static const mp_case_t cases[] = {
         {"bad_lookup", case_bad_lookup, 3, 0},
         {"sync_order", case_sync_order, 3, 0},
@@ -1692,6 +2013,9 @@ static const mp_case_t cases[] = {
         {"replies_pooled", case_replies_pooled, 2, 0},
         {"after_shutdown", case_after_shutdown, 2, 0},
         {"async_grad_memory", case_async_grad_memory, 2, 0},
+        {"lookups_atomic", case_lookups_atomic, 2, 0},
+        {"grads_oneway_refused", case_grads_oneway_refused, 2, 0},
+        {"lookups_held", case_lookups_held, 3, 0},
 };
 
 int main(int argc, char **argv)

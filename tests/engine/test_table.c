@@ -8,6 +8,15 @@
  *   grad_sync: two trainers' gradients of one step summed, then applied.
  *   init_normal: a shard's initial rows are N(0, 1) values of their global
  *   element (the same whatever the shard count), odd widths included.
+ *   init_uniform: EMBER_INIT_UNIFORM rows are uniform in +-sqrt(1/rows) of
+ *   the whole table, the same values on 1, 2 or 3 shards, fp16 rows their
+ *   rounding.
+ *   eval_lookup: an EMBER_LOOKUP_EVAL lookup pools as a training one, is
+ *   taken while the trainer's context is open and leaves it as it was, and
+ *   keeps no context of its own (a gradient for it is refused).
+ *   grad_check: ember_table_grad_check refuses what ember_table_grad would
+ *   (non-finite, wrong size, no lookup, one already waiting) and changes
+ *   nothing, not even the context ember_table_grad voids for a NaN.
  *   fp16_rows: a shard of fp16 rows: its initial rows are the N(0, 1)
  *   values rounded, loads round (and refuse, whole, a value fp16 cannot
  *   hold), reads widen, it holds half the bytes; its
@@ -338,6 +347,191 @@ static int case_init_normal(void)
     return 0;
 }
 
+/* Shard @shard of @shards of a uniform-initialised table of @rows x @dim. */
+static ember_table_t *make_uniform(int64_t rows, uint32_t dim, uint32_t shard, uint32_t shards,
+                                   ember_dtype_t dtype)
+{
+    ember_msg_table_create_t spec = {.shard = shard,
+                                     .num_shards = shards,
+                                     .trainers = 1,
+                                     .rows = rows,
+                                     .dim = dim,
+                                     .consistency = EMBER_ASYNC,
+                                     .init = EMBER_INIT_UNIFORM,
+                                     .dtype = dtype,
+                                     .seed = 23};
+    ember_table_t *table = NULL;
+    char err[256];
+    ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
+    snprintf(spec.name, sizeof(spec.name), "u");
+    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
+        fprintf(stderr, "ember_table_create: %s\n", err);
+    return table;
+}
+
+/* The whole table as @shards shards hold it, global row = local * shards + shard. */
+static int read_sharded(int64_t rows, uint32_t dim, uint32_t shards, ember_dtype_t dtype,
+                        float *out)
+{
+    float *local = malloc((size_t)rows * dim * sizeof(float));
+    char err[256];
+    CHECK(local, "out of memory");
+    for (uint32_t shard = 0; shard < shards; shard++) {
+        ember_table_t *table = make_uniform(rows, dim, shard, shards, dtype);
+        CHECK(table, "shard %u of %u", shard, shards);
+        int64_t n = ember_table_local_rows(table);
+        CHECK(ember_table_read(table, 0, n, local, err, sizeof(err)) == EMBER_OK, "%s", err);
+        for (int64_t l = 0; l < n; l++)
+            memcpy(out + (size_t)(l * shards + shard) * dim, local + (size_t)l * dim,
+                   dim * sizeof(float));
+        ember_table_destroy(table);
+    }
+    free(local);
+    return 0;
+}
+
+static int case_init_uniform(void)
+{
+    enum {
+        UROWS = 2003,
+        UDIM = 19
+    };
+    const size_t count = (size_t)UROWS * UDIM;
+    const float bound = (float)sqrt(1.0 / UROWS);
+    float *one = malloc(count * sizeof(float)), *many = malloc(count * sizeof(float));
+    double sum = 0.0, sum2 = 0.0, low = 0.0, high = 0.0;
+    CHECK(one && many, "out of memory");
+    if (read_sharded(UROWS, UDIM, 1, EMBER_DTYPE_F32, one))
+        return 1;
+    for (size_t i = 0; i < count; i++) {
+        CHECK(one[i] >= -bound && one[i] < bound, "value %zu: %g outside +-%g", i, (double)one[i],
+              (double)bound);
+        sum += one[i];
+        sum2 += (double)one[i] * one[i];
+        low = one[i] < low ? one[i] : low;
+        high = one[i] > high ? one[i] : high;
+    }
+    /* 38057 values: the mean's standard error is bound * 0.003. */
+    double mean = sum / (double)count, var = sum2 / (double)count - mean * mean;
+    CHECK(fabs(mean) < 0.015 * bound && fabs(var / (bound * bound / 3.0) - 1.0) < 0.03 &&
+                  low < -0.999 * bound && high > 0.999 * bound,
+          "mean %g, variance %g (want %g), range [%g, %g] of +-%g", mean, var, bound * bound / 3.0,
+          low, high, (double)bound);
+    for (uint32_t shards = 2; shards <= 3; shards++) {
+        if (read_sharded(UROWS, UDIM, shards, EMBER_DTYPE_F32, many))
+            return 1;
+        CHECK(memcmp(one, many, count * sizeof(float)) == 0, "%u shards hold other values", shards);
+    }
+    if (read_sharded(UROWS, UDIM, 2, EMBER_DTYPE_F16, many))
+        return 1;
+    for (size_t i = 0; i < count; i++)
+        CHECK(many[i] == ember_half_to_float(ember_float_to_half(one[i])),
+              "fp16 value %zu: %g, want %g rounded", i, (double)many[i], (double)one[i]);
+    free(one);
+    free(many);
+    return 0;
+}
+
+/* The test's lookup of trainer @trainer, step 0, as an evaluation with @eval. */
+static int lookup_flags(ember_table_t *table, uint32_t trainer, uint32_t flags, float *out,
+                        char *err, size_t err_length)
+{
+    uint8_t message[512];
+    ember_wire_lookup_view_t view;
+    CHECK(lookup_view(message, 0, trainer, &view, err, err_length) == EMBER_OK, "%s", err);
+    view.head.flags |= flags;
+    return ember_table_lookup(table, &view, out, err, err_length) == EMBER_OK ? 0 : -1;
+}
+
+static int case_eval_lookup(void)
+{
+    ember_table_t *table = make_table(EMBER_SYNC, 2);
+    float before[ROWS * DIM], out[BAGS * DIM], eval[BAGS * DIM], g[BAGS * DIM];
+    char err[256];
+    int applied = -1;
+    CHECK(table, "table");
+    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(lookup_flags(table, 0, 0, out, err, sizeof(err)) == 0, "training lookup: %s", err);
+    /* Trainer 0's context is open: an evaluation is still taken ... */
+    CHECK(lookup_flags(table, 0, EMBER_LOOKUP_EVAL, eval, err, sizeof(err)) == 0,
+          "evaluation over an open context: %s", err);
+    CHECK(memcmp(out, eval, sizeof(out)) == 0, "an evaluation pools other values");
+    CHECK(lookup_flags(table, 1, EMBER_LOOKUP_EVAL, eval, err, sizeof(err)) == 0, "%s", err);
+    CHECK(memcmp(out, eval, sizeof(out)) == 0, "trainer 1's evaluation pools other values");
+    /* ... trainer 1's left no context ... */
+    ember_msg_grad_t msg = {
+            .table_id = 1, .trainer = 1, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = BAGS};
+    make_grad(g, 3);
+    ember_wire_grad_view_t view = test_grad_view(&msg, g, sizeof(g));
+    CHECK(ember_table_grad(table, &view, &applied, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
+                  strstr(err, "without a lookup"),
+          "a gradient for an evaluation: %s", err);
+    /* ... and trainer 0's context is the training lookup's: its gradient is
+     * taken, and a second training lookup is refused until then. */
+    CHECK(lookup_flags(table, 0, 0, out, err, sizeof(err)) == -1 && strstr(err, "not been given"),
+          "a training lookup over an open context: %s", err);
+    msg.trainer = 0;
+    view = test_grad_view(&msg, g, sizeof(g));
+    CHECK(ember_table_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(applied == 0, "applied with one trainer of two");
+    if (compare(table, before, before))
+        return 1;
+    ember_table_destroy(table);
+    return 0;
+}
+
+/* ember_table_grad_check on @g refuses with @status and @needle, and the
+ * table's rows are still @before. */
+static int check_refuses(ember_table_t *table, const ember_msg_grad_t *msg, const float *g,
+                         size_t bytes, ember_status_t status, const char *needle,
+                         const float *before)
+{
+    char err[256] = "";
+    ember_wire_grad_view_t view = test_grad_view(msg, g, bytes);
+    CHECK(ember_table_grad_check(table, &view, err, sizeof(err)) == status && strstr(err, needle),
+          "check: want %s and '%s', got '%s'", ember_status_string(status), needle, err);
+    return compare(table, before, before);
+}
+
+static int case_grad_check(void)
+{
+    ember_table_t *table = make_table(EMBER_SYNC, 2);
+    float before[ROWS * DIM], out[BAGS * DIM], g[BAGS * DIM + 1];
+    char err[256];
+    int applied = -1;
+    CHECK(table, "table");
+    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(lookup_flags(table, 0, 0, out, err, sizeof(err)) == 0, "%s", err);
+    make_grad(g, 5);
+    ember_msg_grad_t msg = {
+            .table_id = 1, .trainer = 0, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = BAGS};
+    g[7] = NAN;
+    if (check_refuses(table, &msg, g, BAGS * DIM * 4, EMBER_ERR_NUMERIC, "non-finite", before))
+        return 1;
+    g[7] = 0.5f;
+    if (check_refuses(table, &msg, g, BAGS * DIM * 4 + 4, EMBER_ERR_BAD_MESSAGE, "bags", before))
+        return 1;
+    msg.step = 1;
+    if (check_refuses(table, &msg, g, BAGS * DIM * 4, EMBER_ERR_INVALID_PARAM, "without a lookup",
+                      before))
+        return 1;
+    msg.step = 0;
+    /* The NaN's check left the context open (ember_table_grad would void
+     * it): the gradient now passes, then is taken. */
+    ember_wire_grad_view_t view = test_grad_view(&msg, g, BAGS * DIM * 4);
+    CHECK(ember_table_grad_check(table, &view, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_table_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(applied == 0, "applied with one trainer of two");
+    /* A second lookup of the step (the PS's step check is not the
+     * table's): its gradient finds the first one waiting. */
+    CHECK(lookup_flags(table, 0, 0, out, err, sizeof(err)) == 0, "%s", err);
+    if (check_refuses(table, &msg, g, BAGS * DIM * 4, EMBER_ERR_INVALID_PARAM, "already waiting",
+                      before))
+        return 1;
+    ember_table_destroy(table);
+    return 0;
+}
+
 /* @v rounded to fp16 and widened back, in place. */
 static void round_half(float *v, size_t n)
 {
@@ -660,7 +854,8 @@ int main(int argc, char **argv)
             {"grad_weighted", case_grad_weighted}, {"grad_sync", case_grad_sync},
             {"init_normal", case_init_normal},     {"fp16_rows", case_fp16_rows},
             {"bad_dtype", case_bad_dtype},         {"unused_rows", case_unused_rows},
-            {"huge_alloc", case_huge_alloc},
+            {"huge_alloc", case_huge_alloc},       {"init_uniform", case_init_uniform},
+            {"eval_lookup", case_eval_lookup},     {"grad_check", case_grad_check},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

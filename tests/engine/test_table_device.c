@@ -12,6 +12,9 @@
  *   load_read: a shard created for loading takes a range of rows (this
  *   shard's only) and reads them back; a 0-row read.
  *   fp16_refused: fp16 rows on a device are refused, naming the table.
+ *   init_uniform: EMBER_INIT_UNIFORM rows made for a device shard (in
+ *   blocks, copied over) are the host shard's, bit for bit on any device
+ *   (they are drawn on the host); 3 shards of a table larger than a block.
  */
 #include <ember/device.h>
 #include <ember/log.h>
@@ -291,12 +294,44 @@ static int case_fp16_refused(void)
     return 0;
 }
 
+static int case_init_uniform(void)
+{
+    for (uint32_t shard = 0; shard < 3; shard++) {
+        ember_msg_table_create_t spec = table_spec(EMBER_OPT_SGD, EMBER_ASYNC, shard, 3);
+        ember_table_t *on_device = NULL, *on_host = NULL;
+        char err[256];
+        spec.init = EMBER_INIT_UNIFORM;
+        spec.rows = 3 * 16384 + 100; /* more than a block of rows a shard */
+        spec.dim = 5;
+        CHECK(ember_table_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s",
+              err);
+        CHECK(ember_table_create(&spec, NULL, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
+        const int64_t rows = ember_table_local_rows(on_host);
+        float *a = malloc((size_t)rows * 5 * sizeof(float)), *b = malloc((size_t)rows * 5 * 4);
+        CHECK(a && b, "out of memory");
+        CHECK(ember_table_read(on_device, 0, rows, a, err, sizeof(err)) == EMBER_OK &&
+                      ember_table_read(on_host, 0, rows, b, err, sizeof(err)) == EMBER_OK,
+              "%s", err);
+        CHECK(memcmp(a, b, (size_t)rows * 5 * sizeof(float)) == 0,
+              "shard %u: the device's uniform rows are not the host's", shard);
+        float bound = (float)sqrt(1.0 / (double)spec.rows);
+        for (size_t i = 0; i < (size_t)rows * 5; i++)
+            CHECK(fabsf(a[i]) <= bound, "value %zu: %g beyond %g", i, (double)a[i], (double)bound);
+        free(a);
+        free(b);
+        ember_table_destroy(on_device);
+        ember_table_destroy(on_host);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-            {"steps_sgd", case_steps_sgd},   {"steps_adagrad", case_steps_adagrad},
-            {"steps_adam", case_steps_adam}, {"steps_rowwise", case_steps_rowwise},
-            {"load_read", case_load_read},   {"fp16_refused", case_fp16_refused},
+            {"steps_sgd", case_steps_sgd},       {"steps_adagrad", case_steps_adagrad},
+            {"steps_adam", case_steps_adam},     {"steps_rowwise", case_steps_rowwise},
+            {"load_read", case_load_read},       {"fp16_refused", case_fp16_refused},
+            {"init_uniform", case_init_uniform},
     };
     int rc;
 
