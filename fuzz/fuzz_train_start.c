@@ -10,9 +10,9 @@
  * Invariants: an accepted request is exactly the spec and its dense
  * parameters; a spec it accepts can be trained: its data source opens, its
  * first batches are drawn and pass the step's checks, the optimizer is
- * made, nothing crashes.  A replay spec names a file, which a fuzzer does
- * not open; a batch of more than 2^16 indices (the master's to ask) is not
- * drawn.
+ * made, nothing crashes.  A replay or DLRM spec names files, which a
+ * fuzzer does not open; a batch of more than 2^16 indices (the master's to
+ * ask) is not drawn.  A DLRM spec's sources are NUL-terminated.
  */
 #include "engine/ops/optimizer.h"
 #include "engine/train/data.h"
@@ -24,9 +24,29 @@
 #define FUZZ_MAX_INDICES (1u << 16)
 #define FUZZ_STEPS       3
 
-/* The dense parameters the spec's layers have, counted apart. */
+/* An MLP's parameters from @in inputs through @layers widths. */
+static unsigned __int128 mlp_count(uint64_t in, const uint32_t *sizes, uint32_t layers)
+{
+    unsigned __int128 total = 0;
+    for (uint32_t l = 0; l < layers; l++) {
+        total += (unsigned __int128)sizes[l] * in + sizes[l];
+        in = sizes[l];
+    }
+    return total;
+}
+
+/* The dense parameters the spec's layers have, counted apart: DLRM's two
+ * MLPs (OverArch over the dense vector and the tables' pairwise dots), or
+ * the tutorial's layers. */
 static unsigned __int128 dense_count(const ember_msg_train_start_t *spec)
 {
+    if (spec->config.model == EMBER_MODEL_DLRM) {
+        const ember_dlrm_spec_t *d = &spec->config.dlrm;
+        uint64_t features = (uint64_t)d->tables + 1;
+        return mlp_count(EMBER_DLRM_DENSE, d->dense_sizes, d->dense_layers) +
+               mlp_count(spec->config.dim + features * (features - 1) / 2, d->over_sizes,
+                         d->over_layers);
+    }
     unsigned __int128 total = 0;
     uint64_t in = spec->config.dim;
     for (uint32_t l = 0; l <= spec->config.nhidden; l++) {
@@ -42,8 +62,9 @@ static void draw_batches(const ember_msg_train_start_t *spec)
     ember_data_t *data = NULL;
     char err[512];
 
-    if (spec->config.data == EMBER_DATA_REPLAY || spec->config.max_indices > FUZZ_MAX_INDICES)
-        return;
+    if (spec->config.data == EMBER_DATA_REPLAY || spec->config.data == EMBER_DATA_CRITEO ||
+        spec->config.max_indices > FUZZ_MAX_INDICES)
+        return; /* files, which a fuzzer does not open */
     if (ember_data_create(spec, &data, err, sizeof(err)) != EMBER_OK)
         return;
     uint64_t steps = ember_data_steps(data);
@@ -94,6 +115,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                "TRAIN_START of %zu bytes taken with %zu dense parameters", size - 1, nparams);
     FUZZ_CHECK(memchr(spec->replay_path, '\0', sizeof(spec->replay_path)),
                "the replay path is not NUL-terminated");
+    FUZZ_CHECK(spec->config.model != EMBER_MODEL_DLRM ||
+                       (memchr(spec->config.dlrm.data, '\0', EMBER_SOURCE_MAX) &&
+                        memchr(spec->config.dlrm.eval, '\0', EMBER_SOURCE_MAX)),
+               "a DLRM source is not NUL-terminated");
     ember_opt_config_t dense = spec->config.optimizer;
     if (dense.kind == EMBER_OPT_ROWWISE_ADAGRAD) /* as trainer_setup */
         ember_opt_config_default(EMBER_OPT_ADAGRAD, dense.lr, &dense);

@@ -468,6 +468,46 @@ static void corpus_ps_messages(void)
     save_blob("ps_messages", "fp16_refusals", &b);
 }
 
+/* A DLRM job's TRAIN_START: 26 tables of dim 4, DenseArch 13-8-4, OverArch
+ * 355-8-1 (355 = 4 + 27 * 26 / 2). */
+static void corpus_train_start_dlrm(void)
+{
+    ember_msg_train_start_t spec = {
+            .trainer = 1,
+            .trainers = 2,
+            .num_ps = 2,
+            .first_ps_rank = 3,
+            .master_rank = 2,
+            .config = {.dim = 4,
+                       .classes = 2,
+                       .data = EMBER_DATA_CRITEO,
+                       .epochs = 1,
+                       .padding_idx = -1,
+                       .model = EMBER_MODEL_DLRM,
+                       .optimizer = {.kind = EMBER_OPT_ADAGRAD, .lr = 0.1f, .eps = 1e-10f},
+                       .dlrm = {.tables = EMBER_DLRM_TABLES,
+                                .batch_size = 16,
+                                .sharding = EMBER_SHARD_TABLE,
+                                .dense_layers = 2,
+                                .dense_sizes = {8, 4},
+                                .over_layers = 2,
+                                .over_sizes = {8, 1},
+                                .steps = 10,
+                                .eval_every = 5,
+                                .data = "criteo:train.txt",
+                                .eval = "criteo:test.txt"}}};
+    for (int t = 0; t < EMBER_DLRM_TABLES; t++)
+        spec.config.dlrm.rows[t] = 10 + t;
+    blob_t b = {0};
+    float zero = 0.0f;
+    size_t nparams = ember_model_params(&spec);
+    put_u8(&b, 1);
+    put(&b, &spec, sizeof(spec));
+    for (size_t i = 0; i < nparams; i++)
+        put(&b, &zero, 4);
+    save_blob("train_start", "dlrm", &b);
+}
+
 static void corpus_train_start(void)
 {
     ember_msg_train_start_t spec = {.trainer = 1,
@@ -520,6 +560,8 @@ static void corpus_train_start(void)
     for (int i = 0; i < 16 * 4 + 4 + 4 * 8 + 8 - 1; i++) /* one short */
         put(&b, &zero, 4);
     save_blob("train_start", "replay_short", &b);
+
+    corpus_train_start_dlrm();
 }
 
 static void corpus_epoch_report(void)
@@ -537,6 +579,19 @@ static void corpus_epoch_report(void)
     r.epoch = 3;
     record(&b, 0, &r, sizeof(r));
     save_blob("epoch_report", "reports", &b);
+
+    /* A DLRM evaluation's report: three examples, then one a byte short. */
+    blob_t e = {0};
+    uint8_t report[sizeof(ember_msg_eval_report_t) + 3 * 8];
+    ember_msg_eval_report_t head = {.trainer = 1, .step = 5, .count = 3};
+    const float values[6] = {0.5f, -1.0f, 2.0f, 1.0f, 0.0f, 1.0f};
+    memcpy(report, &head, sizeof(head));
+    memcpy(report + sizeof(head), values, sizeof(values));
+    put_u8(&e, 1);
+    put_u8(&e, 1);
+    record(&e, 0, report, sizeof(report));
+    record(&e, 0, report, sizeof(report) - 1);
+    save_blob("epoch_report", "eval_reports", &e);
 }
 
 /* --------------------------------------------------------------- transport */

@@ -50,6 +50,18 @@ typedef enum {
     F_REPLAY_TOLERANCE,
     F_SAVE,
     F_METRICS,
+    F_MODEL,
+    F_EMBEDDING_DIM,
+    F_NUM_EMBEDDINGS,
+    F_NUM_EMBEDDINGS_PER_FEATURE,
+    F_DENSE_ARCH,
+    F_OVER_ARCH,
+    F_BATCH_SIZE,
+    F_STEPS,
+    F_SHARDING,
+    F_INIT,
+    F_EVAL,
+    F_EVAL_EVERY,
     F_DEVICE,
     F_PS_DEVICE,
     F_BIND,
@@ -144,6 +156,11 @@ static ember_status_t parse_mode(int f, const char *value, void *target);
 static ember_status_t parse_optimizer(int f, const char *value, void *target);
 static ember_status_t parse_device(int f, const char *value, void *target);
 static ember_status_t parse_bind(int f, const char *value, void *target);
+static ember_status_t parse_data(int f, const char *value, void *target);
+static ember_status_t parse_eval(int f, const char *value, void *target);
+static ember_status_t parse_rows_all(int f, const char *value, void *target);
+static ember_status_t parse_rows_each(int f, const char *value, void *target);
+static ember_status_t parse_widths(int f, const char *value, void *target);
 
 static const flag_t flags[F_COUNT] = {
         [F_TRAINERS] = {"--trainers", "T", "trainers (2)", REPLAY_COMPARED,
@@ -182,11 +199,13 @@ static const flag_t flags[F_COUNT] = {
                            INT_FLAG(0, 1 << 30, train.min_indices)},
         [F_MAX_INDICES] = {"--max-indices", "B", "most indices of a batch (50)", REPLAY_REFUSED,
                            INT_FLAG(1, 1 << 30, train.max_indices)},
-        [F_DATA] = {"--data", "tutorial|synthetic",
-                    "random bags, or bags with a learnable\n"
-                    "target (tutorial)",
-                    REPLAY_REFUSED,
-                    WORD_FLAG(train.data, EMBER_DATA_TUTORIAL, EMBER_DATA_SYNTHETIC)},
+        [F_DATA] = {"--data", "SOURCE",
+                    "tutorial (random bags), synthetic (bags with\n"
+                    "a learnable target), or for --model dlrm\n"
+                    "criteo:PATH[,PATH...] (Criteo TSV) or\n"
+                    "criteo-npy:PREFIX[,...] (TorchRec's PREFIX_dense.npy,\n"
+                    "_sparse.npy, _labels.npy) (tutorial)",
+                    REPLAY_REFUSED, CUSTOM_FLAG(parse_data, .at = AT_JOB)},
         [F_SEED] = {"--seed", "S", "seed of weights and data (EMBER_SEED, 0)", REPLAY_REFUSED,
                     INT_FLAG(0, INT64_MAX, train.seed)},
         [F_CONSISTENCY] = {"--consistency", "sync|async", "(EMBER_CONSISTENCY, sync)", REPLAY_FREE,
@@ -219,6 +238,45 @@ static const flag_t flags[F_COUNT] = {
                     REPLAY_FREE, .kind = K_PATH, IN_JOB(save_path)},
         [F_METRICS] = {"--metrics", "FILE", "JSON lines, one per epoch (EMBER_METRICS)",
                        REPLAY_FREE, .kind = K_PATH, IN_JOB(metrics_path)},
+        [F_MODEL] = {"--model", "tutorial|dlrm",
+                     "the tutorial's table and Linear layers, or\n"
+                     "DLRM (torchrec.models.dlrm.DLRM) on Criteo data (tutorial)",
+                     REPLAY_REFUSED,
+                     WORD_FLAG(train.model, EMBER_MODEL_TUTORIAL, EMBER_MODEL_DLRM)},
+        [F_EMBEDDING_DIM] = {"--embedding-dim", "D", "dlrm: every table's dimension (64)",
+                             REPLAY_REFUSED, INT_FLAG(1, 65536, train.dim)},
+        [F_NUM_EMBEDDINGS] = {"--num-embeddings", "N", "dlrm: rows of every table (100000)",
+                              REPLAY_REFUSED, CUSTOM_FLAG(parse_rows_all, .at = AT_JOB)},
+        [F_NUM_EMBEDDINGS_PER_FEATURE] = {"--num-embeddings-per-feature", "N0,...,N25",
+                                          "dlrm: rows of each table", REPLAY_REFUSED,
+                                          CUSTOM_FLAG(parse_rows_each, .at = AT_JOB)},
+        [F_DENSE_ARCH] = {"--dense-arch-layer-sizes", "W1,...,D",
+                          "dlrm: DenseArch's widths, the last the\n"
+                          "embedding dimension (512,256,64)",
+                          REPLAY_REFUSED, CUSTOM_FLAG(parse_widths, .at = AT_JOB)},
+        [F_OVER_ARCH] = {"--over-arch-layer-sizes", "W1,...,1",
+                         "dlrm: OverArch's widths, the last 1\n"
+                         "(512,512,256,1)",
+                         REPLAY_REFUSED, CUSTOM_FLAG(parse_widths, .at = AT_JOB)},
+        [F_BATCH_SIZE] = {"--batch-size", "B", "dlrm: examples per trainer step (32)",
+                          REPLAY_REFUSED, INT_FLAG(1, 1 << 24, train.dlrm.batch_size)},
+        [F_STEPS] = {"--steps", "S", "stop after S steps (dlrm; the epochs' end)", REPLAY_REFUSED,
+                     INT_FLAG(1, INT64_MAX, train.dlrm.steps)},
+        [F_SHARDING] = {"--sharding", "row|table",
+                        "dlrm: each table's rows over every PS, or\n"
+                        "whole tables to PS balanced by bytes (row)",
+                        REPLAY_REFUSED,
+                        WORD_FLAG(train.dlrm.sharding, EMBER_SHARD_ROW, EMBER_SHARD_TABLE)},
+        [F_INIT] = {"--init", "FILE",
+                    "dlrm: start from these weights (safetensors,\n"
+                    "TorchRec's state_dict names: README.md)",
+                    REPLAY_REFUSED, .kind = K_PATH, IN_JOB(init_path)},
+        [F_EVAL] = {"--eval", "criteo:PATH",
+                    "dlrm: the AUC and log loss over every example\n"
+                    "of PATH, every --eval-every steps and at the end",
+                    REPLAY_REFUSED, CUSTOM_FLAG(parse_eval, .at = AT_JOB)},
+        [F_EVAL_EVERY] = {"--eval-every", "N", "dlrm: steps between evaluations (the end only)",
+                          REPLAY_REFUSED, INT_FLAG(1, INT64_MAX, train.dlrm.eval_every)},
         [F_DEVICE] = {"--device", "cpu|cuda",
                       "where the trainers' dense model runs (cpu);\n"
                       "cuda takes GPU local_rank % GPUs, NCCL for its allreduce",
@@ -368,6 +426,100 @@ static ember_status_t parse_device(int f, const char *value, void *target)
     return EMBER_OK;
 }
 
+/* A Criteo source, "criteo:PATH[,PATH...]" or "criteo-npy:PREFIX[,...]",
+ * into @dst (whose files are checked when a trainer opens them). */
+static ember_status_t take_source(int f, const char *value, char *dst)
+{
+    const char *rest = strncmp(value, "criteo:", 7) == 0        ? value + 7
+                       : strncmp(value, "criteo-npy:", 11) == 0 ? value + 11
+                                                                : NULL;
+    if (!rest)
+        return refuse("%s '%s': criteo:PATH[,PATH...] or criteo-npy:PREFIX[,PREFIX...] is wanted",
+                      flags[f].name, value);
+    if (!*rest || strstr(rest, ",,") || rest[strlen(rest) - 1] == ',')
+        return refuse("%s '%s': an empty path", flags[f].name, value);
+    if (strlen(value) >= EMBER_SOURCE_MAX)
+        return refuse("%s: at most %d bytes of paths, not %zu", flags[f].name, EMBER_SOURCE_MAX - 1,
+                      strlen(value));
+    snprintf(dst, EMBER_SOURCE_MAX, "%s", value);
+    return EMBER_OK;
+}
+
+static ember_status_t parse_data(int f, const char *value, void *target)
+{
+    ember_job_t *job = target;
+    if (strcmp(value, "tutorial") == 0 || strcmp(value, "synthetic") == 0) {
+        job->train.data = value[0] == 't' ? EMBER_DATA_TUTORIAL : EMBER_DATA_SYNTHETIC;
+        return EMBER_OK;
+    }
+    if (strncmp(value, "criteo", 6) != 0)
+        return refuse("%s '%s': tutorial, synthetic, criteo:PATH[,PATH...] or "
+                      "criteo-npy:PREFIX[,...] is wanted",
+                      flags[f].name, value);
+    job->train.data = EMBER_DATA_CRITEO;
+    return take_source(f, value, job->train.dlrm.data);
+}
+
+static ember_status_t parse_eval(int f, const char *value, void *target)
+{
+    ember_job_t *job = target;
+    return take_source(f, value, job->train.dlrm.eval);
+}
+
+/* "W1,W2,...": up to @max integers in [1, @top] into @out. */
+static int parse_list(const char *value, int64_t top, size_t max, int64_t *out, size_t *count_p)
+{
+    char *copy = strdup(value), *save = NULL;
+    size_t n = 0;
+    int ok = copy != NULL && *value && value[strlen(value) - 1] != ',' && !strstr(value, ",,");
+    for (char *w = ok ? strtok_r(copy, ",", &save) : NULL; ok && w; w = strtok_r(NULL, ",", &save))
+        ok = n < max && parse_i64(w, 1, top, &out[n++]);
+    free(copy);
+    *count_p = n;
+    return ok && n > 0;
+}
+
+static ember_status_t parse_rows_all(int f, const char *value, void *target)
+{
+    ember_job_t *job = target;
+    int64_t rows;
+    if (!parse_i64(value, 1, INT64_MAX / 65536, &rows))
+        return bad_value(f, value);
+    for (int t = 0; t < EMBER_DLRM_TABLES; t++)
+        job->train.dlrm.rows[t] = rows;
+    return EMBER_OK;
+}
+
+static ember_status_t parse_rows_each(int f, const char *value, void *target)
+{
+    ember_job_t *job = target;
+    int64_t rows[EMBER_DLRM_TABLES + 1];
+    size_t n;
+    if (!parse_list(value, INT64_MAX / 65536, EMBER_DLRM_TABLES + 1, rows, &n))
+        return bad_value(f, value);
+    if (n != EMBER_DLRM_TABLES)
+        return refuse("%s: %zu tables given; Criteo has %d categorical features, one table each",
+                      flags[f].name, n, EMBER_DLRM_TABLES);
+    memcpy(job->train.dlrm.rows, rows, sizeof(job->train.dlrm.rows));
+    return EMBER_OK;
+}
+
+/* --dense-arch-layer-sizes, --over-arch-layer-sizes. */
+static ember_status_t parse_widths(int f, const char *value, void *target)
+{
+    ember_dlrm_spec_t *dlrm = &((ember_job_t *)target)->train.dlrm;
+    int64_t widths[EMBER_DLRM_MLP_MAX + 1];
+    size_t n;
+    if (!parse_list(value, 65536, EMBER_DLRM_MLP_MAX + 1, widths, &n) || n > EMBER_DLRM_MLP_MAX)
+        return refuse("%s '%s': 1 to %d widths of 1 to 65536 are wanted", flags[f].name, value,
+                      EMBER_DLRM_MLP_MAX);
+    uint32_t *sizes = f == F_DENSE_ARCH ? dlrm->dense_sizes : dlrm->over_sizes;
+    for (size_t l = 0; l < n; l++)
+        sizes[l] = (uint32_t)widths[l];
+    *(f == F_DENSE_ARCH ? &dlrm->dense_layers : &dlrm->over_layers) = (uint32_t)n;
+    return EMBER_OK;
+}
+
 /* --bind was taken out of argv before (common/topology.h). */
 static ember_status_t parse_bind(int f, const char *value, void *target)
 {
@@ -483,9 +635,89 @@ static ember_status_t check_replay_flags(const ember_job_t *job)
     return EMBER_OK;
 }
 
+#define GIVEN(job, f) (((job)->given >> (f)) & 1u)
+
+/* Flags of one model given for the other: refused by name. */
+static ember_status_t check_model_flags(const ember_job_t *job)
+{
+    static const int tutorial_only[] = {F_ROWS,   F_DIM,         F_CLASSES,     F_HIDDEN,
+                                        F_MODE,   F_PADDING_IDX, F_WEIGHTS,     F_BATCHES,
+                                        F_REPLAY, F_MIN_INDICES, F_MAX_INDICES, F_REPLAY_TOLERANCE};
+    static const int dlrm_only[] = {F_EMBEDDING_DIM, F_NUM_EMBEDDINGS, F_NUM_EMBEDDINGS_PER_FEATURE,
+                                    F_DENSE_ARCH,    F_OVER_ARCH,      F_BATCH_SIZE,
+                                    F_STEPS,         F_SHARDING,       F_INIT,
+                                    F_EVAL,          F_EVAL_EVERY};
+    const int dlrm = job->train.model == EMBER_MODEL_DLRM;
+    const int *list = dlrm ? tutorial_only : dlrm_only;
+    size_t n = dlrm ? sizeof(tutorial_only) / sizeof(int) : sizeof(dlrm_only) / sizeof(int);
+    for (size_t i = 0; i < n; i++) {
+        if (GIVEN(job, list[i]))
+            return refuse(
+                    "%s is %s: %s", flags[list[i]].name, dlrm ? "the tutorial model's" : "DLRM's",
+                    dlrm ? "--model dlrm has its own flags (--help)" : "it needs --model dlrm");
+    }
+    if (dlrm != (job->train.data == EMBER_DATA_CRITEO))
+        return refuse("%s", dlrm ? "--model dlrm trains on --data criteo:PATH or criteo-npy:PREFIX"
+                                 : "--data criteo: is DLRM's data: it needs --model dlrm");
+    return EMBER_OK;
+}
+
+/* DLRM's shapes fit together; its dense half runs on the trainers' CPU. */
+static ember_status_t check_dlrm(const ember_job_t *job)
+{
+    const ember_dlrm_spec_t *d = &job->train.dlrm;
+    if (d->dense_sizes[d->dense_layers - 1] != job->train.dim)
+        return refuse("--dense-arch-layer-sizes must end in the embedding dimension (%u), not %u",
+                      job->train.dim, d->dense_sizes[d->dense_layers - 1]);
+    if (d->over_sizes[d->over_layers - 1] != 1)
+        return refuse("--over-arch-layer-sizes must end in 1 (the logit), not %u",
+                      d->over_sizes[d->over_layers - 1]);
+    if (GIVEN(job, F_NUM_EMBEDDINGS) && GIVEN(job, F_NUM_EMBEDDINGS_PER_FEATURE))
+        return refuse("%s and %s both say the tables' rows: give one", "--num-embeddings",
+                      "--num-embeddings-per-feature");
+    if (GIVEN(job, F_EVAL_EVERY) && !d->eval[0])
+        return refuse("%s needs %s", "--eval-every", "--eval criteo:PATH");
+    if (strcmp(job->device, "cuda") == 0)
+        return refuse("%s: DLRM's dense half runs on the trainers' CPUs (%s is the "
+                      "tutorial model's); the tables may be on GPUs (--ps-device cuda)",
+                      "--model dlrm", "--device cuda");
+    if (ember_dlrm_params(&job->train) == 0)
+        return refuse("%s: the model's sizes are out of range", "--model dlrm");
+    return EMBER_OK;
+}
+
+/* DLRM's defaults (TorchRec dlrm_main's) where no flag set them. */
+static void dlrm_defaults(ember_job_t *job)
+{
+    ember_dlrm_spec_t *d = &job->train.dlrm;
+    static const uint32_t dense[] = {512, 256, 64}, over[] = {512, 512, 256, 1};
+    d->tables = EMBER_DLRM_TABLES;
+    if (!GIVEN(job, F_EMBEDDING_DIM))
+        job->train.dim = 64;
+    if (!GIVEN(job, F_NUM_EMBEDDINGS) && !GIVEN(job, F_NUM_EMBEDDINGS_PER_FEATURE))
+        for (int t = 0; t < EMBER_DLRM_TABLES; t++)
+            d->rows[t] = 100000;
+    if (!GIVEN(job, F_DENSE_ARCH)) {
+        d->dense_layers = 3;
+        memcpy(d->dense_sizes, dense, sizeof(dense));
+    }
+    if (!GIVEN(job, F_OVER_ARCH)) {
+        d->over_layers = 4;
+        memcpy(d->over_sizes, over, sizeof(over));
+    }
+    if (!GIVEN(job, F_BATCH_SIZE))
+        d->batch_size = 32;
+    if (!GIVEN(job, F_EPOCHS))
+        job->train.epochs = 1;
+    job->train.classes = 2; /* a click or not: one logit */
+}
+
 /* Flags that only mean something together with others. */
 static ember_status_t check_combinations(const ember_job_t *job, const parsed_t *parsed)
 {
+    EMBER_CHECK(check_model_flags(job));
+    if (job->train.model == EMBER_MODEL_DLRM)
+        EMBER_CHECK(check_dlrm(job));
     if (job->replay_path) /* first: the file sets most of what is checked below */
         EMBER_CHECK(check_replay_flags(job));
     if (job->train.min_indices > job->train.max_indices)
@@ -563,6 +795,8 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
         job->flag_values[f] = value;
         EMBER_CHECK(apply_flag(f, value, job, &parsed));
     }
+    if (job->train.model == EMBER_MODEL_DLRM)
+        dlrm_defaults(job);
     EMBER_CHECK(check_combinations(job, &parsed));
     ember_opt_config_default(parsed.kind, parsed.lr, &job->train.optimizer);
     job->train.optimizer.momentum = parsed.momentum;
@@ -689,6 +923,11 @@ ember_status_t ember_job_check_outputs(const ember_job_t *job)
 {
     if (job->save_path)
         EMBER_CHECK(check_writable("--save", job->save_path));
+    if (job->init_path && access(job->init_path, R_OK) != 0) {
+        fprintf(stderr, "ember-train: --init %s: %s; nothing was run\n", job->init_path,
+                strerror(errno));
+        return EMBER_ERR_IO;
+    }
     if (job->metrics_path)
         EMBER_CHECK(check_writable(job->given & (1ull << F_METRICS) ? "--metrics" : "EMBER_METRICS",
                                    job->metrics_path));

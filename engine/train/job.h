@@ -30,6 +30,7 @@ typedef struct {
     ember_dtype_t table_dtype; /* the PS's rows: F32 or F16 */
     const char *replay_path;   /* borrowed from argv */
     const char *save_path;
+    const char *init_path; /* --init: DLRM's starting weights (safetensors) */
     const char *metrics_path;
     const char *device;          /* trainers' dense model: "cpu" or "cuda" */
     const char *ps_device;       /* the PS's table shards: "cpu" or "cuda" */
@@ -38,6 +39,29 @@ typedef struct {
     const char *flag_values[64]; /* their values as given (borrowed from argv) */
 } ember_job_t;
 
+/* One embedding table of a job and where it lives: rows split by row %
+ * shards over PS first_ps .. first_ps + shards - 1. */
+typedef struct {
+    uint32_t id;
+    char name[EMBER_TABLE_NAME_MAX]; /* "emb", DLRM's "t_cat_F" */
+    int64_t rows;
+    uint32_t dim;
+    uint32_t shards;
+    uint32_t first_ps; /* a PS index (its rank is trainers + 1 + first_ps) */
+} ember_job_table_t;
+
+#define EMBER_JOB_TABLES_MAX EMBER_DLRM_TABLES
+
+/**
+ * The tables of @config's model over @num_ps PS into @tables, their count
+ * returned: the tutorial's one table row-wise over all; DLRM's one per
+ * categorical feature, row-wise over all or (EMBER_SHARD_TABLE) each whole
+ * on one PS, the largest first to the PS with the fewest bytes so far.
+ * The same on every rank (the master and each trainer place alike).
+ */
+size_t ember_job_tables(const ember_train_config_t *config, uint32_t num_ps,
+                        ember_job_table_t tables[EMBER_JOB_TABLES_MAX]);
+
 /** Ranks the job needs: trainers + 1 + num_ps. */
 int ember_job_world_size(const ember_job_t *job);
 
@@ -45,7 +69,8 @@ int ember_job_world_size(const ember_job_t *job);
 ember_status_t ember_job_role(const ember_job_t *job, int rank, ember_role_t *role_p, int *index_p,
                               char *name, size_t name_length);
 
-/** One line naming every rank's role. */
+/** One line naming every rank's role, and (DLRM) one per PS naming the
+ * tables it holds. */
 void ember_job_print_roles(const ember_job_t *job, FILE *stream);
 
 #endif

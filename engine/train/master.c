@@ -10,6 +10,8 @@
 
 #include "common/clock.h"
 #include "engine/train/data.h"
+#include "engine/train/dlrm_io.h"
+#include "engine/train/master_eval.h"
 #include "engine/train/model_io.h"
 #include "engine/wire/codec.h"
 
@@ -21,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TABLE_ID 0
 /* Chunks of table traffic between master and PS. */
 #define CHUNK_BYTES (4u << 20)
 
@@ -39,6 +40,9 @@ typedef struct {
     ember_msg_train_start_t spec;
     size_t sizes[EMBER_MAX_HIDDEN + 2], layers, nparams;
     float *params;
+    ember_job_table_t tables[EMBER_JOB_TABLES_MAX];
+    size_t ntables;
+    ember_master_eval_t *eval; /* DLRM's evaluations */
     /* one TRAIN_START per trainer, untouched until its call completes */
     ember_msg_train_start_t *starts;
     ember_future_t **futures;
@@ -83,16 +87,18 @@ static void print_epoch(master_t *master, uint32_t epoch)
     double mean = epoch_mean_loss(master, epoch);
     double steps_s = seconds > 0 ? (double)steps / seconds : 0.0;
     double bags_s = seconds > 0 ? (double)bags / seconds : 0.0;
-    printf("epoch %4u  mean loss %.4f  steps/s %.0f  bags/s %.0f\n", epoch + 1, mean, steps_s,
+    /* DLRM's bags are its examples (one bag a table an example). */
+    const char *what = job->train.model == EMBER_MODEL_DLRM ? "examples" : "bags";
+    printf("epoch %4u  mean loss %.4f  steps/s %.0f  %s/s %.0f\n", epoch + 1, mean, steps_s, what,
            bags_s);
     fflush(stdout);
     if (master->metrics) {
         fprintf(master->metrics,
                 "{\"epoch\": %u, \"loss\": %.6f, \"steps\": %llu, "
-                "\"bags\": %llu, \"seconds\": %.6f, \"steps_per_s\": %.1f, "
-                "\"bags_per_s\": %.1f}\n",
-                epoch + 1, mean, (unsigned long long)steps, (unsigned long long)bags, seconds,
-                steps_s, bags_s);
+                "\"%s\": %llu, \"seconds\": %.6f, \"steps_per_s\": %.1f, "
+                "\"%s_per_s\": %.1f}\n",
+                epoch + 1, mean, (unsigned long long)steps, what, (unsigned long long)bags, seconds,
+                steps_s, what, bags_s);
         fflush(master->metrics);
     }
 }
@@ -165,68 +171,75 @@ static void abort_job(master_t *master, const char *cause)
     }
 }
 
-static ember_status_t create_tables(master_t *master, const ember_msg_train_start_t *spec,
-                                    const float *initial)
+/* Initial values of @table: each shard keeps the rows it owns. */
+static ember_status_t load_table(master_t *master, const ember_job_table_t *table, int ps,
+                                 const float *initial)
 {
-    const ember_job_t *job = master->job;
-    for (int p = 0; p < job->num_ps; p++) {
-        ember_msg_table_create_t create = {
-                .table_id = TABLE_ID,
-                .shard = (uint32_t)p,
-                .num_shards = (uint32_t)job->num_ps,
-                .trainers = (uint32_t)job->trainers,
-                .rows = spec->config.rows,
-                .dim = spec->config.dim,
-                .consistency = job->train.consistency,
-                .sparse_reduce = job->sparse_reduce,
-                .init = initial ? EMBER_INIT_LOAD : EMBER_INIT_NORMAL,
-                .dtype = job->table_dtype,
-                .device = strcmp(job->ps_device, "cuda") == 0 ? EMBER_TABLE_CUDA : EMBER_TABLE_HOST,
-                .seed = job->train.seed,
-                .optimizer = spec->config.optimizer,
-        };
-        snprintf(create.name, sizeof(create.name), "%s", EMBER_TRAIN_TABLE_NAME);
-        ember_iov_t iov = {.buffer = &create, .length = sizeof(create)};
-        EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_CREATE, &iov, 1, NULL,
-                                0, "creating table " EMBER_TRAIN_TABLE_NAME));
-        if (!initial)
-            continue;
-        /* Initial values: each shard keeps the rows it owns. */
-        int64_t per_chunk = CHUNK_BYTES / (spec->config.dim * sizeof(float));
-        for (int64_t first = 0; first < spec->config.rows; first += per_chunk) {
-            int64_t count =
-                    spec->config.rows - first < per_chunk ? spec->config.rows - first : per_chunk;
-            ember_msg_table_load_t load = {.table_id = TABLE_ID, .first = first, .count = count};
-            ember_iov_t parts[2] = {{&load, sizeof(load)},
-                                    {initial + (size_t)first * spec->config.dim,
-                                     (size_t)count * spec->config.dim * sizeof(float)}};
-            EMBER_CHECK(master_call(master, master->first_ps + p, EMBER_OP_TABLE_LOAD, parts, 2,
-                                    NULL, 0, "loading table " EMBER_TRAIN_TABLE_NAME));
-        }
+    int64_t per_chunk = CHUNK_BYTES / (table->dim * sizeof(float));
+    for (int64_t first = 0; first < table->rows; first += per_chunk) {
+        int64_t count = table->rows - first < per_chunk ? table->rows - first : per_chunk;
+        ember_msg_table_load_t load = {.table_id = table->id, .first = first, .count = count};
+        ember_iov_t parts[2] = {
+                {&load, sizeof(load)},
+                {initial + (size_t)first * table->dim, (size_t)count * table->dim * sizeof(float)}};
+        EMBER_CHECK(master_call(master, master->first_ps + ps, EMBER_OP_TABLE_LOAD, parts, 2, NULL,
+                                0, "loading a table"));
     }
     return EMBER_OK;
 }
 
-/* Read the whole table back from its shards, in global row order. */
-static ember_status_t read_table(master_t *master, int64_t rows, uint32_t dim, float *table)
+/* @table's shards on its PS, drawn there (@init) or loaded from @initial. */
+static ember_status_t create_table(master_t *master, const ember_job_table_t *table, uint32_t init,
+                                   const float *initial)
 {
     const ember_job_t *job = master->job;
+    for (uint32_t shard = 0; shard < table->shards; shard++) {
+        const int ps = (int)(table->first_ps + shard);
+        ember_msg_table_create_t create = {
+                .table_id = table->id,
+                .shard = shard,
+                .num_shards = table->shards,
+                .trainers = (uint32_t)job->trainers,
+                .rows = table->rows,
+                .dim = table->dim,
+                .consistency = job->train.consistency,
+                .sparse_reduce = job->sparse_reduce,
+                .init = initial ? EMBER_INIT_LOAD : init,
+                .dtype = job->table_dtype,
+                .device = strcmp(job->ps_device, "cuda") == 0 ? EMBER_TABLE_CUDA : EMBER_TABLE_HOST,
+                .seed = job->train.seed + table->id,
+                .optimizer = job->train.optimizer,
+        };
+        snprintf(create.name, sizeof(create.name), "%s", table->name);
+        ember_iov_t iov = {.buffer = &create, .length = sizeof(create)};
+        EMBER_CHECK(master_call(master, master->first_ps + ps, EMBER_OP_TABLE_CREATE, &iov, 1, NULL,
+                                0, "creating a table"));
+        if (initial)
+            EMBER_CHECK(load_table(master, table, ps, initial));
+    }
+    return EMBER_OK;
+}
+
+/* Read @table back from its shards, in global row order. */
+static ember_status_t read_table(master_t *master, const ember_job_table_t *table, float *out)
+{
+    const uint32_t dim = table->dim, S = table->shards;
     int64_t per_chunk = CHUNK_BYTES / (dim * sizeof(float));
     float *chunk = malloc((size_t)per_chunk * dim * sizeof(float));
     ember_status_t status = chunk ? EMBER_OK : EMBER_ERR_NO_MEMORY;
 
-    for (int p = 0; status == EMBER_OK && p < job->num_ps; p++) {
-        int64_t local_rows = (rows - p + job->num_ps - 1) / job->num_ps;
+    for (uint32_t p = 0; status == EMBER_OK && p < S; p++) {
+        int64_t local_rows = (table->rows - p + S - 1) / S;
         for (int64_t first = 0; status == EMBER_OK && first < local_rows; first += per_chunk) {
             int64_t count = local_rows - first < per_chunk ? local_rows - first : per_chunk;
-            ember_msg_table_read_t read = {.table_id = TABLE_ID, .first = first, .count = count};
+            ember_msg_table_read_t read = {.table_id = table->id, .first = first, .count = count};
             ember_iov_t iov = {.buffer = &read, .length = sizeof(read)};
-            status = master_call(master, master->first_ps + p, EMBER_OP_TABLE_READ, &iov, 1, chunk,
-                                 (size_t)count * dim * sizeof(float),
-                                 "reading table " EMBER_TRAIN_TABLE_NAME);
+            status = master_call(master, master->first_ps + (int)(table->first_ps + p),
+                                 EMBER_OP_TABLE_READ, &iov, 1, chunk,
+                                 (size_t)count * dim * sizeof(float), "reading a table");
             for (int64_t i = 0; status == EMBER_OK && i < count; i++)
-                memcpy(table + (size_t)((first + i) * job->num_ps + p) * dim,
-                       chunk + (size_t)i * dim, dim * sizeof(float));
+                memcpy(out + (size_t)((first + i) * S + p) * dim, chunk + (size_t)i * dim,
+                       dim * sizeof(float));
         }
     }
     free(chunk);
@@ -261,7 +274,7 @@ static void spec_from_job(master_t *master)
             .num_ps = (uint32_t)job->num_ps,
             .first_ps_rank = (uint32_t)master->first_ps,
             .master_rank = (uint32_t)job->trainers,
-            .table_id = TABLE_ID,
+            .table_id = 0,
             .config = job->train,
     };
     if (job->replay_path)
@@ -277,7 +290,8 @@ static ember_status_t master_setup(master_t *master)
 
     spec_from_job(master);
     master->layers = ember_dense_sizes(&master->spec, master->sizes);
-    master->nparams = ember_dense_offset(master->sizes, master->layers);
+    master->nparams = ember_model_params(&master->spec);
+    master->ntables = ember_job_tables(&job->train, (uint32_t)job->num_ps, master->tables);
     master->epochs = job->train.data == EMBER_DATA_REPLAY ? 1 : job->train.epochs;
     master->params = malloc(master->nparams * sizeof(float));
     master->futures = calloc((size_t)job->trainers, sizeof(*master->futures));
@@ -294,27 +308,91 @@ static ember_status_t master_setup(master_t *master)
                  job->metrics_path, strerror(errno));
         return EMBER_ERR_IO;
     }
+    if (job->train.model == EMBER_MODEL_DLRM)
+        return ember_master_eval_create(master->tp, (uint32_t)job->trainers, master->metrics,
+                                        &master->eval);
     return EMBER_OK;
+}
+
+/* DLRM's dense layers and tables: --init's, or drawn (the tables on the
+ * PS, uniform(-sqrt(1/N), sqrt(1/N)) as TorchRec's default). */
+static ember_status_t master_dlrm_tables(master_t *master)
+{
+    ember_st_file_t *init = NULL;
+    ember_status_t status = ember_dlrm_initial(master->job, master->params, &init, master->cause,
+                                               sizeof(master->cause));
+    for (size_t t = 0; status == EMBER_OK && t < master->ntables; t++) {
+        float *rows = NULL;
+        if (init)
+            status = ember_dlrm_init_table(init, master->job, t, &rows, master->cause,
+                                           sizeof(master->cause));
+        if (status == EMBER_OK)
+            status = create_table(master, &master->tables[t], EMBER_INIT_UNIFORM, rows);
+        free(rows);
+    }
+    ember_st_close(init);
+    if (status != EMBER_OK && !master->cause[0])
+        snprintf(master->cause, sizeof(master->cause), "the master could not set up the tables");
+    return status;
 }
 
 /* The dense layers' start and the tables on the PS, from the same source. */
 static ember_status_t master_tables(master_t *master)
 {
+    if (master->job->train.model == EMBER_MODEL_DLRM)
+        return master_dlrm_tables(master);
     float *table = NULL;
     ember_status_t status =
             ember_model_initial(master->job, master->sizes, master->layers, master->params, &table);
     if (status == EMBER_OK)
-        status = create_tables(master, &master->spec, table);
+        status = create_table(master, &master->tables[0], EMBER_INIT_NORMAL, table);
     free(table);
     if (status != EMBER_OK)
         snprintf(master->cause, sizeof(master->cause), "the master could not set up the tables");
     return status;
 }
 
+/* "13-512-256-64": an MLP's widths from its input. */
+static void widths_text(size_t in, const uint32_t *sizes, uint32_t layers, char *text,
+                        size_t length)
+{
+    int used = snprintf(text, length, "%zu", in);
+    for (uint32_t l = 0; l < layers && used > 0 && (size_t)used < length; l++)
+        used += snprintf(text + used, length - (size_t)used, "-%u", sizes[l]);
+}
+
+static void print_dlrm_job(const master_t *master)
+{
+    const ember_job_t *job = master->job;
+    const ember_dlrm_spec_t *d = &job->train.dlrm;
+    char dense[160], over[160];
+    int64_t rows = 0;
+    for (size_t t = 0; t < master->ntables; t++)
+        rows += master->tables[t].rows;
+    size_t features = (size_t)d->tables + 1;
+    widths_text(EMBER_DLRM_DENSE, d->dense_sizes, d->dense_layers, dense, sizeof(dense));
+    widths_text(job->train.dim + features * (features - 1) / 2, d->over_sizes, d->over_layers, over,
+                sizeof(over));
+    printf("training: dlrm, %d trainers x batch %u, %d ps (%s), %zu tables of dim %u (%lld "
+           "rows%s), "
+           "DenseArch %s, OverArch %s, %s lr %g, %s, %s%s%s\n",
+           job->trainers, d->batch_size, job->num_ps,
+           d->sharding == EMBER_SHARD_TABLE ? "table-wise" : "row-wise", master->ntables,
+           job->train.dim, (long long)rows, job->table_dtype == EMBER_DTYPE_F16 ? ", fp16" : "",
+           dense, over, ember_opt_kind_name(job->train.optimizer.kind), job->train.optimizer.lr,
+           job->train.consistency == EMBER_SYNC ? "sync" : "async", d->data,
+           d->eval[0] ? ", eval " : "", d->eval);
+    fflush(stdout);
+}
+
 /* One line saying what is trained, where and how. */
 static void print_job(const master_t *master)
 {
     const ember_job_t *job = master->job;
+    if (job->train.model == EMBER_MODEL_DLRM) {
+        print_dlrm_job(master);
+        return;
+    }
     char dense[128];
     int used = 0;
     for (size_t l = 0; l < master->layers && used < (int)sizeof(dense); l++)
@@ -429,12 +507,31 @@ static ember_status_t gather_results(master_t *master, const ember_wire_train_do
 static void print_done(master_t *master, const finished_t *fin)
 {
     double seconds = ember_time_now() - master->started;
-    printf("done: %llu steps (%llu bags) in %.3f s: %.0f steps/s, %.0f bags/s; "
+    const char *what = master->job->train.model == EMBER_MODEL_DLRM ? "examples" : "bags";
+    printf("done: %llu steps (%llu %s) in %.3f s: %.0f steps/s, %.0f %s/s; "
            "last step's loss %.4f (mean over trainers), last epoch's mean loss %.4f\n",
-           (unsigned long long)fin->steps, (unsigned long long)fin->bags, seconds,
-           (double)fin->steps / seconds, (double)fin->bags / seconds, fin->last,
-           epoch_mean_loss(master, master->epochs - 1));
+           (unsigned long long)fin->steps, (unsigned long long)fin->bags, what, seconds,
+           (double)fin->steps / seconds, (double)fin->bags / seconds, what, fin->last,
+           master->printed ? epoch_mean_loss(master, master->printed - 1) : fin->last);
     fflush(stdout);
+}
+
+/* DLRM's tables, read back, and its dense layers to --save. */
+static ember_status_t save_dlrm(master_t *master, const finished_t *fin)
+{
+    float *tables[EMBER_JOB_TABLES_MAX] = {NULL};
+    ember_status_t status = EMBER_OK;
+    for (size_t t = 0; status == EMBER_OK && t < master->ntables; t++) {
+        const ember_job_table_t *table = &master->tables[t];
+        tables[t] = malloc((size_t)table->rows * table->dim * sizeof(float) + 4);
+        status = tables[t] ? read_table(master, table, tables[t]) : EMBER_ERR_NO_MEMORY;
+    }
+    if (status == EMBER_OK)
+        status = ember_dlrm_save(master->job, (const float *const *)tables, fin->params,
+                                 fin->losses, fin->per_trainer);
+    for (size_t t = 0; t < master->ntables; t++)
+        free(tables[t]);
+    return status;
 }
 
 /* The whole table, read once, for the replay check and the save.  A run
@@ -449,9 +546,10 @@ static ember_status_t check_and_save(master_t *master, const finished_t *fin)
 
     if (!job->save_path && !job->replay_path)
         return EMBER_OK;
+    if (job->train.model == EMBER_MODEL_DLRM)
+        return save_dlrm(master, fin);
     whole = malloc((size_t)master->spec.config.rows * master->spec.config.dim * sizeof(float) + 4);
-    status = whole ? read_table(master, master->spec.config.rows, master->spec.config.dim, whole)
-                   : EMBER_ERR_NO_MEMORY;
+    status = whole ? read_table(master, &master->tables[0], whole) : EMBER_ERR_NO_MEMORY;
     result.table = whole;
     if (status == EMBER_OK && job->replay_path)
         status = ember_model_check_replay(job, &result);
@@ -493,6 +591,7 @@ static void master_cleanup(master_t *master)
 {
     /* Its state lives in this frame: a late report must find no handler. */
     ember_rpc_register(master->tp, EMBER_OP_EPOCH_REPORT, NULL, NULL);
+    ember_master_eval_destroy(master->eval);
     for (int t = 0; master->futures && t < master->job->trainers; t++)
         ember_future_release(master->futures[t]);
     if (master->metrics)

@@ -86,12 +86,11 @@ static void saved_fill(saved_tensors_t *saved, const ember_msg_train_start_t *sp
     }
 }
 
-ember_status_t ember_model_save(const ember_job_t *job, const ember_msg_train_start_t *spec,
-                                const ember_model_result_t *result)
+ember_status_t ember_model_write(const ember_job_t *job, const ember_st_tensor_t *tensors,
+                                 size_t ntensors, const float *losses, uint64_t steps)
 {
-    saved_tensors_t saved;
-    size_t count = (size_t)result->steps * (size_t)job->trainers;
-    char shape[64], *text = count <= SAVED_LOSSES_MAX ? losses_text(result->losses, count) : NULL;
+    size_t count = (size_t)steps * (size_t)job->trainers;
+    char shape[64], *text = count <= SAVED_LOSSES_MAX ? losses_text(losses, count) : NULL;
 
     if (count <= SAVED_LOSSES_MAX && !text)
         return EMBER_ERR_NO_MEMORY;
@@ -100,18 +99,24 @@ ember_status_t ember_model_save(const ember_job_t *job, const ember_msg_train_st
                    "%s: %zu losses are too many for its metadata (at most %u): --metrics has "
                    "the epochs' means",
                    job->save_path, count, SAVED_LOSSES_MAX);
-    saved_fill(&saved, spec, result);
-    snprintf(shape, sizeof(shape), "%llu,%d", (unsigned long long)result->steps, job->trainers);
+    snprintf(shape, sizeof(shape), "%llu,%d", (unsigned long long)steps, job->trainers);
     ember_st_meta_t meta[] = {
             {"producer", "ember-train"}, {"losses_shape", shape}, {"losses", text}};
-    ember_status_t status =
-            ember_st_write(job->save_path, saved.tensors, saved.count, meta, text ? 3 : 1);
+    ember_status_t status = ember_st_write(job->save_path, tensors, ntensors, meta, text ? 3 : 1);
     if (status != EMBER_OK)
         ember_error("master", "cannot write %s: %s", job->save_path, ember_status_string(status));
     else
         printf("saved %s\n", job->save_path);
     free(text);
     return status;
+}
+
+ember_status_t ember_model_save(const ember_job_t *job, const ember_msg_train_start_t *spec,
+                                const ember_model_result_t *result)
+{
+    saved_tensors_t saved;
+    saved_fill(&saved, spec, result);
+    return ember_model_write(job, saved.tensors, saved.count, result->losses, result->steps);
 }
 
 /* Largest |a - b| over n values (NaN counts as infinite). */

@@ -8,6 +8,7 @@
 #ifndef EMBER_ENGINE_MODEL_IO_H
 #define EMBER_ENGINE_MODEL_IO_H
 
+#include "engine/io/safetensors.h"
 #include "engine/train/job.h"
 #include "engine/wire/protocol.h"
 
@@ -43,5 +44,13 @@ ember_status_t ember_model_check_replay(const ember_job_t *job, const ember_mode
  */
 ember_status_t ember_model_save(const ember_job_t *job, const ember_msg_train_start_t *spec,
                                 const ember_model_result_t *result);
+
+/**
+ * Write @tensors and the losses ([steps][trainers], in the metadata as
+ * "losses" and "losses_shape"; beyond SAVED_LOSSES_MAX only --metrics has
+ * them) to the job's save path, printing "saved PATH".
+ */
+ember_status_t ember_model_write(const ember_job_t *job, const ember_st_tensor_t *tensors,
+                                 size_t ntensors, const float *losses, uint64_t steps);
 
 #endif

@@ -14,7 +14,9 @@
 #include "engine/train/trainer.h"
 
 #include "common/clock.h"
+#include "common/reserve.h"
 #include "engine/train/data.h"
+#include "engine/train/dlrm_trainer.h"
 #include "engine/train/replica.h"
 #include "engine/train/sparse.h"
 #include "engine/wire/codec.h"
@@ -43,7 +45,9 @@ typedef struct {
     ember_mem_type_t net_mem; /* the device's network path */
     ember_sparse_t *sparse;
     ember_replica_t *replica;
+    ember_dlrm_trainer_t *dlrm; /* a DLRM job's tables, data and dense half */
     float *losses;
+    size_t losses_capacity;
     uint64_t steps; /* this trainer's, in all */
     char step_err[400];
     const char *step_table; /* the table step_err is about, if one */
@@ -424,11 +428,128 @@ static ember_status_t trainer_wait_start(trainer_t *trainer)
     return status;
 }
 
-/* Train, then answer TRAIN_START: the totals, the losses and the final
- * dense parameters, or the error. */
-static ember_status_t trainer_run_job(trainer_t *trainer)
+/* ---- a DLRM job --------------------------------------------------------- */
+
+/* The evaluation after @steps steps, when the job has one due. */
+static ember_status_t dlrm_eval_if_due(trainer_t *trainer, uint64_t steps, int at_end)
 {
-    ember_msg_train_done_t done = {0};
+    const uint64_t every = trainer->spec.config.dlrm.eval_every;
+    if (!ember_dlrm_trainer_evaluates(trainer->dlrm) ||
+        !(at_end || (every && steps && steps % every == 0)))
+        return EMBER_OK;
+    STEP_PHASE(trainer, steps,
+               ember_dlrm_trainer_eval(trainer->dlrm, steps, trainer->step_err,
+                                       sizeof(trainer->step_err)));
+    return EMBER_OK;
+}
+
+/* A step's loss kept for the master (a DLRM job's count is the data's). */
+static ember_status_t dlrm_keep_loss(trainer_t *trainer, uint64_t step, float loss)
+{
+    if (!EMBER_RESERVE(trainer->losses, trainer->losses_capacity, step + 1))
+        return trainer_fail(trainer, EMBER_ERR_NO_MEMORY, "trainer %d: out of memory",
+                            trainer->index);
+    trainer->losses[step] = loss;
+    return EMBER_OK;
+}
+
+/* One step of epoch @e (its batch taken): evaluation first when due. */
+static ember_status_t dlrm_step(trainer_t *trainer, uint64_t step, int last, epoch_t *epoch,
+                                ember_msg_train_done_t *done)
+{
+    char *err = trainer->step_err;
+    const size_t n = sizeof(trainer->step_err);
+    float loss = 0.0f;
+    size_t examples = 0;
+    EMBER_CHECK(trainer_may_go_on(trainer, step));
+    EMBER_CHECK(dlrm_eval_if_due(trainer, step, 0));
+    STEP_PHASE(trainer, step,
+               ember_dlrm_trainer_step(trainer->dlrm, step, last, &loss, &examples, err, n));
+    EMBER_CHECK(dlrm_keep_loss(trainer, step, loss));
+    done->bags += examples;
+    epoch->loss_sum += loss;
+    epoch->bags += examples;
+    epoch->steps++;
+    return EMBER_OK;
+}
+
+/* Epoch @e: its steps until its data or the job's --steps end; *@stop_p
+ * when the job is over. */
+static ember_status_t dlrm_epoch(trainer_t *trainer, uint32_t e, uint64_t *step_p, epoch_t *epoch,
+                                 ember_msg_train_done_t *done, int *stop_p)
+{
+    const ember_train_config_t *config = &trainer->spec.config;
+    char *err = trainer->step_err;
+    const size_t n = sizeof(trainer->step_err);
+    int have, more;
+    STEP_PHASE(trainer, *step_p, ember_dlrm_trainer_take(trainer->dlrm, &have, &more, err, n));
+    if (!have)
+        return trainer_fail(trainer, EMBER_ERR_INVALID_PARAM,
+                            "trainer %d: %s holds fewer examples than one step (%u trainers x "
+                            "batch %u)",
+                            trainer->index, config->dlrm.data, trainer->trainers,
+                            config->dlrm.batch_size);
+    while (have) {
+        const uint64_t step = *step_p;
+        const int last = (config->dlrm.steps && step + 1 == config->dlrm.steps) ||
+                         (e + 1 == config->epochs && !more);
+        EMBER_CHECK(dlrm_step(trainer, step, last, epoch, done));
+        *step_p = step + 1;
+        *stop_p = last;
+        if (last || !more)
+            break;
+        STEP_PHASE(trainer, *step_p, ember_dlrm_trainer_take(trainer->dlrm, &have, &more, err, n));
+    }
+    epoch_report(trainer, epoch, e);
+    return EMBER_OK;
+}
+
+/* Every epoch (or --steps), then the last pushes taken and the final
+ * evaluation. */
+static ember_status_t dlrm_train(trainer_t *trainer, ember_msg_train_done_t *done)
+{
+    const double start = ember_time_now();
+    epoch_t epoch = {.started = start};
+    uint64_t steps = 0;
+    int stop = 0;
+    ember_status_t status = EMBER_OK;
+    for (uint32_t e = 0; status == EMBER_OK && !stop && e < trainer->spec.config.epochs; e++)
+        status = dlrm_epoch(trainer, e, &steps, &epoch, done, &stop);
+    epoch_report_wait(trainer, &epoch);
+    if (status == EMBER_OK) {
+        trainer->step_err[0] = '\0';
+        status = ember_dlrm_trainer_pushes_wait(trainer->dlrm, steps, trainer->step_err,
+                                                sizeof(trainer->step_err));
+        if (status != EMBER_OK)
+            status = step_failed(trainer, status, steps - 1);
+    }
+    if (status == EMBER_OK)
+        status = dlrm_eval_if_due(trainer, steps, 1);
+    if (status != EMBER_OK)
+        return trainer_blame_master(trainer, status, steps);
+    trainer->steps = done->steps = steps;
+    done->seconds = ember_time_now() - start;
+    return EMBER_OK;
+}
+
+static ember_status_t trainer_run_dlrm(trainer_t *trainer, ember_msg_train_done_t *done)
+{
+    ember_dlrm_trainer_args_t args = {.spec = &trainer->spec,
+                                      .params = trainer->start_params,
+                                      .tp = trainer->tp,
+                                      .td = &trainer->td,
+                                      .comm = trainer->comm,
+                                      .aborted = &trainer->aborted};
+    char err[400];
+    ember_status_t status = ember_dlrm_trainer_create(&args, &trainer->dlrm, err, sizeof(err));
+    if (status != EMBER_OK)
+        return trainer_fail(trainer, status, "trainer %d: %s", trainer->index, err);
+    return dlrm_train(trainer, done);
+}
+
+/* The tutorial's job: its table's lookups, the dense replica, the data. */
+static ember_status_t trainer_run_tutorial(trainer_t *trainer, ember_msg_train_done_t *done)
+{
     ember_data_t *data = NULL;
     ember_status_t status = trainer_setup(trainer);
     if (status == EMBER_OK) {
@@ -437,8 +558,19 @@ static ember_status_t trainer_run_job(trainer_t *trainer)
             trainer_fail(trainer, status, "trainer %d: %s", trainer->index, trainer->err);
     }
     if (status == EMBER_OK)
-        status = trainer_train(trainer, data, &done);
+        status = trainer_train(trainer, data, done);
     ember_data_destroy(data);
+    return status;
+}
+
+/* Train, then answer TRAIN_START: the totals, the losses and the final
+ * dense parameters, or the error. */
+static ember_status_t trainer_run_job(trainer_t *trainer)
+{
+    ember_msg_train_done_t done = {0};
+    const int dlrm = trainer->spec.config.model == EMBER_MODEL_DLRM;
+    ember_status_t status =
+            dlrm ? trainer_run_dlrm(trainer, &done) : trainer_run_tutorial(trainer, &done);
     if (status != EMBER_OK) {
         if (!trainer->err[0])
             snprintf(trainer->err, sizeof(trainer->err), "trainer %d: %s", trainer->index,
@@ -447,7 +579,8 @@ static ember_status_t trainer_run_job(trainer_t *trainer)
         return status;
     }
     size_t nparams;
-    const float *params = ember_replica_params(trainer->replica, &nparams);
+    const float *params = dlrm ? ember_dlrm_trainer_params(trainer->dlrm, &nparams)
+                               : ember_replica_params(trainer->replica, &nparams);
     ember_iov_t iov[3] = {{&done, sizeof(done)},
                           {trainer->losses, done.steps * sizeof(float)},
                           {params, nparams * sizeof(float)}};
@@ -457,6 +590,7 @@ static ember_status_t trainer_run_job(trainer_t *trainer)
 
 static void trainer_cleanup(trainer_t *trainer)
 {
+    ember_dlrm_trainer_destroy(trainer->dlrm);
     ember_sparse_destroy(trainer->sparse);
     ember_replica_destroy(trainer->replica);
     free(trainer->start_params);

@@ -399,24 +399,13 @@ ember_status_t ember_wire_grads_split(const ember_wire_grads_view_t *view, const
 
 /* ---- TRAIN_START -------------------------------------------------------------- */
 
-/* The dense model's parameter count; 0 when a hidden width is not a job's. */
-static size_t start_dense_params(const ember_msg_train_start_t *spec)
-{
-    size_t sizes[EMBER_MAX_HIDDEN + 2];
-    if (spec->config.nhidden > EMBER_MAX_HIDDEN)
-        return 0;
-    for (uint32_t h = 0; h < spec->config.nhidden; h++) {
-        if (spec->config.hidden[h] == 0 || spec->config.hidden[h] > 65536)
-            return 0;
-    }
-    return ember_dense_offset(sizes, ember_dense_sizes(spec, sizes));
-}
-
 /* The sizes, for this trainer, and its parameters all there. */
 static ember_status_t start_check_fit(const ember_msg_train_start_t *spec, size_t length,
                                       size_t nparams, int index, char *err, size_t err_length)
 {
-    if (spec->trainer != (uint32_t)index || spec->config.dim == 0 || spec->config.classes == 0 ||
+    const int dlrm = spec->config.model == EMBER_MODEL_DLRM;
+    if (spec->trainer != (uint32_t)index || spec->config.dim == 0 ||
+        (!dlrm && spec->config.classes == 0) || spec->config.model > EMBER_MODEL_DLRM ||
         spec->num_ps == 0 || spec->config.dim > 65536 || spec->config.classes > 65536 ||
         nparams == 0 || length != sizeof(*spec) + nparams * sizeof(float))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
@@ -445,6 +434,26 @@ static ember_status_t start_check_ranges(const ember_msg_train_start_t *spec, in
     return EMBER_OK;
 }
 
+/* DLRM's tables, batch and placement within a job's limits (its sizes
+ * were checked by ember_dlrm_params), its sources NUL-terminated. */
+static ember_status_t start_check_dlrm(const ember_msg_train_start_t *spec, int index, char *err,
+                                       size_t err_length)
+{
+    const ember_dlrm_spec_t *d = &spec->config.dlrm;
+    int bad = d->batch_size == 0 || d->batch_size > (1u << 24) || d->sharding > EMBER_SHARD_TABLE ||
+              spec->config.data != EMBER_DATA_CRITEO ||
+              memchr(d->data, '\0', sizeof(d->data)) == NULL ||
+              memchr(d->eval, '\0', sizeof(d->eval)) == NULL;
+    for (uint32_t t = 0; !bad && t < d->tables; t++)
+        bad = d->rows[t] < 1 || d->rows[t] > INT64_MAX / 65536;
+    if (bad)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "trainer%d: TRAIN_START is not a DLRM job's (batch %u, "
+                                 "sharding %u, data %u)",
+                                 index, d->batch_size, d->sharding, spec->config.data);
+    return EMBER_OK;
+}
+
 ember_status_t ember_wire_train_start_unpack(const void *data, size_t length, int index,
                                              ember_wire_train_start_view_t *view, char *err,
                                              size_t err_length)
@@ -456,9 +465,12 @@ ember_status_t ember_wire_train_start_unpack(const void *data, size_t length, in
                                  "trainer%d: bad or repeated TRAIN_START", index);
     memcpy(spec, data, sizeof(*spec));
     spec->replay_path[EMBER_PATH_MAX - 1] = '\0';
-    size_t nparams = start_dense_params(spec);
+    size_t nparams = ember_model_params(spec);
     EMBER_CHECK(start_check_fit(spec, length, nparams, index, err, err_length));
-    EMBER_CHECK(start_check_ranges(spec, index, err, err_length));
+    if (spec->config.model == EMBER_MODEL_DLRM)
+        EMBER_CHECK(start_check_dlrm(spec, index, err, err_length));
+    else
+        EMBER_CHECK(start_check_ranges(spec, index, err, err_length));
     view->params = (const uint8_t *)data + sizeof(*spec);
     view->nparams = nparams;
     return EMBER_OK;
@@ -495,5 +507,26 @@ ember_status_t ember_wire_epoch_report_unpack(const void *data, size_t length, u
                                  "epoch report for trainer %u epoch %u", taken.trainer,
                                  taken.epoch);
     *report = taken;
+    return EMBER_OK;
+}
+
+/* ---- EVAL_REPORT ------------------------------------------------------------ */
+
+ember_status_t ember_wire_eval_report_unpack(const void *data, size_t length, uint32_t trainers,
+                                             ember_wire_eval_report_view_t *view, char *err,
+                                             size_t err_length)
+{
+    ember_wire_rest_t rest = {0};
+    EMBER_CHECK(
+            ember_wire_head(data, length, &view->head, sizeof(view->head), &rest, err, err_length));
+    /* count is a forger's: 8 bytes an example, checked by division */
+    if (view->head.trainer >= trainers || rest.body_bytes % 8 != 0 ||
+        view->head.count != rest.body_bytes / 8)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "evaluation report of trainer %u: %llu examples in %zu bytes",
+                                 view->head.trainer, (unsigned long long)view->head.count,
+                                 rest.body_bytes);
+    view->logits = rest.body;
+    view->labels = rest.body + view->head.count * 4;
     return EMBER_OK;
 }

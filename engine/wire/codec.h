@@ -279,4 +279,18 @@ ember_status_t ember_wire_epoch_report_unpack(const void *data, size_t length, u
                                               uint32_t epochs, ember_msg_epoch_report_t *report,
                                               char *err, size_t err_length);
 
+/* A received EVAL_REPORT: its header, the logits and the labels. */
+typedef struct {
+    ember_msg_eval_report_t head;
+    const uint8_t *logits, *labels; /* float[head.count] each */
+} ember_wire_eval_report_view_t;
+
+/**
+ * Take an EVAL_REPORT of a job of @trainers: one of its trainers, and
+ * exactly head.count logits and labels.  Errors: ERR_BAD_MESSAGE.
+ */
+ember_status_t ember_wire_eval_report_unpack(const void *data, size_t length, uint32_t trainers,
+                                             ember_wire_eval_report_view_t *view, char *err,
+                                             size_t err_length);
+
 #endif

@@ -34,6 +34,8 @@ enum {
     /* trainer -> ps: every table of a step on one PS, in one request */
     EMBER_OP_LOOKUPS,
     EMBER_OP_GRADS,
+    /* trainer -> master: an evaluation's logits */
+    EMBER_OP_EVAL_REPORT,
     /* trainers among themselves (the dense allreduce uses 4 ids) */
     EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
 };
@@ -229,11 +231,47 @@ typedef struct {
 typedef enum {
     EMBER_DATA_TUTORIAL = 0,  /* the tutorial's random bags */
     EMBER_DATA_SYNTHETIC = 1, /* learnable target: the loss falls */
-    EMBER_DATA_REPLAY = 2     /* batches from a golden-layout file */
+    EMBER_DATA_REPLAY = 2,    /* batches from a golden-layout file */
+    EMBER_DATA_CRITEO = 3     /* DLRM: Criteo-format click logs (dlrm.data) */
 } ember_data_kind_t;
+
+/* What the trainers train: the tutorial's table and MLP, or DLRM. */
+typedef enum {
+    EMBER_MODEL_TUTORIAL = 0,
+    EMBER_MODEL_DLRM = 1
+} ember_model_kind_t;
+
+/* Where a job's tables live: each table's rows over every PS (row % P), or
+ * whole tables to PS, balanced by bytes (engine/train/job.c places them). */
+typedef enum {
+    EMBER_SHARD_ROW = 0,
+    EMBER_SHARD_TABLE = 1
+} ember_sharding_t;
 
 #define EMBER_PATH_MAX   512
 #define EMBER_MAX_HIDDEN 8
+
+#define EMBER_DLRM_DENSE   13   /* Criteo's integer features */
+#define EMBER_DLRM_TABLES  26   /* its categorical features: one table each */
+#define EMBER_DLRM_MLP_MAX 16   /* layers of either MLP (EMBER_DLRM_LAYERS_MAX) */
+#define EMBER_SOURCE_MAX   2048 /* "criteo:PATH,PATH..." */
+
+/* DLRM's shape and data (torchrec.models.dlrm.DLRM; ember_train_config_t's
+ * dim is its embedding dimension, epochs its passes over the data). */
+typedef struct {
+    uint32_t tables;     /* EMBER_DLRM_TABLES */
+    uint32_t batch_size; /* examples per trainer step */
+    uint32_t sharding;   /* ember_sharding_t */
+    uint32_t dense_layers, over_layers;
+    uint32_t reserved;
+    uint32_t dense_sizes[EMBER_DLRM_MLP_MAX]; /* DenseArch widths, the last = dim */
+    uint32_t over_sizes[EMBER_DLRM_MLP_MAX];  /* OverArch widths, the last = 1 */
+    int64_t rows[EMBER_DLRM_TABLES];          /* each table's, t_cat_F */
+    uint64_t steps;                           /* stop after so many (0: the epochs) */
+    uint64_t eval_every;                      /* steps between evaluations (0: at the end) */
+    char data[EMBER_SOURCE_MAX];              /* the training examples */
+    char eval[EMBER_SOURCE_MAX];              /* the evaluation's ("": none) */
+} ember_dlrm_spec_t;
 
 /* The course of training the master hands every trainer, as the job's flags
  * set it: the table's shape and pooling, the data, the dense model, the
@@ -256,6 +294,8 @@ typedef struct {
     uint32_t nhidden;                  /* hidden layers of the dense MLP */
     uint32_t hidden[EMBER_MAX_HIDDEN]; /* their widths (ReLU after each) */
     uint32_t half_replies;             /* ask for EMBER_LOOKUP_HALF_REPLY */
+    uint32_t model;                    /* ember_model_kind_t */
+    ember_dlrm_spec_t dlrm;            /* EMBER_MODEL_DLRM's */
 } ember_train_config_t;
 
 /* The one table of ember-train's job: its name on the PS, in the trainers'
@@ -305,8 +345,51 @@ static inline size_t ember_dense_offset(const size_t *sizes, size_t l)
     return offset;
 }
 
+/* DLRM's dense parameters: DenseArch's layers then OverArch's, each
+ * layer's weight [out, in] then bias [out] (ember_mlp_t's flat layout);
+ * OverArch's input is the interaction: dim + F (F - 1) / 2 for F = tables
+ * + 1.  0 when a size is not a job's (the codec refuses it). */
+static inline size_t ember_dlrm_params(const ember_train_config_t *config)
+{
+    const ember_dlrm_spec_t *d = &config->dlrm;
+    if (d->dense_layers == 0 || d->dense_layers > EMBER_DLRM_MLP_MAX || d->over_layers == 0 ||
+        d->over_layers > EMBER_DLRM_MLP_MAX || d->tables == 0 || d->tables > EMBER_DLRM_TABLES ||
+        config->dim == 0 || config->dim > 65536)
+        return 0;
+    size_t features = (size_t)d->tables + 1, count = 0, in = EMBER_DLRM_DENSE;
+    for (uint32_t l = 0; l < d->dense_layers; l++) {
+        if (d->dense_sizes[l] == 0 || d->dense_sizes[l] > 65536)
+            return 0;
+        count += in * d->dense_sizes[l] + d->dense_sizes[l];
+        in = d->dense_sizes[l];
+    }
+    in = config->dim + features * (features - 1) / 2;
+    for (uint32_t l = 0; l < d->over_layers; l++) {
+        if (d->over_sizes[l] == 0 || d->over_sizes[l] > 65536)
+            return 0;
+        count += in * d->over_sizes[l] + d->over_sizes[l];
+        in = d->over_sizes[l];
+    }
+    return count;
+}
+
+/* The dense model's parameter count, of either model (0: not a job's). */
+static inline size_t ember_model_params(const ember_msg_train_start_t *spec)
+{
+    size_t sizes[EMBER_MAX_HIDDEN + 2];
+    if (spec->config.model == EMBER_MODEL_DLRM)
+        return ember_dlrm_params(&spec->config);
+    if (spec->config.nhidden > EMBER_MAX_HIDDEN)
+        return 0;
+    for (uint32_t h = 0; h < spec->config.nhidden; h++) {
+        if (spec->config.hidden[h] == 0 || spec->config.hidden[h] > 65536)
+            return 0;
+    }
+    return ember_dense_offset(sizes, ember_dense_sizes(spec, sizes));
+}
+
 /* Reply to TRAIN_START: followed by float losses[steps] and the final dense
- * parameters float[classes * dim + classes]. */
+ * parameters (ember_model_params floats). */
 typedef struct {
     uint64_t steps;
     uint64_t bags;
@@ -322,5 +405,15 @@ typedef struct {
     double loss_sum; /* over the epoch's steps */
     double seconds;  /* wall time of the epoch on this trainer */
 } ember_msg_epoch_report_t;
+
+/* EMBER_OP_EVAL_REPORT: trainer -> master, a call per evaluation: the
+ * logits of this trainer's share of the evaluation's examples, after
+ * @step steps, followed by float logits[count] then float labels[count]. */
+typedef struct {
+    uint32_t trainer;
+    uint32_t reserved;
+    uint64_t step;
+    uint64_t count;
+} ember_msg_eval_report_t;
 
 #endif
