@@ -27,7 +27,7 @@ size_t ember_interaction_width(const ember_interaction_shape_t *shape);
 
 /**
  * The forward: out[batch][width] from vectors[F][batch][dim].
- * Errors: ERR_INVALID_PARAM (a zero size, a NULL buffer).
+ * Errors: ERR_INVALID_PARAM (a zero size, a NULL buffer), ERR_NO_MEMORY.
  */
 ember_status_t ember_interaction_forward(const ember_interaction_shape_t *shape,
                                          const float *const *vectors, float *out);

@@ -25,8 +25,8 @@ static size_t mlp_tensors(const uint32_t *sizes, uint32_t layers, size_t in, con
             snprintf(base, sizeof(base), "%s", last_prefix);
         else
             snprintf(base, sizeof(base), "%s.%u._linear", prefix, l);
-        out[n] = (ember_dlrm_tensor_t){.ndim = 2, .shape = {o, (int64_t)in}, .table = -1,
-                                       .offset = *offset};
+        out[n] = (ember_dlrm_tensor_t){
+                .ndim = 2, .shape = {o, (int64_t)in}, .table = -1, .offset = *offset};
         snprintf(out[n++].name, EMBER_DLRM_NAME_MAX, "%s.weight", base);
         *offset += (size_t)o * in;
         out[n] = (ember_dlrm_tensor_t){.ndim = 1, .shape = {o}, .table = -1, .offset = *offset};
@@ -72,13 +72,14 @@ static ember_status_t init_check(const ember_st_file_t *file, const char *path,
         const ember_dlrm_tensor_t *want = &tensors[k];
         if (got->dtype != EMBER_DTYPE_F32 || got->ndim != want->ndim ||
             got->shape[0] != want->shape[0] || (want->ndim == 2 && got->shape[1] != want->shape[1]))
-            return ember_status_text(
-                    err, err_length, EMBER_ERR_FORMAT,
-                    "%s: tensor '%s' is %s of %zu dims [%lld, %lld], this model's is F32 [%lld%s%lld]",
-                    path, got->name, ember_dtype_name(got->dtype), got->ndim,
-                    (long long)got->shape[0], (long long)(got->ndim > 1 ? got->shape[1] : 0),
-                    (long long)want->shape[0], want->ndim == 2 ? ", " : "",
-                    want->ndim == 2 ? (long long)want->shape[1] : 0LL);
+            return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                     "%s: tensor '%s' is %s of %zu dims [%lld, %lld], this model's "
+                                     "is F32 [%lld%s%lld]",
+                                     path, got->name, ember_dtype_name(got->dtype), got->ndim,
+                                     (long long)got->shape[0],
+                                     (long long)(got->ndim > 1 ? got->shape[1] : 0),
+                                     (long long)want->shape[0], want->ndim == 2 ? ", " : "",
+                                     want->ndim == 2 ? (long long)want->shape[1] : 0LL);
     }
     for (size_t k = 0; k < count; k++) {
         if (!ember_st_find(file, tensors[k].name))

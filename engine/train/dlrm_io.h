@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EMBER_DLRM_NAME_MAX 96
+#define EMBER_DLRM_NAME_MAX    96
 #define EMBER_DLRM_TENSORS_MAX (EMBER_DLRM_TABLES + 4 * EMBER_DLRM_MLP_MAX)
 
 /* One of the model's tensors: a table (table >= 0) or a slice of the flat

@@ -100,8 +100,7 @@ ember_status_t ember_dlrm_replica_forward(ember_dlrm_replica_t *replica, const f
     replica->batch = batch;
     EMBER_CHECK(ember_dlrm_forward(replica->model, dense, pooled, batch, logits));
     float loss = 0.0f;
-    ember_status_t status =
-            ember_bce_with_logits(logits, labels, batch, &loss, replica->grad.data);
+    ember_status_t status = ember_bce_with_logits(logits, labels, batch, &loss, replica->grad.data);
     if (status == EMBER_OK && !isfinite(loss))
         status = EMBER_ERR_NUMERIC;
     if (status != EMBER_OK)
@@ -112,17 +111,16 @@ ember_status_t ember_dlrm_replica_forward(ember_dlrm_replica_t *replica, const f
     return EMBER_OK;
 }
 
-ember_status_t ember_dlrm_replica_backward(ember_dlrm_replica_t *replica,
-                                           float *const *grad_pooled, char *err,
-                                           size_t err_length)
+ember_status_t ember_dlrm_replica_backward(ember_dlrm_replica_t *replica, float *const *grad_pooled,
+                                           char *err, size_t err_length)
 {
     const ember_trainer_dev_t *td = replica->td;
     EMBER_CHECK(ember_dlrm_backward(replica->model, replica->grad.data, grad_pooled));
     for (int m = MLPS; m-- > 0;) {
         ember_mlp_t *mlp = replica->mlp[m];
-        ember_status_t status = td->ops->allreduce_start(
-                replica->comm, ember_mlp_grads(mlp), ember_mlp_num_params(mlp), 1,
-                &replica->bucket[m]);
+        ember_status_t status =
+                td->ops->allreduce_start(replica->comm, ember_mlp_grads(mlp),
+                                         ember_mlp_num_params(mlp), 1, &replica->bucket[m]);
         if (status != EMBER_OK)
             return ember_status_text(err, err_length, status, "allreduce: %s",
                                      td->ops->comm_error(replica->comm));
@@ -130,8 +128,8 @@ ember_status_t ember_dlrm_replica_backward(ember_dlrm_replica_t *replica,
     return EMBER_OK;
 }
 
-ember_status_t ember_dlrm_replica_step(ember_dlrm_replica_t *replica, const int *aborted,
-                                       char *err, size_t err_length)
+ember_status_t ember_dlrm_replica_step(ember_dlrm_replica_t *replica, const int *aborted, char *err,
+                                       size_t err_length)
 {
     const ember_trainer_dev_t *td = replica->td;
     ember_status_t status = EMBER_OK;

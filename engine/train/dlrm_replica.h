@@ -41,13 +41,12 @@ ember_status_t ember_dlrm_replica_forward(ember_dlrm_replica_t *replica, const f
 
 /** The backward: each table's pooled gradient into @grad_pooled[t], and
  * both MLPs' gradients on their way through the allreduce. */
-ember_status_t ember_dlrm_replica_backward(ember_dlrm_replica_t *replica,
-                                           float *const *grad_pooled, char *err,
-                                           size_t err_length);
+ember_status_t ember_dlrm_replica_backward(ember_dlrm_replica_t *replica, float *const *grad_pooled,
+                                           char *err, size_t err_length);
 
 /** Wait for the allreduce (giving up when *@aborted is set), then step. */
-ember_status_t ember_dlrm_replica_step(ember_dlrm_replica_t *replica, const int *aborted,
-                                       char *err, size_t err_length);
+ember_status_t ember_dlrm_replica_step(ember_dlrm_replica_t *replica, const int *aborted, char *err,
+                                       size_t err_length);
 
 /** The logits [batch] of an evaluation's examples (no backward follows). */
 ember_status_t ember_dlrm_replica_logits(ember_dlrm_replica_t *replica, const float *dense,

@@ -31,8 +31,8 @@ struct ember_dlrm_trainer {
     held_t step;
     ember_sparse_t *sparse;
     ember_dlrm_replica_t *replica;
-    ember_buffer_t offsets;      /* int64 0, 1, 2, ...: one value a bag */
-    ember_buffer_t pooled, grads; /* [tables][batch][dim] */
+    ember_buffer_t offsets;        /* int64 0, 1, 2, ...: one value a bag */
+    ember_buffer_t pooled, grads;  /* [tables][batch][dim] */
     ember_buffer_t logits, labels; /* an evaluation's, this trainer's share */
     size_t evaluated;
     char names[T_MAX][EMBER_TABLE_NAME_MAX]; /* the tables', for errors */
@@ -60,16 +60,16 @@ static ember_status_t sparse_setup(ember_dlrm_trainer_t *trainer)
     size_t count = ember_job_tables(trainer->config, spec->num_ps, tables);
     for (size_t t = 0; t < count; t++) {
         memcpy(trainer->names[t], tables[t].name, sizeof(trainer->names[t]));
-        configs[t] = (ember_sparse_config_t){.table_id = tables[t].id,
-                                             .table_name = trainer->names[t],
-                                             .num_ps = tables[t].shards,
-                                             .first_ps_rank = (int)(spec->first_ps_rank +
-                                                                    tables[t].first_ps),
-                                             .dim = tables[t].dim,
-                                             .mode = EMBER_BAG_SUM,
-                                             .padding_idx = -1,
-                                             .half_replies = (int)trainer->config->half_replies,
-                                             .trainer = (int)spec->trainer};
+        configs[t] = (ember_sparse_config_t){
+                .table_id = tables[t].id,
+                .table_name = trainer->names[t],
+                .num_ps = tables[t].shards,
+                .first_ps_rank = (int)(spec->first_ps_rank + tables[t].first_ps),
+                .dim = tables[t].dim,
+                .mode = EMBER_BAG_SUM,
+                .padding_idx = -1,
+                .half_replies = (int)trainer->config->half_replies,
+                .trainer = (int)spec->trainer};
     }
     trainer->tables = count;
     return ember_sparse_create(configs, count, trainer->args.tp, trainer->args.td, 0,
@@ -102,8 +102,8 @@ ember_status_t ember_dlrm_trainer_create(const ember_dlrm_trainer_args_t *args,
     trainer->config = &args->spec->config;
     trainer->dim = trainer->config->dim;
     trainer->batch = trainer->config->dlrm.batch_size;
-    EMBER_CHECK(open_stream(trainer, trainer->config->dlrm.data, 0, &trainer->data, err,
-                            err_length));
+    EMBER_CHECK(
+            open_stream(trainer, trainer->config->dlrm.data, 0, &trainer->data, err, err_length));
     if (trainer->config->dlrm.eval[0])
         EMBER_CHECK(open_stream(trainer, trainer->config->dlrm.eval, 1, &trainer->eval_data, err,
                                 err_length));
@@ -121,9 +121,8 @@ void ember_dlrm_trainer_destroy(ember_dlrm_trainer_t *trainer)
     ember_dlrm_replica_destroy(trainer->replica);
     ember_criteo_data_close(trainer->data);
     ember_criteo_data_close(trainer->eval_data);
-    ember_buffer_t *buffers[] = {&trainer->step.labels, &trainer->step.dense,
-                                 &trainer->step.sparse, &trainer->offsets,
-                                 &trainer->pooled,      &trainer->grads,
+    ember_buffer_t *buffers[] = {&trainer->step.labels, &trainer->step.dense, &trainer->step.sparse,
+                                 &trainer->offsets,     &trainer->pooled,     &trainer->grads,
                                  &trainer->logits,      &trainer->labels};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)
         ember_buffer_free(buffers[i]);
@@ -172,10 +171,8 @@ static void table_batches(ember_dlrm_trainer_t *trainer, const int64_t *const *v
                           ember_batch_t *batches)
 {
     for (size_t t = 0; t < trainer->tables; t++)
-        batches[t] = (ember_batch_t){.indices = values[t],
-                                     .n = n,
-                                     .offsets = trainer->offsets.data,
-                                     .bags = n};
+        batches[t] = (ember_batch_t){
+                .indices = values[t], .n = n, .offsets = trainer->offsets.data, .bags = n};
 }
 
 /* Look up every table for @n examples and pool them into trainer->pooled;

@@ -129,8 +129,8 @@ ember_status_t ember_master_eval_create(ember_tp_t *tp, uint32_t trainers, FILE 
     ember_master_eval_t *eval = calloc(1, sizeof(*eval));
     if (!eval)
         return EMBER_ERR_NO_MEMORY;
-    *eval = (ember_master_eval_t){.tp = tp, .trainers = trainers, .metrics = metrics,
-                                  .last_auc = NAN};
+    *eval = (ember_master_eval_t){
+            .tp = tp, .trainers = trainers, .metrics = metrics, .last_auc = NAN};
     for (int i = 0; i < EVALS_OPEN; i++) {
         if (!(eval->evals[i].from = calloc(trainers, 1))) {
             ember_master_eval_destroy(eval);
