@@ -21,8 +21,21 @@
         under 1.95 / sqrt(n), its 0.1% point); no two tables and no two rows
         of a table alike; each Linear's weight and bias within +-1/sqrt(in)
         and reaching past half of it.
+    dlrm_check.py losses FILE STEPS TRAINERS
+        The "losses" metadata holds STEPS x TRAINERS finite losses.
+    dlrm_check.py evals STDOUT METRICS --steps S1,S2,... --examples N
+                  [--reference REF_EVAL --min-auc X] [--like METRICS2]
+        ember's evaluations: "eval step S: auc A logloss L examples N" lines
+        printed and {"eval_step": S, "auc", "logloss", "examples"} JSON lines
+        in METRICS, at exactly the steps given, alike (within 1e-6, what the
+        printed digits hold), each of N examples; with --reference (the
+        reference's "auc A logloss L examples N" from the saved model) the
+        last one's AUC above X and AUC and log loss within 1e-4 of it; with
+        --like every step that METRICS2 also has within 1e-6 of it.
 Exit 0 when all holds, 1 saying what does not.
 """
+import json
+import re
 import argparse
 import math
 import os
@@ -167,6 +180,79 @@ def default_init(args):
           f"{var:.4f} of x/bound, KS {ks:.4f}); Linears within +-1/sqrt(in)")
 
 
+def losses(args):
+    meta, _ = st_io.read(args.file)
+    history = st_io.losses(args.file, meta)
+    if history.shape != (args.steps, args.trainers) or not np.isfinite(history).all():
+        raise Failed(f"{args.file}: losses {list(history.shape)}, want {args.steps} x "
+                     f"{args.trainers} finite")
+    print(f"ok: {args.file} holds {args.steps} x {args.trainers} finite losses")
+
+
+EVAL_LINE = r"eval step (\d+): auc (\S+) logloss (\S+) examples (\d+)"
+
+
+def metrics_evals(path):
+    """{step: (auc, logloss, examples)} of a --metrics file's eval lines, in
+    order (a step twice is an error)."""
+    evals = {}
+    with open(path) as fh:
+        for number, line in enumerate(fh, 1):
+            if '"eval_step"' not in line:
+                continue
+            try:
+                d = json.loads(line)
+                step, value = d["eval_step"], (d["auc"], d["logloss"], d["examples"])
+            except (ValueError, KeyError) as error:
+                raise Failed(f"{path}:{number}: not an eval line: {error}") from None
+            if step in evals:
+                raise Failed(f"{path}:{number}: step {step} evaluated twice")
+            evals[step] = value
+    return evals
+
+
+def evals(args):
+    with open(args.stdout) as fh:
+        printed = [(int(s), float(a), float(lo), int(n))
+                   for s, a, lo, n in re.findall(EVAL_LINE, fh.read())]
+    written = metrics_evals(args.metrics)
+    want = [int(x) for x in args.steps.split(",")]
+    print("ember: " + ", ".join(f"step {s} auc {a:.6f} logloss {lo:.6f} examples {n}"
+                                for s, a, lo, n in printed))
+    if [p[0] for p in printed] != want or list(written) != want:
+        raise Failed(f"eval steps printed {[p[0] for p in printed]}, in {args.metrics} "
+                     f"{list(written)}, want {want}")
+    for step, auc, logloss, n in printed:
+        w = written[step]
+        if n != args.examples or w[2] != args.examples or abs(auc - w[0]) > 1e-6 or \
+                abs(logloss - w[1]) > 1e-6:
+            raise Failed(f"step {step}: printed auc {auc} logloss {logloss} examples {n}, "
+                         f"{args.metrics} {w} (want {args.examples} examples)")
+    if args.like:
+        other = metrics_evals(args.like)
+        for step in sorted(set(other) & set(written)):
+            if max(abs(a - b) for a, b in zip(other[step], written[step])) > 1e-6:
+                raise Failed(f"step {step}: {args.metrics} has {written[step]}, {args.like} "
+                             f"{other[step]}")
+        print(f"ok: steps {sorted(set(other) & set(written))} evaluate as in {args.like}")
+    if args.reference:
+        with open(args.reference) as fh:
+            m = re.fullmatch(r"auc (\S+) logloss (\S+) examples (\d+)\n", fh.read())
+        if not m:
+            raise Failed(f"{args.reference}: not the reference's eval line")
+        ref = (float(m[1]), float(m[2]), int(m[3]))
+        auc, logloss, n = written[want[-1]]
+        print(f"reference on the saved model: auc {ref[0]:.6f} logloss {ref[1]:.6f} "
+              f"examples {ref[2]}")
+        if not auc > args.min_auc:
+            raise Failed(f"the final AUC {auc} is not above {args.min_auc}")
+        if n != ref[2] or abs(auc - ref[0]) > 1e-4 or abs(logloss - ref[1]) > 1e-4:
+            raise Failed(f"ember's final auc {auc} logloss {logloss}, the reference's "
+                         f"{ref[0]} {ref[1]} (within 1e-4)")
+        print(f"ok: final AUC {auc:.4f} > {args.min_auc}; AUC and log loss the reference's "
+              f"within 1e-4 (|diff| {abs(auc - ref[0]):.2g} and {abs(logloss - ref[1]):.2g})")
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -185,9 +271,21 @@ def main(argv):
     p.add_argument("b")
     p = sub.add_parser("default-init")
     p.add_argument("file")
+    p = sub.add_parser("losses")
+    p.add_argument("file")
+    p.add_argument("steps", type=int)
+    p.add_argument("trainers", type=int)
+    p = sub.add_parser("evals")
+    p.add_argument("stdout")
+    p.add_argument("metrics")
+    p.add_argument("--steps", required=True)
+    p.add_argument("--examples", type=int, required=True)
+    p.add_argument("--reference")
+    p.add_argument("--min-auc", type=float, default=0.75)
+    p.add_argument("--like")
     args = parser.parse_args(argv)
     commands = {"compare": compare, "moved": moved, "same": same, "differ": differ,
-                "default-init": default_init}
+                "default-init": default_init, "losses": losses, "evals": evals}
     try:
         commands[args.command](args)
     except (Failed, st_io.StFormatError, OSError) as error:

@@ -8,12 +8,18 @@
 #                        file, an initial model written by the reference, and
 #                        the reference's 10 steps (2 trainers, batch 16, two
 #                        epochs: 6 steps each, 8 examples dropped) with SGD,
-#                        SGD --sparse-reduce mean and Adagrad, each checked
+#                        SGD --sparse-reduce mean and Adagrad, and SGD on 3
+#                        trainers (batch 8: 8 steps an epoch), each checked
 #                        to have moved every tensor (so a comparison can fail)
-#   ref:OPT:SHARD:PS     ember-train from the same init with OPT (sgd,
-#                        sgd_mean, adagrad), --sharding SHARD and PS
+#   ref:RUN:SHARD:PS[:split]
+#                        ember-train from the same init as reference run RUN
+#                        (sgd, sgd_mean, adagrad; sgd_t3: 3 trainers of 8,
+#                        12 steps over 3 epochs), --sharding SHARD and PS
 #                        parameter servers: every step's loss of every trainer
-#                        and every final parameter within 1e-4 + 1e-4 |ref|
+#                        and every final parameter within 1e-4 + 1e-4 |ref|;
+#                        split: the data given as two files (77 lines, then
+#                        123: the files are one stream, trainer t still takes
+#                        i % 2 == t over both)
 #   strict_load          ember's --save (its own init) loads into the
 #                        reference module with load_state_dict(strict=True),
 #                        under TorchRec's names and shapes
@@ -21,12 +27,15 @@
 #                        within +-sqrt(1/N_f) and uniform; the same seed the
 #                        same model on 1 PS, 3 PS and 3 PS by table; another
 #                        seed other tables
-#   auc                  20000 examples, --eval on 5000 others: AUC > 0.75 at
+#   auc                  20000 examples, --eval on 4999 others (shares of 2500
+#                        and 2499, last batches short): AUC > 0.75 at
 #                        the end, stdout's and --metrics' eval lines alike,
 #                        and the AUC and log loss the reference computes from
-#                        the saved model within 1e-4
+#                        the saved model within 1e-4; a job of 100 steps
+#                        evaluates steps 50 and 100 as the longer one did
 #   refused              bad flags and files refused, naming what is wrong,
 #                        nothing saved
+#   refused_one_layer    an OverArch of one layer refused (TorchRec's is)
 # shellcheck disable=SC2054,SC2015 # flag values hold commas; A && B || fail is meant
 set -uo pipefail
 case_name=$1
@@ -49,21 +58,26 @@ fail() { echo "FAIL: $*"; echo "--- output:"; tail -40 "$work/out" 2>/dev/null; 
 rows=10,37,100,500,23,250,10,61,120,500,11,300,17,45,90,200,10,400,29,77,150,500,13,33,64,128
 model=(--embedding-dim 4 --num-embeddings-per-feature "$rows"
     --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1)
-job=(--trainers 2 --batch-size 16 --steps 10 --epochs 2)
-optimizer_flags() { # OPT: the optimizer's flags, the same for ember and the reference
+# run_flags RUN: a reference run's flags (the job's course and optimizer),
+# the same for ember and the reference; trainers_of RUN: its trainers.
+run_flags() {
     case $1 in
-    sgd) echo --optimizer sgd --lr 3 ;;
-    sgd_mean) echo --optimizer sgd --lr 3 --sparse-reduce mean ;;
-    adagrad) echo --optimizer adagrad --lr 0.05 ;;
-    *) echo "unknown optimizer $1" >&2; exit 2 ;;
+    sgd) echo --batch-size 16 --steps 10 --epochs 2 --optimizer sgd --lr 3 ;;
+    sgd_mean) echo --batch-size 16 --steps 10 --epochs 2 --optimizer sgd --lr 3 \
+        --sparse-reduce mean ;;
+    adagrad) echo --batch-size 16 --steps 10 --epochs 2 --optimizer adagrad --lr 0.05 ;;
+    sgd_t3) echo --batch-size 8 --steps 12 --epochs 3 --optimizer sgd --lr 3 ;;
+    *) echo "unknown run $1" >&2; exit 2 ;;
     esac
 }
+trainers_of() { [[ $1 == *_t3 ]] && echo 3 || echo 2; }
 
-# ember_dlrm PS OUT_LOG ARGS...: the job on 2 trainers and PS parameter servers.
+# ember_dlrm PS OUT_LOG ARGS...: the job on PS parameter servers and
+# $trainers trainers (2 unless set).
 ember_dlrm() {
-    local ps=$1 log=$2
+    local ps=$1 log=$2 t=${trainers:-2}
     shift 2
-    timeout 120 "$run" -n $((2 + 1 + ps)) "$train" --model dlrm --trainers 2 --ps "$ps" "$@" \
+    timeout 120 "$run" -n $((t + 1 + ps)) "$train" --model dlrm --trainers "$t" --ps "$ps" "$@" \
         >"$log" 2>&1
 }
 
@@ -72,11 +86,13 @@ setup)
     rm -rf "$fixture" && mkdir -p "$fixture" || exit 1
     "$gen" --examples 200 --out "$fixture/data.tsv" --seed 11 >"$work/out" 2>&1 ||
         fail "ember-criteo-gen exited $?"
+    head -n 77 "$fixture/data.tsv" >"$fixture/part1.tsv"
+    tail -n +78 "$fixture/data.tsv" >"$fixture/part2.tsv"
     "${ref[@]}" write-init "${model[@]}" --seed 5 --out "$fixture/init.safetensors" \
         >>"$work/out" 2>&1 || fail "the reference cannot write the init"
-    for opt in sgd sgd_mean adagrad; do
+    for opt in sgd sgd_mean adagrad sgd_t3; do
         # shellcheck disable=SC2046 # the flags split on purpose
-        "${ref[@]}" train "${model[@]}" "${job[@]}" $(optimizer_flags $opt) \
+        "${ref[@]}" train "${model[@]}" --trainers "$(trainers_of $opt)" $(run_flags $opt) \
             --init "$fixture/init.safetensors" --data "criteo:$fixture/data.tsv" \
             --out "$fixture/ref_$opt.safetensors" >>"$work/out" 2>&1 ||
             fail "the reference's $opt run exited $?"
@@ -90,12 +106,14 @@ setup)
     tail -4 "$work/out"
     ;;
 ref:*)
-    IFS=: read -r _ opt sharding ps <<<"$case_name"
+    IFS=: read -r _ opt sharding ps split <<<"$case_name"
     [ -f "$fixture/ref_$opt.safetensors" ] || { echo "no fixture: run train.dlrm_ref.setup"; exit 2; }
+    data=criteo:$fixture/data.tsv
+    [ -z "$split" ] || data=criteo:$fixture/part1.tsv,$fixture/part2.tsv
+    trainers=$(trainers_of "$opt")
     # shellcheck disable=SC2046
-    ember_dlrm "$ps" "$work/out" --sharding "$sharding" "${model[@]}" \
-        --batch-size 16 --steps 10 --epochs 2 $(optimizer_flags "$opt") \
-        --data "criteo:$fixture/data.tsv" --init "$fixture/init.safetensors" \
+    ember_dlrm "$ps" "$work/out" --sharding "$sharding" "${model[@]}" $(run_flags "$opt") \
+        --data "$data" --init "$fixture/init.safetensors" \
         --save "$work/ember.safetensors" --metrics "$work/metrics.json" ||
         fail "ember-train exited $?"
     "${check[@]}" compare "$work/ember.safetensors" "$fixture/ref_$opt.safetensors" \
@@ -134,7 +152,7 @@ default_init)
     ;;
 auc)
     "$gen" --examples 20000 --out "$work/train.tsv" --seed 21 >"$work/out" 2>&1 &&
-        "$gen" --examples 5000 --out "$work/eval.tsv" --seed 22 >>"$work/out" 2>&1 ||
+        "$gen" --examples 4999 --out "$work/eval.tsv" --seed 22 >>"$work/out" 2>&1 ||
         fail "ember-criteo-gen exited $?"
     big=(--embedding-dim 8 --num-embeddings 1000 --dense-arch-layer-sizes 16,8
         --over-arch-layer-sizes 16,1)
@@ -146,32 +164,21 @@ auc)
     "${ref[@]}" eval "${big[@]}" --model "$work/ember.safetensors" \
         --data "criteo:$work/eval.tsv" >"$work/ref_eval" 2>&1 ||
         { cat "$work/ref_eval"; fail "the reference cannot evaluate ember's save"; }
-    "$python" - "$work/out" "$work/metrics.json" "$work/ref_eval" <<'EOF' || fail "eval"
-import json, re, sys
-out, metrics, ref = (open(p).read() for p in sys.argv[1:])
-line = r"eval step (\d+): auc ([0-9.eE+-]+) logloss ([0-9.eE+-]+) examples (\d+)"
-printed = [(int(s), float(a), float(l), int(n)) for s, a, l, n in re.findall(line, out)]
-lines = [json.loads(x) for x in metrics.splitlines() if '"eval_step"' in x]
-written = [(d["eval_step"], d["auc"], d["logloss"], d["examples"]) for d in lines]
-a, l, n = re.fullmatch(r"auc (\S+) logloss (\S+) examples (\d+)\n", ref).groups()
-print(f"ember: {printed}\nreference on ember's save: auc {a} logloss {l} examples {n}")
-steps = [s for s, *_ in printed]
-if steps != [50, 100, 150, 156] or [s for s, *_ in written] != steps:
-    sys.exit(f"FAIL: eval steps printed {steps}, in --metrics {[s for s, *_ in written]}, "
-             "want [50, 100, 150, 156]")
-for p, w in zip(printed, written):
-    if p[3] != 5000 or w[3] != 5000 or abs(p[1] - w[1]) > 1e-6 or abs(p[2] - w[2]) > 1e-6:
-        sys.exit(f"FAIL: step {p[0]}: printed {p}, --metrics has {w} (5000 examples)")
-_, auc, logloss, examples = written[-1]
-if not auc > 0.75:
-    sys.exit(f"FAIL: the final AUC {auc} is not above 0.75")
-if int(n) != examples or abs(auc - float(a)) > 1e-4 or abs(logloss - float(l)) > 1e-4:
-    sys.exit(f"FAIL: ember's final auc {auc} logloss {logloss}, the reference's {a} {l} "
-             "(within 1e-4)")
-print(f"ok: final AUC {auc:.4f} > 0.75; ember's AUC and log loss are the reference's within 1e-4")
-EOF
+    "${check[@]}" losses "$work/ember.safetensors" 156 2 >"$work/check" 2>&1 &&
+        "${check[@]}" evals "$work/out" "$work/metrics.json" --steps 50,100,150,156 \
+            --examples 4999 --reference "$work/ref_eval" --min-auc 0.75 >>"$work/check" 2>&1 ||
+        { cat "$work/check"; fail "ember's evaluations"; }
+    # The evaluation of step 100 while training goes on sees the tables of
+    # step 100, as one after a job of 100 steps does.
+    ember_dlrm 2 "$work/out" "${big[@]}" --batch-size 64 --steps 100 --optimizer adagrad \
+        --lr 0.05 --seed 3 --data "criteo:$work/train.tsv" --eval "criteo:$work/eval.tsv" \
+        --eval-every 50 --metrics "$work/metrics100.json" || fail "ember-train exited $?"
+    "${check[@]}" evals "$work/out" "$work/metrics100.json" --steps 50,100 --examples 4999 \
+        --like "$work/metrics.json" >>"$work/check" 2>&1 ||
+        { cat "$work/check"; fail "ember's evaluations"; }
+    cat "$work/check"
     ;;
-refused)
+refused | refused_one_layer)
     "$gen" --examples 100 --out "$work/data.tsv" --seed 14 >"$work/out" 2>&1 &&
         "$gen" --examples 100 --out "$work/second.tsv" --seed 15 >>"$work/out" 2>&1 ||
         fail "ember-criteo-gen exited $?"
@@ -195,6 +202,14 @@ refused)
         echo "refused ($want): $(grep -m1 -E -- "$want" "$work/out")"
     }
     sizes=(--embedding-dim 4 --num-embeddings-per-feature "$rows")
+    if [ "$case_name" = refused_one_layer ]; then
+        # TorchRec's OverArch refuses fewer than two layers ("OverArch must
+        # have multiple layers."): a save of one could not load into its DLRM.
+        refuse "--over-arch-layer-sizes" "${sizes[@]}" --dense-arch-layer-sizes 8,4 \
+            --over-arch-layer-sizes 1 "${good[@]}" --data "criteo:$work/data.tsv"
+        echo "$case_name: passed"
+        exit 0
+    fi
     refuse "--over-arch-layer-sizes" "${sizes[@]}" --dense-arch-layer-sizes 8,4 \
         --over-arch-layer-sizes 8,2 "${good[@]}" --data "criteo:$work/data.tsv"
     refuse "--dense-arch-layer-sizes" "${sizes[@]}" --dense-arch-layer-sizes 8,5 \
@@ -210,9 +225,16 @@ refused)
     refuse "$work/bad.tsv:5: .*I3" "${model[@]}" "${good[@]}" --data "criteo:$work/bad.tsv"
     refuse "$work/bad2.tsv:3: " "${model[@]}" "${good[@]}" \
         --data "criteo:$work/data.tsv,$work/bad2.tsv"
-    refuse "$work/missing.tsv" "${model[@]}" "${good[@]}" --data "criteo:$work/missing.tsv"
-    refuse "$work/missing.tsv" "${model[@]}" "${good[@]}" --data "criteo:$work/data.tsv" \
-        --eval "criteo:$work/missing.tsv"
+    refuse "$work/missing.tsv: No such file" "${model[@]}" "${good[@]}" \
+        --data "criteo:$work/missing.tsv"
+    refuse "$work/missing.tsv: No such file" "${model[@]}" "${good[@]}" \
+        --data "criteo:$work/data.tsv" --eval "criteo:$work/missing.tsv"
+    # An --init of other shapes names the tensor.
+    "$python" "$here/dlrm_sync_ref.py" write-init --embedding-dim 4 --num-embeddings 10 \
+        --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1 --seed 1 \
+        --out "$work/other.safetensors" >"$work/out" 2>&1 || fail "cannot write the other init"
+    refuse "$work/other.safetensors: .*t_cat_1\.weight" "${model[@]}" "${good[@]}" \
+        --data "criteo:$work/data.tsv" --init "$work/other.safetensors"
     ;;
 *)
     echo "unknown case $case_name"; exit 2 ;;
