@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# ember-train --model dlrm against a PyTorch reference of the synchronous
+# job (dlrm_sync_ref.py): real processes under ember-run, real UCX, real
+# Criteo files from ember-criteo-gen.
+# usage: test_dlrm.sh CASE BUILD_DIR FIXTURE_DIR [PYTHON]
+#   (PYTHON: one with torch, /usr/bin/python3 by default)
+#   setup                the shared inputs into FIXTURE_DIR: a 200-example
+#                        file, an initial model written by the reference, and
+#                        the reference's 10 steps (2 trainers, batch 16, two
+#                        epochs: 6 steps each, 8 examples dropped) with SGD,
+#                        SGD --sparse-reduce mean and Adagrad, and SGD on 3
+#                        trainers (batch 8: 8 steps an epoch), each checked
+#                        to have moved every tensor (so a comparison can fail)
+#   ref:RUN:SHARD:PS[:split]
+#                        ember-train from the same init as reference run RUN
+#                        (sgd, sgd_mean, adagrad; sgd_t3: 3 trainers of 8,
+#                        12 steps over 3 epochs), --sharding SHARD and PS
+#                        parameter servers: every step's loss of every trainer
+#                        and every final parameter within 1e-4 + 1e-4 |ref|;
+#                        split: the data given as two files (77 lines, then
+#                        123: the files are one stream, trainer t still takes
+#                        i % 2 == t over both)
+#   strict_load          ember's --save (its own init) loads into the
+#                        reference module with load_state_dict(strict=True),
+#                        under TorchRec's names and shapes
+#   default_init         without --init, after --lr 0 --steps 1: each table
+#                        within +-sqrt(1/N_f) and uniform; the same seed the
+#                        same model on 1 PS, 3 PS and 3 PS by table; another
+#                        seed other tables
+#   auc                  20000 examples, --eval on 4999 others (shares of 2500
+#                        and 2499, last batches short): AUC > 0.75 at
+#                        the end, stdout's and --metrics' eval lines alike,
+#                        and the AUC and log loss the reference computes from
+#                        the saved model within 1e-4; a job of 100 steps
+#                        evaluates steps 50 and 100 as the longer one did
+#   refused              bad flags and files refused, naming what is wrong,
+#                        nothing saved
+#   refused_one_layer    an OverArch of one layer refused (TorchRec's is)
+# shellcheck disable=SC2054,SC2015 # flag values hold commas; A && B || fail is meant
+set -uo pipefail
+case_name=$1
+build=$(cd "$2" && pwd)
+fixture=$3
+here=$(cd "$(dirname "$0")" && pwd)
+python=${4:-/usr/bin/python3}
+ref=("$python" "$here/dlrm_sync_ref.py")
+check=("$python" "$here/dlrm_check.py")
+gen=$build/tools/ember-criteo-gen
+run=$build/tools/ember-run
+work=$(mktemp -d /tmp/ember-dlrm-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+ln -s "$build/tools/ember-train" "$work/ember-train" # a path of this test's own
+train=$work/ember-train
+fail() { echo "FAIL: $*"; echo "--- output:"; tail -40 "$work/out" 2>/dev/null; exit 1; }
+
+# The small model of the comparisons: tables of 10 to 500 rows (a 10-row
+# table sees every row many times a batch), D = 4.
+rows=10,37,100,500,23,250,10,61,120,500,11,300,17,45,90,200,10,400,29,77,150,500,13,33,64,128
+model=(--embedding-dim 4 --num-embeddings-per-feature "$rows"
+    --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1)
+# run_flags RUN: a reference run's flags (the job's course and optimizer),
+# the same for ember and the reference; trainers_of RUN: its trainers.
+run_flags() {
+    case $1 in
+    sgd) echo --batch-size 16 --steps 10 --epochs 2 --optimizer sgd --lr 3 ;;
+    sgd_mean) echo --batch-size 16 --steps 10 --epochs 2 --optimizer sgd --lr 3 \
+        --sparse-reduce mean ;;
+    adagrad) echo --batch-size 16 --steps 10 --epochs 2 --optimizer adagrad --lr 0.05 ;;
+    sgd_t3) echo --batch-size 8 --steps 12 --epochs 3 --optimizer sgd --lr 3 ;;
+    *) echo "unknown run $1" >&2; exit 2 ;;
+    esac
+}
+trainers_of() { [[ $1 == *_t3 ]] && echo 3 || echo 2; }
+
+# ember_dlrm PS OUT_LOG ARGS...: the job on PS parameter servers and
+# $trainers trainers (2 unless set).
+ember_dlrm() {
+    local ps=$1 log=$2 t=${trainers:-2}
+    shift 2
+    timeout 120 "$run" -n $((t + 1 + ps)) "$train" --model dlrm --trainers "$t" --ps "$ps" "$@" \
+        >"$log" 2>&1
+}
+
+case "$case_name" in
+setup)
+    rm -rf "$fixture" && mkdir -p "$fixture" || exit 1
+    "$gen" --examples 200 --out "$fixture/data.tsv" --seed 11 >"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    head -n 77 "$fixture/data.tsv" >"$fixture/part1.tsv"
+    tail -n +78 "$fixture/data.tsv" >"$fixture/part2.tsv"
+    "${ref[@]}" write-init "${model[@]}" --seed 5 --out "$fixture/init.safetensors" \
+        >>"$work/out" 2>&1 || fail "the reference cannot write the init"
+    for opt in sgd sgd_mean adagrad sgd_t3; do
+        # shellcheck disable=SC2046 # the flags split on purpose
+        "${ref[@]}" train "${model[@]}" --trainers "$(trainers_of $opt)" $(run_flags $opt) \
+            --init "$fixture/init.safetensors" --data "criteo:$fixture/data.tsv" \
+            --out "$fixture/ref_$opt.safetensors" >>"$work/out" 2>&1 ||
+            fail "the reference's $opt run exited $?"
+        "${check[@]}" moved "$fixture/init.safetensors" "$fixture/ref_$opt.safetensors" \
+            >>"$work/out" 2>&1 || fail "the reference's $opt run does not move every tensor"
+    done
+    # SGD tells --sparse-reduce sum from mean (Adagrad's step is blind to a
+    # gradient's scale): a comparison of the one to the other must fail.
+    "${check[@]}" compare "$fixture/ref_sgd.safetensors" "$fixture/ref_sgd_mean.safetensors" \
+        >>"$work/out" 2>&1 && fail "sum and mean sparse reductions compare as equal"
+    tail -4 "$work/out"
+    ;;
+ref:*)
+    IFS=: read -r _ opt sharding ps split <<<"$case_name"
+    [ -f "$fixture/ref_$opt.safetensors" ] || { echo "no fixture: run train.dlrm_ref.setup"; exit 2; }
+    data=criteo:$fixture/data.tsv
+    [ -z "$split" ] || data=criteo:$fixture/part1.tsv,$fixture/part2.tsv
+    trainers=$(trainers_of "$opt")
+    # shellcheck disable=SC2046
+    ember_dlrm "$ps" "$work/out" --sharding "$sharding" "${model[@]}" $(run_flags "$opt") \
+        --data "$data" --init "$fixture/init.safetensors" \
+        --save "$work/ember.safetensors" --metrics "$work/metrics.json" ||
+        fail "ember-train exited $?"
+    "${check[@]}" compare "$work/ember.safetensors" "$fixture/ref_$opt.safetensors" \
+        >>"$work/out" 2>&1 || fail "ember differs from the reference"
+    grep -E "^(dense|tables|losses):|^ok:" "$work/out"
+    ;;
+strict_load)
+    "$gen" --examples 200 --out "$work/data.tsv" --seed 12 >"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    ember_dlrm 1 "$work/out" "${model[@]}" --batch-size 16 --steps 4 --epochs 1 \
+        --optimizer sgd --lr 0.5 --seed 9 --data "criteo:$work/data.tsv" \
+        --save "$work/ember.safetensors" || fail "ember-train exited $?"
+    "${ref[@]}" strict-load "${model[@]}" --model "$work/ember.safetensors" --steps 4 \
+        --trainers 2 >>"$work/out" 2>&1 || fail "the reference module refused ember's save"
+    tail -1 "$work/out"
+    ;;
+default_init)
+    "$gen" --examples 100 --out "$work/data.tsv" --seed 13 >"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    init_run() { # NAME PS SHARDING SEED
+        ember_dlrm "$2" "$work/out" --sharding "$3" --seed "$4" "${model[@]}" --batch-size 16 \
+            --steps 1 --epochs 1 --optimizer sgd --lr 0 --data "criteo:$work/data.tsv" \
+            --save "$work/$1.safetensors" || fail "ember-train ($1) exited $?"
+    }
+    init_run ps1 1 row 3
+    init_run ps3 3 row 3
+    init_run ps3_table 3 table 3
+    init_run seed4 1 row 4
+    {
+        "${check[@]}" default-init "$work/ps1.safetensors" &&
+            "${check[@]}" same "$work/ps1.safetensors" "$work/ps3.safetensors" \
+                "$work/ps3_table.safetensors" &&
+            "${check[@]}" differ "$work/ps1.safetensors" "$work/seed4.safetensors"
+    } >"$work/check" 2>&1 || { cat "$work/check"; fail "ember's own init"; }
+    cat "$work/check"
+    ;;
+auc)
+    "$gen" --examples 20000 --out "$work/train.tsv" --seed 21 >"$work/out" 2>&1 &&
+        "$gen" --examples 4999 --out "$work/eval.tsv" --seed 22 >>"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    big=(--embedding-dim 8 --num-embeddings 1000 --dense-arch-layer-sizes 16,8
+        --over-arch-layer-sizes 16,1)
+    # 156 steps of 2 x 64: evaluated at 50, 100, 150 and at the end.
+    ember_dlrm 2 "$work/out" "${big[@]}" --batch-size 64 --epochs 1 --optimizer adagrad \
+        --lr 0.05 --seed 3 --data "criteo:$work/train.tsv" --eval "criteo:$work/eval.tsv" \
+        --eval-every 50 --save "$work/ember.safetensors" --metrics "$work/metrics.json" ||
+        fail "ember-train exited $?"
+    "${ref[@]}" eval "${big[@]}" --model "$work/ember.safetensors" \
+        --data "criteo:$work/eval.tsv" >"$work/ref_eval" 2>&1 ||
+        { cat "$work/ref_eval"; fail "the reference cannot evaluate ember's save"; }
+    "${check[@]}" losses "$work/ember.safetensors" 156 2 >"$work/check" 2>&1 &&
+        "${check[@]}" evals "$work/out" "$work/metrics.json" --steps 50,100,150,156 \
+            --examples 4999 --reference "$work/ref_eval" --min-auc 0.75 >>"$work/check" 2>&1 ||
+        { cat "$work/check"; fail "ember's evaluations"; }
+    # The evaluation of step 100 while training goes on sees the tables of
+    # step 100, as one after a job of 100 steps does.
+    ember_dlrm 2 "$work/out" "${big[@]}" --batch-size 64 --steps 100 --optimizer adagrad \
+        --lr 0.05 --seed 3 --data "criteo:$work/train.tsv" --eval "criteo:$work/eval.tsv" \
+        --eval-every 50 --metrics "$work/metrics100.json" || fail "ember-train exited $?"
+    "${check[@]}" evals "$work/out" "$work/metrics100.json" --steps 50,100 --examples 4999 \
+        --like "$work/metrics.json" >>"$work/check" 2>&1 ||
+        { cat "$work/check"; fail "ember's evaluations"; }
+    cat "$work/check"
+    ;;
+refused | refused_one_layer)
+    "$gen" --examples 100 --out "$work/data.tsv" --seed 14 >"$work/out" 2>&1 &&
+        "$gen" --examples 100 --out "$work/second.tsv" --seed 15 >>"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    # Line 5 of a copy: field I3 not an integer; line 3 of the second file
+    # of two: 39 fields.
+    awk -F'\t' -v OFS='\t' 'NR == 5 { $4 = "1.5" } 1' "$work/data.tsv" >"$work/bad.tsv"
+    awk -F'\t' -v OFS='\t' 'NR == 3 { NF = 39 } 1' "$work/second.tsv" >"$work/bad2.tsv"
+    good=(--batch-size 16 --steps 6 --epochs 1 --optimizer sgd --lr 0.1)
+    # refuse WANT_REGEX ARGS...: ember-train ends non-zero, promptly, saying
+    # WANT_REGEX, and writes no --save file.
+    refuse() {
+        local want=$1
+        shift
+        rm -f "$work/never.safetensors"
+        ember_dlrm 1 "$work/out" "$@" --save "$work/never.safetensors"
+        local rc=$?
+        [ $rc -ne 0 ] || fail "accepted: $*"
+        [ $rc -ne 124 ] || fail "hung: $*"
+        grep -qE -- "$want" "$work/out" || fail "refused without saying '$want': $*"
+        [ ! -e "$work/never.safetensors" ] || fail "saved a model though refused: $*"
+        echo "refused ($want): $(grep -m1 -E -- "$want" "$work/out")"
+    }
+    sizes=(--embedding-dim 4 --num-embeddings-per-feature "$rows")
+    if [ "$case_name" = refused_one_layer ]; then
+        # TorchRec's OverArch refuses fewer than two layers ("OverArch must
+        # have multiple layers."): a save of one could not load into its DLRM.
+        refuse "--over-arch-layer-sizes" "${sizes[@]}" --dense-arch-layer-sizes 8,4 \
+            --over-arch-layer-sizes 1 "${good[@]}" --data "criteo:$work/data.tsv"
+        echo "$case_name: passed"
+        exit 0
+    fi
+    refuse "--over-arch-layer-sizes" "${sizes[@]}" --dense-arch-layer-sizes 8,4 \
+        --over-arch-layer-sizes 8,2 "${good[@]}" --data "criteo:$work/data.tsv"
+    refuse "--dense-arch-layer-sizes" "${sizes[@]}" --dense-arch-layer-sizes 8,5 \
+        --over-arch-layer-sizes 8,1 "${good[@]}" --data "criteo:$work/data.tsv"
+    refuse "--num-embeddings-per-feature.*26|26.*--num-embeddings-per-feature" \
+        --embedding-dim 4 --num-embeddings-per-feature "${rows%,*}" \
+        --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1 "${good[@]}" \
+        --data "criteo:$work/data.tsv"
+    refuse "--num-embeddings-per-feature.*26|26.*--num-embeddings-per-feature" \
+        --embedding-dim 4 --num-embeddings-per-feature "$rows,5" \
+        --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1 "${good[@]}" \
+        --data "criteo:$work/data.tsv"
+    refuse "$work/bad.tsv:5: .*I3" "${model[@]}" "${good[@]}" --data "criteo:$work/bad.tsv"
+    refuse "$work/bad2.tsv:3: " "${model[@]}" "${good[@]}" \
+        --data "criteo:$work/data.tsv,$work/bad2.tsv"
+    refuse "$work/missing.tsv: No such file" "${model[@]}" "${good[@]}" \
+        --data "criteo:$work/missing.tsv"
+    refuse "$work/missing.tsv: No such file" "${model[@]}" "${good[@]}" \
+        --data "criteo:$work/data.tsv" --eval "criteo:$work/missing.tsv"
+    # An --init of other shapes names the tensor.
+    "$python" "$here/dlrm_sync_ref.py" write-init --embedding-dim 4 --num-embeddings 10 \
+        --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1 --seed 1 \
+        --out "$work/other.safetensors" >"$work/out" 2>&1 || fail "cannot write the other init"
+    refuse "$work/other.safetensors: .*t_cat_1\.weight" "${model[@]}" "${good[@]}" \
+        --data "criteo:$work/data.tsv" --init "$work/other.safetensors"
+    ;;
+*)
+    echo "unknown case $case_name"; exit 2 ;;
+esac
+echo "$case_name: passed"
