@@ -669,6 +669,10 @@ static ember_status_t check_dlrm(const ember_job_t *job)
     if (d->dense_sizes[d->dense_layers - 1] != job->train.dim)
         return refuse("--dense-arch-layer-sizes must end in the embedding dimension (%u), not %u",
                       job->train.dim, d->dense_sizes[d->dense_layers - 1]);
+    if (d->over_layers < 2)
+        return refuse("--over-arch-layer-sizes %u: OverArch needs at least two layers "
+                      "(TorchRec's OverArch refuses one), the last of width 1",
+                      d->over_sizes[0]);
     if (d->over_sizes[d->over_layers - 1] != 1)
         return refuse("--over-arch-layer-sizes must end in 1 (the logit), not %u",
                       d->over_sizes[d->over_layers - 1]);
