@@ -70,8 +70,11 @@ void *ember_huge_alloc(size_t bytes, int zero)
     if (bytes > SIZE_MAX - 2 * EMBER_HUGE_PAGE)
         return NULL;
     /* Fresh pages at a 2 MiB boundary, one small page before them for the
-     * header. */
-    size_t rounded = (bytes + EMBER_HUGE_PAGE - 1) / EMBER_HUGE_PAGE * EMBER_HUGE_PAGE;
+     * header.  The length is rounded to small pages only: the tail past
+     * the last whole huge page stays in small pages, rather than up to
+     * 2 MiB of resident memory no row uses (a PS of many tables has two
+     * such blocks a table). */
+    size_t rounded = (bytes + HEAD_PAGE - 1) / HEAD_PAGE * HEAD_PAGE;
     char *block = ember_huge_map(rounded, HEAD_PAGE);
     if (!block)
         return NULL;

@@ -7,6 +7,8 @@
 #   multiprog      --multi-prog slurm/multi-prog.conf: one role per line
 #   rank_fails     one rank gets a bad flag: the job ends non-zero, fast,
 #                  with no process left behind
+#   dlrm_2nodes    --model dlrm on generated Criteo data, 2 trainers and 2 PS
+#                  (whole tables) over two nodes: its evaluation's AUC
 #   bench_allreduce  srun -N2 ember-bench allreduce: the nccl-tests table,
 #                  one rank per node, #wrong 0
 # Needs SLURM_CONF (set by CTest to the fixture's cluster).  77 = skipped.
@@ -71,6 +73,21 @@ golden | golden_2nodes)
         bind_lines node2 2
         need '^[0-9]: ember-bind: rank 3 local 1/2 host node2 '
     fi
+    ;;
+dlrm_2nodes)
+    "$build/tools/ember-criteo-gen" --examples 6000 --seed 1 --out "$work/train.txt" &&
+        "$build/tools/ember-criteo-gen" --examples 2000 --seed 2 --out "$work/eval.txt" ||
+        fail "ember-criteo-gen"
+    submit -N 2 -n 5 -- --ps 2 --model dlrm --sharding table --embedding-dim 8 \
+        --num-embeddings 5000 --dense-arch-layer-sizes 16,8 --over-arch-layer-sizes 16,1 \
+        --batch-size 128 --optimizer adagrad --lr 0.05 --data "criteo:$work/train.txt" \
+        --eval "criteo:$work/eval.txt" --eval-every 10 --steps 20
+    [ $rc -eq 0 ] || fail "exit $rc"
+    need '5 ranks on 2 node\(s\) \(node\[1-2\]\)'
+    need '^2: tables on ps1: t_cat_'
+    need '^2: eval step 10: auc 0\.[0-9]+ logloss [0-9.]+ examples 2000$'
+    need '^2: eval step 20: auc 0\.[0-9]+ logloss [0-9.]+ examples 2000$'
+    need '^2: done: 40 steps \(5120 examples\)'
     ;;
 multiprog)
     submit -n 4 -- --multi-prog "$src/slurm/multi-prog.conf"

@@ -36,6 +36,13 @@
 #   refused              bad flags and files refused, naming what is wrong,
 #                        nothing saved
 #   refused_one_layer    an OverArch of one layer refused (TorchRec's is)
+#   npy                  the fixture's data in TorchRec's npy layout (raw
+#                        integer dense counts, tests/engine/criteo_npy_ref.py)
+#                        trains to the same bytes as the TSV (criteo-npy:)
+#   ps_memory            26 tables of 100000 x 16 with Adagrad on 1 PS and on
+#                        2 PS by rows: each PS's resident memory (its own
+#                        PS_STATS, printed by the master) within 1.2x of its
+#                        rows plus optimizer state
 # shellcheck disable=SC2054,SC2015 # flag values hold commas; A && B || fail is meant
 set -uo pipefail
 case_name=$1
@@ -235,6 +242,44 @@ refused | refused_one_layer)
         --out "$work/other.safetensors" >"$work/out" 2>&1 || fail "cannot write the other init"
     refuse "$work/other.safetensors: .*t_cat_1\.weight" "${model[@]}" "${good[@]}" \
         --data "criteo:$work/data.tsv" --init "$work/other.safetensors"
+    ;;
+npy)
+    [ -f "$fixture/init.safetensors" ] || { echo "no fixture: run train.dlrm_ref.setup"; exit 2; }
+    mkdir -p "$work/npy" &&
+        "$python" "$here/../engine/criteo_npy_ref.py" "$work/npy" "$fixture/data.tsv" \
+        >"$work/out" 2>&1 || fail "criteo_npy_ref.py exited $?"
+    for source in "criteo:$fixture/data.tsv" "criteo-npy:$work/npy/raw_0"; do
+        name=${source%%:*}
+        ember_dlrm 2 "$work/out" "${model[@]}" $(run_flags sgd) --data "$source" \
+            --init "$fixture/init.safetensors" --save "$work/$name.safetensors" ||
+            fail "ember-train on $source exited $?"
+    done
+    cmp "$work/criteo.safetensors" "$work/criteo-npy.safetensors" ||
+        fail "the npy layout trains otherwise than the TSV"
+    ;;
+ps_memory)
+    "$gen" --examples 400 --out "$work/data.tsv" --seed 13 >"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    for ps in 1 2; do
+        # the master prints each PS's PS_STATS at info
+        EMBER_LOG_LEVEL=info ember_dlrm "$ps" "$work/out" --embedding-dim 16 --num-embeddings 100000 \
+            --dense-arch-layer-sizes 8,16 --over-arch-layer-sizes 8,1 --batch-size 64 \
+            --optimizer adagrad --data "criteo:$work/data.tsv" || fail "ember-train exited $?"
+        # "ps0: table T MiB, optimizer state O MiB, other X MiB, resident R MiB; ..."
+        awk -v want="$ps" '/ps[0-9]+: table [0-9.]+ MiB, optimizer state/ {
+                for (i = 1; i <= NF; i++) {
+                    if ($i == "table") t = $(i + 1)
+                    if ($i == "state") o = $(i + 1)
+                    if ($i == "resident") r = $(i + 1)
+                }
+                seen++
+                printf "ps: rows %.1f MiB + optimizer %.1f MiB, resident %.1f MiB (%.3fx)\n",
+                       t, o, r, r / (t + o)
+                if (r > 1.2 * (t + o)) bad++
+            }
+            END { exit !(seen == want && !bad) }' "$work/out" ||
+            fail "a PS over 1.2x of its rows and optimizer state (or its stats missing)"
+    done
     ;;
 *)
     echo "unknown case $case_name"; exit 2 ;;
