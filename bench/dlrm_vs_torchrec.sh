@@ -90,12 +90,12 @@ torchrec_run() { # name args...
     "$python" "$peer" "$@" >"$out/$name.log" 2>&1 || {
         cat "$out/$name.log" >&2; die "the TorchRec peer failed ($name)"; }
 }
-# "RATE AUC": examples/s over the timed steps, the AUC at the last step.
+# "RATE AUC STEP": examples/s over the timed steps, the last eval's AUC and step.
 torchrec_result() {
-    local rate auc
+    local rate eval
     rate=$(sed -n 's/^examples\/s \([0-9.]*\).*/\1/p' "$out/$1.log")
-    auc=$(sed -n 's/^eval step [0-9]*: auc \([0-9.]*\).*/\1/p' "$out/$1.log" | tail -n 1)
-    echo "${rate:--} ${auc:--}"
+    eval=$(sed -n 's/^eval step \([0-9]*\): auc \([0-9.]*\).*/\2 \1/p' "$out/$1.log" | tail -n 1)
+    echo "${rate:--} ${eval:-- -}"
 }
 ember_run() { # name args...
     local name=$1; shift
@@ -103,8 +103,9 @@ ember_run() { # name args...
         --metrics "$out/$name.json" "$@" >"$out/$name.log" 2>&1 || {
         cat "$out/$name.log" >&2; die "ember-train failed ($name)"; }
 }
-# "RATE AUC" from --metrics: examples over the epochs' seconds (bags are
-# examples for DLRM until the epoch lines say examples), the last eval's AUC.
+# "RATE AUC STEP" from --metrics: the epochs' examples over their seconds
+# (examples_per_s where the epoch lines have it, else bags, which are examples
+# for DLRM), the last eval line's AUC and step.
 ember_result() {
     "$python" - "$out/$1.json" <<'EOF'
 import json, sys
@@ -112,9 +113,10 @@ lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 epochs = [l for l in lines if "epoch" in l]
 evals = [l for l in lines if "eval_step" in l]
 seconds = sum(e["seconds"] for e in epochs)
-examples = sum(e.get("examples", e.get("bags", 0)) for e in epochs)
+examples = sum(e["examples_per_s"] * e["seconds"] if "examples_per_s" in e else e["bags"]
+               for e in epochs)
 rate = f"{examples / seconds:.1f}" if epochs and seconds > 0 else "-"
-print(rate, f"{evals[-1]['auc']:.6f}" if evals else "-")
+print(rate, f"{evals[-1]['auc']:.6f} {evals[-1]['eval_step']}" if evals else "- -")
 EOF
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
@@ -133,18 +135,22 @@ for c in $configs; do
         torchrec_run "init-$c" "${flags[@]}" "${common[@]}" --steps 0 --save "$out/init-$c.safetensors"
         init=(--init "$out/init-$c.safetensors")
     fi
-    e_rate=- e_auc=-
+    e_rate=- e_auc=- e_step=-
     if [ "$skip_ember" != 1 ]; then
         ember_run "ember-$c" "${flags[@]}" "${common[@]}" "${run[@]}" "${init[@]}"
-        read -r e_rate e_auc <<<"$(ember_result "ember-$c")"
+        read -r e_rate e_auc e_step <<<"$(ember_result "ember-$c")"
     fi
     torchrec_run "torchrec-$c" "${flags[@]}" "${common[@]}" "${run[@]}" "${init[@]}" --warmup-steps "$warmup"
-    read -r t_rate t_auc <<<"$(torchrec_result "torchrec-$c")"
+    read -r t_rate t_auc t_step <<<"$(torchrec_result "torchrec-$c")"
+    if [ "$skip_ember" != 1 ] && [ "$e_step" != "$t_step" ]; then
+        echo "# config $c: ember's last eval is at step $e_step, TorchRec's at $t_step: no AUC difference" >&2
+        e_auc=-
+    fi
     rm -f "$out/init-$c.safetensors"
-    rows+=("$(printf '%-7s %14s %14s %7s %10s %10s %9s' "$c" "$e_rate" "$t_rate" \
-        "$(ratio "$e_rate" "$t_rate")" "$e_auc" "$t_auc" "$(diff_of "$e_auc" "$t_auc")")")
+    rows+=("$(printf '%-7s %14s %14s %7s %10s %10s %9s %5s' "$c" "$e_rate" "$t_rate" \
+        "$(ratio "$e_rate" "$t_rate")" "$e_auc" "$t_auc" "$(diff_of "$e_auc" "$t_auc")" "$t_step")")
 done
 echo
-printf '%-7s %14s %14s %7s %10s %10s %9s\n' config "ember ex/s" "torchrec ex/s" ratio \
-    "ember AUC" "trec AUC" "AUC diff"
+printf '%-7s %14s %14s %7s %10s %10s %9s %5s\n' config "ember ex/s" "torchrec ex/s" ratio \
+    "ember AUC" "trec AUC" "AUC diff" step
 printf '%s\n' "${rows[@]}"

@@ -51,7 +51,8 @@ fi
 "$base" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || {
     echo "$base is not Python 3.11" >&2; exit 2; }
 
-echo "creating $venv from $base" >&2
+echo "creating $venv from $base (pip will say torch's CUDA wheels and fbgemm-gpu are" \
+    "missing: expected, they are not needed on CPU)" >&2
 "$base" -m venv "$venv"
 pip=("$py" -m pip install --quiet)
 
@@ -68,7 +69,7 @@ pip=("$py" -m pip install --quiet)
 "${pip[@]}" --no-deps "torchrec==$torchrec_version" "fbgemm-gpu-cpu==$fbgemm_version" \
     "tensordict==0.15.3" "torchmetrics==1.0.3"
 "${pip[@]}" cloudpickle "pyvers<0.3" packaging "lightning-utilities>=0.7" tqdm \
-    pyre-extensions iopath importlib_metadata orjson safetensors
+    pyre-extensions iopath safetensors
 
 check || { echo "$venv was built but does not import torchrec (see above)" >&2; exit 1; }
 echo "$py"
