@@ -18,10 +18,12 @@
 # EMBER_TORCHREC_VENV (<repo>/.venv-torchrec, made by scripts/torchrec-venv.sh),
 # CONFIGS ("a b"), STEPS (20), EXAMPLES (STEPS x 4096 x TRAINERS: enough for
 # every step of both), EVAL_EXAMPLES (20000), TRAINERS (2), PS (1), OPTIMIZER
-# (adagrad), LR (0.05), SEED (1), WARMUP (2: TorchRec's untimed first steps),
+# and LR (per configuration: a sgd 1.0, b adagrad 0.05), SEED (1), WARMUP (2: TorchRec's untimed first steps),
 # SAME_INIT (1: TorchRec writes its initial weights and both start from them,
 # so the AUCs differ only by what each computes), KEEP (0: 1 keeps the logs and
-# files, whose folder is printed).
+# files, whose folder is printed), EMBER_DATA (npy: ember reads the file in
+# TorchRec's npy layout, written by bench/criteo_npy.py before the runs; tsv:
+# it streams and parses the TSV while it trains).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -33,8 +35,8 @@ configs=${CONFIGS:-a b}
 steps=${STEPS:-20}
 trainers=${TRAINERS:-2}
 ps=${PS:-1}
-optimizer=${OPTIMIZER:-adagrad}
-lr=${LR:-0.05}
+optimizer=${OPTIMIZER:-}
+lr=${LR:-}
 seed=${SEED:-1}
 warmup=${WARMUP:-2}
 same_init=${SAME_INIT:-1}
@@ -81,8 +83,31 @@ for c in $configs; do config_flags "$c" >/dev/null; done
 
 "$build/tools/ember-criteo-gen" --examples "$examples" --out "$out/train.tsv" --seed "$seed"
 "$build/tools/ember-criteo-gen" --examples "$eval_examples" --out "$out/eval.tsv" --seed $((seed + 1))
-common=(--trainers "$trainers" --optimizer "$optimizer" --lr "$lr" --seed "$seed"
-        --data "criteo:$out/train.tsv")
+# Each configuration's optimizer (OPTIMIZER and LR set both): a trains with
+# SGD, since Adagrad's first step moves every parameter by +-lr whatever its
+# gradient's size, so on a's 0.7M dense parameters gradients that are
+# rounding noise get full steps of their sign, and two correct programs part
+# within a few steps (from the same weights ember and TorchRec agree to 1e-7
+# in loss over 30 SGD steps there, and differ by 0.04 with Adagrad lr 0.005).
+config_optimizer() {
+    case $1 in
+        a) echo "--optimizer ${optimizer:-sgd} --lr ${lr:-1.0}" ;;
+        b) echo "--optimizer ${optimizer:-adagrad} --lr ${lr:-0.05}" ;;
+    esac
+}
+common=(--trainers "$trainers" --seed "$seed")
+trec_data=(--data "criteo:$out/train.tsv")
+# ember's training examples: the same file, in TorchRec's npy layout (raw
+# counts; bench/criteo_npy.py) by default, since the peer parses its text
+# before its clock starts and ember reads npy without parsing;
+# EMBER_DATA=tsv streams the TSV itself, parsing it while it trains.
+case ${EMBER_DATA:-npy} in
+    npy) "$python" "$here/criteo_npy.py" "$out/train.tsv" "$out/train" ||
+             die "cannot write the npy layout"
+         ember_data=(--data "criteo-npy:$out/train") ;;
+    tsv) ember_data=(--data "criteo:$out/train.tsv") ;;
+    *) die "EMBER_DATA: '$EMBER_DATA' is not npy or tsv" ;;
+esac
 run=(--steps "$steps" --eval "criteo:$out/eval.tsv")
 
 torchrec_run() { # name args...
@@ -97,9 +122,11 @@ torchrec_result() {
     eval=$(sed -n 's/^eval step \([0-9]*\): auc \([0-9.]*\).*/\2 \1/p' "$out/$1.log" | tail -n 1)
     echo "${rate:--} ${eval:-- -}"
 }
+# BLAS threads per ember process as TorchRec's torch threads (cores / T).
+blas_threads=$(($(nproc) / trainers > 0 ? $(nproc) / trainers : 1))
 ember_run() { # name args...
     local name=$1; shift
-    "$build/tools/ember-run" -n $((trainers + ps + 1)) "$train" --model dlrm --ps "$ps" \
+    OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$blas_threads} "$build/tools/ember-run" -n $((trainers + ps + 1)) "$train" --model dlrm --ps "$ps" \
         --metrics "$out/$name.json" "$@" >"$out/$name.log" 2>&1 || {
         cat "$out/$name.log" >&2; die "ember-train failed ($name)"; }
 }
@@ -123,24 +150,24 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) p
 diff_of() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%+.4f", a - b }'; }
 
 echo "# machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'); $("$python" -c 'import torch, torchrec; print(f"torch {torch.__version__}, torchrec {torchrec.__version__}")')"
-echo "# $examples training examples, $eval_examples eval examples (ember-criteo-gen --seed $seed, $((seed + 1))); $trainers trainers, $ps PS (ember); $steps steps; $optimizer lr $lr"
-echo "# TorchRec: row-wise DMP over gloo, fused $optimizer, TrainPipelineSparseDist; examples/s over steps $((warmup + 1))-$steps"
-echo "# ember: examples/s from its --metrics epoch lines (all steps); both AUCs after the last step"
+echo "# $examples training examples, $eval_examples eval examples (ember-criteo-gen --seed $seed, $((seed + 1))); $trainers trainers, $ps PS (ember); $steps steps; $(for c in $configs; do printf '%s: %s; ' "$c" "$(config_optimizer "$c")"; done)"
+echo "# TorchRec: row-wise DMP over gloo, its fused optimizer, TrainPipelineSparseDist; examples/s over steps $((warmup + 1))-$steps"
+echo "# ember: examples/s from its --metrics epoch lines (all steps), data ${EMBER_DATA:-npy}; both AUCs after the last step"
 [ "$same_init" = 1 ] && echo "# both start from TorchRec's initial weights (SAME_INIT=1)"
 rows=()
 for c in $configs; do
-    read -r -a flags <<<"$(config_flags "$c")"
+    read -r -a flags <<<"$(config_flags "$c") $(config_optimizer "$c")"
     init=()
     if [ "$same_init" = 1 ]; then
-        torchrec_run "init-$c" "${flags[@]}" "${common[@]}" --steps 0 --save "$out/init-$c.safetensors"
+        torchrec_run "init-$c" "${flags[@]}" "${common[@]}" "${trec_data[@]}" --steps 0 --save "$out/init-$c.safetensors"
         init=(--init "$out/init-$c.safetensors")
     fi
     e_rate=- e_auc=- e_step=-
     if [ "$skip_ember" != 1 ]; then
-        ember_run "ember-$c" "${flags[@]}" "${common[@]}" "${run[@]}" "${init[@]}"
+        ember_run "ember-$c" "${flags[@]}" "${common[@]}" "${ember_data[@]}" "${run[@]}" "${init[@]}"
         read -r e_rate e_auc e_step <<<"$(ember_result "ember-$c")"
     fi
-    torchrec_run "torchrec-$c" "${flags[@]}" "${common[@]}" "${run[@]}" "${init[@]}" --warmup-steps "$warmup"
+    torchrec_run "torchrec-$c" "${flags[@]}" "${common[@]}" "${trec_data[@]}" "${run[@]}" "${init[@]}" --warmup-steps "$warmup"
     read -r t_rate t_auc t_step <<<"$(torchrec_result "torchrec-$c")"
     if [ "$skip_ember" != 1 ] && [ "$e_step" != "$t_step" ]; then
         echo "# config $c: ember's last eval is at step $e_step, TorchRec's at $t_step: no AUC difference" >&2
