@@ -6,6 +6,7 @@
 #include "engine/ops/dlrm.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/optimizer.h"
+#include "engine/train/replica.h"
 
 #include <ember/log.h>
 
@@ -131,21 +132,8 @@ ember_status_t ember_dlrm_replica_backward(ember_dlrm_replica_t *replica, float 
 ember_status_t ember_dlrm_replica_step(ember_dlrm_replica_t *replica, const int *aborted, char *err,
                                        size_t err_length)
 {
-    const ember_trainer_dev_t *td = replica->td;
-    ember_status_t status = EMBER_OK;
-    for (int m = MLPS; m-- > 0;) {
-        ember_status_t bucket;
-        while ((bucket = td->ops->allreduce_test(replica->bucket[m])) == EMBER_INPROGRESS &&
-               !*aborted)
-            ember_tp_wait(replica->tp, 0.2);
-        td->ops->allreduce_wait(replica->bucket[m]);
-        replica->bucket[m] = NULL;
-        if (status == EMBER_OK && bucket != EMBER_OK)
-            status = bucket;
-    }
-    if (status != EMBER_OK)
-        return ember_status_text(err, err_length, status, "dense allreduce failed: %s",
-                                 td->ops->comm_error(replica->comm));
+    EMBER_CHECK(ember_replica_buckets_wait(replica->td, replica->comm, replica->tp, replica->bucket,
+                                           MLPS, aborted, err, err_length));
     for (int m = 0; m < MLPS; m++) {
         ember_mlp_t *mlp = replica->mlp[m];
         EMBER_CHECK(ember_opt_step_dense(replica->optimizer[m], ember_mlp_params(mlp),

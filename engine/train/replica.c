@@ -217,24 +217,33 @@ ember_status_t ember_replica_backward(ember_replica_t *replica, const float **gr
     return EMBER_OK;
 }
 
-ember_status_t ember_replica_step(ember_replica_t *replica, const int *aborted, char *err,
-                                  size_t err_length)
+ember_status_t ember_replica_buckets_wait(const ember_trainer_dev_t *td, ember_device_comm_t *comm,
+                                          ember_tp_t *tp, ember_device_req_t **buckets,
+                                          size_t count, const int *aborted, char *err,
+                                          size_t err_length)
 {
-    const ember_trainer_dev_t *td = replica->td;
     ember_status_t status = EMBER_OK;
-    for (size_t l = replica->layers; l-- > 0;) {
+    for (size_t b = count; b-- > 0;) {
         ember_status_t bucket;
-        while ((bucket = td->ops->allreduce_test(replica->buckets[l])) == EMBER_INPROGRESS &&
-               !*aborted)
-            ember_tp_wait(replica->tp, 0.2);
-        td->ops->allreduce_wait(replica->buckets[l]);
-        replica->buckets[l] = NULL;
+        while ((bucket = td->ops->allreduce_test(buckets[b])) == EMBER_INPROGRESS && !*aborted)
+            ember_tp_wait(tp, 0.2);
+        td->ops->allreduce_wait(buckets[b]);
+        buckets[b] = NULL;
         if (status == EMBER_OK && bucket != EMBER_OK)
             status = bucket;
     }
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "dense allreduce failed: %s",
-                                 td->ops->comm_error(replica->comm));
+                                 td->ops->comm_error(comm));
+    return EMBER_OK;
+}
+
+ember_status_t ember_replica_step(ember_replica_t *replica, const int *aborted, char *err,
+                                  size_t err_length)
+{
+    const ember_trainer_dev_t *td = replica->td;
+    EMBER_CHECK(ember_replica_buckets_wait(td, replica->comm, replica->tp, replica->buckets,
+                                           replica->layers, aborted, err, err_length));
     size_t bytes = replica->nparams * sizeof(float);
     EMBER_CHECK(ember_trainer_to_host(td, replica->grads, replica->d_grads, bytes));
     EMBER_CHECK(ember_opt_step_dense(replica->optimizer, replica->params, replica->grads,

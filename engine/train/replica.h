@@ -57,6 +57,17 @@ ember_status_t ember_replica_backward(ember_replica_t *replica, const float **gr
 ember_status_t ember_replica_step(ember_replica_t *replica, const int *aborted, char *err,
                                   size_t err_length);
 
+/**
+ * Wait for the allreduce of @count @buckets (the last started first: the
+ * order the backward made them in reverse), each set to NULL, giving up
+ * when *@aborted is set; a failed one is the communicator's error in @err.
+ * Both dense models (this one and engine/train/dlrm_replica) step so.
+ */
+ember_status_t ember_replica_buckets_wait(const ember_trainer_dev_t *td, ember_device_comm_t *comm,
+                                          ember_tp_t *tp, ember_device_req_t **buckets,
+                                          size_t count, const int *aborted, char *err,
+                                          size_t err_length);
+
 /** The parameters (host memory, nparams floats), as the last step left them. */
 const float *ember_replica_params(const ember_replica_t *replica, size_t *nparams_p);
 
