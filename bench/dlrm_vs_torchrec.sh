@@ -18,7 +18,7 @@
 # EMBER_TORCHREC_VENV (<repo>/.venv-torchrec, made by scripts/torchrec-venv.sh),
 # CONFIGS ("a b"), STEPS (20), EXAMPLES (STEPS x 4096 x TRAINERS: enough for
 # every step of both), EVAL_EXAMPLES (20000), TRAINERS (2), PS (1), OPTIMIZER
-# and LR (per configuration: a sgd 1.0, b adagrad 0.05), SEED (1), WARMUP (2: TorchRec's untimed first steps),
+# and LR (per configuration: a sgd 1.0, b adagrad 0.05), SEED (1), WARMUP (0: TorchRec's first steps left out of its timing; 0 times all, as ember's rate does),
 # SAME_INIT (1: TorchRec writes its initial weights and both start from them,
 # so the AUCs differ only by what each computes), KEEP (0: 1 keeps the logs and
 # files, whose folder is printed), EMBER_DATA (npy: ember reads the file in
@@ -38,7 +38,7 @@ ps=${PS:-1}
 optimizer=${OPTIMIZER:-}
 lr=${LR:-}
 seed=${SEED:-1}
-warmup=${WARMUP:-2}
+warmup=${WARMUP:-0}
 same_init=${SAME_INIT:-1}
 skip_ember=${SKIP_EMBER:-0}
 examples=${EXAMPLES:-$((steps * 4096 * trainers))}
