@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The venv TorchRec's DLRM peer (bench/peers/torchrec_dlrm.py) runs in: torch
 # 2.14.1, fbgemm-gpu-cpu 1.9.0 and torchrec 1.9.2 on the pyenv Python 3.11, as
-# ../shared/notes/torchrec-cpu.md describes (about 2 GB, from PyPI). Prints the
+# bench/peers/README.md describes (about 2 GB, from PyPI). Prints the
 # venv's python. Idempotent: when the venv already imports torchrec at these
 # versions, it only checks that and prints the path.
 #

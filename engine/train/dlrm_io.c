@@ -41,7 +41,7 @@ size_t ember_dlrm_tensors(const ember_train_config_t *config,
                           ember_dlrm_tensor_t out[EMBER_DLRM_TENSORS_MAX])
 {
     const ember_dlrm_spec_t *d = &config->dlrm;
-    size_t n = 0, offset = 0, features = (size_t)d->tables + 1;
+    size_t n = 0, offset = 0;
     for (uint32_t t = 0; t < d->tables; t++) {
         out[n] = (ember_dlrm_tensor_t){
                 .ndim = 2, .shape = {d->rows[t], (int64_t)config->dim}, .table = (int)t};
@@ -50,7 +50,7 @@ size_t ember_dlrm_tensors(const ember_train_config_t *config,
     }
     n += mlp_tensors(d->dense_sizes, d->dense_layers, EMBER_DLRM_DENSE, "dense_arch.model._mlp",
                      NULL, &offset, out + n);
-    n += mlp_tensors(d->over_sizes, d->over_layers, config->dim + features * (features - 1) / 2,
+    n += mlp_tensors(d->over_sizes, d->over_layers, ember_dlrm_over_input(config),
                      "over_arch.model.0._mlp", "over_arch.model.1", &offset, out + n);
     return n;
 }
@@ -102,19 +102,25 @@ static ember_status_t init_dense(const ember_st_file_t *file, const ember_dlrm_t
     return EMBER_OK;
 }
 
+void ember_dlrm_shape(const ember_train_config_t *config, ember_dlrm_config_t *shape)
+{
+    const ember_dlrm_spec_t *d = &config->dlrm;
+    *shape = (ember_dlrm_config_t){.dense_features = EMBER_DLRM_DENSE,
+                                   .tables = d->tables,
+                                   .dim = config->dim,
+                                   .dense_layers = d->dense_layers,
+                                   .over_layers = d->over_layers};
+    for (uint32_t l = 0; l < d->dense_layers; l++)
+        shape->dense_sizes[l] = d->dense_sizes[l];
+    for (uint32_t l = 0; l < d->over_layers; l++)
+        shape->over_sizes[l] = d->over_sizes[l];
+}
+
 /* PyTorch's default Linear draw for both MLPs, from the seed. */
 static ember_status_t drawn_dense(const ember_train_config_t *config, float *params)
 {
-    const ember_dlrm_spec_t *d = &config->dlrm;
-    ember_dlrm_config_t shape = {.dense_features = EMBER_DLRM_DENSE,
-                                 .tables = d->tables,
-                                 .dim = config->dim,
-                                 .dense_layers = d->dense_layers,
-                                 .over_layers = d->over_layers};
-    for (uint32_t l = 0; l < d->dense_layers; l++)
-        shape.dense_sizes[l] = d->dense_sizes[l];
-    for (uint32_t l = 0; l < d->over_layers; l++)
-        shape.over_sizes[l] = d->over_sizes[l];
+    ember_dlrm_config_t shape;
+    ember_dlrm_shape(config, &shape);
     ember_dlrm_t *model;
     EMBER_CHECK(ember_dlrm_create(&shape, config->seed, &model));
     ember_mlp_t *dense = ember_dlrm_dense_arch(model), *over = ember_dlrm_over_arch(model);

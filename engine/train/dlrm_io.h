@@ -14,6 +14,7 @@
 #define EMBER_ENGINE_TRAIN_DLRM_IO_H
 
 #include "engine/io/safetensors.h"
+#include "engine/ops/dlrm.h"
 #include "engine/train/job.h"
 
 #include <stddef.h>
@@ -31,6 +32,9 @@ typedef struct {
     int table;     /* its table, or -1 */
     size_t offset; /* a dense tensor's, in floats */
 } ember_dlrm_tensor_t;
+
+/** @config's DLRM as engine/ops/dlrm builds it. */
+void ember_dlrm_shape(const ember_train_config_t *config, ember_dlrm_config_t *shape);
 
 /** The tensors of @config's DLRM, tables first, into @out; their count. */
 size_t ember_dlrm_tensors(const ember_train_config_t *config,

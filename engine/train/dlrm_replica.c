@@ -6,6 +6,7 @@
 #include "engine/ops/dlrm.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/optimizer.h"
+#include "engine/train/dlrm_io.h"
 #include "engine/train/replica.h"
 
 #include <ember/log.h>
@@ -30,20 +31,6 @@ struct ember_dlrm_replica {
     size_t batch;
 };
 
-static void shape_of(const ember_train_config_t *config, ember_dlrm_config_t *shape)
-{
-    const ember_dlrm_spec_t *d = &config->dlrm;
-    *shape = (ember_dlrm_config_t){.dense_features = EMBER_DLRM_DENSE,
-                                   .tables = d->tables,
-                                   .dim = config->dim,
-                                   .dense_layers = d->dense_layers,
-                                   .over_layers = d->over_layers};
-    for (uint32_t l = 0; l < d->dense_layers; l++)
-        shape->dense_sizes[l] = d->dense_sizes[l];
-    for (uint32_t l = 0; l < d->over_layers; l++)
-        shape->over_sizes[l] = d->over_sizes[l];
-}
-
 ember_status_t ember_dlrm_replica_create(const ember_train_config_t *config, const float *params,
                                          const ember_trainer_dev_t *td, ember_device_comm_t *comm,
                                          ember_tp_t *tp, ember_dlrm_replica_t **replica_p)
@@ -54,7 +41,7 @@ ember_status_t ember_dlrm_replica_create(const ember_train_config_t *config, con
         return EMBER_ERR_NO_MEMORY;
     *replica = (ember_dlrm_replica_t){.td = td, .comm = comm, .tp = tp};
     *replica_p = replica;
-    shape_of(config, &shape);
+    ember_dlrm_shape(config, &shape);
     EMBER_CHECK(ember_dlrm_create(&shape, config->seed, &replica->model));
     replica->mlp[0] = ember_dlrm_dense_arch(replica->model);
     replica->mlp[1] = ember_dlrm_over_arch(replica->model);

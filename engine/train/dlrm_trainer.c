@@ -32,6 +32,7 @@ struct ember_dlrm_trainer {
     ember_sparse_t *sparse;
     ember_dlrm_replica_t *replica;
     ember_buffer_t offsets;        /* int64 0, 1, 2, ...: one value a bag */
+    size_t offsets_filled;         /* of them written */
     ember_buffer_t pooled, grads;  /* [tables][batch][dim] */
     ember_buffer_t logits, labels; /* an evaluation's, this trainer's share */
     size_t evaluated;
@@ -85,8 +86,10 @@ static ember_status_t reserve_batch(ember_dlrm_trainer_t *trainer, size_t n)
         !ember_buffer_reserve(&trainer->grads, values * sizeof(float) + 4))
         return EMBER_ERR_NO_MEMORY;
     int64_t *offsets = trainer->offsets.data;
-    for (size_t i = 0; i < n; i++)
-        offsets[i] = (int64_t)i;
+    for (size_t i = trainer->offsets_filled; i < n; i++)
+        offsets[i] = (int64_t)i; /* they never change: written once */
+    if (n > trainer->offsets_filled)
+        trainer->offsets_filled = n;
     return EMBER_OK;
 }
 

@@ -369,9 +369,8 @@ static void print_dlrm_job(const master_t *master)
     int64_t rows = 0;
     for (size_t t = 0; t < master->ntables; t++)
         rows += master->tables[t].rows;
-    size_t features = (size_t)d->tables + 1;
     widths_text(EMBER_DLRM_DENSE, d->dense_sizes, d->dense_layers, dense, sizeof(dense));
-    widths_text(job->train.dim + features * (features - 1) / 2, d->over_sizes, d->over_layers, over,
+    widths_text(ember_dlrm_over_input(&job->train), d->over_sizes, d->over_layers, over,
                 sizeof(over));
     printf("training: dlrm, %d trainers x batch %u, %d ps (%s), %zu tables of dim %u (%lld "
            "rows%s), "

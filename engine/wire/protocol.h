@@ -345,6 +345,14 @@ static inline size_t ember_dense_offset(const size_t *sizes, size_t l)
     return offset;
 }
 
+/* OverArch's input: the interaction of the dense vector and the tables'
+ * pooled ones, dim + F (F - 1) / 2 for F = tables + 1. */
+static inline size_t ember_dlrm_over_input(const ember_train_config_t *config)
+{
+    const size_t features = (size_t)config->dlrm.tables + 1;
+    return config->dim + features * (features - 1) / 2;
+}
+
 /* DLRM's dense parameters: DenseArch's layers then OverArch's, each
  * layer's weight [out, in] then bias [out] (ember_mlp_t's flat layout);
  * OverArch's input is the interaction: dim + F (F - 1) / 2 for F = tables
@@ -356,14 +364,14 @@ static inline size_t ember_dlrm_params(const ember_train_config_t *config)
         d->over_layers > EMBER_DLRM_MLP_MAX || d->tables == 0 || d->tables > EMBER_DLRM_TABLES ||
         config->dim == 0 || config->dim > 65536)
         return 0;
-    size_t features = (size_t)d->tables + 1, count = 0, in = EMBER_DLRM_DENSE;
+    size_t count = 0, in = EMBER_DLRM_DENSE;
     for (uint32_t l = 0; l < d->dense_layers; l++) {
         if (d->dense_sizes[l] == 0 || d->dense_sizes[l] > 65536)
             return 0;
         count += in * d->dense_sizes[l] + d->dense_sizes[l];
         in = d->dense_sizes[l];
     }
-    in = config->dim + features * (features - 1) / 2;
+    in = ember_dlrm_over_input(config);
     for (uint32_t l = 0; l < d->over_layers; l++) {
         if (d->over_sizes[l] == 0 || d->over_sizes[l] > 65536)
             return 0;
