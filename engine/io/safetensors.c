@@ -25,6 +25,7 @@ static const struct {
         [EMBER_DTYPE_I64] = {"I64", 8}, [EMBER_DTYPE_I32] = {"I32", 4},
         [EMBER_DTYPE_I16] = {"I16", 2}, [EMBER_DTYPE_I8] = {"I8", 1},
         [EMBER_DTYPE_U8] = {"U8", 1},   [EMBER_DTYPE_BOOL] = {"BOOL", 1},
+        [EMBER_DTYPE_U32] = {"U32", 4},
 };
 #define DTYPE_COUNT (sizeof(dtype_info) / sizeof(dtype_info[0]))
 

@@ -19,7 +19,7 @@ struct ember_opt {
     uint64_t step;      /* steps taken (dense, or per table for sparse) */
     float *buf0;        /* momentum / sum of squares / exp_avg / row acc */
     float *buf1;        /* exp_avg_sq (Adam) */
-    uint8_t *started;   /* sparse SGD with dampening: row buffer started */
+    uint8_t *started;   /* sparse SGD with dampening: row buffer started (0/1) */
     uint32_t *row_step; /* sparse Adam with per-row steps */
     float *row;         /* sparse: one fp16 row widened for its update */
     size_t state_bytes;
@@ -139,8 +139,7 @@ static int opt_alloc_state(ember_opt_t *opt)
         /* A zero buffer behaves as "not started" only when dampening is 0
          * (m*0 + 1*g == g); otherwise each row needs its own flag. */
         return (opt->buf0 = opt_alloc(opt, n, sizeof(float))) &&
-               (!sparse || cfg->dampening == 0.0f ||
-                (opt->started = opt_alloc(opt, (rows + 7) / 8, 1)));
+               (!sparse || cfg->dampening == 0.0f || (opt->started = opt_alloc(opt, rows, 1)));
     case EMBER_OPT_ADAGRAD: return opt_alloc_accumulators(opt, n);
     case EMBER_OPT_ROWWISE_ADAGRAD: return opt_alloc_accumulators(opt, rows);
     case EMBER_OPT_ADAM:
@@ -192,6 +191,52 @@ void ember_opt_destroy(ember_opt_t *opt)
 size_t ember_opt_state_bytes(const ember_opt_t *opt)
 {
     return opt ? opt->state_bytes : 0;
+}
+
+/* One state array of @rows x @per_row of @dtype, named @name. */
+static ember_opt_state_t state_array(const char *name, ember_dtype_t dtype, size_t rows,
+                                     size_t per_row, void *data)
+{
+    return (ember_opt_state_t){
+            .name = name, .dtype = dtype, .rows = rows, .per_row = per_row, .data = data};
+}
+
+size_t ember_opt_state_arrays(ember_opt_t *opt, ember_opt_state_t out[EMBER_OPT_STATE_MAX])
+{
+    const size_t rows = opt->rows, dim = opt->dim;
+    size_t n = 0;
+
+    switch (opt->cfg.kind) {
+    case EMBER_OPT_SGD:
+        if (opt->buf0)
+            out[n++] = state_array("momentum_buffer", EMBER_DTYPE_F32, rows, dim, opt->buf0);
+        if (opt->started)
+            out[n++] = state_array("started", EMBER_DTYPE_U8, rows, 1, opt->started);
+        break;
+    case EMBER_OPT_ADAGRAD:
+        out[n++] = state_array("sum", EMBER_DTYPE_F32, rows, dim, opt->buf0);
+        break;
+    case EMBER_OPT_ROWWISE_ADAGRAD:
+        out[n++] = state_array("momentum1", EMBER_DTYPE_F32, rows, 1, opt->buf0);
+        break;
+    case EMBER_OPT_ADAM:
+        out[n++] = state_array("exp_avg", EMBER_DTYPE_F32, rows, dim, opt->buf0);
+        out[n++] = state_array("exp_avg_sq", EMBER_DTYPE_F32, rows, dim, opt->buf1);
+        if (opt->row_step)
+            out[n++] = state_array("step", EMBER_DTYPE_U32, rows, 1, opt->row_step);
+        break;
+    }
+    return n;
+}
+
+uint64_t ember_opt_steps(const ember_opt_t *opt)
+{
+    return opt->step;
+}
+
+void ember_opt_set_steps(ember_opt_t *opt, uint64_t steps)
+{
+    opt->step = steps;
 }
 
 /* --- kernels over one contiguous span; state at the same offset ---------- */
@@ -380,8 +425,8 @@ static inline void step_row(ember_opt_t *opt, float *w, const float *g, size_t r
     case EMBER_OPT_SGD: {
         int first = 0;
         if (opt->started) {
-            first = !(opt->started[r / 8] & (1u << (r % 8)));
-            opt->started[r / 8] |= (uint8_t)(1u << (r % 8));
+            first = !opt->started[r];
+            opt->started[r] = 1;
         }
         sgd_span(c, w, g, opt->buf0 ? opt->buf0 + off : NULL, dim, first);
         break;

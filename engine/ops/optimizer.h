@@ -8,7 +8,7 @@
  * at create and sized to what the algorithm needs:
  *
  *   SGD                 none; momentum: one buffer [rows, dim]; sparse with
- *                       dampening != 0 also one bit per row ("buffer started")
+ *                       dampening != 0 also one byte per row ("buffer started")
  *   Adagrad             sum of squares [rows, dim]
  *   row-wise Adagrad    one accumulator per row [rows]
  *   Adam                exp_avg + exp_avg_sq [rows, dim]; sparse with
@@ -96,6 +96,40 @@ void ember_opt_destroy(ember_opt_t *opt);
 
 /** Bytes of optimizer state held (the arrays listed above; 0 for SGD). */
 size_t ember_opt_state_bytes(const ember_opt_t *opt);
+
+#define EMBER_OPT_STATE_MAX 4
+
+/*
+ * One array of an optimizer's state, for checkpoints: @rows x @per_row
+ * elements of @dtype, row r at r * per_row (per_row: dim, or 1 for per-row
+ * state), named as PyTorch's optimizer.state_dict() names it: SGD momentum
+ * "momentum_buffer", Adagrad "sum", Adam "exp_avg" and "exp_avg_sq", sparse
+ * Adam's per-row counts "step" (U32), row-wise Adagrad FBGEMM's "momentum1"
+ * ([rows], F32), sparse SGD with dampening's "started" (U8, one a row:
+ * 0 or 1).  @data points at the live state (write to it to restore).
+ */
+typedef struct {
+    const char *name;
+    ember_dtype_t dtype;
+    size_t rows, per_row;
+    void *data;
+} ember_opt_state_t;
+
+/**
+ * The state arrays @opt holds (0 for plain SGD), into @out, in a fixed
+ * order for each kind and settings (the order above); returns the count.
+ * The arrays are borrowed from @opt (valid until ember_opt_destroy); a
+ * restore writes every one of them and sets the step count, and the
+ * optimizer then steps exactly as the one they were copied from would.
+ */
+size_t ember_opt_state_arrays(ember_opt_t *opt, ember_opt_state_t out[EMBER_OPT_STATE_MAX]);
+
+/** Steps taken (dense: the Adam/Adagrad step count; sparse: the
+ * table-wide count, which Adagrad's lr_decay and per-table Adam use). */
+uint64_t ember_opt_steps(const ember_opt_t *opt);
+
+/** Set the step count when restoring (with the state arrays). */
+void ember_opt_set_steps(ember_opt_t *opt, uint64_t steps);
 
 /**
  * One dense step: @param [n] -= update(@grad [n]).  n must equal rows * dim

@@ -15,7 +15,8 @@ typedef enum {
     EMBER_DTYPE_I16,
     EMBER_DTYPE_I8,
     EMBER_DTYPE_U8,
-    EMBER_DTYPE_BOOL
+    EMBER_DTYPE_BOOL,
+    EMBER_DTYPE_U32 /* sparse Adam's per-row step counts in checkpoints */
 } ember_dtype_t;
 
 #endif

@@ -3,7 +3,14 @@
  * here from the PyTorch / FBGEMM formulas, over several steps; sparse steps
  * touch changing row sets so laziness (untouched rows and their state frozen)
  * is exercised.
+ *
+ *   state_resume: for each kind and layout (SGD plain, momentum, dampening;
+ *   Adagrad with lr_decay; row-wise Adagrad; dense Adam; sparse Adam with
+ *   per-row and per-table steps) the state arrays are named as PyTorch
+ *   names them; N steps, the arrays and step count copied into a fresh
+ *   optimizer, M more steps on both: the same bits, parameters and state.
  */
+#include "engine/io/safetensors.h"
 #include "engine/ops/half.h"
 #include "engine/ops/optimizer.h"
 
@@ -300,7 +307,7 @@ static int case_state_bytes(void)
             {EMBER_OPT_SGD, 0, 0, 0, EMBER_OPT_SPARSE, 0},
             {EMBER_OPT_SGD, 0.9f, 0, 0, EMBER_OPT_DENSE, 4 * 100 * 8},
             {EMBER_OPT_SGD, 0.9f, 0, 0, EMBER_OPT_SPARSE, 4 * 100 * 8},
-            {EMBER_OPT_SGD, 0.9f, 0.1f, 0, EMBER_OPT_SPARSE, 4 * 100 * 8 + 13},
+            {EMBER_OPT_SGD, 0.9f, 0.1f, 0, EMBER_OPT_SPARSE, 4 * 100 * 8 + 100},
             {EMBER_OPT_ADAGRAD, 0, 0, 0, EMBER_OPT_SPARSE, 4 * 100 * 8},
             {EMBER_OPT_ROWWISE_ADAGRAD, 0, 0, 0, EMBER_OPT_SPARSE, 4 * 100},
             {EMBER_OPT_ADAM, 0, 0, 0, EMBER_OPT_DENSE, 2 * 4 * 100 * 8},
@@ -463,6 +470,140 @@ static int case_sparse_fp16(void)
     return 0;
 }
 
+/* --- state_resume: an optimizer's state copied out and into a fresh one -- */
+
+enum {
+    RESUME_BEFORE = 3, /* steps before the copy */
+    RESUME_AFTER = 4   /* steps on both after it */
+};
+
+/* One step (dense: every row; sparse: step @s's rows of touch) with
+ * gradients drawn from @rng. */
+static ember_status_t resume_step(ember_opt_t *opt, ember_opt_layout_t layout, float *p, int s,
+                                  uint64_t *rng)
+{
+    float g[ROWS * DIM];
+    size_t n = 0;
+    if (layout == EMBER_OPT_DENSE)
+        n = ROWS;
+    else
+        while (n < ROWS && touch[s % STEPS][n] >= 0)
+            n++;
+    for (size_t i = 0; i < n * DIM; i++)
+        g[i] = (float)test_uniform(rng, -1, 1);
+    if (layout == EMBER_OPT_DENSE)
+        return ember_opt_step_dense(opt, p, g, ROWS * DIM);
+    return step_table(opt, p, EMBER_DTYPE_F32, DIM, touch[s % STEPS], g, n);
+}
+
+/* @b's arrays copied into (@restore) or compared with @a's: the same
+ * names, shapes, dtypes; their bits. */
+static int resume_arrays(ember_opt_t *a, ember_opt_t *b, int restore, const char *what)
+{
+    ember_opt_state_t sa[EMBER_OPT_STATE_MAX], sb[EMBER_OPT_STATE_MAX];
+    size_t na = ember_opt_state_arrays(a, sa), nb = ember_opt_state_arrays(b, sb);
+    CHECK(na == nb, "%s: %zu arrays and %zu", what, na, nb);
+    for (size_t i = 0; i < na; i++) {
+        CHECK(strcmp(sa[i].name, sb[i].name) == 0 && sa[i].dtype == sb[i].dtype &&
+                      sa[i].rows == sb[i].rows && sa[i].per_row == sb[i].per_row,
+              "%s: array %zu is %s and %s", what, i, sa[i].name, sb[i].name);
+        size_t bytes = sa[i].rows * sa[i].per_row * ember_dtype_size(sa[i].dtype);
+        if (restore)
+            memcpy(sb[i].data, sa[i].data, bytes);
+        else
+            CHECK(memcmp(sa[i].data, sb[i].data, bytes) == 0, "%s: %s differs", what, sa[i].name);
+    }
+    CHECK(restore || ember_opt_steps(a) == ember_opt_steps(b), "%s: steps %llu and %llu", what,
+          (unsigned long long)ember_opt_steps(a), (unsigned long long)ember_opt_steps(b));
+    if (restore)
+        ember_opt_set_steps(b, ember_opt_steps(a));
+    return 0;
+}
+
+/* Run RESUME_BEFORE steps, copy the state into a fresh optimizer (and the
+ * parameter), run RESUME_AFTER more on both with the same gradients: the
+ * same bits as the optimizer that ran on. */
+static int resume_one(const char *what, const ember_opt_config_t *cfg, ember_opt_layout_t layout,
+                      const char *const *names, size_t nnames)
+{
+    ember_opt_t *a = NULL, *b = NULL;
+    float pa[ROWS * DIM], pb[ROWS * DIM];
+    uint64_t rng = 3000 + (uint64_t)cfg->kind, rng_b;
+    ember_opt_state_t st[EMBER_OPT_STATE_MAX];
+    int rc = 1;
+
+    for (size_t i = 0; i < ROWS * DIM; i++)
+        pa[i] = (float)test_uniform(&rng, -1, 1);
+    CHECK(ember_opt_create(cfg, ROWS, DIM, layout, &a) == EMBER_OK &&
+                  ember_opt_create(cfg, ROWS, DIM, layout, &b) == EMBER_OK,
+          "%s: create", what);
+    size_t n = ember_opt_state_arrays(a, st);
+    CHECK(n == nnames, "%s: %zu state arrays, want %zu", what, n, nnames);
+    for (size_t i = 0; i < n; i++)
+        CHECK(strcmp(st[i].name, names[i]) == 0 && st[i].rows == ROWS &&
+                      (st[i].per_row == DIM || st[i].per_row == 1),
+              "%s: array %zu is %s [%zu x %zu], want %s", what, i, st[i].name, st[i].rows,
+              st[i].per_row, names[i]);
+    for (int s = 0; s < RESUME_BEFORE; s++)
+        if (resume_step(a, layout, pa, s, &rng) != EMBER_OK)
+            goto out;
+    memcpy(pb, pa, sizeof(pa));
+    if (resume_arrays(a, b, 1, what))
+        goto out;
+    rng_b = rng;
+    for (int s = RESUME_BEFORE; s < RESUME_BEFORE + RESUME_AFTER; s++) {
+        if (resume_step(a, layout, pa, s, &rng) != EMBER_OK ||
+            resume_step(b, layout, pb, s, &rng_b) != EMBER_OK)
+            goto out;
+    }
+    if (memcmp(pa, pb, sizeof(pa)) != 0) {
+        fprintf(stderr, "%s: resumed parameters differ\n", what);
+        goto out;
+    }
+    rc = resume_arrays(a, b, 0, what);
+    CHECK(rc || ember_opt_steps(b) == RESUME_BEFORE + RESUME_AFTER, "%s: %llu steps", what,
+          (unsigned long long)ember_opt_steps(b));
+out:
+    ember_opt_destroy(a);
+    ember_opt_destroy(b);
+    return rc;
+}
+
+static int case_state_resume(void)
+{
+    static const char *const momentum[] = {"momentum_buffer"};
+    static const char *const damped[] = {"momentum_buffer", "started"};
+    static const char *const sum[] = {"sum"};
+    static const char *const rowwise[] = {"momentum1"};
+    static const char *const adam[] = {"exp_avg", "exp_avg_sq"};
+    static const char *const adam_rows[] = {"exp_avg", "exp_avg_sq", "step"};
+    ember_opt_config_t c;
+    int rc = 0;
+
+    ember_opt_config_default(EMBER_OPT_SGD, 0.1f, &c);
+    rc |= resume_one("plain sgd", &c, EMBER_OPT_SPARSE, NULL, 0);
+    c.momentum = 0.9f;
+    rc |= resume_one("sgd momentum dense", &c, EMBER_OPT_DENSE, momentum, 1);
+    rc |= resume_one("sgd momentum sparse", &c, EMBER_OPT_SPARSE, momentum, 1);
+    c.dampening = 0.3f;
+    rc |= resume_one("sgd dampening dense", &c, EMBER_OPT_DENSE, momentum, 1);
+    rc |= resume_one("sgd dampening sparse", &c, EMBER_OPT_SPARSE, damped, 2);
+    ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.1f, &c);
+    c.lr_decay = 0.01f; /* the step count matters */
+    c.initial_accumulator = 0.1f;
+    rc |= resume_one("adagrad dense", &c, EMBER_OPT_DENSE, sum, 1);
+    rc |= resume_one("adagrad sparse", &c, EMBER_OPT_SPARSE, sum, 1);
+    ember_opt_config_default(EMBER_OPT_ROWWISE_ADAGRAD, 0.1f, &c);
+    rc |= resume_one("rowwise adagrad dense", &c, EMBER_OPT_DENSE, rowwise, 1);
+    rc |= resume_one("rowwise adagrad sparse", &c, EMBER_OPT_SPARSE, rowwise, 1);
+    ember_opt_config_default(EMBER_OPT_ADAM, 0.01f, &c);
+    rc |= resume_one("adam dense", &c, EMBER_OPT_DENSE, adam, 2);
+    rc |= resume_one("sparse adam per-row steps", &c, EMBER_OPT_SPARSE, adam_rows, 3);
+    c.adam_row_step = 0;
+    rc |= resume_one("sparse adam per-table steps", &c, EMBER_OPT_SPARSE, adam, 2);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
@@ -475,6 +616,7 @@ int main(int argc, char **argv)
             {"state_bytes", case_state_bytes},
             {"bad_input", case_bad_input},
             {"sparse_fp16", case_sparse_fp16},
+            {"state_resume", case_state_resume},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
