@@ -16,6 +16,8 @@
 #ifndef EMBER_ENGINE_TABLE_H
 #define EMBER_ENGINE_TABLE_H
 
+#include "engine/io/safetensors.h"
+#include "engine/ops/optimizer.h"
 #include "engine/wire/codec.h"
 
 #include <ember/status.h>
@@ -113,5 +115,76 @@ size_t ember_table_bytes(const ember_table_t *table);
 size_t ember_table_optimizer_bytes(const ember_table_t *table);
 /** Contexts, pending gradients and scratch. */
 size_t ember_table_other_bytes(const ember_table_t *table);
+
+/* --- checkpoints (engine/ps/table_state.c) -------------------------------
+ *
+ * A shard's state is its rows as stored (F32 or F16), its optimizer's state
+ * arrays (ember_opt_state_arrays) and step count, and next_step.  A PS
+ * copies it into a snapshot at a step boundary (the pause training sees) and
+ * writes it later, while training goes on; a restore puts it back by global
+ * row id, so a checkpoint of P shards loads into any number of shards. */
+
+typedef struct ember_table_snapshot ember_table_snapshot_t;
+
+/**
+ * Copy @table's rows (as stored), its optimizer state arrays and step count,
+ * and its next_step into *@snap_p: created at the first call (*snap_p
+ * NULL), reused and grown after (any table).  A plain copy of each array; a
+ * device shard's rows come out with the device's copy.  Not thread-safe
+ * with the table's updates: the caller holds the table still.
+ * Errors (message in @err): ERR_NO_MEMORY (a new snapshot is freed and
+ * *snap_p stays NULL; a reused one is left unusable until a take
+ * succeeds), or the device's.
+ */
+ember_status_t ember_table_snapshot_take(const ember_table_t *table,
+                                         ember_table_snapshot_t **snap_p, char *err,
+                                         size_t err_length);
+/** Free a snapshot and its arrays.  NULL is a no-op. */
+void ember_table_snapshot_free(ember_table_snapshot_t *snap);
+/** Host memory the snapshot holds (its arrays' room). */
+size_t ember_table_snapshot_bytes(const ember_table_snapshot_t *snap);
+/** The table's next_step the snapshot was taken at. */
+uint64_t ember_table_snapshot_step(const ember_table_snapshot_t *snap);
+
+#define EMBER_TABLE_STATE_TENSORS (1 + EMBER_OPT_STATE_MAX)
+#define EMBER_TABLE_STATE_META    8
+
+/**
+ * The snapshot as safetensors tensors, all borrowed from it (valid until
+ * its next take or free): "NAME.weight" [local_rows, dim] (F32 or F16) and
+ * "NAME.STATE" for each state array ([local_rows, per_row], or
+ * [local_rows] when per_row is 1), NAME the table's name; and metadata
+ * (text, stored in the snapshot) "NAME.shard", "NAME.num_shards",
+ * "NAME.rows" (the whole table's), "NAME.dim", "NAME.optimizer" (kind
+ * name), "NAME.opt_steps", "NAME.step" (next_step).  Appended to @tensors
+ * at *@ntensors and @meta at *@nmeta (many tables of a PS in one file).
+ * Errors: ERR_INVALID_PARAM (it would pass @max_tensors or @max_meta, or
+ * the last take failed; nothing appended).
+ */
+ember_status_t ember_table_snapshot_tensors(const ember_table_snapshot_t *snap,
+                                            ember_st_tensor_t *tensors, size_t *ntensors,
+                                            size_t max_tensors, ember_st_meta_t *meta,
+                                            size_t *nmeta, size_t max_meta);
+
+/**
+ * Restore @table (freshly created with the same name, rows, dim, dtype and
+ * optimizer kind and settings; any shard/num_shards) from the files that
+ * hold the table's shards as some earlier layout wrote them (@files
+ * borrowed; those without this table's metadata are ignored; @names[i] is
+ * file i's path for messages, @names may be NULL).  Every global row this
+ * shard owns is copied from the old shard holding it, rows and every
+ * optimizer state array, so the result does not depend on the old layout;
+ * the optimizer's step count and next_step are set (all old shards must
+ * agree on them).  Everything is checked first and an error changes
+ * nothing: each file's metadata (rows, dim, optimizer as the table's;
+ * shard < num_shards; the shards exactly 0..num_shards-1, each once),
+ * every tensor's dtype and shape, no state the table's optimizer does not
+ * keep.  Errors (message naming the file, the table and what differs):
+ * ERR_FORMAT, ERR_NOT_FOUND (no file holds the table), ERR_NO_MEMORY, or
+ * the device's.
+ */
+ember_status_t ember_table_restore(ember_table_t *table, const ember_st_file_t *const *files,
+                                   const char *const *names, size_t nfiles, char *err,
+                                   size_t err_length);
 
 #endif

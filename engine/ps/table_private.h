@@ -1,0 +1,81 @@
+/*
+ * engine/ps/table_private: a shard's layout, shared by the files of the
+ * table module (table.c: lookups and gradients; table_state.c: its
+ * snapshots and restores).  Nothing outside engine/ps/table*.c includes it.
+ */
+#ifndef EMBER_ENGINE_TABLE_PRIVATE_H
+#define EMBER_ENGINE_TABLE_PRIVATE_H
+
+#include "common/reserve.h"
+#include "engine/device/scratch.h"
+#include "engine/ops/optimizer.h"
+#include "engine/ps/table.h"
+
+#include <ember/device.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the forward of one trainer's lookup left for its backward. */
+typedef struct {
+    int valid;
+    uint64_t step;
+    size_t n, bags;
+    int max_mode, weighted;
+    ember_buffer_t indices; /* int64 local ids */
+    ember_buffer_t offsets; /* int64 */
+    ember_buffer_t weights; /* float */
+    ember_buffer_t argmax;  /* int64 [bags * dim] */
+    ember_buffer_t unique;  /* int64 local ids of the distinct rows, increasing */
+    ember_buffer_t inverse; /* uint32 [n]: each index's slot in unique */
+    ember_buffer_t first;   /* max: uint32 [unique] a slot's first place in a bag */
+    ember_buffer_t seen;    /* max: uint32 [unique] the bag (+1) first was set in */
+    size_t nunique;
+} context_t;
+
+/* A trainer's sparse gradient for a step, waiting for the others (sync). */
+typedef struct {
+    int valid;
+    uint64_t step;
+    size_t nrows;
+    ember_buffer_t rows; /* int64 local ids, sorted unique */
+    ember_buffer_t grad; /* float [nrows * dim] */
+} pending_t;
+
+struct ember_table {
+    ember_msg_table_create_t spec;
+    int64_t local_rows;
+    void *data;       /* [local_rows, dim] of spec.dtype (fp32 or fp16) */
+    size_t row_bytes; /* dim x the element size */
+    ember_opt_t *optimizer;
+    context_t *contexts;  /* [trainers] */
+    context_t eval;       /* evaluation lookups' scratch: never valid */
+    pending_t *pending;   /* [trainers]: sync tables only wait on these */
+    pending_t applying;   /* async: the one gradient being applied now (a
+                          * buffer per trainer would hold trainers x batch) */
+    uint64_t next_step;   /* sync: steps applied so far */
+    int32_t *slot_of_row; /* sync reduction: row -> accumulator slot, -1 */
+    ember_buffer_t acc_rows, acc_grad, sorted_grad, order;
+    ember_buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
+    /* A shard on a device (NULL: host memory): data is device memory;
+     * lookups pool there; an update gathers the touched rows, steps the
+     * host optimizer on them (values) and scatters them back. */
+    ember_device_t *device;
+    const ember_device_ops_t *dev;
+    ember_scratch_t d_batch, d_out, d_argmax, d_rows, d_values; /* device */
+    ember_scratch_t h_batch, h_out, h_values;                   /* pinned host */
+};
+
+/* Local row @local as stored. */
+static inline void *table_row(const ember_table_t *table, int64_t local)
+{
+    return (char *)table->data + (size_t)local * table->row_bytes;
+}
+
+/* Rows stored as fp16 (else fp32). */
+static inline int table_half(const ember_table_t *table)
+{
+    return table->spec.dtype == EMBER_DTYPE_F16;
+}
+
+#endif
