@@ -150,8 +150,8 @@ uint64_t ember_table_snapshot_step(const ember_table_snapshot_t *snap);
 #define EMBER_TABLE_STATE_META    8
 
 /**
- * The snapshot as safetensors tensors, all borrowed from it (valid until
- * its next take or free): "NAME.weight" [local_rows, dim] (F32 or F16) and
+ * The snapshot as safetensors tensors (every field filled), all borrowed
+ * from it (valid until its next take or free): "NAME.weight" [local_rows, dim] (F32 or F16) and
  * "NAME.STATE" for each state array ([local_rows, per_row], or
  * [local_rows] when per_row is 1), NAME the table's name; and metadata
  * (text, stored in the snapshot) "NAME.shard", "NAME.num_shards",

@@ -13,7 +13,7 @@
 #include <string.h>
 
 /* "NAME." and the longest state name or metadata key after it. */
-#define STATE_KEY_MAX (EMBER_TABLE_NAME_MAX + 24)
+#define STATE_KEY_MAX   (EMBER_TABLE_NAME_MAX + 24)
 #define STATE_VALUE_MAX 32
 
 /* One array of the snapshot: the rows, or one of the optimizer's. */
@@ -39,7 +39,7 @@ struct ember_table_snapshot {
 
 /* Every state name an optimizer may keep (engine/ops/optimizer.h): a file's
  * state the table's optimizer does not keep means its settings differ. */
-static const char *const all_state_names[] = {"momentum_buffer", "started",    "sum",  "momentum1",
+static const char *const all_state_names[] = {"momentum_buffer", "started",    "sum", "momentum1",
                                               "exp_avg",         "exp_avg_sq", "step"};
 
 /* The arrays a shard's state is: its rows as stored, then its optimizer's. */
@@ -127,8 +127,9 @@ static ember_status_t snapshot_fill(const ember_table_t *table, ember_table_snap
     return EMBER_OK;
 }
 
-ember_status_t ember_table_snapshot_take(const ember_table_t *table, ember_table_snapshot_t **snap_p,
-                                         char *err, size_t err_length)
+ember_status_t ember_table_snapshot_take(const ember_table_t *table,
+                                         ember_table_snapshot_t **snap_p, char *err,
+                                         size_t err_length)
 {
     ember_table_snapshot_t *snap = *snap_p;
     const int created = snap == NULL;
@@ -184,6 +185,8 @@ ember_status_t ember_table_snapshot_tensors(const ember_table_snapshot_t *snap,
         t->ndim = a->per_row == 1 ? 1 : 2;
         t->shape[0] = snap->local_rows;
         t->shape[1] = (int64_t)a->per_row;
+        t->numel = (size_t)snap->local_rows * a->per_row;
+        t->nbytes = t->numel * ember_dtype_size(a->dtype);
         t->data = a->data.data;
     }
     for (size_t i = 0; i < snap->nmeta; i++) {
@@ -291,8 +294,8 @@ static ember_status_t restore_check_meta(const restore_t *r, size_t i, old_shard
     const char *want = ember_opt_kind_name(spec->optimizer.kind);
     if (!kind || strcmp(kind, want) != 0)
         return refuse_file(r, i, EMBER_ERR_FORMAT, "optimizer %s%s%s, the table's is %s",
-                           kind ? "'" : "(metadata '", kind ? kind : key,
-                           kind ? "'" : "' missing)", want);
+                           kind ? "'" : "(metadata '", kind ? kind : key, kind ? "'" : "' missing)",
+                           want);
     old->shard = (uint32_t)shard;
     old->num_shards = (uint32_t)num_shards;
     old->local_rows = (int64_t)((rows - shard + num_shards - 1) / num_shards);
@@ -301,8 +304,8 @@ static ember_status_t restore_check_meta(const restore_t *r, size_t i, old_shard
 
 /* Tensor "NAME.@a->name" of file @i: there, of @a's dtype, [local_rows,
  * per_row] (or [local_rows] for per-row state). */
-static ember_status_t restore_check_tensor(const restore_t *r, size_t i,
-                                           const ember_opt_state_t *a, const old_shard_t *old,
+static ember_status_t restore_check_tensor(const restore_t *r, size_t i, const ember_opt_state_t *a,
+                                           const old_shard_t *old,
                                            const ember_st_tensor_t **tensor_p)
 {
     char name[STATE_KEY_MAX];
@@ -497,11 +500,8 @@ ember_status_t ember_table_restore(ember_table_t *table, const ember_st_file_t *
                                    const char *const *names, size_t nfiles, char *err,
                                    size_t err_length)
 {
-    restore_t r = {.table = table,
-                   .files = files,
-                   .names = names,
-                   .err = err,
-                   .err_length = err_length};
+    restore_t r = {
+            .table = table, .files = files, .names = names, .err = err, .err_length = err_length};
     size_t n = 0;
     r.narrays = table_arrays(table, r.arrays);
     old_shard_t *old = calloc(nfiles ? nfiles : 1, sizeof(*old));

@@ -15,6 +15,10 @@
  *   init_uniform: EMBER_INIT_UNIFORM rows made for a device shard (in
  *   blocks, copied over) are the host shard's, bit for bit on any device
  *   (they are drawn on the host); 3 shards of a table larger than a block.
+ *   snapshot_restore: a device shard's snapshot (rows copied out by the
+ *   device) is the host shard's; written, it restores into fresh device
+ *   shards of 1 and 3 (every global row and state value copied), and the
+ *   restored one trains on as the host shard does.
  */
 #include <ember/device.h>
 #include <ember/log.h>
@@ -28,6 +32,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 enum {
     ROWS = 301,
@@ -169,6 +174,48 @@ static int rows_same(ember_table_t *on_device, ember_table_t *on_host, const cha
     return rc;
 }
 
+/* Step @step of every trainer's lookup and gradient on both shards. */
+static int step_both(ember_table_t *on_device, ember_table_t *on_host, uint32_t shard,
+                     uint32_t shards, uint64_t step)
+{
+    char err[256];
+    for (uint32_t t = 0; t < TRAINERS; t++) {
+        lookup_t l;
+        /* With max mode the maxima's places follow the values. */
+        float out_d[2 * BAGS * DIM], out_h[2 * BAGS * DIM], g[BAGS * DIM];
+        int applied_d = 0, applied_h = 0;
+        make_lookup(&l, t, step, (int)((step + t) % 3), shard, shards);
+        uint8_t message[sizeof(l.msg) + sizeof(l.arrays)];
+        ember_wire_lookup_view_t view;
+        CHECK(test_lookup_view(&l.msg, l.arrays, l.length, message, &view, err, sizeof(err)) ==
+                      EMBER_OK,
+              "lookup message: %s", err);
+        CHECK(ember_table_lookup(on_host, &view, out_h, err, sizeof(err)) == EMBER_OK,
+              "host lookup: %s", err);
+        CHECK(ember_table_lookup(on_device, &view, out_d, err, sizeof(err)) == EMBER_OK,
+              "device lookup: %s", err);
+        if (same(out_d, out_h, BAGS * DIM, "pooled"))
+            return 1;
+        CHECK(l.msg.flags != EMBER_LOOKUP_MAX ||
+                      memcmp(out_d + BAGS * DIM, out_h + BAGS * DIM, BAGS * DIM * 4) == 0,
+              "step %llu trainer %u: the maxima's places differ", (unsigned long long)step, t);
+        for (size_t i = 0; i < BAGS * DIM; i++)
+            g[i] = (float)test_uniform(&rng_state, -1, 1);
+        ember_msg_grad_t msg = {
+                .table_id = 1, .trainer = t, .step = step, .flags = EMBER_GRAD_APPLY, .bags = BAGS};
+        ember_wire_grad_view_t grad = test_grad_view(&msg, g, sizeof(g));
+        CHECK(ember_table_grad(on_host, &grad, &applied_h, err, sizeof(err)) == EMBER_OK,
+              "host grad: %s", err);
+        CHECK(ember_table_grad(on_device, &grad, &applied_d, err, sizeof(err)) == EMBER_OK,
+              "device grad: %s", err);
+        CHECK(applied_d == applied_h, "step %llu trainer %u: applied %d vs %d",
+              (unsigned long long)step, t, applied_d, applied_h);
+    }
+    char when[64];
+    snprintf(when, sizeof(when), "rows after step %llu", (unsigned long long)step);
+    return rows_same(on_device, on_host, when);
+}
+
 /* STEPS steps of every trainer's lookup and gradient on both shards. */
 static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard, uint32_t shards)
 {
@@ -179,47 +226,9 @@ static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard
     CHECK(ember_table_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s", err);
     if (rows_same(on_device, on_host, "initial rows"))
         return 1;
-    for (uint64_t step = 0; step < STEPS; step++) {
-        for (uint32_t t = 0; t < TRAINERS; t++) {
-            lookup_t l;
-            /* With max mode the maxima's places follow the values. */
-            float out_d[2 * BAGS * DIM], out_h[2 * BAGS * DIM], g[BAGS * DIM];
-            int applied_d = 0, applied_h = 0;
-            make_lookup(&l, t, step, (int)((step + t) % 3), shard, shards);
-            uint8_t message[sizeof(l.msg) + sizeof(l.arrays)];
-            ember_wire_lookup_view_t view;
-            CHECK(test_lookup_view(&l.msg, l.arrays, l.length, message, &view, err, sizeof(err)) ==
-                          EMBER_OK,
-                  "lookup message: %s", err);
-            CHECK(ember_table_lookup(on_host, &view, out_h, err, sizeof(err)) == EMBER_OK,
-                  "host lookup: %s", err);
-            CHECK(ember_table_lookup(on_device, &view, out_d, err, sizeof(err)) == EMBER_OK,
-                  "device lookup: %s", err);
-            if (same(out_d, out_h, BAGS * DIM, "pooled"))
-                return 1;
-            CHECK(l.msg.flags != EMBER_LOOKUP_MAX ||
-                          memcmp(out_d + BAGS * DIM, out_h + BAGS * DIM, BAGS * DIM * 4) == 0,
-                  "step %llu trainer %u: the maxima's places differ", (unsigned long long)step, t);
-            for (size_t i = 0; i < BAGS * DIM; i++)
-                g[i] = (float)test_uniform(&rng_state, -1, 1);
-            ember_msg_grad_t msg = {.table_id = 1,
-                                    .trainer = t,
-                                    .step = step,
-                                    .flags = EMBER_GRAD_APPLY,
-                                    .bags = BAGS};
-            ember_wire_grad_view_t grad = test_grad_view(&msg, g, sizeof(g));
-            CHECK(ember_table_grad(on_host, &grad, &applied_h, err, sizeof(err)) == EMBER_OK,
-                  "host grad: %s", err);
-            CHECK(ember_table_grad(on_device, &grad, &applied_d, err, sizeof(err)) == EMBER_OK,
-                  "device grad: %s", err);
-            CHECK(applied_d == applied_h, "step %llu trainer %u: applied %d vs %d",
-                  (unsigned long long)step, t, applied_d, applied_h);
-        }
-        char when[64];
-        snprintf(when, sizeof(when), "rows after step %llu", (unsigned long long)step);
-        if (rows_same(on_device, on_host, when))
+    for (uint64_t step = 0; step < STEPS; step++)
+        if (step_both(on_device, on_host, shard, shards, step))
             return 1;
-    }
     CHECK(ember_table_bytes(on_device) == ember_table_bytes(on_host), "bytes");
     ember_table_destroy(on_device);
     ember_table_destroy(on_host);
@@ -325,13 +334,112 @@ static int case_init_uniform(void)
     return 0;
 }
 
+/* @table's snapshot tensors into @t (@snap_p kept by the caller). */
+static int snapshot_of(ember_table_t *table, ember_table_snapshot_t **snap_p, ember_st_tensor_t *t,
+                       size_t *nt_p, ember_st_meta_t *meta, size_t *nm_p)
+{
+    char err[256];
+    *nt_p = *nm_p = 0;
+    CHECK(ember_table_snapshot_take(table, snap_p, err, sizeof(err)) == EMBER_OK, "take: %s", err);
+    CHECK(ember_table_snapshot_tensors(*snap_p, t, nt_p, EMBER_TABLE_STATE_TENSORS, meta, nm_p,
+                                       EMBER_TABLE_STATE_META) == EMBER_OK,
+          "tensors");
+    return 0;
+}
+
+/* A restored shard's arrays, row by global row, as the snapshot's @want
+ * (one shard) has them: copies, so the same bits on any device. */
+static int restored_same(ember_table_t *table, uint32_t shard, uint32_t shards,
+                         const ember_st_tensor_t *want, size_t nwant)
+{
+    ember_table_snapshot_t *snap = NULL;
+    ember_st_tensor_t t[EMBER_TABLE_STATE_TENSORS];
+    ember_st_meta_t meta[EMBER_TABLE_STATE_META];
+    size_t nt, nm;
+    int rc = snapshot_of(table, &snap, t, &nt, meta, &nm);
+    CHECK(rc || nt == nwant, "%zu arrays, want %zu", nt, nwant);
+    for (size_t a = 0; !rc && a < nt; a++) {
+        size_t row_bytes = t[a].nbytes / (t[a].shape[0] ? (size_t)t[a].shape[0] : 1);
+        for (int64_t l = 0; l < t[a].shape[0]; l++) {
+            const uint8_t *got = (const uint8_t *)t[a].data + (size_t)l * row_bytes;
+            const uint8_t *w =
+                    (const uint8_t *)want[a].data + (size_t)(l * shards + shard) * row_bytes;
+            if (memcmp(got, w, row_bytes) != 0) {
+                fprintf(stderr, "FAIL %s: global row %lld differs (shard %u of %u)\n", t[a].name,
+                        (long long)(l * shards + shard), shard, shards);
+                rc = 1;
+                break;
+            }
+        }
+    }
+    ember_table_snapshot_free(snap);
+    return rc;
+}
+
+/* A device shard's snapshot (rows copied out by the device) written,
+ * restored into fresh device shards of 1 and 3 (rows staged, one copy
+ * each), and the restored whole table trained on beside the host's. */
+static int case_snapshot_restore(void)
+{
+    ember_msg_table_create_t spec = table_spec(EMBER_OPT_ADAM, EMBER_SYNC, 0, 1);
+    ember_table_t *on_host = NULL, *on_device = NULL, *fresh[3] = {NULL, NULL, NULL};
+    ember_table_snapshot_t *snap_d = NULL, *snap_h = NULL;
+    ember_st_tensor_t td[EMBER_TABLE_STATE_TENSORS], th[EMBER_TABLE_STATE_TENSORS];
+    ember_st_meta_t md[EMBER_TABLE_STATE_META], mh[EMBER_TABLE_STATE_META];
+    ember_st_file_t *file = NULL;
+    size_t ntd, nth, nmd, nmh;
+    char err[256], path[] = "/tmp/ember_table_device_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    CHECK(ember_table_create(&spec, NULL, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_table_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s", err);
+    for (uint64_t step = 0; step < STEPS; step++)
+        if (step_both(on_device, on_host, 0, 1, step))
+            return 1;
+    if (snapshot_of(on_device, &snap_d, td, &ntd, md, &nmd) ||
+        snapshot_of(on_host, &snap_h, th, &nth, mh, &nmh))
+        return 1;
+    CHECK(ntd == nth && ntd == 4, "%zu and %zu arrays", ntd, nth);
+    if (same(td[0].data, th[0].data, ROWS * DIM, "snapshot rows"))
+        return 1;
+    CHECK(ember_st_write(path, td, ntd, md, nmd) == EMBER_OK, "write %s", path);
+    CHECK(ember_st_open(path, &file, err, sizeof(err)) == EMBER_OK, "%s", err);
+    const ember_st_file_t *files[] = {file};
+    const char *names[] = {path};
+    for (uint32_t q = 1; q <= 3; q += 2) {
+        for (uint32_t k = 0; k < q; k++) {
+            ember_msg_table_create_t s = table_spec(EMBER_OPT_ADAM, EMBER_SYNC, k, q);
+            s.seed = 4; /* other initial rows */
+            CHECK(ember_table_create(&s, device, &fresh[k], err, sizeof(err)) == EMBER_OK, "%s",
+                  err);
+            CHECK(ember_table_restore(fresh[k], files, names, 1, err, sizeof(err)) == EMBER_OK,
+                  "restore %u of %u: %s", k, q, err);
+            if (restored_same(fresh[k], k, q, td, ntd))
+                return 1;
+        }
+        for (uint64_t step = STEPS; q == 1 && step < STEPS + 2; step++)
+            if (step_both(fresh[0], on_host, 0, 1, step))
+                return 1;
+        for (uint32_t k = 0; k < q; k++)
+            ember_table_destroy(fresh[k]);
+    }
+    ember_st_close(file);
+    unlink(path);
+    ember_table_snapshot_free(snap_d);
+    ember_table_snapshot_free(snap_h);
+    ember_table_destroy(on_device);
+    ember_table_destroy(on_host);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
             {"steps_sgd", case_steps_sgd},       {"steps_adagrad", case_steps_adagrad},
             {"steps_adam", case_steps_adam},     {"steps_rowwise", case_steps_rowwise},
             {"load_read", case_load_read},       {"fp16_refused", case_fp16_refused},
-            {"init_uniform", case_init_uniform},
+            {"init_uniform", case_init_uniform}, {"snapshot_restore", case_snapshot_restore},
     };
     int rc;
 

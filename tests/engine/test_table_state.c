@@ -187,7 +187,8 @@ static int gather_shard(ember_table_t *table, uint32_t k, uint32_t shards,
     snprintf(g->opt_steps, sizeof(g->opt_steps), "%s", meta_value(meta, nm, "t.opt_steps"));
     snprintf(g->step, sizeof(g->step), "%s", meta_value(meta, nm, "t.step"));
     for (size_t a = 0; a < nt; a++) {
-        size_t row_bytes = (t[a].ndim == 2 ? (size_t)t[a].shape[1] : 1) * ember_dtype_size(t[a].dtype);
+        size_t row_bytes =
+                (t[a].ndim == 2 ? (size_t)t[a].shape[1] : 1) * ember_dtype_size(t[a].dtype);
         snprintf(g->names[a], sizeof(g->names[a]), "%s", t[a].name);
         g->row_bytes[a] = row_bytes;
         CHECK(t[a].shape[0] == ember_table_local_rows(table), "%s: %lld rows", t[a].name,
@@ -215,7 +216,9 @@ static int gather(ember_table_t **tables, uint32_t shards, global_t *g)
 /* Every array of every global row, and the steps: the same bits. */
 static int same_state(const char *what, const global_t *a, const global_t *b)
 {
-    CHECK(a->narrays == b->narrays && a->rows == b->rows, "%s: %zu arrays of %lld rows, want %zu of %lld", what, b->narrays, (long long)b->rows, a->narrays, (long long)a->rows);
+    CHECK(a->narrays == b->narrays && a->rows == b->rows,
+          "%s: %zu arrays of %lld rows, want %zu of %lld", what, b->narrays, (long long)b->rows,
+          a->narrays, (long long)a->rows);
     CHECK(strcmp(a->opt_steps, b->opt_steps) == 0 && strcmp(a->step, b->step) == 0,
           "%s: steps %s/%s, want %s/%s", what, b->opt_steps, b->step, a->opt_steps, a->step);
     for (size_t k = 0; k < a->narrays; k++) {
@@ -469,8 +472,8 @@ static int refused(ember_table_t **target, ember_st_file_t **files, char paths[]
  * edited ones (shard 1 edited), file 9 another table's. */
 static int refusal_files(ember_st_file_t **files, char paths[][128], size_t *n_p)
 {
-    static const edit_fn edits[] = {edit_shape, edit_dtype, edit_not_number, edit_shard_range,
-                                    edit_step, edit_huge};
+    static const edit_fn edits[] = {edit_shape,       edit_dtype, edit_not_number,
+                                    edit_shard_range, edit_step,  edit_huge};
     setup_t s = setup_of(EMBER_OPT_ADAM, 0.01f);
     ember_table_t *tables[MAX_SHARDS];
     char err[256];
@@ -554,10 +557,10 @@ static int with_dir(int (*fn)(void))
     return rc;
 }
 
-#define CASE(name)                           \
-    static int name##_in_dir(void)           \
-    {                                        \
-        return with_dir(case_##name);        \
+#define CASE(name)                    \
+    static int name##_in_dir(void)    \
+    {                                 \
+        return with_dir(case_##name); \
     }
 CASE(sgd_momentum)
 CASE(sgd_dampening)
