@@ -8,6 +8,7 @@
 #include "common/crash.h"
 #include "common/topology.h"
 #include "engine/ps/ps.h"
+#include "common/ckpt_signal.h"
 #include "engine/train/data.h"
 #include "engine/train/master.h"
 #include "engine/train/trainer.h"
@@ -149,6 +150,8 @@ int main(int argc, char **argv)
     if ((code = job_read(&argc, argv, &job)) != GO_ON || (code = devices_check(&job)) != GO_ON ||
         (code = join(&job, &tp)) != GO_ON)
         return code;
+    if (job.checkpoint_dir) /* SIGUSR1: a checkpoint; SIGTERM: one, then stop */
+        ember_ckpt_signal_install();
     ember_status_t status = role_run(tp, &job);
     if (status != EMBER_OK)
         ember_tp_set_failed(tp); /* nobody waits for a hung rank */

@@ -62,6 +62,10 @@ typedef enum {
     F_INIT,
     F_EVAL,
     F_EVAL_EVERY,
+    F_CHECKPOINT_DIR,
+    F_CHECKPOINT_EVERY,
+    F_CHECKPOINT_KEEP,
+    F_RESUME,
     F_DEVICE,
     F_PS_DEVICE,
     F_BIND,
@@ -277,6 +281,20 @@ static const flag_t flags[F_COUNT] = {
                     REPLAY_REFUSED, CUSTOM_FLAG(parse_eval, .at = AT_JOB)},
         [F_EVAL_EVERY] = {"--eval-every", "N", "dlrm: steps between evaluations (the end only)",
                           REPLAY_REFUSED, INT_FLAG(1, INT64_MAX, train.dlrm.eval_every)},
+        [F_CHECKPOINT_DIR] = {"--checkpoint-dir", "DIR",
+                              "write checkpoints of the whole job into DIR\n"
+                              "(DIR/step-N/; sync mode): at the end, every\n"
+                              "--checkpoint-every steps, on SIGUSR1, and on SIGTERM (then stop)",
+                              REPLAY_FREE, .kind = K_PATH, IN_JOB(checkpoint_dir)},
+        [F_CHECKPOINT_EVERY] = {"--checkpoint-every", "N", "steps between checkpoints (the end only)",
+                                REPLAY_FREE, INT_FLAG(1, INT64_MAX, checkpoint_every)},
+        [F_CHECKPOINT_KEEP] = {"--checkpoint-keep", "K", "complete checkpoints kept (3)",
+                               REPLAY_FREE, INT_FLAG(1, 1 << 20, checkpoint_keep)},
+        [F_RESUME] = {"--resume", "PATH",
+                      "go on from the newest complete checkpoint in PATH\n"
+                      "(a --checkpoint-dir) or from PATH/step-N itself, on any\n"
+                      "number of PS and placement, with the same trainers",
+                      REPLAY_FREE, .kind = K_PATH, IN_JOB(resume_path)},
         [F_DEVICE] = {"--device", "cpu|cuda",
                       "where the trainers' dense model runs (cpu);\n"
                       "cuda takes GPU local_rank % GPUs, NCCL for its allreduce",
@@ -716,6 +734,23 @@ static void dlrm_defaults(ember_job_t *job)
     job->train.classes = 2; /* a click or not: one logit */
 }
 
+/* Checkpoints: where, in sync mode; a resumed job's start is the checkpoint. */
+static ember_status_t check_checkpoint_flags(const ember_job_t *job)
+{
+    if ((GIVEN(job, F_CHECKPOINT_EVERY) || GIVEN(job, F_CHECKPOINT_KEEP)) && !job->checkpoint_dir)
+        return refuse("%s needs %s", GIVEN(job, F_CHECKPOINT_EVERY) ? "--checkpoint-every"
+                                                                    : "--checkpoint-keep",
+                      "--checkpoint-dir DIR");
+    if ((job->checkpoint_dir || job->resume_path) && job->train.consistency == EMBER_ASYNC)
+        return refuse("%s: checkpoints are taken at a step boundary, which %s does not have",
+                      job->checkpoint_dir ? "--checkpoint-dir" : "--resume",
+                      "--consistency async");
+    if (job->resume_path && job->init_path)
+        return refuse("%s and %s both say where the weights start: give one", "--resume",
+                      "--init");
+    return EMBER_OK;
+}
+
 /* Flags that only mean something together with others. */
 static ember_status_t check_combinations(const ember_job_t *job, const parsed_t *parsed)
 {
@@ -743,7 +778,7 @@ static ember_status_t check_combinations(const ember_job_t *job, const parsed_t 
                       "--ps-device cuda");
     if ((job->given & (1ull << F_REPLAY_TOLERANCE)) && !job->replay_path)
         return refuse("%s checks a replay: it needs %s", "--replay-tolerance", "--replay FILE");
-    return EMBER_OK;
+    return check_checkpoint_flags(job);
 }
 
 static void job_defaults(ember_job_t *job)
@@ -765,7 +800,8 @@ static void job_defaults(ember_job_t *job)
                          .metrics_path = ember_config_str("EMBER_METRICS"),
                          .device = "cpu",
                          .ps_device = "cpu",
-                         .replay_tolerance = 1e-4};
+                         .replay_tolerance = 1e-4,
+                         .checkpoint_keep = 3};
     job->train.consistency =
             consistency && strcasecmp(consistency, "async") == 0 ? EMBER_ASYNC : EMBER_SYNC;
 }

@@ -11,9 +11,11 @@
  */
 #include "engine/ps/ps.h"
 
+#include "common/ckpt_signal.h"
 #include "common/clock.h"
 #include "common/pool.h"
 #include "common/reserve.h"
+#include "engine/ps/ps_ckpt.h"
 #include "engine/ps/ps_msg.h"
 #include "engine/ps/ps_multi.h"
 #include "engine/ps/table.h"
@@ -32,6 +34,7 @@
  * process_vm_readv, which pins every page of the source, so they live on
  * huge pages: far fewer pages to pin than with 4 KiB ones. */
 #define PS_REPLY_HUGE_MIN (64u << 10)
+#define PS_CKPT_REPORTS   4 /* checkpoint reports to the master in flight */
 
 /* Sync: a LOOKUP or LOOKUPS for a step not yet open on all its tables,
  * taken again from its bytes (held with it) when a step is applied. */
@@ -66,6 +69,12 @@ typedef struct {
      * first of them (GPU local_rank % count). */
     int local_rank;
     ember_device_t *device;
+    /* checkpoints: the snapshots and their writer, the reports to the
+     * master still in flight */
+    int master;
+    ember_ps_ckpt_t *ckpt;
+    ember_msg_ckpt_done_t reports[PS_CKPT_REPORTS];
+    ember_future_t *report_futures[PS_CKPT_REPORTS];
 } ps_t;
 
 /* A reply in flight: the buffer and the PS it goes back to (apart from
@@ -522,6 +531,165 @@ static void ps_release_held(ps_t *ps)
     ps->held_count = kept;
 }
 
+/* ---- checkpoints (engine/ps/ps_ckpt) ------------------------------------- */
+
+/* This PS's tables, in id order. */
+static size_t ps_tables(ps_t *ps, ember_table_t **tables)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
+        if (ps->tables[i].table)
+            tables[count++] = ps->tables[i].table;
+    }
+    return count;
+}
+
+/* Reports whose calls ended are released; 1 when slot @i is free. */
+static int ps_report_slot_free(ps_t *ps, size_t i)
+{
+    if (ps->report_futures[i] && ember_future_test(ps->report_futures[i]) != EMBER_INPROGRESS) {
+        ember_future_release(ps->report_futures[i]);
+        ps->report_futures[i] = NULL;
+    }
+    return ps->report_futures[i] == NULL;
+}
+
+/* A write that ended goes to the master (a free slot waited for). */
+static void ps_ckpt_report(ps_t *ps)
+{
+    ember_msg_ckpt_done_t done;
+    if (!ps->ckpt || !ember_ps_ckpt_poll(ps->ckpt, &done))
+        return;
+    if (done.status != EMBER_OK)
+        ember_error("ps", "checkpoint after step %llu: %s", (unsigned long long)done.step,
+                    done.text);
+    for (;;) {
+        for (size_t i = 0; i < PS_CKPT_REPORTS; i++) {
+            if (!ps_report_slot_free(ps, i))
+                continue;
+            ps->reports[i] = done;
+            ember_iov_t iov = {&ps->reports[i], sizeof(done)};
+            if (ember_rpc_call_async(ps->tp, ps->master, EMBER_OP_CKPT_DONE, &iov, 1, NULL, 0,
+                                     NULL, &ps->report_futures[i]) != EMBER_OK)
+                ember_warn("ps", "the checkpoint report of step %llu could not be sent",
+                           (unsigned long long)done.step);
+            return;
+        }
+        if (ember_tp_peer_lost(ps->tp, ps->master))
+            return;
+        ember_tp_wait(ps->tp, 0.01);
+    }
+}
+
+/* A step was applied: when a checkpoint is due, copy the tables now,
+ * before any lookup of the next step is answered. */
+static void ps_ckpt_after_step(ps_t *ps)
+{
+    ember_table_t *tables[PS_MAX_TABLES];
+    size_t count = ps_tables(ps, tables);
+    if (!ps->ckpt || !count)
+        return;
+    uint64_t step = ember_table_next_step(tables[0]);
+    for (size_t i = 1; i < count; i++) {
+        if (ember_table_next_step(tables[i]) != step)
+            return; /* not at a boundary of all of them yet */
+    }
+    if (!ember_ps_ckpt_due(ps->ckpt, step))
+        return;
+    char err[256];
+    ps_ckpt_report(ps); /* an earlier write's, before its slot is reused */
+    if (ember_ps_ckpt_take(ps->ckpt, tables, count, step, err, sizeof(err)) != EMBER_OK)
+        ember_error("ps", "checkpoint after step %llu: %s", (unsigned long long)step, err);
+}
+
+static void on_ckpt_plan(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_ckpt_plan_t plan;
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    char err[128];
+    ember_status_t status = ember_wire_ckpt_plan_unpack(data, length, &plan, err, sizeof(err));
+    if (status == EMBER_OK && !ps->ckpt)
+        status = ember_ps_ckpt_create(&ps->ckpt);
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", status == EMBER_ERR_NO_MEMORY ? "no memory" : err);
+        return;
+    }
+    ember_ps_ckpt_plan(ps->ckpt, &plan);
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_ckpt_at(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_ckpt_at_t at;
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    char err[128];
+    ember_status_t status = ember_wire_ckpt_at_unpack(data, length, &at, err, sizeof(err));
+    if (status == EMBER_OK && !(ps->ckpt && ember_ps_ckpt_planned(ps->ckpt)))
+        status = ember_status_text(err, sizeof(err), EMBER_ERR_INVALID_PARAM,
+                                   "this job writes no checkpoints");
+    if (status == EMBER_OK && ember_ps_ckpt_at(ps->ckpt, at.step) != EMBER_OK)
+        status = ember_status_text(err, sizeof(err), EMBER_ERR_OUT_OF_RANGE,
+                                   "too many checkpoints asked for");
+    if (status != EMBER_OK)
+        ember_rpc_reply_error(req, status, "%s", err);
+    else
+        ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_table_restore(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_wire_table_restore_view_t view;
+    ember_table_t *tables[PS_MAX_TABLES];
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    char err[400];
+    ember_status_t status = ember_wire_table_restore_unpack(data, length, &view, err, sizeof(err));
+    double started = ember_time_now();
+    size_t count = ps_tables(ps, tables);
+    if (status == EMBER_OK)
+        status = ember_ps_ckpt_restore(tables, count, view.head.dir, view.names, view.head.count,
+                                       err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_error("ps", "restoring from %s: %s", view.head.dir, err);
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    ember_info("ps", "%s: %zu tables restored from %s in %.2f s",
+               ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)), count, view.head.dir,
+               ember_time_now() - started);
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+/* The writer ended (a write in progress finishes first), its reports
+ * taken or given up. */
+static void ps_ckpt_end(ps_t *ps)
+{
+    ember_ps_ckpt_destroy(ps->ckpt);
+    ps->ckpt = NULL;
+    for (size_t i = 0; i < PS_CKPT_REPORTS; i++) {
+        if (ps->report_futures[i])
+            ember_future_release(ps->report_futures[i]);
+        ps->report_futures[i] = NULL;
+    }
+}
+
+/* SIGUSR1/SIGTERM here: trainer0 (rank 0) picks the step. */
+static void ps_ckpt_signal(ps_t *ps)
+{
+    int what = ember_ckpt_signal_take();
+    if (what == EMBER_CKPT_SIGNAL_NONE || !ps->ckpt || !ember_ps_ckpt_planned(ps->ckpt))
+        return;
+    static ember_msg_ckpt_request_t request; /* borrowed until sent */
+    request.stop = what == EMBER_CKPT_SIGNAL_STOP;
+    ember_iov_t iov = {&request, sizeof(request)};
+    ember_rpc_send(ps->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, NULL, NULL);
+}
+
 static void on_grad(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
@@ -556,6 +724,7 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
     ps->grad_ticks += ember_busy_clock_ticks(&ps->clock) - start;
     if (applied) {
         ps->stats.steps_applied++;
+        ps_ckpt_after_step(ps);
         if (ps->held_count)
             ps_release_held(ps);
     }
@@ -642,6 +811,8 @@ static void on_grads(ember_rpc_req_t *req, void *arg)
     for (size_t k = 0; k < view.head.count; k++)
         steps += applied[k] != 0;
     ps->stats.steps_applied += steps;
+    if (steps)
+        ps_ckpt_after_step(ps);
     if (steps && ps->held_count)
         ps_release_held(ps);
 }
@@ -668,11 +839,13 @@ static void ps_drop_lost_trainers(ps_t *ps)
 static const uint16_t ps_ops[] = {
         EMBER_OP_TABLE_CREATE, EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
         EMBER_OP_PS_SHUTDOWN,  EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
-        EMBER_OP_LOOKUPS,      EMBER_OP_GRADS,
+        EMBER_OP_LOOKUPS,      EMBER_OP_GRADS,      EMBER_OP_CKPT_PLAN,  EMBER_OP_CKPT_AT,
+        EMBER_OP_TABLE_RESTORE,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {
         on_table_create, on_table_load, on_table_read, on_stats,   on_shutdown,
         on_abort,        on_lookups,    on_grad,       on_lookups, on_grads,
+        on_ckpt_plan,    on_ckpt_at,    on_table_restore,
 };
 _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");
@@ -715,6 +888,7 @@ static void ps_serve(ps_t *ps, int master)
     uint64_t next_check = 0;
     while (!ps->stop) {
         ember_tp_wait(tp, 0.5);
+        ps_ckpt_report(ps);
         /* Peer losses are rare: look a few times a second, not per
          * request, and on the busy clock: a clock_gettime per request is a
          * cost a small lookup notices. */
@@ -722,6 +896,7 @@ static void ps_serve(ps_t *ps, int master)
         if (now < next_check)
             continue;
         next_check = now + check_every;
+        ps_ckpt_signal(ps);
         ps_drop_lost_trainers(ps);
         if (master >= 0 && ember_tp_peer_lost(tp, master)) {
             ember_error("ps", "%s: the master (rank %d) was lost: %s; stopping",
@@ -785,11 +960,13 @@ ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
         return EMBER_ERR_NO_MEMORY;
     ps_register(ps, 1);
     int master = ember_tp_peer_by_name(tp, "master");
+    ps->master = master;
     ps_join(ps, master);
     ps_serve(ps, master);
     status = ps->exit_status;
     /* From here on a request gets "no handler", not a PS being freed. */
     ps_register(ps, 0);
+    ps_ckpt_end(ps);
     ps_free_tables(ps);
     ps_free(ps);
     return status;

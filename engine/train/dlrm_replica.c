@@ -135,6 +135,13 @@ ember_status_t ember_dlrm_replica_logits(ember_dlrm_replica_t *replica, const fl
     return ember_dlrm_forward(replica->model, dense, pooled, batch, logits);
 }
 
+size_t ember_dlrm_replica_optimizers(ember_dlrm_replica_t *replica, ember_opt_t **out)
+{
+    for (int m = 0; m < MLPS; m++)
+        out[m] = replica->optimizer[m];
+    return MLPS;
+}
+
 const float *ember_dlrm_replica_params(ember_dlrm_replica_t *replica, size_t *nparams_p)
 {
     size_t at = 0;

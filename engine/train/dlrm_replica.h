@@ -55,4 +55,7 @@ ember_status_t ember_dlrm_replica_logits(ember_dlrm_replica_t *replica, const fl
 /** The flat parameters as the last step left them. */
 const float *ember_dlrm_replica_params(ember_dlrm_replica_t *replica, size_t *nparams_p);
 
+/** DenseArch's and OverArch's optimizers into @out; their count (2). */
+size_t ember_dlrm_replica_optimizers(ember_dlrm_replica_t *replica, ember_opt_t **out);
+
 #endif

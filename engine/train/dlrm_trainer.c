@@ -300,3 +300,8 @@ const float *ember_dlrm_trainer_params(ember_dlrm_trainer_t *trainer, size_t *np
 {
     return ember_dlrm_replica_params(trainer->replica, nparams_p);
 }
+
+size_t ember_dlrm_trainer_optimizers(ember_dlrm_trainer_t *trainer, ember_opt_t **out)
+{
+    return ember_dlrm_replica_optimizers(trainer->replica, out);
+}

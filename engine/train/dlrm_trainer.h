@@ -15,6 +15,7 @@
 #ifndef EMBER_ENGINE_TRAIN_DLRM_TRAINER_H
 #define EMBER_ENGINE_TRAIN_DLRM_TRAINER_H
 
+#include "engine/ops/optimizer.h"
 #include "engine/train/trainer_dev.h"
 #include "engine/wire/protocol.h"
 
@@ -71,5 +72,8 @@ ember_status_t ember_dlrm_trainer_pushes_wait(ember_dlrm_trainer_t *trainer, uin
 
 /** The dense parameters (ember_dlrm_params floats). */
 const float *ember_dlrm_trainer_params(ember_dlrm_trainer_t *trainer, size_t *nparams_p);
+
+/** The dense half's optimizers into @out; their count. */
+size_t ember_dlrm_trainer_optimizers(ember_dlrm_trainer_t *trainer, ember_opt_t **out);
 
 #endif

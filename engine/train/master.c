@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "engine/train/data.h"
 #include "engine/train/dlrm_io.h"
+#include "engine/train/master_ckpt.h"
 #include "engine/train/master_eval.h"
 #include "engine/train/model_io.h"
 #include "engine/wire/codec.h"
@@ -43,6 +44,10 @@ typedef struct {
     ember_job_table_t tables[EMBER_JOB_TABLES_MAX];
     size_t ntables;
     ember_master_eval_t *eval; /* DLRM's evaluations */
+    /* checkpoints: writing them (NULL: none), and the one resumed from */
+    ember_master_ckpt_t *ckpt;
+    ember_master_resume_t resume;
+    int *ps_holding; /* [num_ps]: PS p holds tables */
     /* one TRAIN_START per trainer, untouched until its call completes */
     ember_msg_train_start_t *starts;
     ember_future_t **futures;
@@ -280,6 +285,46 @@ static void spec_from_job(master_t *master)
     if (job->replay_path)
         snprintf(master->spec.replay_path, sizeof(master->spec.replay_path), "%s",
                  job->replay_path);
+    ember_master_ckpt_plan_of(job, &master->spec.checkpoints);
+}
+
+/* Which PS hold tables: only theirs are checkpoint files. */
+static ember_status_t place_tables(master_t *master)
+{
+    const ember_job_t *job = master->job;
+    master->ntables = ember_job_tables(&job->train, (uint32_t)job->num_ps, master->tables);
+    master->ps_holding = calloc((size_t)job->num_ps, sizeof(int));
+    if (!master->ps_holding)
+        return EMBER_ERR_NO_MEMORY;
+    for (size_t t = 0; t < master->ntables; t++) {
+        for (uint32_t s = 0; s < master->tables[t].shards; s++)
+            master->ps_holding[master->tables[t].first_ps + s] = 1;
+    }
+    return EMBER_OK;
+}
+
+/* --resume: the checkpoint, its dense layers, where the trainers go on;
+ * then the writing of new ones (a job that resumes keeps writing them). */
+static ember_status_t master_ckpt_setup(master_t *master)
+{
+    const ember_job_t *job = master->job;
+    if (job->resume_path) {
+        ember_status_t status = ember_master_resume_find(job, &master->spec, master->params,
+                                                         &master->resume, master->cause,
+                                                         sizeof(master->cause));
+        if (status != EMBER_OK)
+            return status;
+        master->spec.start_step = master->resume.step;
+        snprintf(master->spec.resume_dir, sizeof(master->spec.resume_dir), "%s",
+                 master->resume.dir);
+        master->printed = master->resume.epoch;
+        printf("resuming from %s (step %llu)\n", master->resume.dir,
+               (unsigned long long)master->resume.step);
+        fflush(stdout);
+    }
+    return ember_master_ckpt_create(master->tp, job, master->ps_holding, master->spec.start_step,
+                                    master->metrics, &master->ckpt, master->cause,
+                                    sizeof(master->cause));
 }
 
 /* The spec, the buffers, the report handler, everyone's arrival, and the
@@ -291,7 +336,7 @@ static ember_status_t master_setup(master_t *master)
     spec_from_job(master);
     master->layers = ember_dense_sizes(&master->spec, master->sizes);
     master->nparams = ember_model_params(&master->spec);
-    master->ntables = ember_job_tables(&job->train, (uint32_t)job->num_ps, master->tables);
+    EMBER_CHECK(place_tables(master));
     master->epochs = job->train.data == EMBER_DATA_REPLAY ? 1 : job->train.epochs;
     master->params = malloc(master->nparams * sizeof(float));
     master->futures = calloc((size_t)job->trainers, sizeof(*master->futures));
@@ -308,6 +353,7 @@ static ember_status_t master_setup(master_t *master)
                  job->metrics_path, strerror(errno));
         return EMBER_ERR_IO;
     }
+    EMBER_CHECK(master_ckpt_setup(master));
     if (job->train.model == EMBER_MODEL_DLRM)
         return ember_master_eval_create(master->tp, (uint32_t)job->trainers, master->metrics,
                                         &master->eval);
@@ -336,9 +382,39 @@ static ember_status_t master_dlrm_tables(master_t *master)
     return status;
 }
 
-/* The dense layers' start and the tables on the PS, from the same source. */
+/* A resumed job's tables: created empty, then each PS restores its own
+ * from the checkpoint's files (the dense layers came with it). */
+static ember_status_t master_resumed_tables(master_t *master)
+{
+    ember_status_t status = EMBER_OK;
+    for (size_t t = 0; status == EMBER_OK && t < master->ntables; t++)
+        status = create_table(master, &master->tables[t], EMBER_INIT_LOAD, NULL);
+    if (status == EMBER_OK)
+        status = ember_master_resume_tables(master->tp, &master->resume, master->ps_holding,
+                                            master->job->num_ps, master->first_ps, master->cause,
+                                            sizeof(master->cause));
+    if (status != EMBER_OK && !master->cause[0])
+        snprintf(master->cause, sizeof(master->cause), "the master could not set up the tables");
+    return status;
+}
+
+static ember_status_t master_first_tables(master_t *master);
+
+/* The dense layers' start and the tables on the PS, from the same source;
+ * then the PS's checkpoint plan. */
 static ember_status_t master_tables(master_t *master)
 {
+    ember_status_t status = master_first_tables(master);
+    if (status == EMBER_OK)
+        status = ember_master_ckpt_plan(master->ckpt, master->first_ps, master->cause,
+                                        sizeof(master->cause));
+    return status;
+}
+
+static ember_status_t master_first_tables(master_t *master)
+{
+    if (master->resume.dir[0])
+        return master_resumed_tables(master);
     if (master->job->train.model == EMBER_MODEL_DLRM)
         return master_dlrm_tables(master);
     float *table = NULL;
@@ -419,6 +495,8 @@ static ember_status_t start_trainers(master_t *master)
     for (int t = 0; t < master->job->trainers; t++) {
         master->starts[t] = master->spec;
         master->starts[t].trainer = (uint32_t)t;
+        master->starts[t].checkpoints.index = (uint32_t)t;
+        master->starts[t].resume_from = (uint32_t)t;
         ember_iov_t iov[2] = {{&master->starts[t], sizeof(master->spec)},
                               {master->params, master->nparams * sizeof(float)}};
         /* Answered when the trainer finishes: no deadline but peer loss. */
@@ -451,6 +529,7 @@ static ember_status_t wait_trainers(master_t *master)
         }
         if (remaining)
             ember_tp_wait(master->tp, 0.5);
+        ember_master_ckpt_poll(master->ckpt);
     }
     return EMBER_OK;
 }
@@ -576,7 +655,17 @@ static ember_status_t finish_job(master_t *master)
     print_done(master, &fin);
     print_memory(master);
     if (status == EMBER_OK)
+        status = ember_master_ckpt_finish(master->ckpt, fin.per_trainer, master->cause,
+                                          sizeof(master->cause));
+    uint64_t stopped_at;
+    if (status == EMBER_OK && ember_master_ckpt_stopped(master->ckpt, &stopped_at)) {
+        printf("stopped after step %llu, at its checkpoint: go on with --resume %s\n",
+               (unsigned long long)stopped_at, master->job->checkpoint_dir);
+        fflush(stdout);
+        status = EMBER_ERR_CANCELED;
+    } else if (status == EMBER_OK) {
         status = check_and_save(master, &fin);
+    }
     for (int p = 0; p < master->job->num_ps; p++)
         master_call(master, master->first_ps + p, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0,
                     "shutdown");
@@ -591,6 +680,9 @@ static void master_cleanup(master_t *master)
     /* Its state lives in this frame: a late report must find no handler. */
     ember_rpc_register(master->tp, EMBER_OP_EPOCH_REPORT, NULL, NULL);
     ember_master_eval_destroy(master->eval);
+    ember_master_ckpt_destroy(master->ckpt);
+    ember_master_resume_free(&master->resume);
+    free(master->ps_holding);
     for (int t = 0; master->futures && t < master->job->trainers; t++)
         ember_future_release(master->futures[t]);
     if (master->metrics)

@@ -43,6 +43,32 @@ static void dense_names(size_t layers, size_t l, char *weight, char *bias, size_
     }
 }
 
+size_t ember_model_dense_layout(const ember_msg_train_start_t *spec,
+                                ember_dlrm_tensor_t out[EMBER_DLRM_TENSORS_MAX])
+{
+    size_t n = 0;
+    if (spec->config.model == EMBER_MODEL_DLRM) {
+        ember_dlrm_tensor_t all[EMBER_DLRM_TENSORS_MAX];
+        size_t count = ember_dlrm_tensors(&spec->config, all);
+        for (size_t i = 0; i < count; i++) {
+            if (all[i].table < 0)
+                out[n++] = all[i];
+        }
+        return n;
+    }
+    size_t sizes[EMBER_MAX_HIDDEN + 2], layers = ember_dense_sizes(spec, sizes);
+    for (size_t l = 0; l < layers; l++) {
+        const size_t offset = ember_dense_offset(sizes, l);
+        const int64_t o = (int64_t)sizes[l + 1], in = (int64_t)sizes[l];
+        out[n] = (ember_dlrm_tensor_t){.ndim = 2, .shape = {o, in}, .table = -1, .offset = offset};
+        out[n + 1] = (ember_dlrm_tensor_t){
+                .ndim = 1, .shape = {o}, .table = -1, .offset = offset + (size_t)(o * in)};
+        dense_names(layers, l, out[n].name, out[n + 1].name, EMBER_DLRM_NAME_MAX);
+        n += 2;
+    }
+    return n;
+}
+
 /* The losses as the "losses" metadata: comma-separated, step-major. */
 static char *losses_text(const float *losses, size_t count)
 {

@@ -9,8 +9,18 @@
 #define EMBER_ENGINE_MODEL_IO_H
 
 #include "engine/io/safetensors.h"
+#include "engine/train/dlrm_io.h"
 #include "engine/train/job.h"
 #include "engine/wire/protocol.h"
+
+/**
+ * The dense parameters of @spec's model (either model) as the --save file
+ * names them, each a slice of the flat array (its offset, in floats) and
+ * its shape, into @out; their count.  DLRM's are dlrm_io's (its tables
+ * left out).
+ */
+size_t ember_model_dense_layout(const ember_msg_train_start_t *spec,
+                                ember_dlrm_tensor_t out[EMBER_DLRM_TENSORS_MAX]);
 
 /* What a finished run made, as the master gathered it (all borrowed). */
 typedef struct {

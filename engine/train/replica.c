@@ -251,6 +251,11 @@ ember_status_t ember_replica_step(ember_replica_t *replica, const int *aborted, 
     return ember_trainer_to_device(td, replica->d_params, replica->params, bytes);
 }
 
+ember_opt_t *ember_replica_optimizer(ember_replica_t *replica)
+{
+    return replica->optimizer;
+}
+
 const float *ember_replica_params(const ember_replica_t *replica, size_t *nparams_p)
 {
     *nparams_p = replica->nparams;

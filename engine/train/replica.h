@@ -71,4 +71,7 @@ ember_status_t ember_replica_buckets_wait(const ember_trainer_dev_t *td, ember_d
 /** The parameters (host memory, nparams floats), as the last step left them. */
 const float *ember_replica_params(const ember_replica_t *replica, size_t *nparams_p);
 
+/** The dense optimizer (its state is checkpointed and restored). */
+ember_opt_t *ember_replica_optimizer(ember_replica_t *replica);
+
 #endif

@@ -19,6 +19,7 @@
 #include "engine/train/dlrm_trainer.h"
 #include "engine/train/replica.h"
 #include "engine/train/sparse.h"
+#include "engine/train/trainer_ckpt.h"
 #include "engine/wire/codec.h"
 
 #include <ember/device.h>
@@ -48,6 +49,9 @@ typedef struct {
     ember_dlrm_trainer_t *dlrm; /* a DLRM job's tables, data and dense half */
     float *losses;
     size_t losses_capacity;
+    ember_trainer_ckpt_t *ckpt; /* NULL: no checkpoints */
+    int stopped;                /* at a SIGTERM's checkpoint */
+    ember_ckpt_progress_t resumed; /* a resumed job's progress at its start */
     uint64_t steps; /* this trainer's, in all */
     char step_err[400];
     const char *step_table; /* the table step_err is about, if one */
@@ -315,6 +319,82 @@ static void epoch_report(trainer_t *trainer, epoch_t *epoch, uint32_t number)
     epoch->loss_sum = 0.0;
 }
 
+/* ---- checkpoints (engine/train/trainer_ckpt) ---------------------------- */
+
+/* The dense optimizers of either model. */
+static size_t trainer_optimizers(trainer_t *trainer, ember_opt_t **opts)
+{
+    if (trainer->dlrm)
+        return ember_dlrm_trainer_optimizers(trainer->dlrm, opts);
+    opts[0] = ember_replica_optimizer(trainer->replica);
+    return 1;
+}
+
+/* A resumed job: the optimizers, the losses so far and the epoch in
+ * progress as the checkpoint has them. */
+static ember_status_t trainer_resume(trainer_t *trainer, epoch_t *epoch)
+{
+    const ember_msg_train_start_t *spec = &trainer->spec;
+    ember_opt_t *opts[EMBER_CKPT_OPTS_MAX];
+    size_t nopts = trainer_optimizers(trainer, opts);
+    const uint64_t k = spec->start_step;
+    if (!spec->resume_dir[0])
+        return EMBER_OK;
+    if (!EMBER_RESERVE(trainer->losses, trainer->losses_capacity, k + 1))
+        return trainer_fail(trainer, EMBER_ERR_NO_MEMORY, "trainer %d: out of memory",
+                            trainer->index);
+    char err[400];
+    ember_status_t status = ember_trainer_ckpt_resume(
+            spec, opts, nopts, &trainer->resumed,
+            spec->resume_from == (uint32_t)trainer->index ? trainer->losses : NULL, err,
+            sizeof(err));
+    if (status != EMBER_OK)
+        return trainer_fail(trainer, status, "trainer %d: resuming: %s", trainer->index, err);
+    const ember_ckpt_progress_t *p = &trainer->resumed;
+    epoch->steps = p->epoch_steps;
+    epoch->bags = p->epoch_bags;
+    epoch->loss_sum = p->epoch_loss_sum;
+    epoch->started = ember_time_now() - p->epoch_seconds;
+    return EMBER_OK;
+}
+
+/* After @steps steps, when one is due: this trainer's file of it. */
+static ember_status_t trainer_ckpt_after(trainer_t *trainer, uint64_t steps, const epoch_t *epoch,
+                                         uint32_t epoch_number, uint64_t bags)
+{
+    if (!ember_trainer_ckpt_due(trainer->ckpt, steps))
+        return EMBER_OK;
+    ember_opt_t *opts[EMBER_CKPT_OPTS_MAX];
+    ember_ckpt_trainer_state_t state = {.nopts = trainer_optimizers(trainer, opts),
+                                        .opts = opts,
+                                        .losses = trainer->losses};
+    state.params = trainer->dlrm ? ember_dlrm_trainer_params(trainer->dlrm, &state.nparams)
+                                 : ember_replica_params(trainer->replica, &state.nparams);
+    state.progress = (ember_ckpt_progress_t){.steps = steps,
+                                             .bags = bags,
+                                             .epoch = epoch_number,
+                                             .epoch_steps = epoch->steps,
+                                             .epoch_bags = epoch->bags,
+                                             .epoch_loss_sum = epoch->loss_sum,
+                                             .epoch_seconds = ember_time_now() - epoch->started};
+    char err[400];
+    ember_status_t status = ember_trainer_ckpt_write(trainer->ckpt, &state, err, sizeof(err));
+    if (status != EMBER_OK)
+        return trainer_fail(trainer, status, "trainer %d: %s", trainer->index, err);
+    return EMBER_OK;
+}
+
+/* Before step @step: a checkpoint to announce (trainer0) or ask for. */
+static ember_status_t trainer_ckpt_before(trainer_t *trainer, uint64_t step, int last)
+{
+    char err[400];
+    ember_status_t status = ember_trainer_ckpt_before(trainer->ckpt, step, last, err, sizeof(err));
+    if (status != EMBER_OK)
+        return trainer_fail(trainer, status, "trainer %d step %llu: %s", trainer->index,
+                            (unsigned long long)step, err);
+    return EMBER_OK;
+}
+
 static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
                                     ember_msg_train_done_t *done_p)
 {
@@ -327,13 +407,16 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
     ember_status_t status = EMBER_OK;
 
     trainer->steps = steps;
-    trainer->losses = calloc(steps ? steps : 1, sizeof(float));
-    if (!trainer->losses)
+    if (!EMBER_RESERVE(trainer->losses, trainer->losses_capacity, steps + 1))
         return EMBER_ERR_NO_MEMORY;
-    for (uint64_t step = 0; step < steps; step++) {
+    EMBER_CHECK(trainer_resume(trainer, &epoch));
+    done_p->bags = trainer->resumed.bags;
+    uint64_t step = trainer->spec.start_step;
+    for (; step < steps; step++) {
         float loss = 0.0f;
         size_t bags = 0;
         EMBER_CHECK(trainer_may_go_on(trainer, step));
+        EMBER_CHECK(trainer_ckpt_before(trainer, step, step + 1 == steps));
         status = trainer_step(trainer, data, step, &loss, &bags);
         if (status != EMBER_OK) {
             status = trainer_blame_master(trainer, status, step);
@@ -345,17 +428,24 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
         epoch.bags += bags;
         if (++epoch.steps == per_epoch || step + 1 == steps)
             epoch_report(trainer, &epoch, (uint32_t)(step / per_epoch));
+        EMBER_CHECK(trainer_ckpt_after(trainer, step + 1, &epoch,
+                                       (uint32_t)((step + 1) / per_epoch), done_p->bags));
+        if (ember_trainer_ckpt_stops(trainer->ckpt, step + 1)) {
+            step++;
+            break;
+        }
     }
+    const uint64_t ran = step < steps ? step : steps;
     epoch_report_wait(trainer, &epoch);
     /* The last step's pushes: the PS must have taken them. */
     if (status == EMBER_OK) {
         trainer->step_err[0] = '\0';
-        ember_status_t pushed = ember_sparse_pushes_wait(trainer->sparse, steps, trainer->step_err,
+        ember_status_t pushed = ember_sparse_pushes_wait(trainer->sparse, ran, trainer->step_err,
                                                          sizeof(trainer->step_err));
         if (pushed != EMBER_OK)
-            status = step_failed(trainer, pushed, steps - 1);
+            status = step_failed(trainer, pushed, ran - 1);
     }
-    done_p->steps = steps;
+    done_p->steps = ran;
     done_p->seconds = ember_time_now() - start;
     return status;
 }
@@ -453,15 +543,20 @@ static ember_status_t dlrm_keep_loss(trainer_t *trainer, uint64_t step, float lo
     return EMBER_OK;
 }
 
-/* One step of epoch @e (its batch taken): evaluation first when due. */
-static ember_status_t dlrm_step(trainer_t *trainer, uint64_t step, int last, epoch_t *epoch,
-                                ember_msg_train_done_t *done)
+/* One step of epoch @e (its batch taken): evaluation first when due, a
+ * checkpoint after it when due.  A resumed job's steps before its start
+ * only pass their batches by. */
+static ember_status_t dlrm_step(trainer_t *trainer, uint64_t step, int last, uint32_t e,
+                                epoch_t *epoch, ember_msg_train_done_t *done)
 {
     char *err = trainer->step_err;
     const size_t n = sizeof(trainer->step_err);
     float loss = 0.0f;
     size_t examples = 0;
+    if (step < trainer->spec.start_step)
+        return EMBER_OK;
     EMBER_CHECK(trainer_may_go_on(trainer, step));
+    EMBER_CHECK(trainer_ckpt_before(trainer, step, last));
     EMBER_CHECK(dlrm_eval_if_due(trainer, step, 0));
     STEP_PHASE(trainer, step,
                ember_dlrm_trainer_step(trainer->dlrm, step, last, &loss, &examples, err, n));
@@ -470,7 +565,7 @@ static ember_status_t dlrm_step(trainer_t *trainer, uint64_t step, int last, epo
     epoch->loss_sum += loss;
     epoch->bags += examples;
     epoch->steps++;
-    return EMBER_OK;
+    return trainer_ckpt_after(trainer, step + 1, epoch, e, done->bags);
 }
 
 /* Epoch @e: its steps until its data or the job's --steps end; *@stop_p
@@ -493,14 +588,16 @@ static ember_status_t dlrm_epoch(trainer_t *trainer, uint32_t e, uint64_t *step_
         const uint64_t step = *step_p;
         const int last = (config->dlrm.steps && step + 1 == config->dlrm.steps) ||
                          (e + 1 == config->epochs && !more);
-        EMBER_CHECK(dlrm_step(trainer, step, last, epoch, done));
+        EMBER_CHECK(dlrm_step(trainer, step, last, e, epoch, done));
         *step_p = step + 1;
-        *stop_p = last;
-        if (last || !more)
+        trainer->stopped = ember_trainer_ckpt_stops(trainer->ckpt, step + 1);
+        *stop_p = last || trainer->stopped;
+        if (*stop_p || !more)
             break;
         STEP_PHASE(trainer, *step_p, ember_dlrm_trainer_take(trainer->dlrm, &have, &more, err, n));
     }
-    epoch_report(trainer, epoch, e);
+    if (*step_p >= trainer->spec.start_step) /* a resumed job's earlier epochs were reported */
+        epoch_report(trainer, epoch, e);
     return EMBER_OK;
 }
 
@@ -512,7 +609,8 @@ static ember_status_t dlrm_train(trainer_t *trainer, ember_msg_train_done_t *don
     epoch_t epoch = {.started = start};
     uint64_t steps = 0;
     int stop = 0;
-    ember_status_t status = EMBER_OK;
+    ember_status_t status = trainer_resume(trainer, &epoch);
+    done->bags = trainer->resumed.bags;
     for (uint32_t e = 0; status == EMBER_OK && !stop && e < trainer->spec.config.epochs; e++)
         status = dlrm_epoch(trainer, e, &steps, &epoch, done, &stop);
     epoch_report_wait(trainer, &epoch);
@@ -523,7 +621,7 @@ static ember_status_t dlrm_train(trainer_t *trainer, ember_msg_train_done_t *don
         if (status != EMBER_OK)
             status = step_failed(trainer, status, steps - 1);
     }
-    if (status == EMBER_OK)
+    if (status == EMBER_OK && !trainer->stopped)
         status = dlrm_eval_if_due(trainer, steps, 1);
     if (status != EMBER_OK)
         return trainer_blame_master(trainer, status, steps);
@@ -570,7 +668,9 @@ static ember_status_t trainer_run_job(trainer_t *trainer)
     ember_msg_train_done_t done = {0};
     const int dlrm = trainer->spec.config.model == EMBER_MODEL_DLRM;
     ember_status_t status =
-            dlrm ? trainer_run_dlrm(trainer, &done) : trainer_run_tutorial(trainer, &done);
+            ember_trainer_ckpt_create(trainer->tp, &trainer->spec, &trainer->aborted, &trainer->ckpt);
+    if (status == EMBER_OK)
+        status = dlrm ? trainer_run_dlrm(trainer, &done) : trainer_run_tutorial(trainer, &done);
     if (status != EMBER_OK) {
         if (!trainer->err[0])
             snprintf(trainer->err, sizeof(trainer->err), "trainer %d: %s", trainer->index,
@@ -590,6 +690,7 @@ static ember_status_t trainer_run_job(trainer_t *trainer)
 
 static void trainer_cleanup(trainer_t *trainer)
 {
+    ember_trainer_ckpt_destroy(trainer->ckpt);
     ember_dlrm_trainer_destroy(trainer->dlrm);
     ember_sparse_destroy(trainer->sparse);
     ember_replica_destroy(trainer->replica);

@@ -4,6 +4,7 @@
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -465,6 +466,12 @@ ember_status_t ember_wire_train_start_unpack(const void *data, size_t length, in
                                  "trainer%d: bad or repeated TRAIN_START", index);
     memcpy(spec, data, sizeof(*spec));
     spec->replay_path[EMBER_PATH_MAX - 1] = '\0';
+    spec->resume_dir[EMBER_PATH_MAX - 1] = '\0';
+    spec->checkpoints.root[EMBER_PATH_MAX - 1] = '\0';
+    if (spec->resume_from >= spec->trainers)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "trainer%d: TRAIN_START resumes from trainer %u of %u", index,
+                                 spec->resume_from, spec->trainers);
     size_t nparams = ember_model_params(spec);
     EMBER_CHECK(start_check_fit(spec, length, nparams, index, err, err_length));
     if (spec->config.model == EMBER_MODEL_DLRM)
@@ -528,5 +535,101 @@ ember_status_t ember_wire_eval_report_unpack(const void *data, size_t length, ui
                                  rest.body_bytes);
     view->logits = rest.body;
     view->labels = rest.body + view->head.count * 4;
+    return EMBER_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+int ember_wire_ckpt_name_ok(const char *name, size_t length)
+{
+    size_t n = strnlen(name, length);
+    return n > 0 && n < length && !memchr(name, '/', n) && strcmp(name, ".") != 0 &&
+           strcmp(name, "..") != 0;
+}
+
+ember_status_t ember_wire_ckpt_plan_unpack(const void *data, size_t length,
+                                           ember_msg_ckpt_plan_t *plan, char *err,
+                                           size_t err_length)
+{
+    EMBER_CHECK(ember_wire_exact(data, length, plan, sizeof(*plan), "checkpoint plan", err,
+                                 err_length));
+    if (!memchr(plan->root, '\0', sizeof(plan->root)))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "checkpoint plan: its directory is not terminated");
+    return EMBER_OK;
+}
+
+ember_status_t ember_wire_ckpt_at_unpack(const void *data, size_t length, ember_msg_ckpt_at_t *at,
+                                         char *err, size_t err_length)
+{
+    EMBER_CHECK(ember_wire_exact(data, length, at, sizeof(*at), "checkpoint step", err,
+                                 err_length));
+    if (at->step == 0 || at->stop > 1)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "checkpoint step %llu (stop %u)", (unsigned long long)at->step,
+                                 at->stop);
+    return EMBER_OK;
+}
+
+ember_status_t ember_wire_ckpt_request_unpack(const void *data, size_t length,
+                                              ember_msg_ckpt_request_t *request, char *err,
+                                              size_t err_length)
+{
+    EMBER_CHECK(ember_wire_exact(data, length, request, sizeof(*request), "checkpoint request",
+                                 err, err_length));
+    if (request->stop > 1)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "checkpoint request: stop %u", request->stop);
+    return EMBER_OK;
+}
+
+static int seconds_ok(double s)
+{
+    return isfinite(s) && s >= 0;
+}
+
+ember_status_t ember_wire_ckpt_done_unpack(const void *data, size_t length,
+                                           ember_msg_ckpt_done_t *done, char *err,
+                                           size_t err_length)
+{
+    EMBER_CHECK(ember_wire_exact(data, length, done, sizeof(*done), "checkpoint report", err,
+                                 err_length));
+    if (!ember_wire_ckpt_name_ok(done->name, sizeof(done->name)) ||
+        !memchr(done->text, '\0', sizeof(done->text)))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "checkpoint report: a bad file name or text");
+    if (!seconds_ok(done->copy_seconds) || !seconds_ok(done->wait_seconds) ||
+        !seconds_ok(done->write_seconds) || done->step == 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "checkpoint report for %s: step %llu, bad times", done->name,
+                                 (unsigned long long)done->step);
+    return EMBER_OK;
+}
+
+ember_status_t ember_wire_table_restore_unpack(const void *data, size_t length,
+                                               ember_wire_table_restore_view_t *view, char *err,
+                                               size_t err_length)
+{
+    if (!data || length < sizeof(view->head))
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "table restore: %zu bytes", length);
+    memcpy(&view->head, data, sizeof(view->head));
+    const uint64_t count = view->head.count;
+    if (count == 0 || count > EMBER_WIRE_MAX_CKPT_FILES ||
+        length - sizeof(view->head) != count * EMBER_CKPT_FILE_NAME_MAX)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "table restore: %llu files in %zu bytes",
+                                 (unsigned long long)count, length);
+    if (!memchr(view->head.dir, '\0', sizeof(view->head.dir)))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table restore: its directory is not terminated");
+    view->names = (const char *)data + sizeof(view->head);
+    for (uint64_t i = 0; i < count; i++) {
+        if (!ember_wire_ckpt_name_ok(view->names + i * EMBER_CKPT_FILE_NAME_MAX,
+                                     EMBER_CKPT_FILE_NAME_MAX))
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "table restore: file %llu's name is not a plain name",
+                                     (unsigned long long)i);
+    }
     return EMBER_OK;
 }

@@ -293,4 +293,45 @@ ember_status_t ember_wire_eval_report_unpack(const void *data, size_t length, ui
                                              ember_wire_eval_report_view_t *view, char *err,
                                              size_t err_length);
 
+/* ---- checkpoints ------------------------------------------------------------ */
+
+/* A plain name for a file in a checkpoint's directory: NUL-terminated in
+ * @length bytes, not empty, no '/', not "." or "..". */
+int ember_wire_ckpt_name_ok(const char *name, size_t length);
+
+/** Take a CKPT_PLAN: exactly one, its root NUL-terminated.  Errors:
+ * ERR_BAD_MESSAGE (its size), ERR_INVALID_PARAM (the root). */
+ember_status_t ember_wire_ckpt_plan_unpack(const void *data, size_t length,
+                                           ember_msg_ckpt_plan_t *plan, char *err,
+                                           size_t err_length);
+
+/** Take a CKPT_AT: exactly one, a step of at least 1 and stop 0 or 1. */
+ember_status_t ember_wire_ckpt_at_unpack(const void *data, size_t length, ember_msg_ckpt_at_t *at,
+                                         char *err, size_t err_length);
+
+/** Take a CKPT_REQUEST: exactly one, stop 0 or 1. */
+ember_status_t ember_wire_ckpt_request_unpack(const void *data, size_t length,
+                                              ember_msg_ckpt_request_t *request, char *err,
+                                              size_t err_length);
+
+/** Take a CKPT_DONE: exactly one, its name a plain file name and its text
+ * NUL-terminated; the times finite and not negative. */
+ember_status_t ember_wire_ckpt_done_unpack(const void *data, size_t length,
+                                           ember_msg_ckpt_done_t *done, char *err,
+                                           size_t err_length);
+
+/* A received TABLE_RESTORE: its head and its files' names. */
+typedef struct {
+    ember_msg_table_restore_t head; /* its dir NUL-terminated */
+    const char *names;              /* [head.count][EMBER_CKPT_FILE_NAME_MAX], each checked */
+} ember_wire_table_restore_view_t;
+
+/** Take a TABLE_RESTORE: 1..EMBER_WIRE_MAX_CKPT_FILES names, exactly that
+ * many after the head, each a plain file name. */
+ember_status_t ember_wire_table_restore_unpack(const void *data, size_t length,
+                                               ember_wire_table_restore_view_t *view, char *err,
+                                               size_t err_length);
+
+#define EMBER_WIRE_MAX_CKPT_FILES 4096
+
 #endif

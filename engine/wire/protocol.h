@@ -36,6 +36,12 @@ enum {
     EMBER_OP_GRADS,
     /* trainer -> master: an evaluation's logits */
     EMBER_OP_EVAL_REPORT,
+    /* checkpoints (ARCHITECTURE.md, Checkpoints) */
+    EMBER_OP_CKPT_PLAN,     /* master -> ps */
+    EMBER_OP_CKPT_AT,       /* trainer0 -> everyone */
+    EMBER_OP_CKPT_REQUEST,  /* anyone -> trainer0 */
+    EMBER_OP_CKPT_DONE,     /* trainer, ps -> master */
+    EMBER_OP_TABLE_RESTORE, /* master -> ps */
     /* trainers among themselves (the dense allreduce uses 4 ids) */
     EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
 };
@@ -298,6 +304,65 @@ typedef struct {
     ember_dlrm_spec_t dlrm;            /* EMBER_MODEL_DLRM's */
 } ember_train_config_t;
 
+/*
+ * Checkpoints.  After K steps (K a multiple of `every`, or a step trainer0
+ * named in a CKPT_AT) every trainer writes ROOT/step-K/trainerT.safetensors
+ * and every PS, once it has applied step K-1, copies its tables and writes
+ * psP.safetensors from the copy while training goes on; each tells the
+ * master (CKPT_DONE), which writes the manifest last (engine/io/checkpoint).
+ */
+
+/* EMBER_OP_CKPT_PLAN: master -> each PS before training (and the same in
+ * TRAIN_START): where and how often. */
+typedef struct {
+    uint64_t every;   /* steps between checkpoints; 0: only those asked for */
+    uint32_t index;   /* the receiver's PS or trainer index (its file's name) */
+    uint32_t reserved;
+    char root[EMBER_PATH_MAX];
+} ember_msg_ckpt_plan_t;
+
+/* EMBER_OP_CKPT_AT: trainer0 -> every other rank, answered at once: also a
+ * checkpoint after @step steps (the last step's, or a signal's), which no
+ * rank has passed yet; @stop: the job ends there. */
+typedef struct {
+    uint64_t step;
+    uint32_t stop;
+    uint32_t reserved;
+} ember_msg_ckpt_at_t;
+
+/* EMBER_OP_CKPT_REQUEST: a rank that got SIGUSR1 (@stop 0) or SIGTERM
+ * (@stop 1) -> trainer0, which picks the step. */
+typedef struct {
+    uint32_t stop;
+    uint32_t reserved;
+} ember_msg_ckpt_request_t;
+
+/* EMBER_OP_CKPT_DONE: a trainer or PS -> master: its file of the checkpoint
+ * after @step steps is durable (@status 0) or could not be written
+ * (@status an ember_status_t, the cause in @text). */
+typedef struct {
+    uint64_t step;
+    uint64_t bytes;
+    uint32_t crc32c;
+    int32_t status;
+    double copy_seconds;  /* a PS: the copy training waited for */
+    double wait_seconds;  /* a PS: waiting for its previous write first */
+    double write_seconds; /* writing and syncing the file */
+    char name[64];        /* the file, in the checkpoint's directory */
+    char text[256];
+} ember_msg_ckpt_done_t;
+
+/* EMBER_OP_TABLE_RESTORE: master -> PS, after its tables are created:
+ * restore every table here from the checkpoint in @dir, whose PS files are
+ * the @count names (char[64] each) that follow. */
+typedef struct {
+    uint32_t count;
+    uint32_t reserved;
+    char dir[EMBER_PATH_MAX];
+} ember_msg_table_restore_t;
+
+#define EMBER_CKPT_FILE_NAME_MAX 64
+
 /* The one table of ember-train's job: its name on the PS, in the trainers'
  * errors and ("emb.weight") in the saved file. */
 #define EMBER_TRAIN_TABLE_NAME "emb"
@@ -314,6 +379,11 @@ typedef struct {
     uint32_t table_id;
     ember_train_config_t config;
     char replay_path[EMBER_PATH_MAX];
+    ember_msg_ckpt_plan_t checkpoints; /* when and where (root "": none) */
+    uint64_t start_step;               /* resumed: the steps done before */
+    uint32_t resume_from;              /* resumed: whose trainer file this one reads */
+    uint32_t reserved;
+    char resume_dir[EMBER_PATH_MAX]; /* resumed: the checkpoint ("": from the start) */
 } ember_msg_train_start_t;
 
 /*

@@ -1,0 +1,280 @@
+/* engine/ps/ps_ckpt: snapshots at step boundaries, written by a thread. */
+#include "engine/ps/ps_ckpt.h"
+
+#include "common/clock.h"
+#include "engine/io/checkpoint.h"
+#include "engine/io/safetensors.h"
+#include "engine/ps/ps_msg.h"
+
+#include <ember/log.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define ASKED_MAX 16
+#define CKPT_TENSORS_MAX (PS_MAX_TABLES * EMBER_TABLE_STATE_TENSORS)
+#define CKPT_META_MAX    (PS_MAX_TABLES * EMBER_TABLE_STATE_META + 4)
+
+struct ember_ps_ckpt {
+    ember_msg_ckpt_plan_t plan;
+    int planned;
+    uint64_t asked[ASKED_MAX]; /* CKPT_AT steps still to come */
+    size_t nasked;
+    /* shared with the writer, under lock */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    int started, quit;
+    int busy;     /* the snapshots are the writer's until it ends */
+    int finished; /* @done holds a report not yet polled */
+    ember_msg_ckpt_done_t done;
+    /* the write handed over */
+    ember_table_snapshot_t *snaps[PS_MAX_TABLES];
+    size_t nsnaps;
+    uint64_t step;
+    double copy_s, wait_s;
+    /* the writer's file, laid out */
+    ember_st_tensor_t tensors[CKPT_TENSORS_MAX];
+    ember_st_meta_t meta[CKPT_META_MAX];
+};
+
+ember_status_t ember_ps_ckpt_create(ember_ps_ckpt_t **ckpt_p)
+{
+    ember_ps_ckpt_t *ckpt = calloc(1, sizeof(*ckpt));
+    if (!ckpt)
+        return EMBER_ERR_NO_MEMORY;
+    pthread_mutex_init(&ckpt->lock, NULL);
+    pthread_cond_init(&ckpt->cond, NULL);
+    *ckpt_p = ckpt;
+    return EMBER_OK;
+}
+
+void ember_ps_ckpt_destroy(ember_ps_ckpt_t *ckpt)
+{
+    if (!ckpt)
+        return;
+    if (ckpt->started) {
+        pthread_mutex_lock(&ckpt->lock);
+        ckpt->quit = 1;
+        pthread_cond_broadcast(&ckpt->cond);
+        pthread_mutex_unlock(&ckpt->lock);
+        pthread_join(ckpt->thread, NULL);
+    }
+    for (size_t i = 0; i < PS_MAX_TABLES; i++)
+        ember_table_snapshot_free(ckpt->snaps[i]);
+    pthread_mutex_destroy(&ckpt->lock);
+    pthread_cond_destroy(&ckpt->cond);
+    free(ckpt);
+}
+
+void ember_ps_ckpt_plan(ember_ps_ckpt_t *ckpt, const ember_msg_ckpt_plan_t *plan)
+{
+    ckpt->plan = *plan;
+    ckpt->planned = plan->root[0] != '\0';
+}
+
+int ember_ps_ckpt_planned(const ember_ps_ckpt_t *ckpt)
+{
+    return ckpt->planned;
+}
+
+ember_status_t ember_ps_ckpt_at(ember_ps_ckpt_t *ckpt, uint64_t step)
+{
+    for (size_t i = 0; i < ckpt->nasked; i++) {
+        if (ckpt->asked[i] == step)
+            return EMBER_OK;
+    }
+    if (ckpt->nasked == ASKED_MAX)
+        return EMBER_ERR_NO_MEMORY;
+    ckpt->asked[ckpt->nasked++] = step;
+    return EMBER_OK;
+}
+
+int ember_ps_ckpt_due(const ember_ps_ckpt_t *ckpt, uint64_t step)
+{
+    if (!ckpt->planned || step == 0)
+        return 0;
+    if (ckpt->plan.every && step % ckpt->plan.every == 0)
+        return 1;
+    for (size_t i = 0; i < ckpt->nasked; i++) {
+        if (ckpt->asked[i] == step)
+            return 1;
+    }
+    return 0;
+}
+
+/* A CKPT_AT step once taken is forgotten (steps only grow). */
+static void forget_asked(ember_ps_ckpt_t *ckpt, uint64_t step)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < ckpt->nasked; i++) {
+        if (ckpt->asked[i] > step)
+            ckpt->asked[kept++] = ckpt->asked[i];
+    }
+    ckpt->nasked = kept;
+}
+
+/* The snapshots as one file's tensors and metadata. */
+static ember_status_t gather_tensors(ember_ps_ckpt_t *ckpt, ember_st_tensor_t *tensors,
+                                     size_t *ntensors, ember_st_meta_t *meta, size_t *nmeta,
+                                     char *step_text)
+{
+    *ntensors = *nmeta = 0;
+    snprintf(step_text, 24, "%llu", (unsigned long long)ckpt->step);
+    meta[(*nmeta)++] = (ember_st_meta_t){"format", "ember-ps-checkpoint-1"};
+    meta[(*nmeta)++] = (ember_st_meta_t){"step", step_text};
+    for (size_t i = 0; i < ckpt->nsnaps; i++)
+        EMBER_CHECK(ember_table_snapshot_tensors(ckpt->snaps[i], tensors, ntensors,
+                                                 CKPT_TENSORS_MAX, meta, nmeta, CKPT_META_MAX));
+    return EMBER_OK;
+}
+
+/* Write the file of the snapshots handed over; the report into @done. */
+static void write_file(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
+{
+    ember_st_tensor_t *tensors = ckpt->tensors;
+    ember_st_meta_t *meta = ckpt->meta;
+    char dir[EMBER_PATH_MAX + 32], path[EMBER_PATH_MAX + 128], step_text[24];
+    size_t ntensors, nmeta;
+    ember_st_written_t written = {0};
+    double started = ember_time_now();
+
+    *done = (ember_msg_ckpt_done_t){.step = ckpt->step,
+                                    .copy_seconds = ckpt->copy_s,
+                                    .wait_seconds = ckpt->wait_s};
+    snprintf(done->name, sizeof(done->name), "ps%u.safetensors", ckpt->plan.index);
+    ember_status_t status = ember_ckpt_dir_name(ckpt->plan.root, ckpt->step, dir, sizeof(dir));
+    if (status == EMBER_OK && mkdir(dir, 0755) != 0 && errno != EEXIST)
+        status = ember_status_text(done->text, sizeof(done->text), EMBER_ERR_IO, "%s: %s", dir,
+                                   strerror(errno));
+    if (status == EMBER_OK)
+        status = gather_tensors(ckpt, tensors, &ntensors, meta, &nmeta, step_text);
+    if (status == EMBER_OK) {
+        snprintf(path, sizeof(path), "%s/%s", dir, done->name);
+        status = ember_st_write_durable(path, tensors, ntensors, meta, nmeta, &written);
+        if (status != EMBER_OK && !done->text[0])
+            snprintf(done->text, sizeof(done->text), "%s: %s", path, ember_status_string(status));
+    }
+    done->status = status;
+    done->bytes = written.bytes;
+    done->crc32c = written.crc32c;
+    done->write_seconds = ember_time_now() - started;
+}
+
+static void *writer_main(void *arg)
+{
+    ember_ps_ckpt_t *ckpt = arg;
+    pthread_mutex_lock(&ckpt->lock);
+    for (;;) {
+        while (!ckpt->busy && !ckpt->quit)
+            pthread_cond_wait(&ckpt->cond, &ckpt->lock);
+        if (!ckpt->busy)
+            break;
+        pthread_mutex_unlock(&ckpt->lock);
+        ember_msg_ckpt_done_t done;
+        write_file(ckpt, &done);
+        pthread_mutex_lock(&ckpt->lock);
+        ckpt->done = done;
+        ckpt->finished = 1;
+        ckpt->busy = 0;
+        pthread_cond_broadcast(&ckpt->cond);
+    }
+    pthread_mutex_unlock(&ckpt->lock);
+    return NULL;
+}
+
+/* Until the writer has ended its write and its report was taken. */
+static double wait_writer(ember_ps_ckpt_t *ckpt)
+{
+    double started = ember_time_now();
+    pthread_mutex_lock(&ckpt->lock);
+    while (ckpt->busy)
+        pthread_cond_wait(&ckpt->cond, &ckpt->lock);
+    pthread_mutex_unlock(&ckpt->lock);
+    return ember_time_now() - started;
+}
+
+static ember_status_t start_writer(ember_ps_ckpt_t *ckpt, char *err, size_t err_length)
+{
+    if (ckpt->started)
+        return EMBER_OK;
+    int rc = pthread_create(&ckpt->thread, NULL, writer_main, ckpt);
+    if (rc != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                                 "the checkpoint writer thread: %s", strerror(rc));
+    ckpt->started = 1;
+    return EMBER_OK;
+}
+
+ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables,
+                                  size_t count, uint64_t step, char *err, size_t err_length)
+{
+    EMBER_CHECK(start_writer(ckpt, err, err_length));
+    double waited = wait_writer(ckpt);
+    double started = ember_time_now();
+    for (size_t i = 0; i < count; i++)
+        EMBER_CHECK(ember_table_snapshot_take(tables[i], &ckpt->snaps[i], err, err_length));
+    forget_asked(ckpt, step);
+    pthread_mutex_lock(&ckpt->lock);
+    ckpt->nsnaps = count;
+    ckpt->step = step;
+    ckpt->copy_s = ember_time_now() - started;
+    ckpt->wait_s = waited;
+    ckpt->busy = 1;
+    pthread_cond_broadcast(&ckpt->cond);
+    pthread_mutex_unlock(&ckpt->lock);
+    return EMBER_OK;
+}
+
+int ember_ps_ckpt_poll(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
+{
+    int finished;
+    pthread_mutex_lock(&ckpt->lock);
+    finished = ckpt->finished;
+    if (finished)
+        *done = ckpt->done;
+    ckpt->finished = 0;
+    pthread_mutex_unlock(&ckpt->lock);
+    return finished;
+}
+
+/* Map the PS files of a checkpoint. */
+static ember_status_t map_files(const char *dir, const char *names, size_t nnames,
+                                ember_st_file_t **files, char **paths, char *err,
+                                size_t err_length)
+{
+    for (size_t i = 0; i < nnames; i++) {
+        const char *name = names + i * EMBER_CKPT_FILE_NAME_MAX;
+        size_t length = strlen(dir) + strlen(name) + 2;
+        if (!(paths[i] = malloc(length)))
+            return EMBER_ERR_NO_MEMORY;
+        snprintf(paths[i], length, "%s/%s", dir, name);
+        EMBER_CHECK(ember_st_map(paths[i], &files[i], err, err_length));
+    }
+    return EMBER_OK;
+}
+
+ember_status_t ember_ps_ckpt_restore(ember_table_t *const *tables, size_t count, const char *dir,
+                                     const char *names, size_t nnames, char *err,
+                                     size_t err_length)
+{
+    ember_st_file_t **files = calloc(nnames, sizeof(*files));
+    char **paths = calloc(nnames, sizeof(*paths));
+    ember_status_t status = files && paths ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+    if (status == EMBER_OK)
+        status = map_files(dir, names, nnames, files, paths, err, err_length);
+    for (size_t t = 0; status == EMBER_OK && t < count; t++)
+        status = ember_table_restore(tables[t], (const ember_st_file_t *const *)files,
+                                     (const char *const *)paths, nnames, err, err_length);
+    for (size_t i = 0; files && paths && i < nnames; i++) {
+        ember_st_close(files[i]);
+        free(paths[i]);
+    }
+    free(files);
+    free(paths);
+    return status;
+}

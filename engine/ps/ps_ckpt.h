@@ -1,0 +1,61 @@
+/*
+ * engine/ps/ps_ckpt: a PS's side of the job's checkpoints.
+ *
+ * When a step boundary is due (a multiple of the plan's `every`, or a step
+ * trainer0 named), the PS copies every table it holds (rows, optimizer
+ * state, steps) into snapshots as soon as it has applied the step, before it
+ * answers a lookup of the next one: that copy is all the time training waits.
+ * A writer thread then writes ROOT/step-K/psP.safetensors from the copies
+ * (durably: engine/io/safetensors) while training goes on, and the PS
+ * reports the file to the master from its serving loop.  A checkpoint due
+ * while the previous one is still being written waits for it (the wait is
+ * reported).  Not thread-safe but for the writer it owns.
+ */
+#ifndef EMBER_ENGINE_PS_CKPT_H
+#define EMBER_ENGINE_PS_CKPT_H
+
+#include "engine/ps/table.h"
+#include "engine/wire/protocol.h"
+
+#include <ember/status.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ember_ps_ckpt ember_ps_ckpt_t;
+
+ember_status_t ember_ps_ckpt_create(ember_ps_ckpt_t **ckpt_p);
+/** Waits for a write in progress, then frees everything. */
+void ember_ps_ckpt_destroy(ember_ps_ckpt_t *ckpt);
+
+/** The master's plan (replaces an earlier one). */
+void ember_ps_ckpt_plan(ember_ps_ckpt_t *ckpt, const ember_msg_ckpt_plan_t *plan);
+/** Whether a plan with a directory was given. */
+int ember_ps_ckpt_planned(const ember_ps_ckpt_t *ckpt);
+/** trainer0's CKPT_AT: also after @step steps.  ERR_NO_MEMORY when too many
+ * are pending. */
+ember_status_t ember_ps_ckpt_at(ember_ps_ckpt_t *ckpt, uint64_t step);
+
+/** A checkpoint is due now that the tables are at @step (steps applied). */
+int ember_ps_ckpt_due(const ember_ps_ckpt_t *ckpt, uint64_t step);
+
+/**
+ * Copy @tables (all at @step) and hand them to the writer; first waits for
+ * the previous write.  Fails (text in @err) when a copy cannot be made;
+ * the write's own failure is reported by ember_ps_ckpt_poll.
+ */
+ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables,
+                                  size_t count, uint64_t step, char *err, size_t err_length);
+
+/** 1 and the report in @done when a write has ended since the last call. */
+int ember_ps_ckpt_poll(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done);
+
+/**
+ * TABLE_RESTORE: every table of @tables from the PS files @names in @dir
+ * (mapped, not copied), each by global row id whatever layout wrote them.
+ * A table it fails for is named in @err.
+ */
+ember_status_t ember_ps_ckpt_restore(ember_table_t *const *tables, size_t count, const char *dir,
+                                     const char *names, size_t nnames, char *err,
+                                     size_t err_length);
+
+#endif

@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Checkpoints and resuming, end to end: real ember-train processes under
+# ember-run (or by hand), real files.
+# usage: test_checkpoint.sh CASE BUILD_DIR GOLDEN_DIR [PYTHON]
+#   resume:MODEL:OPT:P1:S1:P2:S2
+#       MODEL (tutorial: --hidden 8 on tutorial data; replay: the golden run
+#       seed_sum_2t; dlrm: a small DLRM on generated Criteo data) with OPT
+#       (sgd, sgdm: momentum 0.9, adagrad, adam) on P1 PS placed S1 (row or
+#       table) writes a checkpoint every few steps and saves its end; the
+#       checkpoint of a middle step, resumed alone on P2 PS placed S2, must
+#       end where the uninterrupted run ended: bit for bit (tensors and every
+#       step's loss) when the layout is the same, within 1e-6 otherwise.
+#   signal       SIGUSR1 to a trainer mid-run: a checkpoint and the job goes
+#                on; SIGTERM to every rank: a checkpoint, "stopped after step
+#                K"; resumed, the job ends bit for bit where the
+#                uninterrupted run does
+#   torn:KIND    the newest checkpoint spoiled (truncated: a file cut short;
+#                checksum: one byte changed; nomanifest: its files but no
+#                manifest, as a kill during the write leaves it): resume
+#                takes the one before and says why, and ends bit for bit
+#   killwrite    kill -9 of the whole job while a large checkpoint is being
+#                written: the next run resumes from the complete one before
+#   killed:RANK  kill -9 of rank RANK (1: trainer1, 3: the PS) mid-run under
+#                ember-run --max-restarts 1: the job restarts from its latest
+#                checkpoint, says what was lost and from where it goes on, and
+#                ends bit for bit where the uninterrupted run does
+#   export:MODEL tools/ember-checkpoint.py export of a checkpoint loads into
+#                the PyTorch module with load_state_dict(strict=True) and
+#                equals the job's --save; --init takes a checkpoint
+#   refused      resuming another job (trainers, optimizer, dims), a
+#                --checkpoint-dir holding a newer complete checkpoint, the
+#                flags without --checkpoint-dir, async mode: each refused
+#                naming what, before training
+# shellcheck disable=SC2054,SC2015
+set -uo pipefail
+case_name=$1
+build=$(cd "$2" && pwd)
+golden=$3
+python=${4:-/usr/bin/python3}
+here=$(cd "$(dirname "$0")" && pwd)
+check=("$python" "$here/dlrm_check.py")
+gen=$build/tools/ember-criteo-gen
+run=$build/tools/ember-run
+tool=("$python" "$here/../../tools/ember-checkpoint.py")
+work=$(mktemp -d /tmp/ember-ckpt-test.XXXXXX)
+trap 'pkill -KILL -f "$work/ember-train" 2>/dev/null; rm -rf "$work"' EXIT
+ln -s "$build/tools/ember-train" "$work/ember-train"
+train=$work/ember-train
+fail() { echo "FAIL: $*"; echo "--- output:"; tail -40 "$work/out" 2>/dev/null; exit 1; }
+
+rows=10,37,100,500,23,250,10,61,120,500,11,300,17,45,90,200,10,400,29,77,150,500,13,33,64,128
+dlrm_model=(--model dlrm --embedding-dim 4 --num-embeddings-per-feature "$rows"
+    --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1 --batch-size 16)
+
+opt_flags() {
+    case $1 in
+    sgd) echo --optimizer sgd --lr 0.1 ;;
+    sgdm) echo --optimizer sgd --lr 0.05 --momentum 0.9 ;;
+    adagrad) echo --optimizer adagrad --lr 0.1 ;;
+    adam) echo --optimizer adam --lr 0.01 ;;
+    esac
+}
+
+# job_flags MODEL OPT: the job's course (20 steps), without its layout.
+job_flags() {
+    case $1 in
+    tutorial) echo --hidden 8 --epochs 4 --batches 5 --seed 5 "$(opt_flags "$2")" ;;
+    replay) echo --replay "$golden/seed_sum_2t.safetensors" ;;
+    dlrm) echo "${dlrm_model[@]}" --steps 20 --epochs 3 --seed 7 \
+        --data "criteo:$work/data.tsv" "$(opt_flags "$2")" ;;
+    esac
+}
+
+layout_flags() { # PS SHARDING MODEL
+    if [ "$3" = dlrm ]; then echo --ps "$1" --sharding "$2"; else echo --ps "$1"; fi
+}
+
+# ember OUT PS ARGS...: ember-train under ember-run (2 trainers), output to OUT.
+ember() {
+    local out=$1 ps=$2
+    shift 2
+    timeout 120 "$run" -n $((3 + ps)) "$train" "$@" >>"$out" 2>&1
+}
+
+# Bit for bit: every tensor, and every loss within 1e-30 (none but equal).
+same_bits() {
+    "${check[@]}" same "$1" "$2" >>"$work/out" 2>&1 &&
+        "${check[@]}" compare "$1" "$2" --tol 1e-30 >>"$work/out" 2>&1
+}
+close_to() { "${check[@]}" compare "$1" "$2" --tol 1e-6 >>"$work/out" 2>&1; }
+
+case "$case_name" in
+resume:*)
+    IFS=: read -r _ model opt p1 s1 p2 s2 <<<"$case_name"
+    [ "$model" = dlrm ] && { "$gen" --examples 700 --out "$work/data.tsv" --seed 11 \
+        >"$work/out" 2>&1 || fail "ember-criteo-gen exited $?"; }
+    # shellcheck disable=SC2046
+    ember "$work/out" "$p1" $(job_flags "$model" "$opt") $(layout_flags "$p1" "$s1" "$model") \
+        --checkpoint-dir "$work/ckpt" --checkpoint-every 4 --checkpoint-keep 10 \
+        --save "$work/whole.safetensors" || fail "the uninterrupted run exited $?"
+    grep -q "checkpoint after step 8: " "$work/out" || fail "no checkpoint after step 8"
+    mkdir "$work/from8" && cp -r "$work/ckpt/step-000000000008" "$work/from8/" ||
+        fail "no step-000000000008"
+    # shellcheck disable=SC2046
+    ember "$work/out" "$p2" $(job_flags "$model" "$opt") $(layout_flags "$p2" "$s2" "$model") \
+        --resume "$work/from8/step-000000000008" --checkpoint-dir "$work/from8" \
+        --save "$work/resumed.safetensors" || fail "the resumed run exited $?"
+    grep -q "resuming from $work/from8/step-000000000008 (step 8)" "$work/out" ||
+        fail "the resumed run did not say where it went on from"
+    if [ "$p1:$s1" = "$p2:$s2" ]; then
+        same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
+            fail "the resumed run is not bit-identical to the uninterrupted one"
+    else
+        close_to "$work/resumed.safetensors" "$work/whole.safetensors" ||
+            fail "the resumed run differs from the uninterrupted one beyond 1e-6"
+    fi
+    grep -E "^ok|max" "$work/out" | tail -3
+    ;;
+signal)
+    # The uninterrupted run, then the same job signalled: 4 ranks by hand so
+    # that each gets the signal itself, as srun and ember-run deliver it.
+    long=(--hidden 8 --epochs 3000 --batches 10 --seed 3 --optimizer adam --lr 0.001)
+    ember "$work/out" 1 "${long[@]}" --save "$work/whole.safetensors" ||
+        fail "the uninterrupted run exited $?"
+    source "$here/../common/by_hand.sh"
+    by_hand_start "$train" "$work" EMBER_LOG_LEVEL=info -- "${long[@]}" \
+        --checkpoint-dir "$work/ckpt" --checkpoint-keep 5
+    for _ in $(seq 100); do grep -q "epoch  100 " "$work/rank2.log" && break; sleep 0.1; done
+    kill -USR1 "${BY_HAND_PIDS[1]}"
+    for _ in $(seq 100); do grep -q "^checkpoint after step" "$work/rank2.log" && break; sleep 0.1; done
+    grep -q "^checkpoint after step" "$work/rank2.log" || { cat "$work"/rank*.log >"$work/out"; fail "SIGUSR1 made no checkpoint"; }
+    kill -TERM "${BY_HAND_PIDS[@]}"
+    codes=()
+    for pid in "${BY_HAND_PIDS[@]}"; do wait "$pid"; codes+=($?); done
+    cat "$work"/rank*.log >"$work/out"
+    stopped=$(grep -o "stopped after step [0-9]*" "$work/rank2.log" | grep -o "[0-9]*$")
+    [ -n "$stopped" ] || fail "SIGTERM did not stop the job at a checkpoint (exit codes ${codes[*]})"
+    [ "$stopped" -lt 30000 ] || fail "stopped only at the end"
+    [ -s "$work/ckpt/step-$(printf %012d "$stopped")/manifest" ] || fail "no manifest of step $stopped"
+    ember "$work/out" 1 "${long[@]}" --resume "$work/ckpt" --checkpoint-dir "$work/ckpt" \
+        --save "$work/resumed.safetensors" || fail "the resumed run exited $?"
+    grep -q "resuming from .*(step $stopped)" "$work/out" || fail "did not resume from step $stopped"
+    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
+        fail "the resumed run is not bit-identical to the uninterrupted one"
+    echo "stopped after step $stopped; resumed bit for bit"
+    ;;
+torn:*)
+    kind=${case_name#torn:}
+    flags=(--hidden 8 --epochs 6 --batches 5 --seed 5 --optimizer adagrad --lr 0.1)
+    ember "$work/out" 2 "${flags[@]}" --save "$work/whole.safetensors" ||
+        fail "the uninterrupted run exited $?"
+    # A job of 20 steps leaves checkpoints after 10 and 20; the newest is spoiled.
+    short=(--hidden 8 --epochs 4 --batches 5 --seed 5 --optimizer adagrad --lr 0.1)
+    ember "$work/out" 2 "${short[@]}" --checkpoint-dir "$work/ckpt" --checkpoint-every 10 ||
+        fail "the first run exited $?"
+    newest=$work/ckpt/step-000000000020
+    [ -s "$newest/manifest" ] || fail "no checkpoint after step 20"
+    case $kind in
+    truncated) truncate -s -100 "$newest/ps1.safetensors" ;;
+    checksum) printf '\x55' | dd of="$newest/ps0.safetensors" bs=1 seek=900 conv=notrunc 2>/dev/null ;;
+    nomanifest) rm "$newest/manifest" ;;
+    esac
+    ember "$work/out" 2 "${flags[@]}" --resume "$work/ckpt" --checkpoint-dir "$work/ckpt" \
+        --save "$work/resumed.safetensors" || fail "the resumed run exited $?"
+    grep -q "resuming from $work/ckpt/step-000000000010 (step 10)" "$work/out" ||
+        fail "did not take the checkpoint before the spoiled one"
+    [ "$kind" = nomanifest ] || grep -q "skipping $newest" "$work/out" ||
+        fail "did not say why it skipped $newest"
+    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
+        fail "the resumed run is not bit-identical to the uninterrupted one"
+    grep "skipping\|resuming" "$work/out" | head -3
+    ;;
+killwrite)
+    # A table of 256 MiB: its checkpoint takes a while to write.
+    big=(--rows 1000000 --dim 64 --epochs 100 --batches 10 --seed 2 --optimizer sgd --lr 0.1)
+    timeout 120 "$run" -n 4 "$train" "${big[@]}" --checkpoint-dir "$work/ckpt" \
+        --checkpoint-every 50 --checkpoint-keep 10 >"$work/out" 2>&1 &
+    job=$!
+    for _ in $(seq 600); do
+        ls "$work"/ckpt/step-000000000050/manifest >/dev/null 2>&1 &&
+            ls "$work"/ckpt/step-0000000001[05]0/ps0.safetensors.tmp >/dev/null 2>&1 && break
+        sleep 0.05
+    done
+    pkill -KILL -f "$work/ember-train"
+    wait "$job"
+    torn=$(ls -d "$work"/ckpt/step-* | while read -r d; do [ -e "$d/manifest" ] || echo "$d"; done)
+    [ -n "$torn" ] || fail "the kill came after the write (no torn checkpoint left)"
+    ember "$work/out" 1 "${big[@]}" --epochs 12 --resume "$work/ckpt" --checkpoint-dir "$work/ckpt" ||
+        fail "the resumed run exited $?"
+    grep -q "resuming from $work/ckpt/step-0000000000[0-9]0 (step" "$work/out" ||
+        fail "did not resume from a complete checkpoint"
+    grep "removed\|resuming" "$work/out" | head -3
+    ;;
+killed:*)
+    rank=${case_name#killed:}
+    long=(--hidden 8 --epochs 1500 --batches 10 --seed 3 --optimizer sgd --lr 0.05 --momentum 0.9)
+    ember "$work/out" 1 "${long[@]}" --save "$work/whole.safetensors" ||
+        fail "the uninterrupted run exited $?"
+    timeout 200 "$run" -n 4 --max-restarts 1 "$train" "${long[@]}" --checkpoint-dir "$work/ckpt" \
+        --checkpoint-every 500 --save "$work/resumed.safetensors" >"$work/out" 2>&1 &
+    job=$!
+    for _ in $(seq 200); do grep -q "^\[2\] checkpoint after step" "$work/out" && break; sleep 0.05; done
+    victim=$(for p in $(pgrep -f "$work/ember-train"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "EMBER_RANK=$rank" && echo "$p"
+    done | head -1)
+    [ -n "$victim" ] || fail "rank $rank not found"
+    kill -KILL "$victim"
+    wait "$job" || fail "the job did not survive the loss of rank $rank (exit $?)"
+    grep -q "rank $rank was killed by SIGKILL; restart 1 of 1" "$work/out" ||
+        fail "the launcher did not say what was lost"
+    grep -q "resuming from $work/ckpt/step-" "$work/out" || fail "did not resume from a checkpoint"
+    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
+        fail "the restarted job is not bit-identical to the uninterrupted one"
+    grep "restart\|resuming" "$work/out" | head -3
+    ;;
+export:*)
+    model=${case_name#export:}
+    if [ "$model" = dlrm ]; then
+        "$gen" --examples 700 --out "$work/data.tsv" --seed 11 >"$work/out" 2>&1
+        # shellcheck disable=SC2046
+        ember "$work/out" 2 $(job_flags dlrm adam) --checkpoint-dir "$work/ckpt" \
+            --save "$work/saved.safetensors" || fail "ember-train exited $?"
+    else
+        ember "$work/out" 2 --hidden 8,4 --epochs 2 --batches 5 --optimizer adam --lr 0.01 \
+            --checkpoint-dir "$work/ckpt" --save "$work/saved.safetensors" ||
+            fail "ember-train exited $?"
+    fi
+    "${tool[@]}" export "$work/ckpt" "$work/export.safetensors" >>"$work/out" 2>&1 ||
+        fail "ember-checkpoint.py export failed"
+    "${check[@]}" same "$work/export.safetensors" "$work/saved.safetensors" >>"$work/out" 2>&1 ||
+        fail "the export is not the job's --save"
+    if [ "$model" = dlrm ]; then
+        "$python" "$here/dlrm_sync_ref.py" strict-load --embedding-dim 4 \
+            --num-embeddings-per-feature "$rows" --dense-arch-layer-sizes 8,4 \
+            --over-arch-layer-sizes 8,1 --model "$work/export.safetensors" --steps 0 \
+            --trainers 2 >>"$work/out" 2>&1 || fail "TorchRec's DLRM refused the export"
+    else
+        "$python" "$here/load_strict.py" "$work/export.safetensors" 100 16 8 sum 8,4 \
+            >>"$work/out" 2>&1 || fail "the PyTorch module refused the export"
+    fi
+    tail -2 "$work/out"
+    ;;
+refused)
+    base=(--hidden 8 --epochs 2 --batches 5 --optimizer adam --lr 0.01)
+    ember "$work/out" 1 "${base[@]}" --checkpoint-dir "$work/ckpt" || fail "the first run exited $?"
+    # refuse WANT ARGS...: ember-train ends non-zero within 30 s saying WANT.
+    refuse() {
+        local want=$1 ps=1
+        shift
+        : >"$work/refused"
+        timeout 30 "$run" -n $((3 + ps)) "$train" "$@" >"$work/refused" 2>&1 &&
+            { cat "$work/refused" >"$work/out"; fail "accepted: $*"; }
+        grep -q -- "$want" "$work/refused" ||
+            { cat "$work/refused" >"$work/out"; fail "refused without saying '$want': $*"; }
+        echo "refused: $want"
+    }
+    refuse "--optimizer, --lr or --momentum" "${base[@]/adam/adagrad}" --resume "$work/ckpt"
+    refuse "--hidden" --hidden 4 --epochs 2 --batches 5 --optimizer adam --lr 0.01 \
+        --resume "$work/ckpt"
+    refuse "holds a complete checkpoint after step 10" "${base[@]}" --checkpoint-dir "$work/ckpt"
+    refuse "--checkpoint-every needs --checkpoint-dir" "${base[@]}" --checkpoint-every 5
+    refuse "--consistency async" "${base[@]}" --consistency async --checkpoint-dir "$work/c2"
+    refuse "no complete checkpoint\|not found\|No such" "${base[@]}" --resume "$work/nothing"
+    timeout 30 "$run" -n 5 "$train" "${base[@]}" --trainers 3 --resume "$work/ckpt" \
+        >"$work/refused" 2>&1 && fail "3 trainers resumed 2 trainers' checkpoint"
+    grep -q "was taken with 2 trainers, this job has 3" "$work/refused" ||
+        { cat "$work/refused" >"$work/out"; fail "the trainer count's refusal does not say why"; }
+    echo "refused: another trainer count"
+    ;;
+*)
+    echo "unknown case $case_name"
+    exit 2
+    ;;
+esac
+echo "ok: $case_name"
