@@ -1,5 +1,6 @@
 /* engine/io/durable: write to "<path>.tmp", fsync, rename, fsync the
  * directory. */
+#define _GNU_SOURCE
 #include "engine/io/durable.h"
 
 #include "common/crc32c.h"
@@ -58,6 +59,24 @@ static int durable_write_all(int fd, const uint8_t *p, size_t length, uint64_t *
     return 0;
 }
 
+/* Writeback of the chunk just written started now, and the file up to a
+ * chunk behind it waited for and dropped from the page cache: the disk
+ * writes while we copy, instead of all at the fsync, and a checkpoint of
+ * many GB neither fills the page cache with dirty pages (whose throttling
+ * stalls the writer) nor evicts the training's memory. */
+static void durable_flush_behind(ember_durable_t *d, uint64_t at)
+{
+    (void)sync_file_range(d->fd, (off_t)at, (off_t)(d->bytes - at), SYNC_FILE_RANGE_WRITE);
+    if (at > d->flushed + 2 * (uint64_t)EMBER_DURABLE_CHUNK) {
+        uint64_t end = at - EMBER_DURABLE_CHUNK;
+        (void)sync_file_range(d->fd, (off_t)d->flushed, (off_t)(end - d->flushed),
+                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                      SYNC_FILE_RANGE_WAIT_AFTER);
+        (void)posix_fadvise(d->fd, (off_t)d->flushed, (off_t)(end - d->flushed), POSIX_FADV_DONTNEED);
+        d->flushed = end;
+    }
+}
+
 ember_status_t ember_durable_write(ember_durable_t *d, const void *data, size_t length, char *err,
                                    size_t err_length)
 {
@@ -66,10 +85,13 @@ ember_status_t ember_durable_write(ember_durable_t *d, const void *data, size_t 
     while (d->status == EMBER_OK && length > 0) {
         size_t n = length < EMBER_DURABLE_CHUNK ? length : EMBER_DURABLE_CHUNK;
         d->crc32c = ember_crc32c(d->crc32c, p, n);
+        uint64_t at = d->bytes;
         if (durable_write_all(d->fd, p, n, &d->bytes) != 0)
             d->status = ember_status_text(err, err_length, EMBER_ERR_IO,
                                           "cannot write %s at byte %llu: %s", d->tmp,
                                           (unsigned long long)d->bytes, strerror(errno));
+        else
+            durable_flush_behind(d, at);
         p += n;
         length -= n;
     }
