@@ -85,10 +85,9 @@ static ember_status_t ckpt_read_text(const char *path, char **text_p, size_t *le
     int fd = open(path, O_RDONLY | O_CLOEXEC);
 
     if (fd < 0)
-        return ember_status_text(err, err_length, errno == ENOENT ? EMBER_ERR_NOT_FOUND : EMBER_ERR_IO,
-                                 "%s: %s", path,
-                                 errno == ENOENT ? "missing (the checkpoint is incomplete)"
-                                                 : strerror(errno));
+        return ember_status_text(
+                err, err_length, errno == ENOENT ? EMBER_ERR_NOT_FOUND : EMBER_ERR_IO, "%s: %s",
+                path, errno == ENOENT ? "missing (the checkpoint is incomplete)" : strerror(errno));
     ember_status_t status = EMBER_OK;
     char *text = NULL;
     if (fstat(fd, &st) != 0)
@@ -128,8 +127,7 @@ ember_status_t ember_ckpt_manifest_read(const char *dir, ember_ckpt_manifest_t *
         return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
                                  "%s is not a checkpoint directory (step-N, N twelve digits)", dir);
     EMBER_CHECK(ckpt_read_text(path, &text, &length, err, err_length));
-    ember_status_t status =
-            ember_ckpt_manifest_parse(text, length, path, step, m, err, err_length);
+    ember_status_t status = ember_ckpt_manifest_parse(text, length, path, step, m, err, err_length);
     free(text);
     return status;
 }
@@ -166,8 +164,8 @@ static ember_status_t ckpt_verify_fd(int fd, const char *path, const ember_ckpt_
 }
 
 /* One file: there, its size (checked before reading it all), its CRC. */
-static ember_status_t ckpt_verify_file(const char *dir, const ember_ckpt_file_t *file,
-                                       uint8_t *buf, char *err, size_t err_length)
+static ember_status_t ckpt_verify_file(const char *dir, const ember_ckpt_file_t *file, uint8_t *buf,
+                                       char *err, size_t err_length)
 {
     char path[CKPT_PATH_MAX];
     struct stat st;
@@ -187,8 +185,7 @@ static ember_status_t ckpt_verify_file(const char *dir, const ember_ckpt_file_t 
     else if ((uint64_t)st.st_size != file->bytes)
         status = ember_status_text(err, err_length, EMBER_ERR_FORMAT,
                                    "%s: %llu bytes, the manifest says %llu", path,
-                                   (unsigned long long)st.st_size,
-                                   (unsigned long long)file->bytes);
+                                   (unsigned long long)st.st_size, (unsigned long long)file->bytes);
     else
         status = ckpt_verify_fd(fd, path, file, buf, err, err_length);
     close(fd);
@@ -218,8 +215,8 @@ ember_status_t ember_ckpt_verify(const char *dir, const ember_ckpt_manifest_t *m
 
 /* The steps of @root's step-N directories, ascending, into *steps_p
  * (malloc'd; NULL when none).  A missing root has none. */
-static ember_status_t ckpt_list(const char *root, uint64_t **steps_p, size_t *count_p,
-                                char *err, size_t err_length)
+static ember_status_t ckpt_list(const char *root, uint64_t **steps_p, size_t *count_p, char *err,
+                                size_t err_length)
 {
     uint64_t *steps = NULL, step;
     size_t count = 0, capacity = 0;
@@ -295,7 +292,8 @@ static ember_status_t ckpt_find_in_root(const char *root, char *dir, size_t dir_
                 ember_info("checkpoint", "taking %s (step %llu), not the newest: %zu newer skipped",
                            dir, (unsigned long long)steps[i], skipped);
             else
-                ember_info("checkpoint", "taking %s (step %llu)", dir, (unsigned long long)steps[i]);
+                ember_info("checkpoint", "taking %s (step %llu)", dir,
+                           (unsigned long long)steps[i]);
             free(steps);
             return EMBER_OK;
         }

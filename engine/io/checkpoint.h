@@ -93,8 +93,7 @@ ember_status_t ember_ckpt_manifest_add_file(ember_ckpt_manifest_t *m, const char
                                             uint64_t bytes, uint32_t crc32c);
 
 /** The file named @name (borrowed from @m), or NULL. */
-const ember_ckpt_file_t *ember_ckpt_manifest_file(const ember_ckpt_manifest_t *m,
-                                                  const char *name);
+const ember_ckpt_file_t *ember_ckpt_manifest_file(const ember_ckpt_manifest_t *m, const char *name);
 
 /** "ROOT/step-000000000100" into @out.  ERR_INVALID_PARAM if it does not
  * fit in @length bytes. */
@@ -117,8 +116,8 @@ ember_status_t ember_ckpt_begin(const char *root, uint64_t step, char *dir, size
  * put into @m by hand) is refused.  Call it after every data file is on
  * disk.  Errors: ERR_INVALID_PARAM, ERR_IO, ERR_NO_MEMORY.
  */
-ember_status_t ember_ckpt_manifest_write(const char *dir, const ember_ckpt_manifest_t *m,
-                                         char *err, size_t err_length);
+ember_status_t ember_ckpt_manifest_write(const char *dir, const ember_ckpt_manifest_t *m, char *err,
+                                         size_t err_length);
 
 /**
  * Parse a manifest's @length bytes of @text (borrowed; no NUL needed),
@@ -131,6 +130,16 @@ ember_status_t ember_ckpt_manifest_write(const char *dir, const ember_ckpt_manif
 ember_status_t ember_ckpt_manifest_parse(const char *text, size_t length, const char *where,
                                          uint64_t step, ember_ckpt_manifest_t *m, char *err,
                                          size_t err_length);
+
+/**
+ * @m as the manifest's text, into *@text_p (malloc'd, the caller frees;
+ * *@length_p bytes, no NUL).  What @m holds is written as it is (the
+ * parse in ember_ckpt_manifest_write refuses what would not read back);
+ * for a manifest that parsed, the text is exactly what was parsed (the
+ * layout has one spelling).  Errors: ERR_NO_MEMORY.
+ */
+ember_status_t ember_ckpt_manifest_format(const ember_ckpt_manifest_t *m, char **text_p,
+                                          size_t *length_p);
 
 /**
  * Read and check DIR/manifest: DIR must be named step-N, and the step

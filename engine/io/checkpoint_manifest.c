@@ -85,8 +85,7 @@ static ember_ckpt_entry_t *ckpt_entry(const ember_ckpt_manifest_t *m, const char
     return NULL;
 }
 
-ember_status_t ember_ckpt_manifest_set(ember_ckpt_manifest_t *m, const char *key,
-                                       const char *value)
+ember_status_t ember_ckpt_manifest_set(ember_ckpt_manifest_t *m, const char *key, const char *value)
 {
     const char *fault = !key || !value ? "NULL" : ckpt_key_fault(key, strlen(key));
 
@@ -113,8 +112,7 @@ const char *ember_ckpt_manifest_get(const ember_ckpt_manifest_t *m, const char *
     return e ? e->value : NULL;
 }
 
-const ember_ckpt_file_t *ember_ckpt_manifest_file(const ember_ckpt_manifest_t *m,
-                                                  const char *name)
+const ember_ckpt_file_t *ember_ckpt_manifest_file(const ember_ckpt_manifest_t *m, const char *name)
 {
     for (size_t i = 0; name && i < m->nfiles; i++)
         if (strcmp(m->files[i].name, name) == 0)
@@ -212,7 +210,7 @@ static int ckpt_hex32(ckpt_span_t t, uint32_t *value_p)
         return 0;
     for (size_t i = 0; i < 8; i++) {
         char c = t.s[i];
-        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
                      : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
                                             : 16u;
         if (d > 15)
@@ -299,8 +297,10 @@ static ember_status_t ckpt_parse_head(const ckpt_parse_t *p, ckpt_span_t line, u
     char shown[48];
     if (p->line == 1) {
         if (!ckpt_is(line, CKPT_HEADER))
-            return ckpt_fail(p, "'%s' is not \"" CKPT_HEADER "\" (not a manifest, or another "
-                                "version)", ckpt_show(line, shown, sizeof(shown)));
+            return ckpt_fail(p,
+                             "'%s' is not \"" CKPT_HEADER "\" (not a manifest, or another "
+                             "version)",
+                             ckpt_show(line, shown, sizeof(shown)));
         return EMBER_OK;
     }
     ckpt_span_t word = ckpt_token(&line);
@@ -369,9 +369,8 @@ ember_status_t ember_ckpt_manifest_parse(const char *text, size_t length, const 
 
 /* ---------------------------------------------------------------- writer */
 
-/* @m as text (malloc'd into *text_p, *length_p bytes). */
-static ember_status_t ckpt_manifest_format(const ember_ckpt_manifest_t *m, char **text_p,
-                                    size_t *length_p)
+ember_status_t ember_ckpt_manifest_format(const ember_ckpt_manifest_t *m, char **text_p,
+                                          size_t *length_p)
 {
     size_t cap = 64 + m->nentries * (EMBER_CKPT_KEY_MAX + EMBER_CKPT_VALUE_MAX + 8) +
                  m->nfiles * (EMBER_CKPT_NAME_MAX + 40);
@@ -436,8 +435,8 @@ static ember_status_t ckpt_sync_parent(const char *dir, char *err, size_t err_le
     return ember_durable_sync_dir(parent, err, err_length);
 }
 
-ember_status_t ember_ckpt_manifest_write(const char *dir, const ember_ckpt_manifest_t *m,
-                                         char *err, size_t err_length)
+ember_status_t ember_ckpt_manifest_write(const char *dir, const ember_ckpt_manifest_t *m, char *err,
+                                         size_t err_length)
 {
     char path[4096], *text = NULL;
     size_t length = 0;
@@ -446,7 +445,7 @@ ember_status_t ember_ckpt_manifest_write(const char *dir, const ember_ckpt_manif
     if (!dir || !m || (size_t)snprintf(path, sizeof(path), "%s/manifest", dir) >= sizeof(path))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "manifest: no directory, or its path is too long");
-    EMBER_CHECK(ckpt_manifest_format(m, &text, &length));
+    EMBER_CHECK(ember_ckpt_manifest_format(m, &text, &length));
     ember_status_t status = ckpt_manifest_check(m, text, length, path, err, err_length);
     if (status == EMBER_OK)
         status = ember_durable_open(&d, path, err, err_length);

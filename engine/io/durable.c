@@ -72,7 +72,8 @@ static void durable_flush_behind(ember_durable_t *d, uint64_t at)
         (void)sync_file_range(d->fd, (off_t)d->flushed, (off_t)(end - d->flushed),
                               SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
                                       SYNC_FILE_RANGE_WAIT_AFTER);
-        (void)posix_fadvise(d->fd, (off_t)d->flushed, (off_t)(end - d->flushed), POSIX_FADV_DONTNEED);
+        (void)posix_fadvise(d->fd, (off_t)d->flushed, (off_t)(end - d->flushed),
+                            POSIX_FADV_DONTNEED);
         d->flushed = end;
     }
 }
@@ -117,9 +118,9 @@ ember_status_t ember_durable_sync_dir(const char *dir, char *err, size_t err_len
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
     if (fd < 0 || fsync(fd) != 0) {
-        ember_status_t status = ember_status_text(err, err_length, EMBER_ERR_IO,
-                                                  "cannot sync directory %s: %s", dir,
-                                                  strerror(errno));
+        ember_status_t status =
+                ember_status_text(err, err_length, EMBER_ERR_IO, "cannot sync directory %s: %s",
+                                  dir, strerror(errno));
         if (fd >= 0)
             close(fd);
         return status;

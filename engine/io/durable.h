@@ -6,12 +6,13 @@
  *     ... ember_durable_write(&d, bytes, length, err, n) ...
  *     status = ember_durable_commit(&d, &bytes, &crc, err, n);
  *
- * The bytes go to "<path>.tmp" in chunks of EMBER_DURABLE_CHUNK, each one's
- * CRC-32C taken just before it is written (while it is in cache); commit
- * syncs the file (most of it already written back as it went), renames it to @path and syncs the directory, so after a
- * crash @path is either the old file (or none) or the new one whole.  Any
- * failure removes "<path>.tmp"; after one, commit only cleans up.
- * safetensors.c and checkpoint.c write through it.
+ * The bytes go to "<path>.tmp" in chunks of EMBER_DURABLE_CHUNK, each
+ * one's CRC-32C taken just before it is written (while it is in cache),
+ * its writeback started at once; commit syncs the file (most of it
+ * already on disk), renames it to @path and syncs the directory, so after
+ * a crash @path is either the old file (or none) or the new one whole.
+ * Any failure removes "<path>.tmp"; after one, commit only cleans up.
+ * safetensors.c and checkpoint_manifest.c write through it.
  */
 #ifndef EMBER_ENGINE_IO_DURABLE_H
 #define EMBER_ENGINE_IO_DURABLE_H
@@ -29,7 +30,7 @@ typedef struct {
     char *path; /* the final name (owned copy) */
     char *tmp;  /* "<path>.tmp" */
     int fd;
-    uint64_t bytes; /* written so far */
+    uint64_t bytes;   /* written so far */
     uint64_t flushed; /* on disk and out of the page cache up to here */
     uint32_t crc32c;
     int renamed;           /* the rename was done */

@@ -514,7 +514,7 @@ static const char *json_duplicate_key(const json_node_t *obj, int *failed_p)
 struct ember_st_file {
     uint8_t *image; /* the whole file */
     size_t size;
-    int mapped; /* image is a mapping of the file (munmap), else malloc'd */
+    int mapped;   /* image is a mapping of the file (munmap), else malloc'd */
     char *header; /* NUL-terminated copy of the JSON */
     json_node_t *root;
     ember_st_tensor_t *tensors;  /* header order */

@@ -59,7 +59,8 @@ static int make_checkpoint(uint64_t step, char *dir, size_t dir_length)
     ember_ckpt_manifest_init(&m, step);
     CHECK(ember_ckpt_manifest_set(&m, "trainers", "2") == EMBER_OK, "set");
     CHECK(ember_ckpt_manifest_set(&m, "model", "dlrm with spaces") == EMBER_OK, "set");
-    CHECK(ember_ckpt_manifest_add_file(&m, "ps0.safetensors", w.bytes, w.crc32c) == EMBER_OK, "add");
+    CHECK(ember_ckpt_manifest_add_file(&m, "ps0.safetensors", w.bytes, w.crc32c) == EMBER_OK,
+          "add");
     CHECK(ember_ckpt_manifest_add_file(&m, "dense.bin", 11, ember_crc32c(0, "dense state", 11)) ==
                   EMBER_OK,
           "add");
@@ -132,15 +133,16 @@ static int case_refused_calls(void)
     CHECK(ember_ckpt_manifest_set(&m, "k", "new\nline") == EMBER_ERR_INVALID_PARAM, "newline");
     long_value[511] = '\0';
     CHECK(ember_ckpt_manifest_set(&m, "k", long_value) == EMBER_OK, "511 bytes");
-    const char *bad_names[] = {"",         ".",           "..",       "manifest", "manifest.tmp",
-                               "a/b",      "../up",       "sp ace",   "tab\t",    long_name};
+    const char *bad_names[] = {"",    ".",     "..",     "manifest", "manifest.tmp",
+                               "a/b", "../up", "sp ace", "tab\t",    long_name};
     for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++)
         CHECK(ember_ckpt_manifest_add_file(&m, bad_names[i], 1, 2) == EMBER_ERR_INVALID_PARAM,
               "name '%s'", bad_names[i]);
     CHECK(ember_ckpt_manifest_add_file(&m, "a", 1, 2) == EMBER_OK, "a");
     CHECK(ember_ckpt_manifest_add_file(&m, "a", 3, 4) == EMBER_ERR_INVALID_PARAM, "duplicate");
     CHECK(m.nfiles == 1 && m.nentries == 1, "a refused call changed the manifest");
-    CHECK(ember_ckpt_dir_name("/r", 100, dir, 21) == EMBER_OK && strcmp(dir, "/r/step-000000000100") == 0,
+    CHECK(ember_ckpt_dir_name("/r", 100, dir, 21) == EMBER_OK &&
+                  strcmp(dir, "/r/step-000000000100") == 0,
           "dir name '%s'", dir);
     CHECK(ember_ckpt_dir_name("/r", 100, dir, 20) == EMBER_ERR_INVALID_PARAM, "does not fit");
     /* A value filled in by hand with a line of its own is not written. */
@@ -189,8 +191,8 @@ static int case_refused_text(void)
     char err[1024] = "", value[700];
     ember_ckpt_manifest_t m;
 
-    CHECK(ember_ckpt_manifest_parse(good, strlen(good), "D/manifest", 100, &m, err,
-                                    sizeof(err)) == EMBER_OK,
+    CHECK(ember_ckpt_manifest_parse(good, strlen(good), "D/manifest", 100, &m, err, sizeof(err)) ==
+                  EMBER_OK,
           "good: %s", err);
     CHECK(m.nfiles == 1 && m.files[0].bytes == 123456789 && m.files[0].crc32c == 0x1a2b3c4du,
           "good file");
@@ -202,7 +204,8 @@ static int case_refused_text(void)
     snprintf(value, sizeof(value), HEAD "key v %0512d\nend\n", 0);
     return refuse("header", "ember-checkpoint 2\nstep 100\nend\n", "D/manifest:1: ") ||
            refuse("not ours", "hello\n", "not \"ember-checkpoint 1\"") ||
-           refuse("no step", "ember-checkpoint 1\nend\n", ":2: the second line is not \"step N\"") ||
+           refuse("no step", "ember-checkpoint 1\nend\n",
+                  ":2: the second line is not \"step N\"") ||
            refuse("step mismatch", "ember-checkpoint 1\nstep 99\nend\n",
                   ":2: step 99, but the directory is step 100") ||
            refuse("step overflow", "ember-checkpoint 1\nstep 18446744073709551616\nend\n",
@@ -220,11 +223,15 @@ static int case_refused_text(void)
            refuse("trailing space", HEAD "file a 1 1a2b3c4d \nend\n", "more than NAME BYTES") ||
            refuse("duplicate file", HEAD "file a 1 00000000\nfile a 2 00000000\nend\n",
                   ":4: file 'a' named twice") ||
-           refuse("path name", HEAD "file ../a 1 00000000\nend\n", ":3: '../a': a file name with '/'") ||
+           refuse("path name", HEAD "file ../a 1 00000000\nend\n",
+                  ":3: '../a': a file name with '/'") ||
            refuse("manifest name", HEAD "file manifest 1 00000000\nend\n", "reserved file name") ||
            refuse("dot name", HEAD "file .. 1 00000000\nend\n", "reserved") ||
-           refuse("long name", HEAD "file " "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                  " 1 00000000\nend\n", "longer than 63") ||
+           refuse("long name",
+                  HEAD "file "
+                       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                       " 1 00000000\nend\n",
+                  "longer than 63") ||
            refuse("overlong value", value, ":3: key 'v': a value of 512 bytes or more") ||
            refuse("control value", HEAD "key v a\tb\nend\n", "control character") ||
            refuse("crlf", HEAD "key v b\r\nend\n", "control character") ||
@@ -234,8 +241,8 @@ static int case_refused_text(void)
            refuse("unknown line", HEAD "tensor x\nend\n", ":3: 'tensor' is not a manifest line") ||
            refuse("after end", HEAD "end\nfile a 1 00000000\n", "bytes after the \"end\" line") ||
            refuse("nul", HEAD "key v a\0b\nend\n" /* cut at the NUL by strlen */, "cut short") ||
-           expect_refused("embedded nul", HEAD "key v a\0b\nend\n", sizeof(HEAD "key v a\0b\nend\n") - 1,
-                          "control character");
+           expect_refused("embedded nul", HEAD "key v a\0b\nend\n",
+                          sizeof(HEAD "key v a\0b\nend\n") - 1, "control character");
 }
 
 /* ---------------------------------------------------------------- verify */
@@ -272,8 +279,8 @@ static int case_verify(void)
 
 /* Run find on @path with stderr caught into @log. */
 static ember_status_t find_logged(const char *path, char *dir, size_t dir_length,
-                                  ember_ckpt_manifest_t *m, char *err, size_t err_length,
-                                  char *log, size_t log_length)
+                                  ember_ckpt_manifest_t *m, char *err, size_t err_length, char *log,
+                                  size_t log_length)
 {
     char log_path[128];
     snprintf(log_path, sizeof(log_path), "%s.log", root);
@@ -300,7 +307,8 @@ static int case_find(void)
     if (make_root())
         return 1;
     CHECK(find_logged(root, dir, sizeof(dir), &m, err, sizeof(err), log, sizeof(log)) ==
-                  EMBER_ERR_NOT_FOUND && strstr(err, "no step-N directory"),
+                          EMBER_ERR_NOT_FOUND &&
+                  strstr(err, "no step-N directory"),
           "empty root: '%s'", err);
     if (make_checkpoint(100, dir, sizeof(dir)) || make_checkpoint(200, dir, sizeof(dir)) ||
         make_checkpoint(300, bad, sizeof(bad)))
@@ -327,7 +335,8 @@ static int case_find(void)
 
     /* A step directory named itself: it or nothing. */
     CHECK(find_logged(bad, dir, sizeof(dir), &m, err, sizeof(err), log, sizeof(log)) ==
-                  EMBER_ERR_FORMAT && strstr(err, "CRC-32C"),
+                          EMBER_ERR_FORMAT &&
+                  strstr(err, "CRC-32C"),
           "a named corrupt checkpoint taken: '%s'", err);
     snprintf(path, sizeof(path), "%s/step-000000000100/", root);
     CHECK(find_logged(path, dir, sizeof(dir), &m, err, sizeof(err), log, sizeof(log)) == EMBER_OK &&
@@ -336,8 +345,8 @@ static int case_find(void)
     ember_ckpt_manifest_free(&m);
 
     /* None complete: every one tried is listed. */
-    snprintf(path, sizeof(path), "rm -f %s/step-000000000100/manifest %s/step-000000000200/manifest",
-             root, root);
+    snprintf(path, sizeof(path),
+             "rm -f %s/step-000000000100/manifest %s/step-000000000200/manifest", root, root);
     CHECK(system(path) == 0, "remove manifests");
     CHECK(find_logged(root, dir, sizeof(dir), &m, err, sizeof(err), log, sizeof(log)) ==
                   EMBER_ERR_NOT_FOUND,
@@ -440,9 +449,12 @@ static int case_prune(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-            {"roundtrip", case_roundtrip}, {"refused_calls", case_refused_calls},
-            {"refused_text", case_refused_text}, {"verify", case_verify},
-            {"find", case_find},           {"begin", case_begin},
+            {"roundtrip", case_roundtrip},
+            {"refused_calls", case_refused_calls},
+            {"refused_text", case_refused_text},
+            {"verify", case_verify},
+            {"find", case_find},
+            {"begin", case_begin},
             {"prune", case_prune},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));

@@ -84,8 +84,8 @@ static int case_chained(void)
     for (size_t cut = 0; cut <= n; cut += 1 + cut / 3) {
         uint32_t t = ember_crc32c_table(ember_crc32c_table(0, b, cut), b + cut, n - cut);
         uint32_t f = ember_crc32c(ember_crc32c(0, b, cut), b + cut, n - cut);
-        CHECK(t == whole && f == whole, "cut at %zu: table %08x, ember_crc32c %08x, want %08x",
-              cut, t, f, whole);
+        CHECK(t == whole && f == whole, "cut at %zu: table %08x, ember_crc32c %08x, want %08x", cut,
+              t, f, whole);
     }
     free(b);
     return 0;

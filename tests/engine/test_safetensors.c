@@ -416,8 +416,11 @@ static int big_tensors(ember_st_tensor_t t[7], uint8_t **big_p)
     for (size_t i = 0; i < nbig; i++)
         big[i] = (uint8_t)(i * 2654435761u >> 11);
     memcpy(t, rt_tensors, sizeof(rt_tensors));
-    t[6] = (ember_st_tensor_t){
-            .name = "big", .dtype = EMBER_DTYPE_U8, .ndim = 1, .shape = {(int64_t)nbig}, .data = big};
+    t[6] = (ember_st_tensor_t){.name = "big",
+                               .dtype = EMBER_DTYPE_U8,
+                               .ndim = 1,
+                               .shape = {(int64_t)nbig},
+                               .data = big};
     *big_p = big;
     return 0;
 }
