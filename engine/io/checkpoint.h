@@ -21,8 +21,9 @@
  *                                     hex digits
  *     end
  *
- * The header and the step line come first, `end` last; `key` and `file`
- * lines in any order between, each key and file name at most once.
+ * The header and the step line come first, then the `key` lines, then
+ * the `file` lines, `end` last; each key and file name at most once (so a
+ * manifest has one spelling: written back, it is the same bytes).
  * Numbers are decimal digits without sign or leading zeros, checked at
  * full width.  A file name is 1..63 bytes, no '/', space or control
  * character, not ".", "..", "manifest" or "manifest.tmp".

@@ -249,13 +249,15 @@ static ember_status_t ckpt_parse_key(const ckpt_parse_t *p, ckpt_span_t rest,
         return ckpt_fail(p, "key '%s' has no value (\"key NAME VALUE\")", shown);
     if ((fault = ckpt_value_fault(rest.s, rest.n)) != NULL)
         return ckpt_fail(p, "key '%s': %s", shown, fault);
-    if (ckpt_entry(m, shown))
+    char name[EMBER_CKPT_KEY_MAX];
+    memcpy(name, key.s, key.n);
+    name[key.n] = '\0';
+    if (ckpt_entry(m, name))
         return ckpt_fail(p, "key '%s' given twice", shown);
     if (!EMBER_RESERVE(m->entries, m->entries_capacity, m->nentries + 1))
         return EMBER_ERR_NO_MEMORY;
     ember_ckpt_entry_t *e = &m->entries[m->nentries++];
-    memcpy(e->key, key.s, key.n);
-    e->key[key.n] = '\0';
+    memcpy(e->key, name, key.n + 1);
     memcpy(e->value, rest.s, rest.n);
     e->value[rest.n] = '\0';
     return EMBER_OK;
@@ -281,11 +283,11 @@ static ember_status_t ckpt_parse_file(const ckpt_parse_t *p, ckpt_span_t rest,
                          ckpt_show(crc, number, sizeof(number)));
     if (rest.n > 0 || rest.s[-1] == ' ')
         return ckpt_fail(p, "file '%s': more than NAME BYTES CRC32C on the line", shown);
-    if (ember_ckpt_manifest_file(m, shown))
+    memcpy(f.name, name.s, name.n); /* the name itself: shown may differ */
+    if (ember_ckpt_manifest_file(m, f.name))
         return ckpt_fail(p, "file '%s' named twice", shown);
     if (!EMBER_RESERVE(m->files, m->files_capacity, m->nfiles + 1))
         return EMBER_ERR_NO_MEMORY;
-    memcpy(f.name, name.s, name.n);
     m->files[m->nfiles++] = f;
     return EMBER_OK;
 }
@@ -327,6 +329,8 @@ static ember_status_t ckpt_parse_line(const ckpt_parse_t *p, ckpt_span_t line, u
         return EMBER_OK;
     }
     ckpt_span_t word = ckpt_token(&line);
+    if (ckpt_is(word, "key") && m->nfiles > 0)
+        return ckpt_fail(p, "a key line after the file lines (keys come first)");
     if (ckpt_is(word, "key"))
         return ckpt_parse_key(p, line, m);
     if (ckpt_is(word, "file"))
