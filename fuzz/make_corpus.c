@@ -825,6 +825,35 @@ static void corpus_npy(void)
     }
 }
 
+/* Checkpoint manifests: as ember_ckpt_manifest_write makes them (no keys,
+ * keys and files, any step) and near-misses (cut short, a bad CRC, a step
+ * of another directory). */
+static void corpus_manifest(void)
+{
+    static const struct {
+        const char *name;
+        uint8_t mode;
+        const char *text;
+    } seeds[] = {
+            {"bare", 0, "ember-checkpoint 1\nstep 100\nend\n"},
+            {"full", 0,
+             "ember-checkpoint 1\nstep 100\nkey trainers 2\nkey model dlrm\nkey empty \n"
+             "file ps0.safetensors 2560000128 1a2b3c4d\nfile dense.safetensors 0 00000000\n"
+             "end\n"},
+            {"any_step", 1,
+             "ember-checkpoint 1\nstep 18446744073709551615\nfile a 1 ffffffff\nend\n"},
+            {"cut", 0, "ember-checkpoint 1\nstep 100\nfile ps0.safetensors 25600"},
+            {"bad_crc", 0, "ember-checkpoint 1\nstep 100\nfile a 1 1A2B3C4D\nend\n"},
+            {"other_step", 0, "ember-checkpoint 1\nstep 99\nend\n"},
+    };
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+        blob_t b = {0};
+        put_u8(&b, seeds[i].mode);
+        put(&b, seeds[i].text, strlen(seeds[i].text));
+        save_blob("manifest", seeds[i].name, &b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--check") == 0) {
@@ -851,5 +880,6 @@ int main(int argc, char **argv)
     corpus_store();
     corpus_criteo();
     corpus_npy();
+    corpus_manifest();
     return differ;
 }

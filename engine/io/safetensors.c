@@ -2,6 +2,7 @@
 #include "engine/io/safetensors.h"
 
 #include "common/reserve.h"
+#include "engine/io/durable.h"
 
 #include <ember/log.h>
 
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -513,6 +515,7 @@ static const char *json_duplicate_key(const json_node_t *obj, int *failed_p)
 struct ember_st_file {
     uint8_t *image; /* the whole file */
     size_t size;
+    int mapped;   /* image is a mapping of the file (munmap), else malloc'd */
     char *header; /* NUL-terminated copy of the JSON */
     json_node_t *root;
     ember_st_tensor_t *tensors;  /* header order */
@@ -529,7 +532,10 @@ void ember_st_close(ember_st_file_t *file)
     free(file->by_name);
     free(file->tensors);
     free(file->header);
-    free(file->image);
+    if (file->mapped)
+        munmap(file->image, file->size);
+    else
+        free(file->image);
     free(file);
 }
 
@@ -822,9 +828,10 @@ static ember_status_t st_check_overlaps(const ember_st_tensor_t **order, size_t 
     return EMBER_OK;
 }
 
-/* Takes ownership of @image (freed on error too). */
-static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **file_p, char *err,
-                              size_t err_length)
+/* Takes ownership of @image (freed, or unmapped when @mapped, on error
+ * too). */
+static ember_status_t st_load(uint8_t *image, size_t size, int mapped, ember_st_file_t **file_p,
+                              char *err, size_t err_length)
 {
     ember_status_t status;
     const ember_st_tensor_t **order = NULL;
@@ -833,11 +840,15 @@ static ember_status_t st_load(uint8_t *image, size_t size, ember_st_file_t **fil
     ember_st_file_t *f = calloc(1, sizeof(*f));
 
     if (!f) {
-        free(image);
+        if (mapped)
+            munmap(image, size);
+        else
+            free(image);
         return EMBER_ERR_NO_MEMORY;
     }
     f->image = image;
     f->size = size;
+    f->mapped = mapped;
     EMBER_CHECK_GOTO(st_header_length(image, size, &hlen, err, err_length), status, err_close);
     EMBER_CHECK_GOTO(st_parse_header(f, (size_t)hlen, err, err_length), status, err_close);
     EMBER_CHECK_GOTO(st_count_tensors(f->root, &count, err, err_length), status, err_close);
@@ -876,7 +887,7 @@ ember_status_t ember_st_open_buffer(const void *buf, size_t size, ember_st_file_
         return EMBER_ERR_NO_MEMORY;
     if (size)
         memcpy(image, buf, size);
-    status = st_load(image, size, file_p, err, err_length);
+    status = st_load(image, size, 0, file_p, err, err_length);
     if (status != EMBER_OK)
         ember_error("safetensors", "buffer of %zu bytes: %s", size,
                     err ? err : ember_status_string(status));
@@ -909,17 +920,13 @@ static ember_status_t st_read_image(int fd, const char *path, off_t size, uint8_
     return EMBER_OK;
 }
 
-ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *err,
-                             size_t err_length)
+/* @path opened and its size taken; the cause in @err when not. */
+static ember_status_t st_open_fd(const char *path, int *fd_p, off_t *size_p, char *err,
+                                 size_t err_length)
 {
     struct stat st;
-    uint8_t *image;
-    ember_status_t status;
-    int fd;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-    if (!path || !file_p)
-        return EMBER_ERR_INVALID_PARAM;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
         (void)ember_status_text(err, err_length, EMBER_OK, "cannot open %s: %s", path,
                                 strerror(errno));
@@ -928,15 +935,69 @@ ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *e
             close(fd);
         return EMBER_ERR_IO;
     }
-    status = st_read_image(fd, path, st.st_size, &image, err, err_length);
+    *fd_p = fd;
+    *size_p = st.st_size;
+    return EMBER_OK;
+}
+
+/* The file's @size bytes mapped read-only; a file too short to be one
+ * (mmap refuses an empty range) is read instead, for st_load's message. */
+static ember_status_t st_map_image(int fd, const char *path, off_t size, uint8_t **image_p,
+                                   int *mapped_p, char *err, size_t err_length)
+{
+    void *map;
+
+    *mapped_p = 0;
+    if (size < 8)
+        return st_read_image(fd, path, size, image_p, err, err_length);
+    map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+        (void)ember_status_text(err, err_length, EMBER_OK, "cannot map %s (%lld bytes): %s", path,
+                                (long long)size, strerror(errno));
+        ember_error("safetensors", "cannot map %s: %s", path, strerror(errno));
+        return EMBER_ERR_IO;
+    }
+    *image_p = map;
+    *mapped_p = 1;
+    return EMBER_OK;
+}
+
+/* ember_st_open (@map 0) and ember_st_map (@map 1). */
+static ember_status_t st_open_path(const char *path, int map, ember_st_file_t **file_p, char *err,
+                                   size_t err_length)
+{
+    uint8_t *image = NULL;
+    ember_status_t status;
+    off_t size = 0;
+    int fd = -1, mapped = 0;
+
+    if (!path || !file_p)
+        return EMBER_ERR_INVALID_PARAM;
+    EMBER_CHECK(st_open_fd(path, &fd, &size, err, err_length));
+    if (map)
+        status = st_map_image(fd, path, size, &image, &mapped, err, err_length);
+    else
+        status = st_read_image(fd, path, size, &image, err, err_length);
     close(fd);
     if (status != EMBER_OK)
         return status;
     /* st_load owns image from here. */
-    status = st_load(image, (size_t)st.st_size, file_p, err, err_length);
+    status = st_load(image, (size_t)size, mapped, file_p, err, err_length);
     if (status != EMBER_OK)
         ember_error("safetensors", "%s: %s", path, err ? err : ember_status_string(status));
     return status;
+}
+
+ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *err,
+                             size_t err_length)
+{
+    return st_open_path(path, 0, file_p, err, err_length);
+}
+
+ember_status_t ember_st_map(const char *path, ember_st_file_t **file_p, char *err,
+                            size_t err_length)
+{
+    return st_open_path(path, 1, file_p, err, err_length);
 }
 
 size_t ember_st_count(const ember_st_file_t *file)
@@ -1047,21 +1108,6 @@ static void sb_json_string(strbuf_t *sb, const char *s)
     sb_puts(sb, "\"");
 }
 
-static ember_status_t st_write_all(int fd, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return EMBER_ERR_IO;
-        p += w;
-        len -= (size_t)w;
-    }
-    return EMBER_OK;
-}
-
 /* The "__metadata__" object of the header. */
 static ember_status_t st_header_metadata(strbuf_t *sb, const char *path,
                                          const ember_st_meta_t *meta, size_t nmeta)
@@ -1160,59 +1206,51 @@ static ember_status_t st_header(strbuf_t *sb, const char *path, const ember_st_t
 }
 
 /* The header's length (little-endian on any host), the header, then the
- * tensors' data back to back. */
-static ember_status_t st_write_contents(int fd, const strbuf_t *sb,
+ * tensors' data back to back, each straight from its tensor. */
+static ember_status_t st_write_contents(ember_durable_t *d, const strbuf_t *sb,
                                         const ember_st_tensor_t *tensors, size_t ntensors,
-                                        const size_t *sizes)
+                                        const size_t *sizes, char *err, size_t err_length)
 {
     uint8_t len_le[8];
 
     for (int i = 0; i < 8; i++)
         len_le[i] = (uint8_t)((uint64_t)sb->len >> (8 * i));
-    ember_status_t status = st_write_all(fd, len_le, 8);
+    ember_status_t status = ember_durable_write(d, len_le, 8, err, err_length);
     if (status == EMBER_OK)
-        status = st_write_all(fd, sb->buf, sb->len);
+        status = ember_durable_write(d, sb->buf, sb->len, err, err_length);
     for (size_t i = 0; i < ntensors && status == EMBER_OK; i++)
-        status = st_write_all(fd, tensors[i].data, sizes[i]);
+        status = ember_durable_write(d, tensors[i].data, sizes[i], err, err_length);
     return status;
 }
 
-/* Written as "<path>.tmp", synced and renamed: @path appears whole or not
- * at all. */
+/* Written as "<path>.tmp", synced, renamed, the directory synced: @path
+ * appears whole or not at all. */
 static ember_status_t st_write_file(const char *path, const strbuf_t *sb,
                                     const ember_st_tensor_t *tensors, size_t ntensors,
-                                    const size_t *sizes)
+                                    const size_t *sizes, ember_st_written_t *written)
 {
-    char *tmp_path = malloc(strlen(path) + 5);
-    ember_status_t status;
-    int fd;
+    char err[512] = "";
+    ember_durable_t d;
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
 
-    if (!tmp_path)
-        return EMBER_ERR_NO_MEMORY;
-    sprintf(tmp_path, "%s.tmp", path);
-    fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        ember_error("safetensors", "cannot create %s: %s", tmp_path, strerror(errno));
-        free(tmp_path);
-        return EMBER_ERR_IO;
+    ember_status_t status = ember_durable_open(&d, path, err, sizeof(err));
+    if (status == EMBER_OK) {
+        (void)st_write_contents(&d, sb, tensors, ntensors, sizes, err, sizeof(err));
+        status = ember_durable_commit(&d, &bytes, &crc, err, sizeof(err));
     }
-    status = st_write_contents(fd, sb, tensors, ntensors, sizes);
-    if (status == EMBER_OK && fsync(fd) != 0)
-        status = EMBER_ERR_IO;
-    if (close(fd) != 0 && status == EMBER_OK)
-        status = EMBER_ERR_IO;
-    if (status == EMBER_OK && rename(tmp_path, path) != 0)
-        status = EMBER_ERR_IO;
     if (status != EMBER_OK) {
-        ember_error("safetensors", "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp_path);
+        ember_error("safetensors", "cannot write %s: %s", path, err);
+        return status;
     }
-    free(tmp_path);
-    return status;
+    if (written)
+        *written = (ember_st_written_t){.bytes = bytes, .crc32c = crc};
+    return EMBER_OK;
 }
 
-ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors, size_t ntensors,
-                              const ember_st_meta_t *meta, size_t nmeta)
+ember_status_t ember_st_write_durable(const char *path, const ember_st_tensor_t *tensors,
+                                      size_t ntensors, const ember_st_meta_t *meta, size_t nmeta,
+                                      ember_st_written_t *written)
 {
     strbuf_t sb = {0};
     ember_status_t status;
@@ -1225,8 +1263,14 @@ ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors
         return EMBER_ERR_NO_MEMORY;
     status = st_header(&sb, path, tensors, ntensors, meta, nmeta, sizes);
     if (status == EMBER_OK)
-        status = st_write_file(path, &sb, tensors, ntensors, sizes);
+        status = st_write_file(path, &sb, tensors, ntensors, sizes, written);
     free(sizes);
     free(sb.buf);
     return status;
+}
+
+ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors, size_t ntensors,
+                              const ember_st_meta_t *meta, size_t nmeta)
+{
+    return ember_st_write_durable(path, tensors, ntensors, meta, nmeta, NULL);
 }

@@ -102,12 +102,44 @@ ember_status_t ember_st_read_copy(const ember_st_file_t *file, const char *name,
 /**
  * Write @ntensors tensors (in the order given, data back to back) and
  * @nmeta metadata strings to @path.  The file appears atomically: it is
- * written as "<path>.tmp" and renamed.  All arguments borrowed.
+ * written as "<path>.tmp" and renamed (ember_st_write_durable with no
+ * @written).  All arguments borrowed.
  * Errors: ERR_INVALID_PARAM (NULL/duplicate/"__metadata__" names, ndim >
- * EMBER_ST_MAX_DIMS, negative dims), ERR_IO, ERR_NO_MEMORY.
+ * EMBER_ST_MAX_DIMS, negative dims), ERR_IO, ERR_NO_MEMORY; the cause is
+ * logged, and no file is left at @path or "<path>.tmp".
  */
 ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors, size_t ntensors,
                               const ember_st_meta_t *meta, size_t nmeta);
+
+/* What a durable write wrote: the file's size and the CRC-32C of all its
+ * bytes (common/crc32c.h), for a checkpoint's manifest. */
+typedef struct {
+    uint64_t bytes;
+    uint32_t crc32c;
+} ember_st_written_t;
+
+/**
+ * As ember_st_write, and durable (engine/io/durable.h): the data written
+ * in chunks of a few MiB straight from the tensors (no copy of the file in
+ * memory), the CRC-32C of every byte of the file computed as it is
+ * written, "<path>.tmp" fsync'ed, renamed to @path, and the directory
+ * fsync'ed (so the name survives a crash).  @written (may be NULL) gets
+ * the file's size and CRC on success.  Blocks until the data is on disk.
+ * Errors as ember_st_write.
+ */
+ember_status_t ember_st_write_durable(const char *path, const ember_st_tensor_t *tensors,
+                                      size_t ntensors, const ember_st_meta_t *meta, size_t nmeta,
+                                      ember_st_written_t *written);
+
+/**
+ * As ember_st_open, but the file is mapped read-only (MAP_PRIVATE), not
+ * copied: for checkpoint shards of many GB, paged in as they are read.
+ * Same checks.  The mapping lives until ember_st_close; the file must not
+ * be truncated or rewritten in place meanwhile (checkpoint files are only
+ * ever replaced by rename, which leaves the mapped one intact).
+ */
+ember_status_t ember_st_map(const char *path, ember_st_file_t **file_p, char *err,
+                            size_t err_length);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,15 @@
 /* safetensors: round trip, the golden files, and malformed-file rejection. */
 #include "engine/io/safetensors.h"
 
+#include "common/crc32c.h"
+#include "engine/io/durable.h"
+
 #include "test_util.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A file image from a header text and @dlen data bytes (pattern-filled). */
@@ -383,6 +389,121 @@ static int case_empty_tensors(void)
                                 8, "overlaps");
 }
 
+/* The whole of @path into a new buffer; *size_p its size. */
+static uint8_t *read_whole(const char *path, size_t *size_p)
+{
+    struct stat st;
+    FILE *fp = fopen(path, "rb");
+    uint8_t *b = fp && stat(path, &st) == 0 ? malloc((size_t)st.st_size + 1) : NULL;
+    size_t got = b ? fread(b, 1, (size_t)st.st_size, fp) : 0;
+    if (fp)
+        fclose(fp);
+    if (b && got != (size_t)st.st_size) {
+        free(b);
+        b = NULL;
+    }
+    *size_p = got;
+    return b;
+}
+
+/* The round trip's tensors and one of several chunks (not a multiple of
+ * the chunk) into @t; *big_p its data, for the caller to free. */
+static int big_tensors(ember_st_tensor_t t[7], uint8_t **big_p)
+{
+    size_t nbig = 3 * EMBER_DURABLE_CHUNK + 12345;
+    uint8_t *big = malloc(nbig);
+    CHECK(big, "no memory");
+    for (size_t i = 0; i < nbig; i++)
+        big[i] = (uint8_t)(i * 2654435761u >> 11);
+    memcpy(t, rt_tensors, sizeof(rt_tensors));
+    t[6] = (ember_st_tensor_t){.name = "big",
+                               .dtype = EMBER_DTYPE_U8,
+                               .ndim = 1,
+                               .shape = {(int64_t)nbig},
+                               .data = big};
+    *big_p = big;
+    return 0;
+}
+
+/* Size and CRC as the file has them; every tensor back through the
+ * mapping; a mapped file cut short refused as the reader refuses it. */
+static int case_durable_map(void)
+{
+    char path[] = "/tmp/ember_st_XXXXXX", msg[256] = "";
+    int fd = mkstemp(path);
+    ember_st_written_t w = {0};
+    ember_st_file_t *f = NULL;
+    uint8_t *big = NULL, *bytes;
+    size_t size;
+
+    ember_st_tensor_t t[7];
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    if (big_tensors(t, &big))
+        return 1;
+    CHECK(ember_st_write_durable(path, t, 7, rt_meta, 3, &w) == EMBER_OK, "durable write");
+    bytes = read_whole(path, &size);
+    CHECK(bytes && w.bytes == size, "written says %llu bytes, the file has %zu",
+          (unsigned long long)w.bytes, size);
+    CHECK(w.crc32c == ember_crc32c(0, bytes, size), "written CRC %08x, the file's %08x", w.crc32c,
+          ember_crc32c(0, bytes, size));
+    CHECK(ember_st_map(path, &f, msg, sizeof(msg)) == EMBER_OK, "map: %s", msg);
+    const ember_st_tensor_t *b = ember_st_find(f, "big");
+    CHECK(b && b->nbytes == 3 * EMBER_DURABLE_CHUNK + 12345 && memcmp(b->data, big, b->nbytes) == 0,
+          "big tensor differs");
+    int rc = rt_check_meta_copy(f);
+    ember_st_close(f);
+    CHECK(rc == 0, "metadata through the mapping");
+    CHECK(truncate(path, (off_t)(size - 1)) == 0, "truncate");
+    CHECK(ember_st_map(path, &f, msg, sizeof(msg)) == EMBER_ERR_FORMAT, "a cut file mapped");
+    fprintf(stderr, "cut file refused: %s\n", msg);
+    unlink(path);
+    free(bytes);
+    free(big);
+    return 0;
+}
+
+/* A write that fails leaves no file: into a missing directory, and one
+ * stopped by the file-size limit half way (the file that was at @path
+ * before stays as it was). */
+static int case_durable_fails(void)
+{
+    char dir[] = "/tmp/ember_st_XXXXXX", path[256], tmp[300];
+    ember_st_written_t w = {.bytes = 7};
+    size_t before_size, after_size;
+
+    CHECK(ember_st_write_durable("/nonexistent-dir/x.safetensors", rt_tensors, 1, NULL, 0, &w) ==
+                          EMBER_ERR_IO &&
+                  w.bytes == 7,
+          "write into a missing directory");
+    CHECK(access("/nonexistent-dir/x.safetensors.tmp", F_OK) != 0, "tmp file there");
+    CHECK(mkdtemp(dir), "mkdtemp");
+    snprintf(path, sizeof(path), "%s/x.safetensors", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    CHECK(ember_st_write_durable(path, rt_tensors, 6, rt_meta, 3, NULL) == EMBER_OK, "first");
+    uint8_t *before = read_whole(path, &before_size);
+
+    struct rlimit limit = {.rlim_cur = 1u << 20, .rlim_max = RLIM_INFINITY};
+    signal(SIGXFSZ, SIG_IGN); /* the write fails with EFBIG instead */
+    CHECK(setrlimit(RLIMIT_FSIZE, &limit) == 0, "setrlimit");
+    uint8_t *big = NULL;
+    ember_st_tensor_t t[7];
+    if (big_tensors(t, &big))
+        return 1;
+    CHECK(ember_st_write_durable(path, t, 7, rt_meta, 3, &w) == EMBER_ERR_IO && w.bytes == 7,
+          "a write past the size limit");
+    CHECK(access(tmp, F_OK) != 0, "%s left behind", tmp);
+    uint8_t *after = read_whole(path, &after_size);
+    CHECK(before && after && before_size == after_size && memcmp(before, after, after_size) == 0,
+          "the earlier file changed");
+    unlink(path);
+    rmdir(dir);
+    free(before);
+    free(after);
+    free(big);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
@@ -393,6 +514,8 @@ int main(int argc, char **argv)
             {"bad_json", case_bad_json},
             {"json_escapes", case_json_escapes},
             {"empty_tensors", case_empty_tensors},
+            {"durable_map", case_durable_map},
+            {"durable_fails", case_durable_fails},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
