@@ -15,7 +15,7 @@
 # both), slurmctld and slurmd node1 in NS1, slurmd node2 in NS2; every node's
 # NodeAddr is its own address.  Runs as root.  Exit 77 when Slurm, munge,
 # network namespaces, veth or tc are missing, and when netem is, unless
-# EMBER_NETNS_NETEM=optional (then the link has no delay or loss; start says so).
+# NETNS_CLUSTER_NETEM=optional (then the link has no delay or loss; start says so).
 # Names derive from DIR, so clusters of different DIRs do not collide.
 set -uo pipefail
 action=${1:-} dir=${2:-}
@@ -60,9 +60,9 @@ probe_network() {
         2>/dev/null || netem=missing
     ip netns del "$probe"
     if [ "$netem" = missing ]; then
-        if [ "${EMBER_NETNS_NETEM:-}" != optional ]; then
+        if [ "${NETNS_CLUSTER_NETEM:-}" != optional ]; then
             echo "SKIP: tc netem does not work here (kernel without sch_netem);" \
-                "EMBER_NETNS_NETEM=optional runs without delay and loss"
+                "NETNS_CLUSTER_NETEM=optional runs without delay and loss"
             return 77
         fi
         echo "netns cluster: no tc netem here: the link has no delay or loss"
