@@ -7,7 +7,9 @@
 # with T and P from --trainers/--ps in ARGS or their defaults: P=1, T = the
 # rest of SLURM_NTASKS), then runs `ember-train ARGS` (ember-train from PATH;
 # slurm/hybrid.sbatch --multi-prog puts its --program first in PATH).
-# Every rank must get the same ARGS: they describe one job.
+# Every rank must get the same ARGS: they describe one job.  Under
+# hybrid.sbatch (HYBRID_RANK_ENV set) it first picks UCX's interface as the
+# script's plain srun does.
 set -euo pipefail
 role=${1:?usage: ember-role.sh trainer|master|ps [ember-train args]}
 shift
@@ -31,5 +33,11 @@ if [ "$role" != "$want" ]; then
     echo "ember-role.sh: rank $rank is the $want of this job ($trainers trainers," \
         "$ps ps), but its --multi-prog line says $role" >&2
     exit 2
+fi
+# hybrid.sbatch's per-rank setup (UCX_NET_DEVICES, the "ember-net:" line).
+if [ -n "${HYBRID_RANK_ENV:-}" ]; then
+    # shellcheck source=/dev/null
+    . "$HYBRID_RANK_ENV"
+    ember_net_devices
 fi
 exec ember-train --trainers "$trainers" --ps "$ps" "${args[@]}"

@@ -1,13 +1,21 @@
 /*
  * ember-run: the local launcher (a small mpirun, or the tutorial's mp.spawn).
  *
- *     ember-run -n N [--timeout SECONDS] [--no-prefix] PROGRAM ARGS...
+ *     ember-run -n N [--timeout SECONDS] [--no-prefix] [--grace SECONDS]
+ *               [--max-restarts R [--restart-delay SECONDS]] PROGRAM ARGS...
  *
  * Starts N ranks of PROGRAM on this host with the bootstrap environment
  * (EMBER_RANK, EMBER_WORLD_SIZE, EMBER_LOCAL_RANK, EMBER_INIT, a job secret,
  * UCX_NET_DEVICES=lo), forwards their output line by line with a `[RANK] `
  * prefix, and tears the whole job down as soon as one rank fails, the launcher
  * is signalled or the deadline passes.
+ *
+ * With --max-restarts R, a job torn down because a rank failed is started
+ * again (all N ranks, a fresh rendezvous port), up to R times; when
+ * PROGRAM's arguments name a --checkpoint-dir that already holds a complete
+ * checkpoint (a step-* folder with its manifest), the new attempt gets
+ * `--resume DIR` in place of any --resume it had.  A job stopped by a signal
+ * to the launcher or by its deadline is not restarted.
  *
  * "The whole job" is every process group of a rank (each rank leads its own)
  * plus whatever was reparented to the launcher: it is a child subreaper, so a
@@ -23,6 +31,7 @@
 #include <ember/log.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -47,6 +56,8 @@
 #define RUN_LINE_MAX     (64 * 1024) /* longer lines go out in pieces */
 #define RUN_IOV_MAX      64
 #define RUN_GRACE_S      3.0 /* SIGTERM (or the forwarded signal) -> SIGKILL */
+#define RUN_DELAY_S      1.0 /* between a failed attempt and the next */
+#define RUN_MAX_RESTARTS 1000000
 #define RUN_REAP_S       5.0 /* after SIGKILL, before giving up on a process */
 #define RUN_DRAIN_S      2.0 /* output pipes still open once all are reaped */
 #define RUN_SECRET_BYTES 32
@@ -77,15 +88,30 @@ typedef struct {
     /* options */
     int nranks;
     double timeout_s; /* 0: none */
+    double grace_s;   /* SIGTERM -> SIGKILL */
+    int max_restarts;
+    double restart_delay_s;
     int prefix;
-    const char *program; /* as given, for messages */
-    char *program_path;  /* resolved */
-    char **argv;         /* PROGRAM ARGS..., NULL-terminated (borrowed) */
+    const char *program;  /* as given, for messages */
+    char *program_path;   /* resolved */
+    char **argv;          /* PROGRAM ARGS..., NULL-terminated (borrowed) */
+    char *checkpoint_dir; /* PROGRAM's --checkpoint-dir, or NULL */
 
-    /* state */
+    /* across attempts */
+    char **attempt_argv; /* what this attempt runs (argv, or a copy with --resume) */
+    int restarts;        /* attempts started after the first */
+    int own_init;        /* EMBER_INIT is ours: a fresh port each attempt */
+    int init_port;
+    int no_restart;  /* the launcher was signalled, timed out or cannot go on */
+    int sig_seen;    /* sig_count already handled */
+    double deadline; /* of the whole job (every attempt); 0: none */
+
+    /* state of one attempt */
     run_rank_t *ranks;
     int nstarted;
-    int exit_code; /* -1 until decided: first failure, signal, timeout or 0 */
+    int exit_code;   /* -1 until decided: first failure, signal, timeout or 0 */
+    int fail_rank;   /* the first rank that failed, or -1 */
+    int fail_status; /* its wait status */
     int stopping;
     int killed;
     int have_children; /* last waitpid() did not say ECHILD */
@@ -108,22 +134,31 @@ static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
 static void usage(FILE *stream)
 {
     fprintf(stream,
-            "usage: ember-run -n N [--timeout SECONDS] [--no-prefix] PROGRAM [ARGS...]\n"
+            "usage: ember-run -n N [--timeout SECONDS] [--no-prefix] [--grace SECONDS]\n"
+            "                 [--max-restarts R] [--restart-delay SECONDS] PROGRAM [ARGS...]\n"
             "\n"
             "Run N ranks of PROGRAM on this host and wait for them.\n"
             "\n"
             "  -n N               number of ranks (1..%d)\n"
-            "  --timeout SECONDS  stop the job after SECONDS (exit code %d)\n"
+            "  --timeout SECONDS  stop the job after SECONDS, restarts included (exit code %d)\n"
             "  --no-prefix        pass output through without the `[RANK] ` prefix\n"
+            "  --grace SECONDS    from SIGTERM to SIGKILL when stopping the job (default %.0f)\n"
+            "  --max-restarts R   when a rank fails, start the job again, up to R times\n"
+            "                     (default 0); if ARGS hold --checkpoint-dir DIR and DIR has\n"
+            "                     a complete checkpoint (step-*/manifest), the new attempt\n"
+            "                     gets --resume DIR (replacing any --resume in ARGS)\n"
+            "  --restart-delay SECONDS  wait before a restart (default %.0f)\n"
             "  -h, --help         this text\n"
             "\n"
             "Each rank gets EMBER_RANK, EMBER_LOCAL_RANK, EMBER_WORLD_SIZE,\n"
             "EMBER_INIT (tcp://127.0.0.1:<free port> unless set), EMBER_SECRET_FILE\n"
             "(a fresh 0600 file unless EMBER_SECRET or EMBER_SECRET_FILE is set) and\n"
             "UCX_NET_DEVICES=lo (unless set).  When a rank fails, every other rank\n"
-            "gets SIGTERM, then SIGKILL after %.0f s, and ember-run exits with the\n"
-            "failing rank's code (128+signal if it was killed).\n",
-            RUN_MAX_RANKS, RUN_EXIT_TIMEOUT, RUN_GRACE_S);
+            "gets SIGTERM, then SIGKILL after the grace period, and ember-run exits\n"
+            "with the failing rank's code (128+signal if it was killed), that of the\n"
+            "last attempt.  A signal to ember-run (forwarded to the ranks) or the\n"
+            "timeout ends the job without a restart.\n",
+            RUN_MAX_RANKS, RUN_EXIT_TIMEOUT, RUN_GRACE_S, RUN_DELAY_S);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -160,15 +195,108 @@ static int env_is_set(const char *name)
     return value != NULL && value[0] != '\0';
 }
 
+/*
+ * Whether argv[*i_p] is option @name, as "NAME VALUE" (the next argument,
+ * *i_p moves to it) or "NAME=VALUE"; *value_p is NULL when VALUE is missing.
+ */
+static int long_option(int argc, char **argv, int *i_p, const char *name, const char **value_p)
+{
+    const char *arg = argv[*i_p];
+    size_t len = strlen(name);
+
+    if (strncmp(arg, name, len) != 0 || (arg[len] != '\0' && arg[len] != '='))
+        return 0;
+    if (arg[len] == '=')
+        *value_p = arg + len + 1;
+    else
+        *value_p = *i_p + 1 < argc ? argv[++*i_p] : NULL;
+    return 1;
+}
+
+/* @value as seconds (finite, > 0, or >= 0 with @zero_ok); 0 or the usage code. */
+static int parse_seconds(const char *name, const char *value, int zero_ok, double *out_p)
+{
+    char *end;
+
+    if (!value)
+        return usage_error("%s needs a value", name);
+    errno = 0;
+    double t = strtod(value, &end);
+    if (errno || end == value || *end || !isfinite(t) || t < 0 || (t == 0 && !zero_ok))
+        return usage_error("bad %s '%s' (seconds %s 0)", name, value, zero_ok ? ">=" : ">");
+    *out_p = t;
+    return 0;
+}
+
+/* @value as a whole number in [@min, @max]; 0 or the usage code. */
+static int parse_count(const char *name, const char *value, long min, long max, int *out_p)
+{
+    char *end;
+
+    if (!value)
+        return usage_error("%s needs a value", name);
+    errno = 0;
+    long n = strtol(value, &end, 10);
+    if (errno || end == value || *end || n < min || n > max)
+        return usage_error("bad %s '%s' (%ld..%ld)", name, value, min, max);
+    *out_p = (int)n;
+    return 0;
+}
+
+/* One option at argv[*i_p] (moved past its value); 0 or an exit code. */
+static int parse_option(int argc, char **argv, int *i_p, run_job_t *job)
+{
+    const char *arg = argv[*i_p], *value = NULL;
+
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+        usage(stdout);
+        exit(0);
+    }
+    if (strcmp(arg, "--no-prefix") == 0) {
+        job->prefix = 0;
+        return 0;
+    }
+    if (strncmp(arg, "-n", 2) == 0) {
+        value = arg[2] ? arg + 2 : (*i_p + 1 < argc ? argv[++*i_p] : NULL);
+        if (value && parse_count("number of ranks", value, 1, RUN_MAX_RANKS, &job->nranks) != 0)
+            return RUN_EXIT_USAGE;
+        return value ? 0 : usage_error("%s needs a value", arg);
+    }
+    if (long_option(argc, argv, i_p, "--timeout", &value))
+        return parse_seconds("timeout", value, 0, &job->timeout_s);
+    if (long_option(argc, argv, i_p, "--grace", &value))
+        return parse_seconds("grace", value, 1, &job->grace_s);
+    if (long_option(argc, argv, i_p, "--restart-delay", &value))
+        return parse_seconds("restart delay", value, 1, &job->restart_delay_s);
+    if (long_option(argc, argv, i_p, "--max-restarts", &value))
+        return parse_count("max restarts", value, 0, RUN_MAX_RESTARTS, &job->max_restarts);
+    return usage_error("unknown option '%s'", arg);
+}
+
+/* The value of PROGRAM's last --checkpoint-dir (either form), or NULL. */
+static char *checkpoint_dir_of(char **args)
+{
+    char *dir = NULL;
+
+    for (int i = 1; args[i]; i++) {
+        if (strcmp(args[i], "--checkpoint-dir") == 0 && args[i + 1])
+            dir = args[++i];
+        else if (strncmp(args[i], "--checkpoint-dir=", 17) == 0)
+            dir = args[i] + 17;
+    }
+    return dir && *dir ? dir : NULL;
+}
+
 /* Returns 0, or an exit code after printing the problem. */
 static int parse_args(int argc, char **argv, run_job_t *job)
 {
     int i = 1;
 
     job->prefix = 1;
+    job->grace_s = RUN_GRACE_S;
+    job->restart_delay_s = RUN_DELAY_S;
     while (i < argc) {
         const char *arg = argv[i];
-        const char *value = NULL;
 
         if (strcmp(arg, "--") == 0) {
             i++;
@@ -176,37 +304,10 @@ static int parse_args(int argc, char **argv, run_job_t *job)
         }
         if (arg[0] != '-' || arg[1] == '\0')
             break;
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        } else if (strcmp(arg, "--no-prefix") == 0) {
-            job->prefix = 0;
-            i++;
-        } else if (strncmp(arg, "-n", 2) == 0) {
-            value = arg[2] ? arg + 2 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!value)
-                return usage_error("%s needs a value", arg);
-            char *end;
-            errno = 0;
-            long n = strtol(value, &end, 10);
-            if (errno || end == value || *end || n < 1 || n > RUN_MAX_RANKS)
-                return usage_error("bad number of ranks '%s'", value);
-            job->nranks = (int)n;
-            i++;
-        } else if (strcmp(arg, "--timeout") == 0 || strncmp(arg, "--timeout=", 10) == 0) {
-            value = arg[9] == '=' ? arg + 10 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!value)
-                return usage_error("%s needs a value", arg);
-            char *end;
-            errno = 0;
-            double t = strtod(value, &end);
-            if (errno || end == value || *end || !isfinite(t) || t <= 0)
-                return usage_error("bad timeout '%s' (seconds > 0)", value);
-            job->timeout_s = t;
-            i++;
-        } else {
-            return usage_error("unknown option '%s'", arg);
-        }
+        int code = parse_option(argc, argv, &i, job);
+        if (code != 0)
+            return code;
+        i++;
     }
     if (job->nranks == 0)
         return usage_error("-n N is required");
@@ -214,6 +315,8 @@ static int parse_args(int argc, char **argv, run_job_t *job)
         return usage_error("no PROGRAM given");
     job->program = argv[i];
     job->argv = argv + i;
+    job->attempt_argv = job->argv;
+    job->checkpoint_dir = checkpoint_dir_of(job->argv);
     return 0;
 }
 
@@ -435,6 +538,30 @@ static int secret_create(run_job_t *job)
     return rc;
 }
 
+/*
+ * EMBER_INIT at a free port, unless the caller set it; each attempt gets a
+ * port other than the last one's (the old store's may linger in TIME_WAIT).
+ */
+static int env_init_setup(run_job_t *job)
+{
+    char value[64];
+    int port;
+
+    if (!job->own_init)
+        return 0;
+    do {
+        if (find_free_port(&port) != 0)
+            return -1;
+    } while (port == job->init_port);
+    job->init_port = port;
+    snprintf(value, sizeof(value), "tcp://127.0.0.1:%d", port);
+    if (setenv("EMBER_INIT", value, 1) != 0) {
+        ember_error("run", "setenv: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* The environment every rank shares; per-rank variables are set at spawn. */
 static int env_setup(run_job_t *job)
 {
@@ -443,14 +570,7 @@ static int env_setup(run_job_t *job)
     snprintf(value, sizeof(value), "%d", job->nranks);
     if (setenv("EMBER_WORLD_SIZE", value, 1) != 0)
         goto err_setenv;
-    if (!env_is_set("EMBER_INIT")) {
-        int port;
-        if (find_free_port(&port) != 0)
-            return -1;
-        snprintf(value, sizeof(value), "tcp://127.0.0.1:%d", port);
-        if (setenv("EMBER_INIT", value, 1) != 0)
-            goto err_setenv;
-    }
+    job->own_init = !env_is_set("EMBER_INIT");
     /* All ranks are on this host: never let UCX pick another interface. */
     if (!env_is_set("UCX_NET_DEVICES") && setenv("UCX_NET_DEVICES", "lo", 1) != 0)
         goto err_setenv;
@@ -551,7 +671,7 @@ static void child_exec(run_job_t *job, int rank, pid_t parent, int out_fd, int e
         dup2(err_fd, STDERR_FILENO) < 0) {
         err = errno;
     } else {
-        execv(job->program_path, job->argv);
+        execv(job->program_path, job->attempt_argv);
         err = errno;
     }
     ssize_t rc = write(exec_err_fd, &err, sizeof(err));
@@ -754,7 +874,7 @@ static void job_signal(run_job_t *job, int sig)
 static void job_stop(run_job_t *job, int sig)
 {
     job->stopping = 1;
-    job->stop_deadline = now_s() + RUN_GRACE_S;
+    job->stop_deadline = now_s() + job->grace_s;
     job_signal(job, sig);
 }
 
@@ -780,6 +900,8 @@ static void rank_exited(run_job_t *job, int rank, int status)
     if (code == 0 || job->exit_code >= 0)
         return;
     job->exit_code = code;
+    job->fail_rank = rank;
+    job->fail_status = status;
     if (WIFSIGNALED(status))
         ember_error("run",
                     "rank %d (pid %d) killed by signal %d (%s): exit code %d; "
@@ -841,15 +963,16 @@ static int job_tree_alive(const run_job_t *job)
     return 0;
 }
 
-static void job_handle_signals(run_job_t *job, int *sig_seen)
+static void job_handle_signals(run_job_t *job)
 {
     char drain[64];
 
     while (read(sig_pipe[0], drain, sizeof(drain)) > 0)
         ;
-    if (sig_count == *sig_seen)
+    if (sig_count == job->sig_seen)
         return;
-    *sig_seen = sig_count;
+    job->sig_seen = sig_count;
+    job->no_restart = 1;
     int sig = sig_last;
     if (job->exit_code < 0 && !job->stopping) {
         job->exit_code = 128 + sig;
@@ -924,6 +1047,7 @@ static void job_advance(run_job_t *job, double job_deadline, double now)
                 job_stop(job, SIGTERM);
         } else if (job_deadline > 0 && now >= job_deadline) {
             job->exit_code = RUN_EXIT_TIMEOUT;
+            job->no_restart = 1;
             ember_error("run", "job timed out after %g s: stopping %d rank(s)", job->timeout_s,
                         job->nstarted);
             job_stop(job, SIGTERM);
@@ -969,15 +1093,16 @@ static int job_finished(run_job_t *job, int open_streams, double now)
     if (job->killed && now >= job->give_up_deadline) {
         ember_error("run",
                     "processes of the job survive SIGKILL after %.0f s; "
-                    "giving up on them",
+                    "giving up on them (and on restarts)",
                     RUN_REAP_S);
+        job->no_restart = 1;
         return 1;
     }
     return 0;
 }
 
 /* Wait for a signal, output or the next deadline, and take what came. */
-static void poll_once(run_job_t *job, run_poll_t *ps, double job_deadline, int *sig_seen)
+static void poll_once(run_job_t *job, run_poll_t *ps, double job_deadline)
 {
     int ready = poll(ps->fds, ps->nfds, poll_timeout_ms(job, job_deadline));
     if (ready < 0) {
@@ -988,7 +1113,7 @@ static void poll_once(run_job_t *job, run_poll_t *ps, double job_deadline, int *
         return;
     }
     if (ps->fds[0].revents)
-        job_handle_signals(job, sig_seen);
+        job_handle_signals(job);
     for (size_t i = 1; i < ps->nfds; i++) {
         if (ps->fds[i].revents)
             stream_read(job, ps->owner_ranks[i], ps->owners[i]);
@@ -1013,8 +1138,7 @@ static void streams_flush_rest(run_job_t *job)
 static void job_loop(run_job_t *job)
 {
     run_poll_t ps;
-    double job_deadline = job->timeout_s > 0 ? now_s() + job->timeout_s : 0;
-    int sig_seen = 0;
+    double job_deadline = job->deadline;
 
     poll_set_alloc(job, &ps);
     for (;;) {
@@ -1028,7 +1152,7 @@ static void job_loop(run_job_t *job)
             usleep(100 * 1000);
             continue;
         }
-        poll_once(job, &ps, job_deadline, &sig_seen);
+        poll_once(job, &ps, job_deadline);
     }
     streams_flush_rest(job);
     poll_set_free(&ps);
@@ -1046,10 +1170,226 @@ static void std_fds_ensure(void)
     }
 }
 
+/* Whether @dir holds a complete checkpoint: a step-* folder with its manifest. */
+static int checkpoint_complete_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+
+    if (!d)
+        return 0;
+    while (!found && (e = readdir(d)) != NULL) {
+        char path[PATH_MAX];
+        struct stat st;
+        if (strncmp(e->d_name, "step-", 5) != 0)
+            continue;
+        int len = snprintf(path, sizeof(path), "%s/%s/manifest", dir, e->d_name);
+        found = len > 0 && (size_t)len < sizeof(path) && stat(path, &st) == 0 &&
+                S_ISREG(st.st_mode);
+    }
+    closedir(d);
+    return found;
+}
+
+/* PROGRAM ARGS without any --resume (either form), then --resume @dir. */
+static char **argv_with_resume(char **args, char *dir)
+{
+    static char resume_flag[] = "--resume";
+    size_t n = 0, k = 0;
+
+    while (args[n])
+        n++;
+    char **out = calloc(n + 3, sizeof(*out));
+    if (!out)
+        return NULL;
+    out[k++] = args[0];
+    for (size_t i = 1; i < n; i++) {
+        if (strcmp(args[i], "--resume") == 0)
+            i++; /* and its value */
+        else if (strncmp(args[i], "--resume=", 9) != 0)
+            out[k++] = args[i];
+    }
+    out[k++] = resume_flag;
+    out[k++] = dir;
+    out[k] = NULL;
+    return out;
+}
+
+/* "rank R was killed by SIGX" or "rank R exited with code C". */
+static void failure_describe(const run_job_t *job, char *buf, size_t length)
+{
+    int status = job->fail_status;
+
+    if (WIFSIGNALED(status)) {
+        const char *abbrev = sigabbrev_np(WTERMSIG(status));
+        if (abbrev)
+            snprintf(buf, length, "rank %d was killed by SIG%s", job->fail_rank, abbrev);
+        else
+            snprintf(buf, length, "rank %d was killed by signal %d", job->fail_rank,
+                     WTERMSIG(status));
+    } else {
+        snprintf(buf, length, "rank %d exited with code %d", job->fail_rank, exit_code_of(status));
+    }
+}
+
+/* Where the next attempt starts (its arguments in job->attempt_argv), said in @buf. */
+static int restart_point(run_job_t *job, char *buf, size_t length)
+{
+    const char *dir = job->checkpoint_dir;
+
+    if (!dir) {
+        snprintf(buf, length, "from the start (no --checkpoint-dir)");
+        return 0;
+    }
+    if (!checkpoint_complete_in(dir)) {
+        snprintf(buf, length, "from the start (no checkpoint in %s yet)", dir);
+        return 0;
+    }
+    char **args = argv_with_resume(job->argv, job->checkpoint_dir);
+    if (!args) {
+        ember_error("run", "out of memory for the arguments of a restart");
+        return -1;
+    }
+    if (job->attempt_argv != job->argv)
+        free(job->attempt_argv);
+    job->attempt_argv = args;
+    snprintf(buf, length, "from the latest checkpoint in %s", dir);
+    return 0;
+}
+
+/* After an attempt: whether to start another (the line saying so printed). */
+static int restart_prepare(run_job_t *job)
+{
+    char what[96], from[PATH_MAX + 64];
+
+    if (job->no_restart || job->fail_rank < 0 || job->max_restarts == 0)
+        return 0;
+    failure_describe(job, what, sizeof(what));
+    if (job->restarts >= job->max_restarts) {
+        fprintf(stderr, "ember-run: %s; no restart left (%d done)\n", what, job->restarts);
+        return 0;
+    }
+    if (restart_point(job, from, sizeof(from)) != 0)
+        return 0;
+    job->restarts++;
+    fprintf(stderr, "ember-run: %s; restart %d of %d %s\n", what, job->restarts, job->max_restarts,
+            from);
+    fflush(stderr);
+    return 1;
+}
+
+/* The restart delay: 0, or the exit code when a signal or the deadline comes first. */
+static int restart_wait(run_job_t *job)
+{
+    double end = now_s() + job->restart_delay_s;
+    char drain[64];
+
+    for (;;) {
+        double now = now_s(), next = end;
+        if (job->deadline > 0 && now >= job->deadline) {
+            ember_error("run", "job timed out after %g s, before restart %d", job->timeout_s,
+                        job->restarts);
+            return RUN_EXIT_TIMEOUT;
+        }
+        if (now >= end)
+            return 0;
+        if (job->deadline > 0 && job->deadline < next)
+            next = job->deadline;
+        struct pollfd pfd = {.fd = sig_pipe[0], .events = POLLIN};
+        poll(&pfd, 1, (int)ceil((next - now) * 1000.0));
+        while (read(sig_pipe[0], drain, sizeof(drain)) > 0)
+            ;
+        if (sig_count != job->sig_seen) {
+            job->sig_seen = sig_count;
+            ember_error("run", "received %s before restart %d: not restarting",
+                        signal_name(sig_last), job->restarts);
+            return 128 + sig_last;
+        }
+    }
+}
+
+/* Forget the last attempt's ranks (their pipes are closed, all reaped). */
+static void attempt_reset(run_job_t *job)
+{
+    memset(job->ranks, 0, (size_t)job->nranks * sizeof(*job->ranks));
+    job->nstarted = 0;
+    job->exit_code = -1;
+    job->fail_rank = -1;
+    job->fail_status = 0;
+    job->stopping = job->killed = job->have_children = 0;
+    job->stop_deadline = job->give_up_deadline = job->drain_deadline = 0;
+}
+
+/* One attempt: start every rank, run the job to its end; its exit code. */
+static int attempt_run(run_job_t *job)
+{
+    sigset_t old_mask;
+
+    attempt_reset(job);
+    if (env_init_setup(job) != 0) {
+        job->no_restart = 1;
+        return RUN_EXIT_FAILURE;
+    }
+    /* Signals wait until every rank exists, so a teardown sees them all. */
+    signals_block(&old_mask);
+    for (int i = 0; i < job->nranks; i++) {
+        int code = spawn_rank(job, i, &old_mask);
+        if (code != 0) {
+            job->exit_code = code;
+            job->no_restart = 1; /* it would fail the same way again */
+            job_stop(job, SIGTERM);
+            break;
+        }
+    }
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    job_loop(job);
+    return job->exit_code < 0 ? RUN_EXIT_FAILURE : job->exit_code;
+}
+
+/* Every attempt, until one ends without a restart; the last one's code. */
+static int job_run(run_job_t *job)
+{
+    int code;
+
+    job->deadline = job->timeout_s > 0 ? now_s() + job->timeout_s : 0;
+    for (;;) {
+        code = attempt_run(job);
+        if (!restart_prepare(job))
+            return code;
+        int wait_code = restart_wait(job);
+        if (wait_code != 0)
+            return wait_code;
+    }
+}
+
+/* What main needs before the first attempt; 0 or an exit code. */
+static int job_prepare(run_job_t *job)
+{
+    job->ranks = calloc((size_t)job->nranks, sizeof(*job->ranks));
+    if (!job->ranks) {
+        ember_error("run", "out of memory for %d ranks", job->nranks);
+        return RUN_EXIT_FAILURE;
+    }
+    job->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (job->devnull < 0) {
+        ember_error("run", "opening /dev/null: %s", strerror(errno));
+        return RUN_EXIT_FAILURE;
+    }
+    if (signals_setup() != 0)
+        return RUN_EXIT_FAILURE;
+    /* Orphans of the job become our children, so we can end and reap them. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        ember_warn("run",
+                   "PR_SET_CHILD_SUBREAPER: %s; processes that leave "
+                   "their rank's group may survive the job",
+                   strerror(errno));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     run_job_t *job = calloc(1, sizeof(*job));
-    sigset_t old_mask;
     int code;
 
     std_fds_ensure();
@@ -1065,56 +1405,17 @@ int main(int argc, char **argv)
     job->exit_code = -1;
     job->devnull = -1;
     code = parse_args(argc, argv, job);
-    if (code != 0)
-        goto out_free_job;
-    code = resolve_program(job);
-    if (code != 0)
-        goto out_free_job;
-
-    code = RUN_EXIT_FAILURE;
-    job->ranks = calloc((size_t)job->nranks, sizeof(*job->ranks));
-    if (!job->ranks) {
-        ember_error("run", "out of memory for %d ranks", job->nranks);
-        goto out_free_job;
-    }
-    job->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (job->devnull < 0) {
-        ember_error("run", "opening /dev/null: %s", strerror(errno));
-        goto out_free_job;
-    }
-    if (signals_setup() != 0)
-        goto out_free_job;
-    /* Orphans of the job become our children, so we can end and reap them. */
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-        ember_warn("run",
-                   "PR_SET_CHILD_SUBREAPER: %s; processes that leave "
-                   "their rank's group may survive the job",
-                   strerror(errno));
-
-    /* Signals wait until every rank exists, so a teardown sees them all. */
-    signals_block(&old_mask);
-    if (env_setup(job) != 0) {
-        sigprocmask(SIG_SETMASK, &old_mask, NULL);
-        goto out_remove_secret;
-    }
-    for (int i = 0; i < job->nranks; i++) {
-        code = spawn_rank(job, i, &old_mask);
-        if (code != 0) {
-            job->exit_code = code;
-            job_stop(job, SIGTERM);
-            break;
-        }
-    }
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
-
-    job_loop(job);
-    code = job->exit_code < 0 ? RUN_EXIT_FAILURE : job->exit_code;
-
-out_remove_secret:
+    if (code == 0)
+        code = resolve_program(job);
+    if (code == 0)
+        code = job_prepare(job);
+    if (code == 0)
+        code = env_setup(job) == 0 ? job_run(job) : RUN_EXIT_FAILURE;
     secret_remove(job);
-out_free_job:
     if (job->devnull >= 0)
         close(job->devnull);
+    if (job->attempt_argv != job->argv)
+        free(job->attempt_argv);
     free(job->ranks);
     free(job->program_path);
     free(job);

@@ -105,6 +105,47 @@ leftover)
     setsid sleep 60 &
     record $!
     ;;
+flaky)
+    # ARG "R:N:kill" or "R:N:exit:CODE": rank R fails on each of the job's
+    # first N attempts (every rank counts its own starts in DIR), the other
+    # ranks then wait to be stopped; later attempts all exit 0.  Each start
+    # prints its attempt, EMBER_INIT and the arguments after ARG.  With
+    # CKPT_DIR set, rank 0 leaves a torn checkpoint (no manifest) there on
+    # every attempt and a complete one on attempt CKPT_AT.
+    shift 3
+    failing=${arg%%:*}
+    rest=${arg#*:}
+    fails=${rest%%:*}
+    how=${rest#*:}
+    echo x >>"$dir/starts.$rank"
+    attempt=$(wc -l <"$dir/starts.$rank")
+    echo "ARGS attempt=$attempt init=${EMBER_INIT-}:" "$@"
+    if [ "$rank" = 0 ] && [ -n "${CKPT_DIR-}" ]; then
+        mkdir -p "$CKPT_DIR/step-00000000000$attempt"
+        if [ "$attempt" = "${CKPT_AT-}" ]; then
+            mkdir -p "$CKPT_DIR/step-000000000050"
+            : >"$CKPT_DIR/step-000000000050/manifest"
+        fi
+    fi
+    [ "$attempt" -le "$fails" ] || exit 0
+    trap 'exit 143' TERM
+    record $$
+    echo "$rank" >>"$dir/ready.$attempt"
+    if [ "$rank" = "$failing" ]; then
+        i=0 # every rank of this attempt set up (rank 0's checkpoint written)
+        while [ "$(wc -l <"$dir/ready.$attempt")" -lt "$EMBER_WORLD_SIZE" ] && [ $i -lt 100 ]; do
+            sleep 0.1
+            i=$((i + 1))
+        done
+        case $how in
+        kill) kill -KILL $$ ;;
+        exit:*) exit "${how#exit:}" ;;
+        esac
+    fi
+    sleep 60 &
+    record $!
+    wait
+    ;;
 *)
     echo "rank.sh: unknown mode '$mode'" >&2
     exit 64

@@ -333,7 +333,10 @@ case_missing_program() {
 case_usage() {
     local args
     for args in "" "-n" "-n 0" "-n -1" "-n x true" "-n 2" "--bogus -n 2 true" \
-        "-n 2 --timeout 0 true" "-n 2 --timeout abc true" "true"; do
+        "-n 2 --timeout 0 true" "-n 2 --timeout abc true" "true" \
+        "-n 2 --max-restarts -1 true" "-n 2 --max-restarts x true" "-n 2 --max-restarts" \
+        "-n 2 --max-restarts 99999999999999999999 true" "-n 2 --restart-delay -1 true" \
+        "-n 2 --grace abc true" "-n 2 --grace=inf true" "-n 2 --maxrestarts 1 true"; do
         # shellcheck disable=SC2086
         run $args
         [ "$rc" -eq 2 ] || fail "'ember-run $args': exit code $rc, expected 2"
@@ -365,6 +368,138 @@ signalled() {
 
 case_sigterm() { signalled TERM 143; }
 case_sigint() { signalled INT 130; }
+
+# starts_are N: every rank of a 3-rank job was started N times.
+starts_are() {
+    local r n
+    for r in 0 1 2; do
+        n=$(cat "$WORK/starts.$r" 2>/dev/null | wc -l)
+        [ "$n" -eq "$1" ] || fail "rank $r started $n times, expected $1"
+    done
+}
+
+restart_lines() { grep -c '^ember-run: .*; restart [0-9]* of ' "$WORK/err"; }
+
+case_restart() {
+    # Rank 1 dies of SIGKILL on the first attempt only: the second succeeds.
+    run -n 3 --max-restarts 1 --restart-delay 0.2 "$RANK" flaky "$WORK" 1:1:kill a b
+    expect_rc 0
+    faster_than 10
+    grep -qxF 'ember-run: rank 1 was killed by SIGKILL; restart 1 of 1 from the start (no --checkpoint-dir)' \
+        "$WORK/err" || fail "no restart line"
+    [ "$(restart_lines)" -eq 1 ] || fail "expected one restart line"
+    starts_are 2
+    [ "$(grep -c '^\[[0-2]\] ARGS attempt=2 init=.*: a b$' "$WORK/out")" -eq 3 ] ||
+        fail "the second attempt did not get the same arguments"
+    local init1 init2
+    init1=$(sed -n 's/^\[0\] ARGS attempt=1 init=\([^:]*:[^:]*:[0-9]*\):.*/\1/p' "$WORK/out")
+    init2=$(sed -n 's/^\[0\] ARGS attempt=2 init=\([^:]*:[^:]*:[0-9]*\):.*/\1/p' "$WORK/out")
+    [ -n "$init1" ] && [ "$init1" != "$init2" ] ||
+        fail "the restart kept the rendezvous port ($init1, $init2)"
+    check_all_gone
+    [ -z "$(ls -A "$TMPDIR")" ] || fail "left in TMPDIR: $(ls -A "$TMPDIR")"
+}
+
+case_restart_none() {
+    # Without --max-restarts the first failure ends the job, as before.
+    run -n 3 "$RANK" flaky "$WORK" 1:1:kill
+    expect_rc 137
+    expect_err 'rank 1 .*signal 9'
+    [ "$(restart_lines)" -eq 0 ] || fail "restarted without --max-restarts"
+    starts_are 1
+    run -n 3 --max-restarts 0 "$RANK" flaky "$WORK" 1:2:exit:6
+    expect_rc 6
+    [ "$(restart_lines)" -eq 0 ] || fail "restarted with --max-restarts 0"
+    starts_are 2
+    check_all_gone
+}
+
+case_restart_exhausted() {
+    # Rank 2 fails every time: 1 + 2 attempts, the exit code the last one's.
+    run -n 3 --max-restarts 2 --restart-delay 0 "$RANK" flaky "$WORK" 2:9:exit:3
+    expect_rc 3
+    grep -qxF 'ember-run: rank 2 exited with code 3; restart 1 of 2 from the start (no --checkpoint-dir)' \
+        "$WORK/err" || fail "no first restart line"
+    grep -qxF 'ember-run: rank 2 exited with code 3; restart 2 of 2 from the start (no --checkpoint-dir)' \
+        "$WORK/err" || fail "no second restart line"
+    grep -qxF 'ember-run: rank 2 exited with code 3; no restart left (2 done)' "$WORK/err" ||
+        fail "no line for the last failure"
+    starts_are 3
+    check_all_gone
+}
+
+# args_of ATTEMPT: what rank 1 printed after the "ARGS attempt=N init=...:".
+args_of() { sed -n "s/^\[1\] ARGS attempt=$1 init=[^ ]*: //p" "$WORK/out"; }
+
+case_restart_resume() {
+    # Attempt 1 fails with only a torn checkpoint in CK (no restart from it),
+    # attempt 2 writes a complete one and fails: attempt 3 resumes from CK.
+    local ck=$WORK/ck
+    CKPT_DIR=$ck CKPT_AT=2 run -n 3 --max-restarts 2 --restart-delay 0 "$RANK" flaky "$WORK" \
+        1:2:exit:4 --steps 9 --checkpoint-dir "$ck" --resume old --x
+    expect_rc 0
+    grep -qxF "ember-run: rank 1 exited with code 4; restart 1 of 2 from the start (no checkpoint in $ck yet)" \
+        "$WORK/err" || fail "no 'from the start' line"
+    grep -qxF "ember-run: rank 1 exited with code 4; restart 2 of 2 from the latest checkpoint in $ck" \
+        "$WORK/err" || fail "no 'from the latest checkpoint' line"
+    starts_are 3
+    [ "$(args_of 1)" = "--steps 9 --checkpoint-dir $ck --resume old --x" ] || fail "attempt 1: $(args_of 1)"
+    [ "$(args_of 2)" = "--steps 9 --checkpoint-dir $ck --resume old --x" ] || fail "attempt 2: $(args_of 2)"
+    [ "$(args_of 3)" = "--steps 9 --checkpoint-dir $ck --x --resume $ck" ] || fail "attempt 3: $(args_of 3)"
+
+    # The = forms, with a checkpoint there before the job starts.
+    rm -f "$WORK"/starts.* "$WORK"/ready.*
+    run -n 3 --max-restarts=1 --restart-delay=0 "$RANK" flaky "$WORK" \
+        1:1:kill "--checkpoint-dir=$ck" --resume=elsewhere
+    expect_rc 0
+    [ "$(args_of 1)" = "--checkpoint-dir=$ck --resume=elsewhere" ] || fail "= forms, attempt 1: $(args_of 1)"
+    [ "$(args_of 2)" = "--checkpoint-dir=$ck --resume $ck" ] || fail "= forms, attempt 2: $(args_of 2)"
+    check_all_gone
+}
+
+case_restart_signalled() {
+    # SIGTERM to the launcher while the job runs: forwarded, no restart.
+    start_background 3 -n 3 --max-restarts 3 "$RANK" forward "$WORK"
+    kill -TERM "$lpid"
+    wait "$lpid"
+    rc=$?
+    expect_rc 143
+    check_got TERM 0 1 2
+    [ "$(restart_lines)" -eq 0 ] || fail "a signalled launcher restarted the job"
+    check_all_gone
+    # SIGTERM during the restart delay: no second attempt.
+    rm -f "$WORK"/starts.* "$WORK"/ready.*
+    "$RUN" -n 3 --max-restarts 3 --restart-delay 30 "$RANK" flaky "$WORK" 1:9:exit:5 \
+        >"$WORK/out" 2>"$WORK/err" </dev/null &
+    lpid=$!
+    local i=0
+    while [ "$(restart_lines)" -lt 1 ]; do
+        sleep 0.1
+        i=$((i + 1))
+        [ $i -lt 150 ] || fail "no restart line"
+    done
+    kill -TERM "$lpid"
+    wait "$lpid"
+    rc=$?
+    expect_rc 143
+    expect_err 'received SIGTERM before restart 1: not restarting'
+    starts_are 1
+    # The deadline passing ends the job without a restart as well.
+    rm -f "$WORK"/starts.* "$WORK"/ready.*
+    run -n 3 --timeout 1 --max-restarts 3 --restart-delay 0 "$RANK" forward "$WORK"
+    expect_rc 124
+    [ "$(restart_lines)" -eq 0 ] || fail "a timed-out job was restarted"
+    check_all_gone
+}
+
+case_grace() {
+    # --grace 0.5: ranks ignoring SIGTERM get SIGKILL after half a second.
+    run -n 3 --grace 0.5 "$RANK" term_ignored "$WORK" 1:exit:5
+    expect_rc 5
+    slower_than 0.4
+    faster_than 2.5
+    check_all_gone
+}
 
 if ! declare -F "case_$CASE" >/dev/null; then
     echo "$0: unknown case '$CASE'" >&2
