@@ -678,6 +678,15 @@ static void ps_ckpt_end(ps_t *ps)
     }
 }
 
+/* A one-way request's end: a lost trainer0 is noticed by the job itself. */
+static void request_sent(void *arg, ember_status_t status)
+{
+    (void)arg;
+    if (status != EMBER_OK)
+        ember_warn("checkpoint", "a checkpoint request to trainer0 was lost: %s",
+                   ember_status_string(status));
+}
+
 /* SIGUSR1/SIGTERM here: trainer0 (rank 0) picks the step. */
 static void ps_ckpt_signal(ps_t *ps)
 {
@@ -687,7 +696,7 @@ static void ps_ckpt_signal(ps_t *ps)
     static ember_msg_ckpt_request_t request; /* borrowed until sent */
     request.stop = what == EMBER_CKPT_SIGNAL_STOP;
     ember_iov_t iov = {&request, sizeof(request)};
-    ember_rpc_send(ps->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, NULL, NULL);
+    ember_rpc_send(ps->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, request_sent, NULL);
 }
 
 static void on_grad(ember_rpc_req_t *req, void *arg)

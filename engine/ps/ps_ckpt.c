@@ -157,7 +157,7 @@ static void write_file(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
         snprintf(path, sizeof(path), "%s/%s", dir, done->name);
         status = ember_st_write_durable(path, tensors, ntensors, meta, nmeta, &written);
         if (status != EMBER_OK && !done->text[0])
-            snprintf(done->text, sizeof(done->text), "%s: %s", path, ember_status_string(status));
+            snprintf(done->text, sizeof(done->text), "%.200s: %s", path, ember_status_string(status));
     }
     done->status = status;
     done->bytes = written.bytes;

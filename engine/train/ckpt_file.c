@@ -62,7 +62,7 @@ static void layout_tensors(layout_t *l, const ember_msg_train_start_t *spec,
     ember_dlrm_tensor_t dense[EMBER_DLRM_TENSORS_MAX];
     size_t count = ember_model_dense_layout(spec, dense);
     for (size_t i = 0; i < count; i++) {
-        snprintf(l->names[l->ntensors], EMBER_DLRM_NAME_MAX, "%s", dense[i].name);
+        memcpy(l->names[l->ntensors], dense[i].name, EMBER_DLRM_NAME_MAX);
         add_tensor(l, EMBER_DTYPE_F32, dense[i].shape[0], dense[i].shape[1], dense[i].ndim,
                    state->params + dense[i].offset);
     }
@@ -75,8 +75,8 @@ static void layout_tensors(layout_t *l, const ember_msg_train_start_t *spec,
             add_tensor(l, arrays[a].dtype, (int64_t)(arrays[a].rows * arrays[a].per_row), 0, 1,
                        arrays[a].data);
         }
-        char key[32];
-        snprintf(key, sizeof(key), "optimizer.%zu.steps", m);
+        char key[48];
+        snprintf(key, sizeof(key), "optimizer.%u.steps", (unsigned)m);
         add_meta(l, key, "%" PRIu64, ember_opt_steps(state->opts[m]));
     }
     snprintf(l->names[l->ntensors], EMBER_DLRM_NAME_MAX, "losses");
@@ -118,7 +118,7 @@ ember_status_t ember_ckpt_trainer_write(const char *dir, const ember_msg_train_s
     ember_status_t status =
             ember_st_write_durable(path, l->tensors, l->ntensors, l->meta, l->nmeta, &written);
     if (status != EMBER_OK)
-        snprintf(done->text, sizeof(done->text), "%s: %s", path, ember_status_string(status));
+        snprintf(done->text, sizeof(done->text), "%.200s: %s", path, ember_status_string(status));
     done->status = status;
     done->bytes = written.bytes;
     done->crc32c = written.crc32c;

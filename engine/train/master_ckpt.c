@@ -118,7 +118,7 @@ static void complete(ember_master_ckpt_t *ckpt, pending_t *p)
         describe(ckpt, &p->manifest);
         status = ember_ckpt_manifest_write(dir, &p->manifest, err, sizeof(err));
         if (status != EMBER_OK)
-            snprintf(p->failure, sizeof(p->failure), "%s", err);
+            snprintf(p->failure, sizeof(p->failure), "%.290s", err);
     }
     if (p->failed || status != EMBER_OK) {
         ember_error("master", "checkpoint after step %llu failed (no manifest written): %s",
@@ -245,7 +245,7 @@ static void remove_torn(const char *dir)
     while (d && (e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        snprintf(path, sizeof(path), "%.500s/%.255s", dir, e->d_name);
         unlink(path);
     }
     if (d)
@@ -355,6 +355,15 @@ ember_status_t ember_master_ckpt_plan(ember_master_ckpt_t *ckpt, int first_ps, c
     return EMBER_OK;
 }
 
+/* A one-way request's end: a lost trainer0 is noticed by the job itself. */
+static void request_sent(void *arg, ember_status_t status)
+{
+    (void)arg;
+    if (status != EMBER_OK)
+        ember_warn("checkpoint", "a checkpoint request to trainer0 was lost: %s",
+                   ember_status_string(status));
+}
+
 void ember_master_ckpt_poll(ember_master_ckpt_t *ckpt)
 {
     int what = ckpt ? ember_ckpt_signal_take() : EMBER_CKPT_SIGNAL_NONE;
@@ -362,7 +371,7 @@ void ember_master_ckpt_poll(ember_master_ckpt_t *ckpt)
         return;
     ckpt->request.stop = what == EMBER_CKPT_SIGNAL_STOP;
     ember_iov_t iov = {&ckpt->request, sizeof(ckpt->request)};
-    ember_rpc_send(ckpt->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, NULL, NULL);
+    ember_rpc_send(ckpt->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, request_sent, NULL);
 }
 
 /* Whether a checkpoint up to @steps is still collecting reports. */

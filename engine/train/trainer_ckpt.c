@@ -157,6 +157,15 @@ static ember_status_t announce(ember_trainer_ckpt_t *ckpt, uint64_t step, uint32
     return status;
 }
 
+/* A one-way request's end: a lost trainer0 is noticed by the job itself. */
+static void request_sent(void *arg, ember_status_t status)
+{
+    (void)arg;
+    if (status != EMBER_OK)
+        ember_warn("checkpoint", "a checkpoint request to trainer0 was lost: %s",
+                   ember_status_string(status));
+}
+
 /* A signal here goes to trainer0 (or is trainer0's own request). */
 static void take_signal(ember_trainer_ckpt_t *ckpt)
 {
@@ -170,7 +179,7 @@ static void take_signal(ember_trainer_ckpt_t *ckpt)
     }
     ckpt->request.stop = what == EMBER_CKPT_SIGNAL_STOP;
     ember_iov_t iov = {&ckpt->request, sizeof(ckpt->request)};
-    ember_rpc_send(ckpt->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, NULL, NULL);
+    ember_rpc_send(ckpt->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, request_sent, NULL);
 }
 
 ember_status_t ember_trainer_ckpt_before(ember_trainer_ckpt_t *ckpt, uint64_t step, int last,
