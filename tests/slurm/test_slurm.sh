@@ -11,6 +11,9 @@
 #                  (whole tables) over two nodes: its evaluation's AUC
 #   bench_allreduce  srun -N2 ember-bench allreduce: the nccl-tests table,
 #                  one rank per node, #wrong 0
+#   restart        --max-restarts: a rank killed on the first attempt, the job
+#                  run again (port + 1, --resume DIR for a complete
+#                  checkpoint in its --checkpoint-dir) and done; none without
 # Needs SLURM_CONF (set by CTest to the fixture's cluster).  77 = skipped.
 set -uo pipefail
 case_name=$1 build=$2 src=$3 golden=$4
@@ -133,6 +136,49 @@ EOF
     need 'srun exited [1-9]'
     [ -z "$(squeue -h -n ember-test-fail -o %i)" ] || fail "the job is still in the queue"
     no_leftovers
+    ;;
+restart)
+    # hybrid.sbatch --max-restarts: rank 1 dies of SIGKILL on the first
+    # attempt only (a marker file); each start prints its arguments and
+    # EMBER_INIT.  The wrapper passes ember-train everything but
+    # --checkpoint-dir/--resume, which this test only hands the script to
+    # see what it makes of them (DIR holds a complete checkpoint already).
+    mkdir -p "$work/ck/step-000000000040" "$work/ck/step-000000000050"
+    : >"$work/ck/step-000000000040/manifest" # step 50 is torn (no manifest)
+    cat >"$work/flaky" <<EOF
+#!/usr/bin/env bash
+echo "ARGS \$(cat "$work/attempt" 2>/dev/null || echo 1) init=\$EMBER_INIT: \$*"
+if [ "\$SLURM_PROCID" = 1 ] && [ ! -e "$work/attempt" ]; then
+    echo 2 >"$work/attempt"
+    kill -KILL \$\$
+fi
+args=()
+while ((\$#)); do
+    case \$1 in --checkpoint-dir | --resume) shift 2 ;; *) args+=("\$1"); shift ;; esac
+done
+exec "$work/ember-train" "\${args[@]}"
+EOF
+    chmod +x "$work/flaky"
+    port=$(free_port)
+    timeout 90 sbatch --wait --quiet -D "$src" -o "$work/out" -J ember-test-restart -n 4 \
+        "$src/slurm/hybrid.sbatch" --program "$work/flaky" --port "$port" --max-restarts 2 \
+        --restart-delay 1 --epochs 5 --checkpoint-dir "$work/ck" --resume old
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc"
+    need "^hybrid.sbatch: rank 1 \(on node1\) was killed by SIGKILL; restart 1 of 2 from the latest checkpoint in $work/ck\$"
+    [ "$(grep -c '^hybrid.sbatch: .*restart' "$work/out")" -eq 1 ] || fail "want one restart"
+    need "^1: ARGS 1 init=tcp://127\.0\.0\.1:$port: --trainers 2 --ps 1 --epochs 5 --checkpoint-dir $work/ck --resume old\$"
+    need "^1: ARGS 2 init=tcp://127\.0\.0\.1:$((port + 1)): --trainers 2 --ps 1 --epochs 5 --checkpoint-dir $work/ck --resume $work/ck\$"
+    need '^2: done: 100 steps'
+    need 'srun exited [1-9]'
+    need 'srun exited 0'
+    # Without --max-restarts the same failure ends the job.
+    rm -f "$work/attempt"
+    timeout 90 sbatch --wait --quiet -D "$src" -o "$work/out" -J ember-test-restart -n 4 \
+        "$src/slurm/hybrid.sbatch" --program "$work/flaky" --port "$(free_port)" --epochs 5
+    rc=$?
+    [ $rc -ne 0 ] || fail "the job succeeded without --max-restarts"
+    grep -q '^hybrid.sbatch: .*restart' "$work/out" && fail "restarted without --max-restarts"
     ;;
 *)
     echo "unknown case $case_name"; exit 2 ;;
