@@ -136,6 +136,18 @@ def tables_of(directory, files):
     return tables
 
 
+def losses_of(directory, files):
+    """Every trainer's losses so far, step-major, as --save's metadata has them."""
+    names = sorted((n for n in files if n.startswith("trainer")),
+                   key=lambda n: int(n[len("trainer"):].split(".")[0]))
+    if not names:
+        return {}
+    columns = [read_safetensors(os.path.join(directory, n))[1]["losses"] for n in names]
+    table = np.stack(columns, axis=1)
+    return {"losses": ",".join("%.9g" % v for v in table.reshape(-1)),
+            "losses_shape": f"{table.shape[0]},{table.shape[1]}"}
+
+
 def export(path, out):
     directory = find(path)
     keys, files = read_manifest(directory)
@@ -147,7 +159,8 @@ def export(path, out):
     for name, value in trainer.items():
         if not name.startswith("optimizer.") and name not in ("losses", "train_config"):
             tensors[name] = value
-    write_safetensors(out, tensors, {"checkpoint": directory, "step": keys["step"]})
+    write_safetensors(out, tensors, dict(losses_of(directory, files),
+                                         checkpoint=directory, step=keys["step"]))
     print(f"exported {directory} (step {keys['step']}) to {out}: {len(tensors)} tensors")
 
 

@@ -5,10 +5,10 @@
  *
  *   ember-run -n 4 ember-train            (2 trainers, master, 1 PS)
  */
+#include "common/ckpt_signal.h"
 #include "common/crash.h"
 #include "common/topology.h"
 #include "engine/ps/ps.h"
-#include "common/ckpt_signal.h"
 #include "engine/train/data.h"
 #include "engine/train/master.h"
 #include "engine/train/trainer.h"

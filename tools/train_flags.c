@@ -286,8 +286,9 @@ static const flag_t flags[F_COUNT] = {
                               "(DIR/step-N/; sync mode): at the end, every\n"
                               "--checkpoint-every steps, on SIGUSR1, and on SIGTERM (then stop)",
                               REPLAY_FREE, .kind = K_PATH, IN_JOB(checkpoint_dir)},
-        [F_CHECKPOINT_EVERY] = {"--checkpoint-every", "N", "steps between checkpoints (the end only)",
-                                REPLAY_FREE, INT_FLAG(1, INT64_MAX, checkpoint_every)},
+        [F_CHECKPOINT_EVERY] = {"--checkpoint-every", "N",
+                                "steps between checkpoints (the end only)", REPLAY_FREE,
+                                INT_FLAG(1, INT64_MAX, checkpoint_every)},
         [F_CHECKPOINT_KEEP] = {"--checkpoint-keep", "K", "complete checkpoints kept (3)",
                                REPLAY_FREE, INT_FLAG(1, 1 << 20, checkpoint_keep)},
         [F_RESUME] = {"--resume", "PATH",
@@ -738,16 +739,14 @@ static void dlrm_defaults(ember_job_t *job)
 static ember_status_t check_checkpoint_flags(const ember_job_t *job)
 {
     if ((GIVEN(job, F_CHECKPOINT_EVERY) || GIVEN(job, F_CHECKPOINT_KEEP)) && !job->checkpoint_dir)
-        return refuse("%s needs %s", GIVEN(job, F_CHECKPOINT_EVERY) ? "--checkpoint-every"
-                                                                    : "--checkpoint-keep",
+        return refuse("%s needs %s",
+                      GIVEN(job, F_CHECKPOINT_EVERY) ? "--checkpoint-every" : "--checkpoint-keep",
                       "--checkpoint-dir DIR");
     if ((job->checkpoint_dir || job->resume_path) && job->train.consistency == EMBER_ASYNC)
         return refuse("%s: checkpoints are taken at a step boundary, which %s does not have",
-                      job->checkpoint_dir ? "--checkpoint-dir" : "--resume",
-                      "--consistency async");
+                      job->checkpoint_dir ? "--checkpoint-dir" : "--resume", "--consistency async");
     if (job->resume_path && job->init_path)
-        return refuse("%s and %s both say where the weights start: give one", "--resume",
-                      "--init");
+        return refuse("%s and %s both say where the weights start: give one", "--resume", "--init");
     return EMBER_OK;
 }
 

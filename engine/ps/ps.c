@@ -569,8 +569,8 @@ static void ps_ckpt_report(ps_t *ps)
                 continue;
             ps->reports[i] = done;
             ember_iov_t iov = {&ps->reports[i], sizeof(done)};
-            if (ember_rpc_call_async(ps->tp, ps->master, EMBER_OP_CKPT_DONE, &iov, 1, NULL, 0,
-                                     NULL, &ps->report_futures[i]) != EMBER_OK)
+            if (ember_rpc_call_async(ps->tp, ps->master, EMBER_OP_CKPT_DONE, &iov, 1, NULL, 0, NULL,
+                                     &ps->report_futures[i]) != EMBER_OK)
                 ember_warn("ps", "the checkpoint report of step %llu could not be sent",
                            (unsigned long long)done.step);
             return;
@@ -846,14 +846,14 @@ static void ps_drop_lost_trainers(ps_t *ps)
 
 /* The ops a PS serves, and their handlers (registered for its lifetime). */
 static const uint16_t ps_ops[] = {
-        EMBER_OP_TABLE_CREATE, EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
-        EMBER_OP_PS_SHUTDOWN,  EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
-        EMBER_OP_LOOKUPS,      EMBER_OP_GRADS,      EMBER_OP_CKPT_PLAN,  EMBER_OP_CKPT_AT,
+        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
+        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
+        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,      EMBER_OP_CKPT_PLAN,  EMBER_OP_CKPT_AT,
         EMBER_OP_TABLE_RESTORE,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {
-        on_table_create, on_table_load, on_table_read, on_stats,   on_shutdown,
-        on_abort,        on_lookups,    on_grad,       on_lookups, on_grads,
+        on_table_create, on_table_load, on_table_read,    on_stats,   on_shutdown,
+        on_abort,        on_lookups,    on_grad,          on_lookups, on_grads,
         on_ckpt_plan,    on_ckpt_at,    on_table_restore,
 };
 _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),

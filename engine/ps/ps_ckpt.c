@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define ASKED_MAX 16
+#define ASKED_MAX        16
 #define CKPT_TENSORS_MAX (PS_MAX_TABLES * EMBER_TABLE_STATE_TENSORS)
 #define CKPT_META_MAX    (PS_MAX_TABLES * EMBER_TABLE_STATE_META + 4)
 
@@ -143,9 +143,8 @@ static void write_file(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
     ember_st_written_t written = {0};
     double started = ember_time_now();
 
-    *done = (ember_msg_ckpt_done_t){.step = ckpt->step,
-                                    .copy_seconds = ckpt->copy_s,
-                                    .wait_seconds = ckpt->wait_s};
+    *done = (ember_msg_ckpt_done_t){
+            .step = ckpt->step, .copy_seconds = ckpt->copy_s, .wait_seconds = ckpt->wait_s};
     snprintf(done->name, sizeof(done->name), "ps%u.safetensors", ckpt->plan.index);
     ember_status_t status = ember_ckpt_dir_name(ckpt->plan.root, ckpt->step, dir, sizeof(dir));
     if (status == EMBER_OK && mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -157,7 +156,8 @@ static void write_file(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
         snprintf(path, sizeof(path), "%s/%s", dir, done->name);
         status = ember_st_write_durable(path, tensors, ntensors, meta, nmeta, &written);
         if (status != EMBER_OK && !done->text[0])
-            snprintf(done->text, sizeof(done->text), "%.200s: %s", path, ember_status_string(status));
+            snprintf(done->text, sizeof(done->text), "%.200s: %s", path,
+                     ember_status_string(status));
     }
     done->status = status;
     done->bytes = written.bytes;
@@ -210,8 +210,8 @@ static ember_status_t start_writer(ember_ps_ckpt_t *ckpt, char *err, size_t err_
     return EMBER_OK;
 }
 
-ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables,
-                                  size_t count, uint64_t step, char *err, size_t err_length)
+ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables, size_t count,
+                                  uint64_t step, char *err, size_t err_length)
 {
     EMBER_CHECK(start_writer(ckpt, err, err_length));
     double waited = wait_writer(ckpt);
@@ -244,8 +244,7 @@ int ember_ps_ckpt_poll(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
 
 /* Map the PS files of a checkpoint. */
 static ember_status_t map_files(const char *dir, const char *names, size_t nnames,
-                                ember_st_file_t **files, char **paths, char *err,
-                                size_t err_length)
+                                ember_st_file_t **files, char **paths, char *err, size_t err_length)
 {
     for (size_t i = 0; i < nnames; i++) {
         const char *name = names + i * EMBER_CKPT_FILE_NAME_MAX;
@@ -259,8 +258,7 @@ static ember_status_t map_files(const char *dir, const char *names, size_t nname
 }
 
 ember_status_t ember_ps_ckpt_restore(ember_table_t *const *tables, size_t count, const char *dir,
-                                     const char *names, size_t nnames, char *err,
-                                     size_t err_length)
+                                     const char *names, size_t nnames, char *err, size_t err_length)
 {
     ember_st_file_t **files = calloc(nnames, sizeof(*files));
     char **paths = calloc(nnames, sizeof(*paths));

@@ -43,8 +43,8 @@ int ember_ps_ckpt_due(const ember_ps_ckpt_t *ckpt, uint64_t step);
  * the previous write.  Fails (text in @err) when a copy cannot be made;
  * the write's own failure is reported by ember_ps_ckpt_poll.
  */
-ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables,
-                                  size_t count, uint64_t step, char *err, size_t err_length);
+ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables, size_t count,
+                                  uint64_t step, char *err, size_t err_length);
 
 /** 1 and the report in @done when a write has ended since the last call. */
 int ember_ps_ckpt_poll(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done);

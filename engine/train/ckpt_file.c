@@ -4,9 +4,9 @@
 #include "common/clock.h"
 #include "engine/train/model_io.h"
 
+#include <ember/log.h>
 #include <errno.h>
 #include <stdarg.h>
-#include <ember/log.h>
 
 #include <inttypes.h>
 #include <math.h>
@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FORMAT     "ember-trainer-checkpoint-1"
+#define FORMAT      "ember-trainer-checkpoint-1"
 #define TENSORS_MAX (EMBER_DLRM_TENSORS_MAX + EMBER_CKPT_OPTS_MAX * EMBER_OPT_STATE_MAX + 2)
-#define META_MAX   (16 + EMBER_CKPT_OPTS_MAX)
-#define TEXT_MAX   40
+#define META_MAX    (16 + EMBER_CKPT_OPTS_MAX)
+#define TEXT_MAX    40
 
 /* The file being laid out: tensors, metadata and the texts they point at. */
 typedef struct {
@@ -177,9 +177,9 @@ static ember_status_t read_progress(ember_ckpt_trainer_file_t *f, char *err, siz
     EMBER_CHECK(meta_f64(f, "epoch.loss_sum", &p->epoch_loss_sum, err, err_length));
     EMBER_CHECK(meta_f64(f, "epoch.seconds", &p->epoch_seconds, err, err_length));
     if (trainer >= trainers)
-        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                                 "%s: trainer %llu of %llu", f->path,
-                                 (unsigned long long)trainer, (unsigned long long)trainers);
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT, "%s: trainer %llu of %llu",
+                                 f->path, (unsigned long long)trainer,
+                                 (unsigned long long)trainers);
     f->trainer = (uint32_t)trainer;
     f->trainers = (uint32_t)trainers;
     p->epoch = (uint32_t)epoch;
@@ -207,8 +207,7 @@ static ember_status_t find_tensor(const ember_ckpt_trainer_file_t *f, const char
 }
 
 ember_status_t ember_ckpt_trainer_open(const char *dir, uint32_t trainer,
-                                       ember_ckpt_trainer_file_t *out, char *err,
-                                       size_t err_length)
+                                       ember_ckpt_trainer_file_t *out, char *err, size_t err_length)
 {
     memset(out, 0, sizeof(*out));
     snprintf(out->path, sizeof(out->path), "%s/trainer%u.safetensors", dir, trainer);
@@ -221,8 +220,8 @@ ember_status_t ember_ckpt_trainer_open(const char *dir, uint32_t trainer,
     if (status == EMBER_OK)
         memcpy(&out->config, config->data, sizeof(out->config));
     if (status == EMBER_OK && out->trainer != trainer)
-        status = ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                                   "%s: written by trainer %u", out->path, out->trainer);
+        status = ember_status_text(err, err_length, EMBER_ERR_FORMAT, "%s: written by trainer %u",
+                                   out->path, out->trainer);
     if (status != EMBER_OK)
         ember_ckpt_trainer_close(out);
     return status;
@@ -263,8 +262,8 @@ ember_status_t ember_ckpt_trainer_optimizers(const ember_ckpt_trainer_file_t *fi
             const ember_st_tensor_t *t;
             size_t numel = arrays[a].rows * arrays[a].per_row;
             snprintf(name, sizeof(name), "optimizer.%zu.%s", m, arrays[a].name);
-            EMBER_CHECK(find_tensor(file, name, arrays[a].dtype, numel, 1, NULL, &t, err,
-                                    err_length));
+            EMBER_CHECK(
+                    find_tensor(file, name, arrays[a].dtype, numel, 1, NULL, &t, err, err_length));
             memcpy(arrays[a].data, t->data, t->nbytes);
         }
         snprintf(name, sizeof(name), "optimizer.%zu.steps", m);
@@ -278,8 +277,8 @@ ember_status_t ember_ckpt_trainer_losses(const ember_ckpt_trainer_file_t *file, 
                                          char *err, size_t err_length)
 {
     const ember_st_tensor_t *t;
-    EMBER_CHECK(find_tensor(file, "losses", EMBER_DTYPE_F32, file->progress.steps, 1, NULL, &t,
-                            err, err_length));
+    EMBER_CHECK(find_tensor(file, "losses", EMBER_DTYPE_F32, file->progress.steps, 1, NULL, &t, err,
+                            err_length));
     memcpy(losses, t->data, t->nbytes);
     return EMBER_OK;
 }

@@ -32,10 +32,10 @@ typedef struct {
     const char *save_path;
     const char *init_path; /* --init: DLRM's starting weights (safetensors) */
     const char *metrics_path;
-    const char *checkpoint_dir; /* --checkpoint-dir: the root (NULL: none) */
-    uint64_t checkpoint_every;  /* --checkpoint-every (0: at the end and on signals) */
-    uint32_t checkpoint_keep;   /* --checkpoint-keep */
-    const char *resume_path;    /* --resume: a root or one checkpoint */
+    const char *checkpoint_dir;  /* --checkpoint-dir: the root (NULL: none) */
+    uint64_t checkpoint_every;   /* --checkpoint-every (0: at the end and on signals) */
+    uint32_t checkpoint_keep;    /* --checkpoint-keep */
+    const char *resume_path;     /* --resume: a root or one checkpoint */
     const char *device;          /* trainers' dense model: "cpu" or "cuda" */
     const char *ps_device;       /* the PS's table shards: "cpu" or "cuda" */
     double replay_tolerance;     /* --replay: the largest difference that passes */

@@ -309,9 +309,9 @@ static ember_status_t master_ckpt_setup(master_t *master)
 {
     const ember_job_t *job = master->job;
     if (job->resume_path) {
-        ember_status_t status = ember_master_resume_find(job, &master->spec, master->params,
-                                                         &master->resume, master->cause,
-                                                         sizeof(master->cause));
+        ember_status_t status =
+                ember_master_resume_find(job, &master->spec, master->params, &master->resume,
+                                         master->cause, sizeof(master->cause));
         if (status != EMBER_OK)
             return status;
         master->spec.start_step = master->resume.step;

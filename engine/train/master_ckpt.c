@@ -10,9 +10,9 @@
 #include <ember/log.h>
 
 #include <dirent.h>
-#include <stddef.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -87,7 +87,8 @@ static void describe(const ember_master_ckpt_t *ckpt, ember_ckpt_manifest_t *m)
     ember_ckpt_manifest_set(m, "sharding", sharding_name(job));
     ember_ckpt_manifest_set(m, "optimizer", ember_opt_kind_name(job->train.optimizer.kind));
     ember_ckpt_manifest_set(m, "table_dtype", ember_dtype_name(job->table_dtype));
-    ember_ckpt_manifest_set(m, "sparse_reduce", job->sparse_reduce == EMBER_REDUCE_MEAN ? "mean" : "sum");
+    ember_ckpt_manifest_set(m, "sparse_reduce",
+                            job->sparse_reduce == EMBER_REDUCE_MEAN ? "mean" : "sum");
 }
 
 static void print_complete(ember_master_ckpt_t *ckpt, const pending_t *p, const char *dir)
@@ -144,7 +145,8 @@ static void take_report(ember_master_ckpt_t *ckpt, pending_t *p, const ember_msg
                  d->text);
     } else if (d->status == EMBER_OK &&
                ember_ckpt_manifest_add_file(&p->manifest, d->name, d->bytes, d->crc32c) !=
-                       EMBER_OK && !p->failed) {
+                       EMBER_OK &&
+               !p->failed) {
         p->failed = 1;
         snprintf(p->failure, sizeof(p->failure), "%s reported %s twice",
                  ember_tp_peer_name(ckpt->tp, rank), d->name);
@@ -216,8 +218,8 @@ static ember_status_t make_dirs(const char *path, char *err, size_t err_length)
         memcpy(partial, path, i);
         partial[i] = '\0';
         if (mkdir(partial, 0755) != 0 && errno != EEXIST)
-            return ember_status_text(err, err_length, EMBER_ERR_IO, "cannot make %s: %s",
-                                     partial, strerror(errno));
+            return ember_status_text(err, err_length, EMBER_ERR_IO, "cannot make %s: %s", partial,
+                                     strerror(errno));
     }
     return EMBER_OK;
 }
@@ -254,6 +256,22 @@ static void remove_torn(const char *dir)
         ember_info("master", "removed %s, a checkpoint never completed", dir);
 }
 
+/* @dir's manifest reads and its files match it (else it is torn: a
+ * resume skipped it). */
+static int complete_checkpoint(const char *dir)
+{
+    ember_ckpt_manifest_t m;
+    char why[400];
+    int ok = ember_ckpt_manifest_read(dir, &m, why, sizeof(why)) == EMBER_OK;
+    if (ok) {
+        ok = ember_ckpt_verify(dir, &m, why, sizeof(why)) == EMBER_OK;
+        ember_ckpt_manifest_free(&m);
+    }
+    if (!ok)
+        ember_warn("master", "%s is torn (%s): it is removed", dir, why);
+    return ok;
+}
+
 /* The root's checkpoints after @start_step: torn ones go, a complete one is
  * refused (it belongs to another course of the job). */
 static ember_status_t clear_after(const char *root, uint64_t start_step, char *err,
@@ -271,7 +289,7 @@ static ember_status_t clear_after(const char *root, uint64_t start_step, char *e
             continue;
         snprintf(dir, sizeof(dir), "%s/%s", root, e->d_name);
         snprintf(manifest, sizeof(manifest), "%s/manifest", dir);
-        if (access(manifest, F_OK) != 0)
+        if (access(manifest, F_OK) != 0 || !complete_checkpoint(dir))
             remove_torn(dir);
         else
             status = ember_status_text(
@@ -289,8 +307,7 @@ static ember_status_t clear_after(const char *root, uint64_t start_step, char *e
 
 ember_status_t ember_master_ckpt_create(ember_tp_t *tp, const ember_job_t *job,
                                         const int *ps_holding, uint64_t start_step, FILE *metrics,
-                                        ember_master_ckpt_t **ckpt_p, char *err,
-                                        size_t err_length)
+                                        ember_master_ckpt_t **ckpt_p, char *err, size_t err_length)
 {
     *ckpt_p = NULL;
     if (!job->checkpoint_dir)
@@ -345,8 +362,8 @@ ember_status_t ember_master_ckpt_plan(ember_master_ckpt_t *ckpt, int first_ps, c
         plan.index = (uint32_t)p;
         ember_iov_t iov = {&plan, sizeof(plan)};
         size_t length;
-        ember_status_t status = ember_rpc_call(ckpt->tp, first_ps + p, EMBER_OP_CKPT_PLAN, &iov,
-                                               1, NULL, 0, &length);
+        ember_status_t status = ember_rpc_call(ckpt->tp, first_ps + p, EMBER_OP_CKPT_PLAN, &iov, 1,
+                                               NULL, 0, &length);
         if (status != EMBER_OK)
             return ember_status_text(err, err_length, status,
                                      "ps%d did not take the checkpoint plan: %s", p,
@@ -435,7 +452,10 @@ typedef struct {
     size_t offset, size;
 } setting_t;
 
-#define SETTING(field, text) {text, offsetof(ember_train_config_t, field), sizeof(((ember_train_config_t *)0)->field)}
+#define SETTING(field, text)                                                                    \
+    {                                                                                           \
+        text, offsetof(ember_train_config_t, field), sizeof(((ember_train_config_t *)0)->field) \
+    }
 static const setting_t settings[] = {
         SETTING(model, "--model"),
         SETTING(rows, "--rows"),
@@ -476,7 +496,8 @@ static ember_status_t check_settings(const ember_ckpt_trainer_file_t *file,
                                      file->path, s->name);
     }
     if (strcmp(file->config.dlrm.data, job->dlrm.data) != 0)
-        ember_warn("master", "the checkpoint's job read %s, this one reads %s: the data "
+        ember_warn("master",
+                   "the checkpoint's job read %s, this one reads %s: the data "
                    "position is carried over as it is",
                    file->config.dlrm.data, job->dlrm.data);
     return EMBER_OK;
@@ -485,8 +506,7 @@ static ember_status_t check_settings(const ember_ckpt_trainer_file_t *file,
 /* The manifest's layout against the job's: trainers and row storage must
  * match; PS count and placement may change. */
 static ember_status_t check_manifest(const ember_job_t *job, const char *dir,
-                                     const ember_ckpt_manifest_t *m, char *err,
-                                     size_t err_length)
+                                     const ember_ckpt_manifest_t *m, char *err, size_t err_length)
 {
     const char *trainers = ember_ckpt_manifest_get(m, "trainers");
     const char *dtype = ember_ckpt_manifest_get(m, "table_dtype");
@@ -574,9 +594,9 @@ ember_status_t ember_master_resume_tables(ember_tp_t *tp, const ember_master_res
             continue;
         ember_future_t *future = NULL;
         /* A large table takes a while to read: no RPC deadline but loss. */
-        ember_status_t status = ember_rpc_call_async(tp, first_ps + p, EMBER_OP_TABLE_RESTORE, iov,
-                                                     2, NULL, 0,
-                                                     &(ember_rpc_param_t){.timeout_s = 1e9}, &future);
+        ember_status_t status =
+                ember_rpc_call_async(tp, first_ps + p, EMBER_OP_TABLE_RESTORE, iov, 2, NULL, 0,
+                                     &(ember_rpc_param_t){.timeout_s = 1e9}, &future);
         if (status == EMBER_OK)
             status = ember_future_wait(future);
         if (status != EMBER_OK) {

@@ -22,10 +22,10 @@ typedef struct ember_master_ckpt ember_master_ckpt_t;
 
 /* What a resumed job starts from. */
 typedef struct {
-    char dir[EMBER_PATH_MAX];  /* the checkpoint ("" : from the start) */
-    uint64_t step;             /* steps done */
-    uint32_t epoch;            /* the epoch in progress */
-    char *ps_files;            /* its PS files' names, [ps_count][EMBER_CKPT_FILE_NAME_MAX] */
+    char dir[EMBER_PATH_MAX]; /* the checkpoint ("" : from the start) */
+    uint64_t step;            /* steps done */
+    uint32_t epoch;           /* the epoch in progress */
+    char *ps_files;           /* its PS files' names, [ps_count][EMBER_CKPT_FILE_NAME_MAX] */
     uint32_t ps_count;
 } ember_master_resume_t;
 
@@ -41,8 +41,7 @@ void ember_master_resume_free(ember_master_resume_t *resume);
  */
 ember_status_t ember_master_ckpt_create(ember_tp_t *tp, const ember_job_t *job,
                                         const int *ps_holding, uint64_t start_step, FILE *metrics,
-                                        ember_master_ckpt_t **ckpt_p, char *err,
-                                        size_t err_length);
+                                        ember_master_ckpt_t **ckpt_p, char *err, size_t err_length);
 void ember_master_ckpt_destroy(ember_master_ckpt_t *ckpt);
 
 /** The plan to every PS that holds tables (ranks first_ps + p). */

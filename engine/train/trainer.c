@@ -49,10 +49,10 @@ typedef struct {
     ember_dlrm_trainer_t *dlrm; /* a DLRM job's tables, data and dense half */
     float *losses;
     size_t losses_capacity;
-    ember_trainer_ckpt_t *ckpt; /* NULL: no checkpoints */
-    int stopped;                /* at a SIGTERM's checkpoint */
+    ember_trainer_ckpt_t *ckpt;    /* NULL: no checkpoints */
+    int stopped;                   /* at a SIGTERM's checkpoint */
     ember_ckpt_progress_t resumed; /* a resumed job's progress at its start */
-    uint64_t steps; /* this trainer's, in all */
+    uint64_t steps;                /* this trainer's, in all */
     char step_err[400];
     const char *step_table; /* the table step_err is about, if one */
     char err[512];
@@ -365,9 +365,8 @@ static ember_status_t trainer_ckpt_after(trainer_t *trainer, uint64_t steps, con
     if (!ember_trainer_ckpt_due(trainer->ckpt, steps))
         return EMBER_OK;
     ember_opt_t *opts[EMBER_CKPT_OPTS_MAX];
-    ember_ckpt_trainer_state_t state = {.nopts = trainer_optimizers(trainer, opts),
-                                        .opts = opts,
-                                        .losses = trainer->losses};
+    ember_ckpt_trainer_state_t state = {
+            .nopts = trainer_optimizers(trainer, opts), .opts = opts, .losses = trainer->losses};
     state.params = trainer->dlrm ? ember_dlrm_trainer_params(trainer->dlrm, &state.nparams)
                                  : ember_replica_params(trainer->replica, &state.nparams);
     state.progress = (ember_ckpt_progress_t){.steps = steps,
@@ -667,8 +666,8 @@ static ember_status_t trainer_run_job(trainer_t *trainer)
 {
     ember_msg_train_done_t done = {0};
     const int dlrm = trainer->spec.config.model == EMBER_MODEL_DLRM;
-    ember_status_t status =
-            ember_trainer_ckpt_create(trainer->tp, &trainer->spec, &trainer->aborted, &trainer->ckpt);
+    ember_status_t status = ember_trainer_ckpt_create(trainer->tp, &trainer->spec,
+                                                      &trainer->aborted, &trainer->ckpt);
     if (status == EMBER_OK)
         status = dlrm ? trainer_run_dlrm(trainer, &done) : trainer_run_tutorial(trainer, &done);
     if (status != EMBER_OK) {

@@ -20,7 +20,7 @@ struct ember_trainer_ckpt {
     ember_tp_t *tp;
     const ember_msg_train_start_t *spec;
     const int *aborted;
-    int leader; /* trainer0 */
+    int leader;                /* trainer0 */
     uint64_t asked[ASKED_MAX]; /* CKPT_AT steps */
     uint32_t asked_stop[ASKED_MAX];
     size_t nasked;
@@ -128,8 +128,8 @@ void ember_trainer_ckpt_destroy(ember_trainer_ckpt_t *ckpt)
 
 /* trainer0: everyone else hears of step @step (and answers) before any
  * goes on. */
-static ember_status_t announce(ember_trainer_ckpt_t *ckpt, uint64_t step, uint32_t stop,
-                               char *err, size_t err_length)
+static ember_status_t announce(ember_trainer_ckpt_t *ckpt, uint64_t step, uint32_t stop, char *err,
+                               size_t err_length)
 {
     const int world = ember_tp_world_size(ckpt->tp);
     ember_msg_ckpt_at_t at = {.step = step, .stop = stop};
@@ -146,8 +146,7 @@ static ember_status_t announce(ember_trainer_ckpt_t *ckpt, uint64_t step, uint32
         if (got != EMBER_OK && status == EMBER_OK)
             status = ember_status_text(err, err_length, got,
                                        "the checkpoint after step %llu: %s did not take it: %s",
-                                       (unsigned long long)step,
-                                       ember_tp_peer_name(ckpt->tp, rank),
+                                       (unsigned long long)step, ember_tp_peer_name(ckpt->tp, rank),
                                        ember_status_string(got));
         ember_future_release(futures[rank]);
     }
@@ -237,8 +236,8 @@ static ember_status_t report(ember_trainer_ckpt_t *ckpt, const ember_msg_ckpt_do
     report_wait(ckpt, i);
     ckpt->reports[i] = *done;
     ember_iov_t iov = {&ckpt->reports[i], sizeof(*done)};
-    return ember_rpc_call_async(ckpt->tp, (int)ckpt->spec->master_rank, EMBER_OP_CKPT_DONE, &iov,
-                                1, NULL, 0, NULL, &ckpt->futures[i]);
+    return ember_rpc_call_async(ckpt->tp, (int)ckpt->spec->master_rank, EMBER_OP_CKPT_DONE, &iov, 1,
+                                NULL, 0, NULL, &ckpt->futures[i]);
 }
 
 ember_status_t ember_trainer_ckpt_write(ember_trainer_ckpt_t *ckpt,
@@ -268,19 +267,19 @@ ember_status_t ember_trainer_ckpt_write(ember_trainer_ckpt_t *ckpt,
     return status;
 }
 
-ember_status_t ember_trainer_ckpt_resume(const ember_msg_train_start_t *spec, ember_opt_t *const *opts,
-                                         size_t nopts, ember_ckpt_progress_t *progress,
-                                         float *losses, char *err, size_t err_length)
+ember_status_t ember_trainer_ckpt_resume(const ember_msg_train_start_t *spec,
+                                         ember_opt_t *const *opts, size_t nopts,
+                                         ember_ckpt_progress_t *progress, float *losses, char *err,
+                                         size_t err_length)
 {
     ember_ckpt_trainer_file_t file;
-    EMBER_CHECK(ember_ckpt_trainer_open(spec->resume_dir, spec->resume_from, &file, err,
-                                        err_length));
+    EMBER_CHECK(
+            ember_ckpt_trainer_open(spec->resume_dir, spec->resume_from, &file, err, err_length));
     ember_status_t status = EMBER_OK;
     if (file.progress.steps != spec->start_step)
-        status = ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                                   "%s: taken after step %llu, not %llu", file.path,
-                                   (unsigned long long)file.progress.steps,
-                                   (unsigned long long)spec->start_step);
+        status = ember_status_text(
+                err, err_length, EMBER_ERR_FORMAT, "%s: taken after step %llu, not %llu", file.path,
+                (unsigned long long)file.progress.steps, (unsigned long long)spec->start_step);
     if (status == EMBER_OK)
         status = ember_ckpt_trainer_optimizers(&file, opts, nopts, err, err_length);
     if (status == EMBER_OK && losses)

@@ -49,8 +49,9 @@ ember_status_t ember_trainer_ckpt_write(ember_trainer_ckpt_t *ckpt,
  * progress, and (its own file) the losses so far into @losses
  * (progress.steps floats, or NULL).  Errors name the file.
  */
-ember_status_t ember_trainer_ckpt_resume(const ember_msg_train_start_t *spec, ember_opt_t *const *opts,
-                                         size_t nopts, ember_ckpt_progress_t *progress,
-                                         float *losses, char *err, size_t err_length);
+ember_status_t ember_trainer_ckpt_resume(const ember_msg_train_start_t *spec,
+                                         ember_opt_t *const *opts, size_t nopts,
+                                         ember_ckpt_progress_t *progress, float *losses, char *err,
+                                         size_t err_length);
 
 #endif

@@ -562,8 +562,8 @@ ember_status_t ember_wire_ckpt_plan_unpack(const void *data, size_t length,
 ember_status_t ember_wire_ckpt_at_unpack(const void *data, size_t length, ember_msg_ckpt_at_t *at,
                                          char *err, size_t err_length)
 {
-    EMBER_CHECK(ember_wire_exact(data, length, at, sizeof(*at), "checkpoint step", err,
-                                 err_length));
+    EMBER_CHECK(
+            ember_wire_exact(data, length, at, sizeof(*at), "checkpoint step", err, err_length));
     if (at->step == 0 || at->stop > 1)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "checkpoint step %llu (stop %u)", (unsigned long long)at->step,
@@ -575,8 +575,8 @@ ember_status_t ember_wire_ckpt_request_unpack(const void *data, size_t length,
                                               ember_msg_ckpt_request_t *request, char *err,
                                               size_t err_length)
 {
-    EMBER_CHECK(ember_wire_exact(data, length, request, sizeof(*request), "checkpoint request",
-                                 err, err_length));
+    EMBER_CHECK(ember_wire_exact(data, length, request, sizeof(*request), "checkpoint request", err,
+                                 err_length));
     if (request->stop > 1)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "checkpoint request: stop %u", request->stop);
@@ -611,8 +611,8 @@ ember_status_t ember_wire_table_restore_unpack(const void *data, size_t length,
                                                size_t err_length)
 {
     if (!data || length < sizeof(view->head))
-        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                                 "table restore: %zu bytes", length);
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE, "table restore: %zu bytes",
+                                 length);
     memcpy(&view->head, data, sizeof(view->head));
     const uint64_t count = view->head.count;
     if (count == 0 || count > EMBER_WIRE_MAX_CKPT_FILES ||

@@ -315,8 +315,8 @@ typedef struct {
 /* EMBER_OP_CKPT_PLAN: master -> each PS before training (and the same in
  * TRAIN_START): where and how often. */
 typedef struct {
-    uint64_t every;   /* steps between checkpoints; 0: only those asked for */
-    uint32_t index;   /* the receiver's PS or trainer index (its file's name) */
+    uint64_t every; /* steps between checkpoints; 0: only those asked for */
+    uint32_t index; /* the receiver's PS or trainer index (its file's name) */
     uint32_t reserved;
     char root[EMBER_PATH_MAX];
 } ember_msg_ckpt_plan_t;

@@ -232,7 +232,7 @@ export:*)
     if [ "$model" = dlrm ]; then
         "$python" "$here/dlrm_sync_ref.py" strict-load --embedding-dim 4 \
             --num-embeddings-per-feature "$rows" --dense-arch-layer-sizes 8,4 \
-            --over-arch-layer-sizes 8,1 --model "$work/export.safetensors" --steps 0 \
+            --over-arch-layer-sizes 8,1 --model "$work/export.safetensors" --steps 20 \
             --trainers 2 >>"$work/out" 2>&1 || fail "TorchRec's DLRM refused the export"
     else
         "$python" "$here/load_strict.py" "$work/export.safetensors" 100 16 8 sum 8,4 \
