@@ -271,9 +271,10 @@ static const flag_t flags[F_COUNT] = {
                         "whole tables to PS balanced by bytes (row)",
                         REPLAY_REFUSED,
                         WORD_FLAG(train.dlrm.sharding, EMBER_SHARD_ROW, EMBER_SHARD_TABLE)},
-        [F_INIT] = {"--init", "FILE",
-                    "dlrm: start from these weights (safetensors,\n"
-                    "TorchRec's state_dict names: README.md)",
+        [F_INIT] = {"--init", "FILE|DIR",
+                    "start from these weights: a --save file of the same\n"
+                    "model (DLRM: TorchRec's state_dict names, README.md) or\n"
+                    "a checkpoint (DIR/step-N, or the newest in DIR), at step 0",
                     REPLAY_REFUSED, .kind = K_PATH, IN_JOB(init_path)},
         [F_EVAL] = {"--eval", "criteo:PATH",
                     "dlrm: the AUC and log loss over every example\n"
@@ -664,8 +665,8 @@ static ember_status_t check_model_flags(const ember_job_t *job)
                                         F_REPLAY, F_MIN_INDICES, F_MAX_INDICES, F_REPLAY_TOLERANCE};
     static const int dlrm_only[] = {F_EMBEDDING_DIM, F_NUM_EMBEDDINGS, F_NUM_EMBEDDINGS_PER_FEATURE,
                                     F_DENSE_ARCH,    F_OVER_ARCH,      F_BATCH_SIZE,
-                                    F_STEPS,         F_SHARDING,       F_INIT,
-                                    F_EVAL,          F_EVAL_EVERY};
+                                    F_STEPS,         F_SHARDING,       F_EVAL,
+                                    F_EVAL_EVERY};
     const int dlrm = job->train.model == EMBER_MODEL_DLRM;
     const int *list = dlrm ? tutorial_only : dlrm_only;
     size_t n = dlrm ? sizeof(tutorial_only) / sizeof(int) : sizeof(dlrm_only) / sizeof(int);

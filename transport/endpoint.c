@@ -542,11 +542,49 @@ static int process_gone(long pid)
     return state == 'Z' || state == 'X';
 }
 
+static void on_heartbeat(ember_rpc_req_t *req, void *arg)
+{
+    (void)arg;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+void tp_heartbeat_register(ember_tp_t *tp)
+{
+    tp->handlers[TP_OP_HEARTBEAT] = (tp_handler_t){.cb = on_heartbeat};
+}
+
+/* A remote watched peer: its heartbeat answered (the next one later),
+ * failed (lost), or due. */
+static void heartbeat(ember_tp_t *tp, tp_peer_t *peer, double now)
+{
+    if (peer->beat) {
+        ember_status_t status = peer->beat->status;
+        if (status == EMBER_INPROGRESS)
+            return;
+        ember_future_release(peer->beat);
+        peer->beat = NULL;
+        if (status != EMBER_OK && peer->state != TP_PEER_LOST) {
+            char reason[96];
+            snprintf(reason, sizeof(reason), "it answered no heartbeat within %.1f s",
+                     tp->rpc_timeout_s);
+            tp_peer_lost(tp, peer->rank, status, reason);
+            return;
+        }
+        peer->next_beat = now + tp->rpc_timeout_s / 4;
+        return;
+    }
+    if (now >= peer->next_beat && ember_rpc_call_async(tp, peer->rank, TP_OP_HEARTBEAT, NULL, 0,
+                                                       NULL, 0, NULL, &peer->beat) != EMBER_OK)
+        peer->beat = NULL;
+}
+
 void tp_check_liveness(ember_tp_t *tp, double now)
 {
     tp->next_liveness_check = now + 0.1;
     for (int rank = 0; rank < tp->world_size; rank++) {
         tp_peer_t *peer = &tp->peers[rank];
+        if (peer->beats && peer->state != TP_PEER_LOST)
+            heartbeat(tp, peer, now);
         if (!peer->watched || peer->state == TP_PEER_LOST || !process_gone(peer->pid))
             continue;
         char reason[96];

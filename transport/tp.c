@@ -37,6 +37,7 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
 
     EMBER_CHECK_GOTO(tp_auth_load_secret(params->secret, params->secret_length, &tp->secret),
                      status, err_free);
+    tp_heartbeat_register(tp);
     EMBER_CHECK_GOTO(tp_worker_create(tp), status, err_free);
     EMBER_CHECK_GOTO(tp_bootstrap_join(tp, params), status, err_leave);
     tp->spin_s = tp_spin_window(tp); /* needs the peers' hosts */
@@ -64,6 +65,16 @@ static void tp_shutdown_give_up_hung(ember_tp_t *tp)
     }
     if (tp->peer_events)
         tp_endpoints_sweep(tp);
+}
+
+/* Heartbeats in flight are abandoned: nobody watches a peer any more. */
+static void tp_shutdown_stop_beats(ember_tp_t *tp)
+{
+    for (int rank = 0; rank < tp->world_size; rank++) {
+        tp->peers[rank].beats = 0;
+        ember_future_release(tp->peers[rank].beat);
+        tp->peers[rank].beat = NULL;
+    }
 }
 
 /* Calls still held for a batch (ember_rpc_batch_begin) leave now. */
@@ -182,6 +193,7 @@ void ember_tp_destroy(ember_tp_t *tp)
     ember_debug("tp", "batches sent: %lu of %lu replies, %lu of %lu requests", tp->reply_batches,
                 tp->batched_replies, tp->call_batches, tp->batched_calls);
     tp_shutdown_give_up_hung(tp);
+    tp_shutdown_stop_beats(tp);
     tp_shutdown_send_held(tp);
     tp_shutdown_finish_calls(tp, deadline, timeout);
     tp_shutdown_meet(tp, timeout);
@@ -230,7 +242,14 @@ const char *ember_tp_peer_reason(const ember_tp_t *tp, int rank)
 
 ember_status_t ember_tp_watch(ember_tp_t *tp, int rank)
 {
-    if (rank == tp->rank)
+    if (rank == tp->rank || rank < 0 || rank >= tp->world_size)
         return EMBER_OK;
-    return tp_peer_connect_wait(tp, rank);
+    EMBER_CHECK(tp_peer_connect_wait(tp, rank));
+    tp_peer_t *peer = &tp->peers[rank];
+    if (!peer->watched && !peer->beats) { /* its pid cannot be watched from here */
+        peer->beats = 1;
+        peer->next_beat = ember_time_coarse();
+        tp->watched_peers++;
+    }
+    return EMBER_OK;
 }

@@ -145,7 +145,10 @@ typedef struct {
     int unanswered;    /* a call to it timed out: hung, or too slow for the job */
     char host[64];     /* where the peer runs, and its pid, from the store */
     long pid;
-    int watched;             /* no UCX failure detection: poll its pid instead */
+    int watched;          /* no UCX failure detection: poll its pid instead */
+    int beats;            /* on another host and watched: heartbeat calls */
+    ember_future_t *beat; /* the heartbeat in flight */
+    double next_beat;
     int lanes_known;         /* lane and eager_*_max set from the endpoint's lanes */
     tp_lane_class_t lane;    /* what carries its active messages */
     size_t eager_reply_max;  /* replies up to this go eager (0: UCX decides) */
@@ -291,9 +294,18 @@ struct ember_tp {
     double connect_timeout_s;
     unsigned barrier_seq; /* every rank passes barriers in the same order */
     char host[64];
-    int watched_peers;
+    int watched_peers; /* pid-watched or heartbeat peers */
     double next_liveness_check;
 };
+
+/* The transport's own op below the user's: a heartbeat, answered empty.
+ * A peer on another host that a rank watches (ember_tp_watch) gets one a
+ * quarter of EMBER_RPC_TIMEOUT after the last was answered; one unanswered
+ * at its deadline makes the peer lost.  UCX alone notices a peer cut off by
+ * the network only when TCP gives up, minutes later, and a rank that only
+ * answers (a PS) sends it nothing to fail. */
+#define TP_OP_HEARTBEAT (EMBER_RPC_OP_USER_BASE - 1)
+void tp_heartbeat_register(ember_tp_t *tp);
 
 /* ---- lists ---- */
 static inline void tp_list_init(tp_list_t *head)

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Chunks of table traffic between master and PS. */
 #define CHUNK_BYTES (4u << 20)
@@ -411,10 +412,49 @@ static ember_status_t master_tables(master_t *master)
     return status;
 }
 
+/* --init DIR: a checkpoint's weights (either model), from step 0. */
+static ember_status_t master_init_from_checkpoint(master_t *master)
+{
+    float *rows[EMBER_JOB_TABLES_MAX] = {NULL};
+    ember_status_t status = ember_master_ckpt_weights(
+            master->job->init_path, &master->spec, master->tables, master->ntables, master->params,
+            rows, master->cause, sizeof(master->cause));
+    for (size_t t = 0; status == EMBER_OK && t < master->ntables; t++)
+        status = create_table(master, &master->tables[t], EMBER_INIT_LOAD, rows[t]);
+    for (size_t t = 0; t < master->ntables; t++)
+        free(rows[t]);
+    if (status != EMBER_OK && !master->cause[0])
+        snprintf(master->cause, sizeof(master->cause), "the master could not set up the tables");
+    return status;
+}
+
+/* The tutorial model's --init FILE: a --save file's weights. */
+static ember_status_t master_init_from_save(master_t *master)
+{
+    float *table = NULL;
+    ember_status_t status = ember_model_init_file(master->job, &master->spec, master->params,
+                                                  &table, master->cause, sizeof(master->cause));
+    if (status == EMBER_OK)
+        status = create_table(master, &master->tables[0], EMBER_INIT_LOAD, table);
+    free(table);
+    return status;
+}
+
+static int is_directory(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static ember_status_t master_first_tables(master_t *master)
 {
+    const ember_job_t *job = master->job;
     if (master->resume.dir[0])
         return master_resumed_tables(master);
+    if (is_directory(job->init_path))
+        return master_init_from_checkpoint(master);
+    if (job->init_path && job->train.model == EMBER_MODEL_TUTORIAL)
+        return master_init_from_save(master);
     if (master->job->train.model == EMBER_MODEL_DLRM)
         return master_dlrm_tables(master);
     float *table = NULL;

@@ -4,6 +4,7 @@
 #include "common/ckpt_signal.h"
 #include "common/clock.h"
 #include "engine/io/checkpoint.h"
+#include "engine/ops/half.h"
 #include "engine/train/ckpt_file.h"
 #include "engine/wire/codec.h"
 
@@ -611,4 +612,127 @@ ember_status_t ember_master_resume_tables(ember_tp_t *tp, const ember_master_res
             return status;
     }
     return EMBER_OK;
+}
+
+/* ---- --init from a checkpoint ------------------------------------------------ */
+
+/* A PS file's metadata number @table.@key, or -1. */
+static int64_t shard_meta(const ember_st_file_t *file, const char *table, const char *key)
+{
+    char name[EMBER_TABLE_NAME_MAX + 16], *end;
+    snprintf(name, sizeof(name), "%s.%s", table, key);
+    const char *text = ember_st_metadata(file, name);
+    errno = 0;
+    long long v = text && *text >= '0' && *text <= '9' ? strtoll(text, &end, 10) : -1;
+    return text && !errno && v >= 0 && *end == '\0' ? v : -1;
+}
+
+/* The rows of @table that one PS file holds, put at their global ids. */
+static ember_status_t take_shard(const ember_st_file_t *file, const char *path,
+                                 const ember_job_table_t *table, float *out, int64_t *covered,
+                                 char *err, size_t err_length)
+{
+    const int64_t shard = shard_meta(file, table->name, "shard");
+    const int64_t count = shard_meta(file, table->name, "num_shards");
+    char name[EMBER_TABLE_NAME_MAX + 16];
+    snprintf(name, sizeof(name), "%s.weight", table->name);
+    const ember_st_tensor_t *w = ember_st_find(file, name);
+    if (shard < 0 && count < 0 && !w)
+        return EMBER_OK; /* not a file of this table */
+    const int64_t local = count > 0 ? (table->rows - shard + count - 1) / count : -1;
+    if (shard < 0 || count <= 0 || shard >= count ||
+        shard_meta(file, table->name, "rows") != table->rows || !w || w->ndim != 2 ||
+        w->shape[0] != local || w->shape[1] != (int64_t)table->dim ||
+        (w->dtype != EMBER_DTYPE_F32 && w->dtype != EMBER_DTYPE_F16))
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "%s: table %s is not a shard of %lld x %u rows", path, table->name,
+                                 (long long)table->rows, table->dim);
+    const size_t dim = table->dim, bytes = ember_dtype_size(w->dtype);
+    for (int64_t i = 0; i < local; i++) {
+        const char *row = (const char *)w->data + (size_t)i * dim * bytes;
+        float *dst = out + (size_t)(shard + i * count) * dim;
+        if (w->dtype == EMBER_DTYPE_F32)
+            memcpy(dst, row, dim * sizeof(float));
+        else
+            for (size_t d = 0; d < dim; d++) {
+                uint16_t h;
+                memcpy(&h, row + d * 2, 2);
+                dst[d] = ember_half_to_float(h);
+            }
+    }
+    *covered += local;
+    return EMBER_OK;
+}
+
+/* Table @table whole from the mapped PS files. */
+static ember_status_t whole_table(ember_st_file_t *const *files, char *const *paths, size_t n,
+                                  const ember_job_table_t *table, float **rows_p, char *err,
+                                  size_t err_length)
+{
+    int64_t covered = 0;
+    float *out = malloc((size_t)table->rows * table->dim * sizeof(float) + 4);
+    ember_status_t status = out ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+    for (size_t i = 0; status == EMBER_OK && i < n; i++)
+        status = take_shard(files[i], paths[i], table, out, &covered, err, err_length);
+    if (status == EMBER_OK && covered != table->rows)
+        status = ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                   "the checkpoint's PS files hold %lld of table %s's %lld rows",
+                                   (long long)covered, table->name, (long long)table->rows);
+    if (status != EMBER_OK) {
+        free(out);
+        out = NULL;
+    }
+    *rows_p = out;
+    return status;
+}
+
+static ember_status_t init_tables(const char *dir, const ember_master_resume_t *r,
+                                  const ember_job_table_t *tables, size_t ntables, float **rows,
+                                  char *err, size_t err_length)
+{
+    ember_st_file_t **files = calloc(r->ps_count + 1, sizeof(*files));
+    char **paths = calloc(r->ps_count + 1, sizeof(*paths));
+    ember_status_t status = files && paths ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+    for (uint32_t i = 0; status == EMBER_OK && i < r->ps_count; i++) {
+        size_t length = strlen(dir) + EMBER_CKPT_FILE_NAME_MAX + 2;
+        status = (paths[i] = malloc(length)) ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+        if (status == EMBER_OK) {
+            snprintf(paths[i], length, "%s/%s", dir,
+                     r->ps_files + (size_t)i * EMBER_CKPT_FILE_NAME_MAX);
+            status = ember_st_map(paths[i], &files[i], err, err_length);
+        }
+    }
+    for (size_t t = 0; status == EMBER_OK && t < ntables; t++)
+        status = whole_table(files, paths, r->ps_count, &tables[t], &rows[t], err, err_length);
+    for (uint32_t i = 0; files && paths && i < r->ps_count; i++) {
+        ember_st_close(files[i]);
+        free(paths[i]);
+    }
+    free(files);
+    free(paths);
+    return status;
+}
+
+ember_status_t ember_master_ckpt_weights(const char *path, const ember_msg_train_start_t *spec,
+                                         const ember_job_table_t *tables, size_t ntables,
+                                         float *params, float **rows, char *err, size_t err_length)
+{
+    ember_ckpt_manifest_t m;
+    ember_master_resume_t r = {.step = 0};
+    ember_ckpt_trainer_file_t file;
+    EMBER_CHECK(ember_ckpt_find(path, r.dir, sizeof(r.dir), &m, err, err_length));
+    ember_status_t status = ps_files_of(&m, &r);
+    ember_ckpt_manifest_free(&m);
+    if (status == EMBER_OK)
+        status = ember_ckpt_trainer_open(r.dir, 0, &file, err, err_length);
+    if (status == EMBER_OK) {
+        status = ember_ckpt_trainer_dense(&file, spec, params, err, err_length);
+        ember_ckpt_trainer_close(&file);
+    }
+    if (status == EMBER_OK)
+        status = init_tables(r.dir, &r, tables, ntables, rows, err, err_length);
+    if (status == EMBER_OK)
+        ember_info("master", "--init: the weights of %s", r.dir);
+    ember_master_resume_free(&r);
+    return status;
 }

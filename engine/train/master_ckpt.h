@@ -77,4 +77,15 @@ ember_status_t ember_master_resume_tables(ember_tp_t *tp, const ember_master_res
                                           const int *ps_holding, int num_ps, int first_ps,
                                           char *err, size_t err_length);
 
+/**
+ * --init DIR (a checkpoint, or a root of them): its weights only (the
+ * job starts at step 0 with fresh optimizer state): trainer0's dense layers
+ * into @params, each of @tables whole, by global row id from the PS files
+ * of whatever layout wrote them, into @rows[t] (malloc'd [rows][dim]).
+ * The tables must have the checkpoint's rows and dim (errors name them).
+ */
+ember_status_t ember_master_ckpt_weights(const char *path, const ember_msg_train_start_t *spec,
+                                         const ember_job_table_t *tables, size_t ntables,
+                                         float *params, float **rows, char *err, size_t err_length);
+
 #endif

@@ -302,3 +302,52 @@ ember_status_t ember_model_initial(const ember_job_t *job, const size_t *sizes, 
     initial_from_seed(job, sizes, layers, params);
     return EMBER_OK;
 }
+
+/* Tensor @name of @file, F32 [@d0(, @d1)], copied to @out. */
+static ember_status_t init_tensor(const ember_st_file_t *file, const char *path, const char *name,
+                                  size_t ndim, int64_t d0, int64_t d1, float *out, char *err,
+                                  size_t err_length)
+{
+    const ember_st_tensor_t *t = ember_st_find(file, name);
+    if (!t || t->dtype != EMBER_DTYPE_F32 || t->ndim != ndim || t->shape[0] != d0 ||
+        (ndim == 2 && t->shape[1] != d1))
+        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                 "--init %s: tensor '%s' is %s, this model's is F32 [%lld%s%lld]",
+                                 path, name, t ? "of another dtype or shape" : "missing",
+                                 (long long)d0, ndim == 2 ? ", " : "",
+                                 (long long)(ndim == 2 ? d1 : 0));
+    memcpy(out, t->data, t->nbytes);
+    return EMBER_OK;
+}
+
+ember_status_t ember_model_init_file(const ember_job_t *job, const ember_msg_train_start_t *spec,
+                                     float *params, float **table_p, char *err, size_t err_length)
+{
+    ember_dlrm_tensor_t dense[EMBER_DLRM_TENSORS_MAX];
+    size_t count = ember_model_dense_layout(spec, dense);
+    const int64_t rows = job->train.rows, dim = job->train.dim;
+    ember_st_file_t *file;
+    *table_p = NULL;
+    EMBER_CHECK(ember_st_open(job->init_path, &file, err, err_length));
+    ember_status_t status =
+            ember_st_count(file) == count + 1
+                    ? EMBER_OK
+                    : ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                        "--init %s: %zu tensors, this model has %zu",
+                                        job->init_path, ember_st_count(file), count + 1);
+    float *table = malloc((size_t)(rows * dim) * sizeof(float) + 4);
+    if (status == EMBER_OK && !table)
+        status = EMBER_ERR_NO_MEMORY;
+    if (status == EMBER_OK)
+        status = init_tensor(file, job->init_path, "emb.weight", 2, rows, dim, table, err,
+                             err_length);
+    for (size_t i = 0; status == EMBER_OK && i < count; i++)
+        status = init_tensor(file, job->init_path, dense[i].name, dense[i].ndim, dense[i].shape[0],
+                             dense[i].shape[1], params + dense[i].offset, err, err_length);
+    ember_st_close(file);
+    if (status != EMBER_OK)
+        free(table);
+    else
+        *table_p = table;
+    return status;
+}

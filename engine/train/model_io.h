@@ -40,6 +40,15 @@ ember_status_t ember_model_initial(const ember_job_t *job, const size_t *sizes, 
                                    float *params, float **table_p);
 
 /**
+ * The tutorial model's --init FILE (a --save file of the same model): its
+ * table into *@table_p (malloc'd) and its dense layers into @params, each
+ * tensor F32 of this job's shape, none missing or extra (errors name the
+ * file and tensor).
+ */
+ember_status_t ember_model_init_file(const ember_job_t *job, const ember_msg_train_start_t *spec,
+                                     float *params, float **table_p, char *err, size_t err_length);
+
+/**
  * --replay: @result against the expected values the file holds (losses,
  * table, dense layer), within the job's tolerance; one line says what was
  * compared and by how much it differs.  ERR_NUMERIC when a difference is

@@ -238,6 +238,21 @@ export:*)
         "$python" "$here/load_strict.py" "$work/export.safetensors" 100 16 8 sum 8,4 \
             >>"$work/out" 2>&1 || fail "the PyTorch module refused the export"
     fi
+    # --init takes the checkpoint (and, the tutorial's, the --save file):
+    # with lr 0 the weights a job saves are the ones it started from.
+    if [ "$model" = dlrm ]; then
+        inits=("$work/ckpt")
+        still=("${dlrm_model[@]}" --steps 1 --epochs 1 --data "criteo:$work/data.tsv")
+    else
+        inits=("$work/ckpt" "$work/saved.safetensors")
+        still=(--hidden 8,4 --epochs 1 --batches 1)
+    fi
+    for init in "${inits[@]}"; do
+        ember "$work/out" 1 "${still[@]}" --optimizer sgd --lr 0 --init "$init" \
+            --save "$work/init.safetensors" || fail "--init $init: ember-train exited $?"
+        "${check[@]}" same "$work/init.safetensors" "$work/saved.safetensors" >>"$work/out" 2>&1 ||
+            fail "--init $init did not start from its weights"
+    done
     tail -2 "$work/out"
     ;;
 refused)
