@@ -106,7 +106,9 @@ ember_status_t ember_st_read_copy(const ember_st_file_t *file, const char *name,
  * @written).  All arguments borrowed.
  * Errors: ERR_INVALID_PARAM (NULL/duplicate/"__metadata__" names, ndim >
  * EMBER_ST_MAX_DIMS, negative dims), ERR_IO, ERR_NO_MEMORY; the cause is
- * logged, and no file is left at @path or "<path>.tmp".
+ * logged, "<path>.tmp" is removed and a file already at @path stays as
+ * it was (unless only the final directory sync failed: then @path is
+ * removed too, engine/io/durable.h).
  */
 ember_status_t ember_st_write(const char *path, const ember_st_tensor_t *tensors, size_t ntensors,
                               const ember_st_meta_t *meta, size_t nmeta);
