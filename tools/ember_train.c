@@ -7,6 +7,7 @@
  */
 #include "common/ckpt_signal.h"
 #include "common/crash.h"
+#include "common/slurm.h"
 #include "common/topology.h"
 #include "engine/ps/ps.h"
 #include "engine/train/data.h"
@@ -70,9 +71,12 @@ static int launch_check(const ember_job_t *job, ember_tp_params_t *params, char 
 {
     ember_role_t role;
     int index;
-    int rank = ember_config_str("EMBER_RANK") ? (int)ember_config_int("EMBER_RANK") : -1;
-    int world =
-            ember_config_str("EMBER_WORLD_SIZE") ? (int)ember_config_int("EMBER_WORLD_SIZE") : -1;
+    /* As the transport takes them (transport/bootstrap.c): under srun the
+     * rank is Slurm's, and so is the name ("master", "ps0") peers find it by. */
+    int rank = ember_config_str("EMBER_RANK") ? (int)ember_config_int("EMBER_RANK")
+                                              : ember_slurm_int("SLURM_PROCID", -1);
+    int world = ember_config_str("EMBER_WORLD_SIZE") ? (int)ember_config_int("EMBER_WORLD_SIZE")
+                                                     : ember_slurm_int("SLURM_NTASKS", -1);
 
     if (world > 0 && world != ember_job_world_size(job)) {
         fprintf(stderr,

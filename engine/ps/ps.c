@@ -617,6 +617,7 @@ static void on_ckpt_plan(ember_rpc_req_t *req, void *arg)
         return;
     }
     ember_ps_ckpt_plan(ps->ckpt, &plan);
+    ps->master = ember_rpc_req_peer(req); /* its reports go back there */
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
