@@ -594,6 +594,35 @@ static void corpus_epoch_report(void)
     save_blob("epoch_report", "eval_reports", &e);
 }
 
+static void corpus_ckpt_messages(void)
+{
+    blob_t b = {0};
+    ember_msg_ckpt_plan_t plan = {.every = 100, .index = 1};
+    snprintf(plan.root, sizeof(plan.root), "/shared/ckpt");
+    record(&b, 0, &plan, sizeof(plan));
+    ember_msg_ckpt_at_t at = {.step = 200, .stop = 1};
+    record(&b, 0, &at, sizeof(at));
+    ember_msg_ckpt_request_t request = {.stop = 0};
+    record(&b, 0, &request, sizeof(request));
+    ember_msg_ckpt_done_t done = {.step = 200, .bytes = 4096, .crc32c = 0x1a2b3c4du};
+    snprintf(done.name, sizeof(done.name), "ps0.safetensors");
+    record(&b, 0, &done, sizeof(done));
+    snprintf(done.name, sizeof(done.name), "..");
+    record(&b, 0, &done, sizeof(done));
+    save_blob("ckpt_messages", "each", &b);
+
+    blob_t r = {0};
+    uint8_t restore[sizeof(ember_msg_table_restore_t) + 2 * EMBER_CKPT_FILE_NAME_MAX] = {0};
+    ember_msg_table_restore_t head = {.count = 2};
+    snprintf(head.dir, sizeof(head.dir), "/shared/ckpt/step-000000000200");
+    memcpy(restore, &head, sizeof(head));
+    memcpy(restore + sizeof(head), "ps0.safetensors", 15);
+    memcpy(restore + sizeof(head) + EMBER_CKPT_FILE_NAME_MAX, "ps1.safetensors", 15);
+    record(&r, 0, restore, sizeof(restore));
+    record(&r, 0, restore, sizeof(restore) - 1);
+    save_blob("ckpt_messages", "restore", &r);
+}
+
 /* --------------------------------------------------------------- transport */
 
 static tp_header_t tp_header(uint16_t op, uint64_t length, uint32_t flags)
@@ -874,6 +903,7 @@ int main(int argc, char **argv)
     corpus_ps_messages();
     corpus_train_start();
     corpus_epoch_report();
+    corpus_ckpt_messages();
     corpus_tp_header();
     corpus_tp_batch();
     corpus_config();
