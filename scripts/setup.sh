@@ -11,10 +11,12 @@ set -euo pipefail
 # and the sanitizers' runtimes) and llvm (llvm-symbolizer: reports with file
 # and line): scripts/sanitize.sh and scripts/fuzz.sh.  clang-format: the
 # tree's layout (.clang-format, scripts/format.sh, CTest layering.format).
+# iproute2 (ip, tc): the two-host cluster of network namespaces
+# (tests/slurm/netns_cluster.sh).
 packages=(build-essential cmake ninja-build pkg-config git
           libucx-dev ucx-utils libhwloc-dev hwloc libibverbs-dev librdmacm-dev
           libopenblas-dev libssl-dev libudev-dev slurm-wlm munge python3-torch
-          clang libclang-rt-14-dev llvm clang-format)
+          clang libclang-rt-14-dev llvm clang-format iproute2)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(openmpi-bin libopenmpi-dev gnuplot-nox)
 fi
