@@ -625,10 +625,8 @@ static void on_ckpt_at(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
     ember_msg_ckpt_at_t at;
-    size_t length;
-    const void *data = ember_rpc_req_data(req, &length);
     char err[128];
-    ember_status_t status = ember_wire_ckpt_at_unpack(data, length, &at, err, sizeof(err));
+    ember_status_t status = ember_wire_ckpt_at_take(req, &at, err, sizeof(err));
     if (status == EMBER_OK && !(ps->ckpt && ember_ps_ckpt_planned(ps->ckpt)))
         status = ember_status_text(err, sizeof(err), EMBER_ERR_INVALID_PARAM,
                                    "this job writes no checkpoints");
@@ -679,25 +677,13 @@ static void ps_ckpt_end(ps_t *ps)
     }
 }
 
-/* A one-way request's end: a lost trainer0 is noticed by the job itself. */
-static void request_sent(void *arg, ember_status_t status)
-{
-    (void)arg;
-    if (status != EMBER_OK)
-        ember_warn("checkpoint", "a checkpoint request to trainer0 was lost: %s",
-                   ember_status_string(status));
-}
-
 /* SIGUSR1/SIGTERM here: trainer0 (rank 0) picks the step. */
 static void ps_ckpt_signal(ps_t *ps)
 {
     int what = ember_ckpt_signal_take();
     if (what == EMBER_CKPT_SIGNAL_NONE || !ps->ckpt || !ember_ps_ckpt_planned(ps->ckpt))
         return;
-    static ember_msg_ckpt_request_t request; /* borrowed until sent */
-    request.stop = what == EMBER_CKPT_SIGNAL_STOP;
-    ember_iov_t iov = {&request, sizeof(request)};
-    ember_rpc_send(ps->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, request_sent, NULL);
+    ember_wire_ckpt_request_send(ps->tp, what == EMBER_CKPT_SIGNAL_STOP);
 }
 
 static void on_grad(ember_rpc_req_t *req, void *arg)

@@ -42,7 +42,6 @@ struct ember_master_ckpt {
     pending_t pending[PENDING_MAX];
     uint64_t last_complete, last_failed;
     uint64_t stop_step; /* a SIGTERM's, 0: none */
-    ember_msg_ckpt_request_t request;
 };
 
 static const char *sharding_name(const ember_job_t *job)
@@ -190,13 +189,8 @@ static void on_ckpt_at(ember_rpc_req_t *req, void *arg)
 {
     ember_master_ckpt_t *ckpt = arg;
     ember_msg_ckpt_at_t at;
-    size_t length;
-    const void *data = ember_rpc_req_data(req, &length);
     char err[128];
-    ember_status_t status = ember_wire_ckpt_at_unpack(data, length, &at, err, sizeof(err));
-    if (status == EMBER_OK && ember_rpc_req_peer(req) != 0)
-        status = ember_status_text(err, sizeof(err), EMBER_ERR_INVALID_PARAM,
-                                   "only trainer0 names checkpoint steps");
+    ember_status_t status = ember_wire_ckpt_at_take(req, &at, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
         return;
@@ -373,23 +367,12 @@ ember_status_t ember_master_ckpt_plan(ember_master_ckpt_t *ckpt, int first_ps, c
     return EMBER_OK;
 }
 
-/* A one-way request's end: a lost trainer0 is noticed by the job itself. */
-static void request_sent(void *arg, ember_status_t status)
-{
-    (void)arg;
-    if (status != EMBER_OK)
-        ember_warn("checkpoint", "a checkpoint request to trainer0 was lost: %s",
-                   ember_status_string(status));
-}
-
 void ember_master_ckpt_poll(ember_master_ckpt_t *ckpt)
 {
     int what = ckpt ? ember_ckpt_signal_take() : EMBER_CKPT_SIGNAL_NONE;
     if (what == EMBER_CKPT_SIGNAL_NONE)
         return;
-    ckpt->request.stop = what == EMBER_CKPT_SIGNAL_STOP;
-    ember_iov_t iov = {&ckpt->request, sizeof(ckpt->request)};
-    ember_rpc_send(ckpt->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, request_sent, NULL);
+    ember_wire_ckpt_request_send(ckpt->tp, what == EMBER_CKPT_SIGNAL_STOP);
 }
 
 /* Whether a checkpoint up to @steps is still collecting reports. */

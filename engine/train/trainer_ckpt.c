@@ -25,7 +25,6 @@ struct ember_trainer_ckpt {
     uint32_t asked_stop[ASKED_MAX];
     size_t nasked;
     int requested, request_stop; /* trainer0: a signal's, here or elsewhere */
-    ember_msg_ckpt_request_t request;
     ember_msg_ckpt_done_t reports[REPORTS_MAX];
     ember_future_t *futures[REPORTS_MAX];
 };
@@ -49,13 +48,8 @@ static void on_ckpt_at(ember_rpc_req_t *req, void *arg)
 {
     ember_trainer_ckpt_t *ckpt = arg;
     ember_msg_ckpt_at_t at;
-    size_t length;
-    const void *data = ember_rpc_req_data(req, &length);
     char err[128];
-    ember_status_t status = ember_wire_ckpt_at_unpack(data, length, &at, err, sizeof(err));
-    if (status == EMBER_OK && ember_rpc_req_peer(req) != 0)
-        status = ember_status_text(err, sizeof(err), EMBER_ERR_INVALID_PARAM,
-                                   "only trainer0 names checkpoint steps");
+    ember_status_t status = ember_wire_ckpt_at_take(req, &at, err, sizeof(err));
     if (status == EMBER_OK && remember_at(ckpt, at.step, at.stop) != EMBER_OK)
         status = ember_status_text(err, sizeof(err), EMBER_ERR_OUT_OF_RANGE,
                                    "too many checkpoints asked for");
@@ -156,15 +150,6 @@ static ember_status_t announce(ember_trainer_ckpt_t *ckpt, uint64_t step, uint32
     return status;
 }
 
-/* A one-way request's end: a lost trainer0 is noticed by the job itself. */
-static void request_sent(void *arg, ember_status_t status)
-{
-    (void)arg;
-    if (status != EMBER_OK)
-        ember_warn("checkpoint", "a checkpoint request to trainer0 was lost: %s",
-                   ember_status_string(status));
-}
-
 /* A signal here goes to trainer0 (or is trainer0's own request). */
 static void take_signal(ember_trainer_ckpt_t *ckpt)
 {
@@ -176,9 +161,7 @@ static void take_signal(ember_trainer_ckpt_t *ckpt)
         ckpt->request_stop |= what == EMBER_CKPT_SIGNAL_STOP;
         return;
     }
-    ckpt->request.stop = what == EMBER_CKPT_SIGNAL_STOP;
-    ember_iov_t iov = {&ckpt->request, sizeof(ckpt->request)};
-    ember_rpc_send(ckpt->tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, request_sent, NULL);
+    ember_wire_ckpt_request_send(ckpt->tp, what == EMBER_CKPT_SIGNAL_STOP);
 }
 
 ember_status_t ember_trainer_ckpt_before(ember_trainer_ckpt_t *ckpt, uint64_t step, int last,

@@ -571,6 +571,36 @@ ember_status_t ember_wire_ckpt_at_unpack(const void *data, size_t length, ember_
     return EMBER_OK;
 }
 
+ember_status_t ember_wire_ckpt_at_take(const ember_rpc_req_t *req, ember_msg_ckpt_at_t *at,
+                                       char *err, size_t err_length)
+{
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    EMBER_CHECK(ember_wire_ckpt_at_unpack(data, length, at, err, err_length));
+    if (ember_rpc_req_peer(req) != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "only trainer0 names checkpoint steps, not rank %d",
+                                 ember_rpc_req_peer(req));
+    return EMBER_OK;
+}
+
+/* A request's end: a lost trainer0 is noticed by the job itself. */
+static void request_sent(void *arg, ember_status_t status)
+{
+    (void)arg;
+    if (status != EMBER_OK)
+        ember_warn("checkpoint", "a checkpoint request to trainer0 was lost: %s",
+                   ember_status_string(status));
+}
+
+ember_status_t ember_wire_ckpt_request_send(ember_tp_t *tp, int stop)
+{
+    static ember_msg_ckpt_request_t request;
+    request.stop = stop != 0;
+    ember_iov_t iov = {&request, sizeof(request)};
+    return ember_rpc_send(tp, 0, EMBER_OP_CKPT_REQUEST, &iov, 1, NULL, request_sent, NULL);
+}
+
 ember_status_t ember_wire_ckpt_request_unpack(const void *data, size_t length,
                                               ember_msg_ckpt_request_t *request, char *err,
                                               size_t err_length)

@@ -309,6 +309,15 @@ ember_status_t ember_wire_ckpt_plan_unpack(const void *data, size_t length,
 ember_status_t ember_wire_ckpt_at_unpack(const void *data, size_t length, ember_msg_ckpt_at_t *at,
                                          char *err, size_t err_length);
 
+/** A CKPT_AT as its handler takes it: unpacked, and from trainer0 (rank
+ * 0), the one rank that names checkpoint steps. */
+ember_status_t ember_wire_ckpt_at_take(const ember_rpc_req_t *req, ember_msg_ckpt_at_t *at,
+                                       char *err, size_t err_length);
+
+/** A signal's CKPT_REQUEST (@stop: SIGTERM's) to trainer0, one-way.  Its
+ * message is this process's one static copy: requests are rare and alike. */
+ember_status_t ember_wire_ckpt_request_send(ember_tp_t *tp, int stop);
+
 /** Take a CKPT_REQUEST: exactly one, stop 0 or 1. */
 ember_status_t ember_wire_ckpt_request_unpack(const void *data, size_t length,
                                               ember_msg_ckpt_request_t *request, char *err,
