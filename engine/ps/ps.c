@@ -608,7 +608,7 @@ static void on_ckpt_plan(ember_rpc_req_t *req, void *arg)
     ember_msg_ckpt_plan_t plan;
     size_t length;
     const void *data = ember_rpc_req_data(req, &length);
-    char err[128];
+    char err[256];
     ember_status_t status = ember_wire_ckpt_plan_unpack(data, length, &plan, err, sizeof(err));
     if (status == EMBER_OK && !ps->ckpt)
         status = ember_ps_ckpt_create(&ps->ckpt);
@@ -618,6 +618,13 @@ static void on_ckpt_plan(ember_rpc_req_t *req, void *arg)
     }
     ember_ps_ckpt_plan(ps->ckpt, &plan);
     ps->master = ember_rpc_req_peer(req); /* its reports go back there */
+    ember_table_t *tables[PS_MAX_TABLES];
+    size_t count = ps_tables(ps, tables);
+    if (ember_ps_ckpt_planned(ps->ckpt) &&
+        ember_ps_ckpt_prepare(ps->ckpt, tables, count, err, sizeof(err)) != EMBER_OK) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "%s", err);
+        return;
+    }
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 

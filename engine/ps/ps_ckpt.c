@@ -230,6 +230,15 @@ ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *t
     return EMBER_OK;
 }
 
+ember_status_t ember_ps_ckpt_prepare(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables,
+                                     size_t count, char *err, size_t err_length)
+{
+    (void)wait_writer(ckpt); /* a write in progress owns them */
+    for (size_t i = 0; i < count; i++)
+        EMBER_CHECK(ember_table_snapshot_take(tables[i], &ckpt->snaps[i], err, err_length));
+    return EMBER_OK;
+}
+
 int ember_ps_ckpt_poll(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
 {
     int finished;

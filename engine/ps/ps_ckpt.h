@@ -46,6 +46,14 @@ int ember_ps_ckpt_due(const ember_ps_ckpt_t *ckpt, uint64_t step);
 ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables, size_t count,
                                   uint64_t step, char *err, size_t err_length);
 
+/**
+ * Before training: the snapshots of @tables made once (a copy of their
+ * state now, which nothing writes), so that a checkpoint's copy, the pause
+ * training sees, goes into memory already allocated and touched.
+ */
+ember_status_t ember_ps_ckpt_prepare(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables,
+                                     size_t count, char *err, size_t err_length);
+
 /** 1 and the report in @done when a write has ended since the last call. */
 int ember_ps_ckpt_poll(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done);
 
