@@ -7,8 +7,9 @@
 #   ROWS=1000000 EPOCHS=2 bench/checkpoint.sh     a smaller, quicker run
 #
 # 1. disk: dd writes a file of the checkpoint's size (bs=16M, oflag=direct,
-#    conv=fsync) and reads it back (iflag=direct), MB/s; before the jobs
-#    and again after them, so a busy phase of a shared disk shows.
+#    conv=fsync) and reads it back (iflag=direct), MB/s; before the write,
+#    after the load and at the end, the median taken (a shared disk's speed
+#    moves between them; all three are printed).
 # 2. write: a job (ROWS x DIM table, SGD so no optimizer state, WRITE_BATCHES
 #    steps) checkpoints at its end; the bytes and the slowest file's write
 #    seconds from its --metrics line give GB/s, against dd's write (target
@@ -117,8 +118,15 @@ echo "# machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'); $(free
 echo "# disk: $(df -P -h "$work" | awk 'NR == 2 { print $1 ", " $2 " (" $4 " free)" }'), files in $work"
 echo "# table ${rows} x ${dim} fp32 ($(calc '%.2f' "$table_bytes / 1e9") GB), sgd, $ps PS, 2 trainers"
 
-read -r dd_w1 dd_r1 <<<"$(dd_round)"
-echo "dd: write $dd_w1 MB/s, read $dd_r1 MB/s"
+dd_w=() dd_r=()
+dd_measure() {
+    local w r
+    read -r w r <<<"$(dd_round)"
+    dd_w+=("$w")
+    dd_r+=("$r")
+    echo "dd: write $w MB/s, read $r MB/s"
+}
+dd_measure
 
 # 2. write
 job write --epochs 1 --batches "$write_batches" --checkpoint-dir "$work/ck" \
@@ -145,6 +153,7 @@ restore_s=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' <<<"$restored")
 verify_s=$(calc '%.3f' "$(time_of load 'resuming from') - $(time_of load 'roles:')")
 [ -n "$restore_s" ] || die "no 'tables restored' line in load.log"
 rm -rf "$work/ck"
+dd_measure
 
 # 4. training with and without checkpoints
 train=(--epochs "$epochs" --batches "$batches" --min-indices "$min_indices"
@@ -161,14 +170,18 @@ for ((round = 1; round <= rounds; round++)); do
     grep -o 'checkpoint after step [0-9]*: .*' "$work/b$round.log" | sed 's/: [^ ]*,/:/; s/^/    /'
     rm -rf "$work/ck$round"
 done
-pauses=$(cat "$work"/b*.json | sed -n 's/.*"copy_seconds": \([0-9.]*\), "wait_seconds": \([0-9.]*\).*/\1 \2/p' |
-    awk '{ c += $1; w += $2; n++ } END { printf "%.2f s copy + %.2f s wait over %d checkpoints", c, w, n }')
+# Each B run's pauses: copy and wait seconds, its first checkpoint apart
+# (the first copy also faults in the snapshot's memory).
+pause_fields() { sed -n 's/.*"copy_seconds": \([0-9.]*\), "wait_seconds": \([0-9.]*\).*/\1 \2/p' "$1"; }
+pauses=$(for f in "$work"/b*.json; do pause_fields "$f" | sed '1s/^/first /; 2,$s/^/later /'; done |
+    awk '{ c += $2; w += $3; n++ } $1 == "first" { f += $2; nf++ } $1 == "later" { l += $2; nl++ }
+         END { printf "%.2f s copy + %.2f s wait over %d checkpoints|%.3f|%.3f", c, w, n, f / nf, nl ? l / nl : 0 }')
+IFS='|' read -r pauses first_copy later_copy <<<"$pauses"
 
-read -r dd_w2 dd_r2 <<<"$(dd_round)"
-echo "dd: write $dd_w2 MB/s, read $dd_r2 MB/s"
-
-dd_w=$(calc '%.0f' "($dd_w1 + $dd_w2) / 2")
-dd_r=$(calc '%.0f' "($dd_r1 + $dd_r2) / 2")
+dd_measure
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+dd_write=$(median "${dd_w[@]}")
+dd_read=$(median "${dd_r[@]}")
 write_mbs=$(calc '%.0f' "$bytes / $write_s / 1e6")
 verify_mbs=$(calc '%.0f' "$bytes / $verify_s / 1e6")
 restore_mbs=$(calc '%.0f' "$bytes / $restore_s / 1e6")
@@ -178,18 +191,20 @@ mean() { printf '%s\n' "$@" | awk '{ s += $1 } END { printf "%.0f", s / NR }'; }
 a_mean=$(mean "${a_rates[@]}")
 b_mean=$(mean "${b_rates[@]}")
 pass() { awk -v v="$1" -v t="$2" 'BEGIN { print (v >= t ? "PASS" : "MISS") }'; }
-write_pct=$(calc '%.0f' "100 * $write_mbs / $dd_w")
+write_pct=$(calc '%.0f' "100 * $write_mbs / $dd_write")
 train_pct=$(calc '%.1f' "100 * $b_mean / $a_mean")
 
 echo
 echo "| measure | value | against | ratio | target |"
 echo "|:--|--:|:--|--:|:--|"
-echo "| disk write, dd oflag=direct conv=fsync | $dd_w MB/s | ($dd_w1, $dd_w2) | | |"
-echo "| disk read, dd iflag=direct | $dd_r MB/s | ($dd_r1, $dd_r2) | | |"
+echo "| disk write, dd oflag=direct conv=fsync, median | $dd_write MB/s | (${dd_w[*]}) | | |"
+echo "| disk read, dd iflag=direct, median | $dd_read MB/s | (${dd_r[*]}) | | |"
 echo "| checkpoint write: $(calc '%.1f' "$bytes / 1048576") MiB in $(calc '%.2f' "$write_s") s | $write_mbs MB/s | dd write | ${write_pct}% | >= 70%: $(pass "$write_pct" 70) |"
-echo "| pause (PS copies its rows), first checkpoint | $(calc '%.3f' "$copy_s") s | | | |"
-echo "| load: master verifies (reads, CRC-32C), $dropped | $verify_mbs MB/s ($verify_s s) | dd read | $(calc '%.0f' "100 * $verify_mbs / $dd_r")% | |"
-echo "| load: PS restores its rows | $restore_mbs MB/s ($restore_s s) | dd read | $(calc '%.0f' "100 * $restore_mbs / $dd_r")% | |"
-echo "| load: both | $load_mbs MB/s ($load_s s) | dd read | $(calc '%.0f' "100 * $load_mbs / $dd_r")% | |"
+echo "| pause (PS copies its rows), the write job's checkpoint | $(calc '%.3f' "$copy_s") s | | | |"
+echo "| pause, training: first checkpoint of a run, mean | $first_copy s | | | |"
+echo "| pause, training: later checkpoints, mean | $later_copy s | | | |"
+echo "| load: master verifies (reads, CRC-32C), $dropped | $verify_mbs MB/s ($verify_s s) | dd read | $(calc '%.0f' "100 * $verify_mbs / $dd_read")% | |"
+echo "| load: PS restores its rows | $restore_mbs MB/s ($restore_s s) | dd read | $(calc '%.0f' "100 * $restore_mbs / $dd_read")% | |"
+echo "| load: both | $load_mbs MB/s ($load_s s) | dd read | $(calc '%.0f' "100 * $load_mbs / $dd_read")% | |"
 echo "| training, $((epochs * batches)) steps of each trainer, $min_indices-$max_indices indices, no checkpoints | $a_mean steps/s | (${a_rates[*]}) | | |"
 echo "| training, a checkpoint every $every steps (keep $keep_ckpt) | $b_mean steps/s | (${b_rates[*]}); $pauses | ${train_pct}% | >= 95%: $(pass "$train_pct" 95) |"
