@@ -101,6 +101,32 @@ fp16_compare)
         bash "$(dirname "$0")/../../bench/fp16_compare.sh" >"$out" 2>&1 || fail "exit status $?"
     grep -q '^# table on the PS: 0.5 MiB fp32, 0.2 MiB fp16$' "$out" || fail "no table sizes"
     ;;
+checkpoint)
+    # bench/checkpoint.sh (the docs' checkpoint table) on a tiny table: its
+    # table is whole, the file holds the rows, the checkpointing run writes
+    # one every EVERY steps, and bad sizes are refused before anything runs.
+    # Never timings.
+    ckpt=$(dirname "$0")/../../bench/checkpoint.sh
+    BUILD=$build DIR=$build ROWS=20000 DIM=16 WRITE_BATCHES=4 EPOCHS=2 BATCHES=10 EVERY=5 \
+        ROUNDS=1 MIN_INDICES=20 MAX_INDICES=50 DROP_CACHES=0 bash "$ckpt" >"$out" 2>&1 ||
+        fail "exit status $?"
+    [[ $(grep -c '^|' "$out") == 13 ]] || fail "not a table of a header, a rule and 11 rows"
+    # 20,000 x 16 fp32 rows and the trainers' two small files
+    grep -q '^| checkpoint write: 1\.2 MiB in [0-9.]* s | \([0-9]* MB/s | dd write | [0-9]*% | >= 70%: \(PASS\|MISS\)\|- MB/s | dd write | -% | >= 70%: -\) |$' "$out" ||
+        fail "no checkpoint write row of 1.2 MiB"
+    [[ $(grep -c '^    checkpoint after step \(5\|10\|15\|20\): ' "$out") == 4 ]] ||
+        fail "not 4 checkpoints (steps 5, 10, 15, 20) in the checkpointing run"
+    grep -q '^resuming from .*/step-000000000004 (step 4)$' "$out" || fail "the load did not resume step 4"
+    grep -q 'page cache left (DROP_CACHES=0)' "$out" || fail "the page cache left is not said"
+    grep -q '^| training, a checkpoint every 5 steps (keep 2) | [0-9]* steps/s | .* | >= 95%: \(PASS\|MISS\) |$' "$out" ||
+        fail "no training row"
+    [[ -z $(find "$build" -maxdepth 1 -name '.ember-ckptbench.*') ]] || fail "its folder was left"
+    ROWS=12x bash "$ckpt" >"$out" 2>&1
+    [[ $? == 2 ]] || fail "ROWS=12x was accepted"
+    grep -q "'12x' is not a positive integer" "$out" || fail "ROWS=12x is not named"
+    BUILD=$build MIN_INDICES=9 MAX_INDICES=3 bash "$ckpt" >"$out" 2>&1
+    [[ $? == 2 ]] || fail "MIN_INDICES above MAX_INDICES was accepted"
+    ;;
 lookup_clients)
     "$run" -n 4 --no-prefix "$bench" lookup --ps 2 --bags 3 --pool 5 --dim 4 --rows 97 \
         --dist uniform -n 40 -w 5 --slots 8 --window 8 --csv >"$out" 2>&1 || fail "exit status $?"
