@@ -13,9 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define ASKED_MAX        16
+#define WRITER_NICE      10
 #define CKPT_TENSORS_MAX (PS_MAX_TABLES * EMBER_TABLE_STATE_TENSORS)
 #define CKPT_META_MAX    (PS_MAX_TABLES * EMBER_TABLE_STATE_META + 4)
 
@@ -168,6 +172,11 @@ static void write_file(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
 static void *writer_main(void *arg)
 {
     ember_ps_ckpt_t *ckpt = arg;
+    /* Training first: on a node with few cores the write (its CRC, the
+     * copy into the page cache) takes what the PS's serving leaves.  On
+     * Linux a thread has a nice value of its own. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE) != 0)
+        ember_debug("ps", "the checkpoint writer keeps its priority: %s", strerror(errno));
     pthread_mutex_lock(&ckpt->lock);
     for (;;) {
         while (!ckpt->busy && !ckpt->quit)

@@ -26,6 +26,7 @@ typedef struct {
     uint64_t step; /* 0: a free slot */
     ember_ckpt_manifest_t manifest;
     uint32_t reports;
+    uint8_t *reported; /* [world]: that rank's report is in */
     int failed, done;
     uint64_t bytes;
     double copy_s, wait_s, write_s;
@@ -62,7 +63,10 @@ static pending_t *pending_of(ember_master_ckpt_t *ckpt, uint64_t step)
             free_slot = &ckpt->pending[i];
     }
     if (free_slot) {
-        *free_slot = (pending_t){.step = step, .first_at = ember_time_now()};
+        uint8_t *reported = calloc((size_t)ember_tp_world_size(ckpt->tp), 1);
+        if (!reported)
+            return NULL;
+        *free_slot = (pending_t){.step = step, .first_at = ember_time_now(), .reported = reported};
         ember_ckpt_manifest_init(&free_slot->manifest, step);
     }
     return free_slot;
@@ -71,6 +75,7 @@ static pending_t *pending_of(ember_master_ckpt_t *ckpt, uint64_t step)
 static void pending_release(pending_t *p)
 {
     ember_ckpt_manifest_free(&p->manifest);
+    free(p->reported);
     *p = (pending_t){0};
 }
 
@@ -135,6 +140,16 @@ static void complete(ember_master_ckpt_t *ckpt, pending_t *p)
     pending_release(p);
 }
 
+/* Rank @rank writes a file of every checkpoint: a trainer, or a PS that
+ * holds tables. */
+static int owes_report(const ember_master_ckpt_t *ckpt, int rank)
+{
+    const int trainers = ckpt->job->trainers, ps = rank - trainers - 1;
+    if (rank >= 0 && rank < trainers)
+        return 1;
+    return ps >= 0 && ps < ckpt->job->num_ps && ckpt->ps_holding[ps];
+}
+
 /* One report taken into its checkpoint. */
 static void take_report(ember_master_ckpt_t *ckpt, pending_t *p, const ember_msg_ckpt_done_t *d,
                         int rank)
@@ -155,6 +170,7 @@ static void take_report(ember_master_ckpt_t *ckpt, pending_t *p, const ember_msg
     p->copy_s = d->copy_seconds > p->copy_s ? d->copy_seconds : p->copy_s;
     p->wait_s = d->wait_seconds > p->wait_s ? d->wait_seconds : p->wait_s;
     p->write_s = d->write_seconds > p->write_s ? d->write_seconds : p->write_s;
+    p->reported[rank] = 1;
     if (++p->reports == ckpt->expected)
         complete(ckpt, p);
 }
@@ -172,9 +188,15 @@ static void on_ckpt_done(ember_rpc_req_t *req, void *arg)
         status = ember_status_text(err, sizeof(err), EMBER_ERR_INVALID_PARAM,
                                    "a report of step %llu, not after the last complete one",
                                    (unsigned long long)done.step);
+    if (status == EMBER_OK && !owes_report(ckpt, ember_rpc_req_peer(req)))
+        status = ember_status_text(err, sizeof(err), EMBER_ERR_INVALID_PARAM,
+                                   "a report from a rank that writes no checkpoint file");
     if (status == EMBER_OK && !(p = pending_of(ckpt, done.step)))
         status = ember_status_text(err, sizeof(err), EMBER_ERR_OUT_OF_RANGE,
                                    "too many checkpoints in progress");
+    if (status == EMBER_OK && p->reported[ember_rpc_req_peer(req)])
+        status = ember_status_text(err, sizeof(err), EMBER_ERR_INVALID_PARAM,
+                                   "a second report of step %llu", (unsigned long long)done.step);
     if (status != EMBER_OK) {
         ember_warn("master", "a checkpoint report from %s refused: %s",
                    ember_tp_peer_name(ckpt->tp, ember_rpc_req_peer(req)), err);
@@ -385,11 +407,23 @@ static int collecting(const ember_master_ckpt_t *ckpt, uint64_t steps)
     return ckpt->last_complete < steps && ckpt->last_failed < steps;
 }
 
-/* A PS or trainer gone: its report will never come. */
-static int rank_lost(const ember_master_ckpt_t *ckpt, int *rank_p)
+/* Whether rank @r's report of checkpoint @step is in. */
+static int has_reported(const ember_master_ckpt_t *ckpt, uint64_t step, int r)
+{
+    for (size_t i = 0; i < PENDING_MAX; i++) {
+        if (ckpt->pending[i].step == step)
+            return ckpt->pending[i].reported[r];
+    }
+    return 0;
+}
+
+/* A PS or trainer gone whose report of @step has not come: it never will
+ * (a trainer that wrote its file may leave before the PS are done). */
+static int rank_lost(const ember_master_ckpt_t *ckpt, uint64_t step, int *rank_p)
 {
     for (int r = 0; r < ember_tp_world_size(ckpt->tp); r++) {
-        if (r != ember_tp_rank(ckpt->tp) && ember_tp_peer_lost(ckpt->tp, r)) {
+        if (owes_report(ckpt, r) && ember_tp_peer_lost(ckpt->tp, r) &&
+            !has_reported(ckpt, step, r)) {
             *rank_p = r;
             return 1;
         }
@@ -404,7 +438,7 @@ ember_status_t ember_master_ckpt_finish(ember_master_ckpt_t *ckpt, uint64_t step
     if (!ckpt)
         return EMBER_OK;
     while (collecting(ckpt, steps)) {
-        if (rank_lost(ckpt, &lost))
+        if (rank_lost(ckpt, steps, &lost))
             return ember_status_text(err, err_length, EMBER_ERR_PEER_LOST,
                                      "the checkpoint after step %llu: %s was lost before it "
                                      "wrote its file",
