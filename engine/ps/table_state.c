@@ -1,4 +1,5 @@
 /* engine/ps/table_state: a shard's snapshots and its restore by global row. */
+#include "common/copy.h"
 #include "common/reserve.h"
 #include "engine/ps/table.h"
 #include "engine/ps/table_private.h"
@@ -74,7 +75,7 @@ static ember_status_t snap_copy(const ember_table_t *table, const ember_opt_stat
     if (bytes == 0)
         return EMBER_OK;
     if (!rows || !table->device) {
-        memcpy(out->data.data, a->data, bytes);
+        ember_copy(out->data.data, a->data, bytes);
         return EMBER_OK;
     }
     ember_status_t status = table->dev->mem_copy(table->device, out->data.data, a->data, bytes,
