@@ -33,7 +33,12 @@ struct ember_ps_ckpt {
     pthread_cond_t cond;
     pthread_t thread;
     int started, quit;
-    int busy;     /* the snapshots are the writer's until it ends */
+    int busy;    /* the snapshots are the writer's until it ends */
+    int copying; /* the writer copies its half of a snapshot */
+    ember_table_t *const *copy_tables;
+    size_t copy_count;
+    ember_status_t copy_status;
+    char copy_err[256];
     int finished; /* @done holds a report not yet polled */
     ember_msg_ckpt_done_t done;
     /* the write handed over */
@@ -169,6 +174,23 @@ static void write_file(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
     done->write_seconds = ember_time_now() - started;
 }
 
+/* Half @half of every table's copy (the PS's thread takes 0, the writer 1:
+ * while the copy runs the trainers wait, and the other core with them). */
+static ember_status_t copy_half(ember_ps_ckpt_t *ckpt, unsigned half)
+{
+    ember_status_t status = EMBER_OK;
+    char *err = half ? ckpt->copy_err : NULL;
+    char local[256];
+    for (size_t i = 0; status == EMBER_OK && i < ckpt->copy_count; i++)
+        status = ember_table_snapshot_copy(ckpt->copy_tables[i], ckpt->snaps[i], half, 2,
+                                           err ? err : local, sizeof(local));
+    if (half)
+        ckpt->copy_status = status;
+    else if (status != EMBER_OK)
+        memcpy(ckpt->copy_err, local, sizeof(local));
+    return status;
+}
+
 static void *writer_main(void *arg)
 {
     ember_ps_ckpt_t *ckpt = arg;
@@ -179,8 +201,16 @@ static void *writer_main(void *arg)
         ember_debug("ps", "the checkpoint writer keeps its priority: %s", strerror(errno));
     pthread_mutex_lock(&ckpt->lock);
     for (;;) {
-        while (!ckpt->busy && !ckpt->quit)
+        while (!ckpt->busy && !ckpt->copying && !ckpt->quit)
             pthread_cond_wait(&ckpt->cond, &ckpt->lock);
+        if (ckpt->copying) {
+            pthread_mutex_unlock(&ckpt->lock);
+            copy_half(ckpt, 1);
+            pthread_mutex_lock(&ckpt->lock);
+            ckpt->copying = 0;
+            pthread_cond_broadcast(&ckpt->cond);
+            continue;
+        }
         if (!ckpt->busy)
             break;
         pthread_mutex_unlock(&ckpt->lock);
@@ -219,6 +249,30 @@ static ember_status_t start_writer(ember_ps_ckpt_t *ckpt, char *err, size_t err_
     return EMBER_OK;
 }
 
+/* The snapshots' copy, half here and half on the writer thread. */
+static ember_status_t copy_shared(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables, size_t count,
+                                  char *err, size_t err_length)
+{
+    pthread_mutex_lock(&ckpt->lock);
+    ckpt->copy_tables = tables;
+    ckpt->copy_count = count;
+    ckpt->copy_status = EMBER_OK;
+    ckpt->copying = 1;
+    pthread_cond_broadcast(&ckpt->cond);
+    pthread_mutex_unlock(&ckpt->lock);
+    ember_status_t mine = copy_half(ckpt, 0);
+    pthread_mutex_lock(&ckpt->lock);
+    while (ckpt->copying)
+        pthread_cond_wait(&ckpt->cond, &ckpt->lock);
+    ember_status_t theirs = ckpt->copy_status;
+    pthread_mutex_unlock(&ckpt->lock);
+    if (mine != EMBER_OK || theirs != EMBER_OK) {
+        snprintf(err, err_length, "%s", ckpt->copy_err);
+        return mine != EMBER_OK ? mine : theirs;
+    }
+    return EMBER_OK;
+}
+
 ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables, size_t count,
                                   uint64_t step, char *err, size_t err_length)
 {
@@ -226,7 +280,8 @@ ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *t
     double waited = wait_writer(ckpt);
     double started = ember_time_now();
     for (size_t i = 0; i < count; i++)
-        EMBER_CHECK(ember_table_snapshot_take(tables[i], &ckpt->snaps[i], err, err_length));
+        EMBER_CHECK(ember_table_snapshot_begin(tables[i], &ckpt->snaps[i], err, err_length));
+    EMBER_CHECK(copy_shared(ckpt, tables, count, err, err_length));
     forget_asked(ckpt, step);
     pthread_mutex_lock(&ckpt->lock);
     ckpt->nsnaps = count;

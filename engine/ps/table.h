@@ -139,6 +139,19 @@ typedef struct ember_table_snapshot ember_table_snapshot_t;
 ember_status_t ember_table_snapshot_take(const ember_table_t *table,
                                          ember_table_snapshot_t **snap_p, char *err,
                                          size_t err_length);
+/**
+ * ember_table_snapshot_take in two halves, so the copy can be shared:
+ * _begin sizes the snapshot and describes it (its step, its metadata), no
+ * copy yet; _copy then copies part @part of @parts of every array (a
+ * device shard's rows whole, in part 0).  The parts may run on different
+ * threads at once; the snapshot is whole once all have returned OK.
+ */
+ember_status_t ember_table_snapshot_begin(const ember_table_t *table,
+                                          ember_table_snapshot_t **snap_p, char *err,
+                                          size_t err_length);
+ember_status_t ember_table_snapshot_copy(const ember_table_t *table, ember_table_snapshot_t *snap,
+                                         unsigned part, unsigned parts, char *err,
+                                         size_t err_length);
 /** Free a snapshot and its arrays.  NULL is a no-op. */
 void ember_table_snapshot_free(ember_table_snapshot_t *snap);
 /** Host memory the snapshot holds (its arrays' room). */

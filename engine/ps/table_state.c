@@ -59,9 +59,9 @@ static size_t array_row_bytes(const ember_opt_state_t *a)
     return a->per_row * ember_dtype_size(a->dtype);
 }
 
-/* One array copied into the snapshot (a device shard's rows by the device). */
-static ember_status_t snap_copy(const ember_table_t *table, const ember_opt_state_t *a, int rows,
-                                snap_array_t *out, char *err, size_t err_length)
+/* One array's room in the snapshot, and its description. */
+static ember_status_t snap_reserve(const ember_table_t *table, const ember_opt_state_t *a,
+                                   snap_array_t *out, char *err, size_t err_length)
 {
     const size_t bytes = a->rows * array_row_bytes(a);
     if (!ember_buffer_reserve(&out->data, bytes + 1))
@@ -72,12 +72,26 @@ static ember_status_t snap_copy(const ember_table_t *table, const ember_opt_stat
     out->dtype = a->dtype;
     out->per_row = a->per_row;
     snprintf(out->tensor, sizeof(out->tensor), "%s.%s", table->spec.name, a->name);
+    return EMBER_OK;
+}
+
+/* Part @part of @parts of one array copied into the snapshot (a device
+ * shard's rows whole, by the device, in part 0). */
+static ember_status_t snap_copy(const ember_table_t *table, const ember_opt_state_t *a, int rows,
+                                snap_array_t *out, unsigned part, unsigned parts, char *err,
+                                size_t err_length)
+{
+    const size_t bytes = a->rows * array_row_bytes(a);
     if (bytes == 0)
         return EMBER_OK;
     if (!rows || !table->device) {
-        ember_copy(out->data.data, a->data, bytes);
+        const size_t begin = bytes / parts * part;
+        const size_t end = part + 1 == parts ? bytes : bytes / parts * (part + 1);
+        ember_copy((char *)out->data.data + begin, (const char *)a->data + begin, end - begin);
         return EMBER_OK;
     }
+    if (part != 0)
+        return EMBER_OK;
     ember_status_t status = table->dev->mem_copy(table->device, out->data.data, a->data, bytes,
                                                  EMBER_COPY_DEVICE_TO_HOST);
     if (status != EMBER_OK)
@@ -118,7 +132,7 @@ static ember_status_t snapshot_fill(const ember_table_t *table, ember_table_snap
 
     snap->valid = 0;
     for (size_t i = 0; i < n; i++)
-        EMBER_CHECK(snap_copy(table, &arrays[i], i == 0, &snap->arrays[i], err, err_length));
+        EMBER_CHECK(snap_reserve(table, &arrays[i], &snap->arrays[i], err, err_length));
     memcpy(snap->name, table->spec.name, sizeof(snap->name));
     snap->local_rows = table->local_rows;
     snap->narrays = n;
@@ -128,9 +142,36 @@ static ember_status_t snapshot_fill(const ember_table_t *table, ember_table_snap
     return EMBER_OK;
 }
 
+ember_status_t ember_table_snapshot_copy(const ember_table_t *table, ember_table_snapshot_t *snap,
+                                         unsigned part, unsigned parts, char *err,
+                                         size_t err_length)
+{
+    ember_opt_state_t arrays[EMBER_TABLE_STATE_TENSORS];
+    const size_t n = table_arrays(table, arrays);
+    if (!snap->valid || n != snap->narrays || parts == 0 || part >= parts)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: a snapshot copied before it was begun",
+                                 table->spec.name);
+    for (size_t i = 0; i < n; i++)
+        EMBER_CHECK(snap_copy(table, &arrays[i], i == 0, &snap->arrays[i], part, parts, err,
+                              err_length));
+    return EMBER_OK;
+}
+
 ember_status_t ember_table_snapshot_take(const ember_table_t *table,
                                          ember_table_snapshot_t **snap_p, char *err,
                                          size_t err_length)
+{
+    EMBER_CHECK(ember_table_snapshot_begin(table, snap_p, err, err_length));
+    ember_status_t status = ember_table_snapshot_copy(table, *snap_p, 0, 1, err, err_length);
+    if (status != EMBER_OK)
+        (*snap_p)->valid = 0;
+    return status;
+}
+
+ember_status_t ember_table_snapshot_begin(const ember_table_t *table,
+                                          ember_table_snapshot_t **snap_p, char *err,
+                                          size_t err_length)
 {
     ember_table_snapshot_t *snap = *snap_p;
     const int created = snap == NULL;
