@@ -1,4 +1,5 @@
 /* engine/ps/ps_ckpt: snapshots at step boundaries, written by a thread. */
+#define _GNU_SOURCE /* SCHED_IDLE */
 #include "engine/ps/ps_ckpt.h"
 
 #include "common/clock.h"
@@ -10,6 +11,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,9 +197,11 @@ static void *writer_main(void *arg)
 {
     ember_ps_ckpt_t *ckpt = arg;
     /* Training first: on a node with few cores the write (its CRC, the
-     * copy into the page cache) takes what the PS's serving leaves.  On
-     * Linux a thread has a nice value of its own. */
-    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE) != 0)
+     * copy into the page cache) takes only what the job leaves idle
+     * (SCHED_IDLE; else, on Linux, a nice value of the thread's own). */
+    struct sched_param param = {.sched_priority = 0};
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) != 0 &&
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE) != 0)
         ember_debug("ps", "the checkpoint writer keeps its priority: %s", strerror(errno));
     pthread_mutex_lock(&ckpt->lock);
     for (;;) {
