@@ -27,6 +27,8 @@
  */
 #define _GNU_SOURCE
 
+#include "engine/io/checkpoint.h"
+
 #include <ember/config.h>
 #include <ember/log.h>
 
@@ -1170,28 +1172,6 @@ static void std_fds_ensure(void)
     }
 }
 
-/* Whether @dir holds a complete checkpoint: a step-* folder with its manifest. */
-static int checkpoint_complete_in(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int found = 0;
-
-    if (!d)
-        return 0;
-    while (!found && (e = readdir(d)) != NULL) {
-        char path[PATH_MAX];
-        struct stat st;
-        if (strncmp(e->d_name, "step-", 5) != 0)
-            continue;
-        int len = snprintf(path, sizeof(path), "%s/%s/manifest", dir, e->d_name);
-        found = len > 0 && (size_t)len < sizeof(path) && stat(path, &st) == 0 &&
-                S_ISREG(st.st_mode);
-    }
-    closedir(d);
-    return found;
-}
-
 /* PROGRAM ARGS without any --resume (either form), then --resume @dir. */
 static char **argv_with_resume(char **args, char *dir)
 {
@@ -1242,7 +1222,7 @@ static int restart_point(run_job_t *job, char *buf, size_t length)
         snprintf(buf, length, "from the start (no --checkpoint-dir)");
         return 0;
     }
-    if (!checkpoint_complete_in(dir)) {
+    if (!ember_ckpt_exists(dir)) {
         snprintf(buf, length, "from the start (no checkpoint in %s yet)", dir);
         return 0;
     }

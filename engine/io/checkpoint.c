@@ -419,26 +419,18 @@ static ember_status_t ckpt_make_dirs(const char *path, char *err, size_t err_len
     return EMBER_OK;
 }
 
-ember_status_t ember_ckpt_begin(const char *root, uint64_t step, char *dir, size_t dir_length,
-                                char *err, size_t err_length)
+ember_status_t ember_ckpt_step_dir(const char *root, uint64_t step, char *dir, size_t dir_length,
+                                   char *err, size_t err_length)
 {
     if (!root || !dir || ember_ckpt_dir_name(root, step, dir, dir_length) != EMBER_OK)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "checkpoint of step %llu in %s: the path does not fit",
                                  (unsigned long long)step, root ? root : "(null)");
     EMBER_CHECK(ckpt_make_dirs(root, err, err_length));
-    if (mkdir(dir, 0755) == 0)
-        return EMBER_OK;
-    if (errno != EEXIST)
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return ember_status_text(err, err_length, EMBER_ERR_IO, "cannot make %s: %s", dir,
                                  strerror(errno));
-    if (ckpt_has_manifest(dir))
-        return ember_status_text(err, err_length, EMBER_ERR_EXISTS,
-                                 "%s already holds a complete checkpoint (its manifest); "
-                                 "refusing to overwrite it",
-                                 dir);
-    ember_warn("checkpoint", "emptying %s, left without a manifest by an interrupted run", dir);
-    return ckpt_empty(dir, err, err_length);
+    return EMBER_OK;
 }
 
 /* Which of @steps (ascending) prune removes: below the newest complete one
@@ -491,4 +483,129 @@ ember_status_t ember_ckpt_prune(const char *root, unsigned keep, char *err, size
     free(remove);
     free(steps);
     return status;
+}
+
+/* ---------------------------------------------------------------- a job's start */
+
+/* One step-N of @root after a job's start: torn, it goes; complete, it
+ * belongs to another course of the job and is refused. */
+static ember_status_t ckpt_clear_one(const char *root, uint64_t step, uint64_t after, char *err,
+                                     size_t err_length)
+{
+    char dir[CKPT_PATH_MAX], why[1024];
+    ember_ckpt_manifest_t m;
+    if (ember_ckpt_dir_name(root, step, dir, sizeof(dir)) != EMBER_OK)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "%s: path too long",
+                                 root);
+    if (ckpt_load_checked(dir, &m, why, sizeof(why)) == EMBER_OK) {
+        ember_ckpt_manifest_free(&m);
+        return ember_status_text(
+                err, err_length, EMBER_ERR_EXISTS,
+                "%s holds a complete checkpoint after step %llu, %s: resume "
+                "from it (--resume %s) or move it away",
+                root, (unsigned long long)step,
+                after ? "later than the one resumed from" : "and this job starts afresh", root);
+    }
+    ember_warn("checkpoint", "removing %s, torn (%s)", dir, why);
+    return ckpt_remove(dir, err, err_length);
+}
+
+ember_status_t ember_ckpt_clear_after(const char *root, uint64_t after, char *err,
+                                      size_t err_length)
+{
+    uint64_t *steps;
+    size_t count;
+    EMBER_CHECK(ckpt_make_dirs(root, err, err_length));
+    EMBER_CHECK(ckpt_list(root, &steps, &count, err, err_length));
+    ember_status_t status = EMBER_OK;
+    for (size_t i = 0; status == EMBER_OK && i < count; i++) {
+        if (steps[i] > after)
+            status = ckpt_clear_one(root, steps[i], after, err, err_length);
+    }
+    free(steps);
+    return status;
+}
+
+/* ---------------------------------------------------------------- reading files */
+
+ember_status_t ember_ckpt_map_files(const char *dir, const char *names, size_t stride, size_t count,
+                                    ember_st_file_t **files, char **paths, char *err,
+                                    size_t err_length)
+{
+    for (size_t i = 0; i < count; i++) {
+        const char *name = names + i * stride;
+        size_t length = strlen(dir) + strnlen(name, stride) + 2;
+        if (!(paths[i] = malloc(length)))
+            return EMBER_ERR_NO_MEMORY;
+        snprintf(paths[i], length, "%s/%.*s", dir, (int)strnlen(name, stride), name);
+        EMBER_CHECK(ember_st_map(paths[i], &files[i], err, err_length));
+    }
+    return EMBER_OK;
+}
+
+void ember_ckpt_unmap_files(ember_st_file_t **files, char **paths, size_t count)
+{
+    for (size_t i = 0; files && paths && i < count; i++) {
+        ember_st_close(files[i]);
+        free(paths[i]);
+        files[i] = NULL;
+        paths[i] = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- which steps */
+
+void ember_ckpt_schedule_init(ember_ckpt_schedule_t *s, uint64_t every)
+{
+    memset(s, 0, sizeof(*s));
+    s->every = every;
+}
+
+ember_status_t ember_ckpt_schedule_ask(ember_ckpt_schedule_t *s, uint64_t step, int stop)
+{
+    for (size_t i = 0; i < s->nasked; i++) {
+        if (s->asked[i] == step) {
+            s->stop[i] |= stop != 0;
+            return EMBER_OK;
+        }
+    }
+    if (s->nasked == EMBER_CKPT_ASKED_MAX)
+        return EMBER_ERR_OUT_OF_RANGE;
+    s->asked[s->nasked] = step;
+    s->stop[s->nasked++] = stop != 0;
+    return EMBER_OK;
+}
+
+int ember_ckpt_schedule_due(const ember_ckpt_schedule_t *s, uint64_t steps)
+{
+    if (steps == 0)
+        return 0;
+    if (s->every && steps % s->every == 0)
+        return 1;
+    for (size_t i = 0; i < s->nasked; i++) {
+        if (s->asked[i] == steps)
+            return 1;
+    }
+    return 0;
+}
+
+int ember_ckpt_schedule_stops(const ember_ckpt_schedule_t *s, uint64_t steps)
+{
+    for (size_t i = 0; i < s->nasked; i++) {
+        if (s->asked[i] == steps && s->stop[i])
+            return 1;
+    }
+    return 0;
+}
+
+void ember_ckpt_schedule_taken(ember_ckpt_schedule_t *s, uint64_t steps)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < s->nasked; i++) {
+        if (s->asked[i] >= steps) {
+            s->asked[kept] = s->asked[i];
+            s->stop[kept++] = s->stop[i];
+        }
+    }
+    s->nasked = kept;
 }

@@ -31,6 +31,8 @@
 #ifndef EMBER_ENGINE_IO_CHECKPOINT_H
 #define EMBER_ENGINE_IO_CHECKPOINT_H
 
+#include "engine/io/safetensors.h"
+
 #include <ember/status.h>
 
 #include <stddef.h>
@@ -101,14 +103,14 @@ const ember_ckpt_file_t *ember_ckpt_manifest_file(const ember_ckpt_manifest_t *m
 ember_status_t ember_ckpt_dir_name(const char *root, uint64_t step, char *out, size_t length);
 
 /**
- * Make ROOT (and its parents) and ROOT/step-N, emptying a step-N left
- * without a manifest by an earlier, interrupted run; @dir gets its path.
- * Errors (the cause in @err): ERR_EXISTS (step-N holds a manifest: a
- * complete checkpoint is never overwritten), ERR_IO (a path cannot be made,
- * or a torn step-N holds a directory), ERR_INVALID_PARAM (@dir too short).
+ * ROOT/step-N made (and ROOT with its parents) if it is not there yet, its
+ * path into @dir: where each of a checkpoint's writers puts its file (many
+ * at once, so nothing in it is removed; a job's start clears torn ones,
+ * ember_ckpt_clear_after).  Errors: ERR_IO (a path cannot be made),
+ * ERR_INVALID_PARAM (@dir too short).
  */
-ember_status_t ember_ckpt_begin(const char *root, uint64_t step, char *dir, size_t dir_length,
-                                char *err, size_t err_length);
+ember_status_t ember_ckpt_step_dir(const char *root, uint64_t step, char *dir, size_t dir_length,
+                                   char *err, size_t err_length);
 
 /**
  * Write DIR/manifest (manifest.tmp, fsync, rename, fsync DIR and its
@@ -187,7 +189,54 @@ int ember_ckpt_exists(const char *path);
  */
 ember_status_t ember_ckpt_prune(const char *root, unsigned keep, char *err, size_t err_length);
 
+/**
+ * A job starting at step @after (0: afresh) with ROOT its checkpoint root:
+ * ROOT made (and its parents); every step-N after @after that is torn (no
+ * manifest, or files that do not match it) removed; a complete one refused
+ * (ERR_EXISTS: it belongs to another course of the job, the text says
+ * what to do).
+ */
+ember_status_t ember_ckpt_clear_after(const char *root, uint64_t after, char *err,
+                                      size_t err_length);
+
+/**
+ * Map the @count files of @dir named at @names + i * @stride (at most
+ * @stride bytes each), with ember_st_map; their paths into @paths
+ * (malloc'd).  On error the ones mapped so far stay for
+ * ember_ckpt_unmap_files, which takes any of them.
+ */
+ember_status_t ember_ckpt_map_files(const char *dir, const char *names, size_t stride, size_t count,
+                                    ember_st_file_t **files, char **paths, char *err,
+                                    size_t err_length);
+void ember_ckpt_unmap_files(ember_st_file_t **files, char **paths, size_t count);
+
+/*
+ * Which steps a job checkpoints after: every multiple of @every, and the
+ * steps asked for (the last step's, a signal's; @stop: the job ends
+ * there).  Each rank keeps one, so all agree on it.
+ */
+#define EMBER_CKPT_ASKED_MAX 16
+typedef struct {
+    uint64_t every; /* 0: only the steps asked for */
+    uint64_t asked[EMBER_CKPT_ASKED_MAX];
+    uint8_t stop[EMBER_CKPT_ASKED_MAX];
+    size_t nasked;
+} ember_ckpt_schedule_t;
+
+void ember_ckpt_schedule_init(ember_ckpt_schedule_t *s, uint64_t every);
+/** Also after @step (again: nothing new, but @stop kept).  ERR_OUT_OF_RANGE
+ * when EMBER_CKPT_ASKED_MAX are pending. */
+ember_status_t ember_ckpt_schedule_ask(ember_ckpt_schedule_t *s, uint64_t step, int stop);
+/** A checkpoint is due after @steps steps (never after 0). */
+int ember_ckpt_schedule_due(const ember_ckpt_schedule_t *s, uint64_t steps);
+/** The job stops after @steps steps. */
+int ember_ckpt_schedule_stops(const ember_ckpt_schedule_t *s, uint64_t steps);
+/** The checkpoint after @steps is taken: steps asked before it are dropped
+ * (its own stays, so ember_ckpt_schedule_stops still tells of it). */
+void ember_ckpt_schedule_taken(ember_ckpt_schedule_t *s, uint64_t steps);
+
 #ifdef __cplusplus
 }
 #endif
+
 #endif

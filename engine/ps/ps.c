@@ -586,8 +586,10 @@ static void ps_ckpt_report(ps_t *ps)
 static void ps_ckpt_after_step(ps_t *ps)
 {
     ember_table_t *tables[PS_MAX_TABLES];
+    if (!ps->ckpt || !ember_ps_ckpt_planned(ps->ckpt))
+        return; /* every step: nothing more when the job writes none */
     size_t count = ps_tables(ps, tables);
-    if (!ps->ckpt || !count)
+    if (!count)
         return;
     uint64_t step = ember_table_next_step(tables[0]);
     for (size_t i = 1; i < count; i++) {

@@ -16,11 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define ASKED_MAX        16
 #define WRITER_NICE      10
 #define CKPT_TENSORS_MAX (PS_MAX_TABLES * EMBER_TABLE_STATE_TENSORS)
 #define CKPT_META_MAX    (PS_MAX_TABLES * EMBER_TABLE_STATE_META + 4)
@@ -28,8 +26,7 @@
 struct ember_ps_ckpt {
     ember_msg_ckpt_plan_t plan;
     int planned;
-    uint64_t asked[ASKED_MAX]; /* CKPT_AT steps still to come */
-    size_t nasked;
+    ember_ckpt_schedule_t schedule;
     /* shared with the writer, under lock */
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -86,6 +83,7 @@ void ember_ps_ckpt_plan(ember_ps_ckpt_t *ckpt, const ember_msg_ckpt_plan_t *plan
 {
     ckpt->plan = *plan;
     ckpt->planned = plan->root[0] != '\0';
+    ember_ckpt_schedule_init(&ckpt->schedule, plan->every);
 }
 
 int ember_ps_ckpt_planned(const ember_ps_ckpt_t *ckpt)
@@ -95,38 +93,12 @@ int ember_ps_ckpt_planned(const ember_ps_ckpt_t *ckpt)
 
 ember_status_t ember_ps_ckpt_at(ember_ps_ckpt_t *ckpt, uint64_t step)
 {
-    for (size_t i = 0; i < ckpt->nasked; i++) {
-        if (ckpt->asked[i] == step)
-            return EMBER_OK;
-    }
-    if (ckpt->nasked == ASKED_MAX)
-        return EMBER_ERR_NO_MEMORY;
-    ckpt->asked[ckpt->nasked++] = step;
-    return EMBER_OK;
+    return ember_ckpt_schedule_ask(&ckpt->schedule, step, 0);
 }
 
 int ember_ps_ckpt_due(const ember_ps_ckpt_t *ckpt, uint64_t step)
 {
-    if (!ckpt->planned || step == 0)
-        return 0;
-    if (ckpt->plan.every && step % ckpt->plan.every == 0)
-        return 1;
-    for (size_t i = 0; i < ckpt->nasked; i++) {
-        if (ckpt->asked[i] == step)
-            return 1;
-    }
-    return 0;
-}
-
-/* A CKPT_AT step once taken is forgotten (steps only grow). */
-static void forget_asked(ember_ps_ckpt_t *ckpt, uint64_t step)
-{
-    size_t kept = 0;
-    for (size_t i = 0; i < ckpt->nasked; i++) {
-        if (ckpt->asked[i] > step)
-            ckpt->asked[kept++] = ckpt->asked[i];
-    }
-    ckpt->nasked = kept;
+    return ckpt->planned && ember_ckpt_schedule_due(&ckpt->schedule, step);
 }
 
 /* The snapshots as one file's tensors and metadata. */
@@ -157,10 +129,8 @@ static void write_file(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
     *done = (ember_msg_ckpt_done_t){
             .step = ckpt->step, .copy_seconds = ckpt->copy_s, .wait_seconds = ckpt->wait_s};
     snprintf(done->name, sizeof(done->name), "ps%u.safetensors", ckpt->plan.index);
-    ember_status_t status = ember_ckpt_dir_name(ckpt->plan.root, ckpt->step, dir, sizeof(dir));
-    if (status == EMBER_OK && mkdir(dir, 0755) != 0 && errno != EEXIST)
-        status = ember_status_text(done->text, sizeof(done->text), EMBER_ERR_IO, "%s: %s", dir,
-                                   strerror(errno));
+    ember_status_t status = ember_ckpt_step_dir(ckpt->plan.root, ckpt->step, dir, sizeof(dir),
+                                                done->text, sizeof(done->text));
     if (status == EMBER_OK)
         status = gather_tensors(ckpt, tensors, &ntensors, meta, &nmeta, step_text);
     if (status == EMBER_OK) {
@@ -286,7 +256,7 @@ ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *t
     for (size_t i = 0; i < count; i++)
         EMBER_CHECK(ember_table_snapshot_begin(tables[i], &ckpt->snaps[i], err, err_length));
     EMBER_CHECK(copy_shared(ckpt, tables, count, err, err_length));
-    forget_asked(ckpt, step);
+    ember_ckpt_schedule_taken(&ckpt->schedule, step);
     pthread_mutex_lock(&ckpt->lock);
     ckpt->nsnaps = count;
     ckpt->step = step;
@@ -319,21 +289,6 @@ int ember_ps_ckpt_poll(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
     return finished;
 }
 
-/* Map the PS files of a checkpoint. */
-static ember_status_t map_files(const char *dir, const char *names, size_t nnames,
-                                ember_st_file_t **files, char **paths, char *err, size_t err_length)
-{
-    for (size_t i = 0; i < nnames; i++) {
-        const char *name = names + i * EMBER_CKPT_FILE_NAME_MAX;
-        size_t length = strlen(dir) + strlen(name) + 2;
-        if (!(paths[i] = malloc(length)))
-            return EMBER_ERR_NO_MEMORY;
-        snprintf(paths[i], length, "%s/%s", dir, name);
-        EMBER_CHECK(ember_st_map(paths[i], &files[i], err, err_length));
-    }
-    return EMBER_OK;
-}
-
 ember_status_t ember_ps_ckpt_restore(ember_table_t *const *tables, size_t count, const char *dir,
                                      const char *names, size_t nnames, char *err, size_t err_length)
 {
@@ -341,14 +296,12 @@ ember_status_t ember_ps_ckpt_restore(ember_table_t *const *tables, size_t count,
     char **paths = calloc(nnames, sizeof(*paths));
     ember_status_t status = files && paths ? EMBER_OK : EMBER_ERR_NO_MEMORY;
     if (status == EMBER_OK)
-        status = map_files(dir, names, nnames, files, paths, err, err_length);
+        status = ember_ckpt_map_files(dir, names, EMBER_CKPT_FILE_NAME_MAX, nnames, files, paths,
+                                      err, err_length);
     for (size_t t = 0; status == EMBER_OK && t < count; t++)
         status = ember_table_restore(tables[t], (const ember_st_file_t *const *)files,
                                      (const char *const *)paths, nnames, err, err_length);
-    for (size_t i = 0; files && paths && i < nnames; i++) {
-        ember_st_close(files[i]);
-        free(paths[i]);
-    }
+    ember_ckpt_unmap_files(files, paths, nnames);
     free(files);
     free(paths);
     return status;

@@ -10,14 +10,11 @@
 
 #include <ember/log.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define PENDING_MAX 8
 
@@ -98,7 +95,7 @@ static void describe(const ember_master_ckpt_t *ckpt, ember_ckpt_manifest_t *m)
 
 static void print_complete(ember_master_ckpt_t *ckpt, const pending_t *p, const char *dir)
 {
-    double seconds = ember_time_now() - p->first_at + p->write_s * 0;
+    double seconds = ember_time_now() - p->first_at;
     printf("checkpoint after step %llu: %s, %.1f MiB in %zu files; PS copies %.3f s (the pause), "
            "waits %.3f s, writes %.2f s; complete %.2f s after the first file\n",
            (unsigned long long)p->step, dir, p->bytes / 1048576.0, p->manifest.nfiles, p->copy_s,
@@ -222,106 +219,6 @@ static void on_ckpt_at(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
-/* mkdir -p @path. */
-static ember_status_t make_dirs(const char *path, char *err, size_t err_length)
-{
-    char partial[EMBER_PATH_MAX];
-    size_t length = strlen(path);
-    if (length >= sizeof(partial))
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "%s: too long", path);
-    for (size_t i = 1; i <= length; i++) {
-        if (path[i] != '/' && path[i] != '\0')
-            continue;
-        memcpy(partial, path, i);
-        partial[i] = '\0';
-        if (mkdir(partial, 0755) != 0 && errno != EEXIST)
-            return ember_status_text(err, err_length, EMBER_ERR_IO, "cannot make %s: %s", partial,
-                                     strerror(errno));
-    }
-    return EMBER_OK;
-}
-
-/* A step-N directory's step, or 0 when @name is not one. */
-static uint64_t step_of_name(const char *name)
-{
-    if (strncmp(name, "step-", 5) != 0 || strlen(name) != 17)
-        return 0;
-    uint64_t step = 0;
-    for (const char *c = name + 5; *c; c++) {
-        if (*c < '0' || *c > '9')
-            return 0;
-        step = step * 10 + (uint64_t)(*c - '0');
-    }
-    return step;
-}
-
-/* An interrupted write's directory (no manifest): its files, then it. */
-static void remove_torn(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[EMBER_PATH_MAX + 300];
-    while (d && (e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof(path), "%.500s/%.255s", dir, e->d_name);
-        unlink(path);
-    }
-    if (d)
-        closedir(d);
-    if (rmdir(dir) == 0)
-        ember_info("master", "removed %s, a checkpoint never completed", dir);
-}
-
-/* @dir's manifest reads and its files match it (else it is torn: a
- * resume skipped it). */
-static int complete_checkpoint(const char *dir)
-{
-    ember_ckpt_manifest_t m;
-    char why[400];
-    int ok = ember_ckpt_manifest_read(dir, &m, why, sizeof(why)) == EMBER_OK;
-    if (ok) {
-        ok = ember_ckpt_verify(dir, &m, why, sizeof(why)) == EMBER_OK;
-        ember_ckpt_manifest_free(&m);
-    }
-    if (!ok)
-        ember_warn("master", "%s is torn (%s): it is removed", dir, why);
-    return ok;
-}
-
-/* The root's checkpoints after @start_step: torn ones go, a complete one is
- * refused (it belongs to another course of the job). */
-static ember_status_t clear_after(const char *root, uint64_t start_step, char *err,
-                                  size_t err_length)
-{
-    DIR *d = opendir(root);
-    struct dirent *e;
-    char dir[EMBER_PATH_MAX + 300], manifest[EMBER_PATH_MAX + 320];
-    ember_status_t status = d ? EMBER_OK : EMBER_ERR_IO;
-    if (!d)
-        ember_status_text(err, err_length, status, "%s: %s", root, strerror(errno));
-    while (status == EMBER_OK && (e = readdir(d))) {
-        uint64_t step = step_of_name(e->d_name);
-        if (step <= start_step)
-            continue;
-        snprintf(dir, sizeof(dir), "%s/%s", root, e->d_name);
-        snprintf(manifest, sizeof(manifest), "%s/manifest", dir);
-        if (access(manifest, F_OK) != 0 || !complete_checkpoint(dir))
-            remove_torn(dir);
-        else
-            status = ember_status_text(
-                    err, err_length, EMBER_ERR_EXISTS,
-                    "%s holds a complete checkpoint after step %llu, %s: resume from it "
-                    "(--resume %s) or move it away",
-                    root, (unsigned long long)step,
-                    start_step ? "later than the one resumed from" : "and this job starts afresh",
-                    root);
-    }
-    if (d)
-        closedir(d);
-    return status;
-}
-
 ember_status_t ember_master_ckpt_create(ember_tp_t *tp, const ember_job_t *job,
                                         const int *ps_holding, uint64_t start_step, FILE *metrics,
                                         ember_master_ckpt_t **ckpt_p, char *err, size_t err_length)
@@ -329,8 +226,7 @@ ember_status_t ember_master_ckpt_create(ember_tp_t *tp, const ember_job_t *job,
     *ckpt_p = NULL;
     if (!job->checkpoint_dir)
         return EMBER_OK;
-    EMBER_CHECK(make_dirs(job->checkpoint_dir, err, err_length));
-    EMBER_CHECK(clear_after(job->checkpoint_dir, start_step, err, err_length));
+    EMBER_CHECK(ember_ckpt_clear_after(job->checkpoint_dir, start_step, err, err_length));
     ember_master_ckpt_t *ckpt = calloc(1, sizeof(*ckpt));
     if (!ckpt)
         return EMBER_ERR_NO_MEMORY;
@@ -599,6 +495,20 @@ void ember_master_resume_free(ember_master_resume_t *resume)
     resume->ps_files = NULL;
 }
 
+/* PS @p's TABLE_RESTORE, answered: its error text into @err. */
+static ember_status_t restore_answer(ember_future_t *future, int p, char *err, size_t err_length)
+{
+    ember_status_t status = ember_future_wait(future);
+    if (status != EMBER_OK) {
+        size_t length = 0;
+        const char *text = ember_future_data(future, &length);
+        ember_status_text(err, err_length, status, "ps%d could not restore its tables: %.*s", p,
+                          (int)(length > 300 ? 300 : length), text ? text : "");
+    }
+    ember_future_release(future);
+    return status;
+}
+
 ember_status_t ember_master_resume_tables(ember_tp_t *tp, const ember_master_resume_t *resume,
                                           const int *ps_holding, int num_ps, int first_ps,
                                           char *err, size_t err_length)
@@ -607,28 +517,25 @@ ember_status_t ember_master_resume_tables(ember_tp_t *tp, const ember_master_res
     snprintf(head.dir, sizeof(head.dir), "%s", resume->dir);
     ember_iov_t iov[2] = {{&head, sizeof(head)},
                           {resume->ps_files, (size_t)resume->ps_count * EMBER_CKPT_FILE_NAME_MAX}};
-    for (int p = 0; p < num_ps; p++) {
-        if (!ps_holding[p])
-            continue;
-        ember_future_t *future = NULL;
-        /* A large table takes a while to read: no RPC deadline but loss. */
-        ember_status_t status =
-                ember_rpc_call_async(tp, first_ps + p, EMBER_OP_TABLE_RESTORE, iov, 2, NULL, 0,
-                                     &(ember_rpc_param_t){.timeout_s = 1e9}, &future);
-        if (status == EMBER_OK)
-            status = ember_future_wait(future);
-        if (status != EMBER_OK) {
-            size_t length = 0;
-            const char *text = future ? ember_future_data(future, &length) : NULL;
-            ember_status_text(err, err_length, status, "ps%d could not restore its tables: %.*s", p,
-                              (int)(length > 300 ? 300 : length), text ? text : "");
-        }
-        if (future)
-            ember_future_release(future);
-        if (status != EMBER_OK)
-            return status;
+    ember_future_t **futures = calloc((size_t)num_ps, sizeof(*futures));
+    ember_status_t status = futures ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+    /* Every PS reads its files at once; a large table takes a while: no
+     * RPC deadline but the PS's loss. */
+    for (int p = 0; status == EMBER_OK && p < num_ps; p++) {
+        if (ps_holding[p])
+            status = ember_rpc_call_async(tp, first_ps + p, EMBER_OP_TABLE_RESTORE, iov, 2, NULL, 0,
+                                          &(ember_rpc_param_t){.timeout_s = 1e9}, &futures[p]);
     }
-    return EMBER_OK;
+    for (int p = 0; futures && p < num_ps; p++) {
+        if (!futures[p])
+            continue;
+        ember_status_t answer = restore_answer(futures[p], p, status == EMBER_OK ? err : NULL,
+                                               status == EMBER_OK ? err_length : 0);
+        if (status == EMBER_OK)
+            status = answer;
+    }
+    free(futures);
+    return status;
 }
 
 /* ---- --init from a checkpoint ------------------------------------------------ */
@@ -710,21 +617,12 @@ static ember_status_t init_tables(const char *dir, const ember_master_resume_t *
     ember_st_file_t **files = calloc(r->ps_count + 1, sizeof(*files));
     char **paths = calloc(r->ps_count + 1, sizeof(*paths));
     ember_status_t status = files && paths ? EMBER_OK : EMBER_ERR_NO_MEMORY;
-    for (uint32_t i = 0; status == EMBER_OK && i < r->ps_count; i++) {
-        size_t length = strlen(dir) + EMBER_CKPT_FILE_NAME_MAX + 2;
-        status = (paths[i] = malloc(length)) ? EMBER_OK : EMBER_ERR_NO_MEMORY;
-        if (status == EMBER_OK) {
-            snprintf(paths[i], length, "%s/%s", dir,
-                     r->ps_files + (size_t)i * EMBER_CKPT_FILE_NAME_MAX);
-            status = ember_st_map(paths[i], &files[i], err, err_length);
-        }
-    }
+    if (status == EMBER_OK)
+        status = ember_ckpt_map_files(dir, r->ps_files, EMBER_CKPT_FILE_NAME_MAX, r->ps_count,
+                                      files, paths, err, err_length);
     for (size_t t = 0; status == EMBER_OK && t < ntables; t++)
         status = whole_table(files, paths, r->ps_count, &tables[t], &rows[t], err, err_length);
-    for (uint32_t i = 0; files && paths && i < r->ps_count; i++) {
-        ember_st_close(files[i]);
-        free(paths[i]);
-    }
+    ember_ckpt_unmap_files(files, paths, r->ps_count);
     free(files);
     free(paths);
     return status;

@@ -7,42 +7,22 @@
 
 #include <ember/log.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define ASKED_MAX   16
 #define REPORTS_MAX 4
 
 struct ember_trainer_ckpt {
     ember_tp_t *tp;
     const ember_msg_train_start_t *spec;
     const int *aborted;
-    int leader;                /* trainer0 */
-    uint64_t asked[ASKED_MAX]; /* CKPT_AT steps */
-    uint32_t asked_stop[ASKED_MAX];
-    size_t nasked;
-    int requested, request_stop; /* trainer0: a signal's, here or elsewhere */
+    int leader;                     /* trainer0 */
+    ember_ckpt_schedule_t schedule; /* the plan's steps and CKPT_AT's */
+    int requested, request_stop;    /* trainer0: a signal's, here or elsewhere */
     ember_msg_ckpt_done_t reports[REPORTS_MAX];
     ember_future_t *futures[REPORTS_MAX];
 };
-
-static ember_status_t remember_at(ember_trainer_ckpt_t *ckpt, uint64_t step, uint32_t stop)
-{
-    for (size_t i = 0; i < ckpt->nasked; i++) {
-        if (ckpt->asked[i] == step) {
-            ckpt->asked_stop[i] |= stop;
-            return EMBER_OK;
-        }
-    }
-    if (ckpt->nasked == ASKED_MAX)
-        return EMBER_ERR_OUT_OF_RANGE;
-    ckpt->asked[ckpt->nasked] = step;
-    ckpt->asked_stop[ckpt->nasked++] = stop;
-    return EMBER_OK;
-}
 
 static void on_ckpt_at(ember_rpc_req_t *req, void *arg)
 {
@@ -50,7 +30,8 @@ static void on_ckpt_at(ember_rpc_req_t *req, void *arg)
     ember_msg_ckpt_at_t at;
     char err[128];
     ember_status_t status = ember_wire_ckpt_at_take(req, &at, err, sizeof(err));
-    if (status == EMBER_OK && remember_at(ckpt, at.step, at.stop) != EMBER_OK)
+    if (status == EMBER_OK &&
+        ember_ckpt_schedule_ask(&ckpt->schedule, at.step, (int)at.stop) != EMBER_OK)
         status = ember_status_text(err, sizeof(err), EMBER_ERR_OUT_OF_RANGE,
                                    "too many checkpoints asked for");
     if (status != EMBER_OK)
@@ -94,6 +75,7 @@ ember_status_t ember_trainer_ckpt_create(ember_tp_t *tp, const ember_msg_train_s
         return EMBER_ERR_NO_MEMORY;
     *ckpt = (ember_trainer_ckpt_t){
             .tp = tp, .spec = spec, .aborted = aborted, .leader = spec->trainer == 0};
+    ember_ckpt_schedule_init(&ckpt->schedule, spec->checkpoints.every);
     ckpt_register(ckpt, 1);
     *ckpt_p = ckpt;
     return EMBER_OK;
@@ -146,7 +128,7 @@ static ember_status_t announce(ember_trainer_ckpt_t *ckpt, uint64_t step, uint32
     }
     free(futures);
     if (status == EMBER_OK)
-        status = remember_at(ckpt, step, stop);
+        status = ember_ckpt_schedule_ask(&ckpt->schedule, step, (int)stop);
     return status;
 }
 
@@ -186,25 +168,12 @@ ember_status_t ember_trainer_ckpt_before(ember_trainer_ckpt_t *ckpt, uint64_t st
 
 int ember_trainer_ckpt_due(const ember_trainer_ckpt_t *ckpt, uint64_t steps)
 {
-    if (!ckpt || steps == 0)
-        return 0;
-    const uint64_t every = ckpt->spec->checkpoints.every;
-    if (every && steps % every == 0)
-        return 1;
-    for (size_t i = 0; i < ckpt->nasked; i++) {
-        if (ckpt->asked[i] == steps)
-            return 1;
-    }
-    return 0;
+    return ckpt && ember_ckpt_schedule_due(&ckpt->schedule, steps);
 }
 
 int ember_trainer_ckpt_stops(const ember_trainer_ckpt_t *ckpt, uint64_t steps)
 {
-    for (size_t i = 0; ckpt && i < ckpt->nasked; i++) {
-        if (ckpt->asked[i] == steps && ckpt->asked_stop[i])
-            return 1;
-    }
-    return 0;
+    return ckpt && ember_ckpt_schedule_stops(&ckpt->schedule, steps);
 }
 
 /* The report to the master, in a free slot. */
@@ -230,13 +199,10 @@ ember_status_t ember_trainer_ckpt_write(ember_trainer_ckpt_t *ckpt,
     char dir[EMBER_PATH_MAX + 32];
     ember_msg_ckpt_done_t done;
     const uint64_t steps = state->progress.steps;
-    ember_status_t status =
-            ember_ckpt_dir_name(ckpt->spec->checkpoints.root, steps, dir, sizeof(dir));
-    if (status == EMBER_OK && mkdir(dir, 0755) != 0 && errno != EEXIST)
-        status = ember_status_text(err, err_length, EMBER_ERR_IO, "%s: %s", dir, strerror(errno));
-    if (status != EMBER_OK)
-        return status;
-    status = ember_ckpt_trainer_write(dir, ckpt->spec, state, &done);
+    EMBER_CHECK(ember_ckpt_step_dir(ckpt->spec->checkpoints.root, steps, dir, sizeof(dir), err,
+                                    err_length));
+    ember_status_t status = ember_ckpt_trainer_write(dir, ckpt->spec, state, &done);
+    ember_ckpt_schedule_taken(&ckpt->schedule, steps);
     if (status != EMBER_OK)
         ember_error("trainer", "trainer %u: checkpoint after step %llu: %s", ckpt->spec->trainer,
                     (unsigned long long)steps, done.text);

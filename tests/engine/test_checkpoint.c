@@ -46,8 +46,8 @@ static int make_checkpoint(uint64_t step, char *dir, size_t dir_length)
     ember_st_written_t w;
     ember_ckpt_manifest_t m;
 
-    CHECK(ember_ckpt_begin(root, step, dir, dir_length, err, sizeof(err)) == EMBER_OK, "begin: %s",
-          err);
+    CHECK(ember_ckpt_step_dir(root, step, dir, dir_length, err, sizeof(err)) == EMBER_OK,
+          "step dir: %s", err);
     for (int i = 0; i < 300; i++)
         values[i] = (float)step + (float)i * 0.25f;
     ember_st_tensor_t t = {
@@ -95,7 +95,8 @@ static int case_roundtrip(void)
     memset(name, 'x', 63);
     name[63] = '\0';
     CHECK(ember_ckpt_manifest_add_file(&m, name, 0, 0xffffffffu) == EMBER_OK, "63 characters");
-    CHECK(ember_ckpt_begin(root, 100, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_ckpt_step_dir(root, 100, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "%s",
+          err);
     CHECK(ember_ckpt_manifest_write(dir, &m, err, sizeof(err)) == EMBER_OK, "write: %s", err);
     CHECK(ember_ckpt_manifest_read(dir, &back, err, sizeof(err)) == EMBER_OK, "read: %s", err);
     CHECK(back.step == 100 && back.nentries == 2 && back.nfiles == 41, "counts %zu %zu",
@@ -148,7 +149,7 @@ static int case_refused_calls(void)
     /* A value filled in by hand with a line of its own is not written. */
     if (make_root())
         return 1;
-    CHECK(ember_ckpt_begin(root, 7, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_ckpt_step_dir(root, 7, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "%s", err);
     snprintf(m.entries[0].value, sizeof(m.entries[0].value), "x\nfile evil 1 00000000");
     CHECK(ember_ckpt_manifest_write(dir, &m, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM,
           "a value with a newline written");
@@ -329,7 +330,8 @@ static int case_find(void)
     snprintf(path, sizeof(path), "%s/ps0.safetensors", bad);
     int fd = open(path, O_WRONLY);
     CHECK(fd >= 0 && pwrite(fd, "\xff", 1, 100) == 1 && close(fd) == 0, "corrupt step 300");
-    CHECK(ember_ckpt_begin(root, 400, torn, sizeof(torn), err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_ckpt_step_dir(root, 400, torn, sizeof(torn), err, sizeof(err)) == EMBER_OK, "%s",
+          err);
     snprintf(path, sizeof(path), "%s/ps0.safetensors", torn);
     CHECK(write_file(path, "half", 4) == 0, "torn file");
     mkdir(strcat(strcpy(path, root), "/step-5"), 0755); /* not ours: ignored */
@@ -373,40 +375,75 @@ static int case_find(void)
 
 /* ---------------------------------------------------------------- begin, exists, prune */
 
-static int case_begin(void)
+/* A job's start: parents made, torn step-N after its start removed (no
+ * manifest; files not matching it), a complete one refused, those before
+ * it untouched. */
+static int case_clear_after(void)
 {
     char dir[256], err[1024] = "", path[512];
 
     if (make_root())
         return 1;
     snprintf(path, sizeof(path), "%s/a/b/c", root);
+    CHECK(ember_ckpt_clear_after(path, 0, err, sizeof(err)) == EMBER_OK, "parents: %s", err);
+    CHECK(access(path, F_OK) == 0, "no root made");
     CHECK(!ember_ckpt_exists(path), "exists in nothing");
-    CHECK(ember_ckpt_begin(path, 3, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "parents: %s",
-          err);
-    CHECK(!ember_ckpt_exists(path) && !ember_ckpt_exists(dir), "exists without a manifest");
-    snprintf(path, sizeof(path), "%s/ps0.safetensors.tmp", dir);
-    CHECK(write_file(path, "torn", 4) == 0, "torn");
-    snprintf(path, sizeof(path), "%s/a/b/c", root);
-    CHECK(ember_ckpt_begin(path, 3, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "again: %s",
-          err);
-    snprintf(path, sizeof(path), "%s/ps0.safetensors.tmp", dir);
-    CHECK(access(path, F_OK) != 0, "the torn directory was not emptied");
-
-    if (make_checkpoint(9, dir, sizeof(dir)))
+    if (make_checkpoint(10, dir, sizeof(dir)) || make_checkpoint(20, dir, sizeof(dir)) ||
+        make_checkpoint(30, dir, sizeof(dir)))
         return 1;
     CHECK(ember_ckpt_exists(root) && ember_ckpt_exists(dir), "exists");
-    CHECK(ember_ckpt_begin(root, 9, path, sizeof(path), err, sizeof(err)) == EMBER_ERR_EXISTS,
-          "a complete checkpoint overwritten");
-    CHECK(strstr(err, "step-000000000009 already holds a complete checkpoint"), "'%s'", err);
+    snprintf(path, sizeof(path), "%s/ps0.safetensors", dir); /* step 30: a changed byte */
+    int fd = open(path, O_WRONLY);
+    CHECK(fd >= 0 && pwrite(fd, "\xff", 1, 100) == 1 && close(fd) == 0, "corrupt step 30");
+    CHECK(ember_ckpt_step_dir(root, 40, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "%s", err);
+    snprintf(path, sizeof(path), "%s/ps0.safetensors.tmp", dir); /* step 40: no manifest */
+    CHECK(write_file(path, "torn", 4) == 0, "torn");
+    CHECK(ember_ckpt_clear_after(root, 10, err, sizeof(err)) == EMBER_ERR_EXISTS, "20 kept");
+    CHECK(strstr(err, "holds a complete checkpoint after step 20"), "'%s'", err);
     fprintf(stderr, "refused: %s\n", err);
-    snprintf(path, sizeof(path), "%s/dense.bin", dir);
-    CHECK(access(path, F_OK) == 0, "the refused begin removed a file");
+    CHECK(ember_ckpt_clear_after(root, 20, err, sizeof(err)) == EMBER_OK, "from 20: %s", err);
+    static const uint64_t gone[] = {30, 40}, kept[] = {10, 20};
+    for (size_t i = 0; i < 2; i++) {
+        CHECK(ember_ckpt_dir_name(root, gone[i], dir, sizeof(dir)) == EMBER_OK, "name");
+        CHECK(access(dir, F_OK) != 0, "torn %s kept", dir);
+        CHECK(ember_ckpt_dir_name(root, kept[i], dir, sizeof(dir)) == EMBER_OK, "name");
+        CHECK(ember_ckpt_exists(dir), "%s removed", dir);
+    }
     snprintf(path, sizeof(path), "%s/file", root);
     CHECK(write_file(path, "x", 1) == 0, "file");
-    CHECK(ember_ckpt_begin(path, 1, dir, sizeof(dir), err, sizeof(err)) == EMBER_ERR_IO &&
+    CHECK(ember_ckpt_clear_after(path, 0, err, sizeof(err)) == EMBER_ERR_IO &&
                   strstr(err, "not a directory"),
           "a root that is a file: '%s'", err);
     remove_tree(root);
+    return 0;
+}
+
+/* Which steps: multiples of every, the steps asked (once each, stop kept),
+ * at most EMBER_CKPT_ASKED_MAX pending; a taken one drops those before. */
+static int case_schedule(void)
+{
+    ember_ckpt_schedule_t s;
+    ember_ckpt_schedule_init(&s, 4);
+    CHECK(!ember_ckpt_schedule_due(&s, 0) && ember_ckpt_schedule_due(&s, 8) &&
+                  !ember_ckpt_schedule_due(&s, 6),
+          "every 4");
+    CHECK(ember_ckpt_schedule_ask(&s, 6, 0) == EMBER_OK &&
+                  ember_ckpt_schedule_ask(&s, 6, 1) == EMBER_OK,
+          "ask");
+    CHECK(s.nasked == 1 && ember_ckpt_schedule_due(&s, 6) && ember_ckpt_schedule_stops(&s, 6) &&
+                  !ember_ckpt_schedule_stops(&s, 8),
+          "6 asked twice, the stop kept");
+    for (uint64_t k = 100; s.nasked < EMBER_CKPT_ASKED_MAX; k++)
+        CHECK(ember_ckpt_schedule_ask(&s, k, 0) == EMBER_OK, "ask %llu", (unsigned long long)k);
+    CHECK(ember_ckpt_schedule_ask(&s, 7, 0) == EMBER_ERR_OUT_OF_RANGE, "more than the room");
+    ember_ckpt_schedule_taken(&s, 6);
+    CHECK(ember_ckpt_schedule_stops(&s, 6), "the taken step's stop forgotten");
+    ember_ckpt_schedule_taken(&s, 100);
+    CHECK(!ember_ckpt_schedule_due(&s, 6) && ember_ckpt_schedule_due(&s, 100) &&
+                  ember_ckpt_schedule_ask(&s, 7, 0) == EMBER_OK,
+          "steps before the taken one kept");
+    ember_ckpt_schedule_init(&s, 0);
+    CHECK(!ember_ckpt_schedule_due(&s, 5), "every 0 is no periodic checkpoint");
     return 0;
 }
 
@@ -432,8 +469,8 @@ static int case_prune(void)
         if (make_checkpoint(steps[i], dir, sizeof(dir)))
             return 1;
     /* torn: 25 (older: goes), 60 (newer than the newest complete: stays) */
-    CHECK(ember_ckpt_begin(root, 25, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "%s", err);
-    CHECK(ember_ckpt_begin(root, 60, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_ckpt_step_dir(root, 25, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_ckpt_step_dir(root, 60, dir, sizeof(dir), err, sizeof(err)) == EMBER_OK, "%s", err);
     CHECK(ember_ckpt_prune(root, 2, err, sizeof(err)) == EMBER_OK, "prune: %s", err);
     static const uint64_t kept[] = {40, 50, 60}, gone[] = {10, 20, 25, 30};
     if (count_steps(kept, 3))
@@ -467,7 +504,8 @@ int main(int argc, char **argv)
             {"refused_text", case_refused_text},
             {"verify", case_verify},
             {"find", case_find},
-            {"begin", case_begin},
+            {"clear_after", case_clear_after},
+            {"schedule", case_schedule},
             {"prune", case_prune},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
