@@ -176,11 +176,11 @@ static void lookups_one(harness_t *h, int op, const uint8_t *payload, size_t len
     if (!resolve(h, ids, view.head.count, tables, index))
         return;
     (void)ps_multi_lookups_ready(tables, &view, &ready, err, sizeof(err)); /* the PS's hold */
-    size_t bytes = ps_multi_lookups_out_bytes(tables, &view, &reply);
+    size_t bytes = ps_multi_lookups_out_bytes(tables, &view, 1, &reply);
     uint8_t *out = aligned_alloc(EMBER_WIRE_ALIGN, (bytes + EMBER_WIRE_ALIGN) & ~(size_t)7);
     FUZZ_CHECK(out, "out of memory");
     snapshot_all(h);
-    ember_status_t status = ps_multi_lookups(tables, &view, out, &reply, err, sizeof(err));
+    ember_status_t status = ps_multi_lookups(tables, &view, 1, out, &reply, err, sizeof(err));
     unchanged_all(h, "a LOOKUPS");
     free(out);
     if (status != EMBER_OK) {

@@ -4,9 +4,10 @@
  * In sync mode a lookup for a step whose predecessor is not applied yet is
  * held (a deferred reply) and answered the moment the last trainer's
  * gradient for that predecessor arrives: all trainers' step-s gradients are
- * applied before any step-s+1 lookup is answered.  A LOOKUPS (every table
- * of a trainer's step on this PS) is held until all its tables are at its
- * step, and served or refused whole (engine/ps/ps_multi.c), as a GRADS is
+ * applied before any step-s+1 lookup is answered.  With a table's staleness
+ * K, a lookup of step s waits only for step s-K-1 (s-K steps applied).  A
+ * LOOKUPS (every table of a trainer's step on this PS) is held until all
+ * its tables are that far, and served or refused whole (engine/ps/ps_multi.c), as a GRADS is
  * applied whole.  A single LOOKUP goes the same way, as a LOOKUPS of one.
  */
 #include "engine/ps/ps.h"
@@ -356,7 +357,9 @@ static void ps_serve_lookups(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lo
         tables[k] = entries[k]->table;
     /* The codec took the message, so its counts match its size and a
      * forged count cannot make us allocate. */
-    size_t bytes = ps_multi_lookups_out_bytes(tables, view, &reply_bytes);
+    /* A single LOOKUP's reply is its values alone (no version). */
+    const int versions = ember_rpc_req_op(req) != EMBER_OP_LOOKUP;
+    size_t bytes = ps_multi_lookups_out_bytes(tables, view, versions, &reply_bytes);
     reply_ticket_t *ticket = ember_pool_get(&ps->replies, sizeof(*ticket));
     float *out = ticket ? ember_pool_get(&ps->replies, bytes ? bytes : 1) : NULL;
 
@@ -368,7 +371,7 @@ static void ps_serve_lookups(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lo
                               err, view->head.trainer, (unsigned long long)view->head.step, bytes);
         return;
     }
-    ember_status_t status = ps_multi_lookups(tables, view, out, &reply_bytes, err, sizeof(err));
+    ember_status_t status = ps_multi_lookups(tables, view, versions, out, &reply_bytes, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_pool_put(&ps->replies, out);
         ember_pool_put(&ps->replies, ticket);
@@ -728,7 +731,7 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
     ps->grad_ticks += ember_busy_clock_ticks(&ps->clock) - start;
     if (applied) {
-        ps->stats.steps_applied++;
+        ps->stats.steps_applied += (uint64_t)applied;
         ps_ckpt_after_step(ps);
         if (ps->held_count)
             ps_release_held(ps);
@@ -814,7 +817,7 @@ static void on_grads(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
     ps->grad_ticks += ember_busy_clock_ticks(&ps->clock) - start;
     for (size_t k = 0; k < view.head.count; k++)
-        steps += applied[k] != 0;
+        steps += (size_t)applied[k];
     ps->stats.steps_applied += steps;
     if (steps)
         ps_ckpt_after_step(ps);

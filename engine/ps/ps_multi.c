@@ -15,18 +15,21 @@ ember_status_t ps_multi_lookups_ready(ember_table_t *const *tables,
                                       char *err, size_t err_length)
 {
     const uint64_t step = view->head.step;
+    /* An evaluation sees the tables exactly as @step steps left them. */
+    const int eval = view->head.count > 0 && (view->lookups[0].head.flags & EMBER_LOOKUP_EVAL);
     int ready = 1;
     for (size_t k = 0; k < view->head.count; k++) {
         if (!ember_table_is_sync(tables[k]))
             continue;
         uint64_t next = ember_table_next_step(tables[k]);
+        uint64_t behind = eval ? 0 : ember_table_staleness(tables[k]);
         if (step < next)
             return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                      "table %s: trainer %u step %llu: that step is already "
                                      "applied (next is %llu)",
                                      ember_table_name(tables[k]), view->head.trainer,
                                      (unsigned long long)step, (unsigned long long)next);
-        if (step > next)
+        if (step - next > behind)
             ready = 0; /* a later table may still be past it: look on */
     }
     *ready_p = ready;
@@ -34,7 +37,8 @@ ember_status_t ps_multi_lookups_ready(ember_table_t *const *tables,
 }
 
 size_t ps_multi_lookups_out_bytes(ember_table_t *const *tables,
-                                  const ember_wire_lookups_view_t *view, size_t *reply_bytes_p)
+                                  const ember_wire_lookups_view_t *view, int versions,
+                                  size_t *reply_bytes_p)
 {
     size_t at = 0, reach = 0;
     for (size_t k = 0; k < view->head.count; k++) {
@@ -43,7 +47,8 @@ size_t ps_multi_lookups_out_bytes(ember_table_t *const *tables,
         size_t pooled = at + ps_msg_lookup_out_bytes(head, dim);
         if (pooled > reach)
             reach = pooled;
-        at += (size_t)ember_wire_pad(ember_wire_lookup_reply_bytes(head, dim));
+        at += versions ? (size_t)ember_wire_lookups_part_bytes(head, dim)
+                       : (size_t)ember_wire_pad(ember_wire_lookup_reply_bytes(head, dim));
     }
     *reply_bytes_p = at;
     return reach > at ? reach : at;
@@ -57,12 +62,13 @@ static void lookups_undo(ember_table_t *const *tables, const ember_wire_lookups_
 {
     for (size_t k = 0; k < failed; k++) {
         if (!(view->lookups[k].head.flags & EMBER_LOOKUP_EVAL))
-            ember_table_drop_trainer(tables[k], view->head.trainer);
+            ember_table_drop_lookup(tables[k], view->head.trainer, view->head.step);
     }
 }
 
 ember_status_t ps_multi_lookups(ember_table_t *const *tables, const ember_wire_lookups_view_t *view,
-                                void *out, size_t *reply_bytes_p, char *err, size_t err_length)
+                                int versions, void *out, size_t *reply_bytes_p, char *err,
+                                size_t err_length)
 {
     uint8_t *reply = out;
     size_t at = 0;
@@ -78,7 +84,12 @@ ember_status_t ps_multi_lookups(ember_table_t *const *tables, const ember_wire_l
         size_t bytes = ps_msg_lookup_reply_finish(&lookup->head, dim, (float *)(reply + at));
         size_t padded = (size_t)ember_wire_pad(bytes);
         memset(reply + at + bytes, 0, padded - bytes);
-        at += padded;
+        /* The version: what the lookup saw (the readiness check let it be
+         * served at most the table's staleness behind its step). */
+        const uint64_t version = ember_table_next_step(tables[k]);
+        if (versions)
+            memcpy(reply + at + padded, &version, sizeof(version));
+        at += padded + (versions ? sizeof(version) : 0);
     }
     *reply_bytes_p = at;
     return EMBER_OK;

@@ -94,6 +94,13 @@ static ember_status_t check_spec(const ember_msg_table_create_t *spec, ember_dev
                                  "trainers %u)",
                                  name, (long long)spec->rows, spec->dim, spec->shard,
                                  spec->num_shards, spec->trainers);
+    if (spec->staleness > EMBER_STALENESS_MAX || spec->reserved != 0 ||
+        (spec->staleness > 0 && spec->consistency != EMBER_SYNC))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: staleness %u (%s): a sync table's may be 0 .. %d",
+                                 name, spec->staleness,
+                                 spec->consistency == EMBER_SYNC ? "sync" : "async",
+                                 EMBER_STALENESS_MAX);
     if (spec->dtype != EMBER_DTYPE_F32 && spec->dtype != EMBER_DTYPE_F16)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: rows of dtype %u are not supported (F32 %d, F16 %d)",
@@ -121,6 +128,7 @@ static ember_table_t *table_new(const ember_msg_table_create_t *spec, ember_devi
     memcpy(table->spec.name, name, EMBER_TABLE_NAME_MAX);
     table->spec.name[EMBER_TABLE_NAME_MAX - 1] = '\0';
     table->local_rows = (spec->rows - spec->shard + spec->num_shards - 1) / spec->num_shards;
+    table->ring = spec->staleness + 1;
     table->row_bytes =
             (size_t)spec->dim * (spec->dtype == EMBER_DTYPE_F16 ? sizeof(uint16_t) : sizeof(float));
     return table;
@@ -138,8 +146,8 @@ static ember_status_t table_alloc(ember_table_t *table)
     } else {
         table->data = ember_huge_alloc((size_t)table->local_rows * table->row_bytes + 1, 0);
     }
-    table->contexts = calloc(spec->trainers, sizeof(*table->contexts));
-    table->pending = calloc(spec->trainers, sizeof(*table->pending));
+    table->contexts = calloc((size_t)spec->trainers * table->ring, sizeof(*table->contexts));
+    table->pending = calloc((size_t)spec->trainers * table->ring, sizeof(*table->pending));
     if (spec->consistency == EMBER_SYNC)
         table->slot_of_row = malloc((size_t)table->local_rows * sizeof(int32_t) + 1);
     /* A shard may own no row (fewer rows than servers): then a device
@@ -226,10 +234,11 @@ void ember_table_destroy(ember_table_t *table)
 {
     if (!table)
         return;
-    for (uint32_t t = 0; table->contexts && t < table->spec.trainers; t++)
+    const size_t slots = (size_t)table->spec.trainers * table->ring;
+    for (size_t t = 0; table->contexts && t < slots; t++)
         context_free(&table->contexts[t]);
     context_free(&table->eval);
-    for (uint32_t t = 0; table->pending && t < table->spec.trainers; t++) {
+    for (size_t t = 0; table->pending && t < slots; t++) {
         ember_buffer_free(&table->pending[t].rows);
         ember_buffer_free(&table->pending[t].grad);
     }
@@ -276,6 +285,10 @@ uint64_t ember_table_next_step(const ember_table_t *table)
 int ember_table_is_sync(const ember_table_t *table)
 {
     return table->spec.consistency == EMBER_SYNC;
+}
+uint32_t ember_table_staleness(const ember_table_t *table)
+{
+    return table->spec.staleness;
 }
 
 /* The end of rows [first, first + count) for a message, where the range was
@@ -559,9 +572,10 @@ static ember_status_t refuse(char *err, size_t err_length, ember_status_t status
                              who->table, who->trainer, who->step, what);
 }
 
-/* A trainer of the job, whose last lookup has had its gradient (an
- * evaluation keeps no context: it may come between a lookup and its
- * gradient). */
+/* A trainer of the job, whose lookup in this step's slot of its ring (the
+ * same step's, or staleness + 1 steps before) has had its gradient (an
+ * evaluation keeps no context: it may come between a lookup
+ * and its gradient). */
 static ember_status_t lookup_check_trainer(const ember_table_t *table,
                                            const ember_msg_lookup_t *head, const who_t *who,
                                            char *err, size_t err_length)
@@ -570,7 +584,7 @@ static ember_status_t lookup_check_trainer(const ember_table_t *table,
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
                       "lookup from trainer %u, but the job has %u trainers", head->trainer,
                       table->spec.trainers);
-    const context_t *ctx = &table->contexts[head->trainer];
+    const context_t *ctx = table_context(table, head->trainer, head->step);
     if (ctx->valid && !(head->flags & EMBER_LOOKUP_EVAL))
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
                       "its lookup of step %llu has not been given a gradient yet",
@@ -729,7 +743,7 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_
     /* An evaluation pools through the table's scratch context and keeps
      * nothing: the trainer's own context (open or not) is untouched. */
     const int eval = (head->flags & EMBER_LOOKUP_EVAL) != 0;
-    context_t *ctx = eval ? &table->eval : &table->contexts[head->trainer];
+    context_t *ctx = eval ? &table->eval : table_context(table, head->trainer, head->step);
     /* Every array is checked in one pass while the context's buffers are
      * filled: nothing else is written before the last check passed, so a
      * refused lookup leaves nothing. */
@@ -764,7 +778,7 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err, size_
     size_t touched = 0;
 
     for (uint32_t t = 0; t < table->spec.trainers; t++) {
-        pending_t *pending = &table->pending[t];
+        pending_t *pending = table_pending(table, t, table->next_step);
         const int64_t *rows = pending->rows.data;
         const float *grad = pending->grad.data;
         if (!ember_buffer_reserve(&table->acc_rows, (touched + pending->nrows) * 8 + 8) ||
@@ -810,7 +824,7 @@ static ember_status_t table_apply_reduced(ember_table_t *table, char *err, size_
         return ember_status_text(err, err_length, status, "table %s: optimizer step failed: %s",
                                  table->spec.name, ember_status_string(status));
     for (uint32_t t = 0; t < table->spec.trainers; t++)
-        table->pending[t].valid = 0;
+        table_pending(table, t, table->next_step)->valid = 0;
     table->next_step++;
     return EMBER_OK;
 }
@@ -849,7 +863,7 @@ static ember_status_t grad_check_head(const ember_table_t *table,
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: gradient from trainer %u, but the job has %u trainers",
                                  spec->name, head->trainer, spec->trainers);
-    const context_t *ctx = &table->contexts[head->trainer];
+    const context_t *ctx = table_context(table, head->trainer, head->step);
     if (!ctx->valid || ctx->step != head->step)
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
                       "gradient without a lookup of that step");
@@ -871,7 +885,8 @@ static ember_status_t grad_check(const ember_table_t *table, const ember_wire_gr
     if (bad < count)
         return refuse(err, err_length, EMBER_ERR_NUMERIC, who,
                       "non-finite gradient (bag %zu); nothing applied", bad / table->spec.dim);
-    if (ember_table_is_sync(table) && table->pending[grad->head.trainer].valid)
+    if (ember_table_is_sync(table) &&
+        table_pending(table, grad->head.trainer, grad->head.step)->valid)
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
                       "a gradient of this trainer is already waiting");
     return EMBER_OK;
@@ -888,29 +903,38 @@ ember_status_t ember_table_grad_check(const ember_table_t *table,
 /* Where a trainer's gradient is reduced into: an async one is applied
  * before ember_table_grad returns, so all trainers share one buffer for it;
  * a sync one waits for the others in its own. */
-static pending_t *grad_pending(ember_table_t *table, uint32_t trainer)
+static pending_t *grad_pending(ember_table_t *table, uint32_t trainer, uint64_t step)
 {
-    return ember_table_is_sync(table) ? &table->pending[trainer] : &table->applying;
+    return ember_table_is_sync(table) ? table_pending(table, trainer, step) : &table->applying;
+}
+
+/* Sync: the rows of every gradient waiting (any trainer, any step of the
+ * ring) but @self: a bound on what one step's reduction adds to it. */
+static size_t pending_rows(const ember_table_t *table, const pending_t *self)
+{
+    size_t rows = 0;
+    const size_t slots = (size_t)table->spec.trainers * table->ring;
+    for (size_t i = 0; ember_table_is_sync(table) && i < slots; i++) {
+        if (&table->pending[i] != self && table->pending[i].valid)
+            rows += table->pending[i].nrows;
+    }
+    return rows;
 }
 
 ember_status_t ember_table_grad_reserve(ember_table_t *table, const ember_wire_grad_view_t *grad,
                                         char *err, size_t err_length)
 {
-    const context_t *ctx = &table->contexts[grad->head.trainer];
-    pending_t *pending = grad_pending(table, grad->head.trainer);
+    const context_t *ctx = table_context(table, grad->head.trainer, grad->head.step);
+    pending_t *pending = grad_pending(table, grad->head.trainer, grad->head.step);
     const size_t dim = table->spec.dim;
     /* A row for every distinct row of the lookup (sum: a row no index
      * refers to gets zeros) or every index (max), whichever is more; an
      * unaligned gradient is copied out. */
     const size_t rows = ctx->nunique > ctx->n ? ctx->nunique : ctx->n;
     const int unaligned = (uintptr_t)grad->grad % _Alignof(float) != 0;
-    /* Sync: the step's reduction, should this gradient complete it, over
-     * at most every waiting gradient's rows and these. */
-    size_t reduced = rows;
-    for (uint32_t t = 0; ember_table_is_sync(table) && t < table->spec.trainers; t++) {
-        if (t != grad->head.trainer && table->pending[t].valid)
-            reduced += table->pending[t].nrows;
-    }
+    /* Sync: the reduction of any step this gradient completes, over at
+     * most every waiting gradient's rows and these. */
+    const size_t reduced = rows + pending_rows(table, pending);
     if (!ember_buffer_reserve(&pending->rows, rows * 8 + 8) ||
         !ember_buffer_reserve(&pending->grad, rows * dim * sizeof(float) + 4) ||
         !ember_buffer_reserve(&table->written, ctx->nunique + 1) ||
@@ -1010,8 +1034,9 @@ static ember_status_t grad_backward(ember_table_t *table, context_t *ctx, const 
     return EMBER_OK;
 }
 
-/* Apply a trainer's gradient: async at once; sync once every trainer's for
- * the step is in (*applied_p then 1). */
+/* Apply a trainer's gradient: async at once (*applied_p 1); sync once
+ * every trainer's for the next step is in, then each following step whose
+ * gradients are all in as well, in step order (*applied_p: how many). */
 static ember_status_t grad_apply(ember_table_t *table, pending_t *pending, uint64_t step,
                                  int *applied_p, char *err, size_t err_length)
 {
@@ -1027,13 +1052,15 @@ static ember_status_t grad_apply(ember_table_t *table, pending_t *pending, uint6
     }
     pending->valid = 1;
     pending->step = step;
-    for (uint32_t t = 0; t < spec->trainers; t++) {
-        if (!table->pending[t].valid || table->pending[t].step != table->next_step)
-            return EMBER_OK; /* others still to come */
+    for (;;) {
+        for (uint32_t t = 0; t < spec->trainers; t++) {
+            const pending_t *p = table_pending(table, t, table->next_step);
+            if (!p->valid || p->step != table->next_step)
+                return EMBER_OK; /* others still to come */
+        }
+        EMBER_CHECK(table_apply_reduced(table, err, err_length));
+        ++*applied_p;
     }
-    EMBER_CHECK(table_apply_reduced(table, err, err_length));
-    *applied_p = 1;
-    return EMBER_OK;
 }
 
 ember_status_t ember_table_grad_apply(ember_table_t *table, const ember_wire_grad_view_t *grad,
@@ -1041,8 +1068,8 @@ ember_status_t ember_table_grad_apply(ember_table_t *table, const ember_wire_gra
 {
     const ember_msg_grad_t *head = &grad->head;
     const who_t who = who_of(table, head->trainer, head->step);
-    context_t *ctx = &table->contexts[head->trainer];
-    pending_t *pending = grad_pending(table, head->trainer);
+    context_t *ctx = table_context(table, head->trainer, head->step);
+    pending_t *pending = grad_pending(table, head->trainer, head->step);
 
     *applied_p = 0;
     EMBER_CHECK(
@@ -1057,9 +1084,8 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view
 {
     *applied_p = 0;
     ember_status_t status = ember_table_grad_check(table, grad, err, err_length);
-    if (status == EMBER_ERR_NUMERIC)
-        table->contexts[grad->head.trainer].valid = 0; /* the step is void: nothing of it is
-                                                        * applied */
+    if (status == EMBER_ERR_NUMERIC) /* the step is void: nothing of it is applied */
+        ember_table_drop_lookup(table, grad->head.trainer, grad->head.step);
     EMBER_CHECK(status);
     EMBER_CHECK(ember_table_grad_reserve(table, grad, err, err_length));
     return ember_table_grad_apply(table, grad, applied_p, err, err_length);
@@ -1067,8 +1093,17 @@ ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view
 
 void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer)
 {
-    if (trainer < table->spec.trainers)
-        table->contexts[trainer].valid = 0;
+    for (uint32_t r = 0; trainer < table->spec.trainers && r < table->ring; r++)
+        table->contexts[(size_t)trainer * table->ring + r].valid = 0;
+}
+
+void ember_table_drop_lookup(ember_table_t *table, uint32_t trainer, uint64_t step)
+{
+    if (trainer >= table->spec.trainers)
+        return;
+    context_t *ctx = table_context(table, trainer, step);
+    if (ctx->valid && ctx->step == step)
+        ctx->valid = 0;
 }
 
 size_t ember_table_bytes(const ember_table_t *table)
@@ -1092,7 +1127,7 @@ size_t ember_table_other_bytes(const ember_table_t *table)
     if (table->slot_of_row)
         bytes += (size_t)table->local_rows * sizeof(int32_t);
     bytes += context_bytes(&table->eval);
-    for (uint32_t t = 0; t < table->spec.trainers; t++) {
+    for (size_t t = 0; t < (size_t)table->spec.trainers * table->ring; t++) {
         const pending_t *p = &table->pending[t];
         bytes += context_bytes(&table->contexts[t]) + p->rows.capacity + p->grad.capacity;
     }

@@ -50,6 +50,9 @@ int64_t ember_table_local_rows(const ember_table_t *table);
 /** Sync mode: the step whose lookups may be answered now (= steps applied). */
 uint64_t ember_table_next_step(const ember_table_t *table);
 int ember_table_is_sync(const ember_table_t *table);
+/** Sync: how many steps behind its own a lookup may be served (the spec's
+ * staleness; 0: exactly at its step). */
+uint32_t ember_table_staleness(const ember_table_t *table);
 
 /** Copy in rows [first, first + count) of the whole table (those owned).
  * fp16 rows: a finite value of magnitude 65520 or more (which fp16 rounds
@@ -79,8 +82,9 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_
  * Take the gradient of a lookup's output (@grad as the codec took it:
  * float[bags * dim], borrowed).  Sync: kept until every trainer's gradient
  * for the step is in, then reduced (in trainer order, so the result is
- * deterministic) and applied once; *applied_p says whether that happened
- * now.  Async: applied at once.  A non-finite gradient is refused, voiding
+ * deterministic) and applied once, steps in order (with staleness a later
+ * step's may come first and waits for its turn); *applied_p says how many
+ * steps were applied now.  Async: applied at once.  A non-finite gradient is refused, voiding
  * the context, and nothing is applied.  It is the three calls below.
  */
 ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view_t *grad,
@@ -108,8 +112,13 @@ ember_status_t ember_table_grad_reserve(ember_table_t *table, const ember_wire_g
 ember_status_t ember_table_grad_apply(ember_table_t *table, const ember_wire_grad_view_t *grad,
                                       int *applied_p, char *err, size_t err_length);
 
-/** Forget what a lost trainer left behind (its context). */
+/** Forget what a lost trainer left behind (every open context). */
 void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer);
+
+/** Forget trainer @trainer's context of @step, if it has one open (a
+ * LOOKUPS refused whole takes back its tables' lookups; the trainer's other
+ * open steps stay). */
+void ember_table_drop_lookup(ember_table_t *table, uint32_t trainer, uint64_t step);
 
 size_t ember_table_bytes(const ember_table_t *table);
 size_t ember_table_optimizer_bytes(const ember_table_t *table);

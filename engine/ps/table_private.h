@@ -48,9 +48,13 @@ struct ember_table {
     void *data;       /* [local_rows, dim] of spec.dtype (fp32 or fp16) */
     size_t row_bytes; /* dim x the element size */
     ember_opt_t *optimizer;
-    context_t *contexts;  /* [trainers] */
+    /* Each trainer's open lookups, a ring of `ring` (staleness + 1) by step:
+     * a sync table serves step s once s - staleness steps are applied, so
+     * a trainer has at most staleness + 1 of them open at once. */
+    uint32_t ring;
+    context_t *contexts;  /* [trainers][ring] */
     context_t eval;       /* evaluation lookups' scratch: never valid */
-    pending_t *pending;   /* [trainers]: sync tables only wait on these */
+    pending_t *pending;   /* [trainers][ring]: sync tables only wait on these */
     pending_t applying;   /* async: the one gradient being applied now (a
                           * buffer per trainer would hold trainers x batch) */
     uint64_t next_step;   /* sync: steps applied so far */
@@ -65,6 +69,20 @@ struct ember_table {
     ember_scratch_t d_batch, d_out, d_argmax, d_rows, d_values; /* device */
     ember_scratch_t h_batch, h_out, h_values;                   /* pinned host */
 };
+
+/* Trainer @trainer's context of @step: its slot of the trainer's ring. */
+static inline context_t *table_context(const ember_table_t *table, uint32_t trainer,
+                                       uint64_t step)
+{
+    return &table->contexts[(size_t)trainer * table->ring + step % table->ring];
+}
+
+/* Trainer @trainer's pending gradient of @step (sync), as table_context. */
+static inline pending_t *table_pending(const ember_table_t *table, uint32_t trainer,
+                                       uint64_t step)
+{
+    return &table->pending[(size_t)trainer * table->ring + step % table->ring];
+}
 
 /* Local row @local as stored. */
 static inline void *table_row(const ember_table_t *table, int64_t local)

@@ -183,3 +183,15 @@ ember_status_t ember_parts_buffer_put(ember_parts_buffer_t *buffer, size_t offse
     }
     return td->ops->mem_copy(td->device, dst, src, bytes, EMBER_COPY_HOST_TO_DEVICE);
 }
+
+ember_status_t ember_parts_buffer_get(const ember_parts_buffer_t *buffer, size_t offset, void *dst,
+                                      size_t bytes)
+{
+    const uint8_t *src = (const uint8_t *)buffer->scratch.data + offset;
+    const ember_trainer_dev_t *td = buffer->td;
+    if (!buffer->rdma) {
+        memcpy(dst, src, bytes);
+        return EMBER_OK;
+    }
+    return td->ops->mem_copy(td->device, dst, src, bytes, EMBER_COPY_DEVICE_TO_HOST);
+}

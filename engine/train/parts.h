@@ -112,5 +112,9 @@ void ember_parts_buffer_free(ember_parts_buffer_t *buffer);
  * front of its gradients), complete when this returns. */
 ember_status_t ember_parts_buffer_put(ember_parts_buffer_t *buffer, size_t offset, const void *src,
                                       size_t bytes);
+/** @bytes of the buffer at @offset into host memory @dst (a reply's
+ * version), complete when this returns. */
+ember_status_t ember_parts_buffer_get(const ember_parts_buffer_t *buffer, size_t offset, void *dst,
+                                      size_t bytes);
 
 #endif

@@ -38,7 +38,9 @@ typedef struct {
     size_t counts_capacity, bag_capacity;
     size_t bags;
     uint32_t flags;     /* this step's lookup flags */
-    size_t reply_bytes; /* one shard's reply this step */
+    size_t reply_bytes; /* one shard's reply this step (its values, places) */
+    size_t part_bytes;  /* and its part of its PS's reply: the version behind */
+    uint64_t version;   /* the last lookup's: the fewest steps any shard had applied */
     /* Where its shards' replies and gradients lie in their PS's blocks:
      * the same in each (ember_sparse_create checked the placement). */
     size_t reply_at, grad_at;
@@ -82,6 +84,7 @@ struct ember_sparse {
     size_t reply_stride, grad_stride, grad_head_room;
     uint64_t step;
     int eval; /* this step's lookups are EMBER_LOOKUP_EVAL */
+    uint64_t staleness_seen; /* the largest step - version of any lookup */
 };
 
 /* One line saying what failed (the trainer names itself and the step). */
@@ -545,6 +548,7 @@ static ember_status_t layout_step(ember_sparse_t *sparse)
         table_t *table = &sparse->tables[k];
         ember_msg_lookup_t reply = {.bags = (uint32_t)table->bags, .flags = table->flags};
         table->reply_bytes = (size_t)ember_wire_lookup_reply_bytes(&reply, table->config.dim);
+        table->part_bytes = (size_t)ember_wire_lookups_part_bytes(&reply, table->config.dim);
     }
     for (size_t i = 0; i < sparse->nranks; i++) {
         rank_t *rank = &sparse->ranks[i];
@@ -553,7 +557,7 @@ static ember_status_t layout_step(ember_sparse_t *sparse)
             table_t *table = rank->parts[j].table;
             int first = rank->parts[j].shard == &table->shards[0];
             EMBER_CHECK(layout_part(table, reply_at, grad_at, first));
-            reply_at += (size_t)ember_wire_pad(table->reply_bytes);
+            reply_at += table->part_bytes;
             grad_at += table->bags * table->config.dim * sizeof(float);
         }
         rank->reply_bytes = reply_at;
@@ -645,7 +649,48 @@ static ember_status_t lookups_wait(ember_sparse_t *sparse, char *err, size_t err
     return EMBER_OK;
 }
 
-ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length)
+/* The version of shard @p of @table, read from where its reply landed
+ * (device memory on the device path: copied out). */
+static ember_status_t shard_version(ember_sparse_t *sparse, const table_t *table, uint32_t p,
+                                    uint64_t *version_p)
+{
+    const size_t at = table->shards[p].slot * sparse->reply_stride + table->reply_at +
+                      (table->part_bytes - sizeof(uint64_t));
+    return ember_parts_buffer_get(&sparse->replies, at, version_p, sizeof(*version_p));
+}
+
+/* Each table's shards' versions: a sync table's lookup of step s was
+ * served at most its staleness behind (an evaluation: exactly at s), never
+ * ahead; the table's version is its shards' fewest. */
+static ember_status_t versions_check(ember_sparse_t *sparse, char *err, size_t err_length)
+{
+    for (size_t k = 0; k < sparse->ntables; k++) {
+        table_t *table = &sparse->tables[k];
+        const uint64_t bound = sparse->eval ? 0 : table->config.staleness;
+        table->version = UINT64_MAX;
+        for (uint32_t p = 0; p < table->config.num_ps; p++) {
+            uint64_t v;
+            EMBER_CHECK(shard_version(sparse, table, p, &v));
+            if (v < table->version)
+                table->version = v;
+            if (table->config.async)
+                continue;
+            if (v > sparse->step || sparse->step - v > bound)
+                return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                            "table %s: %s served the lookup of step %llu at version %llu (steps "
+                            "applied), beyond the staleness bound %llu",
+                            table->config.table_name,
+                            ember_tp_peer_name(sparse->tp, sparse->ranks[table->shards[p].slot].rank),
+                            (unsigned long long)sparse->step, (unsigned long long)v,
+                            (unsigned long long)bound);
+            if (sparse->step - v > sparse->staleness_seen)
+                sparse->staleness_seen = sparse->step - v;
+        }
+    }
+    return EMBER_OK;
+}
+
+ember_status_t ember_sparse_lookup_send(ember_sparse_t *sparse, char *err, size_t err_length)
 {
     /* The step's buffers may move: no push may still be reading them. */
     for (size_t i = 0; i < sparse->nranks; i++) {
@@ -659,8 +704,29 @@ ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err
     if (status != EMBER_OK)
         return fail(err, err_length, status, "the step's reply buffers: %s",
                     ember_status_string(status));
-    EMBER_CHECK(lookups_send(sparse, err, err_length));
-    return lookups_wait(sparse, err, err_length);
+    return lookups_send(sparse, err, err_length);
+}
+
+ember_status_t ember_sparse_lookup_wait(ember_sparse_t *sparse, char *err, size_t err_length)
+{
+    EMBER_CHECK(lookups_wait(sparse, err, err_length));
+    return versions_check(sparse, err, err_length);
+}
+
+ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length)
+{
+    EMBER_CHECK(ember_sparse_lookup_send(sparse, err, err_length));
+    return ember_sparse_lookup_wait(sparse, err, err_length);
+}
+
+uint64_t ember_sparse_version(const ember_sparse_t *sparse, size_t table)
+{
+    return table < sparse->ntables ? sparse->tables[table].version : 0;
+}
+
+uint64_t ember_sparse_staleness_seen(const ember_sparse_t *sparse)
+{
+    return sparse->staleness_seen;
 }
 
 ember_status_t ember_sparse_combine(ember_sparse_t *sparse, size_t table, float *x)

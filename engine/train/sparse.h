@@ -44,6 +44,10 @@ typedef struct {
     int64_t padding_idx; /* entries of this row are not sent (-1: none) */
     int half_replies;    /* ask for fp16 replies */
     int trainer;         /* this trainer's index, as the PS knows it (every table's the same) */
+    /* A sync table (async 0): each reply's version (the steps its shard had
+     * applied) is checked: step - staleness <= version <= step. */
+    int async;
+    uint32_t staleness;
 } ember_sparse_config_t;
 
 typedef struct ember_sparse ember_sparse_t;
@@ -87,9 +91,30 @@ ember_status_t ember_sparse_pushes_wait(ember_sparse_t *sparse, uint64_t step, c
                                         size_t err_length);
 
 /** Send every PS its LOOKUPS (one per PS rank) and wait for all the
- * replies.  After ember_sparse_pushes_wait (the step's buffers are reused):
- * ERR_INVALID_PARAM while a push is still leaving. */
+ * replies: ember_sparse_lookup_send then ember_sparse_lookup_wait. */
 ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length);
+
+/** Send every PS its LOOKUPS of the split step; the replies land in this
+ * ember_sparse_t's buffers (a trainer that overlaps steps keeps one
+ * ember_sparse_t per step in flight).  After ember_sparse_pushes_wait (the
+ * step's buffers are reused): ERR_INVALID_PARAM while a push is still
+ * leaving. */
+ember_status_t ember_sparse_lookup_send(ember_sparse_t *sparse, char *err, size_t err_length);
+
+/** Wait for every reply of the lookups sent, and check each table's
+ * version: ERR_BAD_MESSAGE (naming the PS, the table, the step and the
+ * version) when a sync table's was served more than its staleness behind
+ * the step (an evaluation: not exactly at it), or ahead of it. */
+ember_status_t ember_sparse_lookup_wait(ember_sparse_t *sparse, char *err, size_t err_length);
+
+/** Table @table's version in the last lookup's replies: the fewest steps
+ * any of its shards had applied when it served it (0 for an async table,
+ * or no such table).  What a cache of rows needs to know how old they are. */
+uint64_t ember_sparse_version(const ember_sparse_t *sparse, size_t table);
+
+/** The largest step - version of any sync table's shard in any lookup so
+ * far (evaluations' are 0). */
+uint64_t ember_sparse_staleness_seen(const ember_sparse_t *sparse);
 
 /** Table @table's replies combined into its input of the dense model @x
  * ([bags, dim] of its batch, in the device's memory).  Errors:

@@ -81,6 +81,16 @@ uint64_t ember_wire_lookup_reply_bytes(const ember_msg_lookup_t *head, uint32_t 
     return ember_wire_lookup_places_at(head, dim) + 4ull * head->bags * dim;
 }
 
+uint64_t ember_wire_lookup_version_at(const ember_msg_lookup_t *head, uint32_t dim)
+{
+    return ember_wire_pad(ember_wire_lookup_reply_bytes(head, dim));
+}
+
+uint64_t ember_wire_lookups_part_bytes(const ember_msg_lookup_t *head, uint32_t dim)
+{
+    return ember_wire_lookup_version_at(head, dim) + sizeof(uint64_t);
+}
+
 size_t ember_wire_lookup_size(const ember_msg_lookup_t *head)
 {
     return sizeof(*head) + (size_t)ember_wire_lookup_array_bytes(head);
@@ -303,7 +313,7 @@ uint64_t ember_wire_lookups_reply_bytes(const ember_wire_lookup_view_t *lookups,
 {
     uint64_t bytes = 0;
     for (size_t k = 0; k < count; k++)
-        bytes += ember_wire_pad(ember_wire_lookup_reply_bytes(&lookups[k].head, dims[k]));
+        bytes += ember_wire_lookups_part_bytes(&lookups[k].head, dims[k]);
     return bytes;
 }
 
@@ -474,6 +484,13 @@ ember_status_t ember_wire_train_start_unpack(const void *data, size_t length, in
                                  spec->resume_from, spec->trainers);
     size_t nparams = ember_model_params(spec);
     EMBER_CHECK(start_check_fit(spec, length, nparams, index, err, err_length));
+    if (spec->config.staleness > EMBER_STALENESS_MAX || spec->config.reserved_staleness != 0 ||
+        (spec->config.staleness > 0 && spec->config.consistency != EMBER_SYNC))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "trainer%d: TRAIN_START with staleness %u (consistency %u): "
+                                 "0 .. %d, sync only",
+                                 index, spec->config.staleness, spec->config.consistency,
+                                 EMBER_STALENESS_MAX);
     if (spec->config.model == EMBER_MODEL_DLRM)
         EMBER_CHECK(start_check_dlrm(spec, index, err, err_length));
     else

@@ -96,8 +96,18 @@ uint64_t ember_wire_lookup_array_bytes(const ember_msg_lookup_t *head);
  * aligned. */
 uint64_t ember_wire_lookup_places_at(const ember_msg_lookup_t *head, uint32_t dim);
 
-/** Bytes of a LOOKUP's reply for a table of @dim. */
+/** Bytes of a LOOKUP's reply for a table of @dim (its pooled values, and
+ * max mode's places). */
 uint64_t ember_wire_lookup_reply_bytes(const ember_msg_lookup_t *head, uint32_t dim);
+
+/** Offset of a table's version (uint64: the steps it had applied when it
+ * served the lookup) in its part of a LOOKUPS reply: its LOOKUP reply
+ * padded to EMBER_WIRE_ALIGN. */
+uint64_t ember_wire_lookup_version_at(const ember_msg_lookup_t *head, uint32_t dim);
+
+/** Bytes of a table's part of a LOOKUPS reply: its LOOKUP reply, padded,
+ * then its version; a multiple of EMBER_WIRE_ALIGN. */
+uint64_t ember_wire_lookups_part_bytes(const ember_msg_lookup_t *head, uint32_t dim);
 
 /* A LOOKUP as its sender has it: a shard's part of a batch, split and
  * deduplicated (ember_bag_dedup's unique rows and inverse map). */
@@ -176,8 +186,8 @@ ember_status_t ember_wire_lookups_unpack(const void *data, size_t length,
                                          ember_wire_lookups_view_t *view, char *err,
                                          size_t err_length);
 
-/** Bytes of a LOOKUPS reply: each of @count LOOKUPs' reply for its table's
- * @dims[k], padded. */
+/** Bytes of a LOOKUPS reply: each of @count LOOKUPs' part for its table's
+ * @dims[k] (ember_wire_lookups_part_bytes). */
 uint64_t ember_wire_lookups_reply_bytes(const ember_wire_lookup_view_t *lookups,
                                         const uint32_t *dims, size_t count);
 

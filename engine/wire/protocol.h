@@ -70,6 +70,8 @@ typedef enum {
 } ember_table_device_t;
 
 #define EMBER_TABLE_NAME_MAX 32
+/* The most steps a lookup may be served behind its own (--staleness). */
+#define EMBER_STALENESS_MAX 16
 
 /* EMBER_OP_TABLE_CREATE: one shard of a table on one PS. */
 typedef struct {
@@ -85,6 +87,11 @@ typedef struct {
     uint32_t dtype;         /* ember_dtype_t of the stored rows: F32 (0) or F16;
                              * lookups, gradients, loads and reads stay fp32 */
     uint32_t device;        /* ember_table_device_t: where the rows live */
+    /* Sync: a lookup of step s is served once the table has applied at
+     * least s - staleness steps (0: exactly s, every step's updates seen);
+     * at most EMBER_STALENESS_MAX.  Async tables: 0. */
+    uint32_t staleness;
+    uint32_t reserved; /* 0 */
     uint64_t seed;
     ember_opt_config_t optimizer;
     char name[EMBER_TABLE_NAME_MAX];
@@ -200,10 +207,16 @@ typedef struct {
  * EMBER_WIRE_ALIGN bytes; each has the envelope's trainer and step, their
  * table ids are distinct, and all or none are EMBER_LOOKUP_EVAL.  The PS
  * serves all of them or none (a refused one leaves no context of the
- * others); in sync mode the whole request waits until every table in it is
- * at @step.  The reply is each table's LOOKUP reply
- * (ember_wire_lookup_reply_bytes) in the request's order, each padded to
- * EMBER_WIRE_ALIGN bytes.
+ * others); in sync mode the whole request waits until every table in it has
+ * applied at least @step - its staleness steps (an evaluation: exactly
+ * @step).  The reply is, for each table in the request's order, its LOOKUP
+ * reply (ember_wire_lookup_reply_bytes) padded to EMBER_WIRE_ALIGN bytes,
+ * then its version: a uint64 (at ember_wire_lookup_version_at, aligned), the
+ * steps the table had applied when it was served (a sync table's next step;
+ * 0 for an async one); ember_wire_lookups_part_bytes each, all multiples of
+ * EMBER_WIRE_ALIGN.  A single LOOKUP's reply has no version (it stays
+ * exactly the pooled values, as the benchmarks compare it with the
+ * network's rate).
  */
 typedef struct {
     uint32_t trainer;
@@ -301,6 +314,11 @@ typedef struct {
     uint32_t hidden[EMBER_MAX_HIDDEN]; /* their widths (ReLU after each) */
     uint32_t half_replies;             /* ask for EMBER_LOOKUP_HALF_REPLY */
     uint32_t model;                    /* ember_model_kind_t */
+    /* Sync: the lookup of step s may see the tables as step s - staleness
+     * left them (its tables' spec), and leaves before step s - 1's
+     * gradients are pushed; 0 .. EMBER_STALENESS_MAX. */
+    uint32_t staleness;
+    uint32_t reserved_staleness; /* 0 */
     ember_dlrm_spec_t dlrm;            /* EMBER_MODEL_DLRM's */
 } ember_train_config_t;
 
@@ -482,6 +500,9 @@ typedef struct {
     uint64_t bags;
     double loss_sum; /* over the epoch's steps */
     double seconds;  /* wall time of the epoch on this trainer */
+    /* The largest step - version of any lookup's table so far (at most the
+     * job's staleness). */
+    uint64_t staleness;
 } ember_msg_epoch_report_t;
 
 /* EMBER_OP_EVAL_REPORT: trainer -> master, a call per evaluation: the

@@ -390,9 +390,13 @@ static int lk_round_trip(void)
                   view.lookups[2].places && ember_wire_load_u32(view.lookups[2].places, 4) == 2,
           "the weights and places");
     /* Replies of dims 4, 3, 5: 48; 36 padded to 40; 32 of fp16 values and 60
-     * of places, 96. */
+     * of places, 96; each then its version, 8. */
     const uint32_t dims[3] = {4, 3, 5};
-    CHECK(ember_wire_lookups_reply_bytes(view.lookups, dims, 3) == 48 + 40 + 96, "reply of %llu",
+    CHECK(ember_wire_lookup_version_at(&view.lookups[1].head, 3) == 40 &&
+                  ember_wire_lookups_part_bytes(&view.lookups[1].head, 3) == 48,
+          "table 1's version at %llu",
+          (unsigned long long)ember_wire_lookup_version_at(&view.lookups[1].head, 3));
+    CHECK(ember_wire_lookups_reply_bytes(view.lookups, dims, 3) == 56 + 48 + 104, "reply of %llu",
           (unsigned long long)ember_wire_lookups_reply_bytes(view.lookups, dims, 3));
     return 0;
 }

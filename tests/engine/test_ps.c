@@ -1732,7 +1732,8 @@ static uint8_t *mt_lookups(const raw_lookup_t *raws, size_t n, size_t *length_p)
 }
 
 /* Trainer 0's LOOKUPS of emb and emb_b at step 0 taken: each table's reply
- * at its padded place, as ember_bag_forward pools the tables. */
+ * at its padded place, as ember_bag_forward pools the tables, each followed
+ * by its version (0 steps applied). */
 static void mt_lookups_ok(ember_tp_t *tp, uint32_t trainer, uint64_t step, uint32_t flags,
                           const float *emb, const float *emb_b)
 {
@@ -1741,16 +1742,23 @@ static void mt_lookups_ok(ember_tp_t *tp, uint32_t trainer, uint64_t step, uint3
     raws[0].head.flags = raws[1].head.flags = flags;
     size_t length;
     uint8_t *message = mt_lookups(raws, 2, &length);
-    float reply[2 * BL_DIM + 2 * 2];
+    float reply[2 * BL_DIM + 2 + 2 * 2 + 2]; /* emb's, its version, emb_b's, its version */
     call_ok(tp, 0, EMBER_OP_LOOKUPS, message, length, reply, sizeof(reply));
+    uint64_t versions[2];
+    memcpy(&versions[0], &reply[2 * BL_DIM], 8);
+    memcpy(&versions[1], &reply[2 * BL_DIM + 2 + 2 * 2], 8);
+    MP_CHECK(versions[0] == step && versions[1] == step, "versions %llu, %llu at step %llu",
+             (unsigned long long)versions[0], (unsigned long long)versions[1],
+             (unsigned long long)step);
     /* Bag 0 {3, 50, 50} or {3, 20, 20}, bag 1 empty. */
     for (size_t d = 0; d < BL_DIM; d++)
         MP_CHECK(reply[d] == emb[3 * BL_DIM + d] + emb[50 * BL_DIM + d] + emb[50 * BL_DIM + d] &&
                          reply[BL_DIM + d] == 0.0f,
                  "emb's reply, col %zu: %g", d, (double)reply[d]);
     for (size_t d = 0; d < 2; d++)
-        MP_CHECK(reply[2 * BL_DIM + d] == emb_b[3 * 2 + d] + emb_b[20 * 2 + d] + emb_b[20 * 2 + d],
-                 "emb_b's reply at byte 32, col %zu: %g", d, (double)reply[2 * BL_DIM + d]);
+        MP_CHECK(reply[2 * BL_DIM + 2 + d] ==
+                         emb_b[3 * 2 + d] + emb_b[20 * 2 + d] + emb_b[20 * 2 + d],
+                 "emb_b's reply at byte 40, col %zu: %g", d, (double)reply[2 * BL_DIM + 2 + d]);
     free(message);
 }
 
@@ -1957,8 +1965,12 @@ static void mt_held_master(void)
     MP_CHECK(ember_future_wait(train) == EMBER_OK && ember_future_wait(eval) == EMBER_OK,
              "the held LOOKUPS failed");
     const void *a = ember_future_data(train, &got_train), *b = ember_future_data(eval, &got_eval);
-    MP_CHECK(got_train == 48 && got_eval == 48 && memcmp(a, b, 48) == 0,
+    MP_CHECK(got_train == 64 && got_eval == 64 && memcmp(a, b, 64) == 0,
              "the training and evaluation replies differ (%zu, %zu bytes)", got_train, got_eval);
+    uint64_t version;
+    memcpy(&version, (const uint8_t *)a + 2 * BL_DIM * 4, 8);
+    MP_CHECK(version == 1, "the held LOOKUPS of step 1 served at version %llu",
+             (unsigned long long)version);
     for (size_t d = 0; d < BL_DIM; d++)
         MP_CHECK(((const float *)a)[d] !=
                          emb[3 * BL_DIM + d] + emb[50 * BL_DIM + d] + emb[50 * BL_DIM + d],

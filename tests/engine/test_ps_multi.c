@@ -120,12 +120,12 @@ static int lookups_view(uint8_t *message, uint32_t trainer, uint64_t step, uint3
 static ember_status_t serve(ember_table_t **tables, const ember_wire_lookups_view_t *view,
                             uint8_t **out_p, size_t *reply_p, char *err, size_t err_length)
 {
-    size_t reply = 0, bytes = ps_multi_lookups_out_bytes(tables, view, &reply);
+    size_t reply = 0, bytes = ps_multi_lookups_out_bytes(tables, view, 1, &reply);
     uint8_t *out = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!out)
         return EMBER_ERR_NO_MEMORY;
     memset(out, 0xab, bytes);
-    ember_status_t status = ps_multi_lookups(tables, view, out, reply_p, err, err_length);
+    ember_status_t status = ps_multi_lookups(tables, view, 1, out, reply_p, err, err_length);
     if (status == EMBER_OK && *reply_p != reply)
         status = ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                                    "served %zu bytes, sized %zu", *reply_p, reply);
@@ -158,10 +158,15 @@ static int case_lookups_reply(void)
               "table %s: its reply at %zu is not its own lookup's", names[k], at);
         for (size_t i = bytes; i < (size_t)ember_wire_pad(bytes); i++)
             CHECK(out[at + i] == 0, "table %s: padding byte %zu is %#x", names[k], i, out[at + i]);
-        at += (size_t)ember_wire_pad(bytes);
+        uint64_t version;
+        memcpy(&version, out + at + ember_wire_pad(bytes), sizeof(version));
+        CHECK(version == 0, "table %s: version %llu before any step", names[k],
+              (unsigned long long)version);
+        at += (size_t)ember_wire_lookups_part_bytes(head, dims[k]);
     }
-    /* 80 | 30 of fp16 padded to 32 | 100 + 100 (max: values and places). */
-    CHECK(at == reply && reply == 80 + 32 + 200, "replies of %zu bytes (%zu)", at, reply);
+    /* 80 | 30 of fp16 padded to 32 | 100 + 100 (max: values and places),
+     * each and its version (8). */
+    CHECK(at == reply && reply == 88 + 40 + 208, "replies of %zu bytes (%zu)", at, reply);
     free(out);
     destroy_all(tables);
     return 0;
