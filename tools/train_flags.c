@@ -46,6 +46,7 @@ typedef enum {
     F_SPARSE_REDUCE,
     F_TABLE_DTYPE,
     F_REPLY_DTYPE,
+    F_STALENESS,
     F_REPLAY,
     F_REPLAY_TOLERANCE,
     F_SAVE,
@@ -227,6 +228,11 @@ static const flag_t flags[F_COUNT] = {
                            "lookups' replies on the wire (fp32);\n"
                            "fp16 halves their bytes (the pooled values rounded)",
                            REPLAY_FREE, WORD_FLAG(train.half_replies, 0, 1)},
+        [F_STALENESS] = {"--staleness", "K",
+                         "sync: a step's lookup may see the tables up to K\n"
+                         "steps behind it, and leaves before the previous step's\n"
+                         "gradients are pushed (0..16; 0: every update seen)",
+                         REPLAY_FREE, INT_FLAG(0, EMBER_STALENESS_MAX, train.staleness)},
         [F_REPLAY] = {"--replay", "FILE",
                       "train on a golden-layout file (sizes, weights,\n"
                       "batches and SGD from it) in sync mode, then check the\n"
@@ -357,6 +363,9 @@ static ember_status_t refuse(const char *fmt, ...)
 
 static ember_status_t bad_value(int f, const char *value)
 {
+    if (f == F_STALENESS) /* its range is the point of the flag: say it */
+        return refuse("invalid value '%s' for %s: K is an integer in [%lld, %lld]", value,
+                      flags[f].name, (long long)flags[f].min, (long long)flags[f].max);
     return refuse("invalid value '%s' for %s", value, flags[f].name);
 }
 
@@ -748,6 +757,11 @@ static ember_status_t check_checkpoint_flags(const ember_job_t *job)
                       job->checkpoint_dir ? "--checkpoint-dir" : "--resume", "--consistency async");
     if (job->resume_path && job->init_path)
         return refuse("%s and %s both say where the weights start: give one", "--resume", "--init");
+    if ((job->checkpoint_dir || job->resume_path) && job->train.staleness > 0)
+        return refuse("%s with --staleness %u: a checkpoint is the tables at a step boundary, "
+                      "and with staleness the trainers' next lookups have already read past it "
+                      "(its resume would not be the run it stopped); use --staleness 0",
+                      job->checkpoint_dir ? "--checkpoint-dir" : "--resume", job->train.staleness);
     return EMBER_OK;
 }
 
@@ -769,6 +783,14 @@ static ember_status_t check_combinations(const ember_job_t *job, const parsed_t 
     if ((job->given & (1ull << F_MOMENTUM)) && parsed->kind != EMBER_OPT_SGD)
         return refuse("%s is SGD's: --optimizer %s has none", "--momentum",
                       ember_opt_kind_name(parsed->kind));
+    if (job->train.staleness > 0 && job->train.consistency == EMBER_ASYNC)
+        return refuse("%s bounds how far a sync lookup may be behind the step's updates: %s "
+                      "has no steps to be behind",
+                      "--staleness", "--consistency async");
+    if (job->train.staleness > 0 && job->replay_path)
+        return refuse("--staleness %u with --replay %s: the file's expected values are "
+                      "sync training's (--staleness 0)",
+                      job->train.staleness, job->replay_path);
     if ((job->given & (1ull << F_SPARSE_REDUCE)) && job->train.consistency == EMBER_ASYNC)
         return refuse("%s is how sync steps combine gradients: %s applies each as it "
                       "comes",

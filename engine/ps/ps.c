@@ -520,7 +520,10 @@ static void on_lookups(ember_rpc_req_t *req, void *arg)
 }
 
 /* A step was applied: the held requests whose step is now open on all
- * their tables are served (taken again from their bytes, as they came). */
+ * their tables are served (taken again from their bytes, as they came).
+ * A one-way push was refused: its trainer's held lookups (sent before the
+ * refusal came, and waiting for a step that cannot complete now) are
+ * answered with it. */
 static void ps_release_held(ps_t *ps)
 {
     size_t kept = 0;
@@ -528,7 +531,9 @@ static void ps_release_held(ps_t *ps)
         ember_rpc_req_t *req = ps->held[i].req;
         ember_wire_lookups_view_t view;
         ps_table_t *entries[EMBER_WIRE_MAX_TABLES];
-        if (ps_take_lookups(ps, req, &view, entries) && ps_route_lookups(ps, req, &view, entries))
+        if (ps_take_lookups(ps, req, &view, entries) &&
+            !ps_tell_grad_error(ps, req, view.head.trainer) &&
+            ps_route_lookups(ps, req, &view, entries))
             ps->held[kept++].req = req;
     }
     ps->held_count = kept;
@@ -720,11 +725,14 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
     status = ember_table_grad(entry->table, &grad, &applied, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_warn("ps", "gradient refused: %s", err);
-        if (ember_rpc_req_oneway(req) && msg->trainer < entry->trainers) {
+        int kept = ember_rpc_req_oneway(req) && msg->trainer < entry->trainers;
+        if (kept) {
             free(entry->grad_error[msg->trainer]);
             entry->grad_error[msg->trainer] = strdup(err);
         }
         ember_rpc_reply_error(req, status, "%s", err);
+        if (kept && ps->held_count)
+            ps_release_held(ps);
         return;
     }
     ps->stats.grads++;
@@ -752,7 +760,10 @@ static void ps_grads_refused(ps_t *ps, ember_rpc_req_t *req, ps_table_t *const *
             entry->grad_error[trainer] = strdup(err);
         }
     }
+    const int kept = ember_rpc_req_oneway(req);
     ember_rpc_reply_error(req, status, "%s", err);
+    if (kept && ps->held_count)
+        ps_release_held(ps);
 }
 
 /* A GRADS's tables, here, and each one's gradient (its dim's size); *found_p

@@ -5,7 +5,7 @@
 #include "engine/io/criteo_data.h"
 #include "engine/train/dlrm_replica.h"
 #include "engine/train/job.h"
-#include "engine/train/sparse.h"
+#include "engine/train/pipeline.h"
 #include "engine/wire/codec.h"
 
 #include <ember/log.h>
@@ -28,8 +28,11 @@ struct ember_dlrm_trainer {
     ember_criteo_data_t *data, *eval_data;
     ember_criteo_batch_t ahead; /* the stream's next batch (n 0: the epoch's end) */
     int ahead_valid;
-    held_t step;
-    ember_sparse_t *sparse;
+    /* The step's examples in held[cur]; the next step's, taken ahead while
+     * this one runs (prefetched), in held[cur ^ 1]. */
+    held_t held[2];
+    int cur, prefetched, prefetched_more;
+    ember_pipeline_t *pipe;
     ember_dlrm_replica_t *replica;
     ember_buffer_t offsets;        /* int64 0, 1, 2, ...: one value a bag */
     size_t offsets_filled;         /* of them written */
@@ -70,11 +73,13 @@ static ember_status_t sparse_setup(ember_dlrm_trainer_t *trainer)
                 .mode = EMBER_BAG_SUM,
                 .padding_idx = -1,
                 .half_replies = (int)trainer->config->half_replies,
-                .trainer = (int)spec->trainer};
+                .trainer = (int)spec->trainer,
+                .async = trainer->config->consistency == EMBER_ASYNC,
+                .staleness = trainer->config->staleness};
     }
     trainer->tables = count;
-    return ember_sparse_create(configs, count, trainer->args.tp, trainer->args.td, 0,
-                               trainer->args.aborted, &trainer->sparse);
+    return ember_pipeline_create(configs, count, trainer->args.tp, trainer->args.td, 0,
+                                 trainer->args.aborted, &trainer->pipe);
 }
 
 /* Buffers of a batch of @n: the bags' offsets, the pooled and their grads. */
@@ -120,13 +125,16 @@ void ember_dlrm_trainer_destroy(ember_dlrm_trainer_t *trainer)
 {
     if (!trainer)
         return;
-    ember_sparse_destroy(trainer->sparse);
+    ember_pipeline_destroy(trainer->pipe);
     ember_dlrm_replica_destroy(trainer->replica);
     ember_criteo_data_close(trainer->data);
     ember_criteo_data_close(trainer->eval_data);
-    ember_buffer_t *buffers[] = {&trainer->step.labels, &trainer->step.dense, &trainer->step.sparse,
-                                 &trainer->offsets,     &trainer->pooled,     &trainer->grads,
-                                 &trainer->logits,      &trainer->labels};
+    ember_buffer_t *buffers[] = {&trainer->held[0].labels, &trainer->held[0].dense,
+                                 &trainer->held[0].sparse, &trainer->held[1].labels,
+                                 &trainer->held[1].dense,  &trainer->held[1].sparse,
+                                 &trainer->offsets,        &trainer->pooled,
+                                 &trainer->grads,          &trainer->logits,
+                                 &trainer->labels};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)
         ember_buffer_free(buffers[i]);
     free(trainer);
@@ -148,9 +156,29 @@ static ember_status_t hold(held_t *held, const ember_criteo_batch_t *from, size_
     return EMBER_OK;
 }
 
+/* The stream's next batch held in held[cur ^ 1] and the one after read,
+ * as the next take would (which then finds it taken). */
+static ember_status_t take_ahead(ember_dlrm_trainer_t *trainer, char *err, size_t err_length)
+{
+    EMBER_CHECK(hold(&trainer->held[trainer->cur ^ 1], &trainer->ahead, trainer->tables));
+    EMBER_CHECK(ember_criteo_data_next(trainer->data, &trainer->ahead, err, err_length));
+    trainer->prefetched = 1;
+    trainer->prefetched_more = trainer->ahead.n > 0;
+    if (!trainer->prefetched_more)
+        trainer->ahead_valid = 0;
+    return EMBER_OK;
+}
+
 ember_status_t ember_dlrm_trainer_take(ember_dlrm_trainer_t *trainer, int *have_p, int *more_p,
                                        char *err, size_t err_length)
 {
+    if (trainer->prefetched) { /* the last step took it already */
+        trainer->cur ^= 1;
+        trainer->prefetched = 0;
+        *have_p = 1;
+        *more_p = trainer->prefetched_more;
+        return EMBER_OK;
+    }
     if (!trainer->ahead_valid) { /* an epoch's start */
         EMBER_CHECK(ember_criteo_data_next(trainer->data, &trainer->ahead, err, err_length));
         trainer->ahead_valid = 1;
@@ -161,7 +189,8 @@ ember_status_t ember_dlrm_trainer_take(ember_dlrm_trainer_t *trainer, int *have_
         trainer->ahead_valid = 0; /* the next take starts the next epoch */
         return EMBER_OK;
     }
-    EMBER_CHECK(hold(&trainer->step, &trainer->ahead, trainer->tables));
+    trainer->cur ^= 1;
+    EMBER_CHECK(hold(&trainer->held[trainer->cur], &trainer->ahead, trainer->tables));
     EMBER_CHECK(ember_criteo_data_next(trainer->data, &trainer->ahead, err, err_length));
     *more_p = trainer->ahead.n > 0;
     if (!*more_p)
@@ -178,45 +207,88 @@ static void table_batches(ember_dlrm_trainer_t *trainer, const int64_t *const *v
                 .indices = values[t], .n = n, .offsets = trainer->offsets.data, .bags = n};
 }
 
-/* Look up every table for @n examples and pool them into trainer->pooled;
- * @pooled_p: each table's [n][dim]. */
-static ember_status_t lookup_all(ember_dlrm_trainer_t *trainer, const int64_t *const *values,
-                                 size_t n, uint64_t step, int eval, const float **pooled_p,
-                                 char *err, size_t err_length)
+/* Every table's replies of @sparse combined into trainer->pooled for @n
+ * examples; @pooled_p: each table's [n][dim]. */
+static ember_status_t combine_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *sparse, size_t n,
+                                  const float **pooled_p)
 {
-    ember_batch_t batches[T_MAX];
-    EMBER_CHECK(reserve_batch(trainer, n));
-    table_batches(trainer, values, n, batches);
-    EMBER_CHECK(ember_sparse_split(trainer->sparse, batches, step, eval, err, err_length));
-    EMBER_CHECK(ember_sparse_pushes_wait(trainer->sparse, step, err, err_length));
-    EMBER_CHECK(ember_sparse_lookup(trainer->sparse, err, err_length));
     for (size_t t = 0; t < trainer->tables; t++) {
         float *x = (float *)trainer->pooled.data + t * n * trainer->dim;
-        EMBER_CHECK(ember_sparse_combine(trainer->sparse, t, x));
+        EMBER_CHECK(ember_sparse_combine(sparse, t, x));
         pooled_p[t] = x;
     }
     return EMBER_OK;
 }
 
+/* Look up every table for @n examples in @sparse (an evaluation's) and pool
+ * them into trainer->pooled; @pooled_p: each table's [n][dim]. */
+static ember_status_t lookup_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *sparse,
+                                 const int64_t *const *values, size_t n, uint64_t step, int eval,
+                                 const float **pooled_p, char *err, size_t err_length)
+{
+    ember_batch_t batches[T_MAX];
+    EMBER_CHECK(reserve_batch(trainer, n));
+    table_batches(trainer, values, n, batches);
+    EMBER_CHECK(ember_sparse_split(sparse, batches, step, eval, err, err_length));
+    EMBER_CHECK(ember_sparse_pushes_wait(sparse, step, err, err_length));
+    EMBER_CHECK(ember_sparse_lookup(sparse, err, err_length));
+    return combine_all(trainer, sparse, n, pooled_p);
+}
+
+/* Step @step's examples (@held) split into its slot of the pipeline. */
+static ember_status_t split_step(ember_dlrm_trainer_t *trainer, const held_t *held, uint64_t step,
+                                 char *err, size_t err_length)
+{
+    const int64_t *values[T_MAX];
+    ember_batch_t batches[T_MAX];
+    for (size_t t = 0; t < trainer->tables; t++)
+        values[t] = (const int64_t *)held->sparse.data + t * held->n;
+    EMBER_CHECK(reserve_batch(trainer, held->n));
+    table_batches(trainer, values, held->n, batches);
+    return ember_pipeline_split(trainer->pipe, batches, step, err, err_length);
+}
+
+/* The lookups of @step: built unless the step before built them, sent
+ * unless they left already, their replies in.  With @ahead the next step's
+ * batch is taken and its lookups built meanwhile; with staleness they
+ * leave once these replies are in, and fly while this step computes. */
+static ember_status_t step_lookups(ember_dlrm_trainer_t *trainer, uint64_t step, int ahead,
+                                   char *err, size_t err_length)
+{
+    ember_pipeline_t *pipe = trainer->pipe;
+    const int stale = ember_pipeline_staleness(pipe) > 0;
+    if (!ember_pipeline_is_split(pipe, step))
+        EMBER_CHECK(split_step(trainer, &trainer->held[trainer->cur], step, err, err_length));
+    EMBER_CHECK(ember_pipeline_send(pipe, step, err, err_length));
+    if (ahead) {
+        EMBER_CHECK(take_ahead(trainer, err, err_length));
+        EMBER_CHECK(split_step(trainer, &trainer->held[trainer->cur ^ 1], step + 1, err,
+                               err_length));
+    }
+    if (!stale || !ahead)
+        return ember_pipeline_wait(pipe, step, err, err_length);
+    EMBER_CHECK(ember_pipeline_wait(pipe, step, err, err_length));
+    return ember_pipeline_send(pipe, step + 1, err, err_length);
+}
+
 ember_status_t ember_dlrm_trainer_step(ember_dlrm_trainer_t *trainer, uint64_t step, int last,
-                                       float *loss_p, size_t *examples_p, char *err,
+                                       int ahead, float *loss_p, size_t *examples_p, char *err,
                                        size_t err_length)
 {
-    const held_t *held = &trainer->step;
+    const held_t *held = &trainer->held[trainer->cur];
     const size_t n = held->n;
-    const int64_t *values[T_MAX];
     const float *pooled[T_MAX];
     float *grads[T_MAX];
-    for (size_t t = 0; t < trainer->tables; t++)
-        values[t] = (const int64_t *)held->sparse.data + t * n;
-    EMBER_CHECK(lookup_all(trainer, values, n, step, 0, pooled, err, err_length));
+    ember_sparse_t *sparse = ember_pipeline_sparse(trainer->pipe, step);
+    EMBER_CHECK(step_lookups(trainer, step, ahead && !last, err, err_length));
+    EMBER_CHECK(combine_all(trainer, sparse, n, pooled));
     for (size_t t = 0; t < trainer->tables; t++)
         grads[t] = (float *)trainer->grads.data + t * n * trainer->dim;
     EMBER_CHECK(ember_dlrm_replica_forward(trainer->replica, held->dense.data, pooled, n,
                                            held->labels.data, loss_p, err, err_length));
     EMBER_CHECK(ember_dlrm_replica_backward(trainer->replica, grads, err, err_length));
-    EMBER_CHECK(ember_sparse_push(trainer->sparse, (const float *const *)grads, step, last, err,
-                                  err_length));
+    EMBER_CHECK(
+            ember_sparse_push(sparse, (const float *const *)grads, step, last, err, err_length));
     EMBER_CHECK(ember_dlrm_replica_step(trainer->replica, trainer->args.aborted, err, err_length));
     *examples_p = n;
     return EMBER_OK;
@@ -231,7 +303,9 @@ static ember_status_t eval_batch(ember_dlrm_trainer_t *trainer, const ember_crit
     if (!ember_buffer_reserve(&trainer->logits, (at + n) * sizeof(float) + 4) ||
         !ember_buffer_reserve(&trainer->labels, (at + n) * sizeof(float) + 4))
         return EMBER_ERR_NO_MEMORY;
-    EMBER_CHECK(lookup_all(trainer, batch->sparse, n, steps, 1, pooled, err, err_length));
+    ember_sparse_t *sparse;
+    EMBER_CHECK(ember_pipeline_borrow(trainer->pipe, steps, &sparse, err, err_length));
+    EMBER_CHECK(lookup_all(trainer, sparse, batch->sparse, n, steps, 1, pooled, err, err_length));
     float *logits = (float *)trainer->logits.data + at;
     EMBER_CHECK(ember_dlrm_replica_logits(trainer->replica, batch->dense, pooled, n, logits));
     memcpy((float *)trainer->labels.data + at, batch->labels, n * sizeof(float));
@@ -275,7 +349,7 @@ ember_status_t ember_dlrm_trainer_eval(ember_dlrm_trainer_t *trainer, uint64_t s
 {
     ember_criteo_batch_t batch;
     trainer->evaluated = 0;
-    EMBER_CHECK(ember_sparse_pushes_wait(trainer->sparse, steps, err, err_length));
+    EMBER_CHECK(ember_pipeline_pushes_wait(trainer->pipe, steps, err, err_length));
     for (;;) {
         EMBER_CHECK(ember_criteo_data_next(trainer->eval_data, &batch, err, err_length));
         if (batch.n == 0)
@@ -293,7 +367,12 @@ int ember_dlrm_trainer_evaluates(const ember_dlrm_trainer_t *trainer)
 ember_status_t ember_dlrm_trainer_pushes_wait(ember_dlrm_trainer_t *trainer, uint64_t step,
                                               char *err, size_t err_length)
 {
-    return ember_sparse_pushes_wait(trainer->sparse, step, err, err_length);
+    return ember_pipeline_pushes_wait(trainer->pipe, step, err, err_length);
+}
+
+uint64_t ember_dlrm_trainer_staleness_seen(const ember_dlrm_trainer_t *trainer)
+{
+    return ember_pipeline_staleness_seen(trainer->pipe);
 }
 
 const float *ember_dlrm_trainer_params(ember_dlrm_trainer_t *trainer, size_t *nparams_p)

@@ -54,8 +54,13 @@ ember_status_t ember_dlrm_trainer_take(ember_dlrm_trainer_t *trainer, int *have_
                                        char *err, size_t err_length);
 
 /** Train @step on the batch taken; @last: the job's last (its pushes are
- * awaited).  *@loss_p this trainer's loss, *@examples_p its examples. */
+ * awaited); @ahead: the epoch's next batch may be taken now (the next
+ * ember_dlrm_trainer_take then finds it) and its lookups built while this
+ * step runs, or sent with staleness (engine/train/pipeline.h); not when an
+ * evaluation comes before the next step.  *@loss_p this trainer's loss,
+ * *@examples_p its examples. */
 ember_status_t ember_dlrm_trainer_step(ember_dlrm_trainer_t *trainer, uint64_t step, int last,
+                                       int ahead,
                                        float *loss_p, size_t *examples_p, char *err,
                                        size_t err_length);
 
@@ -65,6 +70,9 @@ ember_status_t ember_dlrm_trainer_eval(ember_dlrm_trainer_t *trainer, uint64_t s
 
 /** Whether the job evaluates (--eval). */
 int ember_dlrm_trainer_evaluates(const ember_dlrm_trainer_t *trainer);
+
+/** The largest step - version of any of its lookups so far. */
+uint64_t ember_dlrm_trainer_staleness_seen(const ember_dlrm_trainer_t *trainer);
 
 /** The pushes of the steps so far have been taken by the PS. */
 ember_status_t ember_dlrm_trainer_pushes_wait(ember_dlrm_trainer_t *trainer, uint64_t step,

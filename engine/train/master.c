@@ -78,33 +78,49 @@ static double epoch_mean_loss(const master_t *master, uint32_t epoch)
     return steps ? loss / (double)steps : 0.0;
 }
 
+/* With --staleness: the largest any trainer's lookups saw so far (the
+ * lines of a job without it stay as they were). */
+static void staleness_text(const ember_job_t *job, uint64_t seen, int json, char *out,
+                           size_t length)
+{
+    out[0] = '\0';
+    if (job->train.staleness > 0)
+        snprintf(out, length, json ? ", \"staleness\": %llu" : "  staleness %llu",
+                 (unsigned long long)seen);
+}
+
 static void print_epoch(master_t *master, uint32_t epoch)
 {
     const ember_job_t *job = master->job;
     double seconds = 0;
-    uint64_t steps = 0, bags = 0;
+    uint64_t steps = 0, bags = 0, stale = 0;
+    char text[48], json[48];
     for (int t = 0; t < job->trainers; t++) {
         const ember_msg_epoch_report_t *r = &master->reports[epoch * job->trainers + t];
         steps += r->steps;
         bags += r->bags;
         if (r->seconds > seconds)
             seconds = r->seconds;
+        if (r->staleness > stale)
+            stale = r->staleness;
     }
+    staleness_text(job, stale, 0, text, sizeof(text));
+    staleness_text(job, stale, 1, json, sizeof(json));
     double mean = epoch_mean_loss(master, epoch);
     double steps_s = seconds > 0 ? (double)steps / seconds : 0.0;
     double bags_s = seconds > 0 ? (double)bags / seconds : 0.0;
     /* DLRM's bags are its examples (one bag a table an example). */
     const char *what = job->train.model == EMBER_MODEL_DLRM ? "examples" : "bags";
-    printf("epoch %4u  mean loss %.4f  steps/s %.0f  %s/s %.0f\n", epoch + 1, mean, steps_s, what,
-           bags_s);
+    printf("epoch %4u  mean loss %.4f  steps/s %.0f  %s/s %.0f%s\n", epoch + 1, mean, steps_s, what,
+           bags_s, text);
     fflush(stdout);
     if (master->metrics) {
         fprintf(master->metrics,
                 "{\"epoch\": %u, \"loss\": %.6f, \"steps\": %llu, "
                 "\"%s\": %llu, \"seconds\": %.6f, \"steps_per_s\": %.1f, "
-                "\"%s_per_s\": %.1f}\n",
+                "\"%s_per_s\": %.1f%s}\n",
                 epoch + 1, mean, (unsigned long long)steps, what, (unsigned long long)bags, seconds,
-                steps_s, what, bags_s);
+                steps_s, what, bags_s, json);
         fflush(master->metrics);
     }
 }
@@ -119,6 +135,11 @@ static void on_epoch_report(ember_rpc_req_t *req, void *arg)
     ember_status_t status = ember_wire_epoch_report_unpack(
             data, length, (uint32_t)master->job->trainers, master->epochs, &msg, err, sizeof(err));
 
+    if (status == EMBER_OK && msg.staleness > master->job->train.staleness)
+        status = ember_status_text(err, sizeof(err), EMBER_ERR_INVALID_PARAM,
+                                   "trainer%u saw staleness %llu, beyond --staleness %u",
+                                   msg.trainer, (unsigned long long)msg.staleness,
+                                   master->job->train.staleness);
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
         return;
@@ -209,6 +230,7 @@ static ember_status_t create_table(master_t *master, const ember_job_table_t *ta
                 .rows = table->rows,
                 .dim = table->dim,
                 .consistency = job->train.consistency,
+                .staleness = job->train.staleness,
                 .sparse_reduce = job->sparse_reduce,
                 .init = initial ? EMBER_INIT_LOAD : init,
                 .dtype = job->table_dtype,
@@ -477,11 +499,23 @@ static void widths_text(size_t in, const uint32_t *sizes, uint32_t layers, char 
         used += snprintf(text + used, length - (size_t)used, "-%u", sizes[l]);
 }
 
+/* "sync", "async", or "sync, staleness K". */
+static void consistency_text(const ember_job_t *job, char *out, size_t length)
+{
+    if (job->train.consistency != EMBER_SYNC)
+        snprintf(out, length, "async");
+    else if (job->train.staleness > 0)
+        snprintf(out, length, "sync, staleness %u", job->train.staleness);
+    else
+        snprintf(out, length, "sync");
+}
+
 static void print_dlrm_job(const master_t *master)
 {
     const ember_job_t *job = master->job;
     const ember_dlrm_spec_t *d = &job->train.dlrm;
-    char dense[160], over[160];
+    char dense[160], over[160], consistency[40];
+    consistency_text(job, consistency, sizeof(consistency));
     int64_t rows = 0;
     for (size_t t = 0; t < master->ntables; t++)
         rows += master->tables[t].rows;
@@ -495,7 +529,7 @@ static void print_dlrm_job(const master_t *master)
            d->sharding == EMBER_SHARD_TABLE ? "table-wise" : "row-wise", master->ntables,
            job->train.dim, (long long)rows, job->table_dtype == EMBER_DTYPE_F16 ? ", fp16" : "",
            dense, over, ember_opt_kind_name(job->train.optimizer.kind), job->train.optimizer.lr,
-           job->train.consistency == EMBER_SYNC ? "sync" : "async", d->data,
+           consistency, d->data,
            d->eval[0] ? ", eval " : "", d->eval);
     fflush(stdout);
 }
@@ -508,6 +542,8 @@ static void print_job(const master_t *master)
         print_dlrm_job(master);
         return;
     }
+    char consistency[40];
+    consistency_text(job, consistency, sizeof(consistency));
     char dense[128];
     int used = 0;
     for (size_t l = 0; l < master->layers && used < (int)sizeof(dense); l++)
@@ -522,7 +558,7 @@ static void print_job(const master_t *master)
            job->train.half_replies ? ", fp16 replies" : "",
            strcmp(job->ps_device, "cuda") == 0 ? ", on the PS's GPU" : "", dense,
            ember_opt_kind_name(job->train.optimizer.kind), job->train.optimizer.lr,
-           job->train.consistency == EMBER_SYNC ? "sync" : "async",
+           consistency,
            job->train.data == EMBER_DATA_REPLAY      ? job->replay_path
            : job->train.data == EMBER_DATA_SYNTHETIC ? "synthetic data"
                                                      : "tutorial data");

@@ -85,6 +85,7 @@ struct ember_sparse {
     uint64_t step;
     int eval; /* this step's lookups are EMBER_LOOKUP_EVAL */
     uint64_t staleness_seen; /* the largest step - version of any lookup */
+    uint64_t pushed_step;    /* the step of the last push */
 };
 
 /* One line saying what failed (the trainer names itself and the step). */
@@ -504,7 +505,7 @@ ember_status_t ember_sparse_pushes_wait(ember_sparse_t *sparse, uint64_t step, c
         if (rank->push_status != EMBER_OK)
             return fail(err, err_length, rank->push_status,
                         "the gradient push of step %llu to %s was lost: %s",
-                        (unsigned long long)step - 1, ps_name(sparse, rank),
+                        (unsigned long long)sparse->pushed_step, ps_name(sparse, rank),
                         ember_status_string(rank->push_status));
         if (!rank->push)
             continue;
@@ -801,6 +802,7 @@ ember_status_t ember_sparse_push(ember_sparse_t *sparse, const float *const *gra
             return fail(err, err_length, status, "table %s: its gradients: %s",
                         table->config.table_name, ember_status_string(status));
     }
+    sparse->pushed_step = step;
     for (size_t i = 0; i < sparse->nranks; i++) {
         ember_status_t status = push_rank(sparse, i, last);
         if (status != EMBER_OK)

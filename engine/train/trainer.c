@@ -17,6 +17,7 @@
 #include "common/reserve.h"
 #include "engine/train/data.h"
 #include "engine/train/dlrm_trainer.h"
+#include "engine/train/pipeline.h"
 #include "engine/train/replica.h"
 #include "engine/train/sparse.h"
 #include "engine/train/trainer_ckpt.h"
@@ -44,7 +45,13 @@ typedef struct {
     ember_trainer_dev_t td;
     ember_device_comm_t *comm;
     ember_mem_type_t net_mem; /* the device's network path */
-    ember_sparse_t *sparse;
+    ember_pipeline_t *pipe;   /* the table's lookups, two steps' (engine/train/pipeline) */
+    /* What a split step keeps of its batch (the source reuses its arrays):
+     * step s's in [s % 2]. */
+    struct {
+        ember_buffer_t targets; /* int64 [bags] */
+        size_t bags;
+    } batches[2];
     ember_replica_t *replica;
     ember_dlrm_trainer_t *dlrm; /* a DLRM job's tables, data and dense half */
     float *losses;
@@ -198,30 +205,66 @@ static ember_status_t batch_take(trainer_t *trainer, ember_data_t *data, uint64_
     return batch_check_targets(trainer, batch, err, err_length);
 }
 
+/* Step @step's batch taken, checked and split into its slot of the
+ * pipeline; its targets kept. */
+static ember_status_t trainer_prepare(trainer_t *trainer, ember_data_t *data, uint64_t step,
+                                      char *err, size_t err_length)
+{
+    ember_batch_t batch;
+    EMBER_CHECK(batch_take(trainer, data, step, &batch, err, err_length));
+    EMBER_CHECK(ember_pipeline_split(trainer->pipe, &batch, step, err, err_length));
+    ember_buffer_t *targets = &trainer->batches[step % 2].targets;
+    if (!ember_buffer_reserve(targets, batch.bags * sizeof(int64_t) + 8))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    memcpy(targets->data, batch.targets, batch.bags * sizeof(int64_t));
+    trainer->batches[step % 2].bags = batch.bags;
+    return EMBER_OK;
+}
+
+/* The lookups of @step: built (unless the step before built them), sent
+ * (unless they left already) and their replies in.  The next step's are
+ * built meanwhile; with staleness they leave once these replies are in,
+ * and fly while this step computes. */
+static ember_status_t trainer_lookups(trainer_t *trainer, ember_data_t *data, uint64_t step)
+{
+    char *err = trainer->step_err;
+    const size_t n = sizeof(trainer->step_err);
+    const int ahead = step + 1 < trainer->steps;
+    const int stale = ember_pipeline_staleness(trainer->pipe) > 0;
+    if (!ember_pipeline_is_split(trainer->pipe, step))
+        STEP_PHASE(trainer, step, trainer_prepare(trainer, data, step, err, n));
+    /* A refusal of the last push by the PS comes back with this lookup. */
+    STEP_PHASE(trainer, step, ember_pipeline_send(trainer->pipe, step, err, n));
+    if (ahead && !stale)
+        STEP_PHASE(trainer, step + 1, trainer_prepare(trainer, data, step + 1, err, n));
+    STEP_PHASE(trainer, step, ember_pipeline_wait(trainer->pipe, step, err, n));
+    if (ahead && stale) {
+        STEP_PHASE(trainer, step + 1, trainer_prepare(trainer, data, step + 1, err, n));
+        STEP_PHASE(trainer, step + 1, ember_pipeline_send(trainer->pipe, step + 1, err, n));
+    }
+    return EMBER_OK;
+}
+
 static ember_status_t trainer_step(trainer_t *trainer, ember_data_t *data, uint64_t step,
                                    float *loss_p, size_t *bags_p)
 {
     char *err = trainer->step_err;
     const size_t n = sizeof(trainer->step_err);
     const int last = step + 1 == trainer->steps;
-    ember_batch_t batch;
+    ember_sparse_t *sparse = ember_pipeline_sparse(trainer->pipe, step);
     float *x;
     const float *grad_x;
 
-    STEP_PHASE(trainer, step, batch_take(trainer, data, step, &batch, err, n));
-    STEP_PHASE(trainer, step, ember_sparse_split(trainer->sparse, &batch, step, 0, err, n));
-    /* The previous step's pushes must have left (their buffers are reused
-     * now); a refusal by the PS comes back with this step's lookup. */
-    STEP_PHASE(trainer, step, ember_sparse_pushes_wait(trainer->sparse, step, err, n));
-    STEP_PHASE(trainer, step, ember_sparse_lookup(trainer->sparse, err, n));
-    STEP_PHASE(trainer, step, ember_replica_reserve(trainer->replica, batch.bags, &x));
-    STEP_PHASE(trainer, step, ember_sparse_combine(trainer->sparse, 0, x));
-    STEP_PHASE(trainer, step,
-               ember_replica_forward(trainer->replica, batch.targets, loss_p, err, n));
+    EMBER_CHECK(trainer_lookups(trainer, data, step));
+    const size_t bags = trainer->batches[step % 2].bags;
+    const int64_t *targets = trainer->batches[step % 2].targets.data;
+    STEP_PHASE(trainer, step, ember_replica_reserve(trainer->replica, bags, &x));
+    STEP_PHASE(trainer, step, ember_sparse_combine(sparse, 0, x));
+    STEP_PHASE(trainer, step, ember_replica_forward(trainer->replica, targets, loss_p, err, n));
     STEP_PHASE(trainer, step, ember_replica_backward(trainer->replica, &grad_x, err, n));
-    STEP_PHASE(trainer, step, ember_sparse_push(trainer->sparse, &grad_x, step, last, err, n));
+    STEP_PHASE(trainer, step, ember_sparse_push(sparse, &grad_x, step, last, err, n));
     STEP_PHASE(trainer, step, ember_replica_step(trainer->replica, &trainer->aborted, err, n));
-    *bags_p = batch.bags;
+    *bags_p = bags;
     return EMBER_OK;
 }
 
@@ -248,9 +291,11 @@ static ember_status_t trainer_setup(trainer_t *trainer)
                                    .mode = (ember_bag_mode_t)spec->config.mode,
                                    .padding_idx = spec->config.padding_idx,
                                    .half_replies = (int)spec->config.half_replies,
-                                   .trainer = trainer->index};
-    EMBER_CHECK(ember_sparse_create(&table, 1, trainer->tp, &trainer->td, rdma, &trainer->aborted,
-                                    &trainer->sparse));
+                                   .trainer = trainer->index,
+                                   .async = spec->config.consistency == EMBER_ASYNC,
+                                   .staleness = spec->config.staleness};
+    EMBER_CHECK(ember_pipeline_create(&table, 1, trainer->tp, &trainer->td, rdma,
+                                      &trainer->aborted, &trainer->pipe));
     return ember_replica_create(&trainer->td, trainer->comm, trainer->tp, spec,
                                 trainer->start_params, &trainer->replica);
 }
@@ -300,6 +345,14 @@ static void epoch_report_wait(trainer_t *trainer, epoch_t *epoch)
     epoch->future = NULL;
 }
 
+/* The largest step - version of this trainer's lookups so far. */
+static uint64_t trainer_staleness_seen(const trainer_t *trainer)
+{
+    if (trainer->dlrm)
+        return ember_dlrm_trainer_staleness_seen(trainer->dlrm);
+    return trainer->pipe ? ember_pipeline_staleness_seen(trainer->pipe) : 0;
+}
+
 static void epoch_report(trainer_t *trainer, epoch_t *epoch, uint32_t number)
 {
     double now = ember_time_now();
@@ -309,7 +362,8 @@ static void epoch_report(trainer_t *trainer, epoch_t *epoch, uint32_t number)
                                             .steps = epoch->steps,
                                             .bags = epoch->bags,
                                             .loss_sum = epoch->loss_sum,
-                                            .seconds = now - epoch->started};
+                                            .seconds = now - epoch->started,
+                                            .staleness = trainer_staleness_seen(trainer)};
     ember_iov_t iov[2];
     size_t iovcnt = ember_wire_pack_iov(&epoch->msg, sizeof(epoch->msg), NULL, 0, iov);
     ember_rpc_call_async(trainer->tp, (int)trainer->spec.master_rank, EMBER_OP_EPOCH_REPORT, iov,
@@ -439,8 +493,8 @@ static ember_status_t trainer_train(trainer_t *trainer, ember_data_t *data,
     /* The last step's pushes: the PS must have taken them. */
     if (status == EMBER_OK) {
         trainer->step_err[0] = '\0';
-        ember_status_t pushed = ember_sparse_pushes_wait(trainer->sparse, ran, trainer->step_err,
-                                                         sizeof(trainer->step_err));
+        ember_status_t pushed = ember_pipeline_pushes_wait(trainer->pipe, ran, trainer->step_err,
+                                                           sizeof(trainer->step_err));
         if (pushed != EMBER_OK)
             status = step_failed(trainer, pushed, ran - 1);
     }
@@ -519,12 +573,18 @@ static ember_status_t trainer_wait_start(trainer_t *trainer)
 
 /* ---- a DLRM job --------------------------------------------------------- */
 
+/* Whether the job has an evaluation after @steps steps. */
+static int dlrm_eval_due(const trainer_t *trainer, uint64_t steps, int at_end)
+{
+    const uint64_t every = trainer->spec.config.dlrm.eval_every;
+    return ember_dlrm_trainer_evaluates(trainer->dlrm) &&
+           (at_end || (every && steps && steps % every == 0));
+}
+
 /* The evaluation after @steps steps, when the job has one due. */
 static ember_status_t dlrm_eval_if_due(trainer_t *trainer, uint64_t steps, int at_end)
 {
-    const uint64_t every = trainer->spec.config.dlrm.eval_every;
-    if (!ember_dlrm_trainer_evaluates(trainer->dlrm) ||
-        !(at_end || (every && steps && steps % every == 0)))
+    if (!dlrm_eval_due(trainer, steps, at_end))
         return EMBER_OK;
     STEP_PHASE(trainer, steps,
                ember_dlrm_trainer_eval(trainer->dlrm, steps, trainer->step_err,
@@ -542,10 +602,10 @@ static ember_status_t dlrm_keep_loss(trainer_t *trainer, uint64_t step, float lo
     return EMBER_OK;
 }
 
-/* One step of epoch @e (its batch taken): evaluation first when due, a
- * checkpoint after it when due.  A resumed job's steps before its start
- * only pass their batches by. */
-static ember_status_t dlrm_step(trainer_t *trainer, uint64_t step, int last, uint32_t e,
+/* One step of epoch @e (its batch taken; @more: the epoch has another):
+ * evaluation first when due, a checkpoint after it when due.  A resumed
+ * job's steps before its start only pass their batches by. */
+static ember_status_t dlrm_step(trainer_t *trainer, uint64_t step, int last, int more, uint32_t e,
                                 epoch_t *epoch, ember_msg_train_done_t *done)
 {
     char *err = trainer->step_err;
@@ -557,8 +617,12 @@ static ember_status_t dlrm_step(trainer_t *trainer, uint64_t step, int last, uin
     EMBER_CHECK(trainer_may_go_on(trainer, step));
     EMBER_CHECK(trainer_ckpt_before(trainer, step, last));
     EMBER_CHECK(dlrm_eval_if_due(trainer, step, 0));
+    /* The next step's batch may be taken and looked up ahead, unless an
+     * evaluation comes first (its lookups would meet them). */
+    const int ahead = more && !last && !dlrm_eval_due(trainer, step + 1, 0);
     STEP_PHASE(trainer, step,
-               ember_dlrm_trainer_step(trainer->dlrm, step, last, &loss, &examples, err, n));
+               ember_dlrm_trainer_step(trainer->dlrm, step, last, ahead, &loss, &examples, err,
+                                       n));
     EMBER_CHECK(dlrm_keep_loss(trainer, step, loss));
     done->bags += examples;
     epoch->loss_sum += loss;
@@ -587,7 +651,7 @@ static ember_status_t dlrm_epoch(trainer_t *trainer, uint32_t e, uint64_t *step_
         const uint64_t step = *step_p;
         const int last = (config->dlrm.steps && step + 1 == config->dlrm.steps) ||
                          (e + 1 == config->epochs && !more);
-        EMBER_CHECK(dlrm_step(trainer, step, last, e, epoch, done));
+        EMBER_CHECK(dlrm_step(trainer, step, last, more, e, epoch, done));
         *step_p = step + 1;
         trainer->stopped = ember_trainer_ckpt_stops(trainer->ckpt, step + 1);
         *stop_p = last || trainer->stopped;
@@ -691,7 +755,9 @@ static void trainer_cleanup(trainer_t *trainer)
 {
     ember_trainer_ckpt_destroy(trainer->ckpt);
     ember_dlrm_trainer_destroy(trainer->dlrm);
-    ember_sparse_destroy(trainer->sparse);
+    ember_pipeline_destroy(trainer->pipe);
+    for (int i = 0; i < 2; i++)
+        ember_buffer_free(&trainer->batches[i].targets);
     ember_replica_destroy(trainer->replica);
     free(trainer->start_params);
     free(trainer->losses);
