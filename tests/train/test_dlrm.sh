@@ -27,6 +27,10 @@
 #                        within +-sqrt(1/N_f) and uniform; the same seed the
 #                        same model on 1 PS, 3 PS and 3 PS by table; another
 #                        seed other tables
+#   staleness:K          --staleness K: runs, the epoch line names the largest
+#                        staleness seen (1..K), the eval log loss falls, AUC
+#                        > 0.75;
+#                        K 0: the same bits, losses and evaluations as no flag
 #   auc                  20000 examples, --eval on 4999 others (shares of 2500
 #                        and 2499, last batches short): AUC > 0.75 at
 #                        the end, stdout's and --metrics' eval lines alike,
@@ -184,6 +188,48 @@ auc)
         --like "$work/metrics.json" >>"$work/check" 2>&1 ||
         { cat "$work/check"; fail "ember's evaluations"; }
     cat "$work/check"
+    ;;
+staleness:*)
+    # --staleness K on 20000 examples, 156 steps, evaluated every 50 (no
+    # lookup of the next step is open then) and at the end: the epoch line
+    # names the largest staleness seen (1 .. K), the evaluation's log loss
+    # falls from step 50 to the end, the final AUC is a learned one; K 0 saves the same bits and
+    # prints the same evaluations and losses as a run without the flag.
+    k=${case_name#staleness:}
+    "$gen" --examples 20000 --out "$work/train.tsv" --seed 21 >"$work/out" 2>&1 &&
+        "$gen" --examples 4999 --out "$work/eval.tsv" --seed 22 >>"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    job=(--embedding-dim 8 --num-embeddings 1000 --dense-arch-layer-sizes 16,8
+        --over-arch-layer-sizes 16,1 --batch-size 64 --epochs 1 --optimizer adagrad --lr 0.05
+        --seed 3 --data "criteo:$work/train.tsv" --eval "criteo:$work/eval.tsv" --eval-every 50)
+    ember_dlrm 2 "$work/out" "${job[@]}" --staleness "$k" --save "$work/k.safetensors" \
+        --metrics "$work/k.json" || fail "ember-train --staleness $k exited $?"
+    losses() { grep -oE "mean loss [0-9.]+|eval step [0-9]+: auc [0-9.]+ logloss [0-9.]+" "$1"; }
+    if [ "$k" = 0 ]; then
+        grep -q "staleness" "$work/out" "$work/k.json" && fail "--staleness 0 prints a staleness"
+        cp "$work/out" "$work/k.out"
+        ember_dlrm 2 "$work/out" "${job[@]}" --save "$work/plain.safetensors" ||
+            fail "ember-train without --staleness exited $?"
+        cmp "$work/k.safetensors" "$work/plain.safetensors" ||
+            fail "--staleness 0 saved other bits than no flag"
+        [ "$(losses "$work/k.out")" = "$(losses "$work/out")" ] ||
+            fail "--staleness 0 has other losses or evaluations than no flag"
+    else
+        grep -q "sync, staleness $k" "$work/out" || fail "the job line does not say staleness $k"
+        n=$(grep -c "mean loss.*  staleness [0-9]" "$work/out")
+        [ "$n" -eq 1 ] || fail "$n epoch lines name a staleness, not 1"
+        seen=$(grep -o '"staleness": [0-9]*' "$work/k.json" | grep -o '[0-9]*$' | sort -n | tail -1)
+        [ -n "$seen" ] && [ "$seen" -ge 1 ] && [ "$seen" -le "$k" ] ||
+            fail "largest staleness seen '$seen', not in 1 .. $k"
+    fi
+    first=$(grep -m1 -o "logloss [0-9.]*" "$work/out" | grep -o '[0-9.]*$')
+    last=$(grep -o "logloss [0-9.]*" "$work/out" | tail -1 | grep -o '[0-9.]*$')
+    auc=$(grep -o "eval step [0-9]*: auc [0-9.]*" "$work/out" | tail -1 | grep -o '[0-9.]*$')
+    n=$(grep -c "eval step [0-9]*: auc" "$work/out")
+    [ "$n" -eq 4 ] || fail "$n evaluations, not 4 (steps 50, 100, 150, 156)"
+    awk -v a="$first" -v b="$last" -v auc="$auc" 'BEGIN { exit !(b < a && auc > 0.75) }' ||
+        fail "did not learn: eval log loss $first -> $last, final AUC $auc"
+    echo "staleness $k: eval log loss $first -> $last, final AUC $auc"
     ;;
 refused | refused_one_layer)
     "$gen" --examples 100 --out "$work/data.tsv" --seed 14 >"$work/out" 2>&1 &&

@@ -38,6 +38,9 @@
 #   nonfinite           a diverging run: error names trainer and step
 #   optimizer:NAME      sync training with each optimizer completes, loss finite
 #   synthetic           the learnable data: the loss falls
+#   staleness:K         --staleness K on it: runs, epoch lines name the largest
+#                       staleness seen (1..K), the loss falls; K 0: the same
+#                       bits, losses and lines as no flag
 set -uo pipefail
 source "$(dirname "$0")/../common/by_hand.sh"
 case_name=$1 golden=$3
@@ -248,6 +251,41 @@ synthetic)
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
         fail "loss did not fall by half: $first -> $last"
     ;;
+staleness:*)
+    # --staleness K: the job runs, every epoch line names the largest
+    # staleness its lookups saw (1 .. K: the next step's lookups leave
+    # before this step's pushes), the loss falls; K 0 saves the same bits
+    # and prints the same losses as a run without the flag.
+    k=${case_name#staleness:}
+    timeout 120 "$run" -n 5 "$train" --trainers 3 --data synthetic --epochs 30 --lr 0.2 \
+        --staleness "$k" --metrics "$work/m.jsonl" --save "$work/k.safetensors" \
+        >"$work/out" 2>&1 || fail "exit $?"
+    if [ "$k" = 0 ]; then
+        grep -q "staleness" "$work/out" "$work/m.jsonl" && fail "--staleness 0 prints a staleness"
+        timeout 120 "$run" -n 5 "$train" --trainers 3 --data synthetic --epochs 30 --lr 0.2 \
+            --metrics "$work/plain.jsonl" --save "$work/plain.safetensors" \
+            >"$work/plain.out" 2>&1 || fail "the run without the flag exited $?"
+        cmp "$work/k.safetensors" "$work/plain.safetensors" ||
+            fail "--staleness 0 saved other bits than no flag"
+        losses() { grep -o '"loss": [0-9.]*' "$1"; }
+        [ "$(losses "$work/m.jsonl")" = "$(losses "$work/plain.jsonl")" ] ||
+            fail "--staleness 0 has other losses than no flag"
+        lines() { grep -oE "training: .*|mean loss [0-9.]+|last step's loss [0-9.]+.*" "$1"; }
+        [ "$(lines "$work/out")" = "$(lines "$work/plain.out")" ] ||
+            fail "--staleness 0 prints other lines than no flag"
+    else
+        grep -q "sync, staleness $k" "$work/out" || fail "the job line does not say staleness $k"
+        n=$(grep -c "mean loss.*  staleness [0-9]" "$work/out")
+        [ "$n" -eq 30 ] || fail "$n epoch lines name a staleness, not 30"
+        seen=$(grep -o '"staleness": [0-9]*' "$work/m.jsonl" | grep -o '[0-9]*$' | sort -n | tail -1)
+        [ -n "$seen" ] && [ "$seen" -ge 1 ] && [ "$seen" -le "$k" ] ||
+            fail "largest staleness seen '$seen', not in 1 .. $k"
+    fi
+    first=$(head -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    last=$(tail -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
+        fail "loss did not fall by half: $first -> $last"
+    ;;
 mlp)
     # A dense MLP (--hidden): it learns the synthetic target, sync training
     # is bit-for-bit reproducible, and every trainer ends with the same
@@ -328,6 +366,13 @@ cli)
     refused 2 "--sparse-reduce is how sync steps combine" -- --consistency async --sparse-reduce mean
     refused 2 "--table-dtype fp16: a PS on a GPU keeps fp32 rows" -- --table-dtype fp16 --ps-device cuda
     refused 2 "--replay-tolerance checks a replay: it needs --replay FILE" -- --replay-tolerance 1
+    refused 2 "invalid value '17' for --staleness: K is an integer in [0, 16]" -- --staleness 17
+    refused 2 "invalid value '-1' for --staleness: K is an integer in [0, 16]" -- --staleness -1
+    refused 2 "invalid value 'one' for --staleness" -- --staleness one
+    refused 2 "--staleness bounds how far a sync lookup may be behind" -- --staleness 1 --consistency async
+    refused 2 "--checkpoint-dir with --staleness 2: a checkpoint is the tables at a step boundary" -- --staleness 2 --checkpoint-dir "$work/ck"
+    refused 2 "--resume with --staleness 1" -- --staleness 1 --resume "$work/ck"
+    refused 2 "--staleness 1 with --replay" -- --staleness 1 --replay "$golden/seed_sum_2t.safetensors"
     # A plugin that cannot be loaded is not called a missing GPU.
     EMBER_CUDA_PLUGIN=$work/none.so timeout 10 "$train" --device cuda >"$work/out" 2>&1
     [ $? -eq 2 ] || fail "--device cuda with no plugin exited $?"
