@@ -437,6 +437,10 @@ static void corpus_ps_messages(void)
     record(&b, 2, &read, sizeof(read));
     record(&b, 3, NULL, 0);
     save_blob("ps_messages", "create_load_read", &b);
+    spec.staleness = 2; /* a sync table serving up to 2 steps behind */
+    spec.table_id = 4;
+    record(&b, 0, &spec, sizeof(spec));
+    save_blob("ps_messages", "create_staleness", &b);
 
     spec.table_id = 0;
     spec.dtype = EMBER_DTYPE_F16;
@@ -536,6 +540,14 @@ static void corpus_train_start(void)
     for (int i = 0; i < 16 * 8 + 8; i++)
         put(&b, &zero, 4);
     save_blob("train_start", "tutorial", &b);
+
+    spec.config.staleness = 2;
+    put_u8(&b, 1);
+    put(&b, &spec, sizeof(spec));
+    for (int i = 0; i < 16 * 8 + 8; i++)
+        put(&b, &zero, 4);
+    save_blob("train_start", "tutorial_staleness", &b);
+    spec.config.staleness = 0;
 
     spec.config.data = EMBER_DATA_SYNTHETIC;
     spec.config.mode = EMBER_BAG_MAX;

@@ -371,7 +371,8 @@ static void ps_serve_lookups(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lo
                               err, view->head.trainer, (unsigned long long)view->head.step, bytes);
         return;
     }
-    ember_status_t status = ps_multi_lookups(tables, view, versions, out, &reply_bytes, err, sizeof(err));
+    ember_status_t status =
+            ps_multi_lookups(tables, view, versions, out, &reply_bytes, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_pool_put(&ps->replies, out);
         ember_pool_put(&ps->replies, ticket);

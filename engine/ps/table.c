@@ -96,11 +96,10 @@ static ember_status_t check_spec(const ember_msg_table_create_t *spec, ember_dev
                                  spec->num_shards, spec->trainers);
     if (spec->staleness > EMBER_STALENESS_MAX || spec->reserved != 0 ||
         (spec->staleness > 0 && spec->consistency != EMBER_SYNC))
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: staleness %u (%s): a sync table's may be 0 .. %d",
-                                 name, spec->staleness,
-                                 spec->consistency == EMBER_SYNC ? "sync" : "async",
-                                 EMBER_STALENESS_MAX);
+        return ember_status_text(
+                err, err_length, EMBER_ERR_INVALID_PARAM,
+                "table %s: staleness %u (%s): a sync table's may be 0 .. %d", name, spec->staleness,
+                spec->consistency == EMBER_SYNC ? "sync" : "async", EMBER_STALENESS_MAX);
     if (spec->dtype != EMBER_DTYPE_F32 && spec->dtype != EMBER_DTYPE_F16)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: rows of dtype %u are not supported (F32 %d, F16 %d)",

@@ -71,15 +71,13 @@ struct ember_table {
 };
 
 /* Trainer @trainer's context of @step: its slot of the trainer's ring. */
-static inline context_t *table_context(const ember_table_t *table, uint32_t trainer,
-                                       uint64_t step)
+static inline context_t *table_context(const ember_table_t *table, uint32_t trainer, uint64_t step)
 {
     return &table->contexts[(size_t)trainer * table->ring + step % table->ring];
 }
 
 /* Trainer @trainer's pending gradient of @step (sync), as table_context. */
-static inline pending_t *table_pending(const ember_table_t *table, uint32_t trainer,
-                                       uint64_t step)
+static inline pending_t *table_pending(const ember_table_t *table, uint32_t trainer, uint64_t step)
 {
     return &table->pending[(size_t)trainer * table->ring + step % table->ring];
 }

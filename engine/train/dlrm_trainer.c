@@ -129,12 +129,11 @@ void ember_dlrm_trainer_destroy(ember_dlrm_trainer_t *trainer)
     ember_dlrm_replica_destroy(trainer->replica);
     ember_criteo_data_close(trainer->data);
     ember_criteo_data_close(trainer->eval_data);
-    ember_buffer_t *buffers[] = {&trainer->held[0].labels, &trainer->held[0].dense,
-                                 &trainer->held[0].sparse, &trainer->held[1].labels,
-                                 &trainer->held[1].dense,  &trainer->held[1].sparse,
-                                 &trainer->offsets,        &trainer->pooled,
-                                 &trainer->grads,          &trainer->logits,
-                                 &trainer->labels};
+    ember_buffer_t *buffers[] = {
+            &trainer->held[0].labels, &trainer->held[0].dense, &trainer->held[0].sparse,
+            &trainer->held[1].labels, &trainer->held[1].dense, &trainer->held[1].sparse,
+            &trainer->offsets,        &trainer->pooled,        &trainer->grads,
+            &trainer->logits,         &trainer->labels};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)
         ember_buffer_free(buffers[i]);
     free(trainer);
@@ -262,8 +261,8 @@ static ember_status_t step_lookups(ember_dlrm_trainer_t *trainer, uint64_t step,
     EMBER_CHECK(ember_pipeline_send(pipe, step, err, err_length));
     if (ahead) {
         EMBER_CHECK(take_ahead(trainer, err, err_length));
-        EMBER_CHECK(split_step(trainer, &trainer->held[trainer->cur ^ 1], step + 1, err,
-                               err_length));
+        EMBER_CHECK(
+                split_step(trainer, &trainer->held[trainer->cur ^ 1], step + 1, err, err_length));
     }
     if (!stale || !ahead)
         return ember_pipeline_wait(pipe, step, err, err_length);

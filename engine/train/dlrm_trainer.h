@@ -60,8 +60,7 @@ ember_status_t ember_dlrm_trainer_take(ember_dlrm_trainer_t *trainer, int *have_
  * evaluation comes before the next step.  *@loss_p this trainer's loss,
  * *@examples_p its examples. */
 ember_status_t ember_dlrm_trainer_step(ember_dlrm_trainer_t *trainer, uint64_t step, int last,
-                                       int ahead,
-                                       float *loss_p, size_t *examples_p, char *err,
+                                       int ahead, float *loss_p, size_t *examples_p, char *err,
                                        size_t err_length);
 
 /** The evaluation after @steps steps, its logits sent to the master. */

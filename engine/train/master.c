@@ -529,8 +529,7 @@ static void print_dlrm_job(const master_t *master)
            d->sharding == EMBER_SHARD_TABLE ? "table-wise" : "row-wise", master->ntables,
            job->train.dim, (long long)rows, job->table_dtype == EMBER_DTYPE_F16 ? ", fp16" : "",
            dense, over, ember_opt_kind_name(job->train.optimizer.kind), job->train.optimizer.lr,
-           consistency, d->data,
-           d->eval[0] ? ", eval " : "", d->eval);
+           consistency, d->data, d->eval[0] ? ", eval " : "", d->eval);
     fflush(stdout);
 }
 
@@ -557,8 +556,7 @@ static void print_job(const master_t *master)
            job->table_dtype == EMBER_DTYPE_F16 ? ", fp16 rows" : "",
            job->train.half_replies ? ", fp16 replies" : "",
            strcmp(job->ps_device, "cuda") == 0 ? ", on the PS's GPU" : "", dense,
-           ember_opt_kind_name(job->train.optimizer.kind), job->train.optimizer.lr,
-           consistency,
+           ember_opt_kind_name(job->train.optimizer.kind), job->train.optimizer.lr, consistency,
            job->train.data == EMBER_DATA_REPLAY      ? job->replay_path
            : job->train.data == EMBER_DATA_SYNTHETIC ? "synthetic data"
                                                      : "tutorial data");

@@ -34,8 +34,8 @@ ember_status_t ember_pipeline_create(const ember_sparse_config_t *tables, size_t
         return EMBER_ERR_NO_MEMORY;
     pipe->staleness = ntables ? tables[0].staleness : 0;
     for (int i = 0; i < 2; i++) {
-        ember_status_t status = ember_sparse_create(tables, ntables, tp, td, rdma, aborted,
-                                                    &pipe->slots[i].sparse);
+        ember_status_t status =
+                ember_sparse_create(tables, ntables, tp, td, rdma, aborted, &pipe->slots[i].sparse);
         if (status != EMBER_OK) {
             ember_pipeline_destroy(pipe);
             return status;

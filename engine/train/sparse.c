@@ -83,7 +83,7 @@ struct ember_sparse {
     ember_parts_buffer_t replies, grads;
     size_t reply_stride, grad_stride, grad_head_room;
     uint64_t step;
-    int eval; /* this step's lookups are EMBER_LOOKUP_EVAL */
+    int eval;                /* this step's lookups are EMBER_LOOKUP_EVAL */
     uint64_t staleness_seen; /* the largest step - version of any lookup */
     uint64_t pushed_step;    /* the step of the last push */
 };
@@ -677,13 +677,14 @@ static ember_status_t versions_check(ember_sparse_t *sparse, char *err, size_t e
             if (table->config.async)
                 continue;
             if (v > sparse->step || sparse->step - v > bound)
-                return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                            "table %s: %s served the lookup of step %llu at version %llu (steps "
-                            "applied), beyond the staleness bound %llu",
-                            table->config.table_name,
-                            ember_tp_peer_name(sparse->tp, sparse->ranks[table->shards[p].slot].rank),
-                            (unsigned long long)sparse->step, (unsigned long long)v,
-                            (unsigned long long)bound);
+                return fail(
+                        err, err_length, EMBER_ERR_BAD_MESSAGE,
+                        "table %s: %s served the lookup of step %llu at version %llu (steps "
+                        "applied), beyond the staleness bound %llu",
+                        table->config.table_name,
+                        ember_tp_peer_name(sparse->tp, sparse->ranks[table->shards[p].slot].rank),
+                        (unsigned long long)sparse->step, (unsigned long long)v,
+                        (unsigned long long)bound);
             if (sparse->step - v > sparse->staleness_seen)
                 sparse->staleness_seen = sparse->step - v;
         }

@@ -294,8 +294,8 @@ static ember_status_t trainer_setup(trainer_t *trainer)
                                    .trainer = trainer->index,
                                    .async = spec->config.consistency == EMBER_ASYNC,
                                    .staleness = spec->config.staleness};
-    EMBER_CHECK(ember_pipeline_create(&table, 1, trainer->tp, &trainer->td, rdma,
-                                      &trainer->aborted, &trainer->pipe));
+    EMBER_CHECK(ember_pipeline_create(&table, 1, trainer->tp, &trainer->td, rdma, &trainer->aborted,
+                                      &trainer->pipe));
     return ember_replica_create(&trainer->td, trainer->comm, trainer->tp, spec,
                                 trainer->start_params, &trainer->replica);
 }
@@ -621,8 +621,7 @@ static ember_status_t dlrm_step(trainer_t *trainer, uint64_t step, int last, int
      * evaluation comes first (its lookups would meet them). */
     const int ahead = more && !last && !dlrm_eval_due(trainer, step + 1, 0);
     STEP_PHASE(trainer, step,
-               ember_dlrm_trainer_step(trainer->dlrm, step, last, ahead, &loss, &examples, err,
-                                       n));
+               ember_dlrm_trainer_step(trainer->dlrm, step, last, ahead, &loss, &examples, err, n));
     EMBER_CHECK(dlrm_keep_loss(trainer, step, loss));
     done->bags += examples;
     epoch->loss_sum += loss;

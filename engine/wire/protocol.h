@@ -319,7 +319,7 @@ typedef struct {
      * gradients are pushed; 0 .. EMBER_STALENESS_MAX. */
     uint32_t staleness;
     uint32_t reserved_staleness; /* 0 */
-    ember_dlrm_spec_t dlrm;            /* EMBER_MODEL_DLRM's */
+    ember_dlrm_spec_t dlrm;      /* EMBER_MODEL_DLRM's */
 } ember_train_config_t;
 
 /*

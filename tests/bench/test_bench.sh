@@ -101,6 +101,29 @@ fp16_compare)
         bash "$(dirname "$0")/../../bench/fp16_compare.sh" >"$out" 2>&1 || fail "exit status $?"
     grep -q '^# table on the PS: 0.5 MiB fp32, 0.2 MiB fp16$' "$out" || fail "no table sizes"
     ;;
+staleness)
+    # bench/staleness.sh (the docs' staleness table) on a tiny DLRM: a line
+    # per round and K, then a row per K (K 0's ratio 1.00 and AUC diff
+    # +0.0000, no staleness seen; K 1, 2 one of 1 .. K); bad settings are
+    # refused before anything runs.  Never timings.
+    bench=$(dirname "$0")/../../bench/staleness.sh
+    BUILD=$build STEPS=3 ROUNDS=2 ROWS=1000 BATCH=64 EVAL_EXAMPLES=500 EMBER_DATA=tsv \
+        bash "$bench" >"$out" 2>&1 || fail "exit status $?"
+    [[ $(grep -cE '^round [12]  K [012] +[0-9]+\.[0-9] ex/s  AUC 0\.[0-9]+  staleness seen [0-2]$' "$out") == 6 ]] ||
+        fail "not 6 round lines (2 rounds x K 0, 1, 2)"
+    grep -qE '^staleness +ex/s +ratio +AUC +AUC diff +seen$' "$out" || fail "no table header"
+    grep -qE '^0 +[0-9]+\.[0-9] +1\.00 +0\.[0-9]{6} +\+0\.0000 +0$' "$out" || fail "no K 0 row"
+    grep -qE '^1 +[0-9]+\.[0-9] +[0-9]+\.[0-9]{2} +0\.[0-9]{6} +[+-][0-9]\.[0-9]{4} +1$' "$out" ||
+        fail "no K 1 row (staleness seen 1)"
+    grep -qE '^2 +[0-9]+\.[0-9] +[0-9]+\.[0-9]{2} +0\.[0-9]{6} +[+-][0-9]\.[0-9]{4} +[12]$' "$out" ||
+        fail "no K 2 row (staleness seen 1 or 2)"
+    KS="1 2" BUILD=$build bash "$bench" >"$out" 2>&1
+    [[ $? == 2 ]] && grep -q "must hold 0" "$out" || fail "KS without 0 was accepted"
+    STEPS=3x BUILD=$build bash "$bench" >"$out" 2>&1
+    [[ $? == 2 ]] && grep -q "'3x' is not a positive integer" "$out" || fail "STEPS=3x was accepted"
+    KS="0 17" BUILD=$build bash "$bench" >"$out" 2>&1
+    [[ $? == 2 ]] && grep -q "'17' is not a staleness" "$out" || fail "KS 17 was accepted"
+    ;;
 checkpoint)
     # bench/checkpoint.sh (the docs' checkpoint table) on a tiny table: its
     # table is whole, the file holds the rows, the checkpointing run writes

@@ -179,12 +179,12 @@ static int match_versions(const world_t *w, const request_t *r, size_t k, const 
 static int serve_and_check(world_t *w, uint32_t t, uint32_t step)
 {
     request_t *r = &w->req[t][step];
-    size_t reply_bytes = 0, bytes = ps_multi_lookups_out_bytes(w->tables, &r->view, 1, &reply_bytes);
+    size_t reply_bytes = 0,
+           bytes = ps_multi_lookups_out_bytes(w->tables, &r->view, 1, &reply_bytes);
     uint8_t *out = aligned_alloc(64, (bytes + 63) / 64 * 64);
     char err[320];
     CHECK(out, "out of memory");
-    CHECK(ps_multi_lookups(w->tables, &r->view, 1, out, &reply_bytes, err, sizeof(err)) ==
-                  EMBER_OK,
+    CHECK(ps_multi_lookups(w->tables, &r->view, 1, out, &reply_bytes, err, sizeof(err)) == EMBER_OK,
           "trainer %u step %u: %s", t, step, err);
     size_t at = 0;
     for (size_t k = 0; k < NT; k++) {
@@ -198,8 +198,8 @@ static int serve_and_check(world_t *w, uint32_t t, uint32_t step)
         CHECK(match == claimed, "K %u trainer %u step %u table %s: served version %zu, claims %llu",
               w->staleness, t, step, names[k], match, (unsigned long long)claimed);
         CHECK(claimed <= step && step - claimed <= w->staleness,
-              "K %u trainer %u step %u table %s: version %llu is out of the bound", w->staleness,
-              t, step, names[k], (unsigned long long)claimed);
+              "K %u trainer %u step %u table %s: version %llu is out of the bound", w->staleness, t,
+              step, names[k], (unsigned long long)claimed);
         w->behind += claimed < step;
         at += (size_t)ember_wire_lookups_part_bytes(head, dims[k]);
     }
@@ -278,8 +278,9 @@ static int push_grad(world_t *w, uint32_t t)
     CHECK(applied[0] == applied[1], "the tables applied %d and %d steps", applied[0], applied[1]);
     for (int a = 0; a < applied[0]; a++)
         CHECK(keep_version(w) == 0, "keep");
-    CHECK(w->nkept == ember_table_next_step(w->tables[0]) + 1, "%zu versions kept at next step %llu",
-          w->nkept, (unsigned long long)ember_table_next_step(w->tables[0]));
+    CHECK(w->nkept == ember_table_next_step(w->tables[0]) + 1,
+          "%zu versions kept at next step %llu", w->nkept,
+          (unsigned long long)ember_table_next_step(w->tables[0]));
     return applied[0] ? release_held(w) : 0;
 }
 
@@ -375,12 +376,12 @@ static int case_versions_k2(void)
 }
 
 /* @status with @needle in @err, or a failure naming @what. */
-#define REFUSED(call, status, needle, what)                                             \
-    do {                                                                                \
-        err[0] = '\0';                                                                  \
-        ember_status_t got_ = (call);                                                   \
-        CHECK(got_ == (status) && strstr(err, needle), "%s: %s (%s)", what, err,        \
-              ember_status_string(got_));                                               \
+#define REFUSED(call, status, needle, what)                                      \
+    do {                                                                         \
+        err[0] = '\0';                                                           \
+        ember_status_t got_ = (call);                                            \
+        CHECK(got_ == (status) && strstr(err, needle), "%s: %s (%s)", what, err, \
+              ember_status_string(got_));                                        \
     } while (0)
 
 /* One table's lookup of (trainer, step) from a built request. */
@@ -391,14 +392,13 @@ static const ember_wire_lookup_view_t *table_lookup(world_t *w, uint32_t t, uint
 
 static ember_wire_grad_view_t grad_of(uint32_t t, uint32_t s, size_t k, const float *values)
 {
-    return (ember_wire_grad_view_t){
-            .head = {.table_id = (uint32_t)k,
-                     .trainer = t,
-                     .step = s,
-                     .flags = EMBER_GRAD_APPLY,
-                     .bags = BAGS},
-            .grad = (const uint8_t *)values,
-            .grad_bytes = BAGS * dims[k] * sizeof(float)};
+    return (ember_wire_grad_view_t){.head = {.table_id = (uint32_t)k,
+                                             .trainer = t,
+                                             .step = s,
+                                             .flags = EMBER_GRAD_APPLY,
+                                             .bags = BAGS},
+                                    .grad = (const uint8_t *)values,
+                                    .grad_bytes = BAGS * dims[k] * sizeof(float)};
 }
 
 static int refusals_create(void)
@@ -430,15 +430,13 @@ static int refusals_open(world_t *w)
             EMBER_ERR_INVALID_PARAM, "trainer 0 step 3: its lookup of step 0 has not",
             "a lookup over step 0's open context");
     ember_wire_grad_view_t g = grad_of(1, 0, 0, values);
-    REFUSED(ember_table_grad(w->tables[0], &g, &applied, err, sizeof(err)),
-            EMBER_ERR_INVALID_PARAM, "table a: trainer 1 step 0: gradient without a lookup",
-            "a gradient without a lookup");
+    REFUSED(ember_table_grad(w->tables[0], &g, &applied, err, sizeof(err)), EMBER_ERR_INVALID_PARAM,
+            "table a: trainer 1 step 0: gradient without a lookup", "a gradient without a lookup");
     g = grad_of(0, 1, 0, values);
     CHECK(ember_table_grad(w->tables[0], &g, &applied, err, sizeof(err)) == EMBER_OK && !applied,
           "trainer 0's step-1 gradient before step 0's: %s", err);
-    REFUSED(ember_table_grad(w->tables[0], &g, &applied, err, sizeof(err)),
-            EMBER_ERR_INVALID_PARAM, "trainer 0 step 1: gradient without a lookup",
-            "a repeated gradient");
+    REFUSED(ember_table_grad(w->tables[0], &g, &applied, err, sizeof(err)), EMBER_ERR_INVALID_PARAM,
+            "trainer 0 step 1: gradient without a lookup", "a repeated gradient");
     return 0;
 }
 
