@@ -43,6 +43,17 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec, struct e
                                   ember_table_t **table_p, char *err, size_t err_length);
 void ember_table_destroy(ember_table_t *table);
 
+struct ember_workers;
+/**
+ * Split the shard's compute over @workers (common/workers.h; borrowed,
+ * outlives the table; NULL: one thread): pooling by bag ranges, the
+ * backward, the sync reduction and the optimizer step by row ranges, each
+ * deterministic, so every result is the same bits for any pool.  Not while
+ * a request is being served.  Errors: ERR_NO_MEMORY (the tasks' scratch;
+ * the table keeps its pool).
+ */
+ember_status_t ember_table_set_workers(ember_table_t *table, struct ember_workers *workers);
+
 const char *ember_table_name(const ember_table_t *table);
 uint32_t ember_table_dim(const ember_table_t *table);
 /** Rows stored by this shard. */
