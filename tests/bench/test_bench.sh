@@ -38,7 +38,7 @@ check_lookup_format() { # expected_rows
         fail "no column header"
     rows=$(awk '($1 == "closed" || $1 == "open") && NF == 23 && $23 == 0 && $20 > 0 && ($8 == "fp32" || $8 == "fp16") && ($9 == "fp32" || $9 == "fp16") && $11 == $2 * $5 * $7 * ($9 == "fp16" ? 2 : 4) { ok++ } END { print ok + 0 }' "$out")
     [[ $rows == "$1" ]] || fail "expected $1 rows with #wrong 0, ps_us > 0 and resp_B = ps x bags x dim x 4 (2 for fp16 replies), got $rows"
-    csv=$(awk -F, '/^csv,lookup,/ && NF == 26 && $22 == 0 && $24 > 0 && ($25 == "fp32" || $25 == "fp16") && ($26 == "fp32" || $26 == "fp16") { ok++ } END { print ok + 0 }' "$out")
+    csv=$(awk -F, '/^csv,lookup,/ && NF == 28 && $22 == 0 && $24 > 0 && ($25 == "fp32" || $25 == "fp16") && ($26 == "fp32" || $26 == "fp16") { ok++ } END { print ok + 0 }' "$out")
     [[ $csv == "$1" ]] || fail "expected $1 csv lines, got $csv"
     grep -q '^# wrong replies: 0 OK$' "$out" || fail "wrong replies not 0 OK"
 }
