@@ -571,7 +571,8 @@ static ember_status_t take_int(int f, const char *value, void *target)
 {
     int64_t v;
     if (!parse_i64(value, flags[f].min, flags[f].max, &v))
-        return bad_value(f, value);
+        return refuse("invalid value '%s' for %s (an integer in [%lld, %lld])", value,
+                      flags[f].name, (long long)flags[f].min, (long long)flags[f].max);
     store_int(flags[f].type, target, v);
     return EMBER_OK;
 }
