@@ -1105,9 +1105,9 @@ static double lk_ps_us(const ember_msg_ps_stats_t *before, const ember_msg_ps_st
     double worst = 0.0;
     for (int p = 0; p < P; p++) {
         uint64_t lookups = after[p].lookups - before[p].lookups;
-        double seconds = compute ? after[p].lookup_compute_seconds -
-                                           before[p].lookup_compute_seconds
-                                 : after[p].lookup_seconds - before[p].lookup_seconds;
+        double seconds =
+                compute ? after[p].lookup_compute_seconds - before[p].lookup_compute_seconds
+                        : after[p].lookup_seconds - before[p].lookup_seconds;
         double us = lookups ? seconds / (double)lookups * 1e6 : 0.0;
         worst = us > worst ? us : worst;
     }

@@ -199,8 +199,8 @@ static int gather_alloc(gather_t *g)
 static void gather_once(gather_t *g, size_t n, size_t it)
 {
     const size_t row_bytes = g->row_bytes;
-    char *dst = (char *)g->out + (g->thread * g->opts->window + it % g->opts->window) *
-                                         g->max_bags * row_bytes;
+    char *dst = (char *)g->out +
+                (g->thread * g->opts->window + it % g->opts->window) * g->max_bags * row_bytes;
     if (g->pos + n > g->nkeys)
         g->pos = 0;
     const uint32_t *key = g->keys + g->pos;
@@ -262,8 +262,7 @@ static double gather_threads(gather_t *g, size_t n)
                 seconds = w[t].end - start > seconds ? w[t].end - start : seconds;
             }
         } else {
-            fprintf(stderr, "row_gather: cannot start thread %zu of %zu\n", started + 1,
-                    threads);
+            fprintf(stderr, "row_gather: cannot start thread %zu of %zu\n", started + 1, threads);
             exit(2); /* the started ones wait at the barrier forever */
         }
         pthread_barrier_destroy(&ready);

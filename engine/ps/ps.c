@@ -146,7 +146,8 @@ static ember_status_t ps_table_make(ps_t *ps, const ember_msg_table_create_t *sp
     }
     ember_status_t status = ember_table_create(
             spec, spec->device == EMBER_TABLE_CUDA ? ps->device : NULL, table_p, err, err_length);
-    if (status == EMBER_OK && (status = ember_table_set_workers(*table_p, ps->workers)) != EMBER_OK) {
+    if (status == EMBER_OK &&
+        (status = ember_table_set_workers(*table_p, ps->workers)) != EMBER_OK) {
         snprintf(err, err_length, "table %s: no memory for its %u threads' scratch", spec->name,
                  ember_workers_threads(ps->workers));
         ember_table_destroy(*table_p);

@@ -48,15 +48,15 @@ struct ember_table {
     void *data;       /* [local_rows, dim] of spec.dtype (fp32 or fp16) */
     size_t row_bytes; /* dim x the element size */
     ember_opt_t *optimizer;
-    context_t *contexts;  /* [trainers] */
-    context_t eval;       /* evaluation lookups' scratch: never valid */
-    pending_t *pending;   /* [trainers]: sync tables only wait on these */
-    pending_t applying;   /* async: the one gradient being applied now (a
+    context_t *contexts;                      /* [trainers] */
+    context_t eval;                           /* evaluation lookups' scratch: never valid */
+    pending_t *pending;                       /* [trainers]: sync tables only wait on these */
+    pending_t applying;                       /* async: the one gradient being applied now (a
                           * buffer per trainer would hold trainers x batch) */
-    uint64_t next_step;   /* sync: steps applied so far */
+    uint64_t next_step;                       /* sync: steps applied so far */
     ember_buffer_t acc_rows, acc_grad, order; /* sync reduction (by range), unaligned grad */
-    ember_buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
-    ember_buffer_t reduce_list; /* sync: the step's pending gradients (pointers) */
+    ember_buffer_t written;                   /* a gradient's rows: written yet (uint8 per row) */
+    ember_buffer_t reduce_list;               /* sync: the step's pending gradients (pointers) */
     /* The PS's worker pool (NULL: one thread) and each task's scratch
      * (engine/ps/table_work.c: the compute split over it). */
     ember_workers_t *workers;

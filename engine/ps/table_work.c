@@ -357,9 +357,9 @@ static size_t reduce_bounds(const reduce_job_t *job, unsigned k, size_t *cursor)
         const pending_t *p = job->grads[t];
         const int64_t *rows = p->rows.data;
         cursor[t] = k == 0 ? 0 : ember_lower_bound_i64(rows, p->nrows, job->pivots[k]);
-        cursor[job->count + t] = k + 1 >= job->tasks
-                                         ? p->nrows
-                                         : ember_lower_bound_i64(rows, p->nrows, job->pivots[k + 1]);
+        cursor[job->count + t] =
+                k + 1 >= job->tasks ? p->nrows
+                                    : ember_lower_bound_i64(rows, p->nrows, job->pivots[k + 1]);
         at += cursor[t];
     }
     return at;
@@ -498,11 +498,10 @@ size_t table_work_reduced_compact(ember_table_t *table)
 
 ember_status_t table_work_step_reduced(ember_table_t *table)
 {
-    reduce_job_t job = {.table = table,
-                        .tasks = table->reduced_tasks,
-                        .values = {.data = table->data,
-                                   .dtype = table->spec.dtype,
-                                   .dim = table->spec.dim}};
+    reduce_job_t job = {
+            .table = table,
+            .tasks = table->reduced_tasks,
+            .values = {.data = table->data, .dtype = table->spec.dtype, .dim = table->spec.dim}};
     EMBER_CHECK(ember_opt_sparse_begin(table->optimizer, &job.values));
     ember_workers_run(table->workers, job.tasks, step_task, &job);
     return EMBER_OK;
@@ -524,17 +523,15 @@ static void step_list_task(void *arg, unsigned k)
 ember_status_t table_work_step(ember_table_t *table, const int64_t *rows, const float *grad,
                                size_t nrows)
 {
-    const pending_t list = {.nrows = nrows,
-                            .rows = {.data = (void *)rows},
-                            .grad = {.data = (void *)grad}};
+    const pending_t list = {
+            .nrows = nrows, .rows = {.data = (void *)rows}, .grad = {.data = (void *)grad}};
     const pending_t *grads[1] = {&list};
-    reduce_job_t job = {.table = table,
-                        .grads = grads,
-                        .count = 1,
-                        .tasks = work_tasks(table, nrows * table->spec.dim),
-                        .values = {.data = table->data,
-                                   .dtype = table->spec.dtype,
-                                   .dim = table->spec.dim}};
+    reduce_job_t job = {
+            .table = table,
+            .grads = grads,
+            .count = 1,
+            .tasks = work_tasks(table, nrows * table->spec.dim),
+            .values = {.data = table->data, .dtype = table->spec.dtype, .dim = table->spec.dim}};
     EMBER_CHECK(ember_opt_sparse_check(table->optimizer, rows, nrows));
     EMBER_CHECK(ember_opt_sparse_begin(table->optimizer, &job.values));
     ember_workers_run(table->workers, job.tasks, step_list_task, &job);

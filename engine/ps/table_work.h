@@ -18,11 +18,11 @@
 
 /* A task's own scratch, one per thread of the pool. */
 typedef struct table_task {
-    ember_buffer_t seen;  /* max places: uint8 [unique], all zero between bags */
-    ember_buffer_t first; /* max places: uint32 [unique] a slot's first place */
-    ember_buffer_t row;   /* the optimizer's fp32 copy of an fp16 row */
+    ember_buffer_t seen;   /* max places: uint8 [unique], all zero between bags */
+    ember_buffer_t first;  /* max places: uint32 [unique] a slot's first place */
+    ember_buffer_t row;    /* the optimizer's fp32 copy of an fp16 row */
     ember_buffer_t cursor; /* reduction: each trainer's place and end (size_t) */
-    size_t begin, count;  /* a range's place and size in a job's output */
+    size_t begin, count;   /* a range's place and size in a job's output */
     ember_status_t status;
 } table_task_t;
 

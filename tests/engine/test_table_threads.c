@@ -181,8 +181,7 @@ static int run_grad(ember_table_t *table, const scenario_t *sc, uint32_t trainer
                                    .grad_bytes = BAGS * sc->dim * sizeof(float)};
     char err[256];
     int applied = 0;
-    CHECK(ember_table_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "grad: %s",
-          err);
+    CHECK(ember_table_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
     return 0;
 }
 
@@ -282,8 +281,7 @@ static int case_weighted_adagrad(void)
 }
 static int case_max_adam(void)
 {
-    return SCENARIO(.opt = EMBER_OPT_ADAM, .max_mode = 1, .consistency = EMBER_SYNC,
-                    .trainers = 2);
+    return SCENARIO(.opt = EMBER_OPT_ADAM, .max_mode = 1, .consistency = EMBER_SYNC, .trainers = 2);
 }
 static int case_max_adam_table_steps(void)
 {
@@ -307,8 +305,8 @@ static int case_async_weighted_adam(void)
 }
 static int case_async_fp16_adagrad(void)
 {
-    return SCENARIO(.opt = EMBER_OPT_ADAGRAD, .dtype = EMBER_DTYPE_F16,
-                    .consistency = EMBER_ASYNC, .trainers = 2);
+    return SCENARIO(.opt = EMBER_OPT_ADAGRAD, .dtype = EMBER_DTYPE_F16, .consistency = EMBER_ASYNC,
+                    .trainers = 2);
 }
 
 /* Each task adds its index + 1 to its own counter. */
@@ -339,8 +337,7 @@ static int case_pool(void)
             ember_workers_run(pool, tasks, count_task, hits);
             for (unsigned k = 0; k < 64; k++)
                 CHECK(atomic_load(&hits[k]) == (k < tasks ? k + 1 : 0),
-                      "%u threads, job %u: task %u ran %u", threads, job, k,
-                      atomic_load(&hits[k]));
+                      "%u threads, job %u: task %u ran %u", threads, job, k, atomic_load(&hits[k]));
         }
         ember_workers_destroy(pool);
     }
