@@ -40,6 +40,10 @@ struct ember_workers {
     char name[32];
 };
 
+/* Set while this thread runs a task: a run from inside a task (a table's
+ * own split, under a split over tables) runs its tasks inline, in order. */
+static __thread int in_task;
+
 static void futex_wait(_Atomic uint32_t *word, uint32_t value)
 {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
@@ -72,7 +76,9 @@ static void workers_drain(ember_workers_t *pool, uint32_t gen)
                                                    memory_order_acq_rel, memory_order_acquire))
             continue; /* @ticket reloaded */
         ember_task_fn fn = atomic_load_explicit(&pool->fn, memory_order_relaxed);
+        in_task = 1;
         fn(atomic_load_explicit(&pool->arg, memory_order_relaxed), task);
+        in_task = 0;
         /* seq_cst, against the caller's caller_asleep then done */
         uint32_t done = atomic_fetch_add(&pool->done, 1) + 1;
         if (done == atomic_load_explicit(&pool->ntasks, memory_order_relaxed) &&
@@ -199,7 +205,7 @@ static void workers_wait_done(ember_workers_t *pool, uint32_t ntasks)
 
 void ember_workers_run(ember_workers_t *pool, unsigned ntasks, ember_task_fn fn, void *arg)
 {
-    if (!pool || pool->threads == 1 || ntasks <= 1) {
+    if (!pool || pool->threads == 1 || ntasks <= 1 || in_task) {
         for (unsigned task = 0; task < ntasks; task++)
             fn(arg, task);
         return;

@@ -13,7 +13,8 @@
  *
  * One caller at a time: the engine's parameter server runs its handlers
  * on one thread (its UCX worker's) and fans their compute out here.  A
- * NULL pool is one thread: run calls every task in order on the caller.
+ * NULL pool is one thread: run calls every task in order on the caller;
+ * so does a run from inside a task (a nested split runs inline).
  */
 #ifndef EMBER_COMMON_WORKERS_H
 #define EMBER_COMMON_WORKERS_H

@@ -53,6 +53,11 @@ struct ember_workers;
  * the table keeps its pool).
  */
 ember_status_t ember_table_set_workers(ember_table_t *table, struct ember_workers *workers);
+/** The pool set by ember_table_set_workers (NULL: one thread). */
+struct ember_workers *ember_table_workers(const ember_table_t *table);
+/** The tasks ember_table_lookup would split a lookup of @head into (1: it
+ * pools on the calling thread alone). */
+unsigned ember_table_lookup_tasks(const ember_table_t *table, const ember_msg_lookup_t *head);
 
 const char *ember_table_name(const ember_table_t *table);
 uint32_t ember_table_dim(const ember_table_t *table);

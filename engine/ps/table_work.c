@@ -53,6 +53,16 @@ ember_status_t ember_table_set_workers(ember_table_t *table, ember_workers_t *wo
     return table_work_init(table, workers);
 }
 
+ember_workers_t *ember_table_workers(const ember_table_t *table)
+{
+    return table->workers;
+}
+
+unsigned ember_table_lookup_tasks(const ember_table_t *table, const ember_msg_lookup_t *head)
+{
+    return work_tasks(table, ((size_t)head->indices + head->bags) * table->spec.dim);
+}
+
 void table_work_free(ember_table_t *table)
 {
     tasks_free(table->tasks, table->ntasks);
@@ -169,7 +179,8 @@ static ember_status_t pool_run(pool_job_t *job)
 {
     ember_table_t *table = job->table;
     const size_t dim = table->spec.dim;
-    job->tasks = work_tasks(table, (job->batch->n + job->batch->bags) * dim);
+    job->tasks = work_tasks(table, (job->batch->n + job->batch->bags) * dim); /* as
+                                                      * ember_table_lookup_tasks */
     if (job->places)
         EMBER_CHECK(places_reserve(table, job->tasks, job->ctx->nunique));
     ember_workers_run(table->workers, job->tasks, pool_task, job);

@@ -12,11 +12,15 @@
  * pooling, fp32 and fp16 rows, every optimizer (SGD with momentum and
  * dampening, Adagrad with lr_decay, row-wise Adagrad, Adam with per-row and
  * per-table steps), sync with 2 and 3 trainers (the gradients in varying
- * arrival order, sum and mean) and async.  Case pool: the pool itself runs
+ * arrival order, sum and mean) and async.  Case lookups_tables: a LOOKUPS
+ * of four small tables, one a task (engine/ps/ps_multi.c), gives every
+ * pool the same reply, and one that a table refuses gives the same error
+ * and leaves no context on any table.  Case pool: the pool itself runs
  * every task once, for any task count, and refuses 0 or too many threads.
  */
 #include "common/workers.h"
 #include "engine/ops/optimizer.h"
+#include "engine/ps/ps_multi.h"
 #include "engine/ps/table.h"
 #include "engine/wire/codec.h"
 
@@ -43,6 +47,7 @@ typedef struct {
     uint32_t trainers, dim;
     ember_consistency_t consistency;
     ember_sparse_reduce_t reduce;
+    uint32_t table_id;
 } scenario_t;
 
 /* Everything a run produced, back to back: replies, then the state. */
@@ -70,7 +75,7 @@ static ember_table_t *make_table(const scenario_t *sc, char *err, size_t err_len
 {
     ember_msg_table_create_t spec;
     memset(&spec, 0, sizeof(spec));
-    spec.table_id = 1;
+    spec.table_id = sc->table_id;
     spec.num_shards = 1;
     spec.trainers = sc->trainers;
     spec.rows = ROWS;
@@ -309,6 +314,108 @@ static int case_async_fp16_adagrad(void)
                     .trainers = 2);
 }
 
+/* Four tables' lookups (sum, weighted, max, sum on fp16 rows) in one
+ * LOOKUPS of trainer 0; @bad_row: table 2's rows end with one past the
+ * table (it refuses). */
+typedef struct {
+    batch_t batch[4];
+    ember_wire_lookup_t lookup[4];
+    ember_wire_lookups_view_t view; /* into packed */
+    uint8_t packed[1 << 18];
+} multi_t;
+
+static int multi_build(multi_t *m, int bad_row, char *err, size_t err_length)
+{
+    static const uint32_t flags[4] = {0, EMBER_LOOKUP_WEIGHTS, EMBER_LOOKUP_MAX, 0};
+    uint8_t *packed = m->packed;
+    size_t at = sizeof(ember_msg_lookups_t);
+    for (size_t k = 0; k < 4; k++) {
+        batch_t *b = &m->batch[k];
+        make_batch(b, 77 + k);
+        if (bad_row && k == 2)
+            b->rows[b->unique - 1] = ROWS; /* still sorted: out of range */
+        m->lookup[k] = (ember_wire_lookup_t){.head = {.table_id = (uint32_t)k,
+                                                      .trainer = 0,
+                                                      .step = 0,
+                                                      .flags = flags[k],
+                                                      .bags = BAGS,
+                                                      .unique = (uint32_t)b->unique,
+                                                      .indices = (uint32_t)b->n},
+                                             .counts = b->counts,
+                                             .rows = b->rows,
+                                             .inverse = b->inverse,
+                                             .weights = k == 1 ? b->weights : NULL,
+                                             .places = k == 2 ? b->places : NULL};
+        ember_wire_lookup_pack_padded(&m->lookup[k], packed + at);
+        at += ember_wire_lookup_padded_size(&m->lookup[k].head);
+    }
+    ember_msg_lookups_t head = {.trainer = 0, .count = 4, .step = 0};
+    memcpy(packed, &head, sizeof(head));
+    return ember_wire_lookups_unpack(packed, at, &m->view, err, err_length) == EMBER_OK ? 0 : 1;
+}
+
+/* The LOOKUPS on four tables over @threads threads: the reply and then
+ * the refusal's text into @blob; after the refusal no context is left (the
+ * good request is taken again). */
+static int multi_run(unsigned threads, blob_t *blob)
+{
+    static multi_t good, bad;
+    static float out[1 << 16];
+    char err[256];
+    ember_workers_t *pool = NULL;
+    ember_table_t *tables[4] = {NULL};
+    CHECK(multi_build(&good, 0, err, sizeof(err)) == 0 &&
+                  multi_build(&bad, 1, err, sizeof(err)) == 0,
+          "LOOKUPS: %s", err);
+    CHECK(ember_workers_create(threads, "test", &pool, err, sizeof(err)) == EMBER_OK, "%s", err);
+    for (uint32_t k = 0; k < 4; k++) {
+        scenario_t sc = {.opt = EMBER_OPT_SGD,
+                         .trainers = 1,
+                         .dim = 9,
+                         .table_id = k,
+                         .dtype = k == 3 ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32};
+        CHECK((tables[k] = make_table(&sc, err, sizeof(err))), "create: %s", err);
+        CHECK(ember_table_set_workers(tables[k], pool) == EMBER_OK, "set_workers");
+    }
+    size_t reply_bytes;
+    CHECK(ps_multi_lookups_out_bytes(tables, &good.view, &reply_bytes) <= sizeof(out), "room");
+    CHECK(ps_multi_lookups(tables, &good.view, out, &reply_bytes, err, sizeof(err)) == EMBER_OK,
+          "%u threads: %s", threads, err);
+    CHECK(blob_add(blob, out, reply_bytes), "memory");
+    for (uint32_t k = 0; k < 4; k++)
+        ember_table_drop_trainer(tables[k], 0);
+    CHECK(ps_multi_lookups(tables, &bad.view, out, &reply_bytes, err, sizeof(err)) ==
+                  EMBER_ERR_OUT_OF_RANGE,
+          "%u threads: the bad row was taken", threads);
+    CHECK(strstr(err, "table threads: trainer 0 step 0: index 300 is out of range"), "%s", err);
+    CHECK(blob_add(blob, err, strlen(err)), "memory");
+    CHECK(ps_multi_lookups(tables, &good.view, out, &reply_bytes, err, sizeof(err)) == EMBER_OK,
+          "%u threads: a context was left: %s", threads, err);
+    for (uint32_t k = 0; k < 4; k++)
+        ember_table_destroy(tables[k]);
+    ember_workers_destroy(pool);
+    return 0;
+}
+
+static int case_lookups_tables(void)
+{
+    static const unsigned counts[] = {1, 2, 3, 4, 8};
+    blob_t first = {0};
+    /* The default grain: each table's lookup too small to split itself,
+     * so the tables are the tasks. */
+    CHECK(ember_config_set("EMBER_PS_GRAIN", "65536") == EMBER_OK, "EMBER_PS_GRAIN");
+    CHECK(multi_run(1, &first) == 0, "1 thread");
+    for (size_t c = 1; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        blob_t other = {0};
+        CHECK(multi_run(counts[c], &other) == 0, "%u threads", counts[c]);
+        CHECK(other.length == first.length && memcmp(other.bytes, first.bytes, first.length) == 0,
+              "%u threads: another reply or refusal than 1 thread's", counts[c]);
+        free(other.bytes);
+    }
+    free(first.bytes);
+    return 0;
+}
+
 /* Each task adds its index + 1 to its own counter. */
 static void count_task(void *arg, unsigned task)
 {
@@ -355,6 +462,7 @@ int main(int argc, char **argv)
             {"fp16_max_sgd", case_fp16_max_sgd},
             {"async_weighted_adam", case_async_weighted_adam},
             {"async_fp16_adagrad", case_async_fp16_adagrad},
+            {"lookups_tables", case_lookups_tables},
             {"pool", case_pool},
     };
     /* Split whatever can be: these requests are far below the default. */
