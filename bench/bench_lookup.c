@@ -38,6 +38,7 @@
  */
 #include "bench/ember_bench.h"
 
+#include "common/workers.h"
 #include "engine/ops/half.h"
 #include "engine/ps/ps.h"
 #include "engine/wire/codec.h"
@@ -93,6 +94,7 @@ typedef struct {
     size_t batch; /* closed loop: lookups held per batch (ember_rpc_batch_begin);
                    * 0: each alone; LK_BATCH_HALF: half the window */
     uint64_t seed;
+    lk_sizes_t threads; /* --ps-threads: a round of the sweep each (0: the PS's default) */
 } lk_opts_t;
 
 /* One shard's LOOKUP of a prebuilt batch, packed whole by the wire codec.
@@ -182,6 +184,9 @@ static void lk_usage(FILE *stream)
             "                    the replies its handlers post together do; 0: each\n"
             "                    alone (half the window: two batches in flight)\n"
             "  --seed S          keys and table seed (1)\n"
+            "  --ps-threads LIST each PS's compute threads, e.g. 1,2,4: the whole sweep\n"
+            "                    once per value, against PS started afresh (the PS's\n"
+            "                    default: the cores of its binding)\n"
             "  --csv             also print `csv,lookup,...` lines\n",
             LK_MIN_ITERS);
 }
@@ -291,6 +296,7 @@ static const bench_opt_t lk_opt_list[] = {
         LK_OPT("-c", BENCH_OPT_BIT, check),
         LK_OPT("--batch", BENCH_OPT_COUNT0, batch),
         LK_OPT_WITH("--seed", seed, lk_parse_seed),
+        LK_OPT_WITH("--ps-threads", threads, lk_parse_list),
 };
 
 static const lk_opts_t lk_defaults = {.bags = {.at = {1, 16, 256, 4096}, .count = 4},
@@ -308,7 +314,8 @@ static const lk_opts_t lk_defaults = {.bags = {.at = {1, 16, 256, 4096}, .count 
                                       .max_bytes = 1u << 30,
                                       .check = 1,
                                       .batch = LK_BATCH_HALF,
-                                      .seed = 1};
+                                      .seed = 1,
+                                      .threads = {.at = {0}, .count = 1}};
 
 /* Points of the sweep: one per combination of the lists' values. */
 static size_t lk_points(const lk_opts_t *opts)
@@ -333,6 +340,13 @@ static int lk_parse(int argc, char **argv, lk_opts_t *opts)
     if (opts->rows < 1 || opts->rows > ((size_t)1 << 31)) {
         fprintf(stderr, "ember-bench lookup: --rows out of range\n");
         return 0;
+    }
+    for (size_t k = 0; k < opts->threads.count; k++) {
+        if (opts->threads.at[k] > EMBER_WORKERS_MAX) {
+            fprintf(stderr, "ember-bench lookup: --ps-threads %zu is above %d\n",
+                    opts->threads.at[k], EMBER_WORKERS_MAX);
+            return 0;
+        }
     }
     return 1;
 }
@@ -599,15 +613,19 @@ static size_t lk_check_reply(const lk_point_t *pt, const lk_slot_t *slot)
 
 /* ---- clients-only meeting points (the PS ranks are inside ember_ps_run) -- */
 
+/* The sweep's round: one per --ps-threads value, each against PS started
+ * afresh; the store's keys carry it. */
+static unsigned lk_round;
+
 static ember_status_t lk_meet(lk_point_t *pt, const char *what)
 {
     char key[96];
-    snprintf(key, sizeof(key), "lookup/%s/%u/%d", what, pt->table_id, pt->client);
+    snprintf(key, sizeof(key), "lookup/%u/%s/%u/%d", lk_round, what, pt->table_id, pt->client);
     EMBER_CHECK(ember_tp_store_set(pt->tp, key, "1", 1));
     for (int c = 0; c < pt->clients; c++) {
         void *value = NULL;
         size_t length;
-        snprintf(key, sizeof(key), "lookup/%s/%u/%d", what, pt->table_id, c);
+        snprintf(key, sizeof(key), "lookup/%u/%s/%u/%d", lk_round, what, pt->table_id, c);
         EMBER_CHECK(ember_tp_store_get(pt->tp, key, &value, &length));
         free(value);
     }
@@ -1021,7 +1039,7 @@ static ember_status_t lk_slots_init(lk_point_t *pt)
 static ember_status_t lk_table_ready(lk_point_t *pt)
 {
     char key[64];
-    snprintf(key, sizeof(key), "lookup/table/%u", pt->table_id);
+    snprintf(key, sizeof(key), "lookup/%u/table/%u", lk_round, pt->table_id);
     if (pt->client == 0) {
         EMBER_CHECK(lk_create_table(pt));
         return ember_tp_store_set(pt->tp, key, "1", 1);
@@ -1079,15 +1097,18 @@ static ember_status_t lk_ps_stats(ember_tp_t *tp, int clients, int P, ember_msg_
     return EMBER_OK;
 }
 
-/* The busiest PS's service time per lookup over a point, in microseconds. */
-static double lk_ps_us(const ember_msg_ps_stats_t *before, const ember_msg_ps_stats_t *after, int P)
+/* The busiest PS's service time per lookup over a point, in microseconds
+ * (@compute: of it, the tables' own work). */
+static double lk_ps_us(const ember_msg_ps_stats_t *before, const ember_msg_ps_stats_t *after, int P,
+                       int compute)
 {
     double worst = 0.0;
     for (int p = 0; p < P; p++) {
         uint64_t lookups = after[p].lookups - before[p].lookups;
-        double us = lookups ? (after[p].lookup_seconds - before[p].lookup_seconds) /
-                                      (double)lookups * 1e6
-                            : 0.0;
+        double seconds =
+                compute ? after[p].lookup_compute_seconds - before[p].lookup_compute_seconds
+                        : after[p].lookup_seconds - before[p].lookup_seconds;
+        double us = lookups ? seconds / (double)lookups * 1e6 : 0.0;
         worst = us > worst ? us : worst;
     }
     return worst;
@@ -1126,7 +1147,10 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
            "# ps_us = the busiest PS's own time per lookup (checks, pooling, reply "
            "handed to the transport, which sends replies <= 2 KiB (8 KiB over tcp) batched after "
            "it; engine/ps counters): P x bags x dim x 4 / ps_us is the most the "
-           "PS can serve\n");
+           "PS can serve\n"
+           "# thr = each PS's compute threads (--ps-threads); cmp_us = of ps_us, the "
+           "tables' own work (checks, pooling) on them; ps_us - cmp_us: unpacking, the\n"
+           "# reply handed to UCX; per request the PS's wall time is 1 / req/s per PS\n");
     for (size_t t = 0; t < opts->dtype.count; t++) {
         if (opts->dtype.at[t] == EMBER_DTYPE_F16) {
             printf("# fp16 rows converted %s (this client's CPU; the PS's may differ)\n",
@@ -1136,10 +1160,10 @@ static void lk_header(const lk_opts_t *opts, int clients, int P)
         }
     }
     printf("%-6s %3s %3s %-9s %6s %5s %5s %5s %5s %10s %10s %12s %8s %10s %9s %9s %9s %9s "
-           "%9s %8s %12s %5s %6s\n",
+           "%9s %8s %12s %5s %6s %3s %8s\n",
            "mode", "ps", "cli", "dist", "bags", "idx", "dim", "dtype", "reply", "req_B", "resp_B",
            "rows/s", "GB/s", "req/s", "p50_us", "p90_us", "p99_us", "p99.9_us", "max_us", "ps_us",
-           "grad_rows/s", "%pf", "#wrong");
+           "grad_rows/s", "%pf", "#wrong", "thr", "cmp_us");
     fflush(stdout);
 }
 
@@ -1156,7 +1180,8 @@ typedef struct {
 /* Everybody's figures at one point, as client 0 prints them. */
 typedef struct {
     double rows_s, bytes_s, req_s, grad_s, wrong, req_b, pct[5];
-    double ps_us;
+    double ps_us, compute_us;
+    uint32_t threads;
 } lk_row_t;
 
 /* The lowest digit of *@rest in base @base, taken off it. */
@@ -1219,7 +1244,7 @@ static ember_status_t lk_result_get(const lk_client_t *cl, const lk_point_t *pt,
         *res = pt->res;
         return EMBER_OK;
     }
-    snprintf(key, sizeof(key), "lookup/result/%u/%d", pt->table_id, c);
+    snprintf(key, sizeof(key), "lookup/%u/result/%u/%d", lk_round, pt->table_id, c);
     ember_status_t status = ember_tp_store_get(cl->tp, key, &value, &length);
     if (status == EMBER_OK && length != sizeof(*res))
         status = EMBER_ERR_BAD_MESSAGE;
@@ -1257,9 +1282,12 @@ static ember_status_t lk_row_sum(const lk_client_t *cl, const lk_point_t *pt, lk
  * that does not answer leaves ps_us 0 and fails the run. */
 static void lk_row_ps(lk_client_t *cl, lk_row_t *row)
 {
-    row->ps_us = 0.0;
+    row->ps_us = row->compute_us = 0.0;
+    row->threads = 0;
     if (lk_ps_stats(cl->tp, cl->clients, cl->P, cl->after) == EMBER_OK) {
-        row->ps_us = lk_ps_us(cl->before, cl->after, cl->P);
+        row->ps_us = lk_ps_us(cl->before, cl->after, cl->P, 0);
+        row->compute_us = lk_ps_us(cl->before, cl->after, cl->P, 1);
+        row->threads = cl->after[0].threads;
         memcpy(cl->before, cl->after, (size_t)cl->P * sizeof(*cl->before));
     } else {
         cl->ret = BENCH_EXIT_FAIL;
@@ -1285,17 +1313,17 @@ static void lk_row_print(const lk_client_t *cl, const lk_point_t *pt, const lk_r
     const char *reply = pt->half_reply ? "fp16" : "fp32";
     const char *mode = opts->rate > 0.0 ? "open" : "closed";
     printf("%-6s %3d %3d %-9s %6zu %5zu %5zu %5s %5s %10.0f %10zu %12.4g %8.3f %10.4g "
-           "%9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %12s %5s %6.0f\n",
+           "%9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %12s %5s %6.0f %3u %8.2f\n",
            mode, P, clients, dist, pt->bags, pt->pool, pt->dim, lk_dtype_name(pt->dtype), reply,
            row->req_b, resp_b, row->rows_s, row->bytes_s / 1e9, row->req_s, pct[0], pct[1], pct[2],
-           pct[3], pct[4], row->ps_us, grad, "-", row->wrong);
+           pct[3], pct[4], row->ps_us, grad, "-", row->wrong, row->threads, row->compute_us);
     if (opts->csv)
         printf("csv,lookup,%s,%d,%d,%s,%zu,%zu,%zu,%.0f,%zu,%zu,%.6g,%.6g,%.6g,"
-               "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f,%s,%s\n",
+               "%.3f,%.3f,%.3f,%.3f,%.3f,%.6g,%.0f,%zu,%.3f,%s,%s,%u,%.3f\n",
                mode, P, clients, dist, pt->bags, pt->pool, pt->dim, row->req_b, resp_b,
                lk_reply_bytes(pt), row->rows_s, row->bytes_s / 1e9, row->req_s, pct[0], pct[1],
                pct[2], pct[3], pct[4], opts->rate > 0.0 ? 0.0 : row->grad_s, row->wrong, pt->window,
-               row->ps_us, lk_dtype_name(pt->dtype), reply);
+               row->ps_us, lk_dtype_name(pt->dtype), reply, row->threads, row->compute_us);
     fflush(stdout);
 }
 
@@ -1305,7 +1333,7 @@ static int lk_point_report(lk_client_t *cl, const lk_point_t *pt)
 {
     if (cl->client != 0) {
         char key[64];
-        snprintf(key, sizeof(key), "lookup/result/%u/%d", pt->table_id, cl->client);
+        snprintf(key, sizeof(key), "lookup/%u/result/%u/%d", lk_round, pt->table_id, cl->client);
         if (ember_tp_store_set(cl->tp, key, &pt->res, sizeof(pt->res)) != EMBER_OK)
             cl->ret = BENCH_EXIT_FAIL;
         return 1;
@@ -1347,7 +1375,8 @@ static ember_status_t lk_client_start(lk_client_t *cl)
         return EMBER_ERR_NO_MEMORY;
     if (cl->client != 0)
         return EMBER_OK;
-    lk_header(cl->opts, cl->clients, cl->P);
+    if (lk_round == 0)
+        lk_header(cl->opts, cl->clients, cl->P);
     return lk_ps_stats(cl->tp, cl->clients, cl->P, cl->before);
 }
 
@@ -1408,14 +1437,18 @@ int bench_lookup_main(int argc, char **argv)
         ember_tp_destroy(tp);
         return BENCH_EXIT_USAGE;
     }
-    if (rank >= clients) {
-        ember_status_t status = ember_ps_run(tp, 0);
-        ret = status == EMBER_OK ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
-    } else {
-        /* The PS ranks meet here once their handlers are registered. */
-        ret = ember_tp_barrier(tp, "roles-ready") == EMBER_OK
-                      ? lk_client(tp, &opts, rank, clients, P)
-                      : BENCH_EXIT_FAIL;
+    ret = BENCH_EXIT_OK;
+    for (lk_round = 0; ret == BENCH_EXIT_OK && lk_round < opts.threads.count; lk_round++) {
+        const unsigned threads = (unsigned)opts.threads.at[lk_round];
+        if (rank >= clients) {
+            ember_status_t status = ember_ps_run(tp, &(ember_ps_options_t){.threads = threads});
+            ret = status == EMBER_OK ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
+        } else {
+            /* The PS ranks meet here once their handlers are registered. */
+            ret = ember_tp_barrier(tp, "roles-ready") == EMBER_OK
+                          ? lk_client(tp, &opts, rank, clients, P)
+                          : BENCH_EXIT_FAIL;
+        }
     }
     ember_tp_destroy(tp);
     return ret;

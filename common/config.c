@@ -181,6 +181,14 @@ static const ember_config_entry_t config_table[] = {
          .default_value = "sync",
          .help = "Parameter-server consistency: sync (deterministic) or async.",
          .values = "sync,async"},
+        {.name = "EMBER_PS_GRAIN",
+         .type = EMBER_CONFIG_INT,
+         .default_value = "65536",
+         .help = "Work (floats read or summed) a PS thread takes at least of one lookup, "
+                 "backward, reduction or optimizer step: smaller ones use fewer of its "
+                 "--ps-threads (1: split whatever can be, as the tests do).",
+         .min = 1,
+         .max = 1e15},
         {.name = "EMBER_SEED",
          .type = EMBER_CONFIG_INT,
          .default_value = "0",

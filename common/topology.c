@@ -466,3 +466,70 @@ ember_status_t ember_topo_take_bind_flag(int *argc_p, char **argv)
     *argc_p = out;
     return EMBER_OK;
 }
+
+/* --- threads for compute --------------------------------------------------- */
+
+/* Cores of @topo with a PU in @set. */
+static unsigned cores_in(hwloc_topology_t topo, hwloc_const_cpuset_t set)
+{
+    unsigned cores = 0;
+    hwloc_obj_t core = NULL;
+    while ((core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, core)))
+        cores += hwloc_bitmap_intersects(core->cpuset, set) != 0;
+    if (cores == 0) /* a topology without cores: its PUs */
+        cores = (unsigned)hwloc_bitmap_weight(set);
+    return cores;
+}
+
+/* The NUMA node whose CPUs hold @cpu, or NULL. */
+static hwloc_obj_t numa_of_cpu(hwloc_topology_t topo, int cpu)
+{
+    hwloc_obj_t node = NULL;
+    while (cpu >= 0 && (node = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, node)))
+        if (hwloc_bitmap_isset(node->cpuset, (unsigned)cpu))
+            return node;
+    return NULL;
+}
+
+unsigned ember_topo_threads_for(hwloc_topology_t topo, hwloc_const_cpuset_t bound, int cpu,
+                                char *why, size_t why_length)
+{
+    hwloc_const_cpuset_t all = hwloc_topology_get_topology_cpuset(topo);
+    hwloc_const_cpuset_t set = bound;
+    char cpus[128], text[192];
+    hwloc_obj_t node = NULL;
+    if (hwloc_bitmap_isincluded(all, bound) && (node = numa_of_cpu(topo, cpu)))
+        set = node->cpuset;
+    hwloc_bitmap_list_snprintf(cpus, sizeof(cpus), set);
+    if (node)
+        snprintf(text, sizeof(text), "the cores of NUMA node %u (cpus %s)", node->os_index, cpus);
+    else
+        snprintf(text, sizeof(text), "the cores of its binding (cpus %s)", cpus);
+    if (why && why_length)
+        snprintf(why, why_length, "%s", text);
+    unsigned cores = cores_in(topo, set);
+    return cores ? cores : 1;
+}
+
+unsigned ember_topo_default_threads(char *why, size_t why_length)
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
+        snprintf(why, why_length, "hwloc cannot load this machine's topology");
+        return 1;
+    }
+    hwloc_bitmap_t bound = hwloc_bitmap_alloc(), here = hwloc_bitmap_alloc();
+    unsigned threads = 1;
+    if (!bound || !here || hwloc_get_cpubind(topo, bound, HWLOC_CPUBIND_PROCESS) != 0) {
+        snprintf(why, why_length, "hwloc cannot read this process's binding");
+    } else {
+        int cpu = -1;
+        if (hwloc_get_last_cpu_location(topo, here, HWLOC_CPUBIND_THREAD) == 0)
+            cpu = hwloc_bitmap_first(here);
+        threads = ember_topo_threads_for(topo, bound, cpu, why, why_length);
+    }
+    hwloc_bitmap_free(bound);
+    hwloc_bitmap_free(here);
+    hwloc_topology_destroy(topo);
+    return threads;
+}

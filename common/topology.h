@@ -106,4 +106,19 @@ ember_status_t ember_topo_bind_self(int rank, int world_size, FILE *stream);
  */
 ember_status_t ember_topo_take_bind_flag(int *argc_p, char **argv);
 
+/**
+ * The threads a process bound to @bound should compute with: the cores
+ * (not hardware threads) @bound touches; when @bound is every CPU of
+ * @topo (no binding), those of the NUMA node holding CPU @cpu (OS index;
+ * the whole machine without one).  At least 1.  @why (may be NULL) says
+ * which: "the cores of its binding (cpus 0-7)", "the cores of NUMA node 1
+ * (cpus 8-15)".  Pure: reads @topo only.
+ */
+unsigned ember_topo_threads_for(hwloc_topology_t topo, hwloc_const_cpuset_t bound, int cpu,
+                                char *why, size_t why_length);
+
+/** ember_topo_threads_for this process on this machine (its binding, the
+ * CPU it runs on); 1 when hwloc cannot tell (said in @why). */
+unsigned ember_topo_default_threads(char *why, size_t why_length);
+
 #endif

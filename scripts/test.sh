@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up, build (warnings as errors) and run the whole test suite; then the
 # unit, transport and engine tests again under ASan + UBSan
-# (scripts/sanitize.sh, build-asan/) and every fuzz target for a bounded
+# (scripts/sanitize.sh, build-asan/), the threaded ones under TSan
+# (scripts/tsan.sh, build-tsan/) and every fuzz target for a bounded
 # time (scripts/fuzz.sh, build-fuzz/; FUZZ_SECONDS, 90 s in all by default).
 # Arguments go to the first ctest (e.g. -LE slurm).
 set -euo pipefail
@@ -16,5 +17,7 @@ ctest --test-dir build --output-on-failure -j2 "$@"
 phase tests
 bash scripts/sanitize.sh
 phase sanitizers
+bash scripts/tsan.sh
+phase threads
 bash scripts/fuzz.sh
 phase fuzzing

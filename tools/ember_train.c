@@ -140,7 +140,8 @@ static ember_status_t role_run(ember_tp_t *tp, const ember_job_t *job)
     }
     ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank, &local_size);
     if (role == EMBER_ROLE_PS)
-        return ember_ps_run(tp, local_rank);
+        return ember_ps_run(
+                tp, &(ember_ps_options_t){.local_rank = local_rank, .threads = job->ps_threads});
     return ember_trainer_run(tp, index, job->trainers, job->device, local_rank);
 }
 

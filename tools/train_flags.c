@@ -2,6 +2,7 @@
  * kind, range and the field it sets. */
 #include "tools/train_flags.h"
 
+#include "common/workers.h"
 #include "engine/io/replay_file.h"
 
 #include <ember/config.h>
@@ -69,6 +70,7 @@ typedef enum {
     F_RESUME,
     F_DEVICE,
     F_PS_DEVICE,
+    F_PS_THREADS,
     F_BIND,
     F_HELP,
     F_VERSION,
@@ -311,6 +313,11 @@ static const flag_t flags[F_COUNT] = {
                          "where each PS keeps its table shards and\n"
                          "pools (cpu); cuda: GPU local_rank % GPUs, fp32 rows",
                          REPLAY_FREE, CUSTOM_FLAG(parse_device, IN_JOB(ps_device))},
+        [F_PS_THREADS] = {"--ps-threads", "N",
+                          "compute threads of each PS, its serving one\n"
+                          "included (the cores it is bound to; unbound: those of its\n"
+                          "NUMA node); any N gives the same bits",
+                          REPLAY_FREE, INT_FLAG(1, EMBER_WORKERS_MAX, ps_threads)},
         [F_BIND] = {"--bind", "numa|core|none",
                     "CPU/memory binding near the GPU/HCA\n"
                     "(EMBER_BIND, numa)",
@@ -573,7 +580,8 @@ static ember_status_t take_int(int f, const char *value, void *target)
 {
     int64_t v;
     if (!parse_i64(value, flags[f].min, flags[f].max, &v))
-        return bad_value(f, value);
+        return refuse("invalid value '%s' for %s (an integer in [%lld, %lld])", value,
+                      flags[f].name, (long long)flags[f].min, (long long)flags[f].max);
     store_int(flags[f].type, target, v);
     return EMBER_OK;
 }

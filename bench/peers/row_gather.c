@@ -2,7 +2,7 @@
  * bench/peers/row_gather: what one core can gather, with nothing else.
  *
  *     row_gather [--rows R] [--dim D] [--bags LIST] [-n ITERS] [--window W]
- *                [--beside-copy CPU]
+ *                [--beside-copy CPU] [--threads T]
  *
  * The reference for ember-bench lookup's PS ceiling (`ps_GB/s`): the same
  * table (R x D floats from the PS's allocator, engine/hugepage), the same
@@ -18,6 +18,12 @@
  * what that costs the gather is the price of sharing the machine's caches
  * and memory with it.  (A copy between two buffers that stay in cache
  * costs it nothing measurable; the client's does not stay there.)
+ *
+ * --threads T: T threads gather at once, each its own gathers of the same
+ * size (its own output buffers, other rows of the same table), started
+ * together: the parallel gather limit of T cores, the reference of a PS
+ * with --ps-threads T.  GB/s is all threads' output over the time from
+ * their start to the last one's end; us_per_gather one thread's.
  *
  * Prints one line per bag count:  bags resp_B GB/s us_per_gather
  * (GB = 10^9 B of output).  Exit 0, or 2 on bad usage / no memory.
@@ -96,11 +102,11 @@ static void usage(void)
 {
     fprintf(stderr, "usage: row_gather [--rows R (100000)] [--dim D (64)] "
                     "[--bags LIST (1,16,256,1024,4096)] [-n ITERS (2000)] "
-                    "[--window W (16)] [--beside-copy CPU]\n");
+                    "[--window W (16)] [--beside-copy CPU] [--threads T (1)]\n");
 }
 
 typedef struct {
-    size_t rows, dim, iters, window;
+    size_t rows, dim, iters, window, threads;
     int copy_cpu; /* --beside-copy; -1: none */
     size_t bags[MAX_LIST], nbags;
 } opts_t;
@@ -124,7 +130,8 @@ static int parse_flag(const char *flag, const char *value, opts_t *opts)
     } sizes[] = {{"--rows", &opts->rows},
                  {"--dim", &opts->dim},
                  {"-n", &opts->iters},
-                 {"--window", &opts->window}};
+                 {"--window", &opts->window},
+                 {"--threads", &opts->threads}};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         if (strcmp(flag, sizes[i].name) == 0) {
             *sizes[i].field = strtoull(value, NULL, 10);
@@ -147,7 +154,8 @@ static int parse(int argc, char **argv, opts_t *opts)
         if (i + 1 >= argc || !parse_flag(argv[i], argv[i + 1], opts))
             return 0;
     }
-    if (!opts->rows || !opts->dim || !opts->iters || !opts->window || !opts->nbags)
+    if (!opts->rows || !opts->dim || !opts->iters || !opts->window || !opts->nbags ||
+        !opts->threads || opts->threads > 1024)
         return 0;
     for (size_t b = 0; b < opts->nbags; b++) {
         if (!opts->bags[b])
@@ -160,6 +168,7 @@ static int parse(int argc, char **argv, opts_t *opts)
 typedef struct {
     const opts_t *opts;
     size_t row_bytes, max_bags, nkeys, pos;
+    size_t thread; /* --threads: which one's output buffers */
     float *table, *out;
     uint32_t *keys; /* nkeys + AHEAD rows, uniform */
 } gather_t;
@@ -175,7 +184,7 @@ static int gather_alloc(gather_t *g)
     /* Enough keys that no gather repeats another's rows in cache. */
     g->nkeys = (size_t)4 << 20;
     g->table = huge_touched(opts->rows * g->row_bytes);
-    g->out = huge_touched(opts->window * g->max_bags * g->row_bytes);
+    g->out = huge_touched(opts->threads * opts->window * g->max_bags * g->row_bytes);
     g->keys = malloc((g->nkeys + AHEAD) * sizeof(*g->keys));
     if (!g->table || !g->out || !g->keys)
         return 0;
@@ -190,7 +199,8 @@ static int gather_alloc(gather_t *g)
 static void gather_once(gather_t *g, size_t n, size_t it)
 {
     const size_t row_bytes = g->row_bytes;
-    char *dst = (char *)g->out + (it % g->opts->window) * g->max_bags * row_bytes;
+    char *dst = (char *)g->out +
+                (g->thread * g->opts->window + it % g->opts->window) * g->max_bags * row_bytes;
     if (g->pos + n > g->nkeys)
         g->pos = 0;
     const uint32_t *key = g->keys + g->pos;
@@ -203,6 +213,63 @@ static void gather_once(gather_t *g, size_t n, size_t it)
     g->pos += n;
     /* Keep the copies: the compiler must not drop a write nobody reads. */
     __asm__ volatile("" : : "r"(dst) : "memory");
+}
+
+/* --threads: one thread's gathers, after the others are ready. */
+typedef struct {
+    gather_t g;
+    size_t n;
+    pthread_barrier_t *ready;
+    double end;
+} worker_t;
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    size_t warmup = w->g.opts->iters / 10 + 1;
+    for (size_t it = 0; it < warmup; it++)
+        gather_once(&w->g, w->n, it);
+    pthread_barrier_wait(w->ready);
+    for (size_t it = 0; it < w->g.opts->iters; it++)
+        gather_once(&w->g, w->n, it);
+    w->end = now();
+    return NULL;
+}
+
+/* Gathers of @n rows on every thread at once (each warmed first); the
+ * seconds from the common start to the last one's end; 0 on failure. */
+static double gather_threads(gather_t *g, size_t n)
+{
+    const size_t threads = g->opts->threads;
+    worker_t *w = calloc(threads, sizeof(*w));
+    pthread_t *ids = calloc(threads, sizeof(*ids));
+    pthread_barrier_t ready;
+    double seconds = 0.0;
+    size_t started = 0;
+    if (w && ids && pthread_barrier_init(&ready, NULL, (unsigned)threads + 1) == 0) {
+        for (; started < threads; started++) {
+            w[started] = (worker_t){.g = *g, .n = n, .ready = &ready};
+            w[started].g.thread = started;
+            w[started].g.pos = started * (g->nkeys / threads); /* other rows */
+            if (pthread_create(&ids[started], NULL, worker_main, &w[started]) != 0)
+                break;
+        }
+        if (started == threads) {
+            pthread_barrier_wait(&ready);
+            double start = now();
+            for (size_t t = 0; t < threads; t++) {
+                pthread_join(ids[t], NULL);
+                seconds = w[t].end - start > seconds ? w[t].end - start : seconds;
+            }
+        } else {
+            fprintf(stderr, "row_gather: cannot start thread %zu of %zu\n", started + 1, threads);
+            exit(2); /* the started ones wait at the barrier forever */
+        }
+        pthread_barrier_destroy(&ready);
+    }
+    free(w);
+    free(ids);
+    return seconds;
 }
 
 /* Gathers of @n rows, timed after a tenth as many untimed; the copier
@@ -224,19 +291,25 @@ static int gather_point(gather_t *g, size_t n)
         if (!copier.dst || pthread_create(&thread, NULL, copier_main, &copier) != 0)
             return 0;
     }
-    for (size_t it = 0; it < warmup + opts->iters; it++) {
-        if (it == warmup)
-            start = now();
-        gather_once(g, n, it);
+    double seconds = 0.0;
+    if (opts->threads > 1) {
+        seconds = gather_threads(g, n);
+    } else {
+        for (size_t it = 0; it < warmup + opts->iters; it++) {
+            if (it == warmup)
+                start = now();
+            gather_once(g, n, it);
+        }
+        seconds = now() - start;
     }
-    double seconds = now() - start;
     if (opts->copy_cpu >= 0) {
         atomic_store(&copier.stop, 1);
         pthread_join(thread, NULL);
         ember_huge_free(copier.dst);
     }
     double resp = (double)(n * g->row_bytes);
-    printf("  %8zu %10.0f %10.3f %14.2f\n", n, resp, resp * (double)opts->iters / seconds / 1e9,
+    printf("  %8zu %10.0f %10.3f %14.2f\n", n, resp,
+           resp * (double)opts->iters * (double)opts->threads / seconds / 1e9,
            seconds / (double)opts->iters * 1e6);
     return 1;
 }
@@ -247,6 +320,7 @@ int main(int argc, char **argv)
                    .dim = 64,
                    .iters = 2000,
                    .window = 16,
+                   .threads = 1,
                    .copy_cpu = -1,
                    .bags = {1, 16, 256, 1024, 4096},
                    .nbags = 5};
@@ -261,8 +335,8 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("# row_gather: %zu rows x %zu floats, uniform rows, %zu output buffers, "
-           "prefetch %d rows ahead%s\n",
-           opts.rows, opts.dim, opts.window, AHEAD,
+           "prefetch %d rows ahead, %zu thread(s)%s\n",
+           opts.rows, opts.dim, opts.window, AHEAD, opts.threads,
            opts.copy_cpu >= 0 ? ", the output buffers read into as many others beside it" : "");
     printf("# %8s %10s %10s %14s\n", "bags", "resp_B", "GB/s", "us_per_gather");
     for (size_t b = 0; b < opts.nbags; b++) {

@@ -246,9 +246,11 @@ BAG_INLINE void bag_prefetch(const bag_rows_t *t, size_t i)
         ember_prefetch_span(bag_row(t, t->indices[ahead]), t->row_bytes, 0);
 }
 
-BAG_INLINE void bag_prefetch_start(const bag_rows_t *t)
+/* From the batch's first entry: a range of a larger batch's bags starts
+ * past 0 (engine/ps/table_work.c). */
+BAG_INLINE void bag_prefetch_start(const bag_rows_t *t, size_t begin)
 {
-    for (size_t i = 0; i < EMBER_PREFETCH_AHEAD && i < t->n; i++)
+    for (size_t i = begin; i < begin + EMBER_PREFETCH_AHEAD && i < t->n; i++)
         if (t->indices[i] != t->pad)
             ember_prefetch_span(bag_row(t, t->indices[i]), t->row_bytes, 0);
 }
@@ -352,7 +354,7 @@ BAG_INLINE void bag_pool_rows(const void *table, const int half, size_t dim,
                           .n = batch->n,
                           .weights = batch->weights};
 
-    bag_prefetch_start(&t);
+    bag_prefetch_start(&t, batch->bags ? (size_t)batch->offsets[0] : 0);
     for (size_t b = 0; b < batch->bags; b++) {
         float *restrict out = out_p + b * dim;
         size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);

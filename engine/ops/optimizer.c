@@ -447,9 +447,10 @@ static inline void step_row(ember_opt_t *opt, float *w, const float *g, size_t r
     }
 }
 
-/* The checked rows updated in order; the step already counted. */
+/* The checked rows updated in order; the step already counted.  @row:
+ * an fp16 row's fp32 copy (dim floats, the caller's thread's own). */
 static void step_rows(ember_opt_t *opt, const ember_opt_values_t *values, const int64_t *rows,
-                      const float *grad, size_t nrows)
+                      const float *grad, size_t nrows, float *row)
 {
     const ember_opt_config_t *c = &opt->cfg;
     const size_t dim = opt->dim;
@@ -465,7 +466,7 @@ static void step_rows(ember_opt_t *opt, const ember_opt_values_t *values, const 
         size_t r = (size_t)rows[u];
         void *stored = base + (gathered ? u : r) * stored_bytes;
         /* An fp16 row is updated in fp32 and rounded back once. */
-        float *w = half ? opt->row : stored;
+        float *w = half ? row : stored;
         const float *g = grad + u * dim;
 
         step_prefetch(opt, base, stored_bytes, gathered, rows, u, nrows);
@@ -487,6 +488,24 @@ ember_status_t ember_opt_step_sparse(ember_opt_t *opt, const ember_opt_values_t 
     EMBER_CHECK(step_check_args(opt, values, rows, grad, nrows));
     EMBER_CHECK(step_check_rows(opt, rows, nrows));
     opt->step++;
-    step_rows(opt, values, rows, grad, nrows);
+    step_rows(opt, values, rows, grad, nrows, opt->row);
     return EMBER_OK;
+}
+
+ember_status_t ember_opt_sparse_begin(ember_opt_t *opt, const ember_opt_values_t *values)
+{
+    EMBER_CHECK(step_check_args(opt, values, NULL, NULL, 0));
+    opt->step++;
+    return EMBER_OK;
+}
+
+ember_status_t ember_opt_sparse_check(const ember_opt_t *opt, const int64_t *rows, size_t nrows)
+{
+    return step_check_rows(opt, rows, nrows);
+}
+
+void ember_opt_sparse_rows(ember_opt_t *opt, const ember_opt_values_t *values, const int64_t *rows,
+                           const float *grad, size_t nrows, float *row)
+{
+    step_rows(opt, values, rows, grad, nrows, row);
 }

@@ -22,8 +22,8 @@
  * Row-wise Adagrad is FBGEMM's EXACT_ROWWISE_ADAGRAD: acc_r += mean_d(g^2),
  * w_r -= lr / (sqrt(acc_r) + eps) * g_r.  Weight decay is not supported.
  *
- * Not thread-safe: one caller at a time per object (the PS applies a step
- * under its table's lock).
+ * Not thread-safe: one caller at a time per object, but for the ranges of
+ * one sparse step (ember_opt_sparse_rows, below).
  */
 #ifndef EMBER_ENGINE_OPTIMIZER_H
 #define EMBER_ENGINE_OPTIMIZER_H
@@ -169,6 +169,22 @@ typedef struct {
  */
 ember_status_t ember_opt_step_sparse(ember_opt_t *opt, const ember_opt_values_t *values,
                                      const int64_t *rows, const float *grad, size_t nrows);
+
+/*
+ * ember_opt_step_sparse in parts, for a step split by row ranges over
+ * threads: _begin checks @values and counts the step (once per step: the
+ * table-wide count Adagrad's lr_decay and per-table Adam read); _check is
+ * its check of one range's rows (the ranges in increasing order make the
+ * whole step's rows increasing); _rows updates one range's checked rows,
+ * exactly as the whole step would (each row's update reads only that
+ * row's state), with @row the calling thread's own scratch of dim floats
+ * (fp16 rows are widened there; unused for fp32).  Ranges of one step may
+ * run on different threads at once; nothing else may touch @opt then.
+ */
+ember_status_t ember_opt_sparse_begin(ember_opt_t *opt, const ember_opt_values_t *values);
+ember_status_t ember_opt_sparse_check(const ember_opt_t *opt, const int64_t *rows, size_t nrows);
+void ember_opt_sparse_rows(ember_opt_t *opt, const ember_opt_values_t *values, const int64_t *rows,
+                           const float *grad, size_t nrows, float *row);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
 #include "common/clock.h"
 #include "common/pool.h"
 #include "common/reserve.h"
+#include "common/topology.h"
+#include "common/workers.h"
 #include "engine/ps/ps_ckpt.h"
 #include "engine/ps/ps_msg.h"
 #include "engine/ps/ps_multi.h"
@@ -59,7 +61,7 @@ typedef struct {
     ember_status_t exit_status;
     ember_msg_ps_stats_t stats;
     ember_busy_clock_t clock; /* lookup/grad service time, cheaply */
-    uint64_t lookup_ticks, grad_ticks;
+    uint64_t lookup_ticks, grad_ticks, lookup_compute_ticks;
     /* Pooled lookup replies, lent to the transport until their send
      * completes: the buffer a finished send gave back (still in cache) is
      * the next one pooled into, and memory follows the replies in flight,
@@ -70,6 +72,9 @@ typedef struct {
      * first of them (GPU local_rank % count). */
     int local_rank;
     ember_device_t *device;
+    /* The compute threads every table's work is split over (this one is
+     * one of them: ember_ps_run says why not a UCX worker each). */
+    ember_workers_t *workers;
     /* checkpoints: the snapshots and their writer, the reports to the
      * master still in flight */
     int master;
@@ -140,8 +145,16 @@ static ember_status_t ps_table_make(ps_t *ps, const ember_msg_table_create_t *sp
             return status;
         }
     }
-    return ember_table_create(spec, spec->device == EMBER_TABLE_CUDA ? ps->device : NULL, table_p,
-                              err, err_length);
+    ember_status_t status = ember_table_create(
+            spec, spec->device == EMBER_TABLE_CUDA ? ps->device : NULL, table_p, err, err_length);
+    if (status == EMBER_OK &&
+        (status = ember_table_set_workers(*table_p, ps->workers)) != EMBER_OK) {
+        snprintf(err, err_length, "table %s: no memory for its %u threads' scratch", spec->name,
+                 ember_workers_threads(ps->workers));
+        ember_table_destroy(*table_p);
+        *table_p = NULL;
+    }
+    return status;
 }
 
 /* Who speaks for each trainer (nobody yet) and its refused gradients; on
@@ -290,6 +303,8 @@ static void on_stats(ember_rpc_req_t *req, void *arg)
     ember_msg_ps_stats_t stats = ps->stats;
     stats.lookup_seconds = ember_busy_clock_seconds(&ps->clock, ps->lookup_ticks);
     stats.grad_seconds = ember_busy_clock_seconds(&ps->clock, ps->grad_ticks);
+    stats.lookup_compute_seconds = ember_busy_clock_seconds(&ps->clock, ps->lookup_compute_ticks);
+    stats.threads = ember_workers_threads(ps->workers);
     stats.table_bytes = stats.optimizer_bytes = stats.other_bytes = 0;
     for (size_t i = 0; i < PS_MAX_TABLES; i++) {
         if (ps->tables[i].table)
@@ -371,8 +386,10 @@ static void ps_serve_lookups(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lo
                               err, view->head.trainer, (unsigned long long)view->head.step, bytes);
         return;
     }
+    uint64_t compute = ember_busy_clock_ticks(&ps->clock);
     ember_status_t status =
             ps_multi_lookups(tables, view, versions, out, &reply_bytes, err, sizeof(err));
+    ps->lookup_compute_ticks += ember_busy_clock_ticks(&ps->clock) - compute;
     if (status != EMBER_OK) {
         ember_pool_put(&ps->replies, out);
         ember_pool_put(&ps->replies, ticket);
@@ -876,6 +893,28 @@ static void ps_register(ps_t *ps, int serve)
         ember_rpc_register(ps->tp, ps_ops[i], serve ? ps_handlers[i] : NULL, serve ? ps : NULL);
 }
 
+/* The compute threads: as asked, or the cores of the binding; the PS's
+ * first line says how many and why. */
+static ember_status_t ps_start_workers(ps_t *ps, unsigned threads)
+{
+    char why[256] = "--ps-threads", err[256];
+    const char *name = ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp));
+    if (threads == 0)
+        threads = ember_topo_default_threads(why, sizeof(why));
+    if (threads > EMBER_WORKERS_MAX) {
+        ember_error("ps", "%s: %u threads asked (by %s), at most %d", name, threads, why,
+                    EMBER_WORKERS_MAX);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    ember_status_t status = ember_workers_create(threads, name, &ps->workers, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_error("ps", "%s", err);
+        return status;
+    }
+    ember_info("ps", "%s: serving with %u compute threads (%s)", name, threads, why);
+    return EMBER_OK;
+}
+
 static ps_t *ps_new(ember_tp_t *tp, int local_rank)
 {
     ps_t *ps = calloc(1, sizeof(*ps));
@@ -957,6 +996,8 @@ static void ps_free_tables(ps_t *ps)
  * period, leave the PS allocated rather than free under it. */
 static void ps_free(ps_t *ps)
 {
+    ember_workers_destroy(ps->workers); /* its tables are gone */
+    ps->workers = NULL;
     double give_up = ember_time_coarse() + PS_REPLY_GRACE_S;
     while (ps->replies_in_flight && ember_time_coarse() < give_up)
         ember_tp_wait(ps->tp, 0.01);
@@ -971,13 +1012,17 @@ static void ps_free(ps_t *ps)
     free(ps);
 }
 
-ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank)
+ember_status_t ember_ps_run(ember_tp_t *tp, const ember_ps_options_t *options)
 {
-    ps_t *ps = ps_new(tp, local_rank);
+    ps_t *ps = ps_new(tp, options->local_rank);
     ember_status_t status;
 
     if (!ps)
         return EMBER_ERR_NO_MEMORY;
+    if ((status = ps_start_workers(ps, options->threads)) != EMBER_OK) {
+        free(ps);
+        return status;
+    }
     ps_register(ps, 1);
     int master = ember_tp_peer_by_name(tp, "master");
     ps->master = master;

@@ -7,11 +7,28 @@
 
 #include <ember/transport.h>
 
+typedef struct {
+    int local_rank;   /* picks the GPU of tables created on one (local_rank % GPUs) */
+    unsigned threads; /* compute threads (--ps-threads), its own included; 0: the
+                       * cores of its binding (common/topology.c) */
+} ember_ps_options_t;
+
 /**
  * Serve until the master's SHUTDOWN (returns OK) or ABORT (returns
- * ERR_CANCELED, the cause logged).  @tp borrowed.  Blocks.  @local_rank
- * picks the GPU of tables created on one (local_rank % GPUs).
+ * ERR_CANCELED, the cause logged).  @tp borrowed.  Blocks.
+ *
+ * One thread serves: it progresses the PS's one UCX worker, runs the
+ * handlers and fans each request's compute (pooling, backward, reduction,
+ * optimizer) out to a pool of @options->threads (common/workers.h), then
+ * sends the reply.  Not a UCX worker per thread: each trainer would need
+ * an endpoint (and its handshake) to every PS thread and would split its
+ * request between them, and the sync step's gradients, arriving at
+ * different workers, would need ordering across them before the
+ * reduction; the fork-join keeps one ordered stream of requests and the
+ * compute's results the same bits for any thread count.
+ * Errors: ERR_INVALID_PARAM (@options->threads above EMBER_WORKERS_MAX),
+ * ERR_NO_MEMORY (the pool could not be started: logged).
  */
-ember_status_t ember_ps_run(ember_tp_t *tp, int local_rank);
+ember_status_t ember_ps_run(ember_tp_t *tp, const ember_ps_options_t *options);
 
 #endif

@@ -2,6 +2,7 @@
  * nothing (see ps_multi.h). */
 #include "engine/ps/ps_multi.h"
 
+#include "common/workers.h"
 #include "engine/ps/ps_msg.h"
 
 #include <ember/log.h>
@@ -66,30 +67,135 @@ static void lookups_undo(ember_table_t *const *tables, const ember_wire_lookups_
     }
 }
 
+/* The version after a table's reply: what the lookup saw (the readiness
+ * check let it be served at most the table's staleness behind its step). */
+static void write_version(const ember_table_t *table, uint8_t *at)
+{
+    const uint64_t version = ember_table_next_step(table);
+    memcpy(at, &version, sizeof(version));
+}
+
+/* One table's lookup of a LOOKUPS into its place in the reply, finished
+ * and padded; its size in *padded_p. */
+static ember_status_t lookup_one(ember_table_t *table, const ember_wire_lookup_view_t *lookup,
+                                 uint8_t *reply, size_t *padded_p, char *err, size_t err_length)
+{
+    const uint32_t dim = ember_table_dim(table);
+    EMBER_CHECK(ember_table_lookup(table, lookup, (float *)reply, err, err_length));
+    size_t bytes = ps_msg_lookup_reply_finish(&lookup->head, dim, (float *)reply);
+    size_t padded = (size_t)ember_wire_pad(bytes);
+    memset(reply + bytes, 0, padded - bytes);
+    *padded_p = padded;
+    return EMBER_OK;
+}
+
+/* A LOOKUPS split over tables: each table's lookup a task of its own. */
+typedef struct {
+    ember_table_t *const *tables;
+    const ember_wire_lookups_view_t *view;
+    uint8_t *reply;
+    int versions; /* each table's reply followed by its version */
+    size_t at[EMBER_WIRE_MAX_TABLES];
+    ember_status_t status[EMBER_WIRE_MAX_TABLES];
+    char err[EMBER_WIRE_MAX_TABLES][256];
+} by_table_t;
+
+static void lookup_task(void *arg, unsigned k)
+{
+    by_table_t *job = arg;
+    size_t padded;
+    job->status[k] = lookup_one(job->tables[k], &job->view->lookups[k], job->reply + job->at[k],
+                                &padded, job->err[k], sizeof(job->err[k]));
+}
+
+/* Whether the tables' lookups go one a task: several tables on one pool,
+ * each too small to split itself (a table's pooling that reaches past its
+ * reply, fp16 replies, would write into the next table's: not then).
+ * Each table's place in the reply goes into @job. */
+static int split_by_table(by_table_t *job)
+{
+    const ember_wire_lookups_view_t *view = job->view;
+    ember_workers_t *pool = ember_table_workers(job->tables[0]);
+    size_t at = 0;
+    if (view->head.count < 2 || ember_workers_threads(pool) < 2)
+        return 0;
+    for (size_t k = 0; k < view->head.count; k++) {
+        const ember_msg_lookup_t *head = &view->lookups[k].head;
+        const uint32_t dim = ember_table_dim(job->tables[k]);
+        size_t padded = (size_t)ember_wire_pad(ember_wire_lookup_reply_bytes(head, dim));
+        if (ember_table_workers(job->tables[k]) != pool ||
+            ember_table_lookup_tasks(job->tables[k], head) > 1 ||
+            ps_msg_lookup_out_bytes(head, dim) > padded)
+            return 0;
+        job->at[k] = at;
+        at += padded + (job->versions ? sizeof(uint64_t) : 0);
+    }
+    return 1;
+}
+
+/* Every table's lookup at once; all or nothing as one after another is:
+ * the first refusal in the request's order is told, and the contexts the
+ * others kept are dropped. */
+static ember_status_t lookups_by_table(by_table_t *job, size_t *reply_bytes_p, char *err,
+                                       size_t err_length)
+{
+    const ember_wire_lookups_view_t *view = job->view;
+    const size_t count = view->head.count;
+    ember_workers_run(ember_table_workers(job->tables[0]), (unsigned)count, lookup_task, job);
+    size_t failed = count;
+    for (size_t k = 0; k < count && failed == count; k++)
+        if (job->status[k] != EMBER_OK)
+            failed = k;
+    if (failed == count) {
+        size_t end = 0;
+        for (size_t k = 0; k < count; k++) {
+            const ember_msg_lookup_t *head = &view->lookups[k].head;
+            end = job->at[k] + (size_t)ember_wire_pad(ember_wire_lookup_reply_bytes(
+                                       head, ember_table_dim(job->tables[k])));
+            if (job->versions) {
+                write_version(job->tables[k], job->reply + end);
+                end += sizeof(uint64_t);
+            }
+        }
+        *reply_bytes_p = end;
+        return EMBER_OK;
+    }
+    for (size_t k = 0; k < count; k++) {
+        if (job->status[k] == EMBER_OK && !(view->lookups[k].head.flags & EMBER_LOOKUP_EVAL))
+            ember_table_drop_lookup(job->tables[k], view->head.trainer, view->head.step);
+    }
+    snprintf(err, err_length, "%s", job->err[failed]);
+    return job->status[failed];
+}
+
 ember_status_t ps_multi_lookups(ember_table_t *const *tables, const ember_wire_lookups_view_t *view,
                                 int versions, void *out, size_t *reply_bytes_p, char *err,
                                 size_t err_length)
 {
+    /* The split's bookkeeping, kept between calls (a step allocates
+     * nothing); one call at a time per thread. */
+    static __thread by_table_t job;
     uint8_t *reply = out;
     size_t at = 0;
+    job.tables = tables;
+    job.view = view;
+    job.reply = reply;
+    job.versions = versions;
+    if (split_by_table(&job))
+        return lookups_by_table(&job, reply_bytes_p, err, err_length);
     for (size_t k = 0; k < view->head.count; k++) {
-        const ember_wire_lookup_view_t *lookup = &view->lookups[k];
-        const uint32_t dim = ember_table_dim(tables[k]);
+        size_t padded;
         ember_status_t status =
-                ember_table_lookup(tables[k], lookup, (float *)(reply + at), err, err_length);
+                lookup_one(tables[k], &view->lookups[k], reply + at, &padded, err, err_length);
         if (status != EMBER_OK) {
             lookups_undo(tables, view, k);
             return status;
         }
-        size_t bytes = ps_msg_lookup_reply_finish(&lookup->head, dim, (float *)(reply + at));
-        size_t padded = (size_t)ember_wire_pad(bytes);
-        memset(reply + at + bytes, 0, padded - bytes);
-        /* The version: what the lookup saw (the readiness check let it be
-         * served at most the table's staleness behind its step). */
-        const uint64_t version = ember_table_next_step(tables[k]);
-        if (versions)
-            memcpy(reply + at + padded, &version, sizeof(version));
-        at += padded + (versions ? sizeof(version) : 0);
+        at += padded;
+        if (versions) {
+            write_version(tables[k], reply + at);
+            at += sizeof(uint64_t);
+        }
     }
     *reply_bytes_p = at;
     return EMBER_OK;

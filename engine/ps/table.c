@@ -1,6 +1,7 @@
 /* engine/ps/table: a parameter-server shard, its optimizer and contexts. */
 #include "engine/ps/table.h"
 #include "engine/ps/table_private.h"
+#include "engine/ps/table_work.h"
 
 #include "common/hugepage.h"
 #include "common/rng.h"
@@ -134,7 +135,7 @@ static ember_table_t *table_new(const ember_msg_table_create_t *spec, ember_devi
 }
 
 /* The rows (host or device memory), the trainers' contexts and pending
- * gradients, and sync's row-to-slot map (every row: no slot). */
+ * gradients, and one task's scratch (ember_table_set_workers gives more). */
 static ember_status_t table_alloc(ember_table_t *table)
 {
     const ember_msg_table_create_t *spec = &table->spec;
@@ -147,16 +148,11 @@ static ember_status_t table_alloc(ember_table_t *table)
     }
     table->contexts = calloc((size_t)spec->trainers * table->ring, sizeof(*table->contexts));
     table->pending = calloc((size_t)spec->trainers * table->ring, sizeof(*table->pending));
-    if (spec->consistency == EMBER_SYNC)
-        table->slot_of_row = malloc((size_t)table->local_rows * sizeof(int32_t) + 1);
     /* A shard may own no row (fewer rows than servers): then a device
      * allocation of 0 bytes is NULL, as it should be. */
-    if ((!table->data && table->local_rows > 0) || !table->contexts || !table->pending ||
-        (spec->consistency == EMBER_SYNC && !table->slot_of_row))
+    if ((!table->data && table->local_rows > 0) || !table->contexts || !table->pending)
         return EMBER_ERR_NO_MEMORY;
-    if (spec->consistency == EMBER_SYNC)
-        memset(table->slot_of_row, 0xff, (size_t)table->local_rows * sizeof(int32_t));
-    return EMBER_OK;
+    return table_work_init(table, NULL);
 }
 
 /* The initial rows: drawn (N(0,1), uniform), or zeros awaiting TABLE_LOAD. */
@@ -218,7 +214,7 @@ err_destroy:
 static void context_free(context_t *ctx)
 {
     ember_buffer_t *all[] = {&ctx->indices, &ctx->offsets, &ctx->weights, &ctx->argmax,
-                             &ctx->unique,  &ctx->inverse, &ctx->first,   &ctx->seen};
+                             &ctx->unique,  &ctx->inverse, &ctx->first};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         ember_buffer_free(all[i]);
 }
@@ -226,7 +222,7 @@ static void context_free(context_t *ctx)
 static size_t context_bytes(const context_t *c)
 {
     return c->indices.capacity + c->offsets.capacity + c->weights.capacity + c->argmax.capacity +
-           c->unique.capacity + c->inverse.capacity + c->first.capacity + c->seen.capacity;
+           c->unique.capacity + c->inverse.capacity + c->first.capacity;
 }
 
 void ember_table_destroy(ember_table_t *table)
@@ -245,11 +241,11 @@ void ember_table_destroy(ember_table_t *table)
     ember_buffer_free(&table->applying.grad);
     ember_buffer_free(&table->acc_rows);
     ember_buffer_free(&table->acc_grad);
-    ember_buffer_free(&table->sorted_grad);
+    ember_buffer_free(&table->reduce_list);
     ember_buffer_free(&table->order);
     ember_buffer_free(&table->written);
     ember_opt_destroy(table->optimizer);
-    free(table->slot_of_row);
+    table_work_free(table);
     free(table->contexts);
     free(table->pending);
     if (table->device) {
@@ -460,11 +456,8 @@ static ember_status_t table_step(ember_table_t *table, const int64_t *rows, cons
                                  size_t nrows)
 {
     const ember_msg_table_create_t *spec = &table->spec;
-    if (!table->device) {
-        const ember_opt_values_t in_table = {
-                .data = table->data, .dtype = spec->dtype, .dim = spec->dim};
-        return ember_opt_step_sparse(table->optimizer, &in_table, rows, grad, nrows);
-    }
+    if (!table->device)
+        return table_work_step(table, rows, grad, nrows);
     ember_device_t *device = table->device;
     const ember_device_ops_t *dev = table->dev;
     const size_t bytes = nrows * spec->dim * sizeof(float);
@@ -512,36 +505,6 @@ static int places_increase(const uint8_t *places, const int64_t *offsets, size_t
         }
     }
     return 1;
-}
-
-/* Max mode: the place of the entry each maximum came from.  The pooling
- * kept the first maximal entry, whose row occurs nowhere earlier in the bag
- * (an earlier copy would hold the same value): its place is its row's first
- * place in the bag. */
-static void max_places(context_t *ctx, const uint8_t *places, size_t bags, size_t n, size_t dim,
-                       uint32_t *out)
-{
-    const int64_t *offsets = ctx->offsets.data, *argmax = ctx->argmax.data;
-    const int64_t *unique = ctx->unique.data;
-    const uint32_t *inverse = ctx->inverse.data;
-    uint32_t *first = ctx->first.data, *seen = ctx->seen.data;
-
-    memset(seen, 0, ctx->nunique * sizeof(uint32_t));
-    for (size_t b = 0; b < bags; b++) {
-        size_t end = b + 1 < bags ? (size_t)offsets[b + 1] : n;
-        for (size_t i = (size_t)offsets[b]; i < end; i++) {
-            uint32_t slot = inverse[i];
-            if (seen[slot] != (uint32_t)b + 1) {
-                seen[slot] = (uint32_t)b + 1;
-                first[slot] = ember_wire_load_u32(places, i);
-            }
-        }
-        for (size_t d = 0; d < dim; d++) {
-            int64_t row = argmax[b * dim + d];
-            out[b * dim + d] = row < 0 ? EMBER_PLACE_NONE
-                                       : first[ember_lower_bound_i64(unique, ctx->nunique, row)];
-        }
-    }
 }
 
 /* Who a lookup or a gradient is from, as every refusal of it says. */
@@ -604,8 +567,7 @@ static ember_status_t context_reserve(const ember_table_t *table, context_t *ctx
         !ember_buffer_reserve(&ctx->inverse, n * 4 + 4) ||
         (weighted && !ember_buffer_reserve(&ctx->weights, n * 4 + 4)) ||
         (max_mode && (!ember_buffer_reserve(&ctx->argmax, bags * table->spec.dim * 8 + 8) ||
-                      !ember_buffer_reserve(&ctx->first, unique * 4 + 4) ||
-                      !ember_buffer_reserve(&ctx->seen, unique * 4 + 4))))
+                      !ember_buffer_reserve(&ctx->first, unique * 4 + 4))))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
                                  table->spec.name);
     return EMBER_OK;
@@ -722,13 +684,16 @@ static ember_status_t lookup_pool(ember_table_t *table, context_t *ctx,
     int64_t *argmax = max_mode ? ctx->argmax.data : NULL;
     const ember_bag_table_t rows = {
             .data = table->data, .dtype = spec->dtype, .rows = table->local_rows, .dim = spec->dim};
-    ember_status_t status = table->device ? device_forward(table, &batch, &opts, out, argmax)
-                                          : ember_bag_forward(&rows, &batch, &opts, out, argmax);
+    ember_status_t status = EMBER_OK;
+    if (table->device)
+        status = device_forward(table, &batch, &opts, out, argmax);
+    /* On a device the values are pooled already: the places only. */
+    if (status == EMBER_OK && (!table->device || max_mode))
+        status = table_work_pool(table, ctx, table->device ? NULL : &rows, &batch, &opts, out,
+                                 argmax, lookup->places);
     if (status != EMBER_OK)
         return refuse(err, err_length, status, who, "pooling failed: %s",
                       ember_status_string(status));
-    if (max_mode)
-        max_places(ctx, lookup->places, bags, n, spec->dim, (uint32_t *)(out + bags * spec->dim));
     return EMBER_OK;
 }
 
@@ -763,66 +728,25 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_
     return EMBER_OK;
 }
 
-static int compare_rows(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Sync: reduce every trainer's gradient for the step (trainer order) and
- * apply it once. */
+ * apply it once (engine/ps/table_work.c: by row ranges on a host shard). */
 static ember_status_t table_apply_reduced(ember_table_t *table, char *err, size_t err_length)
 {
-    const uint32_t dim = table->spec.dim;
-    size_t touched = 0;
-
-    for (uint32_t t = 0; t < table->spec.trainers; t++) {
-        pending_t *pending = table_pending(table, t, table->next_step);
-        const int64_t *rows = pending->rows.data;
-        const float *grad = pending->grad.data;
-        if (!ember_buffer_reserve(&table->acc_rows, (touched + pending->nrows) * 8 + 8) ||
-            !ember_buffer_reserve(&table->acc_grad,
-                                  (touched + pending->nrows) * dim * sizeof(float) + 4))
-            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-        int64_t *acc_rows = table->acc_rows.data;
-        float *acc = table->acc_grad.data;
-        for (size_t u = 0; u < pending->nrows; u++) {
-            int32_t slot = table->slot_of_row[rows[u]];
-            if (slot < 0) {
-                slot = (int32_t)touched++;
-                table->slot_of_row[rows[u]] = slot;
-                acc_rows[slot] = rows[u];
-                memcpy(acc + (size_t)slot * dim, grad + u * dim, dim * sizeof(float));
-            } else {
-                float *dst = acc + (size_t)slot * dim;
-                const float *src = grad + u * dim;
-                for (uint32_t d = 0; d < dim; d++)
-                    dst[d] += src[d];
-            }
-        }
-    }
-    /* The optimizer takes rows in increasing order. */
-    int64_t *acc_rows = table->acc_rows.data;
-    qsort(acc_rows, touched, sizeof(int64_t), compare_rows);
-    if (!ember_buffer_reserve(&table->sorted_grad, touched * dim * sizeof(float) + 4))
+    const uint32_t trainers = table->spec.trainers;
+    if (!ember_buffer_reserve(&table->reduce_list, trainers * sizeof(pending_t *)))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-    float *sorted = table->sorted_grad.data, *acc = table->acc_grad.data;
-    float scale = table->spec.sparse_reduce == EMBER_REDUCE_MEAN
-                          ? 1.0f / (float)table->spec.trainers
-                          : 1.0f;
-    for (size_t u = 0; u < touched; u++) {
-        int32_t slot = table->slot_of_row[acc_rows[u]];
-        const float *src = acc + (size_t)slot * dim;
-        float *dst = sorted + u * dim;
-        for (uint32_t d = 0; d < dim; d++)
-            dst[d] = src[d] * scale;
-        table->slot_of_row[acc_rows[u]] = -1;
-    }
-    ember_status_t status = table_step(table, acc_rows, sorted, touched);
+    const pending_t **grads = table->reduce_list.data;
+    for (uint32_t t = 0; t < trainers; t++)
+        grads[t] = table_pending(table, t, table->next_step);
+    ember_status_t status = table_work_reduce(table, grads, trainers);
+    if (status == EMBER_OK)
+        status = table->device ? table_step(table, table->acc_rows.data, table->acc_grad.data,
+                                            table_work_reduced_compact(table))
+                               : table_work_step_reduced(table);
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "table %s: optimizer step failed: %s",
                                  table->spec.name, ember_status_string(status));
-    for (uint32_t t = 0; t < table->spec.trainers; t++)
+    for (uint32_t t = 0; t < trainers; t++)
         table_pending(table, t, table->next_step)->valid = 0;
     table->next_step++;
     return EMBER_OK;
@@ -940,8 +864,7 @@ ember_status_t ember_table_grad_reserve(ember_table_t *table, const ember_wire_g
         (unaligned && !ember_buffer_reserve(&table->order, grad->grad_bytes + 4)) ||
         (ember_table_is_sync(table) &&
          (!ember_buffer_reserve(&table->acc_rows, reduced * 8 + 8) ||
-          !ember_buffer_reserve(&table->acc_grad, reduced * dim * sizeof(float) + 4) ||
-          !ember_buffer_reserve(&table->sorted_grad, reduced * dim * sizeof(float) + 4))))
+          !ember_buffer_reserve(&table->acc_grad, reduced * dim * sizeof(float) + 4))))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
                                  table->spec.name);
     return EMBER_OK;
@@ -958,62 +881,6 @@ static const float *grad_values(ember_table_t *table, const ember_wire_grad_view
     return table->order.data;
 }
 
-/* Sum pooling's backward: each distinct row's gradient is the (weighted)
- * sum of its bags' gradients.  The lookup's rows are already sorted and
- * distinct, so no sort is needed.  A row's first index writes its gradient
- * and later ones add (most rows have one index: no zeroing pass over the
- * whole gradient); a row no index refers to gets zeros. */
-static void sum_backward(ember_table_t *table, const context_t *ctx, const float *grad_out,
-                         pending_t *pending)
-{
-    const uint32_t *slot = ctx->inverse.data;
-    const float *weights = ctx->weighted ? ctx->weights.data : NULL;
-    const int64_t *offsets = ctx->offsets.data;
-    float *row_grad = pending->grad.data;
-    uint8_t *written = table->written.data;
-    const size_t dim = table->spec.dim, nrows = ctx->nunique;
-    memcpy(pending->rows.data, ctx->unique.data, nrows * sizeof(int64_t));
-    memset(written, 0, nrows);
-    for (size_t b = 0; b < ctx->bags; b++) {
-        size_t end = b + 1 < ctx->bags ? (size_t)offsets[b + 1] : ctx->n;
-        const float *g = grad_out + b * dim;
-        for (size_t i = (size_t)offsets[b]; i < end; i++) {
-            float *dst = row_grad + (size_t)slot[i] * dim;
-            const float w = weights ? weights[i] : 1.0f; /* 1 * g is g exactly */
-            if (!written[slot[i]]) {
-                written[slot[i]] = 1;
-                for (size_t d = 0; d < dim; d++)
-                    dst[d] = w * g[d];
-            } else {
-                for (size_t d = 0; d < dim; d++)
-                    dst[d] += w * g[d];
-            }
-        }
-    }
-    for (size_t u = 0; u < nrows; u++)
-        if (!written[u])
-            memset(row_grad + u * dim, 0, dim * sizeof(float));
-    pending->nrows = nrows;
-}
-
-/* Max pooling's backward, through the forward's argmax. */
-static ember_status_t max_backward(ember_table_t *table, const context_t *ctx,
-                                   const float *grad_out, pending_t *pending)
-{
-    const ember_msg_table_create_t *spec = &table->spec;
-    ember_bag_batch_t batch = {.indices = ctx->indices.data,
-                               .n = ctx->n,
-                               .offsets = ctx->offsets.data,
-                               .bags = ctx->bags};
-    ember_bag_opts_t opts = {.mode = EMBER_BAG_MAX, .padding_idx = -1};
-    const ember_bag_table_t rows = {
-            .data = table->data, .dtype = spec->dtype, .rows = table->local_rows, .dim = spec->dim};
-    ember_bag_grad_t out = {.rows = pending->rows.data, .grad = pending->grad.data};
-    EMBER_CHECK(ember_bag_backward(&rows, &batch, &opts, grad_out, ctx->argmax.data, &out));
-    pending->nrows = out.nrows;
-    return EMBER_OK;
-}
-
 /* The rows' gradients from the pooled output's, into @pending; the
  * context is closed whatever the outcome. */
 static ember_status_t grad_backward(ember_table_t *table, context_t *ctx, const float *grad_out,
@@ -1022,10 +889,12 @@ static ember_status_t grad_backward(ember_table_t *table, context_t *ctx, const 
 {
     ember_status_t status = EMBER_OK;
     pending->nrows = 0;
+    /* By row ranges over the PS's threads (engine/ps/table_work.c); a
+     * device shard's context is in host memory too. */
     if (ctx->max_mode)
-        status = max_backward(table, ctx, grad_out, pending);
+        status = table_work_max_backward(table, ctx, grad_out, pending);
     else
-        sum_backward(table, ctx, grad_out, pending);
+        table_work_sum_backward(table, ctx, grad_out, pending);
     ctx->valid = 0;
     if (status != EMBER_OK)
         return refuse(err, err_length, status, who, "backward failed: %s",
@@ -1118,13 +987,11 @@ size_t ember_table_optimizer_bytes(const ember_table_t *table)
 size_t ember_table_other_bytes(const ember_table_t *table)
 {
     size_t bytes = table->acc_rows.capacity + table->acc_grad.capacity +
-                   table->sorted_grad.capacity + table->order.capacity + table->written.capacity +
+                   table->reduce_list.capacity + table->order.capacity + table->written.capacity +
                    table->applying.rows.capacity + table->applying.grad.capacity +
                    /* a GPU shard's pinned staging (its device scratch is not
                     * host memory) */
                    table->h_batch.bytes + table->h_out.bytes + table->h_values.bytes;
-    if (table->slot_of_row)
-        bytes += (size_t)table->local_rows * sizeof(int32_t);
     bytes += context_bytes(&table->eval);
     for (size_t t = 0; t < (size_t)table->spec.trainers * table->ring; t++) {
         const pending_t *p = &table->pending[t];

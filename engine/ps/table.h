@@ -43,6 +43,22 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec, struct e
                                   ember_table_t **table_p, char *err, size_t err_length);
 void ember_table_destroy(ember_table_t *table);
 
+struct ember_workers;
+/**
+ * Split the shard's compute over @workers (common/workers.h; borrowed,
+ * outlives the table; NULL: one thread): pooling by bag ranges, the
+ * backward, the sync reduction and the optimizer step by row ranges, each
+ * deterministic, so every result is the same bits for any pool.  Not while
+ * a request is being served.  Errors: ERR_NO_MEMORY (the tasks' scratch;
+ * the table keeps its pool).
+ */
+ember_status_t ember_table_set_workers(ember_table_t *table, struct ember_workers *workers);
+/** The pool set by ember_table_set_workers (NULL: one thread). */
+struct ember_workers *ember_table_workers(const ember_table_t *table);
+/** The tasks ember_table_lookup would split a lookup of @head into (1: it
+ * pools on the calling thread alone). */
+unsigned ember_table_lookup_tasks(const ember_table_t *table, const ember_msg_lookup_t *head);
+
 const char *ember_table_name(const ember_table_t *table);
 uint32_t ember_table_dim(const ember_table_t *table);
 /** Rows stored by this shard. */

@@ -7,6 +7,7 @@
 #define EMBER_ENGINE_TABLE_PRIVATE_H
 
 #include "common/reserve.h"
+#include "common/workers.h"
 #include "engine/device/scratch.h"
 #include "engine/ops/optimizer.h"
 #include "engine/ps/table.h"
@@ -28,8 +29,7 @@ typedef struct {
     ember_buffer_t argmax;  /* int64 [bags * dim] */
     ember_buffer_t unique;  /* int64 local ids of the distinct rows, increasing */
     ember_buffer_t inverse; /* uint32 [n]: each index's slot in unique */
-    ember_buffer_t first;   /* max: uint32 [unique] a slot's first place in a bag */
-    ember_buffer_t seen;    /* max: uint32 [unique] the bag (+1) first was set in */
+    ember_buffer_t first;   /* max: uint32 [unique], the backward's scratch */
     size_t nunique;
 } context_t;
 
@@ -57,10 +57,16 @@ struct ember_table {
     pending_t *pending;   /* [trainers][ring]: sync tables only wait on these */
     pending_t applying;   /* async: the one gradient being applied now (a
                           * buffer per trainer would hold trainers x batch) */
-    uint64_t next_step;   /* sync: steps applied so far */
-    int32_t *slot_of_row; /* sync reduction: row -> accumulator slot, -1 */
-    ember_buffer_t acc_rows, acc_grad, sorted_grad, order;
-    ember_buffer_t written; /* a gradient's rows: written yet (uint8 per row) */
+    uint64_t next_step;                       /* sync: steps applied so far */
+    ember_buffer_t acc_rows, acc_grad, order; /* sync reduction (by range), unaligned grad */
+    ember_buffer_t written;                   /* a gradient's rows: written yet (uint8 per row) */
+    ember_buffer_t reduce_list;               /* sync: the step's pending gradients (pointers) */
+    /* The PS's worker pool (NULL: one thread) and each task's scratch
+     * (engine/ps/table_work.c: the compute split over it). */
+    ember_workers_t *workers;
+    struct table_task *tasks;
+    unsigned ntasks, reduced_tasks; /* reduced: the ranges of the last reduction */
+    size_t grain;                   /* EMBER_PS_GRAIN: a task's least work */
     /* A shard on a device (NULL: host memory): data is device memory;
      * lookups pool there; an update gathers the touched rows, steps the
      * host optimizer on them (values) and scatters them back. */

@@ -38,6 +38,7 @@ typedef struct {
     const char *resume_path;     /* --resume: a root or one checkpoint */
     const char *device;          /* trainers' dense model: "cpu" or "cuda" */
     const char *ps_device;       /* the PS's table shards: "cpu" or "cuda" */
+    uint32_t ps_threads;         /* --ps-threads: each PS's compute threads (0: its cores) */
     double replay_tolerance;     /* --replay: the largest difference that passes */
     uint64_t given;              /* bit per flag given on the command line */
     const char *flag_values[64]; /* their values as given (borrowed from argv) */

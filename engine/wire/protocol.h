@@ -127,6 +127,12 @@ typedef struct {
      * a benchmark can tell a PS-bound rate from a network-bound one.  A small
      * reply held for a batch (transport/batch.c) is sent after this. */
     double lookup_seconds, grad_seconds;
+    /* Of lookup_seconds, the tables' own work (checks, pooling: what the
+     * PS's compute threads share); the rest is unpacking and the reply's
+     * hand-off to UCX. */
+    double lookup_compute_seconds;
+    uint32_t threads; /* the PS's compute threads (--ps-threads) */
+    uint32_t reserved;
 } ember_msg_ps_stats_t;
 
 enum {

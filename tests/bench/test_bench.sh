@@ -34,11 +34,11 @@ check_nccl_format() { # expected_rows
 # time (ps_us) above 0, csv of 26 fields (the rows' and the replies' dtypes
 # last).
 check_lookup_format() { # expected_rows
-    grep -Eq '^mode +ps +cli +dist +bags +idx +dim +dtype +reply +req_B +resp_B +rows/s +GB/s +req/s +p50_us +p90_us +p99_us +p99.9_us +max_us +ps_us +grad_rows/s +%pf +#wrong$' "$out" ||
+    grep -Eq '^mode +ps +cli +dist +bags +idx +dim +dtype +reply +req_B +resp_B +rows/s +GB/s +req/s +p50_us +p90_us +p99_us +p99.9_us +max_us +ps_us +grad_rows/s +%pf +#wrong +thr +cmp_us$' "$out" ||
         fail "no column header"
-    rows=$(awk '($1 == "closed" || $1 == "open") && NF == 23 && $23 == 0 && $20 > 0 && ($8 == "fp32" || $8 == "fp16") && ($9 == "fp32" || $9 == "fp16") && $11 == $2 * $5 * $7 * ($9 == "fp16" ? 2 : 4) { ok++ } END { print ok + 0 }' "$out")
+    rows=$(awk '($1 == "closed" || $1 == "open") && NF == 25 && $23 == 0 && $20 > 0 && $24 >= 1 && $25 <= $20 && ($8 == "fp32" || $8 == "fp16") && ($9 == "fp32" || $9 == "fp16") && $11 == $2 * $5 * $7 * ($9 == "fp16" ? 2 : 4) { ok++ } END { print ok + 0 }' "$out")
     [[ $rows == "$1" ]] || fail "expected $1 rows with #wrong 0, ps_us > 0 and resp_B = ps x bags x dim x 4 (2 for fp16 replies), got $rows"
-    csv=$(awk -F, '/^csv,lookup,/ && NF == 26 && $22 == 0 && $24 > 0 && ($25 == "fp32" || $25 == "fp16") && ($26 == "fp32" || $26 == "fp16") { ok++ } END { print ok + 0 }' "$out")
+    csv=$(awk -F, '/^csv,lookup,/ && NF == 28 && $22 == 0 && $24 > 0 && $27 >= 1 && ($25 == "fp32" || $25 == "fp16") && ($26 == "fp32" || $26 == "fp16") { ok++ } END { print ok + 0 }' "$out")
     [[ $csv == "$1" ]] || fail "expected $1 csv lines, got $csv"
     grep -q '^# wrong replies: 0 OK$' "$out" || fail "wrong replies not 0 OK"
 }
@@ -68,6 +68,17 @@ lookup)
         fi
     done
     grep -q '^# requests batched: up to 3 lookups' "$out" || fail "--batch 3 not said"
+    # --ps-threads: the sweep once per value, against PS started afresh.
+    "$run" -n 2 --no-prefix "$bench" lookup --ps 1 --bags 1,8 --pool 4 --dim 8 --dist uniform \
+        --rows 1000 -n 40 -w 5 --slots 8 --window 4 --ps-threads 1,3 --csv >"$out" 2>&1 ||
+        fail "--ps-threads 1,3: exit status $?"
+    [[ $(awk '$1 == "closed" && $24 == 1' "$out" | wc -l) == 2 &&
+        $(awk '$1 == "closed" && $24 == 3' "$out" | wc -l) == 2 ]] ||
+        fail "--ps-threads 1,3: not 2 rows of each"
+    [[ $(grep -c '^mode ' "$out") == 1 ]] || fail "--ps-threads 1,3: the header twice"
+    "$run" -n 2 --no-prefix "$bench" lookup --ps-threads 1025 >"$out" 2>&1 &&
+        fail "--ps-threads 1025 was accepted"
+    grep -q -- "--ps-threads 1025 is above 1024" "$out" || fail "--ps-threads 1025 is not named"
     ;;
 lookup_fp16)
     # The PS's rows stored as fp16, beside fp32 in one sweep: every reply
@@ -149,6 +160,26 @@ checkpoint)
     grep -q "'12x' is not a positive integer" "$out" || fail "ROWS=12x is not named"
     BUILD=$build MIN_INDICES=9 MAX_INDICES=3 bash "$ckpt" >"$out" 2>&1
     [[ $? == 2 ]] || fail "MIN_INDICES above MAX_INDICES was accepted"
+    ;;
+lookup_threads)
+    # bench/lookup_threads.sh (the docs' --ps-threads table) on two small
+    # sizes and 1, 2 threads over shared memory: one row per size and
+    # thread count, each with both verdicts; bad settings refused by name.
+    # Never timings.
+    script=$(dirname "$0")/../../bench/lookup_threads.sh
+    BUILD=$build SIZES="4 16" THREADS="1 2" TLS_LIST=sm LK_ITERS=200 GATHER_ITERS=50 \
+        bash "$script" >"$out" 2>&1
+    rc=$?
+    [[ $rc == 0 || $rc == 1 ]] || fail "exit status $rc"
+    grep -q '^=== UCX_TLS=sm,self: 1 client + 1 PS' "$out" || fail "no shared-memory table"
+    grep -q -- '--ps-threads 1,2 --csv$' "$out" || fail "the command is not shown"
+    num='[0-9.e+]*'
+    rows=$(grep -c "^ *\(4096\|16384\)   [12] | *$num *$num | *$num *[0-9]*% \(PASS\|MISS\) *| *$num *$num *[0-9]*% \(PASS\|MISS\) *| *-\?[0-9]*% *-\?[0-9]*% *-\?[0-9]*%$" "$out")
+    [[ $rows == 4 ]] || fail "$rows rows of 2 sizes x 2 thread counts, not 4"
+    grep -q '^targets missed: [0-9]*$' "$out" || fail "no count of targets missed"
+    THREADS="1 0" BUILD=$build bash "$script" >"$out" 2>&1
+    [[ $? == 2 ]] || fail "THREADS=0 was accepted"
+    grep -q "THREADS '0' is not a positive integer" "$out" || fail "THREADS=0 is not named"
     ;;
 lookup_clients)
     "$run" -n 4 --no-prefix "$bench" lookup --ps 2 --bags 3 --pool 5 --dim 4 --rows 97 \

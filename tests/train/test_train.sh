@@ -7,6 +7,9 @@
 #                       compare to the fp16 oracle (one PS; with more, each
 #                       shard's reply is rounded apart: to PyTorch within 1e-2),
 #                       and the oracle to PyTorch within fp16's drift
+#   threads:FILE:PS:LIST[:fp16]  replay FILE with each --ps-threads of LIST
+#                       (fp16: fp16 rows), requests split as far as they go:
+#                       each matches PyTorch, the saved files byte-identical
 #   same_bits:FILE:P,Q  replay FILE with P and with Q parameter servers: the
 #                       saved files are byte-identical (max pooling combines
 #                       the shards' parts exactly)
@@ -105,6 +108,27 @@ same_bits:*)
     for ps in "${counts[@]:1}"; do
         cmp "$work/out${counts[0]}.safetensors" "$work/out$ps.safetensors" ||
             fail "--ps ${counts[0]} and --ps $ps saved different bits"
+    done
+    ;;
+threads:*)
+    # threads:FILE:PS:LIST[:fp16]: the replay with each --ps-threads of
+    # LIST, every request split as far as it goes (EMBER_PS_GRAIN=1): each
+    # matches PyTorch and saves the bits of the first.
+    IFS=: read -r _ file ps list rows <<<"$case_name"
+    t=$(trainers_of "$golden/$file.safetensors")
+    flags=() compare=()
+    [[ $rows == fp16 ]] && flags=(--table-dtype fp16 --replay-tolerance 0.05) compare=(--fp16)
+    IFS=, read -r -a counts <<<"$list"
+    for n in "${counts[@]}"; do
+        EMBER_PS_GRAIN=1 EMBER_LOG_LEVEL=info timeout 120 "$run" -n $((t + 1 + ps)) "$train" \
+            --ps "$ps" --ps-threads "$n" "${flags[@]}" --replay "$golden/$file.safetensors" \
+            --save "$work/out$n.safetensors" >"$work/out" 2>&1 || fail "--ps-threads $n exited $?"
+        [ "$(grep -c "serving with $n compute threads (--ps-threads)" "$work/out")" -eq "$ps" ] ||
+            fail "--ps-threads $n: not every PS says it serves with $n threads"
+        "$build/tests/train/golden_compare" "${compare[@]}" "$golden/$file.safetensors" \
+            "$work/out$n.safetensors" || fail "--ps-threads $n differs from PyTorch"
+        cmp "$work/out${counts[0]}.safetensors" "$work/out$n.safetensors" ||
+            fail "--ps-threads ${counts[0]} and $n saved different bits"
     done
     ;;
 golden:*)
@@ -353,6 +377,10 @@ cli)
         [ $rc -eq "$want" ] || fail "ember-train $* exited $rc, not $want"
         grep -qF -- "$text" "$work/out" || fail "ember-train $*: no '$text'"
     }
+    for bad in 0 -1 1025 4x "" 99999999999999999999; do
+        refused 2 "invalid value '$bad' for --ps-threads (an integer in [1, 1024])" -- \
+            --ps-threads "$bad"
+    done
     refused 2 "unknown flag '--bogus'" -- --bogus
     grep -q "invalid value" "$work/out" && fail "--bogus is called an invalid value"
     refused 2 "unknown flag '--bogus'" -- --epochs 3 --bogus 1
