@@ -23,7 +23,8 @@
 # so the AUCs differ only by what each computes), KEEP (0: 1 keeps the logs and
 # files, whose folder is printed), EMBER_DATA (npy: ember reads the file in
 # TorchRec's npy layout, written by bench/criteo_npy.py before the runs; tsv:
-# it streams and parses the TSV while it trains).
+# it streams and parses the TSV while it trains), EMBER_FLAGS (more ember-train
+# flags, e.g. "--ps-threads 2", given to every ember run).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -41,6 +42,7 @@ seed=${SEED:-1}
 warmup=${WARMUP:-0}
 same_init=${SAME_INIT:-1}
 skip_ember=${SKIP_EMBER:-0}
+read -r -a ember_flags <<<"${EMBER_FLAGS:-}"
 examples=${EXAMPLES:-$((steps * 4096 * trainers))}
 eval_examples=${EVAL_EXAMPLES:-20000}
 out=$(mktemp -d /tmp/ember-dlrm-bench.XXXXXX)
@@ -127,7 +129,7 @@ blas_threads=$(($(nproc) / trainers > 0 ? $(nproc) / trainers : 1))
 ember_run() { # name args...
     local name=$1; shift
     OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$blas_threads} "$build/tools/ember-run" -n $((trainers + ps + 1)) "$train" --model dlrm --ps "$ps" \
-        --metrics "$out/$name.json" "$@" >"$out/$name.log" 2>&1 || {
+        --metrics "$out/$name.json" "$@" ${ember_flags[@]+"${ember_flags[@]}"} >"$out/$name.log" 2>&1 || {
         cat "$out/$name.log" >&2; die "ember-train failed ($name)"; }
 }
 # "RATE AUC STEP" from --metrics: the epochs' examples over their seconds
@@ -152,7 +154,7 @@ diff_of() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-") print "-"
 echo "# machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'); $("$python" -c 'import torch, torchrec; print(f"torch {torch.__version__}, torchrec {torchrec.__version__}")')"
 echo "# $examples training examples, $eval_examples eval examples (ember-criteo-gen --seed $seed, $((seed + 1))); $trainers trainers, $ps PS (ember); $steps steps; $(for c in $configs; do printf '%s: %s; ' "$c" "$(config_optimizer "$c")"; done)"
 echo "# TorchRec: row-wise DMP over gloo, its fused optimizer, TrainPipelineSparseDist; examples/s over steps $((warmup + 1))-$steps"
-echo "# ember: examples/s from its --metrics epoch lines (all steps), data ${EMBER_DATA:-npy}; both AUCs after the last step"
+echo "# ember: examples/s from its --metrics epoch lines (all steps), data ${EMBER_DATA:-npy}${EMBER_FLAGS:+, EMBER_FLAGS $EMBER_FLAGS}; both AUCs after the last step"
 [ "$same_init" = 1 ] && echo "# both start from TorchRec's initial weights (SAME_INIT=1)"
 rows=()
 for c in $configs; do

@@ -181,6 +181,78 @@ lookup_threads)
     [[ $? == 2 ]] || fail "THREADS=0 was accepted"
     grep -q "THREADS '0' is not a positive integer" "$out" || fail "THREADS=0 is not named"
     ;;
+
+train_vs_torchrec)
+    # bench/train_vs_torchrec.sh (the docs' TorchRec table) at a few steps of
+    # a small table: its rows, medians and target lines, both jobs timing the
+    # same bags (the script refuses otherwise), EMBER_FLAGS reaching
+    # ember-train, bad settings refused. Never timings. Skipped without the
+    # TorchRec venv (scripts/torchrec-venv.sh).
+    repo=$(cd "$(dirname "$0")/../.." && pwd)
+    venv=${EMBER_TORCHREC_VENV:-$repo/.venv-torchrec}
+    [[ -x $venv/bin/python ]] || { echo "skipped: no TorchRec venv at $venv"; exit 77; }
+    script=$repo/bench/train_vs_torchrec.sh
+    export EMBER_TORCHREC_VENV=$venv
+    BUILD=$build ROUNDS=1 ROWS=10000 STEPS=2 WARMUP=1 DLRM_STEPS=2 bash "$script" >"$out" 2>&1 ||
+        fail "exit status $?"
+    grep -q '^# the same bags on both sides .*steps 2-3 timed, the first 1 left out on both' "$out" ||
+        fail "no line saying what is timed"
+    grep -Eq '^round +ember bags/s +torchrec bags/s +ratio +timed bags +load$' "$out" ||
+        fail "no large-table header"
+    grep -Eq '^round +ember ex/s +torchrec ex/s +ratio +load$' "$out" || fail "no DLRM header"
+    # round, both rates, ratio = ember / torchrec to 2 decimals, bags, load
+    awk '$1 == 1 && NF == 6 && $2 > 0 && $3 > 0 && $5 ~ /^[1-9][0-9]*$/ && $6 ~ /^[0-9]+\.[0-9]+$/ &&
+         sprintf("%.2f", $2 / $3) == $4 { ok = 1 } END { exit !ok }' "$out" ||
+        fail "no large-table row of two rates, their ratio, the bags and the load"
+    awk '$1 == 1 && NF == 5 && $2 > 0 && $3 > 0 && (sprintf("%.2f", $2 / $3) - $4)^2 < 0.0001 &&
+         $5 ~ /^[0-9]+\.[0-9]+$/ { ok = 1 } END { exit !ok }' "$out" ||
+        fail "no DLRM row of two rates, their ratio and the load"
+    [[ $(grep -Ec '^median ratio: [0-9]+\.[0-9]{2}x$' "$out") == 2 ]] || fail "not two medians"
+    # each target line's verdict is its median's (one round: the row's ratio)
+    awk '/^median ratio:/ { m = substr($3, 1, length($3) - 1) }
+         /^target: >= 3x TorchRec.s examples\/s, sync mode: (PASS|MISS) / {
+             n++; if (($8 == "PASS") != (m >= 3) || $9 != "(" m "x)") bad = 1 }
+         END { exit bad || n != 2 }' "$out" || fail "target lines not two, or not their medians'"
+    # The peer trains ember's model: from the peer's initial weights
+    # (--save-init, ember-train --init) on the same batches, every trainer's
+    # loss at every step agrees within 1e-5 (ember with --sparse-reduce mean,
+    # the wrong semantics, parts from it by more than that within 6 steps).
+    dir=$(mktemp -d)
+    trap 'rm -f "$out"; rm -rf "$dir"' EXIT
+    job=(--rows 1000 --classes 8 --min-indices 200 --max-indices 400 --seed 3)
+    "$build/bench/peers/tutorial_batches" "${job[@]}" --trainers 2 --steps 6 \
+        --out "$dir/batches.st" >"$out" 2>&1 || fail "tutorial_batches: exit status $?"
+    "$venv/bin/python" "$repo/bench/peers/torchrec_bag.py" --batches "$dir/batches.st" --dim 16 \
+        --warmup-steps 1 --losses --save-init "$dir/init.st" >"$out" 2>&1 || fail "peer: exit status $?"
+    cp "$out" "$dir/peer.log"
+    "$run" -n 4 "$build/tools/ember-train" "${job[@]}" --dim 16 --trainers 2 --ps 1 \
+        --epochs 2 --batches 3 --init "$dir/init.st" --save "$dir/ember.st" >"$out" 2>&1 ||
+        fail "ember-train --init: exit status $?"
+    /usr/bin/python3 - "$dir/ember.st" "$dir/peer.log" >"$out" 2>&1 <<'EOF' || fail "losses differ"
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]
+ember = [float(x) for x in meta["losses"].split(",")]
+peer = [float(x) for line in open(sys.argv[2]) if line.startswith("loss step ")
+        for x in line.split(":")[1].split()]
+assert meta["losses_shape"] == "6,2" and len(peer) == 12, (meta["losses_shape"], len(peer))
+worst = max(abs(a - b) for a, b in zip(ember, peer))
+print(f"largest loss difference {worst:.3g}")
+sys.exit(worst > 1e-5)
+EOF
+    BUILD=$build ROUNDS=1 ROWS=1000 STEPS=2 WARMUP=1 DLRM=0 EMBER_FLAGS="--no-such-flag" \
+        bash "$script" >"$out" 2>&1
+    [[ $? == 2 ]] || fail "an EMBER_FLAGS flag ember-train refuses did not fail the run"
+    grep -q 'no-such-flag' "$out" || fail "ember-train's refusal of EMBER_FLAGS not shown"
+    BUILD=$build EMBER_FLAGS="--rows 5" bash "$script" >"$out" 2>&1
+    [[ $? == 2 ]] && grep -q "EMBER_FLAGS: --rows is the benchmark's own" "$out" ||
+        fail "EMBER_FLAGS --rows was accepted"
+    BUILD=$build STEPS=15 WARMUP=10 bash "$script" >"$out" 2>&1
+    [[ $? == 2 ]] && grep -q 'STEPS 15 is not a multiple of WARMUP 10' "$out" ||
+        fail "STEPS not a multiple of WARMUP was accepted"
+    BUILD=$build ROUNDS=0 bash "$script" >"$out" 2>&1
+    [[ $? == 2 ]] && grep -q "ROUNDS '0' is not a positive integer" "$out" || fail "ROUNDS=0 was accepted"
+    ;;
 lookup_clients)
     "$run" -n 4 --no-prefix "$bench" lookup --ps 2 --bags 3 --pool 5 --dim 4 --rows 97 \
         --dist uniform -n 40 -w 5 --slots 8 --window 8 --csv >"$out" 2>&1 || fail "exit status $?"
