@@ -52,10 +52,10 @@ struct ember_table {
      * a sync table serves step s once s - staleness steps are applied, so
      * a trainer has at most staleness + 1 of them open at once. */
     uint32_t ring;
-    context_t *contexts;  /* [trainers][ring] */
-    context_t eval;       /* evaluation lookups' scratch: never valid */
-    pending_t *pending;   /* [trainers][ring]: sync tables only wait on these */
-    pending_t applying;   /* async: the one gradient being applied now (a
+    context_t *contexts;                      /* [trainers][ring] */
+    context_t eval;                           /* evaluation lookups' scratch: never valid */
+    pending_t *pending;                       /* [trainers][ring]: sync tables only wait on these */
+    pending_t applying;                       /* async: the one gradient being applied now (a
                           * buffer per trainer would hold trainers x batch) */
     uint64_t next_step;                       /* sync: steps applied so far */
     ember_buffer_t acc_rows, acc_grad, order; /* sync reduction (by range), unaligned grad */

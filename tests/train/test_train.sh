@@ -394,8 +394,8 @@ cli)
     refused 2 "--sparse-reduce is how sync steps combine" -- --consistency async --sparse-reduce mean
     refused 2 "--table-dtype fp16: a PS on a GPU keeps fp32 rows" -- --table-dtype fp16 --ps-device cuda
     refused 2 "--replay-tolerance checks a replay: it needs --replay FILE" -- --replay-tolerance 1
-    refused 2 "invalid value '17' for --staleness: K is an integer in [0, 16]" -- --staleness 17
-    refused 2 "invalid value '-1' for --staleness: K is an integer in [0, 16]" -- --staleness -1
+    refused 2 "invalid value '17' for --staleness (an integer in [0, 16])" -- --staleness 17
+    refused 2 "invalid value '-1' for --staleness (an integer in [0, 16])" -- --staleness -1
     refused 2 "invalid value 'one' for --staleness" -- --staleness one
     refused 2 "--staleness bounds how far a sync lookup may be behind" -- --staleness 1 --consistency async
     refused 2 "--checkpoint-dir with --staleness 2: a checkpoint is the tables at a step boundary" -- --staleness 2 --checkpoint-dir "$work/ck"
