@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# bench/gpu-full-build.sh: configure and build the full tree against a
+# prefix made by scripts/gpu-deps.sh (UCX with CUDA, headers and libraries of
+# one version, and the other libraries the full build needs), for the GPU
+# check machine, which has none of them installed.
+#
+#   bench/gpu-full-build.sh DEPS_DIR BUILD_DIR [TARGET...]   (no target: all)
+#
+# Exit 0 when configured and built, and the programs load UCX from DEPS_DIR
+# (not a system copy); 1 otherwise, saying which step.  JOBS overrides the
+# parallelism (default: every core).  Run the results with DEPS_DIR/env.sh
+# sourced (bench/gpudirect-check.sh does).
+set -u -o pipefail
+
+if [ $# -lt 2 ]; then
+    echo "usage: bench/gpu-full-build.sh DEPS_DIR BUILD_DIR [TARGET...]" >&2
+    exit 2
+fi
+src=$(cd "$(dirname "$0")/.." && pwd)
+deps=$(cd "$1" 2>/dev/null && pwd) || { echo "gpu-full-build: no folder $1" >&2; exit 1; }
+build=$2
+shift 2
+[ -f "$deps/env.sh" ] && [ -d "$deps/lib/cmake/ucx" ] ||
+    { echo "gpu-full-build: $deps is not a scripts/gpu-deps.sh prefix (env.sh, lib/cmake/ucx)" >&2; exit 1; }
+# shellcheck source=/dev/null
+source "$deps/env.sh"
+export PATH=/usr/local/cuda/bin:$PATH
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 8)}
+mkdir -p "$build"
+log=$build/gpu-full-build.log
+: > "$log"
+
+args=(-S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90
+      -DEMBER_UCX_ROOT="$deps" -DCMAKE_PREFIX_PATH="$deps")
+command -v ninja > /dev/null && args+=(-G Ninja)
+if ! cmake "${args[@]}" >> "$log" 2>&1; then
+    echo "gpu-full-build: FAIL: configure (see $log)"; tail -15 "$log"; exit 1
+fi
+grep -E "ember: (UCX|CUDA backend)" "$log" | sed 's/^-- /gpu-full-build: /'
+ucx_dir=$(sed -n 's/^ucx_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+case $ucx_dir in
+"$deps"/*) ;;
+*) echo "gpu-full-build: FAIL: UCX found at '$ucx_dir', not in $deps"; exit 1 ;;
+esac
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+start=$(date +%s)
+if ! cmake --build "$build" -j"$jobs" "${targets[@]}" >> "$log" 2>&1; then
+    echo "gpu-full-build: FAIL: build (see $log)"; grep -E "error|FAILED" "$log" | head -15; exit 1
+fi
+echo "gpu-full-build: built in $(( $(date +%s) - start ))s (-j$jobs)"
+
+# The programs must map this prefix's UCX, and load at all (its glibc).
+prog=$build/tools/ember-info
+if [ -x "$prog" ]; then
+    ucp=$(ldd "$prog" | awk '/libucp/ {print $3}')
+    missing=$(ldd "$prog" | grep -c "not found")
+    case $ucp in
+    "$deps"/*) ;;
+    *) echo "gpu-full-build: FAIL: $prog maps libucp from '$ucp', not $deps"; exit 1 ;;
+    esac
+    [ "$missing" -eq 0 ] || { echo "gpu-full-build: FAIL: $prog:"; ldd "$prog" | grep "not found"; exit 1; }
+    "$prog" > "$build/ember-info.txt" 2>&1 ||
+        { echo "gpu-full-build: FAIL: $prog does not run:"; tail -5 "$build/ember-info.txt"; exit 1; }
+    echo "gpu-full-build: $(grep -m1 '^ucx version' "$build/ember-info.txt"), libucp from $ucp"
+fi
+exit 0
