@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,7 +60,14 @@ static const size_t sizes[] = {1024, 65536, 1 << 20, 16 << 20};
 #define TIMEOUT  60 /* seconds a variant may take */
 
 /* Child exit codes (besides a signal). */
-enum { RC_OK = 0, RC_DATA = 2, RC_EAGER = 3, RC_SETUP = 4, RC_SENDER = 5 };
+enum {
+    RC_OK = 0,
+    RC_DATA = 2,
+    RC_EAGER = 3,
+    RC_SETUP = 4,
+    RC_SENDER = 5,
+    RC_SENDER_SIGNAL = 6
+};
 
 static int use_cuda;
 
@@ -177,11 +185,18 @@ static void op_param(const variant_t *v, const ucx_t *u, int device, ucp_request
     }
 }
 
-/* Progress until *@flag, or the deadline (alarm) ends the process. */
-static void progress_until(ucx_t *u, volatile int *flag)
+/* Progress until *@flag (0), or until the peer at the other end of @fd is
+ * gone (-1: it closed its end, by exiting or dying); the deadline (alarm)
+ * ends a process that hangs. */
+static int progress_until(ucx_t *u, volatile int *flag, int fd)
 {
-    while (!*flag)
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    for (unsigned n = 0; !*flag; n++) {
         ucp_worker_progress(u->worker);
+        if (n % 1024 == 0 && poll(&p, 1, 0) > 0)
+            return *flag ? 0 : -1;
+    }
+    return 0;
 }
 
 /* Progress until @fd is readable. */
@@ -218,8 +233,8 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
                           size_t length, const ucp_am_recv_param_t *param)
 {
     recv_state_t *s = arg;
-    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                              UCP_OP_ATTR_FIELD_USER_DATA,
+    ucp_request_param_t rp = {.op_attr_mask =
+                                      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                               .cb.recv_am = recv_done,
                               .user_data = s};
     (void)header;
@@ -261,7 +276,10 @@ static int send_address(ucx_t *u, int sock)
 static int receive_all(recv_state_t *s, int sock, uint8_t *staging, uint8_t *want)
 {
     for (size_t k = 0; k < NSIZES; k++) {
-        progress_until(s->u, &s->landed);
+        if (progress_until(s->u, &s->landed, sock) != 0) {
+            fprintf(stderr, "  the sender went away before %zu bytes landed\n", sizes[k]);
+            return RC_SENDER;
+        }
         if (s->eager) {
             fprintf(stderr, "  %zu bytes came eager, not by rendezvous\n", sizes[k]);
             return RC_EAGER;
@@ -290,6 +308,9 @@ static int receiver_run(const variant_t *v)
         return RC_SETUP;
     pid_t sender = fork();
     if (sender == 0) {
+        /* Ends with the receiver, whatever becomes of it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(TIMEOUT);
         close(fds[0]);
         _exit(sender_run(v, fds[1]));
     }
@@ -305,16 +326,20 @@ static int receiver_run(const variant_t *v)
                                 .arg = &s};
     int rc = RC_SETUP;
     if (sender > 0 && staging && want && ucx_open(&u) == 0 &&
-        (s.buf = buf_alloc(1, MAX_SIZE)) != NULL && (!v->memh || ucx_map(&u, s.buf, MAX_SIZE, 1) == 0) &&
+        (s.buf = buf_alloc(1, MAX_SIZE)) != NULL &&
+        (!v->memh || ucx_map(&u, s.buf, MAX_SIZE, 1) == 0) &&
         ucp_worker_set_am_recv_handler(u.worker, &h) == UCS_OK && send_address(&u, fds[0]) == 0)
         rc = receive_all(&s, fds[0], staging, want);
     int status = 0;
     close(fds[0]);
-    if (sender > 0 && waitpid(sender, &status, 0) == sender && rc == RC_OK &&
-        !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        fprintf(stderr, "  the sender %s %d\n", WIFSIGNALED(status) ? "died of signal" : "exited",
-                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-        rc = RC_SENDER;
+    if (sender > 0 && waitpid(sender, &status, 0) == sender) {
+        if (WIFSIGNALED(status)) {
+            fprintf(stderr, "  the sender died: %s\n", strsignal(WTERMSIG(status)));
+            rc = RC_SENDER_SIGNAL;
+        } else if (rc == RC_OK && WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "  the sender exited %d\n", WEXITSTATUS(status));
+            rc = RC_SENDER;
+        }
     }
     ucx_close(&u);
     buf_free(1, s.buf);
@@ -432,7 +457,8 @@ static int run_variant(const variant_t *v, const char *mem)
                                         [RC_DATA] = "FAILED (wrong data or status)",
                                         [RC_EAGER] = "FAILED (came eager)",
                                         [RC_SETUP] = "FAILED (UCX or memory set-up)",
-                                        [RC_SENDER] = "FAILED (the sender)"};
+                                        [RC_SENDER] = "FAILED (the sender)",
+                                        [RC_SENDER_SIGNAL] = "CRASHED (in the sender)"};
     char result[96];
     if (WIFSIGNALED(status))
         snprintf(result, sizeof(result), "CRASHED (%s%s)", strsignal(WTERMSIG(status)),
@@ -483,8 +509,10 @@ static const variant_t *variant_named(const char *name)
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "gpudirect_repro: %s\nusage: gpudirect_repro [--mem cuda|host] [VARIANT...]\n"
-                    "variants:", why);
+    fprintf(stderr,
+            "gpudirect_repro: %s\nusage: gpudirect_repro [--mem cuda|host] [VARIANT...]\n"
+            "variants:",
+            why);
     for (size_t i = 0; i < NVARIANTS; i++)
         fprintf(stderr, " %s", variants[i].name);
     fprintf(stderr, "\n");
