@@ -6,6 +6,9 @@
 #
 #   bench/gpu-full-build.sh DEPS_DIR BUILD_DIR [TARGET...]   (no target: all)
 #
+# DEPS_DIR may be the prefix's archive (DEPS_DIR.tar.xz, as gpu-deps.sh
+# writes it): it is unpacked into BUILD_DIR/deps first (tar, or Python's
+# tarfile where tar has no xz).
 # Exit 0 when configured and built, and the programs load UCX from DEPS_DIR
 # (not a system copy); 1 otherwise, saying which step.  JOBS overrides the
 # parallelism (default: every core).  Run the results with DEPS_DIR/env.sh
@@ -17,16 +20,37 @@ if [ $# -lt 2 ]; then
     exit 2
 fi
 src=$(cd "$(dirname "$0")/.." && pwd)
-deps=$(cd "$1" 2>/dev/null && pwd) || { echo "gpu-full-build: no folder $1" >&2; exit 1; }
+deps=$1
 build=$2
 shift 2
+mkdir -p "$build"
+if [ -f "$deps" ]; then
+    case $deps in
+    *.tar.xz) ;;
+    *) echo "gpu-full-build: $deps: expected a folder or a .tar.xz" >&2; exit 1 ;;
+    esac
+    rm -rf "$build/deps" && mkdir -p "$build/deps"
+    top=$(basename "$deps" .tar.xz)
+    tar -C "$build/deps" -xJf "$deps" 2>/dev/null ||
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+            "$deps" "$build/deps" ||
+        { echo "gpu-full-build: cannot unpack $deps" >&2; exit 1; }
+    deps=$build/deps/$top
+fi
+deps=$(cd "$deps" 2>/dev/null && pwd) || { echo "gpu-full-build: no folder $deps" >&2; exit 1; }
 [ -f "$deps/env.sh" ] && [ -d "$deps/lib/cmake/ucx" ] ||
     { echo "gpu-full-build: $deps is not a scripts/gpu-deps.sh prefix (env.sh, lib/cmake/ucx)" >&2; exit 1; }
+# Debian 12's libraries need a glibc at least as new as the one they came with.
+need=$(cat "$deps/GLIBC" 2>/dev/null || echo 0)
+have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+if [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+    echo "gpu-full-build: FAIL: the prefix's libraries need glibc >= $need, this machine has $have"
+    exit 1
+fi
 # shellcheck source=/dev/null
 source "$deps/env.sh"
 export PATH=/usr/local/cuda/bin:$PATH
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 8)}
-mkdir -p "$build"
 log=$build/gpu-full-build.log
 : > "$log"
 
@@ -62,6 +86,7 @@ if [ -x "$prog" ]; then
     [ "$missing" -eq 0 ] || { echo "gpu-full-build: FAIL: $prog:"; ldd "$prog" | grep "not found"; exit 1; }
     "$prog" > "$build/ember-info.txt" 2>&1 ||
         { echo "gpu-full-build: FAIL: $prog does not run:"; tail -5 "$build/ember-info.txt"; exit 1; }
-    echo "gpu-full-build: $(grep -m1 '^ucx version' "$build/ember-info.txt"), libucp from $ucp"
+    echo "gpu-full-build: $(grep -m1 '^ucx version' "$build/ember-info.txt")," \
+         "$(grep -m1 '^ucx headers' "$build/ember-info.txt"), libucp from $ucp"
 fi
 exit 0

@@ -23,7 +23,9 @@
 #     providers (no RDMA NIC there) stay out.
 #   - pkg-config files written for the flat layout, relative to themselves
 #     (${pcfiledir}), and DIR/env.sh: source it for PKG_CONFIG_PATH,
-#     LD_LIBRARY_PATH and EMBER_UCX_ROOT.
+#     LD_LIBRARY_PATH and EMBER_UCX_ROOT.  The prefix can move.
+#   - DIR.tar.xz beside it (about 9 MiB against about 52): carry either;
+#     bench/gpu-full-build.sh takes the folder or the archive.
 # Needs: pip (PyPI), apt-get (Debian's archive), dpkg, strip; patchelf where
 # present (else LD_LIBRARY_PATH finds the UCX modules' libcudart).
 set -euo pipefail
@@ -39,10 +41,9 @@ dir=${1:-$root/deps/gpu}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 scratch=$(mktemp -d)
-chmod 755 "$scratch" # apt-get download drops root for _apt where it can
 trap 'rm -rf "$scratch"' EXIT
 
-rm -rf "${dir:?}"/{lib,include,bin,env.sh,MANIFEST}
+rm -rf "${dir:?}"/{lib,include,bin,env.sh,MANIFEST,GLIBC}
 mkdir -p "$dir/lib/ucx" "$dir/lib/pkgconfig" "$dir/include" "$dir/bin"
 
 # --- UCX from the wheel ------------------------------------------------------
@@ -68,7 +69,7 @@ ucx_version=$(cat "$ucx/UCX_WHEEL_VERSION.txt")
 # --- Debian packages ---------------------------------------------------------
 echo "gpu-deps: downloading ${#DEBS[@]} Debian packages"
 mkdir -p "$scratch/debs" "$scratch/root"
-(cd "$scratch/debs" && apt-get download -q "${DEBS[@]}" >/dev/null)
+(cd "$scratch/debs" && apt-get download -q -o APT::Sandbox::User=root "${DEBS[@]}" >/dev/null)
 for deb in "$scratch"/debs/*.deb; do
   dpkg -x "$deb" "$scratch/root"
 done
@@ -117,6 +118,12 @@ if command -v patchelf >/dev/null; then
   for m in "$dir"/lib/ucx/*.so.*.*; do patchelf --set-rpath '$ORIGIN/..' "$m"; done
 fi
 
+# The newest glibc any of it needs (the GPU machine's must be as new:
+# bench/gpu-full-build.sh checks DIR/GLIBC).
+find "$dir/lib" -name '*.so.*' -type f -exec objdump -T {} + 2>/dev/null |
+  grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1 >"$dir/GLIBC"
+echo "gpu-deps: needs glibc >= $(cat "$dir/GLIBC")"
+
 cat >"$dir/env.sh" <<'EOF'
 # source DEPS/env.sh: build against and run with this prefix (scripts/gpu-deps.sh)
 EMBER_DEPS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -132,3 +139,5 @@ if ((size_kib > LIMIT_MIB * 1024)); then
   echo "gpu-deps: over the ${LIMIT_MIB} MiB a carried folder may have" >&2
   exit 1
 fi
+tar -C "$(dirname "$dir")" -cf - "$(basename "$dir")" | xz -T2 -6 >"$dir.tar.xz"
+echo "gpu-deps: $dir.tar.xz: $(($(stat -c %s "$dir.tar.xz") / 1024)) KiB"
