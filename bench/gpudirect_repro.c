@@ -40,16 +40,23 @@ typedef struct {
     int memh;                         /* ucp_mem_map once, UCP_OP_ATTR_FIELD_MEMH every message */
     int hint;                         /* UCP_OP_ATTR_FIELD_MEMORY_TYPE (what ember passed) */
     int send_dev;                     /* the sender's buffer in device memory too (a push) */
+    int alloc_first; /* the receive buffer allocated before ucp_init, as a trainer's
+                      * CUDA device is opened before its transport: UCX's memory-type
+                      * cache never saw the allocation */
     const char *what;
 } variant_t;
 
 static const variant_t variants[] = {
-        {"hint", NULL, NULL, 0, 1, 0, "memory-type hint, no registration (ember before)"},
-        {"memh", NULL, NULL, 1, 1, 0, "registered once, memh with every receive (ember now)"},
-        {"memtype_cache_n", "UCX_MEMTYPE_CACHE", "n", 0, 1, 0, "hint, UCX_MEMTYPE_CACHE=n"},
-        {"dmabuf_no", "UCX_CUDA_COPY_DMABUF", "no", 0, 1, 0, "hint, UCX_CUDA_COPY_DMABUF=no"},
-        {"detect", NULL, NULL, 0, 0, 0, "no hint, no registration: UCX detects"},
-        {"push_memh", NULL, NULL, 1, 1, 1, "both buffers in device memory, both registered"},
+        {"hint", NULL, NULL, 0, 1, 0, 0, "memory-type hint, no registration (ember before)"},
+        {"memh", NULL, NULL, 1, 1, 0, 0, "registered once, memh with every receive (ember now)"},
+        {"memtype_cache_n", "UCX_MEMTYPE_CACHE", "n", 0, 1, 0, 0, "hint, UCX_MEMTYPE_CACHE=n"},
+        {"dmabuf_no", "UCX_CUDA_COPY_DMABUF", "no", 0, 1, 0, 0, "hint, UCX_CUDA_COPY_DMABUF=no"},
+        {"detect", NULL, NULL, 0, 0, 0, 0, "no hint, no registration: UCX detects"},
+        {"push_memh", NULL, NULL, 1, 1, 1, 0, "both buffers in device memory, both registered"},
+        {"early_hint", NULL, NULL, 0, 1, 0, 1, "hint, buffer allocated before ucp_init"},
+        {"early_memh", NULL, NULL, 1, 1, 0, 1, "registered, buffer allocated before ucp_init"},
+        {"early_cache_n", "UCX_MEMTYPE_CACHE", "n", 0, 1, 0, 1,
+         "hint, allocated before ucp_init, UCX_MEMTYPE_CACHE=n"},
 };
 #define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -325,8 +332,10 @@ static int receiver_run(const variant_t *v)
                                 .cb = am_cb,
                                 .arg = &s};
     int rc = RC_SETUP;
-    if (sender > 0 && staging && want && ucx_open(&u) == 0 &&
-        (s.buf = buf_alloc(1, MAX_SIZE)) != NULL &&
+    if (v->alloc_first)
+        s.buf = buf_alloc(1, MAX_SIZE);
+    if (sender > 0 && staging && want && (s.buf || !v->alloc_first) && ucx_open(&u) == 0 &&
+        (s.buf || (s.buf = buf_alloc(1, MAX_SIZE)) != NULL) &&
         (!v->memh || ucx_map(&u, s.buf, MAX_SIZE, 1) == 0) &&
         ucp_worker_set_am_recv_handler(u.worker, &h) == UCS_OK && send_address(&u, fds[0]) == 0)
         rc = receive_all(&s, fds[0], staging, want);
