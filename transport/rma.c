@@ -63,10 +63,11 @@ ember_status_t tp_mem_handle(const ember_mem_t *mem, const void *buffer, size_t 
     size_t offset = start >= base ? start - base : SIZE_MAX;
     if (mem->type != type || !buffer || offset > mem->length || length > mem->length - offset) {
         ember_error("tp",
-                    "%s: %zu bytes of %s memory at %p are not inside its registration "
+                    "%s: %zu bytes of %s memory at %p %s its registration "
                     "(%zu bytes of %s memory at %p)",
-                    what, length, type == EMBER_MEM_CUDA ? "CUDA" : "host", buffer, mem->length,
-                    mem->type == EMBER_MEM_CUDA ? "CUDA" : "host", mem->address);
+                    what, length, type == EMBER_MEM_CUDA ? "CUDA" : "host", buffer,
+                    mem->type != type ? "are another memory type than" : "are not inside",
+                    mem->length, mem->type == EMBER_MEM_CUDA ? "CUDA" : "host", mem->address);
         return EMBER_ERR_INVALID_PARAM;
     }
     *memh_p = mem->memh;
