@@ -11,8 +11,9 @@
 # tarfile where tar has no xz).
 # Exit 0 when configured and built, and the programs load UCX from DEPS_DIR
 # (not a system copy); 1 otherwise, saying which step.  JOBS overrides the
-# parallelism (default: every core).  Run the results with DEPS_DIR/env.sh
-# sourced (bench/gpudirect-check.sh does).
+# parallelism (default: every core).  The programs find the prefix's
+# libraries by their RPATH; DEPS_DIR/env.sh adds LD_LIBRARY_PATH for
+# anything else (bench/gpudirect-check.sh sources it).
 set -u -o pipefail
 
 if [ $# -lt 2 ]; then

@@ -23,11 +23,13 @@
 #     providers (no RDMA NIC there) stay out.
 #   - pkg-config files written for the flat layout, relative to themselves
 #     (${pcfiledir}), and DIR/env.sh: source it for PKG_CONFIG_PATH,
-#     LD_LIBRARY_PATH and EMBER_UCX_ROOT.  The prefix can move.
+#     LD_LIBRARY_PATH and EMBER_UCX_ROOT.  Every library finds its own
+#     dependencies beside it ($ORIGIN), so programs built against the prefix
+#     run without LD_LIBRARY_PATH (bin/ucx_info needs it).  The prefix can
+#     move (before a build against it: programs record where it was).
 #   - DIR.tar.xz beside it (about 9 MiB against about 52): carry either;
 #     bench/gpu-full-build.sh takes the folder or the archive.
-# Needs: pip (PyPI), apt-get (Debian's archive), dpkg, strip; patchelf where
-# present (else LD_LIBRARY_PATH finds the UCX modules' libcudart).
+# Needs: pip (PyPI), apt-get (Debian's archive), dpkg, strip, objdump, xz.
 set -euo pipefail
 
 UCX_WHEEL="libucx-cu13==1.22.0"
@@ -112,11 +114,25 @@ pc ucx-ucs "$ucx_version" "-lucs"
 pc ucx-uct "$ucx_version" "-luct" ucx-ucs
 pc ucx "$ucx_version" "-lucp" "ucx-uct, ucx-ucs"
 
-# --- shrink, and let the UCX modules find the wheel's libcudart -------------
+# --- shrink, and let every library find its own dependencies here ----------
+# Each library without a search path of its own gets $ORIGIN (UCX's modules
+# $ORIGIN/..: the wheel's libcudart; OpenBLAS: libgfortran; hwloc: libudev),
+# so a program linked against the prefix needs no LD_LIBRARY_PATH.
+# patchelf from Debian's package, unpacked into the scratch folder only.
 find "$dir/lib" -name '*.so*' -type f -exec strip --strip-unneeded {} +
-if command -v patchelf >/dev/null; then
-  for m in "$dir"/lib/ucx/*.so.*.*; do patchelf --set-rpath '$ORIGIN/..' "$m"; done
-fi
+(cd "$scratch/debs" && apt-get download -q -o APT::Sandbox::User=root patchelf >/dev/null)
+dpkg -x "$scratch"/debs/patchelf_*.deb "$scratch/patchelf"
+patchelf=$scratch/patchelf/usr/bin/patchelf
+for lib in "$dir"/lib/*.so* "$dir"/lib/ucx/*.so*; do
+  [ -L "$lib" ] && continue
+  [ -n "$("$patchelf" --print-rpath "$lib")" ] && continue
+  case $lib in
+  */lib/ucx/*) "$patchelf" --set-rpath '$ORIGIN/..' "$lib" ;;
+  *) "$patchelf" --set-rpath '$ORIGIN' "$lib" ;;
+  esac
+done
+# UCX's modules came with the wheel's own path ($ORIGIN/../../../libucx_cu13.libs).
+for lib in "$dir"/lib/ucx/*.so.0.0.0; do "$patchelf" --set-rpath '$ORIGIN/..' "$lib"; done
 
 # The newest glibc any of it needs (the GPU machine's must be as new:
 # bench/gpu-full-build.sh checks DIR/GLIBC).
