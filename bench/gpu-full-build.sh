@@ -38,7 +38,8 @@ if [ -f "$deps" ]; then
         { echo "gpu-full-build: cannot unpack $deps" >&2; exit 1; }
     deps=$build/deps/$top
 fi
-deps=$(cd "$deps" 2>/dev/null && pwd) || { echo "gpu-full-build: no folder $deps" >&2; exit 1; }
+[ -d "$deps" ] || { echo "gpu-full-build: no folder $deps" >&2; exit 1; }
+deps=$(cd "$deps" && pwd)
 [ -f "$deps/env.sh" ] && [ -d "$deps/lib/cmake/ucx" ] ||
     { echo "gpu-full-build: $deps is not a scripts/gpu-deps.sh prefix (env.sh, lib/cmake/ucx)" >&2; exit 1; }
 # Debian 12's libraries need a glibc at least as new as the one they came with.
