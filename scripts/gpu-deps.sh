@@ -20,7 +20,8 @@
 #     with libgfortran/libquadmath, rdma-core's libibverbs/librdmacm with
 #     libnl, libnuma, libudev (hwloc), OpenSSL's libcrypto (ember's auth).
 #     Static libraries, docs, LAPACK's separate copies and the rdma
-#     providers (no RDMA NIC there) stay out.
+#     providers (no RDMA NIC there) stay out.  pkgconf too (bin/pkg-config),
+#     for a machine without pkg-config: env.sh puts it last on PATH.
 #   - pkg-config files written for the flat layout, relative to themselves
 #     (${pcfiledir}), and DIR/env.sh: source it for PKG_CONFIG_PATH,
 #     LD_LIBRARY_PATH and EMBER_UCX_ROOT.  Every library finds its own
@@ -35,7 +36,7 @@ set -euo pipefail
 UCX_WHEEL="libucx-cu13==1.22.0"
 DEBS=(libhwloc15 libhwloc-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5
       libquadmath0 libibverbs1 libibverbs-dev librdmacm1 librdmacm-dev libnl-3-200
-      libnl-route-3-200 libnuma1 libudev1 libssl3 libssl-dev)
+      libnl-route-3-200 libnuma1 libudev1 libssl3 libssl-dev pkgconf-bin libpkgconf3)
 LIMIT_MIB=64
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,10 +78,12 @@ for deb in "$scratch"/debs/*.deb; do
 done
 multi=$scratch/root/usr/lib/x86_64-linux-gnu
 for lib in libhwloc libgfortran libquadmath libibverbs librdmacm libnl-3 libnl-route-3 libnuma \
-           libudev libcrypto; do
+           libudev libcrypto libpkgconf; do
   cp -a "$multi/$lib".so* "$dir/lib/" 2>/dev/null || cp -a "$scratch/root/lib/x86_64-linux-gnu/$lib".so* "$dir/lib/"
 done
 cp -a "$multi"/openblas-pthread/libopenblas*.so* "$dir/lib/"
+install -m 755 "$scratch/root/usr/bin/pkgconf" "$dir/bin/"
+ln -sf pkgconf "$dir/bin/pkg-config"
 cp -a "$scratch/root/usr/include/." "$dir/include/"
 # Arch headers (openssl/configuration.h) and OpenBLAS's cblas.h beside the rest.
 cp -a "$dir/include/x86_64-linux-gnu/." "$dir/include/"
@@ -131,6 +134,7 @@ for lib in "$dir"/lib/*.so* "$dir"/lib/ucx/*.so*; do
   *) "$patchelf" --set-rpath '$ORIGIN' "$lib" ;;
   esac
 done
+"$patchelf" --set-rpath '$ORIGIN/../lib' "$dir/bin/pkgconf"
 # UCX's modules came with the wheel's own path ($ORIGIN/../../../libucx_cu13.libs).
 for lib in "$dir"/lib/ucx/*.so.0.0.0; do "$patchelf" --set-rpath '$ORIGIN/..' "$lib"; done
 
@@ -146,6 +150,8 @@ EMBER_DEPS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export EMBER_UCX_ROOT=$EMBER_DEPS
 export PKG_CONFIG_PATH=$EMBER_DEPS/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$EMBER_DEPS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Last: its pkg-config only where the machine has none (ucx_info too).
+export PATH=$PATH:$EMBER_DEPS/bin
 EOF
 
 size_kib=$(du -sk "$dir" | cut -f1)
