@@ -13,8 +13,16 @@
  * the sorted unique rows and their run lengths, scan the lengths into run
  * offsets, then one block row per unique row reduces its run in position
  * order, i.e. in the CPU's order.
+ *
+ * Fused backward + optimizer (bag_backward_update): the same sort and
+ * runs, then one kernel where a warp owns a unique row: its lanes hold the
+ * row's gradient in registers, summed in the fixed order of
+ * engine/ops/bag_update.h (position order, sub-segments of BAG_UPDATE_SUB
+ * added in order), and apply the optimizer to the row and its state in
+ * place; no row gradient is written anywhere.
  */
 #include "cuda/cuda_internal.h"
+#include "engine/ops/bag_update.h"
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
@@ -292,6 +300,105 @@ static size_t align_up(size_t x)
     return (x + 255) & ~(size_t)255;
 }
 
+/* ---- fused backward + optimizer ------------------------------------------ */
+
+/* A warp's share of one row's gradient: lane l holds elements e0 + 32 k
+ * (k < VPL), each summed over the segment [begin, end) in
+ * bag_update.h's order.  Four entries' loads are in flight at once. */
+template <int VPL>
+__device__ __forceinline__ void warp_row_grad(const bag_update_src_t &s, int64_t row, size_t begin,
+                                              size_t end, size_t e0, float g[VPL])
+{
+    bag_acc_t a[VPL];
+#pragma unroll
+    for (int k = 0; k < VPL; k++)
+        a[k].total = a[k].part = 0.0f;
+#pragma unroll 4
+    for (size_t j = begin; j < end; j++) {
+        const bag_entry_t en = bag_update_entry(&s, begin, j);
+        const int boundary = bag_acc_boundary(j - begin, s.sub);
+#pragma unroll
+        for (int k = 0; k < VPL; k++) {
+            size_t e = e0 + 32 * (size_t)k;
+            float c = e < s.dim ? bag_update_contrib(&s, en, row, e) : 0.0f;
+            bag_acc_add(&a[k], c, boundary);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < VPL; k++)
+        g[k] = bag_acc_sum(&a[k], end - begin, s.sub);
+}
+
+/* Row-wise Adagrad's sum of squares over the row: each lane its elements
+ * in order, then a butterfly (every lane ends with the same bits). */
+template <int VPL>
+__device__ __forceinline__ float warp_sq_sum(const float g[VPL], size_t e0, size_t dim)
+{
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPL; k++)
+        if (e0 + 32 * (size_t)k < dim)
+            sq += g[k] * g[k];
+    return sq;
+}
+
+__device__ __forceinline__ float warp_allsum(float x)
+{
+    for (int off = 16; off > 0; off /= 2)
+        x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}
+
+/* One warp per unique row (warps past the row count return): the row's
+ * gradient in registers, chunk by chunk of 32 * VPL elements, applied to
+ * the row and its state.  Row-wise Adagrad over more than one chunk sums
+ * its squares in a first pass (the gradient is recomputed, not stored). */
+template <int VPL>
+__global__ void k_bag_update(bag_update_src_t s, ember_device_opt_t o, float clr,
+                             float *__restrict__ table,
+                             const unsigned long long *__restrict__ unique,
+                             const unsigned long long *__restrict__ nrows_d,
+                             const int *__restrict__ run_off, const int *__restrict__ run_len)
+{
+    const size_t u = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const unsigned lane = threadIdx.x % 32;
+    if (u >= *nrows_d)
+        return;
+    const int64_t row = (int64_t)unique[u];
+    const size_t begin = (size_t)run_off[u], end = begin + (size_t)run_len[u], dim = s.dim;
+    const size_t chunk = 32 * (size_t)VPL;
+    const int rowwise = o.kind == BAG_OPT_ROWWISE_ADAGRAD, one_chunk = dim <= chunk;
+    bag_row_params_t p = bag_update_row_params(&o, row);
+    float g[VPL], acc = 0.0f;
+
+    if (rowwise) {
+        float sq = 0.0f;
+        for (size_t c0 = 0; c0 < dim; c0 += chunk) {
+            warp_row_grad<VPL>(s, row, begin, end, c0 + lane, g);
+            sq += warp_sq_sum<VPL>(g, c0 + lane, dim);
+        }
+        p.mult = bag_update_rowwise_mult(&o, o.state0[row], warp_allsum(sq), dim, &acc);
+    }
+    float *w = table + (size_t)row * dim;
+    for (size_t c0 = 0; c0 < dim; c0 += chunk) {
+        if (!(rowwise && one_chunk))
+            warp_row_grad<VPL>(s, row, begin, end, c0 + lane, g);
+#pragma unroll
+        for (int k = 0; k < VPL; k++) {
+            size_t e = c0 + lane + 32 * (size_t)k;
+            if (e < dim)
+                bag_update_elem(&o, p, clr, &w[e], g[k], (size_t)row * dim + e);
+        }
+    }
+    /* Every lane read the row's own state above before lane 0 writes it. */
+    __syncwarp();
+    if (lane == 0) {
+        if (rowwise)
+            o.state0[row] = acc;
+        bag_update_row_commit(&o, row, p);
+    }
+}
+
 } /* namespace */
 
 extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table, int64_t rows,
@@ -375,6 +482,7 @@ typedef struct {
     unsigned long long *keys_in, *keys_out, *nrows;
     int *pos_in, *pos_out, *bag_of, *lengths, *run_off, *nruns;
     float *mean_scale;
+    unsigned long long *unique; /* [n]: the fused op's unique rows (else NULL) */
     void *cub_tmp;
     size_t cub_bytes;
     unsigned long long sentinel; /* the key of a padding entry: sorts last */
@@ -398,7 +506,7 @@ static ember_status_t bwd_cub_bytes(cuda_dev_t *dev, int nn, int end_bit, size_t
 }
 
 static ember_status_t bwd_scratch(cuda_dev_t *dev, int64_t rows, size_t n, size_t bags,
-                                  bwd_scratch_t *sc)
+                                  int with_unique, bwd_scratch_t *sc)
 {
     sc->sentinel = (unsigned long long)rows;
     sc->end_bit = 64 - __builtin_clzll(sc->sentinel); /* rows > 0 */
@@ -413,7 +521,8 @@ static ember_status_t bwd_scratch(cuda_dev_t *dev, int64_t rows, size_t n, size_
     size_t o_nruns = o_runoff + align_up(n * 4);
     size_t o_nrows = o_nruns + align_up(sizeof(int));
     size_t o_scale = o_nrows + align_up(sizeof(unsigned long long));
-    size_t o_tmp = o_scale + align_up((bags + 1) * 4);
+    size_t o_unique = o_scale + align_up((bags + 1) * 4);
+    size_t o_tmp = o_unique + (with_unique ? align_up(n * 8) : 0);
     EMBER_CHECK(cuda_scratch_reserve(dev, o_tmp + align_up(sc->cub_bytes)));
 
     char *s = (char *)dev->scratch;
@@ -427,6 +536,7 @@ static ember_status_t bwd_scratch(cuda_dev_t *dev, int64_t rows, size_t n, size_
     sc->nruns = (int *)(s + o_nruns);
     sc->nrows = (unsigned long long *)(s + o_nrows);
     sc->mean_scale = (float *)(s + o_scale);
+    sc->unique = with_unique ? (unsigned long long *)(s + o_unique) : NULL;
     sc->cub_tmp = s + o_tmp;
     return EMBER_OK;
 }
@@ -481,7 +591,7 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
     bwd_scratch_t sc = {};
     /* The unique rows land straight in the caller's buffer (capacity n). */
     auto *unique = (unsigned long long *)grad_rows_p;
-    EMBER_CHECK(bwd_scratch(dev, rows, n, batch->bags, &sc));
+    EMBER_CHECK(bwd_scratch(dev, rows, n, batch->bags, 0, &sc));
     EMBER_CHECK(bwd_group_rows(dev, batch, opts, &sc, unique));
 
     /* Launch over every possible row; blocks past the real count return. */
@@ -502,5 +612,81 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
     CUDA_CALL(cudaMemcpyAsync(host, sc.nrows, sizeof(*host), cudaMemcpyDeviceToHost, dev->stream));
     CUDA_CALL(cudaStreamSynchronize(dev->stream));
     *nrows_p = (size_t)*host;
+    return EMBER_OK;
+}
+
+/* The fused op's arguments, the state its optimizer needs included. */
+static ember_status_t update_check(const float *table, int64_t rows, size_t dim,
+                                   const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                   const float *grad_out, const int64_t *argmax,
+                                   const ember_device_opt_t *opt)
+{
+    if (!batch || !opts || dim == 0 || rows <= 0 ||
+        (batch->bags > 0 && (!grad_out || !batch->offsets)) ||
+        (batch->n > 0 && (!batch->indices || !table)) ||
+        (opts->mode == EMBER_BAG_MAX && batch->bags > 0 && !argmax)) {
+        ember_error("cuda", "bag backward update: invalid arguments");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    const char *why = bag_update_opt_check(opt);
+    if (why) {
+        ember_error("cuda", "bag backward update: %s", why);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->n >= (size_t)INT_MAX || batch->bags >= (size_t)INT_MAX) {
+        ember_error("cuda",
+                    "bag backward update: %zu entries / %zu bags exceed the kernel's "
+                    "32-bit positions",
+                    batch->n, batch->bags);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    return EMBER_OK;
+}
+
+/* One warp per possible unique row (n of them), VPL elements per lane. */
+template <int VPL>
+static void update_launch(cuda_dev_t *dev, const bag_update_src_t &src,
+                          const ember_device_opt_t &opt, float clr, float *table,
+                          const bwd_scratch_t &sc, size_t n)
+{
+    const unsigned warps = kBlock / 32;
+    unsigned grid = (unsigned)((n + warps - 1) / warps);
+    k_bag_update<VPL><<<grid, kBlock, 0, dev->stream>>>(src, opt, clr, table, sc.unique, sc.nrows,
+                                                        sc.run_off, sc.lengths);
+}
+
+extern "C" ember_status_t cuda_bag_backward_update(cuda_dev_t *dev, float *table, int64_t rows,
+                                                   size_t dim, const ember_bag_batch_t *batch,
+                                                   const ember_bag_opts_t *opts,
+                                                   const float *grad_out, const int64_t *argmax,
+                                                   const ember_device_opt_t *opt)
+{
+    EMBER_CHECK(update_check(table, rows, dim, batch, opts, grad_out, argmax, opt));
+    if (batch->n == 0)
+        return EMBER_OK;
+    const size_t n = batch->n;
+    bwd_scratch_t sc = {};
+    EMBER_CHECK(bwd_scratch(dev, rows, n, batch->bags, 1, &sc));
+    EMBER_CHECK(bwd_group_rows(dev, batch, opts, &sc, sc.unique));
+    bag_update_src_t src = {};
+    src.pos = sc.pos_out;
+    src.bag_of = sc.bag_of;
+    src.grad_out = grad_out;
+    src.weights = opts->mode == EMBER_BAG_SUM ? batch->weights : NULL;
+    src.mean_scale = sc.mean_scale;
+    src.argmax = argmax;
+    src.mode = (int)opts->mode;
+    src.dim = dim;
+    src.sub = BAG_UPDATE_SUB;
+    const float clr = opt->kind == BAG_OPT_ADAGRAD ? bag_update_adagrad_clr(opt) : 0.0f;
+    if (dim <= 32)
+        update_launch<1>(dev, src, *opt, clr, table, sc, n);
+    else if (dim <= 64)
+        update_launch<2>(dev, src, *opt, clr, table, sc, n);
+    else if (dim <= 128)
+        update_launch<4>(dev, src, *opt, clr, table, sc, n);
+    else
+        update_launch<8>(dev, src, *opt, clr, table, sc, n);
+    CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }
