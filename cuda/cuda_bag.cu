@@ -316,7 +316,8 @@ __device__ __forceinline__ void warp_row_grad(const bag_update_src_t &s, int64_t
 #pragma unroll 4
     for (size_t j = begin; j < end; j++) {
         const bag_entry_t en = bag_update_entry(&s, begin, j);
-        const int boundary = bag_acc_boundary(j - begin, s.sub);
+        /* s.sub is BAG_UPDATE_SUB: the constant makes the test a mask. */
+        const int boundary = bag_acc_boundary(j - begin, BAG_UPDATE_SUB);
 #pragma unroll
         for (int k = 0; k < VPL; k++) {
             size_t e = e0 + 32 * (size_t)k;
@@ -326,7 +327,7 @@ __device__ __forceinline__ void warp_row_grad(const bag_update_src_t &s, int64_t
     }
 #pragma unroll
     for (int k = 0; k < VPL; k++)
-        g[k] = bag_acc_sum(&a[k], end - begin, s.sub);
+        g[k] = bag_acc_sum(&a[k], end - begin, BAG_UPDATE_SUB);
 }
 
 /* Row-wise Adagrad's sum of squares over the row: each lane its elements

@@ -218,7 +218,7 @@ static BAG_HD void bag_update_elem(const ember_device_opt_t *o, bag_row_params_t
 {
     switch (o->kind) {
     case BAG_OPT_SGD: {
-        if (!o->state0) {
+        if (o->momentum == 0.0f || !o->state0) { /* plain SGD, as optimizer.c */
             *w -= o->lr * g;
             break;
         }
@@ -266,8 +266,7 @@ static BAG_HD const char *bag_update_opt_check(const ember_device_opt_t *o)
         return NULL;
     case BAG_OPT_ADAGRAD:
     case BAG_OPT_ROWWISE_ADAGRAD: return o->state0 ? NULL : "Adagrad needs its sum (state0)";
-    case BAG_OPT_ADAM:
-        return o->state0 && o->state1 ? NULL : "Adam needs exp_avg and exp_avg_sq";
+    case BAG_OPT_ADAM: return o->state0 && o->state1 ? NULL : "Adam needs exp_avg and exp_avg_sq";
     default: return "unknown optimizer kind";
     }
 }

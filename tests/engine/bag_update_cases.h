@@ -61,7 +61,7 @@ static const upd_optim_t upd_optims[] = {
 static const size_t upd_dims[] = {1, 3, 64, 128, 256};
 #define UPD_NDIMS (sizeof(upd_dims) / sizeof(upd_dims[0]))
 
-#define UPD_ROWS 500
+#define UPD_ROWS  500
 #define UPD_STEPS 3
 
 static void upd_config(const upd_optim_t *o, ember_opt_config_t *cfg)
@@ -188,9 +188,12 @@ static int upd_reference_step(ember_opt_t *opt, float *table, const upd_batch_t 
     const ember_bag_table_t t = {
             .data = table, .dtype = EMBER_DTYPE_F32, .rows = UPD_ROWS, .dim = b->dim};
     ember_bag_grad_t out = {.rows = rows, .grad = grad};
-    ok = ok && ember_bag_backward(&t, &b->batch, &b->opts, b->grad_out, b->argmax, &out) == EMBER_OK;
-    const ember_opt_values_t values = {
-            .data = table, .dtype = EMBER_DTYPE_F32, .dim = b->dim, .placement = EMBER_OPT_IN_TABLE};
+    ok = ok &&
+         ember_bag_backward(&t, &b->batch, &b->opts, b->grad_out, b->argmax, &out) == EMBER_OK;
+    const ember_opt_values_t values = {.data = table,
+                                       .dtype = EMBER_DTYPE_F32,
+                                       .dim = b->dim,
+                                       .placement = EMBER_OPT_IN_TABLE};
     ok = ok && ember_opt_step_sparse(opt, &values, rows, grad, out.nrows) == EMBER_OK;
     free(rows);
     free(grad);

@@ -101,8 +101,7 @@ typedef struct {
     ember_device_t *dev;
 } runner_t;
 
-static int apply_step(runner_t *r, float *table, const ember_device_opt_t *o,
-                      const upd_batch_t *b)
+static int apply_step(runner_t *r, float *table, const ember_device_opt_t *o, const upd_batch_t *b)
 {
     if (r->twin)
         return twin_step(table, o, b, r->sub, &r->longest);
@@ -205,8 +204,8 @@ static int case_cpu_slot_errors(void)
     int64_t idx[1] = {1}, off[1] = {0};
     const ember_bag_batch_t batch = {.indices = idx, .n = 1, .offsets = off, .bags = 1};
     const ember_bag_opts_t opts = {.mode = EMBER_BAG_SUM, .padding_idx = -1};
-    ember_device_opt_t o = {.kind = BAG_OPT_ADAM, .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.99f,
-                            .step = 1};
+    ember_device_opt_t o = {
+            .kind = BAG_OPT_ADAM, .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.99f, .step = 1};
     CHECK(ops->bag_backward_update(dev, table, 2, 2, &batch, &opts, go, NULL, &o) ==
                   EMBER_ERR_INVALID_PARAM,
           "Adam without state");
@@ -226,9 +225,12 @@ static int case_cpu_slot_errors(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-            {"twin_exact", case_twin_exact},         {"twin_sub_exact", case_twin_sub_exact},
-            {"twin_zipf_exact", case_twin_zipf_exact}, {"twin_zipf_split", case_twin_zipf_split},
-            {"cpu_slot", case_cpu_slot},             {"cpu_slot_errors", case_cpu_slot_errors},
+            {"twin_exact", case_twin_exact},
+            {"twin_sub_exact", case_twin_sub_exact},
+            {"twin_zipf_exact", case_twin_zipf_exact},
+            {"twin_zipf_split", case_twin_zipf_split},
+            {"cpu_slot", case_cpu_slot},
+            {"cpu_slot_errors", case_cpu_slot_errors},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
