@@ -92,8 +92,8 @@ static int gpu_step(float *dtable, const ember_device_opt_t *o, const upd_batch_
     const int64_t *am = b->opts.mode == EMBER_BAG_MAX ? up(b->argmax, bags * dim * 8) : NULL;
     if (!batch.indices || !batch.offsets || !go)
         return 0;
-    ember_status_t st = G->bag_backward_update(gpu, dtable, UPD_ROWS, dim, &batch, &b->opts, go,
-                                               am, o);
+    ember_status_t st =
+            G->bag_backward_update(gpu, dtable, UPD_ROWS, dim, &batch, &b->opts, go, am, o);
     /* The batch's copies are freed after the step completed. */
     return st == EMBER_OK && G->synchronize(gpu) == EMBER_OK;
 }
@@ -107,7 +107,8 @@ static int run_case(const upd_pool_t *pool, const upd_optim_t *optim, size_t dim
     ember_opt_config_t cfg;
     ember_opt_t *ref = NULL, *got[2] = {NULL, NULL};
     upd_config(optim, &cfg);
-    float *t0 = upd_table(dim), *t_ref = malloc(tbytes), *t_got[2] = {malloc(tbytes), malloc(tbytes)};
+    float *t0 = upd_table(dim), *t_ref = malloc(tbytes),
+          *t_got[2] = {malloc(tbytes), malloc(tbytes)};
     upd_batch_t b[UPD_STEPS];
     int ok = t0 && t_ref && t_got[0] && t_got[1] &&
              ember_opt_create(&cfg, UPD_ROWS, dim, EMBER_OPT_SPARSE, &ref) == 0 &&
@@ -157,8 +158,8 @@ static int run_mode(ember_bag_mode_t mode, int zipf)
             continue;
         for (size_t o = 0; o < UPD_NOPTIMS; o++)
             for (size_t d = 0; d < UPD_NDIMS; d++)
-                CHECK(run_case(&upd_pools[p], &upd_optims[o], upd_dims[d], zipf),
-                      "%s %s dim %zu", upd_pools[p].name, upd_optims[o].name, upd_dims[d]);
+                CHECK(run_case(&upd_pools[p], &upd_optims[o], upd_dims[d], zipf), "%s %s dim %zu",
+                      upd_pools[p].name, upd_optims[o].name, upd_dims[d]);
     }
     return 0;
 }
@@ -177,8 +178,7 @@ static int t_max(void)
 }
 static int t_zipf(void)
 {
-    return run_mode(EMBER_BAG_SUM, 1) || run_mode(EMBER_BAG_MEAN, 1) ||
-           run_mode(EMBER_BAG_MAX, 1);
+    return run_mode(EMBER_BAG_SUM, 1) || run_mode(EMBER_BAG_MEAN, 1) || run_mode(EMBER_BAG_MAX, 1);
 }
 
 /* Refusals: missing state names what is missing; nothing is touched. */
