@@ -622,7 +622,8 @@ static ember_status_t update_check(const float *table, int64_t rows, size_t dim,
                                    const float *grad_out, const int64_t *argmax,
                                    const ember_device_opt_t *opt)
 {
-    if (!batch || !opts || dim == 0 || rows <= 0 ||
+    /* A shard that owns no row may still step an empty batch. */
+    if (!batch || !opts || dim == 0 || rows < 0 || (rows == 0 && batch->n > 0) ||
         (batch->bags > 0 && (!grad_out || !batch->offsets)) ||
         (batch->n > 0 && (!batch->indices || !table)) ||
         (opts->mode == EMBER_BAG_MAX && batch->bags > 0 && !argmax)) {
