@@ -272,8 +272,34 @@ static BAG_HD const char *bag_update_opt_check(const ember_device_opt_t *o)
 }
 
 #ifndef __CUDACC__
+/* Element @e of row @row's gradient over its segment [@begin, @end), as
+ * the GPU computes it: a segment of at most `sub` entries with bag_acc_t
+ * (one warp), a longer one as its sub-segments' partials, each summed from
+ * 0 (a warp each), then added in order.  @by_acc 1: bag_acc_t for every
+ * segment, which must give the same bits (the test checks it). */
+static inline float bag_update_grad_host(const bag_update_src_t *s, int64_t row, size_t begin,
+                                         size_t end, size_t e, int by_acc)
+{
+    if (by_acc || end - begin <= s->sub) {
+        bag_acc_t a = {0.0f, 0.0f};
+        for (size_t j = begin; j < end; j++)
+            bag_acc_add(&a, bag_update_contrib(s, bag_update_entry(s, begin, j), row, e),
+                        bag_acc_boundary(j - begin, s->sub));
+        return bag_acc_sum(&a, end - begin, s->sub);
+    }
+    float total = 0.0f;
+    for (size_t b0 = begin; b0 < end; b0 += s->sub) {
+        const size_t b1 = end - b0 > s->sub ? b0 + s->sub : end;
+        float part = 0.0f;
+        for (size_t j = b0; j < b1; j++)
+            part += bag_update_contrib(s, bag_update_entry(s, begin, j), row, e);
+        total = b0 == begin ? part : total + part;
+    }
+    return total;
+}
+
 /*
- * The CPU twin of the kernel for one unique row @row, whose segment is
+ * The CPU twin of the kernels for one unique row @row, whose segment is
  * entries [@begin, @end) of s->pos: the same sums in the same order, then
  * the update of @table's row and its state.  @g: dim floats of the caller's.
  */
@@ -282,13 +308,8 @@ static inline void bag_update_row_host(const bag_update_src_t *s, const ember_de
                                        size_t end, float *g)
 {
     const size_t dim = s->dim;
-    for (size_t e = 0; e < dim; e++) {
-        bag_acc_t a = {0.0f, 0.0f};
-        for (size_t j = begin; j < end; j++)
-            bag_acc_add(&a, bag_update_contrib(s, bag_update_entry(s, begin, j), row, e),
-                        bag_acc_boundary(j - begin, s->sub));
-        g[e] = bag_acc_sum(&a, end - begin, s->sub);
-    }
+    for (size_t e = 0; e < dim; e++)
+        g[e] = bag_update_grad_host(s, row, begin, end, e, 0);
     bag_row_params_t p = bag_update_row_params(o, row);
     float acc = 0.0f;
     if (o->kind == BAG_OPT_ROWWISE_ADAGRAD) {

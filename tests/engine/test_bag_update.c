@@ -20,6 +20,7 @@
 #include "engine/ops/bag_update.h"
 #include "tests/engine/bag_update_cases.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 
 /* The stand-in for the GPU's radix sort: positions ordered by (row,
@@ -49,46 +50,77 @@ static void twin_bags(const upd_batch_t *b, int *bag_of, float *scale)
     }
 }
 
-/* The kernel's algorithm on the host: one call of the twin per segment.
- * *@longest_p: the longest segment seen. */
-static int twin_step(float *table, const ember_device_opt_t *o, const upd_batch_t *b, size_t sub,
-                     size_t *longest_p)
+/* A batch's entries as the GPU's sort leaves them, and what the per-row
+ * step reads. */
+typedef struct {
+    int *pos, *bag_of;
+    float *scale;
+    size_t m; /* non-padding entries */
+    bag_update_src_t src;
+} twin_t;
+
+static void twin_free(twin_t *t)
+{
+    free(t->pos);
+    free(t->bag_of);
+    free(t->scale);
+}
+
+static int twin_build(twin_t *t, const upd_batch_t *b, size_t sub)
 {
     const size_t n = b->n;
-    int *pos = malloc((n + 1) * sizeof(int)), *bag_of = malloc((n + 1) * sizeof(int));
-    float *scale = malloc((b->bags + 1) * sizeof(float)), *g = malloc(b->dim * sizeof(float));
-    if (!pos || !bag_of || !scale || !g)
+    t->pos = malloc((n + 1) * sizeof(int));
+    t->bag_of = malloc((n + 1) * sizeof(int));
+    t->scale = malloc((b->bags + 1) * sizeof(float));
+    if (!t->pos || !t->bag_of || !t->scale)
         return 0;
-    size_t m = 0;
+    t->m = 0;
     for (size_t i = 0; i < n; i++)
         if (b->indices[i] != b->opts.padding_idx)
-            pos[m++] = (int)i;
+            t->pos[t->m++] = (int)i;
     sort_rows = b->indices;
-    qsort(pos, m, sizeof(int), by_row_pos);
-    twin_bags(b, bag_of, scale);
-    const bag_update_src_t s = {.pos = pos,
-                                .bag_of = bag_of,
+    qsort(t->pos, t->m, sizeof(int), by_row_pos);
+    twin_bags(b, t->bag_of, t->scale);
+    t->src = (bag_update_src_t){.pos = t->pos,
+                                .bag_of = t->bag_of,
                                 .grad_out = b->grad_out,
                                 .weights = b->batch.weights,
-                                .mean_scale = scale,
+                                .mean_scale = t->scale,
                                 .argmax = b->argmax,
                                 .mode = (int)b->opts.mode,
                                 .dim = b->dim,
                                 .sub = sub};
+    return 1;
+}
+
+/* The end of the segment that starts at @begin. */
+static size_t twin_segment_end(const twin_t *t, const int64_t *indices, size_t begin)
+{
+    size_t end = begin + 1;
+    while (end < t->m && indices[t->pos[end]] == indices[t->pos[begin]])
+        end++;
+    return end;
+}
+
+/* The kernels' algorithm on the host: one call of the twin per segment.
+ * *@longest_p: the longest segment seen. */
+static int twin_step(float *table, const ember_device_opt_t *o, const upd_batch_t *b, size_t sub,
+                     size_t *longest_p)
+{
+    twin_t t;
+    float *g = malloc(b->dim * sizeof(float));
+    int ok = g && twin_build(&t, b, sub);
     const float clr = o->kind == BAG_OPT_ADAGRAD ? bag_update_adagrad_clr(o) : 0.0f;
-    for (size_t begin = 0, end; begin < m; begin = end) {
-        int64_t row = b->indices[pos[begin]];
-        for (end = begin + 1; end < m && b->indices[pos[end]] == row; end++)
-            ;
+    for (size_t begin = 0, end; ok && begin < t.m; begin = end) {
+        end = twin_segment_end(&t, b->indices, begin);
         if (end - begin > *longest_p)
             *longest_p = end - begin;
-        bag_update_row_host(&s, o, clr, table, row, begin, end, g);
+        bag_update_row_host(&t.src, o, clr, table, b->indices[t.pos[begin]], begin, end, g);
     }
-    free(pos);
-    free(bag_of);
-    free(scale);
+    if (ok)
+        twin_free(&t);
     free(g);
-    return 1;
+    return ok;
 }
 
 /* How a case applies one step to the table under test. */
@@ -184,6 +216,42 @@ static int case_twin_sub_exact(void)
     return 0;
 }
 
+/* A long segment's partials added in order (the GPU's split over warps)
+ * give bag_acc_t's bits (one warp's sum by sub-segments): every mode, Zipf
+ * batches, sub-segments of 1, 7 and BAG_UPDATE_SUB entries. */
+static int case_twin_paths_same(void)
+{
+    static const size_t subs[] = {1, 7, BAG_UPDATE_SUB};
+    float *table = upd_table(64);
+    CHECK(table, "no memory");
+    for (size_t p = 0; p < UPD_NPOOLS; p++) {
+        for (size_t k = 0; k < sizeof(subs) / sizeof(subs[0]); k++) {
+            upd_batch_t b;
+            twin_t t;
+            CHECK(upd_batch_draw(&b, &upd_pools[p], 64, 1, table) && twin_build(&t, &b, subs[k]),
+                  "draw");
+            size_t split = 0;
+            for (size_t begin = 0, end; begin < t.m; begin = end) {
+                end = twin_segment_end(&t, b.indices, begin);
+                int64_t row = b.indices[t.pos[begin]];
+                split += end - begin > subs[k];
+                for (size_t e = 0; e < 64; e++) {
+                    float x = bag_update_grad_host(&t.src, row, begin, end, e, 0);
+                    float y = bag_update_grad_host(&t.src, row, begin, end, e, 1);
+                    CHECK(memcmp(&x, &y, sizeof(x)) == 0,
+                          "%s sub %zu row %" PRId64 "[%zu]: %.9g != %.9g", upd_pools[p].name,
+                          subs[k], row, e, x, y);
+                }
+            }
+            CHECK(split > 0, "no segment longer than %zu", subs[k]);
+            twin_free(&t);
+            upd_batch_free(&b);
+        }
+    }
+    free(table);
+    return 0;
+}
+
 /* The CPU device slot: the reference composed, so the same bits. */
 static int case_cpu_slot(void)
 {
@@ -225,11 +293,9 @@ static int case_cpu_slot_errors(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-            {"twin_exact", case_twin_exact},
-            {"twin_sub_exact", case_twin_sub_exact},
-            {"twin_zipf_exact", case_twin_zipf_exact},
-            {"twin_zipf_split", case_twin_zipf_split},
-            {"cpu_slot", case_cpu_slot},
+            {"twin_exact", case_twin_exact},           {"twin_sub_exact", case_twin_sub_exact},
+            {"twin_zipf_exact", case_twin_zipf_exact}, {"twin_zipf_split", case_twin_zipf_split},
+            {"twin_paths_same", case_twin_paths_same}, {"cpu_slot", case_cpu_slot},
             {"cpu_slot_errors", case_cpu_slot_errors},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
