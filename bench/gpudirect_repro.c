@@ -64,7 +64,7 @@ static const size_t sizes[] = {1024, 65536, 1 << 20, 16 << 20};
 #define NSIZES   (sizeof(sizes) / sizeof(sizes[0]))
 #define MAX_SIZE (16 << 20)
 #define AM_ID    7
-#define TIMEOUT  60 /* seconds a variant may take */
+#define TIMEOUT  30 /* seconds a variant may take */
 
 /* Child exit codes (besides a signal). */
 enum {
