@@ -165,10 +165,10 @@ static const ember_config_entry_t config_table[] = {
          .type = EMBER_CONFIG_ENUM,
          .default_value = "auto",
          .help = "How GPU trainers' lookup replies and gradient pushes meet the network: "
-                 "auto or staged (pinned host buffers, reused every step), or rdma (in GPU "
-                 "memory, handed to UCX as CUDA memory; refused where UCX has none; not "
-                 "picked by auto: UCX 1.22 over shared memory crashed receiving into GPU "
-                 "memory, see docs/PERFORMANCE.md).",
+                 "rdma (in GPU memory, registered with UCX once and handed to it as CUDA "
+                 "memory; refused where UCX has no CUDA support or UCX_TLS leaves out "
+                 "cuda_copy), staged (pinned host buffers, reused every step), or auto "
+                 "(rdma where it would not be refused, else staged).",
          .values = "auto,staged,rdma"},
         {.name = "EMBER_CUDA_PLUGIN",
          .type = EMBER_CONFIG_STRING,

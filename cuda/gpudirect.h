@@ -1,9 +1,8 @@
 /*
  * cuda/gpudirect: how GPU data meets the network, decided once per process.
  *
- *   - RDMA (EMBER_GPUDIRECT=rdma, where UCX was built with CUDA support: its
- *     context lists CUDA among its memory types).  A GPU trainer's lookup
- *     replies land in device
+ *   - RDMA (where UCX was built with CUDA support: its context lists CUDA
+ *     among its memory types).  A GPU trainer's lookup replies land in device
  *     buffers and its gradient pushes leave from them: the transport hands
  *     them to UCX as CUDA memory (ember_rpc_param_t's payload_mem and
  *     reply_mem), which moves them by GPUDirect RDMA where the NIC
@@ -13,11 +12,17 @@
  *     rarely and reused every step, are what the transport sees; the
  *     combining happens on the host, and the GPU copies by DMA.
  *
- * EMBER_GPUDIRECT: auto or staged (STAGED), or rdma (refused where UCX has
- * no CUDA memory).  auto does not pick RDMA by itself: on the one GPU
- * machine it ran on (UCX 1.22 with CUDA, shared memory, no RDMA NIC), UCX
- * crashed receiving a rendezvous reply into GPU memory (a memcpy in its
- * rendezvous data handler).  Built only with the transport.
+ * EMBER_GPUDIRECT: auto (RDMA where UCX supports CUDA memory and the
+ * transports it may use include cuda_copy, else STAGED), staged, or rdma
+ * (refused, naming why, where auto would not pick it).  The device
+ * buffers are registered with UCX once (engine/train/parts.c) and the
+ * registration goes with every call (UCP_OP_ATTR_FIELD_MEMH), so UCX
+ * neither registers them nor detects their memory type per message: the
+ * suspects of the one crash on record (UCX 1.22 receiving a rendezvous
+ * reply into GPU memory, built against 1.13's headers; docs/PERFORMANCE.md)
+ * were that ABI mismatch, now refused (transport/worker.c), and that
+ * detection; bench/gpudirect_repro.c isolates them.  Built only with the
+ * transport.
  */
 #ifndef EMBER_CUDA_GPUDIRECT_H
 #define EMBER_CUDA_GPUDIRECT_H
@@ -40,13 +45,21 @@ typedef enum {
 const char *ember_gpudirect_path_name(ember_gpudirect_path_t path);
 
 /**
- * Pure decision: @ucx_memory_types is ucp_context_attr_t.memory_types (a bit
- * per ucs_memory_type_t); @mode "auto" or NULL, "staged" or "rdma" (see
- * above).  @why (may be NULL) gets one line for the log, or the reason of a
- * refusal.  Errors: ERR_INVALID_PARAM (unknown mode), ERR_UNSUPPORTED
- * ("rdma" without UCX CUDA support).
+ * Whether a UCX_TLS value lets UCX use cuda_copy: unset or empty (all),
+ * a list naming all, cuda or cuda_copy, or an exclusion list (^...) naming
+ * neither cuda nor cuda_copy.
  */
-ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *mode,
+int ember_gpudirect_tls_allows_cuda_copy(const char *tls);
+
+/**
+ * Pure decision: @ucx_memory_types is ucp_context_attr_t.memory_types (a bit
+ * per ucs_memory_type_t); @tls the transports UCX may use (UCX_TLS, or
+ * EMBER_TLS where set; NULL: all); @mode "auto" or NULL, "staged" or "rdma"
+ * (see above).  @why (may be NULL) gets one line for the log, or the reason
+ * of a refusal.  Errors: ERR_INVALID_PARAM (unknown mode), ERR_UNSUPPORTED
+ * ("rdma" where UCX cannot take CUDA memory: @why says which input).
+ */
+ember_status_t ember_gpudirect_decide(uint64_t ucx_memory_types, const char *tls, const char *mode,
                                       ember_gpudirect_path_t *path_p, char *why, size_t why_length);
 
 /**

@@ -195,6 +195,8 @@ static void show_ucx(void)
 
     printf("# ucx\n");
     printf("ucx version %s\n", ucp_get_version_string());
+    /* ember's transport refuses a library of another major.minor. */
+    printf("ucx headers %d.%d\n", UCP_API_MAJOR, UCP_API_MINOR);
     if (uct_query_components(&components, &num_components) != UCS_OK) {
         printf("ucx transports: cannot query components\n");
         return;

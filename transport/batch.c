@@ -270,7 +270,8 @@ static ucs_status_t batch_recv(ember_tp_t *tp, int calls, const void *header, si
     if (recv && buffer) {
         *recv = (batch_recv_t){
                 .tp = tp, .peer = peer, .calls = calls, .buffer = buffer, .length = length};
-        status = tp_rndv_receive(tp, data, buffer, length, EMBER_MEM_HOST, batch_recv_cb, recv);
+        status = tp_rndv_receive(tp, data, buffer, length, EMBER_MEM_HOST, NULL, batch_recv_cb,
+                                 recv);
         if (status == EMBER_INPROGRESS)
             return UCS_INPROGRESS;
         if (status == EMBER_OK)

@@ -245,6 +245,10 @@ static void send_layout(ember_tp_t *tp, tp_send_t *send, send_args_t *args)
         args->param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
         args->param.memory_type = UCS_MEMORY_TYPE_CUDA;
     }
+    /* The bulk as its owner registered it (ember_rpc_param_t.payload_reg);
+     * the call's checks made sure it goes contiguous. */
+    if (args->param.datatype == ucp_dt_make_contig(1))
+        tp_param_memh(&args->param, send->memh);
 }
 
 /* Eager or rendezvous, by the peer's limits (peer_lanes). */

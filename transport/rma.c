@@ -8,6 +8,7 @@
 
 #include <ember/log.h>
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,40 @@ ember_status_t ember_mem_register(ember_tp_t *tp, void *address, size_t length,
     mem->type = type;
     *mem_p = mem;
     return EMBER_OK;
+}
+
+ember_status_t tp_mem_handle(const ember_mem_t *mem, const void *buffer, size_t length,
+                             ember_mem_type_t type, const char *what, ucp_mem_h *memh_p)
+{
+    *memh_p = NULL;
+    if (!mem)
+        return EMBER_OK;
+    uintptr_t start = (uintptr_t)buffer, base = (uintptr_t)mem->address;
+    size_t offset = start >= base ? start - base : SIZE_MAX;
+    if (mem->type != type || !buffer || offset > mem->length || length > mem->length - offset) {
+        ember_error("tp",
+                    "%s: %zu bytes of %s memory at %p %s its registration "
+                    "(%zu bytes of %s memory at %p)",
+                    what, length, type == EMBER_MEM_CUDA ? "CUDA" : "host", buffer,
+                    mem->type != type ? "are another memory type than" : "are not inside",
+                    mem->length, mem->type == EMBER_MEM_CUDA ? "CUDA" : "host", mem->address);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    *memh_p = mem->memh;
+    return EMBER_OK;
+}
+
+void tp_param_memh(ucp_request_param_t *param, ucp_mem_h memh)
+{
+#if TP_HAVE_OP_MEMH
+    if (memh) {
+        param->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        param->memh = memh;
+    }
+#else
+    (void)param;
+    (void)memh;
+#endif
 }
 
 void ember_mem_deregister(ember_tp_t *tp, ember_mem_t *mem)

@@ -312,6 +312,37 @@ static int mem_layout_ok(const ember_tp_t *tp, const ember_iov_t *iov, size_t io
            (iovcnt == 2 && iov[0].length <= tp->inline_max);
 }
 
+/* The registrations @param names (payload_reg; reply_reg when @reply_p),
+ * checked against the buffers they are for: a registered bulk must go
+ * contiguous (see send_layout), UCX takes no registration with an iov. */
+static ember_status_t param_memh(const ember_tp_t *tp, uint16_t op, const ember_iov_t *iov,
+                                 size_t iovcnt, const void *resp_buffer, size_t resp_capacity,
+                                 const ember_rpc_param_t *param, ucp_mem_h *payload_p,
+                                 ucp_mem_h *reply_p)
+{
+    char what[64];
+
+    *payload_p = NULL;
+    if (param->payload_reg) {
+        if (!(iovcnt == 1 || (iovcnt == 2 && iov[0].length <= tp->inline_max))) {
+            ember_error("tp",
+                        "op %u: a registered payload needs one buffer or a head of at most "
+                        "%zu bytes before it, not %zu parts",
+                        op, tp->inline_max, iovcnt);
+            return EMBER_ERR_INVALID_PARAM;
+        }
+        snprintf(what, sizeof(what), "op %u's payload", op);
+        EMBER_CHECK(tp_mem_handle(param->payload_reg, iov[iovcnt - 1].buffer,
+                                  iov[iovcnt - 1].length, param->payload_mem, what, payload_p));
+    }
+    if (reply_p) {
+        snprintf(what, sizeof(what), "op %u's reply buffer", op);
+        EMBER_CHECK(tp_mem_handle(param->reply_reg, resp_buffer, resp_capacity, param->reply_mem,
+                                  what, reply_p));
+    }
+    return EMBER_OK;
+}
+
 /* A call or one-way send leaves now, or is held for its peer's batch. */
 static ember_status_t request_post(ember_tp_t *tp, tp_send_t *send)
 {
@@ -362,10 +393,13 @@ ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op, const
     tp_send_t *send;
     size_t total = iov_total(iov, iovcnt);
     ember_status_t status;
+    ucp_mem_h payload_memh, reply_memh;
 
     if (!param)
         param = &default_param;
     EMBER_CHECK(call_check(tp, peer, op, iov, iovcnt, resp_buffer, param, total));
+    EMBER_CHECK(param_memh(tp, op, iov, iovcnt, resp_buffer, resp_capacity, param, &payload_memh,
+                           &reply_memh));
     EMBER_CHECK(tp_future_alloc(tp, TP_FUTURE_CALL, peer, param->timeout_s, &future));
     future->op = op;
     future->response = resp_buffer;
@@ -385,8 +419,10 @@ ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op, const
                                  .flags = reply_rndv ? TP_FLAG_REPLY_RNDV : 0,
                                  .length = total};
     send->mem_type = param->payload_mem;
+    send->memh = payload_memh;
     send->future = future;
     future->response_mem = param->reply_mem;
+    future->response_memh = reply_memh;
     future->reply_rndv = reply_rndv;
     future->send = send;
     future->send_inflight = 1;
@@ -400,7 +436,11 @@ ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op, const ember
 {
     tp_send_t *send;
     size_t total = iov_total(iov, iovcnt);
-    ember_mem_type_t payload_mem = param ? param->payload_mem : EMBER_MEM_HOST;
+    ucp_mem_h payload_memh;
+
+    if (!param)
+        param = &default_param;
+    ember_mem_type_t payload_mem = param->payload_mem;
 
     if (peer < 0 || peer >= tp->world_size || op >= EMBER_RPC_OP_MAX || (iovcnt && !iov) ||
         !done_cb) {
@@ -419,8 +459,10 @@ ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op, const ember
                     tp->peers[peer].name, total);
         return EMBER_ERR_MSG_TOO_LONG;
     }
+    EMBER_CHECK(param_memh(tp, op, iov, iovcnt, NULL, 0, param, &payload_memh, NULL));
     EMBER_CHECK(tp_send_alloc(tp, peer, TP_AM_REQUEST, iov, iovcnt, &send));
     send->mem_type = payload_mem;
+    send->memh = payload_memh;
     send->header = (tp_header_t){.magic = TP_MAGIC,
                                  .version = TP_VERSION,
                                  .op = op,
@@ -486,8 +528,8 @@ int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length, si
 }
 
 ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t length,
-                               ember_mem_type_t mem_type, ucp_am_recv_data_nbx_callback_t cb,
-                               void *user_data)
+                               ember_mem_type_t mem_type, ucp_mem_h memh,
+                               ucp_am_recv_data_nbx_callback_t cb, void *user_data)
 {
     ucp_request_param_t param = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -500,6 +542,10 @@ ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t 
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
         param.memory_type = UCS_MEMORY_TYPE_CUDA;
     }
+    /* Registered once by its owner: UCX neither registers it again nor
+     * asks which memory it is (its memory-type detection is one suspect of
+     * the crash receiving into GPU memory: docs/PERFORMANCE.md). */
+    tp_param_memh(&param, memh);
     ucs_status_ptr_t request = ucp_am_recv_data_nbx(tp->worker, desc, buffer, length, &param);
     if (request == NULL)
         return EMBER_OK;
@@ -609,7 +655,7 @@ ucs_status_t tp_am_request_cb(void *arg, const void *header, size_t header_lengt
         }
         req->recv_inflight = 1;
         ember_status_t status =
-                tp_rndv_receive(tp, data, dest, length, EMBER_MEM_HOST, request_recv_cb, req);
+                tp_rndv_receive(tp, data, dest, length, EMBER_MEM_HOST, NULL, request_recv_cb, req);
         if (status != EMBER_INPROGRESS) {
             req->recv_inflight = 0;
             req->recv_status = status;
@@ -721,7 +767,7 @@ ucs_status_t tp_reply_deliver(ember_tp_t *tp, int peer, const tp_header_t *hdr,
         /* Straight into the caller's buffer: no intermediate copy. */
         future->recv_inflight = 1;
         ember_status_t status = tp_rndv_receive(tp, data, rest, length, future->response_mem,
-                                                reply_recv_cb, future);
+                                                future->response_memh, reply_recv_cb, future);
         if (status != EMBER_INPROGRESS) {
             future->recv_inflight = 0;
             tp_future_complete(future, status);

@@ -119,6 +119,7 @@ typedef struct tp_send {
     struct ember_future *future; /* calls: completes the call's send side */
     ember_mem_type_t mem_type;   /* of the payload's bulk (its last part) */
     int force_rndv;              /* a reply a REPLY_RNDV call waits for */
+    ucp_mem_h memh;              /* the bulk's registration (payload_reg), or NULL */
     ember_rpc_done_cb done_cb;   /* zcopy replies */
     void *done_arg;
 } tp_send_t;
@@ -194,6 +195,7 @@ struct ember_future {
     int send_inflight;
     int recv_inflight;             /* rendezvous reply being received */
     ember_mem_type_t response_mem; /* where the caller's response buffer is */
+    ucp_mem_h response_memh;       /* its registration (reply_reg), or NULL */
     int reply_rndv;                /* asked for the reply by rendezvous */
     double deadline;
     double started;
@@ -383,13 +385,32 @@ int tp_header_valid(ember_tp_t *tp, const void *header, size_t header_length, si
 int tp_header_parse(const void *header, size_t header_length, size_t length, size_t max_message,
                     tp_header_t *out, size_t *inline_p);
 /*
- * Receive a rendezvous payload (@desc from the AM callback) into @buffer.
+ * Receive a rendezvous payload (@desc from the AM callback) into @buffer
+ * (of @mem_type; @memh: its registration, or NULL).
  * INPROGRESS: @cb runs when it has landed; else it already has (OK) or
  * failed, and @cb will not run.
  */
 ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t length,
-                               ember_mem_type_t mem_type, ucp_am_recv_data_nbx_callback_t cb,
-                               void *user_data);
+                               ember_mem_type_t mem_type, ucp_mem_h memh,
+                               ucp_am_recv_data_nbx_callback_t cb, void *user_data);
+
+/* UCX's request parameters take a registration (ucp_request_param_t.memh)
+ * from 1.13's headers on (Debian 12's is the oldest UCX ember builds with). */
+#define TP_HAVE_OP_MEMH (UCP_API_VERSION >= UCP_VERSION(1, 13))
+/* A request's buffer @buffer..+@length as its registration @mem (see
+ * ember_rpc_param_t): @mem's handle, or NULL when @mem is NULL.
+ * ERR_INVALID_PARAM (logged, naming @what): @mem does not cover the buffer
+ * or is of another memory type than @type. */
+ember_status_t tp_mem_handle(const ember_mem_t *mem, const void *buffer, size_t length,
+                             ember_mem_type_t type, const char *what, ucp_mem_h *memh_p);
+/* Add @memh to @param (nothing when NULL or the headers lack the field). */
+void tp_param_memh(ucp_request_param_t *param, ucp_mem_h memh);
+
+/* worker.c: UCX's library against the headers ember was built with.  A
+ * pure check (the versions given): OK when major and minor match, else
+ * ERR_UNSUPPORTED and @why says which is which. */
+ember_status_t tp_ucx_version_check(unsigned lib_major, unsigned lib_minor, unsigned hdr_major,
+                                    unsigned hdr_minor, char *why, size_t why_length);
 ember_status_t tp_send_alloc(ember_tp_t *tp, int peer, unsigned am_id, const ember_iov_t *iov,
                              size_t iovcnt, tp_send_t **send_p);
 /* A reply's header and payload, to its waiting call (UCS_INPROGRESS: a

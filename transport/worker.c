@@ -120,12 +120,43 @@ static ember_status_t context_create(ember_tp_t *tp, ucp_config_t *config)
     return check_ucs_call(ucp_init(&params, config, &tp->context), "ucp_init");
 }
 
+ember_status_t tp_ucx_version_check(unsigned lib_major, unsigned lib_minor, unsigned hdr_major,
+                                    unsigned hdr_minor, char *why, size_t why_length)
+{
+    if (lib_major == hdr_major && lib_minor == hdr_minor)
+        return EMBER_OK;
+    snprintf(why, why_length,
+             "UCX library %u.%u, but ember was built with UCX %u.%u's headers: build against "
+             "the UCX it runs with (cmake -DEMBER_UCX_ROOT=PREFIX) or run with the one it was "
+             "built with (LD_LIBRARY_PATH)",
+             lib_major, lib_minor, hdr_major, hdr_minor);
+    return EMBER_ERR_UNSUPPORTED;
+}
+
+/* Refused, not warned about: the structures ember hands UCX (request and
+ * receive parameters) and the behaviour it was tested with are those of its
+ * headers' version, and the one crash on record inside UCX (GPUDirect,
+ * docs/PERFORMANCE.md) ran 1.22's library under 1.13's headers. */
+static ember_status_t ucx_version_match(void)
+{
+    unsigned major, minor, release;
+    char why[256];
+
+    ucp_get_version(&major, &minor, &release);
+    ember_status_t status =
+            tp_ucx_version_check(major, minor, UCP_API_MAJOR, UCP_API_MINOR, why, sizeof(why));
+    if (status != EMBER_OK)
+        ember_error("tp", "%s", why);
+    return status;
+}
+
 /* The context, from UCX's configuration with ember's settings. */
 static ember_status_t context_open(ember_tp_t *tp)
 {
     ucp_config_t *config;
     ember_status_t status;
 
+    EMBER_CHECK(ucx_version_match());
     EMBER_CHECK(check_ucs_call(ucp_config_read("EMBER", NULL, &config), "ucp_config_read"));
     status = set_ucp_options(config);
     if (status == EMBER_OK)

@@ -155,19 +155,41 @@ ember_status_t ember_parts_split(ember_parts_t *parts, const uint32_t *bag_count
 
 /* ---- the buffers parts are bound into ------------------------------------ */
 
-void ember_parts_buffer_init(ember_parts_buffer_t *buffer, const ember_trainer_dev_t *td, int rdma)
+void ember_parts_buffer_init(ember_parts_buffer_t *buffer, const ember_trainer_dev_t *td, int rdma,
+                             ember_tp_t *tp)
 {
-    *buffer = (ember_parts_buffer_t){.td = td, .rdma = rdma};
+    *buffer = (ember_parts_buffer_t){.td = td, .rdma = rdma, .tp = tp};
     buffer->scratch.pinned = !rdma; /* the device path: device memory */
+}
+
+static void buffer_unregister(ember_parts_buffer_t *buffer)
+{
+    if (buffer->reg)
+        ember_mem_deregister(buffer->tp, buffer->reg);
+    buffer->reg = NULL;
 }
 
 ember_status_t ember_parts_buffer_reserve(ember_parts_buffer_t *buffer, size_t bytes)
 {
-    return ember_scratch_reserve(buffer->td->device, &buffer->scratch, bytes);
+    void *before = buffer->scratch.data;
+    /* The registration goes before the memory it names does. */
+    if (buffer->reg && (bytes > buffer->scratch.bytes || !before))
+        buffer_unregister(buffer);
+    EMBER_CHECK(ember_scratch_reserve(buffer->td->device, &buffer->scratch, bytes));
+    if (!buffer->tp || buffer->reg)
+        return EMBER_OK;
+    ember_status_t status =
+            ember_mem_register(buffer->tp, buffer->scratch.data, buffer->scratch.bytes,
+                               buffer->rdma ? EMBER_MEM_CUDA : EMBER_MEM_HOST, &buffer->reg);
+    if (status == EMBER_OK)
+        ember_debug("train", "registered %zu bytes of %s memory for replies or pushes",
+                    buffer->scratch.bytes, buffer->rdma ? "device" : "pinned host");
+    return status;
 }
 
 void ember_parts_buffer_free(ember_parts_buffer_t *buffer)
 {
+    buffer_unregister(buffer);
     if (buffer->td)
         ember_scratch_free(buffer->td->device, &buffer->scratch);
 }

@@ -97,15 +97,22 @@ ember_status_t ember_parts_split(ember_parts_t *parts, const uint32_t *bag_count
 /* A buffer in the memory replies land in and pushes leave from: the
  * device's on the device path, else pinned host memory.  The trainer's
  * replies and gradients of every table live in two of these, one block per
- * PS, which each table's parts are bound into. */
+ * PS, which each table's parts are bound into.  Each is registered with
+ * @tp's UCX whenever it is (re)allocated, and that registration (reg)
+ * goes with every call that receives into or sends from it
+ * (ember_rpc_param_t's reply_reg, payload_reg): UCX registers it and
+ * detects its memory type once, not every step. */
 typedef struct {
     const ember_trainer_dev_t *td;
     int rdma;
+    ember_tp_t *tp;   /* NULL: not registered */
+    ember_mem_t *reg; /* the whole of scratch, on tp */
     ember_scratch_t scratch;
 } ember_parts_buffer_t;
 
-void ember_parts_buffer_init(ember_parts_buffer_t *buffer, const ember_trainer_dev_t *td, int rdma);
-/** At least @bytes (contents lost when it grows). */
+void ember_parts_buffer_init(ember_parts_buffer_t *buffer, const ember_trainer_dev_t *td, int rdma,
+                             ember_tp_t *tp);
+/** At least @bytes (contents lost when it grows; registered anew). */
 ember_status_t ember_parts_buffer_reserve(ember_parts_buffer_t *buffer, size_t bytes);
 void ember_parts_buffer_free(ember_parts_buffer_t *buffer);
 /** @bytes of host memory @src into the buffer at @offset (a push's head in

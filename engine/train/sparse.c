@@ -316,8 +316,8 @@ ember_status_t ember_sparse_create(const ember_sparse_config_t *tables, size_t n
     sparse->tp = tp;
     sparse->aborted = aborted;
     sparse->trainer = (uint32_t)tables[0].trainer;
-    ember_parts_buffer_init(&sparse->replies, td, rdma);
-    ember_parts_buffer_init(&sparse->grads, td, rdma);
+    ember_parts_buffer_init(&sparse->replies, td, rdma, tp);
+    ember_parts_buffer_init(&sparse->grads, td, rdma, tp);
     ember_status_t status = sparse_build(sparse, tables, ntables, td, rdma);
     if (status != EMBER_OK) {
         ember_sparse_destroy(sparse);
@@ -595,7 +595,8 @@ static ember_status_t bind_step(ember_sparse_t *sparse)
 static ember_status_t lookups_send(ember_sparse_t *sparse, char *err, size_t err_length)
 {
     const ember_rpc_param_t to_device = {.payload_mem = EMBER_MEM_HOST,
-                                         .reply_mem = ember_parts_mem(&sparse->tables[0].parts)};
+                                         .reply_mem = ember_parts_mem(&sparse->tables[0].parts),
+                                         .reply_reg = sparse->replies.reg};
     uint8_t *replies = sparse->replies.scratch.data;
     for (size_t i = 0; i < sparse->nranks; i++) {
         rank_t *rank = &sparse->ranks[i];
@@ -771,7 +772,8 @@ static ember_status_t push_rank(ember_sparse_t *sparse, size_t i, int last)
     ember_wire_grads_pack_head(&head, rank->grad_heads, rank->grads_head);
     EMBER_CHECK(ember_parts_buffer_put(&sparse->grads, at, rank->grads_head, head_bytes));
     const ember_rpc_param_t from = {.payload_mem = ember_parts_mem(&sparse->tables[0].parts),
-                                    .reply_mem = EMBER_MEM_HOST};
+                                    .reply_mem = EMBER_MEM_HOST,
+                                    .payload_reg = sparse->grads.reg};
     ember_iov_t iov = {.buffer = (const uint8_t *)sparse->grads.scratch.data + at,
                        .length = head_bytes + rank->grad_bytes};
     if (last)

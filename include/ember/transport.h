@@ -208,6 +208,14 @@ typedef struct {
     int reply_rndv;               /* the reply by rendezvous, whole, straight
                                    * into @resp_buffer (always when reply_mem
                                    * is not host memory; calls only) */
+    /* Registrations (ember_mem_register, of payload_mem's and reply_mem's
+     * type) covering the request's bulk and @resp_buffer; NULL: none.  UCX
+     * takes the buffer as registered (UCP_OP_ATTR_FIELD_MEMH) rather than
+     * registering it and detecting its memory type per message: a buffer
+     * reused every step is registered once.  A bulk with a registration
+     * must go contiguous (one buffer, or a head UCX's header carries). */
+    const ember_mem_t *payload_reg;
+    const ember_mem_t *reply_reg; /* calls only */
 } ember_rpc_param_t;
 
 /**
@@ -242,7 +250,7 @@ void ember_rpc_batch_end(ember_tp_t *tp);
  * reply, if it makes one, is dropped).  @iov is borrowed until @done_cb
  * runs, from the progress loop (possibly before this returns), with OK once
  * the message left, or the error that lost it (a lost peer).  Of @param
- * (NULL: host memory) a send reads payload_mem only.  Never blocks.
+ * (NULL: host memory) a send reads payload_mem and payload_reg only.  Never blocks.
  */
 ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
                               size_t iovcnt, const ember_rpc_param_t *param,
@@ -298,7 +306,8 @@ int ember_tp_peer_over_tcp(ember_tp_t *tp, int rank);
 
 /* ---- RMA ---------------------------------------------------------------- */
 
-/** Register @length bytes at @address for remote access (borrowed). */
+/** Register @length bytes at @address for remote access, or for
+ * ember_rpc_param_t's payload_reg/reply_reg (borrowed). */
 ember_status_t ember_mem_register(ember_tp_t *tp, void *address, size_t length,
                                   ember_mem_type_t type, ember_mem_t **mem_p);
 void ember_mem_deregister(ember_tp_t *tp, ember_mem_t *mem);

@@ -635,29 +635,58 @@ static int t_device_gpudirect(void)
     ember_gpudirect_path_t path = EMBER_GPUDIRECT_RDMA;
     char why[320];
     uint64_t cuda = UCS_BIT(UCS_MEMORY_TYPE_CUDA), host = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    CHECK(ember_gpudirect_decide(host, NULL, &path, why, sizeof(why)) == EMBER_OK &&
+    CHECK(ember_gpudirect_decide(host, NULL, NULL, &path, why, sizeof(why)) == EMBER_OK &&
                   path == EMBER_GPUDIRECT_STAGED && strstr(why, "no CUDA memory support"),
           "auto without CUDA: %s", why);
-    CHECK(ember_gpudirect_decide(host | cuda, "auto", &path, why, sizeof(why)) == EMBER_OK &&
-                  path == EMBER_GPUDIRECT_STAGED && strstr(why, "EMBER_GPUDIRECT=rdma hands"),
+    path = EMBER_GPUDIRECT_STAGED;
+    CHECK(ember_gpudirect_decide(host | cuda, NULL, "auto", &path, why, sizeof(why)) == EMBER_OK &&
+                  path == EMBER_GPUDIRECT_RDMA && strstr(why, "EMBER_GPUDIRECT=auto"),
           "auto with CUDA: %s", why);
-    CHECK(ember_gpudirect_decide(host | cuda, "staged", &path, why, sizeof(why)) == EMBER_OK &&
+    path = EMBER_GPUDIRECT_STAGED;
+    CHECK(ember_gpudirect_decide(host | cuda, "cuda,sm,tcp", NULL, &path, why, sizeof(why)) ==
+                          EMBER_OK &&
+                  path == EMBER_GPUDIRECT_RDMA,
+          "auto, UCX_TLS naming cuda: %s", why);
+    CHECK(ember_gpudirect_decide(host | cuda, "tcp,sm", "auto", &path, why, sizeof(why)) ==
+                          EMBER_OK &&
+                  path == EMBER_GPUDIRECT_STAGED && strstr(why, "leave out cuda_copy"),
+          "auto, UCX_TLS without cuda_copy: %s", why);
+    CHECK(ember_gpudirect_decide(host | cuda, NULL, "staged", &path, why, sizeof(why)) ==
+                          EMBER_OK &&
                   path == EMBER_GPUDIRECT_STAGED && strstr(why, "EMBER_GPUDIRECT=staged"),
           "staged with CUDA: %s", why);
-    CHECK(ember_gpudirect_decide(host, "staged", &path, NULL, 0) == EMBER_OK &&
+    CHECK(ember_gpudirect_decide(host, NULL, "staged", &path, NULL, 0) == EMBER_OK &&
                   path == EMBER_GPUDIRECT_STAGED,
           "staged");
-    CHECK(ember_gpudirect_decide(host | cuda, "rdma", &path, why, sizeof(why)) == EMBER_OK &&
+    CHECK(ember_gpudirect_decide(host | cuda, "tcp,cuda_copy", "rdma", &path, why, sizeof(why)) ==
+                          EMBER_OK &&
                   path == EMBER_GPUDIRECT_RDMA && strstr(why, "GPU memory"),
           "rdma with CUDA: %s", why);
     path = EMBER_GPUDIRECT_STAGED;
-    CHECK(ember_gpudirect_decide(host, "rdma", &path, why, sizeof(why)) == EMBER_ERR_UNSUPPORTED &&
-                  strstr(why, "EMBER_GPUDIRECT=rdma") && path == EMBER_GPUDIRECT_STAGED,
+    CHECK(ember_gpudirect_decide(host, NULL, "rdma", &path, why, sizeof(why)) ==
+                          EMBER_ERR_UNSUPPORTED &&
+                  strstr(why, "EMBER_GPUDIRECT=rdma") && strstr(why, "no CUDA memory") &&
+                  path == EMBER_GPUDIRECT_STAGED,
           "rdma without CUDA: %s", why);
-    CHECK(ember_gpudirect_decide(host, "fast", &path, why, sizeof(why)) ==
+    CHECK(ember_gpudirect_decide(host | cuda, "^cuda_copy", "rdma", &path, why, sizeof(why)) ==
+                          EMBER_ERR_UNSUPPORTED &&
+                  strstr(why, "cuda_copy") && path == EMBER_GPUDIRECT_STAGED,
+          "rdma, UCX_TLS excluding cuda_copy: %s", why);
+    CHECK(ember_gpudirect_decide(host, NULL, "fast", &path, why, sizeof(why)) ==
                           EMBER_ERR_INVALID_PARAM &&
                   strstr(why, "EMBER_GPUDIRECT=fast"),
           "unknown: %s", why);
+    /* UCX_TLS: unset/empty is all; a list must name it; ^ excludes. */
+    static const struct {
+        const char *tls;
+        int allows;
+    } tls[] = {{NULL, 1},           {"", 1},      {"all", 1},           {"cuda_copy", 1},
+               {"tcp,cuda", 1},     {"^tcp", 1},  {"^ib,cuda_ipc", 1},  {"tcp", 0},
+               {"tcp,cuda_ipc", 0}, {"^cuda", 0}, {"^tcp,cuda_copy", 0}};
+    for (size_t i = 0; i < sizeof(tls) / sizeof(tls[0]); i++)
+        CHECK(ember_gpudirect_tls_allows_cuda_copy(tls[i].tls) == tls[i].allows,
+              "UCX_TLS=%s: allows cuda_copy %d", tls[i].tls ? tls[i].tls : "(unset)",
+              tls[i].allows);
     CHECK(strcmp(ember_gpudirect_path_name(EMBER_GPUDIRECT_STAGED), "staged") == 0 &&
                   strcmp(ember_gpudirect_path_name(EMBER_GPUDIRECT_RDMA), "rdma") == 0,
           "names");

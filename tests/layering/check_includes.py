@@ -52,7 +52,9 @@ def folder_of(header):
 def check(root):
     problems = []
     for top, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "build"))]
+        # deps/: prepared third-party prefixes (scripts/gpu-deps.sh), not ours.
+        dirs[:] = [d for d in dirs if not d.startswith((".", "build"))
+                   and not (top == root and d == "deps")]
         for name in files:
             if not name.endswith((".c", ".h", ".cu", ".cuh")):
                 continue

@@ -25,6 +25,7 @@ info_all)
     need '^# rdma \(libibverbs\)$'
     need '^(rdma devices: none|[^ ]+ port [0-9]+: )'
     need '^ucx version [0-9]+\.[0-9]+'
+    need '^ucx headers [0-9]+\.[0-9]+$'
     need '^transport self +device '
     need '^transport tcp +device lo '
     need '^# config$'

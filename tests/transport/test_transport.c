@@ -1269,6 +1269,100 @@ static int case_reply_rndv(int rank, int world, void *arg)
     return 0;
 }
 
+/* One registered call: @n bytes of @out (after a @head-byte host head when
+ * @head) echoed by rendezvous into @in, both buffers as registered. */
+static void registered_call(ember_tp_t *tp, const ember_rpc_param_t *mem, uint8_t *out, uint8_t *in,
+                            size_t head, size_t n, size_t k)
+{
+    static uint8_t head_bytes[64];
+    ember_iov_t iov[2] = {{.buffer = head_bytes, .length = head}, {.buffer = out, .length = n}};
+    ember_future_t *future;
+    size_t got = 0;
+
+    fill(head_bytes, head, 5 + k);
+    fill(out, n, 91 + k);
+    memset(in, 0, head + n);
+    MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, head ? iov : iov + 1, head ? 2 : 1, in, head + n,
+                                  mem, &future) == EMBER_OK,
+             "registered call of %zu + %zu", head, n);
+    ember_status_t status = ember_future_wait(future);
+    MP_CHECK(status == EMBER_OK, "registered call of %zu + %zu: %s", head, n,
+             ember_status_string(status));
+    ember_future_data(future, &got);
+    MP_CHECK(got == head + n && memcmp(in, head_bytes, head) == 0 && memcmp(in + head, out, n) == 0,
+             "registered call of %zu + %zu: %zu bytes back, or not the ones sent", head, n, got);
+    ember_future_release(future);
+}
+
+/* Registrations that do not fit what they are given for are refused before
+ * anything is sent. */
+static void registered_refusals(ember_tp_t *tp, ember_mem_t *out_reg, ember_mem_t *in_reg,
+                                uint8_t *out, uint8_t *in, size_t size)
+{
+    ember_future_t *future;
+    ember_iov_t iov = {.buffer = out + size - 8, .length = 16}; /* past its end */
+    ember_rpc_param_t mem = {.payload_reg = out_reg, .reply_reg = in_reg, .reply_rndv = 1};
+    MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, in, size, &mem, &future) ==
+                     EMBER_ERR_INVALID_PARAM,
+             "a payload outside its registration was taken");
+    iov.buffer = out;
+    MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, out, size, &mem, &future) ==
+                     EMBER_ERR_INVALID_PARAM,
+             "a reply buffer outside its registration was taken");
+    mem.reply_mem = EMBER_MEM_CUDA;
+    MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, &iov, 1, in, size, &mem, &future) ==
+                     EMBER_ERR_INVALID_PARAM,
+             "a host registration was taken for CUDA memory");
+    mem.reply_mem = EMBER_MEM_HOST;
+    ember_iov_t three[3] = {{out, 8}, {out, 8}, {out, 8}};
+    MP_CHECK(ember_rpc_call_async(tp, 1, OP_ECHO, three, 3, in, size, &mem, &future) ==
+                     EMBER_ERR_INVALID_PARAM,
+             "a registered payload of three parts was taken");
+}
+
+/* Calls whose payload and reply buffer are registered once
+ * (ember_mem_register) and handed to UCX with every call
+ * (ember_rpc_param_t's payload_reg, reply_reg), as a trainer's reply and
+ * push buffers are: every size comes back intact, eager or by rendezvous,
+ * the buffers reused call after call; what does not fit is refused. */
+static int case_registered(int rank, int world, void *arg)
+{
+    ember_tp_t *tp = join();
+    server_t server = {0};
+    (void)arg;
+    (void)world;
+    if (rank == 1) {
+        serve(tp, &server);
+    } else {
+        enum {
+            SIZE = 1 << 20
+        };
+        static const size_t sizes[] = {1, 100, 5000, 65536, 70001, SIZE / 2};
+        static uint8_t out[SIZE], in[SIZE];
+        ember_mem_t *out_reg, *in_reg;
+        MP_CHECK(ember_mem_register(tp, out, SIZE, EMBER_MEM_HOST, &out_reg) == EMBER_OK &&
+                         ember_mem_register(tp, in, SIZE, EMBER_MEM_HOST, &in_reg) == EMBER_OK,
+                 "register");
+        ember_tp_barrier(tp, "serving");
+        for (int rndv = 0; rndv <= 1; rndv++) {
+            const ember_rpc_param_t mem = {
+                    .reply_rndv = rndv, .payload_reg = out_reg, .reply_reg = in_reg};
+            for (size_t k = 0; k < 2 * sizeof(sizes) / sizeof(sizes[0]); k++) {
+                size_t n = sizes[k % (sizeof(sizes) / sizeof(sizes[0]))];
+                registered_call(tp, &mem, out, in, 0, n, k);
+                if (tp->inline_max >= 24) /* a head riding in UCX's header */
+                    registered_call(tp, &mem, out, in, 24, n, k);
+            }
+        }
+        registered_refusals(tp, out_reg, in_reg, out, in, SIZE);
+        stop_server(tp, 1);
+        ember_mem_deregister(tp, in_reg);
+        ember_mem_deregister(tp, out_reg);
+    }
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 static void oneway_done(void *arg, ember_status_t status)
 {
     MP_CHECK(status == EMBER_OK, "one-way send done with %s", ember_status_string(status));
@@ -1385,6 +1479,7 @@ static int case_call_batch(int rank, int world, void *arg)
 
 static const mp_case_t cases[] = {
         {"reply_rndv", case_reply_rndv, 2, 0},
+        {"registered", case_registered, 2, 0},
         {"pingpong", case_pingpong, 2, 0},
         {"concurrent", case_concurrent, 2, 0},
         {"sizes", case_sizes, 2, 0},

@@ -87,6 +87,30 @@ static int case_batch_cut_padding(void)
     return 0;
 }
 
+/* UCX's library against its headers: the same major.minor passes (the
+ * release may differ), anything else is refused naming both. */
+static int case_ucx_version(void)
+{
+    char why[256] = "";
+    CHECK(tp_ucx_version_check(1, 22, 1, 22, why, sizeof(why)) == EMBER_OK, "1.22 vs 1.22");
+    CHECK(tp_ucx_version_check(1, 22, 1, 13, why, sizeof(why)) == EMBER_ERR_UNSUPPORTED &&
+                  strstr(why, "library 1.22") && strstr(why, "UCX 1.13's headers") &&
+                  strstr(why, "EMBER_UCX_ROOT"),
+          "1.22 under 1.13's headers: %s", why);
+    CHECK(tp_ucx_version_check(1, 13, 1, 22, why, sizeof(why)) == EMBER_ERR_UNSUPPORTED &&
+                  strstr(why, "library 1.13"),
+          "1.13 under 1.22's headers: %s", why);
+    CHECK(tp_ucx_version_check(2, 13, 1, 13, why, sizeof(why)) == EMBER_ERR_UNSUPPORTED,
+          "another major");
+    /* This build's own pair (what ember_tp_create checks at start-up). */
+    unsigned major, minor, release;
+    ucp_get_version(&major, &minor, &release);
+    CHECK(tp_ucx_version_check(major, minor, UCP_API_MAJOR, UCP_API_MINOR, why, sizeof(why)) ==
+                  EMBER_OK,
+          "this build: %s", why);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -95,6 +119,7 @@ int main(int argc, char **argv)
     } cases[] = {
             {"batch_items", case_batch_items},
             {"batch_cut_padding", case_batch_cut_padding},
+            {"ucx_version", case_ucx_version},
     };
     for (size_t i = 0; argc == 2 && i < sizeof(cases) / sizeof(cases[0]); i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
