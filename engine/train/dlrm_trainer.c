@@ -2,6 +2,7 @@
 #include "engine/train/dlrm_trainer.h"
 
 #include "common/reserve.h"
+#include "engine/device/scratch.h"
 #include "engine/io/criteo_data.h"
 #include "engine/train/dlrm_replica.h"
 #include "engine/train/job.h"
@@ -36,7 +37,7 @@ struct ember_dlrm_trainer {
     ember_dlrm_replica_t *replica;
     ember_buffer_t offsets;        /* int64 0, 1, 2, ...: one value a bag */
     size_t offsets_filled;         /* of them written */
-    ember_buffer_t pooled, grads;  /* [tables][batch][dim] */
+    ember_scratch_t pooled, grads; /* [tables][batch][dim], device memory */
     ember_buffer_t logits, labels; /* an evaluation's, this trainer's share */
     size_t evaluated;
     char names[T_MAX][EMBER_TABLE_NAME_MAX]; /* the tables', for errors */
@@ -78,18 +79,19 @@ static ember_status_t sparse_setup(ember_dlrm_trainer_t *trainer)
                 .staleness = trainer->config->staleness};
     }
     trainer->tables = count;
-    return ember_pipeline_create(configs, count, trainer->args.tp, trainer->args.td, 0,
-                                 trainer->args.aborted, &trainer->pipe);
+    return ember_pipeline_create(configs, count, trainer->args.tp, trainer->args.td,
+                                 trainer->args.rdma, trainer->args.aborted, &trainer->pipe);
 }
 
 /* Buffers of a batch of @n: the bags' offsets, the pooled and their grads. */
 static ember_status_t reserve_batch(ember_dlrm_trainer_t *trainer, size_t n)
 {
     const size_t values = trainer->tables * n * trainer->dim;
-    if (!ember_buffer_reserve(&trainer->offsets, n * sizeof(int64_t) + 8) ||
-        !ember_buffer_reserve(&trainer->pooled, values * sizeof(float) + 4) ||
-        !ember_buffer_reserve(&trainer->grads, values * sizeof(float) + 4))
+    ember_device_t *device = trainer->args.td->device;
+    if (!ember_buffer_reserve(&trainer->offsets, n * sizeof(int64_t) + 8))
         return EMBER_ERR_NO_MEMORY;
+    EMBER_CHECK(ember_scratch_reserve(device, &trainer->pooled, values * sizeof(float) + 4));
+    EMBER_CHECK(ember_scratch_reserve(device, &trainer->grads, values * sizeof(float) + 4));
     int64_t *offsets = trainer->offsets.data;
     for (size_t i = trainer->offsets_filled; i < n; i++)
         offsets[i] = (int64_t)i; /* they never change: written once */
@@ -129,11 +131,12 @@ void ember_dlrm_trainer_destroy(ember_dlrm_trainer_t *trainer)
     ember_dlrm_replica_destroy(trainer->replica);
     ember_criteo_data_close(trainer->data);
     ember_criteo_data_close(trainer->eval_data);
+    ember_scratch_free(trainer->args.td->device, &trainer->pooled);
+    ember_scratch_free(trainer->args.td->device, &trainer->grads);
     ember_buffer_t *buffers[] = {
             &trainer->held[0].labels, &trainer->held[0].dense, &trainer->held[0].sparse,
             &trainer->held[1].labels, &trainer->held[1].dense, &trainer->held[1].sparse,
-            &trainer->offsets,        &trainer->pooled,        &trainer->grads,
-            &trainer->logits,         &trainer->labels};
+            &trainer->offsets,        &trainer->logits,        &trainer->labels};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)
         ember_buffer_free(buffers[i]);
     free(trainer);
@@ -206,24 +209,21 @@ static void table_batches(ember_dlrm_trainer_t *trainer, const int64_t *const *v
                 .indices = values[t], .n = n, .offsets = trainer->offsets.data, .bags = n};
 }
 
-/* Every table's replies of @sparse combined into trainer->pooled for @n
- * examples; @pooled_p: each table's [n][dim]. */
-static ember_status_t combine_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *sparse, size_t n,
-                                  const float **pooled_p)
+/* Every table's replies of @sparse combined into trainer->pooled (on the
+ * device), [tables][n][dim]. */
+static ember_status_t combine_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *sparse, size_t n)
 {
-    for (size_t t = 0; t < trainer->tables; t++) {
-        float *x = (float *)trainer->pooled.data + t * n * trainer->dim;
-        EMBER_CHECK(ember_sparse_combine(sparse, t, x));
-        pooled_p[t] = x;
-    }
+    for (size_t t = 0; t < trainer->tables; t++)
+        EMBER_CHECK(ember_sparse_combine(sparse, t,
+                                         (float *)trainer->pooled.data + t * n * trainer->dim));
     return EMBER_OK;
 }
 
 /* Look up every table for @n examples in @sparse (an evaluation's) and pool
- * them into trainer->pooled; @pooled_p: each table's [n][dim]. */
+ * them into trainer->pooled. */
 static ember_status_t lookup_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *sparse,
                                  const int64_t *const *values, size_t n, uint64_t step, int eval,
-                                 const float **pooled_p, char *err, size_t err_length)
+                                 char *err, size_t err_length)
 {
     ember_batch_t batches[T_MAX];
     EMBER_CHECK(reserve_batch(trainer, n));
@@ -231,7 +231,7 @@ static ember_status_t lookup_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *
     EMBER_CHECK(ember_sparse_split(sparse, batches, step, eval, err, err_length));
     EMBER_CHECK(ember_sparse_pushes_wait(sparse, step, err, err_length));
     EMBER_CHECK(ember_sparse_lookup(sparse, err, err_length));
-    return combine_all(trainer, sparse, n, pooled_p);
+    return combine_all(trainer, sparse, n);
 }
 
 /* Step @step's examples (@held) split into its slot of the pipeline. */
@@ -276,16 +276,16 @@ ember_status_t ember_dlrm_trainer_step(ember_dlrm_trainer_t *trainer, uint64_t s
 {
     const held_t *held = &trainer->held[trainer->cur];
     const size_t n = held->n;
-    const float *pooled[T_MAX];
     float *grads[T_MAX];
     ember_sparse_t *sparse = ember_pipeline_sparse(trainer->pipe, step);
     EMBER_CHECK(step_lookups(trainer, step, ahead && !last, err, err_length));
-    EMBER_CHECK(combine_all(trainer, sparse, n, pooled));
+    EMBER_CHECK(combine_all(trainer, sparse, n));
     for (size_t t = 0; t < trainer->tables; t++)
         grads[t] = (float *)trainer->grads.data + t * n * trainer->dim;
-    EMBER_CHECK(ember_dlrm_replica_forward(trainer->replica, held->dense.data, pooled, n,
-                                           held->labels.data, loss_p, err, err_length));
-    EMBER_CHECK(ember_dlrm_replica_backward(trainer->replica, grads, err, err_length));
+    EMBER_CHECK(ember_dlrm_replica_forward(trainer->replica, held->dense.data, trainer->pooled.data,
+                                           n, held->labels.data, loss_p, err, err_length));
+    EMBER_CHECK(
+            ember_dlrm_replica_backward(trainer->replica, trainer->grads.data, err, err_length));
     EMBER_CHECK(
             ember_sparse_push(sparse, (const float *const *)grads, step, last, err, err_length));
     EMBER_CHECK(ember_dlrm_replica_step(trainer->replica, trainer->args.aborted, err, err_length));
@@ -298,15 +298,15 @@ static ember_status_t eval_batch(ember_dlrm_trainer_t *trainer, const ember_crit
                                  uint64_t steps, char *err, size_t err_length)
 {
     const size_t n = batch->n, at = trainer->evaluated;
-    const float *pooled[T_MAX];
     if (!ember_buffer_reserve(&trainer->logits, (at + n) * sizeof(float) + 4) ||
         !ember_buffer_reserve(&trainer->labels, (at + n) * sizeof(float) + 4))
         return EMBER_ERR_NO_MEMORY;
     ember_sparse_t *sparse;
     EMBER_CHECK(ember_pipeline_borrow(trainer->pipe, steps, &sparse, err, err_length));
-    EMBER_CHECK(lookup_all(trainer, sparse, batch->sparse, n, steps, 1, pooled, err, err_length));
+    EMBER_CHECK(lookup_all(trainer, sparse, batch->sparse, n, steps, 1, err, err_length));
     float *logits = (float *)trainer->logits.data + at;
-    EMBER_CHECK(ember_dlrm_replica_logits(trainer->replica, batch->dense, pooled, n, logits));
+    EMBER_CHECK(ember_dlrm_replica_logits(trainer->replica, batch->dense, trainer->pooled.data, n,
+                                          logits));
     memcpy((float *)trainer->labels.data + at, batch->labels, n * sizeof(float));
     trainer->evaluated = at + n;
     return EMBER_OK;
