@@ -131,8 +131,8 @@ ember_status_t inter_check(size_t tables, size_t batch, size_t dim, const void *
 } /* namespace */
 
 extern "C" ember_status_t cuda_interaction_forward(cuda_dev_t *dev, const float *dense,
-                                                   const float *pooled, size_t tables,
-                                                   size_t batch, size_t dim, float *out)
+                                                   const float *pooled, size_t tables, size_t batch,
+                                                   size_t dim, float *out)
 {
     EMBER_CHECK(inter_check(tables, batch, dim, dense, out, 0));
     if (tables > 0 && !pooled)
@@ -146,9 +146,8 @@ extern "C" ember_status_t cuda_interaction_forward(cuda_dev_t *dev, const float 
 
 extern "C" ember_status_t cuda_interaction_backward(cuda_dev_t *dev, const float *dense,
                                                     const float *pooled, size_t tables,
-                                                    size_t batch, size_t dim,
-                                                    const float *grad_out, float *grad_dense,
-                                                    float *grad_pooled)
+                                                    size_t batch, size_t dim, const float *grad_out,
+                                                    float *grad_dense, float *grad_pooled)
 {
     EMBER_CHECK(inter_check(tables, batch, dim, dense, grad_out, 1));
     if (!grad_dense || (tables > 0 && (!pooled || !grad_pooled)))

@@ -16,8 +16,8 @@ static void load_vectors(const float *dense, const float *pooled, size_t F, size
     }
 }
 
-ember_status_t ember_dlrm_twin_inter_forward(const float *dense, const float *pooled,
-                                             size_t tables, size_t batch, size_t dim, float *out)
+ember_status_t ember_dlrm_twin_inter_forward(const float *dense, const float *pooled, size_t tables,
+                                             size_t batch, size_t dim, float *out)
 {
     const size_t F = tables + 1, D = dim, width = D + F * (F - 1) / 2;
     float *x = malloc(F * D * sizeof(float));

@@ -23,8 +23,8 @@ extern "C" {
 #endif
 
 /** k_inter_fwd's work: shapes as the device's interaction_forward. */
-ember_status_t ember_dlrm_twin_inter_forward(const float *dense, const float *pooled,
-                                             size_t tables, size_t batch, size_t dim, float *out);
+ember_status_t ember_dlrm_twin_inter_forward(const float *dense, const float *pooled, size_t tables,
+                                             size_t batch, size_t dim, float *out);
 
 /** k_inter_bwd's work: shapes as the device's interaction_backward. */
 ember_status_t ember_dlrm_twin_inter_backward(const float *dense, const float *pooled,

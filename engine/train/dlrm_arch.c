@@ -116,11 +116,11 @@ ember_status_t ember_dlrm_arch_backward(ember_dlrm_arch_t *arch, float *grad_y, 
         const float *w = arch->params + arch->offset[l];
         float *gw = arch->grads + arch->offset[l], *gb = gw + out * in;
         float *gx = l > 0 ? arch->g[ping].data : grad_x;
-        EMBER_CHECK(td->ops->linear_backward(td->device, layer_input(arch, l), batch, in, out, w,
-                                             g, 0, gx, gw, gb));
+        EMBER_CHECK(td->ops->linear_backward(td->device, layer_input(arch, l), batch, in, out, w, g,
+                                             0, gx, gw, gb));
         if (l > 0) {
-            EMBER_CHECK(td->ops->relu_backward(td->device, arch->act[l - 1].data, gx, batch * in,
-                                               gx));
+            EMBER_CHECK(
+                    td->ops->relu_backward(td->device, arch->act[l - 1].data, gx, batch * in, gx));
             g = gx;
             ping ^= 1;
         }
