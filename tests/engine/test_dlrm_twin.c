@@ -75,8 +75,8 @@ static void vectors_of(const shape_t *s, const float *dense, const float *pooled
 static int close_all(const char *what, const float *got, const float *want, size_t n, double tol)
 {
     for (size_t i = 0; i < n; i++)
-        CHECK(fabs((double)got[i] - want[i]) <= tol * (1.0 + fabs(want[i])), "%s[%zu] %.9g, want %.9g",
-              what, i, (double)got[i], (double)want[i]);
+        CHECK(fabs((double)got[i] - want[i]) <= tol * (1.0 + fabs(want[i])),
+              "%s[%zu] %.9g, want %.9g", what, i, (double)got[i], (double)want[i]);
     return 0;
 }
 
@@ -87,11 +87,11 @@ static int case_pairs(void)
         for (size_t i = 0; i < F; i++)
             for (size_t j = i + 1; j < F; j++, p++) {
                 size_t a, b;
-                CHECK(ember_dlrm_pair(F, i, j) == p, "F %zu: pair (%zu,%zu) at %zu, want %zu", F,
-                      i, j, ember_dlrm_pair(F, i, j), p);
+                CHECK(ember_dlrm_pair(F, i, j) == p, "F %zu: pair (%zu,%zu) at %zu, want %zu", F, i,
+                      j, ember_dlrm_pair(F, i, j), p);
                 ember_dlrm_pair_of(F, p, &a, &b);
-                CHECK(a == i && b == j, "F %zu: pair %zu is (%zu,%zu), want (%zu,%zu)", F, p, a,
-                      b, i, j);
+                CHECK(a == i && b == j, "F %zu: pair %zu is (%zu,%zu), want (%zu,%zu)", F, p, a, b,
+                      i, j);
             }
     }
     return 0;
@@ -203,8 +203,8 @@ static int device_one(const ember_device_ops_t *ops, ember_device_t *dev, const 
           "device forward");
     CHECK(memcmp(out, want_out, out_n * sizeof(float)) == 0, "forward differs");
     CHECK(ember_interaction_backward(&shape, vectors, want_out, grads) == EMBER_OK, "host bwd");
-    CHECK(ops->interaction_backward(dev, dense, pooled, s->tables, s->batch, s->dim, want_out,
-                                    grad, grad + values) == EMBER_OK,
+    CHECK(ops->interaction_backward(dev, dense, pooled, s->tables, s->batch, s->dim, want_out, grad,
+                                    grad + values) == EMBER_OK,
           "device backward");
     CHECK(memcmp(grad, want, F * values * sizeof(float)) == 0, "backward differs");
     free(dense), free(pooled), free(out), free(want_out), free(grad), free(want);
@@ -234,9 +234,8 @@ static int case_device_cpu(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-            {"pairs", case_pairs},       {"forward", case_forward},
-            {"backward", case_backward}, {"bce", case_bce},
-            {"device_cpu", case_device_cpu},
+            {"pairs", case_pairs}, {"forward", case_forward},       {"backward", case_backward},
+            {"bce", case_bce},     {"device_cpu", case_device_cpu},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
