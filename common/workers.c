@@ -23,7 +23,9 @@
  * that also checks the generation, so a late thread of a finished job can
  * never take a task of the next one; it reads the job's function after
  * that swap succeeded, when the job cannot have ended (its task is not
- * done).  @done counts finished tasks; the caller returns at ntasks.
+ * done).  A new job first closes the ticket (its generation, no task
+ * left), then sets its count, then opens it.  @done counts finished
+ * tasks; the caller returns at ntasks.
  */
 struct ember_workers {
     unsigned threads;
@@ -69,8 +71,10 @@ static void workers_drain(ember_workers_t *pool, uint32_t gen)
     uint64_t ticket = atomic_load_explicit(&pool->ticket, memory_order_acquire);
     for (;;) {
         const uint32_t task = (uint32_t)ticket;
+        /* acquire: a count of a later job is seen only after its closed
+         * ticket, so the swap below then fails */
         if ((uint32_t)(ticket >> 32) != gen ||
-            task >= atomic_load_explicit(&pool->ntasks, memory_order_relaxed))
+            task >= atomic_load_explicit(&pool->ntasks, memory_order_acquire))
             return;
         if (!atomic_compare_exchange_weak_explicit(&pool->ticket, &ticket, ticket + 1,
                                                    memory_order_acq_rel, memory_order_acquire))
@@ -211,9 +215,14 @@ void ember_workers_run(ember_workers_t *pool, unsigned ntasks, ember_task_fn fn,
         return;
     }
     const uint32_t gen = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
+    /* Close the last job's ticket before its count changes: a late thread
+     * that read the old ticket and then this job's larger count would
+     * otherwise take a task "of the last job" that is one of this job's,
+     * run it twice and overshoot @done (seen under TSan's scheduling). */
+    atomic_store(&pool->ticket, (uint64_t)gen << 32 | UINT32_MAX);
     atomic_store_explicit(&pool->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&pool->arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&pool->ntasks, ntasks, memory_order_relaxed);
+    atomic_store_explicit(&pool->ntasks, ntasks, memory_order_release);
     atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
     atomic_store_explicit(&pool->ticket, (uint64_t)gen << 32, memory_order_release);
     workers_publish(pool, gen);

@@ -13,8 +13,19 @@
  * the sorted unique rows and their run lengths, scan the lengths into run
  * offsets, then one block row per unique row reduces its run in position
  * order, i.e. in the CPU's order.
+ *
+ * Fused backward + optimizer (bag_backward_update): the same sort and
+ * runs, then one kernel where a warp owns a unique row: its lanes hold the
+ * row's gradient in registers, summed in the fixed order of
+ * engine/ops/bag_update.h (position order, sub-segments of BAG_UPDATE_SUB
+ * added in order), and apply the optimizer to the row and its state in
+ * place; no row-gradient buffer is written.  A long segment (over
+ * BAG_UPDATE_SUB entries, a hot row) is first cut into its sub-segments,
+ * a warp each writing their partial sums (k_upd_partials); the row's warp
+ * adds them in order: the bits of one warp summing it all, in parallel.
  */
 #include "cuda/cuda_internal.h"
+#include "engine/ops/bag_update.h"
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
@@ -292,6 +303,210 @@ static size_t align_up(size_t x)
     return (x + 255) & ~(size_t)255;
 }
 
+/* ---- fused backward + optimizer ------------------------------------------ */
+
+/* A warp's share of one row's gradient: lane l holds elements e0 + 32 k
+ * (k < VPL), each summed over the segment [begin, end) in
+ * bag_update.h's order.  Four entries' loads are in flight at once. */
+template <int VPL>
+__device__ __forceinline__ void warp_row_grad(const bag_update_src_t &s, int64_t row, size_t begin,
+                                              size_t end, size_t e0, float g[VPL])
+{
+    bag_acc_t a[VPL];
+#pragma unroll
+    for (int k = 0; k < VPL; k++)
+        a[k].total = a[k].part = 0.0f;
+#pragma unroll 4
+    for (size_t j = begin; j < end; j++) {
+        const bag_entry_t en = bag_update_entry(&s, begin, j);
+        /* s.sub is BAG_UPDATE_SUB: the constant makes the test a mask. */
+        const int boundary = bag_acc_boundary(j - begin, BAG_UPDATE_SUB);
+#pragma unroll
+        for (int k = 0; k < VPL; k++) {
+            size_t e = e0 + 32 * (size_t)k;
+            float c = e < s.dim ? bag_update_contrib(&s, en, row, e) : 0.0f;
+            bag_acc_add(&a[k], c, boundary);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < VPL; k++)
+        g[k] = bag_acc_sum(&a[k], end - begin, BAG_UPDATE_SUB);
+}
+
+/* ---- long segments: their sub-segments' partials, a warp each ----------- */
+
+/* Each place u < n: its row's sub-segment count when the segment is long
+ * (over BAG_UPDATE_SUB entries), else 0 (places past the row count too). */
+__global__ void k_upd_nsub(const unsigned long long *__restrict__ nrows_d,
+                           const int *__restrict__ run_len, size_t n, int *__restrict__ nsub)
+{
+    size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= n)
+        return;
+    int len = u < *nrows_d ? run_len[u] : 0;
+    nsub[u] = len > BAG_UPDATE_SUB ? (len + BAG_UPDATE_SUB - 1) / BAG_UPDATE_SUB : 0;
+}
+
+/* Each long row's items (its sub-segments, from item_off[u] on) name it. */
+__global__ void k_upd_items(const unsigned long long *__restrict__ nrows_d,
+                            const int *__restrict__ nsub, const int *__restrict__ item_off,
+                            size_t n, int *__restrict__ item_row)
+{
+    size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= n || u >= *nrows_d)
+        return;
+    for (int k = 0; k < nsub[u]; k++)
+        item_row[item_off[u] + k] = (int)u;
+}
+
+/* One warp per item: sub-segment k of a long row summed from 0 in
+ * position order (bag_acc_t's `part`), into partials[item, :].  The
+ * entries' max-mode "first in its bag" test looks back across the
+ * sub-segment's start, as bag_update_entry does over the whole segment. */
+template <int VPL>
+__global__ void k_upd_partials(bag_update_src_t s, const int *__restrict__ run_off,
+                               const int *__restrict__ run_len, const int *__restrict__ nsub,
+                               const int *__restrict__ item_off, const int *__restrict__ item_row,
+                               const unsigned long long *__restrict__ unique, size_t n,
+                               size_t items_cap, float *__restrict__ partials)
+{
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const unsigned lane = threadIdx.x % 32;
+    const size_t items = (size_t)item_off[n - 1] + (size_t)nsub[n - 1];
+    if (i >= items || i >= items_cap)
+        return;
+    const int u = item_row[i];
+    const int64_t row = (int64_t)unique[u];
+    const size_t seg = (size_t)run_off[u], seg_end = seg + (size_t)run_len[u];
+    const size_t b0 = seg + (i - (size_t)item_off[u]) * BAG_UPDATE_SUB;
+    const size_t b1 = b0 + BAG_UPDATE_SUB < seg_end ? b0 + BAG_UPDATE_SUB : seg_end;
+    const size_t dim = s.dim, chunk = 32 * (size_t)VPL;
+    for (size_t c0 = 0; c0 < dim; c0 += chunk) {
+        float part[VPL];
+#pragma unroll
+        for (int k = 0; k < VPL; k++)
+            part[k] = 0.0f;
+#pragma unroll 4
+        for (size_t j = b0; j < b1; j++) {
+            const bag_entry_t en = bag_update_entry(&s, seg, j);
+#pragma unroll
+            for (int k = 0; k < VPL; k++) {
+                size_t e = c0 + lane + 32 * (size_t)k;
+                if (e < dim)
+                    part[k] += bag_update_contrib(&s, en, row, e);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < VPL; k++) {
+            size_t e = c0 + lane + 32 * (size_t)k;
+            if (e < dim)
+                partials[i * dim + e] = part[k];
+        }
+    }
+}
+
+/* Where the fused kernel finds a long row's partials. */
+typedef struct {
+    const int *nsub, *item_off;
+    const float *partials;
+} upd_long_t;
+
+/* Row @u's gradient for the lane's elements: a short segment summed here,
+ * a long one's partials added in order (bag_acc_t's `total`: the same
+ * bits as one warp summing the whole segment by sub-segments). */
+template <int VPL>
+__device__ __forceinline__ void row_grad(const bag_update_src_t &s, const upd_long_t &lg, size_t u,
+                                         int64_t row, size_t begin, size_t end, size_t e0,
+                                         float g[VPL])
+{
+    if (end - begin <= BAG_UPDATE_SUB) {
+        warp_row_grad<VPL>(s, row, begin, end, e0, g);
+        return;
+    }
+    const size_t first = (size_t)lg.item_off[u], count = (size_t)lg.nsub[u], dim = s.dim;
+#pragma unroll
+    for (int k = 0; k < VPL; k++) {
+        size_t e = e0 + 32 * (size_t)k;
+        float t = 0.0f;
+        if (e < dim) {
+            t = lg.partials[first * dim + e];
+            for (size_t q = 1; q < count; q++)
+                t = t + lg.partials[(first + q) * dim + e];
+        }
+        g[k] = t;
+    }
+}
+
+/* Row-wise Adagrad's sum of squares over the row: each lane its elements
+ * in order, then a butterfly (every lane ends with the same bits). */
+template <int VPL>
+__device__ __forceinline__ float warp_sq_sum(const float g[VPL], size_t e0, size_t dim)
+{
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPL; k++)
+        if (e0 + 32 * (size_t)k < dim)
+            sq += g[k] * g[k];
+    return sq;
+}
+
+__device__ __forceinline__ float warp_allsum(float x)
+{
+    for (int off = 16; off > 0; off /= 2)
+        x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}
+
+/* One warp per unique row (warps past the row count return): the row's
+ * gradient in registers, chunk by chunk of 32 * VPL elements, applied to
+ * the row and its state.  Row-wise Adagrad over more than one chunk sums
+ * its squares in a first pass (the gradient is recomputed, not stored). */
+template <int VPL>
+__global__ void k_bag_update(bag_update_src_t s, upd_long_t lg, ember_device_opt_t o, float clr,
+                             float *__restrict__ table,
+                             const unsigned long long *__restrict__ unique,
+                             const unsigned long long *__restrict__ nrows_d,
+                             const int *__restrict__ run_off, const int *__restrict__ run_len)
+{
+    const size_t u = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const unsigned lane = threadIdx.x % 32;
+    if (u >= *nrows_d)
+        return;
+    const int64_t row = (int64_t)unique[u];
+    const size_t begin = (size_t)run_off[u], end = begin + (size_t)run_len[u], dim = s.dim;
+    const size_t chunk = 32 * (size_t)VPL;
+    const int rowwise = o.kind == BAG_OPT_ROWWISE_ADAGRAD, one_chunk = dim <= chunk;
+    bag_row_params_t p = bag_update_row_params(&o, row);
+    float g[VPL], acc = 0.0f;
+
+    if (rowwise) {
+        float sq = 0.0f;
+        for (size_t c0 = 0; c0 < dim; c0 += chunk) {
+            row_grad<VPL>(s, lg, u, row, begin, end, c0 + lane, g);
+            sq += warp_sq_sum<VPL>(g, c0 + lane, dim);
+        }
+        p.mult = bag_update_rowwise_mult(&o, o.state0[row], warp_allsum(sq), dim, &acc);
+    }
+    float *w = table + (size_t)row * dim;
+    for (size_t c0 = 0; c0 < dim; c0 += chunk) {
+        if (!(rowwise && one_chunk))
+            row_grad<VPL>(s, lg, u, row, begin, end, c0 + lane, g);
+#pragma unroll
+        for (int k = 0; k < VPL; k++) {
+            size_t e = c0 + lane + 32 * (size_t)k;
+            if (e < dim)
+                bag_update_elem(&o, p, clr, &w[e], g[k], (size_t)row * dim + e);
+        }
+    }
+    /* Every lane read the row's own state above before lane 0 writes it. */
+    __syncwarp();
+    if (lane == 0) {
+        if (rowwise)
+            o.state0[row] = acc;
+        bag_update_row_commit(&o, row, p);
+    }
+}
+
 } /* namespace */
 
 extern "C" ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table, int64_t rows,
@@ -375,6 +590,13 @@ typedef struct {
     unsigned long long *keys_in, *keys_out, *nrows;
     int *pos_in, *pos_out, *bag_of, *lengths, *run_off, *nruns;
     float *mean_scale;
+    unsigned long long *unique; /* [n]: the fused op's unique rows (else NULL) */
+    /* The fused op's long segments (over BAG_UPDATE_SUB entries): per row
+     * its sub-segment count (0 for a short one) and their first item; per
+     * item its row; per item its partial sums [items_cap, dim]. */
+    int *nsub, *item_off, *item_row;
+    float *partials;
+    size_t items_cap;
     void *cub_tmp;
     size_t cub_bytes;
     unsigned long long sentinel; /* the key of a padding entry: sorts last */
@@ -398,7 +620,7 @@ static ember_status_t bwd_cub_bytes(cuda_dev_t *dev, int nn, int end_bit, size_t
 }
 
 static ember_status_t bwd_scratch(cuda_dev_t *dev, int64_t rows, size_t n, size_t bags,
-                                  bwd_scratch_t *sc)
+                                  size_t update_dim, bwd_scratch_t *sc)
 {
     sc->sentinel = (unsigned long long)rows;
     sc->end_bit = 64 - __builtin_clzll(sc->sentinel); /* rows > 0 */
@@ -413,7 +635,16 @@ static ember_status_t bwd_scratch(cuda_dev_t *dev, int64_t rows, size_t n, size_
     size_t o_nruns = o_runoff + align_up(n * 4);
     size_t o_nrows = o_nruns + align_up(sizeof(int));
     size_t o_scale = o_nrows + align_up(sizeof(unsigned long long));
-    size_t o_tmp = o_scale + align_up((bags + 1) * 4);
+    /* update_dim != 0: the fused op's arrays too.  A long segment of len
+     * entries has ceil(len / SUB) <= 2 len / SUB items: at most 2n / SUB. */
+    const int upd = update_dim != 0;
+    sc->items_cap = upd ? 2 * n / BAG_UPDATE_SUB + 1 : 0;
+    size_t o_unique = o_scale + align_up((bags + 1) * 4);
+    size_t o_nsub = o_unique + (upd ? align_up(n * 8) : 0);
+    size_t o_item_off = o_nsub + (upd ? align_up(n * 4) : 0);
+    size_t o_item_row = o_item_off + (upd ? align_up(n * 4) : 0);
+    size_t o_partials = o_item_row + align_up(sc->items_cap * 4);
+    size_t o_tmp = o_partials + align_up(sc->items_cap * update_dim * 4);
     EMBER_CHECK(cuda_scratch_reserve(dev, o_tmp + align_up(sc->cub_bytes)));
 
     char *s = (char *)dev->scratch;
@@ -427,6 +658,11 @@ static ember_status_t bwd_scratch(cuda_dev_t *dev, int64_t rows, size_t n, size_
     sc->nruns = (int *)(s + o_nruns);
     sc->nrows = (unsigned long long *)(s + o_nrows);
     sc->mean_scale = (float *)(s + o_scale);
+    sc->unique = upd ? (unsigned long long *)(s + o_unique) : NULL;
+    sc->nsub = upd ? (int *)(s + o_nsub) : NULL;
+    sc->item_off = upd ? (int *)(s + o_item_off) : NULL;
+    sc->item_row = upd ? (int *)(s + o_item_row) : NULL;
+    sc->partials = upd ? (float *)(s + o_partials) : NULL;
     sc->cub_tmp = s + o_tmp;
     return EMBER_OK;
 }
@@ -481,7 +717,7 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
     bwd_scratch_t sc = {};
     /* The unique rows land straight in the caller's buffer (capacity n). */
     auto *unique = (unsigned long long *)grad_rows_p;
-    EMBER_CHECK(bwd_scratch(dev, rows, n, batch->bags, &sc));
+    EMBER_CHECK(bwd_scratch(dev, rows, n, batch->bags, 0, &sc));
     EMBER_CHECK(bwd_group_rows(dev, batch, opts, &sc, unique));
 
     /* Launch over every possible row; blocks past the real count return. */
@@ -502,5 +738,103 @@ extern "C" ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table,
     CUDA_CALL(cudaMemcpyAsync(host, sc.nrows, sizeof(*host), cudaMemcpyDeviceToHost, dev->stream));
     CUDA_CALL(cudaStreamSynchronize(dev->stream));
     *nrows_p = (size_t)*host;
+    return EMBER_OK;
+}
+
+/* The fused op's arguments, the state its optimizer needs included. */
+static ember_status_t update_check(const float *table, int64_t rows, size_t dim,
+                                   const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+                                   const float *grad_out, const int64_t *argmax,
+                                   const ember_device_opt_t *opt)
+{
+    /* A shard that owns no row may still step an empty batch. */
+    if (!batch || !opts || dim == 0 || rows < 0 || (rows == 0 && batch->n > 0) ||
+        (batch->bags > 0 && (!grad_out || !batch->offsets)) ||
+        (batch->n > 0 && (!batch->indices || !table)) ||
+        (opts->mode == EMBER_BAG_MAX && batch->bags > 0 && !argmax)) {
+        ember_error("cuda", "bag backward update: invalid arguments");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    const char *why = bag_update_opt_check(opt);
+    if (why) {
+        ember_error("cuda", "bag backward update: %s", why);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    if (batch->n >= (size_t)INT_MAX || batch->bags >= (size_t)INT_MAX) {
+        ember_error("cuda",
+                    "bag backward update: %zu entries / %zu bags exceed the kernel's "
+                    "32-bit positions",
+                    batch->n, batch->bags);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    return EMBER_OK;
+}
+
+/* The long segments' items: counted, scanned, named by their rows. */
+static ember_status_t update_items(cuda_dev_t *dev, const bwd_scratch_t &sc, size_t n)
+{
+    unsigned grid_n = (unsigned)((n + kBlock - 1) / kBlock);
+    k_upd_nsub<<<grid_n, kBlock, 0, dev->stream>>>(sc.nrows, sc.lengths, n, sc.nsub);
+    CUDA_CALL(cudaGetLastError());
+    size_t t = sc.cub_bytes;
+    CUDA_CALL(cub::DeviceScan::ExclusiveSum(sc.cub_tmp, t, sc.nsub, sc.item_off, (int)n,
+                                            dev->stream));
+    k_upd_items<<<grid_n, kBlock, 0, dev->stream>>>(sc.nrows, sc.nsub, sc.item_off, n, sc.item_row);
+    CUDA_CALL(cudaGetLastError());
+    return EMBER_OK;
+}
+
+/* The long segments' partials (a warp per possible item), then one warp
+ * per possible unique row (n of them); VPL elements per lane. */
+template <int VPL>
+static void update_launch(cuda_dev_t *dev, const bag_update_src_t &src,
+                          const ember_device_opt_t &opt, float clr, float *table,
+                          const bwd_scratch_t &sc, size_t n)
+{
+    const unsigned warps = kBlock / 32;
+    unsigned grid_items = (unsigned)((sc.items_cap + warps - 1) / warps);
+    k_upd_partials<VPL><<<grid_items, kBlock, 0, dev->stream>>>(
+            src, sc.run_off, sc.lengths, sc.nsub, sc.item_off, sc.item_row, sc.unique, n,
+            sc.items_cap, sc.partials);
+    const upd_long_t lg = {sc.nsub, sc.item_off, sc.partials};
+    unsigned grid = (unsigned)((n + warps - 1) / warps);
+    k_bag_update<VPL><<<grid, kBlock, 0, dev->stream>>>(src, lg, opt, clr, table, sc.unique,
+                                                        sc.nrows, sc.run_off, sc.lengths);
+}
+
+extern "C" ember_status_t cuda_bag_backward_update(cuda_dev_t *dev, float *table, int64_t rows,
+                                                   size_t dim, const ember_bag_batch_t *batch,
+                                                   const ember_bag_opts_t *opts,
+                                                   const float *grad_out, const int64_t *argmax,
+                                                   const ember_device_opt_t *opt)
+{
+    EMBER_CHECK(update_check(table, rows, dim, batch, opts, grad_out, argmax, opt));
+    if (batch->n == 0)
+        return EMBER_OK;
+    const size_t n = batch->n;
+    bwd_scratch_t sc = {};
+    EMBER_CHECK(bwd_scratch(dev, rows, n, batch->bags, dim, &sc));
+    EMBER_CHECK(bwd_group_rows(dev, batch, opts, &sc, sc.unique));
+    EMBER_CHECK(update_items(dev, sc, n));
+    bag_update_src_t src = {};
+    src.pos = sc.pos_out;
+    src.bag_of = sc.bag_of;
+    src.grad_out = grad_out;
+    src.weights = opts->mode == EMBER_BAG_SUM ? batch->weights : NULL;
+    src.mean_scale = sc.mean_scale;
+    src.argmax = argmax;
+    src.mode = (int)opts->mode;
+    src.dim = dim;
+    src.sub = BAG_UPDATE_SUB;
+    const float clr = opt->kind == BAG_OPT_ADAGRAD ? bag_update_adagrad_clr(opt) : 0.0f;
+    if (dim <= 32)
+        update_launch<1>(dev, src, *opt, clr, table, sc, n);
+    else if (dim <= 64)
+        update_launch<2>(dev, src, *opt, clr, table, sc, n);
+    else if (dim <= 128)
+        update_launch<4>(dev, src, *opt, clr, table, sc, n);
+    else
+        update_launch<8>(dev, src, *opt, clr, table, sc, n);
+    CUDA_CALL(cudaGetLastError());
     return EMBER_OK;
 }

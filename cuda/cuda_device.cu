@@ -236,6 +236,16 @@ static ember_status_t cuda_dev_bag_backward(ember_device_t *dev, const float *ta
                              grad_rows_p, grad_p, nrows_p, grad_weights_p);
 }
 
+static ember_status_t cuda_dev_bag_backward_update(ember_device_t *dev, float *table, int64_t rows,
+                                                   size_t dim, const ember_bag_batch_t *batch,
+                                                   const ember_bag_opts_t *opts,
+                                                   const float *grad_out, const int64_t *argmax,
+                                                   const ember_device_opt_t *opt)
+{
+    return cuda_bag_backward_update(impl(dev), table, rows, dim, batch, opts, grad_out, argmax,
+                                    opt);
+}
+
 static int dims_ok(size_t a, size_t b, size_t c)
 {
     return a <= INT_MAX && b <= INT_MAX && c <= INT_MAX;
@@ -540,6 +550,7 @@ const ember_device_ops_t ember_device_cuda_ops = {
         .parts_combine = cuda_dev_parts_combine,
         .parts_split = cuda_dev_parts_split,
         .network_path = cuda_network_path,
+        .bag_backward_update = cuda_dev_bag_backward_update,
         .interaction_forward = cuda_dev_interaction_forward,
         .interaction_backward = cuda_dev_interaction_backward,
         .bce_with_logits = cuda_dev_bce_with_logits,

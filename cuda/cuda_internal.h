@@ -56,6 +56,10 @@ ember_status_t cuda_bag_backward(cuda_dev_t *dev, const float *table, int64_t ro
                                  const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
                                  const float *grad_out, const int64_t *argmax, int64_t *grad_rows_p,
                                  float *grad_p, size_t *nrows_p, float *grad_weights_p);
+ember_status_t cuda_bag_backward_update(cuda_dev_t *dev, float *table, int64_t rows, size_t dim,
+                                        const ember_bag_batch_t *batch,
+                                        const ember_bag_opts_t *opts, const float *grad_out,
+                                        const int64_t *argmax, const ember_device_opt_t *opt);
 ember_status_t cuda_relu_forward(cuda_dev_t *dev, const float *x, size_t n, float *y_p);
 ember_status_t cuda_relu_backward(cuda_dev_t *dev, const float *x, const float *grad_y, size_t n,
                                   float *grad_x_p);

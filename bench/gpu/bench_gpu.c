@@ -10,8 +10,18 @@
  *     uniform random rows of a ~2 GiB table, 64 Ki bags of 32 entries.
  *     Effective bandwidth: forward = rows gathered + indices + pooled output
  *     written; backward = grad_out read per entry + unique row grads written;
+ *   - the fused backward + optimizer step (bag_backward_update) for every
+ *     dim, mode and optimizer (SGD, Adagrad, row-wise Adagrad, Adam with
+ *     per-row steps), over the same batches.  Bytes counted: what the op
+ *     must move at least (UPDATE_BYTES_TEXT): grad_out read once per entry
+ *     (n x dim x 4; max mode also reads argmax, n x dim x 8), indices and
+ *     offsets read (n x 8 + bags x 8), and each unique row and its
+ *     optimizer state read and written (2 x unique x (dim x 4 + state
+ *     bytes per row: SGD 0, Adagrad dim x 4, row-wise 4, Adam 2 dim x 4 +
+ *     4));
  *   - a single-rank NCCL allreduce (sanity: result unchanged) and its time.
- * Prints a table and "verdict" lines: forward >= 60% of the copy for dim >= 64.
+ * Prints tables and "verdict" lines: forward >= 60% of the copy for dim >= 64,
+ * backward + optimizer >= 50% of the copy for dim >= 64.
  * Exit 0 when everything ran (the verdict is reported, not enforced), 77 when
  * no GPU is visible.
  */
@@ -20,6 +30,7 @@
 
 #include <cuda_runtime.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +109,32 @@ typedef struct {
     int64_t rows;
     float *table, *out, *go, *grad;
     int64_t *idx, *off, *am, *grows;
+    float *state0, *state1; /* the optimizers' state: [rows, dim] each */
+    uint32_t *row_step;     /* [rows] */
+    size_t unique;          /* distinct rows of the batch */
 } gpu_bufs_t;
+
+#define UPDATE_BYTES_TEXT                                                                 \
+    "bytes = n*dim*4 grad_out (+ n*dim*8 argmax for max) + n*8 + bags*8 indices/offsets " \
+    "+ 2*unique*(dim*4 + state/row: sgd 0, adagrad dim*4, rowwise 4, adam 2*dim*4+4)"
+
+/* The batch's distinct rows (a bitmap over the table's rows). */
+static size_t count_unique(const int64_t *idx, size_t n, int64_t rows)
+{
+    uint8_t *seen = calloc((size_t)rows / 8 + 1, 1);
+    size_t u = 0;
+    if (!seen) {
+        fprintf(stderr, "ember-bench-gpu: no memory for the unique-row count\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint8_t bit = (uint8_t)(1u << (idx[i] & 7));
+        u += !(seen[idx[i] >> 3] & bit);
+        seen[idx[i] >> 3] |= bit;
+    }
+    free(seen);
+    return u;
+}
 
 /* A table of 2 GiB of rows of @dim, uniform random rows of it as the batch. */
 static void bufs_alloc(const gpu_run_t *run, size_t dim, gpu_bufs_t *b)
@@ -118,6 +154,13 @@ static void bufs_alloc(const gpu_run_t *run, size_t dim, gpu_bufs_t *b)
     EK(G->mem_alloc(dev, bags * 8, (void **)&b->off));
     EK(G->mem_alloc(dev, n * 8, (void **)&b->grows));
     EK(G->mem_alloc(dev, n * dim * 4, (void **)&b->grad));
+    EK(G->mem_alloc(dev, (size_t)b->rows * dim * 4, (void **)&b->state0));
+    EK(G->mem_alloc(dev, (size_t)b->rows * dim * 4, (void **)&b->state1));
+    EK(G->mem_alloc(dev, (size_t)b->rows * 4, (void **)&b->row_step));
+    CK(cudaMemset(b->state0, 0, (size_t)b->rows * dim * 4));
+    CK(cudaMemset(b->state1, 0, (size_t)b->rows * dim * 4));
+    CK(cudaMemset(b->row_step, 0, (size_t)b->rows * 4));
+    b->unique = count_unique(run->h_idx, n, b->rows);
     CK(cudaMemset(b->table, 0, (size_t)b->rows * dim * 4));
     CK(cudaMemset(b->go, 0, bags * dim * 4));
     EK(G->mem_copy(dev, b->idx, run->h_idx, n * 8, EMBER_COPY_HOST_TO_DEVICE));
@@ -136,6 +179,62 @@ static void bufs_free(const gpu_run_t *run, gpu_bufs_t *b)
     G->mem_free(dev, b->off);
     G->mem_free(dev, b->grows);
     G->mem_free(dev, b->grad);
+    G->mem_free(dev, b->state0);
+    G->mem_free(dev, b->state1);
+    G->mem_free(dev, b->row_step);
+}
+
+static const char *const opt_names[] = {"sgd", "adagrad", "rowwise", "adam"};
+
+/* Optimizer state bytes per row (kind as ember_device_opt_t's). */
+static double state_row_bytes(int kind, size_t dim)
+{
+    switch (kind) {
+    case 1: return dim * 4.0;
+    case 2: return 4.0;
+    case 3: return 2.0 * dim * 4 + 4;
+    default: return 0.0;
+    }
+}
+
+/* The fused backward + optimizer of @kind at @dim and mode @m: one row of
+ * the second table.  Returns 0 when dim >= 64 misses the verdict. */
+static int bench_update(const gpu_run_t *run, const gpu_bufs_t *b, size_t dim, int m, int kind)
+{
+    ember_device_t *dev = run->dev;
+    const ember_device_ops_t *G = run->G;
+    const size_t bags = run->bags, n = run->n;
+    ember_bag_batch_t batch = {.indices = b->idx, .n = n, .offsets = b->off, .bags = bags};
+    ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)m, .padding_idx = -1};
+    ember_device_opt_t opt = {.kind = kind,
+                              .lr = 0.01f,
+                              .eps = kind == 1 ? 1e-10f : 1e-8f,
+                              .beta1 = 0.9f,
+                              .beta2 = 0.999f,
+                              .step = 1};
+    if (kind != 0)
+        opt.state0 = b->state0;
+    if (kind == 3) {
+        opt.state1 = b->state1;
+        opt.row_step = b->row_step;
+    }
+    /* max mode: the forward's argmax of this mode */
+    EK(G->bag_forward(dev, b->table, b->rows, dim, &batch, &opts, b->out, b->am));
+    EK(G->bag_backward_update(dev, b->table, b->rows, dim, &batch, &opts, b->go, b->am, &opt));
+    EK(G->synchronize(dev));
+    double t0 = now_ms();
+    for (int i = 0; i < run->iters; i++) {
+        opt.step++;
+        EK(G->bag_backward_update(dev, b->table, b->rows, dim, &batch, &opts, b->go, b->am, &opt));
+    }
+    EK(G->synchronize(dev));
+    double ms = (now_ms() - t0) / run->iters;
+    double bytes = (double)n * dim * (m == EMBER_BAG_MAX ? 12 : 4) + n * 8.0 + bags * 8.0 +
+                   2.0 * (double)b->unique * (dim * 4.0 + state_row_bytes(kind, dim));
+    double gbs = bytes / (ms * 1e-3) / 1e9;
+    printf("%-6zu %-5s %-8s %10.3f %10.1f %5.0f%%\n", dim, ember_bag_mode_name(opts.mode),
+           opt_names[kind], ms, gbs, 100 * gbs / run->copy_gbs);
+    return !(dim >= 64 && gbs < 0.5 * run->copy_gbs);
 }
 
 /* Pooling mode @m at @dim, forward then backward: one row of the table.
@@ -174,15 +273,19 @@ static int bench_mode(const gpu_run_t *run, const gpu_bufs_t *b, size_t dim, int
     return !(dim >= 64 && m != EMBER_BAG_MAX && fwd_gbs < 0.6 * run->copy_gbs);
 }
 
-/* Every pooling mode at @dim; returns 0 when one misses the verdict. */
-static int bench_dim(const gpu_run_t *run, size_t dim)
+/* Every pooling mode at @dim (with @update: every mode and optimizer of
+ * the fused op); returns 0 when one misses its verdict. */
+static int bench_dim(const gpu_run_t *run, size_t dim, int update)
 {
     gpu_bufs_t b;
     int ok = 1;
 
     bufs_alloc(run, dim, &b);
     for (int m = 0; m < 3; m++) {
-        if (!bench_mode(run, &b, dim, m))
+        for (int k = 0; update && k < 4; k++)
+            if (!bench_update(run, &b, dim, m, k))
+                ok = 0;
+        if (!update && !bench_mode(run, &b, dim, m))
             ok = 0;
     }
     bufs_free(run, &b);
@@ -258,12 +361,23 @@ int main(int argc, char **argv)
     for (size_t b = 0; b < run.bags; b++)
         run.h_off[b] = (int64_t)(b * run.len);
     for (size_t di = 0; di < sizeof(dims) / sizeof(dims[0]); di++) {
-        if (!bench_dim(&run, dims[di]))
+        if (!bench_dim(&run, dims[di], 0))
             verdict_ok = 0;
     }
     printf("verdict: EmbeddingBag forward (sum/mean) >= 60%% of the copy for dim >= 64: "
            "%s\n",
            verdict_ok ? "MET" : "NOT MET");
+    printf("# backward + optimizer (bag_backward_update), %zu bags x %zu, uniform rows; "
+           "%s\n",
+           run.bags, run.len, UPDATE_BYTES_TEXT);
+    printf("%-6s %-5s %-8s %10s %10s %6s\n", "dim", "mode", "optim", "upd ms", "upd GB/s", "%copy");
+    int update_ok = 1;
+    for (size_t di = 0; di < sizeof(dims) / sizeof(dims[0]); di++) {
+        if (!bench_dim(&run, dims[di], 1))
+            update_ok = 0;
+    }
+    printf("verdict: backward + optimizer >= 50%% of the copy for dim >= 64: %s\n",
+           update_ok ? "MET" : "NOT MET");
     if (!bench_nccl(&run)) {
         ember_device_close(run.dev);
         return 1;

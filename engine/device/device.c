@@ -171,6 +171,13 @@ static ember_status_t stub_network_path(ember_device_t *dev, ember_mem_type_t *m
     return EMBER_OK;
 }
 
+static ember_status_t stub_bag_backward_update(ember_device_t *dev, float *table, int64_t rows,
+                                               size_t dim, const ember_bag_batch_t *batch,
+                                               const ember_bag_opts_t *opts, const float *grad_out,
+                                               const int64_t *argmax, const ember_device_opt_t *opt)
+{
+    return unsupported("bag_backward_update");
+}
 static ember_status_t stub_interaction_forward(ember_device_t *dev, const float *dense,
                                                const float *pooled, size_t tables, size_t batch,
                                                size_t dim, float *out)
@@ -222,6 +229,7 @@ static const ember_device_ops_t stub_ops = {
         .parts_combine = stub_parts_combine,
         .parts_split = stub_parts_split,
         .network_path = stub_network_path,
+        .bag_backward_update = stub_bag_backward_update,
         .interaction_forward = stub_interaction_forward,
         .interaction_backward = stub_interaction_backward,
         .bce_with_logits = stub_bce_with_logits,
@@ -266,6 +274,7 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
     OVERLAY_(parts_combine);
     OVERLAY_(parts_split);
     OVERLAY_(network_path);
+    OVERLAY_(bag_backward_update);
     OVERLAY_(interaction_forward);
     OVERLAY_(interaction_backward);
     OVERLAY_(bce_with_logits);

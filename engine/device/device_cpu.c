@@ -12,10 +12,14 @@
 #include "engine/ops/dense.h"
 #include "engine/ops/interaction.h"
 #include "engine/ops/loss.h"
+#include "engine/ops/optimizer.h"
+
+#include "common/reserve.h"
 #ifndef EMBER_DEVICE_NO_TRANSPORT
 #include "engine/comm/allreduce.h"
 #endif
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +107,66 @@ static ember_status_t cpu_bag_backward(ember_device_t *dev, const float *table, 
     EMBER_CHECK(ember_bag_backward(&bag_table, batch, opts, grad_out, argmax, &out));
     *nrows_p = out.nrows;
     return EMBER_OK;
+}
+
+/* The fused op's row gradient, kept between calls (grow-only). */
+static __thread int64_t *update_rows;
+static __thread size_t update_rows_cap;
+static __thread float *update_grad;
+static __thread size_t update_grad_cap;
+
+_Static_assert(EMBER_OPT_SGD == 0 && EMBER_OPT_ADAGRAD == 1 && EMBER_OPT_ROWWISE_ADAGRAD == 2 &&
+                       EMBER_OPT_ADAM == 3,
+               "ember_device_opt_t's kinds are ember_opt_kind_t's");
+
+/* @opt as the engine's optimizer config (the hyper-parameters a step reads). */
+static ember_status_t cpu_opt_config(const ember_device_opt_t *opt, ember_opt_config_t *cfg_p)
+{
+    if (!opt || (unsigned)opt->kind > EMBER_OPT_ADAM) {
+        ember_error("device", "cpu: bag backward update: unknown optimizer kind %d",
+                    opt ? opt->kind : -1);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    ember_opt_config_default((ember_opt_kind_t)opt->kind, opt->lr, cfg_p);
+    cfg_p->momentum = opt->momentum;
+    cfg_p->dampening = opt->dampening;
+    cfg_p->nesterov = opt->nesterov;
+    cfg_p->lr_decay = opt->lr_decay;
+    cfg_p->eps = opt->eps;
+    cfg_p->beta1 = opt->beta1;
+    cfg_p->beta2 = opt->beta2;
+    return EMBER_OK;
+}
+
+/* The reference: the CPU backward's sorted unique rows and their
+ * gradients, then the engine's sparse step on the borrowed state. */
+static ember_status_t cpu_bag_backward_update(ember_device_t *dev, float *table, int64_t rows,
+                                              size_t dim, const ember_bag_batch_t *batch,
+                                              const ember_bag_opts_t *opts, const float *grad_out,
+                                              const int64_t *argmax, const ember_device_opt_t *opt)
+{
+    ember_opt_config_t cfg;
+    EMBER_CHECK(cpu_opt_config(opt, &cfg));
+    if (!batch || rows < 0 || dim == 0) {
+        ember_error("device", "cpu: bag backward update: invalid arguments");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    const size_t n = batch->n;
+    if (n > SIZE_MAX / dim || !EMBER_RESERVE(update_rows, update_rows_cap, n) ||
+        !EMBER_RESERVE(update_grad, update_grad_cap, n * dim)) {
+        ember_error("device", "cpu: bag backward update: no memory for %zu entries", n);
+        return EMBER_ERR_NO_MEMORY;
+    }
+    const ember_bag_table_t bag_table = {
+            .data = table, .dtype = EMBER_DTYPE_F32, .rows = rows, .dim = dim};
+    ember_bag_grad_t out = {.rows = update_rows, .grad = update_grad};
+    EMBER_CHECK(ember_bag_backward(&bag_table, batch, opts, grad_out, argmax, &out));
+    const ember_opt_bufs_t bufs = {.buf0 = opt->state0,
+                                   .buf1 = opt->state1,
+                                   .started = opt->started,
+                                   .row_step = opt->row_step};
+    return ember_opt_step_sparse_bufs(&cfg, opt->step, &bufs, table, (size_t)rows, dim, out.rows,
+                                      out.grad, out.nrows);
 }
 
 static ember_status_t cpu_linear_forward(ember_device_t *dev, const float *x, size_t batch,
@@ -303,6 +367,7 @@ const ember_device_ops_t ember_device_cpu_ops = {
         .synchronize = cpu_synchronize,
         .bag_forward = cpu_bag_forward,
         .bag_backward = cpu_bag_backward,
+        .bag_backward_update = cpu_bag_backward_update,
         .linear_forward = cpu_linear_forward,
         .linear_backward = cpu_linear_backward,
         .relu_forward = cpu_relu_forward,

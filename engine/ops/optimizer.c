@@ -509,3 +509,54 @@ void ember_opt_sparse_rows(ember_opt_t *opt, const ember_opt_values_t *values, c
 {
     step_rows(opt, values, rows, grad, nrows, row);
 }
+
+/* The state arrays @cfg's kind needs, present in @b. */
+static int bufs_complete(const ember_opt_config_t *cfg, const ember_opt_bufs_t *b)
+{
+    switch (cfg->kind) {
+    case EMBER_OPT_SGD:
+        return cfg->momentum == 0.0f || (b->buf0 && (cfg->dampening == 0.0f || b->started));
+    case EMBER_OPT_ADAGRAD:
+    case EMBER_OPT_ROWWISE_ADAGRAD: return b->buf0 != NULL;
+    case EMBER_OPT_ADAM: return b->buf0 && b->buf1;
+    }
+    return 0;
+}
+
+ember_status_t ember_opt_step_sparse_bufs(const ember_opt_config_t *cfg, uint64_t step,
+                                          const ember_opt_bufs_t *bufs, float *table,
+                                          size_t table_rows, size_t dim, const int64_t *rows,
+                                          const float *grad, size_t nrows)
+{
+    if (!cfg || !bufs || dim == 0 || step == 0 || (nrows > 0 && (!table || !rows || !grad))) {
+        ember_error("optim",
+                    "sparse step on borrowed state: invalid arguments (dim %zu, "
+                    "step %" PRIu64 ")",
+                    dim, step);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    EMBER_CHECK(opt_check_config(cfg));
+    if (!bufs_complete(cfg, bufs)) {
+        ember_error("optim", "sparse step on borrowed state: %s lacks state it needs",
+                    ember_opt_kind_name(cfg->kind));
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    /* An object over the borrowed arrays: the step is the owned one's. */
+    ember_opt_t opt = {
+            .cfg = *cfg,
+            .layout = EMBER_OPT_SPARSE,
+            .rows = table_rows,
+            .dim = dim,
+            .step = step,
+            .buf0 = bufs->buf0,
+            .buf1 = cfg->kind == EMBER_OPT_ADAM ? bufs->buf1 : NULL,
+            .started = cfg->kind == EMBER_OPT_SGD && cfg->dampening != 0.0f ? bufs->started : NULL,
+            .row_step = cfg->kind == EMBER_OPT_ADAM ? bufs->row_step : NULL};
+    if (cfg->kind == EMBER_OPT_SGD && cfg->momentum == 0.0f)
+        opt.buf0 = NULL;
+    EMBER_CHECK(step_check_rows(&opt, rows, nrows));
+    const ember_opt_values_t values = {
+            .data = table, .dtype = EMBER_DTYPE_F32, .dim = dim, .placement = EMBER_OPT_IN_TABLE};
+    step_rows(&opt, &values, rows, grad, nrows, NULL);
+    return EMBER_OK;
+}

@@ -186,6 +186,31 @@ ember_status_t ember_opt_sparse_check(const ember_opt_t *opt, const int64_t *row
 void ember_opt_sparse_rows(ember_opt_t *opt, const ember_opt_values_t *values, const int64_t *rows,
                            const float *grad, size_t nrows, float *row);
 
+/* A sparse optimizer's state kept outside an ember_opt_t (a device's
+ * table: include/ember/device.h's ember_device_opt_t), indexed by table
+ * row, each array what ember_opt_state_arrays lists for the kind. */
+typedef struct {
+    float *buf0;        /* momentum / sum / exp_avg / row-wise accumulator */
+    float *buf1;        /* exp_avg_sq */
+    uint8_t *started;   /* SGD with dampening */
+    uint32_t *row_step; /* Adam with per-row steps (cfg->adam_row_step is ignored:
+                           per-row steps exactly when this is given) */
+} ember_opt_bufs_t;
+
+/**
+ * ember_opt_step_sparse on borrowed state: the fp32 table @table
+ * [table_rows, dim] (EMBER_OPT_IN_TABLE) and @bufs, at table-wide step
+ * @step (this step included, >= 1), bit for bit what an ember_opt_t
+ * holding that state would compute.  @rows strictly increasing.
+ * Errors: ERR_INVALID_PARAM (bad config, state the kind needs missing,
+ * unsorted rows, step 0), ERR_OUT_OF_RANGE (a row outside the table;
+ * nothing updated).
+ */
+ember_status_t ember_opt_step_sparse_bufs(const ember_opt_config_t *cfg, uint64_t step,
+                                          const ember_opt_bufs_t *bufs, float *table,
+                                          size_t table_rows, size_t dim, const int64_t *rows,
+                                          const float *grad, size_t nrows);
+
 #ifdef __cplusplus
 }
 #endif

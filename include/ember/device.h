@@ -56,9 +56,33 @@ typedef enum {
 } ember_copy_kind_t;
 
 /* Version of the table layout; bump when a slot is added or changes its
- * parameters (3: parts_combine takes the maxima's places; 5: DLRM's
- * interaction and loss). */
+ * parameters (3: parts_combine takes the maxima's places; 4:
+ * bag_backward_update; 5: DLRM's interaction and loss). */
 #define EMBER_DEVICE_OPS_VERSION 5
+
+/*
+ * One sparse optimizer step for bag_backward_update (version 4): the
+ * engine's sparse optimizer (engine/ops/optimizer.h, ember_opt_config_t and
+ * the state ember_opt_state_arrays lists), its arrays in device memory.
+ * The struct itself is host memory, read during the call only.
+ */
+typedef struct {
+    int kind; /* ember_opt_kind_t: 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam */
+    float lr;
+    float momentum, dampening; /* SGD */
+    int nesterov;              /* SGD */
+    float lr_decay;            /* Adagrad */
+    float eps;                 /* Adagrad, row-wise Adagrad, Adam */
+    float beta1, beta2;        /* Adam */
+    uint64_t step;             /* the table-wide step count, this step included (>= 1) */
+    /* State, indexed by table row: SGD's momentum buffer, Adagrad's sum,
+     * Adam's exp_avg ([rows, dim] each), row-wise Adagrad's accumulator
+     * ([rows]); NULL for SGD without momentum. */
+    float *state0;
+    float *state1;      /* Adam's exp_avg_sq [rows, dim]; else NULL */
+    uint8_t *started;   /* SGD with momentum and dampening != 0: [rows]; else NULL */
+    uint32_t *row_step; /* Adam with a step count per row: [rows]; NULL: @step is t */
+} ember_device_opt_t;
 
 typedef struct ember_device_ops {
     size_t size;               /* sizeof(ember_device_ops_t) of the backend */
@@ -194,6 +218,24 @@ typedef struct ember_device_ops {
     ember_status_t (*network_path)(ember_device_t *dev, ember_mem_type_t *mem_p,
                                    const char **text_p);
 
+    /* ---- fused backward + sparse optimizer step (version 4) ------------- */
+    /* bag_backward's sorted-unique row gradients of @batch applied to
+     * @table [rows, dim] and to @opt's state in place, as
+     * ember_opt_step_sparse (engine/ops/optimizer.h) would apply them: rows
+     * the batch touched (padding excluded) are updated, even where their
+     * gradient is 0 (entries outside every bag), the others untouched.  No
+     * row gradient is stored and no weight gradient produced.  @opt (host
+     * memory) is read during the call only.  Never waits for the device.
+     * CPU: ember_bag_backward then the engine's optimizer, bit for bit;
+     * CUDA: each row's contributions summed in position order in
+     * sub-segments of BAG_UPDATE_SUB (engine/ops/bag_update.h), the same
+     * bits from run to run, within float rounding of the CPU's.
+     * Errors: ERR_INVALID_PARAM (NULL buffers, an unknown kind, state the
+     * kind needs missing). */
+    ember_status_t (*bag_backward_update)(ember_device_t *dev, float *table, int64_t rows,
+                                          size_t dim, const ember_bag_batch_t *batch,
+                                          const ember_bag_opts_t *opts, const float *grad_out,
+                                          const int64_t *argmax, const ember_device_opt_t *opt);
     /* ---- DLRM's dense half (version 5; engine/ops/interaction.h) -------- */
     /* InteractionArch over @batch examples of F = tables + 1 vectors of
      * @dim: @dense [batch][dim] (DenseArch's output) and @pooled

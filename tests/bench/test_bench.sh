@@ -353,6 +353,24 @@ mpi_allreduce)
         fail "exit status $?"
     check_nccl_format 8
     ;;
+torch_bag_gpu)
+    # The PyTorch peer of ember-bench-gpu on the CPU at tiny sizes: every
+    # dim x mode x optimizer row, in both formats, positive times and rates.
+    py=${EMBER_TORCH_PYTHON:-python3}
+    "$py" -c 'import torch' 2>/dev/null || exit 77
+    repo=$(cd "$(dirname "$0")/../.." && pwd)
+    "$py" "$repo/bench/peers/torch_bag_gpu.py" --device cpu --bags 64 --len 4 --dims 3,16 \
+        --table-bytes 65536 --iters 2 >"$out" 2>&1 || fail "exit status $?"
+    grep -Eq '^dim +mode +optim +fwd ms +fwd GB/s +upd ms +upd GB/s$' "$out" || fail "no header"
+    grep -q '^# forward bytes = .*2\*unique\*(dim\*4 + state/row' "$out" || fail "no byte counts"
+    rows=$(awk '/^(3|16) +(sum|mean|max) +(sgd|adagrad|adam)/ && NF == 7 && $4 > 0 && $6 > 0 {
+        ok++ } END { print ok + 0 }' "$out")
+    [[ $rows == 18 ]] || fail "expected 18 table rows, got $rows"
+    peers=$(grep -cE '^PEER dim=(3|16) mode=(sum|mean|max) optim=[a-z()]+ fwd_ms=[0-9.]+ '\
+'fwd_gbs=[0-9.]+ upd_ms=[0-9.]+ upd_gbs=[0-9.]+$' "$out")
+    [[ $peers == 18 ]] || fail "expected 18 PEER lines, got $peers"
+    grep -q '^PEER dim=16 mode=max optim=sgd(dense)' "$out" || fail "max mode not marked dense"
+    ;;
 *)
     echo "unknown case $case_name" >&2
     exit 2
