@@ -336,6 +336,29 @@ static ember_status_t cuda_dev_cross_entropy(ember_device_t *dev, const float *l
     return cuda_cross_entropy(impl(dev), logits, batch, classes, targets, loss_p, grad_p);
 }
 
+static ember_status_t cuda_dev_interaction_forward(ember_device_t *dev, const float *dense,
+                                                   const float *pooled, size_t tables, size_t batch,
+                                                   size_t dim, float *out)
+{
+    return cuda_interaction_forward(impl(dev), dense, pooled, tables, batch, dim, out);
+}
+
+static ember_status_t cuda_dev_interaction_backward(ember_device_t *dev, const float *dense,
+                                                    const float *pooled, size_t tables,
+                                                    size_t batch, size_t dim, const float *grad_out,
+                                                    float *grad_dense, float *grad_pooled)
+{
+    return cuda_interaction_backward(impl(dev), dense, pooled, tables, batch, dim, grad_out,
+                                     grad_dense, grad_pooled);
+}
+
+static ember_status_t cuda_dev_bce_with_logits(ember_device_t *dev, const float *logits,
+                                               const float *targets, size_t n, float *loss_p,
+                                               float *grad_p)
+{
+    return cuda_bce_with_logits(impl(dev), logits, targets, n, loss_p, grad_p);
+}
+
 #ifdef EMBER_HAVE_NCCL
 /* The device communicator is the NCCL communicator plus its bootstrap. */
 typedef struct {
@@ -528,6 +551,9 @@ const ember_device_ops_t ember_device_cuda_ops = {
         .parts_split = cuda_dev_parts_split,
         .network_path = cuda_network_path,
         .bag_backward_update = cuda_dev_bag_backward_update,
+        .interaction_forward = cuda_dev_interaction_forward,
+        .interaction_backward = cuda_dev_interaction_backward,
+        .bce_with_logits = cuda_dev_bce_with_logits,
 };
 
 } /* extern "C" */

@@ -699,7 +699,7 @@ static ember_status_t check_model_flags(const ember_job_t *job)
     return EMBER_OK;
 }
 
-/* DLRM's shapes fit together; its dense half runs on the trainers' CPU. */
+/* DLRM's shapes fit together. */
 static ember_status_t check_dlrm(const ember_job_t *job)
 {
     const ember_dlrm_spec_t *d = &job->train.dlrm;
@@ -718,10 +718,6 @@ static ember_status_t check_dlrm(const ember_job_t *job)
                       "--num-embeddings-per-feature");
     if (GIVEN(job, F_EVAL_EVERY) && !d->eval[0])
         return refuse("%s needs %s", "--eval-every", "--eval criteo:PATH");
-    if (strcmp(job->device, "cuda") == 0)
-        return refuse("%s: DLRM's dense half runs on the trainers' CPUs (%s is the "
-                      "tutorial model's); the tables may be on GPUs (--ps-device cuda)",
-                      "--model dlrm", "--device cuda");
     if (ember_dlrm_params(&job->train) == 0)
         return refuse("%s: the model's sizes are out of range", "--model dlrm");
     return EMBER_OK;

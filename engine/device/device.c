@@ -178,6 +178,25 @@ static ember_status_t stub_bag_backward_update(ember_device_t *dev, float *table
 {
     return unsupported("bag_backward_update");
 }
+static ember_status_t stub_interaction_forward(ember_device_t *dev, const float *dense,
+                                               const float *pooled, size_t tables, size_t batch,
+                                               size_t dim, float *out)
+{
+    return unsupported("interaction_forward");
+}
+static ember_status_t stub_interaction_backward(ember_device_t *dev, const float *dense,
+                                                const float *pooled, size_t tables, size_t batch,
+                                                size_t dim, const float *grad_out,
+                                                float *grad_dense, float *grad_pooled)
+{
+    return unsupported("interaction_backward");
+}
+static ember_status_t stub_bce_with_logits(ember_device_t *dev, const float *logits,
+                                           const float *targets, size_t n, float *loss_p,
+                                           float *grad_p)
+{
+    return unsupported("bce_with_logits");
+}
 
 static const ember_device_ops_t stub_ops = {
         .size = sizeof(ember_device_ops_t),
@@ -211,6 +230,9 @@ static const ember_device_ops_t stub_ops = {
         .parts_split = stub_parts_split,
         .network_path = stub_network_path,
         .bag_backward_update = stub_bag_backward_update,
+        .interaction_forward = stub_interaction_forward,
+        .interaction_backward = stub_interaction_backward,
+        .bce_with_logits = stub_bce_with_logits,
 };
 
 /* Copy the backend's non-NULL slots over the stubs.  A backend built against
@@ -253,6 +275,9 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
     OVERLAY_(parts_split);
     OVERLAY_(network_path);
     OVERLAY_(bag_backward_update);
+    OVERLAY_(interaction_forward);
+    OVERLAY_(interaction_backward);
+    OVERLAY_(bce_with_logits);
 #undef OVERLAY_
     dst->mem_type = src->mem_type;
     dst->size = sizeof(*dst);

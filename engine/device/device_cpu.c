@@ -10,6 +10,7 @@
 
 #include "engine/ops/bag_parts.h"
 #include "engine/ops/dense.h"
+#include "engine/ops/interaction.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/optimizer.h"
 
@@ -246,6 +247,69 @@ static ember_status_t cpu_parts_split(ember_device_t *dev, const float *grad, ui
     return EMBER_OK;
 }
 
+/* The host interaction takes one pointer a vector: the dense one, then each
+ * table's [batch][dim] in the pooled block.  A stack array holds the usual
+ * count (DLRM's 27); more are allocated. */
+#define CPU_VECTORS 64
+
+static const float **cpu_vectors(const float *first, const float *pooled, size_t tables,
+                                 size_t values, const float **stack)
+{
+    const float **vectors =
+            tables + 1 <= CPU_VECTORS ? stack : malloc((tables + 1) * sizeof(*vectors));
+    if (!vectors)
+        return NULL;
+    vectors[0] = first;
+    for (size_t t = 0; t < tables; t++)
+        vectors[1 + t] = pooled + t * values;
+    return vectors;
+}
+
+static ember_status_t cpu_interaction_forward(ember_device_t *dev, const float *dense,
+                                              const float *pooled, size_t tables, size_t batch,
+                                              size_t dim, float *out)
+{
+    const float *stack[CPU_VECTORS];
+    const ember_interaction_shape_t shape = {.features = tables + 1, .dim = dim, .batch = batch};
+    if (tables > 0 && !pooled)
+        return EMBER_ERR_INVALID_PARAM;
+    const float **vectors = cpu_vectors(dense, pooled, tables, batch * dim, stack);
+    if (!vectors)
+        return EMBER_ERR_NO_MEMORY;
+    ember_status_t status = ember_interaction_forward(&shape, vectors, out);
+    if (vectors != stack)
+        free(vectors);
+    return status;
+}
+
+static ember_status_t cpu_interaction_backward(ember_device_t *dev, const float *dense,
+                                               const float *pooled, size_t tables, size_t batch,
+                                               size_t dim, const float *grad_out, float *grad_dense,
+                                               float *grad_pooled)
+{
+    const float *stack[CPU_VECTORS], *grad_stack[CPU_VECTORS];
+    const ember_interaction_shape_t shape = {.features = tables + 1, .dim = dim, .batch = batch};
+    if (tables > 0 && (!pooled || !grad_pooled))
+        return EMBER_ERR_INVALID_PARAM;
+    const float **vectors = cpu_vectors(dense, pooled, tables, batch * dim, stack);
+    const float **grads = cpu_vectors(grad_dense, grad_pooled, tables, batch * dim, grad_stack);
+    ember_status_t status = vectors && grads ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+    if (status == EMBER_OK)
+        status = ember_interaction_backward(&shape, vectors, grad_out, (float *const *)grads);
+    if (vectors && vectors != stack)
+        free(vectors);
+    if (grads && grads != grad_stack)
+        free(grads);
+    return status;
+}
+
+static ember_status_t cpu_bce_with_logits(ember_device_t *dev, const float *logits,
+                                          const float *targets, size_t n, float *loss_p,
+                                          float *grad_p)
+{
+    return ember_bce_with_logits(logits, targets, n, loss_p, grad_p);
+}
+
 #ifndef EMBER_DEVICE_NO_TRANSPORT
 /* The CPU communicator is the host ring itself; requests are its requests. */
 static ember_status_t cpu_comm_create(ember_device_t *dev, ember_tp_t *tp, const int *ranks,
@@ -313,6 +377,9 @@ const ember_device_ops_t ember_device_cpu_ops = {
         .rows_scatter = cpu_rows_scatter,
         .parts_combine = cpu_parts_combine,
         .parts_split = cpu_parts_split,
+        .interaction_forward = cpu_interaction_forward,
+        .interaction_backward = cpu_interaction_backward,
+        .bce_with_logits = cpu_bce_with_logits,
 #ifndef EMBER_DEVICE_NO_TRANSPORT
         .comm_create = cpu_comm_create,
         .comm_destroy = cpu_comm_destroy,

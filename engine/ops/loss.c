@@ -1,6 +1,8 @@
 /* ember engine: cross entropy and BCE-with-logits (mean reduction). */
 #include "engine/ops/loss.h"
 
+#include "engine/ops/dlrm_math.h"
+
 #include <ember/log.h>
 
 #include <inttypes.h>
@@ -76,9 +78,7 @@ ember_status_t ember_bce_with_logits(const float *logits, const float *targets, 
         return EMBER_ERR_INVALID_PARAM;
     }
     for (size_t i = 0; i < n; i++) {
-        double x = logits[i], t = targets[i];
-        /* max(x,0) - x t + log(1 + e^-|x|): no overflow for any finite x. */
-        total += (x > 0 ? x : 0) - x * t + log1p(exp(-fabs(x)));
+        total += ember_dlrm_bce_term(logits[i], targets[i]);
     }
     double loss = total / (double)n;
     if (!isfinite(loss)) {
@@ -86,12 +86,8 @@ ember_status_t ember_bce_with_logits(const float *logits, const float *targets, 
         return EMBER_ERR_NUMERIC;
     }
     if (grad_p) {
-        for (size_t i = 0; i < n; i++) {
-            double x = logits[i];
-            /* The two branches of the sigmoid avoid exp overflow. */
-            double s = x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-            grad_p[i] = (float)((s - (double)targets[i]) / (double)n);
-        }
+        for (size_t i = 0; i < n; i++)
+            grad_p[i] = ember_dlrm_bce_grad(logits[i], targets[i], (double)n);
     }
     *loss_p = (float)loss;
     return EMBER_OK;

@@ -2,6 +2,7 @@
 #include "engine/train/dlrm_trainer.h"
 
 #include "common/reserve.h"
+#include "engine/device/scratch.h"
 #include "engine/io/criteo_data.h"
 #include "engine/train/dlrm_replica.h"
 #include "engine/train/job.h"
@@ -36,7 +37,14 @@ struct ember_dlrm_trainer {
     ember_dlrm_replica_t *replica;
     ember_buffer_t offsets;        /* int64 0, 1, 2, ...: one value a bag */
     size_t offsets_filled;         /* of them written */
-    ember_buffer_t pooled, grads;  /* [tables][batch][dim] */
+    ember_scratch_t pooled, grads; /* [tables][batch][dim], device memory */
+    /* Staged (a GPU without the device path): the tables' lookups run on a
+     * host device, so every table combines into, and pushes from, the
+     * pinned blocks here, and each step copies the pooled block over once
+     * and its gradient back once (not once a table). */
+    ember_device_t *host_device;
+    ember_trainer_dev_t host_td;
+    ember_scratch_t pooled_host, grads_host;
     ember_buffer_t logits, labels; /* an evaluation's, this trainer's share */
     size_t evaluated;
     char names[T_MAX][EMBER_TABLE_NAME_MAX]; /* the tables', for errors */
@@ -53,6 +61,26 @@ static ember_status_t open_stream(ember_dlrm_trainer_t *trainer, const char *sou
                                          .rows = trainer->config->dlrm.rows,
                                          .eval = eval};
     return ember_criteo_data_open(&config, data_p, err, err_length);
+}
+
+/* Where the lookups' parts live: the host device when staged. */
+static const ember_trainer_dev_t *sparse_td(const ember_dlrm_trainer_t *trainer)
+{
+    return trainer->host_device ? &trainer->host_td : trainer->args.td;
+}
+
+/* Staged on a GPU: a host device for the lookups. */
+static ember_status_t staging_open(ember_dlrm_trainer_t *trainer)
+{
+    const ember_trainer_dev_t *td = trainer->args.td;
+    if (td->on_host || trainer->args.rdma)
+        return EMBER_OK;
+    EMBER_CHECK(ember_device_open("cpu", 0, &trainer->host_device));
+    trainer->host_td = (ember_trainer_dev_t){.device = trainer->host_device,
+                                             .ops = ember_device_ops(trainer->host_device),
+                                             .on_host = 1};
+    trainer->pooled_host.pinned = trainer->grads_host.pinned = 1; /* the GPU's, for DMA */
+    return EMBER_OK;
 }
 
 /* Every table's lookups, row-wise or whole as the job places them. */
@@ -78,18 +106,25 @@ static ember_status_t sparse_setup(ember_dlrm_trainer_t *trainer)
                 .staleness = trainer->config->staleness};
     }
     trainer->tables = count;
-    return ember_pipeline_create(configs, count, trainer->args.tp, trainer->args.td, 0,
-                                 trainer->args.aborted, &trainer->pipe);
+    return ember_pipeline_create(configs, count, trainer->args.tp, sparse_td(trainer),
+                                 trainer->args.rdma, trainer->args.aborted, &trainer->pipe);
 }
 
 /* Buffers of a batch of @n: the bags' offsets, the pooled and their grads. */
 static ember_status_t reserve_batch(ember_dlrm_trainer_t *trainer, size_t n)
 {
     const size_t values = trainer->tables * n * trainer->dim;
-    if (!ember_buffer_reserve(&trainer->offsets, n * sizeof(int64_t) + 8) ||
-        !ember_buffer_reserve(&trainer->pooled, values * sizeof(float) + 4) ||
-        !ember_buffer_reserve(&trainer->grads, values * sizeof(float) + 4))
+    ember_device_t *device = trainer->args.td->device;
+    if (!ember_buffer_reserve(&trainer->offsets, n * sizeof(int64_t) + 8))
         return EMBER_ERR_NO_MEMORY;
+    EMBER_CHECK(ember_scratch_reserve(device, &trainer->pooled, values * sizeof(float) + 4));
+    EMBER_CHECK(ember_scratch_reserve(device, &trainer->grads, values * sizeof(float) + 4));
+    if (trainer->host_device) {
+        EMBER_CHECK(
+                ember_scratch_reserve(device, &trainer->pooled_host, values * sizeof(float) + 4));
+        EMBER_CHECK(
+                ember_scratch_reserve(device, &trainer->grads_host, values * sizeof(float) + 4));
+    }
     int64_t *offsets = trainer->offsets.data;
     for (size_t i = trainer->offsets_filled; i < n; i++)
         offsets[i] = (int64_t)i; /* they never change: written once */
@@ -115,6 +150,7 @@ ember_status_t ember_dlrm_trainer_create(const ember_dlrm_trainer_args_t *args,
     if (trainer->config->dlrm.eval[0])
         EMBER_CHECK(open_stream(trainer, trainer->config->dlrm.eval, 1, &trainer->eval_data, err,
                                 err_length));
+    EMBER_CHECK(staging_open(trainer));
     EMBER_CHECK(sparse_setup(trainer));
     EMBER_CHECK(reserve_batch(trainer, trainer->batch));
     return ember_dlrm_replica_create(trainer->config, args->params, args->td, args->comm, args->tp,
@@ -129,11 +165,15 @@ void ember_dlrm_trainer_destroy(ember_dlrm_trainer_t *trainer)
     ember_dlrm_replica_destroy(trainer->replica);
     ember_criteo_data_close(trainer->data);
     ember_criteo_data_close(trainer->eval_data);
+    ember_scratch_t *scratch[] = {&trainer->pooled, &trainer->grads, &trainer->pooled_host,
+                                  &trainer->grads_host};
+    for (size_t i = 0; i < sizeof(scratch) / sizeof(scratch[0]); i++)
+        ember_scratch_free(trainer->args.td->device, scratch[i]);
+    ember_device_close(trainer->host_device); /* after the pipeline, its user */
     ember_buffer_t *buffers[] = {
             &trainer->held[0].labels, &trainer->held[0].dense, &trainer->held[0].sparse,
             &trainer->held[1].labels, &trainer->held[1].dense, &trainer->held[1].sparse,
-            &trainer->offsets,        &trainer->pooled,        &trainer->grads,
-            &trainer->logits,         &trainer->labels};
+            &trainer->offsets,        &trainer->logits,        &trainer->labels};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++)
         ember_buffer_free(buffers[i]);
     free(trainer);
@@ -206,24 +246,41 @@ static void table_batches(ember_dlrm_trainer_t *trainer, const int64_t *const *v
                 .indices = values[t], .n = n, .offsets = trainer->offsets.data, .bags = n};
 }
 
-/* Every table's replies of @sparse combined into trainer->pooled for @n
- * examples; @pooled_p: each table's [n][dim]. */
-static ember_status_t combine_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *sparse, size_t n,
-                                  const float **pooled_p)
+/* Every table's replies of @sparse combined into trainer->pooled (on the
+ * device), [tables][n][dim]: in place, or staged and copied over once. */
+static ember_status_t combine_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *sparse, size_t n)
 {
-    for (size_t t = 0; t < trainer->tables; t++) {
-        float *x = (float *)trainer->pooled.data + t * n * trainer->dim;
-        EMBER_CHECK(ember_sparse_combine(sparse, t, x));
-        pooled_p[t] = x;
+    const size_t values = n * trainer->dim;
+    float *x = trainer->host_device ? trainer->pooled_host.data : trainer->pooled.data;
+    for (size_t t = 0; t < trainer->tables; t++)
+        EMBER_CHECK(ember_sparse_combine(sparse, t, x + t * values));
+    if (!trainer->host_device)
+        return EMBER_OK;
+    return ember_trainer_to_device(trainer->args.td, trainer->pooled.data, x,
+                                   trainer->tables * values * sizeof(float));
+}
+
+/* The pooled gradients (device memory) where the pushes read them: in
+ * place, or copied back once; @grads_p: each table's [n][dim]. */
+static ember_status_t grads_out(ember_dlrm_trainer_t *trainer, size_t n, float **grads_p)
+{
+    const size_t values = n * trainer->dim;
+    float *g = trainer->grads.data;
+    if (trainer->host_device) {
+        g = trainer->grads_host.data;
+        EMBER_CHECK(ember_trainer_to_host(trainer->args.td, g, trainer->grads.data,
+                                          trainer->tables * values * sizeof(float)));
     }
+    for (size_t t = 0; t < trainer->tables; t++)
+        grads_p[t] = g + t * values;
     return EMBER_OK;
 }
 
 /* Look up every table for @n examples in @sparse (an evaluation's) and pool
- * them into trainer->pooled; @pooled_p: each table's [n][dim]. */
+ * them into trainer->pooled. */
 static ember_status_t lookup_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *sparse,
                                  const int64_t *const *values, size_t n, uint64_t step, int eval,
-                                 const float **pooled_p, char *err, size_t err_length)
+                                 char *err, size_t err_length)
 {
     ember_batch_t batches[T_MAX];
     EMBER_CHECK(reserve_batch(trainer, n));
@@ -231,7 +288,7 @@ static ember_status_t lookup_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *
     EMBER_CHECK(ember_sparse_split(sparse, batches, step, eval, err, err_length));
     EMBER_CHECK(ember_sparse_pushes_wait(sparse, step, err, err_length));
     EMBER_CHECK(ember_sparse_lookup(sparse, err, err_length));
-    return combine_all(trainer, sparse, n, pooled_p);
+    return combine_all(trainer, sparse, n);
 }
 
 /* Step @step's examples (@held) split into its slot of the pipeline. */
@@ -276,16 +333,15 @@ ember_status_t ember_dlrm_trainer_step(ember_dlrm_trainer_t *trainer, uint64_t s
 {
     const held_t *held = &trainer->held[trainer->cur];
     const size_t n = held->n;
-    const float *pooled[T_MAX];
     float *grads[T_MAX];
     ember_sparse_t *sparse = ember_pipeline_sparse(trainer->pipe, step);
     EMBER_CHECK(step_lookups(trainer, step, ahead && !last, err, err_length));
-    EMBER_CHECK(combine_all(trainer, sparse, n, pooled));
-    for (size_t t = 0; t < trainer->tables; t++)
-        grads[t] = (float *)trainer->grads.data + t * n * trainer->dim;
-    EMBER_CHECK(ember_dlrm_replica_forward(trainer->replica, held->dense.data, pooled, n,
-                                           held->labels.data, loss_p, err, err_length));
-    EMBER_CHECK(ember_dlrm_replica_backward(trainer->replica, grads, err, err_length));
+    EMBER_CHECK(combine_all(trainer, sparse, n));
+    EMBER_CHECK(ember_dlrm_replica_forward(trainer->replica, held->dense.data, trainer->pooled.data,
+                                           n, held->labels.data, loss_p, err, err_length));
+    EMBER_CHECK(
+            ember_dlrm_replica_backward(trainer->replica, trainer->grads.data, err, err_length));
+    EMBER_CHECK(grads_out(trainer, n, grads));
     EMBER_CHECK(
             ember_sparse_push(sparse, (const float *const *)grads, step, last, err, err_length));
     EMBER_CHECK(ember_dlrm_replica_step(trainer->replica, trainer->args.aborted, err, err_length));
@@ -298,15 +354,15 @@ static ember_status_t eval_batch(ember_dlrm_trainer_t *trainer, const ember_crit
                                  uint64_t steps, char *err, size_t err_length)
 {
     const size_t n = batch->n, at = trainer->evaluated;
-    const float *pooled[T_MAX];
     if (!ember_buffer_reserve(&trainer->logits, (at + n) * sizeof(float) + 4) ||
         !ember_buffer_reserve(&trainer->labels, (at + n) * sizeof(float) + 4))
         return EMBER_ERR_NO_MEMORY;
     ember_sparse_t *sparse;
     EMBER_CHECK(ember_pipeline_borrow(trainer->pipe, steps, &sparse, err, err_length));
-    EMBER_CHECK(lookup_all(trainer, sparse, batch->sparse, n, steps, 1, pooled, err, err_length));
+    EMBER_CHECK(lookup_all(trainer, sparse, batch->sparse, n, steps, 1, err, err_length));
     float *logits = (float *)trainer->logits.data + at;
-    EMBER_CHECK(ember_dlrm_replica_logits(trainer->replica, batch->dense, pooled, n, logits));
+    EMBER_CHECK(ember_dlrm_replica_logits(trainer->replica, batch->dense, trainer->pooled.data, n,
+                                          logits));
     memcpy((float *)trainer->labels.data + at, batch->labels, n * sizeof(float));
     trainer->evaluated = at + n;
     return EMBER_OK;

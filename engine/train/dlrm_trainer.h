@@ -35,6 +35,7 @@ typedef struct {
     const ember_trainer_dev_t *td;
     ember_device_comm_t *comm;
     const int *aborted; /* the master's ABORT */
+    int rdma;           /* replies land in device memory (the device path) */
 } ember_dlrm_trainer_args_t;
 
 /** Open the data (errors name the file) and set up the tables' lookups and

@@ -699,7 +699,11 @@ static ember_status_t trainer_run_dlrm(trainer_t *trainer, ember_msg_train_done_
                                       .tp = trainer->tp,
                                       .td = &trainer->td,
                                       .comm = trainer->comm,
-                                      .aborted = &trainer->aborted};
+                                      .aborted = &trainer->aborted,
+                                      /* fp16 replies are widened on the host */
+                                      .rdma = !trainer->td.on_host &&
+                                              trainer->net_mem == EMBER_MEM_CUDA &&
+                                              !trainer->spec.config.half_replies};
     char err[400];
     ember_status_t status = ember_dlrm_trainer_create(&args, &trainer->dlrm, err, sizeof(err));
     if (status != EMBER_OK)

@@ -17,8 +17,8 @@
  * others only enqueue and return (asynchronous errors surface at the next
  * synchronizing call).
  *
- * The ops mirror <ember/embedding_bag.h> and the engine's dense, loss and
- * allreduce ops (engine/ops/dense.h, engine/ops/loss.h, engine/comm/allreduce.h in the
+ * The ops mirror <ember/embedding_bag.h> and the engine's dense, DLRM
+ * interaction, loss and allreduce ops (engine/ops/dense.h, engine/ops/loss.h, engine/comm/allreduce.h in the
  * source tree); their semantics (modes, padding, empty bags, the sparse
  * sorted-unique backward, mean reductions) are those headers', bit-for-bit
  * on the CPU backend and within float rounding on CUDA.
@@ -57,8 +57,8 @@ typedef enum {
 
 /* Version of the table layout; bump when a slot is added or changes its
  * parameters (3: parts_combine takes the maxima's places; 4:
- * bag_backward_update). */
-#define EMBER_DEVICE_OPS_VERSION 4
+ * bag_backward_update; 5: DLRM's interaction and loss). */
+#define EMBER_DEVICE_OPS_VERSION 5
 
 /*
  * One sparse optimizer step for bag_backward_update (version 4): the
@@ -236,6 +236,27 @@ typedef struct ember_device_ops {
                                           size_t dim, const ember_bag_batch_t *batch,
                                           const ember_bag_opts_t *opts, const float *grad_out,
                                           const int64_t *argmax, const ember_device_opt_t *opt);
+    /* ---- DLRM's dense half (version 5; engine/ops/interaction.h) -------- */
+    /* InteractionArch over @batch examples of F = tables + 1 vectors of
+     * @dim: @dense [batch][dim] (DenseArch's output) and @pooled
+     * [tables][batch][dim] (table t's at t * batch * dim); @out [batch][dim +
+     * F(F-1)/2]: the dense vector, then every dot i < j in
+     * torch.triu_indices order. */
+    ember_status_t (*interaction_forward)(ember_device_t *dev, const float *dense,
+                                          const float *pooled, size_t tables, size_t batch,
+                                          size_t dim, float *out);
+    /* Its backward from @grad_out [batch][width]: @grad_dense [batch][dim]
+     * and @grad_pooled [tables][batch][dim], each fully written. */
+    ember_status_t (*interaction_backward)(ember_device_t *dev, const float *dense,
+                                           const float *pooled, size_t tables, size_t batch,
+                                           size_t dim, const float *grad_out, float *grad_dense,
+                                           float *grad_pooled);
+    /* Mean BCE with logits (engine/ops/loss.h) of @logits against
+     * @targets (floats in [0, 1]), both [n]; @loss_p is host memory (this
+     * op waits); @grad_p [n] or NULL.  Nothing is written on error
+     * (ERR_NUMERIC: a loss that is not finite). */
+    ember_status_t (*bce_with_logits)(ember_device_t *dev, const float *logits,
+                                      const float *targets, size_t n, float *loss_p, float *grad_p);
 } ember_device_ops_t;
 
 /**

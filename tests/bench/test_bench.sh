@@ -182,6 +182,25 @@ lookup_threads)
     grep -q "THREADS '0' is not a positive integer" "$out" || fail "THREADS=0 is not named"
     ;;
 
+dlrm_gpu)
+    # bench/dlrm_gpu.sh (the GPU check's DLRM row) tiny, both on the CPU
+    # (DEVICE=cpu): its header, its row of two rates and their ratio; bad
+    # settings refused.  PYTHON (argv 3): one with torch and numpy.
+    script=$(cd "$(dirname "$0")/../.." && pwd)/bench/dlrm_gpu.sh
+    export PYTHON=${3:-python3}
+    "$PYTHON" -c 'import torch, numpy' 2>/dev/null || { echo "skipped: no torch in $PYTHON"; exit 77; }
+    DEVICE=cpu CONFIG=tiny STEPS=4 bash "$script" "$build" >"$out" 2>&1 || fail "exit status $?"
+    grep -q '^# ember: 1 trainer --device cpu, 1 PS --ps-device cpu' "$out" || fail "no line saying what ran"
+    grep -Eq '^dlrm tiny +ember ex/s +torch ex/s +ratio$' "$out" || fail "no column header"
+    awk '$1 == "cpu/cpu" && NF == 4 && $2 > 0 && $3 > 0 && $4 > 0 && ($2 / $3 - $4) ^ 2 < 0.0001 + 0.0001 * $4 { ok = 1 }
+        END { exit !ok }' "$out" || fail "no row of two rates and their ratio"
+    for bad in "DEVICE=tpu" "CONFIG=c" "STEPS=0" "OPTIMIZER=adam" "PS_DEVICE=gpu"; do
+        env DEVICE=cpu "$bad" bash "$script" "$build" >"$out" 2>&1
+        [ $? -eq 2 ] || fail "$bad was not refused with exit 2"
+    done
+    bash "$script" "$build/none" >"$out" 2>&1
+    [ $? -eq 2 ] || fail "a missing build folder was not refused"
+    ;;
 train_vs_torchrec)
     # bench/train_vs_torchrec.sh (the docs' TorchRec table) at a few steps of
     # a small table: its rows, medians and target lines, both jobs timing the

@@ -10,6 +10,7 @@
 #include <ember/log.h>
 
 #include "engine/ops/dense.h"
+#include "engine/ops/interaction.h"
 #include "engine/ops/loss.h"
 #include "tests/engine/test_util.h"
 
@@ -457,6 +458,84 @@ static int t_ce(void)
     return 0;
 }
 
+/* DLRM's interaction, forward and backward, against the host's over
+ * [tables][batch][dim] blocks: DLRM's own shapes (27 vectors of 64) and
+ * small odd ones. */
+static int dlrm_inter_one(size_t T, size_t B, size_t D)
+{
+    const size_t F = T + 1, V = B * D, W = D + F * (F - 1) / 2;
+    float *x = malloc(F * V * 4), *go = malloc(B * W * 4), *out = malloc(B * W * 4);
+    float *ref = malloc(B * W * 4), *g = malloc(F * V * 4), *gref = malloc(F * V * 4);
+    const float *vectors[64];
+    float *grads[64];
+    fill(x, F * V, -1, 1);
+    fill(go, B * W, -1, 1);
+    for (size_t f = 0; f < F; f++) {
+        vectors[f] = x + f * V;
+        grads[f] = gref + f * V;
+    }
+    const ember_interaction_shape_t shape = {.features = F, .dim = D, .batch = B};
+    CHECK(ember_interaction_forward(&shape, vectors, ref) == EMBER_OK, "cpu forward");
+    CHECK(ember_interaction_backward(&shape, vectors, go, grads) == EMBER_OK, "cpu backward");
+    float *dx = up(x, F * V * 4), *dgo = up(go, B * W * 4), *dout = up(NULL, B * W * 4);
+    float *dg = up(NULL, F * V * 4);
+    CHECK(G->interaction_forward(gpu, dx, dx + V, T, B, D, dout) == EMBER_OK, "gpu forward");
+    down(out, dout, B * W * 4);
+    if (!close_enough(out, ref, B * W, 1e-5, "interaction out"))
+        return 1;
+    CHECK(G->interaction_backward(gpu, dx, dx + V, T, B, D, dgo, dg, dg + V) == EMBER_OK,
+          "gpu backward");
+    down(g, dg, F * V * 4);
+    if (!close_enough(g, gref, F * V, 1e-5, "interaction grad"))
+        return 1;
+    gfree_all();
+    free(x), free(go), free(out), free(ref), free(g), free(gref);
+    return 0;
+}
+
+static int t_dlrm_interaction(void)
+{
+    const size_t shapes[][3] = {{26, 2048, 64}, {26, 7, 128}, {0, 5, 3}, {1, 33, 1}, {4, 9, 16}};
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        if (dlrm_inter_one(shapes[s][0], shapes[s][1], shapes[s][2]) != 0)
+            return 1;
+    return 0;
+}
+
+/* BCE with logits: the loss within 1e-6, the gradient within float
+ * rounding of the host's; a logit that is not finite refused, the
+ * gradient then untouched. */
+static int t_dlrm_bce(void)
+{
+    const size_t sizes[] = {1, 255, 2048, 70001};
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        size_t n = sizes[s];
+        float *z = malloc(n * 4), *t = malloc(n * 4), *g = malloc(n * 4), *gr = malloc(n * 4);
+        fill(z, n, -30, 30);
+        for (size_t i = 0; i < n; i++)
+            t[i] = uni(0, 1) < 0.5 ? 0.0f : 1.0f;
+        float loss = 0, loss_ref = 0;
+        CHECK(ember_bce_with_logits(z, t, n, &loss_ref, gr) == EMBER_OK, "cpu");
+        float *dz = up(z, n * 4), *dt = up(t, n * 4), *dg = up(NULL, n * 4);
+        CHECK(G->bce_with_logits(gpu, dz, dt, n, &loss, dg) == EMBER_OK, "gpu");
+        CHECK(fabs(loss - loss_ref) <= 1e-6 * (1 + fabs(loss_ref)), "loss gpu %.9g cpu %.9g", loss,
+              loss_ref);
+        down(g, dg, n * 4);
+        if (!close_enough(g, gr, n, 1e-6, "bce grad"))
+            return 1;
+        z[n / 2] = NAN;
+        CHECK(G->mem_copy(gpu, dz, z, n * 4, EMBER_COPY_HOST_TO_DEVICE) == EMBER_OK, "copy");
+        CHECK(G->mem_zero(gpu, dg, n * 4) == EMBER_OK, "zero");
+        CHECK(G->bce_with_logits(gpu, dz, dt, n, &loss, dg) == EMBER_ERR_NUMERIC, "NaN accepted");
+        down(g, dg, n * 4);
+        for (size_t i = 0; i < n; i++)
+            CHECK(g[i] == 0.0f, "a refused loss wrote its gradient at %zu", i);
+        gfree_all();
+        free(z), free(t), free(g), free(gr);
+    }
+    return 0;
+}
+
 static int t_ce_errors(void)
 {
     size_t B = 4, C = 5;
@@ -747,6 +826,8 @@ static const test_case_t cases[] = {
         {"nccl_single", t_nccl_single},
         {"pinned", t_pinned},
         {"parts_combine", t_parts_combine},
+        {"dlrm_interaction", t_dlrm_interaction},
+        {"dlrm_bce", t_dlrm_bce},
         {"device_cpu", t_device_cpu},
         {"device_cuda_open", t_device_cuda_open},
 #ifdef EMBER_HAVE_TRANSPORT

@@ -20,6 +20,15 @@
 #                        split: the data given as two files (77 lines, then
 #                        123: the files are one stream, trainer t still takes
 #                        i % 2 == t over both)
+#   cuda_ref:RUN:SHARD:PS:PSDEV
+#                        ref:RUN:SHARD:PS with the dense half on the GPU
+#                        (--device cuda) and the tables on PSDEV (cpu, cuda):
+#                        the same comparison within 1e-4, each trainer
+#                        saying its GPU data path; exit 77 without a GPU
+#   cuda_flags           --device cuda for DLRM: without a GPU refused
+#                        naming why (no GPU, no backend), with an unloadable
+#                        plugin refused as one; with a GPU a short job with
+#                        --ps-device cuda runs
 #   strict_load          ember's --save (its own init) loads into the
 #                        reference module with load_state_dict(strict=True),
 #                        under TorchRec's names and shapes
@@ -130,6 +139,48 @@ ref:*)
     "${check[@]}" compare "$work/ember.safetensors" "$fixture/ref_$opt.safetensors" \
         >>"$work/out" 2>&1 || fail "ember differs from the reference"
     grep -E "^(dense|tables|losses):|^ok:" "$work/out"
+    ;;
+cuda_ref:*)
+    IFS=: read -r _ opt sharding ps psdev <<<"$case_name"
+    info=$("$build/tools/ember-info" 2>/dev/null) # whole: grep -q would cut the pipe
+    grep -qE '^cuda: [1-9]' <<<"$info" || { echo "no CUDA GPU: skipped"; exit 77; }
+    [ -f "$fixture/ref_$opt.safetensors" ] || { echo "no fixture: run train.dlrm_ref.setup"; exit 2; }
+    trainers=$(trainers_of "$opt")
+    # shellcheck disable=SC2046
+    EMBER_LOG_LEVEL=info ember_dlrm "$ps" "$work/out" --device cuda --ps-device "$psdev" \
+        --sharding "$sharding" "${model[@]}" $(run_flags "$opt") --data "criteo:$fixture/data.tsv" \
+        --init "$fixture/init.safetensors" --save "$work/ember.safetensors" ||
+        fail "ember-train exited $?"
+    n=$(grep -c "GPU data path: " "$work/out")
+    [ "$n" -eq "$trainers" ] || fail "$n lines 'GPU data path' for $trainers trainers"
+    "${check[@]}" compare "$work/ember.safetensors" "$fixture/ref_$opt.safetensors" \
+        >>"$work/out" 2>&1 || fail "ember on the GPU differs from the reference"
+    grep -E "^(dense|tables|losses):|^ok:" "$work/out"
+    ;;
+cuda_flags)
+    "$gen" --examples 100 --out "$work/data.tsv" --seed 16 >"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    short=("${model[@]}" --batch-size 16 --steps 2 --epochs 1 --optimizer sgd --lr 0.1
+        --data "criteo:$work/data.tsv")
+    info=$("$build/tools/ember-info" 2>/dev/null)
+    if grep -qE '^cuda: [1-9]' <<<"$info"; then
+        ember_dlrm 1 "$work/out" --device cuda --ps-device cuda "${short[@]}" ||
+            fail "--device cuda --ps-device cuda exited $?"
+        echo "a GPU: --device cuda --ps-device cuda ran"
+    else
+        ember_dlrm 1 "$work/out" --device cuda "${short[@]}" && fail "--device cuda ran without a GPU"
+        grep -qE "ember-train: --device cuda: (no CUDA GPU is visible|this build has no CUDA backend)" \
+            "$work/out" || fail "--device cuda refused without saying why"
+        echo "no GPU: $(grep -m1 -E "ember-train: --device cuda" "$work/out")"
+    fi
+    # A plugin that cannot be loaded is said to be one, not a missing GPU.
+    EMBER_CUDA_PLUGIN=$work/none.so ember_dlrm 1 "$work/out" --device cuda "${short[@]}" &&
+        fail "--device cuda ran with no plugin"
+    grep -q "this build has no CUDA backend" "$work/out" ||
+        { grep -q "the CUDA backend cannot be loaded" "$work/out" &&
+            ! grep -q "no CUDA GPU is visible" "$work/out"; } ||
+        fail "an unloadable plugin is not said to be one"
+    echo "$case_name: passed"
     ;;
 strict_load)
     "$gen" --examples 200 --out "$work/data.tsv" --seed 12 >"$work/out" 2>&1 ||
