@@ -11,9 +11,10 @@
 # tarfile where tar has no xz).
 # Exit 0 when configured and built, and the programs load UCX from DEPS_DIR
 # (not a system copy); 1 otherwise, saying which step.  JOBS overrides the
-# parallelism (default: every core).  The programs find the prefix's
-# libraries by their RPATH; DEPS_DIR/env.sh adds LD_LIBRARY_PATH for
-# anything else (bench/gpudirect-check.sh sources it).
+# parallelism (default: every core); CMAKE_ARGS adds configure arguments.
+# The programs find the prefix's libraries by their RPATH;
+# DEPS_DIR/env.sh adds LD_LIBRARY_PATH for anything else
+# (bench/gpudirect-check.sh sources it).
 set -u -o pipefail
 
 if [ $# -lt 2 ]; then
@@ -58,6 +59,9 @@ log=$build/gpu-full-build.log
 
 args=(-S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90
       -DEMBER_UCX_ROOT="$deps" -DCMAKE_PREFIX_PATH="$deps")
+# CMAKE_ARGS: more (e.g. -DEMBER_TORCH_PYTHON=..., the python with torch).
+read -r -a extra <<< "${CMAKE_ARGS:-}"
+args+=("${extra[@]}")
 command -v ninja > /dev/null && args+=(-G Ninja)
 if ! cmake "${args[@]}" >> "$log" 2>&1; then
     echo "gpu-full-build: FAIL: configure (see $log)"; tail -15 "$log"; exit 1
