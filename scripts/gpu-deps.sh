@@ -23,8 +23,10 @@
 #     providers (no RDMA NIC there) stay out.  pkgconf too (bin/pkg-config),
 #     for a machine without pkg-config: env.sh puts it last on PATH.
 #   - pkg-config files written for the flat layout, relative to themselves
-#     (${pcfiledir}), and DIR/env.sh: source it for PKG_CONFIG_PATH,
-#     LD_LIBRARY_PATH and EMBER_UCX_ROOT.  Every library finds its own
+#     (${pcfiledir}), and DIR/env.sh: source it for PKG_CONFIG_PATH and
+#     LD_LIBRARY_PATH (a build names the prefix itself, -DEMBER_UCX_ROOT:
+#     an EMBER_ variable in the environment is one ember's programs would
+#     check, and warn about, at run time).  Every library finds its own
 #     dependencies beside it ($ORIGIN), so programs built against the prefix
 #     run without LD_LIBRARY_PATH (bin/ucx_info needs it).  The prefix can
 #     move (before a build against it: programs record where it was).
@@ -147,7 +149,6 @@ echo "gpu-deps: needs glibc >= $(cat "$dir/GLIBC")"
 cat >"$dir/env.sh" <<'EOF'
 # source DEPS/env.sh: build against and run with this prefix (scripts/gpu-deps.sh)
 EMBER_DEPS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export EMBER_UCX_ROOT=$EMBER_DEPS
 export PKG_CONFIG_PATH=$EMBER_DEPS/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$EMBER_DEPS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Last: its pkg-config only where the machine has none (ucx_info too).
