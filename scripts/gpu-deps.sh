@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Gather, on this Debian 12 machine, the libraries a full ember build needs on
 # the GPU check machine (which has CUDA 13 and no network, no UCX, hwloc,
-# OpenBLAS or rdma-core: ../shared/notes/gpu-machine.md) into one prefix that
-# travels with the run (the device tool's carry, 64 MiB at most).
+# OpenBLAS or rdma-core: docs/PERFORMANCE.md, "The GPU machine") into one prefix
+# that travels with the run (the device tool's carry, 64 MiB at most).
 #
 #   scripts/gpu-deps.sh [DIR]     DIR defaults to deps/gpu (git ignores deps/)
 #
@@ -30,7 +30,7 @@
 #     dependencies beside it ($ORIGIN), so programs built against the prefix
 #     run without LD_LIBRARY_PATH (bin/ucx_info needs it).  The prefix can
 #     move (before a build against it: programs record where it was).
-#   - DIR.tar.xz beside it (about 9 MiB against about 52): carry either;
+#   - DIR.tar.xz beside it (about 8 MiB against about 53): carry either;
 #     bench/gpu-full-build.sh takes the folder or the archive.
 # Needs: pip (PyPI), apt-get (Debian's archive), dpkg, strip, objdump, xz.
 set -euo pipefail

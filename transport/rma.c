@@ -76,15 +76,10 @@ ember_status_t tp_mem_handle(const ember_mem_t *mem, const void *buffer, size_t 
 
 void tp_param_memh(ucp_request_param_t *param, ucp_mem_h memh)
 {
-#if TP_HAVE_OP_MEMH
     if (memh) {
         param->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
         param->memh = memh;
     }
-#else
-    (void)param;
-    (void)memh;
-#endif
 }
 
 void ember_mem_deregister(ember_tp_t *tp, ember_mem_t *mem)

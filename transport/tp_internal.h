@@ -394,16 +394,14 @@ ember_status_t tp_rndv_receive(ember_tp_t *tp, void *desc, void *buffer, size_t 
                                ember_mem_type_t mem_type, ucp_mem_h memh,
                                ucp_am_recv_data_nbx_callback_t cb, void *user_data);
 
-/* UCX's request parameters take a registration (ucp_request_param_t.memh)
- * from 1.13's headers on (Debian 12's is the oldest UCX ember builds with). */
-#define TP_HAVE_OP_MEMH (UCP_API_VERSION >= UCP_VERSION(1, 13))
 /* A request's buffer @buffer..+@length as its registration @mem (see
  * ember_rpc_param_t): @mem's handle, or NULL when @mem is NULL.
  * ERR_INVALID_PARAM (logged, naming @what): @mem does not cover the buffer
  * or is of another memory type than @type. */
 ember_status_t tp_mem_handle(const ember_mem_t *mem, const void *buffer, size_t length,
                              ember_mem_type_t type, const char *what, ucp_mem_h *memh_p);
-/* Add @memh to @param (nothing when NULL or the headers lack the field). */
+/* Add @memh to @param (nothing when NULL).  The field is in UCX's
+ * request parameters from 1.13 on, the oldest UCX CMake accepts. */
 void tp_param_memh(ucp_request_param_t *param, ucp_mem_h memh);
 
 /* worker.c: UCX's library against the headers ember was built with.  A

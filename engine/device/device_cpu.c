@@ -23,17 +23,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cpu_token; /* non-NULL impl for the CPU backend */
+/* The CPU backend's state: the fused op's row gradients, kept between
+ * calls (grow-only; a device is used by one thread at a time). */
+typedef struct {
+    int64_t *update_rows;
+    size_t update_rows_cap;
+    float *update_grad;
+    size_t update_grad_cap;
+} cpu_dev_t;
 
 static ember_status_t cpu_open(int local_rank, void **impl_p)
 {
+    cpu_dev_t *cpu = calloc(1, sizeof(*cpu));
+    if (!cpu)
+        return EMBER_ERR_NO_MEMORY;
     ember_debug("device", "device cpu (host memory, CBLAS)");
-    *impl_p = &cpu_token;
+    *impl_p = cpu;
     return EMBER_OK;
 }
 
 static void cpu_close(void *impl)
 {
+    cpu_dev_t *cpu = impl;
+    if (!cpu)
+        return;
+    free(cpu->update_rows);
+    free(cpu->update_grad);
+    free(cpu);
 }
 
 static ember_status_t cpu_mem_alloc(ember_device_t *dev, size_t bytes, void **ptr_p)
@@ -109,12 +125,6 @@ static ember_status_t cpu_bag_backward(ember_device_t *dev, const float *table, 
     return EMBER_OK;
 }
 
-/* The fused op's row gradient, kept between calls (grow-only). */
-static __thread int64_t *update_rows;
-static __thread size_t update_rows_cap;
-static __thread float *update_grad;
-static __thread size_t update_grad_cap;
-
 _Static_assert(EMBER_OPT_SGD == 0 && EMBER_OPT_ADAGRAD == 1 && EMBER_OPT_ROWWISE_ADAGRAD == 2 &&
                        EMBER_OPT_ADAM == 3,
                "ember_device_opt_t's kinds are ember_opt_kind_t's");
@@ -151,15 +161,16 @@ static ember_status_t cpu_bag_backward_update(ember_device_t *dev, float *table,
         ember_error("device", "cpu: bag backward update: invalid arguments");
         return EMBER_ERR_INVALID_PARAM;
     }
+    cpu_dev_t *cpu = ember_device_impl(dev);
     const size_t n = batch->n;
-    if (n > SIZE_MAX / dim || !EMBER_RESERVE(update_rows, update_rows_cap, n) ||
-        !EMBER_RESERVE(update_grad, update_grad_cap, n * dim)) {
+    if (n > SIZE_MAX / dim || !EMBER_RESERVE(cpu->update_rows, cpu->update_rows_cap, n) ||
+        !EMBER_RESERVE(cpu->update_grad, cpu->update_grad_cap, n * dim)) {
         ember_error("device", "cpu: bag backward update: no memory for %zu entries", n);
         return EMBER_ERR_NO_MEMORY;
     }
     const ember_bag_table_t bag_table = {
             .data = table, .dtype = EMBER_DTYPE_F32, .rows = rows, .dim = dim};
-    ember_bag_grad_t out = {.rows = update_rows, .grad = update_grad};
+    ember_bag_grad_t out = {.rows = cpu->update_rows, .grad = cpu->update_grad};
     EMBER_CHECK(ember_bag_backward(&bag_table, batch, opts, grad_out, argmax, &out));
     const ember_opt_bufs_t bufs = {.buf0 = opt->state0,
                                    .buf1 = opt->state1,
