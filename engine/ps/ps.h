@@ -11,7 +11,7 @@ typedef struct {
     int local_rank;   /* picks the GPU of tables created on one (local_rank % GPUs) */
     unsigned threads; /* compute threads (--ps-threads), its own included; 0: the
                        * cores of its binding (common/topology.c) */
-} ember_ps_options_t;
+} ember_ps_run_options_t;
 
 /**
  * Serve until the master's SHUTDOWN (returns OK) or ABORT (returns
@@ -29,6 +29,6 @@ typedef struct {
  * Errors: ERR_INVALID_PARAM (@options->threads above EMBER_WORKERS_MAX),
  * ERR_NO_MEMORY (the pool could not be started: logged).
  */
-ember_status_t ember_ps_run(ember_tp_t *tp, const ember_ps_options_t *options);
+ember_status_t ember_ps_run(ember_tp_t *tp, const ember_ps_run_options_t *options);
 
 #endif

@@ -87,9 +87,9 @@ static ember_status_t staging_open(ember_dlrm_trainer_t *trainer)
 static ember_status_t sparse_setup(ember_dlrm_trainer_t *trainer)
 {
     const ember_msg_train_start_t *spec = trainer->args.spec;
-    ember_job_table_t tables[EMBER_JOB_TABLES_MAX];
+    ember_train_job_table_t tables[EMBER_JOB_TABLES_MAX];
     ember_sparse_config_t configs[EMBER_JOB_TABLES_MAX];
-    size_t count = ember_job_tables(trainer->config, spec->num_ps, tables);
+    size_t count = ember_train_job_tables(trainer->config, spec->num_ps, tables);
     for (size_t t = 0; t < count; t++) {
         memcpy(trainer->names[t], tables[t].name, sizeof(trainer->names[t]));
         configs[t] = (ember_sparse_config_t){
