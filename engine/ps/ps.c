@@ -81,6 +81,7 @@ typedef struct {
     ember_ps_ckpt_t *ckpt;
     ember_msg_ckpt_done_t reports[PS_CKPT_REPORTS];
     ember_future_t *report_futures[PS_CKPT_REPORTS];
+    const ember_ps_hooks_t *hooks; /* NULL: ember-train's PS */
 } ps_t;
 
 /* A reply in flight: the buffer and the PS it goes back to (apart from
@@ -283,6 +284,38 @@ static void on_table_read(ember_rpc_req_t *req, void *arg)
         ember_rpc_reply(req, EMBER_OK, &iov, 1);
     }
     free(out);
+}
+
+/* A table's shard freed (its creator's ember_table_destroy); its id free
+ * again.  Lookups of it held here are answered once a step is applied,
+ * then finding no table. */
+static void ps_entry_free(ps_table_t *entry)
+{
+    free(entry->trainer_rank);
+    for (uint32_t t = 0; entry->grad_error && t < entry->trainers; t++)
+        free(entry->grad_error[t]);
+    free(entry->grad_error);
+    ember_shard_destroy(entry->table);
+    *entry = (ps_table_t){0};
+}
+
+static void on_table_destroy(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_destroy_t msg;
+    ps_table_t *entry;
+
+    if (!ps_header(req, &msg, sizeof(msg), NULL) || !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    if (ps->ckpt && ember_ps_ckpt_planned(ps->ckpt)) {
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
+                              "table %s: a job that writes checkpoints keeps its tables",
+                              ember_shard_name(entry->table));
+        return;
+    }
+    ember_info("ps", "table %s: shard freed", ember_shard_name(entry->table));
+    ps_entry_free(entry);
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
 static size_t rss_bytes(void)
@@ -874,23 +907,26 @@ static void ps_drop_lost_trainers(ps_t *ps)
 
 /* The ops a PS serves, and their handlers (registered for its lifetime). */
 static const uint16_t ps_ops[] = {
-        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
-        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
-        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,      EMBER_OP_CKPT_PLAN,  EMBER_OP_CKPT_AT,
-        EMBER_OP_TABLE_RESTORE,
+        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD,    EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
+        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,         EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
+        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,         EMBER_OP_CKPT_PLAN,  EMBER_OP_CKPT_AT,
+        EMBER_OP_TABLE_RESTORE, EMBER_OP_TABLE_DESTROY,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {
-        on_table_create, on_table_load, on_table_read,    on_stats,   on_shutdown,
-        on_abort,        on_lookups,    on_grad,          on_lookups, on_grads,
-        on_ckpt_plan,    on_ckpt_at,    on_table_restore,
+        on_table_create, on_table_load, on_table_read,    on_stats,         on_shutdown,
+        on_abort,        on_lookups,    on_grad,          on_lookups,       on_grads,
+        on_ckpt_plan,    on_ckpt_at,    on_table_restore, on_table_destroy,
 };
 _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");
 
 static void ps_register(ps_t *ps, int serve)
 {
-    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
+    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++) {
+        if (ps->hooks && ps_ops[i] == EMBER_OP_ABORT)
+            continue; /* the job's own handler takes it */
         ember_rpc_register(ps->tp, ps_ops[i], serve ? ps_handlers[i] : NULL, serve ? ps : NULL);
+    }
 }
 
 /* The compute threads: as asked, or the cores of the binding; the PS's
@@ -932,7 +968,7 @@ static ps_t *ps_new(ember_tp_t *tp, int local_rank)
  * own to the master would never learn that it died. */
 static void ps_join(ps_t *ps, int master)
 {
-    ps->exit_status = ember_tp_barrier(ps->tp, "roles-ready");
+    ps->exit_status = ps->hooks ? EMBER_OK : ember_tp_barrier(ps->tp, "roles-ready");
     if (ps->exit_status == EMBER_OK && master >= 0)
         ps->exit_status = ember_tp_watch(ps->tp, master);
     ps->stop = ps->exit_status != EMBER_OK;
@@ -948,6 +984,11 @@ static void ps_serve(ps_t *ps, int master)
     while (!ps->stop) {
         ember_tp_wait(tp, 0.5);
         ps_ckpt_report(ps);
+        ember_status_t polled = ps->hooks ? ps->hooks->poll(ps->hooks->arg) : EMBER_INPROGRESS;
+        if (polled != EMBER_INPROGRESS) {
+            ps->exit_status = polled;
+            break;
+        }
         /* Peer losses are rare: look a few times a second, not per
          * request, and on the busy clock: a clock_gettime per request is a
          * cost a small lookup notices. */
@@ -978,15 +1019,8 @@ static void ps_free_tables(ps_t *ps)
     free(ps->held);
     ps->held = NULL;
     ps->held_count = ps->held_capacity = 0;
-    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
-        ps_table_t *entry = &ps->tables[i];
-        free(entry->trainer_rank);
-        for (uint32_t t = 0; entry->grad_error && t < entry->trainers; t++)
-            free(entry->grad_error[t]);
-        free(entry->grad_error);
-        ember_shard_destroy(entry->table);
-        *entry = (ps_table_t){0};
-    }
+    for (size_t i = 0; i < PS_MAX_TABLES; i++)
+        ps_entry_free(&ps->tables[i]);
     ember_device_close(ps->device); /* after its tables */
     ps->device = NULL;
 }
@@ -1023,8 +1057,9 @@ ember_status_t ember_ps_run(ember_tp_t *tp, const ember_ps_run_options_t *option
         free(ps);
         return status;
     }
+    ps->hooks = options->hooks;
     ps_register(ps, 1);
-    int master = ember_tp_peer_by_name(tp, "master");
+    int master = ps->hooks ? ps->hooks->coordinator : ember_tp_peer_by_name(tp, "master");
     ps->master = master;
     ps_join(ps, master);
     ps_serve(ps, master);

@@ -285,7 +285,7 @@ static ember_status_t lookup_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *
     ember_batch_t batches[T_MAX];
     EMBER_CHECK(reserve_batch(trainer, n));
     table_batches(trainer, values, n, batches);
-    EMBER_CHECK(ember_sparse_split(sparse, batches, step, eval, err, err_length));
+    EMBER_CHECK(ember_sparse_split_batches(sparse, batches, step, eval, err, err_length));
     EMBER_CHECK(ember_sparse_pushes_wait(sparse, step, err, err_length));
     EMBER_CHECK(ember_sparse_lookup(sparse, err, err_length));
     return combine_all(trainer, sparse, n);

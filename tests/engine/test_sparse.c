@@ -377,7 +377,7 @@ static void trainer_lookup(trainer_t *tr, uint64_t step, int eval)
         make_batch(k, tr->trainer, step, &tr->batches[k]);
         views[k] = batch_view(k, &tr->batches[k]);
     }
-    MP_CHECK(ember_sparse_split(tr->sparse, views, step, eval, tr->err, sizeof(tr->err)) ==
+    MP_CHECK(ember_sparse_split_batches(tr->sparse, views, step, eval, tr->err, sizeof(tr->err)) ==
                      EMBER_OK,
              "split: %s", tr->err);
     MP_CHECK(ember_sparse_pushes_wait(tr->sparse, step, tr->err, sizeof(tr->err)) == EMBER_OK,
