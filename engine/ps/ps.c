@@ -1059,6 +1059,8 @@ ember_status_t ember_ps_run(ember_tp_t *tp, const ember_ps_run_options_t *option
     }
     ps->hooks = options->hooks;
     ps_register(ps, 1);
+    if (ps->hooks && ps->hooks->serving)
+        ps->hooks->serving(ps->hooks->arg);
     int master = ps->hooks ? ps->hooks->coordinator : ember_tp_peer_by_name(tp, "master");
     ps->master = master;
     ps_join(ps, master);

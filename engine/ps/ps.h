@@ -15,6 +15,9 @@ typedef struct {
      * else the status ember_ps_run returns (OK: every client left;
      * ERR_CANCELED: the job was aborted). */
     ember_status_t (*poll)(void *arg);
+    /* Called once the PS's handlers are in, before it first waits: the
+     * PS may be told to clients from here on. */
+    void (*serving)(void *arg);
     void *arg;
 } ember_ps_hooks_t;
 

@@ -86,9 +86,8 @@ void ember_ebc_options_init(ember_ebc_options_t *options);
  * partly overlapping PS ranges; a table whose trainers leave this one out;
  * not a trainer), ERR_NO_MEMORY, the device's.
  */
-ember_status_t ember_ebc_create(ember_job_t *job, const ember_feature_t *features,
-                                size_t nfeatures, const ember_ebc_options_t *options,
-                                ember_ebc_t **ebc_p);
+ember_status_t ember_ebc_create(ember_job_t *job, const ember_feature_t *features, size_t nfeatures,
+                                const ember_ebc_options_t *options, ember_ebc_t **ebc_p);
 
 /** Waits (bounded, ~2 s) for a push still leaving, then frees it and every
  * lookup still open.  NULL: nothing. */

@@ -88,8 +88,7 @@ void ember_opt_config_default(ember_opt_kind_t kind, float lr, ember_opt_config_
  * @err (may be NULL/0) gets one line naming the setting.  Nothing logged.
  * Errors: ERR_INVALID_PARAM.
  */
-ember_status_t ember_opt_config_check(const ember_opt_config_t *cfg, char *err,
-                                      size_t err_length);
+ember_status_t ember_opt_config_check(const ember_opt_config_t *cfg, char *err, size_t err_length);
 
 /**
  * Create an optimizer for a parameter of [rows, dim] floats stepped as

@@ -63,8 +63,8 @@ typedef enum {
 typedef struct {
     const char *name; /* 1..31 bytes of [A-Za-z0-9_.-] */
     int64_t num_embeddings;
-    uint32_t embedding_dim;    /* 1 .. 65536 */
-    ember_dtype_t dtype;       /* the stored rows: EMBER_DTYPE_F32 or F16
+    uint32_t embedding_dim; /* 1 .. 65536 */
+    ember_dtype_t dtype;    /* the stored rows: EMBER_DTYPE_F32 or F16
                                 * (lookups, gradients, reads stay fp32) */
     ember_table_init_t init;
     uint64_t seed;             /* NORMAL, UNIFORM */
