@@ -878,6 +878,7 @@ static int ckpt_first(int rank, int world, void *arg)
     ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0);
     train_ckpt(&ref, ebc, ckpt, (uint32_t)rank, 0, CKPT_AT);
     ckpt_finish(job, ckpt, CKPT_AT, (const uint64_t[]){2, 3}, 2, 4);
+    MP_CHECK(ember_job_barrier(job, "trained") == EMBER_OK, "barrier"); /* every push in */
     check_tables(&ref, tables, CKPT_AT);
     ember_ebc_destroy(ebc);
     ember_checkpoint_close(ckpt);
@@ -955,6 +956,7 @@ static int ckpt_second(int rank, int world, void *arg)
     ember_ebc_t *ebc = make_ebc(job, fmixed, tables, info.step);
     train_ckpt(&ref, ebc, ckpt, (uint32_t)rank, CKPT_AT, CKPT_STEPS);
     ckpt_finish(job, ckpt, CKPT_STEPS, (const uint64_t[]){CKPT_STEPS}, 1, 3);
+    MP_CHECK(ember_job_barrier(job, "trained") == EMBER_OK, "barrier");
     check_tables(&ref, tables, CKPT_STEPS);
     ember_checkpoint_info_free(&info);
     ember_ebc_destroy(ebc);
