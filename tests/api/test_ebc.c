@@ -126,7 +126,8 @@ static void make_kjt(const fspec_t *features, uint32_t t, uint64_t step, kjt_dat
                 k->values[k->nvalues++] = id;
             }
             if (b == 0) { /* a repeated id */
-                k->values[k->nvalues] = k->values[k->nvalues + 1] = ember_rng_int(&rng, 0, rows - 1);
+                k->values[k->nvalues] = k->values[k->nvalues + 1] =
+                        ember_rng_int(&rng, 0, rows - 1);
                 k->nvalues += 2;
             }
             k->lengths[f * B + b] = (int32_t)(k->nvalues - at);
@@ -270,7 +271,8 @@ static void ref_backward(const ref_t *ref, int k, uint32_t t, int step, float *a
     const float *w = ref->hist[version_of(ref->setup, step)][k];
     ref_forward(ref, w, k, &kd, pooled, argmax);
     const fspec_t *f = table_feature(ref, k);
-    const ember_bag_table_t rows = {.data = w, .dtype = EMBER_DTYPE_F32, .rows = s->rows, .dim = s->dim};
+    const ember_bag_table_t rows = {
+            .data = w, .dtype = EMBER_DTYPE_F32, .rows = s->rows, .dim = s->dim};
     const ember_bag_batch_t batch = bag_batch(ref, &tb);
     const ember_bag_opts_t opts = {.mode = f->pooling, .padding_idx = f->padding};
     ember_bag_grad_t out = {.rows = rows_out, .grad = grad};
@@ -546,8 +548,11 @@ static int run_train(int rank, const setup_t *setup, const fspec_t *features)
 
 static int run_pooling(int rank, int num_ps, int weighted)
 {
-    const setup_t setup = {.trainers = 1, .num_ps = num_ps, .opt = EMBER_OPT_SGD,
-                           .weighted = weighted, .steps = 0};
+    const setup_t setup = {.trainers = 1,
+                           .num_ps = num_ps,
+                           .opt = EMBER_OPT_SGD,
+                           .weighted = weighted,
+                           .steps = 0};
     const fspec_t *features = weighted ? fweighted : fmixed;
     ember_job_t *job = api_test_join(1, num_ps);
     if (rank > 0)
@@ -596,12 +601,12 @@ static int weighted(int rank, int world, void *arg)
 
 /* ---- training cases -------------------------------------------------------------------- */
 
-#define TRAIN_CASE(name, P, OPT, K)                                                          \
-    static int name(int rank, int world, void *arg)                                          \
-    {                                                                                        \
-        const setup_t setup = {.trainers = 2, .num_ps = P, .opt = OPT, .staleness = K,      \
-                               .steps = 5};                                                  \
-        return run_train(rank, &setup, fmixed);                                              \
+#define TRAIN_CASE(name, P, OPT, K)                                                  \
+    static int name(int rank, int world, void *arg)                                  \
+    {                                                                                \
+        const setup_t setup = {                                                      \
+                .trainers = 2, .num_ps = P, .opt = OPT, .staleness = K, .steps = 5}; \
+        return run_train(rank, &setup, fmixed);                                      \
     }
 
 TRAIN_CASE(train_sgd_p1_s0, 1, EMBER_OPT_SGD, 0)
@@ -613,8 +618,8 @@ TRAIN_CASE(train_adam_p1_s1, 1, EMBER_OPT_ADAM, 1)
 
 static int tablewise(int rank, int world, void *arg)
 {
-    const setup_t setup = {.trainers = 2, .num_ps = 2, .opt = EMBER_OPT_ADAGRAD, .tablewise = 1,
-                           .steps = 4};
+    const setup_t setup = {
+            .trainers = 2, .num_ps = 2, .opt = EMBER_OPT_ADAGRAD, .tablewise = 1, .steps = 4};
     return run_train(rank, &setup, fmixed);
 }
 
@@ -622,8 +627,12 @@ static int tablewise(int rank, int world, void *arg)
  * so whatever order the PS applies them in, each is applied once. */
 static int async_case(int rank, int world, void *arg)
 {
-    const setup_t setup = {.trainers = 2, .num_ps = 2, .opt = EMBER_OPT_SGD, .async = 1,
-                           .weighted = 1, .steps = 4};
+    const setup_t setup = {.trainers = 2,
+                           .num_ps = 2,
+                           .opt = EMBER_OPT_SGD,
+                           .async = 1,
+                           .weighted = 1,
+                           .steps = 4};
     return run_train(rank, &setup, fweighted);
 }
 
@@ -735,9 +744,10 @@ static void bad_order(ember_ebc_t *ebc)
 /* ebc_create's refusals. */
 static void bad_features(ember_job_t *job, ember_table_t *const *tables)
 {
-    ember_feature_t f[3] = {{.name = "x", .table = tables[0], .pooling = EMBER_BAG_SUM, .padding_idx = -1},
-                            {.name = "y", .table = tables[1], .pooling = EMBER_BAG_SUM, .padding_idx = -1},
-                            {.name = "z", .table = tables[0], .pooling = EMBER_BAG_SUM, .padding_idx = -1}};
+    ember_feature_t f[3] = {
+            {.name = "x", .table = tables[0], .pooling = EMBER_BAG_SUM, .padding_idx = -1},
+            {.name = "y", .table = tables[1], .pooling = EMBER_BAG_SUM, .padding_idx = -1},
+            {.name = "z", .table = tables[0], .pooling = EMBER_BAG_SUM, .padding_idx = -1}};
     ember_ebc_t *ebc = NULL;
     api_test_log_t log;
     api_test_log_begin(&log);
@@ -747,7 +757,8 @@ static void bad_features(ember_job_t *job, ember_table_t *const *tables)
              ember_status_string(status));
     api_test_log_has(text, "features apart",
                      (const char *const[]){"feature z", "table A", "one after another", NULL});
-    f[1] = (ember_feature_t){.name = "y", .table = tables[0], .pooling = EMBER_BAG_MEAN, .padding_idx = -1};
+    f[1] = (ember_feature_t){
+            .name = "y", .table = tables[0], .pooling = EMBER_BAG_MEAN, .padding_idx = -1};
     api_test_log_begin(&log);
     status = ember_ebc_create(job, f, 2, NULL, &ebc);
     text = api_test_log_end(&log);
@@ -755,7 +766,8 @@ static void bad_features(ember_job_t *job, ember_table_t *const *tables)
              ember_status_string(status));
     api_test_log_has(text, "two poolings",
                      (const char *const[]){"features x and y", "pool differently", NULL});
-    f[1] = (ember_feature_t){.name = "y", .table = tables[1], .pooling = EMBER_BAG_SUM, .padding_idx = 31};
+    f[1] = (ember_feature_t){
+            .name = "y", .table = tables[1], .pooling = EMBER_BAG_SUM, .padding_idx = 31};
     api_test_log_begin(&log);
     status = ember_ebc_create(job, f, 2, NULL, &ebc);
     text = api_test_log_end(&log);
@@ -786,10 +798,13 @@ static int bad_kjt(int rank, int world, void *arg)
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
 static const char *ckpt_root;
-enum { CKPT_STEPS = 6, CKPT_AT = 3 };
+enum {
+    CKPT_STEPS = 6,
+    CKPT_AT = 3
+};
 
-static const setup_t ckpt_setup = {.trainers = 2, .num_ps = 2, .opt = EMBER_OPT_ADAGRAD,
-                                   .tablewise = 1, .steps = CKPT_STEPS};
+static const setup_t ckpt_setup = {
+        .trainers = 2, .num_ps = 2, .opt = EMBER_OPT_ADAGRAD, .tablewise = 1, .steps = CKPT_STEPS};
 
 /* A trainer's own state: "dense" [4], written at each checkpoint. */
 static void dense_of(uint32_t t, uint64_t steps, float *dense)
@@ -847,8 +862,7 @@ static void ckpt_finish(ember_job_t *job, ember_checkpoint_t *ckpt, uint64_t ste
     char err[400];
     if (ember_job_rank(job) != 0)
         return;
-    MP_CHECK(ember_checkpoint_finish(ckpt, steps, err, sizeof(err)) == EMBER_OK, "finish: %s",
-             err);
+    MP_CHECK(ember_checkpoint_finish(ckpt, steps, err, sizeof(err)) == EMBER_OK, "finish: %s", err);
     ember_checkpoint_event_t event;
     for (size_t i = 0; i < nwant; i++) {
         MP_CHECK(ember_checkpoint_poll(ckpt, &event) == 1, "no event of step %llu",
@@ -906,10 +920,12 @@ static void ckpt_check_found(const ember_checkpoint_info_t *info, const ref_t *r
     dense_of(t, CKPT_AT, want);
     MP_CHECK(dense && dense->dtype == EMBER_DTYPE_F32 && dense->numel == 4, "its dense tensor");
     memcpy(got, dense->data, sizeof(got));
-    MP_CHECK(!memcmp(got, want, sizeof(got)) && !strcmp(ember_st_metadata(file, "note"), "api test"),
+    MP_CHECK(!memcmp(got, want, sizeof(got)) &&
+                     !strcmp(ember_st_metadata(file, "note"), "api test"),
              "trainer %u's dense %g.. (want %g..)", t, (double)got[0], (double)want[0]);
     ember_st_close(file);
-    MP_CHECK(ember_checkpoint_open_trainer(info, 7, &file, err, sizeof(err)) == EMBER_ERR_NOT_FOUND &&
+    MP_CHECK(ember_checkpoint_open_trainer(info, 7, &file, err, sizeof(err)) ==
+                             EMBER_ERR_NOT_FOUND &&
                      strstr(err, "trainer7"),
              "trainer 7's file: %s", err);
     for (int k = 0; k < NT; k++) {

@@ -61,11 +61,12 @@ static void check_roles(ember_job_t *job, int T, int P, int world)
             snprintf(want, sizeof(want), "ps%d", rank - (world - P));
         else
             snprintf(want, sizeof(want), others == 1 ? "master" : "other%d", rank - T);
-        const ember_role_t want_role = rank < T              ? EMBER_ROLE_TRAINER
+        const ember_role_t want_role = rank < T            ? EMBER_ROLE_TRAINER
                                        : rank >= world - P ? EMBER_ROLE_PS
                                                            : EMBER_ROLE_OTHER;
         const int want_index = rank < T ? rank : rank >= world - P ? rank - (world - P) : rank - T;
-        MP_CHECK(role == want_role && index == want_index && !strcmp(ember_job_name(job, rank), want),
+        MP_CHECK(role == want_role && index == want_index &&
+                         !strcmp(ember_job_name(job, rank), want),
                  "rank %d: role %s index %d name %s; want %s %d %s", rank, kinds[role], index,
                  ember_job_name(job, rank), kinds[want_role], want_index, want);
         if (role == EMBER_ROLE_TRAINER)
@@ -240,7 +241,13 @@ static int barrier_names(int rank, int world, void *arg)
 
 /* ---- tables ------------------------------------------------------------------ */
 
-enum { A_ROWS = 11, A_DIM = 3, B_ROWS = 9, B_DIM = 2, B_SEED = 7 };
+enum {
+    A_ROWS = 11,
+    A_DIM = 3,
+    B_ROWS = 9,
+    B_DIM = 2,
+    B_SEED = 7
+};
 
 static float a_initial(int64_t r, uint32_t c)
 {
@@ -369,8 +376,9 @@ static void check_rows(ember_table_t *table, int64_t first, int64_t count,
     for (int64_t r = 0; r < count; r++) {
         for (uint32_t d = 0; d < c->embedding_dim; d++) {
             float got = rows[r * c->embedding_dim + d], w = want(first + r, d);
-            MP_CHECK(memcmp(&got, &w, sizeof(float)) == 0, "table %s row %lld col %u: %.9g, want %.9g",
-                     c->name, (long long)(first + r), d, (double)got, (double)w);
+            MP_CHECK(memcmp(&got, &w, sizeof(float)) == 0,
+                     "table %s row %lld col %u: %.9g, want %.9g", c->name, (long long)(first + r),
+                     d, (double)got, (double)w);
         }
     }
     free(rows);
@@ -393,8 +401,7 @@ static float a_written(int64_t r, uint32_t c)
 
 /* Trainer 0: A row-wise over both PS from its rows, B table-wise on ps1
  * drawn N(0,1), Z zeros; then every bad config. */
-static void tables_create(ember_job_t *job, ember_table_t **a, ember_table_t **b,
-                          ember_table_t **z)
+static void tables_create(ember_job_t *job, ember_table_t **a, ember_table_t **b, ember_table_t **z)
 {
     float initial[A_ROWS * A_DIM];
     for (int64_t r = 0; r < A_ROWS; r++)
@@ -498,7 +505,10 @@ static int tables(int rank, int world, void *arg)
 
 /* ---- the allreduce ------------------------------------------------------------- */
 
-enum { AR_SMALL = 37, AR_LARGE = 300000 };
+enum {
+    AR_SMALL = 37,
+    AR_LARGE = 300000
+};
 
 static int allreduce(int rank, int world, void *arg)
 {
