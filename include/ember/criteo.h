@@ -70,8 +70,8 @@
 extern "C" {
 #endif
 
-#define EMBER_CRITEO_DENSE  13 /* integer features */
-#define EMBER_CRITEO_SPARSE 26 /* categorical ones: one table each */
+#define EMBER_CRITEO_DENSE          13   /* integer features */
+#define EMBER_CRITEO_SPARSE         26   /* categorical ones: one table each */
 #define EMBER_CRITEO_READ_AHEAD     4    /* read_ahead 0's batches */
 #define EMBER_CRITEO_READ_AHEAD_MAX 1024 /* more is refused: the ring is allocated whole */
 #define EMBER_CRITEO_HOLD_MAX       16

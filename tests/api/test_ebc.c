@@ -35,11 +35,17 @@
  *                    from the newest, the trainers' tensors read back, and
  *                    3 more steps end where 6 uninterrupted reference steps
  *                    do; a fresh run on the same root is refused
+ *
+ * With EMBER_API_TEST_DEVICE=cuda (CTest's *.cuda and *.staged variants,
+ * label cuda; skipped without a GPU) the trainers' ebcs live on the GPU:
+ * the pooled outputs and gradients in device memory, replies landing there
+ * by GPUDirect or staged through pinned host memory (EMBER_GPUDIRECT).
  */
 #include "engine/ops/optimizer.h" /* the reference: ember_opt_step_sparse */
 #include "tests/api/api_test.h"
 
 #include <ember/checkpoint.h>
+#include <ember/device.h>
 #include <ember/embedding_bag.h>
 #include <ember/lookup.h>
 #include <ember/rng.h>
@@ -95,6 +101,62 @@ typedef struct {
     int weighted, tablewise, async;
     int steps;
 } setup_t;
+
+/* ---- where the outputs live ------------------------------------------------------ */
+
+/* The ebc's device (NULL: the host) and its output and gradient buffers. */
+static ember_device_t *g_device;
+static const ember_device_ops_t *g_ops;
+static float *g_out, *g_grad;
+
+/* EMBER_API_TEST_DEVICE's device, opened on a trainer. */
+static void device_setup(ember_job_t *job)
+{
+    const char *kind = getenv("EMBER_API_TEST_DEVICE");
+    if (!kind || !*kind)
+        return;
+    MP_CHECK(ember_device_open(kind, ember_job_local_rank(job), &g_device) == EMBER_OK,
+             "opening the %s device", kind);
+    g_ops = ember_device_ops(g_device);
+    MP_CHECK(g_ops->mem_alloc(g_device, OUT_MAX * sizeof(float), (void **)&g_out) == EMBER_OK &&
+                     g_ops->mem_alloc(g_device, OUT_MAX * sizeof(float), (void **)&g_grad) ==
+                             EMBER_OK,
+             "device buffers");
+}
+
+static void device_close(void)
+{
+    if (!g_device)
+        return;
+    g_ops->mem_free(g_device, g_out);
+    g_ops->mem_free(g_device, g_grad);
+    ember_device_close(g_device);
+    g_device = NULL;
+}
+
+/* @n floats of an ebc's output (device memory) into @host. */
+static void to_host(const float *pooled, float *host, size_t n)
+{
+    if (!g_device) {
+        if (pooled != host)
+            memcpy(host, pooled, n * sizeof(float));
+        return;
+    }
+    MP_CHECK(g_ops->mem_copy(g_device, host, pooled, n * sizeof(float),
+                             EMBER_COPY_DEVICE_TO_HOST) == EMBER_OK,
+             "copy to the host");
+}
+
+/* A gradient as the ebc takes it: @host itself, or its copy on the device. */
+static const float *to_device(const float *host, size_t n)
+{
+    if (!g_device)
+        return host;
+    MP_CHECK(g_ops->mem_copy(g_device, g_grad, host, n * sizeof(float),
+                             EMBER_COPY_HOST_TO_DEVICE) == EMBER_OK,
+             "copy to the device");
+    return g_grad;
+}
 
 /* ---- batches ------------------------------------------------------------------ */
 
@@ -435,7 +497,7 @@ static void open_tables(ember_job_t *job, ember_table_t **tables)
 }
 
 static ember_ebc_t *make_ebc(ember_job_t *job, const fspec_t *fs, ember_table_t *const *tables,
-                             uint64_t start_step)
+                             uint64_t start_step, ember_device_t *device)
 {
     ember_feature_t features[NF];
     for (int f = 0; f < NF; f++)
@@ -446,6 +508,7 @@ static ember_ebc_t *make_ebc(ember_job_t *job, const fspec_t *fs, ember_table_t 
     ember_ebc_options_t options;
     ember_ebc_options_init(&options);
     options.start_step = start_step;
+    options.device = device;
     ember_ebc_t *ebc = NULL;
     ember_status_t status = ember_ebc_create(job, features, NF, &options, &ebc);
     MP_CHECK(status == EMBER_OK, "ember_ebc_create: %s", ember_status_string(status));
@@ -459,7 +522,8 @@ static void train(const ref_t *ref, ember_ebc_t *ebc, uint32_t t, int from, int 
     const setup_t *setup = ref->setup;
     kjt_data_t kd[2];
     ember_lookup_t *lookups[2] = {NULL, NULL};
-    float out[OUT_MAX], g[OUT_MAX];
+    float out[OUT_MAX], g[OUT_MAX], host[OUT_MAX];
+    float *into = g_device ? g_out : out;
     MP_CHECK(ember_ebc_output_size(ebc, B) == ref->out_size, "output size %zu, want %zu",
              ember_ebc_output_size(ebc, B), ref->out_size);
     for (int s = from; s < to; s++) {
@@ -476,13 +540,14 @@ static void train(const ref_t *ref, ember_ebc_t *ebc, uint32_t t, int from, int 
         ember_lookup_t *lk = lookups[s % 2];
         const float *pooled = NULL;
         const int own = s % 3 == 1; /* now and then the lookup's own buffer */
-        MP_CHECK(ember_lookup_wait(lk, own ? NULL : out, &pooled) == EMBER_OK,
+        MP_CHECK(ember_lookup_wait(lk, own ? NULL : into, &pooled) == EMBER_OK,
                  "trainer %u: wait of step %d", t, s);
-        MP_CHECK(own ? pooled != out : pooled == out, "the pooled buffer");
+        MP_CHECK(own ? pooled != into : pooled == into, "the pooled buffer");
+        to_host(pooled, host, ref->out_size);
         char what[64];
         snprintf(what, sizeof(what), "trainer %u step %d", t, s);
         if (!setup->async) {
-            check_pooled(ref, ebc, version_of(setup, s), &kd[s % 2], pooled, what);
+            check_pooled(ref, ebc, version_of(setup, s), &kd[s % 2], host, what);
             for (int f = 0; f < NF; f++)
                 MP_CHECK(ember_lookup_version(lk, (size_t)f) == (uint64_t)version_of(setup, s),
                          "%s: feature %d's version %llu, want %d", what, f,
@@ -490,7 +555,8 @@ static void train(const ref_t *ref, ember_ebc_t *ebc, uint32_t t, int from, int 
                          version_of(setup, s));
         }
         make_grad(t, (uint64_t)s, g, ref->out_size);
-        MP_CHECK(ember_lookup_backward(lk, g, s + 1 == to ? EMBER_BACKWARD_WAIT : 0) == EMBER_OK,
+        MP_CHECK(ember_lookup_backward(lk, to_device(g, ref->out_size),
+                                       s + 1 == to ? EMBER_BACKWARD_WAIT : 0) == EMBER_OK,
                  "trainer %u: backward of step %d", t, s);
         ember_lookup_release(lk);
         lookups[s % 2] = NULL;
@@ -505,15 +571,17 @@ static void evaluate(const ref_t *ref, ember_ebc_t *ebc, uint32_t t, int steps)
 {
     kjt_data_t kd;
     ember_lookup_t *lk;
-    float out[OUT_MAX];
+    float out[OUT_MAX], host[OUT_MAX];
+    float *into = g_device ? g_out : out;
     make_kjt(ref->features, t + 50, 99, &kd);
     ember_kjt_t kjt = kjt_view(&kd, 0, ref->setup->weighted);
     MP_CHECK(ember_ebc_lookup(ebc, &kjt, EMBER_LOOKUP_FORWARD_ONLY, &lk) == EMBER_OK, "evaluation");
     MP_CHECK(ember_lookup_forward_only(lk) && ember_lookup_step(lk) == (uint64_t)steps,
              "an evaluation after %d steps", steps);
-    MP_CHECK(ember_lookup_wait(lk, out, NULL) == EMBER_OK, "evaluation's wait");
-    MP_CHECK(ember_lookup_backward(lk, out, 0) == EMBER_ERR_INVALID_PARAM, "an evaluation's push");
-    check_pooled(ref, ebc, steps, &kd, out, "the evaluation");
+    MP_CHECK(ember_lookup_wait(lk, into, NULL) == EMBER_OK, "evaluation's wait");
+    MP_CHECK(ember_lookup_backward(lk, into, 0) == EMBER_ERR_INVALID_PARAM, "an evaluation's push");
+    to_host(into, host, ref->out_size);
+    check_pooled(ref, ebc, steps, &kd, host, "the evaluation");
     ember_lookup_release(lk);
 }
 
@@ -530,13 +598,15 @@ static int run_train(int rank, const setup_t *setup, const fspec_t *features)
         create_tables(job, setup, 1, tables);
     else
         open_tables(job, tables);
-    ember_ebc_t *ebc = make_ebc(job, features, tables, 0);
+    device_setup(job);
+    ember_ebc_t *ebc = make_ebc(job, features, tables, 0, g_device);
     train(&ref, ebc, (uint32_t)rank, 0, setup->steps);
     MP_CHECK(ember_job_barrier(job, "trained") == EMBER_OK, "barrier");
     if (!setup->async)
         evaluate(&ref, ebc, (uint32_t)rank, setup->steps);
     check_tables(&ref, tables, setup->steps);
     ember_ebc_destroy(ebc);
+    device_close();
     for (int k = 0; k < NT; k++)
         ember_table_close(tables[k]);
     ref_free(&ref);
@@ -561,22 +631,32 @@ static int run_pooling(int rank, int num_ps, int weighted)
     ref_build(&ref, &setup, features);
     ember_table_t *tables[NT];
     create_tables(job, &setup, 1, tables);
-    ember_ebc_t *ebc = make_ebc(job, features, tables, 0);
+    device_setup(job);
+    ember_ebc_t *ebc = make_ebc(job, features, tables, 0, g_device);
     for (int by_offsets = 0; by_offsets < 2; by_offsets++) {
         kjt_data_t kd;
         ember_lookup_t *lk;
-        float out[OUT_MAX], g[OUT_MAX] = {0};
+        float out[OUT_MAX], g[OUT_MAX] = {0}, host[OUT_MAX];
         const float *pooled;
         make_kjt(features, 0, (uint64_t)by_offsets, &kd);
         ember_kjt_t kjt = kjt_view(&kd, by_offsets, weighted);
         MP_CHECK(ember_ebc_lookup(ebc, &kjt, 0, &lk) == EMBER_OK, "lookup");
-        MP_CHECK(ember_lookup_wait(lk, by_offsets ? NULL : out, &pooled) == EMBER_OK, "wait");
-        check_pooled(&ref, ebc, 0, &kd, pooled, by_offsets ? "by offsets" : "by lengths");
+        MP_CHECK(ember_lookup_wait(lk,
+                                   by_offsets ? NULL
+                                   : g_device ? g_out
+                                              : out,
+                                   &pooled) == EMBER_OK,
+                 "wait");
+        to_host(pooled, host, ref.out_size);
+        check_pooled(&ref, ebc, 0, &kd, host, by_offsets ? "by offsets" : "by lengths");
         /* A zero gradient: the tables stay as they were (SGD). */
-        MP_CHECK(ember_lookup_backward(lk, g, EMBER_BACKWARD_WAIT) == EMBER_OK, "backward");
+        MP_CHECK(ember_lookup_backward(lk, to_device(g, ref.out_size), EMBER_BACKWARD_WAIT) ==
+                         EMBER_OK,
+                 "backward");
         ember_lookup_release(lk);
     }
     ember_ebc_destroy(ebc);
+    device_close();
     for (int k = 0; k < NT; k++)
         ember_table_close(tables[k]);
     ref_free(&ref);
@@ -785,7 +865,7 @@ static int bad_kjt(int rank, int world, void *arg)
     ember_table_t *tables[NT];
     create_tables(job, &setup, 1, tables);
     bad_features(job, tables);
-    ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0);
+    ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0, NULL);
     bad_batches(ebc);
     bad_order(ebc);
     ember_ebc_destroy(ebc);
@@ -889,12 +969,14 @@ static int ckpt_first(int rank, int world, void *arg)
     else
         open_tables(job, tables);
     ember_checkpoint_t *ckpt = ckpt_open(job, 2, 0);
-    ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0);
+    device_setup(job);
+    ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0, g_device);
     train_ckpt(&ref, ebc, ckpt, (uint32_t)rank, 0, CKPT_AT);
     ckpt_finish(job, ckpt, CKPT_AT, (const uint64_t[]){2, 3}, 2, 4);
     MP_CHECK(ember_job_barrier(job, "trained") == EMBER_OK, "barrier"); /* every push in */
     check_tables(&ref, tables, CKPT_AT);
     ember_ebc_destroy(ebc);
+    device_close();
     ember_checkpoint_close(ckpt);
     for (int k = 0; k < NT; k++)
         ember_table_close(tables[k]);
@@ -969,13 +1051,15 @@ static int ckpt_second(int rank, int world, void *arg)
         open_tables(job, tables);
     check_tables(&ref, tables, CKPT_AT);
     ember_checkpoint_t *ckpt = ckpt_open(job, 0, info.step);
-    ember_ebc_t *ebc = make_ebc(job, fmixed, tables, info.step);
+    device_setup(job);
+    ember_ebc_t *ebc = make_ebc(job, fmixed, tables, info.step, g_device);
     train_ckpt(&ref, ebc, ckpt, (uint32_t)rank, CKPT_AT, CKPT_STEPS);
     ckpt_finish(job, ckpt, CKPT_STEPS, (const uint64_t[]){CKPT_STEPS}, 1, 3);
     MP_CHECK(ember_job_barrier(job, "trained") == EMBER_OK, "barrier");
     check_tables(&ref, tables, CKPT_STEPS);
     ember_checkpoint_info_free(&info);
     ember_ebc_destroy(ebc);
+    device_close();
     ember_checkpoint_close(ckpt);
     for (int k = 0; k < NT; k++)
         ember_table_close(tables[k]);
@@ -1057,6 +1141,11 @@ static const mp_case_t cases[] = {
 
 int main(int argc, char **argv)
 {
+    const char *kind = getenv("EMBER_API_TEST_DEVICE");
+    if (kind && !strcmp(kind, "cuda") && ember_device_cuda_count() < 1) {
+        printf("skipped: EMBER_API_TEST_DEVICE=cuda, but no GPU is visible\n");
+        return MP_SKIP;
+    }
     if (argc == 2 && strcmp(argv[1], "ckpt_resume") == 0)
         return ckpt_resume();
     return mp_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]), 150.0);
