@@ -14,7 +14,9 @@
  *
  *   pooling_pP       one trainer, P PS: every feature's pooled output (the
  *                    KJT by lengths and by offsets, into the caller's buffer
- *                    and the lookup's own) against ember_bag_forward
+ *                    and the lookup's own) against ember_bag_forward; each
+ *                    PS looked each table up once a step (A's two features
+ *                    in one lookup) and took one gradient of each
  *   weighted         per-value weights on sum features, against the same
  *   train_OPT_pP_sK  two trainers, P PS, sync, staleness K: each step's
  *                    pooled outputs (each at the version the staleness
@@ -654,6 +656,15 @@ static int run_pooling(int rank, int num_ps, int weighted)
                          EMBER_OK,
                  "backward");
         ember_lookup_release(lk);
+    }
+    for (int p = 0; p < num_ps; p++) {
+        ember_ps_stats_t stats;
+        MP_CHECK(ember_ps_stats(job, p, &stats) == EMBER_OK, "stats of ps%d", p);
+        MP_CHECK(stats.lookups == 2 * NT && stats.grads == 2 * NT && stats.steps_applied == 2 * NT,
+                 "ps%d: %llu table lookups, %llu gradients, %llu steps applied; want %d each "
+                 "(its %d tables once a step, two steps)",
+                 p, (unsigned long long)stats.lookups, (unsigned long long)stats.grads,
+                 (unsigned long long)stats.steps_applied, 2 * NT, NT);
     }
     ember_ebc_destroy(ebc);
     device_close();
