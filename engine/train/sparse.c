@@ -550,10 +550,10 @@ static ember_status_t segment_check(const ember_sparse_config_t *c,
                                     const ember_sparse_segment_t *seg, int weighted, char *err,
                                     size_t err_length)
 {
-    if (!seg->offsets == !seg->lengths || (seg->bags && !seg->values))
+    if (!seg->offsets == !seg->lengths)
         return ember_status_text(
                 err, err_length, EMBER_ERR_INVALID_PARAM, "feature %s: %s", seg->name,
-                seg->offsets || seg->lengths ? "no values" : "neither offsets nor lengths");
+                seg->offsets ? "both offsets and lengths" : "neither offsets nor lengths");
     if (!seg->weights != !weighted)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "feature %s: per-sample weights given for some of table %s's "
@@ -573,6 +573,10 @@ static ember_status_t join_bag(const ember_sparse_config_t *c, struct joined *j,
                                size_t *n_p, char *err, size_t err_length)
 {
     const size_t n = *n_p;
+    if (count && !seg->values)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "feature %s: bag %zu has %zu values, but none are given",
+                                 seg->name, b, count);
     if (!EMBER_RESERVE(j->indices, j->indices_capacity, n + count + 1) ||
         (seg->weights && !EMBER_RESERVE(j->weights, j->weights_capacity, n + count + 1)))
         return EMBER_ERR_NO_MEMORY;
