@@ -45,10 +45,19 @@ check_lookup_format() { # expected_rows
 
 case $case_name in
 rpc)
-    "$run" -n 2 --no-prefix "$bench" rpc -e 4096 -n 50 -w 5 --csv >"$out" 2>&1 || fail "exit status $?"
+    # Sizes 8 to 64 KiB (eager and rendezvous): every reply checked by the
+    # benchmark itself, each echo byte for byte; what it counted is what
+    # it sent: an untimed echo per size and 55 timed ones (-w 5 -n 50) of
+    # 64 B, 55 acks per size, and 64 + 5 windowed calls (and their warm-up)
+    # per size, each with an empty reply.
+    "$run" -n 2 --no-prefix "$bench" rpc -e 64K -n 50 -w 5 --csv >"$out" 2>&1 || fail "exit status $?"
     grep -Eq '^ +size +iters +p50_us +p99_us +avg_us +bw_iters +MB/s +msgs/s$' "$out" || fail "no column header"
-    [[ $(grep -c '^csv,rpc,' "$out") -ge 6 ]] || fail "too few csv,rpc lines"
+    sizes=$(grep -c '^csv,rpc,' "$out")
+    [[ $sizes == 9 ]] || fail "$sizes csv,rpc lines, not 9 (8 B to 64 KiB by 4, 64 B and 64 KiB)"
     grep -q '^csv,pingpong,' "$out" || fail "no csv,pingpong line"
+    grep -q '^# wrong replies: 0 OK$' "$out" || fail "wrong replies not 0 OK"
+    grep -q "^# replies checked: $((sizes + 55)) echoes byte for byte, $((sizes * 55)) acks, $((sizes * 69)) empty\$" "$out" ||
+        fail "not every reply was checked"
     ;;
 lookup)
     "$run" -n 3 --no-prefix "$bench" lookup --ps 2 --bags 1,8 --pool 4 --dim 8 \
