@@ -31,7 +31,9 @@
 #   weights_drawn       --weights with generated data trains on drawn weights:
 #                       the same seed without them ends elsewhere
 #   save_names:HIDDEN   --save (with --hidden HIDDEN, or none: -) loads into
-#                       the equivalent PyTorch module with strict=True
+#                       the equivalent PyTorch module with strict=True, each
+#                       parameter the file's bytes, and the module computes
+#                       the next step's losses of the job run one step longer
 #   dtype_flag          --table-dtype: an unknown type is refused by name
 #   async4              4 trainers, async consistency: completes, finite losses
 #   bad:KIND            a broken batch: error names table/trainer/step, exit != 0
@@ -547,15 +549,25 @@ weights_drawn)
     [ "$a" != "$b" ] || fail "--weights changed nothing ($a)"
     ;;
 save_names:*)
+    # The file's names, shapes and bytes as PyTorch's module takes them, and
+    # what they mean: the module holding them computes, on each trainer's
+    # next batch (ember's own, bench/peers/tutorial_batches), the loss the
+    # same job one step longer records there.
     hidden=${case_name#save_names:}
-    args=(--rows 50 --dim 8 --classes 4 --mode mean --epochs 2 --batches 3)
-    [ "$hidden" = - ] || args+=(--hidden "$hidden")
-    timeout 120 "$run" -n 4 "$train" "${args[@]}" --save "$work/out.safetensors" \
-        >"$work/out" 2>&1 || fail "ember-train exited $?"
+    job=(--rows 50 --dim 8 --classes 4 --mode mean --min-indices 20 --max-indices 50 --seed 5)
+    [ "$hidden" = - ] || job+=(--hidden "$hidden")
+    timeout 120 "$run" -n 4 "$train" "${job[@]}" --epochs 2 --batches 3 \
+        --save "$work/out.safetensors" >"$work/out" 2>&1 || fail "ember-train exited $?"
+    timeout 120 "$run" -n 4 "$train" "${job[@]}" --epochs 1 --batches 7 \
+        --save "$work/longer.safetensors" >"$work/out" 2>&1 || fail "the longer job exited $?"
+    "$build/bench/peers/tutorial_batches" --rows 50 --classes 4 --min-indices 20 \
+        --max-indices 50 --seed 5 --trainers 2 --steps 7 --out "$work/batches.safetensors" \
+        >"$work/out" 2>&1 || fail "tutorial_batches exited $?"
     ${EMBER_TORCH_PYTHON:-/usr/bin/python3} "$(dirname "$0")/load_strict.py" \
-        "$work/out.safetensors" 50 8 4 mean ${hidden/#-/} >>"$work/out" 2>&1 ||
-        fail "PyTorch's strict load_state_dict refused the saved file"
-    tail -1 "$work/out"
+        "$work/out.safetensors" 50 8 4 mean ${hidden/#-/} \
+        --next "$work/batches.safetensors" "$work/longer.safetensors" >>"$work/out" 2>&1 ||
+        fail "the saved file is not the PyTorch module's, or does not mean what it says"
+    tail -2 "$work/out"
     ;;
 *)
     echo "unknown case $case_name"; exit 2 ;;
