@@ -6,7 +6,9 @@
 #                       rows), the lookups answered in fp16 (replies) or both:
 #                       compare to the fp16 oracle (one PS; with more, each
 #                       shard's reply is rounded apart: to PyTorch within 1e-2),
-#                       and the oracle to PyTorch within fp16's drift
+#                       and the oracle to PyTorch's own fp16 run of FILE
+#                       (fp16_ref.py, made by the fp16_ref fixture in
+#                       BUILD_DIR/tests/train/fp16_ref) within 5e-5
 #   threads:FILE:PS:LIST[:fp16]  replay FILE with each --ps-threads of LIST
 #                       (fp16: fp16 rows), requests split as far as they go:
 #                       each matches PyTorch, the saved files byte-identical
@@ -119,7 +121,8 @@ threads:*)
     IFS=: read -r _ file ps list rows <<<"$case_name"
     t=$(trainers_of "$golden/$file.safetensors")
     flags=() compare=()
-    [[ $rows == fp16 ]] && flags=(--table-dtype fp16 --replay-tolerance 0.05) compare=(--fp16)
+    [[ $rows == fp16 ]] && flags=(--table-dtype fp16 --replay-tolerance 0.05) compare=(--fp16
+        --fp16-ref "$build/tests/train/fp16_ref/$file.rows.safetensors")
     IFS=, read -r -a counts <<<"$list"
     for n in "${counts[@]}"; do
         EMBER_PS_GRAIN=1 EMBER_LOG_LEVEL=info timeout 120 "$run" -n $((t + 1 + ps)) "$train" \
@@ -167,6 +170,7 @@ fp16:*)
     [[ $what == rows || $what == both ]] && flags+=(--table-dtype fp16) compare+=(--fp16)
     [[ $what == replies || $what == both ]] && flags+=(--reply-dtype fp16) compare+=(--fp16-replies)
     flags+=(--replay-tolerance 0.05) # fp16's drift from PyTorch's fp32 run
+    compare+=(--fp16-ref "$build/tests/train/fp16_ref/$file.$what.safetensors")
     timeout 120 "$run" -n $((t + 1 + ps)) "$train" --ps "$ps" "${flags[@]}" \
         --replay "$golden/$file.safetensors" --save "$work/out.safetensors" >"$work/out" 2>&1 ||
         fail "ember-train exited $?"
