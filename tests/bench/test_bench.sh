@@ -193,13 +193,16 @@ lookup_threads)
 
 dlrm_gpu)
     # bench/dlrm_gpu.sh (the GPU check's DLRM row) tiny, both on the CPU
-    # (DEVICE=cpu): its header, its row of two rates and their ratio; bad
-    # settings refused.  PYTHON (argv 3): one with torch and numpy.
+    # (DEVICE=cpu): its header, both sides timed alike (the script refuses
+    # otherwise), its row of two rates and their ratio; bad settings
+    # refused.  PYTHON (argv 3): one with torch and numpy.
     script=$(cd "$(dirname "$0")/../.." && pwd)/bench/dlrm_gpu.sh
     export PYTHON=${3:-python3}
     "$PYTHON" -c 'import torch, numpy' 2>/dev/null || { echo "skipped: no torch in $PYTHON"; exit 77; }
     DEVICE=cpu CONFIG=tiny STEPS=4 bash "$script" "$build" >"$out" 2>&1 || fail "exit status $?"
     grep -q '^# ember: 1 trainer --device cpu, 1 PS --ps-device cpu' "$out" || fail "no line saying what ran"
+    grep -q '^# timed alike: the second of two passes over the same 4 batches on each side' "$out" ||
+        fail "no line saying both sides are timed alike"
     grep -Eq '^dlrm tiny +ember ex/s +torch ex/s +ratio$' "$out" || fail "no column header"
     awk '$1 == "cpu/cpu" && NF == 4 && $2 > 0 && $3 > 0 && $4 > 0 && ($2 / $3 - $4) ^ 2 < 0.0001 + 0.0001 * $4 { ok = 1 }
         END { exit !ok }' "$out" || fail "no row of two rates and their ratio"
