@@ -10,6 +10,7 @@ bench=$build/bench/ember-bench
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fail() { echo "FAIL ($case_name): $*" >&2; echo "--- output:" >&2; cat "$out" >&2; exit 1; }
+skip() { echo "SKIP ($case_name): $*"; exit 77; } # CTest shows the reason with the skip
 export UCX_NET_DEVICES=lo EMBER_LOG_LEVEL=${EMBER_LOG_LEVEL:-warn}
 
 # Data rows of an nccl-tests table: 13 columns, numbers, #wrong (9, 13) == 0.
@@ -198,7 +199,7 @@ dlrm_gpu)
     # refused.  PYTHON (argv 3): one with torch and numpy.
     script=$(cd "$(dirname "$0")/../.." && pwd)/bench/dlrm_gpu.sh
     export PYTHON=${3:-python3}
-    "$PYTHON" -c 'import torch, numpy' 2>/dev/null || { echo "skipped: no torch in $PYTHON"; exit 77; }
+    "$PYTHON" -c 'import torch, numpy' 2>/dev/null || skip "no torch or numpy in $PYTHON"
     DEVICE=cpu CONFIG=tiny STEPS=4 bash "$script" "$build" >"$out" 2>&1 || fail "exit status $?"
     grep -q '^# ember: 1 trainer --device cpu, 1 PS --ps-device cpu' "$out" || fail "no line saying what ran"
     grep -q '^# timed alike: the second of two passes over the same 4 batches on each side' "$out" ||
@@ -221,7 +222,7 @@ train_vs_torchrec)
     # TorchRec venv (scripts/torchrec-venv.sh).
     repo=$(cd "$(dirname "$0")/../.." && pwd)
     venv=${EMBER_TORCHREC_VENV:-$repo/.venv-torchrec}
-    [[ -x $venv/bin/python ]] || { echo "skipped: no TorchRec venv at $venv"; exit 77; }
+    [[ -x $venv/bin/python ]] || skip "no TorchRec venv at $venv (scripts/torchrec-venv.sh makes it)"
     script=$repo/bench/train_vs_torchrec.sh
     export EMBER_TORCHREC_VENV=$venv
     BUILD=$build ROUNDS=1 ROWS=10000 STEPS=2 WARMUP=1 DLRM_STEPS=2 bash "$script" >"$out" 2>&1 ||
@@ -352,13 +353,14 @@ allreduce_nccl)
     rc=$?
     if [[ $rc == 77 ]]; then
         grep -q 'skipped' "$out" || fail "no skip message"
-        exit 77
+        skip "$(grep -m1 'skipped' "$out")"
     fi
     [[ $rc == 0 ]] || fail "exit status $rc"
     check_nccl_format 8
     ;;
 mpi_allreduce)
-    [[ -x $build/bench/peers/mpi_allreduce ]] && command -v mpirun >/dev/null || exit 77
+    [[ -x $build/bench/peers/mpi_allreduce ]] || skip "$build/bench/peers/mpi_allreduce was not built"
+    command -v mpirun >/dev/null || skip "no mpirun on PATH (Open MPI's mpirun runs the MPI peer)"
     mpirun --allow-run-as-root --oversubscribe -n 2 --mca btl self,vader,tcp \
         --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
         "$build/bench/peers/mpi_allreduce" -b 8 -e 256K -f 4 -n 3 -w 1 -c 1 >"$out" 2>&1 ||
@@ -369,7 +371,7 @@ torch_bag_gpu)
     # The PyTorch peer of ember-bench-gpu on the CPU at tiny sizes: every
     # dim x mode x optimizer row, in both formats, positive times and rates.
     py=${EMBER_TORCH_PYTHON:-python3}
-    "$py" -c 'import torch' 2>/dev/null || exit 77
+    "$py" -c 'import torch' 2>/dev/null || skip "no torch in $py (EMBER_TORCH_PYTHON)"
     repo=$(cd "$(dirname "$0")/../.." && pwd)
     "$py" "$repo/bench/peers/torch_bag_gpu.py" --device cpu --bags 64 --len 4 --dims 3,16 \
         --table-bytes 65536 --iters 2 >"$out" 2>&1 || fail "exit status $?"
