@@ -43,7 +43,12 @@
 #                       (make_bad_replay KIND): refused by every rank before
 #                       training, exit 2, naming what make_bad_replay broke
 #   nonfinite           a diverging run: error names trainer and step
-#   optimizer:NAME      sync training with each optimizer completes, loss finite
+#   optimizer:NAME      PyTorch's run of one job with optimizer NAME
+#                       (make_golden.py's opt_NAME, made by the
+#                       train.optimizer.setup fixture in
+#                       BUILD_DIR/tests/train/golden_opt) replayed over 2 PS
+#                       with --optimizer NAME: the job says NAME, matches
+#                       that run within 1e-4 and none of the others
 #   synthetic           the learnable data: the loss falls
 #   staleness:K         --staleness K on it: runs, epoch lines name the largest
 #                       staleness seen (1..K), the loss falls; K 0: the same
@@ -267,11 +272,29 @@ nonfinite)
     no_leftovers
     ;;
 optimizer:*)
+    # The four runs share their inputs and differ by their optimizer (by 0.05
+    # and more in the loss or the weights): ember's result must be its own
+    # optimizer's run within 1e-4 and none of the others'.  --optimizer NAME
+    # is given as well: a replay takes it only when it says what the file
+    # says, so a flag that did not reach the job would be refused.
     opt=${case_name#optimizer:}
-    timeout 120 "$run" -n 5 "$train" --ps 2 --optimizer "$opt" --lr 0.01 --epochs 10 \
-        --data synthetic >"$work/out" 2>&1 || fail "exit $?"
-    grep -q "done: 200 steps" "$work/out" || fail "not every step ran"
-    grep -q "last step's loss [0-9]" "$work/out" || fail "no finite last loss"
+    refs=$build/tests/train/golden_opt
+    file=$refs/opt_$opt.safetensors
+    [ -r "$file" ] || fail "no $file (the train.optimizer.setup fixture makes it)"
+    timeout 120 "$run" -n 5 "$train" --ps 2 --optimizer "$opt" --replay "$file" \
+        --save "$work/out.safetensors" >"$work/out" 2>&1 || fail "ember-train exited $?"
+    grep -qE "training: 2 trainers, 2 ps, .*, $opt lr [0-9.e-]+, sync, " "$work/out" ||
+        fail "the job does not say it trains with $opt"
+    grep -q "replay check against $file: loss max |diff| .*: all within 0.0001" "$work/out" ||
+        fail "the replay does not say it matched"
+    "$build/tests/train/golden_compare" "$file" "$work/out.safetensors" >>"$work/out" ||
+        fail "differs from PyTorch's run with $opt"
+    for other in sgd adagrad rowwise_adagrad adam; do
+        [ "$other" = "$opt" ] && continue
+        "$build/tests/train/golden_compare" "$refs/opt_$other.safetensors" \
+            "$work/out.safetensors" >/dev/null &&
+            fail "the result is PyTorch's run with $other too: the runs do not tell them apart"
+    done
     ;;
 synthetic)
     timeout 120 "$run" -n 4 "$train" --data synthetic --epochs 30 --lr 0.2 \
