@@ -148,9 +148,9 @@ static int store_stall(const char *host, int port, int count, double seconds)
     }
     printf("outsider: %d connections hold 4 bytes of a request\n", count);
     fflush(stdout);
-    int open = count;
+    int still_open = count;
     double deadline = ember_time_now() + seconds;
-    while (open && ember_time_now() < deadline) {
+    while (still_open && ember_time_now() < deadline) {
         if (poll(pfds, (nfds_t)count, 50) <= 0)
             continue;
         for (int i = 0; i < count; i++) {
@@ -164,7 +164,7 @@ static int store_stall(const char *host, int port, int count, double seconds)
                 closed_after[i] = ember_time_now() - sent_at[i];
                 close(pfds[i].fd);
                 pfds[i].fd = -1;
-                open--;
+                still_open--;
             }
         }
     }
@@ -182,12 +182,12 @@ static int store_stall(const char *host, int port, int count, double seconds)
     }
     printf("outsider: the store dropped %d of %d stalled connections, %.2f to %.2f s after "
            "their 4 bytes; %zu to %zu bytes came back on each\n",
-           count - open, count, first, last, least, most);
+           count - still_open, count, first, last, least, most);
     free(pfds);
     free(sent_at);
     free(closed_after);
     free(received);
-    return open == 0 && least == most && most == 24 ? 0 : 1;
+    return still_open == 0 && least == most && most == 24 ? 0 : 1;
 }
 
 static int store_flood(const char *host, int port, int count, size_t bytes)
