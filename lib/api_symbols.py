@@ -17,8 +17,12 @@ compares what the library really exports with the same headers.
     api_symbols.py check --nm NM --readelf READELF --lib LIBEMBER --node NODE
                          --soname SONAME [--plugin PLUGIN] [--program EXE]...
                          [--gcc GCC --include DIR...] HEADER...
-        the export test (tests/install: install.exports): exit 1 listing
-        every difference
+        the export test (tests/install: install.exports): libember.so's
+        defined dynamic symbols (nm -D) are the declared names, each in NODE,
+        and its SONAME is SONAME; the CUDA plugin's undefined ember_* symbols
+        are declared ones; each EXE (linking the engine statically) exports
+        the declared names too; GCC's -aux-info reading of the headers agrees
+        with this parser's.  Exit 1 listing every difference
     api_symbols.py self-test
         the parser against tricky declarations
 
@@ -425,15 +429,16 @@ def check(args):
                             f"API (it resolves it from the process)")
         print(f"exports: the CUDA plugin uses {len(needs)} ember_* symbols: "
               f"{' '.join(sorted(needs))}")
-        for exe in args.program:
-            has = {n for n in _nm(args.nm, exe, "--defined-only")
-                   if n.startswith(PUBLIC_PREFIX)}
-            for n in sorted(needs - has):
-                problems.append(f"{exe} links the engine statically but does not export "
-                                f"{n}, which the CUDA plugin it may load uses")
-            for n in sorted(has - set(names)):
-                problems.append(f"{exe} exports {n}, which no public header declares")
-            print(f"exports: {os.path.basename(exe)} exports {len(has)} ember_* symbols")
+    # A program that links the engine statically exports the API as
+    # libember.so does: the CUDA plugin it may load binds to those.
+    for exe in args.program:
+        has = {n for n in _nm(args.nm, exe, "--defined-only") if n.startswith(PUBLIC_PREFIX)}
+        for n in sorted(set(names) - has):
+            problems.append(f"{exe} links the engine statically but does not export {n} "
+                            f"(the CUDA plugin resolves public functions from the process)")
+        for n in sorted(has - set(names)):
+            problems.append(f"{exe} exports {n}, which no public header declares")
+        print(f"exports: {os.path.basename(exe)} exports {len(has)} ember_* symbols")
 
     for p in problems:
         print(f"FAIL: {p}")
