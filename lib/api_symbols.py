@@ -210,7 +210,8 @@ def _classify(stmt):
         toks = toks[:-1]
     if not toks:
         return None, None
-    if toks[0] == "typedef" or "static" in _top_level(toks):
+    if toks[0] in ("typedef", "_Static_assert", "static_assert") or \
+            "static" in _top_level(toks):
         return None, None
     if "{" in toks:
         if toks[0] in ("struct", "union", "enum") and toks[-1] == "}":
@@ -483,6 +484,8 @@ static inline int ember_inline(int x)
     return x + 1;
 }
 static const char *ember_string = "not; a { declaration";
+_Static_assert(sizeof(int) >= 4, "ember_not_a_function(void);");
+__attribute__((nonnull(1))) int ember_f6(const char *s, int (*compare)(int, int));
 #ifdef __cplusplus
 }
 #endif
@@ -494,7 +497,7 @@ def self_test(_args):
     got = [(k, n) for k, n, _ in parse(SELF_TEST, "self-test.h")]
     want = [("function", "ember_f1"), ("function", "ember_f2"), ("function", "ember_f3"),
             ("function", "ember_f4"), ("function", "ember_f5"), ("data", "ember_table"),
-            ("data", "ember_array"), ("data", "ember_hook")]
+            ("data", "ember_array"), ("data", "ember_hook"), ("function", "ember_f6")]
     failures = []
     if got != want:
         failures.append(f"parsed {got}, expected {want}")
