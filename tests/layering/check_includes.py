@@ -14,7 +14,7 @@ angled, is resolved as the compiler would (the including file's folder, the
 source root, include/) and may be only
   - a public header, <ember/...> (include/ember/, or the generated version.h),
   - a system header (one that is no file of the tree),
-  - a header of the file's own folder, as RESTRICTED below says:
+  - a header of the file's own folder, as _restricted_rule() says:
       models/NAME/...     its model's folder models/NAME/, and models/model.h
                           (the interface between ember-train and its models)
       models/*            (the model table, models/models.c) models/model.h and
@@ -48,7 +48,7 @@ LAYERS = {
     # transport's RPC for NCCL's bootstrap and the GPUDirect decision.
     "cuda": ["cuda", "engine/ops", "common"],
 }
-# Programs, benchmarks and tests may use any layer (but for RESTRICTED).
+# Programs, benchmarks and tests may use any layer.
 FREE = ("tools", "bench", "tests", "fuzz", "lib")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
