@@ -128,7 +128,11 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
     FUZZ_CHECK(ember_wire_lookup_size(msg) == length,
                "the codec took %zu bytes of a %zu-byte lookup", length,
                ember_wire_lookup_size(msg));
-    size_t out_bytes = ps_msg_lookup_out_bytes(msg, ft->dim);
+    ember_wire_reply_layout_t layout;
+    ember_wire_reply_layout(msg->flags, msg->bags, ft->dim, &layout);
+    /* The PS pools into a part with room for the reply padded too. */
+    size_t out_bytes =
+            (size_t)(layout.pooled_bytes > layout.version ? layout.pooled_bytes : layout.version);
     float *out = malloc(out_bytes ? out_bytes : 1);
     FUZZ_CHECK(out, "out of memory");
     int was_open = msg->trainer < ft->spec.trainers && contexts[msg->trainer].open;
@@ -146,7 +150,8 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
     FUZZ_CHECK(eval || !was_open, "trainer %u: a lookup accepted over an open context",
                msg->trainer);
     check_pooling(ft, &lookup, out);
-    size_t reply = ps_msg_lookup_reply_finish(msg, ft->dim, out);
+    ember_wire_reply_finish(&layout, out);
+    size_t reply = (size_t)layout.bytes;
     FUZZ_CHECK(reply <= out_bytes, "a reply of %zu bytes from a buffer of %zu", reply, out_bytes);
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < reply; i++)

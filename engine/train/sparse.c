@@ -37,10 +37,11 @@ typedef struct {
     uint32_t *bag_counts;
     size_t counts_capacity, bag_capacity;
     size_t bags;
-    uint32_t flags;     /* this step's lookup flags */
-    size_t reply_bytes; /* one shard's reply this step (its values, places) */
-    size_t part_bytes;  /* and its part of its PS's reply: the version behind */
-    uint64_t version;   /* the last lookup's: the fewest steps any shard had applied */
+    uint32_t flags; /* this step's lookup flags */
+    /* One shard's part of its PS's reply this step, as the codec lays it
+     * out: its values, places, and the version behind them. */
+    ember_wire_reply_layout_t reply;
+    uint64_t version; /* the last lookup's: the fewest steps any shard had applied */
     /* Where its shards' replies and gradients lie in their PS's blocks:
      * the same in each (ember_sparse_create checked the placement). */
     size_t reply_at, grad_at;
@@ -547,9 +548,8 @@ static ember_status_t layout_step(ember_sparse_t *sparse)
     sparse->reply_stride = sparse->grad_stride = EMBER_WIRE_ALIGN;
     for (size_t k = 0; k < sparse->ntables; k++) {
         table_t *table = &sparse->tables[k];
-        ember_msg_lookup_t reply = {.bags = (uint32_t)table->bags, .flags = table->flags};
-        table->reply_bytes = (size_t)ember_wire_lookup_reply_bytes(&reply, table->config.dim);
-        table->part_bytes = (size_t)ember_wire_lookups_part_bytes(&reply, table->config.dim);
+        ember_wire_reply_layout(table->flags, (uint32_t)table->bags, table->config.dim,
+                                &table->reply);
     }
     for (size_t i = 0; i < sparse->nranks; i++) {
         rank_t *rank = &sparse->ranks[i];
@@ -558,7 +558,7 @@ static ember_status_t layout_step(ember_sparse_t *sparse)
             table_t *table = rank->parts[j].table;
             int first = rank->parts[j].shard == &table->shards[0];
             EMBER_CHECK(layout_part(table, reply_at, grad_at, first));
-            reply_at += table->part_bytes;
+            reply_at += (size_t)table->reply.part_bytes;
             grad_at += table->bags * table->config.dim * sizeof(float);
         }
         rank->reply_bytes = reply_at;
@@ -582,9 +582,9 @@ static ember_status_t bind_step(ember_sparse_t *sparse)
     for (size_t k = 0; k < sparse->ntables; k++) {
         table_t *table = &sparse->tables[k];
         const size_t slot = table->shards[0].slot;
-        EMBER_CHECK(ember_parts_bind(&table->parts, table->bags,
+        EMBER_CHECK(ember_parts_bind(&table->parts, table->bags, &table->reply,
                                      replies + slot * sparse->reply_stride + table->reply_at,
-                                     sparse->reply_stride, table->reply_bytes,
+                                     sparse->reply_stride,
                                      (float *)(grads + slot * sparse->grad_stride + table->grad_at),
                                      sparse->grad_stride / sizeof(float)));
     }
@@ -657,7 +657,7 @@ static ember_status_t shard_version(ember_sparse_t *sparse, const table_t *table
                                     uint64_t *version_p)
 {
     const size_t at = table->shards[p].slot * sparse->reply_stride + table->reply_at +
-                      (table->part_bytes - sizeof(uint64_t));
+                      (size_t)table->reply.version;
     return ember_parts_buffer_get(&sparse->replies, at, version_p, sizeof(*version_p));
 }
 

@@ -1,6 +1,8 @@
 /* engine/wire/codec: the engine's messages packed and checked (see codec.h). */
 #include "engine/wire/codec.h"
 
+#include "engine/ops/half.h"
+
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
 
@@ -67,28 +69,79 @@ void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_
     layout->size = sizeof(*head) + (size_t)ember_wire_lookup_array_bytes(head);
 }
 
+/* ---- a lookup's reply ------------------------------------------------------- */
+
+void ember_wire_reply_layout(uint32_t flags, uint32_t bags, uint32_t dim,
+                             ember_wire_reply_layout_t *layout)
+{
+    const int max_mode = (flags & EMBER_LOOKUP_MAX) != 0;
+    const uint64_t count = (uint64_t)bags * dim;
+    const uint64_t value_bytes = (flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4;
+    /* fp16 values of an odd count end mid-word: the places start aligned. */
+    const uint64_t places = max_mode ? (count * value_bytes + 3) & ~3ull : 0;
+    const uint64_t bytes = max_mode ? places + 4 * count : count * value_bytes;
+    *layout = (ember_wire_reply_layout_t){.flags = flags,
+                                          .dim = dim,
+                                          .count = count,
+                                          .values = 0,
+                                          .value_bytes = value_bytes,
+                                          .places = places,
+                                          .bytes = bytes,
+                                          .version = ember_wire_pad(bytes),
+                                          .part_bytes = ember_wire_pad(bytes) + sizeof(uint64_t),
+                                          .pooled_places = max_mode ? 4 * count : 0,
+                                          .pooled_bytes = 4 * count * (max_mode ? 2 : 1)};
+}
+
+void ember_wire_reply_finish(const ember_wire_reply_layout_t *layout, void *part)
+{
+    uint8_t *out = part;
+    if (layout->value_bytes == 2) {
+        ember_float_to_half_in_place(out, (size_t)layout->count);
+        if (layout->flags & EMBER_LOOKUP_MAX) /* the places move up behind the halved values */
+            memmove(out + layout->places, out + layout->pooled_places, (size_t)layout->count * 4);
+    }
+    memset(out + layout->bytes, 0, (size_t)(layout->version - layout->bytes));
+}
+
+void ember_wire_reply_put_version(const ember_wire_reply_layout_t *layout, void *part,
+                                  uint64_t version)
+{
+    memcpy((uint8_t *)part + layout->version, &version, sizeof(version));
+}
+
+uint64_t ember_wire_reply_get_version(const ember_wire_reply_layout_t *layout, const void *part)
+{
+    uint64_t version;
+    memcpy(&version, (const uint8_t *)part + layout->version, sizeof(version));
+    return version;
+}
+
+static ember_wire_reply_layout_t reply_layout_of(const ember_msg_lookup_t *head, uint32_t dim)
+{
+    ember_wire_reply_layout_t layout;
+    ember_wire_reply_layout(head->flags, head->bags, dim, &layout);
+    return layout;
+}
+
 uint64_t ember_wire_lookup_places_at(const ember_msg_lookup_t *head, uint32_t dim)
 {
-    uint64_t values =
-            (uint64_t)head->bags * dim * ((head->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
-    return (values + 3) & ~3ull;
+    return reply_layout_of(head, dim).places;
 }
 
 uint64_t ember_wire_lookup_reply_bytes(const ember_msg_lookup_t *head, uint32_t dim)
 {
-    if (!(head->flags & EMBER_LOOKUP_MAX))
-        return (uint64_t)head->bags * dim * ((head->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
-    return ember_wire_lookup_places_at(head, dim) + 4ull * head->bags * dim;
+    return reply_layout_of(head, dim).bytes;
 }
 
 uint64_t ember_wire_lookup_version_at(const ember_msg_lookup_t *head, uint32_t dim)
 {
-    return ember_wire_pad(ember_wire_lookup_reply_bytes(head, dim));
+    return reply_layout_of(head, dim).version;
 }
 
 uint64_t ember_wire_lookups_part_bytes(const ember_msg_lookup_t *head, uint32_t dim)
 {
-    return ember_wire_lookup_version_at(head, dim) + sizeof(uint64_t);
+    return reply_layout_of(head, dim).part_bytes;
 }
 
 size_t ember_wire_lookup_size(const ember_msg_lookup_t *head)

@@ -92,21 +92,55 @@ void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_
 /** Bytes of a LOOKUP's arrays (after the header), as @head's counts say. */
 uint64_t ember_wire_lookup_array_bytes(const ember_msg_lookup_t *head);
 
-/** Offset of a max lookup's places in its reply: after the values, 4-byte
- * aligned. */
+/* ---- a LOOKUP's reply, and a table's part of a LOOKUPS reply ------------- */
+
+/*
+ * Where each thing of one table's reply lies, in bytes from its start.  The
+ * PS pools into the part as the pooled_* fields say (fp32 values, then max
+ * mode's places right behind them), and ember_wire_reply_finish makes that
+ * the reply; the trainer finds the values, places and version where the
+ * other fields say.  Every size is 64-bit: the counts may be a forger's.
+ */
+typedef struct {
+    uint32_t flags, dim;
+    uint64_t count;         /* pooled values: bags x dim */
+    uint64_t values;        /* where they lie: 0 (the pooled values are first) */
+    uint64_t value_bytes;   /* 4, or 2 with EMBER_LOOKUP_HALF_REPLY (fp16) */
+    uint64_t places;        /* max mode: uint32 [count] at this offset, 4-byte aligned; else 0 */
+    uint64_t bytes;         /* a LOOKUP's reply: the values, and max mode's places */
+    uint64_t version;       /* a LOOKUPS part: the uint64 version (aligned) after the
+                             * reply padded to EMBER_WIRE_ALIGN */
+    uint64_t part_bytes;    /* a LOOKUPS part: all of it, a multiple of EMBER_WIRE_ALIGN */
+    uint64_t pooled_places; /* where the PS pools max mode's places: behind fp32 values */
+    uint64_t pooled_bytes;  /* what the PS pools into: fp32 values (and places) */
+} ember_wire_reply_layout_t;
+
+/** The reply layout of a lookup of @flags and @bags for a table of @dim. */
+void ember_wire_reply_layout(uint32_t flags, uint32_t bags, uint32_t dim,
+                             ember_wire_reply_layout_t *layout);
+
+/**
+ * The PS: make the @layout.pooled_bytes pooled at @part (fp32 values, max
+ * mode's places behind them) the reply @layout says: values rounded to fp16
+ * in place with EMBER_LOOKUP_HALF_REPLY, the places moved up behind them,
+ * the padding up to the version zeroed.  @part has room for
+ * max(pooled_bytes, version) bytes.
+ */
+void ember_wire_reply_finish(const ember_wire_reply_layout_t *layout, void *part);
+
+/** The PS: a LOOKUPS part's @version (the steps the table had applied)
+ * written where @layout says. */
+void ember_wire_reply_put_version(const ember_wire_reply_layout_t *layout, void *part,
+                                  uint64_t version);
+
+/** A LOOKUPS part's version, read in host memory (the trainer's device path
+ * copies the 8 bytes at @layout->version out instead). */
+uint64_t ember_wire_reply_get_version(const ember_wire_reply_layout_t *layout, const void *part);
+
+/** The layout's fields for a LOOKUP of @head (tests, benchmarks): */
 uint64_t ember_wire_lookup_places_at(const ember_msg_lookup_t *head, uint32_t dim);
-
-/** Bytes of a LOOKUP's reply for a table of @dim (its pooled values, and
- * max mode's places). */
 uint64_t ember_wire_lookup_reply_bytes(const ember_msg_lookup_t *head, uint32_t dim);
-
-/** Offset of a table's version (uint64: the steps it had applied when it
- * served the lookup) in its part of a LOOKUPS reply: its LOOKUP reply
- * padded to EMBER_WIRE_ALIGN. */
 uint64_t ember_wire_lookup_version_at(const ember_msg_lookup_t *head, uint32_t dim);
-
-/** Bytes of a table's part of a LOOKUPS reply: its LOOKUP reply, padded,
- * then its version; a multiple of EMBER_WIRE_ALIGN. */
 uint64_t ember_wire_lookups_part_bytes(const ember_msg_lookup_t *head, uint32_t dim);
 
 /* A LOOKUP as its sender has it: a shard's part of a batch, split and
