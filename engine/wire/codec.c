@@ -48,25 +48,29 @@ size_t ember_wire_pack_iov(const void *head, size_t size, const void *body, size
 
 /* ---- LOOKUP ----------------------------------------------------------------- */
 
-static int lookup_has_extra(const ember_msg_lookup_t *head)
+void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_layout_t *layout)
 {
-    return (head->flags & (EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX)) != 0;
+    layout->offsets = sizeof(*head);
+    layout->entries = layout->offsets + 4ull * head->bags;
+    layout->entry_bytes = ember_wire_lookup_entry_bytes(head->flags);
+    layout->rows = ember_wire_pad(layout->entries + layout->entry_bytes * head->indices);
+    layout->size = layout->rows + 8ull * head->unique;
 }
 
 uint64_t ember_wire_lookup_array_bytes(const ember_msg_lookup_t *head)
 {
-    uint64_t per_index = lookup_has_extra(head) ? 2 : 1;
-    return 4ull * head->bags + 8ull * head->unique + 4ull * head->indices * per_index;
+    ember_wire_lookup_layout_t layout;
+    ember_wire_lookup_layout(head, &layout);
+    return layout.size - sizeof(*head);
 }
 
-void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_layout_t *layout)
+void ember_wire_lookup_seal(const ember_msg_lookup_t *head, void *message)
 {
-    layout->offsets = sizeof(*head);
-    layout->rows = layout->offsets + 4 * (size_t)head->bags;
-    layout->slots = layout->rows + 8 * (size_t)head->unique;
-    layout->extra = layout->slots + 4 * (size_t)head->indices;
-    layout->has_extra = lookup_has_extra(head);
-    layout->size = sizeof(*head) + (size_t)ember_wire_lookup_array_bytes(head);
+    ember_wire_lookup_layout_t at;
+    ember_wire_lookup_layout(head, &at);
+    const size_t end = (size_t)(at.entries + at.entry_bytes * head->indices);
+    memcpy(message, head, sizeof(*head));
+    memset((uint8_t *)message + end, 0, (size_t)at.rows - end);
 }
 
 /* ---- a lookup's reply ------------------------------------------------------- */
@@ -149,46 +153,30 @@ size_t ember_wire_lookup_size(const ember_msg_lookup_t *head)
     return sizeof(*head) + (size_t)ember_wire_lookup_array_bytes(head);
 }
 
-/* Each bag's first entry, from the entries each bag has on this shard. */
-static void pack_offsets(uint8_t *out, const uint32_t *counts, size_t bags)
-{
-    uint32_t offset = 0;
-    for (size_t b = 0; b < bags; b++) {
-        memcpy(out + 4 * b, &offset, 4);
-        offset += counts[b];
-    }
-}
-
-static void pack_slots(uint8_t *out, const int64_t *inverse, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint32_t slot = (uint32_t)inverse[i];
-        memcpy(out + 4 * i, &slot, 4);
-    }
-}
-
-/* memcpy, but an empty array may be NULL (memcpy's may not). */
-static void pack_bytes(uint8_t *out, const void *array, size_t bytes)
-{
-    if (bytes)
-        memcpy(out, array, bytes);
-}
-
 void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message)
 {
     const ember_msg_lookup_t *head = &lookup->head;
     uint8_t *out = message;
     ember_wire_lookup_layout_t at;
+    uint32_t offset = 0;
 
     ember_wire_lookup_layout(head, &at);
-    memcpy(out, head, sizeof(*head));
-    pack_offsets(out + at.offsets, lookup->counts, head->bags);
-    pack_bytes(out + at.rows, lookup->rows, 8 * (size_t)head->unique);
-    pack_slots(out + at.slots, lookup->inverse, head->indices);
-    if (head->flags & EMBER_LOOKUP_WEIGHTS)
-        pack_bytes(out + at.extra, lookup->weights, 4 * (size_t)head->indices);
-    else if (head->flags & EMBER_LOOKUP_MAX)
-        pack_bytes(out + at.extra, lookup->places, 4 * (size_t)head->indices);
+    for (size_t b = 0; b < head->bags; b++) { /* each bag's first entry */
+        memcpy(out + at.offsets + 4 * b, &offset, 4);
+        offset += lookup->counts[b];
+    }
+    for (size_t i = 0; i < head->indices; i++) {
+        uint8_t *entry = out + at.entries + at.entry_bytes * i;
+        uint32_t slot = (uint32_t)lookup->inverse[i];
+        memcpy(entry, &slot, 4);
+        if (head->flags & EMBER_LOOKUP_WEIGHTS)
+            memcpy(entry + 4, &lookup->weights[i], 4);
+        else if (head->flags & EMBER_LOOKUP_MAX)
+            memcpy(entry + 4, &lookup->places[i], 4);
+    }
+    if (head->unique)
+        memcpy(out + at.rows, lookup->rows, 8 * (size_t)head->unique);
+    ember_wire_lookup_seal(head, message);
 }
 
 /* The flags the protocol knows, and weights only where they mean something. */
@@ -225,9 +213,10 @@ ember_status_t ember_wire_lookup_unpack(const void *data, size_t length,
     ember_wire_lookup_layout(head, &at);
     view->offsets = message + at.offsets;
     view->rows = message + at.rows;
-    view->slots = message + at.slots;
-    view->weights = (head->flags & EMBER_LOOKUP_WEIGHTS) ? message + at.extra : NULL;
-    view->places = (head->flags & EMBER_LOOKUP_MAX) ? message + at.extra : NULL;
+    view->slots = message + at.entries;
+    view->entry_bytes = (size_t)at.entry_bytes;
+    view->weights = (head->flags & EMBER_LOOKUP_WEIGHTS) ? view->slots + 4 : NULL;
+    view->places = (head->flags & EMBER_LOOKUP_MAX) ? view->slots + 4 : NULL;
     return EMBER_OK;
 }
 
@@ -240,9 +229,7 @@ size_t ember_wire_lookup_padded_size(const ember_msg_lookup_t *head)
 
 void ember_wire_lookup_pack_padded(const ember_wire_lookup_t *lookup, void *message)
 {
-    size_t size = ember_wire_lookup_size(&lookup->head);
     ember_wire_lookup_pack(lookup, message);
-    memset((uint8_t *)message + size, 0, ember_wire_lookup_padded_size(&lookup->head) - size);
 }
 
 size_t ember_wire_lookups_pack_iov(const ember_msg_lookups_t *head, const uint8_t *const *messages,
@@ -296,10 +283,12 @@ static ember_status_t check_sub(const char *what, uint32_t table_id, uint32_t tr
 }
 
 /* Sub-lookup @k at @at of a LOOKUPS of @length bytes: its size from its
- * counts, checked against what is left, before the codec takes it. */
+ * counts, checked against what is left, before the codec takes it (a
+ * LOOKUP's size is a multiple of EMBER_WIRE_ALIGN: the next one is
+ * aligned). */
 static ember_status_t lookups_take_one(const uint8_t *data, size_t length, size_t at, size_t k,
-                                       ember_wire_lookup_view_t *view, uint64_t *padded_p,
-                                       char *err, size_t err_length)
+                                       ember_wire_lookup_view_t *view, uint64_t *size_p, char *err,
+                                       size_t err_length)
 {
     ember_msg_lookup_t head;
     char why[200];
@@ -319,7 +308,7 @@ static ember_status_t lookups_take_one(const uint8_t *data, size_t length, size_
             ember_wire_lookup_unpack(data + at, (size_t)size, view, why, sizeof(why));
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "table %u: %s", head.table_id, why);
-    *padded_p = ember_wire_pad(size);
+    *size_p = size;
     return EMBER_OK;
 }
 
@@ -337,8 +326,8 @@ ember_status_t ember_wire_lookups_unpack(const void *data, size_t length,
     const envelope_t envelope = {.trainer = head->trainer, .step = head->step};
     for (size_t k = 0; k < head->count; k++) {
         ember_wire_lookup_view_t *sub = &view->lookups[k];
-        uint64_t padded = 0;
-        EMBER_CHECK(lookups_take_one(data, length, at, k, sub, &padded, err, err_length));
+        uint64_t size = 0;
+        EMBER_CHECK(lookups_take_one(data, length, at, k, sub, &size, err, err_length));
         EMBER_CHECK(check_sub("lookup", sub->head.table_id, sub->head.trainer, sub->head.step,
                               &envelope, ids, k, err, err_length));
         ids[k] = sub->head.table_id;
@@ -347,12 +336,7 @@ ember_status_t ember_wire_lookups_unpack(const void *data, size_t length,
                                      "table %u: an evaluation lookup and a training one in one "
                                      "LOOKUPS",
                                      sub->head.table_id);
-        /* The last one's padding may run past the end: then it is short. */
-        if (padded > length - at)
-            return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                                     "table %u: its lookup is not padded to %d bytes",
-                                     sub->head.table_id, EMBER_WIRE_ALIGN);
-        at += (size_t)padded;
+        at += (size_t)size;
     }
     if (at != length)
         return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
