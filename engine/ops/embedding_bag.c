@@ -3,6 +3,7 @@
 
 #include "common/copy.h"
 #include "common/prefetch.h"
+#include "common/radix.h"
 #include "common/reserve.h"
 #include "common/search.h"
 #include "engine/ops/bag_slots.h"
@@ -491,20 +492,14 @@ static inline int64_t find_sorted(const int64_t *keys, size_t n, int64_t value)
     return (lo < n && keys[lo] == value) ? (int64_t)lo : -1;
 }
 
-/* (value, position) pairs for the radix sort of ember_bag_dedup. */
-typedef struct {
-    uint64_t value;
-    uint64_t position;
-} dedup_pair_t;
-
 /* Scratch kept between calls (grow-only): a step allocates nothing. */
-static __thread dedup_pair_t *dedup_scratch;
+static __thread ember_radix_pair_t *dedup_scratch;
 static __thread size_t dedup_capacity;
 
-/* The entries other than @skip as pairs; returns their count, the smallest
- * and largest key in @min_p and @max_p.  Every inverse starts at -1
- * (skipped). */
-static size_t dedup_keys(const int64_t *indices, size_t n, int64_t skip, dedup_pair_t *pairs,
+/* The entries other than @skip as (row, position) pairs; returns their
+ * count, the smallest and largest key in @min_p and @max_p.  Every inverse
+ * starts at -1 (skipped). */
+static size_t dedup_keys(const int64_t *indices, size_t n, int64_t skip, ember_radix_pair_t *pairs,
                          int64_t *inverse_p, uint64_t *min_p, uint64_t *max_p)
 {
     size_t m = 0;
@@ -516,7 +511,7 @@ static size_t dedup_keys(const int64_t *indices, size_t n, int64_t skip, dedup_p
         /* Row ids are validated non-negative; the cast keeps any other
          * value distinct and ordered among the non-negative ones. */
         uint64_t value = (uint64_t)indices[i] ^ (1ull << 63);
-        pairs[m++] = (dedup_pair_t){.value = value, .position = i};
+        pairs[m++] = (ember_radix_pair_t){.key = value, .value = i};
         if (value > max)
             max = value;
         if (value < min)
@@ -525,37 +520,6 @@ static size_t dedup_keys(const int64_t *indices, size_t n, int64_t skip, dedup_p
     *min_p = min;
     *max_p = max;
     return m;
-}
-
-/* LSD radix sort, stable, of the keys' distance from the smallest, only as
- * many digits as the widest distance has (one pass for a table of up to
- * 2048 rows): O(n) where a comparison sort was the hot spot of the trainer.
- * Sorts between @pairs and @other; returns the one holding the result. */
-static dedup_pair_t *dedup_sort(dedup_pair_t *pairs, dedup_pair_t *other, size_t m, uint64_t min,
-                                uint64_t max)
-{
-    enum {
-        DIGIT_BITS = 11,
-        BUCKETS = 1 << DIGIT_BITS
-    };
-    size_t counts[BUCKETS];
-    const uint64_t range = m ? max - min : 0;
-    for (unsigned shift = 0; shift < 64 && (range >> shift) != 0; shift += DIGIT_BITS) {
-        memset(counts, 0, sizeof(counts));
-        for (size_t i = 0; i < m; i++)
-            counts[((pairs[i].value - min) >> shift) & (BUCKETS - 1)]++;
-        for (size_t d = 0, total = 0; d < BUCKETS; d++) {
-            size_t c = counts[d];
-            counts[d] = total;
-            total += c;
-        }
-        for (size_t i = 0; i < m; i++)
-            other[counts[((pairs[i].value - min) >> shift) & (BUCKETS - 1)]++] = pairs[i];
-        dedup_pair_t *swap = pairs;
-        pairs = other;
-        other = swap;
-    }
-    return pairs;
 }
 
 ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, int64_t *unique_p,
@@ -571,12 +535,13 @@ ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, i
     if (n > SIZE_MAX / 2 || !EMBER_RESERVE(dedup_scratch, dedup_capacity, 2 * n))
         return EMBER_ERR_NO_MEMORY;
     size_t m = dedup_keys(indices, n, skip, dedup_scratch, inverse_p, &min, &max);
-    const dedup_pair_t *pairs = dedup_sort(dedup_scratch, dedup_scratch + n, m, min, max);
+    const ember_radix_pair_t *pairs =
+            ember_radix_sort(dedup_scratch, dedup_scratch + n, m, min, max);
     for (size_t i = 0; i < m; i++) {
-        int64_t value = (int64_t)(pairs[i].value ^ (1ull << 63));
+        int64_t value = (int64_t)(pairs[i].key ^ (1ull << 63));
         if (u == 0 || unique_p[u - 1] != value)
             unique_p[u++] = value;
-        inverse_p[pairs[i].position] = (int64_t)u - 1;
+        inverse_p[pairs[i].value] = (int64_t)u - 1;
     }
     *nunique_p = u;
     return EMBER_OK;

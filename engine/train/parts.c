@@ -81,16 +81,19 @@ ember_mem_type_t ember_parts_mem(const ember_parts_t *parts)
     return parts->rdma ? EMBER_MEM_CUDA : EMBER_MEM_HOST;
 }
 
-/* The device path: the counts go over and the replies are combined where
- * they landed. */
+/* The device path: the counts its mode reads go over (max: each shard's;
+ * mean: each bag's, which the split reads too) and the replies are
+ * combined where they landed. */
 static ember_status_t combine_on_device(ember_parts_t *parts, const uint32_t *counts,
                                         const uint32_t *bag_counts, float *x)
 {
     const ember_trainer_dev_t *td = parts->td;
     const size_t bags = parts->bags, P = parts->num_ps, stride = parts->reply_stride / 4;
     uint32_t *d_counts = parts->counts.data, *d_bag_counts = d_counts + P * bags;
-    EMBER_CHECK(ember_trainer_to_device(td, d_counts, counts, P * bags * sizeof(uint32_t)));
-    EMBER_CHECK(ember_trainer_to_device(td, d_bag_counts, bag_counts, bags * sizeof(uint32_t)));
+    if (parts->mode == EMBER_BAG_MAX)
+        EMBER_CHECK(ember_trainer_to_device(td, d_counts, counts, P * bags * sizeof(uint32_t)));
+    if (parts->mode == EMBER_BAG_MEAN)
+        EMBER_CHECK(ember_trainer_to_device(td, d_bag_counts, bag_counts, bags * sizeof(uint32_t)));
     return td->ops->parts_combine(td->device, (const float *)(parts->replies + parts->reply.values),
                                   stride, parts->num_ps, bags, parts->dim, parts->mode, d_counts,
                                   d_bag_counts, reply_places(parts), stride, x, parts->winner.data);

@@ -84,8 +84,9 @@ ember_mem_type_t ember_parts_mem(const ember_parts_t *parts);
 
 /**
  * Combine the replies into the dense model's input @x ([bags, dim], device
- * memory): @counts [num_ps * bags] entries of each bag on each shard,
- * @bag_counts [bags] in all (host memory, as the split made them).
+ * memory): @counts [num_ps * bags] entries of each bag on each shard (read
+ * in max mode only), @bag_counts [bags] in all (mean only; the split reads
+ * them too); host memory, as the split made them.
  */
 ember_status_t ember_parts_combine(ember_parts_t *parts, const uint32_t *counts,
                                    const uint32_t *bag_counts, float *x);
