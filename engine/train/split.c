@@ -122,6 +122,9 @@ static ember_status_t shard_reserve(const pass_t *pass, ember_split_shard_t *sha
     if (!EMBER_RESERVE(shard->request, shard->capacity, request_bytes(pass, room)))
         return EMBER_ERR_NO_MEMORY;
     shard->room = request_room(pass, shard);
+    /* The request is malloc's: its offsets and entries are 4-byte aligned. */
+    shard->offsets = (uint32_t *)(shard->request + sizeof(ember_msg_lookup_t));
+    shard->base = (uint32_t *)(shard->request + pass->entries_at);
     return EMBER_OK;
 }
 
@@ -161,28 +164,55 @@ static ember_status_t counts_begin(pass_t *pass, size_t bags)
 
 /* ---- the pass ---------------------------------------------------------------- */
 
-/* Bag @b of @seg: where its values begin and end, its offsets (or length)
- * checked as read, with ember_bag_validate's messages; *cursor_p: where
- * the next bag starts (lengths). */
-static ember_status_t segment_bag(const ember_sparse_segment_t *seg, size_t b, int64_t end_all,
-                                  size_t *cursor_p, size_t *begin_p, size_t *end_p, char *err,
-                                  size_t err_length)
+/* Room for @count more entries, whichever shards they go to: in the sort,
+ * and in every shard's LOOKUP (reserved, not touched: a shard's request
+ * only grows to what it has held).  Nothing moves while a bag is read. */
+static ember_status_t room_for(pass_t *pass, const ember_sparse_segment_t *seg, size_t count,
+                               char *err, size_t err_length)
 {
-    if (seg->lengths) {
-        const int32_t length = seg->lengths[b];
-        if (length < 0)
-            return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
-                          "length %" PRId32 " of bag %zu is negative", length, b);
-        if (length > 0 && !seg->values)
-            return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
-                          "indices missing for the %" PRId32 " entries of bag %zu", length, b);
-        *begin_p = *cursor_p;
-        *end_p = *cursor_p + (size_t)length;
-        *cursor_p = *end_p;
-        return EMBER_OK;
+    ember_split_t *split = pass->split;
+    if (count > UINT32_MAX - pass->npairs) /* an entry's number fits the pair's 32 bits */
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
+                      "more than %" PRIu32 " indices in one step's lookup", UINT32_MAX);
+    const size_t need = pass->npairs + count;
+    int ok = need <= split->pairs_capacity ||
+             EMBER_RESERVE(split->pairs, split->pairs_capacity, need + 1);
+    for (uint32_t p = 0; ok && p < pass->P; p++) {
+        ember_split_shard_t *shard = &split->shards[p];
+        if (shard->entries + count > shard->room)
+            ok = shard_reserve(pass, shard, shard->entries + count) == EMBER_OK;
     }
-    /* This bag's start was checked as the previous bag's end (or first);
-     * its end is checked before any of its values is read. */
+    if (!ok)
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
+                                 "out of memory for its lookups");
+    return EMBER_OK;
+}
+
+/* Bag @b of @seg given by lengths: where its values begin and end (from
+ * *@cursor_p, the bag's first), its length checked, room for it. */
+static ember_status_t length_bag(pass_t *pass, const ember_sparse_segment_t *seg, size_t b,
+                                 size_t *cursor_p, size_t *begin_p, size_t *end_p, char *err,
+                                 size_t err_length)
+{
+    const int32_t length = seg->lengths[b];
+    if (length < 0)
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
+                      "length %" PRId32 " of bag %zu is negative", length, b);
+    if (length > 0 && !seg->values)
+        return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
+                      "indices missing for the %" PRId32 " entries of bag %zu", length, b);
+    *begin_p = *cursor_p;
+    *end_p = *cursor_p + (size_t)length;
+    *cursor_p = *end_p;
+    return room_for(pass, seg, (size_t)length, err, err_length);
+}
+
+/* Bag @b of @seg given by offsets: its start was checked as the bag before
+ * ended (or by offsets_span); its end is checked before any of its values
+ * is read. */
+static ember_status_t offset_bag(const ember_sparse_segment_t *seg, size_t b, int64_t end_all,
+                                 size_t *begin_p, size_t *end_p, char *err, size_t err_length)
+{
     const int64_t start = seg->offsets[b];
     const int64_t next = b + 1 < seg->bags ? seg->offsets[b + 1] : end_all;
     if (next < start)
@@ -199,17 +229,16 @@ static ember_status_t segment_bag(const ember_sparse_segment_t *seg, size_t b, i
 }
 
 /* The offsets' first and last, before a bag is read: the first not
- * negative nor past the last, values there for what they span. */
-static ember_status_t segment_span(const ember_sparse_segment_t *seg, int64_t *end_all_p, char *err,
-                                   size_t err_length)
+ * negative nor past the last, values there for what they span, room for
+ * as many entries. */
+static ember_status_t offsets_span(pass_t *pass, const ember_sparse_segment_t *seg,
+                                   int64_t *end_all_p, char *err, size_t err_length)
 {
-    if (!seg->offsets)
-        return EMBER_OK;
     const int64_t first = seg->offsets[0], end_all = seg->offsets[seg->bags];
     if (first < 0)
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
                       "offset %" PRId64 " of bag 0 is negative", first);
-    if (seg->bags > 0 && first > end_all)
+    if (first > end_all)
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
                       "offset %" PRId64 " of bag 0 is past the end of indices (n = %" PRId64 ")",
                       first, end_all);
@@ -217,74 +246,89 @@ static ember_status_t segment_span(const ember_sparse_segment_t *seg, int64_t *e
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
                       "indices missing for %" PRId64 " entries", end_all - first);
     *end_all_p = end_all;
-    return EMBER_OK;
+    return room_for(pass, seg, (size_t)(end_all - first), err, err_length);
 }
 
 /* Each shard's offset of the table's bag @pass->bag: its entries so far. */
-static void bag_open(const pass_t *pass)
+static inline void bag_open(const pass_t *pass)
 {
     ember_split_shard_t *shards = pass->split->shards;
-    const size_t at = sizeof(ember_msg_lookup_t) + 4 * pass->bag;
-    for (uint32_t p = 0; p < pass->P; p++) {
-        const uint32_t offset = (uint32_t)shards[p].entries;
-        memcpy(shards[p].request + at, &offset, sizeof(offset));
-    }
+    for (uint32_t p = 0; p < pass->P; p++)
+        shards[p].offsets[pass->bag] = (uint32_t)shards[p].entries;
 }
 
-/* More room for @shard's entries, or for the sort's pairs. */
-static ember_status_t entry_grow(pass_t *pass, ember_split_shard_t *shard)
-{
-    ember_split_t *split = pass->split;
-    if (shard->entries == shard->room)
-        EMBER_CHECK(shard_reserve(pass, shard, shard->room * 2 > 64 ? shard->room * 2 : 64));
-    if (pass->npairs == split->pairs_capacity &&
-        !EMBER_RESERVE(split->pairs, split->pairs_capacity, pass->npairs + 1))
-        return EMBER_ERR_NO_MEMORY;
-    return EMBER_OK;
-}
-
-/* Bag @b of @seg's values [begin, end): each id checked, and each but the
- * padding row's written into its shard's LOOKUP (the entry's weight or
- * place now, its slot once the rows are sorted) and into the sort. */
-static ember_status_t bag_entries(pass_t *pass, const ember_sparse_segment_t *seg, size_t b,
-                                  size_t begin, size_t end, char *err, size_t err_length)
+/* Bag @b of @seg's values [begin, end) (room made for them): each id
+ * checked, and each but the padding row's written into its shard's LOOKUP
+ * (the entry's weight or place now, its slot once the rows are sorted) and
+ * into the sort.  @one: a table of one shard (a constant where inlined).
+ * The entries are 4-byte aligned: written as uint32 and float. */
+static inline __attribute__((always_inline)) ember_status_t
+bag_entries(pass_t *pass, const ember_sparse_segment_t *seg, size_t b, size_t begin, size_t end,
+            const int one, char *err, size_t err_length)
 {
     ember_split_t *split = pass->split;
     const int64_t rows = pass->rows, pad = pass->pad;
     const uint32_t P = pass->P;
+    const size_t words = pass->entry_bytes / 4, bag = pass->bag;
+    const int64_t *values = seg->values;
+    ember_radix_pair_t *pairs = split->pairs;
+    size_t npairs = pass->npairs;
+    ember_split_shard_t *shard = split->shards;
+    size_t entries = one ? shard->entries : 0;
+    ember_status_t status = EMBER_OK;
     for (size_t i = begin; i < end; i++) {
-        const int64_t row = seg->values[i];
-        if (row < 0 || row >= rows)
-            return refuse(err, err_length, EMBER_ERR_OUT_OF_RANGE, seg,
-                          "index %" PRId64 " at position %zu (bag %zu) is out of range [0, "
-                          "%" PRId64 ")",
-                          row, i, b, rows);
+        const int64_t row = values[i];
+        if (row < 0 || row >= rows) {
+            status = refuse(err, err_length, EMBER_ERR_OUT_OF_RANGE, seg,
+                            "index %" PRId64 " at position %zu (bag %zu) is out of range [0, "
+                            "%" PRId64 ")",
+                            row, i, b, rows);
+            break;
+        }
         if (row == pad)
             continue; /* contributes nothing, is not counted */
-        const uint32_t p = P == 1 ? 0 : (uint32_t)((uint64_t)row % P);
-        ember_split_shard_t *shard = &split->shards[p];
-        if (pass->npairs >= UINT32_MAX) /* an entry's number must fit the pair's 32 bits */
-            return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
-                          "more than %" PRIu32 " indices in one step's lookup", UINT32_MAX);
-        if (shard->entries == shard->room || pass->npairs == split->pairs_capacity) {
-            if (entry_grow(pass, shard) != EMBER_OK)
-                return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
-                                         "out of memory for its lookups");
+        const uint32_t p = one ? 0 : (uint32_t)((uint64_t)row % P);
+        if (!one) {
+            shard = &split->shards[p];
+            entries = shard->entries;
         }
-        uint8_t *entry = shard->request + pass->entries_at + shard->entries * pass->entry_bytes;
-        if (pass->weights) {
-            memcpy(entry + 4, &seg->weights[i], sizeof(float));
-        } else if (pass->places) {
-            const uint32_t place = (uint32_t)(i - begin);
-            memcpy(entry + 4, &place, sizeof(place));
-        }
-        split->pairs[pass->npairs++] = (ember_radix_pair_t){
-                .key = (uint64_t)row, .value = (uint64_t)p << 32 | shard->entries};
+        uint32_t *entry = shard->base + words * entries;
+        if (pass->weights)
+            memcpy(entry + 1, &seg->weights[i], sizeof(float));
+        else if (pass->places)
+            entry[1] = (uint32_t)(i - begin);
+        pairs[npairs++] =
+                (ember_radix_pair_t){.key = (uint64_t)row, .value = (uint64_t)p << 32 | entries};
         if (pass->count_max)
-            split->counts[(size_t)p * split->bags + pass->bag]++;
+            split->counts[(size_t)p * split->bags + bag]++;
         if (pass->count_mean)
-            split->bag_counts[pass->bag]++;
-        shard->entries++;
+            split->bag_counts[bag]++;
+        entries++;
+        if (!one)
+            shard->entries = entries;
+    }
+    if (one)
+        shard->entries = entries;
+    pass->npairs = npairs;
+    return status;
+}
+
+/* Every bag of @seg, read once. */
+static inline __attribute__((always_inline)) ember_status_t
+segment_pass(pass_t *pass, const ember_sparse_segment_t *seg, const int one, char *err,
+             size_t err_length)
+{
+    int64_t end_all = 0;
+    size_t cursor = 0, begin = 0, end = 0;
+    if (seg->offsets)
+        EMBER_CHECK(offsets_span(pass, seg, &end_all, err, err_length));
+    for (size_t b = 0; b < seg->bags; b++, pass->bag++) {
+        if (seg->offsets)
+            EMBER_CHECK(offset_bag(seg, b, end_all, &begin, &end, err, err_length));
+        else
+            EMBER_CHECK(length_bag(pass, seg, b, &cursor, &begin, &end, err, err_length));
+        bag_open(pass);
+        EMBER_CHECK(bag_entries(pass, seg, b, begin, end, one, err, err_length));
     }
     return EMBER_OK;
 }
@@ -292,20 +336,9 @@ static ember_status_t bag_entries(pass_t *pass, const ember_sparse_segment_t *se
 static ember_status_t split_segment(pass_t *pass, const ember_sparse_segment_t *seg, char *err,
                                     size_t err_length)
 {
-    int64_t end_all = 0;
-    size_t cursor = 0;
-    EMBER_CHECK(segment_span(seg, &end_all, err, err_length));
-    for (size_t b = 0; b < seg->bags; b++, pass->bag++) {
-        size_t begin = 0, end = 0;
-        EMBER_CHECK(segment_bag(seg, b, end_all, &cursor, &begin, &end, err, err_length));
-        if (end - begin > UINT32_MAX)
-            return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, seg,
-                          "bag %zu has %zu entries: a lookup carries at most %" PRIu32, b,
-                          end - begin, UINT32_MAX);
-        bag_open(pass);
-        EMBER_CHECK(bag_entries(pass, seg, b, begin, end, err, err_length));
-    }
-    return EMBER_OK;
+    if (pass->P == 1)
+        return segment_pass(pass, seg, 1, err, err_length);
+    return segment_pass(pass, seg, 0, err, err_length);
 }
 
 /* ---- the rows ------------------------------------------------------------------ */
@@ -316,7 +349,7 @@ static ember_status_t split_segment(pass_t *pass, const ember_sparse_segment_t *
 static ember_status_t rows_emit(pass_t *pass, uint64_t step)
 {
     ember_split_t *split = pass->split;
-    const size_t n = pass->npairs;
+    const size_t n = pass->npairs, words = pass->entry_bytes / 4;
     if (!EMBER_RESERVE(split->other, split->other_capacity, n + 1))
         return EMBER_ERR_NO_MEMORY;
     const uint64_t max = pass->rows > 0 ? (uint64_t)pass->rows - 1 : 0;
@@ -333,20 +366,22 @@ static ember_status_t rows_emit(pass_t *pass, uint64_t step)
     }
     uint64_t previous = UINT64_MAX; /* no row: rows are below 2^63 */
     ember_split_shard_t *shard = NULL;
-    uint8_t *rows = NULL;
+    uint32_t *base = NULL, slot = 0;
     for (size_t k = 0; k < n; k++) {
         const uint64_t row = sorted[k].key;
-        const uint32_t entry = (uint32_t)sorted[k].value;
-        if (row != previous) { /* a row's copies are all of one shard */
+        if (row != previous) { /* a new row: its copies are all of one shard */
             shard = &split->shards[sorted[k].value >> 32];
-            rows = shard->request +
-                   ember_wire_pad(pass->entries_at + pass->entry_bytes * shard->entries);
-            memcpy(rows + 8 * (size_t)shard->head.unique, &row, sizeof(row));
-            shard->head.unique++;
+            /* Its rows go 8-byte aligned after its last entry (the room
+             * for them was reserved with the entries). */
+            int64_t *rows = (int64_t *)(shard->request +
+                                        ember_wire_pad(pass->entries_at +
+                                                       pass->entry_bytes * shard->entries));
+            slot = shard->head.unique++;
+            rows[slot] = (int64_t)row;
+            base = shard->base;
             previous = row;
         }
-        const uint32_t slot = shard->head.unique - 1;
-        memcpy(shard->request + pass->entries_at + pass->entry_bytes * entry, &slot, sizeof(slot));
+        base[words * (uint32_t)sorted[k].value] = slot;
     }
     for (uint32_t p = 0; p < pass->P; p++)
         ember_wire_lookup_seal(&split->shards[p].head, split->shards[p].request);

@@ -30,6 +30,8 @@ typedef struct {
     size_t capacity;         /* its room, bytes (grow-only) */
     size_t room;             /* entries that fit, with their rows, this step */
     size_t entries;          /* this step's indices here */
+    uint32_t *offsets;       /* its bags' offsets, in request (this step's) */
+    uint32_t *base;          /* its entries: request + ember_wire_lookup_entries_at(bags) */
     ember_msg_lookup_t head; /* as sealed in front of request */
 } ember_split_shard_t;
 
