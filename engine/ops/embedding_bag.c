@@ -252,17 +252,22 @@ BAG_INLINE const void *bag_row(const bag_rows_t *t, int64_t idx)
 BAG_INLINE void bag_prefetch(const bag_rows_t *t, const int slotted, size_t i)
 {
     size_t ahead = i + EMBER_PREFETCH_AHEAD;
-    if (ahead < t->n && bag_entry(t, slotted, ahead) != t->pad)
-        ember_prefetch_span(bag_row(t, bag_entry(t, slotted, ahead)), t->row_bytes, 0);
+    if (ahead >= t->n)
+        return;
+    const int64_t row = bag_entry(t, slotted, ahead);
+    if (row != t->pad)
+        ember_prefetch_span(bag_row(t, row), t->row_bytes, 0);
 }
 
 /* From the batch's first entry: a range of a larger batch's bags starts
  * past 0 (engine/ps/table_work.c). */
 BAG_INLINE void bag_prefetch_start(const bag_rows_t *t, const int slotted, size_t begin)
 {
-    for (size_t i = begin; i < begin + EMBER_PREFETCH_AHEAD && i < t->n; i++)
-        if (bag_entry(t, slotted, i) != t->pad)
-            ember_prefetch_span(bag_row(t, bag_entry(t, slotted, i)), t->row_bytes, 0);
+    for (size_t i = begin; i < begin + EMBER_PREFETCH_AHEAD && i < t->n; i++) {
+        const int64_t row = bag_entry(t, slotted, i);
+        if (row != t->pad)
+            ember_prefetch_span(bag_row(t, row), t->row_bytes, 0);
+    }
 }
 
 /* A one-index bag is its row: a copy, not zero-then-add. */

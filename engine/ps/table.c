@@ -642,23 +642,37 @@ static ember_status_t take_rows(const ember_table_t *table, context_t *ctx,
     return EMBER_OK;
 }
 
-/* Each index's slot among the distinct rows (and its weight), kept as they
- * came; max's places checked to rise within each bag. */
+/* Each index's slot among the distinct rows (and its weight: one pass over
+ * the entries), kept as they came; max's places checked to rise within
+ * each bag. */
 static ember_status_t take_entries(context_t *ctx, const ember_wire_lookup_view_t *lookup,
                                    const who_t *who, char *err, size_t err_length)
 {
     const size_t unique = lookup->head.unique, n = lookup->head.indices;
     uint32_t *inverse = ctx->inverse.data;
     float *weights = ctx->weights.data;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t slot = ember_wire_lookup_slot(lookup, i);
-        if (slot >= unique)
-            return refuse(err, err_length, EMBER_ERR_BAD_MESSAGE, who,
-                          "index %zu refers to row slot %u of %zu", i, slot, unique);
-        inverse[i] = slot;
+    size_t i = 0;
+    if (lookup->weights) { /* 8-byte entries: the slot, then the weight */
+        for (; i < n; i++) {
+            uint32_t slot;
+            memcpy(&slot, lookup->slots + 8 * i, sizeof(slot));
+            if (slot >= unique)
+                break;
+            inverse[i] = slot;
+            memcpy(&weights[i], lookup->slots + 8 * i + 4, sizeof(float));
+        }
+    } else {
+        for (; i < n; i++) {
+            const uint32_t slot = ember_wire_lookup_slot(lookup, i);
+            if (slot >= unique)
+                break;
+            inverse[i] = slot;
+        }
     }
-    for (size_t i = 0; lookup->weights && i < n; i++)
-        weights[i] = ember_wire_lookup_weight(lookup, i);
+    if (i < n)
+        return refuse(err, err_length, EMBER_ERR_BAD_MESSAGE, who,
+                      "index %zu refers to row slot %u of %zu", i,
+                      ember_wire_lookup_slot(lookup, i), unique);
     ctx->nunique = unique;
     if (lookup->places && !places_increase(lookup, ctx->offsets.data))
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
