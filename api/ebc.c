@@ -445,7 +445,7 @@ static ember_status_t lookup_train(ember_ebc_t *ebc, const ember_kjt_t *kjt,
                         ebc->eval.open ? "an evaluation" : "the lookup of two steps before");
     EMBER_CHECK(kjt_segments(ebc, kjt, step));
     ember_status_t status =
-            ember_pipeline_split_input(ebc->pipe, ebc->inputs, step, ebc->err, sizeof(ebc->err));
+            ember_pipeline_split(ebc->pipe, ebc->inputs, step, ebc->err, sizeof(ebc->err));
     if (status != EMBER_OK)
         return split_refused(ebc, ember_pipeline_sparse(ebc->pipe, step), status, step, "");
     *lookup = (ember_lookup_t){.ebc = ebc,

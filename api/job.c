@@ -540,8 +540,9 @@ static void resolve_identity(const ember_job_params_t *params, int *rank_p, int 
 static ember_status_t params_check(const ember_job_params_t *params, int rank, int world)
 {
     const char *why = NULL;
-    if (params->abi != EMBER_ABI_VERSION)
-        why = "the program was built against another ember ABI (EMBER_ABI_VERSION): rebuild it";
+    if (!EMBER_ABI_COMPATIBLE(EMBER_ABI_VERSION, params->abi))
+        why = "the program was built against an ember ABI this library does not provide "
+              "(another major, or a newer minor): rebuild it against this ember";
     else if (params->trainers < 1 || params->num_ps < 1)
         why = "a job needs at least one trainer and one PS";
     else if (world <= 0 || rank < 0 || rank >= world)
@@ -554,9 +555,11 @@ static ember_status_t params_check(const ember_job_params_t *params, int rank, i
     if (!why)
         return EMBER_OK;
     ember_error("job",
-                "joining as rank %d of %d with %d trainers and %d PS (ABI %u, the "
-                "library's %u): %s",
-                rank, world, params->trainers, params->num_ps, params->abi, EMBER_ABI_VERSION, why);
+                "joining as rank %d of %d with %d trainers and %d PS (ABI %u.%u, the "
+                "library's %u.%u): %s",
+                rank, world, params->trainers, params->num_ps,
+                (unsigned)EMBER_ABI_MAJOR(params->abi), (unsigned)EMBER_ABI_MINOR(params->abi),
+                (unsigned)EMBER_ABI_VERSION_MAJOR, (unsigned)EMBER_ABI_VERSION_MINOR, why);
     return EMBER_ERR_INVALID_PARAM;
 }
 

@@ -24,4 +24,18 @@ static inline size_t ember_lower_bound_i64(const int64_t *keys, size_t n, int64_
     return lo;
 }
 
+/* The same over increasing uint32 values (a lookup's offsets). */
+static inline size_t ember_lower_bound_u32(const uint32_t *keys, size_t n, uint64_t value)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 #endif

@@ -1,4 +1,4 @@
-/* ember: the library's version (include/ember/version.h.in). */
+/* ember: the library's versions (include/ember/version.h.in). */
 #include <ember/version.h>
 
 const char *ember_version_string(void)
@@ -6,7 +6,7 @@ const char *ember_version_string(void)
     return EMBER_VERSION_STRING;
 }
 
-unsigned ember_abi_version(void)
+uint32_t ember_abi_version(void)
 {
     return EMBER_ABI_VERSION;
 }

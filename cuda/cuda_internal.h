@@ -17,6 +17,12 @@
 extern "C" {
 #endif
 
+/* The backend's ops table and GPU count (cuda_device.cu), which
+ * engine/device/device.c finds linked in (weak references) or in the plugin
+ * (dlsym); no public header declares them. */
+extern const ember_device_ops_t ember_device_cuda_ops;
+int ember_cuda_device_count(void);
+
 /* Translate a CUDA runtime error at the boundary: log where and why once,
  * return the ember status (NO_MEMORY for allocation failures, NO_DEVICE for
  * a missing/broken driver, ERR_IO otherwise).  Clears the sticky-free error

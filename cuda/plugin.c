@@ -6,6 +6,9 @@
  */
 #include <ember/device.h>
 
+/* Defined in cuda_device.cu (declared for the backend in cuda_internal.h,
+ * which needs the CUDA runtime's headers). */
+extern const ember_device_ops_t ember_device_cuda_ops;
 int ember_cuda_device_count(void);
 
 /* Referenced so the linker keeps them exported even if the archive is not

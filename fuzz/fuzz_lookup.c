@@ -1,8 +1,9 @@
 /*
- * fuzz_lookup: LOOKUP messages (engine/wire/protocol.h: header, offsets, rows,
- * inverse, weights or places) into a PS shard (fuzz/fuzz_table.h), through
- * the codec (ember_wire_lookup_unpack), ember_shard_lookup and the PS's
- * reply sizing (engine/ps/ps_msg.h), as engine/ps/ps.c serves them.
+ * fuzz_lookup: LOOKUP messages (engine/wire/protocol.h: header, offsets,
+ * each index's slot with its weight or place, the rows last) into a PS
+ * shard (fuzz/fuzz_table.h), through the codec (ember_wire_lookup_unpack),
+ * ember_shard_lookup and the codec's reply layout (ember_wire_reply_*), as
+ * engine/ps/ps_multi.c serves them.
  *
  * Input: the table's three bytes, then records (fuzz/fuzz_input.h) whose
  * payload is one whole message; op bit 0 closes an accepted lookup's
@@ -15,9 +16,12 @@
  * accepted over an open context; what is
  * accepted pools what the rows hold (sum: the weighted sum within rounding;
  * max: the maximum and its first maximal entry's place, exactly); the reply
- * fits the buffer the PS pooled into.
+ * fits the buffer the PS pooled into and, finished as the codec lays it
+ * out, holds those values (fp16: each one rounded) and places where the
+ * layout says, zeros up to its version.
  */
-#include "engine/ps/ps_msg.h"
+#include "engine/ops/half.h"
+#include "engine/wire/codec.h"
 #include "fuzz/fuzz_table.h"
 
 typedef struct {
@@ -27,11 +31,11 @@ typedef struct {
 } context_t;
 
 /* The value of the row of index @i at column @d, as the table held it. */
-static float entry_value(const fuzz_table_t *ft, const uint8_t *rows, const uint8_t *inverse,
-                         size_t i, uint32_t d)
+static float entry_value(const fuzz_table_t *ft, const ember_wire_lookup_view_t *lookup, size_t i,
+                         uint32_t d)
 {
-    int64_t local =
-            ember_wire_load_i64(rows, ember_wire_load_u32(inverse, i)) / ft->spec.num_shards;
+    int64_t local = ember_wire_load_i64(lookup->rows, ember_wire_lookup_slot(lookup, i)) /
+                    ft->spec.num_shards;
     FUZZ_CHECK(local >= 0 && local < ft->local_rows, "accepted row beyond the shard");
     return ft->before[(size_t)local * ft->dim + d];
 }
@@ -42,25 +46,23 @@ static void check_pooling(const fuzz_table_t *ft, const ember_wire_lookup_view_t
 {
     const ember_msg_lookup_t *msg = &lookup->head;
     const size_t bags = msg->bags, n = msg->indices, dim = ft->dim;
-    const uint8_t *offsets = lookup->offsets, *rows = lookup->rows, *inverse = lookup->slots;
-    const uint8_t *extra = lookup->weights ? lookup->weights : lookup->places;
     const int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
     const int weighted = (msg->flags & EMBER_LOOKUP_WEIGHTS) != 0;
     const uint32_t *places = (const uint32_t *)(out + bags * dim);
 
     for (size_t b = 0; b < bags; b++) {
-        size_t begin = ember_wire_load_u32(offsets, b);
-        size_t end = b + 1 < bags ? ember_wire_load_u32(offsets, b + 1) : n;
+        size_t begin = ember_wire_load_u32(lookup->offsets, b);
+        size_t end = b + 1 < bags ? ember_wire_load_u32(lookup->offsets, b + 1) : n;
         for (uint32_t d = 0; d < dim; d++) {
             float got = out[b * dim + d];
             if (max_mode) {
                 float want = 0.0f;
                 uint32_t place = EMBER_PLACE_NONE;
                 for (size_t i = begin; i < end; i++) {
-                    float v = entry_value(ft, rows, inverse, i, d);
+                    float v = entry_value(ft, lookup, i, d);
                     if (i == begin || v > want) {
                         want = v;
-                        place = ember_wire_load_u32(extra, i);
+                        place = ember_wire_lookup_place(lookup, i);
                     }
                 }
                 FUZZ_CHECK(memcmp(&got, &want, sizeof(got)) == 0,
@@ -73,9 +75,9 @@ static void check_pooling(const fuzz_table_t *ft, const ember_wire_lookup_view_t
             double want = 0.0, scale = 0.0;
             int checkable = 1;
             for (size_t i = begin; i < end; i++) {
-                float w = weighted ? ember_wire_load_f32(extra, i) : 1.0f;
+                float w = weighted ? ember_wire_lookup_weight(lookup, i) : 1.0f;
                 checkable &= fabsf(w) <= 1e6f;
-                double term = (double)w * entry_value(ft, rows, inverse, i, d);
+                double term = (double)w * entry_value(ft, lookup, i, d);
                 want += term;
                 scale += fabs(term);
             }
@@ -84,6 +86,32 @@ static void check_pooling(const fuzz_table_t *ft, const ember_wire_lookup_view_t
                            "bag %zu col %u: sum %g, the rows say %g", b, d, got, want);
         }
     }
+}
+
+/* The reply finished from @pooled (fp32 values, then max mode's places) as
+ * the codec lays it out: each value where the layout has it (fp16: that
+ * value rounded), each place, and zeros up to the version. */
+static void check_reply(const ember_wire_reply_layout_t *layout, const float *pooled,
+                        const uint8_t *reply)
+{
+    for (size_t i = 0; i < layout->count; i++) {
+        const uint8_t *at = reply + layout->values + layout->value_bytes * i;
+        if (layout->value_bytes == 2) {
+            uint16_t got, want = ember_float_to_half(pooled[i]);
+            memcpy(&got, at, sizeof(got));
+            FUZZ_CHECK(got == want, "fp16 value %zu: %#x, %g rounds to %#x", i, got,
+                       (double)pooled[i], want);
+        } else {
+            FUZZ_CHECK(memcmp(at, &pooled[i], 4) == 0, "value %zu moved in the reply", i);
+        }
+    }
+    for (size_t i = 0; (layout->flags & EMBER_LOOKUP_MAX) && i < layout->count; i++)
+        FUZZ_CHECK(memcmp(reply + layout->places + 4 * i,
+                          (const uint8_t *)pooled + layout->pooled_places + 4 * i, 4) == 0,
+                   "place %zu is not where the layout has it", i);
+    for (uint64_t at = layout->bytes; at < layout->version; at++)
+        FUZZ_CHECK(reply[at] == 0, "padding byte %llu of the reply is %#x", (unsigned long long)at,
+                   reply[at]);
 }
 
 /* A gradient that applies nothing, for trainer @t's step: it must be taken
@@ -128,7 +156,11 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
     FUZZ_CHECK(ember_wire_lookup_size(msg) == length,
                "the codec took %zu bytes of a %zu-byte lookup", length,
                ember_wire_lookup_size(msg));
-    size_t out_bytes = ps_msg_lookup_out_bytes(msg, ft->dim);
+    ember_wire_reply_layout_t layout;
+    ember_wire_reply_layout(msg->flags, msg->bags, ft->dim, &layout);
+    /* The PS pools into a part with room for the reply padded too. */
+    size_t out_bytes =
+            (size_t)(layout.pooled_bytes > layout.version ? layout.pooled_bytes : layout.version);
     float *out = malloc(out_bytes ? out_bytes : 1);
     FUZZ_CHECK(out, "out of memory");
     int was_open = msg->trainer < ft->spec.trainers && contexts[msg->trainer].open;
@@ -146,8 +178,15 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
     FUZZ_CHECK(eval || !was_open, "trainer %u: a lookup accepted over an open context",
                msg->trainer);
     check_pooling(ft, &lookup, out);
-    size_t reply = ps_msg_lookup_reply_finish(msg, ft->dim, out);
-    FUZZ_CHECK(reply <= out_bytes, "a reply of %zu bytes from a buffer of %zu", reply, out_bytes);
+    float *pooled = malloc(layout.pooled_bytes + 4);
+    FUZZ_CHECK(pooled, "out of memory");
+    memcpy(pooled, out, (size_t)layout.pooled_bytes);
+    ember_wire_reply_finish(&layout, out);
+    size_t reply = (size_t)layout.bytes;
+    FUZZ_CHECK(reply <= out_bytes && layout.version <= out_bytes,
+               "a reply of %zu bytes from a buffer of %zu", reply, out_bytes);
+    check_reply(&layout, pooled, (const uint8_t *)out);
+    free(pooled);
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < reply; i++)
         sink ^= ((const uint8_t *)out)[i]; /* what the transport would send */

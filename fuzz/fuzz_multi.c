@@ -17,7 +17,10 @@
  * context as it was (none opened on the tables before the refusing one)
  * and an accepted one opens one on each of its tables (none for an
  * evaluation), never over an open one; its reply is the size the codec
- * gives and fits the buffer it was pooled into; a refused GRADS changes no
+ * gives and fits the buffer it was pooled into, each table's part where
+ * the codec's reply layout has it: zeros after its values up to its
+ * version, the version its table's steps applied, each max place in its
+ * bag or EMBER_PLACE_NONE; a refused GRADS changes no
  * row and closes no context; an accepted one closes each of its tables'
  * contexts, was of open contexts of that step and size, and without
  * EMBER_GRAD_APPLY changes nothing.
@@ -159,6 +162,46 @@ static void lookups_accepted(harness_t *h, const ember_wire_lookups_view_t *view
                        "an accepted LOOKUPS");
 }
 
+/* Each table's part of an accepted LOOKUPS's @reply, found through the
+ * codec's reply layout: its padding zero, its version its table's, its
+ * max places in its bag (none past the bag's entries on the shard). */
+static void reply_parts_check(const ember_wire_lookups_view_t *view, ember_shard_t *const *tables,
+                              const uint8_t *reply, size_t reply_bytes)
+{
+    size_t at = 0;
+    for (size_t k = 0; k < view->head.count; k++) {
+        const ember_wire_lookup_view_t *sub = &view->lookups[k];
+        ember_wire_reply_layout_t layout;
+        ember_wire_reply_layout(sub->head.flags, sub->head.bags, ember_shard_dim(tables[k]),
+                                &layout);
+        FUZZ_CHECK(at + layout.part_bytes <= reply_bytes, "table %zu's part past the reply", k);
+        const uint8_t *part = reply + at;
+        for (uint64_t i = layout.bytes; i < layout.version; i++)
+            FUZZ_CHECK(part[i] == 0, "table %zu: padding byte %llu is %#x", k,
+                       (unsigned long long)i, part[i]);
+        FUZZ_CHECK(ember_wire_reply_get_version(&layout, part) == ember_shard_next_step(tables[k]),
+                   "table %zu: version %llu, the table's %llu", k,
+                   (unsigned long long)ember_wire_reply_get_version(&layout, part),
+                   (unsigned long long)ember_shard_next_step(tables[k]));
+        for (uint64_t i = 0; (layout.flags & EMBER_LOOKUP_MAX) && i < layout.count; i++) {
+            const size_t b = (size_t)(i / layout.dim);
+            const uint32_t begin = ember_wire_load_u32(sub->offsets, b);
+            const uint32_t end = b + 1 < sub->head.bags ? ember_wire_load_u32(sub->offsets, b + 1)
+                                                        : sub->head.indices;
+            uint32_t place;
+            memcpy(&place, part + layout.places + 4 * i, sizeof(place));
+            FUZZ_CHECK(begin == end ? place == EMBER_PLACE_NONE
+                                    : place == ember_wire_lookup_place(sub, begin) ||
+                                              (place > ember_wire_lookup_place(sub, begin) &&
+                                               place <= ember_wire_lookup_place(sub, end - 1)),
+                       "table %zu value %llu: place %u outside its bag's", k, (unsigned long long)i,
+                       place);
+        }
+        at += (size_t)layout.part_bytes;
+    }
+    FUZZ_CHECK(at == reply_bytes, "the parts end at %zu, the reply at %zu", at, reply_bytes);
+}
+
 static void lookups_one(harness_t *h, int op, const uint8_t *payload, size_t length)
 {
     static ember_wire_lookups_view_t view;
@@ -182,6 +225,8 @@ static void lookups_one(harness_t *h, int op, const uint8_t *payload, size_t len
     snapshot_all(h);
     ember_status_t status = ps_multi_lookups(tables, &view, 1, out, &reply, err, sizeof(err));
     unchanged_all(h, "a LOOKUPS");
+    if (status == EMBER_OK && reply <= bytes)
+        reply_parts_check(&view, tables, out, reply);
     free(out);
     if (status != EMBER_OK) {
         FUZZ_CHECK(err[0] != '\0', "a LOOKUPS refused (%s) without its cause",

@@ -206,27 +206,34 @@ static void table_bytes(blob_t *b, int async, int half, int mean, int opt, int s
     put_u8(b, (uint8_t)(rows - 1));
 }
 
-/* A LOOKUP message (header and arrays) as one record. */
+/* A LOOKUP message (header and arrays, laid out where the codec's layout
+ * has them, whatever they hold) as one record. */
 static void lookup_record(blob_t *b, uint8_t op, uint32_t trainer, uint64_t step, uint32_t flags,
                           uint32_t bags, const uint32_t *offsets, uint32_t unique,
                           const int64_t *rows, uint32_t n, const uint32_t *inverse,
                           const void *extra)
 {
-    blob_t m = {0};
     ember_msg_lookup_t msg = {.trainer = trainer,
                               .step = step,
                               .flags = flags,
                               .bags = bags,
                               .unique = unique,
                               .indices = n};
-    put(&m, &msg, sizeof(msg));
-    put(&m, offsets, 4ull * bags);
-    put(&m, rows, 8ull * unique);
-    put(&m, inverse, 4ull * n);
-    if (flags & (EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX))
-        put(&m, extra, 4ull * n);
-    record(b, op, m.data, m.length);
-    free(m.data);
+    ember_wire_lookup_layout_t at;
+    ember_wire_lookup_layout(&msg, &at);
+    uint8_t *m = calloc(1, (size_t)at.size);
+    if (!m)
+        abort();
+    memcpy(m, &msg, sizeof(msg));
+    memcpy(m + at.offsets, offsets, 4ull * bags);
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(m + at.entries + at.entry_bytes * i, &inverse[i], 4);
+        if (at.entry_bytes == 8)
+            memcpy(m + at.entries + at.entry_bytes * i + 4, (const uint8_t *)extra + 4 * i, 4);
+    }
+    memcpy(m + at.rows, rows, 8ull * unique);
+    record(b, op, m, (size_t)at.size);
+    free(m);
 }
 
 static void corpus_lookup(void)
@@ -354,6 +361,108 @@ static void corpus_multi(void)
     grads_record(&b, 0, 0, ids, dims, 3, 9); /* table 1's */
     grads_record(&b, 0, 1, ids, dims, 3, SIZE_MAX);
     save_blob("multi", "refused", &b);
+}
+
+/* fuzz_split's table bytes: mode (0 sum, 1 mean, 2 max), weights, a padding
+ * row, fp16 replies, shards, fp16 rows; rows, dim, ties. */
+static void split_table(blob_t *b, int mode, int weights, int pad, int half, int shards,
+                        int half_rows, int rows, int padding_row, int dim, int ties)
+{
+    put_u8(b, (uint8_t)(mode | weights << 2 | pad << 3 | half << 4 | (shards - 1) << 5 |
+                        half_rows << 7));
+    put_u8(b, (uint8_t)(rows - 1));
+    put_u8(b, (uint8_t)padding_row);
+    put_u8(b, (uint8_t)((dim - 1) | ties << 3));
+}
+
+/* One feature of a fuzz_split step: [form][bags][shift], then each bag's
+ * [length | spoil << 7] and its ids (+4: a byte each). */
+static void split_feature(blob_t *m, uint8_t form, uint8_t shift, size_t bags,
+                          const uint8_t *lengths, const int *ids)
+{
+    put_u8(m, form);
+    put_u8(m, (uint8_t)bags);
+    put_u8(m, shift);
+    for (size_t bag = 0, at = 0; bag < bags; bag++) {
+        put_u8(m, lengths[bag]);
+        for (size_t k = 0; k < (lengths[bag] & 15u); k++)
+            put_u8(m, (uint8_t)(ids[at++] + 4));
+    }
+}
+
+static void corpus_split(void)
+{
+    static const uint8_t len_a[] = {3, 0, 2}, len_b[] = {1, 4}, len_c[] = {2, 2, 0, 3};
+    static const int ids_a[] = {7, 3, 7, 19, 0}, ids_b[] = {12, 5, 5, 8, 13};
+    static const int ids_c[] = {5, 1, 1, 5, 9, 9, 2};
+    static const int out[] = {7, 20, 3, 1, 1}, negative[] = {-2, 3, 7, 19, 0};
+    static const uint8_t spoilt[] = {3, 0x80, 2}, negative_len[] = {1, 0x84};
+    blob_t b = {0}, m = {0};
+
+    /* Sum with weights over 2 shards: offsets 2 ids in, then lengths; an
+     * evaluation step after. */
+    split_table(&b, 0, 1, 0, 0, 2, 0, 20, 0, 3, 0);
+    put_u8(&m, 2);
+    split_feature(&m, 0, 2, 3, len_a, ids_a);
+    split_feature(&m, 1, 0, 2, len_b, ids_b);
+    record(&b, 0, m.data, m.length);
+    record(&b, 1, m.data, m.length);
+    save_blob("split", "sum_weighted_2ps", &b);
+    free(m.data);
+    m = (blob_t){0};
+
+    /* Max over 3 shards with ties and a padding row (5), fp16 replies. */
+    split_table(&b, 2, 0, 1, 1, 3, 0, 12, 5, 4, 1);
+    put_u8(&m, 1);
+    split_feature(&m, 0, 1, 4, len_c, ids_c);
+    record(&b, 0, m.data, m.length);
+    save_blob("split", "max_ties_pad_3ps", &b);
+    free(m.data);
+    m = (blob_t){0};
+
+    /* Mean on fp16 rows, one shard, by lengths. */
+    split_table(&b, 1, 0, 0, 0, 1, 1, 16, 0, 2, 0);
+    put_u8(&m, 1);
+    split_feature(&m, 1, 0, 4, len_c, ids_c);
+    record(&b, 0, m.data, m.length);
+    save_blob("split", "mean_fp16_rows", &b);
+    free(m.data);
+    m = (blob_t){0};
+
+    /* Refused, then taken: an id past the rows, a negative one, offsets
+     * that decrease, a negative length, both ways, neither, weights on one
+     * feature of two, no values, no features. */
+    static const struct {
+        uint8_t form;
+        size_t bags;
+        const uint8_t *lengths;
+        const int *ids;
+    } bad[] = {{0, 3, len_a, out},          {1, 3, len_a, negative}, {0, 3, spoilt, ids_a},
+               {1, 2, negative_len, ids_b}, {2, 3, len_a, ids_a},    {4, 3, len_a, ids_a},
+               {16, 3, len_a, ids_a}};
+    split_table(&b, 0, 0, 0, 0, 2, 0, 20, 0, 2, 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        put_u8(&m, 1);
+        split_feature(&m, bad[i].form, 0, bad[i].bags, bad[i].lengths, bad[i].ids);
+        record(&b, 0, m.data, m.length);
+        free(m.data);
+        m = (blob_t){0};
+    }
+    put_u8(&m, 2);
+    split_feature(&m, 0, 0, 3, len_a, ids_a);
+    split_feature(&m, 8, 0, 2, len_b, ids_b); /* weights on this one only */
+    record(&b, 0, m.data, m.length);
+    free(m.data);
+    m = (blob_t){0};
+    put_u8(&m, 0);
+    record(&b, 0, m.data, m.length);
+    free(m.data);
+    m = (blob_t){0};
+    put_u8(&m, 1);
+    split_feature(&m, 0, 3, 3, len_a, ids_a);
+    record(&b, 0, m.data, m.length);
+    save_blob("split", "refused", &b);
+    free(m.data);
 }
 
 static void corpus_grad(void)
@@ -912,6 +1021,7 @@ int main(int argc, char **argv)
     corpus_lookup();
     corpus_grad();
     corpus_multi();
+    corpus_split();
     corpus_ps_messages();
     corpus_train_start();
     corpus_epoch_report();

@@ -28,8 +28,11 @@ enum {
     TP_AM_COUNT
 };
 
-#define TP_MAGIC   0x454d4252u /* "EMBR" */
-#define TP_VERSION 4           /* 2: reply batches; 3: call batches; 4: mutual handshake */
+#define TP_MAGIC 0x454d4252u /* "EMBR" */
+/* 2: reply batches; 3: call batches; 4: mutual handshake; 5: the engine's
+ * LOOKUP with its rows last and its entries together (engine/wire/protocol.h:
+ * the engine's messages change with the transport's version) */
+#define TP_VERSION 5
 
 /*
  * A two-part payload whose first part is small (a message header of the

@@ -9,8 +9,11 @@
 #include <ember/log.h>
 
 #include "engine/device/device_comm.h"
+#include "engine/device/device_cpu.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
 
 #include <limits.h>
 #include <stdio.h>
@@ -289,7 +292,9 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
  * libember-cuda.so, loaded on first use, so a process that never asks for
  * "cuda" (every PS, the master, CPU trainers) does not map CUDA's libraries
  * (over 100 MiB resident for cuBLAS alone).  The plugin links libember.so,
- * whose ember_* symbols it uses.
+ * whose public ember_* functions it uses; a program that links the engine
+ * statically exports the same functions (lib/: ember_link_engine), and the
+ * plugin binds to the program's, the one copy of the engine's state.
  */
 extern const ember_device_ops_t ember_device_cuda_ops __attribute__((weak));
 int ember_cuda_device_count(void) __attribute__((weak));
@@ -320,18 +325,71 @@ static void *plugin_open(const char *path, char *tried, size_t tried_len)
 }
 
 /*
+ * The folder where libember's own shared objects are, seen from the module
+ * that holds this code: a shared library (libember.so, in the build tree's
+ * lib/ as in an install's libdir) is there itself; a program that links the
+ * engine statically (libember.a, ember-train) finds it as an installed
+ * libember would be, EMBER_CUDA_PLUGIN_BIN_TO_LIB from its own folder
+ * (P/bin/../lib; build/tools/../lib).  Empty when it cannot be told.
+ */
+static void libember_dir(char *dir, size_t dir_len)
+{
+    const struct link_map *map = NULL;
+    char path[PATH_MAX];
+    Dl_info self;
+    int n;
+
+    dir[0] = '\0';
+    if (!dladdr1((const void *)libember_dir, &self, (void **)&map, RTLD_DL_LINKMAP) ||
+        !self.dli_fname || !map)
+        return;
+    /* The main program's link map has the name ""; its dli_fname is argv[0],
+     * which may be a bare name: /proc/self/exe says where it is. */
+    int program = map->l_name[0] == '\0';
+    if (program) {
+        ssize_t len = readlink("/proc/self/exe", path, sizeof(path));
+        if (len <= 0 || (size_t)len >= sizeof(path))
+            return;
+        path[len] = '\0';
+    } else if (snprintf(path, sizeof(path), "%s", self.dli_fname) >= (int)sizeof(path)) {
+        return;
+    }
+    char *slash = strrchr(path, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    if (program)
+        n = snprintf(dir, dir_len, "%s/%s", path, EMBER_CUDA_PLUGIN_BIN_TO_LIB);
+    else
+        n = snprintf(dir, dir_len, "%s", path[0] ? path : "/");
+    if (n < 0 || (size_t)n >= dir_len) {
+        dir[0] = '\0'; /* too long to be a path: not looked in */
+        return;
+    }
+    char *real = realpath(dir, NULL); /* "bin/../lib" -> "lib" */
+    if (real && strlen(real) < dir_len)
+        strcpy(dir, real);
+    free(real);
+}
+
+/* DIR/libember-cuda.so into @path; 0 when it does not fit. */
+static int plugin_path(char *path, size_t path_len, const char *dir)
+{
+    int n = snprintf(path, path_len, "%s/" CUDA_PLUGIN_FILE, dir);
+    return n > 0 && (size_t)n < path_len;
+}
+
+/*
  * Where the plugin is looked for: EMBER_CUDA_PLUGIN when set (only there);
- * else next to the module that holds this code (libember.so, in the build
- * tree's lib/ as in an install prefix; an executable that links libember.a:
- * its own folder); else the configured install libdir.  Never the build
- * tree by a compiled-in path.  Errors name every path tried.
+ * else where libember is (libember_dir() above); else the configured install
+ * libdir.  Never the build tree by a compiled-in path.  Errors name every
+ * path tried.
  */
 static void *plugin_load(char *path, size_t path_len)
 {
     char tried[3 * PATH_MAX];
     char dir[PATH_MAX];
     void *handle;
-    Dl_info self;
 
     tried[0] = '\0';
     const char *env = ember_config_str("EMBER_CUDA_PLUGIN");
@@ -342,25 +400,14 @@ static void *plugin_load(char *path, size_t path_len)
         ember_error("device", "cannot load the CUDA backend EMBER_CUDA_PLUGIN=%s", tried);
         return NULL;
     }
-    dir[0] = '\0';
-    const char *slash;
-    if (dladdr((const void *)plugin_load, &self) && self.dli_fname &&
-        (slash = strrchr(self.dli_fname, '/'))) {
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - self.dli_fname), self.dli_fname);
-        char *real = realpath(dir[0] ? dir : "/", NULL); /* "bin/../lib" -> "lib" */
-        if (real) {
-            snprintf(dir, sizeof(dir), "%s", real);
-            free(real);
-        }
-        snprintf(path, path_len, "%s/" CUDA_PLUGIN_FILE, dir);
-        if ((handle = plugin_open(path, tried, sizeof(tried))))
-            return handle;
-    }
-    if (strcmp(dir, EMBER_CUDA_PLUGIN_LIBDIR) != 0) {
-        snprintf(path, path_len, "%s/" CUDA_PLUGIN_FILE, EMBER_CUDA_PLUGIN_LIBDIR);
-        if ((handle = plugin_open(path, tried, sizeof(tried))))
-            return handle;
-    }
+    libember_dir(dir, sizeof(dir));
+    if (dir[0] && plugin_path(path, path_len, dir) &&
+        (handle = plugin_open(path, tried, sizeof(tried))))
+        return handle;
+    if (strcmp(dir, EMBER_CUDA_PLUGIN_LIBDIR) != 0 &&
+        plugin_path(path, path_len, EMBER_CUDA_PLUGIN_LIBDIR) &&
+        (handle = plugin_open(path, tried, sizeof(tried))))
+        return handle;
     ember_error("device",
                 "cannot load the CUDA backend: tried %s; set "
                 "EMBER_CUDA_PLUGIN to the path of " CUDA_PLUGIN_FILE,

@@ -8,6 +8,7 @@
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
 
+#include "engine/device/device_cpu.h"
 #include "engine/ops/bag_parts.h"
 #include "engine/ops/dense.h"
 #include "engine/ops/interaction.h"

@@ -3,8 +3,10 @@
 
 #include "common/copy.h"
 #include "common/prefetch.h"
+#include "common/radix.h"
 #include "common/reserve.h"
 #include "common/search.h"
+#include "engine/ops/bag_slots.h"
 #include "engine/ops/half.h"
 
 #include <ember/log.h>
@@ -227,10 +229,18 @@ typedef struct {
     size_t dim;
     int half; /* rows are fp16 */
     int64_t pad;
-    const int64_t *indices;
+    const int64_t *indices; /* [n] each entry's row; or, with slots, the distinct rows */
+    const uint32_t *slots;  /* [n] each entry's row is indices[slots[i]] (NULL: none) */
     size_t n;
     const float *weights;
 } bag_rows_t;
+
+/* Entry @i's row id: its index, or the distinct row its slot names (@slotted
+ * is a constant where this is inlined: no test of it in the loops). */
+BAG_INLINE int64_t bag_entry(const bag_rows_t *t, const int slotted, size_t i)
+{
+    return slotted ? t->indices[t->slots[i]] : t->indices[i];
+}
 
 BAG_INLINE const void *bag_row(const bag_rows_t *t, int64_t idx)
 {
@@ -239,27 +249,40 @@ BAG_INLINE const void *bag_row(const bag_rows_t *t, int64_t idx)
 
 /* Rows EMBER_PREFETCH_AHEAD positions ahead are requested while entry @i is
  * pooled (indices run on across bags). */
-BAG_INLINE void bag_prefetch(const bag_rows_t *t, size_t i)
+BAG_INLINE void bag_prefetch(const bag_rows_t *t, const int slotted, size_t i)
 {
     size_t ahead = i + EMBER_PREFETCH_AHEAD;
-    if (ahead < t->n && t->indices[ahead] != t->pad)
-        ember_prefetch_span(bag_row(t, t->indices[ahead]), t->row_bytes, 0);
+    /* Slotted: the row id of the entry twice as far ahead is asked for
+     * first, so the row's address is at hand when its turn comes (a large
+     * lookup's distinct rows do not fit the cache). */
+    if (slotted && ahead + EMBER_PREFETCH_AHEAD < t->n)
+        __builtin_prefetch(&t->indices[t->slots[ahead + EMBER_PREFETCH_AHEAD]], 0, 3);
+    if (ahead >= t->n)
+        return;
+    const int64_t row = bag_entry(t, slotted, ahead);
+    if (row != t->pad)
+        ember_prefetch_span(bag_row(t, row), t->row_bytes, 0);
 }
 
 /* From the batch's first entry: a range of a larger batch's bags starts
  * past 0 (engine/ps/table_work.c). */
-BAG_INLINE void bag_prefetch_start(const bag_rows_t *t, size_t begin)
+BAG_INLINE void bag_prefetch_start(const bag_rows_t *t, const int slotted, size_t begin)
 {
-    for (size_t i = begin; i < begin + EMBER_PREFETCH_AHEAD && i < t->n; i++)
-        if (t->indices[i] != t->pad)
-            ember_prefetch_span(bag_row(t, t->indices[i]), t->row_bytes, 0);
+    for (size_t i = begin + EMBER_PREFETCH_AHEAD;
+         slotted && i < begin + 2 * EMBER_PREFETCH_AHEAD && i < t->n; i++)
+        __builtin_prefetch(&t->indices[t->slots[i]], 0, 3);
+    for (size_t i = begin; i < begin + EMBER_PREFETCH_AHEAD && i < t->n; i++) {
+        const int64_t row = bag_entry(t, slotted, i);
+        if (row != t->pad)
+            ember_prefetch_span(bag_row(t, row), t->row_bytes, 0);
+    }
 }
 
 /* A one-index bag is its row: a copy, not zero-then-add. */
-BAG_INLINE void bag_copy_row(const bag_rows_t *t, size_t i, float *restrict out)
+BAG_INLINE void bag_copy_row(const bag_rows_t *t, const int slotted, size_t i, float *restrict out)
 {
-    bag_prefetch(t, i);
-    const void *row = bag_row(t, t->indices[i]);
+    bag_prefetch(t, slotted, i);
+    const void *row = bag_row(t, bag_entry(t, slotted, i));
     if (t->half)
         ember_half_to_float_n(row, out, t->dim);
     else
@@ -267,16 +290,16 @@ BAG_INLINE void bag_copy_row(const bag_rows_t *t, size_t i, float *restrict out)
 }
 
 /* Sum (or mean) of bag [begin, end) into the zeroed @out. */
-BAG_INLINE void bag_pool_sum(const bag_rows_t *t, size_t begin, size_t end, int mean,
-                             float *restrict out)
+BAG_INLINE void bag_pool_sum(const bag_rows_t *t, const int slotted, size_t begin, size_t end,
+                             int mean, float *restrict out)
 {
     const float *w = t->weights;
     const size_t dim = t->dim;
     size_t count = 0;
 
     for (size_t i = begin; i < end; i++) {
-        int64_t idx = t->indices[i];
-        bag_prefetch(t, i);
+        int64_t idx = bag_entry(t, slotted, i);
+        bag_prefetch(t, slotted, i);
         if (idx == t->pad)
             continue;
         const void *row = bag_row(t, idx);
@@ -317,8 +340,8 @@ BAG_INLINE void bag_max_span(const float *restrict row, int64_t idx, int first, 
 }
 
 /* Element-wise max of bag [begin, end) into @out, the chosen rows into @am. */
-BAG_INLINE void bag_pool_max(const bag_rows_t *t, size_t begin, size_t end, float *restrict out,
-                             int64_t *restrict am)
+BAG_INLINE void bag_pool_max(const bag_rows_t *t, const int slotted, size_t begin, size_t end,
+                             float *restrict out, int64_t *restrict am)
 {
     const size_t dim = t->dim, chunk = t->half ? BAG_HALF_CHUNK : dim;
     float tmp[BAG_HALF_CHUNK];
@@ -327,8 +350,8 @@ BAG_INLINE void bag_pool_max(const bag_rows_t *t, size_t begin, size_t end, floa
     for (size_t d = 0; d < dim; d++)
         am[d] = -1;
     for (size_t i = begin; i < end; i++) {
-        int64_t idx = t->indices[i];
-        bag_prefetch(t, i);
+        int64_t idx = bag_entry(t, slotted, i);
+        bag_prefetch(t, slotted, i);
         if (idx == t->pad)
             continue;
         for (size_t c = 0; c < dim; c += chunk) {
@@ -340,37 +363,87 @@ BAG_INLINE void bag_pool_max(const bag_rows_t *t, size_t begin, size_t end, floa
     }
 }
 
-/* The bags in order, each pooled as its mode says. */
-BAG_INLINE void bag_pool_rows(const void *table, const int half, size_t dim,
-                              const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
+/* A batch's cuts into bags: int64 offsets (a batch), or uint32 ones (a
+ * PS's deduplicated lookup); the last bag runs to n. */
+typedef struct {
+    const int64_t *offsets;
+    const uint32_t *offsets32;
+    size_t bags, n;
+} bag_cuts_t;
+
+BAG_INLINE size_t bag_cut(const bag_cuts_t *c, const int slotted, size_t b)
+{
+    return slotted ? (size_t)c->offsets32[b] : (size_t)c->offsets[b];
+}
+
+BAG_INLINE size_t bag_cut_end(const bag_cuts_t *c, const int slotted, size_t b)
+{
+    return b + 1 < c->bags ? bag_cut(c, slotted, b + 1) : c->n;
+}
+
+/* What a pooling reads: the rows, the entries (as bag_rows_t has them), the
+ * cuts, the mode. */
+typedef struct {
+    const void *table;
+    size_t dim;
+    int64_t pad;
+    const int64_t *indices;
+    const uint32_t *slots;
+    size_t n;
+    const float *weights;
+    bag_cuts_t cuts;
+    ember_bag_mode_t mode;
+} bag_pool_args_t;
+
+/* The bags in order, each pooled as its mode says (@half and @slotted are
+ * constants in each copy below, so its loops carry no test of them). */
+BAG_INLINE void bag_pool_rows(const bag_pool_args_t *a, const int half, const int slotted,
                               float *out_p, int64_t *argmax_p)
 {
-    const bag_rows_t t = {.base = table,
+    const size_t dim = a->dim;
+    const bag_cuts_t *cuts = &a->cuts;
+    const bag_rows_t t = {.base = a->table,
                           .row_bytes = dim * (half ? sizeof(uint16_t) : sizeof(float)),
                           .dim = dim,
                           .half = half,
-                          .pad = opts->padding_idx,
-                          .indices = batch->indices,
-                          .n = batch->n,
-                          .weights = batch->weights};
+                          .pad = a->pad,
+                          .indices = a->indices,
+                          .slots = a->slots,
+                          .n = a->n,
+                          .weights = a->weights};
 
-    bag_prefetch_start(&t, batch->bags ? (size_t)batch->offsets[0] : 0);
-    for (size_t b = 0; b < batch->bags; b++) {
+    bag_prefetch_start(&t, slotted, cuts->bags ? bag_cut(cuts, slotted, 0) : 0);
+    for (size_t b = 0; b < cuts->bags; b++) {
         float *restrict out = out_p + b * dim;
-        size_t begin = (size_t)batch->offsets[b], end = bag_end(batch, b);
+        size_t begin = bag_cut(cuts, slotted, b), end = bag_cut_end(cuts, slotted, b);
 
-        if (end - begin == 1 && opts->mode != EMBER_BAG_MAX && !batch->weights &&
-            batch->indices[begin] != t.pad) {
-            bag_copy_row(&t, begin, out);
+        if (end - begin == 1 && a->mode != EMBER_BAG_MAX && !t.weights &&
+            bag_entry(&t, slotted, begin) != t.pad) {
+            bag_copy_row(&t, slotted, begin, out);
             continue;
         }
         memset(out, 0, dim * sizeof(*out));
-        switch (opts->mode) {
+        switch (a->mode) {
         case EMBER_BAG_SUM:
-        case EMBER_BAG_MEAN: bag_pool_sum(&t, begin, end, opts->mode == EMBER_BAG_MEAN, out); break;
-        case EMBER_BAG_MAX: bag_pool_max(&t, begin, end, out, argmax_p + b * dim); break;
+        case EMBER_BAG_MEAN:
+            bag_pool_sum(&t, slotted, begin, end, a->mode == EMBER_BAG_MEAN, out);
+            break;
+        case EMBER_BAG_MAX: bag_pool_max(&t, slotted, begin, end, out, argmax_p + b * dim); break;
         }
     }
+}
+
+/* One copy per row type and indexing. */
+static void bag_pool(const bag_pool_args_t *a, int half, float *out_p, int64_t *argmax_p)
+{
+    if (half && a->slots)
+        bag_pool_rows(a, 1, 1, out_p, argmax_p);
+    else if (half)
+        bag_pool_rows(a, 1, 0, out_p, argmax_p);
+    else if (a->slots)
+        bag_pool_rows(a, 0, 1, out_p, argmax_p);
+    else
+        bag_pool_rows(a, 0, 0, out_p, argmax_p);
 }
 
 ember_status_t ember_bag_forward(const ember_bag_table_t *table, const ember_bag_batch_t *batch,
@@ -387,10 +460,41 @@ ember_status_t ember_bag_forward(const ember_bag_table_t *table, const ember_bag
     if (batch->n > 0 && !table->data)
         return EMBER_ERR_INVALID_PARAM;
     /* table->rows is not read: the caller validated the indices against it. */
-    if (table->dtype == EMBER_DTYPE_F16)
-        bag_pool_rows(table->data, 1, table->dim, batch, opts, out_p, argmax_p);
-    else
-        bag_pool_rows(table->data, 0, table->dim, batch, opts, out_p, argmax_p);
+    const bag_pool_args_t args = {
+            .table = table->data,
+            .dim = table->dim,
+            .pad = opts->padding_idx,
+            .indices = batch->indices,
+            .n = batch->n,
+            .weights = batch->weights,
+            .cuts = {.offsets = batch->offsets, .bags = batch->bags, .n = batch->n},
+            .mode = opts->mode};
+    bag_pool(&args, table->dtype == EMBER_DTYPE_F16, out_p, argmax_p);
+    return EMBER_OK;
+}
+
+ember_status_t ember_bag_forward_slots(const ember_bag_table_t *table,
+                                       const ember_bag_slots_t *batch, ember_bag_mode_t mode,
+                                       float *out_p, int64_t *argmax_p)
+{
+    EMBER_CHECK(bag_check_table(table, "bag"));
+    if (!batch || table->dim == 0 || (batch->n > 0 && (!batch->rows || !batch->slots)) ||
+        (batch->bags > 0 && (!batch->offsets || !out_p)) || (batch->n > 0 && !table->data) ||
+        (mode == EMBER_BAG_MAX && batch->bags > 0 && !argmax_p)) {
+        ember_error("embedding", "bag over slots: invalid arguments (dim %zu)", table->dim);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    const bag_pool_args_t args = {
+            .table = table->data,
+            .dim = table->dim,
+            .pad = -1,
+            .indices = batch->rows,
+            .slots = batch->slots,
+            .n = batch->n,
+            .weights = batch->weights,
+            .cuts = {.offsets32 = batch->offsets, .bags = batch->bags, .n = batch->n},
+            .mode = mode};
+    bag_pool(&args, table->dtype == EMBER_DTYPE_F16, out_p, argmax_p);
     return EMBER_OK;
 }
 
@@ -401,20 +505,14 @@ static inline int64_t find_sorted(const int64_t *keys, size_t n, int64_t value)
     return (lo < n && keys[lo] == value) ? (int64_t)lo : -1;
 }
 
-/* (value, position) pairs for the radix sort of ember_bag_dedup. */
-typedef struct {
-    uint64_t value;
-    uint64_t position;
-} dedup_pair_t;
-
 /* Scratch kept between calls (grow-only): a step allocates nothing. */
-static __thread dedup_pair_t *dedup_scratch;
+static __thread ember_radix_pair_t *dedup_scratch;
 static __thread size_t dedup_capacity;
 
-/* The entries other than @skip as pairs; returns their count, the smallest
- * and largest key in @min_p and @max_p.  Every inverse starts at -1
- * (skipped). */
-static size_t dedup_keys(const int64_t *indices, size_t n, int64_t skip, dedup_pair_t *pairs,
+/* The entries other than @skip as (row, position) pairs; returns their
+ * count, the smallest and largest key in @min_p and @max_p.  Every inverse
+ * starts at -1 (skipped). */
+static size_t dedup_keys(const int64_t *indices, size_t n, int64_t skip, ember_radix_pair_t *pairs,
                          int64_t *inverse_p, uint64_t *min_p, uint64_t *max_p)
 {
     size_t m = 0;
@@ -426,7 +524,7 @@ static size_t dedup_keys(const int64_t *indices, size_t n, int64_t skip, dedup_p
         /* Row ids are validated non-negative; the cast keeps any other
          * value distinct and ordered among the non-negative ones. */
         uint64_t value = (uint64_t)indices[i] ^ (1ull << 63);
-        pairs[m++] = (dedup_pair_t){.value = value, .position = i};
+        pairs[m++] = (ember_radix_pair_t){.key = value, .value = i};
         if (value > max)
             max = value;
         if (value < min)
@@ -435,37 +533,6 @@ static size_t dedup_keys(const int64_t *indices, size_t n, int64_t skip, dedup_p
     *min_p = min;
     *max_p = max;
     return m;
-}
-
-/* LSD radix sort, stable, of the keys' distance from the smallest, only as
- * many digits as the widest distance has (one pass for a table of up to
- * 2048 rows): O(n) where a comparison sort was the hot spot of the trainer.
- * Sorts between @pairs and @other; returns the one holding the result. */
-static dedup_pair_t *dedup_sort(dedup_pair_t *pairs, dedup_pair_t *other, size_t m, uint64_t min,
-                                uint64_t max)
-{
-    enum {
-        DIGIT_BITS = 11,
-        BUCKETS = 1 << DIGIT_BITS
-    };
-    size_t counts[BUCKETS];
-    const uint64_t range = m ? max - min : 0;
-    for (unsigned shift = 0; shift < 64 && (range >> shift) != 0; shift += DIGIT_BITS) {
-        memset(counts, 0, sizeof(counts));
-        for (size_t i = 0; i < m; i++)
-            counts[((pairs[i].value - min) >> shift) & (BUCKETS - 1)]++;
-        for (size_t d = 0, total = 0; d < BUCKETS; d++) {
-            size_t c = counts[d];
-            counts[d] = total;
-            total += c;
-        }
-        for (size_t i = 0; i < m; i++)
-            other[counts[((pairs[i].value - min) >> shift) & (BUCKETS - 1)]++] = pairs[i];
-        dedup_pair_t *swap = pairs;
-        pairs = other;
-        other = swap;
-    }
-    return pairs;
 }
 
 ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, int64_t *unique_p,
@@ -481,12 +548,13 @@ ember_status_t ember_bag_dedup(const int64_t *indices, size_t n, int64_t skip, i
     if (n > SIZE_MAX / 2 || !EMBER_RESERVE(dedup_scratch, dedup_capacity, 2 * n))
         return EMBER_ERR_NO_MEMORY;
     size_t m = dedup_keys(indices, n, skip, dedup_scratch, inverse_p, &min, &max);
-    const dedup_pair_t *pairs = dedup_sort(dedup_scratch, dedup_scratch + n, m, min, max);
+    const ember_radix_pair_t *pairs =
+            ember_radix_sort(dedup_scratch, dedup_scratch + n, m, min, max);
     for (size_t i = 0; i < m; i++) {
-        int64_t value = (int64_t)(pairs[i].value ^ (1ull << 63));
+        int64_t value = (int64_t)(pairs[i].key ^ (1ull << 63));
         if (u == 0 || unique_p[u - 1] != value)
             unique_p[u++] = value;
-        inverse_p[pairs[i].position] = (int64_t)u - 1;
+        inverse_p[pairs[i].value] = (int64_t)u - 1;
     }
     *nunique_p = u;
     return EMBER_OK;

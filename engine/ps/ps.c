@@ -39,12 +39,6 @@
 #define PS_REPLY_HUGE_MIN (64u << 10)
 #define PS_CKPT_REPORTS   4 /* checkpoint reports to the master in flight */
 
-/* Sync: a LOOKUP or LOOKUPS for a step not yet open on all its tables,
- * taken again from its bytes (held with it) when a step is applied. */
-typedef struct {
-    ember_rpc_req_t *req;
-} held_t;
-
 typedef struct {
     ember_shard_t *table;
     int *trainer_rank; /* who speaks for each trainer index, -1 unknown */
@@ -52,10 +46,20 @@ typedef struct {
     uint32_t trainers;
 } ps_table_t;
 
+/* Sync: a LOOKUP or LOOKUPS for a step not yet open on all its tables.
+ * It keeps what the codec made of it (its view points into the request's
+ * bytes, held with it) and its tables, so a step applied only asks whether
+ * it is ready now: nothing is taken again. */
+typedef struct {
+    ember_rpc_req_t *req;
+    ember_wire_lookups_view_t view;
+    ps_table_t *entries[EMBER_WIRE_MAX_TABLES];
+} held_t;
+
 typedef struct {
     ember_tp_t *tp;
     ps_table_t tables[PS_MAX_TABLES];
-    held_t *held;
+    held_t **held; /* each its own allocation: a view is kilobytes */
     size_t held_count, held_capacity;
     int stop;
     ember_status_t exit_status;
@@ -525,16 +529,26 @@ static int ps_tell_grad_error(ps_t *ps, ember_rpc_req_t *req, uint32_t trainer)
     return 1;
 }
 
-/* Sync: a request for a later step than the one open waits for it. */
-static void ps_hold(ps_t *ps, ember_rpc_req_t *req)
+/* Sync: a request for a later step than the one open waits for it, with
+ * its view and tables (the view's first view->head.count lookups). */
+static void ps_hold(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lookups_view_t *view,
+                    ps_table_t *const *entries)
 {
-    held_t *held = ps->held;
-    if (!EMBER_RESERVE(held, ps->held_capacity, ps->held_count + 1)) {
+    held_t **list = ps->held;
+    held_t *held = NULL;
+    if (!EMBER_RESERVE(list, ps->held_capacity, ps->held_count + 1) ||
+        !(held = malloc(sizeof(*held)))) {
+        if (list)
+            ps->held = list;
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
-    ps->held = held;
-    ps->held[ps->held_count++] = (held_t){.req = req};
+    ps->held = list;
+    held->req = req;
+    held->view.head = view->head;
+    memcpy(held->view.lookups, view->lookups, view->head.count * sizeof(view->lookups[0]));
+    memcpy(held->entries, entries, view->head.count * sizeof(entries[0]));
+    ps->held[ps->held_count++] = held;
 }
 
 /* Served, or refused (a step already applied), as its tables say; 1 when
@@ -567,25 +581,25 @@ static void on_lookups(ember_rpc_req_t *req, void *arg)
     if (!ps_take_lookups(ps, req, &view, entries) || ps_tell_grad_error(ps, req, view.head.trainer))
         return;
     if (ps_route_lookups(ps, req, &view, entries))
-        ps_hold(ps, req);
+        ps_hold(ps, req, &view, entries);
 }
 
 /* A step was applied: the held requests whose step is now open on all
- * their tables are served (taken again from their bytes, as they came).
- * A one-way push was refused: its trainer's held lookups (sent before the
+ * their tables are served (as the codec took them when they came).  A
+ * one-way push was refused: its trainer's held lookups (sent before the
  * refusal came, and waiting for a step that cannot complete now) are
  * answered with it. */
 static void ps_release_held(ps_t *ps)
 {
     size_t kept = 0;
     for (size_t i = 0; i < ps->held_count; i++) {
-        ember_rpc_req_t *req = ps->held[i].req;
-        ember_wire_lookups_view_t view;
-        ps_table_t *entries[EMBER_WIRE_MAX_TABLES];
-        if (ps_take_lookups(ps, req, &view, entries) &&
-            !ps_tell_grad_error(ps, req, view.head.trainer) &&
-            ps_route_lookups(ps, req, &view, entries))
-            ps->held[kept++].req = req;
+        held_t *held = ps->held[i];
+        if (!ps_tell_grad_error(ps, held->req, held->view.head.trainer) &&
+            ps_route_lookups(ps, held->req, &held->view, held->entries)) {
+            ps->held[kept++] = held;
+            continue;
+        }
+        free(held);
     }
     ps->held_count = kept;
 }
@@ -1012,10 +1026,12 @@ static void ps_serve(ps_t *ps, int master)
  * are freed. */
 static void ps_free_tables(ps_t *ps)
 {
-    for (size_t h = 0; h < ps->held_count; h++)
-        ember_rpc_reply_error(ps->held[h].req, EMBER_ERR_CANCELED,
+    for (size_t h = 0; h < ps->held_count; h++) {
+        ember_rpc_reply_error(ps->held[h]->req, EMBER_ERR_CANCELED,
                               "%s: the parameter server is stopping (a lookup was waiting)",
                               ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
+        free(ps->held[h]);
+    }
     free(ps->held);
     ps->held = NULL;
     ps->held_count = ps->held_capacity = 0;

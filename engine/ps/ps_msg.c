@@ -1,8 +1,6 @@
 /* engine/ps/ps_msg: the parameter server's checks of its requests' bytes. */
 #include "engine/ps/ps_msg.h"
 
-#include "engine/ops/half.h"
-
 #include <stdint.h>
 #include <string.h>
 
@@ -63,22 +61,4 @@ void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_shard_t *table)
     stats->table_bytes += ember_shard_bytes(table);
     stats->optimizer_bytes += ember_shard_optimizer_bytes(table);
     stats->other_bytes += ember_shard_other_bytes(table);
-}
-
-size_t ps_msg_lookup_out_bytes(const ember_msg_lookup_t *msg, uint32_t dim)
-{
-    const int max_mode = (msg->flags & EMBER_LOOKUP_MAX) != 0;
-    return (size_t)msg->bags * dim * sizeof(float) * (max_mode ? 2 : 1);
-}
-
-size_t ps_msg_lookup_reply_finish(const ember_msg_lookup_t *msg, uint32_t dim, float *out)
-{
-    const size_t values = (size_t)msg->bags * dim;
-    if (msg->flags & EMBER_LOOKUP_HALF_REPLY) {
-        ember_float_to_half_in_place(out, values);
-        if (msg->flags & EMBER_LOOKUP_MAX) /* the places move up behind the halved values */
-            memmove((uint8_t *)out + ember_wire_lookup_places_at(msg, dim), out + values,
-                    values * sizeof(uint32_t));
-    }
-    return (size_t)ember_wire_lookup_reply_bytes(msg, dim);
 }

@@ -51,15 +51,4 @@ ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
 /** PS_STATS: add @table's memory (table, optimizer, other) into @stats. */
 void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_shard_t *table);
 
-/** LOOKUP: the bytes ember_shard_lookup pools into (fp32 values, and max
- * mode's places) for a table of @dim. */
-size_t ps_msg_lookup_out_bytes(const ember_msg_lookup_t *msg, uint32_t dim);
-
-/**
- * LOOKUP: turn @out, as ember_shard_lookup filled it, into the reply @msg
- * asks for (fp16 values with EMBER_LOOKUP_HALF_REPLY, the places moved up
- * behind them); returns the reply's bytes (ember_wire_lookup_reply_bytes).
- */
-size_t ps_msg_lookup_reply_finish(const ember_msg_lookup_t *msg, uint32_t dim, float *out);
-
 #endif

@@ -3,7 +3,6 @@
 #include "engine/ps/ps_multi.h"
 
 #include "common/workers.h"
-#include "engine/ps/ps_msg.h"
 
 #include <ember/log.h>
 
@@ -37,19 +36,34 @@ ember_status_t ps_multi_lookups_ready(ember_shard_t *const *tables,
     return EMBER_OK;
 }
 
+/* Lookup @k's reply layout, for its table's dim (engine/wire/codec). */
+static ember_wire_reply_layout_t reply_layout(ember_shard_t *const *tables,
+                                              const ember_wire_lookups_view_t *view, size_t k)
+{
+    ember_wire_reply_layout_t layout;
+    const ember_msg_lookup_t *head = &view->lookups[k].head;
+    ember_wire_reply_layout(head->flags, head->bags, ember_shard_dim(tables[k]), &layout);
+    return layout;
+}
+
+/* A table's room in the reply: its part (with the version), or its reply
+ * padded (a single LOOKUP's values have no version behind them). */
+static size_t reply_room(const ember_wire_reply_layout_t *layout, int versions)
+{
+    return (size_t)(versions ? layout->part_bytes : layout->version);
+}
+
 size_t ps_multi_lookups_out_bytes(ember_shard_t *const *tables,
                                   const ember_wire_lookups_view_t *view, int versions,
                                   size_t *reply_bytes_p)
 {
     size_t at = 0, reach = 0;
     for (size_t k = 0; k < view->head.count; k++) {
-        const ember_msg_lookup_t *head = &view->lookups[k].head;
-        const uint32_t dim = ember_shard_dim(tables[k]);
-        size_t pooled = at + ps_msg_lookup_out_bytes(head, dim);
+        const ember_wire_reply_layout_t layout = reply_layout(tables, view, k);
+        size_t pooled = at + (size_t)layout.pooled_bytes;
         if (pooled > reach)
             reach = pooled;
-        at += versions ? (size_t)ember_wire_lookups_part_bytes(head, dim)
-                       : (size_t)ember_wire_pad(ember_wire_lookup_reply_bytes(head, dim));
+        at += reply_room(&layout, versions);
     }
     *reply_bytes_p = at;
     return reach > at ? reach : at;
@@ -67,25 +81,21 @@ static void lookups_undo(ember_shard_t *const *tables, const ember_wire_lookups_
     }
 }
 
-/* The version after a table's reply: what the lookup saw (the readiness
- * check let it be served at most the table's staleness behind its step). */
-static void write_version(const ember_shard_t *table, uint8_t *at)
-{
-    const uint64_t version = ember_shard_next_step(table);
-    memcpy(at, &version, sizeof(version));
-}
-
-/* One table's lookup of a LOOKUPS into its place in the reply, finished
- * and padded; its size in *padded_p. */
+/* One table's lookup of a LOOKUPS into its place in the reply, made the
+ * reply the codec lays out: padded and, with @versions, followed by the
+ * version (what the lookup saw: the readiness check let it be served at
+ * most the table's staleness behind its step); its room in *room_p. */
 static ember_status_t lookup_one(ember_shard_t *table, const ember_wire_lookup_view_t *lookup,
-                                 uint8_t *reply, size_t *padded_p, char *err, size_t err_length)
+                                 int versions, uint8_t *reply, size_t *room_p, char *err,
+                                 size_t err_length)
 {
-    const uint32_t dim = ember_shard_dim(table);
+    ember_wire_reply_layout_t layout;
+    ember_wire_reply_layout(lookup->head.flags, lookup->head.bags, ember_shard_dim(table), &layout);
     EMBER_CHECK(ember_shard_lookup(table, lookup, (float *)reply, err, err_length));
-    size_t bytes = ps_msg_lookup_reply_finish(&lookup->head, dim, (float *)reply);
-    size_t padded = (size_t)ember_wire_pad(bytes);
-    memset(reply + bytes, 0, padded - bytes);
-    *padded_p = padded;
+    ember_wire_reply_finish(&layout, reply);
+    if (versions)
+        ember_wire_reply_put_version(&layout, reply, ember_shard_next_step(table));
+    *room_p = reply_room(&layout, versions);
     return EMBER_OK;
 }
 
@@ -103,9 +113,9 @@ typedef struct {
 static void lookup_task(void *arg, unsigned k)
 {
     by_table_t *job = arg;
-    size_t padded;
-    job->status[k] = lookup_one(job->tables[k], &job->view->lookups[k], job->reply + job->at[k],
-                                &padded, job->err[k], sizeof(job->err[k]));
+    size_t room;
+    job->status[k] = lookup_one(job->tables[k], &job->view->lookups[k], job->versions,
+                                job->reply + job->at[k], &room, job->err[k], sizeof(job->err[k]));
 }
 
 /* Whether the tables' lookups go one a task: several tables on one pool,
@@ -120,15 +130,13 @@ static int split_by_table(by_table_t *job)
     if (view->head.count < 2 || ember_workers_threads(pool) < 2)
         return 0;
     for (size_t k = 0; k < view->head.count; k++) {
-        const ember_msg_lookup_t *head = &view->lookups[k].head;
-        const uint32_t dim = ember_shard_dim(job->tables[k]);
-        size_t padded = (size_t)ember_wire_pad(ember_wire_lookup_reply_bytes(head, dim));
+        const ember_wire_reply_layout_t layout = reply_layout(job->tables, view, k);
         if (ember_shard_workers(job->tables[k]) != pool ||
-            ember_shard_lookup_tasks(job->tables[k], head) > 1 ||
-            ps_msg_lookup_out_bytes(head, dim) > padded)
+            ember_shard_lookup_tasks(job->tables[k], &view->lookups[k].head) > 1 ||
+            layout.pooled_bytes > layout.version)
             return 0;
         job->at[k] = at;
-        at += padded + (job->versions ? sizeof(uint64_t) : 0);
+        at += reply_room(&layout, job->versions);
     }
     return 1;
 }
@@ -147,17 +155,8 @@ static ember_status_t lookups_by_table(by_table_t *job, size_t *reply_bytes_p, c
         if (job->status[k] != EMBER_OK)
             failed = k;
     if (failed == count) {
-        size_t end = 0;
-        for (size_t k = 0; k < count; k++) {
-            const ember_msg_lookup_t *head = &view->lookups[k].head;
-            end = job->at[k] + (size_t)ember_wire_pad(ember_wire_lookup_reply_bytes(
-                                       head, ember_shard_dim(job->tables[k])));
-            if (job->versions) {
-                write_version(job->tables[k], job->reply + end);
-                end += sizeof(uint64_t);
-            }
-        }
-        *reply_bytes_p = end;
+        const ember_wire_reply_layout_t last = reply_layout(job->tables, view, count - 1);
+        *reply_bytes_p = job->at[count - 1] + reply_room(&last, job->versions);
         return EMBER_OK;
     }
     for (size_t k = 0; k < count; k++) {
@@ -184,18 +183,14 @@ ember_status_t ps_multi_lookups(ember_shard_t *const *tables, const ember_wire_l
     if (split_by_table(&job))
         return lookups_by_table(&job, reply_bytes_p, err, err_length);
     for (size_t k = 0; k < view->head.count; k++) {
-        size_t padded;
-        ember_status_t status =
-                lookup_one(tables[k], &view->lookups[k], reply + at, &padded, err, err_length);
+        size_t room;
+        ember_status_t status = lookup_one(tables[k], &view->lookups[k], versions, reply + at,
+                                           &room, err, err_length);
         if (status != EMBER_OK) {
             lookups_undo(tables, view, k);
             return status;
         }
-        at += padded;
-        if (versions) {
-            write_version(tables[k], reply + at);
-            at += sizeof(uint64_t);
-        }
+        at += room;
     }
     *reply_bytes_p = at;
     return EMBER_OK;

@@ -6,6 +6,7 @@
 #include "common/hugepage.h"
 #include "common/rng.h"
 #include "common/search.h"
+#include "engine/ops/bag_slots.h"
 #include "engine/ops/half.h"
 
 #include <ember/device.h>
@@ -213,7 +214,7 @@ err_destroy:
 
 static void context_free(context_t *ctx)
 {
-    ember_buffer_t *all[] = {&ctx->indices, &ctx->offsets, &ctx->weights, &ctx->argmax,
+    ember_buffer_t *all[] = {&ctx->offsets, &ctx->weights, &ctx->argmax,
                              &ctx->unique,  &ctx->inverse, &ctx->first};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         ember_buffer_free(all[i]);
@@ -221,8 +222,8 @@ static void context_free(context_t *ctx)
 
 static size_t context_bytes(const context_t *c)
 {
-    return c->indices.capacity + c->offsets.capacity + c->weights.capacity + c->argmax.capacity +
-           c->unique.capacity + c->inverse.capacity + c->first.capacity;
+    return c->offsets.capacity + c->weights.capacity + c->argmax.capacity + c->unique.capacity +
+           c->inverse.capacity + c->first.capacity;
 }
 
 void ember_shard_destroy(ember_shard_t *table)
@@ -407,11 +408,13 @@ ember_status_t ember_shard_read(const ember_shard_t *table, int64_t first, int64
     return EMBER_OK;
 }
 
-/* Pool on the device: the checked batch goes over in one copy (indices,
- * offsets, weights packed in pinned staging), the pools (and the argmax a
- * max backward needs) come back into the host's buffers. */
-static ember_status_t device_forward(ember_shard_t *table, const ember_bag_batch_t *batch,
-                                     const ember_bag_opts_t *opts, float *out, int64_t *argmax)
+/* Pool on the device: the checked lookup goes over in one copy as the
+ * device's batch (each index's local row and the bags' int64 offsets,
+ * written straight into pinned staging from the distinct rows and the
+ * slots; the weights), the pools (and the argmax a max backward needs)
+ * come back into the host's buffers. */
+static ember_status_t device_forward(ember_shard_t *table, const ember_bag_slots_t *batch,
+                                     ember_bag_mode_t mode, float *out, int64_t *argmax)
 {
     ember_device_t *device = table->device;
     const ember_device_ops_t *dev = table->dev;
@@ -429,16 +432,23 @@ static ember_status_t device_forward(ember_shard_t *table, const ember_bag_batch
     if (argmax)
         EMBER_CHECK(ember_scratch_reserve(device, &table->d_argmax, bags * dim * 8));
     char *h = table->h_batch.data, *d = table->d_batch.data;
-    memcpy(h, batch->indices, n * 8);
-    memcpy(h + n * 8, batch->offsets, bags * 8);
+    int64_t *indices = (int64_t *)h, *offsets = (int64_t *)(h + n * 8);
+    for (size_t i = 0; i < n; i++)
+        indices[i] = batch->rows[batch->slots[i]];
+    for (size_t b = 0; b < bags; b++)
+        offsets[b] = batch->offsets[b];
     if (batch->weights)
         memcpy(h + n * 8 + bags * 8, batch->weights, n * 4);
-    ember_bag_batch_t on_device = *batch;
-    on_device.indices = (const int64_t *)d;
-    on_device.offsets = (const int64_t *)(d + n * 8);
-    on_device.weights = batch->weights ? (const float *)(d + n * 8 + bags * 8) : NULL;
+    const ember_bag_batch_t on_device = {
+            .indices = (const int64_t *)d,
+            .n = n,
+            .offsets = (const int64_t *)(d + n * 8),
+            .bags = bags,
+            .weights = batch->weights ? (const float *)(d + n * 8 + bags * 8) : NULL,
+            .n_weights = batch->weights ? n : 0};
+    const ember_bag_opts_t opts = {.mode = mode, .padding_idx = -1};
     EMBER_CHECK(dev->mem_copy(device, d, h, batch_bytes, EMBER_COPY_HOST_TO_DEVICE));
-    EMBER_CHECK(dev->bag_forward(device, table->data, table->local_rows, dim, &on_device, opts,
+    EMBER_CHECK(dev->bag_forward(device, table->data, table->local_rows, dim, &on_device, &opts,
                                  table->d_out.data, argmax ? table->d_argmax.data : NULL));
     EMBER_CHECK(dev->mem_copy(device, table->h_out.data, table->d_out.data, out_bytes,
                               EMBER_COPY_DEVICE_TO_HOST));
@@ -495,12 +505,13 @@ static ember_status_t table_step(ember_shard_t *table, const int64_t *rows, cons
 
 /* Max mode: the places a trainer gave its indices rise within each bag (so
  * the first maximal entry of this shard's is the first in the bag too). */
-static int places_increase(const uint8_t *places, const int64_t *offsets, size_t bags, size_t n)
+static int places_increase(const ember_wire_lookup_view_t *lookup, const uint32_t *offsets)
 {
+    const size_t bags = lookup->head.bags, n = lookup->head.indices;
     for (size_t b = 0; b < bags; b++) {
-        size_t end = b + 1 < bags ? (size_t)offsets[b + 1] : n;
+        size_t end = b + 1 < bags ? offsets[b + 1] : n;
         for (size_t i = (size_t)offsets[b] + 1; i < end; i++) {
-            if (ember_wire_load_u32(places, i) <= ember_wire_load_u32(places, i - 1))
+            if (ember_wire_lookup_place(lookup, i) <= ember_wire_lookup_place(lookup, i - 1))
                 return 0;
         }
     }
@@ -561,8 +572,7 @@ static ember_status_t context_reserve(const ember_shard_t *table, context_t *ctx
     const size_t bags = head->bags, unique = head->unique, n = head->indices;
     const int weighted = (head->flags & EMBER_LOOKUP_WEIGHTS) != 0;
     const int max_mode = (head->flags & EMBER_LOOKUP_MAX) != 0;
-    if (!ember_buffer_reserve(&ctx->indices, n * 8 + 8) ||
-        !ember_buffer_reserve(&ctx->offsets, bags * 8 + 8) ||
+    if (!ember_buffer_reserve(&ctx->offsets, bags * 4 + 4) ||
         !ember_buffer_reserve(&ctx->unique, unique * 8 + 8) ||
         !ember_buffer_reserve(&ctx->inverse, n * 4 + 4) ||
         (weighted && !ember_buffer_reserve(&ctx->weights, n * 4 + 4)) ||
@@ -573,12 +583,12 @@ static ember_status_t context_reserve(const ember_shard_t *table, context_t *ctx
     return EMBER_OK;
 }
 
-/* Offsets that start at 0 and rise within the indices. */
+/* Offsets that start at 0 and rise within the indices, kept as they came. */
 static ember_status_t take_offsets(context_t *ctx, const ember_wire_lookup_view_t *lookup,
                                    const who_t *who, char *err, size_t err_length)
 {
     const size_t bags = lookup->head.bags, n = lookup->head.indices;
-    int64_t *offsets = ctx->offsets.data;
+    uint32_t *offsets = ctx->offsets.data;
     uint32_t previous = 0;
     for (size_t b = 0; b < bags; b++) {
         uint32_t offset = ember_wire_load_u32(lookup->offsets, b);
@@ -632,65 +642,70 @@ static ember_status_t take_rows(const ember_shard_t *table, context_t *ctx,
     return EMBER_OK;
 }
 
-/* Each index's slot among the distinct rows, and so its local row. */
-static ember_status_t take_slots(context_t *ctx, const ember_wire_lookup_view_t *lookup,
-                                 const who_t *who, char *err, size_t err_length)
+/* Each index's slot among the distinct rows (and its weight: one pass over
+ * the entries), kept as they came; max's places checked to rise within
+ * each bag. */
+static ember_status_t take_entries(context_t *ctx, const ember_wire_lookup_view_t *lookup,
+                                   const who_t *who, char *err, size_t err_length)
 {
     const size_t unique = lookup->head.unique, n = lookup->head.indices;
-    const int64_t *unique_local = ctx->unique.data;
-    int64_t *local = ctx->indices.data;
     uint32_t *inverse = ctx->inverse.data;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t slot = ember_wire_load_u32(lookup->slots, i);
-        if (slot >= unique)
-            return refuse(err, err_length, EMBER_ERR_BAD_MESSAGE, who,
-                          "index %zu refers to row slot %u of %zu", i, slot, unique);
-        inverse[i] = slot;
-        local[i] = unique_local[slot];
+    float *weights = ctx->weights.data;
+    size_t i = 0;
+    if (lookup->weights) { /* 8-byte entries: the slot, then the weight */
+        for (; i < n; i++) {
+            uint32_t slot;
+            memcpy(&slot, lookup->slots + 8 * i, sizeof(slot));
+            if (slot >= unique)
+                break;
+            inverse[i] = slot;
+            memcpy(&weights[i], lookup->slots + 8 * i + 4, sizeof(float));
+        }
+    } else {
+        for (; i < n; i++) {
+            const uint32_t slot = ember_wire_lookup_slot(lookup, i);
+            if (slot >= unique)
+                break;
+            inverse[i] = slot;
+        }
     }
+    if (i < n)
+        return refuse(err, err_length, EMBER_ERR_BAD_MESSAGE, who,
+                      "index %zu refers to row slot %u of %zu", i,
+                      ember_wire_lookup_slot(lookup, i), unique);
     ctx->nunique = unique;
-    return EMBER_OK;
-}
-
-/* Sum's weights kept; max's places checked to rise within each bag. */
-static ember_status_t take_extra(context_t *ctx, const ember_wire_lookup_view_t *lookup,
-                                 const who_t *who, char *err, size_t err_length)
-{
-    const size_t n = lookup->head.indices;
-    if (lookup->weights)
-        memcpy(ctx->weights.data, lookup->weights, n * 4);
-    if (lookup->places && !places_increase(lookup->places, ctx->offsets.data, lookup->head.bags, n))
+    if (lookup->places && !places_increase(lookup, ctx->offsets.data))
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
                       "the places of a bag's indices must increase");
     return EMBER_OK;
 }
 
-/* Pool the checked lookup into @out, on the shard's device or here; max
- * mode's places follow the values. */
+/* Pool the checked lookup into @out, on the shard's device or here, from
+ * its distinct rows and each index's slot; max mode's places follow the
+ * values. */
 static ember_status_t lookup_pool(ember_shard_t *table, context_t *ctx,
                                   const ember_wire_lookup_view_t *lookup, float *out,
                                   const who_t *who, char *err, size_t err_length)
 {
     const ember_msg_table_create_t *spec = &table->spec;
-    const size_t bags = lookup->head.bags, n = lookup->head.indices;
     const int max_mode = lookup->places != NULL;
-    ember_bag_batch_t batch = {.indices = ctx->indices.data,
-                               .n = n,
-                               .offsets = ctx->offsets.data,
-                               .bags = bags,
-                               .weights = lookup->weights ? ctx->weights.data : NULL,
-                               .n_weights = lookup->weights ? n : 0};
-    ember_bag_opts_t opts = {.mode = max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM, .padding_idx = -1};
+    const ember_bag_slots_t batch = {.rows = ctx->unique.data,
+                                     .slots = ctx->inverse.data,
+                                     .n = lookup->head.indices,
+                                     .offsets = ctx->offsets.data,
+                                     .bags = lookup->head.bags,
+                                     .weights = lookup->weights ? ctx->weights.data : NULL};
+    const ember_bag_mode_t mode = max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM;
     int64_t *argmax = max_mode ? ctx->argmax.data : NULL;
     const ember_bag_table_t rows = {
             .data = table->data, .dtype = spec->dtype, .rows = table->local_rows, .dim = spec->dim};
     ember_status_t status = EMBER_OK;
     if (table->device)
-        status = device_forward(table, &batch, &opts, out, argmax);
+        status = device_forward(table, &batch, mode, out, argmax);
     /* On a device the values are pooled already: the places only. */
     if (status == EMBER_OK && (!table->device || max_mode))
-        status = table_work_pool(table, ctx, table->device ? NULL : &rows, &batch, &opts, out,
-                                 argmax, lookup->places);
+        status = table_work_pool(table, ctx, table->device ? NULL : &rows, &batch, mode, out,
+                                 argmax, lookup);
     if (status != EMBER_OK)
         return refuse(err, err_length, status, who, "pooling failed: %s",
                       ember_status_string(status));
@@ -714,8 +729,7 @@ ember_status_t ember_shard_lookup(ember_shard_t *table, const ember_wire_lookup_
     EMBER_CHECK(context_reserve(table, ctx, head, err, err_length));
     EMBER_CHECK(take_offsets(ctx, lookup, &who, err, err_length));
     EMBER_CHECK(take_rows(table, ctx, lookup, &who, err, err_length));
-    EMBER_CHECK(take_slots(ctx, lookup, &who, err, err_length));
-    EMBER_CHECK(take_extra(ctx, lookup, &who, err, err_length));
+    EMBER_CHECK(take_entries(ctx, lookup, &who, err, err_length));
     EMBER_CHECK(lookup_pool(table, ctx, lookup, out, &who, err, err_length));
     if (eval)
         return EMBER_OK;

@@ -17,15 +17,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What the forward of one trainer's lookup left for its backward. */
+/* What the forward of one trainer's lookup left for its backward: the
+ * lookup as it came (its offsets, slots and weights, checked), its distinct
+ * rows made local; an index's row is unique[inverse[i]], never expanded. */
 typedef struct {
     int valid;
     uint64_t step;
     size_t n, bags;
     int max_mode, weighted;
-    ember_buffer_t indices; /* int64 local ids */
-    ember_buffer_t offsets; /* int64 */
-    ember_buffer_t weights; /* float */
+    ember_buffer_t offsets; /* uint32 [bags]: each bag's first index */
+    ember_buffer_t weights; /* float [n] */
     ember_buffer_t argmax;  /* int64 [bags * dim] */
     ember_buffer_t unique;  /* int64 local ids of the distinct rows, increasing */
     ember_buffer_t inverse; /* uint32 [n]: each index's slot in unique */

@@ -76,36 +76,41 @@ typedef struct {
     ember_shard_t *table;
     const context_t *ctx;
     const ember_bag_table_t *rows; /* NULL: places only (pooled on a device) */
-    const ember_bag_batch_t *batch;
-    const ember_bag_opts_t *opts;
+    const ember_bag_slots_t *batch;
+    ember_bag_mode_t mode;
     float *out;
     int64_t *argmax;
-    const uint8_t *places; /* max mode: the trainer's places, else NULL */
+    const ember_wire_lookup_view_t *places; /* max mode: the lookup, its places; else NULL */
     uint32_t *places_out;
     unsigned tasks;
 } pool_job_t;
 
+/* Where bag @b ends: the next one's start, or the last index. */
+static inline size_t bag_end(const ember_bag_slots_t *batch, size_t b)
+{
+    return b + 1 < batch->bags ? (size_t)batch->offsets[b + 1] : batch->n;
+}
+
 /* The first bag of task @k: the bags split where the indices are shared
  * evenly (a bag is never split). */
-static size_t bag_split(const ember_bag_batch_t *batch, unsigned tasks, unsigned k)
+static size_t bag_split(const ember_bag_slots_t *batch, unsigned tasks, unsigned k)
 {
     if (k == 0)
         return 0;
     if (k >= tasks)
         return batch->bags;
-    const int64_t target = (int64_t)((unsigned __int128)batch->n * k / tasks);
-    return ember_lower_bound_i64(batch->offsets, batch->bags, target);
+    const uint64_t target = (uint64_t)((unsigned __int128)batch->n * k / tasks);
+    return ember_lower_bound_u32(batch->offsets, batch->bags, target);
 }
 
 /* Bags [b0, b1) of the batch as a batch of their own: offsets stay
- * absolute (indices and weights are the whole batch's). */
-static ember_bag_batch_t bag_range(const ember_bag_batch_t *batch, size_t b0, size_t b1)
+ * absolute (slots and weights are the whole batch's). */
+static ember_bag_slots_t bag_range(const ember_bag_slots_t *batch, size_t b0, size_t b1)
 {
-    ember_bag_batch_t sub = *batch;
+    ember_bag_slots_t sub = *batch;
     sub.offsets = batch->offsets + b0;
     sub.bags = b1 - b0;
     sub.n = b1 < batch->bags ? (size_t)batch->offsets[b1] : batch->n;
-    sub.n_weights = batch->weights ? sub.n : 0;
     return sub;
 }
 
@@ -117,18 +122,18 @@ static ember_bag_batch_t bag_range(const ember_bag_batch_t *batch, size_t b0, si
 static void max_places_range(const pool_job_t *job, table_task_t *task, size_t b0, size_t b1)
 {
     const context_t *ctx = job->ctx;
-    const size_t dim = job->table->spec.dim, bags = job->batch->bags, n = job->batch->n;
-    const int64_t *offsets = job->batch->offsets, *argmax = job->argmax;
+    const size_t dim = job->table->spec.dim;
+    const int64_t *argmax = job->argmax;
     const int64_t *unique = ctx->unique.data;
     const uint32_t *inverse = ctx->inverse.data;
     uint8_t *seen = task->seen.data;
     uint32_t *first = task->first.data;
     for (size_t b = b0; b < b1; b++) {
-        const size_t begin = (size_t)offsets[b], end = b + 1 < bags ? (size_t)offsets[b + 1] : n;
+        const size_t begin = (size_t)job->batch->offsets[b], end = bag_end(job->batch, b);
         for (size_t i = begin; i < end; i++) {
             if (!seen[inverse[i]]) {
                 seen[inverse[i]] = 1;
-                first[inverse[i]] = ember_wire_load_u32(job->places, i);
+                first[inverse[i]] = ember_wire_lookup_place(job->places, i);
             }
         }
         for (size_t d = 0; d < dim; d++) {
@@ -153,9 +158,9 @@ static void pool_task(void *arg, unsigned k)
     if (b0 == b1)
         return;
     if (job->rows) {
-        const ember_bag_batch_t sub = bag_range(job->batch, b0, b1);
-        task->status = ember_bag_forward(job->rows, &sub, job->opts, job->out + b0 * dim,
-                                         job->argmax ? job->argmax + b0 * dim : NULL);
+        const ember_bag_slots_t sub = bag_range(job->batch, b0, b1);
+        task->status = ember_bag_forward_slots(job->rows, &sub, job->mode, job->out + b0 * dim,
+                                               job->argmax ? job->argmax + b0 * dim : NULL);
     }
     if (task->status == EMBER_OK && job->places)
         max_places_range(job, task, b0, b1);
@@ -190,18 +195,18 @@ static ember_status_t pool_run(pool_job_t *job)
 }
 
 ember_status_t table_work_pool(ember_shard_t *table, const context_t *ctx,
-                               const ember_bag_table_t *rows, const ember_bag_batch_t *batch,
-                               const ember_bag_opts_t *opts, float *out, int64_t *argmax,
-                               const uint8_t *places)
+                               const ember_bag_table_t *rows, const ember_bag_slots_t *batch,
+                               ember_bag_mode_t mode, float *out, int64_t *argmax,
+                               const ember_wire_lookup_view_t *lookup)
 {
     pool_job_t job = {.table = table,
                       .ctx = ctx,
                       .rows = rows,
                       .batch = batch,
-                      .opts = opts,
+                      .mode = mode,
                       .out = out,
                       .argmax = argmax,
-                      .places = places,
+                      .places = mode == EMBER_BAG_MAX ? lookup : NULL,
                       .places_out = (uint32_t *)(out + batch->bags * table->spec.dim)};
     return pool_run(&job);
 }
@@ -227,7 +232,7 @@ static void sum_backward_task(void *arg, unsigned k)
     const context_t *ctx = job->ctx;
     const uint32_t *slot = ctx->inverse.data;
     const float *weights = ctx->weighted ? ctx->weights.data : NULL;
-    const int64_t *offsets = ctx->offsets.data;
+    const uint32_t *offsets = ctx->offsets.data;
     float *row_grad = job->pending->grad.data;
     uint8_t *written = job->table->written.data;
     const size_t dim = job->table->spec.dim;

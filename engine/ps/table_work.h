@@ -12,6 +12,7 @@
 #ifndef EMBER_ENGINE_TABLE_WORK_H
 #define EMBER_ENGINE_TABLE_WORK_H
 
+#include "engine/ops/bag_slots.h"
 #include "engine/ps/table_private.h"
 
 #include <ember/embedding_bag.h>
@@ -30,15 +31,16 @@ typedef struct table_task {
 ember_status_t table_work_init(ember_shard_t *table, ember_workers_t *workers);
 void table_work_free(ember_shard_t *table);
 
-/* Pool the checked batch into @out (and @argmax in max mode) by bag
- * ranges; with @places (max mode), each maximum's place in its bag after
- * the values (engine/wire/protocol.h).  @rows NULL: the values are pooled
- * already (on a device), the places only.  Errors: ERR_NO_MEMORY (the
- * tasks' scratch), the pooling's. */
+/* Pool the checked lookup (@batch: its distinct rows and slots,
+ * engine/ops/bag_slots.h) into @out (and @argmax in max mode) by bag
+ * ranges; in max mode, each maximum's place in its bag (from @lookup's
+ * places) after the values (engine/wire/protocol.h).  @rows NULL: the
+ * values are pooled already (on a device), the places only.  Errors:
+ * ERR_NO_MEMORY (the tasks' scratch), the pooling's. */
 ember_status_t table_work_pool(ember_shard_t *table, const context_t *ctx,
-                               const ember_bag_table_t *rows, const ember_bag_batch_t *batch,
-                               const ember_bag_opts_t *opts, float *out, int64_t *argmax,
-                               const uint8_t *places);
+                               const ember_bag_table_t *rows, const ember_bag_slots_t *batch,
+                               ember_bag_mode_t mode, float *out, int64_t *argmax,
+                               const ember_wire_lookup_view_t *lookup);
 
 /* Sum pooling's backward into @pending (its rows: the lookup's distinct rows). */
 void table_work_sum_backward(ember_shard_t *table, const context_t *ctx, const float *grad_out,

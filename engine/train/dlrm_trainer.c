@@ -11,6 +11,7 @@
 
 #include <ember/log.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +36,7 @@ struct ember_dlrm_trainer {
     int cur, prefetched, prefetched_more;
     ember_pipeline_t *pipe;
     ember_dlrm_replica_t *replica;
-    ember_buffer_t offsets;        /* int64 0, 1, 2, ...: one value a bag */
+    ember_buffer_t offsets;        /* int64 0, 1, 2, ..., n: one value a bag */
     size_t offsets_filled;         /* of them written */
     ember_scratch_t pooled, grads; /* [tables][batch][dim], device memory */
     /* Staged (a GPU without the device path): the tables' lookups run on a
@@ -97,6 +98,7 @@ static ember_status_t sparse_setup(ember_dlrm_trainer_t *trainer)
                 .table_name = trainer->names[t],
                 .num_ps = tables[t].shards,
                 .first_ps_rank = (int)(spec->first_ps_rank + tables[t].first_ps),
+                .rows = tables[t].rows,
                 .dim = tables[t].dim,
                 .mode = EMBER_BAG_SUM,
                 .padding_idx = -1,
@@ -115,7 +117,7 @@ static ember_status_t reserve_batch(ember_dlrm_trainer_t *trainer, size_t n)
 {
     const size_t values = trainer->tables * n * trainer->dim;
     ember_device_t *device = trainer->args.td->device;
-    if (!ember_buffer_reserve(&trainer->offsets, n * sizeof(int64_t) + 8))
+    if (!ember_buffer_reserve(&trainer->offsets, (n + 1) * sizeof(int64_t)))
         return EMBER_ERR_NO_MEMORY;
     EMBER_CHECK(ember_scratch_reserve(device, &trainer->pooled, values * sizeof(float) + 4));
     EMBER_CHECK(ember_scratch_reserve(device, &trainer->grads, values * sizeof(float) + 4));
@@ -126,10 +128,10 @@ static ember_status_t reserve_batch(ember_dlrm_trainer_t *trainer, size_t n)
                 ember_scratch_reserve(device, &trainer->grads_host, values * sizeof(float) + 4));
     }
     int64_t *offsets = trainer->offsets.data;
-    for (size_t i = trainer->offsets_filled; i < n; i++)
+    for (size_t i = trainer->offsets_filled; i <= n; i++)
         offsets[i] = (int64_t)i; /* they never change: written once */
-    if (n > trainer->offsets_filled)
-        trainer->offsets_filled = n;
+    if (n + 1 > trainer->offsets_filled)
+        trainer->offsets_filled = n + 1;
     return EMBER_OK;
 }
 
@@ -237,13 +239,30 @@ ember_status_t ember_dlrm_trainer_take(ember_dlrm_trainer_t *trainer, int *have_
     return EMBER_OK;
 }
 
-/* Each table's bags of @n examples: one value a bag. */
-static void table_batches(ember_dlrm_trainer_t *trainer, const int64_t *const *values, size_t n,
-                          ember_batch_t *batches)
+/* Each table's bags of @n examples, one value a bag: the table's one
+ * segment, named as the table. */
+static void table_segments(ember_dlrm_trainer_t *trainer, const int64_t *const *values, size_t n,
+                           ember_sparse_segment_t *segments, ember_sparse_input_t *inputs)
 {
-    for (size_t t = 0; t < trainer->tables; t++)
-        batches[t] = (ember_batch_t){
-                .indices = values[t], .n = n, .offsets = trainer->offsets.data, .bags = n};
+    for (size_t t = 0; t < trainer->tables; t++) {
+        segments[t] = (ember_sparse_segment_t){.values = values[t],
+                                               .offsets = trainer->offsets.data,
+                                               .bags = n,
+                                               .name = trainer->names[t]};
+        inputs[t] = (ember_sparse_input_t){.segments = &segments[t], .count = 1};
+    }
+}
+
+/* A split refused: the table named in front of its reason. */
+static ember_status_t split_refused(const ember_sparse_t *sparse, ember_status_t status, char *err,
+                                    size_t err_length)
+{
+    const char *table = ember_sparse_split_table(sparse);
+    if (!table || err_length == 0)
+        return status;
+    char why[400];
+    snprintf(why, sizeof(why), "%s", err);
+    return ember_status_text(err, err_length, status, "table %s: %s", table, why);
 }
 
 /* Every table's replies of @sparse combined into trainer->pooled (on the
@@ -282,10 +301,13 @@ static ember_status_t lookup_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *
                                  const int64_t *const *values, size_t n, uint64_t step, int eval,
                                  char *err, size_t err_length)
 {
-    ember_batch_t batches[T_MAX];
+    ember_sparse_segment_t segments[T_MAX];
+    ember_sparse_input_t inputs[T_MAX];
     EMBER_CHECK(reserve_batch(trainer, n));
-    table_batches(trainer, values, n, batches);
-    EMBER_CHECK(ember_sparse_split_batches(sparse, batches, step, eval, err, err_length));
+    table_segments(trainer, values, n, segments, inputs);
+    ember_status_t status = ember_sparse_split(sparse, inputs, step, eval, err, err_length);
+    if (status != EMBER_OK)
+        return split_refused(sparse, status, err, err_length);
     EMBER_CHECK(ember_sparse_pushes_wait(sparse, step, err, err_length));
     EMBER_CHECK(ember_sparse_lookup(sparse, err, err_length));
     return combine_all(trainer, sparse, n);
@@ -296,12 +318,16 @@ static ember_status_t split_step(ember_dlrm_trainer_t *trainer, const held_t *he
                                  char *err, size_t err_length)
 {
     const int64_t *values[T_MAX];
-    ember_batch_t batches[T_MAX];
+    ember_sparse_segment_t segments[T_MAX];
+    ember_sparse_input_t inputs[T_MAX];
     for (size_t t = 0; t < trainer->tables; t++)
         values[t] = (const int64_t *)held->sparse.data + t * held->n;
     EMBER_CHECK(reserve_batch(trainer, held->n));
-    table_batches(trainer, values, held->n, batches);
-    return ember_pipeline_split(trainer->pipe, batches, step, err, err_length);
+    table_segments(trainer, values, held->n, segments, inputs);
+    ember_status_t status = ember_pipeline_split(trainer->pipe, inputs, step, err, err_length);
+    if (status != EMBER_OK)
+        return split_refused(ember_pipeline_sparse(trainer->pipe, step), status, err, err_length);
+    return EMBER_OK;
 }
 
 /* The lookups of @step: built unless the step before built them, sent

@@ -36,32 +36,31 @@ void ember_parts_destroy(ember_parts_t *parts)
         ember_scratch_free(parts->td->device, all[i]);
 }
 
-/* The maxima's places in shard 0's reply: after its values, as
- * ember_wire_lookup_reply_bytes lays a reply out (NULL: not max mode). */
+/* The maxima's places in shard 0's reply, where the codec's layout has
+ * them (NULL: not max mode). */
 static const uint32_t *reply_places(const ember_parts_t *parts)
 {
     if (parts->mode != EMBER_BAG_MAX)
         return NULL;
-    ember_msg_lookup_t reply = {.bags = (uint32_t)parts->bags,
-                                .flags = EMBER_LOOKUP_MAX |
-                                         (parts->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0)};
-    return (const uint32_t *)(parts->replies + ember_wire_lookup_places_at(&reply, parts->dim));
+    return (const uint32_t *)(parts->replies + parts->reply.places);
 }
 
-ember_status_t ember_parts_bind(ember_parts_t *parts, size_t bags, const void *replies,
-                                size_t reply_stride, size_t reply_bytes, float *grads,
-                                size_t grad_stride)
+ember_status_t ember_parts_bind(ember_parts_t *parts, size_t bags,
+                                const ember_wire_reply_layout_t *reply, const void *replies,
+                                size_t reply_stride, float *grads, size_t grad_stride)
 {
     ember_device_t *device = parts->td->device;
     const size_t values = bags * parts->dim, P = parts->num_ps;
     /* The combine reads values and places as 4-byte words at a word stride. */
     if (reply_stride % 4 != 0 || (uintptr_t)replies % 4 != 0 || (uintptr_t)grads % 4 != 0 ||
-        (P > 1 && reply_stride < reply_bytes) || (P > 1 && grad_stride < values))
+        reply->places % 4 != 0 || reply->count != values ||
+        (reply->value_bytes == 2) != (parts->half_replies != 0) ||
+        (P > 1 && reply_stride < reply->bytes) || (P > 1 && grad_stride < values))
         return EMBER_ERR_INVALID_PARAM;
     parts->bags = bags;
+    parts->reply = *reply;
     parts->replies = replies;
     parts->reply_stride = reply_stride;
-    parts->reply_bytes = reply_bytes;
     parts->grads = grads;
     parts->grad_stride = grad_stride;
     if (parts->mode == EMBER_BAG_MAX)
@@ -82,19 +81,22 @@ ember_mem_type_t ember_parts_mem(const ember_parts_t *parts)
     return parts->rdma ? EMBER_MEM_CUDA : EMBER_MEM_HOST;
 }
 
-/* The device path: the counts go over and the replies are combined where
- * they landed. */
+/* The device path: the counts its mode reads go over (max: each shard's;
+ * mean: each bag's, which the split reads too) and the replies are
+ * combined where they landed. */
 static ember_status_t combine_on_device(ember_parts_t *parts, const uint32_t *counts,
                                         const uint32_t *bag_counts, float *x)
 {
     const ember_trainer_dev_t *td = parts->td;
     const size_t bags = parts->bags, P = parts->num_ps, stride = parts->reply_stride / 4;
     uint32_t *d_counts = parts->counts.data, *d_bag_counts = d_counts + P * bags;
-    EMBER_CHECK(ember_trainer_to_device(td, d_counts, counts, P * bags * sizeof(uint32_t)));
-    EMBER_CHECK(ember_trainer_to_device(td, d_bag_counts, bag_counts, bags * sizeof(uint32_t)));
-    return td->ops->parts_combine(td->device, (const float *)parts->replies, stride, parts->num_ps,
-                                  bags, parts->dim, parts->mode, d_counts, d_bag_counts,
-                                  reply_places(parts), stride, x, parts->winner.data);
+    if (parts->mode == EMBER_BAG_MAX)
+        EMBER_CHECK(ember_trainer_to_device(td, d_counts, counts, P * bags * sizeof(uint32_t)));
+    if (parts->mode == EMBER_BAG_MEAN)
+        EMBER_CHECK(ember_trainer_to_device(td, d_bag_counts, bag_counts, bags * sizeof(uint32_t)));
+    return td->ops->parts_combine(td->device, (const float *)(parts->replies + parts->reply.values),
+                                  stride, parts->num_ps, bags, parts->dim, parts->mode, d_counts,
+                                  d_bag_counts, reply_places(parts), stride, x, parts->winner.data);
 }
 
 /* Staged: fp16 values widened first (their places stay where they came),
@@ -105,12 +107,13 @@ static ember_status_t combine_staged(ember_parts_t *parts, const uint32_t *count
     const ember_trainer_dev_t *td = parts->td;
     const size_t bags = parts->bags, values = bags * parts->dim;
     const size_t stride = parts->reply_stride / 4;
-    const float *part_values = (const float *)parts->replies;
+    const float *part_values = (const float *)(parts->replies + parts->reply.values);
     size_t part_stride = stride;
     if (parts->half_replies) {
         float *widened = parts->widened.data;
         for (uint32_t p = 0; p < parts->num_ps; p++)
-            ember_half_to_float_n((const uint16_t *)(parts->replies + p * parts->reply_stride),
+            ember_half_to_float_n((const uint16_t *)(parts->replies + p * parts->reply_stride +
+                                                     parts->reply.values),
                                   widened + p * values, values);
         part_values = widened;
         part_stride = values;

@@ -22,6 +22,7 @@
 
 #include "engine/device/scratch.h"
 #include "engine/train/trainer_dev.h"
+#include "engine/wire/codec.h"
 
 #include <ember/embedding_bag.h>
 #include <ember/transport.h>
@@ -35,11 +36,13 @@ typedef struct {
     uint32_t num_ps, dim;
     ember_bag_mode_t mode;
     int half_replies; /* replies in fp16, widened on the host */
-    /* This step's (ember_parts_bind): its bags, one shard's reply (values,
-     * then places), and where the shards' replies and gradients lie, in a
-     * buffer of the caller's (engine/train/sparse: every table's in one
-     * block per PS, so a shard's reply is where its PS's reply landed). */
-    size_t bags, reply_bytes;
+    /* This step's (ember_parts_bind): its bags, one shard's reply as the
+     * codec lays it out (values, then places), and where the shards'
+     * replies and gradients lie, in a buffer of the caller's
+     * (engine/train/sparse: every table's in one block per PS, so a shard's
+     * reply is where its PS's reply landed). */
+    size_t bags;
+    ember_wire_reply_layout_t reply;
     const uint8_t *replies;  /* shard p's reply at replies + p * reply_stride */
     size_t reply_stride;     /* bytes, a multiple of 4 */
     float *grads;            /* shard p's gradient at grads + p * grad_stride */
@@ -62,8 +65,9 @@ void ember_parts_init(ember_parts_t *parts, const ember_trainer_dev_t *td, int r
 void ember_parts_destroy(ember_parts_t *parts);
 
 /**
- * This step: @bags, each shard replying @reply_bytes
- * (ember_wire_lookup_reply_bytes) at @replies + p * @reply_stride bytes,
+ * This step: @bags, each shard's reply laid out as @reply says (the codec's
+ * ember_wire_reply_layout of this step's lookups) at @replies + p *
+ * @reply_stride bytes,
  * each shard's gradient (bags * dim floats) to be written at @grads + p *
  * @grad_stride floats; both in ember_parts_mem() memory (an
  * ember_parts_buffer_t), borrowed until the next bind.  Makes room in the
@@ -71,17 +75,18 @@ void ember_parts_destroy(ember_parts_t *parts);
  * whole floats, or places that would not be aligned), the device's
  * (ERR_NO_MEMORY).
  */
-ember_status_t ember_parts_bind(ember_parts_t *parts, size_t bags, const void *replies,
-                                size_t reply_stride, size_t reply_bytes, float *grads,
-                                size_t grad_stride);
+ember_status_t ember_parts_bind(ember_parts_t *parts, size_t bags,
+                                const ember_wire_reply_layout_t *reply, const void *replies,
+                                size_t reply_stride, float *grads, size_t grad_stride);
 
 /** Where the replies land and the gradients leave from. */
 ember_mem_type_t ember_parts_mem(const ember_parts_t *parts);
 
 /**
  * Combine the replies into the dense model's input @x ([bags, dim], device
- * memory): @counts [num_ps * bags] entries of each bag on each shard,
- * @bag_counts [bags] in all (host memory, as the split made them).
+ * memory): @counts [num_ps * bags] entries of each bag on each shard (read
+ * in max mode only), @bag_counts [bags] in all (mean only; the split reads
+ * them too); host memory, as the split made them.
  */
 ember_status_t ember_parts_combine(ember_parts_t *parts, const uint32_t *counts,
                                    const uint32_t *bag_counts, float *x);

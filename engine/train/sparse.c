@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/reserve.h"
 #include "engine/train/parts.h"
+#include "engine/train/split.h"
 #include "engine/wire/codec.h"
 
 #include <ember/log.h>
@@ -14,33 +15,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One table's part on one PS: this step's entries of its bags there, in
- * batch order, deduplicated into its LOOKUP. */
-typedef struct {
-    int64_t *rows;
-    float *weights;
-    uint32_t *places; /* max mode: each entry's place in its bag */
-    size_t entries, entries_capacity;
-    uint32_t *counts; /* [bags] entries of each bag here (in its table's counts) */
-    /* Each row travels once; the PS expands it back per entry. */
-    int64_t *unique, *inverse;
-    size_t unique_capacity, inverse_capacity, nunique;
-    uint8_t *request; /* its LOOKUP, padded as a LOOKUPS carries it */
-    size_t request_capacity;
-    size_t slot; /* its PS: sparse->ranks[slot] */
-} shard_t;
-
 typedef struct {
     ember_sparse_config_t config;
-    shard_t *shards;  /* [num_ps] */
-    uint32_t *counts; /* [num_ps][bags] */
-    uint32_t *bag_counts;
-    size_t counts_capacity, bag_capacity;
+    size_t *slots; /* [num_ps]: each shard's PS, sparse->ranks[slot] */
+    /* This step's split: each shard's LOOKUP built in place, and the
+     * combine's counts (engine/train/split). */
+    ember_split_t split;
     size_t bags;
-    uint32_t flags;     /* this step's lookup flags */
-    size_t reply_bytes; /* one shard's reply this step (its values, places) */
-    size_t part_bytes;  /* and its part of its PS's reply: the version behind */
-    uint64_t version;   /* the last lookup's: the fewest steps any shard had applied */
+    uint32_t flags; /* this step's lookup flags */
+    /* One shard's part of its PS's reply this step, as the codec lays it
+     * out: its values, places, and the version behind them. */
+    ember_wire_reply_layout_t reply;
+    uint64_t version; /* the last lookup's: the fewest steps any shard had applied */
     /* Where its shards' replies and gradients lie in their PS's blocks:
      * the same in each (ember_sparse_create checked the placement). */
     size_t reply_at, grad_at;
@@ -50,7 +36,7 @@ typedef struct {
 /* A (table, shard) a PS serves, in the order of its requests. */
 typedef struct {
     table_t *table;
-    shard_t *shard;
+    uint32_t shard;
 } part_ref_t;
 
 /* A PS this trainer looks tables up on: one LOOKUPS and one GRADS a step. */
@@ -83,14 +69,11 @@ struct ember_sparse {
     ember_parts_buffer_t replies, grads;
     size_t reply_stride, grad_stride, grad_head_room;
     uint64_t step;
-    int eval;                  /* this step's lookups are EMBER_LOOKUP_EVAL */
-    uint64_t staleness_seen;   /* the largest step - version of any lookup */
-    uint64_t pushed_step;      /* the step of the last push */
-    struct joined *joined;     /* [ntables]: ember_sparse_split's input, joined */
-    const char *split_refused; /* the table the last ember_sparse_split refused */
+    int eval;                /* this step's lookups are EMBER_LOOKUP_EVAL */
+    uint64_t staleness_seen; /* the largest step - version of any lookup */
+    uint64_t pushed_step;    /* the step of the last push */
+    const char *split_table; /* the table the last split refused, or NULL */
 };
-
-static void joined_free(ember_sparse_t *sparse);
 
 /* One line saying what failed (the trainer names itself and the step). */
 static ember_status_t fail(char *err, size_t err_length, ember_status_t status, const char *fmt,
@@ -151,6 +134,14 @@ static ember_status_t check_table(const ember_sparse_config_t *tables, size_t k,
                     tables[0].table_name ? tables[0].table_name : "?", tables[0].trainer);
         return EMBER_ERR_INVALID_PARAM;
     }
+    if (c->rows < 1 || c->padding_idx < -1 || c->padding_idx >= c->rows ||
+        (c->mode != EMBER_BAG_SUM && c->mode != EMBER_BAG_MEAN && c->mode != EMBER_BAG_MAX)) {
+        ember_error("trainer",
+                    "table %s: %lld rows, padding_idx %lld, pooling mode %d: not a table this "
+                    "trainer can look up (padding_idx in [-1, rows))",
+                    name, (long long)c->rows, (long long)c->padding_idx, (int)c->mode);
+        return EMBER_ERR_INVALID_PARAM;
+    }
     for (size_t j = 0; j < k; j++) {
         if (tables[j].table_id == c->table_id) {
             ember_error("trainer", "tables %s and %s have the same id %u",
@@ -202,13 +193,14 @@ static ember_status_t table_init(ember_sparse_t *sparse, table_t *table,
                                  int rdma)
 {
     table->config = *config;
-    if (!(table->shards = calloc(config->num_ps, sizeof(*table->shards))))
+    if (!(table->slots = calloc(config->num_ps, sizeof(*table->slots))))
         return EMBER_ERR_NO_MEMORY;
+    EMBER_CHECK(ember_split_init(&table->split, config));
     size_t first = 0;
     while (sparse->ranks[first].rank != config->first_ps_rank)
         first++;
     for (uint32_t p = 0; p < config->num_ps; p++)
-        table->shards[p].slot = first + p;
+        table->slots[p] = first + p;
     ember_parts_init(&table->parts, td, rdma, config->num_ps, config->dim, config->mode,
                      config->half_replies);
     return EMBER_OK;
@@ -257,9 +249,8 @@ static ember_status_t ranks_assign(ember_sparse_t *sparse)
             if ((table->config.num_ps == 1) != whole)
                 continue;
             for (uint32_t p = 0; p < table->config.num_ps; p++) {
-                rank_t *rank = &sparse->ranks[table->shards[p].slot];
-                rank->parts[rank->nparts++] =
-                        (part_ref_t){.table = table, .shard = &table->shards[p]};
+                rank_t *rank = &sparse->ranks[table->slots[p]];
+                rank->parts[rank->nparts++] = (part_ref_t){.table = table, .shard = p};
             }
         }
     }
@@ -331,16 +322,6 @@ ember_status_t ember_sparse_create(const ember_sparse_config_t *tables, size_t n
     return EMBER_OK;
 }
 
-static void shard_free(shard_t *shard)
-{
-    free(shard->request);
-    free(shard->rows);
-    free(shard->weights);
-    free(shard->places);
-    free(shard->unique);
-    free(shard->inverse);
-}
-
 static void rank_free(rank_t *rank)
 {
     ember_future_release(rank->lookup);
@@ -366,16 +347,12 @@ void ember_sparse_destroy(ember_sparse_t *sparse)
         rank_free(&sparse->ranks[i]);
     for (size_t k = 0; sparse->tables && k < sparse->ntables; k++) {
         table_t *table = &sparse->tables[k];
-        for (uint32_t p = 0; table->shards && p < table->config.num_ps; p++)
-            shard_free(&table->shards[p]);
+        ember_split_free(&table->split);
         ember_parts_destroy(&table->parts);
-        free(table->shards);
-        free(table->counts);
-        free(table->bag_counts);
+        free(table->slots);
     }
     ember_parts_buffer_free(&sparse->grads);
     ember_parts_buffer_free(&sparse->replies);
-    joined_free(sparse);
     free(sparse->tables);
     free(sparse->ranks);
     free(sparse);
@@ -388,273 +365,29 @@ size_t ember_sparse_tables(const ember_sparse_t *sparse)
 
 /* ---- split -------------------------------------------------------------- */
 
-/* Room for one more of a shard's entries; an array that cannot grow stays
- * as it was. */
-static int shard_entries_grow(shard_t *shard)
-{
-    size_t count = shard->entries_capacity + 1;
-    size_t rows = shard->entries_capacity, weights = rows, places = rows;
-    if (!EMBER_RESERVE(shard->rows, rows, count) ||
-        !EMBER_RESERVE(shard->weights, weights, count) ||
-        !EMBER_RESERVE(shard->places, places, count))
-        return 0;
-    shard->entries_capacity = rows; /* all three grew alike */
-    return 1;
-}
-
-/* Each entry to the shard of its row, in batch order, with its weight and
- * its place in its bag; the padding row's entries go nowhere. */
-static ember_status_t split_entries(table_t *table, const ember_batch_t *batch)
-{
-    const uint32_t P = table->config.num_ps;
-    const size_t bags = batch->bags;
-    if (!EMBER_RESERVE(table->bag_counts, table->bag_capacity, bags) ||
-        !EMBER_RESERVE(table->counts, table->counts_capacity, P * bags))
-        return EMBER_ERR_NO_MEMORY;
-    memset(table->bag_counts, 0, bags * sizeof(uint32_t));
-    memset(table->counts, 0, P * bags * sizeof(uint32_t));
-    for (uint32_t p = 0; p < P; p++) {
-        table->shards[p].counts = table->counts + (size_t)p * bags;
-        table->shards[p].entries = 0;
-    }
-    for (size_t b = 0; b < bags; b++) {
-        size_t end = b + 1 < bags ? (size_t)batch->offsets[b + 1] : batch->n;
-        for (size_t i = (size_t)batch->offsets[b]; i < end; i++) {
-            int64_t row = batch->indices[i];
-            if (row == table->config.padding_idx)
-                continue; /* contributes nothing, is not counted */
-            shard_t *shard = &table->shards[(uint64_t)row % P];
-            if (shard->entries == shard->entries_capacity && !shard_entries_grow(shard))
-                return EMBER_ERR_NO_MEMORY;
-            shard->rows[shard->entries] = row;
-            shard->weights[shard->entries] = batch->weights ? batch->weights[i] : 1.0f;
-            shard->places[shard->entries] = (uint32_t)(i - (size_t)batch->offsets[b]);
-            shard->entries++;
-            shard->counts[b]++;
-            table->bag_counts[b]++;
-        }
-    }
-    return EMBER_OK;
-}
-
-/* A shard's rows deduplicated and its LOOKUP packed, padded
- * (engine/wire/codec). */
-static ember_status_t shard_request(const ember_sparse_t *sparse, table_t *table, shard_t *shard)
-{
-    const size_t n = shard->entries;
-    if (!EMBER_RESERVE(shard->unique, shard->unique_capacity, n + 1) ||
-        !EMBER_RESERVE(shard->inverse, shard->inverse_capacity, n + 1))
-        return EMBER_ERR_NO_MEMORY;
-    EMBER_CHECK(
-            ember_bag_dedup(shard->rows, n, -1, shard->unique, shard->inverse, &shard->nunique));
-    ember_wire_lookup_t lookup = {.head = {.table_id = table->config.table_id,
-                                           .trainer = sparse->trainer,
-                                           .step = sparse->step,
-                                           .flags = table->flags,
-                                           .bags = (uint32_t)table->bags,
-                                           .unique = (uint32_t)shard->nunique,
-                                           .indices = (uint32_t)n},
-                                  .counts = shard->counts,
-                                  .rows = shard->unique,
-                                  .inverse = shard->inverse,
-                                  .weights = shard->weights,
-                                  .places = shard->places};
-    size_t bytes = ember_wire_lookup_padded_size(&lookup.head);
-    if (!EMBER_RESERVE(shard->request, shard->request_capacity, bytes))
-        return EMBER_ERR_NO_MEMORY;
-    ember_wire_lookup_pack_padded(&lookup, shard->request);
-    return EMBER_OK;
-}
-
-/* Table @table's split: its entries by shard and each shard's LOOKUP. */
-static ember_status_t table_split(ember_sparse_t *sparse, table_t *table,
-                                  const ember_batch_t *batch)
-{
-    const ember_sparse_config_t *config = &table->config;
-    table->bags = batch->bags;
-    table->flags = (batch->weights ? EMBER_LOOKUP_WEIGHTS : 0) |
-                   (config->mode == EMBER_BAG_MAX ? EMBER_LOOKUP_MAX : 0) |
-                   (config->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0) |
-                   (sparse->eval ? EMBER_LOOKUP_EVAL : 0);
-    if (batch->bags > UINT32_MAX || batch->n > UINT32_MAX)
-        return EMBER_ERR_INVALID_PARAM; /* beyond a LOOKUP's counts */
-    EMBER_CHECK(split_entries(table, batch));
-    for (uint32_t p = 0; p < config->num_ps; p++)
-        EMBER_CHECK(shard_request(sparse, table, &table->shards[p]));
-    return EMBER_OK;
-}
-
-ember_status_t ember_sparse_split_batches(ember_sparse_t *sparse, const ember_batch_t *batches,
-                                          uint64_t step, int eval, char *err, size_t err_length)
-{
-    sparse->step = step;
-    sparse->eval = eval != 0;
-    for (size_t k = 0; k < sparse->ntables; k++) {
-        ember_status_t status = table_split(sparse, &sparse->tables[k], &batches[k]);
-        if (status != EMBER_OK)
-            return fail(err, err_length, status, "table %s: the lookups: %s",
-                        sparse->tables[k].config.table_name, ember_status_string(status));
-    }
-    return EMBER_OK;
-}
-
-/* ---- the segment lists (sparse.h), as the split above takes them -------- */
-
-/* A table's segments joined into one checked ember_batch_t: what the split
- * takes until it reads the segments itself (the wire branch's
- * ember_sparse_split does; this adapter then goes). */
-struct joined {
-    int64_t *indices, *offsets;
-    float *weights;
-    size_t indices_capacity, offsets_capacity, weights_capacity;
-};
-
-static void joined_free(ember_sparse_t *sparse)
-{
-    for (size_t k = 0; sparse->joined && k < sparse->ntables; k++) {
-        free(sparse->joined[k].indices);
-        free(sparse->joined[k].offsets);
-        free(sparse->joined[k].weights);
-    }
-    free(sparse->joined);
-}
-
-/* Bag @b of @seg: its first value and its count, the bag's own arithmetic
- * checked (a negative length, decreasing offsets). */
-static ember_status_t segment_bag(const ember_sparse_segment_t *seg, size_t b, size_t *at_p,
-                                  size_t *count_p, char *err, size_t err_length)
-{
-    if (seg->lengths) {
-        if (seg->lengths[b] < 0)
-            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                     "feature %s: length %d of bag %zu is negative", seg->name,
-                                     (int)seg->lengths[b], b);
-        *count_p = (size_t)seg->lengths[b];
-        return EMBER_OK;
-    }
-    if (seg->offsets[b] < 0)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "feature %s: offset %lld of bag %zu is negative", seg->name,
-                                 (long long)seg->offsets[b], b);
-    if (seg->offsets[b + 1] < seg->offsets[b])
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "feature %s: offsets decrease at bag %zu: %lld after %lld",
-                                 seg->name, b + 1, (long long)seg->offsets[b + 1],
-                                 (long long)seg->offsets[b]);
-    *at_p = (size_t)seg->offsets[b];
-    *count_p = (size_t)(seg->offsets[b + 1] - seg->offsets[b]);
-    return EMBER_OK;
-}
-
-/* What a segment says of itself before its bags are read. */
-static ember_status_t segment_check(const ember_sparse_config_t *c,
-                                    const ember_sparse_segment_t *seg, int weighted, char *err,
-                                    size_t err_length)
-{
-    if (!seg->offsets == !seg->lengths)
-        return ember_status_text(
-                err, err_length, EMBER_ERR_INVALID_PARAM, "feature %s: %s", seg->name,
-                seg->offsets ? "both offsets and lengths" : "neither offsets nor lengths");
-    if (!seg->weights != !weighted)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "feature %s: per-sample weights given for some of table %s's "
-                                 "features, not all",
-                                 seg->name, c->table_name);
-    if (seg->weights && c->mode != EMBER_BAG_SUM)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "feature %s: per-sample weights are only supported with mode "
-                                 "sum (mode is %s)",
-                                 seg->name, ember_bag_mode_name(c->mode));
-    return EMBER_OK;
-}
-
-/* One bag's ids appended (each checked against the table). */
-static ember_status_t join_bag(const ember_sparse_config_t *c, struct joined *j,
-                               const ember_sparse_segment_t *seg, size_t b, size_t at, size_t count,
-                               size_t *n_p, char *err, size_t err_length)
-{
-    const size_t n = *n_p;
-    if (count && !seg->values)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "feature %s: bag %zu has %zu values, but none are given",
-                                 seg->name, b, count);
-    if (!EMBER_RESERVE(j->indices, j->indices_capacity, n + count + 1) ||
-        (seg->weights && !EMBER_RESERVE(j->weights, j->weights_capacity, n + count + 1)))
-        return EMBER_ERR_NO_MEMORY;
-    for (size_t i = 0; i < count; i++) {
-        const int64_t id = seg->values[at + i];
-        if ((id < 0 || id >= c->rows) && id != c->padding_idx)
-            return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
-                                     "feature %s: index %lld at position %zu (bag %zu) is out "
-                                     "of range [0, %lld)",
-                                     seg->name, (long long)id, at + i, b, (long long)c->rows);
-        j->indices[n + i] = id;
-    }
-    if (seg->weights)
-        memcpy(j->weights + n, seg->weights + at, count * sizeof(float));
-    *n_p = n + count;
-    return EMBER_OK;
-}
-
-/* Table @k's segments joined into @batch. */
-static ember_status_t join_table(ember_sparse_t *sparse, size_t k, const ember_sparse_input_t *in,
-                                 ember_batch_t *batch, char *err, size_t err_length)
-{
-    const ember_sparse_config_t *c = &sparse->tables[k].config;
-    struct joined *j = &sparse->joined[k];
-    size_t bags = 0, n = 0;
-    if (in->count == 0 || !in->segments)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "table %s: no features",
-                                 c->table_name);
-    for (size_t s = 0; s < in->count; s++) {
-        const ember_sparse_segment_t *seg = &in->segments[s];
-        EMBER_CHECK(segment_check(c, seg, in->segments[0].weights != NULL, err, err_length));
-        if (!EMBER_RESERVE(j->offsets, j->offsets_capacity, bags + seg->bags + 1))
-            return EMBER_ERR_NO_MEMORY;
-        for (size_t b = 0, at = 0; b < seg->bags; b++) {
-            size_t count = 0;
-            EMBER_CHECK(segment_bag(seg, b, &at, &count, err, err_length));
-            j->offsets[bags++] = (int64_t)n;
-            EMBER_CHECK(join_bag(c, j, seg, b, at, count, &n, err, err_length));
-            at += count; /* lengths: the next bag follows */
-        }
-    }
-    *batch = (ember_batch_t){.indices = j->indices,
-                             .n = n,
-                             .offsets = j->offsets,
-                             .bags = bags,
-                             .weights = in->segments[0].weights ? j->weights : NULL,
-                             .n_weights = in->segments[0].weights ? n : 0};
-    return EMBER_OK;
-}
-
 ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_sparse_input_t *tables,
                                   uint64_t step, int eval, char *err, size_t err_length)
 {
-    ember_batch_t stack[8], *batches = sparse->ntables <= 8 ? stack : NULL;
-    if (!sparse->joined && !(sparse->joined = calloc(sparse->ntables, sizeof(*sparse->joined))))
-        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-    if (!batches && !(batches = malloc(sparse->ntables * sizeof(*batches))))
-        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-    ember_status_t status = EMBER_OK;
-    sparse->split_refused = NULL;
-    for (size_t k = 0; status == EMBER_OK && k < sparse->ntables; k++) {
-        status = join_table(sparse, k, &tables[k], &batches[k], err, err_length);
-        if (status == EMBER_ERR_NO_MEMORY)
-            ember_status_text(err, err_length, status, "out of memory for its lookups");
-        if (status != EMBER_OK)
-            sparse->split_refused = sparse->tables[k].config.table_name;
+    sparse->step = step;
+    sparse->eval = eval != 0;
+    sparse->split_table = NULL;
+    for (size_t k = 0; k < sparse->ntables; k++) {
+        table_t *table = &sparse->tables[k];
+        ember_status_t status =
+                ember_split_table(&table->split, &tables[k], step, eval, err, err_length);
+        if (status != EMBER_OK) {
+            sparse->split_table = table->config.table_name;
+            return status;
+        }
+        table->bags = table->split.bags;
+        table->flags = table->split.flags;
     }
-    if (status == EMBER_OK)
-        status = ember_sparse_split_batches(sparse, batches, step, eval, err, err_length);
-    if (batches != stack)
-        free(batches);
-    return status;
+    return EMBER_OK;
 }
 
 const char *ember_sparse_split_table(const ember_sparse_t *sparse)
 {
-    return sparse->split_refused;
+    return sparse->split_table;
 }
 
 /* ---- lookups ------------------------------------------------------------ */
@@ -711,18 +444,17 @@ static ember_status_t layout_step(ember_sparse_t *sparse)
     sparse->reply_stride = sparse->grad_stride = EMBER_WIRE_ALIGN;
     for (size_t k = 0; k < sparse->ntables; k++) {
         table_t *table = &sparse->tables[k];
-        ember_msg_lookup_t reply = {.bags = (uint32_t)table->bags, .flags = table->flags};
-        table->reply_bytes = (size_t)ember_wire_lookup_reply_bytes(&reply, table->config.dim);
-        table->part_bytes = (size_t)ember_wire_lookups_part_bytes(&reply, table->config.dim);
+        ember_wire_reply_layout(table->flags, (uint32_t)table->bags, table->config.dim,
+                                &table->reply);
     }
     for (size_t i = 0; i < sparse->nranks; i++) {
         rank_t *rank = &sparse->ranks[i];
         size_t reply_at = 0, grad_at = sparse->grad_head_room;
         for (size_t j = 0; j < rank->nparts; j++) {
             table_t *table = rank->parts[j].table;
-            int first = rank->parts[j].shard == &table->shards[0];
+            int first = rank->parts[j].shard == 0;
             EMBER_CHECK(layout_part(table, reply_at, grad_at, first));
-            reply_at += table->part_bytes;
+            reply_at += (size_t)table->reply.part_bytes;
             grad_at += table->bags * table->config.dim * sizeof(float);
         }
         rank->reply_bytes = reply_at;
@@ -745,10 +477,10 @@ static ember_status_t bind_step(ember_sparse_t *sparse)
     uint8_t *replies = sparse->replies.scratch.data, *grads = sparse->grads.scratch.data;
     for (size_t k = 0; k < sparse->ntables; k++) {
         table_t *table = &sparse->tables[k];
-        const size_t slot = table->shards[0].slot;
-        EMBER_CHECK(ember_parts_bind(&table->parts, table->bags,
+        const size_t slot = table->slots[0];
+        EMBER_CHECK(ember_parts_bind(&table->parts, table->bags, &table->reply,
                                      replies + slot * sparse->reply_stride + table->reply_at,
-                                     sparse->reply_stride, table->reply_bytes,
+                                     sparse->reply_stride,
                                      (float *)(grads + slot * sparse->grad_stride + table->grad_at),
                                      sparse->grad_stride / sizeof(float)));
     }
@@ -767,7 +499,7 @@ static ember_status_t lookups_send(ember_sparse_t *sparse, char *err, size_t err
         rank->lookups = (ember_msg_lookups_t){
                 .trainer = sparse->trainer, .count = (uint32_t)rank->nparts, .step = sparse->step};
         for (size_t j = 0; j < rank->nparts; j++)
-            rank->messages[j] = rank->parts[j].shard->request;
+            rank->messages[j] = rank->parts[j].table->split.shards[rank->parts[j].shard].request;
         size_t iovcnt = ember_wire_lookups_pack_iov(&rank->lookups, rank->messages, rank->nparts,
                                                     rank->iov);
         ember_status_t status = ember_rpc_call_async(
@@ -820,8 +552,8 @@ static ember_status_t lookups_wait(ember_sparse_t *sparse, char *err, size_t err
 static ember_status_t shard_version(ember_sparse_t *sparse, const table_t *table, uint32_t p,
                                     uint64_t *version_p)
 {
-    const size_t at = table->shards[p].slot * sparse->reply_stride + table->reply_at +
-                      (table->part_bytes - sizeof(uint64_t));
+    const size_t at =
+            table->slots[p] * sparse->reply_stride + table->reply_at + (size_t)table->reply.version;
     return ember_parts_buffer_get(&sparse->replies, at, version_p, sizeof(*version_p));
 }
 
@@ -842,14 +574,13 @@ static ember_status_t versions_check(ember_sparse_t *sparse, char *err, size_t e
             if (table->config.async)
                 continue;
             if (v > sparse->step || sparse->step - v > bound)
-                return fail(
-                        err, err_length, EMBER_ERR_BAD_MESSAGE,
-                        "table %s: %s served the lookup of step %llu at version %llu (steps "
-                        "applied), beyond the staleness bound %llu",
-                        table->config.table_name,
-                        ember_tp_peer_name(sparse->tp, sparse->ranks[table->shards[p].slot].rank),
-                        (unsigned long long)sparse->step, (unsigned long long)v,
-                        (unsigned long long)bound);
+                return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                            "table %s: %s served the lookup of step %llu at version %llu (steps "
+                            "applied), beyond the staleness bound %llu",
+                            table->config.table_name,
+                            ember_tp_peer_name(sparse->tp, sparse->ranks[table->slots[p]].rank),
+                            (unsigned long long)sparse->step, (unsigned long long)v,
+                            (unsigned long long)bound);
             if (sparse->step - v > sparse->staleness_seen)
                 sparse->staleness_seen = sparse->step - v;
         }
@@ -901,7 +632,7 @@ ember_status_t ember_sparse_combine(ember_sparse_t *sparse, size_t table, float 
     if (table >= sparse->ntables)
         return EMBER_ERR_INVALID_PARAM;
     table_t *t = &sparse->tables[table];
-    return ember_parts_combine(&t->parts, t->counts, t->bag_counts, x);
+    return ember_parts_combine(&t->parts, t->split.counts, t->split.bag_counts, x);
 }
 
 /* ---- pushes ------------------------------------------------------------- */
@@ -964,7 +695,8 @@ ember_status_t ember_sparse_push(ember_sparse_t *sparse, const float *const *gra
                     (unsigned long long)sparse->step);
     for (size_t k = 0; k < sparse->ntables; k++) {
         table_t *table = &sparse->tables[k];
-        ember_status_t status = ember_parts_split(&table->parts, table->bag_counts, grad_x[k]);
+        ember_status_t status =
+                ember_parts_split(&table->parts, table->split.bag_counts, grad_x[k]);
         if (status != EMBER_OK)
             return fail(err, err_length, status, "table %s: its gradients: %s",
                         table->config.table_name, ember_status_string(status));

@@ -24,7 +24,6 @@
 #ifndef EMBER_ENGINE_TRAIN_SPARSE_H
 #define EMBER_ENGINE_TRAIN_SPARSE_H
 
-#include "engine/train/data.h"
 #include "engine/train/trainer_dev.h"
 
 #include <ember/embedding_bag.h>
@@ -39,6 +38,7 @@ typedef struct {
     const char *table_name;
     uint32_t num_ps; /* its shards: on ranks first_ps_rank .. + num_ps - 1 */
     int first_ps_rank;
+    int64_t rows; /* of the whole table: every id is checked against it */
     uint32_t dim;
     ember_bag_mode_t mode;
     int64_t padding_idx; /* entries of this row are not sent (-1: none) */
@@ -48,31 +48,29 @@ typedef struct {
      * applied) is checked: step - staleness <= version <= step. */
     int async;
     uint32_t staleness;
-    /* The table's rows: ember_sparse_split checks every id against them
-     * (0: the ember_sparse_split_batches callers, who check their own). */
-    int64_t rows;
 } ember_sparse_config_t;
 
+typedef struct ember_sparse ember_sparse_t;
+
 /* One feature's bags of a table, in the caller's memory (borrowed for the
- * call only).  Exactly one of offsets and lengths is set. */
+ * call only: the split reads each id once, straight into the wire's
+ * buffers). */
 typedef struct {
     const int64_t *values;  /* the ids */
     const int64_t *offsets; /* [bags + 1]: bag b is values[offsets[b] .. offsets[b+1]),
                              * absolute positions in values (offsets[0] may be > 0); or NULL */
-    const int32_t *lengths; /* [bags]: bag b's count, the bags back to back from values[0];
-                             * or NULL */
-    const float *weights;   /* indexed as values, or NULL (no per-value weights) */
+    const int32_t
+            *lengths;     /* [bags]: bag b's count, the bags back to back from values[0]; or NULL */
+    const float *weights; /* indexed as values, or NULL (no per-value weights) */
     size_t bags;
     const char *name; /* the feature's name, for errors */
 } ember_sparse_segment_t;
 
-/* A table's bags for the step: its segments' bags concatenated in order. */
+/* A table's bags of a step: its segments' bags concatenated in order. */
 typedef struct {
     const ember_sparse_segment_t *segments;
     size_t count; /* >= 1 */
 } ember_sparse_input_t;
-
-typedef struct ember_sparse ember_sparse_t;
 
 /**
  * The lookups of @ntables tables (@tables[k]: table k, the index every call
@@ -80,9 +78,10 @@ typedef struct ember_sparse ember_sparse_t;
  * (@rdma: the device path, engine/train/parts.h).  The calls wait for
  * their futures but give up when *@aborted becomes set (the master's
  * ABORT).  Borrowed: the names in @tables, @td, @aborted.  Errors:
- * ERR_INVALID_PARAM (a table's shape or placement: ranks outside the job,
- * two tables of one id, trainers that differ, row-sharded tables over
- * partly overlapping servers; logged, naming them), ERR_NO_MEMORY.
+ * ERR_INVALID_PARAM (a table's shape or placement: no rows, a padding_idx
+ * outside [-1, rows), ranks outside the job, two tables of one id,
+ * trainers that differ, row-sharded tables over partly overlapping
+ * servers; logged, naming them), ERR_NO_MEMORY.
  */
 ember_status_t ember_sparse_create(const ember_sparse_config_t *tables, size_t ntables,
                                    ember_tp_t *tp, const ember_trainer_dev_t *td, int rdma,
@@ -99,28 +98,33 @@ size_t ember_sparse_tables(const ember_sparse_t *sparse);
  * step). */
 
 /**
- * Split each table's bags (@tables[k] for table k: its segments' bags,
- * concatenated; tables may have different bags) by shard and build each
- * shard's LOOKUP of @step, checking what it reads (ids in [0, rows) or the
- * padding index, offsets non-decreasing, lengths >= 0, weights with every or
- * no segment of a table, and only with sum pooling), naming the feature
- * (ember_sparse_split_table names the table).
- * @eval != 0: EMBER_LOOKUP_EVAL lookups (the tables as they are after
- * @step steps, nothing kept on the PS); no push may follow them.
- * Errors: ERR_OUT_OF_RANGE (an id), ERR_INVALID_PARAM (the rest),
- * ERR_NO_MEMORY.
+ * Split each table's bags (@tables[k] for table k: its segments; tables
+ * may have different bags) by shard and build each shard's LOOKUP of
+ * @step, in one pass that reads each id once and writes what the wire
+ * needs straight into the LOOKUPs (each index's slot among its shard's
+ * distinct rows, its weight only when the segments have weights, its place
+ * in its bag only for max pooling), the distinct rows last.  @eval != 0:
+ * EMBER_LOOKUP_EVAL lookups (the tables as they are after @step steps,
+ * nothing kept on the PS); no push may follow them.
+ *
+ * What it reads is checked as it is read, with ember_bag_validate's
+ * messages naming the feature ("feature F: index 130 at position 7 (bag 2)
+ * is out of range [0, 100)"): each segment has exactly one of offsets and
+ * lengths, and values for its entries; offsets start at 0 or later and do
+ * not decrease, lengths are not negative; every id is in [0, rows) (the
+ * padding_idx's entries are not sent); a table's segments have weights all
+ * or none, and only with sum pooling; a table's bags and entries fit the
+ * LOOKUP's 32-bit counts.  @err does not name the table:
+ * ember_sparse_split_table does.  Errors: ERR_OUT_OF_RANGE (an id),
+ * ERR_INVALID_PARAM (the rest of the input), ERR_NO_MEMORY.  A refused
+ * split leaves no lookup to send.
  */
 ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_sparse_input_t *tables,
                                   uint64_t step, int eval, char *err, size_t err_length);
 
 /** The name of the table the last ember_sparse_split refused; NULL when it
- * took every table (or failed before any).  @err above does not name it. */
+ * took every table (or failed before any). */
 const char *ember_sparse_split_table(const ember_sparse_t *sparse);
-
-/** ember_sparse_split of one ember_batch_t per table, already checked
- * (ember-train's trainers, until they move onto the public API). */
-ember_status_t ember_sparse_split_batches(ember_sparse_t *sparse, const ember_batch_t *batches,
-                                          uint64_t step, int eval, char *err, size_t err_length);
 
 /** The previous step's pushes have left and were taken (their buffers are
  * reused next); a push lost with its PS fails here. */

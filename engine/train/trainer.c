@@ -52,6 +52,7 @@ typedef struct {
         ember_buffer_t targets; /* int64 [bags] */
         size_t bags;
     } batches[2];
+    ember_buffer_t offsets; /* the batch's offsets and n: its segment's [bags + 1] */
     ember_replica_t *replica;
     ember_dlrm_trainer_t *dlrm; /* a DLRM job's tables, data and dense half */
     float *losses;
@@ -180,29 +181,59 @@ static ember_status_t batch_check_targets(trainer_t *trainer, const ember_batch_
     return EMBER_OK;
 }
 
-/* The step's batch, checked as PyTorch's EmbeddingBag would check it. */
+/* What the split does not check of the source's batch (one-dimensional
+ * input with offsets, as PyTorch's EmbeddingBag takes it): its offsets
+ * start at 0, its weights are one a value. */
+static ember_status_t batch_check_shape(const ember_batch_t *batch, char *err, size_t err_length)
+{
+    if (batch->bags > 0 && batch->offsets[0] != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "offsets[0] is %lld, must be 0", (long long)batch->offsets[0]);
+    if (!batch->weights && batch->n_weights != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "per-sample weights length %zu given without weights",
+                                 batch->n_weights);
+    if (batch->weights && batch->n_weights != batch->n)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "per-sample weights length %zu does not match indices length %zu",
+                                 batch->n_weights, batch->n);
+    return EMBER_OK;
+}
+
+/* The step's batch, its shape and targets checked (its ids and offsets are
+ * checked as the split reads them, as PyTorch's EmbeddingBag would). */
 static ember_status_t batch_take(trainer_t *trainer, ember_data_t *data, uint64_t step,
                                  ember_batch_t *batch, char *err, size_t err_length)
 {
-    const ember_msg_train_start_t *spec = &trainer->spec;
     char why[320];
     ember_status_t status = ember_data_next(data, step, batch, why, sizeof(why));
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "no batch: %s", why);
-    ember_bag_batch_t check = {.indices = batch->indices,
-                               .n = batch->n,
-                               .offsets = batch->offsets,
-                               .bags = batch->bags,
-                               .weights = batch->weights,
-                               .n_weights = batch->n_weights};
-    ember_bag_opts_t opts = {.mode = (ember_bag_mode_t)spec->config.mode,
-                             .padding_idx = spec->config.padding_idx};
-    status = ember_bag_validate(&check, &opts, spec->config.rows, err, err_length);
+    status = batch_check_shape(batch, err, err_length);
     if (status != EMBER_OK) {
         trainer->step_table = EMBER_TRAIN_TABLE_NAME; /* the batch is wrong for it */
         return status;
     }
     return batch_check_targets(trainer, batch, err, err_length);
+}
+
+/* The batch as the table's one segment: its offsets followed by n (the
+ * split takes [bags + 1] offsets). */
+static ember_status_t batch_segment(trainer_t *trainer, const ember_batch_t *batch,
+                                    ember_sparse_segment_t *segment)
+{
+    if (!ember_buffer_reserve(&trainer->offsets, (batch->bags + 1) * sizeof(int64_t)))
+        return EMBER_ERR_NO_MEMORY;
+    int64_t *offsets = trainer->offsets.data;
+    if (batch->bags)
+        memcpy(offsets, batch->offsets, batch->bags * sizeof(int64_t));
+    offsets[batch->bags] = (int64_t)batch->n;
+    *segment = (ember_sparse_segment_t){.values = batch->indices,
+                                        .offsets = offsets,
+                                        .weights = batch->weights,
+                                        .bags = batch->bags,
+                                        .name = EMBER_TRAIN_TABLE_NAME};
+    return EMBER_OK;
 }
 
 /* Step @step's batch taken, checked and split into its slot of the
@@ -211,8 +242,17 @@ static ember_status_t trainer_prepare(trainer_t *trainer, ember_data_t *data, ui
                                       char *err, size_t err_length)
 {
     ember_batch_t batch;
+    ember_sparse_segment_t segment;
     EMBER_CHECK(batch_take(trainer, data, step, &batch, err, err_length));
-    EMBER_CHECK(ember_pipeline_split(trainer->pipe, &batch, step, err, err_length));
+    if (batch_segment(trainer, &batch, &segment) != EMBER_OK)
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    const ember_sparse_input_t input = {.segments = &segment, .count = 1};
+    ember_status_t status = ember_pipeline_split(trainer->pipe, &input, step, err, err_length);
+    if (status != EMBER_OK) {
+        /* A batch the table refuses: the table named around it. */
+        trainer->step_table = ember_sparse_split_table(ember_pipeline_sparse(trainer->pipe, step));
+        return status;
+    }
     ember_buffer_t *targets = &trainer->batches[step % 2].targets;
     if (!ember_buffer_reserve(targets, batch.bags * sizeof(int64_t) + 8))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
@@ -287,6 +327,7 @@ static ember_status_t trainer_setup(trainer_t *trainer)
                                    .table_name = EMBER_TRAIN_TABLE_NAME,
                                    .num_ps = spec->num_ps,
                                    .first_ps_rank = (int)spec->first_ps_rank,
+                                   .rows = spec->config.rows,
                                    .dim = spec->config.dim,
                                    .mode = (ember_bag_mode_t)spec->config.mode,
                                    .padding_idx = spec->config.padding_idx,
@@ -761,6 +802,7 @@ static void trainer_cleanup(trainer_t *trainer)
     ember_pipeline_destroy(trainer->pipe);
     for (int i = 0; i < 2; i++)
         ember_buffer_free(&trainer->batches[i].targets);
+    ember_buffer_free(&trainer->offsets);
     ember_replica_destroy(trainer->replica);
     free(trainer->start_params);
     free(trainer->losses);

@@ -1,6 +1,8 @@
 /* engine/wire/codec: the engine's messages packed and checked (see codec.h). */
 #include "engine/wire/codec.h"
 
+#include "engine/ops/half.h"
+
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
 
@@ -46,49 +48,104 @@ size_t ember_wire_pack_iov(const void *head, size_t size, const void *body, size
 
 /* ---- LOOKUP ----------------------------------------------------------------- */
 
-static int lookup_has_extra(const ember_msg_lookup_t *head)
+void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_layout_t *layout)
 {
-    return (head->flags & (EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX)) != 0;
+    layout->offsets = sizeof(*head);
+    layout->entries = layout->offsets + 4ull * head->bags;
+    layout->entry_bytes = ember_wire_lookup_entry_bytes(head->flags);
+    layout->rows = ember_wire_pad(layout->entries + layout->entry_bytes * head->indices);
+    layout->size = layout->rows + 8ull * head->unique;
 }
 
 uint64_t ember_wire_lookup_array_bytes(const ember_msg_lookup_t *head)
 {
-    uint64_t per_index = lookup_has_extra(head) ? 2 : 1;
-    return 4ull * head->bags + 8ull * head->unique + 4ull * head->indices * per_index;
+    ember_wire_lookup_layout_t layout;
+    ember_wire_lookup_layout(head, &layout);
+    return layout.size - sizeof(*head);
 }
 
-void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_layout_t *layout)
+void ember_wire_lookup_seal(const ember_msg_lookup_t *head, void *message)
 {
-    layout->offsets = sizeof(*head);
-    layout->rows = layout->offsets + 4 * (size_t)head->bags;
-    layout->slots = layout->rows + 8 * (size_t)head->unique;
-    layout->extra = layout->slots + 4 * (size_t)head->indices;
-    layout->has_extra = lookup_has_extra(head);
-    layout->size = sizeof(*head) + (size_t)ember_wire_lookup_array_bytes(head);
+    ember_wire_lookup_layout_t at;
+    ember_wire_lookup_layout(head, &at);
+    const size_t end = (size_t)(at.entries + at.entry_bytes * head->indices);
+    memcpy(message, head, sizeof(*head));
+    memset((uint8_t *)message + end, 0, (size_t)at.rows - end);
+}
+
+/* ---- a lookup's reply ------------------------------------------------------- */
+
+void ember_wire_reply_layout(uint32_t flags, uint32_t bags, uint32_t dim,
+                             ember_wire_reply_layout_t *layout)
+{
+    const int max_mode = (flags & EMBER_LOOKUP_MAX) != 0;
+    const uint64_t count = (uint64_t)bags * dim;
+    const uint64_t value_bytes = (flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4;
+    /* fp16 values of an odd count end mid-word: the places start aligned. */
+    const uint64_t places = max_mode ? (count * value_bytes + 3) & ~3ull : 0;
+    const uint64_t bytes = max_mode ? places + 4 * count : count * value_bytes;
+    *layout = (ember_wire_reply_layout_t){.flags = flags,
+                                          .dim = dim,
+                                          .count = count,
+                                          .values = 0,
+                                          .value_bytes = value_bytes,
+                                          .places = places,
+                                          .bytes = bytes,
+                                          .version = ember_wire_pad(bytes),
+                                          .part_bytes = ember_wire_pad(bytes) + sizeof(uint64_t),
+                                          .pooled_places = max_mode ? 4 * count : 0,
+                                          .pooled_bytes = 4 * count * (max_mode ? 2 : 1)};
+}
+
+void ember_wire_reply_finish(const ember_wire_reply_layout_t *layout, void *part)
+{
+    uint8_t *out = part;
+    if (layout->value_bytes == 2) {
+        ember_float_to_half_in_place(out, (size_t)layout->count);
+        if (layout->flags & EMBER_LOOKUP_MAX) /* the places move up behind the halved values */
+            memmove(out + layout->places, out + layout->pooled_places, (size_t)layout->count * 4);
+    }
+    memset(out + layout->bytes, 0, (size_t)(layout->version - layout->bytes));
+}
+
+void ember_wire_reply_put_version(const ember_wire_reply_layout_t *layout, void *part,
+                                  uint64_t version)
+{
+    memcpy((uint8_t *)part + layout->version, &version, sizeof(version));
+}
+
+uint64_t ember_wire_reply_get_version(const ember_wire_reply_layout_t *layout, const void *part)
+{
+    uint64_t version;
+    memcpy(&version, (const uint8_t *)part + layout->version, sizeof(version));
+    return version;
+}
+
+static ember_wire_reply_layout_t reply_layout_of(const ember_msg_lookup_t *head, uint32_t dim)
+{
+    ember_wire_reply_layout_t layout;
+    ember_wire_reply_layout(head->flags, head->bags, dim, &layout);
+    return layout;
 }
 
 uint64_t ember_wire_lookup_places_at(const ember_msg_lookup_t *head, uint32_t dim)
 {
-    uint64_t values =
-            (uint64_t)head->bags * dim * ((head->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
-    return (values + 3) & ~3ull;
+    return reply_layout_of(head, dim).places;
 }
 
 uint64_t ember_wire_lookup_reply_bytes(const ember_msg_lookup_t *head, uint32_t dim)
 {
-    if (!(head->flags & EMBER_LOOKUP_MAX))
-        return (uint64_t)head->bags * dim * ((head->flags & EMBER_LOOKUP_HALF_REPLY) ? 2 : 4);
-    return ember_wire_lookup_places_at(head, dim) + 4ull * head->bags * dim;
+    return reply_layout_of(head, dim).bytes;
 }
 
 uint64_t ember_wire_lookup_version_at(const ember_msg_lookup_t *head, uint32_t dim)
 {
-    return ember_wire_pad(ember_wire_lookup_reply_bytes(head, dim));
+    return reply_layout_of(head, dim).version;
 }
 
 uint64_t ember_wire_lookups_part_bytes(const ember_msg_lookup_t *head, uint32_t dim)
 {
-    return ember_wire_lookup_version_at(head, dim) + sizeof(uint64_t);
+    return reply_layout_of(head, dim).part_bytes;
 }
 
 size_t ember_wire_lookup_size(const ember_msg_lookup_t *head)
@@ -96,46 +153,30 @@ size_t ember_wire_lookup_size(const ember_msg_lookup_t *head)
     return sizeof(*head) + (size_t)ember_wire_lookup_array_bytes(head);
 }
 
-/* Each bag's first entry, from the entries each bag has on this shard. */
-static void pack_offsets(uint8_t *out, const uint32_t *counts, size_t bags)
-{
-    uint32_t offset = 0;
-    for (size_t b = 0; b < bags; b++) {
-        memcpy(out + 4 * b, &offset, 4);
-        offset += counts[b];
-    }
-}
-
-static void pack_slots(uint8_t *out, const int64_t *inverse, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint32_t slot = (uint32_t)inverse[i];
-        memcpy(out + 4 * i, &slot, 4);
-    }
-}
-
-/* memcpy, but an empty array may be NULL (memcpy's may not). */
-static void pack_bytes(uint8_t *out, const void *array, size_t bytes)
-{
-    if (bytes)
-        memcpy(out, array, bytes);
-}
-
 void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message)
 {
     const ember_msg_lookup_t *head = &lookup->head;
     uint8_t *out = message;
     ember_wire_lookup_layout_t at;
+    uint32_t offset = 0;
 
     ember_wire_lookup_layout(head, &at);
-    memcpy(out, head, sizeof(*head));
-    pack_offsets(out + at.offsets, lookup->counts, head->bags);
-    pack_bytes(out + at.rows, lookup->rows, 8 * (size_t)head->unique);
-    pack_slots(out + at.slots, lookup->inverse, head->indices);
-    if (head->flags & EMBER_LOOKUP_WEIGHTS)
-        pack_bytes(out + at.extra, lookup->weights, 4 * (size_t)head->indices);
-    else if (head->flags & EMBER_LOOKUP_MAX)
-        pack_bytes(out + at.extra, lookup->places, 4 * (size_t)head->indices);
+    for (size_t b = 0; b < head->bags; b++) { /* each bag's first entry */
+        memcpy(out + at.offsets + 4 * b, &offset, 4);
+        offset += lookup->counts[b];
+    }
+    for (size_t i = 0; i < head->indices; i++) {
+        uint8_t *entry = out + at.entries + at.entry_bytes * i;
+        uint32_t slot = (uint32_t)lookup->inverse[i];
+        memcpy(entry, &slot, 4);
+        if (head->flags & EMBER_LOOKUP_WEIGHTS)
+            memcpy(entry + 4, &lookup->weights[i], 4);
+        else if (head->flags & EMBER_LOOKUP_MAX)
+            memcpy(entry + 4, &lookup->places[i], 4);
+    }
+    if (head->unique)
+        memcpy(out + at.rows, lookup->rows, 8 * (size_t)head->unique);
+    ember_wire_lookup_seal(head, message);
 }
 
 /* The flags the protocol knows, and weights only where they mean something. */
@@ -172,9 +213,10 @@ ember_status_t ember_wire_lookup_unpack(const void *data, size_t length,
     ember_wire_lookup_layout(head, &at);
     view->offsets = message + at.offsets;
     view->rows = message + at.rows;
-    view->slots = message + at.slots;
-    view->weights = (head->flags & EMBER_LOOKUP_WEIGHTS) ? message + at.extra : NULL;
-    view->places = (head->flags & EMBER_LOOKUP_MAX) ? message + at.extra : NULL;
+    view->slots = message + at.entries;
+    view->entry_bytes = (size_t)at.entry_bytes;
+    view->weights = (head->flags & EMBER_LOOKUP_WEIGHTS) ? view->slots + 4 : NULL;
+    view->places = (head->flags & EMBER_LOOKUP_MAX) ? view->slots + 4 : NULL;
     return EMBER_OK;
 }
 
@@ -187,9 +229,7 @@ size_t ember_wire_lookup_padded_size(const ember_msg_lookup_t *head)
 
 void ember_wire_lookup_pack_padded(const ember_wire_lookup_t *lookup, void *message)
 {
-    size_t size = ember_wire_lookup_size(&lookup->head);
     ember_wire_lookup_pack(lookup, message);
-    memset((uint8_t *)message + size, 0, ember_wire_lookup_padded_size(&lookup->head) - size);
 }
 
 size_t ember_wire_lookups_pack_iov(const ember_msg_lookups_t *head, const uint8_t *const *messages,
@@ -243,10 +283,12 @@ static ember_status_t check_sub(const char *what, uint32_t table_id, uint32_t tr
 }
 
 /* Sub-lookup @k at @at of a LOOKUPS of @length bytes: its size from its
- * counts, checked against what is left, before the codec takes it. */
+ * counts, checked against what is left, before the codec takes it (a
+ * LOOKUP's size is a multiple of EMBER_WIRE_ALIGN: the next one is
+ * aligned). */
 static ember_status_t lookups_take_one(const uint8_t *data, size_t length, size_t at, size_t k,
-                                       ember_wire_lookup_view_t *view, uint64_t *padded_p,
-                                       char *err, size_t err_length)
+                                       ember_wire_lookup_view_t *view, uint64_t *size_p, char *err,
+                                       size_t err_length)
 {
     ember_msg_lookup_t head;
     char why[200];
@@ -266,7 +308,7 @@ static ember_status_t lookups_take_one(const uint8_t *data, size_t length, size_
             ember_wire_lookup_unpack(data + at, (size_t)size, view, why, sizeof(why));
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "table %u: %s", head.table_id, why);
-    *padded_p = ember_wire_pad(size);
+    *size_p = size;
     return EMBER_OK;
 }
 
@@ -284,8 +326,8 @@ ember_status_t ember_wire_lookups_unpack(const void *data, size_t length,
     const envelope_t envelope = {.trainer = head->trainer, .step = head->step};
     for (size_t k = 0; k < head->count; k++) {
         ember_wire_lookup_view_t *sub = &view->lookups[k];
-        uint64_t padded = 0;
-        EMBER_CHECK(lookups_take_one(data, length, at, k, sub, &padded, err, err_length));
+        uint64_t size = 0;
+        EMBER_CHECK(lookups_take_one(data, length, at, k, sub, &size, err, err_length));
         EMBER_CHECK(check_sub("lookup", sub->head.table_id, sub->head.trainer, sub->head.step,
                               &envelope, ids, k, err, err_length));
         ids[k] = sub->head.table_id;
@@ -294,12 +336,7 @@ ember_status_t ember_wire_lookups_unpack(const void *data, size_t length,
                                      "table %u: an evaluation lookup and a training one in one "
                                      "LOOKUPS",
                                      sub->head.table_id);
-        /* The last one's padding may run past the end: then it is short. */
-        if (padded > length - at)
-            return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
-                                     "table %u: its lookup is not padded to %d bytes",
-                                     sub->head.table_id, EMBER_WIRE_ALIGN);
-        at += (size_t)padded;
+        at += (size_t)size;
     }
     if (at != length)
         return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,

@@ -77,12 +77,28 @@ size_t ember_wire_pack_iov(const void *head, size_t size, const void *body, size
 
 /* ---- LOOKUP ----------------------------------------------------------------- */
 
+/* The bytes of each index's entry: its slot, and with EMBER_LOOKUP_WEIGHTS
+ * its weight or with EMBER_LOOKUP_MAX its place (engine/wire/protocol.h). */
+static inline size_t ember_wire_lookup_entry_bytes(uint32_t flags)
+{
+    return (flags & (EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX)) ? 8 : 4;
+}
+
+/* Where a LOOKUP of @bags has its entries: after the head and the offsets.
+ * A sender writes both while it reads its batch (they do not move as the
+ * shard's indices come in); its rows go after the last entry. */
+static inline size_t ember_wire_lookup_entries_at(uint32_t bags)
+{
+    return sizeof(ember_msg_lookup_t) + 4 * (size_t)bags;
+}
+
 /* Where each array of a LOOKUP lies, in bytes from the message's start. */
 typedef struct {
-    size_t offsets, rows, slots;
-    size_t extra; /* weights (EMBER_LOOKUP_WEIGHTS) or places (EMBER_LOOKUP_MAX) */
-    size_t size;  /* of the whole message */
-    int has_extra;
+    uint64_t offsets;     /* uint32 [bags] */
+    uint64_t entries;     /* [indices] of entry_bytes: slot, then weight or place */
+    uint64_t entry_bytes; /* 4, or 8 with weights or places */
+    uint64_t rows;        /* int64 [unique], 8-byte aligned after zero padding */
+    uint64_t size;        /* of the whole message: a multiple of EMBER_WIRE_ALIGN */
 } ember_wire_lookup_layout_t;
 
 /** The layout @head's counts and flags give (64-bit: the counts may be a
@@ -92,25 +108,67 @@ void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_
 /** Bytes of a LOOKUP's arrays (after the header), as @head's counts say. */
 uint64_t ember_wire_lookup_array_bytes(const ember_msg_lookup_t *head);
 
-/** Offset of a max lookup's places in its reply: after the values, 4-byte
- * aligned. */
+/**
+ * A LOOKUP built in place: @head written at the front of @message, whose
+ * offsets and @head->indices entries are written already, and the padding
+ * between the last entry and the rows zeroed; the @head->unique rows go at
+ * the layout's rows (written before or after).
+ */
+void ember_wire_lookup_seal(const ember_msg_lookup_t *head, void *message);
+
+/* ---- a LOOKUP's reply, and a table's part of a LOOKUPS reply ------------- */
+
+/*
+ * Where each thing of one table's reply lies, in bytes from its start.  The
+ * PS pools into the part as the pooled_* fields say (fp32 values, then max
+ * mode's places right behind them), and ember_wire_reply_finish makes that
+ * the reply; the trainer finds the values, places and version where the
+ * other fields say.  Every size is 64-bit: the counts may be a forger's.
+ */
+typedef struct {
+    uint32_t flags, dim;
+    uint64_t count;         /* pooled values: bags x dim */
+    uint64_t values;        /* where they lie: 0 (the pooled values are first) */
+    uint64_t value_bytes;   /* 4, or 2 with EMBER_LOOKUP_HALF_REPLY (fp16) */
+    uint64_t places;        /* max mode: uint32 [count] at this offset, 4-byte aligned; else 0 */
+    uint64_t bytes;         /* a LOOKUP's reply: the values, and max mode's places */
+    uint64_t version;       /* a LOOKUPS part: the uint64 version (aligned) after the
+                             * reply padded to EMBER_WIRE_ALIGN */
+    uint64_t part_bytes;    /* a LOOKUPS part: all of it, a multiple of EMBER_WIRE_ALIGN */
+    uint64_t pooled_places; /* where the PS pools max mode's places: behind fp32 values */
+    uint64_t pooled_bytes;  /* what the PS pools into: fp32 values (and places) */
+} ember_wire_reply_layout_t;
+
+/** The reply layout of a lookup of @flags and @bags for a table of @dim. */
+void ember_wire_reply_layout(uint32_t flags, uint32_t bags, uint32_t dim,
+                             ember_wire_reply_layout_t *layout);
+
+/**
+ * The PS: make the @layout.pooled_bytes pooled at @part (fp32 values, max
+ * mode's places behind them) the reply @layout says: values rounded to fp16
+ * in place with EMBER_LOOKUP_HALF_REPLY, the places moved up behind them,
+ * the padding up to the version zeroed.  @part has room for
+ * max(pooled_bytes, version) bytes.
+ */
+void ember_wire_reply_finish(const ember_wire_reply_layout_t *layout, void *part);
+
+/** The PS: a LOOKUPS part's @version (the steps the table had applied)
+ * written where @layout says. */
+void ember_wire_reply_put_version(const ember_wire_reply_layout_t *layout, void *part,
+                                  uint64_t version);
+
+/** A LOOKUPS part's version, read in host memory (the trainer's device path
+ * copies the 8 bytes at @layout->version out instead). */
+uint64_t ember_wire_reply_get_version(const ember_wire_reply_layout_t *layout, const void *part);
+
+/** The layout's fields for a LOOKUP of @head (tests, benchmarks): */
 uint64_t ember_wire_lookup_places_at(const ember_msg_lookup_t *head, uint32_t dim);
-
-/** Bytes of a LOOKUP's reply for a table of @dim (its pooled values, and
- * max mode's places). */
 uint64_t ember_wire_lookup_reply_bytes(const ember_msg_lookup_t *head, uint32_t dim);
-
-/** Offset of a table's version (uint64: the steps it had applied when it
- * served the lookup) in its part of a LOOKUPS reply: its LOOKUP reply
- * padded to EMBER_WIRE_ALIGN. */
 uint64_t ember_wire_lookup_version_at(const ember_msg_lookup_t *head, uint32_t dim);
-
-/** Bytes of a table's part of a LOOKUPS reply: its LOOKUP reply, padded,
- * then its version; a multiple of EMBER_WIRE_ALIGN. */
 uint64_t ember_wire_lookups_part_bytes(const ember_msg_lookup_t *head, uint32_t dim);
 
-/* A LOOKUP as its sender has it: a shard's part of a batch, split and
- * deduplicated (ember_bag_dedup's unique rows and inverse map). */
+/* A LOOKUP as tests and benchmarks describe one (the trainer builds its
+ * own in place): a shard's part of a batch, deduplicated. */
 typedef struct {
     ember_msg_lookup_t head; /* flags and counts: bags, unique, indices */
     const uint32_t *counts;  /* [bags] entries of each bag on this shard */
@@ -127,11 +185,36 @@ size_t ember_wire_lookup_size(const ember_msg_lookup_t *head);
 void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message);
 
 /* A received LOOKUP: the header, and its arrays where they lie (read with
- * ember_wire_load_*); weights and places NULL when the flags have none. */
+ * ember_wire_load_* and the accessors below); weights and places NULL when
+ * the flags have none (they share the entries with the slots, at
+ * entry_bytes a step). */
 typedef struct {
     ember_msg_lookup_t head;
     const uint8_t *offsets, *rows, *slots, *weights, *places;
+    size_t entry_bytes;
 } ember_wire_lookup_view_t;
+
+/* Index @i's slot, weight, place (the last two only when the view has them). */
+static inline uint32_t ember_wire_lookup_slot(const ember_wire_lookup_view_t *view, size_t i)
+{
+    uint32_t value;
+    memcpy(&value, view->slots + view->entry_bytes * i, sizeof(value));
+    return value;
+}
+
+static inline float ember_wire_lookup_weight(const ember_wire_lookup_view_t *view, size_t i)
+{
+    float value;
+    memcpy(&value, view->weights + view->entry_bytes * i, sizeof(value));
+    return value;
+}
+
+static inline uint32_t ember_wire_lookup_place(const ember_wire_lookup_view_t *view, size_t i)
+{
+    uint32_t value;
+    memcpy(&value, view->places + view->entry_bytes * i, sizeof(value));
+    return value;
+}
 
 /**
  * Take a LOOKUP: known flags (weights only with sum), and exactly the bytes
@@ -151,11 +234,11 @@ static inline uint64_t ember_wire_pad(uint64_t bytes)
     return (bytes + (EMBER_WIRE_ALIGN - 1)) & ~(uint64_t)(EMBER_WIRE_ALIGN - 1);
 }
 
-/** Bytes of @head's LOOKUP as a LOOKUPS carries it: padded. */
+/** Bytes of @head's LOOKUP as a LOOKUPS carries it: padded (every LOOKUP
+ * is a multiple of EMBER_WIRE_ALIGN already: its size). */
 size_t ember_wire_lookup_padded_size(const ember_msg_lookup_t *head);
 
-/** ember_wire_lookup_pack, then its padding zeroed:
- * ember_wire_lookup_padded_size(&lookup->head) bytes at @message. */
+/** ember_wire_lookup_pack (a LOOKUP needs no padding of its own). */
 void ember_wire_lookup_pack_padded(const ember_wire_lookup_t *lookup, void *message);
 
 /**

@@ -154,23 +154,31 @@ enum {
  * them inside an EMBER_OP_LOOKUPS, one per PS (the single form stays for
  * the benchmarks and tests, and a PS serves it as a LOOKUPS of one).
  * Followed by
- *   uint32 offsets[bags]      start of each bag in the index list
- *   int64  rows[unique]       the distinct global row ids, all of this shard
- *   uint32 inverse[indices]   position in rows[] of each index
- *   float  weights[indices]   only with EMBER_LOOKUP_WEIGHTS
- *   uint32 places[indices]    only with EMBER_LOOKUP_MAX: each index's place
- *                             in its bag of the trainer's whole batch
- *                             (increasing within a bag)
+ *   uint32 offsets[bags]      each bag's first index (the last bag runs to
+ *                             indices): the PS pools and keeps them as sent
+ *   entries[indices]          each index's, 4 or 8 bytes:
+ *     uint32 slot             its row's position in rows[]
+ *     float  weight           only with EMBER_LOOKUP_WEIGHTS
+ *     uint32 place            only with EMBER_LOOKUP_MAX: its place in its
+ *                             bag of the trainer's whole batch (increasing
+ *                             within a bag)
+ *   zero padding to EMBER_WIRE_ALIGN bytes
+ *   int64  rows[unique]       the distinct global row ids, sorted, all of
+ *                             this shard; last, so a sender writes the
+ *                             offsets and entries while it reads its batch
+ *                             and the rows once they are deduplicated
+ * A LOOKUP is a multiple of EMBER_WIRE_ALIGN bytes.  The PS pools each bag
+ * from rows[slot] where they lie: nothing is expanded per index.
  * The reply is float[bags * dim]: each bag's sum (weighted) or, with
  * EMBER_LOOKUP_MAX, element-wise max over this shard's rows; with
  * EMBER_LOOKUP_HALF_REPLY those values rounded to fp16, uint16[bags * dim].
- * With EMBER_LOOKUP_MAX the values are followed, at
- * ember_wire_lookup_places_at(), by uint32[bags * dim]: the place of the
- * entry each maximum came from (the first maximal one of this shard's;
- * EMBER_PLACE_NONE for a bag without entries here), so the trainer gives a
- * maximum held on several shards to the bag's first maximal entry, as
- * PyTorch does, whatever the number of shards.  engine/wire/codec packs,
- * checks and sizes it (ember_wire_lookup_*).
+ * With EMBER_LOOKUP_MAX the values are followed (4-byte aligned) by
+ * uint32[bags * dim]: the place of the entry each maximum came from (the
+ * first maximal one of this shard's; EMBER_PLACE_NONE for a bag without
+ * entries here), so the trainer gives a maximum held on several shards to
+ * the bag's first maximal entry, as PyTorch does, whatever the number of
+ * shards.  engine/wire/codec lays out, checks and sizes both
+ * (ember_wire_lookup_*, ember_wire_reply_*).
  */
 typedef struct {
     uint32_t table_id;
@@ -210,8 +218,8 @@ typedef struct {
 /*
  * EMBER_OP_LOOKUPS: one request per (trainer, step, PS) for every table of
  * the step on that PS.  Followed by @count complete LOOKUP messages
- * (ember_msg_lookup_t and its arrays, as EMBER_OP_LOOKUP), each padded to
- * EMBER_WIRE_ALIGN bytes; each has the envelope's trainer and step, their
+ * (ember_msg_lookup_t and its arrays, as EMBER_OP_LOOKUP; each a multiple
+ * of EMBER_WIRE_ALIGN bytes); each has the envelope's trainer and step, their
  * table ids are distinct, and all or none are EMBER_LOOKUP_EVAL.  The PS
  * serves all of them or none (a refused one leaves no context of the
  * others); in sync mode the whole request waits until every table in it has

@@ -304,10 +304,6 @@ int ember_device_cuda_loaded(void);
 /** Visible CUDA GPUs; 0 without a driver, a GPU, or the CUDA backend. */
 int ember_device_cuda_count(void);
 
-/* The backends' tables (the CUDA one exists only with EMBER_HAVE_CUDA). */
-extern const ember_device_ops_t ember_device_cpu_ops;
-extern const ember_device_ops_t ember_device_cuda_ops;
-
 #ifdef __cplusplus
 }
 #endif

@@ -18,14 +18,17 @@
  *                  abort under UBSan)
  *   wire_lookup    the codec's LOOKUP: what ember_wire_lookup_pack writes,
  *                  ember_wire_lookup_unpack gives back array for array (sum,
- *                  weighted, max); a short message, unknown flags, weights
+ *                  weighted, max: each index's entry its slot and weight or
+ *                  place together, the rows last, aligned after zero
+ *                  padding, the size a multiple of 8); a short message,
+ *                  unknown flags, weights
  *                  with max, and counts whose bytes do not match the size
  *                  (UINT32_MAX of each: 64-bit sums) are refused
  *   wire_lookups   the codec's LOOKUPS: three tables' LOOKUPs (sum,
- *                  weighted, max fp16) packed as iovs, each padded, taken
+ *                  weighted, max fp16) packed as iovs, each aligned, taken
  *                  back table for table, and its reply sized; refused: a
  *                  short envelope, 0 or 65 tables, fewer or more LOOKUPs
- *                  than the count, one cut short or unpadded, one of
+ *                  than the count, one cut short, one of
  *                  another trainer or step, a table twice, evaluation and
  *                  training mixed, a LOOKUP's own bad flags, and counts of
  *                  2^32 - 1 (64-bit sizes, before anything is read)
@@ -233,19 +236,29 @@ static int lookup_round_trip(uint32_t flags)
     ember_wire_lookup_view_t view;
     char err[160];
 
-    CHECK(size == sizeof(lookup.head) + 12 + 24 + 20 + (flags ? 20 : 0), "size %zu", size);
+    /* Offsets 12, entries 20 (slots) or 40 (and weights or places) padded
+     * to 8, then the rows 24. */
+    CHECK(size == sizeof(lookup.head) + 12 + (flags ? 44 : 20) + 24 && size % 8 == 0, "size %zu",
+          size);
+    memset(message, 0xee, sizeof(message));
     ember_wire_lookup_pack(&lookup, message);
     CHECK(ember_wire_lookup_unpack(message, size, &view, err, sizeof(err)) == EMBER_OK, "%s", err);
     CHECK(memcmp(&view.head, &lookup.head, sizeof(view.head)) == 0, "the header");
     const uint32_t offsets[3] = {0, 2, 2};
     for (size_t b = 0; b < 3; b++)
         CHECK(ember_wire_load_u32(view.offsets, b) == offsets[b], "offset %zu", b);
+    CHECK(view.rows == message + size - 24 && view.slots == message + sizeof(lookup.head) + 12 &&
+                  view.entry_bytes == (flags ? 8u : 4u),
+          "rows at %td, entries at %td of %zu bytes", view.rows - message, view.slots - message,
+          view.entry_bytes);
+    for (const uint8_t *pad = view.slots + 5 * view.entry_bytes; pad < view.rows; pad++)
+        CHECK(*pad == 0, "padding byte at %td is %#x", pad - message, *pad);
     for (size_t u = 0; u < 3; u++)
         CHECK(ember_wire_load_i64(view.rows, u) == rows[u], "row %zu", u);
     for (size_t i = 0; i < 5; i++) {
-        CHECK(ember_wire_load_u32(view.slots, i) == (uint32_t)inverse[i], "slot %zu", i);
-        CHECK(!view.weights || ember_wire_load_f32(view.weights, i) == weights[i], "weight %zu", i);
-        CHECK(!view.places || ember_wire_load_u32(view.places, i) == places[i], "place %zu", i);
+        CHECK(ember_wire_lookup_slot(&view, i) == (uint32_t)inverse[i], "slot %zu", i);
+        CHECK(!view.weights || ember_wire_lookup_weight(&view, i) == weights[i], "weight %zu", i);
+        CHECK(!view.places || ember_wire_lookup_place(&view, i) == places[i], "place %zu", i);
     }
     CHECK(!view.weights == !(flags & EMBER_LOOKUP_WEIGHTS) &&
                   !view.places == !(flags & EMBER_LOOKUP_MAX),
@@ -284,8 +297,8 @@ static int case_wire_lookup(void)
                           EMBER_ERR_INVALID_PARAM &&
                   strstr(err, "sum mode"),
           "weights with max: %s", err);
-    /* Counts of 2^32 - 1 each: 4 + 8 + 8 bytes of each, 85899345900 in
-     * all, not a number wrapped to the 4 bytes sent. */
+    /* Counts of 2^32 - 1 each: 4 + 8 + 8 bytes of each and 4 of padding,
+     * 85899345904 in all, not a number wrapped to the 4 bytes sent. */
     head = (ember_msg_lookup_t){.flags = EMBER_LOOKUP_WEIGHTS,
                                 .bags = UINT32_MAX,
                                 .unique = UINT32_MAX,
@@ -293,7 +306,7 @@ static int case_wire_lookup(void)
     memcpy(message, &head, sizeof(head));
     CHECK(ember_wire_lookup_unpack(message, sizeof(message), &view, err, sizeof(err)) ==
                           EMBER_ERR_BAD_MESSAGE &&
-                  strstr(err, "needs 85899345900 bytes, got 4"),
+                  strstr(err, "needs 85899345904 bytes, got 4"),
           "huge counts: %s", err);
     return 0;
 }
@@ -373,7 +386,7 @@ static int lk_round_trip(void)
     lk_message_t m;
     char err[200];
     lk_build(&m, subs, 3, 3);
-    /* 88, 108 padded to 112, 108 padded to 112 after the 16-byte envelope. */
+    /* 88, 112, 112 after the 16-byte envelope. */
     CHECK(m.length == 16 + 88 + 112 + 112 && m.at[1] == 104 && m.at[2] == 216,
           "laid out at %zu %zu %zu of %zu", m.at[0], m.at[1], m.at[2], m.length);
     CHECK(ember_wire_lookups_unpack(m.bytes, m.length, &view, err, sizeof(err)) == EMBER_OK, "%s",
@@ -382,12 +395,12 @@ static int lk_round_trip(void)
     for (size_t k = 0; k < 3; k++) {
         const ember_wire_lookup_view_t *sub = &view.lookups[k];
         CHECK(memcmp(&sub->head, &subs[k].head, sizeof(sub->head)) == 0, "table %zu's head", k);
-        CHECK(sub->rows == m.bytes + m.at[k] + sizeof(sub->head) + 12, "table %zu's rows", k);
-        CHECK(ember_wire_load_i64(sub->rows, 2) == 9 && ember_wire_load_u32(sub->slots, 4) == 1,
+        CHECK(sub->rows == m.bytes + m.at[k] + (k ? 88 : 64), "table %zu's rows", k);
+        CHECK(ember_wire_load_i64(sub->rows, 2) == 9 && ember_wire_lookup_slot(sub, 4) == 1,
               "table %zu's arrays", k);
     }
-    CHECK(view.lookups[1].weights && ember_wire_load_f32(view.lookups[1].weights, 3) == 3.0f &&
-                  view.lookups[2].places && ember_wire_load_u32(view.lookups[2].places, 4) == 2,
+    CHECK(view.lookups[1].weights && ember_wire_lookup_weight(&view.lookups[1], 3) == 3.0f &&
+                  view.lookups[2].places && ember_wire_lookup_place(&view.lookups[2], 4) == 2,
           "the weights and places");
     /* Replies of dims 4, 3, 5: 48; 36 padded to 40; 32 of fp16 values and 60
      * of places, 96; each then its version, 8. */
@@ -424,19 +437,19 @@ static int lk_refusals_counts(void)
     lk_build(&m, subs, 3, EMBER_WIRE_MAX_TABLES + 1);
     if (lk_refused(&m, m.length, EMBER_ERR_INVALID_PARAM, "LOOKUPS of 65 tables (1 to 64)"))
         return 1;
-    /* The weighted one last: 108 bytes, its padding missing. */
+    /* The weighted one last, its rows cut short. */
     ember_wire_lookup_t last[2] = {lk_table(3, 0), lk_table(5, EMBER_LOOKUP_WEIGHTS)};
     lk_build(&m, last, 2, 2);
-    if (lk_refused(&m, m.length - 4, EMBER_ERR_BAD_MESSAGE, "table 5: its lookup is not padded"))
+    if (lk_refused(&m, m.length - 4, EMBER_ERR_BAD_MESSAGE, "table 5: lookup of 3 bags"))
         return 1;
-    /* Counts of 2^32 - 1 in table 5's head: 85899345932 bytes (64-bit). */
+    /* Counts of 2^32 - 1 in table 5's head: 85899345936 bytes (64-bit). */
     lk_build(&m, subs, 3, 3);
     ember_msg_lookup_t huge = subs[1].head;
     huge.bags = huge.unique = huge.indices = UINT32_MAX;
     memcpy(m.bytes + m.at[1], &huge, sizeof(huge));
     return lk_refused(&m, m.length, EMBER_ERR_BAD_MESSAGE,
                       "table 5: lookup of 4294967295 bags, 4294967295 rows, 4294967295 indices "
-                      "needs 85899345932 bytes, 200 left");
+                      "needs 85899345936 bytes, 200 left");
 }
 
 static int lk_refusals_fields(void)

@@ -830,11 +830,12 @@ static void bad_lookup_lengths(ember_tp_t *tp, int ps)
     size_t length;
     uint8_t *message = raw_message(&raw, &length);
 
-    /* 36 bytes of arrays expected. */
+    /* 40 bytes of arrays expected: offsets 8, entries 12 and 4 of padding,
+     * rows 16. */
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length - 4, EMBER_ERR_BAD_MESSAGE,
-                   "truncated arrays", NEEDLES(WHO, "needs 36 bytes, got 32"));
+                   "truncated arrays", NEEDLES(WHO, "needs 40 bytes, got 36"));
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, length + 8, EMBER_ERR_BAD_MESSAGE,
-                   "payload too long", NEEDLES(WHO, "needs 36 bytes, got 44"));
+                   "payload too long", NEEDLES(WHO, "needs 40 bytes, got 48"));
     expect_refused(tp, ps, EMBER_OP_LOOKUP, message, sizeof(ember_msg_lookup_t) - 1,
                    EMBER_ERR_BAD_MESSAGE, "truncated header", NEEDLES("shorter than its"));
     free(message);

@@ -153,8 +153,10 @@ static int case_lookups_reply(void)
         float own[2 * BAGS * 5];
         CHECK(ember_shard_lookup(tables[k], &alone.lookups[k], own, err, sizeof(err)) == EMBER_OK,
               "%s", err);
-        size_t finished = ps_msg_lookup_reply_finish(head, dims[k], own);
-        CHECK(finished == bytes && memcmp(out + at, own, bytes) == 0,
+        ember_wire_reply_layout_t layout;
+        ember_wire_reply_layout(head->flags, head->bags, dims[k], &layout);
+        ember_wire_reply_finish(&layout, own);
+        CHECK(layout.bytes == bytes && memcmp(out + at, own, bytes) == 0,
               "table %s: its reply at %zu is not its own lookup's", names[k], at);
         for (size_t i = bytes; i < (size_t)ember_wire_pad(bytes); i++)
             CHECK(out[at + i] == 0, "table %s: padding byte %zu is %#x", names[k], i, out[at + i]);

@@ -2,9 +2,10 @@
  * tests/engine/test_sparse: a trainer's tables through engine/train/sparse
  * against real PS processes (ember_ps_run), forked with mp_spawn: two
  * trainers, each with one ember_sparse_t over three tables of other rows,
- * dims and bags (t0: sum with per-sample weights; t1: max on rows with
- * ties; t2: mean with a padding_idx and fp16 replies), one LOOKUPS and one
- * GRADS per PS a step.  Every step each trainer checks the combined pooled
+ * dims and bags (t0: sum with per-sample weights, its bags as two features,
+ * by offsets that start past 0 then by lengths; t1: max on rows with ties,
+ * by lengths; t2: mean with a padding_idx and fp16 replies, by offsets),
+ * one LOOKUPS and one GRADS per PS a step.  Every step each trainer checks the combined pooled
  * outputs against ember_bag_forward on its own copy of the tables (loaded
  * onto the PS with TABLE_LOAD), pushes seeded gradients, and steps its
  * copy by SGD on both trainers' row gradients (ember_bag_backward, summed
@@ -20,7 +21,9 @@
  *               partly overlapping row-sharded ranges, one id twice, ranks
  *               beyond the job
  * The placement cases also check that a lookup while the last push (a call) is
- * open, and a push after an evaluation, are refused.
+ * open, and a push after an evaluation, are refused, and that the split
+ * refuses bad input with ember_bag_validate's messages naming the feature
+ * (ember_sparse_split_table the table).
  */
 #include "common/rng.h"
 #include "engine/ps/ps.h"
@@ -256,14 +259,52 @@ static void make_batch(size_t k, uint32_t t, uint64_t step, batch_t *b)
         b->weights[i] = (float)(0.5 + ember_rng_uniform(&rng));
 }
 
-static ember_batch_t batch_view(size_t k, const batch_t *b)
+/* Table @k's batch @b as the segments a caller of ember_sparse_split gives
+ * (t0: two features, the first by offsets into values that start 3 ids
+ * in, the second by lengths; t1: by lengths; t2: by offsets). */
+typedef struct {
+    int64_t values[MAXN + 3], offsets[MAXB + 1];
+    int32_t lengths[MAXB];
+    float weights[MAXN + 3];
+    ember_sparse_segment_t segments[2];
+    ember_sparse_input_t input;
+} segments_t;
+
+static void segments_of(size_t k, const batch_t *b, segments_t *g)
 {
-    return (ember_batch_t){.indices = b->indices,
-                           .n = b->n,
-                           .offsets = b->offsets,
-                           .bags = b->bags,
-                           .weights = specs[k].weighted ? b->weights : NULL,
-                           .n_weights = specs[k].weighted ? b->n : 0};
+    const float *weights = specs[k].weighted ? b->weights : NULL;
+    const size_t cut = k == 0 ? 2 : 0; /* t0's first feature: bags [0, 2) */
+    size_t nseg = 0;
+    for (size_t bag = 0; bag < b->bags; bag++) {
+        size_t end = bag + 1 < b->bags ? (size_t)b->offsets[bag + 1] : b->n;
+        g->lengths[bag] = (int32_t)(end - (size_t)b->offsets[bag]);
+    }
+    if (k == 0) { /* by offsets, 3 ids before the first (-7: never read) */
+        g->values[0] = g->values[1] = g->values[2] = -7;
+        memcpy(g->values + 3, b->indices, b->n * sizeof(int64_t));
+        memcpy(g->weights + 3, b->weights, b->n * sizeof(float));
+        for (size_t bag = 0; bag <= cut; bag++)
+            g->offsets[bag] = 3 + b->offsets[bag];
+        g->segments[nseg++] = (ember_sparse_segment_t){.values = g->values,
+                                                       .offsets = g->offsets,
+                                                       .weights = weights ? g->weights : NULL,
+                                                       .bags = cut,
+                                                       .name = "t0_first"};
+    }
+    if (k != 2) { /* by lengths: the (rest of the) bags from their first id */
+        const size_t first = cut < b->bags ? (size_t)b->offsets[cut] : b->n;
+        g->segments[nseg++] = (ember_sparse_segment_t){.values = b->indices + first,
+                                                       .lengths = g->lengths + cut,
+                                                       .weights = weights ? weights + first : NULL,
+                                                       .bags = b->bags - cut,
+                                                       .name = k == 0 ? "t0_rest" : "t1"};
+    } else {
+        memcpy(g->offsets, b->offsets, b->bags * sizeof(int64_t));
+        g->offsets[b->bags] = (int64_t)b->n;
+        g->segments[nseg++] = (ember_sparse_segment_t){
+                .values = b->indices, .offsets = g->offsets, .bags = b->bags, .name = "t2"};
+    }
+    g->input = (ember_sparse_input_t){.segments = g->segments, .count = nseg};
 }
 
 static void make_grad(size_t k, uint32_t t, uint64_t step, float *g)
@@ -280,13 +321,12 @@ static void ref_forward(size_t k, const float *table, const batch_t *b, float *o
     const table_spec_t *s = &specs[k];
     const ember_bag_table_t rows = {
             .data = table, .dtype = EMBER_DTYPE_F32, .rows = s->rows, .dim = s->dim};
-    const ember_batch_t v = batch_view(k, b);
-    const ember_bag_batch_t batch = {.indices = v.indices,
-                                     .n = v.n,
-                                     .offsets = v.offsets,
-                                     .bags = v.bags,
-                                     .weights = v.weights,
-                                     .n_weights = v.n_weights};
+    const ember_bag_batch_t batch = {.indices = b->indices,
+                                     .n = b->n,
+                                     .offsets = b->offsets,
+                                     .bags = b->bags,
+                                     .weights = s->weighted ? b->weights : NULL,
+                                     .n_weights = s->weighted ? b->n : 0};
     const ember_bag_opts_t opts = {.mode = s->mode, .padding_idx = s->padding_idx};
     MP_CHECK(ember_bag_forward(&rows, &batch, &opts, out, argmax) == EMBER_OK, "forward");
 }
@@ -305,13 +345,12 @@ static void ref_step(size_t k, float *table, uint64_t step)
         make_batch(k, t, step, &b);
         make_grad(k, t, step, g);
         ref_forward(k, table, &b, pooled, argmax);
-        const ember_batch_t v = batch_view(k, &b);
-        const ember_bag_batch_t batch = {.indices = v.indices,
-                                         .n = v.n,
-                                         .offsets = v.offsets,
-                                         .bags = v.bags,
-                                         .weights = v.weights,
-                                         .n_weights = v.n_weights};
+        const ember_bag_batch_t batch = {.indices = b.indices,
+                                         .n = b.n,
+                                         .offsets = b.offsets,
+                                         .bags = b.bags,
+                                         .weights = s->weighted ? b.weights : NULL,
+                                         .n_weights = s->weighted ? b.n : 0};
         const ember_bag_opts_t opts = {.mode = s->mode, .padding_idx = s->padding_idx};
         const ember_bag_table_t rows = {
                 .data = table, .dtype = EMBER_DTYPE_F32, .rows = s->rows, .dim = s->dim};
@@ -338,6 +377,7 @@ typedef struct {
     int aborted;
     float *tables[NT]; /* the reference copies */
     batch_t batches[NT];
+    segments_t segments[NT];
     float x[NT][MAXB * 8];
     char err[512];
 } trainer_t;
@@ -355,6 +395,7 @@ static void trainer_open(trainer_t *tr, const layout_t *layout)
                                              .table_name = specs[k].name,
                                              .num_ps = num_ps,
                                              .first_ps_rank = FIRST_PS + (int)first,
+                                             .rows = specs[k].rows,
                                              .dim = specs[k].dim,
                                              .mode = specs[k].mode,
                                              .padding_idx = specs[k].padding_idx,
@@ -372,13 +413,15 @@ static void trainer_open(trainer_t *tr, const layout_t *layout)
  * checked against the reference copies. */
 static void trainer_lookup(trainer_t *tr, uint64_t step, int eval)
 {
-    ember_batch_t views[NT];
+    ember_sparse_input_t inputs[NT];
     for (size_t k = 0; k < NT; k++) {
         make_batch(k, tr->trainer, step, &tr->batches[k]);
-        views[k] = batch_view(k, &tr->batches[k]);
+        segments_of(k, &tr->batches[k], &tr->segments[k]);
+        inputs[k] = tr->segments[k].input;
     }
-    MP_CHECK(ember_sparse_split_batches(tr->sparse, views, step, eval, tr->err, sizeof(tr->err)) ==
-                     EMBER_OK,
+    MP_CHECK(ember_sparse_split(tr->sparse, inputs, step, eval, tr->err, sizeof(tr->err)) ==
+                             EMBER_OK &&
+                     !ember_sparse_split_table(tr->sparse),
              "split: %s", tr->err);
     MP_CHECK(ember_sparse_pushes_wait(tr->sparse, step, tr->err, sizeof(tr->err)) == EMBER_OK,
              "pushes_wait: %s", tr->err);
@@ -418,6 +461,96 @@ static void trainer_push(trainer_t *tr, uint64_t step)
         ref_step(k, tr->tables[k], step);
 }
 
+/* Step @step's inputs with table @k's first feature spoilt by @spoil, refused
+ * with @status and a text naming feature @feature and holding @needle. */
+static void split_refused(trainer_t *tr, uint64_t step, size_t k,
+                          void (*spoil)(ember_sparse_segment_t *, segments_t *),
+                          const char *feature, ember_status_t status, const char *needle)
+{
+    ember_sparse_input_t inputs[NT];
+    for (size_t j = 0; j < NT; j++) {
+        make_batch(j, tr->trainer, step, &tr->batches[j]);
+        segments_of(j, &tr->batches[j], &tr->segments[j]);
+        inputs[j] = tr->segments[j].input;
+    }
+    ember_sparse_segment_t *seg = &tr->segments[k].segments[0];
+    spoil(seg, &tr->segments[k]);
+    char want[64];
+    snprintf(want, sizeof(want), "feature %s: ", feature);
+    ember_status_t got = ember_sparse_split(tr->sparse, inputs, step, 0, tr->err, sizeof(tr->err));
+    const char *table = ember_sparse_split_table(tr->sparse);
+    MP_CHECK(got == status && strstr(tr->err, want) && strstr(tr->err, needle) && table &&
+                     strcmp(table, specs[k].name) == 0,
+             "table %s: want %s naming '%s' and '%s', got %s: '%s' (table %s)", specs[k].name,
+             ember_status_string(status), want, needle, ember_status_string(got), tr->err,
+             table ? table : "none");
+}
+
+static void spoil_index(ember_sparse_segment_t *seg, segments_t *g)
+{
+    (void)seg;
+    g->values[3 + 1] = 57; /* t0's rows are [0, 57): its second id of bag 0 */
+}
+
+static void spoil_negative(ember_sparse_segment_t *seg, segments_t *g)
+{
+    (void)g;
+    ((int64_t *)seg->values)[0] = -2;
+}
+
+static void spoil_decrease(ember_sparse_segment_t *seg, segments_t *g)
+{
+    (void)seg;
+    g->offsets[1] = g->offsets[0] - 1;
+}
+
+static void spoil_past_end(ember_sparse_segment_t *seg, segments_t *g)
+{
+    g->offsets[seg->bags - 1] = g->offsets[seg->bags] + 1;
+}
+
+static void spoil_length(ember_sparse_segment_t *seg, segments_t *g)
+{
+    (void)seg;
+    g->lengths[2] = -1;
+}
+
+static void spoil_both(ember_sparse_segment_t *seg, segments_t *g)
+{
+    seg->lengths = g->lengths;
+}
+
+static void spoil_weights(ember_sparse_segment_t *seg, segments_t *g)
+{
+    (void)g;
+    seg->weights = NULL; /* t0's second feature keeps its weights */
+}
+
+static void spoil_weights_max(ember_sparse_segment_t *seg, segments_t *g)
+{
+    seg->weights = g->weights;
+}
+
+/* Bad input refused by the split with ember_bag_validate's texts, naming
+ * the feature and (ember_sparse_split_table) the table. */
+static void trainer_split_refusals(trainer_t *tr)
+{
+    split_refused(tr, 0, 0, spoil_index, "t0_first", EMBER_ERR_OUT_OF_RANGE,
+                  "index 57 at position 4 (bag 0) is out of range [0, 57)");
+    split_refused(tr, 0, 1, spoil_negative, "t1", EMBER_ERR_OUT_OF_RANGE,
+                  "index -2 at position 0 (bag 0) is out of range [0, 23)");
+    split_refused(tr, 0, 0, spoil_decrease, "t0_first", EMBER_ERR_INVALID_PARAM,
+                  "offsets decrease at bag 1");
+    split_refused(tr, 0, 2, spoil_past_end, "t2", EMBER_ERR_INVALID_PARAM,
+                  "is past the end of indices");
+    split_refused(tr, 0, 1, spoil_length, "t1", EMBER_ERR_INVALID_PARAM,
+                  "length -1 of bag 2 is negative");
+    split_refused(tr, 0, 2, spoil_both, "t2", EMBER_ERR_INVALID_PARAM, "exactly one of them");
+    split_refused(tr, 0, 0, spoil_weights, "t0_rest", EMBER_ERR_INVALID_PARAM, "all or none");
+    split_refused(tr, 0, 1, spoil_weights_max, "t1", EMBER_ERR_INVALID_PARAM,
+                  "per-sample weights are only supported with mode sum (mode is max)");
+}
+
 static void trainer_close(trainer_t *tr)
 {
     ember_sparse_destroy(tr->sparse);
@@ -441,6 +574,7 @@ static int run_trainer(uint32_t t, const layout_t *layout)
         signal_key(tr->tp, "tables-ready");
     }
     await_key(tr->tp, "tables-ready");
+    trainer_split_refusals(tr);
     for (uint64_t step = 0; step < STEPS; step++) {
         trainer_lookup(tr, step, 0);
         trainer_push(tr, step);

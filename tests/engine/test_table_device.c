@@ -70,24 +70,25 @@ static ember_msg_table_create_t table_spec(ember_opt_kind_t opt, ember_consisten
     return spec;
 }
 
-/* A random lookup of this shard's rows: message, arrays, their length. */
+/* A random lookup of this shard's rows: its head, and the whole message as
+ * the codec packs it. */
 typedef struct {
     ember_msg_lookup_t msg;
-    uint8_t arrays[4 * BAGS + 8 * BAGS * MAX_LEN + 8 * BAGS * MAX_LEN];
+    uint8_t message[sizeof(ember_msg_lookup_t) + 4 * BAGS + 8 * BAGS * MAX_LEN +
+                    8 * BAGS * MAX_LEN + 8];
     size_t length;
 } lookup_t;
 
 static void make_lookup(lookup_t *l, uint32_t trainer, uint64_t step, int kind, uint32_t shard,
                         uint32_t shards)
 {
-    uint32_t offsets[BAGS], inverse[BAGS * MAX_LEN], places[BAGS * MAX_LEN];
-    int64_t entries[BAGS * MAX_LEN], unique[BAGS * MAX_LEN];
+    uint32_t counts[BAGS], places[BAGS * MAX_LEN];
+    int64_t entries[BAGS * MAX_LEN], unique[BAGS * MAX_LEN], inverse[BAGS * MAX_LEN];
     float weights[BAGS * MAX_LEN];
     size_t n = 0, nunique = 0;
     const int64_t local_rows = (ROWS - shard + shards - 1) / shards;
 
     for (size_t b = 0; b < BAGS; b++) {
-        offsets[b] = (uint32_t)n;
         size_t len = (size_t)(test_uniform(&rng_state, 0, MAX_LEN + 1));
         if (len > MAX_LEN || b % 9 == 4)
             len = 0; /* some empty bags */
@@ -99,6 +100,7 @@ static void make_lookup(lookup_t *l, uint32_t trainer, uint64_t step, int kind, 
             places[n] = (uint32_t)(2 * k + 1); /* the trainer's bag has others */
             n++;
         }
+        counts[b] = (uint32_t)len;
     }
     for (size_t i = 0; i < n; i++) { /* sorted distinct rows */
         size_t j = 0;
@@ -125,22 +127,14 @@ static void make_lookup(lookup_t *l, uint32_t trainer, uint64_t step, int kind, 
                                   .bags = BAGS,
                                   .unique = (uint32_t)nunique,
                                   .indices = (uint32_t)n};
-    uint8_t *p = l->arrays;
-    memcpy(p, offsets, 4 * BAGS);
-    p += 4 * BAGS;
-    memcpy(p, unique, 8 * nunique);
-    p += 8 * nunique;
-    memcpy(p, inverse, 4 * n);
-    p += 4 * n;
-    if (kind == 1) {
-        memcpy(p, weights, 4 * n);
-        p += 4 * n;
-    }
-    if (kind == 2) {
-        memcpy(p, places, 4 * n);
-        p += 4 * n;
-    }
-    l->length = (size_t)(p - l->arrays);
+    const ember_wire_lookup_t lookup = {.head = l->msg,
+                                        .counts = counts,
+                                        .rows = unique,
+                                        .inverse = inverse,
+                                        .weights = weights,
+                                        .places = places};
+    l->length = ember_wire_lookup_size(&l->msg);
+    ember_wire_lookup_pack(&lookup, l->message);
 }
 
 static int same(const float *a, const float *b, size_t n, const char *what)
@@ -185,10 +179,8 @@ static int step_both(ember_shard_t *on_device, ember_shard_t *on_host, uint32_t 
         float out_d[2 * BAGS * DIM], out_h[2 * BAGS * DIM], g[BAGS * DIM];
         int applied_d = 0, applied_h = 0;
         make_lookup(&l, t, step, (int)((step + t) % 3), shard, shards);
-        uint8_t message[sizeof(l.msg) + sizeof(l.arrays)];
         ember_wire_lookup_view_t view;
-        CHECK(test_lookup_view(&l.msg, l.arrays, l.length, message, &view, err, sizeof(err)) ==
-                      EMBER_OK,
+        CHECK(ember_wire_lookup_unpack(l.message, l.length, &view, err, sizeof(err)) == EMBER_OK,
               "lookup message: %s", err);
         CHECK(ember_shard_lookup(on_host, &view, out_h, err, sizeof(err)) == EMBER_OK,
               "host lookup: %s", err);

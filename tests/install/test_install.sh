@@ -5,11 +5,16 @@
 #      static), the CMake package, ember.pc, the CUDA plugin
 #   2. the installed headers: include/ember/*.h and version.h, exactly, and
 #      none includes anything of the project but <ember/...>
-#   3. libember.so: its SONAME, ember_* symbols only; the programs' RUNPATH
-#      is $ORIGIN-relative and ldd resolves libember in P, not the build tree
+#   3. libember.so: its SONAME libember.so.ABI_MAJOR (EMBER_ABI_VERSION_MAJOR
+#      of the installed version.h), the file libember.so.ABI_MAJOR.ABI_MINOR,
+#      ember_* symbols only, each in the version node EMBER_ABI_MAJOR
+#      (install.exports checks them against the headers); the programs,
+#      which link the engine statically, need no libember.so and export
+#      what the CUDA plugin uses of it
 #   4. tests/install/consumer/ built with find_package(ember) (ember::ember,
 #      ember::ember_static) and with pkg-config (shared, and --static with
-#      libember.a), each run: they check public functions' results
+#      libember.a), each run: they check public functions' results; the
+#      shared ones bind to ember_*@EMBER_ABI_MAJOR only
 #   5. P/bin/ember-train --help; with CUDA, --device cuda loads P's plugin
 #      (EMBER_LOG_LEVEL=debug says which file), and without it the error
 #      names the paths tried
@@ -73,25 +78,41 @@ done
 
 step "libember.so: SONAME, exports"
 version=$(PKG_CONFIG_PATH=$lib/pkgconfig pkg-config --modversion ember) || fail "pkg-config ember"
+abi_major=$(sed -n 's/^#define EMBER_ABI_VERSION_MAJOR \([0-9]*\)$/\1/p' "$prefix/include/ember/version.h")
+abi_minor=$(sed -n 's/^#define EMBER_ABI_VERSION_MINOR \([0-9]*\)$/\1/p' "$prefix/include/ember/version.h")
+[[ -n $abi_major && -n $abi_minor ]] || fail "no EMBER_ABI_VERSION_MAJOR/MINOR in version.h"
+node=EMBER_$abi_major
 soname=$(readelf -d "$lib/libember.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]$/\1/p')
-[[ $soname == "libember.so.${version%%.*}" ]] || fail "SONAME '$soname', version $version"
-[[ $(readlink -f "$lib/libember.so") == "$(readlink -f "$lib")/libember.so.$version" ]] ||
-    fail "libember.so -> $(readlink -f "$lib/libember.so"), expected libember.so.$version"
-others=$(nm -D --defined-only "$lib/libember.so" | awk '$3 !~ /^ember_/ {print $3}')
-[[ -z $others ]] || fail "libember.so exports more than ember_*: $(tr '\n' ' ' <<<"$others" | head -c 300)"
+[[ $soname == "libember.so.$abi_major" ]] || fail "SONAME '$soname', ABI $abi_major.$abi_minor"
+[[ $(readlink -f "$lib/libember.so") == "$(readlink -f "$lib")/libember.so.$abi_major.$abi_minor" ]] ||
+    fail "libember.so -> $(readlink -f "$lib/libember.so"), expected libember.so.$abi_major.$abi_minor"
+nm -D --defined-only "$lib/libember.so" >"$work/exports" || fail "nm -D $lib/libember.so"
+others=$(awk '!($2 == "A" && $3 == "'"$node"'") && $3 !~ /^ember_[a-z0-9_]*@@'"$node"'$/ {print $3}' \
+    "$work/exports")
+[[ -z $others ]] ||
+    fail "libember.so exports more than ember_*@@$node: $(tr '\n' ' ' <<<"$others" | head -c 300)"
+echo "libember.so.$abi_major.$abi_minor (release $version): $(grep -c ' ember_' "$work/exports") ember_* functions in $node"
 
-step "installed programs find libember in the prefix"
+step "installed programs carry the engine and export its API to the plugin"
 real_lib=$(readlink -f "$lib")
+plugin_needs=""
+if [[ $have_cuda == ON ]]; then
+    plugin_needs=$(nm -D --undefined-only "$lib/libember-cuda.so" | awk '$2 ~ /^ember_/ {print $2}' |
+        sed 's/@.*//' | sort -u)
+fi
 for p in ember-train ember-info ember-bench; do
+    readelf -d "$prefix/bin/$p" | grep -q 'NEEDED.*\[libember\.so' &&
+        fail "$p needs libember.so (it links the engine statically)"
     rp=$(runpath "$prefix/bin/$p")
-    [[ $rp == '$ORIGIN/'* && $rp != *"$build"* ]] || fail "$p: RUNPATH '$rp'"
-    found=$(ldd "$prefix/bin/$p" | sed -n 's/^[[:space:]]*libember\.so\.[0-9]* => \([^ ]*\) .*/\1/p')
-    [[ -n $found && $(readlink -f "$found") == "$real_lib/libember.so.$version" ]] ||
-        fail "$p: ldd resolves libember to '$found', not $real_lib"
+    [[ $rp != *"$build"* ]] || fail "$p: RUNPATH '$rp' points into the build tree"
+    has=$(nm -D --defined-only "$prefix/bin/$p" | awk '$3 ~ /^ember_/ {print $3}' | sort -u)
+    missing=$(comm -23 <(echo "$plugin_needs") <(echo "$has") | grep .)
+    [[ -z $missing ]] || fail "$p does not export what the CUDA plugin uses: $missing"
 done
 if [[ $have_cuda == ON ]]; then
     plugin=$lib/libember-cuda.so
-    readelf -d "$plugin" | grep -q 'NEEDED.*\[libember\.so\.' || fail "the plugin does not link libember.so"
+    readelf -d "$plugin" | grep -q "NEEDED.*\[libember\.so\.$abi_major\]" ||
+        fail "the plugin does not link libember.so.$abi_major"
     rp=$(runpath "$plugin")
     [[ $rp == '$ORIGIN'* && $rp != *"$build"* ]] || fail "libember-cuda.so: RUNPATH '$rp'"
 fi
@@ -104,6 +125,15 @@ step "consumer: find_package(ember)"
 found=$(sed -n 's/^ember_DIR:PATH=//p' "$work/consumer/CMakeCache.txt")
 [[ $found == "$lib/cmake/ember" ]] || fail "find_package found ember in '$found'"
 "$cmake" --build "$work/consumer" >"$work/out" 2>&1 || fail "building the consumer exited $?"
+# What a program of libember.so binds to: public functions of this ABI only.
+binds() {
+    local unversioned
+    unversioned=$(nm -D --undefined-only "$1" | awk '$2 ~ /^ember_/ && $2 !~ /@'"$node"'$/ {print $2}')
+    [[ -z $unversioned ]] || fail "$1 binds to ember_* outside $node: $unversioned"
+    nm -D --undefined-only "$1" | grep -q "ember_abi_version@$node" ||
+        fail "$1 does not bind to ember_abi_version@$node"
+}
+binds "$work/consumer/consumer"
 readelf -d "$work/consumer/consumer_static" | grep -q 'NEEDED.*libember' &&
     fail "consumer_static (ember::ember_static) needs libember.so"
 for exe in consumer consumer_static; do
@@ -118,6 +148,7 @@ flags=(-std=c11 -Wall -Wextra -Werror -pedantic "${san_flags[@]}")
 # shellcheck disable=SC2046 # pkg-config's output is a list of flags
 "$cc" "${flags[@]}" "$consumer_c" -o "$work/consumer_pc" $(pkg-config --cflags --libs ember) \
     -Wl,-rpath,"$lib" >"$work/out" 2>&1 || fail "cc with pkg-config --libs ember exited $?"
+binds "$work/consumer_pc"
 static_libs=()
 for flag in $(pkg-config --static --libs ember); do
     [[ $flag == -lember ]] && flag=-l:libember.a # the archive, not the .so beside it

@@ -59,6 +59,23 @@ static void check_version(void)
              EMBER_VERSION_PATCH);
     CHECK(strcmp(text, EMBER_VERSION_STRING) == 0, "EMBER_VERSION_* %s, string %s", text,
           EMBER_VERSION_STRING);
+
+    const uint32_t abi = ember_abi_version();
+    CHECK(abi == EMBER_ABI_VERSION, "library ABI %u.%u, headers %u.%u",
+          (unsigned)EMBER_ABI_MAJOR(abi), (unsigned)EMBER_ABI_MINOR(abi),
+          (unsigned)EMBER_ABI_VERSION_MAJOR, (unsigned)EMBER_ABI_VERSION_MINOR);
+    CHECK(EMBER_ABI_MAJOR(EMBER_ABI_VERSION) == EMBER_ABI_VERSION_MAJOR &&
+                  EMBER_ABI_MINOR(EMBER_ABI_VERSION) == EMBER_ABI_VERSION_MINOR,
+          "EMBER_ABI_VERSION does not unpack to its major and minor");
+    CHECK(EMBER_ABI_COMPATIBLE(abi, EMBER_ABI_VERSION), "the library's ABI is not compatible");
+    /* A newer minor serves older headers; an older minor, or another major, does not. */
+    CHECK(EMBER_ABI_COMPATIBLE(EMBER_ABI_VERSION_MAKE(3, 5), EMBER_ABI_VERSION_MAKE(3, 2)) &&
+                  !EMBER_ABI_COMPATIBLE(EMBER_ABI_VERSION_MAKE(3, 1),
+                                        EMBER_ABI_VERSION_MAKE(3, 2)) &&
+                  !EMBER_ABI_COMPATIBLE(EMBER_ABI_VERSION_MAKE(4, 0),
+                                        EMBER_ABI_VERSION_MAKE(3, 2)) &&
+                  !EMBER_ABI_COMPATIBLE(EMBER_ABI_VERSION_MAKE(2, 9), EMBER_ABI_VERSION_MAKE(3, 2)),
+          "EMBER_ABI_COMPATIBLE's rule");
 }
 
 static void check_status_config(void)
@@ -217,7 +234,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "consumer: %d check(s) failed\n", failures);
         return 1;
     }
-    printf("consumer: ok (ember %s, device %s, cuda backend %s)\n", ember_version_string(), kind,
+    printf("consumer: ok (ember %s, ABI %u.%u, device %s, cuda backend %s)\n",
+           ember_version_string(), (unsigned)EMBER_ABI_MAJOR(ember_abi_version()),
+           (unsigned)EMBER_ABI_MINOR(ember_abi_version()), kind,
            ember_device_have_cuda() ? "built" : "not built");
     return 0;
 }
