@@ -12,7 +12,7 @@
  *
  * Backends: `host` is engine/allreduce (small: all-to-all one-way, large:
  * pipelined ring or recursive halving over the transport), called directly;
- * out of place passes ember_allreduce both buffers (the input is read, never
+ * out of place passes ember_comm_allreduce both buffers (the input is read, never
  * copied).
  * `nccl` and `cpu-device` go through the engine's device interface, as the
  * trainer does: `nccl` opens the "cuda" device of this local rank (NCCL on
@@ -50,8 +50,8 @@ typedef struct {
 
 /* Where the reduction runs, and its buffers (device memory for a device). */
 typedef struct {
-    ember_allreduce_t *ar; /* the host backend; also the stats exchange */
-    ember_device_t *dev;   /* device backends */
+    ember_comm_allreduce_t *ar; /* the host backend; also the stats exchange */
+    ember_device_t *dev;        /* device backends */
     const ember_device_ops_t *ops;
     ember_device_comm_t *comm;
     float *send, *recv;
@@ -173,10 +173,10 @@ static ember_status_t ar_reduce(ar_backend_t *b, const ar_opts_t *opts, float *s
                                 size_t count)
 {
     if (!b->dev)
-        return ember_allreduce(b->ar, &(ember_allreduce_args_t){.send = send,
-                                                                .recv = data,
-                                                                .count = count,
-                                                                .average = opts->average});
+        return ember_comm_allreduce(
+                b->ar,
+                &(ember_comm_allreduce_args_t){
+                        .send = send, .recv = data, .count = count, .average = opts->average});
     if (send != data)
         EMBER_CHECK(b->ops->mem_copy(b->dev, data, send, count * sizeof(float),
                                      EMBER_COPY_DEVICE_TO_DEVICE));
@@ -187,7 +187,7 @@ static ember_status_t ar_reduce(ar_backend_t *b, const ar_opts_t *opts, float *s
 
 static const char *ar_error(const ar_backend_t *b)
 {
-    return b->dev ? b->ops->comm_error(b->comm) : ember_allreduce_error(b->ar);
+    return b->dev ? b->ops->comm_error(b->comm) : ember_comm_allreduce_error(b->ar);
 }
 
 /* Zeros while timing: sums stay finite whatever the iteration count. */
@@ -356,7 +356,7 @@ static void ar_backend_close(ar_backend_t *b)
         free(b->recv);
     }
     if (b->ar)
-        ember_allreduce_destroy(b->ar);
+        ember_comm_allreduce_destroy(b->ar);
 }
 
 /* The host communicator over every rank (the host backend, and every
@@ -364,7 +364,7 @@ static void ar_backend_close(ar_backend_t *b)
 static ember_status_t ar_backend_open(ar_backend_t *b, const ar_opts_t *opts, ember_tp_t *tp,
                                       const int *ranks, int n, size_t max_count)
 {
-    EMBER_CHECK(ember_allreduce_create(tp, ranks, n, EMBER_OP_ALLREDUCE_BASE, &b->ar));
+    EMBER_CHECK(ember_comm_allreduce_create(tp, ranks, n, EMBER_OP_ALLREDUCE_BASE, &b->ar));
     if (strcmp(opts->backend, "host") == 0) {
         b->send = bench_buffer_alloc(max_count * sizeof(float));
         b->recv = bench_buffer_alloc(max_count * sizeof(float));
@@ -403,7 +403,7 @@ static ember_status_t ar_size(ar_backend_t *b, const ar_opts_t *opts, size_t cou
     stats[1] = (float)(seconds[1] * 1e6);
     stats[2] = (float)wrong[0];
     stats[3] = (float)wrong[1];
-    return ember_allreduce(b->ar, &(ember_allreduce_args_t){.recv = stats, .count = 4});
+    return ember_comm_allreduce(b->ar, &(ember_comm_allreduce_args_t){.recv = stats, .count = 4});
 }
 
 static ember_status_t ar_sweep(ar_backend_t *b, const ar_opts_t *opts, int rank, int n,

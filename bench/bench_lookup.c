@@ -1441,7 +1441,7 @@ int bench_lookup_main(int argc, char **argv)
     for (lk_round = 0; ret == BENCH_EXIT_OK && lk_round < opts.threads.count; lk_round++) {
         const unsigned threads = (unsigned)opts.threads.at[lk_round];
         if (rank >= clients) {
-            ember_status_t status = ember_ps_run(tp, &(ember_ps_options_t){.threads = threads});
+            ember_status_t status = ember_ps_run(tp, &(ember_ps_run_options_t){.threads = threads});
             ret = status == EMBER_OK ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
         } else {
             /* The PS ranks meet here once their handlers are registered. */

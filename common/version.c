@@ -5,3 +5,8 @@ const char *ember_version_string(void)
 {
     return EMBER_VERSION_STRING;
 }
+
+unsigned ember_abi_version(void)
+{
+    return EMBER_ABI_VERSION;
+}

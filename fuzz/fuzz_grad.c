@@ -1,7 +1,7 @@
 /*
  * fuzz_grad: GRAD messages (engine/wire/protocol.h: header, then the pooled
  * output's gradient) into a PS shard (fuzz/fuzz_table.h) whose lookups the
- * input also makes, through ember_table_lookup and ember_table_grad as
+ * input also makes, through ember_shard_lookup and ember_shard_grad as
  * engine/ps/ps.c serves them, sync and async.
  *
  * Input: the table's three bytes, then records (fuzz/fuzz_input.h):
@@ -12,7 +12,7 @@
  *                byte off alignment)
  *   op % 4 == 2  a gradient of the right size for a trainer's open lookup:
  *                [trainer][flags] then one byte per value ((b - 128) / 16)
- *   op % 4 == 3  the trainer of payload[0] lost (ember_table_drop_trainer)
+ *   op % 4 == 3  the trainer of payload[0] lost (ember_shard_drop_trainer)
  *
  * Invariants: a refused gradient changes no row and applies no step; an
  * accepted one without EMBER_GRAD_APPLY changes nothing; rows no applied
@@ -161,7 +161,7 @@ static ember_status_t lookup_send(fuzz_table_t *ft, const lookup_input_t *in, fl
     ember_wire_lookup_view_t view;
     ember_status_t status = ember_wire_lookup_unpack(message, size, &view, err, err_length);
     FUZZ_CHECK(status == EMBER_OK, "the codec refused a well-formed lookup: %s", err);
-    status = ember_table_lookup(ft->table, &view, out, err, err_length);
+    status = ember_shard_lookup(ft->table, &view, out, err, err_length);
     free(message);
     return status;
 }
@@ -316,16 +316,16 @@ static void grad_one(harness_t *h, const ember_msg_grad_t *msg, const void *grad
     const int sync = ft->spec.consistency == EMBER_SYNC;
     char err[320];
     int applied = 0;
-    uint64_t step_before = ember_table_next_step(ft->table);
+    uint64_t step_before = ember_shard_next_step(ft->table);
 
     err[0] = '\0';
     fuzz_table_snapshot(ft);
     ember_wire_grad_view_t view = {.head = *msg, .grad = grad, .grad_bytes = length};
-    ember_status_t status = ember_table_grad(ft->table, &view, &applied, err, sizeof(err));
+    ember_status_t status = ember_shard_grad(ft->table, &view, &applied, err, sizeof(err));
     lookup_t *lk = msg->trainer < ft->spec.trainers ? &h->lookups[msg->trainer] : NULL;
     if (status != EMBER_OK) {
         fuzz_table_check_unchanged(ft, "a refused gradient");
-        FUZZ_CHECK(!applied && ember_table_next_step(ft->table) == step_before,
+        FUZZ_CHECK(!applied && ember_shard_next_step(ft->table) == step_before,
                    "a refused gradient applied a step");
         FUZZ_CHECK(err[0] != '\0', "a gradient refused (%s) without its cause",
                    ember_status_string(status));
@@ -379,7 +379,7 @@ static void grad_one(harness_t *h, const ember_msg_grad_t *msg, const void *grad
         fuzz_table_check_unchanged(ft, "a sync gradient still waiting for others");
         return;
     }
-    FUZZ_CHECK(ember_table_next_step(ft->table) == step_before + 1,
+    FUZZ_CHECK(ember_shard_next_step(ft->table) == step_before + 1,
                "an applied sync step did not advance the step");
     pending_t *all[MAX_TRAINERS];
     for (uint32_t t = 0; t < ft->spec.trainers; t++)
@@ -451,7 +451,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 2: grad_fitting(&h, payload, length); break;
         default: {
             uint32_t t = (length ? payload[0] : 0) % h.ft.spec.trainers;
-            ember_table_drop_trainer(h.ft.table, t);
+            ember_shard_drop_trainer(h.ft.table, t);
             h.lookups[t].state = CTX_CLOSED;
             break;
         }

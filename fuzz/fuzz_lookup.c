@@ -1,7 +1,7 @@
 /*
  * fuzz_lookup: LOOKUP messages (engine/wire/protocol.h: header, offsets, rows,
  * inverse, weights or places) into a PS shard (fuzz/fuzz_table.h), through
- * the codec (ember_wire_lookup_unpack), ember_table_lookup and the PS's
+ * the codec (ember_wire_lookup_unpack), ember_shard_lookup and the PS's
  * reply sizing (engine/ps/ps_msg.h), as engine/ps/ps.c serves them.
  *
  * Input: the table's three bytes, then records (fuzz/fuzz_input.h) whose
@@ -99,7 +99,7 @@ static void close_context(fuzz_table_t *ft, context_t *ctx, uint32_t t)
     fuzz_table_snapshot(ft);
     ember_wire_grad_view_t grad = {
             .head = msg, .grad = (const uint8_t *)zeros, .grad_bytes = length};
-    ember_status_t status = ember_table_grad(ft->table, &grad, &applied, err, sizeof(err));
+    ember_status_t status = ember_shard_grad(ft->table, &grad, &applied, err, sizeof(err));
     free(zeros);
     fuzz_table_check_unchanged(ft, "a gradient without EMBER_GRAD_APPLY");
     FUZZ_CHECK(applied == 0, "a gradient without EMBER_GRAD_APPLY applied");
@@ -134,7 +134,7 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
     int was_open = msg->trainer < ft->spec.trainers && contexts[msg->trainer].open;
 
     fuzz_table_snapshot(ft);
-    ember_status_t status = ember_table_lookup(ft->table, &lookup, out, err, sizeof(err));
+    ember_status_t status = ember_shard_lookup(ft->table, &lookup, out, err, sizeof(err));
     fuzz_table_check_unchanged(ft, "a lookup");
     if (status != EMBER_OK) {
         FUZZ_CHECK(err[0] != '\0', "a lookup refused (%s) without its cause",

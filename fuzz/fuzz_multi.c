@@ -51,7 +51,7 @@ static int probe_open(const fuzz_table_t *ft, uint32_t t, uint64_t step, uint32_
     char err[320] = "";
     if (bytes > sizeof(zeros))
         return -1; /* not probed */
-    ember_status_t status = ember_table_grad_check(ft->table, &grad, err, sizeof(err));
+    ember_status_t status = ember_shard_grad_check(ft->table, &grad, err, sizeof(err));
     return status == EMBER_OK || !strstr(err, "without a lookup");
 }
 
@@ -82,7 +82,7 @@ static void unchanged_all(harness_t *h, const char *what)
 }
 
 /* The shards a request names, as the PS finds them; 0 when one is not here. */
-static int resolve(harness_t *h, const uint32_t *ids, size_t count, ember_table_t **tables,
+static int resolve(harness_t *h, const uint32_t *ids, size_t count, ember_shard_t **tables,
                    size_t *index)
 {
     for (size_t k = 0; k < count; k++) {
@@ -97,7 +97,7 @@ static int resolve(harness_t *h, const uint32_t *ids, size_t count, ember_table_
 /* Close the contexts an accepted LOOKUPS opened with a GRADS of zeros and
  * no EMBER_GRAD_APPLY, packed by the codec: taken, changing nothing. */
 static void close_by_grads(harness_t *h, const ember_wire_lookups_view_t *view,
-                           ember_table_t **tables, const size_t *index)
+                           ember_shard_t **tables, const size_t *index)
 {
     static uint8_t message[1 << 16];
     static ember_wire_grads_view_t grads;
@@ -162,7 +162,7 @@ static void lookups_accepted(harness_t *h, const ember_wire_lookups_view_t *view
 static void lookups_one(harness_t *h, int op, const uint8_t *payload, size_t length)
 {
     static ember_wire_lookups_view_t view;
-    ember_table_t *tables[EMBER_WIRE_MAX_TABLES];
+    ember_shard_t *tables[EMBER_WIRE_MAX_TABLES];
     uint32_t ids[EMBER_WIRE_MAX_TABLES];
     size_t index[EMBER_WIRE_MAX_TABLES], reply = 0;
     char err[400] = "";
@@ -207,7 +207,7 @@ static void grads_one(harness_t *h, const uint8_t *payload, size_t length)
 {
     static ember_wire_grads_view_t view;
     ember_wire_grad_view_t grads[EMBER_WIRE_MAX_TABLES];
-    ember_table_t *tables[EMBER_WIRE_MAX_TABLES];
+    ember_shard_t *tables[EMBER_WIRE_MAX_TABLES];
     uint32_t ids[EMBER_WIRE_MAX_TABLES], dims[EMBER_WIRE_MAX_TABLES];
     size_t index[EMBER_WIRE_MAX_TABLES];
     int applied[EMBER_WIRE_MAX_TABLES];

@@ -26,21 +26,21 @@
 #define FUZZ_MAX_TRAINERS 64
 
 typedef struct {
-    ember_table_t *tables[PS_MAX_TABLES];
+    ember_shard_t *tables[PS_MAX_TABLES];
     ember_msg_table_create_t specs[PS_MAX_TABLES]; /* as each was created */
 } ps_state_t;
 
-static void table_rows(ember_table_t *table, float *out)
+static void table_rows(ember_shard_t *table, float *out)
 {
     char err[256];
-    FUZZ_CHECK(ember_table_read(table, 0, ember_table_local_rows(table), out, err, sizeof(err)) ==
+    FUZZ_CHECK(ember_shard_read(table, 0, ember_shard_local_rows(table), out, err, sizeof(err)) ==
                        EMBER_OK,
                "the whole shard cannot be read: %s", err);
 }
 
-static size_t table_values(const ember_table_t *table)
+static size_t table_values(const ember_shard_t *table)
 {
-    return (size_t)ember_table_local_rows(table) * ember_table_dim(table);
+    return (size_t)ember_shard_local_rows(table) * ember_shard_dim(table);
 }
 
 static void on_create(ps_state_t *ps, const uint8_t *data, size_t length)
@@ -59,22 +59,22 @@ static void on_create(ps_state_t *ps, const uint8_t *data, size_t length)
         spec.trainers > FUZZ_MAX_TRAINERS || spec.rows <= 0 || spec.dim == 0 ||
         (uint64_t)spec.rows > FUZZ_MAX_VALUES / spec.dim)
         return; /* taken (the PS answers EXISTS), or beyond the fuzzer's means */
-    ember_table_t *table = NULL;
-    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
+    ember_shard_t *table = NULL;
+    if (ember_shard_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
         return;
-    FUZZ_CHECK(strcmp(ember_table_name(table), spec.name) == 0, "the table's name");
+    FUZZ_CHECK(strcmp(ember_shard_name(table), spec.name) == 0, "the table's name");
     int64_t owned = 0;
     for (int64_t row = 0; row < spec.rows; row++)
         owned += (uint64_t)row % spec.num_shards == spec.shard;
-    FUZZ_CHECK(ember_table_local_rows(table) == owned,
+    FUZZ_CHECK(ember_shard_local_rows(table) == owned,
                "shard %u of %u of %lld rows holds %lld rows, owns %lld", spec.shard,
-               spec.num_shards, (long long)spec.rows, (long long)ember_table_local_rows(table),
+               spec.num_shards, (long long)spec.rows, (long long)ember_shard_local_rows(table),
                (long long)owned);
     ps->tables[spec.table_id] = table;
     ps->specs[spec.table_id] = spec;
 }
 
-static ember_table_t *find(ps_state_t *ps, uint32_t table_id)
+static ember_shard_t *find(ps_state_t *ps, uint32_t table_id)
 {
     return table_id < PS_MAX_TABLES ? ps->tables[table_id] : NULL;
 }
@@ -117,7 +117,7 @@ static void on_load(ps_state_t *ps, const uint8_t *data, size_t length)
     ember_msg_table_load_t msg;
     ember_wire_rest_t body;
     char err[256];
-    ember_table_t *table;
+    ember_shard_t *table;
 
     if (ember_wire_head(data, length, &msg, sizeof(msg), &body, err, sizeof(err)) != EMBER_OK ||
         !(table = find(ps, msg.table_id)))
@@ -126,10 +126,10 @@ static void on_load(ps_state_t *ps, const uint8_t *data, size_t length)
     if (ps_msg_table_load_check(&msg, rest, table, err, sizeof(err)) != EMBER_OK)
         return;
     unsigned __int128 want =
-            (unsigned __int128)(uint64_t)msg.count * ember_table_dim(table) * sizeof(float);
+            (unsigned __int128)(uint64_t)msg.count * ember_shard_dim(table) * sizeof(float);
     FUZZ_CHECK(msg.count >= 0 && want == rest,
                "a load of %lld rows x %u passed its check with %zu bytes", (long long)msg.count,
-               ember_table_dim(table), rest);
+               ember_shard_dim(table), rest);
     float *rows = malloc(rest + 4); /* the PS's aligned copy */
     size_t values = table_values(table);
     float *before = malloc(values * sizeof(float) + 1);
@@ -137,14 +137,14 @@ static void on_load(ps_state_t *ps, const uint8_t *data, size_t length)
     FUZZ_CHECK(rows && before && now, "out of memory");
     memcpy(rows, body.body, rest);
     table_rows(table, before);
-    ember_status_t status = ember_table_load(table, msg.first, msg.count, rows, err, sizeof(err));
+    ember_status_t status = ember_shard_load(table, msg.first, msg.count, rows, err, sizeof(err));
     table_rows(table, now);
     if (status != EMBER_OK)
         FUZZ_CHECK(memcmp(before, now, values * sizeof(float)) == 0,
                    "a refused load changed the table");
     else
         check_loaded(&ps->specs[msg.table_id], &msg, rows, before, now,
-                     ember_table_local_rows(table));
+                     ember_shard_local_rows(table));
     free(rows);
     free(before);
     free(now);
@@ -155,7 +155,7 @@ static void on_read(ps_state_t *ps, const uint8_t *data, size_t length)
     ember_msg_table_read_t msg;
     size_t bytes;
     char err[256];
-    ember_table_t *table;
+    ember_shard_t *table;
 
     if (ember_wire_head(data, length, &msg, sizeof(msg), NULL, err, sizeof(err)) != EMBER_OK ||
         !(table = find(ps, msg.table_id)))
@@ -167,18 +167,18 @@ static void on_read(ps_state_t *ps, const uint8_t *data, size_t length)
     FUZZ_CHECK(bytes <= table_values(table) * sizeof(float),
                "a read of local rows [%lld, +%lld) of a shard of %lld passed its check: "
                "a reply buffer of %zu bytes",
-               (long long)msg.first, (long long)msg.count, (long long)ember_table_local_rows(table),
+               (long long)msg.first, (long long)msg.count, (long long)ember_shard_local_rows(table),
                bytes);
     float *out = malloc(bytes + 4); /* as the PS */
     FUZZ_CHECK(out, "out of memory");
-    FUZZ_CHECK(ember_table_read(table, msg.first, msg.count, out, err, sizeof(err)) == EMBER_OK,
+    FUZZ_CHECK(ember_shard_read(table, msg.first, msg.count, out, err, sizeof(err)) == EMBER_OK,
                "a read passed its check but the table refused it: %s", err);
-    FUZZ_CHECK(bytes == (size_t)msg.count * ember_table_dim(table) * sizeof(float),
+    FUZZ_CHECK(bytes == (size_t)msg.count * ember_shard_dim(table) * sizeof(float),
                "a read of %lld rows replies %zu bytes", (long long)msg.count, bytes);
     float *all = malloc(table_values(table) * sizeof(float) + 1);
     FUZZ_CHECK(all, "out of memory");
     table_rows(table, all);
-    FUZZ_CHECK(memcmp(out, all + (size_t)msg.first * ember_table_dim(table), bytes) == 0,
+    FUZZ_CHECK(memcmp(out, all + (size_t)msg.first * ember_shard_dim(table), bytes) == 0,
                "a read of local rows [%lld, +%lld) is not the table", (long long)msg.first,
                (long long)msg.count);
     free(all);
@@ -193,7 +193,7 @@ static void on_stats(ps_state_t *ps)
         if (!ps->tables[i])
             continue;
         ps_msg_stats_add(&stats, ps->tables[i]);
-        table_bytes += ember_table_bytes(ps->tables[i]);
+        table_bytes += ember_shard_bytes(ps->tables[i]);
     }
     FUZZ_CHECK(stats.table_bytes == table_bytes, "PS_STATS: %llu table bytes of %llu",
                (unsigned long long)stats.table_bytes, (unsigned long long)table_bytes);
@@ -218,6 +218,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(payload);
     }
     for (size_t i = 0; i < PS_MAX_TABLES; i++)
-        ember_table_destroy(ps.tables[i]);
+        ember_shard_destroy(ps.tables[i]);
     return 0;
 }

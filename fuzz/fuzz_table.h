@@ -7,7 +7,7 @@
  *           zeroed (init LOAD: every maximum a tie) instead of N(0,1)
  *   byte 1: bits 0-3 dim - 1, 4-5 trainers - 1, 6-7 this shard (mod shards)
  *   byte 2: rows - 1 of the whole table
- * so every kind of table ember_table_create makes is reached, small enough
+ * so every kind of table ember_shard_create makes is reached, small enough
  * to be copied whole before and after each message.
  */
 #ifndef EMBER_FUZZ_TABLE_H
@@ -22,7 +22,7 @@
 
 typedef struct {
     ember_msg_table_create_t spec;
-    ember_table_t *table;
+    ember_shard_t *table;
     int64_t local_rows;
     uint32_t dim;
     size_t values; /* local_rows * dim */
@@ -34,7 +34,7 @@ typedef struct {
 static inline void fuzz_table_read(const fuzz_table_t *ft, float *out)
 {
     char err[256];
-    FUZZ_CHECK(ember_table_read(ft->table, 0, ft->local_rows, out, err, sizeof(err)) == EMBER_OK,
+    FUZZ_CHECK(ember_shard_read(ft->table, 0, ft->local_rows, out, err, sizeof(err)) == EMBER_OK,
                "the whole shard cannot be read: %s", err);
 }
 
@@ -70,9 +70,9 @@ static inline int fuzz_table_open(fuzz_table_t *ft, fuzz_input_t *in)
     spec->seed = 7;
     ember_opt_config_default((ember_opt_kind_t)((shape >> 3) & 3), FUZZ_TABLE_LR, &spec->optimizer);
     snprintf(spec->name, sizeof(spec->name), "fuzz");
-    FUZZ_CHECK(ember_table_create(spec, NULL, &ft->table, err, sizeof(err)) == EMBER_OK,
+    FUZZ_CHECK(ember_shard_create(spec, NULL, &ft->table, err, sizeof(err)) == EMBER_OK,
                "a valid spec refused: %s", err);
-    ft->local_rows = ember_table_local_rows(ft->table);
+    ft->local_rows = ember_shard_local_rows(ft->table);
     ft->dim = spec->dim;
     ft->values = (size_t)ft->local_rows * ft->dim;
     ft->before = malloc(ft->values * sizeof(float) + 1);
@@ -83,7 +83,7 @@ static inline int fuzz_table_open(fuzz_table_t *ft, fuzz_input_t *in)
 
 static inline void fuzz_table_close(fuzz_table_t *ft)
 {
-    ember_table_destroy(ft->table);
+    ember_shard_destroy(ft->table);
     free(ft->before);
     free(ft->after);
 }

@@ -28,13 +28,13 @@
 #define GO_ON (-1)
 
 /* The flags, and --replay's file, into @job; --help and --version end here. */
-static int job_read(int *argc, char **argv, ember_job_t *job)
+static int job_read(int *argc, char **argv, ember_train_job_t *job)
 {
-    ember_job_action_t action;
+    ember_train_job_action_t action;
 
     if (ember_config_init() != EMBER_OK || ember_topo_take_bind_flag(argc, argv) != EMBER_OK)
         return 2;
-    if (ember_job_parse(*argc, argv, job, &action) != EMBER_OK)
+    if (ember_train_job_parse(*argc, argv, job, &action) != EMBER_OK)
         return 2;
     if (action == EMBER_JOB_HELP)
         return 0;
@@ -42,13 +42,13 @@ static int job_read(int *argc, char **argv, ember_job_t *job)
         printf("ember-train %s (libember %s)\n", EMBER_VERSION_STRING, ember_version_string());
         return 0;
     }
-    if (job->replay_path && ember_job_take_replay(job) != EMBER_OK)
+    if (job->replay_path && ember_train_job_take_replay(job) != EMBER_OK)
         return 2;
     return GO_ON;
 }
 
 /* Fail before joining when the asked-for device is not there. */
-static int devices_check(const ember_job_t *job)
+static int devices_check(const ember_train_job_t *job)
 {
     const char *gpu_flag = strcmp(job->device, "cuda") == 0      ? "--device"
                            : strcmp(job->ps_device, "cuda") == 0 ? "--ps-device"
@@ -66,10 +66,10 @@ static int devices_check(const ember_job_t *job)
 
 /* What the launcher's environment says, checked before joining: the world
  * the job needs, this rank's name (into @name, for @params), the outputs. */
-static int launch_check(const ember_job_t *job, ember_tp_params_t *params, char *name,
+static int launch_check(const ember_train_job_t *job, ember_tp_params_t *params, char *name,
                         size_t name_length)
 {
-    ember_role_t role;
+    ember_train_role_t role;
     int index;
     /* As the transport takes them (transport/bootstrap.c): under srun the
      * rank is Slurm's, and so is the name ("master", "ps0") peers find it by. */
@@ -78,24 +78,24 @@ static int launch_check(const ember_job_t *job, ember_tp_params_t *params, char 
     int world = ember_config_str("EMBER_WORLD_SIZE") ? (int)ember_config_int("EMBER_WORLD_SIZE")
                                                      : ember_slurm_int("SLURM_NTASKS", -1);
 
-    if (world > 0 && world != ember_job_world_size(job)) {
+    if (world > 0 && world != ember_train_job_world_size(job)) {
         fprintf(stderr,
                 "ember-train: the job needs %d processes (%d trainers + master "
                 "+ %d ps) but %d were started\n",
-                ember_job_world_size(job), job->trainers, job->num_ps, world);
+                ember_train_job_world_size(job), job->trainers, job->num_ps, world);
         return 2;
     }
-    if (rank >= 0 && ember_job_role(job, rank, &role, &index, name, name_length) == EMBER_OK)
+    if (rank >= 0 && ember_train_job_role(job, rank, &role, &index, name, name_length) == EMBER_OK)
         params->name = name;
     /* The master writes the outputs: a path it cannot write ends the job
      * now, not after the training (the launcher stops the other ranks). */
-    if ((rank < 0 || rank == job->trainers) && ember_job_check_outputs(job) != EMBER_OK)
+    if ((rank < 0 || rank == job->trainers) && ember_train_job_check_outputs(job) != EMBER_OK)
         return 2;
     return GO_ON;
 }
 
 /* Join the job's world, bound near this rank's devices. */
-static int join(const ember_job_t *job, ember_tp_t **tp_p)
+static int join(const ember_train_job_t *job, ember_tp_t **tp_p)
 {
     ember_tp_params_t params;
     char name[32];
@@ -115,9 +115,9 @@ static int join(const ember_job_t *job, ember_tp_t **tp_p)
         ember_tp_destroy(tp);
         return 2;
     }
-    if (ember_tp_world_size(tp) != ember_job_world_size(job)) {
+    if (ember_tp_world_size(tp) != ember_train_job_world_size(job)) {
         fprintf(stderr, "ember-train: the job needs %d processes, the world has %d\n",
-                ember_job_world_size(job), ember_tp_world_size(tp));
+                ember_train_job_world_size(job), ember_tp_world_size(tp));
         ember_tp_destroy(tp);
         return 2;
     }
@@ -126,28 +126,28 @@ static int join(const ember_job_t *job, ember_tp_t **tp_p)
 }
 
 /* This rank's part of the job: the master, a PS or a trainer. */
-static ember_status_t role_run(ember_tp_t *tp, const ember_job_t *job)
+static ember_status_t role_run(ember_tp_t *tp, const ember_train_job_t *job)
 {
-    ember_role_t role;
+    ember_train_role_t role;
     int index, local_rank, local_size;
     char name[32];
 
-    ember_job_role(job, ember_tp_rank(tp), &role, &index, name, sizeof(name));
-    if (role == EMBER_ROLE_MASTER) {
-        ember_job_print_roles(job, stdout);
+    ember_train_job_role(job, ember_tp_rank(tp), &role, &index, name, sizeof(name));
+    if (role == EMBER_TRAIN_ROLE_MASTER) {
+        ember_train_job_print_roles(job, stdout);
         fflush(stdout);
         return ember_master_run(tp, job);
     }
     ember_topo_local_rank(ember_tp_rank(tp), ember_tp_world_size(tp), &local_rank, &local_size);
-    if (role == EMBER_ROLE_PS)
-        return ember_ps_run(
-                tp, &(ember_ps_options_t){.local_rank = local_rank, .threads = job->ps_threads});
+    if (role == EMBER_TRAIN_ROLE_PS)
+        return ember_ps_run(tp, &(ember_ps_run_options_t){.local_rank = local_rank,
+                                                          .threads = job->ps_threads});
     return ember_trainer_run(tp, index, job->trainers, job->device, local_rank);
 }
 
 int main(int argc, char **argv)
 {
-    ember_job_t job;
+    ember_train_job_t job;
     ember_tp_t *tp;
     int code;
 

@@ -138,8 +138,8 @@ typedef struct {
     target_type_t type;
 } flag_t;
 
-/* A bit of ember_job_t.given and a slot of its flag_values per flag. */
-_Static_assert(F_COUNT <= 64, "more flags than ember_job_t.given has bits");
+/* A bit of ember_train_job_t.given and a slot of its flag_values per flag. */
+_Static_assert(F_COUNT <= 64, "more flags than ember_train_job_t.given has bits");
 
 #define TYPE_OF(s, field) \
     _Generic(((s *)0)->field,                                                                      \
@@ -150,8 +150,9 @@ _Static_assert(F_COUNT <= 64, "more flags than ember_job_t.given has bits");
             float: T_F32,                                                                          \
             double: T_F64,                                                                         \
             const char *: T_STR)
-#define IN_JOB(field) \
-    .at = AT_JOB, .offset = offsetof(ember_job_t, field), .type = TYPE_OF(ember_job_t, field)
+#define IN_JOB(field)                                           \
+    .at = AT_JOB, .offset = offsetof(ember_train_job_t, field), \
+    .type = TYPE_OF(ember_train_job_t, field)
 #define IN_PARSED(field) \
     .at = AT_PARSED, .offset = offsetof(parsed_t, field), .type = TYPE_OF(parsed_t, field)
 #define INT_FLAG(lo, hi, field)  .kind = K_INT, .min = (lo), .max = (hi), IN_JOB(field)
@@ -420,7 +421,7 @@ static int parse_word(const char *value, const char *words, int *index_p)
 /* --hidden W1,W2,...: @target is the job (its nhidden and hidden). */
 static ember_status_t parse_hidden(int f, const char *value, void *target)
 {
-    ember_job_t *job = target;
+    ember_train_job_t *job = target;
     char *copy = strdup(value), *save = NULL;
     int64_t v;
     if (!copy)
@@ -483,7 +484,7 @@ static ember_status_t take_source(int f, const char *value, char *dst)
 
 static ember_status_t parse_data(int f, const char *value, void *target)
 {
-    ember_job_t *job = target;
+    ember_train_job_t *job = target;
     if (strcmp(value, "tutorial") == 0 || strcmp(value, "synthetic") == 0) {
         job->train.data = value[0] == 't' ? EMBER_DATA_TUTORIAL : EMBER_DATA_SYNTHETIC;
         return EMBER_OK;
@@ -498,7 +499,7 @@ static ember_status_t parse_data(int f, const char *value, void *target)
 
 static ember_status_t parse_eval(int f, const char *value, void *target)
 {
-    ember_job_t *job = target;
+    ember_train_job_t *job = target;
     return take_source(f, value, job->train.dlrm.eval);
 }
 
@@ -517,7 +518,7 @@ static int parse_list(const char *value, int64_t top, size_t max, int64_t *out, 
 
 static ember_status_t parse_rows_all(int f, const char *value, void *target)
 {
-    ember_job_t *job = target;
+    ember_train_job_t *job = target;
     int64_t rows;
     if (!parse_i64(value, 1, INT64_MAX / 65536, &rows))
         return bad_value(f, value);
@@ -528,7 +529,7 @@ static ember_status_t parse_rows_all(int f, const char *value, void *target)
 
 static ember_status_t parse_rows_each(int f, const char *value, void *target)
 {
-    ember_job_t *job = target;
+    ember_train_job_t *job = target;
     int64_t rows[EMBER_DLRM_TABLES + 1];
     size_t n;
     if (!parse_list(value, INT64_MAX / 65536, EMBER_DLRM_TABLES + 1, rows, &n))
@@ -543,7 +544,7 @@ static ember_status_t parse_rows_each(int f, const char *value, void *target)
 /* --dense-arch-layer-sizes, --over-arch-layer-sizes. */
 static ember_status_t parse_widths(int f, const char *value, void *target)
 {
-    ember_dlrm_spec_t *dlrm = &((ember_job_t *)target)->train.dlrm;
+    ember_dlrm_spec_t *dlrm = &((ember_train_job_t *)target)->train.dlrm;
     int64_t widths[EMBER_DLRM_MLP_MAX + 1];
     size_t n;
     if (!parse_list(value, 65536, EMBER_DLRM_MLP_MAX + 1, widths, &n) || n > EMBER_DLRM_MLP_MAX)
@@ -616,7 +617,7 @@ static ember_status_t take_path(int f, const char *value, void *target)
 }
 
 /* Take one flag's value into the field its table entry names. */
-static ember_status_t apply_flag(int f, const char *value, ember_job_t *job, parsed_t *parsed)
+static ember_status_t apply_flag(int f, const char *value, ember_train_job_t *job, parsed_t *parsed)
 {
     const flag_t *flag = &flags[f];
     void *target = flag->at == AT_JOB      ? (void *)((char *)job + flag->offset)
@@ -638,7 +639,7 @@ static ember_status_t apply_flag(int f, const char *value, ember_job_t *job, par
 }
 
 /* "--trainers 3", "--weights": a flag as it was given. */
-static void given_text(const ember_job_t *job, int f, char *text, size_t length)
+static void given_text(const ember_train_job_t *job, int f, char *text, size_t length)
 {
     const char *value = job->flag_values[f];
     snprintf(text, length, "%s%s%s", flags[f].name, value && *value ? " " : "", value ? value : "");
@@ -647,8 +648,8 @@ static void given_text(const ember_job_t *job, int f, char *text, size_t length)
 /* With --replay, what the file has no such thing for (REPLAY_REFUSED), and
  * async consistency (a replay is sync) or EMBER_SEED, are refused now; the
  * flags the file also sets are compared with it once it is read
- * (ember_job_take_replay). */
-static ember_status_t check_replay_flags(const ember_job_t *job)
+ * (ember_train_job_take_replay). */
+static ember_status_t check_replay_flags(const ember_train_job_t *job)
 {
     char given[128];
     for (int f = 0; f < F_COUNT; f++) {
@@ -675,7 +676,7 @@ static ember_status_t check_replay_flags(const ember_job_t *job)
 #define GIVEN(job, f) (((job)->given >> (f)) & 1u)
 
 /* Flags of one model given for the other: refused by name. */
-static ember_status_t check_model_flags(const ember_job_t *job)
+static ember_status_t check_model_flags(const ember_train_job_t *job)
 {
     static const int tutorial_only[] = {F_ROWS,   F_DIM,         F_CLASSES,     F_HIDDEN,
                                         F_MODE,   F_PADDING_IDX, F_WEIGHTS,     F_BATCHES,
@@ -700,7 +701,7 @@ static ember_status_t check_model_flags(const ember_job_t *job)
 }
 
 /* DLRM's shapes fit together. */
-static ember_status_t check_dlrm(const ember_job_t *job)
+static ember_status_t check_dlrm(const ember_train_job_t *job)
 {
     const ember_dlrm_spec_t *d = &job->train.dlrm;
     if (d->dense_sizes[d->dense_layers - 1] != job->train.dim)
@@ -724,7 +725,7 @@ static ember_status_t check_dlrm(const ember_job_t *job)
 }
 
 /* DLRM's defaults (TorchRec dlrm_main's) where no flag set them. */
-static void dlrm_defaults(ember_job_t *job)
+static void dlrm_defaults(ember_train_job_t *job)
 {
     ember_dlrm_spec_t *d = &job->train.dlrm;
     static const uint32_t dense[] = {512, 256, 64}, over[] = {512, 512, 256, 1};
@@ -750,7 +751,7 @@ static void dlrm_defaults(ember_job_t *job)
 }
 
 /* Checkpoints: where, in sync mode; a resumed job's start is the checkpoint. */
-static ember_status_t check_checkpoint_flags(const ember_job_t *job)
+static ember_status_t check_checkpoint_flags(const ember_train_job_t *job)
 {
     if ((GIVEN(job, F_CHECKPOINT_EVERY) || GIVEN(job, F_CHECKPOINT_KEEP)) && !job->checkpoint_dir)
         return refuse("%s needs %s",
@@ -770,7 +771,7 @@ static ember_status_t check_checkpoint_flags(const ember_job_t *job)
 }
 
 /* Flags that only mean something together with others. */
-static ember_status_t check_combinations(const ember_job_t *job, const parsed_t *parsed)
+static ember_status_t check_combinations(const ember_train_job_t *job, const parsed_t *parsed)
 {
     EMBER_CHECK(check_model_flags(job));
     if (job->train.model == EMBER_MODEL_DLRM)
@@ -807,33 +808,33 @@ static ember_status_t check_combinations(const ember_job_t *job, const parsed_t 
     return check_checkpoint_flags(job);
 }
 
-static void job_defaults(ember_job_t *job)
+static void job_defaults(ember_train_job_t *job)
 {
     const char *consistency = ember_config_str("EMBER_CONSISTENCY");
-    *job = (ember_job_t){.trainers = 2,
-                         .num_ps = 1,
-                         .train.rows = 100,
-                         .train.dim = 16,
-                         .train.classes = 8,
-                         .train.mode = EMBER_BAG_SUM,
-                         .train.padding_idx = -1,
-                         .train.epochs = 100,
-                         .train.batches = 10,
-                         .train.min_indices = 20,
-                         .train.max_indices = 50,
-                         .train.seed = (uint64_t)ember_config_int("EMBER_SEED"),
-                         .train.data = EMBER_DATA_TUTORIAL,
-                         .metrics_path = ember_config_str("EMBER_METRICS"),
-                         .device = "cpu",
-                         .ps_device = "cpu",
-                         .replay_tolerance = 1e-4,
-                         .checkpoint_keep = 3};
+    *job = (ember_train_job_t){.trainers = 2,
+                               .num_ps = 1,
+                               .train.rows = 100,
+                               .train.dim = 16,
+                               .train.classes = 8,
+                               .train.mode = EMBER_BAG_SUM,
+                               .train.padding_idx = -1,
+                               .train.epochs = 100,
+                               .train.batches = 10,
+                               .train.min_indices = 20,
+                               .train.max_indices = 50,
+                               .train.seed = (uint64_t)ember_config_int("EMBER_SEED"),
+                               .train.data = EMBER_DATA_TUTORIAL,
+                               .metrics_path = ember_config_str("EMBER_METRICS"),
+                               .device = "cpu",
+                               .ps_device = "cpu",
+                               .replay_tolerance = 1e-4,
+                               .checkpoint_keep = 3};
     job->train.consistency =
             consistency && strcasecmp(consistency, "async") == 0 ? EMBER_ASYNC : EMBER_SYNC;
 }
 
-ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
-                               ember_job_action_t *action_p)
+ember_status_t ember_train_job_parse(int argc, char **argv, ember_train_job_t *job,
+                                     ember_train_job_action_t *action_p)
 {
     parsed_t parsed = {.kind = EMBER_OPT_SGD, .lr = 0.05f, .momentum = 0.0f};
 
@@ -871,7 +872,7 @@ ember_status_t ember_job_parse(int argc, char **argv, ember_job_t *job,
 
 /* What a REPLAY_COMPARED flag sets, as text, so the job's and the file's can
  * be compared and named alike. */
-static void setting_text(const ember_job_t *job, int f, char *text, size_t length)
+static void setting_text(const ember_train_job_t *job, int f, char *text, size_t length)
 {
     switch (f) {
     case F_TRAINERS: snprintf(text, length, "%d trainers", job->trainers); break;
@@ -898,8 +899,8 @@ static void setting_text(const ember_job_t *job, int f, char *text, size_t lengt
 }
 
 /* The job as the replay file @info says it trains. */
-static ember_status_t replay_job(const ember_job_t *job, const ember_replay_info_t *info,
-                                 ember_job_t *file)
+static ember_status_t replay_job(const ember_train_job_t *job, const ember_replay_info_t *info,
+                                 ember_train_job_t *file)
 {
     *file = *job;
     if (strcmp(info->optimizer, "sgd") != 0) {
@@ -930,10 +931,10 @@ static ember_status_t replay_job(const ember_job_t *job, const ember_replay_info
     return EMBER_OK;
 }
 
-ember_status_t ember_job_take_replay(ember_job_t *job)
+ember_status_t ember_train_job_take_replay(ember_train_job_t *job)
 {
     ember_replay_info_t info;
-    ember_job_t file;
+    ember_train_job_t file;
     char err[256], mine[96], theirs[96], given[128];
     ember_status_t status = ember_replay_info(job->replay_path, &info, err, sizeof(err));
     if (status != EMBER_OK) {
@@ -985,7 +986,7 @@ static ember_status_t check_writable(const char *flag, const char *path)
     return why ? EMBER_ERR_IO : EMBER_OK;
 }
 
-ember_status_t ember_job_check_outputs(const ember_job_t *job)
+ember_status_t ember_train_job_check_outputs(const ember_train_job_t *job)
 {
     if (job->save_path)
         EMBER_CHECK(check_writable("--save", job->save_path));

@@ -66,9 +66,9 @@ enum {
  * vector goes one-way (oneway_status: INPROGRESS until it left). */
 typedef struct {
     ember_future_t *future;
-    ember_allreduce_req_t *owner;
+    ember_comm_allreduce_req_t *owner;
     ember_status_t oneway_status;
-    ember_allreduce_wire_t hdr; /* borrowed by the send until it completes */
+    ember_comm_allreduce_wire_t hdr; /* borrowed by the send until it completes */
 } ar_send_t;
 
 typedef enum {
@@ -85,9 +85,9 @@ typedef struct {
     char text[200];
 } ar_abort_msg_t;
 
-struct ember_allreduce_req {
-    ember_allreduce_t *ar;
-    struct ember_allreduce_req *prev, *next; /* ar->live, or the free list */
+struct ember_comm_allreduce_req {
+    ember_comm_allreduce_t *ar;
+    struct ember_comm_allreduce_req *prev, *next; /* ar->live, or the free list */
     uint64_t seq;
     const float *input; /* == data in place */
     float *data;        /* the result */
@@ -120,7 +120,7 @@ struct ember_allreduce_req {
     float *small_buf; /* ar->small_bytes */
 };
 
-struct ember_allreduce {
+struct ember_comm_allreduce {
     ember_tp_t *tp;
     int n, me, left, right; /* member indices */
     int halving_steps;      /* log2(n) when n is a power of two >= 4, else 0 */
@@ -130,14 +130,14 @@ struct ember_allreduce {
     uint16_t op_base;
     uint64_t hash;
     size_t seg_floats;
-    size_t small_bytes; /* ember_allreduce_small_bytes */
+    size_t small_bytes; /* ember_comm_allreduce_small_bytes */
     double stall_s;
     uint64_t next_seq;
 
-    ember_allreduce_req_t **active; /* still expecting messages */
+    ember_comm_allreduce_req_t **active; /* still expecting messages */
     size_t nactive, active_capacity;
-    ember_allreduce_req_t live; /* list head: not in the free list */
-    ember_allreduce_req_t *free_list;
+    ember_comm_allreduce_req_t live; /* list head: not in the free list */
+    ember_comm_allreduce_req_t *free_list;
 
     ember_rpc_req_t **early; /* messages for reductions not started yet */
     size_t nearly, early_capacity;
@@ -161,20 +161,20 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static const char *peer_name(const ember_allreduce_t *ar, int member)
+static const char *peer_name(const ember_comm_allreduce_t *ar, int member)
 {
     return ember_tp_peer_name(ar->tp, ar->ranks[member]);
 }
 
 /* ---- chunk geometry ------------------------------------------------------- */
 
-static int mod_n(const ember_allreduce_t *ar, int x)
+static int mod_n(const ember_comm_allreduce_t *ar, int x)
 {
     x %= ar->n;
     return x < 0 ? x + ar->n : x;
 }
 
-static void chunk_of(const ember_allreduce_t *ar, size_t count, int c, size_t *base_p,
+static void chunk_of(const ember_comm_allreduce_t *ar, size_t count, int c, size_t *base_p,
                      size_t *length_p)
 {
     size_t q = count / (size_t)ar->n, rem = count % (size_t)ar->n;
@@ -182,13 +182,13 @@ static void chunk_of(const ember_allreduce_t *ar, size_t count, int c, size_t *b
     *length_p = q + ((size_t)c < rem ? 1 : 0);
 }
 
-static int recv_chunk(const ember_allreduce_t *ar, int step)
+static int recv_chunk(const ember_comm_allreduce_t *ar, int step)
 {
     return step < ar->n - 1 ? mod_n(ar, ar->me - step - 1)
                             : mod_n(ar, ar->me - (step - (ar->n - 1)));
 }
 
-static int send_chunk(const ember_allreduce_t *ar, int step)
+static int send_chunk(const ember_comm_allreduce_t *ar, int step)
 {
     return step < ar->n - 1 ? mod_n(ar, ar->me - step)
                             : mod_n(ar, ar->me + 1 - (step - (ar->n - 1)));
@@ -202,7 +202,7 @@ static int send_chunk(const ember_allreduce_t *ar, int step)
  * backwards, exchanging the halves.  2m steps where the ring takes 2(n-1),
  * the same bytes.
  */
-static void halving_region(const ember_allreduce_t *ar, size_t count, int splits, size_t *lo_p,
+static void halving_region(const ember_comm_allreduce_t *ar, size_t count, int splits, size_t *lo_p,
                            size_t *hi_p)
 {
     size_t lo = 0, hi = count;
@@ -219,7 +219,7 @@ static void halving_region(const ember_allreduce_t *ar, size_t count, int splits
 
 /* The split step @step of the halving schedule makes or undoes (k), and the
  * distance to its partner (me ^ distance). */
-static int halving_split(const ember_allreduce_t *ar, int step, int *distance_p)
+static int halving_split(const ember_comm_allreduce_t *ar, int step, int *distance_p)
 {
     int m = ar->halving_steps;
     int k = step < m ? step : 2 * m - 1 - step;
@@ -229,7 +229,7 @@ static int halving_split(const ember_allreduce_t *ar, int step, int *distance_p)
 
 /* Step @step of the halving schedule: the partner, and the halves of
  * region(k) that are ours and theirs. */
-static int halving_step(const ember_allreduce_t *ar, size_t count, int step, size_t *mine_base,
+static int halving_step(const ember_comm_allreduce_t *ar, size_t count, int step, size_t *mine_base,
                         size_t *mine_len, size_t *other_base, size_t *other_len)
 {
     int d, k = halving_split(ar, step, &d);
@@ -248,7 +248,7 @@ static int halving_step(const ember_allreduce_t *ar, size_t count, int step, siz
  * What step @step sends (@sending) or receives -- reduce-scatter receives
  * are added, all-gather ones copied -- and to or from which member.
  */
-static int step_range(const ember_allreduce_t *ar, size_t count, int step, int sending,
+static int step_range(const ember_comm_allreduce_t *ar, size_t count, int step, int sending,
                       size_t *base_p, size_t *length_p)
 {
     if (!ar->halving_steps) {
@@ -267,7 +267,7 @@ static int step_range(const ember_allreduce_t *ar, size_t count, int step, int s
 }
 
 /* The member step @step's messages come from (no count needed). */
-static int step_from(const ember_allreduce_t *ar, int step)
+static int step_from(const ember_comm_allreduce_t *ar, int step)
 {
     if (!ar->halving_steps)
         return ar->left;
@@ -277,26 +277,26 @@ static int step_from(const ember_allreduce_t *ar, int step)
 }
 
 /* A chunk is sent in segments; an empty chunk still takes one (empty) one. */
-static size_t segments(const ember_allreduce_t *ar, size_t length)
+static size_t segments(const ember_comm_allreduce_t *ar, size_t length)
 {
     return length ? (length + ar->seg_floats - 1) / ar->seg_floats : 1;
 }
 
-static int nsteps(const ember_allreduce_t *ar)
+static int nsteps(const ember_comm_allreduce_t *ar)
 {
     return ar->halving_steps ? 2 * ar->halving_steps : 2 * (ar->n - 1);
 }
 
 /* ---- pool ----------------------------------------------------------------- */
 
-static void list_del(ember_allreduce_req_t *r)
+static void list_del(ember_comm_allreduce_req_t *r)
 {
     r->prev->next = r->next;
     r->next->prev = r->prev;
     r->prev = r->next = r;
 }
 
-static void list_push(ember_allreduce_req_t *head, ember_allreduce_req_t *r)
+static void list_push(ember_comm_allreduce_req_t *head, ember_comm_allreduce_req_t *r)
 {
     r->prev = head->prev;
     r->next = head;
@@ -304,7 +304,7 @@ static void list_push(ember_allreduce_req_t *head, ember_allreduce_req_t *r)
     head->prev = r;
 }
 
-static void req_free_memory(ember_allreduce_req_t *r)
+static void req_free_memory(ember_comm_allreduce_req_t *r)
 {
     free(r->sends);
     free(r->step_base);
@@ -317,9 +317,9 @@ static void req_free_memory(ember_allreduce_req_t *r)
     free(r);
 }
 
-static ember_allreduce_req_t *req_get(ember_allreduce_t *ar)
+static ember_comm_allreduce_req_t *req_get(ember_comm_allreduce_t *ar)
 {
-    ember_allreduce_req_t *r = ar->free_list;
+    ember_comm_allreduce_req_t *r = ar->free_list;
 
     if (r) {
         ar->free_list = r->next;
@@ -351,7 +351,7 @@ static ember_allreduce_req_t *req_get(ember_allreduce_t *ar)
 }
 
 /* Capacity for everything the handlers will append: they never reallocate. */
-static ember_status_t req_reserve(ember_allreduce_req_t *r, size_t sends, size_t seen)
+static ember_status_t req_reserve(ember_comm_allreduce_req_t *r, size_t sends, size_t seen)
 {
     if (!EMBER_RESERVE(r->sends, r->sends_capacity, sends) ||
         !EMBER_RESERVE(r->seen, r->seen_capacity, seen))
@@ -359,14 +359,14 @@ static ember_status_t req_reserve(ember_allreduce_req_t *r, size_t sends, size_t
     return EMBER_OK;
 }
 
-static void req_recycle(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+static void req_recycle(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r)
 {
     list_del(r);
     r->next = ar->free_list;
     ar->free_list = r;
 }
 
-static ember_allreduce_req_t *find_active(ember_allreduce_t *ar, uint64_t seq)
+static ember_comm_allreduce_req_t *find_active(ember_comm_allreduce_t *ar, uint64_t seq)
 {
     for (size_t i = 0; i < ar->nactive; i++) {
         if (ar->active[i]->seq == seq)
@@ -375,7 +375,7 @@ static ember_allreduce_req_t *find_active(ember_allreduce_t *ar, uint64_t seq)
     return NULL;
 }
 
-static void active_remove(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+static void active_remove(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r)
 {
     for (size_t i = 0; i < ar->nactive; i++) {
         if (ar->active[i] == r) {
@@ -390,7 +390,7 @@ static void active_remove(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 
 /* ---- failure -------------------------------------------------------------- */
 
-static void notify_members(ember_allreduce_t *ar, ember_status_t status, int lost_rank,
+static void notify_members(ember_comm_allreduce_t *ar, ember_status_t status, int lost_rank,
                            uint64_t seq)
 {
     ember_iov_t iov = {.buffer = &ar->abort_msg, .length = sizeof(ar->abort_msg)};
@@ -420,10 +420,10 @@ static void notify_members(ember_allreduce_t *ar, ember_status_t status, int los
  * every held message with the error (which tells those senders too), and,
  * when we detected it (@notify), tell every member.  Logged once.
  */
-static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank, uint64_t seq,
+static void ar_break(ember_comm_allreduce_t *ar, ember_status_t status, int lost_rank, uint64_t seq,
                      int notify, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank, uint64_t seq,
+static void ar_break(ember_comm_allreduce_t *ar, ember_status_t status, int lost_rank, uint64_t seq,
                      int notify, const char *fmt, ...)
 {
     double now = now_s();
@@ -438,7 +438,7 @@ static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank
     ember_error("allreduce", "%s", ar->error_text);
 
     while (ar->nactive) {
-        ember_allreduce_req_t *r = ar->active[ar->nactive - 1];
+        ember_comm_allreduce_req_t *r = ar->active[ar->nactive - 1];
         for (int m = 0; m < ar->n; m++) {
             if (r->held[m]) {
                 ember_rpc_reply_error(r->held[m], status, "%s", ar->error_text);
@@ -461,7 +461,8 @@ static void ar_break(ember_allreduce_t *ar, ember_status_t status, int lost_rank
 
 /* ---- sending -------------------------------------------------------------- */
 
-static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step, size_t segment)
+static void send_segment(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r, int step,
+                         size_t segment)
 {
     size_t base, length;
     ar_send_t *send;
@@ -476,13 +477,13 @@ static void send_segment(ember_allreduce_t *ar, ember_allreduce_req_t *r, int st
         offset = nfloats = 0;
 
     send = &r->sends[r->nsends]; /* reserved at start */
-    send->hdr = (ember_allreduce_wire_t){.magic = EMBER_ALLREDUCE_MAGIC,
-                                         .kind = EMBER_ALLREDUCE_KIND_RING,
-                                         .step = (uint16_t)step,
-                                         .seq = r->seq,
-                                         .count = r->count,
-                                         .offset = offset,
-                                         .nfloats = nfloats};
+    send->hdr = (ember_comm_allreduce_wire_t){.magic = EMBER_ALLREDUCE_MAGIC,
+                                              .kind = EMBER_ALLREDUCE_KIND_RING,
+                                              .step = (uint16_t)step,
+                                              .seq = r->seq,
+                                              .count = r->count,
+                                              .offset = offset,
+                                              .nfloats = nfloats};
     /* Step 0 sends our input; every later step sends what we reduced or
      * received into the result. */
     const float *from = step == 0 ? r->input : r->data;
@@ -528,14 +529,14 @@ static void add_floats(float *dst, const float *mine, const unsigned char *restr
     }
 }
 
-static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+static void small_finish(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r)
 {
     const float scale = (float)ar->n;
 
     for (int m = 0; m < ar->n; m++) {
         r->src[m] = m == ar->me ? (const unsigned char *)r->small_buf
                                 : (const unsigned char *)ember_rpc_req_data(r->held[m], NULL) +
-                                          sizeof(ember_allreduce_wire_t);
+                                          sizeof(ember_comm_allreduce_wire_t);
     }
     /* Member order on every member: the same additions, the same bits.  A
      * member at a time over the whole vector, a loop the compiler
@@ -563,7 +564,7 @@ static void small_finish(ember_allreduce_t *ar, ember_allreduce_req_t *r)
  * place_segment put it in the result, else from the front of its data.
  * NULL when it is shorter than a header.  *length_p: the whole message.
  */
-static const unsigned char *message_header(ember_rpc_req_t *req, ember_allreduce_wire_t *hdr,
+static const unsigned char *message_header(ember_rpc_req_t *req, ember_comm_allreduce_wire_t *hdr,
                                            size_t *length_p)
 {
     size_t head_length, length;
@@ -590,11 +591,12 @@ static const unsigned char *message_header(ember_rpc_req_t *req, ember_allreduce
  * member's small vector whose sender waits for no answer, so the
  * communicator is broken here, telling every member why.
  */
-static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status, uint64_t seq,
-                   int member, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void refuse(ember_comm_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status,
+                   uint64_t seq, int member, const char *fmt, ...)
+        __attribute__((format(printf, 6, 7)));
 
-static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status, uint64_t seq,
-                   int member, const char *fmt, ...)
+static void refuse(ember_comm_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t status,
+                   uint64_t seq, int member, const char *fmt, ...)
 {
     char text[300];
     va_list ap;
@@ -615,8 +617,8 @@ static void refuse(ember_allreduce_t *ar, ember_rpc_req_t *req, ember_status_t s
  * *dst_p and its receive-segment index; 0 when it does not fit the
  * geometry (*length_p: that step's range, for the message).
  */
-static int segment_target(const ember_allreduce_t *ar, const ember_allreduce_req_t *r,
-                          const ember_allreduce_wire_t *hdr, float **dst_p, size_t *index_p,
+static int segment_target(const ember_comm_allreduce_t *ar, const ember_comm_allreduce_req_t *r,
+                          const ember_comm_allreduce_wire_t *hdr, float **dst_p, size_t *index_p,
                           size_t *length_p)
 {
     size_t base, length;
@@ -633,22 +635,23 @@ static int segment_target(const ember_allreduce_t *ar, const ember_allreduce_req
     return 1;
 }
 
-static int step_complete(const ember_allreduce_req_t *r, int step)
+static int step_complete(const ember_comm_allreduce_req_t *r, int step)
 {
     return r->step_got[step] == r->step_base[step + 1] - r->step_base[step];
 }
 
-static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step);
-static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_req_t *req,
-                         const ember_allreduce_wire_t *hdr, const unsigned char *payload,
-                         int parked_release);
+static void open_step(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r, int step);
+static void deliver_ring(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r,
+                         ember_rpc_req_t *req, const ember_comm_allreduce_wire_t *hdr,
+                         const unsigned char *payload, int parked_release);
 
 /*
  * Consume one checked message for the started reduction @r, or answer it
  * with an error.  Runs from a handler or from start (early messages).
  */
-static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_req_t *req,
-                    int member, const ember_allreduce_wire_t *hdr, const unsigned char *payload)
+static void deliver(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r, ember_rpc_req_t *req,
+                    int member, const ember_comm_allreduce_wire_t *hdr,
+                    const unsigned char *payload)
 {
     if (hdr->count != r->count ||
         (r->kind == AR_KIND_SMALL) != (hdr->kind == EMBER_ALLREDUCE_KIND_SMALL)) {
@@ -681,8 +684,8 @@ static void deliver(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_r
  * @r received so far: 1 with its place in the result and its receive-segment
  * index, or 0 once it was answered with an error.
  */
-static int segment_accept(const ember_allreduce_t *ar, const ember_allreduce_req_t *r,
-                          ember_rpc_req_t *req, const ember_allreduce_wire_t *hdr, int placed,
+static int segment_accept(const ember_comm_allreduce_t *ar, const ember_comm_allreduce_req_t *r,
+                          ember_rpc_req_t *req, const ember_comm_allreduce_wire_t *hdr, int placed,
                           int parked_release, float **dst_p, size_t *index_p)
 {
     int step = hdr->step;
@@ -711,8 +714,9 @@ static int segment_accept(const ember_allreduce_t *ar, const ember_allreduce_req
  * reduce-scatter adds (and its last step averages), the all-gather copies
  * (@placed: the transport put them there already).
  */
-static void segment_consume(const ember_allreduce_t *ar, const ember_allreduce_req_t *r, int step,
-                            float *dst, const unsigned char *payload, size_t want, int placed)
+static void segment_consume(const ember_comm_allreduce_t *ar, const ember_comm_allreduce_req_t *r,
+                            int step, float *dst, const unsigned char *payload, size_t want,
+                            int placed)
 {
     int half = nsteps(ar) / 2;
 
@@ -732,7 +736,7 @@ static void segment_consume(const ember_allreduce_t *ar, const ember_allreduce_r
 }
 
 /* After segment @segment of step @step was consumed: the schedule moves on. */
-static void segment_advance(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step,
+static void segment_advance(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r, int step,
                             size_t segment)
 {
     r->step_got[step]++;
@@ -752,9 +756,9 @@ static void segment_advance(ember_allreduce_t *ar, ember_allreduce_req_t *r, int
  * A ring or halving segment (@parked_release: one parked earlier, now taken
  * up): accepted, parked or consumed, answered, and the schedule advanced.
  */
-static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_rpc_req_t *req,
-                         const ember_allreduce_wire_t *hdr, const unsigned char *payload,
-                         int parked_release)
+static void deliver_ring(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r,
+                         ember_rpc_req_t *req, const ember_comm_allreduce_wire_t *hdr,
+                         const unsigned char *payload, int parked_release)
 {
     int step = hdr->step;
     int placed = ember_rpc_req_head(req, NULL) != NULL;
@@ -784,7 +788,7 @@ static void deliver_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_
 }
 
 /* Halving: step @step may start: send its segments, take up what waited. */
-static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step)
+static void open_step(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r, int step)
 {
     size_t base, length;
     step_range(ar, r->count, step, 1, &base, &length);
@@ -792,7 +796,7 @@ static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step)
         send_segment(ar, r, step, s);
     for (size_t i = 0; i < r->nparked && ar->error == EMBER_OK;) {
         ember_rpc_req_t *req = r->parked[i];
-        ember_allreduce_wire_t hdr;
+        ember_comm_allreduce_wire_t hdr;
         const unsigned char *payload = message_header(req, &hdr, NULL);
         if (hdr.step != step) {
             i++;
@@ -807,14 +811,14 @@ static void open_step(ember_allreduce_t *ar, ember_allreduce_req_t *r, int step)
 /* The largest small vector any member of this communicator may send: what
  * a peer's may be before our handshake decided ar->small_bytes.  Whether
  * both chose the same path for a count is checked on delivery. */
-static size_t small_max(const ember_allreduce_t *ar)
+static size_t small_max(const ember_comm_allreduce_t *ar)
 {
     return ar->n == 2 ? EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES : EMBER_ALLREDUCE_SMALL_BYTES;
 }
 
 /* Header checks that need no reduction state; "" when it passes. */
-static const char *check_header(const ember_allreduce_t *ar, int member,
-                                const ember_allreduce_wire_t *hdr, size_t length)
+static const char *check_header(const ember_comm_allreduce_t *ar, int member,
+                                const ember_comm_allreduce_wire_t *hdr, size_t length)
 {
     size_t payload = length - sizeof(*hdr);
 
@@ -846,11 +850,11 @@ static const char *check_header(const ember_allreduce_t *ar, int member,
 
 static void on_data(ember_rpc_req_t *req, void *arg)
 {
-    ember_allreduce_t *ar = arg;
+    ember_comm_allreduce_t *ar = arg;
     int rank = ember_rpc_req_peer(req);
     int member = rank >= 0 && rank < ar->world ? ar->member_of[rank] : -1;
     size_t length;
-    ember_allreduce_wire_t hdr;
+    ember_comm_allreduce_wire_t hdr;
     const unsigned char *payload = message_header(req, &hdr, &length);
     const char *why;
 
@@ -891,7 +895,7 @@ static void on_data(ember_rpc_req_t *req, void *arg)
         ar->early[ar->nearly++] = req; /* answered once we start hdr.seq */
         return;
     }
-    ember_allreduce_req_t *r = find_active(ar, hdr.seq);
+    ember_comm_allreduce_req_t *r = find_active(ar, hdr.seq);
     if (!r) {
         refuse(ar, req, EMBER_ERR_BAD_MESSAGE, hdr.seq, member,
                "allreduce seq %" PRIu64 " from %s: that reduction already finished "
@@ -911,8 +915,8 @@ static void on_data(ember_rpc_req_t *req, void *arg)
  */
 static void *place_segment(void *arg, int peer, const void *head, size_t head_length, size_t length)
 {
-    ember_allreduce_t *ar = arg;
-    ember_allreduce_wire_t hdr;
+    ember_comm_allreduce_t *ar = arg;
+    ember_comm_allreduce_wire_t hdr;
     int member = peer >= 0 && peer < ar->world ? ar->member_of[peer] : -1;
 
     if (member < 0 || ar->error != EMBER_OK || head_length != sizeof(hdr))
@@ -921,7 +925,7 @@ static void *place_segment(void *arg, int peer, const void *head, size_t head_le
     if (*check_header(ar, member, &hdr, length) || hdr.kind != EMBER_ALLREDUCE_KIND_RING ||
         hdr.step < nsteps(ar) / 2 || hdr.seq >= ar->next_seq)
         return NULL;
-    ember_allreduce_req_t *r = find_active(ar, hdr.seq);
+    ember_comm_allreduce_req_t *r = find_active(ar, hdr.seq);
     if (!r || r->kind != AR_KIND_RING || hdr.count != r->count)
         return NULL;
     float *dst;
@@ -936,10 +940,10 @@ static void *place_segment(void *arg, int peer, const void *head, size_t head_le
 /* A placed segment's request is done (consumed, refused or failed). */
 static void place_release(void *arg, void *buffer)
 {
-    ember_allreduce_t *ar = arg;
+    ember_comm_allreduce_t *ar = arg;
     const float *at = buffer;
 
-    for (ember_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next) {
+    for (ember_comm_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next) {
         if (r->landing && at >= r->data && at < r->data + r->count) {
             r->landing--;
             return;
@@ -949,7 +953,7 @@ static void place_release(void *arg, void *buffer)
 
 static void on_hello(ember_rpc_req_t *req, void *arg)
 {
-    ember_allreduce_t *ar = arg;
+    ember_comm_allreduce_t *ar = arg;
     size_t length;
     const void *data = ember_rpc_req_data(req, &length);
     uint64_t hash;
@@ -971,7 +975,7 @@ static void on_hello(ember_rpc_req_t *req, void *arg)
 
 static void on_abort(ember_rpc_req_t *req, void *arg)
 {
-    ember_allreduce_t *ar = arg;
+    ember_comm_allreduce_t *ar = arg;
     int rank = ember_rpc_req_peer(req);
     int member = rank >= 0 && rank < ar->world ? ar->member_of[rank] : -1;
     size_t length;
@@ -1011,8 +1015,8 @@ static void on_abort(ember_rpc_req_t *req, void *arg)
 /* ---- progress ------------------------------------------------------------- */
 
 /* A send finished badly: who is to blame, and what to say. */
-static void send_failed(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_future_t *future,
-                        ember_status_t status, int peer_rank)
+static void send_failed(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r,
+                        ember_future_t *future, ember_status_t status, int peer_rank)
 {
     size_t length = 0;
     const char *text = ember_future_data(future, &length);
@@ -1034,7 +1038,8 @@ static void send_failed(ember_allreduce_t *ar, ember_allreduce_req_t *r, ember_f
                  (int)length, text ? text : "");
 }
 
-static int send_peer(const ember_allreduce_t *ar, const ember_allreduce_req_t *r, size_t index)
+static int send_peer(const ember_comm_allreduce_t *ar, const ember_comm_allreduce_req_t *r,
+                     size_t index)
 {
     if (r->kind == AR_KIND_RING) {
         size_t base, length;
@@ -1047,7 +1052,7 @@ static int send_peer(const ember_allreduce_t *ar, const ember_allreduce_req_t *r
 }
 
 /* Poll @r's sends in order; each test progresses the transport once. */
-static void poll_sends(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+static void poll_sends(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r)
 {
     while (r->first_pending < r->nsends) {
         size_t i = r->first_pending;
@@ -1080,7 +1085,7 @@ static void poll_sends(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 
 /* Let go of the calls still out; a one-way send still borrows its buffer
  * until its callback, so it is never abandoned (the request lives on). */
-static void abandon_sends(ember_allreduce_req_t *r)
+static void abandon_sends(ember_comm_allreduce_req_t *r)
 {
     while (r->first_pending < r->nsends) {
         ar_send_t *send = &r->sends[r->first_pending];
@@ -1099,7 +1104,7 @@ static void oneway_done(void *arg, ember_status_t status)
     send->owner->last_progress = now_s();
 }
 
-static void check_peers(ember_allreduce_t *ar, ember_allreduce_req_t *r, double now)
+static void check_peers(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r, double now)
 {
     for (int m = 0; m < ar->n && ar->error == EMBER_OK; m++) {
         if (m != ar->me && ember_tp_peer_lost(ar->tp, ar->ranks[m]))
@@ -1124,12 +1129,12 @@ static void check_peers(ember_allreduce_t *ar, ember_allreduce_req_t *r, double 
 }
 
 /* Advance everything: acknowledgements, completions, failures, recycling. */
-static void pump(ember_allreduce_t *ar)
+static void pump(ember_comm_allreduce_t *ar)
 {
     double now = now_s();
 
     ember_tp_progress(ar->tp);
-    for (ember_allreduce_req_t *r = ar->live.next, *next; r != &ar->live; r = next) {
+    for (ember_comm_allreduce_req_t *r = ar->live.next, *next; r != &ar->live; r = next) {
         poll_sends(ar, r);
         if (r->status == EMBER_INPROGRESS) {
             if (r->receiving)
@@ -1164,7 +1169,7 @@ static uint64_t fnv(uint64_t hash, const void *data, size_t length)
     return hash;
 }
 
-static void unregister(ember_allreduce_t *ar)
+static void unregister(ember_comm_allreduce_t *ar)
 {
     for (int op = 0; op < EMBER_ALLREDUCE_OPS; op++)
         ember_rpc_register(ar->tp, (uint16_t)(ar->op_base + op), NULL, NULL);
@@ -1172,7 +1177,7 @@ static void unregister(ember_allreduce_t *ar)
 
 /* One HELLO to member @m: OK, UNSUPPORTED (its handler is not registered
  * yet: try again), or what went wrong (logged when it answered). */
-static ember_status_t hello(ember_allreduce_t *ar, int m)
+static ember_status_t hello(ember_comm_allreduce_t *ar, int m)
 {
     ember_iov_t iov = {.buffer = &ar->hash, .length = sizeof(ar->hash)};
     ember_future_t *future;
@@ -1195,7 +1200,7 @@ static ember_status_t hello(ember_allreduce_t *ar, int m)
 }
 
 /* A HELLO to every member not met yet (@done); *remaining_p counts down. */
-static ember_status_t hello_round(ember_allreduce_t *ar, int *done, int *remaining_p)
+static ember_status_t hello_round(ember_comm_allreduce_t *ar, int *done, int *remaining_p)
 {
     for (int m = 0; m < ar->n; m++) {
         if (m == ar->me || done[m])
@@ -1212,7 +1217,7 @@ static ember_status_t hello_round(ember_allreduce_t *ar, int *done, int *remaini
 }
 
 /* Name the first member that never answered. */
-static void log_absent(const ember_allreduce_t *ar, const int *done)
+static void log_absent(const ember_comm_allreduce_t *ar, const int *done)
 {
     for (int m = 0; m < ar->n; m++) {
         if (m != ar->me && !done[m]) {
@@ -1226,7 +1231,7 @@ static void log_absent(const ember_allreduce_t *ar, const int *done)
 }
 
 /* Meet every other member: retried while its handler is not registered yet. */
-static ember_status_t handshake(ember_allreduce_t *ar)
+static ember_status_t handshake(ember_comm_allreduce_t *ar)
 {
     double deadline = now_s() + ember_config_double("EMBER_CONNECT_TIMEOUT");
     int *done = calloc((size_t)ar->n, sizeof(*done));
@@ -1251,13 +1256,13 @@ static ember_status_t handshake(ember_allreduce_t *ar)
 }
 
 static ember_status_t create_check(ember_tp_t *tp, const int *ranks, int nranks, uint16_t op_base,
-                                   ember_allreduce_t **ar_p, size_t max_message)
+                                   ember_comm_allreduce_t **ar_p, size_t max_message)
 {
     int world = tp ? ember_tp_world_size(tp) : 0;
 
     if (!tp || !ranks || !ar_p || nranks < 1 || nranks > world ||
         op_base < EMBER_RPC_OP_USER_BASE || op_base + EMBER_ALLREDUCE_OPS > EMBER_RPC_OP_MAX ||
-        max_message < sizeof(ember_allreduce_wire_t) + EMBER_ALLREDUCE_SMALL_BYTES) {
+        max_message < sizeof(ember_comm_allreduce_wire_t) + EMBER_ALLREDUCE_SMALL_BYTES) {
         ember_error("allreduce",
                     "create: invalid parameters (%d ranks of %d, op ids "
                     "%u..%u, EMBER_MAX_MSG_SIZE %zu)",
@@ -1267,7 +1272,7 @@ static ember_status_t create_check(ember_tp_t *tp, const int *ranks, int nranks,
     return EMBER_OK;
 }
 
-static void ar_free(ember_allreduce_t *ar)
+static void ar_free(ember_comm_allreduce_t *ar)
 {
     free(ar->active);
     free(ar->early);
@@ -1279,9 +1284,9 @@ static void ar_free(ember_allreduce_t *ar)
 
 /* The communicator and its member tables, not filled in yet; NULL when out
  * of memory. */
-static ember_allreduce_t *ar_alloc(ember_tp_t *tp, int nranks, uint16_t op_base)
+static ember_comm_allreduce_t *ar_alloc(ember_tp_t *tp, int nranks, uint16_t op_base)
 {
-    ember_allreduce_t *ar = calloc(1, sizeof(*ar));
+    ember_comm_allreduce_t *ar = calloc(1, sizeof(*ar));
 
     if (!ar)
         return NULL;
@@ -1302,7 +1307,7 @@ static ember_allreduce_t *ar_alloc(ember_tp_t *tp, int nranks, uint16_t op_base)
 }
 
 /* The member list: each rank in range and listed once, this process one. */
-static ember_status_t set_members(ember_allreduce_t *ar, const int *ranks)
+static ember_status_t set_members(ember_comm_allreduce_t *ar, const int *ranks)
 {
     int self = ember_tp_rank(ar->tp);
 
@@ -1331,7 +1336,7 @@ static ember_status_t set_members(ember_allreduce_t *ar, const int *ranks)
 }
 
 /* The algorithm, the segment size and the stall timeout. */
-static void choose_schedule(ember_allreduce_t *ar, size_t max_message)
+static void choose_schedule(ember_comm_allreduce_t *ar, size_t max_message)
 {
     /* Recursive halving for 4, 8, 16... members (fewer, larger steps: what
      * counts where ranks share CPUs or links are long); the ring otherwise
@@ -1344,8 +1349,8 @@ static void choose_schedule(ember_allreduce_t *ar, size_t max_message)
     }
     /* Segments must fit a message, and match on every member (hashed). */
     size_t segment_bytes = EMBER_ALLREDUCE_SEGMENT_BYTES;
-    if (segment_bytes > max_message - sizeof(ember_allreduce_wire_t))
-        segment_bytes = max_message - sizeof(ember_allreduce_wire_t);
+    if (segment_bytes > max_message - sizeof(ember_comm_allreduce_wire_t))
+        segment_bytes = max_message - sizeof(ember_comm_allreduce_wire_t);
     ar->seg_floats = segment_bytes / sizeof(float);
     /* A member that stops sending is reported after the RPC deadline plus
      * 2 s: a member held up by a hung PS fails first, at its call's
@@ -1354,7 +1359,7 @@ static void choose_schedule(ember_allreduce_t *ar, size_t max_message)
 }
 
 /* What every member must agree on, compared by the handshake. */
-static void hash_config(ember_allreduce_t *ar)
+static void hash_config(ember_comm_allreduce_t *ar)
 {
     ar->hash = 1469598103934665603ull;
     ar->hash = fnv(ar->hash, &ar->n, sizeof(ar->n));
@@ -1364,7 +1369,7 @@ static void hash_config(ember_allreduce_t *ar)
     ar->hash = fnv(ar->hash, &ar->halving_steps, sizeof(ar->halving_steps));
 }
 
-static ember_status_t register_handlers(ember_allreduce_t *ar)
+static ember_status_t register_handlers(ember_comm_allreduce_t *ar)
 {
     ember_tp_t *tp = ar->tp;
     uint16_t op_base = ar->op_base;
@@ -1378,19 +1383,19 @@ static ember_status_t register_handlers(ember_allreduce_t *ar)
 }
 
 /* Connected now: a pair over TCP takes the one-step path further. */
-static void choose_small_bytes(ember_allreduce_t *ar, size_t max_message)
+static void choose_small_bytes(ember_comm_allreduce_t *ar, size_t max_message)
 {
     ar->small_bytes = EMBER_ALLREDUCE_SMALL_BYTES;
     if (ar->n == 2 && ember_tp_peer_over_tcp(ar->tp, ar->ranks[1 - ar->me]) == 1 &&
-        max_message >= sizeof(ember_allreduce_wire_t) + EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES)
+        max_message >= sizeof(ember_comm_allreduce_wire_t) + EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES)
         ar->small_bytes = EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES;
 }
 
-ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nranks,
-                                      uint16_t op_base, ember_allreduce_t **ar_p)
+ember_status_t ember_comm_allreduce_create(ember_tp_t *tp, const int *ranks, int nranks,
+                                           uint16_t op_base, ember_comm_allreduce_t **ar_p)
 {
     size_t max_message = ember_config_size("EMBER_MAX_MSG_SIZE");
-    ember_allreduce_t *ar;
+    ember_comm_allreduce_t *ar;
     ember_status_t status;
 
     EMBER_CHECK(create_check(tp, ranks, nranks, op_base, ar_p, max_message));
@@ -1419,14 +1424,14 @@ err_free:
     return status;
 }
 
-size_t ember_allreduce_small_bytes(const ember_allreduce_t *ar)
+size_t ember_comm_allreduce_small_bytes(const ember_comm_allreduce_t *ar)
 {
     return ar ? ar->small_bytes : 0;
 }
 
 /* Reductions still in flight fail, which answers every held message: the
  * peers learn it from that. */
-static void destroy_fail_pending(ember_allreduce_t *ar)
+static void destroy_fail_pending(ember_comm_allreduce_t *ar)
 {
     if ((!ar->nactive && !ar->nearly) || ar->error != EMBER_OK)
         return;
@@ -1438,12 +1443,12 @@ static void destroy_fail_pending(ember_allreduce_t *ar)
 }
 
 /* Our own messages: let them finish (until @deadline), then abandon them. */
-static void destroy_drain(ember_allreduce_t *ar, double deadline)
+static void destroy_drain(ember_comm_allreduce_t *ar, double deadline)
 {
     for (;;) {
         int pending = 0;
         pump(ar);
-        for (ember_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next)
+        for (ember_comm_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next)
             pending += r->first_pending < r->nsends || r->landing;
         for (int m = 0; m < ar->n; m++)
             pending += ar->aborts[m] != NULL;
@@ -1455,11 +1460,11 @@ static void destroy_drain(ember_allreduce_t *ar, double deadline)
 
 /* Free every request the transport no longer holds; 1 when a segment is
  * still landing (place_release will still be called with @ar). */
-static int destroy_requests(ember_allreduce_t *ar)
+static int destroy_requests(ember_comm_allreduce_t *ar)
 {
     int landing = 0;
 
-    for (ember_allreduce_req_t *r = ar->live.next, *next; r != &ar->live; r = next) {
+    for (ember_comm_allreduce_req_t *r = ar->live.next, *next; r != &ar->live; r = next) {
         next = r->next;
         abandon_sends(r);
         if (r->first_pending < r->nsends || r->landing) {
@@ -1479,21 +1484,21 @@ static int destroy_requests(ember_allreduce_t *ar)
         req_free_memory(r);
     }
     while (ar->free_list) {
-        ember_allreduce_req_t *r = ar->free_list;
+        ember_comm_allreduce_req_t *r = ar->free_list;
         ar->free_list = r->next;
         req_free_memory(r);
     }
     return landing;
 }
 
-void ember_allreduce_destroy(ember_allreduce_t *ar)
+void ember_comm_allreduce_destroy(ember_comm_allreduce_t *ar)
 {
     double deadline = now_s() + FAIL_GRACE_S;
 
     if (!ar)
         return;
     destroy_fail_pending(ar);
-    for (ember_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next)
+    for (ember_comm_allreduce_req_t *r = ar->live.next; r != &ar->live; r = r->next)
         r->released = 1;
     destroy_drain(ar, deadline);
     unregister(ar);
@@ -1505,13 +1510,13 @@ void ember_allreduce_destroy(ember_allreduce_t *ar)
 }
 
 /* Feed @r the messages that arrived before it started. */
-static void take_early(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+static void take_early(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r)
 {
     size_t i = 0;
 
     while (i < ar->nearly && ar->error == EMBER_OK && r->receiving) {
         ember_rpc_req_t *req = ar->early[i];
-        ember_allreduce_wire_t hdr;
+        ember_comm_allreduce_wire_t hdr;
         const unsigned char *payload = message_header(req, &hdr, NULL);
 
         if (hdr.seq != r->seq) {
@@ -1525,8 +1530,9 @@ static void take_early(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 }
 
 /* The arguments, checked; *send_p: the input (the result in place). */
-static ember_status_t start_check(const ember_allreduce_t *ar, const ember_allreduce_args_t *args,
-                                  ember_allreduce_req_t **req_p, const float **send_p)
+static ember_status_t start_check(const ember_comm_allreduce_t *ar,
+                                  const ember_comm_allreduce_args_t *args,
+                                  ember_comm_allreduce_req_t **req_p, const float **send_p)
 {
     size_t count = args ? args->count : 0;
 
@@ -1550,7 +1556,7 @@ static ember_status_t start_check(const ember_allreduce_t *ar, const ember_allre
 
 /* One member, or nothing to reduce: nothing travels, and every member
  * skips this sequence number alike. */
-static void start_trivial(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+static void start_trivial(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r)
 {
     if (r->input != r->data && r->count)
         ember_copy(r->data, r->input, r->count * sizeof(float));
@@ -1560,7 +1566,7 @@ static void start_trivial(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 
 /* Ring or halving: each step's receive segments, every send, and room for
  * all of them (the handlers never allocate). */
-static ember_status_t plan_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+static ember_status_t plan_ring(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r)
 {
     size_t base, length, total = 0;
 
@@ -1583,7 +1589,7 @@ static ember_status_t plan_ring(ember_allreduce_t *ar, ember_allreduce_req_t *r)
 }
 
 /* The path for @r's size, and the memory it needs. */
-static ember_status_t plan(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+static ember_status_t plan(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r)
 {
     if (r->count * sizeof(float) <= ar->small_bytes) {
         r->kind = AR_KIND_SMALL;
@@ -1598,14 +1604,14 @@ static ember_status_t plan(ember_allreduce_t *ar, ember_allreduce_req_t *r)
  * latency (a mismatch breaks the communicator at the receiver, which tells
  * everyone: see refuse).
  */
-static void post_small(ember_allreduce_t *ar, ember_allreduce_req_t *r)
+static void post_small(ember_comm_allreduce_t *ar, ember_comm_allreduce_req_t *r)
 {
     ember_copy(r->small_buf, r->input, r->count * sizeof(float));
-    const ember_allreduce_wire_t hdr = {.magic = EMBER_ALLREDUCE_MAGIC,
-                                        .kind = EMBER_ALLREDUCE_KIND_SMALL,
-                                        .seq = r->seq,
-                                        .count = r->count,
-                                        .nfloats = r->count};
+    const ember_comm_allreduce_wire_t hdr = {.magic = EMBER_ALLREDUCE_MAGIC,
+                                             .kind = EMBER_ALLREDUCE_KIND_SMALL,
+                                             .seq = r->seq,
+                                             .count = r->count,
+                                             .nfloats = r->count};
     r->send_expected = (size_t)ar->n - 1;
     for (int m = 0; m < ar->n && ar->error == EMBER_OK; m++) {
         if (m == ar->me)
@@ -1625,11 +1631,12 @@ static void post_small(ember_allreduce_t *ar, ember_allreduce_req_t *r)
     }
 }
 
-ember_status_t ember_allreduce_start(ember_allreduce_t *ar, const ember_allreduce_args_t *args,
-                                     ember_allreduce_req_t **req_p)
+ember_status_t ember_comm_allreduce_start(ember_comm_allreduce_t *ar,
+                                          const ember_comm_allreduce_args_t *args,
+                                          ember_comm_allreduce_req_t **req_p)
 {
     const float *send;
-    ember_allreduce_req_t *r;
+    ember_comm_allreduce_req_t *r;
     ember_status_t status;
 
     EMBER_CHECK(start_check(ar, args, req_p, &send));
@@ -1666,7 +1673,7 @@ ember_status_t ember_allreduce_start(ember_allreduce_t *ar, const ember_allreduc
     return EMBER_OK;
 }
 
-ember_status_t ember_allreduce_test(ember_allreduce_req_t *req)
+ember_status_t ember_comm_allreduce_test(ember_comm_allreduce_req_t *req)
 {
     if (!req)
         return EMBER_ERR_INVALID_PARAM;
@@ -1674,9 +1681,9 @@ ember_status_t ember_allreduce_test(ember_allreduce_req_t *req)
     return req->status;
 }
 
-ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req)
+ember_status_t ember_comm_allreduce_wait(ember_comm_allreduce_req_t *req)
 {
-    ember_allreduce_t *ar;
+    ember_comm_allreduce_t *ar;
     ember_status_t status;
 
     if (!req)
@@ -1712,14 +1719,15 @@ ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req)
     return status;
 }
 
-ember_status_t ember_allreduce(ember_allreduce_t *ar, const ember_allreduce_args_t *args)
+ember_status_t ember_comm_allreduce(ember_comm_allreduce_t *ar,
+                                    const ember_comm_allreduce_args_t *args)
 {
-    ember_allreduce_req_t *req;
-    EMBER_CHECK(ember_allreduce_start(ar, args, &req));
-    return ember_allreduce_wait(req);
+    ember_comm_allreduce_req_t *req;
+    EMBER_CHECK(ember_comm_allreduce_start(ar, args, &req));
+    return ember_comm_allreduce_wait(req);
 }
 
-const char *ember_allreduce_error(const ember_allreduce_t *ar)
+const char *ember_comm_allreduce_error(const ember_comm_allreduce_t *ar)
 {
     return ar && ar->error != EMBER_OK ? ar->error_text : "";
 }

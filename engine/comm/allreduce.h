@@ -9,7 +9,7 @@
  *
  * Algorithms (all deterministic: every member ends with the same bits, and
  * the same inputs give the same bits run after run):
- *   - small (count * 4 <= ember_allreduce_small_bytes(): 16 KiB, or 256 KiB
+ *   - small (count * 4 <= ember_comm_allreduce_small_bytes(): 16 KiB, or 256 KiB
  *     for two members over TCP): every member sends its whole vector to
  *     every other member, one-way (one message latency); each sums the n
  *     vectors in member order, the same additions everywhere.
@@ -34,7 +34,7 @@
  * fail at once.
  *
  * Threading: single-threaded, like the transport.  Progress happens in the
- * transport's progress loop (handlers) and in ember_allreduce_test/wait.
+ * transport's progress loop (handlers) and in ember_comm_allreduce_test/wait.
  */
 #ifndef EMBER_ENGINE_ALLREDUCE_H
 #define EMBER_ENGINE_ALLREDUCE_H
@@ -62,8 +62,8 @@ extern "C" {
 /* Number of RPC op ids a communicator uses from its op_base. */
 #define EMBER_ALLREDUCE_OPS 4
 
-typedef struct ember_allreduce ember_allreduce_t;
-typedef struct ember_allreduce_req ember_allreduce_req_t;
+typedef struct ember_comm_allreduce ember_comm_allreduce_t;
+typedef struct ember_comm_allreduce_req ember_comm_allreduce_req_t;
 
 /*
  * The wire header of a data message (op_base + 0), followed by @nfloats
@@ -82,7 +82,7 @@ typedef struct {
     uint64_t count;   /* floats in the whole reduction */
     uint64_t offset;  /* ring: first float of this segment within its chunk */
     uint64_t nfloats; /* floats that follow */
-} ember_allreduce_wire_t;
+} ember_comm_allreduce_wire_t;
 
 /**
  * Create a communicator over @nranks transport ranks @ranks (borrowed; copied),
@@ -95,8 +95,8 @@ typedef struct {
  * Errors: ERR_INVALID_PARAM (bad ranks, op ids, this rank not a member),
  * ERR_NO_MEMORY, ERR_TIMED_OUT (a member never came), or the transport's.
  */
-ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nranks,
-                                      uint16_t op_base, ember_allreduce_t **ar_p);
+ember_status_t ember_comm_allreduce_create(ember_tp_t *tp, const int *ranks, int nranks,
+                                           uint16_t op_base, ember_comm_allreduce_t **ar_p);
 
 /**
  * Destroy the communicator.  Reductions should have been waited for; any
@@ -106,7 +106,7 @@ ember_status_t ember_allreduce_create(ember_tp_t *tp, const int *ranks, int nran
  * Op ids may be reused by a new communicator once every member destroyed
  * this one.
  */
-void ember_allreduce_destroy(ember_allreduce_t *ar);
+void ember_comm_allreduce_destroy(ember_comm_allreduce_t *ar);
 
 /**
  * The largest vector, in bytes, this communicator reduces by the one-step
@@ -116,7 +116,7 @@ void ember_allreduce_destroy(ember_allreduce_t *ar);
  * endpoint; where they disagree (transports set differently on each), the
  * first reduction in between fails with ERR_BAD_MESSAGE naming the member.
  */
-size_t ember_allreduce_small_bytes(const ember_allreduce_t *ar);
+size_t ember_comm_allreduce_small_bytes(const ember_comm_allreduce_t *ar);
 
 /*
  * One reduction's arguments (as UCX's ucp_request_param_t: one call, its
@@ -127,7 +127,7 @@ typedef struct {
     float *recv;       /* the result (and the input in place) */
     size_t count;      /* floats */
     int average;       /* nonzero: the sum divided by the member count */
-} ember_allreduce_args_t;
+} ember_comm_allreduce_args_t;
 
 /**
  * Start the sum (or average) of every member's @args->send into
@@ -137,35 +137,37 @@ typedef struct {
  * and written throughout.  Both are borrowed until the request completes;
  * @args itself only during the call.  Non-blocking: the reduction
  * progresses whenever the transport progresses.  *req_p is owned by the
- * caller until ember_allreduce_wait (which frees it).
+ * caller until ember_comm_allreduce_wait (which frees it).
  * Errors: ERR_INVALID_PARAM, ERR_NO_MEMORY, or the error that broke the
  * communicator (ERR_PEER_LOST, ERR_TIMED_OUT, ...), then *req_p is untouched.
  */
-ember_status_t ember_allreduce_start(ember_allreduce_t *ar, const ember_allreduce_args_t *args,
-                                     ember_allreduce_req_t **req_p);
+ember_status_t ember_comm_allreduce_start(ember_comm_allreduce_t *ar,
+                                          const ember_comm_allreduce_args_t *args,
+                                          ember_comm_allreduce_req_t **req_p);
 
 /**
  * Progress once without blocking; INPROGRESS while running, then the final
- * status (the request stays valid until ember_allreduce_wait).
+ * status (the request stays valid until ember_comm_allreduce_wait).
  */
-ember_status_t ember_allreduce_test(ember_allreduce_req_t *req);
+ember_status_t ember_comm_allreduce_test(ember_comm_allreduce_req_t *req);
 
 /**
  * Block (progressing the transport, sleeping when idle) until @req
  * completes, then free it.  Returns OK, or ERR_PEER_LOST / ERR_TIMED_OUT /
- * ERR_BAD_MESSAGE / ... (see ember_allreduce_error).  On error the contents
+ * ERR_BAD_MESSAGE / ... (see ember_comm_allreduce_error).  On error the contents
  * of recv are unspecified, and neither buffer is accessed once this returns.
  */
-ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req);
+ember_status_t ember_comm_allreduce_wait(ember_comm_allreduce_req_t *req);
 
 /** Blocking start + wait. */
-ember_status_t ember_allreduce(ember_allreduce_t *ar, const ember_allreduce_args_t *args);
+ember_status_t ember_comm_allreduce(ember_comm_allreduce_t *ar,
+                                    const ember_comm_allreduce_args_t *args);
 
 /**
  * Text of the error that broke the communicator (names the peer), or "" while
  * it is healthy.  Borrowed from @ar.
  */
-const char *ember_allreduce_error(const ember_allreduce_t *ar);
+const char *ember_comm_allreduce_error(const ember_comm_allreduce_t *ar);
 
 #ifdef __cplusplus
 }

@@ -33,9 +33,9 @@ typedef struct device_comm device_comm_t;
 struct ember_device_req {
     device_comm_t *comm;
     int in_use;
-    ember_device_req_t *inner;   /* the backend's request */
-    ember_allreduce_req_t *ring; /* staged: the host ring's */
-    float *data;                 /* staged: the device buffer */
+    ember_device_req_t *inner;        /* the backend's request */
+    ember_comm_allreduce_req_t *ring; /* staged: the host ring's */
+    float *data;                      /* staged: the device buffer */
     size_t count;
     float *host;           /* staged: grow-only copy of data (host_alloc) */
     size_t host_capacity;  /* floats */
@@ -46,7 +46,7 @@ struct device_comm {
     ember_device_t *dev;
     const ember_device_ops_t *backend; /* the backend's own slots */
     ember_device_comm_t *inner;        /* the backend's communicator, or NULL */
-    ember_allreduce_t *ring;           /* staged: the host ring */
+    ember_comm_allreduce_t *ring;      /* staged: the host ring */
     ember_device_req_t reqs[DEVICE_COMM_MAX_REQS];
 };
 
@@ -89,7 +89,7 @@ static ember_status_t comm_create(ember_device_t *dev, const ember_device_ops_t 
             return status; /* the backend logged why */
         }
     }
-    status = ember_allreduce_create(tp, ranks, nranks, op_base, &comm->ring);
+    status = ember_comm_allreduce_create(tp, ranks, nranks, op_base, &comm->ring);
     if (status != EMBER_OK) {
         free(comm);
         return status;
@@ -113,7 +113,7 @@ static void comm_destroy(ember_device_comm_t *c)
         return;
     if (comm->inner)
         comm->backend->comm_destroy(comm->inner);
-    ember_allreduce_destroy(comm->ring); /* cancels what is still in flight */
+    ember_comm_allreduce_destroy(comm->ring); /* cancels what is still in flight */
     for (int i = 0; i < DEVICE_COMM_MAX_REQS; i++)
         comm->backend->host_free(comm->dev, comm->reqs[i].host);
     free(comm);
@@ -156,8 +156,9 @@ static ember_status_t allreduce_start(ember_device_comm_t *c, float *data, size_
      * gradients are on the host. */
     EMBER_CHECK(comm->backend->mem_copy(comm->dev, req->host, data, count * sizeof(float),
                                         EMBER_COPY_DEVICE_TO_HOST));
-    const ember_allreduce_args_t args = {.recv = req->host, .count = count, .average = average};
-    EMBER_CHECK(ember_allreduce_start(comm->ring, &args, &req->ring));
+    const ember_comm_allreduce_args_t args = {
+            .recv = req->host, .count = count, .average = average};
+    EMBER_CHECK(ember_comm_allreduce_start(comm->ring, &args, &req->ring));
     req->data = data;
     req->count = count;
     req->status = EMBER_INPROGRESS;
@@ -186,9 +187,9 @@ static ember_status_t allreduce_test(ember_device_req_t *req)
         return req->comm->backend->allreduce_test(req->inner);
     if (req->status != EMBER_INPROGRESS)
         return req->status;
-    if (ember_allreduce_test(req->ring) == EMBER_INPROGRESS)
+    if (ember_comm_allreduce_test(req->ring) == EMBER_INPROGRESS)
         return EMBER_INPROGRESS;
-    return staged_finish(req, ember_allreduce_wait(req->ring)); /* at once */
+    return staged_finish(req, ember_comm_allreduce_wait(req->ring)); /* at once */
 }
 
 static ember_status_t allreduce_wait(ember_device_req_t *req)
@@ -199,7 +200,7 @@ static ember_status_t allreduce_wait(ember_device_req_t *req)
         status = req->comm->backend->allreduce_wait(req->inner);
         req->inner = NULL;
     } else if (req->status == EMBER_INPROGRESS) {
-        status = staged_finish(req, ember_allreduce_wait(req->ring));
+        status = staged_finish(req, ember_comm_allreduce_wait(req->ring));
     } else {
         status = req->status;
     }
@@ -212,7 +213,7 @@ static const char *comm_error(const ember_device_comm_t *c)
     const device_comm_t *comm = (const device_comm_t *)c;
     if (comm->inner)
         return comm->backend->comm_error(comm->inner);
-    return ember_allreduce_error(comm->ring);
+    return ember_comm_allreduce_error(comm->ring);
 }
 
 /* The backend's table each device keeps (engine/device/device.c), found from the

@@ -326,42 +326,43 @@ static ember_status_t cpu_bce_with_logits(ember_device_t *dev, const float *logi
 static ember_status_t cpu_comm_create(ember_device_t *dev, ember_tp_t *tp, const int *ranks,
                                       int nranks, uint16_t op_base, ember_device_comm_t **comm_p)
 {
-    ember_allreduce_t *ar;
+    ember_comm_allreduce_t *ar;
 
     if (!tp) {
         ember_error("device", "cpu allreduce needs the transport");
         return EMBER_ERR_INVALID_PARAM;
     }
-    EMBER_CHECK(ember_allreduce_create(tp, ranks, nranks, op_base, &ar));
+    EMBER_CHECK(ember_comm_allreduce_create(tp, ranks, nranks, op_base, &ar));
     *comm_p = (ember_device_comm_t *)ar;
     return EMBER_OK;
 }
 
 static void cpu_comm_destroy(ember_device_comm_t *comm)
 {
-    ember_allreduce_destroy((ember_allreduce_t *)comm);
+    ember_comm_allreduce_destroy((ember_comm_allreduce_t *)comm);
 }
 
 static ember_status_t cpu_allreduce_start(ember_device_comm_t *comm, float *data, size_t count,
                                           int average, ember_device_req_t **req_p)
 {
-    const ember_allreduce_args_t args = {.recv = data, .count = count, .average = average};
-    return ember_allreduce_start((ember_allreduce_t *)comm, &args, (ember_allreduce_req_t **)req_p);
+    const ember_comm_allreduce_args_t args = {.recv = data, .count = count, .average = average};
+    return ember_comm_allreduce_start((ember_comm_allreduce_t *)comm, &args,
+                                      (ember_comm_allreduce_req_t **)req_p);
 }
 
 static ember_status_t cpu_allreduce_test(ember_device_req_t *req)
 {
-    return ember_allreduce_test((ember_allreduce_req_t *)req);
+    return ember_comm_allreduce_test((ember_comm_allreduce_req_t *)req);
 }
 
 static ember_status_t cpu_allreduce_wait(ember_device_req_t *req)
 {
-    return ember_allreduce_wait((ember_allreduce_req_t *)req);
+    return ember_comm_allreduce_wait((ember_comm_allreduce_req_t *)req);
 }
 
 static const char *cpu_comm_error(const ember_device_comm_t *comm)
 {
-    return ember_allreduce_error((const ember_allreduce_t *)comm);
+    return ember_comm_allreduce_error((const ember_comm_allreduce_t *)comm);
 }
 #endif
 

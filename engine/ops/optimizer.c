@@ -61,34 +61,46 @@ void ember_opt_config_default(ember_opt_kind_t kind, float lr, ember_opt_config_
     }
 }
 
+/* What is wrong with @c's hyper-parameters, or NULL. */
+static const char *opt_config_fault(const ember_opt_config_t *c)
+{
+    if (!(c->lr >= 0.0f) || !isfinite(c->lr))
+        return "lr must be finite and >= 0";
+    if ((unsigned)c->kind > EMBER_OPT_ADAM)
+        return "unknown optimizer kind";
+    if (c->kind == EMBER_OPT_SGD && !(c->momentum >= 0.0f))
+        return "momentum must be >= 0";
+    if (c->kind == EMBER_OPT_SGD && c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
+        return "nesterov needs momentum > 0 and dampening 0 (as PyTorch)";
+    if (c->kind == EMBER_OPT_ADAGRAD && !(c->lr_decay >= 0.0f))
+        return "lr_decay must be >= 0";
+    if ((c->kind == EMBER_OPT_ADAGRAD || c->kind == EMBER_OPT_ROWWISE_ADAGRAD) &&
+        !(c->initial_accumulator >= 0.0f))
+        return "initial_accumulator must be >= 0";
+    if (c->kind != EMBER_OPT_SGD && !(c->eps >= 0.0f))
+        return "eps must be >= 0";
+    if (c->kind == EMBER_OPT_ADAM &&
+        !(c->beta1 >= 0.0f && c->beta1 < 1.0f && c->beta2 >= 0.0f && c->beta2 < 1.0f))
+        return "Adam betas must lie in [0, 1)";
+    return NULL;
+}
+
+ember_status_t ember_opt_config_check(const ember_opt_config_t *cfg, char *err, size_t err_length)
+{
+    const char *why = cfg ? opt_config_fault(cfg) : "no optimizer config";
+    if (!why)
+        return ember_status_text(err, err_length, EMBER_OK, "%s", "");
+    return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "%s: %s",
+                             cfg ? ember_opt_kind_name(cfg->kind) : "optimizer", why);
+}
+
 static ember_status_t opt_check_config(const ember_opt_config_t *c)
 {
-    const char *why = NULL;
-
-    if (!(c->lr >= 0.0f) || !isfinite(c->lr))
-        why = "lr must be finite and >= 0";
-    else if ((unsigned)c->kind > EMBER_OPT_ADAM)
-        why = "unknown optimizer kind";
-    else if (c->kind == EMBER_OPT_SGD && !(c->momentum >= 0.0f))
-        why = "momentum must be >= 0";
-    else if (c->kind == EMBER_OPT_SGD && c->nesterov &&
-             (c->momentum <= 0.0f || c->dampening != 0.0f))
-        why = "nesterov needs momentum > 0 and dampening 0 (as PyTorch)";
-    else if (c->kind == EMBER_OPT_ADAGRAD && !(c->lr_decay >= 0.0f))
-        why = "lr_decay must be >= 0";
-    else if ((c->kind == EMBER_OPT_ADAGRAD || c->kind == EMBER_OPT_ROWWISE_ADAGRAD) &&
-             !(c->initial_accumulator >= 0.0f))
-        why = "initial_accumulator must be >= 0";
-    else if (c->kind != EMBER_OPT_SGD && !(c->eps >= 0.0f))
-        why = "eps must be >= 0";
-    else if (c->kind == EMBER_OPT_ADAM &&
-             !(c->beta1 >= 0.0f && c->beta1 < 1.0f && c->beta2 >= 0.0f && c->beta2 < 1.0f))
-        why = "Adam betas must lie in [0, 1)";
-    if (why) {
-        ember_error("optim", "%s: %s", ember_opt_kind_name(c->kind), why);
-        return EMBER_ERR_INVALID_PARAM;
-    }
-    return EMBER_OK;
+    char err[160];
+    ember_status_t status = ember_opt_config_check(c, err, sizeof(err));
+    if (status != EMBER_OK)
+        ember_error("optim", "%s", err);
+    return status;
 }
 
 /* calloc that also counts what it hands out, so state_bytes is exact. */

@@ -46,7 +46,7 @@ typedef struct {
 } held_t;
 
 typedef struct {
-    ember_table_t *table;
+    ember_shard_t *table;
     int *trainer_rank; /* who speaks for each trainer index, -1 unknown */
     char **grad_error; /* a one-way gradient refused: told at the next lookup */
     uint32_t trainers;
@@ -81,6 +81,7 @@ typedef struct {
     ember_ps_ckpt_t *ckpt;
     ember_msg_ckpt_done_t reports[PS_CKPT_REPORTS];
     ember_future_t *report_futures[PS_CKPT_REPORTS];
+    const ember_ps_hooks_t *hooks; /* NULL: ember-train's PS */
 } ps_t;
 
 /* A reply in flight: the buffer and the PS it goes back to (apart from
@@ -132,7 +133,7 @@ static ember_status_t ps_table_id_check(const ps_t *ps, ember_msg_table_create_t
 /* The shard, on the PS's GPU (opened by the first table there) or in host
  * memory. */
 static ember_status_t ps_table_make(ps_t *ps, const ember_msg_table_create_t *spec,
-                                    ember_table_t **table_p, char *err, size_t err_length)
+                                    ember_shard_t **table_p, char *err, size_t err_length)
 {
     if (spec->device == EMBER_TABLE_CUDA && !ps->device) {
         ember_status_t status = ember_device_open("cuda", ps->local_rank, &ps->device);
@@ -145,13 +146,13 @@ static ember_status_t ps_table_make(ps_t *ps, const ember_msg_table_create_t *sp
             return status;
         }
     }
-    ember_status_t status = ember_table_create(
+    ember_status_t status = ember_shard_create(
             spec, spec->device == EMBER_TABLE_CUDA ? ps->device : NULL, table_p, err, err_length);
     if (status == EMBER_OK &&
-        (status = ember_table_set_workers(*table_p, ps->workers)) != EMBER_OK) {
+        (status = ember_shard_set_workers(*table_p, ps->workers)) != EMBER_OK) {
         snprintf(err, err_length, "table %s: no memory for its %u threads' scratch", spec->name,
                  ember_workers_threads(ps->workers));
-        ember_table_destroy(*table_p);
+        ember_shard_destroy(*table_p);
         *table_p = NULL;
     }
     return status;
@@ -170,7 +171,7 @@ static ember_status_t ps_entry_init(ps_table_t *entry, uint32_t trainers)
         return EMBER_OK;
     free(entry->trainer_rank);
     free(entry->grad_error);
-    ember_table_destroy(entry->table);
+    ember_shard_destroy(entry->table);
     *entry = (ps_table_t){0};
     return EMBER_ERR_NO_MEMORY;
 }
@@ -181,10 +182,10 @@ static void ps_log_table(const ps_table_t *entry, const ember_msg_table_create_t
     ember_info("ps",
                "table %s: shard %u of %u, %lld of %lld rows x %u %s (%.1f MiB %s), "
                "%s, %s in %.2f s",
-               ember_table_name(entry->table), spec->shard, spec->num_shards,
-               (long long)ember_table_local_rows(entry->table), (long long)spec->rows, spec->dim,
+               ember_shard_name(entry->table), spec->shard, spec->num_shards,
+               (long long)ember_shard_local_rows(entry->table), (long long)spec->rows, spec->dim,
                spec->dtype == EMBER_DTYPE_F16 ? "fp16" : "fp32",
-               ember_table_bytes(entry->table) / 1048576.0,
+               ember_shard_bytes(entry->table) / 1048576.0,
                spec->device == EMBER_TABLE_CUDA ? "on the GPU" : "in host memory",
                spec->consistency == EMBER_SYNC ? "sync" : "async",
                spec->init == EMBER_INIT_NORMAL    ? "N(0,1) rows"
@@ -247,7 +248,7 @@ static void on_table_load(ember_rpc_req_t *req, void *arg)
         return;
     }
     memcpy(rows, rows_in.body, rest);
-    status = ember_table_load(entry->table, msg.first, msg.count, rows, err, sizeof(err));
+    status = ember_shard_load(entry->table, msg.first, msg.count, rows, err, sizeof(err));
     free(rows);
     if (status != EMBER_OK)
         ember_rpc_reply_error(req, status, "%s", err);
@@ -275,7 +276,7 @@ static void on_table_read(ember_rpc_req_t *req, void *arg)
         ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
         return;
     }
-    status = ember_table_read(entry->table, msg.first, msg.count, out, err, sizeof(err));
+    status = ember_shard_read(entry->table, msg.first, msg.count, out, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "%s", err);
     } else {
@@ -283,6 +284,38 @@ static void on_table_read(ember_rpc_req_t *req, void *arg)
         ember_rpc_reply(req, EMBER_OK, &iov, 1);
     }
     free(out);
+}
+
+/* A table's shard freed (its creator's ember_table_destroy); its id free
+ * again.  Lookups of it held here are answered once a step is applied,
+ * then finding no table. */
+static void ps_entry_free(ps_table_t *entry)
+{
+    free(entry->trainer_rank);
+    for (uint32_t t = 0; entry->grad_error && t < entry->trainers; t++)
+        free(entry->grad_error[t]);
+    free(entry->grad_error);
+    ember_shard_destroy(entry->table);
+    *entry = (ps_table_t){0};
+}
+
+static void on_table_destroy(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_destroy_t msg;
+    ps_table_t *entry;
+
+    if (!ps_header(req, &msg, sizeof(msg), NULL) || !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    if (ps->ckpt && ember_ps_ckpt_planned(ps->ckpt)) {
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
+                              "table %s: a job that writes checkpoints keeps its tables",
+                              ember_shard_name(entry->table));
+        return;
+    }
+    ember_info("ps", "table %s: shard freed", ember_shard_name(entry->table));
+    ps_entry_free(entry);
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
 static size_t rss_bytes(void)
@@ -349,14 +382,14 @@ static void ps_reply_done(void *arg, ember_status_t status)
 
 /* "table emb" for one table, "3 tables from t_cat_0" for more: who a
  * failure of the whole request is about. */
-static void tables_named(const ember_wire_lookups_view_t *view, ember_table_t *const *tables,
+static void tables_named(const ember_wire_lookups_view_t *view, ember_shard_t *const *tables,
                          char *out, size_t out_length)
 {
     if (view->head.count == 1)
-        snprintf(out, out_length, "table %s", ember_table_name(tables[0]));
+        snprintf(out, out_length, "table %s", ember_shard_name(tables[0]));
     else
         snprintf(out, out_length, "%u tables from %s", view->head.count,
-                 ember_table_name(tables[0]));
+                 ember_shard_name(tables[0]));
 }
 
 /* Pool and answer a request's lookups into one pooled buffer, sent without
@@ -365,7 +398,7 @@ static void ps_serve_lookups(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lo
                              ps_table_t *const *entries)
 {
     uint64_t start = ember_busy_clock_ticks(&ps->clock);
-    ember_table_t *tables[EMBER_WIRE_MAX_TABLES];
+    ember_shard_t *tables[EMBER_WIRE_MAX_TABLES];
     char err[320];
     size_t reply_bytes;
     for (size_t k = 0; k < view->head.count; k++)
@@ -402,7 +435,7 @@ static void ps_serve_lookups(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lo
         entries[k]->trainer_rank[view->head.trainer] = ember_rpc_req_peer(req);
     if (ember_rpc_req_op(req) == EMBER_OP_LOOKUP)
         reply_bytes = (size_t)ember_wire_lookup_reply_bytes(&view->lookups[0].head,
-                                                            ember_table_dim(tables[0]));
+                                                            ember_shard_dim(tables[0]));
     ember_iov_t iov = {.buffer = out, .length = reply_bytes};
     *ticket = (reply_ticket_t){.ps = ps, .buffer = out};
     ps->replies_in_flight++;
@@ -426,7 +459,7 @@ static int ps_take_lookup(ps_t *ps, ember_rpc_req_t *req, ember_wire_lookups_vie
     ember_status_t status = ember_wire_lookup_unpack(data, length, lookup, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_rpc_reply_error(req, status, "table %s: trainer %u step %llu: %s",
-                              ember_table_name(entries[0]->table), lookup->head.trainer,
+                              ember_shard_name(entries[0]->table), lookup->head.trainer,
                               (unsigned long long)lookup->head.step, err);
         return 0;
     }
@@ -509,7 +542,7 @@ static void ps_hold(ps_t *ps, ember_rpc_req_t *req)
 static int ps_route_lookups(ps_t *ps, ember_rpc_req_t *req, const ember_wire_lookups_view_t *view,
                             ps_table_t *const *entries)
 {
-    ember_table_t *tables[EMBER_WIRE_MAX_TABLES];
+    ember_shard_t *tables[EMBER_WIRE_MAX_TABLES];
     char err[320];
     int ready = 0;
     for (size_t k = 0; k < view->head.count; k++)
@@ -560,7 +593,7 @@ static void ps_release_held(ps_t *ps)
 /* ---- checkpoints (engine/ps/ps_ckpt) ------------------------------------- */
 
 /* This PS's tables, in id order. */
-static size_t ps_tables(ps_t *ps, ember_table_t **tables)
+static size_t ps_tables(ps_t *ps, ember_shard_t **tables)
 {
     size_t count = 0;
     for (size_t i = 0; i < PS_MAX_TABLES; i++) {
@@ -611,15 +644,15 @@ static void ps_ckpt_report(ps_t *ps)
  * before any lookup of the next step is answered. */
 static void ps_ckpt_after_step(ps_t *ps)
 {
-    ember_table_t *tables[PS_MAX_TABLES];
+    ember_shard_t *tables[PS_MAX_TABLES];
     if (!ps->ckpt || !ember_ps_ckpt_planned(ps->ckpt))
         return; /* every step: nothing more when the job writes none */
     size_t count = ps_tables(ps, tables);
     if (!count)
         return;
-    uint64_t step = ember_table_next_step(tables[0]);
+    uint64_t step = ember_shard_next_step(tables[0]);
     for (size_t i = 1; i < count; i++) {
-        if (ember_table_next_step(tables[i]) != step)
+        if (ember_shard_next_step(tables[i]) != step)
             return; /* not at a boundary of all of them yet */
     }
     if (!ember_ps_ckpt_due(ps->ckpt, step))
@@ -646,7 +679,7 @@ static void on_ckpt_plan(ember_rpc_req_t *req, void *arg)
     }
     ember_ps_ckpt_plan(ps->ckpt, &plan);
     ps->master = ember_rpc_req_peer(req); /* its reports go back there */
-    ember_table_t *tables[PS_MAX_TABLES];
+    ember_shard_t *tables[PS_MAX_TABLES];
     size_t count = ps_tables(ps, tables);
     if (ember_ps_ckpt_planned(ps->ckpt) &&
         ember_ps_ckpt_prepare(ps->ckpt, tables, count, err, sizeof(err)) != EMBER_OK) {
@@ -678,7 +711,7 @@ static void on_table_restore(ember_rpc_req_t *req, void *arg)
 {
     ps_t *ps = arg;
     ember_wire_table_restore_view_t view;
-    ember_table_t *tables[PS_MAX_TABLES];
+    ember_shard_t *tables[PS_MAX_TABLES];
     size_t length;
     const void *data = ember_rpc_req_data(req, &length);
     char err[400];
@@ -740,7 +773,7 @@ static void on_grad(ember_rpc_req_t *req, void *arg)
     }
     if (!(entry = ps_find(ps, msg->table_id, req)))
         return;
-    status = ember_table_grad(entry->table, &grad, &applied, err, sizeof(err));
+    status = ember_shard_grad(entry->table, &grad, &applied, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_warn("ps", "gradient refused: %s", err);
         int kept = ember_rpc_req_oneway(req) && msg->trainer < entry->trainers;
@@ -798,7 +831,7 @@ static ember_status_t ps_grads_take(ps_t *ps, const ember_wire_grads_view_t *vie
                                      "gradients of trainer %u step %llu: no table with id %u on %s",
                                      view->head.trainer, (unsigned long long)view->head.step, id,
                                      ember_tp_peer_name(ps->tp, ember_tp_rank(ps->tp)));
-        dims[*found_p] = ember_table_dim(entries[*found_p]->table);
+        dims[*found_p] = ember_shard_dim(entries[*found_p]->table);
     }
     char why[240];
     ember_status_t status = ember_wire_grads_split(view, dims, grads, why, sizeof(why));
@@ -815,7 +848,7 @@ static void on_grads(ember_rpc_req_t *req, void *arg)
     ember_wire_grads_view_t view;
     ember_wire_grad_view_t grads[EMBER_WIRE_MAX_TABLES];
     ps_table_t *entries[EMBER_WIRE_MAX_TABLES];
-    ember_table_t *tables[EMBER_WIRE_MAX_TABLES];
+    ember_shard_t *tables[EMBER_WIRE_MAX_TABLES];
     int applied[EMBER_WIRE_MAX_TABLES];
     char err[400], why[320];
     size_t length, found = 0, steps = 0;
@@ -865,8 +898,8 @@ static void ps_drop_lost_trainers(ps_t *ps)
             if (rank < 0 || !ember_tp_peer_lost(ps->tp, rank))
                 continue;
             ember_warn("ps", "table %s: trainer %u (%s) lost: its context is freed",
-                       ember_table_name(entry->table), t, ember_tp_peer_name(ps->tp, rank));
-            ember_table_drop_trainer(entry->table, t);
+                       ember_shard_name(entry->table), t, ember_tp_peer_name(ps->tp, rank));
+            ember_shard_drop_trainer(entry->table, t);
             entry->trainer_rank[t] = -1;
         }
     }
@@ -874,23 +907,26 @@ static void ps_drop_lost_trainers(ps_t *ps)
 
 /* The ops a PS serves, and their handlers (registered for its lifetime). */
 static const uint16_t ps_ops[] = {
-        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD, EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
-        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,      EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
-        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,      EMBER_OP_CKPT_PLAN,  EMBER_OP_CKPT_AT,
-        EMBER_OP_TABLE_RESTORE,
+        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD,    EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
+        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,         EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
+        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,         EMBER_OP_CKPT_PLAN,  EMBER_OP_CKPT_AT,
+        EMBER_OP_TABLE_RESTORE, EMBER_OP_TABLE_DESTROY,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {
-        on_table_create, on_table_load, on_table_read,    on_stats,   on_shutdown,
-        on_abort,        on_lookups,    on_grad,          on_lookups, on_grads,
-        on_ckpt_plan,    on_ckpt_at,    on_table_restore,
+        on_table_create, on_table_load, on_table_read,    on_stats,         on_shutdown,
+        on_abort,        on_lookups,    on_grad,          on_lookups,       on_grads,
+        on_ckpt_plan,    on_ckpt_at,    on_table_restore, on_table_destroy,
 };
 _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");
 
 static void ps_register(ps_t *ps, int serve)
 {
-    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++)
+    for (size_t i = 0; i < sizeof(ps_ops) / sizeof(ps_ops[0]); i++) {
+        if (ps->hooks && ps_ops[i] == EMBER_OP_ABORT)
+            continue; /* the job's own handler takes it */
         ember_rpc_register(ps->tp, ps_ops[i], serve ? ps_handlers[i] : NULL, serve ? ps : NULL);
+    }
 }
 
 /* The compute threads: as asked, or the cores of the binding; the PS's
@@ -932,7 +968,7 @@ static ps_t *ps_new(ember_tp_t *tp, int local_rank)
  * own to the master would never learn that it died. */
 static void ps_join(ps_t *ps, int master)
 {
-    ps->exit_status = ember_tp_barrier(ps->tp, "roles-ready");
+    ps->exit_status = ps->hooks ? EMBER_OK : ember_tp_barrier(ps->tp, "roles-ready");
     if (ps->exit_status == EMBER_OK && master >= 0)
         ps->exit_status = ember_tp_watch(ps->tp, master);
     ps->stop = ps->exit_status != EMBER_OK;
@@ -948,6 +984,11 @@ static void ps_serve(ps_t *ps, int master)
     while (!ps->stop) {
         ember_tp_wait(tp, 0.5);
         ps_ckpt_report(ps);
+        ember_status_t polled = ps->hooks ? ps->hooks->poll(ps->hooks->arg) : EMBER_INPROGRESS;
+        if (polled != EMBER_INPROGRESS) {
+            ps->exit_status = polled;
+            break;
+        }
         /* Peer losses are rare: look a few times a second, not per
          * request, and on the busy clock: a clock_gettime per request is a
          * cost a small lookup notices. */
@@ -978,15 +1019,8 @@ static void ps_free_tables(ps_t *ps)
     free(ps->held);
     ps->held = NULL;
     ps->held_count = ps->held_capacity = 0;
-    for (size_t i = 0; i < PS_MAX_TABLES; i++) {
-        ps_table_t *entry = &ps->tables[i];
-        free(entry->trainer_rank);
-        for (uint32_t t = 0; entry->grad_error && t < entry->trainers; t++)
-            free(entry->grad_error[t]);
-        free(entry->grad_error);
-        ember_table_destroy(entry->table);
-        *entry = (ps_table_t){0};
-    }
+    for (size_t i = 0; i < PS_MAX_TABLES; i++)
+        ps_entry_free(&ps->tables[i]);
     ember_device_close(ps->device); /* after its tables */
     ps->device = NULL;
 }
@@ -1012,7 +1046,7 @@ static void ps_free(ps_t *ps)
     free(ps);
 }
 
-ember_status_t ember_ps_run(ember_tp_t *tp, const ember_ps_options_t *options)
+ember_status_t ember_ps_run(ember_tp_t *tp, const ember_ps_run_options_t *options)
 {
     ps_t *ps = ps_new(tp, options->local_rank);
     ember_status_t status;
@@ -1023,8 +1057,11 @@ ember_status_t ember_ps_run(ember_tp_t *tp, const ember_ps_options_t *options)
         free(ps);
         return status;
     }
+    ps->hooks = options->hooks;
     ps_register(ps, 1);
-    int master = ember_tp_peer_by_name(tp, "master");
+    if (ps->hooks && ps->hooks->serving)
+        ps->hooks->serving(ps->hooks->arg);
+    int master = ps->hooks ? ps->hooks->coordinator : ember_tp_peer_by_name(tp, "master");
     ps->master = master;
     ps_join(ps, master);
     ps_serve(ps, master);

@@ -34,14 +34,14 @@ struct ember_ps_ckpt {
     int started, quit;
     int busy;    /* the snapshots are the writer's until it ends */
     int copying; /* the writer copies its half of a snapshot */
-    ember_table_t *const *copy_tables;
+    ember_shard_t *const *copy_tables;
     size_t copy_count;
     ember_status_t copy_status;
     char copy_err[256];
     int finished; /* @done holds a report not yet polled */
     ember_msg_ckpt_done_t done;
     /* the write handed over */
-    ember_table_snapshot_t *snaps[PS_MAX_TABLES];
+    ember_shard_snapshot_t *snaps[PS_MAX_TABLES];
     size_t nsnaps;
     uint64_t step;
     double copy_s, wait_s;
@@ -73,7 +73,7 @@ void ember_ps_ckpt_destroy(ember_ps_ckpt_t *ckpt)
         pthread_join(ckpt->thread, NULL);
     }
     for (size_t i = 0; i < PS_MAX_TABLES; i++)
-        ember_table_snapshot_free(ckpt->snaps[i]);
+        ember_shard_snapshot_free(ckpt->snaps[i]);
     pthread_mutex_destroy(&ckpt->lock);
     pthread_cond_destroy(&ckpt->cond);
     free(ckpt);
@@ -111,7 +111,7 @@ static ember_status_t gather_tensors(ember_ps_ckpt_t *ckpt, ember_st_tensor_t *t
     meta[(*nmeta)++] = (ember_st_meta_t){"format", "ember-ps-checkpoint-1"};
     meta[(*nmeta)++] = (ember_st_meta_t){"step", step_text};
     for (size_t i = 0; i < ckpt->nsnaps; i++)
-        EMBER_CHECK(ember_table_snapshot_tensors(ckpt->snaps[i], tensors, ntensors,
+        EMBER_CHECK(ember_shard_snapshot_tensors(ckpt->snaps[i], tensors, ntensors,
                                                  CKPT_TENSORS_MAX, meta, nmeta, CKPT_META_MAX));
     return EMBER_OK;
 }
@@ -154,7 +154,7 @@ static ember_status_t copy_half(ember_ps_ckpt_t *ckpt, unsigned half)
     char *err = half ? ckpt->copy_err : NULL;
     char local[256];
     for (size_t i = 0; status == EMBER_OK && i < ckpt->copy_count; i++)
-        status = ember_table_snapshot_copy(ckpt->copy_tables[i], ckpt->snaps[i], half, 2,
+        status = ember_shard_snapshot_copy(ckpt->copy_tables[i], ckpt->snaps[i], half, 2,
                                            err ? err : local, sizeof(local));
     if (half)
         ckpt->copy_status = status;
@@ -224,7 +224,7 @@ static ember_status_t start_writer(ember_ps_ckpt_t *ckpt, char *err, size_t err_
 }
 
 /* The snapshots' copy, half here and half on the writer thread. */
-static ember_status_t copy_shared(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables, size_t count,
+static ember_status_t copy_shared(ember_ps_ckpt_t *ckpt, ember_shard_t *const *tables, size_t count,
                                   char *err, size_t err_length)
 {
     pthread_mutex_lock(&ckpt->lock);
@@ -247,14 +247,14 @@ static ember_status_t copy_shared(ember_ps_ckpt_t *ckpt, ember_table_t *const *t
     return EMBER_OK;
 }
 
-ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables, size_t count,
+ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_shard_t *const *tables, size_t count,
                                   uint64_t step, char *err, size_t err_length)
 {
     EMBER_CHECK(start_writer(ckpt, err, err_length));
     double waited = wait_writer(ckpt);
     double started = ember_time_now();
     for (size_t i = 0; i < count; i++)
-        EMBER_CHECK(ember_table_snapshot_begin(tables[i], &ckpt->snaps[i], err, err_length));
+        EMBER_CHECK(ember_shard_snapshot_begin(tables[i], &ckpt->snaps[i], err, err_length));
     EMBER_CHECK(copy_shared(ckpt, tables, count, err, err_length));
     ember_ckpt_schedule_taken(&ckpt->schedule, step);
     pthread_mutex_lock(&ckpt->lock);
@@ -268,12 +268,12 @@ ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *t
     return EMBER_OK;
 }
 
-ember_status_t ember_ps_ckpt_prepare(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables,
+ember_status_t ember_ps_ckpt_prepare(ember_ps_ckpt_t *ckpt, ember_shard_t *const *tables,
                                      size_t count, char *err, size_t err_length)
 {
     (void)wait_writer(ckpt); /* a write in progress owns them */
     for (size_t i = 0; i < count; i++)
-        EMBER_CHECK(ember_table_snapshot_take(tables[i], &ckpt->snaps[i], err, err_length));
+        EMBER_CHECK(ember_shard_snapshot_take(tables[i], &ckpt->snaps[i], err, err_length));
     return EMBER_OK;
 }
 
@@ -289,7 +289,7 @@ int ember_ps_ckpt_poll(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done)
     return finished;
 }
 
-ember_status_t ember_ps_ckpt_restore(ember_table_t *const *tables, size_t count, const char *dir,
+ember_status_t ember_ps_ckpt_restore(ember_shard_t *const *tables, size_t count, const char *dir,
                                      const char *names, size_t nnames, char *err, size_t err_length)
 {
     ember_st_file_t **files = calloc(nnames, sizeof(*files));
@@ -299,7 +299,7 @@ ember_status_t ember_ps_ckpt_restore(ember_table_t *const *tables, size_t count,
         status = ember_ckpt_map_files(dir, names, EMBER_CKPT_FILE_NAME_MAX, nnames, files, paths,
                                       err, err_length);
     for (size_t t = 0; status == EMBER_OK && t < count; t++)
-        status = ember_table_restore(tables[t], (const ember_st_file_t *const *)files,
+        status = ember_shard_restore(tables[t], (const ember_st_file_t *const *)files,
                                      (const char *const *)paths, nnames, err, err_length);
     ember_ckpt_unmap_files(files, paths, nnames);
     free(files);

@@ -43,7 +43,7 @@ int ember_ps_ckpt_due(const ember_ps_ckpt_t *ckpt, uint64_t step);
  * the previous write.  Fails (text in @err) when a copy cannot be made;
  * the write's own failure is reported by ember_ps_ckpt_poll.
  */
-ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables, size_t count,
+ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_shard_t *const *tables, size_t count,
                                   uint64_t step, char *err, size_t err_length);
 
 /**
@@ -51,7 +51,7 @@ ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_table_t *const *t
  * state now, which nothing writes), so that a checkpoint's copy, the pause
  * training sees, goes into memory already allocated and touched.
  */
-ember_status_t ember_ps_ckpt_prepare(ember_ps_ckpt_t *ckpt, ember_table_t *const *tables,
+ember_status_t ember_ps_ckpt_prepare(ember_ps_ckpt_t *ckpt, ember_shard_t *const *tables,
                                      size_t count, char *err, size_t err_length);
 
 /** 1 and the report in @done when a write has ended since the last call. */
@@ -62,7 +62,7 @@ int ember_ps_ckpt_poll(ember_ps_ckpt_t *ckpt, ember_msg_ckpt_done_t *done);
  * (mapped, not copied), each by global row id whatever layout wrote them.
  * A table it fails for is named in @err.
  */
-ember_status_t ember_ps_ckpt_restore(ember_table_t *const *tables, size_t count, const char *dir,
+ember_status_t ember_ps_ckpt_restore(ember_shard_t *const *tables, size_t count, const char *dir,
                                      const char *names, size_t nnames, char *err,
                                      size_t err_length);
 

@@ -22,23 +22,23 @@ ember_status_t ps_msg_table_create_check(ember_msg_table_create_t *spec, char *e
 }
 
 ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t rest,
-                                       const ember_table_t *table, char *err, size_t err_length)
+                                       const ember_shard_t *table, char *err, size_t err_length)
 {
-    uint32_t dim = ember_table_dim(table);
+    uint32_t dim = ember_shard_dim(table);
     /* The count first: count x dim floats must not wrap to the bytes sent. */
     if (msg->count < 0 || (uint64_t)msg->count > SIZE_MAX / sizeof(float) / dim ||
         rest != (size_t)msg->count * dim * sizeof(float))
         return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                                  "table %s: load of %lld rows carries %zu bytes",
-                                 ember_table_name(table), (long long)msg->count, rest);
+                                 ember_shard_name(table), (long long)msg->count, rest);
     return EMBER_OK;
 }
 
 ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
-                                       const ember_table_t *table, size_t *bytes_p, char *err,
+                                       const ember_shard_t *table, size_t *bytes_p, char *err,
                                        size_t err_length)
 {
-    const int64_t rows = ember_table_local_rows(table);
+    const int64_t rows = ember_shard_local_rows(table);
     if (msg->count < 0 || msg->count > (1 << 24))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "read of %lld rows",
                                  (long long)msg->count);
@@ -51,18 +51,18 @@ ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
         return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                                  "table %s: read of local rows [%lld, %lld) outside "
                                  "[0, %lld)",
-                                 ember_table_name(table), (long long)msg->first, (long long)end,
+                                 ember_shard_name(table), (long long)msg->first, (long long)end,
                                  (long long)rows);
     }
-    *bytes_p = (size_t)msg->count * ember_table_dim(table) * sizeof(float);
+    *bytes_p = (size_t)msg->count * ember_shard_dim(table) * sizeof(float);
     return EMBER_OK;
 }
 
-void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_table_t *table)
+void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_shard_t *table)
 {
-    stats->table_bytes += ember_table_bytes(table);
-    stats->optimizer_bytes += ember_table_optimizer_bytes(table);
-    stats->other_bytes += ember_table_other_bytes(table);
+    stats->table_bytes += ember_shard_bytes(table);
+    stats->optimizer_bytes += ember_shard_optimizer_bytes(table);
+    stats->other_bytes += ember_shard_other_bytes(table);
 }
 
 size_t ps_msg_lookup_out_bytes(const ember_msg_lookup_t *msg, uint32_t dim)

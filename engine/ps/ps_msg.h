@@ -26,7 +26,7 @@
  * TABLE_CREATE: @spec as it came; its name is NUL-terminated here.  Refuses
  * a table id beyond PS_MAX_TABLES (ERR_EXISTS, as a taken one, which is the
  * PS's to check) and an unknown device (ERR_INVALID_PARAM).  The rest of
- * the spec is ember_table_create's to check.
+ * the spec is ember_shard_create's to check.
  */
 ember_status_t ps_msg_table_create_check(ember_msg_table_create_t *spec, char *err,
                                          size_t err_length);
@@ -36,7 +36,7 @@ ember_status_t ps_msg_table_create_check(ember_msg_table_create_t *spec, char *e
  * msg->count rows of the table's dim floats.  Errors: ERR_BAD_MESSAGE.
  */
 ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t rest,
-                                       const ember_table_t *table, char *err, size_t err_length);
+                                       const ember_shard_t *table, char *err, size_t err_length);
 
 /**
  * TABLE_READ of @table (borrowed): *bytes_p the reply's size, checked
@@ -45,18 +45,18 @@ ember_status_t ps_msg_table_load_check(const ember_msg_table_load_t *msg, size_t
  * not have).
  */
 ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
-                                       const ember_table_t *table, size_t *bytes_p, char *err,
+                                       const ember_shard_t *table, size_t *bytes_p, char *err,
                                        size_t err_length);
 
 /** PS_STATS: add @table's memory (table, optimizer, other) into @stats. */
-void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_table_t *table);
+void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_shard_t *table);
 
-/** LOOKUP: the bytes ember_table_lookup pools into (fp32 values, and max
+/** LOOKUP: the bytes ember_shard_lookup pools into (fp32 values, and max
  * mode's places) for a table of @dim. */
 size_t ps_msg_lookup_out_bytes(const ember_msg_lookup_t *msg, uint32_t dim);
 
 /**
- * LOOKUP: turn @out, as ember_table_lookup filled it, into the reply @msg
+ * LOOKUP: turn @out, as ember_shard_lookup filled it, into the reply @msg
  * asks for (fp16 values with EMBER_LOOKUP_HALF_REPLY, the places moved up
  * behind them); returns the reply's bytes (ember_wire_lookup_reply_bytes).
  */

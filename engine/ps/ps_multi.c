@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-ember_status_t ps_multi_lookups_ready(ember_table_t *const *tables,
+ember_status_t ps_multi_lookups_ready(ember_shard_t *const *tables,
                                       const ember_wire_lookups_view_t *view, int *ready_p,
                                       char *err, size_t err_length)
 {
@@ -20,15 +20,15 @@ ember_status_t ps_multi_lookups_ready(ember_table_t *const *tables,
     const int eval = view->head.count > 0 && (view->lookups[0].head.flags & EMBER_LOOKUP_EVAL);
     int ready = 1;
     for (size_t k = 0; k < view->head.count; k++) {
-        if (!ember_table_is_sync(tables[k]))
+        if (!ember_shard_is_sync(tables[k]))
             continue;
-        uint64_t next = ember_table_next_step(tables[k]);
-        uint64_t behind = eval ? 0 : ember_table_staleness(tables[k]);
+        uint64_t next = ember_shard_next_step(tables[k]);
+        uint64_t behind = eval ? 0 : ember_shard_staleness(tables[k]);
         if (step < next)
             return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                      "table %s: trainer %u step %llu: that step is already "
                                      "applied (next is %llu)",
-                                     ember_table_name(tables[k]), view->head.trainer,
+                                     ember_shard_name(tables[k]), view->head.trainer,
                                      (unsigned long long)step, (unsigned long long)next);
         if (step - next > behind)
             ready = 0; /* a later table may still be past it: look on */
@@ -37,14 +37,14 @@ ember_status_t ps_multi_lookups_ready(ember_table_t *const *tables,
     return EMBER_OK;
 }
 
-size_t ps_multi_lookups_out_bytes(ember_table_t *const *tables,
+size_t ps_multi_lookups_out_bytes(ember_shard_t *const *tables,
                                   const ember_wire_lookups_view_t *view, int versions,
                                   size_t *reply_bytes_p)
 {
     size_t at = 0, reach = 0;
     for (size_t k = 0; k < view->head.count; k++) {
         const ember_msg_lookup_t *head = &view->lookups[k].head;
-        const uint32_t dim = ember_table_dim(tables[k]);
+        const uint32_t dim = ember_shard_dim(tables[k]);
         size_t pooled = at + ps_msg_lookup_out_bytes(head, dim);
         if (pooled > reach)
             reach = pooled;
@@ -58,30 +58,30 @@ size_t ps_multi_lookups_out_bytes(ember_table_t *const *tables,
 /* A refusal of lookup @failed: the contexts the tables before it kept go,
  * as if the request never came (each was closed before: a lookup over an
  * open context is refused). */
-static void lookups_undo(ember_table_t *const *tables, const ember_wire_lookups_view_t *view,
+static void lookups_undo(ember_shard_t *const *tables, const ember_wire_lookups_view_t *view,
                          size_t failed)
 {
     for (size_t k = 0; k < failed; k++) {
         if (!(view->lookups[k].head.flags & EMBER_LOOKUP_EVAL))
-            ember_table_drop_lookup(tables[k], view->head.trainer, view->head.step);
+            ember_shard_drop_lookup(tables[k], view->head.trainer, view->head.step);
     }
 }
 
 /* The version after a table's reply: what the lookup saw (the readiness
  * check let it be served at most the table's staleness behind its step). */
-static void write_version(const ember_table_t *table, uint8_t *at)
+static void write_version(const ember_shard_t *table, uint8_t *at)
 {
-    const uint64_t version = ember_table_next_step(table);
+    const uint64_t version = ember_shard_next_step(table);
     memcpy(at, &version, sizeof(version));
 }
 
 /* One table's lookup of a LOOKUPS into its place in the reply, finished
  * and padded; its size in *padded_p. */
-static ember_status_t lookup_one(ember_table_t *table, const ember_wire_lookup_view_t *lookup,
+static ember_status_t lookup_one(ember_shard_t *table, const ember_wire_lookup_view_t *lookup,
                                  uint8_t *reply, size_t *padded_p, char *err, size_t err_length)
 {
-    const uint32_t dim = ember_table_dim(table);
-    EMBER_CHECK(ember_table_lookup(table, lookup, (float *)reply, err, err_length));
+    const uint32_t dim = ember_shard_dim(table);
+    EMBER_CHECK(ember_shard_lookup(table, lookup, (float *)reply, err, err_length));
     size_t bytes = ps_msg_lookup_reply_finish(&lookup->head, dim, (float *)reply);
     size_t padded = (size_t)ember_wire_pad(bytes);
     memset(reply + bytes, 0, padded - bytes);
@@ -91,7 +91,7 @@ static ember_status_t lookup_one(ember_table_t *table, const ember_wire_lookup_v
 
 /* A LOOKUPS split over tables: each table's lookup a task of its own. */
 typedef struct {
-    ember_table_t *const *tables;
+    ember_shard_t *const *tables;
     const ember_wire_lookups_view_t *view;
     uint8_t *reply;
     int versions; /* each table's reply followed by its version */
@@ -115,16 +115,16 @@ static void lookup_task(void *arg, unsigned k)
 static int split_by_table(by_table_t *job)
 {
     const ember_wire_lookups_view_t *view = job->view;
-    ember_workers_t *pool = ember_table_workers(job->tables[0]);
+    ember_workers_t *pool = ember_shard_workers(job->tables[0]);
     size_t at = 0;
     if (view->head.count < 2 || ember_workers_threads(pool) < 2)
         return 0;
     for (size_t k = 0; k < view->head.count; k++) {
         const ember_msg_lookup_t *head = &view->lookups[k].head;
-        const uint32_t dim = ember_table_dim(job->tables[k]);
+        const uint32_t dim = ember_shard_dim(job->tables[k]);
         size_t padded = (size_t)ember_wire_pad(ember_wire_lookup_reply_bytes(head, dim));
-        if (ember_table_workers(job->tables[k]) != pool ||
-            ember_table_lookup_tasks(job->tables[k], head) > 1 ||
+        if (ember_shard_workers(job->tables[k]) != pool ||
+            ember_shard_lookup_tasks(job->tables[k], head) > 1 ||
             ps_msg_lookup_out_bytes(head, dim) > padded)
             return 0;
         job->at[k] = at;
@@ -141,7 +141,7 @@ static ember_status_t lookups_by_table(by_table_t *job, size_t *reply_bytes_p, c
 {
     const ember_wire_lookups_view_t *view = job->view;
     const size_t count = view->head.count;
-    ember_workers_run(ember_table_workers(job->tables[0]), (unsigned)count, lookup_task, job);
+    ember_workers_run(ember_shard_workers(job->tables[0]), (unsigned)count, lookup_task, job);
     size_t failed = count;
     for (size_t k = 0; k < count && failed == count; k++)
         if (job->status[k] != EMBER_OK)
@@ -151,7 +151,7 @@ static ember_status_t lookups_by_table(by_table_t *job, size_t *reply_bytes_p, c
         for (size_t k = 0; k < count; k++) {
             const ember_msg_lookup_t *head = &view->lookups[k].head;
             end = job->at[k] + (size_t)ember_wire_pad(ember_wire_lookup_reply_bytes(
-                                       head, ember_table_dim(job->tables[k])));
+                                       head, ember_shard_dim(job->tables[k])));
             if (job->versions) {
                 write_version(job->tables[k], job->reply + end);
                 end += sizeof(uint64_t);
@@ -162,13 +162,13 @@ static ember_status_t lookups_by_table(by_table_t *job, size_t *reply_bytes_p, c
     }
     for (size_t k = 0; k < count; k++) {
         if (job->status[k] == EMBER_OK && !(view->lookups[k].head.flags & EMBER_LOOKUP_EVAL))
-            ember_table_drop_lookup(job->tables[k], view->head.trainer, view->head.step);
+            ember_shard_drop_lookup(job->tables[k], view->head.trainer, view->head.step);
     }
     snprintf(err, err_length, "%s", job->err[failed]);
     return job->status[failed];
 }
 
-ember_status_t ps_multi_lookups(ember_table_t *const *tables, const ember_wire_lookups_view_t *view,
+ember_status_t ps_multi_lookups(ember_shard_t *const *tables, const ember_wire_lookups_view_t *view,
                                 int versions, void *out, size_t *reply_bytes_p, char *err,
                                 size_t err_length)
 {
@@ -201,18 +201,18 @@ ember_status_t ps_multi_lookups(ember_table_t *const *tables, const ember_wire_l
     return EMBER_OK;
 }
 
-ember_status_t ps_multi_grads(ember_table_t *const *tables, const ember_wire_grad_view_t *grads,
+ember_status_t ps_multi_grads(ember_shard_t *const *tables, const ember_wire_grad_view_t *grads,
                               size_t count, int *applied_p, char *err, size_t err_length)
 {
     for (size_t k = 0; k < count; k++) {
         applied_p[k] = 0;
-        EMBER_CHECK(ember_table_grad_check(tables[k], &grads[k], err, err_length));
+        EMBER_CHECK(ember_shard_grad_check(tables[k], &grads[k], err, err_length));
     }
     for (size_t k = 0; k < count; k++)
-        EMBER_CHECK(ember_table_grad_reserve(tables[k], &grads[k], err, err_length));
+        EMBER_CHECK(ember_shard_grad_reserve(tables[k], &grads[k], err, err_length));
     for (size_t k = 0; k < count; k++) {
         ember_status_t status =
-                ember_table_grad_apply(tables[k], &grads[k], &applied_p[k], err, err_length);
+                ember_shard_grad_apply(tables[k], &grads[k], &applied_p[k], err, err_length);
         if (status != EMBER_OK) {
             if (k > 0 && err_length > 0) { /* the step itself failed: say what went in */
                 size_t used = strlen(err);

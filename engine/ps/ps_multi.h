@@ -28,7 +28,7 @@
  * Errors: ERR_INVALID_PARAM, a table already past the step.  Async tables
  * are always ready.
  */
-ember_status_t ps_multi_lookups_ready(ember_table_t *const *tables,
+ember_status_t ps_multi_lookups_ready(ember_shard_t *const *tables,
                                       const ember_wire_lookups_view_t *view, int *ready_p,
                                       char *err, size_t err_length);
 
@@ -39,7 +39,7 @@ ember_status_t ps_multi_lookups_ready(ember_table_t *const *tables,
  * of those pools.  *reply_bytes_p: the reply's (every table's padded, and
  * with @versions its version; ps_multi_lookups).
  */
-size_t ps_multi_lookups_out_bytes(ember_table_t *const *tables,
+size_t ps_multi_lookups_out_bytes(ember_shard_t *const *tables,
                                   const ember_wire_lookups_view_t *view, int versions,
                                   size_t *reply_bytes_p);
 
@@ -54,20 +54,20 @@ size_t ps_multi_lookups_out_bytes(ember_table_t *const *tables,
  * refuses its lookup, the contexts the tables before it kept are dropped,
  * so the request leaves nothing behind (the trainer's lookups of other
  * steps stay open).  Errors: the refusing table's
- * (ember_table_lookup).
+ * (ember_shard_lookup).
  */
-ember_status_t ps_multi_lookups(ember_table_t *const *tables, const ember_wire_lookups_view_t *view,
+ember_status_t ps_multi_lookups(ember_shard_t *const *tables, const ember_wire_lookups_view_t *view,
                                 int versions, void *out, size_t *reply_bytes_p, char *err,
                                 size_t err_length);
 
 /**
  * Take @count gradients (@grads[k] for @tables[k], as
  * ember_wire_grads_split made them): every one checked
- * (ember_table_grad_check), then room made for all, before any is applied,
+ * (ember_shard_grad_check), then room made for all, before any is applied,
  * so a refused one changes no table.  @applied_p[k]: how many of table k's
  * sync steps were applied now.  Errors: the first refusal's, naming its table.
  */
-ember_status_t ps_multi_grads(ember_table_t *const *tables, const ember_wire_grad_view_t *grads,
+ember_status_t ps_multi_grads(ember_shard_t *const *tables, const ember_wire_grad_view_t *grads,
                               size_t count, int *applied_p, char *err, size_t err_length);
 
 #endif

@@ -30,7 +30,7 @@ static void init_row_values(const ember_msg_table_create_t *spec, uint64_t row, 
 }
 
 /* Fill a device shard: its drawn rows made on the host a block at a time. */
-static ember_status_t device_init_rows(ember_table_t *table)
+static ember_status_t device_init_rows(ember_shard_t *table)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     const int64_t block = 16384;
@@ -57,7 +57,7 @@ static ember_status_t device_init_rows(ember_table_t *table)
 }
 
 /* N(0,1) as nn.EmbeddingBag, or uniform as TorchRec, in host memory. */
-static ember_status_t host_init_rows(ember_table_t *table)
+static ember_status_t host_init_rows(ember_shard_t *table)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     float *values = spec->dtype == EMBER_DTYPE_F16 ? malloc(spec->dim * sizeof(float)) : NULL;
@@ -114,10 +114,10 @@ static ember_status_t check_spec(const ember_msg_table_create_t *spec, ember_dev
 }
 
 /* The table's description: its spec (the name cut to fit) and its shape. */
-static ember_table_t *table_new(const ember_msg_table_create_t *spec, ember_device_t *device,
+static ember_shard_t *table_new(const ember_msg_table_create_t *spec, ember_device_t *device,
                                 const char *name)
 {
-    ember_table_t *table = calloc(1, sizeof(*table));
+    ember_shard_t *table = calloc(1, sizeof(*table));
     if (!table)
         return NULL;
     table->device = device;
@@ -135,8 +135,8 @@ static ember_table_t *table_new(const ember_msg_table_create_t *spec, ember_devi
 }
 
 /* The rows (host or device memory), the trainers' contexts and pending
- * gradients, and one task's scratch (ember_table_set_workers gives more). */
-static ember_status_t table_alloc(ember_table_t *table)
+ * gradients, and one task's scratch (ember_shard_set_workers gives more). */
+static ember_status_t table_alloc(ember_shard_t *table)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     if (table->device) {
@@ -156,7 +156,7 @@ static ember_status_t table_alloc(ember_table_t *table)
 }
 
 /* The initial rows: drawn (N(0,1), uniform), or zeros awaiting TABLE_LOAD. */
-static ember_status_t table_init_rows(ember_table_t *table, const char *name, char *err,
+static ember_status_t table_init_rows(ember_shard_t *table, const char *name, char *err,
                                       size_t err_length)
 {
     const ember_msg_table_create_t *spec = &table->spec;
@@ -177,10 +177,10 @@ static ember_status_t table_init_rows(ember_table_t *table, const char *name, ch
     return EMBER_OK;
 }
 
-ember_status_t ember_table_create(const ember_msg_table_create_t *spec, ember_device_t *device,
-                                  ember_table_t **table_p, char *err, size_t err_length)
+ember_status_t ember_shard_create(const ember_msg_table_create_t *spec, ember_device_t *device,
+                                  ember_shard_t **table_p, char *err, size_t err_length)
 {
-    ember_table_t *table;
+    ember_shard_t *table;
     ember_status_t status;
     char name[EMBER_TABLE_NAME_MAX + 1];
 
@@ -207,7 +207,7 @@ ember_status_t ember_table_create(const ember_msg_table_create_t *spec, ember_de
     return EMBER_OK;
 
 err_destroy:
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return status;
 }
 
@@ -225,7 +225,7 @@ static size_t context_bytes(const context_t *c)
            c->unique.capacity + c->inverse.capacity + c->first.capacity;
 }
 
-void ember_table_destroy(ember_table_t *table)
+void ember_shard_destroy(ember_shard_t *table)
 {
     if (!table)
         return;
@@ -261,27 +261,27 @@ void ember_table_destroy(ember_table_t *table)
     free(table);
 }
 
-const char *ember_table_name(const ember_table_t *table)
+const char *ember_shard_name(const ember_shard_t *table)
 {
     return table->spec.name;
 }
-uint32_t ember_table_dim(const ember_table_t *table)
+uint32_t ember_shard_dim(const ember_shard_t *table)
 {
     return table->spec.dim;
 }
-int64_t ember_table_local_rows(const ember_table_t *table)
+int64_t ember_shard_local_rows(const ember_shard_t *table)
 {
     return table->local_rows;
 }
-uint64_t ember_table_next_step(const ember_table_t *table)
+uint64_t ember_shard_next_step(const ember_shard_t *table)
 {
     return table->next_step;
 }
-int ember_table_is_sync(const ember_table_t *table)
+int ember_shard_is_sync(const ember_shard_t *table)
 {
     return table->spec.consistency == EMBER_SYNC;
 }
-uint32_t ember_table_staleness(const ember_table_t *table)
+uint32_t ember_shard_staleness(const ember_shard_t *table)
 {
     return table->spec.staleness;
 }
@@ -300,7 +300,7 @@ static long long range_end(int64_t first, int64_t count)
 /* A load's range, and (fp16 rows) its values: a finite value fp16 cannot
  * hold would become infinite, so the whole load is refused before anything
  * is written. */
-static ember_status_t check_load(const ember_table_t *table, int64_t first, int64_t count,
+static ember_status_t check_load(const ember_shard_t *table, int64_t first, int64_t count,
                                  const float *data, char *err, size_t err_length)
 {
     const ember_msg_table_create_t *spec = &table->spec;
@@ -326,7 +326,7 @@ static ember_status_t check_load(const ember_table_t *table, int64_t first, int6
 
 /* This shard's rows of the range are consecutive local rows: gathered in
  * pinned host memory, then one copy. */
-static ember_status_t load_device(ember_table_t *table, int64_t first, int64_t count,
+static ember_status_t load_device(ember_shard_t *table, int64_t first, int64_t count,
                                   const float *data, char *err, size_t err_length)
 {
     const ember_msg_table_create_t *spec = &table->spec;
@@ -354,7 +354,7 @@ static ember_status_t load_device(ember_table_t *table, int64_t first, int64_t c
     return EMBER_OK;
 }
 
-static void load_host(ember_table_t *table, int64_t first, int64_t count, const float *data)
+static void load_host(ember_shard_t *table, int64_t first, int64_t count, const float *data)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     for (int64_t row = first; row < first + count; row++) {
@@ -369,7 +369,7 @@ static void load_host(ember_table_t *table, int64_t first, int64_t count, const 
     }
 }
 
-ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t count,
+ember_status_t ember_shard_load(ember_shard_t *table, int64_t first, int64_t count,
                                 const float *data, char *err, size_t err_length)
 {
     EMBER_CHECK(check_load(table, first, count, data, err, err_length));
@@ -379,7 +379,7 @@ ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t cou
     return EMBER_OK;
 }
 
-ember_status_t ember_table_read(const ember_table_t *table, int64_t first, int64_t count,
+ember_status_t ember_shard_read(const ember_shard_t *table, int64_t first, int64_t count,
                                 float *out, char *err, size_t err_length)
 {
     if (first < 0 || count < 0 || first > table->local_rows || count > table->local_rows - first)
@@ -410,7 +410,7 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first, int64
 /* Pool on the device: the checked batch goes over in one copy (indices,
  * offsets, weights packed in pinned staging), the pools (and the argmax a
  * max backward needs) come back into the host's buffers. */
-static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch_t *batch,
+static ember_status_t device_forward(ember_shard_t *table, const ember_bag_batch_t *batch,
                                      const ember_bag_opts_t *opts, float *out, int64_t *argmax)
 {
     ember_device_t *device = table->device;
@@ -452,7 +452,7 @@ static ember_status_t device_forward(ember_table_t *table, const ember_bag_batch
 /* The optimizer step on @rows (sorted, distinct, local).  On a device the
  * rows are copied out, stepped by the host optimizer and copied back; a
  * refused step copies nothing back. */
-static ember_status_t table_step(ember_table_t *table, const int64_t *rows, const float *grad,
+static ember_status_t table_step(ember_shard_t *table, const int64_t *rows, const float *grad,
                                  size_t nrows)
 {
     const ember_msg_table_create_t *spec = &table->spec;
@@ -514,7 +514,7 @@ typedef struct {
     unsigned long long step;
 } who_t;
 
-static who_t who_of(const ember_table_t *table, uint32_t trainer, uint64_t step)
+static who_t who_of(const ember_shard_t *table, uint32_t trainer, uint64_t step)
 {
     return (who_t){.table = table->spec.name, .trainer = trainer, .step = step};
 }
@@ -538,7 +538,7 @@ static ember_status_t refuse(char *err, size_t err_length, ember_status_t status
  * same step's, or staleness + 1 steps before) has had its gradient (an
  * evaluation keeps no context: it may come between a lookup
  * and its gradient). */
-static ember_status_t lookup_check_trainer(const ember_table_t *table,
+static ember_status_t lookup_check_trainer(const ember_shard_t *table,
                                            const ember_msg_lookup_t *head, const who_t *who,
                                            char *err, size_t err_length)
 {
@@ -555,7 +555,7 @@ static ember_status_t lookup_check_trainer(const ember_table_t *table,
 }
 
 /* The context's buffers, scratch until ctx->valid is set, for @head's counts. */
-static ember_status_t context_reserve(const ember_table_t *table, context_t *ctx,
+static ember_status_t context_reserve(const ember_shard_t *table, context_t *ctx,
                                       const ember_msg_lookup_t *head, char *err, size_t err_length)
 {
     const size_t bags = head->bags, unique = head->unique, n = head->indices;
@@ -595,7 +595,7 @@ static ember_status_t take_offsets(context_t *ctx, const ember_wire_lookup_view_
 }
 
 /* The distinct rows: in the table, sorted, all of this shard, made local. */
-static ember_status_t take_rows(const ember_table_t *table, context_t *ctx,
+static ember_status_t take_rows(const ember_shard_t *table, context_t *ctx,
                                 const ember_wire_lookup_view_t *lookup, const who_t *who, char *err,
                                 size_t err_length)
 {
@@ -667,7 +667,7 @@ static ember_status_t take_extra(context_t *ctx, const ember_wire_lookup_view_t 
 
 /* Pool the checked lookup into @out, on the shard's device or here; max
  * mode's places follow the values. */
-static ember_status_t lookup_pool(ember_table_t *table, context_t *ctx,
+static ember_status_t lookup_pool(ember_shard_t *table, context_t *ctx,
                                   const ember_wire_lookup_view_t *lookup, float *out,
                                   const who_t *who, char *err, size_t err_length)
 {
@@ -697,7 +697,7 @@ static ember_status_t lookup_pool(ember_table_t *table, context_t *ctx,
     return EMBER_OK;
 }
 
-ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_view_t *lookup,
+ember_status_t ember_shard_lookup(ember_shard_t *table, const ember_wire_lookup_view_t *lookup,
                                   float *out, char *err, size_t err_length)
 {
     const ember_msg_lookup_t *head = &lookup->head;
@@ -730,7 +730,7 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_
 
 /* Sync: reduce every trainer's gradient for the step (trainer order) and
  * apply it once (engine/ps/table_work.c: by row ranges on a host shard). */
-static ember_status_t table_apply_reduced(ember_table_t *table, char *err, size_t err_length)
+static ember_status_t table_apply_reduced(ember_shard_t *table, char *err, size_t err_length)
 {
     const uint32_t trainers = table->spec.trainers;
     if (!ember_buffer_reserve(&table->reduce_list, trainers * sizeof(pending_t *)))
@@ -776,7 +776,7 @@ static size_t first_nonfinite(const uint8_t *v, size_t n)
 
 /* A trainer of the job, for the step its open context looked up, of the
  * size that lookup pooled. */
-static ember_status_t grad_check_head(const ember_table_t *table,
+static ember_status_t grad_check_head(const ember_shard_t *table,
                                       const ember_wire_grad_view_t *grad, const who_t *who,
                                       char *err, size_t err_length)
 {
@@ -797,9 +797,9 @@ static ember_status_t grad_check_head(const ember_table_t *table,
     return EMBER_OK;
 }
 
-/* Everything a gradient is refused for, in the order ember_table_grad
+/* Everything a gradient is refused for, in the order ember_shard_grad
  * says it: its head, a value not finite, one already waiting. */
-static ember_status_t grad_check(const ember_table_t *table, const ember_wire_grad_view_t *grad,
+static ember_status_t grad_check(const ember_shard_t *table, const ember_wire_grad_view_t *grad,
                                  const who_t *who, char *err, size_t err_length)
 {
     EMBER_CHECK(grad_check_head(table, grad, who, err, err_length));
@@ -808,14 +808,14 @@ static ember_status_t grad_check(const ember_table_t *table, const ember_wire_gr
     if (bad < count)
         return refuse(err, err_length, EMBER_ERR_NUMERIC, who,
                       "non-finite gradient (bag %zu); nothing applied", bad / table->spec.dim);
-    if (ember_table_is_sync(table) &&
+    if (ember_shard_is_sync(table) &&
         table_pending(table, grad->head.trainer, grad->head.step)->valid)
         return refuse(err, err_length, EMBER_ERR_INVALID_PARAM, who,
                       "a gradient of this trainer is already waiting");
     return EMBER_OK;
 }
 
-ember_status_t ember_table_grad_check(const ember_table_t *table,
+ember_status_t ember_shard_grad_check(const ember_shard_t *table,
                                       const ember_wire_grad_view_t *grad, char *err,
                                       size_t err_length)
 {
@@ -824,27 +824,27 @@ ember_status_t ember_table_grad_check(const ember_table_t *table,
 }
 
 /* Where a trainer's gradient is reduced into: an async one is applied
- * before ember_table_grad returns, so all trainers share one buffer for it;
+ * before ember_shard_grad returns, so all trainers share one buffer for it;
  * a sync one waits for the others in its own. */
-static pending_t *grad_pending(ember_table_t *table, uint32_t trainer, uint64_t step)
+static pending_t *grad_pending(ember_shard_t *table, uint32_t trainer, uint64_t step)
 {
-    return ember_table_is_sync(table) ? table_pending(table, trainer, step) : &table->applying;
+    return ember_shard_is_sync(table) ? table_pending(table, trainer, step) : &table->applying;
 }
 
 /* Sync: the rows of every gradient waiting (any trainer, any step of the
  * ring) but @self: a bound on what one step's reduction adds to it. */
-static size_t pending_rows(const ember_table_t *table, const pending_t *self)
+static size_t pending_rows(const ember_shard_t *table, const pending_t *self)
 {
     size_t rows = 0;
     const size_t slots = (size_t)table->spec.trainers * table->ring;
-    for (size_t i = 0; ember_table_is_sync(table) && i < slots; i++) {
+    for (size_t i = 0; ember_shard_is_sync(table) && i < slots; i++) {
         if (&table->pending[i] != self && table->pending[i].valid)
             rows += table->pending[i].nrows;
     }
     return rows;
 }
 
-ember_status_t ember_table_grad_reserve(ember_table_t *table, const ember_wire_grad_view_t *grad,
+ember_status_t ember_shard_grad_reserve(ember_shard_t *table, const ember_wire_grad_view_t *grad,
                                         char *err, size_t err_length)
 {
     const context_t *ctx = table_context(table, grad->head.trainer, grad->head.step);
@@ -862,7 +862,7 @@ ember_status_t ember_table_grad_reserve(ember_table_t *table, const ember_wire_g
         !ember_buffer_reserve(&pending->grad, rows * dim * sizeof(float) + 4) ||
         !ember_buffer_reserve(&table->written, ctx->nunique + 1) ||
         (unaligned && !ember_buffer_reserve(&table->order, grad->grad_bytes + 4)) ||
-        (ember_table_is_sync(table) &&
+        (ember_shard_is_sync(table) &&
          (!ember_buffer_reserve(&table->acc_rows, reduced * 8 + 8) ||
           !ember_buffer_reserve(&table->acc_grad, reduced * dim * sizeof(float) + 4))))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "table %s: out of memory",
@@ -872,8 +872,8 @@ ember_status_t ember_table_grad_reserve(ember_table_t *table, const ember_wire_g
 
 /* The gradient as floats: read in place when aligned (a rendezvous lands in
  * a pooled buffer, UCX's eager payloads mostly are), else copied out into
- * the room ember_table_grad_reserve made. */
-static const float *grad_values(ember_table_t *table, const ember_wire_grad_view_t *grad)
+ * the room ember_shard_grad_reserve made. */
+static const float *grad_values(ember_shard_t *table, const ember_wire_grad_view_t *grad)
 {
     if ((uintptr_t)grad->grad % _Alignof(float) == 0)
         return (const float *)grad->grad;
@@ -883,7 +883,7 @@ static const float *grad_values(ember_table_t *table, const ember_wire_grad_view
 
 /* The rows' gradients from the pooled output's, into @pending; the
  * context is closed whatever the outcome. */
-static ember_status_t grad_backward(ember_table_t *table, context_t *ctx, const float *grad_out,
+static ember_status_t grad_backward(ember_shard_t *table, context_t *ctx, const float *grad_out,
                                     pending_t *pending, const who_t *who, char *err,
                                     size_t err_length)
 {
@@ -905,11 +905,11 @@ static ember_status_t grad_backward(ember_table_t *table, context_t *ctx, const 
 /* Apply a trainer's gradient: async at once (*applied_p 1); sync once
  * every trainer's for the next step is in, then each following step whose
  * gradients are all in as well, in step order (*applied_p: how many). */
-static ember_status_t grad_apply(ember_table_t *table, pending_t *pending, uint64_t step,
+static ember_status_t grad_apply(ember_shard_t *table, pending_t *pending, uint64_t step,
                                  int *applied_p, char *err, size_t err_length)
 {
     const ember_msg_table_create_t *spec = &table->spec;
-    if (!ember_table_is_sync(table)) {
+    if (!ember_shard_is_sync(table)) {
         ember_status_t status =
                 table_step(table, pending->rows.data, pending->grad.data, pending->nrows);
         if (status != EMBER_OK)
@@ -931,7 +931,7 @@ static ember_status_t grad_apply(ember_table_t *table, pending_t *pending, uint6
     }
 }
 
-ember_status_t ember_table_grad_apply(ember_table_t *table, const ember_wire_grad_view_t *grad,
+ember_status_t ember_shard_grad_apply(ember_shard_t *table, const ember_wire_grad_view_t *grad,
                                       int *applied_p, char *err, size_t err_length)
 {
     const ember_msg_grad_t *head = &grad->head;
@@ -947,25 +947,25 @@ ember_status_t ember_table_grad_apply(ember_table_t *table, const ember_wire_gra
     return grad_apply(table, pending, head->step, applied_p, err, err_length);
 }
 
-ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view_t *grad,
+ember_status_t ember_shard_grad(ember_shard_t *table, const ember_wire_grad_view_t *grad,
                                 int *applied_p, char *err, size_t err_length)
 {
     *applied_p = 0;
-    ember_status_t status = ember_table_grad_check(table, grad, err, err_length);
+    ember_status_t status = ember_shard_grad_check(table, grad, err, err_length);
     if (status == EMBER_ERR_NUMERIC) /* the step is void: nothing of it is applied */
-        ember_table_drop_lookup(table, grad->head.trainer, grad->head.step);
+        ember_shard_drop_lookup(table, grad->head.trainer, grad->head.step);
     EMBER_CHECK(status);
-    EMBER_CHECK(ember_table_grad_reserve(table, grad, err, err_length));
-    return ember_table_grad_apply(table, grad, applied_p, err, err_length);
+    EMBER_CHECK(ember_shard_grad_reserve(table, grad, err, err_length));
+    return ember_shard_grad_apply(table, grad, applied_p, err, err_length);
 }
 
-void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer)
+void ember_shard_drop_trainer(ember_shard_t *table, uint32_t trainer)
 {
     for (uint32_t r = 0; trainer < table->spec.trainers && r < table->ring; r++)
         table->contexts[(size_t)trainer * table->ring + r].valid = 0;
 }
 
-void ember_table_drop_lookup(ember_table_t *table, uint32_t trainer, uint64_t step)
+void ember_shard_drop_lookup(ember_shard_t *table, uint32_t trainer, uint64_t step)
 {
     if (trainer >= table->spec.trainers)
         return;
@@ -974,17 +974,17 @@ void ember_table_drop_lookup(ember_table_t *table, uint32_t trainer, uint64_t st
         ctx->valid = 0;
 }
 
-size_t ember_table_bytes(const ember_table_t *table)
+size_t ember_shard_bytes(const ember_shard_t *table)
 {
     return (size_t)table->local_rows * table->row_bytes;
 }
 
-size_t ember_table_optimizer_bytes(const ember_table_t *table)
+size_t ember_shard_optimizer_bytes(const ember_shard_t *table)
 {
     return ember_opt_state_bytes(table->optimizer);
 }
 
-size_t ember_table_other_bytes(const ember_table_t *table)
+size_t ember_shard_other_bytes(const ember_shard_t *table)
 {
     size_t bytes = table->acc_rows.capacity + table->acc_grad.capacity +
                    table->reduce_list.capacity + table->order.capacity + table->written.capacity +

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct ember_table ember_table_t;
+typedef struct ember_shard ember_shard_t;
 struct ember_device;
 
 /**
@@ -39,9 +39,9 @@ struct ember_device;
  * Errors (message in @err): ERR_INVALID_PARAM, ERR_UNSUPPORTED (fp16 rows
  * on a device), ERR_NO_MEMORY, or the device's.
  */
-ember_status_t ember_table_create(const ember_msg_table_create_t *spec, struct ember_device *device,
-                                  ember_table_t **table_p, char *err, size_t err_length);
-void ember_table_destroy(ember_table_t *table);
+ember_status_t ember_shard_create(const ember_msg_table_create_t *spec, struct ember_device *device,
+                                  ember_shard_t **table_p, char *err, size_t err_length);
+void ember_shard_destroy(ember_shard_t *table);
 
 struct ember_workers;
 /**
@@ -52,32 +52,32 @@ struct ember_workers;
  * a request is being served.  Errors: ERR_NO_MEMORY (the tasks' scratch;
  * the table keeps its pool).
  */
-ember_status_t ember_table_set_workers(ember_table_t *table, struct ember_workers *workers);
-/** The pool set by ember_table_set_workers (NULL: one thread). */
-struct ember_workers *ember_table_workers(const ember_table_t *table);
-/** The tasks ember_table_lookup would split a lookup of @head into (1: it
+ember_status_t ember_shard_set_workers(ember_shard_t *table, struct ember_workers *workers);
+/** The pool set by ember_shard_set_workers (NULL: one thread). */
+struct ember_workers *ember_shard_workers(const ember_shard_t *table);
+/** The tasks ember_shard_lookup would split a lookup of @head into (1: it
  * pools on the calling thread alone). */
-unsigned ember_table_lookup_tasks(const ember_table_t *table, const ember_msg_lookup_t *head);
+unsigned ember_shard_lookup_tasks(const ember_shard_t *table, const ember_msg_lookup_t *head);
 
-const char *ember_table_name(const ember_table_t *table);
-uint32_t ember_table_dim(const ember_table_t *table);
+const char *ember_shard_name(const ember_shard_t *table);
+uint32_t ember_shard_dim(const ember_shard_t *table);
 /** Rows stored by this shard. */
-int64_t ember_table_local_rows(const ember_table_t *table);
+int64_t ember_shard_local_rows(const ember_shard_t *table);
 /** Sync mode: the step whose lookups may be answered now (= steps applied). */
-uint64_t ember_table_next_step(const ember_table_t *table);
-int ember_table_is_sync(const ember_table_t *table);
+uint64_t ember_shard_next_step(const ember_shard_t *table);
+int ember_shard_is_sync(const ember_shard_t *table);
 /** Sync: how many steps behind its own a lookup may be served (the spec's
  * staleness; 0: exactly at its step). */
-uint32_t ember_table_staleness(const ember_table_t *table);
+uint32_t ember_shard_staleness(const ember_shard_t *table);
 
 /** Copy in rows [first, first + count) of the whole table (those owned).
  * fp16 rows: a finite value of magnitude 65520 or more (which fp16 rounds
  * to infinity) refuses the whole load (ERR_OUT_OF_RANGE, naming the row). */
-ember_status_t ember_table_load(ember_table_t *table, int64_t first, int64_t count,
+ember_status_t ember_shard_load(ember_shard_t *table, int64_t first, int64_t count,
                                 const float *data, char *err, size_t err_length);
 
 /** Copy out local rows [first, first + count) into @out. */
-ember_status_t ember_table_read(const ember_table_t *table, int64_t first, int64_t count,
+ember_status_t ember_shard_read(const ember_shard_t *table, int64_t first, int64_t count,
                                 float *out, char *err, size_t err_length);
 
 /**
@@ -91,7 +91,7 @@ ember_status_t ember_table_read(const ember_table_t *table, int64_t first, int64
  * values: each maximum's place in its bag (engine/wire/protocol.h).  Fails,
  * changing nothing, on any bad value.
  */
-ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_view_t *lookup,
+ember_status_t ember_shard_lookup(ember_shard_t *table, const ember_wire_lookup_view_t *lookup,
                                   float *out, char *err, size_t err_length);
 
 /**
@@ -103,43 +103,43 @@ ember_status_t ember_table_lookup(ember_table_t *table, const ember_wire_lookup_
  * steps were applied now.  Async: applied at once.  A non-finite gradient is refused, voiding
  * the context, and nothing is applied.  It is the three calls below.
  */
-ember_status_t ember_table_grad(ember_table_t *table, const ember_wire_grad_view_t *grad,
+ember_status_t ember_shard_grad(ember_shard_t *table, const ember_wire_grad_view_t *grad,
                                 int *applied_p, char *err, size_t err_length);
 
 /**
- * Whatever ember_table_grad would refuse @grad for (the trainer, its open
+ * Whatever ember_shard_grad would refuse @grad for (the trainer, its open
  * context of that step and size, every value finite, none of the trainer's
  * waiting), changing nothing, not even the context: a multi-table push
  * (EMBER_OP_GRADS) checks every table's before it applies any.
  */
-ember_status_t ember_table_grad_check(const ember_table_t *table,
+ember_status_t ember_shard_grad_check(const ember_shard_t *table,
                                       const ember_wire_grad_view_t *grad, char *err,
                                       size_t err_length);
 
-/** After ember_table_grad_check passed: the room @grad's backward needs
+/** After ember_shard_grad_check passed: the room @grad's backward needs
  * (grow-only scratch; no row, context or pending gradient changes).
  * Errors: ERR_NO_MEMORY. */
-ember_status_t ember_table_grad_reserve(ember_table_t *table, const ember_wire_grad_view_t *grad,
+ember_status_t ember_shard_grad_reserve(ember_shard_t *table, const ember_wire_grad_view_t *grad,
                                         char *err, size_t err_length);
 
-/** After both: take @grad as ember_table_grad does (closes the context;
+/** After both: take @grad as ember_shard_grad does (closes the context;
  * sync: *applied_p says whether the step was applied now).  Fails only in
  * the optimizer's step itself (a device's error). */
-ember_status_t ember_table_grad_apply(ember_table_t *table, const ember_wire_grad_view_t *grad,
+ember_status_t ember_shard_grad_apply(ember_shard_t *table, const ember_wire_grad_view_t *grad,
                                       int *applied_p, char *err, size_t err_length);
 
 /** Forget what a lost trainer left behind (every open context). */
-void ember_table_drop_trainer(ember_table_t *table, uint32_t trainer);
+void ember_shard_drop_trainer(ember_shard_t *table, uint32_t trainer);
 
 /** Forget trainer @trainer's context of @step, if it has one open (a
  * LOOKUPS refused whole takes back its tables' lookups; the trainer's other
  * open steps stay). */
-void ember_table_drop_lookup(ember_table_t *table, uint32_t trainer, uint64_t step);
+void ember_shard_drop_lookup(ember_shard_t *table, uint32_t trainer, uint64_t step);
 
-size_t ember_table_bytes(const ember_table_t *table);
-size_t ember_table_optimizer_bytes(const ember_table_t *table);
+size_t ember_shard_bytes(const ember_shard_t *table);
+size_t ember_shard_optimizer_bytes(const ember_shard_t *table);
 /** Contexts, pending gradients and scratch. */
-size_t ember_table_other_bytes(const ember_table_t *table);
+size_t ember_shard_other_bytes(const ember_shard_t *table);
 
 /* --- checkpoints (engine/ps/table_state.c) -------------------------------
  *
@@ -149,7 +149,7 @@ size_t ember_table_other_bytes(const ember_table_t *table);
  * writes it later, while training goes on; a restore puts it back by global
  * row id, so a checkpoint of P shards loads into any number of shards. */
 
-typedef struct ember_table_snapshot ember_table_snapshot_t;
+typedef struct ember_shard_snapshot ember_shard_snapshot_t;
 
 /**
  * Copy @table's rows (as stored), its optimizer state arrays and step count,
@@ -161,28 +161,28 @@ typedef struct ember_table_snapshot ember_table_snapshot_t;
  * *snap_p stays NULL; a reused one is left unusable until a take
  * succeeds), or the device's.
  */
-ember_status_t ember_table_snapshot_take(const ember_table_t *table,
-                                         ember_table_snapshot_t **snap_p, char *err,
+ember_status_t ember_shard_snapshot_take(const ember_shard_t *table,
+                                         ember_shard_snapshot_t **snap_p, char *err,
                                          size_t err_length);
 /**
- * ember_table_snapshot_take in two halves, so the copy can be shared:
+ * ember_shard_snapshot_take in two halves, so the copy can be shared:
  * _begin sizes the snapshot and describes it (its step, its metadata), no
  * copy yet; _copy then copies part @part of @parts of every array (a
  * device shard's rows whole, in part 0).  The parts may run on different
  * threads at once; the snapshot is whole once all have returned OK.
  */
-ember_status_t ember_table_snapshot_begin(const ember_table_t *table,
-                                          ember_table_snapshot_t **snap_p, char *err,
+ember_status_t ember_shard_snapshot_begin(const ember_shard_t *table,
+                                          ember_shard_snapshot_t **snap_p, char *err,
                                           size_t err_length);
-ember_status_t ember_table_snapshot_copy(const ember_table_t *table, ember_table_snapshot_t *snap,
+ember_status_t ember_shard_snapshot_copy(const ember_shard_t *table, ember_shard_snapshot_t *snap,
                                          unsigned part, unsigned parts, char *err,
                                          size_t err_length);
 /** Free a snapshot and its arrays.  NULL is a no-op. */
-void ember_table_snapshot_free(ember_table_snapshot_t *snap);
+void ember_shard_snapshot_free(ember_shard_snapshot_t *snap);
 /** Host memory the snapshot holds (its arrays' room). */
-size_t ember_table_snapshot_bytes(const ember_table_snapshot_t *snap);
+size_t ember_shard_snapshot_bytes(const ember_shard_snapshot_t *snap);
 /** The table's next_step the snapshot was taken at. */
-uint64_t ember_table_snapshot_step(const ember_table_snapshot_t *snap);
+uint64_t ember_shard_snapshot_step(const ember_shard_snapshot_t *snap);
 
 #define EMBER_TABLE_STATE_TENSORS (1 + EMBER_OPT_STATE_MAX)
 #define EMBER_TABLE_STATE_META    8
@@ -199,7 +199,7 @@ uint64_t ember_table_snapshot_step(const ember_table_snapshot_t *snap);
  * Errors: ERR_INVALID_PARAM (it would pass @max_tensors or @max_meta, or
  * the last take failed; nothing appended).
  */
-ember_status_t ember_table_snapshot_tensors(const ember_table_snapshot_t *snap,
+ember_status_t ember_shard_snapshot_tensors(const ember_shard_snapshot_t *snap,
                                             ember_st_tensor_t *tensors, size_t *ntensors,
                                             size_t max_tensors, ember_st_meta_t *meta,
                                             size_t *nmeta, size_t max_meta);
@@ -221,7 +221,7 @@ ember_status_t ember_table_snapshot_tensors(const ember_table_snapshot_t *snap,
  * ERR_FORMAT, ERR_NOT_FOUND (no file holds the table), ERR_NO_MEMORY, or
  * the device's.
  */
-ember_status_t ember_table_restore(ember_table_t *table, const ember_st_file_t *const *files,
+ember_status_t ember_shard_restore(ember_shard_t *table, const ember_st_file_t *const *files,
                                    const char *const *names, size_t nfiles, char *err,
                                    size_t err_length);
 

@@ -42,7 +42,7 @@ typedef struct {
     ember_buffer_t grad; /* float [nrows * dim] */
 } pending_t;
 
-struct ember_table {
+struct ember_shard {
     ember_msg_table_create_t spec;
     int64_t local_rows;
     void *data;       /* [local_rows, dim] of spec.dtype (fp32 or fp16) */
@@ -77,25 +77,25 @@ struct ember_table {
 };
 
 /* Trainer @trainer's context of @step: its slot of the trainer's ring. */
-static inline context_t *table_context(const ember_table_t *table, uint32_t trainer, uint64_t step)
+static inline context_t *table_context(const ember_shard_t *table, uint32_t trainer, uint64_t step)
 {
     return &table->contexts[(size_t)trainer * table->ring + step % table->ring];
 }
 
 /* Trainer @trainer's pending gradient of @step (sync), as table_context. */
-static inline pending_t *table_pending(const ember_table_t *table, uint32_t trainer, uint64_t step)
+static inline pending_t *table_pending(const ember_shard_t *table, uint32_t trainer, uint64_t step)
 {
     return &table->pending[(size_t)trainer * table->ring + step % table->ring];
 }
 
 /* Local row @local as stored. */
-static inline void *table_row(const ember_table_t *table, int64_t local)
+static inline void *table_row(const ember_shard_t *table, int64_t local)
 {
     return (char *)table->data + (size_t)local * table->row_bytes;
 }
 
 /* Rows stored as fp16 (else fp32). */
-static inline int table_half(const ember_table_t *table)
+static inline int table_half(const ember_shard_t *table)
 {
     return table->spec.dtype == EMBER_DTYPE_F16;
 }

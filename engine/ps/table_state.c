@@ -26,7 +26,7 @@ typedef struct {
     char tensor[STATE_KEY_MAX];
 } snap_array_t;
 
-struct ember_table_snapshot {
+struct ember_shard_snapshot {
     int valid; /* the last take succeeded */
     char name[EMBER_TABLE_NAME_MAX];
     int64_t local_rows;
@@ -44,7 +44,7 @@ static const char *const all_state_names[] = {"momentum_buffer", "started",    "
                                               "exp_avg",         "exp_avg_sq", "step"};
 
 /* The arrays a shard's state is: its rows as stored, then its optimizer's. */
-static size_t table_arrays(const ember_table_t *table, ember_opt_state_t out[])
+static size_t table_arrays(const ember_shard_t *table, ember_opt_state_t out[])
 {
     out[0] = (ember_opt_state_t){.name = "weight",
                                  .dtype = (ember_dtype_t)table->spec.dtype,
@@ -60,7 +60,7 @@ static size_t array_row_bytes(const ember_opt_state_t *a)
 }
 
 /* One array's room in the snapshot, and its description. */
-static ember_status_t snap_reserve(const ember_table_t *table, const ember_opt_state_t *a,
+static ember_status_t snap_reserve(const ember_shard_t *table, const ember_opt_state_t *a,
                                    snap_array_t *out, char *err, size_t err_length)
 {
     const size_t bytes = a->rows * array_row_bytes(a);
@@ -77,7 +77,7 @@ static ember_status_t snap_reserve(const ember_table_t *table, const ember_opt_s
 
 /* Part @part of @parts of one array copied into the snapshot (a device
  * shard's rows whole, by the device, in part 0). */
-static ember_status_t snap_copy(const ember_table_t *table, const ember_opt_state_t *a, int rows,
+static ember_status_t snap_copy(const ember_shard_t *table, const ember_opt_state_t *a, int rows,
                                 snap_array_t *out, unsigned part, unsigned parts, char *err,
                                 size_t err_length)
 {
@@ -102,7 +102,7 @@ static ember_status_t snap_copy(const ember_table_t *table, const ember_opt_stat
 }
 
 /* The metadata entries, as text kept in the snapshot. */
-static void snap_meta(ember_table_snapshot_t *snap, const ember_table_t *table)
+static void snap_meta(ember_shard_snapshot_t *snap, const ember_shard_t *table)
 {
     const ember_msg_table_create_t *spec = &table->spec;
     const struct {
@@ -124,7 +124,7 @@ static void snap_meta(ember_table_snapshot_t *snap, const ember_table_t *table)
     snap->nmeta = n + 1;
 }
 
-static ember_status_t snapshot_fill(const ember_table_t *table, ember_table_snapshot_t *snap,
+static ember_status_t snapshot_fill(const ember_shard_t *table, ember_shard_snapshot_t *snap,
                                     char *err, size_t err_length)
 {
     ember_opt_state_t arrays[EMBER_TABLE_STATE_TENSORS];
@@ -142,7 +142,7 @@ static ember_status_t snapshot_fill(const ember_table_t *table, ember_table_snap
     return EMBER_OK;
 }
 
-ember_status_t ember_table_snapshot_copy(const ember_table_t *table, ember_table_snapshot_t *snap,
+ember_status_t ember_shard_snapshot_copy(const ember_shard_t *table, ember_shard_snapshot_t *snap,
                                          unsigned part, unsigned parts, char *err,
                                          size_t err_length)
 {
@@ -158,22 +158,22 @@ ember_status_t ember_table_snapshot_copy(const ember_table_t *table, ember_table
     return EMBER_OK;
 }
 
-ember_status_t ember_table_snapshot_take(const ember_table_t *table,
-                                         ember_table_snapshot_t **snap_p, char *err,
+ember_status_t ember_shard_snapshot_take(const ember_shard_t *table,
+                                         ember_shard_snapshot_t **snap_p, char *err,
                                          size_t err_length)
 {
-    EMBER_CHECK(ember_table_snapshot_begin(table, snap_p, err, err_length));
-    ember_status_t status = ember_table_snapshot_copy(table, *snap_p, 0, 1, err, err_length);
+    EMBER_CHECK(ember_shard_snapshot_begin(table, snap_p, err, err_length));
+    ember_status_t status = ember_shard_snapshot_copy(table, *snap_p, 0, 1, err, err_length);
     if (status != EMBER_OK)
         (*snap_p)->valid = 0;
     return status;
 }
 
-ember_status_t ember_table_snapshot_begin(const ember_table_t *table,
-                                          ember_table_snapshot_t **snap_p, char *err,
+ember_status_t ember_shard_snapshot_begin(const ember_shard_t *table,
+                                          ember_shard_snapshot_t **snap_p, char *err,
                                           size_t err_length)
 {
-    ember_table_snapshot_t *snap = *snap_p;
+    ember_shard_snapshot_t *snap = *snap_p;
     const int created = snap == NULL;
     if (created && !(snap = calloc(1, sizeof(*snap))))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
@@ -181,14 +181,14 @@ ember_status_t ember_table_snapshot_begin(const ember_table_t *table,
     ember_status_t status = snapshot_fill(table, snap, err, err_length);
     if (status != EMBER_OK) {
         if (created)
-            ember_table_snapshot_free(snap);
+            ember_shard_snapshot_free(snap);
         return status;
     }
     *snap_p = snap;
     return EMBER_OK;
 }
 
-void ember_table_snapshot_free(ember_table_snapshot_t *snap)
+void ember_shard_snapshot_free(ember_shard_snapshot_t *snap)
 {
     if (!snap)
         return;
@@ -197,7 +197,7 @@ void ember_table_snapshot_free(ember_table_snapshot_t *snap)
     free(snap);
 }
 
-size_t ember_table_snapshot_bytes(const ember_table_snapshot_t *snap)
+size_t ember_shard_snapshot_bytes(const ember_shard_snapshot_t *snap)
 {
     size_t bytes = 0;
     for (size_t i = 0; snap && i < EMBER_TABLE_STATE_TENSORS; i++)
@@ -205,12 +205,12 @@ size_t ember_table_snapshot_bytes(const ember_table_snapshot_t *snap)
     return bytes;
 }
 
-uint64_t ember_table_snapshot_step(const ember_table_snapshot_t *snap)
+uint64_t ember_shard_snapshot_step(const ember_shard_snapshot_t *snap)
 {
     return snap->next_step;
 }
 
-ember_status_t ember_table_snapshot_tensors(const ember_table_snapshot_t *snap,
+ember_status_t ember_shard_snapshot_tensors(const ember_shard_snapshot_t *snap,
                                             ember_st_tensor_t *tensors, size_t *ntensors,
                                             size_t max_tensors, ember_st_meta_t *meta,
                                             size_t *nmeta, size_t max_meta)
@@ -251,7 +251,7 @@ typedef struct {
 
 /* What a restore is checked against and writes: the table's arrays. */
 typedef struct {
-    ember_table_t *table;
+    ember_shard_t *table;
     const ember_st_file_t *const *files;
     const char *const *names;
     ember_opt_state_t arrays[EMBER_TABLE_STATE_TENSORS];
@@ -498,7 +498,7 @@ static void copy_owned_rows(const ember_msg_table_create_t *spec, const old_shar
 /* The rows into a device shard: gathered in host memory, then one copy. */
 static ember_status_t restore_device_rows(const restore_t *r, const old_shard_t *old, size_t n)
 {
-    ember_table_t *table = r->table;
+    ember_shard_t *table = r->table;
     const size_t bytes = (size_t)table->local_rows * table->row_bytes;
     if (bytes == 0)
         return EMBER_OK;
@@ -523,7 +523,7 @@ static ember_status_t restore_device_rows(const restore_t *r, const old_shard_t 
  * copy that can fail), then the host's arrays. */
 static ember_status_t restore_apply(const restore_t *r, const old_shard_t *old, size_t n)
 {
-    ember_table_t *table = r->table;
+    ember_shard_t *table = r->table;
     size_t first = 0;
     if (table->device) {
         EMBER_CHECK(restore_device_rows(r, old, n));
@@ -538,7 +538,7 @@ static ember_status_t restore_apply(const restore_t *r, const old_shard_t *old, 
     return EMBER_OK;
 }
 
-ember_status_t ember_table_restore(ember_table_t *table, const ember_st_file_t *const *files,
+ember_status_t ember_shard_restore(ember_shard_t *table, const ember_st_file_t *const *files,
                                    const char *const *names, size_t nfiles, char *err,
                                    size_t err_length)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned work_tasks(const ember_table_t *table, size_t work)
+static unsigned work_tasks(const ember_shard_t *table, size_t work)
 {
     return ember_workers_tasks(table->workers, work, table->grain);
 }
@@ -28,7 +28,7 @@ static void tasks_free(table_task_t *tasks, unsigned count)
     free(tasks);
 }
 
-ember_status_t table_work_init(ember_table_t *table, ember_workers_t *workers)
+ember_status_t table_work_init(ember_shard_t *table, ember_workers_t *workers)
 {
     const unsigned count = ember_workers_threads(workers);
     table_task_t *tasks = calloc(count, sizeof(*tasks));
@@ -48,22 +48,22 @@ ember_status_t table_work_init(ember_table_t *table, ember_workers_t *workers)
     return EMBER_OK;
 }
 
-ember_status_t ember_table_set_workers(ember_table_t *table, ember_workers_t *workers)
+ember_status_t ember_shard_set_workers(ember_shard_t *table, ember_workers_t *workers)
 {
     return table_work_init(table, workers);
 }
 
-ember_workers_t *ember_table_workers(const ember_table_t *table)
+ember_workers_t *ember_shard_workers(const ember_shard_t *table)
 {
     return table->workers;
 }
 
-unsigned ember_table_lookup_tasks(const ember_table_t *table, const ember_msg_lookup_t *head)
+unsigned ember_shard_lookup_tasks(const ember_shard_t *table, const ember_msg_lookup_t *head)
 {
     return work_tasks(table, ((size_t)head->indices + head->bags) * table->spec.dim);
 }
 
-void table_work_free(ember_table_t *table)
+void table_work_free(ember_shard_t *table)
 {
     tasks_free(table->tasks, table->ntasks);
     table->tasks = NULL;
@@ -73,7 +73,7 @@ void table_work_free(ember_table_t *table)
 /* --- pooling, by bag ranges ----------------------------------------------- */
 
 typedef struct {
-    ember_table_t *table;
+    ember_shard_t *table;
     const context_t *ctx;
     const ember_bag_table_t *rows; /* NULL: places only (pooled on a device) */
     const ember_bag_batch_t *batch;
@@ -162,7 +162,7 @@ static void pool_task(void *arg, unsigned k)
 }
 
 /* Room for max places in each of @tasks tasks: @seen grows zeroed. */
-static ember_status_t places_reserve(ember_table_t *table, unsigned tasks, size_t unique)
+static ember_status_t places_reserve(ember_shard_t *table, unsigned tasks, size_t unique)
 {
     for (unsigned k = 0; k < tasks; k++) {
         table_task_t *task = &table->tasks[k];
@@ -177,10 +177,10 @@ static ember_status_t places_reserve(ember_table_t *table, unsigned tasks, size_
 
 static ember_status_t pool_run(pool_job_t *job)
 {
-    ember_table_t *table = job->table;
+    ember_shard_t *table = job->table;
     const size_t dim = table->spec.dim;
     job->tasks = work_tasks(table, (job->batch->n + job->batch->bags) * dim); /* as
-                                                      * ember_table_lookup_tasks */
+                                                      * ember_shard_lookup_tasks */
     if (job->places)
         EMBER_CHECK(places_reserve(table, job->tasks, job->ctx->nunique));
     ember_workers_run(table->workers, job->tasks, pool_task, job);
@@ -189,7 +189,7 @@ static ember_status_t pool_run(pool_job_t *job)
     return EMBER_OK;
 }
 
-ember_status_t table_work_pool(ember_table_t *table, const context_t *ctx,
+ember_status_t table_work_pool(ember_shard_t *table, const context_t *ctx,
                                const ember_bag_table_t *rows, const ember_bag_batch_t *batch,
                                const ember_bag_opts_t *opts, float *out, int64_t *argmax,
                                const uint8_t *places)
@@ -209,7 +209,7 @@ ember_status_t table_work_pool(ember_table_t *table, const context_t *ctx,
 /* --- backward, by row (slot) ranges ----------------------------------------- */
 
 typedef struct {
-    ember_table_t *table;
+    ember_shard_t *table;
     const context_t *ctx;
     const float *grad_out;
     pending_t *pending;
@@ -259,7 +259,7 @@ static void sum_backward_task(void *arg, unsigned k)
             memset(row_grad + u * dim, 0, dim * sizeof(float));
 }
 
-void table_work_sum_backward(ember_table_t *table, const context_t *ctx, const float *grad_out,
+void table_work_sum_backward(ember_shard_t *table, const context_t *ctx, const float *grad_out,
                              pending_t *pending)
 {
     backward_job_t job = {.table = table, .ctx = ctx, .grad_out = grad_out, .pending = pending};
@@ -328,7 +328,7 @@ static void max_grad_task(void *arg, unsigned k)
     }
 }
 
-ember_status_t table_work_max_backward(ember_table_t *table, const context_t *ctx,
+ember_status_t table_work_max_backward(ember_shard_t *table, const context_t *ctx,
                                        const float *grad_out, pending_t *pending)
 {
     backward_job_t job = {.table = table, .ctx = ctx, .grad_out = grad_out, .pending = pending};
@@ -349,7 +349,7 @@ ember_status_t table_work_max_backward(ember_table_t *table, const context_t *ct
 /* --- the sync reduction and the optimizer step, by row ranges --------------- */
 
 typedef struct {
-    ember_table_t *table;
+    ember_shard_t *table;
     const pending_t *const *grads;
     uint32_t count;
     const int64_t *pivots; /* [tasks + 1]: task k takes rows in [pivots[k], pivots[k + 1]) */
@@ -395,7 +395,7 @@ static int64_t reduce_next_row(const reduce_job_t *job, const size_t *cursor)
 static void reduce_task(void *arg, unsigned k)
 {
     const reduce_job_t *job = arg;
-    ember_table_t *table = job->table;
+    ember_shard_t *table = job->table;
     table_task_t *task = &table->tasks[k];
     size_t *cursor = task->cursor.data;
     const size_t dim = table->spec.dim, begin = reduce_bounds(job, k, cursor);
@@ -430,7 +430,7 @@ static void reduce_task(void *arg, unsigned k)
 static void step_task(void *arg, unsigned k)
 {
     const reduce_job_t *job = arg;
-    ember_table_t *table = job->table;
+    ember_shard_t *table = job->table;
     const table_task_t *task = &table->tasks[k];
     ember_opt_sparse_rows(table->optimizer, &job->values,
                           (const int64_t *)table->acc_rows.data + task->begin,
@@ -453,7 +453,7 @@ static void reduce_pivots(const reduce_job_t *job, int64_t *pivots)
 }
 
 /* The room a reduction needs: every trainer's rows, each task's cursors. */
-static ember_status_t reduce_reserve(ember_table_t *table, const reduce_job_t *job, size_t total)
+static ember_status_t reduce_reserve(ember_shard_t *table, const reduce_job_t *job, size_t total)
 {
     const size_t dim = table->spec.dim;
     if (!ember_buffer_reserve(&table->acc_rows, total * 8 + 8) ||
@@ -466,7 +466,7 @@ static ember_status_t reduce_reserve(ember_table_t *table, const reduce_job_t *j
     return EMBER_OK;
 }
 
-ember_status_t table_work_reduce(ember_table_t *table, const pending_t *const *grads,
+ember_status_t table_work_reduce(ember_shard_t *table, const pending_t *const *grads,
                                  uint32_t count)
 {
     const size_t dim = table->spec.dim;
@@ -492,7 +492,7 @@ ember_status_t table_work_reduce(ember_table_t *table, const pending_t *const *g
     return EMBER_OK;
 }
 
-size_t table_work_reduced_compact(ember_table_t *table)
+size_t table_work_reduced_compact(ember_shard_t *table)
 {
     const size_t dim = table->spec.dim;
     int64_t *rows = table->acc_rows.data;
@@ -507,7 +507,7 @@ size_t table_work_reduced_compact(ember_table_t *table)
     return at;
 }
 
-ember_status_t table_work_step_reduced(ember_table_t *table)
+ember_status_t table_work_step_reduced(ember_shard_t *table)
 {
     reduce_job_t job = {
             .table = table,
@@ -522,7 +522,7 @@ ember_status_t table_work_step_reduced(ember_table_t *table)
 static void step_list_task(void *arg, unsigned k)
 {
     const reduce_job_t *job = arg;
-    ember_table_t *table = job->table;
+    ember_shard_t *table = job->table;
     const pending_t *p = job->grads[0];
     size_t u0, u1;
     ember_split_range(p->nrows, job->tasks, k, &u0, &u1);
@@ -531,7 +531,7 @@ static void step_list_task(void *arg, unsigned k)
                           table->tasks[k].row.data);
 }
 
-ember_status_t table_work_step(ember_table_t *table, const int64_t *rows, const float *grad,
+ember_status_t table_work_step(ember_shard_t *table, const int64_t *rows, const float *grad,
                                size_t nrows)
 {
     const pending_t list = {

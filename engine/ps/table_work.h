@@ -27,26 +27,26 @@ typedef struct table_task {
 } table_task_t;
 
 /* The per-thread scratch for @table's pool (NULL: one thread). */
-ember_status_t table_work_init(ember_table_t *table, ember_workers_t *workers);
-void table_work_free(ember_table_t *table);
+ember_status_t table_work_init(ember_shard_t *table, ember_workers_t *workers);
+void table_work_free(ember_shard_t *table);
 
 /* Pool the checked batch into @out (and @argmax in max mode) by bag
  * ranges; with @places (max mode), each maximum's place in its bag after
  * the values (engine/wire/protocol.h).  @rows NULL: the values are pooled
  * already (on a device), the places only.  Errors: ERR_NO_MEMORY (the
  * tasks' scratch), the pooling's. */
-ember_status_t table_work_pool(ember_table_t *table, const context_t *ctx,
+ember_status_t table_work_pool(ember_shard_t *table, const context_t *ctx,
                                const ember_bag_table_t *rows, const ember_bag_batch_t *batch,
                                const ember_bag_opts_t *opts, float *out, int64_t *argmax,
                                const uint8_t *places);
 
 /* Sum pooling's backward into @pending (its rows: the lookup's distinct rows). */
-void table_work_sum_backward(ember_table_t *table, const context_t *ctx, const float *grad_out,
+void table_work_sum_backward(ember_shard_t *table, const context_t *ctx, const float *grad_out,
                              pending_t *pending);
 
 /* Max pooling's backward into @pending (its rows: those an index refers
  * to; ctx->first is its scratch).  Errors: ERR_NO_MEMORY, ERR_INVALID_PARAM (an argmax not among the rows). */
-ember_status_t table_work_max_backward(ember_table_t *table, const context_t *ctx,
+ember_status_t table_work_max_backward(ember_shard_t *table, const context_t *ctx,
                                        const float *grad_out, pending_t *pending);
 
 /* Sync: the sum of @count trainers' gradients (@grads in trainer order),
@@ -56,13 +56,13 @@ ember_status_t table_work_max_backward(ember_table_t *table, const context_t *ct
  * steps each range on its task) or _reduced_compact (the rows made one
  * array for a device's step; returns their count).  Errors: ERR_NO_MEMORY,
  * the optimizer's check. */
-ember_status_t table_work_reduce(ember_table_t *table, const pending_t *const *grads,
+ember_status_t table_work_reduce(ember_shard_t *table, const pending_t *const *grads,
                                  uint32_t count);
-ember_status_t table_work_step_reduced(ember_table_t *table);
-size_t table_work_reduced_compact(ember_table_t *table);
+ember_status_t table_work_step_reduced(ember_shard_t *table);
+size_t table_work_reduced_compact(ember_shard_t *table);
 
 /* The optimizer step on a host shard's @rows (sorted, distinct, local). */
-ember_status_t table_work_step(ember_table_t *table, const int64_t *rows, const float *grad,
+ember_status_t table_work_step(ember_shard_t *table, const int64_t *rows, const float *grad,
                                size_t nrows);
 
 #endif

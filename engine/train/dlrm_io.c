@@ -131,8 +131,8 @@ static ember_status_t drawn_dense(const ember_train_config_t *config, float *par
     return EMBER_OK;
 }
 
-ember_status_t ember_dlrm_initial(const ember_job_t *job, float *params, ember_st_file_t **init_p,
-                                  char *err, size_t err_length)
+ember_status_t ember_dlrm_initial(const ember_train_job_t *job, float *params,
+                                  ember_st_file_t **init_p, char *err, size_t err_length)
 {
     ember_dlrm_tensor_t tensors[EMBER_DLRM_TENSORS_MAX];
     size_t count = ember_dlrm_tensors(&job->train, tensors);
@@ -160,7 +160,7 @@ ember_status_t ember_dlrm_initial(const ember_job_t *job, float *params, ember_s
     return EMBER_OK;
 }
 
-ember_status_t ember_dlrm_init_table(const ember_st_file_t *init, const ember_job_t *job,
+ember_status_t ember_dlrm_init_table(const ember_st_file_t *init, const ember_train_job_t *job,
                                      size_t table, float **rows_p, char *err, size_t err_length)
 {
     ember_dlrm_tensor_t tensors[EMBER_DLRM_TENSORS_MAX];
@@ -173,7 +173,7 @@ ember_status_t ember_dlrm_init_table(const ember_st_file_t *init, const ember_jo
     return EMBER_OK;
 }
 
-ember_status_t ember_dlrm_save(const ember_job_t *job, const float *const *tables,
+ember_status_t ember_dlrm_save(const ember_train_job_t *job, const float *const *tables,
                                const float *params, const float *losses, uint64_t steps)
 {
     ember_dlrm_tensor_t tensors[EMBER_DLRM_TENSORS_MAX];

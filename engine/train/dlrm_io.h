@@ -48,16 +48,16 @@ size_t ember_dlrm_tensors(const ember_train_config_t *config,
  * file must hold exactly the model's tensors, each F32 of its shape (as
  * load_state_dict(strict=True) wants); errors name the file and tensor.
  */
-ember_status_t ember_dlrm_initial(const ember_job_t *job, float *params, ember_st_file_t **init_p,
-                                  char *err, size_t err_length);
+ember_status_t ember_dlrm_initial(const ember_train_job_t *job, float *params,
+                                  ember_st_file_t **init_p, char *err, size_t err_length);
 
 /** Table @table's rows from the --init file (malloc'd, [rows][dim]). */
-ember_status_t ember_dlrm_init_table(const ember_st_file_t *init, const ember_job_t *job,
+ember_status_t ember_dlrm_init_table(const ember_st_file_t *init, const ember_train_job_t *job,
                                      size_t table, float **rows_p, char *err, size_t err_length);
 
 /** --save: the tables (@tables[t] [rows][dim]), the dense @params and the
  * losses ([steps][trainers]) to the job's save path. */
-ember_status_t ember_dlrm_save(const ember_job_t *job, const float *const *tables,
+ember_status_t ember_dlrm_save(const ember_train_job_t *job, const float *const *tables,
                                const float *params, const float *losses, uint64_t steps);
 
 #endif

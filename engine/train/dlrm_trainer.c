@@ -87,9 +87,9 @@ static ember_status_t staging_open(ember_dlrm_trainer_t *trainer)
 static ember_status_t sparse_setup(ember_dlrm_trainer_t *trainer)
 {
     const ember_msg_train_start_t *spec = trainer->args.spec;
-    ember_job_table_t tables[EMBER_JOB_TABLES_MAX];
+    ember_train_job_table_t tables[EMBER_JOB_TABLES_MAX];
     ember_sparse_config_t configs[EMBER_JOB_TABLES_MAX];
-    size_t count = ember_job_tables(trainer->config, spec->num_ps, tables);
+    size_t count = ember_train_job_tables(trainer->config, spec->num_ps, tables);
     for (size_t t = 0; t < count; t++) {
         memcpy(trainer->names[t], tables[t].name, sizeof(trainer->names[t]));
         configs[t] = (ember_sparse_config_t){
@@ -285,7 +285,7 @@ static ember_status_t lookup_all(ember_dlrm_trainer_t *trainer, ember_sparse_t *
     ember_batch_t batches[T_MAX];
     EMBER_CHECK(reserve_batch(trainer, n));
     table_batches(trainer, values, n, batches);
-    EMBER_CHECK(ember_sparse_split(sparse, batches, step, eval, err, err_length));
+    EMBER_CHECK(ember_sparse_split_batches(sparse, batches, step, eval, err, err_length));
     EMBER_CHECK(ember_sparse_pushes_wait(sparse, step, err, err_length));
     EMBER_CHECK(ember_sparse_lookup(sparse, err, err_length));
     return combine_all(trainer, sparse, n);

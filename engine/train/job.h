@@ -18,10 +18,10 @@
 #include <stdio.h>
 
 typedef enum {
-    EMBER_ROLE_TRAINER,
-    EMBER_ROLE_MASTER,
-    EMBER_ROLE_PS
-} ember_role_t;
+    EMBER_TRAIN_ROLE_TRAINER,
+    EMBER_TRAIN_ROLE_MASTER,
+    EMBER_TRAIN_ROLE_PS
+} ember_train_role_t;
 
 typedef struct {
     int trainers, num_ps;
@@ -42,7 +42,7 @@ typedef struct {
     double replay_tolerance;     /* --replay: the largest difference that passes */
     uint64_t given;              /* bit per flag given on the command line */
     const char *flag_values[64]; /* their values as given (borrowed from argv) */
-} ember_job_t;
+} ember_train_job_t;
 
 /* One embedding table of a job and where it lives: rows split by row %
  * shards over PS first_ps .. first_ps + shards - 1. */
@@ -53,7 +53,7 @@ typedef struct {
     uint32_t dim;
     uint32_t shards;
     uint32_t first_ps; /* a PS index (its rank is trainers + 1 + first_ps) */
-} ember_job_table_t;
+} ember_train_job_table_t;
 
 #define EMBER_JOB_TABLES_MAX EMBER_DLRM_TABLES
 
@@ -64,18 +64,19 @@ typedef struct {
  * on one PS, the largest first to the PS with the fewest bytes so far.
  * The same on every rank (the master and each trainer place alike).
  */
-size_t ember_job_tables(const ember_train_config_t *config, uint32_t num_ps,
-                        ember_job_table_t tables[EMBER_JOB_TABLES_MAX]);
+size_t ember_train_job_tables(const ember_train_config_t *config, uint32_t num_ps,
+                              ember_train_job_table_t tables[EMBER_JOB_TABLES_MAX]);
 
 /** Ranks the job needs: trainers + 1 + num_ps. */
-int ember_job_world_size(const ember_job_t *job);
+int ember_train_job_world_size(const ember_train_job_t *job);
 
 /** Role and index (trainer t, ps p) of @rank; name like "trainer1". */
-ember_status_t ember_job_role(const ember_job_t *job, int rank, ember_role_t *role_p, int *index_p,
-                              char *name, size_t name_length);
+ember_status_t ember_train_job_role(const ember_train_job_t *job, int rank,
+                                    ember_train_role_t *role_p, int *index_p, char *name,
+                                    size_t name_length);
 
 /** One line naming every rank's role, and (DLRM) one per PS naming the
  * tables it holds. */
-void ember_job_print_roles(const ember_job_t *job, FILE *stream);
+void ember_train_job_print_roles(const ember_train_job_t *job, FILE *stream);
 
 #endif

@@ -30,7 +30,7 @@
 
 typedef struct {
     ember_tp_t *tp;
-    const ember_job_t *job;
+    const ember_train_job_t *job;
     int first_ps;
     /* epoch reports: [epochs][trainers] */
     ember_msg_epoch_report_t *reports;
@@ -42,7 +42,7 @@ typedef struct {
     ember_msg_train_start_t spec;
     size_t sizes[EMBER_MAX_HIDDEN + 2], layers, nparams;
     float *params;
-    ember_job_table_t tables[EMBER_JOB_TABLES_MAX];
+    ember_train_job_table_t tables[EMBER_JOB_TABLES_MAX];
     size_t ntables;
     ember_master_eval_t *eval; /* DLRM's evaluations */
     /* checkpoints: writing them (NULL: none), and the one resumed from */
@@ -80,7 +80,7 @@ static double epoch_mean_loss(const master_t *master, uint32_t epoch)
 
 /* With --staleness: the largest any trainer's lookups saw so far (the
  * lines of a job without it stay as they were). */
-static void staleness_text(const ember_job_t *job, uint64_t seen, int json, char *out,
+static void staleness_text(const ember_train_job_t *job, uint64_t seen, int json, char *out,
                            size_t length)
 {
     out[0] = '\0';
@@ -91,7 +91,7 @@ static void staleness_text(const ember_job_t *job, uint64_t seen, int json, char
 
 static void print_epoch(master_t *master, uint32_t epoch)
 {
-    const ember_job_t *job = master->job;
+    const ember_train_job_t *job = master->job;
     double seconds = 0;
     uint64_t steps = 0, bags = 0, stale = 0;
     char text[48], json[48];
@@ -199,7 +199,7 @@ static void abort_job(master_t *master, const char *cause)
 }
 
 /* Initial values of @table: each shard keeps the rows it owns. */
-static ember_status_t load_table(master_t *master, const ember_job_table_t *table, int ps,
+static ember_status_t load_table(master_t *master, const ember_train_job_table_t *table, int ps,
                                  const float *initial)
 {
     int64_t per_chunk = CHUNK_BYTES / (table->dim * sizeof(float));
@@ -216,10 +216,10 @@ static ember_status_t load_table(master_t *master, const ember_job_table_t *tabl
 }
 
 /* @table's shards on its PS, drawn there (@init) or loaded from @initial. */
-static ember_status_t create_table(master_t *master, const ember_job_table_t *table, uint32_t init,
-                                   const float *initial)
+static ember_status_t create_table(master_t *master, const ember_train_job_table_t *table,
+                                   uint32_t init, const float *initial)
 {
-    const ember_job_t *job = master->job;
+    const ember_train_job_t *job = master->job;
     for (uint32_t shard = 0; shard < table->shards; shard++) {
         const int ps = (int)(table->first_ps + shard);
         ember_msg_table_create_t create = {
@@ -249,7 +249,7 @@ static ember_status_t create_table(master_t *master, const ember_job_table_t *ta
 }
 
 /* Read @table back from its shards, in global row order. */
-static ember_status_t read_table(master_t *master, const ember_job_table_t *table, float *out)
+static ember_status_t read_table(master_t *master, const ember_train_job_table_t *table, float *out)
 {
     const uint32_t dim = table->dim, S = table->shards;
     int64_t per_chunk = CHUNK_BYTES / (dim * sizeof(float));
@@ -296,7 +296,7 @@ static void print_memory(master_t *master)
  * training, whole, and where the others are. */
 static void spec_from_job(master_t *master)
 {
-    const ember_job_t *job = master->job;
+    const ember_train_job_t *job = master->job;
     master->spec = (ember_msg_train_start_t){
             .trainers = (uint32_t)job->trainers,
             .num_ps = (uint32_t)job->num_ps,
@@ -314,8 +314,8 @@ static void spec_from_job(master_t *master)
 /* Which PS hold tables: only theirs are checkpoint files. */
 static ember_status_t place_tables(master_t *master)
 {
-    const ember_job_t *job = master->job;
-    master->ntables = ember_job_tables(&job->train, (uint32_t)job->num_ps, master->tables);
+    const ember_train_job_t *job = master->job;
+    master->ntables = ember_train_job_tables(&job->train, (uint32_t)job->num_ps, master->tables);
     master->ps_holding = calloc((size_t)job->num_ps, sizeof(int));
     if (!master->ps_holding)
         return EMBER_ERR_NO_MEMORY;
@@ -330,7 +330,7 @@ static ember_status_t place_tables(master_t *master)
  * then the writing of new ones (a job that resumes keeps writing them). */
 static ember_status_t master_ckpt_setup(master_t *master)
 {
-    const ember_job_t *job = master->job;
+    const ember_train_job_t *job = master->job;
     if (job->resume_path) {
         ember_status_t status =
                 ember_master_resume_find(job, &master->spec, master->params, &master->resume,
@@ -354,7 +354,7 @@ static ember_status_t master_ckpt_setup(master_t *master)
  * metrics file. */
 static ember_status_t master_setup(master_t *master)
 {
-    const ember_job_t *job = master->job;
+    const ember_train_job_t *job = master->job;
 
     spec_from_job(master);
     master->layers = ember_dense_sizes(&master->spec, master->sizes);
@@ -470,7 +470,7 @@ static int is_directory(const char *path)
 
 static ember_status_t master_first_tables(master_t *master)
 {
-    const ember_job_t *job = master->job;
+    const ember_train_job_t *job = master->job;
     if (master->resume.dir[0])
         return master_resumed_tables(master);
     if (is_directory(job->init_path))
@@ -500,7 +500,7 @@ static void widths_text(size_t in, const uint32_t *sizes, uint32_t layers, char 
 }
 
 /* "sync", "async", or "sync, staleness K". */
-static void consistency_text(const ember_job_t *job, char *out, size_t length)
+static void consistency_text(const ember_train_job_t *job, char *out, size_t length)
 {
     if (job->train.consistency != EMBER_SYNC)
         snprintf(out, length, "async");
@@ -512,7 +512,7 @@ static void consistency_text(const ember_job_t *job, char *out, size_t length)
 
 static void print_dlrm_job(const master_t *master)
 {
-    const ember_job_t *job = master->job;
+    const ember_train_job_t *job = master->job;
     const ember_dlrm_spec_t *d = &job->train.dlrm;
     char dense[160], over[160], consistency[40];
     consistency_text(job, consistency, sizeof(consistency));
@@ -536,7 +536,7 @@ static void print_dlrm_job(const master_t *master)
 /* One line saying what is trained, where and how. */
 static void print_job(const master_t *master)
 {
-    const ember_job_t *job = master->job;
+    const ember_train_job_t *job = master->job;
     if (job->train.model == EMBER_MODEL_DLRM) {
         print_dlrm_job(master);
         return;
@@ -674,7 +674,7 @@ static ember_status_t save_dlrm(master_t *master, const finished_t *fin)
     float *tables[EMBER_JOB_TABLES_MAX] = {NULL};
     ember_status_t status = EMBER_OK;
     for (size_t t = 0; status == EMBER_OK && t < master->ntables; t++) {
-        const ember_job_table_t *table = &master->tables[t];
+        const ember_train_job_table_t *table = &master->tables[t];
         tables[t] = malloc((size_t)table->rows * table->dim * sizeof(float) + 4);
         status = tables[t] ? read_table(master, table, tables[t]) : EMBER_ERR_NO_MEMORY;
     }
@@ -690,7 +690,7 @@ static ember_status_t save_dlrm(master_t *master, const finished_t *fin)
  * that failed its check is still saved: the file shows how. */
 static ember_status_t check_and_save(master_t *master, const finished_t *fin)
 {
-    const ember_job_t *job = master->job;
+    const ember_train_job_t *job = master->job;
     ember_model_result_t result = {
             .params = fin->params, .losses = fin->losses, .steps = fin->per_trainer};
     ember_status_t status = EMBER_OK;
@@ -768,7 +768,7 @@ static void master_cleanup(master_t *master)
     free(master->reported);
 }
 
-ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job)
+ember_status_t ember_master_run(ember_tp_t *tp, const ember_train_job_t *job)
 {
     master_t master = {.tp = tp, .job = job, .first_ps = job->trainers + 1};
     ember_status_t status = master_setup(&master);

@@ -10,6 +10,6 @@
 #include <ember/transport.h>
 
 /** Run the job described by @job (borrowed).  Blocks until it ends. */
-ember_status_t ember_master_run(ember_tp_t *tp, const ember_job_t *job);
+ember_status_t ember_master_run(ember_tp_t *tp, const ember_train_job_t *job);
 
 #endif

@@ -33,7 +33,7 @@ typedef struct {
 
 struct ember_master_ckpt {
     ember_tp_t *tp;
-    const ember_job_t *job;
+    const ember_train_job_t *job;
     FILE *metrics;
     uint32_t expected; /* reports a checkpoint needs: trainers + PS holding tables */
     const int *ps_holding;
@@ -42,7 +42,7 @@ struct ember_master_ckpt {
     uint64_t stop_step; /* a SIGTERM's, 0: none */
 };
 
-static const char *sharding_name(const ember_job_t *job)
+static const char *sharding_name(const ember_train_job_t *job)
 {
     return job->train.model == EMBER_MODEL_DLRM && job->train.dlrm.sharding == EMBER_SHARD_TABLE
                    ? "table"
@@ -79,7 +79,7 @@ static void pending_release(pending_t *p)
 /* The manifest's description of the job, for whoever reads it. */
 static void describe(const ember_master_ckpt_t *ckpt, ember_ckpt_manifest_t *m)
 {
-    const ember_job_t *job = ckpt->job;
+    const ember_train_job_t *job = ckpt->job;
     char text[32];
     ember_ckpt_manifest_set(m, "model", job->train.model == EMBER_MODEL_DLRM ? "dlrm" : "tutorial");
     snprintf(text, sizeof(text), "%d", job->trainers);
@@ -115,7 +115,7 @@ static void print_complete(ember_master_ckpt_t *ckpt, const pending_t *p, const 
 static void complete(ember_master_ckpt_t *ckpt, pending_t *p)
 {
     char dir[EMBER_PATH_MAX + 32], err[400];
-    const ember_job_t *job = ckpt->job;
+    const ember_train_job_t *job = ckpt->job;
     ember_status_t status = ember_ckpt_dir_name(job->checkpoint_dir, p->step, dir, sizeof(dir));
     if (status == EMBER_OK && !p->failed) {
         describe(ckpt, &p->manifest);
@@ -219,7 +219,7 @@ static void on_ckpt_at(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
-ember_status_t ember_master_ckpt_create(ember_tp_t *tp, const ember_job_t *job,
+ember_status_t ember_master_ckpt_create(ember_tp_t *tp, const ember_train_job_t *job,
                                         const int *ps_holding, uint64_t start_step, FILE *metrics,
                                         ember_master_ckpt_t **ckpt_p, char *err, size_t err_length)
 {
@@ -257,7 +257,7 @@ void ember_master_ckpt_destroy(ember_master_ckpt_t *ckpt)
     free(ckpt);
 }
 
-void ember_master_ckpt_plan_of(const ember_job_t *job, ember_msg_ckpt_plan_t *plan)
+void ember_master_ckpt_plan_of(const ember_train_job_t *job, ember_msg_ckpt_plan_t *plan)
 {
     *plan = (ember_msg_ckpt_plan_t){.every = job->checkpoint_every};
     if (job->checkpoint_dir)
@@ -419,7 +419,7 @@ static ember_status_t check_settings(const ember_ckpt_trainer_file_t *file,
 
 /* The manifest's layout against the job's: trainers and row storage must
  * match; PS count and placement may change. */
-static ember_status_t check_manifest(const ember_job_t *job, const char *dir,
+static ember_status_t check_manifest(const ember_train_job_t *job, const char *dir,
                                      const ember_ckpt_manifest_t *m, char *err, size_t err_length)
 {
     const char *trainers = ember_ckpt_manifest_get(m, "trainers");
@@ -458,9 +458,9 @@ static ember_status_t ps_files_of(const ember_ckpt_manifest_t *m, ember_master_r
     return EMBER_OK;
 }
 
-ember_status_t ember_master_resume_find(const ember_job_t *job, const ember_msg_train_start_t *spec,
-                                        float *params, ember_master_resume_t *resume, char *err,
-                                        size_t err_length)
+ember_status_t ember_master_resume_find(const ember_train_job_t *job,
+                                        const ember_msg_train_start_t *spec, float *params,
+                                        ember_master_resume_t *resume, char *err, size_t err_length)
 {
     ember_ckpt_manifest_t m;
     ember_ckpt_trainer_file_t file;
@@ -553,7 +553,7 @@ static int64_t shard_meta(const ember_st_file_t *file, const char *table, const 
 
 /* The rows of @table that one PS file holds, put at their global ids. */
 static ember_status_t take_shard(const ember_st_file_t *file, const char *path,
-                                 const ember_job_table_t *table, float *out, int64_t *covered,
+                                 const ember_train_job_table_t *table, float *out, int64_t *covered,
                                  char *err, size_t err_length)
 {
     const int64_t shard = shard_meta(file, table->name, "shard");
@@ -590,7 +590,7 @@ static ember_status_t take_shard(const ember_st_file_t *file, const char *path,
 
 /* Table @table whole from the mapped PS files. */
 static ember_status_t whole_table(ember_st_file_t *const *files, char *const *paths, size_t n,
-                                  const ember_job_table_t *table, float **rows_p, char *err,
+                                  const ember_train_job_table_t *table, float **rows_p, char *err,
                                   size_t err_length)
 {
     int64_t covered = 0;
@@ -611,8 +611,8 @@ static ember_status_t whole_table(ember_st_file_t *const *files, char *const *pa
 }
 
 static ember_status_t init_tables(const char *dir, const ember_master_resume_t *r,
-                                  const ember_job_table_t *tables, size_t ntables, float **rows,
-                                  char *err, size_t err_length)
+                                  const ember_train_job_table_t *tables, size_t ntables,
+                                  float **rows, char *err, size_t err_length)
 {
     ember_st_file_t **files = calloc(r->ps_count + 1, sizeof(*files));
     char **paths = calloc(r->ps_count + 1, sizeof(*paths));
@@ -629,7 +629,7 @@ static ember_status_t init_tables(const char *dir, const ember_master_resume_t *
 }
 
 ember_status_t ember_master_ckpt_weights(const char *path, const ember_msg_train_start_t *spec,
-                                         const ember_job_table_t *tables, size_t ntables,
+                                         const ember_train_job_table_t *tables, size_t ntables,
                                          float *params, float **rows, char *err, size_t err_length)
 {
     ember_ckpt_manifest_t m;

@@ -39,7 +39,7 @@ void ember_master_resume_free(ember_master_resume_t *resume);
  * @err (a root that holds a newer complete checkpoint than the one resumed,
  * or any when starting afresh).
  */
-ember_status_t ember_master_ckpt_create(ember_tp_t *tp, const ember_job_t *job,
+ember_status_t ember_master_ckpt_create(ember_tp_t *tp, const ember_train_job_t *job,
                                         const int *ps_holding, uint64_t start_step, FILE *metrics,
                                         ember_master_ckpt_t **ckpt_p, char *err, size_t err_length);
 void ember_master_ckpt_destroy(ember_master_ckpt_t *ckpt);
@@ -48,7 +48,7 @@ void ember_master_ckpt_destroy(ember_master_ckpt_t *ckpt);
 ember_status_t ember_master_ckpt_plan(ember_master_ckpt_t *ckpt, int first_ps, char *err,
                                       size_t err_length);
 /** The plan as TRAIN_START carries it. */
-void ember_master_ckpt_plan_of(const ember_job_t *job, ember_msg_ckpt_plan_t *plan);
+void ember_master_ckpt_plan_of(const ember_train_job_t *job, ember_msg_ckpt_plan_t *plan);
 
 /** From the master's wait: a signal goes to trainer0. */
 void ember_master_ckpt_poll(ember_master_ckpt_t *ckpt);
@@ -67,8 +67,9 @@ int ember_master_ckpt_stopped(const ember_master_ckpt_t *ckpt, uint64_t *step_p)
  * @spec's model) and where it stands into @resume.  Errors name the
  * checkpoint, file and setting.
  */
-ember_status_t ember_master_resume_find(const ember_job_t *job, const ember_msg_train_start_t *spec,
-                                        float *params, ember_master_resume_t *resume, char *err,
+ember_status_t ember_master_resume_find(const ember_train_job_t *job,
+                                        const ember_msg_train_start_t *spec, float *params,
+                                        ember_master_resume_t *resume, char *err,
                                         size_t err_length);
 
 /** Every PS's tables from the checkpoint (TABLE_RESTORE to each PS that
@@ -85,7 +86,7 @@ ember_status_t ember_master_resume_tables(ember_tp_t *tp, const ember_master_res
  * The tables must have the checkpoint's rows and dim (errors name them).
  */
 ember_status_t ember_master_ckpt_weights(const char *path, const ember_msg_train_start_t *spec,
-                                         const ember_job_table_t *tables, size_t ntables,
+                                         const ember_train_job_table_t *tables, size_t ntables,
                                          float *params, float **rows, char *err, size_t err_length);
 
 #endif

@@ -112,7 +112,7 @@ static void saved_fill(saved_tensors_t *saved, const ember_msg_train_start_t *sp
     }
 }
 
-ember_status_t ember_model_write(const ember_job_t *job, const ember_st_tensor_t *tensors,
+ember_status_t ember_model_write(const ember_train_job_t *job, const ember_st_tensor_t *tensors,
                                  size_t ntensors, const float *losses, uint64_t steps)
 {
     size_t count = (size_t)steps * (size_t)job->trainers;
@@ -137,7 +137,7 @@ ember_status_t ember_model_write(const ember_job_t *job, const ember_st_tensor_t
     return status;
 }
 
-ember_status_t ember_model_save(const ember_job_t *job, const ember_msg_train_start_t *spec,
+ember_status_t ember_model_save(const ember_train_job_t *job, const ember_msg_train_start_t *spec,
                                 const ember_model_result_t *result)
 {
     saved_tensors_t saved;
@@ -181,7 +181,7 @@ static void line_add(replay_line_t *line, const char *text)
 
 /* One expected tensor, if the file has it, against the run's: it must have
  * the shape of what the run made, or it is not compared (and fails). */
-static void replay_compare(const ember_job_t *job, ember_st_file_t *file, const expected_t *e,
+static void replay_compare(const ember_train_job_t *job, ember_st_file_t *file, const expected_t *e,
                            replay_line_t *line)
 {
     char key[32], err[512];
@@ -204,7 +204,8 @@ static void replay_compare(const ember_job_t *job, ember_st_file_t *file, const 
     free(want);
 }
 
-ember_status_t ember_model_check_replay(const ember_job_t *job, const ember_model_result_t *result)
+ember_status_t ember_model_check_replay(const ember_train_job_t *job,
+                                        const ember_model_result_t *result)
 {
     size_t steps = (size_t)result->steps, nweight = (size_t)job->train.classes * job->train.dim;
     const expected_t expected[4] = {
@@ -241,7 +242,7 @@ ember_status_t ember_model_check_replay(const ember_job_t *job, const ember_mode
 /* The replay file's layer and table, at the shapes the job has: the tables
  * are made and the layer sent at these sizes, whatever the file (read again
  * here) says now.  One layer: --hidden is refused with --replay. */
-static ember_status_t initial_from_replay(const ember_job_t *job, const size_t *sizes,
+static ember_status_t initial_from_replay(const ember_train_job_t *job, const size_t *sizes,
                                           size_t layers, float *params, float **table_p)
 {
     int64_t dim = (int64_t)sizes[0], classes = (int64_t)sizes[layers];
@@ -280,7 +281,7 @@ static ember_status_t initial_from_replay(const ember_job_t *job, const size_t *
 }
 
 /* nn.Linear's default initialisation, layer after layer, from the seed. */
-static void initial_from_seed(const ember_job_t *job, const size_t *sizes, size_t layers,
+static void initial_from_seed(const ember_train_job_t *job, const size_t *sizes, size_t layers,
                               float *params)
 {
     ember_rng_t rng;
@@ -293,7 +294,7 @@ static void initial_from_seed(const ember_job_t *job, const size_t *sizes, size_
     }
 }
 
-ember_status_t ember_model_initial(const ember_job_t *job, const size_t *sizes, size_t layers,
+ember_status_t ember_model_initial(const ember_train_job_t *job, const size_t *sizes, size_t layers,
                                    float *params, float **table_p)
 {
     *table_p = NULL;
@@ -320,8 +321,9 @@ static ember_status_t init_tensor(const ember_st_file_t *file, const char *path,
     return EMBER_OK;
 }
 
-ember_status_t ember_model_init_file(const ember_job_t *job, const ember_msg_train_start_t *spec,
-                                     float *params, float **table_p, char *err, size_t err_length)
+ember_status_t ember_model_init_file(const ember_train_job_t *job,
+                                     const ember_msg_train_start_t *spec, float *params,
+                                     float **table_p, char *err, size_t err_length)
 {
     ember_dlrm_tensor_t dense[EMBER_DLRM_TENSORS_MAX];
     size_t count = ember_model_dense_layout(spec, dense);

@@ -36,7 +36,7 @@ typedef struct {
  * NULL otherwise), or nn.Linear's default U(-1/sqrt(in), 1/sqrt(in)) per
  * layer drawn from the job's seed.  Errors: the replay file's, logged.
  */
-ember_status_t ember_model_initial(const ember_job_t *job, const size_t *sizes, size_t layers,
+ember_status_t ember_model_initial(const ember_train_job_t *job, const size_t *sizes, size_t layers,
                                    float *params, float **table_p);
 
 /**
@@ -45,8 +45,9 @@ ember_status_t ember_model_initial(const ember_job_t *job, const size_t *sizes, 
  * tensor F32 of this job's shape, none missing or extra (errors name the
  * file and tensor).
  */
-ember_status_t ember_model_init_file(const ember_job_t *job, const ember_msg_train_start_t *spec,
-                                     float *params, float **table_p, char *err, size_t err_length);
+ember_status_t ember_model_init_file(const ember_train_job_t *job,
+                                     const ember_msg_train_start_t *spec, float *params,
+                                     float **table_p, char *err, size_t err_length);
 
 /**
  * --replay: @result against the expected values the file holds (losses,
@@ -54,14 +55,15 @@ ember_status_t ember_model_init_file(const ember_job_t *job, const ember_msg_tra
  * compared and by how much it differs.  ERR_NUMERIC when a difference is
  * beyond the tolerance, ERR_IO when the file cannot be read.
  */
-ember_status_t ember_model_check_replay(const ember_job_t *job, const ember_model_result_t *result);
+ember_status_t ember_model_check_replay(const ember_train_job_t *job,
+                                        const ember_model_result_t *result);
 
 /**
  * --save: the table and dense layers of @spec's model in @result, and its
  * losses in the metadata (beyond SAVED_LOSSES_MAX only --metrics has them),
  * to the job's save path.  Errors: ERR_NO_MEMORY, the writer's (logged).
  */
-ember_status_t ember_model_save(const ember_job_t *job, const ember_msg_train_start_t *spec,
+ember_status_t ember_model_save(const ember_train_job_t *job, const ember_msg_train_start_t *spec,
                                 const ember_model_result_t *result);
 
 /**
@@ -69,7 +71,7 @@ ember_status_t ember_model_save(const ember_job_t *job, const ember_msg_train_st
  * "losses" and "losses_shape"; beyond SAVED_LOSSES_MAX only --metrics has
  * them) to the job's save path, printing "saved PATH".
  */
-ember_status_t ember_model_write(const ember_job_t *job, const ember_st_tensor_t *tensors,
+ember_status_t ember_model_write(const ember_train_job_t *job, const ember_st_tensor_t *tensors,
                                  size_t ntensors, const float *losses, uint64_t steps);
 
 #endif

@@ -75,8 +75,9 @@ int ember_pipeline_is_split(const ember_pipeline_t *pipe, uint64_t step)
     return slot->split && slot->step == step;
 }
 
-ember_status_t ember_pipeline_split(ember_pipeline_t *pipe, const ember_batch_t *batches,
-                                    uint64_t step, char *err, size_t err_length)
+/* Step @step's slot, free for its split (nothing of another step in flight). */
+static ember_status_t split_slot(ember_pipeline_t *pipe, uint64_t step, slot_t **slot_p, char *err,
+                                 size_t err_length)
 {
     slot_t *slot = slot_of(pipe, step);
     if (slot->sent)
@@ -84,7 +85,28 @@ ember_status_t ember_pipeline_split(ember_pipeline_t *pipe, const ember_batch_t 
                                  "the lookups of step %llu before step %llu's replies are in",
                                  (unsigned long long)step, (unsigned long long)slot->step);
     slot->split = 0;
-    EMBER_CHECK(ember_sparse_split(slot->sparse, batches, step, 0, err, err_length));
+    *slot_p = slot;
+    return EMBER_OK;
+}
+
+ember_status_t ember_pipeline_split(ember_pipeline_t *pipe, const ember_batch_t *batches,
+                                    uint64_t step, char *err, size_t err_length)
+{
+    slot_t *slot = NULL;
+    EMBER_CHECK(split_slot(pipe, step, &slot, err, err_length));
+    EMBER_CHECK(ember_sparse_split_batches(slot->sparse, batches, step, 0, err, err_length));
+    slot->step = step;
+    slot->split = 1;
+    return EMBER_OK;
+}
+
+ember_status_t ember_pipeline_split_input(ember_pipeline_t *pipe,
+                                          const ember_sparse_input_t *tables, uint64_t step,
+                                          char *err, size_t err_length)
+{
+    slot_t *slot = NULL;
+    EMBER_CHECK(split_slot(pipe, step, &slot, err, err_length));
+    EMBER_CHECK(ember_sparse_split(slot->sparse, tables, step, 0, err, err_length));
     slot->step = step;
     slot->split = 1;
     return EMBER_OK;

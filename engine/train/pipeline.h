@@ -47,10 +47,16 @@ ember_sparse_t *ember_pipeline_sparse(ember_pipeline_t *pipe, uint64_t step);
 /** Whether @step's lookups are split in its slot (and not yet waited for). */
 int ember_pipeline_is_split(const ember_pipeline_t *pipe, uint64_t step);
 
-/** Split @step's batches into its slot (ember_sparse_split).  Errors:
- * ERR_INVALID_PARAM while the slot's lookups of another step are in flight. */
+/** Split @step's batches into its slot (ember_sparse_split_batches).
+ * Errors: ERR_INVALID_PARAM while the slot's lookups of another step are in
+ * flight. */
 ember_status_t ember_pipeline_split(ember_pipeline_t *pipe, const ember_batch_t *batches,
                                     uint64_t step, char *err, size_t err_length);
+
+/** The same of each table's segments (ember_sparse_split: checked there). */
+ember_status_t ember_pipeline_split_input(ember_pipeline_t *pipe,
+                                          const ember_sparse_input_t *tables, uint64_t step,
+                                          char *err, size_t err_length);
 
 /** Send @step's split lookups, once its slot's previous push has left (a
  * no-op when they are in flight already).  Errors: ERR_INVALID_PARAM (not

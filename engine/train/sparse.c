@@ -86,7 +86,10 @@ struct ember_sparse {
     int eval;                /* this step's lookups are EMBER_LOOKUP_EVAL */
     uint64_t staleness_seen; /* the largest step - version of any lookup */
     uint64_t pushed_step;    /* the step of the last push */
+    struct joined *joined;   /* [ntables]: ember_sparse_split's input, joined */
 };
+
+static void joined_free(ember_sparse_t *sparse);
 
 /* One line saying what failed (the trainer names itself and the step). */
 static ember_status_t fail(char *err, size_t err_length, ember_status_t status, const char *fmt,
@@ -371,6 +374,7 @@ void ember_sparse_destroy(ember_sparse_t *sparse)
     }
     ember_parts_buffer_free(&sparse->grads);
     ember_parts_buffer_free(&sparse->replies);
+    joined_free(sparse);
     free(sparse->tables);
     free(sparse->ranks);
     free(sparse);
@@ -479,8 +483,8 @@ static ember_status_t table_split(ember_sparse_t *sparse, table_t *table,
     return EMBER_OK;
 }
 
-ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batches,
-                                  uint64_t step, int eval, char *err, size_t err_length)
+ember_status_t ember_sparse_split_batches(ember_sparse_t *sparse, const ember_batch_t *batches,
+                                          uint64_t step, int eval, char *err, size_t err_length)
 {
     sparse->step = step;
     sparse->eval = eval != 0;
@@ -491,6 +495,155 @@ ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *b
                         sparse->tables[k].config.table_name, ember_status_string(status));
     }
     return EMBER_OK;
+}
+
+/* ---- the segment lists (sparse.h), as the split above takes them -------- */
+
+/* A table's segments joined into one checked ember_batch_t: what the split
+ * takes until it reads the segments itself (the wire branch's
+ * ember_sparse_split does; this adapter then goes). */
+struct joined {
+    int64_t *indices, *offsets;
+    float *weights;
+    size_t indices_capacity, offsets_capacity, weights_capacity;
+};
+
+static void joined_free(ember_sparse_t *sparse)
+{
+    for (size_t k = 0; sparse->joined && k < sparse->ntables; k++) {
+        free(sparse->joined[k].indices);
+        free(sparse->joined[k].offsets);
+        free(sparse->joined[k].weights);
+    }
+    free(sparse->joined);
+}
+
+/* Bag @b of @seg: its first value and its count, the bag's own arithmetic
+ * checked (a negative length, decreasing offsets). */
+static ember_status_t segment_bag(const ember_sparse_segment_t *seg, size_t b, size_t *at_p,
+                                  size_t *count_p, char *err, size_t err_length)
+{
+    if (seg->lengths) {
+        if (seg->lengths[b] < 0)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "feature %s: length %d of bag %zu is negative", seg->name,
+                                     (int)seg->lengths[b], b);
+        *count_p = (size_t)seg->lengths[b];
+        return EMBER_OK;
+    }
+    if (seg->offsets[b] < 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "feature %s: offset %lld of bag %zu is negative", seg->name,
+                                 (long long)seg->offsets[b], b);
+    if (seg->offsets[b + 1] < seg->offsets[b])
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "feature %s: offsets decrease at bag %zu: %lld after %lld",
+                                 seg->name, b + 1, (long long)seg->offsets[b + 1],
+                                 (long long)seg->offsets[b]);
+    *at_p = (size_t)seg->offsets[b];
+    *count_p = (size_t)(seg->offsets[b + 1] - seg->offsets[b]);
+    return EMBER_OK;
+}
+
+/* What a segment says of itself before its bags are read. */
+static ember_status_t segment_check(const ember_sparse_config_t *c,
+                                    const ember_sparse_segment_t *seg, int weighted, char *err,
+                                    size_t err_length)
+{
+    if (!seg->offsets == !seg->lengths || (seg->bags && !seg->values))
+        return ember_status_text(
+                err, err_length, EMBER_ERR_INVALID_PARAM, "feature %s: %s", seg->name,
+                seg->offsets || seg->lengths ? "no values" : "neither offsets nor lengths");
+    if (!seg->weights != !weighted)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "feature %s: per-sample weights given for some of table %s's "
+                                 "features, not all",
+                                 seg->name, c->table_name);
+    if (seg->weights && c->mode != EMBER_BAG_SUM)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "feature %s: per-sample weights are only supported with mode "
+                                 "sum (mode is %s)",
+                                 seg->name, ember_bag_mode_name(c->mode));
+    return EMBER_OK;
+}
+
+/* One bag's ids appended (each checked against the table). */
+static ember_status_t join_bag(const ember_sparse_config_t *c, struct joined *j,
+                               const ember_sparse_segment_t *seg, size_t b, size_t at, size_t count,
+                               size_t *n_p, char *err, size_t err_length)
+{
+    const size_t n = *n_p;
+    if (!EMBER_RESERVE(j->indices, j->indices_capacity, n + count + 1) ||
+        (seg->weights && !EMBER_RESERVE(j->weights, j->weights_capacity, n + count + 1)))
+        return EMBER_ERR_NO_MEMORY;
+    for (size_t i = 0; i < count; i++) {
+        const int64_t id = seg->values[at + i];
+        if ((id < 0 || id >= c->rows) && id != c->padding_idx)
+            return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                                     "feature %s: index %lld at position %zu (bag %zu) is out "
+                                     "of range [0, %lld) of table %s",
+                                     seg->name, (long long)id, at + i, b, (long long)c->rows,
+                                     c->table_name);
+        j->indices[n + i] = id;
+    }
+    if (seg->weights)
+        memcpy(j->weights + n, seg->weights + at, count * sizeof(float));
+    *n_p = n + count;
+    return EMBER_OK;
+}
+
+/* Table @k's segments joined into @batch. */
+static ember_status_t join_table(ember_sparse_t *sparse, size_t k, const ember_sparse_input_t *in,
+                                 ember_batch_t *batch, char *err, size_t err_length)
+{
+    const ember_sparse_config_t *c = &sparse->tables[k].config;
+    struct joined *j = &sparse->joined[k];
+    size_t bags = 0, n = 0;
+    if (in->count == 0 || !in->segments)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "table %s: no features",
+                                 c->table_name);
+    for (size_t s = 0; s < in->count; s++) {
+        const ember_sparse_segment_t *seg = &in->segments[s];
+        EMBER_CHECK(segment_check(c, seg, in->segments[0].weights != NULL, err, err_length));
+        if (!EMBER_RESERVE(j->offsets, j->offsets_capacity, bags + seg->bags + 1))
+            return EMBER_ERR_NO_MEMORY;
+        for (size_t b = 0, at = 0; b < seg->bags; b++) {
+            size_t count = 0;
+            EMBER_CHECK(segment_bag(seg, b, &at, &count, err, err_length));
+            j->offsets[bags++] = (int64_t)n;
+            EMBER_CHECK(join_bag(c, j, seg, b, at, count, &n, err, err_length));
+            at += count; /* lengths: the next bag follows */
+        }
+    }
+    *batch = (ember_batch_t){.indices = j->indices,
+                             .n = n,
+                             .offsets = j->offsets,
+                             .bags = bags,
+                             .weights = in->segments[0].weights ? j->weights : NULL,
+                             .n_weights = in->segments[0].weights ? n : 0};
+    return EMBER_OK;
+}
+
+ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_sparse_input_t *tables,
+                                  uint64_t step, int eval, char *err, size_t err_length)
+{
+    ember_batch_t stack[8], *batches = sparse->ntables <= 8 ? stack : NULL;
+    if (!sparse->joined && !(sparse->joined = calloc(sparse->ntables, sizeof(*sparse->joined))))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    if (!batches && !(batches = malloc(sparse->ntables * sizeof(*batches))))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    ember_status_t status = EMBER_OK;
+    for (size_t k = 0; status == EMBER_OK && k < sparse->ntables; k++) {
+        status = join_table(sparse, k, &tables[k], &batches[k], err, err_length);
+        if (status == EMBER_ERR_NO_MEMORY)
+            ember_status_text(err, err_length, status, "table %s: out of memory",
+                              sparse->tables[k].config.table_name);
+    }
+    if (status == EMBER_OK)
+        status = ember_sparse_split_batches(sparse, batches, step, eval, err, err_length);
+    if (batches != stack)
+        free(batches);
+    return status;
 }
 
 /* ---- lookups ------------------------------------------------------------ */

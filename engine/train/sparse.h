@@ -48,7 +48,29 @@ typedef struct {
      * applied) is checked: step - staleness <= version <= step. */
     int async;
     uint32_t staleness;
+    /* The table's rows: ember_sparse_split checks every id against them
+     * (0: the ember_sparse_split_batches callers, who check their own). */
+    int64_t rows;
 } ember_sparse_config_t;
+
+/* One feature's bags of a table, in the caller's memory (borrowed for the
+ * call only).  Exactly one of offsets and lengths is set. */
+typedef struct {
+    const int64_t *values;  /* the ids */
+    const int64_t *offsets; /* [bags + 1]: bag b is values[offsets[b] .. offsets[b+1]),
+                             * absolute positions in values (offsets[0] may be > 0); or NULL */
+    const int32_t *lengths; /* [bags]: bag b's count, the bags back to back from values[0];
+                             * or NULL */
+    const float *weights;   /* indexed as values, or NULL (no per-value weights) */
+    size_t bags;
+    const char *name; /* the feature's name, for errors */
+} ember_sparse_segment_t;
+
+/* A table's bags for the step: its segments' bags concatenated in order. */
+typedef struct {
+    const ember_sparse_segment_t *segments;
+    size_t count; /* >= 1 */
+} ember_sparse_input_t;
 
 typedef struct ember_sparse ember_sparse_t;
 
@@ -77,13 +99,23 @@ size_t ember_sparse_tables(const ember_sparse_t *sparse);
  * step). */
 
 /**
- * Split each table's bags (@batches[k] for table k, checked; tables may
- * have different bags) by shard and build each shard's LOOKUP of @step.
+ * Split each table's bags (@tables[k] for table k: its segments' bags,
+ * concatenated; tables may have different bags) by shard and build each
+ * shard's LOOKUP of @step, checking what it reads (ids in [0, rows) or the
+ * padding index, offsets non-decreasing, lengths >= 0, weights with every or
+ * no segment of a table, and only with sum pooling), naming the feature.
  * @eval != 0: EMBER_LOOKUP_EVAL lookups (the tables as they are after
  * @step steps, nothing kept on the PS); no push may follow them.
+ * Errors: ERR_OUT_OF_RANGE (an id), ERR_INVALID_PARAM (the rest),
+ * ERR_NO_MEMORY.
  */
-ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_batch_t *batches,
+ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_sparse_input_t *tables,
                                   uint64_t step, int eval, char *err, size_t err_length);
+
+/** ember_sparse_split of one ember_batch_t per table, already checked
+ * (ember-train's trainers, until they move onto the public API). */
+ember_status_t ember_sparse_split_batches(ember_sparse_t *sparse, const ember_batch_t *batches,
+                                          uint64_t step, int eval, char *err, size_t err_length);
 
 /** The previous step's pushes have left and were taken (their buffers are
  * reused next); a push lost with its PS fails here. */

@@ -12,6 +12,7 @@
 
 #include "engine/ops/optimizer.h"
 
+#include <ember/table.h>
 #include <ember/transport.h>
 
 #include <stdint.h>
@@ -44,16 +45,13 @@ enum {
     EMBER_OP_TABLE_RESTORE, /* master -> ps */
     /* trainers among themselves (the dense allreduce uses 4 ids) */
     EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
+    /* the public API's job (api/, include/ember/job.h): */
+    EMBER_OP_TABLE_DESTROY = EMBER_RPC_OP_USER_BASE + 64, /* 128: a table's creator -> ps */
 };
 
-typedef enum {
-    EMBER_SYNC = 0,
-    EMBER_ASYNC = 1
-} ember_consistency_t;
-typedef enum {
-    EMBER_REDUCE_SUM = 0,
-    EMBER_REDUCE_MEAN = 1
-} ember_sparse_reduce_t;
+/* ember_consistency_t (EMBER_SYNC, EMBER_ASYNC), ember_sparse_reduce_t
+ * (EMBER_REDUCE_SUM, _MEAN), EMBER_TABLE_NAME_MAX, EMBER_STALENESS_MAX:
+ * <ember/table.h>, whose values the wire carries. */
 /* A shard's initial rows.  Each value is drawn from (seed, global row,
  * column), so a table holds the same values whatever its number of shards. */
 typedef enum {
@@ -62,16 +60,12 @@ typedef enum {
     /* uniform(-sqrt(1/rows), sqrt(1/rows)) with rows the whole table's, as
      * TorchRec's EmbeddingBagConfig default */
     EMBER_INIT_UNIFORM = 2
-} ember_table_init_t;
+} ember_wire_init_t;
 /* A PS's shard in its host memory, or on its GPU (--ps-device cuda). */
 typedef enum {
     EMBER_TABLE_HOST = 0,
     EMBER_TABLE_CUDA = 1
 } ember_table_device_t;
-
-#define EMBER_TABLE_NAME_MAX 32
-/* The most steps a lookup may be served behind its own (--staleness). */
-#define EMBER_STALENESS_MAX 16
 
 /* EMBER_OP_TABLE_CREATE: one shard of a table on one PS. */
 typedef struct {
@@ -83,7 +77,7 @@ typedef struct {
     uint32_t dim;
     uint32_t consistency;   /* ember_consistency_t */
     uint32_t sparse_reduce; /* ember_sparse_reduce_t */
-    uint32_t init;          /* ember_table_init_t */
+    uint32_t init;          /* ember_wire_init_t */
     uint32_t dtype;         /* ember_dtype_t of the stored rows: F32 (0) or F16;
                              * lookups, gradients, loads and reads stay fp32 */
     uint32_t device;        /* ember_table_device_t: where the rows live */
@@ -114,6 +108,13 @@ typedef struct {
     int64_t first;
     int64_t count;
 } ember_msg_table_read_t;
+
+/* EMBER_OP_TABLE_DESTROY: the shard of @table_id here freed (the id free
+ * again); refused while the job writes checkpoints. */
+typedef struct {
+    uint32_t table_id;
+    uint32_t reserved;
+} ember_msg_table_destroy_t;
 
 /* EMBER_OP_PS_STATS reply. */
 typedef struct {
@@ -271,7 +272,7 @@ typedef enum {
 typedef enum {
     EMBER_SHARD_ROW = 0,
     EMBER_SHARD_TABLE = 1
-} ember_sharding_t;
+} ember_train_sharding_t;
 
 #define EMBER_PATH_MAX   512
 #define EMBER_MAX_HIDDEN 8
@@ -286,7 +287,7 @@ typedef enum {
 typedef struct {
     uint32_t tables;     /* EMBER_DLRM_TABLES */
     uint32_t batch_size; /* examples per trainer step */
-    uint32_t sharding;   /* ember_sharding_t */
+    uint32_t sharding;   /* ember_train_sharding_t */
     uint32_t dense_layers, over_layers;
     uint32_t reserved;
     uint32_t dense_sizes[EMBER_DLRM_MLP_MAX]; /* DenseArch widths, the last = dim */

@@ -41,22 +41,22 @@ static ember_tp_t *join(void)
     return tp;
 }
 
-static ember_allreduce_t *comm_all(ember_tp_t *tp, uint16_t op_base)
+static ember_comm_allreduce_t *comm_all(ember_tp_t *tp, uint16_t op_base)
 {
     int world = ember_tp_world_size(tp), ranks[64];
-    ember_allreduce_t *ar;
+    ember_comm_allreduce_t *ar;
     for (int i = 0; i < world; i++)
         ranks[i] = i;
-    ember_status_t status = ember_allreduce_create(tp, ranks, world, op_base, &ar);
+    ember_status_t status = ember_comm_allreduce_create(tp, ranks, world, op_base, &ar);
     MP_CHECK(status == EMBER_OK, "allreduce create: %s", ember_status_string(status));
     return ar;
 }
 
 /* A blocking in-place reduction (send left NULL). */
-static ember_status_t reduce(ember_allreduce_t *ar, float *data, size_t count, int average)
+static ember_status_t reduce(ember_comm_allreduce_t *ar, float *data, size_t count, int average)
 {
-    const ember_allreduce_args_t args = {.recv = data, .count = count, .average = average};
-    return ember_allreduce(ar, &args);
+    const ember_comm_allreduce_args_t args = {.recv = data, .count = count, .average = average};
+    return ember_comm_allreduce(ar, &args);
 }
 
 /* Input of @rank for reduction @tag, element @i: varied signs and scales. */
@@ -150,7 +150,7 @@ static const size_t counts[] = {0,     1,     7,     136,    1000,          4097
 static int case_sums(int rank, int world, void *arg)
 {
     ember_tp_t *tp = join();
-    ember_allreduce_t *ar = comm_all(tp, OP_AR);
+    ember_comm_allreduce_t *ar = comm_all(tp, OP_AR);
     int members[64];
     uint64_t sums[NCOUNTS][2];
     float *data = malloc(((1u << 20) + 3) * sizeof(float));
@@ -159,23 +159,24 @@ static int case_sums(int rank, int world, void *arg)
     MP_CHECK(data && send, "out of memory");
     /* Overlapping but different buffers: refused before anything travels
      * (every rank does it, so no sequence number is skipped anywhere). */
-    ember_allreduce_args_t args = {.send = data, .recv = data + 1, .count = 1000};
-    MP_CHECK(ember_allreduce(ar, &args) == EMBER_ERR_INVALID_PARAM,
+    ember_comm_allreduce_args_t args = {.send = data, .recv = data + 1, .count = 1000};
+    MP_CHECK(ember_comm_allreduce(ar, &args) == EMBER_ERR_INVALID_PARAM,
              "overlapping send and receive buffers were accepted");
     args.recv = NULL;
-    MP_CHECK(ember_allreduce(ar, &args) == EMBER_ERR_INVALID_PARAM,
+    MP_CHECK(ember_comm_allreduce(ar, &args) == EMBER_ERR_INVALID_PARAM,
              "no receive buffer was accepted");
-    MP_CHECK(ember_allreduce(ar, NULL) == EMBER_ERR_INVALID_PARAM, "no arguments were accepted");
+    MP_CHECK(ember_comm_allreduce(ar, NULL) == EMBER_ERR_INVALID_PARAM,
+             "no arguments were accepted");
     for (int i = 0; i < world; i++)
         members[i] = i;
     const char *tls = getenv("UCX_TLS");
     size_t small_want = world == 2 && tls && strncmp(tls, "tcp", 3) == 0
                                 ? EMBER_ALLREDUCE_SMALL_PAIR_TCP_BYTES
                                 : EMBER_ALLREDUCE_SMALL_BYTES;
-    MP_CHECK(ember_allreduce_small_bytes(ar) == small_want,
+    MP_CHECK(ember_comm_allreduce_small_bytes(ar) == small_want,
              "one-step path up to %zu B "
              "on %d members over %s, want %zu",
-             ember_allreduce_small_bytes(ar), world, tls ? tls : "UCX's default", small_want);
+             ember_comm_allreduce_small_bytes(ar), world, tls ? tls : "UCX's default", small_want);
     for (size_t k = 0; k < NCOUNTS; k++) {
         for (int average = 0; average < 2; average++) {
             uint64_t tag = k * 2 + (uint64_t)average;
@@ -191,9 +192,9 @@ static int case_sums(int rank, int world, void *arg)
 
             fill(send, counts[k], rank, tag);
             memset(data, 0xff, counts[k] * sizeof(float)); /* NaN */
-            args = (ember_allreduce_args_t){
+            args = (ember_comm_allreduce_args_t){
                     .send = send, .recv = data, .count = counts[k], .average = average};
-            status = ember_allreduce(ar, &args);
+            status = ember_comm_allreduce(ar, &args);
             MP_CHECK(status == EMBER_OK, "out-of-place allreduce of %zu: %s", counts[k],
                      ember_status_string(status));
             MP_CHECK(checksum(data, counts[k]) == sums[k][average],
@@ -216,7 +217,7 @@ static int case_sums(int rank, int world, void *arg)
             same_bits(tp, key, members, world, sums[k][average]);
         }
     }
-    ember_allreduce_destroy(ar);
+    ember_comm_allreduce_destroy(ar);
     ember_tp_destroy(tp);
     free(data);
     free(send);
@@ -239,8 +240,8 @@ static int case_overlap(int rank, int world, void *arg)
 {
     static const size_t sizes[8] = {136, 5000, 70000, 1, 0, 300000, 17, 1000};
     ember_tp_t *tp = join();
-    ember_allreduce_t *ar = comm_all(tp, OP_AR);
-    ember_allreduce_req_t *reqs[8];
+    ember_comm_allreduce_t *ar = comm_all(tp, OP_AR);
+    ember_comm_allreduce_req_t *reqs[8];
     float *buckets[8];
     uint64_t sums[6][8];
     int members[64];
@@ -258,19 +259,20 @@ static int case_overlap(int rank, int world, void *arg)
             uint64_t tag = 1000 + (uint64_t)round * 8 + (uint64_t)b;
             fill(buckets[b], sizes[b], rank, tag);
             /* send == recv: in place, as send NULL is elsewhere. */
-            const ember_allreduce_args_t args = {
+            const ember_comm_allreduce_args_t args = {
                     .send = buckets[b], .recv = buckets[b], .count = sizes[b], .average = b & 1};
-            MP_CHECK(ember_allreduce_start(ar, &args, &reqs[b]) == EMBER_OK, "start bucket %d", b);
+            MP_CHECK(ember_comm_allreduce_start(ar, &args, &reqs[b]) == EMBER_OK, "start bucket %d",
+                     b);
         }
         /* Poll one bucket with test, then wait all in a rank-dependent order. */
         ember_status_t status;
         double until = now_s() + 60;
-        while ((status = ember_allreduce_test(reqs[2])) == EMBER_INPROGRESS && now_s() < until)
+        while ((status = ember_comm_allreduce_test(reqs[2])) == EMBER_INPROGRESS && now_s() < until)
             ember_tp_wait(tp, 0.01);
         MP_CHECK(status == EMBER_OK, "test bucket 2: %s", ember_status_string(status));
         for (int i = 0; i < 8; i++) {
             int b = (rank + round) & 1 ? 7 - i : i;
-            status = ember_allreduce_wait(reqs[b]);
+            status = ember_comm_allreduce_wait(reqs[b]);
             MP_CHECK(status == EMBER_OK, "round %d bucket %d: %s", round, b,
                      ember_status_string(status));
         }
@@ -292,7 +294,7 @@ static int case_overlap(int rank, int world, void *arg)
             same_bits(tp, key, members, world, sums[round][b]);
         }
     }
-    ember_allreduce_destroy(ar);
+    ember_comm_allreduce_destroy(ar);
     ember_tp_destroy(tp);
     for (int b = 0; b < 8; b++)
         free(buckets[b]);
@@ -304,18 +306,18 @@ static int case_subset(int rank, int world, void *arg)
 {
     static const int members[2] = {3, 1};
     ember_tp_t *tp = join();
-    ember_allreduce_t *ar = NULL;
+    ember_comm_allreduce_t *ar = NULL;
     uint64_t sums[NCOUNTS];
     float *data = malloc(((1u << 20) + 3) * sizeof(float));
     (void)arg;
     (void)world;
     MP_CHECK(data, "out of memory");
     if (rank == 0 || rank == 2) {
-        ember_status_t status = ember_allreduce_create(tp, members, 2, OP_AR, &ar);
+        ember_status_t status = ember_comm_allreduce_create(tp, members, 2, OP_AR, &ar);
         MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "non-member create: %s",
                  ember_status_string(status));
     } else {
-        MP_CHECK(ember_allreduce_create(tp, members, 2, OP_AR, &ar) == EMBER_OK, "create");
+        MP_CHECK(ember_comm_allreduce_create(tp, members, 2, OP_AR, &ar) == EMBER_OK, "create");
         for (size_t k = 0; k < NCOUNTS; k++) {
             char what[64];
             fill(data, counts[k], rank, 500 + k);
@@ -337,7 +339,7 @@ static int case_subset(int rank, int world, void *arg)
             snprintf(key, sizeof(key), "subset/%zu", k);
             same_bits(tp, key, members, 2, sums[k]);
         }
-        ember_allreduce_destroy(ar);
+        ember_comm_allreduce_destroy(ar);
     }
     ember_tp_destroy(tp);
     free(data);
@@ -352,7 +354,7 @@ static int case_kill(int rank, int world, void *arg)
         DIE_AT = 7
     };
     ember_tp_t *tp;
-    ember_allreduce_t *ar;
+    ember_comm_allreduce_t *ar;
     float *data = malloc(60000 * sizeof(float));
     (void)arg;
     MP_CHECK(data, "out of memory");
@@ -361,7 +363,7 @@ static int case_kill(int rank, int world, void *arg)
     ar = comm_all(tp, OP_AR);
     for (int it = 0; it < 100000; it++) {
         size_t count = it & 1 ? 60000 : 136; /* ring and small alike */
-        const ember_allreduce_args_t args = {.recv = data, .count = count};
+        const ember_comm_allreduce_args_t args = {.recv = data, .count = count};
         fill(data, count, rank, (uint64_t)it);
         /* Everyone through the reduction before: a reduction done here may
          * still have its last messages on their way to the others, and a
@@ -369,20 +371,20 @@ static int case_kill(int rank, int world, void *arg)
         if (it == DIE_AT)
             MP_CHECK(ember_tp_barrier(tp, "before-kill") == EMBER_OK, "barrier");
         if (rank == VICTIM && it == DIE_AT) {
-            ember_allreduce_req_t *req;
-            MP_CHECK(ember_allreduce_start(ar, &args, &req) == EMBER_OK, "start");
+            ember_comm_allreduce_req_t *req;
+            MP_CHECK(ember_comm_allreduce_start(ar, &args, &req) == EMBER_OK, "start");
             ember_tp_progress(tp); /* some of it is out */
             double at = now_s();
             MP_CHECK(ember_tp_store_set(tp, "killed_at", &at, sizeof(at)) == EMBER_OK, "store");
             raise(SIGKILL);
         }
-        ember_status_t status = ember_allreduce(ar, &args);
+        ember_status_t status = ember_comm_allreduce(ar, &args);
         if (status == EMBER_OK)
             continue;
         double failed_at = now_s(), killed_at;
         void *value;
         size_t length;
-        const char *text = ember_allreduce_error(ar);
+        const char *text = ember_comm_allreduce_error(ar);
         MP_CHECK(rank != VICTIM, "the victim failed first: %s", text);
         MP_CHECK(status == EMBER_ERR_PEER_LOST || status == EMBER_ERR_TIMED_OUT,
                  "reduction %d failed with %s", it, ember_status_string(status));
@@ -399,9 +401,9 @@ static int case_kill(int rank, int world, void *arg)
         printf("rank %d: reduction %d failed %.3f s after the kill: %s: %s\n", rank, it,
                failed_at - killed_at, ember_status_string(status), text);
         /* Broken for good: later reductions fail at once. */
-        ember_allreduce_req_t *req;
+        ember_comm_allreduce_req_t *req;
         double t0 = now_s();
-        MP_CHECK(ember_allreduce_start(ar, &args, &req) == status && now_s() - t0 < 0.5,
+        MP_CHECK(ember_comm_allreduce_start(ar, &args, &req) == status && now_s() - t0 < 0.5,
                  "start on a broken communicator");
         /* Rank 0 serves the store, and a survivor of a lost rank leaves
          * without a last barrier: it stays until the others have read it. */
@@ -416,7 +418,7 @@ static int case_kill(int rank, int world, void *arg)
                      other);
             free(value);
         }
-        ember_allreduce_destroy(ar);
+        ember_comm_allreduce_destroy(ar);
         ember_tp_destroy(tp);
         free(data);
         return 0;
@@ -434,7 +436,7 @@ static int case_mismatch(int rank, int world, void *arg)
 {
     static const size_t agreed[2] = {136, 60000};
     ember_tp_t *tp;
-    ember_allreduce_t *ar;
+    ember_comm_allreduce_t *ar;
     float *data = malloc(60001 * sizeof(float));
     (void)arg;
     MP_CHECK(data, "out of memory");
@@ -451,7 +453,7 @@ static int case_mismatch(int rank, int world, void *arg)
         size_t count = agreed[k] + (rank == world - 1); /* the last rank: one more */
         double start = now_s();
         ember_status_t status = reduce(ar, data, count, 0);
-        const char *text = ember_allreduce_error(ar);
+        const char *text = ember_comm_allreduce_error(ar);
         MP_CHECK(status == EMBER_ERR_BAD_MESSAGE, "%zu floats against %zu: %s (%s)", count,
                  agreed[k], ember_status_string(status), text);
         MP_CHECK(now_s() - start < 5.0, "the mismatch took %.1f s to surface", now_s() - start);
@@ -459,7 +461,7 @@ static int case_mismatch(int rank, int world, void *arg)
                  "the error does not name the counts: %s", text);
         printf("rank %d, %s: %s\n", rank, k ? "ring" : "small", text);
         MP_CHECK(ember_tp_barrier(tp, k ? "ring-done" : "small-done") == EMBER_OK, "barrier");
-        ember_allreduce_destroy(ar);
+        ember_comm_allreduce_destroy(ar);
     }
     ember_tp_destroy(tp);
     free(data);
@@ -472,7 +474,7 @@ static int call_status(ember_tp_t *tp, int peer, uint16_t op, const void *data, 
     return ember_rpc_call(tp, peer, op, &iov, length ? 1 : 0, NULL, 0, NULL);
 }
 
-static int send_wire(ember_tp_t *tp, ember_allreduce_wire_t hdr, size_t payload_floats)
+static int send_wire(ember_tp_t *tp, ember_comm_allreduce_wire_t hdr, size_t payload_floats)
 {
     size_t length = sizeof(hdr) + payload_floats * sizeof(float);
     unsigned char *buffer = calloc(1, length);
@@ -484,21 +486,21 @@ static int send_wire(ember_tp_t *tp, ember_allreduce_wire_t hdr, size_t payload_
 }
 
 /* A valid small vector of 136 floats, the base of the malformed ones. */
-static const ember_allreduce_wire_t good_small = {.magic = EMBER_ALLREDUCE_MAGIC,
-                                                  .kind = EMBER_ALLREDUCE_KIND_SMALL,
-                                                  .seq = 0,
-                                                  .count = 136,
-                                                  .nfloats = 136};
+static const ember_comm_allreduce_wire_t good_small = {.magic = EMBER_ALLREDUCE_MAGIC,
+                                                       .kind = EMBER_ALLREDUCE_KIND_SMALL,
+                                                       .seq = 0,
+                                                       .count = 136,
+                                                       .nfloats = 136};
 
 /* Rank 0: malformed data, hello and abort messages to rank 1, each of them
  * answered with an error. */
-static void send_malformed(ember_tp_t *tp, const ember_allreduce_t *ar)
+static void send_malformed(ember_tp_t *tp, const ember_comm_allreduce_t *ar)
 {
-    ember_allreduce_wire_t hdr;
+    ember_comm_allreduce_wire_t hdr;
     uint8_t junk[5] = {1, 2, 3, 4, 5};
     struct {
         const char *what;
-        ember_allreduce_wire_t hdr;
+        ember_comm_allreduce_wire_t hdr;
         size_t payload;
     } bad[16];
     int nbad = 0;
@@ -516,7 +518,7 @@ static void send_malformed(ember_tp_t *tp, const ember_allreduce_t *ar)
     BAD("payload shorter than the header says", (void)0, 135);
     BAD("payload longer than the header says", (void)0, 137);
     BAD("small with zero floats", (hdr.count = 0, hdr.nfloats = 0), 0);
-    const uint64_t too_big = ember_allreduce_small_bytes(ar) / sizeof(float) + 1;
+    const uint64_t too_big = ember_comm_allreduce_small_bytes(ar) / sizeof(float) + 1;
     BAD("small too big", (hdr.count = too_big, hdr.nfloats = too_big), too_big);
     BAD("small with a step", hdr.step = 1, 136);
     BAD("small count differs from floats", hdr.count = 137, 136);
@@ -552,9 +554,9 @@ static void send_malformed(ember_tp_t *tp, const ember_allreduce_t *ar)
 
 /* Rank 0: a plausible message for a reduction rank 1 has not started: held,
  * then refused when it starts seq 1 with another count. */
-static void send_held_bogus(ember_tp_t *tp, ember_allreduce_t *ar, float *data, int rank)
+static void send_held_bogus(ember_tp_t *tp, ember_comm_allreduce_t *ar, float *data, int rank)
 {
-    ember_allreduce_wire_t hdr = good_small;
+    ember_comm_allreduce_wire_t hdr = good_small;
     ember_future_t *future;
     size_t length = sizeof(hdr) + 136 * sizeof(float);
     unsigned char *buffer = calloc(1, length);
@@ -582,19 +584,19 @@ static int case_malformed(int rank, int world, void *arg)
 {
     static const int members[2] = {0, 1};
     ember_tp_t *tp = join();
-    ember_allreduce_t *ar = NULL;
+    ember_comm_allreduce_t *ar = NULL;
     float data[136];
     (void)arg;
     (void)world;
     if (rank < 2) {
-        MP_CHECK(ember_allreduce_create(tp, members, 2, OP_AR, &ar) == EMBER_OK, "create");
+        MP_CHECK(ember_comm_allreduce_create(tp, members, 2, OP_AR, &ar) == EMBER_OK, "create");
         fill(data, 136, rank, 1);
         MP_CHECK(reduce(ar, data, 136, 0) == EMBER_OK, "first allreduce");
         verify(data, 136, members, 2, 0, 1, "first allreduce");
     }
     MP_CHECK(ember_tp_barrier(tp, "created") == EMBER_OK, "barrier");
     if (rank == 2) {
-        ember_allreduce_wire_t hdr = good_small;
+        ember_comm_allreduce_wire_t hdr = good_small;
         hdr.seq = 1;
         MP_CHECK(send_wire(tp, hdr, 136) == EMBER_ERR_BAD_MESSAGE, "non-member accepted");
     }
@@ -611,12 +613,12 @@ static int case_malformed(int rank, int world, void *arg)
     }
     if (ar) {
         verify(data, 136, members, 2, 0, 2, "second allreduce");
-        MP_CHECK(ember_allreduce_error(ar)[0] == '\0', "communicator broke: %s",
-                 ember_allreduce_error(ar));
+        MP_CHECK(ember_comm_allreduce_error(ar)[0] == '\0', "communicator broke: %s",
+                 ember_comm_allreduce_error(ar));
     }
     MP_CHECK(ember_tp_barrier(tp, "done") == EMBER_OK, "barrier");
     if (ar)
-        ember_allreduce_destroy(ar);
+        ember_comm_allreduce_destroy(ar);
     ember_tp_destroy(tp);
     return 0;
 }
@@ -645,7 +647,7 @@ static int case_latency(int rank, int world, void *arg)
         BIG_ITERS = 10
     };
     ember_tp_t *tp = join();
-    ember_allreduce_t *ar;
+    ember_comm_allreduce_t *ar;
     static double times[ITERS];
     float data[136];
     int echoed = 0;
@@ -698,7 +700,7 @@ static int case_latency(int rank, int world, void *arg)
                "bandwidth)\n",
                big * sizeof(float) >> 20, per * 1e3, (double)big * sizeof(float) / per / 1e9);
     free(buffer);
-    ember_allreduce_destroy(ar);
+    ember_comm_allreduce_destroy(ar);
     ember_tp_destroy(tp);
     return 0;
 }

@@ -123,7 +123,7 @@ static int case_start_spec(void)
 }
 
 /* A host shard of 10 rows x 4 (fp16 rows when @half). */
-static ember_table_t *small_table(int half)
+static ember_shard_t *small_table(int half)
 {
     ember_msg_table_create_t spec = {.num_shards = 1,
                                      .trainers = 1,
@@ -132,17 +132,17 @@ static ember_table_t *small_table(int half)
                                      .init = EMBER_INIT_LOAD,
                                      .dtype = half ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32,
                                      .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.1f}};
-    ember_table_t *table = NULL;
+    ember_shard_t *table = NULL;
     char err[256];
     snprintf(spec.name, sizeof(spec.name), "small");
-    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
+    if (ember_shard_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
         fprintf(stderr, "table: %s\n", err);
     return table;
 }
 
 static int case_ps_read_range(void)
 {
-    ember_table_t *table = small_table(1);
+    ember_shard_t *table = small_table(1);
     char err[256];
     size_t bytes = 7;
     CHECK(table, "no table");
@@ -167,13 +167,13 @@ static int case_ps_read_range(void)
     CHECK(ps_msg_table_read_check(&read, table, &bytes, err, sizeof(err)) ==
                   EMBER_ERR_INVALID_PARAM,
           "-1 rows: %s", err);
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 
 static int case_ps_load_wrap(void)
 {
-    ember_table_t *table = small_table(0);
+    ember_shard_t *table = small_table(0);
     char err[256];
     CHECK(table, "no table");
     ember_msg_table_load_t load = {.first = 0, .count = (INT64_C(1) << 62) + 1};
@@ -184,26 +184,26 @@ static int case_ps_load_wrap(void)
           "a row of 4 in 16 bytes: %s", err);
     CHECK(ps_msg_table_load_check(&load, 12, table, err, sizeof(err)) == EMBER_ERR_BAD_MESSAGE,
           "a row of 4 in 12 bytes: %s", err);
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 
 static int case_table_far_rows(void)
 {
-    ember_table_t *table = small_table(0);
+    ember_shard_t *table = small_table(0);
     float row[4] = {0};
     char err[256];
     CHECK(table, "no table");
-    CHECK(ember_table_load(table, INT64_MAX, 1, row, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE &&
+    CHECK(ember_shard_load(table, INT64_MAX, 1, row, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE &&
                   strstr(err, "[9223372036854775807, "
                               "9223372036854775807)"),
           "load from INT64_MAX: %s", err);
-    CHECK(ember_table_read(table, INT64_MAX, 2, row, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE,
+    CHECK(ember_shard_read(table, INT64_MAX, 2, row, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE,
           "read from INT64_MAX: %s", err);
-    CHECK(ember_table_load(table, -3, 2, row, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE &&
+    CHECK(ember_shard_load(table, -3, 2, row, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE &&
                   strstr(err, "[-3, -1)"),
           "load from -3: %s", err);
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 

@@ -94,7 +94,7 @@ static ember_tp_t *join(const char *name)
 static int run_ps(const char *name)
 {
     ember_tp_t *tp = join(name);
-    ember_status_t status = ember_ps_run(tp, &(ember_ps_options_t){.threads = PS_TEST_THREADS});
+    ember_status_t status = ember_ps_run(tp, &(ember_ps_run_options_t){.threads = PS_TEST_THREADS});
     MP_CHECK(status == EMBER_OK, "%s: ember_ps_run returned %s", name, ember_status_string(status));
     ember_tp_destroy(tp);
     return 0;
@@ -1670,7 +1670,8 @@ static int case_after_shutdown(int rank, int world, void *arg)
     (void)arg;
     if (rank == 0) {
         ember_tp_t *tp = join("ps0");
-        ember_status_t status = ember_ps_run(tp, &(ember_ps_options_t){.threads = PS_TEST_THREADS});
+        ember_status_t status =
+                ember_ps_run(tp, &(ember_ps_run_options_t){.threads = PS_TEST_THREADS});
         MP_CHECK(status == EMBER_OK, "ember_ps_run returned %s", ember_status_string(status));
         /* Still progressing: the client's late lookup arrives meanwhile. */
         MP_CHECK(ember_tp_barrier(tp, "ps-returned") == EMBER_OK, "ps-returned");

@@ -50,7 +50,7 @@ static const uint32_t flags_of[NTABLES] = {0, EMBER_LOOKUP_WEIGHTS | EMBER_LOOKU
                                            EMBER_LOOKUP_MAX};
 static const char *const names[NTABLES] = {"a", "b", "c"};
 
-static ember_table_t *make(size_t k, ember_consistency_t consistency, uint32_t trainers)
+static ember_shard_t *make(size_t k, ember_consistency_t consistency, uint32_t trainers)
 {
     ember_msg_table_create_t spec = {.table_id = (uint32_t)k,
                                      .num_shards = 1,
@@ -60,26 +60,26 @@ static ember_table_t *make(size_t k, ember_consistency_t consistency, uint32_t t
                                      .consistency = consistency,
                                      .init = EMBER_INIT_NORMAL,
                                      .seed = 40 + k};
-    ember_table_t *table = NULL;
+    ember_shard_t *table = NULL;
     char err[256];
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "%s", names[k]);
-    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
-        fprintf(stderr, "ember_table_create: %s\n", err);
+    if (ember_shard_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
+        fprintf(stderr, "ember_shard_create: %s\n", err);
     return table;
 }
 
-static int make_all(ember_table_t **tables, ember_consistency_t consistency, uint32_t trainers)
+static int make_all(ember_shard_t **tables, ember_consistency_t consistency, uint32_t trainers)
 {
     for (size_t k = 0; k < NTABLES; k++)
         CHECK((tables[k] = make(k, consistency, trainers)), "table %s", names[k]);
     return 0;
 }
 
-static void destroy_all(ember_table_t **tables)
+static void destroy_all(ember_shard_t **tables)
 {
     for (size_t k = 0; k < NTABLES; k++)
-        ember_table_destroy(tables[k]);
+        ember_shard_destroy(tables[k]);
 }
 
 /* A LOOKUPS of the three tables by trainer @trainer at @step, @bad_row as
@@ -117,7 +117,7 @@ static int lookups_view(uint8_t *message, uint32_t trainer, uint64_t step, uint3
 }
 
 /* ps_multi_lookups into a buffer of its size (0xab where nothing wrote). */
-static ember_status_t serve(ember_table_t **tables, const ember_wire_lookups_view_t *view,
+static ember_status_t serve(ember_shard_t **tables, const ember_wire_lookups_view_t *view,
                             uint8_t **out_p, size_t *reply_p, char *err, size_t err_length)
 {
     size_t reply = 0, bytes = ps_multi_lookups_out_bytes(tables, view, 1, &reply);
@@ -135,7 +135,7 @@ static ember_status_t serve(ember_table_t **tables, const ember_wire_lookups_vie
 
 static int case_lookups_reply(void)
 {
-    ember_table_t *tables[NTABLES];
+    ember_shard_t *tables[NTABLES];
     static uint8_t message[2048], single[2048];
     static ember_wire_lookups_view_t view, alone;
     uint8_t *out = NULL;
@@ -151,7 +151,7 @@ static int case_lookups_reply(void)
         const ember_msg_lookup_t *head = &alone.lookups[k].head;
         size_t bytes = (size_t)ember_wire_lookup_reply_bytes(head, dims[k]);
         float own[2 * BAGS * 5];
-        CHECK(ember_table_lookup(tables[k], &alone.lookups[k], own, err, sizeof(err)) == EMBER_OK,
+        CHECK(ember_shard_lookup(tables[k], &alone.lookups[k], own, err, sizeof(err)) == EMBER_OK,
               "%s", err);
         size_t finished = ps_msg_lookup_reply_finish(head, dims[k], own);
         CHECK(finished == bytes && memcmp(out + at, own, bytes) == 0,
@@ -174,19 +174,19 @@ static int case_lookups_reply(void)
 
 /* Whether trainer @trainer has a context of @step open on @table: a
  * gradient for it passes the check. */
-static int context_open(ember_table_t *table, uint32_t dim, uint32_t trainer, uint64_t step)
+static int context_open(ember_shard_t *table, uint32_t dim, uint32_t trainer, uint64_t step)
 {
     static float zeros[BAGS * 8];
     ember_msg_grad_t msg = {.trainer = trainer, .step = step, .flags = 0, .bags = BAGS};
     ember_wire_grad_view_t grad = {
             .head = msg, .grad = (const uint8_t *)zeros, .grad_bytes = BAGS * dim * 4};
     char err[256];
-    return ember_table_grad_check(table, &grad, err, sizeof(err)) == EMBER_OK;
+    return ember_shard_grad_check(table, &grad, err, sizeof(err)) == EMBER_OK;
 }
 
 static int case_lookups_atomic(void)
 {
-    ember_table_t *tables[NTABLES];
+    ember_shard_t *tables[NTABLES];
     static uint8_t message[2048];
     static ember_wire_lookups_view_t view;
     uint8_t *out = NULL;
@@ -230,11 +230,11 @@ static int case_lookups_atomic(void)
 }
 
 /* Every table's rows, concatenated. */
-static int read_all(ember_table_t **tables, float *out)
+static int read_all(ember_shard_t **tables, float *out)
 {
     char err[256];
     for (size_t k = 0; k < NTABLES; k++) {
-        CHECK(ember_table_read(tables[k], 0, ROWS, out, err, sizeof(err)) == EMBER_OK, "%s", err);
+        CHECK(ember_shard_read(tables[k], 0, ROWS, out, err, sizeof(err)) == EMBER_OK, "%s", err);
         out += ROWS * dims[k];
     }
     return 0;
@@ -263,7 +263,7 @@ static void grads_make(float *bulk, ember_wire_grad_view_t *grads, uint32_t bags
 
 static int case_grads_atomic(void)
 {
-    ember_table_t *tables[NTABLES], *twins[NTABLES];
+    ember_shard_t *tables[NTABLES], *twins[NTABLES];
     static uint8_t message[2048];
     static ember_wire_lookups_view_t view;
     static float before[ROWS * 12], after[ROWS * 12], bulk[BAGS * 12];
@@ -299,9 +299,9 @@ static int case_grads_atomic(void)
     CHECK(ps_multi_grads(tables, grads, NTABLES, applied, err, sizeof(err)) == EMBER_OK, "%s", err);
     for (size_t k = 0; k < NTABLES; k++) {
         int one = 0;
-        CHECK(applied[k] && ember_table_next_step(tables[k]) == 1, "table %s not applied",
+        CHECK(applied[k] && ember_shard_next_step(tables[k]) == 1, "table %s not applied",
               names[k]);
-        CHECK(ember_table_grad(twins[k], &grads[k], &one, err, sizeof(err)) == EMBER_OK && one,
+        CHECK(ember_shard_grad(twins[k], &grads[k], &one, err, sizeof(err)) == EMBER_OK && one,
               "%s", err);
     }
     if (read_all(tables, after) || read_all(twins, before))
@@ -314,7 +314,7 @@ static int case_grads_atomic(void)
 
 static int case_lookups_ready(void)
 {
-    ember_table_t *tables[NTABLES];
+    ember_shard_t *tables[NTABLES];
     static uint8_t message[2048];
     static ember_wire_lookups_view_t view;
     static float bulk[BAGS * 12];
@@ -325,7 +325,7 @@ static int case_lookups_ready(void)
     char err[256] = "";
     if (make_all(tables, EMBER_SYNC, 1))
         return 1;
-    ember_table_destroy(tables[2]);
+    ember_shard_destroy(tables[2]);
     CHECK((tables[2] = make(2, EMBER_ASYNC, 1)), "async table c");
     if (lookups_view(message, 0, 1, 0, -1, 0, &view))
         return 1;

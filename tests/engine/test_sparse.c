@@ -111,7 +111,7 @@ static int run_ps(int index)
     char name[16];
     snprintf(name, sizeof(name), "ps%d", index);
     ember_tp_t *tp = join(name);
-    ember_status_t status = ember_ps_run(tp, &(ember_ps_options_t){.threads = PS_TEST_THREADS});
+    ember_status_t status = ember_ps_run(tp, &(ember_ps_run_options_t){.threads = PS_TEST_THREADS});
     MP_CHECK(status == EMBER_OK, "%s: ember_ps_run: %s", name, ember_status_string(status));
     ember_tp_destroy(tp);
     return 0;
@@ -377,7 +377,7 @@ static void trainer_lookup(trainer_t *tr, uint64_t step, int eval)
         make_batch(k, tr->trainer, step, &tr->batches[k]);
         views[k] = batch_view(k, &tr->batches[k]);
     }
-    MP_CHECK(ember_sparse_split(tr->sparse, views, step, eval, tr->err, sizeof(tr->err)) ==
+    MP_CHECK(ember_sparse_split_batches(tr->sparse, views, step, eval, tr->err, sizeof(tr->err)) ==
                      EMBER_OK,
              "split: %s", tr->err);
     MP_CHECK(ember_sparse_pushes_wait(tr->sparse, step, tr->err, sizeof(tr->err)) == EMBER_OK,

@@ -1,7 +1,7 @@
 /*
  * tests/engine/test_staleness: a sync table's staleness bound (--staleness
  * K), through the PS's own code (engine/ps/ps_multi.c over real
- * ember_table_t, as engine/ps/ps.c serves a LOOKUPS and a GRADS), with a
+ * ember_shard_t, as engine/ps/ps.c serves a LOOKUPS and a GRADS), with a
  * held list as ps.c keeps one.
  *
  * Three trainers over two tables (dims 4 and 3, SGD) run STEPS steps each;
@@ -64,7 +64,7 @@ typedef struct {
 
 typedef struct {
     uint32_t staleness;
-    ember_table_t *tables[NT];
+    ember_shard_t *tables[NT];
     float *kept[NT][STEPS + 1]; /* each table after v steps, v = 0 .. */
     size_t nkept;
     request_t req[TRAINERS][STEPS];
@@ -76,7 +76,7 @@ typedef struct {
     uint64_t rng;
 } world_t;
 
-static ember_table_t *make_table(size_t k, uint32_t staleness, ember_consistency_t consistency,
+static ember_shard_t *make_table(size_t k, uint32_t staleness, ember_consistency_t consistency,
                                  char *err, size_t err_length)
 {
     ember_msg_table_create_t spec = {.table_id = (uint32_t)k,
@@ -88,10 +88,10 @@ static ember_table_t *make_table(size_t k, uint32_t staleness, ember_consistency
                                      .staleness = staleness,
                                      .init = EMBER_INIT_NORMAL,
                                      .seed = 70 + k};
-    ember_table_t *table = NULL;
+    ember_shard_t *table = NULL;
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "%s", names[k]);
-    if (ember_table_create(&spec, NULL, &table, err, err_length) != EMBER_OK)
+    if (ember_shard_create(&spec, NULL, &table, err, err_length) != EMBER_OK)
         return NULL;
     return table;
 }
@@ -108,7 +108,7 @@ static int keep_version(world_t *w)
         float *copy = malloc((size_t)ROWS * dims[k] * sizeof(float));
         char err[256];
         CHECK(copy, "out of memory");
-        CHECK(ember_table_read(w->tables[k], 0, ROWS, copy, err, sizeof(err)) == EMBER_OK, "%s",
+        CHECK(ember_shard_read(w->tables[k], 0, ROWS, copy, err, sizeof(err)) == EMBER_OK, "%s",
               err);
         w->kept[k][w->nkept] = copy;
     }
@@ -278,9 +278,9 @@ static int push_grad(world_t *w, uint32_t t)
     CHECK(applied[0] == applied[1], "the tables applied %d and %d steps", applied[0], applied[1]);
     for (int a = 0; a < applied[0]; a++)
         CHECK(keep_version(w) == 0, "keep");
-    CHECK(w->nkept == ember_table_next_step(w->tables[0]) + 1,
+    CHECK(w->nkept == ember_shard_next_step(w->tables[0]) + 1,
           "%zu versions kept at next step %llu", w->nkept,
-          (unsigned long long)ember_table_next_step(w->tables[0]));
+          (unsigned long long)ember_shard_next_step(w->tables[0]));
     return applied[0] ? release_held(w) : 0;
 }
 
@@ -323,7 +323,7 @@ static int run_world(world_t *w)
     for (uint32_t t = 0; t < TRAINERS; t++)
         CHECK(w->next_push[t] == STEPS, "trainer %u stopped at step %u (held %zu)", t,
               w->next_push[t], w->nheld);
-    CHECK(w->nheld == 0 && ember_table_next_step(w->tables[0]) == STEPS, "all applied");
+    CHECK(w->nheld == 0 && ember_shard_next_step(w->tables[0]) == STEPS, "all applied");
     CHECK(w->held_served >= 1, "no held lookup was released");
     return 0;
 }
@@ -331,7 +331,7 @@ static int run_world(world_t *w)
 static void world_free(world_t *w)
 {
     for (size_t k = 0; k < NT; k++) {
-        ember_table_destroy(w->tables[k]);
+        ember_shard_destroy(w->tables[k]);
         for (size_t v = 0; v < w->nkept; v++)
             free(w->kept[k][v]);
     }
@@ -404,13 +404,13 @@ static ember_wire_grad_view_t grad_of(uint32_t t, uint32_t s, size_t k, const fl
 static int refusals_create(void)
 {
     char err[256];
-    ember_table_t *table = make_table(0, EMBER_STALENESS_MAX + 1, EMBER_SYNC, err, sizeof(err));
+    ember_shard_t *table = make_table(0, EMBER_STALENESS_MAX + 1, EMBER_SYNC, err, sizeof(err));
     CHECK(!table && strstr(err, "staleness 17"), "staleness 17 taken: %s", err);
     table = make_table(0, 1, EMBER_ASYNC, err, sizeof(err));
     CHECK(!table && strstr(err, "staleness 1 (async)"), "async staleness taken: %s", err);
     table = make_table(0, EMBER_STALENESS_MAX, EMBER_SYNC, err, sizeof(err));
     CHECK(table, "staleness 16 refused: %s", err);
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 
@@ -423,19 +423,19 @@ static int refusals_open(world_t *w)
     for (uint32_t s = 0; s < 3; s++)
         CHECK(send_lookup(w, 0) == 0, "send");
     CHECK(build_request(w, 0, 3) == 0 && build_request(w, 1, 0) == 0, "build");
-    REFUSED(ember_table_lookup(w->tables[0], table_lookup(w, 0, 1, 0), out, err, sizeof(err)),
+    REFUSED(ember_shard_lookup(w->tables[0], table_lookup(w, 0, 1, 0), out, err, sizeof(err)),
             EMBER_ERR_INVALID_PARAM, "table a: trainer 0 step 1: its lookup of step 1 has not",
             "a second lookup of an open step");
-    REFUSED(ember_table_lookup(w->tables[0], table_lookup(w, 0, 3, 0), out, err, sizeof(err)),
+    REFUSED(ember_shard_lookup(w->tables[0], table_lookup(w, 0, 3, 0), out, err, sizeof(err)),
             EMBER_ERR_INVALID_PARAM, "trainer 0 step 3: its lookup of step 0 has not",
             "a lookup over step 0's open context");
     ember_wire_grad_view_t g = grad_of(1, 0, 0, values);
-    REFUSED(ember_table_grad(w->tables[0], &g, &applied, err, sizeof(err)), EMBER_ERR_INVALID_PARAM,
+    REFUSED(ember_shard_grad(w->tables[0], &g, &applied, err, sizeof(err)), EMBER_ERR_INVALID_PARAM,
             "table a: trainer 1 step 0: gradient without a lookup", "a gradient without a lookup");
     g = grad_of(0, 1, 0, values);
-    CHECK(ember_table_grad(w->tables[0], &g, &applied, err, sizeof(err)) == EMBER_OK && !applied,
+    CHECK(ember_shard_grad(w->tables[0], &g, &applied, err, sizeof(err)) == EMBER_OK && !applied,
           "trainer 0's step-1 gradient before step 0's: %s", err);
-    REFUSED(ember_table_grad(w->tables[0], &g, &applied, err, sizeof(err)), EMBER_ERR_INVALID_PARAM,
+    REFUSED(ember_shard_grad(w->tables[0], &g, &applied, err, sizeof(err)), EMBER_ERR_INVALID_PARAM,
             "trainer 0 step 1: gradient without a lookup", "a repeated gradient");
     return 0;
 }
@@ -452,26 +452,26 @@ static int refusals_undo(world_t *w)
     size_t bytes;
     CHECK(reply, "out of memory");
     CHECK(build_request(w, 1, 1) == 0, "build");
-    CHECK(ember_table_lookup(w->tables[0], table_lookup(w, 1, 1, 0), out, err, sizeof(err)) ==
+    CHECK(ember_shard_lookup(w->tables[0], table_lookup(w, 1, 1, 0), out, err, sizeof(err)) ==
                   EMBER_OK,
           "trainer 1 step 1 on a: %s", err);
-    CHECK(ember_table_lookup(w->tables[1], table_lookup(w, 1, 0, 1), out, err, sizeof(err)) ==
+    CHECK(ember_shard_lookup(w->tables[1], table_lookup(w, 1, 0, 1), out, err, sizeof(err)) ==
                   EMBER_OK,
           "trainer 1 step 0 on b: %s", err);
     REFUSED(ps_multi_lookups(w->tables, &w->req[1][0].view, 1, reply, &bytes, err, sizeof(err)),
             EMBER_ERR_INVALID_PARAM, "table b: trainer 1 step 0", "a LOOKUPS b refuses");
     ember_wire_grad_view_t g = grad_of(1, 0, 0, values);
-    REFUSED(ember_table_grad_check(w->tables[0], &g, err, sizeof(err)), EMBER_ERR_INVALID_PARAM,
+    REFUSED(ember_shard_grad_check(w->tables[0], &g, err, sizeof(err)), EMBER_ERR_INVALID_PARAM,
             "without a lookup", "a's step-0 context after the refused LOOKUPS");
     g = grad_of(1, 1, 0, values);
-    CHECK(ember_table_grad_check(w->tables[0], &g, err, sizeof(err)) == EMBER_OK,
+    CHECK(ember_shard_grad_check(w->tables[0], &g, err, sizeof(err)) == EMBER_OK,
           "trainer 1's step-1 context on a was dropped with the refused step 0: %s", err);
-    ember_table_drop_trainer(w->tables[0], 0);
+    ember_shard_drop_trainer(w->tables[0], 0);
     for (uint32_t s = 0; s < 3; s++) {
         g = grad_of(0, s, 0, values);
         if (s == 1)
             continue; /* its gradient is in: no context */
-        REFUSED(ember_table_grad(w->tables[0], &g, &applied, err, sizeof(err)),
+        REFUSED(ember_shard_grad(w->tables[0], &g, &applied, err, sizeof(err)),
                 EMBER_ERR_INVALID_PARAM, "without a lookup", "a lost trainer's open step");
     }
     free(reply);
@@ -492,7 +492,7 @@ static int refusals_applied(void)
     CHECK(keep_version(w) == 0, "keep");
     for (uint32_t t = 0; t < TRAINERS; t++)
         CHECK(send_lookup(w, t) == 0 && push_grad(w, t) == 0, "step 0 of trainer %u", t);
-    CHECK(ember_table_next_step(w->tables[0]) == 1, "step 0 applied");
+    CHECK(ember_shard_next_step(w->tables[0]) == 1, "step 0 applied");
     CHECK(build_request(w, 0, 0) == 0, "build");
     REFUSED(ps_multi_lookups_ready(w->tables, &w->req[0][0].view, &ready, err, sizeof(err)),
             EMBER_ERR_INVALID_PARAM, "table a: trainer 0 step 0: that step is already applied",

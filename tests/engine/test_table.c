@@ -14,9 +14,9 @@
  *   eval_lookup: an EMBER_LOOKUP_EVAL lookup pools as a training one, is
  *   taken while the trainer's context is open and leaves it as it was, and
  *   keeps no context of its own (a gradient for it is refused).
- *   grad_check: ember_table_grad_check refuses what ember_table_grad would
+ *   grad_check: ember_shard_grad_check refuses what ember_shard_grad would
  *   (non-finite, wrong size, no lookup, one already waiting) and changes
- *   nothing, not even the context ember_table_grad voids for a NaN.
+ *   nothing, not even the context ember_shard_grad voids for a NaN.
  *   fp16_rows: a shard of fp16 rows: its initial rows are the N(0, 1)
  *   values rounded, loads round (and refuse, whole, a value fp16 cannot
  *   hold), reads widen, it holds half the bytes; its
@@ -74,11 +74,11 @@ static const float bag_weights[N] = {0.5f, 2.0f, 1.5f, -1.0f, 0.25f, 3.0f, 1.0f,
 static ember_dtype_t shard_dtype = EMBER_DTYPE_F32;
 
 /* Shard @shard of @shards of a rows x dim table, N(0, 1) from @seed, SGD. */
-static ember_table_t *make_shard(ember_consistency_t consistency, uint32_t trainers, int64_t rows,
+static ember_shard_t *make_shard(ember_consistency_t consistency, uint32_t trainers, int64_t rows,
                                  uint32_t dim, uint32_t shard, uint32_t shards, uint64_t seed)
 {
     ember_msg_table_create_t spec;
-    ember_table_t *table = NULL;
+    ember_shard_t *table = NULL;
     char err[256];
 
     memset(&spec, 0, sizeof(spec));
@@ -95,14 +95,14 @@ static ember_table_t *make_shard(ember_consistency_t consistency, uint32_t train
     spec.dtype = shard_dtype;
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "t");
-    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK) {
-        fprintf(stderr, "ember_table_create: %s\n", err);
+    if (ember_shard_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK) {
+        fprintf(stderr, "ember_shard_create: %s\n", err);
         return NULL;
     }
     return table;
 }
 
-static ember_table_t *make_table(ember_consistency_t consistency, uint32_t trainers)
+static ember_shard_t *make_table(ember_consistency_t consistency, uint32_t trainers)
 {
     return make_shard(consistency, trainers, ROWS, DIM, 0, 1, 5);
 }
@@ -174,7 +174,7 @@ static int reference_step(float *reference, int weighted, const float *g)
     return 0;
 }
 
-static int lookup(ember_table_t *table, int weighted, uint32_t trainer, const float *before)
+static int lookup(ember_shard_t *table, int weighted, uint32_t trainer, const float *before)
 {
     uint8_t message[512];
     float out[BAGS * DIM], expect[BAGS * DIM];
@@ -182,7 +182,7 @@ static int lookup(ember_table_t *table, int weighted, uint32_t trainer, const fl
     ember_wire_lookup_view_t view;
     CHECK(lookup_view(message, weighted, trainer, &view, err, sizeof(err)) == EMBER_OK,
           "lookup message: %s", err);
-    CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
+    CHECK(ember_shard_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
     ember_bag_batch_t batch = {.indices = bag_indices,
                                .n = N,
                                .offsets = bag_offsets,
@@ -203,7 +203,7 @@ static int lookup(ember_table_t *table, int weighted, uint32_t trainer, const fl
 
 /* Push @g for (trainer, step 0), from an address @misalign bytes past an
  * aligned one. */
-static int push(ember_table_t *table, uint32_t trainer, const float *g, size_t misalign,
+static int push(ember_shard_t *table, uint32_t trainer, const float *g, size_t misalign,
                 int *applied_p)
 {
     static _Alignas(64) uint8_t raw[BAGS * DIM * sizeof(float) + 64];
@@ -212,16 +212,16 @@ static int push(ember_table_t *table, uint32_t trainer, const float *g, size_t m
     char err[256];
     memcpy(raw + misalign, g, BAGS * DIM * sizeof(float));
     ember_wire_grad_view_t view = test_grad_view(&msg, raw + misalign, BAGS * DIM * sizeof(float));
-    CHECK(ember_table_grad(table, &view, applied_p, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
+    CHECK(ember_shard_grad(table, &view, applied_p, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
     return 0;
 }
 
 /* Row 30 as it was before the steps that do not refer to it. */
-static int compare(ember_table_t *table, const float *reference, const float *before)
+static int compare(ember_shard_t *table, const float *reference, const float *before)
 {
     float now[ROWS * DIM];
     char err[256];
-    CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "read: %s", err);
+    CHECK(ember_shard_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "read: %s", err);
     for (size_t i = 0; i < ROWS * DIM; i++)
         CHECK(fabsf(now[i] - reference[i]) <= 1e-5f, "row %zu col %zu: %g, want %g", i / DIM,
               i % DIM, (double)now[i], (double)reference[i]);
@@ -232,11 +232,11 @@ static int compare(ember_table_t *table, const float *reference, const float *be
 
 static int async_steps(int weighted)
 {
-    ember_table_t *table = make_table(EMBER_ASYNC, 1);
+    ember_shard_t *table = make_table(EMBER_ASYNC, 1);
     float before[ROWS * DIM], reference[ROWS * DIM], g[BAGS * DIM];
     char err[256];
     CHECK(table, "table");
-    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
     memcpy(reference, before, sizeof(before));
     bag_indices = warm_indices;
     int applied = 0;
@@ -245,12 +245,12 @@ static int async_steps(int weighted)
     make_grad(g, 99);
     if (push(table, 0, g, 0, &applied) || reference_step(reference, weighted, g))
         return 1;
-    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
     bag_indices = step_indices;
     /* Aligned (read in place), then at odd addresses (copied out first). */
     for (size_t misalign = 0; misalign < 4; misalign++) {
         float current[ROWS * DIM];
-        CHECK(ember_table_read(table, 0, ROWS, current, err, sizeof(err)) == EMBER_OK, "%s", err);
+        CHECK(ember_shard_read(table, 0, ROWS, current, err, sizeof(err)) == EMBER_OK, "%s", err);
         if (lookup(table, weighted, 0, current))
             return 1;
         make_grad(g, 100 + misalign);
@@ -261,7 +261,7 @@ static int async_steps(int weighted)
         if (compare(table, reference, before))
             return 1;
     }
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 
@@ -276,13 +276,13 @@ static int case_grad_weighted(void)
 
 static int case_grad_sync(void)
 {
-    ember_table_t *table = make_table(EMBER_SYNC, 2);
+    ember_shard_t *table = make_table(EMBER_SYNC, 2);
     float before[ROWS * DIM], reference[ROWS * DIM], g0[BAGS * DIM], g1[BAGS * DIM];
     float sum[BAGS * DIM];
     char err[256];
     int applied = -1;
     CHECK(table, "table");
-    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
     memcpy(reference, before, sizeof(before));
     if (lookup(table, 0, 0, before) || lookup(table, 0, 1, before))
         return 1;
@@ -301,7 +301,7 @@ static int case_grad_sync(void)
         sum[i] = g0[i] + g1[i];
     if (reference_step(reference, 0, sum) || compare(table, reference, before))
         return 1;
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 
@@ -319,10 +319,10 @@ static int case_init_normal(void)
     char err[256];
     CHECK(local, "out of memory");
     for (uint32_t shard = 0; shard < SHARDS; shard++) {
-        ember_table_t *table = make_shard(EMBER_ASYNC, 1, IROWS, IDIM, shard, SHARDS, seed);
+        ember_shard_t *table = make_shard(EMBER_ASYNC, 1, IROWS, IDIM, shard, SHARDS, seed);
         CHECK(table, "shard %u", shard);
-        int64_t rows = ember_table_local_rows(table);
-        CHECK(ember_table_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s", err);
+        int64_t rows = ember_shard_local_rows(table);
+        CHECK(ember_shard_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s", err);
         for (int64_t l = 0; l < rows; l++) {
             uint64_t row = (uint64_t)l * SHARDS + shard;
             for (uint32_t d = 0; d < IDIM; d++) {
@@ -336,7 +336,7 @@ static int case_init_normal(void)
                 count++;
             }
         }
-        ember_table_destroy(table);
+        ember_shard_destroy(table);
     }
     double mean = sum / (double)count, var = sum2 / (double)count - mean * mean;
     /* 99033 values: the mean's standard error is 0.003, the variance's 0.0045. */
@@ -348,7 +348,7 @@ static int case_init_normal(void)
 }
 
 /* Shard @shard of @shards of a uniform-initialised table of @rows x @dim. */
-static ember_table_t *make_uniform(int64_t rows, uint32_t dim, uint32_t shard, uint32_t shards,
+static ember_shard_t *make_uniform(int64_t rows, uint32_t dim, uint32_t shard, uint32_t shards,
                                    ember_dtype_t dtype)
 {
     ember_msg_table_create_t spec = {.shard = shard,
@@ -360,12 +360,12 @@ static ember_table_t *make_uniform(int64_t rows, uint32_t dim, uint32_t shard, u
                                      .init = EMBER_INIT_UNIFORM,
                                      .dtype = dtype,
                                      .seed = 23};
-    ember_table_t *table = NULL;
+    ember_shard_t *table = NULL;
     char err[256];
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "u");
-    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
-        fprintf(stderr, "ember_table_create: %s\n", err);
+    if (ember_shard_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
+        fprintf(stderr, "ember_shard_create: %s\n", err);
     return table;
 }
 
@@ -377,14 +377,14 @@ static int read_sharded(int64_t rows, uint32_t dim, uint32_t shards, ember_dtype
     char err[256];
     CHECK(local, "out of memory");
     for (uint32_t shard = 0; shard < shards; shard++) {
-        ember_table_t *table = make_uniform(rows, dim, shard, shards, dtype);
+        ember_shard_t *table = make_uniform(rows, dim, shard, shards, dtype);
         CHECK(table, "shard %u of %u", shard, shards);
-        int64_t n = ember_table_local_rows(table);
-        CHECK(ember_table_read(table, 0, n, local, err, sizeof(err)) == EMBER_OK, "%s", err);
+        int64_t n = ember_shard_local_rows(table);
+        CHECK(ember_shard_read(table, 0, n, local, err, sizeof(err)) == EMBER_OK, "%s", err);
         for (int64_t l = 0; l < n; l++)
             memcpy(out + (size_t)(l * shards + shard) * dim, local + (size_t)l * dim,
                    dim * sizeof(float));
-        ember_table_destroy(table);
+        ember_shard_destroy(table);
     }
     free(local);
     return 0;
@@ -433,24 +433,24 @@ static int case_init_uniform(void)
 }
 
 /* The test's lookup of trainer @trainer, step 0, as an evaluation with @eval. */
-static int lookup_flags(ember_table_t *table, uint32_t trainer, uint32_t flags, float *out,
+static int lookup_flags(ember_shard_t *table, uint32_t trainer, uint32_t flags, float *out,
                         char *err, size_t err_length)
 {
     uint8_t message[512];
     ember_wire_lookup_view_t view;
     CHECK(lookup_view(message, 0, trainer, &view, err, err_length) == EMBER_OK, "%s", err);
     view.head.flags |= flags;
-    return ember_table_lookup(table, &view, out, err, err_length) == EMBER_OK ? 0 : -1;
+    return ember_shard_lookup(table, &view, out, err, err_length) == EMBER_OK ? 0 : -1;
 }
 
 static int case_eval_lookup(void)
 {
-    ember_table_t *table = make_table(EMBER_SYNC, 2);
+    ember_shard_t *table = make_table(EMBER_SYNC, 2);
     float before[ROWS * DIM], out[BAGS * DIM], eval[BAGS * DIM], g[BAGS * DIM];
     char err[256];
     int applied = -1;
     CHECK(table, "table");
-    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
     CHECK(lookup_flags(table, 0, 0, out, err, sizeof(err)) == 0, "training lookup: %s", err);
     /* Trainer 0's context is open: an evaluation is still taken ... */
     CHECK(lookup_flags(table, 0, EMBER_LOOKUP_EVAL, eval, err, sizeof(err)) == 0,
@@ -463,7 +463,7 @@ static int case_eval_lookup(void)
             .table_id = 1, .trainer = 1, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = BAGS};
     make_grad(g, 3);
     ember_wire_grad_view_t view = test_grad_view(&msg, g, sizeof(g));
-    CHECK(ember_table_grad(table, &view, &applied, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
+    CHECK(ember_shard_grad(table, &view, &applied, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
                   strstr(err, "without a lookup"),
           "a gradient for an evaluation: %s", err);
     /* ... and trainer 0's context is the training lookup's: its gradient is
@@ -472,35 +472,35 @@ static int case_eval_lookup(void)
           "a training lookup over an open context: %s", err);
     msg.trainer = 0;
     view = test_grad_view(&msg, g, sizeof(g));
-    CHECK(ember_table_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "%s", err);
     CHECK(applied == 0, "applied with one trainer of two");
     if (compare(table, before, before))
         return 1;
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 
-/* ember_table_grad_check on @g refuses with @status and @needle, and the
+/* ember_shard_grad_check on @g refuses with @status and @needle, and the
  * table's rows are still @before. */
-static int check_refuses(ember_table_t *table, const ember_msg_grad_t *msg, const float *g,
+static int check_refuses(ember_shard_t *table, const ember_msg_grad_t *msg, const float *g,
                          size_t bytes, ember_status_t status, const char *needle,
                          const float *before)
 {
     char err[256] = "";
     ember_wire_grad_view_t view = test_grad_view(msg, g, bytes);
-    CHECK(ember_table_grad_check(table, &view, err, sizeof(err)) == status && strstr(err, needle),
+    CHECK(ember_shard_grad_check(table, &view, err, sizeof(err)) == status && strstr(err, needle),
           "check: want %s and '%s', got '%s'", ember_status_string(status), needle, err);
     return compare(table, before, before);
 }
 
 static int case_grad_check(void)
 {
-    ember_table_t *table = make_table(EMBER_SYNC, 2);
+    ember_shard_t *table = make_table(EMBER_SYNC, 2);
     float before[ROWS * DIM], out[BAGS * DIM], g[BAGS * DIM + 1];
     char err[256];
     int applied = -1;
     CHECK(table, "table");
-    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
     CHECK(lookup_flags(table, 0, 0, out, err, sizeof(err)) == 0, "%s", err);
     make_grad(g, 5);
     ember_msg_grad_t msg = {
@@ -516,11 +516,11 @@ static int case_grad_check(void)
                       before))
         return 1;
     msg.step = 0;
-    /* The NaN's check left the context open (ember_table_grad would void
+    /* The NaN's check left the context open (ember_shard_grad would void
      * it): the gradient now passes, then is taken. */
     ember_wire_grad_view_t view = test_grad_view(&msg, g, BAGS * DIM * 4);
-    CHECK(ember_table_grad_check(table, &view, err, sizeof(err)) == EMBER_OK, "%s", err);
-    CHECK(ember_table_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_grad_check(table, &view, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "%s", err);
     CHECK(applied == 0, "applied with one trainer of two");
     /* A second lookup of the step (the PS's step check is not the
      * table's): its gradient finds the first one waiting. */
@@ -528,7 +528,7 @@ static int case_grad_check(void)
     if (check_refuses(table, &msg, g, BAGS * DIM * 4, EMBER_ERR_INVALID_PARAM, "already waiting",
                       before))
         return 1;
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 
@@ -548,15 +548,15 @@ enum {
 static const uint64_t fp_seed = 11;
 
 /* A shard's initial rows are the N(0, 1) values rounded, in half the bytes. */
-static int fp16_initial(ember_table_t *table, uint32_t shard)
+static int fp16_initial(ember_shard_t *table, uint32_t shard)
 {
     float *local = malloc(FP_ROWS * FP_DIM * sizeof(float));
     char err[256];
     CHECK(local, "out of memory");
-    int64_t rows = ember_table_local_rows(table);
-    CHECK(ember_table_bytes(table) == (size_t)rows * FP_DIM * 2, "%zu bytes for %lld rows",
-          ember_table_bytes(table), (long long)rows);
-    CHECK(ember_table_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s", err);
+    int64_t rows = ember_shard_local_rows(table);
+    CHECK(ember_shard_bytes(table) == (size_t)rows * FP_DIM * 2, "%zu bytes for %lld rows",
+          ember_shard_bytes(table), (long long)rows);
+    CHECK(ember_shard_read(table, 0, rows, local, err, sizeof(err)) == EMBER_OK, "%s", err);
     for (int64_t l = 0; l < rows; l++) {
         uint64_t row = (uint64_t)l * FP_SHARDS + shard;
         for (uint32_t d = 0; d < FP_DIM; d++) {
@@ -571,17 +571,17 @@ static int fp16_initial(ember_table_t *table, uint32_t shard)
 }
 
 /* Loads round; the rows of the other shard are left alone. */
-static int fp16_load_rounds(ember_table_t *table, uint32_t shard)
+static int fp16_load_rounds(ember_shard_t *table, uint32_t shard)
 {
     float values[4 * FP_DIM], back[FP_DIM];
     char err[256];
     for (size_t i = 0; i < 4 * FP_DIM; i++)
         values[i] = 1.0f + (float)i * 0x1p-13f; /* steps finer than fp16 near 1 */
-    CHECK(ember_table_load(table, 10, 4, values, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_load(table, 10, 4, values, err, sizeof(err)) == EMBER_OK, "%s", err);
     for (int64_t row = 10; row < 14; row++) {
         if ((uint64_t)row % FP_SHARDS != shard)
             continue;
-        CHECK(ember_table_read(table, row / FP_SHARDS, 1, back, err, sizeof(err)) == EMBER_OK, "%s",
+        CHECK(ember_shard_read(table, row / FP_SHARDS, 1, back, err, sizeof(err)) == EMBER_OK, "%s",
               err);
         for (uint32_t d = 0; d < FP_DIM; d++) {
             float want = values[(row - 10) * FP_DIM + d];
@@ -595,28 +595,28 @@ static int fp16_load_rounds(ember_table_t *table, uint32_t shard)
 
 /* A value fp16 cannot hold refuses the whole load, naming it; 65519 still
  * rounds to 65504. */
-static int fp16_load_refused(ember_table_t *table, uint32_t shard)
+static int fp16_load_refused(ember_shard_t *table, uint32_t shard)
 {
     float values[4 * FP_DIM], back[FP_DIM];
     float before_load[4 * FP_DIM], after_load[4 * FP_DIM];
     int64_t local_first = 20 / FP_SHARDS;
     char err[256];
-    CHECK(ember_table_read(table, local_first, 4, before_load, err, sizeof(err)) == EMBER_OK, "%s",
+    CHECK(ember_shard_read(table, local_first, 4, before_load, err, sizeof(err)) == EMBER_OK, "%s",
           err);
     for (size_t i = 0; i < 4 * FP_DIM; i++)
         values[i] = 0.5f;
     values[3 * FP_DIM + 5] = 65520.0f; /* row 23 */
     values[0] = 65519.0f;
-    ember_status_t st = ember_table_load(table, 20, 4, values, err, sizeof(err));
+    ember_status_t st = ember_shard_load(table, 20, 4, values, err, sizeof(err));
     if (23 % FP_SHARDS == shard) {
         CHECK(st == EMBER_ERR_OUT_OF_RANGE && strstr(err, "table t: row 23 col 5: 65520"),
               "shard %u: load of 65520: %s", shard, err);
-        CHECK(ember_table_read(table, local_first, 4, after_load, err, sizeof(err)) == EMBER_OK &&
+        CHECK(ember_shard_read(table, local_first, 4, after_load, err, sizeof(err)) == EMBER_OK &&
                       memcmp(before_load, after_load, sizeof(after_load)) == 0,
               "a refused load changed rows");
     } else {
         CHECK(st == EMBER_OK, "shard %u: a row it does not own was checked: %s", shard, err);
-        CHECK(ember_table_read(table, 10, 1, back, err, sizeof(err)) == EMBER_OK &&
+        CHECK(ember_shard_read(table, 10, 1, back, err, sizeof(err)) == EMBER_OK &&
                       back[0] == 65504.0f,
               "65519 loaded as %g", (double)back[0]);
     }
@@ -627,13 +627,13 @@ static int fp16_load_refused(ember_table_t *table, uint32_t shard)
  * widened rows, rounded once. */
 static int fp16_steps(int weighted)
 {
-    ember_table_t *table = make_table(EMBER_ASYNC, 1);
+    ember_shard_t *table = make_table(EMBER_ASYNC, 1);
     float before[ROWS * DIM], reference[ROWS * DIM], g[BAGS * DIM];
     char err[256];
     CHECK(table, "table");
     bag_indices = step_indices;
     for (int step = 0; step < 3; step++) {
-        CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+        CHECK(ember_shard_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
         memcpy(reference, before, sizeof(before));
         if (lookup(table, weighted, 0, before))
             return 1;
@@ -644,12 +644,12 @@ static int fp16_steps(int weighted)
         CHECK(applied, "not applied");
         round_half(reference, ROWS * DIM);
         float now[ROWS * DIM];
-        CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s", err);
+        CHECK(ember_shard_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s", err);
         for (size_t i = 0; i < ROWS * DIM; i++)
             CHECK(now[i] == reference[i], "weighted %d step %d row %zu col %zu: %a, want %a",
                   weighted, step, i / DIM, i % DIM, (double)now[i], (double)reference[i]);
     }
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 
@@ -657,13 +657,13 @@ static int case_fp16_rows(void)
 {
     shard_dtype = EMBER_DTYPE_F16;
     for (uint32_t shard = 0; shard < FP_SHARDS; shard++) {
-        ember_table_t *table =
+        ember_shard_t *table =
                 make_shard(EMBER_ASYNC, 1, FP_ROWS, FP_DIM, shard, FP_SHARDS, fp_seed);
         CHECK(table, "shard %u", shard);
         if (fp16_initial(table, shard) || fp16_load_rounds(table, shard) ||
             fp16_load_refused(table, shard))
             return 1;
-        ember_table_destroy(table);
+        ember_shard_destroy(table);
     }
     for (int weighted = 0; weighted <= 1; weighted++) {
         if (fp16_steps(weighted))
@@ -676,7 +676,7 @@ static int case_fp16_rows(void)
 static int case_bad_dtype(void)
 {
     ember_msg_table_create_t spec;
-    ember_table_t *table = NULL;
+    ember_shard_t *table = NULL;
     char err[256];
     memset(&spec, 0, sizeof(spec));
     spec.num_shards = 1;
@@ -686,7 +686,7 @@ static int case_bad_dtype(void)
     spec.dtype = EMBER_DTYPE_BF16;
     ember_opt_config_default(EMBER_OPT_SGD, LR, &spec.optimizer);
     snprintf(spec.name, sizeof(spec.name), "clicks");
-    CHECK(ember_table_create(&spec, NULL, &table, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
+    CHECK(ember_shard_create(&spec, NULL, &table, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
                   !table,
           "a bf16 table was created");
     CHECK(strstr(err, "table clicks") && strstr(err, "dtype 3"), "message: %s", err);
@@ -707,14 +707,14 @@ static int case_empty_shard(void)
                                          .consistency = EMBER_SYNC,
                                          .init = EMBER_INIT_NORMAL,
                                          .seed = 1};
-        ember_table_t *table = NULL;
+        ember_shard_t *table = NULL;
         char err[256];
         ember_opt_config_default(kinds[k], LR, &spec.optimizer);
         snprintf(spec.name, sizeof(spec.name), "tiny");
-        CHECK(ember_table_create(&spec, NULL, &table, err, sizeof(err)) == EMBER_OK,
+        CHECK(ember_shard_create(&spec, NULL, &table, err, sizeof(err)) == EMBER_OK,
               "%s: create: %s", ember_opt_kind_name(kinds[k]), err);
-        CHECK(ember_table_local_rows(table) == 0, "%lld local rows",
-              (long long)ember_table_local_rows(table));
+        CHECK(ember_shard_local_rows(table) == 0, "%lld local rows",
+              (long long)ember_shard_local_rows(table));
         /* Two bags, none of whose entries is on this shard. */
         static const uint32_t none[2] = {0, 0};
         ember_wire_lookup_t lookup = {.head = {.table_id = 1, .trainer = 0, .step = 0, .bags = 2},
@@ -725,7 +725,7 @@ static int case_empty_shard(void)
         ember_wire_lookup_view_t view;
         CHECK(pack_view(&lookup, message, &view, err, sizeof(err)) == EMBER_OK,
               "lookup message: %s", err);
-        CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s",
+        CHECK(ember_shard_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s",
               err);
         for (size_t i = 0; i < 8; i++)
             CHECK(out[i] == 0.0f, "out[%zu] = %g", i, (double)out[i]);
@@ -733,14 +733,14 @@ static int case_empty_shard(void)
                 .table_id = 1, .trainer = 0, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = 2};
         int applied = 0;
         ember_wire_grad_view_t grad_view = test_grad_view(&g, grad, sizeof(grad));
-        CHECK(ember_table_grad(table, &grad_view, &applied, err, sizeof(err)) == EMBER_OK,
+        CHECK(ember_shard_grad(table, &grad_view, &applied, err, sizeof(err)) == EMBER_OK,
               "grad: %s", err);
-        CHECK(applied && ember_table_next_step(table) == 1, "step not applied");
-        CHECK(ember_table_read(table, 0, 0, out, err, sizeof(err)) == EMBER_OK,
+        CHECK(applied && ember_shard_next_step(table) == 1, "step not applied");
+        CHECK(ember_shard_read(table, 0, 0, out, err, sizeof(err)) == EMBER_OK,
               "read of 0 rows: %s", err);
-        CHECK(ember_table_read(table, 0, 1, out, err, sizeof(err)) != EMBER_OK,
+        CHECK(ember_shard_read(table, 0, 1, out, err, sizeof(err)) != EMBER_OK,
               "a read past the shard's 0 rows succeeded");
-        ember_table_destroy(table);
+        ember_shard_destroy(table);
     }
     /* A dense parameter still needs rows. */
     ember_opt_config_t cfg;
@@ -753,7 +753,7 @@ static int case_empty_shard(void)
 
 static int unused_rows_once(ember_consistency_t consistency)
 {
-    ember_table_t *table = make_table(consistency, 1);
+    ember_shard_t *table = make_table(consistency, 1);
     enum {
         SENT = 12
     };
@@ -764,7 +764,7 @@ static int unused_rows_once(ember_consistency_t consistency)
     uint8_t message[512];
     char err[256];
     CHECK(table, "table");
-    CHECK(ember_table_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_read(table, 0, ROWS, before, err, sizeof(err)) == EMBER_OK, "%s", err);
     ember_wire_lookup_t lookup = {.head = {.table_id = 1,
                                            .trainer = 0,
                                            .step = 0,
@@ -776,7 +776,7 @@ static int unused_rows_once(ember_consistency_t consistency)
                                   .inverse = inverse};
     ember_wire_lookup_view_t view;
     CHECK(pack_view(&lookup, message, &view, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
-    CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
+    CHECK(ember_shard_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
     CHECK(memcmp(out, before + 9 * DIM, sizeof(out)) == 0, "the bag is not row 9");
     for (size_t d = 0; d < DIM; d++)
         grad[d] = (float)d + 1.0f;
@@ -784,10 +784,10 @@ static int unused_rows_once(ember_consistency_t consistency)
             .table_id = 1, .trainer = 0, .step = 0, .flags = EMBER_GRAD_APPLY, .bags = 1};
     ember_wire_grad_view_t grad_view = test_grad_view(&g, grad, sizeof(grad));
     int applied = 0;
-    CHECK(ember_table_grad(table, &grad_view, &applied, err, sizeof(err)) == EMBER_OK, "grad: %s",
+    CHECK(ember_shard_grad(table, &grad_view, &applied, err, sizeof(err)) == EMBER_OK, "grad: %s",
           err);
     CHECK(applied, "not applied");
-    CHECK(ember_table_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_read(table, 0, ROWS, now, err, sizeof(err)) == EMBER_OK, "%s", err);
     for (size_t r = 0; r < ROWS; r++)
         for (size_t d = 0; d < DIM; d++) {
             float want = before[r * DIM + d] - (r == 9 ? LR * grad[d] : 0.0f);
@@ -795,7 +795,7 @@ static int unused_rows_once(ember_consistency_t consistency)
                   consistency == EMBER_SYNC ? "sync" : "async", r, d, (double)now[r * DIM + d],
                   (double)want);
         }
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     return 0;
 }
 

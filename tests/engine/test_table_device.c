@@ -1,6 +1,6 @@
 /*
  * tests/engine/test_table_device: a PS shard kept on a device
- * (ember_table_create on a device, what --ps-device cuda runs) against the same shard
+ * (ember_shard_create on a device, what --ps-device cuda runs) against the same shard
  * in host memory.  Run with the CPU backend, whose ops are the host's, the
  * two must agree bit for bit: every lookup's pools and every row after
  * every step.  With "cuda" as argv[2] (a GPU machine) the device shard is on
@@ -157,15 +157,15 @@ static int same(const float *a, const float *b, size_t n, const char *what)
     return 0;
 }
 
-static int rows_same(ember_table_t *on_device, ember_table_t *on_host, const char *when)
+static int rows_same(ember_shard_t *on_device, ember_shard_t *on_host, const char *when)
 {
-    int64_t rows = ember_table_local_rows(on_host);
+    int64_t rows = ember_shard_local_rows(on_host);
     float *a = malloc((size_t)rows * DIM * sizeof(float));
     float *b = malloc((size_t)rows * DIM * sizeof(float));
     char err[256];
     int rc = 1;
-    if (ember_table_read(on_device, 0, rows, a, err, sizeof(err)) != EMBER_OK ||
-        ember_table_read(on_host, 0, rows, b, err, sizeof(err)) != EMBER_OK)
+    if (ember_shard_read(on_device, 0, rows, a, err, sizeof(err)) != EMBER_OK ||
+        ember_shard_read(on_host, 0, rows, b, err, sizeof(err)) != EMBER_OK)
         fprintf(stderr, "FAIL read: %s\n", err);
     else
         rc = same(a, b, (size_t)rows * DIM, when);
@@ -175,7 +175,7 @@ static int rows_same(ember_table_t *on_device, ember_table_t *on_host, const cha
 }
 
 /* Step @step of every trainer's lookup and gradient on both shards. */
-static int step_both(ember_table_t *on_device, ember_table_t *on_host, uint32_t shard,
+static int step_both(ember_shard_t *on_device, ember_shard_t *on_host, uint32_t shard,
                      uint32_t shards, uint64_t step)
 {
     char err[256];
@@ -190,9 +190,9 @@ static int step_both(ember_table_t *on_device, ember_table_t *on_host, uint32_t 
         CHECK(test_lookup_view(&l.msg, l.arrays, l.length, message, &view, err, sizeof(err)) ==
                       EMBER_OK,
               "lookup message: %s", err);
-        CHECK(ember_table_lookup(on_host, &view, out_h, err, sizeof(err)) == EMBER_OK,
+        CHECK(ember_shard_lookup(on_host, &view, out_h, err, sizeof(err)) == EMBER_OK,
               "host lookup: %s", err);
-        CHECK(ember_table_lookup(on_device, &view, out_d, err, sizeof(err)) == EMBER_OK,
+        CHECK(ember_shard_lookup(on_device, &view, out_d, err, sizeof(err)) == EMBER_OK,
               "device lookup: %s", err);
         if (same(out_d, out_h, BAGS * DIM, "pooled"))
             return 1;
@@ -204,9 +204,9 @@ static int step_both(ember_table_t *on_device, ember_table_t *on_host, uint32_t 
         ember_msg_grad_t msg = {
                 .table_id = 1, .trainer = t, .step = step, .flags = EMBER_GRAD_APPLY, .bags = BAGS};
         ember_wire_grad_view_t grad = test_grad_view(&msg, g, sizeof(g));
-        CHECK(ember_table_grad(on_host, &grad, &applied_h, err, sizeof(err)) == EMBER_OK,
+        CHECK(ember_shard_grad(on_host, &grad, &applied_h, err, sizeof(err)) == EMBER_OK,
               "host grad: %s", err);
-        CHECK(ember_table_grad(on_device, &grad, &applied_d, err, sizeof(err)) == EMBER_OK,
+        CHECK(ember_shard_grad(on_device, &grad, &applied_d, err, sizeof(err)) == EMBER_OK,
               "device grad: %s", err);
         CHECK(applied_d == applied_h, "step %llu trainer %u: applied %d vs %d",
               (unsigned long long)step, t, applied_d, applied_h);
@@ -220,18 +220,18 @@ static int step_both(ember_table_t *on_device, ember_table_t *on_host, uint32_t 
 static int run_steps(ember_opt_kind_t opt, ember_consistency_t c, uint32_t shard, uint32_t shards)
 {
     ember_msg_table_create_t spec = table_spec(opt, c, shard, shards);
-    ember_table_t *on_host = NULL, *on_device = NULL;
+    ember_shard_t *on_host = NULL, *on_device = NULL;
     char err[256];
-    CHECK(ember_table_create(&spec, NULL, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
-    CHECK(ember_table_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_create(&spec, NULL, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s", err);
     if (rows_same(on_device, on_host, "initial rows"))
         return 1;
     for (uint64_t step = 0; step < STEPS; step++)
         if (step_both(on_device, on_host, shard, shards, step))
             return 1;
-    CHECK(ember_table_bytes(on_device) == ember_table_bytes(on_host), "bytes");
-    ember_table_destroy(on_device);
-    ember_table_destroy(on_host);
+    CHECK(ember_shard_bytes(on_device) == ember_shard_bytes(on_host), "bytes");
+    ember_shard_destroy(on_device);
+    ember_shard_destroy(on_host);
     return 0;
 }
 
@@ -263,41 +263,41 @@ static int case_steps_rowwise(void)
 static int case_load_read(void)
 {
     ember_msg_table_create_t spec = table_spec(EMBER_OPT_SGD, EMBER_SYNC, 1, 3);
-    ember_table_t *t = NULL;
+    ember_shard_t *t = NULL;
     char err[256];
     spec.init = EMBER_INIT_LOAD;
-    CHECK(ember_table_create(&spec, device, &t, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_create(&spec, device, &t, err, sizeof(err)) == EMBER_OK, "%s", err);
     /* Rows [50, 90): this shard (row % 3 == 1) owns 52, 55, ..., 88. */
     float *values = malloc(40 * DIM * sizeof(float));
     for (size_t i = 0; i < 40 * DIM; i++)
         values[i] = (float)i * 0.5f - 7.0f;
-    CHECK(ember_table_load(t, 50, 40, values, err, sizeof(err)) == EMBER_OK, "load: %s", err);
+    CHECK(ember_shard_load(t, 50, 40, values, err, sizeof(err)) == EMBER_OK, "load: %s", err);
     float got[13 * DIM], zero[DIM];
-    CHECK(ember_table_read(t, 17, 13, got, err, sizeof(err)) == EMBER_OK, "read: %s", err);
+    CHECK(ember_shard_read(t, 17, 13, got, err, sizeof(err)) == EMBER_OK, "read: %s", err);
     for (int k = 0; k < 13; k++) {
         int64_t row = (17 + k) * 3 + 1;
         CHECK(memcmp(got + k * DIM, values + (row - 50) * DIM, DIM * sizeof(float)) == 0,
               "local row %d (row %lld) not as loaded", 17 + k, (long long)row);
     }
-    CHECK(ember_table_read(t, 16, 1, zero, err, sizeof(err)) == EMBER_OK, "read: %s", err);
+    CHECK(ember_shard_read(t, 16, 1, zero, err, sizeof(err)) == EMBER_OK, "read: %s", err);
     for (int d = 0; d < DIM; d++)
         CHECK(zero[d] == 0.0f, "row 49 was never loaded, yet holds %g", (double)zero[d]);
-    CHECK(ember_table_read(t, 0, 0, got, err, sizeof(err)) == EMBER_OK, "0-row read");
-    CHECK(ember_table_read(t, 100, 2, got, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE &&
+    CHECK(ember_shard_read(t, 0, 0, got, err, sizeof(err)) == EMBER_OK, "0-row read");
+    CHECK(ember_shard_read(t, 100, 2, got, err, sizeof(err)) == EMBER_ERR_OUT_OF_RANGE &&
                   strstr(err, "clicks"),
           "read past the end: %s", err);
     free(values);
-    ember_table_destroy(t);
+    ember_shard_destroy(t);
     return 0;
 }
 
 static int case_fp16_refused(void)
 {
     ember_msg_table_create_t spec = table_spec(EMBER_OPT_SGD, EMBER_SYNC, 0, 1);
-    ember_table_t *t = NULL;
+    ember_shard_t *t = NULL;
     char err[256] = "";
     spec.dtype = EMBER_DTYPE_F16;
-    CHECK(ember_table_create(&spec, device, &t, err, sizeof(err)) == EMBER_ERR_UNSUPPORTED && !t &&
+    CHECK(ember_shard_create(&spec, device, &t, err, sizeof(err)) == EMBER_ERR_UNSUPPORTED && !t &&
                   strstr(err, "table clicks: fp16 rows"),
           "fp16 on a device: %s", err);
     return 0;
@@ -307,19 +307,19 @@ static int case_init_uniform(void)
 {
     for (uint32_t shard = 0; shard < 3; shard++) {
         ember_msg_table_create_t spec = table_spec(EMBER_OPT_SGD, EMBER_ASYNC, shard, 3);
-        ember_table_t *on_device = NULL, *on_host = NULL;
+        ember_shard_t *on_device = NULL, *on_host = NULL;
         char err[256];
         spec.init = EMBER_INIT_UNIFORM;
         spec.rows = 3 * 16384 + 100; /* more than a block of rows a shard */
         spec.dim = 5;
-        CHECK(ember_table_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s",
+        CHECK(ember_shard_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s",
               err);
-        CHECK(ember_table_create(&spec, NULL, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
-        const int64_t rows = ember_table_local_rows(on_host);
+        CHECK(ember_shard_create(&spec, NULL, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
+        const int64_t rows = ember_shard_local_rows(on_host);
         float *a = malloc((size_t)rows * 5 * sizeof(float)), *b = malloc((size_t)rows * 5 * 4);
         CHECK(a && b, "out of memory");
-        CHECK(ember_table_read(on_device, 0, rows, a, err, sizeof(err)) == EMBER_OK &&
-                      ember_table_read(on_host, 0, rows, b, err, sizeof(err)) == EMBER_OK,
+        CHECK(ember_shard_read(on_device, 0, rows, a, err, sizeof(err)) == EMBER_OK &&
+                      ember_shard_read(on_host, 0, rows, b, err, sizeof(err)) == EMBER_OK,
               "%s", err);
         CHECK(memcmp(a, b, (size_t)rows * 5 * sizeof(float)) == 0,
               "shard %u: the device's uniform rows are not the host's", shard);
@@ -328,20 +328,20 @@ static int case_init_uniform(void)
             CHECK(fabsf(a[i]) <= bound, "value %zu: %g beyond %g", i, (double)a[i], (double)bound);
         free(a);
         free(b);
-        ember_table_destroy(on_device);
-        ember_table_destroy(on_host);
+        ember_shard_destroy(on_device);
+        ember_shard_destroy(on_host);
     }
     return 0;
 }
 
 /* @table's snapshot tensors into @t (@snap_p kept by the caller). */
-static int snapshot_of(ember_table_t *table, ember_table_snapshot_t **snap_p, ember_st_tensor_t *t,
+static int snapshot_of(ember_shard_t *table, ember_shard_snapshot_t **snap_p, ember_st_tensor_t *t,
                        size_t *nt_p, ember_st_meta_t *meta, size_t *nm_p)
 {
     char err[256];
     *nt_p = *nm_p = 0;
-    CHECK(ember_table_snapshot_take(table, snap_p, err, sizeof(err)) == EMBER_OK, "take: %s", err);
-    CHECK(ember_table_snapshot_tensors(*snap_p, t, nt_p, EMBER_TABLE_STATE_TENSORS, meta, nm_p,
+    CHECK(ember_shard_snapshot_take(table, snap_p, err, sizeof(err)) == EMBER_OK, "take: %s", err);
+    CHECK(ember_shard_snapshot_tensors(*snap_p, t, nt_p, EMBER_TABLE_STATE_TENSORS, meta, nm_p,
                                        EMBER_TABLE_STATE_META) == EMBER_OK,
           "tensors");
     return 0;
@@ -349,10 +349,10 @@ static int snapshot_of(ember_table_t *table, ember_table_snapshot_t **snap_p, em
 
 /* A restored shard's arrays, row by global row, as the snapshot's @want
  * (one shard) has them: copies, so the same bits on any device. */
-static int restored_same(ember_table_t *table, uint32_t shard, uint32_t shards,
+static int restored_same(ember_shard_t *table, uint32_t shard, uint32_t shards,
                          const ember_st_tensor_t *want, size_t nwant)
 {
-    ember_table_snapshot_t *snap = NULL;
+    ember_shard_snapshot_t *snap = NULL;
     ember_st_tensor_t t[EMBER_TABLE_STATE_TENSORS];
     ember_st_meta_t meta[EMBER_TABLE_STATE_META];
     size_t nt, nm;
@@ -372,7 +372,7 @@ static int restored_same(ember_table_t *table, uint32_t shard, uint32_t shards,
             }
         }
     }
-    ember_table_snapshot_free(snap);
+    ember_shard_snapshot_free(snap);
     return rc;
 }
 
@@ -382,18 +382,18 @@ static int restored_same(ember_table_t *table, uint32_t shard, uint32_t shards,
 static int case_snapshot_restore(void)
 {
     ember_msg_table_create_t spec = table_spec(EMBER_OPT_ADAM, EMBER_SYNC, 0, 1);
-    ember_table_t *on_host = NULL, *on_device = NULL, *fresh[3] = {NULL, NULL, NULL};
-    ember_table_snapshot_t *snap_d = NULL, *snap_h = NULL;
+    ember_shard_t *on_host = NULL, *on_device = NULL, *fresh[3] = {NULL, NULL, NULL};
+    ember_shard_snapshot_t *snap_d = NULL, *snap_h = NULL;
     ember_st_tensor_t td[EMBER_TABLE_STATE_TENSORS], th[EMBER_TABLE_STATE_TENSORS];
     ember_st_meta_t md[EMBER_TABLE_STATE_META], mh[EMBER_TABLE_STATE_META];
     ember_st_file_t *file = NULL;
     size_t ntd, nth, nmd, nmh;
-    char err[256], path[] = "/tmp/ember_table_device_XXXXXX";
+    char err[256], path[] = "/tmp/ember_shard_device_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
     close(fd);
-    CHECK(ember_table_create(&spec, NULL, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
-    CHECK(ember_table_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_create(&spec, NULL, &on_host, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_shard_create(&spec, device, &on_device, err, sizeof(err)) == EMBER_OK, "%s", err);
     for (uint64_t step = 0; step < STEPS; step++)
         if (step_both(on_device, on_host, 0, 1, step))
             return 1;
@@ -411,9 +411,9 @@ static int case_snapshot_restore(void)
         for (uint32_t k = 0; k < q; k++) {
             ember_msg_table_create_t s = table_spec(EMBER_OPT_ADAM, EMBER_SYNC, k, q);
             s.seed = 4; /* other initial rows */
-            CHECK(ember_table_create(&s, device, &fresh[k], err, sizeof(err)) == EMBER_OK, "%s",
+            CHECK(ember_shard_create(&s, device, &fresh[k], err, sizeof(err)) == EMBER_OK, "%s",
                   err);
-            CHECK(ember_table_restore(fresh[k], files, names, 1, err, sizeof(err)) == EMBER_OK,
+            CHECK(ember_shard_restore(fresh[k], files, names, 1, err, sizeof(err)) == EMBER_OK,
                   "restore %u of %u: %s", k, q, err);
             if (restored_same(fresh[k], k, q, td, ntd))
                 return 1;
@@ -422,14 +422,14 @@ static int case_snapshot_restore(void)
             if (step_both(fresh[0], on_host, 0, 1, step))
                 return 1;
         for (uint32_t k = 0; k < q; k++)
-            ember_table_destroy(fresh[k]);
+            ember_shard_destroy(fresh[k]);
     }
     ember_st_close(file);
     unlink(path);
-    ember_table_snapshot_free(snap_d);
-    ember_table_snapshot_free(snap_h);
-    ember_table_destroy(on_device);
-    ember_table_destroy(on_host);
+    ember_shard_snapshot_free(snap_d);
+    ember_shard_snapshot_free(snap_h);
+    ember_shard_destroy(on_device);
+    ember_shard_destroy(on_host);
     return 0;
 }
 

@@ -45,11 +45,11 @@ typedef struct {
 
 static char dir[64];
 
-static ember_table_t *make_shard(const setup_t *s, const char *name, uint32_t shard,
+static ember_shard_t *make_shard(const setup_t *s, const char *name, uint32_t shard,
                                  uint32_t shards, uint64_t seed)
 {
     ember_msg_table_create_t spec;
-    ember_table_t *table = NULL;
+    ember_shard_t *table = NULL;
     char err[256];
 
     memset(&spec, 0, sizeof(spec));
@@ -66,14 +66,14 @@ static ember_table_t *make_shard(const setup_t *s, const char *name, uint32_t sh
     spec.dtype = s->dtype;
     spec.optimizer = s->opt;
     snprintf(spec.name, sizeof(spec.name), "%s", name);
-    if (ember_table_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK) {
-        fprintf(stderr, "ember_table_create: %s\n", err);
+    if (ember_shard_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK) {
+        fprintf(stderr, "ember_shard_create: %s\n", err);
         return NULL;
     }
     return table;
 }
 
-static int make_layout(const setup_t *s, uint32_t shards, uint64_t seed, ember_table_t **tables)
+static int make_layout(const setup_t *s, uint32_t shards, uint64_t seed, ember_shard_t **tables)
 {
     for (uint32_t k = 0; k < shards; k++)
         CHECK((tables[k] = make_shard(s, "t", k, shards, seed)) != NULL, "shard %u of %u", k,
@@ -81,10 +81,10 @@ static int make_layout(const setup_t *s, uint32_t shards, uint64_t seed, ember_t
     return 0;
 }
 
-static void destroy_layout(ember_table_t **tables, uint32_t shards)
+static void destroy_layout(ember_shard_t **tables, uint32_t shards)
 {
     for (uint32_t k = 0; k < shards; k++)
-        ember_table_destroy(tables[k]);
+        ember_shard_destroy(tables[k]);
 }
 
 static uint64_t mix(uint64_t a, uint64_t b)
@@ -102,13 +102,13 @@ static int touched(uint64_t step, int64_t row)
 
 /* One sync step of shard @table: a bag for each of its touched rows, each
  * row's gradient drawn from (step, global row). */
-static int train_step(ember_table_t *table, uint32_t shard, uint32_t shards, uint64_t step)
+static int train_step(ember_shard_t *table, uint32_t shard, uint32_t shards, uint64_t step)
 {
     int64_t rows[ROWS], inverse[ROWS];
     uint32_t counts[ROWS];
     float out[ROWS * 8], grad[ROWS * 8];
     static _Alignas(8) uint8_t message[4096];
-    const uint32_t dim = ember_table_dim(table);
+    const uint32_t dim = ember_shard_dim(table);
     char err[256];
     uint32_t n = 0;
 
@@ -132,16 +132,16 @@ static int train_step(ember_table_t *table, uint32_t shard, uint32_t shards, uin
     CHECK(ember_wire_lookup_unpack(message, ember_wire_lookup_size(&lookup.head), &view, err,
                                    sizeof(err)) == EMBER_OK,
           "unpack: %s", err);
-    CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
+    CHECK(ember_shard_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
     ember_msg_grad_t msg = {.table_id = 1, .step = step, .flags = EMBER_GRAD_APPLY, .bags = n};
     ember_wire_grad_view_t g = test_grad_view(&msg, grad, (size_t)n * dim * sizeof(float));
     int applied = 0;
-    CHECK(ember_table_grad(table, &g, &applied, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
+    CHECK(ember_shard_grad(table, &g, &applied, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
     CHECK(applied, "shard %u step %llu not applied", shard, (unsigned long long)step);
     return 0;
 }
 
-static int train(ember_table_t **tables, uint32_t shards, uint64_t from, uint64_t to)
+static int train(ember_shard_t **tables, uint32_t shards, uint64_t from, uint64_t to)
 {
     for (uint64_t step = from; step < to; step++)
         for (uint32_t k = 0; k < shards; k++)
@@ -169,21 +169,21 @@ static const char *meta_value(const ember_st_meta_t *meta, size_t n, const char 
 }
 
 /* Shard @k's snapshot (in @snaps[k], taken now) into @g. */
-static int gather_shard(ember_table_t *table, uint32_t k, uint32_t shards,
-                        ember_table_snapshot_t **snap, global_t *g)
+static int gather_shard(ember_shard_t *table, uint32_t k, uint32_t shards,
+                        ember_shard_snapshot_t **snap, global_t *g)
 {
     ember_st_tensor_t t[EMBER_TABLE_STATE_TENSORS];
     ember_st_meta_t meta[EMBER_TABLE_STATE_META];
     size_t nt = 0, nm = 0;
     char err[256];
-    CHECK(ember_table_snapshot_take(table, snap, err, sizeof(err)) == EMBER_OK, "take: %s", err);
-    CHECK(ember_table_snapshot_step(*snap) == ember_table_next_step(table), "snapshot step");
-    CHECK(ember_table_snapshot_tensors(*snap, t, &nt, EMBER_TABLE_STATE_TENSORS, meta, &nm,
+    CHECK(ember_shard_snapshot_take(table, snap, err, sizeof(err)) == EMBER_OK, "take: %s", err);
+    CHECK(ember_shard_snapshot_step(*snap) == ember_shard_next_step(table), "snapshot step");
+    CHECK(ember_shard_snapshot_tensors(*snap, t, &nt, EMBER_TABLE_STATE_TENSORS, meta, &nm,
                                        EMBER_TABLE_STATE_META) == EMBER_OK,
           "tensors");
     CHECK(k == 0 || nt == g->narrays, "shard %u: %zu arrays, shard 0 %zu", k, nt, g->narrays);
     g->narrays = nt;
-    g->rows += ember_table_local_rows(table);
+    g->rows += ember_shard_local_rows(table);
     snprintf(g->opt_steps, sizeof(g->opt_steps), "%s", meta_value(meta, nm, "t.opt_steps"));
     snprintf(g->step, sizeof(g->step), "%s", meta_value(meta, nm, "t.step"));
     for (size_t a = 0; a < nt; a++) {
@@ -191,7 +191,7 @@ static int gather_shard(ember_table_t *table, uint32_t k, uint32_t shards,
                 (t[a].ndim == 2 ? (size_t)t[a].shape[1] : 1) * ember_dtype_size(t[a].dtype);
         snprintf(g->names[a], sizeof(g->names[a]), "%s", t[a].name);
         g->row_bytes[a] = row_bytes;
-        CHECK(t[a].shape[0] == ember_table_local_rows(table), "%s: %lld rows", t[a].name,
+        CHECK(t[a].shape[0] == ember_shard_local_rows(table), "%s: %lld rows", t[a].name,
               (long long)t[a].shape[0]);
         for (int64_t l = 0; l < t[a].shape[0]; l++)
             memcpy(g->data[a] + (size_t)(l * shards + k) * row_bytes,
@@ -200,13 +200,13 @@ static int gather_shard(ember_table_t *table, uint32_t k, uint32_t shards,
     return 0;
 }
 
-static int gather(ember_table_t **tables, uint32_t shards, global_t *g)
+static int gather(ember_shard_t **tables, uint32_t shards, global_t *g)
 {
     memset(g, 0, sizeof(*g));
     for (uint32_t k = 0; k < shards; k++) {
-        ember_table_snapshot_t *snap = NULL;
+        ember_shard_snapshot_t *snap = NULL;
         int rc = gather_shard(tables[k], k, shards, &snap, g);
-        ember_table_snapshot_free(snap);
+        ember_shard_snapshot_free(snap);
         if (rc)
             return 1;
     }
@@ -233,33 +233,33 @@ static int same_state(const char *what, const global_t *a, const global_t *b)
 }
 
 /* Shard @k's snapshot written to @path (tensors and metadata as
- * ember_table_snapshot_tensors gives them, then @edit's change). */
+ * ember_shard_snapshot_tensors gives them, then @edit's change). */
 typedef void (*edit_fn)(ember_st_tensor_t *t, size_t nt, ember_st_meta_t *meta, size_t nm);
 
-static int write_shard(ember_table_t *table, const char *path, edit_fn edit)
+static int write_shard(ember_shard_t *table, const char *path, edit_fn edit)
 {
-    ember_table_snapshot_t *snap = NULL;
+    ember_shard_snapshot_t *snap = NULL;
     ember_st_tensor_t t[EMBER_TABLE_STATE_TENSORS];
     ember_st_meta_t meta[EMBER_TABLE_STATE_META];
     size_t nt = 0, nm = 0;
     char err[256];
-    CHECK(ember_table_snapshot_take(table, &snap, err, sizeof(err)) == EMBER_OK, "take: %s", err);
-    CHECK(ember_table_snapshot_tensors(snap, t, &nt, EMBER_TABLE_STATE_TENSORS, meta, &nm,
+    CHECK(ember_shard_snapshot_take(table, &snap, err, sizeof(err)) == EMBER_OK, "take: %s", err);
+    CHECK(ember_shard_snapshot_tensors(snap, t, &nt, EMBER_TABLE_STATE_TENSORS, meta, &nm,
                                        EMBER_TABLE_STATE_META) == EMBER_OK,
           "tensors");
-    CHECK(nm == 7 && nt >= 1 && ember_table_snapshot_bytes(snap) >= (size_t)t[0].shape[0] * DIM,
+    CHECK(nm == 7 && nt >= 1 && ember_shard_snapshot_bytes(snap) >= (size_t)t[0].shape[0] * DIM,
           "%zu metadata, %zu tensors", nm, nt);
     if (edit)
         edit(t, nt, meta, nm);
     ember_status_t status = ember_st_write(path, t, nt, meta, nm);
-    ember_table_snapshot_free(snap);
+    ember_shard_snapshot_free(snap);
     CHECK(status == EMBER_OK, "write %s", path);
     return 0;
 }
 
 /* Layout @shards of @s trained TRAIN steps, one file per shard and one of
  * another table ("u"); opened into @files, their paths in @paths. */
-static int write_layout(const setup_t *s, ember_table_t **tables, uint32_t shards,
+static int write_layout(const setup_t *s, ember_shard_t **tables, uint32_t shards,
                         ember_st_file_t **files, char paths[][128])
 {
     char err[256];
@@ -269,10 +269,10 @@ static int write_layout(const setup_t *s, ember_table_t **tables, uint32_t shard
             if (write_shard(tables[k], paths[k], NULL))
                 return 1;
         } else {
-            ember_table_t *other = make_shard(s, "u", 0, 1, 3);
+            ember_shard_t *other = make_shard(s, "u", 0, 1, 3);
             CHECK(other, "table u");
             int rc = write_shard(other, paths[k], NULL);
-            ember_table_destroy(other);
+            ember_shard_destroy(other);
             if (rc)
                 return 1;
         }
@@ -281,7 +281,7 @@ static int write_layout(const setup_t *s, ember_table_t **tables, uint32_t shard
     return 0;
 }
 
-static int restore_layout(ember_table_t **tables, uint32_t shards, ember_st_file_t **files,
+static int restore_layout(ember_shard_t **tables, uint32_t shards, ember_st_file_t **files,
                           char paths[][128], size_t nfiles)
 {
     const char *names[MAX_FILES];
@@ -289,7 +289,7 @@ static int restore_layout(ember_table_t **tables, uint32_t shards, ember_st_file
     for (size_t i = 0; i < nfiles; i++)
         names[i] = paths[i];
     for (uint32_t k = 0; k < shards; k++)
-        CHECK(ember_table_restore(tables[k], (const ember_st_file_t *const *)files, names, nfiles,
+        CHECK(ember_shard_restore(tables[k], (const ember_st_file_t *const *)files, names, nfiles,
                                   err, sizeof(err)) == EMBER_OK,
               "restore shard %u of %u: %s", k, shards, err);
     return 0;
@@ -310,7 +310,7 @@ static int resume_into(const setup_t *s, ember_st_file_t **files, char paths[][1
                        const global_t *at, const global_t *after, uint32_t from)
 {
     for (uint32_t q = 1; q <= MAX_SHARDS; q++) {
-        ember_table_t *tables[MAX_SHARDS];
+        ember_shard_t *tables[MAX_SHARDS];
         global_t *g = malloc(sizeof(*g));
         char what[64];
         int rc = 1;
@@ -335,7 +335,7 @@ static int run_setup(const setup_t *s)
     global_t *at = malloc(sizeof(*at)), *after = malloc(sizeof(*after));
     int rc = !at || !after;
     for (uint32_t p = 1; !rc && p <= MAX_SHARDS; p += 2) {
-        ember_table_t *tables[MAX_SHARDS];
+        ember_shard_t *tables[MAX_SHARDS];
         ember_st_file_t *files[MAX_FILES] = {0};
         char paths[MAX_FILES][128];
         if (make_layout(s, p, 5, tables))
@@ -445,7 +445,7 @@ static void edit_huge(ember_st_tensor_t *t, size_t nt, ember_st_meta_t *m, size_
 
 /* A restore of the 2-shard @target's shard 1 from @files[@pick] (-1 ends)
  * refused with @want in its message, and the target as it was. */
-static int refused(ember_table_t **target, ember_st_file_t **files, char paths[][128],
+static int refused(ember_shard_t **target, ember_st_file_t **files, char paths[][128],
                    const int *pick, const char *want)
 {
     const ember_st_file_t *chosen[MAX_FILES + 2];
@@ -458,7 +458,7 @@ static int refused(ember_table_t **target, ember_st_file_t **files, char paths[]
         chosen[n] = files[pick[n]];
         names[n] = paths[pick[n]];
     }
-    ember_status_t status = ember_table_restore(target[1], chosen, names, n, err, sizeof(err));
+    ember_status_t status = ember_shard_restore(target[1], chosen, names, n, err, sizeof(err));
     CHECK(status != EMBER_OK, "restore accepted (want '%s')", want);
     CHECK(strstr(err, want) != NULL, "message '%s', want '%s'", err, want);
     CHECK(!gather(target, 2, now) && !same_state("after a refusal", before, now), "changed");
@@ -475,7 +475,7 @@ static int refusal_files(ember_st_file_t **files, char paths[][128], size_t *n_p
     static const edit_fn edits[] = {edit_shape,       edit_dtype, edit_not_number,
                                     edit_shard_range, edit_step,  edit_huge};
     setup_t s = setup_of(EMBER_OPT_ADAM, 0.01f);
-    ember_table_t *tables[MAX_SHARDS];
+    ember_shard_t *tables[MAX_SHARDS];
     char err[256];
     size_t n = 0;
     if (make_layout(&s, 3, 5, tables) || train(tables, 3, 0, TRAIN))
@@ -488,10 +488,10 @@ static int refusal_files(ember_st_file_t **files, char paths[][128], size_t *n_p
         n++;
     }
     destroy_layout(tables, 3);
-    ember_table_t *other = make_shard(&s, "u", 0, 1, 3);
+    ember_shard_t *other = make_shard(&s, "u", 0, 1, 3);
     snprintf(paths[n], 128, "%s/file%zu.safetensors", dir, n);
     CHECK(other && !write_shard(other, paths[n], NULL), "table u");
-    ember_table_destroy(other);
+    ember_shard_destroy(other);
     CHECK(ember_st_open(paths[n], &files[n], err, sizeof(err)) == EMBER_OK, "%s", err);
     *n_p = n + 1;
     return 0;
@@ -510,7 +510,7 @@ static int refused_targets(ember_st_file_t **files, char paths[][128])
     other[1].dim = DIM + 1;
     other[3].opt.adam_row_step = 0;
     for (size_t i = 0; i < 4; i++) {
-        ember_table_t *target[2];
+        ember_shard_t *target[2];
         if (make_layout(&other[i], 2, 9, target))
             return 1;
         int rc = refused(target, files, paths, all, want[i]);
@@ -527,7 +527,7 @@ static int case_refusals(void)
     char paths[16][128];
     size_t n = 0;
     setup_t s = setup_of(EMBER_OPT_ADAM, 0.01f);
-    ember_table_t *target[2] = {NULL, NULL};
+    ember_shard_t *target[2] = {NULL, NULL};
     static const int missing[] = {0, 2, 9, -1}, twice[] = {0, 1, 1, 2, -1};
     static const int shape[] = {0, 3, 2, -1}, dtype[] = {0, 4, 2, -1};
     static const int number[] = {0, 5, 2, -1}, range[] = {0, 6, 2, -1};
@@ -550,7 +550,7 @@ static int case_refusals(void)
 
 static int with_dir(int (*fn)(void))
 {
-    snprintf(dir, sizeof(dir), "/tmp/ember_table_state_XXXXXX");
+    snprintf(dir, sizeof(dir), "/tmp/ember_shard_state_XXXXXX");
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     int rc = fn();
     rmdir(dir);

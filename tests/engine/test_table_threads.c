@@ -71,7 +71,7 @@ static int blob_add(blob_t *blob, const void *data, size_t length)
     return 1;
 }
 
-static ember_table_t *make_table(const scenario_t *sc, char *err, size_t err_length)
+static ember_shard_t *make_table(const scenario_t *sc, char *err, size_t err_length)
 {
     ember_msg_table_create_t spec;
     memset(&spec, 0, sizeof(spec));
@@ -95,8 +95,8 @@ static ember_table_t *make_table(const scenario_t *sc, char *err, size_t err_len
     if (sc->opt == EMBER_OPT_ADAM)
         spec.optimizer.adam_row_step = !sc->adam_table_steps;
     snprintf(spec.name, sizeof(spec.name), "threads");
-    ember_table_t *table = NULL;
-    if (ember_table_create(&spec, NULL, &table, err, err_length) != EMBER_OK)
+    ember_shard_t *table = NULL;
+    if (ember_shard_create(&spec, NULL, &table, err, err_length) != EMBER_OK)
         return NULL;
     return table;
 }
@@ -139,7 +139,7 @@ static void make_batch(batch_t *b, uint64_t seed)
 
 /* Trainer @trainer's lookup of @step (an evaluation with @eval) on @table,
  * its reply appended to @blob. */
-static int run_lookup(ember_table_t *table, const scenario_t *sc, uint32_t trainer, uint64_t step,
+static int run_lookup(ember_shard_t *table, const scenario_t *sc, uint32_t trainer, uint64_t step,
                       int eval, blob_t *blob)
 {
     batch_t b;
@@ -166,12 +166,12 @@ static int run_lookup(ember_table_t *table, const scenario_t *sc, uint32_t train
     CHECK(ember_wire_lookup_unpack(message, ember_wire_lookup_size(&lookup.head), &view, err,
                                    sizeof(err)) == EMBER_OK,
           "unpack: %s", err);
-    CHECK(ember_table_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
+    CHECK(ember_shard_lookup(table, &view, out, err, sizeof(err)) == EMBER_OK, "lookup: %s", err);
     CHECK(blob_add(blob, out, (sc->max_mode ? 2 : 1) * BAGS * sc->dim * sizeof(float)), "memory");
     return 0;
 }
 
-static int run_grad(ember_table_t *table, const scenario_t *sc, uint32_t trainer, uint64_t step)
+static int run_grad(ember_shard_t *table, const scenario_t *sc, uint32_t trainer, uint64_t step)
 {
     static float grad[BAGS * 64];
     uint64_t seed = 31ull * step + trainer + 5;
@@ -186,14 +186,14 @@ static int run_grad(ember_table_t *table, const scenario_t *sc, uint32_t trainer
                                    .grad_bytes = BAGS * sc->dim * sizeof(float)};
     char err[256];
     int applied = 0;
-    CHECK(ember_table_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
+    CHECK(ember_shard_grad(table, &view, &applied, err, sizeof(err)) == EMBER_OK, "grad: %s", err);
     return 0;
 }
 
 /* One step: sync, every trainer's lookup then their gradients, arriving
  * in an order that changes with the step; async, each lookup and its
  * gradient in turn.  An evaluation lookup between. */
-static int run_step(ember_table_t *table, const scenario_t *sc, uint64_t step, blob_t *blob)
+static int run_step(ember_shard_t *table, const scenario_t *sc, uint64_t step, blob_t *blob)
 {
     const int sync = sc->consistency == EMBER_SYNC;
     for (uint32_t t = 0; t < sc->trainers; t++) {
@@ -210,23 +210,23 @@ static int run_step(ember_table_t *table, const scenario_t *sc, uint64_t step, b
 }
 
 /* The rows and every optimizer state array, as a snapshot has them. */
-static int add_state(ember_table_t *table, blob_t *blob)
+static int add_state(ember_shard_t *table, blob_t *blob)
 {
-    ember_table_snapshot_t *snap = NULL;
+    ember_shard_snapshot_t *snap = NULL;
     ember_st_tensor_t tensors[EMBER_TABLE_STATE_TENSORS];
     ember_st_meta_t meta[EMBER_TABLE_STATE_META];
     size_t ntensors = 0, nmeta = 0;
     char err[256];
-    CHECK(ember_table_snapshot_take(table, &snap, err, sizeof(err)) == EMBER_OK, "snapshot: %s",
+    CHECK(ember_shard_snapshot_take(table, &snap, err, sizeof(err)) == EMBER_OK, "snapshot: %s",
           err);
-    CHECK(ember_table_snapshot_tensors(snap, tensors, &ntensors, EMBER_TABLE_STATE_TENSORS, meta,
+    CHECK(ember_shard_snapshot_tensors(snap, tensors, &ntensors, EMBER_TABLE_STATE_TENSORS, meta,
                                        &nmeta, EMBER_TABLE_STATE_META) == EMBER_OK,
           "tensors");
     for (size_t i = 0; i < ntensors; i++)
         CHECK(blob_add(blob, tensors[i].data, tensors[i].nbytes), "memory");
     for (size_t i = 0; i < nmeta; i++)
         CHECK(blob_add(blob, meta[i].value, strlen(meta[i].value)), "memory");
-    ember_table_snapshot_free(snap);
+    ember_shard_snapshot_free(snap);
     return 0;
 }
 
@@ -236,14 +236,14 @@ static int run_job(const scenario_t *sc, unsigned threads, blob_t *blob)
     ember_workers_t *pool = NULL;
     CHECK(ember_workers_create(threads, "test", &pool, err, sizeof(err)) == EMBER_OK, "pool: %s",
           err);
-    ember_table_t *table = make_table(sc, err, sizeof(err));
+    ember_shard_t *table = make_table(sc, err, sizeof(err));
     CHECK(table, "create: %s", err);
-    CHECK(ember_table_set_workers(table, pool) == EMBER_OK, "set_workers");
+    CHECK(ember_shard_set_workers(table, pool) == EMBER_OK, "set_workers");
     for (uint64_t step = 0; step < STEPS; step++)
         CHECK(run_step(table, sc, step, blob) == 0, "%u threads, step %llu", threads,
               (unsigned long long)step);
     CHECK(add_state(table, blob) == 0, "state");
-    ember_table_destroy(table);
+    ember_shard_destroy(table);
     ember_workers_destroy(pool);
     return 0;
 }
@@ -363,7 +363,7 @@ static int multi_run(unsigned threads, blob_t *blob)
     static float out[1 << 16];
     char err[256];
     ember_workers_t *pool = NULL;
-    ember_table_t *tables[4] = {NULL};
+    ember_shard_t *tables[4] = {NULL};
     CHECK(multi_build(&good, 0, err, sizeof(err)) == 0 &&
                   multi_build(&bad, 1, err, sizeof(err)) == 0,
           "LOOKUPS: %s", err);
@@ -375,7 +375,7 @@ static int multi_run(unsigned threads, blob_t *blob)
                          .table_id = k,
                          .dtype = k == 3 ? EMBER_DTYPE_F16 : EMBER_DTYPE_F32};
         CHECK((tables[k] = make_table(&sc, err, sizeof(err))), "create: %s", err);
-        CHECK(ember_table_set_workers(tables[k], pool) == EMBER_OK, "set_workers");
+        CHECK(ember_shard_set_workers(tables[k], pool) == EMBER_OK, "set_workers");
     }
     size_t reply_bytes;
     CHECK(ps_multi_lookups_out_bytes(tables, &good.view, 1, &reply_bytes) <= sizeof(out), "room");
@@ -383,7 +383,7 @@ static int multi_run(unsigned threads, blob_t *blob)
           "%u threads: %s", threads, err);
     CHECK(blob_add(blob, out, reply_bytes), "memory");
     for (uint32_t k = 0; k < 4; k++)
-        ember_table_drop_trainer(tables[k], 0);
+        ember_shard_drop_trainer(tables[k], 0);
     CHECK(ps_multi_lookups(tables, &bad.view, 1, out, &reply_bytes, err, sizeof(err)) ==
                   EMBER_ERR_OUT_OF_RANGE,
           "%u threads: the bad row was taken", threads);
@@ -392,7 +392,7 @@ static int multi_run(unsigned threads, blob_t *blob)
     CHECK(ps_multi_lookups(tables, &good.view, 1, out, &reply_bytes, err, sizeof(err)) == EMBER_OK,
           "%u threads: a context was left: %s", threads, err);
     for (uint32_t k = 0; k < 4; k++)
-        ember_table_destroy(tables[k]);
+        ember_shard_destroy(tables[k]);
     ember_workers_destroy(pool);
     return 0;
 }

@@ -29,6 +29,10 @@ LAYERS = {
     # interface with the ops' CPU semantics, and meets UCX and the
     # transport's RPC for NCCL's bootstrap and the GPUDirect decision.
     "cuda": ["cuda", "engine/ops", "common"],
+    # The public API's implementation (include/ember/job.h, table.h, ...):
+    # a layer over the whole engine.
+    "api": ["api", "engine/train", "engine/ps", "engine/wire", "engine/device",
+            "engine/io", "engine/comm", "engine/ops", "transport", "common"],
 }
 # Programs, benchmarks and tests may use any layer.
 FREE = ("tools", "bench", "tests", "fuzz", "lib")

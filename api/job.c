@@ -1,0 +1,711 @@
+/*
+ * api/job: joining the job, its roles, barriers and leaving (include/ember/job.h).
+ *
+ * The roles are a pure function of (rank, T, P, world), so every rank
+ * knows every other's without asking.  What the ranks do tell each other:
+ * T and P (checked at the join through the store), an abort (EMBER_OP_ABORT
+ * to every rank), a barrier of the ranks that are not PS (to the
+ * coordinator, which answers all at once), a PS serving (API_OP_READY,
+ * answered once ember_ps_serve runs) and a client leaving (API_OP_LEAVE to
+ * each PS, whose serving ends once every client has left).
+ */
+#include "api/api.h"
+
+#include "common/clock.h"
+#include "common/reserve.h"
+#include "common/slurm.h"
+#include "common/topology.h"
+#include "engine/wire/protocol.h"
+
+#include <ember/config.h>
+#include <ember/log.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The coordinator's barrier: who arrived at the one being gathered, their
+ * held requests (answered when all came), and the name each came with. */
+struct api_barrier {
+    uint64_t gather; /* the barrier being gathered: every client's n-th */
+    uint64_t *arrived;
+    ember_rpc_req_t **held;
+    char (*names)[EMBER_JOB_NAME_MAX];
+};
+
+void ember_job_params_init_abi(ember_job_params_t *params, unsigned abi)
+{
+    *params = (ember_job_params_t){.abi = abi, .rank = -1, .world_size = -1};
+}
+
+int api_clients(const ember_job_t *job)
+{
+    return job->world - job->num_ps;
+}
+
+int api_is_client(const ember_job_t *job, int rank)
+{
+    return rank >= 0 && rank < job->world - job->num_ps;
+}
+
+/* ---- roles ---------------------------------------------------------------- */
+
+ember_role_t ember_job_role(const ember_job_t *job, int rank, int *index_p)
+{
+    ember_role_t role = EMBER_ROLE_OTHER;
+    int index = -1;
+    if (rank >= 0 && rank < job->trainers) {
+        role = EMBER_ROLE_TRAINER;
+        index = rank;
+    } else if (rank >= job->world - job->num_ps && rank < job->world) {
+        role = EMBER_ROLE_PS;
+        index = rank - (job->world - job->num_ps);
+    } else if (rank >= job->trainers && rank < job->world) {
+        index = rank - job->trainers;
+    }
+    if (index_p)
+        *index_p = index;
+    return role;
+}
+
+/* The name of @rank's role: "trainer1", "ps0", "master" or "other2". */
+static void role_name(int rank, int trainers, int num_ps, int world, char *name, size_t length)
+{
+    const int others = world - trainers - num_ps;
+    if (rank < trainers)
+        snprintf(name, length, "trainer%d", rank);
+    else if (rank >= world - num_ps)
+        snprintf(name, length, "ps%d", rank - (world - num_ps));
+    else if (others == 1)
+        snprintf(name, length, "master");
+    else
+        snprintf(name, length, "other%d", rank - trainers);
+}
+
+int ember_job_rank(const ember_job_t *job)
+{
+    return job->rank;
+}
+
+int ember_job_world_size(const ember_job_t *job)
+{
+    return job->world;
+}
+
+int ember_job_trainers(const ember_job_t *job)
+{
+    return job->trainers;
+}
+
+int ember_job_num_ps(const ember_job_t *job)
+{
+    return job->num_ps;
+}
+
+int ember_job_trainer_rank(const ember_job_t *job, int t)
+{
+    return t >= 0 && t < job->trainers ? t : -1;
+}
+
+int ember_job_ps_rank(const ember_job_t *job, int p)
+{
+    return p >= 0 && p < job->num_ps ? job->world - job->num_ps + p : -1;
+}
+
+int ember_job_coordinator(const ember_job_t *job)
+{
+    return job->coordinator;
+}
+
+const char *ember_job_name(const ember_job_t *job, int rank)
+{
+    return rank >= 0 && rank < job->world ? ember_tp_peer_name(job->tp, rank) : "?";
+}
+
+int ember_job_local_rank(const ember_job_t *job)
+{
+    return job->local_rank;
+}
+
+int ember_job_local_size(const ember_job_t *job)
+{
+    return job->local_size;
+}
+
+int ember_job_peer_lost(const ember_job_t *job, int rank)
+{
+    return rank >= 0 && rank < job->world && ember_tp_peer_lost(job->tp, rank);
+}
+
+const char *ember_job_peer_reason(const ember_job_t *job, int rank)
+{
+    return ember_job_peer_lost(job, rank) ? ember_tp_peer_reason(job->tp, rank) : "";
+}
+
+const char *ember_job_aborted(const ember_job_t *job)
+{
+    return job->abort_cause;
+}
+
+ember_tp_t *ember_job_transport(ember_job_t *job)
+{
+    return job->tp;
+}
+
+ember_status_t ember_job_wait(ember_job_t *job, double timeout_s)
+{
+    if (!job->aborted)
+        ember_tp_wait(job->tp, timeout_s);
+    return job->aborted ? EMBER_ERR_CANCELED : EMBER_OK;
+}
+
+/* ---- waiting -------------------------------------------------------------- */
+
+ember_status_t api_wait(ember_job_t *job, ember_future_t *future, int peer, const char *what,
+                        char *err, size_t err_length)
+{
+    ember_status_t status;
+    while ((status = ember_future_test(future)) == EMBER_INPROGRESS) {
+        if (job->aborted)
+            return ember_status_text(err, err_length, EMBER_ERR_CANCELED,
+                                     "%s: the job was aborted: %s", what, job->abort_cause);
+        ember_tp_wait(job->tp, 0.2);
+    }
+    if (status != EMBER_OK) {
+        size_t length = 0;
+        const char *text = ember_future_data(future, &length);
+        if (status == EMBER_ERR_PEER_LOST || !text || !length)
+            ember_status_text(err, err_length, status, "%s on %s failed: %s%s%s", what,
+                              ember_tp_peer_name(job->tp, peer), ember_status_string(status),
+                              ember_tp_peer_lost(job->tp, peer) ? ": " : "",
+                              ember_tp_peer_lost(job->tp, peer)
+                                      ? ember_tp_peer_reason(job->tp, peer)
+                                      : "");
+        else
+            ember_status_text(err, err_length, status, "%s on %s failed: %.*s", what,
+                              ember_tp_peer_name(job->tp, peer), (int)(length > 400 ? 400 : length),
+                              text);
+    }
+    return status;
+}
+
+ember_status_t api_call(ember_job_t *job, int peer, uint16_t op, const ember_iov_t *iov,
+                        size_t iovcnt, void *out, size_t capacity, size_t *length_p,
+                        double timeout_s, const char *what, char *err, size_t err_length)
+{
+    ember_future_t *future = NULL;
+    const ember_rpc_param_t param = {.timeout_s = timeout_s};
+    ember_status_t status =
+            ember_rpc_call_async(job->tp, peer, op, iov, iovcnt, out, capacity, &param, &future);
+    if (status != EMBER_OK)
+        return ember_status_text(err, err_length, status, "%s on %s: %s", what,
+                                 ember_tp_peer_name(job->tp, peer), ember_status_string(status));
+    status = api_wait(job, future, peer, what, err, err_length);
+    if (status == EMBER_OK && length_p)
+        ember_future_data(future, length_p);
+    ember_future_release(future);
+    return status;
+}
+
+/* ---- the handlers every rank or role has ---------------------------------- */
+
+static void on_abort(ember_rpc_req_t *req, void *arg)
+{
+    ember_job_t *job = arg;
+    size_t length;
+    const char *text = ember_rpc_req_data(req, &length);
+    const int peer = ember_rpc_req_peer(req);
+    if (!job->aborted) {
+        snprintf(job->abort_cause, sizeof(job->abort_cause), "%s: %.*s",
+                 ember_tp_peer_name(job->tp, peer), (int)(length > 250 ? 250 : length),
+                 text ? text : "");
+        ember_error("job", "%s: the job was aborted by %s", ember_tp_peer_name(job->tp, job->rank),
+                    job->abort_cause);
+    }
+    job->aborted = 1;
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+/* A PS: a client is done with the job. */
+static void on_leave(ember_rpc_req_t *req, void *arg)
+{
+    ember_job_t *job = arg;
+    const int peer = ember_rpc_req_peer(req);
+    if (!api_is_client(job, peer)) {
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM, "%s is a PS: it does not leave a PS",
+                              ember_tp_peer_name(job->tp, peer));
+        return;
+    }
+    if (!job->left_by[peer]) {
+        job->left_by[peer] = 1;
+        job->left++;
+    }
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+/* A PS: a client asks whether it serves; held until it does. */
+static void on_ready(ember_rpc_req_t *req, void *arg)
+{
+    ember_job_t *job = arg;
+    if (job->serving) {
+        ember_rpc_reply(req, EMBER_OK, NULL, 0);
+        return;
+    }
+    if (job->served) {
+        ember_rpc_reply_error(req, EMBER_ERR_SHUTDOWN, "%s has stopped serving",
+                              ember_tp_peer_name(job->tp, job->rank));
+        return;
+    }
+    if (!EMBER_RESERVE(job->ready_held, job->ready_capacity, job->ready_count + 1)) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    job->ready_held[job->ready_count++] = req;
+}
+
+void api_job_serving(ember_job_t *job, int serving)
+{
+    job->serving = serving;
+    if (!serving)
+        job->served = 1;
+    for (size_t i = 0; i < job->ready_count; i++) {
+        if (serving)
+            ember_rpc_reply(job->ready_held[i], EMBER_OK, NULL, 0);
+        else
+            ember_rpc_reply_error(job->ready_held[i], EMBER_ERR_SHUTDOWN, "%s has stopped serving",
+                                  ember_tp_peer_name(job->tp, job->rank));
+    }
+    job->ready_count = 0;
+}
+
+ember_status_t api_job_ps_poll(ember_job_t *job)
+{
+    if (job->aborted)
+        return EMBER_ERR_CANCELED;
+    int gone = 0, lost = -1;
+    for (int rank = 0; rank < api_clients(job); rank++) {
+        if (job->left_by[rank])
+            gone++;
+        else if (ember_tp_peer_lost(job->tp, rank) && ++gone)
+            lost = rank;
+    }
+    if (gone < api_clients(job))
+        return EMBER_INPROGRESS;
+    if (lost < 0)
+        return EMBER_OK;
+    ember_error("ps", "%s: every client is gone, %s (rank %d) without leaving: %s",
+                ember_tp_peer_name(job->tp, job->rank), ember_tp_peer_name(job->tp, lost), lost,
+                ember_tp_peer_reason(job->tp, lost));
+    return EMBER_ERR_PEER_LOST;
+}
+
+ember_status_t api_ps_ready(ember_job_t *job, int p)
+{
+    char err[400];
+    if (job->ps_ready[p])
+        return EMBER_OK;
+    const int rank = ember_job_ps_rank(job, p);
+    ember_status_t status = api_call(job, rank, API_OP_READY, NULL, 0, NULL, 0, NULL,
+                                     job->connect_timeout_s, "waiting for it to serve", err,
+                                     sizeof(err));
+    if (status == EMBER_ERR_TIMED_OUT)
+        ember_error("job",
+                    "%s: ps%d (rank %d) is not serving after %.0f s (EMBER_CONNECT_TIMEOUT): it "
+                    "did not call ember_ps_serve",
+                    ember_tp_peer_name(job->tp, job->rank), p, rank, job->connect_timeout_s);
+    else if (status != EMBER_OK)
+        ember_error("job", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);
+    job->ps_ready[p] = status == EMBER_OK;
+    return status;
+}
+
+/* ---- barriers of the clients ---------------------------------------------- */
+
+/* The coordinator: every client arrived at barrier @b->gather: all go on. */
+static void barrier_release(ember_job_t *job, ember_status_t status, const char *why)
+{
+    api_barrier_t *b = job->barrier;
+    for (int rank = 0; rank < api_clients(job); rank++) {
+        if (!b->held[rank])
+            continue;
+        if (status == EMBER_OK)
+            ember_rpc_reply(b->held[rank], EMBER_OK, NULL, 0);
+        else
+            ember_rpc_reply_error(b->held[rank], status, "%s", why);
+        b->held[rank] = NULL;
+    }
+}
+
+/* The coordinator: @rank arrived at barrier @seq named @name.  OK when it
+ * may wait for the others; an error (the text in @why) ends the barrier. */
+static ember_status_t barrier_arrive(ember_job_t *job, int rank, uint64_t seq, const char *name,
+                                     char *why, size_t why_length)
+{
+    api_barrier_t *b = job->barrier;
+    if (seq != b->gather)
+        return ember_status_text(why, why_length, EMBER_ERR_INVALID_PARAM,
+                                 "barrier '%s': %s came to its barrier %llu while the others "
+                                 "meet at their %llu",
+                                 name, ember_tp_peer_name(job->tp, rank), (unsigned long long)seq,
+                                 (unsigned long long)b->gather);
+    for (int other = 0; other < api_clients(job); other++) {
+        if (b->arrived[other] == seq && strcmp(b->names[other], name) != 0)
+            return ember_status_text(why, why_length, EMBER_ERR_INVALID_PARAM,
+                                     "barrier %llu: %s meets at '%s', %s at '%s'",
+                                     (unsigned long long)seq, ember_tp_peer_name(job->tp, rank),
+                                     name, ember_tp_peer_name(job->tp, other), b->names[other]);
+    }
+    b->arrived[rank] = seq;
+    snprintf(b->names[rank], sizeof(b->names[rank]), "%s", name);
+    return EMBER_OK;
+}
+
+/* The coordinator: the clients missing from barrier @seq, "trainer1 (rank 1), ...". */
+static int barrier_missing(const ember_job_t *job, char *text, size_t length)
+{
+    const api_barrier_t *b = job->barrier;
+    size_t used = 0;
+    int count = 0;
+    text[0] = '\0';
+    for (int rank = 0; rank < api_clients(job); rank++) {
+        if (b->arrived[rank] == b->gather)
+            continue;
+        if (used < length)
+            used += (size_t)snprintf(text + used, length - used, "%s%s (rank %d)",
+                                     count ? ", " : "", ember_tp_peer_name(job->tp, rank), rank);
+        count++;
+    }
+    return count;
+}
+
+static void on_barrier(ember_rpc_req_t *req, void *arg)
+{
+    ember_job_t *job = arg;
+    api_msg_barrier_t msg;
+    size_t length;
+    const void *data = ember_rpc_req_data(req, &length);
+    const int peer = ember_rpc_req_peer(req);
+    char why[300], missing[200];
+    if (length != sizeof(msg) || !api_is_client(job, peer)) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE, "a barrier of %zu bytes from %s", length,
+                              ember_tp_peer_name(job->tp, peer));
+        return;
+    }
+    memcpy(&msg, data, sizeof(msg));
+    msg.name[sizeof(msg.name) - 1] = '\0';
+    ember_status_t status = barrier_arrive(job, peer, msg.seq, msg.name, why, sizeof(why));
+    if (status != EMBER_OK) {
+        ember_error("job", "%s", why);
+        ember_rpc_reply_error(req, status, "%s", why);
+        barrier_release(job, status, why);
+        return;
+    }
+    job->barrier->held[peer] = req;
+    if (barrier_missing(job, missing, sizeof(missing)) == 0) {
+        barrier_release(job, EMBER_OK, NULL);
+        job->barrier->gather++;
+    }
+}
+
+/* The coordinator's own barrier: wait for every client, then release them. */
+static ember_status_t barrier_gather(ember_job_t *job, uint64_t seq, const char *name)
+{
+    char why[400], missing[300];
+    ember_status_t status = barrier_arrive(job, job->rank, seq, name, why, sizeof(why));
+    if (status != EMBER_OK) {
+        ember_error("job", "%s", why);
+        barrier_release(job, status, why);
+        return status;
+    }
+    const double deadline = ember_time_now() + job->connect_timeout_s;
+    while (barrier_missing(job, missing, sizeof(missing)) > 0) {
+        int lost = -1;
+        for (int rank = 0; rank < api_clients(job) && lost < 0; rank++)
+            lost = ember_tp_peer_lost(job->tp, rank) ? rank : -1;
+        if (job->aborted)
+            status = ember_status_text(why, sizeof(why), EMBER_ERR_CANCELED,
+                                       "barrier '%s': the job was aborted: %s", name,
+                                       job->abort_cause);
+        else if (lost >= 0)
+            status = ember_status_text(why, sizeof(why), EMBER_ERR_PEER_LOST,
+                                       "barrier '%s': %s (rank %d) was lost: %s", name,
+                                       ember_tp_peer_name(job->tp, lost), lost,
+                                       ember_tp_peer_reason(job->tp, lost));
+        else if (ember_time_now() > deadline)
+            status = ember_status_text(why, sizeof(why), EMBER_ERR_TIMED_OUT,
+                                       "barrier '%s': %s did not arrive within %.0f s "
+                                       "(EMBER_CONNECT_TIMEOUT)",
+                                       name, missing, job->connect_timeout_s);
+        if (status != EMBER_OK) {
+            ember_error("job", "%s", why);
+            barrier_release(job, status, why);
+            return status;
+        }
+        if (job->barrier->gather != seq)
+            return EMBER_OK; /* an arrival's handler completed it */
+        ember_tp_wait(job->tp, 0.1);
+    }
+    barrier_release(job, EMBER_OK, NULL);
+    job->barrier->gather++;
+    return EMBER_OK;
+}
+
+ember_status_t ember_job_barrier(ember_job_t *job, const char *name)
+{
+    char err[400];
+    if (!api_is_client(job, job->rank) || !name || strlen(name) >= EMBER_JOB_NAME_MAX) {
+        ember_error("job", "%s: barrier '%s': %s", ember_tp_peer_name(job->tp, job->rank),
+                    name ? name : "(null)",
+                    api_is_client(job, job->rank) ? "a name of 1 to 31 bytes"
+                                                  : "the PS do not meet at barriers");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    const uint64_t seq = ++job->barriers;
+    if (job->rank == job->coordinator)
+        return barrier_gather(job, seq, name);
+    api_msg_barrier_t msg = {.seq = seq};
+    snprintf(msg.name, sizeof(msg.name), "%s", name);
+    ember_iov_t iov = {&msg, sizeof(msg)};
+    char what[64];
+    snprintf(what, sizeof(what), "barrier '%s'", name);
+    /* The coordinator names who is missing at its own deadline: a little
+     * later here, so its answer says it. */
+    ember_status_t status =
+            api_call(job, job->coordinator, API_OP_BARRIER, &iov, 1, NULL, 0, NULL,
+                     job->connect_timeout_s + 5.0, what, err, sizeof(err));
+    if (status != EMBER_OK)
+        ember_error("job", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);
+    return status;
+}
+
+/* ---- joining -------------------------------------------------------------- */
+
+/* The launcher's rank and world, as the transport would take them. */
+static void resolve_identity(const ember_job_params_t *params, int *rank_p, int *world_p)
+{
+    *rank_p = params->rank;
+    *world_p = params->world_size;
+    if (*rank_p < 0)
+        *rank_p = ember_config_str("EMBER_RANK") ? (int)ember_config_int("EMBER_RANK")
+                                                 : ember_slurm_int("SLURM_PROCID", -1);
+    if (*world_p < 0)
+        *world_p = ember_config_str("EMBER_WORLD_SIZE") ? (int)ember_config_int("EMBER_WORLD_SIZE")
+                                                        : ember_slurm_int("SLURM_NTASKS", -1);
+}
+
+static ember_status_t params_check(const ember_job_params_t *params, int rank, int world)
+{
+    const char *why = NULL;
+    if (params->abi != EMBER_ABI_VERSION)
+        why = "the program was built against another ember ABI (EMBER_ABI_VERSION): rebuild it";
+    else if (params->trainers < 1 || params->num_ps < 1)
+        why = "a job needs at least one trainer and one PS";
+    else if (world <= 0 || rank < 0 || rank >= world)
+        why = "no valid rank and world size: set EMBER_RANK and EMBER_WORLD_SIZE, run under "
+              "ember-run or srun, or give them";
+    else if ((int64_t)params->trainers + params->num_ps > world)
+        why = "more trainers and PS than ranks";
+    else if (params->name && (!*params->name || strlen(params->name) >= EMBER_JOB_NAME_MAX))
+        why = "a name of 1 to 31 bytes";
+    if (!why)
+        return EMBER_OK;
+    ember_error("job", "joining as rank %d of %d with %d trainers and %d PS (ABI %u, the "
+                "library's %u): %s",
+                rank, world, params->trainers, params->num_ps, params->abi, EMBER_ABI_VERSION, why);
+    return EMBER_ERR_INVALID_PARAM;
+}
+
+/* Every rank states the same T and P: rank 0's, through the store. */
+static ember_status_t layout_check(ember_job_t *job)
+{
+    char mine[64], *theirs = NULL;
+    size_t length = 0;
+    snprintf(mine, sizeof(mine), "%d trainers %d ps", job->trainers, job->num_ps);
+    if (job->rank == 0)
+        return ember_tp_store_set(job->tp, "ember-job/layout", mine, strlen(mine));
+    EMBER_CHECK(ember_tp_store_get(job->tp, "ember-job/layout", (void **)&theirs, &length));
+    const int same = length == strlen(mine) && memcmp(theirs, mine, length) == 0;
+    if (!same)
+        ember_error("job", "%s joins with %s, %s with %.*s: every rank must state the same",
+                    ember_tp_peer_name(job->tp, job->rank), mine, ember_tp_peer_name(job->tp, 0),
+                    (int)(length > 60 ? 60 : length), theirs);
+    free(theirs);
+    return same ? EMBER_OK : EMBER_ERR_INVALID_PARAM;
+}
+
+/* Each role's handlers, registered before the ranks meet (so nothing
+ * reaches a rank before it can answer); @on 0: removed. */
+static void job_register(ember_job_t *job, int on)
+{
+    ember_tp_t *tp = job->tp;
+    ember_rpc_register(tp, EMBER_OP_ABORT, on ? on_abort : NULL, on ? job : NULL);
+    if (ember_job_role(job, job->rank, NULL) == EMBER_ROLE_PS) {
+        ember_rpc_register(tp, API_OP_LEAVE, on ? on_leave : NULL, on ? job : NULL);
+        ember_rpc_register(tp, API_OP_READY, on ? on_ready : NULL, on ? job : NULL);
+    }
+    if (job->rank == job->coordinator) {
+        ember_rpc_register(tp, API_OP_BARRIER, on ? on_barrier : NULL, on ? job : NULL);
+        api_names_register(job, on);
+    }
+}
+
+static ember_status_t job_alloc(ember_job_t *job)
+{
+    job->left_by = calloc((size_t)job->world, 1);
+    job->ps_ready = calloc((size_t)job->num_ps, 1);
+    if (!job->left_by || !job->ps_ready)
+        return EMBER_ERR_NO_MEMORY;
+    if (job->rank != job->coordinator)
+        return EMBER_OK;
+    const size_t clients = (size_t)api_clients(job);
+    if (!(job->barrier = calloc(1, sizeof(*job->barrier))) ||
+        !(job->barrier->arrived = calloc(clients, sizeof(uint64_t))) ||
+        !(job->barrier->held = calloc(clients, sizeof(ember_rpc_req_t *))) ||
+        !(job->barrier->names = calloc(clients, sizeof(*job->barrier->names))))
+        return EMBER_ERR_NO_MEMORY;
+    job->barrier->gather = 1;
+    return api_names_create(job);
+}
+
+static void job_free(ember_job_t *job)
+{
+    if (job->barrier) {
+        free(job->barrier->arrived);
+        free(job->barrier->held);
+        free(job->barrier->names);
+        free(job->barrier);
+    }
+    api_names_destroy(job);
+    free(job->ready_held);
+    free(job->left_by);
+    free(job->ps_ready);
+    free(job);
+}
+
+/* The transport joined under this rank's name, bound when asked. */
+static ember_status_t job_connect(ember_job_t *job, const ember_job_params_t *params)
+{
+    char name[EMBER_JOB_NAME_MAX];
+    role_name(job->rank, job->trainers, job->num_ps, job->world, name, sizeof(name));
+    ember_tp_params_t tp_params;
+    ember_tp_params_init(&tp_params);
+    tp_params.rank = job->rank;
+    tp_params.world_size = job->world;
+    tp_params.name = params->name ? params->name : name;
+    tp_params.init_url = params->init_url;
+    tp_params.secret = params->secret;
+    tp_params.secret_length = params->secret_length;
+    EMBER_CHECK(ember_tp_create(&tp_params, &job->tp));
+    if (params->bind)
+        EMBER_CHECK(ember_topo_bind_self(job->rank, job->world, stderr));
+    return EMBER_OK;
+}
+
+ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **job_p)
+{
+    int rank, world;
+    EMBER_CHECK(ember_config_init());
+    resolve_identity(params, &rank, &world);
+    EMBER_CHECK(params_check(params, rank, world));
+    ember_job_t *job = calloc(1, sizeof(*job));
+    if (!job)
+        return EMBER_ERR_NO_MEMORY;
+    *job = (ember_job_t){.rank = rank,
+                         .world = world,
+                         .trainers = params->trainers,
+                         .num_ps = params->num_ps,
+                         .others = world - params->trainers - params->num_ps,
+                         .connect_timeout_s = ember_config_double("EMBER_CONNECT_TIMEOUT")};
+    job->coordinator = job->others > 0 ? job->trainers : 0;
+    ember_topo_local_rank(rank, world, &job->local_rank, &job->local_size);
+    ember_status_t status = job_alloc(job);
+    if (status == EMBER_OK)
+        status = job_connect(job, params);
+    if (status == EMBER_OK)
+        status = layout_check(job);
+    if (status == EMBER_OK) {
+        job_register(job, 1);
+        status = ember_tp_barrier(job->tp, "ember-job");
+    }
+    /* The PS watch the coordinator (ember_ps_serve); the clients learn of
+     * its loss from their calls to it. */
+    if (status != EMBER_OK) {
+        if (job->tp) {
+            job_register(job, 0);
+            ember_tp_set_failed(job->tp);
+            ember_tp_destroy(job->tp);
+        }
+        job_free(job);
+        return status;
+    }
+    *job_p = job;
+    return EMBER_OK;
+}
+
+/* ---- leaving -------------------------------------------------------------- */
+
+/* A client's orderly end: every PS told, at once, and their answers
+ * awaited (bounded by the RPC timeout; a lost PS is past caring). */
+static void tell_ps_left(ember_job_t *job)
+{
+    ember_future_t **futures = calloc((size_t)job->num_ps, sizeof(*futures));
+    for (int p = 0; futures && p < job->num_ps; p++) {
+        const int rank = ember_job_ps_rank(job, p);
+        if (!ember_tp_peer_lost(job->tp, rank))
+            ember_rpc_call_async(job->tp, rank, API_OP_LEAVE, NULL, 0, NULL, 0, NULL, &futures[p]);
+    }
+    for (int p = 0; futures && p < job->num_ps; p++) {
+        if (!futures[p])
+            continue;
+        char err[300];
+        if (api_wait(job, futures[p], ember_job_ps_rank(job, p), "leaving", err, sizeof(err)) !=
+            EMBER_OK)
+            ember_warn("job", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);
+        ember_future_release(futures[p]);
+    }
+    free(futures);
+}
+
+void ember_job_leave(ember_job_t *job, ember_status_t outcome)
+{
+    if (!job)
+        return;
+    if (outcome == EMBER_OK && job->aborted)
+        outcome = EMBER_ERR_CANCELED;
+    if (outcome == EMBER_OK && api_is_client(job, job->rank))
+        tell_ps_left(job);
+    if (job->barrier)
+        barrier_release(job, EMBER_ERR_SHUTDOWN, "the coordinator left the job");
+    api_job_serving(job, 0);
+    job_register(job, 0);
+    api_names_destroy(job); /* its held requests answered while there is a transport */
+    if (outcome != EMBER_OK)
+        ember_tp_set_failed(job->tp);
+    ember_tp_destroy(job->tp);
+    job_free(job);
+}
+
+void ember_job_abort(ember_job_t *job, const char *cause)
+{
+    if (!job)
+        return;
+    const char *text = cause ? cause : "(no cause given)";
+    ember_iov_t iov = {.buffer = text, .length = strnlen(text, 250)};
+    ember_future_t **futures = calloc((size_t)job->world, sizeof(*futures));
+    ember_error("job", "%s aborts the job: %s", ember_tp_peer_name(job->tp, job->rank), text);
+    for (int rank = 0; futures && rank < job->world; rank++) {
+        if (rank == job->rank || ember_tp_peer_lost(job->tp, rank))
+            continue;
+        /* A live rank answers at once; a hung one must not hold the end up. */
+        ember_rpc_call_async(job->tp, rank, EMBER_OP_ABORT, &iov, 1, NULL, 0,
+                             &(ember_rpc_param_t){.timeout_s = 1.0}, &futures[rank]);
+    }
+    for (int rank = 0; futures && rank < job->world; rank++) {
+        if (!futures[rank])
+            continue;
+        ember_future_wait(futures[rank]);
+        ember_future_release(futures[rank]);
+    }
+    free(futures);
+    ember_job_leave(job, EMBER_ERR_CANCELED);
+}

@@ -1,0 +1,167 @@
+/*
+ * ember: a job, as one process of it sees it.
+ *
+ * A job is a world of N processes, ranks 0..N-1, started by a launcher
+ * (ember-run, srun) or by hand.  Each rank has a role, a pure function of
+ * (rank, trainers T, num_ps P, world N):
+ *
+ *     ranks 0 .. T-1          trainers  "trainer0" .. (index t = rank)
+ *     ranks T .. N-P-1        others    (exactly one: "master"; more: "other0"..)
+ *     ranks N-P .. N-1        PS        "ps0" .. (index p = rank - (N - P))
+ *
+ * which is ember-train's layout (T trainers, the master, P PS) and, with no
+ * other rank, the plain T + P layout of a program without a coordinator.
+ * The job's coordinator is the "master" rank when there is one, else
+ * trainer 0: it keeps the job's table names, writes checkpoint manifests
+ * and is the rank the PS watch (a PS whose coordinator is lost stops).
+ *
+ * Processes join through the authenticated rendezvous store (the job
+ * secret: EMBER_SECRET_FILE / EMBER_SECRET, or the params); nothing of the
+ * job runs for a process without it.
+ *
+ * Threading: a job and everything made from it (tables, lookups,
+ * allreduces, checkpoints) is used by one thread at a time, the thread that
+ * progresses it (as the transport: <ember/transport.h>).  Calls that wait
+ * progress the job's transport while they wait, so handlers (the PS's, the
+ * job's own: aborts, barriers, table names) run from inside them.  A rank
+ * that computes for long without calling into the job answers its peers
+ * late, not wrongly.
+ *
+ * Errors: every call that fails says why in one log line naming the peer,
+ * table, trainer or step (EMBER_LOG_LEVEL); the status says what kind.
+ * A call that waits fails with ERR_CANCELED once another rank aborted the
+ * job (ember_job_aborted() then gives the cause).
+ */
+#ifndef EMBER_JOB_H
+#define EMBER_JOB_H
+
+#include <ember/status.h>
+#include <ember/transport.h>
+#include <ember/version.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ember_job ember_job_t;
+
+typedef enum {
+    EMBER_ROLE_TRAINER = 0,
+    EMBER_ROLE_PS = 1,
+    EMBER_ROLE_OTHER = 2 /* a coordinator ("master") or any other rank */
+} ember_role_t;
+
+/* Op ids an application may register on the job's transport
+ * (ember_rpc_register): [EMBER_OP_APP_BASE, EMBER_RPC_OP_MAX).  Ids below
+ * are the transport's and the library's. */
+#define EMBER_OP_APP_BASE 512
+
+#define EMBER_JOB_NAME_MAX 32 /* bytes of a rank's name, its NUL included */
+
+typedef struct {
+    unsigned abi;         /* EMBER_ABI_VERSION the caller was built with (set by
+                           * ember_job_params_init; the library refuses another) */
+    int trainers;         /* T >= 1 */
+    int num_ps;           /* P >= 1 */
+    int rank, world_size; /* -1: the launcher's (EMBER_RANK / SLURM_PROCID ...) */
+    const char *name;     /* NULL: the role's name (above); at most 31 bytes */
+    const char *init_url; /* NULL: EMBER_INIT, or the Slurm head node */
+    const uint8_t *secret;
+    size_t secret_length; /* secret NULL: EMBER_SECRET_FILE / EMBER_SECRET */
+    int bind;             /* non-zero: bind near this rank's GPU and HCA (hwloc),
+                           * as ember-train's --bind (the mode: EMBER_BIND) */
+} ember_job_params_t;
+
+/** Defaults: everything from the environment, T and P 0 (must be given). */
+#define ember_job_params_init(params) ember_job_params_init_abi((params), EMBER_ABI_VERSION)
+void ember_job_params_init_abi(ember_job_params_t *params, unsigned abi);
+
+/**
+ * Join the job: reach the store, connect the transport under this rank's
+ * name, check that every rank states the same T and P, and meet every rank.
+ * Blocks up to EMBER_CONNECT_TIMEOUT.  @params borrowed for the call;
+ * *@job_p the caller's until ember_job_leave / ember_job_abort.
+ * Errors: ERR_INVALID_PARAM (T or P < 1, T + P > world, a rank outside the
+ * world, another ABI, a name too long, ranks that state another T or P:
+ * logged naming it), ERR_AUTH (a wrong secret), ERR_TIMED_OUT (a rank did
+ * not come: named), ERR_NO_MEMORY, the transport's.
+ */
+ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **job_p);
+
+/**
+ * Leave the job.  @outcome OK: an orderly end: every PS is told that this
+ * rank is done (a PS's ember_ps_serve returns once every rank that is not a
+ * PS has left), then the transport's final barrier with every live rank
+ * (its calls in flight complete first, bounded by EMBER_SHUTDOWN_TIMEOUT).
+ * Any other status: the job failed here: no final barrier (a hung rank must
+ * not hold the others), peers learn it when the process exits.  Blocks
+ * (bounded).  Frees @job; tables, ebcs, allreduces and checkpoints made
+ * from it must be closed or destroyed first (they borrow it).  NULL:
+ * nothing.
+ */
+void ember_job_leave(ember_job_t *job, ember_status_t outcome);
+
+/**
+ * Tell every other rank that the job failed, with @cause (one line; copied):
+ * their waiting calls fail with ERR_CANCELED and ember_job_aborted() gives
+ * the cause; each PS's ember_ps_serve returns ERR_CANCELED.  Waits at most
+ * a second for each live rank's answer.  Then leaves as ember_job_leave
+ * with a failure (frees @job).
+ */
+void ember_job_abort(ember_job_t *job, const char *cause);
+
+/** The cause of an abort received from another rank ("" while none);
+ * borrowed from @job. */
+const char *ember_job_aborted(const ember_job_t *job);
+
+int ember_job_rank(const ember_job_t *job);
+int ember_job_world_size(const ember_job_t *job);
+int ember_job_trainers(const ember_job_t *job);
+int ember_job_num_ps(const ember_job_t *job);
+/** @rank's role; its index among its role in *@index_p (may be NULL).
+ * A rank outside the world: EMBER_ROLE_OTHER, index -1. */
+ember_role_t ember_job_role(const ember_job_t *job, int rank, int *index_p);
+/** Rank of trainer @t / PS @p; -1 when out of range. */
+int ember_job_trainer_rank(const ember_job_t *job, int t);
+int ember_job_ps_rank(const ember_job_t *job, int p);
+/** The coordinator's rank ("master", else trainer 0). */
+int ember_job_coordinator(const ember_job_t *job);
+/** @rank's name ("trainer1", "ps0", ...; "?" outside the world); borrowed
+ * from the job. */
+const char *ember_job_name(const ember_job_t *job, int rank);
+/** This rank's index among the ranks on its host, and how many there are
+ * (EMBER_LOCAL_RANK / SLURM_LOCALID ...): which GPU it takes. */
+int ember_job_local_rank(const ember_job_t *job);
+int ember_job_local_size(const ember_job_t *job);
+
+/** Non-zero when @rank was lost; why ("its process 42 on node1 exited"),
+ * borrowed, "" while it was not. */
+int ember_job_peer_lost(const ember_job_t *job, int rank);
+const char *ember_job_peer_reason(const ember_job_t *job, int rank);
+
+/**
+ * Every rank that is not a PS meets (the PS serve meanwhile): each returns
+ * once all have called it with the same @name (at most 31 bytes), the n-th
+ * barrier of each rank meeting the n-th of the others.  Blocks, up to
+ * EMBER_CONNECT_TIMEOUT.  Errors: ERR_TIMED_OUT (naming who did not come),
+ * ERR_PEER_LOST (naming who was lost), ERR_CANCELED (an abort),
+ * ERR_INVALID_PARAM (a PS calls it, a name too long, or ranks that meet
+ * under different names: both named).
+ */
+ember_status_t ember_job_barrier(ember_job_t *job, const char *name);
+
+/** The job's transport, for an application's own RPCs (op ids from
+ * EMBER_OP_APP_BASE) and progress; borrowed, lives as long as @job. */
+ember_tp_t *ember_job_transport(ember_job_t *job);
+
+/** Progress the job for up to @timeout_s (handlers run).  Returns OK, or
+ * ERR_CANCELED once the job was aborted. */
+ember_status_t ember_job_wait(ember_job_t *job, double timeout_s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

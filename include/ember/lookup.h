@@ -1,0 +1,194 @@
+/*
+ * ember: a trainer's lookups of its features and the gradients it pushes
+ * back.
+ *
+ * An ember_ebc_t is TorchRec's EmbeddingBagCollection on a trainer: a list
+ * of features, each pooled from one table (several features may share a
+ * table).  Each step the trainer hands it the step's sparse input as a
+ * keyed jagged batch (TorchRec's KeyedJaggedTensor: per feature, B bags of
+ * ids given by lengths or offsets, optional per-value weights) and gets
+ * every feature's pooled [B][dim] back; then it pushes those outputs'
+ * gradients (the distributed autograd context of the step is the lookup:
+ * the PS keep what the backward needs under (trainer, step)), and the PS
+ * apply each table's optimizer: in sync mode once every trainer's gradients
+ * of the step are in, summed in trainer order (the results do not depend on
+ * arrival, on the number of PS or on their threads).
+ *
+ * One request per PS per step carries every table's lookups there; the
+ * replies land where the pooled outputs are combined (zero-copy), on the
+ * ebc's device (GPU memory when GPUDirect is possible, else through pinned
+ * host memory, one copy a step each way).
+ *
+ * The steps of one ebc, training lookups numbered from options.start_step:
+ *
+ *     lookup(s) -> wait(s) -> backward(s) -> release(s)
+ *
+ * and lookup(s + 1) may be called at any time after lookup(s): it is split
+ * at once (the batch's arrays may be reused when the call returns) and sent
+ * as soon as the tables may answer it (staleness 0: once backward(s) pushed
+ * step s's gradients; staleness K >= 1: once wait(s) has step s's replies),
+ * so its flight overlaps the trainer's compute.  At most two lookups are
+ * open (made and not yet released) at a time.  A training lookup must be
+ * pushed back (backward) before it is released: in sync mode the other
+ * trainers' step waits for it; an ebc whose lookup was released without
+ * its backward refuses further training lookups.
+ *
+ * Threading: as the job's (one thread at a time); every call that waits
+ * progresses the job and fails with ERR_CANCELED when it is aborted.
+ * Errors: each failing call logs one line naming the trainer, the step and
+ * the feature, table or PS at fault.
+ */
+#ifndef EMBER_LOOKUP_H
+#define EMBER_LOOKUP_H
+
+#include <ember/device.h>
+#include <ember/embedding_bag.h> /* ember_bag_mode_t: EMBER_BAG_SUM, _MEAN, _MAX */
+#include <ember/job.h>
+#include <ember/status.h>
+#include <ember/table.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ember_ebc ember_ebc_t;
+typedef struct ember_lookup ember_lookup_t;
+
+/* One sparse feature. */
+typedef struct {
+    const char *name;         /* for errors (copied; NULL: "feature<f>") */
+    ember_table_t *table;     /* borrowed: must outlive the ebc */
+    ember_bag_mode_t pooling; /* sum, mean or max */
+    int64_t padding_idx;      /* ids equal to it pool nothing; -1: none */
+} ember_feature_t;
+
+typedef struct {
+    ember_device_t *device; /* where pooled outputs and their gradients live
+                             * (borrowed, outlives the ebc); NULL: host memory */
+    int half_replies;       /* the PS answer in fp16 (half the bytes; gradients stay fp32) */
+    uint64_t start_step;    /* the first training lookup's step (a resumed job's) */
+} ember_ebc_options_t;
+
+/** Defaults: host memory, fp32 replies, step 0. */
+void ember_ebc_options_init(ember_ebc_options_t *options);
+
+/**
+ * A collection of @nfeatures features (copied; their tables borrowed).
+ * Features of one table must be given one after another and pool alike;
+ * the output holds each feature's [B][dim] in the order given.  Only a
+ * trainer.  @options borrowed for the call (NULL: the defaults); *@ebc_p
+ * the caller's.  Errors: ERR_INVALID_PARAM (naming the feature: a shared
+ * table's features apart, pooling or padding differently, a padding index
+ * outside the table; more than 64 tables on one PS; tables row-sharded over
+ * partly overlapping PS ranges; a table whose trainers leave this one out;
+ * not a trainer), ERR_NO_MEMORY, the device's.
+ */
+ember_status_t ember_ebc_create(ember_job_t *job, const ember_feature_t *features, size_t nfeatures,
+                                const ember_ebc_options_t *options, ember_ebc_t **ebc_p);
+
+/** Waits (bounded, ~2 s) for a push still leaving, then frees it and every
+ * lookup still open.  NULL: nothing. */
+void ember_ebc_destroy(ember_ebc_t *ebc);
+
+/** Number of features. */
+size_t ember_ebc_features(const ember_ebc_t *ebc);
+/** Feature @f's dim (its table's); 0 when out of range. */
+uint32_t ember_ebc_feature_dim(const ember_ebc_t *ebc, size_t f);
+/** Floats of a step's output for @batch_size bags a feature (sum of B * dim). */
+size_t ember_ebc_output_size(const ember_ebc_t *ebc, size_t batch_size);
+/** Where feature @f's [B][dim] starts in the output, in floats. */
+size_t ember_ebc_output_offset(const ember_ebc_t *ebc, size_t f, size_t batch_size);
+
+/* A keyed jagged batch: the ebc's features in its order, B bags each, the
+ * values of feature f before those of feature f + 1 (as TorchRec's). */
+typedef struct {
+    size_t num_features;    /* the ebc's */
+    size_t batch_size;      /* B: bags per feature */
+    const int64_t *values;  /* [num_values] every feature's ids */
+    const int32_t *lengths; /* [num_features * B] bag sizes (>= 0), or NULL */
+    const int64_t *offsets; /* [num_features * B + 1] bag starts in values, offsets[0]
+                             * 0 and the last num_values; or NULL (exactly one of
+                             * lengths, offsets) */
+    const float *weights;   /* [num_values] per-value weights (every feature sum
+                             * pooled), or NULL */
+    size_t num_values;      /* elements of values (and weights) */
+} ember_kjt_t;
+
+enum {
+    /* An evaluation: the tables as the steps pushed so far left them (a
+     * sync table once every trainer pushed them), no context kept on the
+     * PS, no backward.  The ebc's pushes are flushed first; no training
+     * lookup may be open. */
+    EMBER_LOOKUP_FORWARD_ONLY = 1u << 0,
+};
+
+/**
+ * Look the batch up (the next training step, or @flags' evaluation).  @kjt
+ * and its arrays are borrowed for the call only: each id is read, checked
+ * (errors name the feature, the bag, the value and the table) and written
+ * into the request.  Never waits for the network (sends what may leave).
+ * *@lookup_p is the ebc's until ember_lookup_release.  Errors:
+ * ERR_INVALID_PARAM (a batch the tables refuse, a third open lookup, an
+ * evaluation while a training lookup is open, the wrong number of
+ * features, a released step's missing backward), ERR_OUT_OF_RANGE (an id
+ * outside its table), ERR_NO_MEMORY, a push's refusal by a PS (naming it),
+ * ERR_CANCELED.
+ */
+ember_status_t ember_ebc_lookup(ember_ebc_t *ebc, const ember_kjt_t *kjt, unsigned flags,
+                                ember_lookup_t **lookup_p);
+
+/** Its step: a training lookup's, or the steps an evaluation sees. */
+uint64_t ember_lookup_step(const ember_lookup_t *lookup);
+/** Non-zero for an evaluation (EMBER_LOOKUP_FORWARD_ONLY). */
+int ember_lookup_forward_only(const ember_lookup_t *lookup);
+
+/**
+ * Wait for the replies (sending them first if they had to wait), check how
+ * old they are (a sync table's version within its staleness, else
+ * ERR_BAD_MESSAGE naming PS, table and step), and pool every feature into
+ * @out (ember_ebc_output_size floats of the ebc's device memory, the
+ * caller's, written whole) or, @out NULL, into the lookup's own buffer,
+ * *@pooled_p (device memory, valid until release; @pooled_p may be NULL
+ * when @out is given).  Blocks.  Once only.  Errors: a PS's refusal or loss
+ * (named), ERR_TIMED_OUT, ERR_CANCELED, ERR_INVALID_PARAM (waited twice).
+ */
+ember_status_t ember_lookup_wait(ember_lookup_t *lookup, float *out, const float **pooled_p);
+
+/** The version of feature @feature's table in the replies (the fewest steps
+ * its shards had applied; 0 for an async table), after wait. */
+uint64_t ember_lookup_version(const ember_lookup_t *lookup, size_t feature);
+
+enum {
+    /* The push is a call: this returns once every PS took it (the job's
+     * last step; a refusal is this call's error).  Otherwise one-way: a
+     * refusal fails the next lookup or ember_ebc_flush. */
+    EMBER_BACKWARD_WAIT = 1u << 0,
+};
+
+/**
+ * Push the pooled outputs' gradients @grad (the output's layout,
+ * ember_ebc_output_size floats of the ebc's device memory, borrowed for
+ * the call) for the PS to apply.  Then sends a next lookup that was waiting
+ * for it.  Never waits for the network but with EMBER_BACKWARD_WAIT.
+ * Errors: ERR_INVALID_PARAM (an evaluation, twice, before wait), the
+ * transport's, a PS's refusal (EMBER_BACKWARD_WAIT).
+ */
+ember_status_t ember_lookup_backward(ember_lookup_t *lookup, const float *grad, unsigned flags);
+
+/** Done with it (its buffers go back to the ebc).  NULL: nothing. */
+void ember_lookup_release(ember_lookup_t *lookup);
+
+/** Every push made has left and was taken by its PS; blocks.  Errors: a
+ * refused or lost one, named. */
+ember_status_t ember_ebc_flush(ember_ebc_t *ebc);
+
+/** The largest step - version any lookup saw (0 without staleness). */
+uint64_t ember_ebc_staleness_seen(const ember_ebc_t *ebc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
