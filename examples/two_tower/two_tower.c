@@ -125,11 +125,11 @@ static int parse_flag(const flag_spec_t *spec, const char *text, flags_t *flags)
         *(const char **)field = text;
         return 0;
     case FLAG_COUNT: {
-        if (text[0] < '0' || text[0] > '9') /* strtoull takes "-1" and " 1" */
-            break;
         errno = 0;
         unsigned long long value = strtoull(text, &end, 10);
-        if (errno || *end || value < spec->min || value > spec->max) {
+        /* A digit first: strtoull would take "-1" (as 2^64 - 1) and " 1". */
+        if (text[0] < '0' || text[0] > '9' || errno || *end || value < spec->min ||
+            value > spec->max) {
             fprintf(stderr, "two_tower: %s '%s' is not an integer in [%" PRIu64 ", %" PRIu64 "]\n",
                     spec->name, text, spec->min, spec->max);
             return -1;
@@ -224,13 +224,11 @@ enum {
 };
 static const char *const table_names[NUM_TABLES] = {"user", "item", "category"};
 
-/* One step in flight: its batch, its lookup, its pooled gradients (ember
- * borrows those until the lookup after next: two steps are in flight, so
- * two slots). */
+/* A step in flight: its batch (the labels are read after the next step's
+ * batch is made) and its lookup.  Two steps are in flight: two slots. */
 typedef struct {
     batch_t batch;
     ember_lookup_t *lookup;
-    float *grad;
 } slot_t;
 
 typedef struct {
@@ -247,6 +245,7 @@ typedef struct {
     model_t model;
     ember_opt_t *optimizer; /* the dense one: every parameter, one vector */
     slot_t slots[2];
+    float *grad;   /* the pooled features' gradients of a step */
     float *losses; /* [steps][T]: this trainer's column, then every trainer's */
     char err[1024];
 } trainer_t;
@@ -389,10 +388,8 @@ static ember_status_t set_up(trainer_t *tr)
     TRY(tr, ember_opt_create(&opt_config, 1, tr->model.num_params, EMBER_OPT_DENSE, &tr->optimizer),
         "the dense optimizer");
 
-    size_t output = ember_ebc_output_size(tr->ebc, flags->batch);
-    for (int i = 0; i < 2; i++)
-        if (!(tr->slots[i].grad = malloc(output * sizeof(float))))
-            return fail(tr, EMBER_ERR_NO_MEMORY, "the pooled gradients");
+    if (!(tr->grad = malloc(ember_ebc_output_size(tr->ebc, flags->batch) * sizeof(float))))
+        return fail(tr, EMBER_ERR_NO_MEMORY, "the pooled gradients");
     if (!(tr->losses = calloc(tr->steps * tr->trainers, sizeof(float))))
         return fail(tr, EMBER_ERR_NO_MEMORY, "the losses");
 
@@ -438,11 +435,10 @@ static ember_status_t train_step(trainer_t *tr, uint64_t step)
                                  .history = FEATURE_AT(pooled, FEATURE_HISTORY),
                                  .item_id = FEATURE_AT(pooled, FEATURE_ITEM_ID),
                                  .categories = FEATURE_AT(pooled, FEATURE_CATEGORIES)};
-    const model_input_grad_t input_grad = {.user_id = FEATURE_AT(slot->grad, FEATURE_USER_ID),
-                                           .history = FEATURE_AT(slot->grad, FEATURE_HISTORY),
-                                           .item_id = FEATURE_AT(slot->grad, FEATURE_ITEM_ID),
-                                           .categories =
-                                                   FEATURE_AT(slot->grad, FEATURE_CATEGORIES)};
+    const model_input_grad_t input_grad = {.user_id = FEATURE_AT(tr->grad, FEATURE_USER_ID),
+                                           .history = FEATURE_AT(tr->grad, FEATURE_HISTORY),
+                                           .item_id = FEATURE_AT(tr->grad, FEATURE_ITEM_ID),
+                                           .categories = FEATURE_AT(tr->grad, FEATURE_CATEGORIES)};
     float loss = model_step(&tr->model, &input, slot->batch.labels, batch_size, &input_grad);
     tr->losses[step * tr->trainers + tr->t] = loss;
 
@@ -450,7 +446,7 @@ static ember_status_t train_step(trainer_t *tr, uint64_t step)
      * returns, the PS hold them), which sends the next step's lookup; the
      * dense ones averaged over the trainers meanwhile, then stepped. */
     const unsigned flags = step + 1 == tr->steps ? EMBER_BACKWARD_WAIT : 0;
-    TRY(tr, ember_lookup_backward(slot->lookup, slot->grad, flags), "step %" PRIu64 ": backward",
+    TRY(tr, ember_lookup_backward(slot->lookup, tr->grad, flags), "step %" PRIu64 ": backward",
         step);
     ember_lookup_release(slot->lookup);
     slot->lookup = NULL;
@@ -554,8 +550,8 @@ static void tear_down(trainer_t *tr)
     for (int i = 0; i < 2; i++) {
         ember_lookup_release(tr->slots[i].lookup);
         batch_free(&tr->slots[i].batch);
-        free(tr->slots[i].grad);
     }
+    free(tr->grad);
     ember_ebc_destroy(tr->ebc);
     for (int i = 0; i < NUM_TABLES; i++) {
         ember_table_close(tr->tables[i]);
