@@ -13,11 +13,18 @@ What it mirrors (two_tower.c says the same from ember's side):
   - the tables' row gradients (sparse, nn.EmbeddingBag(sparse=True)) of the
     trainers are summed, or averaged with --sparse-reduce mean, as ember's PS
     does in sync mode, then stepped with torch.optim.SGD / Adagrad, whose
-    sparse updates are what ember's PS applies (only the rows a step touched);
+    sparse updates are what ember's PS applies (only the rows a step touched),
+    or FBGEMM's row-wise Adagrad (RowWiseAdagrad below);
   - the item table is one nn.EmbeddingBag used by two features (history and
     item_id): its gradient is the sum of both, as on ember's PS.
 Exit 0 when every value is within --tolerance (1e-4), else 1 naming the
 worst ones.
+
+--dtype float64 runs the reference in double precision: where ember and the
+float32 reference differ, it tells rounding magnified by the run (Adagrad
+divides each element's gradient by its own history: an element whose
+gradients nearly cancel turns float32 rounding into whole steps) from a
+real difference.
 """
 import argparse
 import json
@@ -97,10 +104,31 @@ def make_batch(data, examples):
     }
 
 
+class RowWiseAdagrad(torch.optim.Optimizer):
+    """FBGEMM's EXACT_ROWWISE_ADAGRAD (TorchRec's usual table optimizer), as
+    ember's PS applies it: one accumulator a row, acc_r += mean_d(g_rd^2),
+    w_r -= lr / (sqrt(acc_r) + eps) * g_r, on the rows a step touched."""
+
+    def __init__(self, params, lr, eps=1e-8):
+        super().__init__(params, {"lr": lr, "eps": eps})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad.coalesce()
+                rows, values = grad.indices()[0], grad.values()
+                acc = self.state[p].setdefault("momentum1", p.new_zeros(p.shape[0]))
+                acc[rows] += values.pow(2).mean(1)
+                p[rows] -= group["lr"] / (acc[rows].sqrt() + group["eps"])[:, None] * values
+
+
 def optimizer(kind, params, lr):
     # torch.optim's defaults are ember's (ember_opt_config_default).
-    return {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad,
-            "adam": torch.optim.Adam}[kind](params, lr=lr)
+    return {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam,
+            "rowwise_adagrad": RowWiseAdagrad}[kind](params, lr=lr)
 
 
 def train(args, data, initial):
@@ -115,7 +143,7 @@ def train(args, data, initial):
     sparse_opt = optimizer(args.sparse_optimizer, tables, args.sparse_lr)
 
     T, B = args.trainers, args.batch
-    losses = np.zeros((args.steps, T), dtype=np.float32)
+    losses = np.zeros((args.steps, T))
     for step in range(args.steps):
         dense_opt.zero_grad(set_to_none=True)
         sparse_opt.zero_grad(set_to_none=True)
@@ -154,6 +182,8 @@ def main():
     parser.add_argument("--data", required=True, help="gen_data.py's file")
     parser.add_argument("--ember", required=True, help="two_tower's --out")
     parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                        help="the reference's precision")
     # two_tower's flags and defaults.
     parser.add_argument("--trainers", type=int, default=2)
     parser.add_argument("--ps", type=int, default=2, help="(ember's layout only)")
@@ -165,7 +195,8 @@ def main():
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--sparse-lr", type=float, default=0.1)
     parser.add_argument("--optimizer", choices=("sgd", "adagrad", "adam"), default="sgd")
-    parser.add_argument("--sparse-optimizer", choices=("sgd", "adagrad"), default="adagrad")
+    parser.add_argument("--sparse-optimizer", choices=("sgd", "adagrad", "rowwise_adagrad"),
+                        default="rowwise_adagrad")
     parser.add_argument("--sparse-reduce", choices=("sum", "mean"), default="mean")
     parser.add_argument("--seed", type=int, default=1, help="(in ember's init. weights)")
     args = parser.parse_args()
@@ -184,6 +215,11 @@ def main():
     if "loss" not in ember or not initial:
         sys.exit(f"reference: {args.ember}: no 'loss' or no 'init.*' tensors (two_tower --out?)")
 
+    if args.dtype == "float64":
+        torch.set_default_dtype(torch.float64)
+        data = (data[0], {k: v.astype(np.float64) if v.dtype == np.float32 else v
+                          for k, v in data[1].items()})
+        initial = {k: v.astype(np.float64) for k, v in initial.items()}
     losses, final = train(args, data, initial)
     failures = []
     worst = compare("loss", ember["loss"], losses, args.tolerance, failures)

@@ -68,7 +68,7 @@ typedef enum {
     FLAG_COUNT,      /* an integer in [min, max] */
     FLAG_RATE,       /* a finite float > 0 */
     FLAG_DENSE_OPT,  /* sgd, adagrad, adam */
-    FLAG_SPARSE_OPT, /* sgd, adagrad */
+    FLAG_SPARSE_OPT, /* sgd, adagrad, rowwise_adagrad */
     FLAG_REDUCE      /* sum, mean */
 } flag_kind_t;
 
@@ -97,7 +97,7 @@ static const flag_spec_t flag_specs[] = {
         {"--optimizer", FLAG_DENSE_OPT, FIELD(optimizer), 0, 0,
          "the dense optimizer: sgd, adagrad, adam (sgd)"},
         {"--sparse-optimizer", FLAG_SPARSE_OPT, FIELD(sparse_optimizer), 0, 0,
-         "the tables' optimizer on the PS: sgd, adagrad (adagrad)"},
+         "the tables' optimizer on the PS: sgd, adagrad, rowwise_adagrad (rowwise_adagrad)"},
         {"--sparse-reduce", FLAG_REDUCE, FIELD(sparse_reduce), 0, 0,
          "the trainers' row gradients summed or averaged: sum, mean (mean)"},
         {"--seed", FLAG_COUNT, FIELD(seed), 0, UINT64_MAX, "the initial weights' seed (1)"},
@@ -147,11 +147,11 @@ static int parse_flag(const flag_spec_t *spec, const char *text, flags_t *flags)
     }
     case FLAG_DENSE_OPT:
     case FLAG_SPARSE_OPT: {
-        /* The ones reference.py mirrors with torch.optim (the tables' with
-         * sparse gradients: PyTorch's SGD and Adagrad take those). */
+        /* The ones reference.py mirrors: torch.optim's, and FBGEMM's row-wise
+         * Adagrad for tables (one accumulator a row: none for a vector). */
         ember_opt_kind_t kind;
-        if (ember_opt_kind_parse(text, &kind) != EMBER_OK || kind == EMBER_OPT_ROWWISE_ADAGRAD ||
-            (spec->kind == FLAG_SPARSE_OPT && kind == EMBER_OPT_ADAM))
+        if (ember_opt_kind_parse(text, &kind) != EMBER_OK ||
+            kind == (spec->kind == FLAG_SPARSE_OPT ? EMBER_OPT_ADAM : EMBER_OPT_ROWWISE_ADAGRAD))
             break;
         *(ember_opt_kind_t *)field = kind;
         return 0;
@@ -181,7 +181,7 @@ static int parse_flags(int argc, char **argv, flags_t *flags)
                        .lr = 0.05f,
                        .sparse_lr = 0.1f,
                        .optimizer = EMBER_OPT_SGD,
-                       .sparse_optimizer = EMBER_OPT_ADAGRAD,
+                       .sparse_optimizer = EMBER_OPT_ROWWISE_ADAGRAD,
                        .sparse_reduce = EMBER_REDUCE_MEAN,
                        .seed = 1};
     for (int i = 1; i < argc; i++) {

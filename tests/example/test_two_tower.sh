@@ -5,10 +5,14 @@
 # usage: test_two_tower.sh CASE BUILD_DIR SOURCE_DIR [PYTHON]
 #   (PYTHON: one with torch, /usr/bin/python3 by default)
 #   ref:PS[:RUN]     2 trainers and PS parameter servers, run RUN's flags
-#                    (default: SGD dense, Adagrad tables, averaged; adam_sum:
-#                    Adam dense, SGD tables, summed; t3: 3 trainers): every
-#                    step's loss of every trainer and every final weight
-#                    within 1e-4 of the reference's
+#                    (default: SGD dense, row-wise Adagrad tables, averaged;
+#                    adagrad: Adagrad both; adam_sum: Adam dense, SGD tables,
+#                    summed; t3: 3 trainers, Adagrad dense, SGD tables,
+#                    averaged): every step's loss of every trainer and every
+#                    final weight within 1e-4 of the reference's.  Each run is
+#                    one where PyTorch in float32 and in float64 agree within
+#                    ~2e-6 (reference.py --dtype float64): element-wise
+#                    Adagrad magnifies rounding on longer runs
 #   ps_counts        the default run on 1 and on 3 PS: the same initial
 #                    tables, bit for bit, the same training within 1e-5
 #                    (compare_runs.py), and each within 1e-4 of the reference
@@ -41,6 +45,8 @@ fail() { echo "FAIL: $*"; echo "--- output:"; tail -40 "$work/out" 2>/dev/null; 
 run_flags() {
     case $1 in
     default) echo --steps 24 ;;
+    adagrad) echo --steps 16 --optimizer adagrad --lr 0.01 --sparse-optimizer adagrad \
+        --sparse-lr 0.05 ;;
     adam_sum) echo --steps 16 --optimizer adam --lr 0.01 --sparse-optimizer sgd \
         --sparse-lr 0.5 --sparse-reduce sum ;;
     t3) echo --trainers 3 --steps 16 --batch 16 --optimizer adagrad --lr 0.01 \
