@@ -245,7 +245,8 @@ typedef struct {
     model_t model;
     ember_opt_t *optimizer; /* the dense one: every parameter, one vector */
     slot_t slots[2];
-    float *grad;   /* the pooled features' gradients of a step */
+    size_t feature_offset[NUM_FEATURES]; /* each feature's [B][D] in a step's output */
+    float *grad;                         /* the pooled features' gradients of a step */
     float *losses; /* [steps][T]: this trainer's column, then every trainer's */
     char err[1024];
 } trainer_t;
@@ -390,6 +391,8 @@ static ember_status_t set_up(trainer_t *tr)
 
     if (!(tr->grad = malloc(ember_ebc_output_size(tr->ebc, flags->batch) * sizeof(float))))
         return fail(tr, EMBER_ERR_NO_MEMORY, "the pooled gradients");
+    for (size_t f = 0; f < NUM_FEATURES; f++)
+        tr->feature_offset[f] = ember_ebc_output_offset(tr->ebc, f, flags->batch);
     if (!(tr->losses = calloc(tr->steps * tr->trainers, sizeof(float))))
         return fail(tr, EMBER_ERR_NO_MEMORY, "the losses");
 
@@ -423,22 +426,22 @@ static ember_status_t train_step(trainer_t *tr, uint64_t step)
 {
     const size_t batch_size = tr->flags->batch;
     slot_t *slot = &tr->slots[step % 2];
+    const size_t *at = tr->feature_offset;
     const float *pooled;
-#define FEATURE_AT(base, f) ((base) + ember_ebc_output_offset(tr->ebc, (f), batch_size))
 
     TRY(tr, ember_lookup_wait(slot->lookup, NULL, &pooled), "step %" PRIu64 ": lookup", step);
     if (step + 1 < tr->steps)
         TRY(tr, start_step(tr, step + 1), "step %" PRIu64, step + 1);
 
     /* The dense half, forward and backward, on the pooled features. */
-    const model_input_t input = {.user_id = FEATURE_AT(pooled, FEATURE_USER_ID),
-                                 .history = FEATURE_AT(pooled, FEATURE_HISTORY),
-                                 .item_id = FEATURE_AT(pooled, FEATURE_ITEM_ID),
-                                 .categories = FEATURE_AT(pooled, FEATURE_CATEGORIES)};
-    const model_input_grad_t input_grad = {.user_id = FEATURE_AT(tr->grad, FEATURE_USER_ID),
-                                           .history = FEATURE_AT(tr->grad, FEATURE_HISTORY),
-                                           .item_id = FEATURE_AT(tr->grad, FEATURE_ITEM_ID),
-                                           .categories = FEATURE_AT(tr->grad, FEATURE_CATEGORIES)};
+    const model_input_t input = {.user_id = pooled + at[FEATURE_USER_ID],
+                                 .history = pooled + at[FEATURE_HISTORY],
+                                 .item_id = pooled + at[FEATURE_ITEM_ID],
+                                 .categories = pooled + at[FEATURE_CATEGORIES]};
+    const model_input_grad_t input_grad = {.user_id = tr->grad + at[FEATURE_USER_ID],
+                                           .history = tr->grad + at[FEATURE_HISTORY],
+                                           .item_id = tr->grad + at[FEATURE_ITEM_ID],
+                                           .categories = tr->grad + at[FEATURE_CATEGORIES]};
     float loss = model_step(&tr->model, &input, slot->batch.labels, batch_size, &input_grad);
     tr->losses[step * tr->trainers + tr->t] = loss;
 
@@ -457,7 +460,6 @@ static ember_status_t train_step(trainer_t *tr, uint64_t step)
         ember_opt_step_dense(tr->optimizer, tr->model.params, tr->model.grads,
                              tr->model.num_params),
         "step %" PRIu64 ": dense optimizer", step);
-#undef FEATURE_AT
     return EMBER_OK;
 }
 
