@@ -96,8 +96,8 @@ ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t 
     if (!req)
         return EMBER_ERR_NO_MEMORY;
     req->ar = ar;
-    ember_status_t status = ar->ops->allreduce_start(ar->comm, data, count,
-                                                     op == EMBER_ALLREDUCE_AVG, &req->req);
+    ember_status_t status =
+            ar->ops->allreduce_start(ar->comm, data, count, op == EMBER_ALLREDUCE_AVG, &req->req);
     if (status != EMBER_OK) {
         free(req);
         return ar_fail(ar, status, "starting");

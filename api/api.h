@@ -18,8 +18,8 @@
  * (engine/wire/protocol.h: 100 .. 128). */
 enum {
     API_OP_LEAVE = EMBER_RPC_OP_USER_BASE + 96, /* 160: a rank that is not a PS -> each PS */
-    API_OP_READY,      /* anyone -> a PS: answered once it serves */
-    API_OP_BARRIER,    /* a rank that is not a PS -> the coordinator */
+    API_OP_READY,                               /* anyone -> a PS: answered once it serves */
+    API_OP_BARRIER,                             /* a rank that is not a PS -> the coordinator */
     API_OP_TABLE_NAME, /* anyone -> the coordinator: the job's table names */
     /* ember_allreduce_create's, EMBER_ALLREDUCE_MAX of 4 ids each */
     API_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 128, /* 192 .. 223 */
@@ -75,7 +75,6 @@ struct ember_job {
     int rank, world, trainers, num_ps, others;
     int coordinator;
     int local_rank, local_size;
-    double connect_timeout_s;
     /* An abort from another rank: its cause. */
     int aborted;
     char abort_cause[300];
@@ -101,6 +100,10 @@ struct ember_table {
     ember_table_config_t config; /* as ember_table_config gives it */
     int creator;                 /* this handle made it */
 };
+
+/* EMBER_CONNECT_TIMEOUT as it is now: how long a wait for another rank
+ * (its barrier, its table, its serving) lasts. */
+double api_connect_timeout(void);
 
 /* The ranks a barrier and a table's life involve: all but the PS. */
 int api_clients(const ember_job_t *job);

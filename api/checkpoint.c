@@ -334,13 +334,12 @@ static ember_status_t announce(ember_checkpoint_t *ckpt, uint64_t step, uint32_t
         if (!futures[rank])
             continue;
         char why[300];
-        ember_status_t got = api_wait(job, futures[rank], rank, "the checkpoint's step", why,
-                                      sizeof(why));
+        ember_status_t got =
+                api_wait(job, futures[rank], rank, "the checkpoint's step", why, sizeof(why));
         if (got != EMBER_OK && status == EMBER_OK)
-            status = ember_status_text(err, err_length, got,
-                                       "the checkpoint after step %llu: %s did not take it: %s",
-                                       (unsigned long long)step,
-                                       ember_tp_peer_name(job->tp, rank), why);
+            status = ember_status_text(
+                    err, err_length, got, "the checkpoint after step %llu: %s did not take it: %s",
+                    (unsigned long long)step, ember_tp_peer_name(job->tp, rank), why);
         ember_future_release(futures[rank]);
     }
     free(futures);
@@ -418,7 +417,8 @@ static ember_status_t config_check(const ember_job_t *job, const ember_checkpoin
                                  "a PS opens no checkpoints (it writes its shards as told)");
     if (c->root && (!*c->root || strlen(c->root) >= EMBER_CHECKPOINT_PATH_MAX))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "a checkpoint root of 1 to %d bytes", EMBER_CHECKPOINT_PATH_MAX - 1);
+                                 "a checkpoint root of 1 to %d bytes",
+                                 EMBER_CHECKPOINT_PATH_MAX - 1);
     if (c->root && c->keep < 1)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "keep %u: at least one complete checkpoint is kept", c->keep);
@@ -611,8 +611,8 @@ static ember_status_t save_file(ember_checkpoint_t *ckpt, const char *dir, uint6
 }
 
 /* The report to the coordinator, in a free slot (its own: straight in). */
-static ember_status_t report(ember_checkpoint_t *ckpt, const ember_msg_ckpt_done_t *done,
-                             char *err, size_t err_length)
+static ember_status_t report(ember_checkpoint_t *ckpt, const ember_msg_ckpt_done_t *done, char *err,
+                             size_t err_length)
 {
     if (ckpt->coordinator)
         return report_take(ckpt, ckpt->job->rank, done, err, err_length);
@@ -625,9 +625,9 @@ static ember_status_t report(ember_checkpoint_t *ckpt, const ember_msg_ckpt_done
     report_wait(ckpt, i);
     ckpt->reports[i] = *done;
     ember_iov_t iov = {&ckpt->reports[i], sizeof(*done)};
-    ember_status_t status = ember_rpc_call_async(ckpt->job->tp, ckpt->job->coordinator,
-                                                 EMBER_OP_CKPT_DONE, &iov, 1, NULL, 0, NULL,
-                                                 &ckpt->futures[i]);
+    ember_status_t status =
+            ember_rpc_call_async(ckpt->job->tp, ckpt->job->coordinator, EMBER_OP_CKPT_DONE, &iov, 1,
+                                 NULL, 0, NULL, &ckpt->futures[i]);
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "the checkpoint's report: %s",
                                  ember_status_string(status));
@@ -752,10 +752,10 @@ ember_status_t ember_checkpoint_find(const char *path, ember_checkpoint_info_t *
     ember_ckpt_manifest_t *m = calloc(1, sizeof(*m));
     if (!m)
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-    ember_status_t status = path ? ember_ckpt_find(path, info->dir, sizeof(info->dir), m, err,
-                                                   err_length)
-                                 : ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                                     "no checkpoint path");
+    ember_status_t status =
+            path ? ember_ckpt_find(path, info->dir, sizeof(info->dir), m, err, err_length)
+                 : ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "no checkpoint path");
     if (status != EMBER_OK) {
         free(m);
         return status;
@@ -778,8 +778,8 @@ void ember_checkpoint_info_free(ember_checkpoint_info_t *info)
 
 const char *ember_checkpoint_describe(const ember_checkpoint_info_t *info, const char *key)
 {
-    const char *value = info && info->manifest && key ? ember_ckpt_manifest_get(info->manifest, key)
-                                                      : NULL;
+    const char *value =
+            info && info->manifest && key ? ember_ckpt_manifest_get(info->manifest, key) : NULL;
     return value ? value : "";
 }
 
@@ -862,8 +862,8 @@ static ember_status_t meta_u64(const ember_st_file_t *file, const char *path, co
 }
 
 static ember_status_t trainer_file_check(const ember_st_file_t *file, const char *path,
-                                         const ember_checkpoint_info_t *info, uint32_t t,
-                                         char *err, size_t err_length)
+                                         const ember_checkpoint_info_t *info, uint32_t t, char *err,
+                                         size_t err_length)
 {
     const char *format = ember_st_metadata(file, "format");
     uint64_t step, trainer, trainers;
@@ -890,8 +890,7 @@ static ember_status_t trainer_file_check(const ember_st_file_t *file, const char
 }
 
 ember_status_t ember_checkpoint_open_trainer(const ember_checkpoint_info_t *info, uint32_t t,
-                                             ember_st_file_t **file_p, char *err,
-                                             size_t err_length)
+                                             ember_st_file_t **file_p, char *err, size_t err_length)
 {
     char path[700], name[EMBER_CKPT_NAME_MAX];
     if (!info || !info->manifest)

@@ -50,11 +50,11 @@ typedef struct {
 struct ember_lookup {
     ember_ebc_t *ebc;
     uint64_t step;
-    int eval;                /* EMBER_LOOKUP_FORWARD_ONLY */
+    int eval; /* EMBER_LOOKUP_FORWARD_ONLY */
     int open, sent, waited, pushed;
-    size_t batch;            /* B */
-    ember_sparse_t *sparse;  /* its slot's (an evaluation: borrowed) */
-    ember_scratch_t own;     /* its pooled output when the caller gives none */
+    size_t batch;           /* B */
+    ember_sparse_t *sparse; /* its slot's (an evaluation: borrowed) */
+    ember_scratch_t own;    /* its pooled output when the caller gives none */
 };
 
 struct ember_ebc {
@@ -74,12 +74,12 @@ struct ember_ebc {
     ember_scratch_t pooled_host, grads_host;
     ember_pipeline_t *pipe;
     uint32_t staleness;
-    uint64_t next_step;            /* the next training lookup's */
-    uint64_t pushed_upto;          /* steps before it pushed back */
-    uint64_t waited_upto;          /* steps before it waited for */
-    ember_lookup_t slots[2];       /* training lookups, by step parity */
-    ember_lookup_t eval;           /* an evaluation */
-    uint64_t broken;               /* a step released without its backward, + 1 */
+    uint64_t next_step;               /* the next training lookup's */
+    uint64_t pushed_upto;             /* steps before it pushed back */
+    uint64_t waited_upto;             /* steps before it waited for */
+    ember_lookup_t slots[2];          /* training lookups, by step parity */
+    ember_lookup_t eval;              /* an evaluation */
+    uint64_t broken;                  /* a step released without its backward, + 1 */
     ember_sparse_segment_t *segments; /* [nfeatures] */
     ember_sparse_input_t *inputs;     /* [ntables] */
     char err[600];
@@ -143,8 +143,8 @@ static ember_status_t features_take(ember_ebc_t *ebc, const ember_feature_t *fea
                             (long long)d->rows);
         if ((uint32_t)ebc->trainer >= d->trainers)
             return ebc_fail(ebc, 0, EMBER_ERR_INVALID_PARAM,
-                            "feature %s: table %s is looked up by trainers 0 to %u only",
-                            out->name, d->name, d->trainers - 1);
+                            "feature %s: table %s is looked up by trainers 0 to %u only", out->name,
+                            d->name, d->trainers - 1);
         ebc_table_t *last = ebc->ntables ? &ebc->tables[ebc->ntables - 1] : NULL;
         if (last && last->table->desc.table_id == d->table_id) {
             const feature_t *first = &ebc->features[last->first];
@@ -210,32 +210,31 @@ static ember_status_t sparse_setup(ember_ebc_t *ebc)
     for (size_t k = 0; k < ebc->ntables; k++) {
         const api_table_desc_t *d = &ebc->tables[k].table->desc;
         const feature_t *f = &ebc->features[ebc->tables[k].first];
-        configs[k] = (ember_sparse_config_t){
-                .table_id = d->table_id,
-                .table_name = d->name,
-                .num_ps = d->num_shards,
-                .first_ps_rank = ember_job_ps_rank(ebc->job, (int)d->first_ps),
-                .dim = d->dim,
-                .mode = f->pooling,
-                .padding_idx = f->padding_idx,
-                .half_replies = ebc->options.half_replies != 0,
-                .trainer = ebc->trainer,
-                .async = d->consistency == EMBER_ASYNC,
-                .staleness = d->staleness,
-                .rows = d->rows};
+        configs[k] = (ember_sparse_config_t){.table_id = d->table_id,
+                                             .table_name = d->name,
+                                             .num_ps = d->num_shards,
+                                             .first_ps_rank =
+                                                     ember_job_ps_rank(ebc->job, (int)d->first_ps),
+                                             .dim = d->dim,
+                                             .mode = f->pooling,
+                                             .padding_idx = f->padding_idx,
+                                             .half_replies = ebc->options.half_replies != 0,
+                                             .trainer = ebc->trainer,
+                                             .async = d->consistency == EMBER_ASYNC,
+                                             .staleness = d->staleness,
+                                             .rows = d->rows};
     }
-    ember_status_t status = ember_pipeline_create(
-            configs, ebc->ntables, ebc->job->tp, ebc->host_device ? &ebc->host_td : &ebc->td,
-            ebc->rdma, &ebc->job->aborted, &ebc->pipe);
+    ember_status_t status = ember_pipeline_create(configs, ebc->ntables, ebc->job->tp,
+                                                  ebc->host_device ? &ebc->host_td : &ebc->td,
+                                                  ebc->rdma, &ebc->job->aborted, &ebc->pipe);
     if (status == EMBER_OK)
         ebc->staleness = ember_pipeline_staleness(ebc->pipe);
     free(configs);
     return status;
 }
 
-ember_status_t ember_ebc_create(ember_job_t *job, const ember_feature_t *features,
-                                size_t nfeatures, const ember_ebc_options_t *options,
-                                ember_ebc_t **ebc_p)
+ember_status_t ember_ebc_create(ember_job_t *job, const ember_feature_t *features, size_t nfeatures,
+                                const ember_ebc_options_t *options, ember_ebc_t **ebc_p)
 {
     int t;
     if (ember_job_role(job, job->rank, &t) != EMBER_ROLE_TRAINER || !features || !nfeatures) {
@@ -255,9 +254,8 @@ ember_status_t ember_ebc_create(ember_job_t *job, const ember_feature_t *feature
         ebc->slots[i].ebc = ebc;
     ebc->eval.ebc = ebc;
     ember_status_t status = features_take(ebc, features, nfeatures);
-    if (status == EMBER_OK &&
-        (!(ebc->segments = calloc(nfeatures, sizeof(*ebc->segments))) ||
-         !(ebc->inputs = calloc(ebc->ntables, sizeof(*ebc->inputs)))))
+    if (status == EMBER_OK && (!(ebc->segments = calloc(nfeatures, sizeof(*ebc->segments))) ||
+                               !(ebc->inputs = calloc(ebc->ntables, sizeof(*ebc->inputs)))))
         status = EMBER_ERR_NO_MEMORY;
     if (status == EMBER_OK)
         status = device_setup(ebc);
@@ -343,11 +341,10 @@ static ember_status_t kjt_segments(ember_ebc_t *ebc, const ember_kjt_t *kjt, uin
         return ebc_fail(ebc, step, EMBER_ERR_INVALID_PARAM,
                         "a batch of %zu features (the ebc has %zu) and %zu bags each: %s",
                         kjt ? kjt->num_features : 0, F, B,
-                        !kjt || kjt->num_features != F ? "wrong feature count"
-                        : B == 0                      ? "no bags"
-                        : !kjt->lengths == !kjt->offsets
-                                ? "give exactly one of lengths and offsets"
-                                : "values missing or too many bags");
+                        !kjt || kjt->num_features != F   ? "wrong feature count"
+                        : B == 0                         ? "no bags"
+                        : !kjt->lengths == !kjt->offsets ? "give exactly one of lengths and offsets"
+                                                         : "values missing or too many bags");
     if (kjt->offsets && (kjt->offsets[0] != 0 || kjt->offsets[F * B] != (int64_t)kjt->num_values))
         return ebc_fail(ebc, step, EMBER_ERR_INVALID_PARAM,
                         "offsets run from %lld to %lld, not from 0 to num_values %zu",
@@ -403,7 +400,8 @@ static int may_send(const ember_ebc_t *ebc, uint64_t step)
 
 static ember_status_t send_step(ember_ebc_t *ebc, ember_lookup_t *lookup)
 {
-    ember_status_t status = ember_pipeline_send(ebc->pipe, lookup->step, ebc->err, sizeof(ebc->err));
+    ember_status_t status =
+            ember_pipeline_send(ebc->pipe, lookup->step, ebc->err, sizeof(ebc->err));
     if (status != EMBER_OK)
         return ebc_fail(ebc, lookup->step, status, "%s", ebc->err);
     lookup->sent = 1;
@@ -553,7 +551,8 @@ ember_status_t ember_lookup_wait(ember_lookup_t *lookup, float *out, const float
     float *x = out;
     if (!x) {
         status = ember_scratch_reserve(ebc->td.device, &lookup->own,
-                                       ember_ebc_output_size(ebc, lookup->batch) * sizeof(float) + 4);
+                                       ember_ebc_output_size(ebc, lookup->batch) * sizeof(float) +
+                                               4);
         if (status != EMBER_OK)
             return ebc_fail(ebc, step, status, "no memory for the pooled output");
         x = lookup->own.data;

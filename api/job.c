@@ -28,6 +28,11 @@
  * held requests (answered when all came), and the name each came with. */
 struct api_barrier {
     uint64_t gather; /* the barrier being gathered: every client's n-th */
+    /* A barrier that failed while the coordinator was not in it yet: its
+     * number, status and why, for the coordinator's own call. */
+    uint64_t failed_seq;
+    ember_status_t failed_status;
+    char failed_why[300];
     uint64_t *arrived;
     ember_rpc_req_t **held;
     char (*names)[EMBER_JOB_NAME_MAX];
@@ -36,6 +41,11 @@ struct api_barrier {
 void ember_job_params_init_abi(ember_job_params_t *params, unsigned abi)
 {
     *params = (ember_job_params_t){.abi = abi, .rank = -1, .world_size = -1};
+}
+
+double api_connect_timeout(void)
+{
+    return ember_config_double("EMBER_CONNECT_TIMEOUT");
 }
 
 int api_clients(const ember_job_t *job)
@@ -175,12 +185,11 @@ ember_status_t api_wait(ember_job_t *job, ember_future_t *future, int peer, cons
         size_t length = 0;
         const char *text = ember_future_data(future, &length);
         if (status == EMBER_ERR_PEER_LOST || !text || !length)
-            ember_status_text(err, err_length, status, "%s on %s failed: %s%s%s", what,
-                              ember_tp_peer_name(job->tp, peer), ember_status_string(status),
-                              ember_tp_peer_lost(job->tp, peer) ? ": " : "",
-                              ember_tp_peer_lost(job->tp, peer)
-                                      ? ember_tp_peer_reason(job->tp, peer)
-                                      : "");
+            ember_status_text(
+                    err, err_length, status, "%s on %s failed: %s%s%s", what,
+                    ember_tp_peer_name(job->tp, peer), ember_status_string(status),
+                    ember_tp_peer_lost(job->tp, peer) ? ": " : "",
+                    ember_tp_peer_lost(job->tp, peer) ? ember_tp_peer_reason(job->tp, peer) : "");
         else
             ember_status_text(err, err_length, status, "%s on %s failed: %.*s", what,
                               ember_tp_peer_name(job->tp, peer), (int)(length > 400 ? 400 : length),
@@ -305,14 +314,14 @@ ember_status_t api_ps_ready(ember_job_t *job, int p)
     if (job->ps_ready[p])
         return EMBER_OK;
     const int rank = ember_job_ps_rank(job, p);
-    ember_status_t status = api_call(job, rank, API_OP_READY, NULL, 0, NULL, 0, NULL,
-                                     job->connect_timeout_s, "waiting for it to serve", err,
-                                     sizeof(err));
+    ember_status_t status =
+            api_call(job, rank, API_OP_READY, NULL, 0, NULL, 0, NULL, api_connect_timeout(),
+                     "waiting for it to serve", err, sizeof(err));
     if (status == EMBER_ERR_TIMED_OUT)
         ember_error("job",
                     "%s: ps%d (rank %d) is not serving after %.0f s (EMBER_CONNECT_TIMEOUT): it "
                     "did not call ember_ps_serve",
-                    ember_tp_peer_name(job->tp, job->rank), p, rank, job->connect_timeout_s);
+                    ember_tp_peer_name(job->tp, job->rank), p, rank, api_connect_timeout());
     else if (status != EMBER_OK)
         ember_error("job", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);
     job->ps_ready[p] = status == EMBER_OK;
@@ -321,10 +330,17 @@ ember_status_t api_ps_ready(ember_job_t *job, int p)
 
 /* ---- barriers of the clients ---------------------------------------------- */
 
-/* The coordinator: every client arrived at barrier @b->gather: all go on. */
+/* The coordinator: barrier @b->gather ends: every client that arrived goes
+ * on (OK), or is told why it failed; a failure is kept for the clients
+ * still to come (the coordinator among them). */
 static void barrier_release(ember_job_t *job, ember_status_t status, const char *why)
 {
     api_barrier_t *b = job->barrier;
+    if (status != EMBER_OK) {
+        b->failed_seq = b->gather;
+        b->failed_status = status;
+        snprintf(b->failed_why, sizeof(b->failed_why), "%s", why);
+    }
     for (int rank = 0; rank < api_clients(job); rank++) {
         if (!b->held[rank])
             continue;
@@ -393,6 +409,10 @@ static void on_barrier(ember_rpc_req_t *req, void *arg)
     }
     memcpy(&msg, data, sizeof(msg));
     msg.name[sizeof(msg.name) - 1] = '\0';
+    if (msg.seq == job->barrier->failed_seq) {
+        ember_rpc_reply_error(req, job->barrier->failed_status, "%s", job->barrier->failed_why);
+        return;
+    }
     ember_status_t status = barrier_arrive(job, peer, msg.seq, msg.name, why, sizeof(why));
     if (status != EMBER_OK) {
         ember_error("job", "%s", why);
@@ -411,13 +431,19 @@ static void on_barrier(ember_rpc_req_t *req, void *arg)
 static ember_status_t barrier_gather(ember_job_t *job, uint64_t seq, const char *name)
 {
     char why[400], missing[300];
+    api_barrier_t *b = job->barrier;
+    if (b->failed_seq == seq) { /* the others' failed before it came */
+        b->gather = seq + 1;
+        ember_error("job", "%s", b->failed_why);
+        return b->failed_status;
+    }
     ember_status_t status = barrier_arrive(job, job->rank, seq, name, why, sizeof(why));
     if (status != EMBER_OK) {
         ember_error("job", "%s", why);
         barrier_release(job, status, why);
         return status;
     }
-    const double deadline = ember_time_now() + job->connect_timeout_s;
+    const double deadline = ember_time_now() + api_connect_timeout();
     while (barrier_missing(job, missing, sizeof(missing)) > 0) {
         int lost = -1;
         for (int rank = 0; rank < api_clients(job) && lost < 0; rank++)
@@ -435,18 +461,22 @@ static ember_status_t barrier_gather(ember_job_t *job, uint64_t seq, const char 
             status = ember_status_text(why, sizeof(why), EMBER_ERR_TIMED_OUT,
                                        "barrier '%s': %s did not arrive within %.0f s "
                                        "(EMBER_CONNECT_TIMEOUT)",
-                                       name, missing, job->connect_timeout_s);
+                                       name, missing, api_connect_timeout());
+        if (b->failed_seq == seq) /* an arrival's handler failed it */
+            status = ember_status_text(why, sizeof(why), b->failed_status, "%s", b->failed_why);
         if (status != EMBER_OK) {
             ember_error("job", "%s", why);
             barrier_release(job, status, why);
+            b->gather = seq + 1;
             return status;
         }
-        if (job->barrier->gather != seq)
+        if (b->gather != seq)
             return EMBER_OK; /* an arrival's handler completed it */
         ember_tp_wait(job->tp, 0.1);
     }
     barrier_release(job, EMBER_OK, NULL);
-    job->barrier->gather++;
+    b->gather++;
+    ember_tp_progress(job->tp); /* the answers leave now, not at its next wait */
     return EMBER_OK;
 }
 
@@ -470,9 +500,8 @@ ember_status_t ember_job_barrier(ember_job_t *job, const char *name)
     snprintf(what, sizeof(what), "barrier '%s'", name);
     /* The coordinator names who is missing at its own deadline: a little
      * later here, so its answer says it. */
-    ember_status_t status =
-            api_call(job, job->coordinator, API_OP_BARRIER, &iov, 1, NULL, 0, NULL,
-                     job->connect_timeout_s + 5.0, what, err, sizeof(err));
+    ember_status_t status = api_call(job, job->coordinator, API_OP_BARRIER, &iov, 1, NULL, 0, NULL,
+                                     api_connect_timeout() + 5.0, what, err, sizeof(err));
     if (status != EMBER_OK)
         ember_error("job", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);
     return status;
@@ -509,7 +538,8 @@ static ember_status_t params_check(const ember_job_params_t *params, int rank, i
         why = "a name of 1 to 31 bytes";
     if (!why)
         return EMBER_OK;
-    ember_error("job", "joining as rank %d of %d with %d trainers and %d PS (ABI %u, the "
+    ember_error("job",
+                "joining as rank %d of %d with %d trainers and %d PS (ABI %u, the "
                 "library's %u): %s",
                 rank, world, params->trainers, params->num_ps, params->abi, EMBER_ABI_VERSION, why);
     return EMBER_ERR_INVALID_PARAM;
@@ -614,8 +644,7 @@ ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **jo
                          .world = world,
                          .trainers = params->trainers,
                          .num_ps = params->num_ps,
-                         .others = world - params->trainers - params->num_ps,
-                         .connect_timeout_s = ember_config_double("EMBER_CONNECT_TIMEOUT")};
+                         .others = world - params->trainers - params->num_ps};
     job->coordinator = job->others > 0 ? job->trainers : 0;
     ember_topo_local_rank(rank, world, &job->local_rank, &job->local_size);
     ember_status_t status = job_alloc(job);

@@ -47,7 +47,8 @@ struct api_names {
 static name_entry_t *name_lookup(api_names_t *names, const char *name)
 {
     for (size_t id = 0; id < NAMES_MAX; id++) {
-        if (names->entries[id].state != NAME_FREE && strcmp(names->entries[id].desc.name, name) == 0)
+        if (names->entries[id].state != NAME_FREE &&
+            strcmp(names->entries[id].desc.name, name) == 0)
             return &names->entries[id];
     }
     return NULL;
@@ -142,9 +143,7 @@ static void on_table_name(ember_rpc_req_t *req, void *arg)
             return;
         }
         break;
-    case API_NAME_PUBLISH:
-        status = names_publish(job, peer, &msg.desc, err, sizeof(err));
-        break;
+    case API_NAME_PUBLISH: status = names_publish(job, peer, &msg.desc, err, sizeof(err)); break;
     case API_NAME_FIND:
         if ((e = name_lookup(job->names, msg.name)) && e->state == NAME_PUBLISHED) {
             ember_iov_t iov = {&e->desc, sizeof(e->desc)};
@@ -158,12 +157,10 @@ static void on_table_name(ember_rpc_req_t *req, void *arg)
         job->names->waits[job->names->nwaits].req = req;
         memcpy(job->names->waits[job->names->nwaits++].name, msg.name, sizeof(msg.name));
         return; /* answered once published */
-    case API_NAME_DROP:
-        names_drop(job, peer, msg.table_id);
-        break;
+    case API_NAME_DROP: names_drop(job, peer, msg.table_id); break;
     default:
-        status = ember_status_text(err, sizeof(err), EMBER_ERR_BAD_MESSAGE,
-                                   "table name request %u", msg.what);
+        status = ember_status_text(err, sizeof(err), EMBER_ERR_BAD_MESSAGE, "table name request %u",
+                                   msg.what);
     }
     if (status != EMBER_OK)
         ember_rpc_reply_error(req, status, "%s", err);
@@ -203,8 +200,8 @@ static ember_status_t names_call(ember_job_t *job, const api_msg_table_name_t *m
 {
     ember_iov_t iov = {msg, sizeof(*msg)};
     size_t length = 0;
-    EMBER_CHECK(api_call(job, job->coordinator, API_OP_TABLE_NAME, &iov, 1, out, capacity,
-                         &length, timeout_s, what, err, err_length));
+    EMBER_CHECK(api_call(job, job->coordinator, API_OP_TABLE_NAME, &iov, 1, out, capacity, &length,
+                         timeout_s, what, err, err_length));
     if (length != capacity)
         return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                                  "%s: the coordinator answered %zu bytes, not %zu", what, length,
@@ -253,7 +250,7 @@ ember_status_t api_name_find(ember_job_t *job, const char *name, api_table_desc_
     ember_status_t status = EMBER_OK;
     if (job->rank == job->coordinator) {
         /* What another rank creates it waits for like anyone. */
-        const double deadline = ember_time_now() + job->connect_timeout_s;
+        const double deadline = ember_time_now() + api_connect_timeout();
         const name_entry_t *e;
         while (!((e = name_lookup(job->names, name)) && e->state == NAME_PUBLISHED)) {
             if (job->aborted || ember_time_now() > deadline) {
@@ -268,12 +265,12 @@ ember_status_t api_name_find(ember_job_t *job, const char *name, api_table_desc_
     } else {
         api_msg_table_name_t msg = {.what = API_NAME_FIND};
         snprintf(msg.name, sizeof(msg.name), "%s", name);
-        status = names_call(job, &msg, desc_p, sizeof(*desc_p), job->connect_timeout_s,
+        status = names_call(job, &msg, desc_p, sizeof(*desc_p), api_connect_timeout(),
                             "opening a table", err, sizeof(err));
     }
     if (status == EMBER_ERR_TIMED_OUT) {
         ember_error("table", "%s: table %s was not created within %.0f s (EMBER_CONNECT_TIMEOUT)",
-                    ember_tp_peer_name(job->tp, job->rank), name, job->connect_timeout_s);
+                    ember_tp_peer_name(job->tp, job->rank), name, api_connect_timeout());
         return EMBER_ERR_NOT_FOUND;
     }
     if (status != EMBER_OK)

@@ -39,17 +39,18 @@ ember_status_t ember_ps_serve(ember_job_t *job, const ember_ps_options_t *option
     }
     if (ember_job_role(job, job->rank, NULL) != EMBER_ROLE_PS || job->served) {
         ember_error("ps", "%s: ember_ps_serve %s", ember_tp_peer_name(job->tp, job->rank),
-                    job->served ? "was called before: a PS serves once" : "on a rank that is not a PS");
+                    job->served ? "was called before: a PS serves once"
+                                : "on a rank that is not a PS");
         return EMBER_ERR_INVALID_PARAM;
     }
     if (options->signals)
         ember_ckpt_signal_install();
     const ember_ps_hooks_t hooks = {
             .coordinator = job->coordinator, .poll = ps_poll, .serving = ps_serving, .arg = job};
-    const ember_ps_run_options_t run = {
-            .local_rank = options->local_rank >= 0 ? options->local_rank : job->local_rank,
-            .threads = options->threads,
-            .hooks = &hooks};
+    const ember_ps_run_options_t run = {.local_rank = options->local_rank >= 0 ? options->local_rank
+                                                                               : job->local_rank,
+                                        .threads = options->threads,
+                                        .hooks = &hooks};
     /* Clients that asked whether it serves are answered once its handlers
      * are in (ps_serving). */
     ember_status_t status = ember_ps_run(job->tp, &run);

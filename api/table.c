@@ -93,7 +93,8 @@ static ember_status_t check_sync(const ember_job_t *job, const ember_table_confi
                                  c->staleness, EMBER_STALENESS_MAX);
     if ((unsigned)c->reduce > EMBER_REDUCE_MEAN)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: reduce %d is neither sum nor mean", name, (int)c->reduce);
+                                 "table %s: reduce %d is neither sum nor mean", name,
+                                 (int)c->reduce);
     if (c->trainers > (uint32_t)job->trainers)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: trainers %u, but the job has %d", name, c->trainers,
@@ -153,8 +154,8 @@ static ember_status_t config_check(const ember_job_t *job, const ember_table_con
     EMBER_CHECK(check_sync(job, c, desc, err, err_length));
     char why[200];
     if (ember_opt_config_check(&c->optimizer, why, sizeof(why)) != EMBER_OK)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "table %s: optimizer %s", c->name, why);
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "table %s: optimizer %s",
+                                 c->name, why);
     desc->optimizer = c->optimizer;
     return EMBER_OK;
 }
@@ -234,8 +235,8 @@ static ember_status_t to_shards(ember_job_t *job, const api_table_desc_t *desc, 
         if (!futures[s])
             continue;
         char why[400];
-        ember_status_t got = api_wait(job, futures[s], shard_rank(job, desc, s), what, why,
-                                      sizeof(why));
+        ember_status_t got =
+                api_wait(job, futures[s], shard_rank(job, desc, s), what, why, sizeof(why));
         size_t length = 0;
         if (got == EMBER_OK && out) {
             ember_future_data(futures[s], &length);
@@ -265,22 +266,24 @@ static size_t create_iov(void *arg, uint32_t s, ember_iov_t *iov)
     create_args_t *a = arg;
     const api_table_desc_t *d = a->desc;
     ember_msg_table_create_t *m = &a->create[s];
-    const int normal = d->init == EMBER_TABLE_INIT_NORMAL, uniform = d->init == EMBER_TABLE_INIT_UNIFORM;
-    *m = (ember_msg_table_create_t){
-            .table_id = d->table_id,
-            .shard = s,
-            .num_shards = d->num_shards,
-            .trainers = d->trainers,
-            .rows = d->rows,
-            .dim = d->dim,
-            .consistency = d->consistency,
-            .sparse_reduce = d->reduce,
-            .init = normal ? EMBER_INIT_NORMAL : uniform ? EMBER_INIT_UNIFORM : EMBER_INIT_LOAD,
-            .dtype = d->dtype,
-            .device = d->device ? EMBER_TABLE_CUDA : EMBER_TABLE_HOST,
-            .staleness = d->staleness,
-            .seed = d->seed,
-            .optimizer = d->optimizer};
+    const int normal = d->init == EMBER_TABLE_INIT_NORMAL,
+              uniform = d->init == EMBER_TABLE_INIT_UNIFORM;
+    *m = (ember_msg_table_create_t){.table_id = d->table_id,
+                                    .shard = s,
+                                    .num_shards = d->num_shards,
+                                    .trainers = d->trainers,
+                                    .rows = d->rows,
+                                    .dim = d->dim,
+                                    .consistency = d->consistency,
+                                    .sparse_reduce = d->reduce,
+                                    .init = normal    ? EMBER_INIT_NORMAL
+                                            : uniform ? EMBER_INIT_UNIFORM
+                                                      : EMBER_INIT_LOAD,
+                                    .dtype = d->dtype,
+                                    .device = d->device ? EMBER_TABLE_CUDA : EMBER_TABLE_HOST,
+                                    .staleness = d->staleness,
+                                    .seed = d->seed,
+                                    .optimizer = d->optimizer};
     memcpy(m->name, d->name, sizeof(m->name));
     iov[0] = (ember_iov_t){m, sizeof(*m)};
     return 1;
@@ -358,7 +361,8 @@ static ember_status_t shards_create(ember_job_t *job, const api_table_desc_t *de
         status = shards_load(job, desc, 0, desc->rows, initial, err, err_length);
     if (status != EMBER_OK && status != EMBER_ERR_CANCELED) {
         char ignored[200];
-        shards_destroy(job, desc, ignored, sizeof(ignored)); /* those made; the others say "no table" */
+        shards_destroy(job, desc, ignored,
+                       sizeof(ignored)); /* those made; the others say "no table" */
     }
     return status;
 }
@@ -395,8 +399,8 @@ ember_status_t ember_table_open(ember_job_t *job, const char *name, ember_table_
 {
     api_table_desc_t desc;
     if (!api_is_client(job, job->rank) || !name_valid(name)) {
-        ember_error("table", "%s: opening table '%.40s': %s", ember_tp_peer_name(job->tp, job->rank),
-                    name ? name : "(null)",
+        ember_error("table", "%s: opening table '%.40s': %s",
+                    ember_tp_peer_name(job->tp, job->rank), name ? name : "(null)",
                     api_is_client(job, job->rank) ? "not a table name" : "a PS opens no tables");
         return EMBER_ERR_INVALID_PARAM;
     }
@@ -412,7 +416,8 @@ ember_status_t ember_table_destroy(ember_table_t *table)
     char err[600];
     ember_status_t status = EMBER_OK;
     if (!table->creator) {
-        ember_error("table", "%s: table %s: destroyed through a handle that did not create it "
+        ember_error("table",
+                    "%s: table %s: destroyed through a handle that did not create it "
                     "(its creator is %s): only the handle is freed",
                     ember_tp_peer_name(job->tp, job->rank), table->desc.name,
                     ember_tp_peer_name(job->tp, table->desc.creator));
@@ -481,7 +486,8 @@ static ember_status_t read_round(ember_table_t *table, int64_t first, int64_t en
         lo[s] += round_first;
         n[s] = hi - lo[s] < 0 ? 0 : hi - lo[s] > per_shard ? per_shard : hi - lo[s];
         *more_p |= hi - lo[s] > per_shard;
-        args.msg[s] = (ember_msg_table_read_t){.table_id = d->table_id, .first = lo[s], .count = n[s]};
+        args.msg[s] =
+                (ember_msg_table_read_t){.table_id = d->table_id, .first = lo[s], .count = n[s]};
         bytes[s] = (size_t)n[s] * d->dim * sizeof(float);
     }
     EMBER_CHECK(to_shards(table->job, d, EMBER_OP_TABLE_READ, read_iov, &args, chunk,
@@ -496,8 +502,7 @@ static ember_status_t read_round(ember_table_t *table, int64_t first, int64_t en
     return EMBER_OK;
 }
 
-ember_status_t ember_table_read_rows(ember_table_t *table, int64_t first, int64_t count,
-                                     float *out)
+ember_status_t ember_table_read_rows(ember_table_t *table, int64_t first, int64_t count, float *out)
 {
     EMBER_CHECK(rows_check(table, first, count, out, "reading"));
     const api_table_desc_t *d = &table->desc;
@@ -522,8 +527,8 @@ ember_status_t ember_table_write_rows(ember_table_t *table, int64_t first, int64
 {
     char err[600];
     EMBER_CHECK(rows_check(table, first, count, rows, "writing"));
-    ember_status_t status = shards_load(table->job, &table->desc, first, count, rows, err,
-                                        sizeof(err));
+    ember_status_t status =
+            shards_load(table->job, &table->desc, first, count, rows, err, sizeof(err));
     if (status != EMBER_OK)
         ember_error("table", "%s: %s", ember_tp_peer_name(table->job->tp, table->job->rank), err);
     return status;

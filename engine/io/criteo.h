@@ -13,13 +13,12 @@
 #ifndef EMBER_ENGINE_CRITEO_H
 #define EMBER_ENGINE_CRITEO_H
 
+#include <ember/criteo.h> /* EMBER_CRITEO_DENSE, EMBER_CRITEO_SPARSE */
 #include <ember/status.h>
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define EMBER_CRITEO_DENSE    13
-#define EMBER_CRITEO_SPARSE   26
 #define EMBER_CRITEO_FIELDS   (1 + EMBER_CRITEO_DENSE + EMBER_CRITEO_SPARSE)
 #define EMBER_CRITEO_LINE_MAX 4096 /* a real line is a few hundred bytes */
 

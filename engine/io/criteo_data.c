@@ -26,16 +26,17 @@ typedef struct {
 
 /*
  * The ring: slots next_give .. next_give + filled - 1 (mod nslots) are
- * ready, the reader fills the one after them, and the trainer holds the one
- * before next_give (the batch it was last given).  nslots is read_ahead + 1
- * and at most read_ahead are ever ready, so the reader never writes the
- * held one.
+ * ready, the reader fills the one after them, and the trainer holds the
+ * `held` ones before next_give (the batches it was given and has not
+ * released, at most hold).  nslots is read_ahead + hold and at most
+ * read_ahead are ever ready, so the reader never writes a held one.
  */
 struct ember_criteo_data {
     criteo_source_t *source; /* the reader thread's alone once it runs */
     uint32_t trainer, trainers, batch;
     int eval;
-    size_t read_ahead, nslots;
+    size_t read_ahead, hold, nslots;
+    size_t held; /* the trainer's alone */
     slot_t *slots;
     void *memory; /* every slot's arrays */
     pthread_mutex_t lock;
@@ -187,6 +188,10 @@ static ember_status_t check_config(const ember_criteo_data_config_t *c, char *er
     if (c->batch == 0)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "Criteo data: a batch of 0 examples");
+    if (c->hold > EMBER_CRITEO_HOLD_MAX)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "Criteo data: hold %" PRIu32 " (at most %d batches)", c->hold,
+                                 EMBER_CRITEO_HOLD_MAX);
     if (c->read_ahead > EMBER_CRITEO_READ_AHEAD_MAX)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "Criteo data: read_ahead %" PRIu32 " (at most %d batches)",
@@ -231,7 +236,8 @@ ember_status_t ember_criteo_data_open(const ember_criteo_data_config_t *config,
     d->batch = config->batch;
     d->eval = config->eval;
     d->read_ahead = config->read_ahead ? config->read_ahead : EMBER_CRITEO_READ_AHEAD;
-    d->nslots = d->read_ahead + 1;
+    d->hold = config->hold ? config->hold : 1;
+    d->nslots = d->read_ahead + d->hold;
     atomic_init(&d->stop, 0);
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->ready_cond, NULL);
@@ -254,9 +260,13 @@ err_close:
     return status;
 }
 
-ember_status_t ember_criteo_data_next(ember_criteo_data_t *d, ember_criteo_batch_t *batch_p,
+ember_status_t ember_criteo_data_take(ember_criteo_data_t *d, ember_criteo_batch_t *batch_p,
                                       char *err, size_t err_length)
 {
+    if (d->held >= d->hold)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "Criteo data: %zu batches held, at most %zu (release one first)",
+                                 d->held, d->hold);
     pthread_mutex_lock(&d->lock);
     while (d->filled == 0 && !d->failed)
         pthread_cond_wait(&d->ready_cond, &d->lock);
@@ -265,10 +275,12 @@ ember_status_t ember_criteo_data_next(ember_criteo_data_t *d, ember_criteo_batch
         pthread_mutex_unlock(&d->lock);
         return status;
     }
-    /* the slot given last time is free again from here on */
+    /* given, held until released: the reader fills only the slots after
+     * the ready ones, read_ahead at most, so never this one meanwhile */
     const slot_t *slot = &d->slots[d->next_give];
     d->next_give = (d->next_give + 1) % d->nslots;
     d->filled--;
+    d->held++;
     pthread_cond_signal(&d->free_cond);
     pthread_mutex_unlock(&d->lock);
     batch_p->n = slot->n;
@@ -278,6 +290,22 @@ ember_status_t ember_criteo_data_next(ember_criteo_data_t *d, ember_criteo_batch
         batch_p->sparse[f] = slot->sparse + f * d->batch;
     batch_p->first_example = slot->first_example;
     return EMBER_OK;
+}
+
+ember_status_t ember_criteo_data_release(ember_criteo_data_t *d)
+{
+    if (d->held == 0)
+        return EMBER_ERR_INVALID_PARAM;
+    d->held--; /* the slots are free for the reader by count, not by name */
+    return EMBER_OK;
+}
+
+ember_status_t ember_criteo_data_next(ember_criteo_data_t *d, ember_criteo_batch_t *batch_p,
+                                      char *err, size_t err_length)
+{
+    if (d->held >= d->hold)
+        ember_criteo_data_release(d);
+    return ember_criteo_data_take(d, batch_p, err, err_length);
 }
 
 void ember_criteo_data_close(ember_criteo_data_t *d)

@@ -15,6 +15,7 @@
  *   <ember/device.h>       the device interface (CPU, CUDA) and its ops
  *   <ember/embedding_bag.h> the host EmbeddingBag ops
  *   <ember/safetensors.h>  safetensors files
+ *   <ember/criteo.h>       the Criteo click logs as a trainer's example stream
  *   <ember/metrics.h>      ROC AUC and log loss
  *   <ember/rng.h>          the generator of every ember draw
  *   <ember/transport.h>    the transport under the job (RPC, RMA)
@@ -30,6 +31,7 @@
 #include <ember/allreduce.h>
 #include <ember/checkpoint.h>
 #include <ember/config.h>
+#include <ember/criteo.h>
 #include <ember/device.h>
 #include <ember/dtype.h>
 #include <ember/embedding_bag.h>

@@ -78,13 +78,15 @@ void ember_ebc_options_init(ember_ebc_options_t *options);
 /**
  * A collection of @nfeatures features (copied; their tables borrowed).
  * Features of one table must be given one after another and pool alike;
- * the output holds each feature's [B][dim] in the order given.  Only a
- * trainer.  @options borrowed for the call (NULL: the defaults); *@ebc_p
+ * the output holds each feature's [B][dim] in the order given.  Every
+ * sync table of one ebc has the same staleness (the ebc's pipelining is
+ * one).  Only a trainer.  @options borrowed for the call (NULL: the defaults); *@ebc_p
  * the caller's.  Errors: ERR_INVALID_PARAM (naming the feature: a shared
  * table's features apart, pooling or padding differently, a padding index
  * outside the table; more than 64 tables on one PS; tables row-sharded over
- * partly overlapping PS ranges; a table whose trainers leave this one out;
- * not a trainer), ERR_NO_MEMORY, the device's.
+ * partly overlapping PS ranges; tables of different staleness; a table
+ * whose trainers leave this one out; not a trainer), ERR_NO_MEMORY, the
+ * device's.
  */
 ember_status_t ember_ebc_create(ember_job_t *job, const ember_feature_t *features, size_t nfeatures,
                                 const ember_ebc_options_t *options, ember_ebc_t **ebc_p);

@@ -23,8 +23,12 @@
 extern "C" {
 #endif
 
-/* M_PI is POSIX, not C: the same double, spelled out for -std=c11. */
-#define EMBER_RNG_PI 3.14159265358979323846
+/* M_PI is POSIX, not C: the same double, spelled out for -std=c11.  The
+ * powers of two are written out in decimal (exactly) for C++ before 17,
+ * which has no hexadecimal floating literals. */
+#define EMBER_RNG_PI     3.14159265358979323846
+#define EMBER_RNG_2_M53  1.1102230246251565404236316680908203125e-16 /* 2^-53 */
+#define EMBER_RNG_2_M24F 5.9604644775390625e-08f                     /* 2^-24 */
 
 typedef struct {
     uint64_t state;
@@ -58,7 +62,7 @@ static inline int64_t ember_rng_int(ember_rng_t *rng, int64_t lo, int64_t hi)
 /** Uniform double in [0, 1). */
 static inline double ember_rng_uniform(ember_rng_t *rng)
 {
-    return (double)(ember_rng_next(rng) >> 11) * 0x1.0p-53;
+    return (double)(ember_rng_next(rng) >> 11) * EMBER_RNG_2_M53;
 }
 
 /* Box-Muller on the uniform pair of (seed, @pair): counters 2 pair and
@@ -66,9 +70,9 @@ static inline double ember_rng_uniform(ember_rng_t *rng)
  * normal_ for float tensors (u1 has 24 bits: |z| <= 5.77). */
 static inline void ember_normal_pair(uint64_t seed, uint64_t pair, float *cos_half, float *sin_half)
 {
-    uint64_t h = ember_mix64(seed ^ ember_mix64(pair + 1)); /* two 24-bit draws */
-    float u1 = ((float)(h >> 40) + 1.0f) * 0x1.0p-24f;      /* (0, 1] */
-    float u2 = (float)(h & 0xffffffu) * 0x1.0p-24f;         /* [0, 1) */
+    uint64_t h = ember_mix64(seed ^ ember_mix64(pair + 1));  /* two 24-bit draws */
+    float u1 = ((float)(h >> 40) + 1.0f) * EMBER_RNG_2_M24F; /* (0, 1] */
+    float u2 = (float)(h & 0xffffffu) * EMBER_RNG_2_M24F;    /* [0, 1) */
     float r = sqrtf(-2.0f * logf(u1)), theta = 2.0f * (float)EMBER_RNG_PI * u2;
     *cos_half = r * cosf(theta);
     *sin_half = r * sinf(theta);
@@ -107,7 +111,7 @@ static inline void ember_uniform_fill(uint64_t seed, uint64_t first, float bound
 {
     for (size_t i = 0; i < n; i++) {
         uint64_t h = ember_mix64(seed ^ ember_mix64(first + i + 0x5851f42d4c957f2dull));
-        float u = (float)(h >> 40) * 0x1.0p-24f; /* [0, 1) */
+        float u = (float)(h >> 40) * EMBER_RNG_2_M24F; /* [0, 1) */
         out[i] = (2.0f * u - 1.0f) * bound;
     }
 }

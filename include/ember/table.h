@@ -121,7 +121,8 @@ void ember_table_close(ember_table_t *table);
  * open anywhere (every ebc over it destroyed), else the lookups that come
  * later fail naming it.  Blocks until every shard answered.  Errors:
  * ERR_INVALID_PARAM (not the creator's handle: nothing freed but the
- * handle), a PS's (named).
+ * handle; or a PS's refusal while the job writes checkpoints: their
+ * tables stay), a PS's (named).
  */
 ember_status_t ember_table_destroy(ember_table_t *table);
 

@@ -35,6 +35,10 @@
  *                  arrays give the TSV path's batches bit for bit; older
  *                  TorchRec's int32 ids (wrapped) and (N,) labels; a bad
  *                  label, a NaN and arrays of different rows refused
+ *   hold           hold 2 with read_ahead 1: two batches taken stay whole
+ *                  while the reader runs ahead, a third is refused until
+ *                  the oldest is released, next releases the oldest
+ *                  itself; every batch of the epoch as in split_train
  *   bounded_memory a file far larger than the ring streams through two
  *                  epochs (every example checked, lines across the reader's
  *                  16 KiB reads) with the heap grown by the ring alone
@@ -685,6 +689,61 @@ static int case_bounded_memory(void)
     return 0;
 }
 
+/* Batch @s of training trainer 0 of 1 in batches of 4: examples 4s .. 4s+3. */
+static int check_batch(const ember_criteo_batch_t *b, uint64_t s)
+{
+    CHECK(b->n == 4, "batch %llu has %zu examples", (unsigned long long)s, b->n);
+    for (size_t j = 0; j < 4; j++)
+        if (check_example(EXPECT_TSV, b, j, 4 * s + j))
+            return 1;
+    return 0;
+}
+
+static int case_hold(void)
+{
+    files_t files;
+    char err[1024];
+    rows_init();
+    if (make_files(&files, UINT64_MAX, 0))
+        return 1;
+    run_t run = {0, 1, 4, 0, N_AB, EXPECT_TSV};
+    ember_criteo_data_config_t config = config_of(files.spec, &run, 1);
+    config.hold = 2;
+    ember_criteo_data_t *d;
+    ember_criteo_batch_t held[2], b;
+    CHECK(ember_criteo_data_open(&config, &d, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_criteo_data_release(d) == EMBER_ERR_INVALID_PARAM, "a release of nothing held");
+    CHECK(ember_criteo_data_take(d, &held[0], err, sizeof(err)) == EMBER_OK &&
+                  ember_criteo_data_take(d, &held[1], err, sizeof(err)) == EMBER_OK,
+          "two takes: %s", err);
+    CHECK(ember_criteo_data_take(d, &b, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
+                  strstr(err, "2 batches held"),
+          "a third take while two are held: '%s'", err);
+    usleep(100000); /* the reader fills what it may meanwhile */
+    if (check_batch(&held[0], 0) || check_batch(&held[1], 1))
+        return 1;
+    const uint64_t batches = N_AB / 4;
+    for (uint64_t s = 2; s < batches; s++) {
+        /* every other step through next, which releases the oldest itself */
+        if (s % 2 == 0) {
+            CHECK(ember_criteo_data_release(d) == EMBER_OK, "release");
+            CHECK(ember_criteo_data_take(d, &held[s % 2], err, sizeof(err)) == EMBER_OK, "%s", err);
+        } else {
+            CHECK(ember_criteo_data_next(d, &held[s % 2], err, sizeof(err)) == EMBER_OK, "%s", err);
+        }
+        usleep(s == 2 ? 50000 : 0);
+        if (check_batch(&held[(s + 1) % 2], s - 1) || check_batch(&held[s % 2], s))
+            return 1;
+    }
+    CHECK(ember_criteo_data_next(d, &b, err, sizeof(err)) == EMBER_OK && b.n == 0,
+          "the epoch's end after %llu batches: %zu", (unsigned long long)batches, b.n);
+    if (check_batch(&held[(batches - 1) % 2], batches - 1))
+        return 1;
+    ember_criteo_data_close(d);
+    remove_files(&files);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
@@ -697,6 +756,7 @@ int main(int argc, char **argv)
             {"refused", case_refused},
             {"npy_equals_tsv", case_npy_equals_tsv},
             {"bounded_memory", case_bounded_memory},
+            {"hold", case_hold},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
