@@ -24,7 +24,6 @@
 #ifndef EMBER_ENGINE_TRAIN_SPARSE_H
 #define EMBER_ENGINE_TRAIN_SPARSE_H
 
-#include "engine/train/data.h"
 #include "engine/train/trainer_dev.h"
 
 #include <ember/embedding_bag.h>
@@ -32,6 +31,18 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* One table's bags of a step, already checked (what ember_sparse_split
+ * makes of a table's segments, and what ember_sparse_split_batches takes). */
+typedef struct {
+    const int64_t *indices;
+    size_t n;
+    const int64_t *offsets; /* [bags]: bag b starts at indices[offsets[b]] */
+    size_t bags;
+    const int64_t *targets; /* unused by the split */
+    const float *weights;   /* [n_weights] or NULL */
+    size_t n_weights;
+} ember_batch_t;
 
 /* One table, as its trainer sees it. */
 typedef struct {
@@ -112,8 +123,7 @@ size_t ember_sparse_tables(const ember_sparse_t *sparse);
 ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_sparse_input_t *tables,
                                   uint64_t step, int eval, char *err, size_t err_length);
 
-/** ember_sparse_split of one ember_batch_t per table, already checked
- * (ember-train's trainers, until they move onto the public API). */
+/** ember_sparse_split of one ember_batch_t per table, already checked. */
 ember_status_t ember_sparse_split_batches(ember_sparse_t *sparse, const ember_batch_t *batches,
                                           uint64_t step, int eval, char *err, size_t err_length);
 

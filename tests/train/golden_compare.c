@@ -14,9 +14,9 @@
  * --fp16-replies (alone or with --fp16): the run used `--reply-dtype fp16`
  * with one PS; the oracle rounds each pooled reply as that PS does.
  */
-#include "engine/io/replay_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/ops/half.h"
+#include "models/tutorial/replay_file.h"
 #include "tests/common/replay_local.h"
 
 #include <errno.h>
@@ -51,7 +51,7 @@ static int is_digit(char c)
 }
 
 /* "STEPS,TRAINERS" (losses_shape) at full width, each within what a replay
- * file may hold (engine/io/replay_file.h): decimal digits, nothing else. */
+ * file may hold (models/tutorial/replay_file.h): decimal digits, nothing else. */
 static int parse_losses_shape(const char *text, uint64_t *steps_p, uint64_t *trainers_p)
 {
     char *end;
