@@ -62,6 +62,7 @@ struct ember_checkpoint {
     ember_ckpt_schedule_t schedule;
     int requested, request_stop; /* the leader: a signal's, here or elsewhere */
     uint64_t stop_step;
+    uint64_t checked; /* a trainer: the most steps it asked due() of */
     /* a trainer's reports in flight */
     ember_msg_ckpt_done_t reports[REPORTS_MAX];
     ember_future_t *futures[REPORTS_MAX];
@@ -260,6 +261,15 @@ static void on_ckpt_at(ember_rpc_req_t *req, void *arg)
     ember_msg_ckpt_at_t at;
     char err[128];
     ember_status_t status = ember_wire_ckpt_at_take(req, &at, err, sizeof(err));
+    /* A trainer that asked whether K is due has passed it: too late (the
+     * trainers did not meet that step, as an allreduce makes them). */
+    if (status == EMBER_OK && at.step <= ckpt->checked &&
+        !ember_ckpt_schedule_due(&ckpt->schedule, at.step))
+        status = ember_status_text(err, sizeof(err), EMBER_ERR_INVALID_PARAM,
+                                   "%s is past the checkpoint after step %llu (after %llu steps): "
+                                   "the trainers must meet every step for one on request",
+                                   me(ckpt), (unsigned long long)at.step,
+                                   (unsigned long long)ckpt->checked);
     if (status == EMBER_OK &&
         ember_ckpt_schedule_ask(&ckpt->schedule, at.step, (int)at.stop) != EMBER_OK)
         status = ember_status_text(err, sizeof(err), EMBER_ERR_OUT_OF_RANGE,
@@ -356,10 +366,17 @@ ember_status_t ember_checkpoint_step_begin(ember_checkpoint_t *ckpt, uint64_t st
     if (!ckpt || !ckpt->writes)
         return EMBER_OK;
     take_signal(ckpt);
+    const uint64_t k = step + 1;
+    const int last_wanted = last && !ember_ckpt_schedule_due(&ckpt->schedule, k);
+    /* The last step's every trainer knows itself: it needs no word from
+     * trainer 0, which may come after a trainer that is ahead asked. */
+    if (last_wanted && ckpt->trainer >= 0 &&
+        ember_ckpt_schedule_ask(&ckpt->schedule, k, 0) != EMBER_OK)
+        return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
+                                 "too many checkpoints asked for");
     if (!ckpt->leader)
         return EMBER_OK;
-    const uint64_t k = step + 1;
-    if (!ckpt->requested && !(last && !ember_checkpoint_due(ckpt, k)))
+    if (!ckpt->requested && !last_wanted)
         return EMBER_OK;
     const uint32_t stop = (uint32_t)ckpt->request_stop;
     ckpt->requested = ckpt->request_stop = 0;
@@ -369,9 +386,13 @@ ember_status_t ember_checkpoint_step_begin(ember_checkpoint_t *ckpt, uint64_t st
     return announce(ckpt, k, stop, err, err_length);
 }
 
-int ember_checkpoint_due(const ember_checkpoint_t *ckpt, uint64_t steps)
+int ember_checkpoint_due(ember_checkpoint_t *ckpt, uint64_t steps)
 {
-    return ckpt && ckpt->writes && ember_ckpt_schedule_due(&ckpt->schedule, steps);
+    if (!ckpt || !ckpt->writes)
+        return 0;
+    if (steps > ckpt->checked)
+        ckpt->checked = steps;
+    return ember_ckpt_schedule_due(&ckpt->schedule, steps);
 }
 
 int ember_checkpoint_stops(const ember_checkpoint_t *ckpt, uint64_t steps)
@@ -560,7 +581,7 @@ static ember_status_t save_check(const ember_checkpoint_t *ckpt, uint64_t steps,
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "%s: %s", me(ckpt),
                                  ckpt->writes ? "only trainers save checkpoint files"
                                               : "this job writes no checkpoints (no root)");
-    if (!ember_checkpoint_due(ckpt, steps))
+    if (!ember_ckpt_schedule_due(&ckpt->schedule, steps))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "%s: no checkpoint is due after step %llu", me(ckpt),
                                  (unsigned long long)steps);

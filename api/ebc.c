@@ -393,6 +393,17 @@ static ember_status_t kjt_segments(ember_ebc_t *ebc, const ember_kjt_t *kjt, uin
     return EMBER_OK;
 }
 
+/* A split refused: its reason, the table named in front (the split names
+ * the feature). */
+static ember_status_t split_refused(ember_ebc_t *ebc, const ember_sparse_t *sparse,
+                                    ember_status_t status, uint64_t step, const char *what)
+{
+    const char *table = ember_sparse_split_table(sparse);
+    if (table)
+        return ebc_fail(ebc, step, status, "%stable %s: %s", what, table, ebc->err);
+    return ebc_fail(ebc, step, status, "%s%s", what, ebc->err);
+}
+
 /* ---- sending ------------------------------------------------------------------ */
 
 /* Whether training step @step's lookups may leave: the first step at
@@ -443,7 +454,7 @@ static ember_status_t lookup_train(ember_ebc_t *ebc, const ember_kjt_t *kjt,
     ember_status_t status =
             ember_pipeline_split_input(ebc->pipe, ebc->inputs, step, ebc->err, sizeof(ebc->err));
     if (status != EMBER_OK)
-        return ebc_fail(ebc, step, status, "%s", ebc->err);
+        return split_refused(ebc, ember_pipeline_sparse(ebc->pipe, step), status, step, "");
     *lookup = (ember_lookup_t){.ebc = ebc,
                                .step = step,
                                .open = 1,
@@ -475,8 +486,9 @@ static ember_status_t lookup_eval(ember_ebc_t *ebc, const ember_kjt_t *kjt,
     ember_status_t status = ember_pipeline_pushes_wait(ebc->pipe, step, err, n);
     if (status == EMBER_OK)
         status = ember_pipeline_borrow(ebc->pipe, step, &sparse, err, n);
-    if (status == EMBER_OK)
-        status = ember_sparse_split(sparse, ebc->inputs, step, 1, err, n);
+    if (status == EMBER_OK &&
+        (status = ember_sparse_split(sparse, ebc->inputs, step, 1, err, n)) != EMBER_OK)
+        return split_refused(ebc, sparse, status, step, "evaluation: ");
     if (status == EMBER_OK)
         status = ember_sparse_lookup_send(sparse, err, n);
     if (status != EMBER_OK)

@@ -19,6 +19,7 @@
 
 #define CHUNK_BYTES (8u << 20) /* of rows a TABLE_LOAD or TABLE_READ carries */
 #define DIM_MAX     65536
+#define SHARDS_MAX  64 /* a table's PS */
 
 void ember_table_config_init(ember_table_config_t *config)
 {
@@ -72,6 +73,9 @@ static ember_status_t check_placement(const ember_job_t *job, const ember_table_
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: %u shards from ps%u, but the job has %d PS", name,
                                  shards, c->first_ps, job->num_ps);
+    if (shards > SHARDS_MAX)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: %u shards, at most %d", name, shards, SHARDS_MAX);
     desc->sharding = (uint32_t)c->sharding;
     desc->first_ps = c->first_ps;
     desc->num_shards = shards;
@@ -217,10 +221,10 @@ static ember_status_t to_shards(ember_job_t *job, const api_table_desc_t *desc, 
                                 shard_iov_cb iov_of, void *arg, void *out, size_t out_stride,
                                 size_t *out_bytes, const char *what, char *err, size_t err_length)
 {
-    ember_future_t *futures[EMBER_WIRE_MAX_TABLES * 4] = {NULL};
+    ember_future_t *futures[SHARDS_MAX] = {NULL};
     ember_status_t status = EMBER_OK;
     const uint32_t S = desc->num_shards;
-    ember_iov_t iov[4 * 64];
+    ember_iov_t iov[4 * SHARDS_MAX];
     for (uint32_t s = 0; s < S && status == EMBER_OK; s++) {
         size_t iovcnt = iov_of(arg, s, &iov[s * 4]);
         uint8_t *dst = out ? (uint8_t *)out + s * out_stride : NULL;
@@ -248,8 +252,7 @@ static ember_status_t to_shards(ember_job_t *job, const api_table_desc_t *desc, 
         }
         if (got != EMBER_OK && status == EMBER_OK)
             status = ember_status_text(err, err_length, got, "table %s: %s", desc->name, why);
-        if (got != EMBER_ERR_CANCELED)
-            ember_future_release(futures[s]);
+        ember_future_release(futures[s]); /* one still pending (an abort) is dropped */
     }
     return status;
 }
@@ -258,7 +261,7 @@ static ember_status_t to_shards(ember_job_t *job, const api_table_desc_t *desc, 
 
 typedef struct {
     const api_table_desc_t *desc;
-    ember_msg_table_create_t create[64];
+    ember_msg_table_create_t create[SHARDS_MAX];
 } create_args_t;
 
 static size_t create_iov(void *arg, uint32_t s, ember_iov_t *iov)
@@ -458,7 +461,7 @@ static void local_range(uint32_t S, uint32_t s, int64_t first, int64_t end, int6
 }
 
 typedef struct {
-    ember_msg_table_read_t msg[64];
+    ember_msg_table_read_t msg[SHARDS_MAX];
 } read_args_t;
 
 static size_t read_iov(void *arg, uint32_t s, ember_iov_t *iov)
@@ -477,8 +480,8 @@ static ember_status_t read_round(ember_table_t *table, int64_t first, int64_t en
     const api_table_desc_t *d = &table->desc;
     const uint32_t S = d->num_shards;
     read_args_t args;
-    size_t bytes[64];
-    int64_t lo[64], n[64];
+    size_t bytes[SHARDS_MAX];
+    int64_t lo[SHARDS_MAX], n[SHARDS_MAX];
     *more_p = 0;
     for (uint32_t s = 0; s < S; s++) {
         int64_t hi;

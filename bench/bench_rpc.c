@@ -9,6 +9,12 @@
  * Plus one ping-pong with 64 bytes both ways (the latency target, comparable
  * with ucx_perftest -t ucp_am_lat -s 64, which reports half of it).
  *
+ * Every reply is checked, outside the timed calls: each echo is compared
+ * byte for byte with its request (whose first 8 bytes change every call),
+ * each 8-byte reply with the server's word, each empty reply's length; and
+ * every size up to 64 KiB is echoed once, untimed, and compared.  A wrong
+ * reply fails the run ("# wrong replies: N").
+ *
  * Payloads go from one preallocated buffer (the transport sends it with an
  * iov datatype, no copy); the server's replies are zero-copy from static
  * buffers; responses land in a caller buffer, so the loops allocate nothing
@@ -32,8 +38,9 @@ enum {
 
 #define ECHO_MAX      65536 /* largest payload OP_ECHO answers */
 #define ACK_SIZE      8
-#define PINGPONG_SIZE 64 /* the both-ways latency probe */
-#define MIN_ITERS     20 /* never fewer samples per size than this */
+#define ACK_WORD      0x656d626572ull /* what OP_ACK answers: "ember" */
+#define PINGPONG_SIZE 64              /* the both-ways latency probe */
+#define MIN_ITERS     20              /* never fewer samples per size than this */
 
 typedef struct {
     size_t min_size, max_size, factor;
@@ -208,7 +215,7 @@ static void sink_release(void *arg, void *buffer)
 
 static int rpc_serve(ember_tp_t *tp, const rpc_opts_t *opts)
 {
-    rpc_server_t server = {.tp = tp, .ack = 0x656d626572ull};
+    rpc_server_t server = {.tp = tp, .ack = ACK_WORD};
 
     server.echo = bench_buffer_alloc(ECHO_MAX);
     server.sink_size = opts->max_size;
@@ -242,6 +249,62 @@ static int rpc_serve(ember_tp_t *tp, const rpc_opts_t *opts)
 
 /* ---- client --------------------------------------------------------------- */
 
+/* What the client's loops use, allocated once: they allocate nothing. */
+typedef struct {
+    uint8_t *payload; /* max(MAX, PINGPONG_SIZE) bytes */
+    uint8_t resp[PINGPONG_SIZE];
+    uint8_t *echo;         /* ECHO_MAX bytes: the untimed echo of each size */
+    double *samples;       /* max(ITERS, MIN_ITERS) round trips */
+    ember_future_t **ring; /* [window] */
+    uint64_t stamp;        /* written into the payload before each echo */
+    size_t echoes, acks, empties, wrong;
+} rpc_client_t;
+
+/* A request's first bytes made new, so an echo of an earlier one (or of
+ * the buffer's previous contents) cannot pass for this one's. */
+static void rpc_stamp(rpc_client_t *client, size_t size)
+{
+    uint64_t x = ++client->stamp * 0x9e3779b97f4a7c15ull;
+    memcpy(client->payload, &x, size < sizeof(x) ? size : sizeof(x));
+}
+
+/* Whether @future's reply to @op with the @size request bytes at @sent is
+ * the right one: an echo those bytes, an ack the server's word, a sink
+ * nothing.  Counted; the first wrong one is described. */
+static void rpc_check_reply(rpc_client_t *client, uint16_t op, const uint8_t *sent, size_t size,
+                            ember_future_t *future)
+{
+    const uint64_t word = ACK_WORD;
+    size_t length;
+    const uint8_t *got = ember_future_data(future, &length);
+    int ok;
+
+    if (op == OP_ECHO) {
+        ok = length == size && (size == 0 || memcmp(got, sent, size) == 0);
+        client->echoes++;
+    } else if (op == OP_ACK) {
+        ok = length == ACK_SIZE && memcmp(got, &word, ACK_SIZE) == 0;
+        client->acks++;
+    } else {
+        ok = length == 0;
+        client->empties++;
+    }
+    if (ok || client->wrong++)
+        return;
+    size_t at = 0;
+    const size_t want = op == OP_ECHO ? size : op == OP_ACK ? ACK_SIZE : 0;
+    const uint8_t *expect = op == OP_ECHO ? sent : (const uint8_t *)&word;
+    while (at < length && at < want && got[at] == expect[at])
+        at++;
+    fprintf(stderr,
+            "ember-bench rpc: wrong reply to %s of %zu bytes: %zu bytes back, want %zu; "
+            "first difference at byte %zu\n",
+            op == OP_ECHO  ? "an echo"
+            : op == OP_ACK ? "a call"
+                           : "a windowed call",
+            size, length, want, at);
+}
+
 static ember_status_t rpc_wait(ember_future_t *future, int poll)
 {
     ember_status_t status;
@@ -253,16 +316,19 @@ static ember_status_t rpc_wait(ember_future_t *future, int poll)
     return status;
 }
 
-/* Ping-pong @op with @size-byte requests; round trips (s) into @samples. */
-static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts, uint16_t op,
-                                   const void *payload, size_t size, void *resp,
-                                   size_t resp_capacity, size_t warmup, size_t iters,
-                                   double *samples)
+/* Ping-pong @op with @size-byte requests from the client's payload;
+ * round trips (s) into its samples; every reply checked after its time is
+ * taken. */
+static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts, rpc_client_t *client,
+                                   uint16_t op, size_t size, void *resp, size_t resp_capacity,
+                                   size_t warmup, size_t iters)
 {
-    ember_iov_t iov = {.buffer = payload, .length = size};
+    ember_iov_t iov = {.buffer = client->payload, .length = size};
 
     for (size_t i = 0; i < warmup + iters; i++) {
         ember_future_t *future;
+        if (op == OP_ECHO)
+            rpc_stamp(client, size);
         double start = bench_now();
         ember_status_t status =
                 ember_rpc_call_async(tp, 1, op, &iov, 1, resp, resp_capacity, NULL, &future);
@@ -270,6 +336,8 @@ static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts, uint1
             return status;
         status = rpc_wait(future, opts->poll);
         double end = bench_now();
+        if (status == EMBER_OK)
+            rpc_check_reply(client, op, client->payload, size, future);
         ember_future_release(future);
         if (status != EMBER_OK) {
             fprintf(stderr, "ember-bench rpc: call of %zu bytes failed: %s\n", size,
@@ -277,24 +345,24 @@ static ember_status_t rpc_pingpong(ember_tp_t *tp, const rpc_opts_t *opts, uint1
             return status;
         }
         if (i >= warmup)
-            samples[i - warmup] = end - start;
+            client->samples[i - warmup] = end - start;
     }
     return EMBER_OK;
 }
 
 /* @iters calls of @size bytes, at most @window outstanding; seconds taken. */
-static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts, const void *payload,
-                                 size_t size, size_t iters, ember_future_t **ring, void *resp,
-                                 double *elapsed_p)
+static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts, rpc_client_t *client,
+                                 size_t size, size_t iters, double *elapsed_p)
 {
-    ember_iov_t iov = {.buffer = payload, .length = size};
+    ember_iov_t iov = {.buffer = client->payload, .length = size};
+    ember_future_t **ring = client->ring;
     size_t window = opts->window, issued = 0, done = 0;
     double start = bench_now();
 
     while (done < iters) {
         while (issued < iters && issued - done < window) {
-            ember_status_t status = ember_rpc_call_async(tp, 1, OP_SINK, &iov, 1, resp, ACK_SIZE,
-                                                         NULL, &ring[issued % window]);
+            ember_status_t status = ember_rpc_call_async(tp, 1, OP_SINK, &iov, 1, client->resp,
+                                                         ACK_SIZE, NULL, &ring[issued % window]);
             if (status != EMBER_OK)
                 return status;
             issued++;
@@ -303,6 +371,8 @@ static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts, const v
          * full without scanning it. */
         ember_future_t *future = ring[done % window];
         ember_status_t status = rpc_wait(future, opts->poll);
+        if (status == EMBER_OK)
+            rpc_check_reply(client, OP_SINK, NULL, size, future);
         ember_future_release(future);
         if (status != EMBER_OK) {
             fprintf(stderr,
@@ -318,14 +388,6 @@ static ember_status_t rpc_stream(ember_tp_t *tp, const rpc_opts_t *opts, const v
     *elapsed_p = bench_now() - start;
     return EMBER_OK;
 }
-
-/* What the client's loops use, allocated once: they allocate nothing. */
-typedef struct {
-    uint8_t *payload; /* max(MAX, PINGPONG_SIZE) bytes */
-    uint8_t resp[PINGPONG_SIZE];
-    double *samples;       /* max(ITERS, MIN_ITERS) round trips */
-    ember_future_t **ring; /* [window] */
-} rpc_client_t;
 
 typedef struct {
     double p50, p99, avg; /* us */
@@ -367,14 +429,15 @@ static ember_status_t rpc_size(ember_tp_t *tp, const rpc_opts_t *opts, rpc_clien
     size_t bw_iters = iters < 2 * opts->window ? 2 * opts->window : iters;
     double elapsed;
 
-    EMBER_CHECK(rpc_pingpong(tp, opts, OP_ACK, client->payload, size, client->resp,
-                             sizeof(client->resp), warmup, iters, client->samples));
+    /* Untimed: the size's bytes go there and back intact. */
+    if (size <= ECHO_MAX)
+        EMBER_CHECK(rpc_pingpong(tp, opts, client, OP_ECHO, size, client->echo, ECHO_MAX, 1, 0));
+    EMBER_CHECK(rpc_pingpong(tp, opts, client, OP_ACK, size, client->resp, sizeof(client->resp),
+                             warmup, iters));
     rpc_latency_t lat = rpc_latency(client->samples, iters);
     if (warmup)
-        EMBER_CHECK(rpc_stream(tp, opts, client->payload, size, warmup, client->ring, client->resp,
-                               &elapsed));
-    EMBER_CHECK(rpc_stream(tp, opts, client->payload, size, bw_iters, client->ring, client->resp,
-                           &elapsed));
+        EMBER_CHECK(rpc_stream(tp, opts, client, size, warmup, &elapsed));
+    EMBER_CHECK(rpc_stream(tp, opts, client, size, bw_iters, &elapsed));
     double mbps = (double)size * (double)bw_iters / elapsed / 1e6;
     double rate = (double)bw_iters / elapsed;
 
@@ -393,8 +456,8 @@ static ember_status_t rpc_pingpong_target(ember_tp_t *tp, const rpc_opts_t *opts
 {
     size_t iters = opts->iters, warmup = opts->warmup;
 
-    EMBER_CHECK(rpc_pingpong(tp, opts, OP_ECHO, client->payload, PINGPONG_SIZE, client->resp,
-                             sizeof(client->resp), warmup, iters, client->samples));
+    EMBER_CHECK(rpc_pingpong(tp, opts, client, OP_ECHO, PINGPONG_SIZE, client->resp,
+                             sizeof(client->resp), warmup, iters));
     rpc_latency_t lat = rpc_latency(client->samples, iters);
     printf("# ping-pong %d B both ways, %zu iters: round trip p50 %.2f us, "
            "p99 %.2f us, avg %.2f us\n",
@@ -410,23 +473,31 @@ static int rpc_measure(ember_tp_t *tp, const rpc_opts_t *opts)
     size_t sizes[64];
     size_t count = rpc_sizes(opts, sizes, 64);
     size_t max_iters = opts->iters > MIN_ITERS ? opts->iters : MIN_ITERS;
-    rpc_client_t client = {.payload = bench_buffer_alloc(
-                                   opts->max_size > PINGPONG_SIZE ? opts->max_size : PINGPONG_SIZE),
+    size_t payload_size = opts->max_size > PINGPONG_SIZE ? opts->max_size : PINGPONG_SIZE;
+    rpc_client_t client = {.payload = bench_buffer_alloc(payload_size),
+                           .echo = bench_buffer_alloc(ECHO_MAX),
                            .samples = malloc(max_iters * sizeof(*client.samples)),
                            .ring = malloc(opts->window * sizeof(*client.ring))};
     int ret = BENCH_EXIT_FAIL;
     ember_status_t status;
 
-    if (!client.payload || !client.samples || !client.ring) {
+    if (!client.payload || !client.echo || !client.samples || !client.ring) {
         fprintf(stderr, "ember-bench rpc: out of memory\n");
         goto out;
     }
+    /* Bytes that differ from one place to the next: a reply from the wrong
+     * offset or of another request's bytes is told from the right one. */
+    for (size_t i = 0; i < payload_size; i++)
+        client.payload[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
     EMBER_CHECK_GOTO(ember_tp_barrier(tp, "bench-rpc-start"), status, out);
     rpc_header(tp, opts);
     for (size_t k = 0; k < count; k++)
         EMBER_CHECK_GOTO(rpc_size(tp, opts, &client, sizes[k]), status, out);
     EMBER_CHECK_GOTO(rpc_pingpong_target(tp, opts, &client), status, out);
-    ret = BENCH_EXIT_OK;
+    printf("# replies checked: %zu echoes byte for byte, %zu acks, %zu empty\n", client.echoes,
+           client.acks, client.empties);
+    printf("# wrong replies: %zu %s\n", client.wrong, client.wrong ? "FAILED" : "OK");
+    ret = client.wrong ? BENCH_EXIT_FAIL : BENCH_EXIT_OK;
 
 out:
     /* Let the server go, whatever happened here. */
@@ -437,6 +508,7 @@ out:
     }
     free(client.ring);
     free(client.samples);
+    free(client.echo);
     free(client.payload);
     return ret;
 }

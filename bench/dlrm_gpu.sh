@@ -24,10 +24,13 @@
 # tsv: it parses the TSV as it trains), UCX_TLS (sm,self), KEEP (1: keep the
 # logs, whose folder is printed).
 # ember runs one trainer and one PS (ember-run -n 3) and the peer one process:
-# one GPU is one trainer.  ember's rate is its --metrics epoch line (every
-# step); the peer times every step after one untimed forward and backward
-# that loads its kernels.  The tables: on ember's PS (host or GPU memory,
-# looked up over UCX), the peer's on its GPU.
+# one GPU is one trainer.  Both are timed alike: the file holds STEPS
+# batches, each side passes over them twice (ember: --epochs 2), the first
+# pass untimed (kernels loaded, memory allocated, updates applied), the
+# second on the clock (ember: its second --metrics epoch line; the peer:
+# --warmup-passes 1), every step reading its loss back on both.  The tables:
+# on ember's PS (host or GPU memory, looked up over UCX), the peer's on its
+# GPU.
 # Exit: 0, 2 (bad input or a failed run), 77 (no GPU for DEVICE=cuda, or a
 # build without ember-train: a GPU-only build).
 set -euo pipefail
@@ -66,13 +69,12 @@ if [ "$device" = cuda ] || [ "$ps_device" = cuda ]; then
     grep -qE '^cuda: [1-9]' <<<"$info" || { echo "dlrm_gpu: no CUDA GPU visible to ember: skipped" >&2; exit 77; }
 fi
 
-read -r -a flags <<<"$model --batch-size $batch --steps $steps --optimizer $optimizer --lr $lr --seed $seed"
+read -r -a flags <<<"$model --batch-size $batch --optimizer $optimizer --lr $lr --seed $seed"
 
 out=$(mktemp -d /tmp/ember-dlrm-gpu.XXXXXX)
 if [ "${KEEP:-0}" = 1 ]; then echo "# logs in $out"; else trap 'rm -rf "$out"' EXIT; fi
-# One example more than the steps need: ember's last step exists only when
-# the data holds it, and its reader looks one batch ahead.
-examples=$((steps * batch + batch))
+# STEPS batches exactly: an epoch of ember's is STEPS steps.
+examples=$((steps * batch))
 "$build/tools/ember-criteo-gen" --examples "$examples" --out "$out/train.tsv" --seed "$seed" \
     >"$out/gen.log" 2>&1 || { cat "$out/gen.log" >&2; die "ember-criteo-gen failed"; }
 case ${EMBER_DATA:-npy} in
@@ -84,21 +86,25 @@ case ${EMBER_DATA:-npy} in
 esac
 
 timeout 900 "$build/tools/ember-run" -n 3 "$build/tools/ember-train" --model dlrm --trainers 1 --ps 1 \
-    --device "$device" --ps-device "$ps_device" --epochs 1 "${flags[@]}" --data "$ember_data" \
+    --device "$device" --ps-device "$ps_device" --epochs 2 "${flags[@]}" --data "$ember_data" \
     --metrics "$out/ember.json" >"$out/ember.log" 2>&1 ||
     { tail -20 "$out/ember.log" >&2; die "ember-train failed"; }
-ember_rate=$("$python" - "$out/ember.json" <<'PY'
+# The second epoch: the timed pass.
+ember_rate=$("$python" - "$out/ember.json" "$steps" <<'PY'
 import json, sys
 epochs = [l for l in (json.loads(x) for x in open(sys.argv[1]) if x.strip()) if "epoch" in l]
-seconds = sum(e["seconds"] for e in epochs)
-examples = sum(e["examples_per_s"] * e["seconds"] if "examples_per_s" in e else e["bags"]
-               for e in epochs)
-print(f"{examples / seconds:.1f}" if epochs and seconds > 0 else "-")
+steps = int(sys.argv[2])
+if [e["epoch"] for e in epochs] != [1, 2] or any(e["steps"] != steps for e in epochs):
+    sys.exit(f"ember's --metrics: epochs {[(e['epoch'], e['steps']) for e in epochs]}, "
+             f"not 2 of {steps} steps")
+timed = epochs[1]
+print(f"{timed['examples'] / timed['seconds']:.1f}" if timed["seconds"] > 0 else "-")
 PY
-)
-timeout 900 "$python" "$here/peers/torch_dlrm_gpu.py" "${flags[@]}" --device "$device" \
-    --data "criteo:$out/train.tsv" >"$out/torch.log" 2>&1 ||
+) || die "ember did not run two epochs of $steps steps"
+timeout 900 "$python" "$here/peers/torch_dlrm_gpu.py" "${flags[@]}" --steps "$steps" \
+    --warmup-passes 1 --device "$device" --data "criteo:$out/train.tsv" >"$out/torch.log" 2>&1 ||
     { tail -20 "$out/torch.log" >&2; die "the PyTorch peer failed"; }
+grep -q '^timed pass 2 of 2$' "$out/torch.log" || die "the peer did not time its second pass"
 torch_rate=$(sed -n 's/^examples\/s \([0-9.]*\)$/\1/p' "$out/torch.log")
 [ -n "$torch_rate" ] || die "the peer printed no examples/s"
 ratio=$(awk -v a="$ember_rate" -v b="$torch_rate" 'BEGIN { if (a == "-" || b == 0) print "-"; else printf "%.2f", a / b }')
@@ -106,6 +112,7 @@ ratio=$(awk -v a="$ember_rate" -v b="$torch_rate" 'BEGIN { if (a == "-" || b == 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 echo "# DLRM config $config: ${model}; B $batch, $steps steps, $optimizer lr $lr; ${gpu:-no GPU name}, $(nproc) cores"
 echo "# ember: 1 trainer --device $device, 1 PS --ps-device $ps_device, data $ember_data; peer: $(sed -n 's/^steps .* \(torch .*\)$/\1/p' "$out/torch.log") on $device"
+echo "# timed alike: the second of two passes over the same $steps batches on each side (the first, updates and all, off the clock), every step's loss read back"
 echo "# last step's loss (from different initial weights): ember $(sed -n "s/.*last step's loss \([0-9.]*\).*/\1/p" "$out/ember.log"), peer $(sed -n 's/^loss first .* last //p' "$out/torch.log")"
 printf '%-14s %14s %14s %7s\n' "dlrm $config" "ember ex/s" "torch ex/s" ratio
 printf '%-14s %14s %14s %7s\n' "$device/$ps_device" "$ember_rate" "$torch_rate" "$ratio"

@@ -190,7 +190,8 @@ summary() {
     printf '%-22s rc %s; PyTorch peer rc %s\n' "ember-bench-gpu" "$bench_rc" "$peer_rc"
     sed 's/^/    /' "$bench_log"
     if [ "$peer_rc" -eq 0 ]; then
-        echo "    # beside PyTorch (torch_bag_gpu.py; x = PyTorch's time / ember's)"
+        echo "    # beside PyTorch (torch_bag_gpu.py; x = PyTorch's time / ember's); both timed alike:"
+        echo "    # one untimed call, then the timed ones back to back between two synchronizations"
         printf '    %-6s %-5s %-8s %9s %9s %6s %9s %9s\n' dim mode optim "upd ms" "GB/s" "%copy" \
             "torch ms" "ratio"
         bag_side_by_side | sed 's/^/    /'

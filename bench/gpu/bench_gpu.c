@@ -20,6 +20,9 @@
  *     bytes per row: SGD 0, Adagrad dim x 4, row-wise 4, Adam 2 dim x 4 +
  *     4));
  *   - a single-rank NCCL allreduce (sanity: result unchanged) and its time.
+ * Every case is timed alike (and as bench/peers/torch_bag_gpu.py times
+ * PyTorch's): one untimed call, then ITERS calls back to back between two
+ * device synchronizations, the time divided by ITERS.
  * Prints tables and "verdict" lines: forward >= 60% of the copy for dim >= 64,
  * backward + optimizer >= 50% of the copy for dim >= 64.
  * Exit 0 when everything ran (the verdict is reported, not enforced), 77 when
@@ -259,10 +262,12 @@ static int bench_mode(const gpu_run_t *run, const gpu_bufs_t *b, size_t dim, int
             (double)n * dim * 4 + (double)bags * dim * 4 * (m == EMBER_BAG_MAX ? 3 : 1) + n * 8.0;
     EK(G->bag_backward(dev, b->table, b->rows, dim, &batch, &opts, b->go, b->am, b->grows, b->grad,
                        &nrows, NULL));
+    EK(G->synchronize(dev));
     t0 = now_ms();
     for (int i = 0; i < iters; i++)
         EK(G->bag_backward(dev, b->table, b->rows, dim, &batch, &opts, b->go, b->am, b->grows,
                            b->grad, &nrows, NULL));
+    EK(G->synchronize(dev));
     double bwd_ms = (now_ms() - t0) / iters;
     double bwd_bytes = (double)n * dim * 4 + (double)nrows * dim * 4 + n * 8.0 + (double)nrows * 8;
     double fwd_gbs = fwd_bytes / (fwd_ms * 1e-3) / 1e9;

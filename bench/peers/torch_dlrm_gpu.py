@@ -17,16 +17,20 @@ N_f), the first STEPS x B examples, step s taking examples s*B..(s+1)*B-1 as
 one ember trainer does.  Parsed before the clock; each step's batch is copied
 from (pinned) host memory to the device, as ember copies its dense features.
 
-One untimed forward and backward (no update, gradients dropped) loads the
-device's kernels first; the clock then runs over every training step, each
-reading its loss back (as ember's does).
+Timed as bench/dlrm_gpu.sh times ember-train (its second epoch's line):
+--warmup-passes passes (1) over the S steps first, untimed, updates and all,
+then one more pass over the same steps on the clock; every step, timed or
+not, reads its loss back (as ember's trainer does), and the clock stops
+after the last step's (a device synchronization).
 
     torch_dlrm_gpu.py --data criteo:PATH --steps S --batch-size B
         --embedding-dim D (--num-embeddings N | --num-embeddings-per-feature N0,..,N25)
         --dense-arch-layer-sizes ... --over-arch-layer-sizes ...
         [--optimizer sgd|adagrad] [--lr X] [--device cuda|cpu] [--seed S]
+        [--warmup-passes W]
 
-Prints "examples/s X", "steps S batch B device DEV", "loss first A last Z".
+Prints "examples/s X" (the timed pass), "steps S batch B device DEV ...",
+"timed pass W+1 of W+1", "loss first A last Z" (the timed pass's).
 """
 import argparse
 import math
@@ -60,6 +64,8 @@ def parse_args(argv):
     p.add_argument("--lr", type=float, default=1.0)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--warmup-passes", type=int, default=1,
+                   help="untimed passes over the steps before the timed one (1)")
     a = p.parse_args(argv)
     if not a.data.startswith("criteo:"):
         p.error(f"--data '{a.data}': give criteo:PATH")
@@ -74,6 +80,8 @@ def parse_args(argv):
         p.error("--over-arch-layer-sizes: at least two layers, the last of width 1")
     if a.steps < 1 or a.batch_size < 1:
         p.error("--steps and --batch-size must be positive")
+    if a.warmup_passes < 0:
+        p.error("--warmup-passes must be 0 or more")
     return a
 
 
@@ -160,26 +168,29 @@ def main(argv):
     offsets = torch.arange(a.batch_size, device=a.device)
     on = lambda x: x.to(a.device, non_blocking=True)  # noqa: E731
 
-    def step(batch, update):
+    def step(batch):
         labels, dense, ids = (on(x) for x in batch)
         loss = loss_fn(forward(torch, model, triu, dense, ids, offsets), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if update:
-            opt.step()
+        opt.step()
         return loss.item()
 
-    step(batches[0], False)  # the kernels loaded; no parameter moves
-    opt.zero_grad(set_to_none=True)
+    for _ in range(a.warmup_passes):  # ember's first epoch: the same steps, off the clock
+        for batch in batches:
+            step(batch)
+    if a.device == "cuda":
+        torch.cuda.synchronize()
     losses = []
     start = time.perf_counter()
     for batch in batches:
-        losses.append(step(batch, True))
+        losses.append(step(batch))
     if a.device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     print(f"examples/s {a.steps * a.batch_size / seconds:.1f}")
     print(f"steps {a.steps} batch {a.batch_size} device {a.device} torch {torch.__version__}")
+    print(f"timed pass {a.warmup_passes + 1} of {a.warmup_passes + 1}")
     print(f"loss first {losses[0]:.6f} last {losses[-1]:.6f}")
     return 0
 

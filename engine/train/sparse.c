@@ -83,10 +83,11 @@ struct ember_sparse {
     ember_parts_buffer_t replies, grads;
     size_t reply_stride, grad_stride, grad_head_room;
     uint64_t step;
-    int eval;                /* this step's lookups are EMBER_LOOKUP_EVAL */
-    uint64_t staleness_seen; /* the largest step - version of any lookup */
-    uint64_t pushed_step;    /* the step of the last push */
-    struct joined *joined;   /* [ntables]: ember_sparse_split's input, joined */
+    int eval;                  /* this step's lookups are EMBER_LOOKUP_EVAL */
+    uint64_t staleness_seen;   /* the largest step - version of any lookup */
+    uint64_t pushed_step;      /* the step of the last push */
+    struct joined *joined;     /* [ntables]: ember_sparse_split's input, joined */
+    const char *split_refused; /* the table the last ember_sparse_split refused */
 };
 
 static void joined_free(ember_sparse_t *sparse);
@@ -550,10 +551,10 @@ static ember_status_t segment_check(const ember_sparse_config_t *c,
                                     const ember_sparse_segment_t *seg, int weighted, char *err,
                                     size_t err_length)
 {
-    if (!seg->offsets == !seg->lengths || (seg->bags && !seg->values))
+    if (!seg->offsets == !seg->lengths)
         return ember_status_text(
                 err, err_length, EMBER_ERR_INVALID_PARAM, "feature %s: %s", seg->name,
-                seg->offsets || seg->lengths ? "no values" : "neither offsets nor lengths");
+                seg->offsets ? "both offsets and lengths" : "neither offsets nor lengths");
     if (!seg->weights != !weighted)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "feature %s: per-sample weights given for some of table %s's "
@@ -573,6 +574,10 @@ static ember_status_t join_bag(const ember_sparse_config_t *c, struct joined *j,
                                size_t *n_p, char *err, size_t err_length)
 {
     const size_t n = *n_p;
+    if (count && !seg->values)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "feature %s: bag %zu has %zu values, but none are given",
+                                 seg->name, b, count);
     if (!EMBER_RESERVE(j->indices, j->indices_capacity, n + count + 1) ||
         (seg->weights && !EMBER_RESERVE(j->weights, j->weights_capacity, n + count + 1)))
         return EMBER_ERR_NO_MEMORY;
@@ -581,9 +586,8 @@ static ember_status_t join_bag(const ember_sparse_config_t *c, struct joined *j,
         if ((id < 0 || id >= c->rows) && id != c->padding_idx)
             return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                                      "feature %s: index %lld at position %zu (bag %zu) is out "
-                                     "of range [0, %lld) of table %s",
-                                     seg->name, (long long)id, at + i, b, (long long)c->rows,
-                                     c->table_name);
+                                     "of range [0, %lld)",
+                                     seg->name, (long long)id, at + i, b, (long long)c->rows);
         j->indices[n + i] = id;
     }
     if (seg->weights)
@@ -633,17 +637,24 @@ ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_sparse_inp
     if (!batches && !(batches = malloc(sparse->ntables * sizeof(*batches))))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
     ember_status_t status = EMBER_OK;
+    sparse->split_refused = NULL;
     for (size_t k = 0; status == EMBER_OK && k < sparse->ntables; k++) {
         status = join_table(sparse, k, &tables[k], &batches[k], err, err_length);
         if (status == EMBER_ERR_NO_MEMORY)
-            ember_status_text(err, err_length, status, "table %s: out of memory",
-                              sparse->tables[k].config.table_name);
+            ember_status_text(err, err_length, status, "out of memory for its lookups");
+        if (status != EMBER_OK)
+            sparse->split_refused = sparse->tables[k].config.table_name;
     }
     if (status == EMBER_OK)
         status = ember_sparse_split_batches(sparse, batches, step, eval, err, err_length);
     if (batches != stack)
         free(batches);
     return status;
+}
+
+const char *ember_sparse_split_table(const ember_sparse_t *sparse)
+{
+    return sparse->split_refused;
 }
 
 /* ---- lookups ------------------------------------------------------------ */

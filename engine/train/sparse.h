@@ -114,7 +114,8 @@ size_t ember_sparse_tables(const ember_sparse_t *sparse);
  * concatenated; tables may have different bags) by shard and build each
  * shard's LOOKUP of @step, checking what it reads (ids in [0, rows) or the
  * padding index, offsets non-decreasing, lengths >= 0, weights with every or
- * no segment of a table, and only with sum pooling), naming the feature.
+ * no segment of a table, and only with sum pooling), naming the feature
+ * (ember_sparse_split_table names the table).
  * @eval != 0: EMBER_LOOKUP_EVAL lookups (the tables as they are after
  * @step steps, nothing kept on the PS); no push may follow them.
  * Errors: ERR_OUT_OF_RANGE (an id), ERR_INVALID_PARAM (the rest),
@@ -122,6 +123,10 @@ size_t ember_sparse_tables(const ember_sparse_t *sparse);
  */
 ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_sparse_input_t *tables,
                                   uint64_t step, int eval, char *err, size_t err_length);
+
+/** The name of the table the last ember_sparse_split refused; NULL when it
+ * took every table (or failed before any).  @err above does not name it. */
+const char *ember_sparse_split_table(const ember_sparse_t *sparse);
 
 /** ember_sparse_split of one ember_batch_t per table, already checked. */
 ember_status_t ember_sparse_split_batches(ember_sparse_t *sparse, const ember_batch_t *batches,

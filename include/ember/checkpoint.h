@@ -15,7 +15,12 @@
  * Which steps: every multiple of @every, and the steps trainer 0 names: the
  * last step's, and a signal's (SIGUSR1: one now and go on; SIGTERM: one,
  * then stop).  Trainer 0 names step s + 1 before it begins step s and every
- * rank acknowledges it before it goes on, so nobody has passed it.  Every PS
+ * rank acknowledges it before it goes on; no trainer has passed it when the
+ * trainers meet every step (their dense allreduce, as data parallelism
+ * does): one that has (it asked whether s + 1 is due) refuses it, and
+ * trainer 0's ember_checkpoint_step_begin fails naming it.  The last step's
+ * checkpoint every trainer knows itself (ember_checkpoint_step_begin's
+ * @last).  Every PS
  * copies its shards once it has applied step K-1 and before it answers a
  * lookup of step K (the only pause), and writes from the copy on a
  * low-priority thread.
@@ -86,8 +91,9 @@ void ember_checkpoint_close(ember_checkpoint_t *ckpt);
 ember_status_t ember_checkpoint_step_begin(ember_checkpoint_t *ckpt, uint64_t step, int last,
                                            char *err, size_t err_length);
 /** A checkpoint is due after @steps steps (every trainer must then save
- * one) / the job stops after @steps (a SIGTERM's checkpoint).  NULL: 0. */
-int ember_checkpoint_due(const ember_checkpoint_t *ckpt, uint64_t steps);
+ * one; a trainer that asked has passed @steps: trainer 0 can no longer name
+ * it) / the job stops after @steps (a SIGTERM's checkpoint).  NULL: 0. */
+int ember_checkpoint_due(ember_checkpoint_t *ckpt, uint64_t steps);
 int ember_checkpoint_stops(const ember_checkpoint_t *ckpt, uint64_t steps);
 /** The step a SIGTERM's checkpoint stops the job after (0: none asked). */
 uint64_t ember_checkpoint_stop_step(const ember_checkpoint_t *ckpt);

@@ -72,8 +72,8 @@ typedef struct {
                                 * borrowed for the call */
     ember_sharding_t sharding;
     uint32_t first_ps;   /* the first PS (row-wise) or the PS (table-wise) */
-    uint32_t num_shards; /* row-wise: PS first_ps .. + num_shards - 1; 0: every
-                          * PS from first_ps on */
+    uint32_t num_shards; /* row-wise: PS first_ps .. + num_shards - 1 (at most
+                          * 64); 0: every PS from first_ps on */
     ember_opt_config_t optimizer;
     ember_consistency_t consistency;
     uint32_t staleness; /* sync: a lookup of step s may see s - staleness

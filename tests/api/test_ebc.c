@@ -14,7 +14,9 @@
  *
  *   pooling_pP       one trainer, P PS: every feature's pooled output (the
  *                    KJT by lengths and by offsets, into the caller's buffer
- *                    and the lookup's own) against ember_bag_forward
+ *                    and the lookup's own) against ember_bag_forward; each
+ *                    PS looked each table up once a step (A's two features
+ *                    in one lookup) and took one gradient of each
  *   weighted         per-value weights on sum features, against the same
  *   train_OPT_pP_sK  two trainers, P PS, sync, staleness K: each step's
  *                    pooled outputs (each at the version the staleness
@@ -35,6 +37,12 @@
  *                    from the newest, the trainers' tensors read back, and
  *                    3 more steps end where 6 uninterrupted reference steps
  *                    do; a fresh run on the same root is refused
+ *   ckpt_sigusr1     two trainers, 6 steps, checkpoints on request only:
+ *                    trainer 1 gets SIGUSR1 before step 1; trainer 0 names
+ *                    a step before the last and every rank takes it; the
+ *                    job goes on to the end, whose checkpoint is there too
+ *   ckpt_sigterm     the same with SIGTERM: both trainers stop after that
+ *                    step, at its checkpoint, and the coordinator knows it
  *
  * With EMBER_API_TEST_DEVICE=cuda (CTest's *.cuda and *.staged variants,
  * label cuda; skipped without a GPU) the trainers' ebcs live on the GPU:
@@ -44,6 +52,7 @@
 #include "engine/ops/optimizer.h" /* the reference: ember_opt_step_sparse */
 #include "tests/api/api_test.h"
 
+#include <ember/allreduce.h>
 #include <ember/checkpoint.h>
 #include <ember/device.h>
 #include <ember/embedding_bag.h>
@@ -53,6 +62,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -655,6 +665,15 @@ static int run_pooling(int rank, int num_ps, int weighted)
                  "backward");
         ember_lookup_release(lk);
     }
+    for (int p = 0; p < num_ps; p++) {
+        ember_ps_stats_t stats;
+        MP_CHECK(ember_ps_stats(job, p, &stats) == EMBER_OK, "stats of ps%d", p);
+        MP_CHECK(stats.lookups == 2 * NT && stats.grads == 2 * NT && stats.steps_applied == 2 * NT,
+                 "ps%d: %llu table lookups, %llu gradients, %llu steps applied; want %d each "
+                 "(its %d tables once a step, two steps)",
+                 p, (unsigned long long)stats.lookups, (unsigned long long)stats.grads,
+                 (unsigned long long)stats.steps_applied, 2 * NT, NT);
+    }
     ember_ebc_destroy(ebc);
     device_close();
     for (int k = 0; k < NT; k++)
@@ -1086,6 +1105,98 @@ static int ckpt_fresh(int rank, int world, void *arg)
     return 0;
 }
 
+/* Trainer 1 signals itself before step 1: a checkpoint soon after. */
+static int run_signal(int rank, int sig)
+{
+    const setup_t setup = {.trainers = 2, .num_ps = 1, .opt = EMBER_OPT_SGD, .steps = 6};
+    ember_job_t *job = api_test_join(2, 1);
+    if (rank == 2)
+        return api_test_ps(job, EMBER_OK);
+    ref_t ref;
+    ref_build(&ref, &setup, fmixed);
+    ember_table_t *tables[NT];
+    if (rank == 0)
+        create_tables(job, &setup, 1, tables);
+    else
+        open_tables(job, tables);
+    ember_checkpoint_config_t config;
+    ember_checkpoint_t *ckpt = NULL;
+    char err[400];
+    ember_checkpoint_config_init(&config);
+    config.root = ckpt_root;
+    config.signals = 1;
+    config.keep = 2;
+    MP_CHECK(ember_checkpoint_open(job, &config, &ckpt, err, sizeof(err)) == EMBER_OK, "open: %s",
+             err);
+    ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0, NULL);
+    /* The trainers meet every step, as their dense allreduce makes them:
+     * what lets trainer 0 name the next step for all. */
+    ember_allreduce_t *ar;
+    MP_CHECK(ember_allreduce_create(job, NULL, &ar) == EMBER_OK, "allreduce");
+    uint64_t asked = 0, ran = 0;
+    for (int s = 0; s < setup.steps; s++) {
+        if (rank == 1 && s == 1)
+            raise(sig);
+        MP_CHECK(ember_checkpoint_step_begin(ckpt, (uint64_t)s, s + 1 == setup.steps, err,
+                                             sizeof(err)) == EMBER_OK,
+                 "step_begin: %s", err);
+        train(&ref, ebc, (uint32_t)rank, s, s + 1);
+        float one = 1.0f;
+        MP_CHECK(ember_allreduce(ar, &one, 1, EMBER_ALLREDUCE_SUM) == EMBER_OK && one == 2.0f,
+                 "the step's allreduce");
+        ran = (uint64_t)s + 1;
+        if (ember_checkpoint_due(ckpt, ran)) {
+            if (ran < (uint64_t)setup.steps)
+                asked = ran;
+            float dense[4];
+            dense_of((uint32_t)rank, ran, dense);
+            const ember_st_tensor_t tensor = {.name = "dense",
+                                              .dtype = EMBER_DTYPE_F32,
+                                              .ndim = 1,
+                                              .shape = {4},
+                                              .data = dense};
+            MP_CHECK(ember_checkpoint_save(ckpt, ran, &tensor, 1, NULL, 0, err, sizeof(err)) ==
+                             EMBER_OK,
+                     "save: %s", err);
+        }
+        if (ember_checkpoint_stops(ckpt, ran))
+            break;
+    }
+    MP_CHECK(asked >= 2 && asked <= 5, "%s: the signal's checkpoint came after step %llu",
+             ember_job_name(job, rank), (unsigned long long)asked);
+    if (sig == SIGTERM)
+        MP_CHECK(ran == asked && ember_checkpoint_stop_step(ckpt) == asked,
+                 "SIGTERM: ran %llu steps, stop step %llu, the checkpoint after %llu",
+                 (unsigned long long)ran, (unsigned long long)ember_checkpoint_stop_step(ckpt),
+                 (unsigned long long)asked);
+    else
+        MP_CHECK(ran == (uint64_t)setup.steps && !ember_checkpoint_stop_step(ckpt),
+                 "SIGUSR1: ran %llu steps", (unsigned long long)ran);
+    if (rank == 0)
+        MP_CHECK(ember_checkpoint_finish(ckpt, ran, err, sizeof(err)) == EMBER_OK, "finish: %s",
+                 err);
+    MP_CHECK(ember_job_barrier(job, "trained") == EMBER_OK, "barrier");
+    check_tables(&ref, tables, (int)ran);
+    ember_allreduce_destroy(ar);
+    ember_ebc_destroy(ebc);
+    ember_checkpoint_close(ckpt);
+    for (int k = 0; k < NT; k++)
+        ember_table_close(tables[k]);
+    ref_free(&ref);
+    ember_job_leave(job, EMBER_OK);
+    return 0;
+}
+
+static int ckpt_sigusr1(int rank, int world, void *arg)
+{
+    return run_signal(rank, SIGUSR1);
+}
+
+static int ckpt_sigterm(int rank, int world, void *arg)
+{
+    return run_signal(rank, SIGTERM);
+}
+
 static int dir_has(const char *root, const char *name)
 {
     char path[700];
@@ -1139,6 +1250,33 @@ static const mp_case_t cases[] = {
         {"bad_kjt", bad_kjt, 3, 0},
 };
 
+/* A signal case in a fresh root: its checkpoints there as it says. */
+static int ckpt_signal(mp_rank_fn fn, const char *name, int sigterm)
+{
+    char root[] = "/tmp/ember-api-ckpt-XXXXXX", command[100];
+    MP_CHECK(mkdtemp(root), "mkdtemp");
+    ckpt_root = root;
+    mp_opts_t opts = {.timeout_s = 120.0};
+    int rc = mp_spawn(3, fn, NULL, &opts);
+    int found = 0, last = 0;
+    for (int k = 2; k <= 6; k++) {
+        char dir[32];
+        snprintf(dir, sizeof(dir), "step-%012d", k);
+        found += dir_has(root, dir) && k < 6;
+        last = dir_has(root, dir) ? k : last;
+    }
+    if (rc == 0 && (sigterm ? found != 1 || last > 5 : found != 1 || last != 6)) {
+        fprintf(stderr, "%s: %d checkpoints before the last, the newest after step %d\n", name,
+                found, last);
+        rc = 1;
+    }
+    snprintf(command, sizeof(command), "rm -rf %s", root);
+    if (system(command) != 0)
+        fprintf(stderr, "could not remove %s\n", root);
+    printf("%s: %s\n", name, rc == 0 ? "passed" : "FAILED");
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *kind = getenv("EMBER_API_TEST_DEVICE");
@@ -1148,5 +1286,9 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && strcmp(argv[1], "ckpt_resume") == 0)
         return ckpt_resume();
+    if (argc == 2 && strcmp(argv[1], "ckpt_sigusr1") == 0)
+        return ckpt_signal(ckpt_sigusr1, argv[1], 0);
+    if (argc == 2 && strcmp(argv[1], "ckpt_sigterm") == 0)
+        return ckpt_signal(ckpt_sigterm, argv[1], 1);
     return mp_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]), 150.0);
 }

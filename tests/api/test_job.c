@@ -19,7 +19,8 @@
  *                    naming both
  *   tables           created by one trainer, opened by the other (waiting
  *                    for it), rows read (INIT_ROWS, INIT_NORMAL as
- *                    <ember/rng.h> draws them, zeros) and written across
+ *                    <ember/rng.h> draws them, zeros, fp16 rows rounded as
+ *                    the engine's half conversion rounds) and written across
  *                    ranks on row- and table-wise placements; every bad
  *                    setting refused naming it; a taken name, an unknown
  *                    one, a destroy by another rank, a destroyed table;
@@ -27,6 +28,7 @@
  *   allreduce        3 trainers: sums and averages of integers, several
  *                    requests in flight, a large buffer, a second allreduce
  */
+#include "engine/ops/half.h" /* the reference of fp16 rows */
 #include "tests/api/api_test.h"
 
 #include <ember/allreduce.h>
@@ -394,6 +396,17 @@ static float zero(int64_t r, uint32_t c)
     return 0.0f;
 }
 
+/* H: fp16 rows of a_initial's values / 7, as the PS stores them. */
+static float h_value(int64_t r, uint32_t c)
+{
+    return a_initial(r, c) / 7.0f;
+}
+
+static float h_stored(int64_t r, uint32_t c)
+{
+    return ember_half_to_float(ember_float_to_half(h_value(r, c)));
+}
+
 static float a_written(int64_t r, uint32_t c)
 {
     return r >= 3 && r < 8 ? -(float)(r * 100 + c) : a_initial(r, c);
@@ -419,6 +432,17 @@ static void tables_create(ember_job_t *job, ember_table_t **a, ember_table_t **b
     ember_table_config_init(&c);
     c.name = "Z", c.num_embeddings = 4, c.embedding_dim = 2, c.init = EMBER_TABLE_INIT_ZEROS;
     MP_CHECK(ember_table_create(job, &c, z) == EMBER_OK, "creating Z");
+    for (int64_t r = 0; r < A_ROWS; r++)
+        for (uint32_t d = 0; d < A_DIM; d++)
+            initial[r * A_DIM + d] = h_value(r, d);
+    ember_table_t *h;
+    ember_table_config_init(&c);
+    c.name = "H", c.num_embeddings = A_ROWS, c.embedding_dim = A_DIM, c.dtype = EMBER_DTYPE_F16;
+    c.init = EMBER_TABLE_INIT_ROWS, c.initial_rows = initial;
+    MP_CHECK(ember_table_create(job, &c, &h) == EMBER_OK, "creating H (fp16)");
+    check_rows(h, 0, A_ROWS, h_stored);
+    MP_CHECK(h_stored(1, 1) != h_value(1, 1), "H's values are not rounded by fp16");
+    MP_CHECK(ember_table_destroy(h) == EMBER_OK, "destroying H");
     const ember_table_config_t *got = ember_table_config(*a);
     MP_CHECK(got->num_shards == 2 && got->trainers == 2 && !strcmp(got->name, "A") &&
                      !strcmp(got->device, "cpu"),

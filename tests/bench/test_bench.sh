@@ -10,6 +10,7 @@ bench=$build/bench/ember-bench
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fail() { echo "FAIL ($case_name): $*" >&2; echo "--- output:" >&2; cat "$out" >&2; exit 1; }
+skip() { echo "SKIP ($case_name): $*"; exit 77; } # CTest shows the reason with the skip
 export UCX_NET_DEVICES=lo EMBER_LOG_LEVEL=${EMBER_LOG_LEVEL:-warn}
 
 # Data rows of an nccl-tests table: 13 columns, numbers, #wrong (9, 13) == 0.
@@ -45,10 +46,19 @@ check_lookup_format() { # expected_rows
 
 case $case_name in
 rpc)
-    "$run" -n 2 --no-prefix "$bench" rpc -e 4096 -n 50 -w 5 --csv >"$out" 2>&1 || fail "exit status $?"
+    # Sizes 8 to 64 KiB (eager and rendezvous): every reply checked by the
+    # benchmark itself, each echo byte for byte; what it counted is what
+    # it sent: an untimed echo per size and 55 timed ones (-w 5 -n 50) of
+    # 64 B, 55 acks per size, and 64 + 5 windowed calls (and their warm-up)
+    # per size, each with an empty reply.
+    "$run" -n 2 --no-prefix "$bench" rpc -e 64K -n 50 -w 5 --csv >"$out" 2>&1 || fail "exit status $?"
     grep -Eq '^ +size +iters +p50_us +p99_us +avg_us +bw_iters +MB/s +msgs/s$' "$out" || fail "no column header"
-    [[ $(grep -c '^csv,rpc,' "$out") -ge 6 ]] || fail "too few csv,rpc lines"
+    sizes=$(grep -c '^csv,rpc,' "$out")
+    [[ $sizes == 9 ]] || fail "$sizes csv,rpc lines, not 9 (8 B to 64 KiB by 4, 64 B and 64 KiB)"
     grep -q '^csv,pingpong,' "$out" || fail "no csv,pingpong line"
+    grep -q '^# wrong replies: 0 OK$' "$out" || fail "wrong replies not 0 OK"
+    grep -q "^# replies checked: $((sizes + 55)) echoes byte for byte, $((sizes * 55)) acks, $((sizes * 69)) empty\$" "$out" ||
+        fail "not every reply was checked"
     ;;
 lookup)
     "$run" -n 3 --no-prefix "$bench" lookup --ps 2 --bags 1,8 --pool 4 --dim 8 \
@@ -184,13 +194,16 @@ lookup_threads)
 
 dlrm_gpu)
     # bench/dlrm_gpu.sh (the GPU check's DLRM row) tiny, both on the CPU
-    # (DEVICE=cpu): its header, its row of two rates and their ratio; bad
-    # settings refused.  PYTHON (argv 3): one with torch and numpy.
+    # (DEVICE=cpu): its header, both sides timed alike (the script refuses
+    # otherwise), its row of two rates and their ratio; bad settings
+    # refused.  PYTHON (argv 3): one with torch and numpy.
     script=$(cd "$(dirname "$0")/../.." && pwd)/bench/dlrm_gpu.sh
     export PYTHON=${3:-python3}
-    "$PYTHON" -c 'import torch, numpy' 2>/dev/null || { echo "skipped: no torch in $PYTHON"; exit 77; }
+    "$PYTHON" -c 'import torch, numpy' 2>/dev/null || skip "no torch or numpy in $PYTHON"
     DEVICE=cpu CONFIG=tiny STEPS=4 bash "$script" "$build" >"$out" 2>&1 || fail "exit status $?"
     grep -q '^# ember: 1 trainer --device cpu, 1 PS --ps-device cpu' "$out" || fail "no line saying what ran"
+    grep -q '^# timed alike: the second of two passes over the same 4 batches on each side' "$out" ||
+        fail "no line saying both sides are timed alike"
     grep -Eq '^dlrm tiny +ember ex/s +torch ex/s +ratio$' "$out" || fail "no column header"
     awk '$1 == "cpu/cpu" && NF == 4 && $2 > 0 && $3 > 0 && $4 > 0 && ($2 / $3 - $4) ^ 2 < 0.0001 + 0.0001 * $4 { ok = 1 }
         END { exit !ok }' "$out" || fail "no row of two rates and their ratio"
@@ -209,7 +222,7 @@ train_vs_torchrec)
     # TorchRec venv (scripts/torchrec-venv.sh).
     repo=$(cd "$(dirname "$0")/../.." && pwd)
     venv=${EMBER_TORCHREC_VENV:-$repo/.venv-torchrec}
-    [[ -x $venv/bin/python ]] || { echo "skipped: no TorchRec venv at $venv"; exit 77; }
+    [[ -x $venv/bin/python ]] || skip "no TorchRec venv at $venv (scripts/torchrec-venv.sh makes it)"
     script=$repo/bench/train_vs_torchrec.sh
     export EMBER_TORCHREC_VENV=$venv
     BUILD=$build ROUNDS=1 ROWS=10000 STEPS=2 WARMUP=1 DLRM_STEPS=2 bash "$script" >"$out" 2>&1 ||
@@ -340,13 +353,14 @@ allreduce_nccl)
     rc=$?
     if [[ $rc == 77 ]]; then
         grep -q 'skipped' "$out" || fail "no skip message"
-        exit 77
+        skip "$(grep -m1 'skipped' "$out")"
     fi
     [[ $rc == 0 ]] || fail "exit status $rc"
     check_nccl_format 8
     ;;
 mpi_allreduce)
-    [[ -x $build/bench/peers/mpi_allreduce ]] && command -v mpirun >/dev/null || exit 77
+    [[ -x $build/bench/peers/mpi_allreduce ]] || skip "$build/bench/peers/mpi_allreduce was not built"
+    command -v mpirun >/dev/null || skip "no mpirun on PATH (Open MPI's mpirun runs the MPI peer)"
     mpirun --allow-run-as-root --oversubscribe -n 2 --mca btl self,vader,tcp \
         --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
         "$build/bench/peers/mpi_allreduce" -b 8 -e 256K -f 4 -n 3 -w 1 -c 1 >"$out" 2>&1 ||
@@ -357,7 +371,7 @@ torch_bag_gpu)
     # The PyTorch peer of ember-bench-gpu on the CPU at tiny sizes: every
     # dim x mode x optimizer row, in both formats, positive times and rates.
     py=${EMBER_TORCH_PYTHON:-python3}
-    "$py" -c 'import torch' 2>/dev/null || exit 77
+    "$py" -c 'import torch' 2>/dev/null || skip "no torch in $py (EMBER_TORCH_PYTHON)"
     repo=$(cd "$(dirname "$0")/../.." && pwd)
     "$py" "$repo/bench/peers/torch_bag_gpu.py" --device cpu --bags 64 --len 4 --dims 3,16 \
         --table-bytes 65536 --iters 2 >"$out" 2>&1 || fail "exit status $?"

@@ -18,13 +18,15 @@
  *   ps_survives_client_death   a trainer dies with a lookup open; the PS
  *                              keeps serving the other trainer
  *   lookup_huge_counts         counts far beyond the payload: BAD_MESSAGE,
- *                              nothing sized by them
+ *                              nothing sized by them (the PS's own count
+ *                              of its memory and its resident set alike)
  *   oneway_grad_refused        a refused one-way gradient is reported at the
  *                              trainer's next lookup
  *   replies_pooled             64 trainers, 8 large lookups in flight: every
  *                              reply right although reply buffers are reused,
  *                              and the PS holds memory for the replies in
- *                              flight, not one buffer per trainer
+ *                              flight, not one buffer per trainer (by its
+ *                              own count and by its resident set)
  *   after_shutdown             a lookup reaching a process whose PS has
  *                              returned is refused ("no handler"), not
  *                              served from a freed PS
@@ -1092,6 +1094,40 @@ static int case_bad_lookup(int rank, int world, void *arg)
     return pair_run(rank, &pc);
 }
 
+/* The PS's resident set (rss_bytes of PS_STATS, /proc/self/statm) grew by
+ * at most @limit between @before and @after: what the process really holds,
+ * beside what its own bookkeeping (other_bytes) says it does.  Not under a
+ * sanitizer, whose shadow memory and quarantine of freed blocks are not the
+ * PS's. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TEST_SANITIZER_RSS 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TEST_SANITIZER_RSS 1
+#endif
+
+static void check_rss_growth(const ember_msg_ps_stats_t *before, const ember_msg_ps_stats_t *after,
+                             uint64_t limit, const char *what)
+{
+    const double mib = 1048576.0;
+    MP_CHECK(before->rss_bytes > 0 && after->rss_bytes > 0, "%s: PS_STATS carries no rss_bytes",
+             what);
+    const double grew = ((double)after->rss_bytes - (double)before->rss_bytes) / mib;
+    printf("%s: the PS's resident set %.2f -> %.2f MiB (%+.2f; its own count of other "
+           "memory %+.2f)\n",
+           what, before->rss_bytes / mib, after->rss_bytes / mib, grew,
+           ((double)after->other_bytes - (double)before->other_bytes) / mib);
+#ifdef TEST_SANITIZER_RSS
+    printf("%s: the bound of %.1f MiB is not checked under a sanitizer\n", what, limit / mib);
+#else
+    MP_CHECK(after->rss_bytes <= before->rss_bytes + limit,
+             "%s: the PS's resident set grew by %.2f MiB, more than %.1f MiB", what, grew,
+             limit / mib);
+#endif
+}
+
 /* ---- case lookup_huge_counts ------------------------------------------------
  * A lookup whose header claims far more bags than its payload holds must be
  * refused as malformed (naming table, trainer, step) before the PS sizes
@@ -1125,6 +1161,9 @@ static int case_huge_counts(int rank, int world, void *arg)
     MP_CHECK(after.other_bytes < before.other_bytes + (1u << 20),
              "refused lookups left the PS holding %llu bytes (before: %llu)",
              (unsigned long long)after.other_bytes, (unsigned long long)before.other_bytes);
+    /* 1 MiB: a buffer sized by a count and written (pooled into, zeroed)
+     * would be hundreds. */
+    check_rss_growth(&before, &after, 1u << 20, "huge counts");
     check_unchanged(tp, snapshot, "huge counts");
     call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
     free(snapshot);
@@ -1580,6 +1619,10 @@ static int case_replies_pooled(int rank, int world, void *arg)
              "the PS holds %llu more bytes after %d lookups of %zu bytes",
              (unsigned long long)(after.other_bytes - before.other_bytes), RP_TRAINERS,
              reply_bytes);
+    /* The contexts (3 MiB here) and 8 replies' buffers (1 MiB) with room
+     * for the transport's own; a buffer kept per trainer, counted or not,
+     * would add 8 MiB. */
+    check_rss_growth(&before, &after, 6u << 20, "replies pooled");
     MP_CHECK(after.lookups - before.lookups == RP_TRAINERS, "stats: %llu lookups",
              (unsigned long long)(after.lookups - before.lookups));
     call_ok(tp, ps, EMBER_OP_PS_SHUTDOWN, NULL, 0, NULL, 0);
@@ -1641,6 +1684,8 @@ static int case_async_grad_memory(int rank, int world, void *arg)
     MP_CHECK(after.other_bytes - before.other_bytes < (1u << 20),
              "the PS holds %llu more bytes after %d async gradients",
              (unsigned long long)(after.other_bytes - before.other_bytes), RP_TRAINERS);
+    /* About 0.4 MiB here; a gradient buffer kept per trainer, 16 MiB. */
+    check_rss_growth(&before, &after, 2u << 20, "async gradients");
     ref_sgd(expect, &t, dense);
     float *got = table_read_full(tp, &t);
     size_t where;

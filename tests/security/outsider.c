@@ -5,7 +5,9 @@
  * (their structs from transport/), with a secret of its own.
  *
  *   outsider store-stall HOST PORT N SECONDS
- *       N connections, each sending 4 bytes of a request, held SECONDS
+ *       N connections, each sending 4 bytes of a request, held until the
+ *       store closes them or SECONDS pass: prints when each was closed and
+ *       the bytes that came back (only the greeting may)
  *   outsider store-flood HOST PORT COUNT BYTES
  *       COUNT requests of BYTES-byte values under the wrong secret
  *   outsider store-forge HOST PORT KEY TEXT
@@ -36,6 +38,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,31 +125,69 @@ static int store_try(const char *host, int port, uint8_t op, const char *key, co
     return status != EMBER_OK;
 }
 
+/* Each of @count connections sends 4 bytes of a request, then waits for the
+ * store to close it, for up to @seconds: how long after its 4 bytes each
+ * was closed, and how many bytes came back on it (the store's greeting,
+ * 24, and nothing more: no reply to a request it never got whole). */
 static int store_stall(const char *host, int port, int count, double seconds)
 {
-    int *fds = calloc((size_t)count, sizeof(int));
-    for (int i = 0; fds && i < count; i++) {
-        fds[i] = store_connect(host, port);
-        if (fds[i] < 0 || send(fds[i], "EMST", 4, MSG_NOSIGNAL) != 4) {
+    struct pollfd *pfds = calloc((size_t)count, sizeof(*pfds));
+    double *sent_at = calloc((size_t)count, sizeof(double));
+    double *closed_after = calloc((size_t)count, sizeof(double));
+    size_t *received = calloc((size_t)count, sizeof(size_t));
+    if (!pfds || !sent_at || !closed_after || !received)
+        return 2;
+    for (int i = 0; i < count; i++) {
+        pfds[i] = (struct pollfd){.fd = store_connect(host, port), .events = POLLIN};
+        if (pfds[i].fd < 0 || send(pfds[i].fd, "EMST", 4, MSG_NOSIGNAL) != 4) {
             fprintf(stderr, "outsider: stall connection %d failed\n", i);
             return 2;
         }
+        sent_at[i] = ember_time_now();
+        closed_after[i] = -1;
     }
     printf("outsider: %d connections hold 4 bytes of a request\n", count);
     fflush(stdout);
-    ember_time_sleep(seconds);
-    int dropped = 0;
-    for (int i = 0; i < count; i++) {
-        char sink[64];
-        ssize_t n;
-        while ((n = recv(fds[i], sink, sizeof(sink), MSG_DONTWAIT)) > 0)
-            ; /* the store's greeting */
-        dropped += n == 0 || (n < 0 && errno == ECONNRESET);
-        close(fds[i]);
+    int still_open = count;
+    double deadline = ember_time_now() + seconds;
+    while (still_open && ember_time_now() < deadline) {
+        if (poll(pfds, (nfds_t)count, 50) <= 0)
+            continue;
+        for (int i = 0; i < count; i++) {
+            char sink[64];
+            ssize_t n;
+            if (pfds[i].fd < 0 || !pfds[i].revents)
+                continue;
+            while ((n = recv(pfds[i].fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+                received[i] += (size_t)n;
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                closed_after[i] = ember_time_now() - sent_at[i];
+                close(pfds[i].fd);
+                pfds[i].fd = -1;
+                still_open--;
+            }
+        }
     }
-    printf("outsider: the store dropped %d of %d stalled connections\n", dropped, count);
-    free(fds);
-    return dropped == count ? 0 : 1;
+    double first = 0, last = 0;
+    size_t least = SIZE_MAX, most = 0;
+    for (int i = 0; i < count; i++) {
+        if (pfds[i].fd >= 0)
+            close(pfds[i].fd);
+        if (closed_after[i] >= 0) {
+            first = first == 0 || closed_after[i] < first ? closed_after[i] : first;
+            last = closed_after[i] > last ? closed_after[i] : last;
+        }
+        least = received[i] < least ? received[i] : least;
+        most = received[i] > most ? received[i] : most;
+    }
+    printf("outsider: the store dropped %d of %d stalled connections, %.2f to %.2f s after "
+           "their 4 bytes; %zu to %zu bytes came back on each\n",
+           count - still_open, count, first, last, least, most);
+    free(pfds);
+    free(sent_at);
+    free(closed_after);
+    free(received);
+    return still_open == 0 && least == most && most == 24 ? 0 : 1;
 }
 
 static int store_flood(const char *host, int port, int count, size_t bytes)

@@ -5,10 +5,14 @@ Each golden file is one complete, deterministic synchronous training run of
 the hybrid model (EmbeddingBag -> Linear, cross entropy), computed by PyTorch
 in one process; README.md in this folder gives the semantics and the layout.
 
-    make_golden.py --out DIR [NAME ...]    write the runs (all by default)
+    make_golden.py --out DIR [NAME ...]    write the runs (the stored ones,
+                                           RUNS, by default)
     make_golden.py --check DIR [NAME ...]  recompute the runs and compare
                                            them with the files in DIR
     make_golden.py --list                  the runs this script knows
+
+OPTIMIZER_RUNS are not stored here: the tests make them (the
+train.optimizer.setup fixture) and replay them with each optimizer.
 
 --check passes when the inputs (initial weights, batches, metadata) are
 bit-identical to the stored ones and every expected value is within --tol
@@ -57,6 +61,19 @@ RUNS = {
                          max_bag=3),
 }
 
+# One job with each optimizer ember-train has, on the same inputs (sizes,
+# seed, batches): PyTorch's defaults for each (Adagrad eps 1e-10; row-wise
+# Adagrad FBGEMM's, eps 1e-8; Adam betas 0.9, 0.999, eps 1e-8), the table's
+# optimizer lazy (only the rows a step looks up move) and the dense layer's
+# torch.optim's (README.md).  Made by the tests, not stored here.
+OPTIMIZER_RUNS = {
+    f"opt_{name}": dict(rows=100, dim=16, classes=8, trainers=2, steps=50, lr=lr, mode="sum",
+                        sparse_reduce="sum", seed=5, optimizer=name)
+    for name, lr in (("sgd", 0.05), ("adagrad", 0.05), ("rowwise_adagrad", 0.05),
+                     ("adam", 0.01))
+}
+KNOWN = {**RUNS, **OPTIMIZER_RUNS}
+
 DTYPES = {torch.float32: "F32", torch.int64: "I64"}
 TORCH_OF = {"F32": torch.float32, "I64": torch.int64}
 
@@ -93,11 +110,60 @@ def make_model(run):
     return emb, fc
 
 
+class LazyTableOptimizer:
+    """The table's optimizer as ember's PS steps it (engine/ops/optimizer.h):
+    only the rows the step looked up (@touched) are updated, and only their
+    state moves.  Adagrad: sum += g^2, w -= lr g / (sqrt(sum) + 1e-10);
+    row-wise Adagrad (FBGEMM's EXACT_ROWWISE_ADAGRAD): acc += mean(g^2),
+    w -= lr g / (sqrt(acc) + 1e-8); Adam as torch.optim.SparseAdam (eps on
+    sqrt(v), step lr sqrt(1 - b2^t) / (1 - b1^t)) with t counted per row."""
+
+    def __init__(self, kind, lr, weight):
+        self.kind, self.lr = kind, lr
+        rows = weight.shape[0]
+        self.state0 = torch.zeros(rows if kind == "rowwise_adagrad" else weight.shape)
+        self.state1 = torch.zeros(weight.shape)
+        self.steps = torch.zeros(rows, dtype=torch.int64)
+
+    def step(self, weight, grad, touched):
+        w, g = weight[touched], grad[touched]
+        if self.kind == "adagrad":
+            self.state0[touched] += g * g
+            w -= self.lr * (g / (self.state0[touched].sqrt() + 1e-10))
+        elif self.kind == "rowwise_adagrad":
+            self.state0[touched] += (g * g).mean(1)
+            w -= (self.lr / (self.state0[touched].sqrt() + 1e-8)).unsqueeze(1) * g
+        else:
+            b1, b2 = 0.9, 0.999
+            m, v = self.state0[touched], self.state1[touched]
+            m += (g - m) * (1 - b1)
+            v += (g * g - v) * (1 - b2)
+            self.state0[touched], self.state1[touched] = m, v
+            self.steps[touched] += 1
+            t = self.steps[touched].to(torch.float64)
+            size = (self.lr * (1 - b2 ** t).sqrt() / (1 - b1 ** t)).to(torch.float32)
+            w -= size.unsqueeze(1) * (m / (v.sqrt() + 1e-8))
+        weight[touched] = w
+
+
+def dense_optimizer(kind, lr, params):
+    """The trainers' optimizer of the dense layer (row-wise Adagrad is the
+    table's: the dense layer takes Adagrad, as TorchRec's jobs do)."""
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    return torch.optim.Adagrad(params, lr=lr, eps=1e-10)
+
+
 def train(run):
     """The synchronous run: every trainer's forward and backward against the
     same parameters, then the dense gradients averaged and the table's summed
-    (or averaged) over trainers, one SGD step each."""
+    (or averaged) over trainers, one optimizer step each (SGD unless the run
+    names another)."""
     emb, fc = make_model(run)
+    kind = run.get("optimizer", "sgd")
+    if kind != "sgd":
+        table_opt = LazyTableOptimizer(kind, run["lr"], emb.weight)
+        fc_opt = dense_optimizer(kind, run["lr"], [fc.weight, fc.bias])
     tensors = {"emb.weight": emb.weight.detach().clone(),
                "fc.weight": fc.weight.detach().clone(),
                "fc.bias": fc.bias.detach().clone()}
@@ -125,9 +191,16 @@ def train(run):
             table_grad = torch.stack([g[0] for g in grads]).sum(0)
             if run["sparse_reduce"] == "mean":
                 table_grad = table_grad / T
-            emb.weight -= lr * table_grad
-            fc.weight -= lr * torch.stack([g[1] for g in grads]).mean(0)
-            fc.bias -= lr * torch.stack([g[2] for g in grads]).mean(0)
+            if kind == "sgd":
+                emb.weight -= lr * table_grad
+                fc.weight -= lr * torch.stack([g[1] for g in grads]).mean(0)
+                fc.bias -= lr * torch.stack([g[2] for g in grads]).mean(0)
+                continue
+            touched = torch.unique(torch.cat([b[0] for b in batches]))
+            table_opt.step(emb.weight, table_grad, touched)
+        fc.weight.grad = torch.stack([g[1] for g in grads]).mean(0)
+        fc.bias.grad = torch.stack([g[2] for g in grads]).mean(0)
+        fc_opt.step()
     tensors["expected.loss"] = losses
     tensors["expected.emb.weight"] = emb.weight.detach().clone()
     tensors["expected.fc.weight"] = fc.weight.detach().clone()
@@ -141,7 +214,7 @@ def metadata(run):
             "steps": str(run["steps"]), "lr": str(run["lr"]), "mode": run["mode"],
             "sparse_reduce": run["sparse_reduce"], "seed": str(run["seed"]),
             "per_sample_weights": str(run.get("per_sample_weights", 0)),
-            "optimizer": "sgd", "loss": "cross_entropy_mean",
+            "optimizer": run.get("optimizer", "sgd"), "loss": "cross_entropy_mean",
             "generator": "PyTorch " + torch.__version__}
 
 
@@ -226,12 +299,12 @@ def main():
     parser.add_argument("names", nargs="*")
     args = parser.parse_args()
     if args.list:
-        for name, run in RUNS.items():
+        for name, run in KNOWN.items():
             print(name, json.dumps(run))
         return 0
-    unknown = [n for n in args.names if n not in RUNS]
+    unknown = [n for n in args.names if n not in KNOWN]
     if unknown:
-        parser.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
+        parser.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
     names = args.names or list(RUNS)
     torch.set_num_threads(1)  # one summation order
     if args.out:
@@ -240,12 +313,12 @@ def main():
             # Written under a temporary name and renamed: never half a file.
             fd, tmp = tempfile.mkstemp(dir=args.out, suffix=".tmp")
             os.close(fd)
-            write_safetensors(tmp, train(RUNS[name]), metadata(RUNS[name]))
+            write_safetensors(tmp, train(KNOWN[name]), metadata(KNOWN[name]))
             os.chmod(tmp, 0o644)
             os.replace(tmp, os.path.join(args.out, name + ".safetensors"))
             print(f"wrote {os.path.join(args.out, name + '.safetensors')}")
         return 0
-    results = [check(name, RUNS[name], args.check, args.tol) for name in names]
+    results = [check(name, KNOWN[name], args.check, args.tol) for name in names]
     return 0 if all(results) else 1
 
 

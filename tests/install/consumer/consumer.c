@@ -7,12 +7,24 @@
  *
  *   consumer [DEVICE]     DEVICE for the device ops: cpu (default) or cuda
  */
+#include <ember/allreduce.h>
+#include <ember/checkpoint.h>
 #include <ember/config.h>
+#include <ember/criteo.h>
 #include <ember/device.h>
 #include <ember/dtype.h>
 #include <ember/embedding_bag.h>
+#include <ember/ember.h>
+#include <ember/job.h>
 #include <ember/log.h>
+#include <ember/lookup.h>
+#include <ember/metrics.h>
+#include <ember/optimizer.h>
+#include <ember/ps.h>
+#include <ember/rng.h>
+#include <ember/safetensors.h>
 #include <ember/status.h>
+#include <ember/table.h>
 #include <ember/transport.h>
 #include <ember/version.h>
 
@@ -71,6 +83,38 @@ static void check_status_config(void)
     ember_tp_params_init(&params);
     CHECK(params.rank == -1 && params.world_size == -1 && !params.name,
           "ember_tp_params_init: rank %d world %d", params.rank, params.world_size);
+}
+
+/* The library API's plain calls: the ABI, defaults, checks, the generator. */
+static void check_api(void)
+{
+    CHECK(ember_abi_version() == EMBER_ABI_VERSION, "library ABI %u, headers %u",
+          ember_abi_version(), EMBER_ABI_VERSION);
+    ember_job_params_t params;
+    ember_job_params_init(&params);
+    CHECK(params.abi == EMBER_ABI_VERSION && params.rank == -1 && params.trainers == 0,
+          "ember_job_params_init: abi %u rank %d trainers %d", params.abi, params.rank,
+          params.trainers);
+    ember_table_config_t table;
+    ember_table_config_init(&table);
+    CHECK(table.dtype == EMBER_DTYPE_F32 && table.optimizer.kind == EMBER_OPT_SGD &&
+                  table.consistency == EMBER_SYNC && !table.name,
+          "ember_table_config_init");
+    ember_opt_config_t opt;
+    char err[128];
+    ember_opt_config_default(EMBER_OPT_ADAM, -1.0f, &opt);
+    CHECK(ember_opt_config_check(&opt, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
+                  strstr(err, "lr"),
+          "a negative lr: '%s'", err);
+    CHECK(strcmp(ember_dtype_name(EMBER_DTYPE_F16), "F16") == 0 &&
+                  ember_dtype_size(EMBER_DTYPE_I64) == 8,
+          "dtype names and sizes");
+    /* splitmix64's finaliser of 1, as Python computes it */
+    CHECK(ember_mix64(1) == 0x5692161d100b05e5ull, "ember_mix64(1) = %llx",
+          (unsigned long long)ember_mix64(1));
+    const float scores[4] = {0.1f, 0.9f, 0.8f, 0.3f}, labels[4] = {0, 1, 0, 1};
+    double auc = 0;
+    CHECK(ember_roc_auc(scores, labels, 4, &auc) == EMBER_OK && auc == 0.75, "AUC %g", auc);
 }
 
 /* Four rows of two; bags {0, 2}, {} and {1, 3, 2}. */
@@ -166,6 +210,7 @@ int main(int argc, char **argv)
 
     check_version();
     check_status_config();
+    check_api();
     check_bags();
     check_device(kind);
     if (failures) {
