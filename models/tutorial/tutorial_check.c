@@ -109,8 +109,8 @@ static ember_status_t replay_job(tutorial_config_t *c, ember_train_settings_t *s
     ember_opt_kind_t kind;
     if (ember_opt_kind_parse(info->optimizer, &kind) != EMBER_OK)
         return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                                 "%s: metadata 'optimizer' is '%s', not one ember has",
-                                 c->replay, info->optimizer);
+                                 "%s: metadata 'optimizer' is '%s', not one ember has", c->replay,
+                                 info->optimizer);
     /* ember_replay_info checked the words; this only converts them. */
     ember_bag_mode_t mode;
     if (ember_bag_mode_parse(info->mode, &mode) != EMBER_OK)

@@ -172,8 +172,8 @@ static int refuses(const ember_model_ops_t *model, const char *good, const char 
     ember_status_t status = model->parse(config, bad, err, sizeof(err));
     free(bad);
     free(config);
-    CHECK(status == EMBER_ERR_FORMAT && strstr(err, want), "%s=%s: %s (want '%s')", key, value,
-          err, want);
+    CHECK(status == EMBER_ERR_FORMAT && strstr(err, want), "%s=%s: %s (want '%s')", key, value, err,
+          want);
     return 0;
 }
 
@@ -228,8 +228,9 @@ static int case_dlrm(void)
     model_text_init(&text);
     model->describe(&c, &text);
     const char *good = model_text_take(&text);
-    int bad = refuses(model, good, "rows", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,"
-                                           "21,22,23,24,25",
+    int bad = refuses(model, good, "rows",
+                      "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,"
+                      "21,22,23,24,25",
                       "not a DLRM's") ||
               refuses(model, good, "dense_arch", "512,256,32", "not a DLRM's");
     model_text_free(&text);
@@ -255,8 +256,8 @@ static int case_settings(void)
     const char *good = model_text_take(&text);
     back = (ember_train_settings_t){.epochs = 0};
     CHECK(train_settings_parse(good, &model, &back, err, sizeof(err)) == EMBER_OK, "%s", err);
-    CHECK(model == ember_model_find("dlrm") && !memcmp(&s.optimizer, &back.optimizer,
-                                                       sizeof(s.optimizer)) &&
+    CHECK(model == ember_model_find("dlrm") &&
+                  !memcmp(&s.optimizer, &back.optimizer, sizeof(s.optimizer)) &&
                   back.seed == s.seed && back.staleness == 2 && back.epochs == 9 &&
                   !train_settings_differ(&s, &back),
           "read back otherwise");
