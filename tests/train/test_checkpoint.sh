@@ -33,6 +33,10 @@
 #                refused saying why and what to do (--init), and --init
 #                takes its weights: with lr 0 the job saves them as they are
 #                (tools/ember-checkpoint.py's export of the checkpoint)
+#   more_steps   a DLRM job stopped by --steps part-way through its epoch,
+#                resumed with more steps: the epoch goes on (its line counts
+#                every step of it, as the uninterrupted job's does) and the
+#                job ends bit for bit where the uninterrupted one does
 #   refused      resuming another job (trainers, optimizer, dims), a
 #                --checkpoint-dir holding a newer complete checkpoint, the
 #                flags without --checkpoint-dir, async mode: each refused
@@ -289,6 +293,28 @@ before_api:*)
     "${check[@]}" same "$work/init.safetensors" "$work/export.safetensors" >>"$work/out" 2>&1 ||
         fail "--init did not start from the checkpoint's weights"
     grep "written by\|^ok" "$work/out" | head -2
+    ;;
+more_steps)
+    "$gen" --examples 700 --out "$work/data.tsv" --seed 11 >"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    # 700 examples, 2 trainers x 16: 21 steps an epoch; 12, then 20 of them.
+    flags=("${dlrm_model[@]}" --seed 7 --data "criteo:$work/data.tsv" --optimizer adagrad --lr 0.1)
+    ember "$work/whole.log" 1 "${flags[@]}" --steps 20 --save "$work/whole.safetensors" ||
+        { cat "$work/whole.log" >>"$work/out"; fail "the uninterrupted run exited $?"; }
+    ember "$work/out" 1 "${flags[@]}" --steps 12 --checkpoint-dir "$work/ckpt" ||
+        fail "the run of 12 steps exited $?"
+    ember "$work/resumed.log" 1 "${flags[@]}" --steps 20 --resume "$work/ckpt" \
+        --checkpoint-dir "$work/ckpt" --save "$work/resumed.safetensors" ||
+        { cat "$work/resumed.log" >>"$work/out"; fail "the resumed run exited $?"; }
+    cat "$work/resumed.log" >>"$work/out"
+    grep -q "resuming from .*(step 12)" "$work/out" || fail "did not resume from step 12"
+    whole=$(grep -o "\] epoch    1  mean loss [0-9.]*" "$work/whole.log")
+    [ -n "$whole" ] || fail "the uninterrupted run printed no epoch line"
+    grep -qF "$whole " "$work/resumed.log" ||
+        fail "the resumed run's epoch line is not the uninterrupted run's ($whole)"
+    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
+        fail "the resumed run is not bit-identical to the uninterrupted one"
+    echo "${whole#] } in both; resumed bit for bit"
     ;;
 refused)
     base=(--hidden 8 --epochs 2 --batches 5 --optimizer adam --lr 0.01)

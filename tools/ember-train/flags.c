@@ -201,12 +201,14 @@ static void usage(FILE *stream)
 static ember_status_t refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static ember_status_t refuse(const char *fmt, ...)
 {
+    /* One write: every rank refuses alike, and the launcher may stop a
+     * rank between two. */
+    char text[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("ember-train: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\n(ember-train --help lists the flags)\n", stderr);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "ember-train: %s\n(ember-train --help lists the flags)\n", text);
     return EMBER_ERR_INVALID_PARAM;
 }
 

@@ -426,7 +426,8 @@ static ember_status_t evaluate(trainer_t *t, uint64_t steps)
  * lookup once made (during the step before, when it looked ahead). */
 typedef struct {
     ember_model_batch_t batch;
-    int have; /* a batch (else: the job's end) */
+    int have;   /* a batch (else: the job's end) */
+    int capped; /* none: the model's step count was reached */
     uint32_t epoch;
     ember_lookup_t *lookup;
 } step_batch_t;
@@ -572,9 +573,29 @@ static ember_status_t train_step(trainer_t *t, uint64_t step, step_batch_t *cur,
     epoch->loss_sum += loss;
     epoch->bags += cur->batch.examples;
     epoch->steps++;
+    const epoch_t so_far = *epoch;
     if (ends)
         epoch_report(t, epoch, cur->epoch);
-    return ckpt_after(t, step + 1, epoch, ends ? cur->epoch + 1 : cur->epoch, done->bags);
+    /* A checkpoint after this step holds the epoch the next step trains:
+     * the next one, from nothing, when this step ended it; this one and its
+     * counts so far when it goes on or the step count (--steps) stopped it
+     * part-way, as a resumed job with more steps goes on with it. */
+    if (!ends || next->capped)
+        return ckpt_after(t, step + 1, &so_far, cur->epoch, done->bags);
+    return ckpt_after(t, step + 1, epoch, cur->epoch + 1, done->bags);
+}
+
+/* A resumed job's step @step passed by: when it is the last before the
+ * start and ends the epoch the checkpoint holds part of (the step count
+ * stopped the job there as the data's epoch ended), that epoch is
+ * reported, as it would have been had the job not stopped. */
+static void pass_step(trainer_t *t, uint64_t step, const step_batch_t *cur,
+                      const step_batch_t *next, epoch_t *epoch)
+{
+    const int ends = !next->have || next->epoch != cur->epoch;
+    if (step + 1 == t->start.head.start_step && ends && epoch->steps &&
+        t->resumed.epoch == cur->epoch)
+        epoch_report(t, epoch, cur->epoch);
 }
 
 /* A resumed job: the losses so far and the epoch in progress as the
@@ -624,11 +645,13 @@ static ember_status_t train_loop(trainer_t *t, train_msg_done_t *done)
     if (status == EMBER_OK)
         status = take_batch(t, 0, 0, &cur);
     while (status == EMBER_OK && cur.have) {
-        next = (step_batch_t){.have = 0};
-        if (!(cap && step + 1 == cap))
+        next = (step_batch_t){.capped = cap && step + 1 == cap};
+        if (!next.capped)
             status = take_batch(t, step + 1, cur.epoch, &next);
         if (status == EMBER_OK && step >= start)
             status = train_step(t, step, &cur, &next, &epoch, done);
+        else if (status == EMBER_OK)
+            pass_step(t, step, &cur, &next, &epoch);
         t->model->release(t->model_trainer);
         step++;
         if (status != EMBER_OK || (stopped = ember_checkpoint_stops(t->ckpt, step)))
