@@ -75,6 +75,7 @@ struct ember_job {
     int rank, world, trainers, num_ps, others;
     int coordinator;
     int local_rank, local_size;
+    int leaving; /* ember_job_leave runs: handlers answer what they can at once */
     /* An abort from another rank: its cause. */
     int aborted;
     char abort_cause[300];
@@ -133,9 +134,11 @@ ember_status_t api_ps_ready(ember_job_t *job, int p);
 /* The table names (api/names.c): handlers on the coordinator, calls from
  * anyone (the coordinator's own go straight in). */
 ember_status_t api_names_create(ember_job_t *job);
-/** The coordinator's handler in place (@on) or gone; before destroy, which
- * answers the FINDs still waiting. */
+/** The coordinator's handler in place (@on) or gone. */
 void api_names_register(ember_job_t *job, int on);
+/** The coordinator leaves: the FINDs still waiting answered (while there
+ * is a transport); requests from here on are answered at once. */
+void api_names_close(ember_job_t *job);
 void api_names_destroy(ember_job_t *job);
 ember_status_t api_name_claim(ember_job_t *job, const char *name, uint32_t *id_p);
 ember_status_t api_name_publish(ember_job_t *job, const api_table_desc_t *desc);

@@ -403,6 +403,16 @@ static int barrier_missing(const ember_job_t *job, char *text, size_t length)
     return count;
 }
 
+/* The coordinator: a client waits at the barrier being gathered. */
+static int barrier_held(const ember_job_t *job)
+{
+    for (int rank = 0; rank < api_clients(job); rank++) {
+        if (job->barrier->held[rank])
+            return 1;
+    }
+    return 0;
+}
+
 static void on_barrier(ember_rpc_req_t *req, void *arg)
 {
     ember_job_t *job = arg;
@@ -420,6 +430,11 @@ static void on_barrier(ember_rpc_req_t *req, void *arg)
     msg.name[sizeof(msg.name) - 1] = '\0';
     if (msg.seq == job->barrier->failed_seq) {
         ember_rpc_reply_error(req, job->barrier->failed_status, "%s", job->barrier->failed_why);
+        return;
+    }
+    if (job->leaving) {
+        ember_rpc_reply_error(req, EMBER_ERR_SHUTDOWN, "barrier '%s': the coordinator left the job",
+                              msg.name);
         return;
     }
     ember_status_t status = barrier_arrive(job, peer, msg.seq, msg.name, why, sizeof(why));
@@ -719,11 +734,14 @@ void ember_job_leave(ember_job_t *job, ember_status_t outcome)
         outcome = EMBER_ERR_CANCELED;
     if (outcome == EMBER_OK && api_is_client(job, job->rank))
         tell_ps_left(job);
-    if (job->barrier)
+    /* The handlers stay through the transport's end (its final barrier
+     * progresses it): a client's barrier or table request that comes late
+     * is answered, not met by "no handler". */
+    job->leaving = 1;
+    if (job->barrier && barrier_held(job))
         barrier_release(job, EMBER_ERR_SHUTDOWN, "the coordinator left the job");
     api_job_serving(job, 0);
-    job_register(job, 0);
-    api_names_destroy(job); /* its held requests answered while there is a transport */
+    api_names_close(job);
     if (outcome != EMBER_OK)
         ember_tp_set_failed(job->tp);
     ember_tp_destroy(job->tp);

@@ -132,6 +132,11 @@ static void on_table_name(ember_rpc_req_t *req, void *arg)
     memcpy(&msg, data, sizeof(msg));
     msg.name[sizeof(msg.name) - 1] = '\0';
     msg.desc.name[sizeof(msg.desc.name) - 1] = '\0';
+    if (job->leaving && msg.what != API_NAME_DROP) {
+        ember_rpc_reply_error(req, EMBER_ERR_SHUTDOWN, "table %s: the coordinator left the job",
+                              msg.name);
+        return;
+    }
     ember_status_t status = EMBER_OK;
     uint32_t id = 0;
     const name_entry_t *e;
@@ -178,14 +183,20 @@ void api_names_register(ember_job_t *job, int on)
     ember_rpc_register(job->tp, API_OP_TABLE_NAME, on ? on_table_name : NULL, on ? job : NULL);
 }
 
+void api_names_close(ember_job_t *job)
+{
+    for (size_t i = 0; job->names && i < job->names->nwaits; i++)
+        ember_rpc_reply_error(job->names->waits[i].req, EMBER_ERR_SHUTDOWN,
+                              "table %s: the coordinator left the job before it was created",
+                              job->names->waits[i].name);
+    if (job->names)
+        job->names->nwaits = 0;
+}
+
 void api_names_destroy(ember_job_t *job)
 {
     if (!job->names)
         return;
-    for (size_t i = 0; i < job->names->nwaits; i++)
-        ember_rpc_reply_error(job->names->waits[i].req, EMBER_ERR_SHUTDOWN,
-                              "table %s: the coordinator left the job before it was created",
-                              job->names->waits[i].name);
     free(job->names->waits);
     free(job->names);
     job->names = NULL;
