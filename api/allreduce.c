@@ -133,6 +133,12 @@ ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req)
     return status == EMBER_OK ? EMBER_OK : ar_fail(ar, status, "reducing");
 }
 
+const char *ember_allreduce_error(const ember_allreduce_t *ar)
+{
+    const char *why = ar && ar->comm ? ar->ops->comm_error(ar->comm) : NULL;
+    return why ? why : "";
+}
+
 ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count,
                                ember_allreduce_op_t op)
 {

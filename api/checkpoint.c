@@ -174,8 +174,10 @@ static void complete(ember_checkpoint_t *ckpt, pending_t *p)
         snprintf(ckpt->last_failure, sizeof(ckpt->last_failure), "%s", p->failure);
         event_push(ckpt, p, dir, 1);
     } else {
-        ember_info("checkpoint", "the checkpoint after step %llu: %s, %.1f MiB in %zu files",
-                   (unsigned long long)p->step, dir, p->bytes / 1048576.0, p->manifest.nfiles);
+        /* The coordinator's event (ember_checkpoint_poll) says it, in the
+         * application's words: ember-train prints its own line. */
+        ember_debug("checkpoint", "the checkpoint after step %llu: %s, %.1f MiB in %zu files",
+                    (unsigned long long)p->step, dir, p->bytes / 1048576.0, p->manifest.nfiles);
         ckpt->last_complete = p->step;
         event_push(ckpt, p, dir, 0);
         if (ember_ckpt_prune(ckpt->root, ckpt->keep, err, sizeof(err)) != EMBER_OK)

@@ -83,6 +83,7 @@ struct ember_ebc {
     ember_sparse_segment_t *segments; /* [nfeatures] */
     ember_sparse_input_t *inputs;     /* [ntables] */
     char err[600];
+    char error[700]; /* the line the last failing call logged (ember_ebc_error) */
 };
 
 /* One line naming the trainer and the step; returns @status. */
@@ -97,11 +98,12 @@ static ember_status_t ebc_fail(ember_ebc_t *ebc, uint64_t step, ember_status_t s
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
     if (status == EMBER_ERR_CANCELED && ebc->job->aborted)
-        ember_error("lookup", "trainer %d step %llu: the job was aborted: %s", ebc->trainer,
-                    (unsigned long long)step, ebc->job->abort_cause);
+        snprintf(ebc->error, sizeof(ebc->error), "trainer %d step %llu: the job was aborted: %s",
+                 ebc->trainer, (unsigned long long)step, ebc->job->abort_cause);
     else
-        ember_error("lookup", "trainer %d step %llu: %s", ebc->trainer, (unsigned long long)step,
-                    what);
+        snprintf(ebc->error, sizeof(ebc->error), "trainer %d step %llu: %s", ebc->trainer,
+                 (unsigned long long)step, what);
+    ember_error("lookup", "%s", ebc->error);
     return status;
 }
 
@@ -320,6 +322,11 @@ size_t ember_ebc_output_offset(const ember_ebc_t *ebc, size_t f, size_t batch_si
 static size_t table_offset(const ember_ebc_t *ebc, size_t k, size_t batch_size)
 {
     return ember_ebc_output_offset(ebc, ebc->tables[k].first, batch_size);
+}
+
+const char *ember_ebc_error(const ember_ebc_t *ebc)
+{
+    return ebc ? ebc->error : "";
 }
 
 uint64_t ember_ebc_staleness_seen(const ember_ebc_t *ebc)

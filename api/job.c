@@ -291,6 +291,15 @@ ember_status_t api_job_ps_poll(ember_job_t *job)
 {
     if (job->aborted)
         return EMBER_ERR_CANCELED;
+    /* First the coordinator: without it nobody stops this PS, and its loss
+     * is the cause whatever the clients did after it. */
+    if (ember_tp_peer_lost(job->tp, job->coordinator)) {
+        ember_error("ps", "%s: the %s (rank %d) was lost: %s; stopping",
+                    ember_tp_peer_name(job->tp, job->rank),
+                    ember_tp_peer_name(job->tp, job->coordinator), job->coordinator,
+                    ember_tp_peer_reason(job->tp, job->coordinator));
+        return EMBER_ERR_PEER_LOST;
+    }
     int gone = 0, lost = -1;
     for (int rank = 0; rank < api_clients(job); rank++) {
         if (job->left_by[rank])
@@ -535,6 +544,13 @@ static void resolve_identity(const ember_job_params_t *params, int *rank_p, int 
     if (*world_p < 0)
         *world_p = ember_config_str("EMBER_WORLD_SIZE") ? (int)ember_config_int("EMBER_WORLD_SIZE")
                                                         : ember_slurm_int("SLURM_NTASKS", -1);
+}
+
+void ember_job_launch_rank(int *rank_p, int *world_size_p)
+{
+    ember_job_params_t params;
+    ember_job_params_init(&params);
+    resolve_identity(&params, rank_p, world_size_p);
 }
 
 static ember_status_t params_check(const ember_job_params_t *params, int rank, int world)

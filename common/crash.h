@@ -2,7 +2,7 @@
 #ifndef EMBER_COMMON_CRASH_H
 #define EMBER_COMMON_CRASH_H
 
-/** Install the handler for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT. */
-void ember_crash_handler_install(void);
+/* ember_crash_handler_install: <ember/log.h> (public). */
+#include <ember/log.h>
 
 #endif

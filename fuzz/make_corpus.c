@@ -10,6 +10,10 @@
 #include "engine/io/safetensors.h"
 #include "engine/wire/codec.h"
 #include "engine/wire/protocol.h"
+#include "models/dlrm/dlrm.h"
+#include "models/tutorial/tutorial.h"
+#include "tools/ember-train/messages.h"
+#include "tools/ember-train/settings.h"
 #include "transport/store.h"
 #include "transport/tp_internal.h"
 
@@ -581,105 +585,102 @@ static void corpus_ps_messages(void)
     save_blob("ps_messages", "fp16_refusals", &b);
 }
 
-/* A DLRM job's TRAIN_START: 26 tables of dim 4, DenseArch 13-8-4, OverArch
- * 355-8-1 (355 = 4 + 27 * 26 / 2). */
+/* One TRAIN_START for trainer @index of 4 with @num_ps PS (its first
+ * byte: the target's input layout), of @model's configuration @config and
+ * the driver's @settings; @nparams zeros as its dense parameters (one
+ * short when @short_params). */
+static void train_start(blob_t *b, int index, uint32_t num_ps, const ember_model_ops_t *model,
+                        const void *config, const ember_train_settings_t *settings,
+                        int short_params)
+{
+    model_text_t settings_text, config_text;
+    model_text_init(&settings_text);
+    model_text_init(&config_text);
+    train_settings_describe(model, settings, &settings_text);
+    model->describe(config, &config_text);
+    const size_t nparams = model->params(config) - (short_params ? 1 : 0);
+    float *params = calloc(nparams + 1, sizeof(float));
+    const char *texts[4] = {model_text_take(&settings_text), model_text_take(&config_text),
+                            "/shared/ckpt", ""};
+    train_msg_start_t head = {.trainer = (uint32_t)index,
+                              .trainers = 4,
+                              .num_ps = num_ps,
+                              .every = 5,
+                              .nparams = nparams};
+    ember_iov_t iov[10];
+    if (!params || !texts[0] || !texts[1])
+        abort();
+    const size_t n = train_start_pack(&head, texts, params, iov);
+    put_u8(b, (uint8_t)(index | (num_ps - 1) << 2));
+    for (size_t i = 0; i < n; i++)
+        put(b, iov[i].buffer, iov[i].length);
+    model_text_free(&settings_text);
+    model_text_free(&config_text);
+    free(params);
+}
+
+/* A DLRM job's: 26 tables of dim 4, DenseArch 13-8-4, OverArch 355-8-1
+ * (355 = 4 + 27 * 26 / 2), whole tables on 2 PS. */
 static void corpus_train_start_dlrm(void)
 {
-    ember_msg_train_start_t spec = {
-            .trainer = 1,
-            .trainers = 2,
-            .num_ps = 2,
-            .first_ps_rank = 3,
-            .master_rank = 2,
-            .config = {.dim = 4,
-                       .classes = 2,
-                       .data = EMBER_DATA_CRITEO,
-                       .epochs = 1,
-                       .padding_idx = -1,
-                       .model = EMBER_MODEL_DLRM,
-                       .optimizer = {.kind = EMBER_OPT_ADAGRAD, .lr = 0.1f, .eps = 1e-10f},
-                       .dlrm = {.tables = EMBER_DLRM_TABLES,
-                                .batch_size = 16,
-                                .sharding = EMBER_SHARD_TABLE,
-                                .dense_layers = 2,
-                                .dense_sizes = {8, 4},
-                                .over_layers = 2,
-                                .over_sizes = {8, 1},
-                                .steps = 10,
-                                .eval_every = 5,
-                                .data = "criteo:train.txt",
-                                .eval = "criteo:test.txt"}}};
-    for (int t = 0; t < EMBER_DLRM_TABLES; t++)
-        spec.config.dlrm.rows[t] = 10 + t;
+    dlrm_config_t c;
+    ember_model_dlrm.defaults(&c);
+    c.dim = 4;
+    c.dense_layers = 2;
+    c.dense_sizes[0] = 8, c.dense_sizes[1] = 4;
+    c.over_layers = 2;
+    c.over_sizes[0] = 8, c.over_sizes[1] = 1;
+    c.batch_size = 16;
+    c.sharding = EMBER_SHARD_TABLE_WISE;
+    c.steps = 10;
+    c.eval_every = 5;
+    snprintf(c.data, sizeof(c.data), "criteo:train.txt");
+    snprintf(c.eval, sizeof(c.eval), "criteo:test.txt");
+    for (int t = 0; t < EMBER_CRITEO_SPARSE; t++)
+        c.rows[t] = 10 + t;
+    ember_train_settings_t s = {.trainers = 4, .num_ps = 2, .epochs = 1};
+    ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.1f, &s.optimizer);
     blob_t b = {0};
-    float zero = 0.0f;
-    size_t nparams = ember_model_params(&spec);
-    put_u8(&b, 1);
-    put(&b, &spec, sizeof(spec));
-    for (size_t i = 0; i < nparams; i++)
-        put(&b, &zero, 4);
+    train_start(&b, 1, 2, &ember_model_dlrm, &c, &s, 0);
     save_blob("train_start", "dlrm", &b);
 }
 
 static void corpus_train_start(void)
 {
-    ember_msg_train_start_t spec = {.trainer = 1,
-                                    .trainers = 2,
-                                    .num_ps = 1,
-                                    .first_ps_rank = 3,
-                                    .master_rank = 2,
-                                    .config = {.rows = 100,
-                                               .dim = 16,
-                                               .classes = 8,
-                                               .mode = EMBER_BAG_SUM,
-                                               .data = EMBER_DATA_TUTORIAL,
-                                               .padding_idx = -1,
-                                               .epochs = 2,
-                                               .batches = 3,
-                                               .min_indices = 20,
-                                               .max_indices = 50,
-                                               .consistency = EMBER_SYNC,
-                                               .seed = 1,
-                                               .optimizer = {.kind = EMBER_OPT_SGD, .lr = 0.5f}}};
+    tutorial_config_t c;
+    ember_model_tutorial.defaults(&c);
+    c.batches = 3;
+    ember_train_settings_t s = {.trainers = 4, .num_ps = 1, .epochs = 2, .seed = 1};
+    ember_opt_config_default(EMBER_OPT_SGD, 0.5f, &s.optimizer);
     blob_t b = {0};
-    float zero = 0.0f;
-
-    put_u8(&b, 1);
-    put(&b, &spec, sizeof(spec));
-    for (int i = 0; i < 16 * 8 + 8; i++)
-        put(&b, &zero, 4);
+    train_start(&b, 1, 1, &ember_model_tutorial, &c, &s, 0);
     save_blob("train_start", "tutorial", &b);
 
-    spec.config.staleness = 2;
-    put_u8(&b, 1);
-    put(&b, &spec, sizeof(spec));
-    for (int i = 0; i < 16 * 8 + 8; i++)
-        put(&b, &zero, 4);
+    s.staleness = 2;
+    train_start(&b, 1, 1, &ember_model_tutorial, &c, &s, 0);
     save_blob("train_start", "tutorial_staleness", &b);
-    spec.config.staleness = 0;
+    s.staleness = 0;
 
-    spec.config.data = EMBER_DATA_SYNTHETIC;
-    spec.config.mode = EMBER_BAG_MAX;
-    spec.config.nhidden = 1;
-    spec.config.hidden[0] = 4;
-    spec.config.padding_idx = 7;
-    spec.config.optimizer =
-            (ember_opt_config_t){.kind = EMBER_OPT_ROWWISE_ADAGRAD, .lr = 0.1f, .eps = 1e-8f};
-    put_u8(&b, 1);
-    put(&b, &spec, sizeof(spec));
-    for (int i = 0; i < 16 * 4 + 4 + 4 * 8 + 8; i++)
-        put(&b, &zero, 4);
+    /* What once got through as the old layout's regress-min_above_max: a
+     * range of indices upside down (the draw allocated 2^64 indices). */
+    c.min_indices = 276;
+    train_start(&b, 1, 1, &ember_model_tutorial, &c, &s, 0);
+    save_blob("train_start", "min_above_max", &b);
+    c.min_indices = 20;
+
+    c.data = TUTORIAL_DATA_SYNTHETIC;
+    c.mode = EMBER_BAG_MAX;
+    c.nhidden = 1;
+    c.hidden[0] = 4;
+    c.padding_idx = 7;
+    ember_opt_config_default(EMBER_OPT_ROWWISE_ADAGRAD, 0.1f, &s.optimizer);
+    train_start(&b, 1, 1, &ember_model_tutorial, &c, &s, 0);
     save_blob("train_start", "synthetic_mlp_max", &b);
 
-    spec.trainer = 0;
-    spec.config.data = EMBER_DATA_REPLAY;
-    spec.config.mode = EMBER_BAG_MEAN;
-    spec.config.per_sample_weights = 1;
-    snprintf(spec.replay_path, sizeof(spec.replay_path), "golden.safetensors");
-    put_u8(&b, 0);
-    put(&b, &spec, sizeof(spec));
-    for (int i = 0; i < 16 * 4 + 4 + 4 * 8 + 8 - 1; i++) /* one short */
-        put(&b, &zero, 4);
+    c.data = TUTORIAL_DATA_REPLAY;
+    c.mode = EMBER_BAG_MEAN;
+    snprintf(c.replay, sizeof(c.replay), "golden.safetensors");
+    train_start(&b, 0, 3, &ember_model_tutorial, &c, &s, 1); /* one parameter short */
     save_blob("train_start", "replay_short", &b);
 
     corpus_train_start_dlrm();
@@ -688,7 +689,7 @@ static void corpus_train_start(void)
 static void corpus_epoch_report(void)
 {
     blob_t b = {0};
-    ember_msg_epoch_report_t r = {
+    train_msg_epoch_t r = {
             .trainer = 1, .epoch = 2, .steps = 10, .bags = 55, .loss_sum = 20.5, .seconds = 0.25};
     put_u8(&b, 1); /* two trainers */
     put_u8(&b, 3); /* three epochs */
@@ -703,8 +704,8 @@ static void corpus_epoch_report(void)
 
     /* A DLRM evaluation's report: three examples, then one a byte short. */
     blob_t e = {0};
-    uint8_t report[sizeof(ember_msg_eval_report_t) + 3 * 8];
-    ember_msg_eval_report_t head = {.trainer = 1, .step = 5, .count = 3};
+    uint8_t report[sizeof(train_msg_eval_t) + 3 * 8];
+    train_msg_eval_t head = {.trainer = 1, .step = 5, .count = 3};
     const float values[6] = {0.5f, -1.0f, 2.0f, 1.0f, 0.0f, 1.0f};
     memcpy(report, &head, sizeof(head));
     memcpy(report + sizeof(head), values, sizeof(values));
@@ -713,6 +714,19 @@ static void corpus_epoch_report(void)
     record(&e, 0, report, sizeof(report));
     record(&e, 0, report, sizeof(report) - 1);
     save_blob("epoch_report", "eval_reports", &e);
+
+    /* A trainer's answer: 2 steps' losses and 3 parameters, then one short. */
+    blob_t d = {0};
+    uint8_t answer[sizeof(train_msg_done_t) + 5 * 4];
+    train_msg_done_t done = {.steps = 2, .bags = 10, .seconds = 1.5};
+    const float floats[5] = {0.25f, 0.5f, 1.0f, 2.0f, 3.0f};
+    memcpy(answer, &done, sizeof(done));
+    memcpy(answer + sizeof(done), floats, sizeof(floats));
+    put_u8(&d, 1);
+    put_u8(&d, 1);
+    record(&d, 0, answer, sizeof(answer));
+    record(&d, 0, answer, sizeof(answer) - 4);
+    save_blob("epoch_report", "done", &d);
 }
 
 static void corpus_ckpt_messages(void)

@@ -6,8 +6,8 @@
  *                      --seed S --trainers T --steps N --out FILE
  *
  * Each trainer's batch of each global step comes from ember's own data
- * source (engine/train/data: ember_data_next), given the course of training
- * ember-train's flags of the same names set, so a peer reading FILE trains
+ * source (models/tutorial/tutorial_data: tutorial_data_get), given the
+ * configuration ember-train's flags of the same names set, so a peer reading FILE trains
  * on exactly the bags ember-train draws in its run with those flags (tutorial
  * data, no per-sample weights; its step s is epoch s / batches, batch
  * s % batches).  FILE is safetensors in the golden layout's batch names:
@@ -17,8 +17,9 @@
  *
  * Exit 0, or 2 on a bad flag, no memory or a file that cannot be written.
  */
-#include "engine/io/safetensors.h"
-#include "engine/train/data.h"
+#include "models/tutorial/tutorial_data.h"
+
+#include <ember/safetensors.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -37,7 +38,7 @@ enum {
     NVALUES
 };
 
-/* Each flag's name and range: ember-train's (tools/train_flags.c), and
+/* Each flag's name and range: ember-train's (models/tutorial), and
  * steps x trainers batches few enough to hold in memory at once. */
 static const struct {
     const char *name;
@@ -132,20 +133,16 @@ static int parse_args(int argc, char **argv, args_t *a)
     return 1;
 }
 
-/* The course of training ember-train's master hands trainer @trainer for
- * these flags; only what the tutorial data source reads matters. */
-static ember_msg_train_start_t spec_of(const args_t *a, uint32_t trainer)
+/* The tutorial model's configuration for these flags; only what its data
+ * source reads matters. */
+static tutorial_config_t config_of(const args_t *a)
 {
-    return (ember_msg_train_start_t){.trainers = (uint32_t)a->value[TRAINERS],
-                                     .trainer = trainer,
-                                     .config = {.rows = a->value[ROWS],
-                                                .classes = (uint32_t)a->value[CLASSES],
-                                                .data = EMBER_DATA_TUTORIAL,
-                                                .epochs = 1,
-                                                .batches = (uint32_t)a->value[STEPS],
-                                                .min_indices = (uint32_t)a->value[MIN_INDICES],
-                                                .max_indices = (uint32_t)a->value[MAX_INDICES],
-                                                .seed = (uint64_t)a->value[SEED]}};
+    return (tutorial_config_t){.rows = a->value[ROWS],
+                               .classes = (uint32_t)a->value[CLASSES],
+                               .data = TUTORIAL_DATA_RANDOM,
+                               .batches = (uint32_t)a->value[STEPS],
+                               .min_indices = (uint32_t)a->value[MIN_INDICES],
+                               .max_indices = (uint32_t)a->value[MAX_INDICES]};
 }
 
 /* Tensor @k of @b: a copy of @n values of @values, named trainer @t, step
@@ -170,25 +167,26 @@ static int add_tensor(batches_t *b, size_t k, uint32_t t, uint64_t s, const char
 /* Every step of trainer @t into @b from tensor @first on. */
 static int draw_trainer(const args_t *a, uint32_t t, batches_t *b, size_t first)
 {
-    ember_msg_train_start_t spec = spec_of(a, t);
-    ember_data_t *data;
+    const tutorial_config_t config = config_of(a);
+    tutorial_data_t *data;
     char err[256] = "";
-    if (ember_data_create(&spec, &data, err, sizeof(err)) != EMBER_OK) {
+    if (tutorial_data_open(&config, (uint64_t)a->value[SEED], (int)t, &data, err, sizeof(err)) !=
+        EMBER_OK) {
         fprintf(stderr, "tutorial_batches: trainer %u: %s\n", t, err);
         return 0;
     }
     int ok = 1;
     for (uint64_t s = 0; ok && s < (uint64_t)a->value[STEPS]; s++) {
-        ember_batch_t batch;
+        tutorial_batch_t batch;
         size_t k = first + 3 * s;
-        ok = ember_data_next(data, s, &batch, err, sizeof(err)) == EMBER_OK;
+        ok = tutorial_data_get(data, s, 0, &batch, err, sizeof(err)) == EMBER_OK;
         if (!ok)
             fprintf(stderr, "tutorial_batches: trainer %u step %" PRIu64 ": %s\n", t, s, err);
         ok = ok && add_tensor(b, k, t, s, "indices", batch.indices, batch.n) &&
              add_tensor(b, k + 1, t, s, "offsets", batch.offsets, batch.bags) &&
              add_tensor(b, k + 2, t, s, "targets", batch.targets, batch.bags);
     }
-    ember_data_destroy(data);
+    tutorial_data_close(data);
     return ok;
 }
 

@@ -32,6 +32,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One table's bags of a step, already checked. */
+typedef struct {
+    const int64_t *indices;
+    size_t n;
+    const int64_t *offsets; /* [bags]: bag b starts at indices[offsets[b]] */
+    size_t bags;
+    const int64_t *targets; /* unused by the split */
+    const float *weights;   /* [n_weights] or NULL */
+    size_t n_weights;
+} ember_batch_t;
+
 /* One table, as its trainer sees it. */
 typedef struct {
     uint32_t table_id;

@@ -326,66 +326,6 @@ ember_status_t ember_wire_grads_unpack(const void *data, size_t length,
 ember_status_t ember_wire_grads_split(const ember_wire_grads_view_t *view, const uint32_t *dims,
                                       ember_wire_grad_view_t *grads, char *err, size_t err_length);
 
-/* ---- TRAIN_START, its reply, EPOCH_REPORT --------------------------------- */
-
-/* A received TRAIN_START: the spec and the dense parameters after it. */
-typedef struct {
-    ember_msg_train_start_t spec; /* its replay path NUL-terminated */
-    const uint8_t *params;        /* float[nparams] */
-    size_t nparams;
-} ember_wire_train_start_view_t;
-
-/**
- * Take a TRAIN_START as trainer @index: the spec is for this trainer, its
- * sizes and ranges are a job's (engine/train/job.c's limits: the batches are
- * drawn by them), and the dense parameters that follow it are all there.
- * Errors: ERR_INVALID_PARAM (the field named in @err).
- */
-ember_status_t ember_wire_train_start_unpack(const void *data, size_t length, int index,
-                                             ember_wire_train_start_view_t *view, char *err,
-                                             size_t err_length);
-
-/* A trainer's TRAIN_START reply: its totals, per-step losses, final layers. */
-typedef struct {
-    ember_msg_train_done_t head;
-    const uint8_t *losses; /* float[head.steps] */
-    const uint8_t *params; /* float[nparams] */
-} ember_wire_train_done_view_t;
-
-/**
- * Take trainer @index's TRAIN_START reply, whose dense model has @nparams
- * floats: its length says how many losses follow its header and the
- * parameters, checked by division before any field is trusted (a wire
- * steps x 4 could wrap to the length of a short report).  Errors:
- * ERR_BAD_MESSAGE.
- */
-ember_status_t ember_wire_train_done_unpack(const void *data, size_t length, size_t nparams,
-                                            int index, ember_wire_train_done_view_t *view,
-                                            char *err, size_t err_length);
-
-/**
- * Take an EPOCH_REPORT for a job of @trainers and @epochs: exactly one
- * report, of one of its trainers and epochs.  Errors: ERR_BAD_MESSAGE (its
- * size), ERR_INVALID_PARAM (trainer or epoch).
- */
-ember_status_t ember_wire_epoch_report_unpack(const void *data, size_t length, uint32_t trainers,
-                                              uint32_t epochs, ember_msg_epoch_report_t *report,
-                                              char *err, size_t err_length);
-
-/* A received EVAL_REPORT: its header, the logits and the labels. */
-typedef struct {
-    ember_msg_eval_report_t head;
-    const uint8_t *logits, *labels; /* float[head.count] each */
-} ember_wire_eval_report_view_t;
-
-/**
- * Take an EVAL_REPORT of a job of @trainers: one of its trainers, and
- * exactly head.count logits and labels.  Errors: ERR_BAD_MESSAGE.
- */
-ember_status_t ember_wire_eval_report_unpack(const void *data, size_t length, uint32_t trainers,
-                                             ember_wire_eval_report_view_t *view, char *err,
-                                             size_t err_length);
-
 /* ---- checkpoints ------------------------------------------------------------ */
 
 /* A plain name for a file in a checkpoint's directory: NUL-terminated in

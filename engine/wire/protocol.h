@@ -29,20 +29,18 @@ enum {
     EMBER_OP_GRAD,
     /* master -> everyone */
     EMBER_OP_ABORT,
-    /* master <-> trainer */
-    EMBER_OP_TRAIN_START,
-    EMBER_OP_EPOCH_REPORT,
+    /* 108, 109 and 112 were ember-train's TRAIN_START, EPOCH_REPORT and
+     * EVAL_REPORT: its own messages now (tools/ember-train/messages.h, op
+     * ids from EMBER_OP_APP_BASE), no model in the engine's. */
     /* trainer -> ps: every table of a step on one PS, in one request */
-    EMBER_OP_LOOKUPS,
+    EMBER_OP_LOOKUPS = EMBER_RPC_OP_USER_BASE + 46, /* 110 */
     EMBER_OP_GRADS,
-    /* trainer -> master: an evaluation's logits */
-    EMBER_OP_EVAL_REPORT,
     /* checkpoints (ARCHITECTURE.md, Checkpoints) */
-    EMBER_OP_CKPT_PLAN,     /* master -> ps */
-    EMBER_OP_CKPT_AT,       /* trainer0 -> everyone */
-    EMBER_OP_CKPT_REQUEST,  /* anyone -> trainer0 */
-    EMBER_OP_CKPT_DONE,     /* trainer, ps -> master */
-    EMBER_OP_TABLE_RESTORE, /* master -> ps */
+    EMBER_OP_CKPT_PLAN = EMBER_RPC_OP_USER_BASE + 49, /* 113: master -> ps */
+    EMBER_OP_CKPT_AT,                                 /* trainer0 -> everyone */
+    EMBER_OP_CKPT_REQUEST,                            /* anyone -> trainer0 */
+    EMBER_OP_CKPT_DONE,                               /* trainer, ps -> master */
+    EMBER_OP_TABLE_RESTORE,                           /* master -> ps */
     /* trainers among themselves (the dense allreduce uses 4 ids) */
     EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
     /* the public API's job (api/, include/ember/job.h): */
@@ -262,80 +260,7 @@ typedef struct {
 
 /* EMBER_OP_ABORT: followed by a text naming the cause. */
 
-typedef enum {
-    EMBER_DATA_TUTORIAL = 0,  /* the tutorial's random bags */
-    EMBER_DATA_SYNTHETIC = 1, /* learnable target: the loss falls */
-    EMBER_DATA_REPLAY = 2,    /* batches from a golden-layout file */
-    EMBER_DATA_CRITEO = 3     /* DLRM: Criteo-format click logs (dlrm.data) */
-} ember_data_kind_t;
-
-/* What the trainers train: the tutorial's table and MLP, or DLRM. */
-typedef enum {
-    EMBER_MODEL_TUTORIAL = 0,
-    EMBER_MODEL_DLRM = 1
-} ember_model_kind_t;
-
-/* Where a job's tables live: each table's rows over every PS (row % P), or
- * whole tables to PS, balanced by bytes (engine/train/job.c places them). */
-typedef enum {
-    EMBER_SHARD_ROW = 0,
-    EMBER_SHARD_TABLE = 1
-} ember_train_sharding_t;
-
-#define EMBER_PATH_MAX   512
-#define EMBER_MAX_HIDDEN 8
-
-#define EMBER_DLRM_DENSE   13   /* Criteo's integer features */
-#define EMBER_DLRM_TABLES  26   /* its categorical features: one table each */
-#define EMBER_DLRM_MLP_MAX 16   /* layers of either MLP (EMBER_DLRM_LAYERS_MAX) */
-#define EMBER_SOURCE_MAX   2048 /* "criteo:PATH,PATH..." */
-
-/* DLRM's shape and data (torchrec.models.dlrm.DLRM; ember_train_config_t's
- * dim is its embedding dimension, epochs its passes over the data). */
-typedef struct {
-    uint32_t tables;     /* EMBER_DLRM_TABLES */
-    uint32_t batch_size; /* examples per trainer step */
-    uint32_t sharding;   /* ember_train_sharding_t */
-    uint32_t dense_layers, over_layers;
-    uint32_t reserved;
-    uint32_t dense_sizes[EMBER_DLRM_MLP_MAX]; /* DenseArch widths, the last = dim */
-    uint32_t over_sizes[EMBER_DLRM_MLP_MAX];  /* OverArch widths, the last = 1 */
-    int64_t rows[EMBER_DLRM_TABLES];          /* each table's, t_cat_F */
-    uint64_t steps;                           /* stop after so many (0: the epochs) */
-    uint64_t eval_every;                      /* steps between evaluations (0: at the end) */
-    char data[EMBER_SOURCE_MAX];              /* the training examples */
-    char eval[EMBER_SOURCE_MAX];              /* the evaluation's ("": none) */
-} ember_dlrm_spec_t;
-
-/* The course of training the master hands every trainer, as the job's flags
- * set it: the table's shape and pooling, the data, the dense model, the
- * optimizer and the consistency.  ember-train's job holds one (job->train);
- * TRAIN_START carries it whole. */
-typedef struct {
-    int64_t rows;
-    uint32_t dim;
-    uint32_t classes;
-    uint32_t mode; /* ember_bag_mode_t */
-    uint32_t data; /* ember_data_kind_t */
-    int64_t padding_idx;
-    uint32_t epochs;
-    uint32_t batches; /* per epoch */
-    uint32_t min_indices, max_indices;
-    uint32_t consistency; /* ember_consistency_t */
-    uint32_t per_sample_weights;
-    uint64_t seed;
-    ember_opt_config_t optimizer;
-    uint32_t nhidden;                  /* hidden layers of the dense MLP */
-    uint32_t hidden[EMBER_MAX_HIDDEN]; /* their widths (ReLU after each) */
-    uint32_t half_replies;             /* ask for EMBER_LOOKUP_HALF_REPLY */
-    uint32_t model;                    /* ember_model_kind_t */
-    /* Sync: the lookup of step s may see the tables as step s - staleness
-     * left them (its tables' spec), and leaves before step s - 1's
-     * gradients are pushed; 0 .. EMBER_STALENESS_MAX. */
-    uint32_t staleness;
-    uint32_t reserved_staleness; /* 0 */
-    ember_dlrm_spec_t dlrm;      /* EMBER_MODEL_DLRM's */
-} ember_train_config_t;
+#define EMBER_PATH_MAX 512 /* a checkpoint's directory, its NUL included */
 
 /*
  * Checkpoints.  After K steps (K a multiple of `every`, or a step trainer0
@@ -395,139 +320,5 @@ typedef struct {
 } ember_msg_table_restore_t;
 
 #define EMBER_CKPT_FILE_NAME_MAX 64
-
-/* The one table of ember-train's job: its name on the PS, in the trainers'
- * errors and ("emb.weight") in the saved file. */
-#define EMBER_TRAIN_TABLE_NAME "emb"
-
-/* EMBER_OP_TRAIN_START: master -> trainer.  Followed by the initial dense
- * parameters (ember_dense_offset floats).  The reply (sent when training
- * ends) is ember_msg_train_done_t. */
-typedef struct {
-    uint32_t trainer;
-    uint32_t trainers;
-    uint32_t num_ps;
-    uint32_t first_ps_rank;
-    uint32_t master_rank;
-    uint32_t table_id;
-    ember_train_config_t config;
-    char replay_path[EMBER_PATH_MAX];
-    ember_msg_ckpt_plan_t checkpoints; /* when and where (root "": none) */
-    uint64_t start_step;               /* resumed: the steps done before */
-    uint32_t resume_from;              /* resumed: whose trainer file this one reads */
-    uint32_t reserved;
-    char resume_dir[EMBER_PATH_MAX]; /* resumed: the checkpoint ("": from the start) */
-} ember_msg_train_start_t;
-
-/*
- * The dense model: Linear(dim, hidden[0]) ReLU ... Linear(hidden[n-1],
- * classes); with no hidden layer the tutorial's Linear(dim, classes).
- * Parameters are one flat array, each layer's weight [out, in] then its
- * bias [out], layer after layer, so each layer is one contiguous bucket for
- * the allreduce.  Fills @sizes (nhidden + 2 entries) and returns the number
- * of layers.
- */
-static inline size_t ember_dense_sizes(const ember_msg_train_start_t *spec,
-                                       size_t sizes[EMBER_MAX_HIDDEN + 2])
-{
-    size_t n = 0;
-    sizes[n++] = spec->config.dim;
-    for (uint32_t h = 0; h < spec->config.nhidden && h < EMBER_MAX_HIDDEN; h++)
-        sizes[n++] = spec->config.hidden[h];
-    sizes[n++] = spec->config.classes;
-    return n - 1;
-}
-
-/* Offset of layer @l's weight in the flat parameters; @l == layers gives
- * the total count. */
-static inline size_t ember_dense_offset(const size_t *sizes, size_t l)
-{
-    size_t offset = 0;
-    for (size_t k = 0; k < l; k++)
-        offset += sizes[k + 1] * sizes[k] + sizes[k + 1];
-    return offset;
-}
-
-/* OverArch's input: the interaction of the dense vector and the tables'
- * pooled ones, dim + F (F - 1) / 2 for F = tables + 1. */
-static inline size_t ember_dlrm_over_input(const ember_train_config_t *config)
-{
-    const size_t features = (size_t)config->dlrm.tables + 1;
-    return config->dim + features * (features - 1) / 2;
-}
-
-/* DLRM's dense parameters: DenseArch's layers then OverArch's, each
- * layer's weight [out, in] then bias [out] (ember_mlp_t's flat layout);
- * OverArch's input is the interaction: dim + F (F - 1) / 2 for F = tables
- * + 1.  0 when a size is not a job's (the codec refuses it). */
-static inline size_t ember_dlrm_params(const ember_train_config_t *config)
-{
-    const ember_dlrm_spec_t *d = &config->dlrm;
-    if (d->dense_layers == 0 || d->dense_layers > EMBER_DLRM_MLP_MAX || d->over_layers == 0 ||
-        d->over_layers > EMBER_DLRM_MLP_MAX || d->tables == 0 || d->tables > EMBER_DLRM_TABLES ||
-        config->dim == 0 || config->dim > 65536)
-        return 0;
-    size_t count = 0, in = EMBER_DLRM_DENSE;
-    for (uint32_t l = 0; l < d->dense_layers; l++) {
-        if (d->dense_sizes[l] == 0 || d->dense_sizes[l] > 65536)
-            return 0;
-        count += in * d->dense_sizes[l] + d->dense_sizes[l];
-        in = d->dense_sizes[l];
-    }
-    in = ember_dlrm_over_input(config);
-    for (uint32_t l = 0; l < d->over_layers; l++) {
-        if (d->over_sizes[l] == 0 || d->over_sizes[l] > 65536)
-            return 0;
-        count += in * d->over_sizes[l] + d->over_sizes[l];
-        in = d->over_sizes[l];
-    }
-    return count;
-}
-
-/* The dense model's parameter count, of either model (0: not a job's). */
-static inline size_t ember_model_params(const ember_msg_train_start_t *spec)
-{
-    size_t sizes[EMBER_MAX_HIDDEN + 2];
-    if (spec->config.model == EMBER_MODEL_DLRM)
-        return ember_dlrm_params(&spec->config);
-    if (spec->config.nhidden > EMBER_MAX_HIDDEN)
-        return 0;
-    for (uint32_t h = 0; h < spec->config.nhidden; h++) {
-        if (spec->config.hidden[h] == 0 || spec->config.hidden[h] > 65536)
-            return 0;
-    }
-    return ember_dense_offset(sizes, ember_dense_sizes(spec, sizes));
-}
-
-/* Reply to TRAIN_START: followed by float losses[steps] and the final dense
- * parameters (ember_model_params floats). */
-typedef struct {
-    uint64_t steps;
-    uint64_t bags;
-    double seconds;
-} ember_msg_train_done_t;
-
-/* EMBER_OP_EPOCH_REPORT: trainer -> master, once per epoch. */
-typedef struct {
-    uint32_t trainer;
-    uint32_t epoch;
-    uint64_t steps;
-    uint64_t bags;
-    double loss_sum; /* over the epoch's steps */
-    double seconds;  /* wall time of the epoch on this trainer */
-    /* The largest step - version of any lookup's table so far (at most the
-     * job's staleness). */
-    uint64_t staleness;
-} ember_msg_epoch_report_t;
-
-/* EMBER_OP_EVAL_REPORT: trainer -> master, a call per evaluation: the
- * logits of this trainer's share of the evaluation's examples, after
- * @step steps, followed by float logits[count] then float labels[count]. */
-typedef struct {
-    uint32_t trainer;
-    uint32_t reserved;
-    uint64_t step;
-    uint64_t count;
-} ember_msg_eval_report_t;
 
 #endif

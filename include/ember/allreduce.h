@@ -64,6 +64,11 @@ ember_status_t ember_allreduce_test(ember_allreduce_req_t *req);
 /** Wait (a lost or hung trainer fails it, named; an abort: ERR_CANCELED),
  * then free @req.  Blocks. */
 ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req);
+/** Why the communicator broke (naming the trainer at fault), "" while it
+ * works: for a program that reports a failed wait elsewhere too.  Borrowed
+ * from @ar. */
+const char *ember_allreduce_error(const ember_allreduce_t *ar);
+
 /** start + wait. */
 ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count,
                                ember_allreduce_op_t op);

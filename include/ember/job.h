@@ -79,6 +79,13 @@ typedef struct {
 #define ember_job_params_init(params) ember_job_params_init_abi((params), EMBER_ABI_VERSION)
 void ember_job_params_init_abi(ember_job_params_t *params, unsigned abi);
 
+/** The rank and world size the launcher gives this process (EMBER_RANK and
+ * EMBER_WORLD_SIZE, else Slurm's SLURM_PROCID and SLURM_NTASKS; -1 each
+ * when none), as ember_job_join takes them with params rank and world_size
+ * -1: what a program checks before it joins (the world it needs, what its
+ * rank writes).  Call ember_config_init first (ember_job_join does). */
+void ember_job_launch_rank(int *rank_p, int *world_size_p);
+
 /**
  * Join the job: reach the store, connect the transport under this rank's
  * name, check that every rank states the same T and P, and meet every rank.

@@ -30,6 +30,12 @@ void ember_log_set_rank(int rank);
 /** Re-read EMBER_LOG_LEVEL from the config table. */
 void ember_log_init(void);
 
+/** A backtrace on stderr on a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGABRT), then the signal's default action: a crashed process says where
+ * (the launcher reports the signal).  Call once, early, from the main
+ * thread. */
+void ember_crash_handler_install(void);
+
 /** Current threshold; messages above it are dropped. */
 ember_log_level_t ember_log_level(void);
 

@@ -190,6 +190,12 @@ ember_status_t ember_ebc_flush(ember_ebc_t *ebc);
 /** The largest step - version any lookup saw (0 without staleness). */
 uint64_t ember_ebc_staleness_seen(const ember_ebc_t *ebc);
 
+/** The line the last failing call of @ebc logged ("trainer T step S: ...",
+ * naming the feature, table or PS at fault), "" while none failed: for a
+ * program that reports its failure elsewhere too (to its coordinator).
+ * Borrowed from @ebc, valid until its next call. */
+const char *ember_ebc_error(const ember_ebc_t *ebc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,11 +1,11 @@
 /* ember engine: the synchronous hybrid step, replayed in one process. */
 #include "tests/common/replay_local.h"
 
-#include "engine/io/replay_file.h"
 #include "engine/ops/dense.h"
 #include "engine/ops/half.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/optimizer.h"
+#include "models/tutorial/replay_file.h"
 
 #include <ember/embedding_bag.h>
 #include <ember/log.h>

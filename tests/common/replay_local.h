@@ -54,7 +54,7 @@ typedef struct {
  * says (NULL: the defaults, a zeroed ember_replay_opts_t).
  * @result_p is filled only on success; @err/@err_length (may be NULL/0) receive
  * the cause of a failure (which tensor, trainer, step).
- * The file is checked as ember-train checks it (engine/io/replay_file.h), with
+ * The file is checked as ember-train checks it (models/tutorial/replay_file.h), with
  * the same messages, before anything is sized from it.
  * Errors: ERR_INVALID_PARAM (an emb_dtype other than F32 and F16),
  * ERR_FORMAT (missing/mis-shaped tensor, bad metadata, invalid batch),

@@ -2,11 +2,6 @@
  * tests/engine/test_messages: the checks of wire messages the fuzzers
  * (fuzz/) drive, on the inputs that once got through them.
  *
- *   start_spec     TRAIN_START: a spec the job could have sent is taken;
- *                  one with no rows, or its range of indices upside down
- *                  (the draw divided by zero, or asked malloc for 2^64
- *                  indices), an unknown mode or data kind, or a padding_idx
- *                  beyond the rows, is refused and names the field
  *   ps_read_range  TABLE_READ of rows the shard does not have is refused by
  *                  its check, before the PS allocates the reply (it took
  *                  count x dim floats first: 256 MiB for 2^24 rows of 4)
@@ -38,11 +33,6 @@
  *                  reserved set, heads cut, another trainer, step or flags,
  *                  a table twice, a bulk of other than the bags' and dims'
  *                  bytes (bags of 2^32 - 1: 64-bit), a dim of 0
- *   wire_done      TRAIN_START's reply: its steps are its length's, checked
- *                  by division (a steps x 4 that wraps to a short report is
- *                  refused), and the losses and parameters are where it says
- *   wire_report    EPOCH_REPORT: exactly one report, of the job's trainers
- *                  and epochs
  */
 #include "engine/ps/ps_msg.h"
 #include "engine/wire/codec.h"
@@ -53,77 +43,6 @@
 
 #include <stddef.h>
 #include <stdlib.h>
-
-/* A TRAIN_START of @spec with its dense parameters (zeros); malloc'd. */
-static uint8_t *start_request(const ember_msg_train_start_t *spec, size_t *length_p)
-{
-    size_t nparams = (size_t)spec->config.classes * spec->config.dim + spec->config.classes;
-    *length_p = sizeof(*spec) + nparams * sizeof(float);
-    uint8_t *request = calloc(1, *length_p);
-    if (request)
-        memcpy(request, spec, sizeof(*spec));
-    return request;
-}
-
-static ember_status_t start_check(const ember_msg_train_start_t *spec, char *err, size_t err_length)
-{
-    ember_wire_train_start_view_t taken;
-    size_t length;
-    uint8_t *request = start_request(spec, &length);
-    if (!request)
-        return EMBER_ERR_NO_MEMORY;
-    ember_status_t status =
-            ember_wire_train_start_unpack(request, length, 1, &taken, err, err_length);
-    free(request);
-    return status;
-}
-
-static int case_start_spec(void)
-{
-    const ember_msg_train_start_t good = {.trainer = 1,
-                                          .trainers = 2,
-                                          .num_ps = 1,
-                                          .first_ps_rank = 3,
-                                          .master_rank = 2,
-                                          .config = {.rows = 100,
-                                                     .dim = 16,
-                                                     .classes = 8,
-                                                     .mode = EMBER_BAG_SUM,
-                                                     .data = EMBER_DATA_TUTORIAL,
-                                                     .padding_idx = -1,
-                                                     .epochs = 2,
-                                                     .batches = 3,
-                                                     .min_indices = 20,
-                                                     .max_indices = 50,
-                                                     .optimizer = {.kind = EMBER_OPT_SGD}}};
-    char err[256];
-
-    CHECK(start_check(&good, err, sizeof(err)) == EMBER_OK, "a job's spec: %s", err);
-    ember_msg_train_start_t bad = good;
-    bad.config.min_indices = 276; /* the fuzzer's: more than max_indices */
-    CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
-                  strstr(err, "indices 276 to 50"),
-          "min > max: %s", err);
-    bad = good;
-    bad.config.rows = 0;
-    CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM && strstr(err, "rows 0"),
-          "no rows: %s", err);
-    bad = good;
-    bad.config.mode = 9472;
-    CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
-                  strstr(err, "mode 9472"),
-          "mode: %s", err);
-    bad = good;
-    bad.config.data = 3;
-    CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM && strstr(err, "data 3"),
-          "data kind: %s", err);
-    bad = good;
-    bad.config.padding_idx = 100;
-    CHECK(start_check(&bad, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
-                  strstr(err, "padding_idx 100"),
-          "padding_idx: %s", err);
-    return 0;
-}
 
 /* A host shard of 10 rows x 4 (fp16 rows when @half). */
 static ember_shard_t *small_table(int half)
@@ -621,68 +540,12 @@ static int case_wire_grads(void)
     return gr_round_trip() || gr_refusals();
 }
 
-static int case_wire_done(void)
-{
-    const size_t nparams = 3;
-    float report[6 + 2 + 3]; /* the header (24 bytes), 2 losses, 3 parameters */
-    ember_msg_train_done_t head = {.steps = 2, .bags = 10, .seconds = 1.5};
-    ember_wire_train_done_view_t view;
-    char err[160];
-    memcpy(report, &head, sizeof(head));
-    report[6] = 0.25f, report[7] = 0.5f, report[8] = 1, report[9] = 2, report[10] = 3;
-    CHECK(ember_wire_train_done_unpack(report, sizeof(report), nparams, 1, &view, err,
-                                       sizeof(err)) == EMBER_OK,
-          "%s", err);
-    CHECK(view.head.steps == 2 && ember_wire_load_f32(view.losses, 1) == 0.5f &&
-                  ember_wire_load_f32(view.params, 2) == 3.0f,
-          "the losses and parameters misplaced");
-    /* 2^62 + 2 steps: x 4 wraps to the 8 bytes of 2 losses. */
-    head.steps = (UINT64_C(1) << 62) + 2;
-    memcpy(report, &head, sizeof(head));
-    CHECK(ember_wire_train_done_unpack(report, sizeof(report), nparams, 1, &view, err,
-                                       sizeof(err)) == EMBER_ERR_BAD_MESSAGE &&
-                  strstr(err, "trainer1"),
-          "wrapped steps: %s", err);
-    CHECK(ember_wire_train_done_unpack(report, sizeof(report) - 2, nparams, 1, &view, err,
-                                       sizeof(err)) == EMBER_ERR_BAD_MESSAGE,
-          "a length of no whole float: %s", err);
-    CHECK(ember_wire_train_done_unpack(report, 10, nparams, 1, &view, err, sizeof(err)) ==
-                  EMBER_ERR_BAD_MESSAGE,
-          "shorter than its parameters: %s", err);
-    return 0;
-}
-
-static int case_wire_report(void)
-{
-    ember_msg_epoch_report_t report = {.trainer = 1, .epoch = 2, .steps = 5}, taken;
-    uint8_t bytes[sizeof(report) + 1];
-    char err[160];
-    memcpy(bytes, &report, sizeof(report));
-    CHECK(ember_wire_epoch_report_unpack(bytes, sizeof(report), 2, 3, &taken, err, sizeof(err)) ==
-                          EMBER_OK &&
-                  taken.steps == 5,
-          "%s", err);
-    CHECK(ember_wire_epoch_report_unpack(bytes, sizeof(report) + 1, 2, 3, &taken, err,
-                                         sizeof(err)) == EMBER_ERR_BAD_MESSAGE,
-          "a byte over: %s", err);
-    CHECK(ember_wire_epoch_report_unpack(bytes, sizeof(report), 2, 2, &taken, err, sizeof(err)) ==
-                          EMBER_ERR_INVALID_PARAM &&
-                  strstr(err, "epoch 2"),
-          "epoch 2 of 2: %s", err);
-    CHECK(ember_wire_epoch_report_unpack(bytes, sizeof(report), 1, 3, &taken, err, sizeof(err)) ==
-                  EMBER_ERR_INVALID_PARAM,
-          "trainer 1 of 1: %s", err);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-            {"start_spec", case_start_spec},     {"ps_read_range", case_ps_read_range},
-            {"ps_load_wrap", case_ps_load_wrap}, {"table_far_rows", case_table_far_rows},
-            {"wire_lookup", case_wire_lookup},   {"wire_done", case_wire_done},
-            {"wire_report", case_wire_report},   {"wire_lookups", case_wire_lookups},
-            {"wire_grads", case_wire_grads},
+            {"ps_read_range", case_ps_read_range},   {"ps_load_wrap", case_ps_load_wrap},
+            {"table_far_rows", case_table_far_rows}, {"wire_lookup", case_wire_lookup},
+            {"wire_lookups", case_wire_lookups},     {"wire_grads", case_wire_grads},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

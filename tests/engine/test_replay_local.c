@@ -1,7 +1,7 @@
 /* The single-process reference against PyTorch's golden runs. */
-#include "engine/io/replay_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/ops/half.h"
+#include "models/tutorial/replay_file.h"
 #include "tests/common/replay_local.h"
 
 #include "test_util.h"

@@ -100,7 +100,13 @@ if [[ $have_cuda == ON ]]; then
     plugin_needs=$(nm -D --undefined-only "$lib/libember-cuda.so" | awk '$2 ~ /^ember_/ {print $2}' |
         sed 's/@.*//' | sort -u)
 fi
-for p in ember-train ember-info ember-bench; do
+# ember-train is a program of the public API: it links libember.so (the
+# prefix's, by its RUNPATH); ember-info and ember-bench use internals.
+readelf -d "$prefix/bin/ember-train" | grep -q "NEEDED.*\[libember\.so\.$abi_major\]" ||
+    fail "ember-train does not link libember.so.$abi_major"
+rp=$(runpath "$prefix/bin/ember-train")
+[[ $rp == '$ORIGIN'* && $rp != *"$build"* ]] || fail "ember-train: RUNPATH '$rp'"
+for p in ember-info ember-bench; do
     readelf -d "$prefix/bin/$p" | grep -q 'NEEDED.*\[libember\.so' &&
         fail "$p needs libember.so (it links the engine statically)"
     rp=$(runpath "$prefix/bin/$p")

@@ -15,8 +15,10 @@ source root, include/) and may be only
   - a public header, <ember/...> (include/ember/, or the generated version.h),
   - a system header (one that is no file of the tree),
   - a header of the file's own folder, as _restricted_rule() says:
-      models/NAME/...     its model's folder models/NAME/, and models/model.h
+      models/NAME/...     its model's folder models/NAME/, models/model.h
                           (the interface between ember-train and its models)
+                          and models/common/ (what the models share: the
+                          device MLP, text descriptions, device buffers)
       models/*            (the model table, models/models.c) models/model.h and
                           the models' folders
       examples/NAME/...   its example's folder examples/NAME/ (an example is
@@ -72,8 +74,9 @@ def _restricted_rule(path):
     if parts[0] == "models":
         if len(parts) > 2:  # models/NAME/...
             own = "models/" + parts[1]
-            return (lambda h: _under(h, own) or h == "models/model.h",
-                    f"its own folder {own}/ and models/model.h")
+            return (lambda h: _under(h, own) or h == "models/model.h" or
+                    _under(h, "models/common"),
+                    f"its own folder {own}/, models/model.h and models/common/")
         return (lambda h: h == "models/model.h" or
                 (h.startswith("models/") and h.count("/") >= 2),
                 "models/model.h and the models' folders (models/NAME/)")
@@ -222,7 +225,11 @@ SCRATCH = {
         "#include \"../../engine/ps/ps.h\"\n#include \"../dlrm/dlrm.h\"\n"
         "#include \"models/dlrm/dlrm.h\"\n#  include \"common/log.h\"\n"
         "#include \"nowhere.h\"\n#include <tools/train_flags.h>\n", [8, 9, 10, 11, 12, 13, 14, 15]),
-    "models/dlrm/dlrm.h": ("", []),
+    "models/dlrm/dlrm.h": ("#include \"models/common/mlp.h\"\n#include \"../common/text.h\"\n",
+                           []),
+    "models/common/mlp.h": ("#include \"models/common/text.h\"\n#include \"models/model.h\"\n"
+                            "#include \"engine/ps/ps.h\"\n", [3]),
+    "models/common/text.h": ("", []),
     "examples/two_tower/tower.h": ("", []),
     "examples/two_tower/main.c": (
         "#include <ember/table.h>\n#include <stdio.h>\n#include \"tower.h\"\n"

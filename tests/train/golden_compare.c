@@ -17,9 +17,9 @@
  * with one PS; the oracle rounds each pooled reply as that PS does, REF is
  * PyTorch's run with its replies rounded (fp16_ref.py's "replies" or "both").
  */
-#include "engine/io/replay_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/ops/half.h"
+#include "models/tutorial/replay_file.h"
 #include "tests/common/replay_local.h"
 
 #include <errno.h>
@@ -57,7 +57,7 @@ static int is_digit(char c)
 }
 
 /* "STEPS,TRAINERS" (losses_shape) at full width, each within what a replay
- * file may hold (engine/io/replay_file.h): decimal digits, nothing else. */
+ * file may hold (models/tutorial/replay_file.h): decimal digits, nothing else. */
 static int parse_losses_shape(const char *text, uint64_t *steps_p, uint64_t *trainers_p)
 {
     char *end;

@@ -27,6 +27,16 @@
 #   export:MODEL tools/ember-checkpoint.py export of a checkpoint loads into
 #                the PyTorch module with load_state_dict(strict=True) and
 #                equals the job's --save; --init takes a checkpoint
+#   before_api:MODEL  tests/data/checkpoint-main/MODEL, written by ember-train
+#                before its models moved onto the library API (its trainer
+#                files format 1, the settings a raw struct): --resume is
+#                refused saying why and what to do (--init), and --init
+#                takes its weights: with lr 0 the job saves them as they are
+#                (tools/ember-checkpoint.py's export of the checkpoint)
+#   more_steps   a DLRM job stopped by --steps part-way through its epoch,
+#                resumed with more steps: the epoch goes on (its line counts
+#                every step of it, as the uninterrupted job's does) and the
+#                job ends bit for bit where the uninterrupted one does
 #   refused      resuming another job (trainers, optimizer, dims), a
 #                --checkpoint-dir holding a newer complete checkpoint, the
 #                flags without --checkpoint-dir, async mode: each refused
@@ -254,6 +264,57 @@ export:*)
             fail "--init $init did not start from its weights"
     done
     tail -2 "$work/out"
+    ;;
+before_api:*)
+    model=${case_name#before_api:}
+    old=$golden/../checkpoint-main/$model
+    if [ "$model" = dlrm ]; then
+        "$gen" --examples 40 --out "$work/data.tsv" --seed 11 >"$work/out" 2>&1 ||
+            fail "ember-criteo-gen exited $?"
+        flags=(--model dlrm --embedding-dim 2 --num-embeddings 5 --dense-arch-layer-sizes 2
+            --over-arch-layer-sizes 2,1 --batch-size 4 --seed 7 --data "criteo:$work/data.tsv")
+        resume=(--steps 4 --optimizer adagrad --lr 0.1)
+        init=(--steps 1 --optimizer sgd --lr 0)
+    else
+        flags=(--rows 20 --dim 4 --classes 3 --hidden 4 --seed 5)
+        resume=(--epochs 2 --batches 2 --optimizer adam --lr 0.01)
+        init=(--epochs 1 --batches 1 --optimizer sgd --lr 0)
+    fi
+    timeout 30 "$run" -n 4 "$train" "${flags[@]}" "${resume[@]}" --resume "$old" \
+        >>"$work/out" 2>&1 && fail "a checkpoint of ember-train before the API was resumed"
+    grep -q "$old/step-000000000002/trainer0.safetensors: written by an ember-train from before its models moved onto the library API (format ember-trainer-checkpoint-1" "$work/out" ||
+        fail "the refusal does not say why"
+    grep -q "resume it with the ember-train that wrote it, or start from its weights with --init $old/step-000000000002" "$work/out" ||
+        fail "the refusal does not say what to do"
+    ember "$work/out" 1 "${flags[@]}" "${init[@]}" --init "$old" --save "$work/init.safetensors" ||
+        fail "--init of the checkpoint exited $?"
+    "${tool[@]}" export "$old" "$work/export.safetensors" >>"$work/out" 2>&1 ||
+        fail "ember-checkpoint.py export failed"
+    "${check[@]}" same "$work/init.safetensors" "$work/export.safetensors" >>"$work/out" 2>&1 ||
+        fail "--init did not start from the checkpoint's weights"
+    grep "written by\|^ok" "$work/out" | head -2
+    ;;
+more_steps)
+    "$gen" --examples 700 --out "$work/data.tsv" --seed 11 >"$work/out" 2>&1 ||
+        fail "ember-criteo-gen exited $?"
+    # 700 examples, 2 trainers x 16: 21 steps an epoch; 12, then 20 of them.
+    flags=("${dlrm_model[@]}" --seed 7 --data "criteo:$work/data.tsv" --optimizer adagrad --lr 0.1)
+    ember "$work/whole.log" 1 "${flags[@]}" --steps 20 --save "$work/whole.safetensors" ||
+        { cat "$work/whole.log" >>"$work/out"; fail "the uninterrupted run exited $?"; }
+    ember "$work/out" 1 "${flags[@]}" --steps 12 --checkpoint-dir "$work/ckpt" ||
+        fail "the run of 12 steps exited $?"
+    ember "$work/resumed.log" 1 "${flags[@]}" --steps 20 --resume "$work/ckpt" \
+        --checkpoint-dir "$work/ckpt" --save "$work/resumed.safetensors" ||
+        { cat "$work/resumed.log" >>"$work/out"; fail "the resumed run exited $?"; }
+    cat "$work/resumed.log" >>"$work/out"
+    grep -q "resuming from .*(step 12)" "$work/out" || fail "did not resume from step 12"
+    whole=$(grep -o "\] epoch    1  mean loss [0-9.]*" "$work/whole.log")
+    [ -n "$whole" ] || fail "the uninterrupted run printed no epoch line"
+    grep -qF "$whole " "$work/resumed.log" ||
+        fail "the resumed run's epoch line is not the uninterrupted run's ($whole)"
+    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
+        fail "the resumed run is not bit-identical to the uninterrupted one"
+    echo "${whole#] } in both; resumed bit for bit"
     ;;
 refused)
     base=(--hidden 8 --epochs 2 --batches 5 --optimizer adam --lr 0.01)

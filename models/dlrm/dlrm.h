@@ -1,0 +1,77 @@
+/*
+ * models/dlrm: TorchRec's DLRM (torchrec.models.dlrm.DLRM) on Criteo click
+ * logs: one table per categorical feature (26, row-wise over the PS or
+ * whole tables balanced by bytes), one value a bag, sum pooled; DenseArch
+ * (an MLP with a ReLU after every layer) over the 13 dense features,
+ * InteractionArch (the dense vector and every pair's dot), OverArch (an
+ * MLP to one logit), BCE with logits; evaluations' AUC over a second file.
+ *
+ * Its pieces: dlrm.c (the hooks, its flags and description), dlrm_io.c
+ * (tables and their placement, tensors under TorchRec's names, the initial
+ * dense layers), dlrm_trainer.c (a trainer's data and dense half).
+ */
+#ifndef MODELS_DLRM_DLRM_H
+#define MODELS_DLRM_DLRM_H
+
+#include "models/model.h"
+
+#include <ember/criteo.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DLRM_MLP_MAX    16   /* layers of either MLP */
+#define DLRM_SOURCE_MAX 2048 /* "criteo:PATH,PATH...", its NUL included */
+
+typedef struct {
+    uint32_t dim; /* every table's, and DenseArch's output */
+    int64_t rows[EMBER_CRITEO_SPARSE];
+    uint32_t dense_layers, over_layers;
+    uint32_t dense_sizes[DLRM_MLP_MAX]; /* DenseArch's widths, the last = dim */
+    uint32_t over_sizes[DLRM_MLP_MAX];  /* OverArch's widths, the last = 1 */
+    uint32_t batch_size;                /* examples a trainer's step */
+    uint32_t sharding;                  /* ember_sharding_t */
+    uint64_t steps;                     /* stop after so many (0: the epochs) */
+    uint64_t eval_every;                /* steps between evaluations (0: at the end) */
+    char data[DLRM_SOURCE_MAX];         /* the training examples */
+    char eval[DLRM_SOURCE_MAX];         /* the evaluation's ("": none) */
+} dlrm_config_t;
+
+/* Its hooks (dlrm.c). */
+extern const ember_model_ops_t ember_model_dlrm;
+
+/* DenseArch's widths (the dense features, then its sizes) and OverArch's
+ * (the interaction's width, then its sizes), into @dense and @over. */
+void dlrm_widths(const dlrm_config_t *c, size_t dense[DLRM_MLP_MAX + 1],
+                 size_t over[DLRM_MLP_MAX + 1]);
+/* OverArch's input: the dense vector and every pair's dot of F = tables + 1. */
+size_t dlrm_interaction_width(const dlrm_config_t *c);
+/* The dense parameters (DenseArch's, then OverArch's); 0: a size out of range. */
+size_t dlrm_params(const void *config);
+
+/* dlrm_io.c */
+size_t dlrm_tables(const void *config, const ember_train_settings_t *settings,
+                   ember_model_table_t *out);
+size_t dlrm_tensors(const void *config, ember_model_tensor_t *out);
+ember_status_t dlrm_initial(const void *config, const ember_train_settings_t *settings,
+                            float *params, float **rows, char *err, size_t err_length);
+
+/* dlrm_trainer.c */
+ember_status_t dlrm_trainer_create(const ember_model_trainer_args_t *args, void **trainer_p,
+                                   char *err, size_t err_length);
+void dlrm_trainer_destroy(void *trainer);
+ember_status_t dlrm_take(void *trainer, uint64_t step, int skip, ember_model_batch_t *batch,
+                         const char **table_p, char *err, size_t err_length);
+void dlrm_release(void *trainer);
+ember_status_t dlrm_forward(void *trainer, const ember_model_batch_t *batch, const float *pooled,
+                            float *loss_p, char *err, size_t err_length);
+ember_status_t dlrm_backward(void *trainer, const float **grad_p, char *err, size_t err_length);
+ember_status_t dlrm_step(void *trainer, char *err, size_t err_length);
+const float *dlrm_trainer_params(void *trainer);
+size_t dlrm_optimizers(void *trainer, ember_opt_t **out);
+ember_status_t dlrm_eval_take(void *trainer, ember_model_batch_t *batch, char *err,
+                              size_t err_length);
+ember_status_t dlrm_logits(void *trainer, const ember_model_batch_t *batch, const float *pooled,
+                           float *logits, char *err, size_t err_length);
+
+#endif
