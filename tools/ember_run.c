@@ -81,6 +81,7 @@ typedef struct {
     pid_t pid; /* also its process group id */
     int reaped;
     int group_gone; /* kill(-pid, 0) said ESRCH: never signal that id again */
+    int signalled;  /* the last job_signal reached it (through its group or itself) */
     char prefix[16];
     size_t prefix_len;
     run_stream_t streams[2];
@@ -847,17 +848,35 @@ static void stream_read(run_job_t *job, run_rank_t *r, run_stream_t *s)
 /*
  * Signal the whole job: each rank's process group, and each of our children
  * (the ranks, and any orphan of the job reparented to us as subreaper).
+ * Every process gets @sig once: a rank counts the SIGTERMs it receives
+ * (common/ckpt_signal.c: the first asks for a checkpoint and a stop, a
+ * second means stop now), so a rank that its group's signal reached is not
+ * signalled again by pid.
  */
+static int job_signalled(const run_job_t *job, int pid)
+{
+    for (int i = 0; i < job->nstarted; i++) {
+        if (job->ranks[i].pid == pid)
+            return job->ranks[i].signalled;
+    }
+    return 0;
+}
+
 static void job_signal(run_job_t *job, int sig)
 {
     for (int i = 0; i < job->nstarted; i++) {
         run_rank_t *r = &job->ranks[i];
+        r->signalled = 0;
         if (r->group_gone)
             continue;
-        if (kill(-r->pid, sig) != 0 && errno == ESRCH && r->reaped)
+        if (kill(-r->pid, sig) == 0) {
+            r->signalled = 1; /* the rank leads its group: it got it */
+            continue;
+        }
+        if (errno == ESRCH && r->reaped)
             r->group_gone = 1;
-        if (!r->reaped)
-            kill(r->pid, sig); /* in case it never got its own group */
+        if (!r->reaped && kill(r->pid, sig) == 0) /* it never got its own group */
+            r->signalled = 1;
     }
 
     char path[64];
@@ -867,7 +886,7 @@ static void job_signal(run_job_t *job, int sig)
         return;
     int pid;
     while (fscanf(f, "%d", &pid) == 1) {
-        if (pid > 0)
+        if (pid > 0 && !job_signalled(job, pid))
             kill(pid, sig);
     }
     fclose(f);

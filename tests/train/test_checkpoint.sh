@@ -14,6 +14,8 @@
 #                on; SIGTERM to every rank: a checkpoint, "stopped after step
 #                K"; resumed, the job ends bit for bit where the
 #                uninterrupted run does
+#   signal_run   SIGTERM to ember-run: it forwards it to each rank once, the
+#                job stops at a checkpoint, which resumes bit for bit
 #   torn:KIND    the newest checkpoint spoiled (truncated: a file cut short;
 #                checksum: one byte changed; nomanifest: its files but no
 #                manifest, as a kill during the write leaves it): resume
@@ -128,7 +130,8 @@ resume:*)
     ;;
 signal)
     # The uninterrupted run, then the same job signalled: 4 ranks by hand so
-    # that each gets the signal itself, as srun and ember-run deliver it.
+    # that each gets the signal itself, as srun delivers it (signal_run: through
+    # ember-run).
     long=(--hidden 8 --epochs 3000 --batches 10 --seed 3 --optimizer adam --lr 0.001)
     ember "$work/out" 1 "${long[@]}" --save "$work/whole.safetensors" ||
         fail "the uninterrupted run exited $?"
@@ -153,6 +156,33 @@ signal)
     same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
         fail "the resumed run is not bit-identical to the uninterrupted one"
     echo "stopped after step $stopped; resumed bit for bit"
+    ;;
+signal_run)
+    # SIGTERM to ember-run: it forwards the signal to every rank once (a
+    # second SIGTERM would mean "stop now"), so the job checkpoints and stops
+    # there, and the checkpoint resumes bit for bit.
+    long=(--hidden 8 --epochs 3000 --batches 10 --seed 3 --optimizer adam --lr 0.001)
+    ember "$work/out" 1 "${long[@]}" --save "$work/whole.safetensors" ||
+        fail "the uninterrupted run exited $?"
+    timeout 120 "$run" -n 4 "$train" "${long[@]}" --checkpoint-dir "$work/ckpt" \
+        >"$work/run.log" 2>&1 &
+    launcher=$!
+    for _ in $(seq 100); do grep -q "epoch  100 " "$work/run.log" && break; sleep 0.1; done
+    grep -q "epoch  100 " "$work/run.log" || { cp "$work/run.log" "$work/out"; fail "training did not start"; }
+    kill -TERM "$launcher"
+    wait "$launcher"
+    code=$?
+    cp "$work/run.log" "$work/out"
+    stopped=$(grep -o "stopped after step [0-9]*" "$work/run.log" | grep -o "[0-9]*$")
+    [ -n "$stopped" ] || fail "SIGTERM to ember-run did not stop the job at a checkpoint (exit $code)"
+    [ "$stopped" -lt 30000 ] || fail "stopped only at the end"
+    [ -s "$work/ckpt/step-$(printf %012d "$stopped")/manifest" ] || fail "no manifest of step $stopped"
+    ember "$work/out" 1 "${long[@]}" --resume "$work/ckpt" --checkpoint-dir "$work/ckpt" \
+        --save "$work/resumed.safetensors" || fail "the resumed run exited $?"
+    grep -q "resuming from .*(step $stopped)" "$work/out" || fail "did not resume from step $stopped"
+    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
+        fail "the resumed run is not bit-identical to the uninterrupted one"
+    echo "stopped by ember-run's SIGTERM after step $stopped (exit $code); resumed bit for bit"
     ;;
 torn:*)
     kind=${case_name#torn:}
