@@ -169,7 +169,9 @@ signal_run)
     launcher=$!
     for _ in $(seq 100); do grep -q "epoch  100 " "$work/run.log" && break; sleep 0.1; done
     grep -q "epoch  100 " "$work/run.log" || { cp "$work/run.log" "$work/out"; fail "training did not start"; }
-    kill -TERM "$launcher"
+    # To ember-run itself: timeout(1) would pass a signal on to its whole
+    # process group, ember-run included, a second time.
+    kill -TERM "$(pgrep -P "$launcher" -x ember-run)"
     wait "$launcher"
     code=$?
     cp "$work/run.log" "$work/out"
