@@ -48,6 +48,13 @@ double api_connect_timeout(void)
     return ember_config_double("EMBER_CONNECT_TIMEOUT");
 }
 
+/* How long a barrier waits for the coordinator's verdict after this rank
+ * heard of an abort: as long as shutdown waits for calls in flight. */
+static double api_abort_grace(void)
+{
+    return ember_config_double("EMBER_SHUTDOWN_TIMEOUT");
+}
+
 int api_clients(const ember_job_t *job)
 {
     return job->world - job->num_ps;
@@ -171,16 +178,24 @@ ember_status_t ember_job_wait(ember_job_t *job, double timeout_s)
 
 /* ---- waiting -------------------------------------------------------------- */
 
-ember_status_t api_wait(ember_job_t *job, ember_future_t *future, int peer, const char *what,
-                        char *err, size_t err_length)
+/* @future's wait; after an abort, up to @grace_s more for its answer. */
+static ember_status_t wait_answer(ember_job_t *job, ember_future_t *future, int peer,
+                                  const char *what, double grace_s, char *err, size_t err_length)
 {
     ember_status_t status;
+    double give_up = 0.0;
     while ((status = ember_future_test(future)) == EMBER_INPROGRESS) {
-        if (job->aborted)
+        if (job->aborted && give_up == 0.0)
+            give_up = ember_time_now() + grace_s;
+        if (job->aborted && ember_time_now() >= give_up)
             return ember_status_text(err, err_length, EMBER_ERR_CANCELED,
                                      "%s: the job was aborted: %s", what, job->abort_cause);
-        ember_tp_wait(job->tp, 0.2);
+        ember_tp_wait(job->tp, job->aborted ? 0.01 : 0.2);
     }
+    /* A failure that came after the abort: the abort is the cause. */
+    if (status != EMBER_OK && grace_s > 0.0 && job->aborted)
+        return ember_status_text(err, err_length, EMBER_ERR_CANCELED,
+                                 "%s: the job was aborted: %s", what, job->abort_cause);
     if (status != EMBER_OK) {
         size_t length = 0;
         const char *text = ember_future_data(future, &length);
@@ -196,6 +211,12 @@ ember_status_t api_wait(ember_job_t *job, ember_future_t *future, int peer, cons
                               text);
     }
     return status;
+}
+
+ember_status_t api_wait(ember_job_t *job, ember_future_t *future, int peer, const char *what,
+                        char *err, size_t err_length)
+{
+    return wait_answer(job, future, peer, what, 0.0, err, err_length);
 }
 
 ember_status_t api_call(ember_job_t *job, int peer, uint16_t op, const ember_iov_t *iov,
@@ -218,6 +239,8 @@ ember_status_t api_call(ember_job_t *job, int peer, uint16_t op, const ember_iov
 
 /* ---- the handlers every rank or role has ---------------------------------- */
 
+static void barrier_abort(ember_job_t *job);
+
 static void on_abort(ember_rpc_req_t *req, void *arg)
 {
     ember_job_t *job = arg;
@@ -227,6 +250,27 @@ static void on_abort(ember_rpc_req_t *req, void *arg)
     if (!job->aborted) {
         snprintf(job->abort_cause, sizeof(job->abort_cause), "%s: %.*s",
                  ember_tp_peer_name(job->tp, peer), (int)(length > 250 ? 250 : length),
+                 text ? text : "");
+        ember_error("job", "%s: the job was aborted by %s", ember_tp_peer_name(job->tp, job->rank),
+                    job->abort_cause);
+    }
+    job->aborted = 1;
+    barrier_abort(job);
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+/* A PS: the coordinator leaves an aborted job and says why (the cause as
+ * it heard it), so this PS stops on the abort, not on the coordinator's
+ * loss, whichever word reached it first. */
+static void on_aborted(ember_rpc_req_t *req, void *arg)
+{
+    ember_job_t *job = arg;
+    size_t length;
+    const char *text = ember_rpc_req_data(req, &length);
+    if (!job->aborted) {
+        snprintf(job->abort_cause, sizeof(job->abort_cause), "%.*s",
+                 (int)(length > sizeof(job->abort_cause) - 1 ? sizeof(job->abort_cause) - 1
+                                                               : length),
                  text ? text : "");
         ember_error("job", "%s: the job was aborted by %s", ember_tp_peer_name(job->tp, job->rank),
                     job->abort_cause);
@@ -413,6 +457,19 @@ static int barrier_held(const ember_job_t *job)
     return 0;
 }
 
+/* The coordinator heard of an abort: the barrier being gathered fails for
+ * the clients waiting at it (they wait for this verdict: ember_job_barrier)
+ * and for those still to come. */
+static void barrier_abort(ember_job_t *job)
+{
+    char why[400];
+    if (job->rank != job->coordinator || !job->barrier || !barrier_held(job))
+        return;
+    snprintf(why, sizeof(why), "barrier %llu: the job was aborted: %s",
+             (unsigned long long)job->barrier->gather, job->abort_cause);
+    barrier_release(job, EMBER_ERR_CANCELED, why);
+}
+
 static void on_barrier(ember_rpc_req_t *req, void *arg)
 {
     ember_job_t *job = arg;
@@ -430,6 +487,11 @@ static void on_barrier(ember_rpc_req_t *req, void *arg)
     msg.name[sizeof(msg.name) - 1] = '\0';
     if (msg.seq == job->barrier->failed_seq) {
         ember_rpc_reply_error(req, job->barrier->failed_status, "%s", job->barrier->failed_why);
+        return;
+    }
+    if (job->aborted) {
+        ember_rpc_reply_error(req, EMBER_ERR_CANCELED, "barrier '%s': the job was aborted: %s",
+                              msg.name, job->abort_cause);
         return;
     }
     if (job->leaving) {
@@ -469,6 +531,10 @@ static ember_status_t barrier_gather(ember_job_t *job, uint64_t seq, const char 
     }
     const double deadline = ember_time_now() + api_connect_timeout();
     while (barrier_missing(job, missing, sizeof(missing)) > 0) {
+        /* Completed by an arrival's handler: released, whatever came after
+         * in the same wait (an abort fails the next barrier, not this). */
+        if (b->gather != seq)
+            return EMBER_OK;
         int lost = -1;
         for (int rank = 0; rank < api_clients(job) && lost < 0; rank++)
             lost = ember_tp_peer_lost(job->tp, rank) ? rank : -1;
@@ -494,8 +560,6 @@ static ember_status_t barrier_gather(ember_job_t *job, uint64_t seq, const char 
             b->gather = seq + 1;
             return status;
         }
-        if (b->gather != seq)
-            return EMBER_OK; /* an arrival's handler completed it */
         ember_tp_wait(job->tp, 0.1);
     }
     barrier_release(job, EMBER_OK, NULL);
@@ -524,8 +588,22 @@ ember_status_t ember_job_barrier(ember_job_t *job, const char *name)
     snprintf(what, sizeof(what), "barrier '%s'", name);
     /* The coordinator names who is missing at its own deadline: a little
      * later here, so its answer says it. */
-    ember_status_t status = api_call(job, job->coordinator, API_OP_BARRIER, &iov, 1, NULL, 0, NULL,
-                                     api_connect_timeout() + 5.0, what, err, sizeof(err));
+    ember_future_t *future = NULL;
+    const ember_rpc_param_t param = {.timeout_s = api_connect_timeout() + 5.0};
+    ember_status_t status = ember_rpc_call_async(job->tp, job->coordinator, API_OP_BARRIER, &iov,
+                                                 1, NULL, 0, &param, &future);
+    if (status != EMBER_OK)
+        ember_status_text(err, sizeof(err), status, "%s on %s: %s", what,
+                          ember_tp_peer_name(job->tp, job->coordinator),
+                          ember_status_string(status));
+    /* The coordinator's verdict decides, even when this rank hears of an
+     * abort first: a barrier it released before it heard of the abort
+     * returns OK on every client (its answer may still be on its way when
+     * the abort, from another rank, comes here). */
+    if (status == EMBER_OK)
+        status = wait_answer(job, future, job->coordinator, what, api_abort_grace(), err,
+                             sizeof(err));
+    ember_future_release(future);
     if (status != EMBER_OK)
         ember_error("job", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);
     return status;
@@ -606,6 +684,7 @@ static void job_register(ember_job_t *job, int on)
     if (ember_job_role(job, job->rank, NULL) == EMBER_ROLE_PS) {
         ember_rpc_register(tp, API_OP_LEAVE, on ? on_leave : NULL, on ? job : NULL);
         ember_rpc_register(tp, API_OP_READY, on ? on_ready : NULL, on ? job : NULL);
+        ember_rpc_register(tp, API_OP_ABORTED, on ? on_aborted : NULL, on ? job : NULL);
     }
     if (job->rank == job->coordinator) {
         ember_rpc_register(tp, API_OP_BARRIER, on ? on_barrier : NULL, on ? job : NULL);
@@ -729,6 +808,29 @@ static void tell_ps_left(ember_job_t *job)
     free(futures);
 }
 
+/* The coordinator leaves a job another rank aborted: each live PS told
+ * first (its answer awaited, a second at most), since a PS watches only
+ * the coordinator and would otherwise take its exit for a loss. */
+static void tell_ps_aborted(ember_job_t *job)
+{
+    ember_iov_t iov = {.buffer = job->abort_cause, .length = strlen(job->abort_cause)};
+    ember_future_t **futures = calloc((size_t)job->num_ps, sizeof(*futures));
+    for (int p = 0; futures && p < job->num_ps; p++) {
+        const int rank = ember_job_ps_rank(job, p);
+        if (!ember_tp_peer_lost(job->tp, rank))
+            ember_rpc_call_async(job->tp, rank, API_OP_ABORTED, &iov, 1, NULL, 0,
+                                 &(ember_rpc_param_t){.timeout_s = 1.0}, &futures[p]);
+    }
+    for (int p = 0; futures && p < job->num_ps; p++) {
+        if (!futures[p])
+            continue;
+        ember_future_wait(futures[p]);
+        ember_future_release(futures[p]);
+    }
+    free(futures);
+    job->abort_told = 1;
+}
+
 void ember_job_leave(ember_job_t *job, ember_status_t outcome)
 {
     if (!job)
@@ -737,6 +839,8 @@ void ember_job_leave(ember_job_t *job, ember_status_t outcome)
         outcome = EMBER_ERR_CANCELED;
     if (outcome == EMBER_OK && api_is_client(job, job->rank))
         tell_ps_left(job);
+    if (job->aborted && !job->abort_told && job->rank == job->coordinator)
+        tell_ps_aborted(job);
     /* The handlers stay through the transport's end (its final barrier
      * progresses it): a client's barrier or table request that comes late
      * is answered, not met by "no handler". */
@@ -759,6 +863,13 @@ void ember_job_abort(ember_job_t *job, const char *cause)
     ember_iov_t iov = {.buffer = text, .length = strnlen(text, 250)};
     ember_future_t **futures = calloc((size_t)job->world, sizeof(*futures));
     ember_error("job", "%s aborts the job: %s", ember_tp_peer_name(job->tp, job->rank), text);
+    if (!job->aborted) {
+        snprintf(job->abort_cause, sizeof(job->abort_cause), "%s: %.250s",
+                 ember_tp_peer_name(job->tp, job->rank), text);
+        job->aborted = 1;
+    }
+    job->abort_told = 1; /* every rank is told here */
+    barrier_abort(job);  /* a coordinator's clients at a barrier: told why */
     for (int rank = 0; futures && rank < job->world; rank++) {
         if (rank == job->rank || ember_tp_peer_lost(job->tp, rank))
             continue;
