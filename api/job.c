@@ -637,11 +637,13 @@ static ember_status_t params_check(const ember_job_params_t *params, int rank, i
     if (!EMBER_ABI_COMPATIBLE(EMBER_ABI_VERSION, params->abi))
         why = "the program was built against an ember ABI this library does not provide "
               "(another major, or a newer minor): rebuild it against this ember";
-    else if (params->trainers < 1 || params->num_ps < 1)
+    else if (params->trainers < 1 || params->num_ps < 0)
         why = "a job needs at least one trainer and one PS";
     else if (world <= 0 || rank < 0 || rank >= world)
         why = "no valid rank and world size: set EMBER_RANK and EMBER_WORLD_SIZE, run under "
               "ember-run or srun, or give them";
+    else if (params->num_ps == EMBER_JOB_PS_REST && params->trainers >= world)
+        why = "no rank is left for a PS (num_ps 0: every rank that is not a trainer)";
     else if ((int64_t)params->trainers + params->num_ps > world)
         why = "more trainers and PS than ranks";
     else if (params->name && (!*params->name || strlen(params->name) >= EMBER_JOB_NAME_MAX))
@@ -649,9 +651,10 @@ static ember_status_t params_check(const ember_job_params_t *params, int rank, i
     if (!why)
         return EMBER_OK;
     ember_error("job",
-                "joining as rank %d of %d with %d trainers and %d PS (ABI %u.%u, the "
+                "joining as rank %d of %d with %d trainers and %d PS%s (ABI %u.%u, the "
                 "library's %u.%u): %s",
                 rank, world, params->trainers, params->num_ps,
+                params->num_ps == EMBER_JOB_PS_REST ? " (the rest)" : "",
                 (unsigned)EMBER_ABI_MAJOR(params->abi), (unsigned)EMBER_ABI_MINOR(params->abi),
                 (unsigned)EMBER_ABI_VERSION_MAJOR, (unsigned)EMBER_ABI_VERSION_MINOR, why);
     return EMBER_ERR_INVALID_PARAM;
@@ -753,11 +756,13 @@ ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **jo
     ember_job_t *job = calloc(1, sizeof(*job));
     if (!job)
         return EMBER_ERR_NO_MEMORY;
+    const int num_ps =
+            params->num_ps == EMBER_JOB_PS_REST ? world - params->trainers : params->num_ps;
     *job = (ember_job_t){.rank = rank,
                          .world = world,
                          .trainers = params->trainers,
-                         .num_ps = params->num_ps,
-                         .others = world - params->trainers - params->num_ps};
+                         .num_ps = num_ps,
+                         .others = world - params->trainers - num_ps};
     job->coordinator = job->others > 0 ? job->trainers : 0;
     ember_topo_local_rank(rank, world, &job->local_rank, &job->local_size);
     ember_status_t status = job_alloc(job);

@@ -61,11 +61,17 @@ typedef enum {
 
 #define EMBER_JOB_NAME_MAX 32 /* bytes of a rank's name, its NUL included */
 
+/* ember_job_params_t.num_ps: the PS are the ranks that are not trainers, so
+ * `ember-run -n 5 ./prog` with 2 trainers is 2 trainers + 3 PS.  A job with
+ * a coordinator ("master") of its own states P. */
+#define EMBER_JOB_PS_REST 0
+
 typedef struct {
     unsigned abi;         /* EMBER_ABI_VERSION the caller was built with (set by
                            * ember_job_params_init; the library refuses another) */
     int trainers;         /* T >= 1 */
-    int num_ps;           /* P >= 1 */
+    int num_ps;           /* P >= 1, or EMBER_JOB_PS_REST (0): every rank that
+                           * is not a trainer (P = N - T, no other rank) */
     int rank, world_size; /* -1: the launcher's (EMBER_RANK / SLURM_PROCID ...) */
     const char *name;     /* NULL: the role's name (above); at most 31 bytes */
     const char *init_url; /* NULL: EMBER_INIT, or the Slurm head node */
@@ -75,7 +81,8 @@ typedef struct {
                            * as ember-train's --bind (the mode: EMBER_BIND) */
 } ember_job_params_t;
 
-/** Defaults: everything from the environment, T and P 0 (must be given). */
+/** Defaults: everything from the environment, T 0 (must be given), P
+ * EMBER_JOB_PS_REST.  Any thread; never blocks. */
 #define ember_job_params_init(params) ember_job_params_init_abi((params), EMBER_ABI_VERSION)
 void ember_job_params_init_abi(ember_job_params_t *params, unsigned abi);
 
@@ -91,10 +98,11 @@ void ember_job_launch_rank(int *rank_p, int *world_size_p);
  * name, check that every rank states the same T and P, and meet every rank.
  * Blocks up to EMBER_CONNECT_TIMEOUT.  @params borrowed for the call;
  * *@job_p the caller's until ember_job_leave / ember_job_abort.
- * Errors: ERR_INVALID_PARAM (T or P < 1, T + P > world, a rank outside the
- * world, another ABI, a name too long, ranks that state another T or P:
- * logged naming it), ERR_AUTH (a wrong secret), ERR_TIMED_OUT (a rank did
- * not come: named), ERR_NO_MEMORY, the transport's.
+ * Errors: ERR_INVALID_PARAM (T < 1, P < 0, T + P > world, P the rest
+ * with no rank left for a PS, a rank outside the world, another ABI, a
+ * name too long, ranks that state another T or P (P resolved): logged
+ * naming it), ERR_AUTH (a wrong secret), ERR_TIMED_OUT (a rank did not
+ * come: named), ERR_NO_MEMORY, the transport's.
  */
 ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **job_p);
 
