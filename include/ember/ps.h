@@ -21,9 +21,14 @@
 extern "C" {
 #endif
 
+/* The most compute threads a PS starts (ember_ps_options_t.threads). */
+#define EMBER_PS_THREADS_MAX 1024
+
 typedef struct {
-    unsigned threads; /* compute threads, the serving one included; 0: the
-                       * cores of its binding (its first log line says which) */
+    unsigned threads; /* compute threads, the serving one included, at most
+                       * EMBER_PS_THREADS_MAX; 0: the cores of its binding
+                       * (its first log line says which; more than the
+                       * maximum is refused) */
     int local_rank;   /* picks the GPU of a table kept on one ("cuda"); -1:
                        * the job's (ember_job_local_rank) */
     int signals;      /* non-zero: SIGUSR1 / SIGTERM here ask trainer 0 for a
@@ -42,8 +47,8 @@ void ember_ps_options_init(ember_ps_options_t *options);
  * defaults).  The calling rank must be a PS.  Then call ember_job_leave with
  * the status returned.  Threading: the calling thread serves and progresses
  * the job; the compute threads are the PS's own, joined before it returns.
- * Errors also: ERR_INVALID_PARAM (not a PS, served twice, threads above the
- * maximum), ERR_NO_MEMORY (the threads could not start).
+ * Errors also: ERR_INVALID_PARAM (not a PS, served twice, threads above
+ * EMBER_PS_THREADS_MAX), ERR_NO_MEMORY (the threads could not start).
  */
 ember_status_t ember_ps_serve(ember_job_t *job, const ember_ps_options_t *options);
 
