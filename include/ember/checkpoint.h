@@ -168,13 +168,31 @@ ember_status_t ember_checkpoint_restore_tables(ember_job_t *job,
                                                size_t err_length);
 
 /** Trainer @t's file of @info, opened (mapped) and its library metadata
- * checked (format, step, trainer); *@file_p the caller's (ember_st_close).
- * Errors: ERR_NOT_FOUND (no such file), ERR_FORMAT (naming the key; a file
- * of another format, such as an ember-train checkpoint before the library
- * API, format 1, is refused saying so), ERR_IO. */
+ * checked (format, step, trainer, trainers as the manifest says);
+ * *@file_p the caller's (ember_st_close).  Blocks (maps the file).
+ * Errors: ERR_INVALID_PARAM (no info), ERR_NOT_FOUND (no such file),
+ * ERR_FORMAT (naming the key; a file of another format, such as an
+ * ember-train checkpoint before the library API, format 1, is refused
+ * saying so), ERR_IO. */
 ember_status_t ember_checkpoint_open_trainer(const ember_checkpoint_info_t *info, uint32_t t,
                                              ember_st_file_t **file_p, char *err,
                                              size_t err_length);
+
+/**
+ * The same without ember_checkpoint_find, for a trainer that resumes from
+ * a checkpoint its coordinator found: @dir is the checkpoint's step
+ * directory (ROOT/step-N, info.dir), @step its step.  Reads @dir's
+ * manifest (a directory without one is torn: refused) and checks only
+ * trainer @t's file: its size and CRC-32C against the manifest, then as
+ * ember_checkpoint_open_trainer.  Blocks (reads that one file).  Any rank,
+ * no job needed.  *@file_p the caller's (ember_st_close).  Errors:
+ * ERR_INVALID_PARAM (no @dir), ERR_NOT_FOUND (no manifest, or none of
+ * trainer @t), ERR_FORMAT (a manifest of another step or malformed, a
+ * file that does not match it, a bad key: named), ERR_IO, ERR_NO_MEMORY.
+ */
+ember_status_t ember_checkpoint_open_trainer_at(const char *dir, uint64_t step, uint32_t t,
+                                                ember_st_file_t **file_p, char *err,
+                                                size_t err_length);
 
 /** Table @name whole ([rows][dim] floats into @out, the caller's) from the
  * PS files of any layout: a model's initial weights.  Errors: ERR_FORMAT

@@ -36,7 +36,10 @@
  *                    then on 1 PS the tables are created empty, restored
  *                    from the newest, the trainers' tensors read back, and
  *                    3 more steps end where 6 uninterrupted reference steps
- *                    do; a fresh run on the same root is refused
+ *                    do; each trainer's file also opened from the step
+ *                    directory alone (ember_checkpoint_open_trainer_at:
+ *                    another step, a torn and a corrupt copy refused); a
+ *                    fresh run on the same root is refused
  *   ckpt_sigusr1     two trainers, 6 steps, checkpoints on request only:
  *                    trainer 1 gets SIGUSR1 before step 1; trainer 0 names
  *                    a step before the last and every rank takes it; the
@@ -1004,6 +1007,80 @@ static int ckpt_first(int rank, int world, void *arg)
     return 0;
 }
 
+/* @from copied to @to, its byte @flip (if < its size) flipped. */
+static void copy_file(const char *from, const char *to, long flip)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    MP_CHECK(in && out, "copying %s to %s", from, to);
+    int c;
+    for (long at = 0; (c = fgetc(in)) != EOF; at++)
+        fputc(at == flip ? c ^ 0x40 : c, out);
+    fclose(in);
+    MP_CHECK(fclose(out) == 0, "writing %s", to);
+}
+
+/* Trainer @t's dense tensor of @file is the one it saved after CKPT_AT. */
+static void ckpt_check_dense(ember_st_file_t *file, uint32_t t)
+{
+    const ember_st_tensor_t *dense = ember_st_find(file, "dense");
+    float want[4], got[4];
+    dense_of(t, CKPT_AT, want);
+    MP_CHECK(dense && dense->dtype == EMBER_DTYPE_F32 && dense->numel == 4, "its dense tensor");
+    memcpy(got, dense->data, sizeof(got));
+    MP_CHECK(!memcmp(got, want, sizeof(got)) &&
+                     !strcmp(ember_st_metadata(file, "note"), "api test"),
+             "trainer %u's dense %g.. (want %g..)", t, (double)got[0], (double)want[0]);
+}
+
+/* A resuming trainer's own file without ember_checkpoint_find: taken from
+ * the step directory alone; another step, another trainer, a torn copy and
+ * a corrupt copy refused, each saying so. */
+static void ckpt_check_open_at(const ember_checkpoint_info_t *info, uint32_t t)
+{
+    char err[600], copy[] = "/tmp/ember-api-copy-XXXXXX", dir[128], from[700], to[200];
+    ember_st_file_t *file = NULL;
+    MP_CHECK(ember_checkpoint_open_trainer_at(info->dir, info->step, t, &file, err,
+                                              sizeof(err)) == EMBER_OK,
+             "trainer %u's file from %s alone: %s", t, info->dir, err);
+    ckpt_check_dense(file, t);
+    ember_st_close(file);
+    MP_CHECK(ember_checkpoint_open_trainer_at(info->dir, info->step + 1, t, &file, err,
+                                              sizeof(err)) == EMBER_ERR_FORMAT &&
+                     strstr(err, "not 4"),
+             "the file of another step: %s", err);
+    MP_CHECK(ember_checkpoint_open_trainer_at(info->dir, info->step, 7, &file, err, sizeof(err)) ==
+                             EMBER_ERR_NOT_FOUND &&
+                     strstr(err, "names no trainer7.safetensors"),
+             "trainer 7's file: %s", err);
+    /* A copy of the step directory: torn (no manifest), then corrupt. */
+    MP_CHECK(mkdtemp(copy), "mkdtemp");
+    snprintf(dir, sizeof(dir), "%s/step-%012llu", copy, (unsigned long long)info->step);
+    MP_CHECK(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+    snprintf(from, sizeof(from), "%s/trainer%u.safetensors", info->dir, t);
+    snprintf(to, sizeof(to), "%s/trainer%u.safetensors", dir, t);
+    copy_file(from, to, -1);
+    MP_CHECK(ember_checkpoint_open_trainer_at(dir, info->step, t, &file, err, sizeof(err)) ==
+                     EMBER_ERR_NOT_FOUND,
+             "a step directory without its manifest: %s", err);
+    snprintf(from, sizeof(from), "%s/manifest", info->dir);
+    snprintf(to, sizeof(to), "%s/manifest", dir);
+    copy_file(from, to, -1);
+    snprintf(from, sizeof(from), "%s/trainer%u.safetensors", info->dir, t);
+    snprintf(to, sizeof(to), "%s/trainer%u.safetensors", dir, t);
+    struct stat st;
+    MP_CHECK(stat(from, &st) == 0, "stat %s", from);
+    copy_file(from, to, (long)st.st_size - 1); /* the last byte of its tensors */
+    MP_CHECK(ember_checkpoint_open_trainer_at(dir, info->step, t, &file, err, sizeof(err)) ==
+                             EMBER_ERR_FORMAT &&
+                     strstr(err, "CRC-32C"),
+             "a corrupt file: %s", err);
+    unlink(to);
+    snprintf(to, sizeof(to), "%s/manifest", dir);
+    unlink(to);
+    rmdir(dir);
+    rmdir(copy);
+}
+
 /* What the newest checkpoint holds, as a resumed trainer finds it. */
 static void ckpt_check_found(const ember_checkpoint_info_t *info, const ref_t *ref, uint32_t t)
 {
@@ -1016,15 +1093,9 @@ static void ckpt_check_found(const ember_checkpoint_info_t *info, const ref_t *r
     ember_st_file_t *file;
     MP_CHECK(ember_checkpoint_open_trainer(info, t, &file, err, sizeof(err)) == EMBER_OK,
              "opening trainer %u's file: %s", t, err);
-    const ember_st_tensor_t *dense = ember_st_find(file, "dense");
-    float want[4], got[4];
-    dense_of(t, CKPT_AT, want);
-    MP_CHECK(dense && dense->dtype == EMBER_DTYPE_F32 && dense->numel == 4, "its dense tensor");
-    memcpy(got, dense->data, sizeof(got));
-    MP_CHECK(!memcmp(got, want, sizeof(got)) &&
-                     !strcmp(ember_st_metadata(file, "note"), "api test"),
-             "trainer %u's dense %g.. (want %g..)", t, (double)got[0], (double)want[0]);
+    ckpt_check_dense(file, t);
     ember_st_close(file);
+    ckpt_check_open_at(info, t);
     MP_CHECK(ember_checkpoint_open_trainer(info, 7, &file, err, sizeof(err)) ==
                              EMBER_ERR_NOT_FOUND &&
                      strstr(err, "trainer7"),
