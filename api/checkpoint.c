@@ -662,29 +662,30 @@ ember_status_t ember_checkpoint_save(ember_checkpoint_t *ckpt, uint64_t steps,
                                      const ember_st_meta_t *meta, size_t nmeta, char *err,
                                      size_t err_length)
 {
-    char dir[EMBER_CHECKPOINT_PATH_MAX + 32];
+    char dir[EMBER_CHECKPOINT_PATH_MAX + 32], text[700]; /* @err may be NULL */
     ember_msg_ckpt_done_t done = {.step = steps};
-    ember_status_t status = save_check(ckpt, steps, meta, nmeta, err, err_length);
+    ember_status_t status = save_check(ckpt, steps, meta, nmeta, text, sizeof(text));
     if (status == EMBER_OK)
-        status = ember_ckpt_step_dir(ckpt->root, steps, dir, sizeof(dir), err, err_length);
+        status = ember_ckpt_step_dir(ckpt->root, steps, dir, sizeof(dir), text, sizeof(text));
     if (status != EMBER_OK) {
-        ember_error("checkpoint", "%s", err);
-        return status;
+        ember_error("checkpoint", "%s", text);
+        return ember_status_text(err, err_length, status, "%s", text);
     }
     status = save_file(ckpt, dir, steps, tensors, ntensors, meta, nmeta, &done);
     ember_ckpt_schedule_taken(&ckpt->schedule, steps);
     if (status != EMBER_OK) {
-        ember_status_text(err, err_length, status, "%s: the checkpoint after step %llu: %s",
+        ember_status_text(text, sizeof(text), status, "%s: the checkpoint after step %llu: %s",
                           me(ckpt), (unsigned long long)steps, done.text);
-        ember_error("checkpoint", "%s", err);
+        ember_error("checkpoint", "%s", text);
+        ember_status_text(err, err_length, status, "%s", text);
     }
     /* A failed file is reported too: the coordinator fails the checkpoint. */
     char why[300];
     ember_status_t sent = report(ckpt, &done, why, sizeof(why));
     if (status == EMBER_OK && sent != EMBER_OK) {
-        ember_status_text(err, err_length, sent, "%s: %s", me(ckpt), why);
-        ember_error("checkpoint", "%s", err);
-        status = sent;
+        ember_status_text(text, sizeof(text), sent, "%s: %s", me(ckpt), why);
+        ember_error("checkpoint", "%s", text);
+        status = ember_status_text(err, err_length, sent, "%s", text);
     }
     return status;
 }

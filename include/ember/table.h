@@ -105,7 +105,9 @@ void ember_table_config_init(ember_table_config_t *config);
  * consistency, staleness, reduce, trainers, device), ERR_EXISTS (the name
  * is the job's already), ERR_OUT_OF_RANGE (64 tables live in the job),
  * ERR_NO_MEMORY (a PS could not hold it: named), a PS's error (its text
- * logged).  A failed create leaves nothing on any PS and frees the name.
+ * logged), ERR_TIMED_OUT (a PS not serving), ERR_PEER_LOST (a PS or the
+ * coordinator), ERR_CANCELED.  A failed create leaves nothing on any PS
+ * and frees the name.
  */
 ember_status_t ember_table_create(ember_job_t *job, const ember_table_config_t *config,
                                   ember_table_t **table_p);
@@ -128,7 +130,7 @@ void ember_table_close(ember_table_t *table);
  * later fail naming it.  Blocks until every shard answered.  Errors:
  * ERR_INVALID_PARAM (not the creator's handle: nothing freed but the
  * handle; or a PS's refusal while the job writes checkpoints: their
- * tables stay), a PS's (named).
+ * tables stay), a PS's (named), ERR_PEER_LOST, ERR_CANCELED.
  */
 ember_status_t ember_table_destroy(ember_table_t *table);
 
