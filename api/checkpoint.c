@@ -921,9 +921,9 @@ static ember_status_t trainer_file_check(const ember_st_file_t *file, const char
 
 /* Trainer @t's file of the checkpoint in @dir whose manifest is @m, mapped
  * and checked; @verify: its size and CRC first (find did not). */
-static ember_status_t open_trainer_file(const char *dir, const ember_ckpt_manifest_t *m,
-                                        uint32_t t, int verify, ember_st_file_t **file_p,
-                                        char *err, size_t err_length)
+static ember_status_t open_trainer_file(const char *dir, const ember_ckpt_manifest_t *m, uint32_t t,
+                                        int verify, ember_st_file_t **file_p, char *err,
+                                        size_t err_length)
 {
     char path[700], name[EMBER_CKPT_NAME_MAX];
     const uint32_t trainers = manifest_u32(m, "trainers");
@@ -965,14 +965,15 @@ ember_status_t ember_checkpoint_open_trainer_at(const char *dir, uint64_t step, 
     ember_ckpt_manifest_t m;
     if (!dir || !file_p)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "a trainer's checkpoint file: no %s", dir ? "file_p" : "directory");
+                                 "a trainer's checkpoint file: no %s",
+                                 dir ? "file_p" : "directory");
     EMBER_CHECK(ember_ckpt_manifest_read(dir, &m, err, err_length));
     ember_status_t status =
-            m.step == step ? open_trainer_file(dir, &m, t, 1, file_p, err, err_length)
-                           : ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                                               "%s: the checkpoint after step %llu, not %llu", dir,
-                                               (unsigned long long)m.step,
-                                               (unsigned long long)step);
+            m.step == step
+                    ? open_trainer_file(dir, &m, t, 1, file_p, err, err_length)
+                    : ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                        "%s: the checkpoint after step %llu, not %llu", dir,
+                                        (unsigned long long)m.step, (unsigned long long)step);
     ember_ckpt_manifest_free(&m);
     return status;
 }

@@ -194,8 +194,8 @@ static ember_status_t wait_answer(ember_job_t *job, ember_future_t *future, int 
     }
     /* A failure that came after the abort: the abort is the cause. */
     if (status != EMBER_OK && grace_s > 0.0 && job->aborted)
-        return ember_status_text(err, err_length, EMBER_ERR_CANCELED,
-                                 "%s: the job was aborted: %s", what, job->abort_cause);
+        return ember_status_text(err, err_length, EMBER_ERR_CANCELED, "%s: the job was aborted: %s",
+                                 what, job->abort_cause);
     if (status != EMBER_OK) {
         size_t length = 0;
         const char *text = ember_future_data(future, &length);
@@ -270,7 +270,7 @@ static void on_aborted(ember_rpc_req_t *req, void *arg)
     if (!job->aborted) {
         snprintf(job->abort_cause, sizeof(job->abort_cause), "%.*s",
                  (int)(length > sizeof(job->abort_cause) - 1 ? sizeof(job->abort_cause) - 1
-                                                               : length),
+                                                             : length),
                  text ? text : "");
         ember_error("job", "%s: the job was aborted by %s", ember_tp_peer_name(job->tp, job->rank),
                     job->abort_cause);
@@ -590,8 +590,8 @@ ember_status_t ember_job_barrier(ember_job_t *job, const char *name)
      * later here, so its answer says it. */
     ember_future_t *future = NULL;
     const ember_rpc_param_t param = {.timeout_s = api_connect_timeout() + 5.0};
-    ember_status_t status = ember_rpc_call_async(job->tp, job->coordinator, API_OP_BARRIER, &iov,
-                                                 1, NULL, 0, &param, &future);
+    ember_status_t status = ember_rpc_call_async(job->tp, job->coordinator, API_OP_BARRIER, &iov, 1,
+                                                 NULL, 0, &param, &future);
     if (status != EMBER_OK)
         ember_status_text(err, sizeof(err), status, "%s on %s: %s", what,
                           ember_tp_peer_name(job->tp, job->coordinator),

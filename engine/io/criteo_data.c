@@ -93,8 +93,7 @@ static void put_example(const ember_criteo_data_t *d, slot_t *slot,
 static void compact_slot(const ember_criteo_data_t *d, slot_t *slot)
 {
     for (size_t f = 1; slot->n < d->batch && f < EMBER_CRITEO_SPARSE; f++)
-        memmove(slot->sparse + f * slot->n, slot->sparse + f * d->batch,
-                slot->n * sizeof(int64_t));
+        memmove(slot->sparse + f * slot->n, slot->sparse + f * d->batch, slot->n * sizeof(int64_t));
 }
 
 /* Pass over up to @count examples; *end_p = 1 if the data ran out first. */
@@ -281,8 +280,7 @@ static void unhold_end(ember_criteo_data_t *d, size_t at)
 {
     const slot_t end = d->slots[at];
     for (size_t k = 0; k < d->held; k++)
-        d->slots[(at + d->nslots - k) % d->nslots] =
-                d->slots[(at + d->nslots - k - 1) % d->nslots];
+        d->slots[(at + d->nslots - k) % d->nslots] = d->slots[(at + d->nslots - k - 1) % d->nslots];
     d->slots[(at + d->nslots - d->held) % d->nslots] = end;
 }
 

@@ -933,9 +933,9 @@ static void ps_drop_lost_trainers(ps_t *ps)
 
 /* The ops a PS serves, and their handlers (registered for its lifetime). */
 static const uint16_t ps_ops[] = {
-        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD,    EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
-        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,         EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
-        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,         EMBER_OP_CKPT_PLAN,  EMBER_OP_CKPT_AT,
+        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD,    EMBER_OP_TABLE_READ,  EMBER_OP_PS_STATS,
+        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,         EMBER_OP_LOOKUP,      EMBER_OP_GRAD,
+        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,         EMBER_OP_CKPT_PLAN,   EMBER_OP_CKPT_AT,
         EMBER_OP_TABLE_RESTORE, EMBER_OP_TABLE_DESTROY, EMBER_OP_GRADS_FENCE,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {

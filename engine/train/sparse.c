@@ -429,8 +429,8 @@ ember_status_t ember_sparse_pushes_taken(ember_sparse_t *sparse, uint64_t step, 
         return fail(err, err_length, status, "the pushes' fences: out of memory");
     /* Every PS at once; each answers once it ran the pushes before. */
     for (size_t i = 0; status == EMBER_OK && i < sparse->nranks; i++) {
-        status = ember_rpc_call_async(sparse->tp, sparse->ranks[i].rank, EMBER_OP_GRADS_FENCE,
-                                      &iov, 1, NULL, 0, NULL, &fences[i]);
+        status = ember_rpc_call_async(sparse->tp, sparse->ranks[i].rank, EMBER_OP_GRADS_FENCE, &iov,
+                                      1, NULL, 0, NULL, &fences[i]);
         if (status != EMBER_OK)
             fail(err, err_length, status, "the pushes' fence to %s: %s",
                  ps_name(sparse, &sparse->ranks[i]), ember_status_string(status));

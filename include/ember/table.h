@@ -71,8 +71,8 @@ typedef struct {
     const float *initial_rows; /* INIT_ROWS: [num_embeddings][embedding_dim], host,
                                 * borrowed for the call */
     ember_sharding_t sharding;
-    uint32_t first_ps;   /* the first PS (row-wise) or the PS (table-wise) */
-    uint32_t num_shards; /* row-wise: PS first_ps .. + num_shards - 1 (at most
+    uint32_t first_ps;            /* the first PS (row-wise) or the PS (table-wise) */
+    uint32_t num_shards;          /* row-wise: PS first_ps .. + num_shards - 1 (at most
                           * 64); 0: every PS from first_ps on */
     ember_opt_config_t optimizer; /* applied by the PS to the rows a step
                                    * touched; ember_table_config_init: SGD lr

@@ -947,8 +947,8 @@ static void push_refused(ember_job_t *job, ember_table_t **tables)
     ember_kjt_t kjt = kjt_view(&kd, 0, 0);
     ember_lookup_t *lk;
     float out[OUT_MAX], g[OUT_MAX] = {0};
-    MP_CHECK(ember_ebc_lookup(ebc, &kjt, 0, &lk) == EMBER_OK && ember_lookup_wait(lk, out, NULL) ==
-                                                                         EMBER_OK,
+    MP_CHECK(ember_ebc_lookup(ebc, &kjt, 0, &lk) == EMBER_OK &&
+                     ember_lookup_wait(lk, out, NULL) == EMBER_OK,
              "the step before the refusal");
     MP_CHECK(ember_table_destroy(tables[2]) == EMBER_OK, "destroying table C");
     tables[2] = NULL;
@@ -1144,8 +1144,8 @@ static void ckpt_check_open_at(const ember_checkpoint_info_t *info, uint32_t t)
 {
     char err[600], copy[] = "/tmp/ember-api-copy-XXXXXX", dir[128], from[700], to[200];
     ember_st_file_t *file = NULL;
-    MP_CHECK(ember_checkpoint_open_trainer_at(info->dir, info->step, t, &file, err,
-                                              sizeof(err)) == EMBER_OK,
+    MP_CHECK(ember_checkpoint_open_trainer_at(info->dir, info->step, t, &file, err, sizeof(err)) ==
+                     EMBER_OK,
              "trainer %u's file from %s alone: %s", t, info->dir, err);
     ckpt_check_dense(file, t);
     ember_st_close(file);

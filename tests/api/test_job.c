@@ -141,9 +141,9 @@ static int roles_rest(int rank, int world, void *arg)
     char *text = api_test_log_end(&log);
     MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "every rank a trainer: %s",
              ember_status_string(status));
-    api_test_log_has(text, "a job without a PS",
-                     (const char *const[]){"5 trainers and 0 PS (the rest)", "no rank is left",
-                                           NULL});
+    api_test_log_has(
+            text, "a job without a PS",
+            (const char *const[]){"5 trainers and 0 PS (the rest)", "no rank is left", NULL});
     return roles(rank, 2, rank == world - 1 ? 3 : EMBER_JOB_PS_REST, world);
 }
 

@@ -781,8 +781,8 @@ static int case_hold_end(void)
         /* the last batch held: the end, then the next epoch's first */
         CHECK(ember_criteo_data_take(d, &b, err, sizeof(err)) == EMBER_OK && b.n == 0 &&
                       b.first_example == N_AB,
-              "epoch %d: its end after %llu batches: n %zu, %s", epoch,
-              (unsigned long long)batches, b.n, err);
+              "epoch %d: its end after %llu batches: n %zu, %s", epoch, (unsigned long long)batches,
+              b.n, err);
         CHECK(ember_criteo_data_take(d, &next, err, sizeof(err)) == EMBER_OK,
               "epoch %d: the next one's first batch with the last held and the end taken: %s",
               epoch, err);
