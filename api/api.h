@@ -21,6 +21,7 @@ enum {
     API_OP_READY,                               /* anyone -> a PS: answered once it serves */
     API_OP_BARRIER,                             /* a rank that is not a PS -> the coordinator */
     API_OP_TABLE_NAME, /* anyone -> the coordinator: the job's table names */
+    API_OP_ABORTED,    /* the coordinator -> each PS: an abort it heard, before it leaves */
     /* ember_allreduce_create's, EMBER_ALLREDUCE_MAX of 4 ids each */
     API_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 128, /* 192 .. 223 */
 };
@@ -76,8 +77,9 @@ struct ember_job {
     int coordinator;
     int local_rank, local_size;
     int leaving; /* ember_job_leave runs: handlers answer what they can at once */
-    /* An abort from another rank: its cause. */
-    int aborted;
+    /* An abort from another rank: its cause; abort_told: every PS was
+     * told by this rank (it aborted, or forwarded it as the coordinator). */
+    int aborted, abort_told;
     char abort_cause[300];
     /* A PS rank: serving (ember_ps_serve), READY requests held until it
      * does, the ranks that left. */

@@ -662,29 +662,30 @@ ember_status_t ember_checkpoint_save(ember_checkpoint_t *ckpt, uint64_t steps,
                                      const ember_st_meta_t *meta, size_t nmeta, char *err,
                                      size_t err_length)
 {
-    char dir[EMBER_CHECKPOINT_PATH_MAX + 32];
+    char dir[EMBER_CHECKPOINT_PATH_MAX + 32], text[700]; /* @err may be NULL */
     ember_msg_ckpt_done_t done = {.step = steps};
-    ember_status_t status = save_check(ckpt, steps, meta, nmeta, err, err_length);
+    ember_status_t status = save_check(ckpt, steps, meta, nmeta, text, sizeof(text));
     if (status == EMBER_OK)
-        status = ember_ckpt_step_dir(ckpt->root, steps, dir, sizeof(dir), err, err_length);
+        status = ember_ckpt_step_dir(ckpt->root, steps, dir, sizeof(dir), text, sizeof(text));
     if (status != EMBER_OK) {
-        ember_error("checkpoint", "%s", err);
-        return status;
+        ember_error("checkpoint", "%s", text);
+        return ember_status_text(err, err_length, status, "%s", text);
     }
     status = save_file(ckpt, dir, steps, tensors, ntensors, meta, nmeta, &done);
     ember_ckpt_schedule_taken(&ckpt->schedule, steps);
     if (status != EMBER_OK) {
-        ember_status_text(err, err_length, status, "%s: the checkpoint after step %llu: %s",
+        ember_status_text(text, sizeof(text), status, "%s: the checkpoint after step %llu: %s",
                           me(ckpt), (unsigned long long)steps, done.text);
-        ember_error("checkpoint", "%s", err);
+        ember_error("checkpoint", "%s", text);
+        ember_status_text(err, err_length, status, "%s", text);
     }
     /* A failed file is reported too: the coordinator fails the checkpoint. */
     char why[300];
     ember_status_t sent = report(ckpt, &done, why, sizeof(why));
     if (status == EMBER_OK && sent != EMBER_OK) {
-        ember_status_text(err, err_length, sent, "%s: %s", me(ckpt), why);
-        ember_error("checkpoint", "%s", err);
-        status = sent;
+        ember_status_text(text, sizeof(text), sent, "%s: %s", me(ckpt), why);
+        ember_error("checkpoint", "%s", text);
+        status = ember_status_text(err, err_length, sent, "%s", text);
     }
     return status;
 }
@@ -884,9 +885,11 @@ static ember_status_t meta_u64(const ember_st_file_t *file, const char *path, co
     return EMBER_OK;
 }
 
+/* The library's metadata of trainer @t's file after @step of a checkpoint
+ * whose manifest says @trainers (0: it does not say). */
 static ember_status_t trainer_file_check(const ember_st_file_t *file, const char *path,
-                                         const ember_checkpoint_info_t *info, uint32_t t, char *err,
-                                         size_t err_length)
+                                         uint64_t want_step, uint32_t t, uint32_t want_trainers,
+                                         char *err, size_t err_length)
 {
     const char *format = ember_st_metadata(file, "format");
     uint64_t step, trainer, trainers;
@@ -903,39 +906,76 @@ static ember_status_t trainer_file_check(const ember_st_file_t *file, const char
     EMBER_CHECK(meta_u64(file, path, "step", UINT64_MAX, &step, err, err_length));
     EMBER_CHECK(meta_u64(file, path, "trainer", UINT32_MAX, &trainer, err, err_length));
     EMBER_CHECK(meta_u64(file, path, "trainers", UINT32_MAX, &trainers, err, err_length));
-    if (step != info->step || trainer != t || trainer >= trainers)
-        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                                 "%s: trainer %llu of %llu after step %llu, not trainer %u after "
-                                 "step %llu as its manifest says",
-                                 path, (unsigned long long)trainer, (unsigned long long)trainers,
-                                 (unsigned long long)step, t, (unsigned long long)info->step);
-    return EMBER_OK;
+    if (step == want_step && trainer == t && trainer < trainers &&
+        (!want_trainers || trainers == want_trainers))
+        return EMBER_OK;
+    char of[24] = "";
+    if (want_trainers)
+        snprintf(of, sizeof(of), " of %u", want_trainers);
+    return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                             "%s: trainer %llu of %llu after step %llu, not trainer %u%s after "
+                             "step %llu as its manifest says",
+                             path, (unsigned long long)trainer, (unsigned long long)trainers,
+                             (unsigned long long)step, t, of, (unsigned long long)want_step);
 }
 
-ember_status_t ember_checkpoint_open_trainer(const ember_checkpoint_info_t *info, uint32_t t,
-                                             ember_st_file_t **file_p, char *err, size_t err_length)
+/* Trainer @t's file of the checkpoint in @dir whose manifest is @m, mapped
+ * and checked; @verify: its size and CRC first (find did not). */
+static ember_status_t open_trainer_file(const char *dir, const ember_ckpt_manifest_t *m, uint32_t t,
+                                        int verify, ember_st_file_t **file_p, char *err,
+                                        size_t err_length)
 {
     char path[700], name[EMBER_CKPT_NAME_MAX];
-    if (!info || !info->manifest)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "no checkpoint found");
+    const uint32_t trainers = manifest_u32(m, "trainers");
     snprintf(name, sizeof(name), "trainer%u.safetensors", t);
-    snprintf(path, sizeof(path), "%s/%s", info->dir, name);
-    if (!ember_ckpt_manifest_file(info->manifest, name))
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    const ember_ckpt_file_t *listed = ember_ckpt_manifest_file(m, name);
+    if (!listed)
         return ember_status_text(err, err_length, EMBER_ERR_NOT_FOUND,
-                                 "%s: its manifest names no %s (a checkpoint of %u trainers)",
-                                 info->dir, name, info->trainers);
+                                 "%s: its manifest names no %s (a checkpoint of %u trainers)", dir,
+                                 name, trainers);
+    if (verify)
+        EMBER_CHECK(ember_ckpt_verify_one(dir, listed, err, err_length));
     ember_st_file_t *file;
     char why[400];
     ember_status_t status = ember_st_map(path, &file, why, sizeof(why));
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status, "%s: %s", path, why);
-    status = trainer_file_check(file, path, info, t, err, err_length);
+    status = trainer_file_check(file, path, m->step, t, trainers, err, err_length);
     if (status != EMBER_OK) {
         ember_st_close(file);
         return status;
     }
     *file_p = file;
     return EMBER_OK;
+}
+
+ember_status_t ember_checkpoint_open_trainer(const ember_checkpoint_info_t *info, uint32_t t,
+                                             ember_st_file_t **file_p, char *err, size_t err_length)
+{
+    if (!info || !info->manifest || !file_p)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "no checkpoint found");
+    return open_trainer_file(info->dir, info->manifest, t, 0, file_p, err, err_length);
+}
+
+ember_status_t ember_checkpoint_open_trainer_at(const char *dir, uint64_t step, uint32_t t,
+                                                ember_st_file_t **file_p, char *err,
+                                                size_t err_length)
+{
+    ember_ckpt_manifest_t m;
+    if (!dir || !file_p)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "a trainer's checkpoint file: no %s",
+                                 dir ? "file_p" : "directory");
+    EMBER_CHECK(ember_ckpt_manifest_read(dir, &m, err, err_length));
+    ember_status_t status =
+            m.step == step
+                    ? open_trainer_file(dir, &m, t, 1, file_p, err, err_length)
+                    : ember_status_text(err, err_length, EMBER_ERR_FORMAT,
+                                        "%s: the checkpoint after step %llu, not %llu", dir,
+                                        (unsigned long long)m.step, (unsigned long long)step);
+    ember_ckpt_manifest_free(&m);
+    return status;
 }
 
 /* A PS file's metadata number @table.@key, or -1. */

@@ -668,7 +668,7 @@ void ember_lookup_release(ember_lookup_t *lookup)
 ember_status_t ember_ebc_flush(ember_ebc_t *ebc)
 {
     ember_status_t status =
-            ember_pipeline_pushes_wait(ebc->pipe, ebc->next_step, ebc->err, sizeof(ebc->err));
+            ember_pipeline_flush(ebc->pipe, ebc->next_step, ebc->err, sizeof(ebc->err));
     if (status != EMBER_OK)
         return ebc_fail(ebc, ebc->pushed_upto ? ebc->pushed_upto - 1 : 0, status, "%s", ebc->err);
     return EMBER_OK;

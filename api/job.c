@@ -48,6 +48,13 @@ double api_connect_timeout(void)
     return ember_config_double("EMBER_CONNECT_TIMEOUT");
 }
 
+/* How long a barrier waits for the coordinator's verdict after this rank
+ * heard of an abort: as long as shutdown waits for calls in flight. */
+static double api_abort_grace(void)
+{
+    return ember_config_double("EMBER_SHUTDOWN_TIMEOUT");
+}
+
 int api_clients(const ember_job_t *job)
 {
     return job->world - job->num_ps;
@@ -171,16 +178,24 @@ ember_status_t ember_job_wait(ember_job_t *job, double timeout_s)
 
 /* ---- waiting -------------------------------------------------------------- */
 
-ember_status_t api_wait(ember_job_t *job, ember_future_t *future, int peer, const char *what,
-                        char *err, size_t err_length)
+/* @future's wait; after an abort, up to @grace_s more for its answer. */
+static ember_status_t wait_answer(ember_job_t *job, ember_future_t *future, int peer,
+                                  const char *what, double grace_s, char *err, size_t err_length)
 {
     ember_status_t status;
+    double give_up = 0.0;
     while ((status = ember_future_test(future)) == EMBER_INPROGRESS) {
-        if (job->aborted)
+        if (job->aborted && give_up == 0.0)
+            give_up = ember_time_now() + grace_s;
+        if (job->aborted && ember_time_now() >= give_up)
             return ember_status_text(err, err_length, EMBER_ERR_CANCELED,
                                      "%s: the job was aborted: %s", what, job->abort_cause);
-        ember_tp_wait(job->tp, 0.2);
+        ember_tp_wait(job->tp, job->aborted ? 0.01 : 0.2);
     }
+    /* A failure that came after the abort: the abort is the cause. */
+    if (status != EMBER_OK && grace_s > 0.0 && job->aborted)
+        return ember_status_text(err, err_length, EMBER_ERR_CANCELED, "%s: the job was aborted: %s",
+                                 what, job->abort_cause);
     if (status != EMBER_OK) {
         size_t length = 0;
         const char *text = ember_future_data(future, &length);
@@ -196,6 +211,12 @@ ember_status_t api_wait(ember_job_t *job, ember_future_t *future, int peer, cons
                               text);
     }
     return status;
+}
+
+ember_status_t api_wait(ember_job_t *job, ember_future_t *future, int peer, const char *what,
+                        char *err, size_t err_length)
+{
+    return wait_answer(job, future, peer, what, 0.0, err, err_length);
 }
 
 ember_status_t api_call(ember_job_t *job, int peer, uint16_t op, const ember_iov_t *iov,
@@ -218,6 +239,8 @@ ember_status_t api_call(ember_job_t *job, int peer, uint16_t op, const ember_iov
 
 /* ---- the handlers every rank or role has ---------------------------------- */
 
+static void barrier_abort(ember_job_t *job);
+
 static void on_abort(ember_rpc_req_t *req, void *arg)
 {
     ember_job_t *job = arg;
@@ -227,6 +250,27 @@ static void on_abort(ember_rpc_req_t *req, void *arg)
     if (!job->aborted) {
         snprintf(job->abort_cause, sizeof(job->abort_cause), "%s: %.*s",
                  ember_tp_peer_name(job->tp, peer), (int)(length > 250 ? 250 : length),
+                 text ? text : "");
+        ember_error("job", "%s: the job was aborted by %s", ember_tp_peer_name(job->tp, job->rank),
+                    job->abort_cause);
+    }
+    job->aborted = 1;
+    barrier_abort(job);
+    ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+/* A PS: the coordinator leaves an aborted job and says why (the cause as
+ * it heard it), so this PS stops on the abort, not on the coordinator's
+ * loss, whichever word reached it first. */
+static void on_aborted(ember_rpc_req_t *req, void *arg)
+{
+    ember_job_t *job = arg;
+    size_t length;
+    const char *text = ember_rpc_req_data(req, &length);
+    if (!job->aborted) {
+        snprintf(job->abort_cause, sizeof(job->abort_cause), "%.*s",
+                 (int)(length > sizeof(job->abort_cause) - 1 ? sizeof(job->abort_cause) - 1
+                                                             : length),
                  text ? text : "");
         ember_error("job", "%s: the job was aborted by %s", ember_tp_peer_name(job->tp, job->rank),
                     job->abort_cause);
@@ -413,6 +457,19 @@ static int barrier_held(const ember_job_t *job)
     return 0;
 }
 
+/* The coordinator heard of an abort: the barrier being gathered fails for
+ * the clients waiting at it (they wait for this verdict: ember_job_barrier)
+ * and for those still to come. */
+static void barrier_abort(ember_job_t *job)
+{
+    char why[400];
+    if (job->rank != job->coordinator || !job->barrier || !barrier_held(job))
+        return;
+    snprintf(why, sizeof(why), "barrier %llu: the job was aborted: %s",
+             (unsigned long long)job->barrier->gather, job->abort_cause);
+    barrier_release(job, EMBER_ERR_CANCELED, why);
+}
+
 static void on_barrier(ember_rpc_req_t *req, void *arg)
 {
     ember_job_t *job = arg;
@@ -430,6 +487,11 @@ static void on_barrier(ember_rpc_req_t *req, void *arg)
     msg.name[sizeof(msg.name) - 1] = '\0';
     if (msg.seq == job->barrier->failed_seq) {
         ember_rpc_reply_error(req, job->barrier->failed_status, "%s", job->barrier->failed_why);
+        return;
+    }
+    if (job->aborted) {
+        ember_rpc_reply_error(req, EMBER_ERR_CANCELED, "barrier '%s': the job was aborted: %s",
+                              msg.name, job->abort_cause);
         return;
     }
     if (job->leaving) {
@@ -469,6 +531,10 @@ static ember_status_t barrier_gather(ember_job_t *job, uint64_t seq, const char 
     }
     const double deadline = ember_time_now() + api_connect_timeout();
     while (barrier_missing(job, missing, sizeof(missing)) > 0) {
+        /* Completed by an arrival's handler: released, whatever came after
+         * in the same wait (an abort fails the next barrier, not this). */
+        if (b->gather != seq)
+            return EMBER_OK;
         int lost = -1;
         for (int rank = 0; rank < api_clients(job) && lost < 0; rank++)
             lost = ember_tp_peer_lost(job->tp, rank) ? rank : -1;
@@ -494,8 +560,6 @@ static ember_status_t barrier_gather(ember_job_t *job, uint64_t seq, const char 
             b->gather = seq + 1;
             return status;
         }
-        if (b->gather != seq)
-            return EMBER_OK; /* an arrival's handler completed it */
         ember_tp_wait(job->tp, 0.1);
     }
     barrier_release(job, EMBER_OK, NULL);
@@ -524,8 +588,22 @@ ember_status_t ember_job_barrier(ember_job_t *job, const char *name)
     snprintf(what, sizeof(what), "barrier '%s'", name);
     /* The coordinator names who is missing at its own deadline: a little
      * later here, so its answer says it. */
-    ember_status_t status = api_call(job, job->coordinator, API_OP_BARRIER, &iov, 1, NULL, 0, NULL,
-                                     api_connect_timeout() + 5.0, what, err, sizeof(err));
+    ember_future_t *future = NULL;
+    const ember_rpc_param_t param = {.timeout_s = api_connect_timeout() + 5.0};
+    ember_status_t status = ember_rpc_call_async(job->tp, job->coordinator, API_OP_BARRIER, &iov, 1,
+                                                 NULL, 0, &param, &future);
+    if (status != EMBER_OK)
+        ember_status_text(err, sizeof(err), status, "%s on %s: %s", what,
+                          ember_tp_peer_name(job->tp, job->coordinator),
+                          ember_status_string(status));
+    /* The coordinator's verdict decides, even when this rank hears of an
+     * abort first: a barrier it released before it heard of the abort
+     * returns OK on every client (its answer may still be on its way when
+     * the abort, from another rank, comes here). */
+    if (status == EMBER_OK)
+        status = wait_answer(job, future, job->coordinator, what, api_abort_grace(), err,
+                             sizeof(err));
+    ember_future_release(future);
     if (status != EMBER_OK)
         ember_error("job", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);
     return status;
@@ -559,11 +637,13 @@ static ember_status_t params_check(const ember_job_params_t *params, int rank, i
     if (!EMBER_ABI_COMPATIBLE(EMBER_ABI_VERSION, params->abi))
         why = "the program was built against an ember ABI this library does not provide "
               "(another major, or a newer minor): rebuild it against this ember";
-    else if (params->trainers < 1 || params->num_ps < 1)
+    else if (params->trainers < 1 || params->num_ps < 0)
         why = "a job needs at least one trainer and one PS";
     else if (world <= 0 || rank < 0 || rank >= world)
         why = "no valid rank and world size: set EMBER_RANK and EMBER_WORLD_SIZE, run under "
               "ember-run or srun, or give them";
+    else if (params->num_ps == EMBER_JOB_PS_REST && params->trainers >= world)
+        why = "no rank is left for a PS (num_ps 0: every rank that is not a trainer)";
     else if ((int64_t)params->trainers + params->num_ps > world)
         why = "more trainers and PS than ranks";
     else if (params->name && (!*params->name || strlen(params->name) >= EMBER_JOB_NAME_MAX))
@@ -571,9 +651,10 @@ static ember_status_t params_check(const ember_job_params_t *params, int rank, i
     if (!why)
         return EMBER_OK;
     ember_error("job",
-                "joining as rank %d of %d with %d trainers and %d PS (ABI %u.%u, the "
+                "joining as rank %d of %d with %d trainers and %d PS%s (ABI %u.%u, the "
                 "library's %u.%u): %s",
                 rank, world, params->trainers, params->num_ps,
+                params->num_ps == EMBER_JOB_PS_REST ? " (the rest)" : "",
                 (unsigned)EMBER_ABI_MAJOR(params->abi), (unsigned)EMBER_ABI_MINOR(params->abi),
                 (unsigned)EMBER_ABI_VERSION_MAJOR, (unsigned)EMBER_ABI_VERSION_MINOR, why);
     return EMBER_ERR_INVALID_PARAM;
@@ -606,6 +687,7 @@ static void job_register(ember_job_t *job, int on)
     if (ember_job_role(job, job->rank, NULL) == EMBER_ROLE_PS) {
         ember_rpc_register(tp, API_OP_LEAVE, on ? on_leave : NULL, on ? job : NULL);
         ember_rpc_register(tp, API_OP_READY, on ? on_ready : NULL, on ? job : NULL);
+        ember_rpc_register(tp, API_OP_ABORTED, on ? on_aborted : NULL, on ? job : NULL);
     }
     if (job->rank == job->coordinator) {
         ember_rpc_register(tp, API_OP_BARRIER, on ? on_barrier : NULL, on ? job : NULL);
@@ -674,11 +756,13 @@ ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **jo
     ember_job_t *job = calloc(1, sizeof(*job));
     if (!job)
         return EMBER_ERR_NO_MEMORY;
+    const int num_ps =
+            params->num_ps == EMBER_JOB_PS_REST ? world - params->trainers : params->num_ps;
     *job = (ember_job_t){.rank = rank,
                          .world = world,
                          .trainers = params->trainers,
-                         .num_ps = params->num_ps,
-                         .others = world - params->trainers - params->num_ps};
+                         .num_ps = num_ps,
+                         .others = world - params->trainers - num_ps};
     job->coordinator = job->others > 0 ? job->trainers : 0;
     ember_topo_local_rank(rank, world, &job->local_rank, &job->local_size);
     ember_status_t status = job_alloc(job);
@@ -729,6 +813,29 @@ static void tell_ps_left(ember_job_t *job)
     free(futures);
 }
 
+/* The coordinator leaves a job another rank aborted: each live PS told
+ * first (its answer awaited, a second at most), since a PS watches only
+ * the coordinator and would otherwise take its exit for a loss. */
+static void tell_ps_aborted(ember_job_t *job)
+{
+    ember_iov_t iov = {.buffer = job->abort_cause, .length = strlen(job->abort_cause)};
+    ember_future_t **futures = calloc((size_t)job->num_ps, sizeof(*futures));
+    for (int p = 0; futures && p < job->num_ps; p++) {
+        const int rank = ember_job_ps_rank(job, p);
+        if (!ember_tp_peer_lost(job->tp, rank))
+            ember_rpc_call_async(job->tp, rank, API_OP_ABORTED, &iov, 1, NULL, 0,
+                                 &(ember_rpc_param_t){.timeout_s = 1.0}, &futures[p]);
+    }
+    for (int p = 0; futures && p < job->num_ps; p++) {
+        if (!futures[p])
+            continue;
+        ember_future_wait(futures[p]);
+        ember_future_release(futures[p]);
+    }
+    free(futures);
+    job->abort_told = 1;
+}
+
 void ember_job_leave(ember_job_t *job, ember_status_t outcome)
 {
     if (!job)
@@ -737,6 +844,8 @@ void ember_job_leave(ember_job_t *job, ember_status_t outcome)
         outcome = EMBER_ERR_CANCELED;
     if (outcome == EMBER_OK && api_is_client(job, job->rank))
         tell_ps_left(job);
+    if (job->aborted && !job->abort_told && job->rank == job->coordinator)
+        tell_ps_aborted(job);
     /* The handlers stay through the transport's end (its final barrier
      * progresses it): a client's barrier or table request that comes late
      * is answered, not met by "no handler". */
@@ -759,6 +868,13 @@ void ember_job_abort(ember_job_t *job, const char *cause)
     ember_iov_t iov = {.buffer = text, .length = strnlen(text, 250)};
     ember_future_t **futures = calloc((size_t)job->world, sizeof(*futures));
     ember_error("job", "%s aborts the job: %s", ember_tp_peer_name(job->tp, job->rank), text);
+    if (!job->aborted) {
+        snprintf(job->abort_cause, sizeof(job->abort_cause), "%s: %.250s",
+                 ember_tp_peer_name(job->tp, job->rank), text);
+        job->aborted = 1;
+    }
+    job->abort_told = 1; /* every rank is told here */
+    barrier_abort(job);  /* a coordinator's clients at a barrier: told why */
     for (int rank = 0; futures && rank < job->world; rank++) {
         if (rank == job->rank || ember_tp_peer_lost(job->tp, rank))
             continue;

@@ -7,6 +7,7 @@
 #include "api/api.h"
 
 #include "common/ckpt_signal.h"
+#include "common/workers.h"
 #include "engine/ps/ps.h"
 #include "engine/wire/protocol.h"
 
@@ -14,6 +15,9 @@
 #include <ember/ps.h>
 
 #include <string.h>
+
+_Static_assert(EMBER_PS_THREADS_MAX == EMBER_WORKERS_MAX,
+               "a PS's threads are its worker pool's (common/workers.h)");
 
 void ember_ps_options_init(ember_ps_options_t *options)
 {

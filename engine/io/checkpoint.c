@@ -211,6 +211,19 @@ ember_status_t ember_ckpt_verify(const char *dir, const ember_ckpt_manifest_t *m
     return status;
 }
 
+ember_status_t ember_ckpt_verify_one(const char *dir, const ember_ckpt_file_t *file, char *err,
+                                     size_t err_length)
+{
+    if (!dir || !file)
+        return EMBER_ERR_INVALID_PARAM;
+    uint8_t *buf = malloc(CKPT_READ_CHUNK);
+    if (!buf)
+        return EMBER_ERR_NO_MEMORY;
+    ember_status_t status = ckpt_verify_file(dir, file, buf, err, err_length);
+    free(buf);
+    return status;
+}
+
 /* ---------------------------------------------------------------- a root */
 
 /* The steps of @root's step-N directories, ascending, into *steps_p

@@ -161,6 +161,10 @@ ember_status_t ember_ckpt_manifest_read(const char *dir, ember_ckpt_manifest_t *
 ember_status_t ember_ckpt_verify(const char *dir, const ember_ckpt_manifest_t *m, char *err,
                                  size_t err_length);
 
+/** As ember_ckpt_verify, for the one file @file of @dir's manifest. */
+ember_status_t ember_ckpt_verify_one(const char *dir, const ember_ckpt_file_t *file, char *err,
+                                     size_t err_length);
+
 /**
  * The checkpoint to resume from.  @path a root: the newest step-N whose
  * manifest reads and verifies; each newer one skipped is logged

@@ -14,7 +14,7 @@
 
 /* One batch buffer of the ring. */
 typedef struct {
-    int64_t *sparse; /* [26][batch], feature-major */
+    int64_t *sparse; /* [26][batch], feature-major; a given batch's at f * n */
     float *dense;    /* [batch][13] */
     float *labels;   /* [batch] */
     size_t n;
@@ -29,7 +29,9 @@ typedef struct {
  * ready, the reader fills the one after them, and the trainer holds the
  * `held` ones before next_give (the batches it was given and has not
  * released, at most hold).  nslots is read_ahead + hold and at most
- * read_ahead are ever ready, so the reader never writes a held one.
+ * read_ahead are ever ready, so the reader never writes a held one.  An
+ * epoch's end (n == 0) is never held: taken, its slot moves behind the
+ * held ones (their descriptors shift up one), free for the reader.
  */
 struct ember_criteo_data {
     criteo_source_t *source; /* the reader thread's alone once it runs */
@@ -83,6 +85,15 @@ static void put_example(const ember_criteo_data_t *d, slot_t *slot,
     memcpy(slot->dense + i * EMBER_CRITEO_DENSE, ex->dense, sizeof(ex->dense));
     for (size_t f = 0; f < EMBER_CRITEO_SPARSE; f++)
         slot->sparse[f * d->batch + i] = ex->sparse[f];
+}
+
+/* A short batch (an evaluation's last) laid out as a full one is: feature
+ * f's ids at f * n, back to back (features in order: each moves down, onto
+ * nothing not yet moved). */
+static void compact_slot(const ember_criteo_data_t *d, slot_t *slot)
+{
+    for (size_t f = 1; slot->n < d->batch && f < EMBER_CRITEO_SPARSE; f++)
+        memmove(slot->sparse + f * slot->n, slot->sparse + f * d->batch, slot->n * sizeof(int64_t));
 }
 
 /* Pass over up to @count examples; *end_p = 1 if the data ran out first. */
@@ -144,6 +155,7 @@ static ember_status_t stream_epoch(ember_criteo_data_t *d, char *err, size_t err
         /* a full batch of a round that ran out is dropped (training) */
         int give = slot->n == d->batch ? !end : d->eval && slot->n > 0;
         if (give) {
+            compact_slot(d, slot);
             publish_slot(d);
             if (!end)
                 continue;
@@ -260,6 +272,18 @@ err_close:
     return status;
 }
 
+/* Under the lock: the epoch's end just given from ring position @at takes
+ * no hold: its descriptor goes behind the `held` ones before it, which
+ * shift up one, so they stay the ones before next_give (the reader's
+ * slot, after the ready ones, is never among these positions). */
+static void unhold_end(ember_criteo_data_t *d, size_t at)
+{
+    const slot_t end = d->slots[at];
+    for (size_t k = 0; k < d->held; k++)
+        d->slots[(at + d->nslots - k) % d->nslots] = d->slots[(at + d->nslots - k - 1) % d->nslots];
+    d->slots[(at + d->nslots - d->held) % d->nslots] = end;
+}
+
 ember_status_t ember_criteo_data_take(ember_criteo_data_t *d, ember_criteo_batch_t *batch_p,
                                       char *err, size_t err_length)
 {
@@ -277,18 +301,22 @@ ember_status_t ember_criteo_data_take(ember_criteo_data_t *d, ember_criteo_batch
     }
     /* given, held until released: the reader fills only the slots after
      * the ready ones, read_ahead at most, so never this one meanwhile */
-    const slot_t *slot = &d->slots[d->next_give];
-    d->next_give = (d->next_give + 1) % d->nslots;
+    const size_t at = d->next_give;
+    const slot_t slot = d->slots[at];
+    d->next_give = (at + 1) % d->nslots;
     d->filled--;
-    d->held++;
+    if (slot.n > 0)
+        d->held++;
+    else
+        unhold_end(d, at);
     pthread_cond_signal(&d->free_cond);
     pthread_mutex_unlock(&d->lock);
-    batch_p->n = slot->n;
-    batch_p->labels = slot->labels;
-    batch_p->dense = slot->dense;
+    batch_p->n = slot.n;
+    batch_p->labels = slot.labels;
+    batch_p->dense = slot.dense;
     for (size_t f = 0; f < EMBER_CRITEO_SPARSE; f++)
-        batch_p->sparse[f] = slot->sparse + f * d->batch;
-    batch_p->first_example = slot->first_example;
+        batch_p->sparse[f] = slot.sparse + f * slot.n;
+    batch_p->first_example = slot.first_example;
     return EMBER_OK;
 }
 

@@ -901,6 +901,18 @@ static void on_grads(ember_rpc_req_t *req, void *arg)
         ps_release_held(ps);
 }
 
+/* A trainer's pushes before this were taken (EMBER_OP_GRADS_FENCE): a
+ * refusal kept for its next lookup is told now. */
+static void on_grads_fence(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_grads_fence_t msg;
+    if (!ps_header(req, &msg, sizeof(msg), NULL))
+        return;
+    if (!ps_tell_grad_error(ps, req, msg.trainer))
+        ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
 /* A lost trainer's distributed-autograd context will never get its
  * gradient: free it (the master ends a sync job that lost a trainer). */
 static void ps_drop_lost_trainers(ps_t *ps)
@@ -921,15 +933,15 @@ static void ps_drop_lost_trainers(ps_t *ps)
 
 /* The ops a PS serves, and their handlers (registered for its lifetime). */
 static const uint16_t ps_ops[] = {
-        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD,    EMBER_OP_TABLE_READ, EMBER_OP_PS_STATS,
-        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,         EMBER_OP_LOOKUP,     EMBER_OP_GRAD,
-        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,         EMBER_OP_CKPT_PLAN,  EMBER_OP_CKPT_AT,
-        EMBER_OP_TABLE_RESTORE, EMBER_OP_TABLE_DESTROY,
+        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD,    EMBER_OP_TABLE_READ,  EMBER_OP_PS_STATS,
+        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,         EMBER_OP_LOOKUP,      EMBER_OP_GRAD,
+        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,         EMBER_OP_CKPT_PLAN,   EMBER_OP_CKPT_AT,
+        EMBER_OP_TABLE_RESTORE, EMBER_OP_TABLE_DESTROY, EMBER_OP_GRADS_FENCE,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {
         on_table_create, on_table_load, on_table_read,    on_stats,         on_shutdown,
         on_abort,        on_lookups,    on_grad,          on_lookups,       on_grads,
-        on_ckpt_plan,    on_ckpt_at,    on_table_restore, on_table_destroy,
+        on_ckpt_plan,    on_ckpt_at,    on_table_restore, on_table_destroy, on_grads_fence,
 };
 _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");

@@ -141,6 +141,14 @@ ember_status_t ember_pipeline_pushes_wait(ember_pipeline_t *pipe, uint64_t step,
     return EMBER_OK;
 }
 
+ember_status_t ember_pipeline_flush(ember_pipeline_t *pipe, uint64_t step, char *err,
+                                    size_t err_length)
+{
+    EMBER_CHECK(ember_pipeline_pushes_wait(pipe, step, err, err_length));
+    /* Both slots push to the same PS: one fence each suffices. */
+    return ember_sparse_pushes_taken(pipe->slots[0].sparse, step, err, err_length);
+}
+
 uint64_t ember_pipeline_staleness_seen(const ember_pipeline_t *pipe)
 {
     uint64_t a = ember_sparse_staleness_seen(pipe->slots[0].sparse);

@@ -71,9 +71,16 @@ ember_status_t ember_pipeline_wait(ember_pipeline_t *pipe, uint64_t step, char *
 ember_status_t ember_pipeline_borrow(ember_pipeline_t *pipe, uint64_t step,
                                      ember_sparse_t **sparse_p, char *err, size_t err_length);
 
-/** Both slots' pushes taken (the job's end, before an evaluation). */
+/** Both slots' pushes have left (ember_sparse_pushes_wait; before an
+ * evaluation). */
 ember_status_t ember_pipeline_pushes_wait(ember_pipeline_t *pipe, uint64_t step, char *err,
                                           size_t err_length);
+
+/** Both slots' pushes have left and every PS took them
+ * (ember_sparse_pushes_taken): the job's end, before others read the
+ * tables. */
+ember_status_t ember_pipeline_flush(ember_pipeline_t *pipe, uint64_t step, char *err,
+                                    size_t err_length);
 
 /** The largest step - version either slot's lookups saw. */
 uint64_t ember_pipeline_staleness_seen(const ember_pipeline_t *pipe);

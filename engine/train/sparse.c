@@ -418,6 +418,37 @@ ember_status_t ember_sparse_pushes_wait(ember_sparse_t *sparse, uint64_t step, c
     return EMBER_OK;
 }
 
+ember_status_t ember_sparse_pushes_taken(ember_sparse_t *sparse, uint64_t step, char *err,
+                                         size_t err_length)
+{
+    const ember_msg_grads_fence_t msg = {.trainer = sparse->trainer, .step = step};
+    const ember_iov_t iov = {&msg, sizeof(msg)};
+    ember_future_t **fences = calloc(sparse->nranks ? sparse->nranks : 1, sizeof(*fences));
+    ember_status_t status = fences ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+    if (status != EMBER_OK)
+        return fail(err, err_length, status, "the pushes' fences: out of memory");
+    /* Every PS at once; each answers once it ran the pushes before. */
+    for (size_t i = 0; status == EMBER_OK && i < sparse->nranks; i++) {
+        status = ember_rpc_call_async(sparse->tp, sparse->ranks[i].rank, EMBER_OP_GRADS_FENCE, &iov,
+                                      1, NULL, 0, NULL, &fences[i]);
+        if (status != EMBER_OK)
+            fail(err, err_length, status, "the pushes' fence to %s: %s",
+                 ps_name(sparse, &sparse->ranks[i]), ember_status_string(status));
+    }
+    for (size_t i = 0; i < sparse->nranks && fences[i]; i++) {
+        ember_status_t got = status == EMBER_OK ? sparse_wait(sparse, fences[i]) : EMBER_OK;
+        if (got != EMBER_OK && status == EMBER_OK) {
+            char what[96];
+            snprintf(what, sizeof(what), "the gradient pushes before step %llu to %s",
+                     (unsigned long long)step, ps_name(sparse, &sparse->ranks[i]));
+            status = fail_future(err, err_length, got, fences[i], what);
+        }
+        ember_future_release(fences[i]);
+    }
+    free(fences);
+    return status;
+}
+
 /* Where part @ref lies in its PS's blocks this step: after the parts
  * before it, each reply padded, the gradients back to back after the GRADS
  * head's room.  A table's place is the one its first shard found; its

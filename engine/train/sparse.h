@@ -137,10 +137,19 @@ ember_status_t ember_sparse_split(ember_sparse_t *sparse, const ember_sparse_inp
  * took every table (or failed before any). */
 const char *ember_sparse_split_table(const ember_sparse_t *sparse);
 
-/** The previous step's pushes have left and were taken (their buffers are
- * reused next); a push lost with its PS fails here. */
+/** The previous step's pushes have left (one-way: sent; the last step's
+ * calls: answered, so taken), their buffers free to reuse; a push lost
+ * with its PS, or a call refused, fails here. */
 ember_status_t ember_sparse_pushes_wait(ember_sparse_t *sparse, uint64_t step, char *err,
                                         size_t err_length);
+
+/** After ember_sparse_pushes_wait: every PS of these tables has taken
+ * every push sent before (applied, or a step's share kept): one
+ * EMBER_OP_GRADS_FENCE call each, answered after them.  A one-way push a
+ * PS refused fails here (else the next lookup would tell it).  @step: the
+ * pushes are of the steps before it (for the texts).  Blocks. */
+ember_status_t ember_sparse_pushes_taken(ember_sparse_t *sparse, uint64_t step, char *err,
+                                         size_t err_length);
 
 /** Send every PS its LOOKUPS (one per PS rank) and wait for all the
  * replies: ember_sparse_lookup_send then ember_sparse_lookup_wait. */

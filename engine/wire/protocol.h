@@ -45,6 +45,7 @@ enum {
     EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
     /* the public API's job (api/, include/ember/job.h): */
     EMBER_OP_TABLE_DESTROY = EMBER_RPC_OP_USER_BASE + 64, /* 128: a table's creator -> ps */
+    EMBER_OP_GRADS_FENCE, /* 129: a trainer -> ps: its one-way pushes were taken */
 };
 
 /* ember_consistency_t (EMBER_SYNC, EMBER_ASYNC), ember_sparse_reduce_t
@@ -113,6 +114,17 @@ typedef struct {
     uint32_t table_id;
     uint32_t reserved;
 } ember_msg_table_destroy_t;
+
+/* EMBER_OP_GRADS_FENCE: sent once a trainer's one-way GRADS to this PS
+ * have left (their sends completed), so they reached the PS before it and
+ * its transport ran their handlers first.  Answered OK, or with the
+ * refusal of one of them that the PS kept for @trainer's next lookup (it is
+ * told here instead).  @step: the trainer's last pushed, for its errors. */
+typedef struct {
+    uint32_t trainer;
+    uint32_t reserved;
+    uint64_t step;
+} ember_msg_grads_fence_t;
 
 /* EMBER_OP_PS_STATS reply. */
 typedef struct {

@@ -85,7 +85,8 @@ static const flag_spec_t flag_specs[] = {
         {"--data", FLAG_PATH, FIELD(data), 0, 0, "the data file (gen_data.py), required"},
         {"--out", FLAG_PATH, FIELD(out), 0, 0, "where trainer 0 writes losses and weights"},
         {"--trainers", FLAG_COUNT, FIELD(trainers), 1, 1024, "trainers T (2)"},
-        {"--ps", FLAG_COUNT, FIELD(num_ps), 1, 1024, "parameter servers P (2)"},
+        {"--ps", FLAG_COUNT, FIELD(num_ps), 1, 1024,
+         "parameter servers P (the ranks that are not trainers)"},
         {"--steps", FLAG_COUNT, FIELD(steps), 1, 1ull << 40,
          "steps (every whole global batch of the data)"},
         {"--batch", FLAG_COUNT, FIELD(batch), 1, 1u << 20, "examples a trainer a step (32)"},
@@ -173,7 +174,7 @@ static int parse_flags(int argc, char **argv, flags_t *flags)
     int seen[NUM_FLAGS] = {0};
 
     *flags = (flags_t){.trainers = 2,
-                       .num_ps = 2,
+                       .num_ps = EMBER_JOB_PS_REST,
                        .batch = 32,
                        .dim = 16,
                        .hidden = 32,
@@ -587,6 +588,10 @@ static int train(ember_job_t *job, int t, const flags_t *flags)
     trainer_t tr = {.flags = flags, .job = job, .t = t, .trainers = ember_job_trainers(job)};
     ember_status_t status = EMBER_OK;
 
+    if (t == 0) {
+        printf("two_tower: %d trainers and %d PS\n", tr.trainers, ember_job_num_ps(job));
+        fflush(stdout);
+    }
     if (t == 0 && flags->out)
         status = check_out(&tr);
     if (status == EMBER_OK)
@@ -646,7 +651,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "two_tower: cannot join the job: %s\n", ember_status_string(status));
         return 1;
     }
-    if (ember_job_world_size(job) != (int)(flags.trainers + flags.num_ps)) {
+    /* --ps P: exactly T + P ranks (a rank more would be the library's
+     * "master", which this program does not have). */
+    if (flags.num_ps != EMBER_JOB_PS_REST &&
+        ember_job_world_size(job) != (int)(flags.trainers + flags.num_ps)) {
         fprintf(stderr,
                 "two_tower: the job has %d ranks, --trainers %" PRIu64 " + --ps %" PRIu64
                 " make %" PRIu64 "\n",

@@ -8,8 +8,14 @@
  * Results are the same bits on every trainer.  Requests complete in the
  * order started.
  *
- * Threading: as the job's.  Errors: a failed call logs one line naming the
- * trainer at fault.
+ * Gathering one value per trainer (each one's loss, for a log or a
+ * comparison): a [T] buffer of zeros, each trainer writing its own slot t,
+ * reduced with EMBER_ALLREDUCE_SUM: every trainer gets every value exactly
+ * (x + 0 is x; only a -0.0 comes back +0.0).
+ *
+ * Threading: as the job's (one thread at a time, the job's).  Errors: a
+ * failed call logs one line naming the trainer at fault; once a reduction
+ * failed the communicator is broken and every later one fails with it.
  */
 #ifndef EMBER_ALLREDUCE_H
 #define EMBER_ALLREDUCE_H
@@ -46,30 +52,36 @@ typedef enum {
  */
 ember_status_t ember_allreduce_create(ember_job_t *job, ember_device_t *device,
                                       ember_allreduce_t **ar_p);
-/** Free it; no request may be in flight.  NULL: nothing. */
+/** Free it; no request may be in flight.  Blocks briefly, bounded (its
+ * sends still leaving drain; NCCL's teardown).  NULL: nothing. */
 void ember_allreduce_destroy(ember_allreduce_t *ar);
 
 /**
  * Start reducing @count floats at @data (the device's memory, borrowed until
  * the request completes) in place, ordered after what was enqueued on the
  * device before.  Never blocks.  *@req_p is the allreduce's until waited
- * for.  Errors: ERR_INVALID_PARAM (NULL data with count > 0, an unknown
- * op), the communicator's (broken by an earlier failure: named).
+ * for (every request must be).  Errors: ERR_INVALID_PARAM (NULL data with
+ * count > 0, an unknown op), ERR_NO_MEMORY, the communicator's (broken by
+ * an earlier failure: named).
  */
 ember_status_t ember_allreduce_start(ember_allreduce_t *ar, float *data, size_t count,
                                      ember_allreduce_op_t op, ember_allreduce_req_t **req_p);
-/** INPROGRESS while running, then its status (the request stays valid
- * until waited for).  Progresses the job once; never blocks. */
+/** INPROGRESS while running, then its status as ember_allreduce_wait's but
+ * ERR_CANCELED (the request stays valid until waited for).  Progresses the
+ * job once; never blocks. */
 ember_status_t ember_allreduce_test(ember_allreduce_req_t *req);
-/** Wait (a lost or hung trainer fails it, named; an abort: ERR_CANCELED),
- * then free @req.  Blocks. */
+/** Wait, then free @req (whatever the status).  Blocks (a lost or hung
+ * trainer ends it: bounded).  Errors: ERR_PEER_LOST (a trainer lost),
+ * ERR_TIMED_OUT (one that stopped answering), both named, and what the
+ * device met (NCCL's); ERR_CANCELED once the job was aborted, whatever
+ * became of the data. */
 ember_status_t ember_allreduce_wait(ember_allreduce_req_t *req);
 /** Why the communicator broke (naming the trainer at fault), "" while it
  * works: for a program that reports a failed wait elsewhere too.  Borrowed
- * from @ar. */
+ * from @ar (valid until it is destroyed); never blocks.  NULL: "". */
 const char *ember_allreduce_error(const ember_allreduce_t *ar);
 
-/** start + wait. */
+/** start + wait: blocks; their errors. */
 ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count,
                                ember_allreduce_op_t op);
 

@@ -28,9 +28,14 @@
  * Resume on any PS count: each PS restores its shards from whichever old
  * shards hold its rows (by global row id).
  *
- * Threading: as the job's.  Errors: the calls that take @err/@err_length
- * (may be NULL/0) put one line there naming the file, rank, step or key at
- * fault; a call that waits fails with ERR_CANCELED on an abort.
+ * Threading: as the job's (one thread at a time, the job's); the resuming
+ * calls that take no job (find, info_free, describe, open_trainer,
+ * open_trainer_at, read_table) from any thread, one at a time per info.
+ * Errors: the calls that take @err/@err_length (may be NULL/0) put one
+ * line there naming the file, rank, step or key at fault (only
+ * ember_checkpoint_save also logs it, since its failure fails the
+ * checkpoint at the coordinator); a call that waits fails with
+ * ERR_CANCELED on an abort.  The coordinator logs a failed checkpoint.
  */
 #ifndef EMBER_CHECKPOINT_H
 #define EMBER_CHECKPOINT_H
@@ -64,7 +69,8 @@ typedef struct {
     size_t ndescribe;
 } ember_checkpoint_config_t;
 
-/** Defaults: no root, every 0, keep 1, start_step 0, no signals, no lines. */
+/** Defaults: no root, every 0, keep 1, start_step 0, no signals, no lines.
+ * Any thread; never blocks. */
 void ember_checkpoint_config_init(ember_checkpoint_config_t *config);
 
 /**
@@ -76,26 +82,32 @@ void ember_checkpoint_config_init(ember_checkpoint_config_t *config);
  * trainer 0 picks the requested steps.  Blocks (the PS answer).  @config
  * borrowed for the call; *@ckpt_p the caller's.  Errors:
  * ERR_INVALID_PARAM (keep 0, a root too long, a bad description line,
- * called on a PS), ERR_EXISTS, ERR_IO (the root cannot be made), a PS's.
+ * called on a PS), ERR_EXISTS, ERR_IO (the root cannot be made),
+ * ERR_NO_MEMORY, a PS's, ERR_CANCELED.
  */
 ember_status_t ember_checkpoint_open(ember_job_t *job, const ember_checkpoint_config_t *config,
                                      ember_checkpoint_t **ckpt_p, char *err, size_t err_length);
-/** Waits (bounded by the job's abort and the coordinator's loss) for this
- * rank's reports to be taken, then frees it.  NULL: nothing. */
+/** Waits (blocks, bounded by the job's abort and the coordinator's loss)
+ * for this rank's reports to be taken, then frees it.  Before the job is
+ * left.  NULL: nothing. */
 void ember_checkpoint_close(ember_checkpoint_t *ckpt);
 
 /** A trainer, before step @step (@last: the job's last): signals and requests
  * become the checkpoint after @step + 1 steps, which every rank then knows
- * (trainer 0 waits for every rank's answer).  Other ranks: signals go to
- * trainer 0.  Errors: a rank that did not take it (named), ERR_CANCELED. */
+ * (trainer 0 blocks until every rank answered; the others never block).
+ * Other ranks: signals go to trainer 0.  Errors: a rank that did not take
+ * it (named, with its status), ERR_OUT_OF_RANGE (16 checkpoints asked for
+ * and not yet taken), ERR_NO_MEMORY, ERR_CANCELED. */
 ember_status_t ember_checkpoint_step_begin(ember_checkpoint_t *ckpt, uint64_t step, int last,
                                            char *err, size_t err_length);
 /** A checkpoint is due after @steps steps (every trainer must then save
  * one; a trainer that asked has passed @steps: trainer 0 can no longer name
- * it) / the job stops after @steps (a SIGTERM's checkpoint).  NULL: 0. */
+ * it) / the job stops after @steps (a SIGTERM's checkpoint).  Never block,
+ * cannot fail.  NULL: 0. */
 int ember_checkpoint_due(ember_checkpoint_t *ckpt, uint64_t steps);
 int ember_checkpoint_stops(const ember_checkpoint_t *ckpt, uint64_t steps);
-/** The step a SIGTERM's checkpoint stops the job after (0: none asked). */
+/** The step a SIGTERM's checkpoint stops the job after (0: none asked).
+ * Never blocks.  NULL: 0. */
 uint64_t ember_checkpoint_stop_step(const ember_checkpoint_t *ckpt);
 
 /**
@@ -106,7 +118,8 @@ uint64_t ember_checkpoint_stop_step(const ember_checkpoint_t *ckpt);
  * (the caller's state as that step left it).  Blocks while writing.
  * Errors: ERR_INVALID_PARAM (not a trainer, a reserved key, a checkpoint
  * not due), ERR_IO / ERR_NO_MEMORY (the file, named; the checkpoint then
- * fails at the coordinator), the report's.
+ * fails at the coordinator), the report's (ERR_PEER_LOST: the coordinator,
+ * ERR_CANCELED).
  */
 ember_status_t ember_checkpoint_save(ember_checkpoint_t *ckpt, uint64_t steps,
                                      const ember_st_tensor_t *tensors, size_t ntensors,
@@ -124,14 +137,14 @@ typedef struct {
     char text[300];
 } ember_checkpoint_event_t;
 
-/** The coordinator: progresses the job once (reports are taken); the next
- * completed or failed checkpoint into *@event_p (returns 1), or 0.  Other
- * ranks: 0. */
+/** The coordinator: progresses the job once (reports are taken), never
+ * blocking; the next completed or failed checkpoint into *@event_p (the
+ * caller's; returns 1), or 0.  Other ranks: 0. */
 int ember_checkpoint_poll(ember_checkpoint_t *ckpt, ember_checkpoint_event_t *event_p);
-/** The coordinator: wait until every checkpoint up to @steps is complete or
- * failed.  Other ranks: OK at once.  Errors: ERR_IO (one failed, the cause
- * in @err), ERR_PEER_LOST (a rank lost before it wrote its file, named),
- * ERR_CANCELED. */
+/** The coordinator: wait (blocks) until every checkpoint up to @steps is
+ * complete or failed.  Other ranks: OK at once.  Errors: ERR_IO (one
+ * failed, the cause in @err), ERR_PEER_LOST (a rank lost before it wrote
+ * its file, named), ERR_CANCELED. */
 ember_status_t ember_checkpoint_finish(ember_checkpoint_t *ckpt, uint64_t steps, char *err,
                                        size_t err_length);
 
@@ -153,32 +166,56 @@ typedef struct {
  * is wrong): ERR_NOT_FOUND, ERR_FORMAT, ERR_IO, ERR_NO_MEMORY. */
 ember_status_t ember_checkpoint_find(const char *path, ember_checkpoint_info_t *info, char *err,
                                      size_t err_length);
-/** Free what @info holds.  An info that find failed on is freed too. */
+/** Free what @info holds (the struct itself is the caller's).  An info
+ * that find failed on is freed too; NULL: nothing. */
 void ember_checkpoint_info_free(ember_checkpoint_info_t *info);
-/** A description line of its manifest ("" when absent); borrowed from @info. */
+/** A description line of its manifest ("" when absent, or @info or @key
+ * NULL); borrowed from @info (valid until ember_checkpoint_info_free). */
 const char *ember_checkpoint_describe(const ember_checkpoint_info_t *info, const char *key);
 
 /** Every PS restores its shards of the job's tables from @info's PS files
  * (the tables created first, with their names, rows and dims as
- * checkpointed, on any placement).  Any rank but a PS; blocks until every
- * PS answered.  Errors: the PS's (named: a table missing from the files, a
- * shape that differs), ERR_CANCELED. */
+ * checkpointed, on any placement).  Any rank but a PS; @info borrowed;
+ * blocks until every PS answered.  Errors: ERR_INVALID_PARAM (called on a
+ * PS, no checkpoint in @info, its path too long), ERR_NO_MEMORY, the PS's
+ * (named: a table missing from the files, a shape that differs),
+ * ERR_CANCELED. */
 ember_status_t ember_checkpoint_restore_tables(ember_job_t *job,
                                                const ember_checkpoint_info_t *info, char *err,
                                                size_t err_length);
 
 /** Trainer @t's file of @info, opened (mapped) and its library metadata
- * checked (format, step, trainer); *@file_p the caller's (ember_st_close).
- * Errors: ERR_NOT_FOUND (no such file), ERR_FORMAT (naming the key; a file
- * of another format, such as an ember-train checkpoint before the library
- * API, format 1, is refused saying so), ERR_IO. */
+ * checked (format, step, trainer, trainers as the manifest says);
+ * *@file_p the caller's (ember_st_close).  Blocks (maps the file).
+ * Errors: ERR_INVALID_PARAM (no info), ERR_NOT_FOUND (no such file),
+ * ERR_FORMAT (naming the key; a file of another format, such as an
+ * ember-train checkpoint before the library API, format 1, is refused
+ * saying so), ERR_IO. */
 ember_status_t ember_checkpoint_open_trainer(const ember_checkpoint_info_t *info, uint32_t t,
                                              ember_st_file_t **file_p, char *err,
                                              size_t err_length);
 
+/**
+ * The same without ember_checkpoint_find, for a trainer that resumes from
+ * a checkpoint its coordinator found: @dir is the checkpoint's step
+ * directory (ROOT/step-N, info.dir), @step its step.  Reads @dir's
+ * manifest (a directory without one is torn: refused) and checks only
+ * trainer @t's file: its size and CRC-32C against the manifest, then as
+ * ember_checkpoint_open_trainer.  Blocks (reads that one file).  Any rank,
+ * no job needed.  *@file_p the caller's (ember_st_close).  Errors:
+ * ERR_INVALID_PARAM (no @dir), ERR_NOT_FOUND (no manifest, or none of
+ * trainer @t), ERR_FORMAT (a manifest of another step or malformed, a
+ * file that does not match it, a bad key: named), ERR_IO, ERR_NO_MEMORY.
+ */
+ember_status_t ember_checkpoint_open_trainer_at(const char *dir, uint64_t step, uint32_t t,
+                                                ember_st_file_t **file_p, char *err,
+                                                size_t err_length);
+
 /** Table @name whole ([rows][dim] floats into @out, the caller's) from the
- * PS files of any layout: a model's initial weights.  Errors: ERR_FORMAT
- * (the files hold another shape, or not every row: named), ERR_IO. */
+ * PS files of any layout: a model's initial weights.  Blocks (maps and
+ * reads the PS files).  Errors: ERR_INVALID_PARAM (no checkpoint, a bad
+ * name, rows or dim < 1, @out NULL), ERR_FORMAT (the files hold another
+ * shape, or not every row: named), ERR_IO, ERR_NO_MEMORY. */
 ember_status_t ember_checkpoint_read_table(const ember_checkpoint_info_t *info, const char *name,
                                            int64_t rows, uint32_t dim, float *out, char *err,
                                            size_t err_length);

@@ -6,6 +6,11 @@
  * come from the defaults, then the environment, then command-line overrides
  * (ember_config_set).  Unknown EMBER_* variables are warned about once.
  * Nothing else in ember calls getenv() for an EMBER_* name.
+ *
+ * Threading: the table is the process's and not locked: load it
+ * (ember_config_init; ember_job_join does) and set values from one thread
+ * before other threads read it; once loaded and no longer set, the
+ * getters read it from any thread.  Nothing here blocks.
  */
 #ifndef EMBER_CONFIG_H
 #define EMBER_CONFIG_H
@@ -48,7 +53,10 @@ ember_status_t ember_config_init(void);
 
 /**
  * Override one value (a command-line flag).  @name must be in the table;
- * @value is copied.  Errors: ERR_NOT_FOUND, ERR_INVALID_PARAM.
+ * @value is copied (both borrowed for the call).  A value already borrowed
+ * from ember_config_str for @name is freed.  Errors (logged): ERR_NOT_FOUND
+ * (no such variable), ERR_INVALID_PARAM (a value its entry does not
+ * accept: the old one stays), ERR_NO_MEMORY.
  */
 ember_status_t ember_config_set(const char *name, const char *value);
 
@@ -56,17 +64,24 @@ ember_status_t ember_config_set(const char *name, const char *value);
  * not just defaulted. */
 int ember_config_is_set(const char *name);
 
-/** Current value as a string; NULL when unset.  Borrowed from the table. */
+/* The getters (they load the table first if need be).  @name must be in
+ * the table: another is a program's bug, logged, and the process aborts. */
+/** Current value as a string; NULL when unset.  Borrowed from the table
+ * until the value is set again. */
 const char *ember_config_str(const char *name);
+/** The value as its type says (checked when it was taken); 0 when unset. */
 long long ember_config_int(const char *name);
 size_t ember_config_size(const char *name);
 double ember_config_double(const char *name);
 int ember_config_bool(const char *name);
 
-/** Parse a size such as "64K", "1M", "4096"; ERR_INVALID_PARAM if malformed. */
+/** Parse a size such as "64K", "1M", "4096" (binary K/M/G/T, an optional
+ * B) into *@size_p (untouched on error).  Any thread.  Errors:
+ * ERR_INVALID_PARAM (malformed, or too large for a size_t). */
 ember_status_t ember_config_parse_size(const char *text, size_t *size_p);
 
-/** Print every variable: name, current value, default, help. */
+/** Print every variable to @stream (borrowed): name, current value,
+ * default, help. */
 void ember_config_print(FILE *stream);
 
 #ifdef __cplusplus

@@ -53,10 +53,15 @@
  * s + 1's (its lookups leave ahead) sets hold 2 and takes each batch with
  * ember_criteo_data_take, releasing the oldest with
  * ember_criteo_data_release once step s is done: the batch goes from the
- * ring straight into the lookup's request, never copied.
+ * ring straight into the lookup's request, never copied (every batch's
+ * ids lie as a keyed jagged batch's values must, a short one's too).  An
+ * epoch's end (n == 0) is never held: taking it occupies no hold and it is
+ * not released, so a trainer holding the epoch's last batch takes the end
+ * and then the next epoch's first batch with hold 2.
  *
- * Threading: one trainer thread calls a stream; the reader thread is the
- * stream's own.
+ * Threading: one trainer thread calls a stream (open, take, next, release,
+ * close: never two at once); the reader thread is the stream's own.  Only
+ * take and next block (for the reader); close joins the reader.
  */
 #ifndef EMBER_CRITEO_H
 #define EMBER_CRITEO_H
@@ -93,14 +98,19 @@ typedef struct {
                             at most EMBER_CRITEO_HOLD_MAX */
 } ember_criteo_data_config_t;
 
+/* A batch as given: its arrays are the stream's (the ring's buffer), valid
+ * while it is held (until released; see ember_criteo_data_next), never
+ * written by the caller.  An epoch's end (n == 0) has nothing to read. */
 typedef struct {
     size_t n;                                   /* examples in this batch */
     const float *labels;                        /* [n], 0 or 1 */
     const float *dense;                         /* [n][EMBER_CRITEO_DENSE] */
     const int64_t *sparse[EMBER_CRITEO_SPARSE]; /* feature-major: sparse[f][i] is example i's row of
-                                                   table f */
+                                                   table f; back to back, sparse[f] = sparse[0] +
+                                                   f * n (also for a short batch): sparse[0] is the
+                                                   values of a KJT of one id a bag, n * 26 long */
     uint64_t first_example; /* global index (in the files, counting all trainers) of its first
-                               example */
+                               example; at an epoch's end the epoch's examples in all */
 } ember_criteo_batch_t;
 
 typedef struct ember_criteo_data ember_criteo_data_t;
@@ -109,40 +119,48 @@ typedef struct ember_criteo_data ember_criteo_data_t;
  * Open @config's source for trainer config->trainer: check the config and
  * every file (each TSV file opened once; the npy arrays mapped, their
  * headers, dtypes and rows checked against each other), allocate the ring
- * and start the reader thread.  Errors: ERR_INVALID_PARAM (the config: which
- * field), ERR_IO / ERR_FORMAT / ERR_UNSUPPORTED naming the file,
- * ERR_NO_MEMORY; nothing is left open.
+ * and start the reader thread.  @config and its strings borrowed for the
+ * call (rows copied); *@data_p the caller's (ember_criteo_data_close).
+ * @err/@err_length (may be NULL/0) get one line naming what is wrong;
+ * nothing is logged.  Blocks while it opens the files.  Errors:
+ * ERR_INVALID_PARAM (the config: which field), ERR_IO / ERR_FORMAT /
+ * ERR_UNSUPPORTED naming the file, ERR_NO_MEMORY; nothing is left open.
  */
 ember_status_t ember_criteo_data_open(const ember_criteo_data_config_t *config,
                                       ember_criteo_data_t **data_p, char *err, size_t err_length);
 
 /**
- * The next batch, held until released: when @config's hold batches are
- * held the oldest is released first (so with hold 1, a batch is valid
- * until the next call).  OK with batch->n > 0; OK with
- * n == 0 at the end of an epoch (the next call starts the next epoch from
- * the first file again).  A malformed line or an unreadable file: an error
+ * The next batch into *@batch_p (the caller's struct; the arrays the
+ * stream's), held until released: when @config's hold batches are held
+ * the oldest is released first (so with hold 1, a batch is valid until
+ * the next call).  OK with batch->n > 0; OK with n == 0 at the end of an
+ * epoch (held by nobody; the next call starts the next epoch from the
+ * first file again).  A malformed line or an unreadable file: an error
  * naming the file and line (TSV, "PATH:LINE: ...") or the file and example
- * (npy, "PATH: example ROW: ...", ROW 0-based in that file).  The batches
- * read before the bad example come first; the error then comes from this
- * and every later call.  Blocks only until the reader thread has a batch
- * ready.  Not thread-safe: one trainer thread calls it.
+ * (npy, "PATH: example ROW: ...", ROW 0-based in that file) in @err (may
+ * be NULL/0; nothing logged).  The batches read before the bad example
+ * come first; the error (ERR_FORMAT, ERR_IO, ERR_NO_MEMORY, as the reader
+ * met it) then comes from this and every later call.  Blocks only until
+ * the reader thread has a batch ready.  Not thread-safe: one trainer
+ * thread calls it.
  */
 ember_status_t ember_criteo_data_next(ember_criteo_data_t *data, ember_criteo_batch_t *batch_p,
                                       char *err, size_t err_length);
 
 /** The next batch as ember_criteo_data_next, but never releasing one:
- * ERR_INVALID_PARAM when hold batches are held already. */
+ * ERR_INVALID_PARAM ("N batches held") when hold batches are held already
+ * (an epoch's end counts for none); else its errors. */
 ember_status_t ember_criteo_data_take(ember_criteo_data_t *data, ember_criteo_batch_t *batch_p,
                                       char *err, size_t err_length);
 
-/** The oldest batch held is released (its arrays are the reader's again).
- * ERR_INVALID_PARAM when none is held.  Never blocks. */
+/** The oldest batch held is released (its arrays are the reader's again;
+ * an epoch's end was never held).  ERR_INVALID_PARAM when none is held.
+ * Never blocks. */
 ember_status_t ember_criteo_data_release(ember_criteo_data_t *data);
 
 /** Stop the reader thread (promptly, even mid-file: it checks between
  * examples and while it waits for a free buffer), join it and free
- * everything; NULL is ignored. */
+ * everything, the batches held included; NULL is ignored. */
 void ember_criteo_data_close(ember_criteo_data_t *data);
 
 #ifdef __cplusplus

@@ -29,6 +29,20 @@
  * ERR_UNSUPPORTED, so callers never test for NULL.
  *
  * Threading: a device is used by one thread at a time (like the transport).
+ *
+ * Ownership: every buffer an op takes is borrowed for the op (until it
+ * completes on the device: do not free or rewrite it before the next
+ * synchronizing call); what mem_alloc/host_alloc give is the caller's
+ * (mem_free/host_free, before the device is closed).
+ *
+ * Errors of the ops: ERR_INVALID_PARAM (NULL buffers, sizes or a kind the
+ * op refuses), ERR_NO_MEMORY, ERR_UNSUPPORTED (a slot this backend does not
+ * fill: its stub), ERR_NUMERIC (a loss that is not finite), the driver's
+ * (CUDA: out of memory ERR_NO_MEMORY, no usable GPU ERR_NO_DEVICE, a bad
+ * argument ERR_INVALID_PARAM, anything else ERR_IO, each logged with the
+ * CUDA error's name), the communicator's (the allreduce slots: a lost or
+ * hung member ERR_PEER_LOST / ERR_TIMED_OUT, named).  An asynchronous
+ * error surfaces at the next synchronizing call.
  */
 #ifndef EMBER_DEVICE_H
 #define EMBER_DEVICE_H
@@ -263,22 +277,27 @@ typedef struct ember_device_ops {
  * Open a device: @kind "cpu" or "cuda"; @local_rank picks the GPU (ordinal
  * local_rank % device count; ignored for "cpu").  Logs the device chosen
  * once (name, ordinal, memory).
- * Errors: ERR_NO_DEVICE ("cuda" without a visible GPU, or a build without
- * CUDA; logged as an error naming why), ERR_INVALID_PARAM (unknown kind),
- * ERR_NO_MEMORY.
+ * Blocks while the driver starts.  @kind borrowed; *@dev_p the caller's
+ * (ember_device_close).  Errors: ERR_NO_DEVICE ("cuda" without a visible
+ * GPU, or a build without CUDA; logged as an error naming why),
+ * ERR_INVALID_PARAM (unknown kind), ERR_NO_MEMORY.
  */
 ember_status_t ember_device_open(const char *kind, int local_rank, ember_device_t **dev_p);
 
-/** Close the device and free its state.  NULL is a no-op. */
+/** Close the device and free its state (waiting for what is enqueued);
+ * whatever was allocated on it, and every communicator, must be freed
+ * first.  NULL is a no-op. */
 void ember_device_close(ember_device_t *dev);
 
-/** The device's ops table (complete: unsupported slots are stubs). */
+/* These never block and cannot fail: */
+/** The device's ops table (complete: unsupported slots are stubs);
+ * borrowed, valid until the device is closed. */
 const ember_device_ops_t *ember_device_ops(const ember_device_t *dev);
 
 /** Where this device's buffers live. */
 ember_mem_type_t ember_device_mem_type(const ember_device_t *dev);
 
-/** "cpu" or "cuda". */
+/** "cpu" or "cuda" (static storage). */
 const char *ember_device_name(const ember_device_t *dev);
 
 /* The device's first member is its backend's state: the backends (which
@@ -294,14 +313,16 @@ static inline void *ember_device_impl(const ember_device_t *dev)
     return ((const struct ember_device_head *)(const void *)dev)->impl;
 }
 
-/** Non-zero when this build has the CUDA backend. */
+/** Non-zero when this build has the CUDA backend.  Any thread. */
 int ember_device_have_cuda(void);
 
 /** Non-zero when the CUDA backend is here: linked in, or its plugin loaded
- * (which this call tries once; a failure is logged with the paths tried). */
+ * (which this call tries once, blocking while it loads; a failure is logged
+ * with the paths tried).  Call it first from one thread. */
 int ember_device_cuda_loaded(void);
 
-/** Visible CUDA GPUs; 0 without a driver, a GPU, or the CUDA backend. */
+/** Visible CUDA GPUs; 0 without a driver, a GPU, or the CUDA backend.  May
+ * block while the driver starts (and load the plugin, as above). */
 int ember_device_cuda_count(void);
 
 #ifdef __cplusplus

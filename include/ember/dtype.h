@@ -1,6 +1,7 @@
 /*
  * ember: element types, as safetensors names them.  Files may hold any of
  * these; an embedding table stores F32 or F16 (IEEE binary16) rows.
+ * The calls: any thread, never block, cannot fail; the names are static.
  */
 #ifndef EMBER_DTYPE_H
 #define EMBER_DTYPE_H

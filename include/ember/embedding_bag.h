@@ -17,7 +17,9 @@
  * is what the parameter server applies; nothing of size rows x dim is built.
  *
  * None of these functions keeps a pointer after it returns; all pointer
- * parameters are borrowed for the duration of the call.  Forward and backward
+ * parameters are borrowed for the duration of the call.  They keep no
+ * state: any thread, concurrently on distinct outputs; none blocks (but
+ * for its work) and none logs.  Forward and backward
  * assume a batch that passed ember_bag_validate() (they still reject obvious
  * misuse such as NULL buffers, but do not re-check every index on the hot path).
  */

@@ -61,11 +61,17 @@ typedef enum {
 
 #define EMBER_JOB_NAME_MAX 32 /* bytes of a rank's name, its NUL included */
 
+/* ember_job_params_t.num_ps: the PS are the ranks that are not trainers, so
+ * `ember-run -n 5 ./prog` with 2 trainers is 2 trainers + 3 PS.  A job with
+ * a coordinator ("master") of its own states P. */
+#define EMBER_JOB_PS_REST 0
+
 typedef struct {
     unsigned abi;         /* EMBER_ABI_VERSION the caller was built with (set by
                            * ember_job_params_init; the library refuses another) */
     int trainers;         /* T >= 1 */
-    int num_ps;           /* P >= 1 */
+    int num_ps;           /* P >= 1, or EMBER_JOB_PS_REST (0): every rank that
+                           * is not a trainer (P = N - T, no other rank) */
     int rank, world_size; /* -1: the launcher's (EMBER_RANK / SLURM_PROCID ...) */
     const char *name;     /* NULL: the role's name (above); at most 31 bytes */
     const char *init_url; /* NULL: EMBER_INIT, or the Slurm head node */
@@ -75,15 +81,18 @@ typedef struct {
                            * as ember-train's --bind (the mode: EMBER_BIND) */
 } ember_job_params_t;
 
-/** Defaults: everything from the environment, T and P 0 (must be given). */
+/** Defaults: everything from the environment, T 0 (must be given), P
+ * EMBER_JOB_PS_REST.  Any thread; never blocks. */
 #define ember_job_params_init(params) ember_job_params_init_abi((params), EMBER_ABI_VERSION)
 void ember_job_params_init_abi(ember_job_params_t *params, unsigned abi);
 
 /** The rank and world size the launcher gives this process (EMBER_RANK and
  * EMBER_WORLD_SIZE, else Slurm's SLURM_PROCID and SLURM_NTASKS; -1 each
- * when none), as ember_job_join takes them with params rank and world_size
- * -1: what a program checks before it joins (the world it needs, what its
- * rank writes).  Call ember_config_init first (ember_job_join does). */
+ * when none) into *@rank_p and *@world_size_p (the caller's), as
+ * ember_job_join takes them with params rank and world_size -1: what a
+ * program checks before it joins (the world it needs, what its rank
+ * writes).  Call ember_config_init first (ember_job_join does); the same
+ * thread as the other config calls.  Never blocks, cannot fail. */
 void ember_job_launch_rank(int *rank_p, int *world_size_p);
 
 /**
@@ -91,10 +100,11 @@ void ember_job_launch_rank(int *rank_p, int *world_size_p);
  * name, check that every rank states the same T and P, and meet every rank.
  * Blocks up to EMBER_CONNECT_TIMEOUT.  @params borrowed for the call;
  * *@job_p the caller's until ember_job_leave / ember_job_abort.
- * Errors: ERR_INVALID_PARAM (T or P < 1, T + P > world, a rank outside the
- * world, another ABI, a name too long, ranks that state another T or P:
- * logged naming it), ERR_AUTH (a wrong secret), ERR_TIMED_OUT (a rank did
- * not come: named), ERR_NO_MEMORY, the transport's.
+ * Errors: ERR_INVALID_PARAM (T < 1, P < 0, T + P > world, P the rest
+ * with no rank left for a PS, a rank outside the world, another ABI, a
+ * name too long, ranks that state another T or P (P resolved): logged
+ * naming it), ERR_AUTH (a wrong secret), ERR_TIMED_OUT (a rank did not
+ * come: named), ERR_NO_MEMORY, the transport's.
  */
 ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **job_p);
 
@@ -104,26 +114,33 @@ ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **jo
  * PS has left), then the transport's final barrier with every live rank
  * (its calls in flight complete first, bounded by EMBER_SHUTDOWN_TIMEOUT).
  * Any other status: the job failed here: no final barrier (a hung rank must
- * not hold the others), peers learn it when the process exits.  Blocks
- * (bounded).  Frees @job; tables, ebcs, allreduces and checkpoints made
- * from it must be closed or destroyed first (they borrow it).  NULL:
- * nothing.
+ * not hold the others), peers learn it when the process exits.  An aborted
+ * job leaves as failed whatever @outcome; its coordinator first tells each
+ * PS of the abort (a second at most), so the PS stop on it rather than on
+ * the coordinator's exit.  Blocks (bounded).  Frees @job; tables, ebcs,
+ * allreduces and checkpoints made from it must be closed or destroyed
+ * first (they borrow it).  Cannot fail (a PS lost meanwhile is logged).
+ * NULL: nothing.
  */
 void ember_job_leave(ember_job_t *job, ember_status_t outcome);
 
 /**
- * Tell every other rank that the job failed, with @cause (one line; copied):
- * their waiting calls fail with ERR_CANCELED and ember_job_aborted() gives
- * the cause; each PS's ember_ps_serve returns ERR_CANCELED.  Waits at most
- * a second for each live rank's answer.  Then leaves as ember_job_leave
- * with a failure (frees @job).
+ * Tell every other rank that the job failed, with @cause (one line, at
+ * most 250 bytes kept; copied; NULL: "(no cause given)"): their waiting
+ * calls fail with ERR_CANCELED and ember_job_aborted() gives the cause
+ * ("NAME: cause"); each PS's ember_ps_serve returns ERR_CANCELED.  Blocks:
+ * every live rank is told at once and its answer awaited, a second at
+ * most.  Then leaves as ember_job_leave with a failure (frees @job).
+ * NULL: nothing.
  */
 void ember_job_abort(ember_job_t *job, const char *cause);
 
-/** The cause of an abort received from another rank ("" while none);
- * borrowed from @job. */
+/** The cause of an abort received from another rank, "NAME: cause" (""
+ * while none); borrowed from @job. */
 const char *ember_job_aborted(const ember_job_t *job);
 
+/* The layout and the peers, as the job knows them: these never block and
+ * cannot fail; strings borrowed from @job (valid until it is left). */
 int ember_job_rank(const ember_job_t *job);
 int ember_job_world_size(const ember_job_t *job);
 int ember_job_trainers(const ember_job_t *job);
@@ -151,21 +168,29 @@ const char *ember_job_peer_reason(const ember_job_t *job, int rank);
 
 /**
  * Every rank that is not a PS meets (the PS serve meanwhile): each returns
- * once all have called it with the same @name (at most 31 bytes), the n-th
- * barrier of each rank meeting the n-th of the others.  Blocks, up to
- * EMBER_CONNECT_TIMEOUT.  Errors: ERR_TIMED_OUT (naming who did not come),
- * ERR_PEER_LOST (naming who was lost), ERR_CANCELED (an abort),
- * ERR_INVALID_PARAM (a PS calls it, a name too long, or ranks that meet
- * under different names: both named).
+ * once all have called it with the same @name (at most 31 bytes; borrowed
+ * for the call), the n-th barrier of each rank meeting the n-th of the
+ * others.  The coordinator decides each barrier and every client returns
+ * its verdict: OK when all had come before it heard of an abort (even on a
+ * client that hears of the abort first: the verdict is already on its way,
+ * and a client waits for it, EMBER_SHUTDOWN_TIMEOUT at most), else
+ * ERR_CANCELED.  Blocks, up to EMBER_CONNECT_TIMEOUT.  Errors:
+ * ERR_TIMED_OUT (naming who did not come), ERR_PEER_LOST (naming who was
+ * lost), ERR_CANCELED (an abort), ERR_SHUTDOWN (the coordinator left the
+ * job before the others came), ERR_INVALID_PARAM (a PS calls it, a name
+ * too long, or ranks that meet under different names: both named), the
+ * transport's.
  */
 ember_status_t ember_job_barrier(ember_job_t *job, const char *name);
 
 /** The job's transport, for an application's own RPCs (op ids from
- * EMBER_OP_APP_BASE) and progress; borrowed, lives as long as @job. */
+ * EMBER_OP_APP_BASE) and progress, used from the job's thread; borrowed,
+ * lives as long as @job (never destroy it).  Never blocks. */
 ember_tp_t *ember_job_transport(ember_job_t *job);
 
-/** Progress the job for up to @timeout_s (handlers run).  Returns OK, or
- * ERR_CANCELED once the job was aborted. */
+/** Progress the job (handlers run), blocking up to @timeout_s or until
+ * something happened.  Returns OK, or ERR_CANCELED once the job was
+ * aborted (then at once). */
 ember_status_t ember_job_wait(ember_job_t *job, double timeout_s);
 
 #ifdef __cplusplus

@@ -5,6 +5,12 @@
  * ranks on many hosts can be merged and still read.  The level comes from
  * EMBER_LOG_LEVEL.  An error is logged once, where it is detected; callers
  * pass the status up through EMBER_CHECK, which leaves a debug breadcrumb.
+ *
+ * Threading: ember_log_emit (and the macros) from any thread, one write(2)
+ * a line, never interleaved; the level and rank are plain process-wide
+ * settings, set from the main thread (ember_log_init, ember_log_set_rank)
+ * before other threads log.  Nothing here fails or blocks (but on stderr
+ * itself).
  */
 #ifndef EMBER_LOG_H
 #define EMBER_LOG_H
@@ -33,13 +39,15 @@ void ember_log_init(void);
 /** A backtrace on stderr on a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
  * SIGABRT), then the signal's default action: a crashed process says where
  * (the launcher reports the signal).  Call once, early, from the main
- * thread. */
+ * thread (it replaces those signals' handlers).  Cannot fail. */
 void ember_crash_handler_install(void);
 
 /** Current threshold; messages above it are dropped. */
 ember_log_level_t ember_log_level(void);
 
-/** printf-like; prints one whole line to stderr in a single write. */
+/** printf-like; prints one whole line to stderr in a single write (at
+ * most 2047 bytes: longer is cut); @subsys and @fmt's arguments borrowed
+ * for the call. */
 void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 

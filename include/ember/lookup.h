@@ -11,8 +11,17 @@
  * gradients (the distributed autograd context of the step is the lookup:
  * the PS keep what the backward needs under (trainer, step)), and the PS
  * apply each table's optimizer: in sync mode once every trainer's gradients
- * of the step are in, summed in trainer order (the results do not depend on
- * arrival, on the number of PS or on their threads).
+ * of the step are in, summed in trainer order, so a step's update does not
+ * depend on the order they arrive in or on the PS's threads.
+ *
+ * On another number of PS: the initial rows are the same bits
+ * (<ember/table.h>), and so is every bag pooled from one PS's rows (a
+ * one-hot bag, a table-wise table's) or by max.  A bag whose rows sit on
+ * several PS (multi-hot, row-wise; sum or mean, with or without weights)
+ * is pooled by each of them and the trainer adds their parts in PS order,
+ * which rounds otherwise than one PS adding the whole bag: the same to
+ * rounding (an ulp or so a step, drifting as training goes on), not the
+ * same bits.
  *
  * One request per PS per step carries every table's lookups there; the
  * replies land where the pooled outputs are combined (zero-copy), on the
@@ -33,10 +42,10 @@
  * trainers' step waits for it; an ebc whose lookup was released without
  * its backward refuses further training lookups.
  *
- * Threading: as the job's (one thread at a time); every call that waits
- * progresses the job and fails with ERR_CANCELED when it is aborted.
- * Errors: each failing call logs one line naming the trainer, the step and
- * the feature, table or PS at fault.
+ * Threading: as the job's (one thread at a time, the job's); every call
+ * that waits progresses the job and fails with ERR_CANCELED when it is
+ * aborted.  Errors: each failing call logs one line naming the trainer, the
+ * step and the feature, table or PS at fault (ember_ebc_error keeps it).
  */
 #ifndef EMBER_LOOKUP_H
 #define EMBER_LOOKUP_H
@@ -72,7 +81,8 @@ typedef struct {
     uint64_t start_step;    /* the first training lookup's step (a resumed job's) */
 } ember_ebc_options_t;
 
-/** Defaults: host memory, fp32 replies, step 0. */
+/** Defaults: host memory, fp32 replies, step 0.  Any thread; never
+ * blocks. */
 void ember_ebc_options_init(ember_ebc_options_t *options);
 
 /**
@@ -80,8 +90,11 @@ void ember_ebc_options_init(ember_ebc_options_t *options);
  * Features of one table must be given one after another and pool alike;
  * the output holds each feature's [B][dim] in the order given.  Every
  * sync table of one ebc has the same staleness (the ebc's pipelining is
- * one).  Only a trainer.  @options borrowed for the call (NULL: the defaults); *@ebc_p
- * the caller's.  Errors: ERR_INVALID_PARAM (naming the feature: a shared
+ * one).  Only a trainer.  @options borrowed for the call (NULL: the
+ * defaults); *@ebc_p the caller's (ember_ebc_destroy, before the job is
+ * left).  Does not call the PS; blocks only to open a host device and
+ * register the request and reply buffers.  Errors: ERR_INVALID_PARAM
+ * (naming the feature: a shared
  * table's features apart, pooling or padding differently, a padding index
  * outside the table; more than 64 tables on one PS; tables row-sharded over
  * partly overlapping PS ranges; tables of different staleness; a table
@@ -92,16 +105,20 @@ ember_status_t ember_ebc_create(ember_job_t *job, const ember_feature_t *feature
                                 const ember_ebc_options_t *options, ember_ebc_t **ebc_p);
 
 /** Waits (bounded, ~2 s) for a push still leaving, then frees it and every
- * lookup still open.  NULL: nothing. */
+ * lookup still open (their pooled buffers with them); a push not yet taken
+ * may be lost: ember_ebc_flush first.  The tables and device stay.  NULL:
+ * nothing. */
 void ember_ebc_destroy(ember_ebc_t *ebc);
 
+/* The layout, from the features (never blocks, cannot fail): */
 /** Number of features. */
 size_t ember_ebc_features(const ember_ebc_t *ebc);
 /** Feature @f's dim (its table's); 0 when out of range. */
 uint32_t ember_ebc_feature_dim(const ember_ebc_t *ebc, size_t f);
 /** Floats of a step's output for @batch_size bags a feature (sum of B * dim). */
 size_t ember_ebc_output_size(const ember_ebc_t *ebc, size_t batch_size);
-/** Where feature @f's [B][dim] starts in the output, in floats. */
+/** Where feature @f's [B][dim] starts in the output, in floats (f >= the
+ * feature count: the output's size). */
 size_t ember_ebc_output_offset(const ember_ebc_t *ebc, size_t f, size_t batch_size);
 
 /* A keyed jagged batch: the ebc's features in its order, B bags each, the
@@ -131,20 +148,22 @@ enum {
  * Look the batch up (the next training step, or @flags' evaluation).  @kjt
  * and its arrays are borrowed for the call only: each id is read, checked
  * (errors name the feature, the bag, the value and the table) and written
- * into the request.  Never waits for the network (sends what may leave).
- * *@lookup_p is the ebc's until ember_lookup_release.  Errors:
- * ERR_INVALID_PARAM (a batch the tables refuse, a third open lookup, an
- * evaluation while a training lookup is open, the wrong number of
- * features, a released step's missing backward), ERR_OUT_OF_RANGE (an id
- * outside its table), ERR_NO_MEMORY, a push's refusal by a PS (naming it),
- * ERR_CANCELED.
+ * into the request.  Never waits for a PS's answer (sends what may
+ * leave); it may wait for an earlier push to have left (the slot's, two
+ * steps before; an evaluation: every push).  *@lookup_p is the ebc's until
+ * ember_lookup_release.  Errors: ERR_INVALID_PARAM (a batch the tables
+ * refuse, a third open lookup, an evaluation while a training lookup is
+ * open, the wrong number of features, a released step's missing backward,
+ * unknown flags), ERR_OUT_OF_RANGE (an id outside its table),
+ * ERR_NO_MEMORY, a push lost with its PS (naming it), ERR_CANCELED.
  */
 ember_status_t ember_ebc_lookup(ember_ebc_t *ebc, const ember_kjt_t *kjt, unsigned flags,
                                 ember_lookup_t **lookup_p);
 
-/** Its step: a training lookup's, or the steps an evaluation sees. */
+/** Its step: a training lookup's, or the steps an evaluation sees.  Never
+ * blocks. */
 uint64_t ember_lookup_step(const ember_lookup_t *lookup);
-/** Non-zero for an evaluation (EMBER_LOOKUP_FORWARD_ONLY). */
+/** Non-zero for an evaluation (EMBER_LOOKUP_FORWARD_ONLY).  Never blocks. */
 int ember_lookup_forward_only(const ember_lookup_t *lookup);
 
 /**
@@ -154,19 +173,26 @@ int ember_lookup_forward_only(const ember_lookup_t *lookup);
  * @out (ember_ebc_output_size floats of the ebc's device memory, the
  * caller's, written whole) or, @out NULL, into the lookup's own buffer,
  * *@pooled_p (device memory, valid until release; @pooled_p may be NULL
- * when @out is given).  Blocks.  Once only.  Errors: a PS's refusal or loss
- * (named), ERR_TIMED_OUT, ERR_CANCELED, ERR_INVALID_PARAM (waited twice).
+ * when @out is given).  Blocks.  Once only.  Errors: a PS's refusal (a
+ * one-way push of this trainer's it refused comes back here) or loss
+ * (named), ERR_BAD_MESSAGE, ERR_TIMED_OUT, ERR_CANCELED, ERR_NO_MEMORY (the
+ * lookup's own buffer), the device's, ERR_INVALID_PARAM (waited twice, a
+ * released lookup, both @out and @pooled_p NULL, step s + 1 before step
+ * s's backward (staleness 0) or replies (staleness >= 1): it could never
+ * come).
  */
 ember_status_t ember_lookup_wait(ember_lookup_t *lookup, float *out, const float **pooled_p);
 
 /** The version of feature @feature's table in the replies (the fewest steps
- * its shards had applied; 0 for an async table), after wait. */
+ * its shards had applied; 0 for an async table), after wait (before it, or
+ * @feature out of range: 0).  Never blocks. */
 uint64_t ember_lookup_version(const ember_lookup_t *lookup, size_t feature);
 
 enum {
-    /* The push is a call: this returns once every PS took it (the job's
-     * last step; a refusal is this call's error).  Otherwise one-way: a
-     * refusal fails the next lookup or ember_ebc_flush. */
+    /* The push is a call: this returns once every PS took it (applied it,
+     * or kept it for the step's other gradients; the job's last step; a
+     * refusal is this call's error).  Otherwise one-way: a refusal fails
+     * the next lookup or ember_ebc_flush. */
     EMBER_BACKWARD_WAIT = 1u << 0,
 };
 
@@ -174,20 +200,31 @@ enum {
  * Push the pooled outputs' gradients @grad (the output's layout,
  * ember_ebc_output_size floats of the ebc's device memory, borrowed for
  * the call) for the PS to apply.  Then sends a next lookup that was waiting
- * for it.  Never waits for the network but with EMBER_BACKWARD_WAIT.
- * Errors: ERR_INVALID_PARAM (an evaluation, twice, before wait), the
- * transport's, a PS's refusal (EMBER_BACKWARD_WAIT).
+ * for it.  Never waits for the network but with EMBER_BACKWARD_WAIT (then
+ * blocks for every PS's answer).  Errors: ERR_INVALID_PARAM (an
+ * evaluation, twice, before wait, a released lookup, NULL @grad, unknown
+ * flags), ERR_NO_MEMORY, the device's (staging the gradient), the
+ * transport's, a PS's refusal or loss (EMBER_BACKWARD_WAIT), ERR_CANCELED.
  */
 ember_status_t ember_lookup_backward(ember_lookup_t *lookup, const float *grad, unsigned flags);
 
-/** Done with it (its buffers go back to the ebc).  NULL: nothing. */
+/** Done with it (its buffers go back to the ebc: *pooled_p of its wait is
+ * no longer valid).  A training lookup released before its backward breaks
+ * the ebc (logged; see above).  Never blocks.  NULL: nothing. */
 void ember_lookup_release(ember_lookup_t *lookup);
 
-/** Every push made has left and was taken by its PS; blocks.  Errors: a
- * refused or lost one, named. */
+/**
+ * Every push made has left and every PS of the ebc's tables took it: a
+ * call to each, which it answers after those pushes.  After it on each
+ * trainer and then a barrier, ember_table_read_rows sees the steps pushed
+ * (<ember/table.h>).  Blocks (a round trip to each PS).  Errors: a push
+ * lost with its PS, or refused by it (a one-way push's refusal, kept for
+ * the next lookup, is told here), named; ERR_NO_MEMORY; ERR_CANCELED.
+ */
 ember_status_t ember_ebc_flush(ember_ebc_t *ebc);
 
-/** The largest step - version any lookup saw (0 without staleness). */
+/** The largest step - version any lookup saw (0 without staleness).
+ * Never blocks. */
 uint64_t ember_ebc_staleness_seen(const ember_ebc_t *ebc);
 
 /** The line the last failing call of @ebc logged ("trainer T step S: ...",

@@ -23,6 +23,7 @@ extern "C" {
  * is undefined), ERR_NO_MEMORY.
  */
 ember_status_t ember_roc_auc(const float *scores, const float *labels, size_t n, double *auc_p);
+/* (*@auc_p, the caller's, is written on success only; nothing is logged.) */
 
 /**
  * The mean binary cross-entropy of @logits[n] against @labels[n], as

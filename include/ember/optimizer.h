@@ -6,7 +6,13 @@
  *
  * One optimizer object serves one parameter of shape [rows, dim] (a dense
  * vector is rows = 1, dim = n) and owns that parameter's state, allocated once
- * at create and sized to what the algorithm needs:
+ * at create and sized to what the algorithm needs.  SGD, Adagrad and Adam
+ * are element-wise (their step count is the object's, shared by every
+ * element stepped together), so one EMBER_OPT_DENSE object over all of a
+ * model's parameters laid end to end in one vector steps each of them
+ * as one object per tensor would (torch.optim's parameter groups
+ * are only needed for different settings).  Row-wise Adagrad keeps one
+ * accumulator per row: give it the rows the model means.  State:
  *
  *   SGD                 none; momentum: one buffer [rows, dim]; sparse with
  *                       dampening != 0 also one byte per row ("buffer started")
@@ -24,7 +30,9 @@
  * w_r -= lr / (sqrt(acc_r) + eps) * g_r.  Weight decay is not supported.
  *
  * Threading: one caller at a time per object; distinct objects are
- * independent.  No call blocks.
+ * independent; the calls without an object (kind names, configs) from any
+ * thread.  No call blocks.  Nothing is logged but by ember_opt_create and
+ * ember_opt_step_dense, which log the error they return.
  */
 #ifndef EMBER_OPTIMIZER_H
 #define EMBER_OPTIMIZER_H
@@ -68,16 +76,20 @@ typedef struct {
 
 typedef struct ember_opt ember_opt_t;
 
-/** Name of a kind ("sgd", "adagrad", "rowwise_adagrad", "adam"). */
+/** Name of a kind ("sgd", "adagrad", "rowwise_adagrad", "adam"; "unknown"
+ * for another value); static storage. */
 const char *ember_opt_kind_name(ember_opt_kind_t kind);
 
-/** Parse a kind name as printed by ember_opt_kind_name; ERR_INVALID_PARAM. */
+/** Parse a kind name as printed by ember_opt_kind_name into *@kind_p
+ * (untouched on error).  @text borrowed.  Errors: ERR_INVALID_PARAM (NULL
+ * or another name). */
 ember_status_t ember_opt_kind_parse(const char *text, ember_opt_kind_t *kind_p);
 
 /**
- * Fill @cfg_p with PyTorch's defaults for @kind and learning rate @lr
- * (momentum 0, dampening 0, Adagrad eps 1e-10, row-wise Adagrad eps 1e-8
- * (FBGEMM), Adam betas 0.9/0.999 eps 1e-8, adam_row_step 1).
+ * Fill @cfg_p (the caller's, written whole) with PyTorch's defaults for
+ * @kind and learning rate @lr (momentum 0, dampening 0, Adagrad eps 1e-10,
+ * row-wise Adagrad eps 1e-8 (FBGEMM), Adam betas 0.9/0.999 eps 1e-8,
+ * adam_row_step 1).  Nothing is checked here (ember_opt_config_check).
  */
 void ember_opt_config_default(ember_opt_kind_t kind, float lr, ember_opt_config_t *cfg_p);
 
@@ -93,8 +105,9 @@ ember_status_t ember_opt_config_check(const ember_opt_config_t *cfg, char *err, 
 /**
  * Create an optimizer for a parameter of [rows, dim] floats stepped as
  * @layout (@rows may be 0 for EMBER_OPT_SPARSE: a shard that owns no row).
- * @cfg is copied.  State is zero-initialised (accumulators at
- * initial_accumulator).
+ * @cfg is copied; *@opt_p the caller's (ember_opt_destroy).  State is
+ * zero-initialised (accumulators at initial_accumulator).  The errors are
+ * logged.
  * Errors: ERR_INVALID_PARAM (bad sizes or hyper-parameters, e.g. lr < 0,
  * nesterov without momentum, betas outside [0, 1)), ERR_NO_MEMORY.
  */
@@ -104,7 +117,8 @@ ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size
 /** Free the optimizer and its state.  NULL is a no-op. */
 void ember_opt_destroy(ember_opt_t *opt);
 
-/** Bytes of optimizer state held (the arrays listed above; 0 for SGD). */
+/** Bytes of optimizer state held (the arrays listed above; 0 for plain
+ * SGD). */
 size_t ember_opt_state_bytes(const ember_opt_t *opt);
 
 #define EMBER_OPT_STATE_MAX 4
@@ -138,13 +152,16 @@ size_t ember_opt_state_arrays(ember_opt_t *opt, ember_opt_state_t out[EMBER_OPT_
  * table-wide count, which Adagrad's lr_decay and per-table Adam use). */
 uint64_t ember_opt_steps(const ember_opt_t *opt);
 
-/** Set the step count when restoring (with the state arrays). */
+/** Set the step count when restoring (with the state arrays); the next
+ * step is @steps + 1. */
 void ember_opt_set_steps(ember_opt_t *opt, uint64_t steps);
 
 /**
- * One dense step: @param [n] -= update(@grad [n]).  n must equal rows * dim
- * and the object must be EMBER_OPT_DENSE.  Both buffers borrowed.
- * Errors: ERR_INVALID_PARAM.
+ * One dense step: @param [n] -= update(@grad [n]), host memory.  n must
+ * equal rows * dim and the object must be EMBER_OPT_DENSE.  Both buffers
+ * borrowed for the call; @param written in place.  Errors:
+ * ERR_INVALID_PARAM (NULL buffers, another n, a sparse object; logged,
+ * nothing stepped).
  */
 ember_status_t ember_opt_step_dense(ember_opt_t *opt, float *param, const float *grad, size_t n);
 

@@ -8,6 +8,8 @@
  * job's checkpoints and restores them on resume.  Other ranks wait for a PS
  * to serve before they first use it (up to EMBER_CONNECT_TIMEOUT), so the
  * PS may come up after them.
+ *
+ * Threading and errors: as the job's (<ember/job.h>).
  */
 #ifndef EMBER_PS_H
 #define EMBER_PS_H
@@ -21,9 +23,14 @@
 extern "C" {
 #endif
 
+/* The most compute threads a PS starts (ember_ps_options_t.threads). */
+#define EMBER_PS_THREADS_MAX 1024
+
 typedef struct {
-    unsigned threads; /* compute threads, the serving one included; 0: the
-                       * cores of its binding (its first log line says which) */
+    unsigned threads; /* compute threads, the serving one included, at most
+                       * EMBER_PS_THREADS_MAX; 0: the cores of its binding
+                       * (its first log line says which; more than the
+                       * maximum is refused) */
     int local_rank;   /* picks the GPU of a table kept on one ("cuda"); -1:
                        * the job's (ember_job_local_rank) */
     int signals;      /* non-zero: SIGUSR1 / SIGTERM here ask trainer 0 for a
@@ -31,7 +38,8 @@ typedef struct {
                        * signals), as they do on the other ranks */
 } ember_ps_options_t;
 
-/** Defaults: threads 0, local_rank -1, no signals. */
+/** Defaults: threads 0, local_rank -1, no signals.  Any thread; never
+ * blocks. */
 void ember_ps_options_init(ember_ps_options_t *options);
 
 /**
@@ -42,8 +50,8 @@ void ember_ps_options_init(ember_ps_options_t *options);
  * defaults).  The calling rank must be a PS.  Then call ember_job_leave with
  * the status returned.  Threading: the calling thread serves and progresses
  * the job; the compute threads are the PS's own, joined before it returns.
- * Errors also: ERR_INVALID_PARAM (not a PS, served twice, threads above the
- * maximum), ERR_NO_MEMORY (the threads could not start).
+ * Errors also: ERR_INVALID_PARAM (not a PS, served twice, threads above
+ * EMBER_PS_THREADS_MAX), ERR_NO_MEMORY (the threads could not start).
  */
 ember_status_t ember_ps_serve(ember_job_t *job, const ember_ps_options_t *options);
 
@@ -59,10 +67,11 @@ typedef struct {
     uint32_t threads;
 } ember_ps_stats_t;
 
-/** PS @p's stats into *@stats_p (the caller's).  A call: blocks until it
- * answers (the PS serving first).  Any rank but a PS.  Errors:
- * ERR_INVALID_PARAM (@p out of range, called on a PS), ERR_TIMED_OUT,
- * ERR_PEER_LOST, ERR_CANCELED. */
+/** PS @p's stats into *@stats_p (the caller's, written on success).  A
+ * call: blocks until it answers (the PS serving first).  Any rank but a
+ * PS.  Errors: ERR_INVALID_PARAM (@p out of range, called on a PS),
+ * ERR_TIMED_OUT (not serving in time, or no answer), ERR_PEER_LOST,
+ * ERR_BAD_MESSAGE (an answer of another size), ERR_CANCELED; logged. */
 ember_status_t ember_ps_stats(ember_job_t *job, int p, ember_ps_stats_t *stats_p);
 
 #ifdef __cplusplus

@@ -12,6 +12,7 @@
  *
  * Threading: a file object may be read from any number of threads at once
  * (nothing in it changes after open); the calls keep no global state.
+ * The calls that take a path block on its I/O; the others never block.
  */
 #ifndef EMBER_SAFETENSORS_H
 #define EMBER_SAFETENSORS_H
@@ -60,24 +61,27 @@ typedef struct ember_st_file ember_st_file_t;
 
 /**
  * Read and check a whole file (read into memory, so a file changed later
- * does not affect us).  @err/@err_length (may be NULL/0) receive the cause on
- * error.  Errors: ERR_IO (cannot open/read; errno text in err), ERR_FORMAT
- * (malformed), ERR_NO_MEMORY.
+ * does not affect us).  @path borrowed; *@file_p the caller's
+ * (ember_st_close).  @err/@err_length (may be NULL/0) receive the cause on
+ * error; nothing is logged.  Errors: ERR_IO (cannot open/read; errno text
+ * in err), ERR_FORMAT (malformed), ERR_NO_MEMORY.
  */
 ember_status_t ember_st_open(const char *path, ember_st_file_t **file_p, char *err,
                              size_t err_length);
 
 /**
- * As ember_st_open, from a buffer of @size bytes (copied).  Used for files
- * received over the network and by the tests.
+ * As ember_st_open, from a buffer of @size bytes (copied; borrowed for the
+ * call).  Used for files received over the network and by the tests.
+ * Errors: ERR_FORMAT, ERR_NO_MEMORY.
  */
 ember_status_t ember_st_open_buffer(const void *buf, size_t size, ember_st_file_t **file_p,
                                     char *err, size_t err_length);
 
-/** Free the file object and everything borrowed from it.  NULL is a no-op. */
+/** Free the file object and everything borrowed from it (its mapping or
+ * copy).  NULL is a no-op. */
 void ember_st_close(ember_st_file_t *file);
 
-/** Number of tensors (metadata not counted). */
+/** Number of tensors (metadata not counted).  Cannot fail. */
 size_t ember_st_count(const ember_st_file_t *file);
 
 /** Tensor @i (in header order), or NULL when i >= count. */

@@ -4,6 +4,9 @@
  * One enum for the whole engine, generated with its strings from a single
  * X-macro (as libuv does), so a code and its text can never drift apart.
  * Zero is success, positive values are "not done yet", negatives are errors.
+ *
+ * Every call here: any thread, never blocks, allocates nothing, cannot
+ * fail; the strings are static storage.
  */
 #ifndef EMBER_STATUS_H
 #define EMBER_STATUS_H
@@ -62,7 +65,8 @@ ember_status_t ember_status_text(char *text, size_t length, ember_status_t statu
 ember_status_t ember_status_vtext(char *text, size_t length, ember_status_t status, const char *fmt,
                                   va_list ap) __attribute__((format(printf, 4, 0)));
 
-/** Inverse of the wire encoding: a status received from a peer, validated. */
+/** Inverse of the wire encoding: a status received from a peer, validated
+ * (a value not in the map: EMBER_ERR_REMOTE). */
 ember_status_t ember_status_from_wire(int value);
 
 #ifdef __cplusplus

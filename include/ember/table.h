@@ -71,10 +71,13 @@ typedef struct {
     const float *initial_rows; /* INIT_ROWS: [num_embeddings][embedding_dim], host,
                                 * borrowed for the call */
     ember_sharding_t sharding;
-    uint32_t first_ps;   /* the first PS (row-wise) or the PS (table-wise) */
-    uint32_t num_shards; /* row-wise: PS first_ps .. + num_shards - 1 (at most
+    uint32_t first_ps;            /* the first PS (row-wise) or the PS (table-wise) */
+    uint32_t num_shards;          /* row-wise: PS first_ps .. + num_shards - 1 (at most
                           * 64); 0: every PS from first_ps on */
-    ember_opt_config_t optimizer;
+    ember_opt_config_t optimizer; /* applied by the PS to the rows a step
+                                   * touched; ember_table_config_init: SGD lr
+                                   * 0.01; another: ember_opt_config_default(
+                                   * kind, lr, &config.optimizer) after init */
     ember_consistency_t consistency;
     uint32_t staleness; /* sync: a lookup of step s may see s - staleness
                          * steps applied (0: exactly s; at most
@@ -86,9 +89,10 @@ typedef struct {
     const char *device; /* where the PS keeps the rows: "cpu" (NULL) or "cuda" */
 } ember_table_config_t;
 
-/** Defaults: fp32, N(0,1) seed 0, row-wise over every PS, SGD lr 0.01,
- * sync, staleness 0, sum, every trainer, "cpu".  The name and the size
- * are left for the caller (NULL, 0). */
+/** Defaults: fp32, N(0,1) seed 0, row-wise over every PS, SGD lr 0.01
+ * (ember_opt_config_default(EMBER_OPT_SGD, 0.01f, ...)), sync, staleness
+ * 0, sum, every trainer, "cpu".  The name and the size are left for the
+ * caller (NULL, 0).  Any thread; never blocks. */
 void ember_table_config_init(ember_table_config_t *config);
 
 /**
@@ -101,18 +105,22 @@ void ember_table_config_init(ember_table_config_t *config);
  * consistency, staleness, reduce, trainers, device), ERR_EXISTS (the name
  * is the job's already), ERR_OUT_OF_RANGE (64 tables live in the job),
  * ERR_NO_MEMORY (a PS could not hold it: named), a PS's error (its text
- * logged).  A failed create leaves nothing on any PS and frees the name.
+ * logged), ERR_TIMED_OUT (a PS not serving), ERR_PEER_LOST (a PS or the
+ * coordinator), ERR_CANCELED.  A failed create leaves nothing on any PS
+ * and frees the name.
  */
 ember_status_t ember_table_create(ember_job_t *job, const ember_table_config_t *config,
                                   ember_table_t **table_p);
 
-/** The job's table @name (copied), waiting up to EMBER_CONNECT_TIMEOUT for
- * its creation.  Not on a PS.  *@table_p the caller's.  Errors:
+/** The job's table @name (borrowed for the call), waiting up to
+ * EMBER_CONNECT_TIMEOUT for its creation (blocks, asking the
+ * coordinator).  Not on a PS.  *@table_p the caller's (close it).  Errors:
  * ERR_NOT_FOUND (not created in time), ERR_INVALID_PARAM (a name too long,
  * called on a PS), ERR_CANCELED, ERR_PEER_LOST (the coordinator). */
 ember_status_t ember_table_open(ember_job_t *job, const char *name, ember_table_t **table_p);
 
-/** Forget this handle (the table stays on the PS).  NULL: nothing. */
+/** Forget this handle (the table stays on the PS); its name and device
+ * strings go with it.  Never blocks.  NULL: nothing. */
 void ember_table_close(ember_table_t *table);
 
 /**
@@ -122,29 +130,46 @@ void ember_table_close(ember_table_t *table);
  * later fail naming it.  Blocks until every shard answered.  Errors:
  * ERR_INVALID_PARAM (not the creator's handle: nothing freed but the
  * handle; or a PS's refusal while the job writes checkpoints: their
- * tables stay), a PS's (named).
+ * tables stay), a PS's (named), ERR_PEER_LOST, ERR_CANCELED.
  */
 ember_status_t ember_table_destroy(ember_table_t *table);
 
 /** Its configuration as created: placement resolved (num_shards, trainers
  * as the PS have them), name and device borrowed from the handle,
- * initial_rows NULL. */
+ * initial_rows NULL.  Borrowed from @table (valid until it is closed or
+ * destroyed).  Never blocks, cannot fail. */
 const ember_table_config_t *ember_table_config(const ember_table_t *table);
 
 /**
  * Rows [first, first + count) of the whole table into @out ([count][dim]
- * floats, host, the caller's), from every shard.  Blocks.  Consistent only
- * while no step is applied meanwhile (before training, between steps in
- * sync mode, after).  Errors: ERR_OUT_OF_RANGE (rows outside the table),
- * ERR_INVALID_PARAM (@out NULL with count > 0), a PS's (named).
+ * floats, host, the caller's), from every shard.  Blocks (calls to each
+ * shard's PS).  Any handle (created or opened).
+ *
+ * What a read of a sync table sees (a PS serves a trainer's requests in
+ * the order they reach it, and applies step s in the handler that takes
+ * the last of step s's gradients):
+ *   - before the first push of any of the table's trainers (say trainer
+ *     0 before its first ember_lookup_backward): the initial rows, since
+ *     no step is applied without every trainer's gradients;
+ *   - step s applied, once every one of the table's trainers had its
+ *     pushes of step s taken, each by its backward of step s with
+ *     EMBER_BACKWARD_WAIT or by ember_ebc_flush after it, and the reader
+ *     then met them (ember_job_barrier after those calls);
+ *   - while a step is being applied (its gradients still arriving), some
+ *     shards' rows of step s and others' of step s - 1: read between steps.
+ * Async tables apply each push as it is taken: a read after every
+ * trainer's flush and a barrier sees them all.
+ * Errors: ERR_OUT_OF_RANGE (rows outside the table), ERR_INVALID_PARAM
+ * (@out NULL with count > 0), ERR_NO_MEMORY, a PS's (named), ERR_CANCELED.
  */
 ember_status_t ember_table_read_rows(ember_table_t *table, int64_t first, int64_t count,
                                      float *out);
 
 /** Rows [first, first + count) from @rows (host, borrowed for the call) onto
- * every shard that owns them (fp16 tables round them); the same caveat.
- * The optimizer state of the rows is left as it is.  Blocks.  Errors: as
- * ember_table_read_rows. */
+ * every shard that owns them (fp16 tables round them); a step being
+ * applied meanwhile may be applied to the old rows or the new: write
+ * between steps, as ember_table_read_rows reads.  The optimizer state of
+ * the rows is left as it is.  Blocks.  Errors: as ember_table_read_rows. */
 ember_status_t ember_table_write_rows(ember_table_t *table, int64_t first, int64_t count,
                                       const float *rows);
 

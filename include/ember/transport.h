@@ -14,6 +14,13 @@
  * a connecting process belongs to the job (HMAC-SHA256 handshake before any
  * handler runs); payloads are not encrypted.  Every header, count and length
  * from the wire is checked before use.
+ *
+ * Errors: a failing call logs one line naming the peer and the op.  UCX's
+ * statuses are translated at the boundary (the "transport's" errors other
+ * headers name): ERR_NO_MEMORY, ERR_INVALID_PARAM, ERR_TIMED_OUT,
+ * ERR_PEER_LOST (unreachable, rejected), ERR_CANCELED, ERR_MSG_TOO_LONG,
+ * ERR_UNSUPPORTED, else ERR_TRANSPORT.  The getters (ranks, names, a
+ * request's fields) never block and cannot fail.
  */
 #ifndef EMBER_TRANSPORT_H
 #define EMBER_TRANSPORT_H
@@ -55,13 +62,20 @@ typedef struct {
     size_t secret_length;
 } ember_tp_params_t;
 
-/** Initialise params to "everything from the environment". */
+/** Initialise params to "everything from the environment".  Any thread;
+ * never blocks. */
 void ember_tp_params_init(ember_tp_params_t *params);
 
 /**
  * Join the job: start or reach the rendezvous store, create the UCX worker,
  * publish its address and name, and wait until every rank has done so.
- * Blocks up to EMBER_CONNECT_TIMEOUT.  @params is borrowed.
+ * Blocks up to EMBER_CONNECT_TIMEOUT.  @params is borrowed for the call;
+ * *@tp_p the caller's (ember_tp_destroy).  Errors: ERR_INVALID_PARAM (no
+ * rank or world size, a bad EMBER_* value), ERR_AUTH (no secret, or a
+ * handshake refused), ERR_IO (the secret file), ERR_TIMED_OUT (the store,
+ * or a rank that did not come: named), ERR_EXISTS (two ranks of one name:
+ * both named), ERR_BAD_MESSAGE (a malformed answer of the store),
+ * ERR_NO_MEMORY, the transport's; nothing is left behind.
  */
 ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_p);
 
@@ -69,13 +83,15 @@ ember_status_t ember_tp_create(const ember_tp_params_t *params, ember_tp_t **tp_
  * Leave the job gracefully: waits (bounded by EMBER_SHUTDOWN_TIMEOUT) for
  * this process's in-flight calls and sends, then a barrier with every live
  * rank, then closes endpoints.  Pending calls still open fail with
- * ERR_SHUTDOWN.
+ * ERR_SHUTDOWN.  Blocks (bounded); cannot fail; frees @tp (registrations
+ * and rkeys must be released first).  NULL: nothing.
  */
 void ember_tp_destroy(ember_tp_t *tp);
 
 int ember_tp_rank(const ember_tp_t *tp);
 int ember_tp_world_size(const ember_tp_t *tp);
-/** Name of @rank ("master", "ps0", ...); borrowed from the transport. */
+/** Name of @rank ("master", "ps0", ...); borrowed from the transport
+ * (valid until it is destroyed). */
 const char *ember_tp_peer_name(const ember_tp_t *tp, int rank);
 /**
  * Say that this process ends with the job failed: ember_tp_destroy() then
@@ -95,13 +111,19 @@ const char *ember_tp_peer_reason(const ember_tp_t *tp, int rank);
  * while nothing is sent to it: a process waiting only for @rank's word
  * (a parameter server for its master) learns that it died.  Blocks until
  * connected, or the peer is lost or fails the handshake (EMBER_RPC_TIMEOUT).
+ * Errors: ERR_INVALID_PARAM (@rank out of range or this one), ERR_TIMED_OUT,
+ * ERR_PEER_LOST, ERR_AUTH, the transport's.
  */
 ember_status_t ember_tp_watch(ember_tp_t *tp, int rank);
 
-/** Put/get a value in the job's rendezvous store (small blobs, start-up). */
+/** Put a value in the job's rendezvous store (small blobs, start-up): @key
+ * and @value borrowed for the call (copied).  Blocks for the store's
+ * answer.  Errors: ERR_INVALID_PARAM (a key or value the store refuses),
+ * ERR_TIMED_OUT, ERR_IO, ERR_AUTH, ERR_NO_MEMORY. */
 ember_status_t ember_tp_store_set(ember_tp_t *tp, const char *key, const void *value,
                                   size_t length);
-/** Blocks until @key exists (or EMBER_CONNECT_TIMEOUT); *value_p: malloc'd. */
+/** Blocks until @key exists (or EMBER_CONNECT_TIMEOUT: ERR_TIMED_OUT);
+ * *value_p: malloc'd, the caller frees; errors otherwise as store_set. */
 ember_status_t ember_tp_store_get(ember_tp_t *tp, const char *key, void **value_p,
                                   size_t *length_p);
 /**
@@ -126,7 +148,9 @@ ember_status_t ember_tp_barrier(ember_tp_t *tp, const char *name);
 typedef void (*ember_rpc_handler_cb)(ember_rpc_req_t *req, void *arg);
 
 /** Register the handler of op id @op (EMBER_RPC_OP_USER_BASE..MAX-1); a
- * NULL @handler unregisters it (requests for @op then fail, "no handler"). */
+ * NULL @handler unregisters it (requests for @op then fail, "no handler").
+ * @arg borrowed while registered.  Never blocks.  Errors:
+ * ERR_INVALID_PARAM (@op outside the range). */
 ember_status_t ember_rpc_register(ember_tp_t *tp, uint16_t op, ember_rpc_handler_cb handler,
                                   void *arg);
 
@@ -148,7 +172,9 @@ typedef void (*ember_rpc_release_cb)(void *arg, void *buffer);
 /** Largest first iov part that travels with the message header. */
 #define EMBER_RPC_INLINE_MAX 128
 
-/** Set @op's payload placement (the op's handler must be registered). */
+/** Set @op's payload placement (the op's handler must be registered;
+ * @arg borrowed while it is).  Never blocks.  Errors: ERR_INVALID_PARAM
+ * (@op outside the range or without a handler). */
 ember_status_t ember_rpc_register_alloc(ember_tp_t *tp, uint16_t op, ember_rpc_alloc_cb alloc,
                                         ember_rpc_release_cb release, void *arg);
 
@@ -163,7 +189,10 @@ uint16_t ember_rpc_req_op(const ember_rpc_req_t *req);
  * Answer a request.  @status travels to the caller (a negative one fails
  * the caller's future with that status; the payload is then an error text).
  * The payload is copied, so @iov may be reused as soon as this returns.
- * Frees @req.  Replies of up to 2 KiB posted by a handler leave when the
+ * Frees @req, whatever the status; never blocks.  Errors: ERR_MSG_TOO_LONG
+ * (over EMBER_MAX_MSG_SIZE: the caller gets that status instead),
+ * ERR_NO_MEMORY, the transport's (a lost caller: the reply is dropped).
+ * Replies of up to 2 KiB posted by a handler leave when the
  * handler run ends (at most ~10 us later), packed with the run's other
  * small replies to the same peer into one message; anything else sent to
  * that peer first takes them along, so the peer sees the order they were
@@ -178,13 +207,14 @@ typedef void (*ember_rpc_done_cb)(void *arg, ember_status_t status);
 /**
  * Zero-copy reply: @iov is borrowed until @done_cb runs, exactly once, from
  * the progress loop or before this returns (also when it fails).  Frees
- * @req.
+ * @req.  Never blocks.  Errors: as ember_rpc_reply.
  */
 ember_status_t ember_rpc_reply_zcopy(ember_rpc_req_t *req, ember_status_t status,
                                      const ember_iov_t *iov, size_t iovcnt,
                                      ember_rpc_done_cb done_cb, void *done_arg);
 
-/** Reply with an error and a printf-formatted message for the caller. */
+/** Reply with an error @status (< 0; another is sent as ERR_REMOTE) and a
+ * printf-formatted message for the caller (copied).  As ember_rpc_reply. */
 ember_status_t ember_rpc_reply_error(ember_rpc_req_t *req, ember_status_t status, const char *fmt,
                                      ...) __attribute__((format(printf, 3, 4)));
 
@@ -224,7 +254,14 @@ typedef struct {
  * @resp_capacity, borrowed until completion; large responses are received
  * straight into it) or, when @resp_buffer is NULL, in a buffer the future
  * owns.  @param (borrowed for the call only; NULL: the defaults) gives the
- * timeout and where the buffers live.  Never blocks.
+ * timeout and where the buffers live.  Never blocks.  *@future_p the
+ * caller's (ember_future_release, also after it failed).  Errors (nothing
+ * is sent): ERR_INVALID_PARAM (@peer or @op out of range, a payload layout
+ * the memory types refuse), ERR_MSG_TOO_LONG (over EMBER_MAX_MSG_SIZE),
+ * ERR_NO_MEMORY.  What happens later is the future's status: the replier's
+ * error status, ERR_TIMED_OUT (the deadline), ERR_PEER_LOST (@peer lost),
+ * ERR_MSG_TOO_LONG (a reply over @resp_capacity), ERR_BAD_MESSAGE (a reply
+ * that did not come as @param asked), ERR_SHUTDOWN (the transport ended).
  */
 ember_status_t ember_rpc_call_async(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
                                     size_t iovcnt, void *resp_buffer, size_t resp_capacity,
@@ -250,7 +287,8 @@ void ember_rpc_batch_end(ember_tp_t *tp);
  * reply, if it makes one, is dropped).  @iov is borrowed until @done_cb
  * runs, from the progress loop (possibly before this returns), with OK once
  * the message left, or the error that lost it (a lost peer).  Of @param
- * (NULL: host memory) a send reads payload_mem and payload_reg only.  Never blocks.
+ * (NULL: host memory) a send reads payload_mem and payload_reg only.  Never
+ * blocks.  Errors (@done_cb then does not run): as ember_rpc_call_async's.
  */
 ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
                               size_t iovcnt, const ember_rpc_param_t *param,
@@ -259,25 +297,33 @@ ember_status_t ember_rpc_send(ember_tp_t *tp, int peer, uint16_t op, const ember
 /** Non-zero when @req came from ember_rpc_send (no one waits for a reply). */
 int ember_rpc_req_oneway(const ember_rpc_req_t *req);
 
-/** Blocking call: returns the status and the response length. */
+/** Blocking call: returns the status (ember_rpc_call_async's, then the
+ * future's) and the response length (@resp_length_p may be NULL); the
+ * reply lands in @resp_buffer. */
 ember_status_t ember_rpc_call(ember_tp_t *tp, int peer, uint16_t op, const ember_iov_t *iov,
                               size_t iovcnt, void *resp_buffer, size_t resp_capacity,
                               size_t *resp_length_p);
 
-/** INPROGRESS while pending; then the call's final status. Progresses once. */
+/** INPROGRESS while pending; then the call's final status (see
+ * ember_rpc_call_async).  Progresses once; never blocks. */
 ember_status_t ember_future_test(ember_future_t *future);
-/** Progress (spin, then block on the worker fd) until the future is done. */
+/** Progress (spin, then block on the worker fd) until the future is done
+ * (bounded by the call's deadline); its final status. */
 ember_status_t ember_future_wait(ember_future_t *future);
-/** Wait for all of @futures; returns the first error, if any. */
+/** Wait for all of @futures (blocks); returns the first error, if any. */
 ember_status_t ember_future_wait_all(ember_future_t **futures, size_t count);
-/** Response payload (or error text) and its length; owned by the future. */
+/** Response payload (or error text) and its length; owned by the future
+ * (valid until it is released).  Never blocks. */
 const void *ember_future_data(const ember_future_t *future, size_t *length_p);
-/** Release a future; a pending one is abandoned (its reply is dropped). */
+/** Release a future; a pending one is abandoned (its reply is dropped; a
+ * rendezvous reply still landing in the caller's buffer is waited for
+ * first).  NULL: nothing. */
 void ember_future_release(ember_future_t *future);
 
 /**
  * Progress the worker and run handlers; block up to @timeout_s (spinning for
- * EMBER_SPIN_US first) until something happened.  Returns OK.
+ * EMBER_SPIN_US first) until something happened.  Returns OK (a peer's
+ * failure shows in its calls and ember_tp_peer_lost).
  */
 ember_status_t ember_tp_wait(ember_tp_t *tp, double timeout_s);
 /** Progress without blocking; returns the number of events handled. */
@@ -306,23 +352,38 @@ int ember_tp_peer_over_tcp(ember_tp_t *tp, int rank);
 
 /* ---- RMA ---------------------------------------------------------------- */
 
-/** Register @length bytes at @address for remote access, or for
- * ember_rpc_param_t's payload_reg/reply_reg (borrowed). */
+/* Threading and blocking as above: the registration calls may block while
+ * UCX pins the memory; the RMA calls never block (their futures complete). */
+
+/** Register @length bytes at @address (borrowed: it must stay allocated
+ * until deregistered) for remote access, or for ember_rpc_param_t's
+ * payload_reg/reply_reg; *@mem_p the caller's (ember_mem_deregister, before
+ * ember_tp_destroy).  Errors: ERR_NO_MEMORY, the transport's. */
 ember_status_t ember_mem_register(ember_tp_t *tp, void *address, size_t length,
                                   ember_mem_type_t type, ember_mem_t **mem_p);
+/** NULL @mem: nothing. */
 void ember_mem_deregister(ember_tp_t *tp, ember_mem_t *mem);
-/** Packed remote key to send to peers; *rkey_p is malloc'd (caller frees). */
+/** Packed remote key to send to peers; *rkey_p is malloc'd (caller frees).
+ * Errors: ERR_NO_MEMORY, the transport's. */
 ember_status_t ember_mem_pack(ember_tp_t *tp, ember_mem_t *mem, void **rkey_p, size_t *length_p);
-/** Unpack a peer's key for use on the endpoint to @peer. */
+/** Unpack a peer's key (@packed borrowed for the call) for use on the
+ * endpoint to @peer, connecting to it first if need be (blocks then);
+ * *@rkey_p the caller's (ember_rkey_destroy).  Errors: ERR_INVALID_PARAM,
+ * ERR_TIMED_OUT, ERR_PEER_LOST, ERR_NO_MEMORY, the transport's. */
 ember_status_t ember_rkey_unpack(ember_tp_t *tp, int peer, const void *packed, size_t length,
                                  ember_rkey_t **rkey_p);
+/** NULL: nothing. */
 void ember_rkey_destroy(ember_rkey_t *rkey);
 
-/** One-sided read of @length bytes at @remote_address on @peer into @local. */
+/** One-sided read of @length bytes at @remote_address on @peer into @local
+ * (borrowed until the future completes); *@future_p the caller's.  The
+ * future fails with ERR_PEER_LOST when the read does.  Errors: as
+ * ember_rpc_call_async's. */
 ember_status_t ember_rma_get(ember_tp_t *tp, int peer, void *local, size_t length,
                              uint64_t remote_address, ember_rkey_t *rkey,
                              ember_future_t **future_p);
-/** One-sided write; completes when the data is placed remotely. */
+/** One-sided write; completes when the data is placed remotely.  As
+ * ember_rma_get (@local borrowed until then). */
 ember_status_t ember_rma_put(ember_tp_t *tp, int peer, const void *local, size_t length,
                              uint64_t remote_address, ember_rkey_t *rkey,
                              ember_future_t **future_p);

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Held at most: a step's batch, the epoch's end after it, the next
- * epoch's first batch (the next step's). */
-#define HOLD 3
+/* Held at most: a step's batch and the next step's (an epoch's end
+ * between them holds nothing). */
+#define HOLD 2
 
 typedef struct {
     dlrm_config_t config;
@@ -29,16 +29,11 @@ typedef struct {
     int in_epoch; /* the epoch has given a batch */
     /* The batches held (a step's and the next one's), by the parity of
      * their taking: a slot is written again only once released. */
-    ember_criteo_batch_t held[2];
+    ember_criteo_batch_t held[HOLD];
     uint64_t taken, released;
-    /* What the stream holds, oldest first: 1 a batch, 0 an epoch's end
-     * (released after the batch before it: the stream releases in order). */
-    uint8_t queue[HOLD];
-    unsigned queued;
     ember_criteo_batch_t held_eval;
     model_mlp_t dense_arch, over_arch;
     int64_t *offsets; /* 0, 1, 2, ...: one value a bag, for any batch */
-    int64_t *ids;     /* a batch whose features are not back to back, joined */
     float *flat;      /* the dense parameters as one array */
     size_t batch;     /* the last forward's */
     const float *pooled, *dense_out, *logits;
@@ -96,9 +91,8 @@ ember_status_t dlrm_trainer_create(const ember_model_trainer_args_t *args, void 
         EMBER_CHECK(open_stream(t, t->config.eval, 1, 1, &t->eval_data, err, err_length));
     const size_t values = (size_t)EMBER_CRITEO_SPARSE * t->config.batch_size;
     t->offsets = malloc((values + 1) * sizeof(int64_t));
-    t->ids = malloc(values * sizeof(int64_t));
     t->flat = malloc(dlrm_params(&t->config) * sizeof(float));
-    if (!t->offsets || !t->ids || !t->flat)
+    if (!t->offsets || !t->flat)
         return EMBER_ERR_NO_MEMORY;
     for (size_t i = 0; i <= values; i++)
         t->offsets[i] = (int64_t)i;
@@ -123,30 +117,19 @@ void dlrm_trainer_destroy(void *trainer)
     ember_criteo_data_close(t->data);
     ember_criteo_data_close(t->eval_data);
     free(t->offsets);
-    free(t->ids);
     free(t->flat);
     free(t);
 }
 
 /* @from's 26 features as a keyed jagged batch: one id a bag, read where
- * the stream's ring holds them when they lie back to back (a full batch),
- * else joined once (an evaluation's short last batch). */
+ * the stream's ring holds them (feature-major, back to back, a short
+ * batch's too). */
 static void batch_of(dlrm_trainer_t *t, const ember_criteo_batch_t *from, ember_model_batch_t *out)
 {
     const size_t n = from->n;
-    const int64_t *values = from->sparse[0];
-    for (size_t f = 1; f < EMBER_CRITEO_SPARSE && values == from->sparse[0]; f++) {
-        if (from->sparse[f] != from->sparse[0] + f * n)
-            values = NULL;
-    }
-    if (!values) {
-        for (size_t f = 0; f < EMBER_CRITEO_SPARSE; f++)
-            memcpy(t->ids + f * n, from->sparse[f], n * sizeof(int64_t));
-        values = t->ids;
-    }
     *out = (ember_model_batch_t){.kjt = {.num_features = EMBER_CRITEO_SPARSE,
                                          .batch_size = n,
-                                         .values = values,
+                                         .values = from->sparse[0],
                                          .offsets = t->offsets,
                                          .num_values = EMBER_CRITEO_SPARSE * n},
                                  .examples = n,
@@ -163,8 +146,7 @@ ember_status_t dlrm_take(void *trainer, uint64_t step, int skip, ember_model_bat
     (void)table_p;
     *batch = (ember_model_batch_t){.examples = 0};
     EMBER_CHECK(ember_criteo_data_take(t->data, &got, err, err_length));
-    t->queue[t->queued++] = got.n > 0;
-    if (got.n == 0) { /* the epoch's end: the next take starts the next epoch */
+    if (got.n == 0) { /* the epoch's end (held by nobody): the next take starts the next epoch */
         const int empty = !t->in_epoch;
         t->in_epoch = 0;
         if (empty)
@@ -175,7 +157,7 @@ ember_status_t dlrm_take(void *trainer, uint64_t step, int skip, ember_model_bat
         return EMBER_OK;
     }
     t->in_epoch = 1;
-    ember_criteo_batch_t *slot = &t->held[t->taken++ % 2];
+    ember_criteo_batch_t *slot = &t->held[t->taken++ % HOLD];
     *slot = got;
     batch_of(t, slot, batch);
     return EMBER_OK;
@@ -187,14 +169,7 @@ void dlrm_release(void *trainer)
     if (t->released == t->taken)
         return;
     t->released++;
-    /* the oldest batch, then the epochs' ends after it (the stream's order) */
-    unsigned n = 1;
-    while (n < t->queued && !t->queue[n])
-        n++;
-    for (unsigned i = 0; i < n; i++)
-        ember_criteo_data_release(t->data);
-    memmove(t->queue, t->queue + n, t->queued - n);
-    t->queued -= n;
+    ember_criteo_data_release(t->data); /* the oldest batch */
 }
 
 /* The step's buffers on the device for @batch examples. */

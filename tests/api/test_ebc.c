@@ -25,18 +25,27 @@
  *                    end, against the reference of OPT (sgd, adagrad, adam)
  *   tablewise        C table-wise on ps1, A and B row-wise over both
  *   async            two trainers, async SGD: every gradient applied once
+ *   visible          two trainers, sync SGD, one-way pushes: every table
+ *                    read before a trainer's first push is the initial
+ *                    rows; after each step's flush on both and a barrier,
+ *                    a read sees that step applied (table.h's promise)
  *   bad_kjt          malformed batches refused naming the feature, the bag
  *                    and the table (an id outside it, a negative length,
  *                    decreasing offsets, weights with mean pooling, the
  *                    wrong feature count, values not covered); bad feature
  *                    lists refused by ember_ebc_create; a lookup's life out
  *                    of order refused; the ebc still works after each
+ *   push_refused     a one-way push the PS refuses (a table destroyed
+ *                    under it) fails ember_ebc_flush with its reason
  *   ckpt_resume      two trainers on 2 PS train 3 steps with checkpoints
  *                    after 2 and 3 (the trainers' own tensors in them);
  *                    then on 1 PS the tables are created empty, restored
  *                    from the newest, the trainers' tensors read back, and
  *                    3 more steps end where 6 uninterrupted reference steps
- *                    do; a fresh run on the same root is refused
+ *                    do; each trainer's file also opened from the step
+ *                    directory alone (ember_checkpoint_open_trainer_at:
+ *                    another step, a torn and a corrupt copy refused); a
+ *                    fresh run on the same root is refused
  *   ckpt_sigusr1     two trainers, 6 steps, checkpoints on request only:
  *                    trainer 1 gets SIGUSR1 before step 1; trainer 0 names
  *                    a step before the last and every rank takes it; the
@@ -735,6 +744,59 @@ static int async_case(int rank, int world, void *arg)
     return run_train(rank, &setup, fweighted);
 }
 
+/* ---- when a step is visible -------------------------------------------------------------- */
+
+/* Two trainers, 2 PS, sync SGD, one step at a time with one-way pushes:
+ * each trainer reads every table before its first push (the initial rows:
+ * no sync step is applied without it), then after each step flushes
+ * (ember_ebc_flush: every PS took its pushes), meets the other at a
+ * barrier and reads every table: that step applied, exactly as the
+ * reference has it. */
+static int visible(int rank, int world, void *arg)
+{
+    const setup_t setup = {.trainers = 2, .num_ps = 2, .opt = EMBER_OPT_SGD, .steps = 4};
+    ember_job_t *job = api_test_join(setup.trainers, setup.num_ps);
+    if (ember_job_role(job, rank, NULL) == EMBER_ROLE_PS)
+        return api_test_ps(job, EMBER_OK);
+    ref_t ref;
+    ref_build(&ref, &setup, fmixed);
+    ember_table_t *tables[NT];
+    if (rank == 0)
+        create_tables(job, &setup, 1, tables);
+    else
+        open_tables(job, tables);
+    device_setup(job);
+    ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0, g_device);
+    const uint32_t t = (uint32_t)rank;
+    float out[OUT_MAX], g[OUT_MAX];
+    float *into = g_device ? g_out : out;
+    for (int s = 0; s < setup.steps; s++) {
+        kjt_data_t kd;
+        ember_lookup_t *lk;
+        make_kjt(fmixed, t, (uint64_t)s, &kd);
+        ember_kjt_t kjt = kjt_view(&kd, 0, 0);
+        MP_CHECK(ember_ebc_lookup(ebc, &kjt, 0, &lk) == EMBER_OK, "trainer %u: lookup %d", t, s);
+        MP_CHECK(ember_lookup_wait(lk, into, NULL) == EMBER_OK, "trainer %u: wait %d", t, s);
+        if (s == 0)
+            check_tables(&ref, tables, 0); /* before this trainer's first push */
+        make_grad(t, (uint64_t)s, g, ref.out_size);
+        MP_CHECK(ember_lookup_backward(lk, to_device(g, ref.out_size), 0) == EMBER_OK,
+                 "trainer %u: backward %d", t, s);
+        ember_lookup_release(lk);
+        MP_CHECK(ember_ebc_flush(ebc) == EMBER_OK, "trainer %u: flush after step %d", t, s);
+        MP_CHECK(ember_job_barrier(job, "pushed") == EMBER_OK, "barrier");
+        check_tables(&ref, tables, s + 1);
+        MP_CHECK(ember_job_barrier(job, "read") == EMBER_OK, "barrier"); /* then the next step */
+    }
+    ember_ebc_destroy(ebc);
+    device_close();
+    for (int k = 0; k < NT; k++)
+        ember_table_close(tables[k]);
+    ref_free(&ref);
+    ember_job_leave(job, EMBER_OK);
+    return 0;
+}
+
 /* ---- bad batches ------------------------------------------------------------------------ */
 
 /* One lookup of @kjt refused with @want, its error saying each of @words. */
@@ -875,6 +937,37 @@ static void bad_features(ember_job_t *job, ember_table_t *const *tables)
     api_test_log_has(text, "padding", (const char *const[]){"feature y", "padding index 31", NULL});
 }
 
+/* A one-way push the PS refuse (its table C destroyed after the lookup):
+ * ember_ebc_flush fails with their refusal, naming the table id. */
+static void push_refused(ember_job_t *job, ember_table_t **tables)
+{
+    ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0, NULL);
+    kjt_data_t kd;
+    make_kjt(fmixed, 0, 0, &kd);
+    ember_kjt_t kjt = kjt_view(&kd, 0, 0);
+    ember_lookup_t *lk;
+    float out[OUT_MAX], g[OUT_MAX] = {0};
+    MP_CHECK(ember_ebc_lookup(ebc, &kjt, 0, &lk) == EMBER_OK &&
+                     ember_lookup_wait(lk, out, NULL) == EMBER_OK,
+             "the step before the refusal");
+    MP_CHECK(ember_table_destroy(tables[2]) == EMBER_OK, "destroying table C");
+    tables[2] = NULL;
+    MP_CHECK(ember_lookup_backward(lk, g, 0) == EMBER_OK, "a one-way push leaves");
+    ember_lookup_release(lk);
+    api_test_log_t log;
+    api_test_log_begin(&log);
+    ember_status_t status = ember_ebc_flush(ebc);
+    char *text = api_test_log_end(&log);
+    MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "the flush after a refused push: %s",
+             ember_status_string(status));
+    MP_CHECK(strstr(ember_ebc_error(ebc), "no table with id"), "ember_ebc_error: '%s'",
+             ember_ebc_error(ebc));
+    api_test_log_has(text, "a refused push",
+                     (const char *const[]){"trainer 0", "gradients of trainer 0 step 0",
+                                           "no table with id", NULL});
+    ember_ebc_destroy(ebc);
+}
+
 static int bad_kjt(int rank, int world, void *arg)
 {
     const setup_t setup = {.trainers = 1, .num_ps = 2, .opt = EMBER_OPT_SGD};
@@ -888,6 +981,21 @@ static int bad_kjt(int rank, int world, void *arg)
     bad_batches(ebc);
     bad_order(ebc);
     ember_ebc_destroy(ebc);
+    for (int k = 0; k < NT; k++)
+        ember_table_close(tables[k]);
+    ember_job_leave(job, EMBER_OK);
+    return 0;
+}
+
+static int push_refused_case(int rank, int world, void *arg)
+{
+    const setup_t setup = {.trainers = 1, .num_ps = 1, .opt = EMBER_OPT_SGD};
+    ember_job_t *job = api_test_join(1, 1);
+    if (rank > 0)
+        return api_test_ps(job, EMBER_OK);
+    ember_table_t *tables[NT];
+    create_tables(job, &setup, 1, tables);
+    push_refused(job, tables);
     for (int k = 0; k < NT; k++)
         ember_table_close(tables[k]);
     ember_job_leave(job, EMBER_OK);
@@ -1004,6 +1112,80 @@ static int ckpt_first(int rank, int world, void *arg)
     return 0;
 }
 
+/* @from copied to @to, its byte @flip (if < its size) flipped. */
+static void copy_file(const char *from, const char *to, long flip)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    MP_CHECK(in && out, "copying %s to %s", from, to);
+    int c;
+    for (long at = 0; (c = fgetc(in)) != EOF; at++)
+        fputc(at == flip ? c ^ 0x40 : c, out);
+    fclose(in);
+    MP_CHECK(fclose(out) == 0, "writing %s", to);
+}
+
+/* Trainer @t's dense tensor of @file is the one it saved after CKPT_AT. */
+static void ckpt_check_dense(ember_st_file_t *file, uint32_t t)
+{
+    const ember_st_tensor_t *dense = ember_st_find(file, "dense");
+    float want[4], got[4];
+    dense_of(t, CKPT_AT, want);
+    MP_CHECK(dense && dense->dtype == EMBER_DTYPE_F32 && dense->numel == 4, "its dense tensor");
+    memcpy(got, dense->data, sizeof(got));
+    MP_CHECK(!memcmp(got, want, sizeof(got)) &&
+                     !strcmp(ember_st_metadata(file, "note"), "api test"),
+             "trainer %u's dense %g.. (want %g..)", t, (double)got[0], (double)want[0]);
+}
+
+/* A resuming trainer's own file without ember_checkpoint_find: taken from
+ * the step directory alone; another step, another trainer, a torn copy and
+ * a corrupt copy refused, each saying so. */
+static void ckpt_check_open_at(const ember_checkpoint_info_t *info, uint32_t t)
+{
+    char err[600], copy[] = "/tmp/ember-api-copy-XXXXXX", dir[128], from[700], to[200];
+    ember_st_file_t *file = NULL;
+    MP_CHECK(ember_checkpoint_open_trainer_at(info->dir, info->step, t, &file, err, sizeof(err)) ==
+                     EMBER_OK,
+             "trainer %u's file from %s alone: %s", t, info->dir, err);
+    ckpt_check_dense(file, t);
+    ember_st_close(file);
+    MP_CHECK(ember_checkpoint_open_trainer_at(info->dir, info->step + 1, t, &file, err,
+                                              sizeof(err)) == EMBER_ERR_FORMAT &&
+                     strstr(err, "not 4"),
+             "the file of another step: %s", err);
+    MP_CHECK(ember_checkpoint_open_trainer_at(info->dir, info->step, 7, &file, err, sizeof(err)) ==
+                             EMBER_ERR_NOT_FOUND &&
+                     strstr(err, "names no trainer7.safetensors"),
+             "trainer 7's file: %s", err);
+    /* A copy of the step directory: torn (no manifest), then corrupt. */
+    MP_CHECK(mkdtemp(copy), "mkdtemp");
+    snprintf(dir, sizeof(dir), "%s/step-%012llu", copy, (unsigned long long)info->step);
+    MP_CHECK(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+    snprintf(from, sizeof(from), "%s/trainer%u.safetensors", info->dir, t);
+    snprintf(to, sizeof(to), "%s/trainer%u.safetensors", dir, t);
+    copy_file(from, to, -1);
+    MP_CHECK(ember_checkpoint_open_trainer_at(dir, info->step, t, &file, err, sizeof(err)) ==
+                     EMBER_ERR_NOT_FOUND,
+             "a step directory without its manifest: %s", err);
+    snprintf(from, sizeof(from), "%s/manifest", info->dir);
+    snprintf(to, sizeof(to), "%s/manifest", dir);
+    copy_file(from, to, -1);
+    snprintf(from, sizeof(from), "%s/trainer%u.safetensors", info->dir, t);
+    snprintf(to, sizeof(to), "%s/trainer%u.safetensors", dir, t);
+    struct stat st;
+    MP_CHECK(stat(from, &st) == 0, "stat %s", from);
+    copy_file(from, to, (long)st.st_size - 1); /* the last byte of its tensors */
+    MP_CHECK(ember_checkpoint_open_trainer_at(dir, info->step, t, &file, err, sizeof(err)) ==
+                             EMBER_ERR_FORMAT &&
+                     strstr(err, "CRC-32C"),
+             "a corrupt file: %s", err);
+    unlink(to);
+    snprintf(to, sizeof(to), "%s/manifest", dir);
+    unlink(to);
+    rmdir(dir);
+    rmdir(copy);
+}
+
 /* What the newest checkpoint holds, as a resumed trainer finds it. */
 static void ckpt_check_found(const ember_checkpoint_info_t *info, const ref_t *ref, uint32_t t)
 {
@@ -1016,15 +1198,9 @@ static void ckpt_check_found(const ember_checkpoint_info_t *info, const ref_t *r
     ember_st_file_t *file;
     MP_CHECK(ember_checkpoint_open_trainer(info, t, &file, err, sizeof(err)) == EMBER_OK,
              "opening trainer %u's file: %s", t, err);
-    const ember_st_tensor_t *dense = ember_st_find(file, "dense");
-    float want[4], got[4];
-    dense_of(t, CKPT_AT, want);
-    MP_CHECK(dense && dense->dtype == EMBER_DTYPE_F32 && dense->numel == 4, "its dense tensor");
-    memcpy(got, dense->data, sizeof(got));
-    MP_CHECK(!memcmp(got, want, sizeof(got)) &&
-                     !strcmp(ember_st_metadata(file, "note"), "api test"),
-             "trainer %u's dense %g.. (want %g..)", t, (double)got[0], (double)want[0]);
+    ckpt_check_dense(file, t);
     ember_st_close(file);
+    ckpt_check_open_at(info, t);
     MP_CHECK(ember_checkpoint_open_trainer(info, 7, &file, err, sizeof(err)) ==
                              EMBER_ERR_NOT_FOUND &&
                      strstr(err, "trainer7"),
@@ -1247,7 +1423,9 @@ static const mp_case_t cases[] = {
         {"train_adam_p1_s1", train_adam_p1_s1, 3, 0},
         {"tablewise", tablewise, 4, 0},
         {"async", async_case, 4, 0},
+        {"visible", visible, 4, 0},
         {"bad_kjt", bad_kjt, 3, 0},
+        {"push_refused", push_refused_case, 2, 0},
 };
 
 /* A signal case in a fresh root: its checkpoints there as it says. */

@@ -7,10 +7,19 @@
  *                    name and the coordinator as the layout says; two
  *                    barriers; each PS serves until every client left (OK)
  *   roles_plain      2 trainers, 1 PS, no master: trainer 0 coordinates
+ *   roles_rest       5 ranks, 2 trainers, num_ps EMBER_JOB_PS_REST (the last
+ *                    rank states 3, which agrees): 2 trainers + 3 PS, no
+ *                    master; every rank a trainer: refused, saying why
  *   layout_mismatch  a rank that states another trainer count is refused,
  *                    naming both counts; the others do not get through
- *   abort            trainer 1 aborts: the master's and trainer 0's barrier
- *                    fail ERR_CANCELED with the cause, the PS stops with it
+ *   abort            trainer 1 aborts as soon as its first barrier returns:
+ *                    that barrier is OK on every client (the coordinator
+ *                    released it before it heard of the abort, whichever
+ *                    word reaches trainer 0 first); the next one fails
+ *                    ERR_CANCELED with the cause on trainer 0 (the
+ *                    master, told while it waits outside any barrier,
+ *                    fails the one trainer 0 waits at) and on the master;
+ *                    the PS stops with it
  *   coordinator_lost the master dies: the PS stops ERR_PEER_LOST, trainer
  *                    0's barrier fails naming the master
  *   barrier_timeout  trainer 1 never comes: trainer 0's barrier times out
@@ -86,11 +95,12 @@ static void check_roles(ember_job_t *job, int T, int P, int world)
              "local rank %d of %d", ember_job_local_rank(job), ember_job_local_size(job));
 }
 
+/* @P EMBER_JOB_PS_REST: the ranks that are not trainers. */
 static int roles(int rank, int T, int P, int world)
 {
     ember_job_t *job = api_test_join(T, P);
     MP_CHECK(ember_job_rank(job) == rank, "rank %d, joined as %d", rank, ember_job_rank(job));
-    check_roles(job, T, P, world);
+    check_roles(job, T, P == EMBER_JOB_PS_REST ? world - T : P, world);
     if (ember_job_role(job, rank, NULL) == EMBER_ROLE_PS) {
         /* A PS is no client: it meets at no barrier. */
         MP_CHECK(ember_job_barrier(job, "x") == EMBER_ERR_INVALID_PARAM, "a PS's barrier");
@@ -115,6 +125,26 @@ static int roles_master(int rank, int world, void *arg)
 static int roles_plain(int rank, int world, void *arg)
 {
     return roles(rank, 2, 1, world);
+}
+
+/* num_ps EMBER_JOB_PS_REST: the ranks that are not trainers are the PS. */
+static int roles_rest(int rank, int world, void *arg)
+{
+    ember_job_params_t params;
+    ember_job_t *job = NULL;
+    api_test_log_t log;
+    ember_job_params_init(&params);
+    MP_CHECK(params.num_ps == EMBER_JOB_PS_REST, "the default P: %d", params.num_ps);
+    params.trainers = world; /* nobody left to serve */
+    api_test_log_begin(&log);
+    ember_status_t status = ember_job_join(&params, &job);
+    char *text = api_test_log_end(&log);
+    MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "every rank a trainer: %s",
+             ember_status_string(status));
+    api_test_log_has(
+            text, "a job without a PS",
+            (const char *const[]){"5 trainers and 0 PS (the rest)", "no rank is left", NULL});
+    return roles(rank, 2, rank == world - 1 ? 3 : EMBER_JOB_PS_REST, world);
 }
 
 /* Rank 1 says there are 2 trainers and 1 PS, the others 1 and 1 (a master). */
@@ -151,12 +181,18 @@ static int abort_case(int rank, int world, void *arg)
         api_test_ps(job, EMBER_ERR_CANCELED);
         return 0;
     }
-    MP_CHECK(ember_job_barrier(job, "before") == EMBER_OK, "the first barrier");
+    ember_status_t status = ember_job_barrier(job, "before");
+    MP_CHECK(status == EMBER_OK, "%s: the first barrier, released before the abort: %s",
+             ember_job_name(job, rank), ember_status_string(status));
     if (rank == 1) {
         ember_job_abort(job, "the data ran dry");
         return 0;
     }
-    ember_status_t status = ember_job_barrier(job, "after");
+    /* The master hears of it outside any barrier: trainer 0's, held there,
+     * fails with the abort (not at the barrier timeout). */
+    for (int i = 0; rank == 2 && i < 400 && !*ember_job_aborted(job); i++)
+        ember_job_wait(job, 0.05);
+    status = ember_job_barrier(job, "after");
     MP_CHECK(status == EMBER_ERR_CANCELED, "%s: barrier after the abort: %s",
              ember_job_name(job, rank), ember_status_string(status));
     /* The master's answer may come before trainer 1's word to this rank. */
@@ -583,6 +619,7 @@ static int allreduce(int rank, int world, void *arg)
 static const mp_case_t cases[] = {
         {"roles_master", roles_master, 5, 0},
         {"roles_plain", roles_plain, 3, 0},
+        {"roles_rest", roles_rest, 5, 0},
         {"layout_mismatch", layout_mismatch, 3, 0},
         {"abort", abort_case, 4, 0},
         {"coordinator_lost", coordinator_lost, 3, 1u << 1},

@@ -8,7 +8,8 @@
  *
  *   split_eval     trainers 1, 2, 3, batches of 1, 4, 5 and 7: trainer t
  *                  gets exactly the examples i % T == t in order across both
- *                  files, the last batch short, then n == 0; the trainers
+ *                  files, the last batch short (its features back to back
+ *                  at f * n, as every batch's), then n == 0; the trainers
  *                  together cover each example once
  *   split_train    the same in training: floor(63 / (B*T)) full batches per
  *                  trainer, batch s holding examples (s*B + j)*T + t
@@ -39,6 +40,11 @@
  *                  while the reader runs ahead, a third is refused until
  *                  the oldest is released, next releases the oldest
  *                  itself; every batch of the epoch as in split_train
+ *   hold_end       hold 2, read_ahead 1, three epochs: the epoch's end
+ *                  (n == 0) is taken while the last batch is held and holds
+ *                  nothing: the next epoch's first batch is taken too, both
+ *                  stay whole while the reader runs ahead, and two
+ *                  releases free both
  *   bounded_memory a file far larger than the ring streams through two
  *                  epochs (every example checked, lines across the reader's
  *                  16 KiB reads) with the heap grown by the ring alone
@@ -254,6 +260,9 @@ static int read_epoch(ember_criteo_data_t *d, const run_t *run, uint8_t *seen)
         CHECK(ember_criteo_data_next(d, &b, err, sizeof(err)) == EMBER_OK, "batch %llu: %s",
               (unsigned long long)s, err);
         uint64_t n = run->eval && s == want_batches - 1 ? own - s * B : B;
+        for (size_t f = 1; f < EMBER_CRITEO_SPARSE; f++)
+            CHECK(b.sparse[f] == b.sparse[0] + f * b.n, "batch %llu of %zu: feature %zu at %td",
+                  (unsigned long long)s, b.n, f, b.sparse[f] - b.sparse[0]);
         CHECK(b.n == n && b.first_example == s * B * T + t,
               "trainer %llu of %llu, B %llu: batch %llu has %zu from %llu, not %llu",
               (unsigned long long)t, (unsigned long long)T, (unsigned long long)B,
@@ -744,6 +753,56 @@ static int case_hold(void)
     return 0;
 }
 
+/* A trainer that holds step s's batch while it takes the next one, across
+ * the epochs' ends: the end holds nothing. */
+static int case_hold_end(void)
+{
+    files_t files;
+    char err[1024];
+    rows_init();
+    if (make_files(&files, UINT64_MAX, 0))
+        return 1;
+    run_t run = {0, 1, 4, 0, N_AB, EXPECT_TSV};
+    ember_criteo_data_config_t config = config_of(files.spec, &run, 1);
+    config.hold = 2;
+    ember_criteo_data_t *d;
+    ember_criteo_batch_t cur, next, b;
+    const uint64_t batches = N_AB / 4;
+    CHECK(ember_criteo_data_open(&config, &d, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_criteo_data_take(d, &cur, err, sizeof(err)) == EMBER_OK, "%s", err);
+    for (int epoch = 0; epoch < 3; epoch++) {
+        for (uint64_t s = 1; s < batches; s++) {
+            CHECK(ember_criteo_data_take(d, &next, err, sizeof(err)) == EMBER_OK, "%s", err);
+            if (check_batch(&cur, s - 1) || check_batch(&next, s))
+                return 1;
+            CHECK(ember_criteo_data_release(d) == EMBER_OK, "release");
+            cur = next;
+        }
+        /* the last batch held: the end, then the next epoch's first */
+        CHECK(ember_criteo_data_take(d, &b, err, sizeof(err)) == EMBER_OK && b.n == 0 &&
+                      b.first_example == N_AB,
+              "epoch %d: its end after %llu batches: n %zu, %s", epoch, (unsigned long long)batches,
+              b.n, err);
+        CHECK(ember_criteo_data_take(d, &next, err, sizeof(err)) == EMBER_OK,
+              "epoch %d: the next one's first batch with the last held and the end taken: %s",
+              epoch, err);
+        usleep(50000); /* the reader fills what it may meanwhile */
+        if (check_batch(&cur, batches - 1) || check_batch(&next, 0))
+            return 1;
+        CHECK(ember_criteo_data_take(d, &b, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM &&
+                      strstr(err, "2 batches held"),
+              "a third take: '%s'", err);
+        CHECK(ember_criteo_data_release(d) == EMBER_OK, "release the last batch");
+        cur = next;
+    }
+    CHECK(ember_criteo_data_release(d) == EMBER_OK, "release the first batch");
+    CHECK(ember_criteo_data_release(d) == EMBER_ERR_INVALID_PARAM,
+          "nothing is held: the epochs' ends held nothing");
+    ember_criteo_data_close(d);
+    remove_files(&files);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
@@ -757,6 +816,7 @@ int main(int argc, char **argv)
             {"npy_equals_tsv", case_npy_equals_tsv},
             {"bounded_memory", case_bounded_memory},
             {"hold", case_hold},
+            {"hold_end", case_hold_end},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

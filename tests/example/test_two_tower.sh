@@ -57,12 +57,19 @@ run_flags() {
 trainers_of() { [[ $1 == t3 ]] && echo 3 || echo 2; }
 
 # two_tower PS OUT ARGS...: the job on PS parameter servers (trainers as
-# --trainers in ARGS says, else 2), its output in $work/out.
+# --trainers in ARGS says, else 2), its output in $work/out.  PS rest:N:
+# N PS the program is not told of (no --ps: the ranks that are not trainers).
 two_tower() {
-    local ps=$1 out=$2 t=2
+    local ps=$1 out=$2 t=2 ps_flag
     shift 2
     [[ " $* " =~ " --trainers "([0-9]+)" " ]] && t=${BASH_REMATCH[1]}
-    timeout 150 "$run" -n $((t + ps)) "$work/two_tower" --ps "$ps" --data "$work/data.st" \
+    if [[ $ps == rest:* ]]; then
+        ps=${ps#rest:}
+        ps_flag=()
+    else
+        ps_flag=(--ps "$ps")
+    fi
+    timeout 150 "$run" -n $((t + ps)) "$work/two_tower" "${ps_flag[@]}" --data "$work/data.st" \
         --out "$out" "$@" >"$work/out" 2>&1
 }
 reference() { # reference OUT ARGS...
@@ -87,7 +94,9 @@ ps_counts)
     # shellcheck disable=SC2046 # the flags split on purpose
     two_tower 1 "$work/ps1.st" $(run_flags default) || fail "two_tower on 1 PS exited $?"
     # shellcheck disable=SC2046
-    two_tower 3 "$work/ps3.st" $(run_flags default) || fail "two_tower on 3 PS exited $?"
+    # ember-run -n 5 without --ps: the 3 ranks that are not trainers serve
+    two_tower rest:3 "$work/ps3.st" $(run_flags default) || fail "two_tower on 3 PS exited $?"
+    grep -q "two_tower: 2 trainers and 3 PS" "$work/out" || fail "the job without --ps is not 2 trainers + 3 PS"
     "$python" "$here/compare_runs.py" "$example" "$work/ps1.st" "$work/ps3.st" >"$work/out" 2>&1 ||
         fail "1 PS and 3 PS differ"
     cat "$work/out"

@@ -9,6 +9,7 @@
 
 #include <ember/config.h>
 #include <ember/log.h>
+#include <ember/ps.h> /* EMBER_PS_THREADS_MAX */
 
 #include <errno.h>
 #include <libgen.h>
@@ -21,10 +22,6 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* The most compute threads a PS starts (its pool's limit, which
- * ember_ps_serve refuses beyond). */
-#define PS_THREADS_MAX 1024
 
 static ember_status_t parse_model(const char *flag, const char *value, void *target, char *err,
                                   size_t err_length);
@@ -115,7 +112,7 @@ static const ember_flag_t flags[] = {
          "compute threads of each PS, its serving one\n"
          "included (the cores it is bound to; unbound: those of its\n"
          "NUMA node); any N gives the same bits",
-         INT(1, PS_THREADS_MAX), FIELD(ps_threads)},
+         INT(1, EMBER_PS_THREADS_MAX), FIELD(ps_threads)},
         {"--bind", "numa|core|none",
          "CPU/memory binding near the GPU/HCA\n"
          "(EMBER_BIND, numa)",

@@ -15,6 +15,7 @@
 
 #include "tools/ember-train/settings.h"
 
+#include <ember/checkpoint.h>
 #include <ember/safetensors.h>
 
 #include <errno.h>
@@ -25,8 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The library's trainer files (<ember/checkpoint.h>). */
-#define FORMAT      "ember-trainer-checkpoint-2"
 #define TENSORS_MAX (EMBER_MODEL_TENSORS_MAX + EMBER_MODEL_OPTS_MAX * EMBER_OPT_STATE_MAX + 1)
 #define META_MAX    (8 + EMBER_MODEL_OPTS_MAX)
 #define VALUE_MAX   40
@@ -172,31 +171,6 @@ static ember_status_t meta_f64(const reading_t *r, const char *key, double *out,
     return EMBER_OK;
 }
 
-/* The library's keys: this trainer's file of the checkpoint of @steps. */
-static ember_status_t check_file(const reading_t *r, const trainer_t *t, char *err,
-                                 size_t err_length)
-{
-    const char *format = ember_st_metadata(r->file, "format");
-    uint64_t step, trainer, trainers;
-    if (!format || strcmp(format, FORMAT) != 0)
-        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                                 "%s: not a trainer's checkpoint file of this ember-train (format "
-                                 "'%s', want '%s')",
-                                 r->path, format ? format : "missing", FORMAT);
-    EMBER_CHECK(meta_u64(r, "step", UINT64_MAX, &step, err, err_length));
-    EMBER_CHECK(meta_u64(r, "trainer", UINT32_MAX, &trainer, err, err_length));
-    EMBER_CHECK(meta_u64(r, "trainers", UINT32_MAX, &trainers, err, err_length));
-    if (step != t->start.head.start_step || trainer != (uint64_t)t->index ||
-        trainers != (uint64_t)t->trainers)
-        return ember_status_text(err, err_length, EMBER_ERR_FORMAT,
-                                 "%s: trainer %llu of %llu after step %llu, not trainer %d of %d "
-                                 "after step %llu",
-                                 r->path, (unsigned long long)trainer, (unsigned long long)trainers,
-                                 (unsigned long long)step, t->index, t->trainers,
-                                 (unsigned long long)t->start.head.start_step);
-    return EMBER_OK;
-}
-
 static ember_status_t read_progress(const reading_t *r, train_progress_t *p, char *err,
                                     size_t err_length)
 {
@@ -271,15 +245,14 @@ static ember_status_t read_losses(const reading_t *r, trainer_t *t, uint64_t ste
 ember_status_t trainer_ckpt_resume(trainer_t *t, char *err, size_t err_length)
 {
     reading_t r = {.file = NULL};
-    char why[400];
     snprintf(r.path, sizeof(r.path), "%s/trainer%d.safetensors", t->start.resume, t->index);
-    ember_status_t status = ember_st_map(r.path, &r.file, why, sizeof(why));
-    if (status != EMBER_OK)
-        return ember_status_text(err, err_length, status, "%s: %s", r.path, why);
+    /* This trainer's file only (the master found and checked the
+     * checkpoint, its trainer count among the rest): the library checks
+     * it against the manifest and its own keys. */
+    EMBER_CHECK(ember_checkpoint_open_trainer_at(t->start.resume, t->start.head.start_step,
+                                                 (uint32_t)t->index, &r.file, err, err_length));
     t->resumed = (train_progress_t){.steps = t->start.head.start_step};
-    status = check_file(&r, t, err, err_length);
-    if (status == EMBER_OK)
-        status = read_progress(&r, &t->resumed, err, err_length);
+    ember_status_t status = read_progress(&r, &t->resumed, err, err_length);
     if (status == EMBER_OK)
         status = read_optimizers(&r, t, err, err_length);
     if (status == EMBER_OK)
