@@ -141,7 +141,10 @@ netns_link_cut)
     done
     ;;
 netns_link_cut_resume)
-    "$build/tools/ember-train" --help 2>&1 | grep -q -- '--checkpoint-dir' ||
+    # The help is read whole first: grep -q leaving early would give
+    # ember-train a SIGPIPE, and pipefail would read that as a missing flag.
+    help=$("$build/tools/ember-train" --help 2>&1)
+    grep -q -- '--checkpoint-dir' <<<"$help" ||
         fail "this ember-train has no --checkpoint-dir (the checkpoint flags of issue 23 are not in this build)"
     job=(--epochs 1000 --save)
     submit "$work/ref.out" "${job[@]}" "$work/ref.safetensors"
