@@ -102,12 +102,12 @@ if [[ $have_cuda == ON ]]; then
 fi
 # ember-train is a program of the public API: it links libember.so (the
 # prefix's, by its RUNPATH); ember-info and ember-bench use internals.
-readelf -d "$prefix/bin/ember-train" | grep -q "NEEDED.*\[libember\.so\.$abi_major\]" ||
+readelf -d "$prefix/bin/ember-train" | grep "NEEDED.*\[libember\.so\.$abi_major\]" >/dev/null ||
     fail "ember-train does not link libember.so.$abi_major"
 rp=$(runpath "$prefix/bin/ember-train")
 [[ $rp == '$ORIGIN'* && $rp != *"$build"* ]] || fail "ember-train: RUNPATH '$rp'"
 for p in ember-info ember-bench; do
-    readelf -d "$prefix/bin/$p" | grep -q 'NEEDED.*\[libember\.so' &&
+    readelf -d "$prefix/bin/$p" | grep 'NEEDED.*\[libember\.so' >/dev/null &&
         fail "$p needs libember.so (it links the engine statically)"
     rp=$(runpath "$prefix/bin/$p")
     [[ $rp != *"$build"* ]] || fail "$p: RUNPATH '$rp' points into the build tree"
@@ -117,7 +117,7 @@ for p in ember-info ember-bench; do
 done
 if [[ $have_cuda == ON ]]; then
     plugin=$lib/libember-cuda.so
-    readelf -d "$plugin" | grep -q "NEEDED.*\[libember\.so\.$abi_major\]" ||
+    readelf -d "$plugin" | grep "NEEDED.*\[libember\.so\.$abi_major\]" >/dev/null ||
         fail "the plugin does not link libember.so.$abi_major"
     rp=$(runpath "$plugin")
     [[ $rp == '$ORIGIN'* && $rp != *"$build"* ]] || fail "libember-cuda.so: RUNPATH '$rp'"
@@ -136,11 +136,11 @@ binds() {
     local unversioned
     unversioned=$(nm -D --undefined-only "$1" | awk '$2 ~ /^ember_/ && $2 !~ /@'"$node"'$/ {print $2}')
     [[ -z $unversioned ]] || fail "$1 binds to ember_* outside $node: $unversioned"
-    nm -D --undefined-only "$1" | grep -q "ember_abi_version@$node" ||
+    nm -D --undefined-only "$1" | grep "ember_abi_version@$node" >/dev/null ||
         fail "$1 does not bind to ember_abi_version@$node"
 }
 binds "$work/consumer/consumer"
-readelf -d "$work/consumer/consumer_static" | grep -q 'NEEDED.*libember' &&
+readelf -d "$work/consumer/consumer_static" | grep 'NEEDED.*libember' >/dev/null &&
     fail "consumer_static (ember::ember_static) needs libember.so"
 for exe in consumer consumer_static; do
     EMBER_LOG_LEVEL=fatal "$work/consumer/$exe" >"$work/out" 2>&1 || fail "$exe exited $?"
@@ -163,7 +163,7 @@ done
 # shellcheck disable=SC2046
 "$cc" "${flags[@]}" "$consumer_c" -o "$work/consumer_pc_static" $(pkg-config --cflags ember) \
     "${static_libs[@]}" >"$work/out" 2>&1 || fail "cc with pkg-config --static --libs ember exited $?"
-readelf -d "$work/consumer_pc_static" | grep -q 'NEEDED.*libember' &&
+readelf -d "$work/consumer_pc_static" | grep 'NEEDED.*libember' >/dev/null &&
     fail "consumer_pc_static (libember.a) needs libember.so"
 for exe in consumer_pc consumer_pc_static; do
     EMBER_LOG_LEVEL=fatal "$work/$exe" >"$work/out" 2>&1 || fail "$exe exited $?"
