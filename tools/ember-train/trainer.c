@@ -669,6 +669,21 @@ static ember_status_t train_loop(trainer_t *t, train_msg_done_t *done)
 
 /* ---- the process -------------------------------------------------------------------- */
 
+/* The longest a failed trainer waits for the master's verdict. */
+#define TRAINER_VERDICT_S 5.0
+
+/* After this trainer's own failure: the master reports it and then aborts
+ * the job; wait for that abort (or the master's loss), TRAINER_VERDICT_S at
+ * most.  A launcher stops every rank as soon as one exits failed, so an
+ * exit at once could cut the master's report short. */
+static void await_verdict(trainer_t *t)
+{
+    const double until = now_s() + TRAINER_VERDICT_S;
+    while (!*ember_job_aborted(t->job) && !ember_job_peer_lost(t->job, t->master) &&
+           now_s() < until)
+        ember_job_wait(t->job, 0.1);
+}
+
 /* Train, then answer TRAIN_START: the totals, the losses and the final
  * dense parameters, or the error. */
 static ember_status_t run_job(trainer_t *t)
@@ -682,6 +697,7 @@ static ember_status_t run_job(trainer_t *t)
             snprintf(t->err, sizeof(t->err), "trainer %d: %s", t->index,
                      ember_status_string(status));
         ember_rpc_reply_error(t->start_req, status, "%s", t->err);
+        await_verdict(t);
         return status;
     }
     const size_t nparams = t->model->params(t->config);
