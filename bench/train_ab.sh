@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/train_ab.sh: ember-train's two reference jobs on two revisions, side
 # by side (bench/ab.sh: each revision built alike, the rounds alternating
-# which side goes first), and the median rate of each with the ratio B / A.
+# which side goes first), the median rate of each and the median of the rounds' B / A.
 #
 #     bench/train_ab.sh [-n ROUNDS] REV_A REV_B
 #
@@ -59,22 +59,35 @@ echo "rate dlrm-sparse examples/s $(sed -E "s/.* ([0-9]+) examples\/s.*/\1/" <<<
 status=0
 bash "$here/ab.sh" -n "$rounds" "$1" "$2" -- "$job" | tee "$log" || status=1
 
-# The medians, per job and side, and B / A.
+# The medians, per job and side, and the median of the rounds' B / A (the
+# sides of one round ran back to back, so their ratio is the steadier).
 awk -v a="$1" -v b="$2" '
-/^== round/ { side = $4 }
-/^rate / { key = $2 " " $3; n[key, side]++; v[key, side, n[key, side]] = $4; keys[key] = 1 }
-function median(key, side,    i, j, t, m, x) {
-    m = n[key, side]
-    for (i = 1; i <= m; i++) x[i] = v[key, side, i]
+/^== round/ { round = $3 + 0; side = $4 }
+/^rate / {
+    key = $2 " " $3; n[key, side]++; v[key, side, n[key, side]] = $4; keys[key] = 1
+    r[key, side, round] = $4; rounds[round] = 1
+}
+function median(x, m,    i, j, t) {
     for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
     return m % 2 ? x[(m + 1) / 2] : (x[m / 2] + x[m / 2 + 1]) / 2
 }
+function side_median(key, side,    i, x) {
+    for (i = 1; i <= n[key, side]; i++) x[i] = v[key, side, i]
+    return median(x, n[key, side])
+}
+function ratio_median(key,    q, m, x) {
+    m = 0
+    for (q in rounds)
+        if ((key, "A", q) in r && (key, "B", q) in r && r[key, "A", q] > 0)
+            x[++m] = r[key, "B", q] / r[key, "A", q]
+    return m ? median(x, m) : 0
+}
 END {
-    printf "\n| job | rate | A %s | B %s | B / A |\n|---|---|---:|---:|---:|\n", a, b
+    printf "\n| job | rate | A %s | B %s | B / A (per round, median) |\n|---|---|---:|---:|---:|\n", a, b
     for (key in keys) {
         split(key, k, " ")
-        ma = median(key, "A"); mb = median(key, "B")
-        printf "| %s | %s (median of %d) | %.0f | %.0f | %.2f |\n", k[1], k[2], n[key, "A"], ma, mb, ma ? mb / ma : 0
+        printf "| %s | %s (median of %d) | %.0f | %.0f | %.2f |\n", k[1], k[2], n[key, "A"],
+               side_median(key, "A"), side_median(key, "B"), ratio_median(key)
     }
 }' "$log"
 exit $status
