@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/train_ab.sh: ember-train's two reference jobs on two revisions, side
 # by side (bench/ab.sh: each revision built alike, the rounds alternating
-# which side goes first), the median rate of each and the median of the rounds' B / A.
+# which side goes first): the median rate of each, and the median of the
+# rounds' B / A.
 #
 #     bench/train_ab.sh [-n ROUNDS] REV_A REV_B
 #
