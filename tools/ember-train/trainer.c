@@ -669,15 +669,21 @@ static ember_status_t train_loop(trainer_t *t, train_msg_done_t *done)
 
 /* ---- the process -------------------------------------------------------------------- */
 
-/* The longest a failed trainer waits for the master's verdict. */
-#define TRAINER_VERDICT_S 5.0
+/* The longest a failed trainer waits for the master's verdict: the master
+ * answers within a poll (half a second) when it is alive. */
+#define TRAINER_VERDICT_S 2.0
 
-/* After this trainer's own failure: the master reports it and then aborts
- * the job; wait for that abort (or the master's loss), TRAINER_VERDICT_S at
- * most.  A launcher stops every rank as soon as one exits failed, so an
- * exit at once could cut the master's report short. */
-static void await_verdict(trainer_t *t)
+/* After this trainer's own failure (bad input, a refusal; not a lost or
+ * silent peer): the master reports it and then aborts the job; wait for
+ * that abort (or the master's loss), TRAINER_VERDICT_S at most.  A
+ * launcher stops every rank as soon as one exits failed, so an exit at
+ * once could cut the master's report short.  A peer lost or timed out may
+ * be a cut network, where the master is out of reach and waiting would
+ * only hold this rank's own report back. */
+static void await_verdict(trainer_t *t, ember_status_t status)
 {
+    if (status == EMBER_ERR_PEER_LOST || status == EMBER_ERR_TIMED_OUT)
+        return;
     const double until = now_s() + TRAINER_VERDICT_S;
     while (!*ember_job_aborted(t->job) && !ember_job_peer_lost(t->job, t->master) &&
            now_s() < until)
@@ -697,7 +703,7 @@ static ember_status_t run_job(trainer_t *t)
             snprintf(t->err, sizeof(t->err), "trainer %d: %s", t->index,
                      ember_status_string(status));
         ember_rpc_reply_error(t->start_req, status, "%s", t->err);
-        await_verdict(t);
+        await_verdict(t, status);
         return status;
     }
     const size_t nparams = t->model->params(t->config);
