@@ -156,6 +156,16 @@ static void describe(const ember_checkpoint_t *ckpt, ember_ckpt_manifest_t *m)
         ember_ckpt_manifest_set(m, ckpt->keys[i], ckpt->values[i]);
 }
 
+/* Whether a checkpoint before @step still collects reports. */
+static int older_pending(const ember_checkpoint_t *ckpt, uint64_t step)
+{
+    for (size_t i = 0; i < PENDING_MAX; i++) {
+        if (ckpt->pending[i].step && ckpt->pending[i].step < step)
+            return 1;
+    }
+    return 0;
+}
+
 /* Every report is in: the manifest (last), then the older ones pruned. */
 static void complete(ember_checkpoint_t *ckpt, pending_t *p)
 {
@@ -170,7 +180,8 @@ static void complete(ember_checkpoint_t *ckpt, pending_t *p)
     if (p->failed || status != EMBER_OK) {
         ember_error("checkpoint", "the checkpoint after step %llu failed (no manifest written): %s",
                     (unsigned long long)p->step, p->failure);
-        ckpt->last_failed = p->step;
+        if (p->step > ckpt->last_failed)
+            ckpt->last_failed = p->step;
         snprintf(ckpt->last_failure, sizeof(ckpt->last_failure), "%s", p->failure);
         event_push(ckpt, p, dir, 1);
     } else {
@@ -178,9 +189,13 @@ static void complete(ember_checkpoint_t *ckpt, pending_t *p)
          * application's words: ember-train prints its own line. */
         ember_debug("checkpoint", "the checkpoint after step %llu: %s, %.1f MiB in %zu files",
                     (unsigned long long)p->step, dir, p->bytes / 1048576.0, p->manifest.nfiles);
-        ckpt->last_complete = p->step;
+        if (p->step > ckpt->last_complete) /* one may end before an older one */
+            ckpt->last_complete = p->step;
         event_push(ckpt, p, dir, 0);
-        if (ember_ckpt_prune(ckpt->root, ckpt->keep, err, sizeof(err)) != EMBER_OK)
+        /* Pruning removes unfinished directories older than the newest
+         * complete one: not while an older checkpoint still collects. */
+        if (!older_pending(ckpt, p->step) &&
+            ember_ckpt_prune(ckpt->root, ckpt->keep, err, sizeof(err)) != EMBER_OK)
             ember_warn("checkpoint", "pruning old checkpoints: %s", err);
     }
     pending_release(p);
@@ -215,7 +230,10 @@ static ember_status_t report_take(ember_checkpoint_t *ckpt, int rank,
                                   const ember_msg_ckpt_done_t *done, char *err, size_t err_length)
 {
     pending_t *p = NULL;
-    if (done->step <= ckpt->last_complete)
+    int open = 0; /* a checkpoint older than the last complete one may still collect */
+    for (size_t i = 0; i < PENDING_MAX; i++)
+        open |= ckpt->pending[i].step == done->step;
+    if (!open && done->step <= ckpt->last_complete)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "a report of step %llu, not after the last complete one",
                                  (unsigned long long)done->step);
@@ -716,6 +734,17 @@ static int collecting(const ember_checkpoint_t *ckpt, uint64_t steps)
     return ckpt->last_complete < steps && ckpt->last_failed < steps;
 }
 
+/* The checkpoint a finish up to @steps waits for: the oldest collecting. */
+static uint64_t awaited_step(const ember_checkpoint_t *ckpt, uint64_t steps)
+{
+    uint64_t oldest = steps;
+    for (size_t i = 0; i < PENDING_MAX; i++) {
+        if (ckpt->pending[i].step && ckpt->pending[i].step < oldest)
+            oldest = ckpt->pending[i].step;
+    }
+    return oldest;
+}
+
 /* A rank lost whose report of @step has not come: it never will. */
 static int rank_lost(const ember_checkpoint_t *ckpt, uint64_t step)
 {
@@ -731,23 +760,67 @@ static int rank_lost(const ember_checkpoint_t *ckpt, uint64_t step)
     return -1;
 }
 
+/* How often a finish that waits asks the PS it waits for whether they
+ * still answer. */
+#define FINISH_PROBE_S 10.0
+
+/* Each PS whose file checkpoint @step still lacks is asked for its stats
+ * (an alive PS answers while its writer writes; a hung one would hold the
+ * finish forever): the first that does not answer, its failure in @why;
+ * else -1. */
+static int silent_ps(ember_checkpoint_t *ckpt, uint64_t step, char *why, size_t why_length)
+{
+    ember_job_t *job = ckpt->job;
+    const pending_t *p = NULL;
+    for (size_t i = 0; i < PENDING_MAX; i++) {
+        if (ckpt->pending[i].step == step)
+            p = &ckpt->pending[i];
+    }
+    for (int r = 0; r < job->world; r++) {
+        if (ember_job_role(job, r, NULL) != EMBER_ROLE_PS || !owes_report(ckpt, r) ||
+            (p && p->reported[r]))
+            continue;
+        ember_msg_ps_stats_t stats;
+        if (api_call(job, r, EMBER_OP_PS_STATS, NULL, 0, &stats, sizeof(stats), NULL, 0,
+                     "a liveness probe", why, why_length) != EMBER_OK)
+            return r;
+        ember_warn("checkpoint", "the checkpoint after step %llu still waits for %s's file",
+                   (unsigned long long)step, ember_tp_peer_name(job->tp, r));
+    }
+    return -1;
+}
+
 ember_status_t ember_checkpoint_finish(ember_checkpoint_t *ckpt, uint64_t steps, char *err,
                                        size_t err_length)
 {
     if (!ckpt || !ckpt->coordinator || !ckpt->writes)
         return EMBER_OK;
     ember_job_t *job = ckpt->job;
+    double probe_at = ember_time_now() + FINISH_PROBE_S;
     while (collecting(ckpt, steps)) {
-        const int lost = rank_lost(ckpt, steps);
+        const uint64_t awaited = awaited_step(ckpt, steps);
+        const int lost = rank_lost(ckpt, awaited);
         if (lost >= 0)
             return ember_status_text(err, err_length, EMBER_ERR_PEER_LOST,
                                      "the checkpoint after step %llu: %s was lost before it "
-                                     "wrote its file",
-                                     (unsigned long long)steps, ember_tp_peer_name(job->tp, lost));
+                                     "reported its file",
+                                     (unsigned long long)awaited,
+                                     ember_tp_peer_name(job->tp, lost));
         if (job->aborted)
             return ember_status_text(err, err_length, EMBER_ERR_CANCELED,
                                      "the checkpoint after step %llu: the job was aborted: %s",
                                      (unsigned long long)steps, job->abort_cause);
+        if (ember_time_now() >= probe_at && !job->aborted) {
+            char why[400];
+            const int silent = silent_ps(ckpt, awaited, why, sizeof(why));
+            if (silent >= 0)
+                return ember_status_text(err, err_length, EMBER_ERR_TIMED_OUT,
+                                         "the checkpoint after step %llu: %s, whose file it "
+                                         "awaits, does not answer: %s",
+                                         (unsigned long long)awaited,
+                                         ember_tp_peer_name(job->tp, silent), why);
+            probe_at = ember_time_now() + FINISH_PROBE_S;
+        }
         take_signal(ckpt);
         ember_tp_wait(job->tp, 0.1);
     }

@@ -92,14 +92,17 @@ compare() {
 # train SIDE LOG RANKS ARGS...: ember-train of SIDE under ember-run, over
 # UCX_TLS=$tls (sm,self unless set), its output appended to LOG.
 train() {
-    local side=$1 log=$2 ranks=$3 rc
+    local side=$1 log=$2 ranks=$3 rc from
     shift 3
+    from=$(($(cat "$log" 2>/dev/null | wc -l) + 1))
     UCX_TLS=${tls:-sm,self} timeout 300 "$work/$side/build/tools/ember-run" -n "$ranks" \
         "$work/$side/build/tools/ember-train" "$@" >>"$log" 2>&1
     rc=$?
-    if ((rc != 0)); then
+    if ((rc != 0)); then # this run's first errors (the cause), then its end
         echo "$(basename "$log" .log): ${side^^} exited $rc:"
-        tail -5 "$log"
+        tail -n +"$from" "$log" | grep -m 6 -E "ERROR|FATAL|ember-train:"
+        echo "..."
+        tail -4 "$log"
     fi
     return $rc
 }

@@ -672,7 +672,10 @@ static void ps_ckpt_after_step(ps_t *ps)
     if (!ember_ps_ckpt_due(ps->ckpt, step))
         return;
     char err[256];
-    ps_ckpt_report(ps); /* an earlier write's, before its slot is reused */
+    /* The write before ends and its report leaves first: the next write's
+     * report would replace it (the checkpoint would then wait forever). */
+    ember_ps_ckpt_wait(ps->ckpt);
+    ps_ckpt_report(ps);
     if (ember_ps_ckpt_take(ps->ckpt, tables, count, step, err, sizeof(err)) != EMBER_OK)
         ember_error("ps", "checkpoint after step %llu: %s", (unsigned long long)step, err);
 }

@@ -39,6 +39,7 @@ struct ember_ps_ckpt {
     ember_status_t copy_status;
     char copy_err[256];
     int finished; /* @done holds a report not yet polled */
+    double waited; /* by ember_ps_ckpt_wait since the last take */
     ember_msg_ckpt_done_t done;
     /* the write handed over */
     ember_shard_snapshot_t *snaps[PS_MAX_TABLES];
@@ -211,6 +212,12 @@ static double wait_writer(ember_ps_ckpt_t *ckpt)
     return ember_time_now() - started;
 }
 
+void ember_ps_ckpt_wait(ember_ps_ckpt_t *ckpt)
+{
+    if (ckpt->started)
+        ckpt->waited += wait_writer(ckpt);
+}
+
 static ember_status_t start_writer(ember_ps_ckpt_t *ckpt, char *err, size_t err_length)
 {
     if (ckpt->started)
@@ -251,7 +258,16 @@ ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_shard_t *const *t
                                   uint64_t step, char *err, size_t err_length)
 {
     EMBER_CHECK(start_writer(ckpt, err, err_length));
-    double waited = wait_writer(ckpt);
+    double waited = ckpt->waited + wait_writer(ckpt);
+    ckpt->waited = 0;
+    pthread_mutex_lock(&ckpt->lock);
+    const int unreported = ckpt->finished;
+    const uint64_t ended = ckpt->done.step;
+    pthread_mutex_unlock(&ckpt->lock);
+    if (unreported) /* the next write's report would replace it */
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "the report of the write after step %llu was not taken",
+                                 (unsigned long long)ended);
     double started = ember_time_now();
     for (size_t i = 0; i < count; i++)
         EMBER_CHECK(ember_shard_snapshot_begin(tables[i], &ckpt->snaps[i], err, err_length));

@@ -39,9 +39,19 @@ ember_status_t ember_ps_ckpt_at(ember_ps_ckpt_t *ckpt, uint64_t step);
 int ember_ps_ckpt_due(const ember_ps_ckpt_t *ckpt, uint64_t step);
 
 /**
+ * Until the writer has ended the write in progress (none: at once).  Its
+ * report is then ember_ps_ckpt_poll's, and must be taken before the next
+ * ember_ps_ckpt_take: the next write's report would replace it.  The time
+ * waited counts in the next take's wait.
+ */
+void ember_ps_ckpt_wait(ember_ps_ckpt_t *ckpt);
+
+/**
  * Copy @tables (all at @step) and hand them to the writer; first waits for
- * the previous write.  Fails (text in @err) when a copy cannot be made;
- * the write's own failure is reported by ember_ps_ckpt_poll.
+ * the previous write.  Fails (text in @err) when a copy cannot be made, or
+ * when the previous write's report was not taken (ember_ps_ckpt_wait, then
+ * ember_ps_ckpt_poll); the write's own failure is reported by
+ * ember_ps_ckpt_poll.
  */
 ember_status_t ember_ps_ckpt_take(ember_ps_ckpt_t *ckpt, ember_shard_t *const *tables, size_t count,
                                   uint64_t step, char *err, size_t err_length);

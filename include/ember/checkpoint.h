@@ -143,8 +143,10 @@ typedef struct {
 int ember_checkpoint_poll(ember_checkpoint_t *ckpt, ember_checkpoint_event_t *event_p);
 /** The coordinator: wait (blocks) until every checkpoint up to @steps is
  * complete or failed.  Other ranks: OK at once.  Errors: ERR_IO (one
- * failed, the cause in @err), ERR_PEER_LOST (a rank lost before it wrote
- * its file, named), ERR_CANCELED. */
+ * failed, the cause in @err), ERR_PEER_LOST (a rank lost before it reported
+ * its file, named), ERR_TIMED_OUT (a PS whose file it waits for no longer
+ * answers: asked every 10 s of waiting, each ask bounded by the RPC
+ * timeout; named), ERR_CANCELED. */
 ember_status_t ember_checkpoint_finish(ember_checkpoint_t *ckpt, uint64_t steps, char *err,
                                        size_t err_length);
 

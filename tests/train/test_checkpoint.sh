@@ -348,6 +348,25 @@ more_steps)
         fail "the resumed run is not bit-identical to the uninterrupted one"
     echo "${whole#] } in both; resumed bit for bit"
     ;;
+every_step)
+    # A checkpoint after every one of 100 fast steps on 2 PS: each PS's
+    # writer ends a write while the next is due, so a report must not be
+    # replaced by the next write's (the job then waited for it until a rank
+    # left).  Three runs: the race needed about one in three.
+    for n in 1 2 3; do
+        rm -rf "$work/ckpt"
+        ember "$work/out" 2 --ps 2 --replay "$golden/seed_sum_2t.safetensors" --checkpoint-dir \
+            "$work/ckpt" --checkpoint-every 1 --checkpoint-keep 100 ||
+            fail "run $n exited $?"
+        for s in $(seq 1 100); do
+            m=$work/ckpt/step-$(printf %012d "$s")/manifest
+            [ "$(grep -c '^file ' "$m" 2>/dev/null)" = 4 ] ||
+                fail "run $n: step $s's checkpoint is not complete ($m: 2 trainers' and 2 PS' files)"
+        done
+    done
+    grep -q "refused" "$work/out" && fail "a checkpoint report was refused"
+    echo "3 runs: 100 complete checkpoints each"
+    ;;
 refused)
     base=(--hidden 8 --epochs 2 --batches 5 --optimizer adam --lr 0.01)
     ember "$work/out" 1 "${base[@]}" --checkpoint-dir "$work/ckpt" || fail "the first run exited $?"

@@ -212,7 +212,7 @@ static ember_status_t read_optimizers(const reading_t *r, trainer_t *t, char *er
         char name[EMBER_MODEL_NAME_MAX];
         uint64_t steps;
         for (size_t a = 0; a < n; a++) {
-            const ember_st_tensor_t *tensor;
+            const ember_st_tensor_t *tensor = NULL; /* set unless it fails */
             snprintf(name, sizeof(name), "optimizer.%zu.%s", m, arrays[a].name);
             EMBER_CHECK(find_tensor(r, name, arrays[a].dtype, arrays[a].rows * arrays[a].per_row,
                                     &tensor, err, err_length));
@@ -229,7 +229,7 @@ static ember_status_t read_optimizers(const reading_t *r, trainer_t *t, char *er
 static ember_status_t read_losses(const reading_t *r, trainer_t *t, uint64_t steps, char *err,
                                   size_t err_length)
 {
-    const ember_st_tensor_t *tensor;
+    const ember_st_tensor_t *tensor = NULL; /* set unless it fails */
     EMBER_CHECK(find_tensor(r, "losses", EMBER_DTYPE_F32, steps, &tensor, err, err_length));
     if (steps > t->losses_capacity) {
         float *grown = realloc(t->losses, steps * sizeof(float));
