@@ -38,7 +38,7 @@ struct ember_ps_ckpt {
     size_t copy_count;
     ember_status_t copy_status;
     char copy_err[256];
-    int finished; /* @done holds a report not yet polled */
+    int finished;  /* @done holds a report not yet polled */
     double waited; /* by ember_ps_ckpt_wait since the last take */
     ember_msg_ckpt_done_t done;
     /* the write handed over */
