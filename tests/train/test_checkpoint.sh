@@ -367,6 +367,47 @@ every_step)
     grep -q "refused" "$work/out" && fail "a checkpoint report was refused"
     echo "3 runs: 100 complete checkpoints each"
     ;;
+ps_silent)
+    # ps0 stopped (SIGSTOP) while it writes the last checkpoint's file: the
+    # master's wait for that file must end, naming ps0, not hang.  A
+    # 1,000,000 x 64 table takes its writer a second or more.
+    export EMBER_RPC_TIMEOUT=8
+    start=$(date +%s)
+    timeout 120 "$run" -n 4 "$train" --data synthetic --rows 1000000 --dim 64 --epochs 1 \
+        --batches 5 --checkpoint-dir "$work/ckpt" --checkpoint-every 5 >"$work/out" 2>&1 &
+    bg=$!
+    step5=$work/ckpt/step-000000000005
+    for _ in $(seq 1 2400); do # its writer has begun the file (durable.c's temporary)
+        [ -f "$step5/ps0.safetensors.tmp" ] || [ -f "$step5/ps0.safetensors" ] && break
+        sleep 0.02
+    done
+    ps0=
+    for p in $(pgrep -f "$work/ember-train"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "EMBER_RANK=3" && ps0=$p
+    done
+    [ -n "$ps0" ] || fail "no ps0 to stop"
+    kill -STOP "$ps0"
+    wait "$bg"
+    rc=$?
+    kill -KILL "$ps0" 2>/dev/null
+    if [ -f "$step5/ps0.safetensors" ]; then
+        echo "SKIP: ps0 had written its file before it was stopped (nothing to check)"
+        exit 77
+    fi
+    [ $rc -ne 124 ] || fail "the job hung"
+    [ $rc -ne 0 ] || fail "the job succeeded without ps0's file"
+    # Usually the master's wait for the file names ps0; when the stop came
+    # before ps0 answered the last push, the trainers name it first.
+    if grep -q "the checkpoint after step 5: ps0, whose file it awaits, does not answer" \
+        "$work/out"; then
+        by="the master's wait for its file"
+    elif grep -q "the last step's gradient push to ps0 failed: .*timed out" "$work/out"; then
+        by="the trainers' last push"
+    else
+        fail "no rank named ps0 as silent"
+    fi
+    echo "ended in $(($(date +%s) - start)) s, ps0 named by $by"
+    ;;
 refused)
     base=(--hidden 8 --epochs 2 --batches 5 --optimizer adam --lr 0.01)
     ember "$work/out" 1 "${base[@]}" --checkpoint-dir "$work/ckpt" || fail "the first run exited $?"
