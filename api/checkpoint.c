@@ -99,6 +99,28 @@ static int owes_report(const ember_checkpoint_t *ckpt, int rank)
     return role == EMBER_ROLE_TRAINER || (role == EMBER_ROLE_PS && ckpt->holding[index]);
 }
 
+/* The checkpoint of @step while it collects reports, or NULL. */
+static const pending_t *pending_find(const ember_checkpoint_t *ckpt, uint64_t step)
+{
+    for (size_t i = 0; step && i < PENDING_MAX; i++) {
+        if (ckpt->pending[i].step == step)
+            return &ckpt->pending[i];
+    }
+    return NULL;
+}
+
+/* The step of the oldest checkpoint collecting reports; 0 when none. */
+static uint64_t oldest_pending(const ember_checkpoint_t *ckpt)
+{
+    uint64_t oldest = 0;
+    for (size_t i = 0; i < PENDING_MAX; i++) {
+        if (ckpt->pending[i].step && (!oldest || ckpt->pending[i].step < oldest))
+            oldest = ckpt->pending[i].step;
+    }
+    return oldest;
+}
+
+/* The checkpoint of @step, a free slot taken for it when it has none. */
 static pending_t *pending_of(ember_checkpoint_t *ckpt, uint64_t step)
 {
     pending_t *free_slot = NULL;
@@ -156,16 +178,6 @@ static void describe(const ember_checkpoint_t *ckpt, ember_ckpt_manifest_t *m)
         ember_ckpt_manifest_set(m, ckpt->keys[i], ckpt->values[i]);
 }
 
-/* Whether a checkpoint before @step still collects reports. */
-static int older_pending(const ember_checkpoint_t *ckpt, uint64_t step)
-{
-    for (size_t i = 0; i < PENDING_MAX; i++) {
-        if (ckpt->pending[i].step && ckpt->pending[i].step < step)
-            return 1;
-    }
-    return 0;
-}
-
 /* Every report is in: the manifest (last), then the older ones pruned. */
 static void complete(ember_checkpoint_t *ckpt, pending_t *p)
 {
@@ -194,7 +206,8 @@ static void complete(ember_checkpoint_t *ckpt, pending_t *p)
         event_push(ckpt, p, dir, 0);
         /* Pruning removes unfinished directories older than the newest
          * complete one: not while an older checkpoint still collects. */
-        if (!older_pending(ckpt, p->step) &&
+        const uint64_t oldest = oldest_pending(ckpt); /* p's own at least */
+        if (oldest == p->step &&
             ember_ckpt_prune(ckpt->root, ckpt->keep, err, sizeof(err)) != EMBER_OK)
             ember_warn("checkpoint", "pruning old checkpoints: %s", err);
     }
@@ -230,10 +243,8 @@ static ember_status_t report_take(ember_checkpoint_t *ckpt, int rank,
                                   const ember_msg_ckpt_done_t *done, char *err, size_t err_length)
 {
     pending_t *p = NULL;
-    int open = 0; /* a checkpoint older than the last complete one may still collect */
-    for (size_t i = 0; i < PENDING_MAX; i++)
-        open |= ckpt->pending[i].step == done->step;
-    if (!open && done->step <= ckpt->last_complete)
+    /* A checkpoint older than the last complete one may still collect. */
+    if (!pending_find(ckpt, done->step) && done->step <= ckpt->last_complete)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "a report of step %llu, not after the last complete one",
                                  (unsigned long long)done->step);
@@ -727,22 +738,17 @@ int ember_checkpoint_poll(ember_checkpoint_t *ckpt, ember_checkpoint_event_t *ev
 /* Whether a checkpoint up to @steps is still collecting reports. */
 static int collecting(const ember_checkpoint_t *ckpt, uint64_t steps)
 {
-    for (size_t i = 0; i < PENDING_MAX; i++) {
-        if (ckpt->pending[i].step && ckpt->pending[i].step <= steps)
-            return 1;
-    }
+    const uint64_t oldest = oldest_pending(ckpt);
+    if (oldest && oldest <= steps)
+        return 1;
     return ckpt->last_complete < steps && ckpt->last_failed < steps;
 }
 
 /* The checkpoint a finish up to @steps waits for: the oldest collecting. */
 static uint64_t awaited_step(const ember_checkpoint_t *ckpt, uint64_t steps)
 {
-    uint64_t oldest = steps;
-    for (size_t i = 0; i < PENDING_MAX; i++) {
-        if (ckpt->pending[i].step && ckpt->pending[i].step < oldest)
-            oldest = ckpt->pending[i].step;
-    }
-    return oldest;
+    const uint64_t oldest = oldest_pending(ckpt);
+    return oldest && oldest < steps ? oldest : steps;
 }
 
 /* A rank lost whose report of @step has not come: it never will. */
@@ -751,10 +757,8 @@ static int rank_lost(const ember_checkpoint_t *ckpt, uint64_t step)
     for (int r = 0; r < ckpt->job->world; r++) {
         if (!owes_report(ckpt, r) || !ember_tp_peer_lost(ckpt->job->tp, r))
             continue;
-        int reported = 0;
-        for (size_t i = 0; i < PENDING_MAX; i++)
-            reported |= ckpt->pending[i].step == step && ckpt->pending[i].reported[r];
-        if (!reported)
+        const pending_t *p = pending_find(ckpt, step);
+        if (!p || !p->reported[r])
             return r;
     }
     return -1;
@@ -771,11 +775,7 @@ static int rank_lost(const ember_checkpoint_t *ckpt, uint64_t step)
 static int silent_ps(ember_checkpoint_t *ckpt, uint64_t step, char *why, size_t why_length)
 {
     ember_job_t *job = ckpt->job;
-    const pending_t *p = NULL;
-    for (size_t i = 0; i < PENDING_MAX; i++) {
-        if (ckpt->pending[i].step == step)
-            p = &ckpt->pending[i];
-    }
+    const pending_t *p = pending_find(ckpt, step);
     for (int r = 0; r < job->world; r++) {
         if (ember_job_role(job, r, NULL) != EMBER_ROLE_PS || !owes_report(ckpt, r) ||
             (p && p->reported[r]))

@@ -515,6 +515,16 @@ static void open_tables(ember_job_t *job, ember_table_t **tables)
                  tspecs[k].name);
 }
 
+/* Trainer 0 (rank 0) creates the tables, the other trainers open them. */
+static void trainer_tables(ember_job_t *job, int rank, const setup_t *setup, int init_rows,
+                           ember_table_t **tables)
+{
+    if (rank == 0)
+        create_tables(job, setup, init_rows, tables);
+    else
+        open_tables(job, tables);
+}
+
 static ember_ebc_t *make_ebc(ember_job_t *job, const fspec_t *fs, ember_table_t *const *tables,
                              uint64_t start_step, ember_device_t *device)
 {
@@ -613,10 +623,7 @@ static int run_train(int rank, const setup_t *setup, const fspec_t *features)
     ref_t ref;
     ref_build(&ref, setup, features);
     ember_table_t *tables[NT];
-    if (rank == 0)
-        create_tables(job, setup, 1, tables);
-    else
-        open_tables(job, tables);
+    trainer_tables(job, rank, setup, 1, tables);
     device_setup(job);
     ember_ebc_t *ebc = make_ebc(job, features, tables, 0, g_device);
     train(&ref, ebc, (uint32_t)rank, 0, setup->steps);
@@ -761,10 +768,7 @@ static int visible(int rank, int world, void *arg)
     ref_t ref;
     ref_build(&ref, &setup, fmixed);
     ember_table_t *tables[NT];
-    if (rank == 0)
-        create_tables(job, &setup, 1, tables);
-    else
-        open_tables(job, tables);
+    trainer_tables(job, rank, &setup, 1, tables);
     device_setup(job);
     ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0, g_device);
     const uint32_t t = (uint32_t)rank;
@@ -1091,10 +1095,7 @@ static int ckpt_first(int rank, int world, void *arg)
     ref_t ref;
     ref_build(&ref, &ckpt_setup, fmixed);
     ember_table_t *tables[NT];
-    if (rank == 0)
-        create_tables(job, &ckpt_setup, 1, tables);
-    else
-        open_tables(job, tables);
+    trainer_tables(job, rank, &ckpt_setup, 1, tables);
     ember_checkpoint_t *ckpt = ckpt_open(job, 2, 0);
     device_setup(job);
     ember_ebc_t *ebc = make_ebc(job, fmixed, tables, 0, g_device);
@@ -1291,10 +1292,7 @@ static int run_signal(int rank, int sig)
     ref_t ref;
     ref_build(&ref, &setup, fmixed);
     ember_table_t *tables[NT];
-    if (rank == 0)
-        create_tables(job, &setup, 1, tables);
-    else
-        open_tables(job, tables);
+    trainer_tables(job, rank, &setup, 1, tables);
     ember_checkpoint_config_t config;
     ember_checkpoint_t *ckpt = NULL;
     char err[400];

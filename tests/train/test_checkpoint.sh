@@ -101,6 +101,20 @@ same_bits() {
 }
 close_to() { "${check[@]}" compare "$1" "$2" --tol 1e-6 >>"$work/out" 2>&1; }
 
+# The signal cases' job stopped at a checkpoint after step $1 (of ${long[@]},
+# whose uninterrupted run saved whole.safetensors): before its end, and it
+# resumes bit for bit.
+resumes_bit_for_bit() {
+    local stopped=$1
+    [ "$stopped" -lt 30000 ] || fail "stopped only at the end"
+    [ -s "$work/ckpt/step-$(printf %012d "$stopped")/manifest" ] || fail "no manifest of step $stopped"
+    ember "$work/out" 1 "${long[@]}" --resume "$work/ckpt" --checkpoint-dir "$work/ckpt" \
+        --save "$work/resumed.safetensors" || fail "the resumed run exited $?"
+    grep -q "resuming from .*(step $stopped)" "$work/out" || fail "did not resume from step $stopped"
+    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
+        fail "the resumed run is not bit-identical to the uninterrupted one"
+}
+
 case "$case_name" in
 resume:*)
     IFS=: read -r _ model opt p1 s1 p2 s2 <<<"$case_name"
@@ -148,13 +162,7 @@ signal)
     cat "$work"/rank*.log >"$work/out"
     stopped=$(grep -o "stopped after step [0-9]*" "$work/rank2.log" | grep -o "[0-9]*$")
     [ -n "$stopped" ] || fail "SIGTERM did not stop the job at a checkpoint (exit codes ${codes[*]})"
-    [ "$stopped" -lt 30000 ] || fail "stopped only at the end"
-    [ -s "$work/ckpt/step-$(printf %012d "$stopped")/manifest" ] || fail "no manifest of step $stopped"
-    ember "$work/out" 1 "${long[@]}" --resume "$work/ckpt" --checkpoint-dir "$work/ckpt" \
-        --save "$work/resumed.safetensors" || fail "the resumed run exited $?"
-    grep -q "resuming from .*(step $stopped)" "$work/out" || fail "did not resume from step $stopped"
-    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
-        fail "the resumed run is not bit-identical to the uninterrupted one"
+    resumes_bit_for_bit "$stopped"
     echo "stopped after step $stopped; resumed bit for bit"
     ;;
 signal_run)
@@ -177,13 +185,7 @@ signal_run)
     cp "$work/run.log" "$work/out"
     stopped=$(grep -o "stopped after step [0-9]*" "$work/run.log" | grep -o "[0-9]*$")
     [ -n "$stopped" ] || fail "SIGTERM to ember-run did not stop the job at a checkpoint (exit $code)"
-    [ "$stopped" -lt 30000 ] || fail "stopped only at the end"
-    [ -s "$work/ckpt/step-$(printf %012d "$stopped")/manifest" ] || fail "no manifest of step $stopped"
-    ember "$work/out" 1 "${long[@]}" --resume "$work/ckpt" --checkpoint-dir "$work/ckpt" \
-        --save "$work/resumed.safetensors" || fail "the resumed run exited $?"
-    grep -q "resuming from .*(step $stopped)" "$work/out" || fail "did not resume from step $stopped"
-    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
-        fail "the resumed run is not bit-identical to the uninterrupted one"
+    resumes_bit_for_bit "$stopped"
     echo "stopped by ember-run's SIGTERM after step $stopped (exit $code); resumed bit for bit"
     ;;
 torn:*)
