@@ -708,19 +708,28 @@ static int check_batch(const ember_criteo_batch_t *b, uint64_t s)
     return 0;
 }
 
+/* The A and B files read by one trainer in batches of 4, holding 2. */
+static int open_holding(files_t *files, ember_criteo_data_t **d)
+{
+    char err[1024];
+    rows_init();
+    if (make_files(files, UINT64_MAX, 0))
+        return 1;
+    run_t run = {0, 1, 4, 0, N_AB, EXPECT_TSV};
+    ember_criteo_data_config_t config = config_of(files->spec, &run, 1);
+    config.hold = 2;
+    CHECK(ember_criteo_data_open(&config, d, err, sizeof(err)) == EMBER_OK, "%s", err);
+    return 0;
+}
+
 static int case_hold(void)
 {
     files_t files;
     char err[1024];
-    rows_init();
-    if (make_files(&files, UINT64_MAX, 0))
-        return 1;
-    run_t run = {0, 1, 4, 0, N_AB, EXPECT_TSV};
-    ember_criteo_data_config_t config = config_of(files.spec, &run, 1);
-    config.hold = 2;
     ember_criteo_data_t *d;
     ember_criteo_batch_t held[2], b;
-    CHECK(ember_criteo_data_open(&config, &d, err, sizeof(err)) == EMBER_OK, "%s", err);
+    if (open_holding(&files, &d))
+        return 1;
     CHECK(ember_criteo_data_release(d) == EMBER_ERR_INVALID_PARAM, "a release of nothing held");
     CHECK(ember_criteo_data_take(d, &held[0], err, sizeof(err)) == EMBER_OK &&
                   ember_criteo_data_take(d, &held[1], err, sizeof(err)) == EMBER_OK,
@@ -759,16 +768,11 @@ static int case_hold_end(void)
 {
     files_t files;
     char err[1024];
-    rows_init();
-    if (make_files(&files, UINT64_MAX, 0))
-        return 1;
-    run_t run = {0, 1, 4, 0, N_AB, EXPECT_TSV};
-    ember_criteo_data_config_t config = config_of(files.spec, &run, 1);
-    config.hold = 2;
     ember_criteo_data_t *d;
     ember_criteo_batch_t cur, next, b;
     const uint64_t batches = N_AB / 4;
-    CHECK(ember_criteo_data_open(&config, &d, err, sizeof(err)) == EMBER_OK, "%s", err);
+    if (open_holding(&files, &d))
+        return 1;
     CHECK(ember_criteo_data_take(d, &cur, err, sizeof(err)) == EMBER_OK, "%s", err);
     for (int epoch = 0; epoch < 3; epoch++) {
         for (uint64_t s = 1; s < batches; s++) {
