@@ -17,22 +17,9 @@ build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) cmake=$3 generator=$4 cc=$5
 libdir=$6 python=$7 sanitize=${8:-}
 san_flags=()
 [[ -n $sanitize ]] && san_flags=(-fsanitize="$sanitize")
-work=$(mktemp -d /tmp/ember-example-install.XXXXXX)
-prefix=$work/prefix
-manifest=$build/install_manifest.txt
-[[ -f $manifest ]] && cp -p "$manifest" "$work/manifest.saved"
-cleanup() {
-    if [[ -f $work/manifest.saved ]]; then
-        cp -p "$work/manifest.saved" "$manifest"
-    else
-        rm -f "$manifest"
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
+stem=ember-example-install
+source "$(dirname "$0")/../common/install_work.sh"
 unset LD_LIBRARY_PATH PKG_CONFIG_PATH CMAKE_PREFIX_PATH
-fail() { echo "FAIL: $*"; echo "--- output:"; tail -40 "$work/out" 2>/dev/null; exit 1; }
-step() { echo "== $*"; : >"$work/out"; }
 
 step "cmake --install $build --prefix $prefix"
 "$cmake" --install "$build" --prefix "$prefix" >"$work/out" 2>&1 || fail "cmake --install exited $?"

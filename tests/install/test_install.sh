@@ -26,23 +26,10 @@ libdir=$6 have_cuda=$7 sanitize=${8:-}
 # A sanitized libember wants its consumers built with the same sanitizer.
 san_flags=()
 [[ -n $sanitize ]] && san_flags=(-fsanitize="$sanitize")
-work=$(mktemp -d /tmp/ember-install-test.XXXXXX)
-prefix=$work/prefix
+stem=ember-install-test
+source "$(dirname "$0")/../common/install_work.sh"
 lib=$prefix/$libdir
-manifest=$build/install_manifest.txt
-[[ -f $manifest ]] && cp -p "$manifest" "$work/manifest.saved"
-cleanup() {
-    if [[ -f $work/manifest.saved ]]; then
-        cp -p "$work/manifest.saved" "$manifest"
-    else
-        rm -f "$manifest"
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
 unset LD_LIBRARY_PATH
-fail() { echo "FAIL: $*"; echo "--- output:"; tail -40 "$work/out" 2>/dev/null; exit 1; }
-step() { echo "== $*"; : >"$work/out"; }
 runpath() { readelf -d "$1" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]$/\1/p'; }
 
 step "cmake --install $build --prefix $prefix"
