@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void handshake_prove(const ember_tp_t *tp, const char *label, tp_hello_t *msg);
+
 /* ---- incoming connections ------------------------------------------------ */
 
 void tp_note_dropped(ember_tp_t *tp, const char *what)
@@ -359,9 +361,11 @@ static ember_status_t peer_connect(ember_tp_t *tp, tp_peer_t *peer)
         return tp_status_from_ucs(status);
     }
     peer->state = TP_PEER_CONNECTING;
-    /* HELLO proves nothing (it could be replayed): it only asks for the
-     * challenge that both sides' proofs answer. */
+    /* HELLO proves the secret, so that B answers no outsider, but not its
+     * freshness (B refuses a nonce it has seen): the challenge that both
+     * sides' proofs answer does. */
     memcpy(message.nonce, peer->nonce, sizeof(message.nonce));
+    handshake_prove(tp, "ember-hello", &message);
 
     hello = ember_pool_zalloc(&tp->pool, sizeof(*hello));
     if (!hello)
@@ -425,8 +429,7 @@ ember_status_t tp_peer_connect_wait(ember_tp_t *tp, int rank)
     while ((peer->state == TP_PEER_CONNECTING || peer->state == TP_PEER_CONFIRMING) &&
            ember_time_now() < deadline)
         ember_tp_wait(tp, 0.01);
-    if (peer->state == TP_PEER_CONNECTING || peer->state == TP_PEER_CONFIRMING)
-        tp_peer_lost(tp, rank, EMBER_ERR_TIMED_OUT, "no answer to our connection");
+    tp_handshake_expired(tp, rank);
     if (peer->state != TP_PEER_READY) {
         tp_progress_once(tp);
         return peer->error ? peer->error : EMBER_ERR_PEER_LOST;
@@ -601,7 +604,7 @@ void tp_check_liveness(ember_tp_t *tp, double now)
 
 /* A side's proof (tp_hello_t's comment): @src proves it to @dst. */
 static void handshake_mac(const ember_tp_t *tp, const char *label, uint32_t src, uint32_t dst,
-                          const uint8_t *nonce, const uint8_t *peer_nonce,
+                          int32_t status, const uint8_t *nonce, const uint8_t *peer_nonce,
                           uint8_t mac[TP_AUTH_MAC_SIZE])
 {
     const uint8_t *src_digest =
@@ -611,11 +614,61 @@ static void handshake_mac(const ember_tp_t *tp, const char *label, uint32_t src,
     tp_auth_part_t parts[] = {{label, strlen(label)},
                               {&src, sizeof(src)},
                               {&dst, sizeof(dst)},
+                              {&status, sizeof(status)},
                               {nonce, TP_AUTH_NONCE_SIZE},
                               {peer_nonce, TP_AUTH_NONCE_SIZE},
                               {src_digest, TP_AUTH_MAC_SIZE},
                               {dst_digest, TP_AUTH_MAC_SIZE}};
-    tp_auth_hmac(&tp->secret, parts, 7, mac);
+    tp_auth_hmac(&tp->secret, parts, sizeof(parts) / sizeof(parts[0]), mac);
+}
+
+/* Whether @msg carries @label's proof of its sender. */
+static int handshake_proven(const ember_tp_t *tp, const char *label, const tp_hello_t *msg)
+{
+    uint8_t expected[TP_AUTH_MAC_SIZE];
+    handshake_mac(tp, label, msg->src_rank, msg->dst_rank, msg->status, msg->nonce, msg->peer_nonce,
+                  expected);
+    return tp_auth_mac_equal(expected, msg->mac);
+}
+
+/* Fill in @msg's proof, by us, under @label. */
+static void handshake_prove(const ember_tp_t *tp, const char *label, tp_hello_t *msg)
+{
+    handshake_mac(tp, label, msg->src_rank, msg->dst_rank, msg->status, msg->nonce, msg->peer_nonce,
+                  msg->mac);
+}
+
+/* An answer to our handshake with @peer that proved nothing: dropped,
+ * counted, and said when the handshake expires (tp_handshake_expired). */
+static void handshake_unproven(ember_tp_t *tp, tp_peer_t *peer, const char *what)
+{
+    peer->unproven++;
+    if (++tp->refused_handshakes <= TP_NOTED_MAX)
+        ember_warn("tp",
+                   "dropped %s claiming to come from %s (rank %d): it does not prove the "
+                   "job secret%s",
+                   what, peer->name, peer->rank,
+                   tp->refused_handshakes == TP_NOTED_MAX ? "; further ones are only counted" : "");
+}
+
+void tp_handshake_expired(ember_tp_t *tp, int rank)
+{
+    tp_peer_t *peer = &tp->peers[rank];
+    char reason[160];
+
+    if (peer->state != TP_PEER_CONNECTING && peer->state != TP_PEER_CONFIRMING)
+        return;
+    if (!peer->unproven) {
+        tp_peer_lost(tp, rank, EMBER_ERR_TIMED_OUT, "no answer to our connection");
+        return;
+    }
+    /* Only answers that proved nothing: a wrong secret or address on one
+     * side (or an outsider's forgeries, and no answer from the peer). */
+    snprintf(reason, sizeof(reason),
+             "no proven answer to our connection: %u answer(s) did not prove the job secret "
+             "for the address it published",
+             peer->unproven);
+    tp_peer_lost(tp, rank, EMBER_ERR_AUTH, reason);
 }
 
 /* A handshake message is its struct, whole, with no header or rendezvous,
@@ -685,16 +738,80 @@ static tp_pending_t *pending_slot(ember_tp_t *tp, ucp_ep_h reply_ep, double now)
     return &tp->pending[tp->pending_handshakes++];
 }
 
-/* B: a HELLO.  Answer it with a challenge; nothing is accepted yet. */
+/* Whether a HELLO from @ep may have its proof checked now (see
+ * TP_HELLO_RATE): a token from its slot, or from the shared bucket. */
+static int bucket_take(tp_hello_bucket_t *bucket, double rate, double now)
+{
+    bucket->tokens += (now - bucket->last) * rate;
+    if (bucket->tokens > rate)
+        bucket->tokens = rate;
+    bucket->last = now;
+    if (bucket->tokens < 1.0)
+        return 0;
+    bucket->tokens -= 1.0;
+    return 1;
+}
+
+static int hello_allowed(ember_tp_t *tp, ucp_ep_h ep, double now)
+{
+    tp_hello_bucket_t *slot = &tp->hello_buckets[((uintptr_t)ep >> 4) % TP_HELLO_SLOTS];
+    if (slot->ep != ep && (!slot->ep || now - slot->last > 1.0))
+        *slot = (tp_hello_bucket_t){.ep = ep, .tokens = TP_HELLO_RATE, .last = now};
+    if (slot->ep == ep)
+        return bucket_take(slot, TP_HELLO_RATE, now);
+    return bucket_take(&tp->hello_shared, TP_HELLO_SHARED_RATE, now);
+}
+
+/* A proven HELLO's nonce: 1 the first time, 0 for a replay (then dropped). */
+static int nonce_fresh(ember_tp_t *tp, const uint8_t nonce[TP_AUTH_NONCE_SIZE])
+{
+    for (size_t i = 0; i < tp->seen_count; i++) {
+        if (memcmp(tp->seen_nonces[i], nonce, TP_AUTH_NONCE_SIZE) == 0)
+            return 0;
+    }
+    memcpy(tp->seen_nonces[tp->seen_next], nonce, TP_AUTH_NONCE_SIZE);
+    tp->seen_next = (tp->seen_next + 1) % TP_SEEN_NONCES;
+    if (tp->seen_count < TP_SEEN_NONCES)
+        tp->seen_count++;
+    return 1;
+}
+
+static const uint8_t zero_nonce[TP_AUTH_NONCE_SIZE];
+
+/* B: a HELLO.  Answer it with a challenge if it proves the secret and is
+ * new; nothing is accepted yet. */
 ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length, void *data,
                             size_t length, const ucp_am_recv_param_t *param)
 {
     ember_tp_t *tp = arg;
     tp_hello_t hello, challenge;
+    double now = ember_time_coarse();
 
     (void)header;
     if (!handshake_take(tp, header_length, data, length, param, &hello))
         return UCS_OK;
+    if (hello.status != 0 || memcmp(hello.peer_nonce, zero_nonce, sizeof(zero_nonce)) != 0) {
+        tp->dropped_messages++;
+        return UCS_OK;
+    }
+    if (!hello_allowed(tp, param->reply_ep, now)) {
+        tp->limited_hellos++;
+        return UCS_OK;
+    }
+    if (!handshake_proven(tp, "ember-hello", &hello)) {
+        if (++tp->refused_handshakes <= TP_NOTED_MAX)
+            ember_warn("tp",
+                       "refused a connection claiming to be rank %u (%s): it does not prove "
+                       "the job secret%s",
+                       hello.src_rank, tp->peers[hello.src_rank].name,
+                       tp->refused_handshakes == TP_NOTED_MAX ? "; further ones are only counted"
+                                                              : "");
+        return UCS_OK;
+    }
+    if (!nonce_fresh(tp, hello.nonce)) {
+        tp->dropped_messages++; /* a replay: its sender cannot answer our challenge */
+        return UCS_OK;
+    }
     tp_pending_t *pending = pending_slot(tp, param->reply_ep, ember_time_now());
     challenge = (tp_hello_t){.magic = TP_MAGIC,
                              .version = TP_VERSION,
@@ -709,10 +826,26 @@ ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
             .reply_ep = param->reply_ep, .rank = (int)hello.src_rank, .since = ember_time_now()};
     memcpy(pending->nonce, challenge.nonce, sizeof(pending->nonce));
     memcpy(pending->peer_nonce, challenge.peer_nonce, sizeof(pending->peer_nonce));
-    handshake_mac(tp, "ember-challenge", challenge.src_rank, challenge.dst_rank, challenge.nonce,
-                  challenge.peer_nonce, challenge.mac);
+    handshake_prove(tp, "ember-challenge", &challenge);
     handshake_queue(tp, param->reply_ep, TP_AM_CHALLENGE, &challenge);
     return UCS_OK;
+}
+
+/* A: the peer a CHALLENGE or ACCEPT claims to come from, if it came on our
+ * own endpoint to that peer, in handshake @state, for our nonce (and its,
+ * once known); else NULL (dropped: stale, or not an answer of that peer's). */
+static tp_peer_t *handshake_answerer(ember_tp_t *tp, const tp_hello_t *msg,
+                                     const ucp_am_recv_param_t *param, tp_peer_state_t state)
+{
+    tp_peer_t *peer = &tp->peers[msg->src_rank];
+    if (peer->state != state || param->reply_ep != peer->ep ||
+        memcmp(msg->nonce, peer->nonce, sizeof(msg->nonce)) != 0 ||
+        (state == TP_PEER_CONFIRMING &&
+         memcmp(msg->peer_nonce, peer->peer_nonce, sizeof(msg->peer_nonce)) != 0)) {
+        tp->dropped_messages++;
+        return NULL;
+    }
+    return peer;
 }
 
 /* A: B's challenge to our HELLO.  Check B's proof, then prove ours. */
@@ -721,30 +854,21 @@ ucs_status_t tp_am_challenge_cb(void *arg, const void *header, size_t header_len
 {
     ember_tp_t *tp = arg;
     tp_hello_t challenge, confirm;
-    uint8_t expected[TP_AUTH_MAC_SIZE];
 
     (void)header;
     if (!handshake_take(tp, header_length, data, length, param, &challenge))
         return UCS_OK;
-    tp_peer_t *peer = &tp->peers[challenge.src_rank];
-    if (peer->state != TP_PEER_CONNECTING ||
-        memcmp(challenge.nonce, peer->nonce, sizeof(challenge.nonce)) != 0) {
-        tp->dropped_messages++; /* stale, or not an answer to our HELLO */
+    tp_peer_t *peer = handshake_answerer(tp, &challenge, param, TP_PEER_CONNECTING);
+    if (!peer)
         return UCS_OK;
-    }
-    handshake_mac(tp, "ember-challenge", challenge.src_rank, challenge.dst_rank, challenge.nonce,
-                  challenge.peer_nonce, expected);
-    if (!tp_auth_mac_equal(expected, challenge.mac)) {
-        tp_peer_lost(tp, peer->rank, EMBER_ERR_AUTH,
-                     "its answer to our connection does not prove the job secret for "
-                     "the address it published");
+    if (challenge.status != 0 || !handshake_proven(tp, "ember-challenge", &challenge)) {
+        handshake_unproven(tp, peer, "a challenge");
         return UCS_OK;
     }
     confirm = challenge;
     confirm.src_rank = (uint32_t)tp->rank;
     confirm.dst_rank = challenge.src_rank;
-    handshake_mac(tp, "ember-confirm", confirm.src_rank, confirm.dst_rank, confirm.nonce,
-                  confirm.peer_nonce, confirm.mac);
+    handshake_prove(tp, "ember-confirm", &confirm);
     memcpy(peer->peer_nonce, challenge.peer_nonce, sizeof(peer->peer_nonce));
     peer->state = TP_PEER_CONFIRMING;
     handshake_queue(tp, peer->ep, TP_AM_CONFIRM, &confirm);
@@ -757,7 +881,6 @@ ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_lengt
 {
     ember_tp_t *tp = arg;
     tp_hello_t confirm, accept;
-    uint8_t expected[TP_AUTH_MAC_SIZE];
 
     (void)header;
     if (!handshake_take(tp, header_length, data, length, param, &confirm))
@@ -773,9 +896,7 @@ ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_lengt
     accept = confirm;
     accept.src_rank = (uint32_t)tp->rank;
     accept.dst_rank = confirm.src_rank;
-    handshake_mac(tp, "ember-confirm", confirm.src_rank, confirm.dst_rank, confirm.nonce,
-                  confirm.peer_nonce, expected);
-    if (!tp_auth_mac_equal(expected, confirm.mac)) {
+    if (confirm.status != 0 || !handshake_proven(tp, "ember-confirm", &confirm)) {
         /* Logged for the first few: an outsider must not fill the log. */
         if (++tp->refused_handshakes <= TP_NOTED_MAX)
             ember_warn("tp",
@@ -785,15 +906,14 @@ ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_lengt
                        tp->refused_handshakes == TP_NOTED_MAX ? "; further ones are only counted"
                                                               : "");
         accept.status = EMBER_ERR_AUTH;
-        memset(accept.mac, 0, sizeof(accept.mac));
     } else if (conn_add(tp, param->reply_ep, (int)confirm.src_rank) != EMBER_OK) {
         accept.status = EMBER_ERR_NO_MEMORY;
-        memset(accept.mac, 0, sizeof(accept.mac));
     } else {
         accept.status = EMBER_OK;
-        handshake_mac(tp, "ember-accept", accept.src_rank, accept.dst_rank, accept.nonce,
-                      accept.peer_nonce, accept.mac);
     }
+    /* A refusal is proven too: a rank believes no refusal an outsider could
+     * have sent (one that holds the secret and was refused learns why). */
+    handshake_prove(tp, accept.status == EMBER_OK ? "ember-accept" : "ember-refuse", &accept);
     handshake_queue(tp, param->reply_ep, TP_AM_ACCEPT, &accept);
     return UCS_OK;
 }
@@ -804,30 +924,24 @@ ucs_status_t tp_am_accept_cb(void *arg, const void *header, size_t header_length
 {
     ember_tp_t *tp = arg;
     tp_hello_t accept;
-    uint8_t expected[TP_AUTH_MAC_SIZE];
 
     (void)header;
     if (!handshake_take(tp, header_length, data, length, param, &accept))
         return UCS_OK;
-    tp_peer_t *peer = &tp->peers[accept.src_rank];
-    if (peer->state != TP_PEER_CONFIRMING ||
-        memcmp(accept.nonce, peer->nonce, sizeof(accept.nonce)) != 0 ||
-        memcmp(accept.peer_nonce, peer->peer_nonce, sizeof(accept.peer_nonce)) != 0) {
-        tp->dropped_messages++;
+    tp_peer_t *peer = handshake_answerer(tp, &accept, param, TP_PEER_CONFIRMING);
+    if (!peer)
+        return UCS_OK;
+    if (!handshake_proven(tp, accept.status == EMBER_OK ? "ember-accept" : "ember-refuse",
+                          &accept)) {
+        handshake_unproven(tp, peer, accept.status == EMBER_OK ? "an acceptance" : "a refusal");
         return UCS_OK;
     }
     if (accept.status != EMBER_OK) {
         tp_peer_lost(tp, peer->rank, ember_status_from_wire(accept.status),
                      accept.status == EMBER_ERR_AUTH
-                             ? "it refused our connection: job secret mismatch"
+                             ? "it refused our connection: our proof did not match its secret "
+                               "and address"
                              : "it refused our connection");
-        return UCS_OK;
-    }
-    handshake_mac(tp, "ember-accept", accept.src_rank, accept.dst_rank, accept.nonce,
-                  accept.peer_nonce, expected);
-    if (!tp_auth_mac_equal(expected, accept.mac)) {
-        tp_peer_lost(tp, peer->rank, EMBER_ERR_AUTH,
-                     "its acceptance does not prove the job secret");
         return UCS_OK;
     }
     peer->state = TP_PEER_READY;

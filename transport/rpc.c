@@ -194,6 +194,12 @@ void tp_check_deadlines(ember_tp_t *tp, double now)
             continue;
         }
         tp_peer_t *peer = &tp->peers[future->peer];
+        if (peer->unproven && peer->state != TP_PEER_READY && peer->state != TP_PEER_LOST) {
+            /* Its handshake never got a proven answer: say so, not "timed out". */
+            tp_handshake_expired(tp, future->peer);
+            stuck_send = 1; /* the sweep below fails its calls with that */
+            continue;
+        }
         peer->unanswered = 1; /* shutdown will not wait for it (tp_first_lost) */
         ember_error("tp", "%s op %u to %s (rank %d) timed out after %.1f s",
                     future->kind == TP_FUTURE_RMA ? "RMA" : "call", future->op, peer->name,

@@ -31,8 +31,9 @@ enum {
 #define TP_MAGIC 0x454d4252u /* "EMBR" */
 /* 2: reply batches; 3: call batches; 4: mutual handshake; 5: the engine's
  * LOOKUP with its rows last and its entries together (engine/wire/protocol.h:
- * the engine's messages change with the transport's version) */
-#define TP_VERSION 5
+ * the engine's messages change with the transport's version); 6: every
+ * handshake message proves the secret, HELLO and refusals included */
+#define TP_VERSION 6
 
 /*
  * A two-part payload whose first part is small (a message header of the
@@ -64,13 +65,18 @@ typedef struct {
 
 /*
  * The four messages of the handshake (no ember header, no payload):
- *   HELLO     connecting A -> B  nonce_a
+ *   HELLO     connecting A -> B  nonce_a, A's proof (nonce_b zero)
  *   CHALLENGE B -> A             nonce_a, nonce_b, B's proof
  *   CONFIRM   A -> B             nonce_a, nonce_b, A's proof
  *   ACCEPT    B -> A             status, nonce_a, nonce_b, B's proof
- * A proof is HMAC(secret, label | sender | receiver | nonce_a | nonce_b |
- * SHA-256 of the sender's worker address | of the receiver's), the
- * addresses as each side has them from the store: both sides prove the
+ * A proof is HMAC(secret, label | sender | receiver | status | nonce_a |
+ * nonce_b | SHA-256 of the sender's worker address | of the receiver's),
+ * the addresses as each side has them from the store, the label naming the
+ * message (an ACCEPT that refuses has its own).  Every message proves the
+ * secret, so one from an endpoint without it changes nothing (dropped and
+ * counted): B answers only a HELLO that proves it and whose nonce it has
+ * not seen (a replayed one gets nothing back), A believes a CHALLENGE or
+ * ACCEPT only on its own endpoint to B and proven, and both sides prove the
  * secret over fresh nonces of both, so neither a replayed HELLO nor one
  * relayed from another connection passes, and B takes nothing from the
  * connection before A's CONFIRM is proven.
@@ -139,7 +145,8 @@ typedef struct {
     uint8_t nonce[TP_AUTH_NONCE_SIZE];      /* our HELLO's */
     uint8_t peer_nonce[TP_AUTH_NONCE_SIZE]; /* its CHALLENGE's */
     tp_list_t waiting;                      /* tp_send_t queued until READY */
-    tp_list_t deferred;                     /* small replies held to the end of a handler run, or
+    unsigned unproven;  /* answers to our handshake that proved nothing (dropped) */
+    tp_list_t deferred; /* small replies held to the end of a handler run, or
                          * calls held under ember_rpc_batch_begin (batch.c) */
     size_t deferred_count, deferred_bytes;
     unsigned deferred_am; /* what is held: TP_AM_REPLY or TP_AM_REQUEST */
@@ -177,6 +184,24 @@ typedef struct {
  * the oldest), and how long one may wait. */
 #define TP_PENDING_MAX 256
 #define TP_PENDING_S   10.0
+
+/*
+ * What a HELLO costs before it is known to prove the secret is bounded per
+ * sending endpoint: each gets TP_HELLO_RATE proofs checked a second (a
+ * burst of as many), in one of TP_HELLO_SLOTS slots by its endpoint; an
+ * endpoint whose slot another active one holds draws on one shared bucket
+ * of TP_HELLO_SHARED_RATE.  Over budget, a HELLO is dropped unread (the
+ * job's own ranks send one per connection).
+ */
+#define TP_HELLO_SLOTS       64
+#define TP_HELLO_RATE        8.0
+#define TP_HELLO_SHARED_RATE 256.0
+typedef struct {
+    ucp_ep_h ep;
+    double tokens, last;
+} tp_hello_bucket_t;
+/* Nonces of proven HELLOs answered so far (a replay of one is dropped). */
+#define TP_SEEN_NONCES 4096
 
 typedef enum {
     TP_FUTURE_CALL,
@@ -251,6 +276,10 @@ struct ember_tp {
     size_t conn_count, conn_capacity;
     tp_pending_t pending[TP_PENDING_MAX];
     size_t pending_handshakes;
+    tp_hello_bucket_t hello_buckets[TP_HELLO_SLOTS];
+    tp_hello_bucket_t hello_shared;
+    uint8_t seen_nonces[TP_SEEN_NONCES][TP_AUTH_NONCE_SIZE]; /* a ring */
+    size_t seen_next, seen_count;
     tp_secret_t secret;
     uint8_t address_digest[TP_AUTH_MAC_SIZE]; /* SHA-256 of our worker address */
 
@@ -288,7 +317,8 @@ struct ember_tp {
 
     int failed;                       /* ember_tp_set_failed: shutdown meets nobody */
     unsigned long dropped_messages;   /* malformed or unauthenticated */
-    unsigned long refused_handshakes; /* a CONFIRM that proved nothing */
+    unsigned long refused_handshakes; /* handshake messages that proved nothing */
+    unsigned long limited_hellos;     /* HELLOs dropped unread, over budget */
     unsigned long handled_requests;   /* handlers run for the job's ranks */
     int peer_events;                  /* a peer became ready or was lost: sweep */
     unsigned long event_total;        /* progress events so far (ember_tp_wait) */
@@ -364,6 +394,9 @@ void tp_send_complete(tp_send_t *send, ember_status_t status);
 /* Connect to @rank now (if not yet) and wait for the handshake. */
 ember_status_t tp_peer_connect_wait(ember_tp_t *tp, int rank);
 void tp_peer_lost(ember_tp_t *tp, int rank, ember_status_t status, const char *reason);
+/* Our handshake with @rank ran out of time: lost, as ERR_AUTH naming the
+ * unproven answers it dropped if any, else ERR_TIMED_OUT. */
+void tp_handshake_expired(ember_tp_t *tp, int rank);
 void tp_endpoints_sweep(ember_tp_t *tp);
 void tp_endpoints_close(ember_tp_t *tp, double deadline);
 /* Peers without UCX failure detection: notice when their process is gone. */
