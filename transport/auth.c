@@ -178,3 +178,55 @@ int tp_auth_mac_equal(const uint8_t a[TP_AUTH_MAC_SIZE], const uint8_t b[TP_AUTH
 {
     return CRYPTO_memcmp(a, b, TP_AUTH_MAC_SIZE) == 0;
 }
+
+/* XOR @length bytes of @in with the seal's key stream into @out. */
+static void seal_stream(const tp_secret_t *secret, const char *label, uint32_t context,
+                        const uint8_t nonce[TP_AUTH_NONCE_SIZE], const uint8_t *in, size_t length,
+                        uint8_t *out)
+{
+    uint8_t block[TP_AUTH_MAC_SIZE];
+    for (uint64_t index = 0; index * sizeof(block) < length; index++) {
+        tp_auth_part_t parts[] = {{"ember-seal-stream", 17},
+                                  {label, strlen(label)},
+                                  {&context, sizeof(context)},
+                                  {nonce, TP_AUTH_NONCE_SIZE},
+                                  {&index, sizeof(index)}};
+        tp_auth_hmac(secret, parts, sizeof(parts) / sizeof(parts[0]), block);
+        size_t at = (size_t)index * sizeof(block);
+        size_t n = length - at < sizeof(block) ? length - at : sizeof(block);
+        for (size_t i = 0; i < n; i++)
+            out[at + i] = in[at + i] ^ block[i];
+    }
+}
+
+static void seal_mac(const tp_secret_t *secret, const char *label, uint32_t context,
+                     const uint8_t nonce[TP_AUTH_NONCE_SIZE], const void *sealed, size_t length,
+                     uint8_t mac[TP_AUTH_MAC_SIZE])
+{
+    tp_auth_part_t parts[] = {{"ember-seal", 10},
+                              {label, strlen(label)},
+                              {&context, sizeof(context)},
+                              {nonce, TP_AUTH_NONCE_SIZE},
+                              {sealed, length}};
+    tp_auth_hmac(secret, parts, sizeof(parts) / sizeof(parts[0]), mac);
+}
+
+void tp_auth_seal(const tp_secret_t *secret, const char *label, uint32_t context,
+                  const uint8_t nonce[TP_AUTH_NONCE_SIZE], const void *data, size_t length,
+                  void *out, uint8_t mac[TP_AUTH_MAC_SIZE])
+{
+    seal_stream(secret, label, context, nonce, data, length, out);
+    seal_mac(secret, label, context, nonce, out, length, mac);
+}
+
+int tp_auth_unseal(const tp_secret_t *secret, const char *label, uint32_t context,
+                   const uint8_t nonce[TP_AUTH_NONCE_SIZE], const void *sealed, size_t length,
+                   const uint8_t mac[TP_AUTH_MAC_SIZE], void *out)
+{
+    uint8_t expected[TP_AUTH_MAC_SIZE];
+    seal_mac(secret, label, context, nonce, sealed, length, expected);
+    if (!tp_auth_mac_equal(expected, mac))
+        return 0;
+    seal_stream(secret, label, context, nonce, sealed, length, out);
+    return 1;
+}

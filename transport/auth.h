@@ -51,6 +51,22 @@ void tp_auth_hmac(const tp_secret_t *secret, const tp_auth_part_t *parts, size_t
 /** digest = SHA-256(@data): how a worker address enters a MAC. */
 void tp_auth_digest(const void *data, size_t length, uint8_t digest[TP_AUTH_MAC_SIZE]);
 
+/**
+ * Seal @length bytes of @data into @out (as long) for holders of the secret
+ * only: XOR with a key stream of HMAC(secret, "ember-seal-stream" | @label |
+ * @context | nonce | block), then mac = HMAC(secret, "ember-seal" | @label |
+ * @context | nonce | the sealed bytes).  @nonce is fresh per seal.
+ */
+void tp_auth_seal(const tp_secret_t *secret, const char *label, uint32_t context,
+                  const uint8_t nonce[TP_AUTH_NONCE_SIZE], const void *data, size_t length,
+                  void *out, uint8_t mac[TP_AUTH_MAC_SIZE]);
+
+/** Check @mac over @sealed and open it into @out; 1 when it proves the
+ * secret (and @out holds the data), else 0 (@out unspecified). */
+int tp_auth_unseal(const tp_secret_t *secret, const char *label, uint32_t context,
+                   const uint8_t nonce[TP_AUTH_NONCE_SIZE], const void *sealed, size_t length,
+                   const uint8_t mac[TP_AUTH_MAC_SIZE], void *out);
+
 /** Constant-time comparison of two MACs; 1 when equal. */
 int tp_auth_mac_equal(const uint8_t a[TP_AUTH_MAC_SIZE], const uint8_t b[TP_AUTH_MAC_SIZE]);
 

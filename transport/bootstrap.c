@@ -46,15 +46,19 @@ static ember_status_t resolve_identity(ember_tp_t *tp, const ember_tp_params_t *
 /*
  * A worker address as published: framed, so that what UCX is handed is
  * exactly what its rank published (a truncated or foreign value fails here,
- * naming its key, not in UCX's address parser).
+ * naming its key, not in UCX's address parser), and sealed with the job
+ * secret (tp_auth_seal, the rank as its context): whoever sees the store's
+ * traffic learns no address to point a UCX endpoint at, and none but a
+ * holder of the secret can make one that a rank takes.
  */
-#define ADDRESS_MAGIC 0x454d4144u /* "EMAD" */
+#define ADDRESS_MAGIC 0x454d4153u /* "EMAS" */
 #define ADDRESS_MAX   (64u << 10)
 
 typedef struct {
     uint32_t magic;
     uint32_t length;
-    uint8_t digest[TP_AUTH_MAC_SIZE]; /* SHA-256 of the address */
+    uint8_t nonce[TP_AUTH_NONCE_SIZE];
+    uint8_t mac[TP_AUTH_MAC_SIZE]; /* the seal's, over the sealed address */
 } address_frame_t;
 
 static ember_status_t publish_address(ember_tp_t *tp)
@@ -70,11 +74,13 @@ static ember_status_t publish_address(ember_tp_t *tp)
     address_frame_t frame = {.magic = ADDRESS_MAGIC, .length = (uint32_t)length};
     uint8_t *value = malloc(sizeof(frame) + length);
     ember_status_t ret = value && length <= ADDRESS_MAX ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+    if (ret == EMBER_OK)
+        ret = tp_auth_nonce(frame.nonce);
     if (ret == EMBER_OK) {
-        tp_auth_digest(address, length, frame.digest);
-        memcpy(tp->address_digest, frame.digest, sizeof(frame.digest));
+        tp_auth_digest(address, length, tp->address_digest);
+        tp_auth_seal(&tp->secret, "ember-address", (uint32_t)tp->rank, frame.nonce, address, length,
+                     value + sizeof(frame), frame.mac);
         memcpy(value, &frame, sizeof(frame));
-        memcpy(value + sizeof(frame), address, length);
         snprintf(key, sizeof(key), "ember/addr/%d", tp->rank);
         ret = tp_store_set(tp->store, key, value, sizeof(frame) + length);
     }
@@ -88,7 +94,6 @@ static ember_status_t take_address(ember_tp_t *tp, int rank, void *value, size_t
 {
     tp_peer_t *peer = &tp->peers[rank];
     address_frame_t frame;
-    uint8_t digest[TP_AUTH_MAC_SIZE];
     const char *why = NULL;
 
     if (length < sizeof(frame)) {
@@ -100,11 +105,16 @@ static ember_status_t take_address(ember_tp_t *tp, int rank, void *value, size_t
         else if (frame.length == 0 || frame.length > ADDRESS_MAX ||
                  frame.length != length - sizeof(frame))
             why = "its length is not the one it states";
-        else if (tp_auth_digest((uint8_t *)value + sizeof(frame), frame.length, digest),
-                 !tp_auth_mac_equal(digest, frame.digest))
-            why = "its digest does not match";
+        else if (!(peer->address = malloc(frame.length)))
+            why = "no memory for it";
+        else if (!tp_auth_unseal(&tp->secret, "ember-address", (uint32_t)rank, frame.nonce,
+                                 (uint8_t *)value + sizeof(frame), frame.length, frame.mac,
+                                 peer->address))
+            why = "its seal does not prove the job secret";
     }
     if (why) {
+        free(peer->address);
+        peer->address = NULL;
         ember_error("boot",
                     "ember/addr/%d: rank %d's worker address (%zu bytes) is "
                     "malformed: %s",
@@ -112,14 +122,8 @@ static ember_status_t take_address(ember_tp_t *tp, int rank, void *value, size_t
         free(value);
         return EMBER_ERR_BAD_MESSAGE;
     }
-    peer->address = malloc(frame.length);
-    if (!peer->address) {
-        free(value);
-        return EMBER_ERR_NO_MEMORY;
-    }
-    memcpy(peer->address, (uint8_t *)value + sizeof(frame), frame.length);
     peer->address_length = frame.length;
-    memcpy(peer->address_digest, frame.digest, sizeof(frame.digest));
+    tp_auth_digest(peer->address, frame.length, peer->address_digest);
     free(value);
     return EMBER_OK;
 }
