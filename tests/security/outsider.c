@@ -21,6 +21,14 @@
  *       the HELLO a rank sends it (believing it is the rank at
  *       DIR/target.addr) goes to that rank, the challenge back, a request
  *       after it; waits for anything to come of it
+ *   outsider ucx-stall DIR SECONDS
+ *       connect to DIR/target.addr, post a request and a HELLO, then hold
+ *       the endpoint SECONDS without ever progressing, and exit
+ *   outsider job-stall PORT SECONDS RANKS HOLD
+ *       watch lo's traffic (root) for SECONDS for worker addresses in
+ *       clear in the traffic of the store at PORT; stall a wire-up (as ucx-stall) to
+ *       each of RANKS (e.g. 0,3) found, held HOLD seconds; exits 1 when the
+ *       traffic gave an address away
  *
  * Each prints one line per attempt and a summary ("refused N of N"), and
  * exits 0 when everything it tried was refused or went unanswered, 1 when
@@ -35,8 +43,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -525,6 +538,149 @@ static int ucx_stall(const char *dir, double seconds)
     _exit(0);
 }
 
+/* ---- what an outsider sees on the wire ---------------------------------------- */
+
+/* A raw socket on the loopback device: every TCP segment between the job's
+ * processes (root only; 77 without the right to open one). */
+static int sniff_open(void)
+{
+    int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_IP));
+    if (fd < 0) {
+        printf("outsider: cannot watch the network (%s): needs root\n", strerror(errno));
+        exit(77);
+    }
+    struct sockaddr_ll at = {.sll_family = AF_PACKET,
+                             .sll_protocol = htons(ETH_P_IP),
+                             .sll_ifindex = (int)if_nametoindex("lo")};
+    if (bind(fd, (struct sockaddr *)&at, sizeof(at)) != 0) {
+        printf("outsider: bind to lo: %s\n", strerror(errno));
+        exit(2);
+    }
+    return fd;
+}
+
+/* The next TCP payload seen within @timeout_s to or from @port (0: any),
+ * one copy per segment (the outgoing copy is skipped): its length, or 0
+ * when none came. */
+static size_t sniff_next(int fd, int port, uint8_t *buffer, size_t capacity,
+                         const uint8_t **payload_p, double timeout_s)
+{
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, (int)(timeout_s * 1000)) <= 0)
+            return 0;
+        struct sockaddr_ll from;
+        socklen_t from_length = sizeof(from);
+        ssize_t n = recvfrom(fd, buffer, capacity, 0, (struct sockaddr *)&from, &from_length);
+        if (n <= 14 || from.sll_pkttype == PACKET_OUTGOING)
+            continue;
+        const uint8_t *ip = buffer + 14; /* lo's Ethernet header */
+        size_t ip_length = (size_t)n - 14;
+        size_t ihl = (size_t)(ip[0] & 0xf) * 4;
+        if (ip_length < ihl + 20 || ip[9] != IPPROTO_TCP)
+            continue;
+        const uint8_t *tcp = ip + ihl;
+        size_t doff = (size_t)(tcp[12] >> 4) * 4;
+        int src = tcp[0] << 8 | tcp[1], dst = tcp[2] << 8 | tcp[3];
+        if (ip_length < ihl + doff + 1 || (port && src != port && dst != port))
+            continue;
+        *payload_p = tcp + doff;
+        return ip_length - ihl - doff;
+    }
+}
+
+/* A worker address published in clear (the frame before sealing: "EMAD",
+ * length, SHA-256, the address), after its key ember/addr/RANK in a store
+ * request: its rank, the address copied to @address; -1 if none here.
+ * *sealed_p counts sealed ones ("EMAS") seen. */
+static int clear_address(const uint8_t *data, size_t length, uint8_t *address, size_t *length_p,
+                         unsigned *sealed_p)
+{
+    for (size_t at = 0; at + 40 <= length; at++) {
+        if (memcmp(data + at, "SAME", 4) == 0)
+            ++*sealed_p;
+        if (memcmp(data + at, "DAME", 4) != 0)
+            continue;
+        uint32_t n;
+        memcpy(&n, data + at + 4, 4);
+        if (n == 0 || n > length - at - 40)
+            continue;
+        uint8_t digest[TP_AUTH_MAC_SIZE];
+        tp_auth_digest(data + at + 40, n, digest);
+        if (memcmp(digest, data + at + 8, sizeof(digest)) != 0)
+            continue;
+        const char *key = memmem(data, at, "ember/addr/", 11);
+        if (!key)
+            continue;
+        memcpy(address, data + at + 40, n);
+        *length_p = n;
+        return atoi(key + 11);
+    }
+    return -1;
+}
+
+/* Connect to @address, post a request and a HELLO, and never progress. */
+static int stall_target(ucx_t *ucx, const void *address)
+{
+    ucp_ep_h ep = ucx_connect(ucx, address);
+    if (!ep)
+        return -1;
+    static char payload[1024];
+    tp_header_t header = {.magic = TP_MAGIC,
+                          .version = TP_VERSION,
+                          .op = EMBER_RPC_OP_USER_BASE,
+                          .request_id = 1,
+                          .length = sizeof(payload)};
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = UCP_AM_SEND_FLAG_REPLY};
+    tp_hello_t hello = {.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = 1, .dst_rank = 0};
+    (void)ucp_am_send_nbx(ep, TP_AM_REQUEST, &header, sizeof(header), payload, sizeof(payload),
+                          &param);
+    (void)ucp_am_send_nbx(ep, TP_AM_HELLO, NULL, 0, &hello, sizeof(hello), &param);
+    return 0;
+}
+
+/*
+ * Watch the traffic of the store at @port for @seconds for worker addresses in clear, and
+ * give each rank in @ranks (comma-separated) found a stalled wire-up; hold
+ * them @hold seconds, then exit without closing anything.  1 when an
+ * address was found (the traffic gave it away), else 0.
+ */
+static int job_stall(int port, double seconds, const char *ranks, double hold)
+{
+    static uint8_t packet[1 << 17], address[1 << 16];
+    int fd = sniff_open();
+    ucx_t ucx;
+    if (ucx_open(&ucx) != 0)
+        return 2;
+    unsigned sealed = 0, found = 0, stalled = 0;
+    double deadline = ember_time_now() + seconds;
+    char wanted[64];
+    snprintf(wanted, sizeof(wanted), ",%s,", ranks);
+    while (ember_time_now() < deadline) {
+        const uint8_t *payload;
+        size_t n = sniff_next(fd, port, packet, sizeof(packet), &payload, 0.1), length;
+        int rank = n ? clear_address(payload, n, address, &length, &sealed) : -1;
+        if (rank < 0)
+            continue;
+        char mark[16];
+        snprintf(mark, sizeof(mark), ",%d,", rank);
+        char *slot = strstr(wanted, mark);
+        found++;
+        printf("outsider: rank %d's worker address in clear (%zu bytes)\n", rank, length);
+        if (slot && stall_target(&ucx, address) == 0) {
+            stalled++;
+            slot[1] = 'x'; /* once per rank */
+        }
+    }
+    printf("outsider: %u worker address(es) seen in clear, %u sealed; %u wire-up(s) left "
+           "stalled\n",
+           found, sealed, stalled);
+    if (stalled)
+        ember_time_sleep(hold);
+    _exit(found ? 1 : 0);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -537,6 +693,8 @@ int main(int argc, char **argv)
         return store_forge(argv[2], atoi(argv[3]), argv[4], argv[5]);
     if (argc == 3 && strcmp(argv[1], "ucx-stranger") == 0)
         return ucx_stranger(argv[2]);
+    if (argc == 6 && strcmp(argv[1], "job-stall") == 0)
+        return job_stall(atoi(argv[2]), atof(argv[3]), argv[4], atof(argv[5]));
     if (argc == 4 && strcmp(argv[1], "ucx-stall") == 0)
         return ucx_stall(argv[2], atof(argv[3]));
     if (argc == 3 && strcmp(argv[1], "ucx-relay") == 0)

@@ -13,6 +13,11 @@
 #   wrong_secret  a process with another secret claims the PS's rank
 #   forge_kill    the forged ember/proc/3 entry, then the PS killed, no
 #                 launcher: every survivor ends within 2 s naming ps0
+#   ucx_stall     an outsider watching lo (root; else skipped, 77) reads the
+#                 store's traffic for worker addresses, to leave a UCX
+#                 wire-up to trainer0 and the PS stalled: it finds none in
+#                 clear (they are sealed with the secret), the job ends as
+#                 undisturbed
 set -uo pipefail
 source "$(dirname "$0")/../common/by_hand.sh"
 case_name=$1 outsider=$3
@@ -102,6 +107,14 @@ forge)
     kill $p2 2>/dev/null
     grep -q "refused [1-9][0-9]* unauthenticated or malformed" "$work/out" ||
         fail "the store does not say it refused the forgeries"
+    ;;
+ucx_stall)
+    [ "$(id -u)" = 0 ] || { echo "ucx_stall: needs root to watch lo: skipped"; exit 77; }
+    unset UCX_TLS # UCX's own choice: tcp and shared memory both
+    baseline
+    OUTSIDER_CODES=0 attacked job-stall PORT $((base_took + 6)) 0,3 5
+    grep -q "^outsider: 0 worker address(es) seen in clear, [1-9][0-9]* sealed" \
+        "$work/outsider.out" || fail "the outsider saw no sealed worker address: did it watch?"
     ;;
 wrong_secret)
     baseline
