@@ -24,6 +24,10 @@
  *   outsider ucx-stall DIR SECONDS
  *       connect to DIR/target.addr, post a request and a HELLO, then hold
  *       the endpoint SECONDS without ever progressing, and exit
+ *   outsider ucx-forge DIR
+ *       watch lo (root) for rank 0's HELLO to rank 1 over tcp, answer it
+ *       from its own endpoint to rank 0 (DIR/victim.addr) with a forged
+ *       CHALLENGE, then rank 1's real challenge with forged refusals
  *   outsider job-stall PORT SECONDS RANKS HOLD
  *       watch lo's traffic (root) for SECONDS for worker addresses in
  *       clear in the traffic of the store at PORT; stall a wire-up (as ucx-stall) to
@@ -681,6 +685,85 @@ static int job_stall(int port, double seconds, const char *ranks, double hold)
     _exit(found ? 1 : 0);
 }
 
+/* A handshake message of ours in @data (magic, version), from @src to
+ * @dst: copied to @msg; 0 if none. */
+static int handshake_seen(const uint8_t *data, size_t length, uint32_t src, uint32_t dst,
+                          tp_hello_t *msg)
+{
+    for (size_t at = 0; at + sizeof(*msg) <= length; at++) {
+        memcpy(msg, data + at, sizeof(*msg));
+        if (msg->magic == TP_MAGIC && msg->version == TP_VERSION && msg->src_rank == src &&
+            msg->dst_rank == dst)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * Watch lo for rank 0's HELLO to rank 1 and answer it, from our own
+ * endpoint to rank 0 (DIR/victim.addr), with a CHALLENGE claiming to be
+ * rank 1 under a junk proof; then watch for rank 1's real challenge and
+ * send rank 0 ACCEPTs that refuse (status ERR_AUTH), junk proofs again.
+ * DIR/armed is written once we watch.  0 when both were sent in time, 2
+ * when nothing came to forge.
+ */
+static int ucx_forge(const char *dir)
+{
+    static uint8_t packet[1 << 17];
+    char path[512];
+    size_t length;
+    int fd = sniff_open();
+    ucx_t ucx;
+    snprintf(path, sizeof(path), "%s/victim.addr", dir);
+    void *victim = read_file(path, &length, 30.0);
+    if (!victim || ucx_open(&ucx) != 0)
+        return 2;
+    ucp_ep_h ep = ucx_connect(&ucx, victim);
+    free(victim);
+    if (!ep)
+        return 2;
+    uint32_t junk = 0;
+    ucx_send(&ucx, ep, TP_AM_HELLO, NULL, 0, &junk, sizeof(junk)); /* wires the endpoint up */
+    snprintf(path, sizeof(path), "%s/armed", dir);
+    FILE *armed = fopen(path, "w");
+    if (!armed || fclose(armed) != 0)
+        return 2;
+    tp_hello_t hello = {0}, forged = {0}, msg;
+    int challenged = 0, refused = 0;
+    double deadline = ember_time_now() + 30;
+    while (!(challenged && refused) && ember_time_now() < deadline) {
+        const uint8_t *payload;
+        size_t n = sniff_next(fd, 0, packet, sizeof(packet), &payload, 0.01);
+        ucp_worker_progress(ucx.worker);
+        if (!challenged && n && handshake_seen(payload, n, 0, 1, &msg)) {
+            hello = msg;
+            forged = (tp_hello_t){.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = 1};
+            memcpy(forged.nonce, hello.nonce, sizeof(forged.nonce));
+            memset(forged.peer_nonce, 0x3c, sizeof(forged.peer_nonce));
+            memset(forged.mac, 0x77, sizeof(forged.mac));
+            ucx_send(&ucx, ep, TP_AM_CHALLENGE, NULL, 0, &forged, sizeof(forged));
+            printf("outsider: saw rank 0's HELLO; sent it a forged challenge\n");
+            challenged = 1;
+        } else if (challenged && !refused && n && handshake_seen(payload, n, 1, 0, &msg) &&
+                   memcmp(msg.nonce, hello.nonce, sizeof(msg.nonce)) == 0 &&
+                   memcmp(msg.peer_nonce, forged.peer_nonce, sizeof(msg.peer_nonce)) != 0) {
+            tp_hello_t accept = msg;
+            accept.status = EMBER_ERR_AUTH;
+            memset(accept.mac, 0x55, sizeof(accept.mac));
+            for (int i = 0; i < 3; i++)
+                ucx_send(&ucx, ep, TP_AM_ACCEPT, NULL, 0, &accept, sizeof(accept));
+            printf("outsider: saw rank 1's challenge; sent rank 0 forged refusals\n");
+            refused = 1;
+        }
+    }
+    ucx_progress(&ucx, 0.2);
+    ucx_close(&ucx, &ep, 1);
+    printf("outsider: forged %s\n", challenged && refused ? "a challenge and refusals"
+                                    : challenged          ? "a challenge only"
+                                                          : "nothing");
+    return challenged && refused ? 0 : 2;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -695,6 +778,8 @@ int main(int argc, char **argv)
         return ucx_stranger(argv[2]);
     if (argc == 6 && strcmp(argv[1], "job-stall") == 0)
         return job_stall(atoi(argv[2]), atof(argv[3]), argv[4], atof(argv[5]));
+    if (argc == 3 && strcmp(argv[1], "ucx-forge") == 0)
+        return ucx_forge(argv[2]);
     if (argc == 4 && strcmp(argv[1], "ucx-stall") == 0)
         return ucx_stall(argv[2], atof(argv[3]));
     if (argc == 3 && strcmp(argv[1], "ucx-relay") == 0)

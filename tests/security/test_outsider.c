@@ -334,7 +334,54 @@ static int case_stall(int rank, int world, void *arg)
     return 0;
 }
 
+/* Until @path exists, serving meanwhile. */
+static void await_file(ember_tp_t *tp, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir(), name);
+    double deadline = ember_time_now() + 30;
+    while (access(path, F_OK) != 0) {
+        MP_CHECK(ember_time_now() < deadline, "no %s from the outsider", name);
+        ember_tp_wait(tp, 0.01);
+    }
+}
+
+static int case_forge(int rank, int world, void *arg)
+{
+    server_t server = {0};
+    pid_t pid = -1;
+    (void)world;
+    (void)arg;
+    ember_tp_t *tp = join();
+    ember_rpc_register(tp, OP_ECHO, on_echo, &server);
+    if (rank == 0) {
+        publish_address(tp, "victim.addr");
+        pid = outsider_start("ucx-forge");
+        await_file(tp, "armed");
+    }
+    MP_CHECK(ember_tp_barrier(tp, "armed") == EMBER_OK, "barrier");
+    if (rank == 0) {
+        /* Rank 1 is slow to answer: the forgeries land first. */
+        echo_works(tp, 1);
+        int code = outsider_wait(tp, pid, 60);
+        MP_CHECK(code == 0, "the outsider forged nothing in time (exit %d)", code);
+        MP_CHECK(tp->peers[1].state == TP_PEER_READY, "rank 1 is no longer ready");
+        MP_CHECK(tp->dropped_messages >= 4, "%lu messages dropped, want the 4 forgeries",
+                 tp->dropped_messages);
+        echo_works(tp, 1);
+    } else {
+        ember_time_sleep(1.5); /* the HELLO waits: the forged challenge lands */
+        while (tp->pending_handshakes == 0)
+            ember_tp_wait(tp, 0.001);
+        ember_time_sleep(1.5); /* our challenge is out: the forged refusals land */
+    }
+    MP_CHECK(ember_tp_barrier(tp, "done") == EMBER_OK, "barrier");
+    ember_tp_destroy(tp);
+    return 0;
+}
+
 static const mp_case_t cases[] = {
+        {"forge", case_forge, 2, 0},
         {"stall", case_stall, 2, 0},
         {"stranger", case_stranger, 2, 0},
         {"relay", case_relay, 3, 0},
@@ -351,6 +398,10 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "forge") == 0 && geteuid() != 0) {
+        printf("forge: the outsider needs root to watch lo: skipped\n");
+        return 77;
+    }
     char folder[] = "/tmp/ember-outsider.XXXXXX";
     if (!mkdtemp(folder)) {
         perror("mkdtemp");
