@@ -496,6 +496,16 @@ int ember_config_bool(const char *name)
     return flag;
 }
 
+/* What the listing shows of entry @i: a secret's value never (whoever reads
+ * the listing, or a log it lands in, must not learn the job secret). */
+static const char *config_shown(size_t i)
+{
+    if (!config_values[i])
+        return "";
+    return strcmp(config_table[i].name, "EMBER_SECRET") == 0 ? "(set, not shown)"
+                                                             : config_values[i];
+}
+
 void ember_config_print(FILE *stream)
 {
     static const char *const type_names[] = {"string", "int", "size", "double", "bool", "enum"};
@@ -507,6 +517,6 @@ void ember_config_print(FILE *stream)
         fprintf(stream, "#\n# %s\n#\n# type: %s (%s), default: %s\n#\n%s=%s\n", entry->help,
                 type_names[entry->type], accepted,
                 entry->default_value ? entry->default_value : "(unset)", entry->name,
-                config_values[i] ? config_values[i] : "");
+                config_shown(i));
     }
 }
