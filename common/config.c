@@ -56,9 +56,10 @@ static const ember_config_entry_t config_table[] = {
         {.name = "EMBER_INIT",
          .type = EMBER_CONFIG_STRING,
          .default_value = NULL,
-         .help = "Rendezvous store, tcp://HOST:PORT; rank 0 serves it.  Unset: under "
-                 "Slurm the first host of SLURM_JOB_NODELIST, port 29500 + "
-                 "SLURM_JOB_ID % 1000; else tcp://127.0.0.1:29500."},
+         .help = "Rendezvous store, tcp://HOST:PORT; rank 0 serves it.  PORT `auto`: "
+                 "the first free of 8 ports derived from the job secret.  Unset: under "
+                 "Slurm the first host of SLURM_JOB_NODELIST, port auto; else "
+                 "tcp://127.0.0.1:29500."},
         {.name = "EMBER_NAME",
          .type = EMBER_CONFIG_STRING,
          .default_value = NULL,
