@@ -56,9 +56,10 @@ static const ember_config_entry_t config_table[] = {
         {.name = "EMBER_INIT",
          .type = EMBER_CONFIG_STRING,
          .default_value = NULL,
-         .help = "Rendezvous store, tcp://HOST:PORT; rank 0 serves it.  Unset: under "
-                 "Slurm the first host of SLURM_JOB_NODELIST, port 29500 + "
-                 "SLURM_JOB_ID % 1000; else tcp://127.0.0.1:29500."},
+         .help = "Rendezvous store, tcp://HOST:PORT; rank 0 serves it.  PORT `auto`: "
+                 "the first free of 8 ports derived from the job secret.  Unset: under "
+                 "Slurm the first host of SLURM_JOB_NODELIST, port auto; else "
+                 "tcp://127.0.0.1:29500."},
         {.name = "EMBER_NAME",
          .type = EMBER_CONFIG_STRING,
          .default_value = NULL,
@@ -496,6 +497,16 @@ int ember_config_bool(const char *name)
     return flag;
 }
 
+/* What the listing shows of entry @i: a secret's value never (whoever reads
+ * the listing, or a log it lands in, must not learn the job secret). */
+static const char *config_shown(size_t i)
+{
+    if (!config_values[i])
+        return "";
+    return strcmp(config_table[i].name, "EMBER_SECRET") == 0 ? "(set, not shown)"
+                                                             : config_values[i];
+}
+
 void ember_config_print(FILE *stream)
 {
     static const char *const type_names[] = {"string", "int", "size", "double", "bool", "enum"};
@@ -507,6 +518,6 @@ void ember_config_print(FILE *stream)
         fprintf(stream, "#\n# %s\n#\n# type: %s (%s), default: %s\n#\n%s=%s\n", entry->help,
                 type_names[entry->type], accepted,
                 entry->default_value ? entry->default_value : "(unset)", entry->name,
-                config_values[i] ? config_values[i] : "");
+                config_shown(i));
     }
 }

@@ -255,8 +255,8 @@ static const char *init_url(char *buffer, size_t size)
     if (url && *url)
         return url;
     if (nodelist && ember_slurm_first_host(nodelist, host, sizeof(host)) == EMBER_OK) {
-        int job = ember_slurm_int("SLURM_JOB_ID", 0);
-        snprintf(buffer, size, "tcp://%s:%d", host, 29500 + (job > 0 ? job % 1000 : 0));
+        /* A port an outsider cannot predict (and squat): the job secret's. */
+        snprintf(buffer, size, "tcp://%s:auto", host);
         return buffer;
     }
     return "tcp://127.0.0.1:29500";
@@ -288,9 +288,13 @@ ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params
         tp_list_init(&tp->peers[rank].deferred);
     }
 
-    if (tp->rank == 0)
+    if (tp->rank == 0 && port == TP_STORE_PORT_AUTO) {
+        EMBER_CHECK(tp_store_server_start_auto(host, &tp->secret, &tp->store_server));
+        port = tp_store_server_port(tp->store_server); /* rank 0 knows which */
+    } else if (tp->rank == 0) {
         EMBER_CHECK(tp_store_server_start(host, port, &tp->secret, &tp->store_server));
-    EMBER_CHECK(tp_store_connect(host, port, &tp->secret, tp->connect_timeout_s, &tp->store));
+    }
+    EMBER_CHECK(tp_store_join(host, port, &tp->secret, tp->connect_timeout_s, &tp->store));
 
     snprintf(default_name, sizeof(default_name), "rank%d", tp->rank);
     name = params->name ? params->name : ember_config_str("EMBER_NAME");

@@ -531,6 +531,10 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline)
     free(requests);
 }
 
+/* Whether @pid has exited: only ESRCH from kill(0), an absent /proc entry
+ * or a zombie say so.  A /proc entry that cannot be opened for want of
+ * descriptors or memory (EMFILE, ENFILE, ENOMEM: an outsider holding many
+ * connections to the store may cause that) says nothing about the peer. */
 static int process_gone(long pid)
 {
     char path[64], state = '?';
@@ -542,7 +546,7 @@ static int process_gone(long pid)
     snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
     file = fopen(path, "r");
     if (!file)
-        return 1;
+        return errno == ENOENT || errno == ESRCH;
     if (fscanf(file, "%*d %*s %c", &state) != 1)
         state = '?';
     fclose(file);

@@ -7,6 +7,7 @@
 #include <ember/log.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +32,15 @@
 #define STORE_WRITE_S 10.0
 /* Refusals logged one by one up to this; the rest in the summary. */
 #define STORE_LOGGED_MAX 8
+/* Late connections and idle waits are looked for at most this often, so
+ * that what the store does per event does not grow with the connections
+ * held (an outsider's idle ones cost nothing between two looks). */
+#define STORE_SWEEP_S 0.05
+/* Connections taken per pass before the others' events are served. */
+#define STORE_ACCEPTS_PER_PASS 32
+/* Accepting pauses this long when the process is out of descriptors. */
+#define STORE_FD_BACKOFF_S   0.1
+#define STORE_SOURCE_BUCKETS 256
 
 /* Sent by the server on every new connection. */
 typedef struct {
@@ -199,8 +211,9 @@ ember_status_t tp_store_parse_url(const char *url, char *host, size_t host_size,
     if (!colon || colon == rest || (size_t)(colon - rest) >= host_size)
         goto err;
     errno = 0;
-    port = strtol(colon + 1, &end, 10);
-    if (errno || end == colon + 1 || *end != '\0' || port <= 0 || port > 65535)
+    port = strcmp(colon + 1, "auto") == 0 ? TP_STORE_PORT_AUTO : strtol(colon + 1, &end, 10);
+    if (port != TP_STORE_PORT_AUTO &&
+        (errno || end == colon + 1 || *end != '\0' || port <= 0 || port > 65535))
         goto err;
     memcpy(host, rest, (size_t)(colon - rest));
     host[colon - rest] = '\0';
@@ -215,7 +228,7 @@ ember_status_t tp_store_parse_url(const char *url, char *host, size_t host_size,
     *port_p = (int)port;
     return EMBER_OK;
 err:
-    ember_error("store", "init method '%s' is not of the form tcp://HOST:PORT",
+    ember_error("store", "init method '%s' is not of the form tcp://HOST:PORT (or HOST:auto)",
                 url ? url : "(null)");
     return EMBER_ERR_INVALID_PARAM;
 }
@@ -257,8 +270,56 @@ typedef struct {
     char key[TP_STORE_MAX_KEY + 1];
 } store_wait_t;
 
+/* A tiny intrusive list (a head is its own neighbour when empty). */
+typedef struct store_link {
+    struct store_link *prev, *next;
+} store_link_t;
+
+static void link_init(store_link_t *head)
+{
+    head->prev = head->next = head;
+}
+
+static void link_push(store_link_t *head, store_link_t *link)
+{
+    link->prev = head->prev;
+    link->next = head;
+    head->prev->next = link;
+    head->prev = link;
+}
+
+static void link_remove(store_link_t *link)
+{
+    if (!link->next)
+        return;
+    link->prev->next = link->next;
+    link->next->prev = link->prev;
+    link->prev = link->next = NULL;
+}
+
+#define LINK_OWNER(link, type, member) ((type *)(void *)((char *)(link)-offsetof(type, member)))
+
+/* Where connections come from (a remote address): how many it holds that
+ * have not authenticated, oldest first, so that its flood displaces its
+ * own connections, not another source's nor a rank's. */
+typedef struct store_source {
+    struct store_source *next; /* in its hash bucket */
+    uint8_t address[16];
+    size_t address_length;
+    size_t conns;          /* all of its connections */
+    size_t unproven_count; /* of them, not authenticated yet */
+    store_link_t unproven;
+} store_source_t;
+
 typedef struct {
     int fd;
+    size_t index; /* in server->conns */
+    store_source_t *source;
+    store_link_t by_age;    /* server->unproven, until it authenticates */
+    store_link_t by_source; /* source->unproven, until it authenticates */
+    store_link_t authed;    /* server->authed, once it has */
+    int gone;               /* closed; freed at the end of the pass */
+    uint32_t events;        /* what epoll watches for it */
     uint8_t nonce[TP_STORE_NONCE_SIZE];
     uint64_t seq;      /* the next request's */
     int authenticated; /* has made one valid request */
@@ -283,8 +344,18 @@ struct tp_store_server {
     tp_secret_t secret;
     store_entry_t *entries;
     size_t entry_count, entry_bytes;
-    store_conn_t *conns;
+    int epoll_fd;
+    store_conn_t **conns;
     size_t conn_count, conn_capacity;
+    size_t max_conns;      /* the descriptor budget's share (store_fd_budget) */
+    store_link_t unproven; /* not authenticated, oldest first */
+    store_link_t authed;
+    store_conn_t **dead; /* dropped in this pass, freed at its end */
+    size_t dead_count, dead_capacity;
+    store_source_t *sources[STORE_SOURCE_BUCKETS];
+    double next_sweep;
+    double accept_paused_until; /* out of descriptors: accepting waits */
+    int listen_watched;
     tp_store_counts_t counts;
 };
 
@@ -377,15 +448,118 @@ static int entry_arrive(tp_store_server_t *server, store_entry_t *entry, int64_t
 
 static void conn_free(store_conn_t *conn)
 {
-    close(conn->fd);
+    if (conn->fd >= 0)
+        close(conn->fd);
     free(conn->in);
     free(conn->out);
+    free(conn);
 }
 
-static void server_drop(tp_store_server_t *server, size_t index)
+static size_t source_bucket(const uint8_t *address, size_t length)
 {
-    conn_free(&server->conns[index]);
-    server->conns[index] = server->conns[--server->conn_count];
+    uint32_t hash = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < length; i++)
+        hash = (hash ^ address[i]) * 16777619u;
+    return hash % STORE_SOURCE_BUCKETS;
+}
+
+/* The remote address of @fd as bytes (IPv4 or IPv6; 0 bytes if unknown). */
+static size_t peer_address(int fd, uint8_t address[16])
+{
+    struct sockaddr_storage peer;
+    socklen_t length = sizeof(peer);
+    if (getpeername(fd, (struct sockaddr *)&peer, &length) != 0)
+        return 0;
+    if (peer.ss_family == AF_INET) {
+        memcpy(address, &((struct sockaddr_in *)&peer)->sin_addr, 4);
+        return 4;
+    }
+    if (peer.ss_family == AF_INET6) {
+        memcpy(address, &((struct sockaddr_in6 *)&peer)->sin6_addr, 16);
+        return 16;
+    }
+    return 0;
+}
+
+/* @fd's source, created on its first connection; NULL without memory. */
+static store_source_t *source_of(tp_store_server_t *server, int fd)
+{
+    uint8_t address[16];
+    size_t length = peer_address(fd, address);
+    store_source_t **bucket = &server->sources[source_bucket(address, length)];
+    for (store_source_t *source = *bucket; source; source = source->next) {
+        if (source->address_length == length && memcmp(source->address, address, length) == 0)
+            return source;
+    }
+    store_source_t *source = calloc(1, sizeof(*source));
+    if (!source)
+        return NULL;
+    memcpy(source->address, address, length);
+    source->address_length = length;
+    link_init(&source->unproven);
+    source->next = *bucket;
+    *bucket = source;
+    return source;
+}
+
+/* A source is forgotten with its last connection. */
+static void source_release(tp_store_server_t *server, store_source_t *source)
+{
+    if (--source->conns)
+        return;
+    store_source_t **p = &server->sources[source_bucket(source->address, source->address_length)];
+    while (*p != source)
+        p = &(*p)->next;
+    *p = source->next;
+    free(source);
+}
+
+/* @conn made its first authenticated request: limits no longer touch it. */
+static void conn_proven(tp_store_server_t *server, store_conn_t *conn)
+{
+    link_remove(&conn->by_age);
+    link_remove(&conn->by_source);
+    conn->source->unproven_count--;
+    link_push(&server->authed, &conn->authed);
+}
+
+/* Close @conn now and free it at the end of the pass (events for it may
+ * still be in hand). */
+static void server_drop(tp_store_server_t *server, store_conn_t *conn)
+{
+    if (conn->gone)
+        return;
+    if (!conn->authenticated)
+        conn->source->unproven_count--;
+    link_remove(&conn->by_age);
+    link_remove(&conn->by_source);
+    link_remove(&conn->authed);
+    source_release(server, conn->source);
+    close(conn->fd); /* leaves the epoll set with it */
+    conn->fd = -1;
+    conn->gone = 1;
+    store_conn_t *last = server->conns[--server->conn_count];
+    server->conns[conn->index] = last;
+    last->index = conn->index;
+    server->dead[server->dead_count++] = conn; /* room kept by server_admit */
+}
+
+static void server_reap(tp_store_server_t *server)
+{
+    for (size_t i = 0; i < server->dead_count; i++)
+        conn_free(server->dead[i]);
+    server->dead_count = 0;
+}
+
+/* Watch @conn for input, and for room to send while replies wait. */
+static void conn_watch(tp_store_server_t *server, store_conn_t *conn)
+{
+    uint32_t events = EPOLLIN | (conn->out_length ? EPOLLOUT : 0);
+    if (conn->gone || events == conn->events)
+        return;
+    struct epoll_event event = {.events = events, .data.ptr = conn};
+    epoll_ctl(server->epoll_fd, EPOLL_CTL_MOD, conn->fd, &event);
+    conn->events = events;
 }
 
 /* Try to send what @conn holds; -1 when the connection is gone. */
@@ -578,6 +752,8 @@ static int conn_read(tp_store_server_t *server, store_conn_t *conn)
             if (conn->wait.active) /* one request at a time */
                 return -1;
             conn->seq++;
+            if (!conn->authenticated)
+                conn_proven(server, conn);
             conn->authenticated = 1;
             pthread_mutex_lock(&server->lock);
             server->counts.requests++;
@@ -631,104 +807,193 @@ static int conn_late(const store_conn_t *conn, double now, const char **what_p)
     return *what_p != NULL;
 }
 
-/* The next moment something must be checked: a wait's deadline, a late
- * connection. */
-static double server_next_check(const tp_store_server_t *server, double now)
+/* The next moment a wait of an authenticated connection times out (the
+ * others' deadlines are looked for by the sweep). */
+static double server_next_wait(const tp_store_server_t *server, double next)
 {
-    double next = now + 1.0;
-    for (size_t i = 0; i < server->conn_count; i++) {
-        const store_conn_t *conn = &server->conns[i];
-        double at[5] = {conn->wait.active ? conn->wait.deadline : next,
-                        conn->partial_since ? conn->partial_since + TP_STORE_READ_S : next,
-                        !conn->authenticated ? conn->accepted_at + TP_STORE_READ_S : next,
-                        conn->out_since ? conn->out_since + STORE_WRITE_S : next,
-                        conn->draining_since ? conn->draining_since + 1.0 : next};
-        for (int k = 0; k < 5; k++)
-            next = at[k] < next ? at[k] : next;
+    for (const store_link_t *l = server->authed.next; l != &server->authed; l = l->next) {
+        const store_conn_t *conn = LINK_OWNER(l, store_conn_t, authed);
+        if (conn->wait.active && conn->wait.deadline < next)
+            next = conn->wait.deadline;
     }
     return next;
 }
 
-/* Room for one more connection: at the limit, the oldest that has not
- * authenticated goes (an outsider's flood must not lock the ranks out). */
-static int server_make_room(tp_store_server_t *server)
+/* The oldest connection of @head (by_age or by_source) that has still not
+ * authenticated once what it sent is read: it makes way for a newcomer.
+ * NULL when none. */
+static store_conn_t *server_victim(tp_store_server_t *server, store_link_t *head, int by_source)
 {
-    if (server->conn_count < TP_STORE_MAX_CLIENTS)
-        return 1;
-    size_t oldest = server->conn_count;
-    for (size_t i = 0; i < server->conn_count; i++) {
-        if (!server->conns[i].authenticated &&
-            (oldest == server->conn_count ||
-             server->conns[i].accepted_at < server->conns[oldest].accepted_at))
-            oldest = i;
+    while (head->next != head) {
+        store_conn_t *conn = by_source ? LINK_OWNER(head->next, store_conn_t, by_source)
+                                       : LINK_OWNER(head->next, store_conn_t, by_age);
+        /* A rank's request may be waiting unread: it is not a victim. */
+        if (!conn->draining_since && conn_read(server, conn) < 0) {
+            server_drop(server, conn);
+            continue;
+        }
+        if (!conn->authenticated)
+            return conn;
     }
-    if (oldest == server->conn_count)
+    return NULL;
+}
+
+/* Room for one more connection from @source: beyond its share of
+ * connections that have not authenticated (TP_STORE_SOURCE_UNPROVEN), or
+ * at the store's limit, the oldest of those makes way; authenticated ones
+ * never do.  0 when there is no room. */
+static int server_make_room(tp_store_server_t *server, store_source_t *source)
+{
+    store_conn_t *victim = NULL;
+    if (source->unproven_count >= TP_STORE_SOURCE_UNPROVEN)
+        victim = server_victim(server, &source->unproven, 1);
+    if (!victim && server->conn_count >= server->max_conns)
+        victim = server_victim(server, &server->unproven, 0);
+    if (victim) {
+        pthread_mutex_lock(&server->lock);
+        unsigned long count = ++server->counts.turned_away;
+        pthread_mutex_unlock(&server->lock);
+        server_note(server, count, victim->fd,
+                    "closed an unauthenticated connection to make way for a newer one");
+        server_drop(server, victim);
+    }
+    return server->conn_count < server->max_conns;
+}
+
+/* accept() found no descriptor: an unauthenticated connection gives its
+ * up, else accepting pauses a moment (the listening socket stays readable:
+ * retrying at once would spin). */
+static void server_out_of_fds(tp_store_server_t *server, int error)
+{
+    store_conn_t *victim = server_victim(server, &server->unproven, 0);
+    if (victim) {
+        server_drop(server, victim);
+        return;
+    }
+    if (!server->accept_paused_until)
+        ember_warn("store", "accept: %s; pausing new connections %.1f s", strerror(error),
+                   STORE_FD_BACKOFF_S);
+    server->accept_paused_until = ember_time_now() + STORE_FD_BACKOFF_S;
+    epoll_ctl(server->epoll_fd, EPOLL_CTL_DEL, server->listen_fd, NULL);
+    server->listen_watched = 0;
+}
+
+static void server_turn_away(tp_store_server_t *server, int fd)
+{
+    pthread_mutex_lock(&server->lock);
+    unsigned long count = ++server->counts.turned_away;
+    pthread_mutex_unlock(&server->lock);
+    server_note(server, count, fd, "turned a connection away (too many)");
+    close(fd);
+}
+
+/* Take in @fd: greet it, watch it.  0 when it was turned away. */
+static int server_admit(tp_store_server_t *server, int fd)
+{
+    store_hello_t hello = {.magic = STORE_HELLO_MAGIC, .version = STORE_VERSION};
+    store_source_t *source = source_of(server, fd);
+    if (!source)
         return 0;
-    server_drop(server, oldest);
+    source->conns++; /* held while room is made: it must not be forgotten */
+    int room = server_make_room(server, source);
+    store_conn_t *conn = room ? calloc(1, sizeof(*conn)) : NULL;
+    if (!conn || tp_auth_nonce(hello.nonce) != EMBER_OK ||
+        !EMBER_RESERVE(server->conns, server->conn_capacity, server->conn_count + 1) ||
+        !EMBER_RESERVE(server->dead, server->dead_capacity, server->conn_count + 1)) {
+        free(conn);
+        source_release(server, source);
+        return 0;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    *conn = (store_conn_t){
+            .fd = fd, .index = server->conn_count, .source = source, .events = EPOLLIN};
+    conn->accepted_at = ember_time_now();
+    memcpy(conn->nonce, hello.nonce, sizeof(hello.nonce));
+    server->conns[server->conn_count++] = conn;
+    source->unproven_count++;
+    link_push(&server->unproven, &conn->by_age);
+    link_push(&source->unproven, &conn->by_source);
+    struct epoll_event event = {.events = EPOLLIN, .data.ptr = conn};
+    /* 24 bytes into a fresh socket's buffer: never short. */
+    if (epoll_ctl(server->epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0 ||
+        send(fd, &hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(hello))
+        server_drop(server, conn);
     return 1;
 }
 
 static void server_accept(tp_store_server_t *server)
 {
-    int fd = accept4(server->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0)
-        return;
-    store_hello_t hello = {.magic = STORE_HELLO_MAGIC, .version = STORE_VERSION};
-    if (!server_make_room(server) || tp_auth_nonce(hello.nonce) != EMBER_OK ||
-        !EMBER_RESERVE(server->conns, server->conn_capacity, server->conn_count + 1)) {
-        pthread_mutex_lock(&server->lock);
-        unsigned long count = ++server->counts.turned_away;
-        pthread_mutex_unlock(&server->lock);
-        server_note(server, count, fd, "turned a connection away (too many)");
-        close(fd);
-        return;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    store_conn_t *conn = &server->conns[server->conn_count++];
-    *conn = (store_conn_t){.fd = fd, .accepted_at = ember_time_now()};
-    memcpy(conn->nonce, hello.nonce, sizeof(hello.nonce));
-    /* 24 bytes into a fresh socket's buffer: never short. */
-    if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(hello))
-        server_drop(server, server->conn_count - 1);
-}
-
-/* One pass over the connections after poll: serve, answer, drop. */
-static void server_serve(tp_store_server_t *server, const struct pollfd *pfds)
-{
-    double now = ember_time_now();
-    for (size_t i = server->conn_count; i-- > 0;) {
-        store_conn_t *conn = &server->conns[i];
-        short revents = pfds[2 + i].revents;
-        const char *what = NULL;
-        int gone = 0;
-        if (revents & POLLOUT)
-            gone = conn_flush(conn) < 0;
-        if (!gone && (revents & (POLLIN | POLLHUP | POLLERR)))
-            gone = conn_read(server, conn) < 0;
-        if (!gone && conn->wait.active)
-            gone = conn_try_answer(server, conn, now) < 0;
-        if (!gone && conn_late(conn, now, &what)) {
-            if (*what) { /* "": a refused connection's moment is over */
-                pthread_mutex_lock(&server->lock);
-                unsigned long count = ++server->counts.stalled;
-                pthread_mutex_unlock(&server->lock);
-                server_note(server, count, conn->fd, what);
-            }
-            gone = 1;
+    for (int i = 0; i < STORE_ACCEPTS_PER_PASS; i++) {
+        int fd = accept4(server->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0 && errno == EINTR)
+            continue;
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+            server_out_of_fds(server, errno);
+            if (!server->listen_watched)
+                return;
+            continue;
         }
-        if (gone)
-            server_drop(server, i);
+        if (fd < 0)
+            return; /* EAGAIN: none left; else the next pass retries */
+        if (!server_admit(server, fd))
+            server_turn_away(server, fd);
     }
 }
 
-/* A SET, ADD or ARRIVE may release other connections' waits. */
+/* Serve one connection's event: read, send, answer. */
+static void server_event(tp_store_server_t *server, store_conn_t *conn, uint32_t events)
+{
+    int gone = 0;
+    if (conn->gone)
+        return;
+    if (events & EPOLLOUT)
+        gone = conn_flush(conn) < 0;
+    if (!gone && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+        gone = conn_read(server, conn) < 0;
+    if (!gone && conn->wait.active)
+        gone = conn_try_answer(server, conn, ember_time_now()) < 0;
+    if (gone)
+        server_drop(server, conn);
+    else
+        conn_watch(server, conn);
+}
+
+/* Every connection past its deadline goes (conn_late); at most every
+ * STORE_SWEEP_S. */
+static void server_sweep(tp_store_server_t *server, double now)
+{
+    for (size_t i = server->conn_count; i-- > 0;) {
+        store_conn_t *conn = server->conns[i];
+        const char *what = NULL;
+        if (!conn_late(conn, now, &what))
+            continue;
+        if (*what) { /* "": a refused connection's moment is over */
+            pthread_mutex_lock(&server->lock);
+            unsigned long count = ++server->counts.stalled;
+            pthread_mutex_unlock(&server->lock);
+            server_note(server, count, conn->fd, what);
+        }
+        server_drop(server, conn);
+    }
+    server->next_sweep = now + STORE_SWEEP_S;
+}
+
+/* A SET, ADD or ARRIVE may release other connections' waits; a wait may
+ * time out.  Only authenticated connections wait. */
 static void server_answer_waits(tp_store_server_t *server)
 {
     double now = ember_time_now();
-    for (size_t i = server->conn_count; i-- > 0;) {
-        if (server->conns[i].wait.active && conn_try_answer(server, &server->conns[i], now) < 0)
-            server_drop(server, i);
+    store_link_t *l = server->authed.next;
+    while (l != &server->authed) {
+        store_conn_t *conn = LINK_OWNER(l, store_conn_t, authed);
+        l = l->next; /* before a drop unlinks it */
+        if (!conn->wait.active)
+            continue;
+        if (conn_try_answer(server, conn, now) < 0)
+            server_drop(server, conn);
+        else
+            conn_watch(server, conn);
     }
 }
 
@@ -736,18 +1001,37 @@ static void server_answer_waits(tp_store_server_t *server)
  * them only, not for an outsider's connections). */
 static int server_has_clients(const tp_store_server_t *server)
 {
-    for (size_t i = 0; i < server->conn_count; i++) {
-        if (server->conns[i].authenticated)
-            return 1;
-    }
-    return 0;
+    return server->authed.next != &server->authed;
+}
+
+/* Accepting resumes once its pause is over. */
+static void server_resume_accepting(tp_store_server_t *server, double now)
+{
+    if (server->listen_watched || now < server->accept_paused_until)
+        return;
+    struct epoll_event event = {.events = EPOLLIN, .data.ptr = &server->listen_fd};
+    if (epoll_ctl(server->epoll_fd, EPOLL_CTL_ADD, server->listen_fd, &event) == 0)
+        server->listen_watched = 1;
+    server->accept_paused_until = 0;
+}
+
+/* How long the next wait for events may last, in ms. */
+static int server_timeout_ms(tp_store_server_t *server, double now)
+{
+    double next = server_next_wait(server, server->next_sweep);
+    if (!server->listen_watched && server->accept_paused_until < next)
+        next = server->accept_paused_until;
+    pthread_mutex_lock(&server->lock);
+    if (server->stopping && server->stop_deadline < next)
+        next = server->stop_deadline; /* not a sweep period past it */
+    pthread_mutex_unlock(&server->lock);
+    return next <= now ? 0 : (int)((next - now) * 1000) + 1;
 }
 
 static void *server_main(void *arg)
 {
     tp_store_server_t *server = arg;
-    struct pollfd *pfds = NULL;
-    size_t capacity = 0;
+    struct epoll_event events[64];
 
     for (;;) {
         double now = ember_time_now();
@@ -757,84 +1041,268 @@ static void *server_main(void *arg)
         pthread_mutex_unlock(&server->lock);
         if (stop)
             break;
-        if (!EMBER_RESERVE(pfds, capacity, server->conn_count + 2))
+        int n = epoll_wait(server->epoll_fd, events, 64, server_timeout_ms(server, now));
+        if (n < 0 && errno != EINTR)
             break;
-        size_t n = 0;
-        pfds[n++] = (struct pollfd){.fd = server->wake_pipe[0], .events = POLLIN};
-        pfds[n++] = (struct pollfd){.fd = server->listen_fd, .events = POLLIN};
-        for (size_t i = 0; i < server->conn_count; i++)
-            pfds[n++] = (struct pollfd){
-                    .fd = server->conns[i].fd,
-                    .events = (short)(POLLIN | (server->conns[i].out_length ? POLLOUT : 0))};
-        double next = server_next_check(server, now);
-        pthread_mutex_lock(&server->lock);
-        if (server->stopping && server->stop_deadline < next)
-            next = server->stop_deadline; /* not a poll period past it */
-        pthread_mutex_unlock(&server->lock);
-        if (poll(pfds, n, (int)((next - now) * 1000) + 1) < 0 && errno != EINTR)
-            break;
-        if (pfds[0].revents) {
-            char drain[16];
-            ssize_t rc = read(server->wake_pipe[0], drain, sizeof(drain));
-            (void)rc;
+        int accepting = 0;
+        for (int i = 0; i < n; i++) {
+            void *ptr = events[i].data.ptr;
+            if (ptr == server->wake_pipe) {
+                char drain[16];
+                ssize_t rc = read(server->wake_pipe[0], drain, sizeof(drain));
+                (void)rc;
+            } else if (ptr == &server->listen_fd) {
+                accepting = 1;
+            } else {
+                server_event(server, ptr, events[i].events);
+            }
         }
-        server_serve(server, pfds);
         server_answer_waits(server);
-        if (pfds[1].revents & POLLIN)
+        now = ember_time_now();
+        if (now >= server->next_sweep)
+            server_sweep(server, now);
+        server_reap(server); /* no event in hand names a dropped one now */
+        server_resume_accepting(server, now);
+        if (accepting && server->listen_watched)
             server_accept(server);
     }
-    free(pfds);
+    server_reap(server);
     return NULL;
+}
+
+/* Descriptors held back from the store for the rest of the job: its UCX
+ * endpoints (sockets, shared-memory files), the files it reads and the
+ * checkpoints it writes. */
+#define STORE_FD_RESERVE 256
+
+static size_t fds_open(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    size_t count = 0;
+    if (!dir)
+        return 64; /* a guess on the safe side */
+    while (readdir(dir))
+        count++;
+    closedir(dir);
+    return count > 3 ? count - 3 : 0; /* ".", ".." and the directory's own */
+}
+
+/* How many connections the store may hold: RLIMIT_NOFILE (its soft limit
+ * raised to the hard one where allowed) less what is open now and
+ * STORE_FD_RESERVE, at most TP_STORE_MAX_CLIENTS.  Beyond the descriptor
+ * limit, accept() would fail and so would every open() of the process:
+ * its peers' /proc entries, its checkpoints. */
+static size_t store_fd_budget(void)
+{
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return TP_STORE_MAX_CLIENTS;
+    if (limit.rlim_cur < limit.rlim_max) {
+        struct rlimit raised = {.rlim_cur = limit.rlim_max, .rlim_max = limit.rlim_max};
+        if (raised.rlim_cur > (1u << 20))
+            raised.rlim_cur = 1u << 20;
+        if (raised.rlim_cur > limit.rlim_cur && setrlimit(RLIMIT_NOFILE, &raised) == 0)
+            limit = raised;
+    }
+    size_t used = fds_open() + STORE_FD_RESERVE + 8; /* the store's own: listener, pipe, epoll */
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= used + TP_STORE_MAX_CLIENTS)
+        return TP_STORE_MAX_CLIENTS;
+    size_t budget = limit.rlim_cur > used ? (size_t)limit.rlim_cur - used : 0;
+    if (budget < 16) {
+        ember_warn("store",
+                   "only %zu descriptors left for the rendezvous store's connections "
+                   "(RLIMIT_NOFILE %llu); raise `ulimit -n`",
+                   budget, (unsigned long long)limit.rlim_cur);
+        budget = 16;
+    }
+    return budget;
+}
+
+/* Who listens on TCP @port here, if this user can see it: "pid 123
+ * (name)", else "". */
+static void port_occupant(int port, char *text, size_t size)
+{
+    static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    unsigned long inode = 0;
+    char line[512];
+    text[0] = '\0';
+    for (int t = 0; t < 2 && !inode; t++) {
+        FILE *file = fopen(tables[t], "r");
+        while (file && fgets(line, sizeof(line), file)) {
+            char local[128];
+            unsigned state, local_port;
+            unsigned long node;
+            if (sscanf(line, " %*d: %127[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %*s %*s %lu", local,
+                       &local_port, &state, &node) == 4 &&
+                local_port == (unsigned)port && state == 0x0A /* LISTEN */ && node) {
+                inode = node;
+                break;
+            }
+        }
+        if (file)
+            fclose(file);
+    }
+    DIR *proc = inode ? opendir("/proc") : NULL;
+    struct dirent *entry;
+    char want[64];
+    snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    while (proc && !text[0] && (entry = readdir(proc))) {
+        char path[300], target[64];
+        if (entry->d_name[0] < '0' || entry->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%.20s/fd", entry->d_name);
+        DIR *fds = opendir(path);
+        struct dirent *fd;
+        while (fds && !text[0] && (fd = readdir(fds))) {
+            snprintf(path, sizeof(path), "/proc/%.20s/fd/%.20s", entry->d_name, fd->d_name);
+            ssize_t n = readlink(path, target, sizeof(target) - 1);
+            if (n <= 0)
+                continue;
+            target[n] = '\0';
+            if (strcmp(target, want) != 0)
+                continue;
+            char comm[64] = "?";
+            snprintf(path, sizeof(path), "/proc/%.20s/comm", entry->d_name);
+            FILE *file = fopen(path, "r");
+            if (file && fgets(comm, sizeof(comm), file))
+                comm[strcspn(comm, "\n")] = '\0';
+            if (file)
+                fclose(file);
+            snprintf(text, size, "pid %.20s (%.60s)", entry->d_name, comm);
+        }
+        if (fds)
+            closedir(fds);
+    }
+    if (proc)
+        closedir(proc);
+}
+
+/* A listening socket on @host:@port; -1 with errno. */
+static int server_listen(const char *host, int port)
+{
+    struct addrinfo *ai = NULL;
+    int one = 1, rc = resolve(host, port, 1, &ai);
+    if (rc != 0) {
+        ember_error("store", "cannot resolve store host '%s': %s", host, gai_strerror(rc));
+        errno = EINVAL;
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+            int error = errno;
+            close(fd);
+            fd = -1;
+            errno = error;
+        }
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+/* Serve on @listen_fd (taken). */
+static ember_status_t server_run(int listen_fd, const tp_secret_t *secret,
+                                 tp_store_server_t **server_p)
+{
+    tp_store_server_t *server = calloc(1, sizeof(*server));
+    if (!server) {
+        close(listen_fd);
+        return EMBER_ERR_NO_MEMORY;
+    }
+    server->secret = *secret;
+    server->listen_fd = listen_fd;
+    server->wake_pipe[0] = server->wake_pipe[1] = -1;
+    server->max_conns = store_fd_budget();
+    link_init(&server->unproven);
+    link_init(&server->authed);
+    server->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event wake = {.events = EPOLLIN, .data.ptr = server->wake_pipe};
+    struct epoll_event listening = {.events = EPOLLIN, .data.ptr = &server->listen_fd};
+    if (server->epoll_fd < 0 || pipe2(server->wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
+        epoll_ctl(server->epoll_fd, EPOLL_CTL_ADD, server->wake_pipe[0], &wake) != 0 ||
+        epoll_ctl(server->epoll_fd, EPOLL_CTL_ADD, listen_fd, &listening) != 0)
+        goto err;
+    server->listen_watched = 1;
+    pthread_mutex_init(&server->lock, NULL);
+    if (pthread_create(&server->thread, NULL, server_main, server) != 0) {
+        pthread_mutex_destroy(&server->lock);
+        goto err;
+    }
+    ember_debug("store", "rendezvous store serving on port %d, up to %zu connections",
+                tp_store_server_port(server), server->max_conns);
+    *server_p = server;
+    return EMBER_OK;
+err:
+    ember_error("store", "cannot serve the rendezvous store: %s", strerror(errno));
+    for (int i = 0; i < 2; i++)
+        if (server->wake_pipe[i] >= 0)
+            close(server->wake_pipe[i]);
+    if (server->epoll_fd >= 0)
+        close(server->epoll_fd);
+    close(listen_fd);
+    free(server);
+    return EMBER_ERR_IO;
 }
 
 ember_status_t tp_store_server_start(const char *host, int port, const tp_secret_t *secret,
                                      tp_store_server_t **server_p)
 {
-    tp_store_server_t *server;
-    struct addrinfo *ai = NULL;
-    int one = 1, rc;
-
-    server = calloc(1, sizeof(*server));
-    if (!server)
-        return EMBER_ERR_NO_MEMORY;
-    server->secret = *secret;
-    server->listen_fd = -1;
-    rc = resolve(host, port, 1, &ai);
-    if (rc != 0) {
-        ember_error("store", "cannot resolve store host '%s': %s", host, gai_strerror(rc));
-        goto err_free;
+    int fd = server_listen(host, port);
+    if (fd < 0 && errno == EADDRINUSE) {
+        char occupant[128];
+        port_occupant(port, occupant, sizeof(occupant));
+        ember_error("store",
+                    "cannot serve the rendezvous store on %s:%d: the port is taken%s%s "
+                    "(EMBER_INIT names it; `tcp://%s:auto` picks one from the job "
+                    "secret, skipping taken ones)",
+                    host, port, occupant[0] ? " by " : " by another process", occupant, host);
+        return EMBER_ERR_EXISTS;
     }
-    server->listen_fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (server->listen_fd < 0)
-        goto err_sys;
-    setsockopt(server->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(server->listen_fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
-        listen(server->listen_fd, 1024) < 0)
-        goto err_sys;
-    freeaddrinfo(ai);
-    ai = NULL;
-    if (pipe2(server->wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-        goto err_sys;
-    pthread_mutex_init(&server->lock, NULL);
-    if (pthread_create(&server->thread, NULL, server_main, server) != 0)
-        goto err_close_pipe;
-    ember_debug("store", "rendezvous store serving on %s:%d", host, port);
-    *server_p = server;
-    return EMBER_OK;
+    if (fd < 0) {
+        ember_error("store", "cannot serve the rendezvous store on %s:%d: %s", host, port,
+                    strerror(errno));
+        return EMBER_ERR_IO;
+    }
+    return server_run(fd, secret, server_p);
+}
 
-err_close_pipe:
-    close(server->wake_pipe[0]);
-    close(server->wake_pipe[1]);
-err_sys:
-    ember_error("store", "cannot serve the rendezvous store on %s:%d: %s", host, port,
-                strerror(errno));
-    if (ai)
-        freeaddrinfo(ai);
-    if (server->listen_fd >= 0)
-        close(server->listen_fd);
-err_free:
-    free(server);
-    return EMBER_ERR_IO;
+int tp_store_port_candidate(const tp_secret_t *secret, int attempt)
+{
+    uint8_t mac[TP_AUTH_MAC_SIZE];
+    uint32_t a = (uint32_t)attempt, word;
+    tp_auth_part_t parts[] = {{"ember-port", 10}, {&a, sizeof(a)}};
+    tp_auth_hmac(secret, parts, 2, mac);
+    memcpy(&word, mac, sizeof(word));
+    return TP_STORE_AUTO_PORT_MIN +
+           (int)(word % (TP_STORE_AUTO_PORT_MAX - TP_STORE_AUTO_PORT_MIN + 1));
+}
+
+ember_status_t tp_store_server_start_auto(const char *host, const tp_secret_t *secret,
+                                          tp_store_server_t **server_p)
+{
+    for (int attempt = 0; attempt < TP_STORE_AUTO_TRIES; attempt++) {
+        int port = tp_store_port_candidate(secret, attempt);
+        int fd = server_listen(host, port);
+        if (fd >= 0)
+            return server_run(fd, secret, server_p);
+        int error = errno;
+        char occupant[128];
+        if (error == EADDRINUSE)
+            port_occupant(port, occupant, sizeof(occupant));
+        if (error != EADDRINUSE) {
+            ember_error("store", "cannot serve the rendezvous store on %s:%d: %s", host, port,
+                        strerror(error));
+            return EMBER_ERR_IO;
+        }
+        ember_warn("store",
+                   "the job's rendezvous port %d (candidate %d of %d) is taken%s%s; "
+                   "trying the next",
+                   port, attempt + 1, TP_STORE_AUTO_TRIES, occupant[0] ? " by " : "", occupant);
+    }
+    ember_error("store", "all %d rendezvous ports derived from the job secret are taken on %s",
+                TP_STORE_AUTO_TRIES, host);
+    return EMBER_ERR_EXISTS;
 }
 
 int tp_store_server_port(const tp_store_server_t *server)
@@ -876,9 +1344,11 @@ void tp_store_server_stop(tp_store_server_t *server, double linger_s)
                    "connections, refused %lu SETs over its limits, turned %lu "
                    "connections away",
                    c->requests, c->refused, c->stalled, c->over_limits, c->turned_away);
-    for (size_t i = 0; i < server->conn_count; i++)
-        conn_free(&server->conns[i]);
+    while (server->conn_count)
+        server_drop(server, server->conns[server->conn_count - 1]);
+    server_reap(server);
     free(server->conns);
+    free(server->dead);
     while (server->entries) {
         store_entry_t *entry = server->entries;
         server->entries = entry->next;
@@ -889,6 +1359,7 @@ void tp_store_server_stop(tp_store_server_t *server, double linger_s)
     close(server->listen_fd);
     close(server->wake_pipe[0]);
     close(server->wake_pipe[1]);
+    close(server->epoll_fd);
     pthread_mutex_destroy(&server->lock);
     free(server);
 }
@@ -904,14 +1375,14 @@ struct tp_store_client {
 };
 
 /* The server's greeting: its nonce for this connection. */
-static ember_status_t client_greeted(tp_store_client_t *client, double timeout_s)
+static ember_status_t client_greeted(tp_store_client_t *client, double timeout_s, int quiet)
 {
     store_hello_t hello;
     ember_status_t status =
             io_full(client->fd, &hello, sizeof(hello), 0, ember_time_now() + timeout_s);
     if (status == EMBER_OK && (hello.magic != STORE_HELLO_MAGIC || hello.version != STORE_VERSION))
         status = EMBER_ERR_BAD_MESSAGE;
-    if (status != EMBER_OK) {
+    if (status != EMBER_OK && !quiet) {
         ember_error("store",
                     "the server at %s did not greet us as an ember store "
                     "(version %d) would: %s",
@@ -962,7 +1433,7 @@ ember_status_t tp_store_connect(const char *host, int port, const tp_secret_t *s
             /* The greeting comes at once from a live store; a squatter on
              * the port must not hold us past the deadline. */
             double left = deadline - ember_time_now();
-            ember_status_t status = client_greeted(client, left > 5.0 ? left : 5.0);
+            ember_status_t status = client_greeted(client, left > 5.0 ? left : 5.0, 0);
             if (status != EMBER_OK) {
                 tp_store_disconnect(client);
                 return status;
@@ -1028,13 +1499,12 @@ static ember_status_t client_reply(tp_store_client_t *client, uint64_t seq, doub
     return ember_status_from_wire(reply_p->status);
 }
 
-static ember_status_t client_request(tp_store_client_t *client, uint8_t op, const char *key,
-                                     const void *value, size_t length, int64_t arg,
-                                     double timeout_s, store_reply_t *reply_p, void **value_p)
+static ember_status_t client_request_until(tp_store_client_t *client, uint8_t op, const char *key,
+                                           const void *value, size_t length, int64_t arg,
+                                           double timeout_s, double deadline,
+                                           store_reply_t *reply_p, void **value_p)
 {
     size_t key_length = strlen(key);
-    /* The server answers by its own deadline; allow it time to do so. */
-    double deadline = ember_time_now() + timeout_s + 10.0;
 
     if (key_length == 0 || key_length > TP_STORE_MAX_KEY || length > TP_STORE_MAX_VALUE)
         return EMBER_ERR_INVALID_PARAM;
@@ -1048,6 +1518,103 @@ static ember_status_t client_request(tp_store_client_t *client, uint8_t op, cons
     free(request);
     EMBER_CHECK(status);
     return client_reply(client, seq, deadline, reply_p, value_p);
+}
+
+static ember_status_t client_request(tp_store_client_t *client, uint8_t op, const char *key,
+                                     const void *value, size_t length, int64_t arg,
+                                     double timeout_s, store_reply_t *reply_p, void **value_p)
+{
+    /* The server answers by its own deadline; allow it time to do so. */
+    return client_request_until(client, op, key, value, length, arg, timeout_s,
+                                ember_time_now() + timeout_s + 10.0, reply_p, value_p);
+}
+
+/* Connect to @host:@port and make a first request by @deadline: OK (the
+ * reply proved the secret), ERR_IO (nobody listens yet, or the store
+ * closed us first), else what says this is not our store. */
+static ember_status_t join_once(const char *host, int port, const tp_secret_t *secret,
+                                double deadline, int is_auto, tp_store_client_t **client_p)
+{
+    int last_errno = 0, one = 1;
+    int fd = connect_once(host, port, &last_errno);
+    if (fd < 0)
+        return EMBER_ERR_IO;
+    tp_store_client_t *client = calloc(1, sizeof(*client));
+    if (!client) {
+        close(fd);
+        return EMBER_ERR_NO_MEMORY;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    client->fd = fd;
+    client->secret = *secret;
+    snprintf(client->where, sizeof(client->where), "%s:%d", host, port);
+    store_reply_t reply = {0};
+    /* Quiet: a store that closed on us is tried again, a squatter on an
+     * `auto` port skipped (tp_store_join says so). */
+    ember_status_t status = client_greeted(client, deadline - ember_time_now(), 1);
+    if (status != EMBER_OK && status != EMBER_ERR_IO && !is_auto)
+        ember_error("store",
+                    "the server at %s did not greet us as an ember store (version %d) would: %s",
+                    client->where, STORE_VERSION, ember_status_string(status));
+    /* A GET that answers at once (timed out: the key is never set), its
+     * reply tagged under the secret. */
+    if (status == EMBER_OK)
+        status = client_request_until(client, TP_STORE_OP_GET, "ember/join", NULL, 0, 0, 0,
+                                      deadline, &reply, NULL);
+    if (status == EMBER_ERR_TIMED_OUT && reply.magic == STORE_REPLY_MAGIC)
+        status = EMBER_OK;
+    if (status != EMBER_OK) {
+        tp_store_disconnect(client);
+        return status;
+    }
+    *client_p = client;
+    return EMBER_OK;
+}
+
+ember_status_t tp_store_join(const char *host, int port, const tp_secret_t *secret,
+                             double timeout_s, tp_store_client_t **client_p)
+{
+    double deadline = ember_time_now() + timeout_s, delay = 0.01;
+    int is_auto = port == TP_STORE_PORT_AUTO, tries = is_auto ? TP_STORE_AUTO_TRIES : 1;
+    int skipped[TP_STORE_AUTO_TRIES] = {0};
+
+    do {
+        for (int attempt = 0; attempt < tries; attempt++) {
+            int at = is_auto ? tp_store_port_candidate(secret, attempt) : port;
+            /* A live store answers at once; a squatter must not hold us. */
+            double left = deadline - ember_time_now();
+            if (skipped[attempt])
+                continue;
+            ember_status_t status = join_once(host, at, secret,
+                                              ember_time_now() + (is_auto      ? 3.0
+                                                                  : left > 5.0 ? left
+                                                                               : 5.0),
+                                              is_auto, client_p);
+            if (status == EMBER_OK || status == EMBER_ERR_NO_MEMORY)
+                return status;
+            if (status == EMBER_ERR_IO)
+                continue; /* not up yet, or it made way for newer connections */
+            if (!is_auto)
+                return status; /* said why */
+            skipped[attempt] = 1;
+            ember_warn("store",
+                       "port %d (candidate %d of %d derived from the job secret) is held by "
+                       "a process that is not the job's store (%s); trying the next",
+                       at, attempt + 1, tries, ember_status_string(status));
+        }
+        ember_time_sleep(delay);
+        if (delay < 0.2)
+            delay *= 2;
+    } while (ember_time_now() < deadline);
+    if (is_auto)
+        ember_error("store",
+                    "cannot reach the rendezvous store at %s on any of the %d ports derived "
+                    "from the job secret within %.0f s",
+                    host, tries, timeout_s);
+    else
+        ember_error("store", "cannot reach the rendezvous store at %s:%d within %.0f s", host, port,
+                    timeout_s);
+    return EMBER_ERR_TIMED_OUT;
 }
 
 ember_status_t tp_store_set(tp_store_client_t *client, const char *key, const void *value,

@@ -35,7 +35,18 @@ typedef struct tp_store_client tp_store_client_t;
 #define TP_STORE_MAX_VALUE   (1u << 20)
 #define TP_STORE_MAX_ENTRIES 65536u      /* keys held at once */
 #define TP_STORE_MAX_BYTES   (64u << 20) /* their values, in all */
+/* Connections held at once, at most; fewer where RLIMIT_NOFILE leaves
+ * fewer descriptors (all but 256 of what is left at start, the job's). */
 #define TP_STORE_MAX_CLIENTS 4096
+/* Connections from one address that have not yet made an authenticated
+ * request; beyond it, its oldest such one makes way for a newcomer. */
+#define TP_STORE_SOURCE_UNPROVEN 128
+/* `tcp://HOST:auto`: the port is the first free one of TP_STORE_AUTO_TRIES
+ * candidates derived from the job secret, in this range. */
+#define TP_STORE_AUTO_PORT_MIN 20000
+#define TP_STORE_AUTO_PORT_MAX 59999
+#define TP_STORE_AUTO_TRIES    8
+#define TP_STORE_PORT_AUTO     0 /* tp_store_parse_url's port for "auto" */
 /* A request must arrive whole within this of its first byte, and a new
  * connection must complete an authenticated request within this of being
  * accepted: one slow or silent client never holds the store up. */
@@ -112,13 +123,21 @@ typedef struct {
     unsigned long refused;     /* requests failing their tag, seq or format */
     unsigned long stalled;     /* connections dropped at TP_STORE_READ_S */
     unsigned long over_limits; /* SETs refused by the size or count limits */
-    unsigned long turned_away; /* connections closed at TP_STORE_MAX_CLIENTS */
+    unsigned long turned_away; /* connections closed at the store's limits */
 } tp_store_counts_t;
 
 /** Listen on @host:@port and serve in a background thread; requests must
  * be authenticated under @secret (copied). */
 ember_status_t tp_store_server_start(const char *host, int port, const tp_secret_t *secret,
                                      tp_store_server_t **server_p);
+/** Listen on @host at the first free port of the candidates derived from
+ * @secret (tp_store_port_candidate), each taken one logged. */
+ember_status_t tp_store_server_start_auto(const char *host, const tp_secret_t *secret,
+                                          tp_store_server_t **server_p);
+/** Candidate @attempt (0, 1, ...) of a `tcp://HOST:auto` store's port:
+ * HMAC-SHA256(secret, "ember-port" | attempt) mapped into
+ * TP_STORE_AUTO_PORT_MIN..MAX, which an outsider cannot predict. */
+int tp_store_port_candidate(const tp_secret_t *secret, int attempt);
 /** The port @server listens on (an ephemeral one when started on port 0). */
 int tp_store_server_port(const tp_store_server_t *server);
 
@@ -135,6 +154,15 @@ void tp_store_server_stop(tp_store_server_t *server, double linger_s);
 ember_status_t tp_store_connect(const char *host, int port, const tp_secret_t *secret,
                                 double timeout_s, tp_store_client_t **client_p);
 void tp_store_disconnect(tp_store_client_t *client);
+/**
+ * A rank's way in: connect to @host:@port (TP_STORE_PORT_AUTO: try the
+ * secret's candidates in turn) and make a first request, whose reply must
+ * prove the secret.  A store that closed us before that (it made way for
+ * newer connections under a flood) is tried again until @timeout_s; on
+ * `auto`, a port whose occupant is not the job's store is skipped, logged.
+ */
+ember_status_t tp_store_join(const char *host, int port, const tp_secret_t *secret,
+                             double timeout_s, tp_store_client_t **client_p);
 
 ember_status_t tp_store_set(tp_store_client_t *client, const char *key, const void *value,
                             size_t length);
@@ -152,7 +180,8 @@ ember_status_t tp_store_wait_ge(tp_store_client_t *client, const char *key, int6
 ember_status_t tp_store_arrive(tp_store_client_t *client, const char *key, int rank,
                                int64_t *count_p);
 
-/** Parse "tcp://HOST:PORT" into @host (size @host_size) and @port_p. */
+/** Parse "tcp://HOST:PORT" (PORT a number or `auto`: TP_STORE_PORT_AUTO)
+ * into @host (size @host_size) and @port_p. */
 ember_status_t tp_store_parse_url(const char *url, char *host, size_t host_size, int *port_p);
 
 #endif

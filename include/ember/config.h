@@ -81,7 +81,8 @@ int ember_config_bool(const char *name);
 ember_status_t ember_config_parse_size(const char *text, size_t *size_p);
 
 /** Print every variable to @stream (borrowed): name, current value,
- * default, help. */
+ * default, help.  EMBER_SECRET's value is never printed: "(set, not
+ * shown)" when it is set. */
 void ember_config_print(FILE *stream);
 
 #ifdef __cplusplus

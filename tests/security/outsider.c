@@ -10,6 +10,15 @@
  *       the bytes that came back (only the greeting may)
  *   outsider store-flood HOST PORT COUNT BYTES
  *       COUNT requests of BYTES-byte values under the wrong secret
+ *   outsider store-hold HOST PORT N SECONDS
+ *       keep N connections open to the store for SECONDS, opening a new one
+ *       for each it closes: how many it opened, and the CPU seconds this
+ *       process used ("cpu S", for a CPU-matched control)
+ *   outsider burn FRACTION SECONDS
+ *       a control: busy for FRACTION of each 10 ms for SECONDS (the CPU an
+ *       attack burnt, without the attack)
+ *   outsider store-ports SECRET_FILE
+ *       the candidate ports of `tcp://HOST:auto` for the secret in the file
  *   outsider store-forge HOST PORT KEY TEXT
  *       SET KEY (e.g. ember/addr/3, ember/proc/3) to TEXT, GET ember/addr/0
  *   outsider ucx-stranger DIR
@@ -59,6 +68,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -205,6 +215,100 @@ static int store_stall(const char *host, int port, int count, double seconds)
     free(closed_after);
     free(received);
     return still_open == 0 && least == most && most == 24 ? 0 : 1;
+}
+
+/* A connection to @host:@port without retrying (-1 when refused). */
+static int store_connect_now(const struct addrinfo *ai)
+{
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int store_hold(const char *host, int port, int count, double seconds)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
+    char service[16];
+    snprintf(service, sizeof(service), "%d", port);
+    struct pollfd *pfds = calloc((size_t)count, sizeof(*pfds));
+    if (!pfds || getaddrinfo(host, service, &hints, &ai) != 0)
+        return 2;
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max; /* room for @count of ours */
+        setrlimit(RLIMIT_NOFILE, &limit);
+    }
+    /* The store may not be up yet. */
+    int first = store_connect(host, port);
+    if (first < 0)
+        return 2;
+    close(first);
+    unsigned long opened = 0, most = 0;
+    double deadline = ember_time_now() + seconds;
+    for (int i = 0; i < count; i++)
+        pfds[i] = (struct pollfd){.fd = -1, .events = POLLIN};
+    while (ember_time_now() < deadline) {
+        unsigned long open_now = 0;
+        for (int i = 0; i < count; i++) {
+            if (pfds[i].fd < 0 && (pfds[i].fd = store_connect_now(ai)) >= 0)
+                opened++;
+            open_now += pfds[i].fd >= 0;
+        }
+        most = open_now > most ? open_now : most;
+        if (poll(pfds, (nfds_t)count, 20) <= 0)
+            continue;
+        for (int i = 0; i < count; i++) {
+            char sink[256];
+            if (pfds[i].fd < 0 || !pfds[i].revents)
+                continue;
+            ssize_t n;
+            while ((n = recv(pfds[i].fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+                ;
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                close(pfds[i].fd);
+                pfds[i].fd = -1;
+            }
+        }
+    }
+    for (int i = 0; i < count; i++)
+        if (pfds[i].fd >= 0)
+            close(pfds[i].fd);
+    freeaddrinfo(ai);
+    free(pfds);
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    double cpu = (double)usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
+                 (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+    printf("outsider: opened %lu connections, up to %lu held at once, over %.1f s; cpu %.3f\n",
+           opened, most, seconds, cpu);
+    return 0;
+}
+
+static int burn(double fraction, double seconds)
+{
+    double end = ember_time_now() + seconds;
+    volatile unsigned long spin = 0;
+    while (ember_time_now() < end) {
+        double busy_until = ember_time_now() + 0.01 * fraction;
+        while (ember_time_now() < busy_until)
+            spin++;
+        ember_time_sleep(0.01 * (1.0 - fraction));
+    }
+    return 0;
+}
+
+static int store_ports(const char *path)
+{
+    tp_secret_t secret;
+    if (setenv("EMBER_SECRET_FILE", path, 1) != 0 ||
+        tp_auth_load_secret(NULL, 0, &secret) != EMBER_OK)
+        return 2;
+    for (int attempt = 0; attempt < TP_STORE_AUTO_TRIES; attempt++)
+        printf("%d\n", tp_store_port_candidate(&secret, attempt));
+    return 0;
 }
 
 static int store_flood(const char *host, int port, int count, size_t bytes)
@@ -769,6 +873,12 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 6 && strcmp(argv[1], "store-stall") == 0)
         return store_stall(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
+    if (argc == 6 && strcmp(argv[1], "store-hold") == 0)
+        return store_hold(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
+    if (argc == 4 && strcmp(argv[1], "burn") == 0)
+        return burn(atof(argv[2]), atof(argv[3]));
+    if (argc == 3 && strcmp(argv[1], "store-ports") == 0)
+        return store_ports(argv[2]);
     if (argc == 6 && strcmp(argv[1], "store-flood") == 0)
         return store_flood(argv[2], atoi(argv[3]), atoi(argv[4]),
                            (size_t)strtoull(argv[5], NULL, 10));

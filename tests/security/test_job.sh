@@ -18,6 +18,16 @@
 #                 wire-up to trainer0 and the PS stalled: it finds none in
 #                 clear (they are sealed with the secret), the job ends as
 #                 undisturbed
+#   hold_fds      1,100 store connections held (each one the store closes
+#                 opened again) against a job under `ulimit -n 1024`: it ends
+#                 rc 0 with the same bytes (the store admits what the limit
+#                 leaves, and no rank reads "out of descriptors" as a death)
+#   hold_cpu      4,000 store connections held: the job within 1.3x of its
+#                 time beside a control burning the CPU the outsider burnt
+#   squat_auto    a process listening on the first port the job secret
+#                 gives `tcp://127.0.0.1:auto`: the job skips it, same bytes
+#   squat_port    a process listening on EMBER_INIT's explicit port: the
+#                 job fails at once, naming the port and who holds it
 set -uo pipefail
 source "$(dirname "$0")/../common/by_hand.sh"
 case_name=$1 outsider=$3
@@ -161,6 +171,92 @@ forge_kill)
         grep -q "ps0 (rank 3)" "$work/rank$rank.log" || fail "rank $rank does not name ps0"
         echo "rank $rank ended $took ms after the PS was killed"
     done
+    ;;
+hold_fds)
+    baseline
+    port=$(free_port)
+    "$outsider" store-hold 127.0.0.1 $port 1100 30 >"$work/outsider.out" 2>&1 &
+    opid=$!
+    sleep 0.5
+    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout 60 \
+        bash -c 'ulimit -n 1024 && exec "$@"' ulimit "$run" -n 4 "$train" "${job[@]}" \
+        --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
+        fail "the job under ulimit -n 1024 exited $? beside 1,100 held connections"
+    kill $opid 2>/dev/null
+    cmp -s "$work/base.safetensors" "$work/attacked.safetensors" ||
+        fail "the attacked job saved other bytes than the undisturbed one"
+    grep -q "has exited" "$work/out" && fail "a rank declared a live peer dead"
+    ;;
+hold_cpu)
+    # The same job twice, in this run: beside 4,000 held connections, then
+    # beside a loop burning the CPU the outsider burnt (per second).  What
+    # the store spends on them must not slow the job much past that.
+    job=(--epochs 4000 --seed 3)
+    baseline
+    hold=$((base_took + 6))
+    port=$(free_port)
+    "$outsider" store-hold 127.0.0.1 $port 4000 $hold >"$work/outsider.out" 2>&1 &
+    opid=$!
+    sleep 1
+    start=$(date +%s%N)
+    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 "$train" \
+        "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
+        fail "the job beside 4,000 held connections exited $?"
+    attacked_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    wait $opid
+    cat "$work/outsider.out"
+    cpu=$(sed -nE 's/.*; cpu ([0-9.]+)$/\1/p' "$work/outsider.out")
+    [ -n "$cpu" ] || fail "the outsider did not say what CPU it used"
+    fraction=$(awk -v c="$cpu" -v s="$hold" 'BEGIN { f = c / s; print (f > 1 ? 1 : f) }')
+    "$outsider" burn "$fraction" $hold &
+    bpid=$!
+    sleep 1
+    start=$(date +%s%N)
+    EMBER_INIT=tcp://127.0.0.1:$(free_port) EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 \
+        "$train" "${job[@]}" --save "$work/control.safetensors" >"$work/control.out" 2>&1 ||
+        fail "the control job exited $?"
+    control_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    kill $bpid 2>/dev/null
+    echo "held 4,000: $attacked_ms ms; control (busy $fraction of a core): $control_ms ms"
+    cmp -s "$work/base.safetensors" "$work/attacked.safetensors" ||
+        fail "the attacked job saved other bytes than the undisturbed one"
+    [ $((attacked_ms * 10)) -le $((control_ms * 13)) ] ||
+        fail "beside 4,000 held connections the job took $attacked_ms ms, over 1.3x the control's $control_ms ms"
+    ;;
+squat_auto|squat_port)
+    baseline
+    secret=$work/secret
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
+    chmod 600 "$secret"
+    if [ "$case_name" = squat_auto ]; then
+        port=$("$outsider" store-ports "$secret" | head -1) init=tcp://127.0.0.1:auto
+    else
+        port=$(free_port) init=tcp://127.0.0.1:$port
+    fi
+    /usr/bin/python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+print("listening", flush=True); time.sleep(60)' $port >"$work/squatter.out" 2>&1 &
+    spid=$!
+    for _ in $(seq 50); do grep -q listening "$work/squatter.out" && break; sleep 0.1; done
+    grep -q listening "$work/squatter.out" || fail "the squatter could not take port $port"
+    start=$(date +%s%N)
+    EMBER_INIT=$init EMBER_SECRET_FILE=$secret EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 \
+        "$train" "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1
+    code=$? took=$(( ($(date +%s%N) - start) / 1000000 ))
+    kill $spid
+    cat "$work/out" | grep -i "port" | head -5
+    if [ "$case_name" = squat_auto ]; then
+        [ $code -eq 0 ] || fail "the job on an auto port exited $code beside a squatter"
+        cmp -s "$work/base.safetensors" "$work/attacked.safetensors" ||
+            fail "the job saved other bytes than the undisturbed one"
+        grep -q "rendezvous port $port (candidate 1 of 8) is taken by pid $spid" "$work/out" ||
+            fail "rank 0 does not say the first port was taken, and by whom"
+    else
+        [ $code -ne 0 ] && [ $code -ne 124 ] || fail "the job on a taken port exited $code"
+        [ $took -lt 10000 ] || fail "the job on a taken port took $took ms to fail"
+        grep -q "127.0.0.1:$port: the port is taken by pid $spid" "$work/out" ||
+            fail "the error does not name the port and its occupant"
+    fi
     ;;
 *)
     echo "unknown case $case_name"; exit 2 ;;
