@@ -302,6 +302,10 @@ ember_status_t tp_bootstrap_join(ember_tp_t *tp, const ember_tp_params_t *params
         name = default_name;
     EMBER_CHECK(publish_and_collect(tp, name));
     EMBER_CHECK(ember_tp_barrier(tp, "join"));
+    /* Everyone is in: nobody else may connect to the store from now on, so
+     * an outsider can hold none of its connections or descriptors. */
+    if (tp->store_server)
+        tp_store_server_close_door(tp->store_server);
     ember_debug("boot", "joined as %s (rank %d of %d) through %s", name, tp->rank, tp->world_size,
                 url);
     return EMBER_OK;

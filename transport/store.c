@@ -356,6 +356,8 @@ struct tp_store_server {
     double next_sweep;
     double accept_paused_until; /* out of descriptors: accepting waits */
     int listen_watched;
+    int door_closing; /* tp_store_server_close_door asked (under lock) */
+    int door_closed;  /* listen_fd closed: no more connections */
     tp_store_counts_t counts;
 };
 
@@ -1007,7 +1009,7 @@ static int server_has_clients(const tp_store_server_t *server)
 /* Accepting resumes once its pause is over. */
 static void server_resume_accepting(tp_store_server_t *server, double now)
 {
-    if (server->listen_watched || now < server->accept_paused_until)
+    if (server->door_closed || server->listen_watched || now < server->accept_paused_until)
         return;
     struct epoll_event event = {.events = EPOLLIN, .data.ptr = &server->listen_fd};
     if (epoll_ctl(server->epoll_fd, EPOLL_CTL_ADD, server->listen_fd, &event) == 0)
@@ -1028,6 +1030,27 @@ static int server_timeout_ms(tp_store_server_t *server, double now)
     return next <= now ? 0 : (int)((next - now) * 1000) + 1;
 }
 
+/* Every member of the job is connected: stop listening (a connection
+ * attempt is refused by the kernel, at no cost to us) and drop whoever has
+ * not proven the secret by now. */
+static void server_close_door(tp_store_server_t *server)
+{
+    if (server->listen_watched)
+        epoll_ctl(server->epoll_fd, EPOLL_CTL_DEL, server->listen_fd, NULL);
+    close(server->listen_fd);
+    server->listen_fd = -1;
+    server->listen_watched = 0;
+    server->door_closed = 1;
+    for (size_t i = server->conn_count; i-- > 0;) {
+        if (!server->conns[i]->authenticated) {
+            server_drop(server, server->conns[i]);
+            pthread_mutex_lock(&server->lock);
+            server->counts.turned_away++;
+            pthread_mutex_unlock(&server->lock);
+        }
+    }
+}
+
 static void *server_main(void *arg)
 {
     tp_store_server_t *server = arg;
@@ -1038,7 +1061,10 @@ static void *server_main(void *arg)
         pthread_mutex_lock(&server->lock);
         int stop =
                 server->stopping && (!server_has_clients(server) || now >= server->stop_deadline);
+        int close_door = server->door_closing && !server->door_closed;
         pthread_mutex_unlock(&server->lock);
+        if (close_door)
+            server_close_door(server);
         if (stop)
             break;
         int n = epoll_wait(server->epoll_fd, events, 64, server_timeout_ms(server, now));
@@ -1063,7 +1089,7 @@ static void *server_main(void *arg)
             server_sweep(server, now);
         server_reap(server); /* no event in hand names a dropped one now */
         server_resume_accepting(server, now);
-        if (accepting && server->listen_watched)
+        if (accepting && server->listen_watched && !server->door_closed)
             server_accept(server);
     }
     server_reap(server);
@@ -1305,6 +1331,16 @@ ember_status_t tp_store_server_start_auto(const char *host, const tp_secret_t *s
     return EMBER_ERR_EXISTS;
 }
 
+void tp_store_server_close_door(tp_store_server_t *server)
+{
+    pthread_mutex_lock(&server->lock);
+    server->door_closing = 1;
+    pthread_mutex_unlock(&server->lock);
+    char byte = 0;
+    ssize_t rc = write(server->wake_pipe[1], &byte, 1);
+    (void)rc;
+}
+
 int tp_store_server_port(const tp_store_server_t *server)
 {
     struct sockaddr_storage address;
@@ -1356,7 +1392,8 @@ void tp_store_server_stop(tp_store_server_t *server, double linger_s)
         free(entry->value);
         free(entry);
     }
-    close(server->listen_fd);
+    if (server->listen_fd >= 0)
+        close(server->listen_fd);
     close(server->wake_pipe[0]);
     close(server->wake_pipe[1]);
     close(server->epoll_fd);

@@ -141,6 +141,11 @@ int tp_store_port_candidate(const tp_secret_t *secret, int attempt);
 /** The port @server listens on (an ephemeral one when started on port 0). */
 int tp_store_server_port(const tp_store_server_t *server);
 
+/** Stop accepting connections: every member of the job has joined (a
+ * later attempt is refused by the kernel), and connections that have not
+ * proven the secret by now are dropped.  Returns at once; the serving
+ * thread closes the listening socket. */
+void tp_store_server_close_door(tp_store_server_t *server);
 /** A snapshot of @server's counts (taken under its lock). */
 void tp_store_server_counts(tp_store_server_t *server, tp_store_counts_t *counts_p);
 /**

@@ -10,7 +10,8 @@
 #                 greeting), counts all 7, and the job is not held up
 #   flood         400 store requests of 1 MiB values under a wrong secret
 #   forge         SETs of ember/addr/3 and ember/proc/3 under a wrong secret
-#   wrong_secret  a process with another secret claims the PS's rank
+#   wrong_secret  a process with another secret claims the PS's rank: refused
+#                 at once (by the store, or by no store listening any more)
 #   forge_kill    the forged ember/proc/3 entry, then the PS killed, no
 #                 launcher: every survivor ends within 2 s naming ps0
 #   ucx_stall     an outsider watching lo (root; else skipped, 77) reads the
@@ -88,19 +89,22 @@ stall)
     job=(--epochs 8000 --seed 3)
     baseline
     OUTSIDER_CODES=0 attacked store-stall 127.0.0.1 PORT 7 20
-    # Dropped by the store at its read deadline (TP_STORE_READ_S, 2 s after
-    # the partial request), not by the store stopping at the job's end (the
-    # job, undisturbed, outlives the deadline), nor kept.
+    # Dropped by the store when every rank has joined (it then stops
+    # listening and drops whoever has not proven the secret) or at its read
+    # deadline (TP_STORE_READ_S, 2 s after the partial request), whichever
+    # comes first; not kept to the job's end (which outlives the deadline).
     line=$(grep "the store dropped" "$work/outsider.out")
     read -r dropped first last least most < <(sed -E 's/.*dropped ([0-9]+) of 7 stalled connections, ([0-9.]+) to ([0-9.]+) s after their 4 bytes; ([0-9]+) to ([0-9]+) bytes came back.*/\1 \2 \3 \4 \5/' <<<"$line")
     [ "${dropped:-}" = 7 ] || fail "not every stalled connection was dropped: $line"
-    awk -v a="$first" -v b="$last" 'BEGIN { exit !(a >= 1.95 && b <= 3.5) }' ||
-        fail "stalled connections closed $first to $last s after their bytes, not at the store's 2 s read deadline (the job took $base_took s)"
+    awk -v b="$last" 'BEGIN { exit !(b <= 3.5) }' ||
+        fail "stalled connections closed $first to $last s after their bytes, not by the store's 2 s read deadline (the job took $base_took s)"
     [ "$least" = 24 ] && [ "$most" = 24 ] ||
         fail "$least to $most bytes came back on a stalled connection, not the 24 of the greeting"
     # The store's own count, printed when it stops (warn).
-    grep -q "dropped 7 stalled or silent connections" "$work/out" ||
-        fail "the store does not say it dropped the 7 stalled connections"
+    counts=$(sed -nE 's/.*dropped ([0-9]+) stalled or silent connections.* turned ([0-9]+) connections away.*/\1 \2/p' "$work/out")
+    read -r stalled turned <<<"${counts:-0 0}"
+    [ $((stalled + turned)) -ge 7 ] ||
+        fail "the store does not say it dropped the 7 stalled connections (stalled $stalled, turned away $turned)"
     ;;
 flood)
     baseline
@@ -137,15 +141,18 @@ wrong_secret)
     chmod 600 "$other"
     sleep 0.3
     start=$(date +%s%N)
+    # Before the job has joined the store refuses its request; after, the
+    # store no longer listens and it cannot connect at all.
     EMBER_RANK=3 EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port EMBER_SECRET_FILE=$other \
-        UCX_NET_DEVICES=lo timeout 20 "$train" "${job[@]}" >"$work/stranger.out" 2>&1
+        EMBER_CONNECT_TIMEOUT=1 UCX_NET_DEVICES=lo timeout 20 "$train" "${job[@]}" \
+        >"$work/stranger.out" 2>&1
     code=$?
     took=$(( ($(date +%s%N) - start) / 1000000 ))
     cat "$work/stranger.out"
     [ $code -ne 0 ] && [ $code -ne 124 ] || fail "the stranger exited $code"
     [ $took -lt 3000 ] || fail "the stranger was refused after $took ms"
-    grep -q "refused our request: it does not hold our job secret" "$work/stranger.out" ||
-        fail "the stranger's error does not say why"
+    grep -Eq "refused our request: it does not hold our job secret|cannot reach the rendezvous store" \
+        "$work/stranger.out" || fail "the stranger's error does not say why"
     wait $jpid || fail "the job exited $?"
     cmp -s "$work/base.safetensors" "$work/attacked.safetensors" ||
         fail "the job saved other bytes than the undisturbed one"
