@@ -42,9 +42,8 @@
 /* One line of the site @file:@line (both borrowed for the call, @file is
  * compared by its text), limited as above.  The caller checks the level
  * (the macros below do). */
-void ember_log_limited(const char *file, unsigned line, ember_log_level_t level,
-                       const char *subsys, const char *fmt, ...)
-        __attribute__((format(printf, 5, 6)));
+void ember_log_limited(const char *file, unsigned line, ember_log_level_t level, const char *subsys,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void ember_log_limitedv(const char *file, unsigned line, ember_log_level_t level,
                         const char *subsys, const char *fmt, va_list ap)
         __attribute__((format(printf, 5, 0)));

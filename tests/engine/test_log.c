@@ -192,8 +192,8 @@ static int case_limit_quiet(void)
 int main(int argc, char **argv)
 {
     static const test_case_t cases[] = {
-            {"limit_burst", case_limit_burst},   {"limit_interval", case_limit_interval},
-            {"limit_sites", case_limit_sites},   {"limit_threads", case_limit_threads},
+            {"limit_burst", case_limit_burst}, {"limit_interval", case_limit_interval},
+            {"limit_sites", case_limit_sites}, {"limit_threads", case_limit_threads},
             {"limit_quiet", case_limit_quiet},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
