@@ -21,6 +21,12 @@
  *       the HELLO a rank sends it (believing it is the rank at
  *       DIR/target.addr) goes to that rank, the challenge back, a request
  *       after it; waits for anything to come of it
+ *   outsider ucx-flood DIR COUNT NAME...
+ *       COUNT active messages to each worker whose address is DIR/NAME,
+ *       with AM ids no one registered (8..31 and a few far larger ones;
+ *       every 1000th a 256 KiB one, which travels by rendezvous): prints
+ *       how many went, exits 0 once all are sent (the ranks' logs are the
+ *       test's to judge)
  *
  * Each prints one line per attempt and a summary ("refused N of N"), and
  * exits 0 when everything it tried was refused or went unanswered, 1 when
@@ -488,6 +494,78 @@ static int ucx_relay(const char *dir)
     return answered ? 1 : 0;
 }
 
+/* AM ids no rank registers: just past ember's (TP_AM_COUNT is 8) and far. */
+static unsigned flood_am_id(int i)
+{
+    static const unsigned far[] = {100, 1000, 4095, 30000, 65535};
+    if (i % 25 < 24)
+        return 8 + (unsigned)(i % 24);
+    return far[(i / 25) % 5];
+}
+
+/* Wait for the oldest of @outstanding requests until at most @keep are left. */
+static void flood_drain(ucx_t *ucx, void **requests, int *outstanding, int keep)
+{
+    while (*outstanding > keep) {
+        void *request = requests[0];
+        double deadline = ember_time_now() + 10.0;
+        while (ucp_request_check_status(request) == UCS_INPROGRESS && ember_time_now() < deadline)
+            ucp_worker_progress(ucx->worker);
+        ucp_request_free(request);
+        memmove(requests, requests + 1, (size_t)(*outstanding - 1) * sizeof(*requests));
+        (*outstanding)--;
+    }
+}
+
+static int ucx_flood(const char *dir, int count, char **names, int ntargets)
+{
+    enum {
+        WINDOW = 256,
+        BIG = 256 << 10
+    };
+    ucx_t ucx;
+    ucp_ep_h eps[8];
+    void *requests[WINDOW];
+    int outstanding = 0, sent = 0;
+    uint8_t *big = calloc(1, BIG);
+    if (!big || ntargets > 8 || ucx_open(&ucx) != 0)
+        return 2;
+    for (int t = 0; t < ntargets; t++) {
+        char path[512];
+        size_t length;
+        snprintf(path, sizeof(path), "%s/%s", dir, names[t]);
+        void *address = read_file(path, &length, 30.0);
+        eps[t] = address ? ucx_connect(&ucx, address) : NULL;
+        free(address);
+        if (!eps[t])
+            return 2;
+    }
+    for (int i = 0; i < count; i++) {
+        for (int t = 0; t < ntargets; t++) {
+            ucp_request_param_t param = {0};
+            size_t length = i % 1000 == 999 ? BIG : 8;
+            ucs_status_ptr_t request =
+                    ucp_am_send_nbx(eps[t], flood_am_id(i), NULL, 0, big, length, &param);
+            if (UCS_PTR_IS_ERR(request))
+                continue;
+            sent++;
+            if (UCS_PTR_IS_PTR(request)) {
+                requests[outstanding++] = request;
+                flood_drain(&ucx, requests, &outstanding, WINDOW - 1);
+            }
+        }
+        if (i % 64 == 0)
+            ucp_worker_progress(ucx.worker);
+    }
+    flood_drain(&ucx, requests, &outstanding, 0);
+    ucx_progress(&ucx, 0.5);
+    printf("outsider: sent %d of %d active messages with unknown ids to %d rank(s)\n", sent,
+           count * ntargets, ntargets);
+    ucx_close(&ucx, eps, ntargets);
+    free(big);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -502,6 +580,8 @@ int main(int argc, char **argv)
         return ucx_stranger(argv[2]);
     if (argc == 3 && strcmp(argv[1], "ucx-relay") == 0)
         return ucx_relay(argv[2]);
+    if (argc >= 5 && strcmp(argv[1], "ucx-flood") == 0)
+        return ucx_flood(argv[2], atoi(argv[3]), argv + 4, argc - 4);
     fprintf(stderr, "usage: see tests/security/outsider.c\n");
     return 2;
 }
