@@ -8,14 +8,18 @@
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "common/clock.h"
+#include "common/log_limit.h"
 #include "transport/tp_internal.h"
 
 #include <ember/config.h>
 #include <ember/log.h>
+#include <ucs/debug/log_def.h> /* ucs_log_push_handler: in UCX 1.13 and 1.22 alike */
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,13 +154,85 @@ static ember_status_t ucx_version_match(void)
     return status;
 }
 
+/* ---- UCX's log, as ember's ---------------------------------------------- */
+
+static ember_log_level_t ucx_level_as_ember(ucs_log_level_t level)
+{
+    switch (level) {
+    case UCS_LOG_LEVEL_FATAL: return EMBER_LOG_FATAL;
+    case UCS_LOG_LEVEL_ERROR: return EMBER_LOG_ERROR;
+    case UCS_LOG_LEVEL_WARN: return EMBER_LOG_WARN;
+    case UCS_LOG_LEVEL_DIAG:
+    case UCS_LOG_LEVEL_INFO:
+    case UCS_LOG_LEVEL_PRINT: return EMBER_LOG_INFO;
+    case UCS_LOG_LEVEL_DEBUG: return EMBER_LOG_DEBUG;
+    default: return EMBER_LOG_TRACE;
+    }
+}
+
+/* Whether a UCX line that UCX_LOG_LEVEL let through shows: UCX_LOG_LEVEL
+ * set above warn (its default) asks for those lines and is obeyed;
+ * otherwise EMBER_LOG_LEVEL quiets UCX's warnings and errors as ember's. */
+static int ucx_line_shows(ucs_log_level_t level, const ucs_log_component_config_t *component)
+{
+    if (level != UCS_LOG_LEVEL_PRINT && level > component->log_level)
+        return 0; /* a component's line its own level leaves out */
+    if (component->log_level > UCS_LOG_LEVEL_WARN && level > UCS_LOG_LEVEL_WARN)
+        return 1;
+    return ucx_level_as_ember(level) <= ember_log_level();
+}
+
+/*
+ * Every line UCX logs, as an ember line `[ucx] LEVEL file.c:LINE text` on
+ * stderr (UCX's own handler writes to stdout, unlimited).  An outsider can
+ * make UCX warn once per message it sends (an active message for an id
+ * with no handler: 67 MB of log in one job), so lines down to UCX's info
+ * are limited per UCX call site (log_limit.h); debug and trace lines, which
+ * someone asked for, are not.  Lines at UCX_LOG_LEVEL_TRIGGER or worse go
+ * on to UCX's handler too: they are UCX's error handling (a backtrace, a
+ * debugger), not just a line.
+ */
+static ucs_log_func_rc_t ucx_log_line(const char *file, unsigned line, const char *function,
+                                      ucs_log_level_t level,
+                                      const ucs_log_component_config_t *component,
+                                      const char *format, va_list ap)
+{
+    char text[EMBER_LOG_LIMIT_LINE];
+    const char *name = strrchr(file, '/');
+
+    (void)function;
+    if (level <= ucs_global_opts.log_level_trigger)
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    if (!ucx_line_shows(level, component))
+        return UCS_LOG_FUNC_RC_STOP;
+    name = name ? name + 1 : file;
+    vsnprintf(text, sizeof(text), format, ap);
+    for (char *c = text; *c; c++)
+        if (*c == '\n')
+            *c = ' '; /* one line a message */
+    ember_log_level_t ours = ucx_level_as_ember(level);
+    if (level > UCS_LOG_LEVEL_INFO && level != UCS_LOG_LEVEL_PRINT)
+        ember_log_emit(ours, "ucx", "%s:%u %s", name, line, text);
+    else
+        ember_log_limited(file, line, ours, "ucx", "%s:%u %s", name, line, text);
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
+static void ucx_log_route(void)
+{
+    ucs_log_push_handler(ucx_log_line);
+}
+
 /* The context, from UCX's configuration with ember's settings. */
 static ember_status_t context_open(ember_tp_t *tp)
 {
+    static pthread_once_t routed = PTHREAD_ONCE_INIT;
     ucp_config_t *config;
     ember_status_t status;
 
     EMBER_CHECK(ucx_version_match());
+    /* Before UCX reads its configuration: its warnings about it are ours. */
+    pthread_once(&routed, ucx_log_route);
     EMBER_CHECK(check_ucs_call(ucp_config_read("EMBER", NULL, &config), "ucp_config_read"));
     status = set_ucp_options(config);
     if (status == EMBER_OK)
@@ -182,6 +258,33 @@ static ember_status_t worker_open(ember_tp_t *tp)
     ember_debug("tp", "AM header room %zu bytes: small message heads %s",
                 (size_t)attr.max_am_header, tp->inline_max ? "ride inline" : "do not fit");
     return check_ucs_call(ucp_worker_get_efd(tp->worker, &tp->efd), "ucp_worker_get_efd");
+}
+
+/*
+ * Every AM id ember does not use gets UCX's "no handler" entry (a NULL
+ * callback), the last one first.  UCX 1.13.1 reads a received id's entry
+ * before it checks the id against its table (ucp_am_handler_common), and
+ * leaves the entries its table grows by uninitialised: one active message
+ * with a large id from anyone who can reach the worker crashed a rank
+ * (SIGSEGV, the am_flood test), one with an id just past ember's could
+ * call whatever the new memory held.  With every id's entry written, an
+ * unknown id only makes UCX warn (a limited line, ucx_log_line).  The
+ * table costs 65536 entries of 24 bytes; newer UCX checks first and
+ * initialises, and this costs them nothing else.
+ */
+static ember_status_t am_ids_cover_all(ember_tp_t *tp)
+{
+    ucp_am_handler_param_t none = {
+            .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB,
+            .id = UINT16_MAX,
+            .cb = NULL,
+    };
+    ucs_status_t status = ucp_worker_set_am_recv_handler(tp->worker, &none);
+    for (unsigned id = TP_AM_COUNT; status == UCS_OK && id < UINT16_MAX; id++) {
+        none.id = id;
+        status = ucp_worker_set_am_recv_handler(tp->worker, &none);
+    }
+    return check_ucs_call(status, "ucp_worker_set_am_recv_handler (the unused ids)");
 }
 
 static ember_status_t am_handlers_set(ember_tp_t *tp)
@@ -220,7 +323,7 @@ static ember_status_t am_handlers_set(ember_tp_t *tp)
             return tp_status_from_ucs(status);
         }
     }
-    return EMBER_OK;
+    return am_ids_cover_all(tp);
 }
 
 ember_status_t tp_worker_create(ember_tp_t *tp)
@@ -245,6 +348,9 @@ void tp_worker_destroy(ember_tp_t *tp)
         ucp_cleanup(tp->context);
     tp->worker = NULL;
     tp->context = NULL;
+    /* What a flood's limited lines left uncounted, now rather than at exit
+     * (which a rank ended by _exit or a signal never reaches). */
+    ember_log_limited_summary();
 }
 
 unsigned tp_progress_once(ember_tp_t *tp)

@@ -13,10 +13,8 @@
  *   outsider store-hold HOST PORT N SECONDS
  *       keep N connections open to the store for SECONDS, opening a new one
  *       for each it closes: how many it opened, and the CPU seconds this
- *       process used ("cpu S", for a CPU-matched control)
- *   outsider burn FRACTION SECONDS
- *       a control: busy for FRACTION of each 10 ms for SECONDS (the CPU an
- *       attack burnt, without the attack)
+ *       process used ("cpu S"); with a last argument `closed`, at once
+ *       (a control aimed at a port where nothing listens)
  *   outsider store-ports SECRET_FILE
  *       the candidate ports of `tcp://HOST:auto` for the secret in the file
  *   outsider store-forge HOST PORT KEY TEXT
@@ -42,6 +40,12 @@
  *       clear in the traffic of the store at PORT; stall a wire-up (as ucx-stall) to
  *       each of RANKS (e.g. 0,3) found, held HOLD seconds; exits 1 when the
  *       traffic gave an address away
+ *   outsider ucx-flood DIR COUNT NAME...
+ *       COUNT active messages to each worker whose address is DIR/NAME,
+ *       with AM ids no one registered (8..31 and a few far larger ones;
+ *       every 1000th a 256 KiB one, which travels by rendezvous): prints
+ *       how many went, exits 0 once all are sent (the ranks' logs are the
+ *       test's to judge)
  *
  * Each prints one line per attempt and a summary ("refused N of N"), and
  * exits 0 when everything it tried was refused or went unanswered, 1 when
@@ -228,7 +232,7 @@ static int store_connect_now(const struct addrinfo *ai)
     return fd;
 }
 
-static int store_hold(const char *host, int port, int count, double seconds)
+static int store_hold(const char *host, int port, int count, double seconds, int wait_for_store)
 {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
     char service[16];
@@ -241,11 +245,12 @@ static int store_hold(const char *host, int port, int count, double seconds)
         limit.rlim_cur = limit.rlim_max; /* room for @count of ours */
         setrlimit(RLIMIT_NOFILE, &limit);
     }
-    /* The store may not be up yet. */
-    int first = store_connect(host, port);
-    if (first < 0)
+    /* The store may not be up yet (a control aims at a closed port). */
+    int first = wait_for_store ? store_connect(host, port) : -1;
+    if (wait_for_store && first < 0)
         return 2;
-    close(first);
+    if (first >= 0)
+        close(first);
     unsigned long opened = 0, most = 0;
     double deadline = ember_time_now() + seconds;
     for (int i = 0; i < count; i++)
@@ -284,19 +289,6 @@ static int store_hold(const char *host, int port, int count, double seconds)
                  (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
     printf("outsider: opened %lu connections, up to %lu held at once, over %.1f s; cpu %.3f\n",
            opened, most, seconds, cpu);
-    return 0;
-}
-
-static int burn(double fraction, double seconds)
-{
-    double end = ember_time_now() + seconds;
-    volatile unsigned long spin = 0;
-    while (ember_time_now() < end) {
-        double busy_until = ember_time_now() + 0.01 * fraction;
-        while (ember_time_now() < busy_until)
-            spin++;
-        ember_time_sleep(0.01 * (1.0 - fraction));
-    }
     return 0;
 }
 
@@ -868,15 +860,87 @@ static int ucx_forge(const char *dir)
     return challenged && refused ? 0 : 2;
 }
 
+/* AM ids no rank registers: just past ember's (TP_AM_COUNT is 8) and far. */
+static unsigned flood_am_id(int i)
+{
+    static const unsigned far[] = {100, 1000, 4095, 30000, 65535};
+    if (i % 25 < 24)
+        return 8 + (unsigned)(i % 24);
+    return far[(i / 25) % 5];
+}
+
+/* Wait for the oldest of @outstanding requests until at most @keep are left. */
+static void flood_drain(ucx_t *ucx, void **requests, int *outstanding, int keep)
+{
+    while (*outstanding > keep) {
+        void *request = requests[0];
+        double deadline = ember_time_now() + 10.0;
+        while (ucp_request_check_status(request) == UCS_INPROGRESS && ember_time_now() < deadline)
+            ucp_worker_progress(ucx->worker);
+        ucp_request_free(request);
+        memmove(requests, requests + 1, (size_t)(*outstanding - 1) * sizeof(*requests));
+        (*outstanding)--;
+    }
+}
+
+static int ucx_flood(const char *dir, int count, char **names, int ntargets)
+{
+    enum {
+        WINDOW = 256,
+        BIG = 256 << 10
+    };
+    ucx_t ucx;
+    ucp_ep_h eps[8];
+    void *requests[WINDOW];
+    int outstanding = 0, sent = 0;
+    uint8_t *big = calloc(1, BIG);
+    if (!big || ntargets > 8 || ucx_open(&ucx) != 0)
+        return 2;
+    for (int t = 0; t < ntargets; t++) {
+        char path[512];
+        size_t length;
+        snprintf(path, sizeof(path), "%s/%s", dir, names[t]);
+        void *address = read_file(path, &length, 30.0);
+        eps[t] = address ? ucx_connect(&ucx, address) : NULL;
+        free(address);
+        if (!eps[t])
+            return 2;
+    }
+    for (int i = 0; i < count; i++) {
+        for (int t = 0; t < ntargets; t++) {
+            ucp_request_param_t param = {0};
+            size_t length = i % 1000 == 999 ? BIG : 8;
+            ucs_status_ptr_t request =
+                    ucp_am_send_nbx(eps[t], flood_am_id(i), NULL, 0, big, length, &param);
+            if (UCS_PTR_IS_ERR(request))
+                continue;
+            sent++;
+            if (UCS_PTR_IS_PTR(request)) {
+                requests[outstanding++] = request;
+                flood_drain(&ucx, requests, &outstanding, WINDOW - 1);
+            }
+        }
+        if (i % 64 == 0)
+            ucp_worker_progress(ucx.worker);
+    }
+    flood_drain(&ucx, requests, &outstanding, 0);
+    ucx_progress(&ucx, 0.5);
+    printf("outsider: sent %d of %d active messages with unknown ids to %d rank(s)\n", sent,
+           count * ntargets, ntargets);
+    ucx_close(&ucx, eps, ntargets);
+    free(big);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 6 && strcmp(argv[1], "store-stall") == 0)
         return store_stall(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
     if (argc == 6 && strcmp(argv[1], "store-hold") == 0)
-        return store_hold(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
-    if (argc == 4 && strcmp(argv[1], "burn") == 0)
-        return burn(atof(argv[2]), atof(argv[3]));
+        return store_hold(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]), 1);
+    if (argc == 7 && strcmp(argv[1], "store-hold") == 0 && strcmp(argv[6], "closed") == 0)
+        return store_hold(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]), 0);
     if (argc == 3 && strcmp(argv[1], "store-ports") == 0)
         return store_ports(argv[2]);
     if (argc == 6 && strcmp(argv[1], "store-flood") == 0)
@@ -894,6 +958,8 @@ int main(int argc, char **argv)
         return ucx_stall(argv[2], atof(argv[3]));
     if (argc == 3 && strcmp(argv[1], "ucx-relay") == 0)
         return ucx_relay(argv[2]);
+    if (argc >= 5 && strcmp(argv[1], "ucx-flood") == 0)
+        return ucx_flood(argv[2], atoi(argv[3]), argv + 4, argc - 4);
     fprintf(stderr, "usage: see tests/security/outsider.c\n");
     return 2;
 }

@@ -21,6 +21,12 @@
  *   bad_address  a rank's published worker address is 200 random bytes:
  *                the others fail to join at once, naming the key, and never
  *                hand it to UCX (no assertion, no crash)
+ *   am_flood     the outsider sends each of two ranks 100,000 active
+ *                messages with AM ids no one registered (some of them
+ *                large): the ranks' calls to each other then work, and
+ *                each rank's whole output (stdout and stderr, UCX's lines
+ *                and ember's) stays under 100 KB, with a line that counts
+ *                the warnings it suppressed
  */
 #define _GNU_SOURCE
 #include "common/clock.h"
@@ -30,6 +36,7 @@
 #include <ember/transport.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <spawn.h>
@@ -76,19 +83,33 @@ static const char *dir(void)
     return d;
 }
 
-/* Start the outsider with @mode over the shared folder (@extra: one more
- * argument, or NULL). */
-static pid_t outsider_start_with(const char *mode, const char *extra)
+/* am_flood's ranks: the file their output goes to, and where it went before. */
+static int capture_fd = -1, real_stderr = -1;
+
+/* Start the outsider with @mode over the shared folder, @extra (NULL or a
+ * NULL-ended list) after it. */
+static pid_t outsider_start_with(const char *mode, char *const *extra)
 {
     const char *path = getenv("OUTSIDER");
     MP_CHECK(path, "OUTSIDER (the outsider binary) unset");
-    char *argv[] = {(char *)path, (char *)mode, (char *)dir(), (char *)extra, NULL};
+    char *argv[16] = {(char *)path, (char *)mode, (char *)dir()};
+    for (int i = 0; extra && extra[i] && i < 12; i++)
+        argv[3 + i] = extra[i];
     /* Not a rank of the job: no rank, no store, no secret. */
     unsetenv("EMBER_RANK");
     unsetenv("EMBER_SECRET_FILE");
     unsetenv("EMBER_SECRET");
+    /* A rank whose output is captured (am_flood) keeps the outsider's out
+     * of its log. */
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (real_stderr >= 0) {
+        posix_spawn_file_actions_adddup2(&actions, real_stderr, STDOUT_FILENO);
+        posix_spawn_file_actions_adddup2(&actions, real_stderr, STDERR_FILENO);
+    }
     pid_t pid;
-    MP_CHECK(posix_spawn(&pid, path, NULL, NULL, argv, environ) == 0, "spawn %s", path);
+    MP_CHECK(posix_spawn(&pid, path, &actions, NULL, argv, environ) == 0, "spawn %s", path);
+    posix_spawn_file_actions_destroy(&actions);
     return pid;
 }
 
@@ -321,7 +342,7 @@ static int case_stall(int rank, int world, void *arg)
                 during);
     } else {
         meet(tp, "go", 1);
-        pid_t pid = outsider_start_with("ucx-stall", "5");
+        pid_t pid = outsider_start_with("ucx-stall", (char *[]){"5", NULL});
         int code = outsider_wait(tp, pid, 60);
         MP_CHECK(code == 0, "the outsider exited %d", code);
         double until = ember_time_now() + 2;
@@ -380,12 +401,119 @@ static int case_forge(int rank, int world, void *arg)
     return 0;
 }
 
+#define FLOOD_COUNT   100000
+#define FLOOD_LOG_MAX (100 * 1024)
+#define CAPTURE_SHOWN 4096
+
+/* On a failed check (exit, not the case's _exit): the captured log's tail
+ * where ctest shows it. */
+static void capture_show(void)
+{
+    char tail[CAPTURE_SHOWN];
+    off_t end = lseek(capture_fd, 0, SEEK_END);
+    off_t from = end > CAPTURE_SHOWN ? end - CAPTURE_SHOWN : 0;
+    ssize_t n = pread(capture_fd, tail, sizeof(tail), from);
+    dprintf(real_stderr, "--- the last %zd bytes of this rank's %lld-byte log ---\n", n,
+            (long long)end);
+    if (n > 0 && write(real_stderr, tail, (size_t)n) < 0)
+        return;
+}
+
+/* All of this rank's output (ember's lines, UCX's, on stdout or stderr)
+ * into DIR/NAME, to be weighed. */
+static void capture_output(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir(), name);
+    capture_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND, 0600);
+    real_stderr = dup(STDERR_FILENO);
+    MP_CHECK(capture_fd >= 0 && real_stderr >= 0, "capture %s: %s", path, strerror(errno));
+    fflush(stdout);
+    fflush(stderr);
+    MP_CHECK(dup2(capture_fd, STDOUT_FILENO) >= 0 && dup2(capture_fd, STDERR_FILENO) >= 0,
+             "dup2: %s", strerror(errno));
+    atexit(capture_show);
+}
+
+/* The captured log, whole, NUL-terminated (malloc'ed); its size in @size_p. */
+static char *capture_read(size_t *size_p)
+{
+    fflush(stdout);
+    fflush(stderr);
+    off_t size = lseek(capture_fd, 0, SEEK_END);
+    char *text = malloc((size_t)size + 1);
+    MP_CHECK(text && pread(capture_fd, text, (size_t)size, 0) == size, "read the log back");
+    text[size] = '\0';
+    *size_p = (size_t)size;
+    return text;
+}
+
+/* The UCX lines the log counted rather than printed: the sum of the
+ * limiter's summaries, "[ucx] WARN suppressed N more like this (T in all)",
+ * over their T. */
+static unsigned long suppressed_in_all(const char *text)
+{
+    unsigned long total = 0, more, all;
+    for (const char *at = text; (at = strstr(at, "[ucx] ")) != NULL; at++) {
+        const char *words = strchr(at + 6, ' ');
+        if (words && sscanf(words, " suppressed %lu more like this (%lu in all)", &more, &all) == 2)
+            total += all;
+    }
+    return total;
+}
+
+static int case_am_flood(int rank, int world, void *arg)
+{
+    server_t server = {0};
+    char name[32];
+    (void)world;
+    (void)arg;
+    snprintf(name, sizeof(name), "rank%d.log", rank);
+    capture_output(name);
+    ember_tp_t *tp = join();
+    ember_rpc_register(tp, OP_ECHO, on_echo, &server);
+    snprintf(name, sizeof(name), "rank%d.addr", rank);
+    publish_address(tp, name);
+    MP_CHECK(ember_tp_barrier(tp, "published") == EMBER_OK, "barrier");
+    double start = ember_time_now();
+    if (rank == 0) {
+        char count[16];
+        snprintf(count, sizeof(count), "%d", FLOOD_COUNT);
+        char *extra[] = {count, "rank0.addr", "rank1.addr", NULL};
+        pid_t pid = outsider_start_with("ucx-flood", extra);
+        int code = outsider_wait(tp, pid, 90);
+        MP_CHECK(code == 0, "the flood did not run (exit %d)", code);
+        MP_CHECK(tp_store_add(tp->store, "flood-done", 1, NULL) == EMBER_OK, "store");
+    } else {
+        meet(tp, "flood-done", 1);
+    }
+    double flood_s = ember_time_now() - start;
+    echo_works(tp, 1 - rank); /* the job goes on: both ways */
+    MP_CHECK(ember_tp_barrier(tp, "done") == EMBER_OK, "barrier");
+    MP_CHECK(server.echo_calls == 1, "the job's call ran %lu times", server.echo_calls);
+    ember_tp_destroy(tp); /* the limited lines' summary */
+    size_t size;
+    char *text = capture_read(&size);
+    unsigned long suppressed = suppressed_in_all(text);
+    dprintf(real_stderr,
+            "rank %d: %d messages with unknown AM ids in %.1f s; %zu bytes of log, "
+            "%lu UCX lines suppressed and counted\n",
+            rank, FLOOD_COUNT, flood_s, size, suppressed);
+    MP_CHECK(size <= FLOOD_LOG_MAX, "%zu bytes of log (at most %d)", size, FLOOD_LOG_MAX);
+    MP_CHECK(suppressed >= FLOOD_COUNT * 9 / 10,
+             "the log counts %lu suppressed UCX lines, want most of the %d messages", suppressed,
+             FLOOD_COUNT);
+    free(text);
+    return 0;
+}
+
 static const mp_case_t cases[] = {
         {"forge", case_forge, 2, 0},
         {"stall", case_stall, 2, 0},
         {"stranger", case_stranger, 2, 0},
         {"relay", case_relay, 3, 0},
         {"bad_address", case_bad_address, 2, 0},
+        {"am_flood", case_am_flood, 2, 0},
 };
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
