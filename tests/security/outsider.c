@@ -31,15 +31,21 @@
  *   outsider ucx-stall DIR SECONDS
  *       connect to DIR/target.addr, post a request and a HELLO, then hold
  *       the endpoint SECONDS without ever progressing, and exit
+ *   outsider ucx-hello-flood DIR SECONDS flood|control
+ *       HELLOs with junk proofs to DIR/target.addr as fast as they go for
+ *       SECONDS, or (control) the same endpoint and a loop as busy that
+ *       sends nothing; prints its count and CPU seconds
  *   outsider ucx-forge DIR
  *       watch lo (root) for rank 0's HELLO to rank 1 over tcp, answer it
  *       from its own endpoint to rank 0 (DIR/victim.addr) with a forged
  *       CHALLENGE, then rank 1's real challenge with forged refusals
- *   outsider job-stall PORT SECONDS RANKS HOLD
+ *   outsider job-ucx PORT SECONDS RANKS HOLD
  *       watch lo's traffic (root) for SECONDS for worker addresses in
- *       clear in the traffic of the store at PORT; stall a wire-up (as ucx-stall) to
- *       each of RANKS (e.g. 0,3) found, held HOLD seconds; exits 1 when the
- *       traffic gave an address away
+ *       clear in the traffic of the store at PORT; to each of RANKS (e.g.
+ *       0,3) found: a stalled wire-up (as ucx-stall, held HOLD seconds),
+ *       then from another endpoint 200,000 HELLOs, 100,000 messages of
+ *       unknown ids and six 64 MiB eager ones; exits 1 when the traffic gave
+ *       an address away
  *   outsider ucx-flood DIR COUNT NAME...
  *       COUNT active messages to each worker whose address is DIR/NAME,
  *       with AM ids no one registered (8..31 and a few far larger ones;
@@ -740,13 +746,47 @@ static int stall_target(ucx_t *ucx, const void *address)
     return 0;
 }
 
+/* From a second endpoint to @address: what the issue's attacker sent a
+ * rank it could reach: 200,000 HELLOs with junk proofs, 100,000 messages
+ * with ids nobody registered, and six 64 MiB eager messages at once. */
+static void flood_target(ucx_t *ucx, const void *address)
+{
+    ucp_ep_h ep = ucx_connect(ucx, address);
+    if (!ep)
+        return;
+    tp_hello_t hello = {.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = 1, .dst_rank = 0};
+    for (unsigned long i = 0; i < 200000; i++) {
+        memcpy(hello.nonce, &i, sizeof(i));
+        ucx_send(ucx, ep, TP_AM_HELLO, NULL, 0, &hello, sizeof(hello));
+    }
+    for (unsigned i = 0; i < 100000; i++)
+        ucx_send(ucx, ep, 8 + i % 24, NULL, 0, &i, sizeof(i));
+    size_t big = (size_t)64 << 20;
+    char *bulk = calloc(1, big);
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER};
+    void *requests[6] = {0};
+    for (int i = 0; bulk && i < 6; i++) {
+        ucs_status_ptr_t request = ucp_am_send_nbx(ep, TP_AM_REQUEST, NULL, 0, bulk, big, &param);
+        requests[i] = UCS_PTR_IS_PTR(request) ? request : NULL;
+    }
+    double deadline = ember_time_now() + 10;
+    for (int i = 0; i < 6; i++) {
+        while (requests[i] && ucp_request_check_status(requests[i]) == UCS_INPROGRESS &&
+               ember_time_now() < deadline)
+            ucp_worker_progress(ucx->worker);
+    }
+    free(bulk); /* the requests are the worker's when it goes */
+}
+
 /*
- * Watch the traffic of the store at @port for @seconds for worker addresses in clear, and
- * give each rank in @ranks (comma-separated) found a stalled wire-up; hold
- * them @hold seconds, then exit without closing anything.  1 when an
- * address was found (the traffic gave it away), else 0.
+ * Watch the traffic of the store at @port for @seconds for worker
+ * addresses in clear, and give each rank in @ranks (comma-separated) found
+ * a stalled wire-up and a flood (flood_target); hold the stalled ones
+ * @hold seconds, then exit without closing anything.  1 when an address
+ * was found (the traffic gave it away), else 0.
  */
-static int job_stall(int port, double seconds, const char *ranks, double hold)
+static int job_ucx(int port, double seconds, const char *ranks, double hold)
 {
     static uint8_t packet[1 << 17], address[1 << 16];
     int fd = sniff_open();
@@ -771,14 +811,74 @@ static int job_stall(int port, double seconds, const char *ranks, double hold)
         if (slot && stall_target(&ucx, address) == 0) {
             stalled++;
             slot[1] = 'x'; /* once per rank */
+            flood_target(&ucx, address);
         }
     }
-    printf("outsider: %u worker address(es) seen in clear, %u sealed; %u wire-up(s) left "
-           "stalled\n",
-           found, sealed, stalled);
+    printf("outsider: %u worker address(es) seen in clear, %u sealed; %u rank(s) attacked\n", found,
+           sealed, stalled);
     if (stalled)
         ember_time_sleep(hold);
     _exit(found ? 1 : 0);
+}
+
+/*
+ * HELLOs claiming rank 0 to the rank at DIR/target.addr, with fresh nonces
+ * and junk proofs, as fast as they go for @seconds; with @control, the
+ * same endpoint and a loop as busy, sending nothing (the CPU-matched
+ * control).  Prints how many went and its CPU seconds.
+ */
+static int ucx_hello_flood(const char *dir, double seconds, int control)
+{
+    ucx_t ucx;
+    char path[512];
+    size_t length;
+    snprintf(path, sizeof(path), "%s/target.addr", dir);
+    void *target = read_file(path, &length, 30.0);
+    if (!target || ucx_open(&ucx) != 0)
+        return 2;
+    ucp_ep_h ep = ucx_connect(&ucx, target);
+    free(target);
+    if (!ep)
+        return 2;
+    tp_hello_t hello = {.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = 0, .dst_rank = 1};
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = UCP_AM_SEND_FLAG_REPLY};
+    void *inflight[64] = {0};
+    unsigned long sent = 0;
+    double deadline = ember_time_now() + seconds;
+    while (ember_time_now() < deadline) {
+        for (int i = 0; i < 64; i++) {
+            if (inflight[i] && ucp_request_check_status(inflight[i]) == UCS_INPROGRESS)
+                continue;
+            if (inflight[i])
+                ucp_request_free(inflight[i]);
+            inflight[i] = NULL;
+            if (control)
+                continue;
+            memcpy(hello.nonce, &sent, sizeof(sent));
+            memcpy(hello.mac, &sent, sizeof(sent));
+            ucs_status_ptr_t request =
+                    ucp_am_send_nbx(ep, TP_AM_HELLO, NULL, 0, &hello, sizeof(hello), &param);
+            sent++;
+            if (UCS_PTR_IS_PTR(request))
+                inflight[i] = request;
+        }
+        ucp_worker_progress(ucx.worker);
+    }
+    for (int i = 0; i < 64; i++) {
+        if (inflight[i]) {
+            ucp_request_cancel(ucx.worker, inflight[i]);
+            ucp_request_free(inflight[i]);
+        }
+    }
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    printf("outsider: %s; %lu HELLOs sent over %.1f s; cpu %.3f\n",
+           control ? "the control" : "the flood", sent, seconds,
+           (double)usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
+                   (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6);
+    ucx_close(&ucx, &ep, 1);
+    return 0;
 }
 
 /* A handshake message of ours in @data (magic, version), from @src to
@@ -950,8 +1050,10 @@ int main(int argc, char **argv)
         return store_forge(argv[2], atoi(argv[3]), argv[4], argv[5]);
     if (argc == 3 && strcmp(argv[1], "ucx-stranger") == 0)
         return ucx_stranger(argv[2]);
-    if (argc == 6 && strcmp(argv[1], "job-stall") == 0)
-        return job_stall(atoi(argv[2]), atof(argv[3]), argv[4], atof(argv[5]));
+    if (argc == 6 && strcmp(argv[1], "job-ucx") == 0)
+        return job_ucx(atoi(argv[2]), atof(argv[3]), argv[4], atof(argv[5]));
+    if (argc == 5 && strcmp(argv[1], "ucx-hello-flood") == 0)
+        return ucx_hello_flood(argv[2], atof(argv[3]), strcmp(argv[4], "control") == 0);
     if (argc == 3 && strcmp(argv[1], "ucx-forge") == 0)
         return ucx_forge(argv[2]);
     if (argc == 4 && strcmp(argv[1], "ucx-stall") == 0)

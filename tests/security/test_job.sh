@@ -14,11 +14,12 @@
 #                 at once (by the store, or by no store listening any more)
 #   forge_kill    the forged ember/proc/3 entry, then the PS killed, no
 #                 launcher: every survivor ends within 2 s naming ps0
-#   ucx_stall     an outsider watching lo (root; else skipped, 77) reads the
+#   ucx           an outsider watching lo (root; else skipped, 77) reads the
 #                 store's traffic for worker addresses, to leave a UCX
-#                 wire-up to trainer0 and the PS stalled: it finds none in
-#                 clear (they are sealed with the secret), the job ends as
-#                 undisturbed
+#                 wire-up to trainer0 and the PS stalled and flood them
+#                 (HELLOs, unknown ids, large eager messages): it finds
+#                 none in clear (they are sealed with the secret); the job
+#                 ends as undisturbed, its PS as large, its log as long
 #   hold_fds      1,100 store connections held (each one the store closes
 #                 opened again) against a job under `ulimit -n 1024`: it ends
 #                 rc 0 with the same bytes (the store admits what the limit
@@ -64,8 +65,8 @@ attacked() { # OUTSIDER_ARGS... (PORT stands for the store's port)
     "$outsider" "${args[@]}" >"$work/outsider.out" 2>&1 &
     local opid=$!
     local start=$(date +%s)
-    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 "$train" \
-        "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
+    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=${EMBER_LOG_LEVEL:-warn} timeout 60 \
+        "$run" -n 4 "$train" "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
         fail "the attacked job exited $?"
     # Not stalled: against the undisturbed job's time on this machine now (a
     # loaded machine or a sanitizer build slows both), not a fixed figure.
@@ -122,13 +123,24 @@ forge)
     grep -q "refused [1-9][0-9]* unauthenticated or malformed" "$work/out" ||
         fail "the store does not say it refused the forgeries"
     ;;
-ucx_stall)
-    [ "$(id -u)" = 0 ] || { echo "ucx_stall: needs root to watch lo: skipped"; exit 77; }
+ucx)
+    [ "$(id -u)" = 0 ] || { echo "ucx: needs root to watch lo: skipped"; exit 77; }
     unset UCX_TLS # UCX's own choice: tcp and shared memory both
+    export EMBER_LOG_LEVEL=info # the PS's resident memory, at its end
     baseline
-    OUTSIDER_CODES=0 attacked job-stall PORT $((base_took + 6)) 0,3 5
+    base_bytes=$(wc -c <"$work/base.out")
+    OUTSIDER_CODES=0 attacked job-ucx PORT $((base_took + 6)) 0,3 5
     grep -q "^outsider: 0 worker address(es) seen in clear, [1-9][0-9]* sealed" \
         "$work/outsider.out" || fail "the outsider saw no sealed worker address: did it watch?"
+    # Nothing reached the ranks: the PS holds what it held undisturbed, and
+    # the job logged what it logs undisturbed (give or take a line).
+    resident() { sed -nE 's/.*ps0: .*resident ([0-9.]+) MiB.*/\1/p' "$1" | tail -1; }
+    awk -v a="$(resident "$work/out")" -v b="$(resident "$work/base.out")" \
+        'BEGIN { exit !(a != "" && a <= b + 16) }' ||
+        fail "the PS ended at $(resident "$work/out") MiB resident, undisturbed $(resident "$work/base.out")"
+    bytes=$(wc -c <"$work/out")
+    [ $((bytes - base_bytes)) -le 102400 ] ||
+        fail "the job logged $bytes bytes, undisturbed $base_bytes"
     ;;
 wrong_secret)
     baseline
