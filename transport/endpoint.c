@@ -9,6 +9,7 @@
  * request never reaches a handler.
  */
 #include "common/clock.h"
+#include "common/log_limit.h"
 #include "common/reserve.h"
 #include "transport/tp_internal.h"
 
@@ -26,9 +27,8 @@ static void handshake_prove(const ember_tp_t *tp, const char *label, tp_hello_t 
 
 void tp_note_dropped(ember_tp_t *tp, const char *what)
 {
-    if (++tp->dropped_messages <= TP_NOTED_MAX)
-        ember_warn("tp", "%s%s", what,
-                   tp->dropped_messages == TP_NOTED_MAX ? "; further ones are only counted" : "");
+    tp->dropped_messages++;
+    ember_warn_limited("tp", "%s", what);
 }
 
 int tp_first_lost(const ember_tp_t *tp, int or_unanswered)
@@ -647,12 +647,11 @@ static void handshake_prove(const ember_tp_t *tp, const char *label, tp_hello_t 
 static void handshake_unproven(ember_tp_t *tp, tp_peer_t *peer, const char *what)
 {
     peer->unproven++;
-    if (++tp->refused_handshakes <= TP_NOTED_MAX)
-        ember_warn("tp",
-                   "dropped %s claiming to come from %s (rank %d): it does not prove the "
-                   "job secret%s",
-                   what, peer->name, peer->rank,
-                   tp->refused_handshakes == TP_NOTED_MAX ? "; further ones are only counted" : "");
+    tp->refused_handshakes++;
+    ember_warn_limited("tp",
+                       "dropped %s claiming to come from %s (rank %d): it does not prove the "
+                       "job secret",
+                       what, peer->name, peer->rank);
 }
 
 void tp_handshake_expired(ember_tp_t *tp, int rank)
@@ -803,13 +802,11 @@ ucs_status_t tp_am_hello_cb(void *arg, const void *header, size_t header_length,
         return UCS_OK;
     }
     if (!handshake_proven(tp, "ember-hello", &hello)) {
-        if (++tp->refused_handshakes <= TP_NOTED_MAX)
-            ember_warn("tp",
-                       "refused a connection claiming to be rank %u (%s): it does not prove "
-                       "the job secret%s",
-                       hello.src_rank, tp->peers[hello.src_rank].name,
-                       tp->refused_handshakes == TP_NOTED_MAX ? "; further ones are only counted"
-                                                              : "");
+        tp->refused_handshakes++;
+        ember_warn_limited("tp",
+                           "refused a connection claiming to be rank %u (%s): it does not "
+                           "prove the job secret",
+                           hello.src_rank, tp->peers[hello.src_rank].name);
         return UCS_OK;
     }
     if (!nonce_fresh(tp, hello.nonce)) {
@@ -901,14 +898,11 @@ ucs_status_t tp_am_confirm_cb(void *arg, const void *header, size_t header_lengt
     accept.src_rank = (uint32_t)tp->rank;
     accept.dst_rank = confirm.src_rank;
     if (confirm.status != 0 || !handshake_proven(tp, "ember-confirm", &confirm)) {
-        /* Logged for the first few: an outsider must not fill the log. */
-        if (++tp->refused_handshakes <= TP_NOTED_MAX)
-            ember_warn("tp",
-                       "refused a connection claiming to be rank %u (%s): it does "
-                       "not prove the job secret%s",
-                       confirm.src_rank, tp->peers[confirm.src_rank].name,
-                       tp->refused_handshakes == TP_NOTED_MAX ? "; further ones are only counted"
-                                                              : "");
+        tp->refused_handshakes++;
+        ember_warn_limited("tp",
+                           "refused a connection claiming to be rank %u (%s): it does not "
+                           "prove the job secret",
+                           confirm.src_rank, tp->peers[confirm.src_rank].name);
         accept.status = EMBER_ERR_AUTH;
     } else if (conn_add(tp, param->reply_ep, (int)confirm.src_rank) != EMBER_OK) {
         accept.status = EMBER_ERR_NO_MEMORY;

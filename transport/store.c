@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* pipe2, accept4 */
 #include "transport/store.h"
 #include "common/clock.h"
+#include "common/log_limit.h"
 #include "common/reserve.h"
 
 #include <ember/log.h>
@@ -30,8 +31,6 @@
 /* A reply that does not leave within this (its client stopped reading)
  * drops the connection. */
 #define STORE_WRITE_S 10.0
-/* Refusals logged one by one up to this; the rest in the summary. */
-#define STORE_LOGGED_MAX 8
 /* Late connections and idle waits are looked for at most this often, so
  * that what the store does per event does not grow with the connections
  * held (an outsider's idle ones cost nothing between two looks). */
@@ -370,13 +369,11 @@ static store_entry_t *server_find(tp_store_server_t *server, const char *key)
     return NULL;
 }
 
-/* A warning for each of the first few refusals: an outsider must not fill
- * rank 0's log either. */
-static void server_note(tp_store_server_t *server, unsigned long count, int fd, const char *what)
+/* A warning for a refusal, limited with counts (common/log_limit.h): an
+ * outsider must not fill rank 0's log either. */
+static void server_note(tp_store_server_t *server, int fd, const char *what)
 {
-    if (count <= STORE_LOGGED_MAX)
-        ember_warn("store", "%s (client fd %d)%s", what, fd,
-                   count == STORE_LOGGED_MAX ? "; further ones are only counted" : "");
+    ember_warn_limited("store", "%s (client fd %d)", what, fd);
 }
 
 /* The entry for @key, created as @kind when absent; NULL when the store's
@@ -617,7 +614,7 @@ static void conn_refuse(tp_store_server_t *server, store_conn_t *conn, const cha
     store_reply_t reply = {.magic = STORE_REPLY_MAGIC, .status = EMBER_ERR_AUTH, .seq = conn->seq};
     /* Counted before the refusal leaves, so whoever reads it sees the count. */
     pthread_mutex_lock(&server->lock);
-    unsigned long count = ++server->counts.refused;
+    ++server->counts.refused;
     pthread_mutex_unlock(&server->lock);
     ssize_t rc = send(conn->fd, &reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)rc;
@@ -628,7 +625,7 @@ static void conn_refuse(tp_store_server_t *server, store_conn_t *conn, const cha
     conn->out_since = 0;
     char what[160];
     snprintf(what, sizeof(what), "refused a request: %s", why);
-    server_note(server, count, conn->fd, what);
+    server_note(server, conn->fd, what);
 }
 
 /* Answer @conn's wait if it can be answered now; -1 when the connection is
@@ -662,14 +659,14 @@ static int conn_try_answer(tp_store_server_t *server, store_conn_t *conn, double
 static int over_limits(tp_store_server_t *server, store_conn_t *conn, uint64_t seq)
 {
     pthread_mutex_lock(&server->lock);
-    unsigned long count = ++server->counts.over_limits;
+    ++server->counts.over_limits;
     pthread_mutex_unlock(&server->lock);
     char what[128];
     snprintf(what, sizeof(what),
              "refused a SET over the store's limits (%u keys, %u "
              "MiB of keys and values)",
              TP_STORE_MAX_ENTRIES, TP_STORE_MAX_BYTES >> 20);
-    server_note(server, count, conn->fd, what);
+    server_note(server, conn->fd, what);
     return conn_reply(server, conn, seq, EMBER_ERR_NO_MEMORY, NULL, 0, 0);
 }
 
@@ -853,9 +850,9 @@ static int server_make_room(tp_store_server_t *server, store_source_t *source)
         victim = server_victim(server, &server->unproven, 0);
     if (victim) {
         pthread_mutex_lock(&server->lock);
-        unsigned long count = ++server->counts.turned_away;
+        ++server->counts.turned_away;
         pthread_mutex_unlock(&server->lock);
-        server_note(server, count, victim->fd,
+        server_note(server, victim->fd,
                     "closed an unauthenticated connection to make way for a newer one");
         server_drop(server, victim);
     }
@@ -883,9 +880,9 @@ static void server_out_of_fds(tp_store_server_t *server, int error)
 static void server_turn_away(tp_store_server_t *server, int fd)
 {
     pthread_mutex_lock(&server->lock);
-    unsigned long count = ++server->counts.turned_away;
+    ++server->counts.turned_away;
     pthread_mutex_unlock(&server->lock);
-    server_note(server, count, fd, "turned a connection away (too many)");
+    server_note(server, fd, "turned a connection away (too many)");
     close(fd);
 }
 
@@ -972,9 +969,9 @@ static void server_sweep(tp_store_server_t *server, double now)
             continue;
         if (*what) { /* "": a refused connection's moment is over */
             pthread_mutex_lock(&server->lock);
-            unsigned long count = ++server->counts.stalled;
+            ++server->counts.stalled;
             pthread_mutex_unlock(&server->lock);
-            server_note(server, count, conn->fd, what);
+            server_note(server, conn->fd, what);
         }
         server_drop(server, conn);
     }

@@ -402,9 +402,8 @@ void tp_endpoints_close(ember_tp_t *tp, double deadline);
 /* Peers without UCX failure detection: notice when their process is gone. */
 void tp_check_liveness(ember_tp_t *tp, double now);
 int tp_conn_lookup(ember_tp_t *tp, ucp_ep_h reply_ep);
-/* Count a dropped message; warn (@what) for the first TP_NOTED_MAX only, so
- * that an outsider cannot fill the log. */
-#define TP_NOTED_MAX 8
+/* Count a dropped message and warn (@what), limited with counts
+ * (common/log_limit.h): an outsider cannot fill the log. */
 void tp_note_dropped(ember_tp_t *tp, const char *what);
 /* The first peer known lost (@or_unanswered: or that left a call of ours
  * unanswered at its deadline), or -1: a job with one is over. */
