@@ -48,13 +48,21 @@ no_leftovers() {
     return 0
 }
 
+# The store stops listening once every rank has joined: an attack on it
+# from start-up needs the join to take a while.  $late_train is the
+# program with its last rank (the PS) starting a second late.
+late_train=$work/late-ember-train
+printf '#!/bin/sh\n[ "$EMBER_RANK" = 3 ] && sleep 1\nexec "%s" "$@"\n' "$train" >"$late_train"
+chmod +x "$late_train"
+program=$train
+
 # The job undisturbed, then attacked: the same bytes saved, the outsider
 # never let through (exit 1); its other codes: 0 all refused, 2 the store
 # was gone before it was done (a case that needs it to be there says so:
 # OUTSIDER_CODES).
 baseline() {
     local start=$(date +%s)
-    EMBER_INIT=tcp://127.0.0.1:$(free_port) timeout 60 "$run" -n 4 "$train" "${job[@]}" \
+    EMBER_INIT=tcp://127.0.0.1:$(free_port) timeout 60 "$run" -n 4 "$program" "${job[@]}" \
         --save "$work/base.safetensors" >"$work/base.out" 2>&1 ||
         { cp "$work/base.out" "$work/out"; fail "the undisturbed job exited $?"; }
     base_took=$(($(date +%s) - start))
@@ -66,7 +74,7 @@ attacked() { # OUTSIDER_ARGS... (PORT stands for the store's port)
     local opid=$!
     local start=$(date +%s)
     EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=${EMBER_LOG_LEVEL:-warn} timeout 60 \
-        "$run" -n 4 "$train" "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
+        "$run" -n 4 "$program" "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
         fail "the attacked job exited $?"
     # Not stalled: against the undisturbed job's time on this machine now (a
     # loaded machine or a sanitizer build slows both), not a fixed figure.
@@ -88,6 +96,7 @@ stall)
     # Long enough that the store outlives the stalled connections' 2 s
     # (TP_STORE_READ_S) with room to spare: about 5 s here.
     job=(--epochs 8000 --seed 3)
+    program=$late_train
     baseline
     OUTSIDER_CODES=0 attacked store-stall 127.0.0.1 PORT 7 20
     # Dropped by the store when every rank has joined (it then stops
@@ -192,13 +201,14 @@ forge_kill)
     done
     ;;
 hold_fds)
+    program=$late_train # held while the ranks join
     baseline
     port=$(free_port)
     "$outsider" store-hold 127.0.0.1 $port 1100 30 >"$work/outsider.out" 2>&1 &
     opid=$!
     sleep 0.5
     EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout 60 \
-        bash -c 'ulimit -n 1024 && exec "$@"' ulimit "$run" -n 4 "$train" "${job[@]}" \
+        bash -c 'ulimit -n 1024 && exec "$@"' ulimit "$run" -n 4 "$program" "${job[@]}" \
         --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
         fail "the job under ulimit -n 1024 exited $? beside 1,100 held connections"
     kill $opid 2>/dev/null
