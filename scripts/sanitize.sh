@@ -18,10 +18,11 @@ export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:detect_l
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
 export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp:print_suppressions=0
 # Left out: slurm (a cluster), cuda (no CUDA here), torch (Python),
-# memory (resident-memory bounds: a sanitizer's shadow memory is not ember's).
+# memory (resident-memory bounds: a sanitizer's shadow memory is not ember's),
+# timing (time ratios: a sanitizer's slowdown is not ember's either).
 junit=$PWD/$build/Testing/ctest-junit.xml
 rc=0
 ctest --test-dir "$build" --output-on-failure -j2 -L 'unit|transport|engine|security' \
-  -LE 'slurm|cuda|torch|memory' --output-junit "$junit" "$@" || rc=$?
+  -LE 'slurm|cuda|torch|memory|timing' --output-junit "$junit" "$@" || rc=$?
 python3 scripts/ctest-skips.py "$junit" || true # CTest counts skips among the passed
 exit "$rc"

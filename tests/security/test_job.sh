@@ -40,6 +40,7 @@ trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 ln -s "$build/tools/ember-train" "$work/ember-train" # leftovers: only ours
 train=$work/ember-train
 job=(--epochs 2000 --seed 3) # about 2 s here: long enough to be attacked
+job_timeout=120              # a hang, not a slow sanitizer build under load
 fail() { echo "FAIL: $*"; echo "--- output:"; tail -40 "$work/out" 2>/dev/null; exit 1; }
 free_port() { echo $(( 20000 + RANDOM % 12000 )); } # below the ephemeral range
 no_leftovers() {
@@ -62,7 +63,7 @@ program=$train
 # OUTSIDER_CODES).
 baseline() {
     local start=$(date +%s)
-    EMBER_INIT=tcp://127.0.0.1:$(free_port) timeout 60 "$run" -n 4 "$program" "${job[@]}" \
+    EMBER_INIT=tcp://127.0.0.1:$(free_port) timeout "$job_timeout" "$run" -n 4 "$program" "${job[@]}" \
         --save "$work/base.safetensors" >"$work/base.out" 2>&1 ||
         { cp "$work/base.out" "$work/out"; fail "the undisturbed job exited $?"; }
     base_took=$(($(date +%s) - start))
@@ -73,7 +74,7 @@ attacked() { # OUTSIDER_ARGS... (PORT stands for the store's port)
     "$outsider" "${args[@]}" >"$work/outsider.out" 2>&1 &
     local opid=$!
     local start=$(date +%s)
-    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=${EMBER_LOG_LEVEL:-warn} timeout 60 \
+    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=${EMBER_LOG_LEVEL:-warn} timeout "$job_timeout" \
         "$run" -n 4 "$program" "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
         fail "the attacked job exited $?"
     # Not stalled: against the undisturbed job's time on this machine now (a
@@ -154,7 +155,7 @@ ucx)
 wrong_secret)
     baseline
     port=$(free_port)
-    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 "$train" \
+    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout "$job_timeout" "$run" -n 4 "$train" \
         "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 &
     jpid=$!
     other=$work/other-secret
@@ -207,7 +208,7 @@ hold_fds)
     "$outsider" store-hold 127.0.0.1 $port 1100 30 >"$work/outsider.out" 2>&1 &
     opid=$!
     sleep 0.5
-    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout 60 \
+    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout "$job_timeout" \
         bash -c 'ulimit -n 1024 && exec "$@"' ulimit "$run" -n 4 "$program" "${job[@]}" \
         --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
         fail "the job under ulimit -n 1024 exited $? beside 1,100 held connections"
@@ -230,7 +231,7 @@ hold_cpu)
     opid=$!
     sleep 1
     start=$(date +%s%N)
-    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 "$train" \
+    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout "$job_timeout" "$run" -n 4 "$train" \
         "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
         fail "the job beside 4,000 held connections exited $?"
     attacked_ms=$(( ($(date +%s%N) - start) / 1000000 ))
@@ -242,7 +243,7 @@ hold_cpu)
     cpid=$!
     sleep 1
     start=$(date +%s%N)
-    EMBER_INIT=tcp://127.0.0.1:$(free_port) EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 \
+    EMBER_INIT=tcp://127.0.0.1:$(free_port) EMBER_LOG_LEVEL=warn timeout "$job_timeout" "$run" -n 4 \
         "$train" "${job[@]}" --save "$work/control.safetensors" >"$work/control.out" 2>&1 ||
         fail "the control job exited $?"
     control_ms=$(( ($(date +%s%N) - start) / 1000000 ))
@@ -271,7 +272,7 @@ print("listening", flush=True); time.sleep(60)' $port >"$work/squatter.out" 2>&1
     for _ in $(seq 50); do grep -q listening "$work/squatter.out" && break; sleep 0.1; done
     grep -q listening "$work/squatter.out" || fail "the squatter could not take port $port"
     start=$(date +%s%N)
-    EMBER_INIT=$init EMBER_SECRET_FILE=$secret EMBER_LOG_LEVEL=warn timeout 60 "$run" -n 4 \
+    EMBER_INIT=$init EMBER_SECRET_FILE=$secret EMBER_LOG_LEVEL=warn timeout "$job_timeout" "$run" -n 4 \
         "$train" "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1
     code=$? took=$(( ($(date +%s%N) - start) / 1000000 ))
     kill $spid
