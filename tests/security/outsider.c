@@ -66,6 +66,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
@@ -646,9 +647,37 @@ static int ucx_stall(const char *dir, double seconds)
 
 /* ---- what an outsider sees on the wire ---------------------------------------- */
 
+/* Only IPv4 TCP segments to or from @port pass (a classic BPF filter on
+ * lo's Ethernet framing), so that watching one job's store costs nothing
+ * for the rest of lo's traffic. */
+static void sniff_port_only(int fd, int port)
+{
+    struct sock_filter code[] = {
+            BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12), /* ethertype */
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 9),
+            BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 23), /* IP protocol */
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 7),
+            BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 20), /* fragment offset */
+            BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 5, 0),
+            BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 14), /* the IP header's length */
+            BPF_STMT(BPF_LD | BPF_H | BPF_IND, 14),  /* source port */
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)port, 3, 0),
+            BPF_STMT(BPF_LD | BPF_H | BPF_IND, 16), /* destination port */
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)port, 1, 0),
+            BPF_STMT(BPF_RET | BPF_K, 0),
+            BPF_STMT(BPF_RET | BPF_K, 0x40000),
+    };
+    struct sock_fprog program = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof(program)) != 0) {
+        printf("outsider: filtering lo's traffic: %s\n", strerror(errno));
+        exit(2);
+    }
+}
+
 /* A raw socket on the loopback device: every TCP segment between the job's
- * processes (root only; 77 without the right to open one). */
-static int sniff_open(void)
+ * processes, or only those of @port when not 0 (root only; 77 without the
+ * right to open one). */
+static int sniff_open(int port)
 {
     int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_IP));
     if (fd < 0) {
@@ -658,6 +687,8 @@ static int sniff_open(void)
     struct sockaddr_ll at = {.sll_family = AF_PACKET,
                              .sll_protocol = htons(ETH_P_IP),
                              .sll_ifindex = (int)if_nametoindex("lo")};
+    if (port)
+        sniff_port_only(fd, port);
     if (bind(fd, (struct sockaddr *)&at, sizeof(at)) != 0) {
         printf("outsider: bind to lo: %s\n", strerror(errno));
         exit(2);
@@ -789,7 +820,7 @@ static void flood_target(ucx_t *ucx, const void *address)
 static int job_ucx(int port, double seconds, const char *ranks, double hold)
 {
     static uint8_t packet[1 << 17], address[1 << 16];
-    int fd = sniff_open();
+    int fd = sniff_open(port);
     ucx_t ucx;
     if (ucx_open(&ucx) != 0)
         return 2;
@@ -908,7 +939,7 @@ static int ucx_forge(const char *dir)
     static uint8_t packet[1 << 17];
     char path[512];
     size_t length;
-    int fd = sniff_open();
+    int fd = sniff_open(0);
     ucx_t ucx;
     snprintf(path, sizeof(path), "%s/victim.addr", dir);
     void *victim = read_file(path, &length, 30.0);
