@@ -220,11 +220,16 @@ killwrite)
     timeout 120 "$run" -n 4 "$train" "${big[@]}" --epochs 100 --checkpoint-dir "$work/ckpt" \
         --checkpoint-every 50 --checkpoint-keep 10 >"$work/out" 2>&1 &
     job=$!
-    for _ in $(seq 600); do
+    # Until step 50's checkpoint is whole and a later one is being written
+    # (within the job's own timeout: a loaded machine writes slowly).
+    for _ in $(seq 2300); do
         ls "$work"/ckpt/step-000000000050/manifest >/dev/null 2>&1 &&
             ls "$work"/ckpt/step-0000000001[05]0/ps0.safetensors.tmp >/dev/null 2>&1 && break
+        kill -0 "$job" 2>/dev/null || break
         sleep 0.05
     done
+    [ -s "$work/ckpt/step-000000000050/manifest" ] ||
+        fail "no whole checkpoint of step 50 before the kill (the job: $(tail -1 "$work/out"))"
     pkill -KILL -f "$work/ember-train"
     wait "$job"
     torn=$(ls -d "$work"/ckpt/step-* | while read -r d; do [ -e "$d/manifest" ] || echo "$d"; done)
