@@ -1018,7 +1018,7 @@ static void server_resume_accepting(tp_store_server_t *server, double now)
 static int server_timeout_ms(tp_store_server_t *server, double now)
 {
     double next = server_next_wait(server, server->next_sweep);
-    if (!server->listen_watched && server->accept_paused_until < next)
+    if (!server->door_closed && !server->listen_watched && server->accept_paused_until < next)
         next = server->accept_paused_until;
     pthread_mutex_lock(&server->lock);
     if (server->stopping && server->stop_deadline < next)
