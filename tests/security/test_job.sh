@@ -118,12 +118,14 @@ stall)
         fail "the store does not say it dropped the 7 stalled connections (stalled $stalled, turned away $turned)"
     ;;
 flood)
+    program=$late_train # the flood comes while the ranks join
     baseline
     attacked store-flood 127.0.0.1 PORT 400 1048576
     grep -q "refused [1-9][0-9]* unauthenticated or malformed" "$work/out" ||
         fail "the store does not say it refused the flood"
     ;;
 forge)
+    program=$late_train # the forgeries come while the ranks join
     baseline
     port=$(free_port)
     "$outsider" store-forge 127.0.0.1 $port ember/proc/3 "vm 1" >"$work/forge2.out" 2>&1 &
