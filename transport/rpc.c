@@ -182,7 +182,7 @@ static void future_unqueue_send(ember_future_t *future)
 void tp_check_deadlines(ember_tp_t *tp, double now)
 {
     double next = now + 3600.0;
-    int stuck_send = 0;
+    int peers_lost = 0;
 
     for (size_t slot = 0; slot < tp->slot_count; slot++) {
         ember_future_t *future = tp->slots[slot];
@@ -197,7 +197,7 @@ void tp_check_deadlines(ember_tp_t *tp, double now)
         if (peer->unproven && peer->state != TP_PEER_READY && peer->state != TP_PEER_LOST) {
             /* Its handshake never got a proven answer: say so, not "timed out". */
             tp_handshake_expired(tp, future->peer);
-            stuck_send = 1; /* the sweep below fails its calls with that */
+            peers_lost = 1; /* the sweep below fails its calls with that */
             continue;
         }
         peer->unanswered = 1; /* shutdown will not wait for it (tp_first_lost) */
@@ -213,12 +213,12 @@ void tp_check_deadlines(ember_tp_t *tp, double now)
              * the send completes (with an error) before the caller returns. */
             tp_peer_lost(tp, future->peer, EMBER_ERR_TIMED_OUT,
                          "a call timed out while its request was still being sent");
-            stuck_send = 1;
+            peers_lost = 1;
         }
         tp_future_maybe_free(future);
     }
     tp->next_deadline_check = next < now + DEADLINE_PERIOD_S ? now + DEADLINE_PERIOD_S : next;
-    if (stuck_send)
+    if (peers_lost)
         tp_endpoints_sweep(tp);
 }
 

@@ -1445,6 +1445,23 @@ static int connect_once(const char *host, int port, int *errno_p)
     return fd;
 }
 
+/* A client over the connected @fd (taken: closed on failure), not yet
+ * greeted; NULL without memory. */
+static tp_store_client_t *client_new(int fd, const char *host, int port, const tp_secret_t *secret)
+{
+    tp_store_client_t *client = calloc(1, sizeof(*client));
+    int one = 1;
+    if (!client) {
+        close(fd);
+        return NULL;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    client->fd = fd;
+    client->secret = *secret;
+    snprintf(client->where, sizeof(client->where), "%s:%d", host, port);
+    return client;
+}
+
 ember_status_t tp_store_connect(const char *host, int port, const tp_secret_t *secret,
                                 double timeout_s, tp_store_client_t **client_p)
 {
@@ -1454,16 +1471,9 @@ ember_status_t tp_store_connect(const char *host, int port, const tp_secret_t *s
     do {
         int fd = connect_once(host, port, &last_errno);
         if (fd >= 0) {
-            tp_store_client_t *client = calloc(1, sizeof(*client));
-            int one = 1;
-            if (!client) {
-                close(fd);
+            tp_store_client_t *client = client_new(fd, host, port, secret);
+            if (!client)
                 return EMBER_ERR_NO_MEMORY;
-            }
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-            client->fd = fd;
-            client->secret = *secret;
-            snprintf(client->where, sizeof(client->where), "%s:%d", host, port);
             /* The greeting comes at once from a live store; a squatter on
              * the port must not hold us past the deadline. */
             double left = deadline - ember_time_now();
@@ -1569,19 +1579,13 @@ static ember_status_t client_request(tp_store_client_t *client, uint8_t op, cons
 static ember_status_t join_once(const char *host, int port, const tp_secret_t *secret,
                                 double deadline, int is_auto, tp_store_client_t **client_p)
 {
-    int last_errno = 0, one = 1;
+    int last_errno = 0;
     int fd = connect_once(host, port, &last_errno);
     if (fd < 0)
         return EMBER_ERR_IO;
-    tp_store_client_t *client = calloc(1, sizeof(*client));
-    if (!client) {
-        close(fd);
+    tp_store_client_t *client = client_new(fd, host, port, secret);
+    if (!client)
         return EMBER_ERR_NO_MEMORY;
-    }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    client->fd = fd;
-    client->secret = *secret;
-    snprintf(client->where, sizeof(client->where), "%s:%d", host, port);
     store_reply_t reply = {0};
     /* Quiet: a store that closed on us is tried again, a squatter on an
      * `auto` port skipped (tp_store_join says so). */

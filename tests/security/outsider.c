@@ -85,6 +85,15 @@
 
 static const char wrong_secret[] = "an outsider's guess at the secret";
 
+/* The CPU seconds this process has used, user and system. */
+static double cpu_seconds(void)
+{
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return (double)usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
+           (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+}
+
 static tp_secret_t outsider_secret(void)
 {
     tp_secret_t secret = {.length = sizeof(wrong_secret) - 1};
@@ -290,12 +299,8 @@ static int store_hold(const char *host, int port, int count, double seconds, int
             close(pfds[i].fd);
     freeaddrinfo(ai);
     free(pfds);
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    double cpu = (double)usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
-                 (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
     printf("outsider: opened %lu connections, up to %lu held at once, over %.1f s; cpu %.3f\n",
-           opened, most, seconds, cpu);
+           opened, most, seconds, cpu_seconds());
     return 0;
 }
 
@@ -490,6 +495,37 @@ static ucp_ep_h ucx_connect(ucx_t *ucx, const void *address)
     return ucp_ep_create(ucx->worker, &params, &ep) == UCS_OK ? ep : NULL;
 }
 
+/* An endpoint to the worker whose address a test wrote to DIR/@name
+ * (waited for up to 30 s), or NULL. */
+static ucp_ep_h ucx_connect_to(ucx_t *ucx, const char *dir, const char *name)
+{
+    char path[512];
+    size_t length;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    void *address = read_file(path, &length, 30.0);
+    ucp_ep_h ep = address ? ucx_connect(ucx, address) : NULL;
+    free(address);
+    return ep;
+}
+
+/* Post a request and a HELLO claiming @src to @dst on @ep, and leave them
+ * to a worker that is never progressed: a wire-up left half done. */
+static void stall_post(ucp_ep_h ep, uint32_t src, uint32_t dst)
+{
+    static char payload[1024];
+    tp_header_t header = {.magic = TP_MAGIC,
+                          .version = TP_VERSION,
+                          .op = EMBER_RPC_OP_USER_BASE,
+                          .request_id = 1,
+                          .length = sizeof(payload)};
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = UCP_AM_SEND_FLAG_REPLY};
+    tp_hello_t hello = {.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = src, .dst_rank = dst};
+    (void)ucp_am_send_nbx(ep, TP_AM_REQUEST, &header, sizeof(header), payload, sizeof(payload),
+                          &param);
+    (void)ucp_am_send_nbx(ep, TP_AM_HELLO, NULL, 0, &hello, sizeof(hello), &param);
+}
+
 /* Requests with ember's header for a few ops (ECHO of the tests, ABORT of
  * the engine): none may be answered. */
 static int ucx_requests(ucx_t *ucx, ucp_ep_h ep, int from)
@@ -513,14 +549,9 @@ static int ucx_requests(ucx_t *ucx, ucp_ep_h ep, int from)
 static int ucx_stranger(const char *dir)
 {
     ucx_t ucx;
-    char path[512];
-    size_t length;
-    snprintf(path, sizeof(path), "%s/target.addr", dir);
-    void *target = read_file(path, &length, 30.0);
-    if (!target || ucx_open(&ucx) != 0)
+    if (ucx_open(&ucx) != 0)
         return 2;
-    ucp_ep_h ep = ucx_connect(&ucx, target);
-    free(target);
+    ucp_ep_h ep = ucx_connect_to(&ucx, dir, "target.addr");
     if (!ep)
         return 2;
     /* Claim rank 0 to rank 1. */
@@ -558,7 +589,6 @@ static int ucx_relay(const char *dir)
 {
     ucx_t ucx;
     char path[512];
-    size_t length;
     ucp_address_t *own;
     size_t own_length;
     if (ucx_open(&ucx) != 0 || ucp_worker_get_address(ucx.worker, &own, &own_length) != UCS_OK)
@@ -573,10 +603,7 @@ static int ucx_relay(const char *dir)
     snprintf(final, sizeof(final), "%s/outsider.addr", dir);
     if (rename(path, final) != 0)
         return 2;
-    snprintf(path, sizeof(path), "%s/target.addr", dir);
-    void *target = read_file(path, &length, 30.0);
-    ucp_ep_h to_target = target ? ucx_connect(&ucx, target) : NULL;
-    free(target);
+    ucp_ep_h to_target = ucx_connect_to(&ucx, dir, "target.addr");
     if (!to_target)
         return 2;
     /* The victim's HELLO, meant for the target, comes to us. */
@@ -615,31 +642,12 @@ static int ucx_relay(const char *dir)
 static int ucx_stall(const char *dir, double seconds)
 {
     ucx_t ucx;
-    char path[512];
-    size_t length;
-    snprintf(path, sizeof(path), "%s/target.addr", dir);
-    void *target = read_file(path, &length, 30.0);
-    if (!target || ucx_open(&ucx) != 0)
+    if (ucx_open(&ucx) != 0)
         return 2;
-    ucp_ep_h ep = ucx_connect(&ucx, target);
-    free(target);
+    ucp_ep_h ep = ucx_connect_to(&ucx, dir, "target.addr");
     if (!ep)
         return 2;
-    static char payload[1024];
-    tp_header_t header = {.magic = TP_MAGIC,
-                          .version = TP_VERSION,
-                          .op = EMBER_RPC_OP_USER_BASE,
-                          .request_id = 1,
-                          .length = sizeof(payload)};
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                 .flags = UCP_AM_SEND_FLAG_REPLY};
-    ucs_status_ptr_t request = ucp_am_send_nbx(ep, TP_AM_REQUEST, &header, sizeof(header), payload,
-                                               sizeof(payload), &param);
-    (void)request;
-    /* A HELLO too: the target answers it, towards a worker that never
-     * progresses. */
-    tp_hello_t hello = {.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = 0, .dst_rank = 1};
-    request = ucp_am_send_nbx(ep, TP_AM_HELLO, NULL, 0, &hello, sizeof(hello), &param);
+    stall_post(ep, 0, 1);
     printf("outsider: posted one message; holding for %.1f s without progress\n", seconds);
     ember_time_sleep(seconds);
     _exit(0);
@@ -762,18 +770,7 @@ static int stall_target(ucx_t *ucx, const void *address)
     ucp_ep_h ep = ucx_connect(ucx, address);
     if (!ep)
         return -1;
-    static char payload[1024];
-    tp_header_t header = {.magic = TP_MAGIC,
-                          .version = TP_VERSION,
-                          .op = EMBER_RPC_OP_USER_BASE,
-                          .request_id = 1,
-                          .length = sizeof(payload)};
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                 .flags = UCP_AM_SEND_FLAG_REPLY};
-    tp_hello_t hello = {.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = 1, .dst_rank = 0};
-    (void)ucp_am_send_nbx(ep, TP_AM_REQUEST, &header, sizeof(header), payload, sizeof(payload),
-                          &param);
-    (void)ucp_am_send_nbx(ep, TP_AM_HELLO, NULL, 0, &hello, sizeof(hello), &param);
+    stall_post(ep, 1, 0);
     return 0;
 }
 
@@ -861,14 +858,9 @@ static int job_ucx(int port, double seconds, const char *ranks, double hold)
 static int ucx_hello_flood(const char *dir, double seconds, int control)
 {
     ucx_t ucx;
-    char path[512];
-    size_t length;
-    snprintf(path, sizeof(path), "%s/target.addr", dir);
-    void *target = read_file(path, &length, 30.0);
-    if (!target || ucx_open(&ucx) != 0)
+    if (ucx_open(&ucx) != 0)
         return 2;
-    ucp_ep_h ep = ucx_connect(&ucx, target);
-    free(target);
+    ucp_ep_h ep = ucx_connect_to(&ucx, dir, "target.addr");
     if (!ep)
         return 2;
     tp_hello_t hello = {.magic = TP_MAGIC, .version = TP_VERSION, .src_rank = 0, .dst_rank = 1};
@@ -902,12 +894,8 @@ static int ucx_hello_flood(const char *dir, double seconds, int control)
             ucp_request_free(inflight[i]);
         }
     }
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
     printf("outsider: %s; %lu HELLOs sent over %.1f s; cpu %.3f\n",
-           control ? "the control" : "the flood", sent, seconds,
-           (double)usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
-                   (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6);
+           control ? "the control" : "the flood", sent, seconds, cpu_seconds());
     ucx_close(&ucx, &ep, 1);
     return 0;
 }
@@ -938,15 +926,11 @@ static int ucx_forge(const char *dir)
 {
     static uint8_t packet[1 << 17];
     char path[512];
-    size_t length;
     int fd = sniff_open(0);
     ucx_t ucx;
-    snprintf(path, sizeof(path), "%s/victim.addr", dir);
-    void *victim = read_file(path, &length, 30.0);
-    if (!victim || ucx_open(&ucx) != 0)
+    if (ucx_open(&ucx) != 0)
         return 2;
-    ucp_ep_h ep = ucx_connect(&ucx, victim);
-    free(victim);
+    ucp_ep_h ep = ucx_connect_to(&ucx, dir, "victim.addr");
     if (!ep)
         return 2;
     uint32_t junk = 0;
@@ -1028,13 +1012,7 @@ static int ucx_flood(const char *dir, int count, char **names, int ntargets)
     if (!big || ntargets > 8 || ucx_open(&ucx) != 0)
         return 2;
     for (int t = 0; t < ntargets; t++) {
-        char path[512];
-        size_t length;
-        snprintf(path, sizeof(path), "%s/%s", dir, names[t]);
-        void *address = read_file(path, &length, 30.0);
-        eps[t] = address ? ucx_connect(&ucx, address) : NULL;
-        free(address);
-        if (!eps[t])
+        if (!(eps[t] = ucx_connect_to(&ucx, dir, names[t])))
             return 2;
     }
     for (int i = 0; i < count; i++) {

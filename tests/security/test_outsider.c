@@ -157,6 +157,18 @@ static void publish_address(ember_tp_t *tp, const char *name)
     ucp_worker_release_address(tp->worker, address);
 }
 
+/* Join, serve echo calls into @server, and once rank 1's worker address is
+ * where the outsider looks for it (target.addr), meet the others. */
+static ember_tp_t *join_serving_target(int rank, server_t *server)
+{
+    ember_tp_t *tp = join();
+    ember_rpc_register(tp, OP_ECHO, on_echo, server);
+    if (rank == 1)
+        publish_address(tp, "target.addr");
+    MP_CHECK(ember_tp_barrier(tp, "target-published") == EMBER_OK, "barrier");
+    return tp;
+}
+
 static int echo_works(ember_tp_t *tp, int peer)
 {
     char data[8] = "job-call", back[8] = {0};
@@ -214,11 +226,7 @@ static int case_relay(int rank, int world, void *arg)
     (void)arg;
     setenv("EMBER_RPC_TIMEOUT", "5", 1);
     setenv("EMBER_SHUTDOWN_TIMEOUT", "2", 1); /* ranks 0 and 1 broke up: no goodbye */
-    ember_tp_t *tp = join();
-    ember_rpc_register(tp, OP_ECHO, on_echo, &server);
-    if (rank == 1)
-        publish_address(tp, "target.addr");
-    MP_CHECK(ember_tp_barrier(tp, "target-published") == EMBER_OK, "barrier");
+    ember_tp_t *tp = join_serving_target(rank, &server);
     if (rank == 0) {
         pid_t pid = outsider_start("ucx-relay");
         char path[512];
@@ -335,11 +343,7 @@ static int case_stall(int rank, int world, void *arg)
     server_t server = {0};
     (void)world;
     (void)arg;
-    ember_tp_t *tp = join();
-    ember_rpc_register(tp, OP_ECHO, on_echo, &server);
-    if (rank == 1)
-        publish_address(tp, "target.addr");
-    MP_CHECK(ember_tp_barrier(tp, "target-published") == EMBER_OK, "barrier");
+    ember_tp_t *tp = join_serving_target(rank, &server);
     if (rank == 0) {
         double before = echo_rate_until(tp, 1, NULL, 1.0);
         MP_CHECK(tp_store_add(tp->store, "go", 1, NULL) == EMBER_OK, "store");
@@ -536,11 +540,7 @@ static int case_hello_flood(int rank, int world, void *arg)
     server_t server = {0};
     (void)world;
     (void)arg;
-    ember_tp_t *tp = join();
-    ember_rpc_register(tp, OP_ECHO, on_echo, &server);
-    if (rank == 1)
-        publish_address(tp, "target.addr");
-    MP_CHECK(ember_tp_barrier(tp, "target-published") == EMBER_OK, "barrier");
+    ember_tp_t *tp = join_serving_target(rank, &server);
     double control = hello_phase(tp, rank, "control", "control");
     double flood = hello_phase(tp, rank, "flood", "flood");
     if (rank == 0) {
