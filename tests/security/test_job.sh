@@ -228,32 +228,39 @@ hold_cpu)
     job=(--epochs 4000 --seed 3)
     baseline
     hold=$((base_took + 6))
-    port=$(free_port)
-    "$outsider" store-hold 127.0.0.1 $port 4000 $hold >"$work/outsider.out" 2>&1 &
-    opid=$!
-    sleep 1
-    start=$(date +%s%N)
-    EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout "$job_timeout" "$run" -n 4 "$train" \
-        "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
-        fail "the job beside 4,000 held connections exited $?"
-    attacked_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-    wait $opid
-    cat "$work/outsider.out"
-    closed=$(free_port)
-    while [ "$closed" = "$port" ]; do closed=$(free_port); done
-    "$outsider" store-hold 127.0.0.1 $closed 4000 $hold closed >"$work/control-outsider.out" 2>&1 &
-    cpid=$!
-    sleep 1
-    start=$(date +%s%N)
-    EMBER_INIT=tcp://127.0.0.1:$(free_port) EMBER_LOG_LEVEL=warn timeout "$job_timeout" "$run" -n 4 \
-        "$train" "${job[@]}" --save "$work/control.safetensors" >"$work/control.out" 2>&1 ||
-        fail "the control job exited $?"
-    control_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-    wait $cpid
-    cat "$work/control-outsider.out"
-    echo "held 4,000: $attacked_ms ms; control (the same outsider at a closed port): $control_ms ms"
-    cmp -s "$work/base.safetensors" "$work/attacked.safetensors" ||
-        fail "the attacked job saved other bytes than the undisturbed one"
+    # Three rounds of both, each side's fastest compared: one slow run on a
+    # noisy machine is not the store's doing.
+    attacked_ms=999999 control_ms=999999
+    for round in 1 2 3; do
+        port=$(free_port)
+        "$outsider" store-hold 127.0.0.1 $port 4000 $hold >"$work/outsider.out" 2>&1 &
+        opid=$!
+        sleep 1
+        start=$(date +%s%N)
+        EMBER_INIT=tcp://127.0.0.1:$port EMBER_LOG_LEVEL=warn timeout "$job_timeout" "$run" -n 4 \
+            "$train" "${job[@]}" --save "$work/attacked.safetensors" >"$work/out" 2>&1 ||
+            fail "the job beside 4,000 held connections exited $?"
+        ms=$(( ($(date +%s%N) - start) / 1000000 ))
+        [ $ms -lt $attacked_ms ] && attacked_ms=$ms
+        wait $opid
+        cat "$work/outsider.out"
+        closed=$(free_port)
+        while [ "$closed" = "$port" ]; do closed=$(free_port); done
+        "$outsider" store-hold 127.0.0.1 $closed 4000 $hold closed >"$work/control-outsider.out" 2>&1 &
+        cpid=$!
+        sleep 1
+        start=$(date +%s%N)
+        EMBER_INIT=tcp://127.0.0.1:$(free_port) EMBER_LOG_LEVEL=warn timeout "$job_timeout" \
+            "$run" -n 4 "$train" "${job[@]}" --save "$work/control.safetensors" \
+            >"$work/control.out" 2>&1 || fail "the control job exited $?"
+        ms=$(( ($(date +%s%N) - start) / 1000000 ))
+        [ $ms -lt $control_ms ] && control_ms=$ms
+        wait $cpid
+        cat "$work/control-outsider.out"
+        cmp -s "$work/base.safetensors" "$work/attacked.safetensors" ||
+            fail "the attacked job saved other bytes than the undisturbed one"
+    done
+    echo "held 4,000: $attacked_ms ms; control (the same outsider at a closed port): $control_ms ms (fastest of 3)"
     [ $((attacked_ms * 10)) -le $((control_ms * 13)) ] ||
         fail "beside 4,000 held connections the job took $attacked_ms ms, over 1.3x the control's $control_ms ms"
     ;;
