@@ -21,6 +21,20 @@ static char log_host[64];
 
 static const char *const level_names[] = {"FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
+/* The message of the last error this thread logged (ember_log_last_error):
+ * what a binding puts in the exception it raises for the failed call. */
+static __thread char last_error[1024];
+
+const char *ember_log_last_error(void)
+{
+    return last_error;
+}
+
+void ember_log_clear_error(void)
+{
+    last_error[0] = '\0';
+}
+
 void ember_log_set_rank(int rank)
 {
     log_rank = rank;
@@ -55,12 +69,18 @@ void ember_log_emit(ember_log_level_t level, const char *subsys, const char *fmt
     }
     len = snprintf(line, sizeof(line), "%s:%d:%d [%s] %s ", log_host, (int)getpid(), log_rank,
                    subsys, level_names[level]);
+    const int prefix = len >= 0 && (size_t)len < sizeof(line) ? len : 0;
     va_start(ap, fmt);
     if (len >= 0 && (size_t)len < sizeof(line))
         len += vsnprintf(line + len, sizeof(line) - (size_t)len, fmt, ap);
     va_end(ap);
     if (len < 0)
         return;
+    if (level <= EMBER_LOG_ERROR) {
+        const size_t keep = strnlen(line + prefix, sizeof(last_error) - 1);
+        memcpy(last_error, line + prefix, keep);
+        last_error[keep] = '\0';
+    }
     if ((size_t)len >= sizeof(line) - 1)
         len = (int)sizeof(line) - 2;
     line[len++] = '\n';

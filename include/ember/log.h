@@ -42,6 +42,16 @@ void ember_log_init(void);
  * thread (it replaces those signals' handlers).  Cannot fail. */
 void ember_crash_handler_install(void);
 
+/** The message of the last error (or fatal) line the calling thread logged
+ * (without its `host:pid:rank [subsys] level` prefix; at most 1023 bytes),
+ * "" when none since ember_log_clear_error: the reason a binding gives for
+ * the call that failed (the Python package puts it in its exceptions).
+ * Thread-local storage, valid until this thread logs another error.  Lines
+ * below the threshold (EMBER_LOG_LEVEL fatal) are not kept.  Never fails. */
+const char *ember_log_last_error(void);
+/** Forget it (this thread's).  Never fails. */
+void ember_log_clear_error(void);
+
 /** Current threshold; messages above it are dropped. */
 ember_log_level_t ember_log_level(void);
 

@@ -1,0 +1,1 @@
+"""ember for PyTorch users: `ember.torch.distributed` (PyTorch RPC's names)."""
