@@ -52,6 +52,9 @@ static ember_status_t check_placement(const ember_job_t *job, const ember_table_
                                       api_table_desc_t *desc, char *err, size_t err_length)
 {
     const char *name = c->name;
+    if (job->num_ps == 0) /* a job of stated roles may have none */
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: the job has no PS to hold it", name);
     if ((unsigned)c->sharding > EMBER_SHARD_TABLE_WISE)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: sharding %d is neither row-wise nor table-wise", name,
@@ -99,6 +102,9 @@ static ember_status_t check_sync(const ember_job_t *job, const ember_table_confi
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: reduce %d is neither sum nor mean", name,
                                  (int)c->reduce);
+    if (job->trainers == 0) /* a job of stated roles may have none */
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: the job has no trainer to push its gradients", name);
     if (c->trainers > (uint32_t)job->trainers)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: trainers %u, but the job has %d", name, c->trainers,

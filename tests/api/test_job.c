@@ -12,6 +12,15 @@
  *                    master; every rank a trainer: refused, saying why
  *   layout_mismatch  a rank that states another trainer count is refused,
  *                    naming both counts; the others do not get through
+ *   from_roles       trainer, trainer, other, ps each stating its role
+ *                    (EMBER_JOB_FROM_ROLES) under PyTorch's names: 2
+ *                    trainers, 1 PS, the "master" coordinates; barriers,
+ *                    the PS serves until every client left
+ *   roles_order      a PS at rank 0: every rank's join fails, the error
+ *                    naming rank 0, its (default) name and role; an ABI 1.0
+ *                    program's params keep no role and cannot state one
+ *   roles_no_ps      a trainer and another rank, no PS: they join, meet
+ *                    and leave; a table cannot be created (no PS)
  *   abort            trainer 1 aborts as soon as its first barrier returns:
  *                    that barrier is OK on every client (the coordinator
  *                    released it before it heard of the abort, whichever
@@ -169,6 +178,129 @@ static int layout_mismatch(int rank, int world, void *arg)
         free(text);
     }
     return 0;
+}
+
+/* ---- a layout from the roles each rank states ------------------------------- */
+
+/* Join stating @role under @name (NULL: the default). */
+static ember_status_t join_role(ember_role_t role, const char *name, ember_job_t **job_p)
+{
+    ember_job_params_t params;
+    ember_job_params_init(&params);
+    MP_CHECK(params.role == -1, "the default role: %d", params.role);
+    params.trainers = EMBER_JOB_FROM_ROLES;
+    params.num_ps = EMBER_JOB_FROM_ROLES;
+    params.role = (int)role;
+    params.name = name;
+    return ember_job_join(&params, job_p);
+}
+
+/* Rank @rank's role, index and name in @job. */
+static void check_rank(ember_job_t *job, int rank, ember_role_t role, int index, const char *name)
+{
+    int got = -2;
+    MP_CHECK(ember_job_role(job, rank, &got) == role && got == index &&
+                     !strcmp(ember_job_name(job, rank), name),
+             "rank %d: role %d index %d name %s; want %d %d %s", rank,
+             (int)ember_job_role(job, rank, NULL), got, ember_job_name(job, rank), (int)role, index,
+             name);
+}
+
+/* Clients: two barriers, then an orderly end. */
+static int meet_and_leave(ember_job_t *job)
+{
+    for (int i = 0; i < 2; i++) {
+        ember_status_t status = ember_job_barrier(job, i ? "second" : "first");
+        MP_CHECK(status == EMBER_OK, "barrier %d: %s", i, ember_status_string(status));
+    }
+    ember_job_leave(job, EMBER_OK);
+    return 0;
+}
+
+static int from_roles(int rank, int world, void *arg)
+{
+    static const ember_role_t roles[] = {EMBER_ROLE_TRAINER, EMBER_ROLE_TRAINER, EMBER_ROLE_OTHER,
+                                         EMBER_ROLE_PS};
+    static const char *const names[] = {"trainer0", "trainer1", "master", "ps"};
+    ember_job_t *job = NULL;
+    ember_status_t status = join_role(roles[rank], names[rank], &job);
+    MP_CHECK(status == EMBER_OK, "rank %d: joining as %s: %s", rank, names[rank],
+             ember_status_string(status));
+    MP_CHECK(ember_job_rank(job) == rank && ember_job_world_size(job) == world &&
+                     ember_job_trainers(job) == 2 && ember_job_num_ps(job) == 1 &&
+                     ember_job_coordinator(job) == 2,
+             "rank %d of %d, %d trainers, %d PS, coordinator %d", ember_job_rank(job),
+             ember_job_world_size(job), ember_job_trainers(job), ember_job_num_ps(job),
+             ember_job_coordinator(job));
+    for (int r = 0; r < world; r++)
+        check_rank(job, r, roles[r], r < 2 ? r : 0, names[r]);
+    MP_CHECK(ember_job_trainer_rank(job, 1) == 1 && ember_job_ps_rank(job, 0) == 3 &&
+                     ember_job_ps_rank(job, 1) == -1,
+             "the trainers' and PS's ranks");
+    if (roles[rank] == EMBER_ROLE_PS)
+        return api_test_ps(job, EMBER_OK);
+    return meet_and_leave(job);
+}
+
+/* ps, trainer, other: out of the layout, refused on every rank alike. */
+static int roles_order(int rank, int world, void *arg)
+{
+    static const ember_role_t roles[] = {EMBER_ROLE_PS, EMBER_ROLE_TRAINER, EMBER_ROLE_OTHER};
+    ember_job_params_t params;
+    ember_job_t *job = NULL;
+    api_test_log_t log;
+    ember_config_set("EMBER_CONNECT_TIMEOUT", "10");
+    /* A program of ABI 1.0 passes a struct without the role: init leaves
+     * it alone, and the join refuses roles from it. */
+    params.role = 7;
+    ember_job_params_init_abi(&params, EMBER_ABI_VERSION_MAKE(1, 0));
+    MP_CHECK(params.role == 7 && params.rank == -1, "an ABI 1.0 init wrote the role");
+    params.trainers = params.num_ps = EMBER_JOB_FROM_ROLES;
+    api_test_log_begin(&log);
+    ember_status_t status = ember_job_join(&params, &job);
+    api_test_log_has(api_test_log_end(&log), "roles from ABI 1.0",
+                     (const char *const[]){"ABI 1.1", NULL});
+    MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "roles from ABI 1.0: %s",
+             ember_status_string(status));
+    api_test_log_begin(&log);
+    status = join_role(roles[rank], NULL, &job);
+    char *text = api_test_log_end(&log);
+    MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "rank %d: roles out of order: %s", rank,
+             ember_status_string(status));
+    api_test_log_has(text, "roles out of order",
+                     (const char *const[]){"rank 0 (ps-rank0)", "role ps", "needs a trainer",
+                                           "the PS last", NULL});
+    return 0;
+}
+
+/* A trainer and another rank (the coordinator), no PS. */
+static int roles_no_ps(int rank, int world, void *arg)
+{
+    ember_job_t *job = NULL;
+    api_test_log_t log;
+    ember_status_t status = join_role(rank ? EMBER_ROLE_OTHER : EMBER_ROLE_TRAINER, NULL, &job);
+    MP_CHECK(status == EMBER_OK, "rank %d: %s", rank, ember_status_string(status));
+    MP_CHECK(ember_job_trainers(job) == 1 && ember_job_num_ps(job) == 0 &&
+                     ember_job_coordinator(job) == 1 && ember_job_ps_rank(job, 0) == -1,
+             "%d trainers, %d PS, coordinator %d", ember_job_trainers(job), ember_job_num_ps(job),
+             ember_job_coordinator(job));
+    check_rank(job, 0, EMBER_ROLE_TRAINER, 0, "trainer0");
+    check_rank(job, 1, EMBER_ROLE_OTHER, 0, "other-rank1");
+    if (rank == 0) {
+        ember_table_config_t config;
+        ember_table_t *table = NULL;
+        ember_table_config_init(&config);
+        config.name = "T";
+        config.num_embeddings = 4;
+        config.embedding_dim = 2;
+        api_test_log_begin(&log);
+        status = ember_table_create(job, &config, &table);
+        api_test_log_has(api_test_log_end(&log), "a table without PS",
+                         (const char *const[]){"table T", "no PS", NULL});
+        MP_CHECK(status == EMBER_ERR_INVALID_PARAM && !table, "a table without PS: %s",
+                 ember_status_string(status));
+    }
+    return meet_and_leave(job);
 }
 
 /* ---- failures -------------------------------------------------------------- */
@@ -621,6 +753,9 @@ static const mp_case_t cases[] = {
         {"roles_plain", roles_plain, 3, 0},
         {"roles_rest", roles_rest, 5, 0},
         {"layout_mismatch", layout_mismatch, 3, 0},
+        {"from_roles", from_roles, 4, 0},
+        {"roles_order", roles_order, 3, 0},
+        {"roles_no_ps", roles_no_ps, 2, 0},
         {"abort", abort_case, 4, 0},
         {"coordinator_lost", coordinator_lost, 3, 1u << 1},
         {"barrier_timeout", barrier_timeout, 3, 0},
