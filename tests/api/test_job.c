@@ -45,12 +45,20 @@
  *                    the PS's stats
  *   allreduce        3 trainers: sums and averages of integers, several
  *                    requests in flight, a large buffer, a second allreduce
+ *   set_optimizer    a table created with SGD set to Adagrad (changed), the
+ *                    same again (unchanged), bad settings refused naming
+ *                    them; a pushed gradient steps the rows as Adagrad
+ *                    does; trainer 1 sets another through its opened handle
+ *   optimizer_ckpt   a job that writes checkpoints: another optimizer
+ *                    refused naming the table, the same one taken
  */
 #include "engine/ops/half.h" /* the reference of fp16 rows */
 #include "tests/api/api_test.h"
 
 #include <ember/allreduce.h>
+#include <ember/checkpoint.h>
 #include <ember/log.h>
+#include <ember/lookup.h>
 #include <ember/rng.h>
 #include <ember/table.h>
 
@@ -748,6 +756,165 @@ static int allreduce(int rank, int world, void *arg)
     return 0;
 }
 
+/* ---- a table's optimizer set after its creation ------------------------------ */
+
+#define OPT_ROWS 4
+#define OPT_DIM  2
+
+/* Table O: OPT_ROWS x OPT_DIM rows 0.1 * i, SGD lr 0.1, stepped by trainer 0 alone. */
+static ember_table_t *opt_table_create(ember_job_t *job, float *w0)
+{
+    ember_table_config_t config;
+    ember_table_t *table = NULL;
+    for (int i = 0; i < OPT_ROWS * OPT_DIM; i++)
+        w0[i] = 0.1f * (float)i;
+    ember_table_config_init(&config);
+    config.name = "O";
+    config.num_embeddings = OPT_ROWS;
+    config.embedding_dim = OPT_DIM;
+    config.init = EMBER_TABLE_INIT_ROWS;
+    config.initial_rows = w0;
+    config.trainers = 1;
+    ember_opt_config_default(EMBER_OPT_SGD, 0.1f, &config.optimizer);
+    ember_status_t status = ember_table_create(job, &config, &table);
+    MP_CHECK(status == EMBER_OK, "creating O: %s", ember_status_string(status));
+    return table;
+}
+
+/* @table set to @cfg: the status, and *changed_p. */
+static void opt_set(ember_table_t *table, const ember_opt_config_t *cfg, int want_changed)
+{
+    int changed = -1;
+    ember_status_t status = ember_table_set_optimizer(table, cfg, &changed);
+    MP_CHECK(status == EMBER_OK && changed == want_changed, "setting %s lr %g: %s, changed %d",
+             ember_opt_kind_name(cfg->kind), (double)cfg->lr, ember_status_string(status), changed);
+    MP_CHECK(!memcmp(&ember_table_config(table)->optimizer, cfg, sizeof(*cfg)),
+             "the handle's config keeps the old optimizer");
+}
+
+/* @cfg refused, the log naming @says. */
+static void opt_refused(ember_table_t *table, const ember_opt_config_t *cfg, const char *what,
+                        const char *says)
+{
+    api_test_log_t log;
+    api_test_log_begin(&log);
+    ember_status_t status = ember_table_set_optimizer(table, cfg, NULL);
+    api_test_log_has(api_test_log_end(&log), what, (const char *const[]){"table O", says, NULL});
+    MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "%s: %s", what, ember_status_string(status));
+}
+
+/* One step of trainer 0: row 1 looked up alone, @grad pushed and awaited. */
+static void opt_step(ember_job_t *job, ember_table_t *table, const float *grad)
+{
+    const ember_feature_t feature = {
+            .name = "f", .table = table, .pooling = EMBER_BAG_SUM, .padding_idx = -1};
+    ember_ebc_options_t options;
+    ember_ebc_t *ebc = NULL;
+    ember_lookup_t *lookup = NULL;
+    const int64_t values[1] = {1};
+    const int32_t lengths[1] = {1};
+    const ember_kjt_t kjt = {.num_features = 1,
+                             .batch_size = 1,
+                             .values = values,
+                             .lengths = lengths,
+                             .num_values = 1};
+    float out[OPT_DIM];
+    ember_ebc_options_init(&options);
+    MP_CHECK(ember_ebc_create(job, &feature, 1, &options, &ebc) == EMBER_OK, "the ebc");
+    MP_CHECK(ember_ebc_lookup(ebc, &kjt, 0, &lookup) == EMBER_OK, "the lookup");
+    MP_CHECK(ember_lookup_wait(lookup, out, NULL) == EMBER_OK, "the lookup's wait");
+    MP_CHECK(ember_lookup_backward(lookup, grad, EMBER_BACKWARD_WAIT) == EMBER_OK, "the push");
+    ember_lookup_release(lookup);
+    MP_CHECK(ember_ebc_flush(ebc) == EMBER_OK, "the flush");
+    ember_ebc_destroy(ebc);
+}
+
+/* Trainer 0: the optimizer set, checked, then a step under it. */
+static void opt_trainer0(ember_job_t *job, ember_table_t *table, const float *w0)
+{
+    ember_opt_config_t adagrad, bad;
+    ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.5f, &adagrad);
+    opt_set(table, &adagrad, 1);
+    opt_set(table, &adagrad, 0); /* the same: state kept */
+    ember_opt_config_default(EMBER_OPT_SGD, -1.0f, &bad);
+    opt_refused(table, &bad, "lr -1", "lr must be");
+    ember_opt_config_default(EMBER_OPT_ADAM, 0.1f, &bad);
+    bad.beta1 = 1.0f;
+    opt_refused(table, &bad, "Adam beta1 1", "betas");
+    MP_CHECK(ember_table_config(table)->optimizer.kind == EMBER_OPT_ADAGRAD,
+             "a refused config changed the handle's");
+    const float grad[OPT_DIM] = {2.0f, -4.0f};
+    opt_step(job, table, grad);
+    float rows[OPT_ROWS * OPT_DIM];
+    MP_CHECK(ember_table_read_rows(table, 0, OPT_ROWS, rows) == EMBER_OK, "reading O");
+    for (int i = 0; i < OPT_ROWS * OPT_DIM; i++) {
+        /* Adagrad's first step: sum = 0 + g^2, w -= lr g / (sqrt(sum) + eps). */
+        const float g = i / OPT_DIM == 1 ? grad[i % OPT_DIM] : 0.0f;
+        const float want =
+                g == 0.0f ? w0[i] : w0[i] - adagrad.lr * g / (sqrtf(g * g) + adagrad.eps);
+        MP_CHECK(fabsf(rows[i] - want) < 1e-6f, "O[%d] %g, Adagrad's %g (SGD's %g)", i,
+                 (double)rows[i], (double)want, (double)(w0[i] - 0.1f * g));
+    }
+}
+
+static int set_optimizer(int rank, int world, void *arg)
+{
+    ember_job_t *job = api_test_join(2, 1);
+    float w0[OPT_ROWS * OPT_DIM];
+    ember_table_t *table = NULL;
+    if (rank == 2)
+        return api_test_ps(job, EMBER_OK);
+    if (rank == 0)
+        table = opt_table_create(job, w0);
+    MP_CHECK(ember_job_barrier(job, "created") == EMBER_OK, "barrier created");
+    if (rank == 1)
+        MP_CHECK(ember_table_open(job, "O", &table) == EMBER_OK, "opening O");
+    if (rank == 0)
+        opt_trainer0(job, table, w0);
+    MP_CHECK(ember_job_barrier(job, "trained") == EMBER_OK, "barrier trained");
+    if (rank == 1) {
+        ember_opt_config_t sgd;
+        ember_opt_config_default(EMBER_OPT_SGD, 0.2f, &sgd);
+        opt_set(table, &sgd, 1); /* through a handle that did not create it */
+        opt_set(table, &sgd, 0);
+    }
+    MP_CHECK(ember_job_barrier(job, "set") == EMBER_OK, "barrier set");
+    if (rank == 0)
+        MP_CHECK(ember_table_destroy(table) == EMBER_OK, "destroying O");
+    else
+        ember_table_close(table);
+    ember_job_leave(job, EMBER_OK);
+    return 0;
+}
+
+static int optimizer_ckpt(int rank, int world, void *arg)
+{
+    ember_job_t *job = api_test_join(1, 1);
+    if (rank == 1)
+        return api_test_ps(job, EMBER_OK);
+    float w0[OPT_ROWS * OPT_DIM];
+    char root[] = "/tmp/ember-opt-ckpt-XXXXXX", err[400];
+    MP_CHECK(mkdtemp(root), "mkdtemp");
+    ember_table_t *table = opt_table_create(job, w0);
+    ember_checkpoint_config_t config;
+    ember_checkpoint_t *ckpt = NULL;
+    ember_checkpoint_config_init(&config);
+    config.root = root;
+    ember_status_t status = ember_checkpoint_open(job, &config, &ckpt, err, sizeof(err));
+    MP_CHECK(status == EMBER_OK, "ember_checkpoint_open: %s: %s", ember_status_string(status), err);
+    ember_opt_config_t cfg = ember_table_config(table)->optimizer;
+    opt_set(table, &cfg, 0); /* the same: taken */
+    ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.5f, &cfg);
+    opt_refused(table, &cfg, "another optimizer with checkpoints", "checkpoints");
+    MP_CHECK(ember_table_config(table)->optimizer.kind == EMBER_OPT_SGD,
+             "a refused config changed the handle's");
+    ember_checkpoint_close(ckpt);
+    ember_table_close(table);
+    ember_job_leave(job, EMBER_OK);
+    rmdir(root);
+    return 0;
+}
+
 static const mp_case_t cases[] = {
         {"roles_master", roles_master, 5, 0},
         {"roles_plain", roles_plain, 3, 0},
@@ -762,6 +929,8 @@ static const mp_case_t cases[] = {
         {"barrier_names", barrier_names, 4, 0},
         {"tables", tables, 4, 0},
         {"allreduce", allreduce, 4, 0},
+        {"set_optimizer", set_optimizer, 3, 0},
+        {"optimizer_ckpt", optimizer_ckpt, 2, 0},
 };
 
 int main(int argc, char **argv)
