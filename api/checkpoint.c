@@ -501,7 +501,7 @@ static ember_status_t coordinator_setup(ember_checkpoint_t *ckpt,
     EMBER_CHECK(ember_ckpt_clear_after(ckpt->root, ckpt->start_step, err, err_length));
     ckpt->keys = calloc(c->ndescribe + 1, sizeof(*ckpt->keys));
     ckpt->values = calloc(c->ndescribe + 1, sizeof(*ckpt->values));
-    ckpt->holding = calloc((size_t)job->num_ps, 1);
+    ckpt->holding = calloc((size_t)job->num_ps + 1, 1); /* + 1: a job may have no PS */
     if (!ckpt->keys || !ckpt->values || !ckpt->holding)
         return EMBER_ERR_NO_MEMORY;
     for (size_t i = 0; i < c->ndescribe; i++) {

@@ -2,8 +2,10 @@
  * api/job: joining the job, its roles, barriers and leaving (include/ember/job.h).
  *
  * The roles are a pure function of (rank, T, P, world), so every rank
- * knows every other's without asking.  What the ranks do tell each other:
- * T and P (checked at the join through the store), an abort (EMBER_OP_ABORT
+ * knows every other's without asking once it knows T and P.  What the ranks
+ * do tell each other: T and P (checked at the join through the store), or
+ * with EMBER_JOB_FROM_ROLES each rank's role (through the store, T and P
+ * counted from them), an abort (EMBER_OP_ABORT
  * to every rank), a barrier of the ranks that are not PS (to the
  * coordinator, which answers all at once), a PS serving (API_OP_READY,
  * answered once ember_ps_serve runs) and a client leaving (API_OP_LEAVE to
@@ -20,6 +22,7 @@
 #include <ember/config.h>
 #include <ember/log.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +41,24 @@ struct api_barrier {
     char (*names)[EMBER_JOB_NAME_MAX];
 };
 
+/* A program built against ABI 1.1 or later passes params with a role; an
+ * older one's struct ends before it (its bytes there are not its). */
+static int params_have_role(unsigned abi)
+{
+    return EMBER_ABI_MAJOR(abi) == EMBER_ABI_VERSION_MAJOR && EMBER_ABI_MINOR(abi) >= 1;
+}
+
 void ember_job_params_init_abi(ember_job_params_t *params, unsigned abi)
 {
-    *params = (ember_job_params_t){.abi = abi, .rank = -1, .world_size = -1};
+    const ember_job_params_t init = {.abi = abi, .rank = -1, .world_size = -1, .role = -1};
+    memcpy(params, &init,
+           params_have_role(abi) ? sizeof(init) : offsetof(ember_job_params_t, role));
+}
+
+/* @params' role: -1 for a program that passes none. */
+static int params_role(const ember_job_params_t *params)
+{
+    return params_have_role(params->abi) ? params->role : -1;
 }
 
 double api_connect_timeout(void)
@@ -631,41 +649,70 @@ void ember_job_launch_rank(int *rank_p, int *world_size_p)
     resolve_identity(&params, rank_p, world_size_p);
 }
 
+/* What is wrong with the role @params states, or NULL. */
+static const char *role_fault(const ember_job_params_t *params)
+{
+    const int role = params_role(params);
+    if (params->trainers != EMBER_JOB_FROM_ROLES)
+        return role == -1 ? NULL
+                          : "a role is stated only with trainers = EMBER_JOB_FROM_ROLES (-1)";
+    if (!params_have_role(params->abi))
+        return "trainers EMBER_JOB_FROM_ROLES needs a program built against ABI 1.1 or later "
+               "(its params carry no role)";
+    if (params->num_ps != EMBER_JOB_FROM_ROLES)
+        return "with trainers EMBER_JOB_FROM_ROLES, num_ps must be EMBER_JOB_FROM_ROLES (-1) too";
+    if (role != EMBER_ROLE_TRAINER && role != EMBER_ROLE_PS && role != EMBER_ROLE_OTHER)
+        return "the role is not an ember_role_t (trainer 0, ps 1, other 2)";
+    return NULL;
+}
+
 static ember_status_t params_check(const ember_job_params_t *params, int rank, int world)
 {
     const char *why = NULL;
+    const int from_roles = params->trainers == EMBER_JOB_FROM_ROLES;
     if (!EMBER_ABI_COMPATIBLE(EMBER_ABI_VERSION, params->abi))
         why = "the program was built against an ember ABI this library does not provide "
               "(another major, or a newer minor): rebuild it against this ember";
-    else if (params->trainers < 1 || params->num_ps < 0)
+    else if (role_fault(params))
+        why = role_fault(params);
+    else if (!from_roles && (params->trainers < 1 || params->num_ps < 0))
         why = "a job needs at least one trainer and one PS";
     else if (world <= 0 || rank < 0 || rank >= world)
         why = "no valid rank and world size: set EMBER_RANK and EMBER_WORLD_SIZE, run under "
               "ember-run or srun, or give them";
-    else if (params->num_ps == EMBER_JOB_PS_REST && params->trainers >= world)
+    else if (!from_roles && params->num_ps == EMBER_JOB_PS_REST && params->trainers >= world)
         why = "no rank is left for a PS (num_ps 0: every rank that is not a trainer)";
-    else if ((int64_t)params->trainers + params->num_ps > world)
+    else if (!from_roles && (int64_t)params->trainers + params->num_ps > world)
         why = "more trainers and PS than ranks";
     else if (params->name && (!*params->name || strlen(params->name) >= EMBER_JOB_NAME_MAX))
         why = "a name of 1 to 31 bytes";
     if (!why)
         return EMBER_OK;
-    ember_error("job",
-                "joining as rank %d of %d with %d trainers and %d PS%s (ABI %u.%u, the "
-                "library's %u.%u): %s",
-                rank, world, params->trainers, params->num_ps,
-                params->num_ps == EMBER_JOB_PS_REST ? " (the rest)" : "",
-                (unsigned)EMBER_ABI_MAJOR(params->abi), (unsigned)EMBER_ABI_MINOR(params->abi),
-                (unsigned)EMBER_ABI_VERSION_MAJOR, (unsigned)EMBER_ABI_VERSION_MINOR, why);
+    char stated[80];
+    if (from_roles)
+        snprintf(stated, sizeof(stated), "its role stated (%d) and num_ps %d", params_role(params),
+                 params->num_ps);
+    else
+        snprintf(stated, sizeof(stated), "%d trainers and %d PS%s", params->trainers,
+                 params->num_ps, params->num_ps == EMBER_JOB_PS_REST ? " (the rest)" : "");
+    ember_error("job", "joining as rank %d of %d with %s (ABI %u.%u, the library's %u.%u): %s",
+                rank, world, stated, (unsigned)EMBER_ABI_MAJOR(params->abi),
+                (unsigned)EMBER_ABI_MINOR(params->abi), (unsigned)EMBER_ABI_VERSION_MAJOR,
+                (unsigned)EMBER_ABI_VERSION_MINOR, why);
     return EMBER_ERR_INVALID_PARAM;
 }
 
-/* Every rank states the same T and P: rank 0's, through the store. */
-static ember_status_t layout_check(ember_job_t *job)
+/* Every rank states the same T and P, or every rank its role: rank 0's
+ * word, through the store (a rank that states T and P among ranks that
+ * state roles is told so, not left waiting for a layout nobody sets). */
+static ember_status_t layout_check(ember_job_t *job, int from_roles)
 {
     char mine[64], *theirs = NULL;
     size_t length = 0;
-    snprintf(mine, sizeof(mine), "%d trainers %d ps", job->trainers, job->num_ps);
+    if (from_roles)
+        snprintf(mine, sizeof(mine), "each rank's role");
+    else
+        snprintf(mine, sizeof(mine), "%d trainers %d ps", job->trainers, job->num_ps);
     if (job->rank == 0)
         return ember_tp_store_set(job->tp, "ember-job/layout", mine, strlen(mine));
     EMBER_CHECK(ember_tp_store_get(job->tp, "ember-job/layout", (void **)&theirs, &length));
@@ -676,6 +723,104 @@ static ember_status_t layout_check(ember_job_t *job)
                     (int)(length > 60 ? 60 : length), theirs);
     free(theirs);
     return same ? EMBER_OK : EMBER_ERR_INVALID_PARAM;
+}
+
+static const char *role_word(int role)
+{
+    return role == EMBER_ROLE_TRAINER ? "trainer" : role == EMBER_ROLE_PS ? "ps" : "other";
+}
+
+/* T, P and what follows from them: the others, the coordinator. */
+static void layout_set(ember_job_t *job, int trainers, int num_ps)
+{
+    job->trainers = trainers;
+    job->num_ps = num_ps;
+    job->others = job->world - trainers - num_ps;
+    job->coordinator = job->others > 0 ? job->trainers : 0;
+}
+
+/* Rank 0: every rank's role ("0", "1" or "2" under ember-job/role/RANK)
+ * into @roles ([world], the caller's), each checked. */
+static ember_status_t roles_collect(ember_job_t *job, char *roles)
+{
+    for (int rank = 0; rank < job->world; rank++) {
+        char key[48], *value = NULL;
+        size_t length = 0;
+        snprintf(key, sizeof(key), "ember-job/role/%d", rank);
+        EMBER_CHECK(ember_tp_store_get(job->tp, key, (void **)&value, &length));
+        const int valid = length == 1 && value[0] >= '0' && value[0] <= '2';
+        if (valid)
+            roles[rank] = value[0];
+        else
+            ember_error("job", "%s: %s (rank %d) put a role of %zu bytes that is no ember_role_t",
+                        key, ember_tp_peer_name(job->tp, rank), rank, length);
+        free(value);
+        if (!valid)
+            return EMBER_ERR_BAD_MESSAGE;
+    }
+    return EMBER_OK;
+}
+
+/* T and P from every rank's @roles ([world] digits), which must lie as
+ * the layout does: trainers, others, PS. */
+static ember_status_t roles_layout(ember_job_t *job, const char *roles)
+{
+    int trainers = 0, num_ps = 0;
+    for (int rank = 0; rank < job->world; rank++) {
+        trainers += roles[rank] == '0' + EMBER_ROLE_TRAINER;
+        num_ps += roles[rank] == '0' + EMBER_ROLE_PS;
+    }
+    layout_set(job, trainers, num_ps);
+    if (num_ps == job->world) {
+        ember_error("job",
+                    "every one of the %d ranks states the role ps: a job needs a rank that "
+                    "is not a PS (a trainer or another) to drive it",
+                    job->world);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    for (int rank = 0; rank < job->world; rank++) {
+        const int want = (int)ember_job_role(job, rank, NULL), got = roles[rank] - '0';
+        if (got == want)
+            continue;
+        ember_error("job",
+                    "rank %d (%s) states the role %s where the layout needs a %s: the "
+                    "trainers must be ranks 0 .. T-1, then the others, the PS last (here %d "
+                    "trainers, %d others, %d PS)",
+                    rank, ember_tp_peer_name(job->tp, rank), role_word(got), role_word(want),
+                    trainers, job->others, num_ps);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    return EMBER_OK;
+}
+
+/* EMBER_JOB_FROM_ROLES: this rank's @role in the store; rank 0 gathers
+ * every rank's and puts them under one key (each rank reads one key, not
+ * N), so every rank derives the same T and P, or fails alike. */
+static ember_status_t roles_exchange(ember_job_t *job, int role)
+{
+    char key[48], digit = (char)('0' + role), *roles = NULL;
+    size_t length = (size_t)job->world;
+    ember_status_t status;
+    snprintf(key, sizeof(key), "ember-job/role/%d", job->rank);
+    EMBER_CHECK(ember_tp_store_set(job->tp, key, &digit, 1));
+    if (job->rank == 0) {
+        if (!(roles = malloc((size_t)job->world)))
+            return EMBER_ERR_NO_MEMORY;
+        status = roles_collect(job, roles);
+        if (status == EMBER_OK)
+            status = ember_tp_store_set(job->tp, "ember-job/roles", roles, length);
+    } else {
+        status = ember_tp_store_get(job->tp, "ember-job/roles", (void **)&roles, &length);
+        if (status == EMBER_OK && length != (size_t)job->world) {
+            ember_error("job", "ember-job/roles: %zu roles from %s for a world of %d", length,
+                        ember_tp_peer_name(job->tp, 0), job->world);
+            status = EMBER_ERR_BAD_MESSAGE;
+        }
+    }
+    if (status == EMBER_OK)
+        status = roles_layout(job, roles);
+    free(roles);
+    return status;
 }
 
 /* Each role's handlers, registered before the ranks meet (so nothing
@@ -698,7 +843,7 @@ static void job_register(ember_job_t *job, int on)
 static ember_status_t job_alloc(ember_job_t *job)
 {
     job->left_by = calloc((size_t)job->world, 1);
-    job->ps_ready = calloc((size_t)job->num_ps, 1);
+    job->ps_ready = calloc((size_t)job->num_ps + 1, 1); /* + 1: a job may have no PS */
     if (!job->left_by || !job->ps_ready)
         return EMBER_ERR_NO_MEMORY;
     if (job->rank != job->coordinator)
@@ -728,11 +873,24 @@ static void job_free(ember_job_t *job)
     free(job);
 }
 
+/* The name of a rank that states @role before the layout is known: its
+ * role's when the rank alone gives it (a trainer's index is its rank). */
+static void stated_role_name(int rank, int role, char *name, size_t length)
+{
+    if (role == EMBER_ROLE_TRAINER)
+        snprintf(name, length, "trainer%d", rank);
+    else
+        snprintf(name, length, "%s-rank%d", role_word(role), rank);
+}
+
 /* The transport joined under this rank's name, bound when asked. */
 static ember_status_t job_connect(ember_job_t *job, const ember_job_params_t *params)
 {
     char name[EMBER_JOB_NAME_MAX];
-    role_name(job->rank, job->trainers, job->num_ps, job->world, name, sizeof(name));
+    if (params->trainers == EMBER_JOB_FROM_ROLES)
+        stated_role_name(job->rank, params_role(params), name, sizeof(name));
+    else
+        role_name(job->rank, job->trainers, job->num_ps, job->world, name, sizeof(name));
     ember_tp_params_t tp_params;
     ember_tp_params_init(&tp_params);
     tp_params.rank = job->rank;
@@ -756,20 +914,21 @@ ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **jo
     ember_job_t *job = calloc(1, sizeof(*job));
     if (!job)
         return EMBER_ERR_NO_MEMORY;
-    const int num_ps =
-            params->num_ps == EMBER_JOB_PS_REST ? world - params->trainers : params->num_ps;
-    *job = (ember_job_t){.rank = rank,
-                         .world = world,
-                         .trainers = params->trainers,
-                         .num_ps = num_ps,
-                         .others = world - params->trainers - num_ps};
-    job->coordinator = job->others > 0 ? job->trainers : 0;
+    const int from_roles = params->trainers == EMBER_JOB_FROM_ROLES;
+    *job = (ember_job_t){.rank = rank, .world = world};
+    if (!from_roles)
+        layout_set(job, params->trainers,
+                   params->num_ps == EMBER_JOB_PS_REST ? world - params->trainers : params->num_ps);
     ember_topo_local_rank(rank, world, &job->local_rank, &job->local_size);
-    ember_status_t status = job_alloc(job);
+    /* With roles, the layout (and so the coordinator, the clients, the PS)
+     * is known only once connected: nothing that depends on it before. */
+    ember_status_t status = job_connect(job, params);
     if (status == EMBER_OK)
-        status = job_connect(job, params);
+        status = layout_check(job, from_roles);
+    if (status == EMBER_OK && from_roles)
+        status = roles_exchange(job, params_role(params));
     if (status == EMBER_OK)
-        status = layout_check(job);
+        status = job_alloc(job);
     if (status == EMBER_OK) {
         job_register(job, 1);
         status = ember_tp_barrier(job->tp, "ember-job");

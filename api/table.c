@@ -52,6 +52,9 @@ static ember_status_t check_placement(const ember_job_t *job, const ember_table_
                                       api_table_desc_t *desc, char *err, size_t err_length)
 {
     const char *name = c->name;
+    if (job->num_ps == 0) /* a job of stated roles may have none */
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: the job has no PS to hold it", name);
     if ((unsigned)c->sharding > EMBER_SHARD_TABLE_WISE)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: sharding %d is neither row-wise nor table-wise", name,
@@ -99,6 +102,9 @@ static ember_status_t check_sync(const ember_job_t *job, const ember_table_confi
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: reduce %d is neither sum nor mean", name,
                                  (int)c->reduce);
+    if (job->trainers == 0) /* a job of stated roles may have none */
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: the job has no trainer to push its gradients", name);
     if (c->trainers > (uint32_t)job->trainers)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: trainers %u, but the job has %d", name, c->trainers,
@@ -432,6 +438,73 @@ ember_status_t ember_table_destroy(ember_table_t *table)
     }
     free(table);
     return status;
+}
+
+/* ---- the optimizer ------------------------------------------------------------ */
+
+typedef struct {
+    ember_msg_table_optimizer_t msg;
+} optimizer_args_t;
+
+static size_t optimizer_iov(void *arg, uint32_t s, ember_iov_t *iov)
+{
+    optimizer_args_t *a = arg;
+    iov[0] = (ember_iov_t){&a->msg, sizeof(a->msg)};
+    return 1;
+}
+
+/* Why @table's optimizer cannot be set to @optimizer here, or OK. */
+static ember_status_t optimizer_check(const ember_table_t *table,
+                                      const ember_opt_config_t *optimizer, char *err,
+                                      size_t err_length)
+{
+    if (!api_is_client(table->job, table->job->rank))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: a PS sets no optimizer (it applies them)",
+                                 table->desc.name);
+    if (!optimizer)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: no optimizer config", table->desc.name);
+    char why[200];
+    if (ember_opt_config_check(optimizer, why, sizeof(why)) != EMBER_OK)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "table %s: optimizer %s",
+                                 table->desc.name, why);
+    return EMBER_OK;
+}
+
+ember_status_t ember_table_set_optimizer(ember_table_t *table, const ember_opt_config_t *optimizer,
+                                         int *changed_p)
+{
+    char err[600];
+    uint32_t changed[SHARDS_MAX] = {0};
+    size_t bytes[SHARDS_MAX];
+    if (!table) {
+        ember_error("table", "setting the optimizer of no table (NULL)");
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    ember_job_t *job = table->job;
+    ember_status_t status = optimizer_check(table, optimizer, err, sizeof(err));
+    if (status == EMBER_OK) {
+        optimizer_args_t args = {
+                .msg = {.table_id = table->desc.table_id, .optimizer = *optimizer}};
+        for (uint32_t s = 0; s < table->desc.num_shards; s++)
+            bytes[s] = sizeof(changed[s]);
+        status = to_shards(job, &table->desc, EMBER_OP_TABLE_OPTIMIZER, optimizer_iov, &args,
+                           changed, sizeof(changed[0]), bytes, "setting its optimizer", err,
+                           sizeof(err));
+    }
+    if (status != EMBER_OK) {
+        ember_error("table", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);
+        return status;
+    }
+    int any = 0;
+    for (uint32_t s = 0; s < table->desc.num_shards; s++)
+        any |= changed[s] != 0;
+    table->desc.optimizer = *optimizer;
+    table->config.optimizer = *optimizer;
+    if (changed_p)
+        *changed_p = any;
+    return EMBER_OK;
 }
 
 /* ---- rows --------------------------------------------------------------------- */

@@ -1,11 +1,11 @@
 /*
  * fuzz_ps_messages: the master's requests to a parameter server,
- * TABLE_CREATE, TABLE_LOAD, TABLE_READ and PS_STATS, each through the
+ * TABLE_CREATE, TABLE_LOAD, TABLE_READ, PS_STATS and TABLE_OPTIMIZER, each through the
  * checks engine/ps/ps.c's handlers make (engine/wire/codec.h, engine/ps/ps_msg.h) and then the table,
  * in the order the handlers call them, on a PS's table ids.
  *
- * Input: records (fuzz/fuzz_input.h); op % 4: 0 CREATE, 1 LOAD, 2 READ,
- * 3 STATS; the payload is the request as it came.
+ * Input: records (fuzz/fuzz_input.h); op % 5: 0 CREATE, 1 LOAD, 2 READ,
+ * 3 STATS, 4 OPTIMIZER; the payload is the request as it came.
  *
  * Invariants: a create the checks pass makes the table the spec says (name
  * NUL-terminated, its rows its shard's); a load is taken only when its
@@ -13,7 +13,9 @@
  * a refused one changes nothing; a read the checks pass is one the table
  * serves (the PS allocates its reply before the table is asked), into a
  * buffer of the size it fills, and what it reads is the table; the stats
- * add up to the tables'.  A create asking for more than a fuzzer can hold
+ * add up to the tables'; an optimizer the checks pass is one the
+ * optimizer's own check takes, set (or found equal) on the table, which
+ * then steps with it.  A create asking for more than a fuzzer can hold
  * (rows x dim > 2^12, over 64 trainers) or a GPU is checked but not made.
  */
 #include "engine/ops/half.h"
@@ -199,6 +201,28 @@ static void on_stats(ps_state_t *ps)
                (unsigned long long)stats.table_bytes, (unsigned long long)table_bytes);
 }
 
+static void on_optimizer(ps_state_t *ps, const uint8_t *data, size_t length)
+{
+    ember_msg_table_optimizer_t msg;
+    ember_shard_t *table;
+    char err[256];
+    int changed = 0;
+
+    if (ember_wire_exact(data, length, &msg, sizeof(msg), "table optimizer", err, sizeof(err)) !=
+                EMBER_OK ||
+        !(table = find(ps, msg.table_id)))
+        return;
+    if (ps_msg_table_optimizer_check(&msg, err, sizeof(err)) != EMBER_OK)
+        return;
+    FUZZ_CHECK(ember_opt_config_check(&msg.optimizer, NULL, 0) == EMBER_OK,
+               "an optimizer passed the PS's check, not its own");
+    const int same = ember_shard_optimizer_is(table, &msg.optimizer);
+    if (ember_shard_set_optimizer(table, &msg.optimizer, &changed, err, sizeof(err)) != EMBER_OK)
+        return; /* out of memory: the old one kept */
+    FUZZ_CHECK(changed == !same && ember_shard_optimizer_is(table, &msg.optimizer),
+               "optimizer set: changed %d, equal before %d", changed, same);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input_t in = {.data = data, .size = size};
@@ -209,11 +233,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     memset(&ps, 0, sizeof(ps));
     while ((op = fuzz_record(&in, &payload, &length)) >= 0) {
-        switch (op & 3) {
+        switch (op % 5) {
         case 0: on_create(&ps, payload, length); break;
         case 1: on_load(&ps, payload, length); break;
         case 2: on_read(&ps, payload, length); break;
-        default: on_stats(&ps); break;
+        case 3: on_stats(&ps); break;
+        default: on_optimizer(&ps, payload, length); break;
         }
         free(payload);
     }

@@ -550,6 +550,15 @@ static void corpus_ps_messages(void)
     record(&b, 2, &read, sizeof(read));
     record(&b, 3, NULL, 0);
     save_blob("ps_messages", "create_load_read", &b);
+    record(&b, 0, &spec, sizeof(spec));
+    ember_msg_table_optimizer_t optimizer = {.table_id = 3};
+    ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.5f, &optimizer.optimizer);
+    record(&b, 4, &optimizer, sizeof(optimizer)); /* replaced */
+    record(&b, 4, &optimizer, sizeof(optimizer)); /* the same: kept */
+    optimizer.optimizer.beta1 = INFINITY;         /* a field Adagrad ignores, not finite */
+    record(&b, 4, &optimizer, sizeof(optimizer));
+    record(&b, 3, NULL, 0);
+    save_blob("ps_messages", "create_optimizer", &b);
     spec.staleness = 2; /* a sync table serving up to 2 steps behind */
     spec.table_id = 4;
     record(&b, 0, &spec, sizeof(spec));

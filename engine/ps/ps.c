@@ -322,6 +322,58 @@ static void on_table_destroy(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
+/* A table's optimizer replaced (ember_table_set_optimizer); the same one
+ * again changes nothing, so every trainer may send it.  A job that writes
+ * checkpoints keeps its optimizers: a checkpoint's state is the one it
+ * started with. */
+static void on_table_optimizer(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_optimizer_t msg;
+    ps_table_t *entry;
+    char err[256];
+    uint32_t changed = 0;
+
+    size_t length;
+    const uint8_t *data = ember_rpc_req_data(req, &length);
+    ember_status_t status =
+            ember_wire_exact(data, length, &msg, sizeof(msg), "table optimizer", err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    if (!(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    const char *name = ember_shard_name(entry->table);
+    status = ps_msg_table_optimizer_check(&msg, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "table %s: %s", name, err);
+        return;
+    }
+    if (!ember_shard_optimizer_is(entry->table, &msg.optimizer) && ps->ckpt &&
+        ember_ps_ckpt_planned(ps->ckpt)) {
+        ember_rpc_reply_error(req, EMBER_ERR_INVALID_PARAM,
+                              "table %s: a job that writes checkpoints keeps its tables' "
+                              "optimizers",
+                              name);
+        return;
+    }
+    int changed_now = 0;
+    status =
+            ember_shard_set_optimizer(entry->table, &msg.optimizer, &changed_now, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_error("ps", "%s", err);
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    if (changed_now)
+        ember_info("ps", "table %s: optimizer now %s lr %g, its state restarted", name,
+                   ember_opt_kind_name(msg.optimizer.kind), (double)msg.optimizer.lr);
+    changed = (uint32_t)changed_now;
+    ember_iov_t iov = {&changed, sizeof(changed)};
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
 static size_t rss_bytes(void)
 {
     long pages = 0, resident = 0;
@@ -936,15 +988,18 @@ static void ps_drop_lost_trainers(ps_t *ps)
 
 /* The ops a PS serves, and their handlers (registered for its lifetime). */
 static const uint16_t ps_ops[] = {
-        EMBER_OP_TABLE_CREATE,  EMBER_OP_TABLE_LOAD,    EMBER_OP_TABLE_READ,  EMBER_OP_PS_STATS,
-        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,         EMBER_OP_LOOKUP,      EMBER_OP_GRAD,
-        EMBER_OP_LOOKUPS,       EMBER_OP_GRADS,         EMBER_OP_CKPT_PLAN,   EMBER_OP_CKPT_AT,
-        EMBER_OP_TABLE_RESTORE, EMBER_OP_TABLE_DESTROY, EMBER_OP_GRADS_FENCE,
+        EMBER_OP_TABLE_CREATE,    EMBER_OP_TABLE_LOAD,    EMBER_OP_TABLE_READ,
+        EMBER_OP_PS_STATS,        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,
+        EMBER_OP_LOOKUP,          EMBER_OP_GRAD,          EMBER_OP_LOOKUPS,
+        EMBER_OP_GRADS,           EMBER_OP_CKPT_PLAN,     EMBER_OP_CKPT_AT,
+        EMBER_OP_TABLE_RESTORE,   EMBER_OP_TABLE_DESTROY, EMBER_OP_GRADS_FENCE,
+        EMBER_OP_TABLE_OPTIMIZER,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {
-        on_table_create, on_table_load, on_table_read,    on_stats,         on_shutdown,
-        on_abort,        on_lookups,    on_grad,          on_lookups,       on_grads,
-        on_ckpt_plan,    on_ckpt_at,    on_table_restore, on_table_destroy, on_grads_fence,
+        on_table_create,  on_table_load,    on_table_read,  on_stats,
+        on_shutdown,      on_abort,         on_lookups,     on_grad,
+        on_lookups,       on_grads,         on_ckpt_plan,   on_ckpt_at,
+        on_table_restore, on_table_destroy, on_grads_fence, on_table_optimizer,
 };
 _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");

@@ -1,6 +1,7 @@
 /* engine/ps/ps_msg: the parameter server's checks of its requests' bytes. */
 #include "engine/ps/ps_msg.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -54,6 +55,39 @@ ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
     }
     *bytes_p = (size_t)msg->count * ember_shard_dim(table) * sizeof(float);
     return EMBER_OK;
+}
+
+ember_status_t ps_msg_table_optimizer_check(const ember_msg_table_optimizer_t *msg, char *err,
+                                            size_t err_length)
+{
+    const ember_opt_config_t *c = &msg->optimizer;
+    const struct {
+        const char *name;
+        float value;
+    } floats[] = {{"lr", c->lr},
+                  {"momentum", c->momentum},
+                  {"dampening", c->dampening},
+                  {"lr_decay", c->lr_decay},
+                  {"initial_accumulator", c->initial_accumulator},
+                  {"eps", c->eps},
+                  {"beta1", c->beta1},
+                  {"beta2", c->beta2}};
+    if (msg->reserved != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table id %u: optimizer message with reserved %u", msg->table_id,
+                                 msg->reserved);
+    /* Those the kind ignores too: a config that compares equal is one the
+     * trainers meant alike, not one with a NaN in a field nobody reads. */
+    for (size_t i = 0; i < sizeof(floats) / sizeof(floats[0]); i++) {
+        if (!isfinite(floats[i].value))
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "optimizer: %s is not finite", floats[i].name);
+    }
+    if ((uint32_t)c->nesterov > 1 || (uint32_t)c->adam_row_step > 1)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "optimizer: nesterov %d, adam_row_step %d (each 0 or 1)",
+                                 c->nesterov, c->adam_row_step);
+    return ember_opt_config_check(c, err, err_length);
 }
 
 void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_shard_t *table)

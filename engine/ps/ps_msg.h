@@ -48,6 +48,15 @@ ember_status_t ps_msg_table_read_check(const ember_msg_table_read_t *msg,
                                        const ember_shard_t *table, size_t *bytes_p, char *err,
                                        size_t err_length);
 
+/**
+ * TABLE_OPTIMIZER: every field of @msg at full width: reserved 0, each
+ * float finite (those the kind ignores too), nesterov and adam_row_step 0
+ * or 1, then ember_opt_config_check's rules.  @err names the setting.
+ * Errors: ERR_INVALID_PARAM.
+ */
+ember_status_t ps_msg_table_optimizer_check(const ember_msg_table_optimizer_t *msg, char *err,
+                                            size_t err_length);
+
 /** PS_STATS: add @table's memory (table, optimizer, other) into @stats. */
 void ps_msg_stats_add(ember_msg_ps_stats_t *stats, const ember_shard_t *table);
 

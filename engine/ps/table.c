@@ -212,6 +212,33 @@ err_destroy:
     return status;
 }
 
+int ember_shard_optimizer_is(const ember_shard_t *table, const ember_opt_config_t *cfg)
+{
+    /* Every field is 4 bytes: no padding, so bytes compare as fields do. */
+    return memcmp(&table->spec.optimizer, cfg, sizeof(*cfg)) == 0;
+}
+
+ember_status_t ember_shard_set_optimizer(ember_shard_t *table, const ember_opt_config_t *cfg,
+                                         int *changed_p, char *err, size_t err_length)
+{
+    ember_opt_t *fresh = NULL;
+    *changed_p = 0;
+    if (ember_shard_optimizer_is(table, cfg))
+        return EMBER_OK;
+    ember_status_t status = ember_opt_create(cfg, (size_t)table->local_rows, table->spec.dim,
+                                             EMBER_OPT_SPARSE, &fresh);
+    if (status != EMBER_OK)
+        return ember_status_text(err, err_length, status,
+                                 "table %s: cannot make a %s optimizer of %lld rows: %s",
+                                 table->spec.name, ember_opt_kind_name(cfg->kind),
+                                 (long long)table->local_rows, ember_status_string(status));
+    ember_opt_destroy(table->optimizer);
+    table->optimizer = fresh;
+    table->spec.optimizer = *cfg;
+    *changed_p = 1;
+    return EMBER_OK;
+}
+
 static void context_free(context_t *ctx)
 {
     ember_buffer_t *all[] = {&ctx->offsets, &ctx->weights, &ctx->argmax,

@@ -136,6 +136,22 @@ void ember_shard_drop_trainer(ember_shard_t *table, uint32_t trainer);
  * open steps stay). */
 void ember_shard_drop_lookup(ember_shard_t *table, uint32_t trainer, uint64_t step);
 
+/**
+ * Step with @cfg (copied; checked by the caller, ps_msg) from now on.
+ * Equal to the shard's optimizer, field for field: nothing changes
+ * (*@changed_p 0).  Else a new optimizer of the shard's rows
+ * (EMBER_OPT_SPARSE; its state in host memory for a device shard too, as
+ * at create) replaces the old one, its state restarting (zeros,
+ * accumulators at initial_accumulator, step 0), and the spec's optimizer
+ * is @cfg (*@changed_p 1).  Not while a request is being served.  Errors
+ * (the old optimizer kept): ERR_INVALID_PARAM, ERR_NO_MEMORY.
+ */
+ember_status_t ember_shard_set_optimizer(ember_shard_t *table, const ember_opt_config_t *cfg,
+                                         int *changed_p, char *err, size_t err_length);
+/** Whether @cfg equals the shard's optimizer (as ember_shard_set_optimizer
+ * compares them). */
+int ember_shard_optimizer_is(const ember_shard_t *table, const ember_opt_config_t *cfg);
+
 size_t ember_shard_bytes(const ember_shard_t *table);
 size_t ember_shard_optimizer_bytes(const ember_shard_t *table);
 /** Contexts, pending gradients and scratch. */

@@ -45,7 +45,8 @@ enum {
     EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
     /* the public API's job (api/, include/ember/job.h): */
     EMBER_OP_TABLE_DESTROY = EMBER_RPC_OP_USER_BASE + 64, /* 128: a table's creator -> ps */
-    EMBER_OP_GRADS_FENCE, /* 129: a trainer -> ps: its one-way pushes were taken */
+    EMBER_OP_GRADS_FENCE,     /* 129: a trainer -> ps: its one-way pushes were taken */
+    EMBER_OP_TABLE_OPTIMIZER, /* 130: a client -> ps: a table's optimizer replaced */
 };
 
 /* ember_consistency_t (EMBER_SYNC, EMBER_ASYNC), ember_sparse_reduce_t
@@ -114,6 +115,18 @@ typedef struct {
     uint32_t table_id;
     uint32_t reserved;
 } ember_msg_table_destroy_t;
+
+/* EMBER_OP_TABLE_OPTIMIZER: the shard of @table_id here steps with
+ * @optimizer from now on.  Equal to its optimizer (field for field, bit
+ * for bit): nothing changes, its state kept.  Else a new optimizer
+ * replaces it, its state restarting (zeros, accumulators at
+ * initial_accumulator, step 0); refused while the job writes checkpoints.
+ * The reply: a uint32, 1 when the shard's optimizer changed. */
+typedef struct {
+    uint32_t table_id;
+    uint32_t reserved; /* 0 */
+    ember_opt_config_t optimizer;
+} ember_msg_table_optimizer_t;
 
 /* EMBER_OP_GRADS_FENCE: sent once a trainer's one-way GRADS to this PS
  * have left (their sends completed), so they reached the PS before it and

@@ -11,9 +11,15 @@
  *
  * which is ember-train's layout (T trainers, the master, P PS) and, with no
  * other rank, the plain T + P layout of a program without a coordinator.
+ * A program whose ranks know only their own role (PyTorch's RPC names,
+ * "trainer0", "master", "ps") states that instead of T and P
+ * (EMBER_JOB_FROM_ROLES): the job counts T and P from every rank's role,
+ * which must lie in the same layout; P may then be 0 (a job of RPC ranks
+ * without a PS) and T 0 (with at least one other rank).
  * The job's coordinator is the "master" rank when there is one, else
- * trainer 0: it keeps the job's table names, writes checkpoint manifests
- * and is the rank the PS watch (a PS whose coordinator is lost stops).
+ * trainer 0 (the first other rank when there is no trainer): it keeps the
+ * job's table names, writes checkpoint manifests and is the rank the PS
+ * watch (a PS whose coordinator is lost stops).
  *
  * Processes join through the authenticated rendezvous store (the job
  * secret: EMBER_SECRET_FILE / EMBER_SECRET, or the params); nothing of the
@@ -66,12 +72,17 @@ typedef enum {
  * a coordinator ("master") of its own states P. */
 #define EMBER_JOB_PS_REST 0
 
+/* ember_job_params_t.trainers and num_ps: the layout comes from the role
+ * each rank states (ember_job_params_t.role; ABI 1.1 and later). */
+#define EMBER_JOB_FROM_ROLES (-1)
+
 typedef struct {
     unsigned abi;         /* EMBER_ABI_VERSION the caller was built with (set by
                            * ember_job_params_init; the library refuses another) */
-    int trainers;         /* T >= 1 */
+    int trainers;         /* T >= 1, or EMBER_JOB_FROM_ROLES */
     int num_ps;           /* P >= 1, or EMBER_JOB_PS_REST (0): every rank that
-                           * is not a trainer (P = N - T, no other rank) */
+                           * is not a trainer (P = N - T, no other rank);
+                           * EMBER_JOB_FROM_ROLES exactly when trainers is */
     int rank, world_size; /* -1: the launcher's (EMBER_RANK / SLURM_PROCID ...) */
     const char *name;     /* NULL: the role's name (above); at most 31 bytes */
     const char *init_url; /* NULL: EMBER_INIT, or the Slurm head node */
@@ -79,10 +90,15 @@ typedef struct {
     size_t secret_length; /* secret NULL: EMBER_SECRET_FILE / EMBER_SECRET */
     int bind;             /* non-zero: bind near this rank's GPU and HCA (hwloc),
                            * as ember-train's --bind (the mode: EMBER_BIND) */
+    /* ABI 1.1: the last field, read only from a program built against 1.1
+     * or later (params->abi; an older program's struct ends before it). */
+    int role; /* with trainers = EMBER_JOB_FROM_ROLES: this rank's
+               * ember_role_t; -1 (the default) otherwise */
 } ember_job_params_t;
 
 /** Defaults: everything from the environment, T 0 (must be given), P
- * EMBER_JOB_PS_REST.  Any thread; never blocks. */
+ * EMBER_JOB_PS_REST, role -1.  Writes only the fields of @abi's struct (a
+ * program built against ABI 1.0 has no role).  Any thread; never blocks. */
 #define ember_job_params_init(params) ember_job_params_init_abi((params), EMBER_ABI_VERSION)
 void ember_job_params_init_abi(ember_job_params_t *params, unsigned abi);
 
@@ -100,11 +116,29 @@ void ember_job_launch_rank(int *rank_p, int *world_size_p);
  * name, check that every rank states the same T and P, and meet every rank.
  * Blocks up to EMBER_CONNECT_TIMEOUT.  @params borrowed for the call;
  * *@job_p the caller's until ember_job_leave / ember_job_abort.
+ *
+ * With trainers = num_ps = EMBER_JOB_FROM_ROLES each rank states its role
+ * (params->role) instead: once connected it puts the role in the store,
+ * rank 0 gathers every rank's, and each rank takes T = the trainers, P =
+ * the PS from them.  The roles must lie as the layout above (trainers
+ * first, then the others, the PS last), else every rank's join fails
+ * ERR_INVALID_PARAM, logging the first rank out of place (its rank, name
+ * and role) and the layout required.  P = 0 is a job without a PS (no
+ * table can be created in it); T = 0 needs another rank (the
+ * coordinator).  A rank's default name (name NULL) is then its role's when
+ * its rank alone gives it, "trainer<rank>", else "ps-rank<rank>" or
+ * "other-rank<rank>" (a PS's or other's index is known only once every
+ * role is): a program that wants "ps0" or "master" names its ranks.
+ *
  * Errors: ERR_INVALID_PARAM (T < 1, P < 0, T + P > world, P the rest
  * with no rank left for a PS, a rank outside the world, another ABI, a
- * name too long, ranks that state another T or P (P resolved): logged
- * naming it), ERR_AUTH (a wrong secret), ERR_TIMED_OUT (a rank did not
- * come: named), ERR_NO_MEMORY, the transport's.
+ * name too long, ranks that state another T or P (P resolved); with
+ * roles: a program of ABI 1.0, num_ps not EMBER_JOB_FROM_ROLES, a role
+ * that is no ember_role_t, a role stated without EMBER_JOB_FROM_ROLES,
+ * roles out of the layout, every rank a PS: logged naming it), ERR_AUTH (a
+ * wrong secret), ERR_TIMED_OUT (a rank did not come: named),
+ * ERR_BAD_MESSAGE (a rank's role in the store malformed), ERR_NO_MEMORY,
+ * the transport's.
  */
 ember_status_t ember_job_join(const ember_job_params_t *params, ember_job_t **job_p);
 
@@ -151,7 +185,8 @@ ember_role_t ember_job_role(const ember_job_t *job, int rank, int *index_p);
 /** Rank of trainer @t / PS @p; -1 when out of range. */
 int ember_job_trainer_rank(const ember_job_t *job, int t);
 int ember_job_ps_rank(const ember_job_t *job, int p);
-/** The coordinator's rank ("master", else trainer 0). */
+/** The coordinator's rank ("master", else trainer 0, else the first
+ * other rank). */
 int ember_job_coordinator(const ember_job_t *job);
 /** @rank's name ("trainer1", "ps0", ...; "?" outside the world); borrowed
  * from the job. */

@@ -165,6 +165,30 @@ const ember_table_config_t *ember_table_config(const ember_table_t *table);
 ember_status_t ember_table_read_rows(ember_table_t *table, int64_t first, int64_t count,
                                      float *out);
 
+/**
+ * The table steps with @optimizer (borrowed for the call; copied) from now
+ * on: PyTorch names a table's optimizer after the table exists
+ * (DistributedOptimizer).  Any handle (created or opened); any rank but a
+ * PS.  Each shard's PS compares it with the shard's optimizer: equal
+ * (field for field, bit for bit): nothing changes, its state kept, so
+ * every trainer may call it with the same config; else a new optimizer
+ * replaces the old one and its state restarts (SGD momentum and Adam's
+ * moments at zero, Adagrad's sums at initial_accumulator, step counts at
+ * 0), as a table created with it.  *@changed_p (may be NULL; the
+ * caller's) 1 when any shard changed, else 0.  This handle's
+ * ember_table_config() gives @optimizer after (OK); other handles, and
+ * ember_table_open later, keep the config the table was created with.
+ * Blocks until every shard answered.  Call it between steps (as
+ * ember_table_write_rows): a step being applied meanwhile may take either
+ * optimizer.  Errors: ERR_INVALID_PARAM (@optimizer's settings, naming
+ * the setting; called on a PS; NULL; a job that writes checkpoints keeps
+ * its optimizers: another config refused, naming the table), a PS's
+ * (named), ERR_PEER_LOST, ERR_TIMED_OUT, ERR_CANCELED.  A failure may
+ * leave some shards changed and others not: set it again.
+ */
+ember_status_t ember_table_set_optimizer(ember_table_t *table, const ember_opt_config_t *optimizer,
+                                         int *changed_p);
+
 /** Rows [first, first + count) from @rows (host, borrowed for the call) onto
  * every shard that owns them (fp16 tables round them); a step being
  * applied meanwhile may be applied to the old rows or the new: write

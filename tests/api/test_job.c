@@ -12,6 +12,15 @@
  *                    master; every rank a trainer: refused, saying why
  *   layout_mismatch  a rank that states another trainer count is refused,
  *                    naming both counts; the others do not get through
+ *   from_roles       trainer, trainer, other, ps each stating its role
+ *                    (EMBER_JOB_FROM_ROLES) under PyTorch's names: 2
+ *                    trainers, 1 PS, the "master" coordinates; barriers,
+ *                    the PS serves until every client left
+ *   roles_order      a PS at rank 0: every rank's join fails, the error
+ *                    naming rank 0, its (default) name and role; an ABI 1.0
+ *                    program's params keep no role and cannot state one
+ *   roles_no_ps      a trainer and another rank, no PS: they join, meet
+ *                    and leave; a table cannot be created (no PS)
  *   abort            trainer 1 aborts as soon as its first barrier returns:
  *                    that barrier is OK on every client (the coordinator
  *                    released it before it heard of the abort, whichever
@@ -36,12 +45,20 @@
  *                    the PS's stats
  *   allreduce        3 trainers: sums and averages of integers, several
  *                    requests in flight, a large buffer, a second allreduce
+ *   set_optimizer    a table created with SGD set to Adagrad (changed), the
+ *                    same again (unchanged), bad settings refused naming
+ *                    them; a pushed gradient steps the rows as Adagrad
+ *                    does; trainer 1 sets another through its opened handle
+ *   optimizer_ckpt   a job that writes checkpoints: another optimizer
+ *                    refused naming the table, the same one taken
  */
 #include "engine/ops/half.h" /* the reference of fp16 rows */
 #include "tests/api/api_test.h"
 
 #include <ember/allreduce.h>
+#include <ember/checkpoint.h>
 #include <ember/log.h>
+#include <ember/lookup.h>
 #include <ember/rng.h>
 #include <ember/table.h>
 
@@ -169,6 +186,129 @@ static int layout_mismatch(int rank, int world, void *arg)
         free(text);
     }
     return 0;
+}
+
+/* ---- a layout from the roles each rank states ------------------------------- */
+
+/* Join stating @role under @name (NULL: the default). */
+static ember_status_t join_role(ember_role_t role, const char *name, ember_job_t **job_p)
+{
+    ember_job_params_t params;
+    ember_job_params_init(&params);
+    MP_CHECK(params.role == -1, "the default role: %d", params.role);
+    params.trainers = EMBER_JOB_FROM_ROLES;
+    params.num_ps = EMBER_JOB_FROM_ROLES;
+    params.role = (int)role;
+    params.name = name;
+    return ember_job_join(&params, job_p);
+}
+
+/* Rank @rank's role, index and name in @job. */
+static void check_rank(ember_job_t *job, int rank, ember_role_t role, int index, const char *name)
+{
+    int got = -2;
+    MP_CHECK(ember_job_role(job, rank, &got) == role && got == index &&
+                     !strcmp(ember_job_name(job, rank), name),
+             "rank %d: role %d index %d name %s; want %d %d %s", rank,
+             (int)ember_job_role(job, rank, NULL), got, ember_job_name(job, rank), (int)role, index,
+             name);
+}
+
+/* Clients: two barriers, then an orderly end. */
+static int meet_and_leave(ember_job_t *job)
+{
+    for (int i = 0; i < 2; i++) {
+        ember_status_t status = ember_job_barrier(job, i ? "second" : "first");
+        MP_CHECK(status == EMBER_OK, "barrier %d: %s", i, ember_status_string(status));
+    }
+    ember_job_leave(job, EMBER_OK);
+    return 0;
+}
+
+static int from_roles(int rank, int world, void *arg)
+{
+    static const ember_role_t roles[] = {EMBER_ROLE_TRAINER, EMBER_ROLE_TRAINER, EMBER_ROLE_OTHER,
+                                         EMBER_ROLE_PS};
+    static const char *const names[] = {"trainer0", "trainer1", "master", "ps"};
+    ember_job_t *job = NULL;
+    ember_status_t status = join_role(roles[rank], names[rank], &job);
+    MP_CHECK(status == EMBER_OK, "rank %d: joining as %s: %s", rank, names[rank],
+             ember_status_string(status));
+    MP_CHECK(ember_job_rank(job) == rank && ember_job_world_size(job) == world &&
+                     ember_job_trainers(job) == 2 && ember_job_num_ps(job) == 1 &&
+                     ember_job_coordinator(job) == 2,
+             "rank %d of %d, %d trainers, %d PS, coordinator %d", ember_job_rank(job),
+             ember_job_world_size(job), ember_job_trainers(job), ember_job_num_ps(job),
+             ember_job_coordinator(job));
+    for (int r = 0; r < world; r++)
+        check_rank(job, r, roles[r], r < 2 ? r : 0, names[r]);
+    MP_CHECK(ember_job_trainer_rank(job, 1) == 1 && ember_job_ps_rank(job, 0) == 3 &&
+                     ember_job_ps_rank(job, 1) == -1,
+             "the trainers' and PS's ranks");
+    if (roles[rank] == EMBER_ROLE_PS)
+        return api_test_ps(job, EMBER_OK);
+    return meet_and_leave(job);
+}
+
+/* ps, trainer, other: out of the layout, refused on every rank alike. */
+static int roles_order(int rank, int world, void *arg)
+{
+    static const ember_role_t roles[] = {EMBER_ROLE_PS, EMBER_ROLE_TRAINER, EMBER_ROLE_OTHER};
+    ember_job_params_t params;
+    ember_job_t *job = NULL;
+    api_test_log_t log;
+    ember_config_set("EMBER_CONNECT_TIMEOUT", "10");
+    /* A program of ABI 1.0 passes a struct without the role: init leaves
+     * it alone, and the join refuses roles from it. */
+    params.role = 7;
+    ember_job_params_init_abi(&params, EMBER_ABI_VERSION_MAKE(1, 0));
+    MP_CHECK(params.role == 7 && params.rank == -1, "an ABI 1.0 init wrote the role");
+    params.trainers = params.num_ps = EMBER_JOB_FROM_ROLES;
+    api_test_log_begin(&log);
+    ember_status_t status = ember_job_join(&params, &job);
+    api_test_log_has(api_test_log_end(&log), "roles from ABI 1.0",
+                     (const char *const[]){"ABI 1.1", NULL});
+    MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "roles from ABI 1.0: %s",
+             ember_status_string(status));
+    api_test_log_begin(&log);
+    status = join_role(roles[rank], NULL, &job);
+    char *text = api_test_log_end(&log);
+    MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "rank %d: roles out of order: %s", rank,
+             ember_status_string(status));
+    api_test_log_has(text, "roles out of order",
+                     (const char *const[]){"rank 0 (ps-rank0)", "role ps", "needs a trainer",
+                                           "the PS last", NULL});
+    return 0;
+}
+
+/* A trainer and another rank (the coordinator), no PS. */
+static int roles_no_ps(int rank, int world, void *arg)
+{
+    ember_job_t *job = NULL;
+    api_test_log_t log;
+    ember_status_t status = join_role(rank ? EMBER_ROLE_OTHER : EMBER_ROLE_TRAINER, NULL, &job);
+    MP_CHECK(status == EMBER_OK, "rank %d: %s", rank, ember_status_string(status));
+    MP_CHECK(ember_job_trainers(job) == 1 && ember_job_num_ps(job) == 0 &&
+                     ember_job_coordinator(job) == 1 && ember_job_ps_rank(job, 0) == -1,
+             "%d trainers, %d PS, coordinator %d", ember_job_trainers(job), ember_job_num_ps(job),
+             ember_job_coordinator(job));
+    check_rank(job, 0, EMBER_ROLE_TRAINER, 0, "trainer0");
+    check_rank(job, 1, EMBER_ROLE_OTHER, 0, "other-rank1");
+    if (rank == 0) {
+        ember_table_config_t config;
+        ember_table_t *table = NULL;
+        ember_table_config_init(&config);
+        config.name = "T";
+        config.num_embeddings = 4;
+        config.embedding_dim = 2;
+        api_test_log_begin(&log);
+        status = ember_table_create(job, &config, &table);
+        api_test_log_has(api_test_log_end(&log), "a table without PS",
+                         (const char *const[]){"table T", "no PS", NULL});
+        MP_CHECK(status == EMBER_ERR_INVALID_PARAM && !table, "a table without PS: %s",
+                 ember_status_string(status));
+    }
+    return meet_and_leave(job);
 }
 
 /* ---- failures -------------------------------------------------------------- */
@@ -616,17 +756,181 @@ static int allreduce(int rank, int world, void *arg)
     return 0;
 }
 
+/* ---- a table's optimizer set after its creation ------------------------------ */
+
+#define OPT_ROWS 4
+#define OPT_DIM  2
+
+/* Table O: OPT_ROWS x OPT_DIM rows 0.1 * i, SGD lr 0.1, stepped by trainer 0 alone. */
+static ember_table_t *opt_table_create(ember_job_t *job, float *w0)
+{
+    ember_table_config_t config;
+    ember_table_t *table = NULL;
+    for (int i = 0; i < OPT_ROWS * OPT_DIM; i++)
+        w0[i] = 0.1f * (float)i;
+    ember_table_config_init(&config);
+    config.name = "O";
+    config.num_embeddings = OPT_ROWS;
+    config.embedding_dim = OPT_DIM;
+    config.init = EMBER_TABLE_INIT_ROWS;
+    config.initial_rows = w0;
+    config.trainers = 1;
+    ember_opt_config_default(EMBER_OPT_SGD, 0.1f, &config.optimizer);
+    ember_status_t status = ember_table_create(job, &config, &table);
+    MP_CHECK(status == EMBER_OK, "creating O: %s", ember_status_string(status));
+    return table;
+}
+
+/* @table set to @cfg: the status, and *changed_p. */
+static void opt_set(ember_table_t *table, const ember_opt_config_t *cfg, int want_changed)
+{
+    int changed = -1;
+    ember_status_t status = ember_table_set_optimizer(table, cfg, &changed);
+    MP_CHECK(status == EMBER_OK && changed == want_changed, "setting %s lr %g: %s, changed %d",
+             ember_opt_kind_name(cfg->kind), (double)cfg->lr, ember_status_string(status), changed);
+    MP_CHECK(!memcmp(&ember_table_config(table)->optimizer, cfg, sizeof(*cfg)),
+             "the handle's config keeps the old optimizer");
+}
+
+/* @cfg refused, the log naming @says. */
+static void opt_refused(ember_table_t *table, const ember_opt_config_t *cfg, const char *what,
+                        const char *says)
+{
+    api_test_log_t log;
+    api_test_log_begin(&log);
+    ember_status_t status = ember_table_set_optimizer(table, cfg, NULL);
+    api_test_log_has(api_test_log_end(&log), what, (const char *const[]){"table O", says, NULL});
+    MP_CHECK(status == EMBER_ERR_INVALID_PARAM, "%s: %s", what, ember_status_string(status));
+}
+
+/* One step of trainer 0: row 1 looked up alone, @grad pushed and awaited. */
+static void opt_step(ember_job_t *job, ember_table_t *table, const float *grad)
+{
+    const ember_feature_t feature = {
+            .name = "f", .table = table, .pooling = EMBER_BAG_SUM, .padding_idx = -1};
+    ember_ebc_options_t options;
+    ember_ebc_t *ebc = NULL;
+    ember_lookup_t *lookup = NULL;
+    const int64_t values[1] = {1};
+    const int32_t lengths[1] = {1};
+    const ember_kjt_t kjt = {.num_features = 1,
+                             .batch_size = 1,
+                             .values = values,
+                             .lengths = lengths,
+                             .num_values = 1};
+    float out[OPT_DIM];
+    ember_ebc_options_init(&options);
+    MP_CHECK(ember_ebc_create(job, &feature, 1, &options, &ebc) == EMBER_OK, "the ebc");
+    MP_CHECK(ember_ebc_lookup(ebc, &kjt, 0, &lookup) == EMBER_OK, "the lookup");
+    MP_CHECK(ember_lookup_wait(lookup, out, NULL) == EMBER_OK, "the lookup's wait");
+    MP_CHECK(ember_lookup_backward(lookup, grad, EMBER_BACKWARD_WAIT) == EMBER_OK, "the push");
+    ember_lookup_release(lookup);
+    MP_CHECK(ember_ebc_flush(ebc) == EMBER_OK, "the flush");
+    ember_ebc_destroy(ebc);
+}
+
+/* Trainer 0: the optimizer set, checked, then a step under it. */
+static void opt_trainer0(ember_job_t *job, ember_table_t *table, const float *w0)
+{
+    ember_opt_config_t adagrad, bad;
+    ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.5f, &adagrad);
+    opt_set(table, &adagrad, 1);
+    opt_set(table, &adagrad, 0); /* the same: state kept */
+    ember_opt_config_default(EMBER_OPT_SGD, -1.0f, &bad);
+    opt_refused(table, &bad, "lr -1", "lr must be");
+    ember_opt_config_default(EMBER_OPT_ADAM, 0.1f, &bad);
+    bad.beta1 = 1.0f;
+    opt_refused(table, &bad, "Adam beta1 1", "betas");
+    MP_CHECK(ember_table_config(table)->optimizer.kind == EMBER_OPT_ADAGRAD,
+             "a refused config changed the handle's");
+    const float grad[OPT_DIM] = {2.0f, -4.0f};
+    opt_step(job, table, grad);
+    float rows[OPT_ROWS * OPT_DIM];
+    MP_CHECK(ember_table_read_rows(table, 0, OPT_ROWS, rows) == EMBER_OK, "reading O");
+    for (int i = 0; i < OPT_ROWS * OPT_DIM; i++) {
+        /* Adagrad's first step: sum = 0 + g^2, w -= lr g / (sqrt(sum) + eps). */
+        const float g = i / OPT_DIM == 1 ? grad[i % OPT_DIM] : 0.0f;
+        const float want =
+                g == 0.0f ? w0[i] : w0[i] - adagrad.lr * g / (sqrtf(g * g) + adagrad.eps);
+        MP_CHECK(fabsf(rows[i] - want) < 1e-6f, "O[%d] %g, Adagrad's %g (SGD's %g)", i,
+                 (double)rows[i], (double)want, (double)(w0[i] - 0.1f * g));
+    }
+}
+
+static int set_optimizer(int rank, int world, void *arg)
+{
+    ember_job_t *job = api_test_join(2, 1);
+    float w0[OPT_ROWS * OPT_DIM];
+    ember_table_t *table = NULL;
+    if (rank == 2)
+        return api_test_ps(job, EMBER_OK);
+    if (rank == 0)
+        table = opt_table_create(job, w0);
+    MP_CHECK(ember_job_barrier(job, "created") == EMBER_OK, "barrier created");
+    if (rank == 1)
+        MP_CHECK(ember_table_open(job, "O", &table) == EMBER_OK, "opening O");
+    if (rank == 0)
+        opt_trainer0(job, table, w0);
+    MP_CHECK(ember_job_barrier(job, "trained") == EMBER_OK, "barrier trained");
+    if (rank == 1) {
+        ember_opt_config_t sgd;
+        ember_opt_config_default(EMBER_OPT_SGD, 0.2f, &sgd);
+        opt_set(table, &sgd, 1); /* through a handle that did not create it */
+        opt_set(table, &sgd, 0);
+    }
+    MP_CHECK(ember_job_barrier(job, "set") == EMBER_OK, "barrier set");
+    if (rank == 0)
+        MP_CHECK(ember_table_destroy(table) == EMBER_OK, "destroying O");
+    else
+        ember_table_close(table);
+    ember_job_leave(job, EMBER_OK);
+    return 0;
+}
+
+static int optimizer_ckpt(int rank, int world, void *arg)
+{
+    ember_job_t *job = api_test_join(1, 1);
+    if (rank == 1)
+        return api_test_ps(job, EMBER_OK);
+    float w0[OPT_ROWS * OPT_DIM];
+    char root[] = "/tmp/ember-opt-ckpt-XXXXXX", err[400];
+    MP_CHECK(mkdtemp(root), "mkdtemp");
+    ember_table_t *table = opt_table_create(job, w0);
+    ember_checkpoint_config_t config;
+    ember_checkpoint_t *ckpt = NULL;
+    ember_checkpoint_config_init(&config);
+    config.root = root;
+    ember_status_t status = ember_checkpoint_open(job, &config, &ckpt, err, sizeof(err));
+    MP_CHECK(status == EMBER_OK, "ember_checkpoint_open: %s: %s", ember_status_string(status), err);
+    ember_opt_config_t cfg = ember_table_config(table)->optimizer;
+    opt_set(table, &cfg, 0); /* the same: taken */
+    ember_opt_config_default(EMBER_OPT_ADAGRAD, 0.5f, &cfg);
+    opt_refused(table, &cfg, "another optimizer with checkpoints", "checkpoints");
+    MP_CHECK(ember_table_config(table)->optimizer.kind == EMBER_OPT_SGD,
+             "a refused config changed the handle's");
+    ember_checkpoint_close(ckpt);
+    ember_table_close(table);
+    ember_job_leave(job, EMBER_OK);
+    rmdir(root);
+    return 0;
+}
+
 static const mp_case_t cases[] = {
         {"roles_master", roles_master, 5, 0},
         {"roles_plain", roles_plain, 3, 0},
         {"roles_rest", roles_rest, 5, 0},
         {"layout_mismatch", layout_mismatch, 3, 0},
+        {"from_roles", from_roles, 4, 0},
+        {"roles_order", roles_order, 3, 0},
+        {"roles_no_ps", roles_no_ps, 2, 0},
         {"abort", abort_case, 4, 0},
         {"coordinator_lost", coordinator_lost, 3, 1u << 1},
         {"barrier_timeout", barrier_timeout, 3, 0},
         {"barrier_names", barrier_names, 4, 0},
         {"tables", tables, 4, 0},
         {"allreduce", allreduce, 4, 0},
+        {"set_optimizer", set_optimizer, 3, 0},
+        {"optimizer_ckpt", optimizer_ckpt, 2, 0},
 };
 
 int main(int argc, char **argv)
