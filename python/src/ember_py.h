@@ -27,19 +27,18 @@
 #include <pthread.h>
 
 /* @stmt with the GIL released (it may block). */
-#define PYEMBER_NOGIL(stmt)                             \
-    do {                                                \
+#define PYEMBER_NOGIL(stmt)                               \
+    do {                                                  \
         PyThreadState *nogil_save_ = PyEval_SaveThread(); \
-        stmt;                                           \
-        PyEval_RestoreThread(nogil_save_);              \
+        stmt;                                             \
+        PyEval_RestoreThread(nogil_save_);                \
     } while (0)
 
 /* A job and what was made from it. */
 typedef struct pychild pychild_t;
 
 typedef struct {
-    PyObject_HEAD
-    ember_job_t *job; /* NULL once left */
+    PyObject_HEAD ember_job_t *job; /* NULL once left */
     pthread_mutex_t lock;
     int serving;         /* a PS's thread is in ember_ps_serve */
     PyObject *inline_fn; /* a PS's: fn(peer, op, bytes) -> (ok, bytes), run while serving */

@@ -8,9 +8,8 @@ PyObject *pyember_error;
 PyObject *pyember_raise(ember_status_t status, const char *what)
 {
     const char *logged = ember_log_last_error();
-    PyObject *message =
-            *logged ? PyUnicode_FromFormat("%s: %s", what, logged)
-                    : PyUnicode_FromFormat("%s: %s", what, ember_status_string(status));
+    PyObject *message = *logged ? PyUnicode_FromFormat("%s: %s", what, logged)
+                                : PyUnicode_FromFormat("%s: %s", what, ember_status_string(status));
     if (!message)
         return NULL;
     PyObject *error = PyObject_CallOneArg(pyember_error, message);
@@ -40,10 +39,8 @@ static int format_matches(const char *given, char format)
     switch (format) {
     case 'q': /* int64: numpy writes 'l' on LP64 */
         return given[0] == 'q' || (given[0] == 'l' && sizeof(long) == 8);
-    case 'i':
-        return given[0] == 'i' || (given[0] == 'l' && sizeof(long) == 4);
-    default:
-        return given[0] == format;
+    case 'i': return given[0] == 'i' || (given[0] == 'l' && sizeof(long) == 4);
+    default: return given[0] == format;
     }
 }
 
@@ -59,8 +56,7 @@ int pyember_buffer(PyObject *obj, const char *arg, char format, int writable, Py
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError,
                      "%s: expected a %scontiguous %s array (a CPU tensor's .numpy()), got %.80s",
-                     arg, writable ? "writable " : "", format_name(format),
-                     Py_TYPE(obj)->tp_name);
+                     arg, writable ? "writable " : "", format_name(format), Py_TYPE(obj)->tp_name);
         return 0;
     }
     if (!format_matches(view->format, format)) {
@@ -109,13 +105,15 @@ PyMODINIT_FUNC PyInit__C(void)
     PyObject *module = PyModule_Create(&module_def);
     if (!module)
         return NULL;
-    pyember_error = PyErr_NewExceptionWithDoc(
-            "ember._C.EmberError", "A failed ember call; `status` names ember's status.",
-            PyExc_RuntimeError, NULL);
+    pyember_error = PyErr_NewExceptionWithDoc("ember._C.EmberError",
+                                              "A failed ember call; `status` names ember's status.",
+                                              PyExc_RuntimeError, NULL);
     if (!pyember_error || PyModule_AddObject(module, "EmberError", Py_NewRef(pyember_error)) < 0 ||
-        add_type(module, &pyjob_type, "Job") < 0 || add_type(module, &pyfuture_type, "Future") < 0 ||
+        add_type(module, &pyjob_type, "Job") < 0 ||
+        add_type(module, &pyfuture_type, "Future") < 0 ||
         add_type(module, &pyrequest_type, "Request") < 0 || pyember_table_init(module) < 0 ||
-        pyember_ebc_init(module) < 0 || PyModule_AddIntConstant(module, "OP_APP_BASE", EMBER_OP_APP_BASE) < 0) {
+        pyember_ebc_init(module) < 0 ||
+        PyModule_AddIntConstant(module, "OP_APP_BASE", EMBER_OP_APP_BASE) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -10,16 +10,14 @@
 ember_table_t *pytable_handle(PyObject *obj, const char *arg);
 
 typedef struct {
-    PyObject_HEAD
-    pychild_t child;
+    PyObject_HEAD pychild_t child;
     pyjob_t *pj;
     ember_ebc_t *ebc; /* NULL once destroyed (its lookups with it) */
     PyObject *tables; /* the tables it borrows, kept alive */
 } pyebc_t;
 
 typedef struct {
-    PyObject_HEAD
-    pyebc_t *owner;
+    PyObject_HEAD pyebc_t *owner;
     ember_lookup_t *lookup; /* NULL once released */
     size_t batch_size;
 } pylookup_t;
@@ -108,7 +106,8 @@ PyObject *pyjob_ebc_create(pyjob_t *pj, PyObject *args, PyObject *kwargs)
     options.start_step = start;
     ember_status_t status;
     PYEMBER_NOGIL(status = ember_ebc_create(pj->job, features, n, &options, &e->ebc));
-    if (status == EMBER_OK) pyjob_adopt(pj, &e->child);
+    if (status == EMBER_OK)
+        pyjob_adopt(pj, &e->child);
     pyjob_release(pj);
     free(features);
     if (status != EMBER_OK) {
@@ -155,11 +154,14 @@ static int views_take(PyObject *values, PyObject *lengths, PyObject *offsets, Py
         PyErr_SetString(PyExc_ValueError, "lengths, offsets: give exactly one of them");
         return 0;
     }
-    if (lengths != Py_None && !(v->has_lengths = pyember_buffer(lengths, "lengths", 'i', 0, &v->lengths)))
+    if (lengths != Py_None &&
+        !(v->has_lengths = pyember_buffer(lengths, "lengths", 'i', 0, &v->lengths)))
         goto fail;
-    if (offsets != Py_None && !(v->has_offsets = pyember_buffer(offsets, "offsets", 'q', 0, &v->offsets)))
+    if (offsets != Py_None &&
+        !(v->has_offsets = pyember_buffer(offsets, "offsets", 'q', 0, &v->offsets)))
         goto fail;
-    if (weights != Py_None && !(v->has_weights = pyember_buffer(weights, "weights", 'f', 0, &v->weights)))
+    if (weights != Py_None &&
+        !(v->has_weights = pyember_buffer(weights, "weights", 'f', 0, &v->weights)))
         goto fail;
     if (v->has_weights && v->weights.len / 4 != v->values.len / 8) {
         PyErr_Format(PyExc_ValueError, "weights: %zd for %zd values", v->weights.len / 4,
@@ -174,8 +176,8 @@ fail:
 
 static PyObject *ebc_lookup(pyebc_t *e, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"values", "batch_size", "lengths", "offsets", "weights",
-                               "forward_only", NULL};
+    static char *keywords[] = {"values",  "batch_size",   "lengths", "offsets",
+                               "weights", "forward_only", NULL};
     PyObject *values, *lengths = Py_None, *offsets = Py_None, *weights = Py_None;
     Py_ssize_t batch;
     int forward_only = 0;
@@ -221,7 +223,7 @@ static PyObject *ebc_lookup(pyebc_t *e, PyObject *args, PyObject *kwargs)
                        .num_values = (size_t)v.values.len / 8};
     ember_status_t status;
     PYEMBER_NOGIL(status = ember_ebc_lookup(
-            e->ebc, &kjt, forward_only ? EMBER_LOOKUP_FORWARD_ONLY : 0, &l->lookup));
+                          e->ebc, &kjt, forward_only ? EMBER_LOOKUP_FORWARD_ONLY : 0, &l->lookup));
     pyjob_release(e->pj);
     views_release(&v);
     if (status != EMBER_OK) {
@@ -260,7 +262,8 @@ static PyObject *ebc_feature_dims(pyebc_t *e, PyObject *unused)
     const size_t n = ember_ebc_features(e->ebc);
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t f = 0; list && f < n; f++)
-        PyList_SET_ITEM(list, (Py_ssize_t)f, PyLong_FromUnsignedLong(ember_ebc_feature_dim(e->ebc, f)));
+        PyList_SET_ITEM(list, (Py_ssize_t)f,
+                        PyLong_FromUnsignedLong(ember_ebc_feature_dim(e->ebc, f)));
     return list;
 }
 
@@ -269,7 +272,7 @@ static PyObject *ebc_destroy(pyebc_t *e, PyObject *unused)
     if (e->ebc && pyjob_acquire(e->pj)) {
         pyjob_disown(e->pj, &e->child);
         PYEMBER_NOGIL(ebc_close_child(&e->child));
-    pyjob_release(e->pj);
+        pyjob_release(e->pj);
     } else if (e->ebc) {
         return NULL;
     }
@@ -365,8 +368,8 @@ static PyObject *lookup_backward(pylookup_t *l, PyObject *args, PyObject *kwargs
         return NULL;
     }
     ember_status_t status;
-    PYEMBER_NOGIL(status =
-            ember_lookup_backward(l->lookup, view.buf, wait ? EMBER_BACKWARD_WAIT : 0));
+    PYEMBER_NOGIL(
+            status = ember_lookup_backward(l->lookup, view.buf, wait ? EMBER_BACKWARD_WAIT : 0));
     pyjob_release(l->owner->pj);
     PyBuffer_Release(&view);
     if (status != EMBER_OK)

@@ -15,8 +15,7 @@ int pyjob_acquire(pyjob_t *pj)
         return 0;
     }
     PYEMBER_NOGIL(pthread_mutex_lock(&pj->lock));
-    if (!pj->job || pj->serving)
-    {
+    if (!pj->job || pj->serving) {
         pthread_mutex_unlock(&pj->lock);
         PyErr_SetString(pyember_error, !pj->job ? "the job was left" : "this rank serves");
         return 0;
@@ -80,8 +79,8 @@ static int parse_role(PyObject *role, int *role_p)
 
 PyObject *pyjob_join(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"trainers", "num_ps",   "rank",   "world_size",
-                               "name",     "role",     "init_url", "secret", NULL};
+    static char *keywords[] = {"trainers", "num_ps",   "rank",   "world_size", "name",
+                               "role",     "init_url", "secret", NULL};
     int trainers = 0, num_ps = 0, rank = -1, world = -1, role = -1;
     const char *name = NULL, *init_url = NULL;
     PyObject *role_obj = Py_None;
@@ -105,15 +104,7 @@ PyObject *pyjob_join(PyObject *self, PyObject *args, PyObject *kwargs)
         params.secret = secret.buf;
         params.secret_length = (size_t)secret.len;
     }
-#ifdef EMBER_JOB_FROM_ROLES
     params.role = role;
-#else
-    if (role >= 0) {
-        PyBuffer_Release(&secret);
-        PyErr_SetString(PyExc_NotImplementedError, "role: this libember states no roles");
-        return NULL;
-    }
-#endif
     pyjob_t *pj = PyObject_New(pyjob_t, &pyjob_type);
     if (!pj) {
         PyBuffer_Release(&secret);
@@ -145,7 +136,7 @@ static void leave(pyjob_t *pj, ember_status_t outcome)
     ember_job_t *job = pj->job;
     pj->job = NULL;
     PYEMBER_NOGIL(ember_job_leave(job, outcome));
-    }
+}
 
 static PyObject *job_leave(pyjob_t *pj, PyObject *args)
 {
@@ -215,8 +206,7 @@ static PyObject *job_serve(pyjob_t *pj, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"threads", NULL};
     unsigned threads = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|I", keywords, &threads) ||
-        !pyjob_acquire(pj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|I", keywords, &threads) || !pyjob_acquire(pj))
         return NULL;
     ember_ps_options_t options;
     ember_ps_options_init(&options);
@@ -264,7 +254,9 @@ static PyObject *job_role(pyjob_t *pj, PyObject *args)
         return pyember_raise(EMBER_ERR_SHUTDOWN, "the job was left");
     ember_role_t role = ember_job_role(pj->job, rank, &index);
     return Py_BuildValue("(si)",
-                         role == EMBER_ROLE_TRAINER ? "trainer" : role == EMBER_ROLE_PS ? "ps" : "other",
+                         role == EMBER_ROLE_TRAINER ? "trainer"
+                         : role == EMBER_ROLE_PS    ? "ps"
+                                                    : "other",
                          index);
 }
 
@@ -286,12 +278,30 @@ static PyObject *job_int(pyjob_t *pj, int (*get)(const ember_job_t *))
     return PyLong_FromLong(get(pj->job));
 }
 
-static PyObject *get_rank(pyjob_t *pj, void *c) { return job_int(pj, ember_job_rank); }
-static PyObject *get_world(pyjob_t *pj, void *c) { return job_int(pj, ember_job_world_size); }
-static PyObject *get_trainers(pyjob_t *pj, void *c) { return job_int(pj, ember_job_trainers); }
-static PyObject *get_num_ps(pyjob_t *pj, void *c) { return job_int(pj, ember_job_num_ps); }
-static PyObject *get_coordinator(pyjob_t *pj, void *c) { return job_int(pj, ember_job_coordinator); }
-static PyObject *get_left(pyjob_t *pj, void *c) { return PyBool_FromLong(pj->job == NULL); }
+static PyObject *get_rank(pyjob_t *pj, void *c)
+{
+    return job_int(pj, ember_job_rank);
+}
+static PyObject *get_world(pyjob_t *pj, void *c)
+{
+    return job_int(pj, ember_job_world_size);
+}
+static PyObject *get_trainers(pyjob_t *pj, void *c)
+{
+    return job_int(pj, ember_job_trainers);
+}
+static PyObject *get_num_ps(pyjob_t *pj, void *c)
+{
+    return job_int(pj, ember_job_num_ps);
+}
+static PyObject *get_coordinator(pyjob_t *pj, void *c)
+{
+    return job_int(pj, ember_job_coordinator);
+}
+static PyObject *get_left(pyjob_t *pj, void *c)
+{
+    return PyBool_FromLong(pj->job == NULL);
+}
 
 static PyObject *get_aborted(pyjob_t *pj, void *c)
 {
@@ -338,15 +348,14 @@ static PyMethodDef job_methods[] = {
          "call_async(peer, op, data, timeout=0.0) -> Future"},
         {NULL, NULL, 0, NULL}};
 
-static PyGetSetDef job_getset[] = {
-        {"rank", (getter)get_rank, NULL, NULL, NULL},
-        {"world_size", (getter)get_world, NULL, NULL, NULL},
-        {"trainers", (getter)get_trainers, NULL, NULL, NULL},
-        {"num_ps", (getter)get_num_ps, NULL, NULL, NULL},
-        {"coordinator", (getter)get_coordinator, NULL, NULL, NULL},
-        {"aborted", (getter)get_aborted, NULL, NULL, NULL},
-        {"left", (getter)get_left, NULL, NULL, NULL},
-        {NULL, NULL, NULL, NULL, NULL}};
+static PyGetSetDef job_getset[] = {{"rank", (getter)get_rank, NULL, NULL, NULL},
+                                   {"world_size", (getter)get_world, NULL, NULL, NULL},
+                                   {"trainers", (getter)get_trainers, NULL, NULL, NULL},
+                                   {"num_ps", (getter)get_num_ps, NULL, NULL, NULL},
+                                   {"coordinator", (getter)get_coordinator, NULL, NULL, NULL},
+                                   {"aborted", (getter)get_aborted, NULL, NULL, NULL},
+                                   {"left", (getter)get_left, NULL, NULL, NULL},
+                                   {NULL, NULL, NULL, NULL, NULL}};
 
 PyTypeObject pyjob_type = {
         PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ember._C.Job",

@@ -17,8 +17,7 @@
 /* ---- a request taken by Python ------------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
-    pychild_t child; /* answered "the rank left" when the job is left first */
+    PyObject_HEAD pychild_t child; /* answered "the rank left" when the job is left first */
     pyjob_t *pj;
     ember_rpc_req_t *req; /* NULL once answered */
     int peer, op, oneway;
@@ -142,7 +141,8 @@ static void on_python_request(ember_rpc_req_t *req, void *arg)
     }
     if (pj->queued == pj->queue_cap) {
         const size_t cap = pj->queue_cap ? 2 * pj->queue_cap : 16;
-        ember_rpc_req_t **queue = cap <= PY_QUEUE_MAX ? realloc(pj->queue, cap * sizeof(*queue)) : NULL;
+        ember_rpc_req_t **queue =
+                cap <= PY_QUEUE_MAX ? realloc(pj->queue, cap * sizeof(*queue)) : NULL;
         if (!queue) {
             ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "%s: too many Python requests waiting",
                                   ember_job_name(pj->job, ember_job_rank(pj->job)));
@@ -240,8 +240,7 @@ PyObject *pyjob_take_requests(pyjob_t *pj, PyObject *unused)
 /* ---- a call in flight ------------------------------------------------------ */
 
 typedef struct {
-    PyObject_HEAD
-    pychild_t child; /* released when the job is left */
+    PyObject_HEAD pychild_t child; /* released when the job is left */
     pyjob_t *pj;
     ember_future_t *future; /* NULL once released */
     Py_buffer payload;      /* borrowed by the transport until done */

@@ -5,8 +5,7 @@
 #include <string.h>
 
 typedef struct {
-    PyObject_HEAD
-    pychild_t child;
+    PyObject_HEAD pychild_t child;
     pyjob_t *pj;
     ember_table_t *table; /* NULL once closed */
 } pytable_t;
@@ -26,7 +25,8 @@ static void table_close_child(pychild_t *child)
 ember_table_t *pytable_handle(PyObject *obj, const char *arg)
 {
     if (!PyObject_TypeCheck(obj, &pytable_type)) {
-        PyErr_Format(PyExc_TypeError, "%s: an ember._C.Table, got %.80s", arg, Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: an ember._C.Table, got %.80s", arg,
+                     Py_TYPE(obj)->tp_name);
         return NULL;
     }
     pytable_t *t = (pytable_t *)obj;
@@ -71,9 +71,18 @@ static int opt_flag(PyObject *options, const char *key, int *value)
  * "adam", "lr": ..., and ember_opt_config_t's other fields by name}. */
 int pyember_optimizer(PyObject *options, ember_opt_config_t *cfg)
 {
-    static const char *known[] = {"kind",  "lr",    "momentum", "dampening", "nesterov", "lr_decay",
-                                  "initial_accumulator", "eps", "beta1", "beta2",
-                                  "adam_row_step", NULL};
+    static const char *known[] = {"kind",
+                                  "lr",
+                                  "momentum",
+                                  "dampening",
+                                  "nesterov",
+                                  "lr_decay",
+                                  "initial_accumulator",
+                                  "eps",
+                                  "beta1",
+                                  "beta2",
+                                  "adam_row_step",
+                                  NULL};
     if (!PyDict_Check(options)) {
         PyErr_SetString(PyExc_TypeError, "optimizer: a dict {'kind': ..., 'lr': ...}");
         return 0;
@@ -149,10 +158,10 @@ static PyObject *table_new(pyjob_t *pj, ember_table_t *table)
 
 PyObject *pyjob_table_create(pyjob_t *pj, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"name",     "num_embeddings", "embedding_dim", "rows",
-                               "init",     "seed",           "dtype",         "sharding",
-                               "first_ps", "num_shards",     "optimizer",     "consistency",
-                               "staleness", "reduce",        "trainers",      NULL};
+    static char *keywords[] = {"name",      "num_embeddings", "embedding_dim", "rows",
+                               "init",      "seed",           "dtype",         "sharding",
+                               "first_ps",  "num_shards",     "optimizer",     "consistency",
+                               "staleness", "reduce",         "trainers",      NULL};
     static const char *const inits[] = {"normal", "uniform", "zeros", NULL};
     static const char *const dtypes[] = {"float32", "float16", NULL};
     static const char *const shardings[] = {"row_wise", "table_wise", NULL};
@@ -165,9 +174,9 @@ PyObject *pyjob_table_create(pyjob_t *pj, PyObject *args, PyObject *kwargs)
     unsigned long long seed = 0;
     PyObject *rows = Py_None, *optimizer = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sLI|$OsKssIIOsIsI", keywords, &name,
-                                     &num_embeddings, &dim, &rows, &init, &seed, &dtype,
-                                     &sharding, &first_ps, &num_shards, &optimizer, &consistency,
-                                     &staleness, &reduce, &trainers))
+                                     &num_embeddings, &dim, &rows, &init, &seed, &dtype, &sharding,
+                                     &first_ps, &num_shards, &optimizer, &consistency, &staleness,
+                                     &reduce, &trainers))
         return NULL;
     ember_table_config_t config;
     ember_table_config_init(&config);
@@ -201,8 +210,9 @@ PyObject *pyjob_table_create(pyjob_t *pj, PyObject *args, PyObject *kwargs)
     if (rows != Py_None) {
         if (!pyember_buffer(rows, "rows", 'f', 0, &view))
             return NULL;
-        if (num_embeddings < 0 || (unsigned long long)view.len !=
-                                          (unsigned long long)num_embeddings * dim * sizeof(float)) {
+        if (num_embeddings < 0 ||
+            (unsigned long long)view.len !=
+                    (unsigned long long)num_embeddings * dim * sizeof(float)) {
             PyErr_Format(PyExc_ValueError, "rows: %zd floats for a table of %lld x %u",
                          view.len / (Py_ssize_t)sizeof(float), num_embeddings, dim);
             PyBuffer_Release(&view);
@@ -283,7 +293,8 @@ static PyObject *table_write_rows(pytable_t *t, PyObject *args)
     long long first;
     PyObject *rows;
     Py_buffer view;
-    if (!PyArg_ParseTuple(args, "LO", &first, &rows) || !pyember_buffer(rows, "rows", 'f', 0, &view))
+    if (!PyArg_ParseTuple(args, "LO", &first, &rows) ||
+        !pyember_buffer(rows, "rows", 'f', 0, &view))
         return NULL;
     const ember_table_config_t *c = t->table ? ember_table_config(t->table) : NULL;
     const long long row_bytes = c ? (long long)c->embedding_dim * (long long)sizeof(float) : 1;
@@ -298,8 +309,8 @@ static PyObject *table_write_rows(pytable_t *t, PyObject *args)
         return NULL;
     }
     ember_status_t status;
-    PYEMBER_NOGIL(status =
-            ember_table_write_rows(t->table, first, (int64_t)(view.len / row_bytes), view.buf));
+    PYEMBER_NOGIL(status = ember_table_write_rows(t->table, first, (int64_t)(view.len / row_bytes),
+                                                  view.buf));
     pyjob_release(t->pj);
     PyBuffer_Release(&view);
     if (status != EMBER_OK)
@@ -310,7 +321,6 @@ static PyObject *table_write_rows(pytable_t *t, PyObject *args)
 /* set_optimizer(dict) -> changed */
 static PyObject *table_set_optimizer(pytable_t *t, PyObject *options)
 {
-#ifdef EMBER_JOB_FROM_ROLES
     ember_opt_config_t cfg;
     if (!pyember_optimizer(options, &cfg) || !table_acquire(t))
         return NULL;
@@ -321,10 +331,6 @@ static PyObject *table_set_optimizer(pytable_t *t, PyObject *options)
     if (status != EMBER_OK)
         return pyember_raise(status, "setting the optimizer");
     return PyBool_FromLong(changed);
-#else
-    PyErr_SetString(PyExc_NotImplementedError, "set_optimizer: not in this libember");
-    return NULL;
-#endif
 }
 
 static PyObject *table_close(pytable_t *t, PyObject *unused)
@@ -341,15 +347,15 @@ static PyObject *get_config(pytable_t *t, void *c)
     if (!t->table)
         return pyember_raise(EMBER_ERR_SHUTDOWN, "the table was closed");
     const ember_table_config_t *cfg = ember_table_config(t->table);
-    return Py_BuildValue(
-            "{s:s,s:L,s:I,s:s,s:s,s:I,s:I,s:s,s:f,s:s,s:I,s:I}", "name", cfg->name,
-            "num_embeddings", (long long)cfg->num_embeddings, "embedding_dim", cfg->embedding_dim,
-            "dtype", cfg->dtype == EMBER_DTYPE_F16 ? "float16" : "float32", "sharding",
-            cfg->sharding == EMBER_SHARD_TABLE_WISE ? "table_wise" : "row_wise", "first_ps",
-            cfg->first_ps, "num_shards", cfg->num_shards, "optimizer",
-            ember_opt_kind_name(cfg->optimizer.kind), "lr", (double)cfg->optimizer.lr,
-            "consistency", cfg->consistency == EMBER_ASYNC ? "async" : "sync", "staleness",
-            cfg->staleness, "trainers", cfg->trainers);
+    return Py_BuildValue("{s:s,s:L,s:I,s:s,s:s,s:I,s:I,s:s,s:f,s:s,s:I,s:I}", "name", cfg->name,
+                         "num_embeddings", (long long)cfg->num_embeddings, "embedding_dim",
+                         cfg->embedding_dim, "dtype",
+                         cfg->dtype == EMBER_DTYPE_F16 ? "float16" : "float32", "sharding",
+                         cfg->sharding == EMBER_SHARD_TABLE_WISE ? "table_wise" : "row_wise",
+                         "first_ps", cfg->first_ps, "num_shards", cfg->num_shards, "optimizer",
+                         ember_opt_kind_name(cfg->optimizer.kind), "lr", (double)cfg->optimizer.lr,
+                         "consistency", cfg->consistency == EMBER_ASYNC ? "async" : "sync",
+                         "staleness", cfg->staleness, "trainers", cfg->trainers);
 }
 
 static void table_dealloc(pytable_t *t)
