@@ -12,10 +12,13 @@ set -euo pipefail
 # and line): scripts/sanitize.sh and scripts/fuzz.sh.  clang-format: the
 # tree's layout (.clang-format, scripts/format.sh, CTest layering.format).
 # iproute2 (ip, tc): the two-host cluster of network namespaces
-# (tests/slurm/netns_cluster.sh).
+# (tests/slurm/netns_cluster.sh).  python3-dev, python3-venv: the Python
+# package (python/) and the venv its tests run in (scripts/pytest.sh);
+# python3-pytest runs them.
 packages=(build-essential cmake ninja-build pkg-config git
           libucx-dev ucx-utils libhwloc-dev hwloc libibverbs-dev librdmacm-dev
           libopenblas-dev libssl-dev libudev-dev slurm-wlm munge python3-torch
+          python3-dev python3-venv python3-numpy python3-pytest
           clang libclang-rt-14-dev llvm clang-format iproute2)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(openmpi-bin libopenmpi-dev gnuplot-nox)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up, build (warnings as errors) and run the whole test suite; then the
+# Set up, build (warnings as errors) and run the whole test suite (ctest,
+# then pytest over the Python package: scripts/pytest.sh); then the
 # unit, transport and engine tests again under ASan + UBSan
 # (scripts/sanitize.sh, build-asan/), the threaded ones under TSan
 # (scripts/tsan.sh, build-tsan/) and every fuzz target for a bounded
@@ -22,6 +23,9 @@ ctest --test-dir build --output-on-failure -j2 --output-junit "$junit" "$@" || r
 python3 scripts/ctest-skips.py "$junit" || true
 [ "$rc" -eq 0 ] || exit "$rc"
 phase tests
+# The Python package, installed by pip into a venv, and its pytest suite.
+bash scripts/pytest.sh
+phase python
 bash scripts/sanitize.sh
 phase sanitizers
 bash scripts/tsan.sh

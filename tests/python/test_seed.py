@@ -1,0 +1,61 @@
+"""The tutorial's hybrid job (programs/hybrid.py: RemoteModule, DDP,
+distributed autograd, DistributedOptimizer) on ember, in every launch mode,
+and against PyTorch RPC."""
+import os
+import re
+
+import pytest
+import torch
+
+from conftest import REPO, program, run
+
+HYBRID = program("hybrid.py")
+
+
+def steps_done(output):
+    return {int(t): int(n) for t, n in re.findall(r"trainer(\d+): (\d+) steps", output)}
+
+
+def test_two_trainers_under_spawn(python, ports):
+    rpc_port, ddp_port = ports(2)
+    _, out = run([python, HYBRID, "--trainers", "2", "--epochs", "100",
+                  "--rpc-port", str(rpc_port), "--ddp-port", str(ddp_port)])
+    assert steps_done(out) == {0: 1000, 1: 1000}, out[-3000:]
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])
+def test_one_trainer_matches_pytorch_rpc(python, ports, tmp_path, optimizer):
+    """Same seeds, same program: ember ends at PyTorch RPC's weights."""
+    weights = {}
+    for backend in ("ember", "torch"):
+        rpc_port, ddp_port = ports(2)
+        out_file = tmp_path / f"{backend}.pt"
+        run([python, HYBRID, "--backend", backend, "--trainers", "1", "--epochs", "100",
+             "--optimizer", optimizer, "--rpc-port", str(rpc_port), "--ddp-port", str(ddp_port),
+             "--out", str(out_file)])
+        weights[backend] = torch.load(out_file)
+    for key in ("emb", "fc.weight", "fc.bias"):
+        ours, theirs = weights["ember"][key], weights["torch"][key]
+        assert ours.shape == theirs.shape
+        diff = (ours - theirs).abs().max().item()
+        assert diff <= 1e-5, f"{key}: {diff} from PyTorch RPC's"
+    # The tables really trained: far from where PyTorch initialised them.
+    assert weights["ember"]["emb"].abs().sum() > 0
+
+
+def test_two_trainers_under_ember_run(python, ports, ember_run):
+    rpc_port, ddp_port = ports(2)
+    _, out = run([ember_run, "-n", "4", "--timeout", "150", python, HYBRID, "--trainers", "2",
+                  "--epochs", "30", "--rpc-port", str(rpc_port), "--ddp-port", str(ddp_port)])
+    assert steps_done(out) == {0: 300, 1: 300}, out[-3000:]
+
+
+def test_spawn_under_a_launcher_needs_its_world(python, ports, ember_run):
+    """Under ember-run the program's spawn runs this rank only: a world of
+    another size is refused, naming both."""
+    rpc_port, ddp_port = ports(2)
+    code, out = run([ember_run, "-n", "3", "--timeout", "60", python, HYBRID, "--trainers", "2",
+                     "--epochs", "1", "--rpc-port", str(rpc_port), "--ddp-port", str(ddp_port)],
+                    check=False)
+    assert code != 0
+    assert "nprocs is 4 but the launcher started 3 ranks" in out, out[-3000:]
