@@ -1,7 +1,7 @@
 """pip install ./python: ember._C built by the project's CMake.
 
 The extension is libember's CMake target `ember_python` (python/CMakeLists.txt),
-built for the Python running pip.  EMBER_BUILD_DIR: an existing build
+built for the Python running pip.  EMBERPY_BUILD_DIR: an existing build
 directory of the repository to build it in (incremental; CI uses build/);
 otherwise a fresh one under pip's build area (BUILD_TESTING off).
 """
@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
-        build_dir = os.environ.get("EMBER_BUILD_DIR") or os.path.join(
+        build_dir = os.environ.get("EMBERPY_BUILD_DIR") or os.path.join(
             os.path.abspath(self.build_temp), "ember-cmake")
         if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
             subprocess.check_call(["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja",

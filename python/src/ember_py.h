@@ -46,6 +46,7 @@ typedef struct {
     size_t queued, queue_cap;
     uint16_t op_first, op_count; /* the Python ops this job registered */
     pychild_t *children;         /* tables and ebcs still open */
+    PyObject *lost_at_leave;     /* [(rank, why)] when serving ended on a loss */
 } pyjob_t;
 
 /* Something that borrows the job: closed before the job is left. */

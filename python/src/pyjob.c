@@ -117,6 +117,7 @@ PyObject *pyjob_join(PyObject *self, PyObject *args, PyObject *kwargs)
     pj->queued = pj->queue_cap = 0;
     pj->op_first = pj->op_count = 0;
     pj->children = NULL;
+    pj->lost_at_leave = NULL;
     pthread_mutex_init(&pj->lock, NULL);
     ember_status_t status;
     ember_log_clear_error();
@@ -200,6 +201,8 @@ static PyObject *job_wait(pyjob_t *pj, PyObject *args)
     return PyLong_FromSize_t(queued);
 }
 
+static PyObject *job_lost(pyjob_t *pj, PyObject *unused);
+
 /* A PS serves until every other rank left; Python calls to it run here,
  * on this thread, through inline_fn.  Then the job is left. */
 static PyObject *job_serve(pyjob_t *pj, PyObject *args, PyObject *kwargs)
@@ -216,9 +219,10 @@ static PyObject *job_serve(pyjob_t *pj, PyObject *args, PyObject *kwargs)
     PYEMBER_NOGIL(status = ember_ps_serve(pj->job, &options));
     pj->serving = 0;
     PyObject *result = NULL;
-    if (status != EMBER_OK)
+    if (status != EMBER_OK) {
+        Py_XSETREF(pj->lost_at_leave, job_lost(pj, NULL)); /* before the job is left */
         pyember_raise(status, "serving");
-    else
+    } else
         result = Py_NewRef(Py_None);
     leave(pj, status);
     pyjob_release(pj);
@@ -271,6 +275,22 @@ static PyObject *job_peer_lost(pyjob_t *pj, PyObject *args)
     return PyUnicode_FromString(ember_job_peer_reason(pj->job, rank));
 }
 
+/* [(rank, why)] of every rank lost so far, in rank order. */
+static PyObject *job_lost(pyjob_t *pj, PyObject *unused)
+{
+    PyObject *list = PyList_New(0);
+    const int world = pj->job ? ember_job_world_size(pj->job) : 0;
+    for (int r = 0; list && r < world; r++) {
+        if (!ember_job_peer_lost(pj->job, r))
+            continue;
+        PyObject *item = Py_BuildValue("(is)", r, ember_job_peer_reason(pj->job, r));
+        if (!item || PyList_Append(list, item) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(item);
+    }
+    return list;
+}
+
 static PyObject *job_int(pyjob_t *pj, int (*get)(const ember_job_t *))
 {
     if (!pj->job)
@@ -303,6 +323,11 @@ static PyObject *get_left(pyjob_t *pj, void *c)
     return PyBool_FromLong(pj->job == NULL);
 }
 
+static PyObject *get_lost_at_leave(pyjob_t *pj, void *c)
+{
+    return pj->lost_at_leave ? Py_NewRef(pj->lost_at_leave) : PyList_New(0);
+}
+
 static PyObject *get_aborted(pyjob_t *pj, void *c)
 {
     return PyUnicode_FromString(pj->job ? ember_job_aborted(pj->job) : "");
@@ -318,6 +343,7 @@ static void job_dealloc(pyjob_t *pj)
     }
     free(pj->queue);
     Py_XDECREF(pj->inline_fn);
+    Py_XDECREF(pj->lost_at_leave);
     pthread_mutex_destroy(&pj->lock);
     PyObject_Free(pj);
 }
@@ -335,6 +361,7 @@ static PyMethodDef job_methods[] = {
         {"name", (PyCFunction)job_name, METH_VARARGS, "name(rank)"},
         {"role", (PyCFunction)job_role, METH_VARARGS, "role(rank) -> (role, index)"},
         {"peer_lost", (PyCFunction)job_peer_lost, METH_VARARGS, "peer_lost(rank) -> why or None"},
+        {"lost", (PyCFunction)job_lost, METH_NOARGS, "[(rank, why)] of the ranks lost"},
         {"table_create", (PyCFunction)(void (*)(void))pyjob_table_create,
          METH_VARARGS | METH_KEYWORDS, "table_create(name, num_embeddings, embedding_dim, ...)"},
         {"table_open", (PyCFunction)pyjob_table_open, METH_VARARGS, "table_open(name)"},
@@ -355,6 +382,9 @@ static PyGetSetDef job_getset[] = {{"rank", (getter)get_rank, NULL, NULL, NULL},
                                    {"coordinator", (getter)get_coordinator, NULL, NULL, NULL},
                                    {"aborted", (getter)get_aborted, NULL, NULL, NULL},
                                    {"left", (getter)get_left, NULL, NULL, NULL},
+                                   {"lost_at_leave", (getter)get_lost_at_leave, NULL,
+                                    "[(rank, why)] lost when a PS's serving ended on a failure",
+                                    NULL},
                                    {NULL, NULL, NULL, NULL, NULL}};
 
 PyTypeObject pyjob_type = {

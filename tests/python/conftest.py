@@ -1,6 +1,6 @@
 """Fixtures of the Python package's tests: real processes, real ports.
 
-EMBER_BUILD_DIR (scripts/pytest.sh sets it) is the build whose tools
+EMBERPY_BUILD_DIR (scripts/pytest.sh sets it) is the build whose tools
 (ember-run) the tests launch with; `ember` is the package pip installed
 into the venv running pytest."""
 import os
@@ -12,7 +12,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-BUILD = os.environ.get("EMBER_BUILD_DIR", os.path.join(REPO, "build"))
+BUILD = os.environ.get("EMBERPY_BUILD_DIR", os.path.join(REPO, "build"))
 PROGRAMS = os.path.join(HERE, "programs")
 
 
@@ -47,7 +47,7 @@ def ports():
 def ember_run():
     path = os.path.join(BUILD, "tools", "ember-run")
     if not os.access(path, os.X_OK):
-        pytest.fail(f"no ember-run at {path}: build the repository (EMBER_BUILD_DIR)")
+        pytest.fail(f"no ember-run at {path}: build the repository (EMBERPY_BUILD_DIR)")
     return path
 
 

@@ -31,6 +31,7 @@ parser.add_argument("--ddp-port", type=int, default=29500)
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--out", default=None, help="trainer 0 saves the final weights here")
 parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adagrad", "adam"])
+parser.add_argument("--progress", action="store_true", help="a line per trainer and epoch")
 ARGS = parser.parse_args()
 
 if ARGS.backend == "ember":
@@ -98,6 +99,8 @@ def train(emb, rank):
                 dist_autograd.backward(context_id, [loss])
                 opt.step(context_id)
             steps += 1
+        if ARGS.progress:
+            print(f"trainer{rank} epoch {epoch}", flush=True)
     elapsed = time.perf_counter() - start
     print(f"trainer{rank}: {steps} steps in {elapsed:.3f} s: {steps / elapsed:.1f} steps/s "
           f"(loss {loss.item():.6f})", flush=True)

@@ -154,7 +154,9 @@ def _ids(tensor, arg, limit, padding):
         raise TypeError(f"{arg}: int64 or int32 ids, got {tensor.dtype}")
     flat = tensor.reshape(-1).to(torch.int64).contiguous()
     if flat.numel():
-        bad = ((flat < 0) | (flat >= limit)) & (flat != padding)
+        bad = (flat < 0) | (flat >= limit)
+        if padding >= 0:
+            bad &= flat != padding
         if bool(bad.any()):
             i = int(bad.nonzero()[0])
             raise IndexError(f"{arg}: id {int(flat[i])} at position {i} is outside the table's "

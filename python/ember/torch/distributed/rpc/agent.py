@@ -11,17 +11,21 @@ not call other ranks.  Payloads are pickles, and only ranks that proved the
 job secret reach this code: ember's transport refuses everyone else before
 any handler runs.
 """
+import atexit
 import io
 import pickle
+import sys
 import re
 import threading
 import traceback
 
 from ember import _C, _secret
 
-# The Python ops: requests carry a pickled (kind, ...) tuple.
+# The Python ops: a call carries a pickled (kind, ...) tuple; a shutdown
+# intent (to the coordinator) carries nothing.
 OP_CALL = _C.OP_APP_BASE
-OP_COUNT = 1
+OP_INTENT = _C.OP_APP_BASE + 1
+OP_COUNT = 2
 
 # Seconds a wait sleeps in ember before looking at the queued requests.
 _WAIT_SLICE = 0.05
@@ -67,6 +71,11 @@ class WorkerInfo:
         return (WorkerInfo, (self.name, self.id))
 
 
+class PeerLostError(RuntimeError):
+    """Another rank of the job was lost (its process exited or went silent):
+    the job cannot go on, and every wait of this rank says so."""
+
+
 class RemoteError(Exception):
     """An exception raised by a remote function that could not travel as
     itself (it was not picklable)."""
@@ -106,6 +115,7 @@ class Future:
         self._decode = decode
         self._done, self._value, self._error = False, None, None
         self._callbacks = []
+        self._parent = None  # then(): the future this one follows
         agent.outstanding.add(self)
 
     @classmethod
@@ -113,6 +123,7 @@ class Future:
         f = cls.__new__(cls)
         f._agent, f._cfut, f._callee, f._decode = agent, None, None, None
         f._done, f._value, f._error, f._callbacks = True, value, error, []
+        f._parent = None
         return f
 
     def _finish(self):
@@ -141,7 +152,11 @@ class Future:
         self._callbacks = []
 
     def _poll(self):
-        if not self._done and self._cfut.poll():
+        if self._done:
+            return True
+        if self._cfut is None:  # then(): done when its parent's callback ran
+            self._parent._poll()
+        elif self._cfut.poll():
             self._finish()
         return self._done
 
@@ -152,6 +167,8 @@ class Future:
         if not self._done:
             self._agent.wait_until(self._poll)
         if self._error is not None:
+            if not self._agent.job.left:
+                self._agent.check_lost()  # a lost rank is the cause: name it
             raise self._error
         return self._value
 
@@ -160,7 +177,7 @@ class Future:
 
     def then(self, callback):
         result = Future.completed(self._agent)
-        result._done = False
+        result._done, result._parent = False, self
 
         def run(fut):
             try:
@@ -269,11 +286,13 @@ class Agent:
             return _encode_exception(exc, f"{self.name} (called by {self.name_of(peer)})")
 
     def _inline(self, peer, op, data):
+        if op != OP_CALL:
+            return False, b"a PS takes no shutdown intents"
         return True, self._handle(peer, data)
 
     def run_requests(self):
         for req in self.job.take_requests():
-            if req.data[:1] and pickle.loads(req.data)[0] == "intent":
+            if req.op == OP_INTENT:
                 self._intent(req)
                 continue
             answer = self._handle(req.peer, req.data)
@@ -281,11 +300,27 @@ class Agent:
                 req.reply(True, answer)
 
     def wait_until(self, ready):
-        """Progress ember and run the calls others make until ready()."""
+        """Progress ember and run the calls others make until ready(); a
+        rank lost meanwhile ends the wait (PeerLostError naming it)."""
         job = self.job
         while not ready():
             if job.wait(_WAIT_SLICE):
                 self.run_requests()
+            self.check_lost()
+
+    def check_lost(self):
+        lost = self.job.lost()
+        if lost:
+            text = self.lost_text(lost)
+            # The ranks waiting on this one for shutdown learn it from here
+            # (they may never have talked to the lost rank themselves).
+            for req in self.intents:
+                req.reply(False, text.encode())
+            self.intents = []
+            raise PeerLostError(text)
+
+    def lost_text(self, lost):
+        return "; ".join(f"{self.name_of(r)} (rank {r}) was lost: {why}" for r, why in lost)
 
     # ---- a PS serving --------------------------------------------------------
     def _serve(self):
@@ -297,6 +332,9 @@ class Agent:
     # ---- shutdown ----------------------------------------------------------
     def _intent(self, req):
         """The coordinator: rank req.peer has nothing left of its own."""
+        if self.rank != self.job.coordinator or self.job.role(req.peer)[0] == "ps":
+            req.reply(False, f"{self.name} is not the coordinator".encode())
+            return
         self.intents.append(req)
         self.intended.add(req.peer)
         self._maybe_proceed()
@@ -321,6 +359,10 @@ class Agent:
             if self.role == "ps":
                 self.serve_thread.join()
                 if self.serve_error is not None:
+                    lost = self.job.lost_at_leave
+                    if lost:
+                        raise PeerLostError(f"{self.name}: {self.lost_text(lost)}") \
+                            from self.serve_error
                     raise self.serve_error
                 return
             if graceful:
@@ -330,7 +372,10 @@ class Agent:
                     self.intended.add(self.rank)
                     self.wait_until(self._maybe_proceed)
                 else:
-                    self.call(coordinator, ("intent",)).wait()
+                    # Answered once every other rank is done: however long
+                    # they train (a lost coordinator still fails it at once).
+                    cfut = self.job.call_async(coordinator, OP_INTENT, b"", 30 * 86400.0)
+                    Future(self, cfut, coordinator).wait()
                 self.drain()
             self.close_tables()
             self.job.leave(graceful)
@@ -358,7 +403,32 @@ def start(name, rank, world_size, init_url, role, timeout):
     if _agent is not None:
         raise RuntimeError(f"init_rpc: RPC is already initialised here as {_agent.name}")
     _agent = Agent(name, rank, world_size, init_url, role, timeout)
+    atexit.register(_at_exit)
     return _agent
+
+
+def _at_exit():
+    """A rank that exits without rpc.shutdown (an exception ended it): the
+    ranks waiting on it hear why, and of any rank it saw lost, before it
+    leaves the job as failed."""
+    agent = _agent
+    if agent is None or agent.job.left or agent.role == "ps":
+        return
+    error = getattr(sys, "last_value", None)
+    why = f"{type(error).__name__}: {error}".splitlines()[0] if error else "no rpc.shutdown"
+    try:
+        agent.job.wait(0.2)  # a rank lost just before is noticed now
+        lost = agent.job.lost()
+        text = f"{agent.name} exited ({why})"
+        if lost:
+            text += "; " + agent.lost_text(lost)
+            print(f"ember: {text}", file=sys.stderr, flush=True)
+        for req in agent.intents:
+            req.reply(False, text.encode())
+        agent.intents = []
+        agent.job.leave(False)
+    except Exception:
+        pass
 
 
 def pickle_bytes(obj):
