@@ -61,6 +61,26 @@ typedef struct {
     uint8_t mac[TP_AUTH_MAC_SIZE]; /* the seal's, over the sealed address */
 } address_frame_t;
 
+ember_status_t ember_tp_worker_address(ember_tp_t *tp, void **address_p, size_t *length_p)
+{
+    ucp_address_t *address;
+    size_t length;
+    ucs_status_t status = ucp_worker_get_address(tp->worker, &address, &length);
+    if (status != UCS_OK) {
+        ember_error("boot", "ucp_worker_get_address: %s", ucs_status_string(status));
+        return tp_status_from_ucs(status);
+    }
+    void *copy = malloc(length);
+    if (copy)
+        memcpy(copy, address, length);
+    ucp_worker_release_address(tp->worker, address);
+    if (!copy)
+        return EMBER_ERR_NO_MEMORY;
+    *address_p = copy;
+    *length_p = length;
+    return EMBER_OK;
+}
+
 static ember_status_t publish_address(ember_tp_t *tp)
 {
     ucp_address_t *address;

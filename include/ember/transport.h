@@ -350,6 +350,16 @@ int ember_tp_pull_rendezvous(const ember_tp_t *tp);
  */
 int ember_tp_peer_over_tcp(ember_tp_t *tp, int rank);
 
+/**
+ * This process's UCX worker address, in clear (the store keeps it sealed
+ * with the job secret): for a tool that inspects a rank from outside, such
+ * as the security tests' outsider, which shows what a process that learnt
+ * it, without the secret, can and cannot do.  *@address_p malloc'd (the
+ * caller frees), *@length_p its bytes.  The job's thread.  Never blocks.
+ * Errors: ERR_NO_MEMORY, the transport's.
+ */
+ember_status_t ember_tp_worker_address(ember_tp_t *tp, void **address_p, size_t *length_p);
+
 /* ---- RMA ---------------------------------------------------------------- */
 
 /* Threading and blocking as above: the registration calls may block while

@@ -275,6 +275,23 @@ static PyObject *job_peer_lost(pyjob_t *pj, PyObject *args)
     return PyUnicode_FromString(ember_job_peer_reason(pj->job, rank));
 }
 
+/* The worker address in clear (ember_tp_worker_address), for tests. */
+static PyObject *job_worker_address(pyjob_t *pj, PyObject *unused)
+{
+    if (!pyjob_acquire(pj))
+        return NULL;
+    void *address = NULL;
+    size_t length = 0;
+    ember_status_t status =
+            ember_tp_worker_address(ember_job_transport(pj->job), &address, &length);
+    pyjob_release(pj);
+    if (status != EMBER_OK)
+        return pyember_raise(status, "worker address");
+    PyObject *bytes = PyBytes_FromStringAndSize(address, (Py_ssize_t)length);
+    free(address);
+    return bytes;
+}
+
 /* [(rank, why)] of every rank lost so far, in rank order. */
 static PyObject *job_lost(pyjob_t *pj, PyObject *unused)
 {
@@ -362,6 +379,8 @@ static PyMethodDef job_methods[] = {
         {"role", (PyCFunction)job_role, METH_VARARGS, "role(rank) -> (role, index)"},
         {"peer_lost", (PyCFunction)job_peer_lost, METH_VARARGS, "peer_lost(rank) -> why or None"},
         {"lost", (PyCFunction)job_lost, METH_NOARGS, "[(rank, why)] of the ranks lost"},
+        {"worker_address", (PyCFunction)job_worker_address, METH_NOARGS,
+         "this rank's UCX worker address in clear (ember_tp_worker_address)"},
         {"table_create", (PyCFunction)(void (*)(void))pyjob_table_create,
          METH_VARARGS | METH_KEYWORDS, "table_create(name, num_embeddings, embedding_dim, ...)"},
         {"table_open", (PyCFunction)pyjob_table_open, METH_VARARGS, "table_open(name)"},

@@ -23,6 +23,12 @@
  *       connect to the rank whose worker address is DIR/target.addr, claim
  *       to be rank 0, answer its challenge under the wrong secret, then send
  *       requests (OP 100.. 120) anyway; waits for the answers
+ *   outsider ucx-pickle DIR NAME RANK OP PAYLOAD_FILE
+ *       connect to the rank RANK whose worker address is DIR/NAME, send it
+ *       requests of op OP carrying PAYLOAD_FILE's bytes (a pickle that
+ *       would run a command, for the Python ranks), claim to be another
+ *       rank, answer its challenge under the wrong secret, and send them
+ *       again: how many were answered
  *   outsider ucx-relay DIR
  *       publish its own worker address as DIR/outsider.addr, then relay:
  *       the HELLO a rank sends it (believing it is the rank at
@@ -585,6 +591,65 @@ static int ucx_stranger(const char *dir)
     return challenge || (accept && verdict.status == EMBER_OK) || answered ? 1 : 0;
 }
 
+/* Requests of @op carrying @payload, @count of them: how many answered. */
+static int ucx_payloads(ucx_t *ucx, ucp_ep_h ep, uint16_t op, const void *payload, size_t length,
+                        int count)
+{
+    const int from = ucx->nseen;
+    for (int i = 0; i < count; i++) {
+        tp_header_t header = {.magic = TP_MAGIC,
+                              .version = TP_VERSION,
+                              .op = op,
+                              .request_id = 5000 + (uint64_t)i,
+                              .length = length};
+        ucx_send(ucx, ep, TP_AM_REQUEST, &header, sizeof(header), payload, length);
+    }
+    ucx_progress(ucx, 1.0);
+    int answered = 0;
+    for (int i = from; i < ucx->nseen; i++)
+        answered += ucx->seen[i].am_id == TP_AM_REPLY || ucx->seen[i].am_id == TP_AM_REPLY_BATCH;
+    return answered;
+}
+
+static int ucx_pickle(const char *dir, const char *name, int rank, int op, const char *file)
+{
+    static char payload[1 << 16];
+    FILE *in = fopen(file, "rb");
+    size_t length = in ? fread(payload, 1, sizeof(payload), in) : 0;
+    if (in)
+        fclose(in);
+    ucx_t ucx;
+    if (!length || op < 0 || op >= EMBER_RPC_OP_MAX || ucx_open(&ucx) != 0)
+        return 2;
+    ucp_ep_h ep = ucx_connect_to(&ucx, dir, name);
+    if (!ep)
+        return 2;
+    int answered = ucx_payloads(&ucx, ep, (uint16_t)op, payload, length, 10);
+    const uint32_t claimed = rank == 0 ? 1 : 0;
+    tp_hello_t hello = {.magic = TP_MAGIC,
+                        .version = TP_VERSION,
+                        .src_rank = claimed,
+                        .dst_rank = (uint32_t)rank};
+    memset(hello.nonce, 0x5a, sizeof(hello.nonce));
+    ucx_send(&ucx, ep, TP_AM_HELLO, NULL, 0, &hello, sizeof(hello));
+    seen_t *challenge = ucx_wait_for(&ucx, TP_AM_CHALLENGE, 0, 2.0);
+    tp_hello_t confirm = hello;
+    if (challenge)
+        memcpy(&confirm, challenge->data, sizeof(confirm));
+    confirm.src_rank = claimed;
+    confirm.dst_rank = (uint32_t)rank;
+    tp_secret_t secret = outsider_secret();
+    tp_auth_part_t parts[] = {{"ember-confirm", 13}, {confirm.nonce, 16}, {confirm.peer_nonce, 16}};
+    tp_auth_hmac(&secret, parts, 3, confirm.mac);
+    ucx_send(&ucx, ep, TP_AM_CONFIRM, NULL, 0, &confirm, sizeof(confirm));
+    ucx_progress(&ucx, 0.5);
+    answered += ucx_payloads(&ucx, ep, (uint16_t)op, payload, length, 10);
+    printf("outsider: the HELLO was %s; %d of 20 requests of op %d answered\n",
+           challenge ? "CHALLENGED" : "not answered", answered, op);
+    ucx_close(&ucx, &ep, 1);
+    return challenge || answered ? 1 : 0;
+}
+
 static int ucx_relay(const char *dir)
 {
     ucx_t ucx;
@@ -1067,6 +1132,8 @@ int main(int argc, char **argv)
         return ucx_forge(argv[2]);
     if (argc == 4 && strcmp(argv[1], "ucx-stall") == 0)
         return ucx_stall(argv[2], atof(argv[3]));
+    if (argc == 7 && strcmp(argv[1], "ucx-pickle") == 0)
+        return ucx_pickle(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), argv[6]);
     if (argc == 3 && strcmp(argv[1], "ucx-relay") == 0)
         return ucx_relay(argv[2]);
     if (argc >= 5 && strcmp(argv[1], "ucx-flood") == 0)
