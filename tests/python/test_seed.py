@@ -59,3 +59,42 @@ def test_spawn_under_a_launcher_needs_its_world(python, ports, ember_run):
                     check=False)
     assert code != 0
     assert "nprocs is 4 but the launcher started 3 ranks" in out, out[-3000:]
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """The private Slurm cluster of tests/slurm (munged, slurmctld, two
+    slurmd on 127.0.0.1), started for these tests and stopped after."""
+    import shutil
+    import subprocess
+    if os.geteuid() != 0 or not shutil.which("srun") or not shutil.which("slurmctld"):
+        pytest.skip("the local Slurm cluster needs root and slurm-wlm (scripts/setup.sh)")
+    script = os.path.join(REPO, "tests", "slurm", "cluster.sh")
+    cluster = tmp_path_factory.mktemp("slurm")
+    lock = open("/tmp/ember-slurm.lock", "w")  # one private cluster on this host at a time
+    import fcntl
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        subprocess.run(["bash", script, "start", str(cluster)], check=True, timeout=120,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        yield os.path.join(str(cluster), "slurm.conf")
+    finally:
+        subprocess.run(["bash", script, "stop", str(cluster)], timeout=120,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def test_two_trainers_under_srun(python, ports, slurm_cluster, tmp_path):
+    """srun starts the 4 ranks; the secret comes from a file every rank
+    reads (EMBER_SECRET_FILE, as slurm/hybrid.sbatch makes one)."""
+    rpc_port, ddp_port = ports(2)
+    secret = tmp_path / "secret"
+    secret.write_text(os.urandom(32).hex())
+    secret.chmod(0o600)
+    env = {"SLURM_CONF": slurm_cluster, "EMBER_SECRET_FILE": str(secret),
+           "UCX_NET_DEVICES": "lo"}
+    _, out = run(["srun", "-n", "4", "-K1", "--time=3", python, HYBRID, "--trainers", "2",
+                  "--epochs", "30", "--rpc-port", str(rpc_port), "--ddp-port", str(ddp_port)],
+                 env=env, timeout=170)
+    assert steps_done(out) == {0: 300, 1: 300}, out[-3000:]
