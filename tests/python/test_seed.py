@@ -98,3 +98,16 @@ def test_two_trainers_under_srun(python, ports, slurm_cluster, tmp_path):
                   "--epochs", "30", "--rpc-port", str(rpc_port), "--ddp-port", str(ddp_port)],
                  env=env, timeout=170)
     assert steps_done(out) == {0: 300, 1: 300}, out[-3000:]
+
+
+def test_with_a_plain_ember_ps(python, ports, ember_run):
+    """The PS rank is ember-ps, a C program without Python: the tables are
+    served all the same (the module is built on the master)."""
+    rpc_port, ddp_port = ports(2)
+    ember_ps = os.path.join(os.path.dirname(ember_run), "ember-ps")
+    ranks = (f'if [ "$EMBER_RANK" = 3 ]; then exec {ember_ps}; fi; '
+             f'exec {python} {HYBRID} --trainers 2 --epochs 30 '
+             f'--rpc-port {rpc_port} --ddp-port {ddp_port}')
+    _, out = run([ember_run, "-n", "4", "--timeout", "150", "sh", "-c", ranks])
+    assert steps_done(out) == {0: 300, 1: 300}, out[-3000:]
+    assert "ps: serving with" in out, out[-3000:]

@@ -3,7 +3,8 @@ torch.distributed.nn.RemoteModule, for torch.nn.EmbeddingBag and
 torch.nn.Embedding on a parameter-server rank.
 
 The module is constructed on `remote_device` by PyTorch (its initial weight
-is PyTorch's, drawn by that process); its weight then becomes a table of
+is PyTorch's, drawn by that process; on a PS without Python, a plain
+ember-ps, by the rank that creates the RemoteModule); its weight then becomes a table of
 ember's C parameter server in that process (table-wise, asynchronous: each
 trainer's step is applied as it comes, as each trainer's
 DistributedOptimizer.step applies its own under PyTorch RPC).  forward()
@@ -207,7 +208,15 @@ class RemoteModule(torch.nn.Module):
                              "tables on ranks named ps, ps<N> or parameter_server...)")
         if agent.role == "ps":
             raise RuntimeError("RemoteModule: a PS cannot create tables (create it on the master)")
-        info = rpc_sync(on, _construct, args=(module_cls, tuple(args or ()), dict(kwargs or {})))
+        construct_args = (module_cls, tuple(args or ()), dict(kwargs or {}))
+        try:
+            info = rpc_sync(on, _construct, args=construct_args)
+        except RuntimeError as exc:
+            # A PS without Python (ember-ps): PyTorch builds the module
+            # here, so its initial weight is drawn by this rank.
+            if "no handler for op" not in str(exc):
+                raise
+            info = _construct(*construct_args)
         kind = "bag" if info["bag"] else "emb"
         table_name = f"{on[:12]}.r{agent.rank}.{kind}{next(_serial)}"
         table = agent.job.table_create(

@@ -8,7 +8,8 @@ DEFAULT_INIT_METHOD = "env://"
 class TensorPipeRpcBackendOptions:
     """torch.distributed.rpc.TensorPipeRpcBackendOptions: what ember honours
     is init_method ("tcp://HOST:PORT": the rendezvous store, on rank 0;
-    "env://": EMBER_INIT, else MASTER_ADDR and MASTER_PORT) and rpc_timeout
+    "env://": MASTER_ADDR and MASTER_PORT; either way a launcher's EMBER_INIT
+    comes first) and rpc_timeout
     (seconds a call waits for its answer; 0 or less: ember's EMBER_RPC_TIMEOUT).
     num_worker_threads, device_maps and devices are accepted for
     compatibility: ember runs a rank's calls on its own thread, and moves
@@ -30,7 +31,11 @@ class TensorPipeRpcBackendOptions:
 
 
 def init_url(init_method):
-    """The rendezvous URL ember joins through, from PyTorch's init_method."""
+    """The rendezvous URL ember joins through, from PyTorch's init_method.
+    A launcher's EMBER_INIT (ember-run sets one) comes first, so every rank
+    of the job, Python or not (ember-ps), meets at the launcher's store."""
+    if os.environ.get("EMBER_INIT"):
+        return None
     if init_method is None or init_method == "env://":
         if os.environ.get("EMBER_INIT"):
             return None  # ember's own (ember-run sets it)
