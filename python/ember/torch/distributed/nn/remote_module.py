@@ -15,6 +15,7 @@ updates the rows the step touched.
 """
 import itertools
 
+import numpy as np
 import torch
 
 from ember.torch.distributed import autograd as _autograd
@@ -147,41 +148,46 @@ class _LookupFn(torch.autograd.Function):
 
 
 def _ids(tensor, arg, limit, padding):
+    """The ids as a contiguous int64 array (numpy, sharing the tensor's
+    memory when it is one already), each checked against the table."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{arg}: a tensor of ids, got {type(tensor).__name__}")
     if tensor.device.type != "cpu":
         raise ValueError(f"{arg}: ember looks up ids from CPU tensors, got one on {tensor.device}")
     if tensor.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"{arg}: int64 or int32 ids, got {tensor.dtype}")
-    flat = tensor.reshape(-1).to(torch.int64).contiguous()
-    if flat.numel():
+    flat = np.ascontiguousarray(tensor.detach().reshape(-1).numpy(), dtype=np.int64)
+    if flat.size and (flat.min() < 0 or flat.max() >= limit):
         bad = (flat < 0) | (flat >= limit)
         if padding >= 0:
             bad &= flat != padding
-        if bool(bad.any()):
-            i = int(bad.nonzero()[0])
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
             raise IndexError(f"{arg}: id {int(flat[i])} at position {i} is outside the table's "
                              f"{limit} rows")
     return flat
 
 
 def _offsets(offsets, n, include_last):
+    """ember's offsets (B + 1 of them, the last the end of the ids) and that end."""
     if not isinstance(offsets, torch.Tensor) or offsets.dim() != 1:
         raise ValueError("offsets: a 1-D tensor of bag starts")
     if offsets.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"offsets: int64 or int32, got {offsets.dtype}")
-    o = offsets.to(torch.int64).contiguous()
+    o = offsets.detach().numpy()
     if include_last:
-        if o.numel() < 1:
+        if o.size < 1:
             raise ValueError("offsets: include_last_offset needs at least one offset")
         end = int(o[-1])
-        o = o[:-1]
+        full = np.ascontiguousarray(o, dtype=np.int64)
     else:
         end = n
-    if o.numel() and int(o[0]) != 0:
-        raise ValueError(f"offsets: offsets[0] must be 0, got {int(o[0])}")
-    full = torch.cat([o, torch.tensor([end], dtype=torch.int64)])
-    if end > n or bool((full[1:] < full[:-1]).any()):
+        full = np.empty(o.size + 1, dtype=np.int64)
+        full[:-1] = o
+        full[-1] = end
+    if full.size > 1 and full[0] != 0:
+        raise ValueError(f"offsets: offsets[0] must be 0, got {int(full[0])}")
+    if end > n or (full.size > 1 and (full[1:] < full[:-1]).any()):
         raise ValueError(f"offsets: not non-decreasing bag starts within the {n} ids")
     return full, end
 
@@ -270,10 +276,7 @@ class RemoteModule(torch.nn.Module):
                 "(DistributedOptimizer.step pushes each lookup; ember keeps one open per module "
                 "and trainer)")
         ebc = rt.collection()
-        lookup = ebc.lookup(values.numpy(), batch,
-                            lengths=None if lengths is None else lengths.numpy(),
-                            offsets=None if full is None else full.numpy(),
-                            weights=None if weights is None else weights.numpy(),
+        lookup = ebc.lookup(values, batch, lengths=lengths, offsets=full, weights=weights,
                             forward_only=not train)
         out = torch.empty((batch, s.embedding_dim), dtype=torch.float32)
         try:
@@ -302,20 +305,20 @@ class RemoteModule(torch.nn.Module):
         if not s.bag:
             if offsets is not None or per_sample_weights is not None:
                 raise ValueError("offsets, per_sample_weights: nn.Embedding takes input only")
-            batch = values.numel()
-            lengths = torch.ones(batch, dtype=torch.int32)
+            batch = values.size
+            lengths = np.ones(batch, dtype=np.int32)
             return values, batch, lengths, None, None, tuple(input.shape) + (s.embedding_dim,)
         if input.dim() == 2:
             if offsets is not None:
                 raise ValueError("offsets: must be None when input is 2-D (bags of equal size)")
             batch = input.shape[0]
-            lengths = torch.full((batch,), input.shape[1], dtype=torch.int32)
+            lengths = np.full(batch, input.shape[1], dtype=np.int32)
         elif input.dim() == 1:
             if offsets is None:
                 raise ValueError("offsets: required when input is 1-D")
-            full, end = _offsets(offsets, values.numel(), s.include_last_offset)
-            values = values[:end].contiguous()
-            batch = full.numel() - 1
+            full, end = _offsets(offsets, values.size, s.include_last_offset)
+            values = values[:end]
+            batch = full.size - 1
         else:
             raise ValueError(f"input: 1-D (with offsets) or 2-D, got {input.dim()}-D")
         if per_sample_weights is not None:
@@ -327,8 +330,8 @@ class RemoteModule(torch.nn.Module):
                 raise ValueError("per_sample_weights: a tensor of input's shape")
             if not per_sample_weights.is_floating_point():
                 raise TypeError(f"per_sample_weights: floats, got {per_sample_weights.dtype}")
-            weights = per_sample_weights.reshape(-1)[:values.numel()].to(torch.float32)
-            weights = weights.contiguous()
+            weights = per_sample_weights.detach().reshape(-1)[:values.size].to(torch.float32)
+            weights = np.ascontiguousarray(weights.numpy())
         return values, batch, lengths, full, weights, (batch, s.embedding_dim)
 
 
