@@ -227,6 +227,10 @@ class EmbeddingBagCollection(torch.nn.Module):
         self._feature_index = {f: i for i, f in enumerate(feature_names)}
         self._feature_rows = [t.config["num_embeddings"] for _, t, _, _ in features]
         self._feature_pooling = [p for _, _, p, _ in features]
+        # Collective over the trainers (as TorchRec's sharding): trainer 0,
+        # the coordinator when the job has no master, answers the others'
+        # table_open only while it is inside an ember call.
+        job.barrier("ember.ebc.tables")
         self._ebc = job.ebc_create(features, half_replies=half_replies, start_step=start_step)
         self._dims = self._ebc.feature_dims()
         self._open = None       # this step's lookup
