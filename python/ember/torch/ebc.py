@@ -374,8 +374,6 @@ class EmbeddingBagCollection(torch.nn.Module):
         object."""
         if self._prefetched is not None:
             raise RuntimeError("prefetch: a prefetched batch is not consumed yet")
-        if self._open is None or self._open.out is None:
-            raise RuntimeError("prefetch: after this step's forward (the lookups go in order)")
         self._prefetched = self._start(features, False)
 
     def forward(self, features):
@@ -454,9 +452,20 @@ class EmbeddingBagCollection(torch.nn.Module):
         self._job.barrier(name)
 
     def close(self):
-        """Flush and destroy the collection (its tables stay on the PS)."""
+        """Flush and destroy the collection (its tables stay on the PS).  A
+        prefetched batch never taken is pushed as a step of zero gradients
+        (the PS wait for every lookup's push)."""
         if self._ebc is not None:
             try:
+                if self._prefetched is not None:
+                    rec, self._prefetched = self._prefetched, None
+                    out = torch.empty(self._ebc.output_size(rec.batch), dtype=torch.float32)
+                    try:
+                        rec.lookup.wait(out.numpy())
+                    finally:
+                        rec.lookup.backward(torch.zeros_like(out).numpy())
+                        rec.lookup.release()
+                        self._steps += 1
                 self.flush()
             finally:
                 self._ebc.destroy()
