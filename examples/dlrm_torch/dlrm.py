@@ -339,7 +339,7 @@ def main(argv):
     began = time.perf_counter()
     for k in range(start, end):
         if ckpt is not None:
-            ckpt.step_begin(k, last=k + 1 == len(plan))
+            ckpt.step_begin(k, last=k + 1 == end)
         x, kjt, y = nxt
         with ebc.step_context() as step:
             logits = ddp(x, kjt).squeeze(1)

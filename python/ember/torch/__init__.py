@@ -15,7 +15,9 @@ from ember.torch._job import (barrier, current_job, init, is_ps, is_trainer, rol
 from ember.torch.ebc import (EmbeddingBagCollection, EmbeddingBagConfig, PoolingType,
                              StepContext, optimizer_config)
 from ember.torch.sparse import KeyedJaggedTensor, KeyedTensor
+from ember.torch import checkpoint  # noqa: E402
+from ember.torch.checkpoint import Checkpoint
 
 __all__ = ["init", "serve", "shutdown", "barrier", "current_job", "role", "is_ps", "is_trainer",
            "EmbeddingBagCollection", "EmbeddingBagConfig", "PoolingType", "StepContext",
-           "KeyedJaggedTensor", "KeyedTensor", "optimizer_config"]
+           "KeyedJaggedTensor", "KeyedTensor", "optimizer_config", "checkpoint", "Checkpoint"]

@@ -236,6 +236,7 @@ class EmbeddingBagCollection(torch.nn.Module):
         self._open = None       # this step's lookup
         self._prefetched = None  # the next step's
         self._steps = start_step
+        self._export_tables = True  # state_dict holds the tables (read from the PS)
 
     # ---- TorchRec's accessors -------------------------------------------------
 
@@ -483,6 +484,8 @@ class EmbeddingBagCollection(torch.nn.Module):
         return out
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
+        if not self._export_tables:
+            return
         if self._ebc is not None:
             self.flush()
         for name in self._tables:
@@ -490,6 +493,8 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
+        if not self._export_tables:
+            return
         for name, t in self._tables.items():
             key = f"{prefix}embedding_bags.{name}.weight"
             if key not in state_dict:
