@@ -48,7 +48,8 @@ DENSE, SPARSE = 13, 26
 
 def read_criteo(spec, rows, trainer, trainers):
     """This trainer's examples (i % trainers == trainer, in file order):
-    labels [n] float32, dense [n][13] float32, ids [26][n] int64."""
+    labels [n] float32, dense [n][13] float32, ids [26][n] int64, and the
+    examples of every trainer."""
     if not spec.startswith("criteo:"):
         raise SystemExit(f"--data {spec}: criteo:PATH[,PATH...] is wanted")
     lines = []
@@ -70,12 +71,13 @@ def read_criteo(spec, rows, trainer, trainers):
         for c in range(SPARSE):
             x = f[1 + DENSE + c]
             ids[c, i] = (int(x, 16) if x else 0) % mods[c]
-    return labels, np.log(dense + 1.0).astype(np.float32), ids
+    return labels, np.log(dense + 1.0).astype(np.float32), ids, len(lines)
 
 
-def step_plan(n_per_trainer, batch, steps, epochs):
-    """[(epoch, step within it)]: whole steps of every trainer only."""
-    per_epoch = n_per_trainer // batch
+def step_plan(n, trainers, batch, steps, epochs):
+    """[(epoch, step within it)]: whole steps of every trainer only (as
+    ember's Criteo stream: n // (batch x trainers) an epoch)."""
+    per_epoch = n // (batch * trainers)
     if per_epoch == 0:
         raise SystemExit(f"--data holds fewer examples than one step of batch {batch}")
     total = per_epoch * epochs if steps is None else min(steps, per_epoch * epochs)
@@ -292,11 +294,9 @@ def main(argv):
         et.serve()
         return 0
     trainer = et.role()[1]
-    labels, dense, ids = read_criteo(args.data, args.num_embeddings_per_feature, trainer,
-                                     args.trainers)
-    # Every trainer has the same number of examples' worth of whole steps.
-    plan = step_plan(len(labels) if trainer == 0 else len(labels), args.batch_size, args.steps,
-                     args.epochs)
+    labels, dense, ids, total = read_criteo(args.data, args.num_embeddings_per_feature, trainer,
+                                            args.trainers)
+    plan = step_plan(total, args.trainers, args.batch_size, args.steps, args.epochs)
     torch.distributed.init_process_group("gloo", init_method=dist_url(args), rank=trainer,
                                          world_size=args.trainers)
     ckpt = None
