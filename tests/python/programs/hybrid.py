@@ -23,7 +23,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import torch.optim as optim
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--backend", choices=["ember", "torch"], default="ember")
+parser.add_argument("--backend", choices=["ember", "torch", "local"], default="ember",
+                    help="local: no RPC at all, each trainer its own table (a ceiling)")
 parser.add_argument("--trainers", type=int, default=2)
 parser.add_argument("--epochs", type=int, default=100)
 parser.add_argument("--rpc-port", type=int, default=29501)
@@ -40,7 +41,7 @@ if ARGS.backend == "ember":
     from ember.torch.distributed.nn import RemoteModule
     from ember.torch.distributed.optim import DistributedOptimizer
     from ember.torch.distributed.rpc import RRef, TensorPipeRpcBackendOptions
-else:
+elif ARGS.backend == "torch":
     import torch.distributed.autograd as dist_autograd
     import torch.distributed.rpc as rpc
     from torch.distributed.nn import RemoteModule
@@ -111,12 +112,38 @@ def train(emb, rank):
     return steps
 
 
+def train_local(rank):
+    """The same steps with the table in this process: what the trainers'
+    own PyTorch work (DDP, loss, backward, optimizer) allows, no RPC."""
+    model = Hybrid(torch.nn.EmbeddingBag(NUM_EMBEDDINGS, EMBEDDING_DIM, mode="sum"))
+    cls, kwargs = optimizer_args()
+    opt = cls(list(model.emb.parameters()) + list(model.fc.parameters()), **kwargs)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    steps, start = 0, time.perf_counter()
+    for epoch in range(ARGS.epochs):
+        for indices, offsets, target in batches(rank):
+            opt.zero_grad()
+            loss = loss_fn(model(indices, offsets), target)
+            loss.backward()
+            opt.step()
+            steps += 1
+    elapsed = time.perf_counter() - start
+    print(f"trainer{rank}: {steps} steps in {elapsed:.3f} s: {steps / elapsed:.1f} steps/s "
+          f"(loss {loss.item():.6f})", flush=True)
+
+
 def worker(rank, world_size):
     torch.manual_seed(ARGS.seed + rank)
     random.seed(ARGS.seed + rank)
+    trainers = world_size - 2
+    if ARGS.backend == "local":
+        if rank < trainers:
+            dist.init_process_group(backend="gloo", rank=rank, world_size=trainers,
+                                    init_method=f"tcp://localhost:{ARGS.ddp_port}")
+            train_local(rank)
+        return
     options = TensorPipeRpcBackendOptions()
     options.init_method = f"tcp://localhost:{ARGS.rpc_port}"
-    trainers = world_size - 2
     if rank == trainers:
         rpc.init_rpc("master", rank=rank, world_size=world_size, rpc_backend_options=options)
         emb = RemoteModule("ps", torch.nn.EmbeddingBag, args=(NUM_EMBEDDINGS, EMBEDDING_DIM),
