@@ -62,6 +62,9 @@ extern PyObject *pyember_error;
 /* Raise ember.EmberError for @status of @what (the logged line, else the
  * status's name); returns NULL. */
 PyObject *pyember_raise(ember_status_t status, const char *what);
+/* The same with @text (a call's own error line; NULL or "": the status's
+ * name) instead of the logged line. */
+PyObject *pyember_raise_text(ember_status_t status, const char *what, const char *text);
 
 /* The job's lock, taken with the GIL released (another thread may hold it
  * across a blocking call); 0 and an exception set when the job is left or

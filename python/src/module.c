@@ -5,11 +5,10 @@
 
 PyObject *pyember_error;
 
-PyObject *pyember_raise(ember_status_t status, const char *what)
+PyObject *pyember_raise_text(ember_status_t status, const char *what, const char *text)
 {
-    const char *logged = ember_log_last_error();
-    PyObject *message = *logged ? PyUnicode_FromFormat("%s: %s", what, logged)
-                                : PyUnicode_FromFormat("%s: %s", what, ember_status_string(status));
+    PyObject *message = PyUnicode_FromFormat("%s: %s", what,
+                                             text && *text ? text : ember_status_string(status));
     if (!message)
         return NULL;
     PyObject *error = PyObject_CallOneArg(pyember_error, message);
@@ -25,6 +24,11 @@ PyObject *pyember_raise(ember_status_t status, const char *what)
     Py_DECREF(error);
     ember_log_clear_error();
     return NULL;
+}
+
+PyObject *pyember_raise(ember_status_t status, const char *what)
+{
+    return pyember_raise_text(status, what, ember_log_last_error());
 }
 
 /* The struct-module format codes that mean @format's C type on this ABI. */

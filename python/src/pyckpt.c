@@ -31,28 +31,6 @@ static pyjob_t *job_arg(PyObject *obj)
     return (pyjob_t *)obj;
 }
 
-/* The checkpoint call's @err line, else the status. */
-static PyObject *raise_err(ember_status_t status, const char *what, const char *err)
-{
-    PyObject *message =
-            PyUnicode_FromFormat("%s: %s", what, err[0] ? err : ember_status_string(status));
-    if (!message)
-        return NULL;
-    PyObject *error = PyObject_CallOneArg(pyember_error, message);
-    Py_DECREF(message);
-    if (!error)
-        return NULL;
-    PyObject *name = PyUnicode_FromString(ember_status_string(status));
-    if (name) {
-        PyObject_SetAttrString(error, "status", name);
-        Py_DECREF(name);
-    }
-    PyErr_SetObject(pyember_error, error);
-    Py_DECREF(error);
-    ember_log_clear_error();
-    return NULL;
-}
-
 /* checkpoint_open(job, root=None, *, every=0, keep=1, start_step=0) */
 static PyObject *py_checkpoint_open(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -97,7 +75,7 @@ static PyObject *py_checkpoint_open(PyObject *self, PyObject *args, PyObject *kw
     pyjob_release(pj);
     if (status != EMBER_OK) {
         Py_DECREF(c);
-        return raise_err(status, "opening the checkpoints", err);
+        return pyember_raise_text(status, "opening the checkpoints", err);
     }
     return (PyObject *)c;
 }
@@ -124,7 +102,7 @@ static PyObject *ckpt_step_begin(pyckpt_t *c, PyObject *args, PyObject *kwargs)
     PYEMBER_NOGIL(status = ember_checkpoint_step_begin(c->ckpt, step, last, err, sizeof(err)));
     pyjob_release(c->pj);
     if (status != EMBER_OK)
-        return raise_err(status, "checkpoint step_begin", err);
+        return pyember_raise_text(status, "checkpoint step_begin", err);
     Py_RETURN_NONE;
 }
 
@@ -253,7 +231,7 @@ static PyObject *ckpt_save(pyckpt_t *c, PyObject *args, PyObject *kwargs)
                                                      sizeof(err)));
         pyjob_release(c->pj);
         result = status == EMBER_OK ? Py_NewRef(Py_None)
-                                    : raise_err(status, "saving the checkpoint", err);
+                                    : pyember_raise_text(status, "saving the checkpoint", err);
     }
 release:
     for (size_t i = 0; i < n; i++)
@@ -275,7 +253,7 @@ static PyObject *ckpt_finish(pyckpt_t *c, PyObject *args)
     PYEMBER_NOGIL(status = ember_checkpoint_finish(c->ckpt, steps, err, sizeof(err)));
     pyjob_release(c->pj);
     if (status != EMBER_OK)
-        return raise_err(status, "finishing the checkpoints", err);
+        return pyember_raise_text(status, "finishing the checkpoints", err);
     Py_RETURN_NONE;
 }
 
@@ -335,7 +313,7 @@ static int find(const char *path, ember_checkpoint_info_t *info)
     PYEMBER_NOGIL(status = ember_checkpoint_find(path, info, err, sizeof(err)));
     if (status != EMBER_OK) {
         ember_checkpoint_info_free(info);
-        raise_err(status, "finding the checkpoint", err);
+        pyember_raise_text(status, "finding the checkpoint", err);
         return 0;
     }
     return 1;
@@ -378,7 +356,7 @@ static PyObject *py_checkpoint_restore_tables(PyObject *self, PyObject *args)
     const unsigned long long step = info.step;
     ember_checkpoint_info_free(&info);
     if (status != EMBER_OK)
-        return raise_err(status, "restoring the tables", err);
+        return pyember_raise_text(status, "restoring the tables", err);
     return PyLong_FromUnsignedLongLong(step);
 }
 
@@ -400,7 +378,7 @@ static PyObject *py_checkpoint_read_trainer(PyObject *self, PyObject *args, PyOb
     PYEMBER_NOGIL(
             status = ember_checkpoint_open_trainer_at(dir, step, trainer, &file, err, sizeof(err)));
     if (status != EMBER_OK)
-        return raise_err(status, "reading the trainer's checkpoint", err);
+        return pyember_raise_text(status, "reading the trainer's checkpoint", err);
     PyObject *tensors = PyDict_New(), *meta = PyDict_New(), *result = NULL;
     if (!tensors || !meta)
         goto out;

@@ -323,22 +323,33 @@ static int lookup_acquire(pylookup_t *l)
     return pyjob_acquire(l->owner->pj);
 }
 
+/* @obj as argument @arg: float32, the lookup's output size, and the job
+ * taken; 0 (nothing held, an exception set) otherwise. */
+static int output_buffer(pylookup_t *l, PyObject *obj, const char *arg, int writable,
+                         Py_buffer *view)
+{
+    if (!pyember_buffer(obj, arg, 'f', writable, view))
+        return 0;
+    const size_t need = l->owner->ebc ? ember_ebc_output_size(l->owner->ebc, l->batch_size) : 0;
+    if ((size_t)view->len / 4 != need) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd floats, the output is %zu", arg, view->len / 4,
+                     need);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    if (!lookup_acquire(l)) {
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
 /* The pooled outputs into @out (float32, output_size(batch) of them). */
 static PyObject *lookup_wait(pylookup_t *l, PyObject *out)
 {
     Py_buffer view;
-    if (!pyember_buffer(out, "out", 'f', 1, &view))
+    if (!output_buffer(l, out, "out", 1, &view))
         return NULL;
-    const size_t need = l->owner->ebc ? ember_ebc_output_size(l->owner->ebc, l->batch_size) : 0;
-    if ((size_t)view.len / 4 != need) {
-        PyErr_Format(PyExc_ValueError, "out: %zd floats, the output is %zu", view.len / 4, need);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (!lookup_acquire(l)) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     ember_status_t status;
     PYEMBER_NOGIL(status = ember_lookup_wait(l->lookup, view.buf, NULL));
     pyjob_release(l->owner->pj);
@@ -355,18 +366,8 @@ static PyObject *lookup_backward(pylookup_t *l, PyObject *args, PyObject *kwargs
     int wait = 0;
     Py_buffer view;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p", keywords, &grad, &wait) ||
-        !pyember_buffer(grad, "grad", 'f', 0, &view))
+        !output_buffer(l, grad, "grad", 0, &view))
         return NULL;
-    const size_t need = l->owner->ebc ? ember_ebc_output_size(l->owner->ebc, l->batch_size) : 0;
-    if ((size_t)view.len / 4 != need) {
-        PyErr_Format(PyExc_ValueError, "grad: %zd floats, the output is %zu", view.len / 4, need);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (!lookup_acquire(l)) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     ember_status_t status;
     PYEMBER_NOGIL(
             status = ember_lookup_backward(l->lookup, view.buf, wait ? EMBER_BACKWARD_WAIT : 0));
