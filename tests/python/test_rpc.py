@@ -13,6 +13,8 @@ CHECKS = [
     "a function the callee does not have",
     "an unknown worker, a func that is not callable",
     "RemoteModule refusals",
+    "EmbeddingBag (sum, mean, max, weights, 2-D, last offset) and Embedding lookups equal "
+    "PyTorch's",
     "DistributedOptimizer refusals",
     "a lookup on the master is refused",
     "bad tensors on a trainer, then a step",

@@ -112,6 +112,34 @@ def trainer_refusals(emb):
     return "trained"
 
 
+def forwards_match_pytorch(bag_sum, bag_mean, bag_max, bag_last, emb):
+    """On trainer0: every kind of lookup equals PyTorch's own module over
+    the same weight (fetched with to_here)."""
+    import torch.nn.functional as F
+    ids = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6])
+    offsets = torch.tensor([0, 3, 3, 7])  # an empty bag among them
+    weights = torch.rand(8)
+    for module, mode in ((bag_sum, "sum"), (bag_mean, "mean"), (bag_max, "max")):
+        w = module.remote_parameters()[0].to_here()
+        want = F.embedding_bag(ids, w, offsets, mode=mode)
+        got = module(ids, offsets)
+        assert torch.allclose(got, want, atol=1e-6), (mode, got, want)
+    w = bag_sum.remote_parameters()[0].to_here()
+    want = F.embedding_bag(ids, w, offsets, mode="sum", per_sample_weights=weights)
+    assert torch.allclose(bag_sum(ids, offsets, weights), want, atol=1e-6)
+    two_d = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    assert torch.allclose(bag_sum(two_d), F.embedding_bag(two_d, w, mode="sum"), atol=1e-6)
+    w = bag_last.remote_parameters()[0].to_here()
+    last = torch.tensor([0, 2, 5, 8])
+    want = F.embedding_bag(ids, w, last, mode="sum", include_last_offset=True)
+    assert torch.allclose(bag_last(ids, last), want, atol=1e-6)
+    w = emb.remote_parameters()[0].to_here()
+    grid = torch.tensor([[0, 2], [7, 9]])
+    got = emb(grid)
+    assert got.shape == (2, 2, 4) and torch.equal(got, F.embedding(grid, w)), got
+    return "matched"
+
+
 def master():
     check("rpc_sync by name, rank and WorkerInfo", lambda: (
         rpc.rpc_sync("trainer0", operator.add, args=(2, 3)) == 5 or fail("name"),
@@ -170,6 +198,17 @@ def master():
     check("RemoteModule refusals", module_refusals)
 
     emb = RemoteModule("ps", torch.nn.EmbeddingBag, args=(100, 16), kwargs={"mode": "sum"})
+
+    def forwards():
+        bags = [RemoteModule("ps", torch.nn.EmbeddingBag, args=(10, 4), kwargs={"mode": m})
+                for m in ("sum", "mean", "max")]
+        last = RemoteModule("ps", torch.nn.EmbeddingBag, args=(10, 4),
+                            kwargs={"mode": "sum", "include_last_offset": True})
+        plain = RemoteModule("ps", torch.nn.Embedding, args=(10, 4))
+        assert rpc.rpc_sync("trainer0", forwards_match_pytorch,
+                            args=(*bags, last, plain)) == "matched"
+    check("EmbeddingBag (sum, mean, max, weights, 2-D, last offset) and Embedding "
+          "lookups equal PyTorch's", forwards)
 
     def optimizer_refusals():
         with raises(ValueError, "RMSprop"):
