@@ -15,6 +15,7 @@ CHECKS = [
     "RemoteModule refusals",
     "EmbeddingBag (sum, mean, max, weights, 2-D, last offset) and Embedding lookups equal "
     "PyTorch's",
+    "a large weight comes from the PS in chunks",
     "DistributedOptimizer refusals",
     "a lookup on the master is refused",
     "bad tensors on a trainer, then a step",

@@ -210,6 +210,19 @@ def master():
     check("EmbeddingBag (sum, mean, max, weights, 2-D, last offset) and Embedding "
           "lookups equal PyTorch's", forwards)
 
+    def chunked():
+        from ember.torch.distributed.nn import remote_module
+        saved = remote_module._INLINE_WEIGHT_BYTES
+        remote_module._INLINE_WEIGHT_BYTES = 1000  # 31 rows of 8 a chunk
+        try:
+            weight = torch.arange(1000 * 8, dtype=torch.float32).reshape(1000, 8)
+            big = RemoteModule("ps", torch.nn.EmbeddingBag, args=(1000, 8),
+                               kwargs={"_weight": weight})
+        finally:
+            remote_module._INLINE_WEIGHT_BYTES = saved
+        assert torch.equal(big.remote_parameters()[0].to_here(), weight)
+    check("a large weight comes from the PS in chunks", chunked)
+
     def optimizer_refusals():
         with raises(ValueError, "RMSprop"):
             DistributedOptimizer(torch.optim.RMSprop, emb.remote_parameters(), lr=0.1)

@@ -30,8 +30,14 @@ _runtimes = {}  # table name -> _Runtime, this process's
 _anchor = None
 
 
-def _construct(module_cls, args, kwargs):
-    """On the PS: PyTorch builds the module; its weight and settings."""
+# A weight larger than this comes back from the PS in chunks of this size
+# (each its own call), not in one message.
+_INLINE_WEIGHT_BYTES = 64 << 20
+
+
+def _construct(module_cls, args, kwargs, inline_max=None):
+    """On the PS: PyTorch builds the module; its weight (or, when larger
+    than @inline_max bytes, the key it is kept under here) and settings."""
     module = module_cls(*args, **kwargs)
     name = module_cls.__name__
     if module.max_norm is not None:
@@ -44,11 +50,37 @@ def _construct(module_cls, args, kwargs):
                          f"{weight.device}")
     bag = isinstance(module, torch.nn.EmbeddingBag)
     padding = module.padding_idx
-    return {"weight": weight.contiguous(), "num_embeddings": module.num_embeddings,
+    weight, key = weight.contiguous(), None
+    if inline_max is not None and weight.numel() * 4 > inline_max:
+        agent = _agent_mod.current("RemoteModule")
+        key = ("weight",) + agent.new_id()
+        agent.owned[key] = weight
+        weight = None
+    return {"weight": weight, "key": key, "num_embeddings": module.num_embeddings,
             "embedding_dim": module.embedding_dim, "bag": bag,
             "mode": module.mode if bag else "sum",
             "include_last_offset": bool(module.include_last_offset) if bag else False,
             "padding_idx": -1 if padding is None else int(padding)}
+
+
+def _weight_rows(key, first, count):
+    """On the PS: rows [first, first + count) of a weight kept by _construct."""
+    return _agent_mod.current("RemoteModule").owned[key][first:first + count].clone()
+
+
+def _drop_weight(key):
+    _agent_mod.current("RemoteModule").owned.pop(key, None)
+
+
+def _load_in_chunks(on, table, info):
+    """The table's rows from the PS's weight, a chunk per call."""
+    rows = max(1, _INLINE_WEIGHT_BYTES // (4 * info["embedding_dim"]))
+    try:
+        for first in range(0, info["num_embeddings"], rows):
+            chunk = rpc_sync(on, _weight_rows, args=(info["key"], first, rows))
+            table.write_rows(first, chunk.numpy())
+    finally:
+        rpc_sync(on, _drop_weight, args=(info["key"],))
 
 
 class _State:
@@ -216,7 +248,7 @@ class RemoteModule(torch.nn.Module):
             raise RuntimeError("RemoteModule: a PS cannot create tables (create it on the master)")
         construct_args = (module_cls, tuple(args or ()), dict(kwargs or {}))
         try:
-            info = rpc_sync(on, _construct, args=construct_args)
+            info = rpc_sync(on, _construct, args=construct_args + (_INLINE_WEIGHT_BYTES,))
         except RuntimeError as exc:
             # A PS without Python (ember-ps): PyTorch builds the module
             # here, so its initial weight is drawn by this rank.
@@ -225,11 +257,15 @@ class RemoteModule(torch.nn.Module):
             info = _construct(*construct_args)
         kind = "bag" if info["bag"] else "emb"
         table_name = f"{on[:12]}.r{agent.rank}.{kind}{next(_serial)}"
+        inline = info["weight"] is not None
         table = agent.job.table_create(
             table_name, info["num_embeddings"], info["embedding_dim"],
-            rows=info["weight"].numpy(), sharding="table_wise", first_ps=ps_index,
+            rows=info["weight"].numpy() if inline else None,
+            init="normal" if inline else "zeros", sharding="table_wise", first_ps=ps_index,
             consistency="async", optimizer={"kind": "sgd", "lr": 0.0})
         agent.tables[table_name] = table
+        if not inline:
+            _load_in_chunks(on, table, info)
         self._init_state(_State(table_name, owner, on, info))
 
     def _init_state(self, state):
