@@ -79,6 +79,10 @@ def trainer_refusals(emb):
     with dist_autograd.context() as ctx:
         with raises(ValueError, "roots[0]"):
             dist_autograd.backward(ctx, [torch.ones(3, requires_grad=True)])
+    with dist_autograd.context() as ctx:  # left without a step: a zero push
+        emb(torch.tensor([1, 2]), torch.tensor([0]))
+        with raises(RuntimeError, "previous lookup was not stepped"):
+            emb(torch.tensor([3]), torch.tensor([0]))
     # The C layer names the argument too, for a strided array.
     job = rpc.agent.current().job
     table = job.table_open(emb._state.table_name)
