@@ -260,6 +260,9 @@ def parse(argv):
     p.add_argument("--stop-after", type=int,
                    help="leave after this many steps of the run (a job cut short)")
     p.add_argument("--dist-port", type=int)
+    p.add_argument("--dense-sync", choices=["ddp", "ember"], default="ddp",
+                   help="the dense half's data parallelism: PyTorch's DDP (gloo) or "
+                        "ember's allreduce (ember.torch.DenseSync, no process group)")
     args = p.parse_args(argv)
     if args.num_embeddings_per_feature is None:
         args.num_embeddings_per_feature = [args.num_embeddings or 100000] * SPARSE
@@ -297,8 +300,10 @@ def main(argv):
     labels, dense, ids, total = read_criteo(args.data, args.num_embeddings_per_feature, trainer,
                                             args.trainers)
     plan = step_plan(total, args.trainers, args.batch_size, args.steps, args.epochs)
-    torch.distributed.init_process_group("gloo", init_method=dist_url(args), rank=trainer,
-                                         world_size=args.trainers)
+    use_ddp = args.dense_sync == "ddp"
+    if use_ddp:
+        torch.distributed.init_process_group("gloo", init_method=dist_url(args), rank=trainer,
+                                             world_size=args.trainers)
     ckpt = None
     start = 0
     if args.resume:
@@ -316,7 +321,10 @@ def main(argv):
     model = DLRM(ebc, DENSE, args.dense_arch_layer_sizes, args.over_arch_layer_sizes)
     ember_linear_init(linears(model.dense_arch), args.seed)
     ember_linear_init(linears(model.over_arch), args.seed + 1)
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    if use_ddp:
+        ddp, sync = torch.nn.parallel.DistributedDataParallel(model), None
+    else:
+        ddp, sync = model, et.DenseSync(model.parameters())
     opt = dense_optimizer(args, model.parameters())
     if args.resume:
         ckpt_state = et.checkpoint.restore(info, ebc, model=model, optimizer=opt)
@@ -346,6 +354,8 @@ def main(argv):
             loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            if sync is not None:
+                sync.average_gradients()
             if k + 1 < end:
                 nxt = batch_of(plan[k + 1][1])
                 step.prefetch(nxt[1])
@@ -359,8 +369,11 @@ def main(argv):
         ckpt.finish(end)
         ckpt.close()
     ebc.sync("dlrm.end")
-    gathered = [torch.zeros(steps_run) for _ in range(args.trainers)]
-    torch.distributed.all_gather(gathered, torch.tensor(losses, dtype=torch.float32))
+    if use_ddp:
+        gathered = [torch.zeros(steps_run) for _ in range(args.trainers)]
+        torch.distributed.all_gather(gathered, torch.tensor(losses, dtype=torch.float32))
+    else:
+        gathered = list(sync.gather(torch.tensor(losses, dtype=torch.float32)))
     if trainer == 0:
         rate = steps_run * args.batch_size * args.trainers / seconds if seconds > 0 else 0.0
         print(f"dlrm_torch: {steps_run} steps of {args.trainers} x {args.batch_size} in "
@@ -371,9 +384,14 @@ def main(argv):
             meta = {"losses": ",".join(repr(float(v)) for v in per_step.reshape(-1).tolist()),
                     "losses_shape": f"{per_step.shape[0]},{per_step.shape[1]}"}
             write_safetensors(args.save, model.state_dict(), meta)
-    torch.distributed.barrier()
+    if use_ddp:
+        torch.distributed.barrier()
+    else:
+        et.barrier("dlrm.done")
+        sync.close()
     ebc.close()
-    torch.distributed.destroy_process_group()
+    if use_ddp:
+        torch.distributed.destroy_process_group()
     et.shutdown()
     return 0
 

@@ -89,6 +89,7 @@ PyObject *pyjob_ebc_create(pyjob_t *pj, PyObject *args, PyObject *kwargs);
 PyObject *pyjob_rpc_register(pyjob_t *pj, PyObject *args);
 PyObject *pyjob_take_requests(pyjob_t *pj, PyObject *unused);
 PyObject *pyjob_call_async(pyjob_t *pj, PyObject *args, PyObject *kwargs);
+PyObject *pyjob_allreduce_create(pyjob_t *pj, PyObject *unused);
 void pyjob_fail_queued(pyjob_t *pj, const char *why);
 
 #endif

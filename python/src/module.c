@@ -80,6 +80,7 @@ static PyObject *py_version(PyObject *self, PyObject *unused)
 
 PyObject *pyjob_join(PyObject *self, PyObject *args, PyObject *kwargs);
 int pyember_ckpt_init(PyObject *module);
+int pyember_allreduce_init(PyObject *module);
 
 static PyMethodDef module_methods[] = {
         {"join", (PyCFunction)(void (*)(void))pyjob_join, METH_VARARGS | METH_KEYWORDS,
@@ -118,6 +119,7 @@ PyMODINIT_FUNC PyInit__C(void)
         add_type(module, &pyfuture_type, "Future") < 0 ||
         add_type(module, &pyrequest_type, "Request") < 0 || pyember_table_init(module) < 0 ||
         pyember_ebc_init(module) < 0 || pyember_ckpt_init(module) < 0 ||
+        pyember_allreduce_init(module) < 0 ||
         PyModule_AddIntConstant(module, "OP_APP_BASE", EMBER_OP_APP_BASE) < 0) {
         Py_DECREF(module);
         return NULL;

@@ -390,6 +390,8 @@ static PyMethodDef job_methods[] = {
          "rpc_register(first_op, count): queue requests of these ops for Python"},
         {"take_requests", (PyCFunction)pyjob_take_requests, METH_NOARGS,
          "take_requests() -> [Request]"},
+        {"allreduce_create", (PyCFunction)pyjob_allreduce_create, METH_NOARGS,
+         "allreduce_create() -> Allreduce: the trainers' dense allreduce (collective)"},
         {"call_async", (PyCFunction)(void (*)(void))pyjob_call_async, METH_VARARGS | METH_KEYWORDS,
          "call_async(peer, op, data, timeout=0.0) -> Future"},
         {NULL, NULL, 0, NULL}};

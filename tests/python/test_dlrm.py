@@ -35,16 +35,17 @@ def compare(got_path, want_path, tol=TOL):
     gm, got = st_io.read(got_path)
     wm, want = st_io.read(want_path)
     assert sorted(got) == sorted(want), (sorted(set(got) ^ set(want)))
-    worst = (0.0, None)
+    worst = (0.0, "nothing")
     for name, w in want.items():
         g = got[name]
         assert g.shape == w.shape, (name, g.shape, w.shape)
         r = float(np.max(np.abs(g - w) / (tol + tol * np.abs(w)))) if w.size else 0.0
-        worst = max(worst, (r, name))
+        if r > worst[0]:
+            worst = (r, name)
     gl, wl = st_io.losses(got_path, gm), st_io.losses(want_path, wm)
     assert gl.shape == wl.shape, (gl.shape, wl.shape)
     r = float(np.max(np.abs(gl - wl) / (tol + tol * np.abs(wl))))
-    return max(worst, (r, "losses"))
+    return worst if worst[0] >= r else (r, "losses")
 
 
 def both(data, name, trainers, ps, flags):
@@ -79,3 +80,23 @@ def test_dlrm_matches_ember_train(data, name, trainers, ps, flags):
     _, start = st_io.read(init)
     for k, v in end.items():
         assert np.max(np.abs(v - start[k])) > 1e-6, f"{k} did not move in training"
+
+
+def test_dlrm_over_embers_allreduce_matches_ember_train(data):
+    """The dense half over ember's allreduce (ember.torch.DenseSync, no
+    torch.distributed process group) instead of DDP: the same weights.
+    (Seeds are picked, here and above: Adagrad turns a gradient that is 0
+    in one run and a rounding residue of 1e-9 in the other into a step of
+    nearly lr; --seed 3 meets such a row in t_cat_21 under DDP as under
+    DenseSync, and matches with SGD.)"""
+    flags = ["--batch-size", "16", "--steps", "10", "--epochs", "2", "--optimizer", "adagrad",
+             "--lr", "0.05", "--seed", "7"]
+    ember = str(data / "dense_sync.ember.st")
+    ours = str(data / "dense_sync.torch.st")
+    common = MODEL + flags + ["--data", f"criteo:{data / 'data.tsv'}"]
+    run_job(2 + 1 + 1, [tool("ember-train"), "--model", "dlrm", "--trainers", "2", "--ps", "1",
+                        "--save", ember] + common)
+    run_job(2 + 1, [PYTHON, EXAMPLE, "--trainers", "2", "--ps", "1", "--dense-sync", "ember",
+                    "--save", ours] + common)
+    ratio, where = compare(ours, ember)
+    assert ratio <= 1.0, f"{where}: {ratio} x the tolerance"

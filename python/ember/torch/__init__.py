@@ -9,6 +9,7 @@ The recsys model API, in TorchRec's names:
     ember.torch.EmbeddingBagCollection(tables, optimizer=..., staleness=..., ...)
     ember.torch.EmbeddingBagConfig, PoolingType, KeyedJaggedTensor, KeyedTensor
     ember.torch.Checkpoint                   the library's checkpoints (tables + state)
+    ember.torch.DenseSync(params)            the dense half over ember's allreduce (DDP's role)
 """
 from ember.torch._job import (barrier, current_job, init, is_ps, is_trainer, role, serve,
                               shutdown)
@@ -17,7 +18,9 @@ from ember.torch.ebc import (EmbeddingBagCollection, EmbeddingBagConfig, Pooling
 from ember.torch.sparse import KeyedJaggedTensor, KeyedTensor
 from ember.torch import checkpoint  # noqa: E402
 from ember.torch.checkpoint import Checkpoint
+from ember.torch.dense import DenseSync
 
 __all__ = ["init", "serve", "shutdown", "barrier", "current_job", "role", "is_ps", "is_trainer",
            "EmbeddingBagCollection", "EmbeddingBagConfig", "PoolingType", "StepContext",
-           "KeyedJaggedTensor", "KeyedTensor", "optimizer_config", "checkpoint", "Checkpoint"]
+           "KeyedJaggedTensor", "KeyedTensor", "optimizer_config", "checkpoint", "Checkpoint",
+           "DenseSync"]
