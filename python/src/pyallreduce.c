@@ -6,8 +6,7 @@
 #include <string.h>
 
 typedef struct {
-    PyObject_HEAD
-    pychild_t child;
+    PyObject_HEAD pychild_t child;
     pyjob_t *pj;
     ember_allreduce_t *ar; /* NULL once destroyed */
 } pyallreduce_t;
@@ -73,8 +72,8 @@ static PyObject *allreduce_run(pyallreduce_t *a, PyObject *args, PyObject *kwarg
         return NULL;
     }
     ember_status_t status;
-    PYEMBER_NOGIL(status = ember_allreduce(a->ar, view.buf, (size_t)view.len / sizeof(float),
-                                           which));
+    PYEMBER_NOGIL(
+            status = ember_allreduce(a->ar, view.buf, (size_t)view.len / sizeof(float), which));
     pyjob_release(a->pj);
     PyBuffer_Release(&view);
     if (status != EMBER_OK)
