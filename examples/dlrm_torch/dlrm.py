@@ -29,7 +29,6 @@ The dense all-reduce's TCP port: --dist-port, else EMBER_INIT's port + 1.
 """
 import argparse
 import json
-import math
 import os
 import struct
 import sys
@@ -327,8 +326,7 @@ def main(argv):
         ddp, sync = model, et.DenseSync(model.parameters())
     opt = dense_optimizer(args, model.parameters())
     if args.resume:
-        ckpt_state = et.checkpoint.restore(info, ebc, model=model, optimizer=opt)
-        del ckpt_state
+        et.checkpoint.restore(info, ebc, model=model, optimizer=opt)
     if args.checkpoint_dir:
         ckpt = et.checkpoint.Checkpoint(args.checkpoint_dir, every=args.checkpoint_every,
                                         start_step=start)

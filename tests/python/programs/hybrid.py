@@ -11,9 +11,7 @@ imports differ.  Ranks 0..T-1 are the trainers, T the master, T+1 the PS.
         (torch.multiprocessing.spawn, or one rank each under ember-run/srun)
 """
 import argparse
-import os
 import random
-import sys
 import time
 
 import torch

@@ -12,7 +12,6 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-import ember
 import ember.torch.distributed.autograd as dist_autograd
 import ember.torch.distributed.rpc as rpc
 from ember.torch.distributed.nn import RemoteModule

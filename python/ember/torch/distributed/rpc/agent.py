@@ -12,7 +12,6 @@ job secret reach this code: ember's transport refuses everyone else before
 any handler runs.
 """
 import atexit
-import io
 import pickle
 import sys
 import re
@@ -429,9 +428,3 @@ def _at_exit():
         agent.job.leave(False)
     except Exception:
         pass
-
-
-def pickle_bytes(obj):
-    buf = io.BytesIO()
-    pickle.Pickler(buf).dump(obj)
-    return buf.getvalue()
