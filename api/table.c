@@ -298,14 +298,16 @@ static size_t create_iov(void *arg, uint32_t s, ember_iov_t *iov)
     return 1;
 }
 
+/* One fixed message, the same to every shard (a destroy, an optimizer). */
 typedef struct {
-    ember_msg_table_destroy_t msg;
-} destroy_args_t;
+    const void *msg;
+    size_t length;
+} message_args_t;
 
-static size_t destroy_iov(void *arg, uint32_t s, ember_iov_t *iov)
+static size_t message_iov(void *arg, uint32_t s, ember_iov_t *iov)
 {
-    destroy_args_t *a = arg;
-    iov[0] = (ember_iov_t){&a->msg, sizeof(a->msg)};
+    message_args_t *a = arg;
+    iov[0] = (ember_iov_t){a->msg, a->length};
     return 1;
 }
 
@@ -313,8 +315,9 @@ static size_t destroy_iov(void *arg, uint32_t s, ember_iov_t *iov)
 static ember_status_t shards_destroy(ember_job_t *job, const api_table_desc_t *desc, char *err,
                                      size_t err_length)
 {
-    destroy_args_t args = {.msg = {.table_id = desc->table_id}};
-    return to_shards(job, desc, EMBER_OP_TABLE_DESTROY, destroy_iov, &args, NULL, 0, NULL,
+    ember_msg_table_destroy_t msg = {.table_id = desc->table_id};
+    message_args_t args = {&msg, sizeof(msg)};
+    return to_shards(job, desc, EMBER_OP_TABLE_DESTROY, message_iov, &args, NULL, 0, NULL,
                      "freeing its shard", err, err_length);
 }
 
@@ -442,17 +445,6 @@ ember_status_t ember_table_destroy(ember_table_t *table)
 
 /* ---- the optimizer ------------------------------------------------------------ */
 
-typedef struct {
-    ember_msg_table_optimizer_t msg;
-} optimizer_args_t;
-
-static size_t optimizer_iov(void *arg, uint32_t s, ember_iov_t *iov)
-{
-    optimizer_args_t *a = arg;
-    iov[0] = (ember_iov_t){&a->msg, sizeof(a->msg)};
-    return 1;
-}
-
 /* Why @table's optimizer cannot be set to @optimizer here, or OK. */
 static ember_status_t optimizer_check(const ember_table_t *table,
                                       const ember_opt_config_t *optimizer, char *err,
@@ -485,13 +477,13 @@ ember_status_t ember_table_set_optimizer(ember_table_t *table, const ember_opt_c
     ember_job_t *job = table->job;
     ember_status_t status = optimizer_check(table, optimizer, err, sizeof(err));
     if (status == EMBER_OK) {
-        optimizer_args_t args = {
-                .msg = {.table_id = table->desc.table_id, .optimizer = *optimizer}};
+        ember_msg_table_optimizer_t msg = {.table_id = table->desc.table_id,
+                                           .optimizer = *optimizer};
+        message_args_t args = {&msg, sizeof(msg)};
         for (uint32_t s = 0; s < table->desc.num_shards; s++)
             bytes[s] = sizeof(changed[s]);
-        status = to_shards(job, &table->desc, EMBER_OP_TABLE_OPTIMIZER, optimizer_iov, &args,
-                           changed, sizeof(changed[0]), bytes, "setting its optimizer", err,
-                           sizeof(err));
+        status = to_shards(job, &table->desc, EMBER_OP_TABLE_OPTIMIZER, message_iov, &args, changed,
+                           sizeof(changed[0]), bytes, "setting its optimizer", err, sizeof(err));
     }
     if (status != EMBER_OK) {
         ember_error("table", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);

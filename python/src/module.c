@@ -120,7 +120,8 @@ PyMODINIT_FUNC PyInit__C(void)
         add_type(module, &pyrequest_type, "Request") < 0 || pyember_table_init(module) < 0 ||
         pyember_ebc_init(module) < 0 || pyember_ckpt_init(module) < 0 ||
         pyember_allreduce_init(module) < 0 ||
-        PyModule_AddIntConstant(module, "OP_APP_BASE", EMBER_OP_APP_BASE) < 0) {
+        PyModule_AddIntConstant(module, "OP_APP_BASE", EMBER_OP_APP_BASE) < 0 ||
+        PyModule_AddIntConstant(module, "JOB_FROM_ROLES", EMBER_JOB_FROM_ROLES) < 0) {
         Py_DECREF(module);
         return NULL;
     }

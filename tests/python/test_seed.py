@@ -1,8 +1,11 @@
 """The tutorial's hybrid job (programs/hybrid.py: RemoteModule, DDP,
 distributed autograd, DistributedOptimizer) on ember, in every launch mode,
 and against PyTorch RPC."""
+import fcntl
 import os
 import re
+import shutil
+import subprocess
 
 import pytest
 import torch
@@ -65,14 +68,11 @@ def test_spawn_under_a_launcher_needs_its_world(python, ports, ember_run):
 def slurm_cluster(tmp_path_factory):
     """The private Slurm cluster of tests/slurm (munged, slurmctld, two
     slurmd on 127.0.0.1), started for these tests and stopped after."""
-    import shutil
-    import subprocess
     if os.geteuid() != 0 or not shutil.which("srun") or not shutil.which("slurmctld"):
         pytest.skip("the local Slurm cluster needs root and slurm-wlm (scripts/setup.sh)")
     script = os.path.join(REPO, "tests", "slurm", "cluster.sh")
     cluster = tmp_path_factory.mktemp("slurm")
     lock = open("/tmp/ember-slurm.lock", "w")  # one private cluster on this host at a time
-    import fcntl
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
         subprocess.run(["bash", script, "start", str(cluster)], check=True, timeout=120,

@@ -90,7 +90,7 @@ def _encode_exception(exc, where):
     return pickle.dumps(("error", blob, type(exc).__name__, str(exc), f"On {where}:\n{text}"))
 
 
-def _decode_error(payload, callee):
+def _decode_error(payload):
     _, blob, type_name, message, remote_tb = payload
     exc = None
     if blob is not None:
@@ -109,9 +109,8 @@ class Future:
     value(), done(), then(), add_done_callback().  Waiting runs the calls
     others make to this rank meanwhile."""
 
-    def __init__(self, agent, cfut, callee, decode=None):
+    def __init__(self, agent, cfut, callee):
         self._agent, self._cfut, self._callee = agent, cfut, callee
-        self._decode = decode
         self._done, self._value, self._error = False, None, None
         self._callbacks = []
         self._parent = None  # then(): the future this one follows
@@ -120,7 +119,7 @@ class Future:
     @classmethod
     def completed(cls, agent, value=None, error=None):
         f = cls.__new__(cls)
-        f._agent, f._cfut, f._callee, f._decode = agent, None, None, None
+        f._agent, f._cfut, f._callee = agent, None, None
         f._done, f._value, f._error, f._callbacks = True, value, error, []
         f._parent = None
         return f
@@ -138,11 +137,9 @@ class Future:
             try:
                 payload = pickle.loads(data)
                 if payload[0] == "error":
-                    self._error = _decode_error(payload, self._callee)
+                    self._error = _decode_error(payload)
                 else:
                     self._value = payload[1]
-                    if self._decode:
-                        self._value = self._decode(self._value)
             except Exception as exc:  # a reply this rank cannot read
                 self._error = exc
         self._done = True
@@ -208,7 +205,7 @@ class Agent:
                 "holds. Start the ranks from one parent (torch.multiprocessing.spawn), "
                 "under ember-run or slurm/hybrid.sbatch, or set EMBER_SECRET_FILE for every rank")
         self.timeout = timeout
-        self.job = _C.join(trainers=-1, num_ps=-1, rank=rank, world_size=world_size, name=name,
+        self.job = _C.join(trainers=_C.JOB_FROM_ROLES, num_ps=_C.JOB_FROM_ROLES, rank=rank, world_size=world_size, name=name,
                            role=role, init_url=init_url)
         self.rank, self.world_size, self.name = rank, world_size, name
         self.names = [self.job.name(r) for r in range(world_size)]
@@ -248,19 +245,19 @@ class Agent:
         return (self.rank, self.next_id)
 
     # ---- calls ------------------------------------------------------------
-    def call(self, to, message, timeout=None, decode=None):
+    def call(self, to, message, timeout=None):
         rank = self.rank_of(to, "to")
         data = pickle.dumps(message)
         if rank == self.rank and self.role != "ps":
             return Future.completed(self, *self._local(data))
         t = self.timeout if timeout is None or timeout < 0 else timeout
-        return Future(self, self.job.call_async(rank, OP_CALL, data, t), rank, decode)
+        return Future(self, self.job.call_async(rank, OP_CALL, data, t), rank)
 
     def _local(self, data):
         """A call to this rank itself: run now (PyTorch runs it too)."""
         payload = pickle.loads(self._handle(self.rank, data))
         if payload[0] == "error":
-            return None, _decode_error(payload, self.rank)
+            return None, _decode_error(payload)
         return payload[1], None
 
     # ---- running the calls others make ---------------------------------------
