@@ -36,75 +36,26 @@ static void mlp_shape(model_mlp_t *mlp, const model_mlp_config_t *config)
     }
 }
 
-/* The parameters on the device: the host copy itself on a host device. */
-static ember_status_t mlp_place(model_mlp_t *mlp)
-{
-    const size_t bytes = mlp->nparams * sizeof(float);
-    if (model_on_host(mlp->device)) {
-        mlp->d_params = mlp->params;
-        mlp->d_grads = mlp->grads;
-        return EMBER_OK;
-    }
-    EMBER_CHECK(mlp->ops->mem_alloc(mlp->device, bytes, (void **)&mlp->d_params));
-    EMBER_CHECK(mlp->ops->mem_alloc(mlp->device, bytes, (void **)&mlp->d_grads));
-    return model_to_device(mlp->device, mlp->d_params, mlp->params, bytes);
-}
-
 ember_status_t model_mlp_init(model_mlp_t *mlp, ember_device_t *device,
                               ember_allreduce_t *allreduce, const model_mlp_config_t *config)
 {
-    *mlp = (model_mlp_t){.device = device, .ops = ember_device_ops(device), .allreduce = allreduce};
+    *mlp = (model_mlp_t){.device = device, .ops = ember_device_ops(device)};
     if (!model_mlp_params(config->widths, config->layers))
         return EMBER_ERR_INVALID_PARAM;
     mlp_shape(mlp, config);
-    mlp->params = malloc(mlp->nparams * sizeof(float));
-    mlp->grads = calloc(mlp->nparams, sizeof(float));
-    if (!mlp->params || !mlp->grads)
-        return EMBER_ERR_NO_MEMORY;
-    memcpy(mlp->params, config->params, mlp->nparams * sizeof(float));
-    /* Row-wise Adagrad keeps one accumulator a table row: a dense layer
-     * has none to speak of, and takes Adagrad. */
-    ember_opt_config_t opt = *config->optimizer;
-    if (opt.kind == EMBER_OPT_ROWWISE_ADAGRAD)
-        ember_opt_config_default(EMBER_OPT_ADAGRAD, opt.lr, &opt);
-    EMBER_CHECK(ember_opt_create(&opt, 1, mlp->nparams, EMBER_OPT_DENSE, &mlp->optimizer));
-    return mlp_place(mlp);
-}
-
-/* Why the allreduce failed: its communicator's word (the trainer at fault). */
-static const char *allreduce_why(const model_mlp_t *mlp, ember_status_t status)
-{
-    const char *why = mlp->allreduce ? ember_allreduce_error(mlp->allreduce) : "";
-    return *why ? why : ember_status_string(status);
-}
-
-/* After a failure: the buckets started are waited for (their requests freed). */
-static void buckets_drop(model_mlp_t *mlp)
-{
-    for (size_t b = 0; b < mlp->nbuckets; b++) {
-        if (mlp->buckets[b])
-            ember_allreduce_wait(mlp->buckets[b]);
-        mlp->buckets[b] = NULL;
-    }
-    mlp->nbuckets = 0;
+    return model_params_init(&mlp->p, device, allreduce, mlp->nparams, config->params,
+                             config->optimizer);
 }
 
 void model_mlp_cleanup(model_mlp_t *mlp)
 {
     if (!mlp->device)
         return;
-    buckets_drop(mlp);
     for (size_t l = 0; l < MODEL_MLP_LAYERS_MAX; l++)
         model_buf_free(mlp->device, &mlp->act[l]);
     model_buf_free(mlp->device, &mlp->g[0]);
     model_buf_free(mlp->device, &mlp->g[1]);
-    if (mlp->d_params != mlp->params)
-        mlp->ops->mem_free(mlp->device, mlp->d_params);
-    if (mlp->d_grads != mlp->grads)
-        mlp->ops->mem_free(mlp->device, mlp->d_grads);
-    ember_opt_destroy(mlp->optimizer);
-    free(mlp->params);
-    free(mlp->grads);
+    model_params_cleanup(&mlp->p);
     *mlp = (model_mlp_t){.device = NULL};
 }
 
@@ -136,7 +87,7 @@ ember_status_t model_mlp_forward(model_mlp_t *mlp, const float *x, size_t batch,
     mlp->batch = batch;
     for (size_t l = 0; l < mlp->layers; l++) {
         const size_t in = mlp->sizes[l], out = mlp->sizes[l + 1];
-        const float *w = mlp->d_params + mlp->offset[l], *bias = w + out * in;
+        const float *w = mlp->p.d_params + mlp->offset[l], *bias = w + out * in;
         float *y = mlp->act[l].data;
         EMBER_CHECK(mlp->ops->linear_forward(mlp->device, layer_input(mlp, l), batch, in, out, w,
                                              bias, y));
@@ -147,29 +98,11 @@ ember_status_t model_mlp_forward(model_mlp_t *mlp, const float *x, size_t batch,
     return EMBER_OK;
 }
 
-/* Parameters [first, first + count) to the allreduce, averaged. */
-static ember_status_t bucket_start(model_mlp_t *mlp, size_t first, size_t count, char *err,
-                                   size_t err_length)
-{
-    if (!mlp->allreduce)
-        return EMBER_OK;
-    ember_allreduce_req_t *req = NULL;
-    ember_status_t status = ember_allreduce_start(mlp->allreduce, mlp->d_grads + first, count,
-                                                  EMBER_ALLREDUCE_AVG, &req);
-    if (status != EMBER_OK) {
-        buckets_drop(mlp);
-        return ember_status_text(err, err_length, status, "allreduce: %s",
-                                 allreduce_why(mlp, status));
-    }
-    mlp->buckets[mlp->nbuckets++] = req;
-    return EMBER_OK;
-}
-
 ember_status_t model_mlp_backward(model_mlp_t *mlp, float *grad_y, float *grad_x, char *err,
                                   size_t err_length)
 {
     const size_t batch = mlp->batch, L = mlp->layers;
-    if (!mlp->input || mlp->nbuckets)
+    if (!mlp->input || model_params_pending(&mlp->p))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "MLP backward without its forward, or before its step");
     /* The outputs are post-ReLU: positive exactly where the ReLU passed. */
@@ -180,14 +113,15 @@ ember_status_t model_mlp_backward(model_mlp_t *mlp, float *grad_y, float *grad_x
     int ping = 0;
     for (size_t l = L; l-- > 0;) {
         const size_t in = mlp->sizes[l], out = mlp->sizes[l + 1];
-        const float *w = mlp->d_params + mlp->offset[l];
-        float *gw = mlp->d_grads + mlp->offset[l], *gb = gw + out * in;
+        const float *w = mlp->p.d_params + mlp->offset[l];
+        float *gw = mlp->p.d_grads + mlp->offset[l], *gb = gw + out * in;
         float *gx = l > 0 ? mlp->g[ping].data : grad_x;
         EMBER_CHECK(mlp->ops->linear_backward(mlp->device, layer_input(mlp, l), batch, in, out, w,
                                               g, 0, gx, gw, gb));
         /* A layer's bucket travels while the layers below are computed. */
         if (mlp->bucket_each_layer)
-            EMBER_CHECK(bucket_start(mlp, mlp->offset[l], out * in + out, err, err_length));
+            EMBER_CHECK(model_params_bucket(&mlp->p, mlp->offset[l], out * in + out, err,
+                                            err_length));
         if (l > 0) {
             EMBER_CHECK(
                     mlp->ops->relu_backward(mlp->device, mlp->act[l - 1].data, gx, batch * in, gx));
@@ -197,25 +131,11 @@ ember_status_t model_mlp_backward(model_mlp_t *mlp, float *grad_y, float *grad_x
     }
     mlp->input = NULL;
     if (!mlp->bucket_each_layer)
-        return bucket_start(mlp, 0, mlp->nparams, err, err_length);
+        return model_params_bucket(&mlp->p, 0, mlp->nparams, err, err_length);
     return EMBER_OK;
 }
 
 ember_status_t model_mlp_step(model_mlp_t *mlp, char *err, size_t err_length)
 {
-    const size_t bytes = mlp->nparams * sizeof(float);
-    ember_status_t status = EMBER_OK;
-    for (size_t b = 0; b < mlp->nbuckets; b++) {
-        ember_status_t bucket = ember_allreduce_wait(mlp->buckets[b]);
-        mlp->buckets[b] = NULL;
-        if (status == EMBER_OK && bucket != EMBER_OK)
-            status = bucket;
-    }
-    mlp->nbuckets = 0;
-    if (status != EMBER_OK)
-        return ember_status_text(err, err_length, status, "dense allreduce failed: %s",
-                                 allreduce_why(mlp, status));
-    EMBER_CHECK(model_to_host(mlp->device, mlp->grads, mlp->d_grads, bytes));
-    EMBER_CHECK(ember_opt_step_dense(mlp->optimizer, mlp->params, mlp->grads, mlp->nparams));
-    return model_to_device(mlp->device, mlp->d_params, mlp->params, bytes);
+    return model_params_step(&mlp->p, err, err_length);
 }

@@ -22,6 +22,7 @@
 #define MODELS_COMMON_MLP_H
 
 #include "models/common/buf.h"
+#include "models/common/params.h"
 
 #include <ember/allreduce.h>
 #include <ember/device.h>
@@ -44,15 +45,10 @@ typedef struct {
 typedef struct {
     ember_device_t *device;
     const ember_device_ops_t *ops;
-    ember_allreduce_t *allreduce;
     size_t layers, sizes[MODEL_MLP_LAYERS_MAX + 1], offset[MODEL_MLP_LAYERS_MAX];
     size_t nparams, widest, batch;
     int relu_last, bucket_each_layer;
-    float *params, *grads;     /* host */
-    float *d_params, *d_grads; /* device (the host ones on a host device) */
-    ember_opt_t *optimizer;
-    ember_allreduce_req_t *buckets[MODEL_MLP_LAYERS_MAX];
-    size_t nbuckets;
+    model_params_t p; /* its parameters, gradients, optimizer and buckets */
     const float *input;                    /* the last forward's (borrowed) */
     model_buf_t act[MODEL_MLP_LAYERS_MAX]; /* layer l's output, after its ReLU */
     model_buf_t g[2];                      /* the backward's, ping-pong */

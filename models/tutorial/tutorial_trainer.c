@@ -189,11 +189,11 @@ ember_status_t tutorial_step(void *trainer, char *err, size_t err_length)
 
 const float *tutorial_trainer_params(void *trainer)
 {
-    return ((tutorial_trainer_t *)trainer)->mlp.params;
+    return ((tutorial_trainer_t *)trainer)->mlp.p.params;
 }
 
 size_t tutorial_optimizers(void *trainer, ember_opt_t **out)
 {
-    out[0] = ((tutorial_trainer_t *)trainer)->mlp.optimizer;
+    out[0] = ((tutorial_trainer_t *)trainer)->mlp.p.optimizer;
     return 1;
 }

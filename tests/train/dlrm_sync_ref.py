@@ -11,7 +11,12 @@
 
 MODEL is ember-train's flags for it: --embedding-dim D, --num-embeddings N or
 --num-embeddings-per-feature N0,...,N25, --dense-arch-layer-sizes (last D)
-and --over-arch-layer-sizes (last 1).
+and --over-arch-layer-sizes (last 1); for DLRM_DCN --interaction-type dcn
+--dcn-num-layers L --dcn-low-rank-dim R (dcn_ref.py's LowRankCrossNet under
+TorchRec's names); for MLPerf's synthetic multi-hot --multi-hot-sizes
+S0,...,S25 [--multi-hot-distribution-type uniform|pareto] --multi-hot-seed
+SEED (ember-train's --seed): feature f's row r becomes the bag
+dcn_ref.multi_hot_rows(...) of S_f rows, as <ember/data.h> defines it.
 
 The model is torchrec.models.dlrm.DLRM built of plain PyTorch modules named
 as TorchRec names them, so its state_dict() has TorchRec's keys and shapes:
@@ -54,6 +59,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dcn_ref  # noqa: E402
 import st_io  # noqa: E402
 
 DENSE, SPARSE = 13, 26
@@ -129,6 +135,155 @@ def read_criteo(spec, rows):
             np.array(ids, dtype=np.int64).reshape(-1, SPARSE))
 
 
+def expand_bags(ids, rows, args):
+    """Each feature's bags [n][m_f]: its one id, or MLPerf's synthetic bag of
+    m_f rows (--multi-hot-sizes)."""
+    sizes = args.multi_hot_sizes or [1] * SPARSE
+    if len(sizes) != SPARSE or min(sizes) < 1:
+        raise DataError(f"--multi-hot-sizes: {len(sizes)} sizes, need {SPARSE} >= 1")
+    return [dcn_ref.multi_hot_rows(args.multi_hot_seed, f, ids[:, f], sizes[f], rows[f],
+                                   args.multi_hot_distribution_type) for f in range(SPARSE)]
+
+
+# ---- ember's general text format (<ember/schema.h>), read without ember ----
+
+NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+class Schema:
+    """A schema file: the label, dense [(name, transform, empty_refused)],
+    sparse [dict] in the batches' order (a table's features moved next to
+    its first), tables [(name, rows)] in order of first use, the columns."""
+
+    def __init__(self, text):
+        self.fmt, self.header, self.label = "tsv", False, None
+        self.dense, sparse, self.columns = [], [], []
+        for raw in re.split(r"[;\n]", text):
+            words = raw.split("#", 1)[0].split()
+            if words:
+                self.statement(words, sparse)
+        if self.label is None or not sparse:
+            raise DataError("a schema needs a label and a sparse feature")
+        firsts = {}
+        for f in sparse:
+            firsts.setdefault(f["table"], len(firsts))
+        self.sparse = sorted(sparse, key=lambda f: firsts[f["table"]])  # stable
+        self.tables = []
+        for f in self.sparse:
+            if f["table"] not in [name for name, _ in self.tables]:
+                self.tables.append((f["table"], f["rows"]))
+            f["table_index"] = [name for name, _ in self.tables].index(f["table"])
+
+    def statement(self, words, sparse):
+        kind = words[0]
+        if kind in ("format", "header", "hash"):
+            value = words[1]
+            if kind == "format":
+                self.fmt = value
+            elif kind == "header":
+                self.header = value == "yes"
+            elif value != "fnv1a64":
+                raise DataError(f"hash {value}: the reference knows fnv1a64")
+            return
+        name = words[1]
+        if not NAME_RE.fullmatch(name):
+            raise DataError(f"bad name {name}")
+        self.columns.append((kind, name))
+        if kind == "label":
+            self.label = name
+        elif kind == "dense":
+            transform = next((w for w in words[2:] if w in ("log", "none")), "log")
+            self.dense.append((name, transform, "empty=refuse" in words[2:]))
+        elif kind == "sparse":
+            keys = dict(w.split("=", 1) for w in words[3:])
+            sparse.append({"name": name, "ids": words[2], "rows": int(keys["rows"]),
+                           "table": keys.get("table", name), "pooling": keys.get("pooling", "sum"),
+                           "list": keys.get("list"), "bag": int(keys.get("bag", "1")),
+                           "empty": keys.get("empty", "refuse")})
+        elif kind != "skip":
+            raise DataError(f"unknown statement {kind}")
+
+
+def sparse_row(text, feature):
+    rows = feature["rows"]
+    if feature["ids"] == "int":
+        return int(text) % rows
+    if feature["ids"] == "hex":
+        return int(text, 16) % rows
+    return fnv1a64(text.encode()) % rows
+
+
+def parse_fields(schema, fields, where):
+    """(label, dense [N] float64, bags [K] lists) of one line's fields."""
+    if fields[where["label"]] not in ("0", "1"):
+        raise DataError(f"label '{fields[where['label']]}' is not 0 or 1")
+    dense = []
+    for name, transform, refused in schema.dense:
+        text = fields[where[name]]
+        if not text and refused:
+            raise DataError(f"column {name} is empty")
+        x = float(text) if text else 0.0
+        dense.append(math.log(max(x, 0.0) + 1.0) if transform == "log" else x)
+    bags = []
+    for f in schema.sparse:
+        text = fields[where[f["name"]]]
+        if not text:
+            if f["empty"] == "refuse":
+                raise DataError(f"column {f['name']} is empty")
+            bags.append([] if f["empty"] == "bag" else [0])
+            continue
+        parts = text.split(f["list"]) if f["list"] else [text]
+        if len(parts) > f["bag"]:
+            raise DataError(f"column {f['name']}: {len(parts)} values, at most {f['bag']}")
+        bags.append([sparse_row(x, f) for x in parts])
+    return int(fields[where["label"]]), dense, bags
+
+
+def read_text(schema, spec):
+    """Every example of text:PATH[,PATH...]: labels [n] float32, dense [n][N]
+    float32, bags [K][n] lists of rows."""
+    if not spec.startswith("text:"):
+        raise DataError(f"--data {spec}: not text:PATH[,PATH...] (with --schema)")
+    sep = "\t" if schema.fmt == "tsv" else ","
+    labels, dense, bags = [], [], [[] for _ in schema.sparse]
+    for path in spec[len("text:"):].split(","):
+        with open(path, "r", encoding="utf-8", newline="\n") as fh:
+            lines = (line.rstrip("\n").rstrip("\r") for line in fh)
+            names = next(lines).split(sep) if schema.header else [n for _, n in schema.columns]
+            where = {name: i for i, name in enumerate(names)}
+            for number, line in enumerate(lines, 2 if schema.header else 1):
+                fields = line.split(sep)
+                if len(fields) != len(names):
+                    raise DataError(f"{path}:{number}: {len(fields)} fields, not {len(names)}")
+                try:
+                    y, x, b = parse_fields(schema, fields, where)
+                except (DataError, ValueError) as error:
+                    raise DataError(f"{path}:{number}: {error}") from None
+                labels.append(y)
+                dense.append(x)
+                for f, bag in enumerate(b):
+                    bags[f].append(bag)
+    return (np.array(labels, dtype=np.float32),
+            np.array(dense, dtype=np.float64).astype(np.float32).reshape(-1, len(schema.dense)),
+            bags)
+
+
+def ragged(bags, at):
+    """The bags of positions @at as EmbeddingBag's (values, offsets)."""
+    values, offsets = [], []
+    for i in at:
+        offsets.append(len(values))
+        values.extend(bags[int(i)])
+    return (torch.tensor(values, dtype=torch.int64), torch.tensor(offsets, dtype=torch.int64))
+
+
 def step_plan(n, trainers, batch, steps, epochs):
     """[(epoch, step within it)] of the job over @n examples."""
     per_epoch = n // (batch * trainers)
@@ -147,8 +302,17 @@ def trainer_batch(s, t, trainers, batch):
 # ---- the model ---------------------------------------------------------
 
 
-def build_model(dim, rows, dense_sizes, over_sizes):
-    """DLRM of plain modules under TorchRec's names."""
+def build_model(dim, rows, dense_sizes, over_sizes, dcn=None):
+    """Criteo's DLRM of plain modules under TorchRec's names (a table a
+    feature, sum pooled); with @dcn (layers, rank) DLRM_DCN."""
+    tables = [(f"t_cat_{f}", n) for f, n in enumerate(rows)]
+    features = [(f, "sum") for f in range(len(rows))]
+    return build(dim, DENSE, tables, features, dense_sizes, over_sizes, dcn)
+
+
+def build(dim, num_dense, tables, features, dense_sizes, over_sizes, dcn=None):
+    """DLRM (DLRM_DCN with @dcn) over @tables [(name, rows)] and @features
+    [(table index, pooling)], in the batches' order."""
     nn = need_torch().nn
 
     class Perceptron(nn.Module):
@@ -172,7 +336,7 @@ def build_model(dim, rows, dense_sizes, over_sizes):
     class DenseArch(nn.Module):
         def __init__(self):
             super().__init__()
-            self.model = MLP(DENSE, dense_sizes)
+            self.model = MLP(num_dense, dense_sizes)
 
         def forward(self, x):
             return self.model(x)
@@ -187,15 +351,25 @@ def build_model(dim, rows, dense_sizes, over_sizes):
         def forward(self, x):
             return self.model(x)
 
+    pooling = {t: mode for t, mode in features}
+
     class EmbeddingBagCollection(nn.Module):
         def __init__(self):
             super().__init__()
             self.embedding_bags = nn.ModuleDict({
-                f"t_cat_{f}": nn.EmbeddingBag(n, dim, mode="sum") for f, n in enumerate(rows)})
+                name: nn.EmbeddingBag(n, dim, mode=pooling.get(t, "sum"))
+                for t, (name, n) in enumerate(tables)})
 
-        def forward(self, ids):
-            # One index per bag: each row of ids[:, f:f+1] is a bag.
-            return [self.embedding_bags[f"t_cat_{f}"](ids[:, f:f + 1]) for f in range(len(rows))]
+        def forward(self, bags):
+            # bags[f]: [n][m_f] (each row a bag of m_f ids) or (values,
+            # offsets) of n bags; a tensor [n][F]: one id a bag.
+            if torch.is_tensor(bags):
+                bags = [bags[:, f:f + 1] for f in range(len(features))]
+            out = []
+            for (t, _), bag in zip(features, bags):
+                table = self.embedding_bags[tables[t][0]]
+                out.append(table(*bag) if isinstance(bag, tuple) else table(bag))
+            return out
 
     class SparseArch(nn.Module):
         def __init__(self):
@@ -208,17 +382,26 @@ def build_model(dim, rows, dense_sizes, over_sizes):
     class DLRM(nn.Module):
         def __init__(self):
             super().__init__()
-            features = len(rows) + 1
+            vectors = len(features) + 1
             self.sparse_arch = SparseArch()
             self.dense_arch = DenseArch()
-            self.over_arch = OverArch(dim + features * (features - 1) // 2)
-            self.table_names = set(table_names(rows))
-            self.register_buffer("triu", torch.triu_indices(features, features, offset=1),
+            if dcn:
+                self.inter_arch = dcn_ref.InteractionDCNArch(
+                    len(features), dcn_ref.LowRankCrossNet(vectors * dim, dcn[0], dcn[1]))
+                self.over_arch = OverArch(vectors * dim)
+            else:
+                self.over_arch = OverArch(dim + vectors * (vectors - 1) // 2)
+            self.table_names = set(weight_names(name for name, _ in tables))
+            self.register_buffer("triu", torch.triu_indices(vectors, vectors, offset=1),
                                  persistent=False)
 
-        def forward(self, dense, ids):
+        def forward(self, dense, bags):
             dense_out = self.dense_arch(dense)
-            combined = torch.stack([dense_out] + self.sparse_arch(ids), dim=1)
+            pooled = self.sparse_arch(bags)
+            if dcn:
+                return self.over_arch(
+                    self.inter_arch(dense_out, torch.stack(pooled, dim=1))).squeeze(1)
+            combined = torch.stack([dense_out] + pooled, dim=1)
             dots = torch.bmm(combined, combined.transpose(1, 2))
             inter = dots[:, self.triu[0], self.triu[1]]
             return self.over_arch(torch.cat([dense_out, inter], dim=1)).squeeze(1)
@@ -226,21 +409,30 @@ def build_model(dim, rows, dense_sizes, over_sizes):
     return DLRM()
 
 
+def weight_names(tables):
+    return [f"sparse_arch.embedding_bag_collection.embedding_bags.{t}.weight" for t in tables]
+
+
 def table_names(rows):
-    return [f"sparse_arch.embedding_bag_collection.embedding_bags.t_cat_{f}.weight"
-            for f in range(len(rows))]
+    return weight_names(f"t_cat_{f}" for f in range(len(rows)))
 
 
-def torchrec_shapes(dim, rows, dense_sizes, over_sizes):
-    """{name: shape} of TorchRec's DLRM state_dict, spelled out from
-    TorchRec's layout rather than taken from build_model."""
+def torchrec_shapes(dim, rows, dense_sizes, over_sizes, dcn=None):
+    """{name: shape} of TorchRec's DLRM (DLRM_DCN) state_dict, spelled out
+    from TorchRec's layout rather than taken from build_model."""
     shapes = {name: (n, dim) for name, n in zip(table_names(rows), rows)}
     widths = [DENSE] + dense_sizes
     for i in range(len(dense_sizes)):
         shapes[f"dense_arch.model._mlp.{i}._linear.weight"] = (widths[i + 1], widths[i])
         shapes[f"dense_arch.model._mlp.{i}._linear.bias"] = (widths[i + 1],)
     features = len(rows) + 1
-    widths = [dim + features * (features - 1) // 2] + over_sizes
+    if dcn:
+        n = features * dim
+        for layer in range(dcn[0]):
+            shapes[f"inter_arch.crossnet.W_kernels.{layer}"] = (n, dcn[1])
+            shapes[f"inter_arch.crossnet.V_kernels.{layer}"] = (dcn[1], n)
+            shapes[f"inter_arch.crossnet.bias.{layer}"] = (n,)
+    widths = [features * dim if dcn else dim + features * (features - 1) // 2] + over_sizes
     for i in range(len(over_sizes) - 1):
         shapes[f"over_arch.model.0._mlp.{i}._linear.weight"] = (widths[i + 1], widths[i])
         shapes[f"over_arch.model.0._mlp.{i}._linear.bias"] = (widths[i + 1],)
@@ -279,8 +471,8 @@ def sync_grads(model, batches, sparse_reduce):
     named = list(model.named_parameters())
     sums = [torch.zeros_like(p) for _, p in named]
     losses = []
-    for dense, ids, labels in batches:  # trainer order, as the PS sums them
-        logits = model(dense, ids)
+    for dense, bags, labels in batches:  # trainer order, as the PS sums them
+        logits = model(dense, bags)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
         for acc, g in zip(sums, torch.autograd.grad(loss, [p for _, p in named])):
             acc += g
@@ -304,15 +496,25 @@ def sync_step(model, opt, batches, sparse_reduce):
     return losses
 
 
-def train(model, data, args):
-    labels, dense, ids = (torch.from_numpy(a) for a in data)
+def bag_picker(data, rows, args):
+    """The bags of a batch's positions: ragged text bags, or Criteo's ids
+    (MLPerf's multi-hot expanded) as fixed-size bags."""
+    if isinstance(data[2], list):
+        return lambda at: [ragged(b, at) for b in data[2]]
+    bags = [torch.from_numpy(b) for b in expand_bags(data[2], rows, args)]
+    return lambda at: [b[at] for b in bags]
+
+
+def train(model, data, rows, args):
+    labels, dense = (torch.from_numpy(a) for a in data[:2])
+    pick = bag_picker(data, rows, args)
     opt = make_optimizer(model.parameters(), args.optimizer, args.lr)
     history = []
     for _, s in step_plan(len(labels), args.trainers, args.batch_size, args.steps, args.epochs):
         batches = []
         for t in range(args.trainers):
             at = torch.from_numpy(trainer_batch(s, t, args.trainers, args.batch_size))
-            batches.append((dense[at], ids[at], labels[at]))
+            batches.append((dense[at], pick(at), labels[at]))
         history.append(sync_step(model, opt, batches, args.sparse_reduce))
     return history
 
@@ -360,14 +562,25 @@ def model_args(parser):
     parser.add_argument("--num-embeddings-per-feature", type=int_list)
     parser.add_argument("--dense-arch-layer-sizes", type=int_list, required=True)
     parser.add_argument("--over-arch-layer-sizes", type=int_list, required=True)
+    parser.add_argument("--interaction-type", choices=["original", "dcn"], default="original")
+    parser.add_argument("--dcn-num-layers", type=int, default=3)
+    parser.add_argument("--dcn-low-rank-dim", type=int, default=512)
+    parser.add_argument("--multi-hot-sizes", type=int_list)
+    parser.add_argument("--multi-hot-distribution-type", choices=["uniform", "pareto"],
+                        default="uniform")
+    parser.add_argument("--multi-hot-seed", type=int, default=0)
+    parser.add_argument("--schema", help="ember's schema file: --data text:PATH")
 
 
 def model_shape(args):
     """(dim, rows[26], dense sizes, over sizes), checked as ember checks them."""
-    if (args.num_embeddings is None) == (args.num_embeddings_per_feature is None):
+    if args.schema:
+        rows = []
+    elif (args.num_embeddings is None) == (args.num_embeddings_per_feature is None):
         raise DataError("give one of --num-embeddings and --num-embeddings-per-feature")
-    rows = args.num_embeddings_per_feature or [args.num_embeddings] * SPARSE
-    if len(rows) != SPARSE or min(rows) < 1:
+    else:
+        rows = args.num_embeddings_per_feature or [args.num_embeddings] * SPARSE
+    if not args.schema and (len(rows) != SPARSE or min(rows) < 1):
         raise DataError(f"--num-embeddings-per-feature: {len(rows)} values, need {SPARSE} >= 1")
     if args.dense_arch_layer_sizes[-1] != args.embedding_dim:
         raise DataError("--dense-arch-layer-sizes must end in --embedding-dim")
@@ -376,23 +589,46 @@ def model_shape(args):
     return args.embedding_dim, rows, args.dense_arch_layer_sizes, args.over_arch_layer_sizes
 
 
-def cmd_write_init(args):
+def dcn_shape(args):
+    """(layers, rank) of DLRM_DCN's cross layers, or None."""
+    if args.interaction_type != "dcn":
+        return None
+    if args.dcn_num_layers < 1 or args.dcn_low_rank_dim < 1:
+        raise DataError("--dcn-num-layers and --dcn-low-rank-dim must be >= 1")
+    return args.dcn_num_layers, args.dcn_low_rank_dim
+
+
+def job_model(args):
+    """(model, tables [(name, rows)], read(spec) -> data) of MODEL's flags:
+    Criteo's layout, or --schema's features."""
     dim, rows, dense_sizes, over_sizes = model_shape(args)
+    need_torch()
+    if args.schema:
+        with open(args.schema, encoding="utf-8") as fh:
+            schema = Schema(fh.read())
+        features = [(f["table_index"], f["pooling"]) for f in schema.sparse]
+        model = build(dim, len(schema.dense), schema.tables, features, dense_sizes, over_sizes,
+                      dcn_shape(args))
+        return model, schema.tables, lambda spec: read_text(schema, spec)
+    model = build_model(dim, rows, dense_sizes, over_sizes, dcn_shape(args))
+    return model, [(f"t_cat_{f}", n) for f, n in enumerate(rows)], lambda spec: read_criteo(
+        spec, rows)
+
+
+def cmd_write_init(args):
     need_torch().manual_seed(args.seed)
-    model = build_model(dim, rows, dense_sizes, over_sizes)
+    model, tables, _ = job_model(args)
     with torch.no_grad():  # TorchRec's table init; the Linears keep PyTorch's default
-        for name, n in zip(table_names(rows), rows):
+        for name, (_, n) in zip(weight_names(t for t, _ in tables), tables):
             model.get_parameter(name).uniform_(-math.sqrt(1.0 / n), math.sqrt(1.0 / n))
     st_io.write(args.out, state_arrays(model), {"producer": "dlrm_sync_ref.py write-init"})
     return 0
 
 
 def cmd_train(args):
-    dim, rows, dense_sizes, over_sizes = model_shape(args)
-    need_torch()
-    model = build_model(dim, rows, dense_sizes, over_sizes)
+    model, tables, read = job_model(args)
     load_file(model, args.init)
-    history = train(model, read_criteo(args.data, rows), args)
+    history = train(model, read(args.data), [n for _, n in tables], args)
     meta = {"producer": "dlrm_sync_ref.py train",
             "losses_shape": f"{len(history)},{args.trainers}",
             "losses": ",".join(f"{x:.9g}" for step in history for x in step)}
@@ -403,13 +639,13 @@ def cmd_train(args):
 
 
 def cmd_eval(args):
-    dim, rows, dense_sizes, over_sizes = model_shape(args)
-    need_torch()
-    model = build_model(dim, rows, dense_sizes, over_sizes)
+    model, tables, read = job_model(args)
     load_file(model, args.model)
-    labels, dense, ids = read_criteo(args.data, rows)
+    data = read(args.data)
+    labels = data[0]
+    bags = bag_picker(data, [n for _, n in tables], args)(np.arange(len(labels)))
     with torch.no_grad():
-        logits = model(torch.from_numpy(dense), torch.from_numpy(ids)).numpy()
+        logits = model(torch.from_numpy(data[1]), bags).numpy()
     print(f"auc {roc_auc(logits, labels):.9f} logloss {log_loss(logits, labels):.9f} "
           f"examples {len(labels)}")
     return 0
@@ -418,9 +654,9 @@ def cmd_eval(args):
 def cmd_strict_load(args):
     dim, rows, dense_sizes, over_sizes = model_shape(args)
     need_torch()
-    model = build_model(dim, rows, dense_sizes, over_sizes)
+    model = build_model(dim, rows, dense_sizes, over_sizes, dcn_shape(args))
     meta, tensors = st_io.read(args.model)
-    want = torchrec_shapes(dim, rows, dense_sizes, over_sizes)
+    want = torchrec_shapes(dim, rows, dense_sizes, over_sizes, dcn_shape(args))
     got = {k: tuple(v.shape) for k, v in tensors.items()}
     if got != want:
         for name in sorted(set(got) | set(want)):

@@ -39,6 +39,11 @@
 #                resumed with more steps: the epoch goes on (its line counts
 #                every step of it, as the uninterrupted job's does) and the
 #                job ends bit for bit where the uninterrupted one does
+#   schema       DLRM-DCN on a schema's general format (make_text_data.py:
+#                lists, empty bags, a shared table): the checkpoint of a
+#                middle step resumes bit for bit and carries the schema; a
+#                resume under another schema (one feature's bag bound
+#                changed) is refused naming that feature, before training
 #   refused      resuming another job (trainers, optimizer, dims), a
 #                --checkpoint-dir holding a newer complete checkpoint, the
 #                flags without --checkpoint-dir, async mode: each refused
@@ -414,6 +419,33 @@ ps_silent)
         fail "no rank named ps0 as silent"
     fi
     echo "ended in $(($(date +%s) - start)) s, ps0 named by $by"
+    ;;
+schema)
+    "$python" "$here/make_text_data.py" --examples 400 --seed 5 --out "$work/text" \
+        >"$work/out" 2>&1 || fail "make_text_data.py exited $?"
+    job=(--model dlrm --schema "$work/text/features.schema" --data "text:$work/text/data.tsv"
+        --embedding-dim 4 --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1
+        --interaction-type dcn --dcn-num-layers 2 --dcn-low-rank-dim 3 --batch-size 16
+        --steps 20 --epochs 3 --seed 7 --optimizer adagrad --lr 0.1)
+    ember "$work/out" 2 "${job[@]}" --ps 2 --checkpoint-dir "$work/ckpt" --checkpoint-every 4 \
+        --checkpoint-keep 30 --save "$work/whole.safetensors" || fail "the uninterrupted run exited $?"
+    grep -q "checkpoint after step 8: " "$work/out" || fail "no checkpoint after step 8"
+    ember "$work/out" 2 "${job[@]}" --ps 2 --resume "$work/ckpt/step-000000000008" \
+        --save "$work/resumed.safetensors" || fail "the resumed run exited $?"
+    same_bits "$work/resumed.safetensors" "$work/whole.safetensors" ||
+        fail "the resumed run is not bit-identical to the uninterrupted one"
+    sed 's/bag=4/bag=5/' "$work/text/features.schema" >"$work/other.schema"
+    other=()
+    for arg in "${job[@]}"; do
+        [ "$arg" = "$work/text/features.schema" ] && arg=$work/other.schema
+        other+=("$arg")
+    done
+    : >"$work/refused"
+    ember "$work/refused" 2 "${other[@]}" --ps 2 --resume "$work/ckpt/step-000000000008" &&
+        fail "a resume under another schema was accepted"
+    grep -q -- "--schema (sparse feature 'genres'" "$work/refused" ||
+        { cat "$work/refused" >>"$work/out"; fail "the refusal does not name the feature"; }
+    grep -m1 -- "--schema" "$work/refused"
     ;;
 refused)
     base=(--hidden 8 --epochs 2 --batches 5 --optimizer adam --lr 0.01)

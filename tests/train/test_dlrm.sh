@@ -87,10 +87,49 @@ run_flags() {
         --sparse-reduce mean ;;
     adagrad) echo --batch-size 16 --steps 10 --epochs 2 --optimizer adagrad --lr 0.05 ;;
     sgd_t3) echo --batch-size 8 --steps 12 --epochs 3 --optimizer sgd --lr 3 ;;
+    dcn_sgd_*) echo --batch-size 16 --steps 10 --epochs 2 --optimizer sgd --lr 0.5 ;;
+    dcn_adagrad_* | mh_adagrad_* | text_dcn_adagrad) echo --batch-size 16 --steps 10 --epochs 2 \
+        --optimizer adagrad --lr 0.05 ;;
+    text_sgd) echo --batch-size 16 --steps 12 --epochs 2 --optimizer sgd --lr 1 ;;
     *) echo "unknown run $1" >&2; exit 2 ;;
     esac
 }
 trainers_of() { [[ $1 == *_t3 ]] && echo 3 || echo 2; }
+# shape_of RUN: its model's own flags beyond $model, the same for ember and
+# the reference (DLRM_DCN's cross layers, MLPerf's synthetic multi-hot,
+# drawn from the job's seed); init_of RUN: the initial model it starts from.
+hots=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,10,4,10,3,1,1
+# text_*: make_text_data.py's schema (multi-hot lists, empty bags, a shared
+# table, string ids) over its data in the general format.
+shape_of() {
+    case $1 in
+    dcn_*) echo --interaction-type dcn --dcn-num-layers 2 --dcn-low-rank-dim 3 \
+        --multi-hot-sizes $hots --multi-hot-distribution-type "${1##*_}" ;;
+    mh_*) echo --multi-hot-sizes $hots --multi-hot-distribution-type "${1##*_}" ;;
+    text_dcn_*) echo --schema "$fixture/text/features.schema" --interaction-type dcn \
+        --dcn-num-layers 2 --dcn-low-rank-dim 3 ;;
+    text_*) echo --schema "$fixture/text/features.schema" ;;
+    esac
+}
+# the model's flags: the small Criteo model's, or the schema's (its rows its own)
+model_of() {
+    if [[ $1 == text_* ]]; then
+        echo --embedding-dim 4 --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1
+    else
+        echo "${model[@]}"
+    fi
+}
+init_of() {
+    case $1 in
+    dcn_*) echo "$fixture/init_dcn.safetensors" ;;
+    text_dcn_*) echo "$fixture/init_text_dcn.safetensors" ;;
+    text_*) echo "$fixture/init_text.safetensors" ;;
+    *) echo "$fixture/init.safetensors" ;;
+    esac
+}
+data_of() { [[ $1 == text_* ]] && echo "text:$fixture/text/data.tsv" || echo "criteo:$fixture/data.tsv"; }
+# the job's seed, which draws the multi-hot bags: ember's --seed, the reference's --multi-hot-seed
+seed=7
 
 # ember_dlrm PS OUT_LOG ARGS...: the job on PS parameter servers and
 # $trainers trainers (2 unless set).
@@ -110,13 +149,23 @@ setup)
     tail -n +78 "$fixture/data.tsv" >"$fixture/part2.tsv"
     "${ref[@]}" write-init "${model[@]}" --seed 5 --out "$fixture/init.safetensors" \
         >>"$work/out" 2>&1 || fail "the reference cannot write the init"
-    for opt in sgd sgd_mean adagrad sgd_t3; do
+    "$python" "$here/make_text_data.py" --examples 300 --seed 12 --out "$fixture/text" \
+        >>"$work/out" 2>&1 || fail "make_text_data.py exited $?"
+    for opt in dcn_sgd_uniform text_sgd text_dcn_adagrad; do
         # shellcheck disable=SC2046 # the flags split on purpose
-        "${ref[@]}" train "${model[@]}" --trainers "$(trainers_of $opt)" $(run_flags $opt) \
-            --init "$fixture/init.safetensors" --data "criteo:$fixture/data.tsv" \
+        "${ref[@]}" write-init $(model_of $opt) $(shape_of $opt) --seed 6 \
+            --out "$(init_of $opt)" >>"$work/out" 2>&1 ||
+            fail "the reference cannot write $opt's init"
+    done
+    for opt in sgd sgd_mean adagrad sgd_t3 dcn_sgd_uniform dcn_sgd_pareto dcn_adagrad_uniform \
+        dcn_adagrad_pareto mh_adagrad_pareto text_sgd text_dcn_adagrad; do
+        # shellcheck disable=SC2046 # the flags split on purpose
+        "${ref[@]}" train $(model_of $opt) $(shape_of $opt) --multi-hot-seed $seed \
+            --trainers "$(trainers_of $opt)" $(run_flags $opt) \
+            --init "$(init_of $opt)" --data "$(data_of $opt)" \
             --out "$fixture/ref_$opt.safetensors" >>"$work/out" 2>&1 ||
             fail "the reference's $opt run exited $?"
-        "${check[@]}" moved "$fixture/init.safetensors" "$fixture/ref_$opt.safetensors" \
+        "${check[@]}" moved "$(init_of $opt)" "$fixture/ref_$opt.safetensors" \
             >>"$work/out" 2>&1 || fail "the reference's $opt run does not move every tensor"
     done
     # SGD tells --sparse-reduce sum from mean (Adagrad's step is blind to a
@@ -128,12 +177,12 @@ setup)
 ref:*)
     IFS=: read -r _ opt sharding ps split <<<"$case_name"
     [ -f "$fixture/ref_$opt.safetensors" ] || { echo "no fixture: run train.dlrm_ref.setup"; exit 2; }
-    data=criteo:$fixture/data.tsv
+    data=$(data_of "$opt")
     [ -z "$split" ] || data=criteo:$fixture/part1.tsv,$fixture/part2.tsv
     trainers=$(trainers_of "$opt")
     # shellcheck disable=SC2046
-    ember_dlrm "$ps" "$work/out" --sharding "$sharding" "${model[@]}" $(run_flags "$opt") \
-        --data "$data" --init "$fixture/init.safetensors" \
+    ember_dlrm "$ps" "$work/out" --sharding "$sharding" $(model_of "$opt") $(shape_of "$opt") \
+        --seed $seed $(run_flags "$opt") --data "$data" --init "$(init_of "$opt")" \
         --save "$work/ember.safetensors" --metrics "$work/metrics.json" ||
         fail "ember-train exited $?"
     "${check[@]}" compare "$work/ember.safetensors" "$fixture/ref_$opt.safetensors" \
