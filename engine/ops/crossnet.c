@@ -9,46 +9,8 @@
 #include <ember/log.h>
 
 #include <cblas.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-size_t ember_crossnet_width(const ember_crossnet_shape_t *shape)
-{
-    return (shape->tables + 1) * shape->dim;
-}
-
-size_t ember_crossnet_param_floats(const ember_crossnet_shape_t *shape)
-{
-    const size_t n = ember_crossnet_width(shape);
-    return shape->layers * (2 * n * shape->rank + n);
-}
-
-size_t ember_crossnet_saved_floats(const ember_crossnet_shape_t *shape)
-{
-    const size_t n = ember_crossnet_width(shape);
-    return shape->layers * shape->batch * (2 * n + shape->rank);
-}
-
-/* CBLAS takes int sizes: every matrix of a layer ([batch][n], [n][rank],
- * [batch][rank]) must count under INT_MAX elements. */
-static int blas_fits(size_t a, size_t b)
-{
-    return a <= INT_MAX && b <= INT_MAX && (a == 0 || b <= INT_MAX / a);
-}
-
-static int shape_valid(const ember_crossnet_shape_t *shape)
-{
-    if (!shape || shape->batch == 0 || shape->dim == 0 || shape->layers == 0 || shape->rank == 0 ||
-        shape->tables >= SIZE_MAX / shape->dim - 1)
-        return 0;
-    const size_t n = ember_crossnet_width(shape);
-    /* ...and the saved block's count must not wrap (its caller sizes it). */
-    return blas_fits(shape->batch, n) && blas_fits(n, shape->rank) &&
-           blas_fits(shape->batch, shape->rank) &&
-           blas_fits(shape->layers, 2 * n * shape->rank + n) &&
-           shape->layers <= SIZE_MAX / (shape->batch * (2 * n + shape->rank));
-}
 
 static ember_status_t refuse(const char *what, const ember_crossnet_shape_t *shape)
 {
@@ -141,7 +103,8 @@ ember_status_t ember_crossnet_forward(const ember_crossnet_shape_t *shape, const
                                       const float *pooled, const float *params, float *saved,
                                       float *out)
 {
-    if (!shape_valid(shape) || !buffers_valid(shape, dense, pooled, params) || !saved || !out)
+    if (!ember_crossnet_shape_ok(shape) || !buffers_valid(shape, dense, pooled, params) || !saved ||
+        !out)
         return refuse("forward", shape);
     const size_t L = shape->layers;
     float *x0 = layer_saved(shape, saved, 0).x;
@@ -214,7 +177,7 @@ ember_status_t ember_crossnet_backward(const ember_crossnet_shape_t *shape, cons
                                        const float *grad_out, float *grad_params, float *grad_dense,
                                        float *grad_pooled)
 {
-    if (!shape_valid(shape) || !buffers_valid(shape, dense, pooled, params) || !saved ||
+    if (!ember_crossnet_shape_ok(shape) || !buffers_valid(shape, dense, pooled, params) || !saved ||
         !grad_out || !grad_params || !grad_dense || (shape->tables > 0 && !grad_pooled))
         return refuse("backward", shape);
     const size_t Bn = shape->batch * ember_crossnet_width(shape);

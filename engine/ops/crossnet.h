@@ -21,7 +21,13 @@
 
 #include <ember/status.h>
 
+#include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The shape of one cross net over one batch. */
 typedef struct {
@@ -32,14 +38,49 @@ typedef struct {
     size_t rank;   /* >= 1 */
 } ember_crossnet_shape_t;
 
+/* The counts are inline, as the CUDA backend (a plugin that sees only
+ * libember's public symbols) sizes and checks its shapes by them too. */
+
 /** The width of x0 and of the output: (tables + 1) * dim. */
-size_t ember_crossnet_width(const ember_crossnet_shape_t *shape);
+static inline size_t ember_crossnet_width(const ember_crossnet_shape_t *shape)
+{
+    return (shape->tables + 1) * shape->dim;
+}
 
 /** Floats of the parameter block: layers * (2 * n * rank + n). */
-size_t ember_crossnet_param_floats(const ember_crossnet_shape_t *shape);
+static inline size_t ember_crossnet_param_floats(const ember_crossnet_shape_t *shape)
+{
+    const size_t n = ember_crossnet_width(shape);
+    return shape->layers * (2 * n * shape->rank + n);
+}
 
 /** Floats of @saved: layers * batch * (2 * n + rank). */
-size_t ember_crossnet_saved_floats(const ember_crossnet_shape_t *shape);
+static inline size_t ember_crossnet_saved_floats(const ember_crossnet_shape_t *shape)
+{
+    const size_t n = ember_crossnet_width(shape);
+    return shape->layers * shape->batch * (2 * n + shape->rank);
+}
+
+/* a * b elements under INT_MAX: what one BLAS matrix may hold. */
+static inline int ember_crossnet_blas_fits(size_t a, size_t b)
+{
+    return a <= INT_MAX && b <= INT_MAX && (a == 0 || b <= INT_MAX / a);
+}
+
+/** Whether the ops take @shape: no zero size but tables, each matrix of a
+ * layer ([batch][n], [n][rank], [batch][rank]) and the parameter block
+ * within BLAS's int, the saved block's count within size_t. */
+static inline int ember_crossnet_shape_ok(const ember_crossnet_shape_t *shape)
+{
+    if (!shape || shape->batch == 0 || shape->dim == 0 || shape->layers == 0 || shape->rank == 0 ||
+        shape->tables >= SIZE_MAX / shape->dim - 1)
+        return 0;
+    const size_t n = ember_crossnet_width(shape), r = shape->rank;
+    return ember_crossnet_blas_fits(shape->batch, n) && ember_crossnet_blas_fits(n, r) &&
+           ember_crossnet_blas_fits(shape->batch, r) &&
+           ember_crossnet_blas_fits(shape->layers, 2 * n * r + n) &&
+           shape->layers <= SIZE_MAX / (shape->batch * (2 * n + r));
+}
 
 /**
  * The forward: @out [batch][n] from @dense [batch][dim] and @pooled
@@ -64,5 +105,9 @@ ember_status_t ember_crossnet_backward(const ember_crossnet_shape_t *shape, cons
                                        const float *pooled, const float *params, const float *saved,
                                        const float *grad_out, float *grad_params, float *grad_dense,
                                        float *grad_pooled);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
