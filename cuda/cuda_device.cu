@@ -352,6 +352,26 @@ static ember_status_t cuda_dev_interaction_backward(ember_device_t *dev, const f
                                      grad_dense, grad_pooled);
 }
 
+static ember_status_t cuda_dev_crossnet_forward(ember_device_t *dev, const float *dense,
+                                                const float *pooled, size_t tables, size_t batch,
+                                                size_t dim, size_t layers, size_t rank,
+                                                const float *params, float *saved, float *out)
+{
+    return cuda_crossnet_forward(impl(dev), dense, pooled, tables, batch, dim, layers, rank, params,
+                                 saved, out);
+}
+
+static ember_status_t cuda_dev_crossnet_backward(ember_device_t *dev, const float *dense,
+                                                 const float *pooled, size_t tables, size_t batch,
+                                                 size_t dim, size_t layers, size_t rank,
+                                                 const float *params, const float *saved,
+                                                 const float *grad_out, float *grad_params,
+                                                 float *grad_dense, float *grad_pooled)
+{
+    return cuda_crossnet_backward(impl(dev), dense, pooled, tables, batch, dim, layers, rank,
+                                  params, saved, grad_out, grad_params, grad_dense, grad_pooled);
+}
+
 static ember_status_t cuda_dev_bce_with_logits(ember_device_t *dev, const float *logits,
                                                const float *targets, size_t n, float *loss_p,
                                                float *grad_p)
@@ -554,6 +574,8 @@ const ember_device_ops_t ember_device_cuda_ops = {
         .interaction_forward = cuda_dev_interaction_forward,
         .interaction_backward = cuda_dev_interaction_backward,
         .bce_with_logits = cuda_dev_bce_with_logits,
+        .crossnet_forward = cuda_dev_crossnet_forward,
+        .crossnet_backward = cuda_dev_crossnet_backward,
 };
 
 } /* extern "C" */

@@ -54,7 +54,7 @@ typedef struct cuda_dev {
 /* Make sure dev->scratch holds @bytes; may synchronize the stream. */
 ember_status_t cuda_scratch_reserve(cuda_dev_t *dev, size_t bytes);
 
-/* Kernels (cuda_bag.cu, cuda_ops.cu, cuda_dlrm.cu), all enqueued on dev->stream. */
+/* Kernels (cuda_bag.cu, cuda_ops.cu, cuda_dlrm.cu, cuda_crossnet.cu), all enqueued on dev->stream. */
 ember_status_t cuda_bag_forward(cuda_dev_t *dev, const float *table, int64_t rows, size_t dim,
                                 const ember_bag_batch_t *batch, const ember_bag_opts_t *opts,
                                 float *out_p, int64_t *argmax_p);
@@ -92,6 +92,14 @@ ember_status_t cuda_interaction_backward(cuda_dev_t *dev, const float *dense, co
                                          float *grad_pooled);
 ember_status_t cuda_bce_with_logits(cuda_dev_t *dev, const float *logits, const float *targets,
                                     size_t n, float *loss_p, float *grad_p);
+ember_status_t cuda_crossnet_forward(cuda_dev_t *dev, const float *dense, const float *pooled,
+                                     size_t tables, size_t batch, size_t dim, size_t layers,
+                                     size_t rank, const float *params, float *saved, float *out);
+ember_status_t cuda_crossnet_backward(cuda_dev_t *dev, const float *dense, const float *pooled,
+                                      size_t tables, size_t batch, size_t dim, size_t layers,
+                                      size_t rank, const float *params, const float *saved,
+                                      const float *grad_out, float *grad_params, float *grad_dense,
+                                      float *grad_pooled);
 ember_status_t cuda_bias_fill(cuda_dev_t *dev, const float *bias, size_t batch, size_t out,
                               float *y_p);
 ember_status_t cuda_column_sum(cuda_dev_t *dev, const float *m, size_t rows, size_t cols,

@@ -200,6 +200,22 @@ static ember_status_t stub_bce_with_logits(ember_device_t *dev, const float *log
 {
     return unsupported("bce_with_logits");
 }
+static ember_status_t stub_crossnet_forward(ember_device_t *dev, const float *dense,
+                                            const float *pooled, size_t tables, size_t batch,
+                                            size_t dim, size_t layers, size_t rank,
+                                            const float *params, float *saved, float *out)
+{
+    return unsupported("crossnet_forward");
+}
+static ember_status_t stub_crossnet_backward(ember_device_t *dev, const float *dense,
+                                             const float *pooled, size_t tables, size_t batch,
+                                             size_t dim, size_t layers, size_t rank,
+                                             const float *params, const float *saved,
+                                             const float *grad_out, float *grad_params,
+                                             float *grad_dense, float *grad_pooled)
+{
+    return unsupported("crossnet_backward");
+}
 
 static const ember_device_ops_t stub_ops = {
         .size = sizeof(ember_device_ops_t),
@@ -236,6 +252,8 @@ static const ember_device_ops_t stub_ops = {
         .interaction_forward = stub_interaction_forward,
         .interaction_backward = stub_interaction_backward,
         .bce_with_logits = stub_bce_with_logits,
+        .crossnet_forward = stub_crossnet_forward,
+        .crossnet_backward = stub_crossnet_backward,
 };
 
 /* Copy the backend's non-NULL slots over the stubs.  A backend built against
@@ -281,6 +299,8 @@ static void overlay(ember_device_ops_t *dst, const ember_device_ops_t *src)
     OVERLAY_(interaction_forward);
     OVERLAY_(interaction_backward);
     OVERLAY_(bce_with_logits);
+    OVERLAY_(crossnet_forward);
+    OVERLAY_(crossnet_backward);
 #undef OVERLAY_
     dst->mem_type = src->mem_type;
     dst->size = sizeof(*dst);

@@ -10,6 +10,7 @@
 
 #include "engine/device/device_cpu.h"
 #include "engine/ops/bag_parts.h"
+#include "engine/ops/crossnet.h"
 #include "engine/ops/dense.h"
 #include "engine/ops/interaction.h"
 #include "engine/ops/loss.h"
@@ -315,6 +316,29 @@ static ember_status_t cpu_interaction_backward(ember_device_t *dev, const float 
     return status;
 }
 
+static ember_status_t cpu_crossnet_forward(ember_device_t *dev, const float *dense,
+                                           const float *pooled, size_t tables, size_t batch,
+                                           size_t dim, size_t layers, size_t rank,
+                                           const float *params, float *saved, float *out)
+{
+    const ember_crossnet_shape_t shape = {
+            .tables = tables, .batch = batch, .dim = dim, .layers = layers, .rank = rank};
+    return ember_crossnet_forward(&shape, dense, pooled, params, saved, out);
+}
+
+static ember_status_t cpu_crossnet_backward(ember_device_t *dev, const float *dense,
+                                            const float *pooled, size_t tables, size_t batch,
+                                            size_t dim, size_t layers, size_t rank,
+                                            const float *params, const float *saved,
+                                            const float *grad_out, float *grad_params,
+                                            float *grad_dense, float *grad_pooled)
+{
+    const ember_crossnet_shape_t shape = {
+            .tables = tables, .batch = batch, .dim = dim, .layers = layers, .rank = rank};
+    return ember_crossnet_backward(&shape, dense, pooled, params, saved, grad_out, grad_params,
+                                   grad_dense, grad_pooled);
+}
+
 static ember_status_t cpu_bce_with_logits(ember_device_t *dev, const float *logits,
                                           const float *targets, size_t n, float *loss_p,
                                           float *grad_p)
@@ -393,6 +417,8 @@ const ember_device_ops_t ember_device_cpu_ops = {
         .interaction_forward = cpu_interaction_forward,
         .interaction_backward = cpu_interaction_backward,
         .bce_with_logits = cpu_bce_with_logits,
+        .crossnet_forward = cpu_crossnet_forward,
+        .crossnet_backward = cpu_crossnet_backward,
 #ifndef EMBER_DEVICE_NO_TRANSPORT
         .comm_create = cpu_comm_create,
         .comm_destroy = cpu_comm_destroy,

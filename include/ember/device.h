@@ -18,8 +18,9 @@
  * synchronizing call).
  *
  * The ops mirror <ember/embedding_bag.h> and the engine's dense, DLRM
- * interaction, loss and allreduce ops (engine/ops/dense.h, engine/ops/loss.h, engine/comm/allreduce.h in the
- * source tree); their semantics (modes, padding, empty bags, the sparse
+ * interaction, DLRM-DCN cross net, loss and allreduce ops (engine/ops/dense.h,
+ * engine/ops/interaction.h, engine/ops/crossnet.h, engine/ops/loss.h,
+ * engine/comm/allreduce.h in the source tree); their semantics (modes, padding, empty bags, the sparse
  * sorted-unique backward, mean reductions) are those headers', bit-for-bit
  * on the CPU backend and within float rounding on CUDA.
  *
@@ -71,8 +72,15 @@ typedef enum {
 
 /* Version of the table layout; bump when a slot is added or changes its
  * parameters (3: parts_combine takes the maxima's places; 4:
- * bag_backward_update; 5: DLRM's interaction and loss). */
-#define EMBER_DEVICE_OPS_VERSION 5
+ * bag_backward_update; 5: DLRM's interaction and loss; 6: DLRM-DCN's
+ * cross net). */
+#define EMBER_DEVICE_OPS_VERSION 6
+
+/* Floats of crossnet_forward's @saved (version 6): each layer's input x_l
+ * and gate [batch][n], and its V_l x_l [batch][rank]. */
+#define EMBER_CROSSNET_SAVED(batch, n, rank, layers) ((layers) * (batch) * (2 * (n) + (rank)))
+/* Floats of the cross net's parameters: per layer W [n][rank], V [rank][n], b [n]. */
+#define EMBER_CROSSNET_PARAMS(n, rank, layers) ((layers) * (2 * (n) * (rank) + (n)))
 
 /*
  * One sparse optimizer step for bag_backward_update (version 4): the
@@ -271,6 +279,37 @@ typedef struct ember_device_ops {
      * (ERR_NUMERIC: a loss that is not finite). */
     ember_status_t (*bce_with_logits)(ember_device_t *dev, const float *logits,
                                       const float *targets, size_t n, float *loss_p, float *grad_p);
+    /* ---- DLRM-DCN's interaction (version 6; engine/ops/crossnet.h) ---- */
+    /* x0 [batch][n], n = (tables + 1) * dim: each example's @dense [batch][dim] vector, then
+     * its pooled features (@pooled [tables][batch][dim]); then @layers of TorchRec's
+     * LowRankCrossNet, x_{l+1} = x0 * (W_l (V_l x_l) + b_l) + x_l, the last into @out
+     * [batch][n].  @params: W_0..W_{L-1} ([n][rank] each), V_0..V_{L-1} ([rank][n]),
+     * b_0..b_{L-1} ([n]), TorchRec's state_dict order.  @saved: EMBER_CROSSNET_SAVED(batch, n,
+     * rank, layers) floats the backward reads.
+     * Every buffer is device memory, the caller's, borrowed for the op; @saved
+     * is written here and must stay untouched until the backward that reads
+     * it; @out and @saved may not overlap each other or an input; @pooled
+     * may be NULL when @tables is 0.  Never waits for the device.  Errors:
+     * ERR_INVALID_PARAM (a zero batch, dim, layers or rank, a NULL buffer, a
+     * shape beyond what BLAS takes: over INT_MAX elements in one [batch][n],
+     * [n][rank] or [batch][rank] matrix or in the parameters), the driver's. */
+    ember_status_t (*crossnet_forward)(ember_device_t *dev, const float *dense, const float *pooled,
+                                       size_t tables, size_t batch, size_t dim, size_t layers,
+                                       size_t rank, const float *params, float *saved, float *out);
+    /* Its backward from @grad_out [batch][n]: @grad_params (written, params' layout),
+     * @grad_dense [batch][dim] and @grad_pooled [tables][batch][dim], each fully written:
+     * overwritten, not accumulated.  @saved: the forward's, of the same
+     * inputs and @params; @dense and @pooled are checked as the forward's
+     * (their values come from @saved).  CPU: engine/ops/crossnet.c, bit for
+     * bit; CUDA: cuBLAS, within float rounding of it.  Takes scratch of 3
+     * [batch][n] and a [batch][rank] (CPU: allocated per call; CUDA: the
+     * device's grow-only scratch, which may synchronize when it grows).
+     * Errors: as the forward, and ERR_NO_MEMORY. */
+    ember_status_t (*crossnet_backward)(ember_device_t *dev, const float *dense,
+                                        const float *pooled, size_t tables, size_t batch,
+                                        size_t dim, size_t layers, size_t rank, const float *params,
+                                        const float *saved, const float *grad_out,
+                                        float *grad_params, float *grad_dense, float *grad_pooled);
 } ember_device_ops_t;
 
 /**

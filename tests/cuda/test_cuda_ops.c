@@ -1,7 +1,8 @@
 /*
  * tests/cuda: every CUDA op against the engine's CPU implementation on
  * random inputs, all pooling modes and edge cases, through the device
- * interface (include/ember/device.h); plus a single-rank NCCL allreduce.
+ * interface (include/ember/device.h), DLRM's and DLRM-DCN's interactions;
+ * plus a single-rank NCCL allreduce.
  * GPU cases exit 77 (skip) when no GPU is visible; the device_* cases run
  * everywhere.
  */
@@ -9,6 +10,7 @@
 #include <ember/embedding_bag.h>
 #include <ember/log.h>
 
+#include "engine/ops/crossnet.h"
 #include "engine/ops/dense.h"
 #include "engine/ops/interaction.h"
 #include "engine/ops/loss.h"
@@ -502,6 +504,61 @@ static int t_dlrm_interaction(void)
     return 0;
 }
 
+/* DLRM-DCN's cross net on one shape: the GPU's forward (out and saved)
+ * and backward within float rounding of the host op's. */
+static int crossnet_one(ember_crossnet_shape_t sh)
+{
+    const size_t n = ember_crossnet_width(&sh), V = sh.batch * sh.dim, Bn = sh.batch * n;
+    const size_t P = ember_crossnet_param_floats(&sh), S = ember_crossnet_saved_floats(&sh);
+    const size_t T = sh.tables * V + 1; /* a pointer even without tables */
+    float *x = malloc((V + T) * 4), *p = malloc(P * 4), *go = malloc(Bn * 4);
+    float *ref = malloc((S + Bn + P + V + T) * 4), *got = malloc((S + Bn + P + V + T) * 4);
+    fill(x, V + T, -1, 1);
+    fill(p, P, -0.5, 0.5);
+    fill(go, Bn, -1, 1);
+    /* ref and got: saved, out, grad_params, grad_dense, grad_pooled */
+    float *rs = ref, *ro = rs + S, *rp = ro + Bn, *rd = rp + P, *rq = rd + V;
+    CHECK(ember_crossnet_forward(&sh, x, x + V, p, rs, ro) == EMBER_OK, "cpu forward");
+    CHECK(ember_crossnet_backward(&sh, x, x + V, p, rs, go, rp, rd, rq) == EMBER_OK,
+          "cpu backward");
+    float *dx = up(x, (V + T) * 4), *dp = up(p, P * 4), *dgo = up(go, Bn * 4);
+    float *dall = up(NULL, (S + Bn + P + V + T) * 4);
+    float *ds = dall, *dout = ds + S, *dgp = dout + Bn, *dgd = dgp + P, *dgq = dgd + V;
+    CHECK(dx && dp && dgo && dall, "gpu alloc");
+    CHECK(G->crossnet_forward(gpu, dx, dx + V, sh.tables, sh.batch, sh.dim, sh.layers, sh.rank, dp,
+                              ds, dout) == EMBER_OK,
+          "gpu forward");
+    CHECK(G->crossnet_backward(gpu, dx, dx + V, sh.tables, sh.batch, sh.dim, sh.layers, sh.rank, dp,
+                               ds, dgo, dgp, dgd, dgq) == EMBER_OK,
+          "gpu backward");
+    down(got, dall, (S + Bn + P + V + sh.tables * V) * 4);
+    int ok = close_enough(got, ref, S, 1e-4, "crossnet saved") &&
+             close_enough(got + S, ro, Bn, 1e-4, "crossnet out") &&
+             close_enough(got + S + Bn, rp, P, 1e-4, "crossnet grad_params") &&
+             close_enough(got + S + Bn + P, rd, V, 1e-4, "crossnet grad_dense") &&
+             close_enough(got + S + Bn + P + V, rq, sh.tables * V, 1e-4, "crossnet grad_pooled");
+    CHECK(G->crossnet_forward(gpu, dx, dx + V, sh.tables, sh.batch, sh.dim, sh.layers, 0, dp, ds,
+                              dout) == EMBER_ERR_INVALID_PARAM,
+          "rank 0 accepted");
+    gfree_all();
+    free(x), free(p), free(go), free(ref), free(got);
+    return ok ? 0 : 1;
+}
+
+static int t_crossnet(void)
+{
+    const ember_crossnet_shape_t shapes[] = {
+            {.tables = 26, .batch = 256, .dim = 16, .layers = 3, .rank = 64},
+            {.tables = 0, .batch = 5, .dim = 3, .layers = 1, .rank = 1},
+            {.tables = 1, .batch = 1, .dim = 2, .layers = 3, .rank = 4},
+            {.tables = 5, .batch = 33, .dim = 8, .layers = 2, .rank = 7},
+    };
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++)
+        if (crossnet_one(shapes[k]) != 0)
+            return 1;
+    return 0;
+}
+
 /* BCE with logits: the loss within 1e-6, the gradient within float
  * rounding of the host's; a logit that is not finite refused, the
  * gradient then untouched. */
@@ -828,6 +885,7 @@ static const test_case_t cases[] = {
         {"parts_combine", t_parts_combine},
         {"dlrm_interaction", t_dlrm_interaction},
         {"dlrm_bce", t_dlrm_bce},
+        {"crossnet", t_crossnet},
         {"device_cpu", t_device_cpu},
         {"device_cuda_open", t_device_cuda_open},
 #ifdef EMBER_HAVE_TRANSPORT
