@@ -151,3 +151,33 @@ int ember_parse_hex64(const char *text, size_t length, uint64_t *value_p)
     *value_p = value;
     return 1;
 }
+
+ember_status_t ember_paths_split(const char *spec, const char *list, char ***paths_p,
+                                 size_t *count_p, char *err, size_t err_length)
+{
+    size_t n = 1;
+    *count_p = 0;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    if (!(*paths_p = calloc(n, sizeof(**paths_p))))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    for (const char *p = list;; p++) {
+        size_t length = strcspn(p, ",");
+        if (length == 0)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "data source '%s': path %zu is empty", spec, *count_p + 1);
+        if (!((*paths_p)[*count_p] = strndup(p, length)))
+            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+        ++*count_p;
+        p += length;
+        if (!*p)
+            return EMBER_OK;
+    }
+}
+
+void ember_paths_free(char **paths, size_t count)
+{
+    for (size_t i = 0; paths && i < count; i++)
+        free(paths[i]);
+    free(paths);
+}

@@ -35,6 +35,16 @@ const char *ember_lines_path(const ember_lines_t *lines);
 /** NULL is ignored. */
 void ember_lines_close(ember_lines_t *lines);
 
+/**
+ * The comma-separated paths of @list (a data source's, @spec the whole of
+ * it for errors), each non-empty, into *@paths_p (*@count_p of them; free
+ * with ember_paths_free, also after an error).  Errors: ERR_INVALID_PARAM
+ * ("data source 'SPEC': path N is empty"), ERR_NO_MEMORY.
+ */
+ember_status_t ember_paths_split(const char *spec, const char *list, char ***paths_p,
+                                 size_t *count_p, char *err, size_t err_length);
+void ember_paths_free(char **paths, size_t count);
+
 /** A decimal integer at full width: an optional '-' and digits within
  * int64_t.  1 when @length bytes at @text are one. */
 int ember_parse_int64(const char *text, size_t length, int64_t *value_p);
