@@ -5,8 +5,8 @@
  *
  * A dense value is log(max(x, 0) + 1) (0 for an empty field), a
  * categorical one int(hex or "0", 16) mod the feature's table rows, as
- * TorchRec's DLRM takes them.  Files are streamed a line at a time (read
- * 16 KiB at a time; a line of at most EMBER_CRITEO_LINE_MAX bytes), never
+ * TorchRec's DLRM takes them.  Files are streamed a line at a time
+ * (engine/io/lines; a line of at most EMBER_CRITEO_LINE_MAX bytes), never
  * loaded whole; a malformed line is refused naming the file, the line and
  * the field (I1..I13, C1..C26).
  */

@@ -2,6 +2,8 @@
  * criteo_source.h; what each array holds: criteo_data.h). */
 #include "engine/io/criteo_source.h"
 
+#include "engine/io/data_source.h"
+#include "engine/io/lines.h"
 #include "engine/io/npy.h"
 
 #include <ember/log.h>
@@ -35,29 +37,6 @@ struct criteo_source {
     ember_criteo_reader_t *reader; /* TSV: that file, open */
     uint64_t row;                  /* npy: the next row of days[file] */
 };
-
-/* The comma-separated paths after the spec's prefix, each non-empty. */
-static ember_status_t split_paths(criteo_source_t *s, const char *spec, const char *list, char *err,
-                                  size_t err_length)
-{
-    size_t n = 1;
-    for (const char *p = list; *p; p++)
-        n += *p == ',';
-    if (!(s->paths = calloc(n, sizeof(*s->paths))))
-        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-    for (const char *p = list;; p++) {
-        size_t length = strcspn(p, ",");
-        if (length == 0)
-            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                     "data source '%s': path %zu is empty", spec, s->files + 1);
-        if (!(s->paths[s->files] = strndup(p, length)))
-            return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-        s->files++;
-        p += length;
-        if (!*p)
-            return EMBER_OK;
-    }
-}
 
 /* Each TSV file opened once, so one that is missing is refused at open. */
 static ember_status_t check_tsv_files(criteo_source_t *s, char *err, size_t err_length)
@@ -163,9 +142,9 @@ ember_status_t criteo_source_open(const char *spec, const int64_t *rows, criteo_
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
     s->npy = npy;
     memcpy(s->rows, rows, sizeof(s->rows));
-    EMBER_CHECK_GOTO(
-            split_paths(s, spec, spec + strlen(npy ? NPY_PREFIX : TSV_PREFIX), err, err_length),
-            status, err_close);
+    EMBER_CHECK_GOTO(ember_paths_split(spec, spec + strlen(npy ? NPY_PREFIX : TSV_PREFIX),
+                                       &s->paths, &s->files, err, err_length),
+                     status, err_close);
     EMBER_CHECK_GOTO(npy ? open_days(s, err, err_length) : check_tsv_files(s, err, err_length),
                      status, err_close);
     s->file = s->files;
@@ -374,9 +353,75 @@ void criteo_source_close(criteo_source_t *s)
         ember_npy_close(s->days[i].sparse);
         ember_npy_close(s->days[i].labels);
     }
-    for (size_t i = 0; s->paths && i < s->files; i++)
-        free(s->paths[i]);
+    ember_paths_free(s->paths, s->files);
     free(s->days);
-    free(s->paths);
     free(s);
+}
+
+/* ------------------------------------------- as engine/io/data's source */
+
+typedef struct {
+    data_source_t base;
+    criteo_source_t *source;
+} criteo_data_source_t;
+
+static ember_status_t criteo_rewind(data_source_t *s, char *err, size_t err_length)
+{
+    return criteo_source_rewind(((criteo_data_source_t *)s)->source, err, err_length);
+}
+
+static ember_status_t criteo_skip(data_source_t *s, uint64_t count, uint64_t *passed_p, char *err,
+                                  size_t err_length)
+{
+    return criteo_source_skip(((criteo_data_source_t *)s)->source, count, passed_p, err,
+                              err_length);
+}
+
+static ember_status_t criteo_take(data_source_t *s, data_example_t *example, int *got_p, char *err,
+                                  size_t err_length)
+{
+    ember_criteo_example_t ex;
+    EMBER_CHECK(
+            criteo_source_take(((criteo_data_source_t *)s)->source, &ex, got_p, err, err_length));
+    if (!*got_p)
+        return EMBER_OK;
+    *example->label = ex.label;
+    memcpy(example->dense, ex.dense, sizeof(ex.dense));
+    for (size_t f = 0; f < EMBER_CRITEO_SPARSE; f++) {
+        example->ids[f][0] = ex.sparse[f];
+        example->lengths[f] = 1;
+    }
+    return EMBER_OK;
+}
+
+static void criteo_close(data_source_t *s)
+{
+    criteo_source_close(((criteo_data_source_t *)s)->source);
+    free(s);
+}
+
+static const data_source_ops_t criteo_ops = {criteo_rewind, criteo_skip, criteo_take, criteo_close};
+
+ember_status_t data_source_criteo(const char *spec, const ember_schema_t *schema,
+                                  data_source_t **source_p, char *err, size_t err_length)
+{
+    int64_t rows[EMBER_CRITEO_SPARSE];
+    ember_schema_sparse_t f;
+    for (uint32_t i = 0; i < EMBER_CRITEO_SPARSE; i++) {
+        ember_schema_sparse(schema, i, &f);
+        rows[i] = f.rows;
+    }
+    criteo_data_source_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
+    ember_status_t status = criteo_source_open(spec, rows, &s->source, err, err_length);
+    if (status != EMBER_OK) {
+        free(s);
+        return status;
+    }
+    s->base.ops = &criteo_ops;
+    for (size_t i = 0; s->source->npy && i < s->source->files; i++)
+        s->base.examples += s->source->days[i].examples;
+    *source_p = &s->base;
+    return EMBER_OK;
 }

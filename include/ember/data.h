@@ -58,16 +58,19 @@ extern "C" {
 #define EMBER_DATA_HOLD_MAX       16
 #define EMBER_DATA_LINE_MAX       (1 << 20) /* bytes of a text line */
 
-typedef enum { EMBER_MULTI_HOT_UNIFORM, EMBER_MULTI_HOT_PARETO } ember_multi_hot_dist_t;
+typedef enum {
+    EMBER_MULTI_HOT_UNIFORM,
+    EMBER_MULTI_HOT_PARETO
+} ember_multi_hot_dist_t;
 
 typedef struct {
-    const char *source;            /* see above; borrowed during open */
-    const ember_schema_t *schema;  /* borrowed during open (copied) */
-    uint32_t trainer, trainers;    /* trainer < trainers */
-    uint32_t batch;                /* examples per batch, >= 1 */
-    int eval;                      /* 1: every example of the share, the last batch short */
-    uint32_t read_ahead;           /* 0: EMBER_DATA_READ_AHEAD; at most _MAX */
-    uint32_t hold;                 /* batches held at once; 0: 1; at most EMBER_DATA_HOLD_MAX */
+    const char *source;              /* see above; borrowed during open */
+    const ember_schema_t *schema;    /* borrowed during open (copied) */
+    uint32_t trainer, trainers;      /* trainer < trainers */
+    uint32_t batch;                  /* examples per batch, >= 1 */
+    int eval;                        /* 1: every example of the share, the last batch short */
+    uint32_t read_ahead;             /* 0: EMBER_DATA_READ_AHEAD; at most _MAX */
+    uint32_t hold;                   /* batches held at once; 0: 1; at most EMBER_DATA_HOLD_MAX */
     const uint32_t *multi_hot_sizes; /* [num_sparse] bag sizes >= 1 (one-id features only),
                                       * or NULL: none (copied) */
     ember_multi_hot_dist_t multi_hot_dist;
@@ -76,10 +79,10 @@ typedef struct {
 
 /* A batch as given: its arrays are the stream's, valid while it is held. */
 typedef struct {
-    size_t n;             /* examples; 0: the epoch's end */
-    const float *labels;  /* [n], 0 or 1 */
-    const float *dense;   /* [n][num_dense] */
-    ember_kjt_t kjt;      /* num_sparse features, batch_size n, feature-major: offsets
+    size_t n;               /* examples; 0: the epoch's end */
+    const float *labels;    /* [n], 0 or 1 */
+    const float *dense;     /* [n][num_dense] */
+    ember_kjt_t kjt;        /* num_sparse features, batch_size n, feature-major: offsets
                            * [num_sparse * n + 1], values [num_values]; lengths, weights
                            * NULL: what ember_ebc_lookup reads */
     uint64_t first_example; /* global index of its first example; at an epoch's end the

@@ -15,6 +15,8 @@
  *   <ember/device.h>       the device interface (CPU, CUDA) and its ops
  *   <ember/embedding_bag.h> the host EmbeddingBag ops
  *   <ember/safetensors.h>  safetensors files
+ *   <ember/schema.h>       a feature schema: an example's label, dense and sparse features
+ *   <ember/data.h>         a trainer's example stream for any schema (text, Criteo)
  *   <ember/criteo.h>       the Criteo click logs as a trainer's example stream
  *   <ember/metrics.h>      ROC AUC and log loss
  *   <ember/rng.h>          the generator of every ember draw
@@ -32,6 +34,7 @@
 #include <ember/checkpoint.h>
 #include <ember/config.h>
 #include <ember/criteo.h>
+#include <ember/data.h>
 #include <ember/device.h>
 #include <ember/dtype.h>
 #include <ember/embedding_bag.h>
@@ -43,6 +46,7 @@
 #include <ember/ps.h>
 #include <ember/rng.h>
 #include <ember/safetensors.h>
+#include <ember/schema.h>
 #include <ember/status.h>
 #include <ember/table.h>
 #include <ember/transport.h>

@@ -76,21 +76,32 @@ extern "C" {
 #define EMBER_SCHEMA_DENSE_MAX  1024 /* dense features */
 #define EMBER_SCHEMA_COLUMNS_MAX \
     (1 + EMBER_SCHEMA_DENSE_MAX + EMBER_SCHEMA_SPARSE_MAX + 256) /* skips: 256 at most */
-#define EMBER_SCHEMA_BAG_MAX 65536 /* a list feature's bag bound */
+#define EMBER_SCHEMA_BAG_MAX  65536                              /* a list feature's bag bound */
 #define EMBER_SCHEMA_TEXT_MAX 65536 /* a schema's text, file or canonical */
 
 typedef struct ember_schema ember_schema_t;
 
-typedef enum { EMBER_IDS_INT, EMBER_IDS_HEX, EMBER_IDS_STRING } ember_ids_kind_t;
-typedef enum { EMBER_EMPTY_REFUSE, EMBER_EMPTY_BAG, EMBER_EMPTY_ZERO } ember_empty_rule_t;
-typedef enum { EMBER_DENSE_LOG, EMBER_DENSE_NONE } ember_dense_transform_t;
+typedef enum {
+    EMBER_IDS_INT,
+    EMBER_IDS_HEX,
+    EMBER_IDS_STRING
+} ember_ids_kind_t;
+typedef enum {
+    EMBER_EMPTY_REFUSE,
+    EMBER_EMPTY_BAG,
+    EMBER_EMPTY_ZERO
+} ember_empty_rule_t;
+typedef enum {
+    EMBER_DENSE_LOG,
+    EMBER_DENSE_NONE
+} ember_dense_transform_t;
 
 /* One sparse feature as the schema says it (strings the schema's). */
 typedef struct {
     const char *name;
-    const char *table;  /* its table's name */
+    const char *table;    /* its table's name */
     uint32_t table_index; /* its table among ember_schema_num_tables' */
-    int64_t rows;       /* its table's */
+    int64_t rows;         /* its table's */
     ember_bag_mode_t pooling;
     ember_ids_kind_t ids;
     ember_empty_rule_t empty;
