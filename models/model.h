@@ -121,7 +121,7 @@ typedef struct {
 
 #define EMBER_MODEL_TABLES_MAX  64  /* a job's tables at once (a PS serves ids 0..63) */
 #define EMBER_MODEL_TENSORS_MAX 256 /* tensors of a saved model */
-#define EMBER_MODEL_NAME_MAX    96  /* a saved tensor's name, its NUL included */
+#define EMBER_MODEL_NAME_MAX    128 /* a saved tensor's name, its NUL included */
 
 /* One of its tables, placed on the job's PS. */
 typedef struct {

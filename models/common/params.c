@@ -1,6 +1,8 @@
 /* models/common/params: replicated dense parameters (see params.h). */
 #include "models/common/params.h"
 
+#include <ember/log.h>
+
 #include <stdlib.h>
 #include <string.h>
 
