@@ -3,6 +3,7 @@
 against the job (test_train.sh's progress cases).
 
 usage: progress_check.py OUT METRICS --per P --epochs E [--every N] [--tty]
+                         [--maybe-unknown]
 
 OUT is the master's output (ember-run's, "[2] " prefixed; or, --tty, a
 terminal's bytes), METRICS its --metrics file; the job trains E epochs of P
@@ -10,7 +11,8 @@ steps each (the tutorial model: its epoch's size known).  Checked:
 
   - every progress line is whole: "step S  epoch E F%  UNIT/s R  mean loss
     L  T left", the step's epoch and fraction of it (S's), R > 0, and the
-    time left where the fraction is;
+    time left where the fraction is (--maybe-unknown: a line may have
+    neither, the epoch's size unknown to the model);
   - --every N: the lines are at exactly N, 2N, ... <= E P; else at least
     one, at steps that grow;
   - at an epoch's last step the running mean loss is the epoch line's;
@@ -60,6 +62,7 @@ def main():
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--every", type=int)
     p.add_argument("--tty", action="store_true")
+    p.add_argument("--maybe-unknown", action="store_true")
     a = p.parse_args()
     shown, drawn, redrawn = texts(a.out, a.tty)
     total = a.per * a.epochs
@@ -95,6 +98,14 @@ def main():
     for m in lines:
         step, epoch = int(m.group(1)), int(m.group(2))
         done = (step - 1) % a.per + 1
+        if m.group(3) is None and a.maybe_unknown:  # the size unknown: no fraction, no time left
+            if epoch != (step - 1) // a.per + 1 or m.group(7) is not None or int(m.group(5)) <= 0:
+                raise Failed(f"step {step}: epoch {epoch}, time left {m.group(7)} of an epoch "
+                             f"of unknown size, {m.group(4)}/s {m.group(5)}")
+            if done == a.per and m.group(6) != epochs[epoch]:
+                raise Failed(f"step {step} ends epoch {epoch}: mean loss {m.group(6)}, the "
+                             f"epoch line's {epochs[epoch]}")
+            continue
         if epoch != (step - 1) // a.per + 1 or m.group(3) != f"{100 * done / a.per:.1f}":
             raise Failed(f"step {step}: epoch {epoch} {m.group(3)}%, want "
                          f"{(step - 1) // a.per + 1} {100 * done / a.per:.1f}%")
@@ -112,9 +123,11 @@ def main():
                      f"printed at {steps}")
     for r, m in zip(progress, lines):
         unit = m.group(4)
-        got = (str(r["progress_epoch"]), f"{100 * r['epoch_fraction']:.1f}",
-               f"{r[unit + '_per_s']:.0f}", f"{r['running_loss']:.4f}", r["seconds_left"] >= 0)
-        want = (m.group(2), m.group(3), m.group(5), m.group(6), True)
+        known = "epoch_fraction" in r
+        got = (str(r["progress_epoch"]), f"{100 * r['epoch_fraction']:.1f}" if known else None,
+               f"{r[unit + '_per_s']:.0f}", f"{r['running_loss']:.4f}",
+               r["seconds_left"] >= 0 if "seconds_left" in r else None)
+        want = (m.group(2), m.group(3), m.group(5), m.group(6), m.group(7) and True)
         if got != want:
             raise Failed(f"{a.metrics}: step {r['progress']}: {got}, printed {want}")
     print(f"{len(steps)} progress lines after steps {steps[:3]}...{steps[-1]}, "

@@ -62,6 +62,8 @@
 #   progress:off        --log-every 0: no progress line, nor in --metrics
 #   progress:seconds    --log-every-seconds 0.05 over a run of seconds: lines
 #                       at growing steps, each whole and as --metrics has it
+#   progress:unknown    DLRM, its epoch's size not known: the lines without
+#                       a fraction or time left (right ones once it is)
 #   progress:tty        the master on a terminal (script's pseudo-terminal,
 #                       ranks by hand): the line redrawn in place ("\r" and
 #                       clear to its end), every epoch line whole
@@ -431,6 +433,17 @@ progress:seconds)
         --metrics "$work/m.jsonl" >"$work/out" 2>&1 || fail "exit $?"
     python3 "$here/progress_check.py" "$work/out" "$work/m.jsonl" --per 10 --epochs 2000 ||
         fail "progress lines"
+    ;;
+progress:unknown)
+    # DLRM (its epoch's size unknown until its stream says it): 4000 examples,
+    # 62 steps of 32 x 2 an epoch; a line after steps 31 and 62 without a
+    # fraction or time left (or, once DLRM knows the size, with the right ones)
+    "$build/tools/ember-criteo-gen" --examples 4000 --out "$work/c.tsv" >/dev/null ||
+        fail "ember-criteo-gen"
+    timeout 120 "$run" -n 4 "$train" --model dlrm --data "criteo:$work/c.tsv" --log-every 31 \
+        --metrics "$work/m.jsonl" >"$work/out" 2>&1 || fail "exit $?"
+    python3 "$here/progress_check.py" "$work/out" "$work/m.jsonl" --per 62 --epochs 1 \
+        --every 31 --maybe-unknown || fail "progress lines"
     ;;
 progress:tty)
     # The master (rank 2) on script's pseudo-terminal, the others by hand.
