@@ -297,7 +297,24 @@ typedef struct ember_model_ops {
     /** The logits of @batch into @logits ([examples], host memory). */
     ember_status_t (*logits)(void *trainer, const ember_model_batch_t *batch, const float *pooled,
                              float *logits, char *err, size_t err_length);
+
+    /* -- appended: read only where size says the model has them ------------------- */
+    /** The steps of one epoch of this trainer's data (every trainer takes as
+     * many: those the take hook gives before its epoch's end), or 0 while
+     * the model does not know it (yet): a stream that learns its size on
+     * reaching its end says it from then on.  Called on the trainer between
+     * steps, after take; must not block.  NULL: never known.  The progress
+     * lines' fraction of the epoch and time left come from it (DLRM: its
+     * stream's ember_data_epoch_examples() / (batch size x trainers), once
+     * that is not 0). */
+    uint64_t (*epoch_steps)(void *trainer);
 } ember_model_ops_t;
+
+/** Whether @model (built with its own sizeof, @model->size) has the
+ * appended hook @member, and sets it. */
+#define EMBER_MODEL_HAS(model, member)                                                 \
+    ((model)->size >= offsetof(ember_model_ops_t, member) + sizeof((model)->member) && \
+     (model)->member != NULL)
 
 #define EMBER_MODEL_OPTS_MAX 4 /* dense optimizers of a model */
 

@@ -364,4 +364,5 @@ const ember_model_ops_t ember_model_tutorial = {
         .step = tutorial_step,
         .trainer_params = tutorial_trainer_params,
         .optimizers = tutorial_optimizers,
+        .epoch_steps = tutorial_epoch_steps,
 };

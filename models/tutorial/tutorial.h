@@ -77,6 +77,7 @@ ember_status_t tutorial_forward(void *trainer, const ember_model_batch_t *batch,
 ember_status_t tutorial_backward(void *trainer, const float **grad_p, char *err, size_t err_length);
 ember_status_t tutorial_step(void *trainer, char *err, size_t err_length);
 const float *tutorial_trainer_params(void *trainer);
+uint64_t tutorial_epoch_steps(void *trainer);
 size_t tutorial_optimizers(void *trainer, ember_opt_t **out);
 
 #endif

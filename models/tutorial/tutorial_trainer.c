@@ -187,6 +187,11 @@ ember_status_t tutorial_step(void *trainer, char *err, size_t err_length)
     return model_mlp_step(&t->mlp, err, err_length);
 }
 
+uint64_t tutorial_epoch_steps(void *trainer)
+{
+    return ((const tutorial_trainer_t *)trainer)->per_epoch;
+}
+
 const float *tutorial_trainer_params(void *trainer)
 {
     return ((tutorial_trainer_t *)trainer)->mlp.p.params;

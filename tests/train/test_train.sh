@@ -54,11 +54,25 @@
 #                       with --optimizer NAME: the job says NAME, matches
 #                       that run within 1e-4 and none of the others
 #   synthetic           the learnable data: the loss falls
+#   progress:steps      --log-every 5 over 3 epochs of 10 steps: a progress
+#                       line after steps 5, 10, ... 30, each naming its epoch
+#                       and fraction, bags/s > 0, the time left, at an
+#                       epoch's end the epoch line's mean loss; --metrics
+#                       the same figures (progress_check.py)
+#   progress:off        --log-every 0: no progress line, nor in --metrics
+#   progress:seconds    --log-every-seconds 0.05 over a run of seconds: lines
+#                       at growing steps, each whole and as --metrics has it
+#   progress:unknown    DLRM, its epoch's size not known: the lines without
+#                       a fraction or time left (right ones once it is)
+#   progress:tty        the master on a terminal (script's pseudo-terminal,
+#                       ranks by hand): the line redrawn in place ("\r" and
+#                       clear to its end), every epoch line whole
 #   staleness:K         --staleness K on it: runs, epoch lines name the largest
 #                       staleness seen (1..K), the loss falls; K 0: the same
 #                       bits, losses and lines as no flag
 set -uo pipefail
 source "$(dirname "$0")/../common/by_hand.sh"
+here=$(cd "$(dirname "$0")" && pwd)
 case_name=$1 golden=$3
 build=$(cd "$2" && pwd) # absolute: a link to its ember-train is made below
 run=$build/tools/ember-run
@@ -237,10 +251,10 @@ async4)
             fail "--consistency $mode exited $?"
         cp "$work/out" "$work/$mode.out"
         grep -q "done: 800 steps" "$work/out" || fail "$mode: not every step ran"
-        [ "$(wc -l <"$work/$mode.jsonl")" -eq 20 ] || fail "$mode metrics: want 20 epochs"
+        [ "$(grep -c '^{"epoch"' "$work/$mode.jsonl")" -eq 20 ] || fail "$mode metrics: want 20 epochs"
         grep -E '"loss": (nan|inf|-nan|-inf)' "$work/$mode.jsonl" && fail "$mode: non-finite loss"
-        first=$(head -1 "$work/$mode.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
-        last=$(tail -1 "$work/$mode.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+        first=$(grep '^{"epoch"' "$work/$mode.jsonl" | head -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+        last=$(grep '^{"epoch"' "$work/$mode.jsonl" | tail -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
         awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
             fail "$mode: the loss did not fall by half: $first -> $last"
         # What the job and its PS say they did.
@@ -342,8 +356,8 @@ optimizer:*)
 synthetic)
     timeout 120 "$run" -n 4 "$train" --data synthetic --epochs 30 --lr 0.2 \
         --metrics "$work/m.jsonl" >"$work/out" 2>&1 || fail "exit $?"
-    first=$(head -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
-    last=$(tail -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    first=$(grep '^{"epoch"' "$work/m.jsonl" | head -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    last=$(grep '^{"epoch"' "$work/m.jsonl" | tail -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
         fail "loss did not fall by half: $first -> $last"
     ;;
@@ -377,8 +391,8 @@ staleness:*)
         [ -n "$seen" ] && [ "$seen" -ge 1 ] && [ "$seen" -le "$k" ] ||
             fail "largest staleness seen '$seen', not in 1 .. $k"
     fi
-    first=$(head -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
-    last=$(tail -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    first=$(grep '^{"epoch"' "$work/m.jsonl" | head -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    last=$(grep '^{"epoch"' "$work/m.jsonl" | tail -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
         fail "loss did not fall by half: $first -> $last"
     ;;
@@ -391,14 +405,67 @@ mlp)
         fail "exit $?"
     grep -q "Linear(16, 64) ReLU Linear(64, 32) ReLU Linear(32, 8)" "$work/out" ||
         fail "the model is not the MLP asked for"
-    first=$(head -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
-    last=$(tail -1 "$work/m.jsonl" | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    first=$(grep '^{"epoch"' "$work/m.jsonl" | head -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    last=$(grep '^{"epoch"' "$work/m.jsonl" | tail -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' ||
         fail "loss did not fall by half: $first -> $last"
     grep -q "differ from trainer0" "$work/out" && fail "trainers' dense parameters differ"
     timeout 120 "$run" -n 5 "$train" --ps 2 --hidden 64,32 --data synthetic --epochs 30 \
         --lr 0.2 --save "$work/b.safetensors" >"$work/out2" 2>&1 || fail "second run: exit $?"
     cmp -s "$work/a.safetensors" "$work/b.safetensors" || fail "sync training is not reproducible"
+    ;;
+progress:steps)
+    timeout 120 "$run" -n 4 "$train" --epochs 3 --log-every 5 --metrics "$work/m.jsonl" \
+        >"$work/out" 2>&1 || fail "exit $?"
+    python3 "$here/progress_check.py" "$work/out" "$work/m.jsonl" --per 10 --epochs 3 \
+        --every 5 || fail "progress lines"
+    ;;
+progress:off)
+    timeout 120 "$run" -n 4 "$train" --epochs 3 --log-every 0 --metrics "$work/m.jsonl" \
+        >"$work/out" 2>&1 || fail "exit $?"
+    grep -q "\] step " "$work/out" && fail "--log-every 0 printed a progress line"
+    grep -q '"progress"' "$work/m.jsonl" && fail "--log-every 0 wrote a progress line"
+    [ "$(grep -c '^{"epoch"' "$work/m.jsonl")" -eq 3 ] || fail "not 3 epoch lines"
+    ;;
+progress:seconds)
+    # 20000 steps: some seconds, every 0.05 s a line
+    timeout 120 "$run" -n 4 "$train" --epochs 2000 --log-every-seconds 0.05 \
+        --metrics "$work/m.jsonl" >"$work/out" 2>&1 || fail "exit $?"
+    python3 "$here/progress_check.py" "$work/out" "$work/m.jsonl" --per 10 --epochs 2000 ||
+        fail "progress lines"
+    ;;
+progress:unknown)
+    # DLRM (its epoch's size unknown until its stream says it): 4000 examples,
+    # 62 steps of 32 x 2 an epoch; a line after steps 31 and 62 without a
+    # fraction or time left (or, once DLRM knows the size, with the right ones)
+    "$build/tools/ember-criteo-gen" --examples 4000 --out "$work/c.tsv" >/dev/null ||
+        fail "ember-criteo-gen"
+    timeout 120 "$run" -n 4 "$train" --model dlrm --data "criteo:$work/c.tsv" --log-every 31 \
+        --metrics "$work/m.jsonl" >"$work/out" 2>&1 || fail "exit $?"
+    python3 "$here/progress_check.py" "$work/out" "$work/m.jsonl" --per 62 --epochs 1 \
+        --every 31 --maybe-unknown || fail "progress lines"
+    ;;
+progress:tty)
+    # The master (rank 2) on script's pseudo-terminal, the others by hand.
+    command -v script >/dev/null || { echo "no script (util-linux): skipped"; exit 77; }
+    port=$(( 20000 + RANDOM % 12000 ))
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/secret"
+    chmod 600 "$work/secret"
+    job=(EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port EMBER_SECRET_FILE="$work/secret"
+        UCX_NET_DEVICES=lo)
+    args=(--epochs 3 --log-every 3 --metrics "$work/m.jsonl")
+    pids=()
+    for rank in 0 1 3; do
+        env "${job[@]}" EMBER_RANK=$rank "$train" "${args[@]}" >"$work/rank$rank.log" 2>&1 &
+        pids+=($!)
+    done
+    env "${job[@]}" EMBER_RANK=2 timeout 120 script -qec "$(printf '%q ' "$train" "${args[@]}")" \
+        /dev/null >"$work/out" 2>&1 </dev/null
+    rc=$?
+    for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+    [ $rc -eq 0 ] || fail "exit $rc"
+    python3 "$here/progress_check.py" "$work/out" "$work/m.jsonl" --per 10 --epochs 3 \
+        --every 3 --tty || fail "progress lines on a terminal"
     ;;
 rank_lost:*)
     # No launcher: four ranks started by hand (trainers 0-1, master 2, ps0 3),
@@ -466,6 +533,15 @@ cli)
     refused 2 "--sparse-reduce is how sync steps combine" -- --consistency async --sparse-reduce mean
     refused 2 "--table-dtype fp16: a PS on a GPU keeps fp32 rows" -- --table-dtype fp16 --ps-device cuda
     refused 2 "--replay-tolerance checks a replay: it needs --replay FILE" -- --replay-tolerance 1
+    for bad in -1 x "" 1099511627777 99999999999999999999; do
+        refused 2 "invalid value '$bad' for --log-every (an integer in [0, 1099511627776])" -- \
+            --log-every "$bad"
+    done
+    for bad in 0 -1 nan x 86401; do
+        refused 2 "invalid value '$bad' for --log-every-seconds" -- --log-every-seconds "$bad"
+    done
+    refused 2 "--log-every and --log-every-seconds both say when" -- \
+        --log-every 5 --log-every-seconds 2
     refused 2 "invalid value '17' for --staleness (an integer in [0, 16])" -- --staleness 17
     refused 2 "invalid value '-1' for --staleness (an integer in [0, 16])" -- --staleness -1
     refused 2 "invalid value 'one' for --staleness" -- --staleness one

@@ -31,6 +31,9 @@
  *   epoch       EPOCH: exactly one report, of the job's trainers and epochs
  *   eval        EVAL: the logits and labels exactly its bytes, of a trainer
  *               of the job
+ *   progress    PROGRESS: exactly one report, of a trainer and epoch of the
+ *               job, its counts possible and its loss finite, else refused
+ *               naming the trainer; its answer 0 or a step after the known
  */
 #include "models/dlrm/dlrm.h"
 #include "models/tutorial/tutorial.h"
@@ -39,6 +42,7 @@
 
 #include "tests/engine/test_util.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* A TRAIN_START packed into one buffer (malloc'd), as the transport
@@ -93,13 +97,29 @@ static int case_start(void)
           "a parameter cut: %s", err);
     train_msg_start_t bad;
     memcpy(&bad, bytes, sizeof(bad));
-    bad.version = 2;
+    bad.version = TRAIN_START_VERSION - 1;
     memcpy(bytes, &bad, sizeof(bad));
     CHECK(train_start_unpack(bytes, length, 1, 2, 3, &start, err, sizeof(err)) ==
                           EMBER_ERR_BAD_MESSAGE &&
-                  strstr(err, "version 2"),
+                  strstr(err, "version 1"),
           "another version: %s", err);
     bad.version = TRAIN_START_VERSION;
+    /* progress reports: none, or two steps after the start in order */
+    static const uint64_t reports[][3] = {{5, 6, 7}, {5, 7, 7}, {0, 9, 0}, {0, 0, 9}, {6, 6, 9}};
+    for (size_t r = 0; r < sizeof(reports) / sizeof(reports[0]); r++) {
+        bad.start_step = reports[r][0];
+        bad.report_at[0] = reports[r][1];
+        bad.report_at[1] = reports[r][2];
+        memcpy(bytes, &bad, sizeof(bad));
+        const ember_status_t status =
+                train_start_unpack(bytes, length, 1, 2, 3, &start, err, sizeof(err));
+        train_start_free(&start);
+        CHECK(r == 0 ? status == EMBER_OK
+                     : status == EMBER_ERR_BAD_MESSAGE && strstr(err, "progress reports"),
+              "reports after %llu and %llu from %llu: %s", (unsigned long long)reports[r][1],
+              (unsigned long long)reports[r][2], (unsigned long long)reports[r][0], err);
+    }
+    bad.start_step = bad.report_at[0] = bad.report_at[1] = 0;
     bad.nparams = (UINT64_C(1) << 62) + 3; /* x 4 wraps to the 12 bytes there */
     memcpy(bytes, &bad, sizeof(bad));
     CHECK(train_start_unpack(bytes, length, 1, 2, 3, &start, err, sizeof(err)) ==
@@ -336,6 +356,74 @@ static int case_epoch(void)
     return 0;
 }
 
+static int case_progress(void)
+{
+    const train_msg_progress_t good = {.trainer = 1,
+                                       .epoch = 2,
+                                       .steps = 30,
+                                       .epoch_steps = 10,
+                                       .epoch_size = 10,
+                                       .examples = 300,
+                                       .loss_sum = 6.5};
+    train_msg_progress_t taken, bad;
+    uint8_t bytes[sizeof(good) + 1];
+    char err[200];
+    memcpy(bytes, &good, sizeof(good));
+    CHECK(train_progress_unpack(bytes, sizeof(good), 2, 3, &taken, err, sizeof(err)) == EMBER_OK &&
+                  !memcmp(&taken, &good, sizeof(good)),
+          "%s", err);
+    CHECK(train_progress_unpack(bytes, sizeof(good) + 1, 2, 3, &taken, err, sizeof(err)) ==
+                  EMBER_ERR_BAD_MESSAGE,
+          "a byte over: %s", err);
+    CHECK(train_progress_unpack(bytes, sizeof(good), 1, 3, &taken, err, sizeof(err)) ==
+                          EMBER_ERR_BAD_MESSAGE &&
+                  strstr(err, "trainer 1 of 1"),
+          "trainer 1 of 1: %s", err);
+    /* each count that cannot be: refused naming the trainer */
+    for (int k = 0; k < 6; k++) {
+        bad = good;
+        switch (k) {
+        case 0: bad.epoch = 3; break;
+        case 1: bad.epoch_steps = 0; break;
+        case 2:
+            bad.epoch_steps = 31;
+            bad.epoch_size = 0;
+            break;
+        case 3: bad.epoch_size = 9; break;
+        case 4: bad.loss_sum = NAN; break;
+        default: bad.loss_sum = -INFINITY; break;
+        }
+        memcpy(bytes, &bad, sizeof(bad));
+        CHECK(train_progress_unpack(bytes, sizeof(bad), 2, 3, &taken, err, sizeof(err)) ==
+                              EMBER_ERR_BAD_MESSAGE &&
+                      strstr(err, "trainer1's progress report"),
+              "bad count %d: %s", k, err);
+    }
+    bad = good;
+    bad.epoch_size = 0; /* unknown */
+    memcpy(bytes, &bad, sizeof(bad));
+    CHECK(train_progress_unpack(bytes, sizeof(bad), 2, 3, &taken, err, sizeof(err)) == EMBER_OK,
+          "an unknown size: %s", err);
+    /* the answer: 0, or a step after the one known */
+    uint64_t next, values[3] = {0, 8, 7};
+    CHECK(train_progress_next(&values[0], 8, 1, 7, &next, err, sizeof(err)) == EMBER_OK &&
+                  next == 0,
+          "no more: %s", err);
+    CHECK(train_progress_next(&values[1], 8, 1, 7, &next, err, sizeof(err)) == EMBER_OK &&
+                  next == 8,
+          "the next: %s", err);
+    CHECK(train_progress_next(&values[2], 8, 1, 7, &next, err, sizeof(err)) ==
+                          EMBER_ERR_BAD_MESSAGE &&
+                  strstr(err, "trainer 1"),
+          "not after: %s", err);
+    CHECK(train_progress_next(&values[1], 7, 1, 7, &next, err, sizeof(err)) ==
+                  EMBER_ERR_BAD_MESSAGE,
+          "short: %s", err);
+    CHECK(train_progress_next(NULL, 0, 1, 7, &next, err, sizeof(err)) == EMBER_ERR_BAD_MESSAGE,
+          "empty: %s", err);
+    return 0;
+}
+
 static int case_eval(void)
 {
     uint8_t report[sizeof(train_msg_eval_t) + 3 * 8];
@@ -362,7 +450,7 @@ int main(int argc, char **argv)
     static const test_case_t cases[] = {
             {"start", case_start},       {"tutorial", case_tutorial}, {"dlrm", case_dlrm},
             {"settings", case_settings}, {"done", case_done},         {"epoch", case_epoch},
-            {"eval", case_eval},
+            {"eval", case_eval},         {"progress", case_progress},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

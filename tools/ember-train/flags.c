@@ -79,8 +79,22 @@ static const ember_flag_t flags[] = {
          "write the final weights (safetensors, the names of\n"
          "the PyTorch module: README.md)",
          EMBER_FLAG_PATH, FIELD(save_path)},
-        {"--metrics", "FILE", "JSON lines, one per epoch (EMBER_METRICS)", EMBER_FLAG_PATH,
-         FIELD(metrics_path)},
+        {"--metrics", "FILE",
+         "JSON lines: each epoch, progress line, evaluation\n"
+         "and checkpoint (EMBER_METRICS)",
+         EMBER_FLAG_PATH, FIELD(metrics_path)},
+        {"--log-every", "N",
+         "a progress line every N steps of the job: the\n"
+         "step, the epoch and how much of it is done, the\n"
+         "examples (bags) a second since the last line, the\n"
+         "running mean loss (every trainer's since the epoch\n"
+         "began) and the epoch's time left, also to --metrics;\n"
+         "0: none (without it: every --log-every-seconds)",
+         INT(0, TRAIN_LOG_EVERY_MAX), FIELD(log_every)},
+        {"--log-every-seconds", "S",
+         "without --log-every: a progress line every S\n"
+         "seconds of wall time (10), at the first step after",
+         EMBER_FLAG_FLOAT, FIELD(log_every_seconds)},
         {"--init", "FILE|DIR",
          "start from these weights: a --save file of the same\n"
          "model (DLRM: TorchRec's state_dict names, README.md) or\n"
@@ -524,6 +538,7 @@ static ember_status_t job_defaults(train_job_t *job, const ember_model_ops_t *mo
                          .model = model,
                          .metrics_path = ember_config_str("EMBER_METRICS"),
                          .checkpoint_keep = 3,
+                         .log_every_seconds = 10,
                          .opt_kind = EMBER_OPT_SGD,
                          .lr = 0.05f};
     job->settings.consistency =
@@ -627,6 +642,14 @@ static ember_status_t check_combinations(const train_job_t *job)
         return refuse("%s is how sync steps combine gradients: %s applies each as it "
                       "comes",
                       "--sparse-reduce", "--consistency async");
+    if (ember_flag_value(job->given, job->ngiven, "--log-every") &&
+        ember_flag_value(job->given, job->ngiven, "--log-every-seconds"))
+        return refuse("%s and %s both say when to print progress: give one", "--log-every",
+                      "--log-every-seconds");
+    if (!(job->log_every_seconds > 0 && job->log_every_seconds <= TRAIN_LOG_SECONDS_MAX))
+        return refuse("invalid value '%s' for %s (seconds in (0, %d])",
+                      ember_flag_value(job->given, job->ngiven, "--log-every-seconds"),
+                      "--log-every-seconds", TRAIN_LOG_SECONDS_MAX);
     if (s->table_dtype == EMBER_DTYPE_F16 && strcmp(s->ps_device, "cuda") == 0)
         return refuse("%s: a PS on a GPU keeps fp32 rows (%s)", "--table-dtype fp16",
                       "--ps-device cuda");

@@ -10,8 +10,10 @@
 
 #include <stdint.h>
 
-#define TRAIN_GIVEN_MAX 128
-#define TRAIN_PATH_MAX  512 /* a path the flags name, its NUL included */
+#define TRAIN_GIVEN_MAX       128
+#define TRAIN_PATH_MAX        512                /* a path the flags name, its NUL included */
+#define TRAIN_LOG_EVERY_MAX   (INT64_C(1) << 40) /* --log-every's largest N */
+#define TRAIN_LOG_SECONDS_MAX 86400              /* --log-every-seconds' largest S */
 
 /* The job as the flags say it (every rank reads the same). */
 typedef struct {
@@ -25,6 +27,10 @@ typedef struct {
     uint32_t checkpoint_keep;
     const char *resume_path;
     uint32_t ps_threads; /* 0: its cores */
+    /* the master's progress lines: every log_every steps when given (0:
+     * none), else every log_every_seconds of wall time */
+    uint64_t log_every;
+    double log_every_seconds;
     /* the flags as given, in order (their values borrowed from argv) */
     ember_flag_given_t given[TRAIN_GIVEN_MAX];
     size_t ngiven;

@@ -66,9 +66,11 @@ static void print_epoch(master_t *m, uint32_t epoch)
     const double mean = epoch_mean_loss(m, epoch);
     const double steps_s = seconds > 0 ? (double)steps / seconds : 0.0;
     const double bags_s = seconds > 0 ? (double)bags / seconds : 0.0;
+    master_progress_hide(m);
     printf("epoch %4u  mean loss %.4f  steps/s %.0f  %s/s %.0f%s\n", epoch + 1, mean, steps_s, what,
            bags_s, text);
     fflush(stdout);
+    master_progress_show(m);
     if (m->metrics) {
         fprintf(m->metrics,
                 "{\"epoch\": %u, \"loss\": %.6f, \"steps\": %llu, "
@@ -130,6 +132,7 @@ static ember_status_t master_setup(master_t *m)
     if (!m->params || !m->futures || !m->starts || !m->iovs || !m->reports || !m->reported)
         return EMBER_ERR_NO_MEMORY;
     ember_rpc_register(ember_job_transport(m->job), TRAIN_OP_EPOCH, on_epoch, m);
+    EMBER_CHECK(master_progress_create(m));
     if (tj->metrics_path && !(m->metrics = fopen(tj->metrics_path, "w"))) {
         snprintf(m->cause, sizeof(m->cause), "cannot write the metrics to %s: %s", tj->metrics_path,
                  strerror(errno));
@@ -181,14 +184,17 @@ static ember_status_t start_trainers(master_t *m)
                             m->resume.manifest ? m->resume.dir : ""};
     if (!texts[0] || !texts[1])
         return EMBER_ERR_NO_MEMORY;
+    uint64_t report_at[2];
     m->started = now_s();
+    master_progress_start(m, m->start_step, m->started, report_at);
     for (int t = 0; t < tj->settings.trainers; t++) {
         m->starts[t] = (train_msg_start_t){.trainer = (uint32_t)t,
                                            .trainers = (uint32_t)tj->settings.trainers,
                                            .num_ps = (uint32_t)tj->settings.num_ps,
                                            .start_step = m->start_step,
                                            .every = tj->checkpoint_every,
-                                           .nparams = m->nparams};
+                                           .nparams = m->nparams,
+                                           .report_at = {report_at[0], report_at[1]}};
         size_t n = train_start_pack(&m->starts[t], texts, m->params, m->iovs[t]);
         /* Answered when the trainer is done: no deadline but its loss. */
         EMBER_CHECK(ember_rpc_call_async(tp, ember_job_trainer_rank(m->job, t), TRAIN_OP_START,
@@ -213,6 +219,7 @@ static ember_status_t wait_trainers(master_t *m)
                 size_t length;
                 const char *text = ember_future_data(m->futures[t], &length);
                 snprintf(m->cause, sizeof(m->cause), "%.*s", (int)length, text ? text : "");
+                master_progress_end(m);
                 ember_error("master", "trainer%d failed: %s", t, m->cause);
                 return status;
             }
@@ -221,6 +228,7 @@ static ember_status_t wait_trainers(master_t *m)
             ember_job_wait(m->job, 0.5);
         master_ckpt_poll(m);
     }
+    master_progress_end(m);
     return EMBER_OK;
 }
 
@@ -353,6 +361,7 @@ static void master_cleanup(master_t *m)
 {
     /* Its state lives in this frame: a late report must find no handler. */
     ember_rpc_register(ember_job_transport(m->job), TRAIN_OP_EPOCH, NULL, NULL);
+    master_progress_destroy(m);
     master_eval_destroy(m);
     ember_checkpoint_close(m->ckpt);
     ember_checkpoint_info_free(&m->resume);

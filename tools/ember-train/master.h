@@ -10,7 +10,8 @@
  *
  * master.c its phases and the trainers' reports; master_tables.c the
  * tables (their start, --init, the save); master_resume.c --resume and the
- * checkpoints; master_eval.c the evaluations' AUC.
+ * checkpoints; master_eval.c the evaluations' AUC; master_progress.c the
+ * progress lines between them.
  */
 #ifndef EMBER_TRAIN_MASTER_H
 #define EMBER_TRAIN_MASTER_H
@@ -24,6 +25,20 @@
 #include <stdio.h>
 
 typedef struct master_eval master_eval_t;
+
+/* The progress lines (master_progress.c): the reports of step at being
+ * collected, the step after it (both known to the trainers), the last line. */
+typedef struct {
+    int on, tty, drawn;
+    uint64_t at, after;
+    ember_rpc_req_t **held;       /* [trainers]: the reports of step at, unanswered */
+    train_msg_progress_t *got;    /* [trainers] */
+    uint64_t *examples;           /* [trainers]: each one's last report's */
+    int count;                    /* reports of step at held */
+    double point_time, line_time; /* when the last reports were all in, the last line */
+    uint64_t point_steps, line_steps, line_examples;
+    char text[160]; /* the last line (a terminal's, redrawn) */
+} master_progress_t;
 
 typedef struct {
     ember_job_t *job;
@@ -41,6 +56,7 @@ typedef struct {
     FILE *metrics;
     double started;
     master_eval_t *eval;
+    master_progress_t progress;
     /* checkpoints: the one resumed from (info.manifest NULL: none), writing them */
     ember_checkpoint_info_t resume;
     uint64_t start_step;
@@ -80,6 +96,21 @@ ember_status_t master_resume_find(master_t *m);
 ember_status_t master_ckpt_open(master_t *m);
 /** Print a completed checkpoint (the library's events); each returned. */
 void master_ckpt_poll(master_t *m);
+
+/* master_progress.c */
+/** The PROGRESS reports taken from here on. */
+ember_status_t master_progress_create(master_t *m);
+/** The trainers start at @start_step, @now: the first two steps they
+ * report at into @report_at (0, 0: none, --log-every 0). */
+void master_progress_start(master_t *m, uint64_t start_step, double now, uint64_t report_at[2]);
+/** Around any other line the master prints while the trainers train: the
+ * progress line taken off the terminal, and drawn again after it. */
+void master_progress_hide(master_t *m);
+void master_progress_show(master_t *m);
+/** The trainers are done: the terminal's line taken off for good. */
+void master_progress_end(master_t *m);
+/** Every report still held answered "no more", the handler gone. */
+void master_progress_destroy(master_t *m);
 
 /* master_eval.c */
 ember_status_t master_eval_create(master_t *m);

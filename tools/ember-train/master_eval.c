@@ -61,9 +61,11 @@ static void eval_finish(master_eval_t *eval, open_eval_t *e)
     if (ember_roc_auc(e->logits, e->labels, e->count, &auc) != EMBER_OK)
         auc = NAN; /* one class only: no AUC */
     const double logloss = ember_log_loss(e->logits, e->labels, e->count);
+    master_progress_hide(eval->m);
     printf("eval step %llu: auc %.6f logloss %.6f examples %zu\n", (unsigned long long)e->step, auc,
            logloss, e->count);
     fflush(stdout);
+    master_progress_show(eval->m);
     if (metrics) {
         fprintf(metrics,
                 "{\"eval_step\": %llu, \"auc\": %.9f, \"logloss\": %.9f, \"examples\": %zu}\n",

@@ -200,6 +200,7 @@ void master_ckpt_poll(master_t *m)
     while (m->ckpt && ember_checkpoint_poll(m->ckpt, &e)) {
         if (e.failed)
             continue; /* the library said why */
+        master_progress_hide(m);
         printf("checkpoint after step %llu: %s, %.1f MiB in %zu files; PS copies %.3f s (the "
                "pause), waits %.3f s, writes %.2f s; complete %.2f s after the first file\n",
                (unsigned long long)e.step, e.dir, e.bytes / 1048576.0, e.files, e.copy_seconds,
@@ -213,5 +214,6 @@ void master_ckpt_poll(master_t *m)
                     e.copy_seconds, e.wait_seconds, e.write_seconds);
             fflush(m->metrics);
         }
+        master_progress_show(m);
     }
 }

@@ -2,6 +2,7 @@
  * (see messages.h). */
 #include "tools/ember-train/messages.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,15 @@ ember_status_t train_start_unpack(const void *data, size_t length, uint32_t trai
                                  "bytes) in %zu bytes",
                                  (unsigned long long)h->nparams, h->bytes[2], h->bytes[3], length);
     }
+    const uint64_t *report = h->report_at;
+    if ((report[0] || report[1]) && !(h->start_step < report[0] && report[0] < report[1])) {
+        train_start_free(start);
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "TRAIN_START: progress reports after steps %llu and %llu of a job "
+                                 "starting at %llu",
+                                 (unsigned long long)report[0], (unsigned long long)report[1],
+                                 (unsigned long long)h->start_step);
+    }
     start->params = bytes + at;
     return EMBER_OK;
 }
@@ -130,6 +140,46 @@ ember_status_t train_epoch_unpack(const void *data, size_t length, uint32_t trai
                                  "epoch report for trainer %u epoch %u", taken.trainer,
                                  taken.epoch);
     *epoch = taken;
+    return EMBER_OK;
+}
+
+ember_status_t train_progress_unpack(const void *data, size_t length, uint32_t trainers,
+                                     uint32_t epochs, train_msg_progress_t *progress, char *err,
+                                     size_t err_length)
+{
+    train_msg_progress_t p;
+    if (!data || length != sizeof(p))
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "a progress report of %zu bytes, not %zu", length, sizeof(p));
+    memcpy(&p, data, sizeof(p));
+    if (p.trainer >= trainers)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "a progress report of trainer %u of %u", p.trainer, trainers);
+    if (p.epoch >= epochs || p.epoch_steps == 0 || p.epoch_steps > p.steps ||
+        (p.epoch_size && p.epoch_steps > p.epoch_size) || !isfinite(p.loss_sum))
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "trainer%u's progress report: epoch %u of %u, step %llu of the "
+                                 "job, %llu of an epoch of %llu, loss sum %g",
+                                 p.trainer, p.epoch, epochs, (unsigned long long)p.steps,
+                                 (unsigned long long)p.epoch_steps,
+                                 (unsigned long long)p.epoch_size, p.loss_sum);
+    *progress = p;
+    return EMBER_OK;
+}
+
+ember_status_t train_progress_next(const void *data, size_t length, int trainer, uint64_t known,
+                                   uint64_t *next_p, char *err, size_t err_length)
+{
+    uint64_t next = 0;
+    if (data && length == sizeof(next))
+        memcpy(&next, data, sizeof(next));
+    if (!data || length != sizeof(next) || (next && next <= known))
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "trainer %d: the master's answer to a progress report (%zu bytes) "
+                                 "names step %llu, not one after %llu",
+                                 trainer, length, (unsigned long long)next,
+                                 (unsigned long long)known);
+    *next_p = next;
     return EMBER_OK;
 }
 

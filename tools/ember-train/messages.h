@@ -18,10 +18,12 @@
 enum {
     TRAIN_OP_START = EMBER_OP_APP_BASE, /* master -> trainer, answered when it is done */
     TRAIN_OP_EPOCH,                     /* trainer -> master: an epoch's totals */
-    TRAIN_OP_EVAL                       /* trainer -> master: an evaluation's logits */
+    TRAIN_OP_EVAL,                      /* trainer -> master: an evaluation's logits */
+    TRAIN_OP_PROGRESS                   /* trainer -> master: where it stands, answered with
+                                           when to say it next */
 };
 
-#define TRAIN_START_VERSION 1
+#define TRAIN_START_VERSION 2
 #define TRAIN_TEXT_MAX      (1u << 20) /* bytes of a text TRAIN_START carries */
 #define TRAIN_DIR_MAX       512        /* a directory's bytes, its NUL included */
 
@@ -40,6 +42,10 @@ typedef struct {
     uint64_t start_step; /* resumed: the steps done before */
     uint64_t every;      /* checkpoints: steps between them (0: the end and signals) */
     uint64_t nparams;
+    /* progress reports: after the first two steps (of the job's count) to
+     * report at, start_step < [0] < [1]; each answer names the next (both 0:
+     * none) */
+    uint64_t report_at[2];
     uint32_t bytes[4]; /* the texts' lengths, NULs not counted */
 } train_msg_start_t;
 
@@ -58,7 +64,8 @@ size_t train_start_pack(train_msg_start_t *head, const char *const texts[4], con
 
 /** Take a TRAIN_START as trainer @trainer of @trainers and @num_ps PS.
  * Errors (one line in @err): ERR_BAD_MESSAGE (sizes, version, a NUL in a
- * text), ERR_INVALID_PARAM (for another trainer or job), ERR_NO_MEMORY. */
+ * text, report steps not after the start and each other), ERR_INVALID_PARAM
+ * (for another trainer or job), ERR_NO_MEMORY. */
 ember_status_t train_start_unpack(const void *data, size_t length, uint32_t trainer,
                                   uint32_t trainers, uint32_t num_ps, train_start_t *start,
                                   char *err, size_t err_length);
@@ -101,6 +108,39 @@ typedef struct {
 ember_status_t train_epoch_unpack(const void *data, size_t length, uint32_t trainers,
                                   uint32_t epochs, train_msg_epoch_t *epoch, char *err,
                                   size_t err_length);
+
+/*
+ * PROGRESS: where a trainer stands after the steps the master named (the
+ * first two in TRAIN_START, then each answer names the one after the next
+ * it knows): a call, answered once every trainer has reported that step
+ * with uint64_t next: the step to report after the one the trainer already
+ * knows (0: report no more).  A trainer sends a report only once the one
+ * before is answered, so the master holds at most one of each.
+ */
+typedef struct {
+    uint32_t trainer;
+    uint32_t epoch;       /* the epoch the step trained (from 0) */
+    uint64_t steps;       /* the job's steps done: the step it was asked for */
+    uint64_t epoch_steps; /* of them in @epoch (>= 1; a resumed epoch's counted) */
+    uint64_t epoch_size;  /* the epoch's steps (the model's epoch_steps); 0: unknown */
+    uint64_t examples;    /* what the epoch lines count, trained by this process so far */
+    double loss_sum;      /* of its losses of the @epoch_steps steps */
+} train_msg_progress_t;
+
+/** Take a PROGRESS of a job of @trainers and @epochs: exactly one report,
+ * of one of its trainers and epochs, its counts possible (1 <= epoch_steps
+ * <= steps, and <= epoch_size when that is known) and its loss finite.
+ * Errors: ERR_BAD_MESSAGE naming the trainer (or the size, of a report too
+ * short to name one). */
+ember_status_t train_progress_unpack(const void *data, size_t length, uint32_t trainers,
+                                     uint32_t epochs, train_msg_progress_t *progress, char *err,
+                                     size_t err_length);
+
+/** Take a PROGRESS answer to trainer @trainer, whose next report is after
+ * step @known: *@next_p 0 (no more) or a step after @known.  Errors:
+ * ERR_BAD_MESSAGE. */
+ember_status_t train_progress_next(const void *data, size_t length, int trainer, uint64_t known,
+                                   uint64_t *next_p, char *err, size_t err_length);
 
 /* EVAL: a trainer's share of an evaluation after @step steps, a call:
  * followed by float logits[count], then float labels[count]. */

@@ -122,6 +122,8 @@ static void on_start(ember_rpc_req_t *req, void *arg)
     }
     t->start_req = req;
     t->started = 1;
+    t->report_next = t->start.head.report_at[0];
+    t->report_after = t->start.head.report_at[1];
 }
 
 /* Until the master's TRAIN_START (or an abort).  The master is watched from
@@ -302,6 +304,69 @@ static void epoch_report(trainer_t *t, epoch_t *epoch, uint32_t number)
     epoch->started = now;
     epoch->steps = epoch->bags = 0;
     epoch->loss_sum = 0.0;
+}
+
+/* ---- progress reports ---------------------------------------------------------------- */
+
+/* The answer to the report in flight, waited for (the master answers once
+ * every trainer has reported its step): the step after report_next to
+ * report at (0: none), into report_after.  A report the master refused
+ * (the lines stopped; it said why) ends the reports; a job aborted too. */
+static ember_status_t report_answer(trainer_t *t)
+{
+    ember_future_t *future = t->report_future;
+    if (!future)
+        return EMBER_OK;
+    ember_status_t status;
+    while ((status = ember_future_test(future)) == EMBER_INPROGRESS && !*ember_job_aborted(t->job))
+        ember_job_wait(t->job, 0.2);
+    size_t length = 0;
+    const void *data = ember_future_data(future, &length);
+    char err[200];
+    ember_status_t taken = EMBER_OK;
+    t->report_after = 0;
+    if (status == EMBER_OK)
+        taken = train_progress_next(data, length, t->index, t->report_next, &t->report_after, err,
+                                    sizeof(err));
+    else if (status == EMBER_ERR_BAD_MESSAGE) /* refused (else: the loop finds out why) */
+        ember_warn("trainer", "trainer %d: its progress report was refused: %.*s", t->index,
+                   (int)(data ? length : 0), data ? (const char *)data : "");
+    ember_future_release(future);
+    t->report_future = NULL;
+    if (taken != EMBER_OK)
+        return trainer_fail(t, taken, "%s", err);
+    return EMBER_OK;
+}
+
+/* After step @steps - 1 when the master asked for it: where this trainer
+ * stands (@epoch's counts so far, its size as the model knows it), once
+ * the report before is answered. */
+static ember_status_t report_progress(trainer_t *t, uint64_t steps, uint32_t number,
+                                      const epoch_t *epoch, uint64_t examples)
+{
+    if (!t->report_next || steps != t->report_next)
+        return EMBER_OK;
+    EMBER_CHECK(report_answer(t));
+    const ember_model_ops_t *model = t->model;
+    t->report = (train_msg_progress_t){.trainer = (uint32_t)t->index,
+                                       .epoch = number,
+                                       .steps = steps,
+                                       .epoch_steps = epoch->steps,
+                                       .epoch_size = EMBER_MODEL_HAS(model, epoch_steps)
+                                                             ? model->epoch_steps(t->model_trainer)
+                                                             : 0,
+                                       .examples = examples,
+                                       .loss_sum = epoch->loss_sum};
+    ember_iov_t iov = {&t->report, sizeof(t->report)};
+    /* Held by the master until every trainer reported: no deadline but its loss. */
+    ember_status_t status = ember_rpc_call_async(
+            ember_job_transport(t->job), t->master, TRAIN_OP_PROGRESS, &iov, 1, NULL, 0,
+            &(ember_rpc_param_t){.timeout_s = 1e9}, &t->report_future);
+    if (status != EMBER_OK) /* the master out of reach: the job cannot go on */
+        return trainer_fail(t, status, "trainer %d step %llu: its progress report: %s", t->index,
+                            (unsigned long long)(steps - 1), ember_status_string(status));
+    t->report_next = t->report_after;
+    return EMBER_OK;
 }
 
 /* ---- evaluations --------------------------------------------------------------------- */
@@ -574,6 +639,7 @@ static ember_status_t train_step(trainer_t *t, uint64_t step, step_batch_t *cur,
     epoch->bags += cur->batch.examples;
     epoch->steps++;
     const epoch_t so_far = *epoch;
+    EMBER_CHECK(report_progress(t, step + 1, cur->epoch, &so_far, done->bags - t->resumed.bags));
     if (ends)
         epoch_report(t, epoch, cur->epoch);
     /* A checkpoint after this step holds the epoch the next step trains:
@@ -622,6 +688,8 @@ static ember_status_t finish(trainer_t *t, ember_status_t status, uint64_t ran, 
                              epoch_t *epoch)
 {
     epoch_report_wait(t, epoch);
+    if (status == EMBER_OK)
+        status = report_answer(t);
     if (status == EMBER_OK && ember_ebc_flush(t->ebc) != EMBER_OK)
         status = step_failed(t, EMBER_ERR_TRANSPORT, ran ? ran - 1 : 0, ember_ebc_error(t->ebc),
                              NULL, 1);
@@ -716,6 +784,7 @@ static ember_status_t run_job(trainer_t *t)
 
 static void trainer_cleanup(trainer_t *t)
 {
+    ember_future_release(t->report_future);
     if (t->model && t->model_trainer)
         t->model->trainer_destroy(t->model_trainer);
     ember_ebc_destroy(t->ebc);

@@ -50,7 +50,12 @@ typedef struct {
     float *losses;
     size_t losses_capacity;
     train_progress_t resumed; /* a resumed job's progress at its start */
-    char err[512];            /* the failure's line, sent to the master */
+    /* progress reports: the next after step report_next (0: none), the one
+     * after it report_after, or the answer of report_future once it comes */
+    uint64_t report_next, report_after;
+    ember_future_t *report_future;
+    train_msg_progress_t report; /* owned by the call in flight */
+    char err[512];               /* the failure's line, sent to the master */
 } trainer_t;
 
 /** Serve as a trainer of the job @tj describes (this rank's flags).
