@@ -48,6 +48,7 @@ repo=$(cd "$here/.." && pwd)
 build=${BUILD:-$repo/build}
 venv=${EMBER_TORCHREC_VENV:-$repo/.venv-torchrec}
 python=$venv/bin/python
+unset EMBER_TORCHREC_VENV  # ours, not ember's: ember-train warns of EMBER_* names it does not know
 peer=$here/peers/torchrec_dlrm.py
 steps=${STEPS:-20}
 rounds=${ROUNDS:-3}
@@ -89,7 +90,7 @@ if [ "$skip_ember" != 1 ]; then
     "$train" --model dlrm --help >"$out/probe.log" 2>&1 || true
     if ! grep -q -- "--interaction-type" "$out/probe.log" || ! grep -q -- "--multi-hot-sizes" "$out/probe.log"; then
         echo "dlrm_dcn_vs_torchrec: ember-train --model dlrm has no --interaction-type / --multi-hot-sizes in this build:" >&2
-        sed 's/^/    /' "$out/probe.log" | head -5 >&2
+        head -n 5 "$out/probe.log" | sed 's/^/    /' >&2
         echo "    (SKIP_EMBER=1 runs TorchRec alone)" >&2
         exit 3
     fi
