@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TorchRec's own DLRM (torchrec.models.dlrm.DLRM) on CPU, as ember-train --model dlrm's peer.
+"""TorchRec's own DLRM (torchrec.models.dlrm.DLRM, or DLRM_DCN) on CPU, as ember-train --model dlrm's peer.
 
 T processes (torch.multiprocessing.spawn) form a gloo process group; the model
 is wrapped in DistributedModelParallel with an explicit row-wise plan for every
@@ -14,6 +14,12 @@ i % T == t in file order, B of them per step; a step exists only if the data
 holds (s+1)*B*T examples. Dense value log(max(x,0)+1) (empty 0), categorical
 int(hex or "0", 16) % N_f. Each rank parses its examples into numpy arrays,
 and builds every step's tensors, before anything is timed.
+
+--interaction-type dcn trains TorchRec's DLRM_DCN (LowRankCrossNet of
+--dcn-num-layers layers of rank --dcn-low-rank-dim over the dense output and
+every pooled feature) instead; --multi-hot-sizes expands each one-hot id into
+ember's synthetic multi-hot bag (include/ember/data.h, the numpy of
+tests/train/dcn_ref.py), keyed by --multi-hot-seed (default --seed).
 
 Prints (rank 0) `examples/s X` over the steps after --warmup-steps, then
 `eval step S: auc A logloss L examples N` for --eval, and a RESULT line.
@@ -37,6 +43,7 @@ EBC_PREFIX = "sparse_arch.embedding_bag_collection.embedding_bags."
 # DLRMTrain (the DLRM and its BCE loss, what dlrm_main trains) holds the DLRM
 # as .model; the contract's names are the DLRM's own.
 TRAIN_PREFIX = "model."
+TESTS_TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "train")
 LINE_MAX = 4096  # ember's EMBER_CRITEO_LINE_MAX
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # A whole Criteo line as ember's parser accepts it: the label, 13 optional
@@ -79,6 +86,15 @@ def parse_args(argv):
     p.add_argument("--num-embeddings-per-feature", default=None, help="26 rows, comma-separated")
     p.add_argument("--dense-arch-layer-sizes", default="512,256,64", help="last == D")
     p.add_argument("--over-arch-layer-sizes", default="512,512,256,1", help="last == 1")
+    p.add_argument("--interaction-type", default="original", choices=["original", "dcn"],
+                   help="DLRM's dot interaction (original) or DLRM_DCN's LowRankCrossNet (dcn)")
+    p.add_argument("--dcn-num-layers", default="3", help="crossnet layers (3, dlrm_main's)")
+    p.add_argument("--dcn-low-rank-dim", default="512", help="crossnet rank (512, dlrm_main's)")
+    p.add_argument("--multi-hot-sizes", default=None,
+                   help="26 bag sizes, comma-separated: each one-hot id expanded (default: none)")
+    p.add_argument("--multi-hot-distribution-type", default="uniform",
+                   choices=["uniform", "pareto"], help="the bags' other rows (uniform)")
+    p.add_argument("--multi-hot-seed", default=None, help="the bags' key (default --seed)")
     p.add_argument("--batch-size", default="2048", help="B per trainer (2048)")
     p.add_argument("--steps", default=None, help="steps in all (default: --epochs epochs)")
     p.add_argument("--epochs", default="1", help="passes over the data (1)")
@@ -121,6 +137,14 @@ def check_args(a):
                         f"not --embedding-dim {a.embedding_dim}")
     if len(a.over_sizes) < 2 or a.over_sizes[-1] != 1:
         raise PeerError("--over-arch-layer-sizes needs two or more layers, the last of width 1")
+    a.dcn = a.interaction_type == "dcn"
+    a.dcn_num_layers = positive_int("--dcn-num-layers", a.dcn_num_layers, 1024)
+    a.dcn_low_rank_dim = positive_int("--dcn-low-rank-dim", a.dcn_low_rank_dim, 65536)
+    a.multi_hot = None
+    if a.multi_hot_sizes is not None:
+        a.multi_hot = int_list("--multi-hot-sizes", a.multi_hot_sizes, 1 << 20)
+        if len(a.multi_hot) != SPARSE:
+            raise PeerError(f"--multi-hot-sizes has {len(a.multi_hot)} values, not {SPARSE}")
     a.batch_size = positive_int("--batch-size", a.batch_size, 2**24)
     a.steps = None if a.steps is None else int(a.steps) if a.steps == "0" else \
         positive_int("--steps", a.steps)
@@ -128,6 +152,8 @@ def check_args(a):
     a.eval_every = None if a.eval_every is None else positive_int("--eval-every", a.eval_every)
     a.warmup_steps = 0 if a.warmup_steps == "0" else positive_int("--warmup-steps", a.warmup_steps)
     a.seed = 0 if a.seed == "0" else positive_int("--seed", a.seed, 2**63 - 1)
+    a.multi_hot_seed = a.seed if a.multi_hot_seed is None else 0 if a.multi_hot_seed == "0" \
+        else positive_int("--multi-hot-seed", a.multi_hot_seed, 2**63 - 1)
     a.threads = None if a.threads is None else positive_int("--threads", a.threads, 1024)
     a.port = None if a.port is None else positive_int("--port", a.port, 65535)
     try:
@@ -223,9 +249,25 @@ def out_of_range(lines, ints):
     return "a dense value beyond 64 bits"
 
 
-def read_criteo(paths, rows, rank, trainers, limit=None):
+def read_criteo(paths, rows, rank, trainers, limit=None, multi_hot=None):
+    """(labels, dense, sparse, examples of the files read); sparse [n, 26]
+    one id a feature, or with @multi_hot (multi_hot_spec) 26 arrays [n, m_f]."""
     lines, examples = own_lines(paths, rank, trainers, limit)
-    return parse_lines(lines, rows) + (examples,)
+    labels, dense, sparse = parse_lines(lines, rows)
+    if multi_hot is not None:
+        sys.path.insert(0, TESTS_TRAIN)
+        import dcn_ref
+
+        sizes, seed, dist = multi_hot
+        sparse = dcn_ref.expand_ids(sparse, sizes, rows, seed, dist)
+    return labels, dense, sparse, examples
+
+
+def multi_hot_spec(args):
+    """read_criteo's multi_hot for @args: None, or (sizes, seed, distribution)."""
+    if args.multi_hot is None:
+        return None
+    return args.multi_hot, args.multi_hot_seed, args.multi_hot_distribution_type
 
 
 # ---------------------------------------------------------------- metrics
@@ -307,7 +349,7 @@ def write_safetensors(path, entries, metadata):
 def build_dlrm(args, table_device):
     import torch
     from torchrec import EmbeddingBagCollection
-    from torchrec.models.dlrm import DLRM
+    from torchrec.models.dlrm import DLRM, DLRM_DCN
     from torchrec.modules.embedding_configs import EmbeddingBagConfig
 
     tables = [
@@ -315,8 +357,15 @@ def build_dlrm(args, table_device):
                            num_embeddings=args.rows[f], feature_names=[CAT_NAMES[f]])
         for f in range(SPARSE)
     ]
+    ebc = EmbeddingBagCollection(tables=tables, device=table_device)
+    if getattr(args, "dcn", False):
+        return DLRM_DCN(embedding_bag_collection=ebc, dense_in_features=DENSE,
+                        dense_arch_layer_sizes=args.dense_sizes,
+                        over_arch_layer_sizes=args.over_sizes,
+                        dcn_num_layers=args.dcn_num_layers,
+                        dcn_low_rank_dim=args.dcn_low_rank_dim, dense_device=torch.device("cpu"))
     return DLRM(
-        embedding_bag_collection=EmbeddingBagCollection(tables=tables, device=table_device),
+        embedding_bag_collection=ebc,
         dense_in_features=DENSE,
         dense_arch_layer_sizes=args.dense_sizes,
         over_arch_layer_sizes=args.over_sizes,
@@ -359,6 +408,13 @@ def expected_names(args):
         names[f"dense_arch.model._mlp.{i}._linear.weight"] = (sizes[i + 1], sizes[i])
         names[f"dense_arch.model._mlp.{i}._linear.bias"] = (sizes[i + 1],)
     over_in = args.embedding_dim + SPARSE + SPARSE * (SPARSE - 1) // 2
+    if getattr(args, "dcn", False):  # DLRM_DCN: crossnet of (F+1) D in and out
+        over_in = (SPARSE + 1) * args.embedding_dim
+        for kind, shape in (("W_kernels", (over_in, args.dcn_low_rank_dim)),
+                            ("V_kernels", (args.dcn_low_rank_dim, over_in)),
+                            ("bias", (over_in,))):
+            for i in range(args.dcn_num_layers):
+                names[f"inter_arch.crossnet.{kind}.{i}"] = shape
     sizes = [over_in] + args.over_sizes
     last = len(args.over_sizes) - 1
     for i in range(last):
@@ -437,19 +493,26 @@ def torch_equal(a, b):
 
 class Batches:
     """Every step's Batch (dense, KeyedJaggedTensor of one id per table per
-    example, labels) for one rank, or the eval batches."""
+    example, or of each feature's multi-hot bags, labels) for one rank, or
+    the eval batches.  @sparse: [n, 26] ids, or 26 arrays [n, m_f] of bags."""
 
     def __init__(self, labels, dense, sparse, batch_size, count):
+        import numpy as np
         import torch
         from torchrec.datasets.utils import Batch
         from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
         self.items = []
-        ones = torch.ones(SPARSE * batch_size, dtype=torch.int32)
+        bags = isinstance(sparse, list)
+        sizes = [b.shape[1] for b in sparse] if bags else [1] * SPARSE
+        lengths = torch.from_numpy(np.repeat(np.array(sizes, dtype=np.int32), batch_size))
         for k in range(count):
             lo, hi = k * batch_size, (k + 1) * batch_size
-            ids = torch.from_numpy(sparse[lo:hi].T.copy()).reshape(-1)
-            kjt = KeyedJaggedTensor.from_lengths_sync(keys=CAT_NAMES, values=ids, lengths=ones)
+            if bags:  # feature-major: feature f's B bags of m_f rows, in order
+                ids = torch.from_numpy(np.concatenate([b[lo:hi].reshape(-1) for b in sparse]))
+            else:
+                ids = torch.from_numpy(sparse[lo:hi].T.copy()).reshape(-1)
+            kjt = KeyedJaggedTensor.from_lengths_sync(keys=CAT_NAMES, values=ids, lengths=lengths)
             self.items.append(Batch(dense_features=torch.from_numpy(dense[lo:hi].copy()),
                                     sparse_features=kjt,
                                     labels=torch.from_numpy(labels[lo:hi].copy())))
@@ -459,9 +522,12 @@ def pad_to(labels, dense, sparse, n):
     import numpy as np
 
     extra = n - len(labels)
+    if isinstance(sparse, list):
+        sparse = [np.concatenate([b, np.zeros((extra, b.shape[1]), np.int64)]) for b in sparse]
+    else:
+        sparse = np.concatenate([sparse, np.zeros((extra, SPARSE), np.int64)])
     return (np.concatenate([labels, np.zeros(extra, np.float32)]),
-            np.concatenate([dense, np.zeros((extra, DENSE), np.float32)]),
-            np.concatenate([sparse, np.zeros((extra, SPARSE), np.int64)]))
+            np.concatenate([dense, np.zeros((extra, DENSE), np.float32)]), sparse)
 
 
 def evaluate(args, dmp, batches, count, step, rank):
@@ -494,7 +560,7 @@ def train_data(args, rank):
     limit = None if args.steps is None else args.steps * per_step
     start = time.perf_counter()
     labels, dense, sparse, examples = read_criteo(args.data_paths, args.rows, rank, args.trainers,
-                                                  limit)
+                                                  limit, multi_hot_spec(args))
     per_epoch = examples // per_step
     if per_epoch == 0 and args.steps != 0:
         raise PeerError(f"--data {args.data}: {examples} examples, fewer than one step's "
@@ -514,7 +580,8 @@ def train_data(args, rank):
 def eval_data(args, rank):
     if args.eval_paths is None:
         return None, None
-    labels, dense, sparse, examples = read_criteo(args.eval_paths, args.rows, rank, args.trainers)
+    labels, dense, sparse, examples = read_criteo(args.eval_paths, args.rows, rank, args.trainers,
+                                                  multi_hot=multi_hot_spec(args))
     count = [len(range(t, examples, args.trainers)) for t in range(args.trainers)]
     if examples == 0:
         raise PeerError(f"--eval {args.eval}: no examples")
@@ -550,6 +617,12 @@ def wrap_model(args, rank):
                                   lambda params: cls(params, lr=args.lr))
     if rank == 0:
         kernels = sorted({p.compute_kernel for m in plan.plan.values() for p in m.values()})
+        model_name = f"DLRM_DCN ({args.dcn_num_layers} layers, rank {args.dcn_low_rank_dim})" \
+            if args.dcn else "DLRM"
+        bags = "one id a feature" if args.multi_hot is None else \
+            (f"multi-hot {args.multi_hot_distribution_type} bags of {sum(args.multi_hot)} ids an "
+             f"example, seed {args.multi_hot_seed}")
+        print(f"model: {model_name}; {bags}", flush=True)
         print(f"plan: {SPARSE} tables row-wise over {args.trainers} ranks ({sum(args.rows)} rows "
               f"x {args.embedding_dim}, kernel {','.join(kernels)}), fused {args.optimizer} "
               f"lr {args.lr}, gradients {args.sparse_reduce} over trainers; dense under DDP, "

@@ -37,7 +37,8 @@ def replay(args):
     model.load_state_dict(tensors, strict=True)
     per_step = args.batch_size * args.trainers
     limit = None if args.steps is None else args.steps * per_step
-    data = [peer.read_criteo(args.data_paths, args.rows, t, args.trainers, limit)
+    data = [peer.read_criteo(args.data_paths, args.rows, t, args.trainers, limit,
+                             peer.multi_hot_spec(args))
             for t in range(args.trainers)]
     per_epoch = data[0][3] // per_step
     steps = per_epoch * args.epochs if args.steps is None else min(args.steps,
@@ -76,7 +77,8 @@ def replay(args):
 def evaluate(args, model, steps):
     import torch
 
-    labels, dense, sparse, _ = peer.read_criteo(args.eval_paths, args.rows, 0, 1)
+    labels, dense, sparse, _ = peer.read_criteo(args.eval_paths, args.rows, 0, 1,
+                                                multi_hot=peer.multi_hot_spec(args))
     batch = peer.Batches(labels, dense, sparse, len(labels), 1).items[0]
     model.eval()
     with torch.no_grad():
