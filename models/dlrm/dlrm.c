@@ -719,4 +719,5 @@ const ember_model_ops_t ember_model_dlrm = {
         .evaluates = dlrm_evaluates,
         .eval_take = dlrm_eval_take,
         .logits = dlrm_logits,
+        .epoch_steps = dlrm_epoch_steps,
 };

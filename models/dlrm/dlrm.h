@@ -101,6 +101,7 @@ ember_status_t dlrm_backward(void *trainer, const float **grad_p, char *err, siz
 ember_status_t dlrm_step(void *trainer, char *err, size_t err_length);
 const float *dlrm_trainer_params(void *trainer);
 size_t dlrm_optimizers(void *trainer, ember_opt_t **out);
+uint64_t dlrm_epoch_steps(void *trainer);
 ember_status_t dlrm_eval_take(void *trainer, ember_model_batch_t *batch, char *err,
                               size_t err_length);
 ember_status_t dlrm_logits(void *trainer, const ember_model_batch_t *batch, const float *pooled,

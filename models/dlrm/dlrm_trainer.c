@@ -316,6 +316,13 @@ const float *dlrm_trainer_params(void *trainer)
     return t->flat;
 }
 
+uint64_t dlrm_epoch_steps(void *trainer)
+{
+    const dlrm_trainer_t *t = trainer;
+    const uint64_t per_step = (uint64_t)t->config.batch_size * (uint64_t)t->trainers;
+    return ember_data_epoch_examples(t->data) / per_step; /* 0 until the size is known */
+}
+
 size_t dlrm_optimizers(void *trainer, ember_opt_t **out)
 {
     dlrm_trainer_t *t = trainer;

@@ -222,8 +222,9 @@ def sparse_row(text, feature):
 
 def parse_fields(schema, fields, where):
     """(label, dense [N] float64, bags [K] lists) of one line's fields."""
-    if fields[where["label"]] not in ("0", "1"):
-        raise DataError(f"label '{fields[where['label']]}' is not 0 or 1")
+    label = fields[where[schema.label]]
+    if label not in ("0", "1"):
+        raise DataError(f"label '{label}' is not 0 or 1")
     dense = []
     for name, transform, refused in schema.dense:
         text = fields[where[name]]
@@ -243,7 +244,7 @@ def parse_fields(schema, fields, where):
         if len(parts) > f["bag"]:
             raise DataError(f"column {f['name']}: {len(parts)} values, at most {f['bag']}")
         bags.append([sparse_row(x, f) for x in parts])
-    return int(fields[where["label"]]), dense, bags
+    return int(label), dense, bags
 
 
 def read_text(schema, spec):
