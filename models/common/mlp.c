@@ -120,8 +120,8 @@ ember_status_t model_mlp_backward(model_mlp_t *mlp, float *grad_y, float *grad_x
                                               g, 0, gx, gw, gb));
         /* A layer's bucket travels while the layers below are computed. */
         if (mlp->bucket_each_layer)
-            EMBER_CHECK(model_params_bucket(&mlp->p, mlp->offset[l], out * in + out, err,
-                                            err_length));
+            EMBER_CHECK(
+                    model_params_bucket(&mlp->p, mlp->offset[l], out * in + out, err, err_length));
         if (l > 0) {
             EMBER_CHECK(
                     mlp->ops->relu_backward(mlp->device, mlp->act[l - 1].data, gx, batch * in, gx));

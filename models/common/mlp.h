@@ -48,7 +48,7 @@ typedef struct {
     size_t layers, sizes[MODEL_MLP_LAYERS_MAX + 1], offset[MODEL_MLP_LAYERS_MAX];
     size_t nparams, widest, batch;
     int relu_last, bucket_each_layer;
-    model_params_t p; /* its parameters, gradients, optimizer and buckets */
+    model_params_t p;                      /* its parameters, gradients, optimizer and buckets */
     const float *input;                    /* the last forward's (borrowed) */
     model_buf_t act[MODEL_MLP_LAYERS_MAX]; /* layer l's output, after its ReLU */
     model_buf_t g[2];                      /* the backward's, ping-pong */

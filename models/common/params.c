@@ -83,7 +83,8 @@ ember_status_t model_params_bucket(model_params_t *p, size_t first, size_t count
     if (p->nbuckets == MODEL_PARAMS_BUCKETS_MAX) {
         buckets_drop(p);
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "allreduce: more than %d buckets a step", MODEL_PARAMS_BUCKETS_MAX);
+                                 "allreduce: more than %d buckets a step",
+                                 MODEL_PARAMS_BUCKETS_MAX);
     }
     ember_allreduce_req_t *req = NULL;
     ember_status_t status = ember_allreduce_start(p->allreduce, p->d_grads + first, count,

@@ -207,8 +207,8 @@ static ember_status_t parse_schema(const char *flag, const char *value, void *ta
         status = dlrm_set_schema(c, schema, why, sizeof(why));
     ember_schema_free(schema);
     if (status != EMBER_OK)
-        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "%s %s: %s", flag,
-                                 value, why);
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "%s %s: %s", flag, value,
+                                 why);
     c->schema_given = 1;
     return EMBER_OK;
 }
@@ -270,8 +270,7 @@ static const ember_flag_t dlrm_flags[] = {
         {"--interaction-type", "original|dcn",
          "dlrm: InteractionArch's pairwise dots, or DLRM_DCN's\n"
          "LowRankCrossNet (original)",
-         EMBER_FLAG_WORD,
-         .values = (const int[]){DLRM_INTERACTION_ORIGINAL, DLRM_INTERACTION_DCN},
+         EMBER_FLAG_WORD, .values = (const int[]){DLRM_INTERACTION_ORIGINAL, DLRM_INTERACTION_DCN},
          FIELD(interaction)},
         {"--dcn-num-layers", "L", "dlrm dcn: cross layers (3)", EMBER_FLAG_INT, 1, DLRM_MLP_MAX,
          FIELD(dcn_layers)},
@@ -316,8 +315,8 @@ static ember_status_t dlrm_data(void *config, const char *value, char *err, size
 
 /* The schema the job reads: --schema's, else Criteo's preset over the
  * tables' rows; a Criteo source needs Criteo's layout. */
-static ember_status_t check_schema(dlrm_config_t *c, const ember_flag_given_t *given,
-                                   size_t ngiven, char *err, size_t err_length)
+static ember_status_t check_schema(dlrm_config_t *c, const ember_flag_given_t *given, size_t ngiven,
+                                   char *err, size_t err_length)
 {
     const int criteo = strncmp(c->data, "criteo", 6) == 0,
               criteo_eval = strncmp(c->eval, "criteo", 6) == 0;
@@ -499,8 +498,8 @@ static ember_status_t parse_interaction(dlrm_config_t *c, const char *text, char
         EMBER_CHECK(model_text_u32s(text, "multi_hot", EMBER_SCHEMA_SPARSE_MAX, 1,
                                     EMBER_SCHEMA_BAG_MAX, c->multi_hot, &hots, err, err_length));
     if (model_text_has(text, "multi_hot_dist"))
-        EMBER_CHECK(model_text_word(text, "multi_hot_dist", "uniform|pareto", &dist, err,
-                                    err_length));
+        EMBER_CHECK(
+                model_text_word(text, "multi_hot_dist", "uniform|pareto", &dist, err, err_length));
     c->interaction = interaction ? DLRM_INTERACTION_DCN : DLRM_INTERACTION_ORIGINAL;
     c->multi_hots = (uint32_t)hots;
     c->multi_hot_dist = dist ? EMBER_MULTI_HOT_PARETO : EMBER_MULTI_HOT_UNIFORM;
@@ -509,9 +508,9 @@ static ember_status_t parse_interaction(dlrm_config_t *c, const char *text, char
 
 static ember_status_t dlrm_parse(void *config, const char *text, char *err, size_t err_length)
 {
-    static const char *const keys[] = {"dim",        "rows",      "dense_arch", "over_arch",
-                                       "batch_size", "sharding",  "steps",      "eval_every",
-                                       "data",       "eval",      "schema",     "interaction",
+    static const char *const keys[] = {"dim",        "rows",      "dense_arch",    "over_arch",
+                                       "batch_size", "sharding",  "steps",         "eval_every",
+                                       "data",       "eval",      "schema",        "interaction",
                                        "dcn",        "multi_hot", "multi_hot_dist"};
     dlrm_config_t *c = config;
     size_t n, dense, over;

@@ -34,27 +34,30 @@
 #define DLRM_SCHEMA_MAX EMBER_SCHEMA_TEXT_MAX
 
 /* --interaction-type */
-enum { DLRM_INTERACTION_ORIGINAL, DLRM_INTERACTION_DCN };
+enum {
+    DLRM_INTERACTION_ORIGINAL,
+    DLRM_INTERACTION_DCN
+};
 
 typedef struct {
-    uint32_t dim; /* every table's, and DenseArch's output */
+    uint32_t dim;                      /* every table's, and DenseArch's output */
     int64_t rows[EMBER_CRITEO_SPARSE]; /* Criteo's tables (--num-embeddings...) */
     uint32_t dense_layers, over_layers;
-    uint32_t dense_sizes[DLRM_MLP_MAX]; /* DenseArch's widths, the last = dim */
-    uint32_t over_sizes[DLRM_MLP_MAX];  /* OverArch's widths, the last = 1 */
-    uint32_t batch_size;                /* examples a trainer's step */
-    uint32_t sharding;                  /* ember_sharding_t */
-    uint64_t steps;                     /* stop after so many (0: the epochs) */
-    uint64_t eval_every;                /* steps between evaluations (0: at the end) */
-    uint32_t interaction;               /* DLRM_INTERACTION_* */
-    uint32_t dcn_layers, dcn_rank;      /* LowRankCrossNet's */
+    uint32_t dense_sizes[DLRM_MLP_MAX];          /* DenseArch's widths, the last = dim */
+    uint32_t over_sizes[DLRM_MLP_MAX];           /* OverArch's widths, the last = 1 */
+    uint32_t batch_size;                         /* examples a trainer's step */
+    uint32_t sharding;                           /* ember_sharding_t */
+    uint64_t steps;                              /* stop after so many (0: the epochs) */
+    uint64_t eval_every;                         /* steps between evaluations (0: at the end) */
+    uint32_t interaction;                        /* DLRM_INTERACTION_* */
+    uint32_t dcn_layers, dcn_rank;               /* LowRankCrossNet's */
     uint32_t multi_hot[EMBER_SCHEMA_SPARSE_MAX]; /* MLPerf's bag sizes */
     uint32_t multi_hots;                         /* their count; 0: none */
     uint32_t multi_hot_dist;                     /* ember_multi_hot_dist_t */
     char data[DLRM_SOURCE_MAX];                  /* the training examples */
     char eval[DLRM_SOURCE_MAX];                  /* the evaluation's ("": none) */
     int schema_given;                            /* --schema FILE */
-    char schema[DLRM_SCHEMA_MAX];                /* its canonical text ("": Criteo's, made by check) */
+    char schema[DLRM_SCHEMA_MAX]; /* its canonical text ("": Criteo's, made by check) */
     /* the schema's counts (derived from it, never described) */
     uint32_t num_dense, num_sparse, num_tables;
 } dlrm_config_t;

@@ -133,7 +133,8 @@ size_t dlrm_tensors(const void *config, ember_model_tensor_t *out)
         out[n] = (ember_model_tensor_t){
                 .ndim = 2, .shape = {tables[t].rows, c->dim}, .table = (int)t};
         snprintf(out[n++].name, EMBER_MODEL_NAME_MAX,
-                 "sparse_arch.embedding_bag_collection.embedding_bags.%.63s.weight", tables[t].name);
+                 "sparse_arch.embedding_bag_collection.embedding_bags.%.63s.weight",
+                 tables[t].name);
     }
     dlrm_widths(c, dense, over);
     n += mlp_tensors(dense, c->dense_layers, "dense_arch.model._mlp", NULL, &offset, out + n);

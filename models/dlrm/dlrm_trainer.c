@@ -125,9 +125,8 @@ void dlrm_trainer_destroy(void *trainer)
     model_mlp_cleanup(&t->dense_arch);
     model_params_cleanup(&t->cross);
     model_mlp_cleanup(&t->over_arch);
-    model_buf_t *bufs[] = {&t->dense,       &t->labels,      &t->inter,
-                           &t->grad_inter,  &t->grad_dense,  &t->grad_logits,
-                           &t->grad_pooled, &t->saved};
+    model_buf_t *bufs[] = {&t->dense,      &t->labels,      &t->inter,       &t->grad_inter,
+                           &t->grad_dense, &t->grad_logits, &t->grad_pooled, &t->saved};
     for (size_t i = 0; t->device && i < sizeof(bufs) / sizeof(bufs[0]); i++)
         model_buf_free(t->device, bufs[i]);
     ember_data_close(t->data);
@@ -236,11 +235,10 @@ static ember_status_t interaction_backward(dlrm_trainer_t *t, char *err, size_t 
         return t->ops->interaction_backward(t->device, t->dense_out, t->pooled, c->num_sparse,
                                             t->batch, c->dim, t->grad_inter.data,
                                             t->grad_dense.data, t->grad_pooled.data);
-    EMBER_CHECK(t->ops->crossnet_backward(t->device, t->dense_out, t->pooled, c->num_sparse,
-                                          t->batch, c->dim, c->dcn_layers, c->dcn_rank,
-                                          t->cross.d_params, t->saved.data, t->grad_inter.data,
-                                          t->cross.d_grads, t->grad_dense.data,
-                                          t->grad_pooled.data));
+    EMBER_CHECK(t->ops->crossnet_backward(
+            t->device, t->dense_out, t->pooled, c->num_sparse, t->batch, c->dim, c->dcn_layers,
+            c->dcn_rank, t->cross.d_params, t->saved.data, t->grad_inter.data, t->cross.d_grads,
+            t->grad_dense.data, t->grad_pooled.data));
     return model_params_bucket(&t->cross, 0, t->cross.count, err, err_length);
 }
 
