@@ -24,8 +24,7 @@ static void check_tables(const ember_schema_t *s)
         ember_schema_sparse_t a, b;
         ember_schema_sparse(s, f, &a);
         FUZZ_CHECK(a.rows >= 1 && a.bag_max >= 1 && a.bag_max <= EMBER_SCHEMA_BAG_MAX &&
-                           (a.list || a.bag_max == 1) &&
-                           a.table_index < ember_schema_num_tables(s),
+                           (a.list || a.bag_max == 1) && a.table_index < ember_schema_num_tables(s),
                    "feature %u: rows %lld, bag %u, table %u", f, (long long)a.rows, a.bag_max,
                    a.table_index);
         if (f == 0)

@@ -36,28 +36,16 @@
  */
 #include "engine/io/criteo_data.h"
 
+#include "test_heap.h"
 #include "test_util.h"
 
 #include <ember/data.h>
 #include <ember/schema.h>
 
 #include <inttypes.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TEST_SANITIZER_HEAP 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TEST_SANITIZER_HEAP 1
-#endif
-#ifdef TEST_SANITIZER_HEAP
-#include <sanitizer/allocator_interface.h>
-#endif
 
 static char dir[64];
 
@@ -812,15 +800,6 @@ static int case_hold(void)
     return 0;
 }
 
-static size_t heap_bytes(void)
-{
-#ifdef TEST_SANITIZER_HEAP
-    return __sanitizer_get_current_allocated_bytes();
-#else
-    return mallinfo2().uordblks;
-#endif
-}
-
 static int case_bounded_memory(void)
 {
     enum {
@@ -832,9 +811,7 @@ static int case_bounded_memory(void)
     char path[128], spec[160], err[1024];
     struct stat st;
     ember_data_batch_t b;
-#ifndef TEST_SANITIZER_HEAP
-    CHECK(mallopt(M_ARENA_MAX, 1) == 1, "mallopt");
-#endif
+    CHECK(test_heap_one_arena(), "mallopt");
     if (make_dir() || write_lists("big.tsv", LINES, path, sizeof(path)))
         return 1;
     ember_schema_t *s = parse(list_schema);
@@ -847,16 +824,16 @@ static int case_bounded_memory(void)
     CHECK(stat(path, &st) == 0 && (size_t)st.st_size > 2 * (LINE_BUFFER + ring + slack),
           "the file (%lld bytes) is far larger than the ring", (long long)st.st_size);
     ember_data_t *d;
-    size_t before = heap_bytes();
+    size_t before = test_heap_bytes();
     CHECK(ember_data_open(&c, &d, err, sizeof(err)) == EMBER_OK, "%s", err);
     CHECK(ember_data_next(d, &b, err, sizeof(err)) == EMBER_OK && b.n == BATCH, "%s", err);
-    size_t opened = heap_bytes(), peak = opened;
+    size_t opened = test_heap_bytes(), peak = opened;
     CHECK(opened >= before + ring && opened <= before + ring + LINE_BUFFER + slack,
           "open took %zu bytes, the ring is %zu", opened - before, ring);
     for (int e = 0; e < 2; e++) {
         uint64_t batches = e == 0;
         for (; ember_data_next(d, &b, err, sizeof(err)) == EMBER_OK && b.n; batches++) {
-            size_t now = heap_bytes();
+            size_t now = test_heap_bytes();
             peak = now > peak ? now : peak;
             for (size_t j = 0; j < b.n; j++)
                 if (check_list_example(&b, j, b.first_example + j))
@@ -867,7 +844,7 @@ static int case_bounded_memory(void)
     }
     CHECK(peak <= opened + slack, "the heap grew by %zu bytes while streaming", peak - opened);
     ember_data_close(d);
-    CHECK(heap_bytes() <= before + slack, "close left %zu bytes", heap_bytes() - before);
+    CHECK(test_heap_bytes() <= before + slack, "close left %zu bytes", test_heap_bytes() - before);
     ember_schema_free(s);
     remove_dir();
     return 0;
