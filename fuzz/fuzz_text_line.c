@@ -21,12 +21,12 @@
 
 static const char *const schemas[] = {
         /* the kinds, lists, empty rules */
-        "label y\ndense d\ndense n none empty=refuse\nsparse i int rows=7\n"
-        "sparse h hex rows=9223372036854775807 empty=zero\nsparse s string rows=13 empty=bag\n"
-        "sparse l int rows=5 list=| bag=3 empty=bag\nskip x\n",
+        ("label y\ndense d\ndense n none empty=refuse\nsparse i int rows=7\n"
+         "sparse h hex rows=9223372036854775807 empty=zero\nsparse s string rows=13 empty=bag\n"
+         "sparse l int rows=5 list=| bag=3 empty=bag\nskip x\n"),
         /* csv with a header, a shared table */
-        "format csv\nheader yes\nlabel y\nsparse a int rows=3\nsparse b string rows=11\n"
-        "sparse c int rows=3 table=a list=; bag=4 empty=bag\n",
+        ("format csv\nheader yes\nlabel y\nsparse a int rows=3\nsparse b string rows=11\n"
+         "sparse c int rows=3 table=a list=: bag=4 empty=bag\n"),
         /* Criteo's first columns */
         "label label\ndense I1\ndense I2\nsparse C1 hex rows=1000 table=t_cat_0 empty=zero\n",
 };

@@ -981,7 +981,7 @@ static void corpus_text_line(void)
     } seeds[] = {
             {"kinds", 0, "1\t2\t-3.5\t-7\tabc\tfoo\t1|2|3\tz\n0\t\t1e3\t5\t\t\t\tz\r\n"},
             {"kinds_bad", 0, "1\t2\t1\t1|2\tab\tx\t1\tz\n"},
-            {"csv_header", 1, "c,b,y,a\r\n1;2;-3,bob,1,2\n,alice,0,-9223372036854775808\n"},
+            {"csv_header", 1, "c,b,y,a\r\n1:2:-3,bob,1,2\n,alice,0,-9223372036854775808\n"},
             {"csv_unknown", 1, "y,a,b,zz\n1,1,x,\n"},
             {"criteo", 2, "1\t5\t-3\t68fd1e64\n0\t\t\t\n"},
     };
