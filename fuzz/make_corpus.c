@@ -946,6 +946,53 @@ static void corpus_criteo(void)
     }
 }
 
+/* Schemas: Criteo's spelled out, a movie one (csv, header, lists, a shared
+ * table, strings), one line with ';', and near-misses. */
+static void corpus_schema(void)
+{
+    static const struct {
+        const char *name, *text;
+    } seeds[] = {
+            {"criteo", "# Criteo\nformat tsv\nheader no\nlabel label\ndense I1 log\n"
+                       "dense I2 log empty=zero\nsparse C1 hex rows=100000 table=t_cat_0 "
+                       "empty=zero\nsparse C2 hex rows=7 table=t_cat_1 empty=zero\n"},
+            {"movies", "format csv\nheader yes\nhash fnv1a64\nlabel click\ndense age none "
+                       "empty=refuse\nskip ts\nsparse movie int rows=50 table=items\n"
+                       "sparse genres int rows=7 list=| bag=4 empty=bag pooling=mean\n"
+                       "sparse watched int rows=50 table=items list=: bag=3 empty=bag\n"
+                       "sparse user string rows=1000 empty=zero\n"},
+            {"one_line", "format tsv; header no; hash fnv1a64; label y; dense d log empty=zero; "
+                         "sparse a int rows=9223372036854775807 table=a pooling=max empty=refuse"},
+            {"shared_differs", "label y\nsparse a int rows=5\nsparse b int rows=6 table=a\n"},
+            {"bad_list", "format csv\nlabel y\nsparse a int rows=5 list=, bag=2\n"},
+    };
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
+        save("schema", seeds[i].name, seeds[i].text, strlen(seeds[i].text));
+}
+
+/* Text data files for fuzz_text_line's three schemas: good lines, lists,
+ * empty fields, a header, refusals. */
+static void corpus_text_line(void)
+{
+    static const struct {
+        const char *name;
+        uint8_t schema;
+        const char *text;
+    } seeds[] = {
+            {"kinds", 0, "1\t2\t-3.5\t-7\tabc\tfoo\t1|2|3\tz\n0\t\t1e3\t5\t\t\t\tz\r\n"},
+            {"kinds_bad", 0, "1\t2\t1\t1|2\tab\tx\t1\tz\n"},
+            {"csv_header", 1, "c,b,y,a\r\n1:2:-3,bob,1,2\n,alice,0,-9223372036854775808\n"},
+            {"csv_unknown", 1, "y,a,b,zz\n1,1,x,\n"},
+            {"criteo", 2, "1\t5\t-3\t68fd1e64\n0\t\t\t\n"},
+    };
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+        blob_t b = {0};
+        put_u8(&b, seeds[i].schema);
+        put(&b, seeds[i].text, strlen(seeds[i].text));
+        save_blob("text_line", seeds[i].name, &b);
+    }
+}
+
 /* .npy files as NumPy writes them (1.0, 2.0, 3.0; a scalar, an empty array)
  * and near-misses (Fortran order, a structured dtype, cut short). */
 static void corpus_npy(void)
@@ -1056,5 +1103,7 @@ int main(int argc, char **argv)
     corpus_criteo();
     corpus_npy();
     corpus_manifest();
+    corpus_schema();
+    corpus_text_line();
     return differ;
 }

@@ -575,8 +575,8 @@ static void column_text(const ember_schema_t *s, uint32_t c, char *text, size_t 
 {
     const schema_column_t *col = &s->columns[c];
     char list[32] = "";
-#define PUT(...)                                                        \
-    *used += (size_t)snprintf(text + (*used < length ? *used : length), \
+#define PUT(...)                                                    \
+    *used += (size_t)snprintf(*used < length ? text + *used : NULL, \
                               *used < length ? length - *used : 0, __VA_ARGS__)
     PUT("; %s %s", kind_names[col->kind], col->name);
     if (col->kind == SCHEMA_DENSE) {

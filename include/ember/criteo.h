@@ -46,7 +46,8 @@
  *   rows through either path, and the dense values TorchRec trains on.
  *
  * Memory: read_ahead + hold batch buffers (the ready ones and those the
- * trainer holds), 264 bytes per example each, allocated at open; TSV files
+ * trainer holds), 472 bytes per example each (<ember/data.h>'s: ids, their
+ * offsets, dense values, label), allocated at open; TSV files
  * are streamed a line at a time, npy files mapped (page cache, no copy).
  *
  * Holding: a trainer that keeps the batch of step s while it takes step

@@ -53,9 +53,9 @@
  */
 #include "engine/io/criteo_data.h"
 
+#include "test_heap.h"
 #include "test_util.h"
 
-#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,19 +63,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* A sanitizer's allocator replaces glibc's: its own count of the heap. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TEST_SANITIZER_HEAP 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TEST_SANITIZER_HEAP 1
-#endif
-#ifdef TEST_SANITIZER_HEAP
-#include <sanitizer/allocator_interface.h>
-#endif
 
 #define FILE_A 37
 #define FILE_B 26
@@ -634,17 +621,6 @@ static int case_npy_equals_tsv(void)
     return 0;
 }
 
-/* Bytes the heap holds: every thread's (one glibc arena for all of them, or
- * the sanitizer allocator's own count). */
-static size_t heap_bytes(void)
-{
-#ifdef TEST_SANITIZER_HEAP
-    return __sanitizer_get_current_allocated_bytes();
-#else
-    return mallinfo2().uordblks;
-#endif
-}
-
 static int case_bounded_memory(void)
 {
     enum {
@@ -656,9 +632,7 @@ static int case_bounded_memory(void)
     char dir[] = "/tmp/ember-criteo-mem-XXXXXX", path[96], spec[128], err[1024];
     struct stat st;
     ember_criteo_batch_t b;
-#ifndef TEST_SANITIZER_HEAP
-    CHECK(mallopt(M_ARENA_MAX, 1) == 1, "mallopt"); /* the reader thread's in the main arena */
-#endif
+    CHECK(test_heap_one_arena(), "mallopt");
     rows_init();
     CHECK(mkdtemp(dir), "mkdtemp");
     snprintf(path, sizeof(path), "%s/big", dir);
@@ -671,16 +645,16 @@ static int case_bounded_memory(void)
     run_t run = {0, 1, BATCH, 0, LINES, EXPECT_TSV};
     ember_criteo_data_config_t config = config_of(spec, &run, READ_AHEAD);
     ember_criteo_data_t *d;
-    size_t before = heap_bytes();
+    size_t before = test_heap_bytes();
     CHECK(ember_criteo_data_open(&config, &d, err, sizeof(err)) == EMBER_OK, "%s", err);
     CHECK(ember_criteo_data_next(d, &b, err, sizeof(err)) == EMBER_OK && b.n == BATCH, "%s", err);
-    size_t opened = heap_bytes(), peak = opened;
+    size_t opened = test_heap_bytes(), peak = opened;
     CHECK(opened >= before + ring && opened <= before + ring + SLACK,
           "open took %zu bytes of heap, the ring is %zu", opened - before, ring);
     uint64_t batches = 1;
     for (int e = 0; e < 2; e++, batches = 0) {
         for (; ember_criteo_data_next(d, &b, err, sizeof(err)) == EMBER_OK && b.n; batches++) {
-            size_t now = heap_bytes();
+            size_t now = test_heap_bytes();
             peak = now > peak ? now : peak;
             for (size_t j = 0; j < b.n; j++) /* lines across the reads' edges */
                 if (check_example(EXPECT_TSV, &b, j, b.first_example + j))
@@ -692,7 +666,7 @@ static int case_bounded_memory(void)
     CHECK(peak <= opened + SLACK, "the heap grew by %zu bytes while streaming %lld", peak - opened,
           (long long)st.st_size);
     ember_criteo_data_close(d);
-    CHECK(heap_bytes() <= before + SLACK, "close left %zu bytes", heap_bytes() - before);
+    CHECK(test_heap_bytes() <= before + SLACK, "close left %zu bytes", test_heap_bytes() - before);
     unlink(path);
     rmdir(dir);
     return 0;

@@ -11,6 +11,7 @@
 #include <ember/checkpoint.h>
 #include <ember/config.h>
 #include <ember/criteo.h>
+#include <ember/data.h>
 #include <ember/device.h>
 #include <ember/dtype.h>
 #include <ember/embedding_bag.h>
@@ -23,6 +24,7 @@
 #include <ember/ps.h>
 #include <ember/rng.h>
 #include <ember/safetensors.h>
+#include <ember/schema.h>
 #include <ember/status.h>
 #include <ember/table.h>
 #include <ember/transport.h>
@@ -221,6 +223,25 @@ static void check_device(const char *kind)
     ember_device_close(dev);
 }
 
+/* The schema's preset and text, and a data source refused: <ember/schema.h>
+ * and <ember/data.h> linked from the installed library. */
+static void check_schema(void)
+{
+    ember_schema_t *schema = NULL;
+    ember_data_t *data = NULL;
+    char err[256] = "", text[4096];
+    CHECK(ember_schema_criteo(NULL, &schema, err, sizeof(err)) == EMBER_OK &&
+                  ember_schema_is_criteo(schema) && ember_schema_num_sparse(schema) == 26,
+          "Criteo's preset: %s", err);
+    CHECK(schema && ember_schema_text(schema, text, sizeof(text)) < sizeof(text) &&
+                  strstr(text, "sparse C26 hex rows=100000 table=t_cat_25"),
+          "the preset's text: %s", text);
+    ember_data_config_t config = {.source = "nope:x", .schema = schema, .trainers = 1, .batch = 1};
+    CHECK(ember_data_open(&config, &data, err, sizeof(err)) == EMBER_ERR_INVALID_PARAM && !data,
+          "a source of no kind opened: %s", err);
+    ember_schema_free(schema);
+}
+
 int main(int argc, char **argv)
 {
     const char *kind = argc > 1 ? argv[1] : "cpu";
@@ -229,6 +250,7 @@ int main(int argc, char **argv)
     check_status_config();
     check_api();
     check_bags();
+    check_schema();
     check_device(kind);
     if (failures) {
         fprintf(stderr, "consumer: %d check(s) failed\n", failures);
