@@ -51,15 +51,18 @@ last_eval() {
         awk '{print $5, $7}'
 }
 
-echo "# MovieLens-100k: train $(($(wc -l <"$out/train.tsv") - 1)), test $(($(wc -l <"$out/test.tsv") - 1)) examples; D 16, dense 64,16, over 64,32,1, batch 256, adagrad 0.02, $epochs epochs, $trainers trainer(s), seed $seed"
-printf '%-10s %10s %10s %10s %10s %10s  %s\n' model torch_auc ember_auc diff torch_ll ember_ll verdict
+n_train=$(($(wc -l <"$out/train.tsv") - 1)) n_test=$(($(wc -l <"$out/test.tsv") - 1))
+echo "# MovieLens-100k: train $n_train, test $n_test examples; D 16, dense 64,16," \
+     "over 64,32,1, batch 256, adagrad 0.02, $epochs epochs, $trainers trainer(s), seed $seed"
+row='%-10s %10s %10s %10s %10s %10s  %s\n'
+printf "$row" model torch_auc ember_auc diff torch_ll ember_ll verdict
 status=0
 for kind in original dcn; do
     extra=()
     [[ $kind == dcn ]] && extra=(--interaction-type dcn --dcn-num-layers 3 --dcn-low-rank-dim 16)
     init=$logs/init-$kind.safetensors
-    nice "$python" "$repo/examples/movielens/torch_dlrm.py" "${data[@]}" "${model[@]}" "${extra[@]}" \
-        --write-init "$init" >"$logs/torch-$kind.log" 2>&1 ||
+    nice "$python" "$repo/examples/movielens/torch_dlrm.py" "${data[@]}" "${model[@]}" \
+        "${extra[@]}" --write-init "$init" >"$logs/torch-$kind.log" 2>&1 ||
         { cat "$logs/torch-$kind.log" >&2; exit 1; }
     read -r t_auc t_ll < <(last_eval "$logs/torch-$kind.log")
     if [[ $ember_ok == 1 ]]; then
@@ -67,7 +70,8 @@ for kind in original dcn; do
             --consistency sync "${data[@]}" "${model[@]}" "${extra[@]}" --init "$init" \
             >"$logs/ember-$kind.log" 2>&1 || { cat "$logs/ember-$kind.log" >&2; exit 1; }
         read -r e_auc e_ll < <(last_eval "$logs/ember-$kind.log") ||
-            { echo "no eval line in ember's log:" >&2; tail -20 "$logs/ember-$kind.log" >&2; exit 1; }
+            { echo "no eval line in ember's log:" >&2; tail -20 "$logs/ember-$kind.log" >&2
+              exit 1; }
         verdict=$(awk -v a="$e_auc" -v b="$t_auc" -v t="$tolerance" \
             'BEGIN { d = a - b; if (d < 0) d = -d; print (d <= t ? "ok" : "OVER") }')
         [[ $verdict == ok ]] || status=1
@@ -75,7 +79,7 @@ for kind in original dcn; do
             "$(awk -v a="$e_auc" -v b="$t_auc" 'BEGIN { print a - b }')" "$t_ll" "$e_ll" \
             "$verdict (|diff| <= $tolerance)"
     else
-        printf '%-10s %10s %10s %10s %10s %10s  %s\n' "$kind" "$t_auc" - - "$t_ll" - "ember skipped"
+        printf "$row" "$kind" "$t_auc" - - "$t_ll" - "ember skipped"
     fi
 done
 if [[ $ember_ok == 0 ]]; then

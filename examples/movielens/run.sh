@@ -34,13 +34,14 @@ if [[ $what == torch || $what == all ]]; then
     nice "$python" "$repo/examples/movielens/torch_dlrm.py" "${data[@]}" "${model[@]}" \
         --write-init "$out/init-dlrm.safetensors" ${TORCH_ARGS:-}
     echo "## PyTorch DLRM-DCN"
-    nice "$python" "$repo/examples/movielens/torch_dlrm.py" "${data[@]}" "${model[@]}" "${dcn[@]}" \
-        --write-init "$out/init-dcn.safetensors" ${TORCH_ARGS:-}
+    nice "$python" "$repo/examples/movielens/torch_dlrm.py" "${data[@]}" "${model[@]}" \
+        "${dcn[@]}" --write-init "$out/init-dcn.safetensors" ${TORCH_ARGS:-}
 fi
 
 if [[ $what == ember || $what == all ]]; then
     train=$build/tools/ember-train
-    [[ -x $train ]] || { echo "run.sh: $train missing: build ember first (scripts/test.sh)" >&2; exit 2; }
+    [[ -x $train ]] ||
+        { echo "run.sh: $train missing: build ember first (scripts/test.sh)" >&2; exit 2; }
     "$train" --help 2>&1 | grep -q -- --schema ||
         { echo "run.sh: $train has no --schema yet (issue 35's trainer)" >&2; exit 2; }
     # The PyTorch runs' initial weights when they are there: the same start.

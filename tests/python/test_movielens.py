@@ -67,7 +67,8 @@ def test_counts(movielens):
     # everywhere; empty only for the two "unknown" movies.
     sizes = collections.Counter(len(f[8].split("|")) if f[8] else 0 for f in rows)
     assert set(sizes) <= set(range(7)) and sizes[0] == 10 and sizes[2] > sizes[4] > sizes[6]
-    assert sizes == {int(k): v for k, v in counts["features"]["genres"]["bag_sizes_examples"].items()}
+    written = counts["features"]["genres"]["bag_sizes_examples"]
+    assert sizes == {int(k): v for k, v in written.items()}
     bags = {}
     for f in rows:
         ids = [int(g) for g in f[8].split("|")] if f[8] else []
@@ -86,7 +87,8 @@ def test_schema_and_reader(movielens):
     data = torch_dlrm.read_text(f"text:{os.path.join(movielens, 'test.tsv')}", schema)
     assert len(data) == 20000 and data.dense.shape == (20000, 2)
     # age: log(age + 1), ages 7..73; release_year as written, 0 when empty.
-    assert np.log(8.0) - 1e-6 <= data.dense[:, 0].min() <= data.dense[:, 0].max() <= np.log(74.0) + 1e-6
+    age = data.dense[:, 0]
+    assert np.log(8.0) - 1e-6 <= age.min() <= age.max() <= np.log(74.0) + 1e-6
     assert 0.0 <= data.dense[:, 1].min() and data.dense[:, 1].max() <= 1.0
     genres = schema.sparse[-1]
     assert (genres.pooling, genres.bag, genres.empty) == ("mean", 6, "bag")
