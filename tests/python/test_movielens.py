@@ -160,3 +160,34 @@ def test_torch_dlrm_learns(movielens, interaction, tmp_path, capsys):
 
 def eval_lines(output):
     return [line for line in output.splitlines() if line.startswith("eval step")]
+
+
+@pytest.mark.parametrize("interaction", ["original", "dcn"])
+def test_ember_trains_movielens(movielens, interaction, tmp_path, capsys):
+    """ember-train on the same split from the PyTorch model's initial weights
+    (2 trainers, 2 PS by rows, one epoch, evaluated every 100 steps): an
+    evaluation line per --eval-every, each with AUC and log loss, and the
+    final AUC within 0.005 of the plain-PyTorch model's (2 trainers alike)."""
+    from conftest import run_job, tool
+    init = str(tmp_path / "init.safetensors")
+    schema = os.path.join(movielens, "movielens.schema")
+    data = [f"text:{os.path.join(movielens, 'train.tsv')}",
+            f"text:{os.path.join(movielens, 'test.tsv')}"]
+    shape = ["--interaction-type", interaction, "--embedding-dim", "16",
+             "--dense-arch-layer-sizes", "64,16", "--over-arch-layer-sizes", "64,32,1",
+             "--batch-size", "256", "--epochs", "1", "--optimizer", "adagrad", "--lr", "0.02"]
+    if interaction == "dcn":
+        shape += ["--dcn-num-layers", "3", "--dcn-low-rank-dim", "16"]
+    assert torch_dlrm.main(["--schema", schema, "--data", data[0], "--eval", data[1],
+                            "--trainers", "2", "--seed", "1", "--write-init", init] + shape) == 0
+    torch_auc = float(capsys.readouterr().out.split("auc ")[-1].split()[0])
+    _, out = run_job(5, [tool("ember-train"), "--model", "dlrm", "--trainers", "2", "--ps", "2",
+                         "--schema", schema, "--data", data[0], "--eval", data[1],
+                         "--eval-every", "100", "--init", init] + shape)
+    evals = [line.split("eval step ")[1] for line in out.splitlines() if "eval step " in line]
+    assert [e.split(":")[0] for e in evals] == ["100", "156"], out[-3000:]
+    for e in evals:
+        fields = e.split()
+        assert fields[1] == "auc" and fields[3] == "logloss", e
+    ember_auc = float(evals[-1].split()[2])
+    assert abs(ember_auc - torch_auc) <= 0.005, (ember_auc, torch_auc)
