@@ -103,6 +103,7 @@ criteo_rows=(40000000 39060 17295 7424 20265 3 7122 1543 63 40000000 3067956 405
 rows=$(for n in "${criteo_rows[@]}"; do echo $((n < cap ? n : cap)); done | paste -sd,)
 total_rows=$(tr , '\n' <<<"$rows" | awk '{s += $1} END {print s}')
 multi_hot=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1
+# shellcheck disable=SC2054  # the commas are the flags' values
 flags=(--embedding-dim 64 --num-embeddings-per-feature "$rows"
     --dense-arch-layer-sizes 512,256,64 --over-arch-layer-sizes 512,512,256,1
     --interaction-type dcn --dcn-num-layers 3 --dcn-low-rank-dim 64
