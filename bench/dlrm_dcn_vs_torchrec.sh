@@ -32,10 +32,9 @@
 # examples before its clock starts; tsv: ember streams the TSV), EMBER_FLAGS
 # (more ember-train flags, given to every ember run).
 #
-# The multi-hot key: both sides get --seed SEED; the peer keys its bags by it
-# (--multi-hot-seed defaults to --seed), which is ember-train's multi-hot seed
-# unless EMBER_FLAGS says otherwise.  A different key gives both sides
-# different bags, and the AUCs then differ by more than their arithmetic.
+# The multi-hot key: both sides get --seed SEED and key their bags by it
+# (ember-train: the job's seed, models/dlrm/dlrm_trainer.c; the peer:
+# --multi-hot-seed, default --seed), so both expand every id alike.
 #
 # Memory (measured with the 1,000,000 cap, 7.1M rows x 64: 1.8 GB of tables):
 # the TorchRec side peaks near 7.2 GB in all with SGD (two ranks each read the
