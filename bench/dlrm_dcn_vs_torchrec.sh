@@ -32,10 +32,9 @@
 # examples before its clock starts; tsv: ember streams the TSV), EMBER_FLAGS
 # (more ember-train flags, given to every ember run).
 #
-# The multi-hot key: both sides get --seed SEED; the peer keys its bags by it
-# (--multi-hot-seed defaults to --seed), which is ember-train's multi-hot seed
-# unless EMBER_FLAGS says otherwise.  A different key gives both sides
-# different bags, and the AUCs then differ by more than their arithmetic.
+# The multi-hot key: both sides get --seed SEED and key their bags by it
+# (ember-train: the job's seed, models/dlrm/dlrm_trainer.c; the peer:
+# --multi-hot-seed, default --seed), so both expand every id alike.
 #
 # Memory (measured with the 1,000,000 cap, 7.1M rows x 64: 1.8 GB of tables):
 # the TorchRec side peaks near 7.2 GB in all with SGD (two ranks each read the
@@ -103,6 +102,7 @@ criteo_rows=(40000000 39060 17295 7424 20265 3 7122 1543 63 40000000 3067956 405
 rows=$(for n in "${criteo_rows[@]}"; do echo $((n < cap ? n : cap)); done | paste -sd,)
 total_rows=$(tr , '\n' <<<"$rows" | awk '{s += $1} END {print s}')
 multi_hot=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1
+# shellcheck disable=SC2054  # the commas are the flags' values
 flags=(--embedding-dim 64 --num-embeddings-per-feature "$rows"
     --dense-arch-layer-sizes 512,256,64 --over-arch-layer-sizes 512,512,256,1
     --interaction-type dcn --dcn-num-layers 3 --dcn-low-rank-dim 64

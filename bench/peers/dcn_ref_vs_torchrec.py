@@ -152,7 +152,7 @@ def main(argv):
     t_state = trec.state_dict()
     for name, value in ref.state_dict().items():
         report.compare(f"after 3 steps: {name}", value, t_state[name], quiet=True)
-    print(f"ok   after 3 steps: every parameter" if not any("after 3" in f for f in report.failed)
+    print("ok   after 3 steps: every parameter" if not any("after 3" in f for f in report.failed)
           else "FAIL after 3 steps: parameters differ")
 
     if report.failed:
