@@ -339,6 +339,23 @@ ember_mem_type_t ember_device_mem_type(const ember_device_t *dev);
 /** "cpu" or "cuda" (static storage). */
 const char *ember_device_name(const ember_device_t *dev);
 
+/**
+ * The CPU's own BLAS kernels for the "cpu" device's dense layers: OpenBLAS
+ * picks its kernels once, as it loads, from OPENBLAS_CORETYPE or the CPU's
+ * model, and on a model it does not know (virtual machines often report a
+ * generic one) falls back to its oldest, SSE3 ones, 3-5x slower than the
+ * CPU's AVX2 or AVX-512 kernels.  When the BLAS in use is OpenBLAS,
+ * OPENBLAS_CORETYPE is unset and OpenBLAS runs a core without AVX2 on a
+ * CPU with AVX2 and FMA, this sets OPENBLAS_CORETYPE (SkylakeX with
+ * AVX-512 F, BW, DQ and VL; else Haswell), logs it (info) and executes the
+ * program again with @argv (/proc/self/exe: the same process, its pid and
+ * open files kept); otherwise it returns 0 and changes nothing.  At most
+ * once: the variable is set the second time.  Call it first thing in main,
+ * before any thread is started.  Returns -1 (errno set, a warning logged)
+ * when the execution failed; the process goes on with the slow kernels.
+ */
+int ember_device_blas_check(char **argv);
+
 /* The device's first member is its backend's state: the backends (which
  * sit below the engine and do not link engine/device/device.c) read it inline.
  * Everything else in the struct is private to engine/device/device.c. */

@@ -143,6 +143,7 @@ int main(int argc, char **argv)
     ember_job_t *job = NULL;
     int code;
     ember_crash_handler_install(); /* a crashed rank says where */
+    ember_device_blas_check(argv); /* returns only to go on, fast kernels or not */
     if ((code = job_read(argc, argv, &tj)) == GO_ON && (code = devices_check(&tj)) == GO_ON &&
         (code = launch_check(&tj)) == GO_ON && (code = join(&tj, &job)) == GO_ON)
         code = role_run(job, &tj);
