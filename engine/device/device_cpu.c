@@ -32,6 +32,8 @@ typedef struct {
     size_t update_rows_cap;
     float *update_grad;
     size_t update_grad_cap;
+    float *crossnet_scratch; /* the cross layers' backward's, kept between steps */
+    size_t crossnet_scratch_cap;
 } cpu_dev_t;
 
 static ember_status_t cpu_open(int local_rank, void **impl_p)
@@ -51,6 +53,7 @@ static void cpu_close(void *impl)
         return;
     free(cpu->update_rows);
     free(cpu->update_grad);
+    free(cpu->crossnet_scratch);
     free(cpu);
 }
 
@@ -333,10 +336,23 @@ static ember_status_t cpu_crossnet_backward(ember_device_t *dev, const float *de
                                             const float *grad_out, float *grad_params,
                                             float *grad_dense, float *grad_pooled)
 {
+    cpu_dev_t *cpu = ember_device_impl(dev);
     const ember_crossnet_shape_t shape = {
             .tables = tables, .batch = batch, .dim = dim, .layers = layers, .rank = rank};
-    return ember_crossnet_backward(&shape, dense, pooled, params, saved, grad_out, grad_params,
-                                   grad_dense, grad_pooled);
+    if (!ember_crossnet_shape_ok(&shape))
+        return ember_crossnet_backward(&shape, dense, pooled, params, saved, grad_out, grad_params,
+                                       grad_dense, grad_pooled); /* its refusal */
+    const size_t need = ember_crossnet_scratch_floats(&shape);
+    if (need > cpu->crossnet_scratch_cap) {
+        float *grown = malloc(need * sizeof(float));
+        if (!grown)
+            return EMBER_ERR_NO_MEMORY;
+        free(cpu->crossnet_scratch);
+        cpu->crossnet_scratch = grown;
+        cpu->crossnet_scratch_cap = need;
+    }
+    return ember_crossnet_backward_in(&shape, dense, pooled, params, saved, grad_out, grad_params,
+                                      grad_dense, grad_pooled, cpu->crossnet_scratch);
 }
 
 static ember_status_t cpu_bce_with_logits(ember_device_t *dev, const float *logits,

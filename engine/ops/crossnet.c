@@ -123,22 +123,12 @@ typedef struct {
     float *g, *gx0, *du, *dv;
 } scratch_t;
 
-static int scratch_alloc(const ember_crossnet_shape_t *shape, scratch_t *s)
+/* @scratch's pieces (ember_crossnet_scratch_floats of them). */
+static scratch_t scratch_of(const ember_crossnet_shape_t *shape, float *scratch)
 {
     const size_t Bn = shape->batch * ember_crossnet_width(shape);
-    s->g = malloc(Bn * sizeof(float));
-    s->gx0 = malloc(Bn * sizeof(float));
-    s->du = malloc(Bn * sizeof(float));
-    s->dv = malloc(shape->batch * shape->rank * sizeof(float));
-    return s->g && s->gx0 && s->du && s->dv;
-}
-
-static void scratch_free(scratch_t *s)
-{
-    free(s->g);
-    free(s->gx0);
-    free(s->du);
-    free(s->dv);
+    return (scratch_t){
+            .g = scratch, .gx0 = scratch + Bn, .du = scratch + 2 * Bn, .dv = scratch + 3 * Bn};
 }
 
 /* Layer @l's parameter gradients (into @grad_params) and the gradient of
@@ -150,11 +140,17 @@ static void layer_backward(const ember_crossnet_shape_t *shape, layer_params_t p
     const int B = (int)shape->batch, n = (int)ember_crossnet_width(shape), r = (int)shape->rank;
     const layer_params_t gp = layer_params(shape, grad_params, l);
     float *gw = (float *)gp.w, *gv = (float *)gp.v, *gb = (float *)gp.b;
-    /* next = x0 * gate + x: the gate's gradient g * x0, x0's g * gate. */
-    for (size_t i = 0; i < Bn; i++) {
+    /* next = x0 * gate + x: the gate's gradient g * x0, x0's g * gate
+     * (the last layer's starts x0's sum; two loops without a branch, so
+     * that each vectorizes). */
+    for (size_t i = 0; i < Bn; i++)
         s->du[i] = s->g[i] * x0[i];
-        s->gx0[i] =
-                l + 1 == shape->layers ? s->g[i] * sv.gate[i] : s->gx0[i] + s->g[i] * sv.gate[i];
+    if (l + 1 == shape->layers) {
+        for (size_t i = 0; i < Bn; i++)
+            s->gx0[i] = s->g[i] * sv.gate[i];
+    } else {
+        for (size_t i = 0; i < Bn; i++)
+            s->gx0[i] = s->gx0[i] + s->g[i] * sv.gate[i];
     }
     memset(gb, 0, (size_t)n * sizeof(float));
     for (size_t b = 0; b < (size_t)B; b++)
@@ -177,15 +173,29 @@ ember_status_t ember_crossnet_backward(const ember_crossnet_shape_t *shape, cons
                                        const float *grad_out, float *grad_params, float *grad_dense,
                                        float *grad_pooled)
 {
+    if (!ember_crossnet_shape_ok(shape))
+        return refuse("backward", shape);
+    float *scratch = malloc(ember_crossnet_scratch_floats(shape) * sizeof(float));
+    if (!scratch)
+        return EMBER_ERR_NO_MEMORY;
+    ember_status_t status =
+            ember_crossnet_backward_in(shape, dense, pooled, params, saved, grad_out, grad_params,
+                                       grad_dense, grad_pooled, scratch);
+    free(scratch);
+    return status;
+}
+
+ember_status_t ember_crossnet_backward_in(const ember_crossnet_shape_t *shape, const float *dense,
+                                          const float *pooled, const float *params,
+                                          const float *saved, const float *grad_out,
+                                          float *grad_params, float *grad_dense, float *grad_pooled,
+                                          float *scratch)
+{
     if (!ember_crossnet_shape_ok(shape) || !buffers_valid(shape, dense, pooled, params) || !saved ||
-        !grad_out || !grad_params || !grad_dense || (shape->tables > 0 && !grad_pooled))
+        !grad_out || !grad_params || !grad_dense || (shape->tables > 0 && !grad_pooled) || !scratch)
         return refuse("backward", shape);
     const size_t Bn = shape->batch * ember_crossnet_width(shape);
-    scratch_t s;
-    if (!scratch_alloc(shape, &s)) {
-        scratch_free(&s);
-        return EMBER_ERR_NO_MEMORY;
-    }
+    scratch_t s = scratch_of(shape, scratch);
     const float *x0 = layer_saved(shape, saved, 0).x;
     memcpy(s.g, grad_out, Bn * sizeof(float));
     for (size_t l = shape->layers; l-- > 0;)
@@ -195,6 +205,5 @@ ember_status_t ember_crossnet_backward(const ember_crossnet_shape_t *shape, cons
     for (size_t i = 0; i < Bn; i++)
         s.gx0[i] += s.g[i];
     split(shape, s.gx0, grad_dense, grad_pooled);
-    scratch_free(&s);
     return EMBER_OK;
 }

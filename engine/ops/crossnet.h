@@ -106,6 +106,21 @@ ember_status_t ember_crossnet_backward(const ember_crossnet_shape_t *shape, cons
                                        const float *grad_out, float *grad_params, float *grad_dense,
                                        float *grad_pooled);
 
+/** The backward's working floats: three [batch][n] and one [batch][rank]. */
+static inline size_t ember_crossnet_scratch_floats(const ember_crossnet_shape_t *shape)
+{
+    return shape->batch * (3 * ember_crossnet_width(shape) + shape->rank);
+}
+
+/** ember_crossnet_backward in the caller's @scratch
+ * (ember_crossnet_scratch_floats), allocating nothing: a training step's
+ * backward, whose scratch stays between steps. */
+ember_status_t ember_crossnet_backward_in(const ember_crossnet_shape_t *shape, const float *dense,
+                                          const float *pooled, const float *params,
+                                          const float *saved, const float *grad_out,
+                                          float *grad_params, float *grad_dense, float *grad_pooled,
+                                          float *scratch);
+
 #ifdef __cplusplus
 }
 #endif

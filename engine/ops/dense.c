@@ -4,6 +4,9 @@
 #include <ember/log.h>
 
 #include <cblas.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -88,7 +91,17 @@ void ember_relu_forward(const float *x, size_t n, float *y_p)
 
 void ember_relu_backward(const float *x, const float *grad_y, size_t n, float *grad_x_p)
 {
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+#ifdef __SSE2__
+    /* Four at a time, by a mask (the compiler leaves the branch scalar):
+     * grad_y's bits where x > 0, else +0, as the scalar loop gives. */
+    const __m128 zero = _mm_setzero_ps();
+    for (; i + 4 <= n; i += 4) {
+        const __m128 pass = _mm_cmpgt_ps(_mm_loadu_ps(x + i), zero);
+        _mm_storeu_ps(grad_x_p + i, _mm_and_ps(pass, _mm_loadu_ps(grad_y + i)));
+    }
+#endif
+    for (; i < n; i++)
         grad_x_p[i] = x[i] > 0.0f ? grad_y[i] : 0.0f;
 }
 
