@@ -78,16 +78,22 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-int64_t ember_data_multi_hot_row(uint64_t seed, uint32_t feature, int64_t row, uint32_t j,
-                                 int64_t rows, ember_multi_hot_dist_t dist)
+/* Value @j of the bag whose key is mix(mix(mix(seed) ^ feature) ^ row). */
+static int64_t multi_hot_value(uint64_t key, uint32_t j, int64_t rows, ember_multi_hot_dist_t dist)
 {
-    uint64_t h = mix(mix(mix(mix(seed) ^ feature) ^ (uint64_t)row) ^ j);
+    uint64_t h = mix(key ^ j);
     if (dist == EMBER_MULTI_HOT_UNIFORM)
         return (int64_t)(h % (uint64_t)rows);
     double t = 1.0 - (double)(h >> 11) * 0x1p-53; /* (0, 1] */
     double v = 1.0 / ((t * t) * (t * t)) - 1.0;   /* numpy's pareto(0.25): t^-4 - 1 */
     uint64_t k = v >= 0x1p63 ? (uint64_t)INT64_MAX : (uint64_t)v;
     return (int64_t)(k % (uint64_t)rows);
+}
+
+int64_t ember_data_multi_hot_row(uint64_t seed, uint32_t feature, int64_t row, uint32_t j,
+                                 int64_t rows, ember_multi_hot_dist_t dist)
+{
+    return multi_hot_value(mix(mix(mix(seed) ^ feature) ^ (uint64_t)row), j, rows, dist);
 }
 
 /* A free slot to fill, or NULL once close asked to stop. */
@@ -126,9 +132,10 @@ static void expand_multi_hot(const ember_data_t *d, uint32_t f, int64_t *ids, in
 {
     if (!d->multi_hot[f] || *length != 1)
         return;
+    /* the bag's key once, a value a draw */
+    const uint64_t key = mix(mix(mix(d->multi_hot_seed) ^ f) ^ (uint64_t)ids[0]);
     for (uint32_t j = 1; j < d->multi_hot[f]; j++)
-        ids[j] = ember_data_multi_hot_row(d->multi_hot_seed, f, ids[0], j,
-                                          d->schema->sparse[f].rows, d->multi_hot_dist);
+        ids[j] = multi_hot_value(key, j, d->schema->sparse[f].rows, d->multi_hot_dist);
     *length = d->multi_hot[f];
 }
 

@@ -65,14 +65,24 @@ static void concat(const ember_crossnet_shape_t *shape, const float *dense, cons
 }
 
 /* The split's inverse: a gradient of x0 back into dense's and pooled's. */
-static void split(const ember_crossnet_shape_t *shape, const float *gx0, float *grad_dense,
-                  float *grad_pooled)
+/* @n floats of @a + @b into @out (vectorized: one pass). */
+static void add_into(const float *a, const float *b, size_t n, float *out)
+{
+    for (size_t k = 0; k < n; k++)
+        out[k] = a[k] + b[k];
+}
+
+/* The split's inverse of gx0 + g, x0's whole gradient, back into dense's
+ * and pooled's, summed as it is split. */
+static void split_sum(const ember_crossnet_shape_t *shape, const float *gx0, const float *g,
+                      float *grad_dense, float *grad_pooled)
 {
     const size_t D = shape->dim, B = shape->batch, n = ember_crossnet_width(shape);
     for (size_t b = 0; b < B; b++) {
-        memcpy(grad_dense + b * D, gx0 + b * n, D * sizeof(float));
+        add_into(gx0 + b * n, g + b * n, D, grad_dense + b * D);
         for (size_t t = 0; t < shape->tables; t++)
-            memcpy(grad_pooled + (t * B + b) * D, gx0 + b * n + (t + 1) * D, D * sizeof(float));
+            add_into(gx0 + b * n + (t + 1) * D, g + b * n + (t + 1) * D, D,
+                     grad_pooled + (t * B + b) * D);
     }
 }
 
@@ -136,26 +146,30 @@ static scratch_t scratch_of(const ember_crossnet_shape_t *shape, float *scratch)
 static void layer_backward(const ember_crossnet_shape_t *shape, layer_params_t p, layer_saved_t sv,
                            const float *x0, size_t l, float *grad_params, scratch_t *s)
 {
-    const size_t Bn = shape->batch * ember_crossnet_width(shape);
     const int B = (int)shape->batch, n = (int)ember_crossnet_width(shape), r = (int)shape->rank;
     const layer_params_t gp = layer_params(shape, grad_params, l);
     float *gw = (float *)gp.w, *gv = (float *)gp.v, *gb = (float *)gp.b;
-    /* next = x0 * gate + x: the gate's gradient g * x0, x0's g * gate
-     * (the last layer's starts x0's sum; two loops without a branch, so
-     * that each vectorizes). */
-    for (size_t i = 0; i < Bn; i++)
-        s->du[i] = s->g[i] * x0[i];
-    if (l + 1 == shape->layers) {
-        for (size_t i = 0; i < Bn; i++)
-            s->gx0[i] = s->g[i] * sv.gate[i];
-    } else {
-        for (size_t i = 0; i < Bn; i++)
-            s->gx0[i] = s->gx0[i] + s->g[i] * sv.gate[i];
-    }
+    /* next = x0 * gate + x: the gate's gradient du = g * x0 (summed over
+     * the batch: the bias's), x0's g * gate (the last layer's starts x0's
+     * sum); one pass over each row, each loop branch-free so it vectorizes. */
+    const int first = l + 1 == shape->layers;
     memset(gb, 0, (size_t)n * sizeof(float));
-    for (size_t b = 0; b < (size_t)B; b++)
-        for (size_t k = 0; k < (size_t)n; k++)
-            gb[k] += s->du[b * (size_t)n + k];
+    for (size_t b = 0; b < (size_t)B; b++) {
+        const size_t at = b * (size_t)n;
+        const float *g = s->g + at, *x = x0 + at, *gate = sv.gate + at;
+        float *du = s->du + at, *gx0 = s->gx0 + at;
+        for (size_t k = 0; k < (size_t)n; k++) {
+            du[k] = g[k] * x[k];
+            gb[k] += du[k];
+        }
+        if (first) {
+            for (size_t k = 0; k < (size_t)n; k++)
+                gx0[k] = g[k] * gate[k];
+        } else {
+            for (size_t k = 0; k < (size_t)n; k++)
+                gx0[k] = gx0[k] + g[k] * gate[k];
+        }
+    }
     /* gate = v W^T + b: dW = du^T v, dv = du W. */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, r, B, 1.0f, s->du, n, sv.v, r, 0.0f, gw,
                 r);
@@ -202,8 +216,6 @@ ember_status_t ember_crossnet_backward_in(const ember_crossnet_shape_t *shape, c
         layer_backward(shape, layer_params(shape, params, l), layer_saved(shape, saved, l), x0, l,
                        grad_params, &s);
     /* x0 is also layer 0's input: its gradient is the gates' plus g. */
-    for (size_t i = 0; i < Bn; i++)
-        s.gx0[i] += s.g[i];
-    split(shape, s.gx0, grad_dense, grad_pooled);
+    split_sum(shape, s.gx0, s.g, grad_dense, grad_pooled);
     return EMBER_OK;
 }
