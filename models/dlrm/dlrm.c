@@ -302,6 +302,12 @@ static void dlrm_defaults(void *config)
         c->rows[t] = 100000;
     memcpy(c->dense_sizes, dense, sizeof(dense));
     memcpy(c->over_sizes, over, sizeof(over));
+    /* Criteo's layout over those rows (check() makes it again over the
+     * rows the flags give, or takes --schema's) */
+    ember_schema_t *schema = NULL;
+    if (ember_schema_criteo(c->rows, &schema, NULL, 0) == EMBER_OK)
+        dlrm_set_schema(c, schema, NULL, 0);
+    ember_schema_free(schema);
 }
 
 /* --data criteo:PATH[,...], criteo-npy:PREFIX[,...] or text:PATH[,...];

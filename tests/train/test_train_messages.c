@@ -232,6 +232,38 @@ static int case_tutorial(void)
     return 0;
 }
 
+/* A schema's DLRM-DCN read back whole; another bag bound named by its feature. */
+static int case_dlrm_schema(const ember_model_ops_t *model, dlrm_config_t *c)
+{
+    static const char *const texts[] = {
+            "label y; dense a log; sparse u int rows=9; sparse g int rows=5 list=| bag=3 empty=bag",
+            "label y; dense a log; sparse u int rows=9; sparse g int rows=5 list=| bag=4 "
+            "empty=bag"};
+    static dlrm_config_t other; /* large: not on the stack */
+    dlrm_config_t *configs[] = {c, &other};
+    char err[256];
+    for (int i = 0; i < 2; i++) {
+        ember_schema_t *schema = NULL;
+        CHECK(ember_schema_parse(texts[i], "test", &schema, err, sizeof(err)) == EMBER_OK, "%s",
+              err);
+        if (i == 1)
+            other = *c;
+        CHECK(dlrm_set_schema(configs[i], schema, err, sizeof(err)) == EMBER_OK, "%s", err);
+        ember_schema_free(schema);
+    }
+    c->interaction = other.interaction = DLRM_INTERACTION_DCN;
+    c->dcn_layers = other.dcn_layers = 2;
+    c->dcn_rank = other.dcn_rank = 7;
+    static dlrm_config_t back;
+    CHECK(round_trip(model, c, &back, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(!memcmp(c, &back, sizeof(*c)) && !model->differs(c, &back),
+          "a schema's DLRM-DCN read back otherwise");
+    const char *why = model->differs(c, &other);
+    CHECK(why && strstr(why, "--schema (") && strstr(why, "'g'"), "another bag bound: %s",
+          why ? why : "(not refused)");
+    return 0;
+}
+
 static int case_dlrm(void)
 {
     const ember_model_ops_t *model = &ember_model_dlrm;
@@ -259,7 +291,7 @@ static int case_dlrm(void)
     back.batch_size = 64;
     CHECK(model->differs(&c, &back) && !strcmp(model->differs(&c, &back), "--batch-size"),
           "another --batch-size is not named");
-    return 0;
+    return case_dlrm_schema(model, &c);
 }
 
 static int case_settings(void)
