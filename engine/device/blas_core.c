@@ -62,9 +62,14 @@ int ember_device_blas_check(char **argv)
                "OpenBLAS runs its %s kernels on a CPU with %s's: running again with "
                "OPENBLAS_CORETYPE=%s (set it to choose)",
                core, want, want);
-    if (setenv("OPENBLAS_CORETYPE", want, 1) != 0)
+    /* the program's own path, not /proc/self/exe, so that its name (ps,
+     * top) stays the program's */
+    char path[4096];
+    const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+    if (length <= 0 || setenv("OPENBLAS_CORETYPE", want, 1) != 0)
         return -1;
-    execv("/proc/self/exe", argv);
+    path[length] = '\0';
+    execv(path, argv);
     const int error = errno; /* the slow kernels, then */
     ember_warn("device", "cannot run again with OPENBLAS_CORETYPE=%s: %s", want, strerror(error));
     unsetenv("OPENBLAS_CORETYPE");

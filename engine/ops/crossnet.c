@@ -52,19 +52,18 @@ static layer_saved_t layer_saved(const ember_crossnet_shape_t *shape, const floa
                            .v = s + 2 * L * B * n + l * B * shape->rank};
 }
 
-/* x0[b] = dense[b], then each table's pooled[t][b]. */
-static void concat(const ember_crossnet_shape_t *shape, const float *dense, const float *pooled,
-                   float *x0)
+/* x0's rows [b0, b0 + m): dense[b], then each table's pooled[t][b]. */
+static void concat_rows(const ember_crossnet_shape_t *shape, const float *dense,
+                        const float *pooled, size_t b0, size_t m, float *x0)
 {
     const size_t D = shape->dim, B = shape->batch, n = ember_crossnet_width(shape);
-    for (size_t b = 0; b < B; b++) {
+    for (size_t b = b0; b < b0 + m; b++) {
         memcpy(x0 + b * n, dense + b * D, D * sizeof(float));
         for (size_t t = 0; t < shape->tables; t++)
             memcpy(x0 + b * n + (t + 1) * D, pooled + (t * B + b) * D, D * sizeof(float));
     }
 }
 
-/* The split's inverse: a gradient of x0 back into dense's and pooled's. */
 /* @n floats of @a + @b into @out (vectorized: one pass). */
 static void add_into(const float *a, const float *b, size_t n, float *out)
 {
@@ -72,35 +71,53 @@ static void add_into(const float *a, const float *b, size_t n, float *out)
         out[k] = a[k] + b[k];
 }
 
-/* The split's inverse of gx0 + g, x0's whole gradient, back into dense's
- * and pooled's, summed as it is split. */
-static void split_sum(const ember_crossnet_shape_t *shape, const float *gx0, const float *g,
-                      float *grad_dense, float *grad_pooled)
+/* The concat's inverse for rows [b0, b0 + m) of gx0 + g (@gx0 and @g the
+ * chunk's, row 0 = b0), x0's whole gradient, into dense's and pooled's. */
+static void split_sum_rows(const ember_crossnet_shape_t *shape, const float *gx0, const float *g,
+                           size_t b0, size_t m, float *grad_dense, float *grad_pooled)
 {
     const size_t D = shape->dim, B = shape->batch, n = ember_crossnet_width(shape);
-    for (size_t b = 0; b < B; b++) {
-        add_into(gx0 + b * n, g + b * n, D, grad_dense + b * D);
+    for (size_t i = 0; i < m; i++) {
+        const size_t b = b0 + i;
+        add_into(gx0 + i * n, g + i * n, D, grad_dense + b * D);
         for (size_t t = 0; t < shape->tables; t++)
-            add_into(gx0 + b * n + (t + 1) * D, g + b * n + (t + 1) * D, D,
+            add_into(gx0 + i * n + (t + 1) * D, g + i * n + (t + 1) * D, D,
                      grad_pooled + (t * B + b) * D);
     }
 }
 
-/* One layer: v = x V^T, gate = v W^T + b, next = x0 * gate + x. */
-static void layer_forward(const ember_crossnet_shape_t *shape, layer_params_t p, layer_saved_t s,
-                          const float *x0, float *next)
+/* Rows [b0, b0 + m) through every layer: v = x V^T, gate = v W^T + b,
+ * next = x0 * gate + x.  A chunk of rows at a time keeps the elementwise
+ * work on what the GEMMs just wrote, in cache. */
+static void rows_forward(const ember_crossnet_shape_t *shape, const float *params, float *saved,
+                         size_t b0, size_t m, float *out)
 {
-    const int B = (int)shape->batch, n = (int)ember_crossnet_width(shape), r = (int)shape->rank;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, r, n, 1.0f, s.x, n, p.v, n, 0.0f, s.v,
-                r);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, n, r, 1.0f, s.v, r, p.w, r, 0.0f,
-                s.gate, n);
-    for (size_t b = 0; b < (size_t)B; b++)
-        for (size_t k = 0; k < (size_t)n; k++) {
-            const size_t i = b * (size_t)n + k;
-            s.gate[i] += p.b[k];
-            next[i] = x0[i] * s.gate[i] + s.x[i];
-        }
+    const size_t L = shape->layers, n = ember_crossnet_width(shape), r = shape->rank;
+    const float *x0 = layer_saved(shape, saved, 0).x + b0 * n;
+    for (size_t l = 0; l < L; l++) {
+        const layer_params_t p = layer_params(shape, params, l);
+        const layer_saved_t s = layer_saved(shape, saved, l);
+        const float *x = s.x + b0 * n;
+        float *v = s.v + b0 * r, *gate = s.gate + b0 * n;
+        float *next = (l + 1 < L ? layer_saved(shape, saved, l + 1).x : out) + b0 * n;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)r, (int)n, 1.0f, x,
+                    (int)n, p.v, (int)n, 0.0f, v, (int)r);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)r, 1.0f, v,
+                    (int)r, p.w, (int)r, 0.0f, gate, (int)n);
+        for (size_t i = 0; i < m; i++)
+            for (size_t k = 0; k < n; k++) {
+                const size_t at = i * n + k;
+                gate[at] += p.b[k];
+                next[at] = x0[at] * gate[at] + x[at];
+            }
+    }
+}
+
+/* Rows of the chunk from @b0. */
+static size_t chunk_rows(const ember_crossnet_shape_t *shape, size_t b0)
+{
+    const size_t left = shape->batch - b0;
+    return left < EMBER_CROSSNET_CHUNK ? left : EMBER_CROSSNET_CHUNK;
 }
 
 static int buffers_valid(const ember_crossnet_shape_t *shape, const float *dense,
@@ -116,70 +133,75 @@ ember_status_t ember_crossnet_forward(const ember_crossnet_shape_t *shape, const
     if (!ember_crossnet_shape_ok(shape) || !buffers_valid(shape, dense, pooled, params) || !saved ||
         !out)
         return refuse("forward", shape);
-    const size_t L = shape->layers;
     float *x0 = layer_saved(shape, saved, 0).x;
-    concat(shape, dense, pooled, x0);
-    for (size_t l = 0; l < L; l++) {
-        float *next = l + 1 < L ? layer_saved(shape, saved, l + 1).x : out;
-        layer_forward(shape, layer_params(shape, params, l), layer_saved(shape, saved, l), x0,
-                      next);
+    for (size_t b0 = 0; b0 < shape->batch; b0 += EMBER_CROSSNET_CHUNK) {
+        const size_t m = chunk_rows(shape, b0);
+        concat_rows(shape, dense, pooled, b0, m, x0);
+        rows_forward(shape, params, saved, b0, m, out);
     }
     return EMBER_OK;
 }
 
-/* The backward's scratch: the running gradient of x_{l+1} (g), x0's
- * gradient from the gates (gx0), the gate's gradient (du), V x's (dv). */
+/* The backward's scratch, one chunk of rows: the running gradient of
+ * x_{l+1} (g), x0's gradient from the gates (gx0), the gate's gradient
+ * (du), V x's (dv). */
 typedef struct {
     float *g, *gx0, *du, *dv;
 } scratch_t;
 
-/* @scratch's pieces (ember_crossnet_scratch_floats of them). */
 static scratch_t scratch_of(const ember_crossnet_shape_t *shape, float *scratch)
 {
-    const size_t Bn = shape->batch * ember_crossnet_width(shape);
+    const size_t Cn = EMBER_CROSSNET_CHUNK * ember_crossnet_width(shape);
     return (scratch_t){
-            .g = scratch, .gx0 = scratch + Bn, .du = scratch + 2 * Bn, .dv = scratch + 3 * Bn};
+            .g = scratch, .gx0 = scratch + Cn, .du = scratch + 2 * Cn, .dv = scratch + 3 * Cn};
 }
 
-/* Layer @l's parameter gradients (into @grad_params) and the gradient of
- * its input x_l, in place of @s->g's gradient of its output. */
-static void layer_backward(const ember_crossnet_shape_t *shape, layer_params_t p, layer_saved_t sv,
-                           const float *x0, size_t l, float *grad_params, scratch_t *s)
+/* Layer @l's backward for the chunk's @m rows from b0: its parameters'
+ * gradients (the first chunk's written, later ones' added: @first), and
+ * the gradient of its input in place of @s->g's of its output. */
+static void layer_backward_rows(const ember_crossnet_shape_t *shape, const float *params,
+                                const float *saved, size_t l, size_t b0, size_t m, int first,
+                                float *grad_params, scratch_t *s)
 {
-    const int B = (int)shape->batch, n = (int)ember_crossnet_width(shape), r = (int)shape->rank;
+    const size_t n = ember_crossnet_width(shape), r = shape->rank;
+    const layer_params_t p = layer_params(shape, params, l);
+    const layer_saved_t sv = layer_saved(shape, saved, l);
     const layer_params_t gp = layer_params(shape, grad_params, l);
     float *gw = (float *)gp.w, *gv = (float *)gp.v, *gb = (float *)gp.b;
+    const float *x0 = layer_saved(shape, saved, 0).x + b0 * n, *x = sv.x + b0 * n,
+                *gate = sv.gate + b0 * n, *v = sv.v + b0 * r;
+    const float beta = first ? 0.0f : 1.0f;
     /* next = x0 * gate + x: the gate's gradient du = g * x0 (summed over
-     * the batch: the bias's), x0's g * gate (the last layer's starts x0's
-     * sum); one pass over each row, each loop branch-free so it vectorizes. */
-    const int first = l + 1 == shape->layers;
-    memset(gb, 0, (size_t)n * sizeof(float));
-    for (size_t b = 0; b < (size_t)B; b++) {
-        const size_t at = b * (size_t)n;
-        const float *g = s->g + at, *x = x0 + at, *gate = sv.gate + at;
+     * the rows: the bias's, in row order), x0's g * gate (the last layer's
+     * starts x0's sum); each loop branch-free, so it vectorizes. */
+    if (first)
+        memset(gb, 0, n * sizeof(float));
+    for (size_t i = 0; i < m; i++) {
+        const size_t at = i * n;
+        const float *g = s->g + at, *x0i = x0 + at, *gi = gate + at;
         float *du = s->du + at, *gx0 = s->gx0 + at;
-        for (size_t k = 0; k < (size_t)n; k++) {
-            du[k] = g[k] * x[k];
+        for (size_t k = 0; k < n; k++) {
+            du[k] = g[k] * x0i[k];
             gb[k] += du[k];
         }
-        if (first) {
-            for (size_t k = 0; k < (size_t)n; k++)
-                gx0[k] = g[k] * gate[k];
+        if (l + 1 == shape->layers) {
+            for (size_t k = 0; k < n; k++)
+                gx0[k] = g[k] * gi[k];
         } else {
-            for (size_t k = 0; k < (size_t)n; k++)
-                gx0[k] = gx0[k] + g[k] * gate[k];
+            for (size_t k = 0; k < n; k++)
+                gx0[k] = gx0[k] + g[k] * gi[k];
         }
     }
-    /* gate = v W^T + b: dW = du^T v, dv = du W. */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, r, B, 1.0f, s->du, n, sv.v, r, 0.0f, gw,
-                r);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, r, n, 1.0f, s->du, n, p.w, r, 0.0f,
-                s->dv, r);
-    /* v = x V^T: dV = dv^T x; x's gradient is the residual's g plus dv V. */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, n, B, 1.0f, s->dv, r, sv.x, n, 0.0f, gv,
-                n);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, n, r, 1.0f, s->dv, r, p.v, n, 1.0f,
-                s->g, n);
+    /* gate = v W^T + b: dW += du^T v, dv = du W. */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)r, (int)m, 1.0f, s->du,
+                (int)n, v, (int)r, beta, gw, (int)r);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)r, (int)n, 1.0f, s->du,
+                (int)n, p.w, (int)r, 0.0f, s->dv, (int)r);
+    /* v = x V^T: dV += dv^T x; x's gradient is the residual's g plus dv V. */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r, (int)n, (int)m, 1.0f, s->dv,
+                (int)r, x, (int)n, beta, gv, (int)n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)r, 1.0f, s->dv,
+                (int)r, p.v, (int)n, 1.0f, s->g, (int)n);
 }
 
 ember_status_t ember_crossnet_backward(const ember_crossnet_shape_t *shape, const float *dense,
@@ -208,14 +230,17 @@ ember_status_t ember_crossnet_backward_in(const ember_crossnet_shape_t *shape, c
     if (!ember_crossnet_shape_ok(shape) || !buffers_valid(shape, dense, pooled, params) || !saved ||
         !grad_out || !grad_params || !grad_dense || (shape->tables > 0 && !grad_pooled) || !scratch)
         return refuse("backward", shape);
-    const size_t Bn = shape->batch * ember_crossnet_width(shape);
+    const size_t n = ember_crossnet_width(shape);
     scratch_t s = scratch_of(shape, scratch);
-    const float *x0 = layer_saved(shape, saved, 0).x;
-    memcpy(s.g, grad_out, Bn * sizeof(float));
-    for (size_t l = shape->layers; l-- > 0;)
-        layer_backward(shape, layer_params(shape, params, l), layer_saved(shape, saved, l), x0, l,
-                       grad_params, &s);
-    /* x0 is also layer 0's input: its gradient is the gates' plus g. */
-    split_sum(shape, s.gx0, s.g, grad_dense, grad_pooled);
+    /* A chunk of rows through every layer at a time: its running gradients
+     * stay in cache; the parameters' gradients add up over the chunks. */
+    for (size_t b0 = 0; b0 < shape->batch; b0 += EMBER_CROSSNET_CHUNK) {
+        const size_t m = chunk_rows(shape, b0);
+        memcpy(s.g, grad_out + b0 * n, m * n * sizeof(float));
+        for (size_t l = shape->layers; l-- > 0;)
+            layer_backward_rows(shape, params, saved, l, b0, m, b0 == 0, grad_params, &s);
+        /* x0 is also layer 0's input: its gradient is the gates' plus g. */
+        split_sum_rows(shape, s.gx0, s.g, b0, m, grad_dense, grad_pooled);
+    }
     return EMBER_OK;
 }

@@ -348,8 +348,8 @@ const char *ember_device_name(const ember_device_t *dev);
  * OPENBLAS_CORETYPE is unset and OpenBLAS runs a core without AVX2 on a
  * CPU with AVX2 and FMA, this sets OPENBLAS_CORETYPE (SkylakeX with
  * AVX-512 F, BW, DQ and VL; else Haswell), logs it (info) and executes the
- * program again with @argv (/proc/self/exe: the same process, its pid and
- * open files kept); otherwise it returns 0 and changes nothing.  At most
+ * program again with @argv (its own file, /proc/self/exe's target: the
+ * same process, its pid and open files kept); otherwise it returns 0 and changes nothing.  At most
  * once: the variable is set the second time.  Call it first thing in main,
  * before any thread is started.  Returns -1 (errno set, a warning logged)
  * when the execution failed; the process goes on with the slow kernels.
