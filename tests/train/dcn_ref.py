@@ -233,85 +233,15 @@ def _define():
             combined = torch.cat((dense_features.unsqueeze(1), sparse_features), dim=1)
             return self.crossnet(combined.reshape([batch, -1]))
 
-    class Perceptron(nn.Module):
-        def __init__(self, fan_in, fan_out):
-            super().__init__()
-            self._linear = nn.Linear(fan_in, fan_out)
-
-        def forward(self, x):
-            return torch.relu(self._linear(x))
-
-    class MLP(nn.Module):
-        def __init__(self, fan_in, sizes):
-            super().__init__()
-            widths = [fan_in] + list(sizes)
-            self._mlp = nn.Sequential(*[Perceptron(widths[i], widths[i + 1])
-                                        for i in range(len(sizes))])
-
-        def forward(self, x):
-            return self._mlp(x)
-
-    class DenseArch(nn.Module):
-        def __init__(self, sizes):
-            super().__init__()
-            self.model = MLP(DENSE, sizes)
-
-        def forward(self, x):
-            return self.model(x)
-
-    class OverArch(nn.Module):
-        def __init__(self, fan_in, sizes):
-            super().__init__()
-            self.model = nn.Sequential(MLP(fan_in, sizes[:-1]),
-                                       nn.Linear(([fan_in] + list(sizes))[-2], sizes[-1]))
-
-        def forward(self, x):
-            return self.model(x)
-
-    class EmbeddingBagCollection(nn.Module):
-        def __init__(self, dim, rows):
-            super().__init__()
-            self.embedding_bags = nn.ModuleDict({
-                f"t_cat_{f}": nn.EmbeddingBag(n, dim, mode="sum") for f, n in enumerate(rows)})
-
-        def forward(self, bags):
-            if torch.is_tensor(bags):  # [B][F]: one id a feature
-                bags = [bags[:, f:f + 1] for f in range(bags.shape[1])]
-            if len(bags) != len(self.embedding_bags):
-                raise ValueError(f"{len(bags)} features, not {len(self.embedding_bags)}")
-            # A 2-D input [B][m] is B bags of m rows each, summed.
-            return [self.embedding_bags[f"t_cat_{f}"](bag) for f, bag in enumerate(bags)]
-
-    class SparseArch(nn.Module):
-        def __init__(self, dim, rows):
-            super().__init__()
-            self.embedding_bag_collection = EmbeddingBagCollection(dim, rows)
-
-        def forward(self, bags):
-            return torch.stack(self.embedding_bag_collection(bags), dim=1)  # [B][F][D]
-
-    class DLRM_DCN(nn.Module):
-        def __init__(self, dim, rows, dense_sizes, over_sizes, num_layers, low_rank):
-            super().__init__()
-            if dense_sizes[-1] != dim:
-                raise ValueError(f"dense sizes end in {dense_sizes[-1]}, not D {dim}")
-            inter = (len(rows) + 1) * dim
-            self.sparse_arch = SparseArch(dim, rows)
-            self.dense_arch = DenseArch(dense_sizes)
-            self.inter_arch = InteractionDCNArch(len(rows), LowRankCrossNet(inter, num_layers,
-                                                                            low_rank))
-            self.over_arch = OverArch(inter, over_sizes)
-            self.table_names = {f"{TABLE_PREFIX}t_cat_{f}.weight" for f in range(len(rows))}
-
-        def forward(self, dense, bags):
-            dense_out = self.dense_arch(dense)
-            crossed = self.inter_arch(dense_out, self.sparse_arch(bags))
-            return self.over_arch(crossed).squeeze(1)
-
     def build_dlrm_dcn(dim, rows, dense_sizes, over_sizes, num_layers, low_rank):
-        """DLRM_DCN of plain modules with TorchRec's state_dict names."""
-        return DLRM_DCN(dim, list(rows), list(dense_sizes), list(over_sizes), num_layers,
-                        low_rank)
+        """DLRM_DCN of plain modules with TorchRec's state_dict names: the
+        synchronous reference's model (dlrm_sync_ref.build_model, whose
+        interaction is these two classes), imported here on first use."""
+        if dense_sizes[-1] != dim:
+            raise ValueError(f"dense sizes end in {dense_sizes[-1]}, not D {dim}")
+        import dlrm_sync_ref
+        return dlrm_sync_ref.build_model(dim, list(rows), list(dense_sizes), list(over_sizes),
+                                         (num_layers, low_rank))
 
     return {"LowRankCrossNet": LowRankCrossNet, "InteractionDCNArch": InteractionDCNArch,
             "build_dlrm_dcn": build_dlrm_dcn}
