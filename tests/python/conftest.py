@@ -20,12 +20,6 @@ PROGRAMS = os.path.join(HERE, "programs")
 PYTHON = sys.executable
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _free(port):
     with socket.socket() as s:
         try:
@@ -98,7 +92,13 @@ def run_python_job(n, script, args=(), **kw):
 
 @pytest.fixture
 def ports():
-    return lambda n=1: [free_port() for _ in range(n)]
+    """@n distinct free ports: consecutive ones, each checked free (asking
+    the kernel for port 0 twice may give the same port twice, its next
+    pick once the first socket is closed)."""
+    def take(n=1):
+        first = free_ports(n)
+        return list(range(first, first + n))
+    return take
 
 
 @pytest.fixture(scope="session")
