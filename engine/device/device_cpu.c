@@ -339,10 +339,8 @@ static ember_status_t cpu_crossnet_backward(ember_device_t *dev, const float *de
     cpu_dev_t *cpu = ember_device_impl(dev);
     const ember_crossnet_shape_t shape = {
             .tables = tables, .batch = batch, .dim = dim, .layers = layers, .rank = rank};
-    if (!ember_crossnet_shape_ok(&shape))
-        return ember_crossnet_backward(&shape, dense, pooled, params, saved, grad_out, grad_params,
-                                       grad_dense, grad_pooled); /* its refusal */
-    const size_t need = ember_crossnet_scratch_floats(&shape);
+    /* a bad shape grows nothing: the op refuses it */
+    const size_t need = ember_crossnet_shape_ok(&shape) ? ember_crossnet_scratch_floats(&shape) : 0;
     if (need > cpu->crossnet_scratch_cap) {
         float *grown = malloc(need * sizeof(float));
         if (!grown)

@@ -579,18 +579,16 @@ static const char *dlrm_differs(const void *was, const void *now)
         (a->multi_hots && a->multi_hot_dist != b->multi_hot_dist))
         return "--multi-hot-sizes/--multi-hot-distribution-type";
     ember_schema_t *sa = NULL, *sb = NULL;
-    const char *differs = NULL;
     char line[320];
-    if (dlrm_schema(a, &sa, line, sizeof(line)) != EMBER_OK ||
-        dlrm_schema(b, &sb, line, sizeof(line)) != EMBER_OK)
-        differs = "--schema";
-    else if (ember_schema_differs(sa, sb, line, sizeof(line)))
-        differs = why;
-    snprintf(why, sizeof(why), "--schema (%s)", line);
+    const int unreadable = dlrm_schema(a, &sa, line, sizeof(line)) != EMBER_OK ||
+                           dlrm_schema(b, &sb, line, sizeof(line)) != EMBER_OK;
+    const int differs = unreadable || ember_schema_differs(sa, sb, line, sizeof(line));
     ember_schema_free(sa);
     ember_schema_free(sb);
-    if (differs)
-        return differs;
+    if (differs) { /* the flag, and the feature or the reason */
+        snprintf(why, sizeof(why), "--schema (%s)", line);
+        return why;
+    }
     if (strcmp(a->data, b->data) != 0)
         ember_warn("master",
                    "the checkpoint's job read %s, this one reads %s: the data position is "
