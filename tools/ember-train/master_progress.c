@@ -36,6 +36,7 @@
 
 #include <ember/log.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -121,7 +122,9 @@ static void print_line(master_t *m, const point_t *s, double now)
     master_progress_t *p = &m->progress;
     const char *what = m->model->unit;
     const double seconds = now - p->line_time;
-    const double per_s = seconds > 0 ? (double)(s->examples - p->line_examples) / seconds : 0.0;
+    /* the rate as printed, whole: the line and --metrics give the same figure */
+    const double per_s =
+            seconds > 0 ? floor((double)(s->examples - p->line_examples) / seconds + 0.5) : 0.0;
     const double steps_s = seconds > 0 ? (double)(p->at - p->line_steps) / seconds : 0.0;
     const double loss = s->loss_sum / (double)s->loss_steps;
     const int known = s->size > 0;
