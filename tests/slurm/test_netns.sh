@@ -34,6 +34,15 @@ cleanup() {
 }
 trap cleanup EXIT
 ln -s "$build/tools/ember-train" "$work/ember-train"
+# Each rank's stderr is also kept in rank-R.err: when the link is cut, what
+# node2's slurmstepd holds for srun can be dropped when the step is cancelled,
+# so srun's copy alone would lose what a node2 rank said.
+cat >"$work/rank.sh" <<'EOSH'
+#!/usr/bin/env bash
+dir=$(dirname "$0")
+exec "$dir/ember-train" "$@" 2> >(tee -a "$dir/rank-${SLURM_PROCID:-x}.err" >&2)
+EOSH
+chmod +x "$work/rank.sh"
 client() { bash "$src/tests/slurm/netns_cluster.sh" exec "$cdir" "$@"; }
 fail() { echo "FAIL: $*"; echo "--- job output:"; tail -60 "$work/out" 2>/dev/null; exit 1; }
 need() { grep -qE "$1" "$work/out" || fail "no line matching: $1"; }
@@ -53,7 +62,7 @@ submit() {
     timeout 600 bash "$src/tests/slurm/netns_cluster.sh" exec "$cdir" \
         sbatch --wait --quiet -D "$src" -o "$out" -J "ember-netns-$case_name" \
         -N 2 -n 5 --ntasks-per-node=3 -m cyclic "$src/slurm/hybrid.sbatch" \
-        --program "$work/ember-train" --port "$(free_port)" --ps 2 "$@" &
+        --program "$work/rank.sh" --port "$(free_port)" --ps 2 "$@" &
     spid=$!
 }
 finish() { wait "$spid"; rc=$?; spid=; echo "sbatch exited $rc"; }
@@ -67,12 +76,14 @@ has_line() { grep -qE "$1" "$work/out" 2>/dev/null; }
 # host_of R: node1 or node2, from rank R's ember-net line.
 host_of() { sed -nE "s/^$1: ember-net: rank $1 local [0-9]+ host (node[12]): .*/\1/p" "$work/out"; }
 ranks_on() { local r; for r in 0 1 2 3 4; do [ "$(host_of $r)" = "$1" ] && echo $r; done; }
-# names_peer R RANKS...: rank R printed an error naming one of RANKS.
+# names_peer R RANKS...: rank R printed an error naming one of RANKS (in
+# srun's output or in its own rank-R.err).
 names_peer() {
     local r=$1 p
     shift
     for p in "$@"; do
         grep -qE "^$r: .*(ERROR|failed).*\\(rank $p\\)" "$work/out" && return 0
+        grep -qE "(ERROR|failed).*\\(rank $p\\)" "$work/rank-$r.err" 2>/dev/null && return 0
     done
     return 1
 }
