@@ -305,9 +305,14 @@ class Agent:
             self.check_lost()
 
     def check_lost(self):
+        # A rank that ended on a lost peer aborts with the cause before it
+        # exits, so the abort arrives before its own loss is seen: the
+        # cause names the rank that was lost first, not the ones that
+        # ended on it.
+        aborted = self.job.aborted
         lost = self.job.lost()
-        if lost:
-            text = self.lost_text(lost)
+        if aborted or lost:
+            text = aborted or self.lost_text(lost)
             # The ranks waiting on this one for shutdown learn it from here
             # (they may never have talked to the lost rank themselves).
             for req in self.intents:
@@ -375,12 +380,21 @@ class Agent:
                 self.drain()
             self.close_tables()
             self.job.leave(graceful)
-        except BaseException:
+        except BaseException as exc:
             if not self.job.left:
-                self.job.leave(False)
+                self.fail(str(exc) if isinstance(exc, PeerLostError) else None)
             raise
         finally:
             _agent = None
+
+    def fail(self, cause):
+        """Leave as failed; with a @cause (a lost peer), abort with it
+        first, so that the ranks that never talked to the lost one learn
+        of it from here rather than of this rank's exit."""
+        if cause and not self.job.aborted:
+            self.job.abort(f"{self.name} ended: {cause}"[:250])
+        else:
+            self.job.leave(False)
 
     # ---- tables ------------------------------------------------------------
     def table(self, name):
@@ -422,6 +436,6 @@ def _at_exit():
         for req in agent.intents:
             req.reply(False, text.encode())
         agent.intents = []
-        agent.job.leave(False)
+        agent.fail(text if lost or isinstance(error, PeerLostError) else None)
     except Exception:
         pass
