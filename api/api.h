@@ -43,6 +43,11 @@ typedef struct {
     uint32_t reserved;
     uint64_t seed;
     ember_opt_config_t optimizer;
+    /* A dynamic table's settings (all 0: a fixed table). */
+    int64_t budget_rows;
+    uint32_t kind, admit_count, evict, evict_after;
+    float lfu_decay;
+    uint32_t reserved2;
 } api_table_desc_t;
 
 /* API_OP_TABLE_NAME: one of these, answered with an api_table_desc_t
@@ -100,9 +105,21 @@ struct ember_job {
 struct ember_table {
     ember_job_t *job;
     api_table_desc_t desc;
-    ember_table_config_t config; /* as ember_table_config gives it */
-    int creator;                 /* this handle made it */
+    ember_table_config_t config;   /* as ember_table_config gives it */
+    int creator;                   /* this handle made it */
+    ember_table_dynamic_t dynamic; /* a dynamic table's (desc.kind) */
 };
+
+/* One request to each shard of @desc (@iov_of fills shard s's, at most 4
+ * iovs), all in flight together, then every answer: shard s's reply into
+ * @out + s * @out_stride, exactly @out_bytes[s] of it (@out NULL: none);
+ * the first failure in @err naming the table, @what and the PS
+ * (api/table.c). */
+typedef size_t (*shard_iov_cb)(void *arg, uint32_t s, ember_iov_t *iov);
+ember_status_t api_table_to_shards(ember_job_t *job, const api_table_desc_t *desc, uint16_t op,
+                                   shard_iov_cb iov_of, void *arg, void *out, size_t out_stride,
+                                   size_t *out_bytes, const char *what, char *err,
+                                   size_t err_length);
 
 /* EMBER_CONNECT_TIMEOUT as it is now: how long a wait for another rank
  * (its barrier, its table, its serving) lasts. */

@@ -137,7 +137,7 @@ static ember_status_t features_take(ember_ebc_t *ebc, const ember_feature_t *fea
         out->padding_idx = in->padding_idx;
         out->dim = d->dim;
         if ((unsigned)in->pooling > EMBER_BAG_MAX || in->padding_idx < -1 ||
-            in->padding_idx >= d->rows)
+            (d->kind != EMBER_TABLE_DYNAMIC && in->padding_idx >= d->rows))
             return ebc_fail(ebc, 0, EMBER_ERR_INVALID_PARAM,
                             "feature %s: pooling %d, padding index %lld (of table %s's %lld "
                             "rows; -1: none)",
@@ -224,7 +224,8 @@ static ember_status_t sparse_setup(ember_ebc_t *ebc)
                                              .trainer = ebc->trainer,
                                              .async = d->consistency == EMBER_ASYNC,
                                              .staleness = d->staleness,
-                                             .rows = d->rows};
+                                             .rows = d->rows,
+                                             .dynamic = d->kind == EMBER_TABLE_DYNAMIC};
     }
     ember_status_t status = ember_pipeline_create(configs, ebc->ntables, ebc->job->tp,
                                                   ebc->host_device ? &ebc->host_td : &ebc->td,

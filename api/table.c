@@ -31,7 +31,54 @@ void ember_table_config_init(ember_table_config_t *config)
     ember_opt_config_default(EMBER_OPT_SGD, 0.01f, &config->optimizer);
 }
 
+void ember_table_dynamic_init(ember_table_dynamic_t *dynamic)
+{
+    *dynamic =
+            (ember_table_dynamic_t){.admit_count = 1, .evict = EMBER_EVICT_LRU, .lfu_decay = 1.0f};
+}
+
 /* ---- checking a config ---------------------------------------------------- */
+
+/* A dynamic table's settings, into @desc (NULL @dyn: a fixed table). */
+static ember_status_t check_dynamic(const ember_table_config_t *c, const ember_table_dynamic_t *dyn,
+                                    api_table_desc_t *desc, char *err, size_t err_length)
+{
+    if (!dyn)
+        return EMBER_OK;
+    const char *name = c->name;
+    if (dyn->admit_count == 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: admit_count 0 (a key is seen at least once)", name);
+    if (dyn->budget_rows < 0 || dyn->budget_rows > 0x7ffffffe)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: budget_rows %lld (0 to 2147483646)", name,
+                                 (long long)dyn->budget_rows);
+    if ((unsigned)dyn->evict > EMBER_EVICT_LFU)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: evict %d is neither LRU nor LFU", name,
+                                 (int)dyn->evict);
+    if (!(dyn->lfu_decay > 0.0f && dyn->lfu_decay <= 1.0f))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: lfu_decay %g (0 < decay <= 1)", name,
+                                 (double)dyn->lfu_decay);
+    if (c->init == EMBER_TABLE_INIT_ROWS)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: a dynamic table has no initial_rows (write its keys "
+                                 "after creating it)",
+                                 name);
+    if (c->device && strcmp(c->device, "cpu") != 0)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: a dynamic table's rows live in host memory (device "
+                                 "'%s')",
+                                 name, c->device);
+    desc->kind = EMBER_TABLE_DYNAMIC;
+    desc->admit_count = dyn->admit_count;
+    desc->budget_rows = dyn->budget_rows;
+    desc->evict = (uint32_t)dyn->evict;
+    desc->evict_after = dyn->evict_after;
+    desc->lfu_decay = dyn->lfu_decay;
+    return EMBER_OK;
+}
 
 static int name_valid(const char *name)
 {
@@ -151,7 +198,8 @@ static ember_status_t check_rows(const ember_table_config_t *c, api_table_desc_t
 }
 
 static ember_status_t config_check(const ember_job_t *job, const ember_table_config_t *c,
-                                   api_table_desc_t *desc, char *err, size_t err_length)
+                                   const ember_table_dynamic_t *dyn, api_table_desc_t *desc,
+                                   char *err, size_t err_length)
 {
     if (!name_valid(c->name))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
@@ -162,6 +210,7 @@ static ember_status_t config_check(const ember_job_t *job, const ember_table_con
     EMBER_CHECK(check_rows(c, desc, err, err_length));
     EMBER_CHECK(check_placement(job, c, desc, err, err_length));
     EMBER_CHECK(check_sync(job, c, desc, err, err_length));
+    EMBER_CHECK(check_dynamic(c, dyn, desc, err, err_length));
     char why[200];
     if (ember_opt_config_check(&c->optimizer, why, sizeof(why)) != EMBER_OK)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "table %s: optimizer %s",
@@ -197,6 +246,11 @@ static ember_status_t table_new(ember_job_t *job, const api_table_desc_t *desc, 
                                 .reduce = (ember_sparse_reduce_t)desc->reduce,
                                 .trainers = desc->trainers,
                                 .device = desc->device ? "cuda" : "cpu"};
+    table->dynamic = (ember_table_dynamic_t){.admit_count = desc->admit_count,
+                                             .evict_after = desc->evict_after,
+                                             .budget_rows = desc->budget_rows,
+                                             .evict = (ember_evict_t)desc->evict,
+                                             .lfu_decay = desc->lfu_decay};
     *table_p = table;
     return EMBER_OK;
 }
@@ -204,6 +258,11 @@ static ember_status_t table_new(ember_job_t *job, const api_table_desc_t *desc, 
 const ember_table_config_t *ember_table_config(const ember_table_t *table)
 {
     return &table->config;
+}
+
+const ember_table_dynamic_t *ember_table_dynamic(const ember_table_t *table)
+{
+    return table->desc.kind == EMBER_TABLE_DYNAMIC ? &table->dynamic : NULL;
 }
 
 void ember_table_close(ember_table_t *table)
@@ -221,11 +280,10 @@ static int shard_rank(const ember_job_t *job, const api_table_desc_t *desc, uint
 
 /* One request to each shard of @desc (@iov_of fills shard s's), all in
  * flight together, then every answer; the first failure in @err. */
-typedef size_t (*shard_iov_cb)(void *arg, uint32_t s, ember_iov_t *iov);
-
-static ember_status_t to_shards(ember_job_t *job, const api_table_desc_t *desc, uint16_t op,
-                                shard_iov_cb iov_of, void *arg, void *out, size_t out_stride,
-                                size_t *out_bytes, const char *what, char *err, size_t err_length)
+ember_status_t api_table_to_shards(ember_job_t *job, const api_table_desc_t *desc, uint16_t op,
+                                   shard_iov_cb iov_of, void *arg, void *out, size_t out_stride,
+                                   size_t *out_bytes, const char *what, char *err,
+                                   size_t err_length)
 {
     ember_future_t *futures[SHARDS_MAX] = {NULL};
     ember_status_t status = EMBER_OK;
@@ -292,7 +350,13 @@ static size_t create_iov(void *arg, uint32_t s, ember_iov_t *iov)
                                     .device = d->device ? EMBER_TABLE_CUDA : EMBER_TABLE_HOST,
                                     .staleness = d->staleness,
                                     .seed = d->seed,
-                                    .optimizer = d->optimizer};
+                                    .optimizer = d->optimizer,
+                                    .budget_rows = d->budget_rows,
+                                    .kind = d->kind,
+                                    .admit_count = d->admit_count,
+                                    .evict_policy = d->evict,
+                                    .evict_after = d->evict_after,
+                                    .lfu_decay = d->lfu_decay};
     memcpy(m->name, d->name, sizeof(m->name));
     iov[0] = (ember_iov_t){m, sizeof(*m)};
     return 1;
@@ -317,8 +381,8 @@ static ember_status_t shards_destroy(ember_job_t *job, const api_table_desc_t *d
 {
     ember_msg_table_destroy_t msg = {.table_id = desc->table_id};
     message_args_t args = {&msg, sizeof(msg)};
-    return to_shards(job, desc, EMBER_OP_TABLE_DESTROY, message_iov, &args, NULL, 0, NULL,
-                     "freeing its shard", err, err_length);
+    return api_table_to_shards(job, desc, EMBER_OP_TABLE_DESTROY, message_iov, &args, NULL, 0, NULL,
+                               "freeing its shard", err, err_length);
 }
 
 /* Rows [first, first + count) of the whole table, the same to every shard
@@ -346,8 +410,8 @@ static ember_status_t shards_load(ember_job_t *job, const api_table_desc_t *desc
         load_args_t args = {.msg = {.table_id = desc->table_id, .first = first + at, .count = n},
                             .rows = rows + (size_t)at * desc->dim,
                             .bytes = (size_t)n * desc->dim * sizeof(float)};
-        EMBER_CHECK(to_shards(job, desc, EMBER_OP_TABLE_LOAD, load_iov, &args, NULL, 0, NULL,
-                              "loading rows", err, err_length));
+        EMBER_CHECK(api_table_to_shards(job, desc, EMBER_OP_TABLE_LOAD, load_iov, &args, NULL, 0,
+                                        NULL, "loading rows", err, err_length));
     }
     return EMBER_OK;
 }
@@ -366,8 +430,9 @@ static ember_status_t shards_create(ember_job_t *job, const api_table_desc_t *de
     if (!args)
         return EMBER_ERR_NO_MEMORY;
     args->desc = desc;
-    ember_status_t status = to_shards(job, desc, EMBER_OP_TABLE_CREATE, create_iov, args, NULL, 0,
-                                      NULL, "creating its shard", err, err_length);
+    ember_status_t status =
+            api_table_to_shards(job, desc, EMBER_OP_TABLE_CREATE, create_iov, args, NULL, 0, NULL,
+                                "creating its shard", err, err_length);
     free(args);
     if (status == EMBER_OK && initial)
         status = shards_load(job, desc, 0, desc->rows, initial, err, err_length);
@@ -379,8 +444,8 @@ static ember_status_t shards_create(ember_job_t *job, const api_table_desc_t *de
     return status;
 }
 
-ember_status_t ember_table_create(ember_job_t *job, const ember_table_config_t *config,
-                                  ember_table_t **table_p)
+static ember_status_t table_create(ember_job_t *job, const ember_table_config_t *config,
+                                   const ember_table_dynamic_t *dynamic, ember_table_t **table_p)
 {
     api_table_desc_t desc;
     char err[600];
@@ -389,7 +454,7 @@ ember_status_t ember_table_create(ember_job_t *job, const ember_table_config_t *
         ember_error("table", "%s: a PS creates no tables (it serves them)", me);
         return EMBER_ERR_INVALID_PARAM;
     }
-    ember_status_t status = config_check(job, config, &desc, err, sizeof(err));
+    ember_status_t status = config_check(job, config, dynamic, &desc, err, sizeof(err));
     if (status != EMBER_OK) {
         ember_error("table", "%s: %s", me, err);
         return status;
@@ -405,6 +470,24 @@ ember_status_t ember_table_create(ember_job_t *job, const ember_table_config_t *
     if (status != EMBER_OK)
         api_name_drop(job, desc.table_id, desc.name);
     return status;
+}
+
+ember_status_t ember_table_create(ember_job_t *job, const ember_table_config_t *config,
+                                  ember_table_t **table_p)
+{
+    return table_create(job, config, NULL, table_p);
+}
+
+ember_status_t ember_table_create_dynamic(ember_job_t *job, const ember_table_config_t *config,
+                                          const ember_table_dynamic_t *dynamic,
+                                          ember_table_t **table_p)
+{
+    if (!dynamic) {
+        ember_error("table", "%s: a dynamic table without its settings (NULL)",
+                    ember_tp_peer_name(job->tp, job->rank));
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    return table_create(job, config, dynamic, table_p);
 }
 
 ember_status_t ember_table_open(ember_job_t *job, const char *name, ember_table_t **table_p)
@@ -482,8 +565,9 @@ ember_status_t ember_table_set_optimizer(ember_table_t *table, const ember_opt_c
         message_args_t args = {&msg, sizeof(msg)};
         for (uint32_t s = 0; s < table->desc.num_shards; s++)
             bytes[s] = sizeof(changed[s]);
-        status = to_shards(job, &table->desc, EMBER_OP_TABLE_OPTIMIZER, message_iov, &args, changed,
-                           sizeof(changed[0]), bytes, "setting its optimizer", err, sizeof(err));
+        status = api_table_to_shards(job, &table->desc, EMBER_OP_TABLE_OPTIMIZER, message_iov,
+                                     &args, changed, sizeof(changed[0]), bytes,
+                                     "setting its optimizer", err, sizeof(err));
     }
     if (status != EMBER_OK) {
         ember_error("table", "%s: %s", ember_tp_peer_name(job->tp, job->rank), err);
@@ -505,6 +589,13 @@ static ember_status_t rows_check(const ember_table_t *table, int64_t first, int6
                                  const void *rows, const char *what)
 {
     const api_table_desc_t *d = &table->desc;
+    if (d->kind == EMBER_TABLE_DYNAMIC) {
+        ember_error("table",
+                    "%s: table %s: %s rows: a dynamic table's rows go by key "
+                    "(ember_table_read_keys, _write_keys)",
+                    ember_tp_peer_name(table->job->tp, table->job->rank), d->name, what);
+        return EMBER_ERR_INVALID_PARAM;
+    }
     if (first >= 0 && count >= 0 && first <= d->rows && count <= d->rows - first &&
         (rows || count == 0))
         return EMBER_OK;
@@ -558,9 +649,9 @@ static ember_status_t read_round(ember_table_t *table, int64_t first, int64_t en
                 (ember_msg_table_read_t){.table_id = d->table_id, .first = lo[s], .count = n[s]};
         bytes[s] = (size_t)n[s] * d->dim * sizeof(float);
     }
-    EMBER_CHECK(to_shards(table->job, d, EMBER_OP_TABLE_READ, read_iov, &args, chunk,
-                          (size_t)per_shard * d->dim * sizeof(float), bytes, "reading rows", err,
-                          err_length));
+    EMBER_CHECK(api_table_to_shards(table->job, d, EMBER_OP_TABLE_READ, read_iov, &args, chunk,
+                                    (size_t)per_shard * d->dim * sizeof(float), bytes,
+                                    "reading rows", err, err_length));
     for (uint32_t s = 0; s < S; s++) {
         const float *from = chunk + (size_t)s * per_shard * d->dim;
         for (int64_t i = 0; i < n[s]; i++)

@@ -115,6 +115,11 @@ typedef struct {
     const char *init_path; /* --init FILE or DIR (NULL: none) */
     const char *device;    /* the trainers' dense half: "cpu" or "cuda" */
     const char *ps_device; /* the PS's shards: "cpu" or "cuda" */
+    /* --table-kind dynamic: every table dynamic, with these settings
+     * (<ember/table.h>); --table-budget in bytes is made rows per table. */
+    ember_table_kind_t table_kind;
+    ember_table_dynamic_t dynamic;
+    uint64_t budget_bytes;
 } ember_train_settings_t;
 
 /* ---- a model's shape ------------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct ember_opt {
     ember_opt_config_t cfg;
@@ -23,6 +24,7 @@ struct ember_opt {
     uint32_t *row_step; /* sparse Adam with per-row steps */
     float *row;         /* sparse: one fp16 row widened for its update */
     size_t state_bytes;
+    int reserved; /* ember_opt_create_reserved: arrays mapped, faulted in as used */
 };
 
 static const char *const opt_names[] = {"sgd", "adagrad", "rowwise_adagrad", "adam"};
@@ -108,6 +110,12 @@ static void *opt_alloc(ember_opt_t *opt, size_t count, size_t size)
 {
     if (size && count > SIZE_MAX / size)
         return NULL;
+    if (opt->reserved) { /* zero pages until a row is written */
+        void *p = ember_huge_map(count * size > 0 ? count * size : 1, 0);
+        if (p)
+            opt->state_bytes += count * size;
+        return p;
+    }
     void *p = ember_huge_alloc(count * size, 1); /* random rows: see hugepage.h */
     if (p)
         opt->state_bytes += count * size;
@@ -132,7 +140,7 @@ static int opt_alloc_accumulators(ember_opt_t *opt, size_t count)
 {
     if (!(opt->buf0 = opt_alloc(opt, count, sizeof(float))))
         return 0;
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; !opt->reserved && i < count; i++)
         opt->buf0[i] = opt->cfg.initial_accumulator;
     return 1;
 }
@@ -188,14 +196,72 @@ ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size
     return EMBER_OK;
 }
 
+ember_status_t ember_opt_create_reserved(const ember_opt_config_t *cfg, size_t rows, size_t dim,
+                                         ember_opt_t **opt_p)
+{
+    EMBER_CHECK(opt_check_create(cfg, rows, dim, EMBER_OPT_SPARSE, opt_p));
+    ember_opt_t *opt = calloc(1, sizeof(*opt));
+    if (!opt)
+        return EMBER_ERR_NO_MEMORY;
+    opt->cfg = *cfg;
+    opt->layout = EMBER_OPT_SPARSE;
+    opt->rows = rows;
+    opt->dim = dim;
+    opt->reserved = 1;
+    if (!(opt->row = malloc(dim * sizeof(float))) || !opt_alloc_state(opt)) {
+        ember_opt_destroy(opt);
+        return EMBER_ERR_NO_MEMORY;
+    }
+    *opt_p = opt;
+    return EMBER_OK;
+}
+
+void ember_opt_reset_rows(ember_opt_t *opt, const int64_t *rows, size_t n)
+{
+    const size_t dim = opt->dim;
+    const float acc = opt->cfg.initial_accumulator;
+    for (size_t i = 0; i < n; i++) {
+        const size_t r = (size_t)rows[i];
+        if (opt->buf0) {
+            const int per_row = opt->cfg.kind == EMBER_OPT_ROWWISE_ADAGRAD;
+            const int adagrad = opt->cfg.kind == EMBER_OPT_ADAGRAD || per_row;
+            float *b = opt->buf0 + (per_row ? r : r * dim);
+            for (size_t d = 0; d < (per_row ? 1 : dim); d++)
+                b[d] = adagrad ? acc : 0.0f;
+        }
+        if (opt->buf1)
+            memset(opt->buf1 + r * dim, 0, dim * sizeof(float));
+        if (opt->started)
+            opt->started[r] = 0;
+        if (opt->row_step)
+            opt->row_step[r] = 0;
+    }
+}
+
+size_t ember_opt_row_state_bytes(const ember_opt_t *opt)
+{
+    return opt && opt->rows ? opt->state_bytes / opt->rows : 0;
+}
+
+/* A state array of @count x @size, as opt_alloc made it. */
+static void opt_free(const ember_opt_t *opt, void *p, size_t count, size_t size)
+{
+    if (opt->reserved && p)
+        munmap(p, count * size > 0 ? count * size : 1);
+    else
+        ember_huge_free(p);
+}
+
 void ember_opt_destroy(ember_opt_t *opt)
 {
     if (!opt)
         return;
-    ember_huge_free(opt->buf0);
-    ember_huge_free(opt->buf1);
-    ember_huge_free(opt->started);
-    ember_huge_free(opt->row_step);
+    const size_t n = opt->rows * opt->dim, rows = opt->rows;
+    const int per_row = opt->cfg.kind == EMBER_OPT_ROWWISE_ADAGRAD;
+    opt_free(opt, opt->buf0, per_row ? rows : n, sizeof(float));
+    opt_free(opt, opt->buf1, n, sizeof(float));
+    opt_free(opt, opt->started, rows, 1);
+    opt_free(opt, opt->row_step, rows, sizeof(uint32_t));
     free(opt->row);
     free(opt);
 }

@@ -67,6 +67,21 @@ ember_status_t ember_opt_sparse_check(const ember_opt_t *opt, const int64_t *row
 void ember_opt_sparse_rows(ember_opt_t *opt, const ember_opt_values_t *values, const int64_t *rows,
                            const float *grad, size_t nrows, float *row);
 
+/**
+ * A sparse optimizer of @rows rows whose state arrays are mapped but not
+ * written (a dynamic table's slots, engine/ps/table_dyn.c): memory is
+ * faulted in as rows are used, and each row's state must be set with
+ * ember_opt_reset_rows before its first step (Adagrad's sums at
+ * initial_accumulator, the rest zero).  Errors: as ember_opt_create.
+ */
+ember_status_t ember_opt_create_reserved(const ember_opt_config_t *cfg, size_t rows, size_t dim,
+                                         ember_opt_t **opt_p);
+/** Rows @rows[0..n) (< the object's rows) back at their initial state, as
+ * a new optimizer has them (a reused slot starts afresh). */
+void ember_opt_reset_rows(ember_opt_t *opt, const int64_t *rows, size_t n);
+/** The state bytes one row keeps (every array's share). */
+size_t ember_opt_row_state_bytes(const ember_opt_t *opt);
+
 /* A sparse optimizer's state kept outside an ember_opt_t (a device's
  * table: include/ember/device.h's ember_device_opt_t), indexed by table
  * row, each array what ember_opt_state_arrays lists for the kind. */

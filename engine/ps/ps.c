@@ -290,6 +290,91 @@ static void on_table_read(ember_rpc_req_t *req, void *arg)
     free(out);
 }
 
+/* ---- a dynamic table's rows by key ---------------------------------------------- */
+
+/* The keys message's head, its count checked at full width against what
+ * follows (@row_bytes per key after the keys: a write's rows). */
+static ps_table_t *keys_request(ps_t *ps, ember_rpc_req_t *req, ember_msg_table_keys_t *msg,
+                                ember_wire_rest_t *rest, size_t row_bytes)
+{
+    ps_table_t *entry;
+    if (!ps_header(req, msg, sizeof(*msg), rest) || !(entry = ps_find(ps, msg->table_id, req)))
+        return NULL;
+    if (msg->reserved != 0 || msg->count > EMBER_WIRE_KEYS_MAX ||
+        rest->body_bytes != msg->count * (8 + row_bytes)) {
+        ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
+                              "table %s: %llu keys (at most %u) in %zu bytes",
+                              ember_shard_name(entry->table), (unsigned long long)msg->count,
+                              EMBER_WIRE_KEYS_MAX, rest->body_bytes);
+        return NULL;
+    }
+    return entry;
+}
+
+static void on_table_read_keys(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_keys_t msg;
+    ember_wire_rest_t rest;
+    char err[256];
+    ps_table_t *entry = keys_request(ps, req, &msg, &rest, 0);
+    if (!entry)
+        return;
+    const size_t n = (size_t)msg.count, values = n * ember_shard_dim(entry->table) * 4;
+    uint8_t *out = malloc(values + ember_wire_pad(n) + 8);
+    if (!out) {
+        ember_rpc_reply_error(req, EMBER_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    memset(out + values, 0, ember_wire_pad(n));
+    ember_status_t status = ember_shard_read_keys(entry->table, rest.body, n, (float *)out,
+                                                  out + values, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
+    } else {
+        ember_iov_t iov = {.buffer = out, .length = values + ember_wire_pad(n)};
+        ember_rpc_reply(req, EMBER_OK, &iov, 1);
+    }
+    free(out);
+}
+
+static void on_table_write_keys(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_keys_t msg;
+    ember_wire_rest_t rest;
+    char err[256];
+    ps_table_t *entry;
+    /* The head first for the table's dim, which sizes what follows. */
+    if (!ps_header(req, &msg, sizeof(msg), NULL) || !(entry = ps_find(ps, msg.table_id, req)) ||
+        !keys_request(ps, req, &msg, &rest, (size_t)ember_shard_dim(entry->table) * 4))
+        return;
+    ember_status_t status = ember_shard_write_keys(entry->table, rest.body, (size_t)msg.count,
+                                                   rest.body + msg.count * 8, err, sizeof(err));
+    if (status != EMBER_OK)
+        ember_rpc_reply_error(req, status, "%s", err);
+    else
+        ember_rpc_reply(req, EMBER_OK, NULL, 0);
+}
+
+static void on_table_stats(ember_rpc_req_t *req, void *arg)
+{
+    ps_t *ps = arg;
+    ember_msg_table_destroy_t msg;
+    ps_table_t *entry;
+    char err[256];
+    if (!ps_header(req, &msg, sizeof(msg), NULL) || !(entry = ps_find(ps, msg.table_id, req)))
+        return;
+    ember_table_stats_t stats;
+    ember_status_t status = ember_shard_stats(entry->table, &stats, err, sizeof(err));
+    if (status != EMBER_OK) {
+        ember_rpc_reply_error(req, status, "%s", err);
+        return;
+    }
+    ember_iov_t iov = {.buffer = &stats, .length = sizeof(stats)};
+    ember_rpc_reply(req, EMBER_OK, &iov, 1);
+}
+
 /* A table's shard freed (its creator's ember_table_destroy); its id free
  * again.  Lookups of it held here are answered once a step is applied,
  * then finding no table. */
@@ -988,18 +1073,28 @@ static void ps_drop_lost_trainers(ps_t *ps)
 
 /* The ops a PS serves, and their handlers (registered for its lifetime). */
 static const uint16_t ps_ops[] = {
-        EMBER_OP_TABLE_CREATE,    EMBER_OP_TABLE_LOAD,    EMBER_OP_TABLE_READ,
-        EMBER_OP_PS_STATS,        EMBER_OP_PS_SHUTDOWN,   EMBER_OP_ABORT,
-        EMBER_OP_LOOKUP,          EMBER_OP_GRAD,          EMBER_OP_LOOKUPS,
-        EMBER_OP_GRADS,           EMBER_OP_CKPT_PLAN,     EMBER_OP_CKPT_AT,
-        EMBER_OP_TABLE_RESTORE,   EMBER_OP_TABLE_DESTROY, EMBER_OP_GRADS_FENCE,
-        EMBER_OP_TABLE_OPTIMIZER,
+        EMBER_OP_TABLE_CREATE,    EMBER_OP_TABLE_LOAD,
+        EMBER_OP_TABLE_READ,      EMBER_OP_PS_STATS,
+        EMBER_OP_PS_SHUTDOWN,     EMBER_OP_ABORT,
+        EMBER_OP_LOOKUP,          EMBER_OP_GRAD,
+        EMBER_OP_LOOKUPS,         EMBER_OP_GRADS,
+        EMBER_OP_CKPT_PLAN,       EMBER_OP_CKPT_AT,
+        EMBER_OP_TABLE_RESTORE,   EMBER_OP_TABLE_DESTROY,
+        EMBER_OP_GRADS_FENCE,     EMBER_OP_TABLE_OPTIMIZER,
+        EMBER_OP_TABLE_READ_KEYS, EMBER_OP_TABLE_WRITE_KEYS,
+        EMBER_OP_TABLE_STATS,
 };
 static const ember_rpc_handler_cb ps_handlers[] = {
-        on_table_create,  on_table_load,    on_table_read,  on_stats,
-        on_shutdown,      on_abort,         on_lookups,     on_grad,
-        on_lookups,       on_grads,         on_ckpt_plan,   on_ckpt_at,
-        on_table_restore, on_table_destroy, on_grads_fence, on_table_optimizer,
+        on_table_create,    on_table_load,
+        on_table_read,      on_stats,
+        on_shutdown,        on_abort,
+        on_lookups,         on_grad,
+        on_lookups,         on_grads,
+        on_ckpt_plan,       on_ckpt_at,
+        on_table_restore,   on_table_destroy,
+        on_grads_fence,     on_table_optimizer,
+        on_table_read_keys, on_table_write_keys,
+        on_table_stats,
 };
 _Static_assert(sizeof(ps_ops) / sizeof(ps_ops[0]) == sizeof(ps_handlers) / sizeof(ps_handlers[0]),
                "an op without its handler");

@@ -1,5 +1,6 @@
 /* engine/ps/table: a parameter-server shard, its optimizer and contexts. */
 #include "engine/ps/table.h"
+#include "engine/ps/table_dyn.h"
 #include "engine/ps/table_private.h"
 #include "engine/ps/table_work.h"
 
@@ -21,7 +22,7 @@
 
 /* Global row @row's initial values (N(0,1) or uniform), from (seed, global
  * element): the same values whatever the number of shards. */
-static void init_row_values(const ember_msg_table_create_t *spec, uint64_t row, float *values)
+void table_init_values(const ember_msg_table_create_t *spec, uint64_t row, float *values)
 {
     if (spec->init == EMBER_INIT_UNIFORM)
         ember_uniform_fill(spec->seed, row * spec->dim, (float)sqrt(1.0 / (double)spec->rows),
@@ -48,7 +49,7 @@ static ember_status_t device_init_rows(ember_shard_t *table)
         int64_t count = table->local_rows - first < block ? table->local_rows - first : block;
         for (int64_t i = 0; i < count; i++) {
             uint64_t row = (uint64_t)(first + i) * spec->num_shards + spec->shard;
-            init_row_values(spec, row, values + (size_t)i * spec->dim);
+            table_init_values(spec, row, values + (size_t)i * spec->dim);
         }
         status = table->dev->mem_copy(table->device, table_row(table, first), values,
                                       (size_t)count * table->row_bytes, EMBER_COPY_HOST_TO_DEVICE);
@@ -68,7 +69,7 @@ static ember_status_t host_init_rows(ember_shard_t *table)
         uint64_t row = (uint64_t)local * spec->num_shards + spec->shard;
         void *stored = table_row(table, local);
         /* fp16: the fp32 values rounded, as emb.half() would. */
-        init_row_values(spec, row, values ? values : stored);
+        table_init_values(spec, row, values ? values : stored);
         if (values)
             ember_float_to_half_n(values, stored, spec->dim);
     }
@@ -102,6 +103,14 @@ static ember_status_t check_spec(const ember_msg_table_create_t *spec, ember_dev
                 err, err_length, EMBER_ERR_INVALID_PARAM,
                 "table %s: staleness %u (%s): a sync table's may be 0 .. %d", name, spec->staleness,
                 spec->consistency == EMBER_SYNC ? "sync" : "async", EMBER_STALENESS_MAX);
+    if (spec->kind > EMBER_TABLE_KIND_DYNAMIC ||
+        (spec->kind == EMBER_TABLE_KIND_FIXED &&
+         (spec->budget_rows != 0 || spec->admit_count != 0 || spec->evict_policy != 0 ||
+          spec->evict_after != 0 || spec->lfu_decay != 0.0f || spec->reserved2 != 0)))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: kind %u (fixed 0, dynamic 1; a fixed table's "
+                                 "dynamic settings are 0)",
+                                 name, spec->kind);
     if (spec->dtype != EMBER_DTYPE_F32 && spec->dtype != EMBER_DTYPE_F16)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: rows of dtype %u are not supported (F32 %d, F16 %d)",
@@ -178,6 +187,18 @@ static ember_status_t table_init_rows(ember_shard_t *table, const char *name, ch
     return EMBER_OK;
 }
 
+/* A dynamic table: its contexts and pending gradients as a fixed one's,
+ * its slots, rows and optimizer from engine/ps/table_dyn.c. */
+static ember_status_t dyn_create(ember_shard_t *table, char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    table->contexts = calloc((size_t)spec->trainers * table->ring, sizeof(*table->contexts));
+    table->pending = calloc((size_t)spec->trainers * table->ring, sizeof(*table->pending));
+    if (!table->contexts || !table->pending || table_work_init(table, NULL) != EMBER_OK)
+        return cannot_allocate(spec, spec->name, err, err_length);
+    return table_dyn_create(table, err, err_length);
+}
+
 ember_status_t ember_shard_create(const ember_msg_table_create_t *spec, ember_device_t *device,
                                   ember_shard_t **table_p, char *err, size_t err_length)
 {
@@ -191,6 +212,13 @@ ember_status_t ember_shard_create(const ember_msg_table_create_t *spec, ember_de
     table = table_new(spec, device, name);
     if (!table)
         return EMBER_ERR_NO_MEMORY;
+    if (spec->kind == EMBER_TABLE_KIND_DYNAMIC) {
+        status = dyn_create(table, err, err_length);
+        if (status != EMBER_OK)
+            goto err_destroy;
+        *table_p = table;
+        return EMBER_OK;
+    }
     if (table_alloc(table) != EMBER_OK) {
         status = cannot_allocate(spec, name, err, err_length);
         goto err_destroy;
@@ -225,8 +253,13 @@ ember_status_t ember_shard_set_optimizer(ember_shard_t *table, const ember_opt_c
     *changed_p = 0;
     if (ember_shard_optimizer_is(table, cfg))
         return EMBER_OK;
-    ember_status_t status = ember_opt_create(cfg, (size_t)table->local_rows, table->spec.dim,
-                                             EMBER_OPT_SPARSE, &fresh);
+    ember_status_t status = table->dyn
+                                    ? ember_opt_create_reserved(cfg, (size_t)table->local_rows,
+                                                                table->spec.dim, &fresh)
+                                    : ember_opt_create(cfg, (size_t)table->local_rows,
+                                                       table->spec.dim, EMBER_OPT_SPARSE, &fresh);
+    if (status == EMBER_OK && table->dyn)
+        table_dyn_reset_state(table, fresh);
     if (status != EMBER_OK)
         return ember_status_text(err, err_length, status,
                                  "table %s: cannot make a %s optimizer of %lld rows: %s",
@@ -241,6 +274,9 @@ ember_status_t ember_shard_set_optimizer(ember_shard_t *table, const ember_opt_c
 
 static void context_free(context_t *ctx)
 {
+    ember_buffer_free(&ctx->keys);
+    ember_buffer_free(&ctx->hits);
+    ember_buffer_free(&ctx->key_of);
     ember_buffer_t *all[] = {&ctx->offsets, &ctx->weights, &ctx->argmax,
                              &ctx->unique,  &ctx->inverse, &ctx->first};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -264,7 +300,13 @@ void ember_shard_destroy(ember_shard_t *table)
     for (size_t t = 0; table->pending && t < slots; t++) {
         ember_buffer_free(&table->pending[t].rows);
         ember_buffer_free(&table->pending[t].grad);
+        ember_buffer_free(&table->pending[t].keys);
+        ember_buffer_free(&table->pending[t].seen_keys);
+        ember_buffer_free(&table->pending[t].seen_hits);
     }
+    ember_buffer_free(&table->applying.keys);
+    ember_buffer_free(&table->applying.seen_keys);
+    ember_buffer_free(&table->applying.seen_hits);
     ember_buffer_free(&table->applying.rows);
     ember_buffer_free(&table->applying.grad);
     ember_buffer_free(&table->acc_rows);
@@ -283,6 +325,8 @@ void ember_shard_destroy(ember_shard_t *table)
         for (size_t i = 0; i < sizeof(scratch) / sizeof(scratch[0]); i++)
             ember_scratch_free(table->device, scratch[i]);
         table->dev->mem_free(table->device, table->data);
+    } else if (table->dyn) {
+        table_dyn_destroy(table);
     } else {
         ember_huge_free(table->data);
     }
@@ -400,6 +444,9 @@ static void load_host(ember_shard_t *table, int64_t first, int64_t count, const 
 ember_status_t ember_shard_load(ember_shard_t *table, int64_t first, int64_t count,
                                 const float *data, char *err, size_t err_length)
 {
+    if (table->dyn)
+        return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
+                                 "table %s: a dynamic table is written by key", table->spec.name);
     EMBER_CHECK(check_load(table, first, count, data, err, err_length));
     if (table->device)
         return load_device(table, first, count, data, err, err_length);
@@ -410,6 +457,9 @@ ember_status_t ember_shard_load(ember_shard_t *table, int64_t first, int64_t cou
 ember_status_t ember_shard_read(const ember_shard_t *table, int64_t first, int64_t count,
                                 float *out, char *err, size_t err_length)
 {
+    if (table->dyn)
+        return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
+                                 "table %s: a dynamic table is read by key", table->spec.name);
     if (first < 0 || count < 0 || first > table->local_rows || count > table->local_rows - first)
         return ember_status_text(err, err_length, EMBER_ERR_OUT_OF_RANGE,
                                  "table %s: read of local rows [%lld, %lld) outside [0, %lld)",
@@ -724,8 +774,11 @@ static ember_status_t lookup_pool(ember_shard_t *table, context_t *ctx,
                                      .weights = lookup->weights ? ctx->weights.data : NULL};
     const ember_bag_mode_t mode = max_mode ? EMBER_BAG_MAX : EMBER_BAG_SUM;
     int64_t *argmax = max_mode ? ctx->argmax.data : NULL;
-    const ember_bag_table_t rows = {
-            .data = table->data, .dtype = spec->dtype, .rows = table->local_rows, .dim = spec->dim};
+    const ember_bag_table_t rows = {.data = table->data,
+                                    .dtype = spec->dtype,
+                                    .rows = table->dyn ? table_dyn_rows_mapped(table)
+                                                       : table->local_rows,
+                                    .dim = spec->dim};
     ember_status_t status = EMBER_OK;
     if (table->device)
         status = device_forward(table, &batch, mode, out, argmax);
@@ -755,8 +808,16 @@ ember_status_t ember_shard_lookup(ember_shard_t *table, const ember_wire_lookup_
      * refused lookup leaves nothing. */
     EMBER_CHECK(context_reserve(table, ctx, head, err, err_length));
     EMBER_CHECK(take_offsets(ctx, lookup, &who, err, err_length));
-    EMBER_CHECK(take_rows(table, ctx, lookup, &who, err, err_length));
+    if (table->dyn)
+        EMBER_CHECK(table_dyn_take_keys(table, ctx, lookup, err, err_length));
+    else
+        EMBER_CHECK(take_rows(table, ctx, lookup, &who, err, err_length));
     EMBER_CHECK(take_entries(ctx, lookup, &who, err, err_length));
+    if (table->dyn) {
+        ctx->n = head->indices;
+        if (table_dyn_order(table, ctx) != EMBER_OK)
+            return refuse(err, err_length, EMBER_ERR_NO_MEMORY, &who, "out of memory");
+    }
     EMBER_CHECK(lookup_pool(table, ctx, lookup, out, &who, err, err_length));
     if (eval)
         return EMBER_OK;
@@ -776,10 +837,16 @@ static ember_status_t table_apply_reduced(ember_shard_t *table, char *err, size_
     const uint32_t trainers = table->spec.trainers;
     if (!ember_buffer_reserve(&table->reduce_list, trainers * sizeof(pending_t *)))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY, "out of memory");
-    const pending_t **grads = table->reduce_list.data;
+    pending_t **grads = table->reduce_list.data;
     for (uint32_t t = 0; t < trainers; t++)
         grads[t] = table_pending(table, t, table->next_step);
-    ember_status_t status = table_work_reduce(table, grads, trainers);
+    ember_status_t status = EMBER_OK;
+    if (table->dyn &&
+        (status = table_dyn_boundary(table, grads, trainers, table->next_step)) != EMBER_OK)
+        return ember_status_text(err, err_length, status, "table %s: step %llu: %s",
+                                 table->spec.name, (unsigned long long)table->next_step,
+                                 ember_status_string(status));
+    status = table_work_reduce(table, (const pending_t *const *)grads, trainers);
     if (status == EMBER_OK)
         status = table->device ? table_step(table, table->acc_rows.data, table->acc_grad.data,
                                             table_work_reduced_compact(table))
@@ -789,6 +856,8 @@ static ember_status_t table_apply_reduced(ember_shard_t *table, char *err, size_
                                  table->spec.name, ember_status_string(status));
     for (uint32_t t = 0; t < trainers; t++)
         table_pending(table, t, table->next_step)->valid = 0;
+    if (table->dyn)
+        table_dyn_expire(table, table->next_step);
     table->next_step++;
     return EMBER_OK;
 }
@@ -951,8 +1020,14 @@ static ember_status_t grad_apply(ember_shard_t *table, pending_t *pending, uint6
 {
     const ember_msg_table_create_t *spec = &table->spec;
     if (!ember_shard_is_sync(table)) {
-        ember_status_t status =
-                table_step(table, pending->rows.data, pending->grad.data, pending->nrows);
+        const uint64_t applied = table->dyn ? table_dyn_next_apply(table) : 0;
+        ember_status_t status = EMBER_OK;
+        if (table->dyn)
+            status = table_dyn_boundary(table, &pending, 1, applied);
+        if (status == EMBER_OK)
+            status = table_step(table, pending->rows.data, pending->grad.data, pending->nrows);
+        if (status == EMBER_OK && table->dyn)
+            table_dyn_expire(table, applied);
         if (status != EMBER_OK)
             return ember_status_text(err, err_length, status, "table %s: optimizer: %s", spec->name,
                                      ember_status_string(status));
@@ -983,6 +1058,8 @@ ember_status_t ember_shard_grad_apply(ember_shard_t *table, const ember_wire_gra
     *applied_p = 0;
     EMBER_CHECK(
             grad_backward(table, ctx, grad_values(table, grad), pending, &who, err, err_length));
+    if (table->dyn && table_dyn_pending(table, ctx, pending) != EMBER_OK)
+        return refuse(err, err_length, EMBER_ERR_NO_MEMORY, &who, "out of memory");
     if (!(head->flags & EMBER_GRAD_APPLY))
         return EMBER_OK; /* accumulate-only: nothing to apply (not used yet) */
     return grad_apply(table, pending, head->step, applied_p, err, err_length);
@@ -1017,11 +1094,15 @@ void ember_shard_drop_lookup(ember_shard_t *table, uint32_t trainer, uint64_t st
 
 size_t ember_shard_bytes(const ember_shard_t *table)
 {
+    if (table->dyn)
+        return table_dyn_bytes(table) - table_dyn_optimizer_bytes(table);
     return (size_t)table->local_rows * table->row_bytes;
 }
 
 size_t ember_shard_optimizer_bytes(const ember_shard_t *table)
 {
+    if (table->dyn)
+        return table_dyn_optimizer_bytes(table);
     return ember_opt_state_bytes(table->optimizer);
 }
 

@@ -157,6 +157,27 @@ size_t ember_shard_optimizer_bytes(const ember_shard_t *table);
 /** Contexts, pending gradients and scratch. */
 size_t ember_shard_other_bytes(const ember_shard_t *table);
 
+/* --- dynamic tables (engine/ps/table_dyn.c) ------------------------------ */
+
+/** Whether the shard is a dynamic table's (its rows by key). */
+int ember_shard_is_dynamic(const ember_shard_t *table);
+/** The rows of @n keys (@keys borrowed, any alignment) into @out [n][dim]
+ * and @found [n] (1: the key holds a row; else its initial values).
+ * Errors: ERR_UNSUPPORTED (a fixed table). */
+ember_status_t ember_shard_read_keys(const ember_shard_t *table, const uint8_t *keys, size_t n,
+                                     float *out, uint8_t *found, char *err, size_t err_length);
+/** Set the rows of @n keys (@keys, @rows [n][dim] borrowed, any alignment;
+ * other shards' keys skipped): a key without a row gets one.  Nothing is
+ * written on an error.  Errors: ERR_UNSUPPORTED (a fixed table),
+ * ERR_INVALID_PARAM (a key twice, a value not finite), ERR_OUT_OF_RANGE
+ * (the budget cannot hold the new keys), ERR_NO_MEMORY. */
+ember_status_t ember_shard_write_keys(ember_shard_t *table, const uint8_t *keys, size_t n,
+                                      const uint8_t *rows, char *err, size_t err_length);
+/** A dynamic shard's counters (<ember/table.h>).  Errors: ERR_UNSUPPORTED
+ * (a fixed table). */
+ember_status_t ember_shard_stats(const ember_shard_t *table, ember_table_stats_t *stats, char *err,
+                                 size_t err_length);
+
 /* --- checkpoints (engine/ps/table_state.c) -------------------------------
  *
  * A shard's state is its rows as stored (F32 or F16), its optimizer's state

@@ -32,6 +32,13 @@ typedef struct {
     ember_buffer_t inverse; /* uint32 [n]: each index's slot in unique */
     ember_buffer_t first;   /* max: uint32 [unique], the backward's scratch */
     size_t nunique;
+    /* A dynamic table's (engine/ps/table_dyn.c): unique holds each
+     * distinct key's row at lookup time (its slot, or a scratch row with
+     * its initial values), sorted; the keys as the trainer sent them
+     * (sorted keys), each key's occurrences, and each unique's key. */
+    ember_buffer_t keys;   /* uint64 [unique]: the lookup's keys, in its order */
+    ember_buffer_t hits;   /* uint32 [unique]: each key's indices */
+    ember_buffer_t key_of; /* uint64 [unique]: unique[j]'s key */
 } context_t;
 
 /* A trainer's sparse gradient for a step, waiting for the others (sync). */
@@ -41,7 +48,15 @@ typedef struct {
     size_t nrows;
     ember_buffer_t rows; /* int64 local ids, sorted unique */
     ember_buffer_t grad; /* float [nrows * dim] */
+    /* A dynamic table's: each row's key, and every key the lookup saw
+     * with its occurrences (what the step boundary counts). */
+    ember_buffer_t keys;      /* uint64 [nrows] */
+    ember_buffer_t seen_keys; /* uint64 [nseen] */
+    ember_buffer_t seen_hits; /* uint32 [nseen] */
+    size_t nseen;
 } pending_t;
+
+struct table_dyn;
 
 struct ember_shard {
     ember_msg_table_create_t spec;
@@ -75,7 +90,16 @@ struct ember_shard {
     const ember_device_ops_t *dev;
     ember_scratch_t d_batch, d_out, d_argmax, d_rows, d_values; /* device */
     ember_scratch_t h_batch, h_out, h_values;                   /* pinned host */
+    /* A dynamic table's keys, slots and counters (engine/ps/table_dyn.c);
+     * NULL: a fixed table.  Its data then maps local_rows slots and the
+     * scratch rows after them. */
+    struct table_dyn *dyn;
 };
+
+/* Global row @row's initial values [dim] (N(0,1) or uniform), from (seed,
+ * global element): the same whatever the number of shards; a dynamic
+ * table's key @row gets the same values row @row of a fixed one would. */
+void table_init_values(const ember_msg_table_create_t *spec, uint64_t row, float *values);
 
 /* Trainer @trainer's context of @step: its slot of the trainer's ring. */
 static inline context_t *table_context(const ember_shard_t *table, uint32_t trainer, uint64_t step)

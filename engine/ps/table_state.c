@@ -173,6 +173,10 @@ ember_status_t ember_shard_snapshot_begin(const ember_shard_t *table,
                                           ember_shard_snapshot_t **snap_p, char *err,
                                           size_t err_length)
 {
+    if (table->dyn)
+        return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
+                                 "table %s: checkpoints of dynamic tables are not written yet",
+                                 table->spec.name);
     ember_shard_snapshot_t *snap = *snap_p;
     const int created = snap == NULL;
     if (created && !(snap = calloc(1, sizeof(*snap))))
@@ -542,6 +546,10 @@ ember_status_t ember_shard_restore(ember_shard_t *table, const ember_st_file_t *
                                    const char *const *names, size_t nfiles, char *err,
                                    size_t err_length)
 {
+    if (table->dyn)
+        return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
+                                 "table %s: checkpoints of dynamic tables are not restored yet",
+                                 table->spec.name);
     restore_t r = {
             .table = table, .files = files, .names = names, .err = err, .err_length = err_length};
     size_t n = 0;

@@ -50,6 +50,8 @@ typedef struct {
     uint32_t num_ps; /* its shards: on ranks first_ps_rank .. + num_ps - 1 */
     int first_ps_rank;
     int64_t rows; /* of the whole table: every id is checked against it */
+    int dynamic;  /* a dynamic table: ids are 64-bit keys, unchecked, placed by
+                   * ember_wire_key_shard (engine/wire/protocol.h) */
     uint32_t dim;
     ember_bag_mode_t mode;
     int64_t padding_idx; /* entries of this row are not sent (-1: none) */

@@ -20,6 +20,8 @@ typedef struct {
     ember_split_t *split;
     uint32_t P;
     int64_t rows, pad;
+    int has_pad; /* pad is a row (-1: none; a dynamic table's key -1 is 2^64 - 1) */
+    int dynamic; /* ids are keys: any value, placed by ember_wire_key_shard */
     size_t entries_at, entry_bytes;
     int weights, places; /* the entries carry them */
     int count_max, count_mean;
@@ -278,16 +280,18 @@ bag_entries(pass_t *pass, const ember_sparse_segment_t *seg, size_t b, size_t be
     ember_status_t status = EMBER_OK;
     for (size_t i = begin; i < end; i++) {
         const int64_t row = values[i];
-        if (row < 0 || row >= rows) {
+        if (!pass->dynamic && (row < 0 || row >= rows)) {
             status = refuse(err, err_length, EMBER_ERR_OUT_OF_RANGE, seg,
                             "index %" PRId64 " at position %zu (bag %zu) is out of range [0, "
                             "%" PRId64 ")",
                             row, i, b, rows);
             break;
         }
-        if (row == pad)
+        if (row == pad && pass->has_pad)
             continue; /* contributes nothing, is not counted */
-        const uint32_t p = one ? 0 : (uint32_t)((uint64_t)row % P);
+        const uint32_t p = one             ? 0
+                           : pass->dynamic ? ember_wire_key_shard((uint64_t)row, P)
+                                           : (uint32_t)((uint64_t)row % P);
         if (!one) {
             shard = &split->shards[p];
             entries = shard->entries;
@@ -352,8 +356,15 @@ static ember_status_t rows_emit(pass_t *pass, uint64_t step)
     const size_t n = pass->npairs, words = pass->entry_bytes / 4;
     if (!EMBER_RESERVE(split->other, split->other_capacity, n + 1))
         return EMBER_ERR_NO_MEMORY;
-    const uint64_t max = pass->rows > 0 ? (uint64_t)pass->rows - 1 : 0;
-    const ember_radix_pair_t *sorted = ember_radix_sort(split->pairs, split->other, n, 0, max);
+    uint64_t min = 0, max = pass->rows > 0 ? (uint64_t)pass->rows - 1 : 0;
+    if (pass->dynamic) { /* keys anywhere in 64 bits: sort only the span they have */
+        min = UINT64_MAX, max = 0;
+        for (size_t k = 0; k < n; k++) {
+            min = split->pairs[k].key < min ? split->pairs[k].key : min;
+            max = split->pairs[k].key > max ? split->pairs[k].key : max;
+        }
+    }
+    const ember_radix_pair_t *sorted = ember_radix_sort(split->pairs, split->other, n, min, max);
     for (uint32_t p = 0; p < pass->P; p++) {
         ember_split_shard_t *shard = &split->shards[p];
         shard->head = (ember_msg_lookup_t){.table_id = split->config.table_id,
@@ -364,12 +375,12 @@ static ember_status_t rows_emit(pass_t *pass, uint64_t step)
                                            .unique = 0,
                                            .indices = (uint32_t)shard->entries};
     }
-    uint64_t previous = UINT64_MAX; /* no row: rows are below 2^63 */
+    uint64_t previous = 0; /* k == 0 starts the first row (a key may be any value) */
     ember_split_shard_t *shard = NULL;
     uint32_t *base = NULL, slot = 0;
     for (size_t k = 0; k < n; k++) {
         const uint64_t row = sorted[k].key;
-        if (row != previous) { /* a new row: its copies are all of one shard */
+        if (k == 0 || row != previous) { /* a new row: its copies are all of one shard */
             shard = &split->shards[sorted[k].value >> 32];
             /* Its rows go 8-byte aligned after its last entry (the room
              * for them was reserved with the entries). */
@@ -404,6 +415,8 @@ ember_status_t ember_split_table(ember_split_t *split, const ember_sparse_input_
                    .P = config->num_ps,
                    .rows = config->rows,
                    .pad = config->padding_idx,
+                   .has_pad = config->padding_idx >= 0,
+                   .dynamic = config->dynamic,
                    .entries_at = ember_wire_lookup_entries_at((uint32_t)bags),
                    .entry_bytes = ember_wire_lookup_entry_bytes(split->flags),
                    .weights = weighted,

@@ -45,8 +45,11 @@ enum {
     EMBER_OP_ALLREDUCE_BASE = EMBER_RPC_OP_USER_BASE + 56, /* 120 */
     /* the public API's job (api/, include/ember/job.h): */
     EMBER_OP_TABLE_DESTROY = EMBER_RPC_OP_USER_BASE + 64, /* 128: a table's creator -> ps */
-    EMBER_OP_GRADS_FENCE,     /* 129: a trainer -> ps: its one-way pushes were taken */
-    EMBER_OP_TABLE_OPTIMIZER, /* 130: a client -> ps: a table's optimizer replaced */
+    EMBER_OP_GRADS_FENCE,      /* 129: a trainer -> ps: its one-way pushes were taken */
+    EMBER_OP_TABLE_OPTIMIZER,  /* 130: a client -> ps: a table's optimizer replaced */
+    EMBER_OP_TABLE_READ_KEYS,  /* 131: a client -> ps: a dynamic table's rows by key */
+    EMBER_OP_TABLE_WRITE_KEYS, /* 132: a client -> ps: ... set by key */
+    EMBER_OP_TABLE_STATS,      /* 133: a client -> ps: a dynamic shard's counters */
 };
 
 /* ember_consistency_t (EMBER_SYNC, EMBER_ASYNC), ember_sparse_reduce_t
@@ -89,7 +92,39 @@ typedef struct {
     uint64_t seed;
     ember_opt_config_t optimizer;
     char name[EMBER_TABLE_NAME_MAX];
+    /* A dynamic table (kind EMBER_TABLE_KIND_DYNAMIC, engine/ps/table_dyn.h):
+     * its ids are raw 64-bit keys, placed by ember_wire_key_shard, each
+     * given a row once seen admit_count times, at most budget_rows rows
+     * on this shard (0: no bound), evicted by evict_policy when full and
+     * after evict_after steps unseen (0: never).  A fixed table: all 0. */
+    int64_t budget_rows;
+    uint32_t kind;         /* EMBER_TABLE_KIND_FIXED 0, _DYNAMIC 1 */
+    uint32_t admit_count;  /* dynamic: >= 1 */
+    uint32_t evict_policy; /* dynamic: EMBER_EVICT_LRU 0, EMBER_EVICT_LFU 1 */
+    uint32_t evict_after;  /* dynamic: steps */
+    float lfu_decay;       /* dynamic, LFU: (0, 1]; 1: plain counts */
+    uint32_t reserved2;    /* 0 */
 } ember_msg_table_create_t;
+
+enum {
+    EMBER_TABLE_KIND_FIXED = 0,
+    EMBER_TABLE_KIND_DYNAMIC = 1
+};
+
+/* The shard (of @shards) that holds key @key of a dynamic table: a fixed
+ * mix of the key (splitmix64's finaliser), so that trainers and PS agree
+ * and consecutive ids spread over the PS. */
+static inline uint32_t ember_wire_key_shard(uint64_t key, uint32_t shards)
+{
+    if (shards <= 1)
+        return 0;
+    key ^= key >> 30;
+    key *= 0xbf58476d1ce4e5b9ull;
+    key ^= key >> 27;
+    key *= 0x94d049bb133111ebull;
+    key ^= key >> 31;
+    return (uint32_t)(key % shards);
+}
 
 /* EMBER_OP_TABLE_LOAD: rows [first, first + count) of the whole table; the
  * shard keeps those it owns.  Followed by float[count * dim]. */
@@ -127,6 +162,20 @@ typedef struct {
     uint32_t reserved; /* 0 */
     ember_opt_config_t optimizer;
 } ember_msg_table_optimizer_t;
+
+/* EMBER_OP_TABLE_READ_KEYS / _WRITE_KEYS: @count keys (int64, the key's 64
+ * bits) follow, then for a write float[count * dim] rows.  A read's reply:
+ * float[count * dim], then count bytes (1: the key holds a row), padded
+ * to 8.  Keys of other shards: read as their initial values, not written. */
+typedef struct {
+    uint32_t table_id;
+    uint32_t reserved; /* 0 */
+    uint64_t count;    /* at most EMBER_WIRE_KEYS_MAX */
+} ember_msg_table_keys_t;
+#define EMBER_WIRE_KEYS_MAX (1u << 20)
+
+/* EMBER_OP_TABLE_STATS: ember_msg_table_destroy_t's layout (the table);
+ * the reply is <ember/table.h>'s ember_table_stats_t. */
 
 /* EMBER_OP_GRADS_FENCE: sent once a trainer's one-way GRADS to this PS
  * have left (their sends completed), so they reached the PS before it and

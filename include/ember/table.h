@@ -50,6 +50,38 @@ typedef enum {
     EMBER_SHARD_TABLE_WISE = 1 /* whole on PS first_ps */
 } ember_sharding_t;
 
+/* A table's kind.  A fixed table holds rows 0 .. num_embeddings - 1 and
+ * refuses any other id.  A dynamic table takes any 64-bit id as a key (an
+ * int64 read as its 64 bits: -1 is key 2^64 - 1), with no modulo and no
+ * collision: keys are placed on the PS by a hash of the key, each PS keeps
+ * a hash map of its keys to rows, and rows come and go:
+ *   - admission: a key gets a row once it has been seen admit_count times
+ *     (occurrences in training lookups, counted when each step is
+ *     applied); until then a lookup returns its initial values (drawn from
+ *     (seed, key) as row `key` of a fixed table would be), nothing is
+ *     stored, and its gradients are dropped and counted;
+ *   - eviction: at most budget_rows rows on each PS (0: no bound but the
+ *     PS's room, 4 GiB of rows); when a step's new keys do not fit, rows
+ *     not seen in that step go, least recently seen first (LRU) or the
+ *     lowest count first (LFU; counts decayed by lfu_decay a step); and
+ *     rows unseen for evict_after steps go (0: never);
+ *   - all of it at step boundaries, in trainer order, so that a sync run
+ *     with staleness 0 is deterministic.
+ * num_embeddings is then only the uniform init's size (sqrt(1/n) bound).
+ * Made with ember_table_create_dynamic.
+ * Rows are read and written by key (ember_table_read_keys /
+ * _write_keys); checkpoints hold the keys, rows, optimizer state and
+ * counters, and resume on any number of PS. */
+typedef enum {
+    EMBER_TABLE_FIXED = 0,
+    EMBER_TABLE_DYNAMIC = 1
+} ember_table_kind_t;
+
+typedef enum {
+    EMBER_EVICT_LRU = 0, /* least recently seen first */
+    EMBER_EVICT_LFU = 1  /* lowest (decayed) count first, then least recent, then smaller key */
+} ember_evict_t;
+
 typedef enum {
     EMBER_SYNC = 0, /* a step's update waits for every trainer's gradients */
     EMBER_ASYNC = 1 /* each gradient applied as it comes (Hogwild) */
@@ -88,6 +120,52 @@ typedef struct {
                          * up); 0: every trainer of the job */
     const char *device; /* where the PS keeps the rows: "cpu" (NULL) or "cuda" */
 } ember_table_config_t;
+
+/* A dynamic table's settings (ABI 1.3; see ember_table_kind_t). */
+typedef struct {
+    uint32_t admit_count; /* >= 1: seen this many times before a row */
+    uint32_t evict_after; /* steps unseen before a row goes, 0: never */
+    int64_t budget_rows;  /* rows per PS, 0: no bound but the PS's room */
+    ember_evict_t evict;  /* which rows go first when the budget is full */
+    float lfu_decay;      /* LFU: each step's factor on the counts, (0, 1] */
+} ember_table_dynamic_t;
+
+/** Defaults: admit_count 1, no budget, LRU, evict_after 0, lfu_decay 1.
+ * Any thread; never blocks. */
+void ember_table_dynamic_init(ember_table_dynamic_t *dynamic);
+
+/**
+ * ember_table_create for a dynamic table with @dynamic's settings
+ * (borrowed for the call).  @config as there, but: row-wise placement
+ * puts key k on shard ember's hash of k (not k % S); init NORMAL,
+ * UNIFORM or ZEROS (no initial_rows: write keys after); "cpu" only.
+ * Errors: as ember_table_create, and ERR_INVALID_PARAM naming a dynamic
+ * setting (admit_count 0, a negative budget, an unknown eviction, a
+ * decay outside (0, 1], init ROWS, a device).
+ */
+ember_status_t ember_table_create_dynamic(ember_job_t *job, const ember_table_config_t *config,
+                                          const ember_table_dynamic_t *dynamic,
+                                          ember_table_t **table_p);
+
+/** A table's dynamic settings (borrowed from @table), or NULL for a fixed
+ * table.  Never blocks, cannot fail. */
+const ember_table_dynamic_t *ember_table_dynamic(const ember_table_t *table);
+
+/* A dynamic table's counters on one PS (ember_table_shard_stats). */
+typedef struct {
+    uint64_t rows;               /* held now */
+    uint64_t candidates;         /* keys being counted that hold no row */
+    uint64_t admitted, evicted;  /* rows given and taken, since creation */
+    uint64_t dropped_grads;      /* gradient rows of keys without a row */
+    uint64_t dropped_candidates; /* keys forgotten before their admission */
+    uint64_t capacity;           /* rows the PS has room for */
+    uint64_t bytes;              /* host bytes: rows, state, keys, counters, map */
+    uint64_t map_bytes;          /* the hash map's share */
+    double load_factor;          /* the map's entries / buckets */
+    double mean_probe;           /* buckets a find reads, on average */
+    uint32_t max_probe;          /* ... at most */
+    uint32_t reserved;
+} ember_table_stats_t;
 
 /** Defaults: fp32, N(0,1) seed 0, row-wise over every PS, SGD lr 0.01
  * (ember_opt_config_default(EMBER_OPT_SGD, 0.01f, ...)), sync, staleness
@@ -196,6 +274,40 @@ ember_status_t ember_table_set_optimizer(ember_table_t *table, const ember_opt_c
  * the rows is left as it is.  Blocks.  Errors: as ember_table_read_rows. */
 ember_status_t ember_table_write_rows(ember_table_t *table, int64_t first, int64_t count,
                                       const float *rows);
+
+/**
+ * A dynamic table's rows of @n keys (@keys host, borrowed for the call)
+ * into @out ([n][dim] floats, the caller's): a key's row as held, or the
+ * initial values a lookup of it returns now; @found (may be NULL; [n]
+ * bytes, the caller's) 1 where the key holds a row.  Reads as
+ * ember_table_read_rows does (between steps).  Blocks (a call to each
+ * PS).  Any handle.  Errors: ERR_INVALID_PARAM (a fixed table; @keys or
+ * @out NULL with n > 0), ERR_NO_MEMORY, a PS's (named), ERR_PEER_LOST,
+ * ERR_CANCELED.
+ */
+ember_status_t ember_table_read_keys(ember_table_t *table, const int64_t *keys, size_t n,
+                                     float *out, uint8_t *found);
+
+/**
+ * A dynamic table's rows of @n keys set from @rows ([n][dim], host,
+ * borrowed): a key without a row gets one (admitted outright, its
+ * optimizer state fresh).  Keys must be distinct.  Between steps, as
+ * ember_table_write_rows.  Blocks.  Errors: ERR_INVALID_PARAM (a fixed
+ * table, NULL arrays, a key twice), ERR_OUT_OF_RANGE (a PS's budget
+ * cannot hold its new keys: that PS writes nothing; named), a PS's,
+ * ERR_PEER_LOST, ERR_CANCELED.
+ */
+ember_status_t ember_table_write_keys(ember_table_t *table, const int64_t *keys, size_t n,
+                                      const float *rows);
+
+/**
+ * A dynamic table's counters on its shard @shard (0 .. num_shards - 1)
+ * into *@stats (the caller's).  Blocks (one call).  Any handle.  Errors:
+ * ERR_INVALID_PARAM (a fixed table, a shard out of range), a PS's,
+ * ERR_PEER_LOST, ERR_CANCELED.
+ */
+ember_status_t ember_table_shard_stats(ember_table_t *table, uint32_t shard,
+                                       ember_table_stats_t *stats);
 
 #ifdef __cplusplus
 }

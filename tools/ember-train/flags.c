@@ -33,6 +33,8 @@ static ember_status_t parse_bind(const char *flag, const char *value, void *targ
                                  size_t err_length);
 static ember_status_t parse_data(const char *flag, const char *value, void *target, char *err,
                                  size_t err_length);
+static ember_status_t parse_budget(const char *flag, const char *value, void *target, char *err,
+                                   size_t err_length);
 
 #define FIELD(member) EMBER_FLAG_FIELD(train_job_t, member)
 #define INT(lo, hi)   EMBER_FLAG_INT, (lo), (hi)
@@ -66,6 +68,25 @@ static const ember_flag_t flags[] = {
          "how the PS stores the tables' rows\n"
          "(fp32); fp16 halves their memory, arithmetic stays fp32",
          WORDS(EMBER_DTYPE_F32, EMBER_DTYPE_F16), FIELD(settings.table_dtype)},
+        {"--table-kind", "fixed|dynamic",
+         "fixed: ids are rows 0..rows-1 (the model's mod);\n"
+         "dynamic: ids are raw 64-bit keys, a hash map on each\n"
+         "PS gives each key its own row (README.md)",
+         WORDS(EMBER_TABLE_FIXED, EMBER_TABLE_DYNAMIC), FIELD(settings.table_kind)},
+        {"--admit-count", "N", "dynamic: a key gets a row once seen N times (1)",
+         INT(1, UINT32_MAX), FIELD(settings.dynamic.admit_count)},
+        {"--table-budget", "N|BYTES",
+         "dynamic: rows each PS may hold of each table, or\n"
+         "bytes (e.g. 64MiB; its rows, state and keys); 0: no bound",
+         EMBER_FLAG_CUSTOM, .parse = parse_budget},
+        {"--evict", "lru|lfu",
+         "dynamic: which rows go when the budget is full\n"
+         "(least recently seen, or least often; lru)",
+         WORDS(EMBER_EVICT_LRU, EMBER_EVICT_LFU), FIELD(settings.dynamic.evict)},
+        {"--evict-after", "T", "dynamic: rows unseen for T steps go (0: never)", INT(0, UINT32_MAX),
+         FIELD(settings.dynamic.evict_after)},
+        {"--lfu-decay", "F", "dynamic, lfu: counts decay by F each step, (0, 1] (1)",
+         EMBER_FLAG_FLOAT, FIELD(settings.dynamic.lfu_decay)},
         {"--reply-dtype", "fp32|fp16",
          "lookups' replies on the wire (fp32);\n"
          "fp16 halves their bytes (the pooled values rounded)",
@@ -403,6 +424,41 @@ static ember_status_t parse_data(const char *flag, const char *value, void *targ
     return EMBER_OK;
 }
 
+/* --table-budget: rows (a plain count) or bytes (a count with B, KiB, MiB
+ * or GiB), checked at full width. */
+static ember_status_t parse_budget(const char *flag, const char *value, void *target, char *err,
+                                   size_t err_length)
+{
+    ember_train_settings_t *s = &((train_job_t *)target)->settings;
+    char *end = NULL;
+    errno = 0;
+    const unsigned long long n = strtoull(value, &end, 10);
+    static const struct {
+        const char *suffix;
+        unsigned long long scale;
+    } units[] = {{"", 0}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}};
+    for (size_t u = 0;
+         end != value && errno == 0 && value[0] != '-' && u < sizeof(units) / sizeof(units[0]);
+         u++) {
+        if (strcmp(end, units[u].suffix) != 0)
+            continue;
+        if (units[u].scale == 0 && n <= 0x7ffffffeull) {
+            s->dynamic.budget_rows = (int64_t)n;
+            s->budget_bytes = 0;
+            return EMBER_OK;
+        }
+        if (units[u].scale && n <= UINT64_MAX / units[u].scale) {
+            s->budget_bytes = n * units[u].scale;
+            s->dynamic.budget_rows = 0;
+            return EMBER_OK;
+        }
+    }
+    return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                             "invalid value '%s' for %s (rows 0 .. 2147483646, or bytes: N B, "
+                             "KiB, MiB or GiB)",
+                             value, flag);
+}
+
 /* --bind: the binding mode, as EMBER_BIND says it (the job binds by it). */
 static ember_status_t parse_bind(const char *flag, const char *value, void *target, char *err,
                                  size_t err_length)
@@ -534,7 +590,10 @@ static ember_status_t job_defaults(train_job_t *job, const ember_model_ops_t *mo
                                       .table_dtype = EMBER_DTYPE_F32,
                                       .seed = (uint64_t)ember_config_int("EMBER_SEED"),
                                       .device = "cpu",
-                                      .ps_device = "cpu"},
+                                      .ps_device = "cpu",
+                                      .dynamic = {.admit_count = 1,
+                                                  .evict = EMBER_EVICT_LRU,
+                                                  .lfu_decay = 1.0f}},
                          .model = model,
                          .metrics_path = ember_config_str("EMBER_METRICS"),
                          .checkpoint_keep = 3,
@@ -627,6 +686,33 @@ static ember_status_t check_checkpoint_flags(const train_job_t *job)
 }
 
 /* The driver's own flags that only mean something together. */
+
+/* The dynamic flags: only with --table-kind dynamic, each in its range; no
+ * checkpoints of dynamic tables yet. */
+static ember_status_t check_dynamic_flags(const train_job_t *job)
+{
+    const ember_train_settings_t *s = &job->settings;
+    static const char *const dynamic_only[] = {"--admit-count", "--table-budget", "--evict",
+                                               "--evict-after", "--lfu-decay"};
+    for (size_t i = 0; s->table_kind != EMBER_TABLE_DYNAMIC && i < 5; i++)
+        if (ember_flag_value(job->given, job->ngiven, dynamic_only[i]))
+            return refuse("%s is a dynamic table's setting: give %s", dynamic_only[i],
+                          "--table-kind dynamic");
+    if (s->table_kind != EMBER_TABLE_DYNAMIC)
+        return EMBER_OK;
+    if (!(s->dynamic.lfu_decay > 0.0f && s->dynamic.lfu_decay <= 1.0f))
+        return refuse("invalid value '%s' for %s (in (0, 1])",
+                      ember_flag_value(job->given, job->ngiven, "--lfu-decay"), "--lfu-decay");
+    if (strcmp(s->ps_device, "cpu") != 0)
+        return refuse("%s: a dynamic table's rows live in the PS's host memory (%s)",
+                      "--table-kind dynamic", "--ps-device cuda");
+    if (job->checkpoint_dir || job->resume_path)
+        return refuse("%s: checkpoints of dynamic tables are not written yet (%s)",
+                      "--table-kind dynamic",
+                      job->checkpoint_dir ? "--checkpoint-dir" : "--resume");
+    return EMBER_OK;
+}
+
 static ember_status_t check_combinations(const train_job_t *job)
 {
     const ember_train_settings_t *s = &job->settings;
@@ -653,6 +739,7 @@ static ember_status_t check_combinations(const train_job_t *job)
     if (s->table_dtype == EMBER_DTYPE_F16 && strcmp(s->ps_device, "cuda") == 0)
         return refuse("%s: a PS on a GPU keeps fp32 rows (%s)", "--table-dtype fp16",
                       "--ps-device cuda");
+    EMBER_CHECK(check_dynamic_flags(job));
     return check_checkpoint_flags(job);
 }
 

@@ -20,6 +20,52 @@
  * would outgrow a safetensors header (100 MiB). */
 #define SAVED_LOSSES_MAX (4u << 20)
 
+/* The bytes a dynamic table's row costs a PS: its values, its optimizer
+ * state, and about 100 bytes of key, counters and map. */
+static uint64_t dynamic_row_bytes(const ember_train_settings_t *s, uint32_t dim)
+{
+    const uint64_t value = s->table_dtype == EMBER_DTYPE_F16 ? 2 : 4;
+    uint64_t state = 0;
+    switch (s->optimizer.kind) {
+    case EMBER_OPT_SGD: state = s->optimizer.momentum != 0.0f ? 4ull * dim + 1 : 0; break;
+    case EMBER_OPT_ADAGRAD: state = 4ull * dim; break;
+    case EMBER_OPT_ROWWISE_ADAGRAD: state = 4; break;
+    case EMBER_OPT_ADAM: state = 8ull * dim + 4; break;
+    }
+    return value * dim + state + 100;
+}
+
+/* Table @t as a dynamic table (--table-kind dynamic); rows given (the
+ * model's, or --init's) are written as keys 0 .. rows - 1. */
+static ember_status_t create_dynamic(master_t *m, size_t t, ember_table_config_t *c,
+                                     const float *rows)
+{
+    const ember_train_settings_t *s = &m->tj->settings;
+    ember_table_dynamic_t dyn = s->dynamic;
+    if (s->budget_bytes)
+        dyn.budget_rows = (int64_t)(s->budget_bytes / dynamic_row_bytes(s, c->embedding_dim));
+    if (s->budget_bytes && dyn.budget_rows < 1)
+        return ember_status_text(m->cause, sizeof(m->cause), EMBER_ERR_INVALID_PARAM,
+                                 "--table-budget %llu bytes holds no row of table %s",
+                                 (unsigned long long)s->budget_bytes, c->name);
+    if (c->init == EMBER_TABLE_INIT_ROWS) {
+        c->init = EMBER_TABLE_INIT_ZEROS;
+        c->initial_rows = NULL;
+    }
+    EMBER_CHECK(ember_table_create_dynamic(m->job, c, &dyn, &m->handles[t]));
+    if (!rows)
+        return EMBER_OK;
+    int64_t *keys = malloc((size_t)c->num_embeddings * sizeof(int64_t) + 8);
+    if (!keys)
+        return EMBER_ERR_NO_MEMORY;
+    for (int64_t k = 0; k < c->num_embeddings; k++)
+        keys[k] = k;
+    ember_status_t status =
+            ember_table_write_keys(m->handles[t], keys, (size_t)c->num_embeddings, rows);
+    free(keys);
+    return status;
+}
+
 /* Table @t created on its PS: drawn there, zeros (a restore follows), or
  * from @rows (host, [rows][dim]). */
 static ember_status_t create_table(master_t *m, size_t t, const float *rows, int zeros)
@@ -43,7 +89,9 @@ static ember_status_t create_table(master_t *m, size_t t, const float *rows, int
     c.staleness = s->staleness;
     c.reduce = s->sparse_reduce;
     c.device = s->ps_device;
-    return ember_table_create(m->job, &c, &m->handles[t]);
+    if (s->table_kind != EMBER_TABLE_DYNAMIC)
+        return ember_table_create(m->job, &c, &m->handles[t]);
+    return create_dynamic(m, t, &c, rows);
 }
 
 static ember_status_t create_tables(master_t *m, float *const *rows, int zeros)
@@ -269,6 +317,22 @@ static ember_status_t save(master_t *m, const float *const *rows, const float *p
     return status;
 }
 
+/* A table's rows 0 .. rows - 1: a dynamic table's keys 0 .. rows - 1 (a
+ * key without a row: its initial values). */
+static ember_status_t read_table(ember_table_t *table, int64_t rows, float *out)
+{
+    if (!ember_table_dynamic(table))
+        return ember_table_read_rows(table, 0, rows, out);
+    int64_t *keys = malloc((size_t)rows * sizeof(int64_t) + 8);
+    if (!keys)
+        return EMBER_ERR_NO_MEMORY;
+    for (int64_t k = 0; k < rows; k++)
+        keys[k] = k;
+    ember_status_t status = ember_table_read_keys(table, keys, (size_t)rows, out, NULL);
+    free(keys);
+    return status;
+}
+
 /* Every table whole, for the model's check and the save.  A run that
  * failed its check is still saved: the file shows how. */
 ember_status_t master_result(master_t *m, const float *params, const float *losses, uint64_t steps)
@@ -282,8 +346,7 @@ ember_status_t master_result(master_t *m, const float *params, const float *loss
     for (size_t t = 0; status == EMBER_OK && t < m->ntables; t++) {
         const ember_model_table_t *table = &m->tables[t];
         rows[t] = malloc((size_t)table->rows * table->dim * sizeof(float) + 4);
-        status = rows[t] ? ember_table_read_rows(m->handles[t], 0, table->rows, rows[t])
-                         : EMBER_ERR_NO_MEMORY;
+        status = rows[t] ? read_table(m->handles[t], table->rows, rows[t]) : EMBER_ERR_NO_MEMORY;
     }
     if (status == EMBER_OK && verifies)
         status = m->model->verify(tj->config, &tj->settings, (const float *const *)rows, params,
