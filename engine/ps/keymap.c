@@ -31,7 +31,6 @@ _Static_assert(sizeof(keymap_bucket_t) == 16, "four buckets to a cache line");
 
 #define REHASH_OLD   0x80000000u
 #define MIN_CAPACITY 16
-#define NOT_FOUND    SIZE_MAX
 /* Seeds a rehash tries before it doubles the array instead (only a broken
  * mixer or a map at its bound by chance would need a second). */
 #define RESEED_TRIES 4

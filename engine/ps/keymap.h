@@ -44,8 +44,9 @@
 
 /** The longest probe sequence (1 + distance from the home bucket) an
  * insert may leave before the map rehashes under a new seed.  Random keys
- * at load 3/4 stay far below it (see the test's adversarial case), so only
- * keys that collide on purpose, or a map denied memory, reach it. */
+ * at load 3/4 stay far below it (their longest grows by about one per
+ * doubling of the array: 24 at 2^22 buckets, about 33 at 2^31), so only
+ * keys that collide on purpose reach it. */
 #define EMBER_KEYMAP_PROBE_BOUND 64
 
 /** The most buckets a map may have (2^31: 32 GiB); past it, ERR_NO_MEMORY. */

@@ -686,8 +686,8 @@ static ember_status_t rows_to_slots(ember_shard_t *table, pending_t *p)
     const size_t nrows = p->nrows, dim = table->spec.dim;
     if (!ember_buffer_reserve(&d->pairs, nrows * sizeof(ember_radix_pair_t) + 16) ||
         !ember_buffer_reserve(&d->other, nrows * sizeof(ember_radix_pair_t) + 16) ||
-        !ember_buffer_reserve(&d->rows_tmp, p->rows.capacity) ||
-        !ember_buffer_reserve(&d->grad_tmp, p->grad.capacity))
+        !ember_buffer_reserve(&d->rows_tmp, nrows * 8 + 8) ||
+        !ember_buffer_reserve(&d->grad_tmp, nrows * dim * sizeof(float) + 4))
         return EMBER_ERR_NO_MEMORY;
     const uint64_t *keys = p->keys.data;
     ember_radix_pair_t *pairs = d->pairs.data;

@@ -67,6 +67,20 @@
 #   progress:tty        the master on a terminal (script's pseudo-terminal,
 #                       ranks by hand): the line redrawn in place ("\r" and
 #                       clear to its end), every epoch line whole
+#   dynamic:FILE:PS     FILE replayed with --table-kind dynamic (ids as raw
+#                       keys, each its own row in the PS's hash map):
+#                       matches PyTorch (golden_compare), and with one PS
+#                       saves the fixed table's bytes (with more, a key's PS
+#                       is its hash's, so a bag's partial sums split apart
+#                       differently and only rounding may differ)
+#   dynamic_opt:NAME    the learnable job, --optimizer NAME, 1 PS: the
+#                       dynamic table saves exactly the fixed one's bytes
+#   dynamic_budget:EVICT  2 PS, --table-budget 40 --admit-count 2 --evict
+#                       EVICT --evict-after 20: each PS's summary holds at
+#                       most 40 rows, admits, evicts and drops gradients,
+#                       --metrics has the same counters, the loss is finite
+#   dynamic_flags       the dynamic flags refused without --table-kind
+#                       dynamic, out of range, or with checkpoints
 #   staleness:K         --staleness K on it: runs, epoch lines name the largest
 #                       staleness seen (1..K), the loss falls; K 0: the same
 #                       bits, losses and lines as no flag
@@ -122,6 +136,67 @@ cuda:*)
     n=$(grep -c "dense allreduce: " "$work/out")
     [ "$n" -eq "$t" ] || fail "$n dense allreduce lines for $t trainers"
     grep -E "GPU data path|dense allreduce" "$work/out" | sort -u | head -4
+    ;;
+dynamic:*)
+    IFS=: read -r _ file ps <<<"$case_name"
+    t=$(trainers_of "$golden/$file.safetensors")
+    for kind in fixed dynamic; do
+        timeout 120 "$run" -n $((t + 1 + ps)) "$train" --ps "$ps" --table-kind "$kind" \
+            --replay "$golden/$file.safetensors" --save "$work/$kind.safetensors" \
+            >"$work/out" 2>&1 || fail "ember-train --table-kind $kind exited $?"
+    done
+    grep -qE "^(\[[0-9]+\] )?table emb on ps0: [0-9]+ rows held" "$work/out" || fail "no dynamic table line"
+    "$build/tests/train/golden_compare" "$golden/$file.safetensors" "$work/dynamic.safetensors" ||
+        fail "the dynamic table differs from PyTorch"
+    if [ "$ps" -eq 1 ]; then
+        cmp "$work/fixed.safetensors" "$work/dynamic.safetensors" ||
+            fail "one PS: the dynamic table saved other bits than the fixed one"
+    fi
+    ;;
+dynamic_opt:*)
+    opt=${case_name#dynamic_opt:}
+    for kind in fixed dynamic; do
+        timeout 120 "$run" -n 4 "$train" --ps 1 --optimizer "$opt" --epochs 3 --table-kind "$kind" \
+            --save "$work/$kind.safetensors" >"$work/out" 2>&1 ||
+            fail "ember-train --optimizer $opt --table-kind $kind exited $?"
+    done
+    cmp "$work/fixed.safetensors" "$work/dynamic.safetensors" ||
+        fail "--optimizer $opt: the dynamic table saved other bits than the fixed one"
+    ;;
+dynamic_budget:*)
+    evict=${case_name#dynamic_budget:}
+    timeout 120 "$run" -n 5 "$train" --ps 2 --epochs 4 --table-kind dynamic --table-budget 40 \
+        --admit-count 2 --evict "$evict" --evict-after 20 --metrics "$work/metrics" \
+        >"$work/out" 2>&1 || fail "ember-train exited $?"
+    for p in 0 1; do
+        line=$(grep -E "^(\[[0-9]+\] )?table emb on ps$p: " "$work/out") || fail "no line for ps$p"
+        read -r rows admitted evicted dropped < <(sed -E 's/.*: ([0-9]+) rows held .*, ([0-9]+) admitted, ([0-9]+) evicted, ([0-9]+) gradient rows dropped.*/\1 \2 \3 \4/' <<<"$line")
+        [ "$rows" -le 40 ] || fail "ps$p holds $rows rows, budget 40: $line"
+        [ "$admitted" -gt "$rows" ] && [ "$evicted" -gt 0 ] && [ "$dropped" -gt 0 ] ||
+            fail "ps$p: nothing admitted, evicted or dropped: $line"
+        [ $((admitted - evicted)) -eq "$rows" ] || fail "ps$p: admitted - evicted != rows: $line"
+        grep -q "\"dynamic_table\": \"emb\", \"ps\": $p, \"rows\": $rows, .*\"admitted\": $admitted, \"evicted\": $evicted, \"dropped_grads\": $dropped" \
+            "$work/metrics" || fail "ps$p: --metrics does not hold the summary's counters"
+    done
+    grep -qE "last epoch's mean loss [0-9]" "$work/out" || fail "no finite loss"
+    ;;
+dynamic_flags)
+    expect_refusal() { # WHAT FLAGS...: refused before training, naming WHAT
+        local what=$1
+        shift
+        timeout 60 "$run" -n 3 "$train" --trainers 1 "$@" >"$work/out" 2>&1 && fail "$* ran"
+        grep -qF -- "$what" "$work/out" || fail "$*: the refusal does not name $what"
+    }
+    expect_refusal "--admit-count" --admit-count 2
+    expect_refusal "--table-budget" --table-budget 10
+    expect_refusal "--evict" --evict lfu
+    expect_refusal "--table-budget" --table-kind dynamic --table-budget -5
+    expect_refusal "--table-budget" --table-kind dynamic --table-budget 10XB
+    expect_refusal "--lfu-decay" --table-kind dynamic --lfu-decay 2
+    expect_refusal "--admit-count" --table-kind dynamic --admit-count 0
+    expect_refusal "--table-kind" --table-kind bogus
+    expect_refusal "--checkpoint-dir" --table-kind dynamic --checkpoint-dir "$work/ck" \
+        --checkpoint-every 5
     ;;
 same_bits:*)
     IFS=: read -r _ file list <<<"$case_name"

@@ -299,6 +299,41 @@ static void print_done(master_t *m, const finished_t *fin)
     fflush(stdout);
 }
 
+/* Each dynamic table's counters on each of its PS: printed, and a
+ * --metrics line each. */
+static void print_dynamic(master_t *m)
+{
+    for (size_t t = 0; t < m->ntables; t++) {
+        ember_table_t *table = m->handles[t];
+        if (!table || !ember_table_dynamic(table))
+            continue;
+        const ember_table_config_t *c = ember_table_config(table);
+        for (uint32_t shard = 0; shard < c->num_shards; shard++) {
+            ember_table_stats_t s;
+            if (ember_table_shard_stats(table, shard, &s) != EMBER_OK)
+                continue;
+            printf("table %s on ps%u: %llu rows held (%.1f MiB), %llu admitted, %llu evicted, "
+                   "%llu gradient rows dropped, %llu candidates; map load %.2f, probes mean "
+                   "%.2f max %u\n",
+                   c->name, c->first_ps + shard, (unsigned long long)s.rows, s.bytes / 1048576.0,
+                   (unsigned long long)s.admitted, (unsigned long long)s.evicted,
+                   (unsigned long long)s.dropped_grads, (unsigned long long)s.candidates,
+                   s.load_factor, s.mean_probe, s.max_probe);
+            if (m->metrics)
+                fprintf(m->metrics,
+                        "{\"dynamic_table\": \"%s\", \"ps\": %u, \"rows\": %llu, \"bytes\": "
+                        "%llu, \"admitted\": %llu, \"evicted\": %llu, \"dropped_grads\": %llu, "
+                        "\"candidates\": %llu, \"load_factor\": %.4f, \"mean_probe\": %.4f, "
+                        "\"max_probe\": %u}\n",
+                        c->name, c->first_ps + shard, (unsigned long long)s.rows,
+                        (unsigned long long)s.bytes, (unsigned long long)s.admitted,
+                        (unsigned long long)s.evicted, (unsigned long long)s.dropped_grads,
+                        (unsigned long long)s.candidates, s.load_factor, s.mean_probe, s.max_probe);
+        }
+    }
+    fflush(stdout);
+}
+
 static void print_memory(master_t *m)
 {
     for (int p = 0; p < m->tj->settings.num_ps; p++) {
@@ -347,6 +382,7 @@ static ember_status_t finish_job(master_t *m)
     status = gather_results(m, done, &fin);
     print_done(m, &fin);
     print_memory(m);
+    print_dynamic(m);
     if (status == EMBER_OK)
         status = finish_checkpoints(m, fin.per_trainer);
     if (status == EMBER_OK)
