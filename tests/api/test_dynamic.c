@@ -23,6 +23,14 @@
  *                     (read_keys' found) and the shard's counters (rows,
  *                     candidates, admitted, evicted, dropped_grads,
  *                     dropped_candidates) equal a reference of the rules
+ *                     (script steps 0-8: admission, LRU eviction with ties
+ *                     in the order seen, no room when every row is seen,
+ *                     the candidate bound); a new key meeting a full set
+ *                     of candidates all seen in its step is not counted
+ *                     (engine/ps/table_dyn.c cand_new; not dropped_candidates)
+ *   evict_after       the same harness, admit 1, no budget, evict_after 2:
+ *                     a row seen at step s goes after step s + 2, and an
+ *                     expired key comes back as a fresh row
  *   adversarial_keys  two trainers, 2 PS: 0, 1, -1, INT64_MIN, INT64_MAX
  *                     and 4096 keys differing only in their high bits:
  *                     pooled outputs are the initial values, then the SGD
@@ -359,12 +367,43 @@ static const ae_step_t ae_script[] = {
         /* 4: 16 admitted; 13, 14, 15 were last seen at 3 (in that order),
          * 12 is seen now: 13 goes */
         {{{16, 12, -1}, {-1}}},
-        /* 5: six new candidates, at most 4 kept: 2 dropped */
+        /* 5: six new keys, room for 4 candidates and none of them may go
+         * (all seen in step 5): 20..23 counted, 24 and 25 not counted at
+         * all (nothing dropped: only candidates not seen in the step are) */
         {{{20, 21, 22, 23, 24, -1}, {25, -1}}},
-        /* 6: the rows seen again, nothing changes */
-        {{{12, 14, -1}, {15, 16, -1}}},
+        /* 6: the rows seen again; 26 new: candidate 20 (the least recently
+         * seen) dropped for it */
+        {{{12, 14, -1}, {15, 16, 26, -1}}},
+        /* 7: 24 again: a new candidate (21 dropped), seen once: no row (had
+         * step 5 counted it, it would be admitted now) */
+        {{{24, -1}, {-1}}},
+        /* 8: 24 a second time: admitted; LRU among 12, 14 (t0 at 6), 15, 16
+         * (t1 at 6): 12 goes */
+        {{{24, -1}, {22, -1}}},
 };
-#define AE_STEPS ((int)(sizeof(ae_script) / sizeof(ae_script[0])))
+
+/* admit 1, no budget, evict_after 2 */
+static const ae_step_t ae_after_script[] = {
+        {{{1, 2, -1}, {3, -1}}}, /* 0: 1, 2, 3 admitted */
+        {{{1, -1}, {2, -1}}},    /* 1 */
+        {{{1, -1}, {-1}}},       /* 2: 3 (seen at 0) goes after step 2 */
+        {{{4, -1}, {-1}}},       /* 3: 4 admitted; 2 (seen at 1) goes */
+        {{{3, -1}, {-1}}},       /* 4: 3 admitted again; 1 (seen at 2) goes */
+        {{{4, 3, -1}, {3, -1}}}, /* 5: nothing changes */
+};
+
+typedef struct {
+    const char *table;
+    uint32_t admit, evict_after;
+    int budget; /* 0: none */
+    const ae_step_t *script;
+    int steps;
+} ae_setup_t;
+
+static const ae_setup_t ae_lru = {"lru", 2, 0, 4, ae_script,
+                                  (int)(sizeof(ae_script) / sizeof(ae_script[0]))};
+static const ae_setup_t ae_after = {"after", 1, 2, 0, ae_after_script,
+                                    (int)(sizeof(ae_after_script) / sizeof(ae_after_script[0]))};
 
 /* The reference's state per key. */
 typedef struct {
@@ -401,23 +440,50 @@ static int ae_count(const ae_ref_t *r, int rows)
     return n;
 }
 
-/* The rules, for 1 PS, admit @admit, budget @budget, LRU. */
-static void ae_ref_step(ae_ref_t *r, const ae_step_t *st, int step, uint32_t admit, int budget)
+/* The rules, for 1 PS, LRU (budget 0: none). */
+static void ae_ref_step(ae_ref_t *r, const ae_step_t *st, int step, const ae_setup_t *su)
 {
-    /* count, trainer order, each trainer's keys in the order given (the
-     * script gives them ascending, as the PS sorts them) */
+    const int budget = su->budget > 0 ? su->budget : 1 << 30;
+    /* count, trainer order, each trainer's distinct keys in the order given
+     * (the script gives them ascending, as the PS sorts them) */
     ae_key_t *newly[2 * AE_MAXK];
     int nnew = 0;
     for (int t = 0; t < 2; t++)
         for (int i = 0; st->keys[t][i] >= 0; i++) {
+            int first = 1, hits = 0;
+            for (int j = 0; st->keys[t][j] >= 0; j++) {
+                first &= !(j < i && st->keys[t][j] == st->keys[t][i]);
+                hits += st->keys[t][j] == st->keys[t][i];
+            }
+            if (!first)
+                continue;
             ae_key_t *e = ae_get(r, st->keys[t][i]);
-            if (e->seen != step)
-                e->order = r->tick++;
+            if (!e->row && !e->cand) {
+                /* a new candidate: one not seen in this step makes room, or
+                 * the key is not counted */
+                if (ae_count(r, 0) >= budget) {
+                    ae_key_t *victim = NULL;
+                    for (int v = 0; v < r->n; v++) {
+                        ae_key_t *c = &r->k[v];
+                        if (c->cand && c->seen != step &&
+                            (!victim || c->seen < victim->seen ||
+                             (c->seen == victim->seen && c->order < victim->order)))
+                            victim = c;
+                    }
+                    if (!victim)
+                        continue;
+                    victim->cand = 0;
+                    victim->count = 0;
+                    r->dropped_candidates++;
+                }
+                e->cand = 1;
+                e->count = 0;
+            }
+            e->order = r->tick++;
             e->seen = step;
             if (!e->row) {
-                e->cand = 1;
-                e->count++;
-                if (e->count >= admit) {
+                e->count += (uint64_t)hits;
+                if (e->count >= su->admit) {
                     int dup = 0;
                     for (int j = 0; j < nnew; j++)
                         dup |= newly[j] == e;
@@ -458,24 +524,24 @@ static void ae_ref_step(ae_ref_t *r, const ae_step_t *st, int step, uint32_t adm
             if (first && !ae_get(r, st->keys[t][i])->row)
                 r->dropped_grads++;
         }
-    /* at most budget candidates: the least recently seen dropped */
-    while (ae_count(r, 0) > budget) {
-        ae_key_t *victim = NULL;
+    /* then rows and candidates unseen for evict_after steps go */
+    if (su->evict_after)
         for (int i = 0; i < r->n; i++) {
             ae_key_t *v = &r->k[i];
-            if (v->cand &&
-                (!victim || v->seen < victim->seen ||
-                 (v->seen == victim->seen && v->order < victim->order)))
-                victim = v;
+            if ((v->row || v->cand) && step - v->seen >= (int64_t)su->evict_after) {
+                if (v->row)
+                    r->evicted++;
+                else
+                    r->dropped_candidates++;
+                v->row = v->cand = 0;
+                v->count = 0;
+            }
         }
-        victim->cand = 0;
-        victim->count = 0;
-        r->dropped_candidates++;
-    }
 }
 
-static int admission_eviction(int rank, int world, void *arg)
+static int run_admission(int rank, const ae_setup_t *su)
 {
+    const ae_step_t *const script = su->script;
     int is_ps;
     ember_job_t *job = join_or_serve(2, 1, rank, &is_ps);
     if (is_ps)
@@ -487,16 +553,17 @@ static int admission_eviction(int rank, int world, void *arg)
         ember_table_dynamic_t d;
         ember_table_config_init(&c);
         ember_table_dynamic_init(&d);
-        c.name = "lru";
+        c.name = su->table;
         c.num_embeddings = 100;
         c.embedding_dim = 2;
-        d.admit_count = 2;
-        d.budget_rows = 4;
+        d.admit_count = su->admit;
+        d.budget_rows = su->budget;
+        d.evict_after = su->evict_after;
         d.evict = EMBER_EVICT_LRU;
         ember_status_t st = ember_table_create_dynamic(job, &c, &d, &table);
         MP_CHECK(st == EMBER_OK, "creating lru: %s", ember_status_string(st));
     } else {
-        table = open_table(job, "lru");
+        table = open_table(job, su->table);
     }
     ember_feature_t feature = {.name = "f", .table = table, .pooling = EMBER_BAG_SUM,
                                .padding_idx = -1};
@@ -505,22 +572,22 @@ static int admission_eviction(int rank, int world, void *arg)
     memset(&ref, 0, sizeof(ref));
     int64_t universe[AE_UNIV];
     int nu = 0;
-    for (int s = 0; s < AE_STEPS; s++)
+    for (int s = 0; s < su->steps; s++)
         for (int tt = 0; tt < 2; tt++)
-            for (int i = 0; ae_script[s].keys[tt][i] >= 0; i++) {
+            for (int i = 0; script[s].keys[tt][i] >= 0; i++) {
                 int dup = 0;
                 for (int j = 0; j < nu; j++)
-                    dup |= universe[j] == ae_script[s].keys[tt][i];
+                    dup |= universe[j] == script[s].keys[tt][i];
                 if (!dup)
-                    universe[nu++] = ae_script[s].keys[tt][i];
+                    universe[nu++] = script[s].keys[tt][i];
             }
-    for (int s = 0; s < AE_STEPS; s++) {
+    for (int s = 0; s < su->steps; s++) {
         int32_t len = 0;
-        while (ae_script[s].keys[t][len] >= 0)
+        while (script[s].keys[t][len] >= 0)
             len++;
         ember_kjt_t kjt = {.num_features = 1,
                            .batch_size = 1,
-                           .values = ae_script[s].keys[t],
+                           .values = script[s].keys[t],
                            .lengths = &len,
                            .num_values = (size_t)len};
         ember_lookup_t *lk;
@@ -534,7 +601,7 @@ static int admission_eviction(int rank, int world, void *arg)
         char bname[32];
         snprintf(bname, sizeof(bname), "step%d", s);
         MP_CHECK(ember_job_barrier(job, bname) == EMBER_OK, "barrier");
-        ae_ref_step(&ref, &ae_script[s], s, 2, 4);
+        ae_ref_step(&ref, &script[s], s, su);
         float rows[AE_UNIV * 2];
         uint8_t found[AE_UNIV];
         MP_CHECK(ember_table_read_keys(table, universe, (size_t)nu, rows, found) == EMBER_OK,
@@ -552,8 +619,9 @@ static int admission_eviction(int rank, int world, void *arg)
                  t, s, got, want);
         ember_table_stats_t stats;
         MP_CHECK(ember_table_shard_stats(table, 0, &stats) == EMBER_OK, "shard_stats");
-        MP_CHECK(stats.rows <= 4, "after step %d: %llu rows, budget 4", s,
-                 (unsigned long long)stats.rows);
+        MP_CHECK(su->budget == 0 || stats.rows <= (uint64_t)su->budget,
+                 "after step %d: %llu rows, budget %d", s, (unsigned long long)stats.rows,
+                 su->budget);
         MP_CHECK(stats.rows == (uint64_t)ae_count(&ref, 1) &&
                          stats.candidates == (uint64_t)ae_count(&ref, 0) &&
                          stats.admitted == ref.admitted && stats.evicted == ref.evicted &&
@@ -575,6 +643,16 @@ static int admission_eviction(int rank, int world, void *arg)
     ember_table_close(table);
     ember_job_leave(job, EMBER_OK);
     return 0;
+}
+
+static int admission_eviction(int rank, int world, void *arg)
+{
+    return run_admission(rank, &ae_lru);
+}
+
+static int evict_after(int rank, int world, void *arg)
+{
+    return run_admission(rank, &ae_after);
 }
 
 /* ===================================================================== */
@@ -829,6 +907,7 @@ static const mp_case_t cases[] = {
         {"same_as_fixed_p2", same_as_fixed_p2, 4, 0},
         {"same_as_fixed_p3", same_as_fixed_p3, 5, 0},
         {"admission_eviction", admission_eviction, 3, 0},
+        {"evict_after", evict_after, 3, 0},
         {"adversarial_keys", adversarial_keys, 4, 0},
         {"refusals", refusals, 2, 0},
 };
