@@ -23,8 +23,11 @@
  * key without a row returns its initial values.
  *
  * Keys that were seen but hold no row yet (admit_count > 1, or no room)
- * are candidates: their counts are kept, at most budget_rows of them (the
- * least recently seen dropped first).  Private to engine/ps/table*.c.
+ * are candidates: their counts are kept, at most budget_rows of them.  When
+ * they are at that bound, a newly seen key takes the place of the least
+ * recently seen candidate not seen in the same step (counted in
+ * dropped_candidates); if every candidate was seen in this step, the new
+ * key is not counted at all this time.  Private to engine/ps/table*.c.
  */
 #ifndef EMBER_ENGINE_TABLE_DYN_H
 #define EMBER_ENGINE_TABLE_DYN_H

@@ -65,6 +65,9 @@ typedef enum {
  *     not seen in that step go, least recently seen first (LRU) or the
  *     lowest count first (LFU; counts decayed by lfu_decay a step); and
  *     rows unseen for evict_after steps go (0: never);
+ *   - keys counted but holding no row are candidates, at most budget_rows
+ *     of them: a new key replaces the least recently seen one not seen in
+ *     the same step (dropped_candidates), or is not counted this time;
  *   - all of it at step boundaries, in trainer order, so that a sync run
  *     with staleness 0 is deterministic.
  * num_embeddings is then only the uniform init's size (sqrt(1/n) bound).
