@@ -300,8 +300,8 @@ static int run_same_as_fixed(int rank, uint32_t P)
                      "read_rows");
             int differ = 0;
             for (int i = 0; i < SF_KEYS; i++)
-                if (memcmp(dyn + i * SF_DIM, fix + k.dense[i] * SF_DIM,
-                           SF_DIM * sizeof(float)) != 0) {
+                if (memcmp(dyn + i * SF_DIM, fix + k.dense[i] * SF_DIM, SF_DIM * sizeof(float)) !=
+                    0) {
                     if (differ++ < 5)
                         fprintf(stderr,
                                 "P=%u %s %s: key %lld (dense %lld, found %d): dynamic "
@@ -344,7 +344,10 @@ static int same_as_fixed_p3(int rank, int world, void *arg)
 /* admission_eviction                                                     */
 /* ===================================================================== */
 
-enum { AE_MAXK = 8, AE_UNIV = 32 };
+enum {
+    AE_MAXK = 8,
+    AE_UNIV = 32
+};
 
 /* One step of the script: each trainer's keys (one bag, sum), -1 ends. */
 typedef struct {
@@ -400,9 +403,13 @@ typedef struct {
     int steps;
 } ae_setup_t;
 
-static const ae_setup_t ae_lru = {"lru", 2, 0, 4, ae_script,
-                                  (int)(sizeof(ae_script) / sizeof(ae_script[0]))};
-static const ae_setup_t ae_after = {"after", 1, 2, 0, ae_after_script,
+static const ae_setup_t ae_lru = {
+        "lru", 2, 0, 4, ae_script, (int)(sizeof(ae_script) / sizeof(ae_script[0]))};
+static const ae_setup_t ae_after = {"after",
+                                    1,
+                                    2,
+                                    0,
+                                    ae_after_script,
                                     (int)(sizeof(ae_after_script) / sizeof(ae_after_script[0]))};
 
 /* The reference's state per key. */
@@ -565,8 +572,8 @@ static int run_admission(int rank, const ae_setup_t *su)
     } else {
         table = open_table(job, su->table);
     }
-    ember_feature_t feature = {.name = "f", .table = table, .pooling = EMBER_BAG_SUM,
-                               .padding_idx = -1};
+    ember_feature_t feature = {
+            .name = "f", .table = table, .pooling = EMBER_BAG_SUM, .padding_idx = -1};
     ember_ebc_t *ebc = make_ebc(job, &feature, 1);
     ae_ref_t ref;
     memset(&ref, 0, sizeof(ref));
@@ -615,8 +622,9 @@ static int run_admission(int rank, const ae_setup_t *su)
                 snprintf(want + strlen(want), sizeof(want) - strlen(want), " %lld",
                          (long long)universe[i]);
         }
-        MP_CHECK(strcmp(got, want) == 0, "trainer %u after step %d: rows held {%s }, the rules give {%s }",
-                 t, s, got, want);
+        MP_CHECK(strcmp(got, want) == 0,
+                 "trainer %u after step %d: rows held {%s }, the rules give {%s }", t, s, got,
+                 want);
         ember_table_stats_t stats;
         MP_CHECK(ember_table_shard_stats(table, 0, &stats) == EMBER_OK, "shard_stats");
         MP_CHECK(su->budget == 0 || stats.rows <= (uint64_t)su->budget,
@@ -633,10 +641,9 @@ static int run_admission(int rank, const ae_setup_t *su)
                  s, (unsigned long long)stats.rows, (unsigned long long)stats.candidates,
                  (unsigned long long)stats.admitted, (unsigned long long)stats.evicted,
                  (unsigned long long)stats.dropped_grads,
-                 (unsigned long long)stats.dropped_candidates, ae_count(&ref, 1),
-                 ae_count(&ref, 0), (unsigned long long)ref.admitted,
-                 (unsigned long long)ref.evicted, (unsigned long long)ref.dropped_grads,
-                 (unsigned long long)ref.dropped_candidates);
+                 (unsigned long long)stats.dropped_candidates, ae_count(&ref, 1), ae_count(&ref, 0),
+                 (unsigned long long)ref.admitted, (unsigned long long)ref.evicted,
+                 (unsigned long long)ref.dropped_grads, (unsigned long long)ref.dropped_candidates);
         MP_CHECK(ember_job_barrier(job, "read") == EMBER_OK, "barrier");
     }
     ember_ebc_destroy(ebc);
@@ -659,7 +666,11 @@ static int evict_after(int rank, int world, void *arg)
 /* adversarial_keys                                                       */
 /* ===================================================================== */
 
-enum { AK_HIGH = 4096, AK_N = 5 + AK_HIGH, AK_DIM = 4 };
+enum {
+    AK_HIGH = 4096,
+    AK_N = 5 + AK_HIGH,
+    AK_DIM = 4
+};
 
 static void ak_keys(int64_t *keys)
 {
@@ -722,8 +733,8 @@ static int adversarial_keys(int rank, int world, void *arg)
     MP_CHECK(memcmp(init, init + AK_DIM, AK_DIM * sizeof(float)) != 0 &&
                      memcmp(init + 5 * AK_DIM, init + 6 * AK_DIM, AK_DIM * sizeof(float)) != 0,
              "keys given the same initial values");
-    ember_feature_t feature = {.name = "adv", .table = table, .pooling = EMBER_BAG_SUM,
-                               .padding_idx = -1};
+    ember_feature_t feature = {
+            .name = "adv", .table = table, .pooling = EMBER_BAG_SUM, .padding_idx = -1};
     ember_ebc_t *ebc = make_ebc(job, &feature, 1);
     ak_grad(0, g0);
     ak_grad(1, g1);
@@ -746,8 +757,8 @@ static int adversarial_keys(int rank, int world, void *arg)
                 const size_t at = (size_t)i * AK_DIM + d;
                 float want = s == 0 ? init[at] : init[at] - LR * (g0[at] + g1[at]);
                 MP_CHECK(fabsf(out[at] - want) <= 1e-6f * (1.0f + fabsf(want)),
-                         "trainer %u step %d: key %lld (0x%016llx) value %d: %.9g, want %.9g", t,
-                         s, (long long)keys[i], (unsigned long long)keys[i], d, (double)out[at],
+                         "trainer %u step %d: key %lld (0x%016llx) value %d: %.9g, want %.9g", t, s,
+                         (long long)keys[i], (unsigned long long)keys[i], d, (double)out[at],
                          (double)want);
                 if (s == 1)
                     MP_CHECK(found[i] && memcmp(&rows[at], &out[at], sizeof(float)) == 0,
@@ -768,8 +779,9 @@ static int adversarial_keys(int rank, int world, void *arg)
         total += stats.rows;
         MP_CHECK(stats.max_probe < 100, "shard %u: max_probe %u (mean %.2f, load %.2f)", p,
                  stats.max_probe, stats.mean_probe, stats.load_factor);
-        MP_CHECK(stats.dropped_grads == 0 && stats.evicted == 0, "shard %u: dropped %llu evicted %llu",
-                 p, (unsigned long long)stats.dropped_grads, (unsigned long long)stats.evicted);
+        MP_CHECK(stats.dropped_grads == 0 && stats.evicted == 0,
+                 "shard %u: dropped %llu evicted %llu", p, (unsigned long long)stats.dropped_grads,
+                 (unsigned long long)stats.evicted);
         if (t == 0)
             printf("shard %u: rows %llu max_probe %u mean_probe %.3f load %.3f\n", p,
                    (unsigned long long)stats.rows, stats.max_probe, stats.mean_probe,
