@@ -11,8 +11,11 @@ assembled in global row order from the PS files (row g of a table sharded
 over S PS is local row g // S of shard g % S), fp16 rows widened to fp32,
 and the dense layers from trainer0's file, under the names of the
 equivalent PyTorch module (the tutorial's) or of TorchRec's DLRM, so that
-`model.load_state_dict(state, strict=True)` takes it.  Optimizer state is
-not part of a state_dict and stays in the checkpoint.
+`model.load_state_dict(state, strict=True)` takes it.  A dynamic table
+(--table-kind dynamic) is exported for serving as "PREFIX.keys" (int64
+[n]: every key that holds a row, increasing) beside "PREFIX.weight" ([n,
+dim]: their rows).  Optimizer state is not part of a state_dict and stays
+in the checkpoint.
 
 This tool checks the manifest and every file's size against it; the
 CRC-32C checksums are verified by ember-train --resume (and by
@@ -57,11 +60,14 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors, meta):
+    """F32 tensors, and int64 ones (a dynamic table's keys) as I64."""
     header, offset = {"__metadata__": meta}, 0
+    tensors = {name: np.ascontiguousarray(value, dtype="<i8" if value.dtype.kind == "i" else "<f4")
+               for name, value in tensors.items()}
     for name, value in tensors.items():
-        nbytes = value.size * 4
-        header[name] = {"dtype": "F32", "shape": list(value.shape),
-                        "data_offsets": [offset, offset + nbytes]}
+        nbytes = value.size * value.itemsize
+        header[name] = {"dtype": "I64" if value.dtype.kind == "i" else "F32",
+                        "shape": list(value.shape), "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * ((8 - len(text) % 8) % 8)
@@ -69,7 +75,7 @@ def write_safetensors(path, tensors, meta):
         out.write(struct.pack("<Q", len(text)))
         out.write(text)
         for value in tensors.values():
-            out.write(np.ascontiguousarray(value, dtype="<f4").tobytes())
+            out.write(value.tobytes())
     os.replace(path + ".tmp", path)
 
 
@@ -111,14 +117,22 @@ def find(path):
 
 
 def tables_of(directory, files):
-    """{table name: [rows, dim] float32} assembled by global row id."""
-    shards = {}
+    """{table name: [rows, dim] float32} assembled by global row id; a
+    dynamic table's: (keys int64 [n], [n, dim] float32), every key that
+    holds a row, in increasing order."""
+    shards, dynamic = {}, {}
     for name in files:
         if not name.startswith("ps"):
             continue
         meta, tensors = read_safetensors(os.path.join(directory, name))
         for key, value in meta.items():
-            if key.endswith(".num_shards"):
+            if key.endswith(".num_shards") and meta.get(key[:-len(".num_shards")] + ".kind") \
+                    == "dynamic":
+                table = key[:-len(".num_shards")]
+                held = int(meta[table + ".held"])
+                dynamic.setdefault(table, []).append(
+                    (tensors[table + ".keys"][:held], tensors[table + ".weight"]))
+            elif key.endswith(".num_shards"):
                 table = key[:-len(".num_shards")]
                 shards.setdefault(table, []).append(
                     (int(meta[table + ".shard"]), int(value), int(meta[table + ".rows"]),
@@ -133,6 +147,11 @@ def tables_of(directory, files):
         for shard, _count, _rows, weight in parts:
             whole[shard::count] = weight.astype("<f4")
         tables[table] = whole
+    for table, parts in dynamic.items():
+        keys = np.concatenate([p[0] for p in parts]).astype("<i8")
+        rows = np.concatenate([p[1].astype("<f4") for p in parts])
+        order = np.argsort(keys, kind="stable")
+        tables[table] = (keys[order], rows[order])
     return tables
 
 
@@ -153,8 +172,10 @@ def export(path, out):
     keys, files = read_manifest(directory)
     tensors = {}
     for table, value in sorted(tables_of(directory, files).items()):
-        tensors[DLRM_TABLE.format(table) if keys.get("model") == "dlrm" else
-                table + ".weight"] = value
+        name = DLRM_TABLE.format(table) if keys.get("model") == "dlrm" else table + ".weight"
+        if isinstance(value, tuple):  # a dynamic table: its keys beside its rows
+            tensors[name[:-len("weight")] + "keys"], value = value
+        tensors[name] = value
     _meta, trainer = read_safetensors(os.path.join(directory, "trainer0.safetensors"))
     for name, value in trainer.items():
         if not name.startswith("optimizer.") and name not in ("losses", "train_config"):

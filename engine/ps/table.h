@@ -221,8 +221,9 @@ size_t ember_shard_snapshot_bytes(const ember_shard_snapshot_t *snap);
 /** The table's next_step the snapshot was taken at. */
 uint64_t ember_shard_snapshot_step(const ember_shard_snapshot_t *snap);
 
-#define EMBER_TABLE_STATE_TENSORS (1 + EMBER_OPT_STATE_MAX)
-#define EMBER_TABLE_STATE_META    8
+/* The rows, the optimizer's arrays, and a dynamic shard's four key arrays. */
+#define EMBER_TABLE_STATE_TENSORS (1 + EMBER_OPT_STATE_MAX + 4)
+#define EMBER_TABLE_STATE_META    12
 
 /**
  * The snapshot as safetensors tensors (every field filled), all borrowed

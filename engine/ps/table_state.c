@@ -2,6 +2,7 @@
 #include "common/copy.h"
 #include "common/reserve.h"
 #include "engine/ps/table.h"
+#include "engine/ps/table_dyn.h"
 #include "engine/ps/table_private.h"
 
 #include <ember/device.h>
@@ -22,6 +23,7 @@ typedef struct {
     const char *name; /* "weight" or the optimizer's name (static) */
     ember_dtype_t dtype;
     size_t per_row;
+    size_t rows; /* the tensor's first dimension */
     ember_buffer_t data;
     char tensor[STATE_KEY_MAX];
 } snap_array_t;
@@ -36,6 +38,10 @@ struct ember_shard_snapshot {
     char keys[EMBER_TABLE_STATE_META][STATE_KEY_MAX];
     char values[EMBER_TABLE_STATE_META][STATE_VALUE_MAX];
     size_t nmeta;
+    /* A dynamic shard's: its rows and candidates in eviction order. */
+    int dynamic;
+    ember_buffer_t entries; /* table_dyn_entry_t [rows + candidates] */
+    size_t held, nentries;
 };
 
 /* Every state name an optimizer may keep (engine/ops/optimizer.h): a file's
@@ -71,6 +77,7 @@ static ember_status_t snap_reserve(const ember_shard_t *table, const ember_opt_s
     out->name = a->name;
     out->dtype = a->dtype;
     out->per_row = a->per_row;
+    out->rows = a->rows;
     snprintf(out->tensor, sizeof(out->tensor), "%s.%s", table->spec.name, a->name);
     return EMBER_OK;
 }
@@ -135,6 +142,7 @@ static ember_status_t snapshot_fill(const ember_shard_t *table, ember_shard_snap
         EMBER_CHECK(snap_reserve(table, &arrays[i], &snap->arrays[i], err, err_length));
     memcpy(snap->name, table->spec.name, sizeof(snap->name));
     snap->local_rows = table->local_rows;
+    snap->dynamic = 0;
     snap->narrays = n;
     snap->next_step = table->next_step;
     snap_meta(snap, table);
@@ -142,13 +150,105 @@ static ember_status_t snapshot_fill(const ember_shard_t *table, ember_shard_snap
     return EMBER_OK;
 }
 
+/* --- a dynamic shard's snapshot ----------------------------------------------
+ *
+ * Its rows held and its candidates, compacted in eviction order: "NAME.weight"
+ * and the optimizer's arrays [held, ...] (the rows), then "NAME.keys",
+ * ".counts", ".seen" (I64) and ".freq" (F64) [held + candidates], a row's
+ * entries first; metadata as a fixed shard's plus "NAME.kind" (dynamic),
+ * ".held" and the counters ".admitted", ".evicted", ".dropped". */
+
+static const char *const dyn_entry_names[] = {"keys", "counts", "seen", "freq"};
+#define DYN_ENTRY_ARRAYS 4
+
+static void snap_meta_dyn(ember_shard_snapshot_t *snap, const ember_shard_t *table)
+{
+    table_dyn_stats_t st;
+    table_dyn_stats(table, &st);
+    const struct {
+        const char *key;
+        uint64_t value;
+    } numbers[] = {{"held", snap->held},
+                   {"admitted", st.admitted},
+                   {"evicted", st.evicted},
+                   {"dropped", st.dropped_grads}};
+    size_t n = snap->nmeta;
+    snprintf(snap->keys[n], STATE_KEY_MAX, "%s.kind", table->spec.name);
+    snprintf(snap->values[n++], STATE_VALUE_MAX, "dynamic");
+    for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++, n++) {
+        snprintf(snap->keys[n], STATE_KEY_MAX, "%s.%s", table->spec.name, numbers[i].key);
+        snprintf(snap->values[n], STATE_VALUE_MAX, "%" PRIu64, numbers[i].value);
+    }
+    snap->nmeta = n;
+}
+
+static ember_status_t snapshot_fill_dyn(const ember_shard_t *table, ember_shard_snapshot_t *snap,
+                                        char *err, size_t err_length)
+{
+    ember_opt_state_t arrays[EMBER_TABLE_STATE_TENSORS];
+    size_t n = table_arrays(table, arrays);
+    snap->valid = 0;
+    snap->held = table_dyn_rows_held(table);
+    snap->nentries = snap->held + table_dyn_candidates_held(table);
+    for (size_t i = 0; i < n; i++)
+        arrays[i].rows = snap->held;
+    for (size_t e = 0; e < DYN_ENTRY_ARRAYS; e++)
+        arrays[n++] = (ember_opt_state_t){.name = dyn_entry_names[e],
+                                          .dtype = e == 3 ? EMBER_DTYPE_F64 : EMBER_DTYPE_I64,
+                                          .rows = snap->nentries,
+                                          .per_row = 1};
+    for (size_t i = 0; i < n; i++)
+        EMBER_CHECK(snap_reserve(table, &arrays[i], &snap->arrays[i], err, err_length));
+    if (!ember_buffer_reserve(&snap->entries, snap->nentries * sizeof(table_dyn_entry_t) + 1))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
+                                 "table %s: no memory for a snapshot of its keys",
+                                 table->spec.name);
+    memcpy(snap->name, table->spec.name, sizeof(snap->name));
+    snap->local_rows = (int64_t)snap->held;
+    snap->narrays = n;
+    snap->next_step = table->next_step;
+    snap->dynamic = 1;
+    snap_meta(snap, table);
+    snap_meta_dyn(snap, table);
+    snap->valid = 1;
+    return EMBER_OK;
+}
+
+/* The rows gathered from their slots and the entries' columns, in the
+ * entries' order. */
+static ember_status_t snapshot_copy_dyn(const ember_shard_t *table, ember_shard_snapshot_t *snap)
+{
+    ember_opt_state_t arrays[EMBER_TABLE_STATE_TENSORS];
+    const size_t n = table_arrays(table, arrays);
+    table_dyn_entry_t *entries = snap->entries.data;
+    table_dyn_entries(table, entries);
+    for (size_t a = 0; a < n; a++) {
+        const size_t bytes = array_row_bytes(&arrays[a]);
+        for (size_t j = 0; j < snap->held; j++)
+            memcpy((char *)snap->arrays[a].data.data + j * bytes,
+                   (const char *)arrays[a].data + (size_t)entries[j].slot * bytes, bytes);
+    }
+    int64_t *keys = snap->arrays[n].data.data, *counts = snap->arrays[n + 1].data.data;
+    int64_t *seen = snap->arrays[n + 2].data.data;
+    double *freq = snap->arrays[n + 3].data.data;
+    for (size_t j = 0; j < snap->nentries; j++) {
+        keys[j] = (int64_t)entries[j].key;
+        counts[j] = (int64_t)entries[j].count;
+        seen[j] = (int64_t)entries[j].seen;
+        freq[j] = entries[j].freq;
+    }
+    return EMBER_OK;
+}
+
 ember_status_t ember_shard_snapshot_copy(const ember_shard_t *table, ember_shard_snapshot_t *snap,
                                          unsigned part, unsigned parts, char *err,
                                          size_t err_length)
 {
+    if (table->dyn && snap->valid && snap->dynamic && parts > 0 && part < parts)
+        return part == 0 ? snapshot_copy_dyn(table, snap) : EMBER_OK;
     ember_opt_state_t arrays[EMBER_TABLE_STATE_TENSORS];
     const size_t n = table_arrays(table, arrays);
-    if (!snap->valid || n != snap->narrays || parts == 0 || part >= parts)
+    if (!snap->valid || snap->dynamic || n != snap->narrays || parts == 0 || part >= parts)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: a snapshot copied before it was begun",
                                  table->spec.name);
@@ -173,16 +273,13 @@ ember_status_t ember_shard_snapshot_begin(const ember_shard_t *table,
                                           ember_shard_snapshot_t **snap_p, char *err,
                                           size_t err_length)
 {
-    if (table->dyn)
-        return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
-                                 "table %s: checkpoints of dynamic tables are not written yet",
-                                 table->spec.name);
     ember_shard_snapshot_t *snap = *snap_p;
     const int created = snap == NULL;
     if (created && !(snap = calloc(1, sizeof(*snap))))
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
                                  "table %s: no memory for a snapshot", table->spec.name);
-    ember_status_t status = snapshot_fill(table, snap, err, err_length);
+    ember_status_t status = table->dyn ? snapshot_fill_dyn(table, snap, err, err_length)
+                                       : snapshot_fill(table, snap, err, err_length);
     if (status != EMBER_OK) {
         if (created)
             ember_shard_snapshot_free(snap);
@@ -198,6 +295,7 @@ void ember_shard_snapshot_free(ember_shard_snapshot_t *snap)
         return;
     for (size_t i = 0; i < EMBER_TABLE_STATE_TENSORS; i++)
         ember_buffer_free(&snap->arrays[i].data);
+    ember_buffer_free(&snap->entries);
     free(snap);
 }
 
@@ -229,9 +327,9 @@ ember_status_t ember_shard_snapshot_tensors(const ember_shard_snapshot_t *snap,
         t->name = a->tensor;
         t->dtype = a->dtype;
         t->ndim = a->per_row == 1 ? 1 : 2;
-        t->shape[0] = snap->local_rows;
+        t->shape[0] = (int64_t)a->rows;
         t->shape[1] = (int64_t)a->per_row;
-        t->numel = (size_t)snap->local_rows * a->per_row;
+        t->numel = a->rows * a->per_row;
         t->nbytes = t->numel * ember_dtype_size(a->dtype);
         t->data = a->data.data;
     }
@@ -542,14 +640,221 @@ static ember_status_t restore_apply(const restore_t *r, const old_shard_t *old, 
     return EMBER_OK;
 }
 
+/* --- a dynamic shard's restore ---------------------------------------------- */
+
+/* File @i's tensor "NAME.@name": @dtype, [@rows] or [@rows, @per_row]. */
+static ember_status_t dyn_tensor(const restore_t *r, size_t i, const char *name,
+                                 ember_dtype_t dtype, uint64_t rows, size_t per_row,
+                                 const ember_st_tensor_t **tensor_p)
+{
+    char full[STATE_KEY_MAX];
+    snprintf(full, sizeof(full), "%s.%s", r->table->spec.name, name);
+    const ember_st_tensor_t *t = ember_st_find(r->files[i], full);
+    if (!t)
+        return refuse_file(r, i, EMBER_ERR_FORMAT, "tensor '%s' is missing", full);
+    const size_t ndim = per_row == 1 ? 1 : 2;
+    if (t->dtype != dtype || t->ndim != ndim || (uint64_t)t->shape[0] != rows ||
+        (ndim == 2 && (size_t)t->shape[1] != per_row))
+        return refuse_file(r, i, EMBER_ERR_FORMAT,
+                           "tensor '%s' is %s [%lld, %lld], a dynamic shard of %" PRIu64
+                           " rows keeps %s [%" PRIu64 ", %zu]",
+                           full, ember_dtype_name(t->dtype), (long long)t->shape[0],
+                           (long long)(t->ndim > 1 ? t->shape[1] : 1), rows,
+                           ember_dtype_name(dtype), rows, per_row);
+    *tensor_p = t;
+    return EMBER_OK;
+}
+
+/* One old dynamic shard, checked: its metadata, its arrays. */
+typedef struct {
+    old_shard_t old;
+    uint64_t held, entries, admitted, evicted, dropped;
+    const ember_st_tensor_t *state[EMBER_TABLE_STATE_TENSORS]; /* weight, the optimizer's */
+    const ember_st_tensor_t *cols[DYN_ENTRY_ARRAYS];           /* keys counts seen freq */
+} dyn_old_t;
+
+static ember_status_t dyn_check_file(const restore_t *r, size_t i, dyn_old_t *d)
+{
+    char key[STATE_KEY_MAX];
+    snprintf(key, sizeof(key), "%s.kind", r->table->spec.name);
+    const char *kind = ember_st_metadata(r->files[i], key);
+    if (!kind || strcmp(kind, "dynamic") != 0)
+        return refuse_file(r, i, EMBER_ERR_FORMAT,
+                           "a fixed table's shard (no '%s' dynamic), the table is dynamic", key);
+    d->old.file = i;
+    EMBER_CHECK(restore_check_meta(r, i, &d->old));
+    EMBER_CHECK(meta_number(r, i, "held", INT64_MAX, &d->held));
+    EMBER_CHECK(meta_number(r, i, "admitted", UINT64_MAX, &d->admitted));
+    EMBER_CHECK(meta_number(r, i, "evicted", UINT64_MAX, &d->evicted));
+    EMBER_CHECK(meta_number(r, i, "dropped", UINT64_MAX, &d->dropped));
+    for (size_t a = 0; a < r->narrays; a++)
+        EMBER_CHECK(dyn_tensor(r, i, r->arrays[a].name, r->arrays[a].dtype, d->held,
+                               r->arrays[a].per_row, &d->state[a]));
+    char full[STATE_KEY_MAX];
+    snprintf(full, sizeof(full), "%s.keys", r->table->spec.name);
+    const ember_st_tensor_t *keys = ember_st_find(r->files[i], full);
+    d->entries = keys ? (uint64_t)keys->shape[0] : 0;
+    if (d->entries < d->held)
+        return refuse_file(r, i, EMBER_ERR_FORMAT, "%" PRIu64 " keys for %" PRIu64 " rows held",
+                           d->entries, d->held);
+    for (size_t e = 0; e < DYN_ENTRY_ARRAYS; e++)
+        EMBER_CHECK(dyn_tensor(r, i, dyn_entry_names[e], e == 3 ? EMBER_DTYPE_F64 : EMBER_DTYPE_I64,
+                               d->entries, 1, &d->cols[e]));
+    return EMBER_OK;
+}
+
+/* A column's value @j (the file's bytes need not be aligned). */
+static uint64_t col_u64(const ember_st_tensor_t *t, size_t j)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)t->data + 8 * j, 8);
+    return v;
+}
+
+/* Every old shard's entries of this shard's keys, rows first in order of
+ * the step last seen (a file's own order kept), then the candidates. */
+static ember_status_t dyn_gather(const restore_t *r, const dyn_old_t *d, size_t n,
+                                 table_dyn_entry_t **out_p, size_t *count_p,
+                                 const dyn_old_t ***from_p, size_t **index_p)
+{
+    const ember_msg_table_create_t *spec = &r->table->spec;
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++)
+        total += d[k].entries;
+    table_dyn_entry_t *out = malloc((total + 1) * sizeof(*out));
+    const dyn_old_t **from = malloc((total + 1) * sizeof(*from));
+    size_t *index = malloc((total + 1) * sizeof(*index));
+    if (!out || !from || !index) {
+        free(out), free(from), free(index);
+        return ember_status_text(r->err, r->err_length, EMBER_ERR_NO_MEMORY,
+                                 "table %s: no memory to restore its keys", spec->name);
+    }
+    size_t m = 0;
+    for (int rows = 1; rows >= 0; rows--) {
+        const size_t first = m;
+        for (size_t k = 0; k < n; k++) {
+            const size_t lo = rows ? 0 : d[k].held, hi = rows ? d[k].held : d[k].entries;
+            for (size_t j = lo; j < hi; j++) {
+                const uint64_t key = col_u64(d[k].cols[0], j);
+                if (ember_wire_key_shard(key, spec->num_shards) != spec->shard)
+                    continue;
+                double freq;
+                memcpy(&freq, (const char *)d[k].cols[3]->data + 8 * j, 8);
+                out[m] = (table_dyn_entry_t){.key = key,
+                                             .count = col_u64(d[k].cols[1], j),
+                                             .seen = col_u64(d[k].cols[2], j),
+                                             .freq = freq,
+                                             .slot = rows ? 0 : -1};
+                from[m] = &d[k];
+                index[m++] = j;
+            }
+        }
+        /* Insertion by seen, stable: each file's list is in that order
+         * already, so only the files' lists interleave. */
+        for (size_t a = first + 1; a < m; a++) {
+            table_dyn_entry_t e = out[a];
+            const dyn_old_t *f = from[a];
+            size_t ix = index[a], b = a;
+            for (; b > first && out[b - 1].seen > e.seen; b--) {
+                out[b] = out[b - 1], from[b] = from[b - 1], index[b] = index[b - 1];
+            }
+            out[b] = e, from[b] = f, index[b] = ix;
+        }
+    }
+    *out_p = out, *count_p = m, *from_p = from, *index_p = index;
+    return EMBER_OK;
+}
+
+/* The gathered entries into the shard: the rows' values and state staged
+ * contiguous (from whichever file holds each), then put in slots. */
+static ember_status_t restore_dyn_apply(const restore_t *r, const table_dyn_entry_t *entries,
+                                        size_t m, const dyn_old_t *const *from, const size_t *index)
+{
+    ember_shard_t *table = r->table;
+    size_t rows = 0;
+    while (rows < m && entries[rows].slot >= 0)
+        rows++;
+    void *staged[EMBER_TABLE_STATE_TENSORS] = {NULL};
+    ember_status_t status = EMBER_OK;
+    for (size_t a = 0; a < r->narrays && status == EMBER_OK; a++) {
+        const size_t bytes = array_row_bytes(&r->arrays[a]);
+        staged[a] = malloc(rows * bytes + 1);
+        if (!staged[a]) {
+            status = ember_status_text(r->err, r->err_length, EMBER_ERR_NO_MEMORY,
+                                       "table %s: no memory to stage its rows", table->spec.name);
+            break;
+        }
+        for (size_t j = 0; j < rows; j++)
+            memcpy((char *)staged[a] + j * bytes,
+                   (const char *)from[j]->state[a]->data + index[j] * bytes, bytes);
+    }
+    if (status == EMBER_OK)
+        status = table_dyn_restore(table, entries, m, staged[0], (const void *const *)staged + 1,
+                                   r->err, r->err_length);
+    for (size_t a = 0; a < r->narrays; a++)
+        free(staged[a]);
+    return status;
+}
+
+static ember_status_t restore_dyn(restore_t *r, size_t nfiles)
+{
+    ember_shard_t *table = r->table;
+    dyn_old_t *d = calloc(nfiles ? nfiles : 1, sizeof(*d));
+    old_shard_t *old = calloc(nfiles ? nfiles : 1, sizeof(*old));
+    if (!d || !old) {
+        free(d), free(old);
+        return ember_status_text(r->err, r->err_length, EMBER_ERR_NO_MEMORY,
+                                 "table %s: no memory to restore it", table->spec.name);
+    }
+    char key[STATE_KEY_MAX];
+    size_t n = 0;
+    ember_status_t status = EMBER_OK;
+    snprintf(key, sizeof(key), "%s.shard", table->spec.name);
+    for (size_t i = 0; status == EMBER_OK && i < nfiles; i++) {
+        if (!ember_st_metadata(r->files[i], key))
+            continue;
+        status = dyn_check_file(r, i, &d[n]);
+        old[n] = d[n].old;
+        n += status == EMBER_OK;
+    }
+    if (status == EMBER_OK && n == 0)
+        status = ember_status_text(r->err, r->err_length, EMBER_ERR_NOT_FOUND,
+                                   "table %s: none of the %zu files holds it (no '%s')",
+                                   table->spec.name, nfiles, key);
+    if (status == EMBER_OK)
+        status = restore_check_layout(r, old, n);
+    table_dyn_entry_t *entries = NULL;
+    const dyn_old_t **from = NULL;
+    size_t *index = NULL, m = 0;
+    if (status == EMBER_OK)
+        status = dyn_gather(r, d, n, &entries, &m, &from, &index);
+    if (status == EMBER_OK)
+        status = restore_dyn_apply(r, entries, m, from, index);
+    if (status == EMBER_OK) {
+        ember_opt_set_steps(table->optimizer, old[0].opt_steps);
+        table->next_step = old[0].step;
+        for (size_t k = 0; k < n; k++) /* the counters stay with their shard */
+            if (d[k].old.num_shards == table->spec.num_shards &&
+                d[k].old.shard == table->spec.shard)
+                table_dyn_set_counters(table, d[k].admitted, d[k].evicted, d[k].dropped);
+    }
+    free(entries), free(from), free(index), free(d), free(old);
+    return status;
+}
+
 ember_status_t ember_shard_restore(ember_shard_t *table, const ember_st_file_t *const *files,
                                    const char *const *names, size_t nfiles, char *err,
                                    size_t err_length)
 {
-    if (table->dyn)
-        return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
-                                 "table %s: checkpoints of dynamic tables are not restored yet",
-                                 table->spec.name);
+    if (table->dyn) {
+        restore_t r = {.table = table,
+                       .files = files,
+                       .names = names,
+                       .err = err,
+                       .err_length = err_length};
+        r.narrays = table_arrays(table, r.arrays);
+        return restore_dyn(&r, nfiles);
+    }
     restore_t r = {
             .table = table, .files = files, .names = names, .err = err, .err_length = err_length};
     size_t n = 0;

@@ -79,8 +79,15 @@
 #                       EVICT --evict-after 20: each PS's summary holds at
 #                       most 40 rows, admits, evicts and drops gradients,
 #                       --metrics has the same counters, the loss is finite
+#   dynamic_resume      2 PS, a budget, admission, LFU and expiry: a run with
+#                       checkpoints every 10 steps, resumed from step 40 on 2
+#                       PS, saves the uninterrupted run's bytes; on 3 PS it
+#                       resumes (keys re-placed by their hash); on 1 PS the
+#                       budget cannot hold the rows and the refusal says so;
+#                       ember-checkpoint.py exports the last checkpoint's keys
+#                       (increasing, I64) and rows, each the saved row
 #   dynamic_flags       the dynamic flags refused without --table-kind
-#                       dynamic, out of range, or with checkpoints
+#                       dynamic, or out of range
 #   staleness:K         --staleness K on it: runs, epoch lines name the largest
 #                       staleness seen (1..K), the loss falls; K 0: the same
 #                       bits, losses and lines as no flag
@@ -180,6 +187,59 @@ dynamic_budget:*)
     done
     grep -qE "last epoch's mean loss [0-9]" "$work/out" || fail "no finite loss"
     ;;
+dynamic_resume)
+    job=(--trainers 2 --epochs 6 --optimizer adagrad --table-kind dynamic --table-budget 40
+        --admit-count 2 --evict lfu --evict-after 15)
+    timeout 120 "$run" -n 5 "$train" --ps 2 "${job[@]}" --save "$work/ref.safetensors" \
+        >"$work/out" 2>&1 || fail "the uninterrupted run exited $?"
+    timeout 120 "$run" -n 5 "$train" --ps 2 "${job[@]}" --checkpoint-dir "$work/ck" \
+        --checkpoint-every 10 --save "$work/whole.safetensors" >"$work/out" 2>&1 ||
+        fail "the run with checkpoints exited $?"
+    last=$(ls -d "$work"/ck/step-* | tail -1)
+    /usr/bin/python3 "$here/../../tools/ember-checkpoint.py" export "$last" "$work/export.safetensors" \
+        >"$work/out" 2>&1 || fail "ember-checkpoint.py export exited $?"
+    rm -rf "$work/ck/step-000000000050" "$work/ck/step-000000000060"
+    timeout 120 "$run" -n 5 "$train" --ps 2 "${job[@]}" --resume "$work/ck" \
+        --save "$work/resumed.safetensors" >"$work/out" 2>&1 || fail "the resume exited $?"
+    grep -q "resuming from .*step-000000000040 (step 40)" "$work/out" || fail "not resumed at 40"
+    /usr/bin/python3 - "$work" <<'EOPY' || fail "the resumed run or the export differs"
+import json, struct, sys
+import numpy as np
+def load(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    body = data[8 + n:]
+    types = {"F32": "<f4", "I64": "<i8"}
+    return {k: np.frombuffer(body[v["data_offsets"][0]:v["data_offsets"][1]],
+                             dtype=types[v["dtype"]]).reshape(v["shape"])
+            for k, v in header.items()}, meta
+work = sys.argv[1]
+ref, ref_meta = load(work + "/ref.safetensors")
+got, got_meta = load(work + "/resumed.safetensors")
+bad = [k for k in ref if ref[k].tobytes() != got[k].tobytes()]
+if ref_meta.get("losses") != got_meta.get("losses"):
+    bad.append("losses")
+print("resumed at 40 on 2 PS:", "the same bytes" if not bad else "differs in %s" % bad)
+whole, _ = load(work + "/whole.safetensors")
+export, _ = load(work + "/export.safetensors")
+keys, rows = export["emb.keys"], export["emb.weight"]
+ok = keys.dtype == np.int64 and (np.diff(keys) > 0).all() and 0 < len(keys) <= 80
+ok = ok and all(rows[i].tobytes() == whole["emb.weight"][k].tobytes() for i, k in enumerate(keys))
+print("export: %d keys, %s" % (len(keys), "each row the saved one" if ok else "WRONG"))
+sys.exit(1 if bad or not ok else 0)
+EOPY
+    timeout 120 "$run" -n 6 "$train" --ps 3 "${job[@]}" --resume "$work/ck" >"$work/out" 2>&1 ||
+        fail "the resume on 3 PS exited $?"
+    n=$(grep -cE "^(\[[0-9]+\] )?table emb on ps[012]: " "$work/out")
+    [ "$n" -eq 3 ] || fail "$n table lines for 3 PS"
+    timeout 120 "$run" -n 4 "$train" --ps 1 "${job[@]}" --resume "$work/ck" >"$work/out" 2>&1 &&
+        fail "1 PS of budget 40 took 80 rows"
+    grep -q "table emb: the checkpoint holds 80 rows of this shard, its budget is 40" "$work/out" ||
+        fail "the refusal does not name the rows and the budget"
+    ;;
 dynamic_flags)
     expect_refusal() { # WHAT FLAGS...: refused before training, naming WHAT
         local what=$1
@@ -195,8 +255,6 @@ dynamic_flags)
     expect_refusal "--lfu-decay" --table-kind dynamic --lfu-decay 2
     expect_refusal "--admit-count" --table-kind dynamic --admit-count 0
     expect_refusal "--table-kind" --table-kind bogus
-    expect_refusal "--checkpoint-dir" --table-kind dynamic --checkpoint-dir "$work/ck" \
-        --checkpoint-every 5
     ;;
 same_bits:*)
     IFS=: read -r _ file list <<<"$case_name"

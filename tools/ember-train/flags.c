@@ -687,8 +687,7 @@ static ember_status_t check_checkpoint_flags(const train_job_t *job)
 
 /* The driver's own flags that only mean something together. */
 
-/* The dynamic flags: only with --table-kind dynamic, each in its range; no
- * checkpoints of dynamic tables yet. */
+/* The dynamic flags: only with --table-kind dynamic, each in its range. */
 static ember_status_t check_dynamic_flags(const train_job_t *job)
 {
     const ember_train_settings_t *s = &job->settings;
@@ -706,10 +705,6 @@ static ember_status_t check_dynamic_flags(const train_job_t *job)
     if (strcmp(s->ps_device, "cpu") != 0)
         return refuse("%s: a dynamic table's rows live in the PS's host memory (%s)",
                       "--table-kind dynamic", "--ps-device cuda");
-    if (job->checkpoint_dir || job->resume_path)
-        return refuse("%s: checkpoints of dynamic tables are not written yet (%s)",
-                      "--table-kind dynamic",
-                      job->checkpoint_dir ? "--checkpoint-dir" : "--resume");
     return EMBER_OK;
 }
 

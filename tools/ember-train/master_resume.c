@@ -44,6 +44,13 @@ static ember_status_t check_manifest(master_t *m)
                 "cannot be carried to another count (each trainer reads its own share of the "
                 "data); resume with --trainers %s",
                 info->dir, was, s->trainers, was);
+    const char *kind = ember_checkpoint_describe(info, "table_kind");
+    const char *want = s->table_kind == EMBER_TABLE_DYNAMIC ? "dynamic" : "fixed";
+    if (strcmp(*kind ? kind : "fixed", want) != 0)
+        return ember_status_text(m->cause, sizeof(m->cause), EMBER_ERR_INVALID_PARAM,
+                                 "%s holds %s tables, this job's are %s: resume with "
+                                 "--table-kind %s",
+                                 info->dir, kind, want, kind);
     if (strcmp(dtype, ember_dtype_name(s->table_dtype)) != 0 ||
         strcmp(reduce, s->sparse_reduce == EMBER_REDUCE_MEAN ? "mean" : "sum") != 0)
         return ember_status_text(m->cause, sizeof(m->cause), EMBER_ERR_INVALID_PARAM,
@@ -181,6 +188,7 @@ ember_status_t master_ckpt_open(master_t *m)
             {"sharding", table_wise ? "table" : "row"},
             {"optimizer", ember_opt_kind_name(s->optimizer.kind)},
             {"table_dtype", ember_dtype_name(s->table_dtype)},
+            {"table_kind", s->table_kind == EMBER_TABLE_DYNAMIC ? "dynamic" : "fixed"},
             {"sparse_reduce", s->sparse_reduce == EMBER_REDUCE_MEAN ? "mean" : "sum"}};
     ember_checkpoint_config_t config;
     ember_checkpoint_config_init(&config);

@@ -48,10 +48,10 @@ static ember_status_t create_dynamic(master_t *m, size_t t, ember_table_config_t
         return ember_status_text(m->cause, sizeof(m->cause), EMBER_ERR_INVALID_PARAM,
                                  "--table-budget %llu bytes holds no row of table %s",
                                  (unsigned long long)s->budget_bytes, c->name);
-    if (c->init == EMBER_TABLE_INIT_ROWS) {
-        c->init = EMBER_TABLE_INIT_ZEROS;
-        c->initial_rows = NULL;
-    }
+    /* The keys without a row read their initial values from the table's
+     * rule: the model's draw, also under given rows or a restore. */
+    c->init = m->tables[t].init;
+    c->initial_rows = NULL;
     EMBER_CHECK(ember_table_create_dynamic(m->job, c, &dyn, &m->handles[t]));
     if (!rows)
         return EMBER_OK;
@@ -227,6 +227,11 @@ static ember_status_t init_from_file(master_t *m, float **rows)
 static ember_status_t first_values(master_t *m, float **rows)
 {
     const char *init = m->tj->settings.init_path;
+    if (init && is_directory(init) && m->tj->settings.table_kind == EMBER_TABLE_DYNAMIC)
+        return ember_status_text(m->cause, sizeof(m->cause), EMBER_ERR_INVALID_PARAM,
+                                 "--init %s: a checkpoint's tables by row do not start dynamic "
+                                 "tables (resume it with --resume, or give a file of rows)",
+                                 init);
     if (init && is_directory(init))
         return init_from_checkpoint(m, rows);
     if (init)
