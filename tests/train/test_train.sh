@@ -86,6 +86,9 @@
 #                       budget cannot hold the rows and the refusal says so;
 #                       ember-checkpoint.py exports the last checkpoint's keys
 #                       (increasing, I64) and rows, each the saved row
+#   dynamic_mode:MODE   async, or sync with --staleness 2, on 2 PS: the
+#                       dynamic table's job runs and ends within 2e-2 of the
+#                       fixed table's (the arrival order varies the rounding)
 #   dynamic_flags       the dynamic flags refused without --table-kind
 #                       dynamic, or out of range
 #   staleness:K         --staleness K on it: runs, epoch lines name the largest
@@ -239,6 +242,36 @@ EOPY
         fail "1 PS of budget 40 took 80 rows"
     grep -q "table emb: the checkpoint holds 80 rows of this shard, its budget is 40" "$work/out" ||
         fail "the refusal does not name the rows and the budget"
+    ;;
+dynamic_mode:*)
+    mode=()
+    case ${case_name#dynamic_mode:} in
+    async) mode=(--consistency async) ;;
+    staleness2) mode=(--staleness 2) ;;
+    *) fail "unknown mode ${case_name#dynamic_mode:}" ;;
+    esac
+    for kind in fixed dynamic; do
+        timeout 120 "$run" -n 5 "$train" --ps 2 --epochs 5 "${mode[@]}" --table-kind "$kind" \
+            --save "$work/$kind.safetensors" >"$work/out" 2>&1 || fail "--table-kind $kind exited $?"
+    done
+    /usr/bin/python3 - "$work/fixed.safetensors" "$work/dynamic.safetensors" <<'EOPY' ||
+import json, struct, sys
+import numpy as np
+def load(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    body = data[8 + n:]
+    return {k: np.frombuffer(body[v["data_offsets"][0]:v["data_offsets"][1]], dtype="<f4")
+            for k, v in header.items()}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
+print("largest difference from the fixed table's run: %.3g" % worst)
+sys.exit(0 if worst < 2e-2 else 1)
+EOPY
+        fail "the dynamic table's run is not the fixed one's"
     ;;
 dynamic_flags)
     expect_refusal() { # WHAT FLAGS...: refused before training, naming WHAT
