@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SHARDS_MAX 64
-#define ROUND_KEYS 16384 /* keys a round sends at most */
+#define SHARDS_MAX  64
+#define ROUND_KEYS  16384      /* keys a round sends at most, */
+#define ROUND_BYTES (8u << 20) /* ... and rows a round moves at most */
 
 /* One round's keys of every shard, each shard's back to back. */
 typedef struct {
@@ -81,13 +82,20 @@ static ember_status_t keys_check(const ember_table_t *table, const void *keys, s
     return EMBER_OK;
 }
 
+/* Keys a round of @table takes: ROUND_KEYS, fewer for wide rows. */
+static size_t round_keys(const ember_table_t *table)
+{
+    const size_t by_bytes = ROUND_BYTES / (table->desc.dim * sizeof(float));
+    return by_bytes < 1 ? 1 : by_bytes < ROUND_KEYS ? by_bytes : ROUND_KEYS;
+}
+
 static ember_status_t round_alloc(keys_round_t *r, const ember_table_t *table, int write)
 {
-    const size_t dim = table->desc.dim;
+    const size_t dim = table->desc.dim, keys = round_keys(table);
     *r = (keys_round_t){.table = table, .write = write};
-    r->keys = malloc(ROUND_KEYS * 8);
-    r->at = malloc(ROUND_KEYS * sizeof(size_t));
-    r->rows = malloc(ROUND_KEYS * dim * sizeof(float));
+    r->keys = malloc(keys * 8);
+    r->at = malloc(keys * sizeof(size_t));
+    r->rows = malloc(keys * dim * sizeof(float));
     return r->keys && r->at && r->rows ? EMBER_OK : EMBER_ERR_NO_MEMORY;
 }
 
@@ -103,7 +111,8 @@ static ember_status_t read_round(keys_round_t *r, uint8_t *reply, float *out, ui
                                  char *err, size_t err_length)
 {
     const api_table_desc_t *d = &r->table->desc;
-    const size_t stride = ROUND_KEYS * d->dim * sizeof(float) + ROUND_KEYS + 8;
+    const size_t keys = round_keys(r->table);
+    const size_t stride = keys * d->dim * sizeof(float) + keys + 8;
     size_t bytes[SHARDS_MAX];
     for (uint32_t s = 0; s < d->num_shards; s++) {
         const size_t n = r->first[s + 1] - r->first[s];
@@ -131,13 +140,14 @@ ember_status_t ember_table_read_keys(ember_table_t *table, const int64_t *keys, 
     const api_table_desc_t *d = &table->desc;
     keys_round_t r;
     char err[600];
-    const size_t stride = ROUND_KEYS * d->dim * sizeof(float) + ROUND_KEYS + 8;
+    const size_t per_round = round_keys(table);
+    const size_t stride = per_round * d->dim * sizeof(float) + per_round + 8;
     uint8_t *reply = malloc(stride * d->num_shards);
     ember_status_t status = round_alloc(&r, table, 0);
     if (!reply)
         status = EMBER_ERR_NO_MEMORY;
-    for (size_t from = 0; status == EMBER_OK && from < n; from += ROUND_KEYS) {
-        keys_deal(&r, keys, NULL, from, n - from < ROUND_KEYS ? n - from : ROUND_KEYS);
+    for (size_t from = 0; status == EMBER_OK && from < n; from += per_round) {
+        keys_deal(&r, keys, NULL, from, n - from < per_round ? n - from : per_round);
         status = read_round(&r, reply, out, found, err, sizeof(err));
         if (status != EMBER_OK)
             ember_error("table", "%s: %s", ember_tp_peer_name(table->job->tp, table->job->rank),
@@ -155,8 +165,9 @@ ember_status_t ember_table_write_keys(ember_table_t *table, const int64_t *keys,
     keys_round_t r;
     char err[600];
     ember_status_t status = round_alloc(&r, table, 1);
-    for (size_t from = 0; status == EMBER_OK && from < n; from += ROUND_KEYS) {
-        keys_deal(&r, keys, rows, from, n - from < ROUND_KEYS ? n - from : ROUND_KEYS);
+    const size_t per_round = round_keys(table);
+    for (size_t from = 0; status == EMBER_OK && from < n; from += per_round) {
+        keys_deal(&r, keys, rows, from, n - from < per_round ? n - from : per_round);
         status = api_table_to_shards(table->job, &table->desc, EMBER_OP_TABLE_WRITE_KEYS, keys_iov,
                                      &r, NULL, 0, NULL, "writing keys", err, sizeof(err));
         if (status != EMBER_OK)

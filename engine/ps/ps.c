@@ -300,12 +300,15 @@ static ps_table_t *keys_request(ps_t *ps, ember_rpc_req_t *req, ember_msg_table_
     ps_table_t *entry;
     if (!ps_header(req, msg, sizeof(*msg), rest) || !(entry = ps_find(ps, msg->table_id, req)))
         return NULL;
-    if (msg->reserved != 0 || msg->count > EMBER_WIRE_KEYS_MAX ||
+    const uint64_t reply = msg->count * ember_shard_dim(entry->table) * sizeof(float);
+    if (msg->reserved != 0 || msg->count > EMBER_WIRE_KEYS_MAX || reply > EMBER_WIRE_KEYS_BYTES ||
         rest->body_bytes != msg->count * (8 + row_bytes)) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
-                              "table %s: %llu keys (at most %u) in %zu bytes",
+                              "table %s: %llu keys (at most %u, and %llu bytes of rows) in %zu "
+                              "bytes",
                               ember_shard_name(entry->table), (unsigned long long)msg->count,
-                              EMBER_WIRE_KEYS_MAX, rest->body_bytes);
+                              EMBER_WIRE_KEYS_MAX, (unsigned long long)EMBER_WIRE_KEYS_BYTES,
+                              rest->body_bytes);
         return NULL;
     }
     return entry;

@@ -19,8 +19,9 @@
 #define CAND_BIT   0x80000000u /* a map value: a candidate's index, not a slot */
 #define NIL        UINT32_MAX
 #define SLOTS_MAX  ((int64_t)0x7ffffffe)
-#define TEMP_ROWS  ((int64_t)1 << 18) /* scratch rows: one lookup's keys without a row */
-#define ROOM_BYTES ((size_t)4 << 30)  /* an unbudgeted shard's slots: at most 4 GiB of rows */
+#define TEMP_ROWS  ((int64_t)1 << 18)  /* scratch rows: one lookup's keys without a row, */
+#define TEMP_BYTES ((size_t)256 << 20) /* ... and at most this many bytes of them */
+#define ROOM_BYTES ((size_t)4 << 30)   /* an unbudgeted shard's slots: at most 4 GiB of rows */
 
 /* A key counted that holds no row. */
 typedef struct {
@@ -33,6 +34,7 @@ typedef struct {
 struct table_dyn {
     ember_keymap_t *map; /* key -> slot, or CAND_BIT | candidate */
     int64_t capacity;    /* slots mapped (== table->local_rows) */
+    int64_t temp_rows;   /* scratch rows after them */
     size_t data_bytes;
     /* Per slot, mapped for capacity and faulted in as used. */
     uint64_t *key, *count, *seen;
@@ -269,7 +271,9 @@ ember_status_t table_dyn_create(ember_shard_t *table, char *err, size_t err_leng
     d->head = d->tail = d->cand_head = d->cand_tail = d->cand_free = NIL;
     d->ln_decay = log((double)spec->lfu_decay);
     table->local_rows = d->capacity;
-    d->data_bytes = (size_t)(d->capacity + TEMP_ROWS) * table->row_bytes;
+    d->temp_rows = (int64_t)(TEMP_BYTES / table->row_bytes);
+    d->temp_rows = d->temp_rows < 1 ? 1 : d->temp_rows > TEMP_ROWS ? TEMP_ROWS : d->temp_rows;
+    d->data_bytes = (size_t)(d->capacity + d->temp_rows) * table->row_bytes;
     table->data = map_room(d->data_bytes);
     if (!table->data || !map_slots(d, d->capacity) ||
         ember_keymap_create(0, 0, &d->map) != EMBER_OK)
@@ -514,12 +518,12 @@ ember_status_t table_dyn_take_keys(ember_shard_t *table, context_t *ctx,
             rows[u] = v;
             continue;
         }
-        if (scratch - d->capacity >= TEMP_ROWS)
+        if (scratch - d->capacity >= d->temp_rows)
             return dyn_refuse(err, err_length, EMBER_ERR_INVALID_PARAM, spec->name,
                               "trainer %u step %llu: more than %lld keys without a row in one "
                               "lookup",
                               lookup->head.trainer, (unsigned long long)lookup->head.step,
-                              (long long)TEMP_ROWS);
+                              (long long)d->temp_rows);
         row_init(table, scratch, keys[u]);
         rows[u] = scratch++;
     }
@@ -741,7 +745,7 @@ ember_status_t table_dyn_boundary(ember_shard_t *table, pending_t *const *grads,
 
 int64_t table_dyn_rows_mapped(const ember_shard_t *table)
 {
-    return table->dyn->capacity + TEMP_ROWS;
+    return table->dyn->capacity + table->dyn->temp_rows;
 }
 
 void table_dyn_reset_state(ember_shard_t *table, ember_opt_t *opt)

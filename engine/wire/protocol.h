@@ -170,9 +170,11 @@ typedef struct {
 typedef struct {
     uint32_t table_id;
     uint32_t reserved; /* 0 */
-    uint64_t count;    /* at most EMBER_WIRE_KEYS_MAX */
+    uint64_t count;    /* at most EMBER_WIRE_KEYS_MAX, and a read's reply at
+                        * most EMBER_WIRE_KEYS_BYTES of rows */
 } ember_msg_table_keys_t;
-#define EMBER_WIRE_KEYS_MAX (1u << 20)
+#define EMBER_WIRE_KEYS_MAX   (1u << 20)
+#define EMBER_WIRE_KEYS_BYTES ((uint64_t)64 << 20)
 
 /* EMBER_OP_TABLE_STATS: ember_msg_table_destroy_t's layout (the table);
  * the reply is <ember/table.h>'s ember_table_stats_t. */

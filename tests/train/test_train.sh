@@ -73,8 +73,9 @@
 #                       saves the fixed table's bytes (with more, a key's PS
 #                       is its hash's, so a bag's partial sums split apart
 #                       differently and only rounding may differ)
-#   dynamic_opt:NAME    the learnable job, --optimizer NAME, 1 PS: the
-#                       dynamic table saves exactly the fixed one's bytes
+#   dynamic_opt:NAME[:fp16]  the learnable job, --optimizer NAME (fp16
+#                       rows), 1 PS: the dynamic table saves exactly the fixed
+#                       one's bytes
 #   dynamic_budget:EVICT  2 PS, --table-budget 40 --admit-count 2 --evict
 #                       EVICT --evict-after 20: each PS's summary holds at
 #                       most 40 rows, admits, evicts and drops gradients,
@@ -164,9 +165,10 @@ dynamic:*)
     fi
     ;;
 dynamic_opt:*)
-    opt=${case_name#dynamic_opt:}
+    IFS=: read -r _ opt dtype <<<"$case_name"
     for kind in fixed dynamic; do
         timeout 120 "$run" -n 4 "$train" --ps 1 --optimizer "$opt" --epochs 3 --table-kind "$kind" \
+            --table-dtype "${dtype:-fp32}" \
             --save "$work/$kind.safetensors" >"$work/out" 2>&1 ||
             fail "ember-train --optimizer $opt --table-kind $kind exited $?"
     done
