@@ -57,7 +57,7 @@ struct table_dyn {
     uint64_t applies; /* async: gradients applied */
     double ln_decay;
     /* Boundary and lookup scratch. */
-    ember_buffer_t admit, pairs, other, renumber, stash, grad_tmp, rows_tmp;
+    ember_buffer_t admit, pairs, other, renumber, stash, grad_tmp, rows_tmp, found;
     size_t nadmit; /* candidates in admit (uint32) */
 };
 
@@ -512,8 +512,13 @@ ember_status_t table_dyn_take_keys(ember_shard_t *table, context_t *ctx,
                               (unsigned long long)key, shard, spec->shard);
         keys[u] = key;
     }
+    /* The finds batched: each bucket prefetched a few keys ahead. */
+    if (!ember_buffer_reserve(&d->found, unique * 4 + 4))
+        return dyn_refuse(err, err_length, EMBER_ERR_NO_MEMORY, spec->name, "out of memory");
+    const uint32_t *found = d->found.data;
+    ember_keymap_find_many(d->map, keys, unique, d->found.data);
     for (size_t u = 0; u < unique; u++) {
-        const uint32_t v = ember_keymap_find(d->map, keys[u]);
+        const uint32_t v = found[u];
         if (v != NIL && !(v & CAND_BIT)) {
             rows[u] = v;
             continue;
