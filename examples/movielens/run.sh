@@ -53,6 +53,10 @@ if [[ $what == ember || $what == all ]]; then
     nice "$build/tools/ember-run" -n "$ranks" "$train" --model dlrm --ps "$ps" --consistency sync \
         "${data[@]}" "${model[@]}" "${init_dlrm[@]}" --save "$out/ember-dlrm.safetensors" \
         ${EMBER_ARGS:-}
+    echo "## ember DLRM, dynamic tables (user_id, movie_id, zip_code: raw ids, no mod)"
+    nice "$build/tools/ember-run" -n "$ranks" "$train" --model dlrm --ps "$ps" --consistency sync \
+        --schema "$out/movielens_dynamic.schema" "${data[@]:2}" "${model[@]}" \
+        --save "$out/ember-dlrm-dynamic.safetensors" ${EMBER_ARGS:-}
     echo "## ember DLRM-DCN"
     nice "$build/tools/ember-run" -n "$ranks" "$train" --model dlrm --ps "$ps" --consistency sync \
         "${data[@]}" "${model[@]}" "${dcn[@]}" "${init_dcn[@]}" \
