@@ -42,7 +42,7 @@ if [[ $torch_only == 1 ]]; then
     ember_ok=0 why="TORCH_ONLY=1"
 elif [[ ! -x $train ]]; then
     ember_ok=0 why="$train missing: build ember first"
-elif ! "$train" --help 2>&1 | grep -q -- --schema; then
+elif ! grep -q -- --schema <<<"$("$train" --help 2>&1)"; then # whole: grep -q would cut the pipe
     ember_ok=0 why="$train has no --schema yet (issue 35's trainer)"
 fi
 
