@@ -6,7 +6,7 @@
  *
  * Invariants: a refusal is ERR_FORMAT naming "schema:LINE: why"; an
  * accepted schema has a label, a feature, its tables' features adjacent
- * with alike rows and pooling, every bag bound in range; its canonical
+ * with alike rows, pooling and kind, every bag bound in range; its canonical
  * text parses back to a schema that differs in nothing and gives the same
  * text.
  */
@@ -32,7 +32,9 @@ static void check_tables(const ember_schema_t *s)
         ember_schema_sparse(s, f - 1, &b);
         FUZZ_CHECK(a.table_index == b.table_index || a.table_index == b.table_index + 1,
                    "feature %u's table %u after table %u", f, a.table_index, b.table_index);
-        FUZZ_CHECK(a.table_index != b.table_index || (a.rows == b.rows && a.pooling == b.pooling),
+        FUZZ_CHECK(a.table_index != b.table_index ||
+                           (a.rows == b.rows && a.pooling == b.pooling &&
+                            ember_schema_dynamic(s, f) == ember_schema_dynamic(s, f - 1)),
                    "a shared table's features differ");
     }
 }

@@ -965,6 +965,11 @@ static void corpus_schema(void)
                          "sparse a int rows=9223372036854775807 table=a pooling=max empty=refuse"},
             {"shared_differs", "label y\nsparse a int rows=5\nsparse b int rows=6 table=a\n"},
             {"bad_list", "format csv\nlabel y\nsparse a int rows=5 list=, bag=2\n"},
+            {"dynamic", "label y\nsparse u int rows=100 kind=dynamic\nsparse z string rows=10 "
+                        "kind=dynamic empty=zero\nsparse m int rows=5 table=u kind=dynamic\n"
+                        "sparse f hex rows=3 kind=fixed\n"},
+            {"kind_differs", "label y\nsparse a int rows=5 kind=dynamic\n"
+                             "sparse b int rows=5 table=a\n"},
     };
     for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
         save("schema", seeds[i].name, seeds[i].text, strlen(seeds[i].text));
@@ -984,6 +989,10 @@ static void corpus_text_line(void)
             {"csv_header", 1, "c,b,y,a\r\n1:2:-3,bob,1,2\n,alice,0,-9223372036854775808\n"},
             {"csv_unknown", 1, "y,a,b,zz\n1,1,x,\n"},
             {"criteo", 2, "1\t5\t-3\t68fd1e64\n0\t\t\t\n"},
+            {"dynamic", 3,
+             "1\t-9223372036854775808\tffffffffffffffff\tzip\t1|-2|3\t-5\n"
+             "0\t9223372036854775807\t\t\t\t7\n"},
+            {"dynamic_bad", 3, "1\t9223372036854775808\t10000000000000000\tz\t1\t1\n"},
     };
     for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
         blob_t b = {0};

@@ -116,7 +116,9 @@ typedef struct {
     const char *device;    /* the trainers' dense half: "cpu" or "cuda" */
     const char *ps_device; /* the PS's shards: "cpu" or "cuda" */
     /* --table-kind dynamic: every table dynamic, with these settings
-     * (<ember/table.h>); --table-budget in bytes is made rows per table. */
+     * (<ember/table.h>); --table-budget in bytes is made rows per table.
+     * The settings are also those of the tables a model makes dynamic
+     * itself (ember_model_table_t.kind) under --table-kind fixed. */
     ember_table_kind_t table_kind;
     ember_table_dynamic_t dynamic;
     uint64_t budget_bytes;
@@ -137,6 +139,12 @@ typedef struct {
     uint64_t seed;
     ember_sharding_t sharding;
     uint32_t first_ps, num_shards; /* row-wise: num_shards 0 is every PS from first_ps on */
+    /* FIXED (0, what a zeroed table says) or DYNAMIC: the master creates it
+     * so (ember_table_create_dynamic, with the settings' dynamic settings
+     * and budget); --table-kind dynamic makes every table dynamic whatever
+     * this says.  A model whose data gives a dynamic table raw ids sets it
+     * (DLRM: its schema's kind=dynamic). */
+    ember_table_kind_t kind;
 } ember_model_table_t;
 
 /* One sparse feature: the ebc's, in order (a table's features adjacent). */

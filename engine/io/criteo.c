@@ -64,7 +64,7 @@ float ember_criteo_dense_value(int64_t x)
 
 int64_t ember_criteo_sparse_value(uint64_t id, int64_t rows)
 {
-    return (int64_t)(id % (uint64_t)rows);
+    return (int64_t)(rows > 0 ? id % (uint64_t)rows : id);
 }
 
 ember_status_t ember_criteo_check_line(const char *line, size_t length, char *err,
@@ -108,7 +108,7 @@ ember_status_t ember_criteo_open(const char *path, const int64_t *rows,
                                  ember_criteo_reader_t **reader_p, char *err, size_t err_length)
 {
     for (size_t c = 0; c < EMBER_CRITEO_SPARSE; c++)
-        if (rows[c] < 1)
+        if (rows[c] < 0) /* 0: a dynamic table's, its raw ids */
             return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                      "feature C%zu's table has %lld rows", c + 1,
                                      (long long)rows[c]);

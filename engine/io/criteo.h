@@ -30,7 +30,7 @@ typedef struct {
 
 /**
  * One line (@length bytes, no newline; a trailing '\r' is dropped) into
- * @example, feature f's id taken modulo @rows[f] (each >= 1).  Pure.
+ * @example, feature f's id taken modulo @rows[f] (each >= 1; 0: raw).  Pure.
  * Errors: ERR_FORMAT, naming the field and what is wrong with it in @err.
  */
 ember_status_t ember_criteo_parse_line(const char *line, size_t length, const int64_t *rows,
@@ -40,7 +40,8 @@ ember_status_t ember_criteo_parse_line(const char *line, size_t length, const in
 /** A dense feature's raw count @x as the model takes it: log(max(x, 0) + 1). */
 float ember_criteo_dense_value(int64_t x);
 
-/** A categorical id @id as the model takes it: @id mod @rows (>= 1). */
+/** A categorical id @id as the model takes it: @id mod @rows (>= 1), or
+ * with @rows 0 (a dynamic table's) @id itself, as int64 bits. */
 int64_t ember_criteo_sparse_value(uint64_t id, int64_t rows);
 
 /**
@@ -55,8 +56,8 @@ typedef struct ember_criteo_reader ember_criteo_reader_t;
 
 /**
  * Open @path for reading examples whose features index tables of @rows[26]
- * rows (copied; each >= 1).  Errors: ERR_IO (the file), ERR_INVALID_PARAM
- * (a table of no rows), ERR_NO_MEMORY.
+ * rows (copied; each >= 1, or 0: raw ids).  Errors: ERR_IO (the file), ERR_INVALID_PARAM
+ * (rows below 0), ERR_NO_MEMORY.
  */
 ember_status_t ember_criteo_open(const char *path, const int64_t *rows,
                                  ember_criteo_reader_t **reader_p, char *err, size_t err_length);

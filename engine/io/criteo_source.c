@@ -273,7 +273,7 @@ static int64_t npy_id(const uint8_t *p, ember_npy_dtype_t dtype, int64_t rows)
     if (!is_signed(dtype))
         return ember_criteo_sparse_value(load_unsigned(p, dtype), rows);
     int64_t v = load_signed(p, dtype);
-    if (v >= 0)
+    if (v >= 0 || rows == 0) /* rows 0: a dynamic table's raw id */
         return ember_criteo_sparse_value((uint64_t)v, rows);
     return rows - 1 - (int64_t)((uint64_t)(-(v + 1)) % (uint64_t)rows);
 }
@@ -409,7 +409,7 @@ ember_status_t data_source_criteo(const char *spec, const ember_schema_t *schema
     ember_schema_sparse_t f;
     for (uint32_t i = 0; i < EMBER_CRITEO_SPARSE; i++) {
         ember_schema_sparse(schema, i, &f);
-        rows[i] = f.rows;
+        rows[i] = ember_schema_dynamic(schema, i) ? 0 : f.rows; /* 0: raw ids */
     }
     criteo_data_source_t *s = calloc(1, sizeof(*s));
     if (!s)

@@ -21,7 +21,8 @@ typedef struct criteo_source criteo_source_t;
 /**
  * Open the files @spec names (every one opened once now, so a missing one
  * is refused here; npy files are mapped and their headers checked against
- * each other), features taken modulo @rows[26] (copied, each >= 1).  The
+ * each other), features taken modulo @rows[26] (copied, each >= 1; 0: a
+ * dynamic table's, its raw ids).  The
  * source stands before its first example: call criteo_source_rewind.
  * Errors: ERR_INVALID_PARAM (the spec), ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED
  * (naming the file), ERR_NO_MEMORY.

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #define SKIP_MAX   256 /* skip columns */
-#define WORDS_MAX  12  /* words of a statement: the longest has 9 */
+#define WORDS_MAX  12  /* words of a statement: the longest has 10 */
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME  0x100000001b3ULL
 
@@ -227,6 +227,7 @@ static int one_of(const char *text, size_t length, const char *const *names, int
 static const char *const ids_names[] = {"int", "hex", "string"};
 static const char *const pooling_names[] = {"sum", "mean", "max"};
 static const char *const empty_names[] = {"refuse", "bag", "zero"};
+static const char *const kind_names[] = {"fixed", "dynamic"}; /* a table's kind= */
 
 /* A whole number in [1, @max] at full width. */
 static int count_ok(const char *text, size_t length, int64_t max, int64_t *value_p)
@@ -239,13 +240,13 @@ static int count_ok(const char *text, size_t length, int64_t max, int64_t *value
 static ember_status_t sparse_option(const parse_t *p, const char *name, word_t w,
                                     schema_sparse_t *f, unsigned *seen)
 {
-    static const char *const keys[] = {"rows", "table", "pooling", "list", "bag", "empty"};
+    static const char *const keys[] = {"rows", "table", "pooling", "list", "bag", "empty", "kind"};
     const char *eq = memchr(w.text, '=', w.length);
-    int key = eq ? one_of(w.text, (size_t)(eq - w.text), keys, 6) : -1;
+    int key = eq ? one_of(w.text, (size_t)(eq - w.text), keys, 7) : -1;
     if (key < 0)
         return refuse(p, p->line,
                       "sparse feature '%s': unknown key '%.*s' (rows=, table=, pooling=, list=, "
-                      "bag=, empty=)",
+                      "bag=, empty=, kind=)",
                       name, (int)(w.length > 40 ? 40 : w.length), w.text);
     if (*seen & 1u << key)
         return refuse(p, p->line, "sparse feature '%s': %s= given twice", name, keys[key]);
@@ -264,14 +265,17 @@ static ember_status_t sparse_option(const parse_t *p, const char *name, word_t w
         got = n == 1 && v[0] > ' ' && v[0] < 0x7f && v[0] != '#' && v[0] != ';' && v[0] != '=';
     else if (key == 4)
         got = count_ok(v, n, EMBER_SCHEMA_BAG_MAX, &number);
-    else
+    else if (key == 5)
         got = (which = one_of(v, n, empty_names, 3)) >= 0;
+    else
+        got = (which = one_of(v, n, kind_names, 2)) >= 0;
     static const char *const wants[] = {"a whole number from 1 to 2^63 - 1",
                                         "",
                                         "sum, mean or max",
                                         "one printable character (not a space, '#', ';' or '=')",
                                         "a whole number from 1 to 65536",
-                                        "bag, zero or refuse"};
+                                        "bag, zero or refuse",
+                                        "fixed or dynamic"};
     if (!got)
         return refuse(p, p->line, "sparse feature '%s': %s='%.*s', not %s", name, keys[key],
                       (int)(n > 40 ? 40 : n), v, wants[key]);
@@ -283,6 +287,8 @@ static ember_status_t sparse_option(const parse_t *p, const char *name, word_t w
         f->list = v[0];
     if (key == 4)
         f->bag_max = (uint32_t)number;
+    if (key == 6)
+        f->dynamic = which;
     return EMBER_OK;
 }
 
@@ -294,7 +300,8 @@ static ember_status_t parse_sparse(parse_t *p, const word_t *w, size_t n)
     if (n < 3)
         return refuse(p, p->line,
                       "'sparse' takes NAME int|hex|string rows=N [table=T] "
-                      "[pooling=sum|mean|max] [list=C bag=M] [empty=bag|zero|refuse]");
+                      "[pooling=sum|mean|max] [list=C bag=M] [empty=bag|zero|refuse] "
+                      "[kind=fixed|dynamic]");
     if (s->num_sparse == EMBER_SCHEMA_SPARSE_MAX)
         return refuse(p, p->line, "more than %d sparse features", EMBER_SCHEMA_SPARSE_MAX);
     EMBER_CHECK(take_name(p, "a column's", w[1].text, w[1].length, name));
@@ -427,6 +434,12 @@ static ember_status_t check_whole(parse_t *p)
                               name, a->table, s->columns[b->column].name,
                               a->rows != b->rows ? "other rows" : "another pooling", a->rows,
                               pooling_names[a->pooling], b->rows, pooling_names[b->pooling]);
+            if (a->dynamic != b->dynamic)
+                return refuse(p, a->line,
+                              "sparse feature '%s' shares table '%s' with '%s' but has kind=%s, "
+                              "not kind=%s (a table is fixed or dynamic for all its features)",
+                              name, a->table, s->columns[b->column].name, kind_names[a->dynamic],
+                              kind_names[b->dynamic]);
             break;
         }
     }
@@ -553,6 +566,8 @@ const char *schema_criteo_differs(const ember_schema_t *schema, char *why, size_
         rows[f] = schema->sparse[f].rows;
     if (ember_schema_criteo(rows, &criteo, why, length) != EMBER_OK)
         return why;
+    for (int f = 0; f < 26; f++) /* any kinds: a dynamic table takes its raw ids */
+        criteo->sparse[f].dynamic = schema->sparse[f].dynamic;
     const char *differs = ember_schema_differs(criteo, schema, why, length);
     ember_schema_free(criteo);
     return differs;
@@ -566,7 +581,7 @@ int ember_schema_is_criteo(const ember_schema_t *schema)
 
 /* ------------------------------------------------------- text, comparison */
 
-static const char *const kind_names[] = {"label", "dense", "sparse", "skip"};
+static const char *const column_names[] = {"label", "dense", "sparse", "skip"};
 
 /* Column @c as its statement, after @sep, at text + *used (counted past
  * @length as snprintf counts). */
@@ -578,7 +593,7 @@ static void column_text(const ember_schema_t *s, uint32_t c, char *text, size_t 
 #define PUT(...)                                                    \
     *used += (size_t)snprintf(*used < length ? text + *used : NULL, \
                               *used < length ? length - *used : 0, __VA_ARGS__)
-    PUT("; %s %s", kind_names[col->kind], col->name);
+    PUT("; %s %s", column_names[col->kind], col->name);
     if (col->kind == SCHEMA_DENSE) {
         const schema_dense_t *d = &s->dense[col->index];
         PUT(" %s empty=%s", d->transform == EMBER_DENSE_LOG ? "log" : "none",
@@ -587,8 +602,9 @@ static void column_text(const ember_schema_t *s, uint32_t c, char *text, size_t 
         const schema_sparse_t *f = &s->sparse[col->index];
         if (f->list)
             snprintf(list, sizeof(list), " list=%c bag=%" PRIu32, f->list, f->bag_max);
-        PUT(" %s rows=%" PRId64 " table=%s pooling=%s%s empty=%s", ids_names[f->ids], f->rows,
-            f->table, pooling_names[f->pooling], list, empty_names[f->empty]);
+        PUT(" %s rows=%" PRId64 " table=%s pooling=%s%s empty=%s%s", ids_names[f->ids], f->rows,
+            f->table, pooling_names[f->pooling], list, empty_names[f->empty],
+            f->dynamic ? " kind=dynamic" : "");
     }
 #undef PUT
 }
@@ -651,6 +667,9 @@ static const char *sparse_differs(const schema_sparse_t *a, const schema_sparse_
     if (a->empty != b->empty)
         return say(why, length, "sparse feature '%s': empty=%s, now empty=%s", name,
                    empty_names[a->empty], empty_names[b->empty]);
+    if (a->dynamic != b->dynamic)
+        return say(why, length, "sparse feature '%s': kind=%s, now kind=%s", name,
+                   kind_names[a->dynamic], kind_names[b->dynamic]);
     return NULL;
 }
 
@@ -668,7 +687,7 @@ const char *ember_schema_differs(const ember_schema_t *was, const ember_schema_t
         const char *differs = NULL;
         if (a->kind != b->kind || strcmp(a->name, b->name) != 0)
             return say(why, length, "column %" PRIu32 ": %s '%s', now %s '%s'", c + 1,
-                       kind_names[a->kind], a->name, kind_names[b->kind], b->name);
+                       column_names[a->kind], a->name, column_names[b->kind], b->name);
         if (a->kind == SCHEMA_DENSE)
             differs = dense_differs(&was->dense[a->index], &now->dense[b->index], a->name, why,
                                     length);
@@ -713,6 +732,22 @@ void ember_schema_sparse(const ember_schema_t *schema, uint32_t f, ember_schema_
                                    .empty = s->empty,
                                    .list = s->list,
                                    .bag_max = s->bag_max};
+}
+
+int ember_schema_dynamic(const ember_schema_t *schema, uint32_t f)
+{
+    return schema->sparse[f].dynamic;
+}
+
+ember_status_t ember_schema_all_dynamic(const ember_schema_t *schema, ember_schema_t **schema_p)
+{
+    ember_schema_t *s = schema_copy(schema);
+    if (!s)
+        return EMBER_ERR_NO_MEMORY;
+    for (uint32_t f = 0; f < s->num_sparse; f++)
+        s->sparse[f].dynamic = 1;
+    *schema_p = s;
+    return EMBER_OK;
 }
 
 void ember_schema_dense(const ember_schema_t *schema, uint32_t i, ember_schema_dense_t *out)

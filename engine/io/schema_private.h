@@ -36,6 +36,7 @@ typedef struct {
     ember_empty_rule_t empty;
     char list; /* '\0': one value a field */
     uint32_t bag_max;
+    int dynamic;   /* kind=dynamic: its table dynamic, its ids raw */
     uint32_t line; /* of its statement, while parsing */
 } schema_sparse_t;
 

@@ -214,7 +214,21 @@ static int looks_like_list(const char *text, size_t length)
     return 0;
 }
 
-/* One id of @f's kind, as its row. */
+/* Whether @length bytes are a decimal integer past int64's range (an
+ * optional '-', then digits only). */
+static int out_of_range(const char *text, size_t length)
+{
+    size_t sign = length > 0 && text[0] == '-';
+    if (length == sign)
+        return 0;
+    for (size_t i = sign; i < length; i++)
+        if (text[i] < '0' || text[i] > '9')
+            return 0;
+    return 1; /* digits that ember_parse_int64 refused: too many */
+}
+
+/* One id of @f's kind, as its row: mod rows for a fixed table, the raw
+ * 64-bit key for a dynamic one. */
 static ember_status_t take_id(const text_source_t *s, const schema_sparse_t *f, const char *name,
                               const char *text, size_t length, int64_t *row, char *err,
                               size_t err_length)
@@ -222,20 +236,29 @@ static ember_status_t take_id(const text_source_t *s, const schema_sparse_t *f, 
     int64_t v;
     uint64_t u;
     if (f->ids == EMBER_IDS_STRING) {
-        *row = (int64_t)(ember_schema_hash64(text, length) % (uint64_t)f->rows);
+        u = ember_schema_hash64(text, length);
+        *row = (int64_t)(f->dynamic ? u : u % (uint64_t)f->rows);
         return EMBER_OK;
     }
     if (f->ids == EMBER_IDS_INT && ember_parse_int64(text, length, &v)) {
+        if (f->dynamic) {
+            *row = v;
+            return EMBER_OK;
+        }
         *row = v % f->rows; /* Python's %: a negative id lands in [0, rows) */
         *row += *row < 0 ? f->rows : 0;
         return EMBER_OK;
     }
     if (f->ids == EMBER_IDS_HEX && ember_parse_hex64(text, length, &u)) {
-        *row = (int64_t)(u % (uint64_t)f->rows);
+        *row = (int64_t)(f->dynamic ? u : u % (uint64_t)f->rows);
         return EMBER_OK;
     }
     if (!f->list && looks_like_list(text, length))
         return refuse_field(s, name, err, err_length, "'%.*s': a list where one id is expected",
+                            SHOWN(length), text);
+    if (f->ids == EMBER_IDS_INT && out_of_range(text, length))
+        return refuse_field(s, name, err, err_length,
+                            "'%.*s' is out of int64's range (int ids: -2^63 .. 2^63 - 1)",
                             SHOWN(length), text);
     return refuse_field(s, name, err, err_length, "'%.*s' is not %s", SHOWN(length), text,
                         f->ids == EMBER_IDS_INT ? "a decimal integer within 64 bits (int ids)"

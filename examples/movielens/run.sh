@@ -42,7 +42,7 @@ if [[ $what == ember || $what == all ]]; then
     train=$build/tools/ember-train
     [[ -x $train ]] ||
         { echo "run.sh: $train missing: build ember first (scripts/test.sh)" >&2; exit 2; }
-    "$train" --help 2>&1 | grep -q -- --schema ||
+    grep -q -- --schema <<<"$("$train" --help 2>&1)" || # whole: grep -q would cut the pipe
         { echo "run.sh: $train has no --schema yet (issue 35's trainer)" >&2; exit 2; }
     # The PyTorch runs' initial weights when they are there: the same start.
     init_dlrm=() init_dcn=()
@@ -53,6 +53,10 @@ if [[ $what == ember || $what == all ]]; then
     nice "$build/tools/ember-run" -n "$ranks" "$train" --model dlrm --ps "$ps" --consistency sync \
         "${data[@]}" "${model[@]}" "${init_dlrm[@]}" --save "$out/ember-dlrm.safetensors" \
         ${EMBER_ARGS:-}
+    echo "## ember DLRM, dynamic tables (user_id, movie_id, zip_code: raw ids, no mod)"
+    nice "$build/tools/ember-run" -n "$ranks" "$train" --model dlrm --ps "$ps" --consistency sync \
+        --schema "$out/movielens_dynamic.schema" "${data[@]:2}" "${model[@]}" \
+        --save "$out/ember-dlrm-dynamic.safetensors" ${EMBER_ARGS:-}
     echo "## ember DLRM-DCN"
     nice "$build/tools/ember-run" -n "$ranks" "$train" --model dlrm --ps "$ps" --consistency sync \
         "${data[@]}" "${model[@]}" "${dcn[@]}" "${init_dcn[@]}" \

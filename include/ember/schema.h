@@ -21,6 +21,16 @@
  * memory); an empty field is, as the feature says, an empty bag (pools to
  * 0), the row of id 0 (Criteo's rule for a missing value), or refused.
  *
+ * A table is fixed (the default) or dynamic (kind=dynamic on its
+ * features, all of them alike): a dynamic table (<ember/table.h>'s
+ * ember_table_kind_t) takes any 64-bit key, so its features' ids are not
+ * reduced at all: an int id is its int64 value (any sign; one outside
+ * int64 refused naming file, line and column), a hex id its full 64-bit
+ * value (more than 16 digits refused) as int64 bits, a string id its
+ * FNV-1a 64 hash as int64 bits; an empty field of empty=zero is key 0.
+ * Its rows= is then the table's nominal size (the uniform init's bound
+ * sqrt(1/rows)).
+ *
  * The schema file (any file; '#' starts a comment; one statement a line,
  * or ';' between statements, which is how a checkpoint keeps it on one
  * line):
@@ -38,12 +48,14 @@
  *                           (default log; an empty field 0 by default)
  *   sparse NAME int|hex|string rows=N [table=T] [pooling=sum|mean|max]
  *                           [list=C bag=M] [empty=bag|zero|refuse]
+ *                           [kind=fixed|dynamic]
  *                           a sparse feature: its table T (default: its
  *                           own, named NAME), N rows; list=C a multi-hot
  *                           list separated by C (one printable character,
  *                           not the field separator, '#', ';', '=' or a
  *                           space) of at most M values; empty: an empty
- *                           field's meaning (default refuse)
+ *                           field's meaning (default refuse); kind: its
+ *                           table's (default fixed; see above)
  *   skip NAME               a column read past
  *
  * NAME is 1 to 63 bytes of [A-Za-z0-9_.-].  Columns are the label, dense,
@@ -54,7 +66,9 @@
  *
  * Presets: Criteo's TSV layout (ember_schema_criteo: "label", I1..I13
  * log, C1..C26 hex with tables t_cat_0..t_cat_25, an empty field id 0),
- * which `criteo:` and `criteo-npy:` sources read.
+ * which `criteo:` and `criteo-npy:` sources read (with any tables'
+ * kinds: a dynamic one's ids are then its raw ids, TSV's hex value or the
+ * npy array's integer).
  *
  * Threading: a schema is immutable once made; any thread may read it.
  */
@@ -142,7 +156,8 @@ ember_status_t ember_schema_criteo(const int64_t *rows, ember_schema_t **schema_
 void ember_schema_free(ember_schema_t *schema);
 
 /** The canonical text of @schema into @text (one line, statements
- * separated by "; ", every default spelled out), NUL-terminated when it
+ * separated by "; ", every default spelled out but kind=fixed, so a schema
+ * without dynamic tables reads as it did before kinds), NUL-terminated when it
  * fits; returns its length (without the NUL), whatever @length.  Parsing
  * it gives the same schema. */
 size_t ember_schema_text(const ember_schema_t *schema, char *text, size_t length);
@@ -158,6 +173,12 @@ uint32_t ember_schema_num_sparse(const ember_schema_t *schema);
 uint32_t ember_schema_num_tables(const ember_schema_t *schema);
 /** Sparse feature @f (< num_sparse, the batches' order) into @out. */
 void ember_schema_sparse(const ember_schema_t *schema, uint32_t f, ember_schema_sparse_t *out);
+/** Whether sparse feature @f's table is dynamic (kind=dynamic: its ids
+ * raw, not taken mod rows). */
+int ember_schema_dynamic(const ember_schema_t *schema, uint32_t f);
+/** A copy of @schema with every table dynamic (ember_schema_free), as
+ * `ember-train --table-kind dynamic` makes it.  Errors: ERR_NO_MEMORY. */
+ember_status_t ember_schema_all_dynamic(const ember_schema_t *schema, ember_schema_t **schema_p);
 /** Dense feature @i (< num_dense) into @out. */
 void ember_schema_dense(const ember_schema_t *schema, uint32_t i, ember_schema_dense_t *out);
 /** The label column's name. */

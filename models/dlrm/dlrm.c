@@ -356,6 +356,23 @@ static ember_status_t check_schema(dlrm_config_t *c, const ember_flag_given_t *g
     return EMBER_OK;
 }
 
+/* --table-kind dynamic: every table of the schema dynamic, so the stream
+ * gives every feature its raw ids (no mod rows); the description carries
+ * the schema so, and so the trainers read as the master creates. */
+static ember_status_t all_dynamic(dlrm_config_t *c, char *err, size_t err_length)
+{
+    ember_schema_t *schema = NULL, *dynamic = NULL;
+    EMBER_CHECK(dlrm_schema(c, &schema, err, err_length));
+    ember_status_t status = ember_schema_all_dynamic(schema, &dynamic);
+    if (status == EMBER_OK)
+        status = dlrm_set_schema(c, dynamic, err, err_length);
+    else
+        ember_status_text(err, err_length, status, "out of memory");
+    ember_schema_free(dynamic);
+    ember_schema_free(schema);
+    return status;
+}
+
 /* --multi-hot-sizes: one a feature, each feature of one id a field. */
 static ember_status_t check_multi_hot(const dlrm_config_t *c, const ember_flag_given_t *given,
                                       size_t ngiven, char *err, size_t err_length)
@@ -409,7 +426,6 @@ static ember_status_t dlrm_check(void *config, ember_train_settings_t *settings,
                                  size_t err_length)
 {
     dlrm_config_t *c = config;
-    (void)settings;
     if (c->dense_sizes[c->dense_layers - 1] != c->dim)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "--dense-arch-layer-sizes must end in the embedding dimension "
@@ -433,6 +449,8 @@ static ember_status_t dlrm_check(void *config, ember_train_settings_t *settings,
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM, "%s needs %s",
                                  "--eval-every", "--eval SOURCE");
     EMBER_CHECK(check_schema(c, given, ngiven, err, err_length));
+    if (settings->table_kind == EMBER_TABLE_DYNAMIC)
+        EMBER_CHECK(all_dynamic(c, err, err_length));
     EMBER_CHECK(check_multi_hot(c, given, ngiven, err, err_length));
     EMBER_CHECK(check_interaction(c, given, ngiven, err, err_length));
     if (dlrm_params(c) == 0)

@@ -50,7 +50,8 @@ static void place_whole_tables(ember_model_table_t *tables, size_t count, uint32
 
 /* The schema's tables (Criteo's: one a categorical feature), drawn
  * uniform(-sqrt(1/N), sqrt(1/N)) on the PS (TorchRec's default), row-wise
- * over every PS or placed whole. */
+ * over every PS or placed whole; dynamic where the schema says
+ * kind=dynamic (check made every table so under --table-kind dynamic). */
 size_t dlrm_tables(const void *config, const ember_train_settings_t *settings,
                    ember_model_table_t *out)
 {
@@ -68,7 +69,9 @@ size_t dlrm_tables(const void *config, const ember_train_settings_t *settings,
                                        .init = EMBER_TABLE_INIT_UNIFORM,
                                        .seed = settings->seed + t,
                                        .sharding = EMBER_SHARD_ROW_WISE,
-                                       .num_shards = (uint32_t)settings->num_ps};
+                                       .num_shards = (uint32_t)settings->num_ps,
+                                       .kind = ember_schema_dynamic(schema, f) ? EMBER_TABLE_DYNAMIC
+                                                                               : EMBER_TABLE_FIXED};
         snprintf(out[t].name, sizeof(out[t].name), "%s", info.table);
     }
     ember_schema_free(schema);

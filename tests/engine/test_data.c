@@ -23,6 +23,12 @@
  *                   string ids hashed (FNV-1a 64, the values computed by
  *                   Python), negative int ids mod rows as Python's %,
  *                   dense as given (none); epoch_examples
+ *   dynamic_ids     kind=dynamic: raw ids (int at full width, either sign;
+ *                   hex's 64 bits; a string's FNV-1a 64 bits), no mod; the
+ *                   kind in the canonical text and in differs; an id past
+ *                   int64 or 16 hex digits refused naming file, line and
+ *                   column; Criteo's layout all dynamic is still Criteo's
+ *                   and criteo: gives its raw ids
  *   multi_hot       multi_hot_sizes expand each one-id bag as
  *                   ember_data_multi_hot_row says, the same on every
  *                   trainer and epoch; sizes on a list feature refused
@@ -129,6 +135,13 @@ static int case_schema_refused(void)
             {"label y\nsparse a int rows=5 empty=maybe",
              "t.schema:2: sparse feature 'a': empty='maybe'"},
             {"label y\nsparse a int rows=5 table=x/y", "t.schema:2: a table's name 'x/y'"},
+            {"label y\nsparse a int rows=5 kind=elastic",
+             "t.schema:2: sparse feature 'a': kind='elastic', not fixed or dynamic"},
+            {"label y\nsparse a int rows=5 kind=dynamic kind=fixed",
+             "t.schema:2: sparse feature 'a': kind= given twice"},
+            {"label y\nsparse a int rows=5 kind=dynamic\nsparse b int rows=5 table=a",
+             "t.schema:3: sparse feature 'b' shares table 'a' with 'a' but has kind=fixed, not "
+             "kind=dynamic"},
             {"format xml\nlabel y", "t.schema:1: format 'xml', not csv or tsv"},
             {"format tsv\nformat tsv", "t.schema:2: 'format' given twice"},
             {"header maybe", "t.schema:1: header 'maybe', not yes or no"},
@@ -266,6 +279,8 @@ static int case_schema_text(void)
             {"user string rows=1000 empty=zero", "user string rows=1000",
              "sparse feature 'user': empty=zero, now empty=refuse"},
             {"\nsparse user string rows=1000 empty=zero", "", "7 columns, now 6"},
+            {"user string rows=1000", "user string rows=1000 kind=dynamic",
+             "sparse feature 'user': kind=fixed, now kind=dynamic"},
     };
     for (size_t i = 0; i < sizeof(diffs) / sizeof(diffs[0]); i++) {
         char now[1024];
@@ -381,7 +396,7 @@ static int case_line_refused(void)
             {"1\t2\tabc\tab\tfoo\t1\t4\n", ":2: column i: 'abc' is not a decimal integer within "
                                            "64 bits (int ids)"},
             {"1\t2\t9223372036854775808\tab\tfoo\t1\t4\n", ":2: column i: '9223372036854775808' "
-                                                           "is not a decimal integer"},
+                                                           "is out of int64's range"},
             {"1\t2\t3\txyz\tfoo\t1\t4\n", ":2: column h: 'xyz' is not 1 to 16 hexadecimal digits "
                                           "(hex ids)"},
             {"1\t2\t3\t11112222333344445\tfoo\t1\t4\n", ":2: column h: '11112222333344445' is "
@@ -616,6 +631,118 @@ static int case_features(void)
           "epoch end: %s", err);
     ember_data_close(d);
     ember_schema_free(s);
+    remove_dir();
+    return 0;
+}
+
+/* kind=dynamic: raw ids for each id type (no mod), kind in the canonical
+ * text, a dynamic Criteo layout still Criteo's; the refusals. */
+static int case_dynamic_ids(void)
+{
+    static const char schema_text[] = "label y\ndense d\n"
+                                      "sparse i int rows=10 kind=dynamic\n"
+                                      "sparse h hex rows=10 kind=dynamic\n"
+                                      "sparse s string rows=10 kind=dynamic empty=zero\n"
+                                      "sparse l int rows=10 list=| bag=3 kind=dynamic empty=bag\n"
+                                      "sparse f int rows=10\n";
+    char path[128], spec[160], err[1024], canon[2048];
+    ember_data_t *d;
+    ember_data_batch_t b;
+    ember_schema_t *s = parse(schema_text), *t;
+    CHECK(s, "schema");
+    for (uint32_t f = 0; f < 5; f++)
+        CHECK(ember_schema_dynamic(s, f) == (f < 4), "feature %u's kind", f);
+    ember_schema_text(s, canon, sizeof(canon));
+    CHECK(strstr(canon, "sparse i int rows=10 table=i pooling=sum empty=refuse kind=dynamic; ") &&
+                  strstr(canon, "sparse f int rows=10 table=f pooling=sum empty=refuse") &&
+                  !strstr(canon, "kind=fixed"),
+          "canonical: '%s'", canon);
+    CHECK((t = parse(canon)) && !ember_schema_differs(s, t, err, sizeof(err)), "round trip");
+    ember_schema_free(t);
+    if (make_dir() ||
+        write_file(
+                "dyn.tsv",
+                "1\t0\t-1\tffffffffffffffff\tfoo\t9223372036854775807|-9223372036854775808|12\t-1\n"
+                "0\t0\t123456789012\t0a\t\t\t23\n",
+                path, sizeof(path)))
+        return 1;
+    snprintf(spec, sizeof(spec), "text:%s", path);
+    ember_data_config_t c = config_of(spec, s, 0, 1, 2, 1);
+    CHECK(ember_data_open(&c, &d, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_data_next(d, &b, err, sizeof(err)) == EMBER_OK && b.n == 2, "%s", err);
+    /* fnv1a64(b"foo") from Python: 0xdcb27518fed9d577, as int64 bits; an
+     * empty string field of empty=zero: key 0; f (fixed): -1 % 10, 23 % 10 */
+    const int64_t values[] = {-1, 123456789012, -1,        10, (int64_t)0xdcb27518fed9d577ULL,
+                              0,  INT64_MAX,    INT64_MIN, 12, 9,
+                              3};
+    static const int64_t offsets[] = {0, 1, 2, 3, 4, 5, 6, 9, 9, 10, 11};
+    CHECK(b.kjt.num_values == 11, "%zu values", b.kjt.num_values);
+    for (size_t i = 0; i < 11; i++)
+        CHECK(b.kjt.values[i] == values[i], "value %zu: %" PRId64 ", not %" PRId64, i,
+              b.kjt.values[i], values[i]);
+    for (size_t i = 0; i < 11; i++)
+        CHECK(b.kjt.offsets[i] == offsets[i], "offset %zu: %" PRId64, i, b.kjt.offsets[i]);
+    ember_data_close(d);
+    /* the refusals: an int past int64 (either sign), 17 hex digits */
+    static const char good[] = "1\t0\t1\t1\tx\t1\t1\n";
+    static const struct {
+        const char *line, *want;
+    } lines[] = {
+            {"1\t0\t9223372036854775808\t1\tx\t1\t1\n",
+             ":2: column i: '9223372036854775808' is out of int64's range"},
+            {"1\t0\t-9223372036854775809\t1\tx\t1\t1\n",
+             ":2: column i: '-9223372036854775809' is out of int64's range"},
+            {"1\t0\t1\t1\tx\t1|99999999999999999999\t1\n",
+             ":2: column l: '99999999999999999999' is out of int64's range"},
+            {"1\t0\t1\t10000000000000000\tx\t1\t1\n",
+             ":2: column h: '10000000000000000' is not 1 to 16 hexadecimal digits"},
+            {"1\t0\t1x\t1\tx\t1\t1\n", ":2: column i: '1x' is not a decimal integer"},
+    };
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        char data[256];
+        snprintf(data, sizeof(data), "%s%s", good, lines[i].line);
+        if (line_refused(schema_text, data, lines[i].want))
+            return 1;
+    }
+    ember_schema_free(s);
+    /* Criteo's layout with every table dynamic: still Criteo's (criteo:
+     * reads it, its ids raw), and it differs from the preset by kind */
+    ember_schema_t *criteo, *all;
+    CHECK(ember_schema_criteo(NULL, &criteo, err, sizeof(err)) == EMBER_OK, "%s", err);
+    CHECK(ember_schema_all_dynamic(criteo, &all) == EMBER_OK && ember_schema_is_criteo(all) &&
+                  ember_schema_dynamic(all, 25),
+          "all dynamic");
+    const char *why = ember_schema_differs(criteo, all, err, sizeof(err));
+    CHECK(why && strcmp(why, "sparse feature 'C1': kind=fixed, now kind=dynamic") == 0, "%s",
+          why ? why : "(same)");
+    char cpath[128], cspec[160];
+    char line[512];
+    int used = snprintf(line, sizeof(line), "1");
+    for (int f = 0; f < 13; f++)
+        used += snprintf(line + used, sizeof(line) - (size_t)used, "\t%d", f);
+    for (int f = 0; f < 26; f++)
+        used += snprintf(line + used, sizeof(line) - (size_t)used, "\t%s",
+                         f == 0   ? "fedcba9876543210"
+                         : f == 1 ? ""
+                                  : "deadbeef");
+    snprintf(line + used, sizeof(line) - (size_t)used, "\n");
+    if (write_file("criteo.tsv", line, cpath, sizeof(cpath)))
+        return 1;
+    snprintf(cspec, sizeof(cspec), "criteo:%s", cpath);
+    for (int dyn = 0; dyn <= 1; dyn++) {
+        c = config_of(cspec, dyn ? all : criteo, 0, 1, 1, 1);
+        CHECK(ember_data_open(&c, &d, err, sizeof(err)) == EMBER_OK, "criteo: %s", err);
+        CHECK(ember_data_next(d, &b, err, sizeof(err)) == EMBER_OK && b.n == 1, "%s", err);
+        int64_t want0 = dyn ? (int64_t)0xfedcba9876543210ULL
+                            : (int64_t)(0xfedcba9876543210ULL % 100000),
+                want2 = dyn ? 0xdeadbeef : 0xdeadbeef % 100000;
+        CHECK(b.kjt.values[0] == want0 && b.kjt.values[1] == 0 && b.kjt.values[2] == want2,
+              "criteo dynamic %d: %" PRId64 " %" PRId64 " %" PRId64, dyn, b.kjt.values[0],
+              b.kjt.values[1], b.kjt.values[2]);
+        ember_data_close(d);
+    }
+    ember_schema_free(all);
+    ember_schema_free(criteo);
     remove_dir();
     return 0;
 }
@@ -858,6 +985,7 @@ int main(int argc, char **argv)
             {"line_refused", case_line_refused},
             {"criteo_equals", case_criteo_equals},
             {"features", case_features},
+            {"dynamic_ids", case_dynamic_ids},
             {"multi_hot", case_multi_hot},
             {"multi_hot_ref", case_multi_hot_ref},
             {"hold", case_hold},

@@ -20,6 +20,15 @@
 #                        split: the data given as two files (77 lines, then
 #                        123: the files are one stream, trainer t still takes
 #                        i % 2 == t over both)
+#   dyn:MODE:SHARD:PS    dynamic tables on raw ids (dlrm_dyn_ref.py: int ids
+#                        over all 64 bits, 16-digit hex ids, strings),
+#                        MODE schema (kind=dynamic on three tables, a fixed
+#                        one beside) or all (--table-kind dynamic: every
+#                        table, the lists' ids raw too): ember from
+#                        dlrm_dyn_ref.py's init (the keys' rows) against
+#                        the reference on the ids remapped densely, every
+#                        step's loss and every dense parameter within
+#                        1e-4 + 1e-4 |ref| (the tables through them)
 #   cuda_ref:RUN:SHARD:PS:PSDEV
 #                        ref:RUN:SHARD:PS with the dense half on the GPU
 #                        (--device cuda) and the tables on PSDEV (cpu, cuda):
@@ -192,6 +201,28 @@ ref:*)
     "${check[@]}" compare "$work/ember.safetensors" "$fixture/ref_$opt.safetensors" \
         >>"$work/out" 2>&1 || fail "ember differs from the reference"
     grep -E "^(dense|tables|losses):|^ok:" "$work/out"
+    ;;
+dyn:*)
+    IFS=: read -r _ mode sharding ps <<<"$case_name"
+    small=(--embedding-dim 4 --dense-arch-layer-sizes 8,4 --over-arch-layer-sizes 8,1)
+    course=(--batch-size 16 --steps 12 --epochs 2 --optimizer sgd --lr 1)
+    all=() kind=()
+    [ "$mode" = all ] && all=(--all-dynamic) kind=(--table-kind dynamic)
+    "$python" "$here/dlrm_dyn_ref.py" make --examples 300 --seed 12 --init-seed 6 \
+        --out "$work/d" "${all[@]}" "${small[@]}" >"$work/ref_out" 2>&1 ||
+        { cat "$work/ref_out"; fail "dlrm_dyn_ref.py exited $?"; }
+    "${ref[@]}" train "${small[@]}" --schema "$work/d/ref.schema" --trainers 2 "${course[@]}" \
+        --init "$work/d/ref_init.safetensors" --data "text:$work/d/ref.tsv" \
+        --out "$work/ref.safetensors" >>"$work/ref_out" 2>&1 ||
+        { cat "$work/ref_out"; fail "the reference exited $?"; }
+    ember_dlrm "$ps" "$work/out" --sharding "$sharding" "${small[@]}" --schema "$work/d/dyn.schema" \
+        "${kind[@]}" --seed $seed "${course[@]}" --data "text:$work/d/dyn.tsv" \
+        --init "$work/d/ember_init.safetensors" --save "$work/ember.safetensors" ||
+        fail "ember-train exited $?"
+    "${check[@]}" compare --dense-only "$work/ember.safetensors" "$work/ref.safetensors" \
+        >>"$work/out" 2>&1 || fail "ember on dynamic tables differs from the reference"
+    grep -E "^dynamic tables:" "$work/ref_out"
+    grep -E "^(dense|losses):|^ok:" "$work/out"
     ;;
 cuda_ref:*)
     IFS=: read -r _ opt sharding ps psdev <<<"$case_name"

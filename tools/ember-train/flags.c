@@ -687,24 +687,44 @@ static ember_status_t check_checkpoint_flags(const train_job_t *job)
 
 /* The driver's own flags that only mean something together. */
 
-/* The dynamic flags: only with --table-kind dynamic, each in its range. */
+/* The name of a table the model makes dynamic itself (its schema's
+ * kind=dynamic), or NULL. */
+static const char *model_dynamic_table(const train_job_t *job)
+{
+    static ember_model_table_t tables[EMBER_MODEL_TABLES_MAX]; /* the flags': one thread */
+    const size_t n = job->model->tables(job->config, &job->settings, tables);
+    for (size_t t = 0; t < n; t++)
+        if (tables[t].kind == EMBER_TABLE_DYNAMIC)
+            return tables[t].name;
+    return NULL;
+}
+
+/* The dynamic flags: only with a dynamic table (--table-kind dynamic, or
+ * one the model makes so), each in its range. */
 static ember_status_t check_dynamic_flags(const train_job_t *job)
 {
     const ember_train_settings_t *s = &job->settings;
     static const char *const dynamic_only[] = {"--admit-count", "--table-budget", "--evict",
                                                "--evict-after", "--lfu-decay"};
-    for (size_t i = 0; s->table_kind != EMBER_TABLE_DYNAMIC && i < 5; i++)
+    const char *table = s->table_kind == EMBER_TABLE_DYNAMIC ? NULL : model_dynamic_table(job);
+    char why[96];
+    if (s->table_kind == EMBER_TABLE_DYNAMIC)
+        snprintf(why, sizeof(why), "--table-kind dynamic");
+    else
+        snprintf(why, sizeof(why), "table %s (kind=dynamic)", table ? table : "");
+    for (size_t i = 0; s->table_kind != EMBER_TABLE_DYNAMIC && !table && i < 5; i++)
         if (ember_flag_value(job->given, job->ngiven, dynamic_only[i]))
-            return refuse("%s is a dynamic table's setting: give %s", dynamic_only[i],
-                          "--table-kind dynamic");
-    if (s->table_kind != EMBER_TABLE_DYNAMIC)
+            return refuse("%s is a dynamic table's setting: give %s (or a schema's "
+                          "kind=dynamic)",
+                          dynamic_only[i], "--table-kind dynamic");
+    if (s->table_kind != EMBER_TABLE_DYNAMIC && !table)
         return EMBER_OK;
     if (!(s->dynamic.lfu_decay > 0.0f && s->dynamic.lfu_decay <= 1.0f))
         return refuse("invalid value '%s' for %s (in (0, 1])",
                       ember_flag_value(job->given, job->ngiven, "--lfu-decay"), "--lfu-decay");
     if (strcmp(s->ps_device, "cpu") != 0)
-        return refuse("%s: a dynamic table's rows live in the PS's host memory (%s)",
-                      "--table-kind dynamic", "--ps-device cuda");
+        return refuse("%s: a dynamic table's rows live in the PS's host memory (%s)", why,
+                      "--ps-device cuda");
     return EMBER_OK;
 }
 

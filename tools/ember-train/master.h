@@ -66,6 +66,10 @@ typedef struct {
     ember_iov_t (*iovs)[10];
     ember_future_t **futures;
     model_text_t settings_text, config_text;
+    /* --init FILE's keys of a dynamic table ("NAME.keys", I64 [n]) whose
+     * rows are the "NAME.weight" [n][dim] given, while the tables are made */
+    int64_t *init_keys[EMBER_MODEL_TABLES_MAX];
+    size_t init_nkeys[EMBER_MODEL_TABLES_MAX];
     /* set by a phase that fails after the job began: the others are aborted */
     char cause[512];
 } master_t;

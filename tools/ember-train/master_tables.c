@@ -35,8 +35,16 @@ static uint64_t dynamic_row_bytes(const ember_train_settings_t *s, uint32_t dim)
     return value * dim + state + 100;
 }
 
-/* Table @t as a dynamic table (--table-kind dynamic); rows given (the
- * model's, or --init's) are written as keys 0 .. rows - 1. */
+/* Whether table @t is dynamic: --table-kind dynamic, or the model's. */
+static int table_dynamic(const master_t *m, size_t t)
+{
+    return m->tj->settings.table_kind == EMBER_TABLE_DYNAMIC ||
+           m->tables[t].kind == EMBER_TABLE_DYNAMIC;
+}
+
+/* Table @t as a dynamic table (--table-kind dynamic, or the model's kind);
+ * rows given are written as the keys --init gave with them ("NAME.keys"),
+ * else (the model's rows, or --init's without keys) as keys 0 .. rows - 1. */
 static ember_status_t create_dynamic(master_t *m, size_t t, ember_table_config_t *c,
                                      const float *rows)
 {
@@ -55,6 +63,10 @@ static ember_status_t create_dynamic(master_t *m, size_t t, ember_table_config_t
     EMBER_CHECK(ember_table_create_dynamic(m->job, c, &dyn, &m->handles[t]));
     if (!rows)
         return EMBER_OK;
+    if (m->init_keys[t])
+        return m->init_nkeys[t] ? ember_table_write_keys(m->handles[t], m->init_keys[t],
+                                                         m->init_nkeys[t], rows)
+                                : EMBER_OK;
     int64_t *keys = malloc((size_t)c->num_embeddings * sizeof(int64_t) + 8);
     if (!keys)
         return EMBER_ERR_NO_MEMORY;
@@ -89,7 +101,7 @@ static ember_status_t create_table(master_t *m, size_t t, const float *rows, int
     c.staleness = s->staleness;
     c.reduce = s->sparse_reduce;
     c.device = s->ps_device;
-    if (s->table_kind != EMBER_TABLE_DYNAMIC)
+    if (!table_dynamic(m, t))
         return ember_table_create(m->job, &c, &m->handles[t]);
     return create_dynamic(m, t, &c, rows);
 }
@@ -164,21 +176,80 @@ static ember_status_t init_from_checkpoint(master_t *m, float **rows)
     return status;
 }
 
+/* A dynamic table's tensor @name ("PREFIX.weight")'s keys: "PREFIX.keys"
+ * into @keys; 0 when @name does not end in ".weight". */
+static int keys_name(const char *name, char *keys, size_t length)
+{
+    const size_t n = strlen(name);
+    if (n < 7 || strcmp(name + n - 7, ".weight") != 0 || n + 1 > length)
+        return 0;
+    snprintf(keys, length, "%.*s.keys", (int)(n - 7), name);
+    return 1;
+}
+
+/* The model's tensor @name's index, or its dynamic table's keys tensor
+ * ("PREFIX.keys" of a dynamic table's "PREFIX.weight": *@keys_p 1); n when
+ * neither. */
+static size_t find_tensor(const master_t *m, const ember_model_tensor_t *tensors, size_t n,
+                          const char *name, int *keys_p)
+{
+    char keys[EMBER_MODEL_NAME_MAX + 8];
+    *keys_p = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(tensors[k].name, name) == 0)
+            return k;
+        if (tensors[k].table >= 0 && table_dynamic(m, (size_t)tensors[k].table) &&
+            keys_name(tensors[k].name, keys, sizeof(keys)) && strcmp(keys, name) == 0) {
+            *keys_p = 1;
+            return k;
+        }
+    }
+    return n;
+}
+
+/* A dynamic table's keys in the --init file: I64 [n], n the rows of its
+ * weight [n][dim], no key twice; @weight the model's tensor. */
+static ember_status_t init_check_keys(master_t *m, const ember_st_file_t *file,
+                                      const ember_model_tensor_t *weight,
+                                      const ember_st_tensor_t *keys)
+{
+    const char *path = m->tj->settings.init_path;
+    const ember_st_tensor_t *rows = ember_st_find(file, weight->name);
+    if (keys->dtype != EMBER_DTYPE_I64 || keys->ndim != 1 || !rows ||
+        rows->dtype != EMBER_DTYPE_F32 || rows->ndim != 2 || rows->shape[0] != keys->shape[0] ||
+        rows->shape[1] != weight->shape[1])
+        return ember_status_text(m->cause, sizeof(m->cause), EMBER_ERR_FORMAT,
+                                 "%s: tensor '%s' (a dynamic table's keys) must be I64 [n] with "
+                                 "'%s' F32 [n, %lld]",
+                                 path, keys->name, weight->name, (long long)weight->shape[1]);
+    return EMBER_OK;
+}
+
 /* Every tensor of the --init file is one of the model's, F32 of its shape,
- * and every one of the model's is there (load_state_dict(strict=True)). */
+ * and every one of the model's is there (load_state_dict(strict=True));
+ * a dynamic table's weight may come with its keys ("NAME.keys", I64 [n])
+ * and then holds their rows ([n, dim]). */
 static ember_status_t init_check(master_t *m, const ember_st_file_t *file,
                                  const ember_model_tensor_t *tensors, size_t n)
 {
     const char *path = m->tj->settings.init_path;
     for (size_t i = 0; i < ember_st_count(file); i++) {
         const ember_st_tensor_t *got = ember_st_tensor_at(file, i);
-        size_t k = 0;
-        while (k < n && strcmp(tensors[k].name, got->name) != 0)
-            k++;
+        int is_keys, has_keys;
+        size_t k = find_tensor(m, tensors, n, got->name, &is_keys);
         if (k == n)
             return ember_status_text(m->cause, sizeof(m->cause), EMBER_ERR_FORMAT,
                                      "%s: tensor '%s' is not one of this model's", path, got->name);
         const ember_model_tensor_t *want = &tensors[k];
+        if (is_keys) {
+            EMBER_CHECK(init_check_keys(m, file, want, got));
+            continue;
+        }
+        char keys[EMBER_MODEL_NAME_MAX + 8];
+        has_keys = want->table >= 0 && table_dynamic(m, (size_t)want->table) &&
+                   keys_name(want->name, keys, sizeof(keys)) && ember_st_find(file, keys);
+        if (has_keys)
+            continue; /* checked with its keys */
         if (got->dtype != EMBER_DTYPE_F32 || got->ndim != want->ndim ||
             got->shape[0] != want->shape[0] || (want->ndim == 2 && got->shape[1] != want->shape[1]))
             return ember_status_text(
@@ -212,10 +283,16 @@ static ember_status_t init_from_file(master_t *m, float **rows)
                                  m->tj->settings.init_path, why);
     status = init_check(m, file, tensors, n);
     for (size_t i = 0; status == EMBER_OK && i < n; i++) {
-        if (tensors[i].table < 0)
+        const int t = tensors[i].table;
+        char keys[EMBER_MODEL_NAME_MAX + 8];
+        if (t < 0)
             continue;
-        status = ember_st_read_copy(file, tensors[i].name, EMBER_DTYPE_F32,
-                                    (void **)&rows[tensors[i].table], NULL);
+        status =
+                ember_st_read_copy(file, tensors[i].name, EMBER_DTYPE_F32, (void **)&rows[t], NULL);
+        if (status == EMBER_OK && table_dynamic(m, (size_t)t) &&
+            keys_name(tensors[i].name, keys, sizeof(keys)) && ember_st_find(file, keys))
+            status = ember_st_read_copy(file, keys, EMBER_DTYPE_I64, (void **)&m->init_keys[t],
+                                        &m->init_nkeys[t]);
     }
     if (status == EMBER_OK)
         status = master_dense_from(m, file, m->tj->settings.init_path, tensors, n);
@@ -254,8 +331,11 @@ ember_status_t master_tables(master_t *m)
         if (status == EMBER_OK)
             status = create_tables(m, rows, 0);
     }
-    for (size_t t = 0; t < m->ntables; t++)
+    for (size_t t = 0; t < m->ntables; t++) {
         free(rows[t]);
+        free(m->init_keys[t]);
+        m->init_keys[t] = NULL;
+    }
     if (status != EMBER_OK && !m->cause[0])
         snprintf(m->cause, sizeof(m->cause), "the master could not set up the tables");
     return status;
