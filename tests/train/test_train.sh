@@ -87,6 +87,10 @@
 #                       budget cannot hold the rows and the refusal says so;
 #                       ember-checkpoint.py exports the last checkpoint's keys
 #                       (increasing, I64) and rows, each the saved row
+#   dynamic_resume_other  max pooling (its shards' parts combine exactly, so
+#                       the number of PS changes no bit), admission 2, no
+#                       budget: a 2-PS run's checkpoint at step 40 resumed on
+#                       1 and on 3 PS saves the uninterrupted 2-PS run's bytes
 #   dynamic_mode:MODE   async, or sync with --staleness 2, on 2 PS: the
 #                       dynamic table's job runs and ends within 2e-2 of the
 #                       fixed table's (the arrival order varies the rounding)
@@ -244,6 +248,22 @@ EOPY
         fail "1 PS of budget 40 took 80 rows"
     grep -q "table emb: the checkpoint holds 80 rows of this shard, its budget is 40" "$work/out" ||
         fail "the refusal does not name the rows and the budget"
+    ;;
+dynamic_resume_other)
+    job=(--trainers 2 --epochs 6 --mode max --optimizer adagrad --table-kind dynamic
+        --admit-count 2)
+    timeout 120 "$run" -n 5 "$train" --ps 2 "${job[@]}" --save "$work/ref.safetensors" \
+        >"$work/out" 2>&1 || fail "the uninterrupted run exited $?"
+    timeout 120 "$run" -n 5 "$train" --ps 2 "${job[@]}" --checkpoint-dir "$work/ck" \
+        --checkpoint-every 10 >"$work/out" 2>&1 || fail "the run with checkpoints exited $?"
+    rm -rf "$work/ck/step-000000000050" "$work/ck/step-000000000060"
+    for ps in 1 3; do
+        timeout 120 "$run" -n $((3 + ps)) "$train" --ps "$ps" "${job[@]}" --resume "$work/ck" \
+            --save "$work/ps$ps.safetensors" >"$work/out" 2>&1 || fail "the resume on $ps PS exited $?"
+        grep -q "resuming from .*step-000000000040 (step 40)" "$work/out" || fail "not resumed at 40"
+        cmp "$work/ref.safetensors" "$work/ps$ps.safetensors" ||
+            fail "resumed on $ps PS: not the uninterrupted run's bytes"
+    done
     ;;
 dynamic_mode:*)
     mode=()
