@@ -1,4 +1,4 @@
-"""A minimal safetensors reader and writer (F32 only) on numpy.
+"""A minimal safetensors reader and writer (F32; I64 read too) on numpy.
 
 Debian has no safetensors package.  The layout is the one
 engine/io/safetensors.c reads and writes: a u64 little-endian header length
@@ -22,22 +22,24 @@ class StFormatError(Exception):
 def _tensor(path, name, info, data):
     if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
         raise StFormatError(f"{path}: tensor {name}: entry is not dtype/shape/data_offsets")
-    if info["dtype"] != "F32":
-        raise StFormatError(f"{path}: tensor {name} is {info['dtype']}, not F32")
+    types = {"F32": "<f4", "I64": "<i8"}  # I64: a dynamic table's keys
+    if info["dtype"] not in types:
+        raise StFormatError(f"{path}: tensor {name} is {info['dtype']}, not F32 or I64")
+    dtype = np.dtype(types[info["dtype"]])
     shape, offsets = info["shape"], info["data_offsets"]
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         raise StFormatError(f"{path}: tensor {name}: bad shape {shape}")
     if len(offsets) != 2 or not all(isinstance(o, int) for o in offsets):
         raise StFormatError(f"{path}: tensor {name}: bad data_offsets {offsets}")
     begin, end = offsets
-    if not 0 <= begin <= end <= len(data) or end - begin != 4 * math.prod(shape):
+    if not 0 <= begin <= end <= len(data) or end - begin != dtype.itemsize * math.prod(shape):
         raise StFormatError(f"{path}: tensor {name}: data_offsets {offsets} do not hold "
                             f"shape {shape} in {len(data)} data bytes")
-    return np.frombuffer(data[begin:end], dtype="<f4").reshape(shape).copy()
+    return np.frombuffer(data[begin:end], dtype=dtype).reshape(shape).copy()
 
 
 def read(path):
-    """(metadata dict, {name: float32 ndarray}) of the file at @path."""
+    """(metadata dict, {name: float32 or int64 ndarray}) of the file at @path."""
     with open(path, "rb") as fh:
         raw = fh.read()
     if len(raw) < 8:

@@ -211,20 +211,14 @@ dynamic_resume)
     timeout 120 "$run" -n 5 "$train" --ps 2 "${job[@]}" --resume "$work/ck" \
         --save "$work/resumed.safetensors" >"$work/out" 2>&1 || fail "the resume exited $?"
     grep -q "resuming from .*step-000000000040 (step 40)" "$work/out" || fail "not resumed at 40"
-    /usr/bin/python3 - "$work" <<'EOPY' || fail "the resumed run or the export differs"
-import json, struct, sys
+    /usr/bin/python3 - "$work" "$here" <<'EOPY' || fail "the resumed run or the export differs"
+import sys
 import numpy as np
+sys.path.insert(0, sys.argv[2])
+import st_io
 def load(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    body = data[8 + n:]
-    types = {"F32": "<f4", "I64": "<i8"}
-    return {k: np.frombuffer(body[v["data_offsets"][0]:v["data_offsets"][1]],
-                             dtype=types[v["dtype"]]).reshape(v["shape"])
-            for k, v in header.items()}, meta
+    meta, tensors = st_io.read(path)
+    return tensors, meta
 work = sys.argv[1]
 ref, ref_meta = load(work + "/ref.safetensors")
 got, got_meta = load(work + "/resumed.safetensors")
@@ -276,19 +270,12 @@ dynamic_mode:*)
         timeout 120 "$run" -n 5 "$train" --ps 2 --epochs 5 "${mode[@]}" --table-kind "$kind" \
             --save "$work/$kind.safetensors" >"$work/out" 2>&1 || fail "--table-kind $kind exited $?"
     done
-    /usr/bin/python3 - "$work/fixed.safetensors" "$work/dynamic.safetensors" <<'EOPY' ||
-import json, struct, sys
+    /usr/bin/python3 - "$work/fixed.safetensors" "$work/dynamic.safetensors" "$here" <<'EOPY' ||
+import sys
 import numpy as np
-def load(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    body = data[8 + n:]
-    return {k: np.frombuffer(body[v["data_offsets"][0]:v["data_offsets"][1]], dtype="<f4")
-            for k, v in header.items()}
-a, b = load(sys.argv[1]), load(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+import st_io
+a, b = st_io.read(sys.argv[1])[1], st_io.read(sys.argv[2])[1]
 worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
 print("largest difference from the fixed table's run: %.3g" % worst)
 sys.exit(0 if worst < 2e-2 else 1)
