@@ -286,7 +286,15 @@ static void context_free(context_t *ctx)
 static size_t context_bytes(const context_t *c)
 {
     return c->offsets.capacity + c->weights.capacity + c->argmax.capacity + c->unique.capacity +
-           c->inverse.capacity + c->first.capacity;
+           c->inverse.capacity + c->first.capacity + c->keys.capacity + c->hits.capacity +
+           c->key_of.capacity;
+}
+
+/* A pending gradient's buffers (a dynamic table's keys too). */
+static size_t pending_bytes(const pending_t *p)
+{
+    return p->rows.capacity + p->grad.capacity + p->keys.capacity + p->seen_keys.capacity +
+           p->seen_hits.capacity;
 }
 
 void ember_shard_destroy(ember_shard_t *table)
@@ -1110,14 +1118,14 @@ size_t ember_shard_other_bytes(const ember_shard_t *table)
 {
     size_t bytes = table->acc_rows.capacity + table->acc_grad.capacity +
                    table->reduce_list.capacity + table->order.capacity + table->written.capacity +
-                   table->applying.rows.capacity + table->applying.grad.capacity +
+                   pending_bytes(&table->applying) +
                    /* a GPU shard's pinned staging (its device scratch is not
                     * host memory) */
                    table->h_batch.bytes + table->h_out.bytes + table->h_values.bytes;
-    bytes += context_bytes(&table->eval);
+    bytes += context_bytes(&table->eval) + (table->dyn ? table_dyn_scratch_bytes(table) : 0);
     for (size_t t = 0; t < (size_t)table->spec.trainers * table->ring; t++) {
         const pending_t *p = &table->pending[t];
-        bytes += context_bytes(&table->contexts[t]) + p->rows.capacity + p->grad.capacity;
+        bytes += context_bytes(&table->contexts[t]) + pending_bytes(p);
     }
     return bytes;
 }

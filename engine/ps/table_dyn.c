@@ -759,6 +759,13 @@ void table_dyn_reset_state(ember_shard_t *table, ember_opt_t *opt)
         ember_opt_reset_rows(opt, &s, 1);
 }
 
+size_t table_dyn_scratch_bytes(const ember_shard_t *table)
+{
+    const struct table_dyn *d = table->dyn;
+    return d->admit.capacity + d->pairs.capacity + d->other.capacity + d->renumber.capacity +
+           d->stash.capacity + d->grad_tmp.capacity + d->rows_tmp.capacity + d->found.capacity;
+}
+
 size_t table_dyn_optimizer_bytes(const ember_shard_t *table)
 {
     return (size_t)table->dyn->high * ember_opt_row_state_bytes(table->optimizer);

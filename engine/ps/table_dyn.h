@@ -87,6 +87,8 @@ uint64_t table_dyn_next_apply(ember_shard_t *table);
 int64_t table_dyn_rows_mapped(const ember_shard_t *table);
 /* A new optimizer's state of every slot used set to its start. */
 void table_dyn_reset_state(ember_shard_t *table, ember_opt_t *opt);
+/* The lookups' and boundaries' scratch (grow-only). */
+size_t table_dyn_scratch_bytes(const ember_shard_t *table);
 /* The optimizer state's bytes of the slots used. */
 size_t table_dyn_optimizer_bytes(const ember_shard_t *table);
 
