@@ -31,15 +31,27 @@ typedef struct {
     uint32_t live;
 } cand_t;
 
+/* A slot's key and counters, side by side: a row's first use touches one
+ * small page of these, not one page in each of eight arrays. */
+typedef struct {
+    uint64_t key, count, seen;
+    double freq, score;
+    uint32_t prev, next, heap_at; /* the LRU list's links; the LFU heap's place */
+    uint32_t pad;
+} slot_t;
+
 struct table_dyn {
     ember_keymap_t *map; /* key -> slot, or CAND_BIT | candidate */
+    /* Scratch rows drawn for keys without a row, kept until the scratch is
+     * full: a key seen by several trainers, and then admitted, is drawn
+     * once (the values are a function of the key alone). */
+    ember_keymap_t *drawn; /* key -> scratch row */
+    int64_t ndrawn;
     int64_t capacity;    /* slots mapped (== table->local_rows) */
     int64_t temp_rows;   /* scratch rows after them */
     size_t data_bytes;
     /* Per slot, mapped for capacity and faulted in as used. */
-    uint64_t *key, *count, *seen;
-    double *freq, *score;
-    uint32_t *prev, *next, *heap_at;
+    slot_t *slot;
     uint32_t head, tail; /* every row, least recently seen first */
     uint32_t *heap;      /* LFU: rows by (score, seen, key), the least first */
     size_t nheap;
@@ -85,30 +97,29 @@ static void unmap_room(void *p, size_t bytes)
 
 static size_t per_slot_bytes(void)
 {
-    return 3 * sizeof(uint64_t) + 2 * sizeof(double) + 3 * sizeof(uint32_t) +
-           2 * sizeof(uint32_t); /* key count seen, freq score, prev next heap_at, heap free */
+    return sizeof(slot_t) + 2 * sizeof(uint32_t); /* the slot, its heap and free entries */
 }
 
 /* ---- the lists --------------------------------------------------------------- */
 
 static void lru_unlink(struct table_dyn *d, uint32_t s)
 {
-    if (d->prev[s] != NIL)
-        d->next[d->prev[s]] = d->next[s];
+    if (d->slot[s].prev != NIL)
+        d->slot[d->slot[s].prev].next = d->slot[s].next;
     else
-        d->head = d->next[s];
-    if (d->next[s] != NIL)
-        d->prev[d->next[s]] = d->prev[s];
+        d->head = d->slot[s].next;
+    if (d->slot[s].next != NIL)
+        d->slot[d->slot[s].next].prev = d->slot[s].prev;
     else
-        d->tail = d->prev[s];
+        d->tail = d->slot[s].prev;
 }
 
 static void lru_append(struct table_dyn *d, uint32_t s)
 {
-    d->prev[s] = d->tail;
-    d->next[s] = NIL;
+    d->slot[s].prev = d->tail;
+    d->slot[s].next = NIL;
     if (d->tail != NIL)
-        d->next[d->tail] = s;
+        d->slot[d->tail].next = s;
     else
         d->head = s;
     d->tail = s;
@@ -145,17 +156,17 @@ static void cand_append(struct table_dyn *d, uint32_t c)
  * then the smaller key (a total order: the same victims for any layout). */
 static int heap_before(const struct table_dyn *d, uint32_t a, uint32_t b)
 {
-    if (d->score[a] != d->score[b])
-        return d->score[a] < d->score[b];
-    if (d->seen[a] != d->seen[b])
-        return d->seen[a] < d->seen[b];
-    return d->key[a] < d->key[b];
+    if (d->slot[a].score != d->slot[b].score)
+        return d->slot[a].score < d->slot[b].score;
+    if (d->slot[a].seen != d->slot[b].seen)
+        return d->slot[a].seen < d->slot[b].seen;
+    return d->slot[a].key < d->slot[b].key;
 }
 
 static void heap_put(struct table_dyn *d, size_t at, uint32_t s)
 {
     d->heap[at] = s;
-    d->heap_at[s] = (uint32_t)at;
+    d->slot[s].heap_at = (uint32_t)at;
 }
 
 static void heap_up(struct table_dyn *d, size_t at)
@@ -193,13 +204,13 @@ static void heap_push(struct table_dyn *d, uint32_t s)
 
 static void heap_remove(struct table_dyn *d, uint32_t s)
 {
-    size_t at = d->heap_at[s];
+    size_t at = d->slot[s].heap_at;
     uint32_t last = d->heap[--d->nheap];
     if (at == d->nheap)
         return;
     heap_put(d, at, last);
     heap_up(d, at);
-    heap_down(d, d->heap_at[last]);
+    heap_down(d, d->slot[last].heap_at);
 }
 
 /* ---- create ---------------------------------------------------------------- */
@@ -237,21 +248,22 @@ static ember_status_t check_dyn_spec(const ember_shard_t *table, char *err, size
     return EMBER_OK;
 }
 
+/* The slots' arrays, in small pages: a table of few rows keeps a few
+ * pages of them (huge pages would fault in 2 MiB at each first use). */
+static void *map_small(size_t bytes)
+{
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 static int map_slots(struct table_dyn *d, int64_t capacity)
 {
     const size_t n = (size_t)capacity;
-    d->key = map_room(n * 8);
-    d->count = map_room(n * 8);
-    d->seen = map_room(n * 8);
-    d->freq = map_room(n * 8);
-    d->score = map_room(n * 8);
-    d->prev = map_room(n * 4);
-    d->next = map_room(n * 4);
-    d->heap_at = map_room(n * 4);
-    d->heap = map_room(n * 4);
-    d->free_slots = map_room(n * 4);
-    return d->key && d->count && d->seen && d->freq && d->score && d->prev && d->next &&
-           d->heap_at && d->heap && d->free_slots;
+    d->slot = map_small(n * sizeof(slot_t));
+    d->heap = map_small(n * 4);
+    d->free_slots = map_small(n * 4);
+    return d->slot && d->heap && d->free_slots;
 }
 
 ember_status_t table_dyn_create(ember_shard_t *table, char *err, size_t err_length)
@@ -276,7 +288,8 @@ ember_status_t table_dyn_create(ember_shard_t *table, char *err, size_t err_leng
     d->data_bytes = (size_t)(d->capacity + d->temp_rows) * table->row_bytes;
     table->data = map_room(d->data_bytes);
     if (!table->data || !map_slots(d, d->capacity) ||
-        ember_keymap_create(0, 0, &d->map) != EMBER_OK)
+        ember_keymap_create(0, 0, &d->map) != EMBER_OK ||
+        ember_keymap_create(0, 0, &d->drawn) != EMBER_OK)
         return dyn_refuse(err, err_length, EMBER_ERR_NO_MEMORY, spec->name,
                           "cannot map %lld slots of %zu bytes", (long long)d->capacity,
                           table->row_bytes);
@@ -295,20 +308,14 @@ void table_dyn_destroy(ember_shard_t *table)
     const size_t n = (size_t)d->capacity;
     unmap_room(table->data, d->data_bytes);
     table->data = NULL;
-    unmap_room(d->key, n * 8);
-    unmap_room(d->count, n * 8);
-    unmap_room(d->seen, n * 8);
-    unmap_room(d->freq, n * 8);
-    unmap_room(d->score, n * 8);
-    unmap_room(d->prev, n * 4);
-    unmap_room(d->next, n * 4);
-    unmap_room(d->heap_at, n * 4);
+    unmap_room(d->slot, n * sizeof(slot_t));
     unmap_room(d->heap, n * 4);
     unmap_room(d->free_slots, n * 4);
     ember_keymap_destroy(d->map);
+    ember_keymap_destroy(d->drawn);
     free(d->cand);
-    ember_buffer_t *bufs[] = {&d->admit, &d->pairs,    &d->other,   &d->renumber,
-                              &d->stash, &d->grad_tmp, &d->rows_tmp};
+    ember_buffer_t *bufs[] = {&d->admit,    &d->pairs,    &d->other, &d->renumber, &d->stash,
+                              &d->grad_tmp, &d->rows_tmp, &d->found, &d->draws};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         ember_buffer_free(bufs[i]);
     free(d);
@@ -385,15 +392,19 @@ static ember_status_t row_admit(ember_shard_t *table, uint32_t s, uint64_t key, 
     struct table_dyn *d = table->dyn;
     if (!ember_keymap_set(d->map, key, s))
         EMBER_CHECK(ember_keymap_insert(d->map, key, s));
-    d->key[s] = key;
-    d->count[s] = count;
-    d->seen[s] = seen;
-    d->freq[s] = freq;
-    d->score[s] = lfu_score(d, freq, seen);
+    d->slot[s].key = key;
+    d->slot[s].count = count;
+    d->slot[s].seen = seen;
+    d->slot[s].freq = freq;
+    d->slot[s].score = lfu_score(d, freq, seen);
     lru_append(d, s);
     if (table->spec.evict_policy == 1)
         heap_push(d, s);
-    row_init(table, s, key);
+    const uint32_t drawn = ember_keymap_find(d->drawn, key);
+    if (drawn != NIL)
+        memcpy(table_row(table, s), table_row(table, d->capacity + drawn), table->row_bytes);
+    else
+        row_init(table, s, key);
     const int64_t slot = s;
     ember_opt_reset_rows(table->optimizer, &slot, 1);
     d->held++;
@@ -403,7 +414,7 @@ static ember_status_t row_admit(ember_shard_t *table, uint32_t s, uint64_t key, 
 static void row_evict(ember_shard_t *table, uint32_t s)
 {
     struct table_dyn *d = table->dyn;
-    ember_keymap_remove(d->map, d->key[s]);
+    ember_keymap_remove(d->map, d->slot[s].key);
     lru_unlink(d, s);
     if (table->spec.evict_policy == 1)
         heap_remove(d, s);
@@ -416,18 +427,18 @@ static void row_evict(ember_shard_t *table, uint32_t s)
 static void row_touch(ember_shard_t *table, uint32_t s, uint64_t hits, uint64_t step)
 {
     struct table_dyn *d = table->dyn;
-    d->count[s] += hits;
+    d->slot[s].count += hits;
     if (table->spec.evict_policy == 1) {
         const double decayed =
-                d->ln_decay == 0.0 ? d->freq[s]
-                                   : d->freq[s] * exp((double)(step - d->seen[s]) * d->ln_decay);
-        d->freq[s] = decayed + (double)hits;
-        d->seen[s] = step;
-        d->score[s] = lfu_score(d, d->freq[s], step);
-        heap_down(d, d->heap_at[s]); /* its score only rose */
-        heap_up(d, d->heap_at[s]);
+                d->ln_decay == 0.0 ? d->slot[s].freq
+                                   : d->slot[s].freq * exp((double)(step - d->slot[s].seen) * d->ln_decay);
+        d->slot[s].freq = decayed + (double)hits;
+        d->slot[s].seen = step;
+        d->slot[s].score = lfu_score(d, d->slot[s].freq, step);
+        heap_down(d, d->slot[s].heap_at); /* its score only rose */
+        heap_up(d, d->slot[s].heap_at);
     }
-    d->seen[s] = step;
+    d->slot[s].seen = step;
     lru_unlink(d, s);
     lru_append(d, s);
 }
@@ -495,7 +506,6 @@ ember_status_t table_dyn_take_keys(ember_shard_t *table, context_t *ctx,
         return dyn_refuse(err, err_length, EMBER_ERR_NO_MEMORY, spec->name, "out of memory");
     uint64_t *keys = ctx->keys.data;
     int64_t *rows = ctx->unique.data;
-    int64_t scratch = d->capacity;
     for (size_t u = 0; u < unique; u++) {
         const uint64_t key = (uint64_t)ember_wire_load_i64(lookup->rows, u);
         if (u > 0 && key <= keys[u - 1])
@@ -517,20 +527,35 @@ ember_status_t table_dyn_take_keys(ember_shard_t *table, context_t *ctx,
         return dyn_refuse(err, err_length, EMBER_ERR_NO_MEMORY, spec->name, "out of memory");
     const uint32_t *found = d->found.data;
     ember_keymap_find_many(d->map, keys, unique, d->found.data);
+    size_t without = 0;
+    for (size_t u = 0; u < unique; u++)
+        without += found[u] == NIL || (found[u] & CAND_BIT);
+    if ((int64_t)without > d->temp_rows)
+        return dyn_refuse(err, err_length, EMBER_ERR_INVALID_PARAM, spec->name,
+                          "trainer %u step %llu: %zu keys without a row in one lookup, at most "
+                          "%lld",
+                          lookup->head.trainer, (unsigned long long)lookup->head.step, without,
+                          (long long)d->temp_rows);
+    if (d->ndrawn + (int64_t)without > d->temp_rows) { /* the scratch starts over */
+        ember_keymap_clear(d->drawn);
+        d->ndrawn = 0;
+    }
     for (size_t u = 0; u < unique; u++) {
         const uint32_t v = found[u];
         if (v != NIL && !(v & CAND_BIT)) {
             rows[u] = v;
             continue;
         }
-        if (scratch - d->capacity >= d->temp_rows)
-            return dyn_refuse(err, err_length, EMBER_ERR_INVALID_PARAM, spec->name,
-                              "trainer %u step %llu: more than %lld keys without a row in one "
-                              "lookup",
-                              lookup->head.trainer, (unsigned long long)lookup->head.step,
-                              (long long)d->temp_rows);
-        row_init(table, scratch, keys[u]);
-        rows[u] = scratch++;
+        uint32_t drawn = ember_keymap_find(d->drawn, keys[u]);
+        if (drawn == NIL) {
+            drawn = (uint32_t)d->ndrawn;
+            if (ember_keymap_insert(d->drawn, keys[u], drawn) != EMBER_OK)
+                return dyn_refuse(err, err_length, EMBER_ERR_NO_MEMORY, spec->name,
+                                  "out of memory");
+            d->ndrawn++;
+            row_init(table, d->capacity + drawn, keys[u]);
+        }
+        rows[u] = d->capacity + drawn;
     }
     return EMBER_OK;
 }
@@ -630,7 +655,7 @@ static size_t make_room(ember_shard_t *table, size_t need, uint64_t step)
     if (need <= free_rows)
         return need;
     if (table->spec.evict_policy == 0) {
-        while (free_rows < need && d->head != NIL && d->seen[d->head] != step) {
+        while (free_rows < need && d->head != NIL && d->slot[d->head].seen != step) {
             row_evict(table, d->head);
             free_rows++;
         }
@@ -643,7 +668,7 @@ static size_t make_room(ember_shard_t *table, size_t need, uint64_t step)
     uint32_t *stash = d->stash.data;
     while (free_rows < need && d->nheap > 0) {
         uint32_t s = d->heap[0];
-        if (d->seen[s] == step) {
+        if (d->slot[s].seen == step) {
             heap_remove(d, s);
             stash[stashed++] = s;
             continue;
@@ -782,7 +807,7 @@ void table_dyn_expire(ember_shard_t *table, uint64_t step)
     const uint64_t after = table->spec.evict_after;
     if (after == 0)
         return;
-    while (d->head != NIL && step >= d->seen[d->head] && step - d->seen[d->head] >= after)
+    while (d->head != NIL && step >= d->slot[d->head].seen && step - d->slot[d->head].seen >= after)
         row_evict(table, d->head);
     while (d->cand_head != NIL && step >= d->cand[d->cand_head].seen &&
            step - d->cand[d->cand_head].seen >= after) {
@@ -900,11 +925,11 @@ void table_dyn_entries(const ember_shard_t *table, table_dyn_entry_t *out)
 {
     const struct table_dyn *d = table->dyn;
     size_t k = 0;
-    for (uint32_t s = d->head; s != NIL; s = d->next[s])
-        out[k++] = (table_dyn_entry_t){.key = d->key[s],
-                                       .count = d->count[s],
-                                       .seen = d->seen[s],
-                                       .freq = d->freq[s],
+    for (uint32_t s = d->head; s != NIL; s = d->slot[s].next)
+        out[k++] = (table_dyn_entry_t){.key = d->slot[s].key,
+                                       .count = d->slot[s].count,
+                                       .seen = d->slot[s].seen,
+                                       .freq = d->slot[s].freq,
                                        .slot = s};
     for (uint32_t c = d->cand_head; c != NIL; c = d->cand[c].next)
         out[k++] = (table_dyn_entry_t){.key = d->cand[c].key,
