@@ -1074,6 +1074,178 @@ static void corpus_manifest(void)
     }
 }
 
+/* ------------------------------------------------------------------ keymap */
+
+/* fuzz_keymap's ops (the layout at the top of fuzz_keymap.c). */
+enum {
+    KM_INSERT,
+    KM_FIND,
+    KM_REMOVE,
+    KM_SET,
+    KM_FLOOD,
+    KM_CLEAR,
+    KM_RESERVE,
+    KM_CHECK,
+};
+enum {
+    KEY_U64,
+    KEY_U8,
+    KEY_EXTREME,
+    KEY_PRESENT,
+    KEY_BUCKET_MATE,
+    KEY_END,
+    KEY_NEIGHBOUR,
+    KEY_TOP16,
+};
+#define KM_FLAG 0x40
+
+static void put_le(blob_t *b, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        put_u8(b, (uint8_t)(v >> 8 * i));
+}
+
+static void keymap_op(blob_t *b, int op, int how)
+{
+    put_u8(b, (uint8_t)(op | how << 3));
+}
+
+static void keymap_head(blob_t *b, uint64_t seed, uint16_t expected)
+{
+    put_le(b, seed, 8);
+    put_le(b, expected, 2);
+}
+
+/* Every op on keys of every kind. */
+static void keymap_ops(blob_t *b)
+{
+    keymap_head(b, 1, 0);
+    for (uint64_t k = 0; k < 20; k++) {
+        keymap_op(b, KM_INSERT, KEY_U64);
+        put_le(b, k * 0x9e3779b97f4a7c15ULL, 8);
+        put_le(b, k, 4);
+        keymap_op(b, KM_INSERT, KEY_U8);
+        put_le(b, k * 3, 1);
+        put_le(b, 1000 + k, 4);
+    }
+    keymap_op(b, KM_FIND, KEY_PRESENT);
+    put_le(b, 7, 2);
+    keymap_op(b, KM_FIND, KEY_NEIGHBOUR);
+    put_le(b, 7, 2);
+    put_le(b, 0xff, 1);
+    keymap_op(b, KM_SET, KEY_PRESENT);
+    put_le(b, 3, 2);
+    put_le(b, 77, 4);
+    keymap_op(b, KM_REMOVE, KEY_PRESENT);
+    put_le(b, 5, 2);
+    keymap_op(b, KM_REMOVE, KEY_U8);
+    put_le(b, 200, 1);
+    keymap_op(b, KM_INSERT, KEY_BUCKET_MATE);
+    put_le(b, 9, 2);
+    put_le(b, 0x1234, 2);
+    put_le(b, 5, 4);
+    keymap_op(b, KM_INSERT, KEY_TOP16);
+    put_le(b, 0x8001, 2);
+    put_le(b, 6, 4);
+    keymap_op(b, KM_CHECK, 0);
+}
+
+/* Floods of keys sharing a home bucket: made up front (one rehash), and
+ * each under the current seed (a rehash every bound's worth). */
+static void keymap_flood(blob_t *b)
+{
+    keymap_head(b, 0x5eed, 0);
+    keymap_op(b, KM_INSERT, KEY_U8);
+    put_le(b, 1, 1);
+    put_le(b, 1, 4);
+    put_u8(b, KM_FLOOD | KEY_PRESENT << 3 | KM_FLAG);
+    put_le(b, 0, 2);
+    put_le(b, 199, 1);
+    keymap_op(b, KM_CHECK, 0);
+    keymap_op(b, KM_FLOOD, KEY_U64);
+    put_le(b, 0xdeadbeef, 8);
+    put_le(b, 255, 1);
+    for (int i = 0; i < 8; i++) {
+        keymap_op(b, KM_REMOVE, KEY_BUCKET_MATE);
+        put_le(b, (uint64_t)i * 31, 2);
+        put_le(b, (uint64_t)i * 3, 2);
+    }
+    keymap_op(b, KM_CHECK, 0);
+}
+
+/* The extreme keys and values, NONE refused, runs wrapping past the end. */
+static void keymap_extremes(blob_t *b)
+{
+    keymap_head(b, UINT64_MAX, 0);
+    for (int i = 0; i < 6; i++) {
+        keymap_op(b, KM_INSERT, KEY_EXTREME);
+        put_le(b, (uint64_t)i, 1);
+        put_le(b, i % 2 ? 0 : UINT32_MAX - 1, 4);
+    }
+    keymap_op(b, KM_INSERT, KEY_EXTREME);
+    put_le(b, 0, 1);
+    put_le(b, 5, 4); /* present: refused */
+    keymap_op(b, KM_INSERT, KEY_U64);
+    put_le(b, 12345, 8);
+    put_le(b, UINT32_MAX, 4); /* NONE: refused */
+    keymap_op(b, KM_SET, KEY_EXTREME);
+    put_le(b, 2, 1);
+    put_le(b, UINT32_MAX, 4); /* NONE: refused */
+    for (int i = 0; i < 40; i++) {
+        keymap_op(b, KM_INSERT, KEY_END);
+        put_le(b, (uint64_t)i, 1); /* both ends, alternately */
+        put_le(b, (uint64_t)i, 4);
+    }
+    for (int i = 0; i < 40; i += 3) {
+        keymap_op(b, KM_REMOVE, KEY_END);
+        put_le(b, (uint64_t)i, 1);
+    }
+    keymap_op(b, KM_REMOVE, KEY_EXTREME);
+    put_le(b, 2, 1);
+    keymap_op(b, KM_CHECK, 0);
+}
+
+/* Reserves (and SIZE_MAX's refusal), clears back to create's size. */
+static void keymap_clear_reserve(blob_t *b)
+{
+    keymap_head(b, 42, 100);
+    for (uint64_t k = 0; k < 30; k++) {
+        keymap_op(b, KM_INSERT, KEY_TOP16);
+        put_le(b, k, 2);
+        put_le(b, k, 4);
+    }
+    keymap_op(b, KM_RESERVE, 0);
+    put_le(b, 1000, 2);
+    keymap_op(b, KM_RESERVE, 0);
+    put_le(b, 0xffff, 2);
+    keymap_op(b, KM_CHECK, 0);
+    keymap_op(b, KM_CLEAR, 0);
+    keymap_op(b, KM_FIND, KEY_TOP16);
+    put_le(b, 3, 2);
+    keymap_op(b, KM_INSERT, KEY_U8);
+    put_le(b, 0, 1);
+    put_le(b, 0, 4);
+    keymap_op(b, KM_CHECK, 0);
+}
+
+static void corpus_keymap(void)
+{
+    static const struct {
+        const char *name;
+        void (*write)(blob_t *b);
+    } seeds[] = {
+            {"ops", keymap_ops},
+            {"flood", keymap_flood},
+            {"extremes", keymap_extremes},
+            {"clear_reserve", keymap_clear_reserve},
+    };
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+        blob_t b = {0};
+        seeds[i].write(&b);
+        save_blob("keymap", seeds[i].name, &b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--check") == 0) {
@@ -1105,5 +1277,6 @@ int main(int argc, char **argv)
     corpus_manifest();
     corpus_schema();
     corpus_text_line();
+    corpus_keymap();
     return differ;
 }
