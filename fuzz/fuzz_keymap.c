@@ -11,8 +11,10 @@
  *     of KEY's (one home bucket at any capacity), each inserted; flag: the
  *     keys made up front (the seed the map had then), else each under the
  *     map's current seed (an adversary who learns every new seed)
- *   5 clear    6 reserve u16 (size + it; 0xffff: SIZE_MAX, refused)
- *   7 check every entry (find_many, iteration, stats; the first 8 of an input)
+ *   5 clear    6 reserve u16 (size + it % 4096; 0xffff: SIZE_MAX, refused)
+ *   7 check every entry (find_many, iteration, stats)
+ * Floods, stats and op 7 have a budget per input (FULL_CHECKS and below);
+ * every entry is checked once more at the end.
  * KEY by bits 3-5: 0 a u64, 1 a u8, 2 an extreme (0, 1, 2^64-1, 2^64-2,
  * 2^63, 2^63-1 by u8), 3 a present key (u16 index), 4 a key sharing the
  * home bucket of a present one (u16 index, u16 low hash bits), 5 a key
@@ -27,11 +29,16 @@
 #include "engine/ps/keymap.h"
 #include "fuzz/fuzz_input.h"
 
-/* The reference's size: inserts past it are skipped (8192 entries reach
- * arrays of 16384 buckets). */
-#define MAX_ENTRIES 8192
-#define REF_HEADS   16384
+/* The reference's size: inserts past it are skipped (4096 entries reach
+ * arrays of 8192 buckets, reserves 16384). */
+#define MAX_ENTRIES 4096
+#define REF_HEADS   8192
 #define HIGH32      0xffffffff00000000ULL
+/* What one input may spend, so that a run of costly ops (a flood, the
+ * O(capacity) checks) does not take the fuzzer's time: */
+#define FULL_CHECKS  8    /* op 7's, besides the one at the end */
+#define STATS_CHECKS 16   /* stats after a flood, clear or reserve */
+#define FLOOD_KEYS   4096 /* keys in all floods */
 
 /* The reference: its entries dense in ref[], chained by a multiplicative
  * hash (another function than the map's, so keys built to collide there
@@ -45,10 +52,11 @@ typedef struct {
 static ref_entry_t ref[MAX_ENTRIES];
 static uint32_t ref_heads[REF_HEADS]; /* each chain's first index + 1 */
 static size_t ref_count;
+static unsigned full_checks_left, stats_checks_left, flood_keys_left;
 
 static uint32_t *ref_head(uint64_t key)
 {
-    return &ref_heads[(key * 0x9e3779b97f4a7c15ULL) >> 50];
+    return &ref_heads[(key * 0x9e3779b97f4a7c15ULL) >> 51];
 }
 
 /* The link that points at @key's entry (or the chain's final 0). */
@@ -153,6 +161,8 @@ static void flood(ember_keymap_t *map, uint64_t base, unsigned count, int up_fro
 {
     uint64_t keys[256];
     uint64_t top = ember_keymap_hash(map, base) & HIGH32;
+    count = count < flood_keys_left ? count : flood_keys_left;
+    flood_keys_left -= count;
     for (unsigned i = 0; i < count && up_front; i++)
         keys[i] = ember_keymap_key_for_hash(map, top | i);
     for (unsigned i = 0; i < count; i++) {
@@ -166,6 +176,11 @@ static void flood(ember_keymap_t *map, uint64_t base, unsigned count, int up_fro
 
 static void check_stats(const ember_keymap_t *map)
 {
+    FUZZ_CHECK(ember_keymap_size(map) == ref_count, "size %zu, reference %zu",
+               ember_keymap_size(map), ref_count);
+    if (!stats_checks_left)
+        return;
+    stats_checks_left--;
     ember_keymap_stats_t stats;
     ember_keymap_stats(map, &stats);
     FUZZ_CHECK(stats.size == ref_count && ember_keymap_size(map) == ref_count,
@@ -186,6 +201,7 @@ static void check_stats(const ember_keymap_t *map)
  * then an iteration that must give each exactly once. */
 static void check_all(const ember_keymap_t *map)
 {
+    stats_checks_left++; /* its own stats always */
     static uint64_t keys[2 * MAX_ENTRIES];
     static uint32_t values[2 * MAX_ENTRIES];
     static unsigned char seen[MAX_ENTRIES];
@@ -214,7 +230,7 @@ static void check_all(const ember_keymap_t *map)
     check_stats(map);
 }
 
-static void run_op(fuzz_input_t *in, ember_keymap_t *map, uint8_t op, int *checks_left_p)
+static void run_op(fuzz_input_t *in, ember_keymap_t *map, uint8_t op)
 {
     unsigned how = (op >> 3) & 7;
     switch (op & 7) {
@@ -261,7 +277,7 @@ static void run_op(fuzz_input_t *in, ember_keymap_t *map, uint8_t op, int *check
         break;
     case 6: {
         uint16_t more = fuzz_u16(in);
-        size_t entries = more == 0xffff ? SIZE_MAX : ref_count + more;
+        size_t entries = more == 0xffff ? SIZE_MAX : ref_count + more % 4096;
         ember_status_t status = ember_keymap_reserve(map, entries);
         FUZZ_CHECK(status == (more == 0xffff ? EMBER_ERR_NO_MEMORY : EMBER_OK), "reserve %zu: %d",
                    entries, status);
@@ -269,9 +285,8 @@ static void run_op(fuzz_input_t *in, ember_keymap_t *map, uint8_t op, int *check
         break;
     }
     default:
-        /* A few per input: a run of them would take the fuzzer's time. */
-        if (*checks_left_p) {
-            --*checks_left_p;
+        if (full_checks_left) {
+            full_checks_left--;
             check_all(map);
         }
         break;
@@ -282,14 +297,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input_t in = {.data = data, .size = size};
     uint64_t seed = fuzz_u64(&in);
-    size_t expected = fuzz_u16(&in) % 4096;
+    size_t expected = fuzz_u16(&in) % 1024;
     ember_keymap_t *map;
-    int checks_left = 8;
 
     FUZZ_CHECK(ember_keymap_create(expected, seed, &map) == EMBER_OK, "create for %zu", expected);
     ref_clear();
+    full_checks_left = FULL_CHECKS;
+    stats_checks_left = STATS_CHECKS;
+    flood_keys_left = FLOOD_KEYS;
     while (fuzz_left(&in))
-        run_op(&in, map, fuzz_u8(&in), &checks_left);
+        run_op(&in, map, fuzz_u8(&in));
     check_all(map);
     ember_keymap_destroy(map);
     return 0;

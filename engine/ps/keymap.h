@@ -15,16 +15,20 @@
  * under another, so when an insert leaves a probe sequence longer than
  * EMBER_KEYMAP_PROBE_BOUND the map rehashes in place under a new seed from
  * getrandom (stats.rehashes counts them); every entry's probe length, and so
- * every find's, stays within the bound.  The seed, and with it the order of
- * ember_keymap_next, differs from run to run: nothing the engine computes
- * may depend on either (deterministic results come from the keys and
- * values, never from the map's layout).
+ * every find's, stays within the bound (lookups, const, never rehash: the
+ * inserts keep the bound for them).  Should a few new seeds in a row not
+ * do (random keys never need a second), the array doubles instead; if even
+ * that is refused the map stays correct, only slower.
+ *
+ * The seed, and with it the order of ember_keymap_next, differs from run to
+ * run: nothing the engine computes may depend on either (deterministic
+ * results come from the keys and values, never from the map's layout).
  *
  * Ownership: the map owns its bucket array; keys and values are copied in
  * and out; pointer arguments are borrowed for the call.
  *
  * Threads: one writer.  Any number of threads may call the const functions
- * (find, find_many, size, stats, next, hash, home) at once, but only while
+ * (find, find_many, size, stats, next, hash, key_for_hash, home) at once, but only while
  * no thread is changing the map; the caller provides that exclusion.
  *
  * Errors: ERR_NO_MEMORY (create, insert, reserve: the map as it was),

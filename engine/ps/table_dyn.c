@@ -3,6 +3,7 @@
 #include "engine/ps/keymap.h"
 
 #include "common/radix.h"
+#include "common/workers.h"
 #include "engine/ops/half.h"
 #include "engine/ops/optimizer.h"
 
@@ -47,8 +48,8 @@ struct table_dyn {
      * once (the values are a function of the key alone). */
     ember_keymap_t *drawn; /* key -> scratch row */
     int64_t ndrawn;
-    int64_t capacity;    /* slots mapped (== table->local_rows) */
-    int64_t temp_rows;   /* scratch rows after them */
+    int64_t capacity;  /* slots mapped (== table->local_rows) */
+    int64_t temp_rows; /* scratch rows after them */
     size_t data_bytes;
     /* Per slot, mapped for capacity and faulted in as used. */
     slot_t *slot;
@@ -70,7 +71,8 @@ struct table_dyn {
     double ln_decay;
     /* Boundary and lookup scratch. */
     ember_buffer_t admit, pairs, other, renumber, stash, grad_tmp, rows_tmp, found;
-    size_t nadmit; /* candidates in admit (uint32) */
+    ember_buffer_t draws; /* a lookup's keys to draw: (scratch row, key) pairs */
+    size_t nadmit;        /* candidates in admit (uint32) */
 };
 
 /* ---- mapping --------------------------------------------------------------- */
@@ -430,8 +432,9 @@ static void row_touch(ember_shard_t *table, uint32_t s, uint64_t hits, uint64_t 
     d->slot[s].count += hits;
     if (table->spec.evict_policy == 1) {
         const double decayed =
-                d->ln_decay == 0.0 ? d->slot[s].freq
-                                   : d->slot[s].freq * exp((double)(step - d->slot[s].seen) * d->ln_decay);
+                d->ln_decay == 0.0
+                        ? d->slot[s].freq
+                        : d->slot[s].freq * exp((double)(step - d->slot[s].seen) * d->ln_decay);
         d->slot[s].freq = decayed + (double)hits;
         d->slot[s].seen = step;
         d->slot[s].score = lfu_score(d, d->slot[s].freq, step);
@@ -493,6 +496,31 @@ static uint32_t cand_new(struct table_dyn *d, uint64_t key, uint64_t step)
 
 /* ---- lookups --------------------------------------------------------------- */
 
+/* Drawing new keys' initial values (N(0,1) is a log and a sine a pair of
+ * values: most of a lookup of new keys) split over the PS's threads. */
+typedef struct {
+    ember_shard_t *table;
+    const ember_radix_pair_t *draws; /* key: the scratch row; value: the key */
+    size_t n;
+    unsigned tasks;
+} draw_job_t;
+
+static void draw_task(void *arg, unsigned k)
+{
+    const draw_job_t *job = arg;
+    size_t begin, end;
+    ember_split_range(job->n, job->tasks, k, &begin, &end);
+    for (size_t i = begin; i < end; i++)
+        row_init(job->table, (int64_t)job->draws[i].key, job->draws[i].value);
+}
+
+static void draw_rows(ember_shard_t *table, const ember_radix_pair_t *draws, size_t n)
+{
+    draw_job_t job = {.table = table, .draws = draws, .n = n};
+    job.tasks = ember_workers_tasks(table->workers, n, 64);
+    ember_workers_run(table->workers, job.tasks, draw_task, &job);
+}
+
 ember_status_t table_dyn_take_keys(ember_shard_t *table, context_t *ctx,
                                    const ember_wire_lookup_view_t *lookup, char *err,
                                    size_t err_length)
@@ -540,6 +568,10 @@ ember_status_t table_dyn_take_keys(ember_shard_t *table, context_t *ctx,
         ember_keymap_clear(d->drawn);
         d->ndrawn = 0;
     }
+    if (!ember_buffer_reserve(&d->draws, without * sizeof(ember_radix_pair_t) + 16))
+        return dyn_refuse(err, err_length, EMBER_ERR_NO_MEMORY, spec->name, "out of memory");
+    ember_radix_pair_t *draws = d->draws.data;
+    size_t ndraws = 0;
     for (size_t u = 0; u < unique; u++) {
         const uint32_t v = found[u];
         if (v != NIL && !(v & CAND_BIT)) {
@@ -553,10 +585,12 @@ ember_status_t table_dyn_take_keys(ember_shard_t *table, context_t *ctx,
                 return dyn_refuse(err, err_length, EMBER_ERR_NO_MEMORY, spec->name,
                                   "out of memory");
             d->ndrawn++;
-            row_init(table, d->capacity + drawn, keys[u]);
+            draws[ndraws++] =
+                    (ember_radix_pair_t){.key = (uint64_t)(d->capacity + drawn), .value = keys[u]};
         }
         rows[u] = d->capacity + drawn;
     }
+    draw_rows(table, draws, ndraws);
     return EMBER_OK;
 }
 
