@@ -38,7 +38,7 @@ typedef struct {
     uint64_t key, count, seen;
     double freq, score;
     uint32_t prev, next, heap_at; /* the LRU list's links; the LFU heap's place */
-    uint32_t pad;
+    uint32_t used;                /* it holds a row */
 } slot_t;
 
 struct table_dyn {
@@ -61,6 +61,10 @@ struct table_dyn {
     uint32_t high; /* slots ever used: 0 .. high - 1 */
     size_t held;
     size_t budget; /* rows this shard may hold */
+    /* Rows can be evicted (a budget, or evict_after): only then are the
+     * LRU list and the LFU heap kept (a table that never evicts needs no
+     * order, and keeping it was a cache miss a key a step). */
+    int ordered;
     /* Candidates: grow-only, their free entries chained through next. */
     cand_t *cand;
     size_t cand_room, cand_high, ncand, cand_max;
@@ -281,6 +285,7 @@ ember_status_t table_dyn_create(ember_shard_t *table, char *err, size_t err_leng
     if (d->capacity < 1)
         d->capacity = 1;
     d->budget = (size_t)d->capacity;
+    d->ordered = spec->budget_rows > 0 || spec->evict_after > 0;
     d->cand_max = spec->budget_rows > 0 ? (size_t)spec->budget_rows : SIZE_MAX;
     d->head = d->tail = d->cand_head = d->cand_tail = d->cand_free = NIL;
     d->ln_decay = log((double)spec->lfu_decay);
@@ -399,8 +404,10 @@ static ember_status_t row_admit(ember_shard_t *table, uint32_t s, uint64_t key, 
     d->slot[s].seen = seen;
     d->slot[s].freq = freq;
     d->slot[s].score = lfu_score(d, freq, seen);
-    lru_append(d, s);
-    if (table->spec.evict_policy == 1)
+    d->slot[s].used = 1;
+    if (d->ordered)
+        lru_append(d, s);
+    if (d->ordered && table->spec.evict_policy == 1)
         heap_push(d, s);
     const uint32_t drawn = ember_keymap_find(d->drawn, key);
     if (drawn != NIL)
@@ -420,6 +427,7 @@ static void row_evict(ember_shard_t *table, uint32_t s)
     lru_unlink(d, s);
     if (table->spec.evict_policy == 1)
         heap_remove(d, s);
+    d->slot[s].used = 0;
     d->free_slots[d->nfree++] = s;
     d->held--;
     d->evicted++;
@@ -438,12 +446,16 @@ static void row_touch(ember_shard_t *table, uint32_t s, uint64_t hits, uint64_t 
         d->slot[s].freq = decayed + (double)hits;
         d->slot[s].seen = step;
         d->slot[s].score = lfu_score(d, d->slot[s].freq, step);
-        heap_down(d, d->slot[s].heap_at); /* its score only rose */
-        heap_up(d, d->slot[s].heap_at);
+        if (d->ordered) {
+            heap_down(d, d->slot[s].heap_at); /* its score only rose */
+            heap_up(d, d->slot[s].heap_at);
+        }
     }
     d->slot[s].seen = step;
-    lru_unlink(d, s);
-    lru_append(d, s);
+    if (d->ordered) {
+        lru_unlink(d, s);
+        lru_append(d, s);
+    }
 }
 
 /* ---- candidates -------------------------------------------------------------- */
@@ -655,10 +667,15 @@ ember_status_t table_dyn_pending(ember_shard_t *table, const context_t *ctx, pen
 
 /* Count one key seen @hits times in @step; queue it for a row once it has
  * been seen admit_count times. */
-static ember_status_t count_key(ember_shard_t *table, uint64_t key, uint32_t hits, uint64_t step)
+static ember_status_t count_key(ember_shard_t *table, uint64_t key, uint32_t hits, uint64_t step,
+                                uint32_t v)
 {
     struct table_dyn *d = table->dyn;
-    uint32_t v = ember_keymap_find(d->map, key);
+    /* @v was found before this pass's earlier keys were counted: a
+     * candidate of it may have been dropped for a new one since. */
+    if (v != NIL && (v & CAND_BIT) &&
+        (!d->cand[v & ~CAND_BIT].live || d->cand[v & ~CAND_BIT].key != key))
+        v = ember_keymap_find(d->map, key);
     if (v != NIL && !(v & CAND_BIT)) {
         row_touch(table, v, hits, step);
         return EMBER_OK;
@@ -686,8 +703,8 @@ static size_t make_room(ember_shard_t *table, size_t need, uint64_t step)
 {
     struct table_dyn *d = table->dyn;
     size_t free_rows = d->budget - d->held;
-    if (need <= free_rows)
-        return need;
+    if (need <= free_rows || !d->ordered)
+        return need <= free_rows ? need : free_rows;
     if (table->spec.evict_policy == 0) {
         while (free_rows < need && d->head != NIL && d->slot[d->head].seen != step) {
             row_evict(table, d->head);
@@ -761,8 +778,12 @@ static ember_status_t rows_to_slots(ember_shard_t *table, pending_t *p)
     ember_radix_pair_t *pairs = d->pairs.data;
     size_t m = 0;
     uint64_t lo = UINT64_MAX, hi = 0;
+    if (!ember_buffer_reserve(&d->found, nrows * 4 + 4))
+        return EMBER_ERR_NO_MEMORY;
+    const uint32_t *found = d->found.data;
+    ember_keymap_find_many(d->map, keys, nrows, d->found.data);
     for (size_t i = 0; i < nrows; i++) {
-        const uint32_t v = ember_keymap_find(d->map, keys[i]);
+        const uint32_t v = found[i];
         if (v == NIL || (v & CAND_BIT)) {
             d->dropped_grads++;
             continue;
@@ -798,8 +819,12 @@ ember_status_t table_dyn_boundary(ember_shard_t *table, pending_t *const *grads,
         const pending_t *p = grads[t];
         const uint64_t *keys = p->seen_keys.data;
         const uint32_t *hits = p->seen_hits.data;
+        if (!ember_buffer_reserve(&d->found, p->nseen * 4 + 4))
+            return EMBER_ERR_NO_MEMORY;
+        const uint32_t *found = d->found.data;
+        ember_keymap_find_many(d->map, keys, p->nseen, d->found.data);
         for (size_t u = 0; u < p->nseen; u++)
-            EMBER_CHECK(count_key(table, keys[u], hits[u], step));
+            EMBER_CHECK(count_key(table, keys[u], hits[u], step, found[u]));
     }
     EMBER_CHECK(admit_queued(table, step));
     for (uint32_t t = 0; t < count; t++)
@@ -959,7 +984,15 @@ void table_dyn_entries(const ember_shard_t *table, table_dyn_entry_t *out)
 {
     const struct table_dyn *d = table->dyn;
     size_t k = 0;
-    for (uint32_t s = d->head; s != NIL; s = d->slot[s].next)
+    /* Unordered (nothing is ever evicted): the slots in order. */
+    for (uint32_t s = 0; !d->ordered && s < d->high; s++)
+        if (d->slot[s].used)
+            out[k++] = (table_dyn_entry_t){.key = d->slot[s].key,
+                                           .count = d->slot[s].count,
+                                           .seen = d->slot[s].seen,
+                                           .freq = d->slot[s].freq,
+                                           .slot = s};
+    for (uint32_t s = d->ordered ? d->head : NIL; s != NIL; s = d->slot[s].next)
         out[k++] = (table_dyn_entry_t){.key = d->slot[s].key,
                                        .count = d->slot[s].count,
                                        .seen = d->slot[s].seen,
