@@ -277,6 +277,7 @@ static void context_free(context_t *ctx)
     ember_buffer_free(&ctx->keys);
     ember_buffer_free(&ctx->hits);
     ember_buffer_free(&ctx->key_of);
+    ember_buffer_free(&ctx->wire_ids);
     ember_buffer_t *all[] = {&ctx->offsets, &ctx->weights, &ctx->argmax,
                              &ctx->unique,  &ctx->inverse, &ctx->first};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -287,14 +288,14 @@ static size_t context_bytes(const context_t *c)
 {
     return c->offsets.capacity + c->weights.capacity + c->argmax.capacity + c->unique.capacity +
            c->inverse.capacity + c->first.capacity + c->keys.capacity + c->hits.capacity +
-           c->key_of.capacity;
+           c->key_of.capacity + c->wire_ids.capacity;
 }
 
 /* A pending gradient's buffers (a dynamic table's keys too). */
 static size_t pending_bytes(const pending_t *p)
 {
     return p->rows.capacity + p->grad.capacity + p->keys.capacity + p->seen_keys.capacity +
-           p->seen_hits.capacity;
+           p->seen_hits.capacity + p->seen_ids.capacity;
 }
 
 void ember_shard_destroy(ember_shard_t *table)
@@ -311,10 +312,12 @@ void ember_shard_destroy(ember_shard_t *table)
         ember_buffer_free(&table->pending[t].keys);
         ember_buffer_free(&table->pending[t].seen_keys);
         ember_buffer_free(&table->pending[t].seen_hits);
+        ember_buffer_free(&table->pending[t].seen_ids);
     }
     ember_buffer_free(&table->applying.keys);
     ember_buffer_free(&table->applying.seen_keys);
     ember_buffer_free(&table->applying.seen_hits);
+    ember_buffer_free(&table->applying.seen_ids);
     ember_buffer_free(&table->applying.rows);
     ember_buffer_free(&table->applying.grad);
     ember_buffer_free(&table->acc_rows);

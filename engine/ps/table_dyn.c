@@ -22,6 +22,7 @@
 #define SLOTS_MAX  ((int64_t)0x7ffffffe)
 #define TEMP_ROWS  ((int64_t)1 << 18)  /* scratch rows: one lookup's keys without a row, */
 #define TEMP_BYTES ((size_t)256 << 20) /* ... and at most this many bytes of them */
+#define SLOT_AHEAD 8                   /* slots prefetched ahead of a pass's key */
 #define ROOM_BYTES ((size_t)4 << 30)   /* an unbudgeted shard's slots: at most 4 GiB of rows */
 
 /* A key counted that holds no row. */
@@ -376,6 +377,22 @@ static void row_write(ember_shard_t *table, int64_t at, const float *values)
         memcpy(stored, values, table->spec.dim * sizeof(float));
 }
 
+/* Whether row @id (a lookup-time row: a slot, or a scratch row) is the
+ * slot that holds @key now: then no find is needed (a slot evicted since,
+ * or given to another key, fails). */
+static inline int slot_holds(const struct table_dyn *d, int64_t id, uint64_t key)
+{
+    return id < d->capacity && d->slot[id].used && d->slot[id].key == key;
+}
+
+/* The slot of lookup-time row @id brought into cache ahead of its use
+ * (its struct is a random access into the table's slots). */
+static inline void slot_prefetch(const struct table_dyn *d, int64_t id)
+{
+    if (id < d->capacity)
+        __builtin_prefetch(&d->slot[id], 1, 3);
+}
+
 /* A free slot, or NIL when the budget is held. */
 static uint32_t slot_take(struct table_dyn *d)
 {
@@ -542,7 +559,8 @@ ember_status_t table_dyn_take_keys(ember_shard_t *table, context_t *ctx,
     const size_t unique = lookup->head.unique;
     if (!ember_buffer_reserve(&ctx->keys, unique * 8 + 8) ||
         !ember_buffer_reserve(&ctx->hits, unique * 4 + 4) ||
-        !ember_buffer_reserve(&ctx->key_of, unique * 8 + 8))
+        !ember_buffer_reserve(&ctx->key_of, unique * 8 + 8) ||
+        !ember_buffer_reserve(&ctx->wire_ids, unique * 4 + 4))
         return dyn_refuse(err, err_length, EMBER_ERR_NO_MEMORY, spec->name, "out of memory");
     uint64_t *keys = ctx->keys.data;
     int64_t *rows = ctx->unique.data;
@@ -621,9 +639,11 @@ ember_status_t table_dyn_order(ember_shard_t *table, context_t *ctx)
     int64_t *rows = ctx->unique.data;
     const uint64_t *keys = ctx->keys.data;
     uint64_t *key_of = ctx->key_of.data;
+    uint32_t *wire_ids = ctx->wire_ids.data;
     ember_radix_pair_t *pairs = d->pairs.data;
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t u = 0; u < unique; u++) {
+        wire_ids[u] = (uint32_t)rows[u];
         pairs[u] = (ember_radix_pair_t){.key = (uint64_t)rows[u], .value = u};
         lo = pairs[u].key < lo ? pairs[u].key : lo;
         hi = pairs[u].key > hi ? pairs[u].key : hi;
@@ -646,7 +666,8 @@ ember_status_t table_dyn_pending(ember_shard_t *table, const context_t *ctx, pen
     const size_t unique = ctx->nunique, nrows = pending->nrows;
     if (!ember_buffer_reserve(&pending->keys, nrows * 8 + 8) ||
         !ember_buffer_reserve(&pending->seen_keys, unique * 8 + 8) ||
-        !ember_buffer_reserve(&pending->seen_hits, unique * 4 + 4))
+        !ember_buffer_reserve(&pending->seen_hits, unique * 4 + 4) ||
+        !ember_buffer_reserve(&pending->seen_ids, unique * 4 + 4))
         return EMBER_ERR_NO_MEMORY;
     const int64_t *rows = pending->rows.data, *ids = ctx->unique.data;
     const uint64_t *key_of = ctx->key_of.data;
@@ -659,6 +680,7 @@ ember_status_t table_dyn_pending(ember_shard_t *table, const context_t *ctx, pen
     }
     memcpy(pending->seen_keys.data, ctx->keys.data, unique * 8);
     memcpy(pending->seen_hits.data, ctx->hits.data, unique * 4);
+    memcpy(pending->seen_ids.data, ctx->wire_ids.data, unique * 4);
     pending->nseen = unique;
     return EMBER_OK;
 }
@@ -775,15 +797,24 @@ static ember_status_t rows_to_slots(ember_shard_t *table, pending_t *p)
         !ember_buffer_reserve(&d->grad_tmp, nrows * dim * sizeof(float) + 4))
         return EMBER_ERR_NO_MEMORY;
     const uint64_t *keys = p->keys.data;
+    const int64_t *ids = p->rows.data;
+    /* Every row still its key's slot (the usual step): nothing moves. */
+    size_t same = 0;
+    for (size_t i = 0; i < nrows && i < SLOT_AHEAD; i++)
+        slot_prefetch(d, ids[i]);
+    while (same < nrows && slot_holds(d, ids[same], keys[same])) {
+        if (same + SLOT_AHEAD < nrows)
+            slot_prefetch(d, ids[same + SLOT_AHEAD]);
+        same++;
+    }
+    if (same == nrows)
+        return EMBER_OK;
     ember_radix_pair_t *pairs = d->pairs.data;
     size_t m = 0;
     uint64_t lo = UINT64_MAX, hi = 0;
-    if (!ember_buffer_reserve(&d->found, nrows * 4 + 4))
-        return EMBER_ERR_NO_MEMORY;
-    const uint32_t *found = d->found.data;
-    ember_keymap_find_many(d->map, keys, nrows, d->found.data);
     for (size_t i = 0; i < nrows; i++) {
-        const uint32_t v = found[i];
+        const uint32_t v = slot_holds(d, ids[i], keys[i]) ? (uint32_t)ids[i]
+                                                          : ember_keymap_find(d->map, keys[i]);
         if (v == NIL || (v & CAND_BIT)) {
             d->dropped_grads++;
             continue;
@@ -818,13 +849,18 @@ ember_status_t table_dyn_boundary(ember_shard_t *table, pending_t *const *grads,
     for (uint32_t t = 0; t < count; t++) {
         const pending_t *p = grads[t];
         const uint64_t *keys = p->seen_keys.data;
-        const uint32_t *hits = p->seen_hits.data;
-        if (!ember_buffer_reserve(&d->found, p->nseen * 4 + 4))
-            return EMBER_ERR_NO_MEMORY;
-        const uint32_t *found = d->found.data;
-        ember_keymap_find_many(d->map, keys, p->nseen, d->found.data);
-        for (size_t u = 0; u < p->nseen; u++)
-            EMBER_CHECK(count_key(table, keys[u], hits[u], step, found[u]));
+        const uint32_t *hits = p->seen_hits.data, *ids = p->seen_ids.data;
+        for (size_t u = 0; u < p->nseen && u < SLOT_AHEAD; u++)
+            slot_prefetch(d, ids[u]);
+        for (size_t u = 0; u < p->nseen; u++) {
+            if (u + SLOT_AHEAD < p->nseen)
+                slot_prefetch(d, ids[u + SLOT_AHEAD]);
+            if (slot_holds(d, ids[u], keys[u])) /* its row at lookup time still */
+                row_touch(table, ids[u], hits[u], step);
+            else
+                EMBER_CHECK(count_key(table, keys[u], hits[u], step,
+                                      ember_keymap_find(d->map, keys[u])));
+        }
     }
     EMBER_CHECK(admit_queued(table, step));
     for (uint32_t t = 0; t < count; t++)

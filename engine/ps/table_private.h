@@ -36,9 +36,10 @@ typedef struct {
      * distinct key's row at lookup time (its slot, or a scratch row with
      * its initial values), sorted; the keys as the trainer sent them
      * (sorted keys), each key's occurrences, and each unique's key. */
-    ember_buffer_t keys;   /* uint64 [unique]: the lookup's keys, in its order */
-    ember_buffer_t hits;   /* uint32 [unique]: each key's indices */
-    ember_buffer_t key_of; /* uint64 [unique]: unique[j]'s key */
+    ember_buffer_t keys;     /* uint64 [unique]: the lookup's keys, in its order */
+    ember_buffer_t hits;     /* uint32 [unique]: each key's indices */
+    ember_buffer_t key_of;   /* uint64 [unique]: unique[j]'s key */
+    ember_buffer_t wire_ids; /* uint32 [unique]: each key's lookup-time row, in its order */
 } context_t;
 
 /* A trainer's sparse gradient for a step, waiting for the others (sync). */
@@ -53,6 +54,7 @@ typedef struct {
     ember_buffer_t keys;      /* uint64 [nrows] */
     ember_buffer_t seen_keys; /* uint64 [nseen] */
     ember_buffer_t seen_hits; /* uint32 [nseen] */
+    ember_buffer_t seen_ids;  /* uint32 [nseen]: each key's row at lookup time */
     size_t nseen;
 } pending_t;
 

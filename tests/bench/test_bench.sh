@@ -149,7 +149,7 @@ dynamic_vs_fixed)
     # bench/dynamic_vs_fixed.sh (the docs' dynamic tables section) tiny, one
     # round of each part: a row per round with both rates and their ratio,
     # the memory lines, the churn rows (the table full, rows evicted), the
-    # summary's 7 lines each with its figure and verdict; bad settings
+    # summary's 8 lines each with its figure and verdict; bad settings
     # refused before anything runs.  Never timings.
     dyn=$(dirname "$0")/../../bench/dynamic_vs_fixed.sh
     BUILD=$build ROUNDS=1 ROWS=5000 DIM=16 EPOCHS=2 BATCHES=5 MIN_INDICES=100 MAX_INDICES=200 \
@@ -159,6 +159,8 @@ dynamic_vs_fixed)
     [[ $(awk '$1 == 1 && (NF == 6 || NF == 9 && $7 == "M" && $9 == "M") && $2 > 0 && $3 > 0 &&
         sprintf("%.3f", $3 / $2) == $4 && $5 > 0' "$out" | wc -l) == 2 ]] ||
         fail "not two throughput rows (tutorial, dlrm) of two rates, their ratio and the rows held"
+    awk '$1 == 1 && NF == 4 && $2 > 0 && $3 > 0 && sprintf("%.3f", $3 / $2) == $4' "$out" |
+        grep -q . || fail "no warm throughput row (both rates and their ratio)"
     grep -Eq '^rows held N [1-9][0-9]*: N x 128 B = [0-9.]+ MiB$' "$out" || fail "no rows held line"
     grep -Eq '^table bytes \(dynamic_table\): [0-9.]+ MiB, [0-9.]+ B a row: [0-9.]+x$' "$out" ||
         fail "no table bytes line"
@@ -169,8 +171,8 @@ dynamic_vs_fixed)
         sprintf("%.3f", $3 / $2) == $4 && $(NF - 1) > $NF && $NF > 0' "$out" | grep -q . ||
         fail "no churn row"
     grep -q '^== summary: dynamic tables (medians of 1 rounds' "$out" || fail "no summary"
-    [[ $(sed -n '/^== summary/,$p' "$out" | grep -Ec '(-?[0-9]+\.[0-9]+%?|-) +(target (>=|<=) [0-9.]+%?: (PASS|MISS|-)|\(no target)') == 7 ]] ||
-        fail "not 7 summary lines each with a figure and a verdict"
+    [[ $(sed -n '/^== summary/,$p' "$out" | grep -Ec '(-?[0-9]+\.[0-9]+%?|-) +(target (>=|<=) [0-9.]+%?: (PASS|MISS|-)|\(no target)') == 8 ]] ||
+        fail "not 8 summary lines each with a figure and a verdict"
     for bad in "ROUNDS=0" "PARTS=speed" "EVICT=fifo" "EMBER_DATA=csv" "MIN_INDICES=9 MAX_INDICES=3" \
         "BUDGET=100 CHURN_ROWS=100"; do
         # shellcheck disable=SC2086 # one or two settings
