@@ -16,7 +16,9 @@
  * add up to the tables'; an optimizer the checks pass is one the
  * optimizer's own check takes, set (or found equal) on the table, which
  * then steps with it.  A create asking for more than a fuzzer can hold
- * (rows x dim > 2^12, over 64 trainers) or a GPU is checked but not made.
+ * (rows x dim > 2^12, over 64 trainers) or a GPU is checked but not made; a
+ * dynamic table's (kind 1) is made within a small budget, checked and
+ * freed (its rows go by key).
  */
 #include "engine/ops/half.h"
 #include "engine/ps/ps_msg.h"
@@ -62,6 +64,20 @@ static void on_create(ps_state_t *ps, const uint8_t *data, size_t length)
         (uint64_t)spec.rows > FUZZ_MAX_VALUES / spec.dim)
         return; /* taken (the PS answers EXISTS), or beyond the fuzzer's means */
     ember_shard_t *table = NULL;
+    if (spec.kind == EMBER_TABLE_KIND_DYNAMIC) {
+        /* Made (within a small budget: an unbudgeted one maps gigabytes
+         * of address space) and checked, but not kept: its rows go by key,
+         * and this target's loads and reads by index. */
+        if (spec.budget_rows <= 0 || (uint64_t)spec.budget_rows > FUZZ_MAX_VALUES / spec.dim ||
+            ember_shard_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
+            return;
+        FUZZ_CHECK(ember_shard_is_dynamic(table) &&
+                           ember_shard_local_rows(table) == spec.budget_rows,
+                   "a dynamic shard of budget %lld has %lld slots", (long long)spec.budget_rows,
+                   (long long)ember_shard_local_rows(table));
+        ember_shard_destroy(table);
+        return;
+    }
     if (ember_shard_create(&spec, NULL, &table, err, sizeof(err)) != EMBER_OK)
         return;
     FUZZ_CHECK(strcmp(ember_shard_name(table), spec.name) == 0, "the table's name");
