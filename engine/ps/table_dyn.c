@@ -22,7 +22,7 @@
 #define SLOTS_MAX  ((int64_t)0x7ffffffe)
 #define TEMP_ROWS  ((int64_t)1 << 18)  /* scratch rows: one lookup's keys without a row, */
 #define TEMP_BYTES ((size_t)256 << 20) /* ... and at most this many bytes of them */
-#define SLOT_AHEAD 8                   /* slots prefetched ahead of a pass's key */
+#define SLOT_AHEAD 16                  /* slots prefetched ahead of a pass's key */
 #define ROOM_BYTES ((size_t)4 << 30)   /* an unbudgeted shard's slots: at most 4 GiB of rows */
 
 /* A key counted that holds no row. */
@@ -382,6 +382,8 @@ static void row_write(ember_shard_t *table, int64_t at, const float *values)
  * or given to another key, fails). */
 static inline int slot_holds(const struct table_dyn *d, int64_t id, uint64_t key)
 {
+    if (!d->ordered) /* nothing is ever evicted: a slot keeps its key */
+        return id < d->capacity;
     return id < d->capacity && d->slot[id].used && d->slot[id].key == key;
 }
 
@@ -800,10 +802,10 @@ static ember_status_t rows_to_slots(ember_shard_t *table, pending_t *p)
     const int64_t *ids = p->rows.data;
     /* Every row still its key's slot (the usual step): nothing moves. */
     size_t same = 0;
-    for (size_t i = 0; i < nrows && i < SLOT_AHEAD; i++)
+    for (size_t i = 0; i < nrows && i < SLOT_AHEAD && d->ordered; i++)
         slot_prefetch(d, ids[i]);
     while (same < nrows && slot_holds(d, ids[same], keys[same])) {
-        if (same + SLOT_AHEAD < nrows)
+        if (same + SLOT_AHEAD < nrows && d->ordered)
             slot_prefetch(d, ids[same + SLOT_AHEAD]);
         same++;
     }
@@ -850,14 +852,18 @@ ember_status_t table_dyn_boundary(ember_shard_t *table, pending_t *const *grads,
         const pending_t *p = grads[t];
         const uint64_t *keys = p->seen_keys.data;
         const uint32_t *hits = p->seen_hits.data, *ids = p->seen_ids.data;
-        for (size_t u = 0; u < p->nseen && u < SLOT_AHEAD; u++)
+        for (size_t u = 0; u < p->nseen && u < SLOT_AHEAD && d->ordered; u++)
             slot_prefetch(d, ids[u]);
         for (size_t u = 0; u < p->nseen; u++) {
-            if (u + SLOT_AHEAD < p->nseen)
+            if (u + SLOT_AHEAD < p->nseen && d->ordered)
                 slot_prefetch(d, ids[u + SLOT_AHEAD]);
-            if (slot_holds(d, ids[u], keys[u])) /* its row at lookup time still */
-                row_touch(table, ids[u], hits[u], step);
-            else
+            if (slot_holds(d, ids[u], keys[u])) { /* its row at lookup time still */
+                /* Counts and recency order evictions: a table that never
+                 * evicts keeps its rows' as they were admitted (a random
+                 * access a key a step saved). */
+                if (d->ordered)
+                    row_touch(table, ids[u], hits[u], step);
+            } else
                 EMBER_CHECK(count_key(table, keys[u], hits[u], step,
                                       ember_keymap_find(d->map, keys[u])));
         }
@@ -865,6 +871,13 @@ ember_status_t table_dyn_boundary(ember_shard_t *table, pending_t *const *grads,
     EMBER_CHECK(admit_queued(table, step));
     for (uint32_t t = 0; t < count; t++)
         EMBER_CHECK(rows_to_slots(table, grads[t]));
+    /* The step's draws have served its lookups and admissions: the scratch
+     * starts over, so that it holds at most a step's new keys (memory
+     * flat however many keys stream past). */
+    if (d->ndrawn > 0) {
+        ember_keymap_clear(d->drawn);
+        d->ndrawn = 0;
+    }
     return EMBER_OK;
 }
 

@@ -22,6 +22,10 @@
  * each gradient as it is applied.  Lookups change nothing: a lookup of a
  * key without a row returns its initial values.
  *
+ * A table that can never evict (no budget and no evict_after) keeps no
+ * recency or counts for its rows after their admission (nothing reads
+ * them): its checkpoints carry the values of the admission.
+ *
  * Keys that were seen but hold no row yet (admit_count > 1, or no room)
  * are candidates: their counts are kept, at most budget_rows of them.  When
  * they are at that bound, a newly seen key takes the place of the least
