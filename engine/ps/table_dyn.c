@@ -642,6 +642,17 @@ ember_status_t table_dyn_order(ember_shard_t *table, context_t *ctx)
     const uint64_t *keys = ctx->keys.data;
     uint64_t *key_of = ctx->key_of.data;
     uint32_t *wire_ids = ctx->wire_ids.data;
+    /* Rows already in the keys' order (slots given in key order, as a
+     * table written by key has them): nothing to renumber. */
+    size_t rising = 1;
+    while (rising < unique && rows[rising - 1] < rows[rising])
+        rising++;
+    if (rising >= unique) {
+        for (size_t u = 0; u < unique; u++)
+            wire_ids[u] = (uint32_t)rows[u];
+        memcpy(key_of, keys, unique * sizeof(uint64_t));
+        return EMBER_OK;
+    }
     ember_radix_pair_t *pairs = d->pairs.data;
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t u = 0; u < unique; u++) {
