@@ -418,16 +418,19 @@ static ember_status_t row_admit(ember_shard_t *table, uint32_t s, uint64_t key, 
     struct table_dyn *d = table->dyn;
     if (!ember_keymap_set(d->map, key, s))
         EMBER_CHECK(ember_keymap_insert(d->map, key, s));
-    d->slot[s].key = key;
-    d->slot[s].count = count;
-    d->slot[s].seen = seen;
-    d->slot[s].freq = freq;
-    d->slot[s].score = lfu_score(d, freq, seen);
-    d->slot[s].used = 1;
-    if (d->ordered)
+    /* A table that never evicts keeps no slot record (the map is its only
+     * per-key memory: its keys are listed from the map). */
+    if (d->ordered) {
+        d->slot[s].key = key;
+        d->slot[s].count = count;
+        d->slot[s].seen = seen;
+        d->slot[s].freq = freq;
+        d->slot[s].score = lfu_score(d, freq, seen);
+        d->slot[s].used = 1;
         lru_append(d, s);
-    if (d->ordered && table->spec.evict_policy == 1)
-        heap_push(d, s);
+        if (table->spec.evict_policy == 1)
+            heap_push(d, s);
+    }
     const uint32_t drawn = ember_keymap_find(d->drawn, key);
     if (drawn != NIL)
         memcpy(table_row(table, s), table_row(table, d->capacity + drawn), table->row_bytes);
@@ -942,8 +945,8 @@ size_t table_dyn_bytes(const ember_shard_t *table)
     const struct table_dyn *d = table->dyn;
     ember_keymap_stats_t ms;
     ember_keymap_stats(d->map, &ms);
-    const size_t per_row =
-            table->row_bytes + ember_opt_row_state_bytes(table->optimizer) + per_slot_bytes();
+    const size_t per_row = table->row_bytes + ember_opt_row_state_bytes(table->optimizer) +
+                           (d->ordered ? per_slot_bytes() : 0);
     return (size_t)d->high * per_row + ms.bytes + d->cand_room * sizeof(cand_t);
 }
 
@@ -1040,18 +1043,25 @@ size_t table_dyn_candidates_held(const ember_shard_t *table)
     return table->dyn->ncand;
 }
 
+static int entry_key_cmp(const void *a, const void *b)
+{
+    const uint64_t x = ((const table_dyn_entry_t *)a)->key, y = ((const table_dyn_entry_t *)b)->key;
+    return (x > y) - (x < y);
+}
+
 void table_dyn_entries(const ember_shard_t *table, table_dyn_entry_t *out)
 {
     const struct table_dyn *d = table->dyn;
     size_t k = 0;
-    /* Unordered (nothing is ever evicted): the slots in order. */
-    for (uint32_t s = 0; !d->ordered && s < d->high; s++)
-        if (d->slot[s].used)
-            out[k++] = (table_dyn_entry_t){.key = d->slot[s].key,
-                                           .count = d->slot[s].count,
-                                           .seen = d->slot[s].seen,
-                                           .freq = d->slot[s].freq,
-                                           .slot = s};
+    if (!d->ordered) { /* nothing is ever evicted: the map's rows by key */
+        size_t cursor = 0;
+        uint64_t key;
+        uint32_t v;
+        while (ember_keymap_next(d->map, &cursor, &key, &v))
+            if (!(v & CAND_BIT))
+                out[k++] = (table_dyn_entry_t){.key = key, .slot = v};
+        qsort(out, k, sizeof(*out), entry_key_cmp);
+    }
     for (uint32_t s = d->ordered ? d->head : NIL; s != NIL; s = d->slot[s].next)
         out[k++] = (table_dyn_entry_t){.key = d->slot[s].key,
                                        .count = d->slot[s].count,

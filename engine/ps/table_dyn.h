@@ -23,8 +23,8 @@
  * key without a row returns its initial values.
  *
  * A table that can never evict (no budget and no evict_after) keeps no
- * recency or counts for its rows after their admission (nothing reads
- * them): its checkpoints carry the values of the admission.
+ * record of its rows beyond the map (no counts, recency or links: nothing
+ * reads them), and its checkpoints list its rows by key with zero counts.
  *
  * Keys that were seen but hold no row yet (admit_count > 1, or no room)
  * are candidates: their counts are kept, at most budget_rows of them.  When
