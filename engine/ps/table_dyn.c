@@ -548,6 +548,31 @@ static void draw_task(void *arg, unsigned k)
         row_init(job->table, (int64_t)job->draws[i].key, job->draws[i].value);
 }
 
+/* A lookup's finds split over the PS's threads (each a batch of its own:
+ * the map is only read). */
+typedef struct {
+    const ember_keymap_t *map;
+    const uint64_t *keys;
+    uint32_t *found;
+    size_t n;
+    unsigned tasks;
+} find_job_t;
+
+static void find_task(void *arg, unsigned k)
+{
+    const find_job_t *job = arg;
+    size_t begin, end;
+    ember_split_range(job->n, job->tasks, k, &begin, &end);
+    ember_keymap_find_many(job->map, job->keys + begin, end - begin, job->found + begin);
+}
+
+static void find_keys(ember_shard_t *table, const uint64_t *keys, size_t n, uint32_t *found)
+{
+    find_job_t job = {.map = table->dyn->map, .keys = keys, .found = found, .n = n};
+    job.tasks = ember_workers_tasks(table->workers, n, 1024);
+    ember_workers_run(table->workers, job.tasks, find_task, &job);
+}
+
 static void draw_rows(ember_shard_t *table, const ember_radix_pair_t *draws, size_t n)
 {
     draw_job_t job = {.table = table, .draws = draws, .n = n};
@@ -589,7 +614,7 @@ ember_status_t table_dyn_take_keys(ember_shard_t *table, context_t *ctx,
     if (!ember_buffer_reserve(&d->found, unique * 4 + 4))
         return dyn_refuse(err, err_length, EMBER_ERR_NO_MEMORY, spec->name, "out of memory");
     const uint32_t *found = d->found.data;
-    ember_keymap_find_many(d->map, keys, unique, d->found.data);
+    find_keys(table, keys, unique, d->found.data);
     size_t without = 0;
     for (size_t u = 0; u < unique; u++)
         without += found[u] == NIL || (found[u] & CAND_BIT);
