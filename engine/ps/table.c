@@ -144,11 +144,22 @@ static ember_shard_t *table_new(const ember_msg_table_create_t *spec, ember_devi
     return table;
 }
 
-/* The rows (host or device memory), the trainers' contexts and pending
- * gradients, and one task's scratch (ember_shard_set_workers gives more). */
-static ember_status_t table_alloc(ember_shard_t *table)
+/* The trainers' contexts and pending gradients, and one task's scratch
+ * (ember_shard_set_workers gives more): a fixed table's and a dynamic
+ * one's alike. */
+static ember_status_t table_alloc_rings(ember_shard_t *table)
 {
     const ember_msg_table_create_t *spec = &table->spec;
+    table->contexts = calloc((size_t)spec->trainers * table->ring, sizeof(*table->contexts));
+    table->pending = calloc((size_t)spec->trainers * table->ring, sizeof(*table->pending));
+    if (!table->contexts || !table->pending)
+        return EMBER_ERR_NO_MEMORY;
+    return table_work_init(table, NULL);
+}
+
+/* The rows (host or device memory), then the rings. */
+static ember_status_t table_alloc(ember_shard_t *table)
+{
     if (table->device) {
         if (table->dev->mem_alloc(table->device, (size_t)table->local_rows * table->row_bytes,
                                   &table->data) != EMBER_OK)
@@ -156,13 +167,11 @@ static ember_status_t table_alloc(ember_shard_t *table)
     } else {
         table->data = ember_huge_alloc((size_t)table->local_rows * table->row_bytes + 1, 0);
     }
-    table->contexts = calloc((size_t)spec->trainers * table->ring, sizeof(*table->contexts));
-    table->pending = calloc((size_t)spec->trainers * table->ring, sizeof(*table->pending));
     /* A shard may own no row (fewer rows than servers): then a device
      * allocation of 0 bytes is NULL, as it should be. */
-    if ((!table->data && table->local_rows > 0) || !table->contexts || !table->pending)
+    if (!table->data && table->local_rows > 0)
         return EMBER_ERR_NO_MEMORY;
-    return table_work_init(table, NULL);
+    return table_alloc_rings(table);
 }
 
 /* The initial rows: drawn (N(0,1), uniform), or zeros awaiting TABLE_LOAD. */
@@ -187,15 +196,12 @@ static ember_status_t table_init_rows(ember_shard_t *table, const char *name, ch
     return EMBER_OK;
 }
 
-/* A dynamic table: its contexts and pending gradients as a fixed one's,
- * its slots, rows and optimizer from engine/ps/table_dyn.c. */
+/* A dynamic table: its rings as a fixed one's, its slots, rows and
+ * optimizer from engine/ps/table_dyn.c. */
 static ember_status_t dyn_create(ember_shard_t *table, char *err, size_t err_length)
 {
-    const ember_msg_table_create_t *spec = &table->spec;
-    table->contexts = calloc((size_t)spec->trainers * table->ring, sizeof(*table->contexts));
-    table->pending = calloc((size_t)spec->trainers * table->ring, sizeof(*table->pending));
-    if (!table->contexts || !table->pending || table_work_init(table, NULL) != EMBER_OK)
-        return cannot_allocate(spec, spec->name, err, err_length);
+    if (table_alloc_rings(table) != EMBER_OK)
+        return cannot_allocate(&table->spec, table->spec.name, err, err_length);
     return table_dyn_create(table, err, err_length);
 }
 
@@ -274,12 +280,9 @@ ember_status_t ember_shard_set_optimizer(ember_shard_t *table, const ember_opt_c
 
 static void context_free(context_t *ctx)
 {
-    ember_buffer_free(&ctx->keys);
-    ember_buffer_free(&ctx->hits);
-    ember_buffer_free(&ctx->key_of);
-    ember_buffer_free(&ctx->wire_ids);
-    ember_buffer_t *all[] = {&ctx->offsets, &ctx->weights, &ctx->argmax,
-                             &ctx->unique,  &ctx->inverse, &ctx->first};
+    ember_buffer_t *all[] = {&ctx->offsets, &ctx->weights, &ctx->argmax, &ctx->unique,
+                             &ctx->inverse, &ctx->first,   &ctx->keys,   &ctx->hits,
+                             &ctx->key_of,  &ctx->wire_ids};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         ember_buffer_free(all[i]);
 }
@@ -289,6 +292,14 @@ static size_t context_bytes(const context_t *c)
     return c->offsets.capacity + c->weights.capacity + c->argmax.capacity + c->unique.capacity +
            c->inverse.capacity + c->first.capacity + c->keys.capacity + c->hits.capacity +
            c->key_of.capacity + c->wire_ids.capacity;
+}
+
+static void pending_free(pending_t *p)
+{
+    ember_buffer_t *all[] = {&p->rows,      &p->grad,      &p->keys,
+                             &p->seen_keys, &p->seen_hits, &p->seen_ids};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        ember_buffer_free(all[i]);
 }
 
 /* A pending gradient's buffers (a dynamic table's keys too). */
@@ -306,20 +317,9 @@ void ember_shard_destroy(ember_shard_t *table)
     for (size_t t = 0; table->contexts && t < slots; t++)
         context_free(&table->contexts[t]);
     context_free(&table->eval);
-    for (size_t t = 0; table->pending && t < slots; t++) {
-        ember_buffer_free(&table->pending[t].rows);
-        ember_buffer_free(&table->pending[t].grad);
-        ember_buffer_free(&table->pending[t].keys);
-        ember_buffer_free(&table->pending[t].seen_keys);
-        ember_buffer_free(&table->pending[t].seen_hits);
-        ember_buffer_free(&table->pending[t].seen_ids);
-    }
-    ember_buffer_free(&table->applying.keys);
-    ember_buffer_free(&table->applying.seen_keys);
-    ember_buffer_free(&table->applying.seen_hits);
-    ember_buffer_free(&table->applying.seen_ids);
-    ember_buffer_free(&table->applying.rows);
-    ember_buffer_free(&table->applying.grad);
+    for (size_t t = 0; table->pending && t < slots; t++)
+        pending_free(&table->pending[t]);
+    pending_free(&table->applying);
     ember_buffer_free(&table->acc_rows);
     ember_buffer_free(&table->acc_grad);
     ember_buffer_free(&table->reduce_list);

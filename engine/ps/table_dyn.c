@@ -44,9 +44,10 @@ typedef struct {
 
 struct table_dyn {
     ember_keymap_t *map; /* key -> slot, or CAND_BIT | candidate */
-    /* Scratch rows drawn for keys without a row, kept until the scratch is
-     * full: a key seen by several trainers, and then admitted, is drawn
-     * once (the values are a function of the key alone). */
+    /* Scratch rows drawn for keys without a row, kept until the step's
+     * boundary (or the scratch is full): a key seen by several trainers,
+     * and then admitted, is drawn once (the values are a function of the
+     * key alone). */
     ember_keymap_t *drawn; /* key -> scratch row */
     int64_t ndrawn;
     int64_t capacity;  /* slots mapped (== table->local_rows) */
@@ -82,16 +83,24 @@ struct table_dyn {
 
 /* ---- mapping --------------------------------------------------------------- */
 
-/* Anonymous memory not faulted in until written, huge pages advised, not
- * counted against the commit limit (most of it is never touched). */
-static void *map_room(size_t bytes)
+/* Anonymous memory not faulted in until written, not counted against the
+ * commit limit (most of it is never touched), in small pages: the slots'
+ * records, of which a table of few rows keeps a few pages (huge pages
+ * would fault in 2 MiB at each first use). */
+static void *map_small(size_t bytes)
 {
     void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* The same with huge pages advised: the rows, read at random. */
+static void *map_room(size_t bytes)
+{
+    void *p = map_small(bytes);
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
+    if (p)
+        (void)madvise(p, bytes, MADV_HUGEPAGE);
 #endif
     return p;
 }
@@ -253,15 +262,6 @@ static ember_status_t check_dyn_spec(const ember_shard_t *table, char *err, size
                           spec->admit_count, (long long)spec->budget_rows, spec->evict_policy,
                           (double)spec->lfu_decay, (long long)SLOTS_MAX);
     return EMBER_OK;
-}
-
-/* The slots' arrays, in small pages: a table of few rows keeps a few
- * pages of them (huge pages would fault in 2 MiB at each first use). */
-static void *map_small(size_t bytes)
-{
-    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
 }
 
 static int map_slots(struct table_dyn *d, int64_t capacity)
@@ -455,42 +455,49 @@ static void row_evict(ember_shard_t *table, uint32_t s)
     d->evicted++;
 }
 
-/* A row's counters after @hits more occurrences in step @step. */
+/* A row's counters after @hits more occurrences in step @step.  Counts and
+ * recency only order evictions: a table that never evicts keeps none (a
+ * random access a key a step saved). */
 static void row_touch(ember_shard_t *table, uint32_t s, uint64_t hits, uint64_t step)
 {
     struct table_dyn *d = table->dyn;
-    d->slot[s].count += hits;
-    if (table->spec.evict_policy == 1) {
-        const double decayed =
-                d->ln_decay == 0.0
-                        ? d->slot[s].freq
-                        : d->slot[s].freq * exp((double)(step - d->slot[s].seen) * d->ln_decay);
-        d->slot[s].freq = decayed + (double)hits;
-        d->slot[s].seen = step;
-        d->slot[s].score = lfu_score(d, d->slot[s].freq, step);
-        if (d->ordered) {
-            heap_down(d, d->slot[s].heap_at); /* its score only rose */
-            heap_up(d, d->slot[s].heap_at);
-        }
+    if (!d->ordered)
+        return;
+    slot_t *r = &d->slot[s];
+    r->count += hits;
+    const int lfu = table->spec.evict_policy == 1;
+    if (lfu) {
+        const double decay = d->ln_decay == 0.0 ? 1.0 : exp((double)(step - r->seen) * d->ln_decay);
+        r->freq = r->freq * decay + (double)hits;
+        r->score = lfu_score(d, r->freq, step);
     }
-    d->slot[s].seen = step;
-    if (d->ordered) {
-        lru_unlink(d, s);
-        lru_append(d, s);
+    r->seen = step;
+    if (lfu) { /* its score rose and it is the most recent: it sinks */
+        heap_down(d, r->heap_at);
+        heap_up(d, r->heap_at);
     }
+    lru_unlink(d, s);
+    lru_append(d, s);
 }
 
 /* ---- candidates -------------------------------------------------------------- */
 
-static void cand_drop(struct table_dyn *d, uint32_t c)
+/* Candidate @c's entry freed (its key's map entry left to the caller). */
+static void cand_release(struct table_dyn *d, uint32_t c)
 {
     cand_t *e = &d->cand[c];
-    ember_keymap_remove(d->map, e->key);
     cand_unlink(d, c);
     e->live = 0;
     e->next = d->cand_free;
     d->cand_free = c;
     d->ncand--;
+}
+
+/* Candidate @c forgotten, key and all. */
+static void cand_drop(struct table_dyn *d, uint32_t c)
+{
+    ember_keymap_remove(d->map, d->cand[c].key);
+    cand_release(d, c);
 }
 
 /* A new candidate for @key, dropping the least recently seen one (not
@@ -728,17 +735,12 @@ ember_status_t table_dyn_pending(ember_shard_t *table, const context_t *ctx, pen
 
 /* ---- the step boundary ----------------------------------------------------------- */
 
-/* Count one key seen @hits times in @step; queue it for a row once it has
- * been seen admit_count times. */
+/* Count one key seen @hits times in @step (@v: what the map holds for it);
+ * queue it for a row once it has been seen admit_count times. */
 static ember_status_t count_key(ember_shard_t *table, uint64_t key, uint32_t hits, uint64_t step,
                                 uint32_t v)
 {
     struct table_dyn *d = table->dyn;
-    /* @v was found before this pass's earlier keys were counted: a
-     * candidate of it may have been dropped for a new one since. */
-    if (v != NIL && (v & CAND_BIT) &&
-        (!d->cand[v & ~CAND_BIT].live || d->cand[v & ~CAND_BIT].key != key))
-        v = ember_keymap_find(d->map, key);
     if (v != NIL && !(v & CAND_BIT)) {
         row_touch(table, v, hits, step);
         return EMBER_OK;
@@ -811,13 +813,8 @@ static ember_status_t admit_queued(ember_shard_t *table, uint64_t step)
         const uint32_t s = slot_take(d);
         if (s == NIL)
             continue;
-        const uint64_t key = e->key, count = e->count;
-        const uint64_t seen = e->seen;
-        cand_unlink(d, queue[i]);
-        e->live = 0;
-        e->next = d->cand_free;
-        d->cand_free = queue[i];
-        d->ncand--;
+        const uint64_t key = e->key, count = e->count, seen = e->seen;
+        cand_release(d, queue[i]); /* its map entry becomes the row's */
         status = row_admit(table, s, key, count, seen, (double)count);
         if (status == EMBER_OK)
             d->admitted++;
@@ -832,11 +829,6 @@ static ember_status_t rows_to_slots(ember_shard_t *table, pending_t *p)
 {
     struct table_dyn *d = table->dyn;
     const size_t nrows = p->nrows, dim = table->spec.dim;
-    if (!ember_buffer_reserve(&d->pairs, nrows * sizeof(ember_radix_pair_t) + 16) ||
-        !ember_buffer_reserve(&d->other, nrows * sizeof(ember_radix_pair_t) + 16) ||
-        !ember_buffer_reserve(&d->rows_tmp, nrows * 8 + 8) ||
-        !ember_buffer_reserve(&d->grad_tmp, nrows * dim * sizeof(float) + 4))
-        return EMBER_ERR_NO_MEMORY;
     const uint64_t *keys = p->keys.data;
     const int64_t *ids = p->rows.data;
     /* Every row still its key's slot (the usual step): nothing moves. */
@@ -850,6 +842,11 @@ static ember_status_t rows_to_slots(ember_shard_t *table, pending_t *p)
     }
     if (same == nrows)
         return EMBER_OK;
+    if (!ember_buffer_reserve(&d->pairs, nrows * sizeof(ember_radix_pair_t) + 16) ||
+        !ember_buffer_reserve(&d->other, nrows * sizeof(ember_radix_pair_t) + 16) ||
+        !ember_buffer_reserve(&d->rows_tmp, nrows * 8 + 8) ||
+        !ember_buffer_reserve(&d->grad_tmp, nrows * dim * sizeof(float) + 4))
+        return EMBER_ERR_NO_MEMORY;
     ember_radix_pair_t *pairs = d->pairs.data;
     size_t m = 0;
     uint64_t lo = UINT64_MAX, hi = 0;
@@ -896,13 +893,9 @@ ember_status_t table_dyn_boundary(ember_shard_t *table, pending_t *const *grads,
         for (size_t u = 0; u < p->nseen; u++) {
             if (u + SLOT_AHEAD < p->nseen && d->ordered)
                 slot_prefetch(d, ids[u + SLOT_AHEAD]);
-            if (slot_holds(d, ids[u], keys[u])) { /* its row at lookup time still */
-                /* Counts and recency order evictions: a table that never
-                 * evicts keeps its rows' as they were admitted (a random
-                 * access a key a step saved). */
-                if (d->ordered)
-                    row_touch(table, ids[u], hits[u], step);
-            } else
+            if (slot_holds(d, ids[u], keys[u])) /* its row at lookup time still */
+                row_touch(table, (uint32_t)ids[u], hits[u], step);
+            else
                 EMBER_CHECK(count_key(table, keys[u], hits[u], step,
                                       ember_keymap_find(d->map, keys[u])));
         }
@@ -935,7 +928,8 @@ size_t table_dyn_scratch_bytes(const ember_shard_t *table)
 {
     const struct table_dyn *d = table->dyn;
     return d->admit.capacity + d->pairs.capacity + d->other.capacity + d->renumber.capacity +
-           d->stash.capacity + d->grad_tmp.capacity + d->rows_tmp.capacity + d->found.capacity;
+           d->stash.capacity + d->grad_tmp.capacity + d->rows_tmp.capacity + d->found.capacity +
+           d->draws.capacity;
 }
 
 size_t table_dyn_optimizer_bytes(const ember_shard_t *table)

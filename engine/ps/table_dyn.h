@@ -116,11 +116,11 @@ void table_dyn_read_keys(const ember_shard_t *table, const uint64_t *keys, size_
 ember_status_t table_dyn_write_keys(ember_shard_t *table, const uint64_t *keys, size_t n,
                                     const float *rows, char *err, size_t err_length);
 
-/* --- checkpoints (engine/ps/table_dyn_state.c's use) --- */
+/* --- checkpoints (engine/ps/table_state.c's use) --- */
 
-/* The slots held, in eviction order (the first to go first), with their
- * key, count, last step seen and LFU frequency; then the candidates
- * likewise.  Cursor-style: each call fills the next slot (1) or ends (0). */
+/* A row held (its slot) or a candidate (slot -1), with its key, count, last
+ * step seen and LFU frequency (zeros for a table that never evicts, which
+ * keeps none). */
 typedef struct {
     uint64_t key, count, seen;
     double freq;
@@ -128,16 +128,19 @@ typedef struct {
 } table_dyn_entry_t;
 size_t table_dyn_rows_held(const ember_shard_t *table);
 size_t table_dyn_candidates_held(const ember_shard_t *table);
-/* Every row (in eviction order) and then every candidate into @out
- * (room for rows + candidates). */
+/* Every row and then every candidate into @out (room for rows +
+ * candidates): the rows in eviction order (the first to go first), or by
+ * key in a table that never evicts. */
 void table_dyn_entries(const ember_shard_t *table, table_dyn_entry_t *out);
 
 /* Restore: put back @n entries (a checkpoint's; keys of other shards
  * skipped), rows first in eviction order; @values [n][dim] as stored
  * (fp32 or fp16) for the rows, @state the optimizer's arrays as
- * ember_opt_state_arrays lists them ([n][per_row] each).  The shard must
- * be empty.  Errors: ERR_OUT_OF_RANGE (more rows than the budget),
- * ERR_NO_MEMORY. */
+ * ember_opt_state_arrays lists them ([n][per_row] each), both indexed as
+ * @entries.  Meant for a fresh shard (ember_shard_restore's).  Errors:
+ * ERR_OUT_OF_RANGE (more rows than the budget: nothing put back),
+ * ERR_NO_MEMORY (a candidate's room, after the rows: the restore fails and
+ * the job with it). */
 ember_status_t table_dyn_restore(ember_shard_t *table, const table_dyn_entry_t *entries, size_t n,
                                  const void *values, const void *const *state, char *err,
                                  size_t err_length);
