@@ -171,8 +171,10 @@ static int opt_alloc_state(ember_opt_t *opt)
     return 1;
 }
 
-ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size_t dim,
-                                ember_opt_layout_t layout, ember_opt_t **opt_p)
+/* An optimizer of @layout, its state made now or (@reserved) mapped and
+ * faulted in as rows are used. */
+static ember_status_t opt_new(const ember_opt_config_t *cfg, size_t rows, size_t dim,
+                              ember_opt_layout_t layout, int reserved, ember_opt_t **opt_p)
 {
     EMBER_CHECK(opt_check_create(cfg, rows, dim, layout, opt_p));
     ember_opt_t *opt = calloc(1, sizeof(*opt));
@@ -182,6 +184,7 @@ ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size
     opt->layout = layout;
     opt->rows = rows;
     opt->dim = dim;
+    opt->reserved = reserved;
     if (layout == EMBER_OPT_SPARSE && !(opt->row = malloc(dim * sizeof(float)))) {
         free(opt);
         return EMBER_ERR_NO_MEMORY;
@@ -196,24 +199,16 @@ ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size
     return EMBER_OK;
 }
 
+ember_status_t ember_opt_create(const ember_opt_config_t *cfg, size_t rows, size_t dim,
+                                ember_opt_layout_t layout, ember_opt_t **opt_p)
+{
+    return opt_new(cfg, rows, dim, layout, 0, opt_p);
+}
+
 ember_status_t ember_opt_create_reserved(const ember_opt_config_t *cfg, size_t rows, size_t dim,
                                          ember_opt_t **opt_p)
 {
-    EMBER_CHECK(opt_check_create(cfg, rows, dim, EMBER_OPT_SPARSE, opt_p));
-    ember_opt_t *opt = calloc(1, sizeof(*opt));
-    if (!opt)
-        return EMBER_ERR_NO_MEMORY;
-    opt->cfg = *cfg;
-    opt->layout = EMBER_OPT_SPARSE;
-    opt->rows = rows;
-    opt->dim = dim;
-    opt->reserved = 1;
-    if (!(opt->row = malloc(dim * sizeof(float))) || !opt_alloc_state(opt)) {
-        ember_opt_destroy(opt);
-        return EMBER_ERR_NO_MEMORY;
-    }
-    *opt_p = opt;
-    return EMBER_OK;
+    return opt_new(cfg, rows, dim, EMBER_OPT_SPARSE, 1, opt_p);
 }
 
 void ember_opt_reset_rows(ember_opt_t *opt, const int64_t *rows, size_t n)

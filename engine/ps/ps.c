@@ -295,14 +295,17 @@ static void on_table_read(ember_rpc_req_t *req, void *arg)
 /* The keys message's head, its count checked at full width against what
  * follows (@row_bytes per key after the keys: a write's rows). */
 static ps_table_t *keys_request(ps_t *ps, ember_rpc_req_t *req, ember_msg_table_keys_t *msg,
-                                ember_wire_rest_t *rest, size_t row_bytes)
+                                ember_wire_rest_t *rest, int write)
 {
     ps_table_t *entry;
     if (!ps_header(req, msg, sizeof(*msg), rest) || !(entry = ps_find(ps, msg->table_id, req)))
         return NULL;
-    const uint64_t reply = msg->count * ember_shard_dim(entry->table) * sizeof(float);
-    if (msg->reserved != 0 || msg->count > EMBER_WIRE_KEYS_MAX || reply > EMBER_WIRE_KEYS_BYTES ||
-        rest->body_bytes != msg->count * (8 + row_bytes)) {
+    /* A row is dim floats: a write carries them after the keys, a read's
+     * reply holds them (the count checked first, then what it sizes). */
+    const uint64_t row_bytes = (uint64_t)ember_shard_dim(entry->table) * sizeof(float);
+    if (msg->reserved != 0 || msg->count > EMBER_WIRE_KEYS_MAX ||
+        msg->count * row_bytes > EMBER_WIRE_KEYS_BYTES ||
+        rest->body_bytes != msg->count * (8 + (write ? row_bytes : 0))) {
         ember_rpc_reply_error(req, EMBER_ERR_BAD_MESSAGE,
                               "table %s: %llu keys (at most %u, and %llu bytes of rows) in %zu "
                               "bytes",
@@ -347,10 +350,8 @@ static void on_table_write_keys(ember_rpc_req_t *req, void *arg)
     ember_msg_table_keys_t msg;
     ember_wire_rest_t rest;
     char err[256];
-    ps_table_t *entry;
-    /* The head first for the table's dim, which sizes what follows. */
-    if (!ps_header(req, &msg, sizeof(msg), NULL) || !(entry = ps_find(ps, msg.table_id, req)) ||
-        !keys_request(ps, req, &msg, &rest, (size_t)ember_shard_dim(entry->table) * 4))
+    ps_table_t *entry = keys_request(ps, req, &msg, &rest, 1);
+    if (!entry)
         return;
     ember_status_t status = ember_shard_write_keys(entry->table, rest.body, (size_t)msg.count,
                                                    rest.body + msg.count * 8, err, sizeof(err));

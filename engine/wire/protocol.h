@@ -170,8 +170,8 @@ typedef struct {
 typedef struct {
     uint32_t table_id;
     uint32_t reserved; /* 0 */
-    uint64_t count;    /* at most EMBER_WIRE_KEYS_MAX, and a read's reply at
-                        * most EMBER_WIRE_KEYS_BYTES of rows */
+    uint64_t count;    /* at most EMBER_WIRE_KEYS_MAX, and count rows (a write's,
+                        * or a read's reply) at most EMBER_WIRE_KEYS_BYTES */
 } ember_msg_table_keys_t;
 #define EMBER_WIRE_KEYS_MAX   (1u << 20)
 #define EMBER_WIRE_KEYS_BYTES ((uint64_t)64 << 20)

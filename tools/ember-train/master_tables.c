@@ -35,6 +35,16 @@ static uint64_t dynamic_row_bytes(const ember_train_settings_t *s, uint32_t dim)
     return value * dim + state + 100;
 }
 
+/* Keys 0 .. @n - 1 (a dynamic table standing for a fixed one's rows), the
+ * caller's to free; NULL when out of memory. */
+static int64_t *first_keys(int64_t n)
+{
+    int64_t *keys = malloc((size_t)n * sizeof(int64_t) + 8);
+    for (int64_t k = 0; keys && k < n; k++)
+        keys[k] = k;
+    return keys;
+}
+
 /* Whether table @t is dynamic: --table-kind dynamic, or the model's. */
 static int table_dynamic(const master_t *m, size_t t)
 {
@@ -67,11 +77,9 @@ static ember_status_t create_dynamic(master_t *m, size_t t, ember_table_config_t
         return m->init_nkeys[t] ? ember_table_write_keys(m->handles[t], m->init_keys[t],
                                                          m->init_nkeys[t], rows)
                                 : EMBER_OK;
-    int64_t *keys = malloc((size_t)c->num_embeddings * sizeof(int64_t) + 8);
+    int64_t *keys = first_keys(c->num_embeddings);
     if (!keys)
         return EMBER_ERR_NO_MEMORY;
-    for (int64_t k = 0; k < c->num_embeddings; k++)
-        keys[k] = k;
     ember_status_t status =
             ember_table_write_keys(m->handles[t], keys, (size_t)c->num_embeddings, rows);
     free(keys);
@@ -208,7 +216,8 @@ static size_t find_tensor(const master_t *m, const ember_model_tensor_t *tensors
 }
 
 /* A dynamic table's keys in the --init file: I64 [n], n the rows of its
- * weight [n][dim], no key twice; @weight the model's tensor. */
+ * weight [n][dim] (a key twice the PS refuses when they are written);
+ * @weight the model's tensor. */
 static ember_status_t init_check_keys(master_t *m, const ember_st_file_t *file,
                                       const ember_model_tensor_t *weight,
                                       const ember_st_tensor_t *keys)
@@ -408,11 +417,9 @@ static ember_status_t read_table(ember_table_t *table, int64_t rows, float *out)
 {
     if (!ember_table_dynamic(table))
         return ember_table_read_rows(table, 0, rows, out);
-    int64_t *keys = malloc((size_t)rows * sizeof(int64_t) + 8);
+    int64_t *keys = first_keys(rows);
     if (!keys)
         return EMBER_ERR_NO_MEMORY;
-    for (int64_t k = 0; k < rows; k++)
-        keys[k] = k;
     ember_status_t status = ember_table_read_keys(table, keys, (size_t)rows, out, NULL);
     free(keys);
     return status;
