@@ -15,11 +15,9 @@ torchrec_result() {
     eval=$(sed -n 's/^eval step \([0-9]*\): auc \([0-9.]*\).*/\2 \1/p' "$out/$1.log" | tail -n 1)
     echo "${rate:--} ${eval:-- -}"
 }
-# BLAS threads per ember process as TorchRec's torch threads (cores / T).
-blas_threads=$(($(nproc) / trainers > 0 ? $(nproc) / trainers : 1))
 ember_run() { # name args...
     local name=$1; shift
-    OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$blas_threads} "$build/tools/ember-run" -n $((trainers + ps + 1)) \
+    "$build/tools/ember-run" -n $((trainers + ps + 1)) \
         "$train" --model dlrm --ps "$ps" --metrics "$out/$name.json" "$@" \
         ${ember_flags[@]+"${ember_flags[@]}"} >"$out/$name.log" 2>&1 || {
         cat "$out/$name.log" >&2; die "ember-train failed ($name)"; }

@@ -104,15 +104,13 @@ export UCX_TLS=${UCX_TLS:-sm,self} UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 # The PS's memory line is an INFO line of the master's.
 export EMBER_LOG_LEVEL=info
 world=$((trainers + 1 + ps))
-blas_threads=$(($(nproc) / trainers > 0 ? $(nproc) / trainers : 1))
 base=(--trainers "$trainers" --ps "$ps" --seed "$seed" --rows "$rows" --dim "$dim")
 tutorial=("${base[@]}" --min-indices "$min_indices" --max-indices "$max_indices" --batches "$batches")
 
 # train NAME ARGS...: one ember-train job, its log and --metrics in $out.
 train() {
     local name=$1; shift
-    OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$blas_threads} \
-        "$build/tools/ember-run" -n "$world" "$build/tools/ember-train" "$@" \
+    "$build/tools/ember-run" -n "$world" "$build/tools/ember-train" "$@" \
         --metrics "$out/$name.json" >"$out/$name.log" 2>&1 || {
         tail -20 "$out/$name.log" >&2; die "ember-train failed ($name): $*"; }
 }
@@ -287,8 +285,7 @@ if has churn; then
     printf '%-6s %12s %12s %7s %11s %11s %7s %10s %10s\n' round "before bag/s" "after bag/s" ratio "RSS min" "RSS max" "flat" admitted evicted
     for ((r = 1; r <= rounds; r++)); do
         name=churn-$r
-        OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$blas_threads} \
-            "$build/tools/ember-run" -n "$world" "$build/tools/ember-train" --trainers "$trainers" \
+        "$build/tools/ember-run" -n "$world" "$build/tools/ember-train" --trainers "$trainers" \
             --ps "$ps" --seed "$seed" --rows "$churn_rows" --dim "$dim" --min-indices "$min_indices" \
             --max-indices "$max_indices" --epochs 1 --batches "$churn_steps" --table-kind dynamic \
             --table-budget "$budget" --admit-count 1 --evict "$evict" --log-every "$log_every" \

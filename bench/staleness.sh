@@ -73,8 +73,6 @@ flags=(--model dlrm --trainers "$trainers" --ps "$ps" --seed "$seed" --embedding
     --num-embeddings "$rows" --dense-arch-layer-sizes 64,16 --over-arch-layer-sizes 64,1
     --batch-size "$batch" --optimizer adagrad --lr 0.05 --steps "$steps"
     --eval "criteo:$out/eval.tsv" "${data[@]}")
-# BLAS threads per process as bench/dlrm_vs_torchrec.sh gives them.
-blas_threads=$(($(nproc) / trainers > 0 ? $(nproc) / trainers : 1))
 
 # "RATE AUC STEP SEEN" of one run's --metrics: examples over the epochs'
 # seconds, the last evaluation's AUC and step, the largest staleness seen.
@@ -106,8 +104,7 @@ declare -A rate_sum auc_sum seen_max
 for ((r = 1; r <= rounds; r++)); do
     for k in $ks; do
         name=k$k-r$r
-        OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$blas_threads} \
-            "$build/tools/ember-run" -n $((trainers + ps + 1)) "$build/tools/ember-train" \
+        "$build/tools/ember-run" -n $((trainers + ps + 1)) "$build/tools/ember-train" \
             "${flags[@]}" --staleness "$k" --metrics "$out/$name.json" >"$out/$name.log" 2>&1 || {
             tail -20 "$out/$name.log" >&2; die "ember-train --staleness $k failed (round $r)"; }
         read -r rate auc step seen <<<"$(result "$out/$name.json")"

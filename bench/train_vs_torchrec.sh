@@ -86,11 +86,10 @@ run_ember=$build/tools/ember-run
 train=$build/tools/ember-train
 batches=$out/batches.safetensors
 total=$((warmup + steps))
-blas_threads=$(($(nproc) / trainers > 0 ? $(nproc) / trainers : 1))
 
 # "RATE BAGS": ember's bags/s over its epochs after the first, and those bags.
 ember_round() { # name
-    OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$blas_threads} "$run_ember" -n $((trainers + 2)) \
+    "$run_ember" -n $((trainers + 2)) \
         "$train" --trainers "$trainers" --ps 1 --rows "$rows" --dim "$dim" --classes "$classes" \
         --min-indices "$indices" --max-indices "$indices" --seed "$seed" --batches "$warmup" \
         --epochs $((total / warmup)) --consistency sync --metrics "$out/$1.json" \

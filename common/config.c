@@ -182,6 +182,14 @@ static const ember_config_entry_t config_table[] = {
          .default_value = "sync",
          .help = "Parameter-server consistency: sync (deterministic) or async.",
          .values = "sync,async"},
+        {.name = "EMBER_THREADS",
+         .type = EMBER_CONFIG_INT,
+         .default_value = "0",
+         .help = "Threads of each process's dense math (OpenBLAS, OpenMP): 0 chooses the "
+                 "cores of its binding divided among the local ranks sharing them "
+                 "(OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set, are taken instead).",
+         .min = 0,
+         .max = 1024},
         {.name = "EMBER_PS_GRAIN",
          .type = EMBER_CONFIG_INT,
          .default_value = "65536",

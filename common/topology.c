@@ -1,6 +1,7 @@
 /* common/topology: placement of a rank next to its GPU and HCA (hwloc). */
 #include "common/topology.h"
 
+#include "common/math_threads.h"
 #include "common/slurm.h"
 
 #include <ember/config.h>
@@ -386,6 +387,23 @@ static void hca_from_ucx(char *buf, size_t length)
     }
 }
 
+/* The dense math's threads for this process, bound as it now is: set, and
+ * "N (why)" in @text. */
+static void math_threads_here(hwloc_topology_t topo, int local_rank, int local_size,
+                              ember_bind_t mode, const char *hca, char *text, size_t length)
+{
+    char why[256] = "hwloc cannot read this process's binding";
+    unsigned chosen = 1;
+    hwloc_bitmap_t bound = hwloc_bitmap_alloc();
+    if (topo && bound && hwloc_get_cpubind(topo, bound, HWLOC_CPUBIND_PROCESS) == 0)
+        chosen = ember_topo_shared_threads(topo, bound, local_rank, local_size, mode, hca, why,
+                                           sizeof(why));
+    else if (!topo)
+        snprintf(why, sizeof(why), "no topology");
+    hwloc_bitmap_free(bound);
+    ember_math_threads_apply(chosen, why, text, length);
+}
+
 ember_status_t ember_topo_bind_self(int rank, int world_size, FILE *stream)
 {
     const char *text = ember_config_str("EMBER_BIND");
@@ -393,7 +411,7 @@ ember_status_t ember_topo_bind_self(int rank, int world_size, FILE *stream)
     hwloc_topology_t topo;
     ember_bind_t mode;
     int local_rank, local_size;
-    char host[64] = "localhost", hca[64], line[512];
+    char host[64] = "localhost", hca[64], line[512], threads[320];
     ember_status_t status;
 
     if (ember_bind_parse(text, &mode) != EMBER_OK) {
@@ -409,10 +427,11 @@ ember_status_t ember_topo_bind_self(int rank, int world_size, FILE *stream)
         gethostname(host, sizeof(host) - 1);
     hca_from_ucx(hca, sizeof(hca));
     if (ember_topo_load(NULL, &topo) != EMBER_OK) {
+        math_threads_here(NULL, local_rank, local_size, mode, hca, threads, sizeof(threads));
         fprintf(stream,
                 "ember-bind: rank %d local %d/%d host %s pid %ld: not bound "
-                "(no topology)\n",
-                rank, local_rank, local_size, host, (long)getpid());
+                "(no topology) threads %s\n",
+                rank, local_rank, local_size, host, (long)getpid(), threads);
         return EMBER_OK;
     }
     status = ember_placement_choose(topo, local_rank, local_size, NULL, hca, mode, &placement);
@@ -424,12 +443,17 @@ ember_status_t ember_topo_bind_self(int rank, int world_size, FILE *stream)
         }
         ember_placement_format(&placement, rank, local_rank, local_size, host, (long)getpid(), line,
                                sizeof(line));
-        fprintf(stream, "%s\n", line);
+        math_threads_here(topo, local_rank, local_size, mode, hca, threads, sizeof(threads));
+        fprintf(stream, "%s threads %s\n", line, threads);
         fflush(stream);
         ember_placement_cleanup(&placement);
     } else {
         ember_warn("topo", "no placement for local rank %d of %d: %s", local_rank, local_size,
                    ember_status_string(status));
+        math_threads_here(topo, local_rank, local_size, EMBER_BIND_NONE, hca, threads,
+                          sizeof(threads));
+        fprintf(stream, "ember-bind: rank %d local %d/%d host %s pid %ld: not bound threads %s\n",
+                rank, local_rank, local_size, host, (long)getpid(), threads);
     }
     hwloc_topology_destroy(topo);
     return EMBER_OK;
@@ -509,6 +533,30 @@ unsigned ember_topo_threads_for(hwloc_topology_t topo, hwloc_const_cpuset_t boun
         snprintf(why, why_length, "%s", text);
     unsigned cores = cores_in(topo, set);
     return cores ? cores : 1;
+}
+
+unsigned ember_topo_shared_threads(hwloc_topology_t topo, hwloc_const_cpuset_t bound,
+                                   int local_rank, int local_size, ember_bind_t mode,
+                                   const char *hca, char *why, size_t why_length)
+{
+    unsigned cores = cores_in(topo, bound), sharers = 0;
+    char cpus[128];
+    for (int r = 0; r < local_size; r++) {
+        ember_placement_t other;
+        if (r == local_rank) {
+            sharers++;
+            continue;
+        }
+        if (ember_placement_choose(topo, r, local_size, NULL, hca, mode, &other) != EMBER_OK)
+            continue;
+        sharers += hwloc_bitmap_intersects(other.cpuset, bound) != 0;
+        ember_placement_cleanup(&other);
+    }
+    hwloc_bitmap_list_snprintf(cpus, sizeof(cpus), bound);
+    if (why && why_length)
+        snprintf(why, why_length, "%u core%s of cpus %s shared by %u local rank%s", cores,
+                 cores == 1 ? "" : "s", cpus, sharers, sharers == 1 ? "" : "s");
+    return cores > sharers ? cores / sharers : 1;
 }
 
 unsigned ember_topo_default_threads(char *why, size_t why_length)

@@ -93,7 +93,9 @@ void ember_topo_local_rank(int rank, int world_size, int *local_rank_p, int *loc
 
 /**
  * Everything ember-train does at start: read EMBER_BIND, load this machine's
- * topology, choose, bind, and print the binding line on @stream.  A machine
+ * topology, choose, bind, set the dense math's threads (common/math_threads:
+ * the binding's share, ember_topo_shared_threads, unless the user set them)
+ * and print the binding line, its threads at the end, on @stream.  A machine
  * where binding is refused is warned about, not fatal.
  * Errors: ERR_INVALID_PARAM (EMBER_BIND not numa|core|none).
  */
@@ -116,6 +118,18 @@ ember_status_t ember_topo_take_bind_flag(int *argc_p, char **argv);
  */
 unsigned ember_topo_threads_for(hwloc_topology_t topo, hwloc_const_cpuset_t bound, int cpu,
                                 char *why, size_t why_length);
+
+/**
+ * The threads of dense math (BLAS) for local rank @local_rank of
+ * @local_size bound to @bound: the cores @bound touches divided among the
+ * local ranks whose placement under @mode (as ember_placement_choose with
+ * @hca) shares a CPU with @bound, this one included; at least 1.  @why says
+ * so ("2 cores of cpus 0-1 shared by 4 local ranks").  Pure: reads @topo
+ * only.
+ */
+unsigned ember_topo_shared_threads(hwloc_topology_t topo, hwloc_const_cpuset_t bound,
+                                   int local_rank, int local_size, ember_bind_t mode,
+                                   const char *hca, char *why, size_t why_length);
 
 /** ember_topo_threads_for this process on this machine (its binding, the
  * CPU it runs on); 1 when hwloc cannot tell (said in @why). */

@@ -5,10 +5,14 @@
  * Every case checks, for every local rank, the chosen NUMA node, cpuset,
  * GPU and HCA.  Exit 0 pass, 1 fail, 77 skip.
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "common/topology.h"
+
+#include "common/math_threads.h"
 
 #include <ember/config.h>
 
+#include <dlfcn.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,6 +235,75 @@ static void case_local_rank(void)
     CHECK(local_rank == 1 && local_size == 2, "slurm node 1: %d/%d", local_rank, local_size);
 }
 
+/* The threads of local rank @r of @size placed by @mode: its placement's cpus shared. */
+static unsigned shared(hwloc_topology_t topo, int r, int size, ember_bind_t mode, char *why,
+                       size_t length)
+{
+    ember_placement_t p;
+    unsigned threads = 0;
+    CHECK(ember_placement_choose(topo, r, size, NULL, NULL, mode, &p) == EMBER_OK, "no placement");
+    if (failures)
+        return 0;
+    threads = ember_topo_shared_threads(topo, p.cpuset, r, size, mode, NULL, why, length);
+    ember_placement_cleanup(&p);
+    return threads;
+}
+
+/* The dense math's threads: each rank's binding divided among the ranks sharing it. */
+static void case_shared_threads(void)
+{
+    hwloc_topology_t topo = load("four_numa_4gpu_2hca", 1); /* 4 nodes of 4 cores */
+    char why[256];
+    unsigned threads;
+    for (int r = 0; r < 4; r++) /* a node each: its 4 cores */
+        CHECK((threads = shared(topo, r, 4, EMBER_BIND_NUMA, why, sizeof(why))) == 4,
+              "4 ranks numa: rank %d %u threads (%s)", r, threads, why);
+    for (int r = 0; r < 8; r++) { /* two to a node: 2 each; a core each: 1 */
+        CHECK((threads = shared(topo, r, 8, EMBER_BIND_NUMA, why, sizeof(why))) == 2,
+              "8 ranks numa: rank %d %u threads (%s)", r, threads, why);
+        CHECK(strstr(why, "4 cores of cpus ") && strstr(why, "shared by 2 local ranks"), "why: %s",
+              why);
+        CHECK((threads = shared(topo, r, 8, EMBER_BIND_CORE, why, sizeof(why))) == 1,
+              "8 ranks core: rank %d %u threads (%s)", r, threads, why);
+    }
+    /* Unbound: the machine's 16 cores among all 3 (5 each), or 40 (1 each). */
+    CHECK((threads = shared(topo, 1, 3, EMBER_BIND_NONE, why, sizeof(why))) == 5,
+          "3 ranks unbound: %u threads (%s)", threads, why);
+    CHECK((threads = shared(topo, 39, 40, EMBER_BIND_NONE, why, sizeof(why))) == 1,
+          "40 ranks unbound: %u threads (%s)", threads, why);
+    hwloc_topology_destroy(topo);
+}
+
+/* The count reaches the OpenBLAS this test links, and the user's settings win. */
+static void case_math_threads(void)
+{
+    int (*get)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+    char text[320];
+    if (!get) {
+        printf("no OpenBLAS in this test: skip\n");
+        exit(77);
+    }
+    unsetenv("OPENBLAS_NUM_THREADS");
+    unsetenv("OMP_NUM_THREADS");
+    CHECK(ember_math_threads_apply(3, "three", text, sizeof(text)) == 3 && get() == 3,
+          "chosen 3: %s, OpenBLAS %d", text, get());
+    CHECK(strcmp(text, "3 (three)") == 0, "text '%s'", text);
+    CHECK(ember_math_threads_apply(0, "none", text, sizeof(text)) == 1 && get() == 1,
+          "chosen 0 is 1: %s, OpenBLAS %d", text, get());
+    setenv("OMP_NUM_THREADS", "2", 1);
+    CHECK(ember_math_threads_apply(1, "one", text, sizeof(text)) == 2 &&
+                  strcmp(text, "2 (OMP_NUM_THREADS)") == 0,
+          "the user's OMP_NUM_THREADS: %s", text);
+    setenv("OMP_NUM_THREADS", "lots", 1); /* not a count: as if unset */
+    CHECK(ember_math_threads_apply(1, "one", text, sizeof(text)) == 1, "OMP_NUM_THREADS=lots: %s",
+          text);
+    CHECK(ember_config_set("EMBER_THREADS", "2") == EMBER_OK, "EMBER_THREADS=2 refused");
+    CHECK(ember_math_threads_apply(1, "one", text, sizeof(text)) == 2 && get() == 2 &&
+                  strcmp(text, "2 (EMBER_THREADS)") == 0,
+          "EMBER_THREADS: %s, OpenBLAS %d", text, get());
+    CHECK(ember_config_set("EMBER_THREADS", "-1") != EMBER_OK, "EMBER_THREADS=-1 taken");
+}
+
 /* This machine: choose, bind, and check the kernel's affinity agrees. */
 static void case_bind_here(void)
 {
@@ -269,10 +342,11 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*fn)(void);
-    } cases[] = {{"one_numa", case_one_numa},   {"two_numa", case_two_numa},
-                 {"four_numa", case_four_numa}, {"bad_args", case_bad_args},
-                 {"bind_flag", case_bind_flag}, {"local_rank", case_local_rank},
-                 {"bind_here", case_bind_here}};
+    } cases[] = {{"one_numa", case_one_numa},        {"two_numa", case_two_numa},
+                 {"four_numa", case_four_numa},      {"bad_args", case_bad_args},
+                 {"bind_flag", case_bind_flag},      {"local_rank", case_local_rank},
+                 {"bind_here", case_bind_here},      {"shared_threads", case_shared_threads},
+                 {"math_threads", case_math_threads}};
 
     if (argc != 3) {
         fprintf(stderr, "usage: %s CASE XML_DIR\n", argv[0]);
