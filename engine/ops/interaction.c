@@ -2,17 +2,37 @@
  *
  * Examples go through in blocks of BLOCK: their F vectors transposed into
  * one [F][D][BLOCK] tile, so each pair's dot is D multiply-adds of BLOCK
- * examples side by side (what the compiler makes vector instructions of),
- * with no per-example horizontal sum.  Each example's sums still run over
- * d in increasing order, so the result does not depend on the block or the
- * machine's vector width. */
+ * examples side by side, one vector (block_t) per row of the tile, with no
+ * per-example horizontal sum.  Each example's sums still run over d (the
+ * forward) or over j (the backward) in increasing order, as one plain loop
+ * would, so the result does not depend on the block, the vector width or
+ * the instructions: the file is built without fused multiply-adds
+ * (-ffp-contract=off) and its kernels are cloned for AVX2 and AVX-512 (the
+ * loader picks the CPU's), each giving the same bits as the baseline's.
+ * The kernels keep several rows' sums in registers at once: a dot's rows
+ * (the forward, four pairs of one i at a time) or a gradient's rows (the
+ * backward, ROWS at a time), so each tile row is loaded once for them. */
 #include "engine/ops/interaction.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BLOCK 8
+#define BLOCK 16 /* examples side by side: one AVX-512 vector, two AVX2 ones */
+#define ROWS  4  /* a backward's rows of d summed in registers at once */
+
+typedef float block_t __attribute__((vector_size(BLOCK * sizeof(float))));
+
+/* The CPU's widest vectors for the kernels (GCC's function clones; others,
+ * and the sanitizers' builds, compile the baseline alone). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+        !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define KERNEL __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define KERNEL
+#endif
+/* What a kernel calls is built into each of its clones. */
+#define INLINE static inline __attribute__((always_inline))
 
 size_t ember_interaction_width(const ember_interaction_shape_t *shape)
 {
@@ -22,6 +42,16 @@ size_t ember_interaction_width(const ember_interaction_shape_t *shape)
 static int shape_valid(const ember_interaction_shape_t *shape, const void *a, const void *b)
 {
     return shape && shape->features >= 1 && shape->dim >= 1 && shape->batch >= 1 && a && b;
+}
+
+INLINE block_t load(const float *p)
+{
+    return *(const block_t *)p;
+}
+
+INLINE void store(float *p, block_t v)
+{
+    *(block_t *)p = v;
 }
 
 /* tile[f][d][k] = vectors[f][(b0 + k) * D + d] for the block's @n examples
@@ -42,19 +72,58 @@ static void tile_in(const ember_interaction_shape_t *shape, const float *const *
     }
 }
 
-/* The dot of two tiled vectors for each example of the block. */
-static void tile_dot(const float *restrict a, const float *restrict b, size_t dim, float acc[BLOCK])
+/* A tile of the vectors of F features, or of a block's pair gradients:
+ * aligned for block_t. */
+static float *tile_alloc(size_t rows)
 {
-    for (size_t k = 0; k < BLOCK; k++)
-        acc[k] = 0.0f;
-    for (size_t d = 0; d < dim; d++)
-        for (size_t k = 0; k < BLOCK; k++)
-            acc[k] += a[d * BLOCK + k] * b[d * BLOCK + k];
+    return aligned_alloc(sizeof(block_t), (rows ? rows : 1) * BLOCK * sizeof(float));
 }
 
-static float *tile_alloc(const ember_interaction_shape_t *shape)
+/* The dots of vector @i with vectors j .. j + @count - 1 (1 to 4) of the
+ * tile, each over d in increasing order, into dots[0 .. count). */
+INLINE void dots_of(const float *restrict tile, size_t D, size_t i, size_t j, size_t count,
+                    block_t dots[4])
 {
-    return malloc(shape->features * shape->dim * BLOCK * sizeof(float));
+    const float *a = tile + i * D * BLOCK, *b = tile + j * D * BLOCK;
+    const size_t stride = D * BLOCK;
+    block_t s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+    for (size_t d = 0; d < D; d++) {
+        const block_t x = load(a + d * BLOCK);
+        const float *y = b + d * BLOCK;
+        s0 += x * load(y);
+        if (count > 1)
+            s1 += x * load(y + stride);
+        if (count > 2)
+            s2 += x * load(y + 2 * stride);
+        if (count > 3)
+            s3 += x * load(y + 3 * stride);
+    }
+    dots[0] = s0, dots[1] = s1, dots[2] = s2, dots[3] = s3;
+}
+
+/* One block's output rows: the dense vector, then every pair's dot. */
+KERNEL static void forward_block(const ember_interaction_shape_t *shape,
+                                 const float *const *vectors, const float *restrict tile, size_t b0,
+                                 size_t n, float *out)
+{
+    const size_t F = shape->features, D = shape->dim, width = ember_interaction_width(shape);
+    for (size_t k = 0; k < n; k++)
+        memcpy(out + (b0 + k) * width, vectors[0] + (b0 + k) * D, D * sizeof(float));
+    size_t pair = D;
+    for (size_t i = 0; i < F; i++) {
+        for (size_t j = i + 1; j < F; j += 4) {
+            const size_t count = F - j < 4 ? F - j : 4;
+            block_t dots[4];
+            float lanes[4][BLOCK];
+            dots_of(tile, D, i, j, count, dots);
+            for (size_t c = 0; c < count; c++)
+                store(lanes[c], dots[c]);
+            for (size_t k = 0; k < n; k++)
+                for (size_t c = 0; c < count; c++)
+                    out[(b0 + k) * width + pair + c] = lanes[c][k];
+            pair += count;
+        }
+    }
 }
 
 ember_status_t ember_interaction_forward(const ember_interaction_shape_t *shape,
@@ -62,25 +131,17 @@ ember_status_t ember_interaction_forward(const ember_interaction_shape_t *shape,
 {
     if (!shape_valid(shape, vectors, out))
         return EMBER_ERR_INVALID_PARAM;
-    const size_t F = shape->features, D = shape->dim, width = ember_interaction_width(shape);
+    const size_t F = shape->features;
     for (size_t f = 0; f < F; f++)
         if (!vectors[f])
             return EMBER_ERR_INVALID_PARAM;
-    float *tile = tile_alloc(shape), acc[BLOCK];
+    float *tile = tile_alloc(F * shape->dim);
     if (!tile)
         return EMBER_ERR_NO_MEMORY;
     for (size_t b0 = 0; b0 < shape->batch; b0 += BLOCK) {
         const size_t n = shape->batch - b0 < BLOCK ? shape->batch - b0 : BLOCK;
         tile_in(shape, vectors, b0, n, tile);
-        for (size_t k = 0; k < n; k++)
-            memcpy(out + (b0 + k) * width, vectors[0] + (b0 + k) * D, D * sizeof(float));
-        size_t pair = D;
-        for (size_t i = 0; i < F; i++)
-            for (size_t j = i + 1; j < F; j++, pair++) {
-                tile_dot(tile + i * D * BLOCK, tile + j * D * BLOCK, D, acc);
-                for (size_t k = 0; k < n; k++)
-                    out[(b0 + k) * width + pair] = acc[k];
-            }
+        forward_block(shape, vectors, tile, b0, n, out);
     }
     free(tile);
     return EMBER_OK;
@@ -110,21 +171,30 @@ static void grad_tile_in(const float *grad_out, size_t width, size_t D, size_t p
     }
 }
 
-/* Feature @f's gradient over the block, tiled into @acc [D][BLOCK]: the sum
- * over every other j, in increasing j, of its pair's gradient times x_j
- * (the dense part is added by the caller). */
-static void feature_grad(const float *restrict tile, const float *restrict gtile,
-                         const uint32_t *pair_of, size_t F, size_t D, size_t f, float *restrict acc)
+/* Rows d0 .. d0 + @count - 1 (1 to ROWS) of feature @f's gradient over the
+ * block into @acc [D][BLOCK]: the sum over every other j, in increasing j,
+ * of its pair's gradient times x_j (the dense part is added by the caller). */
+INLINE void feature_rows(const float *restrict tile, const float *restrict gtile,
+                         const uint32_t *pair_of, size_t F, size_t D, size_t f, size_t d0,
+                         size_t count, float *restrict acc)
 {
-    memset(acc, 0, D * BLOCK * sizeof(float));
+    block_t s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
     for (size_t j = 0; j < F; j++) {
         if (j == f)
             continue;
-        const float *g = gtile + (size_t)pair_of[f * F + j] * BLOCK, *x = tile + j * D * BLOCK;
-        for (size_t d = 0; d < D; d++)
-            for (size_t k = 0; k < BLOCK; k++)
-                acc[d * BLOCK + k] += g[k] * x[d * BLOCK + k];
+        const block_t g = load(gtile + (size_t)pair_of[f * F + j] * BLOCK);
+        const float *x = tile + (j * D + d0) * BLOCK;
+        s0 += g * load(x);
+        if (count > 1)
+            s1 += g * load(x + BLOCK);
+        if (count > 2)
+            s2 += g * load(x + 2 * BLOCK);
+        if (count > 3)
+            s3 += g * load(x + 3 * BLOCK);
     }
+    const block_t sums[ROWS] = {s0, s1, s2, s3};
+    for (size_t r = 0; r < count; r++)
+        store(acc + (d0 + r) * BLOCK, sums[r]);
 }
 
 /* The scratch of a backward: the tiles, a feature's sums, the pair map. */
@@ -136,9 +206,9 @@ typedef struct {
 static int scratch_alloc(const ember_interaction_shape_t *shape, backward_scratch_t *s)
 {
     const size_t F = shape->features, D = shape->dim;
-    s->tile = tile_alloc(shape);
-    s->gtile = malloc((F * (F - 1) / 2 + 1) * BLOCK * sizeof(float));
-    s->acc = malloc(D * BLOCK * sizeof(float));
+    s->tile = tile_alloc(F * D);
+    s->gtile = tile_alloc(F * (F - 1) / 2);
+    s->acc = tile_alloc(D);
     s->pair_of = malloc(F * F * sizeof(uint32_t));
     return s->tile && s->gtile && s->acc && s->pair_of;
 }
@@ -152,12 +222,15 @@ static void scratch_free(backward_scratch_t *s)
 }
 
 /* One block's gradients of every feature, written out untiled. */
-static void backward_block(const ember_interaction_shape_t *shape, const float *grad_out,
-                           float *const *grads, const backward_scratch_t *s, size_t b0, size_t n)
+KERNEL static void backward_block(const ember_interaction_shape_t *shape, const float *grad_out,
+                                  float *const *grads, const backward_scratch_t *s, size_t b0,
+                                  size_t n)
 {
     const size_t F = shape->features, D = shape->dim, width = ember_interaction_width(shape);
     for (size_t f = 0; f < F; f++) {
-        feature_grad(s->tile, s->gtile, s->pair_of, F, D, f, s->acc);
+        for (size_t d0 = 0; d0 < D; d0 += ROWS)
+            feature_rows(s->tile, s->gtile, s->pair_of, F, D, f, d0, D - d0 < ROWS ? D - d0 : ROWS,
+                         s->acc);
         for (size_t k = 0; k < n; k++) {
             float *out = grads[f] + (b0 + k) * D;
             const float *dense = grad_out + (b0 + k) * width;

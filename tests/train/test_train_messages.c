@@ -341,17 +341,35 @@ static int case_settings(void)
 
 static int case_done(void)
 {
-    float answer[6 + 2 + 3]; /* the head (24 bytes), 2 losses, 3 parameters */
+    enum {
+        HEAD = sizeof(train_msg_done_t) / sizeof(float)
+    };
+    float answer[HEAD + 2 + 3]; /* the head, 2 losses, 3 parameters */
     train_msg_done_t head = {.steps = 2, .bags = 10, .seconds = 1.5};
     train_done_t done;
     char err[160];
+    _Static_assert(sizeof(train_msg_done_t) % sizeof(float) == 0, "a head of whole floats");
+    head.phase_seconds[TRAIN_PHASE_WAIT] = 0.5;
     memcpy(answer, &head, sizeof(head));
-    answer[6] = 0.25f, answer[7] = 0.5f, answer[8] = 1, answer[9] = 2, answer[10] = 3;
+    answer[HEAD] = 0.25f, answer[HEAD + 1] = 0.5f;
+    answer[HEAD + 2] = 1, answer[HEAD + 3] = 2, answer[HEAD + 4] = 3;
     CHECK(train_done_unpack(answer, sizeof(answer), 3, 1, &done, err, sizeof(err)) == EMBER_OK,
           "%s", err);
     CHECK(done.head.steps == 2 && train_load_f32(done.losses, 1) == 0.5f &&
-                  train_load_f32(done.params, 2) == 3.0f,
-          "the losses and parameters misplaced");
+                  train_load_f32(done.params, 2) == 3.0f &&
+                  done.head.phase_seconds[TRAIN_PHASE_WAIT] == 0.5,
+          "the losses, parameters or phases misplaced");
+    /* A phase's time that is no time: named. */
+    static const double bad_times[] = {-1.0, 1e300, NAN};
+    for (size_t i = 0; i < sizeof(bad_times) / sizeof(bad_times[0]); i++) {
+        train_msg_done_t bad = head;
+        bad.phase_seconds[TRAIN_PHASE_DENSE] = bad_times[i];
+        memcpy(answer, &bad, sizeof(bad));
+        CHECK(train_done_unpack(answer, sizeof(answer), 3, 1, &done, err, sizeof(err)) ==
+                              EMBER_ERR_BAD_MESSAGE &&
+                      strstr(err, "trainer1") && strstr(err, "dense step"),
+              "%g s of a phase: %s", bad_times[i], err);
+    }
     head.steps = (UINT64_C(1) << 62) + 2; /* x 4 wraps to the 8 bytes of 2 losses */
     memcpy(answer, &head, sizeof(head));
     CHECK(train_done_unpack(answer, sizeof(answer), 3, 1, &done, err, sizeof(err)) ==

@@ -299,6 +299,29 @@ static void print_done(master_t *m, const finished_t *fin)
     fflush(stdout);
 }
 
+/* Where each trainer's time went, by phase: printed, and a --metrics line each. */
+static void print_phases(master_t *m, const train_done_t *done)
+{
+    for (int t = 0; t < m->tj->settings.trainers; t++) {
+        const train_msg_done_t *d = &done[t].head;
+        double total = 0;
+        for (int p = 0; p < TRAIN_PHASES; p++)
+            total += d->phase_seconds[p];
+        printf("time on trainer%d: %.3f s:", t, total);
+        for (int p = 0; p < TRAIN_PHASES; p++)
+            printf("%s %s %.1f%%", p ? "," : "", train_phase_names[p],
+                   total > 0 ? 100.0 * d->phase_seconds[p] / total : 0.0);
+        printf("\n");
+        if (!m->metrics)
+            continue;
+        fprintf(m->metrics, "{\"trainer_time\": %d, \"seconds\": %.6f", t, total);
+        for (int p = 0; p < TRAIN_PHASES; p++)
+            fprintf(m->metrics, ", \"%s\": %.6f", train_phase_names[p], d->phase_seconds[p]);
+        fprintf(m->metrics, "}\n");
+    }
+    fflush(stdout);
+}
+
 /* Each dynamic table's counters on each of its PS: printed, and a
  * --metrics line each. */
 static void print_dynamic(master_t *m)
@@ -381,6 +404,7 @@ static ember_status_t finish_job(master_t *m)
     }
     status = gather_results(m, done, &fin);
     print_done(m, &fin);
+    print_phases(m, done);
     print_memory(m);
     print_dynamic(m);
     if (status == EMBER_OK)

@@ -109,6 +109,9 @@ ember_status_t train_start_unpack(const void *data, size_t length, uint32_t trai
     return EMBER_OK;
 }
 
+const char *const train_phase_names[TRAIN_PHASES] = {"data",     "lookup", "lookup wait", "forward",
+                                                     "backward", "push",   "dense step",  "other"};
+
 ember_status_t train_done_unpack(const void *data, size_t length, uint64_t nparams, int trainer,
                                  train_done_t *done, char *err, size_t err_length)
 {
@@ -121,6 +124,11 @@ ember_status_t train_done_unpack(const void *data, size_t length, uint64_t npara
     if (rest % sizeof(float) != 0 || done->head.steps != rest / sizeof(float))
         return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
                                  "trainer%d sent a malformed report", trainer);
+    for (int p = 0; p < TRAIN_PHASES; p++)
+        if (!(done->head.phase_seconds[p] >= 0.0 && done->head.phase_seconds[p] < 1e12))
+            return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                     "trainer%d reported %g s of %s", trainer,
+                                     done->head.phase_seconds[p], train_phase_names[p]);
     done->losses = (const uint8_t *)data + head;
     done->params = done->losses + rest;
     return EMBER_OK;

@@ -73,10 +73,28 @@ void train_start_free(train_start_t *start);
 
 /* TRAIN_START's answer: followed by float losses[steps] and the final
  * dense parameters. */
+/* Where a trainer's training time went, by phase of its steps (the
+ * master's "time on trainerT" line): each a sum of seconds. */
+enum {
+    TRAIN_PHASE_DATA,     /* the next batch from the model's data */
+    TRAIN_PHASE_LOOKUP,   /* lookups split and sent (this step's, the next's) */
+    TRAIN_PHASE_WAIT,     /* waiting for the lookups' replies */
+    TRAIN_PHASE_FORWARD,  /* the model's forward and loss */
+    TRAIN_PHASE_BACKWARD, /* the model's backward */
+    TRAIN_PHASE_PUSH,     /* the tables' gradients sent */
+    TRAIN_PHASE_DENSE,    /* the dense step: the allreduce and the optimizer */
+    TRAIN_PHASE_OTHER,    /* reports, checkpoints, evaluations: the rest */
+    TRAIN_PHASES
+};
+
+/** The phases' names as the master prints them ("lookup wait"). */
+extern const char *const train_phase_names[TRAIN_PHASES];
+
 typedef struct {
     uint64_t steps; /* this trainer's */
     uint64_t bags;  /* what the epoch lines count, in all */
     double seconds;
+    double phase_seconds[TRAIN_PHASES]; /* of @seconds; each finite, >= 0 */
 } train_msg_done_t;
 
 typedef struct {

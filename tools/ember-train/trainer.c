@@ -82,6 +82,14 @@ static ember_status_t step_failed(trainer_t *t, ember_status_t status, uint64_t 
     return trainer_fail(t, status, "trainer %d step %llu: %s", t->index, s, why);
 }
 
+/* The time since the last mark goes to @phase. */
+static void phase_end(trainer_t *t, int phase)
+{
+    const double now = now_s();
+    t->phase_s[phase] += now - t->phase_mark;
+    t->phase_mark = now;
+}
+
 /* Run one phase of @step that writes its cause into @why (a model's hook);
  * a failure ends the step. */
 #define MODEL_PHASE(t, step, why, call)                                     \
@@ -522,17 +530,24 @@ static ember_status_t run_step(trainer_t *t, uint64_t step, step_batch_t *cur, s
     void *mt = t->model_trainer;
     const float *pooled, *grad;
     char why[400];
+    phase_end(t, TRAIN_PHASE_OTHER);
     if (!cur->lookup)
         LOOKUP_PHASE(t, step, ember_ebc_lookup(t->ebc, &cur->batch.kjt, 0, &cur->lookup));
     if (ahead)
         LOOKUP_PHASE(t, step + 1, ember_ebc_lookup(t->ebc, &next->batch.kjt, 0, &next->lookup));
+    phase_end(t, TRAIN_PHASE_LOOKUP);
     LOOKUP_PHASE(t, step, ember_lookup_wait(cur->lookup, NULL, &pooled));
+    phase_end(t, TRAIN_PHASE_WAIT);
     MODEL_PHASE(t, step, why, model->forward(mt, &cur->batch, pooled, loss_p, why, sizeof(why)));
+    phase_end(t, TRAIN_PHASE_FORWARD);
     MODEL_PHASE(t, step, why, model->backward(mt, &grad, why, sizeof(why)));
+    phase_end(t, TRAIN_PHASE_BACKWARD);
     LOOKUP_PHASE(t, step, ember_lookup_backward(cur->lookup, grad, last ? EMBER_BACKWARD_WAIT : 0));
+    phase_end(t, TRAIN_PHASE_PUSH);
     MODEL_PHASE(t, step, why, model->step(mt, why, sizeof(why)));
     ember_lookup_release(cur->lookup);
     cur->lookup = NULL;
+    phase_end(t, TRAIN_PHASE_DENSE);
     return EMBER_OK;
 }
 
@@ -712,10 +727,13 @@ static ember_status_t train_loop(trainer_t *t, train_msg_done_t *done)
     done->bags = t->resumed.bags;
     if (status == EMBER_OK)
         status = take_batch(t, 0, 0, &cur);
+    t->phase_mark = now_s();
     while (status == EMBER_OK && cur.have) {
         next = (step_batch_t){.capped = cap && step + 1 == cap};
+        phase_end(t, TRAIN_PHASE_OTHER);
         if (!next.capped)
             status = take_batch(t, step + 1, cur.epoch, &next);
+        phase_end(t, TRAIN_PHASE_DATA);
         if (status == EMBER_OK && step >= start)
             status = train_step(t, step, &cur, &next, &epoch, done);
         else if (status == EMBER_OK)
@@ -730,8 +748,10 @@ static ember_status_t train_loop(trainer_t *t, train_msg_done_t *done)
     if (next.have) /* taken ahead of a stop (its lookup, if made, goes with the ebc) */
         t->model->release(t->model_trainer);
     status = finish(t, status, step, stopped, &epoch);
+    phase_end(t, TRAIN_PHASE_OTHER);
     done->steps = step;
     done->seconds = now_s() - started;
+    memcpy(done->phase_seconds, t->phase_s, sizeof(done->phase_seconds));
     return status;
 }
 

@@ -56,6 +56,10 @@ typedef struct {
     ember_future_t *report_future;
     train_msg_progress_t report; /* owned by the call in flight */
     char err[512];               /* the failure's line, sent to the master */
+    /* where the training steps' time went (TRAIN_PHASE_*), and when the
+     * phase being timed began */
+    double phase_s[TRAIN_PHASES];
+    double phase_mark;
 } trainer_t;
 
 /** Serve as a trainer of the job @tj describes (this rank's flags).
