@@ -54,22 +54,63 @@ INLINE void store(float *p, block_t v)
     *(block_t *)p = v;
 }
 
+typedef float v8_t __attribute__((vector_size(8 * sizeof(float))));
+
+/* An 8 x 8 square: dst[c * dst_stride + r] = src[r * src_stride + c], in
+ * three rounds of shuffles (as unpack, shuffle and permute would). */
+INLINE void transpose8(const float *src, size_t src_stride, float *dst, size_t dst_stride)
+{
+    v8_t r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++)
+        memcpy(&r[i], src + i * src_stride, sizeof(v8_t));
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int c = 0; c < 4; c++) {
+        const v8_t low = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        const v8_t high = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+        memcpy(dst + c * dst_stride, &low, sizeof(v8_t));
+        memcpy(dst + (c + 4) * dst_stride, &high, sizeof(v8_t));
+    }
+}
+
+/* dst[c * dst_stride + r] = src[r * src_stride + c] for r < @rows, c <
+ * @cols: the tiles' way in and out, in 8 x 8 squares, the edges one by one. */
+INLINE void transpose(const float *src, size_t src_stride, size_t rows, size_t cols, float *dst,
+                      size_t dst_stride)
+{
+    size_t r0 = 0;
+    for (; r0 + 8 <= rows; r0 += 8) {
+        size_t c0 = 0;
+        for (; c0 + 8 <= cols; c0 += 8)
+            transpose8(src + r0 * src_stride + c0, src_stride, dst + c0 * dst_stride + r0,
+                       dst_stride);
+        for (; c0 < cols; c0++)
+            for (size_t r = r0; r < r0 + 8; r++)
+                dst[c0 * dst_stride + r] = src[r * src_stride + c0];
+    }
+    for (; r0 < rows; r0++)
+        for (size_t c = 0; c < cols; c++)
+            dst[c * dst_stride + r0] = src[r0 * src_stride + c];
+}
+
 /* tile[f][d][k] = vectors[f][(b0 + k) * D + d] for the block's @n examples
  * (zeros past them). */
-static void tile_in(const ember_interaction_shape_t *shape, const float *const *vectors, size_t b0,
+INLINE void tile_in(const ember_interaction_shape_t *shape, const float *const *vectors, size_t b0,
                     size_t n, float *restrict tile)
 {
     const size_t F = shape->features, D = shape->dim;
     if (n < BLOCK)
         memset(tile, 0, F * D * BLOCK * sizeof(float));
-    for (size_t f = 0; f < F; f++) {
-        float *t = tile + f * D * BLOCK;
-        for (size_t k = 0; k < n; k++) {
-            const float *x = vectors[f] + (b0 + k) * D;
-            for (size_t d = 0; d < D; d++)
-                t[d * BLOCK + k] = x[d];
-        }
-    }
+    for (size_t f = 0; f < F; f++)
+        transpose(vectors[f] + b0 * D, D, n, D, tile + f * D * BLOCK, BLOCK);
 }
 
 /* A tile of the vectors of F features, or of a block's pair gradients:
@@ -101,29 +142,31 @@ INLINE void dots_of(const float *restrict tile, size_t D, size_t i, size_t j, si
     dots[0] = s0, dots[1] = s1, dots[2] = s2, dots[3] = s3;
 }
 
-/* One block's output rows: the dense vector, then every pair's dot. */
+/* One block's output rows: the dense vector, then every pair's dot (into
+ * @ptile [pairs][BLOCK] first, then turned into the rows). */
 KERNEL static void forward_block(const ember_interaction_shape_t *shape,
-                                 const float *const *vectors, const float *restrict tile, size_t b0,
-                                 size_t n, float *out)
+                                 const float *const *vectors, float *restrict tile,
+                                 float *restrict ptile, size_t b0, size_t n, float *out)
 {
     const size_t F = shape->features, D = shape->dim, width = ember_interaction_width(shape);
+    tile_in(shape, vectors, b0, n, tile);
     for (size_t k = 0; k < n; k++)
         memcpy(out + (b0 + k) * width, vectors[0] + (b0 + k) * D, D * sizeof(float));
-    size_t pair = D;
+    size_t pair = 0;
     for (size_t i = 0; i < F; i++) {
         for (size_t j = i + 1; j < F; j += 4) {
             const size_t count = F - j < 4 ? F - j : 4;
             block_t dots[4];
-            float lanes[4][BLOCK];
-            dots_of(tile, D, i, j, count, dots);
+            if (count == 4) /* a constant to the inlined loop: no test per d */
+                dots_of(tile, D, i, j, 4, dots);
+            else
+                dots_of(tile, D, i, j, count, dots);
             for (size_t c = 0; c < count; c++)
-                store(lanes[c], dots[c]);
-            for (size_t k = 0; k < n; k++)
-                for (size_t c = 0; c < count; c++)
-                    out[(b0 + k) * width + pair + c] = lanes[c][k];
+                store(ptile + (pair + c) * BLOCK, dots[c]);
             pair += count;
         }
     }
+    transpose(ptile, BLOCK, pair, n, out + b0 * width + D, width);
 }
 
 ember_status_t ember_interaction_forward(const ember_interaction_shape_t *shape,
@@ -135,16 +178,15 @@ ember_status_t ember_interaction_forward(const ember_interaction_shape_t *shape,
     for (size_t f = 0; f < F; f++)
         if (!vectors[f])
             return EMBER_ERR_INVALID_PARAM;
-    float *tile = tile_alloc(F * shape->dim);
-    if (!tile)
-        return EMBER_ERR_NO_MEMORY;
-    for (size_t b0 = 0; b0 < shape->batch; b0 += BLOCK) {
+    float *tile = tile_alloc(F * shape->dim), *ptile = tile_alloc(F * (F - 1) / 2);
+    ember_status_t status = tile && ptile ? EMBER_OK : EMBER_ERR_NO_MEMORY;
+    for (size_t b0 = 0; status == EMBER_OK && b0 < shape->batch; b0 += BLOCK) {
         const size_t n = shape->batch - b0 < BLOCK ? shape->batch - b0 : BLOCK;
-        tile_in(shape, vectors, b0, n, tile);
-        forward_block(shape, vectors, tile, b0, n, out);
+        forward_block(shape, vectors, tile, ptile, b0, n, out);
     }
     free(tile);
-    return EMBER_OK;
+    free(ptile);
+    return status;
 }
 
 /* pair_of[i * F + j]: the place of the dot of i and j among the pairs
@@ -159,16 +201,12 @@ static void pair_index(size_t F, uint32_t *pair_of)
 
 /* The block's pair gradients tiled: gtile[p][k] = grad_out's pair p of
  * example b0 + k (zeros past the block's @n). */
-static void grad_tile_in(const float *grad_out, size_t width, size_t D, size_t pairs, size_t b0,
+INLINE void grad_tile_in(const float *grad_out, size_t width, size_t D, size_t pairs, size_t b0,
                          size_t n, float *restrict gtile)
 {
     if (n < BLOCK)
         memset(gtile, 0, pairs * BLOCK * sizeof(float));
-    for (size_t k = 0; k < n; k++) {
-        const float *g = grad_out + (b0 + k) * width + D;
-        for (size_t p = 0; p < pairs; p++)
-            gtile[p * BLOCK + k] = g[p];
-    }
+    transpose(grad_out + b0 * width + D, width, n, pairs, gtile, BLOCK);
 }
 
 /* Rows d0 .. d0 + @count - 1 (1 to ROWS) of feature @f's gradient over the
@@ -222,21 +260,27 @@ static void scratch_free(backward_scratch_t *s)
 }
 
 /* One block's gradients of every feature, written out untiled. */
-KERNEL static void backward_block(const ember_interaction_shape_t *shape, const float *grad_out,
+KERNEL static void backward_block(const ember_interaction_shape_t *shape,
+                                  const float *const *vectors, const float *grad_out,
                                   float *const *grads, const backward_scratch_t *s, size_t b0,
                                   size_t n)
 {
     const size_t F = shape->features, D = shape->dim, width = ember_interaction_width(shape);
+    tile_in(shape, vectors, b0, n, s->tile);
+    grad_tile_in(grad_out, width, D, F * (F - 1) / 2, b0, n, s->gtile);
     for (size_t f = 0; f < F; f++) {
-        for (size_t d0 = 0; d0 < D; d0 += ROWS)
-            feature_rows(s->tile, s->gtile, s->pair_of, F, D, f, d0, D - d0 < ROWS ? D - d0 : ROWS,
-                         s->acc);
-        for (size_t k = 0; k < n; k++) {
-            float *out = grads[f] + (b0 + k) * D;
-            const float *dense = grad_out + (b0 + k) * width;
-            for (size_t d = 0; d < D; d++)
-                out[d] = f == 0 ? dense[d] + s->acc[d * BLOCK + k] : s->acc[d * BLOCK + k];
-        }
+        size_t d0 = 0;
+        for (; d0 + ROWS <= D; d0 += ROWS) /* ROWS a constant to the inlined loop */
+            feature_rows(s->tile, s->gtile, s->pair_of, F, D, f, d0, ROWS, s->acc);
+        if (d0 < D)
+            feature_rows(s->tile, s->gtile, s->pair_of, F, D, f, d0, D - d0, s->acc);
+        transpose(s->acc, BLOCK, D, n, grads[f] + b0 * D, D);
+    }
+    for (size_t k = 0; k < n; k++) { /* the dense vector's own slice, added as one sum would */
+        float *out = grads[0] + (b0 + k) * D;
+        const float *dense = grad_out + (b0 + k) * width;
+        for (size_t d = 0; d < D; d++)
+            out[d] = dense[d] + out[d];
     }
 }
 
@@ -246,7 +290,7 @@ ember_status_t ember_interaction_backward(const ember_interaction_shape_t *shape
 {
     if (!shape_valid(shape, vectors, grad_out) || !grads)
         return EMBER_ERR_INVALID_PARAM;
-    const size_t F = shape->features, D = shape->dim, width = ember_interaction_width(shape);
+    const size_t F = shape->features;
     for (size_t f = 0; f < F; f++)
         if (!vectors[f] || !grads[f])
             return EMBER_ERR_INVALID_PARAM;
@@ -258,9 +302,7 @@ ember_status_t ember_interaction_backward(const ember_interaction_shape_t *shape
     pair_index(F, s.pair_of);
     for (size_t b0 = 0; b0 < shape->batch; b0 += BLOCK) {
         const size_t n = shape->batch - b0 < BLOCK ? shape->batch - b0 : BLOCK;
-        tile_in(shape, vectors, b0, n, s.tile);
-        grad_tile_in(grad_out, width, D, F * (F - 1) / 2, b0, n, s.gtile);
-        backward_block(shape, grad_out, grads, &s, b0, n);
+        backward_block(shape, vectors, grad_out, grads, &s, b0, n);
     }
     scratch_free(&s);
     return EMBER_OK;
