@@ -20,10 +20,11 @@
 #     and of the PS (perf record -g; a VM without hardware counters samples
 #     the CPU clock).
 #
-# Environment: BUILD (<repo>/build), PYTHON (/usr/bin/python3, with numpy), JOBS ("table dlrm"), STEPS (the DLRM
-# job's, 60; the table job runs 21 epochs of 10 steps), PERF (0), TOP (15:
-# perf's lines per process), KEEP (0: 1 keeps the logs, whose folder is
-# printed).
+# Environment: BUILD (<repo>/build), PYTHON (/usr/bin/python3, with numpy),
+# JOBS ("table dlrm"), STEPS (the DLRM job's, 60; the table job runs 21
+# epochs of 10 steps), ROWS (1000000: each table's rows), BATCH (4096: the
+# DLRM job's per trainer), PERF (0), TOP (15: perf's lines per process), KEEP
+# (0: 1 keeps the logs, whose folder is printed).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -33,10 +34,14 @@ steps=${STEPS:-60}
 perf=${PERF:-0}
 python=${PYTHON:-/usr/bin/python3}
 top=${TOP:-15}
+rows=${ROWS:-1000000}
+batch=${BATCH:-4096}
 export UCX_TLS=${UCX_TLS:-sm,self} UCX_NET_DEVICES=lo
 die() { echo "profile: $*" >&2; exit 2; }
 [[ $steps =~ ^[1-9][0-9]{0,6}$ ]] || die "STEPS '$steps' is not a positive integer"
 [[ $top =~ ^[1-9][0-9]{0,3}$ ]] || die "TOP '$top' is not a positive integer"
+[[ $rows =~ ^[1-9][0-9]{0,9}$ ]] || die "ROWS '$rows' is not a positive integer"
+[[ $batch =~ ^[1-9][0-9]{0,6}$ ]] || die "BATCH '$batch' is not a positive integer"
 [[ $perf =~ ^[01]$ ]] || die "PERF '$perf' is not 0 or 1"
 for tool in ember-run ember-train ember-criteo-gen; do
     [ -x "$build/tools/$tool" ] || die "$build/tools/$tool missing: build ember first (or set BUILD)"
@@ -99,16 +104,16 @@ echo "# machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'); load $
 for job in $jobs; do
     case $job in
         table)
-            run_job table --rows 1000000 --dim 64 --classes 8 --min-indices 8192 \
+            run_job table --rows "$rows" --dim 64 --classes 8 --min-indices 8192 \
                 --max-indices 8192 --batches 10 --epochs 21 --consistency sync ;;
         dlrm)
-            "$build/tools/ember-criteo-gen" --examples $((steps * 4096 * 2)) --out "$out/train.tsv" \
+            "$build/tools/ember-criteo-gen" --examples $((steps * batch * 2)) --out "$out/train.tsv" \
                 --seed 1 >/dev/null
             "$python" "$here/criteo_npy.py" "$out/train.tsv" "$out/train" >/dev/null ||
                 die "cannot write the npy layout"
             rm -f "$out/train.tsv"
-            run_job dlrm --model dlrm --embedding-dim 16 --num-embeddings 1000000 \
-                --dense-arch-layer-sizes 64,16 --over-arch-layer-sizes 64,1 --batch-size 4096 \
+            run_job dlrm --model dlrm --embedding-dim 16 --num-embeddings "$rows" \
+                --dense-arch-layer-sizes 64,16 --over-arch-layer-sizes 64,1 --batch-size "$batch" \
                 --optimizer adagrad --lr 0.05 --data "criteo-npy:$out/train" --steps "$steps" ;;
         *) die "JOBS: '$job' is not table or dlrm" ;;
     esac

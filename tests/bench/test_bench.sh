@@ -145,6 +145,24 @@ staleness)
     KS="0 17" BUILD=$build bash "$bench" >"$out" 2>&1
     [[ $? == 2 ]] && grep -q "'17' is not a staleness" "$out" || fail "KS 17 was accepted"
     ;;
+profile)
+    # bench/profile.sh tiny: each job's phase table (both trainers, 8
+    # percentages), each process's CPU seconds; bad settings refused.
+    prof=$(dirname "$0")/../../bench/profile.sh
+    BUILD=$build ROWS=2000 BATCH=64 STEPS=4 bash "$prof" >"$out" 2>&1 || fail "exit status $?"
+    for job in table dlrm; do
+        grep -q "^## $job: done: " "$out" || fail "no $job line"
+    done
+    [[ $(grep -Ec '^trainer[01] +[0-9.]+( +[0-9.]+%){8}$' "$out") == 4 ]] ||
+        fail "not 2 jobs x 2 trainers' phase rows"
+    [[ $(grep -Ec '^(trainer[01]|master|ps0) +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$out") == 8 ]] ||
+        fail "not 2 jobs x 4 processes' CPU rows"
+    for bad in "STEPS=0" "JOBS=gpu" "PERF=2" "ROWS=-1"; do
+        # shellcheck disable=SC2086 # one setting
+        env $bad BUILD=$build bash "$prof" >"$out" 2>&1 && fail "$bad accepted"
+        grep -q "^profile: " "$out" || fail "$bad: no error line"
+    done
+    ;;
 dynamic_vs_fixed)
     # bench/dynamic_vs_fixed.sh (the docs' dynamic tables section) tiny, one
     # round of each part: a row per round with both rates and their ratio,
