@@ -14,8 +14,8 @@
 # configuration (bench/dlrm_vs_torchrec.sh, config b) in each round. Prints
 # each round's bags/s (= examples/s) and ratio, the machine's load average
 # as the round began (the cores are shared: a round under load says little),
-# the median ratio of each job, and the target: >= 3x TorchRec's examples/s
-# in sync mode.
+# the median ratio of each job, and the targets: >= 4x TorchRec's examples/s
+# on the large table and >= 3x on DLRM, in sync mode.
 #
 #   bench/train_vs_torchrec.sh
 #   ROUNDS=5 EMBER_FLAGS="--ps-threads 2" bench/train_vs_torchrec.sh
@@ -128,7 +128,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) p
 median() { printf '%s\n' "$@" | { grep -v '^-$' || true; } | sort -g |
     awk '{ v[NR] = $1 } END { if (!NR) print "-"; else if (NR % 2) printf "%.2f", v[(NR + 1) / 2];
                               else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-verdict() { awk -v r="$1" 'BEGIN { print (r != "-" && r >= 3) ? "PASS" : "MISS" }'; }
+verdict() { awk -v r="$1" -v t="$2" 'BEGIN { print (r != "-" && r >= t) ? "PASS" : "MISS" }'; }
 
 "$build/bench/peers/tutorial_batches" --rows "$rows" --classes "$classes" \
     --min-indices "$indices" --max-indices "$indices" --seed "$seed" --trainers "$trainers" \
@@ -180,7 +180,7 @@ echo "## one table $rows x $dim, $indices indices a trainer step"
 printf '%-6s %14s %16s %7s %11s %5s\n' round "ember bags/s" "torchrec bags/s" ratio "timed bags" load
 printf '%s\n' "${large[@]}"
 echo "median ratio: ${large_median}x"
-echo "target: >= 3x TorchRec's examples/s, sync mode: $(verdict "$large_median") (${large_median}x)"
+echo "target: >= 4x TorchRec's examples/s, sync mode: $(verdict "$large_median" 4) (${large_median}x)"
 if [ "$dlrm" = 1 ]; then
     dlrm_median=$(median "${dlrm_ratios[@]}")
     echo
@@ -188,5 +188,5 @@ if [ "$dlrm" = 1 ]; then
     printf '%-6s %14s %16s %7s %5s\n' round "ember ex/s" "torchrec ex/s" ratio load
     printf '%s\n' "${dlrm_rows[@]}"
     echo "median ratio: ${dlrm_median}x"
-    echo "target: >= 3x TorchRec's examples/s, sync mode: $(verdict "$dlrm_median") (${dlrm_median}x)"
+    echo "target: >= 3x TorchRec's examples/s, sync mode: $(verdict "$dlrm_median" 3) (${dlrm_median}x)"
 fi
