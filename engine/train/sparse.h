@@ -61,6 +61,13 @@ typedef struct {
      * applied) is checked: step - staleness <= version <= step. */
     int async;
     uint32_t staleness;
+    /* Its rows cached here (engine/train/row_cache; borrowed, shared by
+     * every cached table and both slots of a pipeline, outlives them):
+     * its lookups are EMBER_LOOKUP_ROWS (engine/wire/protocol.h), each
+     * shard's part pooled here from the copies that stood and the rows
+     * that came, as its PS would have pooled it; NULL: not cached.  Not
+     * with max pooling, fp16 replies or the device path. */
+    struct ember_row_cache *cache;
 } ember_sparse_config_t;
 
 typedef struct ember_sparse ember_sparse_t;

@@ -341,16 +341,20 @@ static int case_settings(void)
 
 static int case_done(void)
 {
-    float answer[6 + 2 + 3]; /* the head (24 bytes), 2 losses, 3 parameters */
-    train_msg_done_t head = {.steps = 2, .bags = 10, .seconds = 1.5};
+    enum {
+        H = sizeof(train_msg_done_t) / sizeof(float)
+    };
+    float answer[H + 2 + 3]; /* the head, 2 losses, 3 parameters */
+    train_msg_done_t head = {.steps = 2, .bags = 10, .seconds = 1.5, .cache_hits = 7};
     train_done_t done;
     char err[160];
     memcpy(answer, &head, sizeof(head));
-    answer[6] = 0.25f, answer[7] = 0.5f, answer[8] = 1, answer[9] = 2, answer[10] = 3;
+    answer[H] = 0.25f, answer[H + 1] = 0.5f, answer[H + 2] = 1, answer[H + 3] = 2,
+    answer[H + 4] = 3;
     CHECK(train_done_unpack(answer, sizeof(answer), 3, 1, &done, err, sizeof(err)) == EMBER_OK,
           "%s", err);
-    CHECK(done.head.steps == 2 && train_load_f32(done.losses, 1) == 0.5f &&
-                  train_load_f32(done.params, 2) == 3.0f,
+    CHECK(done.head.steps == 2 && done.head.cache_hits == 7 &&
+                  train_load_f32(done.losses, 1) == 0.5f && train_load_f32(done.params, 2) == 3.0f,
           "the losses and parameters misplaced");
     head.steps = (UINT64_C(1) << 62) + 2; /* x 4 wraps to the 8 bytes of 2 losses */
     memcpy(answer, &head, sizeof(head));
