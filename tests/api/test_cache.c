@@ -14,12 +14,15 @@
  *                evaluations' rows are unchanged at the next step), so
  *                the test cannot pass with it off
  *   bound_sK     two trainers, 2 PS, sync, staleness K (1, 2), a skewed
- *                stream: the cached run's copies stood by the staleness
- *                bound (stale_hits > 0), none was used more than K steps
- *                behind its step (the engine refuses a reply that says
- *                otherwise; stats.oldest <= K), hits > 0, and its pooled
- *                outputs stay within 0.5 of the uncached twin's (they
- *                differ by at most K steps' SGD updates of lr 0.01)
+ *                stream, first pipelined (the next step's lookups made
+ *                before this one's wait): hits > 0 and no copy used more
+ *                than K steps behind its step (the engine refuses a reply
+ *                that says otherwise; stats.oldest <= K); then in lockstep
+ *                (each step applied before the next is looked up, so every
+ *                copy made since stands by the bound alone): hits by
+ *                staleness, the oldest exactly K steps behind; all along
+ *                the pooled outputs within 0.5 of the uncached twin's
+ *                (they differ by at most K steps' SGD updates of lr 0.01)
  *   refusals     max pooling, fp16 replies, a cache after a lookup, 2^30 +
  *                1 rows: refused (ERR_INVALID_PARAM) naming the table or
  *                what was wrong; 0 turns it off; an ebc without a cache
@@ -358,13 +361,41 @@ static int run_bound(int rank, uint32_t K)
     }
     ember_ebc_cache_stats_t stats;
     ember_ebc_cache_stats(ec, &stats);
-    fprintf(stderr, "%s: cache %llu of %llu rows hit, %llu by staleness, oldest %llu behind\n",
+    fprintf(stderr, "%s, pipelined: cache %llu of %llu rows hit, %llu by staleness, oldest %llu\n",
             what, (unsigned long long)stats.hits, (unsigned long long)stats.lookups,
             (unsigned long long)stats.stale_hits, (unsigned long long)stats.oldest);
-    MP_CHECK(stats.hits > 0 && stats.stale_hits > 0 && stats.oldest >= 1 && stats.oldest <= K &&
-                     ember_ebc_staleness_seen(ec) <= K,
-             "%s: %llu hits, %llu by staleness, oldest %llu steps behind (bound %u)", what,
-             (unsigned long long)stats.hits, (unsigned long long)stats.stale_hits,
+    MP_CHECK(stats.hits > 0 && stats.oldest <= K && ember_ebc_staleness_seen(ec) <= K,
+             "%s, pipelined: %llu hits, %llu by staleness, oldest %llu steps behind (bound %u)",
+             what, (unsigned long long)stats.hits, (unsigned long long)stats.stale_hits,
+             (unsigned long long)stats.oldest, K);
+    /* Lockstep: every step applied before the next one's lookup (a flush
+     * and a barrier), so each is served at its own step and the copies
+     * made since stand by the bound alone: some exactly K steps old. */
+    const uint64_t before = stats.stale_hits;
+    for (int s = steps; s < 2 * steps; s++) {
+        batch_t one;
+        make_batch(t, s, which, C_NF, &one);
+        ember_lookup_t *a = step_of(eu, &one, C_NF, 0, 0, ou, what, s);
+        ember_lookup_t *c = step_of(ec, &one, C_NF, 0, 0, oc, what, s);
+        for (int v = 0; v < C_OUT; v++)
+            MP_CHECK(fabsf(ou[v] - oc[v]) <= 0.5f, "%s step %d: value %d: cached %g, uncached %g",
+                     what, s, v, (double)oc[v], (double)ou[v]);
+        make_grad(t, s, C_OUT, g);
+        MP_CHECK(ember_lookup_backward(a, g, EMBER_BACKWARD_WAIT) == EMBER_OK &&
+                         ember_lookup_backward(c, g, EMBER_BACKWARD_WAIT) == EMBER_OK,
+                 "%s step %d: backward", what, s);
+        ember_lookup_release(a);
+        ember_lookup_release(c);
+        MP_CHECK(ember_job_barrier(job, "step") == EMBER_OK, "barrier");
+    }
+    ember_ebc_cache_stats(ec, &stats);
+    fprintf(stderr, "%s, lockstep: cache %llu of %llu rows hit, %llu by staleness, oldest %llu\n",
+            what, (unsigned long long)stats.hits, (unsigned long long)stats.lookups,
+            (unsigned long long)stats.stale_hits, (unsigned long long)stats.oldest);
+    MP_CHECK(stats.stale_hits > before && stats.oldest == K,
+             "%s, lockstep: %llu hits by staleness (%llu before), oldest %llu steps behind, not "
+             "the bound %u",
+             what, (unsigned long long)stats.stale_hits, (unsigned long long)before,
              (unsigned long long)stats.oldest, K);
     MP_CHECK(ember_ebc_flush(eu) == EMBER_OK && ember_ebc_flush(ec) == EMBER_OK, "flush");
     MP_CHECK(ember_job_barrier(job, "done") == EMBER_OK, "barrier");
