@@ -355,10 +355,11 @@ static ember_status_t print_cache(master_t *m, const train_done_t *done)
     }
     const double rate = lookups ? 100.0 * (double)hits / (double)lookups : 0.0;
     printf("cache: hit rate %.1f%% (%llu of %llu rows), %llu by staleness (oldest %llu steps "
-           "behind), %llu rows held of %llu a trainer, %llu put in, %llu replaced\n",
+           "behind), %llu rows held in %d caches of %llu, %llu put in, %llu replaced\n",
            rate, (unsigned long long)hits, (unsigned long long)lookups, (unsigned long long)stale,
-           (unsigned long long)oldest, (unsigned long long)rows, (unsigned long long)s->cache_rows,
-           (unsigned long long)inserted, (unsigned long long)evicted);
+           (unsigned long long)oldest, (unsigned long long)rows, s->trainers,
+           (unsigned long long)s->cache_rows, (unsigned long long)inserted,
+           (unsigned long long)evicted);
     fflush(stdout);
     if (m->metrics)
         fprintf(m->metrics,
