@@ -875,8 +875,8 @@ static ember_status_t rows_reply(ember_shard_t *table, const context_t *ctx,
         if (held != EMBER_ROW_NONE && r < table->changed_rows) {
             if (table_row_changed(table, r) <= held)
                 state = EMBER_ROW_UNCHANGED;
-            else if (stale_ok && held >= oldest)
-                state = EMBER_ROW_STALE;
+            else if (stale_ok && held >= oldest && held >= table->changed_floor)
+                state = EMBER_ROW_STALE; /* never a copy from before a write of all rows */
         }
         states[u] = state;
         if (state != EMBER_ROW_FRESH)

@@ -249,8 +249,12 @@ enum {
  * an async one's gradients applied.  A row's copy at clock h stands at
  * clock c when the row did not change since h (the PS keeps each row's
  * last change, made only once a cached lookup comes; a dynamic table's
- * per slot, a key given a slot counting as a change), or, sync, when h is
- * at most the table's staleness behind the lookup's step.
+ * per slot, a key given a slot counting as a change; every row of a
+ * step's lookups changes in its update), or, sync training (not an
+ * evaluation), when h is at most the table's staleness behind the
+ * lookup's step.  A write of rows outside training (a load, a write by
+ * key, a restore) voids every copy made before it.  A held version ahead
+ * of the shard's clock is refused (ERR_BAD_MESSAGE, naming the row).
  */
 typedef struct {
     uint64_t version; /* as a LOOKUPS part's: a sync table's steps applied, else 0 */
