@@ -891,10 +891,8 @@ static ember_status_t rows_reply(ember_shard_t *table, const context_t *ctx,
     memset(states + unique, 0, values_at - ember_wire_rows_reply_states_at() - unique);
     const size_t end = values_at + fresh * dim * sizeof(float);
     memset(out + end, 0, (size_t)ember_wire_rows_reply_bytes(unique, spec->dim, fresh) - end);
-    const ember_msg_rows_reply_t head = {.version =
-                                                 ember_shard_is_sync(table) ? table->next_step : 0,
-                                         .clock = clock,
-                                         .fresh = fresh};
+    const ember_msg_rows_reply_t head = {
+            .version = table->next_step, .clock = clock, .fresh = fresh};
     memcpy(out, &head, sizeof(head));
     return EMBER_OK;
 }

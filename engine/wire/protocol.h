@@ -257,7 +257,7 @@ enum {
  * of the shard's clock is refused (ERR_BAD_MESSAGE, naming the row).
  */
 typedef struct {
-    uint64_t version; /* as a LOOKUPS part's: a sync table's steps applied, else 0 */
+    uint64_t version; /* as a LOOKUPS part's: the table's steps applied */
     uint64_t clock;   /* the row clock the reply was made at */
     uint64_t fresh;   /* rows whose values follow */
 } ember_msg_rows_reply_t;
