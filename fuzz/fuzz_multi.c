@@ -10,7 +10,7 @@
  * (fuzz/fuzz_input.h) whose payload is one whole message:
  *   op bit 0 clear  a LOOKUPS; op bit 1: an accepted one's contexts closed
  *                   at once by a GRADS (built by the codec) that applies
- *                   nothing
+ *                   nothing, when the PS would serve it now (ready)
  *   op bit 0 set    a GRADS
  *
  * Invariants: lookups change no row; a refused LOOKUPS leaves every
@@ -256,7 +256,11 @@ static void lookups_one(harness_t *h, int op, const uint8_t *payload, size_t len
         return;
     }
     lookups_accepted(h, &view, index, reply, bytes);
-    if ((op & 2) && !(view.lookups[0].head.flags & EMBER_LOOKUP_EVAL))
+    /* Closed at once only when the PS would have served it now: one it
+     * holds (sync, a step not yet applied, e.g. with an earlier step's
+     * gradient still waiting in the same slot) is served here anyway,
+     * but its gradient may meet that one. */
+    if ((op & 2) && ready && !(view.lookups[0].head.flags & EMBER_LOOKUP_EVAL))
         close_by_grads(h, &view, tables, index);
 }
 
