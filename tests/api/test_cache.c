@@ -23,6 +23,10 @@
  *                staleness, the oldest exactly K steps behind; all along
  *                the pooled outputs within 0.5 of the uncached twin's
  *                (they differ by at most K steps' SGD updates of lr 0.01)
+ *   async_p2     as same_p2 with async tables and one trainer (whose pushes
+ *                and lookups reach each PS in order, so the run is
+ *                deterministic): the same bits, the cache hit (a copy
+ *                stands while no gradient was applied to its row since)
  *   refusals     max pooling, fp16 replies, a cache after a lookup, 2^30 +
  *                1 rows: refused (ERR_INVALID_PARAM) naming the table or
  *                what was wrong; 0 turns it off; an ebc without a cache
@@ -70,6 +74,9 @@ static int dynamic_of(int f)
     return f >= 2;
 }
 
+/* The tables' consistency (async_p2: EMBER_ASYNC). */
+static ember_consistency_t g_consistency = EMBER_SYNC;
+
 static ember_table_t *make_table(ember_job_t *job, int rank, const char *set, int f,
                                  ember_opt_kind_t opt, uint32_t staleness)
 {
@@ -88,6 +95,7 @@ static ember_table_t *make_table(ember_job_t *job, int rank, const char *set, in
     c.init = EMBER_TABLE_INIT_NORMAL;
     c.seed = 31 + (uint64_t)f; /* the same in both sets: the same initial rows */
     c.staleness = staleness;
+    c.consistency = g_consistency;
     ember_opt_config_default(opt, 0.01f, &c.optimizer);
     ember_status_t st;
     if (dynamic_of(f)) {
@@ -215,10 +223,10 @@ static void same_rows(ember_table_t *u, ember_table_t *c, int dynamic, const cha
 
 /* ===================================================================== */
 
-static int run_same(int rank, uint32_t P)
+static int run_same(int rank, uint32_t P, int trainers)
 {
     int is_ps;
-    ember_job_t *job = join_or_serve(2, (int)P, rank, &is_ps);
+    ember_job_t *job = join_or_serve(trainers, (int)P, rank, &is_ps);
     if (is_ps)
         return 0;
     const uint32_t t = (uint32_t)rank;
@@ -292,15 +300,22 @@ static int run_same(int rank, uint32_t P)
 
 static int same_p1(int rank, int world, void *arg)
 {
-    return run_same(rank, 1);
+    return run_same(rank, 1, 2);
 }
 static int same_p2(int rank, int world, void *arg)
 {
-    return run_same(rank, 2);
+    return run_same(rank, 2, 2);
 }
 static int same_p3(int rank, int world, void *arg)
 {
-    return run_same(rank, 3);
+    return run_same(rank, 3, 2);
+}
+/* Async tables, one trainer (its pushes and lookups reach each PS in
+ * order: the run is deterministic, so the twins are the same bits). */
+static int async_p2(int rank, int world, void *arg)
+{
+    g_consistency = EMBER_ASYNC;
+    return run_same(rank, 2, 1);
 }
 
 /* ===================================================================== */
@@ -489,6 +504,7 @@ static int refusals(int rank, int world, void *arg)
 static const mp_case_t cases[] = {
         {"same_p1", same_p1, 3, 0},   {"same_p2", same_p2, 4, 0},   {"same_p3", same_p3, 5, 0},
         {"bound_s1", bound_s1, 4, 0}, {"bound_s2", bound_s2, 4, 0}, {"refusals", refusals, 2, 0},
+        {"async_p2", async_p2, 3, 0},
 };
 
 int main(int argc, char **argv)
