@@ -98,7 +98,8 @@
 #                       dynamic, or out of range
 #   cache_bits:FILE:LIST  --cache-rows 16 against no cache on each PS count
 #                       of LIST (FILE a golden replay, or synthetic_fixed /
-#                       synthetic_dynamic: the learnable job):
+#                       synthetic_dynamic / synthetic_fp16: the learnable job,
+#                       fp16 rows for the last):
 #                       the same saved bits and losses; the summary and
 #                       --metrics say the hit rate
 #   cache_stale:K       --staleness K --cache-rows 40: hits, none more than K
@@ -317,6 +318,9 @@ cache_bits:*)
     synthetic_fixed | synthetic_dynamic)
         kind=${file#synthetic_} t=3
         job=(--trainers 3 --data synthetic --epochs 6 --lr 0.2 --table-kind "$kind")
+        ;;
+    synthetic_fp16) # fp16 rows: the PS sends them widened, as it pools them
+        t=3 job=(--trainers 3 --data synthetic --epochs 6 --lr 0.2 --table-dtype fp16)
         ;;
     *)
         t=$(trainers_of "$golden/$file.safetensors")
