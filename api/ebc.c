@@ -525,11 +525,10 @@ ember_status_t ember_ebc_set_cache_rows(ember_ebc_t *ebc, size_t rows)
     for (size_t k = 0; k < ebc->ntables; k++) {
         const api_table_desc_t *d = &ebc->tables[k].table->desc;
         const feature_t *f = &ebc->features[ebc->tables[k].first];
-        const char *why = f->pooling == EMBER_BAG_MAX ? "max pooling"
-                          : ebc->options.half_replies ? "fp16 replies"
-                          : ebc->rdma                 ? "the device path (EMBER_GPUDIRECT=staged "
-                                                        "caches)"
-                                                      : NULL;
+        const char *why = ebc->options.half_replies ? "fp16 replies"
+                          : ebc->rdma               ? "the device path (EMBER_GPUDIRECT=staged "
+                                                      "caches)"
+                                                    : NULL;
         if (rows > 0 && why)
             return ebc_fail(ebc, step, EMBER_ERR_INVALID_PARAM,
                             "table %s (feature %s): its rows cannot be cached with %s", d->name,

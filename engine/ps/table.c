@@ -326,6 +326,7 @@ void ember_shard_destroy(ember_shard_t *table)
     ember_buffer_free(&table->reduce_list);
     ember_buffer_free(&table->order);
     ember_buffer_free(&table->written);
+    ember_buffer_free(&table->rows_pool);
     if (table->changed)
         munmap(table->changed,
                (size_t)(table->changed_rows > 0 ? table->changed_rows : 1) * sizeof(uint64_t));
@@ -922,6 +923,12 @@ ember_status_t ember_shard_lookup(ember_shard_t *table, const ember_wire_lookup_
         ctx->n = head->indices;
         if (table_dyn_order(table, ctx) != EMBER_OK)
             return refuse(err, err_length, EMBER_ERR_NO_MEMORY, &who, "out of memory");
+    }
+    if (lookup->held && lookup->places) { /* max: pooled for the argmax its backward needs */
+        const size_t pools = (size_t)head->bags * table->spec.dim * 8;
+        if (!ember_buffer_reserve(&table->rows_pool, pools + 8))
+            return refuse(err, err_length, EMBER_ERR_NO_MEMORY, &who, "out of memory");
+        EMBER_CHECK(lookup_pool(table, ctx, lookup, table->rows_pool.data, &who, err, err_length));
     }
     if (lookup->held)
         EMBER_CHECK(rows_reply(table, ctx, lookup, (uint8_t *)out, &who, err, err_length));

@@ -106,6 +106,7 @@ struct ember_shard {
      * async_applied (async). */
     uint64_t *changed;
     int64_t changed_rows;
+    ember_buffer_t rows_pool; /* a cached max lookup's pools: only its argmax is kept */
     uint64_t changed_floor;
     uint64_t async_applied;
 };

@@ -51,6 +51,13 @@ typedef struct {
     size_t entries_capacity, weights_capacity;
     int64_t *ids;
     size_t ids_capacity;
+    /* Max pooling's: each value's row (a slot of the shard's), and each
+     * slot's first place in the bag being placed (seen: all 0 between). */
+    int64_t *argmax;
+    size_t argmax_capacity;
+    uint32_t *first;
+    uint8_t *seen;
+    size_t first_capacity, seen_capacity;
 } table_t;
 
 /* A (table, shard) a PS serves, in the order of its requests. */
@@ -163,14 +170,13 @@ static ember_status_t check_table(const ember_sparse_config_t *tables, size_t k,
         return EMBER_ERR_INVALID_PARAM;
     }
     const char *why = !c->cache                                ? NULL
-                      : c->mode == EMBER_BAG_MAX               ? "max pooling"
                       : c->half_replies                        ? "fp16 replies"
                       : c->dim > ember_row_cache_dim(c->cache) ? "rows wider than the cache's"
                                                                : NULL;
     if (why) {
         ember_error("trainer",
                     "table %s: its rows cannot be cached (--cache-rows) with %s (cached tables "
-                    "pool with sum or mean, fp32 replies)",
+                    "have fp32 replies)",
                     name, why);
         return EMBER_ERR_INVALID_PARAM;
     }
@@ -404,6 +410,9 @@ void ember_sparse_destroy(ember_sparse_t *sparse)
         free(table->entry_slots);
         free(table->entry_weights);
         free(table->ids);
+        free(table->argmax);
+        free(table->first);
+        free(table->seen);
         free(table->slots);
     }
     ember_parts_buffer_free(&sparse->grads);
@@ -680,7 +689,8 @@ static ember_status_t cached_pool(table_t *table, uint32_t p)
     const size_t n = head->indices, unique = head->unique;
     const uint32_t *slots = (const uint32_t *)(shard->request + at.entries);
     const float *weights = NULL;
-    if (head->flags & EMBER_LOOKUP_WEIGHTS) { /* entries (slot, weight): apart */
+    const int max = (head->flags & EMBER_LOOKUP_MAX) != 0;
+    if (at.entry_bytes == 8) { /* entries (slot, weight or place): apart */
         if (!EMBER_RESERVE(table->entry_slots, table->entries_capacity, n + 1) ||
             !EMBER_RESERVE(table->entry_weights, table->weights_capacity, n + 1))
             return EMBER_ERR_NO_MEMORY;
@@ -689,7 +699,7 @@ static ember_status_t cached_pool(table_t *table, uint32_t p)
             memcpy(&table->entry_weights[i], shard->request + at.entries + 8 * i + 4, 4);
         }
         slots = table->entry_slots;
-        weights = table->entry_weights;
+        weights = max ? NULL : table->entry_weights; /* max: the places */
     }
     if (!EMBER_RESERVE(table->ids, table->ids_capacity, unique + 1))
         return EMBER_ERR_NO_MEMORY;
@@ -705,8 +715,38 @@ static ember_status_t cached_pool(table_t *table, uint32_t p)
                                      .offsets = (const uint32_t *)(shard->request + at.offsets),
                                      .bags = head->bags,
                                      .weights = weights};
-    return ember_bag_forward_slots(&rows, &batch, EMBER_BAG_SUM,
-                                   (float *)(table->local + p * table->local_stride), NULL);
+    uint8_t *out = table->local + p * table->local_stride;
+    const size_t dim = table->config.dim, bags = head->bags;
+    if (!max)
+        return ember_bag_forward_slots(&rows, &batch, EMBER_BAG_SUM, (float *)out, NULL);
+    if (!EMBER_RESERVE(table->argmax, table->argmax_capacity, bags * dim + 1) ||
+        !EMBER_RESERVE(table->first, table->first_capacity, unique + 1) ||
+        !EMBER_RESERVE(table->seen, table->seen_capacity, unique + 1))
+        return EMBER_ERR_NO_MEMORY;
+    EMBER_CHECK(ember_bag_forward_slots(&rows, &batch, EMBER_BAG_MAX, (float *)out, table->argmax));
+    /* Each maximum's place, as the PS gives it (engine/ps/table_work.c):
+     * the first maximal entry's row occurs nowhere earlier in its bag, so
+     * its place is that row's first in the bag. */
+    const float *places = table->entry_weights; /* each entry's place's bits */
+    const uint32_t *offsets = batch.offsets;
+    uint32_t *places_out = (uint32_t *)(out + table->reply.places);
+    memset(table->seen, 0, unique);
+    for (size_t b = 0; b < bags; b++) {
+        const size_t begin = offsets[b], end = b + 1 < bags ? offsets[b + 1] : n;
+        for (size_t i = begin; i < end; i++) {
+            if (!table->seen[slots[i]]) {
+                table->seen[slots[i]] = 1;
+                memcpy(&table->first[slots[i]], &places[i], sizeof(uint32_t));
+            }
+        }
+        for (size_t d = 0; d < dim; d++) {
+            const int64_t row = table->argmax[b * dim + d];
+            places_out[b * dim + d] = row < 0 ? EMBER_PLACE_NONE : table->first[row];
+        }
+        for (size_t i = begin; i < end; i++)
+            table->seen[slots[i]] = 0;
+    }
+    return EMBER_OK;
 }
 
 /* Every cached table's shards pooled. */

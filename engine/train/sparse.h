@@ -66,7 +66,7 @@ typedef struct {
      * its lookups are EMBER_LOOKUP_ROWS (engine/wire/protocol.h), each
      * shard's part pooled here from the copies that stood and the rows
      * that came, as its PS would have pooled it; NULL: not cached.  Not
-     * with max pooling, fp16 replies or the device path. */
+     * with fp16 replies or the device path. */
     struct ember_row_cache *cache;
 } ember_sparse_config_t;
 

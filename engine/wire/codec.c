@@ -192,11 +192,9 @@ static ember_status_t lookup_check_flags(const ember_msg_lookup_t *head, char *e
     if ((head->flags & EMBER_LOOKUP_WEIGHTS) && (head->flags & EMBER_LOOKUP_MAX))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "per-sample weights need sum mode (flags %#x)", head->flags);
-    if ((head->flags & EMBER_LOOKUP_ROWS) &&
-        (head->flags & (EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY)))
+    if ((head->flags & EMBER_LOOKUP_ROWS) && (head->flags & EMBER_LOOKUP_HALF_REPLY))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
-                                 "a cached lookup (rows) is not made with max pooling or fp16 "
-                                 "replies (flags %#x)",
+                                 "a cached lookup (rows) has no fp16 replies (flags %#x)",
                                  head->flags);
     return EMBER_OK;
 }

@@ -227,8 +227,9 @@ enum {
      * trainer holds, or EMBER_ROW_NONE.  The PS checks and keeps the lookup
      * as any other (its context, backward and optimizer step are the
      * same), but does not pool: it answers each row, see
-     * ember_msg_rows_reply_t.  Only in a LOOKUPS; not with
-     * EMBER_LOOKUP_MAX or EMBER_LOOKUP_HALF_REPLY. */
+     * ember_msg_rows_reply_t (with EMBER_LOOKUP_MAX it still pools, for
+     * the argmax its backward keeps, but sends no pools nor places).  Only
+     * in a LOOKUPS; not with EMBER_LOOKUP_HALF_REPLY. */
     EMBER_LOOKUP_ROWS = 1u << 4,
 };
 

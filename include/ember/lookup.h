@@ -242,9 +242,9 @@ uint64_t ember_ebc_staleness_seen(const ember_ebc_t *ebc);
  * when it is at most K steps behind the lookup's step; so with staleness
  * 0 every output and every row is the same bits as without the cache.
  * Memory: @rows x the widest table's dim x 4 bytes, plus an index (about
- * 32 bytes a row).  Replacement: CLOCK.  Every table of the ebc is cached;
- * not with max pooling, fp16 replies (options.half_replies) or the device
- * path (GPUDirect: EMBER_GPUDIRECT=staged), nor on a PS's GPU
+ * 32 bytes a row).  Replacement: CLOCK.  Every table of the ebc is cached
+ * (sum, mean and max pooling, weights, fixed and dynamic tables); not with
+ * fp16 replies (options.half_replies) or the device path (GPUDirect: EMBER_GPUDIRECT=staged), nor on a PS's GPU
  * (--ps-device cuda; the PS refuses the lookup).  Before the ebc's first
  * lookup only.  Not thread-safe (the job's thread); never blocks.
  * Errors (the ebc as it was): ERR_INVALID_PARAM (after a lookup; a table

@@ -6,7 +6,7 @@
  *                tables (the same seed, so the same initial rows), one set
  *                looked up by an ebc with a row cache of 24 rows, the
  *                other by one without; fixed and dynamic tables, sum
- *                (with a padding_idx), mean and weighted sum, SGD and
+ *                (with a padding_idx), max, mean and weighted sum, SGD and
  *                Adagrad; the same skewed batches and output gradients for
  *                12 steps, an evaluation every third: every step's pooled
  *                outputs (training and evaluation) and every row at the
@@ -27,10 +27,10 @@
  *                and lookups reach each PS in order, so the run is
  *                deterministic): the same bits, the cache hit (a copy
  *                stands while no gradient was applied to its row since)
- *   refusals     max pooling, fp16 replies, a cache after a lookup, 2^30 +
- *                1 rows: refused (ERR_INVALID_PARAM) naming the table or
- *                what was wrong; 0 turns it off; an ebc without a cache
- *                reports zeros
+ *   refusals     fp16 replies, a cache after a lookup, 2^30 + 1 rows:
+ *                refused (ERR_INVALID_PARAM) naming the table or what was
+ *                wrong; 0 turns it off; an ebc without a cache reports
+ *                zeros; max pooling taken
  */
 #include "tests/api/api_test.h"
 
@@ -48,7 +48,7 @@ enum {
     C_MAXLEN = 4, /* ids a bag */
     C_STEPS = 12,
     C_CACHE = 24,
-    C_NF = 4, /* fixed sum (padding 3), fixed mean, dynamic sum, dynamic mean */
+    C_NF = 4, /* fixed sum (padding 3), fixed max, dynamic sum, dynamic mean */
     C_MAXV = C_NF * C_B * C_MAXLEN,
     C_OUT = C_NF * C_B * C_DIM
 };
@@ -109,7 +109,7 @@ static ember_table_t *make_table(ember_job_t *job, int rank, const char *set, in
     return table;
 }
 
-static const ember_bag_mode_t pools[C_NF] = {EMBER_BAG_SUM, EMBER_BAG_MEAN, EMBER_BAG_SUM,
+static const ember_bag_mode_t pools[C_NF] = {EMBER_BAG_SUM, EMBER_BAG_MAX, EMBER_BAG_SUM,
                                              EMBER_BAG_MEAN};
 
 static ember_ebc_t *make_ebc(ember_job_t *job, ember_table_t *const *tables, const int *which,
@@ -458,18 +458,20 @@ static int refusals(int rank, int world, void *arg)
             {.name = "views", .table = maxed, .pooling = EMBER_BAG_MAX, .padding_idx = -1}};
     ember_ebc_t *ebc = NULL;
     MP_CHECK(ember_ebc_create(job, features, 2, NULL, &ebc) == EMBER_OK, "ebc");
-    refused(ebc, 10, "max pooling", (const char *const[]){"r_1", "views", "max pooling", NULL});
     ember_ebc_cache_stats_t stats;
     ember_ebc_cache_stats(ebc, &stats);
     MP_CHECK(stats.capacity == 0 && stats.lookups == 0, "no cache: counters not 0");
-    MP_CHECK(ember_ebc_set_cache_rows(ebc, 0) == EMBER_OK, "0 rows (off) with max pooling");
+    MP_CHECK(ember_ebc_set_cache_rows(ebc, 10) == EMBER_OK, "10 rows with max pooling");
+    MP_CHECK(ember_ebc_set_cache_rows(ebc, 0) == EMBER_OK, "0 rows (off)");
+    ember_ebc_cache_stats(ebc, &stats);
+    MP_CHECK(stats.capacity == 0, "off: capacity %llu", (unsigned long long)stats.capacity);
     ember_ebc_destroy(ebc);
 
     ember_ebc_options_t options;
     ember_ebc_options_init(&options);
     options.half_replies = 1;
     MP_CHECK(ember_ebc_create(job, features, 1, &options, &ebc) == EMBER_OK, "ebc fp16");
-    refused(ebc, 10, "fp16 replies", (const char *const[]){"r_0", "fp16 replies", NULL});
+    refused(ebc, 10, "fp16 replies", (const char *const[]){"r_0", "clicks", "fp16 replies", NULL});
     ember_ebc_destroy(ebc);
 
     MP_CHECK(ember_ebc_create(job, features, 1, NULL, &ebc) == EMBER_OK, "ebc");

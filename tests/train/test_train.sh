@@ -104,7 +104,7 @@
 #                       --metrics say the hit rate
 #   cache_stale:K       --staleness K --cache-rows 40: hits, none more than K
 #                       behind, the loss falls as without the cache
-#   cache_flags         bad --cache-rows values, fp16 replies, max pooling refused
+#   cache_flags         bad --cache-rows values, fp16 replies, a PS on a GPU refused
 #   staleness:K         --staleness K on it: runs, epoch lines name the largest
 #                       staleness seen (1..K), the loss falls; K 0: the same
 #                       bits, losses and lines as no flag
@@ -383,11 +383,7 @@ cache_flags)
     expect_refusal "--cache-rows" --cache-rows 12x
     expect_refusal "--cache-rows" --cache-rows 1073741825
     expect_refusal "--reply-dtype fp16" --cache-rows 8 --reply-dtype fp16
-    # max pooling: the trainer refuses to cache the table, naming it
-    t=$(trainers_of "$golden/max_ties_2t.safetensors")
-    timeout 60 "$run" -n $((t + 2)) "$train" --replay "$golden/max_ties_2t.safetensors" \
-        --cache-rows 8 >"$work/out" 2>&1 && fail "max pooling with --cache-rows ran"
-    grep -q "cannot be cached with max pooling" "$work/out" || fail "max pooling: not named"
+    expect_refusal "--ps-device cuda" --cache-rows 8 --ps-device cuda
     ;;
 same_bits:*)
     IFS=: read -r _ file list <<<"$case_name"

@@ -94,7 +94,7 @@ static const ember_flag_t flags[] = {
         {"--cache-rows", "N",
          "each trainer keeps up to N rows of its tables, so\n"
          "that a row whose copy stands is not sent again\n"
-         "(0: no cache; sum/mean pooling, fp32 replies)",
+         "(0: no cache; fp32 replies)",
          INT(0, 1 << 30), FIELD(settings.cache_rows)},
         {"--staleness", "K",
          "sync: a step's lookup may see the tables up to K\n"

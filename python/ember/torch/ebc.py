@@ -163,7 +163,7 @@ class EmbeddingBagCollection(torch.nn.Module):
     'mean' (the trainers' row gradients), seed (table i draws from seed + i
     unless its config names one), dtype 'float32' | 'float16' (as stored),
     half_replies, start_step (a resumed job's), cache_rows (rows of this
-    trainer's row cache, 0..2^30; 0: none; sum and mean pooling: see
+    trainer's row cache, 0..2^30; 0: none; fp32 replies: see
     <ember/lookup.h>'s ember_ebc_set_cache_rows and cache_stats()), job
     (default: the process's, ember.torch.init)."""
 
