@@ -17,6 +17,7 @@
 
 #include "engine/device/scratch.h"
 #include "engine/train/pipeline.h"
+#include "engine/train/row_cache.h"
 #include "engine/train/sparse.h"
 #include "engine/train/trainer_dev.h"
 #include "engine/wire/protocol.h"
@@ -73,6 +74,9 @@ struct ember_ebc {
     ember_trainer_dev_t host_td;
     ember_scratch_t pooled_host, grads_host;
     ember_pipeline_t *pipe;
+    ember_row_cache_t *cache; /* NULL: none (ember_ebc_set_cache_rows) */
+    size_t cache_rows;
+    int looked_up; /* a lookup was made: the cache is set before */
     uint32_t staleness;
     uint64_t next_step;               /* the next training lookup's */
     uint64_t pushed_upto;             /* steps before it pushed back */
@@ -225,7 +229,8 @@ static ember_status_t sparse_setup(ember_ebc_t *ebc)
                                              .async = d->consistency == EMBER_ASYNC,
                                              .staleness = d->staleness,
                                              .rows = d->rows,
-                                             .dynamic = d->kind == EMBER_TABLE_DYNAMIC};
+                                             .dynamic = d->kind == EMBER_TABLE_DYNAMIC,
+                                             .cache = ebc->cache};
     }
     ember_status_t status = ember_pipeline_create(configs, ebc->ntables, ebc->job->tp,
                                                   ebc->host_device ? &ebc->host_td : &ebc->td,
@@ -277,6 +282,7 @@ void ember_ebc_destroy(ember_ebc_t *ebc)
     if (!ebc)
         return;
     ember_pipeline_destroy(ebc->pipe); /* a push still leaving: bounded */
+    ember_row_cache_destroy(ebc->cache);
     ember_lookup_t *lookups[] = {&ebc->slots[0], &ebc->slots[1], &ebc->eval};
     if (ebc->td.device) {
         for (size_t i = 0; i < 3; i++)
@@ -506,9 +512,77 @@ static ember_status_t lookup_eval(ember_ebc_t *ebc, const ember_kjt_t *kjt,
     return EMBER_OK;
 }
 
+ember_status_t ember_ebc_set_cache_rows(ember_ebc_t *ebc, size_t rows)
+{
+    const uint64_t step = ebc->next_step;
+    if (ebc->looked_up)
+        return ebc_fail(ebc, step, EMBER_ERR_INVALID_PARAM,
+                        "the row cache is set before the ebc's first lookup");
+    if (rows > ((size_t)1 << 30))
+        return ebc_fail(ebc, step, EMBER_ERR_INVALID_PARAM, "a row cache of %zu rows: at most 2^30",
+                        rows);
+    uint32_t dim = 0;
+    for (size_t k = 0; k < ebc->ntables; k++) {
+        const api_table_desc_t *d = &ebc->tables[k].table->desc;
+        const feature_t *f = &ebc->features[ebc->tables[k].first];
+        const char *why = ebc->options.half_replies ? "fp16 replies"
+                          : ebc->rdma               ? "the device path (EMBER_GPUDIRECT=staged "
+                                                      "caches)"
+                                                    : NULL;
+        if (rows > 0 && why)
+            return ebc_fail(ebc, step, EMBER_ERR_INVALID_PARAM,
+                            "table %s (feature %s): its rows cannot be cached with %s", d->name,
+                            f->name, why);
+        dim = d->dim > dim ? d->dim : dim;
+    }
+    ember_row_cache_t *cache = NULL;
+    ember_pipeline_t *pipe = NULL, *old = ebc->pipe;
+    ember_row_cache_t *old_cache = ebc->cache;
+    ember_status_t status = rows ? ember_row_cache_create(rows, dim, &cache) : EMBER_OK;
+    if (status != EMBER_OK)
+        return ebc_fail(ebc, step, status, "a row cache of %zu rows of %u floats: %s", rows, dim,
+                        ember_status_string(status));
+    /* The tables' lookups made anew over the cache (nothing was looked up). */
+    ebc->cache = cache;
+    ebc->pipe = NULL;
+    status = sparse_setup(ebc);
+    if (status != EMBER_OK) {
+        ebc->pipe = old;
+        ebc->cache = old_cache;
+        ember_row_cache_destroy(cache);
+        return ebc_fail(ebc, step, status, "the tables' lookups over a row cache: %s",
+                        ember_status_string(status));
+    }
+    pipe = ebc->pipe;
+    ebc->pipe = old;
+    ember_pipeline_destroy(old);
+    ember_row_cache_destroy(old_cache);
+    ebc->pipe = pipe;
+    ebc->cache_rows = rows;
+    return EMBER_OK;
+}
+
+void ember_ebc_cache_stats(const ember_ebc_t *ebc, ember_ebc_cache_stats_t *stats)
+{
+    *stats = (ember_ebc_cache_stats_t){0};
+    if (!ebc->cache)
+        return;
+    ember_row_cache_stats_t s;
+    ember_row_cache_stats(ebc->cache, &s);
+    *stats = (ember_ebc_cache_stats_t){.capacity = ebc->cache_rows,
+                                       .rows = s.rows,
+                                       .lookups = s.lookups,
+                                       .hits = s.hits,
+                                       .stale_hits = s.stale,
+                                       .oldest = s.oldest,
+                                       .inserted = s.inserted,
+                                       .evicted = s.evicted};
+}
+
 ember_status_t ember_ebc_lookup(ember_ebc_t *ebc, const ember_kjt_t *kjt, unsigned flags,
                                 ember_lookup_t **lookup_p)
 {
+    ebc->looked_up = 1;
     if (flags & ~(unsigned)EMBER_LOOKUP_FORWARD_ONLY)
         return ebc_fail(ebc, ebc->next_step, EMBER_ERR_INVALID_PARAM, "lookup flags %#x", flags);
     if (ebc->job->aborted)

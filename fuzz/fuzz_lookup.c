@@ -18,7 +18,10 @@
  * max: the maximum and its first maximal entry's place, exactly); the reply
  * fits the buffer the PS pooled into and, finished as the codec lays it
  * out, holds those values (fp16: each one rounded) and places where the
- * layout says, zeros up to its version.
+ * layout says, zeros up to its version; a cached lookup's
+ * (EMBER_LOOKUP_ROWS) answer is one the codec takes back, within its room,
+ * every row held by no copy sent, every row sent the table's values, no
+ * copy ahead of the shard's clock accepted.
  */
 #include "engine/ops/half.h"
 #include "engine/wire/codec.h"
@@ -114,6 +117,38 @@ static void check_reply(const ember_wire_reply_layout_t *layout, const float *po
                    reply[at]);
 }
 
+/* A cached lookup's answer (EMBER_LOOKUP_ROWS): a part the codec takes
+ * back, no larger than its room; a row without a held copy comes fresh,
+ * and every fresh row holds the table's values. */
+static void check_rows_reply(const fuzz_table_t *ft, const ember_wire_lookup_view_t *lookup,
+                             const uint8_t *out, size_t room)
+{
+    const size_t unique = lookup->head.unique, dim = ft->dim;
+    ember_msg_rows_reply_t head;
+    size_t bytes = 0;
+    char err[200];
+    FUZZ_CHECK(ember_wire_rows_reply_check(out, room, unique, ft->dim, &head, &bytes, err,
+                                           sizeof(err)) == EMBER_OK,
+               "a cached lookup's answer the codec refuses: %s", err);
+    FUZZ_CHECK(bytes <= room, "a cached lookup's answer of %zu bytes in %zu", bytes, room);
+    const uint8_t *states = out + ember_wire_rows_reply_states_at();
+    const float *values = (const float *)(out + ember_wire_rows_reply_values_at(unique));
+    for (size_t u = 0, fresh = 0; u < unique; u++) {
+        const uint64_t held = (uint64_t)ember_wire_load_i64(lookup->held, u);
+        FUZZ_CHECK(held != EMBER_ROW_NONE || states[u] == EMBER_ROW_FRESH,
+                   "row %zu: no copy held, but not sent", u);
+        FUZZ_CHECK(held == EMBER_ROW_NONE || held <= head.clock,
+                   "row %zu: a copy of version %llu accepted at clock %llu", u,
+                   (unsigned long long)held, (unsigned long long)head.clock);
+        if (states[u] != EMBER_ROW_FRESH)
+            continue;
+        const int64_t local = ember_wire_load_i64(lookup->rows, u) / ft->spec.num_shards;
+        FUZZ_CHECK(local >= 0 && local < ft->local_rows, "accepted row beyond the shard");
+        FUZZ_CHECK(memcmp(values + fresh++ * dim, ft->before + (size_t)local * dim, dim * 4) == 0,
+                   "row %zu: sent values that are not the table's", u);
+    }
+}
+
 /* A gradient that applies nothing, for trainer @t's step: it must be taken
  * exactly when the trainer's context is open. */
 static void close_context(fuzz_table_t *ft, context_t *ctx, uint32_t t)
@@ -159,8 +194,10 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
     ember_wire_reply_layout_t layout;
     ember_wire_reply_layout(msg->flags, msg->bags, ft->dim, &layout);
     /* The PS pools into a part with room for the reply padded too. */
-    size_t out_bytes =
-            (size_t)(layout.pooled_bytes > layout.version ? layout.pooled_bytes : layout.version);
+    const int rows = (msg->flags & EMBER_LOOKUP_ROWS) != 0;
+    size_t out_bytes = rows ? (size_t)ember_wire_rows_reply_bytes(msg->unique, ft->dim, msg->unique)
+                            : (size_t)(layout.pooled_bytes > layout.version ? layout.pooled_bytes
+                                                                            : layout.version);
     float *out = malloc(out_bytes ? out_bytes : 1);
     FUZZ_CHECK(out, "out of memory");
     int was_open = msg->trainer < ft->spec.trainers && contexts[msg->trainer].open;
@@ -177,6 +214,15 @@ static void lookup_one(fuzz_table_t *ft, context_t *contexts, int op, const uint
     const int eval = (msg->flags & EMBER_LOOKUP_EVAL) != 0;
     FUZZ_CHECK(eval || !was_open, "trainer %u: a lookup accepted over an open context",
                msg->trainer);
+    if (rows) {
+        check_rows_reply(ft, &lookup, (const uint8_t *)out, out_bytes);
+        free(out);
+        if (!eval)
+            contexts[msg->trainer] = (context_t){.open = 1, .step = msg->step, .bags = msg->bags};
+        if (!eval && (op & 1))
+            close_context(ft, &contexts[msg->trainer], msg->trainer);
+        return;
+    }
     check_pooling(ft, &lookup, out);
     float *pooled = malloc(layout.pooled_bytes + 4);
     FUZZ_CHECK(pooled, "out of memory");

@@ -10,7 +10,7 @@
  * (fuzz/fuzz_input.h) whose payload is one whole message:
  *   op bit 0 clear  a LOOKUPS; op bit 1: an accepted one's contexts closed
  *                   at once by a GRADS (built by the codec) that applies
- *                   nothing
+ *                   nothing, when the PS would serve it now (ready)
  *   op bit 0 set    a GRADS
  *
  * Invariants: lookups change no row; a refused LOOKUPS leaves every
@@ -146,7 +146,11 @@ static void lookups_accepted(harness_t *h, const ember_wire_lookups_view_t *view
     const int eval = (view->lookups[0].head.flags & EMBER_LOOKUP_EVAL) != 0;
     for (size_t k = 0; k < view->head.count; k++)
         dims[k] = h->ft[index[k]].dim;
-    FUZZ_CHECK(reply == ember_wire_lookups_reply_bytes(view->lookups, dims, view->head.count) &&
+    int rows = 0; /* a cached lookup's part is as long as its fresh rows */
+    for (size_t k = 0; k < view->head.count; k++)
+        rows |= (view->lookups[k].head.flags & EMBER_LOOKUP_ROWS) != 0;
+    FUZZ_CHECK((rows ||
+                reply == ember_wire_lookups_reply_bytes(view->lookups, dims, view->head.count)) &&
                        reply <= out_bytes,
                "a reply of %zu bytes from a buffer of %zu", reply, out_bytes);
     for (size_t k = 0; k < view->head.count; k++) {
@@ -171,6 +175,21 @@ static void reply_parts_check(const ember_wire_lookups_view_t *view, ember_shard
     size_t at = 0;
     for (size_t k = 0; k < view->head.count; k++) {
         const ember_wire_lookup_view_t *sub = &view->lookups[k];
+        if (sub->head.flags & EMBER_LOOKUP_ROWS) { /* a cached lookup's answer */
+            ember_msg_rows_reply_t head;
+            size_t bytes = 0;
+            char err[200];
+            FUZZ_CHECK(ember_wire_rows_reply_check(reply + at, reply_bytes - at, sub->head.unique,
+                                                   ember_shard_dim(tables[k]), &head, &bytes, err,
+                                                   sizeof(err)) == EMBER_OK,
+                       "table %zu: a cached lookup's answer the codec refuses: %s", k, err);
+            FUZZ_CHECK(head.version == ember_shard_next_step(tables[k]),
+                       "table %zu: version %llu, the table's %llu", k,
+                       (unsigned long long)head.version,
+                       (unsigned long long)ember_shard_next_step(tables[k]));
+            at += bytes;
+            continue;
+        }
         ember_wire_reply_layout_t layout;
         ember_wire_reply_layout(sub->head.flags, sub->head.bags, ember_shard_dim(tables[k]),
                                 &layout);
@@ -237,7 +256,11 @@ static void lookups_one(harness_t *h, int op, const uint8_t *payload, size_t len
         return;
     }
     lookups_accepted(h, &view, index, reply, bytes);
-    if ((op & 2) && !(view.lookups[0].head.flags & EMBER_LOOKUP_EVAL))
+    /* Closed at once only when the PS would have served it now: one it
+     * holds (sync, a step not yet applied, e.g. with an earlier step's
+     * gradient still waiting in the same slot) is served here anyway,
+     * but its gradient may meet that one. */
+    if ((op & 2) && ready && !(view.lookups[0].head.flags & EMBER_LOOKUP_EVAL))
         close_by_grads(h, &view, tables, index);
 }
 

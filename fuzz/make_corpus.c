@@ -236,6 +236,11 @@ static void lookup_record(blob_t *b, uint8_t op, uint32_t trainer, uint64_t step
             memcpy(m + at.entries + at.entry_bytes * i + 4, (const uint8_t *)extra + 4 * i, 4);
     }
     memcpy(m + at.rows, rows, 8ull * unique);
+    for (uint32_t u = 0; (flags & EMBER_LOOKUP_ROWS) && u < unique; u++) {
+        /* a cached lookup's held versions: none, then copies of clock u - 1 */
+        const uint64_t held = u == 0 ? EMBER_ROW_NONE : u - 1;
+        memcpy(m + at.held + 8ull * u, &held, 8);
+    }
     record(b, op, m, (size_t)at.size);
     free(m);
 }
@@ -271,6 +276,18 @@ static void corpus_lookup(void)
     lookup_record(&b, 1, 0, 0, 0, 0, off, 0, rows, 0, inv, NULL);
     lookup_record(&b, 1, 5, 0, 0, 2, off, 2, rows, 3, inv, NULL); /* no trainer 5 */
     save_blob("lookup", "refused", &b);
+
+    /* cached lookups (EMBER_LOOKUP_ROWS): plain, weighted, an evaluation;
+     * with max pooling refused */
+    table_bytes(&b, 0, 0, 0, 0, 1, 0, 4, 2, 0, 16);
+    lookup_record(&b, 1, 0, 0, EMBER_LOOKUP_ROWS, 2, off, 2, rows, 3, inv, NULL);
+    lookup_record(&b, 0, 1, 0, EMBER_LOOKUP_ROWS | EMBER_LOOKUP_WEIGHTS, 2, off, 2, rows, 3, inv,
+                  weights);
+    lookup_record(&b, 1, 0, 1, EMBER_LOOKUP_ROWS | EMBER_LOOKUP_EVAL, 2, off, 2, rows, 3, inv,
+                  NULL);
+    lookup_record(&b, 1, 0, 1, EMBER_LOOKUP_ROWS | EMBER_LOOKUP_MAX, 2, off, 2, rows, 3, inv,
+                  places);
+    save_blob("lookup", "rows", &b);
 }
 
 /* A LOOKUPS of tables @ids (each the lookup of bags {3, 9, 9}, {} with
@@ -300,6 +317,12 @@ static void lookups_record(blob_t *b, uint8_t op, uint32_t trainer, uint64_t ste
                                       .weights = weights,
                                       .places = places};
         ember_wire_lookup_pack_padded(&lookup, packed);
+        if (flags[k] & EMBER_LOOKUP_ROWS) { /* held: none, then a copy of clock 0 */
+            ember_wire_lookup_layout_t at;
+            const uint64_t held[2] = {EMBER_ROW_NONE, 0};
+            ember_wire_lookup_layout(&lookup.head, &at);
+            memcpy(packed + at.held, held, sizeof(held));
+        }
         put(&m, packed, ember_wire_lookup_padded_size(&lookup.head));
     }
     record(b, op, m.data, m.length);
@@ -365,6 +388,18 @@ static void corpus_multi(void)
     grads_record(&b, 0, 0, ids, dims, 3, 9); /* table 1's */
     grads_record(&b, 0, 1, ids, dims, 3, SIZE_MAX);
     save_blob("multi", "refused", &b);
+
+    /* cached lookups beside a plain one, then pushed */
+    static const uint32_t rows[] = {EMBER_LOOKUP_ROWS, EMBER_LOOKUP_ROWS | EMBER_LOOKUP_WEIGHTS, 0};
+    table_bytes(&b, 0, 0, 0, 0, 1, 0, 4, 2, 0, 16);
+    table_bytes(&b, 1, 1, 0, 1, 2, 0, 3, 2, 1, 20);
+    table_bytes(&b, 0, 0, 1, 0, 1, 1, 2, 2, 0, 10);
+    lookups_record(&b, 0, 0, 0, ids, rows, 3, -1);
+    lookups_record(&b, 0, 1, 0, ids, rows, 3, -1);
+    grads_record(&b, 0, 0, ids, dims, 3, SIZE_MAX);
+    grads_record(&b, 1, 0, ids, dims, 3, SIZE_MAX);
+    lookups_record(&b, 2, 0, 1, ids, rows, 3, -1);
+    save_blob("multi", "rows", &b);
 }
 
 /* fuzz_split's table bytes: mode (0 sum, 1 mean, 2 max), weights, a padding

@@ -122,6 +122,9 @@ typedef struct {
     ember_table_kind_t table_kind;
     ember_table_dynamic_t dynamic;
     uint64_t budget_bytes;
+    /* --cache-rows: rows of each trainer's row cache over its tables
+     * (<ember/lookup.h>'s ember_ebc_set_cache_rows; 0: none) */
+    uint64_t cache_rows;
 } ember_train_settings_t;
 
 /* ---- a model's shape ------------------------------------------------------------ */

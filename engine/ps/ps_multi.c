@@ -53,12 +53,30 @@ static size_t reply_room(const ember_wire_reply_layout_t *layout, int versions)
     return (size_t)(versions ? layout->part_bytes : layout->version);
 }
 
+/* A cached lookup's (EMBER_LOOKUP_ROWS) most room: every row's values. */
+static int is_rows(const ember_wire_lookup_view_t *lookup)
+{
+    return (lookup->head.flags & EMBER_LOOKUP_ROWS) != 0;
+}
+
+static size_t rows_room(ember_shard_t *const *tables, const ember_wire_lookups_view_t *view,
+                        size_t k)
+{
+    const ember_msg_lookup_t *head = &view->lookups[k].head;
+    return (size_t)ember_wire_rows_reply_bytes(head->unique, ember_shard_dim(tables[k]),
+                                               head->unique);
+}
+
 size_t ps_multi_lookups_out_bytes(ember_shard_t *const *tables,
                                   const ember_wire_lookups_view_t *view, int versions,
                                   size_t *reply_bytes_p)
 {
     size_t at = 0, reach = 0;
     for (size_t k = 0; k < view->head.count; k++) {
+        if (is_rows(&view->lookups[k])) { /* written where it lies, no more than its room */
+            at += rows_room(tables, view, k);
+            continue;
+        }
         const ember_wire_reply_layout_t layout = reply_layout(tables, view, k);
         size_t pooled = at + (size_t)layout.pooled_bytes;
         if (pooled > reach)
@@ -84,11 +102,26 @@ static void lookups_undo(ember_shard_t *const *tables, const ember_wire_lookups_
 /* One table's lookup of a LOOKUPS into its place in the reply, made the
  * reply the codec lays out: padded and, with @versions, followed by the
  * version (what the lookup saw: the readiness check let it be served at
- * most the table's staleness behind its step); its room in *room_p. */
+ * most the table's staleness behind its step); its room in *room_p.  A
+ * cached lookup's part is as long as its fresh rows make it. */
 static ember_status_t lookup_one(ember_shard_t *table, const ember_wire_lookup_view_t *lookup,
                                  int versions, uint8_t *reply, size_t *room_p, char *err,
                                  size_t err_length)
 {
+    if (is_rows(lookup)) {
+        ember_msg_rows_reply_t head;
+        if (!versions)
+            return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                     "table %s: trainer %u step %llu: a cached lookup (rows) "
+                                     "comes in a LOOKUPS, not alone",
+                                     ember_shard_name(table), lookup->head.trainer,
+                                     (unsigned long long)lookup->head.step);
+        EMBER_CHECK(ember_shard_lookup(table, lookup, (float *)reply, err, err_length));
+        memcpy(&head, reply, sizeof(head));
+        *room_p = (size_t)ember_wire_rows_reply_bytes(lookup->head.unique, ember_shard_dim(table),
+                                                      head.fresh);
+        return EMBER_OK;
+    }
     ember_wire_reply_layout_t layout;
     ember_wire_reply_layout(lookup->head.flags, lookup->head.bags, ember_shard_dim(table), &layout);
     EMBER_CHECK(ember_shard_lookup(table, lookup, (float *)reply, err, err_length));
@@ -131,6 +164,8 @@ static int split_by_table(by_table_t *job)
         return 0;
     for (size_t k = 0; k < view->head.count; k++) {
         const ember_wire_reply_layout_t layout = reply_layout(job->tables, view, k);
+        if (is_rows(&view->lookups[k])) /* its part's size is known once it is made */
+            return 0;
         if (ember_shard_workers(job->tables[k]) != pool ||
             ember_shard_lookup_tasks(job->tables[k], &view->lookups[k].head) > 1 ||
             layout.pooled_bytes > layout.version)

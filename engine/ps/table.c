@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Global row @row's initial values (N(0,1) or uniform), from (seed, global
  * element): the same values whatever the number of shards. */
@@ -325,6 +326,10 @@ void ember_shard_destroy(ember_shard_t *table)
     ember_buffer_free(&table->reduce_list);
     ember_buffer_free(&table->order);
     ember_buffer_free(&table->written);
+    ember_buffer_free(&table->rows_pool);
+    if (table->changed)
+        munmap(table->changed,
+               (size_t)(table->changed_rows > 0 ? table->changed_rows : 1) * sizeof(uint64_t));
     ember_opt_destroy(table->optimizer);
     table_work_free(table);
     free(table->contexts);
@@ -459,6 +464,7 @@ ember_status_t ember_shard_load(ember_shard_t *table, int64_t first, int64_t cou
         return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
                                  "table %s: a dynamic table is written by key", table->spec.name);
     EMBER_CHECK(check_load(table, first, count, data, err, err_length));
+    table_rows_changed_all(table);
     if (table->device)
         return load_device(table, first, count, data, err, err_length);
     load_host(table, first, count, data);
@@ -803,6 +809,95 @@ static ember_status_t lookup_pool(ember_shard_t *table, context_t *ctx,
     return EMBER_OK;
 }
 
+/* Row @u of a checked lookup, in the request's order: its local row (a
+ * dynamic table's slot, or a scratch row past local_rows for a key
+ * without one). */
+static inline int64_t rows_reply_row(const ember_shard_t *table, const context_t *ctx, size_t u)
+{
+    if (table->dyn)
+        return (int64_t)((const uint32_t *)ctx->wire_ids.data)[u];
+    return ((const int64_t *)ctx->unique.data)[u];
+}
+
+/* The record of each row's last change, made at the first cached lookup:
+ * every row changed "now", so no copy made before it stands. */
+static ember_status_t rows_record(ember_shard_t *table)
+{
+    if (table->changed)
+        return EMBER_OK;
+    const size_t bytes = (size_t)(table->local_rows > 0 ? table->local_rows : 1) * 8;
+    void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (map == MAP_FAILED)
+        return EMBER_ERR_NO_MEMORY;
+    table->changed = map;
+    table->changed_rows = table->local_rows;
+    table->changed_floor = table_row_clock(table);
+    return EMBER_OK;
+}
+
+/* A cached lookup's reply (EMBER_LOOKUP_ROWS) into @out, room for
+ * ember_wire_rows_reply_bytes(unique, dim, unique): each row's copy the
+ * trainer holds stands (unchanged since; or, training in sync, at most
+ * the staleness behind the step) or the row's values go.  Every held
+ * version is checked before anything is written. */
+static ember_status_t rows_reply(ember_shard_t *table, const context_t *ctx,
+                                 const ember_wire_lookup_view_t *lookup, uint8_t *out,
+                                 const who_t *who, char *err, size_t err_length)
+{
+    const ember_msg_table_create_t *spec = &table->spec;
+    const size_t unique = lookup->head.unique, dim = spec->dim;
+    if (table->device)
+        return refuse(err, err_length, EMBER_ERR_UNSUPPORTED, who,
+                      "a cached lookup (--cache-rows) of a shard on a device is not supported");
+    if (rows_record(table) != EMBER_OK)
+        return refuse(err, err_length, EMBER_ERR_NO_MEMORY, who, "out of memory");
+    const uint64_t clock = table_row_clock(table);
+    for (size_t u = 0; u < unique; u++) {
+        const uint64_t held = (uint64_t)ember_wire_load_i64(lookup->held, u);
+        if (held != EMBER_ROW_NONE && held > clock)
+            return refuse(err, err_length, EMBER_ERR_BAD_MESSAGE, who,
+                          "its copy of row %lld is of version %llu, ahead of the table's %llu",
+                          (long long)ember_wire_load_i64(lookup->rows, u), (unsigned long long)held,
+                          (unsigned long long)clock);
+    }
+    /* Sync training: a copy at most the staleness behind the step stands
+     * (an evaluation sees the table as it is: unchanged copies only). */
+    const uint64_t step = lookup->head.step;
+    const int stale_ok = ember_shard_is_sync(table) && !(lookup->head.flags & EMBER_LOOKUP_EVAL);
+    const uint64_t oldest = step > spec->staleness ? step - spec->staleness : 0;
+    uint8_t *states = out + ember_wire_rows_reply_states_at();
+    float *values = (float *)(out + ember_wire_rows_reply_values_at(unique));
+    uint64_t fresh = 0;
+    for (size_t u = 0; u < unique; u++) {
+        const uint64_t held = (uint64_t)ember_wire_load_i64(lookup->held, u);
+        const int64_t r = rows_reply_row(table, ctx, u);
+        uint8_t state = EMBER_ROW_FRESH;
+        if (held != EMBER_ROW_NONE && r < table->changed_rows) {
+            if (table_row_changed(table, r) <= held)
+                state = EMBER_ROW_UNCHANGED;
+            else if (stale_ok && held >= oldest && held >= table->changed_floor)
+                state = EMBER_ROW_STALE; /* never a copy from before a write of all rows */
+        }
+        states[u] = state;
+        if (state != EMBER_ROW_FRESH)
+            continue;
+        float *to = values + fresh++ * dim;
+        if (table_half(table))
+            ember_half_to_float_n(table_row(table, r), to, dim);
+        else
+            memcpy(to, table_row(table, r), dim * sizeof(float));
+    }
+    const size_t values_at = (size_t)ember_wire_rows_reply_values_at(unique);
+    memset(states + unique, 0, values_at - ember_wire_rows_reply_states_at() - unique);
+    const size_t end = values_at + fresh * dim * sizeof(float);
+    memset(out + end, 0, (size_t)ember_wire_rows_reply_bytes(unique, spec->dim, fresh) - end);
+    const ember_msg_rows_reply_t head = {
+            .version = table->next_step, .clock = clock, .fresh = fresh};
+    memcpy(out, &head, sizeof(head));
+    return EMBER_OK;
+}
+
 ember_status_t ember_shard_lookup(ember_shard_t *table, const ember_wire_lookup_view_t *lookup,
                                   float *out, char *err, size_t err_length)
 {
@@ -829,7 +924,16 @@ ember_status_t ember_shard_lookup(ember_shard_t *table, const ember_wire_lookup_
         if (table_dyn_order(table, ctx) != EMBER_OK)
             return refuse(err, err_length, EMBER_ERR_NO_MEMORY, &who, "out of memory");
     }
-    EMBER_CHECK(lookup_pool(table, ctx, lookup, out, &who, err, err_length));
+    if (lookup->held && lookup->places) { /* max: pooled for the argmax its backward needs */
+        const size_t pools = (size_t)head->bags * table->spec.dim * 8;
+        if (!ember_buffer_reserve(&table->rows_pool, pools + 8))
+            return refuse(err, err_length, EMBER_ERR_NO_MEMORY, &who, "out of memory");
+        EMBER_CHECK(lookup_pool(table, ctx, lookup, table->rows_pool.data, &who, err, err_length));
+    }
+    if (lookup->held)
+        EMBER_CHECK(rows_reply(table, ctx, lookup, (uint8_t *)out, &who, err, err_length));
+    else
+        EMBER_CHECK(lookup_pool(table, ctx, lookup, out, &who, err, err_length));
     if (eval)
         return EMBER_OK;
     ctx->valid = 1;
@@ -857,6 +961,8 @@ static ember_status_t table_apply_reduced(ember_shard_t *table, char *err, size_
         return ember_status_text(err, err_length, status, "table %s: step %llu: %s",
                                  table->spec.name, (unsigned long long)table->next_step,
                                  ember_status_string(status));
+    for (uint32_t t = 0; t < trainers; t++)
+        table_rows_changed(table, grads[t]->rows.data, grads[t]->nrows);
     status = table_work_reduce(table, (const pending_t *const *)grads, trainers);
     if (status == EMBER_OK)
         status = table->device ? table_step(table, table->acc_rows.data, table->acc_grad.data,
@@ -1035,8 +1141,11 @@ static ember_status_t grad_apply(ember_shard_t *table, pending_t *pending, uint6
         ember_status_t status = EMBER_OK;
         if (table->dyn)
             status = table_dyn_boundary(table, &pending, 1, applied);
-        if (status == EMBER_OK)
+        if (status == EMBER_OK) {
+            table_rows_changed(table, pending->rows.data, pending->nrows);
             status = table_step(table, pending->rows.data, pending->grad.data, pending->nrows);
+            table->async_applied++;
+        }
         if (status == EMBER_OK && table->dyn)
             table_dyn_expire(table, applied);
         if (status != EMBER_OK)

@@ -438,6 +438,7 @@ static ember_status_t row_admit(ember_shard_t *table, uint32_t s, uint64_t key, 
         row_init(table, s, key);
     const int64_t slot = s;
     ember_opt_reset_rows(table->optimizer, &slot, 1);
+    table_rows_changed(table, &slot, 1); /* a key given a slot: no copy of it stands */
     d->held++;
     return EMBER_OK;
 }
@@ -1229,6 +1230,7 @@ ember_status_t ember_shard_write_keys(ember_shard_t *table, const uint8_t *keys,
         }
     }
     status = table_dyn_write_keys(table, k, n, v, err, err_length);
+    table_rows_changed_all(table);
 out:
     free(k);
     free(v);

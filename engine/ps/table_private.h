@@ -96,7 +96,54 @@ struct ember_shard {
      * NULL: a fixed table.  Its data then maps local_rows slots and the
      * scratch rows after them. */
     struct table_dyn *dyn;
+    /* Cached lookups (EMBER_LOOKUP_ROWS, engine/wire/protocol.h): each
+     * row's (a dynamic table's slot's) last change on the row clock,
+     * [changed_rows], zero pages mapped as touched (a dynamic table maps
+     * room for every slot it may ever have); NULL until the first cached
+     * lookup comes.  A row's change is the later of its entry and
+     * changed_floor (every row's: the clock when the record was made, or
+     * just after a write to all).  The row clock: next_step (sync),
+     * async_applied (async). */
+    uint64_t *changed;
+    int64_t changed_rows;
+    ember_buffer_t rows_pool; /* a cached max lookup's pools: only its argmax is kept */
+    uint64_t changed_floor;
+    uint64_t async_applied;
 };
+
+/* The row clock (engine/wire/protocol.h's ember_msg_rows_reply_t). */
+static inline uint64_t table_row_clock(const ember_shard_t *table)
+{
+    return table->spec.consistency == EMBER_SYNC ? table->next_step : table->async_applied;
+}
+
+/* Rows (local ids, a dynamic table's slots) @rows [n] change in the
+ * update being applied (at clock + 1); rows outside the record ignored.
+ * Nothing before a cached lookup made the record. */
+static inline void table_rows_changed(ember_shard_t *table, const int64_t *rows, size_t n)
+{
+    if (!table->changed)
+        return;
+    const uint64_t at = table_row_clock(table) + 1;
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i] >= 0 && rows[i] < table->changed_rows)
+            table->changed[rows[i]] = at;
+    }
+}
+
+/* Every row changed by a write outside training (a load, a write by key,
+ * a restore): no copy made before stands. */
+static inline void table_rows_changed_all(ember_shard_t *table)
+{
+    table->changed_floor = table_row_clock(table) + 1;
+}
+
+/* Row @r's last change (table->changed made). */
+static inline uint64_t table_row_changed(const ember_shard_t *table, int64_t r)
+{
+    const uint64_t at = table->changed[r];
+    return at > table->changed_floor ? at : table->changed_floor;
+}
 
 /* Global row @row's initial values [dim] (N(0,1) or uniform), from (seed,
  * global element): the same whatever the number of shards; a dynamic

@@ -846,6 +846,7 @@ ember_status_t ember_shard_restore(ember_shard_t *table, const ember_st_file_t *
                                    const char *const *names, size_t nfiles, char *err,
                                    size_t err_length)
 {
+    table_rows_changed_all(table); /* a copy of any row made before is void */
     if (table->dyn) {
         restore_t r = {.table = table,
                        .files = files,

@@ -4,7 +4,9 @@
 
 #include "common/clock.h"
 #include "common/reserve.h"
+#include "engine/ops/bag_slots.h"
 #include "engine/train/parts.h"
+#include "engine/train/row_cache.h"
 #include "engine/train/split.h"
 #include "engine/wire/codec.h"
 
@@ -31,6 +33,31 @@ typedef struct {
      * the same in each (ember_sparse_create checked the placement). */
     size_t reply_at, grad_at;
     ember_parts_t parts;
+    /* A cached table's (config.cache): its room in each PS's reply block
+     * this step (the largest part any of its shards may send), each
+     * shard's rows this step ([unique][dim]: the copies that stood, the
+     * rows that came) and version, and its shards' parts pooled here
+     * (shard p's at local + p * local_stride), where its parts are bound. */
+    size_t room;
+    float **rows;
+    size_t *rows_capacity; /* floats */
+    uint64_t *versions;
+    uint8_t *local;
+    size_t local_capacity, local_stride;
+    /* The pooling's scratch: weighted entries' slots and weights apart,
+     * and the ids 0 .. unique - 1 of a shard's rows. */
+    uint32_t *entry_slots;
+    float *entry_weights;
+    size_t entries_capacity, weights_capacity;
+    int64_t *ids;
+    size_t ids_capacity;
+    /* Max pooling's: each value's row (a slot of the shard's), and each
+     * slot's first place in the bag being placed (seen: all 0 between). */
+    int64_t *argmax;
+    size_t argmax_capacity;
+    uint32_t *first;
+    uint8_t *seen;
+    size_t first_capacity, seen_capacity;
 } table_t;
 
 /* A (table, shard) a PS serves, in the order of its requests. */
@@ -142,6 +169,17 @@ static ember_status_t check_table(const ember_sparse_config_t *tables, size_t k,
                     name, (long long)c->rows, (long long)c->padding_idx, (int)c->mode);
         return EMBER_ERR_INVALID_PARAM;
     }
+    const char *why = !c->cache                                ? NULL
+                      : c->half_replies                        ? "fp16 replies"
+                      : c->dim > ember_row_cache_dim(c->cache) ? "rows wider than the cache's"
+                                                               : NULL;
+    if (why) {
+        ember_error("trainer",
+                    "table %s: its rows cannot be cached (--cache-rows) with %s (cached tables "
+                    "have fp32 replies)",
+                    name, why);
+        return EMBER_ERR_INVALID_PARAM;
+    }
     for (size_t j = 0; j < k; j++) {
         if (tables[j].table_id == c->table_id) {
             ember_error("trainer", "tables %s and %s have the same id %u",
@@ -203,6 +241,20 @@ static ember_status_t table_init(ember_sparse_t *sparse, table_t *table,
         table->slots[p] = first + p;
     ember_parts_init(&table->parts, td, rdma, config->num_ps, config->dim, config->mode,
                      config->half_replies);
+    if (!config->cache)
+        return EMBER_OK;
+    if (rdma) {
+        ember_error("trainer",
+                    "table %s: its rows cannot be cached (--cache-rows) on the device path "
+                    "(GPUDirect replies land in GPU memory): cache with EMBER_GPUDIRECT=staged",
+                    config->table_name);
+        return EMBER_ERR_INVALID_PARAM;
+    }
+    table->rows = calloc(config->num_ps, sizeof(*table->rows));
+    table->rows_capacity = calloc(config->num_ps, sizeof(*table->rows_capacity));
+    table->versions = calloc(config->num_ps, sizeof(*table->versions));
+    if (!table->rows || !table->rows_capacity || !table->versions)
+        return EMBER_ERR_NO_MEMORY;
     return EMBER_OK;
 }
 
@@ -349,6 +401,18 @@ void ember_sparse_destroy(ember_sparse_t *sparse)
         table_t *table = &sparse->tables[k];
         ember_split_free(&table->split);
         ember_parts_destroy(&table->parts);
+        for (uint32_t p = 0; table->rows && p < table->config.num_ps; p++)
+            free(table->rows[p]);
+        free(table->rows);
+        free(table->rows_capacity);
+        free(table->versions);
+        free(table->local);
+        free(table->entry_slots);
+        free(table->entry_weights);
+        free(table->ids);
+        free(table->argmax);
+        free(table->first);
+        free(table->seen);
         free(table->slots);
     }
     ember_parts_buffer_free(&sparse->grads);
@@ -475,8 +539,17 @@ static ember_status_t layout_step(ember_sparse_t *sparse)
     sparse->reply_stride = sparse->grad_stride = EMBER_WIRE_ALIGN;
     for (size_t k = 0; k < sparse->ntables; k++) {
         table_t *table = &sparse->tables[k];
-        ember_wire_reply_layout(table->flags, (uint32_t)table->bags, table->config.dim,
-                                &table->reply);
+        /* A cached table's parts see the replies its PS would have sent,
+         * pooled here. */
+        ember_wire_reply_layout(table->flags & ~(uint32_t)EMBER_LOOKUP_ROWS, (uint32_t)table->bags,
+                                table->config.dim, &table->reply);
+        table->room = 0;
+        for (uint32_t p = 0; table->config.cache && p < table->config.num_ps; p++) {
+            const uint32_t unique = table->split.shards[p].head.unique;
+            const size_t most =
+                    (size_t)ember_wire_rows_reply_bytes(unique, table->config.dim, unique);
+            table->room = most > table->room ? most : table->room;
+        }
     }
     for (size_t i = 0; i < sparse->nranks; i++) {
         rank_t *rank = &sparse->ranks[i];
@@ -485,7 +558,7 @@ static ember_status_t layout_step(ember_sparse_t *sparse)
             table_t *table = rank->parts[j].table;
             int first = rank->parts[j].shard == 0;
             EMBER_CHECK(layout_part(table, reply_at, grad_at, first));
-            reply_at += (size_t)table->reply.part_bytes;
+            reply_at += table->config.cache ? table->room : (size_t)table->reply.part_bytes;
             grad_at += table->bags * table->config.dim * sizeof(float);
         }
         rank->reply_bytes = reply_at;
@@ -496,6 +569,255 @@ static ember_status_t layout_step(ember_sparse_t *sparse)
             sparse->grad_stride = (size_t)ember_wire_pad(grad_at);
     }
     return EMBER_OK;
+}
+
+/* ---- cached tables (config.cache) -------------------------------------------- */
+
+/* A cached table's parts bound to its own block, where its shards' parts
+ * are pooled (the replies its PS would have sent); its gradients where
+ * any table's go. */
+static ember_status_t cached_bind(table_t *table, uint8_t *grads, size_t grad_stride)
+{
+    const size_t stride = (size_t)ember_wire_pad(table->reply.bytes ? table->reply.bytes : 1);
+    const size_t bytes = stride * table->config.num_ps;
+    if (!EMBER_RESERVE(table->local, table->local_capacity, bytes))
+        return EMBER_ERR_NO_MEMORY;
+    table->local_stride = stride;
+    return ember_parts_bind(&table->parts, table->bags, &table->reply, table->local, stride,
+                            (float *)grads, grad_stride);
+}
+
+/* Shard @p's LOOKUP of a cached table: its rows and held versions. */
+static void cached_arrays(const table_t *table, uint32_t p, const int64_t **rows_p,
+                          uint64_t **held_p)
+{
+    const ember_split_shard_t *shard = &table->split.shards[p];
+    ember_wire_lookup_layout_t at;
+    ember_wire_lookup_layout(&shard->head, &at);
+    *rows_p = (const int64_t *)(shard->request + at.rows);
+    *held_p = (uint64_t *)(shard->request + at.held);
+}
+
+/* Each cached table's LOOKUPs told which rows the cache holds (at which
+ * version), and those copies taken into the step's rows now: the cache
+ * may replace them before the replies come. */
+static ember_status_t cached_hold(ember_sparse_t *sparse)
+{
+    for (size_t k = 0; k < sparse->ntables; k++) {
+        table_t *table = &sparse->tables[k];
+        ember_row_cache_t *cache = table->config.cache;
+        const size_t dim = table->config.dim;
+        for (uint32_t p = 0; cache && p < table->config.num_ps; p++) {
+            const size_t unique = table->split.shards[p].head.unique;
+            const int64_t *rows;
+            uint64_t *held;
+            if (!EMBER_RESERVE(table->rows[p], table->rows_capacity[p], unique * dim + 1))
+                return EMBER_ERR_NO_MEMORY;
+            cached_arrays(table, p, &rows, &held);
+            for (size_t u = 0; u < unique; u++) {
+                const int64_t slot =
+                        ember_row_cache_find(cache, table->config.table_id, (uint64_t)rows[u]);
+                held[u] = slot < 0 ? EMBER_ROW_NONE : ember_row_cache_version(cache, slot);
+                if (slot >= 0)
+                    memcpy(table->rows[p] + u * dim, ember_row_cache_values(cache, slot),
+                           dim * sizeof(float));
+            }
+        }
+    }
+    return EMBER_OK;
+}
+
+/* Shard @p's part of a cached table's reply (@head checked by the codec):
+ * each row's copy that stood, or its values that came, into the step's
+ * rows, and the cache told.  A copy said to stand must have been held,
+ * and one standing by the staleness bound within it. */
+static ember_status_t cached_take(ember_sparse_t *sparse, table_t *table, uint32_t p,
+                                  const uint8_t *part, const ember_msg_rows_reply_t *head,
+                                  const char *ps, char *err, size_t err_length)
+{
+    ember_row_cache_t *cache = table->config.cache;
+    const size_t dim = table->config.dim, unique = table->split.shards[p].head.unique;
+    const uint8_t *states = part + ember_wire_rows_reply_states_at();
+    const float *values = (const float *)(part + ember_wire_rows_reply_values_at(unique));
+    const int64_t *rows;
+    uint64_t *held;
+    uint64_t hits = 0, stale = 0, behind = 0;
+    const uint64_t bound = sparse->eval || table->config.async ? 0 : table->config.staleness;
+    cached_arrays(table, p, &rows, &held);
+    table->versions[p] = head->version;
+    for (size_t u = 0, fresh = 0; u < unique; u++) {
+        float *row = table->rows[p] + u * dim;
+        if (states[u] == EMBER_ROW_FRESH) {
+            memcpy(row, values + fresh++ * dim, dim * sizeof(float));
+            ember_row_cache_put(cache, table->config.table_id, (uint64_t)rows[u], row,
+                                (uint32_t)dim, head->clock);
+            continue;
+        }
+        const int stands_stale = states[u] == EMBER_ROW_STALE;
+        if (held[u] == EMBER_ROW_NONE || held[u] > head->clock ||
+            (stands_stale &&
+             (bound == 0 || held[u] > sparse->step || sparse->step - held[u] > bound)))
+            return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                        "table %s: %s said the copy of row %lld (version %llu held) stands at "
+                        "step %llu, clock %llu, staleness bound %llu: it does not",
+                        table->config.table_name, ps, (long long)rows[u],
+                        held[u] == EMBER_ROW_NONE ? 0ull : (unsigned long long)held[u],
+                        (unsigned long long)sparse->step, (unsigned long long)head->clock,
+                        (unsigned long long)bound);
+        hits++;
+        if (stands_stale) {
+            stale++;
+            behind = sparse->step - held[u] > behind ? sparse->step - held[u] : behind;
+        } else { /* unchanged since: the copy is the row at the clock */
+            ember_row_cache_put(cache, table->config.table_id, (uint64_t)rows[u], row,
+                                (uint32_t)dim, head->clock);
+        }
+    }
+    ember_row_cache_count(cache, unique, hits, stale, behind);
+    return EMBER_OK;
+}
+
+/* Shard @p of a cached table pooled here from the step's rows, as its PS
+ * pools a lookup (engine/ops/bag_slots.h: each bag in its entries'
+ * order, the same bits), into where its reply would have landed. */
+static ember_status_t cached_pool(table_t *table, uint32_t p)
+{
+    const ember_split_shard_t *shard = &table->split.shards[p];
+    const ember_msg_lookup_t *head = &shard->head;
+    ember_wire_lookup_layout_t at;
+    ember_wire_lookup_layout(head, &at);
+    const size_t n = head->indices, unique = head->unique;
+    const uint32_t *slots = (const uint32_t *)(shard->request + at.entries);
+    const float *weights = NULL;
+    const int max = (head->flags & EMBER_LOOKUP_MAX) != 0;
+    if (at.entry_bytes == 8) { /* entries (slot, weight or place): apart */
+        if (!EMBER_RESERVE(table->entry_slots, table->entries_capacity, n + 1) ||
+            !EMBER_RESERVE(table->entry_weights, table->weights_capacity, n + 1))
+            return EMBER_ERR_NO_MEMORY;
+        for (size_t i = 0; i < n; i++) {
+            memcpy(&table->entry_slots[i], shard->request + at.entries + 8 * i, 4);
+            memcpy(&table->entry_weights[i], shard->request + at.entries + 8 * i + 4, 4);
+        }
+        slots = table->entry_slots;
+        weights = max ? NULL : table->entry_weights; /* max: the places */
+    }
+    if (!EMBER_RESERVE(table->ids, table->ids_capacity, unique + 1))
+        return EMBER_ERR_NO_MEMORY;
+    for (size_t u = 0; u < unique; u++)
+        table->ids[u] = (int64_t)u;
+    const ember_bag_table_t rows = {.data = table->rows[p],
+                                    .dtype = EMBER_DTYPE_F32,
+                                    .rows = (int64_t)unique,
+                                    .dim = table->config.dim};
+    const ember_bag_slots_t batch = {.rows = table->ids,
+                                     .slots = slots,
+                                     .n = n,
+                                     .offsets = (const uint32_t *)(shard->request + at.offsets),
+                                     .bags = head->bags,
+                                     .weights = weights};
+    uint8_t *out = table->local + p * table->local_stride;
+    const size_t dim = table->config.dim, bags = head->bags;
+    if (!max)
+        return ember_bag_forward_slots(&rows, &batch, EMBER_BAG_SUM, (float *)out, NULL);
+    if (!EMBER_RESERVE(table->argmax, table->argmax_capacity, bags * dim + 1) ||
+        !EMBER_RESERVE(table->first, table->first_capacity, unique + 1) ||
+        !EMBER_RESERVE(table->seen, table->seen_capacity, unique + 1))
+        return EMBER_ERR_NO_MEMORY;
+    EMBER_CHECK(ember_bag_forward_slots(&rows, &batch, EMBER_BAG_MAX, (float *)out, table->argmax));
+    /* Each maximum's place, as the PS gives it (engine/ps/table_work.c):
+     * the first maximal entry's row occurs nowhere earlier in its bag, so
+     * its place is that row's first in the bag. */
+    const float *places = table->entry_weights; /* each entry's place's bits */
+    const uint32_t *offsets = batch.offsets;
+    uint32_t *places_out = (uint32_t *)(out + table->reply.places);
+    memset(table->seen, 0, unique);
+    for (size_t b = 0; b < bags; b++) {
+        const size_t begin = offsets[b], end = b + 1 < bags ? offsets[b + 1] : n;
+        for (size_t i = begin; i < end; i++) {
+            if (!table->seen[slots[i]]) {
+                table->seen[slots[i]] = 1;
+                memcpy(&table->first[slots[i]], &places[i], sizeof(uint32_t));
+            }
+        }
+        for (size_t d = 0; d < dim; d++) {
+            const int64_t row = table->argmax[b * dim + d];
+            places_out[b * dim + d] = row < 0 ? EMBER_PLACE_NONE : table->first[row];
+        }
+        for (size_t i = begin; i < end; i++)
+            table->seen[slots[i]] = 0;
+    }
+    return EMBER_OK;
+}
+
+/* Every cached table's shards pooled. */
+static ember_status_t cached_pool_all(ember_sparse_t *sparse, char *err, size_t err_length)
+{
+    for (size_t k = 0; k < sparse->ntables; k++) {
+        table_t *table = &sparse->tables[k];
+        for (uint32_t p = 0; table->config.cache && p < table->config.num_ps; p++) {
+            ember_status_t status = cached_pool(table, p);
+            if (status != EMBER_OK)
+                return fail(err, err_length, status, "table %s: pooling its cached rows: %s",
+                            table->config.table_name, ember_status_string(status));
+        }
+    }
+    return EMBER_OK;
+}
+
+/* PS slot @i's reply of @got bytes, its parts back to back (a cached
+ * part as long as its rows that came): the cached parts taken, then every
+ * other part moved up to where the step's layout has it (the last
+ * first: none lands on a part not yet moved). */
+static ember_status_t cached_unpack(ember_sparse_t *sparse, size_t i, size_t got, char *err,
+                                    size_t err_length)
+{
+    rank_t *rank = &sparse->ranks[i];
+    uint8_t *block = (uint8_t *)sparse->replies.scratch.data + i * sparse->reply_stride;
+    const char *ps = ps_name(sparse, rank);
+    size_t at[EMBER_WIRE_MAX_TABLES], packed = 0;
+    for (size_t j = 0; j < rank->nparts; j++) {
+        table_t *table = rank->parts[j].table;
+        const uint32_t p = rank->parts[j].shard;
+        at[j] = packed;
+        if (!table->config.cache) {
+            if (table->reply.part_bytes > got - packed)
+                return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                            "lookup on %s failed: its reply of %zu bytes ends in table %s's part",
+                            ps, got, table->config.table_name);
+            packed += (size_t)table->reply.part_bytes;
+            continue;
+        }
+        ember_msg_rows_reply_t head;
+        size_t bytes = 0;
+        char why[200];
+        ember_status_t status = ember_wire_rows_reply_check(
+                block + packed, got - packed, table->split.shards[p].head.unique, table->config.dim,
+                &head, &bytes, why, sizeof(why));
+        if (status != EMBER_OK)
+            return fail(err, err_length, status, "lookup on %s failed: table %s: %s", ps,
+                        table->config.table_name, why);
+        EMBER_CHECK(cached_take(sparse, table, p, block + packed, &head, ps, err, err_length));
+        packed += bytes;
+    }
+    if (packed != got)
+        return fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                    "lookup on %s failed: its reply has %zu bytes, its parts %zu", ps, got, packed);
+    for (size_t j = rank->nparts; j-- > 0;) {
+        const table_t *table = rank->parts[j].table;
+        if (!table->config.cache && at[j] != table->reply_at)
+            memmove(block + table->reply_at, block + at[j], (size_t)table->reply.part_bytes);
+    }
+    return EMBER_OK;
+}
+
+/* Whether PS slot @i's reply has a cached part (its size not known ahead). */
+static int rank_cached(const rank_t *rank)
+{
+    for (size_t j = 0; j < rank->nparts; j++) {
+        if (rank->parts[j].table->config.cache)
+            return 1;
+    }
+    return 0;
 }
 
 /* The step's blocks reserved and each table's parts bound into them. */
@@ -509,6 +831,11 @@ static ember_status_t bind_step(ember_sparse_t *sparse)
     for (size_t k = 0; k < sparse->ntables; k++) {
         table_t *table = &sparse->tables[k];
         const size_t slot = table->slots[0];
+        if (table->config.cache) {
+            EMBER_CHECK(cached_bind(table, grads + slot * sparse->grad_stride + table->grad_at,
+                                    sparse->grad_stride / sizeof(float)));
+            continue;
+        }
         EMBER_CHECK(ember_parts_bind(&table->parts, table->bags, &table->reply,
                                      replies + slot * sparse->reply_stride + table->reply_at,
                                      sparse->reply_stride,
@@ -562,11 +889,14 @@ static ember_status_t lookups_wait(ember_sparse_t *sparse, char *err, size_t err
         if (status == EMBER_OK)
             ember_future_data(rank->lookup, &got);
         snprintf(what, sizeof(what), "lookup on %s", ps_name(sparse, rank));
-        if (status == EMBER_OK && got != rank->reply_bytes)
+        const int cached = rank_cached(rank), came = status == EMBER_OK;
+        if (came && cached && got <= rank->reply_bytes)
+            status = cached_unpack(sparse, i, got, err, err_length);
+        else if (came && got != rank->reply_bytes)
             status = fail(err, err_length, EMBER_ERR_BAD_MESSAGE,
                           "%s failed: its reply has %zu bytes, not %zu", what, got,
                           rank->reply_bytes);
-        else if (status != EMBER_OK)
+        else if (!came)
             fail_future(err, err_length, status, rank->lookup, what);
         if (status != EMBER_OK) {
             lookups_release(sparse, i);
@@ -583,6 +913,10 @@ static ember_status_t lookups_wait(ember_sparse_t *sparse, char *err, size_t err
 static ember_status_t shard_version(ember_sparse_t *sparse, const table_t *table, uint32_t p,
                                     uint64_t *version_p)
 {
+    if (table->config.cache) { /* taken from its part as it came */
+        *version_p = table->versions[p];
+        return EMBER_OK;
+    }
     const size_t at =
             table->slots[p] * sparse->reply_stride + table->reply_at + (size_t)table->reply.version;
     return ember_parts_buffer_get(&sparse->replies, at, version_p, sizeof(*version_p));
@@ -630,6 +964,8 @@ ember_status_t ember_sparse_lookup_send(ember_sparse_t *sparse, char *err, size_
                         (unsigned long long)sparse->step, ps_name(sparse, &sparse->ranks[i]));
     }
     ember_status_t status = bind_step(sparse);
+    if (status == EMBER_OK)
+        status = cached_hold(sparse);
     if (status != EMBER_OK)
         return fail(err, err_length, status, "the step's reply buffers: %s",
                     ember_status_string(status));
@@ -639,7 +975,8 @@ ember_status_t ember_sparse_lookup_send(ember_sparse_t *sparse, char *err, size_
 ember_status_t ember_sparse_lookup_wait(ember_sparse_t *sparse, char *err, size_t err_length)
 {
     EMBER_CHECK(lookups_wait(sparse, err, err_length));
-    return versions_check(sparse, err, err_length);
+    EMBER_CHECK(versions_check(sparse, err, err_length));
+    return cached_pool_all(sparse, err, err_length);
 }
 
 ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length)

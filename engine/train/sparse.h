@@ -61,6 +61,13 @@ typedef struct {
      * applied) is checked: step - staleness <= version <= step. */
     int async;
     uint32_t staleness;
+    /* Its rows cached here (engine/train/row_cache; borrowed, shared by
+     * every cached table and both slots of a pipeline, outlives them):
+     * its lookups are EMBER_LOOKUP_ROWS (engine/wire/protocol.h), each
+     * shard's part pooled here from the copies that stood and the rows
+     * that came, as its PS would have pooled it; NULL: not cached.  Not
+     * with fp16 replies or the device path. */
+    struct ember_row_cache *cache;
 } ember_sparse_config_t;
 
 typedef struct ember_sparse ember_sparse_t;
@@ -157,7 +164,9 @@ ember_status_t ember_sparse_pushes_taken(ember_sparse_t *sparse, uint64_t step, 
  * replies: ember_sparse_lookup_send then ember_sparse_lookup_wait. */
 ember_status_t ember_sparse_lookup(ember_sparse_t *sparse, char *err, size_t err_length);
 
-/** Send every PS its LOOKUPS of the split step; the replies land in this
+/** Send every PS its LOOKUPS of the split step (a cached table's told,
+ * row by row, which copies the cache holds now, and those copies taken
+ * for the step); the replies land in this
  * ember_sparse_t's buffers (a trainer that overlaps steps keeps one
  * ember_sparse_t per step in flight).  After ember_sparse_pushes_wait (the
  * step's buffers are reused): ERR_INVALID_PARAM while a push is still
@@ -167,7 +176,12 @@ ember_status_t ember_sparse_lookup_send(ember_sparse_t *sparse, char *err, size_
 /** Wait for every reply of the lookups sent, and check each table's
  * version: ERR_BAD_MESSAGE (naming the PS, the table, the step and the
  * version) when a sync table's was served more than its staleness behind
- * the step (an evaluation: not exactly at it), or ahead of it. */
+ * the step (an evaluation: not exactly at it), or ahead of it.  A cached
+ * table's parts (config.cache) are taken where they came (a PS's reply is
+ * then shorter than its room; the others are moved to their places), its
+ * rows put in the cache, and each shard's part pooled from them;
+ * ERR_BAD_MESSAGE also for a cached part the codec refuses or one that
+ * says a copy stands that was not held, or stands beyond the bound. */
 ember_status_t ember_sparse_lookup_wait(ember_sparse_t *sparse, char *err, size_t err_length);
 
 /** Table @table's version in the last lookup's replies: the fewest steps

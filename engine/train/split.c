@@ -23,6 +23,7 @@ typedef struct {
     int has_pad; /* pad is a row (-1: none; a dynamic table's key -1 is 2^64 - 1) */
     int dynamic; /* ids are keys: any value, placed by ember_wire_key_shard */
     size_t entries_at, entry_bytes;
+    size_t row_bytes;    /* a distinct row's: its id, and a cached lookup's held version */
     int weights, places; /* the entries carry them */
     int count_max, count_mean;
     size_t npairs;
@@ -108,14 +109,16 @@ static ember_status_t check_segments(const ember_split_t *split, const ember_spa
 /* Room for @room entries and their rows behind the step's offsets. */
 static size_t request_bytes(const pass_t *pass, size_t room)
 {
-    return pass->entries_at + EMBER_WIRE_ALIGN + (pass->entry_bytes + 8) * room;
+    return pass->entries_at + EMBER_WIRE_ALIGN + (pass->entry_bytes + pass->row_bytes) * room;
 }
 
 /* The entries @shard's request has room for, as its capacity stands. */
 static size_t request_room(const pass_t *pass, const ember_split_shard_t *shard)
 {
     const size_t fixed = request_bytes(pass, 0);
-    return shard->capacity < fixed ? 0 : (shard->capacity - fixed) / (pass->entry_bytes + 8);
+    return shard->capacity < fixed
+                   ? 0
+                   : (shard->capacity - fixed) / (pass->entry_bytes + pass->row_bytes);
 }
 
 /* At least @room entries' room (the contents kept: realloc). */
@@ -410,7 +413,7 @@ ember_status_t ember_split_table(ember_split_t *split, const ember_sparse_input_
     split->flags = (weighted ? EMBER_LOOKUP_WEIGHTS : 0) |
                    (config->mode == EMBER_BAG_MAX ? EMBER_LOOKUP_MAX : 0) |
                    (config->half_replies ? EMBER_LOOKUP_HALF_REPLY : 0) |
-                   (eval ? EMBER_LOOKUP_EVAL : 0);
+                   (eval ? EMBER_LOOKUP_EVAL : 0) | (config->cache ? EMBER_LOOKUP_ROWS : 0);
     pass_t pass = {.split = split,
                    .P = config->num_ps,
                    .rows = config->rows,
@@ -419,6 +422,7 @@ ember_status_t ember_split_table(ember_split_t *split, const ember_sparse_input_
                    .dynamic = config->dynamic,
                    .entries_at = ember_wire_lookup_entries_at((uint32_t)bags),
                    .entry_bytes = ember_wire_lookup_entry_bytes(split->flags),
+                   .row_bytes = config->cache ? 16 : 8,
                    .weights = weighted,
                    .places = config->mode == EMBER_BAG_MAX,
                    .count_max = config->mode == EMBER_BAG_MAX,

@@ -54,7 +54,8 @@ void ember_wire_lookup_layout(const ember_msg_lookup_t *head, ember_wire_lookup_
     layout->entries = layout->offsets + 4ull * head->bags;
     layout->entry_bytes = ember_wire_lookup_entry_bytes(head->flags);
     layout->rows = ember_wire_pad(layout->entries + layout->entry_bytes * head->indices);
-    layout->size = layout->rows + 8ull * head->unique;
+    layout->held = (head->flags & EMBER_LOOKUP_ROWS) ? layout->rows + 8ull * head->unique : 0;
+    layout->size = layout->rows + 8ull * head->unique * ((head->flags & EMBER_LOOKUP_ROWS) ? 2 : 1);
 }
 
 uint64_t ember_wire_lookup_array_bytes(const ember_msg_lookup_t *head)
@@ -183,14 +184,18 @@ void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message)
 static ember_status_t lookup_check_flags(const ember_msg_lookup_t *head, char *err,
                                          size_t err_length)
 {
-    const uint32_t known =
-            EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY | EMBER_LOOKUP_EVAL;
+    const uint32_t known = EMBER_LOOKUP_WEIGHTS | EMBER_LOOKUP_MAX | EMBER_LOOKUP_HALF_REPLY |
+                           EMBER_LOOKUP_EVAL | EMBER_LOOKUP_ROWS;
     if (head->flags & ~known)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "unknown lookup flags %#x", head->flags);
     if ((head->flags & EMBER_LOOKUP_WEIGHTS) && (head->flags & EMBER_LOOKUP_MAX))
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "per-sample weights need sum mode (flags %#x)", head->flags);
+    if ((head->flags & EMBER_LOOKUP_ROWS) && (head->flags & EMBER_LOOKUP_HALF_REPLY))
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "a cached lookup (rows) has no fp16 replies (flags %#x)",
+                                 head->flags);
     return EMBER_OK;
 }
 
@@ -217,6 +222,52 @@ ember_status_t ember_wire_lookup_unpack(const void *data, size_t length,
     view->entry_bytes = (size_t)at.entry_bytes;
     view->weights = (head->flags & EMBER_LOOKUP_WEIGHTS) ? view->slots + 4 : NULL;
     view->places = (head->flags & EMBER_LOOKUP_MAX) ? view->slots + 4 : NULL;
+    view->held = (head->flags & EMBER_LOOKUP_ROWS) ? message + at.held : NULL;
+    return EMBER_OK;
+}
+
+/* ---- a cached lookup's reply -------------------------------------------------- */
+
+uint64_t ember_wire_rows_reply_values_at(uint64_t unique)
+{
+    return ember_wire_pad(ember_wire_rows_reply_states_at() + unique);
+}
+
+uint64_t ember_wire_rows_reply_bytes(uint64_t unique, uint32_t dim, uint64_t fresh)
+{
+    return ember_wire_pad(ember_wire_rows_reply_values_at(unique) + fresh * dim * 4);
+}
+
+ember_status_t ember_wire_rows_reply_check(const void *part, size_t length, uint64_t unique,
+                                           uint32_t dim, ember_msg_rows_reply_t *head_p,
+                                           size_t *bytes_p, char *err, size_t err_length)
+{
+    const uint8_t *in = part;
+    if (length < ember_wire_rows_reply_values_at(unique))
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "a cached lookup's reply of %zu bytes for %llu rows", length,
+                                 (unsigned long long)unique);
+    memcpy(head_p, in, sizeof(*head_p));
+    if (head_p->fresh > unique || ember_wire_rows_reply_bytes(unique, dim, head_p->fresh) > length)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "a cached lookup's reply says %llu fresh rows of %llu in %zu "
+                                 "bytes",
+                                 (unsigned long long)head_p->fresh, (unsigned long long)unique,
+                                 length);
+    const uint8_t *states = in + ember_wire_rows_reply_states_at();
+    uint64_t fresh = 0;
+    for (uint64_t u = 0; u < unique; u++) {
+        if (states[u] > EMBER_ROW_FRESH)
+            return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                     "a cached lookup's reply gives row %llu state %u",
+                                     (unsigned long long)u, states[u]);
+        fresh += states[u] == EMBER_ROW_FRESH;
+    }
+    if (fresh != head_p->fresh)
+        return ember_status_text(err, err_length, EMBER_ERR_BAD_MESSAGE,
+                                 "a cached lookup's reply has %llu fresh rows, its head says %llu",
+                                 (unsigned long long)fresh, (unsigned long long)head_p->fresh);
+    *bytes_p = (size_t)ember_wire_rows_reply_bytes(unique, dim, head_p->fresh);
     return EMBER_OK;
 }
 

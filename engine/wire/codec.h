@@ -98,6 +98,7 @@ typedef struct {
     uint64_t entries;     /* [indices] of entry_bytes: slot, then weight or place */
     uint64_t entry_bytes; /* 4, or 8 with weights or places */
     uint64_t rows;        /* int64 [unique], 8-byte aligned after zero padding */
+    uint64_t held;        /* EMBER_LOOKUP_ROWS: uint64 [unique] after the rows; else 0 */
     uint64_t size;        /* of the whole message: a multiple of EMBER_WIRE_ALIGN */
 } ember_wire_lookup_layout_t;
 
@@ -191,6 +192,7 @@ void ember_wire_lookup_pack(const ember_wire_lookup_t *lookup, void *message);
 typedef struct {
     ember_msg_lookup_t head;
     const uint8_t *offsets, *rows, *slots, *weights, *places;
+    const uint8_t *held; /* EMBER_LOOKUP_ROWS: uint64 [unique]; else NULL */
     size_t entry_bytes;
 } ember_wire_lookup_view_t;
 
@@ -225,6 +227,29 @@ static inline uint32_t ember_wire_lookup_place(const ember_wire_lookup_view_t *v
 ember_status_t ember_wire_lookup_unpack(const void *data, size_t length,
                                         ember_wire_lookup_view_t *view, char *err,
                                         size_t err_length);
+
+/* ---- an EMBER_LOOKUP_ROWS lookup's reply (engine/wire/protocol.h) ------- */
+
+/** Where its states lie, and its values with @unique rows. */
+static inline uint64_t ember_wire_rows_reply_states_at(void)
+{
+    return sizeof(ember_msg_rows_reply_t);
+}
+uint64_t ember_wire_rows_reply_values_at(uint64_t unique);
+/** Bytes of the part with @fresh of @unique rows' values of @dim (a
+ * multiple of EMBER_WIRE_ALIGN); @fresh = @unique: the most it takes. */
+uint64_t ember_wire_rows_reply_bytes(uint64_t unique, uint32_t dim, uint64_t fresh);
+
+/**
+ * The trainer: the head of a rows reply part of @length bytes (at least
+ * what is left of the reply) for a request of @unique rows of @dim,
+ * checked at full width: @fresh at most @unique, the part within @length,
+ * every state known and the fresh ones exactly @fresh.  *@bytes_p: the
+ * part's size.  Errors: ERR_BAD_MESSAGE, one line in @err.
+ */
+ember_status_t ember_wire_rows_reply_check(const void *part, size_t length, uint64_t unique,
+                                           uint32_t dim, ember_msg_rows_reply_t *head_p,
+                                           size_t *bytes_p, char *err, size_t err_length);
 
 /* ---- LOOKUPS: every table of a step on one PS -------------------------- */
 

@@ -221,6 +221,54 @@ enum {
      * once the table's next step is `step` (held before, refused after),
      * like a training lookup of that step. */
     EMBER_LOOKUP_EVAL = 1u << 3,
+    /* A cached table's lookup (the trainer's row cache, --cache-rows):
+     * the request as above plus, after rows[], uint64 held[unique], the
+     * version (the shard's row clock, below) of the copy of each row the
+     * trainer holds, or EMBER_ROW_NONE.  The PS checks and keeps the lookup
+     * as any other (its context, backward and optimizer step are the
+     * same), but does not pool: it answers each row, see
+     * ember_msg_rows_reply_t (with EMBER_LOOKUP_MAX it still pools, for
+     * the argmax its backward keeps, but sends no pools nor places).  Only
+     * in a LOOKUPS; not with EMBER_LOOKUP_HALF_REPLY. */
+    EMBER_LOOKUP_ROWS = 1u << 4,
+};
+
+#define EMBER_ROW_NONE UINT64_MAX /* held[]: no copy */
+
+/*
+ * The reply part of an EMBER_LOOKUP_ROWS lookup in a LOOKUPS reply (in
+ * place of the pooled values and version): this head, then uint8
+ * state[unique] (one per row of the request, in its order) padded to
+ * EMBER_WIRE_ALIGN, then float[fresh * dim]: the values of the rows
+ * whose state is EMBER_ROW_FRESH, in the request's order; the part is
+ * padded to EMBER_WIRE_ALIGN (engine/wire/codec: ember_wire_rows_reply_*).
+ * Its size depends on @fresh: a LOOKUPS reply's parts follow each other
+ * as each is long, so a reply with cached parts is shorter than the room
+ * the trainer gives it.
+ *
+ * The row clock of a shard: a sync table's steps applied (its version);
+ * an async one's gradients applied.  A row's copy at clock h stands at
+ * clock c when the row did not change since h (the PS keeps each row's
+ * last change, made only once a cached lookup comes; a dynamic table's
+ * per slot, a key given a slot counting as a change; every row of a
+ * step's lookups changes in its update), or, sync training (not an
+ * evaluation), when h is at most the table's staleness behind the
+ * lookup's step.  A write of rows outside training (a load, a write by
+ * key, a restore) voids every copy made before it.  A held version ahead
+ * of the shard's clock is refused (ERR_BAD_MESSAGE, naming the row).
+ */
+typedef struct {
+    uint64_t version; /* as a LOOKUPS part's: the table's steps applied */
+    uint64_t clock;   /* the row clock the reply was made at */
+    uint64_t fresh;   /* rows whose values follow */
+} ember_msg_rows_reply_t;
+
+enum {
+    EMBER_ROW_UNCHANGED = 0, /* the copy stands: unchanged since it was made, so
+                              * it is the row at @clock */
+    EMBER_ROW_STALE = 1,     /* the copy stands within the staleness bound, at
+                              * the version it holds */
+    EMBER_ROW_FRESH = 2      /* the row's values at @clock follow */
 };
 
 /*

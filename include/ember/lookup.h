@@ -227,6 +227,47 @@ ember_status_t ember_ebc_flush(ember_ebc_t *ebc);
  * Never blocks. */
 uint64_t ember_ebc_staleness_seen(const ember_ebc_t *ebc);
 
+/* ---- the row cache (ABI 1.4) ---------------------------------------------- */
+
+/**
+ * Keep up to @rows embedding rows of the ebc's tables on this trainer
+ * (0: no cache, as created), so that a row whose copy here still stands
+ * is not sent again: each lookup tells the PS which rows it holds and at
+ * which version, the PS answers each row with "your copy stands" or its
+ * values (it keeps the lookup for the backward as always, and applies the
+ * gradients exactly as without a cache), and the trainer pools each bag
+ * itself from those rows, in the PS's order and with its code.  A copy
+ * stands when its row did not change since it was made (a dynamic table's
+ * key given a row anew counts as a change) or, sync with staleness K >= 1,
+ * when it is at most K steps behind the lookup's step; so with staleness
+ * 0 every output and every row is the same bits as without the cache.
+ * Memory: @rows x the widest table's dim x 4 bytes, plus an index (about
+ * 32 bytes a row).  Replacement: CLOCK.  Every table of the ebc is cached
+ * (sum, mean and max pooling, weights, fixed and dynamic tables); not with
+ * fp16 replies (options.half_replies) or the device path (GPUDirect: EMBER_GPUDIRECT=staged), nor on a PS's GPU
+ * (--ps-device cuda; the PS refuses the lookup).  Before the ebc's first
+ * lookup only.  Not thread-safe (the job's thread); never blocks.
+ * Errors (the ebc as it was): ERR_INVALID_PARAM (after a lookup; a table
+ * that cannot be cached, named; @rows over 2^30), ERR_NO_MEMORY.
+ */
+ember_status_t ember_ebc_set_cache_rows(ember_ebc_t *ebc, size_t rows);
+
+/* What an ebc's row cache did (ember_ebc_cache_stats). */
+typedef struct {
+    uint64_t capacity;   /* rows it may hold (0: no cache) */
+    uint64_t rows;       /* rows it holds */
+    uint64_t lookups;    /* distinct rows of its lookups (each shard's its own) */
+    uint64_t hits;       /* of them, copies that stood (their rows not sent) */
+    uint64_t stale_hits; /* of the hits, copies that stood by the staleness bound */
+    uint64_t oldest;     /* the most steps behind its lookup's step a copy used was */
+    uint64_t inserted;   /* rows put in */
+    uint64_t evicted;    /* rows replaced by others */
+} ember_ebc_cache_stats_t;
+
+/** Its row cache's counters so far into *@stats (all 0 without a
+ * cache).  Any time; never blocks; cannot fail. */
+void ember_ebc_cache_stats(const ember_ebc_t *ebc, ember_ebc_cache_stats_t *stats);
+
 /** The line the last failing call of @ebc logged ("trainer T step S: ...",
  * naming the feature, table or PS at fault), "" while none failed: for a
  * program that reports its failure elsewhere too (to its coordinator).

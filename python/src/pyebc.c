@@ -79,12 +79,19 @@ static int parse_features(PyObject *list, ember_feature_t **features_p, size_t *
 
 PyObject *pyjob_ebc_create(pyjob_t *pj, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"features", "half_replies", "start_step", NULL};
+    static char *keywords[] = {"features", "half_replies", "start_step", "cache_rows", NULL};
     PyObject *list;
     int half = 0;
     unsigned long long start = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$pK", keywords, &list, &half, &start))
+    long long cache_rows = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$pKL", keywords, &list, &half, &start,
+                                     &cache_rows))
         return NULL;
+    if (cache_rows < 0 || cache_rows > (1ll << 30)) {
+        PyErr_Format(PyExc_ValueError, "cache_rows: %lld is not a row count in [0, 2^30]",
+                     cache_rows);
+        return NULL;
+    }
     ember_feature_t *features;
     size_t n;
     if (!parse_features(list, &features, &n))
@@ -106,6 +113,11 @@ PyObject *pyjob_ebc_create(pyjob_t *pj, PyObject *args, PyObject *kwargs)
     options.start_step = start;
     ember_status_t status;
     PYEMBER_NOGIL(status = ember_ebc_create(pj->job, features, n, &options, &e->ebc));
+    if (status == EMBER_OK && cache_rows > 0 &&
+        (status = ember_ebc_set_cache_rows(e->ebc, (size_t)cache_rows)) != EMBER_OK) {
+        ember_ebc_destroy(e->ebc);
+        e->ebc = NULL;
+    }
     if (status == EMBER_OK)
         pyjob_adopt(pj, &e->child);
     pyjob_release(pj);
@@ -293,7 +305,27 @@ static void ebc_dealloc(pyebc_t *e)
     PyObject_Free(e);
 }
 
+/* ember_ebc_cache_stats as a dict. */
+static PyObject *ebc_cache_stats(pyebc_t *e, PyObject *unused)
+{
+    (void)unused;
+    if (!e->ebc) {
+        PyErr_SetString(pyember_error, "the collection was destroyed");
+        return NULL;
+    }
+    ember_ebc_cache_stats_t s;
+    ember_ebc_cache_stats(e->ebc, &s);
+    return Py_BuildValue("{sKsKsKsKsKsKsKsK}", "capacity", (unsigned long long)s.capacity, "rows",
+                         (unsigned long long)s.rows, "lookups", (unsigned long long)s.lookups,
+                         "hits", (unsigned long long)s.hits, "stale_hits",
+                         (unsigned long long)s.stale_hits, "oldest", (unsigned long long)s.oldest,
+                         "inserted", (unsigned long long)s.inserted, "evicted",
+                         (unsigned long long)s.evicted);
+}
+
 static PyMethodDef ebc_methods[] = {
+        {"cache_stats", (PyCFunction)ebc_cache_stats, METH_NOARGS,
+         "the row cache's counters (ember_ebc_cache_stats) as a dict"},
         {"lookup", (PyCFunction)(void (*)(void))ebc_lookup, METH_VARARGS | METH_KEYWORDS,
          "lookup(values, batch_size, *, lengths=None, offsets=None, weights=None, "
          "forward_only=False) -> Lookup"},

@@ -385,7 +385,7 @@ static PyMethodDef job_methods[] = {
          METH_VARARGS | METH_KEYWORDS, "table_create(name, num_embeddings, embedding_dim, ...)"},
         {"table_open", (PyCFunction)pyjob_table_open, METH_VARARGS, "table_open(name)"},
         {"ebc_create", (PyCFunction)(void (*)(void))pyjob_ebc_create, METH_VARARGS | METH_KEYWORDS,
-         "ebc_create(features, half_replies=False, start_step=0)"},
+         "ebc_create(features, half_replies=False, start_step=0, cache_rows=0)"},
         {"rpc_register", (PyCFunction)pyjob_rpc_register, METH_VARARGS,
          "rpc_register(first_op, count): queue requests of these ops for Python"},
         {"take_requests", (PyCFunction)pyjob_take_requests, METH_NOARGS,

@@ -96,6 +96,15 @@
 #                       fixed table's (the arrival order varies the rounding)
 #   dynamic_flags       the dynamic flags refused without --table-kind
 #                       dynamic, or out of range
+#   cache_bits:FILE:LIST  --cache-rows 16 against no cache on each PS count
+#                       of LIST (FILE a golden replay, or synthetic_fixed /
+#                       synthetic_dynamic / synthetic_fp16: the learnable job,
+#                       fp16 rows for the last):
+#                       the same saved bits and losses; the summary and
+#                       --metrics say the hit rate
+#   cache_stale:K       --staleness K --cache-rows 40: hits, none more than K
+#                       behind, the loss falls as without the cache
+#   cache_flags         bad --cache-rows values, fp16 replies, a PS on a GPU refused
 #   staleness:K         --staleness K on it: runs, epoch lines name the largest
 #                       staleness seen (1..K), the loss falls; K 0: the same
 #                       bits, losses and lines as no flag
@@ -297,6 +306,84 @@ dynamic_flags)
     expect_refusal "--lfu-decay" --table-kind dynamic --lfu-decay 2
     expect_refusal "--admit-count" --table-kind dynamic --admit-count 0
     expect_refusal "--table-kind" --table-kind bogus
+    ;;
+cache_bits:*)
+    # The replay (FILE, or the learnable synthetic job with a fixed or a
+    # dynamic table) with --cache-rows 16 on each PS count of LIST: the
+    # same saved bits and the same losses as without, and the summary and
+    # --metrics say the hit rate.
+    IFS=: read -r _ file list <<<"$case_name"
+    IFS=, read -r -a counts <<<"$list"
+    case $file in
+    synthetic_fixed | synthetic_dynamic)
+        kind=${file#synthetic_} t=3
+        job=(--trainers 3 --data synthetic --epochs 6 --lr 0.2 --table-kind "$kind")
+        ;;
+    synthetic_fp16) # fp16 rows: the PS sends them widened, as it pools them
+        t=3 job=(--trainers 3 --data synthetic --epochs 6 --lr 0.2 --table-dtype fp16)
+        ;;
+    *)
+        t=$(trainers_of "$golden/$file.safetensors")
+        job=(--replay "$golden/$file.safetensors")
+        ;;
+    esac
+    for ps in "${counts[@]}"; do
+        for rows in 0 16; do
+            timeout 120 "$run" -n $((t + 1 + ps)) "$train" --ps "$ps" "${job[@]}" \
+                --cache-rows "$rows" --metrics "$work/m$rows.jsonl" \
+                --save "$work/out$rows.safetensors" >"$work/out$rows" 2>&1 ||
+                { cp "$work/out$rows" "$work/out"; fail "--ps $ps --cache-rows $rows exited $?"; }
+        done
+        cmp "$work/out0.safetensors" "$work/out16.safetensors" ||
+            fail "--ps $ps: --cache-rows 16 saved other bits than no cache"
+        losses() { grep -oE '"(loss|auc|logloss)": [0-9.e+-]*' "$1"; }
+        [ -n "$(losses "$work/m0.jsonl")" ] &&
+            [ "$(losses "$work/m0.jsonl")" = "$(losses "$work/m16.jsonl")" ] ||
+            fail "--ps $ps: --cache-rows 16 has other losses than no cache"
+        cp "$work/out16" "$work/out"
+        grep -qE "cache: hit rate [0-9.]+% \([0-9]+ of [0-9]+ rows\)" "$work/out16" ||
+            fail "--ps $ps: no cache summary"
+        grep -q '"cache": 16, "lookups": [1-9]' "$work/m16.jsonl" || fail "--ps $ps: no cache metrics"
+        grep -q "cache:" "$work/out0" && fail "--cache-rows 0 prints a cache summary"
+    done
+    ;;
+cache_stale:*)
+    # --staleness K with --cache-rows: copies stand (hits), none more than
+    # K behind (the master fails the job otherwise), and the job trains as
+    # the uncached one does (the loss falls, the last epoch's within 0.02
+    # of it).
+    k=${case_name#cache_stale:}
+    for rows in 0 40; do
+        timeout 120 "$run" -n 5 "$train" --trainers 3 --data synthetic --epochs 30 --lr 0.2 \
+            --staleness "$k" --cache-rows "$rows" --metrics "$work/m$rows.jsonl" \
+            >"$work/out" 2>&1 || fail "--cache-rows $rows exited $?"
+    done
+    line=$(grep -E "cache: hit rate" "$work/out") || fail "no cache summary"
+    read -r hits stale oldest < <(sed -E 's/.*\(([0-9]+) of [0-9]+ rows\), ([0-9]+) by staleness \(oldest ([0-9]+) steps.*/\1 \2 \3/' <<<"$line")
+    # (Pipelined, a step's lookups are served as far behind as the bound
+    # lets them, so a copy made at step s is K + 1 behind step s + 1: hits
+    # by staleness alone come when the PS got ahead, which timing decides;
+    # tests/api/test_cache's lockstep case makes them.)
+    [ "$hits" -gt 0 ] || fail "no hits: $line"
+    [ "$oldest" -le "$k" ] || fail "a copy $oldest steps behind, beyond --staleness $k: $line"
+    last() { grep '^{"epoch"' "$1" | tail -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$'; }
+    first=$(grep '^{"epoch"' "$work/m40.jsonl" | head -1 | grep -o '"loss": [0-9.]*' | grep -o '[0-9.]*$')
+    awk -v a="$first" -v b="$(last "$work/m40.jsonl")" -v c="$(last "$work/m0.jsonl")" \
+        'BEGIN { exit !(b < a && b - c < 0.02 && c - b < 0.02) }' ||
+        fail "loss: first epoch $first, last $(last "$work/m40.jsonl"), uncached $(last "$work/m0.jsonl")"
+    ;;
+cache_flags)
+    expect_refusal() { # WHAT FLAGS...: refused, naming WHAT
+        local what=$1
+        shift
+        timeout 60 "$run" -n 3 "$train" --trainers 1 "$@" >"$work/out" 2>&1 && fail "$* ran"
+        grep -qF -- "$what" "$work/out" || fail "$*: the refusal does not name $what"
+    }
+    expect_refusal "--cache-rows" --cache-rows -1
+    expect_refusal "--cache-rows" --cache-rows 12x
+    expect_refusal "--cache-rows" --cache-rows 1073741825
+    expect_refusal "--reply-dtype fp16" --cache-rows 8 --reply-dtype fp16
+    expect_refusal "--ps-device cuda" --cache-rows 8 --ps-device cuda
     ;;
 same_bits:*)
     IFS=: read -r _ file list <<<"$case_name"

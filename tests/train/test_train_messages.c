@@ -345,7 +345,7 @@ static int case_done(void)
         HEAD = sizeof(train_msg_done_t) / sizeof(float)
     };
     float answer[HEAD + 2 + 3]; /* the head, 2 losses, 3 parameters */
-    train_msg_done_t head = {.steps = 2, .bags = 10, .seconds = 1.5};
+    train_msg_done_t head = {.steps = 2, .bags = 10, .seconds = 1.5, .cache_hits = 7};
     train_done_t done;
     char err[160];
     _Static_assert(sizeof(train_msg_done_t) % sizeof(float) == 0, "a head of whole floats");
@@ -357,7 +357,7 @@ static int case_done(void)
           "%s", err);
     CHECK(done.head.steps == 2 && train_load_f32(done.losses, 1) == 0.5f &&
                   train_load_f32(done.params, 2) == 3.0f &&
-                  done.head.phase_seconds[TRAIN_PHASE_WAIT] == 0.5,
+                  done.head.phase_seconds[TRAIN_PHASE_WAIT] == 0.5 && done.head.cache_hits == 7,
           "the losses, parameters or phases misplaced");
     /* A phase's time that is no time: named. */
     static const double bad_times[] = {-1.0, 1e300, NAN};

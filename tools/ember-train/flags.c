@@ -91,6 +91,11 @@ static const ember_flag_t flags[] = {
          "lookups' replies on the wire (fp32);\n"
          "fp16 halves their bytes (the pooled values rounded)",
          WORDS(0, 1), FIELD(settings.half_replies)},
+        {"--cache-rows", "N",
+         "each trainer keeps up to N rows of its tables, so\n"
+         "that a row whose copy stands is not sent again\n"
+         "(0: no cache; fp32 replies)",
+         INT(0, 1 << 30), FIELD(settings.cache_rows)},
         {"--staleness", "K",
          "sync: a step's lookup may see the tables up to K\n"
          "steps behind it, and leaves before the previous step's\n"
@@ -751,6 +756,13 @@ static ember_status_t check_combinations(const train_job_t *job)
         return refuse("invalid value '%s' for %s (seconds in (0, %d])",
                       ember_flag_value(job->given, job->ngiven, "--log-every-seconds"),
                       "--log-every-seconds", TRAIN_LOG_SECONDS_MAX);
+    if (s->cache_rows > 0 && s->half_replies)
+        return refuse("%s: a trainer pools its cached rows itself, the PS's fp32 values (%s)",
+                      "--cache-rows", "--reply-dtype fp16");
+    if (s->cache_rows > 0 && strcmp(s->ps_device, "cpu") != 0)
+        return refuse("%s: the rows of a cached lookup are read from the PS's host memory "
+                      "(%s)",
+                      "--cache-rows", "--ps-device cuda");
     if (s->table_dtype == EMBER_DTYPE_F16 && strcmp(s->ps_device, "cuda") == 0)
         return refuse("%s: a PS on a GPU keeps fp32 rows (%s)", "--table-dtype fp16",
                       "--ps-device cuda");

@@ -357,6 +357,50 @@ static void print_dynamic(master_t *m)
     fflush(stdout);
 }
 
+/* The trainers' row caches (--cache-rows): their hit rate, printed and a
+ * --metrics line; a copy used beyond --staleness fails the job (the
+ * engine refuses one, so this is its check). */
+static ember_status_t print_cache(master_t *m, const train_done_t *done)
+{
+    const ember_train_settings_t *s = &m->tj->settings;
+    if (s->cache_rows == 0)
+        return EMBER_OK;
+    uint64_t lookups = 0, hits = 0, stale = 0, oldest = 0, inserted = 0, evicted = 0, rows = 0;
+    for (int t = 0; t < s->trainers; t++) {
+        const train_msg_done_t *d = &done[t].head;
+        lookups += d->cache_lookups;
+        hits += d->cache_hits;
+        stale += d->cache_stale;
+        inserted += d->cache_inserted;
+        evicted += d->cache_evicted;
+        rows += d->cache_rows;
+        oldest = d->cache_oldest > oldest ? d->cache_oldest : oldest;
+    }
+    const double rate = lookups ? 100.0 * (double)hits / (double)lookups : 0.0;
+    printf("cache: hit rate %.1f%% (%llu of %llu rows), %llu by staleness (oldest %llu steps "
+           "behind), %llu rows held in %d caches of %llu, %llu put in, %llu replaced\n",
+           rate, (unsigned long long)hits, (unsigned long long)lookups, (unsigned long long)stale,
+           (unsigned long long)oldest, (unsigned long long)rows, s->trainers,
+           (unsigned long long)s->cache_rows, (unsigned long long)inserted,
+           (unsigned long long)evicted);
+    fflush(stdout);
+    if (m->metrics)
+        fprintf(m->metrics,
+                "{\"cache\": %llu, \"lookups\": %llu, \"hits\": %llu, \"hit_rate\": %.6f, "
+                "\"stale_hits\": %llu, \"oldest\": %llu, \"rows\": %llu, \"inserted\": %llu, "
+                "\"evicted\": %llu}\n",
+                (unsigned long long)s->cache_rows, (unsigned long long)lookups,
+                (unsigned long long)hits, lookups ? (double)hits / (double)lookups : 0.0,
+                (unsigned long long)stale, (unsigned long long)oldest, (unsigned long long)rows,
+                (unsigned long long)inserted, (unsigned long long)evicted);
+    if (oldest > s->staleness)
+        return ember_status_text(m->cause, sizeof(m->cause), EMBER_ERR_BAD_MESSAGE,
+                                 "a trainer used a cached row %llu steps behind its step, beyond "
+                                 "--staleness %u",
+                                 (unsigned long long)oldest, s->staleness);
+    return EMBER_OK;
+}
+
 static void print_memory(master_t *m)
 {
     for (int p = 0; p < m->tj->settings.num_ps; p++) {
@@ -407,6 +451,8 @@ static ember_status_t finish_job(master_t *m)
     print_phases(m, done);
     print_memory(m);
     print_dynamic(m);
+    if (status == EMBER_OK)
+        status = print_cache(m, done);
     if (status == EMBER_OK)
         status = finish_checkpoints(m, fin.per_trainer);
     if (status == EMBER_OK)

@@ -95,6 +95,10 @@ typedef struct {
     uint64_t bags;  /* what the epoch lines count, in all */
     double seconds;
     double phase_seconds[TRAIN_PHASES]; /* of @seconds; each finite, >= 0 */
+    /* Its row cache's counters (--cache-rows; all 0 without):
+     * ember_ebc_cache_stats's */
+    uint64_t cache_lookups, cache_hits, cache_stale, cache_oldest, cache_inserted, cache_evicted,
+            cache_rows;
 } train_msg_done_t;
 
 typedef struct {

@@ -237,6 +237,10 @@ static ember_status_t open_lookups(trainer_t *t)
     if (status != EMBER_OK)
         return trainer_fail(t, status, "trainer %d: its lookups: %s", t->index,
                             ember_status_string(status));
+    if (t->settings.cache_rows > 0 &&
+        (status = ember_ebc_set_cache_rows(t->ebc, (size_t)t->settings.cache_rows)) != EMBER_OK)
+        return trainer_fail(t, status, "trainer %d: --cache-rows %llu: %s", t->index,
+                            (unsigned long long)t->settings.cache_rows, ember_ebc_error(t->ebc));
     return EMBER_OK;
 }
 
@@ -752,6 +756,15 @@ static ember_status_t train_loop(trainer_t *t, train_msg_done_t *done)
     done->steps = step;
     done->seconds = now_s() - started;
     memcpy(done->phase_seconds, t->phase_s, sizeof(done->phase_seconds));
+    ember_ebc_cache_stats_t cache;
+    ember_ebc_cache_stats(t->ebc, &cache);
+    done->cache_lookups = cache.lookups;
+    done->cache_hits = cache.hits;
+    done->cache_stale = cache.stale_hits;
+    done->cache_oldest = cache.oldest;
+    done->cache_inserted = cache.inserted;
+    done->cache_evicted = cache.evicted;
+    done->cache_rows = cache.rows;
     return status;
 }
 

@@ -162,13 +162,18 @@ class EmbeddingBagCollection(torch.nn.Module):
     consistency 'sync' | 'async', staleness (sync: 0..16), reduce 'sum' |
     'mean' (the trainers' row gradients), seed (table i draws from seed + i
     unless its config names one), dtype 'float32' | 'float16' (as stored),
-    half_replies, start_step (a resumed job's), job (default: the process's,
-    ember.torch.init)."""
+    half_replies, start_step (a resumed job's), cache_rows (rows of this
+    trainer's row cache, 0..2^30; 0: none; fp32 replies: see
+    <ember/lookup.h>'s ember_ebc_set_cache_rows and cache_stats()), job
+    (default: the process's, ember.torch.init)."""
 
     def __init__(self, tables, device=None, *, optimizer=None, sharding="row_wise",
                  consistency="sync", staleness=0, reduce="sum", seed=0, dtype="float32",
-                 half_replies=False, start_step=0, job=None):
+                 half_replies=False, start_step=0, cache_rows=0, job=None):
         super().__init__()
+        if isinstance(cache_rows, bool) or not isinstance(cache_rows, int) or \
+                not 0 <= cache_rows <= 1 << 30:
+            raise ValueError(f"cache_rows: {cache_rows!r} is not a row count in [0, 2^30]")
         if device is not None and torch.device(device).type != "cpu":
             raise ValueError(f"device: ember's collection pools into CPU memory, not {device}")
         tables = list(tables)
@@ -231,7 +236,8 @@ class EmbeddingBagCollection(torch.nn.Module):
         # the coordinator when the job has no master, answers the others'
         # table_open only while it is inside an ember call.
         job.barrier("ember.ebc.tables")
-        self._ebc = job.ebc_create(features, half_replies=half_replies, start_step=start_step)
+        self._ebc = job.ebc_create(features, half_replies=half_replies, start_step=start_step,
+                                   cache_rows=cache_rows)
         self._dims = self._ebc.feature_dims()
         self._open = None       # this step's lookup
         self._prefetched = None  # the next step's
@@ -440,6 +446,11 @@ class EmbeddingBagCollection(torch.nn.Module):
     def step_context(self):
         """with ebc.step_context() as step: one training step (StepContext)."""
         return StepContext(self)
+
+    def cache_stats(self):
+        """The row cache's counters (a dict: capacity, rows, lookups, hits,
+        stale_hits, oldest, inserted, evicted; all 0 without a cache)."""
+        return self._ebc.cache_stats()
 
     def flush(self):
         """Every push made has reached the PS (ember_ebc_flush)."""
