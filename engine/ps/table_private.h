@@ -59,6 +59,7 @@ typedef struct {
 } pending_t;
 
 struct table_dyn;
+struct table_cow;
 
 struct ember_shard {
     ember_msg_table_create_t spec;
@@ -96,6 +97,9 @@ struct ember_shard {
      * NULL: a fixed table.  Its data then maps local_rows slots and the
      * scratch rows after them. */
     struct table_dyn *dyn;
+    /* A checkpoint's copy-on-write guard (engine/ps/table_cow.c): NULL
+     * until a host shard's first snapshot kept that way. */
+    struct table_cow *cow;
 };
 
 /* Global row @row's initial values [dim] (N(0,1) or uniform), from (seed,
