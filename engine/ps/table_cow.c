@@ -12,8 +12,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+/* A chunk's state under a write; past the writer's `done` an owed chunk
+ * is owed no more (the writer has it). */
 enum {
-    COW_FREE = 0,
     COW_OWED = 1,
     COW_COPYING = 2,
     COW_ASIDE = 3
@@ -25,6 +26,7 @@ typedef struct {
     size_t row_bytes, bytes;
     size_t chunk_bytes;     /* chunk_rows rows */
     _Atomic uint8_t *state; /* [nchunks] */
+    atomic_size_t done;     /* the writer has taken the whole chunks below this byte */
 } cow_array_t;
 
 typedef struct table_cow table_cow_t;
@@ -128,8 +130,10 @@ ember_status_t table_cow_begin(ember_shard_t *table, const table_cow_array_t *ar
     table_cow_t *cow = table->cow;
     /* No other thread looks at the states now (the boundary): a plain
      * fill; the PS's pool hands its next tasks over with a barrier. */
-    for (size_t i = 0; i < narrays; i++)
+    for (size_t i = 0; i < narrays; i++) {
         memset((void *)cow->arrays[i].state, COW_OWED, cow->nchunks);
+        atomic_store_explicit(&cow->arrays[i].done, 0, memory_order_relaxed);
+    }
     atomic_store_explicit(&cow->chunks, 0, memory_order_relaxed);
     atomic_store_explicit(&cow->bytes, 0, memory_order_relaxed);
     atomic_store_explicit(&cow->owing, 1, memory_order_release);
@@ -149,27 +153,30 @@ static size_t chunk_span(const cow_array_t *a, size_t c, size_t *begin_p)
     return a->bytes - begin < a->chunk_bytes ? a->bytes - begin : a->chunk_bytes;
 }
 
-/* Chunk @c of @a copied aside if it is still owed.  Two updaters may meet
- * on one chunk (the edges of their row ranges): the second waits for the
- * first's copy, a few hundred bytes on a running thread. */
+/* Chunk @c of @a copied aside if it is still owed: neither copied yet nor
+ * taken by the writer.  Two updaters may meet on one chunk (the edges of
+ * their row ranges): the second waits for the first's copy, a few hundred
+ * bytes on a running thread. */
 static void chunk_claim(table_cow_t *cow, cow_array_t *a, size_t c)
 {
     _Atomic uint8_t *state = &a->state[c];
+    size_t begin;
+    const size_t length = chunk_span(a, c, &begin);
     uint8_t seen = atomic_load_explicit(state, memory_order_acquire);
     for (;;) {
-        if (seen == COW_FREE || seen == COW_ASIDE)
+        if (seen == COW_ASIDE)
             return;
         if (seen == COW_COPYING) {
             sched_yield();
             seen = atomic_load_explicit(state, memory_order_acquire);
             continue;
         }
+        if (begin + length <= atomic_load_explicit(&a->done, memory_order_acquire))
+            return; /* written already */
         if (atomic_compare_exchange_weak_explicit(state, &seen, COW_COPYING, memory_order_acq_rel,
                                                   memory_order_acquire))
             break;
     }
-    size_t begin;
-    const size_t length = chunk_span(a, c, &begin);
     ember_copy(a->shadow + begin, a->data + begin, length);
     atomic_store_explicit(state, COW_ASIDE, memory_order_release);
     atomic_fetch_add_explicit(&cow->chunks, 1, memory_order_relaxed);
@@ -217,9 +224,9 @@ void table_cow_range(ember_shard_t *table, int64_t first, int64_t count)
 }
 
 /* The part of chunk @c within [@offset, @end) of @a taken again from the
- * shadow: an updater changed it after copying it aside. */
+ * shadow: an updater may have changed it after copying it aside. */
 static ember_status_t read_aside(const table_cow_t *cow, size_t array, size_t c, uint64_t offset,
-                                 uint64_t end, char *buf, int last, char *err, size_t err_length)
+                                 uint64_t end, char *buf, char *err, size_t err_length)
 {
     const cow_array_t *a = &cow->arrays[array];
     _Atomic uint8_t *state = &a->state[c];
@@ -235,8 +242,6 @@ static ember_status_t read_aside(const table_cow_t *cow, size_t array, size_t c,
     const size_t lo = begin > offset ? begin : (size_t)offset;
     const size_t hi = begin + length < end ? begin + length : (size_t)end;
     ember_copy(buf + (lo - offset), a->shadow + lo, hi - lo);
-    if (last)
-        atomic_store_explicit(state, COW_FREE, memory_order_release);
     return EMBER_OK;
 }
 
@@ -252,27 +257,21 @@ ember_status_t table_cow_read(ember_shard_t *table, size_t array, uint64_t offse
                                  table->spec.name, (unsigned long long)offset, length, array);
     if (length == 0)
         return EMBER_OK;
-    const cow_array_t *a = &cow->arrays[array];
+    cow_array_t *a = &cow->arrays[array];
     const uint64_t end = offset + length;
-    /* Every byte from the live rows first, then each chunk's claim says
-     * whether they were still the boundary's (a seqlock's read). */
+    /* Every byte from the live rows first; a chunk still owed after that
+     * was not changed meanwhile (an updater claims it, then fences, then
+     * writes): a seqlock's read, with no write of the writer's own. */
     ember_copy(buf, a->data + offset, length);
     atomic_thread_fence(memory_order_acquire);
-    for (size_t c = offset / a->chunk_bytes; (uint64_t)c * a->chunk_bytes < end; c++) {
-        size_t begin;
-        const size_t span = chunk_span(a, c, &begin);
-        const int last = begin + span <= end;
-        uint8_t seen = COW_OWED;
-        /* The read that ends a chunk frees it; one that stops inside it
-         * leaves it owed, for the read of its rest. */
-        const int kept =
-                last ? atomic_compare_exchange_strong_explicit(&a->state[c], &seen, COW_FREE,
-                                                               memory_order_acq_rel,
-                                                               memory_order_acquire)
-                     : atomic_load_explicit(&a->state[c], memory_order_acquire) == COW_OWED;
-        if (!kept)
-            EMBER_CHECK(read_aside(cow, array, c, offset, end, buf, last, err, err_length));
-    }
+    for (size_t c = offset / a->chunk_bytes; (uint64_t)c * a->chunk_bytes < end; c++)
+        if (atomic_load_explicit(&a->state[c], memory_order_relaxed) != COW_OWED)
+            EMBER_CHECK(read_aside(cow, array, c, offset, end, (char *)buf, err, err_length));
+    /* The whole chunks read are the writer's: updaters copy them no more
+     * (a chunk the read stops in is owed until the read of its rest). */
+    const size_t taken = end == a->bytes ? a->bytes : end / a->chunk_bytes * a->chunk_bytes;
+    if (taken > atomic_load_explicit(&a->done, memory_order_relaxed))
+        atomic_store_explicit(&a->done, taken, memory_order_release);
     return EMBER_OK;
 }
 
@@ -283,23 +282,11 @@ void table_cow_end(ember_shard_t *table, table_cow_stats_t *stats)
         *stats = (table_cow_stats_t){0};
     if (!cow)
         return;
-    /* A write that ended early leaves chunks owed; an updater may be
-     * copying one now: it finishes, then the chunk is freed. */
-    for (size_t i = 0; i < cow->narrays; i++) {
-        for (size_t c = 0; c < cow->nchunks; c++) {
-            _Atomic uint8_t *state = &cow->arrays[i].state[c];
-            uint8_t seen = atomic_load_explicit(state, memory_order_acquire);
-            while (seen != COW_FREE) {
-                if (seen == COW_COPYING) {
-                    sched_yield();
-                    seen = atomic_load_explicit(state, memory_order_acquire);
-                } else if (atomic_compare_exchange_weak_explicit(state, &seen, COW_FREE,
-                                                                 memory_order_acq_rel,
-                                                                 memory_order_acquire))
-                    break;
-            }
-        }
-    }
+    /* Nothing is owed any more, a write that ended early included.  An
+     * updater that looked before may still copy a chunk into a shadow:
+     * nobody reads it (its pages given back again at the next end). */
+    for (size_t i = 0; i < cow->narrays; i++)
+        atomic_store_explicit(&cow->arrays[i].done, cow->arrays[i].bytes, memory_order_release);
     atomic_store_explicit(&cow->owing, 0, memory_order_release);
     if (stats)
         *stats = (table_cow_stats_t){

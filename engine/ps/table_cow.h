@@ -13,14 +13,16 @@
  * chunk from the shadow.  So the written bytes are the state at the
  * boundary, whatever changed during the write.
  *
- * A chunk's state is one atomic byte per array: OWED (the writer has not
- * taken it and nobody changed it), COPYING (an updater is copying it
- * aside), ASIDE (the shadow holds it), FREE (nothing owed).  An updater
- * claims a chunk with a compare-and-swap OWED -> COPYING and never waits for
- * the writer (which runs at idle priority); the writer copies a run of
- * chunks from the live table first and then claims each (OWED -> FREE): a
- * chunk whose claim fails was changed after an updater copied it aside,
- * so its bytes are taken again from the shadow (a seqlock's reader).
+ * A chunk's state is one atomic byte per array: OWED (nobody changed it
+ * yet), COPYING (an updater is copying it aside), ASIDE (the shadow holds
+ * it); and per array the writer's progress, the byte below which every
+ * chunk is its already.  An updater claims an owed chunk the writer has
+ * not reached with a compare-and-swap OWED -> COPYING and never waits for
+ * the writer (which runs at idle priority).  The writer copies a run of
+ * chunks from the live table first, then reads their states: one no
+ * longer OWED may have changed after an updater copied it aside, so its
+ * bytes are taken again from the shadow (a seqlock's reader: the writer
+ * writes no state, only its progress).
  *
  * The shadows are anonymous MAP_NORESERVE mappings of the arrays' size:
  * only the chunks copied aside use memory, bounded by what changed during
