@@ -1212,16 +1212,20 @@ typedef struct {
     uint8_t *buf; /* EMBER_ST_FILL_CHUNK */
 } st_filler_t;
 
-/* Tensor @i's @size bytes from its filler, a chunk at a time. */
+/* Tensor @i's @size bytes from its filler, a chunk at a time: straight
+ * into a direct file's staging room, else through the filler's buffer. */
 static ember_status_t st_write_filled_tensor(ember_durable_t *d, const st_filler_t *filler,
                                              size_t i, size_t size, char *err, size_t err_length)
 {
     ember_status_t status = EMBER_OK;
-    for (size_t at = 0; at < size && status == EMBER_OK; at += EMBER_ST_FILL_CHUNK) {
-        const size_t n = size - at < EMBER_ST_FILL_CHUNK ? size - at : EMBER_ST_FILL_CHUNK;
-        status = filler->fill(filler->arg, i, at, filler->buf, n, err, err_length);
+    for (size_t at = 0, n; at < size && status == EMBER_OK; at += n) {
+        size_t room = EMBER_ST_FILL_CHUNK;
+        void *to = ember_durable_room(d, &room);
+        n = size - at < room ? size - at : room;
+        status = filler->fill(filler->arg, i, at, to ? to : filler->buf, n, err, err_length);
         if (status == EMBER_OK)
-            status = ember_durable_write(d, filler->buf, n, err, err_length);
+            status = to ? ember_durable_advance(d, n, err, err_length)
+                        : ember_durable_write(d, filler->buf, n, err, err_length);
     }
     return status;
 }
@@ -1260,7 +1264,8 @@ static ember_status_t st_write_file(const char *path, const strbuf_t *sb,
     uint64_t bytes = 0;
     uint32_t crc = 0;
 
-    ember_status_t status = ember_durable_open(&d, path, err, sizeof(err));
+    ember_status_t status = filler ? ember_durable_open_direct(&d, path, err, sizeof(err))
+                                   : ember_durable_open(&d, path, err, sizeof(err));
     if (status == EMBER_OK) {
         ember_status_t wrote =
                 st_write_contents(&d, sb, tensors, ntensors, sizes, filler, err, sizeof(err));
