@@ -244,16 +244,34 @@ static ember_status_t copy_half(ember_ps_ckpt_t *ckpt, unsigned half)
     return status;
 }
 
-static void *writer_main(void *arg)
+/* The writer's own thread, before each write: training first.  On a node
+ * with few cores the write (its copy out of the table, its CRC) takes only
+ * what the job leaves idle (SCHED_IDLE; else, on Linux, a nice value of
+ * the thread's own). */
+static void writer_idle(void)
 {
-    ember_ps_ckpt_t *ckpt = arg;
-    /* Training first: on a node with few cores the write (its CRC, the
-     * copy into the page cache) takes only what the job leaves idle
-     * (SCHED_IDLE; else, on Linux, a nice value of the thread's own). */
     struct sched_param param = {.sched_priority = 0};
     if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) != 0 &&
         setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE) != 0)
         ember_debug("ps", "the checkpoint writer keeps its priority: %s", strerror(errno));
+}
+
+/* The PS about to wait for the write (a checkpoint due before the last
+ * one is written): training waits with it, so the writer runs at the
+ * ordinary priority until its write ends.  Leaving SCHED_IDLE takes
+ * privilege (CAP_SYS_NICE or RLIMIT_NICE); without, it stays idle. */
+static void writer_hurry(ember_ps_ckpt_t *ckpt)
+{
+    struct sched_param param = {.sched_priority = 0};
+    int rc = pthread_setschedparam(ckpt->thread, SCHED_OTHER, &param);
+    if (rc != 0)
+        ember_debug("ps", "the checkpoint writer stays at idle priority: %s", strerror(rc));
+}
+
+static void *writer_main(void *arg)
+{
+    ember_ps_ckpt_t *ckpt = arg;
+    writer_idle();
     pthread_mutex_lock(&ckpt->lock);
     for (;;) {
         while (!ckpt->busy && !ckpt->copying && !ckpt->quit)
@@ -270,6 +288,7 @@ static void *writer_main(void *arg)
             break;
         pthread_mutex_unlock(&ckpt->lock);
         ember_msg_ckpt_done_t done;
+        writer_idle(); /* hurried for the last write, maybe */
         write_file(ckpt, &done);
         pthread_mutex_lock(&ckpt->lock);
         ckpt->done = done;
@@ -286,6 +305,8 @@ static double wait_writer(ember_ps_ckpt_t *ckpt)
 {
     double started = ember_time_now();
     pthread_mutex_lock(&ckpt->lock);
+    if (ckpt->busy)
+        writer_hurry(ckpt);
     while (ckpt->busy)
         pthread_cond_wait(&ckpt->cond, &ckpt->lock);
     pthread_mutex_unlock(&ckpt->lock);
