@@ -153,11 +153,25 @@ static size_t chunk_span(const cow_array_t *a, size_t c, size_t *begin_p)
     return a->bytes - begin < a->chunk_bytes ? a->bytes - begin : a->chunk_bytes;
 }
 
+/* What one updater's call copied aside, added to the guard's counts once
+ * (not per chunk: the PS's threads would fight over their cache line). */
+typedef struct {
+    uint64_t chunks, bytes;
+} claimed_t;
+
+static void claimed_add(table_cow_t *cow, const claimed_t *claimed)
+{
+    if (claimed->chunks == 0)
+        return;
+    atomic_fetch_add_explicit(&cow->chunks, claimed->chunks, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cow->bytes, claimed->bytes, memory_order_relaxed);
+}
+
 /* Chunk @c of @a copied aside if it is still owed: neither copied yet nor
  * taken by the writer.  Two updaters may meet on one chunk (the edges of
  * their row ranges): the second waits for the first's copy, a few hundred
  * bytes on a running thread. */
-static void chunk_claim(table_cow_t *cow, cow_array_t *a, size_t c)
+static void chunk_claim(cow_array_t *a, size_t c, claimed_t *claimed)
 {
     _Atomic uint8_t *state = &a->state[c];
     size_t begin;
@@ -179,15 +193,15 @@ static void chunk_claim(table_cow_t *cow, cow_array_t *a, size_t c)
     }
     ember_copy(a->shadow + begin, a->data + begin, length);
     atomic_store_explicit(state, COW_ASIDE, memory_order_release);
-    atomic_fetch_add_explicit(&cow->chunks, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&cow->bytes, length, memory_order_relaxed);
+    claimed->chunks++;
+    claimed->bytes += length;
 }
 
-static void claim_all_arrays(table_cow_t *cow, size_t c)
+static void claim_all_arrays(table_cow_t *cow, size_t c, claimed_t *claimed)
 {
     for (size_t i = 0; i < cow->narrays; i++)
         if (cow->arrays[i].bytes > 0)
-            chunk_claim(cow, &cow->arrays[i], c);
+            chunk_claim(&cow->arrays[i], c, claimed);
 }
 
 void table_cow_rows(ember_shard_t *table, const int64_t *rows, size_t n)
@@ -195,15 +209,17 @@ void table_cow_rows(ember_shard_t *table, const int64_t *rows, size_t n)
     if (n == 0 || !table_cow_owing(table))
         return;
     table_cow_t *cow = table->cow;
+    claimed_t claimed = {0};
     size_t last = SIZE_MAX;
     for (size_t i = 0; i < n; i++) {
         if (rows[i] < 0 || rows[i] >= cow->rows)
             continue; /* refused by the step's own check */
         const size_t c = (size_t)rows[i] >> cow->shift;
         if (c != last)
-            claim_all_arrays(cow, c);
+            claim_all_arrays(cow, c, &claimed);
         last = c;
     }
+    claimed_add(cow, &claimed);
     /* The caller's writes come after the states it saw or set, for a
      * writer that read the rows before it checks their states. */
     atomic_thread_fence(memory_order_release);
@@ -214,12 +230,14 @@ void table_cow_range(ember_shard_t *table, int64_t first, int64_t count)
     if (count <= 0 || !table_cow_owing(table))
         return;
     table_cow_t *cow = table->cow;
+    claimed_t claimed = {0};
     const int64_t lo = first < 0 ? 0 : first;
     const int64_t hi = count > cow->rows - lo ? cow->rows : lo + count;
     for (int64_t r = lo; r < hi; r += (int64_t)1 << cow->shift)
-        claim_all_arrays(cow, (size_t)r >> cow->shift);
+        claim_all_arrays(cow, (size_t)r >> cow->shift, &claimed);
     if (hi > lo)
-        claim_all_arrays(cow, (size_t)(hi - 1) >> cow->shift);
+        claim_all_arrays(cow, (size_t)(hi - 1) >> cow->shift, &claimed);
+    claimed_add(cow, &claimed);
     atomic_thread_fence(memory_order_release);
 }
 
