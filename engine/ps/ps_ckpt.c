@@ -1,5 +1,4 @@
 /* engine/ps/ps_ckpt: snapshots at step boundaries, written by a thread. */
-#define _GNU_SOURCE /* SCHED_IDLE */
 #include "engine/ps/ps_ckpt.h"
 
 #include "common/clock.h"
@@ -10,19 +9,14 @@
 #include <ember/config.h>
 #include <ember/log.h>
 
-#include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define WRITER_NICE      10
 #define CKPT_TENSORS_MAX (PS_MAX_TABLES * EMBER_TABLE_STATE_TENSORS)
 #define CKPT_META_MAX    (PS_MAX_TABLES * EMBER_TABLE_STATE_META + 4)
 
@@ -244,34 +238,21 @@ static ember_status_t copy_half(ember_ps_ckpt_t *ckpt, unsigned half)
     return status;
 }
 
-/* The writer's own thread, before each write: training first.  On a node
- * with few cores the write (its copy out of the table, its CRC) takes only
- * what the job leaves idle (SCHED_IDLE; else, on Linux, a nice value of
- * the thread's own). */
-static void writer_idle(void)
-{
-    struct sched_param param = {.sched_priority = 0};
-    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) != 0 &&
-        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE) != 0)
-        ember_debug("ps", "the checkpoint writer keeps its priority: %s", strerror(errno));
-}
-
-/* The PS about to wait for the write (a checkpoint due before the last
- * one is written): training waits with it, so the writer runs at the
- * ordinary priority until its write ends.  Leaving SCHED_IDLE takes
- * privilege (CAP_SYS_NICE or RLIMIT_NICE); without, it stays idle. */
-static void writer_hurry(ember_ps_ckpt_t *ckpt)
-{
-    struct sched_param param = {.sched_priority = 0};
-    int rc = pthread_setschedparam(ckpt->thread, SCHED_OTHER, &param);
-    if (rc != 0)
-        ember_debug("ps", "the checkpoint writer stays at idle priority: %s", strerror(rc));
-}
-
+/*
+ * The writer runs at the PS's own priority.  It used to run at idle
+ * priority (SCHED_IDLE), training first, when a write meant copying the
+ * file into the page cache and its writeback.  Now its work is one copy
+ * out of the table and the CRC (about 0.5 s of a core for 2.44 GiB,
+ * copy-on-write and O_DIRECT), and an idle writer on a busy node only
+ * made the write last longer than the steps to the next checkpoint: the
+ * whole job then waited for it, and training changed more rows before the
+ * writer reached them, each one copied aside (bench/checkpoint.sh on the
+ * 2-vCPU VM: writes of 6-10 s and 1-3 s waits at idle priority, 2.3-4.4 s
+ * and none at the PS's, docs/PERFORMANCE.md).
+ */
 static void *writer_main(void *arg)
 {
     ember_ps_ckpt_t *ckpt = arg;
-    writer_idle();
     pthread_mutex_lock(&ckpt->lock);
     for (;;) {
         while (!ckpt->busy && !ckpt->copying && !ckpt->quit)
@@ -288,7 +269,6 @@ static void *writer_main(void *arg)
             break;
         pthread_mutex_unlock(&ckpt->lock);
         ember_msg_ckpt_done_t done;
-        writer_idle(); /* hurried for the last write, maybe */
         write_file(ckpt, &done);
         pthread_mutex_lock(&ckpt->lock);
         ckpt->done = done;
@@ -305,8 +285,6 @@ static double wait_writer(ember_ps_ckpt_t *ckpt)
 {
     double started = ember_time_now();
     pthread_mutex_lock(&ckpt->lock);
-    if (ckpt->busy)
-        writer_hurry(ckpt);
     while (ckpt->busy)
         pthread_cond_wait(&ckpt->cond, &ckpt->lock);
     pthread_mutex_unlock(&ckpt->lock);

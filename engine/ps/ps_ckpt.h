@@ -8,12 +8,12 @@
  * chunk of its rows and optimizer state marked owed: no copy,
  * engine/ps/table_cow.h), a device shard's or a dynamic table's a copy
  * (half on the PS's thread, half on the writer's).  That is all the time
- * training waits (the report's copy seconds).  A writer thread (idle
- * priority) then writes ROOT/step-K/psP.safetensors (durably:
- * engine/io/safetensors, its bytes a chunk at a time from the live tables,
- * or the chunks training copied aside before changing them) while
- * training goes on, and the PS reports the file to the master from its
- * serving loop.  A checkpoint due while the previous one is still being
+ * training waits (the report's copy seconds).  A writer thread (at the
+ * PS's priority: its work is one copy out of the table and the CRC) then
+ * writes ROOT/step-K/psP.safetensors (durably, direct: engine/io/durable.h;
+ * its bytes a chunk at a time from the live tables, or the chunks training
+ * copied aside before changing them) while training goes on, and the PS
+ * reports the file to the master from its serving loop.  A checkpoint due while the previous one is still being
  * written waits for it (the wait is reported).  Not thread-safe but for
  * the writer it owns.
  */

@@ -18,7 +18,7 @@
  * it); and per array the writer's progress, the byte below which every
  * chunk is its already.  An updater claims an owed chunk the writer has
  * not reached with a compare-and-swap OWED -> COPYING and never waits for
- * the writer (which runs at idle priority).  The writer copies a run of
+ * the writer (an updater is the training's critical path).  The writer copies a run of
  * chunks from the live table first, then reads their states: one no
  * longer OWED may have changed after an updater copied it aside, so its
  * bytes are taken again from the shadow (a seqlock's reader: the writer
