@@ -176,6 +176,9 @@ for ((round = 1; round <= rounds; round++)); do
     b_rates+=("$(steps_per_s "b$round")")
     echo "round $round B (every $every): $(line_of "b$round" 'done:')"
     grep -o 'checkpoint after step [0-9]*: .*' "$work/b$round.log" | sed 's/: [^ ]*,/:/; s/^/    /'
+    # what training changed under each write (the PS's copy-on-write)
+    grep -o 'the checkpoint of step [0-9]* was written while .*' "$work/b$round.log" |
+        sed 's/^/    /'
     rm -rf "$work/ck$round"
 done
 # Each B run's pauses: copy and wait seconds, its first checkpoint apart
@@ -212,7 +215,7 @@ echo "|:--|--:|:--|--:|:--|"
 echo "| disk write, dd oflag=direct conv=fsync, median | $dd_write MB/s | (${dd_w[*]}) | | |"
 echo "| disk read, dd iflag=direct, median | $dd_read MB/s | (${dd_r[*]}) | | |"
 echo "| checkpoint write: $(calc '%.1f' "$bytes / 1048576") MiB in $(calc '%.2f' "$write_s") s | $write_mbs MB/s | dd write | ${write_pct}% | >= 70%: $(pass "$write_pct" 70) |"
-echo "| pause (PS copies its rows), the write job's checkpoint | $(calc '%.3f' "$copy_s") s | | | |"
+echo "| pause (the PS snapshots its tables), the write job's checkpoint | $(calc '%.3f' "$copy_s") s | | | |"
 echo "| pause, training: first checkpoint of a run, mean | $first_copy s | | | |"
 echo "| pause, training: later checkpoints, mean | $later_copy s | | | |"
 echo "| load: master verifies (reads, CRC-32C), $dropped | $verify_mbs MB/s ($verify_s s) | dd read | $(percent "$verify_mbs" "$dd_read")% | |"

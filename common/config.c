@@ -198,6 +198,12 @@ static const ember_config_entry_t config_table[] = {
                  "--ps-threads (1: split whatever can be, as the tests do).",
          .min = 1,
          .max = 1e15},
+        {.name = "EMBER_PS_CKPT_WRITE_RATE",
+         .type = EMBER_CONFIG_SIZE,
+         .default_value = "0",
+         .help = "Tests only: bytes a second a PS's checkpoint writer writes at most, so "
+                 "that training surely changes rows while a checkpoint is written (the "
+                 "copy-on-write's tests); 0, the default: as fast as it can."},
         {.name = "EMBER_SEED",
          .type = EMBER_CONFIG_INT,
          .default_value = "0",

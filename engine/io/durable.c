@@ -5,6 +5,8 @@
 
 #include "common/crc32c.h"
 
+#include <ember/log.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,7 +19,7 @@ ember_status_t ember_durable_open(ember_durable_t *d, const char *path, char *er
 {
     size_t n = strlen(path);
 
-    *d = (ember_durable_t){.fd = -1};
+    *d = (ember_durable_t){.fd = -1, .direct_fd = -1};
     d->path = malloc(n + 1);
     d->tmp = malloc(n + 5);
     if (!d->path || !d->tmp) {
@@ -78,10 +80,98 @@ static void durable_flush_behind(ember_durable_t *d, uint64_t at)
     }
 }
 
+ember_status_t ember_durable_open_direct(ember_durable_t *d, const char *path, char *err,
+                                         size_t err_length)
+{
+    EMBER_CHECK(ember_durable_open(d, path, err, err_length));
+    void *stage = NULL;
+    if (posix_memalign(&stage, 4096, EMBER_DURABLE_CHUNK) != 0)
+        return EMBER_OK; /* written as an ordinary file: no worse than before */
+    /* O_DIRECT refused (tmpfs, some network file systems): ordinary. */
+    d->direct_fd = open(d->tmp, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (d->direct_fd < 0) {
+        free(stage);
+        return EMBER_OK;
+    }
+    d->stage = stage;
+    return EMBER_OK;
+}
+
+void *ember_durable_room(ember_durable_t *d, size_t *room_p)
+{
+    if (!d->stage)
+        return NULL;
+    *room_p = EMBER_DURABLE_CHUNK - d->staged;
+    return d->stage + d->staged;
+}
+
+/* The staged bytes at the file's end: @direct, a whole aligned chunk past
+ * the page cache; else (the last, partial one) through it. */
+static ember_status_t durable_write_stage(ember_durable_t *d, int direct, char *err,
+                                          size_t err_length)
+{
+    const uint64_t at = d->bytes;
+    d->crc32c = ember_crc32c(d->crc32c, d->stage, d->staged);
+    if (direct) {
+        for (size_t done = 0; done < d->staged;) {
+            ssize_t w = pwrite(d->direct_fd, d->stage + done, d->staged - done, (off_t)(at + done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0 || (size_t)w % 4096 != 0) {
+                if (w >= 0)
+                    errno = EIO; /* a direct write cut short: not resumable */
+                d->bytes = at + done;
+                return d->status = ember_status_text(err, err_length, EMBER_ERR_IO,
+                                                     "cannot write %s at byte %llu: %s", d->tmp,
+                                                     (unsigned long long)d->bytes, strerror(errno));
+            }
+            done += (size_t)w;
+        }
+        d->bytes = at + d->staged;
+    } else if (lseek(d->fd, (off_t)at, SEEK_SET) < 0 ||
+               durable_write_all(d->fd, d->stage, d->staged, &d->bytes) != 0) {
+        return d->status = ember_status_text(err, err_length, EMBER_ERR_IO,
+                                             "cannot write %s at byte %llu: %s", d->tmp,
+                                             (unsigned long long)d->bytes, strerror(errno));
+    }
+    d->staged = 0;
+    return EMBER_OK;
+}
+
+ember_status_t ember_durable_advance(ember_durable_t *d, size_t length, char *err,
+                                     size_t err_length)
+{
+    if (d->status != EMBER_OK)
+        return d->status;
+    d->staged += length;
+    if (d->staged < EMBER_DURABLE_CHUNK)
+        return EMBER_OK;
+    return durable_write_stage(d, 1, err, err_length);
+}
+
+/* @length bytes into the stage, written as it fills. */
+static ember_status_t durable_write_staged(ember_durable_t *d, const uint8_t *p, size_t length,
+                                           char *err, size_t err_length)
+{
+    while (d->status == EMBER_OK && length > 0) {
+        size_t room = 0;
+        uint8_t *to = ember_durable_room(d, &room);
+        const size_t n = length < room ? length : room;
+        memcpy(to, p, n);
+        (void)ember_durable_advance(d, n, err, err_length);
+        p += n;
+        length -= n;
+    }
+    return d->status;
+}
+
 ember_status_t ember_durable_write(ember_durable_t *d, const void *data, size_t length, char *err,
                                    size_t err_length)
 {
     const uint8_t *p = data;
+
+    if (d->stage)
+        return durable_write_staged(d, p, length, err, err_length);
 
     while (d->status == EMBER_OK && length > 0) {
         size_t n = length < EMBER_DURABLE_CHUNK ? length : EMBER_DURABLE_CHUNK;
@@ -159,6 +249,13 @@ static ember_status_t durable_finish(ember_durable_t *d, char *err, size_t err_l
 ember_status_t ember_durable_commit(ember_durable_t *d, uint64_t *bytes_p, uint32_t *crc32c_p,
                                     char *err, size_t err_length)
 {
+    if (d->status == EMBER_OK && d->stage && d->staged > 0)
+        (void)durable_write_stage(d, 0, err, err_length);
+    if (d->direct_fd >= 0)
+        close(d->direct_fd);
+    free(d->stage);
+    d->direct_fd = -1;
+    d->stage = NULL;
     ember_status_t status = d->status;
 
     if (status == EMBER_OK)
@@ -175,6 +272,6 @@ ember_status_t ember_durable_commit(ember_durable_t *d, uint64_t *bytes_p, uint3
         *crc32c_p = d->crc32c;
     free(d->path);
     free(d->tmp);
-    *d = (ember_durable_t){.fd = -1};
+    *d = (ember_durable_t){.fd = -1, .direct_fd = -1};
     return status;
 }

@@ -13,6 +13,14 @@
  * a crash @path is either the old file (or none) or the new one whole.
  * Any failure removes "<path>.tmp"; after one, commit only cleans up.
  * safetensors.c and checkpoint_manifest.c write through it.
+ *
+ * Opened direct (ember_durable_open_direct), the bytes are gathered in a
+ * staging buffer of EMBER_DURABLE_CHUNK, aligned, and each full one
+ * written with O_DIRECT, past the page cache: the copy into it and the
+ * writeback, most of a buffered write's CPU, are the disk's DMA instead
+ * (a PS's checkpoint, written beside training).  The last partial chunk
+ * goes through the page cache.  Where the file system refuses O_DIRECT
+ * the file is written as an ordinary one.
  */
 #ifndef EMBER_ENGINE_IO_DURABLE_H
 #define EMBER_ENGINE_IO_DURABLE_H
@@ -35,6 +43,9 @@ typedef struct {
     uint32_t crc32c;
     int renamed;           /* the rename was done */
     ember_status_t status; /* the first failure, else OK */
+    int direct_fd;         /* O_DIRECT on the same file, or -1 */
+    uint8_t *stage;        /* direct: EMBER_DURABLE_CHUNK bytes, aligned */
+    size_t staged;         /* bytes in stage, not yet written */
 } ember_durable_t;
 
 /** Create (truncate) "<@path>.tmp" for writing.  @path borrowed.
@@ -42,6 +53,23 @@ typedef struct {
  * error @d needs no commit. */
 ember_status_t ember_durable_open(ember_durable_t *d, const char *path, char *err,
                                   size_t err_length);
+
+/** As ember_durable_open, written direct where the file system allows it
+ * (above).  Errors: as ember_durable_open. */
+ember_status_t ember_durable_open_direct(ember_durable_t *d, const char *path, char *err,
+                                         size_t err_length);
+
+/** A direct file's staging room: where the next *@room_p (> 0) bytes go,
+ * to be filled by the caller and then counted with ember_durable_advance
+ * (so a producer writes into it without a copy of its own); NULL when the
+ * file is not written direct (use ember_durable_write). */
+void *ember_durable_room(ember_durable_t *d, size_t *room_p);
+
+/** @length bytes (<= the room) written into ember_durable_room's room
+ * appended: folded into the CRC and written once the stage is full.
+ * Errors: as ember_durable_write. */
+ember_status_t ember_durable_advance(ember_durable_t *d, size_t length, char *err,
+                                     size_t err_length);
 
 /** Append @length bytes (borrowed) and fold them into the CRC.  After a
  * failure (ERR_IO, its cause in @err) further writes do nothing. */

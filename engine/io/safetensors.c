@@ -1131,7 +1131,7 @@ static ember_status_t st_header_metadata(strbuf_t *sb, const char *path,
 /* Tensor @i of @tensors can be written: a name no earlier one has, a known
  * dtype, a shape within range and data for it.  *size_p: its bytes. */
 static ember_status_t st_check_written(const char *path, const ember_st_tensor_t *tensors, size_t i,
-                                       size_t *size_p)
+                                       int filled, size_t *size_p)
 {
     const ember_st_tensor_t *t = &tensors[i];
     uint64_t numel = 1, esize = ember_dtype_size(t->dtype);
@@ -1159,7 +1159,7 @@ static ember_status_t st_check_written(const char *path, const ember_st_tensor_t
             return EMBER_ERR_INVALID_PARAM;
         }
     }
-    if (numel > SIZE_MAX / esize || (numel > 0 && !t->data)) {
+    if (numel > SIZE_MAX / esize || (numel > 0 && !t->data && !filled)) {
         ember_error("safetensors", "write %s: tensor '%s' has no data", path, t->name);
         return EMBER_ERR_INVALID_PARAM;
     }
@@ -1185,7 +1185,7 @@ static void st_header_tensor(strbuf_t *sb, const ember_st_tensor_t *t, size_t si
  * bytes. */
 static ember_status_t st_header(strbuf_t *sb, const char *path, const ember_st_tensor_t *tensors,
                                 size_t ntensors, const ember_st_meta_t *meta, size_t nmeta,
-                                size_t *sizes)
+                                int filled, size_t *sizes)
 {
     size_t offset = 0;
 
@@ -1193,7 +1193,7 @@ static ember_status_t st_header(strbuf_t *sb, const char *path, const ember_st_t
     if (nmeta > 0)
         EMBER_CHECK(st_header_metadata(sb, path, meta, nmeta));
     for (size_t i = 0; i < ntensors; i++) {
-        EMBER_CHECK(st_check_written(path, tensors, i, &sizes[i]));
+        EMBER_CHECK(st_check_written(path, tensors, i, filled, &sizes[i]));
         if (i || nmeta)
             sb_puts(sb, ",");
         st_header_tensor(sb, &tensors[i], sizes[i], &offset);
@@ -1205,11 +1205,38 @@ static ember_status_t st_header(strbuf_t *sb, const char *path, const ember_st_t
     return sb->failed ? EMBER_ERR_NO_MEMORY : EMBER_OK;
 }
 
+/* Where a filled tensor's bytes come from: @fill, through @buf. */
+typedef struct {
+    ember_st_fill_cb fill;
+    void *arg;
+    uint8_t *buf; /* EMBER_ST_FILL_CHUNK */
+} st_filler_t;
+
+/* Tensor @i's @size bytes from its filler, a chunk at a time: straight
+ * into a direct file's staging room, else through the filler's buffer. */
+static ember_status_t st_write_filled_tensor(ember_durable_t *d, const st_filler_t *filler,
+                                             size_t i, size_t size, char *err, size_t err_length)
+{
+    ember_status_t status = EMBER_OK;
+    for (size_t at = 0, n; at < size && status == EMBER_OK; at += n) {
+        size_t room = EMBER_ST_FILL_CHUNK;
+        void *to = ember_durable_room(d, &room);
+        n = size - at < room ? size - at : room;
+        status = filler->fill(filler->arg, i, at, to ? to : filler->buf, n, err, err_length);
+        if (status == EMBER_OK)
+            status = to ? ember_durable_advance(d, n, err, err_length)
+                        : ember_durable_write(d, filler->buf, n, err, err_length);
+    }
+    return status;
+}
+
 /* The header's length (little-endian on any host), the header, then the
- * tensors' data back to back, each straight from its tensor. */
+ * tensors' data back to back, each straight from its tensor (or its
+ * filler, @filler given and its data NULL). */
 static ember_status_t st_write_contents(ember_durable_t *d, const strbuf_t *sb,
                                         const ember_st_tensor_t *tensors, size_t ntensors,
-                                        const size_t *sizes, char *err, size_t err_length)
+                                        const size_t *sizes, const st_filler_t *filler, char *err,
+                                        size_t err_length)
 {
     uint8_t len_le[8];
 
@@ -1219,7 +1246,9 @@ static ember_status_t st_write_contents(ember_durable_t *d, const strbuf_t *sb,
     if (status == EMBER_OK)
         status = ember_durable_write(d, sb->buf, sb->len, err, err_length);
     for (size_t i = 0; i < ntensors && status == EMBER_OK; i++)
-        status = ember_durable_write(d, tensors[i].data, sizes[i], err, err_length);
+        status = filler && !tensors[i].data
+                         ? st_write_filled_tensor(d, filler, i, sizes[i], err, err_length)
+                         : ember_durable_write(d, tensors[i].data, sizes[i], err, err_length);
     return status;
 }
 
@@ -1227,16 +1256,21 @@ static ember_status_t st_write_contents(ember_durable_t *d, const strbuf_t *sb,
  * appears whole or not at all. */
 static ember_status_t st_write_file(const char *path, const strbuf_t *sb,
                                     const ember_st_tensor_t *tensors, size_t ntensors,
-                                    const size_t *sizes, ember_st_written_t *written)
+                                    const size_t *sizes, const st_filler_t *filler,
+                                    ember_st_written_t *written)
 {
     char err[512] = "";
     ember_durable_t d;
     uint64_t bytes = 0;
     uint32_t crc = 0;
 
-    ember_status_t status = ember_durable_open(&d, path, err, sizeof(err));
+    ember_status_t status = filler ? ember_durable_open_direct(&d, path, err, sizeof(err))
+                                   : ember_durable_open(&d, path, err, sizeof(err));
     if (status == EMBER_OK) {
-        (void)st_write_contents(&d, sb, tensors, ntensors, sizes, err, sizeof(err));
+        ember_status_t wrote =
+                st_write_contents(&d, sb, tensors, ntensors, sizes, filler, err, sizeof(err));
+        if (wrote != EMBER_OK && d.status == EMBER_OK)
+            d.status = wrote; /* a filler's failure: the commit removes the file */
         status = ember_durable_commit(&d, &bytes, &crc, err, sizeof(err));
     }
     if (status != EMBER_OK) {
@@ -1248,9 +1282,10 @@ static ember_status_t st_write_file(const char *path, const strbuf_t *sb,
     return EMBER_OK;
 }
 
-ember_status_t ember_st_write_durable(const char *path, const ember_st_tensor_t *tensors,
-                                      size_t ntensors, const ember_st_meta_t *meta, size_t nmeta,
-                                      ember_st_written_t *written)
+/* The header, then the file; @filler NULL: every tensor's data given. */
+static ember_status_t st_write_any(const char *path, const ember_st_tensor_t *tensors,
+                                   size_t ntensors, const ember_st_meta_t *meta, size_t nmeta,
+                                   const st_filler_t *filler, ember_st_written_t *written)
 {
     strbuf_t sb = {0};
     ember_status_t status;
@@ -1261,11 +1296,32 @@ ember_status_t ember_st_write_durable(const char *path, const ember_st_tensor_t 
     sizes = calloc(ntensors ? ntensors : 1, sizeof(*sizes));
     if (!sizes)
         return EMBER_ERR_NO_MEMORY;
-    status = st_header(&sb, path, tensors, ntensors, meta, nmeta, sizes);
+    status = st_header(&sb, path, tensors, ntensors, meta, nmeta, filler != NULL, sizes);
     if (status == EMBER_OK)
-        status = st_write_file(path, &sb, tensors, ntensors, sizes, written);
+        status = st_write_file(path, &sb, tensors, ntensors, sizes, filler, written);
     free(sizes);
     free(sb.buf);
+    return status;
+}
+
+ember_status_t ember_st_write_durable(const char *path, const ember_st_tensor_t *tensors,
+                                      size_t ntensors, const ember_st_meta_t *meta, size_t nmeta,
+                                      ember_st_written_t *written)
+{
+    return st_write_any(path, tensors, ntensors, meta, nmeta, NULL, written);
+}
+
+ember_status_t ember_st_write_filled(const char *path, const ember_st_tensor_t *tensors,
+                                     size_t ntensors, const ember_st_meta_t *meta, size_t nmeta,
+                                     ember_st_fill_cb fill, void *arg, ember_st_written_t *written)
+{
+    if (!fill)
+        return EMBER_ERR_INVALID_PARAM;
+    st_filler_t filler = {.fill = fill, .arg = arg, .buf = malloc(EMBER_ST_FILL_CHUNK)};
+    if (!filler.buf)
+        return EMBER_ERR_NO_MEMORY;
+    ember_status_t status = st_write_any(path, tensors, ntensors, meta, nmeta, &filler, written);
+    free(filler.buf);
     return status;
 }
 

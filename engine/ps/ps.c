@@ -407,6 +407,8 @@ static void on_table_destroy(ember_rpc_req_t *req, void *arg)
         return;
     }
     ember_info("ps", "table %s: shard freed", ember_shard_name(entry->table));
+    if (ps->ckpt) /* a write still in progress reads the live table */
+        ember_ps_ckpt_wait(ps->ckpt);
     ps_entry_free(entry);
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
@@ -448,6 +450,8 @@ static void on_table_optimizer(ember_rpc_req_t *req, void *arg)
         return;
     }
     int changed_now = 0;
+    if (ps->ckpt) /* a write still in progress reads the optimizer's state */
+        ember_ps_ckpt_wait(ps->ckpt);
     status =
             ember_shard_set_optimizer(entry->table, &msg.optimizer, &changed_now, err, sizeof(err));
     if (status != EMBER_OK) {
@@ -890,10 +894,12 @@ static void on_table_restore(ember_rpc_req_t *req, void *arg)
     ember_rpc_reply(req, EMBER_OK, NULL, 0);
 }
 
-/* The writer ended (a write in progress finishes first), its reports
- * taken or given up. */
+/* The writer ended (a write in progress finishes first, or stops when
+ * the PS stops on a failure or an abort), its reports taken or given up. */
 static void ps_ckpt_end(ps_t *ps)
 {
+    if (ps->exit_status != EMBER_OK)
+        ember_ps_ckpt_give_up(ps->ckpt);
     ember_ps_ckpt_destroy(ps->ckpt);
     ps->ckpt = NULL;
     for (size_t i = 0; i < PS_CKPT_REPORTS; i++) {

@@ -1,5 +1,6 @@
 /* engine/ps/table: a parameter-server shard, its optimizer and contexts. */
 #include "engine/ps/table.h"
+#include "engine/ps/table_cow.h"
 #include "engine/ps/table_dyn.h"
 #include "engine/ps/table_private.h"
 #include "engine/ps/table_work.h"
@@ -331,6 +332,7 @@ void ember_shard_destroy(ember_shard_t *table)
         munmap(table->changed,
                (size_t)(table->changed_rows > 0 ? table->changed_rows : 1) * sizeof(uint64_t));
     ember_opt_destroy(table->optimizer);
+    table_cow_free(table);
     table_work_free(table);
     free(table->contexts);
     free(table->pending);
@@ -445,6 +447,9 @@ static ember_status_t load_device(ember_shard_t *table, int64_t first, int64_t c
 static void load_host(ember_shard_t *table, int64_t first, int64_t count, const float *data)
 {
     const ember_msg_table_create_t *spec = &table->spec;
+    /* Local rows first / S .. (first + count - 1) / S hold the range's. */
+    table_cow_range(table, first / spec->num_shards,
+                    (first + count - 1) / spec->num_shards - first / spec->num_shards + 1);
     for (int64_t row = first; row < first + count; row++) {
         if ((uint64_t)row % spec->num_shards != spec->shard)
             continue;

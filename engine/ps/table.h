@@ -181,10 +181,15 @@ ember_status_t ember_shard_stats(const ember_shard_t *table, ember_table_stats_t
 /* --- checkpoints (engine/ps/table_state.c) -------------------------------
  *
  * A shard's state is its rows as stored (F32 or F16), its optimizer's state
- * arrays (ember_opt_state_arrays) and step count, and next_step.  A PS
- * copies it into a snapshot at a step boundary (the pause training sees) and
- * writes it later, while training goes on; a restore puts it back by global
- * row id, so a checkpoint of P shards loads into any number of shards. */
+ * arrays (ember_opt_state_arrays) and step count, and next_step.  At a step
+ * boundary a PS marks a host shard's state as owed to a snapshot
+ * (ember_shard_snapshot_mark: copy-on-write, engine/ps/table_cow.h, no copy
+ * in the pause training sees) and writes it from the live table while
+ * training goes on, every chunk of rows changed meanwhile copied aside
+ * before it changes; a device shard or a dynamic table is copied into its
+ * snapshot (ember_shard_snapshot_take, _begin and _copy) in the pause.  A
+ * restore puts the state back by global row id, so a checkpoint of P
+ * shards loads into any number of shards. */
 
 typedef struct ember_shard_snapshot ember_shard_snapshot_t;
 
@@ -214,6 +219,50 @@ ember_status_t ember_shard_snapshot_begin(const ember_shard_t *table,
 ember_status_t ember_shard_snapshot_copy(const ember_shard_t *table, ember_shard_snapshot_t *snap,
                                          unsigned part, unsigned parts, char *err,
                                          size_t err_length);
+/** Whether @table's snapshot can be kept by copy-on-write (a host shard of a
+ * fixed table; a device shard or a dynamic table is copied). */
+int ember_shard_snapshot_cow_able(const ember_shard_t *table);
+/**
+ * A copy-on-write snapshot of @table (ember_shard_snapshot_cow_able) into
+ * *@snap_p (created at the first call, reused after): its step and metadata
+ * recorded, every chunk of its rows and optimizer state marked owed to it,
+ * nothing copied.  From then until ember_shard_snapshot_end, every change
+ * of the table's rows or state (its optimizer steps on any of the PS's
+ * threads, ember_shard_load, ember_shard_restore) first copies the owed
+ * chunks it touches aside, and ember_shard_snapshot_read gives the arrays
+ * as they were here.  The table must not be destroyed, nor its optimizer
+ * replaced, before the end (the reader reads its live arrays).  The caller
+ * holds the table still during the call, and the previous snapshot of the
+ * table has ended.  Errors: ERR_UNSUPPORTED (not cow-able), ERR_NO_MEMORY
+ * (the guard's states; in @err).
+ */
+ember_status_t ember_shard_snapshot_mark(ember_shard_t *table, ember_shard_snapshot_t **snap_p,
+                                         char *err, size_t err_length);
+/** Whether @snap is a copy-on-write snapshot not yet ended. */
+int ember_shard_snapshot_marked(const ember_shard_snapshot_t *snap);
+/**
+ * Bytes [@offset, @offset + @length) of the snapshot's array @array (its
+ * tensors' order, ember_shard_snapshot_tensors) into @buf: from the live
+ * table or the chunks copied aside for a marked snapshot (one reader
+ * thread, concurrently with the table's updates), from the copy otherwise.
+ * Errors: ERR_INVALID_PARAM (no such bytes, or the snapshot ended).
+ */
+ember_status_t ember_shard_snapshot_read(const ember_shard_snapshot_t *snap, size_t array,
+                                         uint64_t offset, void *buf, size_t length, char *err,
+                                         size_t err_length);
+/** What keeping a marked snapshot cost: the chunks the table's updates
+ * copied aside during its write, and their bytes. */
+typedef struct {
+    uint64_t chunks, bytes;
+} ember_shard_snapshot_kept_t;
+/**
+ * The end of a marked snapshot's write (whole, failed or given up): the
+ * table owes it nothing more, the copied-aside memory is given back, and
+ * the snapshot is invalid until its next mark or take; @kept (may be
+ * NULL) what it cost.  A copied snapshot: nothing (kept zero).  Called by
+ * the reader's thread.
+ */
+void ember_shard_snapshot_end(ember_shard_snapshot_t *snap, ember_shard_snapshot_kept_t *kept);
 /** Free a snapshot and its arrays.  NULL is a no-op. */
 void ember_shard_snapshot_free(ember_shard_snapshot_t *snap);
 /** Host memory the snapshot holds (its arrays' room). */
@@ -226,8 +275,10 @@ uint64_t ember_shard_snapshot_step(const ember_shard_snapshot_t *snap);
 #define EMBER_TABLE_STATE_META    12
 
 /**
- * The snapshot as safetensors tensors (every field filled), all borrowed
- * from it (valid until its next take or free): "NAME.weight" [local_rows, dim] (F32 or F16) and
+ * The snapshot as safetensors tensors (every field filled but, for a
+ * marked snapshot, data: NULL, its bytes come from
+ * ember_shard_snapshot_read), all borrowed from it (valid until its next
+ * take or free): "NAME.weight" [local_rows, dim] (F32 or F16) and
  * "NAME.STATE" for each state array ([local_rows, per_row], or
  * [local_rows] when per_row is 1), NAME the table's name; and metadata
  * (text, stored in the snapshot) "NAME.shard", "NAME.num_shards",

@@ -59,6 +59,7 @@ typedef struct {
 } pending_t;
 
 struct table_dyn;
+struct table_cow;
 
 struct ember_shard {
     ember_msg_table_create_t spec;
@@ -109,6 +110,9 @@ struct ember_shard {
     ember_buffer_t rows_pool; /* a cached max lookup's pools: only its argmax is kept */
     uint64_t changed_floor;
     uint64_t async_applied;
+    /* A checkpoint's copy-on-write guard (engine/ps/table_cow.c): NULL
+     * until a host shard's first snapshot kept that way. */
+    struct table_cow *cow;
 };
 
 /* The row clock (engine/wire/protocol.h's ember_msg_rows_reply_t). */

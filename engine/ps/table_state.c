@@ -2,6 +2,7 @@
 #include "common/copy.h"
 #include "common/reserve.h"
 #include "engine/ps/table.h"
+#include "engine/ps/table_cow.h"
 #include "engine/ps/table_dyn.h"
 #include "engine/ps/table_private.h"
 
@@ -38,6 +39,9 @@ struct ember_shard_snapshot {
     char keys[EMBER_TABLE_STATE_META][STATE_KEY_MAX];
     char values[EMBER_TABLE_STATE_META][STATE_VALUE_MAX];
     size_t nmeta;
+    /* Kept by copy-on-write (engine/ps/table_cow.c): the arrays are read
+     * from this table, not copied; NULL: copied into the arrays' data. */
+    ember_shard_t *cow;
     /* A dynamic shard's: its rows and candidates in eviction order. */
     int dynamic;
     ember_buffer_t entries; /* table_dyn_entry_t [rows + candidates] */
@@ -65,6 +69,16 @@ static size_t array_row_bytes(const ember_opt_state_t *a)
     return a->per_row * ember_dtype_size(a->dtype);
 }
 
+/* One array's description in the snapshot. */
+static void snap_describe(const ember_shard_t *table, const ember_opt_state_t *a, snap_array_t *out)
+{
+    out->name = a->name;
+    out->dtype = a->dtype;
+    out->per_row = a->per_row;
+    out->rows = a->rows;
+    snprintf(out->tensor, sizeof(out->tensor), "%s.%s", table->spec.name, a->name);
+}
+
 /* One array's room in the snapshot, and its description. */
 static ember_status_t snap_reserve(const ember_shard_t *table, const ember_opt_state_t *a,
                                    snap_array_t *out, char *err, size_t err_length)
@@ -74,11 +88,7 @@ static ember_status_t snap_reserve(const ember_shard_t *table, const ember_opt_s
         return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
                                  "table %s: no memory for a snapshot of its %s (%zu bytes)",
                                  table->spec.name, a->name, bytes);
-    out->name = a->name;
-    out->dtype = a->dtype;
-    out->per_row = a->per_row;
-    out->rows = a->rows;
-    snprintf(out->tensor, sizeof(out->tensor), "%s.%s", table->spec.name, a->name);
+    snap_describe(table, a, out);
     return EMBER_OK;
 }
 
@@ -138,6 +148,7 @@ static ember_status_t snapshot_fill(const ember_shard_t *table, ember_shard_snap
     const size_t n = table_arrays(table, arrays);
 
     snap->valid = 0;
+    snap->cow = NULL;
     for (size_t i = 0; i < n; i++)
         EMBER_CHECK(snap_reserve(table, &arrays[i], &snap->arrays[i], err, err_length));
     memcpy(snap->name, table->spec.name, sizeof(snap->name));
@@ -188,6 +199,7 @@ static ember_status_t snapshot_fill_dyn(const ember_shard_t *table, ember_shard_
     ember_opt_state_t arrays[EMBER_TABLE_STATE_TENSORS];
     size_t n = table_arrays(table, arrays);
     snap->valid = 0;
+    snap->cow = NULL;
     snap->held = table_dyn_rows_held(table);
     snap->nentries = snap->held + table_dyn_candidates_held(table);
     for (size_t i = 0; i < n; i++)
@@ -248,7 +260,8 @@ ember_status_t ember_shard_snapshot_copy(const ember_shard_t *table, ember_shard
         return part == 0 ? snapshot_copy_dyn(table, snap) : EMBER_OK;
     ember_opt_state_t arrays[EMBER_TABLE_STATE_TENSORS];
     const size_t n = table_arrays(table, arrays);
-    if (!snap->valid || snap->dynamic || n != snap->narrays || parts == 0 || part >= parts)
+    if (!snap->valid || snap->dynamic || snap->cow || n != snap->narrays || parts == 0 ||
+        part >= parts)
         return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
                                  "table %s: a snapshot copied before it was begun",
                                  table->spec.name);
@@ -287,6 +300,80 @@ ember_status_t ember_shard_snapshot_begin(const ember_shard_t *table,
     }
     *snap_p = snap;
     return EMBER_OK;
+}
+
+int ember_shard_snapshot_cow_able(const ember_shard_t *table)
+{
+    return !table->dyn && !table->device;
+}
+
+ember_status_t ember_shard_snapshot_mark(ember_shard_t *table, ember_shard_snapshot_t **snap_p,
+                                         char *err, size_t err_length)
+{
+    if (!ember_shard_snapshot_cow_able(table))
+        return ember_status_text(err, err_length, EMBER_ERR_UNSUPPORTED,
+                                 "table %s: a %s table's snapshot is a copy", table->spec.name,
+                                 table->dyn ? "dynamic" : "device");
+    ember_shard_snapshot_t *snap = *snap_p;
+    if (!snap && !(snap = calloc(1, sizeof(*snap))))
+        return ember_status_text(err, err_length, EMBER_ERR_NO_MEMORY,
+                                 "table %s: no memory for a snapshot", table->spec.name);
+    *snap_p = snap;
+    ember_opt_state_t arrays[EMBER_TABLE_STATE_TENSORS];
+    table_cow_array_t kept[EMBER_TABLE_STATE_TENSORS];
+    const size_t n = table_arrays(table, arrays);
+    snap->valid = 0;
+    for (size_t i = 0; i < n; i++) {
+        ember_buffer_free(&snap->arrays[i].data); /* an earlier copy's room */
+        snap_describe(table, &arrays[i], &snap->arrays[i]);
+        kept[i] = (table_cow_array_t){.data = arrays[i].data,
+                                      .row_bytes = array_row_bytes(&arrays[i])};
+    }
+    EMBER_CHECK(table_cow_begin(table, kept, n, err, err_length));
+    memcpy(snap->name, table->spec.name, sizeof(snap->name));
+    snap->local_rows = table->local_rows;
+    snap->dynamic = 0;
+    snap->narrays = n;
+    snap->next_step = table->next_step;
+    snap_meta(snap, table);
+    snap->cow = table;
+    snap->valid = 1;
+    return EMBER_OK;
+}
+
+int ember_shard_snapshot_marked(const ember_shard_snapshot_t *snap)
+{
+    return snap && snap->valid && snap->cow != NULL;
+}
+
+ember_status_t ember_shard_snapshot_read(const ember_shard_snapshot_t *snap, size_t array,
+                                         uint64_t offset, void *buf, size_t length, char *err,
+                                         size_t err_length)
+{
+    if (snap->valid && snap->cow)
+        return table_cow_read(snap->cow, array, offset, buf, length, err, err_length);
+    const size_t bytes = array < snap->narrays
+                                 ? snap->arrays[array].rows * snap->arrays[array].per_row *
+                                           ember_dtype_size(snap->arrays[array].dtype)
+                                 : 0;
+    if (!snap->valid || offset > bytes || length > bytes - offset)
+        return ember_status_text(err, err_length, EMBER_ERR_INVALID_PARAM,
+                                 "table %s: bytes %llu..+%zu of array %zu are not in its snapshot",
+                                 snap->name, (unsigned long long)offset, length, array);
+    memcpy(buf, (const char *)snap->arrays[array].data.data + offset, length);
+    return EMBER_OK;
+}
+
+void ember_shard_snapshot_end(ember_shard_snapshot_t *snap, ember_shard_snapshot_kept_t *kept)
+{
+    table_cow_stats_t stats = {0};
+    if (snap && snap->cow) {
+        table_cow_end(snap->cow, &stats);
+        snap->cow = NULL;
+        snap->valid = 0; /* its arrays were the table's */
+    }
+    if (kept)
+        *kept = (ember_shard_snapshot_kept_t){.chunks = stats.chunks, .bytes = stats.bytes};
 }
 
 void ember_shard_snapshot_free(ember_shard_snapshot_t *snap)
@@ -331,7 +418,7 @@ ember_status_t ember_shard_snapshot_tensors(const ember_shard_snapshot_t *snap,
         t->shape[1] = (int64_t)a->per_row;
         t->numel = a->rows * a->per_row;
         t->nbytes = t->numel * ember_dtype_size(a->dtype);
-        t->data = a->data.data;
+        t->data = snap->cow ? NULL : a->data.data; /* NULL: ember_shard_snapshot_read's */
     }
     for (size_t i = 0; i < snap->nmeta; i++) {
         meta[*nmeta].key = snap->keys[i];
@@ -627,6 +714,7 @@ static ember_status_t restore_apply(const restore_t *r, const old_shard_t *old, 
 {
     ember_shard_t *table = r->table;
     size_t first = 0;
+    table_cow_range(table, 0, table->local_rows); /* a write in progress keeps them */
     if (table->device) {
         EMBER_CHECK(restore_device_rows(r, old, n));
         first = 1;

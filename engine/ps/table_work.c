@@ -3,6 +3,7 @@
 
 #include "common/search.h"
 #include "common/workers.h"
+#include "engine/ps/table_cow.h"
 #include "engine/wire/codec.h"
 #include "engine/wire/protocol.h"
 
@@ -437,6 +438,8 @@ static void step_task(void *arg, unsigned k)
     const reduce_job_t *job = arg;
     ember_shard_t *table = job->table;
     const table_task_t *task = &table->tasks[k];
+    /* A checkpoint being written keeps the rows' old values first. */
+    table_cow_rows(table, (const int64_t *)table->acc_rows.data + task->begin, task->count);
     ember_opt_sparse_rows(table->optimizer, &job->values,
                           (const int64_t *)table->acc_rows.data + task->begin,
                           (const float *)table->acc_grad.data + task->begin * table->spec.dim,
@@ -531,6 +534,7 @@ static void step_list_task(void *arg, unsigned k)
     const pending_t *p = job->grads[0];
     size_t u0, u1;
     ember_split_range(p->nrows, job->tasks, k, &u0, &u1);
+    table_cow_rows(table, (const int64_t *)p->rows.data + u0, u1 - u0);
     ember_opt_sparse_rows(table->optimizer, &job->values, (const int64_t *)p->rows.data + u0,
                           (const float *)p->grad.data + u0 * table->spec.dim, u1 - u0,
                           table->tasks[k].row.data);

@@ -133,6 +133,9 @@ typedef struct {
     char dir[600];
     uint64_t bytes;
     size_t files;
+    /* The longest over the PS: the pause at the step boundary (the
+     * snapshot: rows marked for copy-on-write, or a GPU or dynamic
+     * table's copy), the wait for the previous write first, the write. */
     double copy_seconds, wait_seconds, write_seconds, complete_seconds;
     char text[300];
 } ember_checkpoint_event_t;

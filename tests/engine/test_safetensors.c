@@ -463,6 +463,78 @@ static int case_durable_map(void)
     return 0;
 }
 
+/* ember_st_write_filled's source in the test: the tensors' own bytes,
+ * asked for in order, a chunk at most at a time; it fails at @fail_at. */
+typedef struct {
+    const ember_st_tensor_t *tensors;
+    size_t tensor;
+    uint64_t next, fail_at, asked;
+    int out_of_order;
+} filled_src_t;
+
+static ember_status_t fill_from(void *arg, size_t tensor, uint64_t offset, void *buf, size_t length,
+                                char *err, size_t err_length)
+{
+    filled_src_t *src = arg;
+    if (tensor != src->tensor) {
+        src->tensor = tensor;
+        src->next = 0;
+    }
+    src->out_of_order |= offset != src->next || length > EMBER_ST_FILL_CHUNK || length == 0;
+    src->next = offset + length;
+    src->asked += length;
+    if (src->fail_at && src->asked >= src->fail_at)
+        return ember_status_text(err, err_length, EMBER_ERR_CANCELED, "the test's fill fails");
+    memcpy(buf, (const uint8_t *)src->tensors[tensor].data + offset, length);
+    return EMBER_OK;
+}
+
+/* A file whose tensors come from a callback (and is written direct, past
+ * the page cache, where /tmp allows it) is byte for byte the file written
+ * from the tensors, its size and CRC too; a fill that fails leaves none. */
+static int case_durable_filled(void)
+{
+    char dir[] = "/tmp/ember_st_XXXXXX", ref[256], filled[256], tmp[300];
+    ember_st_written_t wr = {0}, wf = {0};
+    uint8_t *big = NULL;
+    ember_st_tensor_t t[7], holes[7];
+    size_t ref_size, filled_size;
+
+    CHECK(mkdtemp(dir), "mkdtemp");
+    snprintf(ref, sizeof(ref), "%s/ref.safetensors", dir);
+    snprintf(filled, sizeof(filled), "%s/filled.safetensors", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", filled);
+    if (big_tensors(t, &big))
+        return 1;
+    CHECK(ember_st_write_durable(ref, t, 7, rt_meta, 3, &wr) == EMBER_OK, "reference");
+    for (size_t i = 0; i < 7; i++) { /* every other one from the callback, the big one too */
+        holes[i] = t[i];
+        if (i % 2 == 0 || t[i].nbytes > EMBER_DURABLE_CHUNK)
+            holes[i].data = NULL;
+    }
+    filled_src_t src = {.tensors = t, .tensor = SIZE_MAX};
+    CHECK(ember_st_write_filled(filled, holes, 7, rt_meta, 3, fill_from, &src, &wf) == EMBER_OK,
+          "filled write");
+    CHECK(!src.out_of_order, "the fill was asked out of order or for too much");
+    uint8_t *a = read_whole(ref, &ref_size), *b = read_whole(filled, &filled_size);
+    CHECK(a && b && ref_size == filled_size && memcmp(a, b, ref_size) == 0,
+          "the filled file differs from the reference (%zu and %zu bytes)", ref_size, filled_size);
+    CHECK(wf.bytes == wr.bytes && wf.crc32c == wr.crc32c, "written %llu/%08x, reference %llu/%08x",
+          (unsigned long long)wf.bytes, wf.crc32c, (unsigned long long)wr.bytes, wr.crc32c);
+    unlink(filled);
+    filled_src_t failing = {.tensors = t, .tensor = SIZE_MAX, .fail_at = 2 * EMBER_DURABLE_CHUNK};
+    CHECK(ember_st_write_filled(filled, holes, 7, rt_meta, 3, fill_from, &failing, &wf) ==
+                  EMBER_ERR_CANCELED,
+          "a failing fill");
+    CHECK(access(filled, F_OK) != 0 && access(tmp, F_OK) != 0, "a failed write left a file");
+    unlink(ref);
+    rmdir(dir);
+    free(a);
+    free(b);
+    free(big);
+    return 0;
+}
+
 /* A write that fails leaves no file: into a missing directory, and one
  * stopped by the file-size limit half way (the file that was at @path
  * before stays as it was). */
@@ -516,6 +588,7 @@ int main(int argc, char **argv)
             {"empty_tensors", case_empty_tensors},
             {"durable_map", case_durable_map},
             {"durable_fails", case_durable_fails},
+            {"durable_filled", case_durable_filled},
     };
     return test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }

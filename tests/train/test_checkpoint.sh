@@ -22,6 +22,14 @@
 #                takes the one before and says why, and ends bit for bit
 #   killwrite    kill -9 of the whole job while a large checkpoint is being
 #                written: the next run resumes from the complete one before
+#   cow          copy-on-write: a job whose PS writes its checkpoints slowly
+#                (EMBER_PS_CKPT_WRITE_RATE, a test-only knob) trains on
+#                while each is written, changing rows and Adam's state the
+#                write still owes (the PS's log says how many chunks it
+#                copied aside: more than 0); its PS file of step 20 equals
+#                byte for byte that of a job stopped at step 20 (nothing
+#                changes during that write), and its step 10's the same
+#                job's step 10
 #   killed:RANK  kill -9 of rank RANK (1: trainer1, 3: the PS) mid-run under
 #                ember-run --max-restarts 1: the job restarts from its latest
 #                checkpoint, says what was lost and from where it goes on, and
@@ -244,6 +252,30 @@ killwrite)
     grep -q "resuming from $work/ckpt/step-0000000000[0-9]0 (step" "$work/out" ||
         fail "did not resume from a complete checkpoint"
     grep "removed\|resuming" "$work/out" | head -3
+    ;;
+cow)
+    # 40,000 x 16 rows with Adam's two arrays and its per-row steps: a
+    # 7.8 MB file, written at 4 MB/s, while training goes on at hundreds
+    # of steps a second.
+    job=(--rows 40000 --dim 16 --batches 10 --seed 4 --optimizer adam --lr 0.01
+        --checkpoint-every 10 --checkpoint-keep 20)
+    ember "$work/out" 1 "${job[@]}" --epochs 2 --checkpoint-dir "$work/stopped" ||
+        fail "the job stopped at step 20 exited $?"
+    EMBER_PS_CKPT_WRITE_RATE=4M EMBER_LOG_LEVEL=info \
+        ember "$work/cow.log" 1 "${job[@]}" --epochs 6 --checkpoint-dir "$work/ckpt" ||
+        { cat "$work/cow.log" >>"$work/out"; fail "the job trained during its writes exited $?"; }
+    grep 'written while training changed\|checkpoint after step' "$work/cow.log" >>"$work/out"
+    for k in 10 20; do
+        dir=step-$(printf %012d "$k")
+        [ -s "$work/ckpt/$dir/manifest" ] || fail "no complete checkpoint of step $k"
+        cmp "$work/stopped/$dir/ps0.safetensors" "$work/ckpt/$dir/ps0.safetensors" >>"$work/out" 2>&1 ||
+            fail "step $k's PS file, written while training went on, is not the stopped job's"
+    done
+    grep -q "checkpoint after step 60: " "$work/cow.log" || fail "no checkpoint after step 60"
+    changed=$(sed -n 's/.*the checkpoint of step 20 was written while training changed \([0-9]*\) chunks.*/\1/p' "$work/cow.log")
+    [ -n "$changed" ] || fail "the PS did not say what training changed during step 20's write"
+    [ "$changed" -gt 0 ] || fail "nothing changed during step 20's write: training did not overlap it"
+    echo "step 20 written while training changed $changed chunks; steps 10 and 20 byte for byte"
     ;;
 killed:*)
     rank=${case_name#killed:}

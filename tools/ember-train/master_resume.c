@@ -209,8 +209,8 @@ void master_ckpt_poll(master_t *m)
         if (e.failed)
             continue; /* the library said why */
         master_progress_hide(m);
-        printf("checkpoint after step %llu: %s, %.1f MiB in %zu files; PS copies %.3f s (the "
-               "pause), waits %.3f s, writes %.2f s; complete %.2f s after the first file\n",
+        printf("checkpoint after step %llu: %s, %.1f MiB in %zu files; PS pauses %.3f s (its "
+               "snapshot), waits %.3f s, writes %.2f s; complete %.2f s after the first file\n",
                (unsigned long long)e.step, e.dir, e.bytes / 1048576.0, e.files, e.copy_seconds,
                e.wait_seconds, e.write_seconds, e.complete_seconds);
         fflush(stdout);
