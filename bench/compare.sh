@@ -216,26 +216,7 @@ done
 unset UCX_TLS
 
 # ---- allreduce --------------------------------------------------------------
-# Per size, over the nccl-tests-format outputs of N ranks given as files:
-# "size busbw busbw_in_place", each the median over the files, recomputed
-# from the time columns (the printed busbw has two decimals, too few for
-# small sizes).
-busbw() { # N FILE...
-    local n=$1
-    shift
-    awk -v n="$n" '!/^#/ && NF >= 13 {
-        f = 2 * (n - 1) / n
-        out[$1] = out[$1] " " $1 / ($6 * 1e3) * f
-        inp[$1] = inp[$1] " " $1 / ($10 * 1e3) * f }
-        function med(list,   v, k, i, j, t) {
-            k = split(list, v, " ")
-            for (i = 2; i <= k; i++)
-                for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-            return v[int((k + 1) / 2)]
-        }
-        END { for (s in out) printf "%s %.6g %.6g\n", s, med(out[s]), med(inp[s]) }' "$@" |
-        sort -k1,1 -g
-}
+# busbw N FILE...: bench/perftest.sh.
 for tls_name in $tls_list; do
     for n in $ranks_list; do
         tls=$(ucx_tls "$tls_name")

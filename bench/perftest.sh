@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # bench/perftest.sh: sourced by the comparison scripts (not run): perftest,
-# median, paired_ratio, bench_bind.
+# median, paired_ratio, bench_bind, busbw.
 #
 # perftest DIR TEST SIZE ITERS WARMUP [OUTSTANDING]: run ucx_perftest as a
 # server and a client on 127.0.0.1 (a free port, up to 3 tries) and print the
@@ -65,4 +65,25 @@ bench_bind() {
         export EMBER_BIND=numa
         mpi_bind=none
     fi
+}
+
+# Per size, over the nccl-tests-format outputs of N ranks given as files:
+# "size busbw busbw_in_place", each the median over the files, recomputed
+# from the time columns (the printed busbw has two decimals, too few for
+# small sizes).
+busbw() { # N FILE...
+    local n=$1
+    shift
+    awk -v n="$n" '!/^#/ && NF >= 13 {
+        f = 2 * (n - 1) / n
+        out[$1] = out[$1] " " $1 / ($6 * 1e3) * f
+        inp[$1] = inp[$1] " " $1 / ($10 * 1e3) * f }
+        function med(list,   v, k, i, j, t) {
+            k = split(list, v, " ")
+            for (i = 2; i <= k; i++)
+                for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+            return v[int((k + 1) / 2)]
+        }
+        END { for (s in out) printf "%s %.6g %.6g\n", s, med(out[s]), med(inp[s]) }' "$@" |
+        sort -k1,1 -g
 }
