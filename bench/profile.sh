@@ -93,8 +93,9 @@ PY
     if [ "$perf" = 1 ]; then
         for r in 0 3; do
             echo "### perf, $([ $r = 0 ] && echo trainer0 || echo ps0): top $top functions by self time (whole run)"
-            perf report -i "$out/$name.rank$r.perf" --no-children --sort symbol --stdio -g none 2>/dev/null |
-                grep -E '^ +[0-9.]+%' | head -n "$top"
+            # (head ends the pipe early: perf's SIGPIPE is no failure)
+            { perf report -i "$out/$name.rank$r.perf" --no-children --sort symbol --stdio -g none \
+                2>/dev/null | grep -E '^ +[0-9.]+%' | head -n "$top"; } || true
         done
     fi
     echo
