@@ -142,7 +142,7 @@ const char *ember_allreduce_error(const ember_allreduce_t *ar)
 ember_status_t ember_allreduce(ember_allreduce_t *ar, float *data, size_t count,
                                ember_allreduce_op_t op)
 {
-    ember_allreduce_req_t *req;
+    ember_allreduce_req_t *req = NULL;
     EMBER_CHECK(ember_allreduce_start(ar, data, count, op, &req));
     return ember_allreduce_wait(req);
 }

@@ -410,7 +410,7 @@ static void barrier_release(ember_job_t *job, ember_status_t status, const char 
     if (status != EMBER_OK) {
         b->failed_seq = b->gather;
         b->failed_status = status;
-        snprintf(b->failed_why, sizeof(b->failed_why), "%s", why);
+        snprintf(b->failed_why, sizeof(b->failed_why), "%.*s", (int)sizeof(b->failed_why) - 1, why);
     }
     for (int rank = 0; rank < api_clients(job); rank++) {
         if (!b->held[rank])
