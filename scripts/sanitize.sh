@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the tree with clang, AddressSanitizer and UBSan (build-asan/, CUDA
 # off) and run the unit, transport, engine and security tests once under
-# them; any report ends its test with a failure.  Leaks are reported too,
-# except the one suppressed in scripts/lsan.supp (say why there).
+# them; any report ends its test with a failure.  Leaks are reported too
+# (scripts/lsan.supp suppresses what is not ember's, saying why).
 #   scripts/sanitize.sh [CTEST ARGS...]   e.g. -R engine.ps to run fewer
 set -euo pipefail
 cd "$(dirname "$0")/.."
