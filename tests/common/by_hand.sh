@@ -10,13 +10,26 @@
 #   by_hand_training WORK
 #       wait (10 s at most) until the master reports epoch 2; 1 if it did not
 
+# A port for a job's store that is free here now, from 10000-19999: below
+# the range the Slurm fixtures take theirs from (20000-31999, where a
+# slurmd of a test running beside this one may be listening) and the
+# ephemeral one (32768+).  20 tries; the last drawn if none was free.
+by_hand_free_port() {
+    local port
+    for _ in $(seq 20); do
+        port=$((10000 + RANDOM % 10000))
+        ! ss -Htln "sport = :$port" 2>/dev/null | grep -q . && break
+    done
+    echo "$port"
+}
+
 by_hand_start() {
     local train=$1 work=$2 env=()
     shift 2
     while [ $# -gt 0 ] && [ "$1" != -- ]; do env+=("$1"); shift; done
     [ "${1:-}" = -- ] && shift
-    # A port given in BY_HAND_PORT, else one below the ephemeral range.
-    BY_HAND_PORT=${BY_HAND_PORT:-$(( 20000 + RANDOM % 12000 ))}
+    # A port given in BY_HAND_PORT, else a free one (by_hand_free_port).
+    BY_HAND_PORT=${BY_HAND_PORT:-$(by_hand_free_port)}
     local secret=$work/secret
     head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
     chmod 600 "$secret"

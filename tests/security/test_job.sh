@@ -42,7 +42,7 @@ train=$work/ember-train
 job=(--epochs 2000 --seed 3) # about 2 s here: long enough to be attacked
 job_timeout=120              # a hang, not a slow sanitizer build under load
 fail() { echo "FAIL: $*"; echo "--- output:"; tail -40 "$work/out" 2>/dev/null; exit 1; }
-free_port() { echo $(( 20000 + RANDOM % 12000 )); } # below the ephemeral range
+free_port() { by_hand_free_port; } # free now, apart from the Slurm fixtures' range
 no_leftovers() {
     sleep 0.5
     pgrep -f "$train" >/dev/null && { pgrep -af "$train"; fail "processes left behind"; }

@@ -710,7 +710,7 @@ progress:unknown)
 progress:tty)
     # The master (rank 2) on script's pseudo-terminal, the others by hand.
     command -v script >/dev/null || { echo "no script (util-linux): skipped"; exit 77; }
-    port=$(( 20000 + RANDOM % 12000 ))
+    port=$(by_hand_free_port)
     head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/secret"
     chmod 600 "$work/secret"
     job=(EMBER_WORLD_SIZE=4 EMBER_INIT=tcp://127.0.0.1:$port EMBER_SECRET_FILE="$work/secret"
